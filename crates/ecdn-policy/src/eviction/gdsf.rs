@@ -1,0 +1,163 @@
+//! GreedyDual-Size-Frequency (Cherkasova, "Improving WWW proxies performance with
+//! Greedy-Dual-Size-Frequency caching policy", HP Labs 1998), with cost 1 so that it maximizes
+//! the object hit ratio.
+//!
+//! Each cached object has priority `H = L + frequency / size`, where `frequency` counts the
+//! requests it received while cached (1 on insertion) and `L` is the inflation value: the
+//! priority of the last evicted object (0 initially). The object with the smallest `H` is
+//! evicted; a hit increments the frequency and recomputes `H` with the current `L`. Ties are
+//! broken deterministically: the object whose priority was set least recently goes first.
+//! Zero-byte objects are treated as one byte for the priority.
+
+use super::priority::PriorityIndex;
+use crate::{Evicted, Eviction};
+
+#[derive(Clone)]
+pub struct Gdsf {
+    capacity: u64,
+    /// Inflation value `L`.
+    inflation: f64,
+    index: PriorityIndex,
+}
+
+impl Gdsf {
+    pub fn new(capacity: u64) -> Self {
+        Gdsf {
+            capacity,
+            inflation: 0.0,
+            index: PriorityIndex::new(),
+        }
+    }
+
+    /// The current inflation value `L`.
+    pub fn inflation(&self) -> f64 {
+        self.inflation
+    }
+
+    /// The priority `H` of `id`, if cached.
+    pub fn priority(&self, id: u64) -> Option<f64> {
+        self.index.get(id).map(|e| f64::from_bits(e.key))
+    }
+
+    /// Request count of `id` while cached, if cached.
+    pub fn frequency(&self, id: u64) -> Option<u64> {
+        self.index.get(id).map(|e| e.freq)
+    }
+
+    #[inline]
+    fn key(inflation: f64, freq: u64, size: u64) -> u64 {
+        let h = inflation + freq as f64 / size.max(1) as f64;
+        // H is finite and non-negative, so its bit pattern orders like the value.
+        h.to_bits()
+    }
+}
+
+impl Eviction for Gdsf {
+    fn name(&self) -> &'static str {
+        "gdsf"
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        self.index.bytes()
+    }
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+    fn peek(&self, id: u64) -> Option<u64> {
+        self.index.get(id).map(|e| e.size)
+    }
+    #[inline]
+    fn touch(&mut self, id: u64, _now: u64) -> Option<u64> {
+        let l = self.inflation;
+        self.index.hit(id, |e| Self::key(l, e.freq, e.size))
+    }
+    #[inline]
+    fn insert(&mut self, id: u64, size: u64, _now: u64, evicted: &mut Vec<Evicted>) {
+        while self.index.bytes() + size > self.capacity {
+            match self.index.pop_min() {
+                Some(e) => {
+                    self.inflation = f64::from_bits(e.key);
+                    evicted.push(Evicted {
+                        id: e.id,
+                        size: e.size,
+                    });
+                }
+                None => break,
+            }
+        }
+        self.index
+            .insert(id, size, Self::key(self.inflation, 1, size));
+    }
+    fn remove(&mut self, id: u64) -> Option<u64> {
+        self.index.remove(id).map(|e| e.size)
+    }
+    fn clone_box(&self) -> Box<dyn Eviction> {
+        Box::new(self.clone())
+    }
+    fn heap_bytes(&self) -> usize {
+        self.index.heap_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(ev: &[Evicted]) -> Vec<u64> {
+        ev.iter().map(|e| e.id).collect()
+    }
+
+    #[test]
+    fn evicts_large_before_small_and_inflates() {
+        let mut g = Gdsf::new(100);
+        let mut ev = Vec::new();
+        g.insert(1, 50, 1, &mut ev); // H = 1/50 = 0.02
+        g.insert(2, 10, 2, &mut ev); // H = 0.1
+        g.insert(3, 40, 3, &mut ev); // H = 0.025
+        assert_eq!(g.used(), 100);
+        g.insert(4, 20, 4, &mut ev); // evicts 1 (0.02): L = 0.02
+        assert_eq!(ids(&ev), vec![1]);
+        assert!((g.inflation() - 0.02).abs() < 1e-12);
+        assert!((g.priority(4).unwrap() - (0.02 + 1.0 / 20.0)).abs() < 1e-12);
+        assert_eq!(g.used(), 70);
+        assert_eq!(g.len(), 3);
+    }
+
+    #[test]
+    fn hits_raise_priority_with_current_inflation() {
+        let mut g = Gdsf::new(100);
+        let mut ev = Vec::new();
+        g.insert(1, 50, 1, &mut ev); // 0.02
+        g.insert(2, 50, 2, &mut ev); // 0.02, newer
+        assert_eq!(g.touch(1, 3), Some(50)); // 1: 0.04
+        assert_eq!(g.frequency(1), Some(2));
+        g.insert(3, 50, 4, &mut ev); // evicts 2 (0.02): L = 0.02
+        assert_eq!(ids(&ev), vec![2]);
+        // 3: H = 0.02 + 0.02 = 0.04 ties with 1 (0.04), but 1's priority was set earlier.
+        ev.clear();
+        g.insert(4, 10, 5, &mut ev);
+        assert_eq!(ids(&ev), vec![1]);
+        assert!((g.inflation() - 0.04).abs() < 1e-12);
+        assert_eq!(g.touch(9, 6), None);
+        assert_eq!(g.peek(3), Some(50));
+    }
+
+    #[test]
+    fn ties_go_to_the_older_entry() {
+        let mut g = Gdsf::new(30);
+        let mut ev = Vec::new();
+        for id in 1..=3 {
+            g.insert(id, 10, id, &mut ev);
+        }
+        g.insert(4, 20, 4, &mut ev);
+        assert_eq!(ids(&ev), vec![1, 2]);
+        assert_eq!(g.remove(3), Some(10));
+        assert_eq!(g.remove(3), None);
+        assert_eq!(g.used(), 20);
+        let c = g.clone_box();
+        assert_eq!(c.peek(4), Some(20));
+        assert!(g.heap_bytes() > 0);
+    }
+}

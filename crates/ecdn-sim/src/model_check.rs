@@ -1,0 +1,94 @@
+//! Checks AdaptSize's model against measurement: for each c of a grid, the OHR the model predicts
+//! from the trace's request rates and sizes, next to the OHR an LRU cache with fixed e^(−size/c)
+//! admission actually reaches on the same trace (AdaptSize Fig. 9).
+
+use std::collections::HashMap;
+
+use ecdn_policy::admission::model::Model;
+use ecdn_policy::spec::{AdmissionSpec, EvictionKind};
+use ecdn_policy::PolicySpec;
+use ecdn_trace::{Request, SliceReader};
+use serde::Serialize;
+
+use crate::{simulate, SimConfig, SimError};
+
+/// Predicted and measured OHR at one c.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelPoint {
+    pub c: f64,
+    pub predicted_ohr: f64,
+    pub measured_ohr: f64,
+}
+
+/// The model of the measured part of `reqs` (after `warmup`): rate = requests in that part.
+pub fn model_of(reqs: &[Request], warmup: usize, capacity: u64) -> Model {
+    let objs = count_objects(&reqs[warmup.min(reqs.len())..]);
+    Model::new(objs.into_iter().map(|(n, s)| (n as f64, s)), capacity)
+}
+
+/// For each c in `cs`: the model's OHR and the OHR measured by simulating LRU + e^(−size/c) on
+/// `reqs` (the first `warmup` requests warm the cache). Runs on up to `threads` threads.
+pub fn model_vs_measured(
+    reqs: &[Request],
+    warmup: usize,
+    capacity: u64,
+    cs: &[f64],
+    seed: u64,
+    threads: usize,
+) -> Result<Vec<ModelPoint>, SimError> {
+    let model = model_of(reqs, warmup, capacity);
+    let predicted = model.curve(cs);
+    let cfg = SimConfig {
+        warmup: warmup as u64,
+        seed,
+        ..SimConfig::default()
+    };
+    let measured: Vec<Result<f64, SimError>> = {
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let out: Vec<std::sync::Mutex<Option<Result<f64, SimError>>>> =
+            cs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+        std::thread::scope(|s| {
+            for _ in 0..threads.clamp(1, cs.len().max(1)) {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= cs.len() {
+                        break;
+                    }
+                    let spec = PolicySpec {
+                        label: format!("lru+exp:{}", cs[i]),
+                        eviction: EvictionKind::Lru,
+                        admission: Some(AdmissionSpec::Exp { c: cs[i] }),
+                    };
+                    let r = simulate(&mut SliceReader::new(reqs), &spec, capacity, &cfg, &|_| {})
+                        .map(|r| r.object_hit_ratio);
+                    *out[i].lock().unwrap() = Some(r);
+                });
+            }
+        });
+        out.into_iter()
+            .map(|m| m.into_inner().unwrap().expect("every c simulated"))
+            .collect()
+    };
+    predicted
+        .into_iter()
+        .zip(measured)
+        .map(|((c, p), m)| {
+            Ok(ModelPoint {
+                c,
+                predicted_ohr: p,
+                measured_ohr: m?,
+            })
+        })
+        .collect()
+}
+
+/// `(requests, last size)` per object.
+fn count_objects(reqs: &[Request]) -> Vec<(u64, u64)> {
+    let mut m: HashMap<u64, (u64, u64)> = HashMap::with_capacity(reqs.len() / 4);
+    for r in reqs {
+        let e = m.entry(r.id).or_insert((0, r.size));
+        e.0 += 1;
+        e.1 = r.size;
+    }
+    m.into_values().collect()
+}

@@ -1,0 +1,44 @@
+//! Exactness against libCacheSim: LRU and FIFO miss ratios on the CloudPhysics block trace
+//! (`tests/data/cloudPhysicsIO.oracleGeneral.bin`, shipped with libCacheSim's data folder),
+//! no warm-up, must equal libCacheSim's to 4 decimals.
+
+use std::path::PathBuf;
+
+use ecdn_policy::PolicySpec;
+use ecdn_sim::{simulate, SimConfig};
+use ecdn_trace::{open, OpenOptions};
+
+fn trace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/cloudPhysicsIO.oracleGeneral.bin")
+}
+
+fn run(policy: &str, size: u64) -> (u64, f64, f64) {
+    let mut r = open(&trace(), &OpenOptions::default()).expect("open trace");
+    let spec = PolicySpec::parse(policy).unwrap();
+    let res = simulate(&mut *r, &spec, size, &SimConfig::default(), &|_| {}).unwrap();
+    (res.requests, res.miss_ratio, res.byte_miss_ratio)
+}
+
+fn check(policy: &str, size_mib: u64, miss: f64, byte_miss: f64) {
+    let (n, mr, bmr) = run(policy, size_mib << 20);
+    assert_eq!(n, 113_872);
+    assert_eq!(
+        (format!("{mr:.4}"), format!("{bmr:.4}")),
+        (format!("{miss:.4}"), format!("{byte_miss:.4}")),
+        "{policy} {size_mib} MiB: miss {mr} byte miss {bmr}"
+    );
+}
+
+#[test]
+fn lru_matches_libcachesim() {
+    check("lru", 1, 0.8699, 0.9869);
+    check("lru", 16, 0.8351, 0.9803);
+    check("lru", 256, 0.7885, 0.9298);
+}
+
+#[test]
+fn fifo_matches_libcachesim() {
+    check("fifo", 1, 0.8821, 0.9882);
+    check("fifo", 16, 0.8384, 0.9807);
+    check("fifo", 256, 0.7850, 0.9278);
+}

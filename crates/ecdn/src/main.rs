@@ -1,0 +1,37 @@
+//! `ecdn`: the command-line entry point of the erasure-coded content-delivery cache.
+//! Today: `ecdn sim` (trace-driven cache simulation) and `ecdn trace` (trace tools).
+
+use clap::{Parser, Subcommand};
+
+mod plot;
+mod sim_cmd;
+mod trace_cmd;
+
+#[derive(Parser)]
+#[command(name = "ecdn", version, about = "ecdn: an erasure-coded content-delivery cache", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Trace-driven simulation (cache policies today; the cluster later).
+    #[command(subcommand)]
+    Sim(sim_cmd::SimCmd),
+    /// Trace tools: statistics, conversion, synthetic workload generation.
+    #[command(subcommand)]
+    Trace(trace_cmd::TraceCmd),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sim(cmd) => sim_cmd::run(cmd),
+        Command::Trace(cmd) => trace_cmd::run(cmd),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,346 @@
+//! `ecdn sim`: trace-driven simulation.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use ecdn_policy::PolicySpec;
+use ecdn_sim::{sweep, Job, SimConfig, SimResult, Warmup};
+use ecdn_trace::units::{format_size, parse_size};
+use ecdn_trace::{Format, OpenOptions, RequestReader};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::plot;
+
+#[derive(Subcommand)]
+pub enum SimCmd {
+    /// Simulate cache policies over a trace, for every (policy, size) pair, on all cores.
+    #[command(after_help = "Examples:\n  \
+        ecdn sim cache --trace tests/data/cloudPhysicsIO.oracleGeneral.bin --policy lru,fifo --size 1MiB,16MiB,256MiB\n  \
+        ecdn sim cache --trace web.bin --policy lru,adaptsize,size-opt,lru+threshold:64KiB --size 64MiB,1GiB --warmup 10% --plot mr.png\n\n\
+        Policies are EVICTION[+ADMISSION[:ARG]...]: evictions lru, fifo, s4lru, gdsf, lfuda;\n\
+        admissions threshold:SIZE, freq:N, lrus[:REF], exp:C, hillclimb, adaptsize[:window=N:smoothing=B], size-opt[:window=N].\n\
+        An admission alone (adaptsize, hillclimb, size-opt, static:SIZE) means LRU with it.")]
+    Cache(CacheArgs),
+    /// Compare AdaptSize's model with measurement: predicted vs simulated OHR for a grid of c.
+    #[command(after_help = "Example:\n  ecdn sim model --trace web.bin --size 64MiB --warmup 50% --plot model.png")]
+    Model(ModelArgs),
+}
+
+#[derive(Args)]
+pub struct TraceArgs {
+    /// Trace file.
+    #[arg(long, short = 't')]
+    trace: PathBuf,
+    /// Trace format: oracleGeneral, oracleGeneral.zst, text, csv (default: from the file name).
+    #[arg(long)]
+    format: Option<String>,
+}
+
+impl TraceArgs {
+    fn options(&self) -> Result<OpenOptions> {
+        let format = match &self.format {
+            Some(f) => Some(Format::parse(f).map_err(anyhow::Error::msg)?),
+            None => None,
+        };
+        Ok(OpenOptions { format })
+    }
+
+    fn open(&self, opts: &OpenOptions) -> Result<Box<dyn RequestReader>> {
+        Ok(ecdn_trace::open(&self.trace, opts)?)
+    }
+}
+
+#[derive(Args)]
+pub struct CacheArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// Comma-separated policies, e.g. lru,fifo,adaptsize.
+    #[arg(long, short = 'p', default_value = "lru")]
+    policy: String,
+    /// Comma-separated cache sizes, e.g. 64MiB,1GiB (binary units).
+    #[arg(long, short = 's')]
+    size: String,
+    /// Warm-up before measuring: a request count (100000) or a fraction (0.1 or 10%).
+    #[arg(long, default_value = "0")]
+    warmup: String,
+    /// Record a per-window time series every N requests.
+    #[arg(long, value_name = "N")]
+    series: Option<u64>,
+    /// Stop after N requests.
+    #[arg(long, value_name = "N")]
+    max_requests: Option<u64>,
+    /// Seed of admission coin flips.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Worker threads (default: all cores).
+    #[arg(long, short = 'j')]
+    threads: Option<usize>,
+    /// One JSON object per line per (policy, size).
+    #[arg(long)]
+    json: bool,
+    /// Draw miss ratio vs cache size (PNG or SVG by extension).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+pub struct ModelArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// Cache size.
+    #[arg(long, short = 's')]
+    size: String,
+    /// Warm-up: the model uses the rates of the measured part only.
+    #[arg(long, default_value = "50%")]
+    warmup: String,
+    /// Smallest and largest c of the grid.
+    #[arg(long, default_value = "1KiB")]
+    c_min: String,
+    #[arg(long, default_value = "64MiB")]
+    c_max: String,
+    /// Grid points per doubling of c.
+    #[arg(long, default_value_t = 1)]
+    per_octave: u32,
+    /// Read at most N requests.
+    #[arg(long, value_name = "N")]
+    max_requests: Option<u64>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long, short = 'j')]
+    threads: Option<usize>,
+    #[arg(long)]
+    json: bool,
+    /// Draw predicted vs measured OHR against c.
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+}
+
+pub fn run(cmd: SimCmd) -> Result<()> {
+    match cmd {
+        SimCmd::Cache(a) => run_cache(a),
+        SimCmd::Model(a) => run_model(a),
+    }
+}
+
+fn parse_sizes(s: &str) -> Result<Vec<u64>> {
+    let sizes: Vec<u64> = s
+        .split(',')
+        .filter(|x| !x.trim().is_empty())
+        .map(|x| parse_size(x).map_err(anyhow::Error::msg))
+        .collect::<Result<_>>()?;
+    if sizes.is_empty() {
+        bail!("--size needs at least one cache size, e.g. 64MiB");
+    }
+    if sizes.contains(&0) {
+        bail!("cache size must be positive");
+    }
+    Ok(sizes)
+}
+
+fn threads(t: Option<usize>) -> usize {
+    t.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
+    .max(1)
+}
+
+/// The trace's request count when it is cheap to know (uncompressed oracleGeneral: file size).
+fn cheap_len(path: &Path, opts: &OpenOptions) -> Option<u64> {
+    let f = opts.format.clone().or_else(|| Format::from_path(path))?;
+    if f == Format::OracleGeneral {
+        let len = std::fs::metadata(path).ok()?.len();
+        return Some(len / ecdn_trace::oracle::RECORD_SIZE as u64);
+    }
+    None
+}
+
+fn trace_len(args: &TraceArgs, opts: &OpenOptions) -> Result<u64> {
+    if let Some(n) = cheap_len(&args.trace, opts) {
+        return Ok(n);
+    }
+    let mut r = args.open(opts)?;
+    Ok(ecdn_sim::count_requests(&mut *r)?)
+}
+
+fn progress_bar(total: Option<u64>, quiet: bool) -> ProgressBar {
+    let pb = match total {
+        Some(t) => ProgressBar::new(t),
+        None => ProgressBar::new_spinner(),
+    };
+    if quiet {
+        pb.set_draw_target(ProgressDrawTarget::hidden());
+    } else {
+        pb.set_draw_target(ProgressDrawTarget::stderr_with_hz(4));
+    }
+    let style = if total.is_some() {
+        "{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} requests ({per_sec}, eta {eta})"
+    } else {
+        "{spinner} [{elapsed_precise}] {human_pos} requests ({per_sec})"
+    };
+    if let Ok(s) = ProgressStyle::with_template(style) {
+        pb.set_style(s);
+    }
+    pb
+}
+
+fn run_cache(a: CacheArgs) -> Result<()> {
+    let specs = PolicySpec::parse_list(&a.policy).map_err(anyhow::Error::msg)?;
+    if specs.is_empty() {
+        bail!("--policy needs at least one policy");
+    }
+    let sizes = parse_sizes(&a.size)?;
+    let opts = a.trace.options()?;
+    // Fail early, with the file's own error, if the trace cannot be opened.
+    a.trace.open(&opts)?;
+    let warmup = Warmup::parse(&a.warmup).map_err(anyhow::Error::msg)?;
+    let len = match warmup {
+        Warmup::Fraction(_) => Some(trace_len(&a.trace, &opts)?),
+        Warmup::Requests(_) => cheap_len(&a.trace.trace, &opts),
+    };
+    let cfg = SimConfig {
+        warmup: warmup.requests(len).map_err(anyhow::Error::msg)?,
+        series_every: a.series.unwrap_or(0),
+        seed: a.seed,
+        max_requests: a.max_requests.unwrap_or(0),
+    };
+    let jobs: Vec<Job> = specs
+        .iter()
+        .flat_map(|s| {
+            sizes.iter().map(|&z| Job {
+                spec: s.clone(),
+                cache_size: z,
+            })
+        })
+        .collect();
+    let per_job = match (len, a.max_requests) {
+        (Some(l), Some(m)) => Some(l.min(m)),
+        (Some(l), None) => Some(l),
+        (None, m) => m,
+    };
+    let pb = progress_bar(per_job.map(|l| l * jobs.len() as u64), a.quiet || a.json);
+    let results = sweep(
+        &jobs,
+        || a.trace.open(&opts).map_err(trace_error),
+        &cfg,
+        threads(a.threads),
+        &|n| pb.inc(n),
+    );
+    pb.finish_and_clear();
+    let mut ok: Vec<SimResult> = Vec::new();
+    for r in results {
+        ok.push(r.context("simulation failed")?);
+    }
+    let mut out = std::io::stdout().lock();
+    if a.json {
+        for r in &ok {
+            writeln!(out, "{}", serde_json::to_string(r)?)?;
+        }
+    } else {
+        print_table(&mut out, &ok)?;
+    }
+    if let Some(p) = &a.plot {
+        plot::miss_ratio_vs_size(p, &ok)?;
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(())
+}
+
+/// `open` must return a `TraceError`; our opener already produced one wrapped in anyhow.
+fn trace_error(e: anyhow::Error) -> ecdn_trace::TraceError {
+    match e.downcast::<ecdn_trace::TraceError>() {
+        Ok(t) => t,
+        Err(e) => ecdn_trace::TraceError::Config(format!("{e:#}")),
+    }
+}
+
+fn print_table(out: &mut impl Write, rs: &[SimResult]) -> Result<()> {
+    let w = rs.iter().map(|r| r.policy.len()).max().unwrap_or(6).max(6);
+    writeln!(
+        out,
+        "{:<w$}  {:>10}  {:>11}  {:>10}  {:>10}  {:>6}  {:>10}",
+        "policy", "cache_size", "requests", "miss_ratio", "byte_miss", "OHR", "req/s"
+    )?;
+    for r in rs {
+        writeln!(
+            out,
+            "{:<w$}  {:>10}  {:>11}  {:>10.4}  {:>10.4}  {:>6.4}  {:>9.2}M",
+            r.policy,
+            format_size(r.cache_size),
+            r.requests,
+            r.miss_ratio,
+            r.byte_miss_ratio,
+            r.object_hit_ratio,
+            r.requests_per_s / 1e6
+        )?;
+    }
+    Ok(())
+}
+
+fn run_model(a: ModelArgs) -> Result<()> {
+    let capacity = parse_size(&a.size).map_err(anyhow::Error::msg)?;
+    let c_min = parse_size(&a.c_min).map_err(anyhow::Error::msg)?.max(1) as f64;
+    let c_max = parse_size(&a.c_max).map_err(anyhow::Error::msg)? as f64;
+    if c_max < c_min {
+        bail!("--c-max must be at least --c-min");
+    }
+    let opts = a.trace.options()?;
+    let mut reader = a.trace.open(&opts)?;
+    let mut reqs = ecdn_trace::read_all(&mut *reader)?;
+    if let Some(m) = a.max_requests {
+        reqs.truncate(m as usize);
+    }
+    let warmup = Warmup::parse(&a.warmup)
+        .map_err(anyhow::Error::msg)?
+        .requests(Some(reqs.len() as u64))
+        .map_err(anyhow::Error::msg)? as usize;
+    let step = 1.0 / a.per_octave.max(1) as f64;
+    let mut cs = Vec::new();
+    let mut lc = c_min.log2();
+    while lc <= c_max.log2() + 1e-9 {
+        cs.push(lc.exp2());
+        lc += step;
+    }
+    let points = ecdn_sim::model_check::model_vs_measured(
+        &reqs,
+        warmup,
+        capacity,
+        &cs,
+        a.seed,
+        threads(a.threads),
+    )?;
+    let mut out = std::io::stdout().lock();
+    let max_err = points
+        .iter()
+        .map(|p| (p.predicted_ohr - p.measured_ohr).abs())
+        .fold(0.0, f64::max);
+    if a.json {
+        for p in &points {
+            writeln!(out, "{}", serde_json::to_string(p)?)?;
+        }
+    } else {
+        writeln!(out, "{:>10}  {:>10}  {:>10}  {:>7}", "c", "predicted", "measured", "error")?;
+        for p in &points {
+            writeln!(
+                out,
+                "{:>10}  {:>10.4}  {:>10.4}  {:>+7.4}",
+                format_size(p.c as u64),
+                p.predicted_ohr,
+                p.measured_ohr,
+                p.predicted_ohr - p.measured_ohr
+            )?;
+        }
+        writeln!(out, "max |error| = {max_err:.4}")?;
+    }
+    if let Some(p) = &a.plot {
+        plot::model_curve(p, &points, capacity)?;
+        eprintln!("wrote {}", p.display());
+    }
+    Ok(())
+}
