@@ -255,8 +255,12 @@ impl CsvReader {
                 CsvHeader::No => {}
                 CsvHeader::Auto => {
                     let probe = match (spec.size_col, spec.time_col) {
-                        (Some(c), _) => fields.get(c).map(|&(s, e)| parse_u64(&scratch[s..e], "").is_ok()),
-                        (None, Some(c)) => fields.get(c).map(|&(s, e)| parse_time(&scratch[s..e]).is_ok()),
+                        (Some(c), _) => fields
+                            .get(c)
+                            .map(|&(s, e)| parse_u64(&scratch[s..e], "").is_ok()),
+                        (None, Some(c)) => fields
+                            .get(c)
+                            .map(|&(s, e)| parse_time(&scratch[s..e]).is_ok()),
                         (None, None) => Some(true),
                     };
                     if probe == Some(false) {
@@ -453,7 +457,11 @@ mod tests {
 
     #[test]
     fn default_spec_with_auto_header() {
-        let reqs = read("time,id,size\n1,10,100\n\n2,\"obj,1\",200\n", CsvSpec::default()).unwrap();
+        let reqs = read(
+            "time,id,size\n1,10,100\n\n2,\"obj,1\",200\n",
+            CsvSpec::default(),
+        )
+        .unwrap();
         assert_eq!(
             reqs,
             vec![req(1, 10, 100), req(2, crate::hash_id(b"obj,1"), 200)]

@@ -6,24 +6,36 @@ use std::path::PathBuf;
 /// where it applies, the record or line number, so a malformed trace is easy to find.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
+    /// An I/O error (including corrupt zstd streams).
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The underlying error.
         #[source]
         source: std::io::Error,
     },
+    /// A bad binary record (oracleGeneral): truncated, or a value that does not fit the format.
     #[error("{path}: record {record}: {msg}")]
     Record {
+        /// The file.
         path: PathBuf,
+        /// 0-based record (request) number.
         record: u64,
+        /// What is wrong.
         msg: String,
     },
+    /// A malformed line of a text or CSV trace.
     #[error("{path}: line {line}: {msg}")]
     Line {
+        /// The file.
         path: PathBuf,
+        /// 1-based line number.
         line: u64,
+        /// What is wrong.
         msg: String,
     },
+    /// An invalid setting (format, column mapping, generator parameter, ...).
     #[error("{0}")]
     Config(String),
 }

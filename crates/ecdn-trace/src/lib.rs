@@ -20,6 +20,8 @@
 //! String object ids (text and CSV traces) are mapped to 64-bit ids with [`hash_id`] (FNV-1a), so
 //! the same trace always yields the same ids, on every run and platform.
 
+#![warn(missing_docs)]
+
 pub mod csv;
 pub mod error;
 pub mod format;
@@ -32,7 +34,7 @@ pub mod text;
 pub mod units;
 
 pub use error::TraceError;
-pub use format::{create, open, Format, OpenOptions, RequestWriter};
+pub use format::{create, open, Format, OpenOptions};
 pub use stats::TraceStats;
 
 /// One request of a trace.
@@ -60,6 +62,17 @@ impl<R: RequestReader + ?Sized> RequestReader for Box<R> {
     fn read_batch(&mut self, buf: &mut Vec<Request>, max: usize) -> Result<usize, TraceError> {
         (**self).read_batch(buf, max)
     }
+}
+
+/// A sink of requests, written in batches. Call [`RequestWriter::finish`] at the end: it flushes,
+/// completes compressed streams and (oracleGeneral) fills in next-access indices; dropping a
+/// writer without finishing leaves an incomplete file.
+pub trait RequestWriter: Send {
+    /// Appends `reqs` to the trace.
+    fn write_batch(&mut self, reqs: &[Request]) -> Result<(), TraceError>;
+
+    /// Completes the trace and returns the number of requests written.
+    fn finish(self: Box<Self>) -> Result<u64, TraceError>;
 }
 
 /// A reader over an in-memory slice of requests (tests, generators, look-ahead buffers).
@@ -165,5 +178,53 @@ pub fn compute_next_access(reqs: &mut [Request]) {
             Some(j) => j as i64,
             None => -1,
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv1a_reference_values() {
+        assert_eq!(hash_id(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(hash_id(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(hash_id(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn ids() {
+        assert_eq!(parse_id(b"0"), 0);
+        assert_eq!(parse_id(b"18446744073709551615"), u64::MAX);
+        assert_eq!(
+            parse_id(b"18446744073709551616"),
+            hash_id(b"18446744073709551616")
+        );
+        assert_eq!(parse_id(b"-1"), hash_id(b"-1"));
+        assert_eq!(parse_id(b"abc"), hash_id(b"abc"));
+        assert_eq!(parse_id(b""), hash_id(b""));
+    }
+
+    #[test]
+    fn next_access_and_copy() {
+        let mut reqs: Vec<Request> = [5u64, 6, 5, 7, 6, 5]
+            .iter()
+            .map(|&id| Request {
+                id,
+                ..Request::default()
+            })
+            .collect();
+        compute_next_access(&mut reqs);
+        let na: Vec<i64> = reqs.iter().map(|r| r.next_access).collect();
+        assert_eq!(na, [2, 4, 5, -1, -1, -1]);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.txt");
+        let mut w = create(&path, Format::Text).unwrap();
+        assert_eq!(copy(&mut SliceReader::new(&reqs), &mut *w).unwrap(), 6);
+        assert_eq!(w.finish().unwrap(), 6);
+        let back = read_all(&mut open(&path, &OpenOptions::default()).unwrap()).unwrap();
+        assert_eq!(back.len(), 6);
+        assert!(back.iter().all(|r| r.next_access == -1));
     }
 }

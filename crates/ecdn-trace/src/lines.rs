@@ -115,7 +115,9 @@ pub(crate) fn parse_u64(field: &[u8], what: &str) -> Result<u64, String> {
             v = v
                 .checked_mul(10)
                 .and_then(|v| v.checked_add((b - b'0') as u64))
-                .ok_or_else(|| format!("{what} {} is out of range (max {})", show(field), u64::MAX))?;
+                .ok_or_else(|| {
+                    format!("{what} {} is out of range (max {})", show(field), u64::MAX)
+                })?;
         }
         return Ok(v);
     }

@@ -59,9 +59,13 @@ impl Sink {
     pub(crate) fn finish(self) -> Result<File, TraceError> {
         let path = self.path;
         let file = match self.inner {
-            Inner::Plain(w) => w.into_inner().map_err(|e| io_error(&path, e.into_error()))?,
+            Inner::Plain(w) => w
+                .into_inner()
+                .map_err(|e| io_error(&path, e.into_error()))?,
             Inner::Zstd(w) => {
-                let enc = w.into_inner().map_err(|e| io_error(&path, e.into_error()))?;
+                let enc = w
+                    .into_inner()
+                    .map_err(|e| io_error(&path, e.into_error()))?;
                 enc.finish().map_err(|e| io_error(&path, e))?
             }
         };

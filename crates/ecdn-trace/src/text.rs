@@ -181,7 +181,10 @@ mod tests {
     #[test]
     fn huge_numeric_ids_are_hashed() {
         let reqs = read_str("1 123456789012345678901234567890 5\n").unwrap();
-        assert_eq!(reqs[0].id, crate::hash_id(b"123456789012345678901234567890"));
+        assert_eq!(
+            reqs[0].id,
+            crate::hash_id(b"123456789012345678901234567890")
+        );
     }
 
     fn err_of(s: &'static str) -> (u64, String) {
@@ -195,7 +198,10 @@ mod tests {
     fn malformed_lines_name_the_line() {
         let (line, msg) = err_of("1 2 3\n# c\n1 2 x\n");
         assert_eq!(line, 3);
-        assert!(msg.contains("size") && msg.contains("not a number"), "{msg}");
+        assert!(
+            msg.contains("size") && msg.contains("not a number"),
+            "{msg}"
+        );
         let (line, msg) = err_of("1 2\n");
         assert_eq!(line, 1);
         assert!(msg.contains("found 2 fields"), "{msg}");
@@ -221,10 +227,8 @@ mod tests {
 
     #[test]
     fn batches_respect_max() {
-        let mut r = TextReader::from_reader(
-            Box::new("1 1 1\n2 2 2\n3 3 3\n".as_bytes()),
-            Path::new("t"),
-        );
+        let mut r =
+            TextReader::from_reader(Box::new("1 1 1\n2 2 2\n3 3 3\n".as_bytes()), Path::new("t"));
         let mut buf = Vec::new();
         assert_eq!(r.read_batch(&mut buf, 2).unwrap(), 2);
         assert_eq!(r.read_batch(&mut buf, 2).unwrap(), 1);

@@ -144,6 +144,7 @@ mod tests {
         assert!(ev.iter().any(|e| e.id == 1));
         assert_eq!(c.touch(1, 1000), None);
         assert_eq!(c.remove(id - 1), Some(10));
-        assert_eq!(c.used(), 0);
+        assert_eq!(c.used(), 10);
+        assert_eq!(c.len(), 1);
     }
 }

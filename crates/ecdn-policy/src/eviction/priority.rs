@@ -183,6 +183,40 @@ mod tests {
     }
 
     #[test]
+    fn pops_in_order_under_mixed_operations() {
+        let mut p = PriorityIndex::new();
+        let mut x = 7u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..5000 {
+            let id = rnd() % 64;
+            match rnd() % 4 {
+                0 if p.get(id).is_none() => p.insert(id, 1 + rnd() % 10, rnd() % 100),
+                1 => {
+                    let delta = rnd() % 7;
+                    p.hit(id, |e| (e.key + delta).saturating_sub(3));
+                }
+                2 => {
+                    p.remove(id);
+                }
+                _ => {
+                    let want = p.in_order().first().map(|e| e.id);
+                    assert_eq!(p.pop_min().map(|e| e.id), want);
+                }
+            }
+            assert!(p.heap.len() <= 2 * p.len() + 33);
+        }
+        let live = p.in_order();
+        assert_eq!(p.bytes(), live.iter().map(|e| e.size).sum::<u64>());
+        let popped: Vec<u64> = std::iter::from_fn(|| p.pop_min().map(|e| e.id)).collect();
+        assert_eq!(popped, live.iter().map(|e| e.id).collect::<Vec<_>>());
+    }
+
+    #[test]
     fn heap_stays_bounded_under_many_hits() {
         let mut p = PriorityIndex::new();
         for id in 0..10 {

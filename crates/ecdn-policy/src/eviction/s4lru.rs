@@ -185,7 +185,10 @@ impl S4lru {
     fn release(&mut self, i: u32) {
         let Node { id, size, .. } = self.nodes[i as usize];
         let nodes = &self.nodes;
-        if let Ok(e) = self.table.find_entry(hash(id), |&j| nodes[j as usize].id == id) {
+        if let Ok(e) = self
+            .table
+            .find_entry(hash(id), |&j| nodes[j as usize].id == id)
+        {
             e.remove();
         }
         self.unlink(i);
@@ -343,31 +346,33 @@ mod tests {
 
     #[test]
     fn cascade_reaches_segment_zero_and_eviction_waits_for_insert() {
-        let mut c = S4lru::new(8); // shares of 2, objects of 1
+        let mut c = S4lru::new(8); // shares of 2
         let mut ev = Vec::new();
-        // Fill every segment with two objects.
-        let mut next = 1;
-        for s in (0..4).rev() {
-            for _ in 0..2 {
-                c.insert(next, 1, 0, &mut ev);
-                for _ in 0..s {
-                    c.touch(next, 0);
-                }
-                next += 1;
+        // (id, size, hits): segment 3 = [1(2)], 2 = [3, 2], 1 = [5, 4], 0 = [8, 7].
+        for (id, size, hits) in [(1, 2, 3), (2, 1, 2), (3, 1, 2), (4, 1, 1), (5, 1, 1)] {
+            c.insert(id, size, 0, &mut ev);
+            for _ in 0..hits {
+                c.touch(id, 0);
             }
         }
+        c.insert(7, 1, 0, &mut ev);
+        c.insert(8, 1, 0, &mut ev);
         assert!(ev.is_empty());
         assert_eq!(c.segment_bytes(), [2, 2, 2, 2]);
-        assert_eq!(seg(&c, 0), vec![8, 7]);
-        // A hit in segment 2 pushes one object down each level: segment 0 holds 3 (over its
-        // share) until the next insertion.
-        assert_eq!(seg(&c, 2), vec![4, 3]);
-        c.touch(3, 0);
+        assert_eq!(seg(&c, 2), vec![3, 2]);
+        // A hit on 2 lifts it into segment 3, which pushes 1 (2 bytes) down; segment 2 then
+        // pushes 3 down, segment 1 pushes 4 down: segment 0 is over its share until the next
+        // insertion.
+        c.touch(2, 0);
+        assert_eq!(seg(&c, 3), vec![2]);
+        assert_eq!(seg(&c, 2), vec![1]);
+        assert_eq!(seg(&c, 1), vec![3, 5]);
+        assert_eq!(seg(&c, 0), vec![4, 8, 7]);
         assert_eq!(c.segment_bytes(), [3, 2, 2, 1]);
         assert_eq!(c.used(), 8);
         c.insert(100, 1, 0, &mut ev);
-        assert_eq!(ev.len(), 2);
-        assert_eq!(c.segment_bytes(), [2, 2, 2, 1]);
+        assert_eq!(ids(&ev), vec![7, 8]);
+        assert_eq!(seg(&c, 0), vec![100, 4]);
         assert_eq!(c.used(), 7);
     }
 

@@ -1,0 +1,491 @@
+//! Property tests for the eviction and admission policies, driven through [`Cache`] the way the
+//! simulator drives it:
+//!
+//! * every eviction × admission combination keeps its byte and object accounting exact and
+//!   never exceeds its capacity;
+//! * every admission probability is in [0, 1];
+//! * LRU, FIFO, S4LRU, GDSF and LFU-DA make exactly the decisions of naive O(n) reference
+//!   implementations written here from the policies' definitions.
+
+use std::collections::HashMap;
+
+use ecdn_policy::{Cache, Evicted, Outcome, PolicySpec, Request};
+use proptest::prelude::*;
+
+const EVICTIONS: [&str; 5] = ["lru", "fifo", "s4lru", "gdsf", "lfuda"];
+const ADMISSIONS: [&str; 8] = [
+    "",
+    "threshold:4KiB",
+    "freq:2",
+    "lrus",
+    "exp:2KiB",
+    "hillclimb:window=50",
+    "adaptsize:window=100",
+    "size-opt:window=100",
+];
+
+fn build(eviction: &str, admission: &str, capacity: u64, seed: u64) -> Cache {
+    let spec = if admission.is_empty() {
+        eviction.to_string()
+    } else {
+        format!("{eviction}+{admission}")
+    };
+    PolicySpec::parse(&spec)
+        .unwrap_or_else(|e| panic!("{spec}: {e}"))
+        .build(capacity, seed)
+}
+
+/// A random workload: a few objects with a usual size each; some requests ask for another
+/// size (a new version), and sizes range up to twice the capacity.
+#[derive(Clone, Debug)]
+struct Workload {
+    capacity: u64,
+    trace: Vec<Request>,
+}
+
+fn workload(max_len: usize) -> impl Strategy<Value = Workload> {
+    let capacity = prop_oneof![1u64..=64, 64u64..=4096, 4096u64..=(256 << 10)];
+    (capacity, 1usize..=24).prop_flat_map(move |(capacity, ids)| {
+        let size = move |(raw, shift): (u64, u32)| (raw % (2 * capacity + 1) >> shift).max(1);
+        let sizes = prop::collection::vec((any::<u64>(), 0u32..8).prop_map(size), ids);
+        // (object, whether to use another size, that size)
+        let reqs = prop::collection::vec(
+            (0..ids, prop::bool::weighted(0.1), (any::<u64>(), 0u32..8)),
+            0..=max_len,
+        );
+        (sizes, reqs).prop_map(move |(sizes, reqs)| Workload {
+            capacity,
+            trace: reqs
+                .into_iter()
+                .enumerate()
+                .map(|(i, (o, other, raw))| Request {
+                    time: i as u64,
+                    id: o as u64 * 7919 + 3,
+                    size: if other { size(raw) } else { sizes[o] },
+                    next_access: -1,
+                })
+                .collect(),
+        })
+    })
+}
+
+/// Runs request `i` of `trace` like a simulator: hands an offline admission policy its window
+/// first.
+fn step(cache: &mut Cache, trace: &[Request], i: usize) -> Outcome {
+    if let Some(w) = cache.lookahead() {
+        if i % w == 0 {
+            cache.prepare_window(&trace[i..(i + w).min(trace.len())]);
+        }
+    }
+    cache.access(&trace[i])
+}
+
+fn probe_sizes(capacity: u64) -> Vec<u64> {
+    vec![
+        0,
+        1,
+        capacity / 2,
+        capacity,
+        capacity.saturating_mul(2),
+        4096,
+        1 << 20,
+        1 << 40,
+        u64::MAX / 2,
+        u64::MAX,
+    ]
+}
+
+fn assert_probability(cache: &Cache, size: u64) {
+    let a = cache.admission().expect("admission policy");
+    let p = a.probability(size);
+    assert!(
+        (0.0..=1.0).contains(&p),
+        "{}: probability({size}) = {p}",
+        cache.name()
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Every combination: a hit happens exactly when the object is cached with the requested
+    /// size; evictions only name cached objects; after every request the policy's `used`,
+    /// `len` and `peek` agree with the set of admitted-and-not-evicted objects, and `used`
+    /// never exceeds the capacity.
+    #[test]
+    fn accounting_is_exact_for_every_combination(w in workload(300), seed in any::<u64>()) {
+        for ev in EVICTIONS {
+            for adm in ADMISSIONS {
+                let mut cache = build(ev, adm, w.capacity, seed);
+                let name = cache.name();
+                let mut model: HashMap<u64, u64> = HashMap::new();
+                for (i, r) in w.trace.iter().enumerate() {
+                    let outcome = step(&mut cache, &w.trace, i);
+                    let cached = model.get(&r.id).copied();
+                    prop_assert_eq!(outcome.is_hit(), cached == Some(r.size), "{} at {}", name, i);
+                    if cached.is_some_and(|s| s != r.size) {
+                        model.remove(&r.id);
+                    }
+                    for e in cache.evicted() {
+                        prop_assert_ne!(e.id, r.id, "{}: evicted the object being inserted", name);
+                        prop_assert_eq!(model.remove(&e.id), Some(e.size), "{}: bad eviction", name);
+                    }
+                    cache.clear_evicted();
+                    match outcome {
+                        Outcome::Hit => {}
+                        Outcome::Miss { admitted: true } => {
+                            prop_assert!(r.size <= w.capacity, "{}: admitted an oversized object", name);
+                            model.insert(r.id, r.size);
+                        }
+                        Outcome::Miss { admitted: false } => {}
+                    }
+                    let e = cache.eviction();
+                    prop_assert!(cache.used() <= cache.capacity(), "{}: {} > {}", name, cache.used(), cache.capacity());
+                    prop_assert_eq!(e.used(), model.values().sum::<u64>(), "{} at {}", name, i);
+                    prop_assert_eq!(e.len(), model.len(), "{} at {}", name, i);
+                    prop_assert_eq!(e.peek(r.id), model.get(&r.id).copied(), "{} at {}", name, i);
+                    for (&id, &size) in &model {
+                        prop_assert_eq!(e.peek(id), Some(size), "{} at {}", name, i);
+                    }
+                }
+                prop_assert!(cache.eviction().heap_bytes() > 0 || cache.eviction().is_empty());
+                let copy = cache.eviction().clone_box();
+                prop_assert_eq!(copy.used(), cache.used());
+                prop_assert_eq!(copy.len(), cache.eviction().len());
+                if !adm.is_empty() {
+                    for size in probe_sizes(w.capacity) {
+                        assert_probability(&cache, size);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Admission probabilities stay in [0, 1] (and are never NaN) for any size, after any
+    /// history.
+    #[test]
+    fn admission_probability_is_a_probability(
+        w in workload(400),
+        seed in any::<u64>(),
+        sizes in prop::collection::vec(
+            prop_oneof![0u64..=(u64::MAX / 2), 0u64..=(1 << 30), 0u64..=4096],
+            1..32,
+        ),
+        eviction in 0..EVICTIONS.len(),
+    ) {
+        for adm in &ADMISSIONS[1..] {
+            let mut cache = build(EVICTIONS[eviction], adm, w.capacity, seed);
+            for &size in &sizes {
+                assert_probability(&cache, size);
+            }
+            for i in 0..w.trace.len() {
+                step(&mut cache, &w.trace, i);
+                if i % 37 == 0 {
+                    assert_probability(&cache, sizes[i % sizes.len()]);
+                }
+            }
+            for &size in sizes.iter().chain(&probe_sizes(w.capacity)) {
+                assert_probability(&cache, size);
+            }
+            if let Some(c) = cache.admission().unwrap().parameter() {
+                prop_assert!(!c.is_nan(), "{}: c is NaN", cache.name());
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Naive reference policies. Each holds its objects in a `Vec` and decides by linear scans,
+// following the policy's definition; `access` mirrors `Cache::access` without admission: a
+// cached id requested with another size is removed and the request is a miss, and objects
+// larger than the capacity are never inserted.
+// (The cached version is touched before the size comparison, as `Cache::lookup` does.)
+
+trait Naive {
+    fn capacity(&self) -> u64;
+    fn used(&self) -> u64;
+    /// Stored size of `id`, without changing state.
+    fn find(&self, id: u64) -> Option<u64>;
+    /// A hit on a cached `id`.
+    fn hit(&mut self, id: u64);
+    fn remove(&mut self, id: u64);
+    /// Inserts an absent object that fits the capacity, evicting first.
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>);
+
+    fn access(&mut self, r: &Request, evicted: &mut Vec<Evicted>) -> Outcome {
+        match self.find(r.id) {
+            Some(s) if s == r.size => {
+                self.hit(r.id);
+                return Outcome::Hit;
+            }
+            Some(_) => {
+                // `Cache::lookup` touches first and compares sizes after, so the old version
+                // is promoted (S4LRU may cascade) before it is removed.
+                self.hit(r.id);
+                self.remove(r.id);
+            }
+            None => {}
+        }
+        if r.size > self.capacity() {
+            return Outcome::Miss { admitted: false };
+        }
+        self.insert(r.id, r.size, evicted);
+        Outcome::Miss { admitted: true }
+    }
+}
+
+/// LRU (`move_on_hit`) or FIFO: front = newest / most recent.
+struct NaiveList {
+    capacity: u64,
+    move_on_hit: bool,
+    items: Vec<(u64, u64)>,
+}
+
+impl Naive for NaiveList {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        self.items.iter().map(|x| x.1).sum()
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        self.items.iter().find(|x| x.0 == id).map(|x| x.1)
+    }
+    fn hit(&mut self, id: u64) {
+        if self.move_on_hit {
+            let p = self.items.iter().position(|x| x.0 == id).unwrap();
+            let x = self.items.remove(p);
+            self.items.insert(0, x);
+        }
+    }
+    fn remove(&mut self, id: u64) {
+        self.items.retain(|x| x.0 != id);
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        while self.used() + size > self.capacity {
+            let (id, size) = self.items.pop().unwrap();
+            evicted.push(Evicted { id, size });
+        }
+        self.items.insert(0, (id, size));
+    }
+}
+
+/// S4LRU: four lists (front = head), shares of capacity/4 with the remainder on the top
+/// segments; a segment may exceed its share only with a single object; a hit promotes one
+/// segment and demotes overflowing tails downwards; evictions happen on insertion only: first
+/// from segment 0 while it is non-empty and cannot take the new object within its share, then
+/// from the lowest non-empty segment while the total does not fit.
+struct NaiveS4lru {
+    capacity: u64,
+    segs: [Vec<(u64, u64)>; 4],
+}
+
+impl NaiveS4lru {
+    fn share(&self, s: usize) -> u64 {
+        let r = self.capacity % 4;
+        self.capacity / 4 + u64::from(s as u64 >= 4 - r)
+    }
+    fn bytes(&self, s: usize) -> u64 {
+        self.segs[s].iter().map(|x| x.1).sum()
+    }
+}
+
+impl Naive for NaiveS4lru {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        (0..4).map(|s| self.bytes(s)).sum()
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        self.segs.iter().flatten().find(|x| x.0 == id).map(|x| x.1)
+    }
+    fn hit(&mut self, id: u64) {
+        let s = (0..4).find(|&s| self.segs[s].iter().any(|x| x.0 == id)).unwrap();
+        let p = self.segs[s].iter().position(|x| x.0 == id).unwrap();
+        let x = self.segs[s].remove(p);
+        let to = (s + 1).min(3);
+        self.segs[to].insert(0, x);
+        for k in (1..=to).rev() {
+            while self.bytes(k) > self.share(k) && self.segs[k].len() > 1 {
+                let t = self.segs[k].pop().unwrap();
+                self.segs[k - 1].insert(0, t);
+            }
+        }
+    }
+    fn remove(&mut self, id: u64) {
+        for s in &mut self.segs {
+            s.retain(|x| x.0 != id);
+        }
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        while !self.segs[0].is_empty() && self.bytes(0) + size > self.share(0) {
+            let (id, size) = self.segs[0].pop().unwrap();
+            evicted.push(Evicted { id, size });
+        }
+        while self.used() + size > self.capacity {
+            let s = (1..4).find(|&s| !self.segs[s].is_empty()).unwrap();
+            let (id, size) = self.segs[s].pop().unwrap();
+            evicted.push(Evicted { id, size });
+        }
+        self.segs[0].insert(0, (id, size));
+    }
+}
+
+/// GDSF (`lfuda == false`, key = L + freq/size as f64) or LFU-DA (key = L + freq): evict the
+/// smallest key, ties to the entry whose key was set longest ago; L = the last evicted key.
+struct NaivePriority {
+    capacity: u64,
+    lfuda: bool,
+    inflation: f64,
+    clock: u64,
+    /// (id, size, freq, key, when the key was set)
+    items: Vec<(u64, u64, u64, f64, u64)>,
+}
+
+impl NaivePriority {
+    fn key(&self, freq: u64, size: u64) -> f64 {
+        if self.lfuda {
+            self.inflation + freq as f64
+        } else {
+            self.inflation + freq as f64 / size.max(1) as f64
+        }
+    }
+}
+
+impl Naive for NaivePriority {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        self.items.iter().map(|x| x.1).sum()
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        self.items.iter().find(|x| x.0 == id).map(|x| x.1)
+    }
+    fn hit(&mut self, id: u64) {
+        self.clock += 1;
+        let p = self.items.iter().position(|x| x.0 == id).unwrap();
+        let (_, size, freq, _, _) = self.items[p];
+        let key = self.key(freq + 1, size);
+        self.items[p] = (id, size, freq + 1, key, self.clock);
+    }
+    fn remove(&mut self, id: u64) {
+        self.items.retain(|x| x.0 != id);
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        while self.used() + size > self.capacity {
+            let p = (0..self.items.len())
+                .min_by(|&a, &b| {
+                    let (x, y) = (&self.items[a], &self.items[b]);
+                    x.3.partial_cmp(&y.3).unwrap().then(x.4.cmp(&y.4))
+                })
+                .unwrap();
+            let (id, size, _, key, _) = self.items.remove(p);
+            self.inflation = key;
+            evicted.push(Evicted { id, size });
+        }
+        self.clock += 1;
+        let key = self.key(1, size);
+        self.items.push((id, size, 1, key, self.clock));
+    }
+}
+
+fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
+    match name {
+        "lru" | "fifo" => Box::new(NaiveList {
+            capacity,
+            move_on_hit: name == "lru",
+            items: Vec::new(),
+        }),
+        "s4lru" => Box::new(NaiveS4lru {
+            capacity,
+            segs: Default::default(),
+        }),
+        "gdsf" | "lfuda" => Box::new(NaivePriority {
+            capacity,
+            lfuda: name == "lfuda",
+            inflation: 0.0,
+            clock: 0,
+            items: Vec::new(),
+        }),
+        other => panic!("no reference for {other}"),
+    }
+}
+
+/// Runs `trace` through `Cache` with eviction `name` (no admission) and through the naive
+/// reference; outcomes and evictions (in order) must be identical at every request.
+fn check_against_reference(name: &str, w: &Workload) -> Result<(), TestCaseError> {
+    let mut cache = build(name, "", w.capacity, 0);
+    let mut reference = naive(name, w.capacity);
+    let mut evicted = Vec::new();
+    for (i, r) in w.trace.iter().enumerate() {
+        evicted.clear();
+        let want = reference.access(r, &mut evicted);
+        let got = cache.access(r);
+        prop_assert_eq!(got, want, "{} at request {}: {:?}", name, i, r);
+        prop_assert_eq!(cache.evicted(), &evicted[..], "{} at request {}", name, i);
+        prop_assert_eq!(cache.used(), reference.used(), "{} at request {}", name, i);
+        cache.clear_evicted();
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn lru_matches_reference(w in workload(400)) {
+        check_against_reference("lru", &w)?;
+    }
+
+    #[test]
+    fn fifo_matches_reference(w in workload(400)) {
+        check_against_reference("fifo", &w)?;
+    }
+
+    #[test]
+    fn s4lru_matches_reference(w in workload(400)) {
+        check_against_reference("s4lru", &w)?;
+    }
+
+    #[test]
+    fn gdsf_matches_reference(w in workload(400)) {
+        check_against_reference("gdsf", &w)?;
+    }
+
+    #[test]
+    fn lfuda_matches_reference(w in workload(400)) {
+        check_against_reference("lfuda", &w)?;
+    }
+}
+
+/// Hand-checked: an object larger than the capacity is never admitted, and a new version of a
+/// cached object replaces the old one.
+#[test]
+fn oversized_and_new_versions() {
+    for ev in EVICTIONS {
+        let mut cache = build(ev, "", 100, 1);
+        let r = |id, size| Request {
+            time: 0,
+            id,
+            size,
+            next_access: -1,
+        };
+        assert_eq!(
+            cache.access(&r(1, 101)),
+            Outcome::Miss { admitted: false },
+            "{ev}"
+        );
+        assert_eq!(cache.used(), 0, "{ev}");
+        assert_eq!(cache.access(&r(1, 40)), Outcome::Miss { admitted: true });
+        assert_eq!(cache.access(&r(1, 40)), Outcome::Hit, "{ev}");
+        assert_eq!(cache.access(&r(1, 30)), Outcome::Miss { admitted: true });
+        assert_eq!(cache.used(), 30, "{ev}");
+        assert_eq!(cache.access(&r(1, 101)), Outcome::Miss { admitted: false });
+        assert_eq!(cache.used(), 0, "{ev}: the old version must be gone");
+        assert_eq!(cache.access(&r(2, 100)), Outcome::Miss { admitted: true });
+        assert_eq!(cache.used(), 100, "{ev}");
+        assert!(cache.evicted().is_empty(), "{ev}");
+    }
+}

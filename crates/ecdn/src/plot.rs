@@ -1,0 +1,1302 @@
+//! Plots of simulation results, as PNG or SVG (chosen by the output file's extension):
+//! miss ratio vs cache size ([`miss_ratio_vs_size`]), AdaptSize's model against measurement
+//! ([`model_curve`], the paper's Fig. 9) and per-window time series with the admission parameter
+//! c ([`series`], the paper's §6.3 traffic-mix experiments).
+//!
+//! Text is drawn by plotters' `ab_glyph` feature, which never looks for system fonts by itself:
+//! the first plot loads a TrueType font from `$ECDN_FONT` or from a few common system paths
+//! ([`FONT_PATHS`]) and registers it as plotters' `sans-serif` family. Both backends need it —
+//! the SVG backend measures text for the layout, too.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use anyhow::{anyhow, bail, Context, Result};
+use ecdn_sim::model_check::ModelPoint;
+use ecdn_sim::SimResult;
+use ecdn_trace::units::format_size;
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::types::RangedCoordf64;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+/// The font family every text of a plot uses; [`ensure_font`] registers it.
+const FAMILY: &str = "sans-serif";
+
+/// Where [`ensure_font`] looks for a font when `$ECDN_FONT` is not set, in order.
+const FONT_PATHS: &[&str] = &[
+    // Debian / Ubuntu: fonts-dejavu-core, fonts-liberation(2), fonts-noto-core, fonts-freefont-ttf.
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation2/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
+    "/usr/share/fonts/truetype/freefont/FreeSans.ttf",
+    // Fedora / RHEL.
+    "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/liberation-sans/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/google-noto/NotoSans-Regular.ttf",
+    // Arch.
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/noto/NotoSans-Regular.ttf",
+    "/usr/share/fonts/liberation/LiberationSans-Regular.ttf",
+    // macOS and Windows.
+    "/System/Library/Fonts/Supplemental/Arial.ttf",
+    "/Library/Fonts/Arial.ttf",
+    "C:\\Windows\\Fonts\\arial.ttf",
+];
+
+const NO_FONT: &str = "no TTF font found for plotting; install Debian's fonts-dejavu-core or set \
+                       ECDN_FONT=/path/to/font.ttf";
+
+/// Distinct line colors (the usual ten-color qualitative palette).
+const COLORS: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// Miss ratio of each policy against cache size: object miss ratio on the left, byte miss ratio
+/// on the right, cache size on a log2 axis; one line per policy (`r.policy`).
+pub fn miss_ratio_vs_size(path: &Path, results: &[SimResult]) -> Result<()> {
+    let fig = SizeFigure::new(results)?;
+    render(path, &fig)
+}
+
+/// AdaptSize's model against measurement: the object hit ratio the model predicts for each c as
+/// a line, the measured one as dots, c on a log2 axis (AdaptSize Fig. 9).
+pub fn model_curve(path: &Path, points: &[ModelPoint], capacity: u64) -> Result<()> {
+    let fig = ModelFigure::new(points, capacity)?;
+    render(path, &fig)
+}
+
+/// Per-window time series of the results that have one: the miss ratio of each window against
+/// the request index on top and, below, the admission parameter c (log2 axis) of the results
+/// whose policy has one. The panel for c is left out when no result has it.
+pub fn series(path: &Path, results: &[SimResult]) -> Result<()> {
+    let fig = SeriesFigure::new(results)?;
+    render(path, &fig)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output and fonts.
+
+/// A figure that can draw itself on any backend.
+trait Figure {
+    /// Size in pixels.
+    fn size(&self) -> (u32, u32);
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum OutputFormat {
+    Png,
+    Svg,
+}
+
+fn output_format(path: &Path) -> Result<OutputFormat> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(|e| e.to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("png") => Ok(OutputFormat::Png),
+        Some("svg") => Ok(OutputFormat::Svg),
+        _ => bail!(
+            "cannot plot to {}: the file name must end in .png or .svg",
+            path.display()
+        ),
+    }
+}
+
+fn render(path: &Path, fig: &impl Figure) -> Result<()> {
+    let format = output_format(path)?;
+    ensure_font()?;
+    let size = fig.size();
+    let drawn = match format {
+        OutputFormat::Png => {
+            let root = BitMapBackend::new(path, size).into_drawing_area();
+            fig.draw(&root).and_then(|()| Ok(root.present()?))
+        }
+        OutputFormat::Svg => {
+            let root = SVGBackend::new(path, size).into_drawing_area();
+            fig.draw(&root).and_then(|()| Ok(root.present()?))
+        }
+    };
+    drawn.with_context(|| format!("cannot write plot {}", path.display()))
+}
+
+/// Registers the plotting font once per process; later calls return the first outcome.
+fn ensure_font() -> Result<()> {
+    static FONT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let loaded = FONT.get_or_init(|| load_font(std::env::var_os("ECDN_FONT"), FONT_PATHS));
+    match loaded {
+        Ok(_) => Ok(()),
+        Err(e) => Err(anyhow!("{e}")),
+    }
+}
+
+/// Registers `explicit` (`$ECDN_FONT`) if set — no fallback: the user asked for that file —
+/// else the first of `candidates` that holds a usable font. Returns the file registered.
+fn load_font(explicit: Option<OsString>, candidates: &[&str]) -> Result<PathBuf, String> {
+    if let Some(p) = explicit.filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return register_font_file(&p)
+            .map(|()| p.clone())
+            .map_err(|e| format!("ECDN_FONT={}: {e}", p.display()));
+    }
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file() && register_font_file(p).is_ok())
+        .ok_or_else(|| NO_FONT.to_string())
+}
+
+fn register_font_file(path: &Path) -> Result<(), String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    // plotters keeps fonts for the whole process and wants 'static bytes; this runs at most a
+    // few times per process (once per candidate file).
+    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    plotters::style::register_font(FAMILY, FontStyle::Normal, bytes)
+        .map_err(|_| "not a TrueType/OpenType font".to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared drawing helpers.
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Marker {
+    Circle,
+    Triangle,
+    Square,
+    Cross,
+}
+
+const MARKERS: [Marker; 4] = [
+    Marker::Circle,
+    Marker::Triangle,
+    Marker::Square,
+    Marker::Cross,
+];
+
+/// Color and marker of the i-th line: unique for the first 40.
+fn style_of(i: usize) -> (RGBColor, Marker) {
+    (
+        COLORS[i % COLORS.len()],
+        MARKERS[(i + i / COLORS.len()) % MARKERS.len()],
+    )
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum LineKind {
+    None,
+    Solid,
+    Dashed,
+}
+
+/// One legend entry: what its sample looks like and its text.
+struct LegendEntry {
+    label: String,
+    color: RGBColor,
+    line: LineKind,
+    marker: Option<Marker>,
+}
+
+fn text_style(size: f64) -> TextStyle<'static> {
+    (FAMILY, size).into_font().color(&BLACK)
+}
+
+fn title_style() -> TextStyle<'static> {
+    text_style(22.0)
+}
+
+fn caption_style() -> TextStyle<'static> {
+    text_style(18.0)
+}
+
+fn label_style() -> TextStyle<'static> {
+    text_style(15.0)
+}
+
+fn desc_style() -> TextStyle<'static> {
+    text_style(16.0)
+}
+
+fn legend_style() -> TextStyle<'static> {
+    text_style(16.0)
+}
+
+/// Draws `marker` centered on `at`, in chart or pixel coordinates alike.
+fn marker_element<DB, CT>(
+    area: &DrawingArea<DB, CT>,
+    at: CT::From,
+    marker: Marker,
+    color: RGBColor,
+) -> Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    CT: CoordTranslate,
+{
+    let e = EmptyElement::at(at);
+    match marker {
+        Marker::Circle => area.draw(&(e + Circle::new((0, 0), 4, color.filled())))?,
+        Marker::Triangle => area.draw(&(e + TriangleMarker::new((0, 0), 5, color.filled())))?,
+        Marker::Square => {
+            area.draw(&(e + Rectangle::new([(-4, -4), (4, 4)], color.filled())))?;
+        }
+        Marker::Cross => area.draw(&(e + Cross::new((0, 0), 4, color.stroke_width(2))))?,
+    }
+    Ok(())
+}
+
+/// Legend rows, each a list of (x in pixels, index of the entry).
+type LegendRows = Vec<Vec<(i32, usize)>>;
+
+/// Lays `entries` out in centered rows as wide as `area` and returns the height they need.
+fn legend_layout<DB>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[LegendEntry],
+) -> Result<(LegendRows, i32)>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+{
+    const SAMPLE: i32 = 30;
+    const GAP: i32 = 6;
+    const SPACING: i32 = 28;
+    const ROW: i32 = 26;
+    let width = area.dim_in_pixel().0 as i32 - 40;
+    let style = legend_style();
+    let mut rows: LegendRows = Vec::new();
+    let mut widths: Vec<i32> = Vec::new();
+    let mut x = 0;
+    for (i, e) in entries.iter().enumerate() {
+        let (tw, _) = area.estimate_text_size(&e.label, &style)?;
+        let w = SAMPLE + GAP + tw as i32;
+        if rows.is_empty() || (x > 0 && x + w > width) {
+            rows.push(Vec::new());
+            widths.push(0);
+            x = 0;
+        }
+        rows.last_mut().expect("a row").push((x, i));
+        x += w + SPACING;
+        *widths.last_mut().expect("a row") = x - SPACING;
+    }
+    // Center each row.
+    let total = area.dim_in_pixel().0 as i32;
+    for (row, w) in rows.iter_mut().zip(widths) {
+        let left = ((total - w) / 2).max(4);
+        for (x, _) in row.iter_mut() {
+            *x += left;
+        }
+    }
+    let height = rows.len() as i32 * ROW + 12;
+    Ok((rows, height))
+}
+
+fn draw_legend<DB>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[LegendEntry],
+    rows: &[Vec<(i32, usize)>],
+) -> Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+{
+    let style = legend_style().pos(Pos::new(HPos::Left, VPos::Center));
+    for (r, row) in rows.iter().enumerate() {
+        let y = 6 + r as i32 * 26 + 13;
+        for &(x, i) in row {
+            let e = &entries[i];
+            match e.line {
+                LineKind::None => {}
+                LineKind::Solid => {
+                    area.draw(&PathElement::new(
+                        vec![(x, y), (x + 30, y)],
+                        e.color.stroke_width(2),
+                    ))?;
+                }
+                LineKind::Dashed => {
+                    for s in [0, 12, 24] {
+                        area.draw(&PathElement::new(
+                            vec![(x + s, y), (x + s + 6, y)],
+                            e.color.stroke_width(2),
+                        ))?;
+                    }
+                }
+            }
+            if let Some(m) = e.marker {
+                marker_element(area, (x + 15, y), m, e.color)?;
+            }
+            area.draw(&Text::new(e.label.clone(), (x + 36, y), style.clone()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Splits `area` into the part above the legend and the legend, and draws the legend.
+fn with_legend<DB>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[LegendEntry],
+) -> Result<DrawingArea<DB, Shift>>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+{
+    let (rows, height) = legend_layout(area, entries)?;
+    let h = area.dim_in_pixel().1 as i32;
+    let (top, bottom) = area.split_vertically(h - height);
+    draw_legend(&bottom, entries, &rows)?;
+    Ok(top)
+}
+
+/// A log2 axis from 2^lo to 2^hi: values are log2s, mapped linearly; bold ticks at powers of
+/// two, thinned to at most `max_ticks` (every k-th power, aligned to multiples of k so labels read
+/// 1MiB, 16MiB, ...), light grid lines at every power. With fewer than two powers in range the
+/// ticks are at `data` (log2s) instead.
+struct Log2Axis {
+    lo: f64,
+    hi: f64,
+    bold: Vec<f64>,
+    light: Vec<f64>,
+}
+
+impl Log2Axis {
+    fn new(lo: f64, hi: f64, max_ticks: usize, data: &[f64]) -> Log2Axis {
+        let light: Vec<f64> = ((lo.ceil() as i64)..=(hi.floor() as i64))
+            .map(|k| k as f64)
+            .collect();
+        let bold: Vec<f64> = if light.len() >= 2 {
+            let step = light.len().div_ceil(max_ticks.max(1)).max(1) as i64;
+            light
+                .iter()
+                .copied()
+                .filter(|&k| (k as i64).rem_euclid(step) == 0)
+                .collect()
+        } else {
+            let mut d: Vec<f64> = data
+                .iter()
+                .copied()
+                .filter(|v| (lo..=hi).contains(v))
+                .collect();
+            d.sort_by(f64::total_cmp);
+            d.dedup();
+            d
+        };
+        // Grid lines only where there are labels, unless the labels are thinned powers of two.
+        let light = if light.len() >= 2 {
+            light
+        } else {
+            bold.clone()
+        };
+        Log2Axis {
+            lo,
+            hi,
+            bold,
+            light,
+        }
+    }
+}
+
+impl Ranged for Log2Axis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let t = if self.hi > self.lo {
+            (v - self.lo) / (self.hi - self.lo)
+        } else {
+            0.5
+        };
+        limit.0 + ((limit.1 - limit.0) as f64 * t).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            self.light.clone()
+        } else {
+            self.bold.clone()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.lo..self.hi
+    }
+}
+
+/// Tick label of a log2 axis value: the size 2^v in binary units.
+fn size_label(v: &f64) -> String {
+    format_size(v.exp2().round() as u64)
+}
+
+/// `lo..hi` of a log2 axis around the log2s `xs`, with room for markers at both ends.
+fn log2_range(xs: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    let (lo, hi) = min_max(xs)?;
+    let pad = if hi - lo < 1e-9 {
+        0.5
+    } else {
+        ((hi - lo) * 0.04).max(0.25)
+    };
+    Some((lo - pad, hi + pad))
+}
+
+/// `lo..hi` of a ratio axis around `vs`, padded and clamped to [0, 1].
+fn ratio_range(vs: impl Iterator<Item = f64>) -> (f64, f64) {
+    let Some((lo, hi)) = min_max(vs) else {
+        return (0.0, 1.0);
+    };
+    let pad = ((hi - lo) * 0.08).max(0.02);
+    let (lo, hi) = ((lo - pad).max(0.0), (hi + pad).min(1.0));
+    if hi > lo {
+        (lo, hi)
+    } else {
+        (0.0, 1.0)
+    }
+}
+
+fn min_max(vs: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
+    vs.filter(|v| v.is_finite()).fold(None, |acc, v| match acc {
+        None => Some((v, v)),
+        Some((lo, hi)) => Some((lo.min(v), hi.max(v))),
+    })
+}
+
+/// Tick label of a ratio axis spanning `span`: enough decimals to tell ticks apart.
+fn ratio_label(span: f64) -> impl Fn(&f64) -> String {
+    let decimals = if span >= 0.5 {
+        1
+    } else if span >= 0.05 {
+        2
+    } else {
+        3
+    };
+    move |v: &f64| format!("{v:.decimals$}")
+}
+
+/// A request count the short way: 950, 12.5k, 3M, 1.2G.
+fn count_label(v: f64) -> String {
+    let (div, unit) = if v.abs() >= 1e9 {
+        (1e9, "G")
+    } else if v.abs() >= 1e6 {
+        (1e6, "M")
+    } else if v.abs() >= 1e3 {
+        (1e3, "k")
+    } else {
+        (1.0, "")
+    };
+    let s = format!("{:.2}", v / div);
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}{unit}")
+}
+
+/// Draws one series: a line through `pts` (if `line` and there are two or more) and, if
+/// `markers`, a marker at each point.
+fn draw_line<DB, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    pts: &[(f64, f64)],
+    color: RGBColor,
+    marker: Marker,
+    markers: bool,
+) -> Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    if pts.len() >= 2 {
+        chart.draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))?;
+    }
+    if markers || pts.len() < 2 {
+        let area = chart.plotting_area();
+        for &p in pts {
+            marker_element(area, p, marker, color)?;
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Miss ratio vs cache size.
+
+struct PolicyCurve {
+    policy: String,
+    /// (log2 cache size, object miss ratio, byte miss ratio), by size.
+    points: Vec<(f64, f64, f64)>,
+}
+
+struct SizeFigure {
+    curves: Vec<PolicyCurve>,
+    x: (f64, f64),
+    subtitle: String,
+}
+
+impl SizeFigure {
+    fn new(results: &[SimResult]) -> Result<SizeFigure> {
+        let mut curves: Vec<PolicyCurve> = Vec::new();
+        for r in results.iter().filter(|r| r.cache_size > 0) {
+            let p = (
+                (r.cache_size as f64).log2(),
+                r.miss_ratio,
+                r.byte_miss_ratio,
+            );
+            match curves.iter_mut().find(|c| c.policy == r.policy) {
+                Some(c) => c.points.push(p),
+                None => curves.push(PolicyCurve {
+                    policy: r.policy.clone(),
+                    points: vec![p],
+                }),
+            }
+        }
+        for c in &mut curves {
+            c.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        let Some(x) = log2_range(curves.iter().flat_map(|c| c.points.iter().map(|p| p.0))) else {
+            bail!("nothing to plot: no simulation results");
+        };
+        let mut reqs: Vec<u64> = results.iter().map(|r| r.requests).collect();
+        reqs.sort_unstable();
+        reqs.dedup();
+        let subtitle = match reqs.as_slice() {
+            [n] => format!(" ({} measured requests)", count_label(*n as f64)),
+            _ => String::new(),
+        };
+        Ok(SizeFigure {
+            curves,
+            x,
+            subtitle,
+        })
+    }
+
+    fn panel<DB>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        title: &str,
+        value: fn(&(f64, f64, f64)) -> f64,
+    ) -> Result<()>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let (ylo, yhi) = ratio_range(self.curves.iter().flat_map(|c| c.points.iter().map(value)));
+        let data: Vec<f64> = self
+            .curves
+            .iter()
+            .flat_map(|c| c.points.iter().map(|p| p.0))
+            .collect();
+        let x_axis = Log2Axis::new(self.x.0, self.x.1, 9, &data);
+        let mut chart = ChartBuilder::on(area)
+            .caption(title, caption_style())
+            .margin(12)
+            .x_label_area_size(52)
+            .y_label_area_size(72)
+            .build_cartesian_2d(x_axis, ylo..yhi)?;
+        let y_fmt = ratio_label(yhi - ylo);
+        chart
+            .configure_mesh()
+            .x_label_formatter(&size_label)
+            .y_label_formatter(&y_fmt)
+            .y_labels(8)
+            .x_desc("cache size")
+            .y_desc(title.to_lowercase())
+            .label_style(label_style())
+            .axis_desc_style(desc_style())
+            .bold_line_style(BLACK.mix(0.15))
+            .light_line_style(BLACK.mix(0.05))
+            .draw()?;
+        for (i, c) in self.curves.iter().enumerate() {
+            let (color, marker) = style_of(i);
+            let pts: Vec<(f64, f64)> = c
+                .points
+                .iter()
+                .map(|p| (p.0, value(p)))
+                .filter(|p| p.1.is_finite())
+                .collect();
+            draw_line(&mut chart, &pts, color, marker, true)?;
+        }
+        Ok(())
+    }
+}
+
+impl Figure for SizeFigure {
+    fn size(&self) -> (u32, u32) {
+        (1400, 640)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE)?;
+        let area = root.titled(
+            &format!("Miss ratio vs cache size{}", self.subtitle),
+            title_style(),
+        )?;
+        let entries: Vec<LegendEntry> = self
+            .curves
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let (color, marker) = style_of(i);
+                LegendEntry {
+                    label: c.policy.clone(),
+                    color,
+                    line: LineKind::Solid,
+                    marker: Some(marker),
+                }
+            })
+            .collect();
+        let plots = with_legend(&area, &entries)?;
+        let panels = plots.split_evenly((1, 2));
+        self.panel(&panels[0], "Object miss ratio", |p| p.1)?;
+        self.panel(&panels[1], "Byte miss ratio", |p| p.2)?;
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Model vs measurement.
+
+struct ModelFigure {
+    /// (log2 c, predicted OHR, measured OHR), by c.
+    points: Vec<(f64, f64, f64)>,
+    capacity: u64,
+    x: (f64, f64),
+}
+
+impl ModelFigure {
+    fn new(points: &[ModelPoint], capacity: u64) -> Result<ModelFigure> {
+        let mut pts: Vec<(f64, f64, f64)> = points
+            .iter()
+            .filter(|p| p.c > 0.0 && p.c.is_finite())
+            .map(|p| (p.c.log2(), p.predicted_ohr, p.measured_ohr))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let Some(x) = log2_range(pts.iter().map(|p| p.0)) else {
+            bail!("nothing to plot: no model points");
+        };
+        Ok(ModelFigure {
+            points: pts,
+            capacity,
+            x,
+        })
+    }
+}
+
+impl Figure for ModelFigure {
+    fn size(&self) -> (u32, u32) {
+        (1000, 680)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE)?;
+        let max_err = self
+            .points
+            .iter()
+            .map(|p| (p.1 - p.2).abs())
+            .filter(|e| e.is_finite())
+            .fold(0.0, f64::max);
+        let area = root.titled(
+            &format!(
+                "AdaptSize model vs measurement, cache size {} (max |error| {max_err:.3})",
+                format_size(self.capacity)
+            ),
+            title_style(),
+        )?;
+        // The c the model would pick: where its predicted OHR peaks.
+        let best = self
+            .points
+            .iter()
+            .filter(|p| p.1.is_finite())
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|p| p.0);
+        let (model_color, measured_color) = (COLORS[0], COLORS[3]);
+        let best_color = RGBColor(90, 90, 90);
+        let mut entries = vec![
+            LegendEntry {
+                label: "model prediction".into(),
+                color: model_color,
+                line: LineKind::Solid,
+                marker: None,
+            },
+            LegendEntry {
+                label: "measured (LRU, admission e^(-size/c))".into(),
+                color: measured_color,
+                line: LineKind::None,
+                marker: Some(Marker::Circle),
+            },
+        ];
+        if let Some(b) = best {
+            entries.push(LegendEntry {
+                label: format!("model's best c = {}", size_label(&b)),
+                color: best_color,
+                line: LineKind::Dashed,
+                marker: None,
+            });
+        }
+        let plot = with_legend(&area, &entries)?;
+        let (ylo, yhi) = ratio_range(self.points.iter().flat_map(|p| [p.1, p.2]));
+        let data: Vec<f64> = self.points.iter().map(|p| p.0).collect();
+        let mut chart = ChartBuilder::on(&plot)
+            .margin(12)
+            .margin_right(24)
+            .x_label_area_size(52)
+            .y_label_area_size(72)
+            .build_cartesian_2d(Log2Axis::new(self.x.0, self.x.1, 12, &data), ylo..yhi)?;
+        let y_fmt = ratio_label(yhi - ylo);
+        chart
+            .configure_mesh()
+            .x_label_formatter(&size_label)
+            .y_label_formatter(&y_fmt)
+            .y_labels(8)
+            .x_desc("admission parameter c")
+            .y_desc("object hit ratio")
+            .label_style(label_style())
+            .axis_desc_style(desc_style())
+            .bold_line_style(BLACK.mix(0.15))
+            .light_line_style(BLACK.mix(0.05))
+            .draw()?;
+        if let Some(b) = best {
+            chart.draw_series(DashedLineSeries::new(
+                [(b, ylo), (b, yhi)],
+                6,
+                6,
+                best_color.stroke_width(1),
+            ))?;
+        }
+        let predicted: Vec<(f64, f64)> = self
+            .points
+            .iter()
+            .map(|p| (p.0, p.1))
+            .filter(|p| p.1.is_finite())
+            .collect();
+        draw_line(&mut chart, &predicted, model_color, Marker::Circle, false)?;
+        let area = chart.plotting_area();
+        for p in self.points.iter().filter(|p| p.2.is_finite()) {
+            marker_element(area, (p.0, p.2), Marker::Circle, measured_color)?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time series.
+
+struct Track {
+    label: String,
+    /// (request index, miss ratio) per window.
+    miss: Vec<(f64, f64)>,
+    /// (request index, log2 c) per window that has a positive c.
+    c: Vec<(f64, f64)>,
+}
+
+struct SeriesFigure {
+    tracks: Vec<Track>,
+    /// Requests per window, if the same for all.
+    window: Option<u64>,
+    /// Warm-up requests, if the same for all and positive.
+    warmup: Option<u64>,
+    x_max: f64,
+}
+
+impl SeriesFigure {
+    fn new(results: &[SimResult]) -> Result<SeriesFigure> {
+        let with: Vec<&SimResult> = results.iter().filter(|r| !r.series.is_empty()).collect();
+        if with.is_empty() {
+            bail!("nothing to plot: no result has a time series (simulate with --series N)");
+        }
+        let mut sizes: Vec<u64> = with.iter().map(|r| r.cache_size).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        let tracks: Vec<Track> = with
+            .iter()
+            .map(|r| Track {
+                label: if sizes.len() > 1 {
+                    format!("{} @ {}", r.policy, format_size(r.cache_size))
+                } else {
+                    r.policy.clone()
+                },
+                miss: r
+                    .series
+                    .iter()
+                    .map(|w| (w.end as f64, w.miss_ratio))
+                    .filter(|p| p.1.is_finite())
+                    .collect(),
+                c: r.series
+                    .iter()
+                    .filter_map(|w| Some((w.end as f64, w.c?)))
+                    .filter(|p| p.1 > 0.0 && p.1.is_finite())
+                    .map(|(x, c)| (x, c.log2()))
+                    .collect(),
+            })
+            .collect();
+        let same = |v: Vec<u64>| -> Option<u64> {
+            let first = *v.first()?;
+            v.iter().all(|&x| x == first).then_some(first)
+        };
+        let window = same(with.iter().map(|r| r.series[0].requests).collect());
+        let warmup = same(with.iter().map(|r| r.warmup).collect()).filter(|&w| w > 0);
+        let x_max = with
+            .iter()
+            .flat_map(|r| r.series.iter().map(|w| w.end))
+            .max()
+            .unwrap_or(1)
+            .max(1) as f64
+            // Room for the last window's marker.
+            * 1.015;
+        Ok(SeriesFigure {
+            tracks,
+            window,
+            warmup,
+            x_max,
+        })
+    }
+
+    fn has_c(&self) -> bool {
+        self.tracks.iter().any(|t| !t.c.is_empty())
+    }
+
+    /// Markers on each window when there are few enough to tell apart.
+    fn markers(&self) -> bool {
+        self.tracks.iter().map(|t| t.miss.len()).max().unwrap_or(0) <= 40
+    }
+
+    fn shade_warmup<DB, Y>(
+        &self,
+        chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, Y>>,
+        ylo: f64,
+        yhi: f64,
+    ) -> Result<()>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+        Y: Ranged<ValueType = f64>,
+    {
+        if let Some(w) = self.warmup {
+            let w = (w as f64).min(self.x_max);
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(0.0, ylo), (w, yhi)],
+                BLACK.mix(0.06).filled(),
+            )))?;
+            chart.draw_series(std::iter::once(
+                EmptyElement::at((0.0, yhi))
+                    + Text::new(
+                        "warm-up",
+                        (5, 5),
+                        label_style().pos(Pos::new(HPos::Left, VPos::Top)),
+                    ),
+            ))?;
+        }
+        Ok(())
+    }
+
+    fn miss_panel<DB>(&self, area: &DrawingArea<DB, Shift>, x_desc: bool) -> Result<()>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let (ylo, yhi) = ratio_range(self.tracks.iter().flat_map(|t| t.miss.iter().map(|p| p.1)));
+        let caption = match self.window {
+            Some(n) => format!(
+                "Object miss ratio per window of {} requests",
+                count_label(n as f64)
+            ),
+            None => "Object miss ratio per window".to_string(),
+        };
+        let mut chart = ChartBuilder::on(area)
+            .caption(caption, caption_style())
+            .margin(12)
+            .margin_right(24)
+            .x_label_area_size(if x_desc { 52 } else { 30 })
+            .y_label_area_size(72)
+            .build_cartesian_2d(0.0..self.x_max, ylo..yhi)?;
+        let y_fmt = ratio_label(yhi - ylo);
+        let x_fmt = |v: &f64| count_label(*v);
+        let mut mesh = chart.configure_mesh();
+        mesh.x_label_formatter(&x_fmt)
+            .y_label_formatter(&y_fmt)
+            .x_labels(12)
+            .y_labels(8)
+            .y_desc("miss ratio")
+            .label_style(label_style())
+            .axis_desc_style(desc_style())
+            .bold_line_style(BLACK.mix(0.15))
+            .light_line_style(BLACK.mix(0.05));
+        if x_desc {
+            mesh.x_desc("requests");
+        }
+        mesh.draw()?;
+        self.shade_warmup(&mut chart, ylo, yhi)?;
+        let markers = self.markers();
+        for (i, t) in self.tracks.iter().enumerate() {
+            let (color, marker) = style_of(i);
+            draw_line(&mut chart, &t.miss, color, marker, markers)?;
+        }
+        Ok(())
+    }
+
+    fn c_panel<DB>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let Some((lo, hi)) = min_max(self.tracks.iter().flat_map(|t| t.c.iter().map(|p| p.1)))
+        else {
+            return Ok(());
+        };
+        let (lo, hi) = if hi - lo < 1.0 {
+            let mid = (lo + hi) / 2.0;
+            (mid - 1.0, mid + 1.0)
+        } else {
+            let pad = (hi - lo) * 0.06;
+            (lo - pad, hi + pad)
+        };
+        let data: Vec<f64> = self
+            .tracks
+            .iter()
+            .flat_map(|t| t.c.iter().map(|p| p.1))
+            .collect();
+        let mut chart = ChartBuilder::on(area)
+            .caption("Admission parameter c", caption_style())
+            .margin(12)
+            .margin_right(24)
+            .x_label_area_size(52)
+            .y_label_area_size(72)
+            .build_cartesian_2d(0.0..self.x_max, Log2Axis::new(lo, hi, 8, &data))?;
+        let x_fmt = |v: &f64| count_label(*v);
+        chart
+            .configure_mesh()
+            .x_label_formatter(&x_fmt)
+            .y_label_formatter(&size_label)
+            .x_labels(12)
+            .x_desc("requests")
+            .y_desc("c (bytes)")
+            .label_style(label_style())
+            .axis_desc_style(desc_style())
+            .bold_line_style(BLACK.mix(0.15))
+            .light_line_style(BLACK.mix(0.05))
+            .draw()?;
+        self.shade_warmup(&mut chart, lo, hi)?;
+        let markers = self.markers();
+        for (i, t) in self.tracks.iter().enumerate() {
+            if !t.c.is_empty() {
+                let (color, marker) = style_of(i);
+                draw_line(&mut chart, &t.c, color, marker, markers)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Figure for SeriesFigure {
+    fn size(&self) -> (u32, u32) {
+        if self.has_c() {
+            (1200, 920)
+        } else {
+            (1200, 600)
+        }
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE)?;
+        let entries: Vec<LegendEntry> = self
+            .tracks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let (color, marker) = style_of(i);
+                LegendEntry {
+                    label: t.label.clone(),
+                    color,
+                    line: LineKind::Solid,
+                    marker: self.markers().then_some(marker),
+                }
+            })
+            .collect();
+        let plots = with_legend(root, &entries)?;
+        if self.has_c() {
+            let h = plots.dim_in_pixel().1 as i32;
+            let (top, bottom) = plots.split_vertically(h * 55 / 100);
+            self.miss_panel(&top, false)?;
+            self.c_panel(&bottom)?;
+        } else {
+            self.miss_panel(&plots, true)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ecdn_sim::WindowPoint;
+
+    fn result(policy: &str, size: u64, mr: f64, series: Vec<WindowPoint>) -> SimResult {
+        SimResult {
+            policy: policy.to_string(),
+            cache_size: size,
+            requests: 1_000_000,
+            warmup: 100_000,
+            hits: ((1.0 - mr) * 1e6) as u64,
+            miss_ratio: mr,
+            byte_miss_ratio: (mr * 1.3).min(1.0),
+            object_hit_ratio: 1.0 - mr,
+            byte_hit_ratio: 1.0 - (mr * 1.3).min(1.0),
+            bytes: 1 << 40,
+            hit_bytes: 1 << 39,
+            cached_objects: 1000,
+            policy_heap_bytes: 64_000,
+            elapsed_s: 1.0,
+            requests_per_s: 1e6,
+            series,
+            c_history: Vec::new(),
+        }
+    }
+
+    fn sweep_results() -> Vec<SimResult> {
+        let mut v = Vec::new();
+        for (pi, policy) in ["lru", "adaptsize", "lru+threshold:64KiB"]
+            .iter()
+            .enumerate()
+        {
+            for k in 0..9 {
+                let size = 1u64 << (20 + 2 * k);
+                let mr = 0.9 - 0.08 * k as f64 - 0.05 * pi as f64;
+                v.push(result(policy, size, mr, Vec::new()));
+            }
+        }
+        v
+    }
+
+    fn windows(n: usize, every: u64, with_c: bool, phase: f64) -> Vec<WindowPoint> {
+        (1..=n)
+            .map(|i| {
+                let t = i as f64 / n as f64;
+                WindowPoint {
+                    end: i as u64 * every,
+                    requests: every,
+                    miss_ratio: 0.4 + 0.2 * (6.0 * t + phase).sin(),
+                    byte_miss_ratio: 0.5,
+                    c: with_c.then(|| 2f64.powf(14.0 + 6.0 * t + phase)),
+                    used_bytes: 1 << 30,
+                }
+            })
+            .collect()
+    }
+
+    fn series_results(with_c: bool) -> Vec<SimResult> {
+        vec![
+            result("lru", 1 << 30, 0.5, windows(200, 10_000, false, 0.0)),
+            result("adaptsize", 1 << 30, 0.4, windows(200, 10_000, with_c, 0.5)),
+            result("adaptsize", 1 << 32, 0.3, windows(200, 10_000, with_c, 1.0)),
+            // No series: not drawn.
+            result("fifo", 1 << 30, 0.6, Vec::new()),
+        ]
+    }
+
+    fn model_points() -> Vec<ModelPoint> {
+        (10..=26)
+            .map(|k| {
+                let x = (k as f64 - 17.0) / 5.0;
+                let p = 0.6 - 0.2 * x * x;
+                ModelPoint {
+                    c: (1u64 << k) as f64,
+                    predicted_ohr: p.max(0.05),
+                    measured_ohr: (p - 0.02 + 0.01 * (k as f64).sin()).max(0.04),
+                }
+            })
+            .collect()
+    }
+
+    /// True if a font could be registered; otherwise the caller skips its test.
+    fn have_font() -> bool {
+        match ensure_font() {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("skipping plot test: {e}");
+                false
+            }
+        }
+    }
+
+    fn check_file(path: &Path) {
+        let bytes = std::fs::read(path).unwrap();
+        assert!(!bytes.is_empty(), "{} is empty", path.display());
+        match output_format(path).unwrap() {
+            OutputFormat::Png => assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n")),
+            OutputFormat::Svg => {
+                let s = String::from_utf8(bytes).unwrap();
+                assert!(s.contains("<svg"), "not an SVG");
+                assert!(s.contains("<text"), "SVG without text");
+            }
+        }
+    }
+
+    fn each_format(name: &str, draw: impl Fn(&Path) -> Result<()>) {
+        if !have_font() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for ext in ["png", "svg"] {
+            let path = dir.path().join(format!("{name}.{ext}"));
+            draw(&path).unwrap();
+            check_file(&path);
+        }
+    }
+
+    #[test]
+    fn miss_ratio_plot() {
+        let rs = sweep_results();
+        each_format("mr", |p| miss_ratio_vs_size(p, &rs));
+    }
+
+    #[test]
+    fn miss_ratio_plot_single_size() {
+        let rs = vec![
+            result("lru", 100 << 20, 0.5, Vec::new()),
+            result("adaptsize", 100 << 20, 0.4, Vec::new()),
+        ];
+        each_format("mr1", |p| miss_ratio_vs_size(p, &rs));
+        let one = vec![result("lru", 3 << 30, 0.5, Vec::new())];
+        each_format("mr2", |p| miss_ratio_vs_size(p, &one));
+    }
+
+    #[test]
+    fn model_plot() {
+        let pts = model_points();
+        each_format("model", |p| model_curve(p, &pts, 64 << 20));
+        let one = vec![ModelPoint {
+            c: 65536.0,
+            predicted_ohr: 0.3,
+            measured_ohr: 0.31,
+        }];
+        each_format("model1", |p| model_curve(p, &one, 64 << 20));
+    }
+
+    #[test]
+    fn series_plot() {
+        let rs = series_results(true);
+        each_format("series", |p| series(p, &rs));
+    }
+
+    #[test]
+    fn series_plot_without_c() {
+        let rs = series_results(false);
+        each_format("series_noc", |p| series(p, &rs));
+        let short = vec![result("lru", 1 << 30, 0.5, windows(1, 1000, true, 0.0))];
+        each_format("series_one", |p| series(p, &short));
+    }
+
+    #[test]
+    fn many_policies_wrap_the_legend() {
+        let mut rs = Vec::new();
+        for i in 0..24 {
+            for k in 0..4 {
+                let mr = 0.8 - 0.1 * k as f64 - 0.01 * i as f64;
+                rs.push(result(
+                    &format!("policy-{i}+admission"),
+                    1 << (24 + k),
+                    mr,
+                    Vec::new(),
+                ));
+            }
+        }
+        each_format("many", |p| miss_ratio_vs_size(p, &rs));
+    }
+
+    #[test]
+    fn empty_inputs_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let png = dir.path().join("x.png");
+        let e = miss_ratio_vs_size(&png, &[]).unwrap_err();
+        assert!(e.to_string().contains("nothing to plot"), "{e}");
+        let e = model_curve(&png, &[], 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("nothing to plot"), "{e}");
+        let e = series(&png, &[]).unwrap_err();
+        assert!(e.to_string().contains("nothing to plot"), "{e}");
+        let e = series(&png, &sweep_results()).unwrap_err();
+        assert!(e.to_string().contains("nothing to plot"), "{e}");
+        assert!(!png.exists());
+    }
+
+    #[test]
+    fn unknown_extension_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["plot.pdf", "plot"] {
+            let p = dir.path().join(name);
+            let e = miss_ratio_vs_size(&p, &sweep_results()).unwrap_err();
+            assert!(e.to_string().contains(".png or .svg"), "{e}");
+            assert!(!p.exists());
+        }
+        assert_eq!(
+            output_format(Path::new("a.PNG")).unwrap(),
+            OutputFormat::Png
+        );
+    }
+
+    #[test]
+    fn unwritable_path_is_an_error() {
+        if !have_font() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        for ext in ["png", "svg"] {
+            let p = dir.path().join("missing-dir").join(format!("x.{ext}"));
+            let e = miss_ratio_vs_size(&p, &sweep_results()).unwrap_err();
+            assert!(format!("{e:#}").contains("cannot write plot"), "{e:#}");
+        }
+    }
+
+    #[test]
+    fn missing_font_is_a_clear_error() {
+        let e = load_font(None, &[]).unwrap_err();
+        assert_eq!(e, NO_FONT);
+        assert!(e.contains("fonts-dejavu-core") && e.contains("ECDN_FONT"));
+        let e = load_font(None, &["/nonexistent/font.ttf"]).unwrap_err();
+        assert_eq!(e, NO_FONT);
+        let e = load_font(Some("/nonexistent/font.ttf".into()), FONT_PATHS).unwrap_err();
+        assert!(e.starts_with("ECDN_FONT=/nonexistent/font.ttf: "), "{e}");
+    }
+
+    #[test]
+    fn labels() {
+        assert_eq!(size_label(&20.0), "1MiB");
+        assert_eq!(size_label(&24.0), "16MiB");
+        assert_eq!(count_label(0.0), "0");
+        assert_eq!(count_label(12_500.0), "12.5k");
+        assert_eq!(count_label(3_000_000.0), "3M");
+        assert_eq!(ratio_label(0.3)(&0.25), "0.25");
+    }
+
+    #[test]
+    fn log2_axis_ticks_are_aligned_powers() {
+        let axis = Log2Axis::new(19.5, 40.5, 6, &[]);
+        let bold = &axis.bold;
+        assert!(bold.len() <= 6, "{bold:?}");
+        assert!(bold.iter().all(|k| (*k as i64) % 4 == 0), "{bold:?}");
+        assert_eq!(axis.light.len(), 21);
+        // No power of two in range: ticks at the data.
+        let d = (100.0f64 * 1048576.0).log2();
+        let axis = Log2Axis::new(d - 0.3, d + 0.3, 6, &[d, d]);
+        assert_eq!(axis.bold, vec![d]);
+        assert_eq!(size_label(&d), "100MiB");
+    }
+}
