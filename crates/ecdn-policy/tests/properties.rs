@@ -165,7 +165,7 @@ proptest! {
     /// history.
     #[test]
     fn admission_probability_is_a_probability(
-        w in workload(400),
+        w in workload(250),
         seed in any::<u64>(),
         sizes in prop::collection::vec(
             prop_oneof![0u64..=(u64::MAX / 2), 0u64..=(1 << 30), 0u64..=4096],
@@ -301,7 +301,9 @@ impl Naive for NaiveS4lru {
         self.segs.iter().flatten().find(|x| x.0 == id).map(|x| x.1)
     }
     fn hit(&mut self, id: u64) {
-        let s = (0..4).find(|&s| self.segs[s].iter().any(|x| x.0 == id)).unwrap();
+        let s = (0..4)
+            .find(|&s| self.segs[s].iter().any(|x| x.0 == id))
+            .unwrap();
         let p = self.segs[s].iter().position(|x| x.0 == id).unwrap();
         let x = self.segs[s].remove(p);
         let to = (s + 1).min(3);

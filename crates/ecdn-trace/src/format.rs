@@ -8,8 +8,9 @@ use crate::oracle::{OracleReader, OracleWriter};
 use crate::text::{TextReader, TextWriter};
 use crate::{RequestReader, RequestWriter, TraceError};
 
-/// The trace formats ecdn reads and writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The trace formats ecdn reads and writes. (Not `Copy`, so that formats may grow options
+/// that own data; cloning is cheap.)
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Format {
     /// libCacheSim oracleGeneral, uncompressed.
     OracleGeneral,
@@ -140,9 +141,9 @@ pub struct OpenOptions {
 }
 
 /// Resolves the format of `path`: `forced` if given, else guessed from the name.
-pub fn resolve(path: &Path, forced: Option<Format>) -> Result<Format, TraceError> {
+pub fn resolve(path: &Path, forced: Option<&Format>) -> Result<Format, TraceError> {
     match forced {
-        Some(f) => Ok(f),
+        Some(f) => Ok(f.clone()),
         None => Format::from_path(path).ok_or_else(|| {
             TraceError::Config(format!(
                 "{}: cannot tell the trace format from the file name (known: *.bin, \
@@ -155,7 +156,7 @@ pub fn resolve(path: &Path, forced: Option<Format>) -> Result<Format, TraceError
 
 /// Opens a trace for streaming.
 pub fn open(path: &Path, opts: &OpenOptions) -> Result<Box<dyn RequestReader>, TraceError> {
-    Ok(match resolve(path, opts.format)? {
+    Ok(match resolve(path, opts.format.as_ref())? {
         Format::OracleGeneral => Box::new(OracleReader::open(path, false)?),
         Format::OracleGeneralZst => Box::new(OracleReader::open(path, true)?),
         Format::Text => Box::new(TextReader::open(path, false)?),
@@ -167,7 +168,7 @@ pub fn open(path: &Path, opts: &OpenOptions) -> Result<Box<dyn RequestReader>, T
 
 /// Creates (truncates) a trace for streaming output in `format`. The oracleGeneral writer
 /// computes next-access indices itself when finished (see [`OracleWriter`]).
-pub fn create(path: &Path, format: Format) -> Result<Box<dyn RequestWriter>, TraceError> {
+pub fn create(path: &Path, format: &Format) -> Result<Box<dyn RequestWriter>, TraceError> {
     Ok(match format {
         Format::OracleGeneral => Box::new(OracleWriter::create(path, false)?),
         Format::OracleGeneralZst => Box::new(OracleWriter::create(path, true)?),
@@ -250,7 +251,7 @@ mod tests {
         ] {
             let path = dir.path().join(name);
             let format = Format::from_path(&path).unwrap();
-            let mut w = create(&path, format).unwrap();
+            let mut w = create(&path, &format).unwrap();
             w.write_batch(&reqs[..1000]).unwrap();
             w.write_batch(&reqs[1000..]).unwrap();
             assert_eq!(w.finish().unwrap(), 3000);

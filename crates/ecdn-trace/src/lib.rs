@@ -220,7 +220,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.txt");
-        let mut w = create(&path, Format::Text).unwrap();
+        let mut w = create(&path, &Format::Text).unwrap();
         assert_eq!(copy(&mut SliceReader::new(&reqs), &mut *w).unwrap(), 6);
         assert_eq!(w.finish().unwrap(), 6);
         let back = read_all(&mut open(&path, &OpenOptions::default()).unwrap()).unwrap();

@@ -90,11 +90,14 @@ pub fn series(path: &Path, results: &[SimResult]) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // Output and fonts.
 
-/// A figure that can draw itself on any backend.
+/// A figure that can draw itself on any backend. [`render`] puts its legend below it, making
+/// the image as much taller as the legend needs.
 trait Figure {
-    /// Size in pixels.
+    /// Size in pixels without the legend.
     fn size(&self) -> (u32, u32);
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    fn legend(&self) -> Vec<LegendEntry>;
+    /// Draws the figure (title and panels) on `area`, which is white already.
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
     where
         DB::ErrorType: 'static;
 }
@@ -123,18 +126,43 @@ fn output_format(path: &Path) -> Result<OutputFormat> {
 fn render(path: &Path, fig: &impl Figure) -> Result<()> {
     let format = output_format(path)?;
     ensure_font()?;
-    let size = fig.size();
+    let (width, height) = fig.size();
+    let entries = fig.legend();
+    // Lay the legend out first (text is measured with the registered font, the same for both
+    // backends) to know how tall the image must be.
+    let (rows, legend_height) = {
+        let mut scratch = String::new();
+        let area = SVGBackend::with_string(&mut scratch, (width, height)).into_drawing_area();
+        legend_layout(&area, &entries)?
+    };
+    let size = (width, height + legend_height);
     let drawn = match format {
         OutputFormat::Png => {
             let root = BitMapBackend::new(path, size).into_drawing_area();
-            fig.draw(&root).and_then(|()| Ok(root.present()?))
+            draw_figure(&root, fig, &entries, &rows).and_then(|()| Ok(root.present()?))
         }
         OutputFormat::Svg => {
             let root = SVGBackend::new(path, size).into_drawing_area();
-            fig.draw(&root).and_then(|()| Ok(root.present()?))
+            draw_figure(&root, fig, &entries, &rows).and_then(|()| Ok(root.present()?))
         }
     };
     drawn.with_context(|| format!("cannot write plot {}", path.display()))
+}
+
+fn draw_figure<DB>(
+    root: &DrawingArea<DB, Shift>,
+    fig: &impl Figure,
+    entries: &[LegendEntry],
+    rows: &[Vec<(i32, usize)>],
+) -> Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE)?;
+    let (plots, legend) = root.split_vertically(fig.size().1);
+    draw_legend(&legend, entries, rows)?;
+    fig.draw(&plots)
 }
 
 /// Registers the plotting font once per process; later calls return the first outcome.
@@ -268,7 +296,7 @@ type LegendRows = Vec<Vec<(i32, usize)>>;
 fn legend_layout<DB>(
     area: &DrawingArea<DB, Shift>,
     entries: &[LegendEntry],
-) -> Result<(LegendRows, i32)>
+) -> Result<(LegendRows, u32)>
 where
     DB: DrawingBackend,
     DB::ErrorType: 'static,
@@ -302,7 +330,7 @@ where
             *x += left;
         }
     }
-    let height = rows.len() as i32 * ROW + 12;
+    let height = (rows.len() as i32 * ROW + 12) as u32;
     Ok((rows, height))
 }
 
@@ -344,22 +372,6 @@ where
         }
     }
     Ok(())
-}
-
-/// Splits `area` into the part above the legend and the legend, and draws the legend.
-fn with_legend<DB>(
-    area: &DrawingArea<DB, Shift>,
-    entries: &[LegendEntry],
-) -> Result<DrawingArea<DB, Shift>>
-where
-    DB: DrawingBackend,
-    DB::ErrorType: 'static,
-{
-    let (rows, height) = legend_layout(area, entries)?;
-    let h = area.dim_in_pixel().1 as i32;
-    let (top, bottom) = area.split_vertically(h - height);
-    draw_legend(&bottom, entries, &rows)?;
-    Ok(top)
 }
 
 /// A log2 axis from 2^lo to 2^hi: values are log2s, mapped linearly; bold ticks at powers of
@@ -632,20 +644,11 @@ impl SizeFigure {
 
 impl Figure for SizeFigure {
     fn size(&self) -> (u32, u32) {
-        (1400, 640)
+        (1400, 600)
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
-        root.fill(&WHITE)?;
-        let area = root.titled(
-            &format!("Miss ratio vs cache size{}", self.subtitle),
-            title_style(),
-        )?;
-        let entries: Vec<LegendEntry> = self
-            .curves
+    fn legend(&self) -> Vec<LegendEntry> {
+        self.curves
             .iter()
             .enumerate()
             .map(|(i, c)| {
@@ -657,8 +660,17 @@ impl Figure for SizeFigure {
                     marker: Some(marker),
                 }
             })
-            .collect();
-        let plots = with_legend(&area, &entries)?;
+            .collect()
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let plots = area.titled(
+            &format!("Miss ratio vs cache size{}", self.subtitle),
+            title_style(),
+        )?;
         let panels = plots.split_evenly((1, 2));
         self.panel(&panels[0], "Object miss ratio", |p| p.1)?;
         self.panel(&panels[1], "Byte miss ratio", |p| p.2)?;
@@ -693,63 +705,69 @@ impl ModelFigure {
             x,
         })
     }
+
+    /// The c the model would pick (log2): where its predicted OHR peaks.
+    fn best_c(&self) -> Option<f64> {
+        self.points
+            .iter()
+            .filter(|p| p.1.is_finite())
+            .max_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|p| p.0)
+    }
 }
+
+const MODEL_COLOR: RGBColor = COLORS[0];
+const MEASURED_COLOR: RGBColor = COLORS[3];
+const BEST_C_COLOR: RGBColor = RGBColor(90, 90, 90);
 
 impl Figure for ModelFigure {
     fn size(&self) -> (u32, u32) {
-        (1000, 680)
+        (1000, 640)
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
+    fn legend(&self) -> Vec<LegendEntry> {
+        let mut entries = vec![
+            LegendEntry {
+                label: "model prediction".into(),
+                color: MODEL_COLOR,
+                line: LineKind::Solid,
+                marker: None,
+            },
+            LegendEntry {
+                label: "measured (LRU, admission e^(-size/c))".into(),
+                color: MEASURED_COLOR,
+                line: LineKind::None,
+                marker: Some(Marker::Circle),
+            },
+        ];
+        if let Some(b) = self.best_c() {
+            entries.push(LegendEntry {
+                label: format!("model's best c = {}", size_label(&b)),
+                color: BEST_C_COLOR,
+                line: LineKind::Dashed,
+                marker: None,
+            });
+        }
+        entries
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
-        root.fill(&WHITE)?;
         let max_err = self
             .points
             .iter()
             .map(|p| (p.1 - p.2).abs())
             .filter(|e| e.is_finite())
             .fold(0.0, f64::max);
-        let area = root.titled(
+        let plot = area.titled(
             &format!(
                 "AdaptSize model vs measurement, cache size {} (max |error| {max_err:.3})",
                 format_size(self.capacity)
             ),
             title_style(),
         )?;
-        // The c the model would pick: where its predicted OHR peaks.
-        let best = self
-            .points
-            .iter()
-            .filter(|p| p.1.is_finite())
-            .max_by(|a, b| a.1.total_cmp(&b.1))
-            .map(|p| p.0);
-        let (model_color, measured_color) = (COLORS[0], COLORS[3]);
-        let best_color = RGBColor(90, 90, 90);
-        let mut entries = vec![
-            LegendEntry {
-                label: "model prediction".into(),
-                color: model_color,
-                line: LineKind::Solid,
-                marker: None,
-            },
-            LegendEntry {
-                label: "measured (LRU, admission e^(-size/c))".into(),
-                color: measured_color,
-                line: LineKind::None,
-                marker: Some(Marker::Circle),
-            },
-        ];
-        if let Some(b) = best {
-            entries.push(LegendEntry {
-                label: format!("model's best c = {}", size_label(&b)),
-                color: best_color,
-                line: LineKind::Dashed,
-                marker: None,
-            });
-        }
-        let plot = with_legend(&area, &entries)?;
         let (ylo, yhi) = ratio_range(self.points.iter().flat_map(|p| [p.1, p.2]));
         let data: Vec<f64> = self.points.iter().map(|p| p.0).collect();
         let mut chart = ChartBuilder::on(&plot)
@@ -771,12 +789,12 @@ impl Figure for ModelFigure {
             .bold_line_style(BLACK.mix(0.15))
             .light_line_style(BLACK.mix(0.05))
             .draw()?;
-        if let Some(b) = best {
+        if let Some(b) = self.best_c() {
             chart.draw_series(DashedLineSeries::new(
                 [(b, ylo), (b, yhi)],
                 6,
                 6,
-                best_color.stroke_width(1),
+                BEST_C_COLOR.stroke_width(1),
             ))?;
         }
         let predicted: Vec<(f64, f64)> = self
@@ -785,10 +803,10 @@ impl Figure for ModelFigure {
             .map(|p| (p.0, p.1))
             .filter(|p| p.1.is_finite())
             .collect();
-        draw_line(&mut chart, &predicted, model_color, Marker::Circle, false)?;
+        draw_line(&mut chart, &predicted, MODEL_COLOR, Marker::Circle, false)?;
         let area = chart.plotting_area();
         for p in self.points.iter().filter(|p| p.2.is_finite()) {
-            marker_element(area, (p.0, p.2), Marker::Circle, measured_color)?;
+            marker_element(area, (p.0, p.2), Marker::Circle, MEASURED_COLOR)?;
         }
         Ok(())
     }
@@ -1006,19 +1024,14 @@ impl SeriesFigure {
 impl Figure for SeriesFigure {
     fn size(&self) -> (u32, u32) {
         if self.has_c() {
-            (1200, 920)
+            (1200, 880)
         } else {
-            (1200, 600)
+            (1200, 560)
         }
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()>
-    where
-        DB::ErrorType: 'static,
-    {
-        root.fill(&WHITE)?;
-        let entries: Vec<LegendEntry> = self
-            .tracks
+    fn legend(&self) -> Vec<LegendEntry> {
+        self.tracks
             .iter()
             .enumerate()
             .map(|(i, t)| {
@@ -1030,15 +1043,20 @@ impl Figure for SeriesFigure {
                     marker: self.markers().then_some(marker),
                 }
             })
-            .collect();
-        let plots = with_legend(root, &entries)?;
+            .collect()
+    }
+
+    fn draw<DB: DrawingBackend>(&self, plots: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
         if self.has_c() {
             let h = plots.dim_in_pixel().1 as i32;
             let (top, bottom) = plots.split_vertically(h * 55 / 100);
             self.miss_panel(&top, false)?;
             self.c_panel(&bottom)?;
         } else {
-            self.miss_panel(&plots, true)?;
+            self.miss_panel(plots, true)?;
         }
         Ok(())
     }

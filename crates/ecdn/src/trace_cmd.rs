@@ -113,7 +113,7 @@ impl InputArgs {
 
     /// The format to read `path` with: `--format`, else the file name; CSV flags applied.
     fn options(&self, path: &Path) -> Result<OpenOptions> {
-        let format = ecdn_trace::format::resolve(path, self.format)?;
+        let format = ecdn_trace::format::resolve(path, self.format.as_ref())?;
         if !self.any_csv_flag() {
             return Ok(OpenOptions {
                 format: Some(format),
@@ -271,7 +271,7 @@ pub fn run(cmd: TraceCmd) -> Result<()> {
 
 fn stats(a: StatsArgs) -> Result<()> {
     let opts = a.input.options(&a.file)?;
-    let format = opts.format.expect("resolved");
+    let format = opts.format.clone().expect("resolved");
     let mut reader = ecdn_trace::open(&a.file, &opts)?;
     let stats = TraceStats::compute(&mut reader)?;
     if a.json {
@@ -315,12 +315,12 @@ fn refuse_same_file(a: &Path, b: &Path) -> Result<()> {
 
 fn convert(a: ConvertArgs) -> Result<()> {
     let opts = a.input_format.options(&a.input)?;
-    let in_format = opts.format.expect("resolved");
+    let in_format = opts.format.clone().expect("resolved");
     let out_format = output_format(&a.output, a.to)?;
     refuse_same_file(&a.input, &a.output)?;
     let start = Instant::now();
     let mut reader = ecdn_trace::open(&a.input, &opts)?;
-    let mut writer = ecdn_trace::create(&a.output, out_format)?;
+    let mut writer = ecdn_trace::create(&a.output, &out_format)?;
     let n = ecdn_trace::copy(&mut reader, &mut *writer).with_context(|| {
         format!(
             "converting {} to {} failed (the output is incomplete)",
@@ -400,7 +400,7 @@ fn gen(a: GenArgs) -> Result<()> {
         }
         Scenario::Stationary => {}
     }
-    let mut writer = ecdn_trace::create(&a.out, out_format)?;
+    let mut writer = ecdn_trace::create(&a.out, &out_format)?;
     let n = ecdn_trace::copy(&mut generator, &mut *writer)?;
     writer.finish()?;
     let secs = start.elapsed().as_secs_f64();
