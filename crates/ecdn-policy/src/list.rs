@@ -147,7 +147,10 @@ impl IndexedList {
             self.nodes[i as usize] = node;
             i
         } else {
-            assert!(self.nodes.len() < NIL as usize, "more than 2^32-1 cached objects");
+            assert!(
+                self.nodes.len() < NIL as usize,
+                "more than 2^32-1 cached objects"
+            );
             self.nodes.push(node);
             (self.nodes.len() - 1) as u32
         };
@@ -162,7 +165,10 @@ impl IndexedList {
     fn release(&mut self, i: u32) -> (u64, u64) {
         let Node { id, size, .. } = self.nodes[i as usize];
         let nodes = &self.nodes;
-        if let Ok(e) = self.table.find_entry(hash(id), |&j| nodes[j as usize].id == id) {
+        if let Ok(e) = self
+            .table
+            .find_entry(hash(id), |&j| nodes[j as usize].id == id)
+        {
             e.remove();
         }
         self.unlink(i);

@@ -145,13 +145,15 @@ impl AdmissionSpec {
         };
         let spec = match name.as_str() {
             "threshold" | "static" | "size" => {
-                let v = main
-                    .or_else(|| take("c", &mut kv))
-                    .ok_or_else(|| format!("{s:?}: threshold needs a size, e.g. threshold:64KiB"))?;
+                let v = main.or_else(|| take("c", &mut kv)).ok_or_else(|| {
+                    format!("{s:?}: threshold needs a size, e.g. threshold:64KiB")
+                })?;
                 AdmissionSpec::Threshold(parse_size(&v)?)
             }
             "freq" | "frequency" | "min-uses" => {
-                let v = main.or_else(|| take("n", &mut kv)).unwrap_or_else(|| "2".into());
+                let v = main
+                    .or_else(|| take("n", &mut kv))
+                    .unwrap_or_else(|| "2".into());
                 let n = parse_count("n", &v)?;
                 AdmissionSpec::Frequency(u32::try_from(n).map_err(|_| "n too large".to_string())?)
             }
@@ -235,9 +237,9 @@ impl AdmissionSpec {
             AdmissionSpec::HillClimb { c, window, step } => Box::new(admission::HillClimb::new(
                 c, window, step, capacity, eviction, seed,
             )),
-            AdmissionSpec::AdaptSize { window, smoothing } => Box::new(
-                admission::AdaptSize::new(capacity, window, smoothing, seed),
-            ),
+            AdmissionSpec::AdaptSize { window, smoothing } => {
+                Box::new(admission::AdaptSize::new(capacity, window, smoothing, seed))
+            }
             AdmissionSpec::SizeOpt { window } => {
                 Box::new(admission::SizeOpt::new(capacity, window, seed))
             }
@@ -259,7 +261,9 @@ impl PolicySpec {
         // Shorthands: an admission name alone means LRU + that admission.
         if rest.is_none() && EvictionKind::parse(first).is_err() {
             let admission = AdmissionSpec::parse(first).map_err(|e| {
-                format!("policy {label:?}: {e}; a policy is EVICTION[+ADMISSION], e.g. lru+adaptsize")
+                format!(
+                    "policy {label:?}: {e}; a policy is EVICTION[+ADMISSION], e.g. lru+adaptsize"
+                )
             })?;
             return Ok(PolicySpec {
                 label,
@@ -331,7 +335,10 @@ mod tests {
                 smoothing: 0.5
             })
         );
-        assert_eq!(PolicySpec::parse_list("lru, fifo,adaptsize").unwrap().len(), 3);
+        assert_eq!(
+            PolicySpec::parse_list("lru, fifo,adaptsize").unwrap().len(),
+            3
+        );
     }
 
     #[test]
@@ -348,7 +355,10 @@ mod tests {
             "lru+hillclimb:step=1",
             "lru+adaptsize:smoothing=2",
         ] {
-            assert!(PolicySpec::parse(bad).is_err(), "{bad:?} should be rejected");
+            assert!(
+                PolicySpec::parse(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
         }
     }
 }

@@ -46,7 +46,7 @@ struct Workload {
 fn workload(max_len: usize) -> impl Strategy<Value = Workload> {
     let capacity = prop_oneof![1u64..=64, 64u64..=4096, 4096u64..=(256 << 10)];
     (capacity, 1usize..=24).prop_flat_map(move |(capacity, ids)| {
-        let size = move |(raw, shift): (u64, u32)| (raw % (2 * capacity + 1) >> shift).max(1);
+        let size = move |(raw, shift): (u64, u32)| ((raw % (2 * capacity + 1)) >> shift).max(1);
         let sizes = prop::collection::vec((any::<u64>(), 0u32..8).prop_map(size), ids);
         // (object, whether to use another size, that size)
         let reqs = prop::collection::vec(
@@ -73,6 +73,7 @@ fn workload(max_len: usize) -> impl Strategy<Value = Workload> {
 /// first.
 fn step(cache: &mut Cache, trace: &[Request], i: usize) -> Outcome {
     if let Some(w) = cache.lookahead() {
+        #[allow(clippy::manual_is_multiple_of)] // `is_multiple_of` needs Rust 1.87; MSRV is 1.85
         if i % w == 0 {
             cache.prepare_window(&trace[i..(i + w).min(trace.len())]);
         }

@@ -291,7 +291,7 @@ impl Run<'_> {
             }
             if self.cfg.series_every > 0 {
                 self.window.add(req, hit);
-                if self.index % self.cfg.series_every == 0 {
+                if self.index.is_multiple_of(self.cfg.series_every) {
                     self.push_point();
                 }
             }
@@ -343,9 +343,9 @@ where
                     break;
                 }
                 let job = &jobs[i];
-                let r = open()
-                    .map_err(SimError::from)
-                    .and_then(|mut rd| simulate(&mut *rd, &job.spec, job.cache_size, cfg, progress));
+                let r = open().map_err(SimError::from).and_then(|mut rd| {
+                    simulate(&mut *rd, &job.spec, job.cache_size, cfg, progress)
+                });
                 *results[i].lock().unwrap() = Some(r);
             });
         }

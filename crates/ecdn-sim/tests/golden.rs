@@ -9,7 +9,8 @@ use ecdn_sim::{simulate, SimConfig};
 use ecdn_trace::{open, OpenOptions};
 
 fn trace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/cloudPhysicsIO.oracleGeneral.bin")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/cloudPhysicsIO.oracleGeneral.bin")
 }
 
 fn run(policy: &str, size: u64) -> (u64, f64, f64) {

@@ -7,8 +7,7 @@
 //! far more requests than any test trace to fill up with what the model says it will hold: the
 //! measured OHR then lags the prediction and converges toward it as the warm-up grows (at
 //! c = 2 KiB the gap is 0.13 after 1M warm-up requests and 0.09 after 5M). So the check covers
-//! c from the median object size (16 KiB) upward, which includes every c that AdaptSize's search
-//! returns on this trace; `ecdn sim model` prints the whole curve.
+//! c from the median object size (16 KiB) upward; `ecdn sim model` prints the whole curve.
 
 use ecdn_sim::model_check::model_vs_measured;
 use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
@@ -47,6 +46,10 @@ fn model_predicts_measured_ohr_within_003() {
     assert!(worst <= 0.03, "worst model error {worst:.4} > 0.03");
     // The curve is not flat: c matters on this trace, so the check has teeth.
     let ohrs: Vec<f64> = points.iter().map(|p| p.measured_ohr).collect();
-    let spread = ohrs.iter().cloned().fold(0.0, f64::max) - ohrs.iter().cloned().fold(1.0, f64::min);
-    assert!(spread > 0.05, "OHR barely depends on c ({spread:.3}); the test would prove little");
+    let spread =
+        ohrs.iter().cloned().fold(0.0, f64::max) - ohrs.iter().cloned().fold(1.0, f64::min);
+    assert!(
+        spread > 0.05,
+        "OHR barely depends on c ({spread:.3}); the test would prove little"
+    );
 }

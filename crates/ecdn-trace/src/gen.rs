@@ -1317,3 +1317,47 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod throughput {
+    use super::*;
+
+    /// Generator speed; run with
+    /// `cargo test --release -p ecdn-trace gen_throughput -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "benchmark"]
+    fn gen_throughput() {
+        for (objects, sizes) in [
+            (
+                1_000_000,
+                SizeDist::LogNormal {
+                    median: 16384.0,
+                    sigma: 1.5,
+                },
+            ),
+            (10_000_000, SizeDist::WebVideo),
+        ] {
+            let cfg = GenConfig {
+                requests: 20_000_000,
+                objects,
+                alpha: 0.9,
+                sizes,
+                ..GenConfig::default()
+            };
+            let t0 = std::time::Instant::now();
+            let mut g = Generator::new(cfg).unwrap();
+            let setup = t0.elapsed().as_secs_f64();
+            let t1 = std::time::Instant::now();
+            let mut buf = Vec::new();
+            let mut sum = 0u64;
+            while g.read_batch(&mut buf, crate::BATCH).unwrap() > 0 {
+                sum = sum.wrapping_add(buf.iter().map(|r| r.id ^ r.size).sum::<u64>());
+            }
+            let secs = t1.elapsed().as_secs_f64();
+            println!(
+                "{objects} objects, {sizes}: setup {setup:.2}s, {:.1}M requests/s (checksum {sum:x})",
+                20.0 / secs
+            );
+        }
+    }
+}

@@ -24,7 +24,9 @@ pub enum SimCmd {
         An admission alone (adaptsize, hillclimb, size-opt, static:SIZE) means LRU with it.")]
     Cache(CacheArgs),
     /// Compare AdaptSize's model with measurement: predicted vs simulated OHR for a grid of c.
-    #[command(after_help = "Example:\n  ecdn sim model --trace web.bin --size 64MiB --warmup 50% --plot model.png")]
+    #[command(
+        after_help = "Example:\n  ecdn sim model --trace web.bin --size 64MiB --warmup 50% --plot model.png"
+    )]
     Model(ModelArgs),
 }
 
@@ -325,7 +327,11 @@ fn run_model(a: ModelArgs) -> Result<()> {
             writeln!(out, "{}", serde_json::to_string(p)?)?;
         }
     } else {
-        writeln!(out, "{:>10}  {:>10}  {:>10}  {:>7}", "c", "predicted", "measured", "error")?;
+        writeln!(
+            out,
+            "{:>10}  {:>10}  {:>10}  {:>7}",
+            "c", "predicted", "measured", "error"
+        )?;
         for p in &points {
             writeln!(
                 out,

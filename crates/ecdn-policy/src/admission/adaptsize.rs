@@ -45,9 +45,9 @@ pub struct AdaptSize {
 impl AdaptSize {
     /// `capacity` of the cache it guards, window Δ in requests, smoothing weight β ∈ (0, 1].
     pub fn new(capacity: u64, window: usize, smoothing: f64, seed: u64) -> Self {
-        // Before the first window's statistics, c starts at 1/64 of the cache: large objects are
-        // admitted rarely, small ones almost always.
-        let c = (capacity as f64 / 64.0).max(1.0);
+        // Until the first window's statistics exist, c is infinite: admit everything, like the
+        // plain LRU cache AdaptSize is added to.
+        let c = f64::INFINITY;
         AdaptSize {
             capacity,
             window: window.max(1),
@@ -91,10 +91,7 @@ impl AdaptSize {
 
     /// The model built from the smoothed statistics as of the last window end.
     pub fn model(&self) -> Model {
-        Model::new(
-            self.stats.values().map(|s| (s.rate, s.size)),
-            self.capacity,
-        )
+        Model::new(self.stats.values().map(|s| (s.rate, s.size)), self.capacity)
     }
 
     /// Heap bytes of the statistics table.

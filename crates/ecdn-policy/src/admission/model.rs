@@ -96,7 +96,7 @@ impl Model {
         let mut min_size = f64::INFINITY;
         let mut max_size: f64 = 0.0;
         for (rate, size) in objects {
-            if !(rate > 0.0) || !rate.is_finite() {
+            if rate.is_nan() || rate <= 0.0 || !rate.is_finite() {
                 continue;
             }
             total_rate += rate;
@@ -107,7 +107,10 @@ impl Model {
             fit_bytes += s;
             min_size = min_size.min(s);
             max_size = max_size.max(s);
-            let key = ((rate.log2() * 64.0).round() as i32, (s.log2() * 32.0).round() as i32);
+            let key = (
+                (rate.log2() * 64.0).round() as i32,
+                (s.log2() * 32.0).round() as i32,
+            );
             let g = map.entry(key).or_insert((0.0, 0.0, 0.0));
             g.0 += 1.0;
             g.1 += rate;
@@ -315,9 +318,9 @@ mod tests {
 
     #[test]
     fn p_in_matches_theorem_1_where_it_can_be_evaluated() {
-        let (r, s, c, t) = (2.0, 1000.0, 4000.0, 0.7);
-        let a = (-s / c as f64).exp();
-        let e = (r * t as f64).exp() - 1.0;
+        let (r, s, c, t): (f64, f64, f64, f64) = (2.0, 1000.0, 4000.0, 0.7);
+        let a = (-s / c).exp();
+        let e = (r * t).exp() - 1.0;
         let direct = a * e / (1.0 + a * e);
         assert!((p_in(r, s, c, t) - direct).abs() < 1e-12);
     }
@@ -332,7 +335,10 @@ mod tests {
             let t = m.characteristic_time(c);
             assert!(t.is_finite() && t > 0.0);
             let (occ, _) = m.occupancy(c, t);
-            assert!((occ - (1 << 20) as f64).abs() < 2.0, "c={c}: occupancy {occ}");
+            assert!(
+                (occ - (1 << 20) as f64).abs() < 2.0,
+                "c={c}: occupancy {occ}"
+            );
         }
         // Everything fits: T = ∞ and the OHR is 1.
         let small = Model::new(objs.iter().copied(), 1 << 40);
