@@ -6,14 +6,15 @@ use std::path::PathBuf;
 /// where it applies, the record or line number, so a malformed trace is easy to find.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    /// An I/O error (including corrupt zstd streams).
-    #[error("{path}: {source}")]
+    /// An I/O error (including corrupt zstd streams). The message includes the underlying
+    /// error, which is therefore not also returned by `source()` (error reporters that print the
+    /// chain, like anyhow's `{:#}`, would show it twice).
+    #[error("{path}: {error}")]
     Io {
         /// The file.
         path: PathBuf,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A bad binary record (oracleGeneral): truncated, or a value that does not fit the format.
     #[error("{path}: record {record}: {msg}")]

@@ -2,7 +2,7 @@
 //!
 //! A [`Generator`] produces requests one at a time ([`Iterator`]) or in batches
 //! ([`RequestReader`]) from a [`GenConfig`]. Memory is O(objects) for the popularity and size
-//! tables (12 bytes per object) and constant in the number of requests, so traces of tens of
+//! tables (16 bytes per object) and constant in the number of requests, so traces of tens of
 //! millions of requests stream straight to disk.
 //!
 //! # Model
@@ -592,10 +592,24 @@ impl Default for GenConfig {
     }
 }
 
-/// One object population: popularity sampler, sizes and id tag.
+/// One slot of a population's fused alias table: the alias-method entry together with the sizes
+/// of both objects it can yield, so that a request costs one random memory access.
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    /// Acceptance threshold (probability · 2³²) for picking this slot's own rank.
+    thresh: u32,
+    /// The rank picked otherwise.
+    alias: u32,
+    /// Size of this slot's own rank.
+    size: u32,
+    /// Size of `alias`.
+    alias_size: u32,
+}
+
+/// One object population: Zipf popularity fused with per-object sizes (16 bytes per object),
+/// and the id tag of its objects.
 struct Population {
-    zipf: Zipf,
-    sizes: Vec<u32>,
+    table: Vec<Slot>,
     tag: u64,
 }
 
@@ -608,9 +622,36 @@ impl Population {
         rng: &mut Rng,
     ) -> Result<Self, TraceError> {
         let zipf = Zipf::new(n, alpha)?;
-        let sizes = (0..n).map(|_| sizes.sample(rng) as u32).collect();
-        Ok(Population { zipf, sizes, tag })
+        let sizes: Vec<u32> = (0..n).map(|_| sizes.sample(rng) as u32).collect();
+        let table = zipf
+            .table
+            .iter()
+            .enumerate()
+            .map(|(i, &e)| {
+                let alias = (e >> 32) as u32;
+                Slot {
+                    thresh: e as u32,
+                    alias,
+                    size: sizes[i],
+                    alias_size: sizes[alias as usize],
+                }
+            })
+            .collect();
+        Ok(Population { table, tag })
     }
+}
+
+/// The object choice of one request, made in two steps so that batches can issue their
+/// (cache-missing) table reads back to back: [`Generator::plan`] draws all random numbers,
+/// [`Generator::resolve`] reads the tables.
+#[derive(Clone, Copy)]
+enum Pick {
+    /// Alias-method draw in population `pop`: slot and coin.
+    Alias { pop: u8, slot: u32, coin: u32 },
+    /// A given rank of population `pop`.
+    Rank { pop: u8, rank: u32 },
+    /// A fully determined object (one-hit noise).
+    Ready { id: u64, size: u64 },
 }
 
 /// State of the active scenario.
@@ -620,11 +661,10 @@ enum State {
         change_at: u64,
         hot_fraction: f64,
         /// Ranks of the hot objects.
-        hot: Vec<u64>,
+        hot: Vec<u32>,
     },
     Adversarial {
         phase_len: u64,
-        classes: [Population; 3],
         noise_counter: u64,
     },
 }
@@ -644,7 +684,8 @@ fn stream(seed: u64, name: u64) -> Rng {
 /// A synthetic workload; see the [module docs](self). Requests carry `next_access = -1`.
 pub struct Generator {
     cfg: GenConfig,
-    base: Option<Population>,
+    /// The base population (stationary, randomized) or classes A, B, C (adversarial).
+    pops: Vec<Population>,
     state: State,
     id_key: u64,
     pop_rng: Rng,
@@ -652,6 +693,8 @@ pub struct Generator {
     clock: f64,
     inv_rate: f64,
     index: u64,
+    /// Batch scratch: planned picks and their timestamps.
+    picks: Vec<(Pick, u64)>,
 }
 
 impl Generator {
@@ -676,17 +719,10 @@ impl Generator {
         let mut scen_rng = stream(cfg.seed, STREAM_SCENARIO);
         let mut id_rng = stream(cfg.seed, STREAM_IDS);
         let id_key = id_rng.next_u64();
-        let (base, state) = match cfg.scenario {
-            Scenario::Stationary => (
-                Some(Population::new(
-                    cfg.objects,
-                    cfg.alpha,
-                    &cfg.sizes,
-                    TAG_BASE,
-                    &mut size_rng,
-                )?),
-                State::Stationary,
-            ),
+        let base =
+            |rng: &mut Rng| Population::new(cfg.objects, cfg.alpha, &cfg.sizes, TAG_BASE, rng);
+        let (pops, state) = match cfg.scenario {
+            Scenario::Stationary => (vec![base(&mut size_rng)?], State::Stationary),
             Scenario::Randomized {
                 change_at,
                 hot_fraction,
@@ -703,12 +739,14 @@ impl Generator {
                         "hot-set size range {hot_min}..={hot_max} is empty or starts at 0"
                     ));
                 }
-                let base =
-                    Population::new(cfg.objects, cfg.alpha, &cfg.sizes, TAG_BASE, &mut size_rng)?;
+                let pops = vec![base(&mut size_rng)?];
                 let k = (hot_min + scen_rng.below(hot_max - hot_min + 1)).min(cfg.objects);
-                let hot = sample_distinct(cfg.objects, k, &mut scen_rng);
+                let hot = sample_distinct(cfg.objects, k, &mut scen_rng)
+                    .into_iter()
+                    .map(|r| r as u32)
+                    .collect();
                 (
-                    Some(base),
+                    pops,
                     State::Randomized {
                         change_at,
                         hot_fraction,
@@ -720,21 +758,20 @@ impl Generator {
                 if phase_len == 0 {
                     return bad("adversarial phase length must be at least 1 request".to_string());
                 }
-                let mut mk = |c: Class| {
-                    Population::new(
+                let mut pops = Vec::with_capacity(3);
+                for c in [Class::Small, Class::Medium, Class::Large] {
+                    pops.push(Population::new(
                         c.objects(cfg.objects),
                         cfg.alpha,
                         &c.sizes(),
                         c.tag(),
                         &mut size_rng,
-                    )
-                };
-                let classes = [mk(Class::Small)?, mk(Class::Medium)?, mk(Class::Large)?];
+                    )?);
+                }
                 (
-                    None,
+                    pops,
                     State::Adversarial {
                         phase_len,
-                        classes,
                         noise_counter: 0,
                     },
                 )
@@ -742,7 +779,7 @@ impl Generator {
         };
         Ok(Generator {
             cfg,
-            base,
+            pops,
             state,
             id_key,
             pop_rng: stream(cfg.seed, STREAM_POPULARITY),
@@ -750,6 +787,7 @@ impl Generator {
             clock: 0.0,
             inv_rate: 1.0 / cfg.rate,
             index: 0,
+            picks: Vec::new(),
         })
     }
 
@@ -768,45 +806,41 @@ impl Generator {
         match &self.state {
             State::Randomized { hot, .. } => hot
                 .iter()
-                .map(|&r| object_id(self.id_key, TAG_BASE, r))
+                .map(|&r| object_id(self.id_key, TAG_BASE, r as u64))
                 .collect(),
             _ => Vec::new(),
         }
     }
 
-    /// The (id, size) of the next request.
+    /// An alias-method draw in population `pop` (same random numbers as [`Zipf::sample`]).
     #[inline]
-    fn next_object(&mut self) -> (u64, u64) {
+    fn alias_pick(&mut self, pop: u8) -> Pick {
+        let n = self.pops[pop as usize].table.len() as u64;
+        let slot = self.pop_rng.below(n) as u32;
+        let coin = (self.pop_rng.next_u64() >> 32) as u32;
+        Pick::Alias { pop, slot, coin }
+    }
+
+    /// Step 1 of a request: every random choice except the arrival time.
+    #[inline]
+    fn plan(&mut self) -> Pick {
         let i = self.index;
-        let key = self.id_key;
         match &mut self.state {
-            State::Stationary => {
-                let base = self
-                    .base
-                    .as_ref()
-                    .expect("stationary has a base population");
-                let r = base.zipf.sample(&mut self.pop_rng);
-                (object_id(key, base.tag, r), base.sizes[r as usize] as u64)
-            }
+            State::Stationary => self.alias_pick(0),
             State::Randomized {
                 change_at,
                 hot_fraction,
                 hot,
             } => {
-                let base = self
-                    .base
-                    .as_ref()
-                    .expect("randomized has a base population");
-                let r = if i >= *change_at && self.pop_rng.f64() < *hot_fraction {
-                    hot[self.pop_rng.below(hot.len() as u64) as usize]
+                if i >= *change_at && self.pop_rng.f64() < *hot_fraction {
+                    let rank = hot[self.pop_rng.below(hot.len() as u64) as usize];
+                    Pick::Rank { pop: 0, rank }
                 } else {
-                    base.zipf.sample(&mut self.pop_rng)
-                };
-                (object_id(key, base.tag, r), base.sizes[r as usize] as u64)
+                    self.alias_pick(0)
+                }
             }
             State::Adversarial {
                 phase_len,
-                classes,
                 noise_counter,
             } => {
                 let class = Class::sequence(i / *phase_len);
@@ -815,14 +849,49 @@ impl Generator {
                         let n = *noise_counter;
                         *noise_counter += 1;
                         let size = sizes.sample(&mut self.pop_rng);
-                        return (object_id(key, TAG_NOISE, n), size);
+                        return Pick::Ready {
+                            id: object_id(self.id_key, TAG_NOISE, n),
+                            size,
+                        };
                     }
                 }
-                let p = &classes[class.tag() as usize - 1];
-                let r = p.zipf.sample(&mut self.pop_rng);
-                (object_id(key, p.tag, r), p.sizes[r as usize] as u64)
+                self.alias_pick(class.tag() as u8 - 1)
             }
         }
+    }
+
+    /// Step 2 of a request: the table read giving the object's id and size.
+    #[inline]
+    fn resolve(&self, pick: Pick) -> (u64, u64) {
+        match pick {
+            Pick::Alias { pop, slot, coin } => {
+                let p = &self.pops[pop as usize];
+                let e = p.table[slot as usize];
+                let (rank, size) = if coin < e.thresh {
+                    (slot, e.size)
+                } else {
+                    (e.alias, e.alias_size)
+                };
+                (object_id(self.id_key, p.tag, rank as u64), size as u64)
+            }
+            Pick::Rank { pop, rank } => {
+                let p = &self.pops[pop as usize];
+                (
+                    object_id(self.id_key, p.tag, rank as u64),
+                    p.table[rank as usize].size as u64,
+                )
+            }
+            Pick::Ready { id, size } => (id, size),
+        }
+    }
+
+    /// The next arrival time (whole seconds) and advance of the Poisson clock.
+    #[inline]
+    fn tick(&mut self) -> u64 {
+        let time = self.clock as u64;
+        self.clock += self.arrival_rng.exp() * self.inv_rate;
+        self.index += 1;
+        time
     }
 }
 
@@ -860,10 +929,9 @@ impl Iterator for Generator {
         if self.index >= self.cfg.requests {
             return None;
         }
-        let (id, size) = self.next_object();
-        let time = self.clock as u64;
-        self.clock += self.arrival_rng.exp() * self.inv_rate;
-        self.index += 1;
+        let pick = self.plan();
+        let time = self.tick();
+        let (id, size) = self.resolve(pick);
         Some(Request {
             time,
             id,
@@ -879,14 +947,30 @@ impl Iterator for Generator {
 }
 
 impl RequestReader for Generator {
+    /// Same requests as the iterator, generated in two passes over the batch (all random
+    /// draws, then all table reads) so that the memory accesses of a batch overlap.
     fn read_batch(&mut self, buf: &mut Vec<Request>, max: usize) -> Result<usize, TraceError> {
         buf.clear();
         let n = (max as u64).min(self.remaining()) as usize;
-        buf.reserve(n);
+        let mut picks = std::mem::take(&mut self.picks);
+        picks.clear();
+        picks.reserve(n);
         for _ in 0..n {
-            let r = self.next().expect("counted");
-            buf.push(r);
+            let pick = self.plan();
+            let time = self.tick();
+            picks.push((pick, time));
         }
+        buf.reserve(n);
+        buf.extend(picks.iter().map(|&(pick, time)| {
+            let (id, size) = self.resolve(pick);
+            Request {
+                time,
+                id,
+                size,
+                next_access: -1,
+            }
+        }));
+        self.picks = picks;
         Ok(n)
     }
 }
@@ -1336,6 +1420,7 @@ mod throughput {
                 },
             ),
             (10_000_000, SizeDist::WebVideo),
+            (1_000, SizeDist::WebVideo),
         ] {
             let cfg = GenConfig {
                 requests: 20_000_000,

@@ -47,7 +47,8 @@ pub struct Request {
     /// Object size in bytes.
     pub size: u64,
     /// Index (0-based request number) of the next request to the same object, or -1 if none or
-    /// unknown. Only oracleGeneral traces carry it.
+    /// unknown. Only oracleGeneral traces carry it (on disk as libCacheSim's 1-based virtual
+    /// time; [`oracle`] converts both ways).
     pub next_access: i64,
 }
 

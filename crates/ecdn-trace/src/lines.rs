@@ -22,9 +22,9 @@ pub(crate) struct Lines {
 impl Lines {
     /// Opens `path`, decompressing zstd when `zstd` is set.
     pub(crate) fn open(path: &Path, zstd: bool) -> Result<Self, TraceError> {
-        let io = |source| TraceError::Io {
+        let io = |error| TraceError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         let file = File::open(path).map_err(io)?;
         let inner: Box<dyn BufRead + Send> = if zstd {
@@ -52,9 +52,9 @@ impl Lines {
         let n = self
             .inner
             .read_until(b'\n', &mut self.buf)
-            .map_err(|source| TraceError::Io {
+            .map_err(|error| TraceError::Io {
                 path: self.path.clone(),
-                source,
+                error,
             })?;
         if n == 0 {
             return Ok(None);

@@ -28,9 +28,9 @@ pub struct OracleReader {
 impl OracleReader {
     /// Opens `path`; `zstd` selects zstd decompression.
     pub fn open(path: &Path, zstd: bool) -> Result<Self, TraceError> {
-        let io = |source| TraceError::Io {
+        let io = |error| TraceError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         let file = File::open(path).map_err(io)?;
         let inner: Box<dyn Read + Send> = if zstd {
@@ -70,9 +70,9 @@ impl RequestReader for OracleReader {
     fn read_batch(&mut self, buf: &mut Vec<Request>, max: usize) -> Result<usize, TraceError> {
         buf.clear();
         self.bytes.resize(max * RECORD_SIZE, 0);
-        let got = read_full(&mut self.inner, &mut self.bytes).map_err(|source| TraceError::Io {
+        let got = read_full(&mut self.inner, &mut self.bytes).map_err(|error| TraceError::Io {
             path: self.path.clone(),
-            source,
+            error,
         })?;
         let whole = got / RECORD_SIZE;
         if got % RECORD_SIZE != 0 {
@@ -138,9 +138,9 @@ pub fn encode(req: &Request, out: &mut [u8; RECORD_SIZE]) -> Result<(), String> 
 /// For traces that do not fit in memory use [`OracleWriter`], which computes next-access
 /// indices itself.
 pub fn write(path: &Path, reqs: &[Request], zstd: bool) -> Result<(), TraceError> {
-    let io = |source| TraceError::Io {
+    let io = |error| TraceError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let file = File::create(path).map_err(io)?;
     let mut w: Box<dyn Write> = if zstd {

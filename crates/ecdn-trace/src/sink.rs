@@ -74,10 +74,10 @@ impl Sink {
 }
 
 /// A [`TraceError::Io`] for `path`.
-pub(crate) fn io_error(path: &Path, source: std::io::Error) -> TraceError {
+pub(crate) fn io_error(path: &Path, error: std::io::Error) -> TraceError {
     TraceError::Io {
         path: path.to_path_buf(),
-        source,
+        error,
     }
 }
 

@@ -1,5 +1,6 @@
 //! `ecdn trace`: trace statistics, format conversion and synthetic workload generation.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -20,7 +21,7 @@ pub enum TraceCmd {
         ecdn trace stats web.txt --json | jq .one_hit_wonder_ratio\n  \
         ecdn trace stats log.csv --csv-time 2 --csv-id 0 --csv-size 5 --csv-header yes\n  \
         ecdn trace stats keys.csv.zst --csv-time none --csv-id 0 --csv-size none\n\n\
-        One pass over the trace; memory grows with the number of unique objects (~50 bytes each).")]
+        One pass over the trace; memory grows with the number of unique objects (~100 bytes each).")]
     Stats(StatsArgs),
     /// Convert a trace to another format (oracleGeneral, text, CSV; optionally zstd).
     #[command(after_help = "Examples:\n  \
@@ -202,14 +203,24 @@ pub struct GenArgs {
     #[arg(long, value_name = "N", default_value = "100k", value_parser = parse_count)]
     objects: u64,
     /// Zipf popularity exponent (0 = uniform).
-    #[arg(long, value_name = "A", default_value_t = 0.8)]
+    #[arg(
+        long,
+        value_name = "A",
+        default_value_t = 0.8,
+        allow_negative_numbers = true
+    )]
     alpha: f64,
     /// Object sizes: fixed:SIZE, lognormal:MEDIAN:SIGMA, pareto:ALPHA:MIN, loguniform:MIN:MAX or
     /// web-video [default: web-video].
     #[arg(long, value_name = "DIST", value_parser = SizeDist::parse)]
     sizes: Option<SizeDist>,
     /// Mean request rate of the Poisson arrivals (requests per second).
-    #[arg(long, value_name = "R", default_value_t = 1000.0)]
+    #[arg(
+        long,
+        value_name = "R",
+        default_value_t = 1000.0,
+        allow_negative_numbers = true
+    )]
     rate: f64,
     /// Random seed.
     #[arg(long, default_value_t = 1)]
@@ -274,18 +285,33 @@ fn stats(a: StatsArgs) -> Result<()> {
     let format = opts.format.clone().expect("resolved");
     let mut reader = ecdn_trace::open(&a.file, &opts)?;
     let stats = TraceStats::compute(&mut reader)?;
-    if a.json {
-        let mut v = serde_json::to_value(&stats)?;
-        if let Some(obj) = v.as_object_mut() {
-            obj.insert("trace".into(), a.file.display().to_string().into());
-            obj.insert("format".into(), format.to_string().into());
-        }
-        println!("{}", serde_json::to_string(&v)?);
+    let text = if a.json {
+        format!("{}\n", stats_json(&a.file, &format, &stats)?)
     } else {
-        println!("{:<22}{} ({format})", "trace", a.file.display());
-        print!("{stats}");
+        format!("{:<22}{} ({format})\n{stats}", "trace", a.file.display())
+    };
+    print_stdout(&text)
+}
+
+/// Writes to stdout; a closed pipe (`ecdn trace stats x | head`) is not an error.
+fn print_stdout(text: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(e).context("writing to standard output")
+        }
+        _ => Ok(()),
     }
-    Ok(())
+}
+
+/// One flat JSON object: the trace and its format first, then the statistics' fields in
+/// declaration order.
+fn stats_json(path: &Path, format: &Format, stats: &TraceStats) -> Result<String> {
+    let trace = serde_json::to_string(&path.display().to_string())?;
+    let format = serde_json::to_string(&format.to_string())?;
+    let body = serde_json::to_string(stats)?;
+    let fields = body.strip_prefix('{').unwrap_or(&body);
+    Ok(format!("{{\"trace\":{trace},\"format\":{format},{fields}"))
 }
 
 /// The output format: `--to`, else from the file name.
@@ -445,6 +471,24 @@ mod tests {
     }
 
     #[test]
+    fn json_is_one_flat_object() {
+        let reqs = [ecdn_trace::Request {
+            time: 3,
+            id: 1,
+            size: 10,
+            next_access: -1,
+        }];
+        let stats = TraceStats::compute(&mut ecdn_trace::SliceReader::new(&reqs)).unwrap();
+        let json = stats_json(Path::new("a \"b\".txt"), &Format::Text, &stats).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["trace"], "a \"b\".txt");
+        assert_eq!(v["format"], "text");
+        assert_eq!(v["requests"], 1);
+        assert_eq!(v["request_sizes"]["p50"], 10);
+        assert!(json.starts_with("{\"trace\":"));
+    }
+
+    #[test]
     fn counts() {
         assert_eq!(parse_count("20M"), Ok(20_000_000));
         assert_eq!(parse_count("100k"), Ok(100_000));
@@ -578,10 +622,13 @@ mod tests {
         assert!(e.contains("--sizes"), "{e}");
         let e = msg(run_args(&["gen", "--out", &p("x.txt"), "--rate", "0"]));
         assert!(e.contains("rate"), "{e}");
+        let e = msg(run_args(&["gen", "--out", &p("x.txt"), "--alpha", "-1"]));
+        assert!(e.contains("alpha"), "{e}");
         let e = msg(run_args(&["gen", "--out", &p("x.txt"), "--objects", "0"]));
         assert!(e.contains("objects"), "{e}");
         let e = msg(run_args(&["stats", &p("missing.bin")]));
         assert!(e.contains("missing.bin"), "{e}");
+        assert_eq!(e.matches("os error").count(), 1, "{e}");
         std::fs::write(p("t.txt"), "1 2 3\n4 5\n").unwrap();
         let e = msg(run_args(&["stats", &p("t.txt")]));
         assert!(e.contains("line 2"), "{e}");

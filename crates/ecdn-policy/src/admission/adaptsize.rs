@@ -34,6 +34,7 @@ pub struct AdaptSize {
     window: usize,
     smoothing: f64,
     c: f64,
+    horizon: f64,
     seen: usize,
     requests: u64,
     stats: HashMap<u64, Stat, foldhash::fast::FixedState>,
@@ -53,6 +54,7 @@ impl AdaptSize {
             window: window.max(1),
             smoothing: smoothing.clamp(1e-6, 1.0),
             c,
+            horizon: std::env::var("ECDN_HORIZON").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0 / smoothing.clamp(1e-6, 1.0)),
             seen: 0,
             requests: 0,
             stats: HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0xada)),
@@ -81,6 +83,12 @@ impl AdaptSize {
             s.rate >= FORGET_RATE
         });
         let model = self.model();
+        if std::env::var("ECDN_DEBUG_MODEL").is_ok() {
+            let cs: Vec<f64> = (4..24).map(|e| f64::exp2(e as f64)).collect();
+            for (c, o) in model.curve(&cs) {
+                eprintln!("DBG cap={} c={c} ohr={o:.4} T={}", self.capacity, model.characteristic_time(c));
+            }
+        }
         if model.groups() > 0 {
             let (c, ohr) = model.best_c();
             self.c = c;
@@ -92,6 +100,7 @@ impl AdaptSize {
     /// The model built from the smoothed statistics as of the last window end.
     pub fn model(&self) -> Model {
         Model::new(self.stats.values().map(|s| (s.rate, s.size)), self.capacity)
+            .with_horizon(self.horizon)
     }
 
     /// Heap bytes of the statistics table.

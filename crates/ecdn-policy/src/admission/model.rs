@@ -47,6 +47,8 @@ pub struct Model {
     fit_bytes: f64,
     min_size: f64,
     max_size: f64,
+    /// Longest characteristic time the model may assume (windows); see [`Model::with_horizon`].
+    horizon: f64,
 }
 
 /// ln(e^x − 1) for x > 0, without overflow.
@@ -131,7 +133,20 @@ impl Model {
             fit_bytes,
             min_size: if min_size.is_finite() { min_size } else { 1.0 },
             max_size: max_size.max(1.0),
+            horizon: f64::INFINITY,
         }
+    }
+
+    /// Limits the characteristic time to `horizon` windows. The steady state of Theorem 1 can
+    /// need an arbitrarily long time to reach: as c → 0 the model lets T → ∞ and fills the cache
+    /// with the highest-rate objects (a perfect LFU), which a real cache, admitting an object
+    /// once in 1/(r·e^(−s/c)) requests, reaches only after far longer than its statistics are
+    /// valid. With a horizon, a c that cannot fill the cache within `horizon` windows is
+    /// evaluated with T = `horizon` and a cache that is not full, so its predicted OHR is what
+    /// the cache can actually reach in that time.
+    pub fn with_horizon(mut self, horizon: f64) -> Self {
+        self.horizon = if horizon > 0.0 { horizon } else { f64::INFINITY };
+        self
     }
 
     /// Number of (rate, size) groups the model evaluates.
@@ -155,57 +170,84 @@ impl Model {
     }
 
     /// The characteristic time T = 1/μ solving Σ P_in·s = K for admission parameter `c`, in
-    /// windows; `f64::INFINITY` when every object fits.
+    /// windows; `f64::INFINITY` when every object fits; at most the horizon.
     pub fn characteristic_time(&self, c: f64) -> f64 {
         self.solve_t(c, None)
     }
 
     fn solve_t(&self, c: f64, guess: Option<f64>) -> f64 {
         if self.fit_bytes <= self.capacity || self.groups.is_empty() {
-            return f64::INFINITY;
+            return self.horizon;
         }
         let k = self.capacity;
-        // Bracket ln T: occupancy is increasing in T.
+        if self.horizon.is_finite() && self.occupancy(c, self.horizon).0 <= k {
+            return self.horizon;
+        }
+        // Occupancy is increasing in T and tends to fit_bytes > K as T → ∞, so a root exists.
+        // Bracket it in ln T with growing steps, then polish with Newton steps that fall back to
+        // bisection whenever they would leave the bracket.
+        const LN_T_MAX: f64 = 700.0;
+        let f = |lt: f64| {
+            let (occ, d) = self.occupancy(c, lt.exp());
+            (occ - k, d)
+        };
         let mut lt = guess
             .filter(|g| g.is_finite() && *g > 0.0)
-            .unwrap_or(1.0)
-            .ln();
-        let (mut lo, mut hi) = (f64::NEG_INFINITY, f64::INFINITY);
+            .map_or(0.0, f64::ln)
+            .clamp(-LN_T_MAX, LN_T_MAX);
+        let (mut fx, mut d) = f(lt);
+        let (mut lo, mut hi);
+        let mut step = 1.0;
+        if fx < 0.0 {
+            lo = lt;
+            loop {
+                let next = (lt + step).min(LN_T_MAX);
+                let (fn_, dn) = f(next);
+                if fn_ >= 0.0 {
+                    hi = next;
+                    (lt, fx, d) = (next, fn_, dn);
+                    break;
+                }
+                if next >= LN_T_MAX {
+                    return LN_T_MAX.exp();
+                }
+                (lo, lt) = (next, next);
+                step *= 2.0;
+            }
+        } else {
+            hi = lt;
+            loop {
+                let next = (lt - step).max(-LN_T_MAX);
+                let (fn_, dn) = f(next);
+                if fn_ <= 0.0 {
+                    lo = next;
+                    (lt, fx, d) = (next, fn_, dn);
+                    break;
+                }
+                if next <= -LN_T_MAX {
+                    return 0.0;
+                }
+                (hi, lt) = (next, next);
+                step *= 2.0;
+            }
+        }
         let tol = 1e-6 * k;
-        for _ in 0..200 {
-            let (occ, d) = self.occupancy(c, lt.exp());
-            let f = occ - k;
-            if f.abs() <= tol {
-                return lt.exp();
+        for _ in 0..100 {
+            if fx.abs() <= tol || hi - lo < 1e-12 {
+                break;
             }
-            if f < 0.0 {
-                lo = lo.max(lt);
+            let newton = if d > 0.0 { lt - fx / d } else { f64::NAN };
+            lt = if newton.is_finite() && newton > lo && newton < hi {
+                newton
             } else {
-                hi = hi.min(lt);
+                0.5 * (lo + hi)
+            };
+            (fx, d) = f(lt);
+            if fx < 0.0 {
+                lo = lt;
+            } else {
+                hi = lt;
             }
-            // Newton step in ln T, falling back to bisection / expansion when it leaves the bracket.
-            let mut next = if d > 0.0 { lt - f / d } else { f64::NAN };
-            let bracketed = lo.is_finite() && hi.is_finite();
-            if !(next.is_finite() && next > lo && next < hi) {
-                next = if bracketed {
-                    0.5 * (lo + hi)
-                } else if f < 0.0 {
-                    lt + 2.0
-                } else {
-                    lt - 2.0
-                };
-            }
-            if bracketed && hi - lo < 1e-12 {
-                return next.exp();
-            }
-            // ln T beyond ±700 means T is 0 or ∞ for every practical purpose.
-            if next > 700.0 {
-                return f64::INFINITY;
-            }
-            if next < -700.0 {
-                return 0.0;
-            }
-            lt = next;
         }
         lt.exp()
     }
