@@ -15,7 +15,8 @@
 //! | `lru+size-opt` (`size-opt`) | e^(−size/c), c chosen per window with knowledge of the window |
 //!
 //! Keys: `window=` (AdaptSize/SIZE-OPT/HillClimb window in requests), `smoothing=`
-//! (AdaptSize's history weight), `step=` (HillClimb's multiplicative step), `c=` (initial c),
+//! (AdaptSize's history weight), `horizon=` (AdaptSize's decision horizon in windows, or `inf`
+//! for the paper's stationary model), `step=` (HillClimb's multiplicative step), `c=` (initial c),
 //! `ref=` (LRU-S reference size).
 
 use ecdn_trace::units::parse_size;
@@ -76,7 +77,11 @@ pub enum AdmissionSpec {
     /// e^(−size/c), c tuned by hill climbing on two shadow caches.
     HillClimb { c: f64, window: usize, step: f64 },
     /// e^(−size/c), c tuned by AdaptSize's model every `window` requests.
-    AdaptSize { window: usize, smoothing: f64 },
+    AdaptSize {
+        window: usize,
+        smoothing: f64,
+        horizon: f64,
+    },
     /// e^(−size/c), best c for each coming window, found with knowledge of that window.
     SizeOpt { window: usize },
 }
@@ -203,7 +208,19 @@ impl AdmissionSpec {
                 if !(smoothing > 0.0 && smoothing <= 1.0) {
                     return Err(format!("{s:?}: smoothing must be in (0, 1]"));
                 }
-                AdmissionSpec::AdaptSize { window, smoothing }
+                let horizon = match take("horizon", &mut kv) {
+                    Some(v) if v.eq_ignore_ascii_case("inf") => f64::INFINITY,
+                    Some(v) => parse_f64("horizon", &v)?,
+                    None => admission::adaptsize::DEFAULT_HORIZON,
+                };
+                if horizon.is_nan() || horizon <= 0.0 {
+                    return Err(format!("{s:?}: horizon must be positive (or inf)"));
+                }
+                AdmissionSpec::AdaptSize {
+                    window,
+                    smoothing,
+                    horizon,
+                }
             }
             "size-opt" | "sizeopt" => {
                 let window = match main.or_else(|| take("window", &mut kv)) {
@@ -237,8 +254,12 @@ impl AdmissionSpec {
             AdmissionSpec::HillClimb { c, window, step } => Box::new(admission::HillClimb::new(
                 c, window, step, capacity, eviction, seed,
             )),
-            AdmissionSpec::AdaptSize { window, smoothing } => {
-                Box::new(admission::AdaptSize::new(capacity, window, smoothing, seed))
+            AdmissionSpec::AdaptSize {
+                window,
+                smoothing,
+                horizon,
+            } => {
+                Box::new(admission::AdaptSize::new(capacity, window, smoothing, horizon, seed))
             }
             AdmissionSpec::SizeOpt { window } => {
                 Box::new(admission::SizeOpt::new(capacity, window, seed))
@@ -321,7 +342,8 @@ mod tests {
             p.admission,
             Some(AdmissionSpec::AdaptSize {
                 window: DEFAULT_WINDOW,
-                smoothing: DEFAULT_SMOOTHING
+                smoothing: DEFAULT_SMOOTHING,
+                horizon: admission::adaptsize::DEFAULT_HORIZON,
             })
         );
         let p = PolicySpec::parse("fifo+threshold:64KiB").unwrap();
@@ -332,7 +354,8 @@ mod tests {
             p.admission,
             Some(AdmissionSpec::AdaptSize {
                 window: 1000,
-                smoothing: 0.5
+                smoothing: 0.5,
+                horizon: admission::adaptsize::DEFAULT_HORIZON,
             })
         );
         assert_eq!(

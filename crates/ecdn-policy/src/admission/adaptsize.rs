@@ -1,30 +1,45 @@
 //! AdaptSize (NSDI '17): admit with probability e^(−size/c), and every Δ requests re-tune c
 //! with the Markov model of [`super::model`].
 //!
-//! Statistics: every request counts toward its object in the current window. At the end of a
-//! window each object's rate is smoothed, r ← (1 − β)·r + β·(requests this window), with β the
-//! `smoothing` weight (default 0.3), so history from earlier windows is kept (§4.2). Objects
-//! whose smoothed rate falls below [`FORGET_RATE`] are forgotten, which bounds memory. Then the
-//! model is built from all remembered objects and c is set to its global optimum.
+//! Statistics (§4.2): every request counts toward its object in the current window. At the end
+//! of a window each object's rate is smoothed, r ← (1 − β)·r + β·(requests this window), with β
+//! the `smoothing` weight (default 0.3), so history from earlier windows is kept. Objects whose
+//! smoothed rate falls below [`FORGET_RATE`] are forgotten, which bounds memory. Then the model
+//! is built from all remembered objects and c is set to its global optimum (§4.1).
+//!
+//! The model's decision horizon (see [`super::model`]) defaults to [`DEFAULT_HORIZON`] windows:
+//! c is chosen for the OHR of the coming windows, starting from what is cached now, rather than
+//! for the stationary state (`horizon=inf`, the paper's model), which favours an ever smaller c
+//! whose benefits arrive only after far longer than the statistics stay valid. What is cached
+//! now is estimated without looking into the cache: an object is cached if its last request hit
+//! or was admitted and it is among the most recently used such objects that fit in the capacity
+//! (exact for LRU).
 
 use hashbrown::HashMap;
 
 use super::exp::exp_admit_probability;
-use super::model::Model;
+use super::model::{Model, ObjectState};
 use crate::rng::Rng;
 use crate::{Admission, Request};
 
 /// Smoothed rates below this (requests per window) are dropped from the statistics.
 pub const FORGET_RATE: f64 = 0.1;
 
+/// Default decision horizon of the model, in windows.
+pub const DEFAULT_HORIZON: f64 = 2.0;
+
 #[derive(Clone, Copy, Debug)]
 struct Stat {
     /// Smoothed requests per window, as of the last window end.
     rate: f64,
-    /// Requests in the current window.
-    count: u32,
     /// Latest size seen.
     size: u64,
+    /// Request index of the latest request.
+    last: u64,
+    /// Requests in the current window.
+    count: u32,
+    /// The latest request hit or was admitted.
+    cached: bool,
 }
 
 /// The AdaptSize admission policy.
@@ -33,19 +48,21 @@ pub struct AdaptSize {
     capacity: u64,
     window: usize,
     smoothing: f64,
-    c: f64,
     horizon: f64,
+    c: f64,
     seen: usize,
     requests: u64,
     stats: HashMap<u64, Stat, foldhash::fast::FixedState>,
     rng: Rng,
     history: Vec<(u64, f64)>,
     last_prediction: Option<f64>,
+    scratch: Vec<(u64, u64)>,
 }
 
 impl AdaptSize {
-    /// `capacity` of the cache it guards, window Δ in requests, smoothing weight β ∈ (0, 1].
-    pub fn new(capacity: u64, window: usize, smoothing: f64, seed: u64) -> Self {
+    /// `capacity` of the cache it guards, window Δ in requests, smoothing weight β ∈ (0, 1],
+    /// decision horizon in windows (∞ for the paper's stationary model).
+    pub fn new(capacity: u64, window: usize, smoothing: f64, horizon: f64, seed: u64) -> Self {
         // Until the first window's statistics exist, c is infinite: admit everything, like the
         // plain LRU cache AdaptSize is added to.
         let c = f64::INFINITY;
@@ -53,14 +70,15 @@ impl AdaptSize {
             capacity,
             window: window.max(1),
             smoothing: smoothing.clamp(1e-6, 1.0),
+            horizon,
             c,
-            horizon: std::env::var("ECDN_HORIZON").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0 / smoothing.clamp(1e-6, 1.0)),
             seen: 0,
             requests: 0,
             stats: HashMap::with_hasher(foldhash::fast::FixedState::with_seed(0xada)),
             rng: Rng::new(seed),
             history: vec![(0, c)],
             last_prediction: None,
+            scratch: Vec::new(),
         }
     }
 
@@ -69,7 +87,7 @@ impl AdaptSize {
         self.stats.len()
     }
 
-    /// The OHR the model predicted for the current c at the last re-tuning.
+    /// The OHR the model predicted for the chosen c at the last re-tuning.
     pub fn last_prediction(&self) -> Option<f64> {
         self.last_prediction
     }
@@ -83,12 +101,6 @@ impl AdaptSize {
             s.rate >= FORGET_RATE
         });
         let model = self.model();
-        if std::env::var("ECDN_DEBUG_MODEL").is_ok() {
-            let cs: Vec<f64> = (4..24).map(|e| f64::exp2(e as f64)).collect();
-            for (c, o) in model.curve(&cs) {
-                eprintln!("DBG cap={} c={c} ohr={o:.4} T={}", self.capacity, model.characteristic_time(c));
-            }
-        }
         if model.groups() > 0 {
             let (c, ohr) = model.best_c();
             self.c = c;
@@ -97,10 +109,42 @@ impl AdaptSize {
         self.history.push((self.requests, self.c));
     }
 
+    /// Request index before which a flagged object has been pushed out of an LRU cache: the
+    /// most recently used flagged objects fill the capacity, older ones are gone.
+    fn cached_since(&mut self) -> u64 {
+        if self.horizon.is_infinite() {
+            return u64::MAX;
+        }
+        self.scratch.clear();
+        self.scratch.extend(
+            self.stats
+                .values()
+                .filter(|s| s.cached)
+                .map(|s| (s.last, s.size)),
+        );
+        self.scratch.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        let mut bytes = 0u64;
+        for &(last, size) in &self.scratch {
+            bytes += size;
+            if bytes > self.capacity {
+                return last + 1;
+            }
+        }
+        0
+    }
+
     /// The model built from the smoothed statistics as of the last window end.
-    pub fn model(&self) -> Model {
-        Model::new(self.stats.values().map(|s| (s.rate, s.size)), self.capacity)
-            .with_horizon(self.horizon)
+    pub fn model(&mut self) -> Model {
+        let since = self.cached_since();
+        Model::with_state(
+            self.stats.values().map(|s| ObjectState {
+                rate: s.rate,
+                size: s.size,
+                p_in: if s.cached && s.last >= since { 1.0 } else { 0.0 },
+            }),
+            self.capacity,
+        )
+        .with_horizon(self.horizon)
     }
 
     /// Heap bytes of the statistics table.
@@ -115,14 +159,19 @@ impl Admission for AdaptSize {
     }
 
     #[inline]
-    fn observe(&mut self, req: &Request, _hit: bool) {
+    fn observe(&mut self, req: &Request, hit: bool) {
+        let now = self.requests;
         let s = self.stats.entry(req.id).or_insert(Stat {
             rate: 0.0,
-            count: 0,
             size: req.size,
+            last: now,
+            count: 0,
+            cached: false,
         });
         s.count = s.count.saturating_add(1);
         s.size = req.size;
+        s.last = now;
+        s.cached = hit;
         self.requests += 1;
         self.seen += 1;
         if self.seen >= self.window {
@@ -133,7 +182,13 @@ impl Admission for AdaptSize {
 
     #[inline]
     fn admit(&mut self, req: &Request) -> bool {
-        self.rng.chance(exp_admit_probability(req.size, self.c))
+        let admitted = self.rng.chance(exp_admit_probability(req.size, self.c));
+        if admitted && !self.horizon.is_infinite() {
+            if let Some(s) = self.stats.get_mut(&req.id) {
+                s.cached = true;
+            }
+        }
+        admitted
     }
 
     fn probability(&self, size: u64) -> f64 {

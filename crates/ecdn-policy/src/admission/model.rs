@@ -1,27 +1,47 @@
-//! AdaptSize's Markov cache model (AdaptSize §4.1 and Appendix A).
+//! AdaptSize's Markov cache model (AdaptSize §4.1 and Appendix A), with an optional finite
+//! decision horizon.
 //!
 //! Each object *i* has a request rate r_i (requests per window) and a size s_i. With admission
-//! probability e^(−s_i/c) and an LRU list pushed down at rate μ, the long-run probability that
-//! *i* is cached is (Theorem 1, with the paper's e^(−c·s_i) read as the admission probability
-//! e^(−s_i/c) it stands for):
+//! probability a_i = e^(−s_i/c) and an LRU list pushed down at rate μ, the long-run probability
+//! that *i* is cached is (Theorem 1, with the paper's e^(−c·s_i) read as the admission
+//! probability e^(−s_i/c) it stands for):
 //!
 //! ```text
-//!     P_in(i) = a_i (e^(r_i/μ) − 1) / (1 + a_i (e^(r_i/μ) − 1)),   a_i = e^(−s_i/c)
+//!     P_in(i) = a_i (e^(r_i/μ) − 1) / (1 + a_i (e^(r_i/μ) − 1))
 //! ```
 //!
 //! We write T = 1/μ, the cache's *characteristic time* (how long an object not requested again
-//! stays cached). T is the solution of Σ_i P_in(i)·s_i = K (equation 1), found by a safeguarded
-//! Newton iteration on log T (the paper's fixed-point solve). The predicted object hit ratio is
-//! OHR(c) = Σ r_i P_in(i) / Σ r_i; [`Model::best_c`] searches it globally: a coarse grid over
-//! log2 c, then golden-section refinement around the best grid point.
+//! stays cached). T solves Σ_i P_in(i)·s_i = K (equation 1); we solve it in ln T with
+//! safeguarded secant (Illinois) steps inside a bracket (the paper's fixed-point solve). The
+//! predicted object hit ratio is OHR(c) = Σ r_i P_in(i) / Σ r_i; [`Model::best_c`] searches it
+//! globally: a grid over log2 c, then golden-section refinement around the best grid point.
 //!
-//! Numerical stability: P_in is evaluated as a logistic function of
-//! y = ln(a_i) + ln(e^(r_i T) − 1) = −s_i/c + ln(expm1(r_i T)), which never overflows, whatever
-//! r_i T or s_i/c are (the paper uses a Padé approximant for the same purpose).
+//! **Steady state and the decision horizon.** Theorem 1 is the chain's stationary distribution.
+//! Seen as a two-state chain, object *i* enters the cache at rate α_i = r_i·a_i (a request that is
+//! admitted) and leaves at rate β_i = r_i / (e^(r_i T) − 1) (one over its mean stay), and
+//! P_in = α/(α+β). As c → 0 the stationary optimum becomes a perfect LFU (T → ∞, only the
+//! highest-rate objects cached) that a real cache reaches only after ~1/α_i requests — far more
+//! than any window. So [`Model::with_horizon`] lets the model ask the question a re-tuning
+//! policy actually faces: *given which objects are cached now, what will the OHR be over the
+//! next H windows?* The chain relaxes from its state p0_i at rate κ_i = α_i + β_i, and its time
+//! average over H is
 //!
-//! Speed: objects are merged into groups of nearly equal (rate, size) — 1/64 octave in rate,
-//! 1/32 octave in size — so a model evaluation costs O(groups), not O(objects), with a
-//! relative error in rate and size below 1.1%.
+//! ```text
+//!     P̄_i = P_in(i) + (p0_i − P_in(i))·φ_i,   φ_i = (1 − e^(−κ_i H)) / (κ_i H)
+//! ```
+//!
+//! which equals Theorem 1 as H → ∞ (φ → 0). Equation 1 and OHR(c) use P̄ in place of P_in.
+//! With an infinite horizon (the default) the model is exactly the paper's.
+//!
+//! Numerical stability: everything is computed without overflow for any r·T or s/c — where
+//! e^(rT) would overflow or a_i underflows, P_in is the logistic function of
+//! −s_i/c + ln(e^(r_i T) − 1) (the paper uses a Padé approximant for the same purpose).
+//!
+//! Speed: objects are merged into groups of nearly equal (rate, size) — 1/8 octave in each —
+//! so an evaluation costs O(groups), not O(objects) (relative error in rate and size below
+//! 4.4%; the initial state is kept exactly, as cached and uncached weights per group). The
+//! admission probabilities of a c are computed once per group, so each step of the solve costs
+//! one or two exponentials per group.
 
 use hashbrown::HashMap;
 
@@ -30,10 +50,23 @@ use hashbrown::HashMap;
 struct Group {
     /// Number of objects.
     n: f64,
+    /// Σ p0 over the group's objects: expected number cached at the start.
+    n_in: f64,
     /// Mean request rate (requests per window).
     rate: f64,
     /// Mean size in bytes.
     size: f64,
+}
+
+/// What the model knows about one object.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ObjectState {
+    /// Request rate, requests per window.
+    pub rate: f64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Probability that the object is cached now (only used with a finite horizon).
+    pub p_in: f64,
 }
 
 /// AdaptSize's model of an LRU cache of capacity K under e^(−size/c) admission.
@@ -47,7 +80,7 @@ pub struct Model {
     fit_bytes: f64,
     min_size: f64,
     max_size: f64,
-    /// Longest characteristic time the model may assume (windows); see [`Model::with_horizon`].
+    /// Decision horizon H in windows (∞: the stationary model of Theorem 1).
     horizon: f64,
 }
 
@@ -62,7 +95,8 @@ fn ln_expm1(x: f64) -> f64 {
     }
 }
 
-/// P_in for one object with rate `r`, size `s`, admission parameter `c`, characteristic time `t`.
+/// Theorem 1's P_in for one object with rate `r`, size `s`, admission parameter `c` and
+/// characteristic time `t`, in a form that never overflows.
 #[inline]
 pub fn p_in(r: f64, s: f64, c: f64, t: f64) -> f64 {
     if r <= 0.0 || t <= 0.0 {
@@ -71,8 +105,7 @@ pub fn p_in(r: f64, s: f64, c: f64, t: f64) -> f64 {
     if t.is_infinite() {
         return if c > 0.0 { 1.0 } else { 0.0 };
     }
-    let y = -s / c + ln_expm1(r * t);
-    logistic(y)
+    logistic(-s / c + ln_expm1(r * t))
 }
 
 #[inline]
@@ -85,24 +118,67 @@ fn logistic(y: f64) -> f64 {
     }
 }
 
+/// Stationary P_in and relaxation rate κ = α + β (per window) at x = r·T, for an object of rate
+/// `r` admitted with probability `a` = e^(`la`). One exponential in the common case.
+#[inline]
+fn stationary(r: f64, x: f64, a: f64, la: f64) -> (f64, f64) {
+    if x <= 0.0 || r <= 0.0 {
+        return (0.0, 0.0);
+    }
+    if x < 700.0 && a > 1e-300 {
+        let e = x.exp_m1();
+        let ae = a * e;
+        // κ = r·a + r/(e^x − 1).
+        (ae / (1.0 + ae), r * a + r / e)
+    } else {
+        let p = logistic(la + ln_expm1(x));
+        let beta = if x < 700.0 { r / x.exp_m1() } else { 0.0 };
+        (p, r * a + beta)
+    }
+}
+
+/// φ = (1 − e^(−y))/y, the time-average weight of the initial state over a horizon (y = κH).
+#[inline]
+fn relaxation_weight(y: f64) -> f64 {
+    if y < 1e-9 {
+        1.0 - 0.5 * y
+    } else {
+        -(-y).exp_m1() / y
+    }
+}
+
 impl Model {
-    /// Builds the model from `(rate, size)` per object and the cache capacity in bytes.
-    /// Objects with zero rate are ignored; objects larger than the capacity count as requests
-    /// that always miss.
+    /// Builds the stationary model (Theorem 1) from `(rate, size)` per object and the cache
+    /// capacity in bytes. Objects with zero rate are ignored; objects larger than the capacity
+    /// count as requests that always miss.
     pub fn new(objects: impl IntoIterator<Item = (f64, u64)>, capacity: u64) -> Self {
+        Self::with_state(
+            objects.into_iter().map(|(rate, size)| ObjectState {
+                rate,
+                size,
+                p_in: 0.0,
+            }),
+            capacity,
+        )
+    }
+
+    /// Builds the model from per-object rates, sizes and current cache state; the state matters
+    /// only once a finite horizon is set with [`Model::with_horizon`].
+    pub fn with_state(objects: impl IntoIterator<Item = ObjectState>, capacity: u64) -> Self {
         let k = capacity as f64;
-        let mut map: HashMap<(i32, i32), (f64, f64, f64), foldhash::fast::FixedState> =
+        let mut map: HashMap<(i32, i32), Group, foldhash::fast::FixedState> =
             HashMap::with_hasher(foldhash::fast::FixedState::with_seed(7));
         let mut total_rate = 0.0;
         let mut fit_bytes = 0.0;
         let mut min_size = f64::INFINITY;
         let mut max_size: f64 = 0.0;
-        for (rate, size) in objects {
+        for o in objects {
+            let rate = o.rate;
             if rate.is_nan() || rate <= 0.0 || !rate.is_finite() {
                 continue;
             }
             total_rate += rate;
-            let s = size.max(1) as f64;
+            let s = o.size.max(1) as f64;
             if s > k {
                 continue;
             }
@@ -110,20 +186,26 @@ impl Model {
             min_size = min_size.min(s);
             max_size = max_size.max(s);
             let key = (
-                (rate.log2() * 64.0).round() as i32,
-                (s.log2() * 32.0).round() as i32,
+                (rate.log2() * 8.0).round() as i32,
+                (s.log2() * 8.0).round() as i32,
             );
-            let g = map.entry(key).or_insert((0.0, 0.0, 0.0));
-            g.0 += 1.0;
-            g.1 += rate;
-            g.2 += s;
+            let g = map.entry(key).or_insert(Group {
+                n: 0.0,
+                n_in: 0.0,
+                rate: 0.0,
+                size: 0.0,
+            });
+            g.n += 1.0;
+            g.n_in += o.p_in.clamp(0.0, 1.0);
+            g.rate += rate;
+            g.size += s;
         }
         let groups = map
             .into_values()
-            .map(|(n, rs, ss)| Group {
-                n,
-                rate: rs / n,
-                size: ss / n,
+            .map(|g| Group {
+                rate: g.rate / g.n,
+                size: g.size / g.n,
+                ..g
             })
             .collect();
         Model {
@@ -137,13 +219,8 @@ impl Model {
         }
     }
 
-    /// Limits the characteristic time to `horizon` windows. The steady state of Theorem 1 can
-    /// need an arbitrarily long time to reach: as c → 0 the model lets T → ∞ and fills the cache
-    /// with the highest-rate objects (a perfect LFU), which a real cache, admitting an object
-    /// once in 1/(r·e^(−s/c)) requests, reaches only after far longer than its statistics are
-    /// valid. With a horizon, a c that cannot fill the cache within `horizon` windows is
-    /// evaluated with T = `horizon` and a cache that is not full, so its predicted OHR is what
-    /// the cache can actually reach in that time.
+    /// Sets the decision horizon H in windows (see the module docs); ∞ or ≤ 0 means the
+    /// stationary model.
     pub fn with_horizon(mut self, horizon: f64) -> Self {
         self.horizon = if horizon > 0.0 { horizon } else { f64::INFINITY };
         self
@@ -154,120 +231,123 @@ impl Model {
         self.groups.len()
     }
 
-    /// Σ P_in(i)·s_i at characteristic time `t`, with d/d(ln t) of it.
-    fn occupancy(&self, c: f64, t: f64) -> (f64, f64) {
-        let mut bytes = 0.0;
-        let mut deriv = 0.0;
-        for g in &self.groups {
-            let x = g.rate * t;
-            let p = p_in(g.rate, g.size, c, t);
-            bytes += g.n * g.size * p;
-            // dP/dx = P(1−P) / (1 − e^−x);  d/d ln t = x dP/dx.
-            let dpdx = p * (1.0 - p) / (-(-x).exp_m1()).max(1e-300);
-            deriv += g.n * g.size * x * dpdx;
+    /// Admission probabilities e^(−s/c) of every group, and their logarithms.
+    fn admission(&self, c: f64) -> Vec<(f64, f64)> {
+        self.groups
+            .iter()
+            .map(|g| {
+                let la = if c > 0.0 { -g.size / c } else { f64::NEG_INFINITY };
+                (la.exp(), la)
+            })
+            .collect()
+    }
+
+    /// Expected number of the group's objects cached (time-averaged over the horizon) at
+    /// characteristic time `t`.
+    #[inline]
+    fn cached(&self, g: &Group, a: f64, la: f64, t: f64) -> f64 {
+        let (p, kappa) = if t.is_infinite() {
+            (if a > 0.0 { 1.0 } else { 0.0 }, 0.0)
+        } else {
+            stationary(g.rate, g.rate * t, a, la)
+        };
+        if self.horizon.is_infinite() {
+            return g.n * p;
         }
-        (bytes, deriv)
+        let phi = relaxation_weight(kappa * self.horizon);
+        g.n * p * (1.0 - phi) + g.n_in * phi
     }
 
-    /// The characteristic time T = 1/μ solving Σ P_in·s = K for admission parameter `c`, in
-    /// windows; `f64::INFINITY` when every object fits; at most the horizon.
+    /// Σ P·s at characteristic time `t`.
+    fn occupancy(&self, adm: &[(f64, f64)], t: f64) -> f64 {
+        self.groups
+            .iter()
+            .zip(adm)
+            .map(|(g, &(a, la))| g.size * self.cached(g, a, la, t))
+            .sum()
+    }
+
+    /// The characteristic time T = 1/μ solving Σ P·s = K for admission parameter `c`, in
+    /// windows; `f64::INFINITY` when every object fits.
     pub fn characteristic_time(&self, c: f64) -> f64 {
-        self.solve_t(c, None)
+        self.solve_t(&self.admission(c), None)
     }
 
-    fn solve_t(&self, c: f64, guess: Option<f64>) -> f64 {
+    fn solve_t(&self, adm: &[(f64, f64)], guess: Option<f64>) -> f64 {
         if self.fit_bytes <= self.capacity || self.groups.is_empty() {
-            return self.horizon;
+            return f64::INFINITY;
         }
         let k = self.capacity;
-        if self.horizon.is_finite() && self.occupancy(c, self.horizon).0 <= k {
-            return self.horizon;
-        }
-        // Occupancy is increasing in T and tends to fit_bytes > K as T → ∞, so a root exists.
-        // Bracket it in ln T with growing steps, then polish with Newton steps that fall back to
-        // bisection whenever they would leave the bracket.
+        // f(ln T) = occupancy − K is increasing. Bracket the root with doubling steps from the
+        // guess (the previous c's T), then Illinois steps inside the bracket.
         const LN_T_MAX: f64 = 700.0;
-        let f = |lt: f64| {
-            let (occ, d) = self.occupancy(c, lt.exp());
-            (occ - k, d)
-        };
-        let mut lt = guess
+        let f = |lt: f64| self.occupancy(adm, lt.exp()) - k;
+        let mut x0 = guess
             .filter(|g| g.is_finite() && *g > 0.0)
             .map_or(0.0, f64::ln)
             .clamp(-LN_T_MAX, LN_T_MAX);
-        let (mut fx, mut d) = f(lt);
-        let (mut lo, mut hi);
-        let mut step = 1.0;
-        if fx < 0.0 {
-            lo = lt;
-            loop {
-                let next = (lt + step).min(LN_T_MAX);
-                let (fn_, dn) = f(next);
-                if fn_ >= 0.0 {
-                    hi = next;
-                    (lt, fx, d) = (next, fn_, dn);
-                    break;
-                }
-                if next >= LN_T_MAX {
-                    return LN_T_MAX.exp();
-                }
-                (lo, lt) = (next, next);
-                step *= 2.0;
-            }
-        } else {
-            hi = lt;
-            loop {
-                let next = (lt - step).max(-LN_T_MAX);
-                let (fn_, dn) = f(next);
-                if fn_ <= 0.0 {
-                    lo = next;
-                    (lt, fx, d) = (next, fn_, dn);
-                    break;
-                }
-                if next <= -LN_T_MAX {
-                    return 0.0;
-                }
-                (hi, lt) = (next, next);
-                step *= 2.0;
-            }
+        let mut f0 = f(x0);
+        if f0 == 0.0 {
+            return x0.exp();
         }
-        let tol = 1e-6 * k;
-        for _ in 0..100 {
-            if fx.abs() <= tol || hi - lo < 1e-12 {
+        let dir = if f0 < 0.0 { 1.0 } else { -1.0 };
+        let mut step = 1.0;
+        let (mut x1, mut f1);
+        loop {
+            x1 = (x0 + dir * step).clamp(-LN_T_MAX, LN_T_MAX);
+            f1 = f(x1);
+            if f1.signum() != f0.signum() || f1 == 0.0 {
                 break;
             }
-            let newton = if d > 0.0 { lt - fx / d } else { f64::NAN };
-            lt = if newton.is_finite() && newton > lo && newton < hi {
-                newton
-            } else {
-                0.5 * (lo + hi)
-            };
-            (fx, d) = f(lt);
-            if fx < 0.0 {
-                lo = lt;
-            } else {
-                hi = lt;
+            if x1.abs() >= LN_T_MAX {
+                // No root within e^±700: the cache never fills (or is always full).
+                return x1.exp();
             }
+            (x0, f0) = (x1, f1);
+            step *= 2.0;
         }
-        lt.exp()
+        // Illinois: regula falsi that halves the retained end's value when it goes stale.
+        let tol = 1e-5 * k;
+        for _ in 0..100 {
+            if f1.abs() <= tol || (x1 - x0).abs() < 1e-10 {
+                break;
+            }
+            let x2 = (x0 * f1 - x1 * f0) / (f1 - f0);
+            let f2 = f(x2);
+            if f2.signum() != f1.signum() {
+                (x0, f0) = (x1, f1);
+            } else {
+                f0 *= 0.5;
+            }
+            (x1, f1) = (x2, f2);
+        }
+        x1.exp()
     }
 
-    fn ohr_at(&self, c: f64, t: f64) -> f64 {
+    /// Predicted OHR for admission probabilities `adm` at characteristic time `t`.
+    fn ohr_at(&self, adm: &[(f64, f64)], t: f64) -> f64 {
         if self.total_rate <= 0.0 {
             return 0.0;
         }
         let hits: f64 = self
             .groups
             .iter()
-            .map(|g| g.n * g.rate * p_in(g.rate, g.size, c, t))
+            .zip(adm)
+            .map(|(g, &(a, la))| g.rate * self.cached(g, a, la, t))
             .sum();
         (hits / self.total_rate).clamp(0.0, 1.0)
     }
 
+    /// Characteristic time and predicted OHR at `c`, starting the solve from `guess`.
+    fn evaluate(&self, c: f64, guess: Option<f64>) -> (f64, f64) {
+        let adm = self.admission(c);
+        let t = self.solve_t(&adm, guess);
+        (t, self.ohr_at(&adm, t))
+    }
+
     /// Predicted object hit ratio for admission parameter `c` (bytes).
     pub fn predicted_ohr(&self, c: f64) -> f64 {
-        let t = self.characteristic_time(c);
-        self.ohr_at(c, t)
+        self.evaluate(c, None).1
     }
 
     /// Predicted OHR at each c in `cs`.
@@ -275,9 +355,9 @@ impl Model {
         let mut guess = None;
         cs.iter()
             .map(|&c| {
-                let t = self.solve_t(c, guess);
+                let (t, ohr) = self.evaluate(c, guess);
                 guess = Some(t);
-                (c, self.ohr_at(c, t))
+                (c, ohr)
             })
             .collect()
     }
@@ -290,33 +370,32 @@ impl Model {
         (lo, hi)
     }
 
-    /// Global search for the c maximizing the predicted OHR: a grid over log2 c with step 1/4,
+    /// Global search for the c maximizing the predicted OHR: a grid over log2 c with step 1/2,
     /// then golden-section refinement within one grid step of the best point.
     /// Returns `(c, predicted OHR)`.
     pub fn best_c(&self) -> (f64, f64) {
         let (lo, hi) = self.search_range();
-        let step = 0.25;
+        let step = 0.5;
         let n = ((hi - lo) / step).ceil() as usize + 1;
-        let mut best = (lo, f64::NEG_INFINITY);
+        let mut best = (lo, f64::NEG_INFINITY, None);
         let mut guess = None;
         for i in 0..n {
             let lc = lo + i as f64 * step;
-            let c = lc.exp2();
-            let t = self.solve_t(c, guess);
+            let (t, ohr) = self.evaluate(lc.exp2(), guess);
             guess = Some(t);
-            let ohr = self.ohr_at(c, t);
             if ohr > best.1 + 1e-12 {
-                best = (lc, ohr);
+                best = (lc, ohr, Some(t));
             }
         }
         // Golden-section search on [best − step, best + step].
-        let eval = |lc: f64| self.predicted_ohr(lc.exp2());
+        let guess = best.2;
+        let eval = |lc: f64| self.evaluate(lc.exp2(), guess).1;
         let (mut a, mut b) = (best.0 - step, best.0 + step);
         let phi = 0.5 * (5f64.sqrt() - 1.0);
         let mut x1 = b - phi * (b - a);
         let mut x2 = a + phi * (b - a);
         let (mut f1, mut f2) = (eval(x1), eval(x2));
-        for _ in 0..12 {
+        for _ in 0..10 {
             if f1 < f2 {
                 a = x1;
                 x1 = x2;
@@ -376,9 +455,9 @@ mod tests {
         for &c in &[1e3, 1e4, 1e5, 1e7] {
             let t = m.characteristic_time(c);
             assert!(t.is_finite() && t > 0.0);
-            let (occ, _) = m.occupancy(c, t);
+            let occ = m.occupancy(&m.admission(c), t);
             assert!(
-                (occ - (1 << 20) as f64).abs() < 2.0,
+                (occ - (1 << 20) as f64).abs() <= 1e-5 * (1 << 20) as f64,
                 "c={c}: occupancy {occ}"
             );
         }
