@@ -78,6 +78,14 @@ pub trait Admission: Send {
     fn history(&self) -> &[(u64, f64)] {
         &[]
     }
+    /// Objects the policy keeps statistics for (cached or not).
+    fn tracked(&self) -> usize {
+        0
+    }
+    /// Heap bytes of the policy's own state (statistics, shadow caches).
+    fn heap_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// What one access did.

@@ -258,9 +258,9 @@ impl AdmissionSpec {
                 window,
                 smoothing,
                 horizon,
-            } => {
-                Box::new(admission::AdaptSize::new(capacity, window, smoothing, horizon, seed))
-            }
+            } => Box::new(admission::AdaptSize::new(
+                capacity, window, smoothing, horizon, seed,
+            )),
             AdmissionSpec::SizeOpt { window } => {
                 Box::new(admission::SizeOpt::new(capacity, window, seed))
             }

@@ -146,9 +146,12 @@ pub struct SimResult {
     pub byte_hit_ratio: f64,
     pub bytes: u64,
     pub hit_bytes: u64,
-    /// Objects cached at the end and the policy's heap metadata for them.
+    /// Objects cached at the end and the eviction policy's heap metadata for them.
     pub cached_objects: usize,
     pub policy_heap_bytes: usize,
+    /// Objects the admission policy keeps statistics for, and the heap bytes of its state.
+    pub admission_tracked: usize,
+    pub admission_heap_bytes: usize,
     pub elapsed_s: f64,
     pub requests_per_s: f64,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -247,6 +250,8 @@ pub fn simulate(
         hit_bytes: total.hit_bytes,
         cached_objects: cache.eviction().len(),
         policy_heap_bytes: cache.eviction().heap_bytes(),
+        admission_tracked: cache.admission().map_or(0, |a| a.tracked()),
+        admission_heap_bytes: cache.admission().map_or(0, |a| a.heap_bytes()),
         elapsed_s: elapsed,
         requests_per_s: if elapsed > 0.0 {
             index as f64 / elapsed

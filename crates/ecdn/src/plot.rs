@@ -1096,6 +1096,8 @@ mod tests {
             hit_bytes: 1 << 39,
             cached_objects: 1000,
             policy_heap_bytes: 64_000,
+            admission_tracked: 0,
+            admission_heap_bytes: 0,
             elapsed_s: 1.0,
             requests_per_s: 1e6,
             series,

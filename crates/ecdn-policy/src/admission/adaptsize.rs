@@ -82,11 +82,6 @@ impl AdaptSize {
         }
     }
 
-    /// Objects currently tracked by the statistics.
-    pub fn tracked(&self) -> usize {
-        self.stats.len()
-    }
-
     /// The OHR the model predicted for the chosen c at the last re-tuning.
     pub fn last_prediction(&self) -> Option<f64> {
         self.last_prediction
@@ -122,7 +117,8 @@ impl AdaptSize {
                 .filter(|s| s.cached)
                 .map(|s| (s.last, s.size)),
         );
-        self.scratch.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        self.scratch
+            .sort_unstable_by_key(|&(last, _)| std::cmp::Reverse(last));
         let mut bytes = 0u64;
         for &(last, size) in &self.scratch {
             bytes += size;
@@ -140,16 +136,15 @@ impl AdaptSize {
             self.stats.values().map(|s| ObjectState {
                 rate: s.rate,
                 size: s.size,
-                p_in: if s.cached && s.last >= since { 1.0 } else { 0.0 },
+                p_in: if s.cached && s.last >= since {
+                    1.0
+                } else {
+                    0.0
+                },
             }),
             self.capacity,
         )
         .with_horizon(self.horizon)
-    }
-
-    /// Heap bytes of the statistics table.
-    pub fn heap_bytes(&self) -> usize {
-        self.stats.capacity() * (std::mem::size_of::<(u64, Stat)>() + 1)
     }
 }
 
@@ -201,5 +196,14 @@ impl Admission for AdaptSize {
 
     fn history(&self) -> &[(u64, f64)] {
         &self.history
+    }
+
+    fn tracked(&self) -> usize {
+        self.stats.len()
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.stats.capacity() * (std::mem::size_of::<(u64, Stat)>() + 1)
+            + self.scratch.capacity() * std::mem::size_of::<(u64, u64)>()
     }
 }

@@ -36,6 +36,12 @@ impl Admission for Frequency {
     fn admit(&mut self, req: &Request) -> bool {
         self.min_uses <= 1 || self.counts.get(&req.id).copied().unwrap_or(0) >= self.min_uses
     }
+    fn tracked(&self) -> usize {
+        self.counts.len()
+    }
+    fn heap_bytes(&self) -> usize {
+        self.counts.capacity() * (std::mem::size_of::<(u64, u32)>() + 1)
+    }
     fn probability(&self, _size: u64) -> f64 {
         if self.min_uses <= 1 {
             1.0

@@ -144,4 +144,8 @@ impl Admission for HillClimb {
     fn history(&self) -> &[(u64, f64)] {
         &self.history
     }
+
+    fn heap_bytes(&self) -> usize {
+        self.lower.cache.heap_bytes() + self.upper.cache.heap_bytes()
+    }
 }
