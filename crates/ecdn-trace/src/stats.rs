@@ -360,7 +360,7 @@ impl fmt::Display for TraceStats {
         ];
         write!(f, "{:<22}", "size percentiles")?;
         for h in heads {
-            write!(f, "{h:>10}")?;
+            write!(f, " {h:>10}")?;
         }
         writeln!(f)?;
         for (name, s) in [
@@ -371,7 +371,7 @@ impl fmt::Display for TraceStats {
             for v in [
                 s.min, s.p1, s.p10, s.p25, s.p50, s.p75, s.p90, s.p99, s.p999, s.max,
             ] {
-                write!(f, "{:>10}", format_size(v))?;
+                write!(f, " {:>10}", format_size(v))?;
             }
             writeln!(f)?;
         }

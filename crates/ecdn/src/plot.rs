@@ -82,8 +82,6 @@ pub fn model_curve(path: &Path, points: &[ModelPoint], capacity: u64) -> Result<
 /// Per-window time series of the results that have one: the miss ratio of each window against
 /// the request index on top and, below, the admission parameter c (log2 axis) of the results
 /// whose policy has one. The panel for c is left out when no result has it.
-// Not called by `ecdn sim` yet (a `--series` plot option is to come); remove the allow then.
-#[allow(dead_code)]
 pub fn series(path: &Path, results: &[SimResult]) -> Result<()> {
     let fig = SeriesFigure::new(results)?;
     render(path, &fig)

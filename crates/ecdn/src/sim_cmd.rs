@@ -85,6 +85,10 @@ pub struct CacheArgs {
     /// Draw miss ratio vs cache size (PNG or SVG by extension).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Draw the per-window miss ratio and admission parameter c over time (implies a time
+    /// series; without --series, 200 windows over the trace).
+    #[arg(long, value_name = "FILE")]
+    plot_series: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -206,9 +210,22 @@ fn run_cache(a: CacheArgs) -> Result<()> {
         Warmup::Fraction(_) => Some(trace_len(&a.trace, &opts)?),
         Warmup::Requests(_) => cheap_len(&a.trace.trace, &opts),
     };
+    let series_every = match (a.series, &a.plot_series) {
+        (Some(0), _) => bail!("--series must be positive"),
+        (Some(n), _) => n,
+        (None, Some(_)) => {
+            let len = match len {
+                Some(l) => l,
+                None => trace_len(&a.trace, &opts)?,
+            };
+            let len = a.max_requests.map_or(len, |m| len.min(m));
+            (len / 200).max(1)
+        }
+        (None, None) => 0,
+    };
     let cfg = SimConfig {
         warmup: warmup.requests(len).map_err(anyhow::Error::msg)?,
-        series_every: a.series.unwrap_or(0),
+        series_every,
         seed: a.seed,
         max_requests: a.max_requests.unwrap_or(0),
     };
@@ -249,6 +266,10 @@ fn run_cache(a: CacheArgs) -> Result<()> {
     }
     if let Some(p) = &a.plot {
         plot::miss_ratio_vs_size(p, &ok)?;
+        eprintln!("wrote {}", p.display());
+    }
+    if let Some(p) = &a.plot_series {
+        plot::series(p, &ok)?;
         eprintln!("wrote {}", p.display());
     }
     Ok(())

@@ -1,0 +1,159 @@
+//! End-to-end tests of the `ecdn` command line: the simulator's JSON contract and clear errors
+//! (never a panic) for bad input.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn ecdn(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ecdn"))
+        .args(args)
+        .output()
+        .expect("run ecdn")
+}
+
+fn trace() -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/cloudPhysicsIO.oracleGeneral.bin")
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn sim_cache_json_has_one_line_per_policy_and_size() {
+    let t = trace();
+    let o = ecdn(&[
+        "sim",
+        "cache",
+        "--trace",
+        &t,
+        "--policy",
+        "lru,fifo",
+        "--size",
+        "1MiB,16MiB",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect();
+    assert_eq!(lines.len(), 4);
+    for v in &lines {
+        for key in [
+            "policy",
+            "cache_size",
+            "requests",
+            "miss_ratio",
+            "byte_miss_ratio",
+        ] {
+            assert!(v.get(key).is_some(), "missing {key} in {v}");
+        }
+    }
+    let lru1 = &lines[0];
+    assert_eq!(lru1["policy"], "lru");
+    assert_eq!(lru1["cache_size"], 1 << 20);
+    assert_eq!(lru1["requests"], 113_872);
+    assert_eq!(
+        format!("{:.4}", lru1["miss_ratio"].as_f64().unwrap()),
+        "0.8699"
+    );
+}
+
+#[test]
+fn warmup_fraction_and_series() {
+    let t = trace();
+    let o = ecdn(&[
+        "sim",
+        "cache",
+        "--trace",
+        &t,
+        "--policy",
+        "adaptsize:window=10000",
+        "--size",
+        "4MiB",
+        "--warmup",
+        "50%",
+        "--series",
+        "20000",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["warmup"], 56_936);
+    assert_eq!(v["requests"], 113_872 - 56_936);
+    assert_eq!(v["series"].as_array().unwrap().len(), 113_872 / 20_000);
+    assert!(v["c_history"].as_array().unwrap().len() >= 11);
+}
+
+#[test]
+fn bad_input_gives_clear_errors_not_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let truncated = dir.path().join("bad.oracleGeneral.bin");
+    let mut bytes = std::fs::read(trace()).unwrap();
+    bytes.truncate(24 * 10 + 7);
+    std::fs::write(&truncated, bytes).unwrap();
+    let truncated = truncated.to_string_lossy().into_owned();
+    let t = trace();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "sim",
+                "cache",
+                "--trace",
+                "/nonexistent.bin",
+                "--size",
+                "1MiB",
+            ],
+            "/nonexistent.bin",
+        ),
+        (
+            vec!["sim", "cache", "--trace", &t, "--size", "1XB"],
+            "unknown unit",
+        ),
+        (
+            vec!["sim", "cache", "--trace", &t, "--size", "0"],
+            "positive",
+        ),
+        (
+            vec![
+                "sim", "cache", "--trace", &t, "--size", "1MiB", "--policy", "lru+nope",
+            ],
+            "unknown admission",
+        ),
+        (
+            vec![
+                "sim", "cache", "--trace", &t, "--size", "1MiB", "--warmup", "abc",
+            ],
+            "invalid warmup",
+        ),
+        (
+            vec!["sim", "cache", "--trace", &truncated, "--size", "1MiB"],
+            "record 10",
+        ),
+        (
+            vec![
+                "sim", "cache", "--trace", &t, "--size", "1MiB", "--format", "parquet",
+            ],
+            "parquet",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = ecdn(&args);
+        let err = stderr(&o);
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{args:?} should fail cleanly: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: error should mention {needle:?}: {err}"
+        );
+    }
+}
