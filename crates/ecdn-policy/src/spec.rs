@@ -16,7 +16,7 @@
 //!
 //! Keys: `window=` (AdaptSize/SIZE-OPT/HillClimb window in requests), `smoothing=`
 //! (AdaptSize's history weight), `horizon=` (AdaptSize's decision horizon in windows, or `inf`
-//! for the paper's stationary model), `step=` (HillClimb's multiplicative step), `c=` (initial c),
+//! for the paper's stationary model), `guard=on|off` (AdaptSize's shadow-cache guard), `step=` (HillClimb's multiplicative step), `c=` (initial c),
 //! `ref=` (LRU-S reference size).
 
 use ecdn_trace::units::parse_size;
@@ -81,6 +81,7 @@ pub enum AdmissionSpec {
         window: usize,
         smoothing: f64,
         horizon: f64,
+        guard: bool,
     },
     /// e^(−size/c), best c for each coming window, found with knowledge of that window.
     SizeOpt { window: usize },
@@ -216,10 +217,16 @@ impl AdmissionSpec {
                 if horizon.is_nan() || horizon <= 0.0 {
                     return Err(format!("{s:?}: horizon must be positive (or inf)"));
                 }
+                let guard = match take("guard", &mut kv).as_deref() {
+                    None | Some("on") => true,
+                    Some("off") => false,
+                    Some(v) => return Err(format!("{s:?}: guard={v:?}: expected on or off")),
+                };
                 AdmissionSpec::AdaptSize {
                     window,
                     smoothing,
                     horizon,
+                    guard,
                 }
             }
             "size-opt" | "sizeopt" => {
@@ -258,8 +265,14 @@ impl AdmissionSpec {
                 window,
                 smoothing,
                 horizon,
+                guard,
             } => Box::new(admission::AdaptSize::new(
-                capacity, window, smoothing, horizon, seed,
+                capacity,
+                window,
+                smoothing,
+                horizon,
+                guard.then_some(eviction),
+                seed,
             )),
             AdmissionSpec::SizeOpt { window } => {
                 Box::new(admission::SizeOpt::new(capacity, window, seed))
@@ -344,6 +357,7 @@ mod tests {
                 window: DEFAULT_WINDOW,
                 smoothing: DEFAULT_SMOOTHING,
                 horizon: admission::adaptsize::DEFAULT_HORIZON,
+                guard: true,
             })
         );
         let p = PolicySpec::parse("fifo+threshold:64KiB").unwrap();
@@ -356,6 +370,7 @@ mod tests {
                 window: 1000,
                 smoothing: 0.5,
                 horizon: admission::adaptsize::DEFAULT_HORIZON,
+                guard: true,
             })
         );
         assert_eq!(

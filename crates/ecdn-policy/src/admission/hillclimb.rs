@@ -6,33 +6,10 @@
 //! new c (they keep their contents, so they stay warm).
 
 use super::exp::exp_admit_probability;
+use super::shadow::Shadow;
 use crate::rng::Rng;
 use crate::spec::EvictionKind;
-use crate::{Admission, Evicted, Eviction, Request};
-
-struct Shadow {
-    cache: Box<dyn Eviction>,
-    hits: u64,
-}
-
-impl Shadow {
-    fn access(&mut self, req: &Request, c: f64, now: u64, rng: &mut Rng, ev: &mut Vec<Evicted>) {
-        match self.cache.touch(req.id, now) {
-            Some(s) if s == req.size => self.hits += 1,
-            other => {
-                if other.is_some() {
-                    self.cache.remove(req.id);
-                }
-                if req.size <= self.cache.capacity()
-                    && rng.chance(exp_admit_probability(req.size, c))
-                {
-                    self.cache.insert(req.id, req.size, now, ev);
-                    ev.clear();
-                }
-            }
-        }
-    }
-}
+use crate::{Admission, Request};
 
 pub struct HillClimb {
     c: f64,
@@ -45,7 +22,6 @@ pub struct HillClimb {
     upper: Shadow,
     rng: Rng,
     shadow_rng: Rng,
-    scratch: Vec<Evicted>,
     history: Vec<(u64, f64)>,
 }
 
@@ -66,17 +42,10 @@ impl HillClimb {
             seen: 0,
             requests: 0,
             main_hits: 0,
-            lower: Shadow {
-                cache: eviction.build(capacity),
-                hits: 0,
-            },
-            upper: Shadow {
-                cache: eviction.build(capacity),
-                hits: 0,
-            },
+            lower: Shadow::new(eviction.build(capacity)),
+            upper: Shadow::new(eviction.build(capacity)),
             rng: Rng::new(seed),
             shadow_rng: Rng::new(seed ^ 0x5ad0_5ad0),
-            scratch: Vec::new(),
             history: vec![(0, c)],
         }
     }
@@ -107,20 +76,10 @@ impl Admission for HillClimb {
         self.requests += 1;
         self.main_hits += hit as u64;
         let now = self.requests;
-        self.lower.access(
-            req,
-            self.c / self.step,
-            now,
-            &mut self.shadow_rng,
-            &mut self.scratch,
-        );
-        self.upper.access(
-            req,
-            self.c * self.step,
-            now,
-            &mut self.shadow_rng,
-            &mut self.scratch,
-        );
+        self.lower
+            .access(req, self.c / self.step, now, &mut self.shadow_rng);
+        self.upper
+            .access(req, self.c * self.step, now, &mut self.shadow_rng);
         self.seen += 1;
         if self.seen >= self.window {
             self.seen = 0;

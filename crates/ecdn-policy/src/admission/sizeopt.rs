@@ -8,8 +8,9 @@
 //! bound for any policy that picks one c per window; it needs O(grid × window) work per window.
 
 use super::exp::exp_admit_probability;
+use super::shadow::Shadow;
 use crate::rng::Rng;
-use crate::{Admission, Evicted, Eviction, Request};
+use crate::{Admission, Eviction, Request};
 
 pub struct SizeOpt {
     capacity: u64,
@@ -36,28 +37,12 @@ impl SizeOpt {
 
     /// Hits of the window `future` replayed on `cache` with parameter `c`.
     fn replay(future: &[Request], cache: &dyn Eviction, c: f64, seed: u64, now: u64) -> u64 {
-        let mut cache = cache.clone_box();
+        let mut shadow = Shadow::new(cache.clone_box());
         let mut rng = Rng::new(seed);
-        let mut ev: Vec<Evicted> = Vec::new();
-        let mut hits = 0;
         for (i, req) in future.iter().enumerate() {
-            let t = now + i as u64;
-            match cache.touch(req.id, t) {
-                Some(s) if s == req.size => hits += 1,
-                other => {
-                    if other.is_some() {
-                        cache.remove(req.id);
-                    }
-                    if req.size <= cache.capacity()
-                        && rng.chance(exp_admit_probability(req.size, c))
-                    {
-                        cache.insert(req.id, req.size, t, &mut ev);
-                        ev.clear();
-                    }
-                }
-            }
+            shadow.access(req, c, now + i as u64, &mut rng);
         }
-        hits
+        shadow.hits
     }
 }
 
