@@ -9,7 +9,6 @@
 pub mod admission;
 pub mod eviction;
 pub mod list;
-pub mod rng;
 pub mod spec;
 
 pub use ecdn_trace::Request;

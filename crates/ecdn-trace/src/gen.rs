@@ -94,6 +94,18 @@ impl Rng {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 
+    /// True with probability `p` (false for NaN; p is clamped to [0, 1]).
+    #[inline]
+    pub fn chance(&mut self, p: f64) -> bool {
+        if p >= 1.0 {
+            return true;
+        }
+        if p.is_nan() || p <= 0.0 {
+            return false;
+        }
+        self.f64() < p
+    }
+
     /// Uniform in `(0, 1]` (safe to take the logarithm of).
     #[inline]
     pub fn f64_open0(&mut self) -> f64 {

@@ -51,8 +51,9 @@ const FONT_PATHS: &[&str] = &[
 const NO_FONT: &str = "no TTF font found for plotting; install Debian's fonts-dejavu-core or set \
                        ECDN_FONT=/path/to/font.ttf";
 
-/// Distinct line colors (the usual ten-color qualitative palette).
-const COLORS: [RGBColor; 10] = [
+/// Distinct line colors: the usual ten-color qualitative palette, then black and darker
+/// variants, so sweeps of up to sixteen lines stay distinguishable.
+const COLORS: [RGBColor; 16] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -63,6 +64,12 @@ const COLORS: [RGBColor; 10] = [
     RGBColor(127, 127, 127),
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
+    RGBColor(0, 0, 0),
+    RGBColor(0, 63, 92),
+    RGBColor(128, 64, 0),
+    RGBColor(0, 100, 0),
+    RGBColor(128, 0, 64),
+    RGBColor(90, 60, 140),
 ];
 
 /// Miss ratio of each policy against cache size: object miss ratio on the left, byte miss ratio

@@ -264,6 +264,7 @@ fn run_cache(a: CacheArgs) -> Result<()> {
     } else {
         print_table(&mut out, &ok)?;
     }
+    out.flush()?;
     if let Some(p) = &a.plot {
         plot::miss_ratio_vs_size(p, &ok)?;
         eprintln!("wrote {}", p.display());
@@ -365,6 +366,7 @@ fn run_model(a: ModelArgs) -> Result<()> {
         }
         writeln!(out, "max |error| = {max_err:.4}")?;
     }
+    out.flush()?;
     if let Some(p) = &a.plot {
         plot::model_curve(p, &points, capacity)?;
         eprintln!("wrote {}", p.display());

@@ -32,9 +32,9 @@ use hashbrown::HashMap;
 use super::exp::exp_admit_probability;
 use super::model::{Model, ObjectState};
 use super::shadow::Shadow;
-use crate::rng::Rng;
 use crate::spec::EvictionKind;
 use crate::{Admission, Request};
+use ecdn_trace::gen::Rng;
 
 /// Smoothed rates below this (requests per window) are dropped from the statistics.
 pub const FORGET_RATE: f64 = 0.1;
@@ -66,6 +66,8 @@ struct Guard {
     follow_model: bool,
     /// Windows in which the real cache admitted everything.
     overruled: u64,
+    /// Requests until the next early check.
+    until_check: usize,
 }
 
 /// The AdaptSize admission policy.
@@ -116,6 +118,7 @@ impl AdaptSize {
                 main_hits: 0,
                 follow_model: true,
                 overruled: 0,
+                until_check: (window / 16).max(1),
             }),
             seen: 0,
             requests: 0,
@@ -234,7 +237,9 @@ impl Admission for AdaptSize {
                 self.model_c
             };
             g.shadow.access(req, other, now, &mut g.rng);
-            if (self.seen + 1) % (self.window / 16).max(1) == 0 {
+            g.until_check -= 1;
+            if g.until_check == 0 {
+                g.until_check = (self.window / 16).max(1);
                 let (m, sh) = (g.main_hits as f64, g.shadow.hits as f64);
                 if sh > m + 3.0 * (m + sh).sqrt() {
                     g.follow_model = !g.follow_model;

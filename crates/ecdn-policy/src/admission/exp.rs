@@ -2,8 +2,8 @@
 //! e^(−size/c) (AdaptSize §3.2 / §4). AdaptSize, HillClimb and SIZE-OPT use the same function and
 //! differ only in how they choose c.
 
-use crate::rng::Rng;
 use crate::{Admission, Request};
+use ecdn_trace::gen::Rng;
 
 /// e^(−size/c), in [0, 1] for every size and every c > 0 (c ≤ 0 admits nothing but size 0).
 #[inline]

@@ -7,9 +7,9 @@
 
 use super::exp::exp_admit_probability;
 use super::shadow::Shadow;
-use crate::rng::Rng;
 use crate::spec::EvictionKind;
 use crate::{Admission, Request};
+use ecdn_trace::gen::Rng;
 
 pub struct HillClimb {
     c: f64,

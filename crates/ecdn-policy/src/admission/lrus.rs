@@ -1,8 +1,8 @@
 //! LRU-S's size-aware admission (Starobinski and Tse): an object is admitted with probability
 //! inversely proportional to its size, min(1, reference / size).
 
-use crate::rng::Rng;
 use crate::{Admission, Request};
+use ecdn_trace::gen::Rng;
 
 #[derive(Clone, Debug)]
 pub struct LruS {

@@ -3,8 +3,8 @@
 //! AdaptSize's guard one, and SIZE-OPT replays windows on copies of the real cache with them.
 
 use super::exp::exp_admit_probability;
-use crate::rng::Rng;
 use crate::{Evicted, Eviction, Request};
+use ecdn_trace::gen::Rng;
 
 pub struct Shadow {
     pub cache: Box<dyn Eviction>,

@@ -9,8 +9,8 @@
 
 use super::exp::exp_admit_probability;
 use super::shadow::Shadow;
-use crate::rng::Rng;
 use crate::{Admission, Eviction, Request};
+use ecdn_trace::gen::Rng;
 
 pub struct SizeOpt {
     capacity: u64,
