@@ -307,7 +307,7 @@ impl Model {
                 } else {
                     f64::NEG_INFINITY
                 };
-                (la.exp(), la)
+                (fast_exp(la), la)
             })
             .collect()
     }
