@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use ecdn_policy::spec::AdmissionSpec;
 use ecdn_policy::PolicySpec;
 use ecdn_sim::{sweep, Job, SimConfig, SimResult, Warmup};
 use ecdn_trace::units::{format_size, parse_size};
@@ -82,7 +83,9 @@ pub struct CacheArgs {
     /// One JSON object per line per (policy, size).
     #[arg(long)]
     json: bool,
-    /// Draw miss ratio vs cache size (PNG or SVG by extension).
+    /// Draw miss ratio vs cache size (PNG or SVG by extension). With AdaptSize among the
+    /// policies, also FILE-STEM.adaptsize-model.EXT: the model's OHR-vs-c curve against the OHR
+    /// measured at fixed c (middle cache size, first 4M requests, half of them warm-up).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
     /// Draw the per-window miss ratio and admission parameter c over time (implies a time
@@ -268,6 +271,12 @@ fn run_cache(a: CacheArgs) -> Result<()> {
     if let Some(p) = &a.plot {
         plot::miss_ratio_vs_size(p, &ok)?;
         eprintln!("wrote {}", p.display());
+        if specs
+            .iter()
+            .any(|s| matches!(s.admission, Some(AdmissionSpec::AdaptSize { .. })))
+        {
+            adaptsize_model_plot(&a, &opts, &sizes, p)?;
+        }
     }
     if let Some(p) = &a.plot_series {
         plot::series(p, &ok)?;
@@ -307,6 +316,64 @@ fn print_table(out: &mut impl Write, rs: &[SimResult]) -> Result<()> {
     Ok(())
 }
 
+/// Reads at most `max` requests into memory.
+fn read_prefix(reader: &mut dyn RequestReader, max: u64) -> Result<Vec<ecdn_trace::Request>> {
+    let mut all = Vec::new();
+    let mut buf = Vec::with_capacity(ecdn_trace::BATCH);
+    while (all.len() as u64) < max {
+        let want = (max - all.len() as u64).min(ecdn_trace::BATCH as u64) as usize;
+        if reader.read_batch(&mut buf, want)? == 0 {
+            break;
+        }
+        all.extend_from_slice(&buf);
+    }
+    Ok(all)
+}
+
+/// c values from `c_min` to `c_max`, `per_octave` per doubling.
+fn c_grid(c_min: f64, c_max: f64, per_octave: u32) -> Vec<f64> {
+    let step = 1.0 / per_octave.max(1) as f64;
+    let mut cs = Vec::new();
+    let mut lc = c_min.log2();
+    while lc <= c_max.log2() + 1e-9 {
+        cs.push(lc.exp2());
+        lc += step;
+    }
+    cs
+}
+
+/// Requests the AdaptSize model plot of `sim cache --plot` reads at most.
+const MODEL_PLOT_REQUESTS: u64 = 4_000_000;
+
+/// For `sim cache --plot` with AdaptSize among the policies: the model's OHR-vs-c curve against
+/// the OHR measured at fixed c (1 KiB to 64 MiB), at the middle cache size, on the first
+/// [`MODEL_PLOT_REQUESTS`] requests (the first half warms the cache), next to the main plot.
+fn adaptsize_model_plot(
+    a: &CacheArgs,
+    opts: &OpenOptions,
+    sizes: &[u64],
+    plot: &Path,
+) -> Result<()> {
+    let mut reader = a.trace.open(opts)?;
+    let reqs = read_prefix(&mut *reader, MODEL_PLOT_REQUESTS)?;
+    let capacity = sizes[sizes.len() / 2];
+    let cs = c_grid(1024.0, (64u64 << 20) as f64, 1);
+    let points = ecdn_sim::model_check::model_vs_measured(
+        &reqs,
+        reqs.len() / 2,
+        capacity,
+        &cs,
+        a.seed,
+        threads(a.threads),
+    )?;
+    let stem = plot.file_stem().unwrap_or_default().to_string_lossy();
+    let ext = plot.extension().unwrap_or_default().to_string_lossy();
+    let path = plot.with_file_name(format!("{stem}.adaptsize-model.{ext}"));
+    plot::model_curve(&path, &points, capacity)?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
 fn run_model(a: ModelArgs) -> Result<()> {
     let capacity = parse_size(&a.size).map_err(anyhow::Error::msg)?;
     let c_min = parse_size(&a.c_min).map_err(anyhow::Error::msg)?.max(1) as f64;
@@ -316,21 +383,12 @@ fn run_model(a: ModelArgs) -> Result<()> {
     }
     let opts = a.trace.options()?;
     let mut reader = a.trace.open(&opts)?;
-    let mut reqs = ecdn_trace::read_all(&mut *reader)?;
-    if let Some(m) = a.max_requests {
-        reqs.truncate(m as usize);
-    }
+    let reqs = read_prefix(&mut *reader, a.max_requests.unwrap_or(u64::MAX))?;
     let warmup = Warmup::parse(&a.warmup)
         .map_err(anyhow::Error::msg)?
         .requests(Some(reqs.len() as u64))
         .map_err(anyhow::Error::msg)? as usize;
-    let step = 1.0 / a.per_octave.max(1) as f64;
-    let mut cs = Vec::new();
-    let mut lc = c_min.log2();
-    while lc <= c_max.log2() + 1e-9 {
-        cs.push(lc.exp2());
-        lc += step;
-    }
+    let cs = c_grid(c_min, c_max, a.per_octave);
     let points = ecdn_sim::model_check::model_vs_measured(
         &reqs,
         warmup,

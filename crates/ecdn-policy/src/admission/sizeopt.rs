@@ -4,8 +4,10 @@
 //! At every window start the simulator hands SIZE-OPT the next `window` requests and the current
 //! cache state. SIZE-OPT replays the window on a copy of the cache for every c of a grid (1/2
 //! octave steps from 64 B to 16× the largest object, plus admit-all), with the same coin flips
-//! for every candidate (common random numbers), and keeps the c with the most hits. It is a
-//! bound for any policy that picks one c per window; it needs O(grid × window) work per window.
+//! for every candidate (common random numbers), and keeps the c with the most hits. It is the
+//! paper's offline reference, chosen greedily window by window from the cache's state at the
+//! window start — not a strict upper bound: a c that invests in the cache's later contents can
+//! beat it over several windows. It costs O(grid × window) work per window.
 
 use super::exp::exp_admit_probability;
 use super::shadow::Shadow;
