@@ -10,7 +10,9 @@ use ecdn_policy::{Cache, PolicySpec};
 use ecdn_trace::{Request, RequestReader, TraceError, BATCH};
 use serde::Serialize;
 
+pub mod cluster;
 pub mod model_check;
+pub mod unavailability;
 
 /// How much of the trace warms the cache before measuring.
 #[derive(Clone, Copy, Debug, PartialEq)]

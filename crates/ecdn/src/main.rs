@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod cluster_cmd;
 mod plot;
 mod sim_cmd;
 mod trace_cmd;

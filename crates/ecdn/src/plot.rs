@@ -1,7 +1,11 @@
 //! Plots of simulation results, as PNG or SVG (chosen by the output file's extension):
 //! miss ratio vs cache size ([`miss_ratio_vs_size`]), AdaptSize's model against measurement
 //! ([`model_curve`], the paper's Fig. 9) and per-window time series with the admission parameter
-//! c ([`series`], the paper's §6.3 traffic-mix experiments).
+//! c ([`series`], the paper's §6.3 traffic-mix experiments). Cluster simulations (C2DN) have
+//! their own: miss ratios, unprotected fraction and write imbalance against total cache size
+//! ([`cluster_vs_size`], C2DN Fig. 5 and 6b–d), the relative miss-ratio change around the first
+//! unavailability ([`cluster_spike`], Fig. 6a and 7) and per-window miss ratios over a whole
+//! unavailability record ([`cluster_series`]).
 //!
 //! Text is drawn by plotters' `ab_glyph` feature, which never looks for system fonts by itself:
 //! the first plot loads a TrueType font from `$ECDN_FONT` or from a few common system paths
@@ -13,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use anyhow::{anyhow, bail, Context, Result};
+use ecdn_sim::cluster::{ClusterResult, UnavailabilityResult};
 use ecdn_sim::model_check::ModelPoint;
 use ecdn_sim::SimResult;
 use ecdn_trace::units::format_size;
@@ -91,6 +96,36 @@ pub fn model_curve(path: &Path, points: &[ModelPoint], capacity: u64) -> Result<
 /// whose policy has one. The panel for c is left out when no result has it.
 pub fn series(path: &Path, results: &[SimResult]) -> Result<()> {
     let fig = SeriesFigure::new(results)?;
+    render(path, &fig)
+}
+
+/// Cluster results against total cluster cache size (x, log2 axis), one line per scheme
+/// (`r.scheme`), in four panels: (a) byte miss ratio (C2DN Fig. 5), (b) object miss ratio,
+/// (c) unprotected fraction (Fig. 6b/c) and (d) write imbalance, max/min bytes written per
+/// server (Fig. 6d). An infinite imbalance (a server wrote nothing) is drawn on a dashed line
+/// at the top of panel (d), labelled as such.
+pub fn cluster_vs_size(path: &Path, results: &[ClusterResult]) -> Result<()> {
+    let fig = ClusterSizeFigure::new(results)?;
+    render(path, &fig)
+}
+
+/// The per-window relative object miss-ratio change `relative_miss_change` (in percent) of
+/// each row against the window index relative to its first unavailability start, from 3
+/// windows before to `after` windows after (clipped to the windows there are), one line per
+/// row, labelled "scheme @ size" (C2DN Fig. 6a, 7). A row without an unavailability start is
+/// drawn whole, from window 0. Windows with a server unavailable are shaded (darker for two or
+/// more); a line marks 0.
+pub fn cluster_spike(path: &Path, rows: &[UnavailabilityResult], after: usize) -> Result<()> {
+    let fig = SpikeFigure::new(rows, after)?;
+    render(path, &fig)
+}
+
+/// A whole unavailability record: the per-window object miss ratio of each row on top (with
+/// its run without unavailability as a dashed line at that run's overall miss ratio) and the
+/// relative change against that run (percent) below. Windows with servers unavailable are
+/// shaded, darker for two or more, and numbered with how many are down.
+pub fn cluster_series(path: &Path, rows: &[UnavailabilityResult]) -> Result<()> {
+    let fig = ClusterSeriesFigure::new(rows)?;
     render(path, &fig)
 }
 
@@ -238,6 +273,8 @@ enum LineKind {
     None,
     Solid,
     Dashed,
+    /// A filled box of the entry's color (shaded regions).
+    Area,
 }
 
 /// One legend entry: what its sample looks like and its text.
@@ -370,6 +407,16 @@ where
                             e.color.stroke_width(2),
                         ))?;
                     }
+                }
+                LineKind::Area => {
+                    area.draw(&Rectangle::new(
+                        [(x, y - 8), (x + 30, y + 8)],
+                        e.color.filled(),
+                    ))?;
+                    area.draw(&Rectangle::new(
+                        [(x, y - 8), (x + 30, y + 8)],
+                        BLACK.mix(0.35),
+                    ))?;
                 }
             }
             if let Some(m) = e.marker {
@@ -1081,9 +1128,815 @@ impl Figure for SeriesFigure {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Cluster simulations (C2DN).
+
+/// One cluster result on the size axis.
+#[derive(Clone, Copy, Debug)]
+struct ClusterPoint {
+    /// log2 of the total cache size.
+    x: f64,
+    byte_miss: f64,
+    miss: f64,
+    unprotected: f64,
+    imbalance: f64,
+}
+
+struct SchemeCurve {
+    scheme: String,
+    /// By size.
+    points: Vec<ClusterPoint>,
+}
+
+struct ClusterSizeFigure {
+    curves: Vec<SchemeCurve>,
+    x: (f64, f64),
+    subtitle: String,
+}
+
+/// Which quantity a panel of [`ClusterSizeFigure`] shows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ClusterPanel {
+    ByteMiss,
+    Miss,
+    Unprotected,
+    Imbalance,
+}
+
+impl ClusterPanel {
+    fn value(self, p: &ClusterPoint) -> f64 {
+        match self {
+            ClusterPanel::ByteMiss => p.byte_miss,
+            ClusterPanel::Miss => p.miss,
+            ClusterPanel::Unprotected => p.unprotected,
+            ClusterPanel::Imbalance => p.imbalance,
+        }
+    }
+
+    /// Caption and y-axis description.
+    fn text(self) -> (&'static str, &'static str) {
+        match self {
+            ClusterPanel::ByteMiss => ("(a) Byte miss ratio", "byte miss ratio"),
+            ClusterPanel::Miss => ("(b) Object miss ratio", "object miss ratio"),
+            ClusterPanel::Unprotected => (
+                "(c) Unprotected fraction of cached requests",
+                "unprotected fraction",
+            ),
+            ClusterPanel::Imbalance => (
+                "(d) Write imbalance (max/min bytes written per server)",
+                "write imbalance (max/min)",
+            ),
+        }
+    }
+}
+
+impl ClusterSizeFigure {
+    fn new(results: &[ClusterResult]) -> Result<ClusterSizeFigure> {
+        let mut curves: Vec<SchemeCurve> = Vec::new();
+        for r in results.iter().filter(|r| r.cache_size > 0) {
+            let p = ClusterPoint {
+                x: (r.cache_size as f64).log2(),
+                byte_miss: r.byte_miss_ratio,
+                miss: r.miss_ratio,
+                unprotected: r.unprotected_fraction,
+                imbalance: r.write_imbalance,
+            };
+            match curves.iter_mut().find(|c| c.scheme == r.scheme) {
+                Some(c) => c.points.push(p),
+                None => curves.push(SchemeCurve {
+                    scheme: r.scheme.clone(),
+                    points: vec![p],
+                }),
+            }
+        }
+        for c in &mut curves {
+            c.points.sort_by(|a, b| a.x.total_cmp(&b.x));
+        }
+        let Some(x) = log2_range(curves.iter().flat_map(|c| c.points.iter().map(|p| p.x))) else {
+            bail!("nothing to plot: no cluster results with a positive cache size");
+        };
+        let mut parts = Vec::new();
+        if let Some(n) = same_value(results.iter().map(|r| r.servers as u64)) {
+            parts.push(format!("{n} servers"));
+        }
+        if let Some(n) = same_value(results.iter().map(|r| r.requests)) {
+            parts.push(format!("{} requests", grouped(n)));
+        }
+        let subtitle = if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
+        };
+        Ok(ClusterSizeFigure {
+            curves,
+            x,
+            subtitle,
+        })
+    }
+
+    fn panel<DB>(&self, area: &DrawingArea<DB, Shift>, panel: ClusterPanel) -> Result<()>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let values = || {
+            self.curves
+                .iter()
+                .flat_map(move |c| c.points.iter().map(move |p| panel.value(p)))
+        };
+        // The imbalance axis starts at 1 (perfect balance); infinite values go on a line of
+        // their own above the finite ones.
+        let (ylo, yhi, y_inf) = if panel == ClusterPanel::Imbalance {
+            // With no finite value at all, an axis from 1 to about 2.
+            let (hi, span) = match min_max(values().filter(|v| *v >= 1.0)) {
+                Some((_, hi)) => (hi, (hi - 1.0).max(0.1)),
+                None => (2.0, 1.0),
+            };
+            let top = hi + span * 0.08;
+            if values().any(|v| v == f64::INFINITY) {
+                let y_inf = top + span * 0.1;
+                (1.0, y_inf + span * 0.1, Some(y_inf))
+            } else {
+                (1.0, top, None)
+            }
+        } else {
+            let (lo, hi) = ratio_range(values());
+            (lo, hi, None)
+        };
+        let data: Vec<f64> = self
+            .curves
+            .iter()
+            .flat_map(|c| c.points.iter().map(|p| p.x))
+            .collect();
+        let (caption, y_desc) = panel.text();
+        let mut chart = ChartBuilder::on(area)
+            .caption(caption, caption_style())
+            .margin(12)
+            .margin_right(24)
+            .x_label_area_size(52)
+            .y_label_area_size(72)
+            .build_cartesian_2d(Log2Axis::new(self.x.0, self.x.1, 9, &data), ylo..yhi)?;
+        let y_fmt = plain_label(yhi - ylo);
+        let y_label = |v: &f64| {
+            if y_inf.is_some_and(|y| *v > y - (yhi - ylo) * 0.05) {
+                // No tick label next to the ∞ line.
+                String::new()
+            } else {
+                y_fmt(v)
+            }
+        };
+        chart
+            .configure_mesh()
+            .x_label_formatter(&size_label)
+            .y_label_formatter(&y_label)
+            .y_labels(8)
+            .x_desc("total cluster cache size")
+            .y_desc(y_desc)
+            .label_style(label_style())
+            .axis_desc_style(desc_style())
+            .bold_line_style(BLACK.mix(0.15))
+            .light_line_style(BLACK.mix(0.05))
+            .draw()?;
+        if let Some(y) = y_inf {
+            chart.draw_series(DashedLineSeries::new(
+                [(self.x.0, y), (self.x.1, y)],
+                6,
+                5,
+                BLACK.mix(0.45).stroke_width(1),
+            ))?;
+            chart.draw_series(std::iter::once(
+                EmptyElement::at((self.x.1, y))
+                    + Text::new(
+                        "∞: a server wrote nothing",
+                        (-6, -4),
+                        label_style().pos(Pos::new(HPos::Right, VPos::Bottom)),
+                    ),
+            ))?;
+        }
+        for (i, c) in self.curves.iter().enumerate() {
+            let (color, marker) = style_of(i);
+            // Lines through runs of finite values; infinite ones as markers on the ∞ line.
+            let mut run: Vec<(f64, f64)> = Vec::new();
+            for p in &c.points {
+                let v = panel.value(p);
+                if v.is_finite() {
+                    run.push((p.x, v));
+                    continue;
+                }
+                draw_line(&mut chart, &run, color, marker, true)?;
+                run.clear();
+                if let (Some(y), true) = (y_inf, v == f64::INFINITY) {
+                    marker_element(chart.plotting_area(), (p.x, y), marker, color)?;
+                }
+            }
+            draw_line(&mut chart, &run, color, marker, true)?;
+        }
+        Ok(())
+    }
+}
+
+impl Figure for ClusterSizeFigure {
+    fn size(&self) -> (u32, u32) {
+        (1400, 1080)
+    }
+
+    fn legend(&self) -> Vec<LegendEntry> {
+        self.curves
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let (color, marker) = style_of(i);
+                LegendEntry {
+                    label: c.scheme.clone(),
+                    color,
+                    line: LineKind::Solid,
+                    marker: Some(marker),
+                }
+            })
+            .collect()
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let plots = area.titled(
+            &format!("Cluster schemes vs total cache size{}", self.subtitle),
+            title_style(),
+        )?;
+        let panels = plots.split_evenly((2, 2));
+        let kinds = [
+            ClusterPanel::ByteMiss,
+            ClusterPanel::Miss,
+            ClusterPanel::Unprotected,
+            ClusterPanel::Imbalance,
+        ];
+        for (area, kind) in panels.iter().zip(kinds) {
+            self.panel(area, kind)?;
+        }
+        Ok(())
+    }
+}
+
+/// The one value all of `vs` have, if any.
+fn same_value(mut vs: impl Iterator<Item = u64>) -> Option<u64> {
+    let first = vs.next()?;
+    vs.all(|v| v == first).then_some(first)
+}
+
+/// Tick label of a linear axis spanning `span`: enough decimals to tell ticks apart.
+fn plain_label(span: f64) -> impl Fn(&f64) -> String {
+    let decimals = if span >= 5.0 {
+        0
+    } else if span >= 0.5 {
+        1
+    } else if span >= 0.05 {
+        2
+    } else {
+        3
+    };
+    move |v: &f64| format!("{v:.decimals$}")
+}
+
+/// Tick label of a percent axis spanning `span` percentage points; never "-0%".
+fn percent_label(span: f64) -> impl Fn(&f64) -> String {
+    let decimals = if span >= 10.0 {
+        0
+    } else if span >= 1.0 {
+        1
+    } else {
+        2
+    };
+    move |v: &f64| {
+        let s = format!("{v:.decimals$}");
+        let zero = s.bytes().all(|b| matches!(b, b'-' | b'0' | b'.'));
+        if zero {
+            "0%".to_string()
+        } else {
+            format!("{s}%")
+        }
+    }
+}
+
+/// `lo..hi` of a percent axis around `vs` that always includes 0, padded.
+fn percent_range(vs: impl Iterator<Item = f64>) -> (f64, f64) {
+    let (lo, hi) = min_max(vs).unwrap_or((0.0, 0.0));
+    let (lo, hi) = (lo.min(0.0), hi.max(0.0));
+    let pad = ((hi - lo) * 0.08).max(1.0);
+    (lo - pad, hi + pad)
+}
+
+/// Tick label of a window axis: whole windows only (the axis is continuous).
+fn window_label(v: &f64) -> String {
+    if (v - v.round()).abs() < 1e-6 {
+        format!("{}", v.round() as i64)
+    } else {
+        String::new()
+    }
+}
+
+/// "scheme @ size" of a row.
+fn row_label(r: &ClusterResult) -> String {
+    format!("{} @ {}", r.scheme, format_size(r.cache_size))
+}
+
+/// Shade (alpha of black) of windows with `down` servers unavailable: one, or two or more.
+fn unavailable_alpha(down: usize) -> f64 {
+    if down >= 2 {
+        0.22
+    } else {
+        0.09
+    }
+}
+
+/// Legend entries for the shading levels that occur in `shade`.
+fn shade_legend(shade: &[(f64, usize)]) -> Vec<LegendEntry> {
+    let entry = |down: usize, label: &str| {
+        let v = (255.0 * (1.0 - unavailable_alpha(down))).round() as u8;
+        LegendEntry {
+            label: label.to_string(),
+            color: RGBColor(v, v, v),
+            line: LineKind::Area,
+            marker: None,
+        }
+    };
+    let mut entries = Vec::new();
+    if shade.iter().any(|s| s.1 == 1) {
+        entries.push(entry(1, "1 server unavailable"));
+    }
+    if shade.iter().any(|s| s.1 >= 2) {
+        entries.push(entry(2, "2+ servers unavailable"));
+    }
+    entries
+}
+
+/// Runs of consecutive windows (x, servers down) whose `key` of the count is the same:
+/// (first x, last x, count of the first).
+fn runs(shade: &[(f64, usize)], key: impl Fn(usize) -> usize) -> Vec<(f64, f64, usize)> {
+    let mut out: Vec<(f64, f64, usize)> = Vec::new();
+    for &(x, down) in shade {
+        match out.last_mut() {
+            Some(last) if x - last.1 <= 1.0 + 1e-9 && key(last.2) == key(down) => last.1 = x,
+            _ => out.push((x, x, down)),
+        }
+    }
+    out
+}
+
+/// Shades windows x ± 0.5 with servers unavailable (`shade`: (x, count), sorted by x).
+fn shade_unavailable<DB, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, Y>>,
+    shade: &[(f64, usize)],
+    ylo: f64,
+    yhi: f64,
+) -> Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    Y: Ranged<ValueType = f64>,
+{
+    let (xlo, xhi) = {
+        let r = chart.x_range();
+        (r.start, r.end)
+    };
+    // One rectangle per run of the same level, so translucent rectangles never overlap.
+    for (a, b, down) in runs(shade, |d| d.min(2)) {
+        let (a, b) = ((a - 0.5).max(xlo), (b + 0.5).min(xhi));
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(a, ylo), (b, yhi)],
+            BLACK.mix(unavailable_alpha(down)).filled(),
+        )))?;
+    }
+    Ok(())
+}
+
+/// A solid horizontal line at y = 0 across the chart.
+fn zero_line<DB, Y>(chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, Y>>) -> Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    Y: Ranged<ValueType = f64>,
+{
+    let r = chart.x_range();
+    chart.draw_series(LineSeries::new(
+        [(r.start, 0.0), (r.end, 0.0)],
+        BLACK.mix(0.7).stroke_width(1),
+    ))?;
+    Ok(())
+}
+
+/// Servers unavailable per x, the most over the rows, for the windows with any: sorted by x.
+fn merge_shade(per_row: impl Iterator<Item = (f64, usize)>) -> Vec<(f64, usize)> {
+    let mut v: Vec<(f64, usize)> = per_row.filter(|p| p.1 > 0).collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.cmp(&a.1)));
+    v.dedup_by(|b, a| a.0 == b.0);
+    v
+}
+
+// ---------------------------------------------------------------------------------------------
+// Miss-ratio change around an unavailability (C2DN Fig. 6a, 7).
+
+struct SpikeRow {
+    label: String,
+    /// (window relative to the row's first unavailability start, change in percent).
+    points: Vec<(f64, f64)>,
+}
+
+struct SpikeFigure {
+    rows: Vec<SpikeRow>,
+    /// (relative window, servers unavailable) of the plotted windows with any, by window.
+    shade: Vec<(f64, usize)>,
+    x: (f64, f64),
+    /// How many rows have an unavailability start (their x is relative to it).
+    aligned: usize,
+}
+
+impl SpikeFigure {
+    fn new(rows: &[UnavailabilityResult], after: usize) -> Result<SpikeFigure> {
+        let mut out = Vec::new();
+        let mut shade = Vec::new();
+        let mut aligned = 0;
+        for r in rows {
+            let n = r.relative_miss_change.len();
+            let (start, first, last) = match r.unavailability_starts.first() {
+                Some(&s) => {
+                    aligned += 1;
+                    (s, s.saturating_sub(3), s.saturating_add(after))
+                }
+                None => (0, 0, usize::MAX),
+            };
+            let mut points = Vec::new();
+            for i in first..=last.min(n.saturating_sub(1)) {
+                if n == 0 {
+                    break;
+                }
+                let x = i as f64 - start as f64;
+                let v = r.relative_miss_change[i] * 100.0;
+                if v.is_finite() {
+                    points.push((x, v));
+                }
+                let down = r.with.windows.get(i).map_or(0, |w| w.unavailable.len());
+                shade.push((x, down));
+            }
+            if !points.is_empty() {
+                out.push(SpikeRow {
+                    label: row_label(&r.with),
+                    points,
+                });
+            }
+        }
+        let Some((lo, hi)) = min_max(out.iter().flat_map(|r| r.points.iter().map(|p| p.0))) else {
+            bail!("nothing to plot: no per-window miss ratio changes (no windows)");
+        };
+        Ok(SpikeFigure {
+            rows: out,
+            shade: merge_shade(shade.into_iter()),
+            x: (lo - 0.5, hi + 0.5),
+            aligned,
+        })
+    }
+
+    fn markers(&self) -> bool {
+        self.x.1 - self.x.0 <= 80.0
+    }
+}
+
+impl Figure for SpikeFigure {
+    fn size(&self) -> (u32, u32) {
+        (1200, 640)
+    }
+
+    fn legend(&self) -> Vec<LegendEntry> {
+        let mut entries: Vec<LegendEntry> = self
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let (color, marker) = style_of(i);
+                LegendEntry {
+                    label: r.label.clone(),
+                    color,
+                    line: LineKind::Solid,
+                    marker: self.markers().then_some(marker),
+                }
+            })
+            .collect();
+        entries.extend(shade_legend(&self.shade));
+        entries
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let plot = area.titled(
+            "Relative object miss ratio change per window, with vs without unavailability",
+            title_style(),
+        )?;
+        let (ylo, yhi) = percent_range(self.rows.iter().flat_map(|r| r.points.iter().map(|p| p.1)));
+        let mut chart = ChartBuilder::on(&plot)
+            .margin(12)
+            .margin_right(24)
+            .x_label_area_size(52)
+            .y_label_area_size(80)
+            .build_cartesian_2d(self.x.0..self.x.1, ylo..yhi)?;
+        let y_fmt = percent_label(yhi - ylo);
+        let x_desc = if self.aligned == self.rows.len() {
+            "window, relative to the first window with a server unavailable"
+        } else if self.aligned == 0 {
+            "window"
+        } else {
+            "window (relative to the first unavailability, where there is one)"
+        };
+        let span = self.x.1 - self.x.0;
+        chart
+            .configure_mesh()
+            .x_label_formatter(&window_label)
+            .y_label_formatter(&y_fmt)
+            .x_labels((span.ceil() as usize + 1).clamp(2, 16))
+            .y_labels(8)
+            .x_desc(x_desc)
+            .y_desc("(mr with − mr without) / mr without")
+            .label_style(label_style())
+            .axis_desc_style(desc_style())
+            .bold_line_style(BLACK.mix(0.15))
+            .light_line_style(BLACK.mix(0.05))
+            .draw()?;
+        shade_unavailable(&mut chart, &self.shade, ylo, yhi)?;
+        zero_line(&mut chart)?;
+        let markers = self.markers();
+        for (i, r) in self.rows.iter().enumerate() {
+            let (color, marker) = style_of(i);
+            draw_line(&mut chart, &r.points, color, marker, markers)?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-window miss ratio over a whole unavailability record.
+
+struct ClusterTrack {
+    label: String,
+    /// (window, miss ratio).
+    miss: Vec<(f64, f64)>,
+    /// (window, change against the run without unavailability, percent).
+    change: Vec<(f64, f64)>,
+    /// Miss ratio of the run without unavailability.
+    baseline: f64,
+}
+
+struct ClusterSeriesFigure {
+    tracks: Vec<ClusterTrack>,
+    /// (window, servers unavailable) of the windows with any, by window.
+    shade: Vec<(f64, usize)>,
+    x_max: f64,
+}
+
+impl ClusterSeriesFigure {
+    fn new(rows: &[UnavailabilityResult]) -> Result<ClusterSeriesFigure> {
+        let mut shade = Vec::new();
+        let tracks: Vec<ClusterTrack> = rows
+            .iter()
+            .filter(|r| !r.with.windows.is_empty())
+            .map(|r| {
+                for (i, w) in r.with.windows.iter().enumerate() {
+                    shade.push((i as f64, w.unavailable.len()));
+                }
+                ClusterTrack {
+                    label: row_label(&r.with),
+                    miss: r
+                        .with
+                        .windows
+                        .iter()
+                        .enumerate()
+                        .map(|(i, w)| (i as f64, w.miss_ratio))
+                        .filter(|p| p.1.is_finite())
+                        .collect(),
+                    change: r
+                        .relative_miss_change
+                        .iter()
+                        .enumerate()
+                        .map(|(i, c)| (i as f64, c * 100.0))
+                        .filter(|p| p.1.is_finite())
+                        .collect(),
+                    baseline: r.baseline_miss_ratio,
+                }
+            })
+            .filter(|t| !t.miss.is_empty())
+            .collect();
+        let Some(x_max) = tracks
+            .iter()
+            .flat_map(|t| t.miss.iter().chain(&t.change).map(|p| p.0))
+            .reduce(f64::max)
+        else {
+            bail!("nothing to plot: no row has per-window miss ratios");
+        };
+        Ok(ClusterSeriesFigure {
+            tracks,
+            shade: merge_shade(shade.into_iter().filter(|s| s.0 <= x_max)),
+            x_max,
+        })
+    }
+
+    fn markers(&self) -> bool {
+        self.x_max < 60.0
+    }
+
+    fn x_range(&self) -> std::ops::Range<f64> {
+        -0.5..self.x_max + 0.5
+    }
+
+    fn miss_panel<DB>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let baselines = self.tracks.iter().map(|t| t.baseline);
+        let (ylo, yhi) = ratio_range(
+            self.tracks
+                .iter()
+                .flat_map(|t| t.miss.iter().map(|p| p.1))
+                .chain(baselines),
+        );
+        // Headroom for the numbers of servers down above the data.
+        let yhi = if self.shade.is_empty() {
+            yhi
+        } else {
+            yhi + (yhi - ylo) * 0.1
+        };
+        let mut chart = ChartBuilder::on(area)
+            .caption("Object miss ratio per window", caption_style())
+            .margin(12)
+            .margin_right(24)
+            .x_label_area_size(30)
+            .y_label_area_size(80)
+            .build_cartesian_2d(self.x_range(), ylo..yhi)?;
+        let y_fmt = ratio_label(yhi - ylo);
+        chart
+            .configure_mesh()
+            .x_label_formatter(&window_label)
+            .y_label_formatter(&y_fmt)
+            .x_labels(16)
+            .y_labels(8)
+            .y_desc("miss ratio")
+            .label_style(label_style())
+            .axis_desc_style(desc_style())
+            .bold_line_style(BLACK.mix(0.15))
+            .light_line_style(BLACK.mix(0.05))
+            .draw()?;
+        shade_unavailable(&mut chart, &self.shade, ylo, yhi)?;
+        self.number_runs(&mut chart, yhi)?;
+        let markers = self.markers();
+        let (x0, x1) = (-0.5, self.x_max + 0.5);
+        for (i, t) in self.tracks.iter().enumerate() {
+            let (color, marker) = style_of(i);
+            if t.baseline.is_finite() {
+                chart.draw_series(DashedLineSeries::new(
+                    [(x0, t.baseline), (x1, t.baseline)],
+                    8,
+                    6,
+                    color.mix(0.8).stroke_width(1),
+                ))?;
+            }
+            draw_line(&mut chart, &t.miss, color, marker, markers)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the number of servers down at the top of each run of windows with the same
+    /// number, when it fits.
+    fn number_runs<DB, Y>(
+        &self,
+        chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, Y>>,
+        yhi: f64,
+    ) -> Result<()>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+        Y: Ranged<ValueType = f64>,
+    {
+        let style = label_style().pos(Pos::new(HPos::Center, VPos::Top));
+        let area = chart.plotting_area();
+        let px_per_window = {
+            let (w, _) = area.dim_in_pixel();
+            f64::from(w) / (self.x_max + 1.0)
+        };
+        for (a, b, down) in runs(&self.shade, |d| d) {
+            let width = (b - a + 1.0) * px_per_window;
+            let long = format!("{down} down");
+            let short = down.to_string();
+            let text = [long, short].into_iter().find(|t| {
+                area.estimate_text_size(t, &style)
+                    .is_ok_and(|(tw, _)| f64::from(tw) + 4.0 <= width)
+            });
+            if let Some(text) = text {
+                area.draw(
+                    &(EmptyElement::at(((a + b) / 2.0, yhi))
+                        + Text::new(text, (0, 4), style.clone())),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn change_panel<DB>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let (ylo, yhi) = percent_range(
+            self.tracks
+                .iter()
+                .flat_map(|t| t.change.iter().map(|p| p.1)),
+        );
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                "Relative object miss ratio change per window vs the run without unavailability",
+                caption_style(),
+            )
+            .margin(12)
+            .margin_right(24)
+            .x_label_area_size(52)
+            .y_label_area_size(80)
+            .build_cartesian_2d(self.x_range(), ylo..yhi)?;
+        let y_fmt = percent_label(yhi - ylo);
+        chart
+            .configure_mesh()
+            .x_label_formatter(&window_label)
+            .y_label_formatter(&y_fmt)
+            .x_labels(16)
+            .y_labels(8)
+            .x_desc("window")
+            .y_desc("change in miss ratio")
+            .label_style(label_style())
+            .axis_desc_style(desc_style())
+            .bold_line_style(BLACK.mix(0.15))
+            .light_line_style(BLACK.mix(0.05))
+            .draw()?;
+        shade_unavailable(&mut chart, &self.shade, ylo, yhi)?;
+        zero_line(&mut chart)?;
+        let markers = self.markers();
+        for (i, t) in self.tracks.iter().enumerate() {
+            let (color, marker) = style_of(i);
+            draw_line(&mut chart, &t.change, color, marker, markers)?;
+        }
+        Ok(())
+    }
+}
+
+impl Figure for ClusterSeriesFigure {
+    fn size(&self) -> (u32, u32) {
+        (1200, 900)
+    }
+
+    fn legend(&self) -> Vec<LegendEntry> {
+        let mut entries: Vec<LegendEntry> = self
+            .tracks
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let (color, marker) = style_of(i);
+                LegendEntry {
+                    label: t.label.clone(),
+                    color,
+                    line: LineKind::Solid,
+                    marker: self.markers().then_some(marker),
+                }
+            })
+            .collect();
+        if self.tracks.iter().any(|t| t.baseline.is_finite()) {
+            entries.push(LegendEntry {
+                label: "miss ratio without unavailability (whole run)".into(),
+                color: RGBColor(90, 90, 90),
+                line: LineKind::Dashed,
+                marker: None,
+            });
+        }
+        entries.extend(shade_legend(&self.shade));
+        entries
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let plots = area.titled(
+            "Cluster miss ratio under server unavailability",
+            title_style(),
+        )?;
+        let h = plots.dim_in_pixel().1 as i32;
+        let (top, bottom) = plots.split_vertically(h * 52 / 100);
+        self.miss_panel(&top)?;
+        self.change_panel(&bottom)?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ecdn_sim::cluster::ClusterWindow;
     use ecdn_sim::WindowPoint;
 
     fn result(policy: &str, size: u64, mr: f64, series: Vec<WindowPoint>) -> SimResult {
@@ -1341,5 +2194,240 @@ mod tests {
         let axis = Log2Axis::new(d - 0.3, d + 0.3, 6, &[d, d]);
         assert_eq!(axis.bold, vec![d]);
         assert_eq!(size_label(&d), "100MiB");
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Cluster figures.
+
+    fn cluster_result(
+        scheme: &str,
+        size: u64,
+        mr: f64,
+        imbalance: f64,
+        windows: Vec<ClusterWindow>,
+    ) -> ClusterResult {
+        ClusterResult {
+            scheme: scheme.to_string(),
+            cache_size: size,
+            servers: 10,
+            k: 3,
+            p: 1,
+            requests: 2_000_000,
+            miss_ratio: mr,
+            byte_miss_ratio: (mr * 1.2).min(1.0),
+            partial_hit_ratio: 0.01,
+            write_imbalance: imbalance,
+            read_imbalance: 1.1,
+            unprotected_fraction: mr * 0.5,
+            bytes_written: vec![1 << 30; 10],
+            bytes_read: vec![1 << 30; 10],
+            origin_bytes: 1 << 32,
+            rebalances: 3,
+            rebalance_s: 0.01,
+            elapsed_s: 1.0,
+            requests_per_s: 2e6,
+            windows,
+        }
+    }
+
+    fn cluster_sweep() -> Vec<ClusterResult> {
+        let mut v = Vec::new();
+        for (si, scheme) in ["no-rep", "rep2", "rep3", "c2dn-norebal", "c2dn"]
+            .iter()
+            .enumerate()
+        {
+            for k in 0..7 {
+                let size = 1u64 << (30 + k);
+                let mr = 0.5 - 0.05 * k as f64 + 0.03 * si as f64;
+                let imbalance = match (si, k) {
+                    // A server that wrote nothing.
+                    (0, 0) | (1, 3) => f64::INFINITY,
+                    _ => 1.05 + 0.6 / (1.0 + k as f64) + 0.2 * si as f64,
+                };
+                v.push(cluster_result(scheme, size, mr, imbalance, Vec::new()));
+            }
+        }
+        v
+    }
+
+    /// Windows of a run: miss ratio `base(i)`, plus `bump(i)` times it when unavailable.
+    fn cluster_windows(
+        n: usize,
+        down: &dyn Fn(usize) -> Vec<usize>,
+        mr: &dyn Fn(usize) -> f64,
+    ) -> Vec<ClusterWindow> {
+        (0..n)
+            .map(|i| {
+                let requests = 10_000;
+                let misses = (mr(i) * requests as f64).round() as u64;
+                ClusterWindow {
+                    index: i,
+                    start: i as u64 * requests,
+                    requests,
+                    misses,
+                    partial_hits: 0,
+                    bytes: requests << 16,
+                    origin_bytes: misses << 16,
+                    miss_ratio: misses as f64 / requests as f64,
+                    byte_miss_ratio: misses as f64 / requests as f64,
+                    unavailable: down(i),
+                }
+            })
+            .collect()
+    }
+
+    /// A run with unavailability `down` next to the same run without, through `compare`.
+    fn unavailability_row(
+        scheme: &str,
+        size: u64,
+        n: usize,
+        spike: f64,
+        down: &dyn Fn(usize) -> Vec<usize>,
+    ) -> UnavailabilityResult {
+        let base = |i: usize| 0.3 + 0.02 * (i as f64 * 0.7).sin() - 0.002 * i as f64;
+        // The miss ratio jumps when servers go down and decays while they stay down.
+        let with_mr = |i: usize| {
+            let d = down(i).len() as f64;
+            let since = (0..=i).rev().take_while(|&j| !down(j).is_empty()).count() as f64;
+            base(i) * (1.0 + spike * d * (-0.4 * (since - 1.0).max(0.0)).exp())
+        };
+        let none = |_: usize| Vec::new();
+        let with = cluster_result(scheme, size, 0.3, 1.1, cluster_windows(n, down, &with_mr));
+        let without = cluster_result(scheme, size, 0.29, 1.1, cluster_windows(n, &none, &base));
+        ecdn_sim::cluster::compare(with, &without, 5)
+    }
+
+    fn spike_rows() -> Vec<UnavailabilityResult> {
+        let down = |i: usize| {
+            if (10..16).contains(&i) {
+                vec![3]
+            } else {
+                Vec::new()
+            }
+        };
+        vec![
+            unavailability_row("no-rep", 4 << 30, 30, 0.9, &down),
+            unavailability_row("rep2", 4 << 30, 30, 0.25, &down),
+            unavailability_row("c2dn", 4 << 30, 30, 0.05, &down),
+            unavailability_row("c2dn", 16 << 30, 30, 0.08, &down),
+        ]
+    }
+
+    /// Akamai-like: 40 windows, one or two servers down now and then.
+    fn akamai_down(i: usize) -> Vec<usize> {
+        match i {
+            3..=5 => vec![2],
+            9 => vec![7],
+            14..=17 => vec![1, 4],
+            18..=20 => vec![4],
+            27 => vec![0, 5, 8],
+            31..=35 => vec![6],
+            _ => Vec::new(),
+        }
+    }
+
+    fn series_rows() -> Vec<UnavailabilityResult> {
+        vec![
+            unavailability_row("no-rep", 4 << 30, 40, 0.4, &akamai_down),
+            unavailability_row("rep2", 4 << 30, 40, 0.15, &akamai_down),
+            unavailability_row("c2dn", 4 << 30, 40, 0.03, &akamai_down),
+        ]
+    }
+
+    #[test]
+    fn cluster_size_plot() {
+        let rs = cluster_sweep();
+        each_format("cluster", |p| cluster_vs_size(p, &rs));
+        // No infinite imbalance, a single size, everything infinite.
+        let finite: Vec<ClusterResult> = rs
+            .iter()
+            .filter(|r| r.write_imbalance.is_finite())
+            .cloned()
+            .collect();
+        each_format("cluster_finite", |p| cluster_vs_size(p, &finite));
+        let one = vec![cluster_result(
+            "c2dn",
+            3 << 30,
+            0.2,
+            f64::INFINITY,
+            Vec::new(),
+        )];
+        each_format("cluster_one", |p| cluster_vs_size(p, &one));
+        let odd = vec![
+            cluster_result("rep2", 1 << 30, f64::NAN, f64::NAN, Vec::new()),
+            cluster_result("rep2", 2 << 30, 0.3, 1.0, Vec::new()),
+        ];
+        each_format("cluster_odd", |p| cluster_vs_size(p, &odd));
+    }
+
+    #[test]
+    fn cluster_spike_plot() {
+        let rows = spike_rows();
+        each_format("spike", |p| cluster_spike(p, &rows, 10));
+        each_format("spike_long", |p| cluster_spike(p, &rows, 1000));
+        each_format("spike_zero", |p| cluster_spike(p, &rows, 0));
+        // Unavailability from window 0 (nothing before it), and a row without any.
+        let early = |i: usize| if i < 4 { vec![1, 2] } else { Vec::new() };
+        let none = |_: usize| Vec::new();
+        let mixed = vec![
+            unavailability_row("rep2", 1 << 30, 12, 0.3, &early),
+            unavailability_row("rep3", 1 << 30, 12, 0.3, &none),
+        ];
+        assert!(mixed[1].unavailability_starts.is_empty());
+        each_format("spike_mixed", |p| cluster_spike(p, &mixed, 5));
+    }
+
+    #[test]
+    fn cluster_series_plot() {
+        let rows = series_rows();
+        each_format("cseries", |p| cluster_series(p, &rows));
+        let long = vec![unavailability_row("c2dn", 1 << 30, 500, 0.1, &|i| {
+            if i % 97 < 9 {
+                vec![1; 1 + i % 3]
+            } else {
+                Vec::new()
+            }
+        })];
+        each_format("cseries_long", |p| cluster_series(p, &long));
+        let one = vec![unavailability_row("rep2", 1 << 30, 1, 0.1, &|_| vec![0])];
+        each_format("cseries_one", |p| cluster_series(p, &one));
+    }
+
+    #[test]
+    fn empty_cluster_inputs_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let png = dir.path().join("x.png");
+        let e = cluster_vs_size(&png, &[]).unwrap_err();
+        assert!(e.to_string().contains("nothing to plot"), "{e}");
+        let zero = vec![cluster_result("c2dn", 0, 0.2, 1.0, Vec::new())];
+        let e = cluster_vs_size(&png, &zero).unwrap_err();
+        assert!(e.to_string().contains("nothing to plot"), "{e}");
+        let e = cluster_spike(&png, &[], 10).unwrap_err();
+        assert!(e.to_string().contains("nothing to plot"), "{e}");
+        let e = cluster_series(&png, &[]).unwrap_err();
+        assert!(e.to_string().contains("nothing to plot"), "{e}");
+        let empty = vec![unavailability_row("c2dn", 1 << 30, 0, 0.1, &|_| Vec::new())];
+        let e = cluster_spike(&png, &empty, 10).unwrap_err();
+        assert!(e.to_string().contains("nothing to plot"), "{e}");
+        let e = cluster_series(&png, &empty).unwrap_err();
+        assert!(e.to_string().contains("nothing to plot"), "{e}");
+        assert!(!png.exists());
+    }
+
+    #[test]
+    fn cluster_helpers() {
+        assert_eq!(percent_label(30.0)(&-0.2), "0%");
+        assert_eq!(percent_label(30.0)(&20.0), "20%");
+        assert_eq!(percent_label(3.0)(&-1.5), "-1.5%");
+        assert_eq!(window_label(&-3.0), "-3");
+        assert_eq!(window_label(&0.5), "");
+        let shade = merge_shade([(1.0, 1), (2.0, 2), (2.0, 1), (3.0, 2), (5.0, 1)].into_iter());
+        assert_eq!(shade, vec![(1.0, 1), (2.0, 2), (3.0, 2), (5.0, 1)]);
+        assert_eq!(
+            runs(&shade, |d| d),
+            vec![(1.0, 1.0, 1), (2.0, 3.0, 2), (5.0, 5.0, 1)]
+        );
+        let (lo, hi) = percent_range([5.0, 40.0].into_iter());
+        assert!(lo < 0.0 && hi > 40.0);
     }
 }

@@ -24,6 +24,9 @@ pub enum SimCmd {
         admissions threshold:SIZE, freq:N, lrus[:REF], exp:C, hillclimb, adaptsize[:window=N:smoothing=B], size-opt[:window=N].\n\
         An admission alone (adaptsize, hillclimb, size-opt, static:SIZE) means LRU with it.")]
     Cache(CacheArgs),
+    /// Simulate a C2DN cache cluster: replication and erasure-coding schemes, parity rebalance,
+    /// server unavailability.
+    Cluster(crate::cluster_cmd::ClusterArgs),
     /// Compare AdaptSize's model with measurement: predicted vs simulated OHR for a grid of c.
     #[command(
         after_help = "Example:\n  ecdn sim model --trace web.bin --size 64MiB --warmup 50% --plot model.png"
@@ -42,7 +45,7 @@ pub struct TraceArgs {
 }
 
 impl TraceArgs {
-    fn options(&self) -> Result<OpenOptions> {
+    pub fn options(&self) -> Result<OpenOptions> {
         let format = match &self.format {
             Some(f) => Some(Format::parse(f).map_err(anyhow::Error::msg)?),
             None => None,
@@ -50,7 +53,7 @@ impl TraceArgs {
         Ok(OpenOptions { format })
     }
 
-    fn open(&self, opts: &OpenOptions) -> Result<Box<dyn RequestReader>> {
+    pub fn open(&self, opts: &OpenOptions) -> Result<Box<dyn RequestReader>> {
         Ok(ecdn_trace::open(&self.trace, opts)?)
     }
 }
@@ -133,6 +136,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
     match cmd {
         SimCmd::Cache(a) => run_cache(a),
         SimCmd::Model(a) => run_model(a),
+        SimCmd::Cluster(a) => crate::cluster_cmd::run(a),
     }
 }
 
@@ -151,7 +155,7 @@ fn parse_sizes(s: &str) -> Result<Vec<u64>> {
     Ok(sizes)
 }
 
-fn threads(t: Option<usize>) -> usize {
+pub fn threads(t: Option<usize>) -> usize {
     t.unwrap_or_else(|| {
         std::thread::available_parallelism()
             .map(|n| n.get())
@@ -178,7 +182,7 @@ fn trace_len(args: &TraceArgs, opts: &OpenOptions) -> Result<u64> {
     Ok(ecdn_sim::count_requests(&mut *r)?)
 }
 
-fn progress_bar(total: Option<u64>, quiet: bool) -> ProgressBar {
+pub fn progress_bar(total: Option<u64>, quiet: bool) -> ProgressBar {
     let pb = match total {
         Some(t) => ProgressBar::new(t),
         None => ProgressBar::new_spinner(),

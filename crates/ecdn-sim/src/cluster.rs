@@ -1,0 +1,707 @@
+//! The C2DN cluster simulator (C2DN NSDI '22, §4 and §6): N cache servers, each a [`Cache`]
+//! from the policy crate (FIFO by default, as C2DN's Traffic Server), objects mapped to buckets
+//! and buckets to servers by [`ecdn_placement::Placement`] — the same placement code the live
+//! cluster will run.
+//!
+//! Schemes:
+//! - `no-rep`: one copy, on the bucket's first available server;
+//! - `rep2`, `rep3`: copies on the bucket's first 2 or 3 distinct available servers;
+//! - `rep2-popular`: two copies for objects requested at least `popular_min` times so far,
+//!   else one;
+//! - `c2dn-norebal`: objects larger than the threshold are Reed-Solomon coded into K data and P
+//!   parity chunks, chunk i on the i-th server of the bucket's ring walk; smaller objects get
+//!   two replicas;
+//! - `c2dn`: as `c2dn-norebal`, but data chunks go to the bucket's K data servers (ring) and
+//!   parity chunks to its P parity servers, placed by parity rebalance (Algorithm 1), which
+//!   runs every `rebalance_every` trace seconds and on every availability change; small
+//!   objects get two replicas on the first two data servers.
+//!
+//! A request goes to its bucket's first available server, which serves from its own piece and
+//! the pieces on peers. A replicated object hits if any available target holds a copy. A coded
+//! object hits if at least K of its chunks are cached on available servers; with 1..K−1 it is a
+//! **partial hit** (counted as a miss in the miss ratio): only the missing chunks come from the
+//! origin. After serving, every available target that lacks its piece has it written (chunks
+//! are re-encoded from the decoded object), which is how a moved bucket is refilled.
+//!
+//! Accounting: origin bytes (byte miss ratio), per-server bytes written (admissions) and read
+//! (pieces used to serve), and **unprotected** requests — of the requests whose object was
+//! cached at all, the fraction whose object could not survive one more unavailability: coded
+//! with fewer than K+1 chunks cached, or a single replica (measured before the request's own
+//! writes repair it).
+
+use std::time::Instant;
+
+use ecdn_placement::{Placement, PlacementConfig};
+use ecdn_policy::spec::EvictionKind;
+use ecdn_policy::{Cache, Request};
+use ecdn_trace::{RequestReader, BATCH};
+use serde::Serialize;
+
+use crate::unavailability::{Unavailability, Window};
+use crate::SimError;
+
+/// How objects are placed and protected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    NoRep,
+    Rep(usize),
+    Rep2Popular,
+    C2dnNoRebal,
+    C2dn,
+}
+
+impl Scheme {
+    pub fn parse(s: &str) -> Result<Scheme, String> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "no-rep" | "norep" => Scheme::NoRep,
+            "rep2" => Scheme::Rep(2),
+            "rep3" => Scheme::Rep(3),
+            "rep2-popular" => Scheme::Rep2Popular,
+            "c2dn-norebal" => Scheme::C2dnNoRebal,
+            "c2dn" => Scheme::C2dn,
+            other => {
+                return Err(format!(
+                    "unknown scheme {other:?} (known: no-rep, rep2, rep3, rep2-popular, \
+                     c2dn-norebal, c2dn)"
+                ))
+            }
+        })
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            Scheme::NoRep => "no-rep".into(),
+            Scheme::Rep(n) => format!("rep{n}"),
+            Scheme::Rep2Popular => "rep2-popular".into(),
+            Scheme::C2dnNoRebal => "c2dn-norebal".into(),
+            Scheme::C2dn => "c2dn".into(),
+        }
+    }
+
+    fn coded(&self) -> bool {
+        matches!(self, Scheme::C2dn | Scheme::C2dnNoRebal)
+    }
+}
+
+/// Cluster simulation settings.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    pub scheme: Scheme,
+    /// Server weights (relative capacities); their count is the number of servers.
+    pub weights: Vec<f64>,
+    /// Total cluster cache capacity in bytes, split by weight.
+    pub capacity: u64,
+    pub eviction: EvictionKind,
+    pub k: usize,
+    pub p: usize,
+    /// Objects larger than this are coded (C2DN schemes).
+    pub threshold: u64,
+    pub buckets: usize,
+    /// Periodic parity rebalance, trace seconds (C2DN).
+    pub rebalance_every: f64,
+    /// `rep2-popular`: requests after which an object counts as popular.
+    pub popular_min: u32,
+    /// Window of the per-window series (and of the unavailability record).
+    pub window: Window,
+    pub unavailability: Unavailability,
+    pub seed: u64,
+    /// Stop after this many requests (0: whole trace).
+    pub max_requests: u64,
+}
+
+impl ClusterConfig {
+    /// C2DN's defaults: 10 equal servers, FIFO, n4k3 (K = 3, P = 1), 128 KiB threshold,
+    /// 100 buckets, rebalance every 300 s, 300 s windows.
+    pub fn new(scheme: Scheme, capacity: u64) -> Self {
+        ClusterConfig {
+            scheme,
+            weights: vec![1.0; 10],
+            capacity,
+            eviction: EvictionKind::Fifo,
+            k: 3,
+            p: 1,
+            threshold: 128 << 10,
+            buckets: 100,
+            rebalance_every: 300.0,
+            popular_min: 2,
+            window: Window::Seconds(300.0),
+            unavailability: Unavailability::default(),
+            seed: 1,
+            max_requests: 0,
+        }
+    }
+}
+
+/// Counters of one window.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ClusterWindow {
+    pub index: usize,
+    /// Index of the window's first request.
+    pub start: u64,
+    pub requests: u64,
+    pub misses: u64,
+    pub partial_hits: u64,
+    pub bytes: u64,
+    pub origin_bytes: u64,
+    pub miss_ratio: f64,
+    pub byte_miss_ratio: f64,
+    /// Servers unavailable at the window's first request.
+    pub unavailable: Vec<usize>,
+}
+
+/// What a cluster simulation measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClusterResult {
+    pub scheme: String,
+    pub cache_size: u64,
+    pub servers: usize,
+    pub k: usize,
+    pub p: usize,
+    pub requests: u64,
+    pub miss_ratio: f64,
+    pub byte_miss_ratio: f64,
+    pub partial_hit_ratio: f64,
+    /// Max/min bytes written per server.
+    pub write_imbalance: f64,
+    /// Max/min bytes read per server.
+    pub read_imbalance: f64,
+    pub unprotected_fraction: f64,
+    pub bytes_written: Vec<u64>,
+    pub bytes_read: Vec<u64>,
+    pub origin_bytes: u64,
+    pub rebalances: u64,
+    /// Total time spent in placement rebalances, seconds.
+    pub rebalance_s: f64,
+    pub elapsed_s: f64,
+    pub requests_per_s: f64,
+    pub windows: Vec<ClusterWindow>,
+}
+
+fn imbalance(v: &[u64]) -> f64 {
+    let max = v.iter().copied().max().unwrap_or(0);
+    let min = v.iter().copied().min().unwrap_or(0);
+    if min == 0 {
+        if max == 0 {
+            1.0
+        } else {
+            f64::INFINITY
+        }
+    } else {
+        max as f64 / min as f64
+    }
+}
+
+/// Key of chunk `index` of object `id` in a server's cache (replicas use the object id).
+#[inline]
+fn chunk_key(id: u64, index: usize) -> u64 {
+    (id ^ 0x6a09_e667_f3bc_c908).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (index as u64 + 1)
+}
+
+/// One piece of an object on one server.
+#[derive(Clone, Copy)]
+struct Piece {
+    server: usize,
+    key: u64,
+    size: u64,
+    /// Chunk index (0..K data, K.. parity); 0 for replicas.
+    index: usize,
+    /// `Some(j)`: parity chunk j (its writes count as parity load of the bucket).
+    parity: Option<usize>,
+}
+
+struct Sim {
+    cfg: ClusterConfig,
+    placement: Placement,
+    caches: Vec<Cache>,
+    written: Vec<u64>,
+    read: Vec<u64>,
+    popularity: hashbrown::HashMap<u64, u32, foldhash::fast::FixedState>,
+    pieces: Vec<Piece>,
+    ring: Vec<usize>,
+    unavailable: Vec<usize>,
+    next_unavailable: Vec<usize>,
+    requests: u64,
+    misses: u64,
+    partial: u64,
+    bytes: u64,
+    origin: u64,
+    cached_requests: u64,
+    unprotected: u64,
+    windows: Vec<ClusterWindow>,
+    last_rebalance: f64,
+    rebalances: u64,
+    rebalance_s: f64,
+}
+
+impl Sim {
+    fn new(cfg: ClusterConfig) -> Result<Sim, SimError> {
+        let n = cfg.weights.len();
+        let (k, p) = if cfg.scheme.coded() {
+            (cfg.k, cfg.p)
+        } else {
+            // Replication schemes only use the ring walk; K+P just has to fit the cluster.
+            (1, 0)
+        };
+        let placement = Placement::new(
+            &cfg.weights,
+            PlacementConfig {
+                buckets: cfg.buckets,
+                k,
+                p,
+                seed: cfg.seed,
+                ..PlacementConfig::default()
+            },
+        )
+        .map_err(|e| SimError::Config(e.to_string()))?;
+        let needed = match cfg.scheme {
+            Scheme::Rep(r) => r,
+            Scheme::C2dn | Scheme::C2dnNoRebal => (cfg.k + cfg.p).max(2),
+            _ => 1,
+        };
+        if needed > n {
+            return Err(SimError::Config(format!(
+                "{} needs {needed} servers; the cluster has {n}",
+                cfg.scheme.name()
+            )));
+        }
+        let total_w: f64 = cfg.weights.iter().sum();
+        let caches = cfg
+            .weights
+            .iter()
+            .map(|w| {
+                let cap = (cfg.capacity as f64 * w / total_w).floor() as u64;
+                Cache::new(cfg.eviction.build(cap), None)
+            })
+            .collect();
+        Ok(Sim {
+            placement,
+            caches,
+            written: vec![0; n],
+            read: vec![0; n],
+            popularity: hashbrown::HashMap::with_hasher(foldhash::fast::FixedState::with_seed(3)),
+            pieces: Vec::with_capacity(16),
+            ring: Vec::with_capacity(8),
+            unavailable: Vec::new(),
+            next_unavailable: Vec::new(),
+            requests: 0,
+            misses: 0,
+            partial: 0,
+            bytes: 0,
+            origin: 0,
+            cached_requests: 0,
+            unprotected: 0,
+            windows: Vec::new(),
+            last_rebalance: 0.0,
+            rebalances: 0,
+            rebalance_s: 0.0,
+            cfg,
+        })
+    }
+
+    /// Applies availability changes and periodic rebalances due at this request.
+    fn advance(&mut self, time: f64) {
+        let w = self.cfg.window.index(self.requests, time);
+        if self.windows.len() <= w {
+            // A new window: availability follows the record and the failure events.
+            self.cfg
+                .unavailability
+                .at(self.requests, time, &mut self.next_unavailable);
+            self.apply_availability();
+            while self.windows.len() <= w {
+                let index = self.windows.len();
+                self.windows.push(ClusterWindow {
+                    index,
+                    start: self.requests,
+                    unavailable: self.unavailable.clone(),
+                    ..ClusterWindow::default()
+                });
+            }
+        } else if !self.cfg.unavailability.events.is_empty() {
+            // Failure events may start or end inside a window.
+            self.cfg
+                .unavailability
+                .at(self.requests, time, &mut self.next_unavailable);
+            if self.next_unavailable != self.unavailable {
+                self.apply_availability();
+            }
+        }
+        if self.cfg.scheme == Scheme::C2dn
+            && self.cfg.rebalance_every > 0.0
+            && time >= self.last_rebalance + self.cfg.rebalance_every
+        {
+            self.last_rebalance = time;
+            let report = self.placement.rebalance();
+            self.rebalances += 1;
+            self.rebalance_s += report.elapsed.as_secs_f64();
+        }
+    }
+
+    fn apply_availability(&mut self) {
+        if self.next_unavailable == self.unavailable {
+            return;
+        }
+        let servers = self.cfg.weights.len();
+        for s in 0..servers {
+            let down_now = self.unavailable.contains(&s);
+            let down_next = self.next_unavailable.contains(&s);
+            if down_now != down_next {
+                // Never take down the last servers a scheme needs; such windows are skipped.
+                let report = self.placement.set_available(s, !down_next);
+                self.rebalances += 1;
+                self.rebalance_s += report.elapsed.as_secs_f64();
+            }
+        }
+        std::mem::swap(&mut self.unavailable, &mut self.next_unavailable);
+    }
+
+    /// The pieces of `req` and the servers they belong on.
+    fn targets(&mut self, req: &Request, bucket: usize) -> (bool, usize) {
+        self.pieces.clear();
+        let coded = self.cfg.scheme.coded() && req.size > self.cfg.threshold;
+        let replicas = match self.cfg.scheme {
+            Scheme::NoRep => 1,
+            Scheme::Rep(n) => n,
+            Scheme::Rep2Popular => {
+                let c = self.popularity.entry(req.id).or_insert(0);
+                *c = c.saturating_add(1);
+                if *c >= self.cfg.popular_min {
+                    2
+                } else {
+                    1
+                }
+            }
+            Scheme::C2dn | Scheme::C2dnNoRebal => 2,
+        };
+        if coded {
+            let (k, p) = (self.cfg.k, self.cfg.p);
+            let chunk = req.size.div_ceil(k as u64);
+            if self.cfg.scheme == Scheme::C2dn {
+                for (i, &s) in self.placement.data_servers(bucket).iter().enumerate() {
+                    self.pieces.push(Piece {
+                        server: s,
+                        key: chunk_key(req.id, i),
+                        size: chunk,
+                        index: i,
+                        parity: None,
+                    });
+                }
+                for (j, &s) in self.placement.parity_servers(bucket).iter().enumerate() {
+                    self.pieces.push(Piece {
+                        server: s,
+                        key: chunk_key(req.id, k + j),
+                        size: chunk,
+                        index: k + j,
+                        parity: Some(j),
+                    });
+                }
+            } else {
+                self.placement
+                    .ring_servers_into(bucket, k + p, &mut self.ring);
+                for (i, &s) in self.ring.iter().enumerate() {
+                    self.pieces.push(Piece {
+                        server: s,
+                        key: chunk_key(req.id, i),
+                        size: chunk,
+                        index: i,
+                        parity: (i >= k).then(|| i - k),
+                    });
+                }
+            }
+            (true, k)
+        } else {
+            if self.cfg.scheme == Scheme::C2dn {
+                let data = self.placement.data_servers(bucket);
+                self.ring.clear();
+                self.ring.extend(data.iter().take(replicas));
+                if self.ring.len() < replicas {
+                    // Fewer data servers than replicas (K = 1): fall back to the ring walk.
+                    self.placement
+                        .ring_servers_into(bucket, replicas, &mut self.ring);
+                }
+            } else {
+                self.placement
+                    .ring_servers_into(bucket, replicas, &mut self.ring);
+            }
+            for &s in &self.ring {
+                self.pieces.push(Piece {
+                    server: s,
+                    key: req.id,
+                    size: req.size,
+                    index: 0,
+                    parity: None,
+                });
+            }
+            (false, 1)
+        }
+    }
+
+    fn request(&mut self, req: &Request, time: f64) {
+        self.advance(time);
+        let bucket = self.placement.bucket_of(req.id);
+        let (coded, need) = self.targets(req, bucket);
+        // Which pieces are cached on available servers (a lookup also refreshes LRU order).
+        // `present`: piece i is on its assigned server; `have`: distinct chunk indices (or, for
+        // replicas, copies) reachable, with `source[c]` the server to read chunk c from.
+        let mut present: u32 = 0;
+        let mut have: u32 = 0;
+        let mut copies = 0usize;
+        let mut source = [usize::MAX; 32];
+        for (i, piece) in self.pieces.iter().enumerate() {
+            if !self.placement.is_available(piece.server) {
+                continue;
+            }
+            let probe = Request {
+                id: piece.key,
+                size: piece.size,
+                ..*req
+            };
+            if self.caches[piece.server].lookup(&probe) {
+                present |= 1 << i;
+                copies += 1;
+                if have & (1 << piece.index) == 0 {
+                    have |= 1 << piece.index;
+                    source[piece.index] = piece.server;
+                }
+            }
+        }
+        if coded && present.count_ones() < self.pieces.len() as u32 {
+            // A server serves any chunk of the object it holds, not only the one its bucket
+            // assignment names: after a bucket moves, a server that held the bucket's parity
+            // and now holds its data still has the old parity chunks.
+            let chunks = self.cfg.k + self.cfg.p;
+            for (i, piece) in self.pieces.iter().enumerate() {
+                if present & (1 << i) != 0 || !self.placement.is_available(piece.server) {
+                    continue;
+                }
+                for c in 0..chunks {
+                    if have & (1 << c) != 0 || c == piece.index {
+                        continue;
+                    }
+                    let probe = Request {
+                        id: chunk_key(req.id, c),
+                        size: piece.size,
+                        ..*req
+                    };
+                    if self.caches[piece.server].lookup(&probe) {
+                        have |= 1 << c;
+                        source[c] = piece.server;
+                    }
+                }
+            }
+        }
+        let count = if coded {
+            have.count_ones() as usize
+        } else {
+            copies
+        };
+        let total_pieces = self.pieces.len();
+        let w = self.windows.last_mut().expect("advance opened a window");
+        w.requests += 1;
+        w.bytes += req.size;
+        self.requests += 1;
+        self.bytes += req.size;
+        if count > 0 {
+            self.cached_requests += 1;
+            let protected = if coded { count > need } else { count >= 2 };
+            if !protected {
+                self.unprotected += 1;
+            }
+        }
+        let origin = if count >= need {
+            // Hit: read `need` pieces, data chunks first (they need no decoding).
+            if coded {
+                let chunk = self.pieces[0].size;
+                let mut used = 0;
+                for (c, &server) in source.iter().enumerate() {
+                    if used == need {
+                        break;
+                    }
+                    if have & (1 << c) != 0 {
+                        self.read[server] += chunk;
+                        used += 1;
+                    }
+                }
+            } else if let Some(piece) = (0..self.pieces.len())
+                .find(|&i| present & (1 << i) != 0)
+                .map(|i| self.pieces[i])
+            {
+                self.read[piece.server] += piece.size;
+            }
+            0
+        } else {
+            w.misses += 1;
+            self.misses += 1;
+            if count > 0 {
+                // Partial hit: the cached chunks are read, only the missing ones come from
+                // the origin.
+                w.partial_hits += 1;
+                self.partial += 1;
+                let chunk = self.pieces[0].size;
+                for (c, &server) in source.iter().enumerate() {
+                    if have & (1 << c) != 0 {
+                        self.read[server] += chunk;
+                    }
+                }
+                ((need - count) as u64 * chunk).min(req.size)
+            } else {
+                req.size
+            }
+        };
+        w.origin_bytes += origin;
+        self.origin += origin;
+        // Every available target that lacks its piece gets it.
+        for i in 0..total_pieces {
+            let piece = self.pieces[i];
+            if present & (1 << i) != 0 || !self.placement.is_available(piece.server) {
+                continue;
+            }
+            let probe = Request {
+                id: piece.key,
+                size: piece.size,
+                ..*req
+            };
+            let cache = &mut self.caches[piece.server];
+            if cache.admit(&probe) {
+                cache.clear_evicted();
+                self.written[piece.server] += piece.size;
+                match piece.parity {
+                    Some(j) => self.placement.record_parity_write(bucket, j, piece.size),
+                    None => self.placement.record_data_write(piece.server, piece.size),
+                }
+            }
+        }
+    }
+
+    fn finish(mut self, elapsed: f64) -> ClusterResult {
+        for w in &mut self.windows {
+            w.miss_ratio = ratio(w.misses, w.requests);
+            w.byte_miss_ratio = ratio(w.origin_bytes, w.bytes);
+        }
+        ClusterResult {
+            scheme: match self.cfg.scheme {
+                Scheme::C2dn | Scheme::C2dnNoRebal => {
+                    let name = self.cfg.scheme.name();
+                    if (self.cfg.k, self.cfg.p) == (3, 1) {
+                        name
+                    } else {
+                        format!("{name}-n{}k{}", self.cfg.k + self.cfg.p, self.cfg.k)
+                    }
+                }
+                s => s.name(),
+            },
+            cache_size: self.cfg.capacity,
+            servers: self.cfg.weights.len(),
+            k: self.cfg.k,
+            p: self.cfg.p,
+            requests: self.requests,
+            miss_ratio: ratio(self.misses, self.requests),
+            byte_miss_ratio: ratio(self.origin, self.bytes),
+            partial_hit_ratio: ratio(self.partial, self.requests),
+            write_imbalance: imbalance(&self.written),
+            read_imbalance: imbalance(&self.read),
+            unprotected_fraction: ratio(self.unprotected, self.cached_requests),
+            bytes_written: self.written,
+            bytes_read: self.read,
+            origin_bytes: self.origin,
+            rebalances: self.rebalances,
+            rebalance_s: self.rebalance_s,
+            elapsed_s: elapsed,
+            requests_per_s: if elapsed > 0.0 {
+                self.requests as f64 / elapsed
+            } else {
+                0.0
+            },
+            windows: self.windows,
+        }
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Runs one cluster simulation over `reader`; `progress` gets processed-request counts.
+pub fn simulate_cluster(
+    reader: &mut dyn RequestReader,
+    cfg: &ClusterConfig,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<ClusterResult, SimError> {
+    let mut sim = Sim::new(cfg.clone())?;
+    let limit = if cfg.max_requests == 0 {
+        u64::MAX
+    } else {
+        cfg.max_requests
+    };
+    let start = Instant::now();
+    let mut buf = Vec::with_capacity(BATCH);
+    let mut t0: Option<u64> = None;
+    loop {
+        let want = (limit - sim.requests).min(BATCH as u64) as usize;
+        if want == 0 || reader.read_batch(&mut buf, want)? == 0 {
+            break;
+        }
+        let first = *t0.get_or_insert(buf[0].time);
+        for req in &buf {
+            sim.request(req, req.time.saturating_sub(first) as f64);
+        }
+        progress(buf.len() as u64);
+    }
+    Ok(sim.finish(start.elapsed().as_secs_f64()))
+}
+
+/// A run with unavailability next to the same run without it.
+#[derive(Clone, Debug, Serialize)]
+pub struct UnavailabilityResult {
+    #[serde(flatten)]
+    pub with: ClusterResult,
+    /// The largest per-window relative miss-ratio change (mr_unavail − mr_avail)/mr_avail in
+    /// the first `spike_windows` windows after any unavailability starts.
+    pub max_relative_miss_increase: f64,
+    /// Per window: (mr_unavail − mr_avail)/mr_avail (C2DN Fig. 6a, 7).
+    pub relative_miss_change: Vec<f64>,
+    /// Windows in which a server became unavailable.
+    pub unavailability_starts: Vec<usize>,
+    /// The run without unavailability.
+    pub baseline_miss_ratio: f64,
+}
+
+/// Compares `with` (unavailability) against `without` (same trace, everything available).
+pub fn compare(with: ClusterResult, without: &ClusterResult, spike_windows: usize) -> UnavailabilityResult {
+    let relative: Vec<f64> = with
+        .windows
+        .iter()
+        .zip(&without.windows)
+        .map(|(u, a)| {
+            if a.miss_ratio > 0.0 {
+                (u.miss_ratio - a.miss_ratio) / a.miss_ratio
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let mut starts = Vec::new();
+    let mut prev: &[usize] = &[];
+    for w in &with.windows {
+        if w.unavailable.iter().any(|s| !prev.contains(s)) {
+            starts.push(w.index);
+        }
+        prev = &w.unavailable;
+    }
+    let mut max = 0.0f64;
+    for &s in &starts {
+        for r in relative.iter().skip(s).take(spike_windows.max(1)) {
+            max = max.max(*r);
+        }
+    }
+    UnavailabilityResult {
+        max_relative_miss_increase: max,
+        relative_miss_change: relative,
+        unavailability_starts: starts,
+        baseline_miss_ratio: without.miss_ratio,
+        with,
+    }
+}

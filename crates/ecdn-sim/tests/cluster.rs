@@ -1,0 +1,110 @@
+//! Cluster simulator checks on a generated trace: accounting identities of every scheme,
+//! C2DN's balanced writes, and the miss-ratio spike after a server becomes unavailable.
+
+use ecdn_sim::cluster::{compare, simulate_cluster, ClusterConfig, ClusterResult, Scheme};
+use ecdn_sim::unavailability::{FailEvent, Unavailability, Window};
+use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
+use ecdn_trace::{Request, SliceReader};
+
+fn trace() -> Vec<Request> {
+    // Zipf 0.9 over 20k objects; web + video sizes, so small (replicated) and large (coded)
+    // objects both occur. 1000 requests per trace second.
+    Generator::new(GenConfig {
+        requests: 200_000,
+        objects: 20_000,
+        alpha: 0.9,
+        sizes: SizeDist::WebVideo,
+        rate: 1000.0,
+        seed: 5,
+        scenario: Scenario::Stationary,
+    })
+    .unwrap()
+    .collect()
+}
+
+fn run(reqs: &[Request], cfg: &ClusterConfig) -> ClusterResult {
+    simulate_cluster(&mut SliceReader::new(reqs), cfg, &|_| {}).unwrap()
+}
+
+const SIZE: u64 = 8 << 30;
+
+#[test]
+fn every_scheme_accounts_consistently() {
+    let reqs = trace();
+    let total: u64 = reqs.iter().map(|r| r.size).sum();
+    for name in ["no-rep", "rep2", "rep3", "rep2-popular", "c2dn-norebal", "c2dn"] {
+        let mut cfg = ClusterConfig::new(Scheme::parse(name).unwrap(), SIZE);
+        cfg.window = Window::Requests(20_000);
+        let r = run(&reqs, &cfg);
+        assert_eq!(r.requests, reqs.len() as u64, "{name}");
+        assert!((0.0..=1.0).contains(&r.miss_ratio), "{name}");
+        assert!((0.0..=1.0).contains(&r.byte_miss_ratio), "{name}");
+        assert!(r.origin_bytes <= total, "{name}");
+        assert!(r.partial_hit_ratio <= r.miss_ratio, "{name}");
+        assert_eq!(r.windows.len(), 10, "{name}");
+        assert_eq!(r.windows.iter().map(|w| w.requests).sum::<u64>(), r.requests);
+        match name {
+            "no-rep" => {
+                assert_eq!(r.unprotected_fraction, 1.0, "a single copy is never protected");
+                assert_eq!(r.partial_hit_ratio, 0.0);
+            }
+            "rep2" | "rep3" | "rep2-popular" => assert_eq!(r.partial_hit_ratio, 0.0),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn c2dn_balances_writes_and_beats_rep2_on_byte_misses() {
+    let reqs = trace();
+    let mut cfg = ClusterConfig::new(Scheme::C2dn, SIZE);
+    cfg.rebalance_every = 10.0;
+    let c2dn = run(&reqs, &cfg);
+    eprintln!("written {:?} rebalances {}", c2dn.bytes_written, c2dn.rebalances);
+    let norebal = run(&reqs, &ClusterConfig::new(Scheme::C2dnNoRebal, SIZE));
+    let rep2 = run(&reqs, &ClusterConfig::new(Scheme::Rep(2), SIZE));
+    eprintln!(
+        "write imbalance: c2dn {:.4} norebal {:.4} rep2 {:.4}; byte miss: c2dn {:.4} rep2 {:.4}",
+        c2dn.write_imbalance,
+        norebal.write_imbalance,
+        rep2.write_imbalance,
+        c2dn.byte_miss_ratio,
+        rep2.byte_miss_ratio
+    );
+    assert!(c2dn.write_imbalance < norebal.write_imbalance);
+    assert!(c2dn.write_imbalance < rep2.write_imbalance);
+    assert!(c2dn.byte_miss_ratio < rep2.byte_miss_ratio);
+}
+
+#[test]
+fn c2dn_survives_one_unavailability_without_a_spike() {
+    let reqs = trace();
+    let window = Window::Requests(10_000);
+    let fail = Unavailability {
+        window: Some(window),
+        events: vec![FailEvent {
+            server: 3,
+            start: 100.0,
+            end: f64::INFINITY,
+        }],
+        ..Unavailability::default()
+    };
+    let mut spikes = Vec::new();
+    for scheme in [Scheme::NoRep, Scheme::C2dn] {
+        // A cache that holds most of the working set, so the lost server's capacity does not
+        // matter yet and what is measured is the loss of its contents (C2DN Fig. 6a).
+        let mut base = ClusterConfig::new(scheme, 4 * SIZE);
+        base.window = window;
+        let mut with = base.clone();
+        with.unavailability = fail.clone();
+        let r = compare(run(&reqs, &with), &run(&reqs, &base), 6);
+        for w in r.with.windows.iter().skip(8).take(6) {
+            eprintln!("{:?} w{} req {} miss {} partial {} unav {:?} rel {:.3}", scheme, w.index, w.requests, w.misses, w.partial_hits, w.unavailable, r.relative_miss_change[w.index]);
+        }
+        assert_eq!(r.unavailability_starts, vec![10]);
+        spikes.push(r.max_relative_miss_increase);
+    }
+    eprintln!("max relative miss increase: no-rep {:.3} c2dn {:.3}", spikes[0], spikes[1]);
+    assert!(spikes[0] > 0.2, "no-rep must spike");
+    assert!(spikes[1] < 0.05, "c2dn must not spike");
+}

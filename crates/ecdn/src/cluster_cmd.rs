@@ -1,0 +1,335 @@
+//! `ecdn sim cluster`: the C2DN cluster simulator on a trace.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use ecdn_policy::spec::EvictionKind;
+use ecdn_sim::cluster::{compare, simulate_cluster, ClusterConfig, ClusterResult, Scheme};
+use ecdn_sim::unavailability::{FailEvent, Unavailability, Window};
+use ecdn_trace::units::{format_size, parse_seconds, parse_size};
+
+use crate::plot;
+use crate::sim_cmd::{progress_bar, threads, TraceArgs};
+
+#[derive(Args)]
+#[command(after_help = "Examples:\n  \
+    ecdn sim cluster --trace d-2.oracleGeneral.bin.zst --scheme no-rep,rep2,c2dn-norebal,c2dn --size 1%,10%,30%\n  \
+    ecdn sim cluster --trace d-2.oracleGeneral.bin.zst --scheme no-rep,rep2,c2dn --size 10% --window 50000 --fail 3@1000s\n  \
+    ecdn sim cluster --trace t.bin --scheme rep2,rep3,c2dn-n5k3,c2dn-n6k3 --size 10% --fail 1@1000s --fail 4@1000s\n\n\
+    Schemes: no-rep, rep2, rep3, rep2-popular, c2dn-norebal, c2dn; a coded scheme may name its code,\n\
+    e.g. c2dn-n5k3 (K = 3 data + 2 parity chunks). Sizes are the total cluster capacity, in bytes\n\
+    (64GiB) or as a percentage of the trace's unique bytes (10%).")]
+pub struct ClusterArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// Comma-separated schemes.
+    #[arg(long, default_value = "c2dn")]
+    scheme: String,
+    /// Comma-separated total cluster capacities: bytes (64GiB) or % of unique bytes (10%).
+    #[arg(long, short = 's')]
+    size: String,
+    /// Number of servers.
+    #[arg(long, default_value_t = 10)]
+    servers: usize,
+    /// Comma-separated server weights (relative capacities); default all equal.
+    #[arg(long)]
+    weights: Option<String>,
+    /// Eviction policy of every server's cache.
+    #[arg(long, default_value = "fifo")]
+    eviction: String,
+    /// Data chunks of coded schemes (unless the scheme names its code).
+    #[arg(long, default_value_t = 3)]
+    k: usize,
+    /// Parity chunks of coded schemes (unless the scheme names its code).
+    #[arg(long, default_value_t = 1)]
+    p: usize,
+    /// Objects larger than this are coded.
+    #[arg(long, default_value = "128KiB")]
+    threshold: String,
+    #[arg(long, default_value_t = 100)]
+    buckets: usize,
+    /// Periodic parity rebalance (trace time); 0 turns it off.
+    #[arg(long, default_value = "300s")]
+    rebalance_every: String,
+    /// rep2-popular: an object is popular from its N-th request on.
+    #[arg(long, default_value_t = 2)]
+    popular_min: u32,
+    /// Unavailability record: one line per window, comma-separated unavailable server ids.
+    #[arg(long, value_name = "FILE")]
+    unavailability: Option<PathBuf>,
+    /// Window of the record and of the per-window series: trace time (300s) or requests (50000).
+    #[arg(long, default_value = "300s")]
+    window: String,
+    /// A server unavailable from SECONDS on (or SERVER@START-END); repeatable.
+    #[arg(long, value_name = "SERVER@SECONDS")]
+    fail: Vec<String>,
+    /// Windows after an unavailability starts in which the spike is measured.
+    #[arg(long, default_value_t = 6)]
+    spike_windows: usize,
+    #[arg(long, value_name = "N")]
+    max_requests: Option<u64>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    #[arg(long, short = 'j')]
+    threads: Option<usize>,
+    /// One JSON object per line per (scheme, size), with the per-window series.
+    #[arg(long)]
+    json: bool,
+    /// Draw the C2DN figures (PNG or SVG by extension): miss ratios, unprotected fraction and
+    /// write imbalance against cache size (Fig. 5, 6b–d) into FILE; with unavailability also
+    /// FILE-STEM.spike.EXT (relative miss-ratio change per window, Fig. 6a/7) and
+    /// FILE-STEM.series.EXT (the whole run).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Windows after the unavailability shown in the spike plot.
+    #[arg(long, default_value_t = 20)]
+    plot_windows: usize,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// A scheme with its code.
+fn parse_scheme(s: &str, k: usize, p: usize) -> Result<(Scheme, usize, usize)> {
+    let t = s.trim().to_ascii_lowercase();
+    for base in ["c2dn-norebal", "c2dn"] {
+        if let Some(code) = t.strip_prefix(&format!("{base}-n")) {
+            let (n, kk) = code
+                .split_once('k')
+                .with_context(|| format!("scheme {s:?}: expected {base}-nNkK, e.g. {base}-n5k3"))?;
+            let n: usize = n.parse().with_context(|| format!("scheme {s:?}: bad n"))?;
+            let kk: usize = kk.parse().with_context(|| format!("scheme {s:?}: bad k"))?;
+            if kk == 0 || n < kk {
+                bail!("scheme {s:?}: need n ≥ k ≥ 1");
+            }
+            return Ok((Scheme::parse(base).map_err(anyhow::Error::msg)?, kk, n - kk));
+        }
+    }
+    Ok((Scheme::parse(&t).map_err(anyhow::Error::msg)?, k, p))
+}
+
+pub fn run(a: ClusterArgs) -> Result<()> {
+    if a.servers == 0 {
+        bail!("--servers must be positive");
+    }
+    let weights = match &a.weights {
+        Some(w) => {
+            let v: Vec<f64> = w
+                .split(',')
+                .map(|x| x.trim().parse::<f64>())
+                .collect::<Result<_, _>>()
+                .context("--weights: expected comma-separated numbers")?;
+            if v.len() != a.servers {
+                bail!("--weights has {} values for {} servers", v.len(), a.servers);
+            }
+            v
+        }
+        None => vec![1.0; a.servers],
+    };
+    let eviction = EvictionKind::parse(&a.eviction).map_err(anyhow::Error::msg)?;
+    let schemes: Vec<(Scheme, usize, usize)> = a
+        .scheme
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| parse_scheme(s, a.k, a.p))
+        .collect::<Result<_>>()?;
+    if schemes.is_empty() {
+        bail!("--scheme needs at least one scheme");
+    }
+    let opts = a.trace.options()?;
+    a.trace.open(&opts)?;
+    // Sizes: absolute, or a share of the unique bytes (one statistics pass).
+    let mut unique: Option<u64> = None;
+    let mut sizes = Vec::new();
+    for s in a.size.split(',').filter(|s| !s.trim().is_empty()) {
+        let bytes = if let Some(pct) = s.trim().strip_suffix('%') {
+            let pct: f64 = pct
+                .trim()
+                .parse()
+                .with_context(|| format!("--size {s:?}: bad percentage"))?;
+            if !(pct > 0.0 && pct <= 1000.0) {
+                bail!("--size {s:?}: percentage out of range");
+            }
+            let u = match unique {
+                Some(u) => u,
+                None => {
+                    let mut r = a.trace.open(&opts)?;
+                    let st = ecdn_trace::TraceStats::compute(&mut *r)?;
+                    unique = Some(st.unique_bytes);
+                    st.unique_bytes
+                }
+            };
+            (u as f64 * pct / 100.0) as u64
+        } else {
+            parse_size(s).map_err(anyhow::Error::msg)?
+        };
+        if bytes == 0 {
+            bail!("--size {s:?} is zero bytes");
+        }
+        sizes.push(bytes);
+    }
+    if sizes.is_empty() {
+        bail!("--size needs at least one size");
+    }
+    let window = Window::parse(&a.window).map_err(anyhow::Error::msg)?;
+    let mut unavailability = Unavailability {
+        window: Some(window),
+        ..Unavailability::default()
+    };
+    if let Some(f) = &a.unavailability {
+        unavailability.record =
+            Unavailability::read_record(f, a.servers).map_err(anyhow::Error::msg)?;
+    }
+    for f in &a.fail {
+        let e = FailEvent::parse(f).map_err(anyhow::Error::msg)?;
+        if e.server >= a.servers {
+            bail!("--fail {f:?}: server {} does not exist", e.server);
+        }
+        unavailability.events.push(e);
+    }
+    let rebalance_every = parse_seconds(&a.rebalance_every).map_err(anyhow::Error::msg)?;
+    let threshold = parse_size(&a.threshold).map_err(anyhow::Error::msg)?;
+    let with_unavailability = !unavailability.is_empty();
+
+    // Jobs: every (scheme, size), and for unavailability runs its baseline without it.
+    let mut jobs: Vec<ClusterConfig> = Vec::new();
+    for &(scheme, k, p) in &schemes {
+        for &size in &sizes {
+            let mut cfg = ClusterConfig::new(scheme, size);
+            cfg.weights = weights.clone();
+            cfg.eviction = eviction;
+            cfg.k = k;
+            cfg.p = p;
+            cfg.threshold = threshold;
+            cfg.buckets = a.buckets;
+            cfg.rebalance_every = rebalance_every;
+            cfg.popular_min = a.popular_min;
+            cfg.window = window;
+            cfg.seed = a.seed;
+            cfg.max_requests = a.max_requests.unwrap_or(0);
+            if with_unavailability {
+                let mut base = cfg.clone();
+                base.unavailability = Unavailability {
+                    window: Some(window),
+                    ..Unavailability::default()
+                };
+                cfg.unavailability = unavailability.clone();
+                jobs.push(cfg);
+                jobs.push(base);
+            } else {
+                jobs.push(cfg);
+            }
+        }
+    }
+    let pb = progress_bar(None, a.quiet || a.json);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<Result<ClusterResult>>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads(a.threads).min(jobs.len()) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= jobs.len() {
+                    break;
+                }
+                let r = a.trace.open(&opts).and_then(|mut rd| {
+                    Ok(simulate_cluster(&mut *rd, &jobs[i], &|n| pb.inc(n))?)
+                });
+                *results[i].lock().unwrap() = Some(r);
+            });
+        }
+    });
+    pb.finish_and_clear();
+    let mut done: Vec<ClusterResult> = Vec::new();
+    for r in results {
+        done.push(r.into_inner().unwrap().expect("every job ran")?);
+    }
+    let mut out = std::io::stdout().lock();
+    let sibling = |p: &std::path::Path, tag: &str| {
+        let stem = p.file_stem().unwrap_or_default().to_string_lossy();
+        let ext = p.extension().unwrap_or_default().to_string_lossy();
+        p.with_file_name(format!("{stem}.{tag}.{ext}"))
+    };
+    if with_unavailability {
+        let mut it = done.into_iter();
+        let mut rows = Vec::new();
+        while let (Some(with), Some(without)) = (it.next(), it.next()) {
+            rows.push(compare(with, &without, a.spike_windows));
+        }
+        if let Some(p) = &a.plot {
+            let with: Vec<ClusterResult> = rows.iter().map(|r| r.with.clone()).collect();
+            plot::cluster_vs_size(p, &with)?;
+            let spike = sibling(p, "spike");
+            plot::cluster_spike(&spike, &rows, a.plot_windows)?;
+            let series = sibling(p, "series");
+            plot::cluster_series(&series, &rows)?;
+            eprintln!(
+                "wrote {}, {} and {}",
+                p.display(),
+                spike.display(),
+                series.display()
+            );
+        }
+        if a.json {
+            for r in &rows {
+                writeln!(out, "{}", serde_json::to_string(r)?)?;
+            }
+        } else {
+            writeln!(
+                out,
+                "{:<16} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11}",
+                "scheme", "size", "miss", "byte_miss", "baseline", "partial", "unprotected", "max_spike"
+            )?;
+            for r in &rows {
+                writeln!(
+                    out,
+                    "{:<16} {:>10} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>11.4} {:>+10.1}%",
+                    r.with.scheme,
+                    format_size(r.with.cache_size),
+                    r.with.miss_ratio,
+                    r.with.byte_miss_ratio,
+                    r.baseline_miss_ratio,
+                    r.with.partial_hit_ratio,
+                    r.with.unprotected_fraction,
+                    r.max_relative_miss_increase * 100.0
+                )?;
+            }
+        }
+    } else {
+        if let Some(p) = &a.plot {
+            plot::cluster_vs_size(p, &done)?;
+            eprintln!("wrote {}", p.display());
+        }
+        if a.json {
+            for r in &done {
+                writeln!(out, "{}", serde_json::to_string(r)?)?;
+            }
+            out.flush()?;
+            return Ok(());
+        }
+        writeln!(
+            out,
+            "{:<16} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10} {:>11} {:>8}",
+            "scheme", "size", "miss", "byte_miss", "partial", "write_imb", "read_imb", "unprotected", "M req/s"
+        )?;
+        for r in &done {
+            writeln!(
+                out,
+                "{:<16} {:>10} {:>9.4} {:>9.4} {:>9.4} {:>10.4} {:>10.4} {:>11.4} {:>8.2}",
+                r.scheme,
+                format_size(r.cache_size),
+                r.miss_ratio,
+                r.byte_miss_ratio,
+                r.partial_hit_ratio,
+                r.write_imbalance,
+                r.read_imbalance,
+                r.unprotected_fraction,
+                r.requests_per_s / 1e6
+            )?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
