@@ -38,7 +38,10 @@ fn main() {
         std::fs::rename(&tmp, &path).unwrap();
     }
     println!("trace: {requests} requests, Zipf 0.9 over 1M objects, web+video sizes; 10 servers, FIFO, 64 GiB in total; single thread");
-    println!("{:<14} {:>8} {:>9} {:>10} {:>9}", "scheme", "miss", "byte_miss", "write_imb", "M req/s");
+    println!(
+        "{:<14} {:>8} {:>9} {:>10} {:>9}",
+        "scheme", "miss", "byte_miss", "write_imb", "M req/s"
+    );
     for scheme in ["no-rep", "rep2", "rep3", "c2dn-norebal", "c2dn"] {
         let cfg = ClusterConfig::new(Scheme::parse(scheme).unwrap(), 64 << 30);
         let mut best: Option<(f64, ecdn_sim::cluster::ClusterResult)> = None;

@@ -31,7 +31,7 @@
 
 use std::time::Instant;
 
-use ecdn_placement::{Placement, PlacementConfig};
+use ecdn_placement::{Budget, Placement, PlacementConfig, RebalanceOptions, Stability};
 use ecdn_policy::spec::EvictionKind;
 use ecdn_policy::{Cache, Request};
 use ecdn_trace::{RequestReader, BATCH};
@@ -97,8 +97,10 @@ pub struct ClusterConfig {
     /// Objects larger than this are coded (C2DN schemes).
     pub threshold: u64,
     pub buckets: usize,
-    /// Periodic parity rebalance, trace seconds (C2DN).
+    /// Periodic parity rebalance, trace seconds (C2DN); the first one comes after a tenth of it.
     pub rebalance_every: f64,
+    /// How parity rebalance trades balance for stability (see `ecdn_placement`).
+    pub rebalance: RebalanceOptions,
     /// `rep2-popular`: requests after which an object counts as popular.
     pub popular_min: u32,
     /// Window of the per-window series (and of the unavailability record).
@@ -123,12 +125,32 @@ impl ClusterConfig {
             threshold: 128 << 10,
             buckets: 100,
             rebalance_every: 300.0,
+            rebalance: RebalanceOptions::default(),
             popular_min: 2,
             window: Window::Seconds(300.0),
             unavailability: Unavailability::default(),
             seed: 1,
             max_requests: 0,
         }
+    }
+}
+
+/// Parses `off`, `keep` or `steer` (parity rebalance stability).
+pub fn parse_stability(s: &str) -> Result<Stability, String> {
+    match s {
+        "off" => Ok(Stability::Off),
+        "keep" => Ok(Stability::KeepCurrent),
+        "steer" => Ok(Stability::SteerFlow),
+        _ => Err(format!("unknown stability {s:?} (off, keep, steer)")),
+    }
+}
+
+/// Parses `paper` or `water` (parity rebalance budgets).
+pub fn parse_budget(s: &str) -> Result<Budget, String> {
+    match s {
+        "paper" => Ok(Budget::Paper),
+        "water" => Ok(Budget::WaterFill),
+        _ => Err(format!("unknown budget {s:?} (paper, water)")),
     }
 }
 
@@ -218,6 +240,9 @@ struct Sim {
     popularity: hashbrown::HashMap<u64, u32, foldhash::fast::FixedState>,
     pieces: Vec<Piece>,
     ring: Vec<usize>,
+    /// C2DN: per (bucket, chunk index) slot, the servers it was assigned to before its last
+    /// moves — their caches still hold its chunks, so lookups try them too.
+    former: Vec<[usize; 2]>,
     unavailable: Vec<usize>,
     next_unavailable: Vec<usize>,
     requests: u64,
@@ -228,7 +253,8 @@ struct Sim {
     cached_requests: u64,
     unprotected: u64,
     windows: Vec<ClusterWindow>,
-    last_rebalance: f64,
+    /// Trace time of the next periodic rebalance.
+    next_rebalance: f64,
     rebalances: u64,
     rebalance_s: f64,
 }
@@ -253,6 +279,8 @@ impl Sim {
             },
         )
         .map_err(|e| SimError::Config(e.to_string()))?;
+        let mut placement = placement;
+        placement.set_rebalance_options(cfg.rebalance);
         let needed = match cfg.scheme {
             Scheme::Rep(r) => r,
             Scheme::C2dn | Scheme::C2dnNoRebal => (cfg.k + cfg.p).max(2),
@@ -281,6 +309,7 @@ impl Sim {
             popularity: hashbrown::HashMap::with_hasher(foldhash::fast::FixedState::with_seed(3)),
             pieces: Vec::with_capacity(16),
             ring: Vec::with_capacity(8),
+            former: vec![[usize::MAX; 2]; cfg.buckets * (cfg.k + cfg.p)],
             unavailable: Vec::new(),
             next_unavailable: Vec::new(),
             requests: 0,
@@ -291,7 +320,9 @@ impl Sim {
             cached_requests: 0,
             unprotected: 0,
             windows: Vec::new(),
-            last_rebalance: 0.0,
+            // The first load-based rebalance comes after a tenth of the period: until then the
+            // parity buckets are spread by count, with no loads known.
+            next_rebalance: cfg.rebalance_every / 10.0,
             rebalances: 0,
             rebalance_s: 0.0,
             cfg,
@@ -327,10 +358,12 @@ impl Sim {
         }
         if self.cfg.scheme == Scheme::C2dn
             && self.cfg.rebalance_every > 0.0
-            && time >= self.last_rebalance + self.cfg.rebalance_every
+            && time >= self.next_rebalance
         {
-            self.last_rebalance = time;
+            self.next_rebalance = time + self.cfg.rebalance_every;
+            let before = self.holders();
             let report = self.placement.rebalance();
+            self.remember_moves(&before);
             self.rebalances += 1;
             self.rebalance_s += report.elapsed.as_secs_f64();
         }
@@ -345,13 +378,48 @@ impl Sim {
             let down_now = self.unavailable.contains(&s);
             let down_next = self.next_unavailable.contains(&s);
             if down_now != down_next {
-                // Never take down the last servers a scheme needs; such windows are skipped.
+                let before = self.holders();
                 let report = self.placement.set_available(s, !down_next);
+                self.remember_moves(&before);
                 self.rebalances += 1;
                 self.rebalance_s += report.elapsed.as_secs_f64();
             }
         }
         std::mem::swap(&mut self.unavailable, &mut self.next_unavailable);
+    }
+
+    /// The server assigned to every (bucket, chunk index) slot (C2DN), `usize::MAX` if none.
+    fn holders(&self) -> Vec<usize> {
+        if self.cfg.scheme != Scheme::C2dn {
+            return Vec::new();
+        }
+        let (k, p) = (self.cfg.k, self.cfg.p);
+        let mut out = vec![usize::MAX; self.cfg.buckets * (k + p)];
+        for b in 0..self.cfg.buckets {
+            let slots = &mut out[b * (k + p)..(b + 1) * (k + p)];
+            for (c, &srv) in self.placement.data_servers(b).iter().enumerate().take(k) {
+                slots[c] = srv;
+            }
+            for (j, &srv) in self.placement.parity_servers(b).iter().enumerate().take(p) {
+                slots[k + j] = srv;
+            }
+        }
+        out
+    }
+
+    /// After a placement change: every slot whose server changed remembers the server it
+    /// left, where its chunks are still cached (up to two former servers per slot).
+    fn remember_moves(&mut self, before: &[usize]) {
+        let after = self.holders();
+        for (slot, (&old, &new)) in before.iter().zip(&after).enumerate() {
+            if old != new && old != usize::MAX {
+                let f = &mut self.former[slot];
+                if f[0] != old {
+                    f[1] = f[0];
+                    f[0] = old;
+                }
+            }
+        }
     }
 
     /// The pieces of `req` and the servers they belong on.
@@ -489,6 +557,44 @@ impl Sim {
                 }
             }
         }
+        if self.cfg.scheme == Scheme::C2dn {
+            // Chunks (or replicas) of slots that moved are still on their former servers.
+            let width = self.cfg.k + self.cfg.p;
+            let slots = if coded { width } else { self.pieces.len() };
+            for c in 0..slots {
+                let missing = if coded {
+                    have & (1 << c) == 0
+                } else {
+                    copies == 0
+                };
+                if !missing {
+                    continue;
+                }
+                for f in self.former[bucket * width + c] {
+                    if f == usize::MAX
+                        || !self.placement.is_available(f)
+                        || self.pieces.iter().any(|p| p.server == f)
+                    {
+                        continue;
+                    }
+                    let probe = Request {
+                        id: if coded { chunk_key(req.id, c) } else { req.id },
+                        size: self.pieces[0].size,
+                        ..*req
+                    };
+                    if self.caches[f].lookup(&probe) {
+                        if coded {
+                            have |= 1 << c;
+                            source[c] = f;
+                        } else {
+                            copies += 1;
+                            source[0] = f;
+                        }
+                        break;
+                    }
+                }
+            }
+        }
         let count = if coded {
             have.count_ones() as usize
         } else {
@@ -526,6 +632,8 @@ impl Sim {
                 .map(|i| self.pieces[i])
             {
                 self.read[piece.server] += piece.size;
+            } else if source[0] != usize::MAX {
+                self.read[source[0]] += req.size;
             }
             0
         } else {
@@ -670,7 +778,11 @@ pub struct UnavailabilityResult {
 }
 
 /// Compares `with` (unavailability) against `without` (same trace, everything available).
-pub fn compare(with: ClusterResult, without: &ClusterResult, spike_windows: usize) -> UnavailabilityResult {
+pub fn compare(
+    with: ClusterResult,
+    without: &ClusterResult,
+    spike_windows: usize,
+) -> UnavailabilityResult {
     let relative: Vec<f64> = with
         .windows
         .iter()

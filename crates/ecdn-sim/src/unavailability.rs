@@ -71,7 +71,9 @@ impl FailEvent {
             None => (ecdn_trace::units::parse_seconds(when)?, f64::INFINITY),
         };
         if end <= start {
-            return Err(format!("invalid failure {s:?}: the end must come after the start"));
+            return Err(format!(
+                "invalid failure {s:?}: the end must come after the start"
+            ));
         }
         Ok(FailEvent { server, start, end })
     }
@@ -190,6 +192,9 @@ mod tests {
         u.at(25, 250.0, &mut out);
         assert!(out.is_empty());
         u.at(95, 0.0, &mut out);
-        assert!(out.is_empty(), "past the record's end everything is available");
+        assert!(
+            out.is_empty(),
+            "past the record's end everything is available"
+        );
     }
 }

@@ -32,7 +32,14 @@ const SIZE: u64 = 8 << 30;
 fn every_scheme_accounts_consistently() {
     let reqs = trace();
     let total: u64 = reqs.iter().map(|r| r.size).sum();
-    for name in ["no-rep", "rep2", "rep3", "rep2-popular", "c2dn-norebal", "c2dn"] {
+    for name in [
+        "no-rep",
+        "rep2",
+        "rep3",
+        "rep2-popular",
+        "c2dn-norebal",
+        "c2dn",
+    ] {
         let mut cfg = ClusterConfig::new(Scheme::parse(name).unwrap(), SIZE);
         cfg.window = Window::Requests(20_000);
         let r = run(&reqs, &cfg);
@@ -42,10 +49,16 @@ fn every_scheme_accounts_consistently() {
         assert!(r.origin_bytes <= total, "{name}");
         assert!(r.partial_hit_ratio <= r.miss_ratio, "{name}");
         assert_eq!(r.windows.len(), 10, "{name}");
-        assert_eq!(r.windows.iter().map(|w| w.requests).sum::<u64>(), r.requests);
+        assert_eq!(
+            r.windows.iter().map(|w| w.requests).sum::<u64>(),
+            r.requests
+        );
         match name {
             "no-rep" => {
-                assert_eq!(r.unprotected_fraction, 1.0, "a single copy is never protected");
+                assert_eq!(
+                    r.unprotected_fraction, 1.0,
+                    "a single copy is never protected"
+                );
                 assert_eq!(r.partial_hit_ratio, 0.0);
             }
             "rep2" | "rep3" | "rep2-popular" => assert_eq!(r.partial_hit_ratio, 0.0),
@@ -57,10 +70,10 @@ fn every_scheme_accounts_consistently() {
 #[test]
 fn c2dn_balances_writes_and_beats_rep2_on_byte_misses() {
     let reqs = trace();
+    // The trace spans 200 s: rebalance every 10 s so that loads are known early.
     let mut cfg = ClusterConfig::new(Scheme::C2dn, SIZE);
     cfg.rebalance_every = 10.0;
     let c2dn = run(&reqs, &cfg);
-    eprintln!("written {:?} rebalances {}", c2dn.bytes_written, c2dn.rebalances);
     let norebal = run(&reqs, &ClusterConfig::new(Scheme::C2dnNoRebal, SIZE));
     let rep2 = run(&reqs, &ClusterConfig::new(Scheme::Rep(2), SIZE));
     eprintln!(
@@ -71,6 +84,7 @@ fn c2dn_balances_writes_and_beats_rep2_on_byte_misses() {
         c2dn.byte_miss_ratio,
         rep2.byte_miss_ratio
     );
+    assert!(c2dn.write_imbalance < 1.25, "{}", c2dn.write_imbalance);
     assert!(c2dn.write_imbalance < norebal.write_imbalance);
     assert!(c2dn.write_imbalance < rep2.write_imbalance);
     assert!(c2dn.byte_miss_ratio < rep2.byte_miss_ratio);
@@ -98,13 +112,13 @@ fn c2dn_survives_one_unavailability_without_a_spike() {
         let mut with = base.clone();
         with.unavailability = fail.clone();
         let r = compare(run(&reqs, &with), &run(&reqs, &base), 6);
-        for w in r.with.windows.iter().skip(8).take(6) {
-            eprintln!("{:?} w{} req {} miss {} partial {} unav {:?} rel {:.3}", scheme, w.index, w.requests, w.misses, w.partial_hits, w.unavailable, r.relative_miss_change[w.index]);
-        }
         assert_eq!(r.unavailability_starts, vec![10]);
         spikes.push(r.max_relative_miss_increase);
     }
-    eprintln!("max relative miss increase: no-rep {:.3} c2dn {:.3}", spikes[0], spikes[1]);
+    eprintln!(
+        "max relative miss increase: no-rep {:.3} c2dn {:.3}",
+        spikes[0], spikes[1]
+    );
     assert!(spikes[0] > 0.2, "no-rep must spike");
-    assert!(spikes[1] < 0.05, "c2dn must not spike");
+    assert!(spikes[1] < 0.01, "c2dn must not spike");
 }

@@ -53,6 +53,13 @@ pub struct ClusterArgs {
     /// Periodic parity rebalance (trace time); 0 turns it off.
     #[arg(long, default_value = "300s")]
     rebalance_every: String,
+    /// Parity rebalance stability: off (Algorithm 1 as published), keep (stay on the current
+    /// server when it has flow), steer (also steer the flow to current servers).
+    #[arg(long, default_value = "steer")]
+    stability: String,
+    /// Parity rebalance budgets: paper (⌈W/|A|⌉ − l_i) or water (water-filled level).
+    #[arg(long, default_value = "water")]
+    budget: String,
     /// rep2-popular: an object is popular from its N-th request on.
     #[arg(long, default_value_t = 2)]
     popular_min: u32,
@@ -94,6 +101,9 @@ pub struct ClusterArgs {
 /// A scheme with its code.
 fn parse_scheme(s: &str, k: usize, p: usize) -> Result<(Scheme, usize, usize)> {
     let t = s.trim().to_ascii_lowercase();
+    if let Ok(scheme) = Scheme::parse(&t) {
+        return Ok((scheme, k, p));
+    }
     for base in ["c2dn-norebal", "c2dn"] {
         if let Some(code) = t.strip_prefix(&format!("{base}-n")) {
             let (n, kk) = code
@@ -191,6 +201,10 @@ pub fn run(a: ClusterArgs) -> Result<()> {
     }
     let rebalance_every = parse_seconds(&a.rebalance_every).map_err(anyhow::Error::msg)?;
     let threshold = parse_size(&a.threshold).map_err(anyhow::Error::msg)?;
+    let rebalance = ecdn_placement::RebalanceOptions {
+        stability: ecdn_sim::cluster::parse_stability(&a.stability).map_err(anyhow::Error::msg)?,
+        budget: ecdn_sim::cluster::parse_budget(&a.budget).map_err(anyhow::Error::msg)?,
+    };
     let with_unavailability = !unavailability.is_empty();
 
     // Jobs: every (scheme, size), and for unavailability runs its baseline without it.
@@ -205,6 +219,7 @@ pub fn run(a: ClusterArgs) -> Result<()> {
             cfg.threshold = threshold;
             cfg.buckets = a.buckets;
             cfg.rebalance_every = rebalance_every;
+            cfg.rebalance = rebalance;
             cfg.popular_min = a.popular_min;
             cfg.window = window;
             cfg.seed = a.seed;
@@ -234,9 +249,10 @@ pub fn run(a: ClusterArgs) -> Result<()> {
                 if i >= jobs.len() {
                     break;
                 }
-                let r = a.trace.open(&opts).and_then(|mut rd| {
-                    Ok(simulate_cluster(&mut *rd, &jobs[i], &|n| pb.inc(n))?)
-                });
+                let r = a
+                    .trace
+                    .open(&opts)
+                    .and_then(|mut rd| Ok(simulate_cluster(&mut *rd, &jobs[i], &|n| pb.inc(n))?));
                 *results[i].lock().unwrap() = Some(r);
             });
         }
@@ -280,7 +296,14 @@ pub fn run(a: ClusterArgs) -> Result<()> {
             writeln!(
                 out,
                 "{:<16} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11}",
-                "scheme", "size", "miss", "byte_miss", "baseline", "partial", "unprotected", "max_spike"
+                "scheme",
+                "size",
+                "miss",
+                "byte_miss",
+                "baseline",
+                "partial",
+                "unprotected",
+                "max_spike"
             )?;
             for r in &rows {
                 writeln!(
@@ -312,7 +335,15 @@ pub fn run(a: ClusterArgs) -> Result<()> {
         writeln!(
             out,
             "{:<16} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10} {:>11} {:>8}",
-            "scheme", "size", "miss", "byte_miss", "partial", "write_imb", "read_imb", "unprotected", "M req/s"
+            "scheme",
+            "size",
+            "miss",
+            "byte_miss",
+            "partial",
+            "write_imb",
+            "read_imb",
+            "unprotected",
+            "M req/s"
         )?;
         for r in &done {
             writeln!(
