@@ -541,7 +541,7 @@ impl Sim {
                 if present & (1 << i) != 0 || !self.placement.is_available(piece.server) {
                     continue;
                 }
-                for c in 0..chunks {
+                for (c, src) in source.iter_mut().enumerate().take(chunks) {
                     if have & (1 << c) != 0 || c == piece.index {
                         continue;
                     }
@@ -552,7 +552,7 @@ impl Sim {
                     };
                     if self.caches[piece.server].lookup(&probe) {
                         have |= 1 << c;
-                        source[c] = piece.server;
+                        *src = piece.server;
                     }
                 }
             }
