@@ -17,7 +17,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Trace-driven simulation (cache policies today; the cluster later).
+    /// Trace-driven simulation: cache policies, AdaptSize's model, the C2DN cluster.
     #[command(subcommand)]
     Sim(sim_cmd::SimCmd),
     /// Trace tools: statistics, conversion, synthetic workload generation.

@@ -26,7 +26,7 @@ pub enum SimCmd {
     Cache(CacheArgs),
     /// Simulate a C2DN cache cluster: replication and erasure-coding schemes, parity rebalance,
     /// server unavailability.
-    Cluster(crate::cluster_cmd::ClusterArgs),
+    Cluster(Box<crate::cluster_cmd::ClusterArgs>),
     /// Compare AdaptSize's model with measurement: predicted vs simulated OHR for a grid of c.
     #[command(
         after_help = "Example:\n  ecdn sim model --trace web.bin --size 64MiB --warmup 50% --plot model.png"
@@ -136,7 +136,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
     match cmd {
         SimCmd::Cache(a) => run_cache(a),
         SimCmd::Model(a) => run_model(a),
-        SimCmd::Cluster(a) => crate::cluster_cmd::run(a),
+        SimCmd::Cluster(a) => crate::cluster_cmd::run(*a),
     }
 }
 
