@@ -161,8 +161,8 @@ pub fn encode_object(
 /// `sub_chunk(chunk, j)` returns sub-chunk j of chunk `chunk` (exactly
 /// [`ObjectLayout::sub_chunk_len`]`(j)` bytes) or `None` if it is unavailable. Present data
 /// sub-chunks are copied; each stripe with a needed missing data sub-chunk is decoded once, from
-/// any K sub-chunks of that stripe (`sub_chunk` is then asked for the other chunks of the
-/// stripe). On error `out` holds unspecified bytes.
+/// K sub-chunks of that stripe (`sub_chunk` is asked for the stripe's other chunks in index
+/// order, data first, until K are found). On error `out` holds unspecified bytes.
 pub fn decode_range_with<'a, F>(
     codec: &dyn Codec,
     layout: &ObjectLayout,
@@ -241,10 +241,16 @@ where
             for (s, b) in group.iter().filter(|s| !direct(s)).zip(scratch.iter_mut()) {
                 slots[s.chunk] = Shard::Rebuild(&mut b[..len]);
             }
+            // Any K present sub-chunks of the stripe will do: ask for no more than that.
+            let mut have = 0;
             for (c, slot) in slots.iter_mut().enumerate() {
+                if have == layout.k() {
+                    break;
+                }
                 if matches!(slot, Shard::Absent) {
                     if let Some(b) = fetch(c, j)? {
                         *slot = Shard::Present(b);
+                        have += 1;
                     }
                 }
             }

@@ -14,7 +14,7 @@ type SourceSet = [u64; 4];
 
 /// The reference [`Codec`]: the generator matrix of FORMAT.md (`reed-solomon-erasure`'s
 /// Vandermonde-derived systematic matrix) applied with `reed-solomon-erasure`'s SIMD GF(2^8)
-/// kernels (`galois_8::mul_slice`/`mul_slice_xor`, AVX2 `pshufb` on x86-64), in 8 KiB cache
+/// kernels (`galois_8::mul_slice`/`mul_slice_xor`, AVX2 `pshufb` on x86-64), in 4 KiB cache
 /// blocks. Decoding inverts the K × K submatrix of the K present shards it uses (the first K
 /// present, data shards preferred) once per erasure pattern and caches it; a rebuilt parity shard
 /// is computed straight from those K shards, without rebuilding data first.

@@ -1,6 +1,6 @@
 //! Server unavailability for cluster simulations: a per-window record (the format of C2DN's
 //! published Akamai trace: one line per window, comma-separated ids of the servers unavailable
-//! in it, an empty line when all are available) and single events `SERVER@SECONDS[-SECONDS]`.
+//! in it, separated by commas or spaces, an empty line when all are available) and single events `SERVER@SECONDS[-SECONDS]`.
 
 use std::path::Path;
 
@@ -100,7 +100,11 @@ impl Unavailability {
         let mut out = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let mut ids = Vec::new();
-            for f in line.split(',').map(str::trim).filter(|f| !f.is_empty()) {
+            // Ids are separated by commas or whitespace (the published record uses spaces).
+            for f in line
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|f| !f.is_empty())
+            {
                 let id: usize = f
                     .parse()
                     .map_err(|_| format!("line {}: {f:?} is not a server id", i + 1))?;
@@ -150,8 +154,18 @@ mod tests {
 
     #[test]
     fn parses_records_and_events() {
-        let r = Unavailability::parse_record("\n3\n1, 2\n\n2,1,2\n", 10).unwrap();
-        assert_eq!(r, vec![vec![], vec![3], vec![1, 2], vec![], vec![1, 2]]);
+        let r = Unavailability::parse_record("\n3\n1, 2\n\n2,1,2\n7 8 9\n", 10).unwrap();
+        assert_eq!(
+            r,
+            vec![
+                vec![],
+                vec![3],
+                vec![1, 2],
+                vec![],
+                vec![1, 2],
+                vec![7, 8, 9]
+            ]
+        );
         assert!(Unavailability::parse_record("1\n12\n", 10)
             .unwrap_err()
             .contains("line 2"));

@@ -63,7 +63,7 @@ pub struct ClusterArgs {
     /// rep2-popular: an object is popular from its N-th request on.
     #[arg(long, default_value_t = 2)]
     popular_min: u32,
-    /// Unavailability record: one line per window, comma-separated unavailable server ids.
+    /// Unavailability record: one line per window, the ids of the unavailable servers (comma- or space-separated).
     #[arg(long, value_name = "FILE")]
     unavailability: Option<PathBuf>,
     /// Window of the record and of the per-window series: trace time (300s) or requests (50000).
