@@ -13,8 +13,9 @@
 //!   two replicas;
 //! - `c2dn`: as `c2dn-norebal`, but data chunks go to the bucket's K data servers (ring) and
 //!   parity chunks to its P parity servers, placed by parity rebalance (Algorithm 1), which
-//!   runs every `rebalance_every` trace seconds and on every availability change; small
-//!   objects get two replicas on the first two data servers.
+//!   runs every `rebalance_every` trace seconds (the first time after a tenth of that, when the
+//!   first loads are known; before, parity buckets are spread by count) and on every
+//!   availability change; small objects get two replicas on the first two data servers.
 //!
 //! A request goes to its bucket's first available server, which serves from its own piece and
 //! the pieces on peers. A replicated object hits if any available target holds a copy. A coded
@@ -22,6 +23,14 @@
 //! **partial hit** (counted as a miss in the miss ratio): only the missing chunks come from the
 //! origin. After serving, every available target that lacks its piece has it written (chunks
 //! are re-encoded from the decoded object), which is how a moved bucket is refilled.
+//!
+//! Where chunks are looked for (C2DN schemes): a target server serves any chunk of the object
+//! it holds, not only the one its assignment names (a server that held a bucket's parity and
+//! now holds its data after a move still has the parity chunks); and in `c2dn`, a (bucket,
+//! chunk) slot that moved remembers its last two former servers, whose caches still hold its
+//! chunks until they are evicted there. Without this, every parity move of a periodic
+//! rebalance would strip the moved bucket's objects of a chunk, and a rebalance during an
+//! unavailability would turn hits into partial hits. The node will keep the same lookup table.
 //!
 //! Accounting: origin bytes (byte miss ratio), per-server bytes written (admissions) and read
 //! (pieces used to serve), and **unprotected** requests — of the requests whose object was
