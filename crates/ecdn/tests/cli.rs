@@ -157,3 +157,157 @@ fn bad_input_gives_clear_errors_not_panics() {
         );
     }
 }
+
+#[test]
+fn sim_cluster_json_and_unavailability() {
+    let t = trace();
+    let o = ecdn(&[
+        "sim",
+        "cluster",
+        "--trace",
+        &t,
+        "--scheme",
+        "rep2,c2dn,c2dn-n6k3",
+        "--size",
+        "50%",
+        "--threshold",
+        "4KiB",
+        "--window",
+        "10000",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 3);
+    for key in [
+        "scheme",
+        "cache_size",
+        "miss_ratio",
+        "byte_miss_ratio",
+        "write_imbalance",
+        "read_imbalance",
+        "unprotected_fraction",
+        "partial_hit_ratio",
+    ] {
+        assert!(rows[1].get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(rows[2]["scheme"], "c2dn-n6k3");
+    assert_eq!(rows[1]["requests"], 113_872);
+
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("unavail.txt");
+    std::fs::write(&record, "\n\n\n4\n4 7\n\n").unwrap();
+    let record = record.to_string_lossy().into_owned();
+    let o = ecdn(&[
+        "sim",
+        "cluster",
+        "--trace",
+        &t,
+        "--scheme",
+        "c2dn",
+        "--size",
+        "50%",
+        "--threshold",
+        "4KiB",
+        "--window",
+        "10000",
+        "--unavailability",
+        &record,
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["unavailability_starts"], serde_json::json!([3, 4]));
+    assert!(v.get("max_relative_miss_increase").is_some());
+    assert_eq!(v["relative_miss_change"].as_array().unwrap().len(), 12);
+}
+
+#[test]
+fn sim_cluster_bad_input_gives_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.txt");
+    std::fs::write(&bad, "1\n12\n").unwrap();
+    let bad = bad.to_string_lossy().into_owned();
+    let t = trace();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec![
+                "sim", "cluster", "--trace", &t, "--size", "1GiB", "--scheme", "raid5",
+            ],
+            "unknown scheme",
+        ),
+        (
+            vec![
+                "sim",
+                "cluster",
+                "--trace",
+                &t,
+                "--size",
+                "1GiB",
+                "--scheme",
+                "c2dn-n2k3",
+            ],
+            "n ≥ k",
+        ),
+        (
+            vec![
+                "sim",
+                "cluster",
+                "--trace",
+                &t,
+                "--size",
+                "1GiB",
+                "--servers",
+                "3",
+            ],
+            "only 3",
+        ),
+        (
+            vec![
+                "sim",
+                "cluster",
+                "--trace",
+                &t,
+                "--size",
+                "1GiB",
+                "--unavailability",
+                &bad,
+            ],
+            "line 2",
+        ),
+        (
+            vec![
+                "sim", "cluster", "--trace", &t, "--size", "1GiB", "--fail", "12@10",
+            ],
+            "does not exist",
+        ),
+        (
+            vec![
+                "sim", "cluster", "--trace", &t, "--size", "1GiB", "--window", "0",
+            ],
+            "invalid window",
+        ),
+        (
+            vec!["sim", "cluster", "--trace", &t, "--size", "0%"],
+            "out of range",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = ecdn(&args);
+        let err = stderr(&o);
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{args:?} should fail cleanly: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: error should mention {needle:?}: {err}"
+        );
+    }
+}
