@@ -4,24 +4,19 @@
 //!
 //! `cargo bench -p ecdn-sim --bench cluster [-- REQUESTS]`
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use ecdn_sim::cluster::{simulate_cluster, ClusterConfig, Scheme};
-use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
-use ecdn_trace::{create, open, Format, OpenOptions};
+use ecdn_trace::gen::{GenConfig, Scenario, SizeDist};
+use ecdn_trace::{open, OpenOptions};
+
+mod common;
 
 fn main() {
-    let requests: u64 = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(5_000_000);
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-data");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("cluster-webvideo-{requests}.oracleGeneral.bin"));
-    if !path.exists() {
-        let cfg = GenConfig {
+    let requests = common::requests_arg(5_000_000);
+    let path = common::generated_trace(
+        &format!("cluster-webvideo-{requests}"),
+        GenConfig {
             requests,
             objects: 1_000_000,
             alpha: 0.9,
@@ -29,14 +24,8 @@ fn main() {
             rate: 1000.0,
             seed: 77,
             scenario: Scenario::Stationary,
-        };
-        let mut gen = Generator::new(cfg).unwrap();
-        let tmp = path.with_extension("tmp");
-        let mut w = create(&tmp, &Format::OracleGeneral).unwrap();
-        ecdn_trace::copy(&mut gen, &mut *w).unwrap();
-        w.finish().unwrap();
-        std::fs::rename(&tmp, &path).unwrap();
-    }
+        },
+    );
     println!("trace: {requests} requests, Zipf 0.9 over 1M objects, web+video sizes; 10 servers, FIFO, 64 GiB in total; single thread");
     println!(
         "{:<14} {:>8} {:>9} {:>10} {:>9}",

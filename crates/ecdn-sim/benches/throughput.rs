@@ -5,26 +5,20 @@
 //! `cargo bench -p ecdn-sim --bench throughput [-- REQUESTS]` — the trace is generated once into
 //! `target/bench-data/` (seeded, so every run measures the same requests).
 
-use std::path::PathBuf;
 use std::time::Instant;
 
 use ecdn_policy::PolicySpec;
 use ecdn_sim::{simulate, SimConfig};
-use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
-use ecdn_trace::{create, open, Format, OpenOptions};
+use ecdn_trace::gen::{GenConfig, Scenario, SizeDist};
+use ecdn_trace::{open, OpenOptions};
+
+mod common;
 
 fn main() {
-    let requests: u64 = std::env::args()
-        .skip(1)
-        .find(|a| !a.starts_with('-'))
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(20_000_000);
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/bench-data");
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("zipf1.0-1M-lognormal-{requests}.oracleGeneral.bin"));
-    if !path.exists() {
-        let t = Instant::now();
-        let cfg = GenConfig {
+    let requests = common::requests_arg(20_000_000);
+    let path = common::generated_trace(
+        &format!("zipf1.0-1M-lognormal-{requests}"),
+        GenConfig {
             requests,
             objects: 1_000_000,
             alpha: 1.0,
@@ -35,15 +29,8 @@ fn main() {
             rate: 10_000.0,
             seed: 2024,
             scenario: Scenario::Stationary,
-        };
-        let mut gen = Generator::new(cfg).unwrap();
-        let tmp = path.with_extension("tmp");
-        let mut w = create(&tmp, &Format::OracleGeneral).unwrap();
-        ecdn_trace::copy(&mut gen, &mut *w).unwrap();
-        w.finish().unwrap();
-        std::fs::rename(&tmp, &path).unwrap();
-        eprintln!("generated {} in {:.1?}", path.display(), t.elapsed());
-    }
+        },
+    );
     println!(
         "trace: {requests} requests, Zipf 1.0 over 1M objects, lognormal(16KiB, 1.5) sizes; single thread"
     );

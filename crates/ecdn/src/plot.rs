@@ -2018,6 +2018,21 @@ mod tests {
             .collect()
     }
 
+    pub(super) fn tmp_render_all() {
+        let dir = std::path::PathBuf::from(std::env::var("PLOT_OUT").unwrap());
+        std::fs::create_dir_all(&dir).unwrap();
+        let j = |n: &str| dir.join(n);
+        for ext in ["png", "svg"] {
+            miss_ratio_vs_size(&j(&format!("mr.{ext}")), &sweep_results()).unwrap();
+            model_curve(&j(&format!("model.{ext}")), &model_points(), 64 << 20).unwrap();
+            series(&j(&format!("series.{ext}")), &series_results(true)).unwrap();
+            series(&j(&format!("series_noc.{ext}")), &series_results(false)).unwrap();
+            cluster_vs_size(&j(&format!("cluster.{ext}")), &cluster_sweep()).unwrap();
+            cluster_spike(&j(&format!("spike.{ext}")), &spike_rows(), 10).unwrap();
+            cluster_series(&j(&format!("cseries.{ext}")), &series_rows()).unwrap();
+        }
+    }
+
     /// True if a font could be registered; otherwise the caller skips its test.
     fn have_font() -> bool {
         match ensure_font() {
@@ -2429,5 +2444,13 @@ mod tests {
         );
         let (lo, hi) = percent_range([5.0, 40.0].into_iter());
         assert!(lo < 0.0 && hi > 40.0);
+    }
+}
+
+#[cfg(test)]
+mod tmp_render_samples {
+    #[test]
+    fn tmp_render_samples() {
+        super::tests::tmp_render_all();
     }
 }
