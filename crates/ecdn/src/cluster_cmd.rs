@@ -48,6 +48,7 @@ pub struct ClusterArgs {
     /// Objects larger than this are coded.
     #[arg(long, default_value = "128KiB")]
     threshold: String,
+    /// Buckets objects are hashed to (C2DN: "100s" for a 10-server cluster).
     #[arg(long, default_value_t = 100)]
     buckets: usize,
     /// Periodic parity rebalance (trace time); 0 turns it off.
@@ -75,10 +76,14 @@ pub struct ClusterArgs {
     /// Windows after an unavailability starts in which the spike is measured.
     #[arg(long, default_value_t = 6)]
     spike_windows: usize,
+    /// Stop after N requests.
     #[arg(long, value_name = "N")]
     max_requests: Option<u64>,
+    /// Seed of the placement hashes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Worker threads (default: all cores); runs with unavailability need two jobs per
+    /// (scheme, size).
     #[arg(long, short = 'j')]
     threads: Option<usize>,
     /// One JSON object per line per (scheme, size), with the per-window series.

@@ -110,9 +110,10 @@ pub struct ModelArgs {
     /// Warm-up: the model uses the rates of the measured part only.
     #[arg(long, default_value = "50%")]
     warmup: String,
-    /// Smallest and largest c of the grid.
+    /// Smallest c of the grid.
     #[arg(long, default_value = "1KiB")]
     c_min: String,
+    /// Largest c of the grid.
     #[arg(long, default_value = "64MiB")]
     c_max: String,
     /// Grid points per doubling of c.
@@ -121,10 +122,13 @@ pub struct ModelArgs {
     /// Read at most N requests.
     #[arg(long, value_name = "N")]
     max_requests: Option<u64>,
+    /// Seed of admission coin flips.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Worker threads (default: all cores).
     #[arg(long, short = 'j')]
     threads: Option<usize>,
+    /// One JSON object per line per c.
     #[arg(long)]
     json: bool,
     /// Draw predicted vs measured OHR against c.
