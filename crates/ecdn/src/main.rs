@@ -1,9 +1,11 @@
 //! `ecdn`: the command-line entry point of the erasure-coded content-delivery cache.
-//! Today: `ecdn sim` (trace-driven cache simulation) and `ecdn trace` (trace tools).
+//! Today: `ecdn sim` (trace-driven simulation of caches and of a C2DN cluster), `ecdn trace`
+//! (trace tools) and `ecdn origin` (a synthetic origin server).
 
 use clap::{Parser, Subcommand};
 
 mod cluster_cmd;
+mod origin_cmd;
 mod plot;
 mod sim_cmd;
 mod trace_cmd;
@@ -23,6 +25,8 @@ enum Command {
     /// Trace tools: statistics, conversion, synthetic workload generation.
     #[command(subcommand)]
     Trace(trace_cmd::TraceCmd),
+    /// A synthetic origin server: objects of any size with verifiable content.
+    Origin(origin_cmd::OriginArgs),
 }
 
 fn main() {
@@ -30,6 +34,7 @@ fn main() {
     let result = match cli.command {
         Command::Sim(cmd) => sim_cmd::run(cmd),
         Command::Trace(cmd) => trace_cmd::run(cmd),
+        Command::Origin(a) => origin_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

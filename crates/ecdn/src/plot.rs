@@ -21,7 +21,8 @@ use ecdn_sim::cluster::{ClusterResult, UnavailabilityResult};
 use ecdn_sim::model_check::ModelPoint;
 use ecdn_sim::SimResult;
 use ecdn_trace::units::format_size;
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::chart::MeshStyle;
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, ValueFormatter};
 use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -606,50 +607,207 @@ where
     Ok(())
 }
 
+/// Draws one line per entry of `lines` with [`draw_line`], the i-th in the i-th style
+/// ([`style_of`]).
+fn draw_lines<DB, X, Y, L>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    lines: impl IntoIterator<Item = L>,
+    markers: bool,
+) -> Result<()>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+    L: AsRef<[(f64, f64)]>,
+{
+    for (i, pts) in lines.into_iter().enumerate() {
+        let (color, marker) = style_of(i);
+        draw_line(chart, pts.as_ref(), color, marker, markers)?;
+    }
+    Ok(())
+}
+
+/// Legend entries of lines drawn by [`draw_lines`]: the i-th label with the i-th style, a
+/// solid line and, if `markers`, its marker.
+fn line_legend<'l>(labels: impl Iterator<Item = &'l str>, markers: bool) -> Vec<LegendEntry> {
+    labels
+        .enumerate()
+        .map(|(i, label)| {
+            let (color, marker) = style_of(i);
+            LegendEntry {
+                label: label.to_string(),
+                color,
+                line: LineKind::Solid,
+                marker: markers.then_some(marker),
+            }
+        })
+        .collect()
+}
+
+/// A chart builder on `area` as every panel has it: 12 px margins (24 on the right with
+/// `room_right`), label areas of `x_area` px below and `y_area` px left, and `caption` on top.
+fn chart_on<'a, 'b, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: Option<&str>,
+    room_right: bool,
+    (x_area, y_area): (u32, u32),
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .margin(12)
+        .x_label_area_size(x_area)
+        .y_label_area_size(y_area);
+    if room_right {
+        builder.margin_right(24);
+    }
+    if let Some(caption) = caption {
+        builder.caption(caption, caption_style());
+    }
+    builder
+}
+
+/// The mesh of `chart` in the style every panel has: label and axis description fonts and a
+/// faint grid; the caller adds formatters and descriptions and draws it.
+fn mesh<'a, 'b, DB, X, Y>(
+    chart: &'b mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+) -> MeshStyle<'a, 'b, X, Y, DB>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let mut mesh = chart.configure_mesh();
+    mesh.label_style(label_style())
+        .axis_desc_style(desc_style())
+        .bold_line_style(BLACK.mix(0.15))
+        .light_line_style(BLACK.mix(0.05));
+    mesh
+}
+
+/// Builds a chart with cache sizes on a log2 x axis (`x`: log2s, at most `max_ticks` labels,
+/// ticks at the log2s `data` when few powers of two are in range) and `y` on a linear one, and
+/// draws its mesh: size labels, `y_fmt` with 8 labels and the axis descriptions `desc` (x, y).
+fn size_chart<'c, DB>(
+    builder: &mut ChartBuilder<'_, '_, DB>,
+    (x, max_ticks, data): ((f64, f64), usize, &[f64]),
+    (ylo, yhi): (f64, f64),
+    y_fmt: &dyn Fn(&f64) -> String,
+    (x_desc, y_desc): (&str, &str),
+) -> Result<ChartContext<'c, DB, Cartesian2d<Log2Axis, RangedCoordf64>>>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+{
+    let x_axis = Log2Axis::new(x.0, x.1, max_ticks, data);
+    let mut chart = builder.build_cartesian_2d(x_axis, ylo..yhi)?;
+    mesh(&mut chart)
+        .x_label_formatter(&size_label)
+        .y_label_formatter(y_fmt)
+        .y_labels(8)
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .draw()?;
+    Ok(chart)
+}
+
+/// What is left of `area` below `title`.
+fn titled<DB>(area: &DrawingArea<DB, Shift>, title: &str) -> Result<DrawingArea<DB, Shift>>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+{
+    Ok(area.titled(title, title_style())?)
+}
+
+/// `area` below `title`, split evenly into `grid` (rows, columns) panels.
+fn titled_panels<DB>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    grid: (usize, usize),
+) -> Result<Vec<DrawingArea<DB, Shift>>>
+where
+    DB: DrawingBackend,
+    DB::ErrorType: 'static,
+{
+    Ok(titled(area, title)?.split_evenly(grid))
+}
+
+/// `area` split into a top part `percent` of its height tall and the rest below.
+fn split_at_percent<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    percent: i32,
+) -> (DrawingArea<DB, Shift>, DrawingArea<DB, Shift>) {
+    let h = area.dim_in_pixel().1 as i32;
+    area.split_vertically(h * percent / 100)
+}
+
+/// One line of a figure against cache size: its label and its points, by size.
+struct Curve<P> {
+    label: String,
+    points: Vec<P>,
+}
+
+/// Groups `(label, point)`s into curves, in the order the labels first come, each sorted by
+/// `x` (a log2 size); returns them with the log2 axis range around all x's (None: no point).
+fn group_curves<'l, P>(
+    labelled: impl Iterator<Item = (&'l str, P)>,
+    x: impl Fn(&P) -> f64,
+) -> (Vec<Curve<P>>, Option<(f64, f64)>) {
+    let mut curves: Vec<Curve<P>> = Vec::new();
+    for (label, p) in labelled {
+        match curves.iter_mut().find(|c| c.label == label) {
+            Some(c) => c.points.push(p),
+            None => curves.push(Curve {
+                label: label.to_string(),
+                points: vec![p],
+            }),
+        }
+    }
+    for c in &mut curves {
+        c.points.sort_by(|a, b| x(a).total_cmp(&x(b)));
+    }
+    let range = log2_range(curves.iter().flat_map(|c| c.points.iter().map(&x)));
+    (curves, range)
+}
+
+/// The x's of all points of `curves`.
+fn curve_xs<P>(curves: &[Curve<P>], x: impl Fn(&P) -> f64) -> Vec<f64> {
+    curves
+        .iter()
+        .flat_map(|c| c.points.iter().map(&x))
+        .collect()
+}
+
 // ---------------------------------------------------------------------------------------------
 // Miss ratio vs cache size.
 
-struct PolicyCurve {
-    policy: String,
-    /// (log2 cache size, object miss ratio, byte miss ratio), by size.
-    points: Vec<(f64, f64, f64)>,
-}
-
 struct SizeFigure {
-    curves: Vec<PolicyCurve>,
+    /// One per policy: (log2 cache size, object miss ratio, byte miss ratio), by size.
+    curves: Vec<Curve<(f64, f64, f64)>>,
     x: (f64, f64),
     subtitle: String,
 }
 
 impl SizeFigure {
     fn new(results: &[SimResult]) -> Result<SizeFigure> {
-        let mut curves: Vec<PolicyCurve> = Vec::new();
-        for r in results.iter().filter(|r| r.cache_size > 0) {
-            let p = (
-                (r.cache_size as f64).log2(),
-                r.miss_ratio,
-                r.byte_miss_ratio,
-            );
-            match curves.iter_mut().find(|c| c.policy == r.policy) {
-                Some(c) => c.points.push(p),
-                None => curves.push(PolicyCurve {
-                    policy: r.policy.clone(),
-                    points: vec![p],
-                }),
-            }
-        }
-        for c in &mut curves {
-            c.points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        }
-        let Some(x) = log2_range(curves.iter().flat_map(|c| c.points.iter().map(|p| p.0))) else {
+        let (curves, x) = group_curves(
+            results.iter().filter(|r| r.cache_size > 0).map(|r| {
+                let p = (
+                    (r.cache_size as f64).log2(),
+                    r.miss_ratio,
+                    r.byte_miss_ratio,
+                );
+                (r.policy.as_str(), p)
+            }),
+            |p| p.0,
+        );
+        let Some(x) = x else {
             bail!("nothing to plot: no simulation results");
         };
-        let mut reqs: Vec<u64> = results.iter().map(|r| r.requests).collect();
-        reqs.sort_unstable();
-        reqs.dedup();
-        let subtitle = match reqs.as_slice() {
-            [n] => format!(" ({} measured requests)", grouped(*n)),
-            _ => String::new(),
+        let subtitle = match same_value(results.iter().map(|r| r.requests)) {
+            Some(n) => format!(" ({} measured requests)", grouped(n)),
+            None => String::new(),
         };
         Ok(SizeFigure {
             curves,
@@ -669,42 +827,26 @@ impl SizeFigure {
         DB::ErrorType: 'static,
     {
         let (ylo, yhi) = ratio_range(self.curves.iter().flat_map(|c| c.points.iter().map(value)));
-        let data: Vec<f64> = self
-            .curves
-            .iter()
-            .flat_map(|c| c.points.iter().map(|p| p.0))
-            .collect();
-        let x_axis = Log2Axis::new(self.x.0, self.x.1, 9, &data);
-        let mut chart = ChartBuilder::on(area)
-            .caption(title, caption_style())
-            .margin(12)
-            .x_label_area_size(52)
-            .y_label_area_size(72)
-            .build_cartesian_2d(x_axis, ylo..yhi)?;
+        let data = curve_xs(&self.curves, |p| p.0);
         let y_fmt = ratio_label(yhi - ylo);
-        chart
-            .configure_mesh()
-            .x_label_formatter(&size_label)
-            .y_label_formatter(&y_fmt)
-            .y_labels(8)
-            .x_desc("cache size")
-            .y_desc(title.to_lowercase())
-            .label_style(label_style())
-            .axis_desc_style(desc_style())
-            .bold_line_style(BLACK.mix(0.15))
-            .light_line_style(BLACK.mix(0.05))
-            .draw()?;
-        for (i, c) in self.curves.iter().enumerate() {
-            let (color, marker) = style_of(i);
-            let pts: Vec<(f64, f64)> = c
-                .points
-                .iter()
-                .map(|p| (p.0, value(p)))
-                .filter(|p| p.1.is_finite())
-                .collect();
-            draw_line(&mut chart, &pts, color, marker, true)?;
-        }
-        Ok(())
+        let mut chart = size_chart(
+            &mut chart_on(area, Some(title), false, (52, 72)),
+            (self.x, 9, &data),
+            (ylo, yhi),
+            &y_fmt,
+            ("cache size", &title.to_lowercase()),
+        )?;
+        draw_lines(
+            &mut chart,
+            self.curves.iter().map(|c| {
+                c.points
+                    .iter()
+                    .map(|p| (p.0, value(p)))
+                    .filter(|p| p.1.is_finite())
+                    .collect::<Vec<(f64, f64)>>()
+            }),
+            true,
+        )
     }
 }
 
@@ -714,30 +856,15 @@ impl Figure for SizeFigure {
     }
 
     fn legend(&self) -> Vec<LegendEntry> {
-        self.curves
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let (color, marker) = style_of(i);
-                LegendEntry {
-                    label: c.policy.clone(),
-                    color,
-                    line: LineKind::Solid,
-                    marker: Some(marker),
-                }
-            })
-            .collect()
+        line_legend(self.curves.iter().map(|c| c.label.as_str()), true)
     }
 
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
-        let plots = area.titled(
-            &format!("Miss ratio vs cache size{}", self.subtitle),
-            title_style(),
-        )?;
-        let panels = plots.split_evenly((1, 2));
+        let title = format!("Miss ratio vs cache size{}", self.subtitle);
+        let panels = titled_panels(area, &title, (1, 2))?;
         self.panel(&panels[0], "Object miss ratio", |p| p.1)?;
         self.panel(&panels[1], "Byte miss ratio", |p| p.2)?;
         Ok(())
@@ -827,34 +954,21 @@ impl Figure for ModelFigure {
             .map(|p| (p.1 - p.2).abs())
             .filter(|e| e.is_finite())
             .fold(0.0, f64::max);
-        let plot = area.titled(
-            &format!(
-                "AdaptSize model vs measurement, cache size {} (max |error| {max_err:.3})",
-                format_size(self.capacity)
-            ),
-            title_style(),
-        )?;
+        let title = format!(
+            "AdaptSize model vs measurement, cache size {} (max |error| {max_err:.3})",
+            format_size(self.capacity)
+        );
+        let plot = titled(area, &title)?;
         let (ylo, yhi) = ratio_range(self.points.iter().flat_map(|p| [p.1, p.2]));
         let data: Vec<f64> = self.points.iter().map(|p| p.0).collect();
-        let mut chart = ChartBuilder::on(&plot)
-            .margin(12)
-            .margin_right(24)
-            .x_label_area_size(52)
-            .y_label_area_size(72)
-            .build_cartesian_2d(Log2Axis::new(self.x.0, self.x.1, 12, &data), ylo..yhi)?;
         let y_fmt = ratio_label(yhi - ylo);
-        chart
-            .configure_mesh()
-            .x_label_formatter(&size_label)
-            .y_label_formatter(&y_fmt)
-            .y_labels(8)
-            .x_desc("admission parameter c")
-            .y_desc("object hit ratio")
-            .label_style(label_style())
-            .axis_desc_style(desc_style())
-            .bold_line_style(BLACK.mix(0.15))
-            .light_line_style(BLACK.mix(0.05))
-            .draw()?;
+        let mut chart = size_chart(
+            &mut chart_on(&plot, None, true, (52, 72)),
+            (self.x, 12, &data),
+            (ylo, yhi),
+            &y_fmt,
+            ("admission parameter c", "object hit ratio"),
+        )?;
         if let Some(b) = self.best_c() {
             chart.draw_series(DashedLineSeries::new(
                 [(b, ylo), (b, yhi)],
@@ -929,12 +1043,8 @@ impl SeriesFigure {
                     .collect(),
             })
             .collect();
-        let same = |v: Vec<u64>| -> Option<u64> {
-            let first = *v.first()?;
-            v.iter().all(|&x| x == first).then_some(first)
-        };
-        let window = same(with.iter().map(|r| r.series[0].requests).collect());
-        let warmup = same(with.iter().map(|r| r.warmup).collect()).filter(|&w| w > 0);
+        let window = same_value(with.iter().map(|r| r.series[0].requests));
+        let warmup = same_value(with.iter().map(|r| r.warmup)).filter(|&w| w > 0);
         let x_max = with
             .iter()
             .flat_map(|r| r.series.iter().map(|w| w.end))
@@ -1002,36 +1112,27 @@ impl SeriesFigure {
             ),
             None => "Object miss ratio per window".to_string(),
         };
-        let mut chart = ChartBuilder::on(area)
-            .caption(caption, caption_style())
-            .margin(12)
-            .margin_right(24)
-            .x_label_area_size(if x_desc { 52 } else { 30 })
-            .y_label_area_size(72)
+        let x_area = if x_desc { 52 } else { 30 };
+        let mut chart = chart_on(area, Some(&caption), true, (x_area, 72))
             .build_cartesian_2d(0.0..self.x_max, ylo..yhi)?;
         let y_fmt = ratio_label(yhi - ylo);
         let x_fmt = |v: &f64| count_label(*v);
-        let mut mesh = chart.configure_mesh();
+        let mut mesh = mesh(&mut chart);
         mesh.x_label_formatter(&x_fmt)
             .y_label_formatter(&y_fmt)
             .x_labels(12)
             .y_labels(8)
-            .y_desc("miss ratio")
-            .label_style(label_style())
-            .axis_desc_style(desc_style())
-            .bold_line_style(BLACK.mix(0.15))
-            .light_line_style(BLACK.mix(0.05));
+            .y_desc("miss ratio");
         if x_desc {
             mesh.x_desc("requests");
         }
         mesh.draw()?;
         self.shade_warmup(&mut chart, ylo, yhi)?;
-        let markers = self.markers();
-        for (i, t) in self.tracks.iter().enumerate() {
-            let (color, marker) = style_of(i);
-            draw_line(&mut chart, &t.miss, color, marker, markers)?;
-        }
-        Ok(())
+        draw_lines(
+            &mut chart,
+            self.tracks.iter().map(|t| &t.miss),
+            self.markers(),
+        )
     }
 
     fn c_panel<DB>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
@@ -1055,35 +1156,19 @@ impl SeriesFigure {
             .iter()
             .flat_map(|t| t.c.iter().map(|p| p.1))
             .collect();
-        let mut chart = ChartBuilder::on(area)
-            .caption("Admission parameter c", caption_style())
-            .margin(12)
-            .margin_right(24)
-            .x_label_area_size(52)
-            .y_label_area_size(72)
+        let mut chart = chart_on(area, Some("Admission parameter c"), true, (52, 72))
             .build_cartesian_2d(0.0..self.x_max, Log2Axis::new(lo, hi, 8, &data))?;
         let x_fmt = |v: &f64| count_label(*v);
-        chart
-            .configure_mesh()
+        mesh(&mut chart)
             .x_label_formatter(&x_fmt)
             .y_label_formatter(&size_label)
             .x_labels(12)
             .x_desc("requests")
             .y_desc("c (bytes)")
-            .label_style(label_style())
-            .axis_desc_style(desc_style())
-            .bold_line_style(BLACK.mix(0.15))
-            .light_line_style(BLACK.mix(0.05))
             .draw()?;
         self.shade_warmup(&mut chart, lo, hi)?;
-        let markers = self.markers();
-        for (i, t) in self.tracks.iter().enumerate() {
-            if !t.c.is_empty() {
-                let (color, marker) = style_of(i);
-                draw_line(&mut chart, &t.c, color, marker, markers)?;
-            }
-        }
-        Ok(())
+        // Tracks without c draw nothing but keep their style index.
+        draw_lines(&mut chart, self.tracks.iter().map(|t| &t.c), self.markers())
     }
 }
 
@@ -1097,19 +1182,7 @@ impl Figure for SeriesFigure {
     }
 
     fn legend(&self) -> Vec<LegendEntry> {
-        self.tracks
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let (color, marker) = style_of(i);
-                LegendEntry {
-                    label: t.label.clone(),
-                    color,
-                    line: LineKind::Solid,
-                    marker: self.markers().then_some(marker),
-                }
-            })
-            .collect()
+        line_legend(self.tracks.iter().map(|t| t.label.as_str()), self.markers())
     }
 
     fn draw<DB: DrawingBackend>(&self, plots: &DrawingArea<DB, Shift>) -> Result<()>
@@ -1117,8 +1190,7 @@ impl Figure for SeriesFigure {
         DB::ErrorType: 'static,
     {
         if self.has_c() {
-            let h = plots.dim_in_pixel().1 as i32;
-            let (top, bottom) = plots.split_vertically(h * 55 / 100);
+            let (top, bottom) = split_at_percent(plots, 55);
             self.miss_panel(&top, false)?;
             self.c_panel(&bottom)?;
         } else {
@@ -1142,14 +1214,9 @@ struct ClusterPoint {
     imbalance: f64,
 }
 
-struct SchemeCurve {
-    scheme: String,
-    /// By size.
-    points: Vec<ClusterPoint>,
-}
-
 struct ClusterSizeFigure {
-    curves: Vec<SchemeCurve>,
+    /// One per scheme.
+    curves: Vec<Curve<ClusterPoint>>,
     x: (f64, f64),
     subtitle: String,
 }
@@ -1192,27 +1259,20 @@ impl ClusterPanel {
 
 impl ClusterSizeFigure {
     fn new(results: &[ClusterResult]) -> Result<ClusterSizeFigure> {
-        let mut curves: Vec<SchemeCurve> = Vec::new();
-        for r in results.iter().filter(|r| r.cache_size > 0) {
-            let p = ClusterPoint {
-                x: (r.cache_size as f64).log2(),
-                byte_miss: r.byte_miss_ratio,
-                miss: r.miss_ratio,
-                unprotected: r.unprotected_fraction,
-                imbalance: r.write_imbalance,
-            };
-            match curves.iter_mut().find(|c| c.scheme == r.scheme) {
-                Some(c) => c.points.push(p),
-                None => curves.push(SchemeCurve {
-                    scheme: r.scheme.clone(),
-                    points: vec![p],
-                }),
-            }
-        }
-        for c in &mut curves {
-            c.points.sort_by(|a, b| a.x.total_cmp(&b.x));
-        }
-        let Some(x) = log2_range(curves.iter().flat_map(|c| c.points.iter().map(|p| p.x))) else {
+        let (curves, x) = group_curves(
+            results.iter().filter(|r| r.cache_size > 0).map(|r| {
+                let p = ClusterPoint {
+                    x: (r.cache_size as f64).log2(),
+                    byte_miss: r.byte_miss_ratio,
+                    miss: r.miss_ratio,
+                    unprotected: r.unprotected_fraction,
+                    imbalance: r.write_imbalance,
+                };
+                (r.scheme.as_str(), p)
+            }),
+            |p| p.x,
+        );
+        let Some(x) = x else {
             bail!("nothing to plot: no cluster results with a positive cache size");
         };
         let mut parts = Vec::new();
@@ -1263,19 +1323,8 @@ impl ClusterSizeFigure {
             let (lo, hi) = ratio_range(values());
             (lo, hi, None)
         };
-        let data: Vec<f64> = self
-            .curves
-            .iter()
-            .flat_map(|c| c.points.iter().map(|p| p.x))
-            .collect();
+        let data = curve_xs(&self.curves, |p| p.x);
         let (caption, y_desc) = panel.text();
-        let mut chart = ChartBuilder::on(area)
-            .caption(caption, caption_style())
-            .margin(12)
-            .margin_right(24)
-            .x_label_area_size(52)
-            .y_label_area_size(72)
-            .build_cartesian_2d(Log2Axis::new(self.x.0, self.x.1, 9, &data), ylo..yhi)?;
         let y_fmt = plain_label(yhi - ylo);
         let y_label = |v: &f64| {
             if y_inf.is_some_and(|y| *v > y - (yhi - ylo) * 0.05) {
@@ -1285,18 +1334,13 @@ impl ClusterSizeFigure {
                 y_fmt(v)
             }
         };
-        chart
-            .configure_mesh()
-            .x_label_formatter(&size_label)
-            .y_label_formatter(&y_label)
-            .y_labels(8)
-            .x_desc("total cluster cache size")
-            .y_desc(y_desc)
-            .label_style(label_style())
-            .axis_desc_style(desc_style())
-            .bold_line_style(BLACK.mix(0.15))
-            .light_line_style(BLACK.mix(0.05))
-            .draw()?;
+        let mut chart = size_chart(
+            &mut chart_on(area, Some(caption), true, (52, 72)),
+            (self.x, 9, &data),
+            (ylo, yhi),
+            &y_label,
+            ("total cluster cache size", y_desc),
+        )?;
         if let Some(y) = y_inf {
             chart.draw_series(DashedLineSeries::new(
                 [(self.x.0, y), (self.x.1, y)],
@@ -1341,30 +1385,15 @@ impl Figure for ClusterSizeFigure {
     }
 
     fn legend(&self) -> Vec<LegendEntry> {
-        self.curves
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                let (color, marker) = style_of(i);
-                LegendEntry {
-                    label: c.scheme.clone(),
-                    color,
-                    line: LineKind::Solid,
-                    marker: Some(marker),
-                }
-            })
-            .collect()
+        line_legend(self.curves.iter().map(|c| c.label.as_str()), true)
     }
 
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
     where
         DB::ErrorType: 'static,
     {
-        let plots = area.titled(
-            &format!("Cluster schemes vs total cache size{}", self.subtitle),
-            title_style(),
-        )?;
-        let panels = plots.split_evenly((2, 2));
+        let title = format!("Cluster schemes vs total cache size{}", self.subtitle);
+        let panels = titled_panels(area, &title, (2, 2))?;
         let kinds = [
             ClusterPanel::ByteMiss,
             ClusterPanel::Miss,
@@ -1607,20 +1636,7 @@ impl Figure for SpikeFigure {
     }
 
     fn legend(&self) -> Vec<LegendEntry> {
-        let mut entries: Vec<LegendEntry> = self
-            .rows
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                let (color, marker) = style_of(i);
-                LegendEntry {
-                    label: r.label.clone(),
-                    color,
-                    line: LineKind::Solid,
-                    marker: self.markers().then_some(marker),
-                }
-            })
-            .collect();
+        let mut entries = line_legend(self.rows.iter().map(|r| r.label.as_str()), self.markers());
         entries.extend(shade_legend(&self.shade));
         entries
     }
@@ -1629,16 +1645,10 @@ impl Figure for SpikeFigure {
     where
         DB::ErrorType: 'static,
     {
-        let plot = area.titled(
-            "Relative object miss ratio change per window, with vs without unavailability",
-            title_style(),
-        )?;
+        let title = "Relative object miss ratio change per window, with vs without unavailability";
+        let plot = titled(area, title)?;
         let (ylo, yhi) = percent_range(self.rows.iter().flat_map(|r| r.points.iter().map(|p| p.1)));
-        let mut chart = ChartBuilder::on(&plot)
-            .margin(12)
-            .margin_right(24)
-            .x_label_area_size(52)
-            .y_label_area_size(80)
+        let mut chart = chart_on(&plot, None, true, (52, 80))
             .build_cartesian_2d(self.x.0..self.x.1, ylo..yhi)?;
         let y_fmt = percent_label(yhi - ylo);
         let x_desc = if self.aligned == self.rows.len() {
@@ -1649,27 +1659,21 @@ impl Figure for SpikeFigure {
             "window (relative to the first unavailability, where there is one)"
         };
         let span = self.x.1 - self.x.0;
-        chart
-            .configure_mesh()
+        mesh(&mut chart)
             .x_label_formatter(&window_label)
             .y_label_formatter(&y_fmt)
             .x_labels((span.ceil() as usize + 1).clamp(2, 16))
             .y_labels(8)
             .x_desc(x_desc)
             .y_desc("(mr with − mr without) / mr without")
-            .label_style(label_style())
-            .axis_desc_style(desc_style())
-            .bold_line_style(BLACK.mix(0.15))
-            .light_line_style(BLACK.mix(0.05))
             .draw()?;
         shade_unavailable(&mut chart, &self.shade, ylo, yhi)?;
         zero_line(&mut chart)?;
-        let markers = self.markers();
-        for (i, r) in self.rows.iter().enumerate() {
-            let (color, marker) = style_of(i);
-            draw_line(&mut chart, &r.points, color, marker, markers)?;
-        }
-        Ok(())
+        draw_lines(
+            &mut chart,
+            self.rows.iter().map(|r| &r.points),
+            self.markers(),
+        )
     }
 }
 
@@ -1765,27 +1769,10 @@ impl ClusterSeriesFigure {
         } else {
             yhi + (yhi - ylo) * 0.1
         };
-        let mut chart = ChartBuilder::on(area)
-            .caption("Object miss ratio per window", caption_style())
-            .margin(12)
-            .margin_right(24)
-            .x_label_area_size(30)
-            .y_label_area_size(80)
-            .build_cartesian_2d(self.x_range(), ylo..yhi)?;
+        let caption = "Object miss ratio per window";
         let y_fmt = ratio_label(yhi - ylo);
-        chart
-            .configure_mesh()
-            .x_label_formatter(&window_label)
-            .y_label_formatter(&y_fmt)
-            .x_labels(16)
-            .y_labels(8)
-            .y_desc("miss ratio")
-            .label_style(label_style())
-            .axis_desc_style(desc_style())
-            .bold_line_style(BLACK.mix(0.15))
-            .light_line_style(BLACK.mix(0.05))
-            .draw()?;
-        shade_unavailable(&mut chart, &self.shade, ylo, yhi)?;
+        let mut chart =
+            self.window_chart(area, caption, (ylo, yhi), &y_fmt, (None, "miss ratio"))?;
         self.number_runs(&mut chart, yhi)?;
         let markers = self.markers();
         let (x0, x1) = (-0.5, self.x_max + 0.5);
@@ -1850,38 +1837,54 @@ impl ClusterSeriesFigure {
                 .iter()
                 .flat_map(|t| t.change.iter().map(|p| p.1)),
         );
-        let mut chart = ChartBuilder::on(area)
-            .caption(
-                "Relative object miss ratio change per window vs the run without unavailability",
-                caption_style(),
-            )
-            .margin(12)
-            .margin_right(24)
-            .x_label_area_size(52)
-            .y_label_area_size(80)
-            .build_cartesian_2d(self.x_range(), ylo..yhi)?;
+        let caption =
+            "Relative object miss ratio change per window vs the run without unavailability";
         let y_fmt = percent_label(yhi - ylo);
-        chart
-            .configure_mesh()
-            .x_label_formatter(&window_label)
-            .y_label_formatter(&y_fmt)
+        let mut chart = self.window_chart(
+            area,
+            caption,
+            (ylo, yhi),
+            &y_fmt,
+            (Some("window"), "change in miss ratio"),
+        )?;
+        zero_line(&mut chart)?;
+        draw_lines(
+            &mut chart,
+            self.tracks.iter().map(|t| &t.change),
+            self.markers(),
+        )
+    }
+
+    /// A panel over all windows with `caption` and `ylo..yhi` on y (labels `y_fmt`), its mesh
+    /// drawn with the axis descriptions `desc` (the x axis is described, and given room for it,
+    /// only if that is given) and windows with servers unavailable shaded.
+    fn window_chart<'c, DB>(
+        &self,
+        area: &DrawingArea<DB, Shift>,
+        caption: &str,
+        (ylo, yhi): (f64, f64),
+        y_fmt: &dyn Fn(&f64) -> String,
+        (x_desc, y_desc): (Option<&str>, &str),
+    ) -> Result<ChartContext<'c, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let x_area = if x_desc.is_some() { 52 } else { 30 };
+        let mut chart = chart_on(area, Some(caption), true, (x_area, 80))
+            .build_cartesian_2d(self.x_range(), ylo..yhi)?;
+        let mut mesh = mesh(&mut chart);
+        mesh.x_label_formatter(&window_label)
+            .y_label_formatter(y_fmt)
             .x_labels(16)
             .y_labels(8)
-            .x_desc("window")
-            .y_desc("change in miss ratio")
-            .label_style(label_style())
-            .axis_desc_style(desc_style())
-            .bold_line_style(BLACK.mix(0.15))
-            .light_line_style(BLACK.mix(0.05))
-            .draw()?;
-        shade_unavailable(&mut chart, &self.shade, ylo, yhi)?;
-        zero_line(&mut chart)?;
-        let markers = self.markers();
-        for (i, t) in self.tracks.iter().enumerate() {
-            let (color, marker) = style_of(i);
-            draw_line(&mut chart, &t.change, color, marker, markers)?;
+            .y_desc(y_desc);
+        if let Some(x_desc) = x_desc {
+            mesh.x_desc(x_desc);
         }
-        Ok(())
+        mesh.draw()?;
+        shade_unavailable(&mut chart, &self.shade, ylo, yhi)?;
+        Ok(chart)
     }
 }
 
@@ -1891,20 +1894,7 @@ impl Figure for ClusterSeriesFigure {
     }
 
     fn legend(&self) -> Vec<LegendEntry> {
-        let mut entries: Vec<LegendEntry> = self
-            .tracks
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let (color, marker) = style_of(i);
-                LegendEntry {
-                    label: t.label.clone(),
-                    color,
-                    line: LineKind::Solid,
-                    marker: self.markers().then_some(marker),
-                }
-            })
-            .collect();
+        let mut entries = line_legend(self.tracks.iter().map(|t| t.label.as_str()), self.markers());
         if self.tracks.iter().any(|t| t.baseline.is_finite()) {
             entries.push(LegendEntry {
                 label: "miss ratio without unavailability (whole run)".into(),
@@ -1921,12 +1911,8 @@ impl Figure for ClusterSeriesFigure {
     where
         DB::ErrorType: 'static,
     {
-        let plots = area.titled(
-            "Cluster miss ratio under server unavailability",
-            title_style(),
-        )?;
-        let h = plots.dim_in_pixel().1 as i32;
-        let (top, bottom) = plots.split_vertically(h * 52 / 100);
+        let plots = titled(area, "Cluster miss ratio under server unavailability")?;
+        let (top, bottom) = split_at_percent(&plots, 52);
         self.miss_panel(&top)?;
         self.change_panel(&bottom)?;
         Ok(())
@@ -2016,21 +2002,6 @@ mod tests {
                 }
             })
             .collect()
-    }
-
-    pub(super) fn tmp_render_all() {
-        let dir = std::path::PathBuf::from(std::env::var("PLOT_OUT").unwrap());
-        std::fs::create_dir_all(&dir).unwrap();
-        let j = |n: &str| dir.join(n);
-        for ext in ["png", "svg"] {
-            miss_ratio_vs_size(&j(&format!("mr.{ext}")), &sweep_results()).unwrap();
-            model_curve(&j(&format!("model.{ext}")), &model_points(), 64 << 20).unwrap();
-            series(&j(&format!("series.{ext}")), &series_results(true)).unwrap();
-            series(&j(&format!("series_noc.{ext}")), &series_results(false)).unwrap();
-            cluster_vs_size(&j(&format!("cluster.{ext}")), &cluster_sweep()).unwrap();
-            cluster_spike(&j(&format!("spike.{ext}")), &spike_rows(), 10).unwrap();
-            cluster_series(&j(&format!("cseries.{ext}")), &series_rows()).unwrap();
-        }
     }
 
     /// True if a font could be registered; otherwise the caller skips its test.
@@ -2129,19 +2100,29 @@ mod tests {
         each_format("many", |p| miss_ratio_vs_size(p, &rs));
     }
 
-    #[test]
-    fn empty_inputs_are_errors() {
+    /// Draws a figure to the given path.
+    type Draw<'a> = &'a dyn Fn(&Path) -> Result<()>;
+
+    /// Each of `draws` fails with "nothing to plot" and writes no file.
+    fn assert_nothing_to_plot(draws: &[Draw<'_>]) {
         let dir = tempfile::tempdir().unwrap();
         let png = dir.path().join("x.png");
-        let e = miss_ratio_vs_size(&png, &[]).unwrap_err();
-        assert!(e.to_string().contains("nothing to plot"), "{e}");
-        let e = model_curve(&png, &[], 1 << 20).unwrap_err();
-        assert!(e.to_string().contains("nothing to plot"), "{e}");
-        let e = series(&png, &[]).unwrap_err();
-        assert!(e.to_string().contains("nothing to plot"), "{e}");
-        let e = series(&png, &sweep_results()).unwrap_err();
-        assert!(e.to_string().contains("nothing to plot"), "{e}");
+        for draw in draws {
+            let e = draw(&png).unwrap_err();
+            assert!(e.to_string().contains("nothing to plot"), "{e}");
+        }
         assert!(!png.exists());
+    }
+
+    #[test]
+    fn empty_inputs_are_errors() {
+        let sweep = sweep_results();
+        assert_nothing_to_plot(&[
+            &|p| miss_ratio_vs_size(p, &[]),
+            &|p| model_curve(p, &[], 1 << 20),
+            &|p| series(p, &[]),
+            &|p| series(p, &sweep),
+        ]);
     }
 
     #[test]
@@ -2410,23 +2391,16 @@ mod tests {
 
     #[test]
     fn empty_cluster_inputs_are_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let png = dir.path().join("x.png");
-        let e = cluster_vs_size(&png, &[]).unwrap_err();
-        assert!(e.to_string().contains("nothing to plot"), "{e}");
         let zero = vec![cluster_result("c2dn", 0, 0.2, 1.0, Vec::new())];
-        let e = cluster_vs_size(&png, &zero).unwrap_err();
-        assert!(e.to_string().contains("nothing to plot"), "{e}");
-        let e = cluster_spike(&png, &[], 10).unwrap_err();
-        assert!(e.to_string().contains("nothing to plot"), "{e}");
-        let e = cluster_series(&png, &[]).unwrap_err();
-        assert!(e.to_string().contains("nothing to plot"), "{e}");
         let empty = vec![unavailability_row("c2dn", 1 << 30, 0, 0.1, &|_| Vec::new())];
-        let e = cluster_spike(&png, &empty, 10).unwrap_err();
-        assert!(e.to_string().contains("nothing to plot"), "{e}");
-        let e = cluster_series(&png, &empty).unwrap_err();
-        assert!(e.to_string().contains("nothing to plot"), "{e}");
-        assert!(!png.exists());
+        assert_nothing_to_plot(&[
+            &|p| cluster_vs_size(p, &[]),
+            &|p| cluster_vs_size(p, &zero),
+            &|p| cluster_spike(p, &[], 10),
+            &|p| cluster_series(p, &[]),
+            &|p| cluster_spike(p, &empty, 10),
+            &|p| cluster_series(p, &empty),
+        ]);
     }
 
     #[test]
@@ -2444,13 +2418,5 @@ mod tests {
         );
         let (lo, hi) = percent_range([5.0, 40.0].into_iter());
         assert!(lo < 0.0 && hi > 40.0);
-    }
-}
-
-#[cfg(test)]
-mod tmp_render_samples {
-    #[test]
-    fn tmp_render_samples() {
-        super::tests::tmp_render_all();
     }
 }

@@ -1,0 +1,410 @@
+//! `ecdn origin`: a synthetic origin server. `GET /obj/<id>?size=<bytes>` answers with the
+//! object's deterministic content ([`crate::content`]), so objects of any size cost nothing to
+//! store and every byte can be verified.
+//!
+//! Per request, in the query: `size=` (bytes, units allowed: `size=8MiB`; default from the
+//! config), `cc=` (a Cache-Control value replacing the configured one, `cc=` alone for none),
+//! `status=` (answer with this status and a short text body, to test error handling).
+//! Responses carry `Content-Length`, `Cache-Control` (default `public, max-age=3600`), an `ETag`
+//! derived from id and size, a fixed `Last-Modified`, and `Accept-Ranges: bytes`. `HEAD`,
+//! `If-None-Match` (304) and single byte ranges (206, 416 when unsatisfiable; a multi-range
+//! request gets the whole object) are supported. The configured latency delays the response
+//! headers; the configured bandwidth paces the body, which is generated in frames as it is sent.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use crate::content;
+
+/// Origin settings.
+#[derive(Clone, Debug)]
+pub struct OriginConfig {
+    /// Cache-Control of every response unless the request's `cc=` says otherwise.
+    pub cache_control: String,
+    /// Object size when the request has no `size=`.
+    pub default_size: u64,
+    /// Delay before the response headers.
+    pub latency: Duration,
+    /// Body pacing in bytes per second (`None`: as fast as the connection takes it).
+    pub bandwidth: Option<u64>,
+    /// Body frame size in bytes.
+    pub frame: usize,
+}
+
+impl Default for OriginConfig {
+    fn default() -> Self {
+        OriginConfig {
+            cache_control: "public, max-age=3600".into(),
+            default_size: 16 << 10,
+            latency: Duration::ZERO,
+            bandwidth: None,
+            frame: 64 << 10,
+        }
+    }
+}
+
+/// The fixed Last-Modified of every object.
+pub const LAST_MODIFIED: &str = "Thu, 01 Jan 2026 00:00:00 GMT";
+
+/// The body of an origin response: generated object content, or a fixed text.
+pub enum OriginBody {
+    Content(ContentBody),
+    Fixed(Option<Bytes>),
+}
+
+/// Object content `[pos, end)` generated frame by frame, paced to a bandwidth if set.
+pub struct ContentBody {
+    id: u64,
+    pos: u64,
+    end: u64,
+    frame: usize,
+    rate: Option<u64>,
+    started: Option<Instant>,
+    sent: u64,
+    pause: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Body for OriginBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            OriginBody::Fixed(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            OriginBody::Content(c) => c.poll_next(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            OriginBody::Fixed(b) => b.is_none(),
+            OriginBody::Content(c) => c.pos >= c.end,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            OriginBody::Fixed(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            OriginBody::Content(c) => SizeHint::with_exact(c.end - c.pos),
+        }
+    }
+}
+
+impl ContentBody {
+    fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.pos >= self.end {
+            return Poll::Ready(None);
+        }
+        if let Some(rate) = self.rate {
+            let started = *self.started.get_or_insert_with(Instant::now);
+            let due = started + Duration::from_secs_f64(self.sent as f64 / rate as f64);
+            if due > Instant::now() {
+                let pause = self
+                    .pause
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due.into())));
+                if pause.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+            }
+            self.pause = None;
+        }
+        let n = (self.end - self.pos).min(self.frame as u64) as usize;
+        let mut buf = vec![0u8; n];
+        content::fill(self.id, self.pos, &mut buf);
+        self.pos += n as u64;
+        self.sent += n as u64;
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from(buf)))))
+    }
+}
+
+fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
+    query.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == key).then_some(v)
+    })
+}
+
+/// Minimal percent-decoding (`%2C`, `+` for space) for the `cc=` parameter.
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => match u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                Ok(v) => {
+                    out.push(v);
+                    i += 2;
+                }
+                Err(_) => out.push(b'%'),
+            },
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Parses a single `bytes=` range against `size`: `Ok(None)` for no or an ignored (multi)
+/// range, `Err(())` when unsatisfiable.
+fn parse_range(h: &str, size: u64) -> Result<Option<(u64, u64)>, ()> {
+    let Some(spec) = h.trim().strip_prefix("bytes=") else {
+        return Ok(None);
+    };
+    if spec.contains(',') {
+        return Ok(None);
+    }
+    let (a, b) = spec.split_once('-').ok_or(())?;
+    let (a, b) = (a.trim(), b.trim());
+    let (start, end) = if a.is_empty() {
+        let n: u64 = b.parse().map_err(|_| ())?;
+        if n == 0 {
+            return Err(());
+        }
+        (size.saturating_sub(n), size)
+    } else {
+        let start: u64 = a.parse().map_err(|_| ())?;
+        let end = if b.is_empty() {
+            size
+        } else {
+            let last: u64 = b.parse().map_err(|_| ())?;
+            if last < start {
+                return Err(());
+            }
+            last.saturating_add(1).min(size)
+        };
+        (start, end)
+    };
+    if start >= size {
+        return Err(());
+    }
+    Ok(Some((start, end)))
+}
+
+fn text(status: StatusCode, msg: &str) -> Response<OriginBody> {
+    let mut r = Response::new(OriginBody::Fixed(Some(Bytes::from(format!("{msg}\n")))));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// Answers one request.
+pub async fn handle<B>(req: Request<B>, cfg: Arc<OriginConfig>) -> Response<OriginBody> {
+    if !cfg.latency.is_zero() {
+        tokio::time::sleep(cfg.latency).await;
+    }
+    let head = req.method() == Method::HEAD;
+    if req.method() != Method::GET && !head {
+        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD");
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    let path = req.uri().path();
+    let Some(name) = path
+        .strip_prefix("/obj/")
+        .filter(|n| !n.is_empty() && !n.contains('/'))
+    else {
+        return text(StatusCode::NOT_FOUND, "no such object: paths are /obj/<id>");
+    };
+    let id = content::object_id(name);
+    let query = req.uri().query().unwrap_or("");
+    if let Some(s) = query_param(query, "status") {
+        return match s
+            .parse::<u16>()
+            .ok()
+            .and_then(|c| StatusCode::from_u16(c).ok())
+        {
+            Some(code) => text(code, "status requested by the query"),
+            None => text(
+                StatusCode::BAD_REQUEST,
+                "status= must be an HTTP status code",
+            ),
+        };
+    }
+    let size = match query_param(query, "size") {
+        Some(s) => match ecdn_trace::units::parse_size(s) {
+            Ok(v) => v,
+            Err(e) => return text(StatusCode::BAD_REQUEST, &e),
+        },
+        None => cfg.default_size,
+    };
+    let cache_control = match query_param(query, "cc") {
+        Some(v) => decode(v),
+        None => cfg.cache_control.clone(),
+    };
+    let etag = format!("\"{id:x}-{size:x}\"");
+    let mut builder = Response::builder()
+        .header(header::ETAG, &etag)
+        .header(header::LAST_MODIFIED, LAST_MODIFIED)
+        .header(header::ACCEPT_RANGES, "bytes");
+    if !cache_control.is_empty() {
+        builder = builder.header(header::CACHE_CONTROL, &cache_control);
+    }
+    let inm = req
+        .headers()
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok());
+    if inm.is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*")) {
+        return builder
+            .status(StatusCode::NOT_MODIFIED)
+            .body(OriginBody::Fixed(None))
+            .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "bad header"));
+    }
+    let range = req
+        .headers()
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .map(|h| parse_range(h, size));
+    let (status, start, end) = match range {
+        Some(Err(())) => {
+            return builder
+                .status(StatusCode::RANGE_NOT_SATISFIABLE)
+                .header(header::CONTENT_RANGE, format!("bytes */{size}"))
+                .body(OriginBody::Fixed(None))
+                .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "bad header"));
+        }
+        Some(Ok(Some((s, e)))) => {
+            builder = builder.header(header::CONTENT_RANGE, format!("bytes {s}-{}/{size}", e - 1));
+            (StatusCode::PARTIAL_CONTENT, s, e)
+        }
+        _ => (StatusCode::OK, 0, size),
+    };
+    let body = if head {
+        OriginBody::Fixed(None)
+    } else {
+        OriginBody::Content(ContentBody {
+            id,
+            pos: start,
+            end,
+            frame: cfg.frame.max(1),
+            rate: cfg.bandwidth.filter(|&b| b > 0),
+            started: None,
+            sent: 0,
+            pause: None,
+        })
+    };
+    builder
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/octet-stream")
+        .header(header::CONTENT_LENGTH, end - start)
+        .body(body)
+        .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "bad header"))
+}
+
+/// Serves connections from `listener` until `shutdown` completes; connections already open
+/// finish their current exchange.
+pub async fn serve(
+    listener: TcpListener,
+    cfg: OriginConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let cfg = Arc::new(cfg);
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = &mut shutdown => return Ok(()),
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                // Out of file descriptors and the like: back off instead of spinning.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let cfg = cfg.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let cfg = cfg.clone();
+                async move { Ok::<_, Infallible>(handle(req, cfg).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+/// A running origin (for tests and the demo): its address and a handle that stops it.
+pub struct Origin {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Origin {
+    /// Binds `addr` (port 0 for any free port) and serves on the current Tokio runtime.
+    pub async fn start(addr: SocketAddr, cfg: OriginConfig) -> std::io::Result<Origin> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(serve(listener, cfg, async {
+            let _ = rx.await;
+        }));
+        Ok(Origin {
+            addr,
+            stop: Some(tx),
+            task,
+        })
+    }
+
+    /// Stops accepting connections and waits for the accept loop to end.
+    pub async fn stop(mut self) -> std::io::Result<()> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        match (&mut self.task).await {
+            Ok(r) => r,
+            Err(e) => Err(std::io::Error::other(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        assert_eq!(parse_range("bytes=0-9", 100), Ok(Some((0, 10))));
+        assert_eq!(parse_range("bytes=90-", 100), Ok(Some((90, 100))));
+        assert_eq!(parse_range("bytes=-10", 100), Ok(Some((90, 100))));
+        assert_eq!(parse_range("bytes=-1000", 100), Ok(Some((0, 100))));
+        assert_eq!(parse_range("bytes=50-1000", 100), Ok(Some((50, 100))));
+        assert_eq!(parse_range("bytes=100-", 100), Err(()));
+        assert_eq!(parse_range("bytes=9-3", 100), Err(()));
+        assert_eq!(parse_range("bytes=x-3", 100), Err(()));
+        assert_eq!(parse_range("bytes=-0", 100), Err(()));
+        assert_eq!(parse_range("bytes=0-1,5-6", 100), Ok(None));
+        assert_eq!(parse_range("items=0-1", 100), Ok(None));
+        assert_eq!(decode("no-store%2C+private"), "no-store, private");
+        assert_eq!(decode("50%"), "50%");
+        assert_eq!(query_param("a=1&size=10&cc=", "cc"), Some(""));
+        assert_eq!(query_param("a=1&size=10", "size"), Some("10"));
+    }
+}

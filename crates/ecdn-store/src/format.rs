@@ -1,0 +1,345 @@
+//! The on-disk layout: superblock, entry header, footprints and the CRC-32C used everywhere.
+//! The crate documentation (`FORMAT` section) describes every field.
+
+/// Bytes of an entry header.
+pub const HEADER_LEN: u64 = 64;
+/// Smallest allowed alignment (one header must fit in one aligned block).
+pub const MIN_ALIGN: u32 = 64;
+/// Largest allowed alignment.
+pub const MAX_ALIGN: u32 = 1 << 20;
+/// The default alignment: one 4 KiB page.
+pub const DEFAULT_ALIGN: u32 = 4096;
+
+/// Entry format version written in every header and in the superblock.
+pub const VERSION: u8 = 1;
+/// Magic of a live entry (`"ECEN"`, little-endian u32).
+pub const MAGIC_LIVE: u32 = u32::from_le_bytes(*b"ECEN");
+/// Magic of an entry removed by [`crate::Store::remove`] (`"ECDD"`). Only these 4 bytes are
+/// rewritten by a removal; neither checksum covers them.
+pub const MAGIC_DEAD: u32 = u32::from_le_bytes(*b"ECDD");
+/// Superblock magic.
+pub const SUPER_MAGIC: [u8; 8] = *b"ECDNSTOR";
+/// Bytes of the superblock that carry data (the rest of its aligned block is zero).
+pub const SUPER_LEN: usize = 36;
+
+pub const KIND_OBJECT: u8 = 0;
+pub const KIND_CHUNK: u8 = 1;
+
+/// The bytes one entry occupies in the ring: header, key, metadata and payload, rounded up to
+/// `align` (a power of two). This is the size the FIFO sees.
+pub fn footprint(align: u32, key_len: usize, meta_len: usize, payload_len: usize) -> u64 {
+    let raw = HEADER_LEN + key_len as u64 + meta_len as u64 + payload_len as u64;
+    let a = u64::from(align.max(1));
+    raw.div_ceil(a) * a
+}
+
+// ---------------------------------------------------------------------------------------------
+// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), slicing-by-8.
+
+const fn crc_tables() -> [[u32; 256]; 8] {
+    let mut t = [[0u32; 256]; 8];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0x82F6_3B78
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        t[0][i] = c;
+        i += 1;
+    }
+    let mut j = 1;
+    while j < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = t[j - 1][i];
+            t[j][i] = (prev >> 8) ^ t[0][(prev & 0xFF) as usize];
+            i += 1;
+        }
+        j += 1;
+    }
+    t
+}
+
+static CRC: [[u32; 256]; 8] = crc_tables();
+
+/// Incremental CRC-32C.
+#[derive(Clone, Copy)]
+pub struct Crc32c(u32);
+
+impl Default for Crc32c {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Crc32c {
+    pub fn new() -> Self {
+        Crc32c(!0)
+    }
+
+    pub fn update(&mut self, mut data: &[u8]) {
+        let mut c = self.0;
+        while data.len() >= 8 {
+            let lo = u32::from_le_bytes([data[0], data[1], data[2], data[3]]) ^ c;
+            c = CRC[7][(lo & 0xFF) as usize]
+                ^ CRC[6][((lo >> 8) & 0xFF) as usize]
+                ^ CRC[5][((lo >> 16) & 0xFF) as usize]
+                ^ CRC[4][(lo >> 24) as usize]
+                ^ CRC[3][data[4] as usize]
+                ^ CRC[2][data[5] as usize]
+                ^ CRC[1][data[6] as usize]
+                ^ CRC[0][data[7] as usize];
+            data = &data[8..];
+        }
+        for &b in data {
+            c = (c >> 8) ^ CRC[0][((c ^ u32::from(b)) & 0xFF) as usize];
+        }
+        self.0 = c;
+    }
+
+    pub fn finish(self) -> u32 {
+        !self.0
+    }
+}
+
+/// CRC-32C of `data`.
+pub fn crc32c(data: &[u8]) -> u32 {
+    let mut c = Crc32c::new();
+    c.update(data);
+    c.finish()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Entry header.
+
+/// A decoded entry header (without the magic's live/dead state, kept separately).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub kind: u8,
+    pub key_len: u32,
+    pub meta_len: u32,
+    pub payload_len: u64,
+    pub seq: u64,
+    pub store_id: u64,
+    pub chunk: u16,
+    pub sub_chunk: u32,
+    pub key_hash: u32,
+    pub entry_crc: u32,
+}
+
+fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn le16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(b[at..at + 2].try_into().expect("2 bytes"))
+}
+
+impl Header {
+    /// Body bytes after the header (key + metadata + payload).
+    pub fn body_len(&self) -> u64 {
+        u64::from(self.key_len) + u64::from(self.meta_len) + self.payload_len
+    }
+
+    /// Footprint of the entry in a ring with alignment `align`.
+    pub fn footprint(&self, align: u32) -> u64 {
+        let raw = HEADER_LEN + self.body_len();
+        let a = u64::from(align);
+        raw.div_ceil(a) * a
+    }
+
+    /// Writes the header (live magic) into `out[..64]`; `entry_crc` must already be set
+    /// (see [`Header::entry_crc_of`]).
+    pub fn encode(&self, out: &mut [u8]) {
+        let out = &mut out[..HEADER_LEN as usize];
+        self.encode_fields(out);
+        out[0..4].copy_from_slice(&MAGIC_LIVE.to_le_bytes());
+        out[56..60].copy_from_slice(&self.entry_crc.to_le_bytes());
+        let hcrc = crc32c(&out[4..60]);
+        out[60..64].copy_from_slice(&hcrc.to_le_bytes());
+    }
+
+    /// Bytes 4..56 (everything the entry checksum covers in the header).
+    fn encode_fields(&self, out: &mut [u8]) {
+        out.fill(0);
+        out[4] = VERSION;
+        out[5] = self.kind;
+        out[6..8].copy_from_slice(&(HEADER_LEN as u16).to_le_bytes());
+        out[8..12].copy_from_slice(&self.key_len.to_le_bytes());
+        out[12..16].copy_from_slice(&self.meta_len.to_le_bytes());
+        out[16..24].copy_from_slice(&self.payload_len.to_le_bytes());
+        out[24..32].copy_from_slice(&self.seq.to_le_bytes());
+        out[32..40].copy_from_slice(&self.store_id.to_le_bytes());
+        out[40..44].copy_from_slice(&self.sub_chunk.to_le_bytes());
+        out[44..46].copy_from_slice(&self.chunk.to_le_bytes());
+        out[48..52].copy_from_slice(&self.key_hash.to_le_bytes());
+    }
+
+    /// The entry checksum: CRC-32C over header bytes 4..56, then key, metadata and payload.
+    pub fn entry_crc_of(&self, key: &[u8], meta: &[u8], payload: &[u8]) -> u32 {
+        let mut h = [0u8; HEADER_LEN as usize];
+        self.encode_fields(&mut h);
+        let mut c = Crc32c::new();
+        c.update(&h[4..56]);
+        c.update(key);
+        c.update(meta);
+        c.update(payload);
+        c.finish()
+    }
+
+    /// Parses a header; `None` unless the magic is live or dead, the version and header length
+    /// are ours and the header checksum matches. Returns the header and whether it is live.
+    pub fn decode(b: &[u8]) -> Option<(Header, bool)> {
+        if b.len() < HEADER_LEN as usize {
+            return None;
+        }
+        let magic = le32(b, 0);
+        let live = match magic {
+            MAGIC_LIVE => true,
+            MAGIC_DEAD => false,
+            _ => return None,
+        };
+        if b[4] != VERSION || u64::from(le16(b, 6)) != HEADER_LEN {
+            return None;
+        }
+        if crc32c(&b[4..60]) != le32(b, 60) {
+            return None;
+        }
+        let kind = b[5];
+        if kind != KIND_OBJECT && kind != KIND_CHUNK {
+            return None;
+        }
+        Some((
+            Header {
+                kind,
+                key_len: le32(b, 8),
+                meta_len: le32(b, 12),
+                payload_len: le64(b, 16),
+                seq: le64(b, 24),
+                store_id: le64(b, 32),
+                sub_chunk: le32(b, 40),
+                chunk: le16(b, 44),
+                key_hash: le32(b, 48),
+                entry_crc: le32(b, 56),
+            },
+            live,
+        ))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Superblock.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    pub align: u32,
+    pub capacity: u64,
+    pub store_id: u64,
+}
+
+impl Superblock {
+    pub fn encode(&self) -> [u8; SUPER_LEN] {
+        let mut b = [0u8; SUPER_LEN];
+        b[0..8].copy_from_slice(&SUPER_MAGIC);
+        b[8..12].copy_from_slice(&u32::from(VERSION).to_le_bytes());
+        b[12..16].copy_from_slice(&self.align.to_le_bytes());
+        b[16..24].copy_from_slice(&self.capacity.to_le_bytes());
+        b[24..32].copy_from_slice(&self.store_id.to_le_bytes());
+        let c = crc32c(&b[0..32]);
+        b[32..36].copy_from_slice(&c.to_le_bytes());
+        b
+    }
+
+    /// `Err` with a reason when the bytes are not one of our superblocks.
+    pub fn decode(b: &[u8]) -> Result<Superblock, String> {
+        if b.len() < SUPER_LEN || b[0..8] != SUPER_MAGIC {
+            return Err("no ecdn-store superblock (bad magic)".into());
+        }
+        if crc32c(&b[0..32]) != le32(b, 32) {
+            return Err("superblock checksum mismatch".into());
+        }
+        let version = le32(b, 8);
+        if version != u32::from(VERSION) {
+            return Err(format!("unsupported format version {version}"));
+        }
+        Ok(Superblock {
+            align: le32(b, 12),
+            capacity: le64(b, 16),
+            store_id: le64(b, 24),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc32c_check_values() {
+        assert_eq!(crc32c(b"123456789"), 0xE306_9283);
+        assert_eq!(crc32c(b""), 0);
+        assert_eq!(crc32c(&[0u8; 32]), 0x8A91_36AA);
+        // Incremental == one shot, across the 8-byte fast path boundary.
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let mut c = Crc32c::new();
+        c.update(&data[..13]);
+        c.update(&data[13..500]);
+        c.update(&data[500..]);
+        assert_eq!(c.finish(), crc32c(&data));
+    }
+
+    #[test]
+    fn footprint_rounds_up() {
+        assert_eq!(footprint(4096, 0, 0, 0), 4096);
+        assert_eq!(footprint(4096, 10, 20, 4096 - 64 - 30), 4096);
+        assert_eq!(footprint(4096, 10, 20, 4096 - 64 - 29), 8192);
+        assert_eq!(footprint(512, 0, 0, 449), 1024);
+    }
+
+    #[test]
+    fn header_round_trip_and_dead_magic() {
+        let mut h = Header {
+            kind: KIND_CHUNK,
+            key_len: 3,
+            meta_len: 2,
+            payload_len: 5,
+            seq: 42,
+            store_id: 7,
+            chunk: 2,
+            sub_chunk: 9,
+            key_hash: crc32c(b"abc"),
+            entry_crc: 0,
+        };
+        h.entry_crc = h.entry_crc_of(b"abc", b"mm", b"hello");
+        let mut b = [0u8; 64];
+        h.encode(&mut b);
+        assert_eq!(Header::decode(&b), Some((h, true)));
+        b[0..4].copy_from_slice(&MAGIC_DEAD.to_le_bytes());
+        assert_eq!(Header::decode(&b), Some((h, false)));
+        b[20] ^= 1;
+        assert_eq!(Header::decode(&b), None);
+    }
+
+    #[test]
+    fn superblock_round_trip() {
+        let s = Superblock {
+            align: 512,
+            capacity: 1 << 20,
+            store_id: 99,
+        };
+        assert_eq!(Superblock::decode(&s.encode()), Ok(s));
+        let mut b = s.encode();
+        b[13] ^= 1;
+        assert!(Superblock::decode(&b).is_err());
+    }
+}

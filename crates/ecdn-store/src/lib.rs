@@ -1,0 +1,766 @@
+//! The ecdn node's disk cache: a log-structured FIFO ring on a file (or a block device) of a
+//! configured size.
+//!
+//! Entries carry a key ([`EntryKey`]: a whole object, or one (chunk, sub-chunk) of a coded
+//! object), HTTP metadata (opaque bytes), a payload and checksums. The index lives in memory and
+//! is rebuilt by scanning the file in [`Store::open`]. A torn or corrupt entry is dropped and
+//! never served: every [`Store::get`] verifies the entry checksum.
+//!
+//! # Eviction: the simulator's FIFO over footprints
+//!
+//! Each entry occupies its [`footprint`] in the ring: `64`-byte header + key + metadata +
+//! payload, rounded up to the store's alignment (`align`, a power of two from 64 B to 1 MiB;
+//! default [`DEFAULT_ALIGN`] = 4 KiB, one page). The ring area is exactly `capacity` bytes
+//! (a multiple of `align`), and an entry may **straddle its end** (the write and read simply
+//! wrap to ring offset 0), so wrap-around wastes nothing: the bytes the ring holds are
+//! exactly the sum of the footprints between tail and head.
+//!
+//! A put of footprint `f` first pops the oldest entries while `used + f > capacity`, then
+//! appends. That is [`ecdn_policy::eviction::Fifo`]'s rule, and for a sequence of puts of
+//! distinct keys the store evicts exactly what `Fifo::new(capacity)` evicts when fed
+//! `(key, footprint)`, in the same order (tested by a property test).
+//!
+//! One thing a log cannot do is give back bytes in its middle: a removed entry, or the old
+//! version of a key written again, stays in the ring as a *ghost* that still counts in
+//! [`Store::used`] until the FIFO reaches it; it then leaves silently (it is not reported as an
+//! eviction). Plain `Fifo` frees such bytes at once, so the simulator-visible rule is
+//! [`RingFifo`], an [`ecdn_policy::Eviction`] in this crate: feed it `insert(id, footprint)` for
+//! each put and `remove(id)` for each removal or replaced version (which is what
+//! `ecdn_policy::Cache` does on a new version) and it evicts the same entries in the same order
+//! as the store. The store itself makes its decisions with the same code (`ring::Ring`).
+//! Equivalently, in terms of the plain simulator FIFO: the store evicts what `Fifo` evicts when
+//! fed every *write* under a fresh id (e.g. the entry's sequence number) and never told about
+//! removals, minus the writes that were already removed or replaced (the property test checks
+//! the store against both formulations, across restarts).
+//!
+//! ```
+//! use ecdn_store::{EntryKey, Store, StoreConfig};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let mut store = Store::open(StoreConfig::new(dir.path().join("disk.ring"), 64 << 20)).unwrap();
+//! let key = EntryKey::chunk("/video.mp4", 2, 0); // chunk 2, sub-chunk 0 of a coded object
+//! let out = store.put(&key, b"content-type: video/mp4", b"...bytes...").unwrap();
+//! assert_eq!(out.footprint, 4096);
+//! assert!(out.evicted.is_empty());
+//! assert_eq!(store.get(&key).unwrap().unwrap().payload, b"...bytes...");
+//! ```
+//!
+//! # FORMAT
+//!
+//! All integers little-endian. The file is `align + capacity` bytes:
+//!
+//! * **Superblock** (offset 0, one aligned block, zero-padded): `"ECDNSTOR"`, format version
+//!   u32 (= 1), align u32, capacity u64, store id u64 (random, chosen at format time), CRC-32C
+//!   of the preceding 32 bytes. Opening with another align or capacity is an error.
+//! * **Ring area** (offset `align`, `capacity` bytes): entries back to back in write order,
+//!   each starting at an aligned ring offset, possibly wrapping past the end to offset 0.
+//!
+//! Entry header (64 bytes):
+//!
+//! | offset | field |
+//! |---|---|
+//! | 0 | magic u32: `"ECEN"` live, `"ECDD"` removed (the only bytes a removal rewrites) |
+//! | 4 | format version u8 (= 1) |
+//! | 5 | kind u8: 0 whole object, 1 chunk of a coded object |
+//! | 6 | header length u16 (= 64) |
+//! | 8 | key length u32 |
+//! | 12 | metadata length u32 |
+//! | 16 | payload length u64 |
+//! | 24 | sequence number u64 (+1 per write, never reused; gives FIFO order after wrap) |
+//! | 32 | store id u64 (from the superblock; entries of another store are ignored) |
+//! | 40 | sub-chunk index u32 (0 for objects) |
+//! | 44 | chunk index u16 (0 for objects) |
+//! | 46 | reserved u16 (0) |
+//! | 48 | key hash u32: CRC-32C of the key bytes |
+//! | 52 | reserved u32 (0) |
+//! | 56 | entry checksum u32: CRC-32C over header bytes 4..56, key, metadata and payload |
+//! | 60 | header checksum u32: CRC-32C over header bytes 4..60 |
+//!
+//! then the key, the metadata, the payload, and zeros up to the footprint. Checksums are
+//! CRC-32C (Castagnoli, the iSCSI/ext4 one; our own table implementation). Neither covers the
+//! magic, so a removal flips the magic to "dead" without rewriting anything else.
+//!
+//! # Restart
+//!
+//! [`Store::open`] reads the ring area and, at every aligned offset, accepts a header whose
+//! magic, version, header checksum and store id are valid. The one with the highest sequence
+//! number is the newest write; the log is then walked backwards: the predecessor of an entry
+//! with sequence `s` at offset `o` is the header with sequence `s - 1` that ends exactly at `o`,
+//! and the walk stops before the total footprint would exceed `capacity` (an entry the FIFO
+//! popped always fails that test, so the rebuilt ring — ghosts included — equals the one before
+//! the restart). Each entry of the chain is then read whole: it is live if its magic is live,
+//! its entry checksum matches and no later entry in the chain has the same key (later versions
+//! win; a later *corrupt* entry with the same key hash also hides older ones, so a stale version
+//! is never resurrected). Others become ghosts. A torn last write either has no valid header
+//! (it is not in the chain) or fails its entry checksum (a ghost); both are dropped. A header
+//! destroyed in the middle of the log ends the walk there: older entries are dropped.
+//!
+//! Not safe for concurrent use of one file by several processes.
+
+mod format;
+mod ring;
+
+use std::collections::{HashSet, VecDeque};
+use std::fs::{File, OpenOptions};
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, Seek, SeekFrom};
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+pub use format::{crc32c, DEFAULT_ALIGN, HEADER_LEN, MAX_ALIGN, MIN_ALIGN};
+pub use ring::RingFifo;
+
+use format::{Header, Superblock, KIND_CHUNK, KIND_OBJECT, MAGIC_DEAD};
+use ring::{Ring, Slot};
+
+/// The bytes an entry with this key, metadata and payload occupies in a ring aligned to
+/// `align`: `HEADER_LEN + key + meta + payload`, rounded up to `align`. This is the size the
+/// FIFO (and a simulator using [`RingFifo`]) sees.
+pub fn footprint(align: u32, key: &EntryKey, meta_len: usize, payload_len: usize) -> u64 {
+    format::footprint(align, key.bytes().len(), meta_len, payload_len)
+}
+
+/// Where the store lives and how big it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// A regular file (created if missing) or a block device.
+    pub path: PathBuf,
+    /// Bytes of the ring area; a non-zero multiple of `align`. The file is `align + capacity`
+    /// bytes (one aligned block of superblock first).
+    pub capacity: u64,
+    /// Entry alignment: a power of two in [`MIN_ALIGN`]..=[`MAX_ALIGN`].
+    pub align: u32,
+}
+
+impl StoreConfig {
+    /// A config with the default 4 KiB alignment.
+    pub fn new(path: impl Into<PathBuf>, capacity: u64) -> Self {
+        StoreConfig {
+            path: path.into(),
+            capacity,
+            align: DEFAULT_ALIGN,
+        }
+    }
+
+    fn validate(&self) -> Result<(), StoreError> {
+        let a = self.align;
+        if !a.is_power_of_two() || !(MIN_ALIGN..=MAX_ALIGN).contains(&a) {
+            return Err(StoreError::BadConfig(format!(
+                "align {a} is not a power of two in {MIN_ALIGN}..={MAX_ALIGN}"
+            )));
+        }
+        if self.capacity == 0 || self.capacity & (u64::from(a) - 1) != 0 {
+            return Err(StoreError::BadConfig(format!(
+                "capacity {} is not a non-zero multiple of align {a}",
+                self.capacity
+            )));
+        }
+        if self.capacity.checked_add(u64::from(a)).is_none() || self.capacity > i64::MAX as u64 {
+            return Err(StoreError::BadConfig(format!(
+                "capacity {} is too large",
+                self.capacity
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What an entry is: a whole object, or one sub-chunk of one chunk of a coded object.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EntryKey {
+    Object {
+        key: Vec<u8>,
+    },
+    Chunk {
+        key: Vec<u8>,
+        chunk: u16,
+        sub_chunk: u32,
+    },
+}
+
+impl EntryKey {
+    pub fn object(key: impl Into<Vec<u8>>) -> Self {
+        EntryKey::Object { key: key.into() }
+    }
+
+    pub fn chunk(key: impl Into<Vec<u8>>, chunk: u16, sub_chunk: u32) -> Self {
+        EntryKey::Chunk {
+            key: key.into(),
+            chunk,
+            sub_chunk,
+        }
+    }
+
+    /// The cache key bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            EntryKey::Object { key } | EntryKey::Chunk { key, .. } => key,
+        }
+    }
+
+    fn kind(&self) -> (u8, u16, u32) {
+        match self {
+            EntryKey::Object { .. } => (KIND_OBJECT, 0, 0),
+            EntryKey::Chunk {
+                chunk, sub_chunk, ..
+            } => (KIND_CHUNK, *chunk, *sub_chunk),
+        }
+    }
+
+    fn from_parts(kind: u8, key: Vec<u8>, chunk: u16, sub_chunk: u32) -> Self {
+        if kind == KIND_CHUNK {
+            EntryKey::chunk(key, chunk, sub_chunk)
+        } else {
+            EntryKey::Object { key }
+        }
+    }
+}
+
+/// A stored entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub meta: Vec<u8>,
+    pub payload: Vec<u8>,
+}
+
+/// What a [`Store::put`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PutOutcome {
+    /// Sequence number of the new entry.
+    pub seq: u64,
+    /// Its footprint in the ring.
+    pub footprint: u64,
+    /// Live entries evicted to make room, oldest first, with their footprints. Ghosts
+    /// (removed or replaced entries) that left the ring are not listed.
+    pub evicted: Vec<(EntryKey, u64)>,
+}
+
+/// Where an entry sits in the file (see [`Store::locate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Location {
+    pub offset: u64,
+    pub footprint: u64,
+    pub seq: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{op} {}: {source}", .path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("bad store config: {0}")]
+    BadConfig(String),
+    #[error("{}: not an ecdn store: {reason}", .path.display())]
+    NotAStore { path: PathBuf, reason: String },
+    #[error(
+        "{}: formatted with align {found_align} and capacity {found_capacity}, \
+         but the config asks for align {align} and capacity {capacity}",
+        .path.display()
+    )]
+    ConfigMismatch {
+        path: PathBuf,
+        found_align: u32,
+        found_capacity: u64,
+        align: u32,
+        capacity: u64,
+    },
+    #[error("{}: device holds {size} bytes, the store needs {needed}", .path.display())]
+    DeviceTooSmall {
+        path: PathBuf,
+        size: u64,
+        needed: u64,
+    },
+    #[error("entry footprint {footprint} exceeds the ring capacity {capacity}")]
+    TooLarge { footprint: u64, capacity: u64 },
+    #[error("range {start}..{end} is not inside a payload of {len} bytes")]
+    BadRange { start: u64, end: u64, len: u64 },
+}
+
+/// The disk store. See the crate documentation for the format and the eviction rule.
+pub struct Store {
+    file: File,
+    path: PathBuf,
+    align: u32,
+    capacity: u64,
+    store_id: u64,
+    ring: Ring<EntryKey>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("path", &self.path)
+            .field("align", &self.align)
+            .field("capacity", &self.capacity)
+            .field("len", &self.len())
+            .field("used", &self.used())
+            .finish()
+    }
+}
+
+fn random_id() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(d.as_nanos());
+    }
+    h.finish()
+}
+
+impl Store {
+    /// Opens the store at `cfg.path`: an empty (or new) regular file is formatted; otherwise
+    /// the superblock must match `cfg`, and the index is rebuilt by scanning the ring.
+    pub fn open(cfg: StoreConfig) -> Result<Store, StoreError> {
+        Self::open_inner(cfg, false)
+    }
+
+    /// Formats the store at `cfg.path`, discarding whatever it held.
+    pub fn create(cfg: StoreConfig) -> Result<Store, StoreError> {
+        Self::open_inner(cfg, true)
+    }
+
+    fn open_inner(cfg: StoreConfig, format: bool) -> Result<Store, StoreError> {
+        cfg.validate()?;
+        let path = cfg.path.clone();
+        let io_err = |op: &'static str| {
+            let path = path.clone();
+            move |source| StoreError::Io { op, path, source }
+        };
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&cfg.path)
+            .map_err(io_err("open"))?;
+        let meta = file.metadata().map_err(io_err("stat"))?;
+        let regular = meta.is_file();
+        let size = file.seek(SeekFrom::End(0)).map_err(io_err("seek"))?;
+        let needed = cfg.capacity + u64::from(cfg.align);
+        let mut store = Store {
+            file,
+            path: cfg.path.clone(),
+            align: cfg.align,
+            capacity: cfg.capacity,
+            store_id: 0,
+            ring: Ring::new(cfg.capacity),
+        };
+        if format || (regular && size == 0) {
+            store.format(regular)?;
+            return Ok(store);
+        }
+        if size < format::SUPER_LEN as u64 {
+            return Err(StoreError::NotAStore {
+                path,
+                reason: format!("{size} bytes is too short for a superblock"),
+            });
+        }
+        let mut sb = vec![0u8; format::SUPER_LEN];
+        store
+            .file
+            .read_exact_at(&mut sb, 0)
+            .map_err(io_err("read superblock of"))?;
+        let sb = Superblock::decode(&sb).map_err(|reason| StoreError::NotAStore {
+            path: path.clone(),
+            reason,
+        })?;
+        if sb.align != cfg.align || sb.capacity != cfg.capacity {
+            return Err(StoreError::ConfigMismatch {
+                path,
+                found_align: sb.align,
+                found_capacity: sb.capacity,
+                align: cfg.align,
+                capacity: cfg.capacity,
+            });
+        }
+        if size < needed {
+            if !regular {
+                return Err(StoreError::DeviceTooSmall { path, size, needed });
+            }
+            // A truncated file: the missing bytes read as zeros and fail their checksums.
+            store.file.set_len(needed).map_err(io_err("extend"))?;
+        }
+        store.store_id = sb.store_id;
+        store.scan()?;
+        Ok(store)
+    }
+
+    fn io(&self, op: &'static str) -> impl FnOnce(io::Error) -> StoreError + '_ {
+        move |source| StoreError::Io {
+            op,
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn format(&mut self, regular: bool) -> Result<(), StoreError> {
+        let needed = self.capacity + u64::from(self.align);
+        if regular {
+            // Drop old contents so no stale entry survives, then size the file.
+            self.file.set_len(0).map_err(self.io("truncate"))?;
+            self.file.set_len(needed).map_err(self.io("size"))?;
+        } else {
+            let size = self.file.seek(SeekFrom::End(0)).map_err(self.io("seek"))?;
+            if size < needed {
+                return Err(StoreError::DeviceTooSmall {
+                    path: self.path.clone(),
+                    size,
+                    needed,
+                });
+            }
+        }
+        self.store_id = random_id();
+        let sb = Superblock {
+            align: self.align,
+            capacity: self.capacity,
+            store_id: self.store_id,
+        };
+        let mut block = vec![0u8; self.align as usize];
+        block[..format::SUPER_LEN].copy_from_slice(&sb.encode());
+        self.file
+            .write_all_at(&block, 0)
+            .map_err(self.io("write superblock of"))?;
+        self.ring = Ring::new(self.capacity);
+        Ok(())
+    }
+
+    /// Reads `buf.len() <= capacity` bytes at ring offset `off`, wrapping at the end.
+    fn read_ring(&self, off: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        let base = u64::from(self.align);
+        let first = (buf.len() as u64).min(self.capacity - off) as usize;
+        let (a, b) = buf.split_at_mut(first);
+        self.file
+            .read_exact_at(a, base + off)
+            .map_err(self.io("read"))?;
+        if !b.is_empty() {
+            self.file.read_exact_at(b, base).map_err(self.io("read"))?;
+        }
+        Ok(())
+    }
+
+    fn write_ring(&self, off: u64, buf: &[u8]) -> Result<(), StoreError> {
+        let base = u64::from(self.align);
+        let first = (buf.len() as u64).min(self.capacity - off) as usize;
+        let (a, b) = buf.split_at(first);
+        self.file
+            .write_all_at(a, base + off)
+            .map_err(self.io("write"))?;
+        if !b.is_empty() {
+            self.file.write_all_at(b, base).map_err(self.io("write"))?;
+        }
+        Ok(())
+    }
+
+    /// Rebuilds the ring and index from the file (see "Restart" in the crate docs).
+    fn scan(&mut self) -> Result<(), StoreError> {
+        struct Cand {
+            off: u64,
+            h: Header,
+            live: bool,
+            fp: u64,
+        }
+        let a = u64::from(self.align);
+        let cap = self.capacity;
+        let chunk = (1u64 << 22).max(a).min(cap) as usize;
+        let mut buf = vec![0u8; chunk];
+        let mut by_seq: std::collections::HashMap<u64, Vec<Cand>> = Default::default();
+        let mut newest: Option<u64> = None;
+        let mut start = 0u64;
+        while start < cap {
+            let len = (cap - start).min(chunk as u64) as usize;
+            self.read_ring(start, &mut buf[..len])?;
+            for o in (0..len).step_by(self.align as usize) {
+                let Some((h, live)) = Header::decode(&buf[o..o + HEADER_LEN as usize]) else {
+                    continue;
+                };
+                let raw = HEADER_LEN
+                    .checked_add(u64::from(h.key_len))
+                    .and_then(|x| x.checked_add(u64::from(h.meta_len)))
+                    .and_then(|x| x.checked_add(h.payload_len));
+                if h.store_id != self.store_id || raw.is_none_or(|r| r > cap) {
+                    continue;
+                }
+                let fp = h.footprint(self.align);
+                newest = Some(newest.map_or(h.seq, |n: u64| n.max(h.seq)));
+                by_seq.entry(h.seq).or_default().push(Cand {
+                    off: start + o as u64,
+                    h,
+                    live,
+                    fp,
+                });
+            }
+            start += len as u64;
+        }
+        let Some(newest) = newest else {
+            self.ring = Ring::new(cap);
+            return Ok(());
+        };
+        // Walk back from the newest write.
+        let mut chain: VecDeque<&Cand> = VecDeque::new();
+        let first = &by_seq[&newest][0];
+        let head_off = (first.off + first.fp) % cap;
+        let mut total = first.fp;
+        let mut expected_end = first.off;
+        chain.push_front(first);
+        let mut seq = newest;
+        while seq > 0 {
+            seq -= 1;
+            let Some(prev) = by_seq.get(&seq).and_then(|v| {
+                v.iter()
+                    .find(|c| (c.off + c.fp) % cap == expected_end && total + c.fp <= cap)
+            }) else {
+                break;
+            };
+            total += prev.fp;
+            expected_end = prev.off;
+            chain.push_front(prev);
+        }
+        let first_seq = chain[0].h.seq;
+        // Read every entry of the chain, newest first, to decide live or ghost.
+        let mut slots = Vec::with_capacity(chain.len());
+        let mut seen_keys: HashSet<EntryKey> = HashSet::new();
+        let mut corrupt_hashes: HashSet<u32> = HashSet::new();
+        for c in chain.iter().rev() {
+            let mut body = vec![0u8; c.h.body_len() as usize];
+            self.read_ring((c.off + HEADER_LEN) % cap, &mut body)?;
+            let kl = c.h.key_len as usize;
+            let ml = c.h.meta_len as usize;
+            let ok =
+                c.h.entry_crc_of(&body[..kl], &body[kl..kl + ml], &body[kl + ml..])
+                    == c.h.entry_crc;
+            let key = EntryKey::from_parts(c.h.kind, body[..kl].to_vec(), c.h.chunk, c.h.sub_chunk);
+            let live = c.live
+                && ok
+                && !seen_keys.contains(&key)
+                && !corrupt_hashes.contains(&c.h.key_hash);
+            if ok {
+                seen_keys.insert(key.clone());
+            } else {
+                corrupt_hashes.insert(c.h.key_hash);
+            }
+            slots.push(Slot {
+                key,
+                off: c.off,
+                footprint: c.fp,
+                live,
+            });
+        }
+        slots.reverse();
+        self.ring = Ring::restore(cap, first_seq, head_off, slots);
+        Ok(())
+    }
+
+    /// Writes an entry, evicting the oldest entries (FIFO over footprints) to make room. A live
+    /// entry with the same key becomes a ghost (later versions win).
+    pub fn put(
+        &mut self,
+        key: &EntryKey,
+        meta: &[u8],
+        payload: &[u8],
+    ) -> Result<PutOutcome, StoreError> {
+        let fp = footprint(self.align, key, meta.len(), payload.len());
+        if fp > self.capacity
+            || key.bytes().len() > u32::MAX as usize
+            || meta.len() > u32::MAX as usize
+        {
+            return Err(StoreError::TooLarge {
+                footprint: fp,
+                capacity: self.capacity,
+            });
+        }
+        let (kind, chunk, sub_chunk) = key.kind();
+        let kb = key.bytes();
+        self.ring.remove(key);
+        let mut evicted = Vec::new();
+        let (seq, off) = self.ring.insert(key.clone(), fp, &mut evicted);
+        let mut h = Header {
+            kind,
+            key_len: kb.len() as u32,
+            meta_len: meta.len() as u32,
+            payload_len: payload.len() as u64,
+            seq,
+            store_id: self.store_id,
+            chunk,
+            sub_chunk,
+            key_hash: crc32c(kb),
+            entry_crc: 0,
+        };
+        h.entry_crc = h.entry_crc_of(kb, meta, payload);
+        let mut buf = vec![0u8; fp as usize];
+        h.encode(&mut buf);
+        let mut at = HEADER_LEN as usize;
+        for part in [kb, meta, payload] {
+            buf[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        if let Err(e) = self.write_ring(off, &buf) {
+            // The slot keeps its place in the FIFO (its bytes may be half written) but is
+            // never served.
+            self.ring.remove(key);
+            return Err(e);
+        }
+        Ok(PutOutcome {
+            seq,
+            footprint: fp,
+            evicted,
+        })
+    }
+
+    /// The entry for `key`, after verifying its header and entry checksum. A mismatch drops
+    /// the entry from the index (it becomes a ghost) and returns `Ok(None)`.
+    pub fn get(&mut self, key: &EntryKey) -> Result<Option<Entry>, StoreError> {
+        let Some((seq, slot)) = self.ring.get(key) else {
+            return Ok(None);
+        };
+        let (off, fp) = (slot.off, slot.footprint);
+        match self.read_verified(key, seq, off, fp)? {
+            Some(e) => Ok(Some(e)),
+            None => {
+                self.ring.remove(key);
+                Ok(None)
+            }
+        }
+    }
+
+    fn read_verified(
+        &self,
+        key: &EntryKey,
+        seq: u64,
+        off: u64,
+        fp: u64,
+    ) -> Result<Option<Entry>, StoreError> {
+        let mut hb = [0u8; HEADER_LEN as usize];
+        self.read_ring(off, &mut hb)?;
+        let Some((h, true)) = Header::decode(&hb) else {
+            return Ok(None);
+        };
+        let (kind, chunk, sub_chunk) = key.kind();
+        let kb = key.bytes();
+        if h.seq != seq
+            || h.store_id != self.store_id
+            || h.footprint(self.align) != fp
+            || (h.kind, h.chunk, h.sub_chunk) != (kind, chunk, sub_chunk)
+            || h.key_len as usize != kb.len()
+        {
+            return Ok(None);
+        }
+        let mut body = vec![0u8; h.body_len() as usize];
+        self.read_ring((off + HEADER_LEN) % self.capacity, &mut body)?;
+        let kl = kb.len();
+        let ml = h.meta_len as usize;
+        if &body[..kl] != kb
+            || h.entry_crc_of(kb, &body[kl..kl + ml], &body[kl + ml..]) != h.entry_crc
+        {
+            return Ok(None);
+        }
+        let payload = body.split_off(kl + ml);
+        body.drain(..kl);
+        Ok(Some(Entry {
+            meta: body,
+            payload,
+        }))
+    }
+
+    /// Bytes `range` of the payload of `key` (`Ok(None)` if absent or corrupt). The whole entry
+    /// is read and its checksum verified, so this costs as much as [`Store::get`].
+    pub fn read_range(
+        &mut self,
+        key: &EntryKey,
+        range: Range<u64>,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(e) = self.get(key)? else {
+            return Ok(None);
+        };
+        let len = e.payload.len() as u64;
+        if range.start > range.end || range.end > len {
+            return Err(StoreError::BadRange {
+                start: range.start,
+                end: range.end,
+                len,
+            });
+        }
+        Ok(Some(
+            e.payload[range.start as usize..range.end as usize].to_vec(),
+        ))
+    }
+
+    /// Where the live entry of `key` sits: byte offset in the file (superblock included),
+    /// footprint and sequence number. The entry wraps to file offset `align` if
+    /// `offset + footprint > align + capacity`.
+    pub fn locate(&self, key: &EntryKey) -> Option<Location> {
+        self.ring.get(key).map(|(seq, s)| Location {
+            offset: u64::from(self.align) + s.off,
+            footprint: s.footprint,
+            seq,
+        })
+    }
+
+    /// Whether `key` is indexed (without verifying its checksum).
+    pub fn contains(&self, key: &EntryKey) -> bool {
+        self.ring.get(key).is_some()
+    }
+
+    /// Removes `key` (marks it dead on disk; its bytes stay in the ring as a ghost until the
+    /// FIFO reaches them). Returns whether it was present.
+    pub fn remove(&mut self, key: &EntryKey) -> Result<bool, StoreError> {
+        let Some((_, slot)) = self.ring.get(key) else {
+            return Ok(false);
+        };
+        let off = slot.off;
+        self.ring.remove(key);
+        // `off` is aligned and align >= 64, so the 4 magic bytes never wrap.
+        self.write_ring(off, &MAGIC_DEAD.to_le_bytes())?;
+        Ok(true)
+    }
+
+    /// Live entries.
+    pub fn len(&self) -> usize {
+        self.ring.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Ring bytes in use: footprints of live entries and of ghosts not yet reached by the FIFO.
+    pub fn used(&self) -> u64 {
+        self.ring.used()
+    }
+
+    /// Footprints of live entries only.
+    pub fn live_bytes(&self) -> u64 {
+        self.ring.live_bytes()
+    }
+
+    /// Bytes of the ring area.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    pub fn align(&self) -> u32 {
+        self.align
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sequence number the next put gets.
+    pub fn next_seq(&self) -> u64 {
+        self.ring.next_seq()
+    }
+
+    /// Live keys, oldest first (the order in which the FIFO will evict them).
+    pub fn keys(&self) -> impl Iterator<Item = &EntryKey> + '_ {
+        self.ring.live_keys()
+    }
+
+    /// Flushes written entries to stable storage.
+    pub fn sync(&self) -> Result<(), StoreError> {
+        self.file.sync_data().map_err(self.io("sync"))
+    }
+}

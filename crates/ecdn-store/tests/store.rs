@@ -1,0 +1,431 @@
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use ecdn_store::{footprint, Entry, EntryKey, Store, StoreConfig, StoreError};
+
+fn cfg(path: &Path, capacity: u64, align: u32) -> StoreConfig {
+    StoreConfig {
+        path: path.to_path_buf(),
+        capacity,
+        align,
+    }
+}
+
+fn obj(k: &str) -> EntryKey {
+    EntryKey::object(k.as_bytes())
+}
+
+fn payload(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn flip(path: &Path, offset: u64) {
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, offset).unwrap();
+    b[0] ^= 0x40;
+    f.write_all_at(&b, offset).unwrap();
+}
+
+fn entry(meta: &[u8], payload: Vec<u8>) -> Entry {
+    Entry {
+        meta: meta.to_vec(),
+        payload,
+    }
+}
+
+#[test]
+fn round_trip_objects_and_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let mut s = Store::open(StoreConfig::new(&path, 1 << 20)).unwrap();
+    assert_eq!(s.capacity(), 1 << 20);
+    assert_eq!(s.align(), 4096);
+    let o = obj("/a.jpg");
+    let c0 = EntryKey::chunk("/a.jpg", 0, 0);
+    let c1 = EntryKey::chunk("/a.jpg", 0, 1);
+    let c2 = EntryKey::chunk("/a.jpg", 2, 1);
+    s.put(&o, b"content-type: image/jpeg", &payload(1, 10_000))
+        .unwrap();
+    s.put(&c0, b"m0", &payload(2, 3000)).unwrap();
+    s.put(&c1, b"", &payload(3, 0)).unwrap();
+    s.put(&c2, b"m2", &payload(4, 1)).unwrap();
+    assert_eq!(s.len(), 4);
+    assert_eq!(
+        s.get(&o).unwrap(),
+        Some(entry(b"content-type: image/jpeg", payload(1, 10_000)))
+    );
+    assert_eq!(s.get(&c0).unwrap(), Some(entry(b"m0", payload(2, 3000))));
+    assert_eq!(s.get(&c1).unwrap(), Some(entry(b"", vec![])));
+    assert_eq!(s.get(&c2).unwrap(), Some(entry(b"m2", payload(4, 1))));
+    assert_eq!(s.get(&EntryKey::chunk("/a.jpg", 1, 0)).unwrap(), None);
+    assert_eq!(s.get(&obj("/b")).unwrap(), None);
+    assert_eq!(
+        s.read_range(&o, 100..110).unwrap(),
+        Some(payload(1, 10_000)[100..110].to_vec())
+    );
+    assert!(matches!(
+        s.read_range(&o, 9_990..10_001),
+        Err(StoreError::BadRange { .. })
+    ));
+    let fp = footprint(4096, &o, 24, 10_000);
+    assert_eq!(fp, 12_288);
+    assert_eq!(s.locate(&o).unwrap().footprint, fp);
+    assert_eq!(s.used(), fp + 3 * 4096);
+    s.sync().unwrap();
+}
+
+#[test]
+fn eviction_is_fifo_and_hits_do_not_matter() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let mut s = Store::open(cfg(&path, 4 * 512, 512)).unwrap();
+    for i in 0..4 {
+        let out = s.put(&obj(&format!("k{i}")), b"", &[i as u8; 100]).unwrap();
+        assert!(out.evicted.is_empty());
+        assert_eq!(out.footprint, 512);
+    }
+    // A hit on the oldest does not protect it.
+    assert!(s.get(&obj("k0")).unwrap().is_some());
+    let out = s.put(&obj("k4"), b"", &[4; 100]).unwrap();
+    assert_eq!(out.evicted, vec![(obj("k0"), 512)]);
+    // Two blocks: evicts the next two oldest.
+    let out = s.put(&obj("big"), b"", &[9; 600]).unwrap();
+    assert_eq!(out.footprint, 1024);
+    assert_eq!(out.evicted, vec![(obj("k1"), 512), (obj("k2"), 512)]);
+    let keys: Vec<_> = s.keys().cloned().collect();
+    assert_eq!(keys, vec![obj("k3"), obj("k4"), obj("big")]);
+    assert_eq!(s.get(&obj("k0")).unwrap(), None);
+    assert_eq!(s.get(&obj("big")).unwrap().unwrap().payload, vec![9; 600]);
+    // A full-ring entry evicts everything.
+    let out = s.put(&obj("full"), b"", &[1; 2048 - 64 - 4]).unwrap();
+    assert_eq!(out.footprint, 2048);
+    assert_eq!(out.evicted.len(), 3);
+    assert_eq!(s.len(), 1);
+    assert_eq!(s.get(&obj("full")).unwrap().unwrap().payload.len(), 1980);
+}
+
+#[test]
+fn entries_straddle_the_end_and_survive_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let c = cfg(&path, 5 * 512, 512);
+    let mut s = Store::open(c.clone()).unwrap();
+    // 2 + 2 blocks, then a 2-block entry must wrap: it starts at block 4 and ends in block 0.
+    s.put(&obj("a"), b"ma", &payload(1, 900)).unwrap();
+    s.put(&obj("b"), b"mb", &payload(2, 900)).unwrap();
+    let out = s.put(&obj("c"), b"mc", &payload(3, 900)).unwrap();
+    assert_eq!(out.evicted, vec![(obj("a"), 1024)]);
+    let loc = s.locate(&obj("c")).unwrap();
+    assert_eq!(loc.offset, 512 + 4 * 512);
+    assert_eq!(
+        s.get(&obj("c")).unwrap(),
+        Some(entry(b"mc", payload(3, 900)))
+    );
+    drop(s);
+    let mut s = Store::open(c).unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(s.used(), 2048);
+    assert_eq!(
+        s.keys().cloned().collect::<Vec<_>>(),
+        vec![obj("b"), obj("c")]
+    );
+    assert_eq!(
+        s.get(&obj("b")).unwrap(),
+        Some(entry(b"mb", payload(2, 900)))
+    );
+    assert_eq!(
+        s.get(&obj("c")).unwrap(),
+        Some(entry(b"mc", payload(3, 900)))
+    );
+    // The next write continues at the head, after "c".
+    let out = s.put(&obj("d"), b"", &payload(4, 10)).unwrap();
+    assert_eq!(out.seq, loc.seq + 1);
+    assert_eq!(s.locate(&obj("d")).unwrap().offset, 512 + 512);
+    assert!(out.evicted.is_empty());
+    assert_eq!(s.used(), 2560);
+}
+
+#[test]
+fn restart_keeps_contents_versions_and_removals() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let c = cfg(&path, 64 * 1024, 1024);
+    let mut s = Store::open(c.clone()).unwrap();
+    for i in 0..40u8 {
+        s.put(
+            &obj(&format!("k{}", i % 17)),
+            &[i],
+            &payload(i, 500 + 97 * i as usize),
+        )
+        .unwrap();
+    }
+    s.put(&EntryKey::chunk("k1", 3, 4), b"chunk", &payload(7, 777))
+        .unwrap();
+    assert!(s.remove(&obj("k5")).unwrap());
+    assert!(!s.remove(&obj("k5")).unwrap());
+    let keys: Vec<EntryKey> = s.keys().cloned().collect();
+    let contents: Vec<_> = keys.iter().map(|k| s.get(k).unwrap().unwrap()).collect();
+    let (used, live, next) = (s.used(), s.live_bytes(), s.next_seq());
+    assert!(
+        used > live,
+        "replaced versions and the removal leave ghosts"
+    );
+    s.sync().unwrap();
+    drop(s);
+
+    let mut s = Store::open(c).unwrap();
+    assert_eq!(s.keys().cloned().collect::<Vec<_>>(), keys);
+    assert_eq!((s.used(), s.live_bytes(), s.next_seq()), (used, live, next));
+    for (k, e) in keys.iter().zip(&contents) {
+        assert_eq!(s.get(k).unwrap().as_ref(), Some(e));
+    }
+    assert_eq!(s.get(&obj("k5")).unwrap(), None);
+    // k3 was last written at i = 37.
+    assert_eq!(s.get(&obj("k3")).unwrap().unwrap().meta, vec![37]);
+}
+
+#[test]
+fn flipped_payload_byte_is_never_served_and_others_survive() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let c = cfg(&path, 16 * 512, 512);
+    let mut s = Store::open(c.clone()).unwrap();
+    for i in 0..5u8 {
+        s.put(&obj(&format!("k{i}")), b"meta", &payload(i, 700))
+            .unwrap();
+    }
+    let loc = s.locate(&obj("k2")).unwrap();
+    flip(&path, loc.offset + 64 + 2 + 4 + 300);
+    // At run time: the checksum catches it and the entry is dropped.
+    assert_eq!(s.get(&obj("k2")).unwrap(), None);
+    assert!(!s.contains(&obj("k2")));
+    assert_eq!(s.get(&obj("k2")).unwrap(), None);
+    assert_eq!(s.len(), 4);
+    let used = s.used();
+    drop(s);
+    // After a restart: still dropped, its footprint still held, older and newer entries kept.
+    let mut s = Store::open(c).unwrap();
+    assert_eq!(s.get(&obj("k2")).unwrap(), None);
+    assert_eq!(s.used(), used);
+    for i in [0u8, 1, 3, 4] {
+        assert_eq!(
+            s.get(&obj(&format!("k{i}"))).unwrap(),
+            Some(entry(b"meta", payload(i, 700)))
+        );
+    }
+}
+
+#[test]
+fn flipped_key_or_meta_byte_detected_at_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let c = cfg(&path, 16 * 512, 512);
+    let mut s = Store::open(c.clone()).unwrap();
+    for i in 0..4u8 {
+        s.put(&obj(&format!("k{i}")), b"meta", &payload(i, 100))
+            .unwrap();
+    }
+    // Corrupt k1's key ("k1" -> other bytes) and k2's metadata.
+    flip(&path, s.locate(&obj("k1")).unwrap().offset + 64 + 1);
+    flip(&path, s.locate(&obj("k2")).unwrap().offset + 64 + 2 + 1);
+    drop(s);
+    let mut s = Store::open(c).unwrap();
+    assert_eq!(s.len(), 2);
+    assert_eq!(s.get(&obj("k1")).unwrap(), None);
+    assert_eq!(s.get(&obj("k2")).unwrap(), None);
+    assert!(s.get(&obj("k0")).unwrap().is_some());
+    assert!(s.get(&obj("k3")).unwrap().is_some());
+}
+
+#[test]
+fn flipped_header_byte_drops_that_entry_and_older_ones_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let c = cfg(&path, 16 * 512, 512);
+    let mut s = Store::open(c.clone()).unwrap();
+    for i in 0..5u8 {
+        s.put(&obj(&format!("k{i}")), b"", &payload(i, 300))
+            .unwrap();
+    }
+    // Payload length field of k2's header.
+    flip(&path, s.locate(&obj("k2")).unwrap().offset + 17);
+    assert_eq!(s.get(&obj("k2")).unwrap(), None);
+    assert!(s.get(&obj("k1")).unwrap().is_some());
+    drop(s);
+    let mut s = Store::open(c).unwrap();
+    for k in ["k0", "k1", "k2"] {
+        assert_eq!(s.get(&obj(k)).unwrap(), None);
+    }
+    assert!(s.get(&obj("k3")).unwrap().is_some());
+    assert!(s.get(&obj("k4")).unwrap().is_some());
+    assert_eq!(s.used(), 1024);
+}
+
+#[test]
+fn torn_final_write_is_dropped_on_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let c = cfg(&path, 32 * 512, 512);
+    let mut s = Store::open(c.clone()).unwrap();
+    for i in 0..3u8 {
+        s.put(&obj(&format!("k{i}")), b"m", &payload(i, 1500))
+            .unwrap();
+    }
+    let last = s.locate(&obj("k2")).unwrap();
+    drop(s);
+    // The crash wrote the header and the first 1000 bytes only (the rest is stale zeros).
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&vec![0u8; 1024], last.offset + 1000)
+        .unwrap();
+    drop(f);
+    let mut s = Store::open(c.clone()).unwrap();
+    assert_eq!(s.get(&obj("k2")).unwrap(), None);
+    assert_eq!(s.len(), 2);
+    assert_eq!(
+        s.get(&obj("k1")).unwrap().unwrap().payload,
+        payload(1, 1500)
+    );
+    // The store goes on writing after the torn entry.
+    s.put(&obj("k3"), b"", b"x").unwrap();
+    drop(s);
+    let mut s = Store::open(c).unwrap();
+    assert_eq!(s.get(&obj("k3")).unwrap().unwrap().payload, b"x".to_vec());
+    assert_eq!(s.get(&obj("k2")).unwrap(), None);
+    assert_eq!(s.len(), 3);
+}
+
+#[test]
+fn truncated_file_drops_the_cut_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let c = cfg(&path, 32 * 512, 512);
+    let mut s = Store::open(c.clone()).unwrap();
+    s.put(&obj("a"), b"", &payload(1, 1000)).unwrap();
+    s.put(&obj("b"), b"", &payload(2, 1000)).unwrap();
+    let b = s.locate(&obj("b")).unwrap();
+    drop(s);
+    let f = OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(b.offset + 200).unwrap();
+    drop(f);
+    let mut s = Store::open(c).unwrap();
+    assert_eq!(s.get(&obj("b")).unwrap(), None);
+    assert_eq!(s.get(&obj("a")).unwrap().unwrap().payload, payload(1, 1000));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 33 * 512);
+}
+
+#[test]
+fn bad_configs_and_sizes_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    for (cap, align) in [
+        (0, 512),
+        (1000, 512),
+        (4096, 1000),
+        (4096, 32),
+        (1 << 22, 1 << 21),
+    ] {
+        assert!(
+            matches!(
+                Store::open(cfg(&path, cap, align)),
+                Err(StoreError::BadConfig(_))
+            ),
+            "{cap} {align}"
+        );
+    }
+    let mut s = Store::open(cfg(&path, 4096, 512)).unwrap();
+    let err = s.put(&obj("x"), b"", &[0; 4096]).unwrap_err();
+    assert!(matches!(
+        err,
+        StoreError::TooLarge {
+            footprint: 4608,
+            capacity: 4096
+        }
+    ));
+    assert!(err.to_string().contains("4608"));
+    drop(s);
+    assert!(matches!(
+        Store::open(cfg(&path, 8192, 512)),
+        Err(StoreError::ConfigMismatch { .. })
+    ));
+    assert!(matches!(
+        Store::open(cfg(&path, 4096, 1024)),
+        Err(StoreError::ConfigMismatch { .. })
+    ));
+    // Formatting anew is allowed explicitly.
+    let s = Store::create(cfg(&path, 8192, 512)).unwrap();
+    assert_eq!(s.capacity(), 8192);
+    drop(s);
+
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, b"definitely not a store").unwrap();
+    let err = Store::open(cfg(&junk, 4096, 512)).unwrap_err();
+    assert!(matches!(err, StoreError::NotAStore { .. }), "{err}");
+    assert!(err.to_string().contains("junk"));
+
+    let missing = dir.path().join("no/such/dir/ring");
+    let err = Store::open(cfg(&missing, 4096, 512)).unwrap_err();
+    assert!(matches!(err, StoreError::Io { .. }));
+    assert!(err.to_string().contains("no/such/dir"), "{err}");
+}
+
+#[test]
+fn entries_of_another_store_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let c = cfg(&path, 8 * 512, 512);
+    let mut s = Store::open(c.clone()).unwrap();
+    s.put(&obj("a"), b"", b"1").unwrap();
+    drop(s);
+    // Re-format: the old entry bytes are gone with the truncation, and even copied back in
+    // they would carry the old store id.
+    let mut s = Store::create(c.clone()).unwrap();
+    assert!(s.is_empty());
+    assert_eq!(s.get(&obj("a")).unwrap(), None);
+    s.put(&obj("b"), b"", b"2").unwrap();
+    drop(s);
+    let mut s = Store::open(c).unwrap();
+    assert_eq!(s.len(), 1);
+    assert!(s.get(&obj("b")).unwrap().is_some());
+}
+
+#[test]
+fn a_cached_copy_of_the_store_itself_does_not_confuse_the_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let c = cfg(&path, 64 * 512, 512);
+    let mut s = Store::open(c.clone()).unwrap();
+    for i in 0..4u8 {
+        s.put(&obj(&format!("k{i}")), b"m", &payload(i, 700))
+            .unwrap();
+    }
+    s.remove(&obj("k1")).unwrap();
+    // An object whose payload is the raw ring so far, placed so that the copied headers land
+    // on aligned offsets: valid headers, checksums and store id, but not part of the log.
+    let image = std::fs::read(&path).unwrap()[512..512 + s.used() as usize].to_vec();
+    let key = obj("img");
+    let pad = 512 - 64 - key.bytes().len() - 1;
+    let mut body = vec![0xAA; pad];
+    body.extend_from_slice(&image);
+    s.put(&key, b"i", &body).unwrap();
+    s.put(&obj("k0"), b"m2", b"new version").unwrap();
+    let keys: Vec<_> = s.keys().cloned().collect();
+    let (used, live) = (s.used(), s.live_bytes());
+    drop(s);
+    let mut s = Store::open(c).unwrap();
+    assert_eq!(s.keys().cloned().collect::<Vec<_>>(), keys);
+    assert_eq!((s.used(), s.live_bytes()), (used, live));
+    assert_eq!(s.get(&obj("k1")).unwrap(), None);
+    assert_eq!(
+        s.get(&obj("k0")).unwrap().unwrap().payload,
+        b"new version".to_vec()
+    );
+    assert_eq!(s.get(&key).unwrap().unwrap().payload, body);
+}

@@ -1,0 +1,79 @@
+//! `ecdn origin`: the synthetic origin server.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use ecdn_node::origin::{serve, OriginConfig};
+use ecdn_trace::units::{parse_seconds, parse_size};
+
+#[derive(Args)]
+#[command(
+    after_help = "Serves GET/HEAD /obj/<id>?size=<bytes>[&cc=<cache-control>][&status=<code>] \
+    with deterministic content derived from the id, so any byte can be verified.\n\n\
+    Example:\n  ecdn origin --listen 127.0.0.1:8081 --latency 20ms --bandwidth 100MiB"
+)]
+pub struct OriginArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    listen: SocketAddr,
+    /// Cache-Control of every response (a request's cc= replaces it; empty for none).
+    #[arg(long, default_value = "public, max-age=3600")]
+    cache_control: String,
+    /// Object size when a request has no size=.
+    #[arg(long, default_value = "16KiB")]
+    default_size: String,
+    /// Delay before the response headers (e.g. 20ms).
+    #[arg(long, default_value = "0s")]
+    latency: String,
+    /// Body pacing per response in bytes per second (e.g. 100MiB); 0 for unpaced.
+    #[arg(long, default_value = "0")]
+    bandwidth: String,
+    /// Worker threads (default: all cores).
+    #[arg(long, short = 'j')]
+    threads: Option<usize>,
+}
+
+pub fn run(a: OriginArgs) -> Result<()> {
+    let cfg = OriginConfig {
+        cache_control: a.cache_control,
+        default_size: parse_size(&a.default_size).map_err(anyhow::Error::msg)?,
+        latency: Duration::from_secs_f64(parse_seconds(&a.latency).map_err(anyhow::Error::msg)?),
+        bandwidth: match parse_size(&a.bandwidth).map_err(anyhow::Error::msg)? {
+            0 => None,
+            b => Some(b),
+        },
+        ..OriginConfig::default()
+    };
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = a.threads {
+        rt.worker_threads(n.max(1));
+    }
+    let rt = rt.enable_all().build().context("starting the runtime")?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(a.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", a.listen))?;
+        eprintln!("ecdn origin listening on http://{}", listener.local_addr()?);
+        serve(listener, cfg, shutdown_signal()).await?;
+        eprintln!("ecdn origin: shut down");
+        Ok(())
+    })
+}
+
+/// Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
