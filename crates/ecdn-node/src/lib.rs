@@ -1,7 +1,9 @@
-//! The ecdn HTTP node. Today it holds what the node and its tests stand on: the deterministic
-//! object content every component can verify byte by byte ([`content`]) and `ecdn origin`, a
+//! The ecdn HTTP node: `ecdn node`, a caching reverse proxy with a DRAM hot-object cache and a
+//! disk cache ([`node`], first slice: one origin, no coding yet); the deterministic object
+//! content every component can verify byte by byte ([`content`]); and `ecdn origin`, a
 //! synthetic origin server for demos, tests and benchmarks ([`origin`]), like AdaptSize's
 //! testbed origin that creates objects of the right size on the fly.
 
 pub mod content;
+pub mod node;
 pub mod origin;

@@ -1,10 +1,12 @@
 //! `ecdn`: the command-line entry point of the erasure-coded content-delivery cache.
 //! Today: `ecdn sim` (trace-driven simulation of caches and of a C2DN cluster), `ecdn trace`
-//! (trace tools) and `ecdn origin` (a synthetic origin server).
+//! (trace tools), `ecdn node` (the caching node, first slice) and `ecdn origin` (a synthetic origin
+//! server).
 
 use clap::{Parser, Subcommand};
 
 mod cluster_cmd;
+mod node_cmd;
 mod origin_cmd;
 mod plot;
 mod sim_cmd;
@@ -25,6 +27,8 @@ enum Command {
     /// Trace tools: statistics, conversion, synthetic workload generation.
     #[command(subcommand)]
     Trace(trace_cmd::TraceCmd),
+    /// The HTTP caching node: a reverse proxy with a DRAM hot-object cache and a disk cache.
+    Node(node_cmd::NodeArgs),
     /// A synthetic origin server: objects of any size with verifiable content.
     Origin(origin_cmd::OriginArgs),
 }
@@ -34,6 +38,7 @@ fn main() {
     let result = match cli.command {
         Command::Sim(cmd) => sim_cmd::run(cmd),
         Command::Trace(cmd) => trace_cmd::run(cmd),
+        Command::Node(a) => node_cmd::run(a),
         Command::Origin(a) => origin_cmd::run(a),
     };
     if let Err(e) = result {

@@ -63,7 +63,7 @@ pub fn run(a: OriginArgs) -> Result<()> {
 }
 
 /// Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {

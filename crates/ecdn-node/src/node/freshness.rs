@@ -1,0 +1,269 @@
+//! What the node may store and for how long (RFC 9111, the subset this slice covers), and the
+//! response it keeps.
+//!
+//! Stored: a `200` answer to a `GET` without `Authorization`, whose response has no
+//! `no-store`, `private` or `no-cache` directive, no `Vary` and no `Set-Cookie`, and an explicit
+//! freshness lifetime greater than zero: `s-maxage`, else `max-age`, else `Expires` − `Date`
+//! (IMF-fixdate only; any other date is invalid, which for `Expires` means "already expired").
+//! Heuristic freshness is not used. The current age is the origin's `Age` plus the time the
+//! response spent in this node; it is fresh while that is below the lifetime.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::StatusCode;
+
+/// A cached response: what a hit replays.
+#[derive(Debug)]
+pub struct StoredResponse {
+    /// The full cache key (Host + path + query), compared on lookup to rule out hash collisions.
+    pub key: String,
+    pub status: StatusCode,
+    /// End-to-end headers to replay (no hop-by-hop headers, no `Age`, no `Content-Length`).
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub body: Bytes,
+    /// When this copy entered this node's memory.
+    pub stored_at: Instant,
+    /// The response's age at `stored_at` (origin `Age`, plus time spent on disk if it came
+    /// from there).
+    pub age_at_store: Duration,
+    /// Freshness lifetime.
+    pub lifetime: Duration,
+}
+
+impl StoredResponse {
+    /// Current age (RFC 9111 §4.2.3, simplified: no clock-skew correction).
+    pub fn age(&self, now: Instant) -> Duration {
+        self.age_at_store + now.saturating_duration_since(self.stored_at)
+    }
+
+    pub fn is_fresh(&self, now: Instant) -> bool {
+        self.age(now) < self.lifetime
+    }
+}
+
+/// Headers that describe one connection, never forwarded or stored (RFC 9110 §7.6.1), plus the
+/// ones named in `Connection`.
+pub fn is_hop_by_hop(name: &HeaderName, connection_tokens: &[String]) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    ) || connection_tokens.iter().any(|t| t == name.as_str())
+}
+
+/// The lower-cased tokens of the `Connection` header(s).
+pub fn connection_tokens(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// The end-to-end headers of a response worth replaying from the cache.
+pub fn headers_to_store(headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
+    let conn = connection_tokens(headers);
+    headers
+        .iter()
+        .filter(|(n, _)| {
+            !is_hop_by_hop(n, &conn) && *n != header::AGE && *n != header::CONTENT_LENGTH
+        })
+        .map(|(n, v)| (n.clone(), v.clone()))
+        .collect()
+}
+
+/// The directives of all `Cache-Control` headers: lower-cased name, optional unquoted value.
+fn cache_control(headers: &HeaderMap) -> Vec<(String, Option<String>)> {
+    headers
+        .get_all(header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|d| {
+            let d = d.trim();
+            if d.is_empty() {
+                return None;
+            }
+            Some(match d.split_once('=') {
+                Some((k, v)) => (
+                    k.trim().to_ascii_lowercase(),
+                    Some(v.trim().trim_matches('"').to_string()),
+                ),
+                None => (d.to_ascii_lowercase(), None),
+            })
+        })
+        .collect()
+}
+
+fn seconds_directive(cc: &[(String, Option<String>)], name: &str) -> Option<Duration> {
+    cc.iter()
+        .find(|(k, _)| k == name)
+        .and_then(|(_, v)| v.as_deref())
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(Duration::from_secs)
+}
+
+/// The response's freshness lifetime if the node may store it (see the module doc), else `None`.
+pub fn storable_lifetime(
+    request_has_authorization: bool,
+    status: StatusCode,
+    headers: &HeaderMap,
+) -> Option<Duration> {
+    if request_has_authorization
+        || status != StatusCode::OK
+        || headers.contains_key(header::VARY)
+        || headers.contains_key(header::SET_COOKIE)
+    {
+        return None;
+    }
+    let cc = cache_control(headers);
+    if cc
+        .iter()
+        .any(|(k, _)| k == "no-store" || k == "private" || k == "no-cache")
+    {
+        return None;
+    }
+    let lifetime = seconds_directive(&cc, "s-maxage")
+        .or_else(|| seconds_directive(&cc, "max-age"))
+        .or_else(|| {
+            let expires = http_date(headers.get(header::EXPIRES)?.to_str().ok()?)?;
+            let date = headers
+                .get(header::DATE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(http_date)
+                .unwrap_or_else(unix_now);
+            Some(Duration::from_secs(expires.saturating_sub(date)))
+        })?;
+    (!lifetime.is_zero()).then_some(lifetime)
+}
+
+/// The origin's `Age` in seconds (0 when absent or invalid).
+pub fn origin_age(headers: &HeaderMap) -> Duration {
+    headers
+        .get(header::AGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(Duration::ZERO, Duration::from_secs)
+}
+
+/// Seconds since the UNIX epoch, now.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Days from 1970-01-01 to the given proleptic Gregorian date.
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    // Count years from March so the leap day is the last day of the year.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let month_from_march = (month + 9) % 12;
+    let day_of_year = (153 * month_from_march + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) into UNIX seconds; `None` for any
+/// other form or a date before 1970.
+pub fn http_date(s: &str) -> Option<u64> {
+    let (_, rest) = s.trim().split_once(", ")?;
+    let parts: Vec<&str> = rest.split(' ').collect();
+    let [day, month, year, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| m == month)? as i64 + 1;
+    let day: i64 = day.parse().ok()?;
+    let year: i64 = year.parse().ok()?;
+    let hms: Vec<i64> = time
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let [h, m, sec] = hms.as_slice() else {
+        return None;
+    };
+    if !(1..=31).contains(&day) || !(0..24).contains(h) || !(0..60).contains(m) {
+        return None;
+    }
+    if !(0..=60).contains(sec) || !(0..=9999).contains(&year) {
+        return None;
+    }
+    let secs = days_from_civil(year, month, day) * 86_400 + h * 3600 + m * 60 + sec;
+    u64::try_from(secs).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn dates() {
+        assert_eq!(http_date("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(
+            http_date("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(784_111_777)
+        );
+        assert_eq!(
+            http_date("Thu, 01 Jan 2026 00:00:00 GMT"),
+            Some(1_767_225_600)
+        );
+        assert_eq!(http_date("Sunday, 06-Nov-94 08:49:37 GMT"), None);
+        assert_eq!(http_date("0"), None);
+    }
+
+    #[test]
+    fn lifetimes() {
+        let ok = StatusCode::OK;
+        let h = map(&[("cache-control", "public, max-age=60, s-maxage=10")]);
+        assert_eq!(
+            storable_lifetime(false, ok, &h),
+            Some(Duration::from_secs(10))
+        );
+        let h = map(&[("cache-control", "max-age=\"60\"")]);
+        assert_eq!(
+            storable_lifetime(false, ok, &h),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(storable_lifetime(true, ok, &h), None);
+        assert_eq!(storable_lifetime(false, StatusCode::NOT_FOUND, &h), None);
+        let h = map(&[
+            ("date", "Sun, 06 Nov 1994 08:49:37 GMT"),
+            ("expires", "Sun, 06 Nov 1994 08:50:37 GMT"),
+        ]);
+        assert_eq!(
+            storable_lifetime(false, ok, &h),
+            Some(Duration::from_secs(60))
+        );
+        for cc in ["no-store", "private", "max-age=0", "no-cache, max-age=5"] {
+            let mut h = HeaderMap::new();
+            h.insert(header::CACHE_CONTROL, HeaderValue::from_str(cc).unwrap());
+            assert_eq!(storable_lifetime(false, ok, &h), None, "{cc}");
+        }
+        assert_eq!(storable_lifetime(false, ok, &HeaderMap::new()), None);
+        assert_eq!(origin_age(&map(&[("age", "7")])), Duration::from_secs(7));
+    }
+}

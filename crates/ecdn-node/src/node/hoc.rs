@@ -1,0 +1,112 @@
+//! The DRAM hot-object cache: an [`ecdn_policy::Cache`] decides admission and eviction, a map
+//! keeps the bytes. The two are kept in step: an object is in the map exactly when the policy
+//! holds it (evictions reported by the policy are removed from the map at once).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ecdn_policy::{Cache, Request};
+
+use super::freshness::StoredResponse;
+
+pub struct Hoc {
+    cache: Cache,
+    objects: HashMap<u64, Arc<StoredResponse>>,
+    started: Instant,
+}
+
+impl Hoc {
+    pub fn new(cache: Cache) -> Self {
+        Hoc {
+            cache,
+            objects: HashMap::new(),
+            started: Instant::now(),
+        }
+    }
+
+    /// The size the policy accounts for an object: its body (at least 1 byte).
+    fn request(&self, id: u64, entry: &StoredResponse, now: Instant) -> Request {
+        Request {
+            time: now.saturating_duration_since(self.started).as_secs(),
+            id,
+            size: (entry.body.len() as u64).max(1),
+            next_access: -1,
+        }
+    }
+
+    /// A fresh cached response for `key`, counted as a hit by the policy. A stale copy is
+    /// dropped. When nothing is cached the policy is not consulted yet: the object's size is
+    /// unknown until it is fetched, so [`Hoc::offer`] records the miss.
+    pub fn lookup(&mut self, id: u64, key: &str, now: Instant) -> Option<Arc<StoredResponse>> {
+        let entry = self.objects.get(&id)?.clone();
+        if entry.key != key {
+            // A 64-bit hash collision: the cached object is another one.
+            return None;
+        }
+        if !entry.is_fresh(now) {
+            self.remove(id);
+            return None;
+        }
+        let req = self.request(id, &entry, now);
+        if self.cache.lookup(&req) {
+            Some(entry)
+        } else {
+            // The policy no longer holds it (it cannot disagree with the map, but if it did,
+            // the policy wins).
+            self.objects.remove(&id);
+            None
+        }
+    }
+
+    /// After a miss: records it with the policy and asks admission. Returns whether the
+    /// object is now cached.
+    pub fn offer(&mut self, id: u64, entry: Arc<StoredResponse>, now: Instant) -> bool {
+        if self.objects.get(&id).is_some_and(|e| e.key != entry.key) {
+            // Collision with a cached object: keep the one we have.
+            return false;
+        }
+        let req = self.request(id, &entry, now);
+        let admitted = self.cache.lookup(&req) || self.cache.admit(&req);
+        for ev in self.cache.evicted() {
+            self.objects.remove(&ev.id);
+        }
+        self.cache.clear_evicted();
+        if admitted {
+            self.objects.insert(id, entry);
+        } else {
+            self.objects.remove(&id);
+        }
+        admitted
+    }
+
+    /// Drops an object (invalidation, staleness).
+    pub fn remove(&mut self, id: u64) {
+        self.cache.remove(id);
+        self.objects.remove(&id);
+    }
+
+    pub fn used(&self) -> u64 {
+        self.cache.used()
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.cache.capacity()
+    }
+
+    pub fn objects(&self) -> usize {
+        self.objects.len()
+    }
+
+    pub fn policy(&self) -> String {
+        self.cache.name()
+    }
+
+    /// The admission policy's size parameter c, if it has one and it is finite.
+    pub fn parameter(&self) -> Option<f64> {
+        self.cache
+            .admission()
+            .and_then(|a| a.parameter())
+            .filter(|c| c.is_finite())
+    }
+}
