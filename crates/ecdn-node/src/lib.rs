@@ -2,8 +2,10 @@
 //! disk cache ([`node`], first slice: one origin, no coding yet); the deterministic object
 //! content every component can verify byte by byte ([`content`]); and `ecdn origin`, a
 //! synthetic origin server for demos, tests and benchmarks ([`origin`]), like AdaptSize's
-//! testbed origin that creates objects of the right size on the fly.
+//! testbed origin that creates objects of the right size on the fly; and the `Range` parser
+//! both use ([`range`]).
 
 pub mod content;
 pub mod node;
 pub mod origin;
+pub mod range;

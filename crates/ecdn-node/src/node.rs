@@ -22,10 +22,34 @@
 //! `max-age`, else `Expires` − `Date`). Age = origin `Age` + time in this node (on disk too:
 //! the write time is kept as UNIX seconds). A stale entry is simply refetched: conditional
 //! revalidation (`If-None-Match` / `If-Modified-Since` to the origin, `stale-while-revalidate`)
-//! is a later slice. Requests' own `Cache-Control` and conditionals are not evaluated on hits,
-//! and a `Range` on a hit is ignored (the full `200` is served, which RFC 9110 §14.2 allows);
-//! on a miss they go to the origin, and its `206` / `304` answers are not stored. `5xx` and
-//! every other non-`200` status are never stored.
+//! is a later slice. `5xx` and every other non-`200` status are never stored.
+//!
+//! # The request's `Cache-Control` (RFC 9111 §5.2.1)
+//!
+//! * `no-cache` (or `Pragma: no-cache` without `Cache-Control`): the cache is not consulted;
+//!   the request goes to the origin and a storable answer replaces the cached one.
+//! * `max-age=N`: a cached response older than N seconds is not used (compared at sub-second
+//!   precision, so `max-age=0` always goes to the origin). A HOC entry refused this way has
+//!   still been counted as a hit by the HOC policy.
+//! * `only-if-cached`: without a usable cached response, `504` (`X-Cache: MISS`, counted as a
+//!   miss) and the origin is not contacted.
+//! * `no-store`: the answer is not stored (hits are still served).
+//!
+//! `max-stale`, `min-fresh` and the request conditionals (`If-None-Match`, …) are not
+//! evaluated on hits; on a miss every request header goes to the origin.
+//!
+//! # Ranges (RFC 9110 §14)
+//!
+//! On a hit (HOC or disk), `Range: bytes=…` is answered from the cached `200`: one satisfiable
+//! range gives `206` with `Content-Range`; several give one `206` `multipart/byteranges`
+//! answer (parts in request order, each with the stored `Content-Type` and its
+//! `Content-Range`); none satisfiable gives `416` with `Content-Range: bytes */size`. `If-Range`
+//! must match (strong `ETag` comparison, or an HTTP-date equal to `Last-Modified`), else the
+//! full `200` is served. The `Range` is ignored (full `200`) for another unit, invalid syntax,
+//! more than [`crate::range::MAX_RANGES`] ranges, or several ranges totalling more than the
+//! object (overlap abuse); see [`crate::range`]. `HEAD` gets the same status and headers
+//! without the body. On a miss the `Range` goes to the origin, and its `206` / `416` answers
+//! are passed on and not stored.
 //!
 //! # Misses, errors
 //!
@@ -65,6 +89,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::range::{self, Ranges};
 use freshness::StoredResponse;
 use hoc::Hoc;
 
@@ -253,6 +278,117 @@ fn replay(
     r
 }
 
+/// Whether `If-Range` (RFC 9110 §13.1.5) lets the `Range` apply: absent, an entity tag
+/// strongly equal to the stored `ETag` (weak tags never match), or an HTTP-date equal to the
+/// stored `Last-Modified`.
+fn if_range_matches(e: &StoredResponse, req: &HeaderMap) -> bool {
+    let Some(v) = req.get(header::IF_RANGE) else {
+        return true;
+    };
+    let Ok(v) = v.to_str() else {
+        return false;
+    };
+    let v = v.trim();
+    let stored = |name: &HeaderName| {
+        e.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| v.to_str().ok())
+            .map(str::trim)
+    };
+    if v.starts_with('"') || v.starts_with("W/") {
+        v.starts_with('"') && stored(&header::ETAG) == Some(v)
+    } else {
+        let lm = stored(&header::LAST_MODIFIED).and_then(freshness::http_date);
+        lm.is_some() && freshness::http_date(v) == lm
+    }
+}
+
+/// The client's answer from a cached response, honouring `Range` / `If-Range` on a `200`
+/// (RFC 9110 §14): one range → `206` with `Content-Range`; several → `206`
+/// `multipart/byteranges`; none satisfiable → `416` with `Content-Range: bytes */size`; an
+/// ignored `Range` (see [`crate::range`]) or a failed `If-Range` → the full `200`. A `HEAD`
+/// gets the same headers without the body.
+fn answer_hit(
+    e: &StoredResponse,
+    req: &HeaderMap,
+    now: Instant,
+    head: bool,
+    label: &'static str,
+) -> Response<Full<Bytes>> {
+    let size = e.body.len() as u64;
+    let ranges = match req.get(header::RANGE).and_then(|v| v.to_str().ok()) {
+        Some(h) if e.status == StatusCode::OK && if_range_matches(e, req) => range::parse(h, size),
+        _ => Ranges::Ignore,
+    };
+    let mut r = replay(e, now, head, label);
+    match ranges {
+        Ranges::Ignore => return r,
+        Ranges::Unsatisfiable => {
+            *r.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+            let h = r.headers_mut();
+            h.remove(header::CONTENT_TYPE);
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                h.insert(header::CONTENT_RANGE, v);
+            }
+            *r.body_mut() = Full::new(Bytes::new());
+        }
+        Ranges::Satisfiable(v) if v.len() == 1 => {
+            let part = &v[0];
+            *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+            let h = r.headers_mut();
+            h.insert(
+                header::CONTENT_LENGTH,
+                HeaderValue::from(part.end - part.start),
+            );
+            if let Ok(v) = HeaderValue::from_str(&range::content_range(part, size)) {
+                h.insert(header::CONTENT_RANGE, v);
+            }
+            if !head {
+                *r.body_mut() = Full::new(e.body.slice(part.start as usize..part.end as usize));
+            }
+        }
+        Ranges::Satisfiable(v) => {
+            let boundary = format!(
+                "ecdn-{:016x}",
+                fnv1a(e.key.as_bytes()) ^ freshness::unix_now().rotate_left(32) ^ size
+            );
+            let part_type = e
+                .headers
+                .iter()
+                .find(|(n, _)| n == header::CONTENT_TYPE)
+                .and_then(|(_, v)| v.to_str().ok())
+                .map(|t| format!("Content-Type: {t}\r\n"))
+                .unwrap_or_default();
+            let mut body = Vec::new();
+            for part in &v {
+                body.extend_from_slice(
+                    format!(
+                        "\r\n--{boundary}\r\n{part_type}Content-Range: {}\r\n\r\n",
+                        range::content_range(part, size)
+                    )
+                    .as_bytes(),
+                );
+                body.extend_from_slice(&e.body[part.start as usize..part.end as usize]);
+            }
+            body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+            *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+            let h = r.headers_mut();
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+            if let Ok(v) =
+                HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}"))
+            {
+                h.insert(header::CONTENT_TYPE, v);
+            }
+            if !head {
+                *r.body_mut() = Full::new(Bytes::from(body));
+            }
+        }
+    }
+    r
+}
+
 enum FetchError {
     Unreachable(String),
     Timeout,
@@ -361,27 +497,42 @@ async fn disk_put(disk: &Disk, e: &StoredResponse) {
     let _ = with_store(disk, move |s| s.put(&key, &m, &body)).await;
 }
 
-/// `GET` / `HEAD`: HOC, disk, origin.
+/// `GET` / `HEAD`: HOC, disk, origin, as the request's `Cache-Control` allows.
 async fn cached(st: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let head = req.method() == Method::HEAD;
     let key = cache_key(&req);
     let id = fnv1a(key.as_bytes());
-    let now = Instant::now();
-    let hit = lock(&st.hoc).lookup(id, &key, now);
-    if let Some(e) = hit {
-        bump(&st.stats.hoc_hits, 1);
-        return replay(&e, now, head, "HIT-HOC");
-    }
-    if let Some(disk) = &st.disk {
-        if let Some(e) = disk_get(disk, key.clone()).await {
-            let now = Instant::now();
-            if e.is_fresh(now) {
-                bump(&st.stats.disk_hits, 1);
-                let e = Arc::new(e);
-                lock(&st.hoc).offer(id, e.clone(), now);
-                return replay(&e, now, head, "HIT-DISK");
+    let rd = freshness::request_directives(req.headers());
+    if !rd.no_cache {
+        let now = Instant::now();
+        let hit = lock(&st.hoc).lookup(id, &key, now);
+        if let Some(e) = hit.filter(|e| rd.accepts(e, now)) {
+            bump(&st.stats.hoc_hits, 1);
+            return answer_hit(&e, req.headers(), now, head, "HIT-HOC");
+        }
+        if let Some(disk) = &st.disk {
+            if let Some(e) = disk_get(disk, key.clone()).await {
+                let now = Instant::now();
+                if e.is_fresh(now) && rd.accepts(&e, now) {
+                    bump(&st.stats.disk_hits, 1);
+                    let e = Arc::new(e);
+                    lock(&st.hoc).offer(id, e.clone(), now);
+                    return answer_hit(&e, req.headers(), now, head, "HIT-DISK");
+                }
             }
         }
+    }
+    if rd.only_if_cached {
+        bump(&st.stats.misses, 1);
+        let mut r = text(
+            StatusCode::GATEWAY_TIMEOUT,
+            "only-if-cached: no usable cached response",
+        );
+        r.headers_mut()
+            .append(header::VIA, HeaderValue::from_static(VIA));
+        r.headers_mut()
+            .insert(X_CACHE, HeaderValue::from_static("MISS"));
+        return r;
     }
     bump(&st.stats.misses, 1);
     let authorization = req.headers().contains_key(header::AUTHORIZATION);
@@ -389,7 +540,7 @@ async fn cached(st: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
         Ok(f) => f,
         Err(e) => return fetch_error(st, e),
     };
-    if !head {
+    if !head && !rd.no_store {
         if let Some(lifetime) = freshness::storable_lifetime(authorization, f.status, &f.headers) {
             let e = Arc::new(StoredResponse {
                 key,

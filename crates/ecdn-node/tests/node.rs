@@ -28,17 +28,23 @@ impl Reply {
 }
 
 async fn fetch(addr: SocketAddr, method: &str, uri: &str) -> Reply {
+    fetch_with(addr, method, uri, &[]).await
+}
+
+async fn fetch_with(addr: SocketAddr, method: &str, uri: &str, extra: &[(&str, &str)]) -> Reply {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .unwrap();
     tokio::spawn(conn);
-    let req = Request::builder()
+    let mut req = Request::builder()
         .method(method)
         .uri(uri)
-        .header("host", "cdn.test")
-        .body(Empty::<Bytes>::new())
-        .unwrap();
+        .header("host", "cdn.test");
+    for (k, v) in extra {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Empty::<Bytes>::new()).unwrap();
     let resp = send.send_request(req).await.unwrap();
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
@@ -289,4 +295,184 @@ async fn corrupt_disk_metadata_is_a_miss() {
     );
     n.stop().await.unwrap();
     o.stop().await.unwrap();
+}
+
+fn assert_part(r: &Reply, name: &str, start: u64, len: usize, size: u64) {
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body.len(), len);
+    assert_eq!(
+        content::first_mismatch(content::object_id(name), start, &r.body),
+        None
+    );
+    assert_eq!(r.headers["content-length"], len.to_string());
+    assert_eq!(
+        r.headers["content-range"],
+        format!("bytes {start}-{}/{size}", start + len as u64 - 1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranges_on_hoc_hits() {
+    let o = origin().await;
+    let n = node(config(o.addr, 8 << 20, None)).await;
+    let uri = "/obj/r?size=100000";
+    let first = fetch(n.addr, "GET", uri).await;
+    assert_object(&first, "r", 100_000);
+    let etag = first.headers["etag"].to_str().unwrap().to_string();
+
+    let r = fetch_with(n.addr, "GET", uri, &[("range", "bytes=1000-1999")]).await;
+    assert_eq!(r.x_cache(), "HIT-HOC");
+    assert_part(&r, "r", 1000, 1000, 100_000);
+    let r = fetch_with(n.addr, "GET", uri, &[("range", "bytes=-10")]).await;
+    assert_part(&r, "r", 99_990, 10, 100_000);
+    let r = fetch_with(n.addr, "GET", uri, &[("range", "bytes=99000-200000")]).await;
+    assert_part(&r, "r", 99_000, 1000, 100_000);
+
+    // HEAD: the 206 headers, no body.
+    let r = fetch_with(n.addr, "HEAD", uri, &[("range", "bytes=0-99")]).await;
+    assert_eq!((r.status, r.x_cache()), (206, "HIT-HOC"));
+    assert_eq!(r.headers["content-range"], "bytes 0-99/100000");
+    assert_eq!(r.headers["content-length"], "100");
+    assert!(r.body.is_empty());
+
+    // Unsatisfiable.
+    let r = fetch_with(n.addr, "GET", uri, &[("range", "bytes=100000-")]).await;
+    assert_eq!((r.status, r.x_cache()), (416, "HIT-HOC"));
+    assert_eq!(r.headers["content-range"], "bytes */100000");
+    assert!(r.body.is_empty());
+
+    // If-Range: a matching ETag or date applies the range, anything else gets the full 200.
+    let r = fetch_with(
+        n.addr,
+        "GET",
+        uri,
+        &[("range", "bytes=0-9"), ("if-range", &etag)],
+    )
+    .await;
+    assert_part(&r, "r", 0, 10, 100_000);
+    let r = fetch_with(
+        n.addr,
+        "GET",
+        uri,
+        &[
+            ("range", "bytes=0-9"),
+            ("if-range", ecdn_node::origin::LAST_MODIFIED),
+        ],
+    )
+    .await;
+    assert_part(&r, "r", 0, 10, 100_000);
+    for wrong in ["\"nope\"", "Fri, 02 Jan 2026 00:00:00 GMT"] {
+        let r = fetch_with(
+            n.addr,
+            "GET",
+            uri,
+            &[("range", "bytes=0-9"), ("if-range", wrong)],
+        )
+        .await;
+        assert_object(&r, "r", 100_000);
+        assert_eq!(r.x_cache(), "HIT-HOC");
+        assert!(r.headers.get("content-range").is_none());
+    }
+
+    // Abusive range lists are ignored: the full 200.
+    let many = format!("bytes={}", vec!["0-0"; 17].join(","));
+    for abusive in [many.as_str(), "bytes=0-99999,0-99999"] {
+        let r = fetch_with(n.addr, "GET", uri, &[("range", abusive)]).await;
+        assert_object(&r, "r", 100_000);
+    }
+
+    // Several ranges: multipart/byteranges.
+    let r = fetch_with(n.addr, "GET", uri, &[("range", "bytes=0-9, 500-504")]).await;
+    assert_eq!(r.status, 206);
+    let ct = r.headers["content-type"].to_str().unwrap().to_string();
+    let boundary = ct.strip_prefix("multipart/byteranges; boundary=").unwrap();
+    assert_eq!(r.headers["content-length"], r.body.len().to_string());
+    let id = content::object_id("r");
+    let mut expected = Vec::new();
+    for (start, len) in [(0u64, 10usize), (500, 5)] {
+        expected.extend_from_slice(
+            format!(
+                "\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\
+                 Content-Range: bytes {start}-{}/100000\r\n\r\n",
+                start + len as u64 - 1
+            )
+            .as_bytes(),
+        );
+        expected.extend_from_slice(&content::bytes(id, start, len));
+    }
+    expected.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    assert_eq!(r.body, expected);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ranges_on_disk_hits() {
+    let o = origin().await;
+    let dir = tempfile::tempdir().unwrap();
+    let n = node(config(o.addr, 64 << 10, Some(dir.path().join("disk")))).await;
+    let uri = "/obj/rd?size=1MiB";
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
+    let r = fetch_with(n.addr, "GET", uri, &[("range", "bytes=500000-700000")]).await;
+    assert_eq!(r.x_cache(), "HIT-DISK");
+    assert_part(&r, "rd", 500_000, 200_001, 1 << 20);
+    let r = fetch_with(n.addr, "GET", uri, &[("range", "bytes=2000000-3000000")]).await;
+    assert_eq!((r.status, r.x_cache()), (416, "HIT-DISK"));
+    assert_eq!(r.headers["content-range"], "bytes */1048576");
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_cache_control() {
+    let o = origin().await;
+    let dir = tempfile::tempdir().unwrap();
+    let n = node(config(o.addr, 8 << 20, Some(dir.path().join("disk")))).await;
+    let uri = "/obj/cc?size=2000";
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
+    for h in [
+        ("cache-control", "no-cache"),
+        ("pragma", "no-cache"),
+        ("cache-control", "max-age=0"),
+    ] {
+        let r = fetch_with(n.addr, "GET", uri, &[h]).await;
+        assert_object(&r, "cc", 2000);
+        assert_eq!(r.x_cache(), "MISS", "{h:?}");
+    }
+    // A generous max-age and only-if-cached are happy with the cached copy.
+    for h in [
+        ("cache-control", "max-age=3600"),
+        ("cache-control", "only-if-cached"),
+    ] {
+        let r = fetch_with(n.addr, "GET", uri, &[h]).await;
+        assert_object(&r, "cc", 2000);
+        assert_eq!(r.x_cache(), "HIT-HOC", "{h:?}");
+    }
+
+    // no-store: served, not stored (neither in the HOC nor on disk).
+    let fresh = "/obj/ns?size=3000";
+    let r = fetch_with(n.addr, "GET", fresh, &[("cache-control", "no-store")]).await;
+    assert_object(&r, "ns", 3000);
+    assert_eq!(r.x_cache(), "MISS");
+    assert_eq!(fetch(n.addr, "GET", fresh).await.x_cache(), "MISS");
+    assert_eq!(fetch(n.addr, "GET", fresh).await.x_cache(), "HIT-HOC");
+
+    // only-if-cached never reaches the origin: stop it first.
+    o.stop().await.unwrap();
+    let r = fetch_with(
+        n.addr,
+        "GET",
+        "/obj/never?size=10",
+        &[("cache-control", "only-if-cached")],
+    )
+    .await;
+    assert_eq!((r.status, r.x_cache()), (504, "MISS"));
+    // Still a hit for what is cached.
+    let r = fetch_with(n.addr, "GET", uri, &[("cache-control", "only-if-cached")]).await;
+    assert_object(&r, "cc", 2000);
+    let s = fetch(n.addr, "GET", "/_ecdn/stats").await;
+    let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+    assert_eq!(v["origin_errors"], 0);
+    n.stop().await.unwrap();
 }

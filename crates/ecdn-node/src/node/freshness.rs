@@ -115,6 +115,49 @@ fn seconds_directive(cc: &[(String, Option<String>)], name: &str) -> Option<Dura
         .map(Duration::from_secs)
 }
 
+/// The request's `Cache-Control` directives the node honours (RFC 9111 §5.2.1).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestDirectives {
+    /// `no-cache`, or `Pragma: no-cache` when the request has no `Cache-Control` (RFC 9111
+    /// §5.4): do not answer from the cache.
+    pub no_cache: bool,
+    /// `no-store`: do not store the response.
+    pub no_store: bool,
+    /// `max-age=N`: do not use a cached response older than N seconds.
+    pub max_age: Option<Duration>,
+    /// `only-if-cached`: never contact the origin.
+    pub only_if_cached: bool,
+}
+
+impl RequestDirectives {
+    /// Whether a fresh cached response may answer this request: not with `no-cache`, and not
+    /// older than `max-age` (compared at the clock's precision, so `max-age=0` never accepts
+    /// a stored response).
+    pub fn accepts(&self, e: &StoredResponse, now: Instant) -> bool {
+        !self.no_cache && self.max_age.is_none_or(|m| e.age(now) <= m)
+    }
+}
+
+/// The request directives of `headers` (unknown directives and invalid `max-age` values are
+/// ignored).
+pub fn request_directives(headers: &HeaderMap) -> RequestDirectives {
+    let cc = cache_control(headers);
+    let has = |name: &str| cc.iter().any(|(k, _)| k == name);
+    let pragma_no_cache = !headers.contains_key(header::CACHE_CONTROL)
+        && headers
+            .get_all(header::PRAGMA)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("no-cache"));
+    RequestDirectives {
+        no_cache: has("no-cache") || pragma_no_cache,
+        no_store: has("no-store"),
+        max_age: seconds_directive(&cc, "max-age"),
+        only_if_cached: has("only-if-cached"),
+    }
+}
+
 /// The response's freshness lifetime if the node may store it (see the module doc), else `None`.
 pub fn storable_lifetime(
     request_has_authorization: bool,
@@ -233,6 +276,43 @@ mod tests {
         );
         assert_eq!(http_date("Sunday, 06-Nov-94 08:49:37 GMT"), None);
         assert_eq!(http_date("0"), None);
+    }
+
+    #[test]
+    fn request_cache_control() {
+        let d = request_directives(&map(&[("cache-control", "No-Cache, max-age=5")]));
+        assert!(d.no_cache && !d.no_store && !d.only_if_cached);
+        assert_eq!(d.max_age, Some(Duration::from_secs(5)));
+        let d = request_directives(&map(&[("cache-control", "no-store, only-if-cached")]));
+        assert!(!d.no_cache && d.no_store && d.only_if_cached);
+        assert!(request_directives(&map(&[("pragma", "no-cache")])).no_cache);
+        let d = request_directives(&map(&[
+            ("pragma", "no-cache"),
+            ("cache-control", "max-age=9"),
+        ]));
+        assert!(!d.no_cache);
+        assert_eq!(
+            request_directives(&HeaderMap::new()),
+            RequestDirectives::default()
+        );
+        let e = StoredResponse {
+            key: String::new(),
+            status: StatusCode::OK,
+            headers: Vec::new(),
+            body: Bytes::new(),
+            stored_at: Instant::now(),
+            age_at_store: Duration::from_secs(10),
+            lifetime: Duration::from_secs(100),
+        };
+        let now = e.stored_at;
+        assert!(RequestDirectives::default().accepts(&e, now));
+        let max_age = |s| RequestDirectives {
+            max_age: Some(Duration::from_secs(s)),
+            ..RequestDirectives::default()
+        };
+        assert!(max_age(10).accepts(&e, now));
+        assert!(!max_age(9).accepts(&e, now));
+        assert!(!request_directives(&map(&[("pragma", "no-cache")])).accepts(&e, now));
     }
 
     #[test]
