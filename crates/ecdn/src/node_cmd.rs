@@ -1,72 +1,231 @@
-//! `ecdn node`: the HTTP caching node (first slice: see `ecdn_node::node`).
+//! `ecdn node`: the HTTP caching node (see `ecdn_node::node` for what it implements today).
+//!
+//! Settings come from an optional TOML file (`--config`) whose keys are the flags' names with
+//! underscores (`listen`, `origin`, `hoc_size`, `hoc_policy`, `disk_path`, `disk_size`,
+//! `origin_timeout`, `threads`); a flag given on the command line overrides the file. Unknown
+//! keys and bad values are errors that name the key.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use ecdn_node::node::{Node, NodeConfig};
 use ecdn_trace::units::{parse_seconds, parse_size};
+use serde::Deserialize;
 
 #[derive(Args)]
 #[command(after_help = "Example:\n  \
     ecdn origin --listen 127.0.0.1:8081 &\n  \
     ecdn node --listen 127.0.0.1:8080 --origin http://127.0.0.1:8081 --hoc-size 64MiB \\\n      \
     --disk-path /tmp/ecdn.disk --disk-size 1GiB\n  \
-    curl -sI 'http://127.0.0.1:8080/obj/42?size=1MiB'   # X-Cache: MISS, then HIT-HOC")]
+    curl -sI 'http://127.0.0.1:8080/obj/42?size=1MiB'   # X-Cache: MISS, then HIT-HOC\n\n\
+    A config file holds the same settings, e.g.\n  \
+    listen = \"127.0.0.1:8080\"\n  origin = \"http://127.0.0.1:8081\"\n  hoc_size = \"64MiB\"\n  \
+    disk_path = \"/var/cache/ecdn.disk\"\n  disk_size = \"100GiB\"")]
 pub struct NodeArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    listen: SocketAddr,
-    /// The origin, http://host:port.
+    /// TOML config file; flags override its values.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long)]
-    origin: String,
-    /// DRAM hot-object cache capacity.
-    #[arg(long, default_value = "64MiB")]
-    hoc_size: String,
-    /// Hot-object cache policy (EVICTION[+ADMISSION], e.g. adaptsize, lru, s4lru).
-    #[arg(long, default_value = "adaptsize")]
-    hoc_policy: String,
+    listen: Option<String>,
+    /// The origin, http://host:port (required here or in the config file).
+    #[arg(long)]
+    origin: Option<String>,
+    /// DRAM hot-object cache capacity [default: 64MiB].
+    #[arg(long)]
+    hoc_size: Option<String>,
+    /// Hot-object cache policy, EVICTION[+ADMISSION] [default: adaptsize].
+    #[arg(long)]
+    hoc_policy: Option<String>,
     /// Disk cache file (or block device); none for a DRAM-only node.
     #[arg(long)]
     disk_path: Option<PathBuf>,
-    /// Disk cache capacity.
-    #[arg(long, default_value = "1GiB")]
-    disk_size: String,
-    /// Limit on one origin exchange; 504 beyond it.
-    #[arg(long, default_value = "30s")]
-    origin_timeout: String,
-    /// Worker threads (default: all cores).
+    /// Disk cache capacity [default: 1GiB].
+    #[arg(long)]
+    disk_size: Option<String>,
+    /// Limit on one origin exchange; 504 beyond it [default: 30s].
+    #[arg(long)]
+    origin_timeout: Option<String>,
+    /// Worker threads [default: all cores].
     #[arg(long, short = 'j')]
     threads: Option<usize>,
 }
 
-pub fn run(a: NodeArgs) -> Result<()> {
-    ecdn_policy::PolicySpec::parse(&a.hoc_policy).map_err(anyhow::Error::msg)?;
-    let cfg = NodeConfig {
-        origin: a.origin,
-        hoc_size: parse_size(&a.hoc_size).map_err(anyhow::Error::msg)?,
-        disk_path: a.disk_path,
-        disk_size: parse_size(&a.disk_size).map_err(anyhow::Error::msg)?,
-        hoc_policy: a.hoc_policy,
-        origin_timeout: Duration::from_secs_f64(
-            parse_seconds(&a.origin_timeout).map_err(anyhow::Error::msg)?,
-        ),
+/// The config file: every key optional, unknown keys rejected.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<String>,
+    origin: Option<String>,
+    hoc_size: Option<String>,
+    hoc_policy: Option<String>,
+    disk_path: Option<PathBuf>,
+    disk_size: Option<String>,
+    origin_timeout: Option<String>,
+    threads: Option<usize>,
+}
+
+/// The effective settings after merging file and flags.
+struct Settings {
+    listen: SocketAddr,
+    node: NodeConfig,
+    threads: Option<usize>,
+}
+
+fn merge(a: NodeArgs) -> Result<Settings> {
+    let file = match &a.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read config {}", p.display()))?;
+            toml::from_str::<FileConfig>(&text)
+                .map_err(|e| anyhow::anyhow!("config {}: {e}", p.display()))?
+        }
+        None => FileConfig::default(),
     };
+    let key = |name: &str| format!("invalid {name}");
+    let listen = a
+        .listen
+        .or(file.listen)
+        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    let listen: SocketAddr = listen.parse().with_context(|| {
+        format!(
+            "{}: {listen:?} is not an address like 127.0.0.1:8080",
+            key("listen")
+        )
+    })?;
+    let Some(origin) = a.origin.or(file.origin) else {
+        bail!(
+            "the origin is required: --origin http://host:port or origin = \"...\" in the config"
+        );
+    };
+    let hoc_size = a
+        .hoc_size
+        .or(file.hoc_size)
+        .unwrap_or_else(|| "64MiB".into());
+    let hoc_size =
+        parse_size(&hoc_size).map_err(|e| anyhow::anyhow!("{}: {e}", key("hoc_size")))?;
+    let hoc_policy = a
+        .hoc_policy
+        .or(file.hoc_policy)
+        .unwrap_or_else(|| "adaptsize".into());
+    ecdn_policy::PolicySpec::parse(&hoc_policy)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", key("hoc_policy")))?;
+    let disk_size = a
+        .disk_size
+        .or(file.disk_size)
+        .unwrap_or_else(|| "1GiB".into());
+    let disk_size =
+        parse_size(&disk_size).map_err(|e| anyhow::anyhow!("{}: {e}", key("disk_size")))?;
+    let timeout = a
+        .origin_timeout
+        .or(file.origin_timeout)
+        .unwrap_or_else(|| "30s".into());
+    let timeout =
+        parse_seconds(&timeout).map_err(|e| anyhow::anyhow!("{}: {e}", key("origin_timeout")))?;
+    if timeout <= 0.0 {
+        bail!("{}: must be positive", key("origin_timeout"));
+    }
+    Ok(Settings {
+        listen,
+        node: NodeConfig {
+            origin,
+            hoc_size,
+            disk_path: a.disk_path.or(file.disk_path),
+            disk_size,
+            hoc_policy,
+            origin_timeout: Duration::from_secs_f64(timeout),
+        },
+        threads: a.threads.or(file.threads),
+    })
+}
+
+pub fn run(a: NodeArgs) -> Result<()> {
+    let s = merge(a)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = a.threads {
+    if let Some(n) = s.threads {
         rt.worker_threads(n.max(1));
     }
     let rt = rt.enable_all().build().context("starting the runtime")?;
     rt.block_on(async move {
-        let node = Node::start(a.listen, cfg)
+        let node = Node::start(s.listen, s.node)
             .await
-            .with_context(|| format!("cannot start the node on {}", a.listen))?;
+            .with_context(|| format!("cannot start the node on {}", s.listen))?;
         eprintln!("ecdn node listening on http://{}", node.addr);
         crate::origin_cmd::shutdown_signal().await;
         node.stop().await?;
         eprintln!("ecdn node: shut down");
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        node: NodeArgs,
+    }
+
+    fn settings(args: &[&str]) -> Result<Settings> {
+        let cli = Cli::try_parse_from(std::iter::once("node").chain(args.iter().copied()))?;
+        merge(cli.node)
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("node.toml");
+        std::fs::write(
+            &f,
+            "listen = \"127.0.0.1:9000\"\norigin = \"http://127.0.0.1:9001\"\nhoc_size = \"8MiB\"\n",
+        )
+        .unwrap();
+        let f = f.to_string_lossy().into_owned();
+        let s = settings(&["--config", &f]).unwrap();
+        assert_eq!(s.listen.port(), 9000);
+        assert_eq!(s.node.hoc_size, 8 << 20);
+        assert_eq!(s.node.hoc_policy, "adaptsize");
+        let s = settings(&[
+            "--config",
+            &f,
+            "--hoc-size",
+            "1GiB",
+            "--listen",
+            "127.0.0.1:1",
+        ])
+        .unwrap();
+        assert_eq!(s.node.hoc_size, 1 << 30);
+        assert_eq!(s.listen.port(), 1);
+        assert_eq!(s.node.origin, "http://127.0.0.1:9001");
+    }
+
+    #[test]
+    fn bad_config_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let cases = [
+            ("origin = \"http://x\"\nhoc_sise = \"1MiB\"\n", "hoc_sise"),
+            ("origin = \"http://x\"\nhoc_size = \"lots\"\n", "hoc_size"),
+            ("origin = \"http://x\"\nlisten = \"nowhere\"\n", "listen"),
+            (
+                "origin = \"http://x\"\nhoc_policy = \"lru+magic\"\n",
+                "hoc_policy",
+            ),
+            ("origin = [1, 2\n", "config"),
+            ("hoc_size = \"1MiB\"\n", "origin is required"),
+        ];
+        for (i, (text, needle)) in cases.iter().enumerate() {
+            let f = dir.path().join(format!("c{i}.toml"));
+            std::fs::write(&f, text).unwrap();
+            let f = f.to_string_lossy().into_owned();
+            let err = format!("{:#}", settings(&["--config", &f]).err().unwrap());
+            assert!(err.contains(needle), "{text:?}: {err}");
+        }
+        assert!(settings(&["--config", "/nonexistent.toml"]).is_err());
+    }
 }
