@@ -6,6 +6,7 @@
 use clap::{Parser, Subcommand};
 
 mod cluster_cmd;
+mod demo_cmd;
 mod node_cmd;
 mod origin_cmd;
 mod plot;
@@ -27,6 +28,9 @@ enum Command {
     /// Trace tools: statistics, conversion, synthetic workload generation.
     #[command(subcommand)]
     Trace(trace_cmd::TraceCmd),
+    /// Demo: an origin and a node on loopback, a generated workload through real HTTP, and
+    /// the node's hit ratios per tier, bytes and latency percentiles.
+    Demo(demo_cmd::DemoArgs),
     /// The HTTP caching node: a reverse proxy with a DRAM hot-object cache and a disk cache.
     Node(node_cmd::NodeArgs),
     /// A synthetic origin server: objects of any size with verifiable content.
@@ -39,6 +43,7 @@ fn main() {
         Command::Sim(cmd) => sim_cmd::run(cmd),
         Command::Trace(cmd) => trace_cmd::run(cmd),
         Command::Node(a) => node_cmd::run(a),
+        Command::Demo(a) => demo_cmd::run(a),
         Command::Origin(a) => origin_cmd::run(a),
     };
     if let Err(e) = result {

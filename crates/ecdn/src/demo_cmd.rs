@@ -1,0 +1,243 @@
+//! `ecdn demo`: an origin and a node on loopback, a generated CDN-like workload replayed
+//! through real HTTP, and what the node did with it: hit ratios per tier, bytes, latency
+//! percentiles, and a check of every byte served.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use clap::Args;
+use ecdn_node::content;
+use ecdn_node::node::{Node, NodeConfig};
+use ecdn_node::origin::{Origin, OriginConfig};
+use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
+use ecdn_trace::units::{format_size, parse_size};
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// Requests to replay.
+    #[arg(long, short = 'n', default_value_t = 20_000)]
+    requests: u64,
+    /// Distinct objects (Zipf popularity).
+    #[arg(long, default_value_t = 5_000)]
+    objects: u64,
+    /// Zipf exponent.
+    #[arg(long, default_value_t = 0.9)]
+    alpha: f64,
+    /// Object sizes: fixed:SIZE, lognormal:MEDIAN:SIGMA, pareto:ALPHA:MIN, web-video.
+    #[arg(long, default_value = "lognormal:24KiB:1.3")]
+    sizes: String,
+    /// Concurrent client connections.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// The node's DRAM hot-object cache.
+    #[arg(long, default_value = "16MiB")]
+    hoc_size: String,
+    /// The node's disk cache (a temporary file).
+    #[arg(long, default_value = "256MiB")]
+    disk_size: String,
+    /// The origin's delay before its response headers.
+    #[arg(long, default_value = "2ms")]
+    origin_latency: String,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+/// What one request saw.
+struct Sample {
+    tier: String,
+    micros: u64,
+    bytes: u64,
+    ok: bool,
+}
+
+async fn get(
+    send: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    id: u64,
+    size: u64,
+) -> Result<Sample> {
+    let req = hyper::Request::get(format!("/obj/{id}?size={size}"))
+        .header("host", "demo.ecdn")
+        .body(Empty::new())?;
+    let t = Instant::now();
+    let resp = send.send_request(req).await?;
+    let tier = resp
+        .headers()
+        .get("x-cache")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("none")
+        .to_string();
+    let status = resp.status();
+    let body = resp.into_body().collect().await?.to_bytes();
+    let micros = t.elapsed().as_micros() as u64;
+    let ok = status == 200
+        && body.len() as u64 == size
+        && content::first_mismatch(id, 0, &body).is_none();
+    Ok(Sample {
+        tier,
+        micros,
+        bytes: body.len() as u64,
+        ok,
+    })
+}
+
+async fn client(
+    addr: SocketAddr,
+    work: Arc<Mutex<std::vec::IntoIter<(u64, u64)>>>,
+    out: Arc<Mutex<Vec<Sample>>>,
+) -> Result<()> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    let _ = stream.set_nodelay(true);
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    loop {
+        let next = work.lock().unwrap().next();
+        let Some((id, size)) = next else {
+            return Ok(());
+        };
+        let s = get(&mut send, id, size).await?;
+        out.lock().unwrap().push(s);
+    }
+}
+
+fn percentile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i]
+}
+
+fn ms(us: u64) -> String {
+    format!("{:.2}ms", us as f64 / 1000.0)
+}
+
+pub fn run(a: DemoArgs) -> Result<()> {
+    if a.concurrency == 0 {
+        bail!("--concurrency must be positive");
+    }
+    let sizes = SizeDist::parse(&a.sizes).map_err(anyhow::Error::msg)?;
+    let hoc_size = parse_size(&a.hoc_size).map_err(anyhow::Error::msg)?;
+    let disk_size = parse_size(&a.disk_size).map_err(anyhow::Error::msg)?;
+    let latency =
+        ecdn_trace::units::parse_seconds(&a.origin_latency).map_err(anyhow::Error::msg)?;
+    let reqs: Vec<(u64, u64)> = Generator::new(GenConfig {
+        requests: a.requests,
+        objects: a.objects,
+        alpha: a.alpha,
+        sizes,
+        rate: 1000.0,
+        seed: a.seed,
+        scenario: Scenario::Stationary,
+    })?
+    .map(|r| (r.id, r.size))
+    .collect();
+    let dir = tempfile::tempdir().context("temporary directory for the disk cache")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let origin = Origin::start(
+            "127.0.0.1:0".parse()?,
+            OriginConfig {
+                latency: Duration::from_secs_f64(latency),
+                ..OriginConfig::default()
+            },
+        )
+        .await?;
+        let node = Node::start(
+            "127.0.0.1:0".parse()?,
+            NodeConfig {
+                origin: format!("http://{}", origin.addr),
+                hoc_size,
+                disk_path: Some(dir.path().join("disk.ring")),
+                disk_size,
+                ..NodeConfig::default()
+            },
+        )
+        .await?;
+        eprintln!(
+            "origin on {}, node on {} (HOC {}, disk {}); replaying {} requests over {} connections",
+            origin.addr,
+            node.addr,
+            format_size(hoc_size),
+            format_size(disk_size),
+            reqs.len(),
+            a.concurrency
+        );
+        let work = Arc::new(Mutex::new(reqs.into_iter()));
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let t = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..a.concurrency {
+            tasks.push(tokio::spawn(client(
+                node.addr,
+                work.clone(),
+                samples.clone(),
+            )));
+        }
+        for task in tasks {
+            task.await??;
+        }
+        let elapsed = t.elapsed().as_secs_f64();
+        let samples = std::mem::take(&mut *samples.lock().unwrap());
+        report(&samples, elapsed);
+        node.stop().await?;
+        origin.stop().await?;
+        anyhow::Ok(())
+    })
+}
+
+fn report(samples: &[Sample], elapsed: f64) {
+    let total = samples.len() as u64;
+    let bytes: u64 = samples.iter().map(|s| s.bytes).sum();
+    let bad = samples.iter().filter(|s| !s.ok).count();
+    println!(
+        "{total} requests in {elapsed:.2} s ({:.0} req/s), {} served ({:.1} MiB/s); {bad} responses with wrong bytes",
+        total as f64 / elapsed,
+        format_size(bytes),
+        bytes as f64 / elapsed / (1 << 20) as f64
+    );
+    let mut tiers: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
+    for s in samples {
+        tiers.entry(s.tier.as_str()).or_default().push(s);
+    }
+    println!(
+        "{:<14} {:>9} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10}",
+        "tier", "requests", "share", "bytes", "p50", "p90", "p99", "max"
+    );
+    let mut all: Vec<u64> = samples.iter().map(|s| s.micros).collect();
+    all.sort_unstable();
+    for (tier, list) in &tiers {
+        let mut lat: Vec<u64> = list.iter().map(|s| s.micros).collect();
+        lat.sort_unstable();
+        let b: u64 = list.iter().map(|s| s.bytes).sum();
+        println!(
+            "{:<14} {:>9} {:>7.1}% {:>11} {:>10} {:>10} {:>10} {:>10}",
+            tier,
+            list.len(),
+            100.0 * list.len() as f64 / total.max(1) as f64,
+            format_size(b),
+            ms(percentile(&lat, 0.5)),
+            ms(percentile(&lat, 0.9)),
+            ms(percentile(&lat, 0.99)),
+            ms(*lat.last().unwrap_or(&0))
+        );
+    }
+    println!(
+        "{:<14} {:>9} {:>7.1}% {:>11} {:>10} {:>10} {:>10} {:>10}",
+        "all",
+        total,
+        100.0,
+        format_size(bytes),
+        ms(percentile(&all, 0.5)),
+        ms(percentile(&all, 0.9)),
+        ms(percentile(&all, 0.99)),
+        ms(*all.last().unwrap_or(&0))
+    );
+}
