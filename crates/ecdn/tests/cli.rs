@@ -311,3 +311,29 @@ fn sim_cluster_bad_input_gives_clear_errors() {
         );
     }
 }
+
+#[test]
+fn demo_serves_every_byte_correctly() {
+    let o = ecdn(&[
+        "demo",
+        "--requests",
+        "600",
+        "--objects",
+        "100",
+        "--concurrency",
+        "4",
+        "--hoc-size",
+        "1MiB",
+        "--disk-size",
+        "16MiB",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}{}", out, stderr(&o));
+    assert!(out.contains("600 requests"), "{out}");
+    assert!(out.contains(" 0 responses with wrong bytes"), "{out}");
+    assert!(
+        out.contains("HIT-HOC"),
+        "a Zipf workload over 100 objects must hit: {out}"
+    );
+    assert!(out.contains("MISS"), "{out}");
+}
