@@ -5,7 +5,8 @@
 //! # Requests
 //!
 //! * `GET` / `HEAD`: looked up in the HOC, then on disk, then fetched from the origin. Answers
-//!   carry `Via: 1.1 ecdn` and `X-Cache: HIT-HOC`, `HIT-DISK` or `MISS`; hits also carry `Age`.
+//!   carry `Via: 1.1 ecdn` and `X-Cache: HIT-HOC`, `HIT-DISK`, `MISS` or `MISS-COLLAPSED` (a
+//!   miss that joined another request's origin fetch, see below); hits also carry `Age`.
 //!   A disk hit is offered to the HOC. A `HEAD` miss is forwarded as `HEAD` and not stored.
 //! * Any other method is passed through (`X-Cache: PASS`), never stored, and removes the
 //!   cached entry of its URL from the HOC and the disk (RFC 9111 §4.4; this slice invalidates
@@ -53,41 +54,88 @@
 //!
 //! # Misses, errors
 //!
-//! This slice buffers the whole origin response before answering (one fresh origin connection
-//! per miss); streaming misses, an origin connection pool and collapsed forwarding are the next
-//! slice. An unreachable origin gives `502`; no complete answer within
-//! [`NodeConfig::origin_timeout`] (connect + headers + body) gives `504`.
+//! A `GET` miss is streamed: the client's response starts as soon as the origin's headers
+//! arrive (end-to-end headers, the origin's `Content-Length`), and the body is forwarded frame
+//! by frame as it arrives (one fresh origin connection per fetch; no pool yet). While
+//! streaming, the body is accumulated if the answer is storable and fits: at most
+//! max(HOC capacity, disk capacity), judged from `Content-Length` at the headers and again as
+//! bytes arrive; beyond it accumulation stops and nothing is stored. The object is stored
+//! (offered to the HOC, written to disk if it fits the ring) only when the origin body
+//! completed **and** its length equals `Content-Length` (if given); the last frame is held
+//! back until then, so a client never has the whole object before the cache does, and the
+//! next request sees it. A `HEAD` miss is forwarded as `HEAD`, buffered and not stored.
 //!
+//! An unreachable origin gives `502`; no response headers within
+//! [`NodeConfig::origin_timeout`] (connect + headers) gives `504`. Once headers are sent,
+//! errors can only abort: an origin that dies mid-body, or sends no frame for the origin
+//! timeout, aborts every client response of that fetch (connection closed, the client sees a
+//! short body) and nothing is stored. A client that does not take a frame within the origin
+//! timeout is dropped (its response aborted) so it cannot stall the others.
+//!
+//! # Collapsed forwarding
+//!
+//! Concurrent misses of one cache key share one origin fetch. Candidates are `GET`s without
+//! `Range`, `Authorization` or request `no-store` (the others get their own, unshared fetch,
+//! still streamed, and stored when storable as before); a request `no-cache` may join, since
+//! the answer it gets comes from the origin now in any case. The
+//! first candidate creates an in-flight entry (the *flight*) and spawns the origin fetch as
+//! its own task (`X-Cache: MISS`); a candidate arriving while it runs subscribes
+//! (`X-Cache: MISS-COLLAPSED`, counted in `misses` and in `collapsed`): it waits for the
+//! shared headers (a `watch` channel), gets the frames received so far, then the live ones
+//! through a bounded channel. Every subscriber, the leader included, reads the same way, and
+//! the leader's client is not special. The flight accepts new subscribers only while it
+//! keeps every byte: it leaves the key as soon as the answer turns out not storable (at the
+//! headers) or too large, then later misses start their own fetch.
+//!
+//! * A not-storable answer (`no-store`, `private`, no lifetime, non-`200`…) is still given to
+//!   the subscribers that joined before its headers: they asked at the same time, and this is
+//!   one exchange (a deliberate relaxation of RFC 9111 §4, which only lets a cache reuse a
+//!   storable response). Requests arriving after the headers are not collapsed into it.
+//! * A client that disconnects mid-transfer only unsubscribes. If the answer is being stored
+//!   the fetch runs to completion and fills the cache for the next requests; otherwise, once
+//!   no subscriber is left, the fetch is abandoned (origin connection dropped). Either way
+//!   nothing partial is ever stored.
+//! * A failed fetch gives every subscriber the same `502` / `504`, or the same abort.
+//!
+//! The fetch is paced by its slowest subscriber (bounded per-subscriber queues), within the
+//! per-frame timeout above.
+
 //! # Storage and concurrency
 //!
 //! The HOC ([`hoc::Hoc`]) sits behind a `std::sync::Mutex` held only for one lookup or one
 //! admission, never across an await. An object larger than the HOC is refused by the policy
 //! but still written to disk if it fits. The disk [`Store`] is synchronous: every call runs in
 //! `tokio::task::spawn_blocking` behind a `std::sync::Mutex`, so the disk I/O never blocks a
-//! runtime worker (and the lock serializes disk access, which this slice accepts). A miss waits
-//! for its disk write before answering, so the next request sees the object. Disk entries
+//! runtime worker (and the lock serializes disk access, which this slice accepts). A stored
+//! miss finishes its disk write before its clients get the last frame, so the next request
+//! sees the object. The in-flight map is another `std::sync::Mutex`, never held across an
+//! await nor together with a flight's own lock except map → flight. Disk entries
 //! carry a metadata block ([`meta`]); one that does not parse is a miss.
 
 pub mod freshness;
 pub mod hoc;
 pub mod meta;
 
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ecdn_store::{EntryKey, Store, StoreConfig, DEFAULT_ALIGN};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
 
 use crate::range::{self, Ranges};
 use freshness::StoredResponse;
@@ -106,7 +154,9 @@ pub struct NodeConfig {
     pub disk_size: u64,
     /// HOC policy in `ecdn_policy::PolicySpec` syntax.
     pub hoc_policy: String,
-    /// Limit on one origin exchange (connect, headers and body); `504` beyond it.
+    /// Limit on the origin's response headers (connect included; `504` beyond it), and on the
+    /// wait for each body frame (the response is aborted beyond it). A buffered exchange (`HEAD`
+    /// miss, other methods) must complete within it.
     pub origin_timeout: Duration,
 }
 
@@ -129,6 +179,7 @@ struct Stats {
     hoc_hits: AtomicU64,
     disk_hits: AtomicU64,
     misses: AtomicU64,
+    collapsed: AtomicU64,
     passes: AtomicU64,
     origin_errors: AtomicU64,
     bytes_served: AtomicU64,
@@ -146,6 +197,10 @@ struct State {
     timeout: Duration,
     hoc: Mutex<Hoc>,
     disk: Option<Disk>,
+    /// Disk ring capacity in bytes (0 without a disk).
+    disk_capacity: u64,
+    /// Origin fetches that concurrent misses of the same key may join, by cache key.
+    flights: Mutex<HashMap<String, Arc<Flight>>>,
     stats: Stats,
 }
 
@@ -389,13 +444,50 @@ fn answer_hit(
     r
 }
 
+#[derive(Clone)]
 enum FetchError {
     Unreachable(String),
     Timeout,
 }
 
-/// Sends `req` to the origin over a fresh connection and buffers the answer.
+/// Sends `req` to the origin over a fresh connection and buffers the answer, all within the
+/// origin timeout.
 async fn fetch(st: &State, req: Request<Incoming>) -> Result<Fetched, FetchError> {
+    let exchange = async {
+        let (p, body) = send_to_origin(st, req).await?;
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| FetchError::Unreachable(e.to_string()))?
+            .to_bytes();
+        Ok(Fetched {
+            status: p.status,
+            headers: p.headers,
+            body,
+        })
+    };
+    match tokio::time::timeout(st.timeout, exchange).await {
+        Ok(r) => r,
+        Err(_) => Err(FetchError::Timeout),
+    }
+}
+
+/// Sends `req` to the origin over a fresh connection; the answer's head within the origin
+/// timeout, its body to be read.
+async fn fetch_head(
+    st: &State,
+    req: Request<Incoming>,
+) -> Result<(hyper::http::response::Parts, Incoming), FetchError> {
+    match tokio::time::timeout(st.timeout, send_to_origin(st, req)).await {
+        Ok(r) => r,
+        Err(_) => Err(FetchError::Timeout),
+    }
+}
+
+async fn send_to_origin(
+    st: &State,
+    req: Request<Incoming>,
+) -> Result<(hyper::http::response::Parts, Incoming), FetchError> {
     let (parts, body) = req.into_parts();
     let conn = freshness::connection_tokens(&parts.headers);
     let mut headers = HeaderMap::with_capacity(parts.headers.len() + 2);
@@ -418,35 +510,19 @@ async fn fetch(st: &State, req: Request<Incoming>) -> Result<Fetched, FetchError
     );
     *out.headers_mut() = headers;
 
-    let exchange = async {
-        let unreachable = |e: &dyn std::fmt::Display| FetchError::Unreachable(e.to_string());
-        let stream = TcpStream::connect(&st.origin)
-            .await
-            .map_err(|e| unreachable(&e))?;
-        let _ = stream.set_nodelay(true);
-        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| unreachable(&e))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        let resp = send.send_request(out).await.map_err(|e| unreachable(&e))?;
-        let (p, body) = resp.into_parts();
-        let body = body
-            .collect()
-            .await
-            .map_err(|e| unreachable(&e))?
-            .to_bytes();
-        Ok(Fetched {
-            status: p.status,
-            headers: p.headers,
-            body,
-        })
-    };
-    match tokio::time::timeout(st.timeout, exchange).await {
-        Ok(r) => r,
-        Err(_) => Err(FetchError::Timeout),
-    }
+    let unreachable = |e: &dyn std::fmt::Display| FetchError::Unreachable(e.to_string());
+    let stream = TcpStream::connect(&st.origin)
+        .await
+        .map_err(|e| unreachable(&e))?;
+    let _ = stream.set_nodelay(true);
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| unreachable(&e))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let resp = send.send_request(out).await.map_err(|e| unreachable(&e))?;
+    Ok(resp.into_parts())
 }
 
 fn fetch_error(st: &State, e: FetchError) -> Response<Full<Bytes>> {
@@ -498,7 +574,7 @@ async fn disk_put(disk: &Disk, e: &StoredResponse) {
 }
 
 /// `GET` / `HEAD`: HOC, disk, origin, as the request's `Cache-Control` allows.
-async fn cached(st: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn cached(st: &Arc<State>, req: Request<Incoming>) -> Response<NodeBody> {
     let head = req.method() == Method::HEAD;
     let key = cache_key(&req);
     let id = fnv1a(key.as_bytes());
@@ -508,7 +584,7 @@ async fn cached(st: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
         let hit = lock(&st.hoc).lookup(id, &key, now);
         if let Some(e) = hit.filter(|e| rd.accepts(e, now)) {
             bump(&st.stats.hoc_hits, 1);
-            return answer_hit(&e, req.headers(), now, head, "HIT-HOC");
+            return answer_hit(&e, req.headers(), now, head, "HIT-HOC").map(NodeBody::Full);
         }
         if let Some(disk) = &st.disk {
             if let Some(e) = disk_get(disk, key.clone()).await {
@@ -517,7 +593,8 @@ async fn cached(st: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
                     bump(&st.stats.disk_hits, 1);
                     let e = Arc::new(e);
                     lock(&st.hoc).offer(id, e.clone(), now);
-                    return answer_hit(&e, req.headers(), now, head, "HIT-DISK");
+                    return answer_hit(&e, req.headers(), now, head, "HIT-DISK")
+                        .map(NodeBody::Full);
                 }
             }
         }
@@ -532,32 +609,468 @@ async fn cached(st: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
             .append(header::VIA, HeaderValue::from_static(VIA));
         r.headers_mut()
             .insert(X_CACHE, HeaderValue::from_static("MISS"));
-        return r;
+        return r.map(NodeBody::Full);
     }
     bump(&st.stats.misses, 1);
-    let authorization = req.headers().contains_key(header::AUTHORIZATION);
-    let f = match fetch(st, req).await {
-        Ok(f) => f,
-        Err(e) => return fetch_error(st, e),
+    if head {
+        // Forwarded as `HEAD`, never stored: nothing to stream or share.
+        return match fetch(st, req).await {
+            Ok(f) => respond(f, true, "MISS"),
+            Err(e) => fetch_error(st, e),
+        }
+        .map(NodeBody::Full);
+    }
+    miss(st, req, key, id, &rd).await
+}
+
+// ---------------------------------------------------------------------------------------------
+// Streaming misses and collapsed forwarding
+// ---------------------------------------------------------------------------------------------
+
+/// Frames a subscriber may have queued before the origin fetch waits for it.
+const SUBSCRIBER_QUEUE: usize = 32;
+
+/// What an in-flight fetch sends each subscriber after its replay.
+enum Chunk {
+    Data(Bytes),
+    /// The origin body completed (and was stored if it could be). A channel closed without
+    /// `Done` means the exchange failed: the client's response is aborted.
+    Done,
+}
+
+/// A client response body: buffered, or a miss streamed from an origin fetch.
+pub enum NodeBody {
+    Full(Full<Bytes>),
+    Live(LiveBody),
+}
+
+/// A subscriber's view of an origin fetch: the frames received before it joined, then the
+/// live ones.
+pub struct LiveBody {
+    replay: VecDeque<Bytes>,
+    rx: mpsc::Receiver<Chunk>,
+    /// Bytes still to come, when the origin gave a `Content-Length`.
+    remaining: Option<u64>,
+    done: bool,
+}
+
+impl LiveBody {
+    fn data(&mut self, b: Bytes) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        if let Some(r) = &mut self.remaining {
+            *r = r.saturating_sub(b.len() as u64);
+        }
+        Poll::Ready(Some(Ok(Frame::data(b))))
+    }
+}
+
+impl Body for NodeBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        match self.get_mut() {
+            NodeBody::Full(f) => Pin::new(f).poll_frame(cx).map_err(|e| match e {}),
+            NodeBody::Live(l) => {
+                if l.done {
+                    return Poll::Ready(None);
+                }
+                if let Some(b) = l.replay.pop_front() {
+                    return l.data(b);
+                }
+                match ready!(l.rx.poll_recv(cx)) {
+                    Some(Chunk::Data(b)) => l.data(b),
+                    Some(Chunk::Done) => {
+                        l.done = true;
+                        Poll::Ready(None)
+                    }
+                    None => {
+                        l.done = true;
+                        Poll::Ready(Some(Err(io::Error::other("origin response aborted"))))
+                    }
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            NodeBody::Full(f) => f.is_end_stream(),
+            NodeBody::Live(l) => l.done,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            NodeBody::Full(f) => f.size_hint(),
+            NodeBody::Live(l) => l
+                .remaining
+                .map_or_else(SizeHint::default, SizeHint::with_exact),
+        }
+    }
+}
+
+/// The origin's status and headers, shared by every subscriber.
+struct Head {
+    status: StatusCode,
+    headers: HeaderMap,
+}
+
+/// One origin fetch and its subscribers.
+struct Flight {
+    head: watch::Sender<Option<Result<Arc<Head>, FetchError>>>,
+    st: Mutex<FlightState>,
+}
+
+struct FlightState {
+    /// Every body byte released so far, while `replayable` (also the accumulation to store).
+    frames: Vec<Bytes>,
+    /// Whether `frames` holds the whole body so far; once false, nobody can join.
+    replayable: bool,
+    subs: Vec<mpsc::Sender<Chunk>>,
+    /// `Some(true)`: completed; `Some(false)`: failed or abandoned.
+    ended: Option<bool>,
+}
+
+type Subscription = (VecDeque<Bytes>, mpsc::Receiver<Chunk>);
+
+impl Flight {
+    fn new() -> Arc<Flight> {
+        Arc::new(Flight {
+            head: watch::channel(None).0,
+            st: Mutex::new(FlightState {
+                frames: Vec::new(),
+                replayable: true,
+                subs: Vec::new(),
+                ended: None,
+            }),
+        })
+    }
+
+    /// Joins: the frames so far plus a channel for the rest; `None` once the fetch can no
+    /// longer be replayed from the start.
+    fn subscribe(&self) -> Option<Subscription> {
+        let mut s = lock(&self.st);
+        if !s.replayable {
+            return None;
+        }
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_QUEUE);
+        match s.ended {
+            Some(true) => {
+                let _ = tx.try_send(Chunk::Done);
+            }
+            // Dropping `tx` aborts the subscriber's response.
+            Some(false) => {}
+            None => s.subs.push(tx),
+        }
+        Some((s.frames.iter().cloned().collect(), rx))
+    }
+}
+
+/// Runs one origin fetch for its subscribers. Dropping it (finished, failed, abandoned, or
+/// the task cancelled) always ends the flight: an unfinished one fails its subscribers.
+struct Driver {
+    st: Arc<State>,
+    flight: Arc<Flight>,
+    /// The key under which the flight is joinable, while it is.
+    key: Option<String>,
+}
+
+impl Driver {
+    /// No more joiners: leave the map, stop keeping the replay buffer.
+    fn seal(&mut self) {
+        {
+            let mut s = lock(&self.flight.st);
+            s.replayable = false;
+            s.frames = Vec::new();
+        }
+        self.unregister();
+    }
+
+    fn unregister(&mut self) {
+        if let Some(key) = self.key.take() {
+            let mut m = lock(&self.st.flights);
+            if m.get(&key).is_some_and(|f| Arc::ptr_eq(f, &self.flight)) {
+                m.remove(&key);
+            }
+        }
+    }
+
+    /// Hands one frame to every subscriber. A subscriber that has not taken a frame within
+    /// the origin timeout is dropped (its response is aborted). Returns whether anyone still
+    /// needs the fetch.
+    async fn release(&mut self, data: Bytes, storing: bool) -> bool {
+        let subs = {
+            let mut s = lock(&self.flight.st);
+            if s.replayable {
+                s.frames.push(data.clone());
+            }
+            s.subs.retain(|t| !t.is_closed());
+            s.subs.clone()
+        };
+        for tx in &subs {
+            let sent = tokio::time::timeout(self.st.timeout, tx.send(Chunk::Data(data.clone())));
+            if !matches!(sent.await, Ok(Ok(()))) {
+                lock(&self.flight.st).subs.retain(|t| !t.same_channel(tx));
+            }
+        }
+        storing || !lock(&self.flight.st).subs.is_empty()
+    }
+
+    /// Success: the flight is over, subscribers get their end of stream.
+    async fn finish(&mut self) {
+        self.unregister();
+        let subs = {
+            let mut s = lock(&self.flight.st);
+            s.ended = Some(true);
+            std::mem::take(&mut s.subs)
+        };
+        for tx in subs {
+            let _ = tokio::time::timeout(self.st.timeout, tx.send(Chunk::Done)).await;
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.unregister();
+        self.flight.head.send_if_modified(|h| {
+            if h.is_none() {
+                *h = Some(Err(FetchError::Unreachable(
+                    "origin fetch abandoned".into(),
+                )));
+                true
+            } else {
+                false
+            }
+        });
+        let mut s = lock(&self.flight.st);
+        if s.ended.is_none() {
+            s.ended = Some(false);
+            s.subs.clear();
+        }
+    }
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The origin fetch behind a flight: streams the body to the subscribers and stores it when
+/// it may (see the module documentation).
+async fn drive(mut d: Driver, req: Request<Incoming>, may_store: bool, key: String, id: u64) {
+    let st = d.st.clone();
+    let (parts, mut body) = match fetch_head(&st, req).await {
+        Ok(r) => r,
+        Err(e) => {
+            d.flight.head.send_replace(Some(Err(e)));
+            return;
+        }
     };
-    if !head && !rd.no_store {
-        if let Some(lifetime) = freshness::storable_lifetime(authorization, f.status, &f.headers) {
-            let e = Arc::new(StoredResponse {
-                key,
-                status: f.status,
-                headers: freshness::headers_to_store(&f.headers),
-                body: f.body.clone(),
-                stored_at: Instant::now(),
-                age_at_store: freshness::origin_age(&f.headers),
-                lifetime,
-            });
-            lock(&st.hoc).offer(id, e.clone(), e.stored_at);
-            if let Some(disk) = &st.disk {
+    let declared = content_length(&parts.headers);
+    let hoc_capacity = lock(&st.hoc).capacity();
+    let limit = hoc_capacity.max(st.disk_capacity);
+    let lifetime = if may_store {
+        freshness::storable_lifetime(false, parts.status, &parts.headers)
+    } else {
+        None
+    };
+    let mut storing = lifetime.is_some() && declared.is_none_or(|n| n <= limit);
+    if !storing {
+        d.seal();
+    }
+    d.flight.head.send_replace(Some(Ok(Arc::new(Head {
+        status: parts.status,
+        headers: parts.headers.clone(),
+    }))));
+    // While storing, the newest frame is held back until the next one arrives (or the body
+    // is stored), so no client has the whole object before the cache does.
+    let mut pending: Option<Bytes> = None;
+    let mut total = 0u64;
+    loop {
+        let frame = match tokio::time::timeout(st.timeout, body.frame()).await {
+            Ok(Some(Ok(f))) => f,
+            Ok(None) => break,
+            Ok(Some(Err(_))) | Err(_) => {
+                // The origin died or stalled mid-body: abort everyone, store nothing.
+                bump(&st.stats.origin_errors, 1);
+                return;
+            }
+        };
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        if data.is_empty() {
+            continue;
+        }
+        total += data.len() as u64;
+        if storing && total > limit {
+            storing = false;
+            // Release the held frame before the replay buffer goes.
+            if let Some(p) = pending.take() {
+                if !d.release(p, true).await {
+                    return;
+                }
+            }
+            d.seal();
+        }
+        let out = if storing {
+            pending.replace(data)
+        } else {
+            Some(data)
+        };
+        if let Some(out) = out {
+            if !d.release(out, storing).await {
+                return; // not stored and nobody listening: abandon the origin fetch
+            }
+        }
+    }
+    if let (true, Some(lifetime)) = (storing && declared.is_none_or(|n| n == total), lifetime) {
+        let mut buf = Vec::with_capacity(total as usize);
+        {
+            let s = lock(&d.flight.st);
+            for f in &s.frames {
+                buf.extend_from_slice(f);
+            }
+        }
+        if let Some(p) = &pending {
+            buf.extend_from_slice(p);
+        }
+        let e = Arc::new(StoredResponse {
+            key,
+            status: parts.status,
+            headers: freshness::headers_to_store(&parts.headers),
+            body: Bytes::from(buf),
+            stored_at: Instant::now(),
+            age_at_store: freshness::origin_age(&parts.headers),
+            lifetime,
+        });
+        lock(&st.hoc).offer(id, e.clone(), e.stored_at);
+        if let Some(disk) = &st.disk {
+            if total <= st.disk_capacity {
                 disk_put(disk, &e).await;
             }
         }
     }
-    respond(f, head, "MISS")
+    if let Some(p) = pending.take() {
+        if !d.release(p, false).await {
+            return;
+        }
+    }
+    d.finish().await;
+}
+
+/// A `GET` miss: streamed from the origin; a cacheable candidate joins (or leads) the
+/// in-flight fetch of its key.
+async fn miss(
+    st: &Arc<State>,
+    req: Request<Incoming>,
+    key: String,
+    id: u64,
+    rd: &freshness::RequestDirectives,
+) -> Response<NodeBody> {
+    let authorization = req.headers().contains_key(header::AUTHORIZATION);
+    let collapsible = !authorization && !rd.no_store && !req.headers().contains_key(header::RANGE);
+    let may_store = !authorization && !rd.no_store;
+    let mut joined = None;
+    let mut req = Some(req);
+    if collapsible {
+        let mut m = lock(&st.flights);
+        if let Some(f) = m.get(&key) {
+            if let Some(sub) = f.subscribe() {
+                joined = Some((f.clone(), sub));
+            }
+        }
+        if joined.is_none() {
+            let flight = Flight::new();
+            m.insert(key.clone(), flight.clone());
+            drop(m);
+            joined = lead(
+                st,
+                flight,
+                req.take(),
+                Some(key.clone()),
+                may_store,
+                &key,
+                id,
+            );
+        }
+    } else {
+        joined = lead(st, Flight::new(), req.take(), None, may_store, &key, id);
+    }
+    let label = if req.is_some() {
+        bump(&st.stats.collapsed, 1);
+        "MISS-COLLAPSED"
+    } else {
+        "MISS"
+    };
+    let Some((flight, (replay, rx))) = joined else {
+        return fetch_error(st, FetchError::Unreachable("origin fetch failed".into()))
+            .map(NodeBody::Full);
+    };
+    let mut head_rx = flight.head.subscribe();
+    let head = head_rx
+        .wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|h| h.clone());
+    let head = match head {
+        Some(Ok(h)) => h,
+        Some(Err(e)) => return fetch_error(st, e).map(NodeBody::Full),
+        None => {
+            return fetch_error(st, FetchError::Unreachable("origin fetch abandoned".into()))
+                .map(NodeBody::Full)
+        }
+    };
+    let conn = freshness::connection_tokens(&head.headers);
+    let mut headers = HeaderMap::with_capacity(head.headers.len() + 2);
+    for (n, v) in &head.headers {
+        if !freshness::is_hop_by_hop(n, &conn) {
+            headers.append(n.clone(), v.clone());
+        }
+    }
+    headers.append(header::VIA, HeaderValue::from_static(VIA));
+    headers.insert(X_CACHE, HeaderValue::from_static(label));
+    let remaining = if has_body(head.status) {
+        content_length(&head.headers)
+    } else {
+        None
+    };
+    let mut r = Response::new(NodeBody::Live(LiveBody {
+        replay,
+        rx,
+        remaining,
+        done: false,
+    }));
+    *r.status_mut() = head.status;
+    *r.headers_mut() = headers;
+    r
+}
+
+/// Subscribes the leader to a new flight and starts its origin fetch.
+fn lead(
+    st: &Arc<State>,
+    flight: Arc<Flight>,
+    req: Option<Request<Incoming>>,
+    joinable_as: Option<String>,
+    may_store: bool,
+    key: &str,
+    id: u64,
+) -> Option<(Arc<Flight>, Subscription)> {
+    let req = req?;
+    let sub = flight.subscribe()?;
+    let d = Driver {
+        st: st.clone(),
+        flight: flight.clone(),
+        key: joinable_as,
+    };
+    tokio::spawn(drive(d, req, may_store, key.to_string(), id));
+    Some((flight, sub))
 }
 
 /// Other methods: pass through, then invalidate the URL.
@@ -606,6 +1119,7 @@ async fn stats_json(st: &State) -> Response<Full<Bytes>> {
         "hoc_hits": c(&s.hoc_hits),
         "disk_hits": c(&s.disk_hits),
         "misses": c(&s.misses),
+        "collapsed": c(&s.collapsed),
         "passes": c(&s.passes),
         "origin_errors": c(&s.origin_errors),
         "bytes_served": c(&s.bytes_served),
@@ -620,17 +1134,17 @@ async fn stats_json(st: &State) -> Response<Full<Bytes>> {
     r
 }
 
-async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<NodeBody> {
     match req.uri().path() {
-        "/_ecdn/health" => return text(StatusCode::OK, "ok"),
-        "/_ecdn/stats" => return stats_json(&st).await,
+        "/_ecdn/health" => return text(StatusCode::OK, "ok").map(NodeBody::Full),
+        "/_ecdn/stats" => return stats_json(&st).await.map(NodeBody::Full),
         _ => {}
     }
     bump(&st.stats.requests, 1);
     let r = if req.method() == Method::GET || req.method() == Method::HEAD {
         cached(&st, req).await
     } else {
-        pass(&st, req).await
+        pass(&st, req).await.map(NodeBody::Full)
     };
     bump(
         &st.stats.bytes_served,
@@ -640,7 +1154,8 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<Full<Bytes>>
 }
 
 /// The node: see the module documentation. `/_ecdn/stats` reports `requests` (proxied, not
-/// counting `/_ecdn/`), `hoc_hits`, `disk_hits`, `misses`, `passes` (other methods),
+/// counting `/_ecdn/`), `hoc_hits`, `disk_hits`, `misses` (including collapsed ones),
+/// `collapsed` (misses served by another request's origin fetch), `passes` (other methods),
 /// `origin_errors` (502 / 504), `bytes_served` (response bodies), `hoc` (`policy`, `used`,
 /// `capacity`, `objects`, `c`: AdaptSize's size parameter, `null` while it admits everything
 /// or for policies without one) and `disk` (`null` without a disk).
@@ -678,7 +1193,13 @@ impl Node {
             origin,
             timeout: cfg.origin_timeout,
             hoc: Mutex::new(hoc),
+            disk_capacity: if disk.is_some() {
+                cfg.disk_size / u64::from(DEFAULT_ALIGN) * u64::from(DEFAULT_ALIGN)
+            } else {
+                0
+            },
             disk,
+            flights: Mutex::new(HashMap::new()),
             stats: Stats::default(),
         });
         let listener = TcpListener::bind(listen).await?;

@@ -16,6 +16,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -289,6 +290,16 @@ pub async fn serve(
     cfg: OriginConfig,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
+    serve_counted(listener, cfg, shutdown, Arc::default()).await
+}
+
+/// [`serve`], counting the requests received in `requests`.
+async fn serve_counted(
+    listener: TcpListener,
+    cfg: OriginConfig,
+    shutdown: impl Future<Output = ()>,
+    requests: Arc<AtomicU64>,
+) -> std::io::Result<()> {
     let cfg = Arc::new(cfg);
     tokio::pin!(shutdown);
     loop {
@@ -305,9 +316,11 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let cfg = cfg.clone();
+        let requests = requests.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let cfg = cfg.clone();
+                requests.fetch_add(1, Ordering::Relaxed);
                 async move { Ok::<_, Infallible>(handle(req, cfg).await) }
             });
             let _ = hyper::server::conn::http1::Builder::new()
@@ -321,6 +334,7 @@ pub async fn serve(
 /// A running origin (for tests and the demo): its address and a handle that stops it.
 pub struct Origin {
     pub addr: SocketAddr,
+    requests: Arc<AtomicU64>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -331,14 +345,26 @@ impl Origin {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(serve(listener, cfg, async {
-            let _ = rx.await;
-        }));
+        let requests = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn(serve_counted(
+            listener,
+            cfg,
+            async {
+                let _ = rx.await;
+            },
+            requests.clone(),
+        ));
         Ok(Origin {
             addr,
+            requests,
             stop: Some(tx),
             task,
         })
+    }
+
+    /// Requests received so far (every method, every path).
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     /// Stops accepting connections and waits for the accept loop to end.

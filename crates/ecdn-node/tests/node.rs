@@ -476,3 +476,204 @@ async fn request_cache_control() {
     assert_eq!(v["origin_errors"], 0);
     n.stop().await.unwrap();
 }
+
+/// Sends a GET and returns the response with its body unread, plus the connection task.
+async fn start_get(
+    addr: SocketAddr,
+    uri: &str,
+) -> (
+    hyper::Response<hyper::body::Incoming>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    let conn = tokio::spawn(conn);
+    let req = Request::builder()
+        .uri(uri)
+        .header("host", "cdn.test")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    (send.send_request(req).await.unwrap(), conn)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn misses_stream_from_the_origin() {
+    let o = Origin::start(
+        any(),
+        OriginConfig {
+            bandwidth: Some(4 << 20),
+            ..OriginConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let n = node(config(o.addr, 16 << 20, None)).await;
+    let uri = "/obj/stream?size=8MiB";
+    let t0 = std::time::Instant::now();
+    let (resp, _conn) = start_get(n.addr, uri).await;
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["x-cache"], "MISS");
+    assert_eq!(resp.headers()["content-length"], (8u64 << 20).to_string());
+    let mut body = resp.into_body();
+    let mut data = Vec::new();
+    let first = loop {
+        let f = body.frame().await.unwrap().unwrap();
+        if let Ok(d) = f.into_data() {
+            data.extend_from_slice(&d);
+            break t0.elapsed();
+        }
+    };
+    while let Some(f) = body.frame().await {
+        if let Ok(d) = f.unwrap().into_data() {
+            data.extend_from_slice(&d);
+        }
+    }
+    let total = t0.elapsed();
+    eprintln!("8 MiB miss at 4 MiB/s: first frame {first:?}, whole body {total:?}");
+    // 8 MiB at 4 MiB/s: about 2 s in all, the first frame long before.
+    assert!(
+        first < Duration::from_secs(1),
+        "first frame after {first:?}"
+    );
+    assert!(
+        total > Duration::from_millis(1500),
+        "whole body in {total:?}"
+    );
+    assert_eq!(data.len(), 8 << 20);
+    assert_eq!(
+        content::first_mismatch(content::object_id("stream"), 0, &data),
+        None
+    );
+    let r = fetch(n.addr, "GET", uri).await;
+    assert_object(&r, "stream", 8 << 20);
+    assert_eq!(r.x_cache(), "HIT-HOC");
+    assert_eq!(o.requests(), 1);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_misses_collapse_into_one_origin_fetch() {
+    let o = Origin::start(
+        any(),
+        OriginConfig {
+            latency: Duration::from_millis(200),
+            bandwidth: Some(16 << 20),
+            ..OriginConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let n = node(config(o.addr, 16 << 20, None)).await;
+    for (uri, name, size, stored) in [
+        ("/obj/together?size=1MiB", "together", 1 << 20, true),
+        // Not storable: the followers that joined before the headers still share it.
+        (
+            "/obj/nostore?size=100000&cc=no-store",
+            "nostore",
+            100_000,
+            false,
+        ),
+    ] {
+        let before = o.requests();
+        let tasks: Vec<_> = (0..8)
+            .map(|_| {
+                let addr = n.addr;
+                tokio::spawn(async move { fetch(addr, "GET", uri).await })
+            })
+            .collect();
+        let mut labels = Vec::new();
+        for t in tasks {
+            let r = t.await.unwrap();
+            assert_object(&r, name, size);
+            labels.push(r.x_cache().to_string());
+        }
+        labels.sort();
+        assert_eq!(labels[0], "MISS", "{labels:?}");
+        assert!(
+            labels[1..].iter().all(|l| l == "MISS-COLLAPSED"),
+            "{labels:?}"
+        );
+        assert_eq!(o.requests() - before, 1, "{uri}");
+        let r = fetch(n.addr, "GET", uri).await;
+        assert_object(&r, name, size);
+        assert_eq!(r.x_cache(), if stored { "HIT-HOC" } else { "MISS" });
+    }
+    let s = fetch(n.addr, "GET", "/_ecdn/stats").await;
+    let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+    assert_eq!(v["collapsed"], 14);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_leaving_mid_transfer_never_leaves_a_partial_object() {
+    let o = Origin::start(
+        any(),
+        OriginConfig {
+            bandwidth: Some(8 << 20),
+            ..OriginConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let n = node(config(o.addr, 16 << 20, None)).await;
+    let uri = "/obj/left?size=4MiB";
+    let (resp, conn) = start_get(n.addr, uri).await;
+    assert_eq!(resp.headers()["x-cache"], "MISS");
+    let mut body = resp.into_body();
+    body.frame().await.unwrap().unwrap();
+    drop(body);
+    conn.abort();
+    // The fetch goes on without the client (4 MiB at 8 MiB/s) and fills the cache.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let r = fetch(n.addr, "GET", uri).await;
+    assert_object(&r, "left", 4 << 20);
+    assert_eq!(r.x_cache(), "HIT-HOC");
+    assert_eq!(o.requests(), 1);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origin_dying_mid_body_aborts_the_client_and_stores_nothing() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // An origin that promises 100000 bytes and closes after 50000.
+    let listener = tokio::net::TcpListener::bind(any()).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tokio::spawn(async move {
+                let mut req = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    let n = s.read(&mut buf).await.unwrap();
+                    if n == 0 {
+                        return;
+                    }
+                    req.extend_from_slice(&buf[..n]);
+                }
+                let head = "HTTP/1.1 200 OK\r\ncontent-length: 100000\r\n\
+                            cache-control: max-age=3600\r\n\r\n";
+                s.write_all(head.as_bytes()).await.unwrap();
+                s.write_all(&[7u8; 50_000]).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            });
+        }
+    });
+    let n = node(config(addr, 16 << 20, None)).await;
+    for _ in 0..2 {
+        let (resp, _conn) = start_get(n.addr, "/obj/dies").await;
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["x-cache"], "MISS");
+        assert!(resp.into_body().collect().await.is_err());
+    }
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::Relaxed), 2);
+    n.stop().await.unwrap();
+}
