@@ -16,6 +16,27 @@
 //! The cache key is Host + path + query; its 64-bit FNV-1a hash indexes the HOC, and the full
 //! key is kept in the entry and compared on lookup. The disk store is keyed by the full key.
 //!
+//! # Hostile clients
+//!
+//! * Limits ([`NodeConfig`]): request head size (`max_header_bytes`, `431`), header count
+//!   (`max_headers`, `431`), request-target length (`max_uri_len`, `414`), concurrent
+//!   connections (`max_connections`; extra ones are accepted and closed at once), and the time
+//!   to send a request head (`header_read_timeout`, also the keep-alive idle timeout; the
+//!   connection is closed). The first three and the timeout are hyper's own (`max_buf_size`,
+//!   `max_headers`, `header_read_timeout`); a `431` or a timeout closes the connection.
+//! * Request smuggling: hyper refuses a request with both `Content-Length` and
+//!   `Transfer-Encoding`, several differing `Content-Length`s, or a `Transfer-Encoding` not
+//!   ending in `chunked`, with `400`, and closes the connection. Hop-by-hop headers (including
+//!   `Transfer-Encoding`, `TE`, `Upgrade`, those named in `Connection`) and the client's
+//!   `Content-Length` are never forwarded to the origin: hyper frames the origin request from
+//!   the decoded body.
+//! * The path is normalised before routing, for the cache key and the origin request alike
+//!   (dot segments, percent-escapes of unreserved characters, upper-case escapes); a path
+//!   climbing above the root or with an escaped control character is a `400`. Exactly what is
+//!   normalised is in [`normalize`]. A `400` / `414` of ours closes the connection.
+//! * A client that disconnects mid-transfer never leaves a partial object cached (see
+//!   *Collapsed forwarding* below).
+//!
 //! # What is cached, and for how long
 //!
 //! See [`freshness`]: `200` answers to `GET` without `Authorization`, without `no-store`,
@@ -115,6 +136,7 @@
 pub mod freshness;
 pub mod hoc;
 pub mod meta;
+pub mod normalize;
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -133,9 +155,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::range::{self, Ranges};
 use freshness::StoredResponse;
@@ -158,6 +180,29 @@ pub struct NodeConfig {
     /// wait for each body frame (the response is aborted beyond it). A buffered exchange (`HEAD`
     /// miss, other methods) must complete within it.
     pub origin_timeout: Duration,
+    /// Limit on a request head (request line + headers), in bytes; beyond it the client gets
+    /// `431 Request Header Fields Too Large` and the connection is closed. This is hyper's
+    /// `max_buf_size`, so it also caps the per-connection read and write buffers (raised to
+    /// hyper's minimum of 8 KiB if lower). Default 64 KiB.
+    pub max_header_bytes: usize,
+    /// Limit on the number of request header fields; beyond it `431` and the connection is
+    /// closed. Default 100.
+    pub max_headers: usize,
+    /// Limit on the request target (authority + path + query), in bytes; beyond it `414 URI
+    /// Too Long`. Only effective below `max_header_bytes` (a longer request line is a `431`).
+    /// Default 8 KiB.
+    pub max_uri_len: usize,
+    /// Limit on concurrent client connections. Beyond it a new connection is accepted and
+    /// closed at once, without a response (the client sees EOF or a reset), rather than left
+    /// waiting in the listen backlog. Default 10,000.
+    pub max_connections: usize,
+    /// Limit on the wait for a complete request head (slowloris defence): a client that has
+    /// not sent a whole request head within it is disconnected, without a response. The
+    /// clock starts whenever the connection waits for a request, i.e. when it opens and again
+    /// after each response, so this is also the idle timeout of a keep-alive connection
+    /// between requests (hyper has no separate idle timer). Request *bodies* are not covered;
+    /// a slow body is paced by the exchange it belongs to. Default 10 s.
+    pub header_read_timeout: Duration,
 }
 
 impl Default for NodeConfig {
@@ -169,6 +214,11 @@ impl Default for NodeConfig {
             disk_size: 1 << 30,
             hoc_policy: "adaptsize".into(),
             origin_timeout: Duration::from_secs(30),
+            max_header_bytes: 64 << 10,
+            max_headers: 100,
+            max_uri_len: 8 << 10,
+            max_connections: 10_000,
+            header_read_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -202,6 +252,7 @@ struct State {
     /// Origin fetches that concurrent misses of the same key may join, by cache key.
     flights: Mutex<HashMap<String, Arc<Flight>>>,
     stats: Stats,
+    max_uri_len: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -267,6 +318,8 @@ fn cache_key<B>(req: &Request<B>) -> String {
 }
 
 const VIA: &str = "1.1 ecdn";
+/// hyper's smallest accepted `max_buf_size`.
+const MIN_HEADER_BYTES: usize = 8192;
 const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 
 fn text(status: StatusCode, msg: &str) -> Response<Full<Bytes>> {
@@ -492,7 +545,10 @@ async fn send_to_origin(
     let conn = freshness::connection_tokens(&parts.headers);
     let mut headers = HeaderMap::with_capacity(parts.headers.len() + 2);
     for (n, v) in &parts.headers {
-        if !freshness::is_hop_by_hop(n, &conn) {
+        // Framing is never forwarded as received: hyper has already rejected ambiguous
+        // framing (both `Content-Length` and `Transfer-Encoding`, or conflicting lengths), and
+        // frames the origin request itself from the body it decoded.
+        if !freshness::is_hop_by_hop(n, &conn) && n != header::CONTENT_LENGTH {
             headers.append(n.clone(), v.clone());
         }
     }
@@ -1134,7 +1190,53 @@ async fn stats_json(st: &State) -> Response<Full<Bytes>> {
     r
 }
 
+/// A `4xx` for a request refused before any processing; the connection is closed after it.
+fn reject(status: StatusCode, msg: &str) -> Response<NodeBody> {
+    let mut r = text(status, msg);
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r.map(NodeBody::Full)
+}
+
+/// Applies [`NodeConfig::max_uri_len`] and the path normalisation ([`normalize`]) to the
+/// request target: the normalised request, or the answer refusing it.
+#[allow(clippy::result_large_err)]
+fn sanitize(st: &State, req: Request<Incoming>) -> Result<Request<Incoming>, Response<NodeBody>> {
+    let uri = req.uri();
+    let len = uri.authority().map_or(0, |a| a.as_str().len())
+        + uri.path_and_query().map_or(0, |pq| pq.as_str().len());
+    if len > st.max_uri_len {
+        return Err(reject(StatusCode::URI_TOO_LONG, "request target too long"));
+    }
+    let path = match normalize::normalize_path(uri.path()) {
+        Ok(p) => p,
+        Err(e) => return Err(reject(StatusCode::BAD_REQUEST, &e.to_string())),
+    };
+    if path == uri.path() {
+        return Ok(req);
+    }
+    let (mut parts, body) = req.into_parts();
+    let pq = match parts.uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path,
+    };
+    let mut uri = std::mem::take(&mut parts.uri).into_parts();
+    uri.path_and_query = match pq.parse() {
+        Ok(pq) => Some(pq),
+        Err(_) => return Err(reject(StatusCode::BAD_REQUEST, "invalid path")),
+    };
+    parts.uri = match hyper::Uri::from_parts(uri) {
+        Ok(u) => u,
+        Err(_) => return Err(reject(StatusCode::BAD_REQUEST, "invalid request target")),
+    };
+    Ok(Request::from_parts(parts, body))
+}
+
 async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<NodeBody> {
+    let req = match sanitize(&st, req) {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
     match req.uri().path() {
         "/_ecdn/health" => return text(StatusCode::OK, "ok").map(NodeBody::Full),
         "/_ecdn/stats" => return stats_json(&st).await.map(NodeBody::Full),
@@ -1201,11 +1303,21 @@ impl Node {
             disk,
             flights: Mutex::new(HashMap::new()),
             stats: Stats::default(),
+            max_uri_len: cfg.max_uri_len,
         });
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let task = tokio::spawn(serve(listener, state, rx));
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.keep_alive(true)
+            .max_buf_size(cfg.max_header_bytes.max(MIN_HEADER_BYTES))
+            .max_headers(cfg.max_headers)
+            .timer(TokioTimer::new())
+            .header_read_timeout(cfg.header_read_timeout);
+        let limit = Arc::new(Semaphore::new(
+            cfg.max_connections.min(Semaphore::MAX_PERMITS),
+        ));
+        let task = tokio::spawn(serve(listener, state, http, limit, rx));
         Ok(RunningNode {
             addr,
             stop: Some(tx),
@@ -1217,6 +1329,8 @@ impl Node {
 async fn serve(
     listener: TcpListener,
     st: Arc<State>,
+    http: hyper::server::conn::http1::Builder,
+    limit: Arc<Semaphore>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
 ) {
     loop {
@@ -1231,17 +1345,20 @@ async fn serve(
                 }
             },
         };
+        // Over the connection limit: close it at once (dropping the stream).
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let st = st.clone();
+        let http = http.clone();
         tokio::spawn(async move {
+            let _permit = permit;
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let st = st.clone();
                 async move { Ok::<_, Infallible>(handle(st, req).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
+            let _ = http.serve_connection(TokioIo::new(stream), svc).await;
         });
     }
 }

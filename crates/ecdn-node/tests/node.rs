@@ -677,3 +677,291 @@ async fn an_origin_dying_mid_body_aborts_the_client_and_stores_nothing() {
     assert_eq!(accepted.load(std::sync::atomic::Ordering::Relaxed), 2);
     n.stop().await.unwrap();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hostile clients
+// ---------------------------------------------------------------------------------------------
+
+/// Writes `bytes` on a fresh connection and reads until the node closes it (or `limit`
+/// passes): what was read, and whether the connection was closed (EOF or reset).
+async fn raw(addr: SocketAddr, bytes: &[u8], limit: Duration) -> (String, bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    // The node may answer and close before taking everything: ignore write errors.
+    let _ = s.write_all(bytes).await;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    let closed = tokio::time::timeout(limit, async {
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .is_ok();
+    (String::from_utf8_lossy(&out).into_owned(), closed)
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_heads_and_targets_are_refused() {
+    let o = origin().await;
+    let n = node(NodeConfig {
+        max_header_bytes: 16 << 10,
+        ..config(o.addr, 8 << 20, None)
+    })
+    .await;
+    // A 20 KB header block: hyper answers 431 and closes.
+    let big = format!(
+        "GET /obj/h?size=10 HTTP/1.1\r\nHost: cdn.test\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(20_000)
+    );
+    let (resp, closed) = raw(n.addr, big.as_bytes(), SECOND).await;
+    assert!(resp.starts_with("HTTP/1.1 431"), "{resp:?}");
+    assert!(closed);
+    // 101 headers (default limit 100): 431 too.
+    let mut many = String::from("GET /obj/h?size=10 HTTP/1.1\r\nHost: cdn.test\r\n");
+    for i in 0..100 {
+        many.push_str(&format!("X-H{i}: v\r\n"));
+    }
+    many.push_str("\r\n");
+    let (resp, closed) = raw(n.addr, many.as_bytes(), SECOND).await;
+    assert!(resp.starts_with("HTTP/1.1 431"), "{resp:?}");
+    assert!(closed);
+    // 50 are fine (not 100 here: the node adds `Via` and the origin also allows 100).
+    let mut ok = String::from("GET /obj/h?size=10 HTTP/1.1\r\nHost: cdn.test\r\n");
+    for i in 0..50 {
+        ok.push_str(&format!("X-H{i}: v\r\n"));
+    }
+    ok.push_str("\r\n");
+    let (resp, _) = raw(n.addr, ok.as_bytes(), Duration::from_millis(300)).await;
+    assert!(resp.starts_with("HTTP/1.1 200"), "{resp:?}");
+    // A 9 KB request target (limit 8 KiB): 414, and the connection is closed.
+    let long = format!("/obj/h?size=10&pad={}", "p".repeat(9000));
+    let r = fetch(n.addr, "GET", &long).await;
+    assert_eq!(r.status, 414);
+    let (resp, closed) = raw(
+        n.addr,
+        format!("GET {long} HTTP/1.1\r\nHost: cdn.test\r\n\r\n").as_bytes(),
+        SECOND,
+    )
+    .await;
+    assert!(resp.starts_with("HTTP/1.1 414"), "{resp:?}");
+    assert!(closed);
+    let r = fetch(n.addr, "GET", "/obj/h?size=10").await;
+    assert_eq!(r.status, 200);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slowloris_clients_are_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let o = origin().await;
+    let n = node(NodeConfig {
+        header_read_timeout: Duration::from_millis(500),
+        ..config(o.addr, 8 << 20, None)
+    })
+    .await;
+    let start = tokio::time::Instant::now();
+    let s = tokio::net::TcpStream::connect(n.addr).await.unwrap();
+    let (mut rd, mut wr) = s.into_split();
+    let trickle = tokio::spawn(async move {
+        for b in b"GET /obj/slow?size=10 HTTP/1.1\r\nHost: cdn.test\r\n\r\n" {
+            if wr.write_all(&[*b]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    });
+    // A well-behaved client is served meanwhile.
+    let r = fetch(n.addr, "GET", "/obj/fast?size=10").await;
+    assert_eq!(r.status, 200);
+    let mut out = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_millis(1500), async {
+        let mut buf = [0u8; 1024];
+        loop {
+            match rd.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await;
+    let took = start.elapsed();
+    assert!(closed.is_ok(), "slow client still connected");
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_millis(1100),
+        "{took:?}"
+    );
+    // Never answered with a 200.
+    assert!(!String::from_utf8_lossy(&out).contains(" 200 "));
+    trickle.abort();
+    // An idle connection that sends nothing is closed after the same timeout.
+    let (resp, closed) = raw(n.addr, b"", SECOND).await;
+    assert!(closed && !resp.contains(" 200 "), "{resp:?}");
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ambiguous_framing_is_never_smuggled() {
+    let o = origin().await;
+    let n = node(config(o.addr, 8 << 20, None)).await;
+    // Two differing Content-Lengths: 400, connection closed.
+    let (resp, closed) = raw(
+        n.addr,
+        b"POST /obj/s HTTP/1.1\r\nHost: cdn.test\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+        SECOND,
+    )
+    .await;
+    assert!(resp.starts_with("HTTP/1.1 400"), "{resp:?}");
+    assert!(closed);
+    // A Transfer-Encoding not ending in chunked: 400, connection closed.
+    let (resp, closed) = raw(
+        n.addr,
+        b"POST /obj/s HTTP/1.1\r\nHost: cdn.test\r\nTransfer-Encoding: gzip\r\n\r\n",
+        SECOND,
+    )
+    .await;
+    assert!(resp.starts_with("HTTP/1.1 400"), "{resp:?}");
+    assert!(closed);
+    // Content-Length and Transfer-Encoding, in either order, with a request smuggled after
+    // the chunked body: hyper lets chunked win (RFC 9112 §6.3), answers that one request with
+    // `Connection: close` and closes; the smuggled request is never read.
+    for framing in [
+        "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: chunked\r\nContent-Length: 4\r\n",
+    ] {
+        let req = format!(
+            "POST /obj/s HTTP/1.1\r\nHost: cdn.test\r\n{framing}\r\n0\r\n\r\n\
+             GET /obj/smuggled?size=10 HTTP/1.1\r\nHost: cdn.test\r\n\r\n"
+        );
+        let (resp, closed) = raw(n.addr, req.as_bytes(), SECOND).await;
+        assert!(closed, "{resp:?}");
+        assert_eq!(resp.matches("HTTP/1.1 ").count(), 1, "{resp:?}");
+        assert!(
+            resp.to_ascii_lowercase().contains("connection: close"),
+            "{resp:?}"
+        );
+    }
+    let stats = fetch(n.addr, "GET", "/_ecdn/stats").await;
+    let stats: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+    assert_eq!(stats["requests"], 2, "the smuggled GETs were never served");
+    assert_eq!(stats["misses"], 0);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_limit_are_closed() {
+    use tokio::io::AsyncWriteExt;
+    let o = origin().await;
+    let n = node(NodeConfig {
+        max_connections: 2,
+        ..config(o.addr, 8 << 20, None)
+    })
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let stream = tokio::net::TcpStream::connect(n.addr).await.unwrap();
+        let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        held.push(send);
+    }
+    async fn get(send: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>) -> u16 {
+        let req = Request::builder()
+            .uri("/obj/c?size=10")
+            .header("host", "cdn.test")
+            .body(Empty::new())
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        let status = resp.status().as_u16();
+        resp.into_body().collect().await.unwrap();
+        status
+    }
+    for send in &mut held {
+        assert_eq!(get(send).await, 200);
+    }
+    // A third concurrent connection is accepted and closed at once, unanswered.
+    let (resp, closed) = raw(
+        n.addr,
+        b"GET /obj/c?size=10 HTTP/1.1\r\nHost: cdn.test\r\n\r\n",
+        SECOND,
+    )
+    .await;
+    assert!(closed && resp.is_empty(), "{resp:?}");
+    // The first two still work.
+    for send in &mut held {
+        assert_eq!(get(send).await, 200);
+    }
+    // Once one closes, a new connection gets its slot.
+    held.pop();
+    let mut served = false;
+    for _ in 0..50 {
+        let mut s = tokio::net::TcpStream::connect(n.addr).await.unwrap();
+        s.write_all(b"GET /obj/c?size=10 HTTP/1.1\r\nHost: cdn.test\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::io::AsyncReadExt::read_to_end(&mut s, &mut out).await;
+        if out.starts_with(b"HTTP/1.1 200") {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(served);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paths_are_normalised() {
+    let o = origin().await;
+    let n = node(config(o.addr, 8 << 20, None)).await;
+    let first = fetch(n.addr, "GET", "/obj/./42/../42?size=100").await;
+    assert_object(&first, "42", 100);
+    assert_eq!(first.x_cache(), "MISS");
+    let second = fetch(n.addr, "GET", "/obj/42?size=100").await;
+    assert_object(&second, "42", 100);
+    assert_eq!(second.x_cache(), "HIT-HOC");
+    // Escaped unreserved characters are decoded: `%34%32` is `42`.
+    let third = fetch(n.addr, "GET", "/%6fbj/%34%32?size=100").await;
+    assert_eq!(third.x_cache(), "HIT-HOC");
+    // The query is kept as is.
+    let other = fetch(n.addr, "GET", "/obj/42?size=%3100").await;
+    assert_eq!(other.x_cache(), "MISS");
+    for bad in [
+        "/../etc/passwd",
+        "/obj/../../etc/passwd",
+        "/%2e%2e/x",
+        "/obj/a%00b",
+        "/obj/%zz",
+    ] {
+        let r = fetch(n.addr, "GET", bad).await;
+        assert_eq!(r.status, 400, "{bad}");
+    }
+    let (resp, closed) = raw(
+        n.addr,
+        b"GET /../etc/passwd HTTP/1.1\r\nHost: cdn.test\r\n\r\n",
+        SECOND,
+    )
+    .await;
+    assert!(resp.starts_with("HTTP/1.1 400") && closed, "{resp:?}");
+    // Raw control characters never make it past the parser.
+    let (resp, _) = raw(
+        n.addr,
+        b"GET /obj/a\x01b HTTP/1.1\r\nHost: cdn.test\r\n\r\n",
+        SECOND,
+    )
+    .await;
+    assert!(resp.starts_with("HTTP/1.1 400"), "{resp:?}");
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}

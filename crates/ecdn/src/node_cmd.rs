@@ -137,6 +137,7 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             disk_size,
             hoc_policy,
             origin_timeout: Duration::from_secs_f64(timeout),
+            ..NodeConfig::default()
         },
         threads: a.threads.or(file.threads),
     })
