@@ -126,8 +126,9 @@
 //! The HOC ([`hoc::Hoc`]) sits behind a `std::sync::Mutex` held only for one lookup or one
 //! admission, never across an await. An object larger than the HOC is refused by the policy
 //! but still written to disk if it fits. The disk [`Store`] is synchronous: every call runs in
-//! `tokio::task::spawn_blocking` behind a `std::sync::Mutex`, so the disk I/O never blocks a
-//! runtime worker (and the lock serializes disk access, which this slice accepts). A stored
+//! `tokio::task::spawn_blocking` behind a `std::sync::RwLock`, so the disk I/O never blocks a
+//! runtime worker; reads (which verify the entry's checksum) run concurrently under the read
+//! lock, writes and removals take the write lock. A stored
 //! miss finishes its disk write before its clients get the last frame, so the next request
 //! sees the object. The in-flight map is another `std::sync::Mutex`, never held across an
 //! await nor together with a flight's own lock except map → flight. Disk entries
@@ -145,12 +146,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ecdn_store::{EntryKey, Store, StoreConfig, DEFAULT_ALIGN};
+use ecdn_store::{EntryKey, Lookup, Store, StoreConfig, DEFAULT_ALIGN};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -239,7 +240,7 @@ fn bump(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
-type Disk = Arc<Mutex<Store>>;
+type Disk = Arc<RwLock<Store>>;
 
 struct State {
     /// `host:port` of the origin.
@@ -261,13 +262,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs a synchronous store operation on the blocking pool.
+/// Runs a synchronous store operation that changes the store on the blocking pool.
 async fn with_store<T: Send + 'static>(
     disk: &Disk,
     f: impl FnOnce(&mut Store) -> T + Send + 'static,
 ) -> Option<T> {
     let disk = disk.clone();
-    tokio::task::spawn_blocking(move || f(&mut lock(&disk)))
+    tokio::task::spawn_blocking(move || f(&mut disk.write().unwrap_or_else(|e| e.into_inner())))
+        .await
+        .ok()
+}
+
+/// Runs a synchronous read of the store on the blocking pool; reads run concurrently.
+async fn read_store<T: Send + 'static>(
+    disk: &Disk,
+    f: impl FnOnce(&Store) -> T + Send + 'static,
+) -> Option<T> {
+    let disk = disk.clone();
+    tokio::task::spawn_blocking(move || f(&disk.read().unwrap_or_else(|e| e.into_inner())))
         .await
         .ok()
 }
@@ -600,7 +612,16 @@ fn fetch_error(st: &State, e: FetchError) -> Response<Full<Bytes>> {
 /// Reads `key` from disk; `None` for absent, unreadable or corrupt entries.
 async fn disk_get(disk: &Disk, key: String) -> Option<StoredResponse> {
     let entry_key = EntryKey::object(key.as_bytes());
-    let entry = with_store(disk, move |s| s.get(&entry_key)).await?.ok()??;
+    let probe = entry_key.clone();
+    let entry = match read_store(disk, move |s| s.lookup(&probe)).await?.ok()? {
+        Lookup::Hit(e) => e,
+        Lookup::Miss => return None,
+        Lookup::Corrupt { seq } => {
+            // Never served; drop it unless a newer version was written meanwhile.
+            with_store(disk, move |s| s.drop_corrupt(&entry_key, seq)).await;
+            return None;
+        }
+    };
     // Only 200s are written; anything else is as corrupt as an unparsable block.
     let m = meta::decode(&entry.meta).filter(|m| m.status == StatusCode::OK)?;
     let on_disk = freshness::unix_now().saturating_sub(m.stored_at_unix);
@@ -1287,7 +1308,7 @@ impl Node {
                 .await
                 .map_err(io::Error::other)?
                 .map_err(io::Error::other)?;
-                Some(Arc::new(Mutex::new(store)))
+                Some(Arc::new(RwLock::new(store)))
             }
             None => None,
         };

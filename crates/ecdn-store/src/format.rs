@@ -83,7 +83,20 @@ impl Crc32c {
         Crc32c(!0)
     }
 
-    pub fn update(&mut self, mut data: &[u8]) {
+    pub fn update(&mut self, data: &[u8]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("sse4.2") {
+                // SAFETY: the CPU supports SSE4.2, checked just above.
+                self.0 = unsafe { update_sse42(self.0, data) };
+                return;
+            }
+        }
+        self.update_table(data);
+    }
+
+    /// Slicing-by-8 in software, for CPUs without the CRC32 instruction.
+    fn update_table(&mut self, mut data: &[u8]) {
         let mut c = self.0;
         while data.len() >= 8 {
             let lo = u32::from_le_bytes([data[0], data[1], data[2], data[3]]) ^ c;
@@ -106,6 +119,28 @@ impl Crc32c {
     pub fn finish(self) -> u32 {
         !self.0
     }
+}
+
+/// CRC-32C with the SSE4.2 `crc32` instruction, which computes exactly this polynomial
+/// (reflected 0x82F63B78) on the same running register as the table version: 8 bytes per
+/// instruction, several times faster than the tables (it bounds how fast a disk hit can be
+/// verified).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "sse4.2")]
+unsafe fn update_sse42(c: u32, data: &[u8]) -> u32 {
+    use std::arch::x86_64::{_mm_crc32_u64, _mm_crc32_u8};
+    let mut c64 = u64::from(c);
+    let mut words = data.chunks_exact(8);
+    for w in &mut words {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(w);
+        c64 = _mm_crc32_u64(c64, u64::from_le_bytes(b));
+    }
+    let mut c = c64 as u32;
+    for &b in words.remainder() {
+        c = _mm_crc32_u8(c, b);
+    }
+    c
 }
 
 /// CRC-32C of `data`.
@@ -283,6 +318,21 @@ impl Superblock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hardware_and_table_crc_agree() {
+        let data: Vec<u8> = (0..10_007u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        for (a, b) in [(0, 0), (0, 1), (3, 11), (5, 4096), (0, 10_007), (1, 9_999)] {
+            let slice = &data[a..a + b];
+            let mut hw = Crc32c::new();
+            hw.update(slice);
+            let mut table = Crc32c::new();
+            table.update_table(slice);
+            assert_eq!(hw.finish(), table.finish(), "{a}+{b}");
+        }
+    }
 
     #[test]
     fn crc32c_check_values() {

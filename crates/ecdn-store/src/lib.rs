@@ -217,6 +217,18 @@ impl EntryKey {
     }
 }
 
+/// What [`Store::lookup`] found.
+#[derive(Debug)]
+pub enum Lookup {
+    Hit(Entry),
+    Miss,
+    /// The entry failed its checks (never served); its sequence number, for
+    /// [`Store::drop_corrupt`].
+    Corrupt {
+        seq: u64,
+    },
+}
+
 /// A stored entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -612,6 +624,29 @@ impl Store {
 
     /// The entry for `key`, after verifying its header and entry checksum. A mismatch drops
     /// the entry from the index (it becomes a ghost) and returns `Ok(None)`.
+    /// Like [`Store::get`] but through a shared reference, so several readers can read and
+    /// verify entries at once (behind a read lock): a corrupt entry is reported, with its
+    /// sequence number, instead of being dropped; drop it with [`Store::drop_corrupt`].
+    pub fn lookup(&self, key: &EntryKey) -> Result<Lookup, StoreError> {
+        let Some((seq, slot)) = self.ring.get(key) else {
+            return Ok(Lookup::Miss);
+        };
+        Ok(
+            match self.read_verified(key, seq, slot.off, slot.footprint)? {
+                Some(e) => Lookup::Hit(e),
+                None => Lookup::Corrupt { seq },
+            },
+        )
+    }
+
+    /// Drops `key` from the index if its entry is still the one with sequence number `seq`
+    /// (one that [`Store::lookup`] found corrupt); a newer version is kept.
+    pub fn drop_corrupt(&mut self, key: &EntryKey, seq: u64) {
+        if self.ring.get(key).is_some_and(|(s, _)| s == seq) {
+            self.ring.remove(key);
+        }
+    }
+
     pub fn get(&mut self, key: &EntryKey) -> Result<Option<Entry>, StoreError> {
         let Some((seq, slot)) = self.ring.get(key) else {
             return Ok(None);
