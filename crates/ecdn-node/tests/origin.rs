@@ -2,12 +2,10 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use ecdn_node::content;
 use ecdn_node::origin::{Origin, OriginConfig};
-use http_body_util::{BodyExt, Empty};
-use hyper::Request;
-use hyper_util::rt::TokioIo;
+
+mod common;
 
 async fn fetch(
     addr: std::net::SocketAddr,
@@ -15,32 +13,8 @@ async fn fetch(
     uri: &str,
     headers: &[(&str, &str)],
 ) -> (u16, hyper::HeaderMap, Vec<u8>) {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let mut req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("host", "origin");
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = send
-        .send_request(req.body(Empty::<Bytes>::new()).unwrap())
-        .await
-        .unwrap();
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .unwrap()
-        .to_bytes()
-        .to_vec();
-    (status, headers, body)
+    let r = common::fetch_with(addr, method, uri, headers).await;
+    (r.status, r.headers, r.body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
