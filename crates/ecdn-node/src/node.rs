@@ -12,6 +12,29 @@
 //!   cached entry of its URL from the HOC and the disk (RFC 9111 §4.4; this slice invalidates
 //!   whatever the status, and does not invalidate `Location` / `Content-Location` URLs).
 //! * `/_ecdn/health` answers `ok`; `/_ecdn/stats` answers JSON counters (see [`Node`]).
+//!   `/_ecdn/` paths are never proxied.
+//!
+//! # Operations
+//!
+//! * `GET /_ecdn/metrics`: Prometheus text exposition (format 0.0.4), under `/_ecdn/` so it
+//!   cannot shadow an origin path `/metrics`. Counters `ecdn_requests_total`,
+//!   `ecdn_responses_total{tier}` (`hoc`, `disk`, `miss`, `collapsed`, `pass`, `error` — our own
+//!   `502` / `504`), `ecdn_bytes_served_total`; gauges `ecdn_hoc_used_bytes`,
+//!   `ecdn_hoc_capacity_bytes`, `ecdn_disk_used_bytes`, `ecdn_disk_capacity_bytes` (0 without
+//!   a disk), `ecdn_adaptsize_c_bytes` (the admission policy's c, `+Inf` while AdaptSize
+//!   admits everything; absent for a policy without one); histogram
+//!   `ecdn_request_duration_seconds{tier}` with buckets 0.5 ms … 10 s. Latency runs from the
+//!   request's arrival to its response headers: a streamed miss is timed to the origin's
+//!   headers, not to the end of the body. Written by hand from atomics (see [`ops`]), no
+//!   global recorder. Requests refused by [`sanitize`], `/_ecdn/` and `PURGE` are not counted.
+//! * `PURGE <path>` (same cache key as a `GET`: Host + path + query) removes the entry from
+//!   the HOC and the disk and answers `200` `{"purged": true|false}` (whether anything was
+//!   held). It needs `Authorization: Bearer <token>` equal to [`NodeConfig::purge_token`]
+//!   (compared in constant time), else `401`; without a configured token purging is disabled
+//!   (`403`). It is never forwarded to the origin.
+//! * [`NodeConfig::access_log`]: one JSON line per proxied request on stderr (`ts_unix_ms`,
+//!   `method`, `path`, `status`, `tier`, `bytes` — `null` when the body length is not known at the headers, `duration_ms`
+//!   to the response headers, `remote`).
 //!
 //! The cache key is Host + path + query; its 64-bit FNV-1a hash indexes the HOC, and the full
 //! key is kept in the entry and compared on lookup. The disk store is keyed by the full key.
@@ -138,6 +161,7 @@ pub mod freshness;
 pub mod hoc;
 pub mod meta;
 pub mod normalize;
+pub mod ops;
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -163,6 +187,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 use crate::range::{self, Ranges};
 use freshness::StoredResponse;
 use hoc::Hoc;
+use ops::{Metrics, Tier};
 
 /// Node settings.
 #[derive(Clone, Debug)]
@@ -204,6 +229,11 @@ pub struct NodeConfig {
     /// between requests (hyper has no separate idle timer). Request *bodies* are not covered;
     /// a slow body is paced by the exchange it belongs to. Default 10 s.
     pub header_read_timeout: Duration,
+    /// The bearer token that authorises `PURGE` requests; `None` (the default) disables purging
+    /// (`403`).
+    pub purge_token: Option<String>,
+    /// Whether to write one JSON line per proxied request to stderr. Default `false`.
+    pub access_log: bool,
 }
 
 impl Default for NodeConfig {
@@ -220,6 +250,8 @@ impl Default for NodeConfig {
             max_uri_len: 8 << 10,
             max_connections: 10_000,
             header_read_timeout: Duration::from_secs(10),
+            purge_token: None,
+            access_log: false,
         }
     }
 }
@@ -253,8 +285,15 @@ struct State {
     /// Origin fetches that concurrent misses of the same key may join, by cache key.
     flights: Mutex<HashMap<String, Arc<Flight>>>,
     stats: Stats,
+    metrics: Metrics,
     max_uri_len: usize,
+    purge_token: Option<String>,
+    access_log: bool,
 }
+
+/// Marks a response as one of our own `502` / `504` (tier `error` in the metrics).
+#[derive(Clone, Copy)]
+struct OriginFailure;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave the cache half-updated in a way that matters
@@ -602,6 +641,7 @@ fn fetch_error(st: &State, e: FetchError) -> Response<Full<Bytes>> {
         ),
         FetchError::Timeout => text(StatusCode::GATEWAY_TIMEOUT, "origin timed out"),
     };
+    r.extensions_mut().insert(OriginFailure);
     r.headers_mut()
         .append(header::VIA, HeaderValue::from_static(VIA));
     r.headers_mut()
@@ -1253,7 +1293,8 @@ fn sanitize(st: &State, req: Request<Incoming>) -> Result<Request<Incoming>, Res
     Ok(Request::from_parts(parts, body))
 }
 
-async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<NodeBody> {
+async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> Response<NodeBody> {
+    let arrived = Instant::now();
     let req = match sanitize(&st, req) {
         Ok(r) => r,
         Err(r) => return r,
@@ -1261,17 +1302,120 @@ async fn handle(st: Arc<State>, req: Request<Incoming>) -> Response<NodeBody> {
     match req.uri().path() {
         "/_ecdn/health" => return text(StatusCode::OK, "ok").map(NodeBody::Full),
         "/_ecdn/stats" => return stats_json(&st).await.map(NodeBody::Full),
+        "/_ecdn/metrics" => return metrics_text(&st).await.map(NodeBody::Full),
         _ => {}
     }
+    if req.method().as_str() == "PURGE" {
+        return purge(&st, &req).await.map(NodeBody::Full);
+    }
     bump(&st.stats.requests, 1);
+    let log = st
+        .access_log
+        .then(|| (req.method().clone(), req.uri().path().to_string()));
     let r = if req.method() == Method::GET || req.method() == Method::HEAD {
         cached(&st, req).await
     } else {
         pass(&st, req).await.map(NodeBody::Full)
     };
-    bump(
-        &st.stats.bytes_served,
-        hyper::body::Body::size_hint(r.body()).exact().unwrap_or(0),
+    let elapsed = arrived.elapsed();
+    let tier = response_tier(&r);
+    st.metrics.record(tier, elapsed);
+    let bytes = hyper::body::Body::size_hint(r.body()).exact();
+    bump(&st.stats.bytes_served, bytes.unwrap_or(0));
+    if let Some((method, path)) = log {
+        let line = ops::Access {
+            method: method.as_str(),
+            path: &path,
+            status: r.status().as_u16(),
+            tier: tier.label(),
+            bytes,
+            duration: elapsed,
+            remote,
+        }
+        .line();
+        eprintln!("{line}");
+    }
+    r
+}
+
+/// The tier that answered a proxied request, from our `X-Cache` label.
+fn response_tier<B>(r: &Response<B>) -> Tier {
+    if r.extensions().get::<OriginFailure>().is_some() {
+        return Tier::Error;
+    }
+    match r.headers().get(X_CACHE).map(HeaderValue::as_bytes) {
+        Some(b"HIT-HOC") => Tier::Hoc,
+        Some(b"HIT-DISK") => Tier::Disk,
+        Some(b"MISS-COLLAPSED") => Tier::Collapsed,
+        Some(b"PASS") => Tier::Pass,
+        _ => Tier::Miss,
+    }
+}
+
+/// `/_ecdn/metrics`: the Prometheus text exposition, see [`ops`].
+async fn metrics_text(st: &State) -> Response<Full<Bytes>> {
+    let (hoc_used, hoc_capacity, adaptsize_c) = {
+        let h = lock(&st.hoc);
+        (h.used(), h.capacity(), h.raw_parameter())
+    };
+    let (disk_used, disk_capacity) = match &st.disk {
+        Some(d) => read_store(d, |s| (s.used(), s.capacity()))
+            .await
+            .unwrap_or((0, st.disk_capacity)),
+        None => (0, 0),
+    };
+    let gauges = ops::Gauges {
+        hoc_used,
+        hoc_capacity,
+        disk_used,
+        disk_capacity,
+        adaptsize_c,
+    };
+    let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let body = st
+        .metrics
+        .render(c(&st.stats.requests), c(&st.stats.bytes_served), &gauges);
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
+}
+
+/// `PURGE <path>`: removes the cached entry of the URL (same cache key as a `GET`: Host + path
+/// + query) from the HOC and the disk. Needs `Authorization: Bearer <purge_token>`.
+async fn purge(st: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let Some(token) = &st.purge_token else {
+        return text(StatusCode::FORBIDDEN, "purge is disabled");
+    };
+    let auth = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(HeaderValue::as_bytes);
+    if !ops::bearer_matches(auth, token) {
+        let mut r = text(StatusCode::UNAUTHORIZED, "purge needs a valid bearer token");
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"ecdn\""),
+        );
+        return r;
+    }
+    let key = cache_key(req);
+    let mut purged = lock(&st.hoc).remove(fnv1a(key.as_bytes()));
+    if let Some(disk) = &st.disk {
+        let on_disk = with_store(disk, move |s| s.remove(&EntryKey::object(key.as_bytes())))
+            .await
+            .and_then(Result::ok)
+            .unwrap_or(false);
+        purged |= on_disk;
+    }
+    let mut r = Response::new(Full::new(Bytes::from(
+        serde_json::json!({ "purged": purged }).to_string(),
+    )));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
     );
     r
 }
@@ -1324,7 +1468,10 @@ impl Node {
             disk,
             flights: Mutex::new(HashMap::new()),
             stats: Stats::default(),
+            metrics: Metrics::default(),
             max_uri_len: cfg.max_uri_len,
+            purge_token: cfg.purge_token.clone(),
+            access_log: cfg.access_log,
         });
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
@@ -1358,7 +1505,7 @@ async fn serve(
         let stream = tokio::select! {
             _ = &mut stop => return,
             r = listener.accept() => match r {
-                Ok((s, _)) => s,
+                Ok(s) => s,
                 // Out of file descriptors and the like: back off instead of spinning.
                 Err(_) => {
                     tokio::time::sleep(Duration::from_millis(10)).await;
@@ -1367,6 +1514,7 @@ async fn serve(
             },
         };
         // Over the connection limit: close it at once (dropping the stream).
+        let (stream, remote) = stream;
         let Ok(permit) = limit.clone().try_acquire_owned() else {
             continue;
         };
@@ -1377,7 +1525,7 @@ async fn serve(
             let _permit = permit;
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let st = st.clone();
-                async move { Ok::<_, Infallible>(handle(st, req).await) }
+                async move { Ok::<_, Infallible>(handle(st, req, remote).await) }
             });
             let _ = http.serve_connection(TokioIo::new(stream), svc).await;
         });

@@ -919,3 +919,152 @@ async fn paths_are_normalised() {
     n.stop().await.unwrap();
     o.stop().await.unwrap();
 }
+
+/// The value of the exposition line `name` (series name with labels), exactly.
+fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        let (name, value) = l.rsplit_once(' ')?;
+        (name == series).then(|| value.parse().unwrap())
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_tiers_and_latencies() {
+    let o = origin().await;
+    let n = node(config(o.addr, 8 << 20, None)).await;
+    assert_eq!(
+        fetch(n.addr, "GET", "/obj/m?size=1000").await.x_cache(),
+        "MISS"
+    );
+    assert_eq!(
+        fetch(n.addr, "GET", "/obj/m?size=1000").await.x_cache(),
+        "HIT-HOC"
+    );
+    let r = fetch(n.addr, "GET", "/_ecdn/metrics").await;
+    assert_eq!(r.status, 200);
+    assert!(r.headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain; version=0.0.4"));
+    let m = String::from_utf8(r.body).unwrap();
+    assert!(m
+        .lines()
+        .any(|l| l == "ecdn_responses_total{tier=\"hoc\"} 1"));
+    assert!(m
+        .lines()
+        .any(|l| l == "ecdn_responses_total{tier=\"miss\"} 1"));
+    assert_eq!(sample(&m, "ecdn_requests_total"), Some(2.0));
+    assert_eq!(sample(&m, "ecdn_bytes_served_total"), Some(2000.0));
+    assert_eq!(
+        sample(&m, "ecdn_hoc_capacity_bytes"),
+        Some(f64::from(8 << 20))
+    );
+    assert!(sample(&m, "ecdn_hoc_used_bytes").unwrap() >= 1000.0);
+    assert!(m.contains("# TYPE ecdn_request_duration_seconds histogram"));
+    for (tier, expected) in [("hoc", 1.0), ("miss", 1.0), ("disk", 0.0), ("error", 0.0)] {
+        let buckets: Vec<(String, f64)> = m
+            .lines()
+            .filter(|l| {
+                l.starts_with(&format!(
+                    "ecdn_request_duration_seconds_bucket{{tier=\"{tier}\",le="
+                ))
+            })
+            .map(|l| {
+                let (name, v) = l.rsplit_once(' ').unwrap();
+                (name.to_string(), v.parse().unwrap())
+            })
+            .collect();
+        assert_eq!(buckets.len(), 15, "{tier}");
+        assert!(buckets.last().unwrap().0.contains("le=\"+Inf\""));
+        assert!(
+            buckets.windows(2).all(|w| w[0].1 <= w[1].1),
+            "{tier}: {buckets:?}"
+        );
+        let count = sample(
+            &m,
+            &format!("ecdn_request_duration_seconds_count{{tier=\"{tier}\"}}"),
+        );
+        assert_eq!(count, Some(expected), "{tier}");
+        assert_eq!(buckets.last().unwrap().1, expected, "{tier}");
+        assert!(
+            sample(
+                &m,
+                &format!("ecdn_request_duration_seconds_sum{{tier=\"{tier}\"}}")
+            )
+            .is_some(),
+            "{tier}"
+        );
+    }
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_needs_the_token() {
+    let o = origin().await;
+    let dir = tempfile::tempdir().unwrap();
+    let n = node(NodeConfig {
+        purge_token: Some("s3cret".into()),
+        ..config(o.addr, 8 << 20, Some(dir.path().join("disk")))
+    })
+    .await;
+    let uri = "/obj/p?size=5000";
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
+    assert_eq!(fetch(n.addr, "PURGE", uri).await.status, 401);
+    let wrong = fetch_with(n.addr, "PURGE", uri, &[("authorization", "Bearer s3cres")]).await;
+    assert_eq!(wrong.status, 401);
+    let basic = fetch_with(n.addr, "PURGE", uri, &[("authorization", "Basic s3cret")]).await;
+    assert_eq!(basic.status, 401);
+    // Refused purges left the entry alone.
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
+    let ok = fetch_with(n.addr, "PURGE", uri, &[("authorization", "Bearer s3cret")]).await;
+    assert_eq!(ok.status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&ok.body).unwrap();
+    assert_eq!(v["purged"], true);
+    // Gone from the HOC and the disk alike.
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
+    let absent = fetch_with(
+        n.addr,
+        "PURGE",
+        "/obj/never",
+        &[("authorization", "Bearer s3cret")],
+    )
+    .await;
+    assert_eq!(absent.status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&absent.body).unwrap();
+    assert_eq!(v["purged"], false);
+    n.stop().await.unwrap();
+
+    // No token configured: purging is disabled, whatever the request carries.
+    let n = node(config(o.addr, 8 << 20, None)).await;
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
+    let off = fetch_with(n.addr, "PURGE", uri, &[("authorization", "Bearer s3cret")]).await;
+    assert_eq!(off.status, 403);
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn origin_failures_are_the_error_tier() {
+    let closed = tokio::net::TcpListener::bind(any()).await.unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let n = node(config(addr, 8 << 20, None)).await;
+    assert_eq!(fetch(n.addr, "GET", "/obj/e?size=10").await.status, 502);
+    let m = String::from_utf8(fetch(n.addr, "GET", "/_ecdn/metrics").await.body).unwrap();
+    assert_eq!(
+        sample(&m, "ecdn_responses_total{tier=\"error\"}"),
+        Some(1.0)
+    );
+    assert_eq!(sample(&m, "ecdn_responses_total{tier=\"miss\"}"), Some(0.0));
+    assert_eq!(
+        sample(&m, "ecdn_request_duration_seconds_count{tier=\"error\"}"),
+        Some(1.0)
+    );
+    // The default policy is AdaptSize, which admits everything until it has tuned c.
+    assert!(m.lines().any(|l| l.starts_with("ecdn_adaptsize_c_bytes ")));
+    n.stop().await.unwrap();
+}

@@ -2,7 +2,7 @@
 //!
 //! Settings come from an optional TOML file (`--config`) whose keys are the flags' names with
 //! underscores (`listen`, `origin`, `hoc_size`, `hoc_policy`, `disk_path`, `disk_size`,
-//! `origin_timeout`, `threads`); a flag given on the command line overrides the file. Unknown
+//! `origin_timeout`, `purge_token`, `access_log`, `threads`); a flag given on the command line overrides the file. Unknown
 //! keys and bad values are errors that name the key.
 
 use std::net::SocketAddr;
@@ -49,6 +49,13 @@ pub struct NodeArgs {
     /// Limit on one origin exchange; 504 beyond it [default: 30s].
     #[arg(long)]
     origin_timeout: Option<String>,
+    /// Bearer token that authorizes `PURGE <path>` requests (or the ECDN_PURGE_TOKEN
+    /// environment variable); without one, purging is disabled.
+    #[arg(long, env = "ECDN_PURGE_TOKEN", hide_env_values = true)]
+    purge_token: Option<String>,
+    /// One JSON line per request on stderr.
+    #[arg(long)]
+    access_log: bool,
     /// Worker threads [default: all cores].
     #[arg(long, short = 'j')]
     threads: Option<usize>,
@@ -65,6 +72,8 @@ struct FileConfig {
     disk_path: Option<PathBuf>,
     disk_size: Option<String>,
     origin_timeout: Option<String>,
+    purge_token: Option<String>,
+    access_log: Option<bool>,
     threads: Option<usize>,
 }
 
@@ -137,6 +146,8 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             disk_size,
             hoc_policy,
             origin_timeout: Duration::from_secs_f64(timeout),
+            purge_token: a.purge_token.or(file.purge_token),
+            access_log: a.access_log || file.access_log.unwrap_or(false),
             ..NodeConfig::default()
         },
         threads: a.threads.or(file.threads),

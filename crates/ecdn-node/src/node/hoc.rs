@@ -80,10 +80,10 @@ impl Hoc {
         admitted
     }
 
-    /// Drops an object (invalidation, staleness).
-    pub fn remove(&mut self, id: u64) {
+    /// Drops an object (invalidation, staleness); whether it was held.
+    pub fn remove(&mut self, id: u64) -> bool {
         self.cache.remove(id);
-        self.objects.remove(&id);
+        self.objects.remove(&id).is_some()
     }
 
     pub fn used(&self) -> u64 {
@@ -100,6 +100,11 @@ impl Hoc {
 
     pub fn policy(&self) -> String {
         self.cache.name()
+    }
+
+    /// The admission policy's size parameter c, if it has one (possibly infinite).
+    pub fn raw_parameter(&self) -> Option<f64> {
+        self.cache.admission().and_then(|a| a.parameter())
     }
 
     /// The admission policy's size parameter c, if it has one and it is finite.
