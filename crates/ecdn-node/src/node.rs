@@ -6,7 +6,8 @@
 //!
 //! * `GET` / `HEAD`: looked up in the HOC, then on disk, then fetched from the origin. Answers
 //!   carry `Via: 1.1 ecdn` and `X-Cache: HIT-HOC`, `HIT-DISK`, `MISS` or `MISS-COLLAPSED` (a
-//!   miss that joined another request's origin fetch, see below); hits also carry `Age`.
+//!   miss that joined another request's origin fetch, see below), `REVALIDATED` or `STALE`
+//!   (see *Stale entries* below); hits also carry `Age`.
 //!   A disk hit is offered to the HOC. A `HEAD` miss is forwarded as `HEAD` and not stored.
 //! * Any other method is passed through (`X-Cache: PASS`), never stored, and removes the
 //!   cached entry of its URL from the HOC and the disk (RFC 9111 §4.4; this slice invalidates
@@ -19,14 +20,14 @@
 //! * `GET /_ecdn/metrics`: Prometheus text exposition (format 0.0.4), under `/_ecdn/` so it
 //!   cannot shadow an origin path `/metrics`. Counters `ecdn_requests_total`,
 //!   `ecdn_responses_total{tier}` (`hoc`, `disk`, `miss`, `collapsed`, `pass`, `error` — our own
-//!   `502` / `504`), `ecdn_bytes_served_total`; gauges `ecdn_hoc_used_bytes`,
+//!   `502` / `504`, `revalidated`, `stale`), `ecdn_bytes_served_total`; gauges `ecdn_hoc_used_bytes`,
 //!   `ecdn_hoc_capacity_bytes`, `ecdn_disk_used_bytes`, `ecdn_disk_capacity_bytes` (0 without
 //!   a disk), `ecdn_adaptsize_c_bytes` (the admission policy's c, `+Inf` while AdaptSize
 //!   admits everything; absent for a policy without one); histogram
 //!   `ecdn_request_duration_seconds{tier}` with buckets 0.5 ms … 10 s. Latency runs from the
 //!   request's arrival to its response headers: a streamed miss is timed to the origin's
 //!   headers, not to the end of the body. Written by hand from atomics (see [`ops`]), no
-//!   global recorder. Requests refused by [`sanitize`], `/_ecdn/` and `PURGE` are not counted.
+//!   global recorder. Requests refused by request sanitizing (400, 414), `/_ecdn/` and `PURGE` are not counted.
 //! * `PURGE <path>` (same cache key as a `GET`: Host + path + query) removes the entry from
 //!   the HOC and the disk and answers `200` `{"purged": true|false}` (whether anything was
 //!   held). It needs `Authorization: Bearer <token>` equal to [`NodeConfig::purge_token`]
@@ -36,8 +37,33 @@
 //!   `method`, `path`, `status`, `tier`, `bytes` — `null` when the body length is not known at the headers, `duration_ms`
 //!   to the response headers, `remote`).
 //!
-//! The cache key is Host + path + query; its 64-bit FNV-1a hash indexes the HOC, and the full
-//! key is kept in the entry and compared on lookup. The disk store is keyed by the full key.
+//! The cache key is Host + path + query (the *primary* key; for answers with `Vary`, see
+//! *Vary* below); its 64-bit FNV-1a hash indexes the HOC, and the full key is kept in the entry
+//! and compared on lookup. The disk store is keyed by the full key.
+//!
+//! # Vary (RFC 9111 §4.1)
+//!
+//! A storable answer with `Vary` (any list but `*`, which is never stored) is stored under a
+//! *variant* key: primary key, `\n#`, a generation number, then for each Vary-named header
+//! (names lower-cased, sorted, deduplicated) `\n<name>=<the request's values>`, values
+//! trimmed with whitespace runs collapsed to one space and several fields joined with `,`
+//! ([`freshness::vary_suffix`]). A lookup must know the names before it can compose that key,
+//! so storing such an answer also records them in the *Vary index*, an in-memory side table
+//! primary key → (names, generation); every `GET` / `HEAD` first consults it and looks up (and
+//! collapses into flights) under the variant key. A request whose values differ misses and
+//! stores another variant. A storable answer without `Vary` removes the URL's index entry
+//! (it is stored under the primary key again); a changed name list gets a new generation.
+//! Invalidation (`PURGE`, other methods) removes the index entry, so the next answer gets a
+//! new generation and the old variants are never found again (they age out of the HOC and the
+//! disk ring). The index holds at most 100,000 URLs and is cleared beyond it. It is not
+//! persisted: after a restart a varying URL misses once, and the re-learned entry gets a new
+//! generation (the counter starts from the clock), so variants written to disk by an earlier
+//! run are never served again — a known cost, traded for never reviving purged variants.
+//!
+//! Before the index knows a URL, concurrent misses of it collapse under the primary key; when
+//! the answer turns out to vary, a request that joined with different values for the named
+//! headers (or any request, for `Vary: *`) leaves the flight and fetches on its own
+//! (`X-Cache: MISS`).
 //!
 //! # Hostile clients
 //!
@@ -63,11 +89,39 @@
 //! # What is cached, and for how long
 //!
 //! See [`freshness`]: `200` answers to `GET` without `Authorization`, without `no-store`,
-//! `private`, `no-cache`, `Vary` or `Set-Cookie`, with an explicit lifetime (`s-maxage`, else
+//! `private`, `no-cache`, `Vary: *` or `Set-Cookie`, with an explicit lifetime (`s-maxage`, else
 //! `max-age`, else `Expires` − `Date`). Age = origin `Age` + time in this node (on disk too:
-//! the write time is kept as UNIX seconds). A stale entry is simply refetched: conditional
-//! revalidation (`If-None-Match` / `If-Modified-Since` to the origin, `stale-while-revalidate`)
-//! is a later slice. `5xx` and every other non-`200` status are never stored.
+//! the write time is kept as UNIX seconds). `5xx` and every other non-`200` status are never
+//! stored.
+//!
+//! # Stale entries (RFC 9111 §4.3, RFC 5861 `stale-if-error`)
+//!
+//! A stale entry is kept (the HOC keeps it until replaced or evicted, the disk until
+//! overwritten) and a plain `GET` finding one, in the HOC or on disk, sends the origin a
+//! conditional `GET`: `If-None-Match` with its `ETag`, else `If-Modified-Since` with its
+//! `Last-Modified` (neither: an ordinary `GET`). The fetch is an ordinary flight (see
+//! *Collapsed forwarding*), so concurrent requests share the validation.
+//!
+//! * `304 Not Modified`: the stored headers are updated from the `304` (every header it
+//!   carries replaces the stored ones of that name, except `Content-Length`, `Age` and
+//!   hop-by-hop / framing headers; RFC 9111 §4.3.4), its age restarts from the `304`'s `Age`
+//!   and its lifetime is recomputed from the updated headers. The updated entry replaces the
+//!   stale one in the HOC and, when the stale copy was on disk, on disk, before it is served
+//!   (`200`, `X-Cache: REVALIDATED`, tier `revalidated`, counted in `revalidated` and in
+//!   `misses`). If the updated headers are no longer storable it is served once and dropped.
+//! * `200` (or any other answer): handled as a miss; a storable answer replaces the entry, an
+//!   unstorable non-`5xx` one drops the stale copy from the HOC.
+//! * `5xx`, origin unreachable or timed out: if the entry's `Cache-Control` has
+//!   `stale-if-error=N` and its age is below lifetime + N, it is served as it is (`200`,
+//!   `X-Cache: STALE`, tier `stale`, counted in `stale`; no `Warning`, which RFC 9111
+//!   obsoletes); else the `5xx` is passed on or our `502` / `504` given as for any miss. An
+//!   entry with `must-revalidate`, `proxy-revalidate` or `s-maxage` is never served stale.
+//!
+//! Only a `GET` without `Range`, `Authorization`, request `no-store` or a conditional of its
+//! own (`If-None-Match`, `If-Modified-Since`, `If-Match`, `If-Unmodified-Since`, `If-Range`)
+//! validates; others go to the origin unconditionally as before, and a `HEAD` on a stale entry
+//! is forwarded as `HEAD`. `stale-while-revalidate` and the request's `max-stale` /
+//! `stale-if-error` are not implemented.
 //!
 //! # The request's `Cache-Control` (RFC 9111 §5.2.1)
 //!
@@ -186,7 +240,7 @@ use tokio::sync::{mpsc, watch, Semaphore};
 
 use crate::range::{self, Ranges};
 use freshness::StoredResponse;
-use hoc::Hoc;
+use hoc::{Found, Hoc};
 use ops::{Metrics, Tier};
 
 /// Node settings.
@@ -265,6 +319,8 @@ struct Stats {
     collapsed: AtomicU64,
     passes: AtomicU64,
     origin_errors: AtomicU64,
+    revalidated: AtomicU64,
+    stale: AtomicU64,
     bytes_served: AtomicU64,
 }
 
@@ -284,11 +340,88 @@ struct State {
     disk_capacity: u64,
     /// Origin fetches that concurrent misses of the same key may join, by cache key.
     flights: Mutex<HashMap<String, Arc<Flight>>>,
+    /// The Vary index, see [`VaryIndex`].
+    vary: Mutex<VaryIndex>,
     stats: Stats,
     metrics: Metrics,
     max_uri_len: usize,
     purge_token: Option<String>,
     access_log: bool,
+}
+
+/// URLs whose stored responses carry `Vary` (see the module documentation, *Vary*).
+struct VaryIndex {
+    /// Primary key → (the sorted, lower-cased header names, generation).
+    urls: HashMap<String, (Vec<String>, u64)>,
+    /// The next generation: started from the clock so that keys of an earlier run (still on
+    /// disk) are not reused by a later index entry of another generation.
+    next: u64,
+}
+
+/// Entries kept in the Vary index; beyond it the index is cleared (the variants become
+/// unreachable misses).
+const VARY_INDEX_MAX: usize = 100_000;
+
+impl VaryIndex {
+    fn new() -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        VaryIndex {
+            urls: HashMap::new(),
+            next: nanos,
+        }
+    }
+}
+
+/// The key of one variant: the primary key, the generation and [`freshness::vary_suffix`]
+/// (a newline cannot occur in the primary key).
+fn variant_key(primary: &str, names: &[String], generation: u64, req: &HeaderMap) -> String {
+    format!(
+        "{primary}\n#{generation:x}{}",
+        freshness::vary_suffix(names, req)
+    )
+}
+
+impl State {
+    /// The key to look `primary` up under for a request: the variant key when the URL's
+    /// answers vary, else `primary`.
+    fn lookup_key(&self, primary: &str, req: &HeaderMap) -> String {
+        match lock(&self.vary).urls.get(primary) {
+            Some((names, generation)) => variant_key(primary, names, *generation, req),
+            None => primary.to_string(),
+        }
+    }
+
+    /// Records a storable answer's Vary header names for `primary` (`None`: it does not vary,
+    /// the entry is dropped) and returns the key to store it under. An unchanged name list
+    /// keeps its generation; a new or changed one gets a fresh generation.
+    fn learn_vary(&self, primary: &str, names: Option<&Vec<String>>, req: &HeaderMap) -> String {
+        let mut v = lock(&self.vary);
+        let Some(names) = names else {
+            v.urls.remove(primary);
+            return primary.to_string();
+        };
+        if let Some((known, generation)) = v.urls.get(primary) {
+            if known == names {
+                return variant_key(primary, names, *generation, req);
+            }
+        }
+        if v.urls.len() >= VARY_INDEX_MAX {
+            v.urls.clear();
+        }
+        let generation = v.next;
+        v.next = v.next.wrapping_add(1);
+        v.urls
+            .insert(primary.to_string(), (names.clone(), generation));
+        variant_key(primary, names, generation, req)
+    }
+
+    /// Invalidation: forgets the URL's variants (a later answer gets a fresh generation, so
+    /// the old variants are never found again). Whether it had any.
+    fn forget_vary(&self, primary: &str) -> bool {
+        lock(&self.vary).urls.remove(primary).is_some()
+    }
 }
 
 /// Marks a response as one of our own `502` / `504` (tier `error` in the metrics).
@@ -416,6 +549,17 @@ fn respond(f: Fetched, head: bool, label: &'static str) -> Response<Full<Bytes>>
     r
 }
 
+/// A cached response's headers as replayed: the stored ones, `Content-Length` and `Age`.
+fn entry_headers(e: &StoredResponse, now: Instant) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(e.headers.len() + 4);
+    for (n, v) in &e.headers {
+        headers.append(n.clone(), v.clone());
+    }
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(e.body.len()));
+    headers.insert(header::AGE, HeaderValue::from(e.age(now).as_secs()));
+    headers
+}
+
 /// The client's answer from a cached response.
 fn replay(
     e: &StoredResponse,
@@ -423,12 +567,7 @@ fn replay(
     head: bool,
     label: &'static str,
 ) -> Response<Full<Bytes>> {
-    let mut headers = HeaderMap::with_capacity(e.headers.len() + 4);
-    for (n, v) in &e.headers {
-        headers.append(n.clone(), v.clone());
-    }
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(e.body.len()));
-    headers.insert(header::AGE, HeaderValue::from(e.age(now).as_secs()));
+    let mut headers = entry_headers(e, now);
     headers.append(header::VIA, HeaderValue::from_static(VIA));
     headers.insert(X_CACHE, HeaderValue::from_static(label));
     let mut r = Response::new(Full::new(if head { Bytes::new() } else { e.body.clone() }));
@@ -693,15 +832,26 @@ async fn disk_put(disk: &Disk, e: &StoredResponse) {
 /// `GET` / `HEAD`: HOC, disk, origin, as the request's `Cache-Control` allows.
 async fn cached(st: &Arc<State>, req: Request<Incoming>) -> Response<NodeBody> {
     let head = req.method() == Method::HEAD;
-    let key = cache_key(&req);
+    let primary = cache_key(&req);
+    let key = st.lookup_key(&primary, req.headers());
     let id = fnv1a(key.as_bytes());
     let rd = freshness::request_directives(req.headers());
+    let mut stale: Option<Revalidation> = None;
     if !rd.no_cache {
         let now = Instant::now();
-        let hit = lock(&st.hoc).lookup(id, &key, now);
-        if let Some(e) = hit.filter(|e| rd.accepts(e, now)) {
-            bump(&st.stats.hoc_hits, 1);
-            return answer_hit(&e, req.headers(), now, head, "HIT-HOC").map(NodeBody::Full);
+        let found = lock(&st.hoc).lookup(id, &key, now);
+        match found {
+            Found::Fresh(e) if rd.accepts(&e, now) => {
+                bump(&st.stats.hoc_hits, 1);
+                return answer_hit(&e, req.headers(), now, head, "HIT-HOC").map(NodeBody::Full);
+            }
+            Found::Stale(entry) => {
+                stale = Some(Revalidation {
+                    entry,
+                    on_disk: false,
+                })
+            }
+            _ => {}
         }
         if let Some(disk) = &st.disk {
             if let Some(e) = disk_get(disk, key.clone()).await {
@@ -712,6 +862,17 @@ async fn cached(st: &Arc<State>, req: Request<Incoming>) -> Response<NodeBody> {
                     lock(&st.hoc).offer(id, e.clone(), now);
                     return answer_hit(&e, req.headers(), now, head, "HIT-DISK")
                         .map(NodeBody::Full);
+                }
+                if !e.is_fresh(now) {
+                    match &mut stale {
+                        Some(s) => s.on_disk = true,
+                        None => {
+                            stale = Some(Revalidation {
+                                entry: Arc::new(e),
+                                on_disk: true,
+                            })
+                        }
+                    }
                 }
             }
         }
@@ -737,7 +898,55 @@ async fn cached(st: &Arc<State>, req: Request<Incoming>) -> Response<NodeBody> {
         }
         .map(NodeBody::Full);
     }
-    miss(st, req, key, id, &rd).await
+    // Only a plain `GET` revalidates: a `Range`, a conditional of the client's own, or a
+    // request whose answer may not be stored (or shared) goes to the origin as it is.
+    let plain = [
+        header::RANGE,
+        header::IF_RANGE,
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_MATCH,
+        header::IF_UNMODIFIED_SINCE,
+        header::AUTHORIZATION,
+    ]
+    .iter()
+    .all(|h| !req.headers().contains_key(h));
+    let stale = stale.filter(|_| plain && !rd.no_store);
+    let job = Job {
+        primary,
+        key,
+        id,
+        may_store: true,
+        req_headers: req.headers().clone(),
+        stale,
+    };
+    miss(st, req, job, &rd).await
+}
+
+/// What one origin fetch is for.
+#[derive(Clone)]
+struct Job {
+    /// Host + path + query.
+    primary: String,
+    /// The key looked up (and the flight's): see [`State::lookup_key`].
+    key: String,
+    /// Its hash.
+    id: u64,
+    /// Whether the answer may be stored (no `Authorization`, no request `no-store`).
+    may_store: bool,
+    /// The request's headers, for the variant key of an answer with `Vary`.
+    req_headers: HeaderMap,
+    /// A stale entry of `key` to validate.
+    stale: Option<Revalidation>,
+}
+
+/// A stale cached response to validate with the origin, or to serve if the origin fails and
+/// `stale-if-error` allows it.
+#[derive(Clone)]
+struct Revalidation {
+    entry: Arc<StoredResponse>,
+    /// Whether it is (also) on disk: a validated copy is written back there.
+    on_disk: bool,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -833,6 +1042,31 @@ impl Body for NodeBody {
 struct Head {
     status: StatusCode,
     headers: HeaderMap,
+    /// The `X-Cache` label when the answer came from the cache (`REVALIDATED`, `STALE`).
+    label: Option<&'static str>,
+    /// What the answer varies on, to tell whether it suits a request that joined the flight
+    /// before the headers.
+    vary: Vary,
+}
+
+/// What an origin answer varies on (RFC 9111 §4.1).
+enum Vary {
+    /// Nothing: it suits every request.
+    None,
+    /// `Vary: *`: it suits no other request.
+    All,
+    /// These header names, with the leader request's [`freshness::vary_suffix`].
+    On(Vec<String>, String),
+}
+
+impl Vary {
+    fn admits(&self, req: &HeaderMap) -> bool {
+        match self {
+            Vary::None => true,
+            Vary::All => false,
+            Vary::On(names, suffix) => freshness::vary_suffix(names, req) == *suffix,
+        }
+    }
 }
 
 /// One origin fetch and its subscribers.
@@ -980,15 +1214,38 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 
 /// The origin fetch behind a flight: streams the body to the subscribers and stores it when
 /// it may (see the module documentation).
-async fn drive(mut d: Driver, req: Request<Incoming>, may_store: bool, key: String, id: u64) {
+async fn drive(mut d: Driver, req: Request<Incoming>, job: Job) {
+    let Job {
+        primary,
+        key,
+        id,
+        may_store,
+        req_headers,
+        stale,
+    } = job;
     let st = d.st.clone();
     let (parts, mut body) = match fetch_head(&st, req).await {
         Ok(r) => r,
         Err(e) => {
+            if let Some(s) = stale.filter(|s| s.entry.stale_if_error(Instant::now())) {
+                serve_entry(&mut d, &s.entry, "STALE").await;
+                return;
+            }
             d.flight.head.send_replace(Some(Err(e)));
             return;
         }
     };
+    if let Some(s) = &stale {
+        if parts.status == StatusCode::NOT_MODIFIED {
+            let e = revalidated(&st, s, &parts.headers, key, id, may_store).await;
+            serve_entry(&mut d, &e, "REVALIDATED").await;
+            return;
+        }
+        if parts.status.is_server_error() && s.entry.stale_if_error(Instant::now()) {
+            serve_entry(&mut d, &s.entry, "STALE").await;
+            return;
+        }
+    }
     let declared = content_length(&parts.headers);
     let hoc_capacity = lock(&st.hoc).capacity();
     let limit = hoc_capacity.max(st.disk_capacity);
@@ -997,13 +1254,44 @@ async fn drive(mut d: Driver, req: Request<Incoming>, may_store: bool, key: Stri
     } else {
         None
     };
+    let vary = match freshness::vary_names(&parts.headers) {
+        None => Vary::All,
+        Some(names) if names.is_empty() => Vary::None,
+        Some(names) => {
+            let suffix = freshness::vary_suffix(&names, &req_headers);
+            Vary::On(names, suffix)
+        }
+    };
+    // A storable answer (never `Vary: *`) records the URL's Vary index and is stored under
+    // its variant's key.
+    let (key, id) = match (&lifetime, &vary) {
+        (Some(_), Vary::On(names, _)) => {
+            let k = st.learn_vary(&primary, Some(names), &req_headers);
+            let id = fnv1a(k.as_bytes());
+            (k, id)
+        }
+        (Some(_), _) => {
+            // No longer varies (if it did): stored under the primary key again.
+            let k = st.learn_vary(&primary, None, &req_headers);
+            let id = fnv1a(k.as_bytes());
+            (k, id)
+        }
+        (None, _) => (key, id),
+    };
     let mut storing = lifetime.is_some() && declared.is_none_or(|n| n <= limit);
     if !storing {
         d.seal();
+        if stale.is_some() && !parts.status.is_server_error() {
+            // The origin answered with something else that is not kept: the stale copy is
+            // no longer worth validating (after a `5xx` it is kept for `stale-if-error`).
+            lock(&st.hoc).remove(id);
+        }
     }
     d.flight.head.send_replace(Some(Ok(Arc::new(Head {
         status: parts.status,
         headers: parts.headers.clone(),
+        label: None,
+        vary,
     }))));
     // While storing, the newest frame is held back until the next one arrives (or the body
     // is stored), so no client has the whole object before the cache does.
@@ -1082,68 +1370,127 @@ async fn drive(mut d: Driver, req: Request<Incoming>, may_store: bool, key: Stri
     d.finish().await;
 }
 
+/// The stale entry of `s` updated from the origin's `304` (RFC 9111 §4.3.4): headers merged
+/// ([`freshness::updated_headers`]), age and lifetime from the merged headers and the `304`'s
+/// `Age`. It replaces the stale copy in the HOC and, if it was there, on disk; if the merged
+/// headers no longer allow storing it, it is served once and dropped from the HOC.
+async fn revalidated(
+    st: &State,
+    s: &Revalidation,
+    not_modified: &HeaderMap,
+    key: String,
+    id: u64,
+    may_store: bool,
+) -> Arc<StoredResponse> {
+    let headers = freshness::updated_headers(&s.entry.headers, not_modified);
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for (n, v) in &headers {
+        map.append(n.clone(), v.clone());
+    }
+    let lifetime = freshness::storable_lifetime(false, s.entry.status, &map).filter(|_| may_store);
+    let e = Arc::new(StoredResponse {
+        key,
+        status: s.entry.status,
+        headers,
+        body: s.entry.body.clone(),
+        stored_at: Instant::now(),
+        age_at_store: freshness::origin_age(not_modified),
+        lifetime: lifetime.unwrap_or(Duration::ZERO),
+    });
+    if lifetime.is_some() {
+        lock(&st.hoc).offer(id, e.clone(), e.stored_at);
+        if let (true, Some(disk)) = (s.on_disk, &st.disk) {
+            disk_put(disk, &e).await;
+        }
+    } else {
+        lock(&st.hoc).remove(id);
+    }
+    e
+}
+
+/// Answers a flight's subscribers from a cached response (a revalidated or stale one).
+async fn serve_entry(d: &mut Driver, e: &StoredResponse, label: &'static str) {
+    d.flight.head.send_replace(Some(Ok(Arc::new(Head {
+        status: e.status,
+        headers: entry_headers(e, Instant::now()),
+        label: Some(label),
+        vary: Vary::None,
+    }))));
+    if !e.body.is_empty() && !d.release(e.body.clone(), false).await {
+        return;
+    }
+    d.finish().await;
+}
+
 /// A `GET` miss: streamed from the origin; a cacheable candidate joins (or leads) the
 /// in-flight fetch of its key.
 async fn miss(
     st: &Arc<State>,
     req: Request<Incoming>,
-    key: String,
-    id: u64,
+    job: Job,
     rd: &freshness::RequestDirectives,
 ) -> Response<NodeBody> {
     let authorization = req.headers().contains_key(header::AUTHORIZATION);
     let collapsible = !authorization && !rd.no_store && !req.headers().contains_key(header::RANGE);
     let may_store = !authorization && !rd.no_store;
+    let job = Job { may_store, ..job };
     let mut joined = None;
     let mut req = Some(req);
     if collapsible {
         let mut m = lock(&st.flights);
-        if let Some(f) = m.get(&key) {
+        if let Some(f) = m.get(&job.key) {
             if let Some(sub) = f.subscribe() {
                 joined = Some((f.clone(), sub));
             }
         }
         if joined.is_none() {
             let flight = Flight::new();
-            m.insert(key.clone(), flight.clone());
+            m.insert(job.key.clone(), flight.clone());
             drop(m);
-            joined = lead(
-                st,
-                flight,
-                req.take(),
-                Some(key.clone()),
-                may_store,
-                &key,
-                id,
-            );
+            let key = job.key.clone();
+            joined = lead(st, flight, req.take(), Some(key), job.clone());
         }
     } else {
-        joined = lead(st, Flight::new(), req.take(), None, may_store, &key, id);
+        joined = lead(st, Flight::new(), req.take(), None, job.clone());
     }
-    let label = if req.is_some() {
+    let Some((flight, (mut replay, mut rx))) = joined else {
+        return fetch_error(st, FetchError::Unreachable("origin fetch failed".into()))
+            .map(NodeBody::Full);
+    };
+    let mut head = wait_head(&flight).await;
+    if let (Ok(h), Some(r)) = (&head, &req) {
+        if !h.vary.admits(r.headers()) {
+            // Joined before the headers, but the answer varies on request headers whose
+            // values differ from the leader's: fetch on our own, unshared.
+            let own = Job {
+                stale: None,
+                req_headers: r.headers().clone(),
+                ..job
+            };
+            let Some((f, (rp, r))) = lead(st, Flight::new(), req.take(), None, own) else {
+                return fetch_error(st, FetchError::Unreachable("origin fetch failed".into()))
+                    .map(NodeBody::Full);
+            };
+            (replay, rx) = (rp, r);
+            head = wait_head(&f).await;
+        }
+    }
+    let mut label = if req.is_some() {
         bump(&st.stats.collapsed, 1);
         "MISS-COLLAPSED"
     } else {
         "MISS"
     };
-    let Some((flight, (replay, rx))) = joined else {
-        return fetch_error(st, FetchError::Unreachable("origin fetch failed".into()))
-            .map(NodeBody::Full);
-    };
-    let mut head_rx = flight.head.subscribe();
-    let head = head_rx
-        .wait_for(Option::is_some)
-        .await
-        .ok()
-        .and_then(|h| h.clone());
     let head = match head {
-        Some(Ok(h)) => h,
-        Some(Err(e)) => return fetch_error(st, e).map(NodeBody::Full),
-        None => {
-            return fetch_error(st, FetchError::Unreachable("origin fetch abandoned".into()))
-                .map(NodeBody::Full)
-        }
+        Ok(h) => h,
+        Err(e) => return fetch_error(st, e).map(NodeBody::Full),
     };
+    match head.label {
+        Some("REVALIDATED") => bump(&st.stats.revalidated, 1),
+        Some("STALE") => bump(&st.stats.stale, 1),
+        _ => {}
+    }
+    label = head.label.unwrap_or(label);
     let conn = freshness::connection_tokens(&head.headers);
     let mut headers = HeaderMap::with_capacity(head.headers.len() + 2);
     for (n, v) in &head.headers {
@@ -1169,24 +1516,37 @@ async fn miss(
     r
 }
 
-/// Subscribes the leader to a new flight and starts its origin fetch.
+/// A flight's shared head, once the origin fetch has it.
+async fn wait_head(flight: &Flight) -> Result<Arc<Head>, FetchError> {
+    let mut head_rx = flight.head.subscribe();
+    let head = head_rx
+        .wait_for(Option::is_some)
+        .await
+        .ok()
+        .and_then(|h| h.clone());
+    head.unwrap_or_else(|| Err(FetchError::Unreachable("origin fetch abandoned".into())))
+}
+
+/// Subscribes the leader to a new flight and starts its origin fetch; with a stale entry, the
+/// fetch is a conditional `GET` validating it.
 fn lead(
     st: &Arc<State>,
     flight: Arc<Flight>,
     req: Option<Request<Incoming>>,
     joinable_as: Option<String>,
-    may_store: bool,
-    key: &str,
-    id: u64,
+    job: Job,
 ) -> Option<(Arc<Flight>, Subscription)> {
-    let req = req?;
+    let mut req = req?;
+    if let Some((name, value)) = job.stale.as_ref().and_then(|s| s.entry.validator()) {
+        req.headers_mut().insert(name, value);
+    }
     let sub = flight.subscribe()?;
     let d = Driver {
         st: st.clone(),
         flight: flight.clone(),
         key: joinable_as,
     };
-    tokio::spawn(drive(d, req, may_store, key.to_string(), id));
+    tokio::spawn(drive(d, req, job));
     Some((flight, sub))
 }
 
@@ -1195,6 +1555,7 @@ async fn pass(st: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
     bump(&st.stats.passes, 1);
     let key = cache_key(&req);
     let r = fetch(st, req).await;
+    st.forget_vary(&key);
     lock(&st.hoc).remove(fnv1a(key.as_bytes()));
     if let Some(disk) = &st.disk {
         let _ = with_store(disk, move |s| s.remove(&EntryKey::object(key.as_bytes()))).await;
@@ -1239,6 +1600,8 @@ async fn stats_json(st: &State) -> Response<Full<Bytes>> {
         "collapsed": c(&s.collapsed),
         "passes": c(&s.passes),
         "origin_errors": c(&s.origin_errors),
+        "revalidated": c(&s.revalidated),
+        "stale": c(&s.stale),
         "bytes_served": c(&s.bytes_served),
         "hoc": hoc,
         "disk": disk,
@@ -1348,6 +1711,8 @@ fn response_tier<B>(r: &Response<B>) -> Tier {
         Some(b"HIT-DISK") => Tier::Disk,
         Some(b"MISS-COLLAPSED") => Tier::Collapsed,
         Some(b"PASS") => Tier::Pass,
+        Some(b"REVALIDATED") => Tier::Revalidated,
+        Some(b"STALE") => Tier::Stale,
         _ => Tier::Miss,
     }
 }
@@ -1402,7 +1767,8 @@ async fn purge(st: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
         return r;
     }
     let key = cache_key(req);
-    let mut purged = lock(&st.hoc).remove(fnv1a(key.as_bytes()));
+    let mut purged = st.forget_vary(&key);
+    purged |= lock(&st.hoc).remove(fnv1a(key.as_bytes()));
     if let Some(disk) = &st.disk {
         let on_disk = with_store(disk, move |s| s.remove(&EntryKey::object(key.as_bytes())))
             .await
@@ -1423,7 +1789,8 @@ async fn purge(st: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
 /// The node: see the module documentation. `/_ecdn/stats` reports `requests` (proxied, not
 /// counting `/_ecdn/`), `hoc_hits`, `disk_hits`, `misses` (including collapsed ones),
 /// `collapsed` (misses served by another request's origin fetch), `passes` (other methods),
-/// `origin_errors` (502 / 504), `bytes_served` (response bodies), `hoc` (`policy`, `used`,
+/// `origin_errors` (502 / 504), `revalidated` / `stale` (stale entries served after a `304` /
+/// on an origin error, see the module documentation), `bytes_served` (response bodies), `hoc` (`policy`, `used`,
 /// `capacity`, `objects`, `c`: AdaptSize's size parameter, `null` while it admits everything
 /// or for policies without one) and `disk` (`null` without a disk).
 pub struct Node;
@@ -1467,6 +1834,7 @@ impl Node {
             },
             disk,
             flights: Mutex::new(HashMap::new()),
+            vary: Mutex::new(VaryIndex::new()),
             stats: Stats::default(),
             metrics: Metrics::default(),
             max_uri_len: cfg.max_uri_len,

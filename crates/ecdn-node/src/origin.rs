@@ -4,7 +4,8 @@
 //!
 //! Per request, in the query: `size=` (bytes, units allowed: `size=8MiB`; default from the
 //! config), `cc=` (a Cache-Control value replacing the configured one, `cc=` alone for none),
-//! `status=` (answer with this status and a short text body, to test error handling).
+//! `status=` (answer with this status and a short text body, to test error handling), `vary=`
+//! (a `Vary` header value to add, percent-decoded like `cc=`; the content does not change).
 //! Responses carry `Content-Length`, `Cache-Control` (default `public, max-age=3600`), an `ETag`
 //! derived from id and size, a fixed `Last-Modified`, and `Accept-Ranges: bytes`. `HEAD`,
 //! `If-None-Match` (304) and single byte ranges (206, 416 when unsatisfiable; a multi-range
@@ -229,6 +230,9 @@ pub async fn handle<B>(req: Request<B>, cfg: Arc<OriginConfig>) -> Response<Orig
         .header(header::ACCEPT_RANGES, "bytes");
     if !cache_control.is_empty() {
         builder = builder.header(header::CACHE_CONTROL, &cache_control);
+    }
+    if let Some(v) = query_param(query, "vary").map(decode) {
+        builder = builder.header(header::VARY, v);
     }
     let inm = req
         .headers()

@@ -131,7 +131,7 @@ async fn large_objects_and_restarts_hit_the_disk() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stale_objects_are_refetched() {
+async fn stale_objects_are_revalidated_after_max_age() {
     let o = origin().await;
     let dir = tempfile::tempdir().unwrap();
     let n = node(config(o.addr, 8 << 20, Some(dir.path().join("disk")))).await;
@@ -139,9 +139,10 @@ async fn stale_objects_are_refetched() {
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
     tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Stale with an `ETag`: validated with the origin (`304`), not refetched.
     let r = fetch(n.addr, "GET", uri).await;
     assert_object(&r, "c", 1000);
-    assert_eq!(r.x_cache(), "MISS");
+    assert_eq!(r.x_cache(), "REVALIDATED");
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
     n.stop().await.unwrap();
     o.stop().await.unwrap();
@@ -1067,4 +1068,168 @@ async fn origin_failures_are_the_error_tier() {
     // The default policy is AdaptSize, which admits everything until it has tuned c.
     assert!(m.lines().any(|l| l.starts_with("ecdn_adaptsize_c_bytes ")));
     n.stop().await.unwrap();
+}
+
+async fn stats(addr: SocketAddr) -> serde_json::Value {
+    serde_json::from_slice(&fetch(addr, "GET", "/_ecdn/stats").await.body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_entries_are_revalidated_with_the_origin() {
+    let o = origin().await;
+    let n = node(config(o.addr, 8 << 20, None)).await;
+    let uri = "/obj/rv?size=5000&cc=max-age%3D1";
+    let first = fetch(n.addr, "GET", uri).await;
+    assert_object(&first, "rv", 5000);
+    assert_eq!(first.x_cache(), "MISS");
+    assert_eq!(o.requests(), 1);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let r = fetch(n.addr, "GET", uri).await;
+    assert_object(&r, "rv", 5000);
+    assert_eq!(r.x_cache(), "REVALIDATED");
+    assert_eq!(r.headers["content-length"], "5000");
+    assert_eq!(r.headers["etag"], first.headers["etag"]);
+    assert_eq!(r.headers["age"], "0");
+    // One conditional request, answered `304` (anything else would not be REVALIDATED).
+    assert_eq!(o.requests(), 2);
+    let hit = fetch(n.addr, "GET", uri).await;
+    assert_object(&hit, "rv", 5000);
+    assert_eq!(hit.x_cache(), "HIT-HOC");
+    assert_eq!(o.requests(), 2);
+    let s = stats(n.addr).await;
+    assert_eq!(s["revalidated"], 1);
+    let m = fetch(n.addr, "GET", "/_ecdn/metrics").await;
+    let m = String::from_utf8(m.body).unwrap();
+    assert_eq!(
+        sample(&m, "ecdn_responses_total{tier=\"revalidated\"}"),
+        Some(1.0)
+    );
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_disk_entries_are_revalidated_and_written_back() {
+    let o = origin().await;
+    let dir = tempfile::tempdir().unwrap();
+    // The object is larger than the HOC: it lives on disk only.
+    let n = node(config(o.addr, 1000, Some(dir.path().join("disk")))).await;
+    let uri = "/obj/rd?size=20000&cc=max-age%3D1";
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-DISK");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let r = fetch(n.addr, "GET", uri).await;
+    assert_object(&r, "rd", 20_000);
+    assert_eq!(r.x_cache(), "REVALIDATED");
+    assert_eq!(o.requests(), 2);
+    let hit = fetch(n.addr, "GET", uri).await;
+    assert_object(&hit, "rd", 20_000);
+    assert_eq!(hit.x_cache(), "HIT-DISK");
+    assert_eq!(o.requests(), 2);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_if_error_serves_stale_entries_when_the_origin_is_down() {
+    let o = origin().await;
+    let n = node(config(o.addr, 8 << 20, None)).await;
+    let sie = "/obj/se?size=3000&cc=max-age%3D1%2C+stale-if-error%3D60";
+    let mr = "/obj/mr?size=3000&cc=max-age%3D1%2C+stale-if-error%3D60%2C+must-revalidate";
+    let plain = "/obj/pl?size=3000&cc=max-age%3D1";
+    for uri in [sie, mr, plain] {
+        assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
+    }
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    o.stop().await.unwrap();
+    let r = fetch(n.addr, "GET", sie).await;
+    assert_object(&r, "se", 3000);
+    assert_eq!(r.x_cache(), "STALE");
+    assert!(!r.headers.contains_key("warning"));
+    // Still stale, still served while the origin is down.
+    assert_eq!(fetch(n.addr, "GET", sie).await.x_cache(), "STALE");
+    // `must-revalidate` forbids serving it stale; no `stale-if-error`: neither.
+    assert_eq!(fetch(n.addr, "GET", mr).await.status, 502);
+    assert_eq!(fetch(n.addr, "GET", plain).await.status, 502);
+    let s = stats(n.addr).await;
+    assert_eq!(s["stale"], 2);
+    n.stop().await.unwrap();
+}
+
+async fn get_with(addr: SocketAddr, uri: &str, name: &str, value: &str) -> Reply {
+    fetch_with(addr, "GET", uri, &[(name, value)]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vary_stores_one_variant_per_request_header_value() {
+    let o = origin().await;
+    let n = node(NodeConfig {
+        purge_token: Some("t".into()),
+        ..config(o.addr, 8 << 20, None)
+    })
+    .await;
+    let uri = "/obj/v?size=2000&vary=Accept-Encoding";
+    let get = |ae: &'static str| get_with(n.addr, uri, "accept-encoding", ae);
+    let gzip = get("gzip").await;
+    assert_object(&gzip, "v", 2000);
+    assert_eq!(gzip.x_cache(), "MISS");
+    assert_eq!(gzip.headers["vary"], "Accept-Encoding");
+    assert_eq!(get("br").await.x_cache(), "MISS");
+    assert_eq!(o.requests(), 2);
+    let hit = get("gzip").await;
+    assert_object(&hit, "v", 2000);
+    assert_eq!(hit.x_cache(), "HIT-HOC");
+    assert_eq!(get("br").await.x_cache(), "HIT-HOC");
+    // Values are compared after trimming and collapsing whitespace.
+    assert_eq!(get("  gzip ").await.x_cache(), "HIT-HOC");
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
+    assert_eq!(o.requests(), 3);
+    // A purge removes every variant.
+    let p = fetch_with(n.addr, "PURGE", uri, &[("authorization", "Bearer t")]).await;
+    assert_eq!(p.status, 200);
+    assert_eq!(get("gzip").await.x_cache(), "MISS");
+    assert_eq!(get("br").await.x_cache(), "MISS");
+    assert_eq!(get("br").await.x_cache(), "HIT-HOC");
+    // `Vary: *` is never stored.
+    let star = "/obj/v?size=2000&vary=*";
+    assert_eq!(fetch(n.addr, "GET", star).await.x_cache(), "MISS");
+    assert_eq!(fetch(n.addr, "GET", star).await.x_cache(), "MISS");
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_misses_of_other_variants_do_not_share_an_answer() {
+    let o = Origin::start(
+        any(),
+        OriginConfig {
+            latency: Duration::from_millis(300),
+            ..OriginConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let n = node(config(o.addr, 8 << 20, None)).await;
+    let uri = "/obj/w?size=1000&vary=accept-language";
+    let get = |l: &'static str| get_with(n.addr, uri, "accept-language", l);
+    // The first answer is not known to vary yet, so both start under the same key; the
+    // second must not be given the first one's variant.
+    let (a, (b, c)) = tokio::join!(get("en"), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::join!(get("fr"), get("en"))
+    });
+    for r in [&a, &b, &c] {
+        assert_object(r, "w", 1000);
+    }
+    assert_eq!(a.headers["vary"], "accept-language");
+    assert_eq!(
+        [a.x_cache(), b.x_cache(), c.x_cache()],
+        ["MISS", "MISS", "MISS-COLLAPSED"]
+    );
+    assert_eq!(o.requests(), 2);
+    assert_eq!(get("en").await.x_cache(), "HIT-HOC");
+    assert_eq!(get("fr").await.x_cache(), "HIT-HOC");
+    assert_eq!(o.requests(), 2);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
 }

@@ -2,11 +2,15 @@
 //! response it keeps.
 //!
 //! Stored: a `200` answer to a `GET` without `Authorization`, whose response has no
-//! `no-store`, `private` or `no-cache` directive, no `Vary` and no `Set-Cookie`, and an explicit
+//! `no-store`, `private` or `no-cache` directive, no `Vary: *` and no `Set-Cookie`, and an explicit
 //! freshness lifetime greater than zero: `s-maxage`, else `max-age`, else `Expires` − `Date`
 //! (IMF-fixdate only; any other date is invalid, which for `Expires` means "already expired").
 //! Heuristic freshness is not used. The current age is the origin's `Age` plus the time the
 //! response spent in this node; it is fresh while that is below the lifetime.
+//!
+//! A stale response is validated with [`StoredResponse::validator`], updated from a `304` with
+//! [`updated_headers`], and may be served on an origin error per
+//! [`StoredResponse::stale_if_error`].
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -41,6 +45,62 @@ impl StoredResponse {
     pub fn is_fresh(&self, now: Instant) -> bool {
         self.age(now) < self.lifetime
     }
+
+    /// The stored headers as a map.
+    pub fn header_map(&self) -> HeaderMap {
+        let mut h = HeaderMap::with_capacity(self.headers.len());
+        for (n, v) in &self.headers {
+            h.append(n.clone(), v.clone());
+        }
+        h
+    }
+
+    fn first(&self, name: &HeaderName) -> Option<&HeaderValue> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    /// The conditional header to validate this response with (RFC 9111 §4.3.1): `If-None-Match`
+    /// with the `ETag`, else `If-Modified-Since` with `Last-Modified`; `None` without either.
+    pub fn validator(&self) -> Option<(HeaderName, HeaderValue)> {
+        if let Some(etag) = self.first(&header::ETAG) {
+            return Some((header::IF_NONE_MATCH, etag.clone()));
+        }
+        self.first(&header::LAST_MODIFIED)
+            .map(|lm| (header::IF_MODIFIED_SINCE, lm.clone()))
+    }
+
+    /// Whether this (stale) response may be served when the origin fails (RFC 5861
+    /// `stale-if-error=N`): its age is below lifetime + N, and it has none of `must-revalidate`,
+    /// `proxy-revalidate` or `s-maxage` (RFC 9111 §5.2.2.2, §5.2.2.8, §5.2.2.10: never served
+    /// stale without successful validation).
+    pub fn stale_if_error(&self, now: Instant) -> bool {
+        let cc = cache_control(&self.header_map());
+        if cc
+            .iter()
+            .any(|(k, _)| k == "must-revalidate" || k == "proxy-revalidate" || k == "s-maxage")
+        {
+            return false;
+        }
+        seconds_directive(&cc, "stale-if-error")
+            .is_some_and(|window| self.age(now) < self.lifetime.saturating_add(window))
+    }
+}
+
+/// The stored headers updated from a `304 Not Modified` (RFC 9111 §4.3.4): every header the
+/// `304` carries replaces the stored ones of that name, except `Content-Length` (the stored body
+/// is still the one described), `Age` and hop-by-hop / framing headers; the others are kept.
+pub fn updated_headers(
+    stored: &[(HeaderName, HeaderValue)],
+    not_modified: &HeaderMap,
+) -> Vec<(HeaderName, HeaderValue)> {
+    let fresh = headers_to_store(not_modified);
+    let mut out: Vec<(HeaderName, HeaderValue)> = stored
+        .iter()
+        .filter(|(n, _)| !fresh.iter().any(|(f, _)| f == n))
+        .cloned()
+        .collect();
+    out.extend(fresh);
+    out
 }
 
 /// Headers that describe one connection, never forwarded or stored (RFC 9110 §7.6.1), plus the
@@ -166,7 +226,7 @@ pub fn storable_lifetime(
 ) -> Option<Duration> {
     if request_has_authorization
         || status != StatusCode::OK
-        || headers.contains_key(header::VARY)
+        || vary_names(headers).is_none()
         || headers.contains_key(header::SET_COOKIE)
     {
         return None;
@@ -190,6 +250,54 @@ pub fn storable_lifetime(
             Some(Duration::from_secs(expires.saturating_sub(date)))
         })?;
     (!lifetime.is_zero()).then_some(lifetime)
+}
+
+/// The header names a response varies on (RFC 9111 §4.1): the members of its `Vary` headers,
+/// lower-cased, sorted and deduplicated (empty without `Vary`); `None` for `Vary: *`, which no
+/// request matches.
+pub fn vary_names(headers: &HeaderMap) -> Option<Vec<String>> {
+    let mut names = Vec::new();
+    for v in headers.get_all(header::VARY) {
+        // An unreadable `Vary` cannot be matched either.
+        let v = v.to_str().ok()?;
+        for name in v.split(',').map(|n| n.trim().to_ascii_lowercase()) {
+            if name == "*" {
+                return None;
+            }
+            if !name.is_empty() {
+                names.push(name);
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    Some(names)
+}
+
+/// The secondary key of a request for a response varying on `names`: for each name (in
+/// order), `\n<name>=<values>`, the request's values of that header joined with `,`, each
+/// trimmed and with inner whitespace runs collapsed to one space (an absent header gives an
+/// empty value, distinct from none only through the name list, which is fixed per URL).
+/// Empty when `names` is.
+pub fn vary_suffix(names: &[String], req: &HeaderMap) -> String {
+    let mut out = String::new();
+    for name in names {
+        out.push('\n');
+        out.push_str(name);
+        out.push('=');
+        let values: Vec<String> = req
+            .get_all(name.as_str())
+            .iter()
+            .map(|v| {
+                String::from_utf8_lossy(v.as_bytes())
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        out.push_str(&values.join(","));
+    }
+    out
 }
 
 /// The origin's `Age` in seconds (0 when absent or invalid).
@@ -313,6 +421,93 @@ mod tests {
         assert!(max_age(10).accepts(&e, now));
         assert!(!max_age(9).accepts(&e, now));
         assert!(!request_directives(&map(&[("pragma", "no-cache")])).accepts(&e, now));
+    }
+
+    #[test]
+    fn validation_and_stale_if_error() {
+        let entry = |pairs: &[(&'static str, &'static str)], age: u64| StoredResponse {
+            key: String::new(),
+            status: StatusCode::OK,
+            headers: headers_to_store(&map(pairs)),
+            body: Bytes::new(),
+            stored_at: Instant::now(),
+            age_at_store: Duration::from_secs(age),
+            lifetime: Duration::from_secs(10),
+        };
+        let e = entry(
+            &[
+                ("etag", "\"x\""),
+                ("last-modified", "Thu, 01 Jan 2026 00:00:00 GMT"),
+            ],
+            0,
+        );
+        assert_eq!(
+            e.validator(),
+            Some((header::IF_NONE_MATCH, HeaderValue::from_static("\"x\"")))
+        );
+        let e = entry(&[("last-modified", "Thu, 01 Jan 2026 00:00:00 GMT")], 0);
+        assert_eq!(e.validator().unwrap().0, header::IF_MODIFIED_SINCE);
+        assert_eq!(entry(&[], 0).validator(), None);
+        let cc = |v: &'static str, age| entry(&[("cache-control", v)], age);
+        let now = Instant::now();
+        assert!(cc("max-age=10, stale-if-error=60", 20).stale_if_error(now));
+        assert!(!cc("max-age=10, stale-if-error=60", 80).stale_if_error(now));
+        assert!(!cc("max-age=10", 20).stale_if_error(now));
+        for v in [
+            "max-age=10, stale-if-error=60, must-revalidate",
+            "max-age=10, stale-if-error=60, proxy-revalidate",
+            "s-maxage=10, stale-if-error=60",
+        ] {
+            assert!(!cc(v, 20).stale_if_error(now), "{v}");
+        }
+        let stored = headers_to_store(&map(&[
+            ("etag", "\"x\""),
+            ("cache-control", "max-age=1"),
+            ("content-type", "text/plain"),
+        ]));
+        let updated = updated_headers(
+            &stored,
+            &map(&[
+                ("cache-control", "max-age=60"),
+                ("content-length", "0"),
+                ("connection", "close"),
+                ("x-new", "1"),
+            ]),
+        );
+        let get = |n: &str| {
+            updated
+                .iter()
+                .filter(|(k, _)| k == n)
+                .map(|(_, v)| v.to_str().unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(get("cache-control"), ["max-age=60"]);
+        assert_eq!(get("etag"), ["\"x\""]);
+        assert_eq!(get("content-type"), ["text/plain"]);
+        assert_eq!(get("x-new"), ["1"]);
+        assert!(get("content-length").is_empty() && get("connection").is_empty());
+    }
+
+    #[test]
+    fn vary() {
+        assert_eq!(vary_names(&HeaderMap::new()), Some(vec![]));
+        let h = map(&[
+            ("vary", "Accept-Encoding, accept-language"),
+            ("vary", "accept-encoding"),
+        ]);
+        let names = vary_names(&h).unwrap();
+        assert_eq!(names, ["accept-encoding", "accept-language"]);
+        assert_eq!(vary_names(&map(&[("vary", "accept, *")])), None);
+        let h = map(&[("cache-control", "max-age=60"), ("vary", "*")]);
+        assert_eq!(storable_lifetime(false, StatusCode::OK, &h), None);
+        let h = map(&[("cache-control", "max-age=60"), ("vary", "accept")]);
+        assert!(storable_lifetime(false, StatusCode::OK, &h).is_some());
+        let a = vary_suffix(&names, &map(&[("accept-encoding", "  gzip,   br ")]));
+        let b = vary_suffix(&names, &map(&[("Accept-Encoding", "gzip, br")]));
+        assert_eq!(a, b);
+        assert_eq!(a, "\naccept-encoding=gzip, br\naccept-language=");
+        assert_ne!(a, vary_suffix(&names, &map(&[("accept-encoding", "br")])));
+        assert_eq!(vary_suffix(&[], &map(&[("accept", "x")])), "");
     }
 
     #[test]

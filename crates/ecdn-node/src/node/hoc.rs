@@ -10,6 +10,13 @@ use ecdn_policy::{Cache, Request};
 
 use super::freshness::StoredResponse;
 
+/// What [`Hoc::lookup`] found.
+pub enum Found {
+    Nothing,
+    Fresh(Arc<StoredResponse>),
+    Stale(Arc<StoredResponse>),
+}
+
 pub struct Hoc {
     cache: Cache,
     objects: HashMap<u64, Arc<StoredResponse>>,
@@ -35,27 +42,30 @@ impl Hoc {
         }
     }
 
-    /// A fresh cached response for `key`, counted as a hit by the policy. A stale copy is
-    /// dropped. When nothing is cached the policy is not consulted yet: the object's size is
-    /// unknown until it is fetched, so [`Hoc::offer`] records the miss.
-    pub fn lookup(&mut self, id: u64, key: &str, now: Instant) -> Option<Arc<StoredResponse>> {
-        let entry = self.objects.get(&id)?.clone();
+    /// The cached response for `key`. A fresh one is counted as a hit by the policy. A stale
+    /// one is returned as [`Found::Stale`] and kept (not counted), so that it can be validated
+    /// with the origin or served on an origin error; a successful fetch replaces it
+    /// ([`Hoc::offer`]). When nothing is cached the policy is not consulted yet: the object's
+    /// size is unknown until it is fetched, so [`Hoc::offer`] records the miss.
+    pub fn lookup(&mut self, id: u64, key: &str, now: Instant) -> Found {
+        let Some(entry) = self.objects.get(&id).cloned() else {
+            return Found::Nothing;
+        };
         if entry.key != key {
             // A 64-bit hash collision: the cached object is another one.
-            return None;
+            return Found::Nothing;
         }
         if !entry.is_fresh(now) {
-            self.remove(id);
-            return None;
+            return Found::Stale(entry);
         }
         let req = self.request(id, &entry, now);
         if self.cache.lookup(&req) {
-            Some(entry)
+            Found::Fresh(entry)
         } else {
             // The policy no longer holds it (it cannot disagree with the map, but if it did,
             // the policy wins).
             self.objects.remove(&id);
-            None
+            Found::Nothing
         }
     }
 

@@ -24,16 +24,22 @@ pub enum Tier {
     Pass,
     /// The origin was unreachable or timed out (`502` / `504` of ours).
     Error,
+    /// A stale entry validated by the origin (`304`) and served from the cache.
+    Revalidated,
+    /// A stale entry served because the origin failed (`stale-if-error`).
+    Stale,
 }
 
 impl Tier {
-    pub const ALL: [Tier; 6] = [
+    pub const ALL: [Tier; 8] = [
         Tier::Hoc,
         Tier::Disk,
         Tier::Miss,
         Tier::Collapsed,
         Tier::Pass,
         Tier::Error,
+        Tier::Revalidated,
+        Tier::Stale,
     ];
 
     pub fn label(self) -> &'static str {
@@ -44,6 +50,8 @@ impl Tier {
             Tier::Collapsed => "collapsed",
             Tier::Pass => "pass",
             Tier::Error => "error",
+            Tier::Revalidated => "revalidated",
+            Tier::Stale => "stale",
         }
     }
 
@@ -85,8 +93,8 @@ impl Histogram {
 /// Per-tier responses and latencies.
 #[derive(Default)]
 pub struct Metrics {
-    responses: [AtomicU64; 6],
-    latency: [Histogram; 6],
+    responses: [AtomicU64; Tier::ALL.len()],
+    latency: [Histogram; Tier::ALL.len()],
 }
 
 /// The cache gauges, sampled when the metrics are rendered.
