@@ -1,0 +1,587 @@
+//! End-to-end tests: the real `ecdn` binary (`ecdn origin`, `ecdn node`) and Debian's nginx as
+//! processes on loopback, driven by `curl` and by a small HTTP/1.1 client written here.
+//!
+//! Every child process is held by a [`Proc`] guard that kills it when dropped, so a failing
+//! assertion never leaves a server behind.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+/// A child process, killed (SIGKILL) and reaped when dropped.
+struct Proc {
+    child: Option<Child>,
+}
+
+impl Proc {
+    fn spawn(cmd: &mut Command) -> Proc {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+        Proc { child: Some(child) }
+    }
+
+    /// SIGTERM, then wait (bounded) for a clean exit.
+    fn terminate(mut self) {
+        let mut child = self.child.take().expect("running");
+        let status = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(st) = child.try_wait().expect("wait") {
+                assert!(st.success(), "exited with {st} after SIGTERM");
+                return;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("did not exit within 10 s of SIGTERM");
+            }
+            sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (bounded) for the process to exit on its own.
+    fn wait_exit(&mut self, timeout: Duration) {
+        let child = self.child.as_mut().expect("running");
+        let deadline = Instant::now() + timeout;
+        while child.try_wait().expect("wait").is_none() {
+            assert!(Instant::now() < deadline, "did not exit within {timeout:?}");
+            sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL and reap.
+    fn kill9(mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().expect("kill -9");
+        child.wait().expect("wait");
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A free loopback port: bind port 0, read it, release it.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// A parsed HTTP response.
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn x_cache(&self) -> &str {
+        self.header("x-cache").unwrap_or("")
+    }
+}
+
+/// One `GET` over a fresh connection (`Connection: close`), read to the end.
+fn http_get(port: u16, path: &str) -> std::io::Result<Resp> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    Ok(parse_response(&raw))
+}
+
+fn parse_response(raw: &[u8]) -> Resp {
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("complete response head");
+    let head = std::str::from_utf8(&raw[..end]).expect("ASCII head");
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().expect("status line");
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let rest = &raw[end + 4..];
+    let chunked = headers.iter().any(|(n, v)| {
+        n.eq_ignore_ascii_case("transfer-encoding") && v.to_ascii_lowercase().contains("chunked")
+    });
+    let body = if chunked {
+        dechunk(rest)
+    } else {
+        rest.to_vec()
+    };
+    Resp {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// Decodes a complete `chunked` body (trailers ignored).
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let eol = b
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size line");
+        let line = std::str::from_utf8(&b[..eol]).expect("chunk size");
+        let size = usize::from_str_radix(line.split(';').next().unwrap().trim(), 16)
+            .expect("hex chunk size");
+        b = &b[eol + 2..];
+        if size == 0 {
+            return out;
+        }
+        assert!(b.len() >= size + 2, "truncated chunk");
+        out.extend_from_slice(&b[..size]);
+        b = &b[size + 2..];
+    }
+}
+
+/// Polls `path` until it answers 200 (bounded: 10 s).
+fn wait_ready(port: u16, path: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(r) = http_get(port, path) {
+            if r.status == 200 {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "127.0.0.1:{port}{path} not ready within 10 s"
+        );
+        sleep(Duration::from_millis(20));
+    }
+}
+
+fn ecdn() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ecdn"))
+}
+
+/// `ecdn origin` on a free port, ready.
+fn start_origin(extra: &[&str]) -> (Proc, u16) {
+    let port = free_port();
+    let p = Proc::spawn(
+        ecdn()
+            .args([
+                "origin",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "-j",
+                "2",
+            ])
+            .args(extra),
+    );
+    wait_ready(port, "/obj/1?size=1");
+    (p, port)
+}
+
+/// `ecdn node` on `port` in front of `origin_port`, ready.
+fn start_node(port: u16, origin_port: u16, extra: &[&str]) -> Proc {
+    let p = Proc::spawn(
+        ecdn()
+            .args([
+                "node",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--origin",
+                &format!("http://127.0.0.1:{origin_port}"),
+                "-j",
+                "2",
+            ])
+            .args(extra),
+    );
+    wait_ready(port, "/_ecdn/health");
+    p
+}
+
+/// A disk-backed node: tiny HOC (so large objects live only on disk), a 64 MiB ring.
+fn disk_args(disk: &Path) -> Vec<String> {
+    vec![
+        "--hoc-size".into(),
+        "64KiB".into(),
+        "--disk-path".into(),
+        disk.to_string_lossy().into_owned(),
+        "--disk-size".into(),
+        "64MiB".into(),
+    ]
+}
+
+fn start_disk_node(port: u16, origin_port: u16, disk: &Path) -> Proc {
+    let args = disk_args(disk);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    start_node(port, origin_port, &args)
+}
+
+/// `curl -sS -D <head> -o <body> [extra] url`; returns (head text, body bytes).
+fn curl(dir: &Path, name: &str, url: &str, extra: &[&str]) -> (String, Vec<u8>) {
+    let head = dir.join(format!("{name}.head"));
+    let body = dir.join(format!("{name}.body"));
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "20", "-D"])
+        .arg(&head)
+        .arg("-o")
+        .arg(&body)
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("run curl (install Debian's curl)");
+    assert!(
+        out.status.success(),
+        "curl {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let h = std::fs::read_to_string(&head).expect("curl head file");
+    let b = std::fs::read(&body).unwrap_or_default();
+    (h, b)
+}
+
+/// A header's value from a `curl -D` dump (the last response in it).
+fn head_value(head: &str, name: &str) -> Option<String> {
+    head.lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(n, _)| n.trim().eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim().to_string())
+        .next_back()
+}
+
+fn head_status(head: &str) -> u16 {
+    head.lines()
+        .rfind(|l| l.starts_with("HTTP/"))
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .expect("status line in curl head")
+}
+
+#[test]
+fn curl_miss_then_hoc_hit_with_origin_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_origin, op) = start_origin(&[]);
+    let np = free_port();
+    let _node = start_node(np, op, &["--hoc-size", "16MiB"]);
+    let path = "/obj/42?size=300000";
+    let url = format!("http://127.0.0.1:{np}{path}");
+
+    let (h1, b1) = curl(dir.path(), "first", &url, &[]);
+    let (h2, b2) = curl(dir.path(), "second", &url, &[]);
+    let (ho, bo) = curl(
+        dir.path(),
+        "origin",
+        &format!("http://127.0.0.1:{op}{path}"),
+        &[],
+    );
+    assert_eq!(head_status(&h1), 200);
+    assert_eq!(head_value(&h1, "x-cache").as_deref(), Some("MISS"), "{h1}");
+    assert_eq!(
+        head_value(&h2, "x-cache").as_deref(),
+        Some("HIT-HOC"),
+        "{h2}"
+    );
+    assert_eq!(head_status(&ho), 200);
+    assert_eq!(bo.len(), 300_000);
+    // Compare the files curl wrote, byte for byte.
+    assert_eq!(
+        std::fs::read(dir.path().join("first.body")).unwrap(),
+        std::fs::read(dir.path().join("second.body")).unwrap()
+    );
+    assert!(b1 == bo, "MISS body differs from the origin's bytes");
+    assert!(b2 == bo, "HIT body differs from the origin's bytes");
+}
+
+#[test]
+fn curl_range_on_a_cached_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_origin, op) = start_origin(&[]);
+    let np = free_port();
+    let _node = start_node(np, op, &["--hoc-size", "16MiB"]);
+    let url = format!("http://127.0.0.1:{np}/obj/43?size=300000");
+    let (h, full) = curl(dir.path(), "full", &url, &[]);
+    assert_eq!(head_value(&h, "x-cache").as_deref(), Some("MISS"), "{h}");
+    assert_eq!(full.len(), 300_000);
+
+    // Exactly bytes 1000..=1999 of the full body, from the cache.
+    let (hr, br) = curl(dir.path(), "range", &url, &["-r", "1000-1999"]);
+    assert_eq!(head_status(&hr), 206, "{hr}");
+    assert_eq!(
+        head_value(&hr, "content-range").as_deref(),
+        Some("bytes 1000-1999/300000")
+    );
+    assert!(
+        head_value(&hr, "x-cache")
+            .unwrap_or_default()
+            .starts_with("HIT"),
+        "{hr}"
+    );
+    assert_eq!(br.len(), 1000);
+    assert!(br[..] == full[1000..2000], "range bytes differ");
+}
+
+/// Origin + disk node; GETs a 1 MiB object (MISS, then HIT-DISK) and stops the node with
+/// SIGTERM. Returns what the restart needs.
+struct DiskSetup {
+    dir: tempfile::TempDir,
+    origin: Proc,
+    origin_port: u16,
+    node_port: u16,
+    disk: PathBuf,
+    reference: Vec<u8>,
+}
+
+const DISK_PATH: &str = "/obj/7?size=1048576";
+
+fn disk_setup() -> DiskSetup {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("ecdn.disk");
+    let (origin, op) = start_origin(&[]);
+    let reference = http_get(op, DISK_PATH).unwrap().body;
+    assert_eq!(reference.len(), 1 << 20);
+    let np = free_port();
+    let node = start_disk_node(np, op, &disk);
+    let r = http_get(np, DISK_PATH).unwrap();
+    assert_eq!((r.status, r.x_cache()), (200, "MISS"));
+    assert!(r.body == reference, "MISS bytes differ");
+    // The store write completes with the origin body; poll until the disk serves it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = http_get(np, DISK_PATH).unwrap();
+        assert!(r.body == reference, "bytes differ ({})", r.x_cache());
+        if r.x_cache() == "HIT-DISK" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never became HIT-DISK");
+        sleep(Duration::from_millis(20));
+    }
+    node.terminate();
+    DiskSetup {
+        dir,
+        origin,
+        origin_port: op,
+        node_port: np,
+        disk,
+        reference,
+    }
+}
+
+#[test]
+fn restart_keeps_the_disk_cache() {
+    let s = disk_setup();
+    let _node = start_disk_node(s.node_port, s.origin_port, &s.disk);
+    let r = http_get(s.node_port, DISK_PATH).unwrap();
+    assert_eq!((r.status, r.x_cache()), (200, "HIT-DISK"));
+    assert!(r.body == s.reference, "HIT-DISK bytes differ after restart");
+    drop(s.origin);
+    drop(s.dir);
+}
+
+#[test]
+fn flipped_byte_on_disk_is_detected_and_refetched() {
+    let s = disk_setup();
+    // Find the payload in the ring by a 64-byte window of the object's content, flip one byte.
+    let mut ring = std::fs::read(&s.disk).unwrap();
+    let window = &s.reference[512 * 1024..512 * 1024 + 64];
+    let at = ring
+        .windows(64)
+        .position(|w| w == window)
+        .expect("the object's payload is in the disk file");
+    assert!(
+        ring[at + 64..].windows(64).all(|w| w != window),
+        "window not unique"
+    );
+    ring[at + 32] ^= 0x5a;
+    {
+        use std::io::{Seek, SeekFrom};
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&s.disk)
+            .unwrap();
+        f.seek(SeekFrom::Start((at + 32) as u64)).unwrap();
+        f.write_all(&ring[at + 32..at + 33]).unwrap();
+        f.sync_all().unwrap();
+    }
+
+    let _node = start_disk_node(s.node_port, s.origin_port, &s.disk);
+    let r = http_get(s.node_port, DISK_PATH).unwrap();
+    assert_eq!((r.status, r.x_cache()), (200, "MISS"));
+    assert!(r.body == s.reference, "refetched bytes differ");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = http_get(s.node_port, DISK_PATH).unwrap();
+        assert!(r.body == s.reference, "bytes differ ({})", r.x_cache());
+        if r.x_cache().starts_with("HIT") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never became a HIT again");
+        sleep(Duration::from_millis(20));
+    }
+    drop(s.origin);
+    drop(s.dir);
+}
+
+#[test]
+fn kill_9_during_a_miss_leaves_no_partial_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("ecdn.disk");
+    let size = 8usize << 20;
+    let path = format!("/obj/99?size={size}");
+    // A paced origin (8 MiB takes 4 s) for the interrupted miss...
+    let (_slow, slow_port) = start_origin(&["--bandwidth", "2MiB"]);
+    // ...and an unpaced one (same content: a function of id and offset) for after the restart.
+    let (_fast, fast_port) = start_origin(&[]);
+    let np = free_port();
+    let node = start_disk_node(np, slow_port, &disk);
+    let mut client = Proc::spawn(
+        Command::new("curl")
+            .args(["-sS", "-o"])
+            .arg(dir.path().join("partial.body"))
+            .arg(format!("http://127.0.0.1:{np}{path}")),
+    );
+    sleep(Duration::from_millis(500));
+    node.kill9();
+    // The client saw the transfer cut short: the kill really happened mid-miss.
+    client.wait_exit(Duration::from_secs(5));
+    let got = std::fs::metadata(dir.path().join("partial.body")).map_or(0, |m| m.len());
+    assert!(got < size as u64, "the miss finished before the kill");
+
+    // Same port (the cache key includes Host) and disk file, fast origin.
+    let _node = start_disk_node(np, fast_port, &disk);
+    let reference = http_get(fast_port, &path).unwrap().body;
+    assert_eq!(reference.len(), size);
+    let r = http_get(np, &path).unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.x_cache(), "MISS", "a partial object was kept");
+    assert_eq!(r.body.len(), size);
+    assert!(r.body == reference, "bytes differ");
+}
+
+/// Debian's nginx, whether or not `/usr/sbin` is on `PATH`.
+fn nginx_binary() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    on_path
+        .into_iter()
+        .chain(["/usr/sbin".into(), "/usr/local/sbin".into()])
+        .map(|d| d.join("nginx"))
+        .find(|p| p.is_file())
+}
+
+#[test]
+fn nginx_origin_miss_hit_range_head() {
+    let Some(nginx) = nginx_binary() else {
+        eprintln!("skipping: nginx is not installed (.ci/run installs nginx-light)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let www = d.join("www");
+    std::fs::create_dir(&www).unwrap();
+    let file: Vec<u8> = (0..200 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(www.join("file.bin"), &file).unwrap();
+    let port = free_port();
+    let conf = format!(
+        "daemon off;\n\
+         master_process off;\n\
+         worker_processes 1;\n\
+         pid {d}/nginx.pid;\n\
+         error_log {d}/error.log;\n\
+         events {{ worker_connections 64; }}\n\
+         http {{\n\
+           access_log off;\n\
+           client_body_temp_path {d}/body;\n\
+           proxy_temp_path {d}/proxy;\n\
+           fastcgi_temp_path {d}/fastcgi;\n\
+           uwsgi_temp_path {d}/uwsgi;\n\
+           scgi_temp_path {d}/scgi;\n\
+           server {{\n\
+             listen 127.0.0.1:{port};\n\
+             root {www};\n\
+             etag on;\n\
+             add_header Cache-Control \"public, max-age=3600\";\n\
+           }}\n\
+         }}\n",
+        d = d.display(),
+        www = www.display(),
+    );
+    std::fs::write(d.join("nginx.conf"), conf).unwrap();
+    let _nginx = Proc::spawn(
+        Command::new(&nginx)
+            .arg("-p")
+            .arg(d)
+            .arg("-c")
+            .arg(d.join("nginx.conf"))
+            .arg("-e")
+            .arg(d.join("error.log")),
+    );
+    wait_ready(port, "/file.bin");
+
+    let np = free_port();
+    let _node = start_node(np, port, &["--hoc-size", "16MiB"]);
+    let url = format!("http://127.0.0.1:{np}/file.bin");
+    let (h1, b1) = curl(d, "n1", &url, &[]);
+    let (h2, b2) = curl(d, "n2", &url, &[]);
+    assert_eq!(head_status(&h1), 200, "{h1}");
+    assert_eq!(head_value(&h1, "x-cache").as_deref(), Some("MISS"), "{h1}");
+    assert_eq!(
+        head_value(&h2, "x-cache").as_deref(),
+        Some("HIT-HOC"),
+        "{h2}"
+    );
+    assert!(b1 == file, "MISS bytes differ from the file");
+    assert!(b2 == file, "HIT bytes differ from the file");
+    assert!(head_value(&h2, "etag").is_some(), "{h2}");
+
+    let (hr, br) = curl(d, "nr", &url, &["-r", "1000-1999"]);
+    assert_eq!(head_status(&hr), 206, "{hr}");
+    assert_eq!(
+        head_value(&hr, "content-range").as_deref(),
+        Some("bytes 1000-1999/204800")
+    );
+    assert!(br[..] == file[1000..2000], "range bytes differ");
+
+    // `curl -I` writes the head to both -D and -o, never a body.
+    let (hh, bh) = curl(d, "nh", &url, &["-I"]);
+    assert_eq!(head_status(&hh), 200, "{hh}");
+    assert_eq!(head_value(&hh, "content-length").as_deref(), Some("204800"));
+    assert!(head_value(&hh, "x-cache")
+        .unwrap_or_default()
+        .starts_with("HIT"));
+    assert!(bh.len() < 4096 && !bh.windows(64).any(|w| w == &file[..64]));
+}
