@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,6 +47,10 @@ pub struct DemoArgs {
     origin_latency: String,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Also draw the latency CDF per tier and where requests were served over the run to FILE
+    /// (.png or .svg).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
 }
 
 /// What one request saw.
@@ -121,6 +126,9 @@ pub fn run(a: DemoArgs) -> Result<()> {
     if a.concurrency == 0 {
         bail!("--concurrency must be positive");
     }
+    if let Some(path) = &a.plot {
+        crate::plot::check_output(path)?;
+    }
     let sizes = SizeDist::parse(&a.sizes).map_err(anyhow::Error::msg)?;
     let hoc_size = parse_size(&a.hoc_size).map_err(anyhow::Error::msg)?;
     let disk_size = parse_size(&a.disk_size).map_err(anyhow::Error::msg)?;
@@ -189,8 +197,35 @@ pub fn run(a: DemoArgs) -> Result<()> {
         report(&samples, elapsed);
         node.stop().await?;
         origin.stop().await?;
+        if let Some(path) = &a.plot {
+            plot(path, &samples, elapsed, hoc_size, disk_size)?;
+        }
         anyhow::Ok(())
     })
+}
+
+/// Draws the demo's figure from `samples` (in the order the requests completed) to `path`.
+fn plot(
+    path: &std::path::Path,
+    samples: &[Sample],
+    elapsed: f64,
+    hoc_size: u64,
+    disk_size: u64,
+) -> Result<()> {
+    let data: Vec<(&str, u64)> = samples
+        .iter()
+        .map(|s| (s.tier.as_str(), s.micros))
+        .collect();
+    let title = format!(
+        "ecdn demo: {} requests, {} req/s; node with HOC {}, disk {}",
+        crate::plot::grouped(samples.len() as u64),
+        crate::plot::grouped((samples.len() as f64 / elapsed).round() as u64),
+        format_size(hoc_size),
+        format_size(disk_size)
+    );
+    crate::plot::demo(path, &data, &title)?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
 }
 
 fn report(samples: &[Sample], elapsed: f64) {

@@ -130,6 +130,22 @@ pub fn cluster_series(path: &Path, rows: &[UnavailabilityResult]) -> Result<()> 
     render(path, &fig)
 }
 
+/// `ecdn demo`'s figure from its `(tier, latency in microseconds)` samples, in the order the
+/// requests completed: the latency CDF of each tier on the left (latency in ms on a log10
+/// axis) and, on the right, the share of requests served by the HOC, by disk and by the origin
+/// (MISS and MISS-COLLAPSED; any other tier as "other") in each of about 20 windows of
+/// completion order, stacked, showing the cache warm up.
+pub fn demo(path: &Path, samples: &[(&str, u64)], title: &str) -> Result<()> {
+    let fig = DemoFigure::new(samples, title)?;
+    render(path, &fig)
+}
+
+/// Checks that `path` names a file a plot can be written to (.png or .svg), to fail before
+/// work whose result would then be plotted.
+pub fn check_output(path: &Path) -> Result<()> {
+    output_format(path).map(|_| ())
+}
+
 // ---------------------------------------------------------------------------------------------
 // Output and fonts.
 
@@ -569,7 +585,7 @@ fn count_label(v: f64) -> String {
 }
 
 /// An integer with thousands separators: 1,234,567.
-fn grouped(n: u64) -> String {
+pub(crate) fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let groups: Vec<String> = digits
         .as_bytes()
@@ -1919,6 +1935,328 @@ impl Figure for ClusterSeriesFigure {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The demo: latency CDF per tier and where requests were served over time.
+
+/// Tiers in the order the demo figure lists them; others follow, by name.
+const TIER_ORDER: [&str; 7] = [
+    "HIT-HOC",
+    "HIT-DISK",
+    "MISS",
+    "MISS-COLLAPSED",
+    "REVALIDATED",
+    "STALE",
+    "PASS",
+];
+
+/// Windows of the demo's served-by panel.
+const DEMO_WINDOWS: usize = 20;
+
+/// Where a request of `tier` was served from, in the served-by panel: 0 HOC, 1 disk, 2 origin,
+/// 3 other.
+fn served_by(tier: &str) -> usize {
+    match tier {
+        "HIT-HOC" => 0,
+        "HIT-DISK" => 1,
+        "MISS" | "MISS-COLLAPSED" => 2,
+        _ => 3,
+    }
+}
+
+const SERVED_BY: [&str; 4] = ["HOC", "disk", "origin (MISS, MISS-COLLAPSED)", "other"];
+
+/// A log10 axis from 10^lo to 10^hi: values are log10s, mapped linearly; labels at 1, 2 and 5
+/// times powers of ten (only at powers of ten when the range spans more than four decades),
+/// light grid lines at every integer multiple of a power of ten.
+struct Log10Axis {
+    lo: f64,
+    hi: f64,
+    bold: Vec<f64>,
+    light: Vec<f64>,
+}
+
+impl Log10Axis {
+    fn new(lo: f64, hi: f64) -> Log10Axis {
+        let multiples = |ms: &[f64]| -> Vec<f64> {
+            ((lo.floor() as i64)..=(hi.ceil() as i64))
+                .flat_map(|k| ms.iter().map(move |m| (m * 10f64.powi(k as i32)).log10()))
+                .filter(|v| (lo..=hi).contains(v))
+                .collect()
+        };
+        let bold = if hi - lo > 4.0 {
+            multiples(&[1.0])
+        } else {
+            multiples(&[1.0, 2.0, 5.0])
+        };
+        let light = multiples(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+        Log10Axis {
+            lo,
+            hi,
+            bold,
+            light,
+        }
+    }
+}
+
+impl Ranged for Log10Axis {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        let t = if self.hi > self.lo {
+            (v - self.lo) / (self.hi - self.lo)
+        } else {
+            0.5
+        };
+        limit.0 + ((limit.1 - limit.0) as f64 * t).round() as i32
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            self.light.clone()
+        } else {
+            self.bold.clone()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.lo..self.hi
+    }
+}
+
+/// Tick label of a log10 milliseconds axis: 10^v without trailing zeros, "ms" appended.
+fn ms_label(v: &f64) -> String {
+    let ms = 10f64.powf(*v);
+    let decimals = (-v.floor()).max(0.0) as usize;
+    let s = format!("{ms:.decimals$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &s
+    };
+    format!("{s}ms")
+}
+
+/// The empirical CDF of `sorted` (latencies in µs, ascending) as a step line through about
+/// `max` of its samples, always the first and the last: (log10 of the latency in ms, fraction of samples at
+/// or below it), rising from 0 at the first sample drawn.
+fn cdf_points(sorted: &[u64], max: usize) -> Vec<(f64, f64)> {
+    let n = sorted.len();
+    let step = n.div_ceil(max.max(1)).max(1);
+    let mut idx: Vec<usize> = (step - 1..n).step_by(step).collect();
+    if n > 0 {
+        idx.insert(0, 0);
+        idx.push(n - 1);
+        idx.dedup();
+    }
+    let mut below = 0.0;
+    let mut pts = Vec::with_capacity(2 * idx.len());
+    for i in idx {
+        let x = (sorted[i].max(1) as f64 / 1000.0).log10();
+        let y = (i + 1) as f64 / n as f64;
+        pts.push((x, below));
+        pts.push((x, y));
+        below = y;
+    }
+    pts
+}
+
+/// One tier's line of the demo's latency CDF.
+struct TierCdf {
+    tier: String,
+    color: RGBColor,
+    /// From [`cdf_points`].
+    points: Vec<(f64, f64)>,
+}
+
+struct DemoFigure {
+    title: String,
+    /// One per tier that occurs, in [`TIER_ORDER`].
+    cdfs: Vec<TierCdf>,
+    /// One per window: (first request, end request, shares served by each of [`SERVED_BY`]).
+    windows: Vec<(f64, f64, [f64; 4])>,
+    /// Whether any request was served by a tier counted as "other".
+    other: bool,
+    total: usize,
+}
+
+/// The color of the i-th of [`TIER_ORDER`] (and of tiers after them).
+fn tier_color(i: usize) -> RGBColor {
+    COLORS[i % COLORS.len()]
+}
+
+/// The colors of [`SERVED_BY`], those of the tiers they stand for.
+const SERVED_COLORS: [RGBColor; 4] = [COLORS[0], COLORS[1], COLORS[2], COLORS[7]];
+
+impl DemoFigure {
+    fn new(samples: &[(&str, u64)], title: &str) -> Result<DemoFigure> {
+        if samples.is_empty() {
+            bail!("nothing to plot: no requests");
+        }
+        let mut tiers: Vec<(&str, Vec<u64>)> = Vec::new();
+        for &(tier, us) in samples {
+            match tiers.iter_mut().find(|t| t.0 == tier) {
+                Some(t) => t.1.push(us),
+                None => tiers.push((tier, vec![us])),
+            }
+        }
+        let rank = |t: &str| {
+            TIER_ORDER
+                .iter()
+                .position(|&o| o == t)
+                .unwrap_or(TIER_ORDER.len())
+        };
+        tiers.sort_by(|a, b| rank(a.0).cmp(&rank(b.0)).then(a.0.cmp(b.0)));
+        let mut extra = 0;
+        let cdfs = tiers
+            .into_iter()
+            .map(|(tier, mut lat)| {
+                lat.sort_unstable();
+                let i = match TIER_ORDER.iter().position(|&o| o == tier) {
+                    Some(i) => i,
+                    None => {
+                        extra += 1;
+                        TIER_ORDER.len() + extra - 1
+                    }
+                };
+                TierCdf {
+                    tier: tier.to_string(),
+                    color: tier_color(i),
+                    points: cdf_points(&lat, 400),
+                }
+            })
+            .collect();
+        let n = samples.len();
+        let count = DEMO_WINDOWS.min(n);
+        let windows = (0..count)
+            .map(|w| {
+                let (a, b) = (w * n / count, (w + 1) * n / count);
+                let mut shares = [0.0; 4];
+                for (tier, _) in &samples[a..b] {
+                    shares[served_by(tier)] += 1.0;
+                }
+                for s in &mut shares {
+                    *s /= (b - a) as f64;
+                }
+                (a as f64, b as f64, shares)
+            })
+            .collect();
+        Ok(DemoFigure {
+            title: title.to_string(),
+            cdfs,
+            windows,
+            other: samples.iter().any(|(t, _)| served_by(t) == 3),
+            total: n,
+        })
+    }
+
+    fn cdf_panel<DB>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let (lo, hi) = min_max(self.cdfs.iter().flat_map(|c| c.points.iter().map(|p| p.0)))
+            .ok_or_else(|| anyhow!("nothing to plot: no latencies"))?;
+        let pad = ((hi - lo) * 0.04).max(0.1);
+        let mut chart = chart_on(area, Some("Latency CDF per tier"), true, (52, 70))
+            .build_cartesian_2d(Log10Axis::new(lo - pad, hi + pad), 0.0..1.0)?;
+        mesh(&mut chart)
+            .x_label_formatter(&ms_label)
+            .y_label_formatter(&ratio_label(1.0))
+            .y_labels(11)
+            .x_desc("latency (log scale)")
+            .y_desc("fraction of requests")
+            .draw()?;
+        for c in &self.cdfs {
+            chart.draw_series(LineSeries::new(
+                c.points.iter().copied(),
+                c.color.stroke_width(2),
+            ))?;
+        }
+        Ok(())
+    }
+
+    fn served_panel<DB>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB: DrawingBackend,
+        DB::ErrorType: 'static,
+    {
+        let caption = format!("Requests served by, per window of {}", {
+            let per = self.total as f64 / self.windows.len() as f64;
+            count_label(per.round())
+        });
+        let mut chart = chart_on(area, Some(&caption), true, (52, 70))
+            .build_cartesian_2d(0.0..self.total as f64, 0.0..1.0)?;
+        mesh(&mut chart)
+            .x_label_formatter(&|v: &f64| count_label(*v))
+            .y_label_formatter(&ratio_label(1.0))
+            .x_labels(8)
+            .y_labels(11)
+            .disable_x_mesh()
+            .x_desc("requests completed")
+            .y_desc("share of requests")
+            .draw()?;
+        for &(a, b, shares) in &self.windows {
+            let gap = (b - a) * 0.06;
+            let mut y = 0.0;
+            for (share, color) in shares.iter().zip(SERVED_COLORS) {
+                if *share <= 0.0 {
+                    continue;
+                }
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(a + gap, y), (b - gap, y + share)],
+                    color.filled(),
+                )))?;
+                y += share;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Figure for DemoFigure {
+    fn size(&self) -> (u32, u32) {
+        (1400, 620)
+    }
+
+    fn legend(&self) -> Vec<LegendEntry> {
+        let mut entries: Vec<LegendEntry> = self
+            .cdfs
+            .iter()
+            .map(|c| LegendEntry {
+                label: c.tier.clone(),
+                color: c.color,
+                line: LineKind::Solid,
+                marker: None,
+            })
+            .collect();
+        let shown = if self.other { 4 } else { 3 };
+        entries.extend(
+            SERVED_BY
+                .iter()
+                .zip(SERVED_COLORS)
+                .take(shown)
+                .map(|(label, color)| LegendEntry {
+                    label: format!("served by {label}"),
+                    color,
+                    line: LineKind::Area,
+                    marker: None,
+                }),
+        );
+        entries
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> Result<()>
+    where
+        DB::ErrorType: 'static,
+    {
+        let panels = titled_panels(area, &self.title, (1, 2))?;
+        self.cdf_panel(&panels[0])?;
+        self.served_panel(&panels[1])?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2418,5 +2756,83 @@ mod tests {
         );
         let (lo, hi) = percent_range([5.0, 40.0].into_iter());
         assert!(lo < 0.0 && hi > 40.0);
+    }
+
+    /// `n` synthetic demo samples: hits get more likely and faster as the run goes on.
+    fn demo_samples(n: u64) -> Vec<(&'static str, u64)> {
+        (0..n)
+            .map(|i| {
+                let warm = i * 100 / n;
+                let r = (i * 7919) % 100;
+                if r < warm / 2 {
+                    ("HIT-HOC", 80 + (i * 37) % 400)
+                } else if r < warm {
+                    ("HIT-DISK", 300 + (i * 53) % 2_000)
+                } else if r % 17 == 0 {
+                    ("MISS-COLLAPSED", 2_500 + (i * 71) % 9_000)
+                } else if r % 29 == 0 {
+                    ("REVALIDATED", 2_200 + (i * 13) % 3_000)
+                } else {
+                    ("MISS", 2_100 + (i * 91) % 20_000)
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn demo_plot() {
+        let samples = demo_samples(5_000);
+        each_format("demo", |p| {
+            demo(p, &samples, "ecdn demo: 5,000 requests, 2,500 req/s")
+        });
+        let one = [("HIT-HOC", 120), ("STALE", 0), ("X-ODD", 5_000)];
+        each_format("demo-few", |p| demo(p, &one, "three requests"));
+    }
+
+    #[test]
+    fn demo_helpers() {
+        assert_nothing_to_plot(&[&|p| demo(p, &[], "none")]);
+        assert_eq!(ms_label(&0.0), "1ms");
+        assert_eq!(ms_label(&-1.0), "0.1ms");
+        assert_eq!(ms_label(&2f64.log10()), "2ms");
+        assert_eq!(ms_label(&(0.05f64).log10()), "0.05ms");
+        assert_eq!(ms_label(&3.0), "1000ms");
+        let pts = cdf_points(&[1_000, 2_000, 3_000, 4_000, 10_000], 2);
+        let x3 = 3f64.log10();
+        assert_eq!(
+            pts,
+            [
+                (0.0, 0.0),
+                (0.0, 0.2),
+                (x3, 0.2),
+                (x3, 0.6),
+                (1.0, 0.6),
+                (1.0, 1.0)
+            ]
+        );
+        assert_eq!(
+            cdf_points(&[500], 400),
+            [((0.5f64).log10(), 0.0), ((0.5f64).log10(), 1.0)]
+        );
+        assert!(cdf_points(&[], 400).is_empty());
+        let fig = DemoFigure::new(&demo_samples(1_000), "t").unwrap();
+        assert_eq!(fig.windows.len(), DEMO_WINDOWS);
+        for (_, _, shares) in &fig.windows {
+            assert!((shares.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+        }
+        assert!(fig.other);
+        let tiers: Vec<&str> = fig.cdfs.iter().map(|c| c.tier.as_str()).collect();
+        assert_eq!(
+            tiers,
+            [
+                "HIT-HOC",
+                "HIT-DISK",
+                "MISS",
+                "MISS-COLLAPSED",
+                "REVALIDATED"
+            ]
+        );
+        assert!(check_output(Path::new("x.svg")).is_ok());
+        assert!(check_output(Path::new("x.pdf")).is_err());
     }
 }
