@@ -169,7 +169,7 @@ impl IsalCodec {
             .decode_cache
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if cache.len() >= 1024 {
+        if cache.len() >= crate::rs::DECODE_CACHE_CAPACITY {
             cache.clear();
         }
         cache.insert(key, Arc::clone(&tables));

@@ -7,7 +7,7 @@ use crate::{check_encode, gf, kernel, plan_rebuild, Codec, CodecError, Shard};
 
 /// Decode matrices kept per codec before the cache is flushed (a codec sees at most
 /// C(K+P, K) source sets, so this only bounds pathological shapes like (128, 128)).
-const DECODE_CACHE_CAPACITY: usize = 1024;
+pub(crate) const DECODE_CACHE_CAPACITY: usize = 1024;
 
 /// The set of source shard indices a decode matrix was built for (K + P ≤ 256).
 type SourceSet = [u64; 4];

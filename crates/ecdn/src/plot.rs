@@ -445,19 +445,20 @@ where
     Ok(())
 }
 
-/// A log2 axis from 2^lo to 2^hi: values are log2s, mapped linearly; bold ticks at powers of
-/// two, thinned to at most `max_ticks` (every k-th power, aligned to multiples of k so labels read
-/// 1MiB, 16MiB, ...), light grid lines at every power. With fewer than two powers in range the
-/// ticks are at `data` (log2s) instead.
-struct Log2Axis {
+/// A logarithmic axis: values are logarithms (base 2 or 10), mapped linearly between `lo` and
+/// `hi`, with labelled (bold) ticks and light grid lines at precomputed positions.
+struct LogAxis {
     lo: f64,
     hi: f64,
     bold: Vec<f64>,
     light: Vec<f64>,
 }
 
-impl Log2Axis {
-    fn new(lo: f64, hi: f64, max_ticks: usize, data: &[f64]) -> Log2Axis {
+impl LogAxis {
+    /// From 2^lo to 2^hi: bold ticks at powers of two, thinned to at most `max_ticks` (every
+    /// k-th power, aligned to multiples of k so labels read 1MiB, 16MiB, ...), light grid lines at
+    /// every power. With fewer than two powers in range the ticks are at `data` (log2s) instead.
+    fn log2(lo: f64, hi: f64, max_ticks: usize, data: &[f64]) -> LogAxis {
         let light: Vec<f64> = ((lo.ceil() as i64)..=(hi.floor() as i64))
             .map(|k| k as f64)
             .collect();
@@ -484,7 +485,31 @@ impl Log2Axis {
         } else {
             bold.clone()
         };
-        Log2Axis {
+        LogAxis {
+            lo,
+            hi,
+            bold,
+            light,
+        }
+    }
+
+    /// From 10^lo to 10^hi: labels at 1, 2 and 5 times powers of ten (only at powers of ten
+    /// when the range spans more than four decades), light grid lines at every integer multiple
+    /// of a power of ten.
+    fn log10(lo: f64, hi: f64) -> LogAxis {
+        let multiples = |ms: &[f64]| -> Vec<f64> {
+            ((lo.floor() as i64)..=(hi.ceil() as i64))
+                .flat_map(|k| ms.iter().map(move |m| (m * 10f64.powi(k as i32)).log10()))
+                .filter(|v| (lo..=hi).contains(v))
+                .collect()
+        };
+        let bold = if hi - lo > 4.0 {
+            multiples(&[1.0])
+        } else {
+            multiples(&[1.0, 2.0, 5.0])
+        };
+        let light = multiples(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+        LogAxis {
             lo,
             hi,
             bold,
@@ -493,7 +518,7 @@ impl Log2Axis {
     }
 }
 
-impl Ranged for Log2Axis {
+impl Ranged for LogAxis {
     type FormatOption = DefaultFormatting;
     type ValueType = f64;
 
@@ -710,12 +735,12 @@ fn size_chart<'c, DB>(
     (ylo, yhi): (f64, f64),
     y_fmt: &dyn Fn(&f64) -> String,
     (x_desc, y_desc): (&str, &str),
-) -> Result<ChartContext<'c, DB, Cartesian2d<Log2Axis, RangedCoordf64>>>
+) -> Result<ChartContext<'c, DB, Cartesian2d<LogAxis, RangedCoordf64>>>
 where
     DB: DrawingBackend,
     DB::ErrorType: 'static,
 {
-    let x_axis = Log2Axis::new(x.0, x.1, max_ticks, data);
+    let x_axis = LogAxis::log2(x.0, x.1, max_ticks, data);
     let mut chart = builder.build_cartesian_2d(x_axis, ylo..yhi)?;
     mesh(&mut chart)
         .x_label_formatter(&size_label)
@@ -1173,7 +1198,7 @@ impl SeriesFigure {
             .flat_map(|t| t.c.iter().map(|p| p.1))
             .collect();
         let mut chart = chart_on(area, Some("Admission parameter c"), true, (52, 72))
-            .build_cartesian_2d(0.0..self.x_max, Log2Axis::new(lo, hi, 8, &data))?;
+            .build_cartesian_2d(0.0..self.x_max, LogAxis::log2(lo, hi, 8, &data))?;
         let x_fmt = |v: &f64| count_label(*v);
         mesh(&mut chart)
             .x_label_formatter(&x_fmt)
@@ -1965,65 +1990,6 @@ fn served_by(tier: &str) -> usize {
 
 const SERVED_BY: [&str; 4] = ["HOC", "disk", "origin (MISS, MISS-COLLAPSED)", "other"];
 
-/// A log10 axis from 10^lo to 10^hi: values are log10s, mapped linearly; labels at 1, 2 and 5
-/// times powers of ten (only at powers of ten when the range spans more than four decades),
-/// light grid lines at every integer multiple of a power of ten.
-struct Log10Axis {
-    lo: f64,
-    hi: f64,
-    bold: Vec<f64>,
-    light: Vec<f64>,
-}
-
-impl Log10Axis {
-    fn new(lo: f64, hi: f64) -> Log10Axis {
-        let multiples = |ms: &[f64]| -> Vec<f64> {
-            ((lo.floor() as i64)..=(hi.ceil() as i64))
-                .flat_map(|k| ms.iter().map(move |m| (m * 10f64.powi(k as i32)).log10()))
-                .filter(|v| (lo..=hi).contains(v))
-                .collect()
-        };
-        let bold = if hi - lo > 4.0 {
-            multiples(&[1.0])
-        } else {
-            multiples(&[1.0, 2.0, 5.0])
-        };
-        let light = multiples(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
-        Log10Axis {
-            lo,
-            hi,
-            bold,
-            light,
-        }
-    }
-}
-
-impl Ranged for Log10Axis {
-    type FormatOption = DefaultFormatting;
-    type ValueType = f64;
-
-    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
-        let t = if self.hi > self.lo {
-            (v - self.lo) / (self.hi - self.lo)
-        } else {
-            0.5
-        };
-        limit.0 + ((limit.1 - limit.0) as f64 * t).round() as i32
-    }
-
-    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
-        if hint.weight().allow_light_points() {
-            self.light.clone()
-        } else {
-            self.bold.clone()
-        }
-    }
-
-    fn range(&self) -> std::ops::Range<f64> {
-        self.lo..self.hi
-    }
-}
-
 /// Tick label of a log10 milliseconds axis: 10^v without trailing zeros, "ms" appended.
 fn ms_label(v: &f64) -> String {
     let ms = 10f64.powf(*v);
@@ -2159,7 +2125,7 @@ impl DemoFigure {
             .ok_or_else(|| anyhow!("nothing to plot: no latencies"))?;
         let pad = ((hi - lo) * 0.04).max(0.1);
         let mut chart = chart_on(area, Some("Latency CDF per tier"), true, (52, 70))
-            .build_cartesian_2d(Log10Axis::new(lo - pad, hi + pad), 0.0..1.0)?;
+            .build_cartesian_2d(LogAxis::log10(lo - pad, hi + pad), 0.0..1.0)?;
         mesh(&mut chart)
             .x_label_formatter(&ms_label)
             .y_label_formatter(&ratio_label(1.0))
@@ -2518,14 +2484,14 @@ mod tests {
 
     #[test]
     fn log2_axis_ticks_are_aligned_powers() {
-        let axis = Log2Axis::new(19.5, 40.5, 6, &[]);
+        let axis = LogAxis::log2(19.5, 40.5, 6, &[]);
         let bold = &axis.bold;
         assert!(bold.len() <= 6, "{bold:?}");
         assert!(bold.iter().all(|k| (*k as i64) % 4 == 0), "{bold:?}");
         assert_eq!(axis.light.len(), 21);
         // No power of two in range: ticks at the data.
         let d = (100.0f64 * 1048576.0).log2();
-        let axis = Log2Axis::new(d - 0.3, d + 0.3, 6, &[d, d]);
+        let axis = LogAxis::log2(d - 0.3, d + 0.3, 6, &[d, d]);
         assert_eq!(axis.bold, vec![d]);
         assert_eq!(size_label(&d), "100MiB");
     }

@@ -22,6 +22,24 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Every case exits with status 1 and an error that mentions `needle`, never a panic.
+fn assert_clean_failures(cases: &[(Vec<&str>, &str)]) {
+    for (args, needle) in cases {
+        let o = ecdn(args);
+        let err = stderr(&o);
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{args:?} should fail cleanly: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: error should mention {needle:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn sim_cache_json_has_one_line_per_policy_and_size() {
     let t = trace();
@@ -142,20 +160,7 @@ fn bad_input_gives_clear_errors_not_panics() {
             "parquet",
         ),
     ];
-    for (args, needle) in cases {
-        let o = ecdn(&args);
-        let err = stderr(&o);
-        assert_eq!(
-            o.status.code(),
-            Some(1),
-            "{args:?} should fail cleanly: {err}"
-        );
-        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-        assert!(
-            err.contains(needle),
-            "{args:?}: error should mention {needle:?}: {err}"
-        );
-    }
+    assert_clean_failures(&cases);
 }
 
 #[test]
@@ -296,20 +301,7 @@ fn sim_cluster_bad_input_gives_clear_errors() {
             "out of range",
         ),
     ];
-    for (args, needle) in cases {
-        let o = ecdn(&args);
-        let err = stderr(&o);
-        assert_eq!(
-            o.status.code(),
-            Some(1),
-            "{args:?} should fail cleanly: {err}"
-        );
-        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
-        assert!(
-            err.contains(needle),
-            "{args:?}: error should mention {needle:?}: {err}"
-        );
-    }
+    assert_clean_failures(&cases);
 }
 
 #[test]
