@@ -229,7 +229,7 @@ use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ecdn_store::{EntryKey, Lookup, Store, StoreConfig, DEFAULT_ALIGN};
+use ecdn_store::{EntryHandle, EntryKey, Opened, Store, StoreConfig, DEFAULT_ALIGN};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -549,31 +549,16 @@ fn respond(f: Fetched, head: bool, label: &'static str) -> Response<Full<Bytes>>
     r
 }
 
-/// A cached response's headers as replayed: the stored ones, `Content-Length` and `Age`.
-fn entry_headers(e: &StoredResponse, now: Instant) -> HeaderMap {
+/// A cached response's headers as replayed: the stored ones, `Content-Length` (of a body of
+/// `size` bytes) and `Age`.
+fn entry_headers(e: &StoredResponse, size: u64, now: Instant) -> HeaderMap {
     let mut headers = HeaderMap::with_capacity(e.headers.len() + 4);
     for (n, v) in &e.headers {
         headers.append(n.clone(), v.clone());
     }
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(e.body.len()));
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
     headers.insert(header::AGE, HeaderValue::from(e.age(now).as_secs()));
     headers
-}
-
-/// The client's answer from a cached response.
-fn replay(
-    e: &StoredResponse,
-    now: Instant,
-    head: bool,
-    label: &'static str,
-) -> Response<Full<Bytes>> {
-    let mut headers = entry_headers(e, now);
-    headers.append(header::VIA, HeaderValue::from_static(VIA));
-    headers.insert(X_CACHE, HeaderValue::from_static(label));
-    let mut r = Response::new(Full::new(if head { Bytes::new() } else { e.body.clone() }));
-    *r.status_mut() = e.status;
-    *r.headers_mut() = headers;
-    r
 }
 
 /// Whether `If-Range` (RFC 9110 §13.1.5) lets the `Range` apply: absent, an entity tag
@@ -602,26 +587,42 @@ fn if_range_matches(e: &StoredResponse, req: &HeaderMap) -> bool {
     }
 }
 
-/// The client's answer from a cached response, honouring `Range` / `If-Range` on a `200`
-/// (RFC 9110 §14): one range → `206` with `Content-Range`; several → `206`
-/// `multipart/byteranges`; none satisfiable → `416` with `Content-Range: bytes */size`; an
-/// ignored `Range` (see [`crate::range`]) or a failed `If-Range` → the full `200`. A `HEAD`
-/// gets the same headers without the body.
-fn answer_hit(
+/// What a hit's body is made of, in order: byte ranges of the stored body, and literal text
+/// (the framing of a `multipart/byteranges` answer). The body may be in memory or streamed
+/// from the disk (and, in the cluster, assembled from chunks).
+#[derive(Debug)]
+enum Piece {
+    Body(std::ops::Range<u64>),
+    Text(Bytes),
+}
+
+/// The client's answer to a hit on a cached response whose body has `size` bytes: status and
+/// headers, and the pieces of its body. Honours `Range` / `If-Range` on a `200` (RFC 9110
+/// §14): one range → `206` with `Content-Range`; several → `206` `multipart/byteranges`; none
+/// satisfiable → `416` with `Content-Range: bytes */size`; an ignored `Range` (see
+/// [`crate::range`]) or a failed `If-Range` → the full `200`. A `HEAD` gets the same headers
+/// and no pieces.
+fn plan_hit(
     e: &StoredResponse,
+    size: u64,
     req: &HeaderMap,
     now: Instant,
     head: bool,
     label: &'static str,
-) -> Response<Full<Bytes>> {
-    let size = e.body.len() as u64;
+) -> (Response<()>, Vec<Piece>) {
     let ranges = match req.get(header::RANGE).and_then(|v| v.to_str().ok()) {
         Some(h) if e.status == StatusCode::OK && if_range_matches(e, req) => range::parse(h, size),
         _ => Ranges::Ignore,
     };
-    let mut r = replay(e, now, head, label);
-    match ranges {
-        Ranges::Ignore => return r,
+    let mut r = Response::new(());
+    *r.status_mut() = e.status;
+    *r.headers_mut() = entry_headers(e, size, now);
+    r.headers_mut()
+        .append(header::VIA, HeaderValue::from_static(VIA));
+    r.headers_mut()
+        .insert(X_CACHE, HeaderValue::from_static(label));
+    let pieces = match ranges {
+        Ranges::Ignore => vec![Piece::Body(0..size)],
         Ranges::Unsatisfiable => {
             *r.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
             let h = r.headers_mut();
@@ -630,22 +631,20 @@ fn answer_hit(
             if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
                 h.insert(header::CONTENT_RANGE, v);
             }
-            *r.body_mut() = Full::new(Bytes::new());
+            Vec::new()
         }
-        Ranges::Satisfiable(v) if v.len() == 1 => {
-            let part = &v[0];
+        Ranges::Satisfiable(mut v) if v.len() == 1 => {
+            let part = v.remove(0);
             *r.status_mut() = StatusCode::PARTIAL_CONTENT;
             let h = r.headers_mut();
             h.insert(
                 header::CONTENT_LENGTH,
                 HeaderValue::from(part.end - part.start),
             );
-            if let Ok(v) = HeaderValue::from_str(&range::content_range(part, size)) {
+            if let Ok(v) = HeaderValue::from_str(&range::content_range(&part, size)) {
                 h.insert(header::CONTENT_RANGE, v);
             }
-            if !head {
-                *r.body_mut() = Full::new(e.body.slice(part.start as usize..part.end as usize));
-            }
+            vec![Piece::Body(part)]
         }
         Ranges::Satisfiable(v) => {
             let boundary = format!(
@@ -659,32 +658,62 @@ fn answer_hit(
                 .and_then(|(_, v)| v.to_str().ok())
                 .map(|t| format!("Content-Type: {t}\r\n"))
                 .unwrap_or_default();
-            let mut body = Vec::new();
-            for part in &v {
-                body.extend_from_slice(
-                    format!(
-                        "\r\n--{boundary}\r\n{part_type}Content-Range: {}\r\n\r\n",
-                        range::content_range(part, size)
-                    )
-                    .as_bytes(),
+            let mut pieces = Vec::with_capacity(2 * v.len() + 1);
+            for part in v {
+                let text = format!(
+                    "\r\n--{boundary}\r\n{part_type}Content-Range: {}\r\n\r\n",
+                    range::content_range(&part, size)
                 );
-                body.extend_from_slice(&e.body[part.start as usize..part.end as usize]);
+                pieces.push(Piece::Text(Bytes::from(text)));
+                pieces.push(Piece::Body(part));
             }
-            body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+            pieces.push(Piece::Text(Bytes::from(format!("\r\n--{boundary}--\r\n"))));
+            let len: u64 = pieces
+                .iter()
+                .map(|p| match p {
+                    Piece::Body(r) => r.end - r.start,
+                    Piece::Text(t) => t.len() as u64,
+                })
+                .sum();
             *r.status_mut() = StatusCode::PARTIAL_CONTENT;
             let h = r.headers_mut();
-            h.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
             if let Ok(v) =
                 HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}"))
             {
                 h.insert(header::CONTENT_TYPE, v);
             }
-            if !head {
-                *r.body_mut() = Full::new(Bytes::from(body));
-            }
+            pieces
         }
-    }
-    r
+    };
+    (r, if head { Vec::new() } else { pieces })
+}
+
+/// The client's answer from a cached response held in memory (see [`plan_hit`]).
+fn answer_hit(
+    e: &StoredResponse,
+    req: &HeaderMap,
+    now: Instant,
+    head: bool,
+    label: &'static str,
+) -> Response<Full<Bytes>> {
+    let (r, pieces) = plan_hit(e, e.body.len() as u64, req, now, head, label);
+    let slice = |r: &std::ops::Range<u64>| e.body.slice(r.start as usize..r.end as usize);
+    let body = match pieces.as_slice() {
+        [] => Bytes::new(),
+        [Piece::Body(r)] => slice(r),
+        many => {
+            let mut out = Vec::new();
+            for p in many {
+                match p {
+                    Piece::Body(r) => out.extend_from_slice(&slice(r)),
+                    Piece::Text(t) => out.extend_from_slice(t),
+                }
+            }
+            Bytes::from(out)
+        }
+    };
+    r.map(|()| Full::new(body))
 }
 
 #[derive(Clone)]
@@ -788,31 +817,152 @@ fn fetch_error(st: &State, e: FetchError) -> Response<Full<Bytes>> {
     r
 }
 
-/// Reads `key` from disk; `None` for absent, unreadable or corrupt entries.
-async fn disk_get(disk: &Disk, key: String) -> Option<StoredResponse> {
+/// An entry found on disk: the response (status, headers, freshness; the body not read yet)
+/// and the handle its body is read with.
+struct DiskHit {
+    entry: StoredResponse,
+    handle: Arc<EntryHandle>,
+}
+
+/// Opens `key` on disk (header, metadata and block table verified; the body is read with
+/// [`disk_read`]). `None` for absent, unreadable or corrupt entries; a corrupt one is dropped.
+async fn disk_open(disk: &Disk, key: String) -> Option<DiskHit> {
     let entry_key = EntryKey::object(key.as_bytes());
     let probe = entry_key.clone();
-    let entry = match read_store(disk, move |s| s.lookup(&probe)).await?.ok()? {
-        Lookup::Hit(e) => e,
-        Lookup::Miss => return None,
-        Lookup::Corrupt { seq } => {
+    let handle = match read_store(disk, move |s| s.open_entry(&probe))
+        .await?
+        .ok()?
+    {
+        Opened::Hit(h) => h,
+        Opened::Miss => return None,
+        Opened::Corrupt { seq } => {
             // Never served; drop it unless a newer version was written meanwhile.
             with_store(disk, move |s| s.drop_corrupt(&entry_key, seq)).await;
             return None;
         }
     };
     // Only 200s are written; anything else is as corrupt as an unparsable block.
-    let m = meta::decode(&entry.meta).filter(|m| m.status == StatusCode::OK)?;
+    let m = meta::decode(handle.meta()).filter(|m| m.status == StatusCode::OK)?;
     let on_disk = freshness::unix_now().saturating_sub(m.stored_at_unix);
-    Some(StoredResponse {
-        key,
-        status: m.status,
-        headers: m.headers,
-        body: Bytes::from(entry.payload),
-        stored_at: Instant::now(),
-        age_at_store: Duration::from_secs(m.age_at_store_secs.saturating_add(on_disk)),
-        lifetime: Duration::from_secs(m.lifetime_secs),
+    Some(DiskHit {
+        entry: StoredResponse {
+            key,
+            status: m.status,
+            headers: m.headers,
+            body: Bytes::new(),
+            stored_at: Instant::now(),
+            age_at_store: Duration::from_secs(m.age_at_store_secs.saturating_add(on_disk)),
+            lifetime: Duration::from_secs(m.lifetime_secs),
+        },
+        handle: Arc::new(handle),
     })
+}
+
+/// Bytes `range` of a disk entry's body, every block they touch verified. `None` when they
+/// cannot be read: a block failed its checksum (the entry is dropped), or the entry was
+/// evicted or replaced since it was opened.
+async fn disk_read(
+    disk: &Disk,
+    h: &Arc<EntryHandle>,
+    range: std::ops::Range<u64>,
+) -> Option<Bytes> {
+    let handle = h.clone();
+    match read_store(disk, move |s| s.read_payload(&handle, range)).await? {
+        Ok(Some(v)) => Some(Bytes::from(v)),
+        Ok(None) | Err(_) => {
+            let (key, seq) = (h.key().clone(), h.seq());
+            with_store(disk, move |s| s.drop_corrupt(&key, seq)).await;
+            None
+        }
+    }
+}
+
+/// A disk entry with its whole body read.
+async fn disk_read_all(disk: &Disk, hit: DiskHit) -> Option<StoredResponse> {
+    let body = disk_read(disk, &hit.handle, 0..hit.handle.payload_len()).await?;
+    Some(StoredResponse { body, ..hit.entry })
+}
+
+/// Bytes a disk hit reads (and verifies) per step of its stream.
+const DISK_BATCH: u64 = 1 << 20;
+
+/// Answers a disk hit by streaming its body from the store, [`DISK_BATCH`] bytes at a time,
+/// each batch verified block by block before it is sent: memory per response stays bounded
+/// and the first byte leaves after one batch, whatever the object's size. The first batch is
+/// read before answering: if it cannot be read, `None`, and the caller treats the request as
+/// a miss. A later failure (a block failing its checksum, or the entry evicted under a very
+/// slow reader) aborts the response: the client sees a short body, never a wrong byte.
+async fn stream_hit(
+    disk: &Disk,
+    hit: DiskHit,
+    req: &HeaderMap,
+    now: Instant,
+    head: bool,
+) -> Option<Response<NodeBody>> {
+    let size = hit.handle.payload_len();
+    let (r, pieces) = plan_hit(&hit.entry, size, req, now, head, "HIT-DISK");
+    let length = content_length(r.headers()).unwrap_or(0);
+    let mut steps = VecDeque::new();
+    for p in pieces {
+        match p {
+            Piece::Text(t) => steps.push_back(Piece::Text(t)),
+            Piece::Body(mut range) => {
+                while !range.is_empty() {
+                    let end = ((range.start / DISK_BATCH + 1) * DISK_BATCH).min(range.end);
+                    steps.push_back(Piece::Body(range.start..end));
+                    range.start = end;
+                }
+            }
+        }
+    }
+    let mut ready = VecDeque::new();
+    while let Some(p) = steps.pop_front() {
+        match p {
+            Piece::Text(t) => ready.push_back(t),
+            Piece::Body(range) => {
+                ready.push_back(disk_read(disk, &hit.handle, range).await?);
+                break;
+            }
+        }
+    }
+    if steps.is_empty() {
+        let body = if ready.len() == 1 {
+            ready.pop_front().unwrap_or_default()
+        } else {
+            Bytes::from(
+                ready
+                    .iter()
+                    .flat_map(|b| b.iter().copied())
+                    .collect::<Vec<u8>>(),
+            )
+        };
+        return Some(r.map(|()| NodeBody::Full(Full::new(body))));
+    }
+    let (tx, rx) = mpsc::channel(2);
+    let (disk, handle) = (disk.clone(), hit.handle);
+    tokio::spawn(async move {
+        for p in steps {
+            let b = match p {
+                Piece::Text(t) => t,
+                Piece::Body(range) => match disk_read(&disk, &handle, range).await {
+                    Some(b) => b,
+                    None => return, // closes the channel without `Done`: aborted
+                },
+            };
+            if tx.send(Chunk::Data(b)).await.is_err() {
+                return; // the client went away
+            }
+        }
+        let _ = tx.send(Chunk::Done).await;
+    });
+    Some(r.map(|()| {
+        NodeBody::Live(LiveBody {
+            replay: ready,
+            rx,
+            remaining: Some(length),
+            done: false,
+        })
+    }))
 }
 
 /// Writes a response to disk; a failure (e.g. larger than the ring) just leaves it uncached.
@@ -854,23 +1004,47 @@ async fn cached(st: &Arc<State>, req: Request<Incoming>) -> Response<NodeBody> {
             _ => {}
         }
         if let Some(disk) = &st.disk {
-            if let Some(e) = disk_get(disk, key.clone()).await {
+            if let Some(hit) = disk_open(disk, key.clone()).await {
                 let now = Instant::now();
-                if e.is_fresh(now) && rd.accepts(&e, now) {
-                    bump(&st.stats.disk_hits, 1);
-                    let e = Arc::new(e);
-                    lock(&st.hoc).offer(id, e.clone(), now);
-                    return answer_hit(&e, req.headers(), now, head, "HIT-DISK")
-                        .map(NodeBody::Full);
-                }
-                if !e.is_fresh(now) {
-                    match &mut stale {
-                        Some(s) => s.on_disk = true,
-                        None => {
-                            stale = Some(Revalidation {
-                                entry: Arc::new(e),
-                                on_disk: true,
-                            })
+                let fresh = hit.entry.is_fresh(now);
+                if fresh && rd.accepts(&hit.entry, now) {
+                    // The HOC's policy sees the request first: an object it admits is read
+                    // whole into memory, any other is streamed from the disk.
+                    let size = hit.handle.payload_len();
+                    let admitted = !head && lock(&st.hoc).admit(id, &key, size, now);
+                    let answer = if admitted {
+                        match disk_read_all(disk, hit).await {
+                            Some(e) => {
+                                let e = Arc::new(e);
+                                lock(&st.hoc).insert(id, e.clone());
+                                Some(
+                                    answer_hit(&e, req.headers(), now, head, "HIT-DISK")
+                                        .map(NodeBody::Full),
+                                )
+                            }
+                            None => {
+                                lock(&st.hoc).remove(id);
+                                None
+                            }
+                        }
+                    } else {
+                        stream_hit(disk, hit, req.headers(), now, head).await
+                    };
+                    if let Some(r) = answer {
+                        bump(&st.stats.disk_hits, 1);
+                        return r;
+                    }
+                } else if !fresh {
+                    // To validate it, or serve it on an origin error, the body is needed.
+                    if let Some(e) = disk_read_all(disk, hit).await {
+                        match &mut stale {
+                            Some(s) => s.on_disk = true,
+                            None => {
+                                stale = Some(Revalidation {
+                                    entry: Arc::new(e),
+                                    on_disk: true,
+                                })
+                            }
                         }
                     }
                 }
@@ -1014,7 +1188,7 @@ impl Body for NodeBody {
                     }
                     None => {
                         l.done = true;
-                        Poll::Ready(Some(Err(io::Error::other("origin response aborted"))))
+                        Poll::Ready(Some(Err(io::Error::other("response aborted"))))
                     }
                 }
             }
@@ -1412,7 +1586,7 @@ async fn revalidated(
 async fn serve_entry(d: &mut Driver, e: &StoredResponse, label: &'static str) {
     d.flight.head.send_replace(Some(Ok(Arc::new(Head {
         status: e.status,
-        headers: entry_headers(e, Instant::now()),
+        headers: entry_headers(e, e.body.len() as u64, Instant::now()),
         label: Some(label),
         vary: Vary::None,
     }))));
@@ -1853,11 +2027,13 @@ impl Node {
         let limit = Arc::new(Semaphore::new(
             cfg.max_connections.min(Semaphore::MAX_PERMITS),
         ));
-        let task = tokio::spawn(serve(listener, state, http, limit, rx));
+        let task = tokio::spawn(serve(listener, state.clone(), http.clone(), limit, rx));
         Ok(RunningNode {
             addr,
             stop: Some(tx),
             task,
+            state,
+            http,
         })
     }
 }
@@ -1891,13 +2067,25 @@ async fn serve(
         let http = http.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let st = st.clone();
-                async move { Ok::<_, Infallible>(handle(st, req, remote).await) }
-            });
-            let _ = http.serve_connection(TokioIo::new(stream), svc).await;
+            serve_connection(st, &http, TokioIo::new(stream), remote).await;
         });
     }
+}
+
+/// Serves one client connection with [`handle`] until it closes.
+async fn serve_connection<I>(
+    st: Arc<State>,
+    http: &hyper::server::conn::http1::Builder,
+    io: I,
+    remote: SocketAddr,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let st = st.clone();
+        async move { Ok::<_, Infallible>(handle(st, req, remote).await) }
+    });
+    let _ = http.serve_connection(io, svc).await;
 }
 
 /// A running node: its address and a handle that stops it.
@@ -1905,6 +2093,8 @@ pub struct RunningNode {
     pub addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
+    state: Arc<State>,
+    http: hyper::server::conn::http1::Builder,
 }
 
 impl RunningNode {
@@ -1915,6 +2105,22 @@ impl RunningNode {
             let _ = tx.send(());
         }
         (&mut self.task).await.map_err(io::Error::other)
+    }
+
+    /// Serves one client connection over `io` (any byte stream, e.g. one end of
+    /// `tokio::io::duplex`) as if accepted from `remote`: the same HTTP settings and request
+    /// handling as a TCP connection, but not counted against `max_connections`. The future
+    /// ends when the connection closes; for tests and fuzzing.
+    pub fn serve_io<I>(
+        &self,
+        io: I,
+        remote: SocketAddr,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (st, http) = (self.state.clone(), self.http.clone());
+        async move { serve_connection(st, &http, TokioIo::new(io), remote).await }
     }
 }
 

@@ -4,12 +4,14 @@
 //! Entries carry a key ([`EntryKey`]: a whole object, or one (chunk, sub-chunk) of a coded
 //! object), HTTP metadata (opaque bytes), a payload and checksums. The index lives in memory and
 //! is rebuilt by scanning the file in [`Store::open`]. A torn or corrupt entry is dropped and
-//! never served: every [`Store::get`] verifies the entry checksum.
+//! never served: opening an entry verifies its header, key, metadata and block table, and
+//! every payload read verifies the checksum of each 64 KiB block it touches, so a byte range
+//! (or a stream, a batch of blocks at a time) costs only the blocks it reads.
 //!
 //! # Eviction: the simulator's FIFO over footprints
 //!
 //! Each entry occupies its [`footprint`] in the ring: `64`-byte header + key + metadata +
-//! payload, rounded up to the store's alignment (`align`, a power of two from 64 B to 1 MiB;
+//! block table (4 bytes per 64 KiB payload block) + payload, rounded up to the store's alignment (`align`, a power of two from 64 B to 1 MiB;
 //! default [`DEFAULT_ALIGN`] = 4 KiB, one page). The ring area is exactly `capacity` bytes
 //! (a multiple of `align`), and an entry may **straddle its end** (the write and read simply
 //! wrap to ring offset 0), so wrap-around wastes nothing: the bytes the ring holds are
@@ -50,7 +52,7 @@
 //! All integers little-endian. The file is `align + capacity` bytes:
 //!
 //! * **Superblock** (offset 0, one aligned block, zero-padded): `"ECDNSTOR"`, format version
-//!   u32 (= 1), align u32, capacity u64, store id u64 (random, chosen at format time), CRC-32C
+//!   u32 (= 2; a file of another version is refused with a clear error), align u32, capacity u64, store id u64 (random, chosen at format time), CRC-32C
 //!   of the preceding 32 bytes. Opening with another align or capacity is an error.
 //! * **Ring area** (offset `align`, `capacity` bytes): entries back to back in write order,
 //!   each starting at an aligned ring offset, possibly wrapping past the end to offset 0.
@@ -60,7 +62,7 @@
 //! | offset | field |
 //! |---|---|
 //! | 0 | magic u32: `"ECEN"` live, `"ECDD"` removed (the only bytes a removal rewrites) |
-//! | 4 | format version u8 (= 1) |
+//! | 4 | format version u8 (= 2) |
 //! | 5 | kind u8: 0 whole object, 1 chunk of a coded object |
 //! | 6 | header length u16 (= 64) |
 //! | 8 | key length u32 |
@@ -70,15 +72,18 @@
 //! | 32 | store id u64 (from the superblock; entries of another store are ignored) |
 //! | 40 | sub-chunk index u32 (0 for objects) |
 //! | 44 | chunk index u16 (0 for objects) |
-//! | 46 | reserved u16 (0) |
+//! | 46 | block shift u8: payload blocks are `1 << shift` bytes (16 = 64 KiB; 12..=24 valid) |
+//! | 47 | reserved u8 (0) |
 //! | 48 | key hash u32: CRC-32C of the key bytes |
 //! | 52 | reserved u32 (0) |
-//! | 56 | entry checksum u32: CRC-32C over header bytes 4..56, key, metadata and payload |
+//! | 56 | entry checksum u32: CRC-32C over header bytes 4..56, key, metadata and block table |
 //! | 60 | header checksum u32: CRC-32C over header bytes 4..60 |
 //!
-//! then the key, the metadata, the payload, and zeros up to the footprint. Checksums are
-//! CRC-32C (Castagnoli, the iSCSI/ext4 one; our own table implementation). Neither covers the
-//! magic, so a removal flips the magic to "dead" without rewriting anything else.
+//! then the key, the metadata, the **block table** (for each `1 << shift`-byte block of the
+//! payload, the last one possibly shorter, its CRC-32C as u32), the payload, and padding up to
+//! the footprint (whatever bytes were there: no aligned offset falls inside it). Checksums are
+//! CRC-32C (Castagnoli, the iSCSI/ext4 one; SSE4.2 instruction or our own tables). None covers
+//! the magic, so a removal flips the magic to "dead" without rewriting anything else.
 //!
 //! # Restart
 //!
@@ -88,16 +93,18 @@
 //! with sequence `s` at offset `o` is the header with sequence `s - 1` that ends exactly at `o`,
 //! and the walk stops before the total footprint would exceed `capacity` (an entry the FIFO
 //! popped always fails that test, so the rebuilt ring — ghosts included — equals the one before
-//! the restart). Each entry of the chain is then read whole: it is live if its magic is live,
-//! its entry checksum matches and no later entry in the chain has the same key (later versions
+//! the restart). The header, key, metadata and block table of each entry of the chain are then
+//! read (not the payload): it is live if its magic is live, its entry checksum matches and no later entry in the chain has the same key (later versions
 //! win; a later *corrupt* entry with the same key hash also hides older ones, so a stale version
 //! is never resurrected). Others become ghosts. A torn last write either has no valid header
-//! (it is not in the chain) or fails its entry checksum (a ghost); both are dropped. A header
+//! (it is not in the chain), fails its entry checksum (a ghost), or has a payload block that
+//! fails its checksum when read (then it is dropped at that read); none is ever served. A header
 //! destroyed in the middle of the log ends the walk there: older entries are dropped.
 //!
 //! Not safe for concurrent use of one file by several processes.
 
-mod format;
+/// The on-disk layout: entry headers and the superblock (public for fuzzing their decoders).
+pub mod format;
 mod ring;
 
 use std::collections::{HashSet, VecDeque};
@@ -108,7 +115,7 @@ use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-pub use format::{crc32c, DEFAULT_ALIGN, HEADER_LEN, MAX_ALIGN, MIN_ALIGN};
+pub use format::{crc32c, BLOCK_SHIFT, DEFAULT_ALIGN, HEADER_LEN, MAX_ALIGN, MIN_ALIGN};
 pub use ring::RingFifo;
 
 use format::{Header, Superblock, KIND_CHUNK, KIND_OBJECT, MAGIC_DEAD};
@@ -227,6 +234,87 @@ pub enum Lookup {
     Corrupt {
         seq: u64,
     },
+}
+
+/// What [`Store::open_entry`] found.
+#[derive(Debug)]
+pub enum Opened {
+    Hit(EntryHandle),
+    Miss,
+    /// The entry's header, key, metadata or block table failed its checks (never served); its
+    /// sequence number, for [`Store::drop_corrupt`].
+    Corrupt {
+        seq: u64,
+    },
+}
+
+/// An entry whose header, key, metadata and block table were verified: read its payload, or
+/// any byte range of it, with [`Store::read_payload`].
+#[derive(Clone, Debug)]
+pub struct EntryHandle {
+    key: EntryKey,
+    seq: u64,
+    /// Ring offset of the first payload byte.
+    payload_off: u64,
+    payload_len: u64,
+    block_shift: u8,
+    blocks: Vec<u32>,
+    meta: Vec<u8>,
+}
+
+impl EntryHandle {
+    /// The entry's metadata.
+    pub fn meta(&self) -> &[u8] {
+        &self.meta
+    }
+
+    pub fn payload_len(&self) -> u64 {
+        self.payload_len
+    }
+
+    /// Bytes per payload block (each verified on its own).
+    pub fn block_size(&self) -> u64 {
+        1 << self.block_shift
+    }
+
+    /// The entry's sequence number.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    pub fn key(&self) -> &EntryKey {
+        &self.key
+    }
+}
+
+/// Fills `buf` from `file` at `offset` with `pread`, retrying short reads and `EINTR`.
+fn read_exact_uninit(
+    file: &File,
+    mut buf: &mut [std::mem::MaybeUninit<u8>],
+    mut offset: u64,
+) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    while !buf.is_empty() {
+        let off = libc::off_t::try_from(offset)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes; pread writes at most that
+        // many and reports how many it wrote.
+        let n = unsafe { libc::pread(file.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), off) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        let n = n as usize;
+        buf = &mut buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
 }
 
 /// A stored entry.
@@ -454,6 +542,30 @@ impl Store {
         Ok(())
     }
 
+    /// Reads `len <= capacity` bytes at ring offset `off` into a new buffer, without zeroing
+    /// it first (a disk hit is bounded by memory bandwidth: zeroing would cost a third pass).
+    fn read_ring_new(&self, off: u64, len: u64) -> Result<Vec<u8>, StoreError> {
+        let len = usize::try_from(len).map_err(|_| StoreError::TooLarge {
+            footprint: len,
+            capacity: self.capacity,
+        })?;
+        let mut buf = Vec::with_capacity(len);
+        let base = u64::from(self.align);
+        let first = (len as u64).min(self.capacity - off) as usize;
+        read_exact_uninit(
+            &self.file,
+            &mut buf.spare_capacity_mut()[..first],
+            base + off,
+        )
+        .map_err(self.io("read"))?;
+        read_exact_uninit(&self.file, &mut buf.spare_capacity_mut()[first..len], base)
+            .map_err(self.io("read"))?;
+        // SAFETY: both reads above initialised their parts, `..first` and `first..len`, in full
+        // (they return an error otherwise).
+        unsafe { buf.set_len(len) };
+        Ok(buf)
+    }
+
     fn write_ring(&self, off: u64, buf: &[u8]) -> Result<(), StoreError> {
         let base = u64::from(self.align);
         let first = (buf.len() as u64).min(self.capacity - off) as usize;
@@ -537,7 +649,8 @@ impl Store {
         let mut seen_keys: HashSet<EntryKey> = HashSet::new();
         let mut corrupt_hashes: HashSet<u32> = HashSet::new();
         for c in chain.iter().rev() {
-            let mut body = vec![0u8; c.h.body_len() as usize];
+            // Key, metadata and block table: the payload's blocks are verified when read.
+            let mut body = vec![0u8; c.h.prefix_len() as usize];
             self.read_ring((c.off + HEADER_LEN) % cap, &mut body)?;
             let kl = c.h.key_len as usize;
             let ml = c.h.meta_len as usize;
@@ -589,6 +702,7 @@ impl Store {
         self.ring.remove(key);
         let mut evicted = Vec::new();
         let (seq, off) = self.ring.insert(key.clone(), fp, &mut evicted);
+        let table = format::block_table(payload, BLOCK_SHIFT);
         let mut h = Header {
             kind,
             key_len: kb.len() as u32,
@@ -599,17 +713,22 @@ impl Store {
             chunk,
             sub_chunk,
             key_hash: crc32c(kb),
+            block_shift: BLOCK_SHIFT,
             entry_crc: 0,
         };
-        h.entry_crc = h.entry_crc_of(kb, meta, payload);
-        let mut buf = vec![0u8; fp as usize];
+        h.entry_crc = h.entry_crc_of(kb, meta, &table);
+        // Header, key, metadata and block table in one buffer, the payload written from where
+        // it is (no copy); the padding up to the footprint is left as it was: no aligned offset
+        // falls inside it, so it can never be mistaken for a header.
+        let mut buf = vec![0u8; HEADER_LEN as usize];
         h.encode(&mut buf);
-        let mut at = HEADER_LEN as usize;
-        for part in [kb, meta, payload] {
-            buf[at..at + part.len()].copy_from_slice(part);
-            at += part.len();
+        for part in [kb, meta, &table] {
+            buf.extend_from_slice(part);
         }
-        if let Err(e) = self.write_ring(off, &buf) {
+        let written = self
+            .write_ring(off, &buf)
+            .and_then(|()| self.write_ring((off + buf.len() as u64) % self.capacity, payload));
+        if let Err(e) = written {
             // The slot keeps its place in the FIFO (its bytes may be half written) but is
             // never served.
             self.ring.remove(key);
@@ -622,56 +741,20 @@ impl Store {
         })
     }
 
-    /// The entry for `key`, after verifying its header and entry checksum. A mismatch drops
-    /// the entry from the index (it becomes a ghost) and returns `Ok(None)`.
-    /// Like [`Store::get`] but through a shared reference, so several readers can read and
-    /// verify entries at once (behind a read lock): a corrupt entry is reported, with its
-    /// sequence number, instead of being dropped; drop it with [`Store::drop_corrupt`].
-    pub fn lookup(&self, key: &EntryKey) -> Result<Lookup, StoreError> {
+    /// Opens the entry of `key`: reads and verifies its header, key, metadata and block table
+    /// (not the payload; see [`Store::read_payload`]). A failed check is reported as
+    /// [`Opened::Corrupt`] with the entry's sequence number, for [`Store::drop_corrupt`].
+    /// Needs only a shared reference, so readers run concurrently behind a read lock.
+    pub fn open_entry(&self, key: &EntryKey) -> Result<Opened, StoreError> {
         let Some((seq, slot)) = self.ring.get(key) else {
-            return Ok(Lookup::Miss);
-        };
-        Ok(
-            match self.read_verified(key, seq, slot.off, slot.footprint)? {
-                Some(e) => Lookup::Hit(e),
-                None => Lookup::Corrupt { seq },
-            },
-        )
-    }
-
-    /// Drops `key` from the index if its entry is still the one with sequence number `seq`
-    /// (one that [`Store::lookup`] found corrupt); a newer version is kept.
-    pub fn drop_corrupt(&mut self, key: &EntryKey, seq: u64) {
-        if self.ring.get(key).is_some_and(|(s, _)| s == seq) {
-            self.ring.remove(key);
-        }
-    }
-
-    pub fn get(&mut self, key: &EntryKey) -> Result<Option<Entry>, StoreError> {
-        let Some((seq, slot)) = self.ring.get(key) else {
-            return Ok(None);
+            return Ok(Opened::Miss);
         };
         let (off, fp) = (slot.off, slot.footprint);
-        match self.read_verified(key, seq, off, fp)? {
-            Some(e) => Ok(Some(e)),
-            None => {
-                self.ring.remove(key);
-                Ok(None)
-            }
-        }
-    }
-
-    fn read_verified(
-        &self,
-        key: &EntryKey,
-        seq: u64,
-        off: u64,
-        fp: u64,
-    ) -> Result<Option<Entry>, StoreError> {
         let mut hb = [0u8; HEADER_LEN as usize];
         self.read_ring(off, &mut hb)?;
+        let corrupt = Ok(Opened::Corrupt { seq });
         let Some((h, true)) = Header::decode(&hb) else {
-            return Ok(None);
+            return corrupt;
         };
         let (kind, chunk, sub_chunk) = key.kind();
         let kb = key.bytes();
@@ -681,46 +764,135 @@ impl Store {
             || (h.kind, h.chunk, h.sub_chunk) != (kind, chunk, sub_chunk)
             || h.key_len as usize != kb.len()
         {
-            return Ok(None);
+            return corrupt;
         }
-        let mut body = vec![0u8; h.body_len() as usize];
-        self.read_ring((off + HEADER_LEN) % self.capacity, &mut body)?;
+        let mut prefix = vec![0u8; h.prefix_len() as usize];
+        self.read_ring((off + HEADER_LEN) % self.capacity, &mut prefix)?;
         let kl = kb.len();
         let ml = h.meta_len as usize;
-        if &body[..kl] != kb
-            || h.entry_crc_of(kb, &body[kl..kl + ml], &body[kl + ml..]) != h.entry_crc
+        if &prefix[..kl] != kb
+            || h.entry_crc_of(kb, &prefix[kl..kl + ml], &prefix[kl + ml..]) != h.entry_crc
         {
-            return Ok(None);
+            return corrupt;
         }
-        let payload = body.split_off(kl + ml);
-        body.drain(..kl);
-        Ok(Some(Entry {
-            meta: body,
-            payload,
+        let blocks = prefix[kl + ml..]
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+            .collect();
+        prefix.truncate(kl + ml);
+        prefix.drain(..kl);
+        Ok(Opened::Hit(EntryHandle {
+            key: key.clone(),
+            seq,
+            payload_off: (off + HEADER_LEN + h.prefix_len()) % self.capacity,
+            payload_len: h.payload_len,
+            block_shift: h.block_shift,
+            blocks,
+            meta: prefix,
         }))
     }
 
-    /// Bytes `range` of the payload of `key` (`Ok(None)` if absent or corrupt). The whole entry
-    /// is read and its checksum verified, so this costs as much as [`Store::get`].
+    /// Bytes `range` of an opened entry's payload, after verifying the checksum of every block
+    /// the range touches. `Ok(None)` when the entry is no longer the live one (evicted or
+    /// replaced since [`Store::open_entry`]) or a block fails its checksum; in the second case
+    /// drop it with [`Store::drop_corrupt`] (which leaves a newer version alone). Under a
+    /// read lock the writer cannot overwrite the entry while it is read.
+    pub fn read_payload(
+        &self,
+        h: &EntryHandle,
+        range: Range<u64>,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        if range.start > range.end || range.end > h.payload_len {
+            return Err(StoreError::BadRange {
+                start: range.start,
+                end: range.end,
+                len: h.payload_len,
+            });
+        }
+        if self.ring.get(&h.key).map(|(seq, _)| seq) != Some(h.seq) {
+            return Ok(None);
+        }
+        if range.is_empty() {
+            return Ok(Some(Vec::new()));
+        }
+        let shift = h.block_shift;
+        let first = range.start >> shift;
+        let start = first << shift;
+        let end = (range.end.div_ceil(1 << shift) << shift).min(h.payload_len);
+        let mut buf = self.read_ring_new((h.payload_off + start) % self.capacity, end - start)?;
+        for (i, block) in buf.chunks(1 << shift).enumerate() {
+            if crc32c(block) != h.blocks[first as usize + i] {
+                return Ok(None);
+            }
+        }
+        buf.truncate((range.end - start) as usize);
+        if range.start > start {
+            buf.drain(..(range.start - start) as usize);
+        }
+        Ok(Some(buf))
+    }
+
+    /// The entry for `key`, after verifying its header, entry checksum and every payload
+    /// block. Like [`Store::get`] but through a shared reference, so several readers can read
+    /// and verify entries at once (behind a read lock): a corrupt entry is reported, with its
+    /// sequence number, instead of being dropped; drop it with [`Store::drop_corrupt`].
+    pub fn lookup(&self, key: &EntryKey) -> Result<Lookup, StoreError> {
+        let h = match self.open_entry(key)? {
+            Opened::Hit(h) => h,
+            Opened::Miss => return Ok(Lookup::Miss),
+            Opened::Corrupt { seq } => return Ok(Lookup::Corrupt { seq }),
+        };
+        Ok(match self.read_payload(&h, 0..h.payload_len)? {
+            Some(payload) => Lookup::Hit(Entry {
+                meta: h.meta,
+                payload,
+            }),
+            None => Lookup::Corrupt { seq: h.seq },
+        })
+    }
+
+    /// Drops `key` from the index if its entry is still the one with sequence number `seq`
+    /// (one that [`Store::lookup`] or [`Store::read_payload`] found corrupt); a newer version
+    /// is kept.
+    pub fn drop_corrupt(&mut self, key: &EntryKey, seq: u64) {
+        if self.ring.get(key).is_some_and(|(s, _)| s == seq) {
+            self.ring.remove(key);
+        }
+    }
+
+    /// The entry for `key`, after verifying all its checksums. A mismatch drops the entry from
+    /// the index (it becomes a ghost) and returns `Ok(None)`.
+    pub fn get(&mut self, key: &EntryKey) -> Result<Option<Entry>, StoreError> {
+        match self.lookup(key)? {
+            Lookup::Hit(e) => Ok(Some(e)),
+            Lookup::Miss => Ok(None),
+            Lookup::Corrupt { seq } => {
+                self.drop_corrupt(key, seq);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Bytes `range` of the payload of `key` (`Ok(None)` if absent or corrupt; a corrupt entry
+    /// is dropped). Only the blocks the range touches are read and verified.
     pub fn read_range(
         &mut self,
         key: &EntryKey,
         range: Range<u64>,
     ) -> Result<Option<Vec<u8>>, StoreError> {
-        let Some(e) = self.get(key)? else {
-            return Ok(None);
+        let h = match self.open_entry(key)? {
+            Opened::Hit(h) => h,
+            Opened::Miss => return Ok(None),
+            Opened::Corrupt { seq } => {
+                self.drop_corrupt(key, seq);
+                return Ok(None);
+            }
         };
-        let len = e.payload.len() as u64;
-        if range.start > range.end || range.end > len {
-            return Err(StoreError::BadRange {
-                start: range.start,
-                end: range.end,
-                len,
-            });
+        let out = self.read_payload(&h, range)?;
+        if out.is_none() {
+            self.drop_corrupt(key, h.seq);
         }
-        Ok(Some(
-            e.payload[range.start as usize..range.end as usize].to_vec(),
-        ))
+        Ok(out)
     }
 
     /// Where the live entry of `key` sits: byte offset in the file (superblock included),

@@ -105,11 +105,12 @@ fn eviction_is_fifo_and_hits_do_not_matter() {
     assert_eq!(s.get(&obj("k0")).unwrap(), None);
     assert_eq!(s.get(&obj("big")).unwrap().unwrap().payload, vec![9; 600]);
     // A full-ring entry evicts everything.
-    let out = s.put(&obj("full"), b"", &[1; 2048 - 64 - 4]).unwrap();
+    // Header, 4-byte key, 4-byte block table, payload.
+    let out = s.put(&obj("full"), b"", &[1; 2048 - 64 - 4 - 4]).unwrap();
     assert_eq!(out.footprint, 2048);
     assert_eq!(out.evicted.len(), 3);
     assert_eq!(s.len(), 1);
-    assert_eq!(s.get(&obj("full")).unwrap().unwrap().payload.len(), 1980);
+    assert_eq!(s.get(&obj("full")).unwrap().unwrap().payload.len(), 1976);
 }
 
 #[test]
@@ -428,4 +429,66 @@ fn a_cached_copy_of_the_store_itself_does_not_confuse_the_scan() {
         b"new version".to_vec()
     );
     assert_eq!(s.get(&key).unwrap().unwrap().payload, body);
+}
+
+#[test]
+fn ranges_verify_only_their_blocks_and_a_bad_block_is_never_served() {
+    use ecdn_store::Opened;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let mut s = Store::open(cfg(&path, 4 << 20, 4096)).unwrap();
+    let block = 1u64 << ecdn_store::BLOCK_SHIFT;
+    let data = payload(7, (3 * block + 1000) as usize); // 4 blocks, the last one short
+    s.put(&obj("v"), b"m", &data).unwrap();
+    let Opened::Hit(h) = s.open_entry(&obj("v")).unwrap() else {
+        panic!("entry not found")
+    };
+    assert_eq!(
+        (h.payload_len(), h.block_size(), h.meta()),
+        (data.len() as u64, block, &b"m"[..])
+    );
+    for r in [
+        0..0,
+        0..1,
+        5..block + 3,
+        block..2 * block,
+        3 * block - 1..data.len() as u64,
+    ] {
+        let got = s.read_payload(&h, r.clone()).unwrap().unwrap();
+        assert_eq!(got, data[r.start as usize..r.end as usize], "{r:?}");
+    }
+    assert!(matches!(
+        s.read_payload(&h, 10..data.len() as u64 + 1),
+        Err(StoreError::BadRange { .. })
+    ));
+    // Corrupt one byte of block 2: ranges inside blocks 0, 1 and 3 still read, any range
+    // touching block 2 is refused, and so is the whole entry.
+    let loc = s.locate(&obj("v")).unwrap();
+    let payload_start = loc.offset + 64 + 1 + 1 + 4 * 4;
+    flip(&path, payload_start + 2 * block + 17);
+    assert!(s.read_payload(&h, 0..2 * block).unwrap().is_some());
+    assert!(s
+        .read_payload(&h, 3 * block..3 * block + 10)
+        .unwrap()
+        .is_some());
+    assert!(s
+        .read_payload(&h, 2 * block - 1..2 * block + 1)
+        .unwrap()
+        .is_none());
+    assert!(matches!(
+        s.lookup(&obj("v")).unwrap(),
+        ecdn_store::Lookup::Corrupt { .. }
+    ));
+    assert_eq!(
+        s.read_range(&obj("v"), 2 * block..2 * block + 5).unwrap(),
+        None
+    );
+    assert!(!s.contains(&obj("v")), "a corrupt entry is dropped");
+    // A handle outlives its entry: once replaced, it reads nothing.
+    s.put(&obj("w"), b"", b"first").unwrap();
+    let Opened::Hit(old) = s.open_entry(&obj("w")).unwrap() else {
+        panic!("entry not found")
+    };
+    s.put(&obj("w"), b"", b"second").unwrap();
+    assert_eq!(s.read_payload(&old, 0..5).unwrap(), None);
 }

@@ -33,11 +33,11 @@ impl Hoc {
     }
 
     /// The size the policy accounts for an object: its body (at least 1 byte).
-    fn request(&self, id: u64, entry: &StoredResponse, now: Instant) -> Request {
+    fn request(&self, id: u64, size: u64, now: Instant) -> Request {
         Request {
             time: now.saturating_duration_since(self.started).as_secs(),
             id,
-            size: (entry.body.len() as u64).max(1),
+            size: size.max(1),
             next_access: -1,
         }
     }
@@ -58,7 +58,7 @@ impl Hoc {
         if !entry.is_fresh(now) {
             return Found::Stale(entry);
         }
-        let req = self.request(id, &entry, now);
+        let req = self.request(id, entry.body.len() as u64, now);
         if self.cache.lookup(&req) {
             Found::Fresh(entry)
         } else {
@@ -72,22 +72,41 @@ impl Hoc {
     /// After a miss: records it with the policy and asks admission. Returns whether the
     /// object is now cached.
     pub fn offer(&mut self, id: u64, entry: Arc<StoredResponse>, now: Instant) -> bool {
-        if self.objects.get(&id).is_some_and(|e| e.key != entry.key) {
+        let admitted = self.admit(id, &entry.key, entry.body.len() as u64, now);
+        if admitted {
+            self.insert(id, entry);
+        }
+        admitted
+    }
+
+    /// The first half of [`Hoc::offer`], for a body not in memory yet (a disk hit decides
+    /// whether to read the object into memory or stream it): records the request with the
+    /// policy and asks admission for `size` bytes. When it returns `true` the policy holds the
+    /// object; give it the bytes with [`Hoc::insert`], or take it back with [`Hoc::remove`].
+    pub fn admit(&mut self, id: u64, key: &str, size: u64, now: Instant) -> bool {
+        if self.objects.get(&id).is_some_and(|e| e.key != key) {
             // Collision with a cached object: keep the one we have.
             return false;
         }
-        let req = self.request(id, &entry, now);
+        let req = self.request(id, size, now);
         let admitted = self.cache.lookup(&req) || self.cache.admit(&req);
         for ev in self.cache.evicted() {
             self.objects.remove(&ev.id);
         }
         self.cache.clear_evicted();
-        if admitted {
-            self.objects.insert(id, entry);
-        } else {
+        if !admitted {
             self.objects.remove(&id);
         }
         admitted
+    }
+
+    /// The bytes of an object [`Hoc::admit`] admitted (ignored if the policy has evicted it
+    /// since).
+    pub fn insert(&mut self, id: u64, entry: Arc<StoredResponse>) {
+        let size = (entry.body.len() as u64).max(1);
+        if self.cache.eviction().peek(id) == Some(size) {
+            self.objects.insert(id, entry);
+        }
     }
 
     /// Drops an object (invalidation, staleness); whether it was held.
