@@ -1233,3 +1233,90 @@ async fn concurrent_misses_of_other_variants_do_not_share_an_answer() {
     n.stop().await.unwrap();
     o.stop().await.unwrap();
 }
+
+/// Sends `GET uri` on a raw connection and reads to EOF: (head, body bytes received).
+async fn raw_get(addr: SocketAddr, uri: &str) -> (String, Vec<u8>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET {uri} HTTP/1.1\r\nHost: cdn.test\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out)).await;
+    let split = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response head");
+    let body = out.split_off(split + 4);
+    (String::from_utf8_lossy(&out).into_owned(), body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_disk_hits_stream_in_verified_batches() {
+    let o = origin().await;
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk");
+    let n = node(config(o.addr, 64 << 10, Some(disk.clone()))).await;
+    let size: u64 = (3 << 20) + 12_345; // four 1 MiB batches, the last one short
+    let uri = format!("/obj/big?size={size}");
+    assert_eq!(fetch(n.addr, "GET", &uri).await.x_cache(), "MISS");
+    let r = fetch(n.addr, "GET", &uri).await;
+    assert_eq!(r.x_cache(), "HIT-DISK");
+    assert_object(&r, "big", size as usize);
+    // A range across a batch boundary, and a HEAD.
+    let r = fetch_with(n.addr, "GET", &uri, &[("range", "bytes=1048000-2100000")]).await;
+    assert_eq!(r.x_cache(), "HIT-DISK");
+    assert_part(&r, "big", 1_048_000, 1_052_001, size);
+    let r = fetch(n.addr, "HEAD", &uri).await;
+    assert_eq!((r.status, r.x_cache()), (200, "HIT-DISK"));
+    assert_eq!(r.headers["content-length"], size.to_string());
+    assert!(r.body.is_empty());
+    // Two ranges in different batches: multipart, each part exact.
+    let r = fetch_with(
+        n.addr,
+        "GET",
+        &uri,
+        &[("range", "bytes=10-19,3000000-3000009")],
+    )
+    .await;
+    assert_eq!(r.status, 206);
+    assert_eq!(r.headers["content-length"], r.body.len().to_string());
+    let id = content::object_id("big");
+    for (start, len) in [(10u64, 10usize), (3_000_000, 10)] {
+        let want = content::bytes(id, start, len);
+        assert!(
+            r.body.windows(len).any(|w| w == want.as_slice()),
+            "part at {start} missing"
+        );
+    }
+
+    // Flip one byte in the third MiB of the payload on disk: the first batches still stream,
+    // then the response is cut short (never a wrong byte), and the entry is dropped.
+    let ring = std::fs::read(&disk).unwrap();
+    let probe = content::bytes(id, 2_500_000, 64);
+    let at = ring
+        .windows(64)
+        .position(|w| w == probe.as_slice())
+        .expect("payload on disk");
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&disk).unwrap();
+        f.write_all_at(&[ring[at] ^ 0x20], at as u64).unwrap();
+    }
+    let (head, body) = raw_get(n.addr, &uri).await;
+    assert!(head.contains("HIT-DISK"), "{head}");
+    assert!(
+        body.len() < size as usize,
+        "a corrupt block must cut the body"
+    );
+    assert!(body.len() >= 2 << 20, "the two good batches were sent");
+    assert_eq!(
+        content::first_mismatch(id, 0, &body),
+        None,
+        "a wrong byte was served"
+    );
+    let r = fetch(n.addr, "GET", &uri).await;
+    assert_eq!(r.x_cache(), "MISS", "the corrupt entry was dropped");
+    assert_object(&r, "big", size as usize);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
