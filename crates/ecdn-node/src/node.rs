@@ -89,12 +89,13 @@
 //! # What is cached, and for how long
 //!
 //! See [`freshness`]: `200` answers to `GET` without `Authorization`, without `no-store`,
-//! `private`, `no-cache`, `Vary: *` or `Set-Cookie`, with an explicit lifetime (`s-maxage`, else
-//! `max-age`, else `Expires` − `Date`). Age = origin `Age` + time in this node (on disk too:
+//! `private`, `no-cache`, `Vary: *` or `Set-Cookie`, with a lifetime: `s-maxage`, else
+//! `max-age`, else `Expires` − `Date`, else a heuristic 10% of `Date` − `Last-Modified` (at
+//! most a day; RFC 9111 §4.2.2). Age = origin `Age` + time in this node (on disk too:
 //! the write time is kept as UNIX seconds). `5xx` and every other non-`200` status are never
 //! stored.
 //!
-//! # Stale entries (RFC 9111 §4.3, RFC 5861 `stale-if-error`)
+//! # Stale entries (RFC 9111 §4.3, RFC 5861)
 //!
 //! A stale entry is kept (the HOC keeps it until replaced or evicted, the disk until
 //! overwritten) and a plain `GET` finding one, in the HOC or on disk, sends the origin a
@@ -120,13 +121,23 @@
 //! Only a `GET` without `Range`, `Authorization`, request `no-store` or a conditional of its
 //! own (`If-None-Match`, `If-Modified-Since`, `If-Match`, `If-Unmodified-Since`, `If-Range`)
 //! validates; others go to the origin unconditionally as before, and a `HEAD` on a stale entry
-//! is forwarded as `HEAD`. `stale-while-revalidate` and the request's `max-stale` /
-//! `stale-if-error` are not implemented.
+//! is forwarded as `HEAD`.
+//!
+//! Served stale at once, without waiting for the origin (`X-Cache: STALE`), unless the entry
+//! has `must-revalidate`, `proxy-revalidate` or `s-maxage`:
+//! * `stale-while-revalidate=N` in the entry and age below lifetime + N, for a request without
+//!   `no-cache`, `max-age` or `min-fresh`: a background conditional `GET` (a flight of its own,
+//!   joined by concurrent ones, so one origin request per burst) validates or replaces the
+//!   entry for the next requests.
+//! * the request's `max-stale[=N]` (stale by at most N seconds, any without N), within its
+//!   `max-age`. The request's `stale-if-error` is not implemented.
 //!
 //! # The request's `Cache-Control` (RFC 9111 §5.2.1)
 //!
 //! * `no-cache` (or `Pragma: no-cache` without `Cache-Control`): the cache is not consulted;
 //!   the request goes to the origin and a storable answer replaces the cached one.
+//! * `min-fresh=N`: a cached response fresh for less than N more seconds is not used.
+//! * `max-stale[=N]`: see *Stale entries*.
 //! * `max-age=N`: a cached response older than N seconds is not used (compared at sub-second
 //!   precision, so `max-age=0` always goes to the origin). A HOC entry refused this way has
 //!   still been counted as a hit by the HOC policy.
@@ -242,6 +253,10 @@ use crate::range::{self, Ranges};
 use freshness::StoredResponse;
 use hoc::{Found, Hoc};
 use ops::{Metrics, Tier};
+
+/// A request body on its way to the origin: a client's, or none for a request of our own
+/// (a background revalidation).
+type ReqBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
 
 /// Node settings.
 #[derive(Clone, Debug)]
@@ -724,7 +739,7 @@ enum FetchError {
 
 /// Sends `req` to the origin over a fresh connection and buffers the answer, all within the
 /// origin timeout.
-async fn fetch(st: &State, req: Request<Incoming>) -> Result<Fetched, FetchError> {
+async fn fetch(st: &State, req: Request<ReqBody>) -> Result<Fetched, FetchError> {
     let exchange = async {
         let (p, body) = send_to_origin(st, req).await?;
         let body = body
@@ -748,7 +763,7 @@ async fn fetch(st: &State, req: Request<Incoming>) -> Result<Fetched, FetchError
 /// timeout, its body to be read.
 async fn fetch_head(
     st: &State,
-    req: Request<Incoming>,
+    req: Request<ReqBody>,
 ) -> Result<(hyper::http::response::Parts, Incoming), FetchError> {
     match tokio::time::timeout(st.timeout, send_to_origin(st, req)).await {
         Ok(r) => r,
@@ -758,7 +773,7 @@ async fn fetch_head(
 
 async fn send_to_origin(
     st: &State,
-    req: Request<Incoming>,
+    req: Request<ReqBody>,
 ) -> Result<(hyper::http::response::Parts, Incoming), FetchError> {
     let (parts, body) = req.into_parts();
     let conn = freshness::connection_tokens(&parts.headers);
@@ -980,7 +995,7 @@ async fn disk_put(disk: &Disk, e: &StoredResponse) {
 }
 
 /// `GET` / `HEAD`: HOC, disk, origin, as the request's `Cache-Control` allows.
-async fn cached(st: &Arc<State>, req: Request<Incoming>) -> Response<NodeBody> {
+async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Response<NodeBody> {
     let head = req.method() == Method::HEAD;
     let primary = cache_key(&req);
     let key = st.lookup_key(&primary, req.headers());
@@ -1051,6 +1066,19 @@ async fn cached(st: &Arc<State>, req: Request<Incoming>) -> Response<NodeBody> {
             }
         }
     }
+    if let Some(s) = &stale {
+        // A stale copy answers at once when the request's `max-stale` allows it, or when the
+        // response's `stale-while-revalidate` does (a background fetch then validates it).
+        let now = Instant::now();
+        let swr = rd.lenient() && s.entry.stale_while_revalidate(now);
+        if swr {
+            revalidate_in_background(st, &req, &primary, &key, id, s.clone());
+        }
+        if swr || rd.accepts_stale(&s.entry, now) {
+            bump(&st.stats.stale, 1);
+            return answer_hit(&s.entry, req.headers(), now, head, "STALE").map(NodeBody::Full);
+        }
+    }
     if rd.only_if_cached {
         bump(&st.stats.misses, 1);
         let mut r = text(
@@ -1095,6 +1123,56 @@ async fn cached(st: &Arc<State>, req: Request<Incoming>) -> Response<NodeBody> {
         stale,
     };
     miss(st, req, job, &rd).await
+}
+
+/// Starts a validation of a stale entry with the origin that no client waits for (RFC 5861
+/// `stale-while-revalidate`): a plain conditional `GET` with the client's headers (less its
+/// own conditionals, `Range` and credentials). It joins an in-flight fetch of the key if there
+/// is one, so a burst of stale hits makes one origin request; the answer updates the caches.
+fn revalidate_in_background(
+    st: &Arc<State>,
+    req: &Request<ReqBody>,
+    primary: &str,
+    key: &str,
+    id: u64,
+    stale: Revalidation,
+) {
+    let mut headers = req.headers().clone();
+    for h in [
+        header::RANGE,
+        header::IF_RANGE,
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_MATCH,
+        header::IF_UNMODIFIED_SINCE,
+        header::AUTHORIZATION,
+        header::CACHE_CONTROL,
+        header::PRAGMA,
+    ] {
+        headers.remove(h);
+    }
+    let mut bg = Request::new(
+        http_body_util::Empty::<Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *bg.uri_mut() = req.uri().clone();
+    *bg.headers_mut() = headers.clone();
+    let job = Job {
+        primary: primary.to_string(),
+        key: key.to_string(),
+        id,
+        may_store: true,
+        req_headers: headers,
+        stale: Some(stale),
+    };
+    let st = st.clone();
+    tokio::spawn(async move {
+        let rd = freshness::RequestDirectives::default();
+        let mut body = miss(&st, bg, job, &rd).await.into_body();
+        // Drain what the fetch sends (stored as it arrives); nobody reads it.
+        while let Some(Ok(_)) = body.frame().await {}
+    });
 }
 
 /// What one origin fetch is for.
@@ -1388,7 +1466,7 @@ fn content_length(headers: &HeaderMap) -> Option<u64> {
 
 /// The origin fetch behind a flight: streams the body to the subscribers and stores it when
 /// it may (see the module documentation).
-async fn drive(mut d: Driver, req: Request<Incoming>, job: Job) {
+async fn drive(mut d: Driver, req: Request<ReqBody>, job: Job) {
     let Job {
         primary,
         key,
@@ -1600,7 +1678,7 @@ async fn serve_entry(d: &mut Driver, e: &StoredResponse, label: &'static str) {
 /// in-flight fetch of its key.
 async fn miss(
     st: &Arc<State>,
-    req: Request<Incoming>,
+    req: Request<ReqBody>,
     job: Job,
     rd: &freshness::RequestDirectives,
 ) -> Response<NodeBody> {
@@ -1706,7 +1784,7 @@ async fn wait_head(flight: &Flight) -> Result<Arc<Head>, FetchError> {
 fn lead(
     st: &Arc<State>,
     flight: Arc<Flight>,
-    req: Option<Request<Incoming>>,
+    req: Option<Request<ReqBody>>,
     joinable_as: Option<String>,
     job: Job,
 ) -> Option<(Arc<Flight>, Subscription)> {
@@ -1725,7 +1803,7 @@ fn lead(
 }
 
 /// Other methods: pass through, then invalidate the URL.
-async fn pass(st: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn pass(st: &State, req: Request<ReqBody>) -> Response<Full<Bytes>> {
     bump(&st.stats.passes, 1);
     let key = cache_key(&req);
     let r = fetch(st, req).await;
@@ -1833,7 +1911,7 @@ fn sanitize(st: &State, req: Request<Incoming>) -> Result<Request<Incoming>, Res
 async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> Response<NodeBody> {
     let arrived = Instant::now();
     let req = match sanitize(&st, req) {
-        Ok(r) => r,
+        Ok(r) => r.map(BodyExt::boxed),
         Err(r) => return r,
     };
     match req.uri().path() {
@@ -1924,7 +2002,7 @@ async fn metrics_text(st: &State) -> Response<Full<Bytes>> {
 
 /// `PURGE <path>`: removes the cached entry of the URL (same cache key as a `GET`: Host + path
 /// + query) from the HOC and the disk. Needs `Authorization: Bearer <purge_token>`.
-async fn purge(st: &State, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+async fn purge(st: &State, req: &Request<ReqBody>) -> Response<Full<Bytes>> {
     let Some(token) = &st.purge_token else {
         return text(StatusCode::FORBIDDEN, "purge is disabled");
     };

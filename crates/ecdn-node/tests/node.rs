@@ -81,7 +81,7 @@ async fn uncacheable_answers_are_never_hits() {
     for uri in [
         "/obj/b?size=1000&cc=no-store",
         "/obj/b?size=1000&cc=private%2C+max-age%3D60",
-        "/obj/b?size=1000&cc=",
+        "/obj/b?size=1000&cc=no-cache",
         "/obj/b?status=503",
     ] {
         for _ in 0..3 {
@@ -89,6 +89,10 @@ async fn uncacheable_answers_are_never_hits() {
             assert_eq!(r.x_cache(), "MISS", "{uri}");
         }
     }
+    // No Cache-Control and no Expires, but a Last-Modified: heuristically fresh.
+    let uri = "/obj/b?size=1000&cc=";
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
     n.stop().await.unwrap();
     o.stop().await.unwrap();
 }
@@ -1317,6 +1321,49 @@ async fn large_disk_hits_stream_in_verified_batches() {
     let r = fetch(n.addr, "GET", &uri).await;
     assert_eq!(r.x_cache(), "MISS", "the corrupt entry was dropped");
     assert_object(&r, "big", size as usize);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_while_revalidate_answers_at_once_and_validates_in_the_background() {
+    let o = origin().await;
+    let n = node(config(o.addr, 8 << 20, None)).await;
+    let uri = "/obj/swr?size=3000&cc=max-age%3D1%2C%20stale-while-revalidate%3D60";
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
+    assert_eq!(o.requests(), 1);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Stale but within the window: served from the cache at once.
+    let r = fetch(n.addr, "GET", uri).await;
+    assert_object(&r, "swr", 3000);
+    assert_eq!(r.x_cache(), "STALE");
+    // The background validation(s) reach the origin and make the copy fresh again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = fetch(n.addr, "GET", uri).await;
+        assert_object(&r, "swr", 3000);
+        if r.x_cache() == "HIT-HOC" {
+            assert_eq!(r.headers["age"], "0");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never revalidated");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let validations = o.requests() - 1;
+    assert!((1..=2).contains(&validations), "{validations} validations");
+    // Without stale-while-revalidate, max-stale lets a client take a stale copy.
+    let uri = "/obj/ms?size=3000&cc=max-age%3D1";
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let before = o.requests();
+    let r = fetch_with(n.addr, "GET", uri, &[("cache-control", "max-stale=60")]).await;
+    assert_eq!((r.status, r.x_cache()), (200, "STALE"));
+    let r = fetch_with(n.addr, "GET", uri, &[("cache-control", "max-stale=0")]).await;
+    assert_eq!(r.x_cache(), "REVALIDATED");
+    assert_eq!(o.requests(), before + 1);
+    // min-fresh asks for more freshness than a 1 s lifetime can have.
+    let r = fetch_with(n.addr, "GET", uri, &[("cache-control", "min-fresh=5")]).await;
+    assert_ne!(r.x_cache(), "HIT-HOC");
     n.stop().await.unwrap();
     o.stop().await.unwrap();
 }

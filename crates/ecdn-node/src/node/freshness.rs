@@ -5,12 +5,17 @@
 //! `no-store`, `private` or `no-cache` directive, no `Vary: *` and no `Set-Cookie`, and an explicit
 //! freshness lifetime greater than zero: `s-maxage`, else `max-age`, else `Expires` − `Date`
 //! (IMF-fixdate only; any other date is invalid, which for `Expires` means "already expired").
-//! Heuristic freshness is not used. The current age is the origin's `Age` plus the time the
-//! response spent in this node; it is fresh while that is below the lifetime.
+//! Without any of them, a response with `Last-Modified` gets a heuristic lifetime (RFC 9111
+//! §4.2.2): [`HEURISTIC_FRACTION`] of the time since it was last modified, at most
+//! [`HEURISTIC_MAX`] (Traffic Server's defaults). The current age is the origin's `Age` plus
+//! the time the response spent in this node; it is fresh while that is below the lifetime.
 //!
 //! A stale response is validated with [`StoredResponse::validator`], updated from a `304` with
-//! [`updated_headers`], and may be served on an origin error per
-//! [`StoredResponse::stale_if_error`].
+//! [`updated_headers`], and may be served stale: on an origin error per
+//! [`StoredResponse::stale_if_error`], while it is revalidated in the background per
+//! [`StoredResponse::stale_while_revalidate`] (RFC 5861), or when the request's `max-stale`
+//! allows ([`RequestDirectives::accepts_stale`]). Never if the response requires revalidation
+//! ([`StoredResponse::must_revalidate`]).
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -74,16 +79,54 @@ impl StoredResponse {
     /// `proxy-revalidate` or `s-maxage` (RFC 9111 §5.2.2.2, §5.2.2.8, §5.2.2.10: never served
     /// stale without successful validation).
     pub fn stale_if_error(&self, now: Instant) -> bool {
-        let cc = cache_control(&self.header_map());
-        if cc
-            .iter()
-            .any(|(k, _)| k == "must-revalidate" || k == "proxy-revalidate" || k == "s-maxage")
-        {
-            return false;
-        }
-        seconds_directive(&cc, "stale-if-error")
-            .is_some_and(|window| self.age(now) < self.lifetime.saturating_add(window))
+        self.stale_within("stale-if-error", now)
     }
+
+    /// Whether this (stale) response may be served while it is revalidated in the background
+    /// (RFC 5861 `stale-while-revalidate=N`): its age is below lifetime + N, and it does not
+    /// [`StoredResponse::must_revalidate`].
+    pub fn stale_while_revalidate(&self, now: Instant) -> bool {
+        self.stale_within("stale-while-revalidate", now)
+    }
+
+    fn stale_within(&self, directive: &str, now: Instant) -> bool {
+        let cc = cache_control(&self.header_map());
+        !must_revalidate(&cc)
+            && seconds_directive(&cc, directive)
+                .is_some_and(|window| self.age(now) < self.lifetime.saturating_add(window))
+    }
+
+    /// Whether a stale copy may never be served without successful validation:
+    /// `must-revalidate`, `proxy-revalidate` or `s-maxage` (RFC 9111 §5.2.2.2, §5.2.2.8,
+    /// §5.2.2.10; the node is a shared cache).
+    pub fn must_revalidate(&self) -> bool {
+        must_revalidate(&cache_control(&self.header_map()))
+    }
+}
+
+fn must_revalidate(cc: &[(String, Option<String>)]) -> bool {
+    cc.iter()
+        .any(|(k, _)| k == "must-revalidate" || k == "proxy-revalidate" || k == "s-maxage")
+}
+
+/// Share of the time since `Last-Modified` that a response without an explicit lifetime is
+/// considered fresh (RFC 9111 §4.2.2 suggests 10%).
+pub const HEURISTIC_FRACTION: f64 = 0.1;
+/// Longest heuristic lifetime: one day.
+pub const HEURISTIC_MAX: Duration = Duration::from_secs(86_400);
+
+/// The heuristic freshness lifetime of a response without an explicit one: a fraction of the
+/// time between `Last-Modified` and `Date` (now, without `Date`), capped; `None` without a
+/// valid `Last-Modified`.
+fn heuristic_lifetime(headers: &HeaderMap) -> Option<Duration> {
+    let modified = http_date(headers.get(header::LAST_MODIFIED)?.to_str().ok()?)?;
+    let date = headers
+        .get(header::DATE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(http_date)
+        .unwrap_or_else(unix_now);
+    let since = date.saturating_sub(modified) as f64;
+    Some(Duration::from_secs_f64(since * HEURISTIC_FRACTION).min(HEURISTIC_MAX))
 }
 
 /// The stored headers updated from a `304 Not Modified` (RFC 9111 §4.3.4): every header the
@@ -185,6 +228,11 @@ pub struct RequestDirectives {
     pub no_store: bool,
     /// `max-age=N`: do not use a cached response older than N seconds.
     pub max_age: Option<Duration>,
+    /// `max-stale[=N]`: a stale response is acceptable, stale by at most N seconds
+    /// (`Duration::MAX` without a value).
+    pub max_stale: Option<Duration>,
+    /// `min-fresh=N`: only a response that stays fresh for N more seconds.
+    pub min_fresh: Option<Duration>,
     /// `only-if-cached`: never contact the origin.
     pub only_if_cached: bool,
 }
@@ -194,7 +242,32 @@ impl RequestDirectives {
     /// older than `max-age` (compared at the clock's precision, so `max-age=0` never accepts
     /// a stored response).
     pub fn accepts(&self, e: &StoredResponse, now: Instant) -> bool {
-        !self.no_cache && self.max_age.is_none_or(|m| e.age(now) <= m)
+        let age = e.age(now);
+        !self.no_cache
+            && self.max_age.is_none_or(|m| age <= m)
+            && self
+                .min_fresh
+                .is_none_or(|m| e.lifetime.saturating_sub(age) >= m)
+    }
+
+    /// Whether a stale cached response may answer this request without validation (RFC 9111
+    /// §5.2.1.2 `max-stale`): it is stale by no more than `max-stale`, within `max-age`, and
+    /// does not [`StoredResponse::must_revalidate`].
+    pub fn accepts_stale(&self, e: &StoredResponse, now: Instant) -> bool {
+        let age = e.age(now);
+        !self.no_cache
+            && self.min_fresh.is_none()
+            && self.max_age.is_none_or(|m| age <= m)
+            && self
+                .max_stale
+                .is_some_and(|m| age.saturating_sub(e.lifetime) <= m)
+            && !e.must_revalidate()
+    }
+
+    /// Whether the request leaves the cache free to choose how fresh an answer is (no
+    /// `no-cache`, `max-age` or `min-fresh`): then `stale-while-revalidate` applies.
+    pub fn lenient(&self) -> bool {
+        !self.no_cache && self.max_age.is_none() && self.min_fresh.is_none()
     }
 }
 
@@ -214,6 +287,14 @@ pub fn request_directives(headers: &HeaderMap) -> RequestDirectives {
         no_cache: has("no-cache") || pragma_no_cache,
         no_store: has("no-store"),
         max_age: seconds_directive(&cc, "max-age"),
+        max_stale: cc
+            .iter()
+            .find(|(k, _)| k == "max-stale")
+            .and_then(|(_, v)| match v {
+                None => Some(Duration::MAX),
+                Some(v) => v.parse::<u64>().ok().map(Duration::from_secs),
+            }),
+        min_fresh: seconds_directive(&cc, "min-fresh"),
         only_if_cached: has("only-if-cached"),
     }
 }
@@ -248,7 +329,8 @@ pub fn storable_lifetime(
                 .and_then(http_date)
                 .unwrap_or_else(unix_now);
             Some(Duration::from_secs(expires.saturating_sub(date)))
-        })?;
+        })
+        .or_else(|| heuristic_lifetime(headers))?;
     (!lifetime.is_zero()).then_some(lifetime)
 }
 
@@ -421,6 +503,54 @@ mod tests {
         assert!(max_age(10).accepts(&e, now));
         assert!(!max_age(9).accepts(&e, now));
         assert!(!request_directives(&map(&[("pragma", "no-cache")])).accepts(&e, now));
+        // min-fresh: 90 s of freshness left.
+        let cc = |v: &'static str| request_directives(&map(&[("cache-control", v)]));
+        assert!(cc("min-fresh=90").accepts(&e, now));
+        assert!(!cc("min-fresh=91").accepts(&e, now));
+        // max-stale, on a copy 30 s stale.
+        let stale = StoredResponse {
+            age_at_store: Duration::from_secs(130),
+            ..e
+        };
+        assert!(!cc("max-age=500").accepts_stale(&stale, now));
+        assert!(cc("max-stale").accepts_stale(&stale, now));
+        assert!(cc("max-stale=30").accepts_stale(&stale, now));
+        assert!(!cc("max-stale=29").accepts_stale(&stale, now));
+        assert!(!cc("max-stale, max-age=100").accepts_stale(&stale, now));
+        assert!(!cc("max-stale, no-cache").accepts_stale(&stale, now));
+        let strict = StoredResponse {
+            headers: vec![(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("max-age=100, must-revalidate"),
+            )],
+            ..stale
+        };
+        assert!(!cc("max-stale").accepts_stale(&strict, now));
+        assert!(cc("max-stale=5").lenient() && !cc("min-fresh=1").lenient());
+    }
+
+    #[test]
+    fn stale_while_revalidate_window() {
+        let e = |cc: &'static str, age: u64| StoredResponse {
+            key: String::new(),
+            status: StatusCode::OK,
+            headers: vec![(header::CACHE_CONTROL, HeaderValue::from_static(cc))],
+            body: Bytes::new(),
+            stored_at: Instant::now(),
+            age_at_store: Duration::from_secs(age),
+            lifetime: Duration::from_secs(60),
+        };
+        let swr = "max-age=60, stale-while-revalidate=30";
+        assert!(e(swr, 89).stale_while_revalidate(e(swr, 89).stored_at));
+        let late = e(swr, 90);
+        assert!(!late.stale_while_revalidate(late.stored_at));
+        let strict = e(
+            "max-age=60, stale-while-revalidate=30, proxy-revalidate",
+            70,
+        );
+        assert!(!strict.stale_while_revalidate(strict.stored_at));
+        let none = e("max-age=60", 70);
+        assert!(!none.stale_while_revalidate(none.stored_at));
     }
 
     #[test]
@@ -540,5 +670,29 @@ mod tests {
         }
         assert_eq!(storable_lifetime(false, ok, &HeaderMap::new()), None);
         assert_eq!(origin_age(&map(&[("age", "7")])), Duration::from_secs(7));
+        // Heuristic: 10% of the time since Last-Modified, at most a day; explicit wins.
+        let h = map(&[
+            ("date", "Sun, 06 Nov 1994 08:49:37 GMT"),
+            ("last-modified", "Sun, 06 Nov 1994 07:49:37 GMT"),
+        ]);
+        assert_eq!(
+            storable_lifetime(false, ok, &h),
+            Some(Duration::from_secs(360))
+        );
+        let h = map(&[
+            ("date", "Sun, 06 Nov 1994 08:49:37 GMT"),
+            ("last-modified", "Thu, 01 Jan 1970 00:00:00 GMT"),
+        ]);
+        assert_eq!(storable_lifetime(false, ok, &h), Some(HEURISTIC_MAX));
+        let h = map(&[
+            ("last-modified", "Thu, 01 Jan 1970 00:00:00 GMT"),
+            ("cache-control", "max-age=5"),
+        ]);
+        assert_eq!(
+            storable_lifetime(false, ok, &h),
+            Some(Duration::from_secs(5))
+        );
+        let h = map(&[("last-modified", "yesterday")]);
+        assert_eq!(storable_lifetime(false, ok, &h), None);
     }
 }

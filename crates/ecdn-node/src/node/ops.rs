@@ -26,7 +26,8 @@ pub enum Tier {
     Error,
     /// A stale entry validated by the origin (`304`) and served from the cache.
     Revalidated,
-    /// A stale entry served because the origin failed (`stale-if-error`).
+    /// A stale entry served: the origin failed (`stale-if-error`), it is being validated in the
+    /// background (`stale-while-revalidate`), or the request accepted it (`max-stale`).
     Stale,
 }
 
