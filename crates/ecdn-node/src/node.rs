@@ -1,14 +1,19 @@
-//! `ecdn node`, first slice: an HTTP/1.1 caching reverse proxy in front of one origin, with a
+//! `ecdn node`: an HTTP/1.1 caching reverse proxy in front of origins chosen by Host, with a
 //! DRAM hot-object cache (HOC) driven by an [`ecdn_policy::Cache`] (AdaptSize by default) and an
 //! optional disk cache ([`ecdn_store::Store`]).
 //!
 //! # Requests
 //!
+//! * The origin is the route of the request's Host ([`NodeConfig::routes`], matched without
+//!   port and case), else the default origin; with neither, `421 Misdirected Request`. The
+//!   cache key starts with the Host, so hosts never share entries.
 //! * `GET` / `HEAD`: looked up in the HOC, then on disk, then fetched from the origin. Answers
 //!   carry `Via: 1.1 ecdn` and `X-Cache: HIT-HOC`, `HIT-DISK`, `MISS` or `MISS-COLLAPSED` (a
 //!   miss that joined another request's origin fetch, see below), `REVALIDATED` or `STALE`
 //!   (see *Stale entries* below); hits also carry `Age`.
-//!   A disk hit is offered to the HOC. A `HEAD` miss is forwarded as `HEAD` and not stored.
+//!   A disk hit is offered to the HOC: if admitted, it is read whole into memory; otherwise
+//!   its body (or the requested ranges) streams from the disk in 1 MiB batches, each block
+//!   verified before it is sent. A `HEAD` miss is forwarded as `HEAD` and not stored.
 //! * Any other method is passed through (`X-Cache: PASS`), never stored, and removes the
 //!   cached entry of its URL from the HOC and the disk (RFC 9111 §4.4; this slice invalidates
 //!   whatever the status, and does not invalidate `Location` / `Content-Location` URLs).
@@ -17,6 +22,9 @@
 //!
 //! # Operations
 //!
+//! * Shutdown ([`RunningNode::stop`]; `ecdn node` on SIGTERM or Ctrl-C): stop accepting, close
+//!   idle keep-alive connections, let busy ones finish their response (at most
+//!   [`NodeConfig::drain_timeout`]), then sync the disk cache.
 //! * `GET /_ecdn/metrics`: Prometheus text exposition (format 0.0.4), under `/_ecdn/` so it
 //!   cannot shadow an origin path `/metrics`. Counters `ecdn_requests_total`,
 //!   `ecdn_responses_total{tier}` (`hoc`, `disk`, `miss`, `collapsed`, `pass`, `error` — our own
@@ -261,8 +269,13 @@ type ReqBody = http_body_util::combinators::BoxBody<Bytes, hyper::Error>;
 /// Node settings.
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
-    /// The origin, `http://host:port` (port 80 if omitted; no path).
+    /// The default origin, `http://host:port` (port 80 if omitted; no path), for requests
+    /// whose Host has no route; empty for none (such requests then get `421 Misdirected
+    /// Request`).
     pub origin: String,
+    /// Origins chosen by the request's Host: (host name, `http://host:port`). The host name is
+    /// matched case-insensitively, without the port.
+    pub routes: Vec<(String, String)>,
     /// HOC capacity in bytes.
     pub hoc_size: u64,
     /// The disk cache file (or block device); `None` for no disk cache.
@@ -303,12 +316,17 @@ pub struct NodeConfig {
     pub purge_token: Option<String>,
     /// Whether to write one JSON line per proxied request to stderr. Default `false`.
     pub access_log: bool,
+    /// On [`RunningNode::stop`]: how long open connections may take to finish the exchange
+    /// in progress (idle keep-alive connections close at once, busy ones after their current
+    /// response) before they are cut. Default 30 s.
+    pub drain_timeout: Duration,
 }
 
 impl Default for NodeConfig {
     fn default() -> Self {
         NodeConfig {
             origin: "http://127.0.0.1:8080".into(),
+            routes: Vec::new(),
             hoc_size: 64 << 20,
             disk_path: None,
             disk_size: 1 << 30,
@@ -321,6 +339,7 @@ impl Default for NodeConfig {
             header_read_timeout: Duration::from_secs(10),
             purge_token: None,
             access_log: false,
+            drain_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -346,8 +365,8 @@ fn bump(c: &AtomicU64, n: u64) {
 type Disk = Arc<RwLock<Store>>;
 
 struct State {
-    /// `host:port` of the origin.
-    origin: String,
+    /// Which origin serves which Host.
+    origins: Origins,
     timeout: Duration,
     hoc: Mutex<Hoc>,
     disk: Option<Disk>,
@@ -362,6 +381,68 @@ struct State {
     max_uri_len: usize,
     purge_token: Option<String>,
     access_log: bool,
+}
+
+/// The origins: one per configured Host, and a default for other hosts.
+struct Origins {
+    /// Lower-cased host name (without port) → `host:port` of its origin.
+    by_host: HashMap<String, String>,
+    /// `host:port` of the origin of every other host, if any.
+    default: Option<String>,
+}
+
+impl Origins {
+    fn new(cfg: &NodeConfig) -> io::Result<Origins> {
+        let default = match cfg.origin.trim() {
+            "" => None,
+            o => Some(origin_authority(o)?),
+        };
+        let mut by_host = HashMap::new();
+        for (host, origin) in &cfg.routes {
+            let name = host_name(host);
+            if name.is_empty() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("route {host:?}: empty host name"),
+                ));
+            }
+            by_host.insert(name, origin_authority(origin)?);
+        }
+        if default.is_none() && by_host.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no origin: give a default origin or at least one route",
+            ));
+        }
+        Ok(Origins { by_host, default })
+    }
+
+    /// The origin (`host:port`) for a request's Host, if one is configured.
+    fn for_request<B>(&self, req: &Request<B>) -> Option<&str> {
+        self.by_host
+            .get(&host_name(request_host(req)))
+            .or(self.default.as_ref())
+            .map(String::as_str)
+    }
+}
+
+/// A request's Host: the `Host` header, else the target's authority.
+fn request_host<B>(req: &Request<B>) -> &str {
+    req.headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()))
+        .unwrap_or("")
+}
+
+/// A Host value's name: lower-cased, without the port (IPv6 literals keep their brackets).
+fn host_name(host: &str) -> String {
+    let host = host.trim();
+    let name = match host.rfind(':') {
+        Some(i) if !host[i..].contains(']') => &host[..i],
+        _ => host,
+    };
+    name.to_ascii_lowercase()
 }
 
 /// URLs whose stored responses carry `Vary` (see the module documentation, *Vary*).
@@ -506,12 +587,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// Host + path + query.
 fn cache_key<B>(req: &Request<B>) -> String {
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| req.uri().authority().map(|a| a.as_str()))
-        .unwrap_or("");
+    let host = request_host(req);
     let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
     format!("{}{pq}", host.to_ascii_lowercase())
 }
@@ -775,6 +851,11 @@ async fn send_to_origin(
     st: &State,
     req: Request<ReqBody>,
 ) -> Result<(hyper::http::response::Parts, Incoming), FetchError> {
+    let origin = st
+        .origins
+        .for_request(&req)
+        .ok_or_else(|| FetchError::Unreachable("no origin for this host".into()))?
+        .to_string();
     let (parts, body) = req.into_parts();
     let conn = freshness::connection_tokens(&parts.headers);
     let mut headers = HeaderMap::with_capacity(parts.headers.len() + 2);
@@ -787,7 +868,7 @@ async fn send_to_origin(
         }
     }
     if !headers.contains_key(header::HOST) {
-        if let Ok(v) = HeaderValue::from_str(&st.origin) {
+        if let Ok(v) = HeaderValue::from_str(&origin) {
             headers.insert(header::HOST, v);
         }
     }
@@ -801,7 +882,7 @@ async fn send_to_origin(
     *out.headers_mut() = headers;
 
     let unreachable = |e: &dyn std::fmt::Display| FetchError::Unreachable(e.to_string());
-    let stream = TcpStream::connect(&st.origin)
+    let stream = TcpStream::connect(&origin)
         .await
         .map_err(|e| unreachable(&e))?;
     let _ = stream.set_nodelay(true);
@@ -1923,6 +2004,13 @@ async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> R
     if req.method().as_str() == "PURGE" {
         return purge(&st, &req).await.map(NodeBody::Full);
     }
+    if st.origins.for_request(&req).is_none() {
+        return text(
+            StatusCode::MISDIRECTED_REQUEST,
+            "no origin is configured for this host",
+        )
+        .map(NodeBody::Full);
+    }
     bump(&st.stats.requests, 1);
     let log = st
         .access_log
@@ -2051,7 +2139,7 @@ impl Node {
     /// Opens the caches, binds `listen` (port 0 for any free port) and serves on the current
     /// Tokio runtime.
     pub async fn start(listen: SocketAddr, cfg: NodeConfig) -> io::Result<RunningNode> {
-        let origin = origin_authority(&cfg.origin)?;
+        let origins = Origins::new(&cfg)?;
         let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
         let spec = ecdn_policy::PolicySpec::parse(&cfg.hoc_policy).map_err(invalid)?;
         let hoc = Hoc::new(spec.build(cfg.hoc_size.max(1), 0x5eed_ecd0));
@@ -2076,7 +2164,7 @@ impl Node {
             None => None,
         };
         let state = Arc::new(State {
-            origin,
+            origins,
             timeout: cfg.origin_timeout,
             hoc: Mutex::new(hoc),
             disk_capacity: if disk.is_some() {
@@ -2105,7 +2193,14 @@ impl Node {
         let limit = Arc::new(Semaphore::new(
             cfg.max_connections.min(Semaphore::MAX_PERMITS),
         ));
-        let task = tokio::spawn(serve(listener, state.clone(), http.clone(), limit, rx));
+        let task = tokio::spawn(serve(
+            listener,
+            state.clone(),
+            http.clone(),
+            limit,
+            rx,
+            cfg.drain_timeout,
+        ));
         Ok(RunningNode {
             addr,
             stop: Some(tx),
@@ -2122,10 +2217,12 @@ async fn serve(
     http: hyper::server::conn::http1::Builder,
     limit: Arc<Semaphore>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
+    drain_timeout: Duration,
 ) {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
         let stream = tokio::select! {
-            _ = &mut stop => return,
+            _ = &mut stop => break,
             r = listener.accept() => match r {
                 Ok(s) => s,
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -2142,12 +2239,46 @@ async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let st = st.clone();
-        let http = http.clone();
+        let conn = http.serve_connection(TokioIo::new(stream), service(st, remote));
+        let conn = graceful.watch(conn);
         tokio::spawn(async move {
             let _permit = permit;
-            serve_connection(st, &http, TokioIo::new(stream), remote).await;
+            let _ = conn.await;
         });
     }
+    // Drain: no new connections; idle ones close now, busy ones after their response.
+    drop(listener);
+    let open = graceful.count();
+    if tokio::time::timeout(drain_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "ecdn node: drain timeout ({drain_timeout:?}) reached; cutting the connections left \
+             of {open}"
+        );
+    }
+    if let Some(disk) = &st.disk {
+        if let Some(Err(e)) = with_store(disk, |s| s.sync()).await {
+            eprintln!("ecdn node: syncing the disk cache: {e}");
+        }
+    }
+}
+
+/// The per-connection service: [`handle`] for every request.
+fn service(
+    st: Arc<State>,
+    remote: SocketAddr,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = Response<NodeBody>,
+    Error = Infallible,
+    Future = impl std::future::Future<Output = Result<Response<NodeBody>, Infallible>> + Send,
+> + Clone {
+    hyper::service::service_fn(move |req: Request<Incoming>| {
+        let st = st.clone();
+        async move { Ok::<_, Infallible>(handle(st, req, remote).await) }
+    })
 }
 
 /// Serves one client connection with [`handle`] until it closes.
@@ -2159,11 +2290,7 @@ async fn serve_connection<I>(
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-        let st = st.clone();
-        async move { Ok::<_, Infallible>(handle(st, req, remote).await) }
-    });
-    let _ = http.serve_connection(io, svc).await;
+    let _ = http.serve_connection(io, service(st, remote)).await;
 }
 
 /// A running node: its address and a handle that stops it.
@@ -2176,8 +2303,10 @@ pub struct RunningNode {
 }
 
 impl RunningNode {
-    /// Stops accepting connections and waits for the accept loop to end (connections already
-    /// open finish their current exchange).
+    /// Stops accepting connections and drains the open ones: idle keep-alive connections are
+    /// closed, busy ones after the response in progress, within
+    /// [`NodeConfig::drain_timeout`]; then the disk cache is synced. Returns when all that is
+    /// done.
     pub async fn stop(mut self) -> io::Result<()> {
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());

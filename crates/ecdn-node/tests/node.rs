@@ -1367,3 +1367,71 @@ async fn stale_while_revalidate_answers_at_once_and_validates_in_the_background(
     n.stop().await.unwrap();
     o.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn origins_are_chosen_by_host() {
+    let (a, b) = (origin().await, origin().await);
+    let cfg = NodeConfig {
+        origin: String::new(),
+        routes: vec![
+            ("img.test".into(), format!("http://{}", a.addr)),
+            ("VIDEO.test".into(), format!("http://{}", b.addr)),
+        ],
+        ..config(a.addr, 8 << 20, None)
+    };
+    let n = node(cfg).await;
+    let get = |host: &'static str| async move {
+        fetch_with(n.addr, "GET", "/obj/h?size=100", &[("host", host)]).await
+    };
+    assert_eq!(get("img.test").await.x_cache(), "MISS");
+    assert_eq!((a.requests(), b.requests()), (1, 0));
+    // Case-insensitive, port ignored; the cache key keeps hosts apart.
+    assert_eq!(get("video.TEST:8080").await.x_cache(), "MISS");
+    assert_eq!((a.requests(), b.requests()), (1, 1));
+    assert_eq!(get("img.test").await.x_cache(), "HIT-HOC");
+    // No route and no default origin: 421, nothing fetched.
+    let r = get("other.test").await;
+    assert_eq!(r.status, 421);
+    assert_eq!((a.requests(), b.requests()), (1, 1));
+    n.stop().await.unwrap();
+    a.stop().await.unwrap();
+    b.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_drains_the_response_in_progress() {
+    // A slow origin: 1 MB at 4 MB/s takes ~250 ms.
+    let o = Origin::start(
+        any(),
+        OriginConfig {
+            bandwidth: Some(4_000_000),
+            frame: 16 << 10,
+            ..OriginConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let n = node(config(o.addr, 8 << 20, None)).await;
+    let addr = n.addr;
+    let (resp, _conn) = start_get(addr, "/obj/d?size=1000000").await;
+    assert_eq!(resp.status(), 200);
+    let started = std::time::Instant::now();
+    let stopping = tokio::spawn(n.stop());
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Not accepting any more.
+    let refused = tokio::time::timeout(SECOND, tokio::net::TcpStream::connect(addr)).await;
+    assert!(
+        matches!(refused, Ok(Err(_))),
+        "a new connection was accepted"
+    );
+    // The response in progress completes, whole.
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body.len(), 1_000_000);
+    assert_eq!(
+        content::first_mismatch(content::object_id("d"), 0, &body),
+        None
+    );
+    stopping.await.unwrap().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    o.stop().await.unwrap();
+}

@@ -2,8 +2,10 @@
 //!
 //! Settings come from an optional TOML file (`--config`) whose keys are the flags' names with
 //! underscores (`listen`, `origin`, `hoc_size`, `hoc_policy`, `disk_path`, `disk_size`,
-//! `origin_timeout`, `purge_token`, `access_log`, `threads`); a flag given on the command line overrides the file. Unknown
-//! keys and bad values are errors that name the key.
+//! `origin_timeout`, `drain_timeout`, `purge_token`, `access_log`, `threads`), plus a `routes`
+//! table of host → origin (`--route HOST=URL` on the command line, repeatable, adds to and
+//! overrides the file's). A flag given on the command line overrides the file. Unknown keys
+//! and bad values are errors that name the key.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,7 +25,8 @@ use serde::Deserialize;
     curl -sI 'http://127.0.0.1:8080/obj/42?size=1MiB'   # X-Cache: MISS, then HIT-HOC\n\n\
     A config file holds the same settings, e.g.\n  \
     listen = \"127.0.0.1:8080\"\n  origin = \"http://127.0.0.1:8081\"\n  hoc_size = \"64MiB\"\n  \
-    disk_path = \"/var/cache/ecdn.disk\"\n  disk_size = \"100GiB\"")]
+    disk_path = \"/var/cache/ecdn.disk\"\n  disk_size = \"100GiB\"\n  \
+    [routes]\n  \"img.example.com\" = \"http://10.0.0.2:8080\"")]
 pub struct NodeArgs {
     /// TOML config file; flags override its values.
     #[arg(long, short = 'c', value_name = "FILE")]
@@ -31,9 +34,13 @@ pub struct NodeArgs {
     /// Address to listen on [default: 127.0.0.1:8080].
     #[arg(long)]
     listen: Option<String>,
-    /// The origin, http://host:port (required here or in the config file).
+    /// The default origin, http://host:port, for hosts without a --route (required unless
+    /// routes are given; requests for a host with neither get 421).
     #[arg(long)]
     origin: Option<String>,
+    /// An origin for one Host: HOST=http://host:port (repeatable).
+    #[arg(long = "route", value_name = "HOST=URL")]
+    routes: Vec<String>,
     /// DRAM hot-object cache capacity [default: 64MiB].
     #[arg(long)]
     hoc_size: Option<String>,
@@ -49,6 +56,10 @@ pub struct NodeArgs {
     /// Limit on one origin exchange; 504 beyond it [default: 30s].
     #[arg(long)]
     origin_timeout: Option<String>,
+    /// On SIGTERM / Ctrl-C: how long open connections may take to finish before they are cut
+    /// [default: 30s].
+    #[arg(long)]
+    drain_timeout: Option<String>,
     /// Bearer token that authorizes `PURGE <path>` requests (or the ECDN_PURGE_TOKEN
     /// environment variable); without one, purging is disabled.
     #[arg(long, env = "ECDN_PURGE_TOKEN", hide_env_values = true)]
@@ -72,9 +83,11 @@ struct FileConfig {
     disk_path: Option<PathBuf>,
     disk_size: Option<String>,
     origin_timeout: Option<String>,
+    drain_timeout: Option<String>,
     purge_token: Option<String>,
     access_log: Option<bool>,
     threads: Option<usize>,
+    routes: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// The effective settings after merging file and flags.
@@ -105,11 +118,20 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             key("listen")
         )
     })?;
-    let Some(origin) = a.origin.or(file.origin) else {
+    let mut routes = file.routes.unwrap_or_default();
+    for r in &a.routes {
+        let Some((host, url)) = r.split_once('=') else {
+            bail!("invalid --route {r:?}: expected HOST=http://host:port");
+        };
+        routes.insert(host.trim().to_string(), url.trim().to_string());
+    }
+    let origin = a.origin.or(file.origin).unwrap_or_default();
+    if origin.is_empty() && routes.is_empty() {
         bail!(
-            "the origin is required: --origin http://host:port or origin = \"...\" in the config"
+            "the origin is required: --origin http://host:port or origin = \"...\" in the config \
+             (or routes for every host: --route HOST=http://host:port)"
         );
-    };
+    }
     let hoc_size = a
         .hoc_size
         .or(file.hoc_size)
@@ -137,15 +159,26 @@ fn merge(a: NodeArgs) -> Result<Settings> {
     if timeout <= 0.0 {
         bail!("{}: must be positive", key("origin_timeout"));
     }
+    let drain = a
+        .drain_timeout
+        .or(file.drain_timeout)
+        .unwrap_or_else(|| "30s".into());
+    let drain =
+        parse_seconds(&drain).map_err(|e| anyhow::anyhow!("{}: {e}", key("drain_timeout")))?;
+    if !(0.0..=86_400.0).contains(&drain) {
+        bail!("{}: must be between 0 and 1 day", key("drain_timeout"));
+    }
     Ok(Settings {
         listen,
         node: NodeConfig {
             origin,
+            routes: routes.into_iter().collect(),
             hoc_size,
             disk_path: a.disk_path.or(file.disk_path),
             disk_size,
             hoc_policy,
             origin_timeout: Duration::from_secs_f64(timeout),
+            drain_timeout: Duration::from_secs_f64(drain),
             purge_token: a.purge_token.or(file.purge_token),
             access_log: a.access_log || file.access_log.unwrap_or(false),
             ..NodeConfig::default()
@@ -230,6 +263,11 @@ mod tests {
             ),
             ("origin = [1, 2\n", "config"),
             ("hoc_size = \"1MiB\"\n", "origin is required"),
+            (
+                "origin = \"http://x\"\ndrain_timeout = \"-1s\"\n",
+                "drain_timeout",
+            ),
+            ("origin = \"http://x\"\nroutes = [\"a\"]\n", "routes"),
         ];
         for (i, (text, needle)) in cases.iter().enumerate() {
             let f = dir.path().join(format!("c{i}.toml"));
@@ -239,5 +277,33 @@ mod tests {
             assert!(err.contains(needle), "{text:?}: {err}");
         }
         assert!(settings(&["--config", "/nonexistent.toml"]).is_err());
+        let err = settings(&["--route", "img.test"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("HOST=http"), "{err}");
+    }
+
+    #[test]
+    fn routes_from_file_and_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("node.toml");
+        std::fs::write(
+            &f,
+            "drain_timeout = \"5s\"\n[routes]\n\"a.test\" = \"http://127.0.0.1:1\"\n\"b.test\" = \"http://127.0.0.1:2\"\n",
+        )
+        .unwrap();
+        let f = f.to_string_lossy().into_owned();
+        // Routes alone are enough (no default origin); a flag overrides one host's route.
+        let s = settings(&["--config", &f, "--route", "b.test=http://127.0.0.1:3"]).unwrap();
+        assert_eq!(s.node.origin, "");
+        assert_eq!(
+            s.node.routes,
+            vec![
+                ("a.test".to_string(), "http://127.0.0.1:1".to_string()),
+                ("b.test".to_string(), "http://127.0.0.1:3".to_string()),
+            ]
+        );
+        assert_eq!(s.node.drain_timeout, Duration::from_secs(5));
     }
 }

@@ -39,10 +39,10 @@ pub async fn fetch_with(
         .await
         .unwrap();
     tokio::spawn(conn);
-    let mut req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("host", "cdn.test");
+    let mut req = Request::builder().method(method).uri(uri);
+    if !extra.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req = req.header("host", "cdn.test");
+    }
     for (k, v) in extra {
         req = req.header(*k, *v);
     }
