@@ -59,6 +59,7 @@ fn solve(c: &mut Criterion) {
         let plain = RebalanceOptions {
             stability: Stability::Off,
             budget: Budget::Paper,
+            carry_ppm: 0,
         };
         for (name, options) in [("default", RebalanceOptions::default()), ("plain", plain)] {
             let id = format!("{buckets}x{servers}/k{k}p{p}/{name}");

@@ -168,6 +168,9 @@ pub struct Placement {
     parity_len: usize,
     data_load: Vec<u64>,
     parity_load: Vec<u64>,
+    /// Bytes written to each server since it last became available (data and parity), for
+    /// [`RebalanceOptions::carry_ppm`].
+    written: Vec<u64>,
     /// Parity buckets (`bucket * p + index`) each server held when it last failed.
     remembered: Vec<Vec<usize>>,
     options: RebalanceOptions,
@@ -236,6 +239,7 @@ impl Placement {
             parity_len: 0,
             data_load: vec![0; servers],
             parity_load: vec![0; cfg.buckets * cfg.p],
+            written: vec![0; servers],
             remembered: vec![Vec::new(); servers],
             options: RebalanceOptions::default(),
         };
@@ -348,14 +352,19 @@ impl Placement {
     pub fn record_data_write(&mut self, server: ServerId, bytes: u64) {
         let l = &mut self.data_load[server];
         *l = l.saturating_add(bytes);
+        self.written[server] = self.written[server].saturating_add(bytes);
     }
 
     /// Counts `bytes` written to parity bucket `parity_index` of `bucket`.
     #[inline]
     pub fn record_parity_write(&mut self, bucket: usize, parity_index: usize, bytes: u64) {
         assert!(parity_index < self.cfg.p, "parity index out of range");
-        let s = &mut self.parity_load[bucket * self.cfg.p + parity_index];
+        let n = bucket * self.cfg.p + parity_index;
+        let s = &mut self.parity_load[n];
         *s = s.saturating_add(bytes);
+        if let Some(w) = self.written.get_mut(self.parity[n]) {
+            *w = w.saturating_add(bytes);
+        }
     }
 
     /// Data write load `l_i` of `server` since the last rebalance.
@@ -399,6 +408,12 @@ impl Placement {
         // A failed server writes nothing; whatever was recorded for it while down is ignored.
         if available {
             loads.data[server] = 0;
+            // A returning server starts level with the least-written one (carry).
+            self.written[server] = (0..self.servers())
+                .filter(|&s| self.available[s])
+                .map(|s| self.written[s])
+                .min()
+                .unwrap_or(0);
         }
         let before_data = self.data.clone();
         let before_parity = self.parity.clone();
@@ -438,7 +453,13 @@ impl Placement {
     /// since the last rebalance (by count if none were), then resets the load counters.
     pub fn rebalance(&mut self) -> RebalanceReport {
         let started = Instant::now();
-        let loads = self.effective_loads();
+        let mut loads = self.effective_loads();
+        if self.options.carry_ppm > 0
+            && self.options.budget == Budget::WaterFill
+            && !loads.count_mode
+        {
+            self.add_carry(&mut loads);
+        }
         let before = self.parity.clone();
         let nodes: Vec<usize> = (0..self.cfg.buckets)
             .flat_map(|b| (0..self.parity_len).map(move |j| (b, j)))
@@ -452,6 +473,28 @@ impl Placement {
     }
 
     // ---- internals ----
+
+    /// [`RebalanceOptions::carry_ppm`]: raises each available server's fixed load by its excess
+    /// of bytes written over the least-written available server, capped at that share of one
+    /// period's mean per-server load.
+    fn add_carry(&self, loads: &mut Loads) {
+        let avail: Vec<usize> = (0..self.servers()).filter(|&s| self.available[s]).collect();
+        let Some(least) = avail.iter().map(|&s| self.written[s]).min() else {
+            return;
+        };
+        let period: u128 = avail
+            .iter()
+            .map(|&s| u128::from(loads.data[s]))
+            .sum::<u128>()
+            + loads.parity.iter().map(|&s| u128::from(s)).sum::<u128>();
+        let mean = period / avail.len().max(1) as u128;
+        let cap = u64::try_from(mean * u128::from(self.options.carry_ppm) / 1_000_000)
+            .unwrap_or(u64::MAX);
+        for &s in &avail {
+            let excess = (self.written[s] - least).min(cap);
+            loads.data[s] = loads.data[s].saturating_add(excess);
+        }
+    }
 
     fn reset_loads(&mut self) {
         self.data_load.fill(0);

@@ -124,11 +124,22 @@ pub enum Budget {
     WaterFill,
 }
 
-/// Knobs of [`parity_rebalance`].
+/// Knobs of [`parity_rebalance`], and of what [`crate::Placement::rebalance`] feeds it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RebalanceOptions {
     pub stability: Stability,
     pub budget: Budget,
+    /// Carry the imbalance so far into the next period (periodic rebalances, water-filled
+    /// budgets only), in parts per million: each available server's fixed load is raised by
+    /// how far its bytes written since it became available exceed the least-written server's,
+    /// capped at this share of one period's mean per-server load. Algorithm 1 as published
+    /// balances each period's predicted load on its own, so the prediction errors of
+    /// successive periods add up; a carry makes later periods pay them back, at the price of
+    /// more parity moves. 0 (the default) is the paper's inputs. Measured on d-2 in
+    /// BENCHMARKS.md (issue 3): 5,000 ppm (0.5%) brings 100 buckets' write imbalance from
+    /// 1.011–1.026 to 1.011–1.019 with the unprotected fraction unchanged; larger carries
+    /// balance better still and unprotect more.
+    pub carry_ppm: u32,
 }
 
 /// The inputs of one run of Algorithm 1: the available servers with their weights and fixed

@@ -25,26 +25,32 @@ const ALL_OPTIONS: [RebalanceOptions; 6] = [
     RebalanceOptions {
         stability: Stability::Off,
         budget: Budget::Paper,
+        carry_ppm: 0,
     },
     RebalanceOptions {
         stability: Stability::KeepCurrent,
         budget: Budget::Paper,
+        carry_ppm: 0,
     },
     RebalanceOptions {
         stability: Stability::SteerFlow,
         budget: Budget::Paper,
+        carry_ppm: 0,
     },
     RebalanceOptions {
         stability: Stability::Off,
         budget: Budget::WaterFill,
+        carry_ppm: 0,
     },
     RebalanceOptions {
         stability: Stability::KeepCurrent,
         budget: Budget::WaterFill,
+        carry_ppm: 0,
     },
     RebalanceOptions {
         stability: Stability::SteerFlow,
         budget: Budget::WaterFill,
+        carry_ppm: 0,
     },
 ];
 

@@ -61,6 +61,10 @@ pub struct ClusterArgs {
     /// Parity rebalance budgets: paper (⌈W/|A|⌉ − l_i) or water (water-filled level).
     #[arg(long, default_value = "water")]
     budget: String,
+    /// Parity rebalance carries the write imbalance so far into the next period, up to this
+    /// fraction of a period's mean per-server load (e.g. 0.005); 0 is the paper's inputs.
+    #[arg(long, default_value_t = 0.0)]
+    carry: f64,
     /// rep2-popular: an object is popular from its N-th request on.
     #[arg(long, default_value_t = 2)]
     popular_min: u32,
@@ -209,6 +213,11 @@ pub fn run(a: ClusterArgs) -> Result<()> {
     let rebalance = ecdn_placement::RebalanceOptions {
         stability: ecdn_sim::cluster::parse_stability(&a.stability).map_err(anyhow::Error::msg)?,
         budget: ecdn_sim::cluster::parse_budget(&a.budget).map_err(anyhow::Error::msg)?,
+        carry_ppm: if (0.0..=1.0).contains(&a.carry) {
+            (a.carry * 1e6).round() as u32
+        } else {
+            bail!("invalid --carry {}: a fraction in [0, 1]", a.carry)
+        },
     };
     let with_unavailability = !unavailability.is_empty();
 
