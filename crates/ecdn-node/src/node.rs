@@ -2186,6 +2186,8 @@ impl Node {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let mut http = hyper::server::conn::http1::Builder::new();
         http.keep_alive(true)
+            // A client that shuts its sending side after the request still gets the answer.
+            .half_close(true)
             .max_buf_size(cfg.max_header_bytes.max(MIN_HEADER_BYTES))
             .max_headers(cfg.max_headers)
             .timer(TokioTimer::new())

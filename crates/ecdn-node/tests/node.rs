@@ -1435,3 +1435,25 @@ async fn stop_drains_the_response_in_progress() {
     assert!(started.elapsed() < Duration::from_secs(10));
     o.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_half_closes_still_gets_its_miss() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let o = origin().await;
+    let n = node(config(o.addr, 8 << 20, None)).await;
+    let mut s = tokio::net::TcpStream::connect(n.addr).await.unwrap();
+    s.write_all(b"GET /obj/hc?size=100 HTTP/1.1\r\nHost: cdn.test\r\n\r\n")
+        .await
+        .unwrap();
+    s.shutdown().await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("x-cache: MISS"), "{text}");
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
