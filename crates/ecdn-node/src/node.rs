@@ -1025,12 +1025,7 @@ async fn stream_hit(
         let body = if ready.len() == 1 {
             ready.pop_front().unwrap_or_default()
         } else {
-            Bytes::from(
-                ready
-                    .iter()
-                    .flat_map(|b| b.iter().copied())
-                    .collect::<Vec<u8>>(),
-            )
+            Bytes::from(ready.make_contiguous().concat())
         };
         return Some(r.map(|()| NodeBody::Full(Full::new(body))));
     }
@@ -1183,17 +1178,7 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Response<NodeBody> {
     }
     // Only a plain `GET` revalidates: a `Range`, a conditional of the client's own, or a
     // request whose answer may not be stored (or shared) goes to the origin as it is.
-    let plain = [
-        header::RANGE,
-        header::IF_RANGE,
-        header::IF_NONE_MATCH,
-        header::IF_MODIFIED_SINCE,
-        header::IF_MATCH,
-        header::IF_UNMODIFIED_SINCE,
-        header::AUTHORIZATION,
-    ]
-    .iter()
-    .all(|h| !req.headers().contains_key(h));
+    let plain = NOT_PLAIN.iter().all(|h| !req.headers().contains_key(h));
     let stale = stale.filter(|_| plain && !rd.no_store);
     let job = Job {
         primary,
@@ -1205,6 +1190,19 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Response<NodeBody> {
     };
     miss(st, req, job, &rd).await
 }
+
+/// Request headers that make a `GET` more than a plain fetch of the stored resource (a range,
+/// a conditional of the client's own, credentials): such a request never validates a stale
+/// entry, and a background validation drops them.
+const NOT_PLAIN: [HeaderName; 7] = [
+    header::RANGE,
+    header::IF_RANGE,
+    header::IF_NONE_MATCH,
+    header::IF_MODIFIED_SINCE,
+    header::IF_MATCH,
+    header::IF_UNMODIFIED_SINCE,
+    header::AUTHORIZATION,
+];
 
 /// Starts a validation of a stale entry with the origin that no client waits for (RFC 5861
 /// `stale-while-revalidate`): a plain conditional `GET` with the client's headers (less its
@@ -1219,17 +1217,10 @@ fn revalidate_in_background(
     stale: Revalidation,
 ) {
     let mut headers = req.headers().clone();
-    for h in [
-        header::RANGE,
-        header::IF_RANGE,
-        header::IF_NONE_MATCH,
-        header::IF_MODIFIED_SINCE,
-        header::IF_MATCH,
-        header::IF_UNMODIFIED_SINCE,
-        header::AUTHORIZATION,
-        header::CACHE_CONTROL,
-        header::PRAGMA,
-    ] {
+    for h in NOT_PLAIN
+        .iter()
+        .chain(&[header::CACHE_CONTROL, header::PRAGMA])
+    {
         headers.remove(h);
     }
     let mut bg = Request::new(
