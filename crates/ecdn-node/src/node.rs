@@ -223,8 +223,11 @@
 //! admission, never across an await. An object larger than the HOC is refused by the policy
 //! but still written to disk if it fits. The disk [`Store`] is synchronous: every call runs in
 //! `tokio::task::spawn_blocking` behind a `std::sync::RwLock`, so the disk I/O never blocks a
-//! runtime worker; reads (which verify the entry's checksum) run concurrently under the read
-//! lock, writes and removals take the write lock. A stored
+//! runtime worker; reads run concurrently under the read lock, writes and removals take the
+//! write lock. A disk hit's body is mapped on the blocking pool (pages populated there) and
+//! verified on the worker as it is sent, so the checksum pass and the socket's copy read the
+//! same cached bytes; see [`ecdn_store::MappedPayload`] for why a mapping stays correct after
+//! the ring overwrites its bytes. A stored
 //! miss finishes its disk write before its clients get the last frame, so the next request
 //! sees the object. The in-flight map is another `std::sync::Mutex`, never held across an
 //! await nor together with a flight's own lock except map → flight. Disk entries
@@ -248,7 +251,10 @@ use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ecdn_store::{EntryHandle, EntryKey, Opened, Store, StoreConfig, DEFAULT_ALIGN};
+use ecdn_store::{
+    BadBlock, BlockVerifier, EntryHandle, EntryKey, Opened, SharedPayload, Store, StoreConfig,
+    DEFAULT_ALIGN,
+};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -973,21 +979,96 @@ async fn disk_read(
     }
 }
 
+/// Disk-hit bytes on their way to a client: a verified copy, or mapped from the store and
+/// cleared block by block as they are sent.
+enum DiskBytes {
+    Ready(Bytes),
+    Verifying(Verifying),
+}
+
+/// Bytes of a disk entry mapped from the page cache ([`SharedPayload::Mapped`]), verified
+/// [`VERIFY_PIECE`] bytes at a time just before each piece is handed to the connection, so the
+/// checksum pass leaves the bytes in this core's cache for the socket's copy. A block that
+/// fails its checksum ends the piece stream with an error and drops the entry.
+struct Verifying {
+    bytes: Bytes,
+    verifier: BlockVerifier,
+    disk: Disk,
+    key: EntryKey,
+    seq: u64,
+}
+
+/// Bytes verified (and sent) per step of a [`Verifying`]: a few checksum blocks, small enough
+/// to stay in the CPU cache until the socket copies them.
+const VERIFY_PIECE: usize = 1 << 20;
+
+impl Verifying {
+    /// The next verified piece; `Some(Err(()))` when a block failed (the entry is dropped);
+    /// `None` when all bytes were sent.
+    fn next_piece(&mut self) -> Option<Result<Bytes, ()>> {
+        loop {
+            match self.verifier.next(&self.bytes, VERIFY_PIECE)? {
+                Ok(r) if r.is_empty() => continue,
+                Ok(r) => return Some(Ok(self.bytes.slice(r))),
+                Err(BadBlock) => {
+                    let (disk, key, seq) = (self.disk.clone(), self.key.clone(), self.seq);
+                    tokio::spawn(async move {
+                        with_store(&disk, move |s| s.drop_corrupt(&key, seq)).await;
+                    });
+                    return Some(Err(()));
+                }
+            }
+        }
+    }
+}
+
+/// Like [`disk_read`], for bytes about to be sent and dropped: mapped from the page cache
+/// rather than copied when possible ([`Store::read_payload_shared`]), so a disk hit costs one
+/// copy (the socket's), like a DRAM hit. Mapped bytes are verified as they are sent.
+async fn disk_read_shared(
+    disk: &Disk,
+    h: &Arc<EntryHandle>,
+    range: std::ops::Range<u64>,
+) -> Option<DiskBytes> {
+    let handle = h.clone();
+    match read_store(disk, move |s| s.read_payload_shared(&handle, range)).await? {
+        Ok(Some(SharedPayload::Owned(v))) => Some(DiskBytes::Ready(Bytes::from(v))),
+        Ok(Some(SharedPayload::Mapped(m))) => {
+            let (map, verifier) = m.into_parts();
+            Some(DiskBytes::Verifying(Verifying {
+                bytes: Bytes::from_owner(map),
+                verifier,
+                disk: disk.clone(),
+                key: h.key().clone(),
+                seq: h.seq(),
+            }))
+        }
+        Ok(None) | Err(_) => {
+            let (key, seq) = (h.key().clone(), h.seq());
+            with_store(disk, move |s| s.drop_corrupt(&key, seq)).await;
+            None
+        }
+    }
+}
+
 /// A disk entry with its whole body read.
 async fn disk_read_all(disk: &Disk, hit: DiskHit) -> Option<StoredResponse> {
     let body = disk_read(disk, &hit.handle, 0..hit.handle.payload_len()).await?;
     Some(StoredResponse { body, ..hit.entry })
 }
 
-/// Bytes a disk hit reads (and verifies) per step of its stream.
-const DISK_BATCH: u64 = 1 << 20;
+/// Bytes a disk hit maps per step of its stream (one `mmap` each; the page cache holds them).
+const DISK_BATCH: u64 = 8 << 20;
 
-/// Answers a disk hit by streaming its body from the store, [`DISK_BATCH`] bytes at a time,
-/// each batch verified block by block before it is sent: memory per response stays bounded
-/// and the first byte leaves after one batch, whatever the object's size. The first batch is
-/// read before answering: if it cannot be read, `None`, and the caller treats the request as
-/// a miss. A later failure (a block failing its checksum, or the entry evicted under a very
-/// slow reader) aborts the response: the client sees a short body, never a wrong byte.
+/// Answers a disk hit by streaming its body from the store, [`DISK_BATCH`] bytes at a time.
+/// Each batch is mapped from the page cache (no copy; [`disk_read_shared`]) and verified
+/// [`VERIFY_PIECE`] bytes at a time, just before each piece is handed to the connection; where
+/// it cannot be mapped it is copied, at most 1 MiB at a time. Memory per response stays
+/// bounded and the first byte leaves after one piece, whatever the object's size. The first
+/// piece is read and verified before answering: if it cannot be, `None`, and the caller
+/// treats the request as a miss. A later failure (a block failing its checksum) aborts the
+/// response: the client sees a short body, never a wrong byte. A reader overtaken by the
+/// ring keeps its bytes (the store detaches its mapping before overwriting them).
 async fn stream_hit(
     disk: &Disk,
     hit: DiskHit,
@@ -1012,16 +1093,33 @@ async fn stream_hit(
         }
     }
     let mut ready = VecDeque::new();
+    let mut verifying = None;
     while let Some(p) = steps.pop_front() {
         match p {
             Piece::Text(t) => ready.push_back(t),
             Piece::Body(range) => {
-                ready.push_back(disk_read(disk, &hit.handle, range).await?);
+                match disk_read_shared(disk, &hit.handle, range.clone()).await? {
+                    DiskBytes::Ready(b) => {
+                        let rest = range.start + b.len() as u64..range.end;
+                        if !rest.is_empty() {
+                            steps.push_front(Piece::Body(rest));
+                        }
+                        ready.push_back(b);
+                    }
+                    DiskBytes::Verifying(mut v) => {
+                        // The first piece is verified before answering: a bad block there
+                        // turns the request into a miss instead of a short response.
+                        if let Some(first) = v.next_piece() {
+                            ready.push_back(first.ok()?);
+                        }
+                        verifying = (!v.verifier.is_done()).then_some(v);
+                    }
+                }
                 break;
             }
         }
     }
-    if steps.is_empty() {
+    if steps.is_empty() && verifying.is_none() {
         let body = if ready.len() == 1 {
             ready.pop_front().unwrap_or_default()
         } else {
@@ -1032,15 +1130,23 @@ async fn stream_hit(
     let (tx, rx) = mpsc::channel(2);
     let (disk, handle) = (disk.clone(), hit.handle);
     tokio::spawn(async move {
-        for p in steps {
-            let b = match p {
-                Piece::Text(t) => t,
-                Piece::Body(range) => match disk_read(&disk, &handle, range).await {
-                    Some(b) => b,
+        while let Some(p) = steps.pop_front() {
+            let chunk = match p {
+                Piece::Text(t) => Chunk::Data(t),
+                Piece::Body(range) => match disk_read_shared(&disk, &handle, range.clone()).await {
+                    Some(DiskBytes::Ready(b)) => {
+                        // A copy may cover only a prefix of the range.
+                        let rest = range.start + b.len() as u64..range.end;
+                        if !rest.is_empty() {
+                            steps.push_front(Piece::Body(rest));
+                        }
+                        Chunk::Data(b)
+                    }
+                    Some(DiskBytes::Verifying(v)) => Chunk::Verifying(v),
                     None => return, // closes the channel without `Done`: aborted
                 },
             };
-            if tx.send(Chunk::Data(b)).await.is_err() {
+            if tx.send(chunk).await.is_err() {
                 return; // the client went away
             }
         }
@@ -1049,6 +1155,7 @@ async fn stream_hit(
     Some(r.map(|()| {
         NodeBody::Live(LiveBody {
             replay: ready,
+            verifying,
             rx,
             remaining: Some(length),
             done: false,
@@ -1283,6 +1390,8 @@ const SUBSCRIBER_QUEUE: usize = 32;
 /// What an in-flight fetch sends each subscriber after its replay.
 enum Chunk {
     Data(Bytes),
+    /// Disk-hit bytes still to be verified as they are sent.
+    Verifying(Verifying),
     /// The origin body completed (and was stored if it could be). A channel closed without
     /// `Done` means the exchange failed: the client's response is aborted.
     Done,
@@ -1298,6 +1407,8 @@ pub enum NodeBody {
 /// live ones.
 pub struct LiveBody {
     replay: VecDeque<Bytes>,
+    /// Disk-hit bytes being verified and sent, before anything more from `rx`.
+    verifying: Option<Verifying>,
     rx: mpsc::Receiver<Chunk>,
     /// Bytes still to come, when the origin gave a `Content-Length`.
     remaining: Option<u64>,
@@ -1310,6 +1421,21 @@ impl LiveBody {
             *r = r.saturating_sub(b.len() as u64);
         }
         Poll::Ready(Some(Ok(Frame::data(b))))
+    }
+
+    /// The frame for what the channel delivered (other than [`Chunk::Verifying`]).
+    fn chunk(&mut self, c: Option<Chunk>) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        match c {
+            Some(Chunk::Data(b)) => self.data(b),
+            Some(Chunk::Done) => {
+                self.done = true;
+                Poll::Ready(None)
+            }
+            Some(Chunk::Verifying(_)) | None => {
+                self.done = true;
+                Poll::Ready(Some(Err(io::Error::other("response aborted"))))
+            }
+        }
     }
 }
 
@@ -1330,15 +1456,22 @@ impl Body for NodeBody {
                 if let Some(b) = l.replay.pop_front() {
                     return l.data(b);
                 }
-                match ready!(l.rx.poll_recv(cx)) {
-                    Some(Chunk::Data(b)) => l.data(b),
-                    Some(Chunk::Done) => {
-                        l.done = true;
-                        Poll::Ready(None)
+                loop {
+                    if let Some(v) = &mut l.verifying {
+                        match v.next_piece() {
+                            Some(Ok(b)) => return l.data(b),
+                            Some(Err(())) => {
+                                l.done = true;
+                                return Poll::Ready(Some(Err(io::Error::other(
+                                    "disk entry failed its checksum mid-response",
+                                ))));
+                            }
+                            None => l.verifying = None,
+                        }
                     }
-                    None => {
-                        l.done = true;
-                        Poll::Ready(Some(Err(io::Error::other("response aborted"))))
+                    match ready!(l.rx.poll_recv(cx)) {
+                        Some(Chunk::Verifying(v)) => l.verifying = Some(v),
+                        other => break l.chunk(other),
                     }
                 }
             }
@@ -1831,6 +1964,7 @@ async fn miss(
     };
     let mut r = Response::new(NodeBody::Live(LiveBody {
         replay,
+        verifying: None,
         rx,
         remaining,
         done: false,

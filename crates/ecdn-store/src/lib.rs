@@ -8,6 +8,13 @@
 //! every payload read verifies the checksum of each 64 KiB block it touches, so a byte range
 //! (or a stream, a batch of blocks at a time) costs only the blocks it reads.
 //!
+//! Payloads are read either as a verified copy ([`Store::read_payload`]) or, for bytes that
+//! are about to be sent and dropped, mapped from the page cache with their blocks verified as
+//! they are consumed ([`Store::read_payload_shared`], [`MappedPayload`], [`BlockVerifier`]):
+//! a disk hit then costs one copy (the socket's) and one checksum pass over bytes already in
+//! the CPU cache. Mapped reads stay correct while the ring overwrites their bytes
+//! (copy-on-overwrite; see [`MappedPayload`]).
+//!
 //! # Eviction: the simulator's FIFO over footprints
 //!
 //! Each entry occupies its [`footprint`] in the ring: `64`-byte header + key + metadata +
@@ -82,7 +89,8 @@
 //! then the key, the metadata, the **block table** (for each `1 << shift`-byte block of the
 //! payload, the last one possibly shorter, its CRC-32C as u32), the payload, and padding up to
 //! the footprint (whatever bytes were there: no aligned offset falls inside it). Checksums are
-//! CRC-32C (Castagnoli, the iSCSI/ext4 one; SSE4.2 instruction or our own tables). None covers
+//! CRC-32C (Castagnoli, the iSCSI/ext4 one; computed by carry-less-multiply folding with AVX-512
+//! VPCLMULQDQ, the SSE4.2 instruction, or our own tables, whichever the CPU allows). None covers
 //! the magic, so a removal flips the magic to "dead" without rewriting anything else.
 //!
 //! # Restart
@@ -105,6 +113,7 @@
 
 /// The on-disk layout: entry headers and the superblock (public for fuzzing their decoders).
 pub mod format;
+mod mapped;
 mod ring;
 
 use std::collections::{HashSet, VecDeque};
@@ -114,8 +123,11 @@ use std::io::{self, Seek, SeekFrom};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use format::{crc32c, BLOCK_SHIFT, DEFAULT_ALIGN, HEADER_LEN, MAX_ALIGN, MIN_ALIGN};
+pub use mapped::MappedPayload;
+
 pub use ring::RingFifo;
 
 use format::{Header, Superblock, KIND_CHUNK, KIND_OBJECT, MAGIC_DEAD};
@@ -317,6 +329,101 @@ fn read_exact_uninit(
     Ok(())
 }
 
+/// The most bytes [`Store::read_payload_shared`] copies when it cannot map.
+pub const SHARED_COPY_MAX: u64 = 1 << 20;
+
+/// Payload bytes read by [`Store::read_payload_shared`]: mapped from the page cache when
+/// possible (and verified as they are consumed), copied and verified otherwise.
+#[derive(Debug)]
+pub enum SharedPayload {
+    Mapped(MappedBlocks),
+    Owned(Vec<u8>),
+}
+
+/// A payload range mapped from the ring file ([`MappedPayload`], rounded out to whole
+/// checksum blocks) with the checksums of its blocks, not yet verified: a [`BlockVerifier`]
+/// clears it for use block by block. Verifying a block just before sending it leaves its bytes
+/// in the CPU cache for the socket's copy, so the check costs almost nothing more than the
+/// send; verifying everything first would stream the range through the cache twice.
+#[derive(Debug)]
+pub struct MappedBlocks {
+    map: MappedPayload,
+    verifier: BlockVerifier,
+}
+
+impl MappedBlocks {
+    /// The mapping (to share, e.g. with `bytes::Bytes::from_owner`) and its verifier.
+    pub fn into_parts(self) -> (MappedPayload, BlockVerifier) {
+        (self.map, self.verifier)
+    }
+
+    /// Verifies every block and returns the requested bytes' range in the mapping, or `None`
+    /// when a block fails its checksum.
+    pub fn verify_all(self) -> Option<(MappedPayload, Range<usize>)> {
+        let (map, mut v) = self.into_parts();
+        let mut r = v.requested();
+        r.end = r.start;
+        while let Some(next) = v.next(&map, usize::MAX) {
+            r.end = next.ok()?.end;
+        }
+        Some((map, r))
+    }
+}
+
+/// Clears the blocks of a [`MappedBlocks`] mapping in order; see [`BlockVerifier::next`].
+#[derive(Debug)]
+pub struct BlockVerifier {
+    crcs: Vec<u32>,
+    shift: u8,
+    /// The requested bytes, as offsets into the mapping.
+    want: Range<usize>,
+    /// Offset into the mapping of the first block not yet verified.
+    next: usize,
+    map_len: usize,
+}
+
+/// A block of a mapped payload failed its checksum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BadBlock;
+
+impl BlockVerifier {
+    /// The requested bytes, as a range of the mapping.
+    pub fn requested(&self) -> Range<usize> {
+        self.want.clone()
+    }
+
+    /// Whether every requested byte has been cleared.
+    pub fn is_done(&self) -> bool {
+        self.next >= self.want.end
+    }
+
+    /// Verifies the next whole blocks of `map` (the bytes of the [`MappedPayload`] this
+    /// verifier came with), at least one and at most `max` bytes' worth when `max` covers a
+    /// block, and returns the range of the mapping they clear (requested bytes only). `None`
+    /// once all requested bytes were cleared; `Some(Err(BadBlock))` when a block fails (the
+    /// entry must then be dropped, see [`Store::drop_corrupt`], and nothing more sent).
+    pub fn next(&mut self, map: &[u8], max: usize) -> Option<Result<Range<usize>, BadBlock>> {
+        assert_eq!(map.len(), self.map_len, "a verifier checks its own mapping");
+        if self.is_done() {
+            return None;
+        }
+        let block = 1usize << self.shift;
+        let n = (max / block).max(1);
+        let start = self.next;
+        let end = start
+            .saturating_add(n.saturating_mul(block))
+            .min(self.map_len);
+        for (i, b) in map[start..end].chunks(block).enumerate() {
+            if crc32c(b) != self.crcs[start / block + i] {
+                self.next = self.map_len;
+                return Some(Err(BadBlock));
+            }
+        }
+        self.next = end;
+        Some(Ok(start.max(self.want.start)..end.min(self.want.end)))
+    }
+}
+
 /// A stored entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -388,6 +495,8 @@ pub struct Store {
     capacity: u64,
     store_id: u64,
     ring: Ring<EntryKey>,
+    /// Live [`MappedPayload`]s, detached before the writer overwrites their bytes.
+    maps: Arc<mapped::Mappings>,
 }
 
 impl std::fmt::Debug for Store {
@@ -448,6 +557,7 @@ impl Store {
             capacity: cfg.capacity,
             store_id: 0,
             ring: Ring::new(cfg.capacity),
+            maps: Arc::default(),
         };
         if format || (regular && size == 0) {
             store.format(regular)?;
@@ -566,10 +676,22 @@ impl Store {
         Ok(buf)
     }
 
+    /// Writes `buf.len() <= capacity` bytes at ring offset `off`, wrapping at the end. Mapped
+    /// payloads showing any of those bytes are detached first (copy-on-overwrite, see
+    /// [`MappedPayload`]).
     fn write_ring(&self, off: u64, buf: &[u8]) -> Result<(), StoreError> {
         let base = u64::from(self.align);
         let first = (buf.len() as u64).min(self.capacity - off) as usize;
         let (a, b) = buf.split_at(first);
+        let detach = |start: u64, len: usize| {
+            self.maps
+                .detach_overlapping(&self.file, start, start + len as u64)
+                .map_err(self.io("detach a mapped read of"))
+        };
+        detach(base + off, a.len())?;
+        if !b.is_empty() {
+            detach(base, b.len())?;
+        }
         self.file
             .write_all_at(a, base + off)
             .map_err(self.io("write"))?;
@@ -830,6 +952,67 @@ impl Store {
             buf.drain(..(range.start - start) as usize);
         }
         Ok(Some(buf))
+    }
+
+    /// Like [`Store::read_payload`], but without copying when it can: the bytes are mapped
+    /// from the file ([`SharedPayload::Mapped`]: populated, resident, and safe to hold while
+    /// the ring overwrites them, see [`MappedPayload`]) and **not yet verified**: use its
+    /// [`BlockVerifier`] (or [`MappedBlocks::verify_all`]) before using them. Falls back to a
+    /// verified copy ([`SharedPayload::Owned`]) for a range that wraps past the ring's end, or
+    /// pages that could not be made resident; a copy covers only the first
+    /// [`SHARED_COPY_MAX`] bytes of the range (read the rest with another call), so a caller
+    /// streaming large ranges holds bounded memory either way. `Ok(None)` as for
+    /// [`Store::read_payload`].
+    pub fn read_payload_shared(
+        &self,
+        h: &EntryHandle,
+        range: Range<u64>,
+    ) -> Result<Option<SharedPayload>, StoreError> {
+        if range.start > range.end || range.end > h.payload_len {
+            return Err(StoreError::BadRange {
+                start: range.start,
+                end: range.end,
+                len: h.payload_len,
+            });
+        }
+        let shift = h.block_shift;
+        let first = range.start >> shift;
+        let start = first << shift;
+        let end = (range.end.div_ceil(1 << shift) << shift).min(h.payload_len);
+        let off = (h.payload_off + start) % self.capacity;
+        let live = self.ring.get(&h.key).map(|(seq, _)| seq) == Some(h.seq);
+        let copy = |s: &Self| {
+            let end = range.end.min(range.start.saturating_add(SHARED_COPY_MAX));
+            Ok(s.read_payload(h, range.start..end)?
+                .map(SharedPayload::Owned))
+        };
+        if !live || range.is_empty() || off + (end - start) > self.capacity {
+            return copy(self);
+        }
+        let len = usize::try_from(end - start).map_err(|_| StoreError::TooLarge {
+            footprint: end - start,
+            capacity: self.capacity,
+        })?;
+        let Some(map) =
+            MappedPayload::map(&self.file, &self.maps, u64::from(self.align) + off, len)
+                .map_err(self.io("map"))?
+        else {
+            return copy(self);
+        };
+        let last = end.div_ceil(1 << shift);
+        let verifier = BlockVerifier {
+            crcs: h.blocks[first as usize..last as usize].to_vec(),
+            shift,
+            want: (range.start - start) as usize..(range.end - start) as usize,
+            next: 0,
+            map_len: len,
+        };
+        Ok(Some(SharedPayload::Mapped(MappedBlocks { map, verifier })))
+    }
+
+    /// Live [`MappedPayload`]s of this store.
+    pub fn mapped_reads(&self) -> usize {
+        self.maps.len()
     }
 
     /// The entry for `key`, after verifying its header, entry checksum and every payload

@@ -492,3 +492,155 @@ fn ranges_verify_only_their_blocks_and_a_bad_block_is_never_served() {
     s.put(&obj("w"), b"", b"second").unwrap();
     assert_eq!(s.read_payload(&old, 0..5).unwrap(), None);
 }
+
+/// The bytes of a [`SharedPayload`] after full verification, or `None` when a block fails.
+fn shared_bytes(p: ecdn_store::SharedPayload) -> Option<Vec<u8>> {
+    match p {
+        ecdn_store::SharedPayload::Owned(v) => Some(v),
+        ecdn_store::SharedPayload::Mapped(m) => {
+            let (map, r) = m.verify_all()?;
+            Some(map[r].to_vec())
+        }
+    }
+}
+
+#[test]
+fn mapped_reads_return_exactly_the_range_and_verify_lazily() {
+    use ecdn_store::{Opened, SharedPayload};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    // align 64: payloads start and end in the middle of pages and blocks.
+    let mut s = Store::open(cfg(&path, 4 << 20, 64)).unwrap();
+    let block = 1u64 << ecdn_store::BLOCK_SHIFT;
+    let data = payload(3, (5 * block + 333) as usize);
+    s.put(&obj("a"), b"meta", b"x").unwrap();
+    s.put(&obj("v"), b"meta", &data).unwrap();
+    let Opened::Hit(h) = s.open_entry(&obj("v")).unwrap() else {
+        panic!("entry not found")
+    };
+    let len = data.len() as u64;
+    for r in [
+        0..1,
+        0..len,
+        7..block,
+        block - 1..block + 1,
+        2 * block..4 * block,
+        len - 1..len,
+    ] {
+        let p = s.read_payload_shared(&h, r.clone()).unwrap().unwrap();
+        assert!(matches!(p, SharedPayload::Mapped(_)), "{r:?} is mapped");
+        assert_eq!(
+            shared_bytes(p).unwrap(),
+            data[r.start as usize..r.end as usize]
+        );
+    }
+    assert_eq!(s.mapped_reads(), 0, "dropping a mapped read unmaps it");
+    assert!(matches!(
+        s.read_payload_shared(&h, 0..len + 1),
+        Err(StoreError::BadRange { .. })
+    ));
+
+    // Pieces come out in order, verified one step at a time: with block 3 corrupt, blocks
+    // 0..3 are cleared and the step reaching block 3 fails.
+    let loc = s.locate(&obj("v")).unwrap();
+    let payload_start = loc.offset + 64 + 1 + 4 + 4 * 6;
+    flip(&path, payload_start + 3 * block + 5);
+    let Some(SharedPayload::Mapped(m)) = s.read_payload_shared(&h, 10..len).unwrap() else {
+        panic!("not mapped")
+    };
+    let (map, mut v) = m.into_parts();
+    let mut cleared = Vec::new();
+    let failed = loop {
+        match v.next(&map, block as usize) {
+            Some(Ok(r)) => cleared.extend_from_slice(&map[r]),
+            Some(Err(ecdn_store::BadBlock)) => break true,
+            None => break false,
+        }
+    };
+    assert!(failed, "the corrupt block is caught");
+    assert_eq!(cleared, data[10..3 * block as usize]);
+    assert_eq!(
+        v.next(&map, block as usize),
+        None,
+        "nothing after a bad block"
+    );
+}
+
+#[test]
+fn a_mapped_read_keeps_its_bytes_while_the_ring_overwrites_them() {
+    use ecdn_store::{Opened, SharedPayload};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let mut s = Store::open(cfg(&path, 1 << 20, 4096)).unwrap();
+    let old = payload(9, 300_000);
+    s.put(&obj("old"), b"", &old).unwrap();
+    let Opened::Hit(h) = s.open_entry(&obj("old")).unwrap() else {
+        panic!("entry not found")
+    };
+    let Some(SharedPayload::Mapped(m)) = s.read_payload_shared(&h, 1000..250_000).unwrap() else {
+        panic!("not mapped")
+    };
+    let (map, mut v) = m.into_parts();
+    // Half the bytes cleared (and "sent"), then the ring wraps over the entry several times.
+    let first = v.next(&map, 128 << 10).unwrap().unwrap();
+    assert_eq!(map[first.clone()], old[1000..1000 + first.len()]);
+    for i in 0..12u8 {
+        s.put(&obj(&format!("new{i}")), b"", &payload(100 + i, 200_000))
+            .unwrap();
+    }
+    assert!(!s.contains(&obj("old")), "the entry was evicted");
+    assert_eq!(s.read_payload_shared(&h, 0..10).unwrap().map(|_| ()), None);
+    // The reader still sees the old bytes, and they still verify.
+    let mut rest = Vec::new();
+    while let Some(r) = v.next(&map, 128 << 10) {
+        rest.extend_from_slice(&map[r.unwrap()]);
+    }
+    assert_eq!(rest, old[first.end + 1000 - first.start..250_000]);
+    assert_eq!(s.mapped_reads(), 1);
+    drop(map);
+    assert_eq!(s.mapped_reads(), 0);
+    // The new entries were written intact.
+    for i in 10..12u8 {
+        assert_eq!(
+            s.get(&obj(&format!("new{i}"))).unwrap().unwrap().payload,
+            payload(100 + i, 200_000)
+        );
+    }
+}
+
+#[test]
+fn a_range_wrapping_past_the_ring_end_is_read_as_a_verified_copy() {
+    use ecdn_store::{Opened, SharedPayload};
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(cfg(&dir.path().join("ring"), 1 << 20, 4096)).unwrap();
+    s.put(&obj("a"), b"", &payload(1, 700_000)).unwrap();
+    let data = payload(2, 500_000); // starts near the end of the ring and wraps
+    s.put(&obj("b"), b"", &data).unwrap();
+    let Opened::Hit(h) = s.open_entry(&obj("b")).unwrap() else {
+        panic!("entry not found")
+    };
+    let whole = s.read_payload_shared(&h, 0..500_000).unwrap().unwrap();
+    assert!(matches!(whole, SharedPayload::Owned(_)));
+    assert!(shared_bytes(whole).unwrap() == data);
+    // A range entirely after the wrap point is mapped again.
+    let tail = s
+        .read_payload_shared(&h, 400_000..500_000)
+        .unwrap()
+        .unwrap();
+    assert!(matches!(tail, SharedPayload::Mapped(_)));
+    assert!(shared_bytes(tail).unwrap() == data[400_000..]);
+    // A copy stops after SHARED_COPY_MAX bytes: a prefix of the range.
+    let mut s = Store::open(cfg(&dir.path().join("ring2"), 4 << 20, 4096)).unwrap();
+    s.put(&obj("a"), b"", &payload(1, 3_000_000)).unwrap();
+    let data = payload(3, 2_500_000);
+    s.put(&obj("b"), b"", &data).unwrap();
+    let Opened::Hit(h) = s.open_entry(&obj("b")).unwrap() else {
+        panic!("entry not found")
+    };
+    let SharedPayload::Owned(first) = s.read_payload_shared(&h, 5..2_500_000).unwrap().unwrap()
+    else {
+        panic!("a wrapping range is copied")
+    };
+    assert_eq!(first.len() as u64, ecdn_store::SHARED_COPY_MAX);
+    assert!(first == data[5..5 + first.len()]);
+}
