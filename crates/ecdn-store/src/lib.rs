@@ -499,6 +499,12 @@ pub struct Store {
     maps: Arc<mapped::Mappings>,
 }
 
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.maps.clear_cache();
+    }
+}
+
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
@@ -684,8 +690,10 @@ impl Store {
         let first = (buf.len() as u64).min(self.capacity - off) as usize;
         let (a, b) = buf.split_at(first);
         let detach = |start: u64, len: usize| {
+            let end = start + len as u64;
+            self.maps.uncache_overlapping(start, end);
             self.maps
-                .detach_overlapping(&self.file, start, start + len as u64)
+                .detach_overlapping(&self.file, start, end)
                 .map_err(self.io("detach a mapped read of"))
         };
         detach(base + off, a.len())?;
@@ -993,9 +1001,9 @@ impl Store {
             footprint: end - start,
             capacity: self.capacity,
         })?;
-        let Some(map) =
-            MappedPayload::map(&self.file, &self.maps, u64::from(self.align) + off, len)
-                .map_err(self.io("map"))?
+        let file_off = u64::from(self.align) + off;
+        let Some(map) = MappedPayload::map(&self.file, &self.maps, file_off, len, h.seq)
+            .map_err(self.io("map"))?
         else {
             return copy(self);
         };
@@ -1010,9 +1018,10 @@ impl Store {
         Ok(Some(SharedPayload::Mapped(MappedBlocks { map, verifier })))
     }
 
-    /// Live [`MappedPayload`]s of this store.
+    /// [`MappedPayload`]s of this store held by readers (not counting the store's own cache
+    /// of recently used mappings, which it reuses for the next read of the same range).
     pub fn mapped_reads(&self) -> usize {
-        self.maps.len()
+        self.maps.in_use()
     }
 
     /// The entry for `key`, after verifying its header, entry checksum and every payload

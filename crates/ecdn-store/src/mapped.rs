@@ -60,6 +60,7 @@ struct Live {
 #[derive(Default)]
 pub(crate) struct Mappings {
     inner: Mutex<MapState>,
+    cache: Mutex<MapCache>,
 }
 
 #[derive(Default)]
@@ -151,10 +152,8 @@ fn detach(file: &File, m: &Live) -> io::Result<()> {
     Ok(())
 }
 
-/// A verified byte range of an entry's payload, mapped from the ring file; see the module
-/// documentation. Dereferences to the bytes; unmapped when dropped. Hand it to
-/// `bytes::Bytes::from_owner` to send it without copying.
-pub struct MappedPayload {
+/// One `mmap` of a payload range, registered with the store until it is dropped.
+struct Mapping {
     ptr: *const u8,
     len: usize,
     base: usize,
@@ -165,28 +164,129 @@ pub struct MappedPayload {
 
 // SAFETY: the memory is a read-only mapping that no one writes through (the writer detaches it
 // before changing the file bytes it shows), owned by this value until it is dropped.
-unsafe impl Send for MappedPayload {}
+unsafe impl Send for Mapping {}
 // SAFETY: as above; shared access is read-only.
-unsafe impl Sync for MappedPayload {}
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // Unregister first, under the lock a detaching writer holds, so the writer never
+        // remaps addresses that are about to be reused.
+        self.maps.lock().live.remove(&self.id);
+        // SAFETY: our mapping (possibly replaced by its detached copy, same addresses and
+        // length); nothing refers to it after `self` is gone.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
+    }
+}
+
+/// Checks that every page of `base..base + map_len` (page aligned) is resident.
+fn all_resident(base: usize, map_len: usize) -> io::Result<bool> {
+    let page = page_size() as usize;
+    let mut resident = vec![0u8; map_len.div_ceil(page)];
+    // SAFETY: `base` is page aligned and mapped for `map_len` bytes; `resident` has one byte
+    // per page of the range.
+    if unsafe { libc::mincore(base as *mut libc::c_void, map_len, resident.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(resident.iter().all(|r| r & 1 == 1))
+}
+
+/// Virtual bytes of recent mappings the store keeps for reuse (see [`MapCache`]).
+const MAP_CACHE_BYTES: usize = 512 << 20;
+
+/// Recent mappings, kept so that the next read of the same entry range (a hot disk object)
+/// reuses it instead of paying `mmap`, page-table population and `munmap` again. Keyed by
+/// (sequence number, file offset, length); bounded by [`MAP_CACHE_BYTES`] of address space,
+/// oldest first out. A write overlapping a cached range removes it before anything else
+/// (so a cached mapping only ever shows live bytes of its entry), and a reuse re-checks that
+/// the pages are still resident.
+#[derive(Default)]
+pub(crate) struct MapCache {
+    by_key: HashMap<(u64, u64, usize), MappedPayload>,
+    order: std::collections::VecDeque<(u64, u64, usize)>,
+    bytes: usize,
+}
+
+impl Mappings {
+    fn cache(&self) -> MutexGuard<'_, MapCache> {
+        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Mappings held by readers, not counting the store's cache of recent ones.
+    pub(crate) fn in_use(&self) -> usize {
+        let cached = self.cache().by_key.len();
+        self.len().saturating_sub(cached)
+    }
+
+    /// Forgets every cached mapping (the cache holds the registry alive through its
+    /// mappings, so the store empties it when it is dropped).
+    pub(crate) fn clear_cache(&self) {
+        let dropped = std::mem::take(&mut *self.cache());
+        drop(dropped);
+    }
+
+    /// Forgets cached mappings overlapping file bytes `start..end` (about to be overwritten).
+    pub(crate) fn uncache_overlapping(&self, start: u64, end: u64) {
+        let dropped: Vec<MappedPayload> = {
+            let mut c = self.cache();
+            let keys: Vec<_> = c
+                .by_key
+                .keys()
+                .filter(|&&(_, off, len)| off < end && start < off + len as u64)
+                .copied()
+                .collect();
+            let out: Vec<_> = keys.iter().filter_map(|k| c.by_key.remove(k)).collect();
+            c.bytes -= out.iter().map(|m| m.len).sum::<usize>();
+            out
+        };
+        drop(dropped); // outside the cache lock: dropping unmaps under the registry lock
+    }
+}
+
+/// A byte range of an entry's payload, mapped from the ring file; see the module
+/// documentation. Dereferences to the bytes; cheap to clone (shared); unmapped when the last
+/// clone is dropped. Hand it to `bytes::Bytes::from_owner` to send it without copying.
+#[derive(Clone)]
+pub struct MappedPayload {
+    map: Arc<Mapping>,
+    len: usize,
+}
 
 impl MappedPayload {
-    /// Maps file bytes `off..off + len` (`len > 0`) read-only, populated, and registers the
-    /// mapping. `Ok(None)` when the pages are not all resident after populating (a read
-    /// error, or memory too tight): the caller reads with `pread` instead.
+    /// Maps file bytes `off..off + len` (`len > 0`) of the entry with sequence number `seq`
+    /// read-only, populated, and registers the mapping; reuses a cached mapping of the same
+    /// range. `Ok(None)` when the pages are not all resident after populating (a read error,
+    /// or memory too tight): the caller reads with `pread` instead. The caller holds the store
+    /// shared, so no write happens until it returns.
     pub(crate) fn map(
         file: &File,
         maps: &Arc<Mappings>,
         off: u64,
         len: usize,
+        seq: u64,
     ) -> io::Result<Option<MappedPayload>> {
+        let key = (seq, off, len);
+        let cached = maps.cache().by_key.get(&key).cloned();
+        if let Some(m) = cached {
+            if all_resident(m.map.base, m.map.map_len)? {
+                return Ok(Some(m));
+            }
+            let gone = {
+                let mut c = maps.cache();
+                let gone = c.by_key.remove(&key);
+                if gone.is_some() {
+                    c.bytes -= len;
+                }
+                gone
+            };
+            drop(gone);
+        }
         let page = page_size();
         let map_off = off & !(page - 1);
         let lead = (off - map_off) as usize;
         let map_len = lead + len;
         let file_off = libc::off_t::try_from(map_off)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset too large"))?;
-        // Register before mapping is not needed: the caller holds the store shared, so no write
-        // can happen until it returns, and the registration below precedes that.
         // SAFETY: a new shared read-only mapping of our file; no existing memory is affected.
         let base = unsafe {
             libc::mmap(
@@ -201,21 +301,11 @@ impl MappedPayload {
         if base == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let unmap = || {
-            // SAFETY: `base` is the mapping created above.
+        let resident = all_resident(base as usize, map_len);
+        if !matches!(resident, Ok(true)) {
+            // SAFETY: `base` is the mapping created above, not yet shared.
             unsafe { libc::munmap(base, map_len) };
-        };
-        let pages = map_len.div_ceil(page as usize);
-        let mut resident = vec![0u8; pages];
-        // SAFETY: `base` is page aligned and `resident` has one byte per page of the range.
-        if unsafe { libc::mincore(base, map_len, resident.as_mut_ptr()) } != 0 {
-            let e = io::Error::last_os_error();
-            unmap();
-            return Err(e);
-        }
-        if resident.iter().any(|r| r & 1 == 0) {
-            unmap();
-            return Ok(None);
+            return resident.map(|_| None);
         }
         let id = {
             let mut st = maps.lock();
@@ -233,15 +323,45 @@ impl MappedPayload {
             );
             id
         };
-        Ok(Some(MappedPayload {
-            // SAFETY: `lead < map_len`, inside the mapping.
-            ptr: unsafe { base.cast::<u8>().add(lead) },
+        let m = MappedPayload {
+            map: Arc::new(Mapping {
+                // SAFETY: `lead < map_len`, inside the mapping.
+                ptr: unsafe { base.cast::<u8>().add(lead) },
+                len,
+                base: base as usize,
+                map_len,
+                id,
+                maps: maps.clone(),
+            }),
             len,
-            base: base as usize,
-            map_len,
-            id,
-            maps: maps.clone(),
-        }))
+        };
+        let evicted = {
+            let mut c = maps.cache();
+            let mut evicted = Vec::new();
+            if let Some(old) = c.by_key.insert(key, m.clone()) {
+                c.bytes -= old.len;
+                evicted.push(old);
+            } else {
+                c.order.push_back(key);
+            }
+            c.bytes += len;
+            while c.bytes > MAP_CACHE_BYTES {
+                let Some(k) = c.order.pop_front() else { break };
+                if let Some(old) = c.by_key.remove(&k) {
+                    c.bytes -= old.len;
+                    evicted.push(old);
+                }
+            }
+            // Keys forgotten by `uncache_overlapping` linger in `order`; trim them when they
+            // outnumber the live ones.
+            if c.order.len() > 2 * c.by_key.len() + 64 {
+                let MapCache { by_key, order, .. } = &mut *c;
+                order.retain(|k| by_key.contains_key(k));
+            }
+            evicted
+        };
+        drop(evicted);
+        Ok(Some(m))
     }
 }
 
@@ -249,9 +369,9 @@ impl std::ops::Deref for MappedPayload {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        // SAFETY: `ptr..ptr + len` lies inside our live read-only mapping, which holds the
-        // payload bytes it was created with for as long as `self` lives (see above).
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+        // SAFETY: `ptr..ptr + len` lies inside the live read-only mapping, which holds the
+        // payload bytes it was created with for as long as any clone lives (see above).
+        unsafe { std::slice::from_raw_parts(self.map.ptr, self.map.len) }
     }
 }
 
@@ -266,16 +386,5 @@ impl std::fmt::Debug for MappedPayload {
         f.debug_struct("MappedPayload")
             .field("len", &self.len)
             .finish()
-    }
-}
-
-impl Drop for MappedPayload {
-    fn drop(&mut self) {
-        // Unregister first, under the lock a detaching writer holds, so the writer never
-        // remaps addresses that are about to be reused.
-        self.maps.lock().live.remove(&self.id);
-        // SAFETY: our mapping (possibly replaced by its detached copy, same addresses and
-        // length); nothing refers to it after `self` is gone.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
     }
 }

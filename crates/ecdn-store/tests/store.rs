@@ -534,7 +534,7 @@ fn mapped_reads_return_exactly_the_range_and_verify_lazily() {
             data[r.start as usize..r.end as usize]
         );
     }
-    assert_eq!(s.mapped_reads(), 0, "dropping a mapped read unmaps it");
+    assert_eq!(s.mapped_reads(), 0, "no reader holds a mapping");
     assert!(matches!(
         s.read_payload_shared(&h, 0..len + 1),
         Err(StoreError::BadRange { .. })
@@ -581,6 +581,12 @@ fn a_mapped_read_keeps_its_bytes_while_the_ring_overwrites_them() {
         panic!("not mapped")
     };
     let (map, mut v) = m.into_parts();
+    // A second read of the same range reuses the mapping (no new mmap).
+    let Some(SharedPayload::Mapped(again)) = s.read_payload_shared(&h, 1000..250_000).unwrap()
+    else {
+        panic!("not mapped")
+    };
+    assert_eq!(again.verify_all().unwrap().0.as_ptr(), map.as_ptr());
     // Half the bytes cleared (and "sent"), then the ring wraps over the entry several times.
     let first = v.next(&map, 128 << 10).unwrap().unwrap();
     assert_eq!(map[first.clone()], old[1000..1000 + first.len()]);
@@ -599,12 +605,15 @@ fn a_mapped_read_keeps_its_bytes_while_the_ring_overwrites_them() {
     assert_eq!(s.mapped_reads(), 1);
     drop(map);
     assert_eq!(s.mapped_reads(), 0);
-    // The new entries were written intact.
+    // The new entries were written intact, and read mapped they are the new bytes.
     for i in 10..12u8 {
-        assert_eq!(
-            s.get(&obj(&format!("new{i}"))).unwrap().unwrap().payload,
-            payload(100 + i, 200_000)
-        );
+        let key = obj(&format!("new{i}"));
+        assert!(s.get(&key).unwrap().unwrap().payload == payload(100 + i, 200_000));
+        let Opened::Hit(h) = s.open_entry(&key).unwrap() else {
+            panic!("entry not found")
+        };
+        let p = s.read_payload_shared(&h, 0..200_000).unwrap().unwrap();
+        assert!(shared_bytes(p).unwrap() == payload(100 + i, 200_000));
     }
 }
 
