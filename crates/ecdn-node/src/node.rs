@@ -252,8 +252,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ecdn_store::{
-    BadBlock, BlockVerifier, EntryHandle, EntryKey, Opened, SharedPayload, Store, StoreConfig,
-    DEFAULT_ALIGN,
+    BadBlock, BlockVerifier, EntryHandle, EntryKey, MappedBlocks, Opened, SharedPayload, Store,
+    StoreConfig, DEFAULT_ALIGN,
 };
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -924,17 +924,32 @@ fn fetch_error(st: &State, e: FetchError) -> Response<Full<Bytes>> {
 struct DiskHit {
     entry: StoredResponse,
     handle: Arc<EntryHandle>,
+    /// The body's first bytes `0..end`, mapped by [`disk_open`], not yet verified.
+    first: Option<(u64, MappedBlocks)>,
 }
 
 /// Opens `key` on disk (header, metadata and block table verified; the body is read with
 /// [`disk_read`]). `None` for absent, unreadable or corrupt entries; a corrupt one is dropped.
-async fn disk_open(disk: &Disk, key: String) -> Option<DiskHit> {
+/// With `map_first`, the same trip to the blocking pool also maps the body's first
+/// [`DISK_BATCH`] bytes (not yet verified) for a whole-body answer: one hand-off per disk hit
+/// instead of two.
+async fn disk_open(disk: &Disk, key: String, map_first: bool) -> Option<DiskHit> {
     let entry_key = EntryKey::object(key.as_bytes());
     let probe = entry_key.clone();
-    let handle = match read_store(disk, move |s| s.open_entry(&probe))
-        .await?
-        .ok()?
-    {
+    let (opened, first) = read_store(disk, move |s| {
+        let opened = s.open_entry(&probe)?;
+        let mut first = None;
+        if let (true, Opened::Hit(h)) = (map_first, &opened) {
+            let end = h.payload_len().min(DISK_BATCH);
+            if let Ok(Some(SharedPayload::Mapped(m))) = s.read_payload_shared(h, 0..end) {
+                first = Some((end, m));
+            }
+        }
+        Ok::<_, ecdn_store::StoreError>((opened, first))
+    })
+    .await?
+    .ok()?;
+    let handle = match opened {
         Opened::Hit(h) => h,
         Opened::Miss => return None,
         Opened::Corrupt { seq } => {
@@ -957,6 +972,7 @@ async fn disk_open(disk: &Disk, key: String) -> Option<DiskHit> {
             lifetime: Duration::from_secs(m.lifetime_secs),
         },
         handle: Arc::new(handle),
+        first,
     })
 }
 
@@ -1003,6 +1019,17 @@ struct Verifying {
 const VERIFY_PIECE: usize = 1 << 20;
 
 impl Verifying {
+    fn new(disk: &Disk, h: &EntryHandle, m: MappedBlocks) -> Self {
+        let (map, verifier) = m.into_parts();
+        Verifying {
+            bytes: Bytes::from_owner(map),
+            verifier,
+            disk: disk.clone(),
+            key: h.key().clone(),
+            seq: h.seq(),
+        }
+    }
+
     /// The next verified piece; `Some(Err(()))` when a block failed (the entry is dropped);
     /// `None` when all bytes were sent.
     fn next_piece(&mut self) -> Option<Result<Bytes, ()>> {
@@ -1034,14 +1061,7 @@ async fn disk_read_shared(
     match read_store(disk, move |s| s.read_payload_shared(&handle, range)).await? {
         Ok(Some(SharedPayload::Owned(v))) => Some(DiskBytes::Ready(Bytes::from(v))),
         Ok(Some(SharedPayload::Mapped(m))) => {
-            let (map, verifier) = m.into_parts();
-            Some(DiskBytes::Verifying(Verifying {
-                bytes: Bytes::from_owner(map),
-                verifier,
-                disk: disk.clone(),
-                key: h.key().clone(),
-                seq: h.seq(),
-            }))
+            Some(DiskBytes::Verifying(Verifying::new(disk, h, m)))
         }
         Ok(None) | Err(_) => {
             let (key, seq) = (h.key().clone(), h.seq());
@@ -1071,7 +1091,7 @@ const DISK_BATCH: u64 = 8 << 20;
 /// ring keeps its bytes (the store detaches its mapping before overwriting them).
 async fn stream_hit(
     disk: &Disk,
-    hit: DiskHit,
+    mut hit: DiskHit,
     req: &HeaderMap,
     now: Instant,
     head: bool,
@@ -1098,7 +1118,13 @@ async fn stream_hit(
         match p {
             Piece::Text(t) => ready.push_back(t),
             Piece::Body(range) => {
-                match disk_read_shared(disk, &hit.handle, range.clone()).await? {
+                let mapped = match hit.first.take() {
+                    Some((end, m)) if range == (0..end) => {
+                        Some(DiskBytes::Verifying(Verifying::new(disk, &hit.handle, m)))
+                    }
+                    _ => disk_read_shared(disk, &hit.handle, range.clone()).await,
+                };
+                match mapped? {
                     DiskBytes::Ready(b) => {
                         let rest = range.start + b.len() as u64..range.end;
                         if !rest.is_empty() {
@@ -1202,7 +1228,8 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Response<NodeBody> {
             _ => {}
         }
         if let Some(disk) = &st.disk {
-            if let Some(hit) = disk_open(disk, key.clone()).await {
+            let whole = !head && !req.headers().contains_key(header::RANGE);
+            if let Some(hit) = disk_open(disk, key.clone(), whole).await {
                 let now = Instant::now();
                 let fresh = hit.entry.is_fresh(now);
                 if fresh && rd.accepts(&hit.entry, now) {
