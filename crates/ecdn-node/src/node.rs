@@ -954,7 +954,7 @@ async fn disk_open(disk: &Disk, key: String, map_first: bool) -> Option<DiskHit>
         Opened::Miss => return None,
         Opened::Corrupt { seq } => {
             // Never served; drop it unless a newer version was written meanwhile.
-            with_store(disk, move |s| s.drop_corrupt(&entry_key, seq)).await;
+            drop_entry(disk, entry_key, seq).await;
             return None;
         }
     };
@@ -988,11 +988,15 @@ async fn disk_read(
     match read_store(disk, move |s| s.read_payload(&handle, range)).await? {
         Ok(Some(v)) => Some(Bytes::from(v)),
         Ok(None) | Err(_) => {
-            let (key, seq) = (h.key().clone(), h.seq());
-            with_store(disk, move |s| s.drop_corrupt(&key, seq)).await;
+            drop_entry(disk, h.key().clone(), h.seq()).await;
             None
         }
     }
+}
+
+/// Drops a disk entry found corrupt (or unreadable), unless a newer version replaced it.
+async fn drop_entry(disk: &Disk, key: EntryKey, seq: u64) {
+    with_store(disk, move |s| s.drop_corrupt(&key, seq)).await;
 }
 
 /// Disk-hit bytes on their way to a client: a verified copy, or mapped from the store and
@@ -1039,9 +1043,7 @@ impl Verifying {
                 Ok(r) => return Some(Ok(self.bytes.slice(r))),
                 Err(BadBlock) => {
                     let (disk, key, seq) = (self.disk.clone(), self.key.clone(), self.seq);
-                    tokio::spawn(async move {
-                        with_store(&disk, move |s| s.drop_corrupt(&key, seq)).await;
-                    });
+                    tokio::spawn(async move { drop_entry(&disk, key, seq).await });
                     return Some(Err(()));
                 }
             }
@@ -1064,11 +1066,28 @@ async fn disk_read_shared(
             Some(DiskBytes::Verifying(Verifying::new(disk, h, m)))
         }
         Ok(None) | Err(_) => {
-            let (key, seq) = (h.key().clone(), h.seq());
-            with_store(disk, move |s| s.drop_corrupt(&key, seq)).await;
+            drop_entry(disk, h.key().clone(), h.seq()).await;
             None
         }
     }
+}
+
+/// [`disk_read_shared`] for one step of a stream: a copy may cover only a prefix of `range`,
+/// and the rest goes back to the front of `steps`.
+async fn read_step(
+    disk: &Disk,
+    h: &Arc<EntryHandle>,
+    range: std::ops::Range<u64>,
+    steps: &mut VecDeque<Piece>,
+) -> Option<DiskBytes> {
+    let got = disk_read_shared(disk, h, range.clone()).await?;
+    if let DiskBytes::Ready(b) = &got {
+        let rest = range.start + b.len() as u64..range.end;
+        if !rest.is_empty() {
+            steps.push_front(Piece::Body(rest));
+        }
+    }
+    Some(got)
 }
 
 /// A disk entry with its whole body read.
@@ -1122,16 +1141,10 @@ async fn stream_hit(
                     Some((end, m)) if range == (0..end) => {
                         Some(DiskBytes::Verifying(Verifying::new(disk, &hit.handle, m)))
                     }
-                    _ => disk_read_shared(disk, &hit.handle, range.clone()).await,
+                    _ => read_step(disk, &hit.handle, range, &mut steps).await,
                 };
                 match mapped? {
-                    DiskBytes::Ready(b) => {
-                        let rest = range.start + b.len() as u64..range.end;
-                        if !rest.is_empty() {
-                            steps.push_front(Piece::Body(rest));
-                        }
-                        ready.push_back(b);
-                    }
+                    DiskBytes::Ready(b) => ready.push_back(b),
                     DiskBytes::Verifying(mut v) => {
                         // The first piece is verified before answering: a bad block there
                         // turns the request into a miss instead of a short response.
@@ -1159,15 +1172,8 @@ async fn stream_hit(
         while let Some(p) = steps.pop_front() {
             let chunk = match p {
                 Piece::Text(t) => Chunk::Data(t),
-                Piece::Body(range) => match disk_read_shared(&disk, &handle, range.clone()).await {
-                    Some(DiskBytes::Ready(b)) => {
-                        // A copy may cover only a prefix of the range.
-                        let rest = range.start + b.len() as u64..range.end;
-                        if !rest.is_empty() {
-                            steps.push_front(Piece::Body(rest));
-                        }
-                        Chunk::Data(b)
-                    }
+                Piece::Body(range) => match read_step(&disk, &handle, range, &mut steps).await {
+                    Some(DiskBytes::Ready(b)) => Chunk::Data(b),
                     Some(DiskBytes::Verifying(v)) => Chunk::Verifying(v),
                     None => return, // closes the channel without `Done`: aborted
                 },

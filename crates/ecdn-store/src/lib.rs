@@ -127,7 +127,6 @@ use std::sync::Arc;
 
 pub use format::{crc32c, BLOCK_SHIFT, DEFAULT_ALIGN, HEADER_LEN, MAX_ALIGN, MIN_ALIGN};
 pub use mapped::MappedPayload;
-
 pub use ring::RingFifo;
 
 use format::{Header, Superblock, KIND_CHUNK, KIND_OBJECT, MAGIC_DEAD};
@@ -296,6 +295,23 @@ impl EntryHandle {
 
     pub fn key(&self) -> &EntryKey {
         &self.key
+    }
+
+    /// For a payload byte `range`: the index of its first block, and the range rounded out to
+    /// whole blocks (what must be read to verify it). An error if `range` is not inside the
+    /// payload.
+    fn block_span(&self, range: &Range<u64>) -> Result<(u64, u64, u64), StoreError> {
+        if range.start > range.end || range.end > self.payload_len {
+            return Err(StoreError::BadRange {
+                start: range.start,
+                end: range.end,
+                len: self.payload_len,
+            });
+        }
+        let shift = self.block_shift;
+        let first = range.start >> shift;
+        let end = (range.end.div_ceil(1 << shift) << shift).min(self.payload_len);
+        Ok((first, first << shift, end))
     }
 }
 
@@ -932,13 +948,7 @@ impl Store {
         h: &EntryHandle,
         range: Range<u64>,
     ) -> Result<Option<Vec<u8>>, StoreError> {
-        if range.start > range.end || range.end > h.payload_len {
-            return Err(StoreError::BadRange {
-                start: range.start,
-                end: range.end,
-                len: h.payload_len,
-            });
-        }
+        let (first, start, end) = h.block_span(&range)?;
         if self.ring.get(&h.key).map(|(seq, _)| seq) != Some(h.seq) {
             return Ok(None);
         }
@@ -946,9 +956,6 @@ impl Store {
             return Ok(Some(Vec::new()));
         }
         let shift = h.block_shift;
-        let first = range.start >> shift;
-        let start = first << shift;
-        let end = (range.end.div_ceil(1 << shift) << shift).min(h.payload_len);
         let mut buf = self.read_ring_new((h.payload_off + start) % self.capacity, end - start)?;
         for (i, block) in buf.chunks(1 << shift).enumerate() {
             if crc32c(block) != h.blocks[first as usize + i] {
@@ -976,17 +983,8 @@ impl Store {
         h: &EntryHandle,
         range: Range<u64>,
     ) -> Result<Option<SharedPayload>, StoreError> {
-        if range.start > range.end || range.end > h.payload_len {
-            return Err(StoreError::BadRange {
-                start: range.start,
-                end: range.end,
-                len: h.payload_len,
-            });
-        }
+        let (first, start, end) = h.block_span(&range)?;
         let shift = h.block_shift;
-        let first = range.start >> shift;
-        let start = first << shift;
-        let end = (range.end.div_ceil(1 << shift) << shift).min(h.payload_len);
         let off = (h.payload_off + start) % self.capacity;
         let live = self.ring.get(&h.key).map(|(seq, _)| seq) == Some(h.seq);
         let copy = |s: &Self| {

@@ -207,6 +207,35 @@ pub(crate) struct MapCache {
     bytes: usize,
 }
 
+impl MapCache {
+    /// Forgets `key`, returning its mapping (to drop outside the lock).
+    fn remove(&mut self, key: &(u64, u64, usize)) -> Option<MappedPayload> {
+        let m = self.by_key.remove(key)?;
+        self.order.retain(|k| k != key);
+        self.bytes -= m.len();
+        Some(m)
+    }
+
+    /// Caches `m` under `key`, returning the mappings pushed out (to drop outside the lock):
+    /// the oldest ones beyond [`MAP_CACHE_BYTES`].
+    fn insert(&mut self, key: (u64, u64, usize), m: MappedPayload) -> Vec<MappedPayload> {
+        let mut out: Vec<_> = self.remove(&key).into_iter().collect();
+        self.bytes += m.len();
+        self.by_key.insert(key, m);
+        self.order.push_back(key);
+        while self.bytes > MAP_CACHE_BYTES {
+            let Some(k) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(old) = self.by_key.remove(&k) {
+                self.bytes -= old.len();
+                out.push(old);
+            }
+        }
+        out
+    }
+}
+
 impl Mappings {
     fn cache(&self) -> MutexGuard<'_, MapCache> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
@@ -235,9 +264,7 @@ impl Mappings {
                 .filter(|&&(_, off, len)| off < end && start < off + len as u64)
                 .copied()
                 .collect();
-            let out: Vec<_> = keys.iter().filter_map(|k| c.by_key.remove(k)).collect();
-            c.bytes -= out.iter().map(|m| m.len).sum::<usize>();
-            out
+            keys.iter().filter_map(|k| c.remove(k)).collect()
         };
         drop(dropped); // outside the cache lock: dropping unmaps under the registry lock
     }
@@ -249,7 +276,6 @@ impl Mappings {
 #[derive(Clone)]
 pub struct MappedPayload {
     map: Arc<Mapping>,
-    len: usize,
 }
 
 impl MappedPayload {
@@ -271,15 +297,8 @@ impl MappedPayload {
             if all_resident(m.map.base, m.map.map_len)? {
                 return Ok(Some(m));
             }
-            let gone = {
-                let mut c = maps.cache();
-                let gone = c.by_key.remove(&key);
-                if gone.is_some() {
-                    c.bytes -= len;
-                }
-                gone
-            };
-            drop(gone);
+            let gone = maps.cache().remove(&key);
+            drop(gone); // outside the cache lock
         }
         let page = page_size();
         let map_off = off & !(page - 1);
@@ -333,34 +352,9 @@ impl MappedPayload {
                 id,
                 maps: maps.clone(),
             }),
-            len,
         };
-        let evicted = {
-            let mut c = maps.cache();
-            let mut evicted = Vec::new();
-            if let Some(old) = c.by_key.insert(key, m.clone()) {
-                c.bytes -= old.len;
-                evicted.push(old);
-            } else {
-                c.order.push_back(key);
-            }
-            c.bytes += len;
-            while c.bytes > MAP_CACHE_BYTES {
-                let Some(k) = c.order.pop_front() else { break };
-                if let Some(old) = c.by_key.remove(&k) {
-                    c.bytes -= old.len;
-                    evicted.push(old);
-                }
-            }
-            // Keys forgotten by `uncache_overlapping` linger in `order`; trim them when they
-            // outnumber the live ones.
-            if c.order.len() > 2 * c.by_key.len() + 64 {
-                let MapCache { by_key, order, .. } = &mut *c;
-                order.retain(|k| by_key.contains_key(k));
-            }
-            evicted
-        };
-        drop(evicted);
+        let evicted = maps.cache().insert(key, m.clone());
+        drop(evicted); // outside the cache lock
         Ok(Some(m))
     }
 }
@@ -384,7 +378,7 @@ impl AsRef<[u8]> for MappedPayload {
 impl std::fmt::Debug for MappedPayload {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MappedPayload")
-            .field("len", &self.len)
+            .field("len", &self.map.len)
             .finish()
     }
 }
