@@ -1,5 +1,6 @@
-//! Operations support: per-tier counters and latency histograms rendered in the Prometheus
-//! text exposition format (version 0.0.4), the purge token check and the JSON access log.
+//! Operations support: the node's counters and per-tier latency histograms ([`Metrics`], kept
+//! from each request's [`Outcome`]) rendered in the Prometheus text exposition format (version
+//! 0.0.4) and as `/_ecdn/stats` JSON, the purge token check and the JSON access log.
 //!
 //! The exposition is written by hand from atomics rather than through the `metrics` /
 //! `metrics-exporter-prometheus` crates: the set of series is small and fixed, and this keeps
@@ -9,57 +10,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// Where a proxied request was answered from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tier {
-    /// The DRAM hot-object cache.
-    Hoc,
-    /// The disk cache.
-    Disk,
-    /// A miss with its own (or a leading) origin fetch.
-    Miss,
-    /// A miss that joined another request's origin fetch.
-    Collapsed,
-    /// Another method, passed through.
-    Pass,
-    /// The origin was unreachable or timed out (`502` / `504` of ours).
-    Error,
-    /// A stale entry validated by the origin (`304`) and served from the cache.
-    Revalidated,
-    /// A stale entry served: the origin failed (`stale-if-error`), it is being validated in the
-    /// background (`stale-while-revalidate`), or the request accepted it (`max-stale`).
-    Stale,
-}
-
-impl Tier {
-    pub const ALL: [Tier; 8] = [
-        Tier::Hoc,
-        Tier::Disk,
-        Tier::Miss,
-        Tier::Collapsed,
-        Tier::Pass,
-        Tier::Error,
-        Tier::Revalidated,
-        Tier::Stale,
-    ];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Tier::Hoc => "hoc",
-            Tier::Disk => "disk",
-            Tier::Miss => "miss",
-            Tier::Collapsed => "collapsed",
-            Tier::Pass => "pass",
-            Tier::Error => "error",
-            Tier::Revalidated => "revalidated",
-            Tier::Stale => "stale",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
+use super::outcome::Outcome;
 
 /// Upper bounds (seconds) of the finite latency buckets; `+Inf` is implied.
 pub const BUCKETS: [f64; 14] = [
@@ -91,11 +42,17 @@ impl Histogram {
     }
 }
 
-/// Per-tier responses and latencies.
+/// The node's counters: requests, responses by [`Outcome`], latencies by tier, bytes served,
+/// and the failures that are not a response of their own.
 #[derive(Default)]
 pub struct Metrics {
-    responses: [AtomicU64; Tier::ALL.len()],
-    latency: [Histogram; Tier::ALL.len()],
+    requests: AtomicU64,
+    responses: [AtomicU64; Outcome::ALL.len()],
+    latency: [Histogram; Outcome::TIERS.len()],
+    bytes_served: AtomicU64,
+    /// Origin bodies that failed or stalled after their headers were sent (the client
+    /// responses were aborted).
+    origin_aborts: AtomicU64,
 }
 
 /// The cache gauges, sampled when the metrics are rendered.
@@ -104,19 +61,71 @@ pub struct Gauges {
     pub hoc_capacity: u64,
     pub disk_used: u64,
     pub disk_capacity: u64,
+    /// Disk store operations that failed so far (reads, writes, removals, syncs).
+    pub disk_errors: u64,
     /// AdaptSize's c; `None` for a policy without one; `Some(inf)` while it admits everything.
     pub adaptsize_c: Option<f64>,
 }
 
 impl Metrics {
-    /// Counts one response of `tier` that took `d` from arrival to response headers.
-    pub fn record(&self, tier: Tier, d: Duration) {
-        self.responses[tier.index()].fetch_add(1, Ordering::Relaxed);
-        self.latency[tier.index()].observe(d);
+    /// Counts one proxied request, answered with `outcome` after `d` (arrival to response
+    /// headers), with a body of `bytes` (when known at the headers).
+    pub fn record(&self, outcome: Outcome, d: Duration, bytes: Option<u64>) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.responses[outcome.index()].fetch_add(1, Ordering::Relaxed);
+        self.latency[outcome.tier_index()].observe(d);
+        self.bytes_served
+            .fetch_add(bytes.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    /// Counts an origin body that failed after its headers.
+    pub fn origin_aborted(&self) {
+        self.origin_aborts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Responses with outcome `o`.
+    pub fn responses(&self, o: Outcome) -> u64 {
+        self.responses[o.index()].load(Ordering::Relaxed)
+    }
+
+    fn sum(&self, f: impl Fn(Outcome) -> bool) -> u64 {
+        Outcome::ALL
+            .into_iter()
+            .filter(|&o| f(o))
+            .map(|o| self.responses(o))
+            .sum()
+    }
+
+    /// Our `502` / `504` answers plus origin bodies aborted mid-transfer.
+    pub fn origin_errors(&self) -> u64 {
+        self.sum(Outcome::is_origin_error) + self.origin_aborts.load(Ordering::Relaxed)
+    }
+
+    /// The counters of `/_ecdn/stats` (see [`super::Node`]).
+    pub fn stats_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        let c = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut m = serde_json::Map::new();
+        for (name, v) in [
+            ("requests", c(&self.requests)),
+            ("hoc_hits", self.responses(Outcome::HitHoc)),
+            ("disk_hits", self.responses(Outcome::HitDisk)),
+            ("misses", self.sum(Outcome::is_miss)),
+            ("collapsed", self.responses(Outcome::MissCollapsed)),
+            ("passes", self.sum(Outcome::is_pass)),
+            ("origin_errors", self.origin_errors()),
+            ("revalidated", self.responses(Outcome::Revalidated)),
+            ("stale", self.responses(Outcome::Stale)),
+            ("bytes_served", c(&self.bytes_served)),
+        ] {
+            m.insert(name.into(), v.into());
+        }
+        m
     }
 
     /// The Prometheus text exposition (format 0.0.4).
-    pub fn render(&self, requests: u64, bytes_served: u64, g: &Gauges) -> String {
+    pub fn render(&self, g: &Gauges) -> String {
+        let requests = self.requests.load(Ordering::Relaxed);
+        let bytes_served = self.bytes_served.load(Ordering::Relaxed);
         let mut o = String::with_capacity(4096);
         let metric = |o: &mut String, name: &str, kind: &str, help: &str| {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
@@ -134,9 +143,9 @@ impl Metrics {
             "counter",
             "Proxied responses by the tier that answered them.",
         );
-        for t in Tier::ALL {
-            let n = self.responses[t.index()].load(Ordering::Relaxed);
-            let _ = writeln!(o, "ecdn_responses_total{{tier=\"{}\"}} {n}", t.label());
+        for (i, tier) in Outcome::TIERS.into_iter().enumerate() {
+            let n = self.sum(|o| o.tier_index() == i);
+            let _ = writeln!(o, "ecdn_responses_total{{tier=\"{tier}\"}} {n}");
         }
         metric(
             &mut o,
@@ -145,6 +154,21 @@ impl Metrics {
             "Response body bytes served (bodies of known length).",
         );
         let _ = writeln!(o, "ecdn_bytes_served_total {bytes_served}");
+        for (name, help, v) in [
+            (
+                "ecdn_origin_errors_total",
+                "Origin failures: our 502 / 504 answers, and origin bodies aborted mid-transfer.",
+                self.origin_errors(),
+            ),
+            (
+                "ecdn_disk_errors_total",
+                "Disk cache operations that failed (reads, writes, removals, syncs).",
+                g.disk_errors,
+            ),
+        ] {
+            metric(&mut o, name, "counter", help);
+            let _ = writeln!(o, "{name} {v}");
+        }
         for (name, help, v) in [
             (
                 "ecdn_hoc_used_bytes",
@@ -185,9 +209,7 @@ impl Metrics {
             "histogram",
             "Time from request arrival to response headers, by tier.",
         );
-        for t in Tier::ALL {
-            let h = &self.latency[t.index()];
-            let tier = t.label();
+        for (h, tier) in self.latency.iter().zip(Outcome::TIERS) {
             let mut cumulative = 0;
             for (i, b) in h.buckets.iter().enumerate() {
                 cumulative += b.load(Ordering::Relaxed);
@@ -317,17 +339,27 @@ mod tests {
     #[test]
     fn histogram_is_cumulative() {
         let m = Metrics::default();
-        m.record(Tier::Hoc, Duration::from_micros(100));
-        m.record(Tier::Hoc, Duration::from_millis(3));
-        m.record(Tier::Miss, Duration::from_secs(20));
+        m.record(Outcome::HitHoc, Duration::from_micros(100), Some(4));
+        m.record(Outcome::HitHoc, Duration::from_millis(3), Some(6));
+        m.record(Outcome::Miss, Duration::from_secs(20), None);
+        m.record(Outcome::PassError, Duration::from_millis(1), Some(0));
         let g = Gauges {
             hoc_used: 1,
             hoc_capacity: 2,
             disk_used: 0,
             disk_capacity: 0,
+            disk_errors: 0,
             adaptsize_c: Some(f64::INFINITY),
         };
-        let s = m.render(3, 10, &g);
+        let s = m.render(&g);
+        assert!(s.contains("ecdn_requests_total 4\n"));
+        assert!(s.contains("ecdn_bytes_served_total 10\n"));
+        assert!(s.contains("ecdn_responses_total{tier=\"error\"} 1\n"));
+        assert!(s.contains("ecdn_origin_errors_total 1\n"));
+        let j = m.stats_json();
+        assert_eq!(j["passes"], 1);
+        assert_eq!(j["misses"], 1);
+        assert_eq!(j["hoc_hits"], 2);
         assert!(s.contains("ecdn_responses_total{tier=\"hoc\"} 2\n"));
         assert!(s.contains("ecdn_request_duration_seconds_bucket{tier=\"hoc\",le=\"0.0005\"} 1\n"));
         assert!(s.contains("ecdn_request_duration_seconds_bucket{tier=\"hoc\",le=\"0.005\"} 2\n"));

@@ -1,0 +1,83 @@
+//! The node's settings ([`NodeConfig`]), as `ecdn node` reads them from its flags and its TOML
+//! file.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Node settings.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// The default origin, `http://host:port` (port 80 if omitted; no path), for requests
+    /// whose Host has no route; empty for none (such requests then get `421 Misdirected
+    /// Request`).
+    pub origin: String,
+    /// Origins chosen by the request's Host: (host name, `http://host:port`). The host name is
+    /// matched case-insensitively, without the port.
+    pub routes: Vec<(String, String)>,
+    /// HOC capacity in bytes.
+    pub hoc_size: u64,
+    /// The disk cache file (or block device); `None` for no disk cache.
+    pub disk_path: Option<PathBuf>,
+    /// Disk ring capacity in bytes (rounded down to a multiple of 4 KiB).
+    pub disk_size: u64,
+    /// HOC policy in `ecdn_policy::PolicySpec` syntax.
+    pub hoc_policy: String,
+    /// Limit on the origin's response headers (connect included; `504` beyond it), and on the
+    /// wait for each body frame (the response is aborted beyond it). A buffered exchange (`HEAD`
+    /// miss, other methods) must complete within it.
+    pub origin_timeout: Duration,
+    /// Limit on a request head (request line + headers), in bytes; beyond it the client gets
+    /// `431 Request Header Fields Too Large` and the connection is closed. This is hyper's
+    /// `max_buf_size`, so it also caps the per-connection read and write buffers (raised to
+    /// hyper's minimum of 8 KiB if lower). Default 64 KiB.
+    pub max_header_bytes: usize,
+    /// Limit on the number of request header fields; beyond it `431` and the connection is
+    /// closed. Default 100.
+    pub max_headers: usize,
+    /// Limit on the request target (authority + path + query), in bytes; beyond it `414 URI
+    /// Too Long`. Only effective below `max_header_bytes` (a longer request line is a `431`).
+    /// Default 8 KiB.
+    pub max_uri_len: usize,
+    /// Limit on concurrent client connections. Beyond it a new connection is accepted and
+    /// closed at once, without a response (the client sees EOF or a reset), rather than left
+    /// waiting in the listen backlog. Default 10,000.
+    pub max_connections: usize,
+    /// Limit on the wait for a complete request head (slowloris defence): a client that has
+    /// not sent a whole request head within it is disconnected, without a response. The
+    /// clock starts whenever the connection waits for a request, i.e. when it opens and again
+    /// after each response, so this is also the idle timeout of a keep-alive connection
+    /// between requests (hyper has no separate idle timer). Request *bodies* are not covered;
+    /// a slow body is paced by the exchange it belongs to. Default 10 s.
+    pub header_read_timeout: Duration,
+    /// The bearer token that authorises `PURGE` requests; `None` (the default) disables purging
+    /// (`403`).
+    pub purge_token: Option<String>,
+    /// Whether to write one JSON line per proxied request to stderr. Default `false`.
+    pub access_log: bool,
+    /// On [`super::RunningNode::stop`]: how long open connections may take to finish the exchange
+    /// in progress (idle keep-alive connections close at once, busy ones after their current
+    /// response) before they are cut. Default 30 s.
+    pub drain_timeout: Duration,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            origin: "http://127.0.0.1:8080".into(),
+            routes: Vec::new(),
+            hoc_size: 64 << 20,
+            disk_path: None,
+            disk_size: 1 << 30,
+            hoc_policy: "adaptsize".into(),
+            origin_timeout: Duration::from_secs(30),
+            max_header_bytes: 64 << 10,
+            max_headers: 100,
+            max_uri_len: 8 << 10,
+            max_connections: 10_000,
+            header_read_timeout: Duration::from_secs(10),
+            purge_token: None,
+            access_log: false,
+            drain_timeout: Duration::from_secs(30),
+        }
+    }
+}

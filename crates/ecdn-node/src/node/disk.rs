@@ -1,0 +1,340 @@
+//! The disk tier: the node's side of [`ecdn_store::Store`].
+//!
+//! The store is synchronous: every call runs in `tokio::task::spawn_blocking` behind a
+//! `std::sync::RwLock`, so disk I/O never blocks a runtime worker; reads run concurrently under
+//! the read lock, writes and removals take the write lock. A disk hit's body is mapped on the
+//! blocking pool (pages populated there) and verified on the worker as it is sent
+//! ([`Verifying`]), so the checksum pass and the socket's copy read the same cached bytes; see
+//! [`ecdn_store::MappedPayload`] for why a mapping stays correct after the ring overwrites its
+//! bytes. Entries carry a metadata block ([`meta`]); one that does not parse is a miss, and a
+//! corrupt entry is dropped, never served.
+//!
+//! Every store error is logged on stderr and counted (`ecdn_disk_errors_total`); a write that
+//! does not fit the ring (`TooLarge`) is not an error, the object just stays uncached.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ecdn_store::{
+    BadBlock, BlockVerifier, EntryHandle, EntryKey, MappedBlocks, Opened, SharedPayload, Store,
+    StoreError,
+};
+use hyper::StatusCode;
+
+use super::freshness::{self, StoredResponse};
+use super::hit::Piece;
+use super::meta;
+
+/// The disk cache: the store, shared by the request tasks, and its error count.
+#[derive(Clone)]
+pub(super) struct Disk {
+    store: Arc<RwLock<Store>>,
+    errors: Arc<AtomicU64>,
+    /// Ring capacity in bytes.
+    pub(super) capacity: u64,
+}
+
+/// An entry found on disk: the response (status, headers, freshness; the body not read yet)
+/// and the handle its body is read with.
+pub(super) struct DiskHit {
+    pub(super) entry: StoredResponse,
+    pub(super) handle: Arc<EntryHandle>,
+    /// The body's first bytes `0..end`, mapped by [`Disk::open`], not yet verified.
+    pub(super) first: Option<(u64, MappedBlocks)>,
+}
+
+/// Disk-hit bytes on their way to a client: a verified copy, or mapped from the store and
+/// cleared block by block as they are sent.
+pub(super) enum DiskBytes {
+    Ready(Bytes),
+    Verifying(Verifying),
+}
+
+/// Bytes a disk hit maps per step of its stream (one `mmap` each; the page cache holds them).
+pub(super) const DISK_BATCH: u64 = 8 << 20;
+
+impl Disk {
+    pub(super) fn new(store: Store) -> Disk {
+        Disk {
+            capacity: store.capacity(),
+            store: Arc::new(RwLock::new(store)),
+            errors: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Store operations that failed so far.
+    pub(super) fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
+    }
+
+    /// Logs and counts a failed store operation.
+    fn failed(&self, what: &str, e: &StoreError) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        eprintln!("ecdn node: disk cache: {what}: {e}");
+    }
+
+    /// Runs a synchronous store operation that changes the store on the blocking pool. `None`
+    /// only if the blocking task panicked.
+    async fn write<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> T + Send + 'static,
+    ) -> Option<T> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            f(&mut store.write().unwrap_or_else(|e| e.into_inner()))
+        })
+        .await
+        .ok()
+    }
+
+    /// Runs a synchronous read of the store on the blocking pool; reads run concurrently.
+    pub(super) async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Store) -> T + Send + 'static,
+    ) -> Option<T> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(&store.read().unwrap_or_else(|e| e.into_inner())))
+            .await
+            .ok()
+    }
+
+    /// A store call's result, with its error logged and counted.
+    fn checked<T>(&self, what: &str, r: Option<Result<T, StoreError>>) -> Option<T> {
+        match r? {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.failed(what, &e);
+                None
+            }
+        }
+    }
+
+    /// Opens `key` on disk (header, metadata and block table verified; the body is read with
+    /// [`Disk::read_body`]). `None` for absent, unreadable or corrupt entries; a corrupt one is
+    /// dropped. With `map_first`, the same trip to the blocking pool also maps the body's
+    /// first [`DISK_BATCH`] bytes (not yet verified) for a whole-body answer: one hand-off per
+    /// disk hit instead of two.
+    pub(super) async fn open(&self, key: String, map_first: bool) -> Option<DiskHit> {
+        let entry_key = EntryKey::object(key.as_bytes());
+        let probe = entry_key.clone();
+        let opened = self
+            .read(move |s| {
+                let opened = s.open_entry(&probe)?;
+                let mut first = None;
+                if let (true, Opened::Hit(h)) = (map_first, &opened) {
+                    let end = h.payload_len().min(DISK_BATCH);
+                    // A failure here is seen again, and counted, when the body is read.
+                    if let Ok(Some(SharedPayload::Mapped(m))) = s.read_payload_shared(h, 0..end) {
+                        first = Some((end, m));
+                    }
+                }
+                Ok::<_, StoreError>((opened, first))
+            })
+            .await;
+        let (opened, first) = self.checked("opening an entry", opened)?;
+        let handle = match opened {
+            Opened::Hit(h) => h,
+            Opened::Miss => return None,
+            Opened::Corrupt { seq } => {
+                // Never served; drop it unless a newer version was written meanwhile.
+                self.drop_entry(entry_key, seq).await;
+                return None;
+            }
+        };
+        // Only 200s are written; anything else is as corrupt as an unparsable block.
+        let m = meta::decode(handle.meta()).filter(|m| m.status == StatusCode::OK)?;
+        let on_disk = freshness::unix_now().saturating_sub(m.stored_at_unix);
+        Some(DiskHit {
+            entry: StoredResponse {
+                key,
+                status: m.status,
+                headers: m.headers,
+                body: Bytes::new(),
+                stored_at: Instant::now(),
+                age_at_store: Duration::from_secs(m.age_at_store_secs.saturating_add(on_disk)),
+                lifetime: Duration::from_secs(m.lifetime_secs),
+            },
+            handle: Arc::new(handle),
+            first,
+        })
+    }
+
+    /// Bytes `range` of a disk entry's body, every block they touch verified. `None` when
+    /// they cannot be read: a block failed its checksum (the entry is dropped), or the entry
+    /// was evicted or replaced since it was opened.
+    pub(super) async fn read_body(
+        &self,
+        h: &Arc<EntryHandle>,
+        range: std::ops::Range<u64>,
+    ) -> Option<Bytes> {
+        let handle = h.clone();
+        let read = self.read(move |s| s.read_payload(&handle, range)).await;
+        match self.checked("reading an entry", read) {
+            Some(Some(v)) => Some(Bytes::from(v)),
+            _ => {
+                self.drop_entry(h.key().clone(), h.seq()).await;
+                None
+            }
+        }
+    }
+
+    /// A disk entry with its whole body read.
+    pub(super) async fn read_all(&self, hit: DiskHit) -> Option<StoredResponse> {
+        let body = self
+            .read_body(&hit.handle, 0..hit.handle.payload_len())
+            .await?;
+        Some(StoredResponse { body, ..hit.entry })
+    }
+
+    /// Like [`Disk::read_body`], for bytes about to be sent and dropped: mapped from the page
+    /// cache rather than copied when possible ([`Store::read_payload_shared`]), so a disk hit
+    /// costs one copy (the socket's), like a DRAM hit. Mapped bytes are verified as they are
+    /// sent.
+    async fn read_shared(
+        &self,
+        h: &Arc<EntryHandle>,
+        range: std::ops::Range<u64>,
+    ) -> Option<DiskBytes> {
+        let handle = h.clone();
+        let read = self
+            .read(move |s| s.read_payload_shared(&handle, range))
+            .await;
+        match self.checked("reading an entry", read) {
+            Some(Some(SharedPayload::Owned(v))) => Some(DiskBytes::Ready(Bytes::from(v))),
+            Some(Some(SharedPayload::Mapped(m))) => {
+                Some(DiskBytes::Verifying(Verifying::new(self, h, m)))
+            }
+            _ => {
+                self.drop_entry(h.key().clone(), h.seq()).await;
+                None
+            }
+        }
+    }
+
+    /// [`Disk::read_shared`] for one step of a stream: a copy may cover only a prefix of
+    /// `range`, and the rest goes back to the front of `steps`.
+    pub(super) async fn read_step(
+        &self,
+        h: &Arc<EntryHandle>,
+        range: std::ops::Range<u64>,
+        steps: &mut VecDeque<Piece>,
+    ) -> Option<DiskBytes> {
+        let got = self.read_shared(h, range.clone()).await?;
+        if let DiskBytes::Ready(b) = &got {
+            let rest = range.start + b.len() as u64..range.end;
+            if !rest.is_empty() {
+                steps.push_front(Piece::Body(rest));
+            }
+        }
+        Some(got)
+    }
+
+    /// Drops a disk entry found corrupt (or unreadable), unless a newer version replaced it.
+    async fn drop_entry(&self, key: EntryKey, seq: u64) {
+        let dropped = self.write(move |s| s.drop_corrupt(&key, seq)).await;
+        if dropped.is_none() {
+            eprintln!("ecdn node: disk cache: dropping a corrupt entry failed");
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Writes a response to disk. One that does not fit the ring stays uncached; any other
+    /// failure is logged and counted, and leaves it uncached too.
+    pub(super) async fn put(&self, e: &StoredResponse) {
+        let m = meta::encode(&meta::DiskMeta {
+            status: e.status,
+            lifetime_secs: e.lifetime.as_secs(),
+            stored_at_unix: freshness::unix_now(),
+            age_at_store_secs: e.age_at_store.as_secs(),
+            headers: e.headers.clone(),
+        });
+        let key = EntryKey::object(e.key.as_bytes());
+        let body = e.body.clone();
+        match self.write(move |s| s.put(&key, &m, &body)).await {
+            Some(Ok(_)) | Some(Err(StoreError::TooLarge { .. })) => {}
+            Some(Err(e)) => self.failed("writing an entry", &e),
+            None => self.failed_task("writing an entry"),
+        }
+    }
+
+    /// Removes `key`'s entry, durably: when this returns `Ok`, the removal survives a crash.
+    /// Whether there was one. An error is logged and counted, and returned: the caller must
+    /// not acknowledge the removal.
+    pub(super) async fn remove(&self, key: &str) -> Result<bool, String> {
+        let key = EntryKey::object(key.as_bytes());
+        match self.write(move |s| s.remove(&key)).await {
+            Some(Ok(held)) => Ok(held),
+            Some(Err(e)) => {
+                self.failed("removing an entry", &e);
+                Err(e.to_string())
+            }
+            None => {
+                self.failed_task("removing an entry");
+                Err("the disk task failed".into())
+            }
+        }
+    }
+
+    /// Flushes the store to the device (at shutdown).
+    pub(super) async fn sync(&self) {
+        match self.write(|s| s.sync()).await {
+            Some(Ok(())) => {}
+            Some(Err(e)) => self.failed("syncing", &e),
+            None => self.failed_task("syncing"),
+        }
+    }
+
+    /// Counts a store call whose blocking task panicked.
+    fn failed_task(&self, what: &str) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        eprintln!("ecdn node: disk cache: {what}: the blocking task panicked");
+    }
+}
+
+/// Bytes of a disk entry mapped from the page cache ([`SharedPayload::Mapped`]), verified
+/// [`VERIFY_PIECE`] bytes at a time just before each piece is handed to the connection, so the
+/// checksum pass leaves the bytes in this core's cache for the socket's copy. A block that
+/// fails its checksum ends the piece stream with an error and drops the entry.
+pub(super) struct Verifying {
+    bytes: Bytes,
+    pub(super) verifier: BlockVerifier,
+    disk: Disk,
+    key: EntryKey,
+    seq: u64,
+}
+
+/// Bytes verified (and sent) per step of a [`Verifying`]: a few checksum blocks, small enough
+/// to stay in the CPU cache until the socket copies them.
+const VERIFY_PIECE: usize = 1 << 20;
+
+impl Verifying {
+    pub(super) fn new(disk: &Disk, h: &EntryHandle, m: MappedBlocks) -> Self {
+        let (map, verifier) = m.into_parts();
+        Verifying {
+            bytes: Bytes::from_owner(map),
+            verifier,
+            disk: disk.clone(),
+            key: h.key().clone(),
+            seq: h.seq(),
+        }
+    }
+
+    /// The next verified piece; `Some(Err(()))` when a block failed (the entry is dropped);
+    /// `None` when all bytes were sent.
+    pub(super) fn next_piece(&mut self) -> Option<Result<Bytes, ()>> {
+        loop {
+            match self.verifier.next(&self.bytes, VERIFY_PIECE)? {
+                Ok(r) if r.is_empty() => continue,
+                Ok(r) => return Some(Ok(self.bytes.slice(r))),
+                Err(BadBlock) => {
+                    let (disk, key, seq) = (self.disk.clone(), self.key.clone(), self.seq);
+                    tokio::spawn(async move { disk.drop_entry(key, seq).await });
+                    return Some(Err(()));
+                }
+            }
+        }
+    }
+}

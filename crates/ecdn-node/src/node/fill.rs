@@ -1,0 +1,535 @@
+//! Misses: a `GET` fetched from the origin, streamed to its clients and driven into the tiers.
+//!
+//! # Misses, errors
+//!
+//! A `GET` miss is streamed: the client's response starts as soon as the origin's headers
+//! arrive (end-to-end headers, the origin's `Content-Length`), and the body is forwarded frame
+//! by frame as it arrives (one fresh origin connection per fetch; no pool yet). While
+//! streaming, the body is accumulated if the answer is storable and fits: at most
+//! max(HOC capacity, disk capacity), judged from `Content-Length` at the headers and again as
+//! bytes arrive; beyond it accumulation stops and nothing is stored. The object is stored
+//! (offered to the HOC, written to disk if it fits the ring) only when the origin body
+//! completed **and** its length equals `Content-Length` (if given); the last frame is held
+//! back until then, so a client never has the whole object before the cache does, and the
+//! next request sees it. A `HEAD` miss is forwarded as `HEAD`, buffered and not stored.
+//!
+//! An unreachable origin gives `502`; no response headers within
+//! [`super::NodeConfig::origin_timeout`] (connect + headers) gives `504`. Once headers are
+//! sent, errors can only abort: an origin that dies mid-body, or sends no frame for the origin
+//! timeout, aborts every client response of that fetch (connection closed, the client sees a
+//! short body) and nothing is stored. A client that does not take a frame within the origin
+//! timeout is dropped (its response aborted) so it cannot stall the others.
+//!
+//! Concurrent misses share one fetch: see [`super::flight`].
+//!
+//! # What is cached, and for how long
+//!
+//! See [`freshness`]: `200` answers to `GET` without `Authorization`, without `no-store`,
+//! `private`, `no-cache`, `Vary: *` or `Set-Cookie`, with a lifetime: `s-maxage`, else
+//! `max-age`, else `Expires` − `Date`, else a heuristic 10% of `Date` − `Last-Modified` (at
+//! most a day; RFC 9111 §4.2.2). Age = origin `Age` + time in this node (on disk too:
+//! the write time is kept as UNIX seconds). `5xx` and every other non-`200` status are never
+//! stored.
+//!
+//! # Stale entries (RFC 9111 §4.3, RFC 5861)
+//!
+//! A stale entry is kept (the HOC keeps it until replaced or evicted, the disk until
+//! overwritten) and a plain `GET` finding one, in the HOC or on disk, sends the origin a
+//! conditional `GET`: `If-None-Match` with its `ETag`, else `If-Modified-Since` with its
+//! `Last-Modified` (neither: an ordinary `GET`). The fetch is an ordinary flight, so concurrent
+//! requests share the validation.
+//!
+//! * `304 Not Modified`: the stored headers are updated from the `304` (every header it
+//!   carries replaces the stored ones of that name, except `Content-Length`, `Age` and
+//!   hop-by-hop / framing headers; RFC 9111 §4.3.4), its age restarts from the `304`'s `Age`
+//!   and its lifetime is recomputed from the updated headers. The updated entry replaces the
+//!   stale one in the HOC and, when the stale copy was on disk, on disk, before it is served
+//!   (`200`, `X-Cache: REVALIDATED`, tier `revalidated`, counted in `revalidated` and in
+//!   `misses`). If the updated headers are no longer storable it is served once and dropped.
+//! * `200` (or any other answer): handled as a miss; a storable answer replaces the entry, an
+//!   unstorable non-`5xx` one drops the stale copy from the HOC.
+//! * `5xx`, origin unreachable or timed out: if the entry's `Cache-Control` has
+//!   `stale-if-error=N` and its age is below lifetime + N, it is served as it is (`200`,
+//!   `X-Cache: STALE`, tier `stale`, counted in `stale`; no `Warning`, which RFC 9111
+//!   obsoletes); else the `5xx` is passed on or our `502` / `504` given as for any miss. An
+//!   entry with `must-revalidate`, `proxy-revalidate` or `s-maxage` is never served stale.
+//!
+//! Only a `GET` without `Range`, `Authorization`, request `no-store` or a conditional of its
+//! own (`If-None-Match`, `If-Modified-Since`, `If-Match`, `If-Unmodified-Since`, `If-Range`)
+//! validates; others go to the origin unconditionally as before, and a `HEAD` on a stale entry
+//! is forwarded as `HEAD`. Serving a stale entry at once (`stale-while-revalidate`, the
+//! request's `max-stale`) is decided at lookup: see [`super::lookup`].
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::header::{self, HeaderMap, HeaderName};
+use hyper::{Request, Response, StatusCode};
+
+use super::body::{LiveBody, NodeBody};
+use super::flight::{wait_head, Driver, Flight, Head, Subscription};
+use super::freshness::{self, StoredResponse};
+use super::hit::entry_headers;
+use super::lookup::CacheKey;
+use super::outcome::Outcome;
+use super::upstream::{has_body, FetchError};
+use super::vary::Vary;
+use super::{lock, Answer, ReqBody, State};
+
+/// Request headers that make a `GET` more than a plain fetch of the stored resource (a range,
+/// a conditional of the client's own, credentials): such a request never validates a stale
+/// entry, and a background validation drops them.
+pub(super) const NOT_PLAIN: [HeaderName; 7] = [
+    header::RANGE,
+    header::IF_RANGE,
+    header::IF_NONE_MATCH,
+    header::IF_MODIFIED_SINCE,
+    header::IF_MATCH,
+    header::IF_UNMODIFIED_SINCE,
+    header::AUTHORIZATION,
+];
+
+/// Starts a validation of a stale entry with the origin that no client waits for (RFC 5861
+/// `stale-while-revalidate`): a plain conditional `GET` with the client's headers (less its
+/// own conditionals, `Range` and credentials). It joins an in-flight fetch of the key if there
+/// is one, so a burst of stale hits makes one origin request; the answer updates the caches.
+pub(super) fn revalidate_in_background(
+    st: &Arc<State>,
+    req: &Request<ReqBody>,
+    key: &CacheKey,
+    stale: Revalidation,
+) {
+    let mut headers = req.headers().clone();
+    for h in NOT_PLAIN
+        .iter()
+        .chain(&[header::CACHE_CONTROL, header::PRAGMA])
+    {
+        headers.remove(h);
+    }
+    let mut bg = Request::new(
+        http_body_util::Empty::<Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *bg.uri_mut() = req.uri().clone();
+    *bg.headers_mut() = headers.clone();
+    let job = Job {
+        key: key.clone(),
+        req_headers: headers,
+        stale: Some(stale),
+    };
+    let st = st.clone();
+    tokio::spawn(async move {
+        let rd = freshness::RequestDirectives::default();
+        let mut body = miss(&st, bg, job, &rd).await.response.into_body();
+        // Drain what the fetch sends (stored as it arrives); nobody reads it.
+        while let Some(Ok(_)) = body.frame().await {}
+    });
+}
+
+/// What one miss asks of the origin.
+#[derive(Clone)]
+pub(super) struct Job {
+    /// The key looked up (and the flight's).
+    pub(super) key: CacheKey,
+    /// The request's headers, for the variant key of an answer with `Vary`.
+    pub(super) req_headers: HeaderMap,
+    /// A stale entry of `key` to validate.
+    pub(super) stale: Option<Revalidation>,
+}
+
+/// A stale cached response to validate with the origin, or to serve if the origin fails and
+/// `stale-if-error` allows it.
+#[derive(Clone)]
+pub(super) struct Revalidation {
+    pub(super) entry: Arc<StoredResponse>,
+    /// Whether it is (also) on disk: a validated copy is written back there.
+    pub(super) on_disk: bool,
+}
+
+/// One origin fetch: the miss's [`Job`] and whether its answer may be stored (no
+/// `Authorization`, no request `no-store`).
+struct Fetch {
+    job: Job,
+    may_store: bool,
+}
+
+pub(super) fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// A `GET` miss: streamed from the origin; a cacheable candidate joins (or leads) the
+/// in-flight fetch of its key ([`super::flight`]).
+pub(super) async fn miss(
+    st: &Arc<State>,
+    req: Request<ReqBody>,
+    job: Job,
+    rd: &freshness::RequestDirectives,
+) -> Answer {
+    let authorization = req.headers().contains_key(header::AUTHORIZATION);
+    let collapsible = !authorization && !rd.no_store && !req.headers().contains_key(header::RANGE);
+    let may_store = !authorization && !rd.no_store;
+    let fetch = Fetch {
+        job: job.clone(),
+        may_store,
+    };
+    let mut joined = None;
+    let mut req = Some(req);
+    if collapsible {
+        let mut m = lock(&st.flights);
+        if let Some(f) = m.get(&job.key.key) {
+            if let Some(sub) = f.subscribe() {
+                joined = Some((f.clone(), sub));
+            }
+        }
+        if joined.is_none() {
+            let flight = Flight::new();
+            m.insert(job.key.key.clone(), flight.clone());
+            drop(m);
+            let key = job.key.key.clone();
+            joined = lead(st, flight, req.take(), Some(key), fetch);
+        }
+    } else {
+        joined = lead(st, Flight::new(), req.take(), None, fetch);
+    }
+    let fetch_failed = || Answer {
+        outcome: Outcome::MissError,
+        response: FetchError::Unreachable("origin fetch failed".into()).answer(),
+    };
+    let Some((flight, (mut replay, mut rx))) = joined else {
+        return fetch_failed();
+    };
+    let mut head = wait_head(&flight).await;
+    if let (Ok(h), Some(r)) = (&head, &req) {
+        if !h.vary.admits(r.headers()) {
+            // Joined before the headers, but the answer varies on request headers whose
+            // values differ from the leader's: fetch on our own, unshared.
+            let own = Fetch {
+                job: Job {
+                    stale: None,
+                    req_headers: r.headers().clone(),
+                    ..job
+                },
+                may_store,
+            };
+            let Some((f, (rp, r))) = lead(st, Flight::new(), req.take(), None, own) else {
+                return fetch_failed();
+            };
+            (replay, rx) = (rp, r);
+            head = wait_head(&f).await;
+        }
+    }
+    let head = match head {
+        Ok(h) => h,
+        Err(e) => {
+            return Answer {
+                outcome: Outcome::MissError,
+                response: e.answer(),
+            }
+        }
+    };
+    // Still holding the request: it joined another's flight.
+    let outcome = head.from_cache.unwrap_or(if req.is_some() {
+        Outcome::MissCollapsed
+    } else {
+        Outcome::Miss
+    });
+    Answer {
+        outcome,
+        response: live_response(&head, replay, rx),
+    }
+}
+
+/// A subscriber's response: the shared head's end-to-end headers, the body from its
+/// subscription.
+fn live_response(
+    head: &Head,
+    replay: VecDeque<Bytes>,
+    rx: tokio::sync::mpsc::Receiver<super::body::Chunk>,
+) -> Response<NodeBody> {
+    let conn = freshness::connection_tokens(&head.headers);
+    let mut headers = HeaderMap::with_capacity(head.headers.len() + 2);
+    for (n, v) in &head.headers {
+        if !freshness::is_hop_by_hop(n, &conn) {
+            headers.append(n.clone(), v.clone());
+        }
+    }
+    let remaining = if has_body(head.status) {
+        content_length(&head.headers)
+    } else {
+        None
+    };
+    let mut r = Response::new(NodeBody::Live(LiveBody::new(replay, None, rx, remaining)));
+    *r.status_mut() = head.status;
+    *r.headers_mut() = headers;
+    r
+}
+
+/// Subscribes the leader to a new flight and starts its origin fetch; with a stale entry, the
+/// fetch is a conditional `GET` validating it.
+fn lead(
+    st: &Arc<State>,
+    flight: Arc<Flight>,
+    req: Option<Request<ReqBody>>,
+    joinable_as: Option<String>,
+    fetch: Fetch,
+) -> Option<(Arc<Flight>, Subscription)> {
+    let mut req = req?;
+    if let Some((name, value)) = fetch.job.stale.as_ref().and_then(|s| s.entry.validator()) {
+        req.headers_mut().insert(name, value);
+    }
+    let sub = flight.subscribe()?;
+    let d = Driver {
+        st: st.clone(),
+        flight: flight.clone(),
+        key: joinable_as,
+    };
+    tokio::spawn(drive(d, req, fetch));
+    Some((flight, sub))
+}
+
+/// The origin fetch behind a flight, in its phases: the origin's head (or a stale entry
+/// answering instead), the body streamed to the subscribers, then stored when it may be.
+async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
+    let Fetch { job, may_store } = fetch;
+    let st = d.st.clone();
+    let (parts, body) = match st.upstream.fetch_head(req).await {
+        Ok(r) => r,
+        Err(e) => {
+            if let Some(s) = job.stale.filter(|s| s.entry.stale_if_error(Instant::now())) {
+                serve_entry(&mut d, &s.entry, Outcome::Stale).await;
+                return;
+            }
+            d.flight.head.send_replace(Some(Err(e)));
+            return;
+        }
+    };
+    if let Some(s) = &job.stale {
+        if parts.status == StatusCode::NOT_MODIFIED {
+            let e = revalidated(&st, s, &parts.headers, &job.key, may_store).await;
+            serve_entry(&mut d, &e, Outcome::Revalidated).await;
+            return;
+        }
+        if parts.status.is_server_error() && s.entry.stale_if_error(Instant::now()) {
+            serve_entry(&mut d, &s.entry, Outcome::Stale).await;
+            return;
+        }
+    }
+    let plan = plan_store(&st, &job, may_store, &parts);
+    if plan.is_none() {
+        d.seal();
+        if job.stale.is_some() && !parts.status.is_server_error() {
+            // The origin answered with something else that is not kept: the stale copy is
+            // no longer worth validating (after a `5xx` it is kept for `stale-if-error`).
+            lock(&st.hoc).remove(job.key.id);
+        }
+    }
+    d.flight.head.send_replace(Some(Ok(Arc::new(Head {
+        status: parts.status,
+        headers: parts.headers.clone(),
+        from_cache: None,
+        vary: Vary::of(&parts.headers, &job.req_headers),
+    }))));
+    let Some((plan, last)) = stream_body(&mut d, body, plan).await else {
+        return; // aborted, or abandoned by every subscriber
+    };
+    if let Some(plan) = plan {
+        store(&st, &d, plan, &parts, last.as_ref()).await;
+    }
+    if let Some(last) = last {
+        if !d.release(last, false).await {
+            return;
+        }
+    }
+    d.finish().await;
+}
+
+/// Where and for how long an answer is to be stored.
+struct StorePlan {
+    key: CacheKey,
+    lifetime: Duration,
+    /// The most the accumulated body may hold: max(HOC capacity, disk capacity).
+    limit: u64,
+    /// The origin's `Content-Length`, which the body must match.
+    declared: Option<u64>,
+    /// Body bytes received so far.
+    total: u64,
+}
+
+/// Whether the origin's answer is to be stored, and under which key: storable, and not
+/// declared larger than the caches. A storable answer (never `Vary: *`) records the URL's Vary
+/// index and is stored under its variant's key ([`super::vary`]).
+fn plan_store(
+    st: &State,
+    job: &Job,
+    may_store: bool,
+    parts: &hyper::http::response::Parts,
+) -> Option<StorePlan> {
+    let lifetime = if may_store {
+        freshness::storable_lifetime(false, parts.status, &parts.headers)?
+    } else {
+        return None;
+    };
+    let vary = Vary::of(&parts.headers, &job.req_headers);
+    let key = CacheKey::variant(
+        &job.key.primary,
+        st.vary.store_key(&job.key.primary, &vary, &job.req_headers),
+    );
+    let limit = lock(&st.hoc)
+        .capacity()
+        .max(st.disk.as_ref().map_or(0, |d| d.capacity));
+    let declared = content_length(&parts.headers);
+    declared.is_none_or(|n| n <= limit).then_some(StorePlan {
+        key,
+        lifetime,
+        limit,
+        declared,
+        total: 0,
+    })
+}
+
+/// Streams the origin body to the flight's subscribers. While storing, the newest frame is
+/// held back until the next one arrives (or the body is stored), so no client has the whole
+/// object before the cache does; an answer that grows past the limit stops being stored.
+/// Returns the plan (if still storing) and the frame held back; `None` when the origin failed
+/// mid-body (every subscriber is aborted, nothing is stored) or nobody needs the fetch any
+/// more.
+async fn stream_body(
+    d: &mut Driver,
+    mut body: hyper::body::Incoming,
+    mut plan: Option<StorePlan>,
+) -> Option<(Option<StorePlan>, Option<Bytes>)> {
+    let timeout = d.st.upstream.timeout;
+    let mut pending: Option<Bytes> = None;
+    let mut total = 0u64;
+    loop {
+        let frame = match tokio::time::timeout(timeout, body.frame()).await {
+            Ok(Some(Ok(f))) => f,
+            Ok(None) => break,
+            Ok(Some(Err(_))) | Err(_) => {
+                // The origin died or stalled mid-body: abort everyone, store nothing.
+                d.st.metrics.origin_aborted();
+                return None;
+            }
+        };
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        if data.is_empty() {
+            continue;
+        }
+        total += data.len() as u64;
+        if plan.as_ref().is_some_and(|p| total > p.limit) {
+            plan = None;
+            // Release the held frame before the replay buffer goes.
+            if let Some(p) = pending.take() {
+                if !d.release(p, true).await {
+                    return None;
+                }
+            }
+            d.seal();
+        }
+        let storing = plan.is_some();
+        let out = if storing {
+            pending.replace(data)
+        } else {
+            Some(data)
+        };
+        if let Some(out) = out {
+            if !d.release(out, storing).await {
+                return None; // not stored and nobody listening: abandon the origin fetch
+            }
+        }
+    }
+    let plan = plan
+        .filter(|p| p.declared.is_none_or(|n| n == total))
+        .map(|p| StorePlan { total, ..p });
+    Some((plan, pending))
+}
+
+/// Stores a completed answer: the replay buffer plus the frame held back, offered to the HOC
+/// and written to disk if it fits the ring.
+async fn store(
+    st: &State,
+    d: &Driver,
+    plan: StorePlan,
+    parts: &hyper::http::response::Parts,
+    last: Option<&Bytes>,
+) {
+    let mut buf = d.flight.body_so_far(plan.total as usize);
+    if let Some(p) = last {
+        buf.extend_from_slice(p);
+    }
+    let e = Arc::new(StoredResponse {
+        key: plan.key.key,
+        status: parts.status,
+        headers: freshness::headers_to_store(&parts.headers),
+        body: Bytes::from(buf),
+        stored_at: Instant::now(),
+        age_at_store: freshness::origin_age(&parts.headers),
+        lifetime: plan.lifetime,
+    });
+    lock(&st.hoc).offer(plan.key.id, e.clone(), e.stored_at);
+    if let Some(disk) = &st.disk {
+        if plan.total <= disk.capacity {
+            disk.put(&e).await;
+        }
+    }
+}
+
+/// The stale entry of `s` updated from the origin's `304` (RFC 9111 §4.3.4): headers merged
+/// ([`freshness::updated_headers`]), age and lifetime from the merged headers and the `304`'s
+/// `Age`. It replaces the stale copy in the HOC and, if it was there, on disk; if the merged
+/// headers no longer allow storing it, it is served once and dropped from the HOC.
+async fn revalidated(
+    st: &State,
+    s: &Revalidation,
+    not_modified: &HeaderMap,
+    key: &CacheKey,
+    may_store: bool,
+) -> Arc<StoredResponse> {
+    let headers = freshness::updated_headers(&s.entry.headers, not_modified);
+    let mut map = HeaderMap::with_capacity(headers.len());
+    for (n, v) in &headers {
+        map.append(n.clone(), v.clone());
+    }
+    let lifetime = freshness::storable_lifetime(false, s.entry.status, &map).filter(|_| may_store);
+    let e = Arc::new(StoredResponse {
+        key: key.key.clone(),
+        status: s.entry.status,
+        headers,
+        body: s.entry.body.clone(),
+        stored_at: Instant::now(),
+        age_at_store: freshness::origin_age(not_modified),
+        lifetime: lifetime.unwrap_or(Duration::ZERO),
+    });
+    if lifetime.is_some() {
+        lock(&st.hoc).offer(key.id, e.clone(), e.stored_at);
+        if let (true, Some(disk)) = (s.on_disk, &st.disk) {
+            disk.put(&e).await;
+        }
+    } else {
+        lock(&st.hoc).remove(key.id);
+    }
+    e
+}
+
+/// Answers a flight's subscribers from a cached response (a revalidated or stale one).
+async fn serve_entry(d: &mut Driver, e: &StoredResponse, outcome: Outcome) {
+    d.flight.head.send_replace(Some(Ok(Arc::new(Head {
+        status: e.status,
+        headers: entry_headers(e, e.body.len() as u64, Instant::now()),
+        from_cache: Some(outcome),
+        vary: Vary::None,
+    }))));
+    if !e.body.is_empty() && !d.release(e.body.clone(), false).await {
+        return;
+    }
+    d.finish().await;
+}

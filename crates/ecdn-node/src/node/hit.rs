@@ -1,0 +1,290 @@
+//! Hits: answering a request from a stored response, in memory or streamed from the disk.
+//!
+//! # Ranges (RFC 9110 §14)
+//!
+//! On a hit (HOC or disk), `Range: bytes=…` is answered from the cached `200`: one satisfiable
+//! range gives `206` with `Content-Range`; several give one `206` `multipart/byteranges`
+//! answer (parts in request order, each with the stored `Content-Type` and its
+//! `Content-Range`); none satisfiable gives `416` with `Content-Range: bytes */size`. `If-Range`
+//! must match (strong `ETag` comparison, or an HTTP-date equal to `Last-Modified`), else the
+//! full `200` is served. The `Range` is ignored (full `200`) for another unit, invalid syntax,
+//! more than [`crate::range::MAX_RANGES`] ranges, or several ranges totalling more than the
+//! object (overlap abuse); see [`crate::range`]. `HEAD` gets the same status and headers
+//! without the body. On a miss the `Range` goes to the origin, and its `206` / `416` answers
+//! are passed on and not stored.
+//!
+//! # Disk hits
+//!
+//! A disk hit is offered to the HOC first (see [`super::lookup`]): if admitted, it is read
+//! whole into memory and answered like a HOC hit; otherwise its body (or the requested ranges)
+//! streams from the disk ([`stream_hit`]), each block verified before it is sent.
+//!
+//! A hit is planned once ([`plan_hit`]: status, headers and the pieces of the body), whatever
+//! holds the bytes: memory ([`answer_hit`]), the disk ([`stream_hit`]), and, in the cluster,
+//! chunks from peers.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::{Response, StatusCode};
+use tokio::sync::mpsc;
+
+use super::body::{Chunk, LiveBody, NodeBody};
+use super::disk::{Disk, DiskBytes, DiskHit, Verifying, DISK_BATCH};
+use super::fill::content_length;
+use super::freshness::{self, StoredResponse};
+use crate::range::{self, Ranges};
+
+/// A cached response's headers as replayed: the stored ones, `Content-Length` (of a body of
+/// `size` bytes) and `Age`.
+pub(super) fn entry_headers(e: &StoredResponse, size: u64, now: Instant) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(e.headers.len() + 4);
+    for (n, v) in &e.headers {
+        headers.append(n.clone(), v.clone());
+    }
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(size));
+    headers.insert(header::AGE, HeaderValue::from(e.age(now).as_secs()));
+    headers
+}
+
+/// Whether `If-Range` (RFC 9110 §13.1.5) lets the `Range` apply: absent, an entity tag
+/// strongly equal to the stored `ETag` (weak tags never match), or an HTTP-date equal to the
+/// stored `Last-Modified`.
+fn if_range_matches(e: &StoredResponse, req: &HeaderMap) -> bool {
+    let Some(v) = req.get(header::IF_RANGE) else {
+        return true;
+    };
+    let Ok(v) = v.to_str() else {
+        return false;
+    };
+    let v = v.trim();
+    let stored = |name: &HeaderName| {
+        e.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| v.to_str().ok())
+            .map(str::trim)
+    };
+    if v.starts_with('"') || v.starts_with("W/") {
+        v.starts_with('"') && stored(&header::ETAG) == Some(v)
+    } else {
+        let lm = stored(&header::LAST_MODIFIED).and_then(freshness::http_date);
+        lm.is_some() && freshness::http_date(v) == lm
+    }
+}
+
+/// What a hit's body is made of, in order: byte ranges of the stored body, and literal text
+/// (the framing of a `multipart/byteranges` answer). The body may be in memory or streamed
+/// from the disk (and, in the cluster, assembled from chunks).
+#[derive(Debug)]
+pub(super) enum Piece {
+    Body(std::ops::Range<u64>),
+    Text(Bytes),
+}
+
+/// The client's answer to a hit on a cached response whose body has `size` bytes: status and
+/// headers, and the pieces of its body. Honours `Range` / `If-Range` on a `200` (RFC 9110
+/// §14): one range → `206` with `Content-Range`; several → `206` `multipart/byteranges`; none
+/// satisfiable → `416` with `Content-Range: bytes */size`; an ignored `Range` (see
+/// [`crate::range`]) or a failed `If-Range` → the full `200`. A `HEAD` gets the same headers
+/// and no pieces.
+fn plan_hit(
+    e: &StoredResponse,
+    size: u64,
+    req: &HeaderMap,
+    now: Instant,
+    head: bool,
+) -> (Response<()>, Vec<Piece>) {
+    let ranges = match req.get(header::RANGE).and_then(|v| v.to_str().ok()) {
+        Some(h) if e.status == StatusCode::OK && if_range_matches(e, req) => range::parse(h, size),
+        _ => Ranges::Ignore,
+    };
+    let mut r = Response::new(());
+    *r.status_mut() = e.status;
+    *r.headers_mut() = entry_headers(e, size, now);
+    let pieces = match ranges {
+        Ranges::Ignore => vec![Piece::Body(0..size)],
+        Ranges::Unsatisfiable => {
+            *r.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+            let h = r.headers_mut();
+            h.remove(header::CONTENT_TYPE);
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(0));
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                h.insert(header::CONTENT_RANGE, v);
+            }
+            Vec::new()
+        }
+        Ranges::Satisfiable(mut v) if v.len() == 1 => {
+            let part = v.remove(0);
+            *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+            let h = r.headers_mut();
+            h.insert(
+                header::CONTENT_LENGTH,
+                HeaderValue::from(part.end - part.start),
+            );
+            if let Ok(v) = HeaderValue::from_str(&range::content_range(&part, size)) {
+                h.insert(header::CONTENT_RANGE, v);
+            }
+            vec![Piece::Body(part)]
+        }
+        Ranges::Satisfiable(v) => {
+            let boundary = format!(
+                "ecdn-{:016x}",
+                ecdn_trace::hash_id(e.key.as_bytes())
+                    ^ freshness::unix_now().rotate_left(32)
+                    ^ size
+            );
+            let part_type = e
+                .headers
+                .iter()
+                .find(|(n, _)| n == header::CONTENT_TYPE)
+                .and_then(|(_, v)| v.to_str().ok())
+                .map(|t| format!("Content-Type: {t}\r\n"))
+                .unwrap_or_default();
+            let mut pieces = Vec::with_capacity(2 * v.len() + 1);
+            for part in v {
+                let text = format!(
+                    "\r\n--{boundary}\r\n{part_type}Content-Range: {}\r\n\r\n",
+                    range::content_range(&part, size)
+                );
+                pieces.push(Piece::Text(Bytes::from(text)));
+                pieces.push(Piece::Body(part));
+            }
+            pieces.push(Piece::Text(Bytes::from(format!("\r\n--{boundary}--\r\n"))));
+            let len: u64 = pieces
+                .iter()
+                .map(|p| match p {
+                    Piece::Body(r) => r.end - r.start,
+                    Piece::Text(t) => t.len() as u64,
+                })
+                .sum();
+            *r.status_mut() = StatusCode::PARTIAL_CONTENT;
+            let h = r.headers_mut();
+            h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            if let Ok(v) =
+                HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}"))
+            {
+                h.insert(header::CONTENT_TYPE, v);
+            }
+            pieces
+        }
+    };
+    (r, if head { Vec::new() } else { pieces })
+}
+
+/// The client's answer from a cached response held in memory (see [`plan_hit`]).
+pub(super) fn answer_hit(
+    e: &StoredResponse,
+    req: &HeaderMap,
+    now: Instant,
+    head: bool,
+) -> Response<NodeBody> {
+    let (r, pieces) = plan_hit(e, e.body.len() as u64, req, now, head);
+    let slice = |r: &std::ops::Range<u64>| e.body.slice(r.start as usize..r.end as usize);
+    let body = match pieces.as_slice() {
+        [] => Bytes::new(),
+        [Piece::Body(r)] => slice(r),
+        many => {
+            let mut out = Vec::new();
+            for p in many {
+                match p {
+                    Piece::Body(r) => out.extend_from_slice(&slice(r)),
+                    Piece::Text(t) => out.extend_from_slice(t),
+                }
+            }
+            Bytes::from(out)
+        }
+    };
+    r.map(|()| NodeBody::Full(Full::new(body)))
+}
+
+/// Answers a disk hit by streaming its body from the store, [`DISK_BATCH`] bytes at a time.
+/// Each batch is mapped from the page cache (no copy; [`disk_read_shared`]) and verified
+/// [`VERIFY_PIECE`] bytes at a time, just before each piece is handed to the connection; where
+/// it cannot be mapped it is copied, at most 1 MiB at a time. Memory per response stays
+/// bounded and the first byte leaves after one piece, whatever the object's size. The first
+/// piece is read and verified before answering: if it cannot be, `None`, and the caller
+/// treats the request as a miss. A later failure (a block failing its checksum) aborts the
+/// response: the client sees a short body, never a wrong byte. A reader overtaken by the
+/// ring keeps its bytes (the store detaches its mapping before overwriting them).
+pub(super) async fn stream_hit(
+    disk: &Disk,
+    mut hit: DiskHit,
+    req: &HeaderMap,
+    now: Instant,
+    head: bool,
+) -> Option<Response<NodeBody>> {
+    let size = hit.handle.payload_len();
+    let (r, pieces) = plan_hit(&hit.entry, size, req, now, head);
+    let length = content_length(r.headers()).unwrap_or(0);
+    let mut steps = VecDeque::new();
+    for p in pieces {
+        match p {
+            Piece::Text(t) => steps.push_back(Piece::Text(t)),
+            Piece::Body(mut range) => {
+                while !range.is_empty() {
+                    let end = ((range.start / DISK_BATCH + 1) * DISK_BATCH).min(range.end);
+                    steps.push_back(Piece::Body(range.start..end));
+                    range.start = end;
+                }
+            }
+        }
+    }
+    let mut ready = VecDeque::new();
+    let mut verifying = None;
+    while let Some(p) = steps.pop_front() {
+        match p {
+            Piece::Text(t) => ready.push_back(t),
+            Piece::Body(range) => {
+                let mapped = match hit.first.take() {
+                    Some((end, m)) if range == (0..end) => {
+                        Some(DiskBytes::Verifying(Verifying::new(disk, &hit.handle, m)))
+                    }
+                    _ => disk.read_step(&hit.handle, range, &mut steps).await,
+                };
+                match mapped? {
+                    DiskBytes::Ready(b) => ready.push_back(b),
+                    DiskBytes::Verifying(mut v) => {
+                        // The first piece is verified before answering: a bad block there
+                        // turns the request into a miss instead of a short response.
+                        if let Some(first) = v.next_piece() {
+                            ready.push_back(first.ok()?);
+                        }
+                        verifying = (!v.verifier.is_done()).then_some(v);
+                    }
+                }
+                break;
+            }
+        }
+    }
+    if steps.is_empty() && verifying.is_none() {
+        let body = if ready.len() == 1 {
+            ready.pop_front().unwrap_or_default()
+        } else {
+            Bytes::from(ready.make_contiguous().concat())
+        };
+        return Some(r.map(|()| NodeBody::Full(Full::new(body))));
+    }
+    let (tx, rx) = mpsc::channel(2);
+    let (disk, handle) = (disk.clone(), hit.handle);
+    tokio::spawn(async move {
+        while let Some(p) = steps.pop_front() {
+            let chunk = match p {
+                Piece::Text(t) => Chunk::Data(t),
+                Piece::Body(range) => match disk.read_step(&handle, range, &mut steps).await {
+                    Some(DiskBytes::Ready(b)) => Chunk::Data(b),
+                    Some(DiskBytes::Verifying(v)) => Chunk::Verifying(v),
+                    None => return, // closes the channel without `Done`: aborted
+                },
+            };
+            if tx.send(chunk).await.is_err() {
+                return; // the client went away
+            }
+        }
+        let _ = tx.send(Chunk::Done).await;
+    });
+    Some(r.map(|()| NodeBody::Live(LiveBody::new(ready, verifying, rx, Some(length)))))
+}

@@ -1,0 +1,235 @@
+//! The server: opening the caches, the accept loop, connections and their limits, and the
+//! graceful stop.
+//!
+//! * Shutdown ([`RunningNode::stop`]; `ecdn node` on SIGTERM or Ctrl-C): stop accepting, close
+//!   idle keep-alive connections, let busy ones finish their response (at most
+//!   [`NodeConfig::drain_timeout`]), then sync the disk cache.
+//! * Connections beyond [`NodeConfig::max_connections`] are accepted and closed at once;
+//!   hyper enforces the head size, header count and head read timeout (see
+//!   [`super::sanitize`]).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ecdn_store::{Store, StoreConfig, DEFAULT_ALIGN};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use super::body::NodeBody;
+use super::disk::Disk;
+use super::hoc::Hoc;
+use super::ops::Metrics;
+use super::upstream::Upstream;
+use super::vary::VaryIndex;
+use super::{handle, NodeConfig, State};
+
+/// hyper's smallest accepted `max_buf_size`.
+const MIN_HEADER_BYTES: usize = 8192;
+
+/// The node: see the module documentation. `/_ecdn/stats` reports `requests` (proxied, not
+/// counting `/_ecdn/`) and, from each request's [`super::Outcome`]: `hoc_hits`, `disk_hits`,
+/// `misses` (answers that needed the origin for a `GET` / `HEAD`: misses, collapsed ones,
+/// revalidations, and our `502` / `504` for them), `collapsed` (misses served by another
+/// request's origin fetch), `passes` (other methods), `origin_errors` (our `502` / `504`, and
+/// origin bodies aborted mid-transfer), `revalidated` / `stale` (stale entries served after a
+/// `304` / without the origin), `bytes_served` (response bodies of known length); then
+/// `disk_errors` (failed disk store operations), `hoc` (`policy`, `used`, `capacity`,
+/// `objects`, `c`: AdaptSize's size parameter, `null` while it admits everything or for
+/// policies without one) and `disk` (`null` without a disk).
+pub struct Node;
+
+impl Node {
+    /// Opens the caches, binds `listen` (port 0 for any free port) and serves on the current
+    /// Tokio runtime.
+    pub async fn start(listen: SocketAddr, cfg: NodeConfig) -> io::Result<RunningNode> {
+        let upstream = Upstream::new(&cfg)?;
+        let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
+        let spec = ecdn_policy::PolicySpec::parse(&cfg.hoc_policy).map_err(invalid)?;
+        let hoc = Hoc::new(spec.build(cfg.hoc_size.max(1), 0x5eed_ecd0));
+        let disk = match cfg.disk_path.clone() {
+            Some(path) => {
+                let align = u64::from(DEFAULT_ALIGN);
+                let capacity = cfg.disk_size / align * align;
+                if capacity == 0 {
+                    return Err(invalid(format!(
+                        "disk size {} is below 4 KiB",
+                        cfg.disk_size
+                    )));
+                }
+                let store = tokio::task::spawn_blocking(move || {
+                    Store::open(StoreConfig::new(path, capacity))
+                })
+                .await
+                .map_err(io::Error::other)?
+                .map_err(io::Error::other)?;
+                Some(Disk::new(store))
+            }
+            None => None,
+        };
+        let state = Arc::new(State {
+            upstream,
+            hoc: Mutex::new(hoc),
+            disk,
+            flights: Mutex::new(HashMap::new()),
+            vary: VaryIndex::new(),
+            metrics: Metrics::default(),
+            max_uri_len: cfg.max_uri_len,
+            purge_token: cfg.purge_token.clone(),
+            access_log: cfg.access_log,
+        });
+        let listener = TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.keep_alive(true)
+            // A client that shuts its sending side after the request still gets the answer.
+            .half_close(true)
+            .max_buf_size(cfg.max_header_bytes.max(MIN_HEADER_BYTES))
+            .max_headers(cfg.max_headers)
+            .timer(TokioTimer::new())
+            .header_read_timeout(cfg.header_read_timeout);
+        let limit = Arc::new(Semaphore::new(
+            cfg.max_connections.min(Semaphore::MAX_PERMITS),
+        ));
+        let task = tokio::spawn(serve(
+            listener,
+            state.clone(),
+            http.clone(),
+            limit,
+            rx,
+            cfg.drain_timeout,
+        ));
+        Ok(RunningNode {
+            addr,
+            stop: Some(tx),
+            task,
+            state,
+            http,
+        })
+    }
+}
+
+async fn serve(
+    listener: TcpListener,
+    st: Arc<State>,
+    http: hyper::server::conn::http1::Builder,
+    limit: Arc<Semaphore>,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+    drain_timeout: Duration,
+) {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let stream = tokio::select! {
+            _ = &mut stop => break,
+            r = listener.accept() => match r {
+                Ok(s) => s,
+                // Out of file descriptors and the like: back off instead of spinning.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        // Over the connection limit: close it at once (dropping the stream).
+        let (stream, remote) = stream;
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let st = st.clone();
+        let conn = http.serve_connection(TokioIo::new(stream), service(st, remote));
+        let conn = graceful.watch(conn);
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _ = conn.await;
+        });
+    }
+    // Drain: no new connections; idle ones close now, busy ones after their response.
+    drop(listener);
+    let open = graceful.count();
+    if tokio::time::timeout(drain_timeout, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        eprintln!(
+            "ecdn node: drain timeout ({drain_timeout:?}) reached; cutting the connections left \
+             of {open}"
+        );
+    }
+    if let Some(disk) = &st.disk {
+        disk.sync().await;
+    }
+}
+
+/// The per-connection service: [`handle`] for every request.
+fn service(
+    st: Arc<State>,
+    remote: SocketAddr,
+) -> impl hyper::service::Service<
+    Request<Incoming>,
+    Response = Response<NodeBody>,
+    Error = Infallible,
+    Future = impl std::future::Future<Output = Result<Response<NodeBody>, Infallible>> + Send,
+> + Clone {
+    hyper::service::service_fn(move |req: Request<Incoming>| {
+        let st = st.clone();
+        async move { Ok::<_, Infallible>(handle(st, req, remote).await) }
+    })
+}
+
+/// Serves one client connection with [`handle`] until it closes.
+async fn serve_connection<I>(
+    st: Arc<State>,
+    http: &hyper::server::conn::http1::Builder,
+    io: I,
+    remote: SocketAddr,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let _ = http.serve_connection(io, service(st, remote)).await;
+}
+
+/// A running node: its address and a handle that stops it.
+pub struct RunningNode {
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+    state: Arc<State>,
+    http: hyper::server::conn::http1::Builder,
+}
+
+impl RunningNode {
+    /// Stops accepting connections and drains the open ones: idle keep-alive connections are
+    /// closed, busy ones after the response in progress, within
+    /// [`NodeConfig::drain_timeout`]; then the disk cache is synced. Returns when all that is
+    /// done.
+    pub async fn stop(mut self) -> io::Result<()> {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        (&mut self.task).await.map_err(io::Error::other)
+    }
+
+    /// Serves one client connection over `io` (any byte stream, e.g. one end of
+    /// `tokio::io::duplex`) as if accepted from `remote`: the same HTTP settings and request
+    /// handling as a TCP connection, but not counted against `max_connections`. The future
+    /// ends when the connection closes; for tests and fuzzing.
+    pub fn serve_io<I>(
+        &self,
+        io: I,
+        remote: SocketAddr,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (st, http) = (self.state.clone(), self.http.clone());
+        async move { serve_connection(st, &http, TokioIo::new(io), remote).await }
+    }
+}
