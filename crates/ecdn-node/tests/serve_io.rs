@@ -44,3 +44,68 @@ async fn serves_a_connection_over_any_byte_stream() {
     assert!(out.starts_with("HTTP/1.1 400 "), "{out}");
     node.stop().await.unwrap();
 }
+
+/// `Node::start_with_connector`: origin connections come from the connector (here in-memory
+/// pipes to `ecdn origin`'s handler), and misses are fetched and stored through them.
+#[tokio::test]
+async fn origin_connections_come_from_the_connector() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    use ecdn_node::node::{Connecting, OriginIo};
+    use ecdn_node::origin::{self, OriginConfig};
+
+    let opened = Arc::new(AtomicU64::new(0));
+    let counter = opened.clone();
+    let cfg = Arc::new(OriginConfig::default());
+    let connector = Arc::new(move |authority: String| -> Connecting {
+        assert_eq!(authority, "origin.test:80");
+        counter.fetch_add(1, Ordering::SeqCst);
+        let cfg = cfg.clone();
+        Box::pin(async move {
+            let (node_end, origin_end) = tokio::io::duplex(1 << 16);
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let cfg = cfg.clone();
+                    async move { Ok::<_, std::convert::Infallible>(origin::handle(req, cfg).await) }
+                });
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(origin_end), svc)
+                    .await
+                    .ok();
+            });
+            Ok(Box::new(node_end) as Box<dyn OriginIo>)
+        })
+    });
+    let cfg = NodeConfig {
+        origin: "http://origin.test".into(),
+        hoc_size: 1 << 20,
+        ..NodeConfig::default()
+    };
+    let node = Node::start_with_connector("127.0.0.1:0".parse().unwrap(), cfg, connector)
+        .await
+        .unwrap();
+    let get = || async {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let conn = tokio::spawn(node.serve_io(server, "192.0.2.1:1".parse().unwrap()));
+        client
+            .write_all(b"GET /obj/7?size=1000 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        client.read_to_end(&mut out).await.unwrap();
+        conn.await.unwrap();
+        let at = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let body = out.split_off(at);
+        (String::from_utf8(out).unwrap(), body)
+    };
+    let (miss, miss_body) = get().await;
+    assert!(miss.starts_with("HTTP/1.1 200 OK\r\n"), "{miss}");
+    assert!(miss.contains("\r\nx-cache: MISS\r\n"), "{miss}");
+    let (hit, hit_body) = get().await;
+    assert!(hit.contains("\r\nx-cache: HIT-HOC\r\n"), "{hit}");
+    assert_eq!(opened.load(Ordering::SeqCst), 1);
+    assert_eq!(miss_body, hit_body);
+    assert_eq!(hit_body.len(), 1000);
+    node.stop().await.unwrap();
+}

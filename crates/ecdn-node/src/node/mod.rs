@@ -82,6 +82,7 @@ pub use body::{LiveBody, NodeBody};
 pub use config::NodeConfig;
 pub use outcome::Outcome;
 pub use server::{Node, RunningNode};
+pub use upstream::{tcp_connector, Connecting, Connector, OriginIo};
 
 use disk::Disk;
 use fill::{Job, NOT_PLAIN};

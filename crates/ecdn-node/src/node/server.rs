@@ -26,7 +26,7 @@ use super::body::NodeBody;
 use super::disk::Disk;
 use super::hoc::Hoc;
 use super::ops::Metrics;
-use super::upstream::Upstream;
+use super::upstream::{tcp_connector, Connector, Upstream};
 use super::vary::VaryIndex;
 use super::{handle, NodeConfig, State};
 
@@ -49,7 +49,17 @@ impl Node {
     /// Opens the caches, binds `listen` (port 0 for any free port) and serves on the current
     /// Tokio runtime.
     pub async fn start(listen: SocketAddr, cfg: NodeConfig) -> io::Result<RunningNode> {
-        let upstream = Upstream::new(&cfg)?;
+        Self::start_with_connector(listen, cfg, tcp_connector()).await
+    }
+
+    /// [`Node::start`], with origin connections opened by `connect` instead of TCP (e.g.
+    /// in-memory pipes to an origin in the same process, for tests and fuzzing).
+    pub async fn start_with_connector(
+        listen: SocketAddr,
+        cfg: NodeConfig,
+        connect: Connector,
+    ) -> io::Result<RunningNode> {
+        let upstream = Upstream::new(&cfg, connect)?;
         let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
         let spec = ecdn_policy::PolicySpec::parse(&cfg.hoc_policy).map_err(invalid)?;
         let hoc = Hoc::new(spec.build(cfg.hoc_size.max(1), 0x5eed_ecd0));

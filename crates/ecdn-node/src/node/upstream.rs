@@ -12,7 +12,10 @@
 //! so the cluster's peer fetches can use it alike.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -26,18 +29,44 @@ use tokio::net::TcpStream;
 use super::body::NodeBody;
 use super::{freshness, text, NodeConfig, ReqBody, VIA};
 
+/// A connection to an origin: any byte stream.
+pub trait OriginIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> OriginIo for T {}
+
+/// A connection being opened.
+pub type Connecting = Pin<Box<dyn Future<Output = io::Result<Box<dyn OriginIo>>> + Send>>;
+
+/// How the node opens a connection to an origin, given its `host:port`: TCP
+/// ([`tcp_connector`]) unless [`super::Node::start_with_connector`] says otherwise (in-memory
+/// origins for tests and fuzzing).
+pub type Connector = Arc<dyn Fn(String) -> Connecting + Send + Sync>;
+
+/// The default [`Connector`]: a TCP connection with `TCP_NODELAY`.
+pub fn tcp_connector() -> Connector {
+    Arc::new(|authority: String| -> Connecting {
+        Box::pin(async move {
+            let stream = TcpStream::connect(&authority).await?;
+            stream.set_nodelay(true)?;
+            Ok(Box::new(stream) as Box<dyn OriginIo>)
+        })
+    })
+}
+
 /// Where requests go on a miss, and how long the node waits for them.
 pub(super) struct Upstream {
     origins: Origins,
+    connect: Connector,
     /// Limit on an origin's response headers, and on the wait for each body frame
     /// ([`NodeConfig::origin_timeout`]).
     pub(super) timeout: Duration,
 }
 
 impl Upstream {
-    pub(super) fn new(cfg: &NodeConfig) -> io::Result<Upstream> {
+    pub(super) fn new(cfg: &NodeConfig, connect: Connector) -> io::Result<Upstream> {
         Ok(Upstream {
             origins: Origins::new(cfg)?,
+            connect,
             timeout: cfg.origin_timeout,
         })
     }
@@ -116,10 +145,7 @@ impl Upstream {
         *out.headers_mut() = headers;
 
         let unreachable = |e: &dyn std::fmt::Display| FetchError::Unreachable(e.to_string());
-        let stream = TcpStream::connect(&origin)
-            .await
-            .map_err(|e| unreachable(&e))?;
-        let _ = stream.set_nodelay(true);
+        let stream = (self.connect)(origin).await.map_err(|e| unreachable(&e))?;
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| unreachable(&e))?;
