@@ -40,7 +40,8 @@
 //!
 //! Per-window series: a window is kept only if a request fell in it (each window carries its
 //! index), so a gap in the trace's timestamps costs nothing, however long it is; memory stays
-//! bounded by the number of requests. [`sweep`] runs many (scheme, size) pairs on all cores.
+//! bounded by the number of requests. [`crate::cluster_sweep`] runs many (scheme, size) pairs on
+//! all cores.
 
 use std::time::Instant;
 
@@ -147,9 +148,6 @@ impl ClusterConfig {
         }
     }
 }
-
-mod sweep;
-pub use sweep::{sweep, ClusterSweep, SchemeCode};
 
 /// Counters of one window (a window with at least one request).
 #[derive(Clone, Debug, Default, Serialize)]

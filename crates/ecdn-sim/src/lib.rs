@@ -14,6 +14,7 @@ use ecdn_trace::{Request, RequestReader, TraceError, BATCH};
 use serde::Serialize;
 
 pub mod cluster;
+pub mod cluster_sweep;
 pub mod model_check;
 pub mod pool;
 pub mod unavailability;

@@ -1,7 +1,7 @@
 //! The one work queue of the simulators: runs independent jobs on a few scoped threads, each
 //! thread taking the next job until none is left, and returns the results in job order.
 //! [`crate::sweep`] (policies × sizes), [`crate::model_check`] (a grid of c) and
-//! [`crate::cluster::sweep`] (schemes × sizes) all run on it.
+//! [`crate::cluster_sweep::sweep`] (schemes × sizes) all run on it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

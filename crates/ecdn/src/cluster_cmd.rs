@@ -7,9 +7,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use ecdn_placement::{Budget, Stability};
 use ecdn_policy::spec::EvictionKind;
-use ecdn_sim::cluster::{
-    sweep, ClusterConfig, ClusterResult, ClusterSweep, Scheme, SchemeCode, UnavailabilityResult,
-};
+use ecdn_sim::cluster::{ClusterConfig, ClusterResult, Scheme, UnavailabilityResult};
+use ecdn_sim::cluster_sweep::{sweep, ClusterSweep, SchemeCode};
 use ecdn_sim::unavailability::{FailEvent, Unavailability, Window};
 use ecdn_trace::units::{format_size, parse_seconds, parse_size};
 

@@ -2,7 +2,7 @@
 //! traffic-mix changes of the AdaptSize paper) and the adversarial scenario's traffic
 //! [`Class`]es.
 
-use super::SizeDist;
+use super::sizes::SizeDist;
 
 /// The workload's shape over time.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -220,8 +220,6 @@ impl Figure for ClusterSizeFigure {
     }
 }
 
-/// The one value all of `vs` have, if any.
-
 /// Tick label of a linear axis spanning `span`: enough decimals to tell ticks apart.
 pub(super) fn plain_label(span: f64) -> impl Fn(&f64) -> String {
     let decimals = if span >= 5.0 {

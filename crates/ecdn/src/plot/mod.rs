@@ -36,6 +36,7 @@ use sim::{ModelFigure, SeriesFigure, SizeFigure};
 pub(crate) use style::grouped;
 use style::{output_format, render};
 
+/// Miss ratio of each policy against cache size: object miss ratio on the left, byte miss ratio
 /// on the right, cache size on a log2 axis; one line per policy (`r.policy`).
 pub fn miss_ratio_vs_size(path: &Path, results: &[SimResult]) -> Result<()> {
     let fig = SizeFigure::new(results)?;

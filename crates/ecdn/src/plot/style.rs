@@ -67,8 +67,6 @@ pub(super) const COLORS: [RGBColor; 16] = [
     RGBColor(90, 60, 140),
 ];
 
-/// Miss ratio of each policy against cache size: object miss ratio on the left, byte miss ratio
-
 // ---------------------------------------------------------------------------------------------
 // Output and fonts.
 
@@ -752,7 +750,7 @@ pub(super) fn curve_xs<P>(curves: &[Curve<P>], x: impl Fn(&P) -> f64) -> Vec<f64
         .collect()
 }
 
-/// The value every item has, if they all have the same one.
+/// The one value all of `vs` have, if any.
 pub(super) fn same_value(mut vs: impl Iterator<Item = u64>) -> Option<u64> {
     let first = vs.next()?;
     vs.all(|v| v == first).then_some(first)

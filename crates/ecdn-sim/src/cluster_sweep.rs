@@ -5,7 +5,7 @@
 
 use ecdn_trace::{RequestReader, TraceError};
 
-use super::{
+use crate::cluster::{
     compare, simulate_cluster, ClusterConfig, ClusterResult, Scheme, UnavailabilityResult,
 };
 use crate::pool::{run_jobs, Progress};
