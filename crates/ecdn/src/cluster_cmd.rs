@@ -105,8 +105,8 @@ pub struct ClusterArgs {
 }
 
 pub fn run(a: ClusterArgs) -> Result<()> {
-    if a.servers == 0 {
-        bail!("--servers must be positive");
+    if a.servers == 0 || a.servers > MAX_SERVERS {
+        bail!("--servers must be between 1 and {MAX_SERVERS}");
     }
     let weights = match &a.weights {
         Some(w) => {
@@ -241,6 +241,9 @@ pub fn run(a: ClusterArgs) -> Result<()> {
     out.flush()?;
     Ok(())
 }
+
+/// The most servers `--servers` accepts (the placement's virtual nodes limit it further).
+const MAX_SERVERS: usize = 1 << 16;
 
 /// `FILE`, `FILE-STEM.spike.EXT` and `FILE-STEM.series.EXT` of a run with unavailability.
 fn plot_unavailable(p: &Path, rows: &[UnavailabilityResult], plot_windows: usize) -> Result<()> {

@@ -300,6 +300,32 @@ fn sim_cluster_bad_input_gives_clear_errors() {
             vec!["sim", "cluster", "--trace", &t, "--size", "0%"],
             "out of range",
         ),
+        (
+            vec![
+                "sim",
+                "cluster",
+                "--trace",
+                &t,
+                "--size",
+                "1GiB",
+                "--servers",
+                "1000000000000",
+            ],
+            "--servers",
+        ),
+        (
+            vec![
+                "sim",
+                "cluster",
+                "--trace",
+                &t,
+                "--size",
+                "1GiB",
+                "--buckets",
+                "18446744073709551615",
+            ],
+            "buckets are too many",
+        ),
     ];
     assert_clean_failures(&cases);
 }
