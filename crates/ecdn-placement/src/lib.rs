@@ -56,6 +56,11 @@ use hash::{hash_tuple, mix64, reduce, DOMAIN_BUCKET, DOMAIN_OBJECT};
 use rebalance::{budgets, lighter, quantise_weights};
 use ring::{vnode_counts, Ring, MAX_VNODES};
 
+/// The most buckets a placement supports (C2DN uses about ten per server): its tables are
+/// per bucket and chunk, so a mistyped bucket count must be an error, not an allocation of
+/// terabytes.
+pub const MAX_BUCKETS: usize = 1 << 20;
+
 /// A server's index in the weights given to [`Placement::new`].
 pub type ServerId = usize;
 
@@ -99,6 +104,8 @@ pub enum PlacementError {
     NoServers,
     #[error("buckets must be at least 1")]
     ZeroBuckets,
+    #[error("{buckets} buckets are too many; at most {max} are supported")]
+    TooManyBuckets { buckets: usize, max: usize },
     #[error("k (data chunks per bucket) must be at least 1")]
     ZeroK,
     #[error("vnodes_per_unit must be at least 1")]
@@ -186,6 +193,12 @@ impl Placement {
         }
         if cfg.buckets == 0 {
             return Err(PlacementError::ZeroBuckets);
+        }
+        if cfg.buckets > MAX_BUCKETS {
+            return Err(PlacementError::TooManyBuckets {
+                buckets: cfg.buckets,
+                max: MAX_BUCKETS,
+            });
         }
         if cfg.k == 0 {
             return Err(PlacementError::ZeroK);

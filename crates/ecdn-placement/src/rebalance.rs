@@ -124,6 +124,33 @@ pub enum Budget {
     WaterFill,
 }
 
+impl std::str::FromStr for Stability {
+    type Err = String;
+
+    /// Parses `off`, `keep` or `steer`.
+    fn from_str(s: &str) -> Result<Stability, String> {
+        match s.trim() {
+            "off" => Ok(Stability::Off),
+            "keep" => Ok(Stability::KeepCurrent),
+            "steer" => Ok(Stability::SteerFlow),
+            _ => Err(format!("unknown stability {s:?} (off, keep, steer)")),
+        }
+    }
+}
+
+impl std::str::FromStr for Budget {
+    type Err = String;
+
+    /// Parses `paper` or `water`.
+    fn from_str(s: &str) -> Result<Budget, String> {
+        match s.trim() {
+            "paper" => Ok(Budget::Paper),
+            "water" => Ok(Budget::WaterFill),
+            _ => Err(format!("unknown budget {s:?} (paper, water)")),
+        }
+    }
+}
+
 /// Knobs of [`parity_rebalance`], and of what [`crate::Placement::rebalance`] feeds it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RebalanceOptions {
@@ -939,5 +966,28 @@ impl<'p> Solver<'p> {
             }
         }
         (server, load)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stability_and_budget_parse_from_their_names() {
+        assert_eq!("off".parse::<Stability>(), Ok(Stability::Off));
+        assert_eq!("keep".parse::<Stability>(), Ok(Stability::KeepCurrent));
+        assert_eq!(" steer ".parse::<Stability>(), Ok(Stability::SteerFlow));
+        assert!("Steer"
+            .parse::<Stability>()
+            .unwrap_err()
+            .contains("off, keep, steer"));
+        assert!("".parse::<Stability>().is_err());
+        assert_eq!("paper".parse::<Budget>(), Ok(Budget::Paper));
+        assert_eq!("water".parse::<Budget>(), Ok(Budget::WaterFill));
+        assert!("waterfill"
+            .parse::<Budget>()
+            .unwrap_err()
+            .contains("paper, water"));
     }
 }

@@ -36,11 +36,16 @@
 //! (pieces used to serve), and **unprotected** requests — of the requests whose object was
 //! cached at all, the fraction whose object could not survive one more unavailability: coded
 //! with fewer than K+1 chunks cached, or a single replica (measured before the request's own
-//! writes repair it).
+//! writes repair it). Byte sums are `u128`, so no trace's sizes can overflow them.
+//!
+//! Per-window series: a window is kept only if a request fell in it (each window carries its
+//! index), so a gap in the trace's timestamps costs nothing, however long it is; memory stays
+//! bounded by the number of requests. [`crate::cluster_sweep`] runs many (scheme, size) pairs on
+//! all cores.
 
 use std::time::Instant;
 
-use ecdn_placement::{Budget, Placement, PlacementConfig, RebalanceOptions, Stability};
+use ecdn_placement::{Placement, PlacementConfig, RebalanceOptions};
 use ecdn_policy::spec::EvictionKind;
 use ecdn_policy::{Cache, Request};
 use ecdn_trace::{RequestReader, BATCH};
@@ -144,36 +149,18 @@ impl ClusterConfig {
     }
 }
 
-/// Parses `off`, `keep` or `steer` (parity rebalance stability).
-pub fn parse_stability(s: &str) -> Result<Stability, String> {
-    match s {
-        "off" => Ok(Stability::Off),
-        "keep" => Ok(Stability::KeepCurrent),
-        "steer" => Ok(Stability::SteerFlow),
-        _ => Err(format!("unknown stability {s:?} (off, keep, steer)")),
-    }
-}
-
-/// Parses `paper` or `water` (parity rebalance budgets).
-pub fn parse_budget(s: &str) -> Result<Budget, String> {
-    match s {
-        "paper" => Ok(Budget::Paper),
-        "water" => Ok(Budget::WaterFill),
-        _ => Err(format!("unknown budget {s:?} (paper, water)")),
-    }
-}
-
-/// Counters of one window.
+/// Counters of one window (a window with at least one request).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ClusterWindow {
+    /// Which window: trace time (or request index) over the window length.
     pub index: usize,
     /// Index of the window's first request.
     pub start: u64,
     pub requests: u64,
     pub misses: u64,
     pub partial_hits: u64,
-    pub bytes: u64,
-    pub origin_bytes: u64,
+    pub bytes: u128,
+    pub origin_bytes: u128,
     pub miss_ratio: f64,
     pub byte_miss_ratio: f64,
     /// Servers unavailable at the window's first request.
@@ -197,18 +184,19 @@ pub struct ClusterResult {
     /// Max/min bytes read per server.
     pub read_imbalance: f64,
     pub unprotected_fraction: f64,
-    pub bytes_written: Vec<u64>,
-    pub bytes_read: Vec<u64>,
-    pub origin_bytes: u64,
+    pub bytes_written: Vec<u128>,
+    pub bytes_read: Vec<u128>,
+    pub origin_bytes: u128,
     pub rebalances: u64,
     /// Total time spent in placement rebalances, seconds.
     pub rebalance_s: f64,
     pub elapsed_s: f64,
     pub requests_per_s: f64,
+    /// The windows with requests, in order (a window without requests is left out).
     pub windows: Vec<ClusterWindow>,
 }
 
-fn imbalance(v: &[u64]) -> f64 {
+fn imbalance(v: &[u128]) -> f64 {
     let max = v.iter().copied().max().unwrap_or(0);
     let min = v.iter().copied().min().unwrap_or(0);
     if min == 0 {
@@ -244,8 +232,8 @@ struct Sim {
     cfg: ClusterConfig,
     placement: Placement,
     caches: Vec<Cache>,
-    written: Vec<u64>,
-    read: Vec<u64>,
+    written: Vec<u128>,
+    read: Vec<u128>,
     popularity: hashbrown::HashMap<u64, u32, foldhash::fast::FixedState>,
     pieces: Vec<Piece>,
     ring: Vec<usize>,
@@ -257,8 +245,8 @@ struct Sim {
     requests: u64,
     misses: u64,
     partial: u64,
-    bytes: u64,
-    origin: u64,
+    bytes: u128,
+    origin: u128,
     cached_requests: u64,
     unprotected: u64,
     windows: Vec<ClusterWindow>,
@@ -341,21 +329,19 @@ impl Sim {
     /// Applies availability changes and periodic rebalances due at this request.
     fn advance(&mut self, time: f64) {
         let w = self.cfg.window.index(self.requests, time);
-        if self.windows.len() <= w {
-            // A new window: availability follows the record and the failure events.
+        if self.windows.last().is_none_or(|last| last.index < w) {
+            // A new window: availability follows the record and the failure events. Windows
+            // no request fell in are not kept.
             self.cfg
                 .unavailability
                 .at(self.requests, time, &mut self.next_unavailable);
             self.apply_availability();
-            while self.windows.len() <= w {
-                let index = self.windows.len();
-                self.windows.push(ClusterWindow {
-                    index,
-                    start: self.requests,
-                    unavailable: self.unavailable.clone(),
-                    ..ClusterWindow::default()
-                });
-            }
+            self.windows.push(ClusterWindow {
+                index: w,
+                start: self.requests,
+                unavailable: self.unavailable.clone(),
+                ..ClusterWindow::default()
+            });
         } else if !self.cfg.unavailability.events.is_empty() {
             // Failure events may start or end inside a window.
             self.cfg
@@ -612,9 +598,9 @@ impl Sim {
         let total_pieces = self.pieces.len();
         let w = self.windows.last_mut().expect("advance opened a window");
         w.requests += 1;
-        w.bytes += req.size;
+        w.bytes += u128::from(req.size);
         self.requests += 1;
-        self.bytes += req.size;
+        self.bytes += u128::from(req.size);
         if count > 0 {
             self.cached_requests += 1;
             let protected = if coded { count > need } else { count >= 2 };
@@ -632,7 +618,7 @@ impl Sim {
                         break;
                     }
                     if have & (1 << c) != 0 {
-                        self.read[server] += chunk;
+                        self.read[server] += u128::from(chunk);
                         used += 1;
                     }
                 }
@@ -640,9 +626,9 @@ impl Sim {
                 .find(|&i| present & (1 << i) != 0)
                 .map(|i| self.pieces[i])
             {
-                self.read[piece.server] += piece.size;
+                self.read[piece.server] += u128::from(piece.size);
             } else if source[0] != usize::MAX {
-                self.read[source[0]] += req.size;
+                self.read[source[0]] += u128::from(req.size);
             }
             0
         } else {
@@ -656,12 +642,12 @@ impl Sim {
                 let chunk = self.pieces[0].size;
                 for (c, &server) in source.iter().enumerate() {
                     if have & (1 << c) != 0 {
-                        self.read[server] += chunk;
+                        self.read[server] += u128::from(chunk);
                     }
                 }
-                ((need - count) as u64 * chunk).min(req.size)
+                u128::from(((need - count) as u64).saturating_mul(chunk).min(req.size))
             } else {
-                req.size
+                u128::from(req.size)
             }
         };
         w.origin_bytes += origin;
@@ -680,7 +666,7 @@ impl Sim {
             let cache = &mut self.caches[piece.server];
             if cache.admit(&probe) {
                 cache.clear_evicted();
-                self.written[piece.server] += piece.size;
+                self.written[piece.server] += u128::from(piece.size);
                 match piece.parity {
                     Some(j) => self.placement.record_parity_write(bucket, j, piece.size),
                     None => self.placement.record_data_write(piece.server, piece.size),
@@ -733,7 +719,8 @@ impl Sim {
     }
 }
 
-fn ratio(a: u64, b: u64) -> f64 {
+fn ratio(a: impl Into<u128>, b: impl Into<u128>) -> f64 {
+    let (a, b) = (a.into(), b.into());
     if b == 0 {
         0.0
     } else {
@@ -778,29 +765,32 @@ pub struct UnavailabilityResult {
     /// The largest per-window relative miss-ratio change (mr_unavail − mr_avail)/mr_avail in
     /// the first `spike_windows` windows after any unavailability starts.
     pub max_relative_miss_increase: f64,
-    /// Per window: (mr_unavail − mr_avail)/mr_avail (C2DN Fig. 6a, 7).
+    /// Per window of `with.windows`: (mr_unavail − mr_avail)/mr_avail (C2DN Fig. 6a, 7).
     pub relative_miss_change: Vec<f64>,
-    /// Windows in which a server became unavailable.
+    /// Indices of the windows in which a server became unavailable.
     pub unavailability_starts: Vec<usize>,
     /// The run without unavailability.
     pub baseline_miss_ratio: f64,
 }
 
-/// Compares `with` (unavailability) against `without` (same trace, everything available).
+/// Compares `with` (unavailability) against `without` (same trace, everything available),
+/// window by window (matched by window index).
 pub fn compare(
     with: ClusterResult,
     without: &ClusterResult,
     spike_windows: usize,
 ) -> UnavailabilityResult {
+    let mut base = without.windows.iter().peekable();
     let relative: Vec<f64> = with
         .windows
         .iter()
-        .zip(&without.windows)
-        .map(|(u, a)| {
-            if a.miss_ratio > 0.0 {
-                (u.miss_ratio - a.miss_ratio) / a.miss_ratio
-            } else {
-                0.0
+        .map(|u| {
+            while base.next_if(|a| a.index < u.index).is_some() {}
+            match base.peek() {
+                Some(a) if a.index == u.index && a.miss_ratio > 0.0 => {
+                    (u.miss_ratio - a.miss_ratio) / a.miss_ratio
+                }
+                _ => 0.0,
             }
         })
         .collect();
@@ -814,7 +804,13 @@ pub fn compare(
     }
     let mut max = 0.0f64;
     for &s in &starts {
-        for r in relative.iter().skip(s).take(spike_windows.max(1)) {
+        let end = s.saturating_add(spike_windows.max(1));
+        let from = with.windows.partition_point(|w| w.index < s);
+        for (_, r) in with.windows[from..]
+            .iter()
+            .zip(&relative[from..])
+            .take_while(|(w, _)| w.index < end)
+        {
             max = max.max(*r);
         }
     }

@@ -1,9 +1,12 @@
 //! Trace-driven cache simulation: feeds a trace through an [`ecdn_policy::Cache`] — the same
 //! code the node runs — and measures object and byte miss ratios, per-window time series and the
 //! admission parameter over time. [`sweep`] runs many (policy, size) pairs on all cores, each
-//! streaming the trace with constant memory.
+//! streaming the trace with constant memory ([`pool`] is the work queue every sweep runs on).
+//!
+//! Byte sums are `u128`: the sum of a trace's sizes can pass `u64::MAX` (sizes up to `u64::MAX`
+//! each), and a wrapped or panicking counter would be worse than a wide one.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use ecdn_policy::{Cache, PolicySpec};
@@ -11,7 +14,9 @@ use ecdn_trace::{Request, RequestReader, TraceError, BATCH};
 use serde::Serialize;
 
 pub mod cluster;
+pub mod cluster_sweep;
 pub mod model_check;
+pub mod pool;
 pub mod unavailability;
 
 /// How much of the trace warms the cache before measuring.
@@ -88,18 +93,18 @@ impl Default for SimConfig {
 pub struct Counters {
     pub requests: u64,
     pub hits: u64,
-    pub bytes: u64,
-    pub hit_bytes: u64,
+    pub bytes: u128,
+    pub hit_bytes: u128,
 }
 
 impl Counters {
     #[inline]
     fn add(&mut self, req: &Request, hit: bool) {
         self.requests += 1;
-        self.bytes += req.size;
+        self.bytes += u128::from(req.size);
         if hit {
             self.hits += 1;
-            self.hit_bytes += req.size;
+            self.hit_bytes += u128::from(req.size);
         }
     }
 
@@ -146,8 +151,8 @@ pub struct SimResult {
     pub byte_miss_ratio: f64,
     pub object_hit_ratio: f64,
     pub byte_hit_ratio: f64,
-    pub bytes: u64,
-    pub hit_bytes: u64,
+    pub bytes: u128,
+    pub hit_bytes: u128,
     /// Objects cached at the end and the eviction policy's heap metadata for them.
     pub cached_objects: usize,
     pub policy_heap_bytes: usize,
@@ -338,33 +343,10 @@ pub fn sweep<F>(
 where
     F: Fn() -> Result<Box<dyn RequestReader>, TraceError> + Sync,
 {
-    let next = AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<Result<SimResult, SimError>>>> =
-        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    let threads = threads.clamp(1, jobs.len().max(1));
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= jobs.len() {
-                    break;
-                }
-                let job = &jobs[i];
-                let r = open().map_err(SimError::from).and_then(|mut rd| {
-                    simulate(&mut *rd, &job.spec, job.cache_size, cfg, progress)
-                });
-                *results[i].lock().unwrap() = Some(r);
-            });
-        }
-    });
-    results
-        .into_iter()
-        .map(|m| {
-            m.into_inner()
-                .unwrap()
-                .unwrap_or_else(|| Err(SimError::Config("job did not run".into())))
-        })
-        .collect()
+    pool::run_jobs(jobs, threads, progress, |job, progress| {
+        let mut reader = open()?;
+        simulate(&mut *reader, &job.spec, job.cache_size, cfg, progress)
+    })
 }
 
 /// Counts the requests of a trace (one streaming pass).

@@ -43,32 +43,15 @@ pub fn model_vs_measured(
         seed,
         ..SimConfig::default()
     };
-    let measured: Vec<Result<f64, SimError>> = {
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let out: Vec<std::sync::Mutex<Option<Result<f64, SimError>>>> =
-            cs.iter().map(|_| std::sync::Mutex::new(None)).collect();
-        std::thread::scope(|s| {
-            for _ in 0..threads.clamp(1, cs.len().max(1)) {
-                s.spawn(|| loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    if i >= cs.len() {
-                        break;
-                    }
-                    let spec = PolicySpec {
-                        label: format!("lru+exp:{}", cs[i]),
-                        eviction: EvictionKind::Lru,
-                        admission: Some(AdmissionSpec::Exp { c: cs[i] }),
-                    };
-                    let r = simulate(&mut SliceReader::new(reqs), &spec, capacity, &cfg, &|_| {})
-                        .map(|r| r.object_hit_ratio);
-                    *out[i].lock().unwrap() = Some(r);
-                });
-            }
-        });
-        out.into_iter()
-            .map(|m| m.into_inner().unwrap().expect("every c simulated"))
-            .collect()
-    };
+    let measured = crate::pool::run_jobs(cs, threads, &|_| {}, |&c, _| {
+        let spec = PolicySpec {
+            label: format!("lru+exp:{c}"),
+            eviction: EvictionKind::Lru,
+            admission: Some(AdmissionSpec::Exp { c }),
+        };
+        simulate(&mut SliceReader::new(reqs), &spec, capacity, &cfg, &|_| {})
+            .map(|r| r.object_hit_ratio)
+    });
     predicted
         .into_iter()
         .zip(measured)

@@ -46,7 +46,7 @@ fn every_scheme_accounts_consistently() {
         assert_eq!(r.requests, reqs.len() as u64, "{name}");
         assert!((0.0..=1.0).contains(&r.miss_ratio), "{name}");
         assert!((0.0..=1.0).contains(&r.byte_miss_ratio), "{name}");
-        assert!(r.origin_bytes <= total, "{name}");
+        assert!(r.origin_bytes <= u128::from(total), "{name}");
         assert!(r.partial_hit_ratio <= r.miss_ratio, "{name}");
         assert_eq!(r.windows.len(), 10, "{name}");
         assert_eq!(

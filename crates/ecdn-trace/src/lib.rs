@@ -28,6 +28,7 @@ pub mod format;
 pub mod gen;
 mod lines;
 pub mod oracle;
+pub mod rng;
 mod sink;
 pub mod stats;
 pub mod text;
@@ -35,6 +36,7 @@ pub mod units;
 
 pub use error::TraceError;
 pub use format::{create, open, Format, OpenOptions};
+pub use rng::Rng;
 pub use stats::TraceStats;
 
 /// One request of a trace.

@@ -1,17 +1,19 @@
 //! `ecdn sim cluster`: the C2DN cluster simulator on a trace.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use ecdn_placement::{Budget, Stability};
 use ecdn_policy::spec::EvictionKind;
-use ecdn_sim::cluster::{compare, simulate_cluster, ClusterConfig, ClusterResult, Scheme};
+use ecdn_sim::cluster::{ClusterConfig, ClusterResult, Scheme, UnavailabilityResult};
+use ecdn_sim::cluster_sweep::{sweep, ClusterSweep, SchemeCode};
 use ecdn_sim::unavailability::{FailEvent, Unavailability, Window};
 use ecdn_trace::units::{format_size, parse_seconds, parse_size};
 
+use crate::args::{ReportArgs, ThreadsArg, TraceArgs};
 use crate::plot;
-use crate::sim_cmd::{progress_bar, threads, TraceArgs};
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \
@@ -20,7 +22,8 @@ use crate::sim_cmd::{progress_bar, threads, TraceArgs};
     ecdn sim cluster --trace t.bin --scheme rep2,rep3,c2dn-n5k3,c2dn-n6k3 --size 10% --fail 1@1000s --fail 4@1000s\n\n\
     Schemes: no-rep, rep2, rep3, rep2-popular, c2dn-norebal, c2dn; a coded scheme may name its code,\n\
     e.g. c2dn-n5k3 (K = 3 data + 2 parity chunks). Sizes are the total cluster capacity, in bytes\n\
-    (64GiB) or as a percentage of the trace's unique bytes (10%).")]
+    (64GiB) or as a percentage of the trace's unique bytes (10%). Runs with unavailability
+    simulate every (scheme, size) twice, with and without it.")]
 pub struct ClusterArgs {
     #[command(flatten)]
     trace: TraceArgs,
@@ -86,13 +89,10 @@ pub struct ClusterArgs {
     /// Seed of the placement hashes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Worker threads (default: all cores); runs with unavailability need two jobs per
-    /// (scheme, size).
-    #[arg(long, short = 'j')]
-    threads: Option<usize>,
-    /// One JSON object per line per (scheme, size), with the per-window series.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    threads: ThreadsArg,
+    #[command(flatten)]
+    report: ReportArgs,
     /// Draw the C2DN figures (PNG or SVG by extension): miss ratios, unprotected fraction and
     /// write imbalance against cache size (Fig. 5, 6b–d) into FILE; with unavailability also
     /// FILE-STEM.spike.EXT (relative miss-ratio change per window, Fig. 6a/7) and
@@ -102,36 +102,11 @@ pub struct ClusterArgs {
     /// Windows after the unavailability shown in the spike plot.
     #[arg(long, default_value_t = 20)]
     plot_windows: usize,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
-}
-
-/// A scheme with its code.
-fn parse_scheme(s: &str, k: usize, p: usize) -> Result<(Scheme, usize, usize)> {
-    let t = s.trim().to_ascii_lowercase();
-    if let Ok(scheme) = Scheme::parse(&t) {
-        return Ok((scheme, k, p));
-    }
-    for base in ["c2dn-norebal", "c2dn"] {
-        if let Some(code) = t.strip_prefix(&format!("{base}-n")) {
-            let (n, kk) = code
-                .split_once('k')
-                .with_context(|| format!("scheme {s:?}: expected {base}-nNkK, e.g. {base}-n5k3"))?;
-            let n: usize = n.parse().with_context(|| format!("scheme {s:?}: bad n"))?;
-            let kk: usize = kk.parse().with_context(|| format!("scheme {s:?}: bad k"))?;
-            if kk == 0 || n < kk {
-                bail!("scheme {s:?}: need n ≥ k ≥ 1");
-            }
-            return Ok((Scheme::parse(base).map_err(anyhow::Error::msg)?, kk, n - kk));
-        }
-    }
-    Ok((Scheme::parse(&t).map_err(anyhow::Error::msg)?, k, p))
 }
 
 pub fn run(a: ClusterArgs) -> Result<()> {
-    if a.servers == 0 {
-        bail!("--servers must be positive");
+    if a.servers == 0 || a.servers > MAX_SERVERS {
+        bail!("--servers must be between 1 and {MAX_SERVERS}");
     }
     let weights = match &a.weights {
         Some(w) => {
@@ -148,11 +123,11 @@ pub fn run(a: ClusterArgs) -> Result<()> {
         None => vec![1.0; a.servers],
     };
     let eviction = EvictionKind::parse(&a.eviction).map_err(anyhow::Error::msg)?;
-    let schemes: Vec<(Scheme, usize, usize)> = a
+    let schemes: Vec<SchemeCode> = a
         .scheme
         .split(',')
         .filter(|s| !s.trim().is_empty())
-        .map(|s| parse_scheme(s, a.k, a.p))
+        .map(|s| SchemeCode::parse(s, a.k, a.p).map_err(anyhow::Error::msg))
         .collect::<Result<_>>()?;
     if schemes.is_empty() {
         bail!("--scheme needs at least one scheme");
@@ -211,170 +186,154 @@ pub fn run(a: ClusterArgs) -> Result<()> {
     let rebalance_every = parse_seconds(&a.rebalance_every).map_err(anyhow::Error::msg)?;
     let threshold = parse_size(&a.threshold).map_err(anyhow::Error::msg)?;
     let rebalance = ecdn_placement::RebalanceOptions {
-        stability: ecdn_sim::cluster::parse_stability(&a.stability).map_err(anyhow::Error::msg)?,
-        budget: ecdn_sim::cluster::parse_budget(&a.budget).map_err(anyhow::Error::msg)?,
+        stability: a
+            .stability
+            .parse::<Stability>()
+            .map_err(anyhow::Error::msg)?,
+        budget: a.budget.parse::<Budget>().map_err(anyhow::Error::msg)?,
         carry_ppm: if (0.0..=1.0).contains(&a.carry) {
             (a.carry * 1e6).round() as u32
         } else {
             bail!("invalid --carry {}: a fraction in [0, 1]", a.carry)
         },
     };
-    let with_unavailability = !unavailability.is_empty();
-
-    // Jobs: every (scheme, size), and for unavailability runs its baseline without it.
-    let mut jobs: Vec<ClusterConfig> = Vec::new();
-    for &(scheme, k, p) in &schemes {
-        for &size in &sizes {
-            let mut cfg = ClusterConfig::new(scheme, size);
-            cfg.weights = weights.clone();
-            cfg.eviction = eviction;
-            cfg.k = k;
-            cfg.p = p;
-            cfg.threshold = threshold;
-            cfg.buckets = a.buckets;
-            cfg.rebalance_every = rebalance_every;
-            cfg.rebalance = rebalance;
-            cfg.popular_min = a.popular_min;
-            cfg.window = window;
-            cfg.seed = a.seed;
-            cfg.max_requests = a.max_requests.unwrap_or(0);
-            if with_unavailability {
-                let mut base = cfg.clone();
-                base.unavailability = Unavailability {
-                    window: Some(window),
-                    ..Unavailability::default()
-                };
-                cfg.unavailability = unavailability.clone();
-                jobs.push(cfg);
-                jobs.push(base);
-            } else {
-                jobs.push(cfg);
-            }
-        }
-    }
-    let pb = progress_bar(None, a.quiet || a.json);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<Result<ClusterResult>>>> =
-        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|s| {
-        for _ in 0..threads(a.threads).min(jobs.len()) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= jobs.len() {
-                    break;
-                }
-                let r = a
-                    .trace
-                    .open(&opts)
-                    .and_then(|mut rd| Ok(simulate_cluster(&mut *rd, &jobs[i], &|n| pb.inc(n))?));
-                *results[i].lock().unwrap() = Some(r);
-            });
-        }
-    });
+    // Everything but the scheme and the size; the sweep fills those in.
+    let mut base = ClusterConfig::new(Scheme::C2dn, 0);
+    base.weights = weights;
+    base.eviction = eviction;
+    base.threshold = threshold;
+    base.buckets = a.buckets;
+    base.rebalance_every = rebalance_every;
+    base.rebalance = rebalance;
+    base.popular_min = a.popular_min;
+    base.window = window;
+    base.unavailability = unavailability;
+    base.seed = a.seed;
+    base.max_requests = a.max_requests.unwrap_or(0);
+    let pb = a.report.progress_bar(None);
+    let swept = sweep(
+        &base,
+        &schemes,
+        &sizes,
+        a.spike_windows,
+        || a.trace.open(&opts),
+        a.threads.get(),
+        &|n| pb.inc(n),
+    );
     pb.finish_and_clear();
-    let mut done: Vec<ClusterResult> = Vec::new();
-    for r in results {
-        done.push(r.into_inner().unwrap().expect("every job ran")?);
-    }
+    let swept = swept.context("cluster simulation failed")?;
     let mut out = std::io::stdout().lock();
-    let sibling = |p: &std::path::Path, tag: &str| {
+    match swept {
+        ClusterSweep::Unavailable(rows) => {
+            if let Some(p) = &a.plot {
+                plot_unavailable(p, &rows, a.plot_windows)?;
+            }
+            print_unavailable(&mut out, &rows, a.report.json)?;
+        }
+        ClusterSweep::Available(done) => {
+            if let Some(p) = &a.plot {
+                plot::cluster_vs_size(p, &done)?;
+                eprintln!("wrote {}", p.display());
+            }
+            print_available(&mut out, &done, a.report.json)?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The most servers `--servers` accepts (the placement's virtual nodes limit it further).
+const MAX_SERVERS: usize = 1 << 16;
+
+/// `FILE`, `FILE-STEM.spike.EXT` and `FILE-STEM.series.EXT` of a run with unavailability.
+fn plot_unavailable(p: &Path, rows: &[UnavailabilityResult], plot_windows: usize) -> Result<()> {
+    let sibling = |tag: &str| {
         let stem = p.file_stem().unwrap_or_default().to_string_lossy();
         let ext = p.extension().unwrap_or_default().to_string_lossy();
         p.with_file_name(format!("{stem}.{tag}.{ext}"))
     };
-    if with_unavailability {
-        let mut it = done.into_iter();
-        let mut rows = Vec::new();
-        while let (Some(with), Some(without)) = (it.next(), it.next()) {
-            rows.push(compare(with, &without, a.spike_windows));
+    let with: Vec<ClusterResult> = rows.iter().map(|r| r.with.clone()).collect();
+    plot::cluster_vs_size(p, &with)?;
+    let spike = sibling("spike");
+    plot::cluster_spike(&spike, rows, plot_windows)?;
+    let series = sibling("series");
+    plot::cluster_series(&series, rows)?;
+    eprintln!(
+        "wrote {}, {} and {}",
+        p.display(),
+        spike.display(),
+        series.display()
+    );
+    Ok(())
+}
+
+fn print_unavailable(
+    out: &mut impl Write,
+    rows: &[UnavailabilityResult],
+    json: bool,
+) -> Result<()> {
+    if json {
+        for r in rows {
+            writeln!(out, "{}", serde_json::to_string(r)?)?;
         }
-        if let Some(p) = &a.plot {
-            let with: Vec<ClusterResult> = rows.iter().map(|r| r.with.clone()).collect();
-            plot::cluster_vs_size(p, &with)?;
-            let spike = sibling(p, "spike");
-            plot::cluster_spike(&spike, &rows, a.plot_windows)?;
-            let series = sibling(p, "series");
-            plot::cluster_series(&series, &rows)?;
-            eprintln!(
-                "wrote {}, {} and {}",
-                p.display(),
-                spike.display(),
-                series.display()
-            );
-        }
-        if a.json {
-            for r in &rows {
-                writeln!(out, "{}", serde_json::to_string(r)?)?;
-            }
-        } else {
-            writeln!(
-                out,
-                "{:<16} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11}",
-                "scheme",
-                "size",
-                "miss",
-                "byte_miss",
-                "baseline",
-                "partial",
-                "unprotected",
-                "max_spike"
-            )?;
-            for r in &rows {
-                writeln!(
-                    out,
-                    "{:<16} {:>10} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>11.4} {:>+10.1}%",
-                    r.with.scheme,
-                    format_size(r.with.cache_size),
-                    r.with.miss_ratio,
-                    r.with.byte_miss_ratio,
-                    r.baseline_miss_ratio,
-                    r.with.partial_hit_ratio,
-                    r.with.unprotected_fraction,
-                    r.max_relative_miss_increase * 100.0
-                )?;
-            }
-        }
-    } else {
-        if let Some(p) = &a.plot {
-            plot::cluster_vs_size(p, &done)?;
-            eprintln!("wrote {}", p.display());
-        }
-        if a.json {
-            for r in &done {
-                writeln!(out, "{}", serde_json::to_string(r)?)?;
-            }
-            out.flush()?;
-            return Ok(());
-        }
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<16} {:>10} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11}",
+        "scheme", "size", "miss", "byte_miss", "baseline", "partial", "unprotected", "max_spike"
+    )?;
+    for r in rows {
         writeln!(
             out,
-            "{:<16} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10} {:>11} {:>8}",
-            "scheme",
-            "size",
-            "miss",
-            "byte_miss",
-            "partial",
-            "write_imb",
-            "read_imb",
-            "unprotected",
-            "M req/s"
+            "{:<16} {:>10} {:>9.4} {:>9.4} {:>9.4} {:>9.4} {:>11.4} {:>+10.1}%",
+            r.with.scheme,
+            format_size(r.with.cache_size),
+            r.with.miss_ratio,
+            r.with.byte_miss_ratio,
+            r.baseline_miss_ratio,
+            r.with.partial_hit_ratio,
+            r.with.unprotected_fraction,
+            r.max_relative_miss_increase * 100.0
         )?;
-        for r in &done {
-            writeln!(
-                out,
-                "{:<16} {:>10} {:>9.4} {:>9.4} {:>9.4} {:>10.4} {:>10.4} {:>11.4} {:>8.2}",
-                r.scheme,
-                format_size(r.cache_size),
-                r.miss_ratio,
-                r.byte_miss_ratio,
-                r.partial_hit_ratio,
-                r.write_imbalance,
-                r.read_imbalance,
-                r.unprotected_fraction,
-                r.requests_per_s / 1e6
-            )?;
-        }
     }
-    out.flush()?;
+    Ok(())
+}
+
+fn print_available(out: &mut impl Write, done: &[ClusterResult], json: bool) -> Result<()> {
+    if json {
+        for r in done {
+            writeln!(out, "{}", serde_json::to_string(r)?)?;
+        }
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<16} {:>10} {:>9} {:>9} {:>9} {:>10} {:>10} {:>11} {:>8}",
+        "scheme",
+        "size",
+        "miss",
+        "byte_miss",
+        "partial",
+        "write_imb",
+        "read_imb",
+        "unprotected",
+        "M req/s"
+    )?;
+    for r in done {
+        writeln!(
+            out,
+            "{:<16} {:>10} {:>9.4} {:>9.4} {:>9.4} {:>10.4} {:>10.4} {:>11.4} {:>8.2}",
+            r.scheme,
+            format_size(r.cache_size),
+            r.miss_ratio,
+            r.byte_miss_ratio,
+            r.partial_hit_ratio,
+            r.write_imbalance,
+            r.read_imbalance,
+            r.unprotected_fraction,
+            r.requests_per_s / 1e6
+        )?;
+    }
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
@@ -132,8 +132,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
     let sizes = SizeDist::parse(&a.sizes).map_err(anyhow::Error::msg)?;
     let hoc_size = parse_size(&a.hoc_size).map_err(anyhow::Error::msg)?;
     let disk_size = parse_size(&a.disk_size).map_err(anyhow::Error::msg)?;
-    let latency =
-        ecdn_trace::units::parse_seconds(&a.origin_latency).map_err(anyhow::Error::msg)?;
+    let latency = crate::args::duration("--origin-latency", &a.origin_latency)?;
     let reqs: Vec<(u64, u64)> = Generator::new(GenConfig {
         requests: a.requests,
         objects: a.objects,
@@ -153,7 +152,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let origin = Origin::start(
             "127.0.0.1:0".parse()?,
             OriginConfig {
-                latency: Duration::from_secs_f64(latency),
+                latency,
                 ..OriginConfig::default()
             },
         )

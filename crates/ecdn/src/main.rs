@@ -5,6 +5,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod args;
 mod cluster_cmd;
 mod demo_cmd;
 mod node_cmd;

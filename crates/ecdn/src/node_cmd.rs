@@ -9,12 +9,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use ecdn_node::node::{Node, NodeConfig};
-use ecdn_trace::units::{parse_seconds, parse_size};
+use ecdn_trace::units::parse_size;
 use serde::Deserialize;
 
 #[derive(Args)]
@@ -154,20 +153,15 @@ fn merge(a: NodeArgs) -> Result<Settings> {
         .origin_timeout
         .or(file.origin_timeout)
         .unwrap_or_else(|| "30s".into());
-    let timeout =
-        parse_seconds(&timeout).map_err(|e| anyhow::anyhow!("{}: {e}", key("origin_timeout")))?;
-    if timeout <= 0.0 {
+    let timeout = crate::args::duration(&key("origin_timeout"), &timeout)?;
+    if timeout.is_zero() {
         bail!("{}: must be positive", key("origin_timeout"));
     }
     let drain = a
         .drain_timeout
         .or(file.drain_timeout)
         .unwrap_or_else(|| "30s".into());
-    let drain =
-        parse_seconds(&drain).map_err(|e| anyhow::anyhow!("{}: {e}", key("drain_timeout")))?;
-    if !(0.0..=86_400.0).contains(&drain) {
-        bail!("{}: must be between 0 and 1 day", key("drain_timeout"));
-    }
+    let drain = crate::args::duration(&key("drain_timeout"), &drain)?;
     Ok(Settings {
         listen,
         node: NodeConfig {
@@ -177,8 +171,8 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             disk_path: a.disk_path.or(file.disk_path),
             disk_size,
             hoc_policy,
-            origin_timeout: Duration::from_secs_f64(timeout),
-            drain_timeout: Duration::from_secs_f64(drain),
+            origin_timeout: timeout,
+            drain_timeout: drain,
             purge_token: a.purge_token.or(file.purge_token),
             access_log: a.access_log || file.access_log.unwrap_or(false),
             ..NodeConfig::default()
@@ -210,6 +204,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::time::Duration;
 
     #[derive(Parser)]
     struct Cli {
@@ -265,6 +260,19 @@ mod tests {
             ("hoc_size = \"1MiB\"\n", "origin is required"),
             (
                 "origin = \"http://x\"\ndrain_timeout = \"-1s\"\n",
+                "drain_timeout",
+            ),
+            // Durations past what a timer can hold are errors, not panics.
+            (
+                "origin = \"http://x\"\norigin_timeout = \"1e20\"\n",
+                "origin_timeout",
+            ),
+            (
+                "origin = \"http://x\"\norigin_timeout = \"1e300d\"\n",
+                "origin_timeout",
+            ),
+            (
+                "origin = \"http://x\"\ndrain_timeout = \"1e20s\"\n",
                 "drain_timeout",
             ),
             ("origin = \"http://x\"\nroutes = [\"a\"]\n", "routes"),

@@ -1,12 +1,11 @@
 //! `ecdn origin`: the synthetic origin server.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
 use ecdn_node::origin::{serve, OriginConfig};
-use ecdn_trace::units::{parse_seconds, parse_size};
+use ecdn_trace::units::parse_size;
 
 #[derive(Args)]
 #[command(
@@ -30,27 +29,26 @@ pub struct OriginArgs {
     /// Body pacing per response in bytes per second (e.g. 100MiB); 0 for unpaced.
     #[arg(long, default_value = "0")]
     bandwidth: String,
-    /// Worker threads (default: all cores).
-    #[arg(long, short = 'j')]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: crate::args::ThreadsArg,
 }
 
 pub fn run(a: OriginArgs) -> Result<()> {
     let cfg = OriginConfig {
         cache_control: a.cache_control,
         default_size: parse_size(&a.default_size).map_err(anyhow::Error::msg)?,
-        latency: Duration::from_secs_f64(parse_seconds(&a.latency).map_err(anyhow::Error::msg)?),
+        latency: crate::args::duration("--latency", &a.latency)?,
         bandwidth: match parse_size(&a.bandwidth).map_err(anyhow::Error::msg)? {
             0 => None,
             b => Some(b),
         },
         ..OriginConfig::default()
     };
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = a.threads {
-        rt.worker_threads(n.max(1));
-    }
-    let rt = rt.enable_all().build().context("starting the runtime")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(a.threads.get())
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(a.listen)
             .await

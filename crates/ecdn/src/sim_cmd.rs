@@ -9,9 +9,9 @@ use ecdn_policy::spec::AdmissionSpec;
 use ecdn_policy::PolicySpec;
 use ecdn_sim::{sweep, Job, SimConfig, SimResult, Warmup};
 use ecdn_trace::units::{format_size, parse_size};
-use ecdn_trace::{Format, OpenOptions, RequestReader};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use ecdn_trace::{OpenOptions, RequestReader};
 
+use crate::args::{ReportArgs, ThreadsArg, TraceArgs};
 use crate::plot;
 
 #[derive(Subcommand)]
@@ -32,30 +32,6 @@ pub enum SimCmd {
         after_help = "Example:\n  ecdn sim model --trace web.bin --size 64MiB --warmup 50% --plot model.png"
     )]
     Model(ModelArgs),
-}
-
-#[derive(Args)]
-pub struct TraceArgs {
-    /// Trace file.
-    #[arg(long, short = 't')]
-    trace: PathBuf,
-    /// Trace format: oracleGeneral, oracleGeneral.zst, text, csv (default: from the file name).
-    #[arg(long)]
-    format: Option<String>,
-}
-
-impl TraceArgs {
-    pub fn options(&self) -> Result<OpenOptions> {
-        let format = match &self.format {
-            Some(f) => Some(Format::parse(f).map_err(anyhow::Error::msg)?),
-            None => None,
-        };
-        Ok(OpenOptions { format })
-    }
-
-    pub fn open(&self, opts: &OpenOptions) -> Result<Box<dyn RequestReader>> {
-        Ok(ecdn_trace::open(&self.trace, opts)?)
-    }
 }
 
 #[derive(Args)]
@@ -80,12 +56,10 @@ pub struct CacheArgs {
     /// Seed of admission coin flips.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Worker threads (default: all cores).
-    #[arg(long, short = 'j')]
-    threads: Option<usize>,
-    /// One JSON object per line per (policy, size).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    threads: ThreadsArg,
+    #[command(flatten)]
+    report: ReportArgs,
     /// Draw miss ratio vs cache size (PNG or SVG by extension). With AdaptSize among the
     /// policies, also FILE-STEM.adaptsize-model.EXT: the model's OHR-vs-c curve against the OHR
     /// measured at fixed c (middle cache size, first 4M requests, half of them warm-up).
@@ -95,9 +69,6 @@ pub struct CacheArgs {
     /// series; without --series, 200 windows over the trace).
     #[arg(long, value_name = "FILE")]
     plot_series: Option<PathBuf>,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
 }
 
 #[derive(Args)]
@@ -125,9 +96,8 @@ pub struct ModelArgs {
     /// Seed of admission coin flips.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Worker threads (default: all cores).
-    #[arg(long, short = 'j')]
-    threads: Option<usize>,
+    #[command(flatten)]
+    threads: ThreadsArg,
     /// One JSON object per line per c.
     #[arg(long)]
     json: bool,
@@ -159,54 +129,6 @@ fn parse_sizes(s: &str) -> Result<Vec<u64>> {
     Ok(sizes)
 }
 
-pub fn threads(t: Option<usize>) -> usize {
-    t.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    })
-    .max(1)
-}
-
-/// The trace's request count when it is cheap to know (uncompressed oracleGeneral: file size).
-fn cheap_len(path: &Path, opts: &OpenOptions) -> Option<u64> {
-    let f = opts.format.clone().or_else(|| Format::from_path(path))?;
-    if f == Format::OracleGeneral {
-        let len = std::fs::metadata(path).ok()?.len();
-        return Some(len / ecdn_trace::oracle::RECORD_SIZE as u64);
-    }
-    None
-}
-
-fn trace_len(args: &TraceArgs, opts: &OpenOptions) -> Result<u64> {
-    if let Some(n) = cheap_len(&args.trace, opts) {
-        return Ok(n);
-    }
-    let mut r = args.open(opts)?;
-    Ok(ecdn_sim::count_requests(&mut *r)?)
-}
-
-pub fn progress_bar(total: Option<u64>, quiet: bool) -> ProgressBar {
-    let pb = match total {
-        Some(t) => ProgressBar::new(t),
-        None => ProgressBar::new_spinner(),
-    };
-    if quiet {
-        pb.set_draw_target(ProgressDrawTarget::hidden());
-    } else {
-        pb.set_draw_target(ProgressDrawTarget::stderr_with_hz(4));
-    }
-    let style = if total.is_some() {
-        "{spinner} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} requests ({per_sec}, eta {eta})"
-    } else {
-        "{spinner} [{elapsed_precise}] {human_pos} requests ({per_sec})"
-    };
-    if let Ok(s) = ProgressStyle::with_template(style) {
-        pb.set_style(s);
-    }
-    pb
-}
-
 fn run_cache(a: CacheArgs) -> Result<()> {
     let specs = PolicySpec::parse_list(&a.policy).map_err(anyhow::Error::msg)?;
     if specs.is_empty() {
@@ -218,8 +140,8 @@ fn run_cache(a: CacheArgs) -> Result<()> {
     a.trace.open(&opts)?;
     let warmup = Warmup::parse(&a.warmup).map_err(anyhow::Error::msg)?;
     let len = match warmup {
-        Warmup::Fraction(_) => Some(trace_len(&a.trace, &opts)?),
-        Warmup::Requests(_) => cheap_len(&a.trace.trace, &opts),
+        Warmup::Fraction(_) => Some(a.trace.len(&opts)?),
+        Warmup::Requests(_) => a.trace.cheap_len(&opts),
     };
     let series_every = match (a.series, &a.plot_series) {
         (Some(0), _) => bail!("--series must be positive"),
@@ -227,7 +149,7 @@ fn run_cache(a: CacheArgs) -> Result<()> {
         (None, Some(_)) => {
             let len = match len {
                 Some(l) => l,
-                None => trace_len(&a.trace, &opts)?,
+                None => a.trace.len(&opts)?,
             };
             let len = a.max_requests.map_or(len, |m| len.min(m));
             (len / 200).max(1)
@@ -254,21 +176,19 @@ fn run_cache(a: CacheArgs) -> Result<()> {
         (Some(l), None) => Some(l),
         (None, m) => m,
     };
-    let pb = progress_bar(per_job.map(|l| l * jobs.len() as u64), a.quiet || a.json);
-    let results = sweep(
-        &jobs,
-        || a.trace.open(&opts).map_err(trace_error),
-        &cfg,
-        threads(a.threads),
-        &|n| pb.inc(n),
-    );
+    let pb = a
+        .report
+        .progress_bar(per_job.map(|l| l * jobs.len() as u64));
+    let results = sweep(&jobs, || a.trace.open(&opts), &cfg, a.threads.get(), &|n| {
+        pb.inc(n)
+    });
     pb.finish_and_clear();
     let mut ok: Vec<SimResult> = Vec::new();
     for r in results {
         ok.push(r.context("simulation failed")?);
     }
     let mut out = std::io::stdout().lock();
-    if a.json {
+    if a.report.json {
         for r in &ok {
             writeln!(out, "{}", serde_json::to_string(r)?)?;
         }
@@ -291,14 +211,6 @@ fn run_cache(a: CacheArgs) -> Result<()> {
         eprintln!("wrote {}", p.display());
     }
     Ok(())
-}
-
-/// `open` must return a `TraceError`; our opener already produced one wrapped in anyhow.
-fn trace_error(e: anyhow::Error) -> ecdn_trace::TraceError {
-    match e.downcast::<ecdn_trace::TraceError>() {
-        Ok(t) => t,
-        Err(e) => ecdn_trace::TraceError::Config(format!("{e:#}")),
-    }
 }
 
 fn print_table(out: &mut impl Write, rs: &[SimResult]) -> Result<()> {
@@ -372,7 +284,7 @@ fn adaptsize_model_plot(
         capacity,
         &cs,
         a.seed,
-        threads(a.threads),
+        a.threads.get(),
     )?;
     let stem = plot.file_stem().unwrap_or_default().to_string_lossy();
     let ext = plot.extension().unwrap_or_default().to_string_lossy();
@@ -403,7 +315,7 @@ fn run_model(a: ModelArgs) -> Result<()> {
         capacity,
         &cs,
         a.seed,
-        threads(a.threads),
+        a.threads.get(),
     )?;
     let mut out = std::io::stdout().lock();
     let max_err = points

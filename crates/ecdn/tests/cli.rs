@@ -300,6 +300,32 @@ fn sim_cluster_bad_input_gives_clear_errors() {
             vec!["sim", "cluster", "--trace", &t, "--size", "0%"],
             "out of range",
         ),
+        (
+            vec![
+                "sim",
+                "cluster",
+                "--trace",
+                &t,
+                "--size",
+                "1GiB",
+                "--servers",
+                "1000000000000",
+            ],
+            "--servers",
+        ),
+        (
+            vec![
+                "sim",
+                "cluster",
+                "--trace",
+                &t,
+                "--size",
+                "1GiB",
+                "--buckets",
+                "18446744073709551615",
+            ],
+            "buckets are too many",
+        ),
     ];
     assert_clean_failures(&cases);
 }
@@ -328,4 +354,185 @@ fn demo_serves_every_byte_correctly() {
         "a Zipf workload over 100 objects must hit: {out}"
     );
     assert!(out.contains("MISS"), "{out}");
+}
+
+#[test]
+fn durations_out_of_range_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("node.toml");
+    std::fs::write(
+        &config,
+        "origin = \"http://127.0.0.1:1\"\norigin_timeout = \"1e20\"\n",
+    )
+    .unwrap();
+    let config = config.to_string_lossy().into_owned();
+    let origin = "http://127.0.0.1:1";
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["node", "--origin", origin, "--origin-timeout", "1e20"],
+            "origin_timeout",
+        ),
+        (
+            vec!["node", "--origin", origin, "--origin-timeout", "1e300d"],
+            "origin_timeout",
+        ),
+        (
+            vec!["node", "--origin", origin, "--drain-timeout", "1e20"],
+            "drain_timeout",
+        ),
+        (vec!["node", "--config", &config], "origin_timeout"),
+        (vec!["origin", "--latency", "1e20"], "--latency"),
+        (vec!["origin", "--latency", "NaN"], "--latency"),
+        (vec!["origin", "--latency=-1s"], "--latency"),
+        (vec!["demo", "--origin-latency", "1e20"], "--origin-latency"),
+        (
+            vec!["demo", "--origin-latency", "1e400ms"],
+            "--origin-latency",
+        ),
+    ];
+    assert_clean_failures(&cases);
+}
+
+/// Writes a `time id size` text trace.
+fn text_trace(path: &std::path::Path, reqs: impl Iterator<Item = (u64, u64, u64)>) -> String {
+    let mut text = String::new();
+    for (t, id, size) in reqs {
+        text.push_str(&format!("{t} {id} {size}\n"));
+    }
+    std::fs::write(path, text).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn json_rows(o: &Output) -> Vec<serde_json::Value> {
+    assert!(o.status.success(), "{}", stderr(o));
+    assert!(!stderr(o).contains("panicked"), "{}", stderr(o));
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn sim_cluster_skips_a_huge_timestamp_gap() {
+    // 2,000 requests over 200 s, then the same 2,000 requests 10^15 s later: 1 s windows would
+    // be 10^15 of them if empty windows were kept. The results must be those of the same trace
+    // without the gap (rep2 has no time-driven rebalance).
+    let dir = tempfile::tempdir().unwrap();
+    let req = |i: u64| (i % 97, 1000 + (i % 13) * 5000);
+    let gap = text_trace(
+        &dir.path().join("gap.txt"),
+        (0..4000u64).map(|i| {
+            let (id, size) = req(i % 2000);
+            let t = if i < 2000 {
+                i / 10
+            } else {
+                1_000_000_000_000_000 + (i - 2000) / 10
+            };
+            (t, id, size)
+        }),
+    );
+    let closed = text_trace(
+        &dir.path().join("closed.txt"),
+        (0..4000u64).map(|i| {
+            let (id, size) = req(i % 2000);
+            (i / 10, id, size)
+        }),
+    );
+    let run = |t: &str| {
+        json_rows(&ecdn(&[
+            "sim",
+            "cluster",
+            "--trace",
+            t,
+            "--scheme",
+            "rep2,no-rep",
+            "--size",
+            "2MiB",
+            "--window",
+            "1s",
+            "--json",
+        ]))
+    };
+    let (with_gap, without) = (run(&gap), run(&closed));
+    assert_eq!(with_gap.len(), 2);
+    for (g, c) in with_gap.iter().zip(&without) {
+        for key in [
+            "requests",
+            "miss_ratio",
+            "byte_miss_ratio",
+            "origin_bytes",
+            "bytes_written",
+        ] {
+            assert_eq!(g[key], c[key], "{key}");
+        }
+        let windows = g["windows"].as_array().unwrap();
+        assert_eq!(windows.len(), 400, "only windows with requests are kept");
+        assert_eq!(windows[199]["index"], 199);
+        assert_eq!(windows[200]["index"], 1_000_000_000_000_000u64);
+        assert_eq!(c["windows"].as_array().unwrap().len(), 400);
+    }
+    // With an unavailability, too (the comparison matches windows by index).
+    let o = ecdn(&[
+        "sim", "cluster", "--trace", &gap, "--scheme", "c2dn", "--size", "2MiB", "--window", "1s",
+        "--fail", "3@100s", "--json",
+    ]);
+    let rows = json_rows(&o);
+    assert_eq!(rows[0]["unavailability_starts"], serde_json::json!([100]));
+    assert_eq!(
+        rows[0]["relative_miss_change"].as_array().unwrap().len(),
+        400
+    );
+}
+
+#[test]
+fn sizes_near_u64_max_do_not_overflow_byte_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = text_trace(
+        &dir.path().join("huge.txt"),
+        (0..300u64).map(|i| (i, i % 7, u64::MAX - i % 3)),
+    );
+    // Every request misses (no object fits); the byte sums pass u64::MAX.
+    let total: u128 = (0..300u128).map(|i| u64::MAX as u128 - i % 3).sum();
+    assert!(total > u64::MAX as u128);
+    let o = ecdn(&[
+        "sim",
+        "cache",
+        "--trace",
+        &t,
+        "--size",
+        "1GiB",
+        "--policy",
+        "lru,fifo,adaptsize",
+        "--json",
+        "--series",
+        "100",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.lines().count(), 3);
+    for line in out.lines() {
+        assert!(line.contains(&format!("\"bytes\":{total},")), "{line}");
+        assert!(line.contains("\"hit_bytes\":0,"), "{line}");
+        assert!(line.contains("\"byte_miss_ratio\":1.0"), "{line}");
+    }
+    let o = ecdn(&[
+        "sim",
+        "cluster",
+        "--trace",
+        &t,
+        "--size",
+        "1GiB",
+        "--scheme",
+        "no-rep,rep2,c2dn",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.lines().count(), 3);
+    for line in out.lines() {
+        assert!(
+            line.contains(&format!("\"origin_bytes\":{total},")),
+            "{line}"
+        );
+    }
 }
