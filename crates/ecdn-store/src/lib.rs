@@ -620,7 +620,10 @@ fn free_bytes(file: &File) -> io::Result<u64> {
     }
     // SAFETY: initialised by the successful call above.
     let st = unsafe { st.assume_init() };
-    Ok(u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
+    // u32 or u64 depending on the target.
+    #[allow(clippy::useless_conversion)]
+    let (avail, frsize) = (u64::from(st.f_bavail), u64::from(st.f_frsize));
+    Ok(avail.saturating_mul(frsize))
 }
 
 impl Store {
