@@ -115,7 +115,10 @@
 //!   device with `O_EXCL`, which also refuses a mounted one) before reading or writing
 //!   anything; a second opener, in another process or the same one, gets
 //!   [`StoreError::InUse`] at once. The mapped read path relies on it: no other writer
-//!   changes the bytes behind a [`MappedPayload`].
+//!   changes the bytes behind a [`MappedPayload`]. The lock lives as long as the open file: a
+//!   child process holds a copy of the descriptor from its fork to its exec (descriptors are
+//!   close-on-exec), so a process that spawns children may briefly see `InUse` when it reopens
+//!   a store it has just dropped.
 //! * **Unformatted.** A new or empty file, or a file or device whose first aligned block (the
 //!   superblock's place) is all zeros, is formatted: a crash during the first format (after the
 //!   file was sized, before the superblock was written) leaves such a file, and the next open
@@ -481,6 +484,21 @@ pub struct PutOutcome {
     /// Live entries evicted to make room, oldest first, with their footprints. Ghosts
     /// (removed or replaced entries) that left the ring are not listed.
     pub evicted: Vec<(EntryKey, u64)>,
+}
+
+/// An entry durably marked dead by [`Store::tombstone`], still to be dropped from the index
+/// with [`Store::forget`].
+#[derive(Debug)]
+#[must_use = "pass it to Store::forget"]
+pub struct Tombstone {
+    key: EntryKey,
+    seq: u64,
+}
+
+impl Tombstone {
+    pub fn key(&self) -> &EntryKey {
+        &self.key
+    }
 }
 
 /// Where an entry sits in the file (see [`Store::locate`]).
@@ -1327,18 +1345,43 @@ impl Store {
     ///   the page cache but not the disk, a later read of the entry finds the dead magic and
     ///   reports it corrupt, so it is not served by this process either.
     ///
-    /// Cost: one synchronous write of one block (the write plus a device cache flush; see
-    /// `benches/remove.rs`), and nothing for an absent key.
+    /// Cost: one synchronous write of one block (the write and a device cache flush: about
+    /// 4 ms on a virtual disk, see `benches/remove.rs`), nothing for an absent key. A caller
+    /// that keeps the store behind a read-write lock can hold only the read lock during that
+    /// wait: [`Store::tombstone`] then [`Store::forget`] do the same in two steps.
     pub fn remove(&mut self, key: &EntryKey) -> Result<bool, StoreError> {
-        let Some((_, slot)) = self.ring.get(key) else {
-            return Ok(false);
+        match self.tombstone(key)? {
+            Some(t) => {
+                self.forget(t);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// The slow half of [`Store::remove`], through a shared reference: durably marks the live
+    /// entry of `key` dead on disk (returning once the write is on stable storage) and
+    /// returns what [`Store::forget`] needs to drop it from the index; `Ok(None)` if `key` is
+    /// not present. From the return on, the entry is never served: reading it reports it
+    /// corrupt (its header's magic is dead), and no restart brings it back. `Err` as for
+    /// [`Store::remove`] (the index unchanged).
+    pub fn tombstone(&self, key: &EntryKey) -> Result<Option<Tombstone>, StoreError> {
+        let Some((seq, slot)) = self.ring.get(key) else {
+            return Ok(None);
         };
-        let off = slot.off;
         // `off` is aligned and align >= 64, so the 4 magic bytes never wrap. Written through
         // the O_DSYNC descriptor: the write returns once the block is on stable storage.
-        self.write_ring_through(&self.dsync, off, &MAGIC_DEAD.to_le_bytes())?;
-        self.ring.remove(key);
-        Ok(true)
+        self.write_ring_through(&self.dsync, slot.off, &MAGIC_DEAD.to_le_bytes())?;
+        Ok(Some(Tombstone {
+            key: key.clone(),
+            seq,
+        }))
+    }
+
+    /// Drops a tombstoned entry from the index, unless a newer version of its key was put
+    /// since [`Store::tombstone`] (that one is kept).
+    pub fn forget(&mut self, t: Tombstone) {
+        self.drop_corrupt(&t.key, t.seq);
     }
 
     /// Live entries.

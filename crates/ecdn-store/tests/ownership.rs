@@ -3,8 +3,7 @@
 
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use ecdn_store::{EntryKey, Store, StoreConfig, StoreError};
 
@@ -249,106 +248,34 @@ fn an_all_zero_superblock_is_unformatted() {
     );
 }
 
-/// A loop device over a file in a temporary directory, detached when dropped.
-struct Loop {
-    dev: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Loop {
-    /// `None` (after [`missing`]) when loop devices cannot be set up here.
-    fn new(size: u64, fill: u8) -> Option<Loop> {
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("img");
-        std::fs::write(&img, vec![fill; size as usize]).unwrap();
-        let out = match Command::new("losetup")
-            .args(["-f", "--show"])
-            .arg(&img)
-            .output()
-        {
-            Ok(o) => o,
-            Err(e) => {
-                missing(&format!("cannot run losetup (install util-linux): {e}"));
-                return None;
-            }
-        };
-        if !out.status.success() {
-            missing(&format!(
-                "losetup -f --show failed (needs root and loop devices): {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-            return None;
-        }
-        let dev = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-        Some(Loop { dev, _dir: dir })
-    }
-
-    fn blockdev(&self, flag: &str) {
-        let st = Command::new("blockdev")
-            .arg(flag)
-            .arg(&self.dev)
-            .status()
-            .expect("run blockdev (util-linux)");
-        assert!(st.success(), "blockdev {flag} failed");
-    }
-}
-
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let st = Command::new("losetup").arg("-d").arg(&self.dev).status();
-        if !matches!(st, Ok(s) if s.success()) && !std::thread::panicking() {
-            panic!("losetup -d {} failed: {st:?}", self.dev.display());
-        }
-    }
-}
-
+/// The two-step removal: the tombstone under a shared reference (the entry is never served
+/// from then on), the index afterwards; a version put in between is kept.
 #[test]
-fn a_block_device_is_formatted_when_zeroed_used_and_reopened() {
-    let size = 8u64 << 20;
-    let Some(lo) = Loop::new(size, 0) else {
-        return;
-    };
-    let Some(junk) = Loop::new(1 << 20, 0x5a) else {
-        return;
-    };
-    let cap = size - 4096;
-    // Larger than the device: refused, with the sizes.
-    let err = Store::open(StoreConfig::new(&lo.dev, size)).unwrap_err();
-    assert!(
-        matches!(err, StoreError::DeviceTooSmall { size: s, .. } if s == size),
-        "{err}"
-    );
-    let cfg = StoreConfig::new(&lo.dev, cap);
-    let mut s = Store::open(cfg.clone()).unwrap_or_else(|e| panic!("{e}"));
-    assert!(s.is_device());
-    let big: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
-    s.put(&obj("big"), b"meta", &big).unwrap();
-    s.put(&obj("gone"), b"", b"x").unwrap();
-    // One owner: a second open (O_EXCL on the device) is refused.
-    let err = Store::open(cfg.clone()).unwrap_err();
-    assert!(matches!(err, StoreError::InUse { .. }), "{err}");
-
-    // A tombstone that cannot be written is an error, and the entry stays indexed.
-    lo.blockdev("--setro");
-    let failed = s.remove(&obj("gone"));
-    lo.blockdev("--setrw");
-    let err = failed.unwrap_err();
-    assert!(matches!(err, StoreError::Io { .. }), "{err}");
-    assert!(s.contains(&obj("gone")));
-    assert_eq!(s.io_errors(), 1);
-    assert!(s.remove(&obj("gone")).unwrap());
+fn tombstone_then_forget() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let cfg = StoreConfig::new(&path, 1 << 20);
+    let mut s = Store::open(cfg.clone()).unwrap();
+    s.put(&obj("a"), b"", b"v1").unwrap();
+    s.put(&obj("b"), b"", b"v1").unwrap();
+    let shared: &Store = &s;
+    let ta = shared.tombstone(&obj("a")).unwrap().expect("present");
+    let tb = shared.tombstone(&obj("b")).unwrap().expect("present");
+    assert!(shared.tombstone(&obj("none")).unwrap().is_none());
+    assert_eq!(ta.key(), &obj("a"));
+    // Between the steps: still indexed, but reported corrupt, never served.
+    assert!(matches!(
+        shared.lookup(&obj("a")).unwrap(),
+        ecdn_store::Lookup::Corrupt { .. }
+    ));
+    // A new version of "b" is put before its tombstone is forgotten: it stays.
+    s.put(&obj("b"), b"", b"v2").unwrap();
+    s.forget(ta);
+    s.forget(tb);
+    assert!(!s.contains(&obj("a")));
+    assert_eq!(s.get(&obj("b")).unwrap().unwrap().payload, b"v2");
     drop(s);
-
     let mut s = Store::open(cfg).unwrap();
-    assert_eq!(s.get(&obj("big")).unwrap().unwrap().payload, big);
-    assert_eq!(s.get(&obj("gone")).unwrap(), None);
-    assert_eq!(s.len(), 1);
-    drop(s);
-
-    // A device holding something else is refused and left untouched.
-    let err = Store::open(StoreConfig::new(&junk.dev, (1 << 20) - 4096)).unwrap_err();
-    assert!(matches!(err, StoreError::NotAStore { .. }), "{err}");
-    assert!(err.to_string().contains("zero its first 4 KiB"), "{err}");
-    let bytes = std::fs::read(&junk.dev).unwrap();
-    assert!(bytes.iter().all(|&b| b == 0x5a));
+    assert_eq!(s.get(&obj("a")).unwrap(), None);
+    assert_eq!(s.get(&obj("b")).unwrap().unwrap().payload, b"v2");
 }
