@@ -46,7 +46,9 @@ pub struct NodeArgs {
     /// Hot-object cache policy, EVICTION[+ADMISSION] [default: adaptsize].
     #[arg(long)]
     hoc_policy: Option<String>,
-    /// Disk cache file (or block device); none for a DRAM-only node.
+    /// Disk cache file (created if missing; its space is allocated at start) or block device
+    /// (formatted if its first 4 KiB are zeros, refused if it holds anything else or is
+    /// mounted); one node per disk. None for a DRAM-only node.
     #[arg(long)]
     disk_path: Option<PathBuf>,
     /// Disk cache capacity [default: 1GiB].

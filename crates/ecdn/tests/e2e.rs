@@ -489,6 +489,239 @@ fn kill_9_during_a_miss_leaves_no_partial_object() {
     assert!(r.body == reference, "bytes differ");
 }
 
+/// One request with `method` and extra header lines over a fresh connection, read to the end.
+fn http_request(port: u16, method: &str, path: &str, headers: &[&str]) -> std::io::Result<Resp> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("Connection: close\r\n\r\n");
+    s.write_all(req.as_bytes())?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    Ok(parse_response(&raw))
+}
+
+/// GETs `path` until the node serves it from its disk (bounded: 5 s), checking the bytes.
+fn wait_disk_hit(port: u16, path: &str, reference: &[u8]) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let r = http_get(port, path).unwrap();
+        assert_eq!(r.status, 200, "{}", r.x_cache());
+        assert!(r.body == reference, "bytes differ ({})", r.x_cache());
+        if r.x_cache() == "HIT-DISK" {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{path} never became HIT-DISK");
+        sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `cmd` to its exit (bounded: it is killed and the test fails after `timeout`);
+/// returns its exit status and what it wrote to stderr.
+fn run_to_exit(
+    cmd: &mut Command,
+    dir: &Path,
+    timeout: Duration,
+) -> (std::process::ExitStatus, String) {
+    let err_path = dir.join("run_to_exit.stderr");
+    let err = std::fs::File::create(&err_path).unwrap();
+    let mut p = Proc {
+        child: Some(
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(err)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}")),
+        ),
+    };
+    p.wait_exit(timeout);
+    let status = p.child.take().unwrap().wait().unwrap();
+    (status, std::fs::read_to_string(&err_path).unwrap())
+}
+
+#[test]
+fn a_second_node_on_the_same_disk_file_is_refused_and_the_first_keeps_serving() {
+    let s = disk_setup();
+    let _node = start_disk_node(s.node_port, s.origin_port, &s.disk);
+    let args = disk_args(&s.disk);
+    let (status, stderr) = run_to_exit(
+        ecdn()
+            .args([
+                "node",
+                "--listen",
+                &format!("127.0.0.1:{}", free_port()),
+                "--origin",
+                &format!("http://127.0.0.1:{}", s.origin_port),
+            ])
+            .args(&args),
+        s.dir.path(),
+        Duration::from_secs(10),
+    );
+    assert!(!status.success(), "the second node started: {stderr}");
+    assert!(
+        stderr.contains("is in use by another process") && stderr.contains("ecdn.disk"),
+        "unclear message: {stderr}"
+    );
+    // The first node was not disturbed: its disk still serves the object, byte for byte.
+    let r = http_get(s.node_port, DISK_PATH).unwrap();
+    assert_eq!((r.status, r.x_cache()), (200, "HIT-DISK"));
+    assert!(r.body == s.reference, "HIT-DISK bytes differ");
+}
+
+/// A PURGE acknowledged with 200 is durable: `kill -9` right after it, restart on the same disk
+/// with the origin gone, and the purged object is not served from the disk (the origin error
+/// shows through), while an object that was not purged still is.
+#[test]
+fn a_purge_survives_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("ecdn.disk");
+    let (origin, op) = start_origin(&[]);
+    let np = free_port();
+    let mut args = disk_args(&disk);
+    args.extend(["--purge-token".into(), "sekrit".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let node = start_node(np, op, &args);
+    let purged = "/obj/31?size=1048576";
+    let kept = "/obj/32?size=1048576";
+    let mut reference = Vec::new();
+    for path in [purged, kept] {
+        let body = http_get(op, path).unwrap().body;
+        assert_eq!(body.len(), 1 << 20);
+        let r = http_get(np, path).unwrap();
+        assert_eq!((r.status, r.x_cache()), (200, "MISS"));
+        wait_disk_hit(np, path, &body);
+        reference.push(body);
+    }
+    let r = http_request(np, "PURGE", purged, &["Authorization: Bearer sekrit"]).unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, br#"{"purged":true}"#);
+    node.kill9();
+    drop(origin);
+
+    let _node = start_node(np, op, &args);
+    let r = http_get(np, purged).unwrap();
+    assert!(
+        !r.x_cache().starts_with("HIT"),
+        "the purged object came back from the disk: {} {}",
+        r.status,
+        r.x_cache()
+    );
+    assert_ne!(r.status, 200, "served without an origin: {}", r.x_cache());
+    let r = http_get(np, kept).unwrap();
+    assert_eq!((r.status, r.x_cache()), (200, "HIT-DISK"));
+    assert!(r.body == reference[1], "HIT-DISK bytes differ");
+}
+
+/// A loop device over a zero-filled file, detached when dropped; `None` (with a printed
+/// "skipped: ...", or a failure under `CI=true`) when loop devices cannot be set up here.
+struct LoopDev {
+    dev: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl LoopDev {
+    fn new(size: u64) -> Option<LoopDev> {
+        let missing = |why: String| {
+            assert!(
+                std::env::var("CI").map_or(true, |v| v != "true"),
+                "CI=true and {why}"
+            );
+            eprintln!("skipped: {why}");
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("img");
+        std::fs::File::create(&img).unwrap().set_len(size).unwrap();
+        let out = match Command::new("losetup")
+            .args(["-f", "--show"])
+            .arg(&img)
+            .output()
+        {
+            Ok(o) => o,
+            Err(e) => {
+                missing(format!("cannot run losetup (install util-linux): {e}"));
+                return None;
+            }
+        };
+        if !out.status.success() {
+            missing(format!(
+                "losetup -f --show failed (needs root and loop devices): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+            return None;
+        }
+        let dev = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+        Some(LoopDev { dev, _dir: dir })
+    }
+}
+
+impl Drop for LoopDev {
+    fn drop(&mut self) {
+        let st = Command::new("losetup").arg("-d").arg(&self.dev).status();
+        if !matches!(st, Ok(s) if s.success()) && !std::thread::panicking() {
+            panic!("losetup -d {} failed: {st:?}", self.dev.display());
+        }
+    }
+}
+
+/// `--disk-path` on a block device: a zeroed loop device is formatted, serves disk hits, keeps
+/// them across a restart; a disk size beyond the device is a clear error at start.
+#[test]
+fn a_node_on_a_block_device() {
+    let Some(lo) = LoopDev::new(64 << 20) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (_origin, op) = start_origin(&[]);
+    let np = free_port();
+    let dev = lo.dev.to_string_lossy().into_owned();
+    let (status, stderr) = run_to_exit(
+        ecdn().args([
+            "node",
+            "--listen",
+            &format!("127.0.0.1:{np}"),
+            "--origin",
+            &format!("http://127.0.0.1:{op}"),
+            "--disk-path",
+            &dev,
+            "--disk-size",
+            "64MiB",
+        ]),
+        dir.path(),
+        Duration::from_secs(10),
+    );
+    assert!(
+        !status.success(),
+        "a ring as large as the device was accepted"
+    );
+    assert!(
+        stderr.contains("the device holds 67108864 bytes"),
+        "{stderr}"
+    );
+
+    let args = [
+        "--hoc-size",
+        "64KiB",
+        "--disk-path",
+        &dev,
+        "--disk-size",
+        "60MiB",
+    ];
+    let reference = http_get(op, DISK_PATH).unwrap().body;
+    let node = start_node(np, op, &args);
+    let r = http_get(np, DISK_PATH).unwrap();
+    assert_eq!((r.status, r.x_cache()), (200, "MISS"));
+    wait_disk_hit(np, DISK_PATH, &reference);
+    node.terminate();
+    let _node = start_node(np, op, &args);
+    let r = http_get(np, DISK_PATH).unwrap();
+    assert_eq!((r.status, r.x_cache()), (200, "HIT-DISK"));
+    assert!(r.body == reference, "HIT-DISK bytes differ after restart");
+}
+
 /// Debian's nginx, whether or not `/usr/sbin` is on `PATH`.
 fn nginx_binary() -> Option<PathBuf> {
     let on_path = std::env::var_os("PATH")
