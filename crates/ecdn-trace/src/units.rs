@@ -50,7 +50,7 @@ pub fn format_size(bytes: u64) -> String {
     ];
     for (name, m) in UNITS {
         if bytes >= m {
-            if bytes % m == 0 {
+            if bytes.is_multiple_of(m) {
                 return format!("{}{name}", bytes / m);
             }
             let v = bytes as f64 / m as f64;

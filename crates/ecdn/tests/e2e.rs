@@ -625,13 +625,6 @@ struct LoopDev {
 
 impl LoopDev {
     fn new(size: u64) -> Option<LoopDev> {
-        let missing = |why: String| {
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "CI=true and {why}"
-            );
-            eprintln!("skipped: {why}");
-        };
         let dir = tempfile::tempdir().unwrap();
         let img = dir.path().join("img");
         std::fs::File::create(&img).unwrap().set_len(size).unwrap();
@@ -722,6 +715,16 @@ fn a_node_on_a_block_device() {
     assert!(r.body == reference, "HIT-DISK bytes differ after restart");
 }
 
+/// A system dependency of a test is missing: under `CI=true` the test fails saying `why` (CI
+/// must install it); elsewhere it prints "skipped: `why`" and the caller returns.
+fn missing(why: String) {
+    assert!(
+        std::env::var("CI").map_or(true, |v| v != "true"),
+        "CI=true and {why}"
+    );
+    eprintln!("skipped: {why}");
+}
+
 /// Debian's nginx, whether or not `/usr/sbin` is on `PATH`.
 fn nginx_binary() -> Option<PathBuf> {
     let on_path = std::env::var_os("PATH")
@@ -737,7 +740,7 @@ fn nginx_binary() -> Option<PathBuf> {
 #[test]
 fn nginx_origin_miss_hit_range_head() {
     let Some(nginx) = nginx_binary() else {
-        eprintln!("skipping: nginx is not installed (.ci/run installs nginx-light)");
+        missing("nginx is not installed (.ci/run installs nginx-light)".into());
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -261,12 +261,22 @@ impl Disk {
     }
 
     /// Removes `key`'s entry, durably: when this returns `Ok`, the removal survives a crash.
-    /// Whether there was one. An error is logged and counted, and returned: the caller must
-    /// not acknowledge the removal.
+    /// Whether there was one. The slow part (a synchronous write, a few ms) runs under the read
+    /// lock ([`Store::tombstone`]), so disk hits go on meanwhile; only dropping the key from
+    /// the index ([`Store::forget`]) takes the write lock. An error is logged and counted, and
+    /// returned: the caller must not acknowledge the removal.
     pub(super) async fn remove(&self, key: &str) -> Result<bool, String> {
         let key = EntryKey::object(key.as_bytes());
-        match self.write(move |s| s.remove(&key)).await {
-            Some(Ok(held)) => Ok(held),
+        match self.read(move |s| s.tombstone(&key)).await {
+            Some(Ok(Some(t))) => {
+                // Dead on disk from here on (a read reports it corrupt); a failure to drop it
+                // from the index only leaves it to be dropped when next read.
+                if self.write(move |s| s.forget(t)).await.is_none() {
+                    self.failed_task("dropping a removed entry from the index");
+                }
+                Ok(true)
+            }
+            Some(Ok(None)) => Ok(false),
             Some(Err(e)) => {
                 self.failed("removing an entry", &e);
                 Err(e.to_string())
