@@ -77,7 +77,8 @@ impl Disk {
     }
 
     /// Runs a synchronous store operation that changes the store on the blocking pool. `None`
-    /// only if the blocking task panicked.
+    /// only if the blocking task did not complete (it panicked, or the runtime is shutting
+    /// down).
     async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Store) -> T + Send + 'static,
@@ -297,10 +298,11 @@ impl Disk {
         }
     }
 
-    /// Counts a store call whose blocking task panicked.
+    /// Counts a store call whose blocking task did not complete (it panicked, or the
+    /// runtime is shutting down).
     fn failed_task(&self, what: &str) {
         self.errors.fetch_add(1, Ordering::Relaxed);
-        eprintln!("ecdn node: disk cache: {what}: the blocking task panicked");
+        eprintln!("ecdn node: disk cache: {what}: the blocking task did not complete");
     }
 }
 
