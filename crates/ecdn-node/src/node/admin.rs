@@ -30,7 +30,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 
 use super::body::NodeBody;
-use super::lookup::CacheKey;
+use super::key::CacheKey;
 use super::ops::{self, Gauges};
 use super::{lock, text, ReqBody, State};
 

@@ -1,6 +1,6 @@
 //! Response bodies: a buffered one ([`NodeBody::Full`]), or a live one ([`LiveBody`]) fed by
 //! an origin fetch (a miss's flight) or by a disk stream, with disk-hit bytes verified as they
-//! are sent.
+//! are sent ([`Verifying`]); and what a hit's body is made of ([`Piece`]).
 
 use std::collections::VecDeque;
 use std::io;
@@ -12,7 +12,7 @@ use http_body_util::Full;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc;
 
-use super::disk::Verifying;
+use ecdn_store::{BadBlock, BlockVerifier, MappedBlocks};
 
 /// What an in-flight fetch sends each subscriber after its replay.
 pub(super) enum Chunk {
@@ -135,6 +135,61 @@ impl Body for NodeBody {
             NodeBody::Live(l) => l
                 .remaining
                 .map_or_else(SizeHint::default, SizeHint::with_exact),
+        }
+    }
+}
+
+/// What a hit's body is made of, in order: byte ranges of the stored body, and literal text
+/// (the framing of a `multipart/byteranges` answer). The body may be in memory or streamed
+/// from the disk (and, in the cluster, assembled from chunks).
+#[derive(Debug)]
+pub(super) enum Piece {
+    Body(std::ops::Range<u64>),
+    Text(Bytes),
+}
+
+/// Bytes of a disk entry mapped from the page cache ([`ecdn_store::SharedPayload::Mapped`]),
+/// verified [`VERIFY_PIECE`] bytes at a time just before each piece is handed to the
+/// connection, so the checksum pass leaves the bytes in this core's cache for the socket's
+/// copy. A block that fails its checksum ends the piece stream with an error and runs the
+/// `on_bad_block` hook (the disk drops the entry).
+pub(super) struct Verifying {
+    bytes: Bytes,
+    pub(super) verifier: BlockVerifier,
+    on_bad_block: Option<Box<dyn FnOnce() + Send + Sync>>,
+}
+
+/// Bytes verified (and sent) per step of a [`Verifying`]: a few checksum blocks, small enough
+/// to stay in the CPU cache until the socket copies them.
+const VERIFY_PIECE: usize = 1 << 20;
+
+impl Verifying {
+    pub(super) fn new(
+        m: MappedBlocks,
+        on_bad_block: impl FnOnce() + Send + Sync + 'static,
+    ) -> Self {
+        let (map, verifier) = m.into_parts();
+        Verifying {
+            bytes: Bytes::from_owner(map),
+            verifier,
+            on_bad_block: Some(Box::new(on_bad_block)),
+        }
+    }
+
+    /// The next verified piece; `Some(Err(()))` when a block failed; `None` when all bytes
+    /// were sent.
+    pub(super) fn next_piece(&mut self) -> Option<Result<Bytes, ()>> {
+        loop {
+            match self.verifier.next(&self.bytes, VERIFY_PIECE)? {
+                Ok(r) if r.is_empty() => continue,
+                Ok(r) => return Some(Ok(self.bytes.slice(r))),
+                Err(BadBlock) => {
+                    if let Some(hook) = self.on_bad_block.take() {
+                        hook();
+                    }
+                    return Some(Err(()));
+                }
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 //! `std::sync::RwLock`, so disk I/O never blocks a runtime worker; reads run concurrently under
 //! the read lock, writes and removals take the write lock. A disk hit's body is mapped on the
 //! blocking pool (pages populated there) and verified on the worker as it is sent
-//! ([`Verifying`]), so the checksum pass and the socket's copy read the same cached bytes; see
+//! ([`Verifying`], built by [`Disk::verifying`]), so the checksum pass and the socket's copy read the same cached bytes; see
 //! [`ecdn_store::MappedPayload`] for why a mapping stays correct after the ring overwrites its
 //! bytes. Entries carry a metadata block ([`meta`]); one that does not parse is a miss, and a
 //! corrupt entry is dropped, never served.
@@ -18,14 +18,11 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ecdn_store::{
-    BadBlock, BlockVerifier, EntryHandle, EntryKey, MappedBlocks, Opened, SharedPayload, Store,
-    StoreError,
-};
+use ecdn_store::{EntryHandle, EntryKey, MappedBlocks, Opened, SharedPayload, Store, StoreError};
 use hyper::StatusCode;
 
+use super::body::{Piece, Verifying};
 use super::freshness::{self, StoredResponse};
-use super::hit::Piece;
 use super::meta;
 
 /// The disk cache: the store, shared by the request tasks, and its error count.
@@ -206,7 +203,7 @@ impl Disk {
         match self.checked("reading an entry", read) {
             Some(Some(SharedPayload::Owned(v))) => Some(DiskBytes::Ready(Bytes::from(v))),
             Some(Some(SharedPayload::Mapped(m))) => {
-                Some(DiskBytes::Verifying(Verifying::new(self, h, m)))
+                Some(DiskBytes::Verifying(self.verifying(h, m)))
             }
             _ => {
                 self.drop_entry(h.key().clone(), h.seq()).await;
@@ -231,6 +228,14 @@ impl Disk {
             }
         }
         Some(got)
+    }
+
+    /// Mapped bytes of `h`'s entry to verify as they are sent; a bad block drops the entry.
+    pub(super) fn verifying(&self, h: &EntryHandle, m: MappedBlocks) -> Verifying {
+        let (disk, key, seq) = (self.clone(), h.key().clone(), h.seq());
+        Verifying::new(m, move || {
+            tokio::spawn(async move { disk.drop_entry(key, seq).await });
+        })
     }
 
     /// Drops a disk entry found corrupt (or unreadable), unless a newer version replaced it.
@@ -303,50 +308,5 @@ impl Disk {
     fn failed_task(&self, what: &str) {
         self.errors.fetch_add(1, Ordering::Relaxed);
         eprintln!("ecdn node: disk cache: {what}: the blocking task did not complete");
-    }
-}
-
-/// Bytes of a disk entry mapped from the page cache ([`SharedPayload::Mapped`]), verified
-/// [`VERIFY_PIECE`] bytes at a time just before each piece is handed to the connection, so the
-/// checksum pass leaves the bytes in this core's cache for the socket's copy. A block that
-/// fails its checksum ends the piece stream with an error and drops the entry.
-pub(super) struct Verifying {
-    bytes: Bytes,
-    pub(super) verifier: BlockVerifier,
-    disk: Disk,
-    key: EntryKey,
-    seq: u64,
-}
-
-/// Bytes verified (and sent) per step of a [`Verifying`]: a few checksum blocks, small enough
-/// to stay in the CPU cache until the socket copies them.
-const VERIFY_PIECE: usize = 1 << 20;
-
-impl Verifying {
-    pub(super) fn new(disk: &Disk, h: &EntryHandle, m: MappedBlocks) -> Self {
-        let (map, verifier) = m.into_parts();
-        Verifying {
-            bytes: Bytes::from_owner(map),
-            verifier,
-            disk: disk.clone(),
-            key: h.key().clone(),
-            seq: h.seq(),
-        }
-    }
-
-    /// The next verified piece; `Some(Err(()))` when a block failed (the entry is dropped);
-    /// `None` when all bytes were sent.
-    pub(super) fn next_piece(&mut self) -> Option<Result<Bytes, ()>> {
-        loop {
-            match self.verifier.next(&self.bytes, VERIFY_PIECE)? {
-                Ok(r) if r.is_empty() => continue,
-                Ok(r) => return Some(Ok(self.bytes.slice(r))),
-                Err(BadBlock) => {
-                    let (disk, key, seq) = (self.disk.clone(), self.key.clone(), self.seq);
-                    tokio::spawn(async move { disk.drop_entry(key, seq).await });
-                    return Some(Err(()));
-                }
-            }
-        }
     }
 }

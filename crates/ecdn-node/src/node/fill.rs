@@ -73,9 +73,9 @@ use super::body::{LiveBody, NodeBody};
 use super::flight::{wait_head, Driver, Flight, Head, Subscription};
 use super::freshness::{self, StoredResponse};
 use super::hit::entry_headers;
-use super::lookup::CacheKey;
+use super::key::CacheKey;
 use super::outcome::Outcome;
-use super::upstream::{has_body, FetchError};
+use super::upstream::{content_length, has_body, FetchError};
 use super::vary::Vary;
 use super::{lock, Answer, ReqBody, State};
 
@@ -155,13 +155,6 @@ pub(super) struct Revalidation {
 struct Fetch {
     job: Job,
     may_store: bool,
-}
-
-pub(super) fn content_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
 }
 
 /// A `GET` miss: streamed from the origin; a cacheable candidate joins (or leads) the

@@ -32,10 +32,10 @@ use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Response, StatusCode};
 use tokio::sync::mpsc;
 
-use super::body::{Chunk, LiveBody, NodeBody};
-use super::disk::{Disk, DiskBytes, DiskHit, Verifying, DISK_BATCH};
-use super::fill::content_length;
+use super::body::{Chunk, LiveBody, NodeBody, Piece};
+use super::disk::{Disk, DiskBytes, DiskHit, DISK_BATCH};
 use super::freshness::{self, StoredResponse};
+use super::upstream::content_length;
 use crate::range::{self, Ranges};
 
 /// A cached response's headers as replayed: the stored ones, `Content-Length` (of a body of
@@ -74,15 +74,6 @@ fn if_range_matches(e: &StoredResponse, req: &HeaderMap) -> bool {
         let lm = stored(&header::LAST_MODIFIED).and_then(freshness::http_date);
         lm.is_some() && freshness::http_date(v) == lm
     }
-}
-
-/// What a hit's body is made of, in order: byte ranges of the stored body, and literal text
-/// (the framing of a `multipart/byteranges` answer). The body may be in memory or streamed
-/// from the disk (and, in the cluster, assembled from chunks).
-#[derive(Debug)]
-pub(super) enum Piece {
-    Body(std::ops::Range<u64>),
-    Text(Bytes),
 }
 
 /// The client's answer to a hit on a cached response whose body has `size` bytes: status and
@@ -241,7 +232,7 @@ pub(super) async fn stream_hit(
             Piece::Body(range) => {
                 let mapped = match hit.first.take() {
                     Some((end, m)) if range == (0..end) => {
-                        Some(DiskBytes::Verifying(Verifying::new(disk, &hit.handle, m)))
+                        Some(DiskBytes::Verifying(disk.verifying(&hit.handle, m)))
                     }
                     _ => disk.read_step(&hit.handle, range, &mut steps).await,
                 };

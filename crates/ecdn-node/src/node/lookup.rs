@@ -1,10 +1,7 @@
 //! Lookup: the cache key of a request, and the tiers it is looked up in (the HOC, then the
 //! disk), as the request's `Cache-Control` allows.
 //!
-//! The cache key is Host + path + query (the *primary* key; for answers with `Vary`, see
-//! [`super::vary`]); its 64-bit FNV-1a hash ([`ecdn_trace::hash_id`], the same id the traces and
-//! the simulator use) indexes the HOC, and the full key is kept in the entry and compared on
-//! lookup. The disk store is keyed by the full key.
+//! The request's key is a [`CacheKey`] (see `key.rs`).
 //!
 //! # The request's `Cache-Control` (RFC 9111 §5.2.1)
 //!
@@ -46,46 +43,9 @@ use super::fill::{revalidate_in_background, Revalidation};
 use super::freshness::RequestDirectives;
 use super::hit::{answer_hit, stream_hit};
 use super::hoc::Found;
+use super::key::CacheKey;
 use super::outcome::Outcome;
-use super::upstream::request_host;
 use super::{lock, Answer, ReqBody, State};
-
-/// A request's key in the caches.
-#[derive(Clone, Debug)]
-pub(super) struct CacheKey {
-    /// Host + path + query.
-    pub(super) primary: String,
-    /// The key looked up and stored under: the primary key, or a variant key when the URL's
-    /// answers vary ([`super::vary`]).
-    pub(super) key: String,
-    /// Its hash, the HOC's (and the policy's) object id.
-    pub(super) id: u64,
-}
-
-impl CacheKey {
-    /// Host + path + query of a request.
-    pub(super) fn primary<B>(req: &Request<B>) -> String {
-        let host = request_host(req);
-        let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
-        format!("{}{pq}", host.to_ascii_lowercase())
-    }
-
-    /// The key a request is looked up under.
-    pub(super) fn of<B>(st: &State, req: &Request<B>) -> CacheKey {
-        let primary = Self::primary(req);
-        let key = st.vary.lookup_key(&primary, req.headers());
-        CacheKey::variant(&primary, key)
-    }
-
-    /// The key `key` of the URL `primary`.
-    pub(super) fn variant(primary: &str, key: String) -> CacheKey {
-        CacheKey {
-            primary: primary.to_string(),
-            id: ecdn_trace::hash_id(key.as_bytes()),
-            key,
-        }
-    }
-}
 
 /// What the lookup found. (Returned once per request and never kept: a boxed hit would cost
 /// an allocation on the hottest path.)

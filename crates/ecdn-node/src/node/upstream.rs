@@ -280,6 +280,14 @@ impl Fetched {
     }
 }
 
+/// A `Content-Length` header's value, if valid.
+pub(super) fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// Why an origin exchange failed before its headers.
 #[derive(Clone)]
 pub(super) enum FetchError {
