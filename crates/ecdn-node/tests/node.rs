@@ -839,6 +839,8 @@ async fn connections_beyond_the_limit_are_closed() {
             .header("host", "cdn.test")
             .body(Empty::new())
             .unwrap();
+        // The connection takes the next request once it has finished the previous exchange.
+        send.ready().await.unwrap();
         let resp = send.send_request(req).await.unwrap();
         let status = resp.status().as_u16();
         resp.into_body().collect().await.unwrap();
