@@ -121,6 +121,28 @@ struct Answer {
     response: Response<NodeBody>,
 }
 
+impl Answer {
+    /// The answer from a buffered origin exchange: its response (no body for a `HEAD`) with
+    /// outcome `ok`, or our `502` / `504` with outcome `failed`.
+    fn exchange(
+        fetched: Result<upstream::Fetched, upstream::FetchError>,
+        head: bool,
+        ok: Outcome,
+        failed: Outcome,
+    ) -> Answer {
+        match fetched {
+            Ok(f) => Answer {
+                outcome: ok,
+                response: f.answer(head),
+            },
+            Err(e) => Answer {
+                outcome: failed,
+                response: e.answer(),
+            },
+        }
+    }
+}
+
 const VIA: &str = "1.1 ecdn";
 const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 
@@ -180,16 +202,8 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     }
     if req.method() == Method::HEAD {
         // Forwarded as `HEAD`, never stored: nothing to stream or share.
-        return match st.upstream.fetch(req).await {
-            Ok(f) => Answer {
-                outcome: Outcome::Miss,
-                response: f.answer(true),
-            },
-            Err(e) => Answer {
-                outcome: Outcome::MissError,
-                response: e.answer(),
-            },
-        };
+        let fetched = st.upstream.fetch(req).await;
+        return Answer::exchange(fetched, true, Outcome::Miss, Outcome::MissError);
     }
     // Only a plain `GET` revalidates: a `Range`, a conditional of the client's own, or a
     // request whose answer may not be stored (or shared) goes to the origin as it is.
@@ -209,16 +223,7 @@ async fn pass(st: &State, req: Request<ReqBody>) -> Answer {
     // The origin may have changed the resource whatever it answered. The origin's answer is
     // still the client's if the disk fails to record the removal (logged and counted there).
     st.invalidate(&primary).await.ok();
-    match fetched {
-        Ok(f) => Answer {
-            outcome: Outcome::Pass,
-            response: f.answer(false),
-        },
-        Err(e) => Answer {
-            outcome: Outcome::PassError,
-            response: e.answer(),
-        },
-    }
+    Answer::exchange(fetched, false, Outcome::Pass, Outcome::PassError)
 }
 
 /// Step 6, deliver: the edge, where the [`Outcome`] becomes `X-Cache`, the metrics and the
