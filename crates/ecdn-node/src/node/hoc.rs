@@ -196,7 +196,7 @@ mod tests {
         while hoc.parameter().is_none() {
             assert!(Instant::now() < deadline, "c never left infinity");
             let n = i % 400;
-            let (key, size) = if n % 2 == 0 {
+            let (key, size) = if n.is_multiple_of(2) {
                 (format!("small{n}"), 100)
             } else {
                 (format!("large{n}"), 20_000)
@@ -206,7 +206,7 @@ mod tests {
                 hoc.offer(id, entry(&key, size, now), now);
             }
             i += 1;
-            if i % 500 == 0 {
+            if i.is_multiple_of(500) {
                 std::thread::sleep(Duration::from_millis(5));
             }
         }

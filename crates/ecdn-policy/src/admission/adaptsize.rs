@@ -2,7 +2,7 @@
 //! with the Markov model of [`super::model`].
 //!
 //! Statistics (§4.2): every request counts toward its object in the current window. The request
-//! path only appends the request to a log (16 bytes: id, size and whether it hit or was
+//! path only appends the request to a log (12 bytes: id, size and whether it hit or was
 //! admitted), like the paper's Varnish integration, which appends to a ring buffer that the
 //! tuning process scans. At the end of a window the log is merged into the per-object table and
 //! each object's rate is smoothed, r ← (1 − β)·r + β·(requests this window), with β
@@ -25,7 +25,7 @@
 //! **Memory.** A tracked object is 24 bytes in a dense table (id; request index of its latest
 //! request, with the cached flag in the top bit; smoothed rate and size as `f32` — the model
 //! groups objects into buckets 25% wide and needs nowhere near more precision) plus a 4-byte
-//! slot and a control byte in the hash index over the table. The log is 16 bytes per request of
+//! slot and a control byte in the hash index over the table. The log is 12 bytes per request of
 //! the window (two logs in background mode: the one filling and the one being merged).
 //!
 //! The model's decision horizon (see [`super::model`]) defaults to [`DEFAULT_HORIZON`] windows:
@@ -68,20 +68,21 @@ pub const FORGET_RATE: f64 = 0.1;
 /// Default decision horizon of the model, in windows.
 pub const DEFAULT_HORIZON: f64 = 2.0;
 
-/// Flag bit of [`Logged::bits`] and [`Tracked::last`]: the request hit or was admitted.
+/// Flag bit of [`Tracked::last`]: the latest request hit or was admitted.
 const CACHED: u64 = 1 << 63;
-/// Flag bit of [`Logged::bits`]: not a request, only "the object was admitted", for an object
-/// whose request is in a log already handed over.
-const MARK: u64 = 1 << 62;
-/// Mask of the size in [`Logged::bits`].
-const SIZE: u64 = MARK - 1;
+/// Flag bit of [`Logged::bits`] (the sign bit of the size): the request hit or was admitted.
+const LOGGED_CACHED: u32 = 1 << 31;
+/// [`Logged::bits`] of an entry that is not a request, only "the object was admitted", for an
+/// object whose request is in a log already handed over: a NaN, which no size converts to.
+const MARK: u32 = 0x7fc0_0001;
 
-/// One request as the request path logs it.
+/// One request as the request path logs it: 12 bytes.
 #[derive(Clone, Copy, Debug)]
+#[repr(C, packed(4))]
 struct Logged {
     id: u64,
-    /// Size (saturated to 62 bits) | [`CACHED`] | [`MARK`].
-    bits: u64,
+    /// The size as `f32` (as precise as [`Tracked::size`]) | [`LOGGED_CACHED`]; or [`MARK`].
+    bits: u32,
 }
 
 /// What the statistics keep about one object: 24 bytes.
@@ -117,7 +118,7 @@ fn table_bytes(capacity: usize, slot: usize) -> usize {
     buckets * (slot + 1) + 16
 }
 
-/// Initial capacity of a request log: a whole window, up to 1M requests (16 MiB).
+/// Initial capacity of a request log: a whole window, up to 1M requests (12 MiB).
 fn log_capacity(window: usize) -> usize {
     window.saturating_add(1).min(1 << 20)
 }
@@ -152,11 +153,11 @@ impl Tuner {
         // Requests per object in this window, by dense index.
         let mut counts = vec![0u32; objects.len()];
         let mut now = first;
-        for e in log {
+        for &Logged { id, bits } in log {
             let found = index
-                .find(hash(e.id), |&i| objects[i as usize].id == e.id)
+                .find(hash(id), |&i| objects[i as usize].id == id)
                 .copied();
-            if e.bits & MARK != 0 {
+            if bits == MARK {
                 if let Some(i) = found {
                     objects[i as usize].last |= CACHED;
                 }
@@ -171,20 +172,20 @@ impl Tuner {
                         continue;
                     };
                     objects.push(Tracked {
-                        id: e.id,
+                        id,
                         last: 0,
                         rate: 0.0,
                         size: 0.0,
                     });
                     counts.push(0);
-                    index.insert_unique(hash(e.id), i, |&j| hash(objects[j as usize].id));
+                    index.insert_unique(hash(id), i, |&j| hash(objects[j as usize].id));
                     i as usize
                 }
             };
             counts[i] = counts[i].saturating_add(1);
             let o = &mut objects[i];
-            o.size = (e.bits & SIZE) as f32;
-            o.last = now | (e.bits & CACHED);
+            o.size = f32::from_bits(bits & !LOGGED_CACHED);
+            o.last = now | if bits & LOGGED_CACHED != 0 { CACHED } else { 0 };
             now += 1;
         }
         // r ← (1 − β)·r + β·(requests this window); forget the rare ones, compacting the table;
@@ -637,7 +638,7 @@ impl Admission for AdaptSize {
         }
         self.log.push(Logged {
             id: req.id,
-            bits: req.size.min(SIZE) | if hit { CACHED } else { 0 },
+            bits: (req.size as f32).to_bits() | if hit { LOGGED_CACHED } else { 0 },
         });
         self.requests += 1;
         self.seen += 1;
@@ -652,11 +653,11 @@ impl Admission for AdaptSize {
         let admitted = self.rng.chance(exp_admit_probability(req.size, self.c));
         if admitted && !self.horizon.is_infinite() {
             match self.log.last_mut() {
-                Some(e) if e.id == req.id && e.bits & MARK == 0 => e.bits |= CACHED,
+                Some(e) if { e.id } == req.id && { e.bits } != MARK => e.bits |= LOGGED_CACHED,
                 // Its request is in a log already handed over (it ended the window).
                 _ => self.log.push(Logged {
                     id: req.id,
-                    bits: MARK | CACHED,
+                    bits: MARK,
                 }),
             }
         }
@@ -883,7 +884,7 @@ mod tests {
     #[test]
     fn statistics_stay_under_40_bytes_per_tracked_object() {
         assert_eq!(std::mem::size_of::<Tracked>(), 24);
-        assert_eq!(std::mem::size_of::<Logged>(), 16);
+        assert_eq!(std::mem::size_of::<Logged>(), 12);
         let mut a = AdaptSize::new(4 << 20, 20_000, 0.3, DEFAULT_HORIZON, None, 1);
         let mut lru = Lru::new(4 << 20);
         for (i, req) in workload(100_000, 200_000, 9).iter().enumerate() {
