@@ -10,12 +10,16 @@
 # Each run starts a fresh `ecdn origin` and a DRAM-only `ecdn node` (default HOC policy,
 # AdaptSize with its default window Δ = 250,000 requests), then:
 #   1. warm-up (WARM long): requests objects 0..OBJECTS-1 once each (sizes 1-4 KiB, fixed per
-#      id), more bytes than the HOC holds, so the model has real work at its first re-tunings,
-#      then the measurement's requests until WARM is over (fails if WARM was too short to fetch
-#      every object);
-#   2. measurement: wrk -t$THREADS -c$CONNS -d$DURATION --latency with random requests over the
-#      HOT most recently warmed objects, which all stay in the HOC: every measured request is a
-#      HOC hit (checked: the run reports how many measured requests were not hits).
+#      id; ~490 MiB for the default 200,000), then the measurement's requests until WARM is over
+#      (fails if WARM was too short to fetch every object). OBJECTS must stay below Δ: the pass
+#      then ends before the first re-tuning, while AdaptSize still admits everything, so every
+#      object enters the HOC;
+#   2. measurement: wrk -t$THREADS -c$CONNS -d$DURATION --latency with uniformly random requests
+#      over the HOT most recently warmed objects, which all stay in the HOC: every measured
+#      request is a HOC hit (the run reports how many measured requests were not hits; HOT
+#      objects must fit in the HOC).
+# The statistics AdaptSize re-tunes from then hold HOT objects: every re-tuning before the
+# change passes over all of them under the HOC mutex.
 # It reports how many windows of Δ the node's HOC saw during the measurement (requests / Δ),
 # and AdaptSize's c before and after it, read from /_ecdn/metrics. Besides p50 / p99 / p99.9 it
 # prints p99.99 and the maximum: wrk is a closed loop (a connection waits for its answer before
@@ -23,19 +27,19 @@
 # connection, and shows in the far tail first. wrk runs on the same machine as the node; on a
 # machine with few cores its threads compete with the node's.
 #
-# Knobs (environment): ROUNDS (3), OBJECTS (400000), HOT (160000), HOC (512MiB), WARM (90s),
+# Knobs (environment): ROUNDS (3), OBJECTS (200000), HOT (OBJECTS), HOC (640MiB), WARM (60s),
 # DURATION (60s), THREADS (2), CONNS (32), WINDOW (250000, only for the report: the node's
-# default Δ), PORT (18180; the origin uses PORT+1). Needs wrk (Debian: apt-get install -y wrk) and curl. Writes
-# only under a temporary directory; stops every process it started.
+# default Δ), PORT (18180; the origin uses PORT+1). Needs wrk (Debian: apt-get install -y wrk)
+# and curl. Writes only under a temporary directory; stops every process it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ROUNDS=${ROUNDS:-3}
-OBJECTS=${OBJECTS:-400000}
-HOT=${HOT:-160000}
-HOC=${HOC:-512MiB}
+OBJECTS=${OBJECTS:-200000}
+HOT=${HOT:-$OBJECTS}
+HOC=${HOC:-640MiB}
 DURATION=${DURATION:-60s}
-WARM=${WARM:-90s}
+WARM=${WARM:-60s}
 THREADS=${THREADS:-2}
 CONNS=${CONNS:-32}
 WINDOW=${WINDOW:-250000}
@@ -53,6 +57,9 @@ for tool in wrk curl; do
   fi
 done
 if [ "$HOT" -gt "$OBJECTS" ]; then echo "error: HOT ($HOT) > OBJECTS ($OBJECTS)" >&2; exit 2; fi
+if [ "$OBJECTS" -ge "$WINDOW" ]; then
+  echo "error: OBJECTS ($OBJECTS) must stay below the window Δ ($WINDOW), see the header" >&2; exit 2
+fi
 
 W=$(mktemp -d /tmp/ecdn-hoc-retune.XXXXXX)
 pids=()
