@@ -25,8 +25,10 @@
 //! **Memory.** A tracked object is 28 bytes in a dense table (id; request index of its latest
 //! request, with the cached flag in the top bit; smoothed rate; size as `f32` — the model groups
 //! sizes into buckets 25% wide) plus a 4-byte slot and a control byte in the hash index over
-//! the table. The log is 12 bytes per request of
-//! the window (two logs in background mode: the one filling and the one being merged).
+//! the table (36 bytes per object all told at the table's typical load). The log is 12 bytes
+//! per request of the window (two logs in background mode: the one filling and the one being
+//! merged). The solver thread runs 10 nice levels below the request threads, so that waking it
+//! at a window end does not preempt them on a busy machine.
 //!
 //! The model's decision horizon (see [`super::model`]) defaults to [`DEFAULT_HORIZON`] windows:
 //! c is chosen for the OHR of the coming windows, starting from what is cached now, rather than
@@ -458,23 +460,19 @@ impl AdaptSize {
     /// Starts the solver thread with the statistics gathered so far; `gate` (tests) holds each
     /// solve until a message arrives. Returns whether the policy tunes in the background now.
     fn start_background(&mut self, gate: Option<Receiver<()>>) -> bool {
-        if self.is_background() {
-            return true;
-        }
+        // The thread takes the statistics; if it cannot start, they are rebuilt from nothing.
+        let fresh = Tuner::new(self.capacity, self.smoothing, self.horizon);
+        let tuner = match std::mem::replace(&mut self.tuning, Tuning::Synchronous(Box::new(fresh)))
+        {
+            Tuning::Synchronous(tuner) => tuner,
+            running @ Tuning::Background(_) => {
+                self.tuning = running;
+                return true;
+            }
+        };
         let (windows, windows_rx) = mpsc::channel();
         let (recycled_tx, recycled) = mpsc::channel();
         let published = Arc::new(Published::default());
-        // The thread owns the statistics; if it cannot start, they are rebuilt from nothing.
-        let Tuning::Synchronous(tuner) = std::mem::replace(
-            &mut self.tuning,
-            Tuning::Synchronous(Box::new(Tuner::new(
-                self.capacity,
-                self.smoothing,
-                self.horizon,
-            ))),
-        ) else {
-            unreachable!("checked above")
-        };
         let shared = published.clone();
         let started = std::thread::Builder::new()
             .name("adaptsize-solver".into())
@@ -761,6 +759,8 @@ mod tests {
         };
         let (mut sync, mut bg) = (new(), new());
         assert!(bg.tune_in_background() && bg.is_background() && !sync.is_background());
+        // A second call keeps the running solver.
+        assert!(bg.tune_in_background() && bg.is_background());
         let (mut lru_s, mut lru_b) = (Lru::new(capacity), Lru::new(capacity));
         let (mut hits_s, mut hits_b) = (0, 0);
         let mut cs = Vec::new();
