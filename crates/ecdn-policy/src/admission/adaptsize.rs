@@ -19,8 +19,10 @@
 //! request path picks up on its next request. Both modes run the same code on the same
 //! statistics, so they choose the same c; the background mode only applies it later. When the
 //! solver is still busy as further windows end, their logs queue up and it merges them all
-//! (each as its own window of the smoothing) before solving once, for the newest statistics.
-//! The solver thread ends when the policy is dropped.
+//! (each as its own window of the smoothing) before solving once, for the newest statistics;
+//! if it falls [`MAX_PENDING`] windows behind, further windows are dropped (not counted) until
+//! it catches up, which bounds the memory of a solver starved of CPU. The solver thread ends
+//! when the policy is dropped.
 //!
 //! **Memory.** A tracked object is 28 bytes in a dense table (id; request index of its latest
 //! request, with the cached flag in the top bit; smoothed rate; size as `f32` — the model groups
@@ -124,6 +126,10 @@ fn table_bytes(capacity: usize, slot: usize) -> usize {
     };
     buckets * (slot + 1) + 16
 }
+
+/// Windows handed to the solver and not merged yet beyond which a window's log is dropped
+/// instead (its requests are not counted): bounds the memory of a solver starved of CPU.
+pub const MAX_PENDING: u64 = 4;
 
 /// Initial capacity of a request log: a whole window, up to 1M requests (12 MiB).
 fn log_capacity(window: usize) -> usize {
@@ -297,6 +303,8 @@ struct Background {
     handed: u64,
     /// Solutions applied.
     applied: u64,
+    /// Windows dropped because the solver was [`MAX_PENDING`] windows behind.
+    dropped: u64,
 }
 
 enum Tuning {
@@ -486,6 +494,7 @@ impl AdaptSize {
             published,
             handed: 0,
             applied: 0,
+            dropped: 0,
         });
         true
     }
@@ -550,6 +559,12 @@ impl AdaptSize {
                 tuner.record(first, &self.log);
                 self.log.clear();
                 inline = Some(tuner.solve());
+            }
+            Tuning::Background(bg)
+                if bg.handed - bg.published.windows.load(Ordering::Acquire) >= MAX_PENDING =>
+            {
+                self.log.clear();
+                bg.dropped += 1;
             }
             Tuning::Background(bg) => {
                 let empty = bg
@@ -827,6 +842,30 @@ mod tests {
         let solutions = bg.published.solutions.load(Ordering::Acquire);
         assert!((1..=2).contains(&solutions), "{solutions} solves");
         assert!(a.parameter().unwrap().is_finite(), "c {:?}", a.parameter());
+    }
+
+    #[test]
+    fn windows_are_dropped_while_the_solver_is_far_behind() {
+        let window = 500;
+        let mut a = AdaptSize::new(1 << 20, window, 0.3, DEFAULT_HORIZON, None, 6);
+        let (open, gate) = mpsc::channel();
+        assert!(a.start_background(Some(gate)));
+        let mut lru = Lru::new(1 << 20);
+        for (i, req) in workload(10 * window, 5_000, 4).iter().enumerate() {
+            step(&mut lru, &mut a, req, i as u64 + 1, false);
+        }
+        let Tuning::Background(bg) = &a.tuning else {
+            unreachable!()
+        };
+        // The first window is merged and held at the gate before its solve, so it still counts
+        // as pending: MAX_PENDING windows are handed over, the others dropped.
+        assert_eq!(bg.handed, MAX_PENDING);
+        assert_eq!(bg.dropped, 10 - MAX_PENDING);
+        for _ in 0..MAX_PENDING {
+            open.send(()).unwrap();
+        }
+        assert!(a.settle(Duration::from_secs(30)));
+        assert!(a.parameter().is_some());
     }
 
     #[test]
