@@ -85,6 +85,12 @@ pub trait Admission: Send {
     fn heap_bytes(&self) -> usize {
         0
     }
+    /// Moves the policy's re-tuning off the request path, onto a thread of its own, if it has
+    /// any; returns whether it now tunes in the background. Its decisions then depend on
+    /// thread timing, so the simulator never calls this; the node does.
+    fn tune_in_background(&mut self) -> bool {
+        false
+    }
 }
 
 /// What one access did.
@@ -201,6 +207,14 @@ impl Cache {
 
     pub fn admission_mut(&mut self) -> Option<&mut (dyn Admission + 'static)> {
         self.admission.as_deref_mut()
+    }
+
+    /// Moves the admission policy's re-tuning onto a background thread, if it has any (see
+    /// [`Admission::tune_in_background`]); returns whether it did.
+    pub fn tune_in_background(&mut self) -> bool {
+        self.admission
+            .as_mut()
+            .is_some_and(|a| a.tune_in_background())
     }
 
     /// The look-ahead window an offline admission policy wants, if any.

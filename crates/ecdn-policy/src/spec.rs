@@ -22,46 +22,8 @@
 use ecdn_trace::units::parse_size;
 
 use crate::admission;
-use crate::eviction;
-use crate::{Admission, Cache, Eviction};
-
-/// An eviction policy kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EvictionKind {
-    Lru,
-    Fifo,
-    S4lru,
-    Gdsf,
-    LfuDa,
-}
-
-impl EvictionKind {
-    pub fn parse(s: &str) -> Result<Self, String> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "lru" => EvictionKind::Lru,
-            "fifo" => EvictionKind::Fifo,
-            "s4lru" => EvictionKind::S4lru,
-            "gdsf" => EvictionKind::Gdsf,
-            "lfuda" | "lfu-da" => EvictionKind::LfuDa,
-            other => {
-                return Err(format!(
-                    "unknown eviction policy {other:?} (known: lru, fifo, s4lru, gdsf, lfuda)"
-                ))
-            }
-        })
-    }
-
-    /// An empty eviction policy of this kind with `capacity` bytes.
-    pub fn build(self, capacity: u64) -> Box<dyn Eviction> {
-        match self {
-            EvictionKind::Lru => Box::new(eviction::Lru::new(capacity)),
-            EvictionKind::Fifo => Box::new(eviction::Fifo::new(capacity)),
-            EvictionKind::S4lru => Box::new(eviction::S4lru::new(capacity)),
-            EvictionKind::Gdsf => Box::new(eviction::Gdsf::new(capacity)),
-            EvictionKind::LfuDa => Box::new(eviction::LfuDa::new(capacity)),
-        }
-    }
-}
+pub use crate::eviction::EvictionKind;
+use crate::{Admission, Cache};
 
 /// An admission policy with its parameters.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,6 +1,11 @@
 //! The DRAM hot-object cache: an [`ecdn_policy::Cache`] decides admission and eviction, a map
 //! keeps the bytes. The two are kept in step: an object is in the map exactly when the policy
 //! holds it (evictions reported by the policy are removed from the map at once).
+//!
+//! The node holds the HOC behind a mutex for one lookup or one insert at a time. An admission
+//! policy that re-tunes itself (AdaptSize) is switched to background mode here: a request only
+//! logs itself with the policy, and the model is solved on the policy's own thread, never under
+//! the mutex.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,15 +26,25 @@ pub struct Hoc {
     cache: Cache,
     objects: HashMap<u64, Arc<StoredResponse>>,
     started: Instant,
+    background: bool,
 }
 
 impl Hoc {
-    pub fn new(cache: Cache) -> Self {
+    /// The HOC over `cache`; an admission policy that re-tunes itself is moved to background
+    /// re-tuning (see the module docs).
+    pub fn new(mut cache: Cache) -> Self {
+        let background = cache.tune_in_background();
         Hoc {
             cache,
             objects: HashMap::new(),
             started: Instant::now(),
+            background,
         }
+    }
+
+    /// Whether the admission policy re-tunes on a thread of its own.
+    pub fn tunes_in_background(&self) -> bool {
+        self.background
     }
 
     /// The size the policy accounts for an object: its body (at least 1 byte).
@@ -142,5 +157,60 @@ impl Hoc {
             .admission()
             .and_then(|a| a.parameter())
             .filter(|c| c.is_finite())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use hyper::StatusCode;
+
+    fn entry(key: &str, size: usize, now: Instant) -> Arc<StoredResponse> {
+        Arc::new(StoredResponse {
+            key: key.to_string(),
+            status: StatusCode::OK,
+            headers: Vec::new(),
+            body: Bytes::from(vec![0u8; size]),
+            stored_at: now,
+            age_at_store: Duration::ZERO,
+            lifetime: Duration::from_secs(3600),
+        })
+    }
+
+    #[test]
+    fn adaptsize_re_tunes_in_the_background() {
+        let policy = |s: &str| ecdn_policy::PolicySpec::parse(s).unwrap().build(100_000, 1);
+        assert!(!Hoc::new(policy("lru")).tunes_in_background());
+        let mut hoc = Hoc::new(policy("lru+adaptsize:window=500:guard=off"));
+        assert!(hoc.tunes_in_background());
+        assert_eq!(hoc.raw_parameter(), Some(f64::INFINITY));
+        // Equally popular small and large objects in a cache too small for the large ones:
+        // the model limits admission to the small ones. The new c is published by the solver
+        // thread and taken up by a later request; keep requesting until it is.
+        let now = Instant::now();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut i = 0u64;
+        while hoc.parameter().is_none() {
+            assert!(Instant::now() < deadline, "c never left infinity");
+            let n = i % 400;
+            let (key, size) = if n.is_multiple_of(2) {
+                (format!("small{n}"), 100)
+            } else {
+                (format!("large{n}"), 20_000)
+            };
+            let id = i % 400;
+            if let Found::Nothing = hoc.lookup(id, &key, now) {
+                hoc.offer(id, entry(&key, size, now), now);
+            }
+            i += 1;
+            if i.is_multiple_of(500) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        let c = hoc.parameter().unwrap();
+        assert!(c < 20_000.0, "c {c}");
     }
 }

@@ -7,7 +7,7 @@
 
 use super::exp::exp_admit_probability;
 use super::shadow::Shadow;
-use crate::spec::EvictionKind;
+use crate::eviction::EvictionKind;
 use crate::{Admission, Request};
 use ecdn_trace::gen::Rng;
 

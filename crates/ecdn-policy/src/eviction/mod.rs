@@ -1,4 +1,4 @@
-//! Eviction policies, one per file.
+//! Eviction policies, one per file, and [`EvictionKind`] to name and build one.
 
 pub mod fifo;
 pub mod gdsf;
@@ -12,3 +12,43 @@ pub use gdsf::Gdsf;
 pub use lfuda::LfuDa;
 pub use lru::Lru;
 pub use s4lru::S4lru;
+
+use crate::Eviction;
+
+/// An eviction policy kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictionKind {
+    Lru,
+    Fifo,
+    S4lru,
+    Gdsf,
+    LfuDa,
+}
+
+impl EvictionKind {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "lru" => EvictionKind::Lru,
+            "fifo" => EvictionKind::Fifo,
+            "s4lru" => EvictionKind::S4lru,
+            "gdsf" => EvictionKind::Gdsf,
+            "lfuda" | "lfu-da" => EvictionKind::LfuDa,
+            other => {
+                return Err(format!(
+                    "unknown eviction policy {other:?} (known: lru, fifo, s4lru, gdsf, lfuda)"
+                ))
+            }
+        })
+    }
+
+    /// An empty eviction policy of this kind with `capacity` bytes.
+    pub fn build(self, capacity: u64) -> Box<dyn Eviction> {
+        match self {
+            EvictionKind::Lru => Box::new(Lru::new(capacity)),
+            EvictionKind::Fifo => Box::new(Fifo::new(capacity)),
+            EvictionKind::S4lru => Box::new(S4lru::new(capacity)),
+            EvictionKind::Gdsf => Box::new(Gdsf::new(capacity)),
+            EvictionKind::LfuDa => Box::new(LfuDa::new(capacity)),
+        }
+    }
+}
