@@ -2,13 +2,14 @@
 # Side-by-side throughput of ecdn node, Varnish (-s malloc,256m) and nginx proxy_cache in front of
 # the same `ecdn origin`, on loopback (issue 4): wrk -t2 -c32 -d10s on a warm cache for a
 # 100 KiB object (ecdn: from its DRAM HOC), a 1 KiB object, and an 8 MiB object (ecdn: from its
-# disk ring — the node for that run has a 4 MiB HOC, so the object cannot be in DRAM).
+# disk ring — the node for that run has a 4 MiB HOC, so the object cannot be in DRAM). Each
+# row is run ROUNDS times (default 3), alternating the three servers; DISK=0 skips the 8 MiB
+# rows. ECDN_BIN runs a given ecdn binary instead of building target/release/ecdn.
 # Needs Debian's wrk, varnish and nginx (apt-get install -y wrk varnish nginx). Writes only
 # under /tmp and target/; stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q
-E=$PWD/target/release/ecdn
+if [ -n "${ECDN_BIN:-}" ]; then E=$ECDN_BIN; else cargo build --release -q; E=$PWD/target/release/ecdn; fi
 W=/tmp/ecdn-bench
 rm -rf $W && mkdir -p $W/nginx-cache
 pids=()
@@ -45,9 +46,14 @@ run() { # name port path
   printf "%-8s %-28s %12s req/s  p99 %8s  %s\n" "$1" "$3" "$rps" "$p99" "$xc"
 }
 echo "date: $(date -u +%F), $(nproc) cores, $(lscpu | awk -F': +' '/Model name/ {print $2}')"
-for path in "/obj/100?size=100KiB" "/obj/101?size=1KiB"; do
-  run ecdn 18080 "$path"; run varnish 18082 "$path"; run nginx 18083 "$path"
+# Every row alternates ecdn, Varnish and nginx, ROUNDS times (default 3): compare medians.
+for _ in $(seq "${ROUNDS:-3}"); do
+  for path in "/obj/100?size=100KiB" "/obj/101?size=1KiB"; do
+    run ecdn 18080 "$path"; run varnish 18082 "$path"; run nginx 18083 "$path"
+  done
 done
+# DISK=0 skips the 8 MiB disk rows.
+[ "${DISK:-1}" = 0 ] && exit 0
 path="/obj/102?size=8MiB"
 # The 8 MiB runs are the closest; alternate them ROUNDS times (default 3) to see the noise.
 for _ in $(seq "${ROUNDS:-3}"); do

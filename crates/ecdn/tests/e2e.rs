@@ -715,6 +715,60 @@ fn a_node_on_a_block_device() {
     assert!(r.body == reference, "HIT-DISK bytes differ after restart");
 }
 
+/// A PURGE the disk cannot record is an error answer (`500`), counted in
+/// `ecdn_disk_errors_total`, never `{"purged":false}`: the node's disk is a loop device set
+/// read-only under it. Once the device is writable again, the same PURGE succeeds.
+#[test]
+fn a_purge_the_disk_cannot_record_is_an_error() {
+    let Some(lo) = LoopDev::new(64 << 20) else {
+        return;
+    };
+    let (_origin, op) = start_origin(&[]);
+    let np = free_port();
+    let dev = lo.dev.to_string_lossy().into_owned();
+    let args = [
+        "--hoc-size",
+        "64KiB",
+        "--disk-path",
+        &dev,
+        "--disk-size",
+        "60MiB",
+        "--purge-token",
+        "sekrit",
+    ];
+    let reference = http_get(op, DISK_PATH).unwrap().body;
+    let _node = start_node(np, op, &args);
+    assert_eq!(http_get(np, DISK_PATH).unwrap().x_cache(), "MISS");
+    wait_disk_hit(np, DISK_PATH, &reference);
+    let blockdev = |flag: &str| {
+        let st = Command::new("blockdev").arg(flag).arg(&lo.dev).status();
+        assert!(
+            matches!(st, Ok(s) if s.success()),
+            "blockdev {flag}: {st:?}"
+        );
+    };
+    blockdev("--setro");
+    let auth = ["Authorization: Bearer sekrit"];
+    let r = http_request(np, "PURGE", DISK_PATH, &auth).unwrap();
+    blockdev("--setrw");
+    assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
+    let metrics = String::from_utf8(http_get(np, "/_ecdn/metrics").unwrap().body).unwrap();
+    let errors: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("ecdn_disk_errors_total "))
+        .expect("ecdn_disk_errors_total")
+        .parse()
+        .unwrap();
+    assert!(errors >= 1.0, "{metrics}");
+    // Not acknowledged, so not forgotten: the entry is still there, and a retry purges it.
+    let r = http_request(np, "PURGE", DISK_PATH, &auth).unwrap();
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, &br#"{"purged":true}"#[..])
+    );
+    assert_eq!(http_get(np, DISK_PATH).unwrap().x_cache(), "MISS");
+}
+
 /// A system dependency of a test is missing: under `CI=true` the test fails saying `why` (CI
 /// must install it); elsewhere it prints "skipped: `why`" and the caller returns.
 fn missing(why: String) {
