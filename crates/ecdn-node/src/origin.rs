@@ -146,6 +146,11 @@ fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
     })
 }
 
+/// The value of one hexadecimal digit.
+fn hex(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
 /// Minimal percent-decoding (`%2C`, `+` for space) for the `cc=` parameter.
 fn decode(s: &str) -> String {
     let b = s.as_bytes();
@@ -154,12 +159,14 @@ fn decode(s: &str) -> String {
     while i < b.len() {
         match b[i] {
             b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => match u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                Ok(v) => {
-                    out.push(v);
+            // On bytes, not `&str` slices: the two bytes after a `%` may split a UTF-8
+            // character (found by the fuzz target `http_request`).
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(hi), Some(lo)) => {
+                    out.push(hi << 4 | lo);
                     i += 2;
                 }
-                Err(_) => out.push(b'%'),
+                _ => out.push(b'%'),
             },
             c => out.push(c),
         }
@@ -391,6 +398,10 @@ mod tests {
     fn query() {
         assert_eq!(decode("no-store%2C+private"), "no-store, private");
         assert_eq!(decode("50%"), "50%");
+        assert_eq!(decode("%zz%4"), "%zz%4");
+        // A `%` followed by the bytes of a multi-byte character: kept as it is, no panic.
+        assert_eq!(decode("a%2\u{5c9}b"), "a%2\u{5c9}b");
+        assert_eq!(decode("%\u{5c9}"), "%\u{5c9}");
         assert_eq!(query_param("a=1&size=10&cc=", "cc"), Some(""));
         assert_eq!(query_param("a=1&size=10", "size"), Some("10"));
     }
