@@ -109,11 +109,7 @@ pub(super) fn revalidate_in_background(
     {
         headers.remove(h);
     }
-    let mut bg = Request::new(
-        http_body_util::Empty::<Bytes>::new()
-            .map_err(|never| match never {})
-            .boxed(),
-    );
+    let mut bg = Request::new(super::empty_body());
     *bg.uri_mut() = req.uri().clone();
     *bg.headers_mut() = headers.clone();
     let job = Job {

@@ -28,7 +28,8 @@
 //! * The origin is the route of the request's Host ([`NodeConfig::routes`], matched without
 //!   port and case), else the default origin; with neither, `421 Misdirected Request`. The
 //!   cache key starts with the Host, so hosts never share entries.
-//! * `GET` / `HEAD`: looked up in the HOC, then on disk, then fetched from the origin. Answers
+//! * `GET` / `HEAD`: looked up in the HOC, then on disk, then fetched from the origin (without
+//!   the request's content, if it has any: it has no defined meaning there). Answers
 //!   carry `Via: 1.1 ecdn` and `X-Cache: HIT-HOC`, `HIT-DISK`, `MISS` or `MISS-COLLAPSED` (a
 //!   miss that joined another request's origin fetch), `REVALIDATED` or `STALE` (see
 //!   `fill.rs`); hits also carry `Age`. A `HEAD` miss is forwarded as `HEAD` and not stored.
@@ -179,6 +180,11 @@ async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> R
 
 /// Steps 4-5 for `GET` / `HEAD`: lookup, then a hit, a stale entry served at once, or a miss.
 async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
+    // Content in a `GET` / `HEAD` has no defined meaning (RFC 9110 §9.3.1, §9.3.2) and is
+    // not part of the cache key, so it is never forwarded: a shared fetch must not carry one
+    // client's body, and hyper drains it after the response, in order, instead of reading it
+    // (and the next pipelined request) while the response is still being written.
+    let req = req.map(|_| empty_body());
     let key = CacheKey::of(st, &req);
     let rd = freshness::request_directives(req.headers());
     let stale = match lookup::lookup(st, &req, &key, &rd).await {
@@ -279,6 +285,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding the lock cannot leave the cache half-updated in a way that matters
     // more than losing the node; keep serving.
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An empty request body, for a request of our own or one whose content is not forwarded.
+fn empty_body() -> ReqBody {
+    http_body_util::Empty::<Bytes>::new()
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// A plain-text answer of ours.
