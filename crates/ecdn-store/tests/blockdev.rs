@@ -6,21 +6,10 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use ecdn_store::{EntryKey, Store, StoreConfig, StoreError};
+use ecdn_store::{Store, StoreConfig, StoreError};
 
-fn obj(k: &str) -> EntryKey {
-    EntryKey::object(k.as_bytes())
-}
-
-/// Loop devices are missing or unusable here: under `CI=true` that is a failure with `why`;
-/// elsewhere the test prints "skipped: why" and returns.
-fn missing(why: &str) {
-    assert!(
-        std::env::var("CI").map_or(true, |v| v != "true"),
-        "CI=true and {why}"
-    );
-    eprintln!("skipped: {why}");
-}
+mod common;
+use common::{missing, obj};
 
 /// A loop device over a file in a temporary directory, detached when dropped.
 struct Loop {

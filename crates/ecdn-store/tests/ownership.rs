@@ -5,22 +5,10 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use ecdn_store::{EntryKey, Store, StoreConfig, StoreError};
+use ecdn_store::{Store, StoreConfig, StoreError};
 
-fn obj(k: &str) -> EntryKey {
-    EntryKey::object(k.as_bytes())
-}
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
-}
-
-/// A test that needs something this machine may lack: under `CI=true` that is a failure with
-/// `why`; elsewhere the test prints "skipped: why" and returns.
-fn missing(why: &str) {
-    assert!(!in_ci(), "CI=true and {why}");
-    eprintln!("skipped: {why}");
-}
+mod common;
+use common::{missing, obj};
 
 #[test]
 fn a_second_open_of_the_same_file_is_refused_until_the_first_is_dropped() {
