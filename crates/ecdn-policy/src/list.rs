@@ -27,9 +27,10 @@ pub struct IndexedList {
     bytes: u64,
 }
 
+/// The hash of an object id in the policies' hash tables: a fixed, fast mixer (ids are often
+/// sequential block numbers; mix them well).
 #[inline]
-fn hash(id: u64) -> u64 {
-    // A fixed, fast mixer (ids are often sequential block numbers; mix them well).
+pub(crate) fn hash(id: u64) -> u64 {
     let x = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     x ^ (x >> 29)
 }

@@ -52,6 +52,7 @@
 //! wrong model costs a fraction of a window, not a whole one. When the model says admit
 //! everything, both run the same configuration.
 
+use crate::list::hash;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
@@ -104,12 +105,6 @@ struct Tracked {
     rate: f64,
     /// Latest size seen (as precise as the model needs: it groups sizes 25% apart).
     size: f32,
-}
-
-#[inline]
-fn hash(id: u64) -> u64 {
-    let x = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x ^ (x >> 29)
 }
 
 /// Heap bytes of a `hashbrown` table whose `capacity()` is `capacity`, with `slot`-byte slots:

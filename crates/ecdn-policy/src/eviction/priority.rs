@@ -12,6 +12,7 @@
 //! number: the object whose key was set least recently goes first, which makes the order fully
 //! deterministic.
 
+use crate::list::hash;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -31,12 +32,6 @@ pub(crate) struct Entry {
 }
 
 type HeapItem = Reverse<(u64, u64, u64)>;
-
-#[inline]
-fn hash(id: u64) -> u64 {
-    let x = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x ^ (x >> 29)
-}
 
 #[derive(Clone, Default)]
 pub(crate) struct PriorityIndex {

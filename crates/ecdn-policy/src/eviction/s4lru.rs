@@ -21,6 +21,7 @@
 //!   upper segments hold lone oversized objects), it evicts the tail of the lowest non-empty
 //!   segment until `used + size <= capacity`.
 
+use crate::list::hash;
 use hashbrown::HashTable;
 
 use crate::{Evicted, Eviction};
@@ -36,12 +37,6 @@ struct Node {
     prev: u32,
     next: u32,
     seg: u8,
-}
-
-#[inline]
-fn hash(id: u64) -> u64 {
-    let x = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    x ^ (x >> 29)
 }
 
 /// S4LRU: one slab of nodes threaded into four lists, one hash table for all of them.
