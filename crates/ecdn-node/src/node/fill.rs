@@ -310,7 +310,8 @@ async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
             return;
         }
     }
-    let plan = plan_store(&st, &job, may_store, &parts);
+    let vary = Vary::of(&parts.headers, &job.req_headers);
+    let plan = plan_store(&st, &job, may_store, &parts, &vary);
     if plan.is_none() {
         d.seal();
         if job.stale.is_some() && !parts.status.is_server_error() {
@@ -323,7 +324,7 @@ async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
         status: parts.status,
         headers: parts.headers.clone(),
         from_cache: None,
-        vary: Vary::of(&parts.headers, &job.req_headers),
+        vary,
     }))));
     let Some((plan, last)) = stream_body(&mut d, body, plan).await else {
         return; // aborted, or abandoned by every subscriber
@@ -359,16 +360,16 @@ fn plan_store(
     job: &Job,
     may_store: bool,
     parts: &hyper::http::response::Parts,
+    vary: &Vary,
 ) -> Option<StorePlan> {
     let lifetime = if may_store {
         freshness::storable_lifetime(false, parts.status, &parts.headers)?
     } else {
         return None;
     };
-    let vary = Vary::of(&parts.headers, &job.req_headers);
     let key = CacheKey::variant(
         &job.key.primary,
-        st.vary.store_key(&job.key.primary, &vary, &job.req_headers),
+        st.vary.store_key(&job.key.primary, vary, &job.req_headers),
     );
     let limit = lock(&st.hoc)
         .capacity()
