@@ -41,6 +41,7 @@
 //! on the request path. Everything is deterministic for a given configuration and seed.
 
 pub mod hash;
+pub mod pieces;
 pub mod rebalance;
 mod ring;
 
@@ -60,6 +61,13 @@ use ring::{vnode_counts, Ring, MAX_VNODES};
 /// per bucket and chunk, so a mistyped bucket count must be an error, not an allocation of
 /// terabytes.
 pub const MAX_BUCKETS: usize = 1 << 20;
+
+/// The bucket of `object_id` among `buckets`, with the key of [`Placement::object_key`]:
+/// what [`Placement::bucket_of`] computes.
+#[inline]
+pub fn bucket_of_key(object_key: u64, buckets: usize, object_id: u64) -> usize {
+    reduce(mix64(object_id ^ object_key), buckets)
+}
 
 /// A server's index in the weights given to [`Placement::new`].
 pub type ServerId = usize;
@@ -309,7 +317,13 @@ impl Placement {
     /// `key = mix64(seed ⊕ 3·φ)` (see [`hash`]).
     #[inline]
     pub fn bucket_of(&self, object_id: u64) -> usize {
-        reduce(mix64(object_id ^ self.object_key), self.cfg.buckets)
+        bucket_of_key(self.object_key, self.cfg.buckets, object_id)
+    }
+
+    /// The key `bucket_of` mixes into object ids, for [`bucket_of_key`] where no `Placement` is
+    /// at hand (a live node's copy of the bucket map).
+    pub fn object_key(&self) -> u64 {
+        self.object_key
     }
 
     /// Servers of the bucket's data buckets; index `i` holds data chunk `i`. Length `K`, fewer

@@ -1,0 +1,332 @@
+//! The cluster file: one TOML file every process of a cluster reads.
+//!
+//! ```toml
+//! scheme = "c2dn"            # no-rep | rep2 | rep3 | c2dn-norebal | c2dn
+//! k = 3                      # data chunks per coded object
+//! p = 1                      # parity chunks
+//! threshold = "128KiB"       # objects larger than this are coded (C2DN schemes)
+//! buckets = 100
+//! sub_chunk = "32KiB"        # unit of coding, transfer and streaming
+//! key = "a long random secret shared by the cluster"
+//! coordinator = "127.0.0.1:7400"
+//! heartbeat_ms = 500         # a node missing `missed_heartbeats` of them is unavailable
+//! missed_heartbeats = 3
+//! parity_delay = 0.2         # delayed parity fetch: wait 20% past the first data sub-chunk
+//! rebalance_every_s = 0      # periodic parity rebalance: off (only on availability changes)
+//! seed = 1                   # placement seed
+//!
+//! [[node]]
+//! id = 0
+//! client = "127.0.0.1:8000"  # where clients (or the front load balancer) connect
+//! peer = "127.0.0.1:9000"    # the peer listener: nodes and the coordinator only
+//! weight = 1.0
+//! ```
+//!
+//! Node ids are `0..N` in any order of the file, each once: they are the placement's server
+//! indexes. Every error names the field and says what is expected.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use ecdn_placement::pieces::Scheme;
+use ecdn_trace::units::parse_size;
+use serde::{Deserialize, Deserializer};
+use thiserror::Error;
+
+/// Why a cluster file was refused.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read the cluster file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("cluster file: {0}")]
+    Parse(String),
+    #[error("cluster file: {0}")]
+    Invalid(String),
+}
+
+/// One node of the cluster.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeEntry {
+    pub id: usize,
+    /// The client listener.
+    pub client: SocketAddr,
+    /// The peer listener (node-to-node and coordinator traffic, authenticated).
+    pub peer: SocketAddr,
+    #[serde(default = "one")]
+    pub weight: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// A size written as bytes (`131072`) or with a unit (`"128KiB"`).
+fn size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    match Size::deserialize(d)? {
+        Size::Bytes(b) => Ok(b),
+        Size::Text(t) => parse_size(&t).map_err(serde::de::Error::custom),
+    }
+}
+
+fn scheme<'de, D: Deserializer<'de>>(d: D) -> Result<Scheme, D::Error> {
+    let s = String::deserialize(d)?;
+    Scheme::parse(&s).map_err(serde::de::Error::custom)
+}
+
+/// The cluster file, parsed and checked.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    #[serde(deserialize_with = "scheme")]
+    pub scheme: Scheme,
+    #[serde(default = "default_k")]
+    pub k: usize,
+    #[serde(default = "default_p")]
+    pub p: usize,
+    #[serde(default = "default_threshold", deserialize_with = "size")]
+    pub threshold: u64,
+    #[serde(default = "default_buckets")]
+    pub buckets: usize,
+    #[serde(default = "default_sub_chunk", deserialize_with = "size")]
+    pub sub_chunk: u64,
+    /// The cluster key: every peer request is signed with it.
+    pub key: String,
+    /// The coordinator's address (it listens there; nodes send heartbeats and watch the map).
+    pub coordinator: SocketAddr,
+    #[serde(default = "default_heartbeat_ms")]
+    pub heartbeat_ms: u64,
+    #[serde(default = "default_missed")]
+    pub missed_heartbeats: u32,
+    /// Delayed parity fetch: parity sub-chunks are asked for when, this fraction of the time to
+    /// the first data sub-chunk later, fewer than K data sub-chunks have arrived.
+    #[serde(default = "default_parity_delay")]
+    pub parity_delay: f64,
+    /// Periodic parity rebalance, seconds; 0 = only on availability changes (the paper's).
+    #[serde(default)]
+    pub rebalance_every_s: f64,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    #[serde(rename = "node", default)]
+    pub nodes: Vec<NodeEntry>,
+}
+
+fn default_k() -> usize {
+    3
+}
+fn default_p() -> usize {
+    1
+}
+fn default_threshold() -> u64 {
+    128 << 10
+}
+fn default_buckets() -> usize {
+    100
+}
+fn default_sub_chunk() -> u64 {
+    32 << 10
+}
+fn default_heartbeat_ms() -> u64 {
+    500
+}
+fn default_missed() -> u32 {
+    3
+}
+fn default_parity_delay() -> f64 {
+    0.2
+}
+fn default_seed() -> u64 {
+    1
+}
+
+/// The shortest cluster key accepted, in bytes.
+pub const MIN_KEY_LEN: usize = 16;
+
+impl ClusterConfig {
+    pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Parses and checks a cluster file's text; the nodes come back sorted by id.
+    pub fn parse(text: &str) -> Result<ClusterConfig, ConfigError> {
+        let mut cfg: ClusterConfig =
+            toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        cfg.nodes.sort_by_key(|n| n.id);
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if self.nodes.is_empty() {
+            return bad("no [[node]] entries".into());
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.id != i {
+                return bad(format!(
+                    "node ids must be 0..{} each once; found {} where {i} was expected",
+                    self.nodes.len(),
+                    n.id
+                ));
+            }
+            if !(n.weight.is_finite() && n.weight > 0.0) {
+                return bad(format!("node {}: weight must be positive", n.id));
+            }
+        }
+        if self.k == 0 || self.k + self.p > 256 {
+            return bad(format!(
+                "k = {}, p = {}: need k >= 1 and k + p <= 256",
+                self.k, self.p
+            ));
+        }
+        let needed = self.scheme.servers_needed(self.k, self.p);
+        if needed > self.nodes.len() {
+            return bad(format!(
+                "scheme {} with k = {}, p = {} needs {needed} nodes; the file lists {}",
+                self.scheme.name(),
+                self.k,
+                self.p,
+                self.nodes.len()
+            ));
+        }
+        if self.buckets == 0 || self.buckets > ecdn_placement::MAX_BUCKETS {
+            return bad(format!(
+                "buckets = {}: need 1 ..= {}",
+                self.buckets,
+                ecdn_placement::MAX_BUCKETS
+            ));
+        }
+        if self.sub_chunk == 0 || self.sub_chunk > 64 << 20 {
+            return bad(format!(
+                "sub_chunk = {}: need 1 byte ..= 64 MiB",
+                self.sub_chunk
+            ));
+        }
+        if self.key.len() < MIN_KEY_LEN {
+            return bad(format!(
+                "key is {} bytes; a cluster key needs at least {MIN_KEY_LEN}",
+                self.key.len()
+            ));
+        }
+        if self.heartbeat_ms == 0 || self.missed_heartbeats == 0 {
+            return bad("heartbeat_ms and missed_heartbeats must be at least 1".into());
+        }
+        if !(self.parity_delay.is_finite() && self.parity_delay >= 0.0) {
+            return bad(format!(
+                "parity_delay = {}: need a fraction >= 0",
+                self.parity_delay
+            ));
+        }
+        if !(self.rebalance_every_s.is_finite() && self.rebalance_every_s >= 0.0) {
+            return bad("rebalance_every_s must be >= 0 (0 = off)".into());
+        }
+        Ok(())
+    }
+
+    pub fn weights(&self) -> Vec<f64> {
+        self.nodes.iter().map(|n| n.weight).collect()
+    }
+
+    /// The (K, P) the placement is built with (replication schemes use the ring walk only).
+    pub fn placement_code(&self) -> (usize, usize) {
+        self.scheme.placement_code(self.k, self.p)
+    }
+
+    /// The scheme's name as `ecdn sim cluster` prints it (`c2dn-n5k3` for K = 3, P = 2).
+    pub fn scheme_name(&self) -> String {
+        let name = self.scheme.name();
+        if self.scheme.coded() && (self.k, self.p) != (3, 1) {
+            format!("{name}-n{}k{}", self.k + self.p, self.k)
+        } else {
+            name
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+scheme = "c2dn"
+key = "0123456789abcdef-secret"
+coordinator = "127.0.0.1:7400"
+threshold = "128KiB"
+
+[[node]]
+id = 1
+client = "127.0.0.1:8001"
+peer = "127.0.0.1:9001"
+
+[[node]]
+id = 0
+client = "127.0.0.1:8000"
+peer = "127.0.0.1:9000"
+weight = 2
+
+[[node]]
+id = 2
+client = "127.0.0.1:8002"
+peer = "127.0.0.1:9002"
+
+[[node]]
+id = 3
+client = "127.0.0.1:8003"
+peer = "127.0.0.1:9003"
+"#;
+
+    #[test]
+    fn parses_with_defaults() {
+        let c = ClusterConfig::parse(FILE).unwrap();
+        assert_eq!(c.scheme, Scheme::C2dn);
+        assert_eq!((c.k, c.p, c.buckets), (3, 1, 100));
+        assert_eq!(c.threshold, 128 << 10);
+        assert_eq!(c.sub_chunk, 32 << 10);
+        assert_eq!(c.nodes.len(), 4);
+        assert_eq!(c.nodes[0].weight, 2.0);
+        assert_eq!(c.nodes[1].peer.port(), 9001);
+        assert_eq!(c.rebalance_every_s, 0.0);
+        assert_eq!(c.scheme_name(), "c2dn");
+    }
+
+    #[test]
+    fn refuses_bad_files_with_a_reason() {
+        let cases = [
+            (FILE.replace("id = 2", "id = 7"), "node ids"),
+            (
+                FILE.replace("scheme = \"c2dn\"", "scheme = \"raid5\""),
+                "unknown scheme",
+            ),
+            (
+                FILE.replace("0123456789abcdef-secret", "short"),
+                "at least 16",
+            ),
+            (format!("k = 4\n{FILE}"), "needs 5 nodes"),
+            (
+                FILE.replace("threshold = \"128KiB\"", "threshold = \"lots\""),
+                "size",
+            ),
+            (format!("bogus = 1\n{FILE}"), "unknown field"),
+            (FILE.replace("weight = 2", "weight = -1"), "weight"),
+            (format!("sub_chunk = 0\n{FILE}"), "sub_chunk"),
+            ("scheme = \"c2dn\"".to_string(), "missing field"),
+        ];
+        for (text, want) in cases {
+            let e = ClusterConfig::parse(&text).unwrap_err().to_string();
+            assert!(e.contains(want), "{want:?} not in {e:?}");
+        }
+    }
+}
