@@ -274,7 +274,8 @@ mod tests {
         let key = ClusterKey::new(b"0123456789abcdef-secret");
         let s = key.sign_digest("GET", "/x", 5, &sha256(b""));
         let t = s.time.to_string();
-        let cases: [(Option<&str>, Option<&str>, Option<&str>, AuthError); 6] = [
+        type Case<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>, AuthError);
+        let cases: [Case; 6] = [
             (
                 None,
                 Some(&s.digest),
