@@ -12,11 +12,15 @@
 //! * [`auth`] — the peer protocol's authentication: every request between nodes (and to the
 //!   coordinator) carries an HMAC-SHA256 over its method, path, time and body digest, made with
 //!   the cluster key; a missing, wrong or stale signature is refused.
+//! * [`piece`] — the metadata stored and sent with every piece: replica or chunk, the code,
+//!   the object size and a checksum of every sub-chunk.
 
 pub mod auth;
 pub mod config;
 pub mod map;
+pub mod piece;
 
 pub use auth::{AuthError, ClusterKey, Signature};
 pub use config::{ClusterConfig, ConfigError, NodeEntry};
 pub use map::BucketMap;
+pub use piece::{Coding, PieceMeta};
