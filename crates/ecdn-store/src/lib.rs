@@ -909,6 +909,15 @@ impl Store {
         }
     }
 
+    /// Drops `key` from the index without writing anything (its bytes stay in the ring as a
+    /// ghost until the FIFO reaches them); whether it was present. Unlike [`Store::remove`]
+    /// this is not durable: after a restart the entry is found again. For a caller whose own
+    /// policy decided the eviction (a cluster node's piece policy), where finding a valid
+    /// entry again after a crash is harmless.
+    pub fn evict(&mut self, key: &EntryKey) -> bool {
+        self.ring.remove(key).is_some()
+    }
+
     /// The entry for `key`, after verifying all its checksums. A mismatch drops the entry from
     /// the index (it becomes a ghost) and returns `Ok(None)`.
     pub fn get(&mut self, key: &EntryKey) -> Result<Option<Entry>, StoreError> {

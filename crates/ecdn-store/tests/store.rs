@@ -653,3 +653,22 @@ fn a_range_wrapping_past_the_ring_end_is_read_as_a_verified_copy() {
     assert_eq!(first.len() as u64, ecdn_store::SHARED_COPY_MAX);
     assert!(first == data[5..5 + first.len()]);
 }
+
+#[test]
+fn evict_drops_from_the_index_only_and_a_restart_finds_the_entry_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let mut s = Store::open(cfg(&path, 1 << 20, 4096)).unwrap();
+    s.put(&obj("a"), b"m", &payload(1, 5000)).unwrap();
+    s.put(&obj("b"), b"m", &payload(2, 5000)).unwrap();
+    let used = s.used();
+    assert!(s.evict(&obj("a")));
+    assert!(!s.evict(&obj("a")));
+    assert!(!s.contains(&obj("a")));
+    assert!(s.get(&obj("b")).unwrap().is_some());
+    // A ghost: its bytes still count until the FIFO reaches them.
+    assert_eq!(s.used(), used);
+    drop(s);
+    let mut s = Store::open(cfg(&path, 1 << 20, 4096)).unwrap();
+    assert_eq!(s.get(&obj("a")).unwrap().unwrap().payload, payload(1, 5000));
+}
