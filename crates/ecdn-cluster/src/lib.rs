@@ -14,11 +14,14 @@
 //!   the cluster key; a missing, wrong or stale signature is refused.
 //! * [`piece`] — the metadata stored and sent with every piece: replica or chunk, the code,
 //!   the object size and a checksum of every sub-chunk.
+//! * [`wire`] — the peer requests' paths (which piece of which object) and the frame a piece
+//!   travels in.
 
 pub mod auth;
 pub mod config;
 pub mod map;
 pub mod piece;
+pub mod wire;
 
 pub use auth::{AuthError, ClusterKey, Signature};
 pub use config::{ClusterConfig, ConfigError, NodeEntry};

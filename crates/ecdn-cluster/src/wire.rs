@@ -1,0 +1,284 @@
+//! The peer protocol's requests on the wire (HTTP/1.1 on the peer listener, every request
+//! signed, see [`crate::auth`]):
+//!
+//! | request | meaning |
+//! |---|---|
+//! | `PUT /_peer/piece/{chunk}/{key}` body [`frame`] | store a piece (chunk `chunk`; a replica is chunk `r`) |
+//! | `GET /_peer/piece/{chunk}/{key}[?from=A&to=B]` | a piece's metadata and payload (sub-chunks `A..B` of a chunk), as a [`frame`] |
+//! | `GET /_peer/has/{key}` | which pieces of the object the node holds |
+//!
+//! `{key}` is the object's cache key, percent-encoded ([`encode_key`]): every byte outside
+//! `A-Z a-z 0-9 - . _ ~` as `%XX`, so it is one path segment and the signature (over the path)
+//! covers it. `{chunk}` is a decimal chunk index, or `r` for a replica.
+//!
+//! A **frame** is what a piece travels as: the piece's metadata length (u32, little-endian),
+//! the metadata ([`crate::piece::PieceMeta`]), then the payload.
+
+use thiserror::Error;
+
+use crate::piece::MAX_META;
+
+/// Why a peer request's path or body was refused (a `400` on the wire).
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum WireError {
+    #[error("peer request: {0}")]
+    Bad(&'static str),
+}
+
+/// Which piece a request names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PieceName {
+    Replica,
+    Chunk(u16),
+}
+
+/// A parsed peer request path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PeerPath {
+    Piece {
+        piece: PieceName,
+        key: String,
+        /// Sub-chunks `from..to` only.
+        sub_chunks: Option<(u64, u64)>,
+    },
+    Has {
+        key: String,
+    },
+}
+
+/// The longest cache key a peer request may name.
+pub const MAX_KEY: usize = 16 << 10;
+
+fn unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+pub fn encode_key(key: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut s = String::with_capacity(key.len() * 3);
+    for &b in key.as_bytes() {
+        if unreserved(b) {
+            s.push(b as char);
+        } else {
+            s.push('%');
+            s.push(HEX[usize::from(b >> 4)] as char);
+            s.push(HEX[usize::from(b & 15)] as char);
+        }
+    }
+    s
+}
+
+pub fn decode_key(s: &str) -> Result<String, WireError> {
+    let bad = |m| Err(WireError::Bad(m));
+    if s.is_empty() {
+        return bad("empty key");
+    }
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = |c: u8| (c as char).to_digit(16);
+                let (Some(h), Some(l)) = (
+                    b.get(i + 1).and_then(|&c| hex(c)),
+                    b.get(i + 2).and_then(|&c| hex(c)),
+                ) else {
+                    return bad("bad percent-escape in key");
+                };
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            c if unreserved(c) => {
+                out.push(c);
+                i += 1;
+            }
+            _ => return bad("unescaped byte in key"),
+        }
+        if out.len() > MAX_KEY {
+            return bad("key too long");
+        }
+    }
+    String::from_utf8(out).or(bad("key is not UTF-8"))
+}
+
+/// The path of a piece request.
+pub fn piece_path(piece: PieceName, key: &str, sub_chunks: Option<(u64, u64)>) -> String {
+    let name = match piece {
+        PieceName::Replica => "r".to_string(),
+        PieceName::Chunk(c) => c.to_string(),
+    };
+    let mut p = format!("/_peer/piece/{name}/{}", encode_key(key));
+    if let Some((a, b)) = sub_chunks {
+        p.push_str(&format!("?from={a}&to={b}"));
+    }
+    p
+}
+
+/// The path of a "which pieces do you hold" request.
+pub fn has_path(key: &str) -> String {
+    format!("/_peer/has/{}", encode_key(key))
+}
+
+fn number(s: &str) -> Option<u64> {
+    (!s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| s.parse().ok())
+        .flatten()
+}
+
+/// Parses a peer request's path and query.
+pub fn parse_path(path_and_query: &str) -> Result<PeerPath, WireError> {
+    let bad = |m| Err(WireError::Bad(m));
+    let (path, query) = match path_and_query.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (path_and_query, None),
+    };
+    if let Some(key) = path.strip_prefix("/_peer/has/") {
+        if query.is_some() {
+            return bad("unexpected query");
+        }
+        return Ok(PeerPath::Has {
+            key: decode_key(key)?,
+        });
+    }
+    let Some(rest) = path.strip_prefix("/_peer/piece/") else {
+        return bad("unknown peer path");
+    };
+    let Some((name, key)) = rest.split_once('/') else {
+        return bad("missing key");
+    };
+    let piece = match name {
+        "r" => PieceName::Replica,
+        n => match number(n).and_then(|c| u16::try_from(c).ok()) {
+            Some(c) if c < 256 => PieceName::Chunk(c),
+            _ => return bad("bad chunk index"),
+        },
+    };
+    let key = decode_key(key)?;
+    let sub_chunks = match query {
+        None => None,
+        Some(q) => {
+            let mut from = None;
+            let mut to = None;
+            for pair in q.split('&') {
+                match pair.split_once('=') {
+                    Some(("from", v)) if from.is_none() => from = number(v),
+                    Some(("to", v)) if to.is_none() => to = number(v),
+                    _ => return bad("bad query"),
+                }
+            }
+            match (from, to) {
+                (Some(a), Some(b)) if a < b && piece != PieceName::Replica => Some((a, b)),
+                _ => return bad("bad sub-chunk range"),
+            }
+        }
+    };
+    Ok(PeerPath::Piece {
+        piece,
+        key,
+        sub_chunks,
+    })
+}
+
+/// The head of a frame: metadata length and metadata.
+pub fn frame_head(meta: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + meta.len());
+    v.extend_from_slice(&(meta.len() as u32).to_le_bytes());
+    v.extend_from_slice(meta);
+    v
+}
+
+/// Splits a whole frame into metadata and payload.
+pub fn split_frame(frame: &[u8]) -> Result<(&[u8], &[u8]), WireError> {
+    let Some(len) = frame.get(..4) else {
+        return Err(WireError::Bad("frame shorter than its length field"));
+    };
+    let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    if len > MAX_META {
+        return Err(WireError::Bad("frame metadata too long"));
+    }
+    let rest = &frame[4..];
+    if len > rest.len() {
+        return Err(WireError::Bad("frame shorter than its metadata"));
+    }
+    Ok(rest.split_at(len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn paths_round_trip() {
+        let key = "demo.ecdn/obj/12?size=300000&x=ä /%";
+        for (piece, sub) in [
+            (PieceName::Replica, None),
+            (PieceName::Chunk(0), None),
+            (PieceName::Chunk(3), Some((2, 9))),
+        ] {
+            let p = piece_path(piece, key, sub);
+            assert_eq!(
+                parse_path(&p).unwrap(),
+                PeerPath::Piece {
+                    piece,
+                    key: key.into(),
+                    sub_chunks: sub
+                }
+            );
+            assert_eq!(p.matches('?').count(), usize::from(sub.is_some()));
+            assert_eq!(p.matches('/').count(), 4);
+        }
+        assert_eq!(
+            parse_path(&has_path(key)).unwrap(),
+            PeerPath::Has { key: key.into() }
+        );
+    }
+
+    #[test]
+    fn bad_paths_are_refused() {
+        for p in [
+            "/_peer/piece/",
+            "/_peer/piece/1",
+            "/_peer/piece/1/",
+            "/_peer/piece/x/abc",
+            "/_peer/piece/256/abc",
+            "/_peer/piece/+1/abc",
+            "/_peer/piece/1/a%2",
+            "/_peer/piece/1/a%zz",
+            "/_peer/piece/1/a/b",
+            "/_peer/piece/1/%ff",
+            "/_peer/piece/1/abc?from=3&to=3",
+            "/_peer/piece/1/abc?from=1",
+            "/_peer/piece/1/abc?from=1&to=2&to=3",
+            "/_peer/piece/r/abc?from=1&to=2",
+            "/_peer/has/abc?x",
+            "/other",
+            "/obj/1",
+        ] {
+            assert!(parse_path(p).is_err(), "{p}");
+        }
+        let long = format!("/_peer/has/{}", "a".repeat(MAX_KEY + 1));
+        assert!(parse_path(&long).is_err());
+    }
+
+    #[test]
+    fn frames_split() {
+        let mut f = frame_head(b"meta");
+        f.extend_from_slice(b"payload");
+        assert_eq!(split_frame(&f).unwrap(), (&b"meta"[..], &b"payload"[..]));
+        assert!(split_frame(&f[..3]).is_err());
+        assert!(split_frame(&f[..7]).is_err());
+        assert_eq!(split_frame(&f[..8]).unwrap(), (&b"meta"[..], &b""[..]));
+    }
+
+    proptest! {
+        #[test]
+        fn keys_round_trip_and_junk_never_panics(key in "\\PC{1,40}", junk in "\\PC{0,60}") {
+            prop_assert_eq!(decode_key(&encode_key(&key)).unwrap(), key);
+            let _ = parse_path(&junk);
+            let _ = parse_path(&format!("/_peer/piece/{junk}"));
+            let _ = split_frame(junk.as_bytes());
+        }
+    }
+}
