@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use ecdn_codec::{
-    decode_object_into, encode_parity_into, Codec, ObjectLayout, ReedSolomonCodec, Shard,
-    DEFAULT_SUB_CHUNK,
+    decode_object_into, encode_object_into, encode_parity_into, Codec, ObjectLayout,
+    ReedSolomonCodec, Shard, DEFAULT_SUB_CHUNK,
 };
 
 const SAMPLES: usize = 10;
@@ -68,14 +68,16 @@ const SHAPES: [Shape; 2] = [
     },
 ];
 
-/// `n` objects: data regions (the object then its padding, K · chunk bytes: chunk i is bytes
-/// [i·chunk, (i+1)·chunk)), parity regions (P · chunk) and decode outputs (size bytes).
+/// `n` objects: the objects themselves (size bytes each), their data chunks (K · chunk bytes:
+/// chunk i is bytes [i·chunk, (i+1)·chunk) of the region, laid out by `encode_object_into`),
+/// parity regions (P · chunk) and decode outputs (size bytes).
 struct Objects {
     n: usize,
     k: usize,
     p: usize,
     chunk: usize,
     size: usize,
+    objects: Vec<u8>,
     data: Vec<u8>,
     parity: Vec<u8>,
     out: Vec<u8>,
@@ -88,32 +90,38 @@ impl Objects {
         let chunk = layout.chunk_size() as usize;
         let size = shape.size as usize;
         let stride = shape.k * chunk;
-        let mut data = vec![0u8; n * stride];
+        let mut objects = vec![0u8; n * size];
         let mut x = 0x2545_F491_4F6C_DD1Du64;
-        for obj in data.chunks_mut(stride) {
-            for w in obj[..size].chunks_mut(8) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                w.copy_from_slice(&x.to_le_bytes()[..w.len()]);
-            }
+        for w in objects.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            w.copy_from_slice(&x.to_le_bytes()[..w.len()]);
         }
-        let mut objs = Objects {
+        let mut data = vec![0u8; n * stride];
+        let mut parity = vec![0u8; n * shape.p * chunk];
+        for ((obj, d), par) in objects
+            .chunks(size)
+            .zip(data.chunks_mut(stride))
+            .zip(parity.chunks_mut(shape.p * chunk))
+        {
+            let mut chunks: Vec<&mut [u8]> =
+                d.chunks_mut(chunk).chain(par.chunks_mut(chunk)).collect();
+            encode_object_into(codec, &layout, obj, &mut chunks).unwrap();
+        }
+        Objects {
             n,
             k: shape.k,
             p: shape.p,
             chunk,
             size,
+            objects,
             data,
-            parity: vec![0u8; n * shape.p * chunk],
+            parity,
             // Written now so no page is first touched (faulted in) inside a measurement.
             out: vec![0xA5u8; n * size],
             next: 0,
-        };
-        for i in 0..n {
-            objs.encode(codec, i);
         }
-        objs
     }
 
     fn cycle(&mut self) -> usize {
@@ -152,8 +160,8 @@ impl Objects {
     }
 
     fn object_encode(&mut self, codec: &dyn Codec, layout: &ObjectLayout, i: usize) {
-        let (k, p, c) = (self.k, self.p, self.chunk);
-        let object = &self.data[i * k * c..i * k * c + self.size];
+        let (p, c) = (self.p, self.chunk);
+        let object = &self.objects[i * self.size..(i + 1) * self.size];
         let mut parity: Vec<&mut [u8]> = self.parity[i * p * c..(i + 1) * p * c]
             .chunks_mut(c)
             .collect();
@@ -175,12 +183,15 @@ impl Objects {
     /// Checks that object i decodes to its own bytes (the benchmark measured real work).
     fn check(&mut self, codec: &dyn Codec, layout: &ObjectLayout, i: usize) {
         let (k, c) = (self.k, self.chunk);
-        let original = self.data[i * k * c..i * k * c + self.size].to_vec();
+        let original = self.data[i * k * c..(i + 1) * k * c].to_vec();
         self.data[i * k * c..i * k * c + c].fill(0);
         self.decode(codec, i);
-        assert_eq!(&self.data[i * k * c..i * k * c + self.size], &original[..]);
+        assert_eq!(&self.data[i * k * c..(i + 1) * k * c], &original[..]);
         self.object_decode(codec, layout, i);
-        assert_eq!(&self.out[i * self.size..(i + 1) * self.size], &original[..]);
+        assert_eq!(
+            &self.out[i * self.size..(i + 1) * self.size],
+            &self.objects[i * self.size..(i + 1) * self.size]
+        );
     }
 }
 

@@ -1,7 +1,10 @@
 //! Erasure coding of cached objects for ecdn (C2DN, NSDI '22, §4.1 and §5): a systematic
-//! Reed-Solomon code over GF(2^8) behind the [`Codec`] trait, and the object layout that splits
-//! an object into K data chunks and P parity chunks, each cut into sub-chunks so that streaming
-//! and byte-range requests decode only the stripes they touch.
+//! Reed-Solomon code over GF(2^8) behind the [`Codec`] trait, and the object layout (format
+//! version 2, stripe-major) that cuts an object into stripes of K·s consecutive bytes, each
+//! split into K data sub-chunks and coded into P parity sub-chunks, the i-th sub-chunk of every
+//! stripe going to chunk i — so that a sequential read pulls from all K data chunks at once, an
+//! object can be encoded as its bytes arrive, and streaming and byte-range requests decode only
+//! the stripes they touch.
 //!
 //! * [`Codec`] — encode K equal-length data shards into P parity shards, rebuild any missing
 //!   shards from any K present ones ([`Shard`] slots: present shards are only read, rebuilt ones
@@ -9,16 +12,26 @@
 //!   `reed-solomon-erasure`'s SIMD GF(2^8) kernels; [`CodecCache`] keeps one codec per (K, P).
 //!   With the `isal` feature, `isal::IsalCodec` implements the same trait (and the same bytes) on
 //!   Intel ISA-L, the benchmark's yardstick.
-//! * [`ObjectLayout`] — the chunk / sub-chunk / stripe geometry of one object: which object bytes
-//!   each data sub-chunk carries and which sub-chunks cover a byte range.
+//! * [`ObjectLayout`] — the stripe / chunk / sub-chunk geometry of one object (size, K, P and
+//!   the sub-chunk size s, which reader and writer must agree on): which object bytes each data
+//!   sub-chunk carries ([`ObjectLayout::data_range_of`]), the object byte ranges of a whole data
+//!   chunk for a multi-range origin fetch ([`ObjectLayout::data_ranges`]), which stripes and
+//!   sub-chunks cover a byte range. Every chunk is ceil(size / K) bytes, as in version 1.
+//! * [`StripeEncoder`] — encodes an object pushed in arbitrary pieces, emitting each [`Stripe`]
+//!   (K + P sub-chunks) as soon as its K·s bytes are in, and the layout at the end: the size
+//!   need not be known in advance, memory is one stripe.
+//! * [`decode_stripe`] / [`decode_stripe_into`] — one stripe's object bytes from any K of its
+//!   sub-chunks (a copy, no decoding, when the data sub-chunks are all there).
 //! * [`encode_object`], [`encode_parity_into`], [`decode_object`], [`decode_range`],
 //!   [`decode_range_with`] — whole objects and byte ranges to and from chunks or sub-chunks.
-//! * [`ChunkHeader`] — a 24-byte self-describing header a node can store with each chunk.
+//! * [`ChunkHeader`] — a 24-byte self-describing header (version 2) a node can store with each
+//!   chunk; it carries the coding parameters including s.
 //!
-//! The byte format (field, generator matrix, padding, sub-chunks, numbering) is specified in
-//! `FORMAT.md` next to this crate's `Cargo.toml`, with test vectors. Objects above
-//! [`CODING_THRESHOLD`] are coded with ([`DEFAULT_K`], [`DEFAULT_P`]) = (3, 1) by default; smaller
-//! ones are replicated by the caller (selective coding, §5).
+//! The byte format (field, generator matrix, stripes, padding, numbering) is specified in
+//! `FORMAT.md` next to this crate's `Cargo.toml` ("format, version 2"), with test vectors.
+//! Objects above [`CODING_THRESHOLD`] are coded with ([`DEFAULT_K`], [`DEFAULT_P`]) = (3, 1) and
+//! [`DEFAULT_SUB_CHUNK`] = 32 KiB by default; smaller ones are replicated by the caller
+//! (selective coding, §5).
 
 pub mod gf;
 #[cfg(feature = "isal")]
@@ -27,19 +40,21 @@ mod kernel;
 mod layout;
 mod object;
 mod rs;
+mod stream;
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 
 pub use layout::{
     ChunkHeader, ObjectLayout, SubChunkSpan, SubChunkSpans, CHUNK_HEADER_LEN, CODING_THRESHOLD,
-    DEFAULT_K, DEFAULT_P, DEFAULT_SUB_CHUNK,
+    DEFAULT_K, DEFAULT_P, DEFAULT_SUB_CHUNK, FORMAT_VERSION,
 };
 pub use object::{
     decode_object, decode_object_into, decode_range, decode_range_into, decode_range_with,
-    encode_object, encode_object_into, encode_parity_into,
+    decode_stripe, decode_stripe_into, encode_object, encode_object_into, encode_parity_into,
 };
 pub use rs::ReedSolomonCodec;
+pub use stream::{Stripe, StripeEncoder};
 
 /// Everything that can go wrong coding or decoding; inputs are checked, nothing panics.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -75,8 +90,10 @@ pub enum CodecError {
     NoSuchChunk { chunk: usize, total: usize },
     #[error("chunk {chunk} is a parity chunk; it carries no object bytes")]
     NotADataChunk { chunk: usize },
-    #[error("sub-chunk {index} does not exist (each chunk has {count})")]
-    NoSuchSubChunk { index: u64, count: u64 },
+    #[error("stripe {index} does not exist (the object has {count} stripes)")]
+    NoSuchStripe { index: u64, count: u64 },
+    #[error("chunk {chunk} is given more than once")]
+    DuplicateShard { chunk: usize },
     #[error("the object is {got} bytes but its layout says {expected}")]
     ObjectLength { expected: u64, got: u64 },
     #[error("the output buffer is {got} bytes, expected {expected}")]

@@ -1,9 +1,10 @@
-//! Whole objects and byte ranges to and from chunks (FORMAT.md §3–§5), stripe by stripe.
+//! Whole objects, stripes and byte ranges to and from chunks (FORMAT.md §3–§5, version 2),
+//! stripe by stripe.
 //!
-//! Copies are kept to what the output needs: encoding reads the data sub-chunks straight out of
-//! the object (only the one sub-chunk that straddles the object's end is padded in a scratch
-//! buffer), and decoding rebuilds a missing data sub-chunk straight into the output when the
-//! output wants all of it.
+//! Copies are kept to what the output needs: encoding reads the data sub-chunks of full stripes
+//! straight out of the object (only a short last stripe is padded in a scratch buffer), and
+//! decoding rebuilds a missing data sub-chunk straight into the output when the output wants
+//! all of it.
 
 use std::ops::Range;
 
@@ -62,7 +63,8 @@ fn check_chunk_lens(
 
 /// Computes the P parity chunks of `object` into `parity` (P buffers of
 /// [`ObjectLayout::chunk_size`] bytes), stripe by stripe. The data chunks are never
-/// materialized: data chunk i is `object[data_range(i)]` followed by zeros.
+/// materialized: a full stripe's data sub-chunks are read straight out of the object; only the
+/// last stripe, when short, is copied and zero-padded (K·t bytes).
 pub fn encode_parity_into(
     codec: &dyn Codec,
     layout: &ObjectLayout,
@@ -73,41 +75,26 @@ pub fn encode_parity_into(
     check_object(layout, object)?;
     check_count("parity chunks", layout.p(), parity.len())?;
     check_chunk_lens(layout, layout.k(), parity.iter().map(|p| Some(p.len())))?;
-    let k = layout.k();
-    let c = to_usize("chunk", layout.chunk_size())?;
-    let sub = layout.sub_chunk().min(c as u64) as usize;
-    if layout.p() == 0 || c == 0 {
+    to_usize("chunk", layout.chunk_size())?;
+    to_usize("stripe", layout.stripe_width())?;
+    if layout.p() == 0 {
         return Ok(());
     }
-    // All-padding data sub-chunks read zeros; at most one sub-chunk of the object straddles its
-    // end and is padded in `partial`.
-    let zeros = if k as u64 * c as u64 > layout.size() {
-        vec![0u8; sub]
-    } else {
-        Vec::new()
-    };
-    let mut partial: Vec<u8> = Vec::new();
+    let k = layout.k();
+    let mut padded: Vec<u8> = Vec::new();
     let mut rest: Vec<&mut [u8]> = parity.iter_mut().map(|p| &mut **p).collect();
-    for j in 0..layout.sub_chunks_per_chunk() {
+    for j in 0..layout.stripe_count() {
         let len = layout.sub_chunk_len(j)? as usize;
-        let mut ranges = Vec::with_capacity(k);
-        for i in 0..k {
-            let r = as_range(layout.data_range_of(i, j)?);
-            if !r.is_empty() && r.len() < len {
-                partial.clear();
-                partial.extend_from_slice(&object[r.clone()]);
-                partial.resize(len, 0);
-            }
-            ranges.push(r);
-        }
-        let data: Vec<&[u8]> = ranges
-            .into_iter()
-            .map(|r| match r.len() {
-                0 => &zeros[..len],
-                n if n == len => &object[r],
-                _ => &partial[..],
-            })
-            .collect();
+        let stripe = as_range(layout.stripe_range(j)?);
+        let data_bytes: &[u8] = if stripe.len() == k * len {
+            &object[stripe]
+        } else {
+            padded.clear();
+            padded.extend_from_slice(&object[stripe]);
+            padded.resize(k * len, 0);
+            &padded
+        };
+        let data: Vec<&[u8]> = data_bytes.chunks_exact(len).collect();
         let mut outs: Vec<&mut [u8]> = Vec::with_capacity(rest.len());
         for tail in rest.iter_mut() {
             let (head, after) = std::mem::take(tail).split_at_mut(len);
@@ -120,8 +107,8 @@ pub fn encode_parity_into(
 }
 
 /// Writes all K + P chunks of `object` into `chunks` (K + P buffers of
-/// [`ObjectLayout::chunk_size`] bytes): data chunks copied from the object and zero-padded,
-/// parity computed from the object.
+/// [`ObjectLayout::chunk_size`] bytes): data sub-chunks copied from the object stripe by stripe
+/// and zero-padded, parity computed from the object.
 pub fn encode_object_into(
     codec: &dyn Codec,
     layout: &ObjectLayout,
@@ -133,15 +120,17 @@ pub fn encode_object_into(
     check_count("chunks", layout.total_chunks(), chunks.len())?;
     check_chunk_lens(layout, 0, chunks.iter().map(|c| Some(c.len())))?;
     let (data, parity) = chunks.split_at_mut(layout.k());
-    for (i, chunk) in data.iter_mut().enumerate() {
-        let r = as_range(layout.data_range(i)?);
-        let n = r.len();
-        chunk[..n].copy_from_slice(&object[r]);
-        chunk[n..].fill(0);
+    for j in 0..layout.stripe_count() {
+        for (i, chunk) in data.iter_mut().enumerate() {
+            let dst = as_range(layout.sub_chunk_range(i, j)?);
+            let src = as_range(layout.data_range_of(i, j)?);
+            let (bytes, pad) = chunk[dst].split_at_mut(src.len());
+            bytes.copy_from_slice(&object[src]);
+            pad.fill(0);
+        }
     }
     encode_parity_into(codec, layout, object, parity)
 }
-
 /// The K + P chunks of `object`: data chunks 0 .. K−1, then parity chunks.
 pub fn encode_object(
     codec: &dyn Codec,
@@ -276,11 +265,9 @@ pub fn decode_range_into(
 ) -> Result<(), CodecError> {
     check_count("chunks", layout.total_chunks(), chunks.len())?;
     check_chunk_lens(layout, 0, chunks.iter().map(|c| c.map(<[u8]>::len)))?;
-    let c = layout.chunk_size();
-    let sub = layout.sub_chunk();
     decode_range_with(codec, layout, range, out, |chunk, j| {
-        let start = j * sub;
-        chunks[chunk].map(|b| &b[as_range(start..c.min(start + sub))])
+        let r = layout.sub_chunk_range(chunk, j).ok()?;
+        chunks[chunk].map(|b| &b[as_range(r)])
     })
 }
 
@@ -314,6 +301,53 @@ pub fn decode_object(
     chunks: &[Option<&[u8]>],
 ) -> Result<Vec<u8>, CodecError> {
     decode_range(codec, layout, chunks, 0..layout.size())
+}
+
+/// Decodes stripe `stripe` into `out`: the stripe's object bytes in order
+/// ([`ObjectLayout::stripe_range`]; the last stripe is shorter, its padding is dropped).
+/// `shards` are sub-chunks of this stripe with their chunk indices (0 … K+P−1, any order, each
+/// [`ObjectLayout::sub_chunk_len`]`(stripe)` bytes). When every data sub-chunk that carries
+/// object bytes is given, they are copied and nothing is decoded; otherwise the missing ones
+/// are rebuilt from K of the given sub-chunks (an error if fewer than K are given). On error
+/// `out` holds unspecified bytes.
+pub fn decode_stripe_into(
+    codec: &dyn Codec,
+    layout: &ObjectLayout,
+    stripe: u64,
+    shards: &[(usize, &[u8])],
+    out: &mut [u8],
+) -> Result<(), CodecError> {
+    check_codec(codec, layout)?;
+    let range = layout.stripe_range(stripe)?;
+    let len = to_usize("sub-chunk", layout.sub_chunk_len(stripe)?)?;
+    let mut slots: Vec<Option<&[u8]>> = vec![None; layout.total_chunks()];
+    for &(chunk, bytes) in shards {
+        layout.check_chunk(chunk)?;
+        if bytes.len() != len {
+            return Err(CodecError::ShardLength {
+                index: chunk,
+                expected: len,
+                got: bytes.len(),
+            });
+        }
+        if slots[chunk].replace(bytes).is_some() {
+            return Err(CodecError::DuplicateShard { chunk });
+        }
+    }
+    decode_range_with(codec, layout, range, out, |chunk, _| slots[chunk])
+}
+
+/// [`decode_stripe_into`] into a new buffer of the stripe's object bytes.
+pub fn decode_stripe(
+    codec: &dyn Codec,
+    layout: &ObjectLayout,
+    stripe: u64,
+    shards: &[(usize, &[u8])],
+) -> Result<Vec<u8>, CodecError> {
+    let r = layout.stripe_range(stripe)?;
+    let mut out = vec![0u8; to_usize("stripe", r.end - r.start)?];
+    decode_stripe_into(codec, layout, stripe, shards, &mut out)?;
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -397,12 +431,20 @@ mod tests {
                 needed: 3
             })
         ));
-        // Bytes 4..8 are chunk 1's: chunks 0 and 2 missing is fine there.
+        // w = 6: bytes 2..4 and 8..10 are chunk 1's, so chunks 0 and 2 missing is fine there.
         let avail2 = [None, Some(&chunks[1][..]), None, Some(&chunks[3][..])];
         assert_eq!(
-            decode_range(&codec, &layout, &avail2, 4..8).unwrap(),
-            obj[4..8]
+            decode_range(&codec, &layout, &avail2, 2..4).unwrap(),
+            obj[2..4]
         );
+        assert_eq!(
+            decode_range(&codec, &layout, &avail2, 8..10).unwrap(),
+            obj[8..10]
+        );
+        assert!(matches!(
+            decode_range(&codec, &layout, &avail2, 3..5),
+            Err(CodecError::TooFewShards { .. })
+        ));
         assert!(matches!(
             decode_range(&codec, &layout, &avail[..3], 4..8),
             Err(CodecError::Count { .. })
@@ -420,5 +462,68 @@ mod tests {
             Some(&obj[..1])
         });
         assert!(matches!(res, Err(CodecError::ShardLength { .. })));
+    }
+
+    #[test]
+    fn stripe_decode_checks_its_inputs() {
+        let codec = ReedSolomonCodec::new(3, 2).unwrap();
+        // 11 bytes, s = 3: stripe 0 = bytes 0..9 (sub-chunks of 3), stripe 1 = 9..11 (t = 1,
+        // data sub-chunk 2 is padding only).
+        let layout = ObjectLayout::new(11, 3, 2, 3).unwrap();
+        let obj = object(11);
+        let chunks = encode_object(&codec, &layout, &obj).unwrap();
+        let sub = |c: usize, j: u64| {
+            let r = layout.sub_chunk_range(c, j).unwrap();
+            &chunks[c][r.start as usize..r.end as usize]
+        };
+        let all: Vec<(usize, &[u8])> = (0..5).map(|c| (c, sub(c, 0))).collect();
+        assert_eq!(decode_stripe(&codec, &layout, 0, &all).unwrap(), obj[..9]);
+        let some = [(4, sub(4, 0)), (1, sub(1, 0)), (3, sub(3, 0))];
+        assert_eq!(decode_stripe(&codec, &layout, 0, &some).unwrap(), obj[..9]);
+        // The last stripe needs only the data sub-chunks that carry object bytes.
+        let last = [(1, sub(1, 1)), (0, sub(0, 1))];
+        assert_eq!(decode_stripe(&codec, &layout, 1, &last).unwrap(), obj[9..]);
+        let last = [(2, sub(2, 1)), (3, sub(3, 1)), (1, sub(1, 1))];
+        assert_eq!(decode_stripe(&codec, &layout, 1, &last).unwrap(), obj[9..]);
+        assert!(matches!(
+            decode_stripe(&codec, &layout, 0, &some[..2]),
+            Err(CodecError::TooFewShards {
+                present: 2,
+                needed: 3
+            })
+        ));
+        assert!(matches!(
+            decode_stripe(&codec, &layout, 2, &some),
+            Err(CodecError::NoSuchStripe { index: 2, count: 2 })
+        ));
+        assert!(matches!(
+            decode_stripe(&codec, &layout, 0, &[(5, sub(4, 0))]),
+            Err(CodecError::NoSuchChunk { chunk: 5, total: 5 })
+        ));
+        assert!(matches!(
+            decode_stripe(&codec, &layout, 1, &[(0, sub(0, 0))]),
+            Err(CodecError::ShardLength {
+                index: 0,
+                expected: 1,
+                got: 3
+            })
+        ));
+        assert!(matches!(
+            decode_stripe(&codec, &layout, 0, &[(0, sub(0, 0)), (0, sub(0, 0))]),
+            Err(CodecError::DuplicateShard { chunk: 0 })
+        ));
+        let mut out = [0u8; 8];
+        assert!(matches!(
+            decode_stripe_into(&codec, &layout, 0, &all, &mut out),
+            Err(CodecError::OutputLength {
+                expected: 9,
+                got: 8
+            })
+        ));
+        let other = ReedSolomonCodec::new(3, 1).unwrap();
+        assert!(matches!(
+            decode_stripe(&other, &layout, 0, &all),
+            Err(CodecError::ShapeMismatch { .. })
+        ));
     }
 }

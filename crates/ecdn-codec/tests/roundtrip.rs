@@ -1,15 +1,20 @@
 //! Property tests: for random objects (0 .. 300 KiB, including sizes below K, multiples of K and
-//! of K · sub-chunk, and off-by-one), shapes (3,1) (3,2) (3,3) (2,1) (4,2) (10,4), sub-chunk
-//! sizes 1 .. 4096 and random erasures of at most P chunks, any K chunks give back every byte of
-//! the object and every random byte range; sub-chunk decoding with a different erasure set per
-//! stripe does too; more than P erasures are an error, not wrong bytes.
+//! of the stripe width K · sub-chunk, and off-by-one), shapes (3,1) (3,2) (3,3) (2,1) (4,2)
+//! (10,4), sub-chunk sizes 1 .. 4096 and random erasures of at most P chunks, any K chunks give
+//! back every byte of the object and every random byte range; sub-chunk decoding with a
+//! different erasure set per stripe does too; more than P erasures are an error, not wrong
+//! bytes. `StripeEncoder` fed random pieces equals `encode_object` (K 1..=6, P 0..=3, s in
+//! {1, 3, 7, 64, 4096}), and every stripe decodes from every K-subset of its sub-chunks, without
+//! decoding work when the K data sub-chunks are given.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use ecdn_codec::{
-    decode_object, decode_range, decode_range_with, encode_object, encode_parity_into, Codec,
-    CodecCache, CodecError, ObjectLayout, ReedSolomonCodec, Shard,
+    decode_object, decode_range, decode_range_with, decode_stripe, encode_object,
+    encode_parity_into, Codec, CodecCache, CodecError, ObjectLayout, ReedSolomonCodec, Shard,
+    StripeEncoder,
 };
 use proptest::prelude::*;
 
@@ -111,11 +116,20 @@ proptest! {
         for c in &chunks {
             prop_assert_eq!(c.len() as u64, layout.chunk_size());
         }
-        // Data chunks are the object in order, then zeros.
-        let mut joined: Vec<u8> = chunks[..k].concat();
-        prop_assert!(joined[size as usize..].iter().all(|&b| b == 0));
-        joined.truncate(size as usize);
-        prop_assert_eq!(&joined, &object);
+        // Each data chunk is the object bytes of its data ranges, in order, then zeros; together
+        // they hold every object byte once.
+        let mut seen = 0u64;
+        for (i, chunk) in chunks[..k].iter().enumerate() {
+            let ranges = layout.data_ranges(i).unwrap();
+            let carried: Vec<u8> = ranges
+                .iter()
+                .flat_map(|r| object[r.start as usize..r.end as usize].iter().copied())
+                .collect();
+            prop_assert_eq!(&chunk[..carried.len()], &carried[..]);
+            prop_assert!(chunk[carried.len()..].iter().all(|&b| b == 0));
+            seen += carried.len() as u64;
+        }
+        prop_assert_eq!(seen, size);
         let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();
         prop_assert!(codec.verify(&refs).unwrap());
 
@@ -149,7 +163,7 @@ proptest! {
         }
 
         // Sub-chunk level: every stripe loses its own random set of at most P sub-chunks.
-        let n = layout.sub_chunks_per_chunk();
+        let n = layout.stripe_count();
         let per_stripe: Vec<Vec<usize>> = (0..n)
             .map(|_| {
                 let e = rng.below(p as u64 + 1) as usize;
@@ -169,7 +183,7 @@ proptest! {
         prop_assert_eq!(&out[..], &object[r.start as usize..r.end as usize]);
 
         // P + 1 erasures including a data chunk with object bytes: an error, never wrong bytes.
-        if let Some(d) = (0..k).find(|&i| !layout.data_range(i).unwrap().is_empty()) {
+        if let Some(d) = (0..k).find(|&i| !layout.data_ranges(i).unwrap().is_empty()) {
             let mut erased = vec![d];
             erased.extend((0..k + p).filter(|&i| i != d).take(p));
             let avail = available(&chunks, &erased);
@@ -207,16 +221,197 @@ proptest! {
             }
             prop_assert_eq!(next, r.end);
         }
-        // Data sub-chunks carry the object exactly once, in order.
+        // Data sub-chunks carry the object exactly once, in order: stripe by stripe, data chunk
+        // 0 … K−1 within a stripe, the stripe's range being their union.
         let mut pos = 0;
-        for i in 0..k {
-            for j in 0..layout.sub_chunks_per_chunk() {
+        for j in 0..layout.stripe_count() {
+            let stripe = layout.stripe_range(j).unwrap();
+            prop_assert_eq!(stripe.start, pos);
+            for i in 0..k {
                 let d = layout.data_range_of(i, j).unwrap();
                 prop_assert!(d.is_empty() || d.start == pos);
+                prop_assert!(d.end - d.start <= layout.sub_chunk_len(j).unwrap());
                 pos = pos.max(d.end);
             }
+            prop_assert_eq!(stripe.end, pos);
         }
         prop_assert_eq!(pos, size);
+        prop_assert_eq!(
+            layout.chunk_size(),
+            (0..layout.stripe_count()).map(|j| layout.sub_chunk_len(j).unwrap()).sum::<u64>()
+        );
+    }
+}
+
+/// A `ReedSolomonCodec` that counts its `reconstruct_shards` calls (decoding work).
+struct Counting {
+    inner: ReedSolomonCodec,
+    rebuilds: AtomicUsize,
+}
+
+impl Counting {
+    fn new(k: usize, p: usize) -> Self {
+        Counting {
+            inner: ReedSolomonCodec::new(k, p).unwrap(),
+            rebuilds: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl Codec for Counting {
+    fn data_shards(&self) -> usize {
+        self.inner.data_shards()
+    }
+    fn parity_shards(&self) -> usize {
+        self.inner.parity_shards()
+    }
+    fn encode(&self, data: &[&[u8]], parity: &mut [&mut [u8]]) -> Result<(), CodecError> {
+        self.inner.encode(data, parity)
+    }
+    fn reconstruct_shards(&self, shards: &mut [Shard<'_>]) -> Result<(), CodecError> {
+        self.rebuilds.fetch_add(1, Ordering::Relaxed);
+        self.inner.reconstruct_shards(shards)
+    }
+}
+
+const STREAM_SUBS: [u64; 5] = [1, 3, 7, 64, 4096];
+
+/// A size of one of the kinds the streaming test must cover, for stripe width `w`.
+fn stream_size(kind: u8, raw: u64, k: u64, w: u64) -> u64 {
+    let m = (raw >> 8) % 5 + 1; // a few stripes
+    match kind % 8 {
+        0 => 0,
+        1 => 1,
+        2 => raw % k.max(1), // < K (0 when K = 1)
+        3 => m * w,          // exact multiples of w
+        4 => m * w - 1,
+        5 => m * w + 1,
+        6 => w + (raw % 2) * 2 - 1, // w ± 1
+        _ => raw % (6 * w + 1),
+    }
+}
+
+/// All `count`-subsets of 0 .. n, in lexicographic order.
+fn subsets(n: usize, count: usize) -> Vec<Vec<usize>> {
+    fn rec(start: usize, n: usize, left: usize, cur: &mut Vec<usize>, out: &mut Vec<Vec<usize>>) {
+        if left == 0 {
+            out.push(cur.clone());
+            return;
+        }
+        for i in start..=n - left {
+            cur.push(i);
+            rec(i + 1, n, left - 1, cur, out);
+            cur.pop();
+        }
+    }
+    let mut out = Vec::new();
+    rec(0, n, count, &mut Vec::new(), &mut out);
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn stream_encoder_equals_encode_object(
+        k in 1..=6usize,
+        p in 0..=3usize,
+        sub_i in 0..STREAM_SUBS.len(),
+        kind in any::<u8>(),
+        raw in any::<u64>(),
+        seed in any::<u64>(),
+    ) {
+        let sub = STREAM_SUBS[sub_i];
+        let w = k as u64 * sub;
+        let size = stream_size(kind, raw, k as u64, w);
+        let object = object_bytes(size, seed);
+        let cache = CodecCache::new();
+        let codec = cache.get(k, p).unwrap();
+        let mut enc = StripeEncoder::from_cache(&cache, k, p, sub).unwrap();
+        let mut rng = Rng(seed ^ 0x5EED);
+        let mut stripes = Vec::new();
+        let mut pos = 0usize;
+        while pos < object.len() {
+            // Pieces from empty to a little over two stripes.
+            let piece = (rng.below(2 * w + 3) as usize).min(object.len() - pos);
+            let before = stripes.len() as u64;
+            let out = enc.push(&object[pos..pos + piece]).unwrap();
+            pos += piece;
+            // A stripe is emitted exactly when its w bytes are in.
+            prop_assert_eq!(before + out.len() as u64, pos as u64 / w);
+            prop_assert_eq!(enc.buffered() as u64, pos as u64 % w);
+            stripes.extend(out);
+        }
+        let (last, layout) = enc.finish().unwrap();
+        prop_assert_eq!(last.is_some(), !size.is_multiple_of(w));
+        stripes.extend(last);
+        prop_assert_eq!(layout, ObjectLayout::new(size, k, p, sub).unwrap());
+        prop_assert_eq!(stripes.len() as u64, layout.stripe_count());
+
+        let chunks = encode_object(&*codec, &layout, &object).unwrap();
+        for (j, st) in stripes.iter().enumerate() {
+            let j = j as u64;
+            prop_assert_eq!(st.index(), j);
+            let sr = layout.stripe_range(j).unwrap();
+            prop_assert_eq!(st.object_offset(), sr.start);
+            prop_assert_eq!(st.object_bytes(), &object[sr.start as usize..sr.end as usize]);
+            prop_assert_eq!(st.sub_chunk_len() as u64, layout.sub_chunk_len(j).unwrap());
+            prop_assert_eq!(st.shards().len(), k + p);
+            for (c, shard) in st.shards().into_iter().enumerate() {
+                let r = layout.sub_chunk_range(c, j).unwrap();
+                prop_assert_eq!(shard, &chunks[c][r.start as usize..r.end as usize]);
+            }
+        }
+    }
+
+    #[test]
+    fn every_k_subset_decodes_every_stripe(
+        k in 1..=4usize,
+        p in 0..=3usize,
+        sub in 1..=5u64,
+        size in 0..=60u64,
+        seed in any::<u64>(),
+    ) {
+        let layout = ObjectLayout::new(size, k, p, sub).unwrap();
+        let codec = Counting::new(k, p);
+        let object = object_bytes(size, seed);
+        let chunks = encode_object(&codec, &layout, &object).unwrap();
+        for j in 0..layout.stripe_count() {
+            let r = layout.sub_chunk_range(0, j).unwrap();
+            let sub_of = |c: usize| &chunks[c][r.start as usize..r.end as usize];
+            let sr = layout.stripe_range(j).unwrap();
+            let want = &object[sr.start as usize..sr.end as usize];
+            for set in subsets(k + p, k) {
+                let mut given: Vec<(usize, &[u8])> = set.iter().map(|&c| (c, sub_of(c))).collect();
+                given.reverse(); // any order
+                let before = codec.rebuilds.load(Ordering::Relaxed);
+                let got = decode_stripe(&codec, &layout, j, &given).unwrap();
+                prop_assert_eq!(&got[..], want, "stripe {} from {:?}", j, set);
+                if set.iter().all(|&c| c < k) {
+                    prop_assert_eq!(codec.rebuilds.load(Ordering::Relaxed), before);
+                }
+            }
+            // K − 1 sub-chunks without data chunk 0 (which carries bytes of every stripe): an
+            // error, not wrong bytes.
+            let few: Vec<(usize, &[u8])> = (1..k).map(|c| (c, sub_of(c))).collect();
+            prop_assert!(
+                matches!(
+                    decode_stripe(&codec, &layout, j, &few),
+                    Err(CodecError::TooFewShards { .. })
+                ),
+                "stripe {} from {} shards", j, k - 1
+            );
+        }
+        // Range decode from the last K chunks equals the object slice.
+        let avail: Vec<Option<&[u8]>> = (0..k + p)
+            .map(|c| (c >= p).then_some(chunks[c].as_slice()))
+            .collect();
+        let mut rng = Rng(seed);
+        for _ in 0..8 {
+            let r = rng.range(size);
+            let got = decode_range(&codec, &layout, &avail, r.clone()).unwrap();
+            prop_assert_eq!(&got[..], &object[r.start as usize..r.end as usize]);
+        }
     }
 }
 
