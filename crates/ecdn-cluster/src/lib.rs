@@ -16,7 +16,9 @@
 pub mod auth;
 pub mod config;
 pub mod map;
+pub mod peer;
 
 pub use auth::{AuthError, ClusterKey, Signature};
 pub use config::{ClusterConfig, ConfigError, NodeEntry};
 pub use map::BucketMap;
+pub use peer::{PeerClient, PeerError};
