@@ -15,10 +15,12 @@
 
 pub mod auth;
 pub mod config;
+pub mod coordinator;
 pub mod map;
 pub mod peer;
 
 pub use auth::{AuthError, ClusterKey, Signature};
 pub use config::{ClusterConfig, ConfigError, NodeEntry};
+pub use coordinator::{Coordinator, CoordinatorOptions, RunningCoordinator};
 pub use map::BucketMap;
 pub use peer::{PeerClient, PeerError};
