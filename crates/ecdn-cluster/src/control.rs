@@ -356,7 +356,7 @@ impl Fetch {
 
     /// Logs the first failure of a run and then every 100th.
     fn log(&self, failures: &mut u64, msg: &str) {
-        if *failures % 100 == 0 {
+        if failures.is_multiple_of(100) {
             eprintln!(
                 "ecdn node {}: coordinator {}: {msg} (failure {})",
                 self.node,
@@ -462,7 +462,7 @@ async fn heartbeat_loop(
                 if keep {
                     loads.restore(&taken);
                 }
-                if failures % 100 == 0 {
+                if failures.is_multiple_of(100) {
                     eprintln!("ecdn node {node}: coordinator {addr}: {msg}");
                 }
                 failures += 1;
