@@ -319,7 +319,8 @@ async fn bad_heartbeats_are_refused_and_change_nothing() {
     let now = unix_now();
     let other = ClusterKey::new(b"another-key-of-another-cluster");
     let evil = br#"{"node": 1, "epoch": 0, "data_bytes": 99999, "parity": [[4, 0, 99999]]}"#;
-    let unauthorized: Vec<(&str, Vec<(&str, String)>, &[u8], &str)> = vec![
+    type Case<'a> = (&'a str, Vec<(&'a str, String)>, &'a [u8], &'a str);
+    let unauthorized: Vec<Case> = vec![
         ("unsigned", vec![], evil, "missing"),
         (
             "wrong key",
