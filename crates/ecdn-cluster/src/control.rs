@@ -22,10 +22,11 @@ use thiserror::Error;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::auth::unix_now;
 use crate::config::ClusterConfig;
 use crate::coordinator::{Heartbeat, HeartbeatReply, HEARTBEAT_PATH, LONG_POLL, MAP_PATH};
 use crate::map::BucketMap;
-use crate::peer::{read_body, PeerClient};
+use crate::peer::{read_body, verify_response, PeerClient};
 
 /// The newest map a node has seen. Clones share it.
 #[derive(Clone)]
@@ -336,19 +337,22 @@ impl Fetch {
             .send(self.addr, Method::GET, &path, Bytes::new(), &[], timeout)
             .await
             .map_err(|e| e.to_string())?;
-        let status = resp.status();
-        if status == StatusCode::NO_CONTENT {
+        let (parts, body) = resp.into_parts();
+        if parts.status == StatusCode::NO_CONTENT {
             return Ok(None);
         }
-        let body = read_body(resp.into_body(), self.limit)
+        let body = read_body(body, self.limit)
             .await
             .map_err(|e| format!("map: {e}"))?;
-        if status != StatusCode::OK {
+        if parts.status != StatusCode::OK {
             return Err(format!(
-                "map: {status}: {}",
+                "map: {}: {}",
+                parts.status,
                 String::from_utf8_lossy(&body[..body.len().min(200)]).trim()
             ));
         }
+        verify_response(self.client.key(), &path, &parts.headers, &body, unix_now())
+            .map_err(|e| format!("map: the answer is not the coordinator's: {e}"))?;
         serde_json::from_slice(&body)
             .map(Some)
             .map_err(|e| format!("map: not a bucket map: {e}"))
@@ -422,12 +426,26 @@ async fn heartbeat_loop(
         let outcome = match result {
             Err(e) => Err((true, e.to_string())),
             Ok(resp) => {
-                let status = resp.status();
-                let body = read_body(resp.into_body(), 4096).await;
-                match (status, body) {
-                    (StatusCode::OK, Ok(b)) => serde_json::from_slice::<HeartbeatReply>(&b)
-                        .map(|_| ())
-                        .map_err(|e| (false, format!("heartbeat reply: {e}"))),
+                let (parts, body) = resp.into_parts();
+                let body = read_body(body, 4096).await;
+                match (parts.status, body) {
+                    (StatusCode::OK, Ok(b)) => {
+                        // An answer not signed by the coordinator: the heartbeat may not have
+                        // reached it, so its loads are kept.
+                        verify_response(
+                            client.key(),
+                            HEARTBEAT_PATH,
+                            &parts.headers,
+                            &b,
+                            unix_now(),
+                        )
+                        .map_err(|e| (true, format!("heartbeat reply not the coordinator's: {e}")))
+                        .and_then(|()| {
+                            serde_json::from_slice::<HeartbeatReply>(&b)
+                                .map(|_| ())
+                                .map_err(|e| (false, format!("heartbeat reply: {e}")))
+                        })
+                    }
                     // The coordinator refused these loads as out of range: resending them
                     // cannot help.
                     (StatusCode::BAD_REQUEST, b) => Err((

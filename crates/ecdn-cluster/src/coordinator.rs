@@ -16,6 +16,9 @@
 //!   `E` (at once without `after`), else `204` after [`CoordinatorOptions::long_poll`].
 //! * `GET /coord/status`: a JSON [`Status`].
 //!
+//! Every JSON answer is signed too ([`crate::peer::sign_response`]): a node takes a map only
+//! from a holder of the cluster key.
+//!
 //! **Availability.** A node that sent no heartbeat for `missed_heartbeats × heartbeat_ms` is
 //! unavailable (checked five times per heartbeat period). At start every node is available and
 //! gets a grace of `max(that deadline, start_grace)` for its first heartbeat. A heartbeat from
@@ -55,7 +58,7 @@ use tokio::task::JoinSet;
 use crate::auth::{unix_now, ClusterKey};
 use crate::config::ClusterConfig;
 use crate::map::BucketMap;
-use crate::peer::{read_verified_body, verify_parts, BodyError};
+use crate::peer::{read_verified_body, sign_response, verify_parts, BodyError};
 
 /// Paths of the coordinator's API.
 pub const HEARTBEAT_PATH: &str = "/coord/heartbeat";
@@ -642,17 +645,22 @@ fn text(status: StatusCode, msg: impl Into<String>) -> Response<Full<Bytes>> {
         .expect("a valid response")
 }
 
-fn json(body: Bytes) -> Response<Full<Bytes>> {
-    Response::builder()
-        .header("content-type", "application/json")
-        .body(Full::new(body))
-        .expect("a valid response")
+/// A JSON answer, signed for the request's path and query (see [`sign_response`]).
+fn json(key: &ClusterKey, path_and_query: &str, body: Bytes) -> Response<Full<Bytes>> {
+    let mut resp = Response::builder().header("content-type", "application/json");
+    for (name, value) in sign_response(key, path_and_query, &body) {
+        resp = resp.header(name, value);
+    }
+    resp.body(Full::new(body)).expect("a valid response")
 }
 
-fn json_of<T: Serialize>(value: &T) -> Response<Full<Bytes>> {
-    json(Bytes::from(
-        serde_json::to_vec(value).expect("status types serialize"),
-    ))
+fn json_of<T: Serialize>(
+    key: &ClusterKey,
+    path_and_query: &str,
+    value: &T,
+) -> Response<Full<Bytes>> {
+    let body = Bytes::from(serde_json::to_vec(value).expect("status types serialize"));
+    json(key, path_and_query, body)
 }
 
 async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {
@@ -684,14 +692,22 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
         }
         Err(e) => return text(StatusCode::BAD_REQUEST, e.to_string()),
     };
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or(parts.uri.path());
     match parts.uri.path() {
-        HEARTBEAT_PATH => heartbeat(shared, &body),
-        MAP_PATH => map(shared, parts.uri.query()).await,
-        _ => json_of(&shared.state().status(Instant::now())),
+        HEARTBEAT_PATH => heartbeat(shared, pq, &body),
+        MAP_PATH => map(shared, pq, parts.uri.query()).await,
+        _ => {
+            let status = shared.state().status(Instant::now());
+            json_of(&shared.key, pq, &status)
+        }
     }
 }
 
-fn heartbeat(shared: &Shared, body: &[u8]) -> Response<Full<Bytes>> {
+fn heartbeat(shared: &Shared, pq: &str, body: &[u8]) -> Response<Full<Bytes>> {
     let hb: Heartbeat = match serde_json::from_slice(body) {
         Ok(hb) => hb,
         Err(e) => {
@@ -705,7 +721,9 @@ fn heartbeat(shared: &Shared, body: &[u8]) -> Response<Full<Bytes>> {
             if let Some(event) = event {
                 shared.publish(&state, &[event]);
             }
-            json_of(&HeartbeatReply { epoch: state.epoch })
+            let reply = HeartbeatReply { epoch: state.epoch };
+            drop(state);
+            json_of(&shared.key, pq, &reply)
         }
         Err(e) => {
             state.bad_requests += 1;
@@ -731,7 +749,7 @@ fn after_epoch(query: Option<&str>) -> Result<Option<u64>, String> {
     Ok(after)
 }
 
-async fn map(shared: &Shared, query: Option<&str>) -> Response<Full<Bytes>> {
+async fn map(shared: &Shared, pq: &str, query: Option<&str>) -> Response<Full<Bytes>> {
     let after = match after_epoch(query) {
         Ok(a) => a,
         Err(e) => {
@@ -740,7 +758,8 @@ async fn map(shared: &Shared, query: Option<&str>) -> Response<Full<Bytes>> {
         }
     };
     let Some(after) = after else {
-        return json(shared.published.borrow().json.clone());
+        let body = shared.published.borrow().json.clone();
+        return json(&shared.key, pq, body);
     };
     let mut rx = shared.published.subscribe();
     let newer = async {
@@ -750,7 +769,7 @@ async fn map(shared: &Shared, query: Option<&str>) -> Response<Full<Bytes>> {
     };
     tokio::select! {
         r = tokio::time::timeout(shared.opts.long_poll, newer) => match r {
-            Ok(Ok(json_bytes)) => json(json_bytes),
+            Ok(Ok(body)) => json(&shared.key, pq, body),
             Ok(Err(_)) => text(StatusCode::SERVICE_UNAVAILABLE, "coordinator shutting down"),
             Err(_) => Response::builder()
                 .status(StatusCode::NO_CONTENT)

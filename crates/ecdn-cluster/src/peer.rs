@@ -9,6 +9,9 @@
 //! * [`verify_parts`] — the receiver's check of a request's three signature headers, before it
 //!   acts on anything; [`read_verified_body`] then reads the body up to a size limit and checks it
 //!   against the signed digest.
+//! * [`sign_response`] / [`verify_response`] — the coordinator signs what it answers (the map,
+//!   heartbeat replies, the status) the same way, under the pseudo-method [`RESPONSE`] and the
+//!   request's path, so a node never takes a map from anyone without the cluster key.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -17,7 +20,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Incoming};
-use hyper::header::{HeaderName, HeaderValue};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, Uri};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -194,6 +197,52 @@ pub fn verify_parts(key: &ClusterKey, parts: &Parts, now: u64) -> Result<Verifie
     )
 }
 
+/// The method a response's signature is made under: no request can have it, so a signed
+/// response can never pass for a signed request.
+pub const RESPONSE: &str = "RESPONSE";
+
+/// The three signature headers of a response with `body` to a request for `path_and_query`.
+pub fn sign_response(
+    key: &ClusterKey,
+    path_and_query: &str,
+    body: &[u8],
+) -> [(HeaderName, HeaderValue); 3] {
+    key.sign(RESPONSE, path_and_query, body)
+        .headers()
+        .map(|(n, v)| {
+            (
+                HeaderName::from_static(n),
+                HeaderValue::try_from(v).expect("hex and digits are valid header values"),
+            )
+        })
+}
+
+/// Checks a response's signature (see [`sign_response`]) and its body, received for a request
+/// for `path_and_query`, at `now`.
+pub fn verify_response(
+    key: &ClusterKey,
+    path_and_query: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: u64,
+) -> Result<(), AuthError> {
+    let header = |name: &'static str| -> Result<Option<&str>, AuthError> {
+        match headers.get(name) {
+            None => Ok(None),
+            Some(v) => v.to_str().map(Some).map_err(|_| AuthError::Malformed(name)),
+        }
+    };
+    key.verify(
+        RESPONSE,
+        path_and_query,
+        header(auth::TIME)?,
+        header(auth::DIGEST)?,
+        header(auth::SIGNATURE)?,
+        now,
+    )?
+    .check_body(body)
+}
+
 /// Why a body could not be read.
 #[derive(Debug, Error)]
 pub enum BodyError {
@@ -279,6 +328,44 @@ mod tests {
         assert_eq!(
             verify_parts(&key, &p, 1000).unwrap_err(),
             AuthError::Malformed(auth::SIGNATURE)
+        );
+    }
+
+    #[test]
+    fn responses_are_signed_under_their_own_method() {
+        let key = ClusterKey::new(b"0123456789abcdef-secret");
+        let mut headers = HeaderMap::new();
+        for (n, v) in sign_response(&key, "/coord/map?after=1", b"{}") {
+            headers.insert(n, v);
+        }
+        let now = auth::unix_now();
+        verify_response(&key, "/coord/map?after=1", &headers, b"{}", now).unwrap();
+        assert_eq!(
+            verify_response(&key, "/coord/map?after=1", &headers, b"{ }", now),
+            Err(AuthError::BodyMismatch)
+        );
+        assert_eq!(
+            verify_response(&key, "/coord/map?after=2", &headers, b"{}", now),
+            Err(AuthError::BadSignature)
+        );
+        let other = ClusterKey::new(b"another-cluster-key!");
+        assert_eq!(
+            verify_response(&other, "/coord/map?after=1", &headers, b"{}", now),
+            Err(AuthError::BadSignature)
+        );
+        // A signed response is no signed request.
+        let h: Vec<(&str, String)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.to_str().unwrap().to_string()))
+            .collect();
+        let p = parts("GET", "/coord/map?after=1", &h);
+        assert_eq!(
+            verify_parts(&key, &p, now).unwrap_err(),
+            AuthError::BadSignature
+        );
+        assert_eq!(
+            verify_response(&key, "/coord/map?after=1", &HeaderMap::new(), b"{}", now),
+            Err(AuthError::Missing(auth::TIME))
         );
     }
 

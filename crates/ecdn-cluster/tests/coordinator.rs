@@ -509,3 +509,128 @@ async fn shutdown_ends_long_polls_and_closes_the_port() {
         .unwrap_err();
     assert_eq!(e, ecdn_cluster::PeerError::Refused(addr));
 }
+
+/// A stand-in coordinator whose answers the test controls.
+#[derive(Default)]
+struct Fake {
+    /// Sign map answers (else they come unsigned).
+    sign_maps: bool,
+    /// Answer heartbeats (else 503).
+    answer_heartbeats: bool,
+    data_bytes: u64,
+    parity_bytes: u64,
+    heartbeats: u64,
+}
+
+async fn fake_coordinator(
+    listener: TcpListener,
+    map: BucketMap,
+    fake: std::sync::Arc<std::sync::Mutex<Fake>>,
+) {
+    use hyper::server::conn::http1;
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+    let key = ClusterKey::new(KEY.as_bytes());
+    let map_json = Bytes::from(serde_json::to_vec(&map).unwrap());
+    loop {
+        let (stream, _) = listener.accept().await.unwrap();
+        let (key, map_json, fake) = (key.clone(), map_json.clone(), fake.clone());
+        tokio::spawn(async move {
+            let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
+                let (key, map_json, fake) = (key.clone(), map_json.clone(), fake.clone());
+                async move {
+                    let pq = req.uri().path_and_query().unwrap().as_str().to_string();
+                    let (parts, body) = req.into_parts();
+                    let v = ecdn_cluster::peer::verify_parts(&key, &parts, unix_now()).unwrap();
+                    let body = ecdn_cluster::peer::read_verified_body(body, 1 << 20, &v)
+                        .await
+                        .unwrap();
+                    let mut f = fake.lock().unwrap();
+                    let (status, out, sign) = if parts.uri.path() == HEARTBEAT_PATH {
+                        if f.answer_heartbeats {
+                            let hb: ecdn_cluster::coordinator::Heartbeat =
+                                serde_json::from_slice(&body).unwrap();
+                            f.heartbeats += 1;
+                            f.data_bytes += hb.data_bytes;
+                            f.parity_bytes += hb.parity.iter().map(|p| p.2).sum::<u64>();
+                            (StatusCode::OK, Bytes::from_static(b"{\"epoch\": 7}"), true)
+                        } else {
+                            (StatusCode::SERVICE_UNAVAILABLE, Bytes::new(), false)
+                        }
+                    } else if pq.contains("after=") {
+                        // Long poll: nothing newer.
+                        drop(f);
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        (StatusCode::NO_CONTENT, Bytes::new(), false)
+                    } else {
+                        (StatusCode::OK, map_json.clone(), f.sign_maps)
+                    };
+                    let mut resp = hyper::Response::builder().status(status);
+                    if sign {
+                        for (n, v) in ecdn_cluster::peer::sign_response(&key, &pq, &out) {
+                            resp = resp.header(n, v);
+                        }
+                    }
+                    Ok::<_, std::convert::Infallible>(resp.body(Full::new(out)).unwrap())
+                }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+/// A node takes no map its coordinator did not sign, and a heartbeat that fails keeps its
+/// loads for the next one: the coordinator gets every byte exactly once.
+#[tokio::test]
+async fn nodes_take_only_signed_maps_and_keep_unreported_loads() {
+    use ecdn_placement::pieces::Scheme;
+    use ecdn_placement::{Placement, PlacementConfig};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cfg = ClusterConfig::parse(&cluster_file(addr, 5, 50, 3)).unwrap();
+    let pl = Placement::new(
+        &cfg.weights(),
+        PlacementConfig {
+            buckets: 100,
+            k: 3,
+            p: 1,
+            seed: cfg.seed,
+            ..PlacementConfig::default()
+        },
+    )
+    .unwrap();
+    let map = BucketMap::from_placement(7, Scheme::C2dn, 3, 1, &pl, None);
+    let fake = std::sync::Arc::new(std::sync::Mutex::new(Fake::default()));
+    let server = tokio::spawn(fake_coordinator(listener, map.clone(), fake.clone()));
+
+    let loads = WriteLoads::for_cluster(&cfg);
+    loads.record_data(1234);
+    assert!(loads.record_parity(42, 0, 99));
+    let starting = tokio::spawn({
+        let (cfg, loads) = (cfg.clone(), loads.clone());
+        async move { spawn_control(&cfg, 3, client(), loads).await.unwrap() }
+    });
+    // Unsigned maps: the node keeps asking and does not start.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!starting.is_finished(), "a node took an unsigned map");
+    fake.lock().unwrap().sign_maps = true;
+    let control = tokio::time::timeout(T, starting).await.unwrap().unwrap();
+    assert_eq!(control.map().epoch(), 7);
+    assert_eq!(*control.map().current(), map);
+    // Heartbeats fail for a while (503); then they are answered.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    loads.record_data(1);
+    fake.lock().unwrap().answer_heartbeats = true;
+    until(T, || fake.lock().unwrap().data_bytes >= 1235)
+        .await
+        .expect("the loads arrive");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let f = fake.lock().unwrap();
+    assert_eq!((f.data_bytes, f.parity_bytes), (1235, 99));
+    assert!(f.heartbeats >= 2);
+    drop(f);
+    control.stop();
+    server.abort();
+}
