@@ -275,21 +275,23 @@ pub async fn spawn_control(
     let mut failures = 0u64;
     let map = loop {
         match fetch.map(None, period.max(Duration::from_secs(1))).await {
-            Ok(Some(m)) if m.servers() == nodes && m.buckets == cfg.buckets => {
-                match MapHandle::new(m) {
-                    Ok(h) => break h,
-                    Err(e) => fetch.log(&mut failures, &e.to_string()),
+            Ok(Some(m)) => {
+                let shape = |m: &BucketMap| (m.servers(), m.buckets, m.k, m.p, m.scheme.clone());
+                let ours = (nodes, cfg.buckets, cfg.k, cfg.p, cfg.scheme.name());
+                if shape(&m) == ours {
+                    match MapHandle::new(m) {
+                        Ok(h) => break h,
+                        Err(e) => fetch.log(&mut failures, &e.to_string()),
+                    }
+                } else {
+                    let msg = format!(
+                        "the coordinator's map has (nodes, buckets, k, p, scheme) = {:?}; \
+                         the cluster file {ours:?}",
+                        shape(&m)
+                    );
+                    fetch.log(&mut failures, &msg);
                 }
             }
-            Ok(Some(m)) => fetch.log(
-                &mut failures,
-                &format!(
-                    "the coordinator's map has {} nodes and {} buckets; the cluster file {nodes} and {}",
-                    m.servers(),
-                    m.buckets,
-                    cfg.buckets
-                ),
-            ),
             Ok(None) => {}
             Err(e) => fetch.log(&mut failures, &e),
         }
