@@ -16,14 +16,27 @@
 //!   the object size and a checksum of every sub-chunk.
 //! * [`wire`] — the peer requests' paths (which piece of which object) and the frame a piece
 //!   travels in.
+//! * [`peer`] — the signed, pooled HTTP/1.1 [`PeerClient`] (its errors say refused, reset or
+//!   timed out, so a caller fails over at once) and the receiving side's checks.
+//! * [`coordinator`] — `ecdn coordinator`, the embedded control plane: heartbeats with write
+//!   loads, availability, App. 10.3's failure and return procedures and parity rebalance
+//!   through the placement, and the epoch-numbered map, long-polled by the nodes.
+//! * [`control`] — a node's side of it: the [`MapHandle`] (the newest valid map), the
+//!   [`WriteLoads`] it reports, and [`spawn_control`] (heartbeats and the map watcher).
 
 pub mod auth;
 pub mod config;
+pub mod control;
+pub mod coordinator;
 pub mod map;
+pub mod peer;
 pub mod piece;
 pub mod wire;
 
 pub use auth::{AuthError, ClusterKey, Signature};
 pub use config::{ClusterConfig, ConfigError, NodeEntry};
+pub use control::{spawn_control, Control, MapHandle, WriteLoads};
+pub use coordinator::{Coordinator, CoordinatorOptions, RunningCoordinator};
 pub use map::BucketMap;
+pub use peer::{PeerClient, PeerError};
 pub use piece::{Coding, PieceMeta};

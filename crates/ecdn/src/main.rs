@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod args;
 mod cluster_cmd;
+mod coordinator_cmd;
 mod demo_cmd;
 mod node_cmd;
 mod origin_cmd;
@@ -36,6 +37,8 @@ enum Command {
     Node(node_cmd::NodeArgs),
     /// A synthetic origin server: objects of any size with verifiable content.
     Origin(origin_cmd::OriginArgs),
+    /// The cluster's coordinator: heartbeats, availability, the bucket map.
+    Coordinator(coordinator_cmd::CoordinatorArgs),
 }
 
 fn main() {
@@ -46,6 +49,7 @@ fn main() {
         Command::Node(a) => node_cmd::run(a),
         Command::Demo(a) => demo_cmd::run(a),
         Command::Origin(a) => origin_cmd::run(a),
+        Command::Coordinator(a) => coordinator_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -1,0 +1,616 @@
+//! The node side of the control plane: the map a node answers from, the write loads it
+//! reports, and the tasks that talk to the coordinator.
+//!
+//! * [`MapHandle`] — the newest valid [`BucketMap`] this node has seen. Reading it is one
+//!   read-lock and an `Arc` clone; a map replaces it only if its epoch is higher and it passes
+//!   [`BucketMap::validate`] and has this cluster's shape (nodes, buckets, K, P, scheme), so a
+//!   late or stray answer can never take a node back in time.
+//! * [`WriteLoads`] — bytes this node wrote since its last heartbeat, to its data buckets and
+//!   per parity bucket; atomic counters, no lock on the write path.
+//! * [`spawn_control`] — fetches the first map (retrying until the coordinator answers), then
+//!   runs the heartbeat loop (every `heartbeat_ms`: the loads since the previous heartbeat; a
+//!   heartbeat that fails keeps them for the next) and the map watcher (a long poll for the
+//!   next epoch) as tokio tasks.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::{Method, StatusCode};
+use thiserror::Error;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::auth::unix_now;
+use crate::config::ClusterConfig;
+use crate::coordinator::{Heartbeat, HeartbeatReply, HEARTBEAT_PATH, LONG_POLL, MAP_PATH};
+use crate::map::BucketMap;
+use crate::peer::{read_body, verify_response, PeerClient};
+
+/// The newest map a node has seen. Clones share it.
+#[derive(Clone)]
+pub struct MapHandle {
+    inner: Arc<MapInner>,
+}
+
+struct MapInner {
+    current: RwLock<Arc<BucketMap>>,
+    epoch: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for MapHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MapHandle(epoch {})", self.epoch())
+    }
+}
+
+/// Why an offered map was not taken.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum MapRejected {
+    #[error("map epoch {offered} is not newer than the current {current}")]
+    NotNewer { offered: u64, current: u64 },
+    #[error("invalid map: {0}")]
+    Invalid(String),
+    #[error("the map is for another cluster: {0}")]
+    OtherCluster(String),
+}
+
+impl MapHandle {
+    /// A handle holding `first` (which must be valid).
+    pub fn new(first: BucketMap) -> Result<MapHandle, MapRejected> {
+        first.validate().map_err(MapRejected::Invalid)?;
+        let (epoch, _) = watch::channel(first.epoch);
+        Ok(MapHandle {
+            inner: Arc::new(MapInner {
+                current: RwLock::new(Arc::new(first)),
+                epoch,
+            }),
+        })
+    }
+
+    /// The current map.
+    pub fn current(&self) -> Arc<BucketMap> {
+        self.inner
+            .current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn epoch(&self) -> u64 {
+        *self.inner.epoch.borrow()
+    }
+
+    /// Takes `map` if its epoch is higher than the current one, it is valid and it has this
+    /// cluster's shape; returns its epoch.
+    pub fn offer(&self, map: BucketMap) -> Result<u64, MapRejected> {
+        map.validate().map_err(MapRejected::Invalid)?;
+        let mut current = self
+            .inner
+            .current
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if map.epoch <= current.epoch {
+            return Err(MapRejected::NotNewer {
+                offered: map.epoch,
+                current: current.epoch,
+            });
+        }
+        let shape = |m: &BucketMap| (m.servers(), m.buckets, m.k, m.p, m.scheme.clone());
+        if shape(&map) != shape(&current) {
+            return Err(MapRejected::OtherCluster(format!(
+                "(nodes, buckets, k, p, scheme) = {:?}, this cluster's are {:?}",
+                shape(&map),
+                shape(&current)
+            )));
+        }
+        let epoch = map.epoch;
+        *current = Arc::new(map);
+        // Under the lock, so epochs are announced in order.
+        self.inner.epoch.send_replace(epoch);
+        Ok(epoch)
+    }
+
+    /// A receiver of the current epoch, to await changes (`changed()` / `wait_for`).
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.epoch.subscribe()
+    }
+
+    /// Waits until the epoch is above `epoch`; returns the new epoch.
+    pub async fn wait_newer(&self, epoch: u64) -> u64 {
+        let mut rx = self.subscribe();
+        // The sender lives in `self`, so the channel cannot close while we wait.
+        let newer = rx.wait_for(|&e| e > epoch).await.map(|e| *e);
+        newer.unwrap_or_else(|_| self.epoch())
+    }
+}
+
+/// Bytes written since the last heartbeat. Clones share the counters.
+#[derive(Clone)]
+pub struct WriteLoads {
+    inner: Arc<LoadsInner>,
+}
+
+struct LoadsInner {
+    buckets: usize,
+    p: usize,
+    data: AtomicU64,
+    /// `bucket * p + parity_index`.
+    parity: Box<[AtomicU64]>,
+}
+
+/// What [`WriteLoads::take`] took: the body of a heartbeat.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TakenLoads {
+    pub data_bytes: u64,
+    /// `(bucket, parity_index, bytes)`, only non-zero ones.
+    pub parity: Vec<(usize, usize, u64)>,
+}
+
+impl TakenLoads {
+    pub fn is_empty(&self) -> bool {
+        self.data_bytes == 0 && self.parity.is_empty()
+    }
+}
+
+impl WriteLoads {
+    /// Counters for `buckets` buckets of `p` parity buckets each.
+    pub fn new(buckets: usize, p: usize) -> WriteLoads {
+        WriteLoads {
+            inner: Arc::new(LoadsInner {
+                buckets,
+                p,
+                data: AtomicU64::new(0),
+                parity: (0..buckets * p).map(|_| AtomicU64::new(0)).collect(),
+            }),
+        }
+    }
+
+    /// Counters for the cluster's placement (no parity buckets in the replication schemes).
+    pub fn for_cluster(cfg: &ClusterConfig) -> WriteLoads {
+        WriteLoads::new(cfg.buckets, cfg.placement_code().1)
+    }
+
+    /// Counts bytes written to a data bucket or a replicated (uncoded) object.
+    #[inline]
+    pub fn record_data(&self, bytes: u64) {
+        self.inner.data.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Counts bytes written to parity bucket `parity_index` of `bucket`; returns false (and
+    /// counts nothing) when either is out of range.
+    #[inline]
+    pub fn record_parity(&self, bucket: usize, parity_index: usize, bytes: u64) -> bool {
+        let i = &self.inner;
+        if bucket >= i.buckets || parity_index >= i.p {
+            return false;
+        }
+        i.parity[bucket * i.p + parity_index].fetch_add(bytes, Ordering::Relaxed);
+        true
+    }
+
+    /// Takes the counts and resets them to zero.
+    pub fn take(&self) -> TakenLoads {
+        let i = &self.inner;
+        let mut parity = Vec::new();
+        for (n, c) in i.parity.iter().enumerate() {
+            if c.load(Ordering::Relaxed) != 0 {
+                let bytes = c.swap(0, Ordering::Relaxed);
+                if bytes != 0 {
+                    parity.push((n / i.p, n % i.p, bytes));
+                }
+            }
+        }
+        TakenLoads {
+            data_bytes: i.data.swap(0, Ordering::Relaxed),
+            parity,
+        }
+    }
+
+    /// Adds taken counts back (their heartbeat failed).
+    pub fn restore(&self, taken: &TakenLoads) {
+        self.record_data(taken.data_bytes);
+        for &(b, j, bytes) in &taken.parity {
+            self.record_parity(b, j, bytes);
+        }
+    }
+}
+
+/// Why the control plane could not start.
+#[derive(Debug, Error)]
+pub enum ControlError {
+    #[error("node {node} is not in the cluster file (nodes 0..{nodes})")]
+    UnknownNode { node: usize, nodes: usize },
+}
+
+/// The running control tasks of one node.
+pub struct Control {
+    map: MapHandle,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Control {
+    pub fn map(&self) -> &MapHandle {
+        &self.map
+    }
+
+    /// Stops the heartbeats and the map watcher (the node will be marked unavailable).
+    /// Dropping a `Control` does not stop them.
+    pub fn stop(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// How long a map request may take beyond the coordinator's long poll.
+const MAP_MARGIN: Duration = Duration::from_secs(5);
+
+/// A node's limit for a map's JSON: far above any map of this cluster's size.
+fn map_limit(cfg: &ClusterConfig) -> usize {
+    (1 << 20) + cfg.buckets * (cfg.k + cfg.p + 4) * 128
+}
+
+/// Fetches the first map from the coordinator (retrying every heartbeat period until it
+/// answers with a valid map of this cluster), then spawns the heartbeat loop and the map
+/// watcher of node `node`.
+pub async fn spawn_control(
+    cfg: &ClusterConfig,
+    node: usize,
+    client: PeerClient,
+    loads: WriteLoads,
+) -> Result<Control, ControlError> {
+    let nodes = cfg.nodes.len();
+    if node >= nodes {
+        return Err(ControlError::UnknownNode { node, nodes });
+    }
+    let period = Duration::from_millis(cfg.heartbeat_ms);
+    let fetch = Fetch {
+        client: client.clone(),
+        addr: cfg.coordinator,
+        limit: map_limit(cfg),
+        node,
+    };
+    let mut failures = 0u64;
+    let map = loop {
+        match fetch.map(None, period.max(Duration::from_secs(1))).await {
+            Ok(Some(m)) => {
+                let shape = |m: &BucketMap| (m.servers(), m.buckets, m.k, m.p, m.scheme.clone());
+                let ours = (nodes, cfg.buckets, cfg.k, cfg.p, cfg.scheme.name());
+                if shape(&m) == ours {
+                    match MapHandle::new(m) {
+                        Ok(h) => break h,
+                        Err(e) => fetch.log(&mut failures, &e.to_string()),
+                    }
+                } else {
+                    let msg = format!(
+                        "the coordinator's map has (nodes, buckets, k, p, scheme) = {:?}; \
+                         the cluster file {ours:?}",
+                        shape(&m)
+                    );
+                    fetch.log(&mut failures, &msg);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => fetch.log(&mut failures, &e),
+        }
+        tokio::time::sleep(period).await;
+    };
+    eprintln!(
+        "ecdn node {node}: map epoch {} from the coordinator",
+        map.epoch()
+    );
+    let heartbeat = tokio::spawn(heartbeat_loop(
+        client,
+        cfg.coordinator,
+        node,
+        period,
+        map.clone(),
+        loads,
+    ));
+    let watcher = tokio::spawn(watch_loop(fetch, period, map.clone()));
+    Ok(Control {
+        map,
+        tasks: vec![heartbeat, watcher],
+    })
+}
+
+struct Fetch {
+    client: PeerClient,
+    addr: std::net::SocketAddr,
+    limit: usize,
+    node: usize,
+}
+
+impl Fetch {
+    /// `GET /coord/map[?after=E]`: `Ok(None)` on 204 (no newer map within the long poll).
+    async fn map(
+        &self,
+        after: Option<u64>,
+        timeout: Duration,
+    ) -> Result<Option<BucketMap>, String> {
+        let path = match after {
+            Some(e) => format!("{MAP_PATH}?after={e}"),
+            None => MAP_PATH.to_string(),
+        };
+        let resp = self
+            .client
+            .send(self.addr, Method::GET, &path, Bytes::new(), &[], timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (parts, body) = resp.into_parts();
+        if parts.status == StatusCode::NO_CONTENT {
+            return Ok(None);
+        }
+        let body = read_body(body, self.limit)
+            .await
+            .map_err(|e| format!("map: {e}"))?;
+        if parts.status != StatusCode::OK {
+            return Err(format!(
+                "map: {}: {}",
+                parts.status,
+                String::from_utf8_lossy(&body[..body.len().min(200)]).trim()
+            ));
+        }
+        verify_response(self.client.key(), &path, &parts.headers, &body, unix_now())
+            .map_err(|e| format!("map: the answer is not the coordinator's: {e}"))?;
+        serde_json::from_slice(&body)
+            .map(Some)
+            .map_err(|e| format!("map: not a bucket map: {e}"))
+    }
+
+    /// Logs the first failure of a run and then every 100th.
+    fn log(&self, failures: &mut u64, msg: &str) {
+        if failures.is_multiple_of(100) {
+            eprintln!(
+                "ecdn node {}: coordinator {}: {msg} (failure {})",
+                self.node,
+                self.addr,
+                *failures + 1
+            );
+        }
+        *failures += 1;
+    }
+}
+
+async fn watch_loop(fetch: Fetch, period: Duration, map: MapHandle) {
+    let mut failures = 0u64;
+    loop {
+        let after = map.epoch();
+        match fetch.map(Some(after), LONG_POLL + MAP_MARGIN).await {
+            Ok(Some(m)) => {
+                let epoch = m.epoch;
+                match map.offer(m) {
+                    Ok(_) => failures = 0,
+                    // Another task (or a caller) took a newer one meanwhile.
+                    Err(crate::control::MapRejected::NotNewer { .. }) => {}
+                    Err(e) => {
+                        fetch.log(&mut failures, &format!("map epoch {epoch} ignored: {e}"));
+                        tokio::time::sleep(period).await;
+                    }
+                }
+            }
+            Ok(None) => failures = 0,
+            Err(e) => {
+                fetch.log(&mut failures, &e);
+                tokio::time::sleep(period).await;
+            }
+        }
+    }
+}
+
+async fn heartbeat_loop(
+    client: PeerClient,
+    addr: std::net::SocketAddr,
+    node: usize,
+    period: Duration,
+    map: MapHandle,
+    loads: WriteLoads,
+) {
+    let mut interval = tokio::time::interval(period);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let timeout = period.max(Duration::from_millis(200));
+    let mut failures = 0u64;
+    loop {
+        interval.tick().await;
+        let taken = loads.take();
+        let hb = Heartbeat {
+            node,
+            epoch: map.epoch(),
+            data_bytes: taken.data_bytes,
+            parity: taken.parity.clone(),
+        };
+        let body = Bytes::from(serde_json::to_vec(&hb).expect("a heartbeat serializes"));
+        let result = client
+            .send(addr, Method::POST, HEARTBEAT_PATH, body, &[], timeout)
+            .await;
+        let outcome = match result {
+            Err(e) => Err((true, e.to_string())),
+            Ok(resp) => {
+                let (parts, body) = resp.into_parts();
+                let body = read_body(body, 4096).await;
+                match (parts.status, body) {
+                    (StatusCode::OK, Ok(b)) => {
+                        // An answer not signed by the coordinator: the heartbeat may not have
+                        // reached it, so its loads are kept.
+                        verify_response(
+                            client.key(),
+                            HEARTBEAT_PATH,
+                            &parts.headers,
+                            &b,
+                            unix_now(),
+                        )
+                        .map_err(|e| (true, format!("heartbeat reply not the coordinator's: {e}")))
+                        .and_then(|()| {
+                            serde_json::from_slice::<HeartbeatReply>(&b)
+                                .map(|_| ())
+                                .map_err(|e| (false, format!("heartbeat reply: {e}")))
+                        })
+                    }
+                    // The coordinator refused these loads as out of range: resending them
+                    // cannot help.
+                    (StatusCode::BAD_REQUEST, b) => Err((
+                        false,
+                        format!(
+                            "heartbeat refused: {}",
+                            b.map(|b| String::from_utf8_lossy(&b).trim().to_string())
+                                .unwrap_or_default()
+                        ),
+                    )),
+                    (s, b) => Err((
+                        true,
+                        format!(
+                            "heartbeat: {s}: {}",
+                            b.map(|b| String::from_utf8_lossy(&b).trim().to_string())
+                                .unwrap_or_default()
+                        ),
+                    )),
+                }
+            }
+        };
+        match outcome {
+            Ok(()) => {
+                if failures > 0 {
+                    eprintln!(
+                        "ecdn node {node}: heartbeats answered again after {failures} failures"
+                    );
+                }
+                failures = 0;
+            }
+            Err((keep, msg)) => {
+                if keep {
+                    loads.restore(&taken);
+                }
+                if failures.is_multiple_of(100) {
+                    eprintln!("ecdn node {node}: coordinator {addr}: {msg}");
+                }
+                failures += 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ecdn_placement::pieces::Scheme;
+    use ecdn_placement::{Placement, PlacementConfig};
+
+    fn map(epoch: u64, servers: usize) -> BucketMap {
+        let pl = Placement::new(
+            &vec![1.0; servers],
+            PlacementConfig {
+                buckets: 20,
+                k: 3,
+                p: 1,
+                seed: 1,
+                ..PlacementConfig::default()
+            },
+        )
+        .unwrap();
+        BucketMap::from_placement(epoch, Scheme::C2dn, 3, 1, &pl, None)
+    }
+
+    #[tokio::test]
+    async fn only_a_newer_valid_map_of_this_cluster_replaces_the_current_one() {
+        let h = MapHandle::new(map(5, 5)).unwrap();
+        let other = h.clone();
+        let mut rx = h.subscribe();
+        assert_eq!(h.epoch(), 5);
+        assert_eq!(
+            h.offer(map(5, 5)),
+            Err(MapRejected::NotNewer {
+                offered: 5,
+                current: 5
+            })
+        );
+        assert!(matches!(
+            h.offer(map(4, 5)),
+            Err(MapRejected::NotNewer { .. })
+        ));
+        assert!(matches!(
+            h.offer(map(9, 6)),
+            Err(MapRejected::OtherCluster(_))
+        ));
+        // A map with a server index out of range (edited on the wire) is refused.
+        let mut v = serde_json::to_value(map(9, 5)).unwrap();
+        v["walk"][0] = serde_json::json!(17);
+        let bad: BucketMap = serde_json::from_value(v).unwrap();
+        assert!(matches!(h.offer(bad.clone()), Err(MapRejected::Invalid(_))));
+        assert!(matches!(MapHandle::new(bad), Err(MapRejected::Invalid(_))));
+        assert_eq!(other.epoch(), 5);
+        assert!(!rx.has_changed().unwrap());
+        // A newer one replaces it for every clone and wakes the waiters.
+        let waiter = tokio::spawn({
+            let h = h.clone();
+            async move { h.wait_newer(5).await }
+        });
+        assert_eq!(h.offer(map(7, 5)), Ok(7));
+        assert_eq!(other.epoch(), 7);
+        assert_eq!(other.current().epoch, 7);
+        assert!(rx.has_changed().unwrap());
+        assert_eq!(*rx.borrow_and_update(), 7);
+        assert_eq!(waiter.await.unwrap(), 7);
+        assert_eq!(h.wait_newer(6).await, 7);
+    }
+
+    #[test]
+    fn write_loads_count_take_reset_and_restore() {
+        let loads = WriteLoads::new(10, 2);
+        loads.record_data(100);
+        loads.record_data(5);
+        assert!(loads.record_parity(3, 1, 40));
+        assert!(loads.record_parity(3, 1, 2));
+        assert!(loads.record_parity(9, 0, 7));
+        assert!(!loads.record_parity(10, 0, 1));
+        assert!(!loads.record_parity(0, 2, 1));
+        let t = loads.take();
+        assert_eq!(
+            t,
+            TakenLoads {
+                data_bytes: 105,
+                parity: vec![(3, 1, 42), (9, 0, 7)]
+            }
+        );
+        assert!(loads.take().is_empty());
+        loads.record_data(1);
+        loads.restore(&t);
+        let t2 = loads.take();
+        assert_eq!(t2.data_bytes, 106);
+        assert_eq!(t2.parity, t.parity);
+        // No parity buckets (replication): every parity record is refused.
+        let rep = WriteLoads::new(10, 0);
+        assert!(!rep.record_parity(0, 0, 1));
+        assert!(rep.take().is_empty());
+    }
+
+    #[test]
+    fn write_loads_lose_nothing_under_concurrent_writers() {
+        let loads = WriteLoads::new(4, 1);
+        let mut total = TakenLoads::default();
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                let l = loads.clone();
+                s.spawn(move || {
+                    for i in 0..10_000u64 {
+                        l.record_data(1);
+                        l.record_parity((i % 4) as usize, 0, 2);
+                    }
+                });
+            }
+            // Take while they write.
+            for _ in 0..50 {
+                let t = loads.take();
+                total.data_bytes += t.data_bytes;
+                total.parity.extend(t.parity);
+            }
+        });
+        let t = loads.take();
+        total.data_bytes += t.data_bytes;
+        total.parity.extend(t.parity);
+        assert_eq!(total.data_bytes, 40_000);
+        let parity: u64 = total.parity.iter().map(|x| x.2).sum();
+        assert_eq!(parity, 80_000);
+    }
+}

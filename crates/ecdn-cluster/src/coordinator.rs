@@ -1,0 +1,990 @@
+//! `ecdn coordinator`: the embedded control plane of a live cluster (C2DN, NSDI '22, §4.2, §5,
+//! App. 10.3).
+//!
+//! It owns the cluster's [`Placement`] (built from the cluster file exactly as `ecdn sim
+//! cluster` builds it: the weights, the bucket count, the scheme's placement code and the seed)
+//! and, for `c2dn`, the [`SlotHistory`] of moved slots, and publishes them as a [`BucketMap`]
+//! with an epoch number. Every request must be signed with the cluster key
+//! ([`crate::peer::verify_parts`]); anything else gets `401` with a short reason and changes
+//! nothing.
+//!
+//! * `POST /coord/heartbeat` with a JSON [`Heartbeat`]: the node is alive, and these are the
+//!   bytes it wrote since its previous heartbeat (data, and per parity bucket). The loads feed
+//!   parity rebalance ([`Placement::record_data_write`], [`Placement::record_parity_write`]);
+//!   an id or index out of range is a `400`. Answers `{"epoch": current}`.
+//! * `GET /coord/map?after=E`: long poll; the current map as JSON as soon as its epoch is above
+//!   `E` (at once without `after`), else `204` after [`CoordinatorOptions::long_poll`].
+//! * `GET /coord/status`: a JSON [`Status`].
+//!
+//! Every JSON answer is signed too ([`crate::peer::sign_response`]): a node takes a map only
+//! from a holder of the cluster key.
+//!
+//! **Availability.** A node that sent no heartbeat for `missed_heartbeats × heartbeat_ms` is
+//! unavailable (checked five times per heartbeat period). At start every node is available and
+//! gets a grace of `max(that deadline, start_grace)` for its first heartbeat. A heartbeat from
+//! an unavailable node makes it available again (App. 10.3's return). Every change goes through
+//! [`Placement::set_available`] — which re-places the data buckets by the ring and runs parity
+//! rebalance, as §4.2 says ("only when there is an unavailability event") — records the moved
+//! slots, increments the epoch, publishes the new map and logs one line on stderr. A periodic
+//! parity rebalance ([`Placement::rebalance`], `c2dn` only) runs every `rebalance_every_s`
+//! seconds when that is above 0 (off by default, as in the simulator).
+//!
+//! **Epochs** start at the coordinator's start time in UNIX milliseconds (unless
+//! [`CoordinatorOptions::first_epoch`] says otherwise) and grow by one per change, so a
+//! restarted coordinator's maps are newer than the ones its nodes hold (nodes only ever take a
+//! map with a higher epoch than their own).
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ecdn_placement::pieces::{Scheme, SlotHistory};
+use ecdn_placement::{Placement, PlacementConfig, PlacementError, RebalanceReport};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::auth::{unix_now, ClusterKey};
+use crate::config::ClusterConfig;
+use crate::map::BucketMap;
+use crate::peer::{read_verified_body, sign_response, verify_parts, BodyError};
+
+/// Paths of the coordinator's API.
+pub const HEARTBEAT_PATH: &str = "/coord/heartbeat";
+pub const MAP_PATH: &str = "/coord/map";
+pub const STATUS_PATH: &str = "/coord/status";
+
+/// How long a map request waits for a newer epoch before it answers `204`.
+pub const LONG_POLL: Duration = Duration::from_secs(10);
+/// The least time a node has for its first heartbeat after the coordinator started.
+pub const START_GRACE: Duration = Duration::from_secs(10);
+/// Rebalances kept in [`Status::recent_rebalances`].
+const RECENT: usize = 64;
+
+/// A node's heartbeat: it is alive, has seen map `epoch`, and wrote these bytes since its
+/// previous heartbeat that was answered.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Heartbeat {
+    pub node: usize,
+    /// The epoch of the map the node uses.
+    pub epoch: u64,
+    /// Bytes written to the node's data buckets and replicated (uncoded) objects.
+    #[serde(default)]
+    pub data_bytes: u64,
+    /// `[bucket, parity_index, bytes]` written to parity buckets.
+    #[serde(default)]
+    pub parity: Vec<(usize, usize, u64)>,
+}
+
+/// The coordinator's answer to a heartbeat.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeartbeatReply {
+    /// The epoch of the current map.
+    pub epoch: u64,
+}
+
+/// One node as `GET /coord/status` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    pub id: usize,
+    pub available: bool,
+    /// Milliseconds since its last heartbeat; `None` if never heard from.
+    pub ms_since_heartbeat: Option<u64>,
+    pub heartbeats: u64,
+    /// The map epoch its last heartbeat reported.
+    pub seen_epoch: Option<u64>,
+    /// Data bytes recorded for it since the last rebalance.
+    pub data_load: u64,
+}
+
+/// One availability change or periodic rebalance.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RebalanceEvent {
+    /// The epoch of the map it published.
+    pub epoch: u64,
+    /// `"node 3 unavailable"`, `"node 3 available"` or `"periodic"`.
+    pub trigger: String,
+    pub moved_parity: usize,
+    pub moved_data: usize,
+    pub elapsed_us: u64,
+}
+
+/// `GET /coord/status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    pub epoch: u64,
+    pub scheme: String,
+    pub nodes: Vec<NodeStatus>,
+    /// Heartbeats accepted.
+    pub heartbeats: u64,
+    pub availability_changes: u64,
+    /// Availability changes plus periodic rebalances.
+    pub rebalances: u64,
+    /// The last few rebalances, oldest first.
+    pub recent_rebalances: Vec<RebalanceEvent>,
+    /// Parity bytes recorded since the last rebalance, over all parity buckets.
+    pub parity_load: u64,
+    /// Requests refused with 401, and with 400.
+    pub unauthorized: u64,
+    pub bad_requests: u64,
+}
+
+/// Knobs the cluster file does not carry (tests shorten them).
+#[derive(Clone, Debug)]
+pub struct CoordinatorOptions {
+    /// See [`LONG_POLL`].
+    pub long_poll: Duration,
+    /// See [`START_GRACE`].
+    pub start_grace: Duration,
+    /// The first map's epoch; `None`: the start time in UNIX milliseconds.
+    pub first_epoch: Option<u64>,
+}
+
+impl Default for CoordinatorOptions {
+    fn default() -> Self {
+        CoordinatorOptions {
+            long_poll: LONG_POLL,
+            start_grace: START_GRACE,
+            first_epoch: None,
+        }
+    }
+}
+
+/// Why the coordinator could not start.
+#[derive(Debug, Error)]
+pub enum CoordError {
+    #[error("placement: {0}")]
+    Placement(#[from] PlacementError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Why a heartbeat was refused (a `400`).
+#[derive(Debug, Error, PartialEq)]
+pub enum HeartbeatError {
+    #[error("node {node} is not in the cluster (nodes 0..{nodes})")]
+    UnknownNode { node: usize, nodes: usize },
+    #[error("parity entry [{bucket}, {index}, _] is out of range ({buckets} buckets, {p} parity buckets each)")]
+    BadParity {
+        bucket: usize,
+        index: usize,
+        buckets: usize,
+        p: usize,
+    },
+}
+
+/// The published map and its JSON.
+#[derive(Clone)]
+struct Published {
+    map: Arc<BucketMap>,
+    json: Bytes,
+}
+
+/// The coordinator's decisions, separate from the network and the clock so they can be tested
+/// step by step.
+struct State {
+    scheme: Scheme,
+    k: usize,
+    p: usize,
+    placement: Placement,
+    history: Option<SlotHistory>,
+    epoch: u64,
+    /// How long a node may stay silent.
+    deadline: Duration,
+    /// When each node becomes unavailable unless it sends a heartbeat.
+    expires: Vec<Instant>,
+    last_heartbeat: Vec<Option<Instant>>,
+    seen_epoch: Vec<Option<u64>>,
+    node_heartbeats: Vec<u64>,
+    heartbeats: u64,
+    availability_changes: u64,
+    rebalances: u64,
+    recent: VecDeque<RebalanceEvent>,
+    unauthorized: u64,
+    bad_requests: u64,
+}
+
+impl State {
+    fn new(
+        cfg: &ClusterConfig,
+        opts: &CoordinatorOptions,
+        now: Instant,
+    ) -> Result<State, PlacementError> {
+        let (kp, pp) = cfg.placement_code();
+        let placement = Placement::new(
+            &cfg.weights(),
+            PlacementConfig {
+                buckets: cfg.buckets,
+                k: kp,
+                p: pp,
+                seed: cfg.seed,
+                ..PlacementConfig::default()
+            },
+        )?;
+        let n = cfg.nodes.len();
+        let deadline =
+            Duration::from_millis(cfg.heartbeat_ms).saturating_mul(cfg.missed_heartbeats);
+        let grace = deadline.max(opts.start_grace);
+        let history =
+            (cfg.scheme == Scheme::C2dn).then(|| SlotHistory::new(cfg.buckets, cfg.k, cfg.p));
+        let epoch = opts.first_epoch.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(1)
+        });
+        Ok(State {
+            scheme: cfg.scheme,
+            k: cfg.k,
+            p: cfg.p,
+            placement,
+            history,
+            epoch: epoch.max(1),
+            deadline,
+            expires: vec![now + grace; n],
+            last_heartbeat: vec![None; n],
+            seen_epoch: vec![None; n],
+            node_heartbeats: vec![0; n],
+            heartbeats: 0,
+            availability_changes: 0,
+            rebalances: 0,
+            recent: VecDeque::new(),
+            unauthorized: 0,
+            bad_requests: 0,
+        })
+    }
+
+    fn map(&self) -> BucketMap {
+        BucketMap::from_placement(
+            self.epoch,
+            self.scheme,
+            self.k,
+            self.p,
+            &self.placement,
+            self.history.as_ref(),
+        )
+    }
+
+    /// Runs a placement change with the slot bookkeeping, bumps the epoch and returns the
+    /// event (the caller publishes the new map).
+    fn change(
+        &mut self,
+        trigger: String,
+        f: impl FnOnce(&mut Placement) -> RebalanceReport,
+    ) -> RebalanceEvent {
+        let before = self.history.as_ref().map(|h| h.holders(&self.placement));
+        let report = f(&mut self.placement);
+        if let (Some(h), Some(before)) = (self.history.as_mut(), before) {
+            let after = h.holders(&self.placement);
+            h.record(&before, &after);
+        }
+        self.epoch += 1;
+        self.rebalances += 1;
+        let event = RebalanceEvent {
+            epoch: self.epoch,
+            trigger,
+            moved_parity: report.moved_parity,
+            moved_data: report.moved_data,
+            elapsed_us: report.elapsed.as_micros() as u64,
+        };
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(event.clone());
+        event
+    }
+
+    fn set_available(&mut self, node: usize, available: bool) -> RebalanceEvent {
+        self.availability_changes += 1;
+        let what = if available {
+            "available"
+        } else {
+            "unavailable"
+        };
+        self.change(format!("node {node} {what}"), |pl| {
+            pl.set_available(node, available)
+        })
+    }
+
+    fn periodic_rebalance(&mut self) -> RebalanceEvent {
+        self.change("periodic".into(), |pl| pl.rebalance())
+    }
+
+    /// Checks a heartbeat completely before anything is recorded.
+    fn check(&self, hb: &Heartbeat) -> Result<(), HeartbeatError> {
+        let nodes = self.placement.servers();
+        if hb.node >= nodes {
+            return Err(HeartbeatError::UnknownNode {
+                node: hb.node,
+                nodes,
+            });
+        }
+        let (buckets, p) = (self.placement.buckets(), self.placement.p());
+        if let Some(&(bucket, index, _)) =
+            hb.parity.iter().find(|&&(b, j, _)| b >= buckets || j >= p)
+        {
+            return Err(HeartbeatError::BadParity {
+                bucket,
+                index,
+                buckets,
+                p,
+            });
+        }
+        Ok(())
+    }
+
+    /// Records a heartbeat received at `now`; returns the event if the node came back.
+    fn heartbeat(
+        &mut self,
+        hb: &Heartbeat,
+        now: Instant,
+    ) -> Result<Option<RebalanceEvent>, HeartbeatError> {
+        self.check(hb)?;
+        let node = hb.node;
+        self.heartbeats += 1;
+        self.node_heartbeats[node] += 1;
+        self.last_heartbeat[node] = Some(now);
+        self.seen_epoch[node] = Some(hb.epoch);
+        self.expires[node] = now + self.deadline;
+        let event = (!self.placement.is_available(node)).then(|| self.set_available(node, true));
+        // The loads count toward the next rebalance (a return just consumed the earlier ones).
+        self.placement.record_data_write(node, hb.data_bytes);
+        for &(bucket, index, bytes) in &hb.parity {
+            self.placement.record_parity_write(bucket, index, bytes);
+        }
+        Ok(event)
+    }
+
+    /// Marks the nodes whose deadline passed by `now` unavailable.
+    fn expire(&mut self, now: Instant) -> Vec<RebalanceEvent> {
+        let mut events = Vec::new();
+        for node in 0..self.expires.len() {
+            if self.placement.is_available(node) && now >= self.expires[node] {
+                events.push(self.set_available(node, false));
+            }
+        }
+        events
+    }
+
+    fn status(&self, now: Instant) -> Status {
+        let nodes = (0..self.placement.servers())
+            .map(|id| NodeStatus {
+                id,
+                available: self.placement.is_available(id),
+                ms_since_heartbeat: self.last_heartbeat[id]
+                    .map(|t| now.saturating_duration_since(t).as_millis() as u64),
+                heartbeats: self.node_heartbeats[id],
+                seen_epoch: self.seen_epoch[id],
+                data_load: self.placement.data_load(id),
+            })
+            .collect();
+        let parity_load = (0..self.placement.buckets())
+            .flat_map(|b| (0..self.placement.p()).map(move |j| (b, j)))
+            .map(|(b, j)| self.placement.parity_load(b, j))
+            .fold(0u64, u64::saturating_add);
+        Status {
+            epoch: self.epoch,
+            scheme: self.scheme.name(),
+            nodes,
+            heartbeats: self.heartbeats,
+            availability_changes: self.availability_changes,
+            rebalances: self.rebalances,
+            recent_rebalances: self.recent.iter().cloned().collect(),
+            parity_load,
+            unauthorized: self.unauthorized,
+            bad_requests: self.bad_requests,
+        }
+    }
+}
+
+struct Shared {
+    key: ClusterKey,
+    opts: CoordinatorOptions,
+    heartbeat_limit: usize,
+    state: Mutex<State>,
+    published: watch::Sender<Published>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock would be a bug; the state stays usable either way.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publishes the state's current map and logs the events that led to it. Called with the
+    /// state locked, so maps are published in epoch order.
+    fn publish(&self, state: &State, events: &[RebalanceEvent]) {
+        for e in events {
+            eprintln!(
+                "ecdn coordinator: epoch {}: {}: moved {} data and {} parity buckets in {} us",
+                e.epoch, e.trigger, e.moved_data, e.moved_parity, e.elapsed_us
+            );
+        }
+        self.published.send_replace(publish(state));
+    }
+}
+
+fn publish(state: &State) -> Published {
+    let map = state.map();
+    let json = Bytes::from(serde_json::to_vec(&map).expect("a bucket map serializes"));
+    Published {
+        map: Arc::new(map),
+        json,
+    }
+}
+
+/// The coordinator: see the module documentation.
+pub struct Coordinator;
+
+impl Coordinator {
+    /// Binds the cluster file's `coordinator` address and starts serving.
+    pub async fn start(cfg: ClusterConfig) -> Result<RunningCoordinator, CoordError> {
+        let addr = cfg.coordinator;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| CoordError::Listen { addr, source })?;
+        Self::start_on(cfg, listener, CoordinatorOptions::default()).await
+    }
+
+    /// Starts serving on an already bound listener (tests bind port 0).
+    pub async fn start_on(
+        cfg: ClusterConfig,
+        listener: TcpListener,
+        opts: CoordinatorOptions,
+    ) -> Result<RunningCoordinator, CoordError> {
+        let addr = listener.local_addr()?;
+        let state = State::new(&cfg, &opts, Instant::now())?;
+        let first = publish(&state);
+        eprintln!(
+            "ecdn coordinator: {} nodes, scheme {}, {} buckets; epoch {}; listening on {addr}",
+            cfg.nodes.len(),
+            cfg.scheme_name(),
+            cfg.buckets,
+            state.epoch
+        );
+        let (published, _) = watch::channel(first);
+        let (stop, shutdown) = watch::channel(false);
+        let heartbeat_limit = 4096 + cfg.buckets * cfg.p.max(1) * 64;
+        let shared = Arc::new(Shared {
+            key: ClusterKey::new(cfg.key.as_bytes()),
+            opts,
+            heartbeat_limit,
+            state: Mutex::new(state),
+            published,
+            shutdown,
+        });
+        let mut tasks = JoinSet::new();
+        let tick = Duration::from_millis((cfg.heartbeat_ms / 5).max(1));
+        tasks.spawn(expiry_loop(shared.clone(), tick));
+        if cfg.scheme == Scheme::C2dn && cfg.rebalance_every_s > 0.0 {
+            let every = Duration::from_secs_f64(cfg.rebalance_every_s);
+            tasks.spawn(rebalance_loop(shared.clone(), every));
+        }
+        tasks.spawn(accept_loop(shared.clone(), listener));
+        Ok(RunningCoordinator {
+            addr,
+            shared,
+            stop,
+            tasks,
+        })
+    }
+}
+
+/// A coordinator serving in the background; dropping it stops it too.
+pub struct RunningCoordinator {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    tasks: JoinSet<()>,
+}
+
+impl RunningCoordinator {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The current map.
+    pub fn map(&self) -> Arc<BucketMap> {
+        self.shared.published.borrow().map.clone()
+    }
+
+    /// The current status (what `GET /coord/status` answers).
+    pub fn status(&self) -> Status {
+        self.shared.state().status(Instant::now())
+    }
+
+    /// Stops accepting, answers the requests in flight (long polls with `503`) and waits for
+    /// the connections to close (at most about two seconds).
+    pub async fn shutdown(mut self) {
+        self.stop.send_replace(true);
+        let drain = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(Duration::from_secs(3), drain)
+            .await
+            .is_err()
+        {
+            self.tasks.abort_all();
+        }
+    }
+}
+
+impl Drop for RunningCoordinator {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+        self.tasks.abort_all();
+    }
+}
+
+async fn stopped(mut rx: watch::Receiver<bool>) {
+    // An error means the sender is gone: stop as well.
+    let _ = rx.wait_for(|&s| s).await;
+}
+
+async fn expiry_loop(shared: Arc<Shared>, tick: Duration) {
+    let mut interval = tokio::time::interval(tick);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let stop = stopped(shared.shutdown.clone());
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = interval.tick() => {}
+        }
+        let mut state = shared.state();
+        let events = state.expire(Instant::now());
+        if !events.is_empty() {
+            shared.publish(&state, &events);
+        }
+    }
+}
+
+async fn rebalance_loop(shared: Arc<Shared>, every: Duration) {
+    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let stop = stopped(shared.shutdown.clone());
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => return,
+            _ = interval.tick() => {}
+        }
+        let mut state = shared.state();
+        let event = state.periodic_rebalance();
+        shared.publish(&state, &[event]);
+    }
+}
+
+async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+    let mut conns = JoinSet::new();
+    let stop = stopped(shared.shutdown.clone());
+    tokio::pin!(stop);
+    loop {
+        let stream = tokio::select! {
+            _ = &mut stop => break,
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little, go on.
+                    eprintln!("ecdn coordinator: accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let _ = stream.set_nodelay(true);
+        let shared = shared.clone();
+        conns.spawn(async move {
+            let svc = {
+                let shared = shared.clone();
+                service_fn(move |req| {
+                    let shared = shared.clone();
+                    async move { Ok::<_, Infallible>(handle(&shared, req).await) }
+                })
+            };
+            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            let stop = stopped(shared.shutdown.clone());
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stop => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+    drop(listener);
+    while conns.join_next().await.is_some() {}
+}
+
+fn text(status: StatusCode, msg: impl Into<String>) -> Response<Full<Bytes>> {
+    let mut body = msg.into();
+    body.push('\n');
+    Response::builder()
+        .status(status)
+        .header("content-type", "text/plain; charset=utf-8")
+        .body(Full::new(Bytes::from(body)))
+        .expect("a valid response")
+}
+
+/// A JSON answer, signed for the request's path and query (see [`sign_response`]).
+fn json(key: &ClusterKey, path_and_query: &str, body: Bytes) -> Response<Full<Bytes>> {
+    let mut resp = Response::builder().header("content-type", "application/json");
+    for (name, value) in sign_response(key, path_and_query, &body) {
+        resp = resp.header(name, value);
+    }
+    resp.body(Full::new(body)).expect("a valid response")
+}
+
+fn json_of<T: Serialize>(
+    key: &ClusterKey,
+    path_and_query: &str,
+    value: &T,
+) -> Response<Full<Bytes>> {
+    let body = Bytes::from(serde_json::to_vec(value).expect("status types serialize"));
+    json(key, path_and_query, body)
+}
+
+async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
+    let verified = match verify_parts(&shared.key, &parts, unix_now()) {
+        Ok(v) => v,
+        Err(e) => {
+            shared.state().unauthorized += 1;
+            return text(StatusCode::UNAUTHORIZED, e.to_string());
+        }
+    };
+    let limit = match (&parts.method, parts.uri.path()) {
+        (&Method::POST, HEARTBEAT_PATH) => shared.heartbeat_limit,
+        (&Method::GET, MAP_PATH | STATUS_PATH) => 0,
+        (_, HEARTBEAT_PATH | MAP_PATH | STATUS_PATH) => {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+        }
+        _ => return text(StatusCode::NOT_FOUND, "no such coordinator endpoint"),
+    };
+    let body = match read_verified_body(body, limit, &verified).await {
+        Ok(b) => b,
+        Err(BodyError::Auth(e)) => {
+            shared.state().unauthorized += 1;
+            return text(StatusCode::UNAUTHORIZED, e.to_string());
+        }
+        Err(e @ BodyError::TooLarge(_)) => {
+            shared.state().bad_requests += 1;
+            return text(StatusCode::PAYLOAD_TOO_LARGE, e.to_string());
+        }
+        Err(e) => return text(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or(parts.uri.path());
+    match parts.uri.path() {
+        HEARTBEAT_PATH => heartbeat(shared, pq, &body),
+        MAP_PATH => map(shared, pq, parts.uri.query()).await,
+        _ => {
+            let status = shared.state().status(Instant::now());
+            json_of(&shared.key, pq, &status)
+        }
+    }
+}
+
+fn heartbeat(shared: &Shared, pq: &str, body: &[u8]) -> Response<Full<Bytes>> {
+    let hb: Heartbeat = match serde_json::from_slice(body) {
+        Ok(hb) => hb,
+        Err(e) => {
+            shared.state().bad_requests += 1;
+            return text(StatusCode::BAD_REQUEST, format!("heartbeat: {e}"));
+        }
+    };
+    let mut state = shared.state();
+    match state.heartbeat(&hb, Instant::now()) {
+        Ok(event) => {
+            if let Some(event) = event {
+                shared.publish(&state, &[event]);
+            }
+            let reply = HeartbeatReply { epoch: state.epoch };
+            drop(state);
+            json_of(&shared.key, pq, &reply)
+        }
+        Err(e) => {
+            state.bad_requests += 1;
+            text(StatusCode::BAD_REQUEST, format!("heartbeat: {e}"))
+        }
+    }
+}
+
+/// `after=E` of a map request's query; `None` without it.
+fn after_epoch(query: Option<&str>) -> Result<Option<u64>, String> {
+    let mut after = None;
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("after", v)) => {
+                after = Some(
+                    v.parse::<u64>()
+                        .map_err(|_| format!("after={v:?}: need an epoch number"))?,
+                )
+            }
+            _ => return Err(format!("unknown query parameter {pair:?}")),
+        }
+    }
+    Ok(after)
+}
+
+async fn map(shared: &Shared, pq: &str, query: Option<&str>) -> Response<Full<Bytes>> {
+    let after = match after_epoch(query) {
+        Ok(a) => a,
+        Err(e) => {
+            shared.state().bad_requests += 1;
+            return text(StatusCode::BAD_REQUEST, e);
+        }
+    };
+    let Some(after) = after else {
+        let body = shared.published.borrow().json.clone();
+        return json(&shared.key, pq, body);
+    };
+    let mut rx = shared.published.subscribe();
+    let newer = async {
+        rx.wait_for(|p| p.map.epoch > after)
+            .await
+            .map(|p| p.json.clone())
+    };
+    tokio::select! {
+        r = tokio::time::timeout(shared.opts.long_poll, newer) => match r {
+            Ok(Ok(body)) => json(&shared.key, pq, body),
+            Ok(Err(_)) => text(StatusCode::SERVICE_UNAVAILABLE, "coordinator shutting down"),
+            Err(_) => Response::builder()
+                .status(StatusCode::NO_CONTENT)
+                .body(Full::new(Bytes::new()))
+                .expect("a valid response"),
+        },
+        _ = stopped(shared.shutdown.clone()) => {
+            text(StatusCode::SERVICE_UNAVAILABLE, "coordinator shutting down")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(scheme: &str, n: usize) -> ClusterConfig {
+        let mut text = format!(
+            "scheme = \"{scheme}\"\nkey = \"0123456789abcdef-secret\"\n\
+             coordinator = \"127.0.0.1:1\"\nheartbeat_ms = 100\nmissed_heartbeats = 3\n"
+        );
+        for i in 0..n {
+            text.push_str(&format!(
+                "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
+                20000 + i,
+                21000 + i
+            ));
+        }
+        ClusterConfig::parse(&text).unwrap()
+    }
+
+    fn opts() -> CoordinatorOptions {
+        CoordinatorOptions {
+            first_epoch: Some(1),
+            start_grace: Duration::from_secs(1),
+            ..CoordinatorOptions::default()
+        }
+    }
+
+    fn hb(node: usize) -> Heartbeat {
+        Heartbeat {
+            node,
+            ..Heartbeat::default()
+        }
+    }
+
+    /// Silent nodes expire after the start grace, then after the heartbeat deadline; a
+    /// heartbeat brings a node back and the data placement returns exactly.
+    #[test]
+    fn nodes_expire_and_return() {
+        let t0 = Instant::now();
+        let ms = |m: u64| t0 + Duration::from_millis(m);
+        let mut st = State::new(&cfg("c2dn", 5), &opts(), t0).unwrap();
+        let first = st.map();
+        assert_eq!(first.epoch, 1);
+        // Within the start grace nobody expires, even without heartbeats.
+        assert!(st.expire(ms(999)).is_empty());
+        for n in 0..5 {
+            st.heartbeat(&hb(n), ms(900)).unwrap();
+        }
+        assert!(st.expire(ms(1100)).is_empty());
+        for n in 1..5 {
+            st.heartbeat(&hb(n), ms(1150)).unwrap();
+        }
+        // Node 0's last heartbeat was at 900: deadline 1200.
+        assert!(st.expire(ms(1199)).is_empty());
+        let ev = st.expire(ms(1200));
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].trigger, "node 0 unavailable");
+        assert_eq!(ev[0].epoch, 2);
+        assert!(ev[0].moved_data > 0);
+        let down = st.map();
+        assert!(!down.is_available(0));
+        let mut pieces = Vec::new();
+        for b in 0..down.buckets {
+            for coded in [false, true] {
+                down.pieces(b, coded, &mut pieces);
+                assert!(pieces.iter().all(|p| p.server != 0), "bucket {b}");
+            }
+        }
+        // It comes back with its next heartbeat; data buckets exactly as before.
+        let ev = st.heartbeat(&hb(0), ms(1300)).unwrap().unwrap();
+        assert_eq!(ev.trigger, "node 0 available");
+        assert_eq!(ev.epoch, 3);
+        let back = st.map();
+        for b in 0..back.buckets {
+            use ecdn_placement::pieces::BucketLayout;
+            assert_eq!(back.data_servers(b), first.data_servers(b), "bucket {b}");
+        }
+        let s = st.status(ms(1300));
+        assert_eq!(
+            (s.availability_changes, s.rebalances, s.heartbeats),
+            (2, 2, 10)
+        );
+        assert_eq!(s.recent_rebalances.len(), 2);
+    }
+
+    /// Every node gone at once and back: no panic, and the map stays valid throughout.
+    #[test]
+    fn all_nodes_down_and_back() {
+        for scheme in ["c2dn", "c2dn-norebal", "rep2", "no-rep"] {
+            let t0 = Instant::now();
+            let mut st = State::new(&cfg(scheme, 5), &opts(), t0).unwrap();
+            let ev = st.expire(t0 + Duration::from_secs(2));
+            assert_eq!(ev.len(), 5, "{scheme}");
+            let m = st.map();
+            m.validate().unwrap();
+            assert!(m.serving(0).is_none());
+            for n in 0..5 {
+                st.heartbeat(&hb(n), t0 + Duration::from_secs(3)).unwrap();
+            }
+            let m = st.map();
+            m.validate().unwrap();
+            assert!(m.available.iter().all(|&a| a), "{scheme}");
+            assert_eq!(m.epoch, 11);
+        }
+    }
+
+    #[test]
+    fn loads_are_recorded_and_bad_heartbeats_change_nothing() {
+        let t0 = Instant::now();
+        let mut st = State::new(&cfg("c2dn", 5), &opts(), t0).unwrap();
+        let good = Heartbeat {
+            node: 2,
+            epoch: 1,
+            data_bytes: 1000,
+            parity: vec![(7, 0, 300), (99, 0, 5)],
+        };
+        st.heartbeat(&good, t0).unwrap();
+        assert_eq!(st.placement.data_load(2), 1000);
+        assert_eq!(st.placement.parity_load(7, 0), 300);
+        let bad = [
+            (
+                Heartbeat {
+                    node: 5,
+                    data_bytes: 1,
+                    ..Heartbeat::default()
+                },
+                HeartbeatError::UnknownNode { node: 5, nodes: 5 },
+            ),
+            (
+                Heartbeat {
+                    node: 2,
+                    data_bytes: 1,
+                    parity: vec![(1, 0, 1), (100, 0, 1)],
+                    ..Heartbeat::default()
+                },
+                HeartbeatError::BadParity {
+                    bucket: 100,
+                    index: 0,
+                    buckets: 100,
+                    p: 1,
+                },
+            ),
+            (
+                Heartbeat {
+                    node: 2,
+                    data_bytes: 1,
+                    parity: vec![(1, 1, 1)],
+                    ..Heartbeat::default()
+                },
+                HeartbeatError::BadParity {
+                    bucket: 1,
+                    index: 1,
+                    buckets: 100,
+                    p: 1,
+                },
+            ),
+        ];
+        for (h, want) in bad {
+            assert_eq!(st.heartbeat(&h, t0).unwrap_err(), want);
+        }
+        assert_eq!(st.placement.data_load(2), 1000);
+        assert_eq!(st.placement.parity_load(1, 0), 0);
+        assert_eq!(st.status(t0).heartbeats, 1);
+        // Replication schemes place no parity: any parity entry is out of range.
+        let mut st = State::new(&cfg("rep2", 5), &opts(), t0).unwrap();
+        assert!(st
+            .heartbeat(
+                &Heartbeat {
+                    node: 0,
+                    parity: vec![(0, 0, 1)],
+                    ..Heartbeat::default()
+                },
+                t0
+            )
+            .is_err());
+    }
+
+    #[test]
+    fn periodic_rebalance_bumps_the_epoch() {
+        let t0 = Instant::now();
+        let mut st = State::new(&cfg("c2dn", 5), &opts(), t0).unwrap();
+        let ev = st.periodic_rebalance();
+        assert_eq!((ev.epoch, ev.trigger.as_str()), (2, "periodic"));
+        assert_eq!(st.map().epoch, 2);
+    }
+
+    #[test]
+    fn the_first_epoch_defaults_to_the_start_time_in_ms() {
+        let before = unix_now() * 1000;
+        let st = State::new(
+            &cfg("c2dn", 5),
+            &CoordinatorOptions::default(),
+            Instant::now(),
+        )
+        .unwrap();
+        assert!(st.epoch >= before && st.epoch < before + 60_000);
+    }
+
+    #[test]
+    fn after_epoch_parses_the_query() {
+        assert_eq!(after_epoch(None), Ok(None));
+        assert_eq!(after_epoch(Some("after=12")), Ok(Some(12)));
+        assert!(after_epoch(Some("after=-1")).is_err());
+        assert!(after_epoch(Some("before=1")).is_err());
+    }
+}

@@ -1,0 +1,441 @@
+//! The signed peer client and the receiving side's check, for node↔node and node↔coordinator
+//! requests (see [`crate::auth`] for the signature itself).
+//!
+//! * [`PeerClient`] — one pooled HTTP/1.1 client (hyper-util's legacy client: connections are
+//!   kept and reused per peer, `TCP_NODELAY` on). [`PeerClient::send`] signs every request with
+//!   the cluster key over the body's digest and bounds the time to the response headers; its
+//!   [`PeerError`] says whether the peer refused the connection, reset it or did not answer in
+//!   time, so a caller can go on with another peer at once.
+//! * [`verify_parts`] — the receiver's check of a request's three signature headers, before it
+//!   acts on anything; [`read_verified_body`] then reads the body up to a size limit and checks it
+//!   against the signed digest.
+//! * [`sign_response`] / [`verify_response`] — the coordinator signs what it answers (the map,
+//!   heartbeat replies, the status) the same way, under the pseudo-method [`RESPONSE`] and the
+//!   request's path, so a node never takes a map from anyone without the cluster key.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Incoming};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::http::request::Parts;
+use hyper::{Method, Request, Response, Uri};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use thiserror::Error;
+
+use crate::auth::{self, AuthError, ClusterKey, Verified};
+
+/// Why a peer request failed.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum PeerError {
+    /// Nothing listens at the address (the peer is down): fail over at once.
+    #[error("connection refused by {0}")]
+    Refused(SocketAddr),
+    /// The connection was reset or closed before the response headers arrived.
+    #[error("connection to {0} reset")]
+    Reset(SocketAddr),
+    /// No response headers within the timeout (connect included).
+    #[error("no answer from {0} within {1:?}")]
+    Timeout(SocketAddr, Duration),
+    /// Anything else (an unreachable network, a malformed request or response).
+    #[error("request to {0} failed: {1}")]
+    Other(SocketAddr, String),
+}
+
+impl PeerError {
+    /// The peer the request was for.
+    pub fn addr(&self) -> SocketAddr {
+        match self {
+            PeerError::Refused(a)
+            | PeerError::Reset(a)
+            | PeerError::Timeout(a, _)
+            | PeerError::Other(a, _) => *a,
+        }
+    }
+}
+
+/// Connect timeout of the pooled connector: a backstop, every request has its own timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an idle pooled connection is kept.
+const POOL_IDLE: Duration = Duration::from_secs(30);
+
+/// The signed, pooled peer client. Clones share the connection pool and the key.
+#[derive(Clone)]
+pub struct PeerClient {
+    client: Client<HttpConnector, Full<Bytes>>,
+    key: Arc<ClusterKey>,
+}
+
+impl std::fmt::Debug for PeerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerClient(..)")
+    }
+}
+
+impl PeerClient {
+    /// A client signing with `key`. Must be called within a tokio runtime's context only when
+    /// a request is sent (building it needs none).
+    pub fn new(key: ClusterKey) -> PeerClient {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        let client = Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(POOL_IDLE)
+            .build(connector);
+        PeerClient {
+            client,
+            key: Arc::new(key),
+        }
+    }
+
+    pub fn key(&self) -> &ClusterKey {
+        &self.key
+    }
+
+    /// Sends `method path_and_query` with `body` to the peer at `addr`, signed with the cluster
+    /// key, plus `headers`; resolves when the response headers arrived (the body is the
+    /// caller's to read), or fails after `timeout` (connect included).
+    pub async fn send(
+        &self,
+        addr: SocketAddr,
+        method: Method,
+        path_and_query: &str,
+        body: Bytes,
+        headers: &[(HeaderName, HeaderValue)],
+        timeout: Duration,
+    ) -> Result<Response<Incoming>, PeerError> {
+        let other = |m: String| PeerError::Other(addr, m);
+        if !path_and_query.starts_with('/') {
+            return Err(other(format!("path {path_and_query:?} must start with /")));
+        }
+        let uri: Uri = format!("http://{addr}{path_and_query}")
+            .parse()
+            .map_err(|e| other(format!("bad path {path_and_query:?}: {e}")))?;
+        let signature = self.key.sign(method.as_str(), path_and_query, &body);
+        let mut req = Request::builder().method(method).uri(uri);
+        for (name, value) in headers {
+            req = req.header(name, value);
+        }
+        for (name, value) in signature.headers() {
+            req = req.header(name, value);
+        }
+        let req = req
+            .body(Full::new(body))
+            .map_err(|e| other(e.to_string()))?;
+        match tokio::time::timeout(timeout, self.client.request(req)).await {
+            Err(_) => Err(PeerError::Timeout(addr, timeout)),
+            Ok(Ok(resp)) => Ok(resp),
+            Ok(Err(e)) => Err(classify(addr, timeout, &e)),
+        }
+    }
+}
+
+/// Sorts a client error by the I/O error found in its chain of causes.
+fn classify(
+    addr: SocketAddr,
+    timeout: Duration,
+    e: &hyper_util::client::legacy::Error,
+) -> PeerError {
+    use std::io::ErrorKind;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                ErrorKind::ConnectionRefused => return PeerError::Refused(addr),
+                ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::BrokenPipe
+                | ErrorKind::UnexpectedEof => return PeerError::Reset(addr),
+                ErrorKind::TimedOut => return PeerError::Timeout(addr, timeout),
+                _ => {}
+            }
+        }
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            if h.is_incomplete_message() || h.is_canceled() {
+                return PeerError::Reset(addr);
+            }
+        }
+        source = err.source();
+    }
+    let mut msg = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(err) = source {
+        msg.push_str(": ");
+        msg.push_str(&err.to_string());
+        source = err.source();
+    }
+    PeerError::Other(addr, msg)
+}
+
+/// Checks the signature headers of a received request (method, path and query from its URI)
+/// against `key` and the receiver's clock `now` (UNIX seconds, see [`auth::unix_now`]).
+pub fn verify_parts(key: &ClusterKey, parts: &Parts, now: u64) -> Result<Verified, AuthError> {
+    let header = |name: &'static str| -> Result<Option<&str>, AuthError> {
+        match parts.headers.get(name) {
+            None => Ok(None),
+            Some(v) => v.to_str().map(Some).map_err(|_| AuthError::Malformed(name)),
+        }
+    };
+    let path = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or_else(|| parts.uri.path());
+    key.verify(
+        parts.method.as_str(),
+        path,
+        header(auth::TIME)?,
+        header(auth::DIGEST)?,
+        header(auth::SIGNATURE)?,
+        now,
+    )
+}
+
+/// The method a response's signature is made under: no request can have it, so a signed
+/// response can never pass for a signed request.
+pub const RESPONSE: &str = "RESPONSE";
+
+/// The three signature headers of a response with `body` to a request for `path_and_query`.
+pub fn sign_response(
+    key: &ClusterKey,
+    path_and_query: &str,
+    body: &[u8],
+) -> [(HeaderName, HeaderValue); 3] {
+    key.sign(RESPONSE, path_and_query, body)
+        .headers()
+        .map(|(n, v)| {
+            (
+                HeaderName::from_static(n),
+                HeaderValue::try_from(v).expect("hex and digits are valid header values"),
+            )
+        })
+}
+
+/// Checks a response's signature (see [`sign_response`]) and its body, received for a request
+/// for `path_and_query`, at `now`.
+pub fn verify_response(
+    key: &ClusterKey,
+    path_and_query: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: u64,
+) -> Result<(), AuthError> {
+    let header = |name: &'static str| -> Result<Option<&str>, AuthError> {
+        match headers.get(name) {
+            None => Ok(None),
+            Some(v) => v.to_str().map(Some).map_err(|_| AuthError::Malformed(name)),
+        }
+    };
+    key.verify(
+        RESPONSE,
+        path_and_query,
+        header(auth::TIME)?,
+        header(auth::DIGEST)?,
+        header(auth::SIGNATURE)?,
+        now,
+    )?
+    .check_body(body)
+}
+
+/// Why a body could not be read.
+#[derive(Debug, Error)]
+pub enum BodyError {
+    #[error("body larger than {0} bytes")]
+    TooLarge(usize),
+    #[error("reading the body: {0}")]
+    Read(String),
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+}
+
+/// Reads a body of at most `limit` bytes.
+pub async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, BodyError>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    match Limited::new(body, limit).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge(limit)),
+        Err(e) => Err(BodyError::Read(e.to_string())),
+    }
+}
+
+/// Reads a body of at most `limit` bytes and checks it against the request's signed digest.
+pub async fn read_verified_body<B>(
+    body: B,
+    limit: usize,
+    verified: &Verified,
+) -> Result<Bytes, BodyError>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let bytes = read_body(body, limit).await?;
+    verified.check_body(&bytes)?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(method: &str, uri: &str, headers: &[(&str, String)]) -> Parts {
+        let mut b = Request::builder().method(method).uri(uri);
+        for (n, v) in headers {
+            b = b.header(*n, v.as_str());
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn verify_parts_reads_the_headers_and_the_path_with_its_query() {
+        let key = ClusterKey::new(b"0123456789abcdef-secret");
+        let sig = key.sign_digest("GET", "/coord/map?after=3", 1000, &auth::sha256(b""));
+        let h = sig.headers().to_vec();
+        let p = parts("GET", "/coord/map?after=3", &h);
+        assert!(verify_parts(&key, &p, 1000).unwrap().empty_body());
+        // Another query, method or clock is refused.
+        let p = parts("GET", "/coord/map?after=4", &h);
+        assert_eq!(
+            verify_parts(&key, &p, 1000).unwrap_err(),
+            AuthError::BadSignature
+        );
+        let p = parts("POST", "/coord/map?after=3", &h);
+        assert_eq!(
+            verify_parts(&key, &p, 1000).unwrap_err(),
+            AuthError::BadSignature
+        );
+        let p = parts("GET", "/coord/map?after=3", &h);
+        assert!(matches!(
+            verify_parts(&key, &p, 1100).unwrap_err(),
+            AuthError::Stale { skew_s: 100 }
+        ));
+        let p = parts("GET", "/coord/map?after=3", &h[1..]);
+        assert_eq!(
+            verify_parts(&key, &p, 1000).unwrap_err(),
+            AuthError::Missing(auth::TIME)
+        );
+        let mut bad = h.clone();
+        bad[2].1 = "x".repeat(64);
+        let p = parts("GET", "/coord/map?after=3", &bad);
+        assert_eq!(
+            verify_parts(&key, &p, 1000).unwrap_err(),
+            AuthError::Malformed(auth::SIGNATURE)
+        );
+    }
+
+    #[test]
+    fn responses_are_signed_under_their_own_method() {
+        let key = ClusterKey::new(b"0123456789abcdef-secret");
+        let mut headers = HeaderMap::new();
+        for (n, v) in sign_response(&key, "/coord/map?after=1", b"{}") {
+            headers.insert(n, v);
+        }
+        let now = auth::unix_now();
+        verify_response(&key, "/coord/map?after=1", &headers, b"{}", now).unwrap();
+        assert_eq!(
+            verify_response(&key, "/coord/map?after=1", &headers, b"{ }", now),
+            Err(AuthError::BodyMismatch)
+        );
+        assert_eq!(
+            verify_response(&key, "/coord/map?after=2", &headers, b"{}", now),
+            Err(AuthError::BadSignature)
+        );
+        let other = ClusterKey::new(b"another-cluster-key!");
+        assert_eq!(
+            verify_response(&other, "/coord/map?after=1", &headers, b"{}", now),
+            Err(AuthError::BadSignature)
+        );
+        // A signed response is no signed request.
+        let h: Vec<(&str, String)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.to_str().unwrap().to_string()))
+            .collect();
+        let p = parts("GET", "/coord/map?after=1", &h);
+        assert_eq!(
+            verify_parts(&key, &p, now).unwrap_err(),
+            AuthError::BadSignature
+        );
+        assert_eq!(
+            verify_response(&key, "/coord/map?after=1", &HeaderMap::new(), b"{}", now),
+            Err(AuthError::Missing(auth::TIME))
+        );
+    }
+
+    #[tokio::test]
+    async fn bodies_are_limited_and_checked_against_the_digest() {
+        let key = ClusterKey::new(b"0123456789abcdef-secret");
+        let sig = key.sign_digest("PUT", "/x", 5, &auth::sha256(b"hello"));
+        let p = parts("PUT", "/x", &sig.headers());
+        let v = verify_parts(&key, &p, 5).unwrap();
+        let body = read_verified_body(Full::new(Bytes::from_static(b"hello")), 16, &v)
+            .await
+            .unwrap();
+        assert_eq!(&body[..], b"hello");
+        let e = read_verified_body(Full::new(Bytes::from_static(b"hellO")), 16, &v).await;
+        assert!(matches!(e, Err(BodyError::Auth(AuthError::BodyMismatch))));
+        let e = read_verified_body(Full::new(Bytes::from_static(b"hello")), 4, &v).await;
+        assert!(matches!(e, Err(BodyError::TooLarge(4))));
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_refused_and_a_silent_peer_times_out() {
+        let client = PeerClient::new(ClusterKey::new(b"0123456789abcdef-secret"));
+        // A port nobody listens on: bind, learn the port, close.
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        let t = Duration::from_secs(2);
+        let e = client
+            .send(addr, Method::GET, "/x", Bytes::new(), &[], t)
+            .await
+            .unwrap_err();
+        assert_eq!(e, PeerError::Refused(addr));
+        // A listener that accepts and never answers.
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let held = tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            drop(s);
+        });
+        let t = Duration::from_millis(200);
+        let e = client
+            .send(addr, Method::GET, "/x", Bytes::new(), &[], t)
+            .await
+            .unwrap_err();
+        assert_eq!(e, PeerError::Timeout(addr, t));
+        held.abort();
+        // A peer that closes the connection without answering.
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (s, _) = l.accept().await.unwrap();
+            drop(s);
+        });
+        let e = client
+            .send(
+                addr,
+                Method::GET,
+                "/x",
+                Bytes::new(),
+                &[],
+                Duration::from_secs(2),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(e, PeerError::Reset(addr));
+        let e = client
+            .send(addr, Method::GET, "no-slash", Bytes::new(), &[], t)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, PeerError::Other(..)));
+    }
+}

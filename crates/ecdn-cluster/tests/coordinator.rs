@@ -1,0 +1,636 @@
+//! The coordinator and the nodes' control tasks over loopback: failure and return, the
+//! signature checks, the long poll and the shutdown. Every test binds port 0 and is bounded in
+//! time.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ecdn_cluster::auth::{sha256, unix_now, ClusterKey};
+use ecdn_cluster::control::{spawn_control, Control, MapHandle, WriteLoads};
+use ecdn_cluster::coordinator::{
+    Coordinator, CoordinatorOptions, HeartbeatReply, RunningCoordinator, Status, HEARTBEAT_PATH,
+    MAP_PATH, STATUS_PATH,
+};
+use ecdn_cluster::peer::{read_body, PeerClient};
+use ecdn_cluster::{BucketMap, ClusterConfig};
+use ecdn_placement::pieces::{BucketLayout, Piece};
+use http_body_util::Full;
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::net::TcpListener;
+
+const KEY: &str = "0123456789abcdef-test-cluster-key";
+const T: Duration = Duration::from_secs(3);
+
+fn cluster_file(coordinator: SocketAddr, nodes: usize, heartbeat_ms: u64, missed: u32) -> String {
+    let mut text = format!(
+        "scheme = \"c2dn\"\nk = 3\np = 1\nbuckets = 100\nkey = \"{KEY}\"\n\
+         coordinator = \"{coordinator}\"\nheartbeat_ms = {heartbeat_ms}\n\
+         missed_heartbeats = {missed}\n"
+    );
+    for i in 0..nodes {
+        // Nodes' own listeners are not used by these tests.
+        text.push_str(&format!(
+            "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
+            1000 + i,
+            2000 + i
+        ));
+    }
+    text
+}
+
+async fn start(
+    heartbeat_ms: u64,
+    missed: u32,
+    opts: CoordinatorOptions,
+) -> (ClusterConfig, RunningCoordinator) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cfg = ClusterConfig::parse(&cluster_file(addr, 5, heartbeat_ms, missed)).unwrap();
+    let coord = Coordinator::start_on(cfg.clone(), listener, opts)
+        .await
+        .unwrap();
+    (cfg, coord)
+}
+
+fn client() -> PeerClient {
+    PeerClient::new(ClusterKey::new(KEY.as_bytes()))
+}
+
+async fn get_json<T: serde::de::DeserializeOwned>(
+    c: &PeerClient,
+    addr: SocketAddr,
+    path: &str,
+) -> (StatusCode, Option<T>) {
+    let resp = c
+        .send(addr, Method::GET, path, Bytes::new(), &[], T)
+        .await
+        .unwrap();
+    let status = resp.status();
+    let body = read_body(resp.into_body(), 64 << 20).await.unwrap();
+    (status, serde_json::from_slice(&body).ok())
+}
+
+async fn status(c: &PeerClient, addr: SocketAddr) -> Status {
+    let (s, st) = get_json(c, addr, STATUS_PATH).await;
+    assert_eq!(s, StatusCode::OK);
+    st.unwrap()
+}
+
+/// Waits (polling every 5 ms, at most `limit`) until `f` holds; returns the time it took.
+async fn until(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration> {
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        if f() {
+            return Some(t0.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    f().then(|| t0.elapsed())
+}
+
+fn names_server(map: &BucketMap, server: usize) -> bool {
+    let mut pieces: Vec<Piece> = Vec::new();
+    (0..map.buckets).any(|b| {
+        [false, true].into_iter().any(|coded| {
+            map.pieces(b, coded, &mut pieces);
+            pieces.iter().any(|p| p.server == server)
+        }) || map.data_servers(b).contains(&server)
+            || map.parity_servers(b).contains(&server)
+            || map.candidates(b).contains(&server)
+    })
+}
+
+/// A simulated node: the real control tasks plus a writer that reports loads.
+struct SimNode {
+    control: Control,
+    writer: tokio::task::JoinHandle<()>,
+}
+
+async fn sim_node(cfg: &ClusterConfig, id: usize) -> SimNode {
+    let loads = WriteLoads::for_cluster(cfg);
+    let control = tokio::time::timeout(T, spawn_control(cfg, id, client(), loads.clone()))
+        .await
+        .expect("the first map within 3 s")
+        .unwrap();
+    let writer = tokio::spawn(async move {
+        let mut i = 0usize;
+        loop {
+            loads.record_data(1000 * (id as u64 + 1));
+            loads.record_parity((i * 7 + id) % 100, 0, 500);
+            i += 1;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    SimNode { control, writer }
+}
+
+impl SimNode {
+    fn map(&self) -> &MapHandle {
+        self.control.map()
+    }
+
+    fn stop(self) {
+        self.writer.abort();
+        self.control.stop();
+    }
+}
+
+/// Five nodes heartbeat with loads; one stops and is marked unavailable within
+/// (missed + 1) heartbeats, every map after that leaves it out and every other node sees that
+/// map; it restarts and gets exactly its data buckets back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_node_is_remapped_and_returns_exactly() {
+    let (hb, missed) = (100u64, 4u32);
+    let (cfg, coord) = start(hb, missed, CoordinatorOptions::default()).await;
+    let addr = coord.addr();
+    let c = client();
+    let mut nodes = Vec::new();
+    for id in 0..5 {
+        nodes.push(Some(sim_node(&cfg, id).await));
+    }
+    let first = coord.map();
+    assert!(first.epoch >= 1);
+    assert!(first.available.iter().all(|&a| a));
+    assert!(names_server(&first, 2));
+    for n in nodes.iter().flatten() {
+        assert_eq!(n.map().epoch(), first.epoch);
+    }
+    // The map as served over HTTP is the coordinator's.
+    let (s, served) = get_json::<BucketMap>(&c, addr, MAP_PATH).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(served.unwrap(), *first);
+
+    // Heartbeats arrive and their loads are recorded.
+    until(T, || coord.status().nodes.iter().all(|n| n.heartbeats >= 2))
+        .await
+        .expect("two heartbeats from every node");
+    let st = status(&c, addr).await;
+    assert!(st.nodes.iter().all(|n| n.available && n.data_load > 0));
+    assert!(st.parity_load > 0);
+    assert_eq!(st.availability_changes, 0);
+
+    // Node 2 goes silent.
+    nodes[2].take().unwrap().stop();
+    let stopped = Instant::now();
+    let took = until(T, || !coord.map().is_available(2))
+        .await
+        .expect("node 2 unavailable within 3 s");
+    let bound = Duration::from_millis(hb * (u64::from(missed) + 1));
+    assert!(
+        took <= bound,
+        "marked unavailable after {took:?} > {bound:?}"
+    );
+    eprintln!(
+        "node 2 marked unavailable {:?} after its heartbeats stopped",
+        stopped.elapsed()
+    );
+    let down = coord.map();
+    assert!(down.epoch > first.epoch);
+    assert!(!names_server(&down, 2), "the map still names node 2");
+    let moved = (0..first.buckets)
+        .filter(|&b| first.data_servers(b) != down.data_servers(b))
+        .count();
+    let held = (0..first.buckets)
+        .filter(|&b| first.data_servers(b).contains(&2))
+        .count();
+    assert!(
+        held > 0 && moved == held,
+        "{moved} buckets moved, node 2 held {held}"
+    );
+    for n in nodes.iter().flatten() {
+        let e = tokio::time::timeout(T, n.map().wait_newer(down.epoch - 1))
+            .await
+            .expect("every node sees the new map");
+        assert!(e >= down.epoch);
+        assert!(!n.map().current().is_available(2));
+    }
+    let st = status(&c, addr).await;
+    assert!(!st.nodes[2].available);
+    let ev = st
+        .recent_rebalances
+        .iter()
+        .find(|e| e.trigger == "node 2 unavailable")
+        .expect("the failure is in the status");
+    assert!(ev.moved_data == held && ev.epoch > first.epoch);
+
+    // Node 2 returns: available again, its data buckets exactly as before.
+    nodes[2] = Some(sim_node(&cfg, 2).await);
+    until(T, || coord.map().is_available(2))
+        .await
+        .expect("node 2 available again within 3 s");
+    let back = coord.map();
+    assert!(back.epoch > down.epoch);
+    for b in 0..back.buckets {
+        assert_eq!(back.data_servers(b), first.data_servers(b), "bucket {b}");
+    }
+    for n in nodes.iter().flatten() {
+        tokio::time::timeout(T, n.map().wait_newer(back.epoch - 1))
+            .await
+            .expect("every node sees the return");
+        assert!(n.map().current().is_available(2));
+    }
+    let st = status(&c, addr).await;
+    assert_eq!(st.availability_changes, 2, "{:?}", st.recent_rebalances);
+    assert!(st.nodes.iter().all(|n| n.available));
+    for n in nodes.into_iter().flatten() {
+        n.stop();
+    }
+    coord.shutdown().await;
+}
+
+type Raw = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
+
+fn raw() -> Raw {
+    Client::builder(TokioExecutor::new()).build_http()
+}
+
+/// Sends a request with exactly these headers (no signing).
+async fn send_raw(
+    c: &Raw,
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> (StatusCode, String) {
+    let mut req = Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"));
+    for (n, v) in headers {
+        req = req.header(*n, v.as_str());
+    }
+    let req = req.body(Full::new(Bytes::copy_from_slice(body))).unwrap();
+    let resp = tokio::time::timeout(T, c.request(req))
+        .await
+        .unwrap()
+        .unwrap();
+    let status = resp.status();
+    let body = read_body(resp.into_body(), 1 << 20).await.unwrap();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+fn signed(
+    key: &ClusterKey,
+    method: &str,
+    path: &str,
+    time: u64,
+    body: &[u8],
+) -> Vec<(&'static str, String)> {
+    key.sign_digest(method, path, time, &sha256(body))
+        .headers()
+        .to_vec()
+}
+
+/// Unsigned, wrongly signed, stale and tampered heartbeats get 401; out-of-range and malformed
+/// ones 400; none of them changes a load or an availability.
+#[tokio::test]
+async fn bad_heartbeats_are_refused_and_change_nothing() {
+    // Long heartbeats: nothing expires during the test, so loads are only ever changed by
+    // heartbeats.
+    let (_cfg, coord) = start(10_000, 3, CoordinatorOptions::default()).await;
+    let addr = coord.addr();
+    let c = client();
+    let key = ClusterKey::new(KEY.as_bytes());
+    let good = br#"{"node": 1, "epoch": 0, "data_bytes": 1000, "parity": [[4, 0, 300]]}"#;
+    let resp = c
+        .send(
+            addr,
+            Method::POST,
+            HEARTBEAT_PATH,
+            Bytes::from_static(good),
+            &[],
+            T,
+        )
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let reply: HeartbeatReply =
+        serde_json::from_slice(&read_body(resp.into_body(), 4096).await.unwrap()).unwrap();
+    assert_eq!(reply.epoch, coord.map().epoch);
+    let before = status(&c, addr).await;
+    assert_eq!(before.nodes[1].data_load, 1000);
+    assert_eq!(before.parity_load, 300);
+    assert_eq!(before.heartbeats, 1);
+
+    let r = raw();
+    let now = unix_now();
+    let other = ClusterKey::new(b"another-key-of-another-cluster");
+    let evil = br#"{"node": 1, "epoch": 0, "data_bytes": 99999, "parity": [[4, 0, 99999]]}"#;
+    type Case<'a> = (&'a str, Vec<(&'a str, String)>, &'a [u8], &'a str);
+    let unauthorized: Vec<Case> = vec![
+        ("unsigned", vec![], evil, "missing"),
+        (
+            "wrong key",
+            signed(&other, "POST", HEARTBEAT_PATH, now, evil),
+            evil,
+            "bad signature",
+        ),
+        (
+            "60 s old",
+            signed(&key, "POST", HEARTBEAT_PATH, now - 60, evil),
+            evil,
+            "stale",
+        ),
+        (
+            "60 s ahead",
+            signed(&key, "POST", HEARTBEAT_PATH, now + 60, evil),
+            evil,
+            "stale",
+        ),
+        (
+            "signed for another body",
+            signed(&key, "POST", HEARTBEAT_PATH, now, good),
+            evil,
+            "digest",
+        ),
+        (
+            "signed for another path",
+            signed(&key, "POST", STATUS_PATH, now, evil),
+            evil,
+            "bad signature",
+        ),
+    ];
+    for (what, headers, body, reason) in unauthorized {
+        let (s, text) = send_raw(&r, addr, Method::POST, HEARTBEAT_PATH, &headers, body).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{what}");
+        assert!(text.contains(reason), "{what}: {text:?}");
+    }
+    // The map and the status need a signature too.
+    for path in [MAP_PATH, STATUS_PATH] {
+        let (s, _) = send_raw(&r, addr, Method::GET, path, &[], b"").await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{path}");
+    }
+
+    let bad_requests: [&[u8]; 6] = [
+        br#"{"node": 1, "epoch": 0, "data_bytes": 5, "parity": [[100, 0, 1]]}"#,
+        br#"{"node": 1, "epoch": 0, "data_bytes": 5, "parity": [[3, 1, 1]]}"#,
+        br#"{"node": 5, "epoch": 0, "data_bytes": 5}"#,
+        br#"{"node": 1, "epoch": 0, "data_bytes": -5}"#,
+        br#"{"node": 1, "epoch": 0, "data_bytes": 5, "extra": 1}"#,
+        b"{not json",
+    ];
+    for body in bad_requests {
+        let resp = c
+            .send(
+                addr,
+                Method::POST,
+                HEARTBEAT_PATH,
+                Bytes::from_static(body),
+                &[],
+                T,
+            )
+            .await
+            .unwrap();
+        let s = resp.status();
+        let text = read_body(resp.into_body(), 4096).await.unwrap();
+        assert_eq!(
+            s,
+            StatusCode::BAD_REQUEST,
+            "{}: {}",
+            String::from_utf8_lossy(body),
+            String::from_utf8_lossy(&text)
+        );
+    }
+    let after = status(&c, addr).await;
+    let still = |s: &Status| {
+        let mut n = s.nodes.clone();
+        n.iter_mut().for_each(|n| n.ms_since_heartbeat = None);
+        n
+    };
+    assert_eq!(
+        still(&after),
+        still(&before),
+        "a refused heartbeat changed a node"
+    );
+    assert_eq!(after.parity_load, before.parity_load);
+    assert_eq!((after.heartbeats, after.epoch), (1, before.epoch));
+    assert_eq!(after.unauthorized, 8);
+    assert_eq!(after.bad_requests, 6);
+    // Unknown endpoints and methods.
+    let resp = c
+        .send(addr, Method::GET, "/coord/nothing", Bytes::new(), &[], T)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::NOT_FOUND);
+    let resp = c
+        .send(addr, Method::GET, HEARTBEAT_PATH, Bytes::new(), &[], T)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+    coord.shutdown().await;
+}
+
+/// Nodes never heard from keep their start grace, then go; a long poll is answered by that
+/// change, an up-to-date one by 204 after the long poll, and a stale one at once.
+#[tokio::test]
+async fn the_map_is_long_polled() {
+    let opts = CoordinatorOptions {
+        long_poll: Duration::from_millis(400),
+        start_grace: Duration::from_millis(600),
+        first_epoch: Some(1),
+    };
+    let (_cfg, coord) = start(100, 3, opts).await;
+    let addr = coord.addr();
+    let c = client();
+    let t0 = Instant::now();
+    // Nobody heartbeats: all five nodes expire at the end of the grace (600 ms, longer than
+    // the 300 ms deadline).
+    let (s, m) = get_json::<BucketMap>(&c, addr, &format!("{MAP_PATH}?after=1")).await;
+    let waited = t0.elapsed();
+    assert_eq!(s, StatusCode::NO_CONTENT, "after {waited:?}");
+    assert!(m.is_none());
+    assert!(waited >= Duration::from_millis(380), "{waited:?}");
+    let (s, m) = get_json::<BucketMap>(&c, addr, &format!("{MAP_PATH}?after=1")).await;
+    assert_eq!(s, StatusCode::OK);
+    let m = m.unwrap();
+    let waited = t0.elapsed();
+    assert!(m.epoch > 1);
+    assert!(
+        waited >= Duration::from_millis(580) && waited < Duration::from_secs(2),
+        "{waited:?}"
+    );
+    assert!(m.available.iter().any(|&a| !a));
+    until(T, || coord.map().available.iter().all(|&a| !a))
+        .await
+        .unwrap();
+    let e = coord.map().epoch;
+    assert_eq!(e, 6);
+    // Not newer: 204; older: at once; none: at once; nonsense: 400.
+    let t1 = Instant::now();
+    let (s, _) = get_json::<BucketMap>(&c, addr, &format!("{MAP_PATH}?after={e}")).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    assert!(t1.elapsed() >= Duration::from_millis(380));
+    let t1 = Instant::now();
+    let (s, m) = get_json::<BucketMap>(&c, addr, &format!("{MAP_PATH}?after={}", e - 1)).await;
+    assert_eq!((s, m.unwrap().epoch), (StatusCode::OK, e));
+    let (s, m) = get_json::<BucketMap>(&c, addr, MAP_PATH).await;
+    assert_eq!((s, m.unwrap().epoch), (StatusCode::OK, e));
+    assert!(t1.elapsed() < Duration::from_millis(300));
+    let (s, _) = get_json::<BucketMap>(&c, addr, &format!("{MAP_PATH}?after=soon")).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    coord.shutdown().await;
+}
+
+/// Shutdown answers a long poll in flight at once and closes the listener.
+#[tokio::test]
+async fn shutdown_ends_long_polls_and_closes_the_port() {
+    let (_cfg, coord) = start(10_000, 3, CoordinatorOptions::default()).await;
+    let addr = coord.addr();
+    let e = coord.map().epoch;
+    let c = client();
+    let poll = tokio::spawn({
+        let c = c.clone();
+        async move {
+            c.send(
+                addr,
+                Method::GET,
+                &format!("{MAP_PATH}?after={e}"),
+                Bytes::new(),
+                &[],
+                T,
+            )
+            .await
+            .map(|r| r.status())
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t0 = Instant::now();
+    coord.shutdown().await;
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    let answered = tokio::time::timeout(T, poll).await.unwrap().unwrap();
+    assert_eq!(answered, Ok(StatusCode::SERVICE_UNAVAILABLE));
+    let fresh = client();
+    let e = fresh
+        .send(addr, Method::GET, STATUS_PATH, Bytes::new(), &[], T)
+        .await
+        .unwrap_err();
+    assert_eq!(e, ecdn_cluster::PeerError::Refused(addr));
+}
+
+/// A stand-in coordinator whose answers the test controls.
+#[derive(Default)]
+struct Fake {
+    /// Sign map answers (else they come unsigned).
+    sign_maps: bool,
+    /// Answer heartbeats (else 503).
+    answer_heartbeats: bool,
+    data_bytes: u64,
+    parity_bytes: u64,
+    heartbeats: u64,
+}
+
+async fn fake_coordinator(
+    listener: TcpListener,
+    map: BucketMap,
+    fake: std::sync::Arc<std::sync::Mutex<Fake>>,
+) {
+    use hyper::server::conn::http1;
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+    let key = ClusterKey::new(KEY.as_bytes());
+    let map_json = Bytes::from(serde_json::to_vec(&map).unwrap());
+    loop {
+        let (stream, _) = listener.accept().await.unwrap();
+        let (key, map_json, fake) = (key.clone(), map_json.clone(), fake.clone());
+        tokio::spawn(async move {
+            let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
+                let (key, map_json, fake) = (key.clone(), map_json.clone(), fake.clone());
+                async move {
+                    let pq = req.uri().path_and_query().unwrap().as_str().to_string();
+                    let (parts, body) = req.into_parts();
+                    let v = ecdn_cluster::peer::verify_parts(&key, &parts, unix_now()).unwrap();
+                    let body = ecdn_cluster::peer::read_verified_body(body, 1 << 20, &v)
+                        .await
+                        .unwrap();
+                    let mut f = fake.lock().unwrap();
+                    let (status, out, sign) = if parts.uri.path() == HEARTBEAT_PATH {
+                        if f.answer_heartbeats {
+                            let hb: ecdn_cluster::coordinator::Heartbeat =
+                                serde_json::from_slice(&body).unwrap();
+                            f.heartbeats += 1;
+                            f.data_bytes += hb.data_bytes;
+                            f.parity_bytes += hb.parity.iter().map(|p| p.2).sum::<u64>();
+                            (StatusCode::OK, Bytes::from_static(b"{\"epoch\": 7}"), true)
+                        } else {
+                            (StatusCode::SERVICE_UNAVAILABLE, Bytes::new(), false)
+                        }
+                    } else if pq.contains("after=") {
+                        // Long poll: nothing newer.
+                        drop(f);
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        (StatusCode::NO_CONTENT, Bytes::new(), false)
+                    } else {
+                        (StatusCode::OK, map_json.clone(), f.sign_maps)
+                    };
+                    let mut resp = hyper::Response::builder().status(status);
+                    if sign {
+                        for (n, v) in ecdn_cluster::peer::sign_response(&key, &pq, &out) {
+                            resp = resp.header(n, v);
+                        }
+                    }
+                    Ok::<_, std::convert::Infallible>(resp.body(Full::new(out)).unwrap())
+                }
+            });
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+/// A node takes no map its coordinator did not sign, and a heartbeat that fails keeps its
+/// loads for the next one: the coordinator gets every byte exactly once.
+#[tokio::test]
+async fn nodes_take_only_signed_maps_and_keep_unreported_loads() {
+    use ecdn_placement::pieces::Scheme;
+    use ecdn_placement::{Placement, PlacementConfig};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cfg = ClusterConfig::parse(&cluster_file(addr, 5, 50, 3)).unwrap();
+    let pl = Placement::new(
+        &cfg.weights(),
+        PlacementConfig {
+            buckets: 100,
+            k: 3,
+            p: 1,
+            seed: cfg.seed,
+            ..PlacementConfig::default()
+        },
+    )
+    .unwrap();
+    let map = BucketMap::from_placement(7, Scheme::C2dn, 3, 1, &pl, None);
+    let fake = std::sync::Arc::new(std::sync::Mutex::new(Fake::default()));
+    let server = tokio::spawn(fake_coordinator(listener, map.clone(), fake.clone()));
+
+    let loads = WriteLoads::for_cluster(&cfg);
+    loads.record_data(1234);
+    assert!(loads.record_parity(42, 0, 99));
+    let starting = tokio::spawn({
+        let (cfg, loads) = (cfg.clone(), loads.clone());
+        async move { spawn_control(&cfg, 3, client(), loads).await.unwrap() }
+    });
+    // Unsigned maps: the node keeps asking and does not start.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert!(!starting.is_finished(), "a node took an unsigned map");
+    fake.lock().unwrap().sign_maps = true;
+    let control = tokio::time::timeout(T, starting).await.unwrap().unwrap();
+    assert_eq!(control.map().epoch(), 7);
+    assert_eq!(*control.map().current(), map);
+    // Heartbeats fail for a while (503); then they are answered.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    loads.record_data(1);
+    fake.lock().unwrap().answer_heartbeats = true;
+    until(T, || fake.lock().unwrap().data_bytes >= 1235)
+        .await
+        .expect("the loads arrive");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let f = fake.lock().unwrap();
+    assert_eq!((f.data_bytes, f.parity_bytes), (1235, 99));
+    assert!(f.heartbeats >= 2);
+    drop(f);
+    control.stop();
+    server.abort();
+}
