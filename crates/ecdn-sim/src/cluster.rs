@@ -45,7 +45,7 @@
 
 use std::time::Instant;
 
-use ecdn_placement::{Placement, PlacementConfig, RebalanceOptions};
+use ecdn_placement::{chunk_id, Placement, PlacementConfig, RebalanceOptions};
 use ecdn_policy::spec::EvictionKind;
 use ecdn_policy::{Cache, Request};
 use ecdn_trace::{RequestReader, BATCH};
@@ -208,12 +208,6 @@ fn imbalance(v: &[u128]) -> f64 {
     } else {
         max as f64 / min as f64
     }
-}
-
-/// Key of chunk `index` of object `id` in a server's cache (replicas use the object id).
-#[inline]
-fn chunk_key(id: u64, index: usize) -> u64 {
-    (id ^ 0x6a09_e667_f3bc_c908).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (index as u64 + 1)
 }
 
 /// One piece of an object on one server.
@@ -442,7 +436,7 @@ impl Sim {
                 for (i, &s) in self.placement.data_servers(bucket).iter().enumerate() {
                     self.pieces.push(Piece {
                         server: s,
-                        key: chunk_key(req.id, i),
+                        key: chunk_id(req.id, i),
                         size: chunk,
                         index: i,
                         parity: None,
@@ -451,7 +445,7 @@ impl Sim {
                 for (j, &s) in self.placement.parity_servers(bucket).iter().enumerate() {
                     self.pieces.push(Piece {
                         server: s,
-                        key: chunk_key(req.id, k + j),
+                        key: chunk_id(req.id, k + j),
                         size: chunk,
                         index: k + j,
                         parity: Some(j),
@@ -463,7 +457,7 @@ impl Sim {
                 for (i, &s) in self.ring.iter().enumerate() {
                     self.pieces.push(Piece {
                         server: s,
-                        key: chunk_key(req.id, i),
+                        key: chunk_id(req.id, i),
                         size: chunk,
                         index: i,
                         parity: (i >= k).then(|| i - k),
@@ -541,7 +535,7 @@ impl Sim {
                         continue;
                     }
                     let probe = Request {
-                        id: chunk_key(req.id, c),
+                        id: chunk_id(req.id, c),
                         size: piece.size,
                         ..*req
                     };
@@ -573,7 +567,7 @@ impl Sim {
                         continue;
                     }
                     let probe = Request {
-                        id: if coded { chunk_key(req.id, c) } else { req.id },
+                        id: if coded { chunk_id(req.id, c) } else { req.id },
                         size: self.pieces[0].size,
                         ..*req
                     };
