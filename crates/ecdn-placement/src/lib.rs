@@ -36,6 +36,9 @@
 //!   many of its remembered parity buckets as its budget allows, then parity buckets from the
 //!   most loaded servers while budget remains. **Periodic rebalance** ([`Placement::rebalance`])
 //!   runs Algorithm 1 over all parity buckets.
+//! * **Chunk ids.** Chunk `c` of object `o` is cached under [`chunk_id`]`(o, c)` (data chunks
+//!   `0..K`, parity chunks `K..K+P`); a replicated object under `o` itself. The simulator and
+//!   the node share this function, so both look a chunk up under the same id.
 //!
 //! `data_servers` and `parity_servers` read precomputed tables (O(1), no allocation); they are
 //! on the request path. Everything is deterministic for a given configuration and seed.
@@ -49,6 +52,7 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
+pub use hash::chunk_id;
 pub use rebalance::{
     parity_rebalance, Budget, ParityAssignment, ParityProblem, RebalanceOptions, Stability,
 };

@@ -12,10 +12,16 @@
 //!   parity chunks, chunk i on the i-th server of the bucket's ring walk; smaller objects get
 //!   two replicas;
 //! - `c2dn`: as `c2dn-norebal`, but data chunks go to the bucket's K data servers (ring) and
-//!   parity chunks to its P parity servers, placed by parity rebalance (Algorithm 1), which
-//!   runs every `rebalance_every` trace seconds (the first time after a tenth of that, when the
-//!   first loads are known; before, parity buckets are spread by count) and on every
-//!   availability change; small objects get two replicas on the first two data servers.
+//!   parity chunks to its P parity servers, placed by parity rebalance (Algorithm 1); small
+//!   objects get two replicas on the first two data servers.
+//!
+//! When parity rebalance runs (C2DN): as in C2DN §4.2 and §5 ("only when there is an
+//! unavailability event") and as the live cluster does, on every availability change, with the
+//! write loads recorded since the last one; until the first, parity buckets are spread by
+//! count. Two load-based rebalances are options, both off by default:
+//! `rebalance_at` (one at that trace time, e.g. App. 10.3's initial Phase 2 once the first
+//! loads are known) and `rebalance_every` (periodic; its first one at `rebalance_at`, or after
+//! a tenth of the period).
 //!
 //! A request goes to its bucket's first available server, which serves from its own piece and
 //! the pieces on peers. A replicated object hits if any available target holds a copy. A coded
@@ -24,19 +30,29 @@
 //! origin. After serving, every available target that lacks its piece has it written (chunks
 //! are re-encoded from the decoded object), which is how a moved bucket is refilled.
 //!
+//! Pieces in the caches: chunk c of object o is cached under [`ecdn_placement::chunk_id`]`(o,
+//! c)`, the id the node uses; a replica under o itself.
+//!
 //! Where chunks are looked for (C2DN schemes): a target server serves any chunk of the object
 //! it holds, not only the one its assignment names (a server that held a bucket's parity and
 //! now holds its data after a move still has the parity chunks); and in `c2dn`, a (bucket,
 //! chunk) slot that moved remembers its last two former servers, whose caches still hold its
-//! chunks until they are evicted there. Without this, every parity move of a periodic
-//! rebalance would strip the moved bucket's objects of a chunk, and a rebalance during an
-//! unavailability would turn hits into partial hits. The node will keep the same lookup table.
+//! chunks until they are evicted there. Without this, every parity move of a rebalance would
+//! strip the moved bucket's objects of a chunk, and a rebalance during an unavailability would
+//! turn hits into partial hits. The node will keep the same lookup table.
 //!
-//! Accounting: origin bytes (byte miss ratio), per-server bytes written (admissions) and read
-//! (pieces used to serve), and **unprotected** requests — of the requests whose object was
-//! cached at all, the fraction whose object could not survive one more unavailability: coded
-//! with fewer than K+1 chunks cached, or a single replica (measured before the request's own
-//! writes repair it). Byte sums are `u128`, so no trace's sizes can overflow them.
+//! Accounting: origin bytes (byte miss ratio); per-server bytes written (admissions) and read
+//! (pieces used to serve), whose max/min ratios — the write and read imbalance — are taken over
+//! the servers available for the whole run (all of them without unavailability); and the
+//! **unprotected fraction** as in C2DN Fig. 6b/c: of the objects cached in the cluster (a piece
+//! on an available server), those that could not survive one more unavailability — a single
+//! replica, or fewer than K + 1 distinct chunks cached. It is tracked per object from every
+//! admission and every eviction the servers' caches report (module `protection`), sampled at
+//! each window's end; the run's value is the mean of those samples (windows that ended with
+//! nothing cached left out), and the value at the end is reported too. The older per-request
+//! measure (of the requests whose object was cached, those whose object was unprotected at that
+//! moment) is kept as `unprotected_request_fraction`. Byte sums are `u128`, so no trace's sizes
+//! can overflow them.
 //!
 //! Per-window series: a window is kept only if a request fell in it (each window carries its
 //! index), so a gap in the trace's timestamps costs nothing, however long it is; memory stays
@@ -45,12 +61,13 @@
 
 use std::time::Instant;
 
-use ecdn_placement::{Placement, PlacementConfig, RebalanceOptions};
+use ecdn_placement::{chunk_id, Placement, PlacementConfig, RebalanceOptions};
 use ecdn_policy::spec::EvictionKind;
 use ecdn_policy::{Cache, Request};
 use ecdn_trace::{RequestReader, BATCH};
 use serde::Serialize;
 
+use crate::protection::Protection;
 use crate::unavailability::{Unavailability, Window};
 use crate::SimError;
 
@@ -111,8 +128,15 @@ pub struct ClusterConfig {
     /// Objects larger than this are coded (C2DN schemes).
     pub threshold: u64,
     pub buckets: usize,
-    /// Periodic parity rebalance, trace seconds (C2DN); the first one comes after a tenth of it.
+    /// Periodic parity rebalance (C2DN), every this many trace seconds; 0 (the default) never.
+    /// C2DN rebalances parity only on availability changes (§4.2, §5), which the simulator
+    /// always does; the periodic one is an option.
     pub rebalance_every: f64,
+    /// The first load-based parity rebalance (C2DN), at this trace time in seconds (App. 10.3:
+    /// the initial assignment's Phase 2 once write loads are known); periodic rebalances
+    /// follow every `rebalance_every`. `None`: a tenth of `rebalance_every` when periodic
+    /// rebalance is on, else none (the default).
+    pub rebalance_at: Option<f64>,
     /// How parity rebalance trades balance for stability (see `ecdn_placement`).
     pub rebalance: RebalanceOptions,
     /// `rep2-popular`: requests after which an object counts as popular.
@@ -127,7 +151,7 @@ pub struct ClusterConfig {
 
 impl ClusterConfig {
     /// C2DN's defaults: 10 equal servers, FIFO, n4k3 (K = 3, P = 1), 128 KiB threshold,
-    /// 100 buckets, rebalance every 300 s, 300 s windows.
+    /// 100 buckets, parity rebalance only on availability changes, 300 s windows.
     pub fn new(scheme: Scheme, capacity: u64) -> Self {
         ClusterConfig {
             scheme,
@@ -138,7 +162,8 @@ impl ClusterConfig {
             p: 1,
             threshold: 128 << 10,
             buckets: 100,
-            rebalance_every: 300.0,
+            rebalance_every: 0.0,
+            rebalance_at: None,
             rebalance: RebalanceOptions::default(),
             popular_min: 2,
             window: Window::Seconds(300.0),
@@ -165,6 +190,11 @@ pub struct ClusterWindow {
     pub byte_miss_ratio: f64,
     /// Servers unavailable at the window's first request.
     pub unavailable: Vec<usize>,
+    /// Objects with a piece cached on an available server, at the window's end.
+    pub cached_objects: u64,
+    /// Of those, the fraction unprotected (one replica, or fewer than K + 1 distinct chunks),
+    /// at the window's end (C2DN Fig. 6b/c).
+    pub unprotected_fraction: f64,
 }
 
 /// What a cluster simulation measured.
@@ -179,11 +209,25 @@ pub struct ClusterResult {
     pub miss_ratio: f64,
     pub byte_miss_ratio: f64,
     pub partial_hit_ratio: f64,
-    /// Max/min bytes written per server.
+    /// Max/min bytes written per server, over the servers available for the whole run
+    /// (`always_available`).
     pub write_imbalance: f64,
-    /// Max/min bytes read per server.
+    /// Max/min bytes read per server, over the same servers.
     pub read_imbalance: f64,
+    /// The servers never unavailable during the run; all of them if every server was
+    /// unavailable at some point (then the imbalances are over all servers).
+    pub always_available: Vec<usize>,
+    /// Of the objects cached in the cluster, the fraction unprotected (a single replica, or
+    /// fewer than K + 1 distinct chunks cached on available servers; C2DN Fig. 6b/c): the
+    /// mean of the per-window values, each sampled at its window's end.
     pub unprotected_fraction: f64,
+    /// The same, at the end of the run.
+    pub unprotected_fraction_end: f64,
+    /// Objects cached on available servers at the end of the run.
+    pub cached_objects: u64,
+    /// Of the requests whose object had a piece cached, the fraction whose object was
+    /// unprotected at that moment (before the request's own writes repaired it).
+    pub unprotected_request_fraction: f64,
     pub bytes_written: Vec<u128>,
     pub bytes_read: Vec<u128>,
     pub origin_bytes: u128,
@@ -210,10 +254,26 @@ fn imbalance(v: &[u128]) -> f64 {
     }
 }
 
-/// Key of chunk `index` of object `id` in a server's cache (replicas use the object id).
+/// Looks piece `key` (of `size` bytes, for `req`) up in `cache`; a hit refreshes its order. An
+/// entry the cache drops because its size changed is reported to `protection`.
 #[inline]
-fn chunk_key(id: u64, index: usize) -> u64 {
-    (id ^ 0x6a09_e667_f3bc_c908).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (index as u64 + 1)
+fn probe(
+    cache: &mut Cache,
+    protection: &mut Protection,
+    req: &Request,
+    key: u64,
+    size: u64,
+) -> bool {
+    let before = cache.eviction().len();
+    let hit = cache.lookup(&Request {
+        id: key,
+        size,
+        ..*req
+    });
+    if !hit && cache.eviction().len() < before {
+        protection.removed(key);
+    }
+    hit
 }
 
 /// One piece of an object on one server.
@@ -242,6 +302,10 @@ struct Sim {
     former: Vec<[usize; 2]>,
     unavailable: Vec<usize>,
     next_unavailable: Vec<usize>,
+    /// Servers that were unavailable at some point of the run.
+    ever_unavailable: Vec<bool>,
+    /// What the caches hold of every object, for the unprotected fraction.
+    protection: Protection,
     requests: u64,
     misses: u64,
     partial: u64,
@@ -250,7 +314,7 @@ struct Sim {
     cached_requests: u64,
     unprotected: u64,
     windows: Vec<ClusterWindow>,
-    /// Trace time of the next periodic rebalance.
+    /// Trace time of the next load-based parity rebalance (infinite: none).
     next_rebalance: f64,
     rebalances: u64,
     rebalance_s: f64,
@@ -259,6 +323,19 @@ struct Sim {
 impl Sim {
     fn new(cfg: ClusterConfig) -> Result<Sim, SimError> {
         let n = cfg.weights.len();
+        if !(cfg.rebalance_every.is_finite() && cfg.rebalance_every >= 0.0) {
+            return Err(SimError::Config(format!(
+                "invalid rebalance period {}: trace seconds, 0 for none",
+                cfg.rebalance_every
+            )));
+        }
+        if let Some(at) = cfg.rebalance_at {
+            if !(at.is_finite() && at >= 0.0) {
+                return Err(SimError::Config(format!(
+                    "invalid first rebalance time {at}: trace seconds"
+                )));
+            }
+        }
         let (k, p) = if cfg.scheme.coded() {
             (cfg.k, cfg.p)
         } else {
@@ -309,6 +386,8 @@ impl Sim {
             former: vec![[usize::MAX; 2]; cfg.buckets * (cfg.k + cfg.p)],
             unavailable: Vec::new(),
             next_unavailable: Vec::new(),
+            ever_unavailable: vec![false; n],
+            protection: Protection::new(cfg.k),
             requests: 0,
             misses: 0,
             partial: 0,
@@ -317,9 +396,13 @@ impl Sim {
             cached_requests: 0,
             unprotected: 0,
             windows: Vec::new(),
-            // The first load-based rebalance comes after a tenth of the period: until then the
-            // parity buckets are spread by count, with no loads known.
-            next_rebalance: cfg.rebalance_every / 10.0,
+            // Until the first load-based rebalance the parity buckets are spread by count, with
+            // no loads known; by default it comes after a tenth of the period.
+            next_rebalance: match cfg.rebalance_at {
+                Some(at) => at,
+                None if cfg.rebalance_every > 0.0 => cfg.rebalance_every / 10.0,
+                None => f64::INFINITY,
+            },
             rebalances: 0,
             rebalance_s: 0.0,
             cfg,
@@ -330,6 +413,8 @@ impl Sim {
     fn advance(&mut self, time: f64) {
         let w = self.cfg.window.index(self.requests, time);
         if self.windows.last().is_none_or(|last| last.index < w) {
+            // The window that ends here: its protection sample.
+            self.sample_protection();
             // A new window: availability follows the record and the failure events. Windows
             // no request fell in are not kept.
             self.cfg
@@ -351,11 +436,12 @@ impl Sim {
                 self.apply_availability();
             }
         }
-        if self.cfg.scheme == Scheme::C2dn
-            && self.cfg.rebalance_every > 0.0
-            && time >= self.next_rebalance
-        {
-            self.next_rebalance = time + self.cfg.rebalance_every;
+        if self.cfg.scheme == Scheme::C2dn && time >= self.next_rebalance {
+            self.next_rebalance = if self.cfg.rebalance_every > 0.0 {
+                time + self.cfg.rebalance_every
+            } else {
+                f64::INFINITY
+            };
             let before = self.holders();
             let report = self.placement.rebalance();
             self.remember_moves(&before);
@@ -373,6 +459,10 @@ impl Sim {
             let down_now = self.unavailable.contains(&s);
             let down_next = self.next_unavailable.contains(&s);
             if down_now != down_next {
+                self.protection.server_changed(&self.caches[s], !down_next);
+                if down_next {
+                    self.ever_unavailable[s] = true;
+                }
                 let before = self.holders();
                 let report = self.placement.set_available(s, !down_next);
                 self.remember_moves(&before);
@@ -442,7 +532,7 @@ impl Sim {
                 for (i, &s) in self.placement.data_servers(bucket).iter().enumerate() {
                     self.pieces.push(Piece {
                         server: s,
-                        key: chunk_key(req.id, i),
+                        key: chunk_id(req.id, i),
                         size: chunk,
                         index: i,
                         parity: None,
@@ -451,7 +541,7 @@ impl Sim {
                 for (j, &s) in self.placement.parity_servers(bucket).iter().enumerate() {
                     self.pieces.push(Piece {
                         server: s,
-                        key: chunk_key(req.id, k + j),
+                        key: chunk_id(req.id, k + j),
                         size: chunk,
                         index: k + j,
                         parity: Some(j),
@@ -463,7 +553,7 @@ impl Sim {
                 for (i, &s) in self.ring.iter().enumerate() {
                     self.pieces.push(Piece {
                         server: s,
-                        key: chunk_key(req.id, i),
+                        key: chunk_id(req.id, i),
                         size: chunk,
                         index: i,
                         parity: (i >= k).then(|| i - k),
@@ -513,12 +603,13 @@ impl Sim {
             if !self.placement.is_available(piece.server) {
                 continue;
             }
-            let probe = Request {
-                id: piece.key,
-                size: piece.size,
-                ..*req
-            };
-            if self.caches[piece.server].lookup(&probe) {
+            if probe(
+                &mut self.caches[piece.server],
+                &mut self.protection,
+                req,
+                piece.key,
+                piece.size,
+            ) {
                 present |= 1 << i;
                 copies += 1;
                 if have & (1 << piece.index) == 0 {
@@ -540,12 +631,13 @@ impl Sim {
                     if have & (1 << c) != 0 || c == piece.index {
                         continue;
                     }
-                    let probe = Request {
-                        id: chunk_key(req.id, c),
-                        size: piece.size,
-                        ..*req
-                    };
-                    if self.caches[piece.server].lookup(&probe) {
+                    if probe(
+                        &mut self.caches[piece.server],
+                        &mut self.protection,
+                        req,
+                        chunk_id(req.id, c),
+                        piece.size,
+                    ) {
                         have |= 1 << c;
                         *src = piece.server;
                     }
@@ -572,12 +664,13 @@ impl Sim {
                     {
                         continue;
                     }
-                    let probe = Request {
-                        id: if coded { chunk_key(req.id, c) } else { req.id },
-                        size: self.pieces[0].size,
-                        ..*req
-                    };
-                    if self.caches[f].lookup(&probe) {
+                    if probe(
+                        &mut self.caches[f],
+                        &mut self.protection,
+                        req,
+                        if coded { chunk_id(req.id, c) } else { req.id },
+                        self.pieces[0].size,
+                    ) {
                         if coded {
                             have |= 1 << c;
                             source[c] = f;
@@ -664,8 +757,20 @@ impl Sim {
                 ..*req
             };
             let cache = &mut self.caches[piece.server];
-            if cache.admit(&probe) {
-                cache.clear_evicted();
+            let before = cache.eviction().len();
+            let admitted = cache.admit(&probe);
+            // What the policy evicted to make room, then the piece itself if it was inserted
+            // (not if the cache already held it).
+            let evicted = cache.evicted().len();
+            for e in cache.evicted() {
+                self.protection.removed(e.id);
+            }
+            cache.clear_evicted();
+            if admitted && cache.eviction().len() + evicted == before + 1 {
+                self.protection
+                    .added(piece.key, req.id, coded.then_some(piece.index));
+            }
+            if admitted {
                 self.written[piece.server] += u128::from(piece.size);
                 match piece.parity {
                     Some(j) => self.placement.record_parity_write(bucket, j, piece.size),
@@ -675,11 +780,36 @@ impl Sim {
         }
     }
 
+    /// Records the protection state in the current window (called at its end).
+    fn sample_protection(&mut self) {
+        if let Some(w) = self.windows.last_mut() {
+            w.cached_objects = self.protection.cached_objects();
+            w.unprotected_fraction = self.protection.unprotected_fraction();
+        }
+    }
+
     fn finish(mut self, elapsed: f64) -> ClusterResult {
+        self.sample_protection();
         for w in &mut self.windows {
             w.miss_ratio = ratio(w.misses, w.requests);
             w.byte_miss_ratio = ratio(w.origin_bytes, w.bytes);
         }
+        // The mean over the windows that ended with something cached.
+        let (sum, n) = self
+            .windows
+            .iter()
+            .filter(|w| w.cached_objects > 0)
+            .fold((0.0, 0u32), |(s, n), w| (s + w.unprotected_fraction, n + 1));
+        let unprotected_fraction = if n == 0 { 0.0 } else { sum / f64::from(n) };
+        let mut always: Vec<usize> = (0..self.written.len())
+            .filter(|&s| !self.ever_unavailable[s])
+            .collect();
+        if always.is_empty() {
+            always = (0..self.written.len()).collect();
+        }
+        let over = |v: &[u128]| imbalance(&always.iter().map(|&s| v[s]).collect::<Vec<_>>());
+        let write_imbalance = over(&self.written);
+        let read_imbalance = over(&self.read);
         ClusterResult {
             scheme: match self.cfg.scheme {
                 Scheme::C2dn | Scheme::C2dnNoRebal => {
@@ -700,9 +830,13 @@ impl Sim {
             miss_ratio: ratio(self.misses, self.requests),
             byte_miss_ratio: ratio(self.origin, self.bytes),
             partial_hit_ratio: ratio(self.partial, self.requests),
-            write_imbalance: imbalance(&self.written),
-            read_imbalance: imbalance(&self.read),
-            unprotected_fraction: ratio(self.unprotected, self.cached_requests),
+            write_imbalance,
+            read_imbalance,
+            always_available: always,
+            unprotected_fraction,
+            unprotected_fraction_end: self.protection.unprotected_fraction(),
+            cached_objects: self.protection.cached_objects(),
+            unprotected_request_fraction: ratio(self.unprotected, self.cached_requests),
             bytes_written: self.written,
             bytes_read: self.read,
             origin_bytes: self.origin,
@@ -820,5 +954,187 @@ pub fn compare(
         unavailability_starts: starts,
         baseline_miss_ratio: without.miss_ratio,
         with,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::unavailability::FailEvent;
+    use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
+
+    /// 20,000 requests over 3,000 objects (web + video sizes, 1000 per trace second); every
+    /// 101st request asks for another size of its object (a new version).
+    fn trace() -> Vec<Request> {
+        let mut v: Vec<Request> = Generator::new(GenConfig {
+            requests: 20_000,
+            objects: 3_000,
+            alpha: 0.9,
+            sizes: SizeDist::WebVideo,
+            rate: 1000.0,
+            seed: 11,
+            scenario: Scenario::Stationary,
+        })
+        .unwrap()
+        .collect();
+        for r in v.iter_mut().step_by(101) {
+            r.size += 1;
+        }
+        v
+    }
+
+    fn config(scheme: Scheme, capacity: u64) -> ClusterConfig {
+        let mut cfg = ClusterConfig::new(scheme, capacity);
+        cfg.weights = vec![1.0; 6];
+        cfg.window = Window::Requests(2_000);
+        cfg
+    }
+
+    /// Runs `reqs` through a simulator, checking the protection mirror against the caches
+    /// every `check_every` requests and at the end.
+    fn run_checked(reqs: &[Request], cfg: &ClusterConfig, check_every: usize) -> ClusterResult {
+        let mut sim = Sim::new(cfg.clone()).unwrap();
+        let t0 = reqs[0].time;
+        for (i, r) in reqs.iter().enumerate() {
+            sim.request(r, (r.time - t0) as f64);
+            if (i + 1) % check_every == 0 || i + 1 == reqs.len() {
+                let avail: Vec<bool> = (0..cfg.weights.len())
+                    .map(|s| sim.placement.is_available(s))
+                    .collect();
+                if let Err(e) = sim.protection.check(&sim.caches, &avail) {
+                    panic!("{} after request {}: {e}", cfg.scheme.name(), i + 1);
+                }
+            }
+        }
+        sim.finish(0.0)
+    }
+
+    #[test]
+    fn protection_mirrors_the_caches_through_evictions_failures_and_returns() {
+        let reqs = trace();
+        for scheme in [
+            Scheme::NoRep,
+            Scheme::Rep(2),
+            Scheme::Rep2Popular,
+            Scheme::C2dnNoRebal,
+            Scheme::C2dn,
+        ] {
+            // Small enough to evict all the time; server 2 away from 5 s to 12 s, server 4
+            // from 8 s on; a periodic rebalance too, so parity moves.
+            let mut cfg = config(scheme, 400 << 20);
+            cfg.rebalance_every = 3.0;
+            cfg.unavailability.events = vec![
+                FailEvent {
+                    server: 2,
+                    start: 5.0,
+                    end: 12.0,
+                },
+                FailEvent {
+                    server: 4,
+                    start: 8.0,
+                    end: f64::INFINITY,
+                },
+            ];
+            let r = run_checked(&reqs, &cfg, 997);
+            assert!(r.cached_objects > 0, "{}", r.scheme);
+            assert!(
+                r.windows
+                    .iter()
+                    .all(|w| (0.0..=1.0).contains(&w.unprotected_fraction)),
+                "{}",
+                r.scheme
+            );
+            // Servers 2 and 4 were away, so the imbalance is over the others.
+            assert_eq!(r.always_available, vec![0, 1, 3, 5], "{}", r.scheme);
+        }
+    }
+
+    #[test]
+    fn unprotected_fraction_counts_cached_objects() {
+        let reqs = trace();
+        // One copy of everything: every cached object is unprotected, in every window.
+        let r = run_checked(&reqs, &config(Scheme::NoRep, 400 << 20), 4_999);
+        assert!(r.windows.iter().all(|w| w.unprotected_fraction == 1.0));
+        assert_eq!(r.unprotected_fraction, 1.0);
+        assert_eq!(r.unprotected_fraction_end, 1.0);
+        // A cache that never evicts: every object has all its copies or chunks, and the
+        // cached objects are exactly the distinct objects requested.
+        let distinct = {
+            let mut ids: Vec<u64> = reqs.iter().map(|r| r.id).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids.len() as u64
+        };
+        for scheme in [Scheme::Rep(2), Scheme::C2dnNoRebal, Scheme::C2dn] {
+            let r = run_checked(&reqs, &config(scheme, 1 << 40), 4_999);
+            assert_eq!(r.unprotected_fraction, 0.0, "{}", r.scheme);
+            assert_eq!(r.cached_objects, distinct, "{}", r.scheme);
+        }
+        // Server 3 away from 10 s on, no eviction: the objects with a piece on it lose it (a
+        // replica, or one of K + 1 chunks), and only those not requested since are left
+        // unprotected; objects cached only on server 3 are not cached in the cluster.
+        let mut cfg = config(Scheme::Rep(2), 1 << 40);
+        cfg.unavailability.events = vec![FailEvent {
+            server: 3,
+            start: 10.0,
+            end: f64::INFINITY,
+        }];
+        let r = run_checked(&reqs, &cfg, 4_999);
+        let end = r.unprotected_fraction_end;
+        assert!(end > 0.0 && end < 0.5, "{end}");
+        assert_eq!(
+            r.cached_objects, distinct,
+            "rep2 keeps a copy of everything"
+        );
+        let before: Vec<f64> = r.windows[..5]
+            .iter()
+            .map(|w| w.unprotected_fraction)
+            .collect();
+        assert_eq!(before, vec![0.0; 5]);
+    }
+
+    #[test]
+    fn periodic_rebalance_is_off_by_default_and_an_option() {
+        let reqs = trace();
+        let count = |every: f64, at: Option<f64>| {
+            let mut cfg = config(Scheme::C2dn, 400 << 20);
+            cfg.rebalance_every = every;
+            cfg.rebalance_at = at;
+            run_checked(&reqs, &cfg, 10_000).rebalances
+        };
+        let span = (reqs.last().unwrap().time - reqs[0].time) as f64;
+        assert!(span > 15.0 && span < 25.0, "{span}");
+        assert_eq!(count(0.0, None), 0, "only availability changes rebalance");
+        assert_eq!(count(0.0, Some(2.0)), 1, "one rebalance at 2 s");
+        // Every 5 s, the first after half a second: at 0.5, 5.5, 10.5, ….
+        let periodic = ((span - 0.5) / 5.0).floor() as u64 + 1;
+        assert_eq!(count(5.0, None), periodic);
+        assert_eq!(
+            count(5.0, Some(3.0)),
+            ((span - 3.0) / 5.0).floor() as u64 + 1
+        );
+        // An availability change rebalances whatever the option says: away and back.
+        let mut cfg = config(Scheme::C2dn, 400 << 20);
+        cfg.unavailability.events = vec![FailEvent {
+            server: 1,
+            start: 4.0,
+            end: 9.0,
+        }];
+        let r = run_checked(&reqs, &cfg, 10_000);
+        assert_eq!(r.rebalances, 2);
+        assert_eq!(r.always_available, vec![0, 2, 3, 4, 5]);
+        let w: Vec<u128> = r
+            .always_available
+            .iter()
+            .map(|&s| r.bytes_written[s])
+            .collect();
+        assert_eq!(r.write_imbalance, imbalance(&w));
+        // Bad settings are errors.
+        for (every, at) in [(-1.0, None), (f64::NAN, None), (0.0, Some(-2.0))] {
+            let mut cfg = config(Scheme::C2dn, 1 << 30);
+            cfg.rebalance_every = every;
+            cfg.rebalance_at = at;
+            assert!(matches!(Sim::new(cfg), Err(SimError::Config(_))));
+        }
     }
 }

@@ -17,6 +17,7 @@ pub mod cluster;
 pub mod cluster_sweep;
 pub mod model_check;
 pub mod pool;
+mod protection;
 pub mod unavailability;
 
 /// How much of the trace warms the cache before measuring.

@@ -54,9 +54,16 @@ pub struct ClusterArgs {
     /// Buckets objects are hashed to (C2DN: "100s" for a 10-server cluster).
     #[arg(long, default_value_t = 100)]
     buckets: usize,
-    /// Periodic parity rebalance (trace time); 0 turns it off.
-    #[arg(long, default_value = "300s")]
+    /// Periodic parity rebalance every SECONDS of trace time (c2dn); 0, the default, never.
+    /// Parity is always rebalanced on every availability change (C2DN §4.2, §5), as the live
+    /// cluster does.
+    #[arg(long, default_value = "0", value_name = "SECONDS")]
     rebalance_every: String,
+    /// One load-based parity rebalance at SECONDS of trace time (c2dn; App. 10.3's initial
+    /// Phase 2 once write loads are known); periodic ones follow every --rebalance-every.
+    /// Default: a tenth of --rebalance-every, none when it is 0.
+    #[arg(long, value_name = "SECONDS")]
+    rebalance_at: Option<String>,
     /// Parity rebalance stability: off (Algorithm 1 as published), keep (stay on the current
     /// server when it has flow), steer (also steer the flow to current servers).
     #[arg(long, default_value = "steer")]
@@ -183,7 +190,14 @@ pub fn run(a: ClusterArgs) -> Result<()> {
         }
         unavailability.events.push(e);
     }
-    let rebalance_every = parse_seconds(&a.rebalance_every).map_err(anyhow::Error::msg)?;
+    let rebalance_every =
+        parse_seconds(&a.rebalance_every).map_err(|e| anyhow::anyhow!("--rebalance-every: {e}"))?;
+    let rebalance_at = a
+        .rebalance_at
+        .as_deref()
+        .map(parse_seconds)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--rebalance-at: {e}"))?;
     let threshold = parse_size(&a.threshold).map_err(anyhow::Error::msg)?;
     let rebalance = ecdn_placement::RebalanceOptions {
         stability: a
@@ -204,6 +218,7 @@ pub fn run(a: ClusterArgs) -> Result<()> {
     base.threshold = threshold;
     base.buckets = a.buckets;
     base.rebalance_every = rebalance_every;
+    base.rebalance_at = rebalance_at;
     base.rebalance = rebalance;
     base.popular_min = a.popular_min;
     base.window = window;

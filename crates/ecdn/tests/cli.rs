@@ -202,6 +202,31 @@ fn sim_cluster_json_and_unavailability() {
     }
     assert_eq!(rows[2]["scheme"], "c2dn-n6k3");
     assert_eq!(rows[1]["requests"], 113_872);
+    // No unavailability: parity is never rebalanced unless asked for.
+    assert_eq!(rows[1]["rebalances"], 0);
+    let windows = rows[1]["windows"].as_array().unwrap();
+    assert!(windows
+        .iter()
+        .all(|w| w["unprotected_fraction"].as_f64().is_some()
+            && w["cached_objects"].as_u64() > Some(0)));
+    let o = ecdn(&[
+        "sim",
+        "cluster",
+        "--trace",
+        &t,
+        "--scheme",
+        "c2dn",
+        "--size",
+        "50%",
+        "--threshold",
+        "4KiB",
+        "--rebalance-at",
+        "10s",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["rebalances"], 1, "one rebalance at 10 s");
 
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("unavail.txt");
@@ -325,6 +350,32 @@ fn sim_cluster_bad_input_gives_clear_errors() {
                 "18446744073709551615",
             ],
             "buckets are too many",
+        ),
+        (
+            vec![
+                "sim",
+                "cluster",
+                "--trace",
+                &t,
+                "--size",
+                "1GiB",
+                "--rebalance-every",
+                "5x",
+            ],
+            "--rebalance-every",
+        ),
+        (
+            vec![
+                "sim",
+                "cluster",
+                "--trace",
+                &t,
+                "--size",
+                "1GiB",
+                "--rebalance-at",
+                "soon",
+            ],
+            "--rebalance-at",
         ),
     ];
     assert_clean_failures(&cases);

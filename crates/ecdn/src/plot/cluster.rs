@@ -59,7 +59,7 @@ impl ClusterPanel {
             ClusterPanel::ByteMiss => ("(a) Byte miss ratio", "byte miss ratio"),
             ClusterPanel::Miss => ("(b) Object miss ratio", "object miss ratio"),
             ClusterPanel::Unprotected => (
-                "(c) Unprotected fraction of cached requests",
+                "(c) Unprotected fraction of cached objects",
                 "unprotected fraction",
             ),
             ClusterPanel::Imbalance => (

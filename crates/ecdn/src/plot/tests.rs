@@ -323,7 +323,11 @@ fn cluster_result(
         partial_hit_ratio: 0.01,
         write_imbalance: imbalance,
         read_imbalance: 1.1,
+        always_available: (0..10).collect(),
         unprotected_fraction: mr * 0.5,
+        unprotected_fraction_end: mr * 0.5,
+        cached_objects: 100_000,
+        unprotected_request_fraction: mr * 0.4,
         bytes_written: vec![1 << 30; 10],
         bytes_read: vec![1 << 30; 10],
         origin_bytes: 1 << 32,
@@ -376,6 +380,8 @@ fn cluster_windows(
                 miss_ratio: misses as f64 / requests as f64,
                 byte_miss_ratio: misses as f64 / requests as f64,
                 unavailable: down(i),
+                cached_objects: 1000,
+                unprotected_fraction: mr(i) * 0.5,
             }
         })
         .collect()
