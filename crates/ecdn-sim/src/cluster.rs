@@ -61,6 +61,7 @@
 
 use std::time::Instant;
 
+use ecdn_placement::pieces::{self, SlotHistory};
 use ecdn_placement::{chunk_id, Placement, PlacementConfig, RebalanceOptions};
 use ecdn_policy::spec::EvictionKind;
 use ecdn_policy::{Cache, Request};
@@ -71,48 +72,7 @@ use crate::protection::Protection;
 use crate::unavailability::{Unavailability, Window};
 use crate::SimError;
 
-/// How objects are placed and protected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scheme {
-    NoRep,
-    Rep(usize),
-    Rep2Popular,
-    C2dnNoRebal,
-    C2dn,
-}
-
-impl Scheme {
-    pub fn parse(s: &str) -> Result<Scheme, String> {
-        Ok(match s.trim().to_ascii_lowercase().as_str() {
-            "no-rep" | "norep" => Scheme::NoRep,
-            "rep2" => Scheme::Rep(2),
-            "rep3" => Scheme::Rep(3),
-            "rep2-popular" => Scheme::Rep2Popular,
-            "c2dn-norebal" => Scheme::C2dnNoRebal,
-            "c2dn" => Scheme::C2dn,
-            other => {
-                return Err(format!(
-                    "unknown scheme {other:?} (known: no-rep, rep2, rep3, rep2-popular, \
-                     c2dn-norebal, c2dn)"
-                ))
-            }
-        })
-    }
-
-    pub fn name(&self) -> String {
-        match self {
-            Scheme::NoRep => "no-rep".into(),
-            Scheme::Rep(n) => format!("rep{n}"),
-            Scheme::Rep2Popular => "rep2-popular".into(),
-            Scheme::C2dnNoRebal => "c2dn-norebal".into(),
-            Scheme::C2dn => "c2dn".into(),
-        }
-    }
-
-    fn coded(&self) -> bool {
-        matches!(self, Scheme::C2dn | Scheme::C2dnNoRebal)
-    }
-}
+pub use ecdn_placement::pieces::Scheme;
 
 /// Cluster simulation settings.
 #[derive(Clone, Debug)]
@@ -296,10 +256,12 @@ struct Sim {
     read: Vec<u128>,
     popularity: hashbrown::HashMap<u64, u32, foldhash::fast::FixedState>,
     pieces: Vec<Piece>,
+    /// Scratch: where [`pieces::pieces`] puts the pieces before they get ids and sizes.
+    placed: Vec<pieces::Piece>,
     ring: Vec<usize>,
     /// C2DN: per (bucket, chunk index) slot, the servers it was assigned to before its last
     /// moves — their caches still hold its chunks, so lookups try them too.
-    former: Vec<[usize; 2]>,
+    former: SlotHistory,
     unavailable: Vec<usize>,
     next_unavailable: Vec<usize>,
     /// Servers that were unavailable at some point of the run.
@@ -336,12 +298,8 @@ impl Sim {
                 )));
             }
         }
-        let (k, p) = if cfg.scheme.coded() {
-            (cfg.k, cfg.p)
-        } else {
-            // Replication schemes only use the ring walk; K+P just has to fit the cluster.
-            (1, 0)
-        };
+        // Replication schemes only use the ring walk; K+P just has to fit the cluster.
+        let (k, p) = cfg.scheme.placement_code(cfg.k, cfg.p);
         let placement = Placement::new(
             &cfg.weights,
             PlacementConfig {
@@ -355,11 +313,7 @@ impl Sim {
         .map_err(|e| SimError::Config(e.to_string()))?;
         let mut placement = placement;
         placement.set_rebalance_options(cfg.rebalance);
-        let needed = match cfg.scheme {
-            Scheme::Rep(r) => r,
-            Scheme::C2dn | Scheme::C2dnNoRebal => (cfg.k + cfg.p).max(2),
-            _ => 1,
-        };
+        let needed = cfg.scheme.servers_needed(cfg.k, cfg.p);
         if needed > n {
             return Err(SimError::Config(format!(
                 "{} needs {needed} servers; the cluster has {n}",
@@ -382,8 +336,9 @@ impl Sim {
             read: vec![0; n],
             popularity: hashbrown::HashMap::with_hasher(foldhash::fast::FixedState::with_seed(3)),
             pieces: Vec::with_capacity(16),
+            placed: Vec::with_capacity(16),
             ring: Vec::with_capacity(8),
-            former: vec![[usize::MAX; 2]; cfg.buckets * (cfg.k + cfg.p)],
+            former: SlotHistory::new(cfg.buckets, cfg.k, cfg.p),
             unavailable: Vec::new(),
             next_unavailable: Vec::new(),
             ever_unavailable: vec![false; n],
@@ -473,47 +428,25 @@ impl Sim {
         std::mem::swap(&mut self.unavailable, &mut self.next_unavailable);
     }
 
-    /// The server assigned to every (bucket, chunk index) slot (C2DN), `usize::MAX` if none.
+    /// The server assigned to every (bucket, chunk index) slot (C2DN; empty otherwise).
     fn holders(&self) -> Vec<usize> {
         if self.cfg.scheme != Scheme::C2dn {
             return Vec::new();
         }
-        let (k, p) = (self.cfg.k, self.cfg.p);
-        let mut out = vec![usize::MAX; self.cfg.buckets * (k + p)];
-        for b in 0..self.cfg.buckets {
-            let slots = &mut out[b * (k + p)..(b + 1) * (k + p)];
-            for (c, &srv) in self.placement.data_servers(b).iter().enumerate().take(k) {
-                slots[c] = srv;
-            }
-            for (j, &srv) in self.placement.parity_servers(b).iter().enumerate().take(p) {
-                slots[k + j] = srv;
-            }
-        }
-        out
+        self.former.holders(&self.placement)
     }
 
     /// After a placement change: every slot whose server changed remembers the server it
     /// left, where its chunks are still cached (up to two former servers per slot).
     fn remember_moves(&mut self, before: &[usize]) {
         let after = self.holders();
-        for (slot, (&old, &new)) in before.iter().zip(&after).enumerate() {
-            if old != new && old != usize::MAX {
-                let f = &mut self.former[slot];
-                if f[0] != old {
-                    f[1] = f[0];
-                    f[0] = old;
-                }
-            }
-        }
+        self.former.record(before, &after);
     }
 
     /// The pieces of `req` and the servers they belong on.
     fn targets(&mut self, req: &Request, bucket: usize) -> (bool, usize) {
-        self.pieces.clear();
         let coded = self.cfg.scheme.coded() && req.size > self.cfg.threshold;
         let replicas = match self.cfg.scheme {
-            Scheme::NoRep => 1,
-            Scheme::Rep(n) => n,
             Scheme::Rep2Popular => {
                 let c = self.popularity.entry(req.id).or_insert(0);
                 *c = c.saturating_add(1);
@@ -523,67 +456,40 @@ impl Sim {
                     1
                 }
             }
-            Scheme::C2dn | Scheme::C2dnNoRebal => 2,
+            s => s.replicas(),
         };
-        if coded {
-            let (k, p) = (self.cfg.k, self.cfg.p);
-            let chunk = req.size.div_ceil(k as u64);
-            if self.cfg.scheme == Scheme::C2dn {
-                for (i, &s) in self.placement.data_servers(bucket).iter().enumerate() {
-                    self.pieces.push(Piece {
-                        server: s,
-                        key: chunk_id(req.id, i),
-                        size: chunk,
-                        index: i,
-                        parity: None,
-                    });
-                }
-                for (j, &s) in self.placement.parity_servers(bucket).iter().enumerate() {
-                    self.pieces.push(Piece {
-                        server: s,
-                        key: chunk_id(req.id, k + j),
-                        size: chunk,
-                        index: k + j,
-                        parity: Some(j),
-                    });
-                }
+        let (k, p) = (self.cfg.k, self.cfg.p);
+        pieces::pieces(
+            &self.placement,
+            self.cfg.scheme,
+            k,
+            p,
+            bucket,
+            coded,
+            replicas,
+            &mut self.placed,
+            &mut self.ring,
+        );
+        let size = if coded {
+            req.size.div_ceil(k as u64)
+        } else {
+            req.size
+        };
+        self.pieces.clear();
+        self.pieces.extend(self.placed.iter().map(|pc| Piece {
+            server: pc.server,
+            key: if coded {
+                chunk_id(req.id, pc.chunk)
             } else {
-                self.placement
-                    .ring_servers_into(bucket, k + p, &mut self.ring);
-                for (i, &s) in self.ring.iter().enumerate() {
-                    self.pieces.push(Piece {
-                        server: s,
-                        key: chunk_id(req.id, i),
-                        size: chunk,
-                        index: i,
-                        parity: (i >= k).then(|| i - k),
-                    });
-                }
-            }
+                req.id
+            },
+            size,
+            index: pc.chunk,
+            parity: pc.parity,
+        }));
+        if coded {
             (true, k)
         } else {
-            if self.cfg.scheme == Scheme::C2dn {
-                let data = self.placement.data_servers(bucket);
-                self.ring.clear();
-                self.ring.extend(data.iter().take(replicas));
-                if self.ring.len() < replicas {
-                    // Fewer data servers than replicas (K = 1): fall back to the ring walk.
-                    self.placement
-                        .ring_servers_into(bucket, replicas, &mut self.ring);
-                }
-            } else {
-                self.placement
-                    .ring_servers_into(bucket, replicas, &mut self.ring);
-            }
-            for &s in &self.ring {
-                self.pieces.push(Piece {
-                    server: s,
-                    key: req.id,
-                    size: req.size,
-                    index: 0,
-                    parity: None,
-                });
-            }
             (false, 1)
         }
     }
@@ -657,7 +563,7 @@ impl Sim {
                 if !missing {
                     continue;
                 }
-                for f in self.former[bucket * width + c] {
+                for f in self.former.former(bucket, c) {
                     if f == usize::MAX
                         || !self.placement.is_available(f)
                         || self.pieces.iter().any(|p| p.server == f)
