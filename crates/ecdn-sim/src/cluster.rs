@@ -231,7 +231,8 @@ fn probe(
         ..*req
     });
     if !hit && cache.eviction().len() < before {
-        protection.removed(key);
+        // The dropped entry's size is not the probe's.
+        protection.removed(key, None);
     }
     hit
 }
@@ -342,7 +343,15 @@ impl Sim {
             unavailable: Vec::new(),
             next_unavailable: Vec::new(),
             ever_unavailable: vec![false; n],
-            protection: Protection::new(cfg.k),
+            // In coded schemes only objects up to the threshold are replicated.
+            protection: Protection::new(
+                cfg.k,
+                if cfg.scheme.coded() {
+                    cfg.threshold
+                } else {
+                    u64::MAX
+                },
+            ),
             requests: 0,
             misses: 0,
             partial: 0,
@@ -669,7 +678,7 @@ impl Sim {
             // (not if the cache already held it).
             let evicted = cache.evicted().len();
             for e in cache.evicted() {
-                self.protection.removed(e.id);
+                self.protection.removed(e.id, Some(e.size));
             }
             cache.clear_evicted();
             if admitted && cache.eviction().len() + evicted == before + 1 {

@@ -9,55 +9,45 @@
 //! returns. "Cached" counts only pieces on available servers (a piece on an unavailable server
 //! can serve nothing until it returns); what the caches hold is counted whether or not a lookup
 //! of the object would try that server. Two copies of the same chunk count as one chunk (they
-//! do not make the object decodable from fewer servers).
+//! do not make the object decodable from fewer servers). An object cached both whole and coded
+//! (its size crossed the coding threshold and both versions are still cached) counts once per
+//! form.
 //!
-//! Memory: one entry per distinct piece id cached anywhere (at most K + P per coded object, one
-//! per replicated object) and one per object with a piece on an available server — bounded by
-//! the number of cached objects times K + P.
+//! Memory: one entry per replicated object cached anywhere, one per distinct chunk id cached
+//! anywhere (at most K + P per coded object) and one per coded object with a chunk on an
+//! available server — bounded by the number of cached objects times K + P. Speed: a piece's
+//! admission or eviction costs one or two hash-table probes (entries are updated in place).
 
 use ecdn_policy::Cache;
+use hashbrown::hash_map::Entry;
 
 type Map<V> = hashbrown::HashMap<u64, V, foldhash::fast::FixedState>;
 
-/// The `chunk` of a replica (the object cached whole, under its own id).
-const REPLICA: u16 = u16::MAX;
-
-/// One piece id (a replica, or one chunk of one object) and where it is cached.
-struct Piece {
-    object: u64,
-    /// Chunk index, or [`REPLICA`].
-    chunk: u16,
-    /// Servers whose cache holds it.
+/// Where a piece id is cached: on how many servers, how many of them available.
+#[derive(Clone, Copy, Default)]
+struct Held {
     total: u32,
-    /// Of those, the available ones.
     available: u32,
 }
 
-/// What the available servers hold of one object.
-#[derive(Clone, Copy, Default)]
-struct Object {
-    /// Distinct chunk indices cached on at least one available server.
-    chunks: u32,
-    /// Copies of the whole object on available servers.
-    replicas: u32,
-}
-
-impl Object {
-    fn cached(self) -> bool {
-        self.chunks > 0 || self.replicas > 0
-    }
-
-    /// Survives one more unavailability: two copies, or K + 1 distinct chunks.
-    fn protected(self, k: u32) -> bool {
-        self.replicas >= 2 || self.chunks > k
-    }
+/// One chunk id of a coded object.
+struct Chunk {
+    object: u64,
+    held: Held,
 }
 
 /// The protection state of every object cached in the cluster.
 pub(crate) struct Protection {
     k: u32,
-    pieces: Map<Piece>,
-    objects: Map<Object>,
+    /// The largest replicated piece (the coding threshold in coded schemes): a larger piece
+    /// is a chunk, so its eviction needs no probe of `replicas`.
+    replica_max: u64,
+    /// Replicated objects (cached whole, under their own id).
+    replicas: Map<Held>,
+    /// Chunk ids of coded objects.
+    chunks: Map<Chunk>,
+    /// Coded objects: distinct chunks cached on available servers (entries above 0 only).
+    coded: Map<u32>,
     /// Objects with a piece on an available server.
     cached: u64,
     /// Of those, the unprotected ones.
@@ -65,12 +55,15 @@ pub(crate) struct Protection {
 }
 
 impl Protection {
-    /// `k`: data chunks of a coded object (it needs K + 1 distinct chunks to be protected).
-    pub(crate) fn new(k: usize) -> Protection {
+    /// `k`: data chunks of a coded object (it needs K + 1 distinct chunks to be protected);
+    /// `replica_max`: no replicated piece is larger (`u64::MAX` if unknown).
+    pub(crate) fn new(k: usize, replica_max: u64) -> Protection {
         Protection {
             k: k.try_into().unwrap_or(u32::MAX),
-            pieces: Map::with_hasher(foldhash::fast::FixedState::with_seed(5)),
-            objects: Map::with_hasher(foldhash::fast::FixedState::with_seed(6)),
+            replica_max,
+            replicas: Map::with_hasher(foldhash::fast::FixedState::with_seed(5)),
+            chunks: Map::with_hasher(foldhash::fast::FixedState::with_seed(6)),
+            coded: Map::with_hasher(foldhash::fast::FixedState::with_seed(7)),
             cached: 0,
             unprotected: 0,
         }
@@ -90,120 +83,134 @@ impl Protection {
         }
     }
 
-    /// An available server's cache now holds piece `key` of `object`: chunk `chunk`, or the
-    /// whole object (`None`).
-    pub(crate) fn added(&mut self, key: u64, object: u64, chunk: Option<usize>) {
-        let chunk = chunk.map_or(REPLICA, |c| c.min(usize::from(REPLICA - 1)) as u16);
-        let piece = self.pieces.entry(key).or_insert(Piece {
-            object,
-            chunk,
-            total: 0,
-            available: 0,
-        });
-        piece.total += 1;
-        piece.available += 1;
-        let (object, chunk, available) = (piece.object, piece.chunk, piece.available);
-        Self::count(
-            &mut self.objects,
-            &mut self.cached,
-            &mut self.unprotected,
-            self.k,
-            object,
-            chunk,
-            available,
-            true,
-        );
+    /// Counts an object whose copies (replicated: `protect_at` = 2) or distinct chunks
+    /// (coded: K + 1) on available servers went from `before` to `after`.
+    #[inline]
+    fn transition(&mut self, before: u32, after: u32, protect_at: u32) {
+        let unprot = |n: u32| n > 0 && n < protect_at;
+        self.cached = self.cached + u64::from(after > 0) - u64::from(before > 0);
+        self.unprotected = self.unprotected + u64::from(unprot(after)) - u64::from(unprot(before));
     }
 
-    /// An available server's cache no longer holds piece `key` (evicted or removed). Unknown
-    /// ids are ignored.
-    pub(crate) fn removed(&mut self, key: u64) {
-        let Some(piece) = self.pieces.get_mut(&key) else {
-            return;
+    /// Coded object `object` gained (`up`) or lost a distinct chunk on available servers.
+    fn coded_changed(&mut self, object: u64, up: bool) {
+        let (before, after) = match self.coded.entry(object) {
+            Entry::Occupied(mut e) => {
+                let before = *e.get();
+                let after = if up { before + 1 } else { before - 1 };
+                if after == 0 {
+                    e.remove();
+                } else {
+                    *e.get_mut() = after;
+                }
+                (before, after)
+            }
+            Entry::Vacant(e) => {
+                if !up {
+                    return;
+                }
+                e.insert(1);
+                (0, 1)
+            }
         };
-        piece.total -= 1;
-        piece.available = piece.available.saturating_sub(1);
-        let (object, chunk, available) = (piece.object, piece.chunk, piece.available);
-        if piece.total == 0 {
-            self.pieces.remove(&key);
+        self.transition(before, after, self.k.saturating_add(1));
+    }
+
+    /// An available server's cache now holds piece `key` of `object`: chunk `chunk` (its id is
+    /// `key`), or the whole object (`None`; then `key` is `object`).
+    pub(crate) fn added(&mut self, key: u64, object: u64, chunk: Option<usize>) {
+        if chunk.is_none() {
+            let h = self.replicas.entry(key).or_default();
+            h.total += 1;
+            h.available += 1;
+            let after = h.available;
+            self.transition(after - 1, after, 2);
+            return;
         }
-        Self::count(
-            &mut self.objects,
-            &mut self.cached,
-            &mut self.unprotected,
-            self.k,
+        let c = self.chunks.entry(key).or_insert(Chunk {
             object,
-            chunk,
-            available,
-            false,
-        );
+            held: Held::default(),
+        });
+        c.held.total += 1;
+        c.held.available += 1;
+        if c.held.available == 1 {
+            let object = c.object;
+            self.coded_changed(object, true);
+        }
+    }
+
+    /// An available server's cache no longer holds piece `key` of `size` bytes (evicted or
+    /// removed; `None` if the size is not known). Unknown ids are ignored.
+    pub(crate) fn removed(&mut self, key: u64, size: Option<u64>) {
+        // A piece larger than any replica is a chunk: no probe of `replicas`.
+        let replica = if size.is_some_and(|s| s > self.replica_max) {
+            None
+        } else {
+            match self.replicas.entry(key) {
+                Entry::Occupied(e) => Some(e),
+                Entry::Vacant(_) => None,
+            }
+        };
+        if let Some(mut e) = replica {
+            let h = e.get_mut();
+            h.total -= 1;
+            h.available -= 1;
+            let after = h.available;
+            if h.total == 0 {
+                e.remove();
+            }
+            self.transition(after + 1, after, 2);
+            return;
+        }
+        if let Entry::Occupied(mut e) = self.chunks.entry(key) {
+            let c = e.get_mut();
+            c.held.total -= 1;
+            c.held.available -= 1;
+            let (object, lost) = (c.object, c.held.available == 0);
+            if c.held.total == 0 {
+                e.remove();
+            }
+            if lost {
+                self.coded_changed(object, false);
+            }
+        }
     }
 
     /// A server became unavailable (`available` false) or returned: the pieces its cache
     /// holds stop or start counting. One pass over the tracked pieces (availability changes
     /// are rare).
     pub(crate) fn server_changed(&mut self, cache: &Cache, available: bool) {
-        let Protection {
-            k,
-            pieces,
-            objects,
-            cached,
-            unprotected,
-        } = self;
-        for (key, piece) in pieces.iter_mut() {
-            if cache.eviction().peek(*key).is_none() {
-                continue;
+        let held = |key: u64| cache.eviction().peek(key).is_some();
+        let mut replica_moves = Vec::new();
+        for (key, h) in self.replicas.iter_mut() {
+            if held(*key) {
+                let before = h.available;
+                h.available = if available { before + 1 } else { before - 1 };
+                replica_moves.push((before, h.available));
             }
-            if available {
-                piece.available += 1;
-            } else {
-                piece.available -= 1;
+        }
+        for (before, after) in replica_moves {
+            self.transition(before, after, 2);
+        }
+        let mut coded_moves = Vec::new();
+        for (key, c) in self.chunks.iter_mut() {
+            if held(*key) {
+                if available {
+                    c.held.available += 1;
+                    if c.held.available == 1 {
+                        coded_moves.push(c.object);
+                    }
+                } else {
+                    c.held.available -= 1;
+                    if c.held.available == 0 {
+                        coded_moves.push(c.object);
+                    }
+                }
             }
-            Self::count(
-                objects,
-                cached,
-                unprotected,
-                *k,
-                piece.object,
-                piece.chunk,
-                piece.available,
-                available,
-            );
         }
-    }
-
-    /// Piece `chunk` of `object` gained (`up`) or lost one available holder and now has
-    /// `available`: updates the object and the counters.
-    #[allow(clippy::too_many_arguments)]
-    fn count(
-        objects: &mut Map<Object>,
-        cached: &mut u64,
-        unprotected: &mut u64,
-        k: u32,
-        object: u64,
-        chunk: u16,
-        available: u32,
-        up: bool,
-    ) {
-        let (dc, dr): (i32, i32) = match (chunk == REPLICA, up) {
-            (true, true) => (0, 1),
-            (true, false) => (0, -1),
-            // A chunk index counts once, however many servers hold it.
-            (false, true) if available == 1 => (1, 0),
-            (false, false) if available == 0 => (-1, 0),
-            _ => return,
-        };
-        let entry = objects.entry(object).or_default();
-        let before = *entry;
-        entry.chunks = entry.chunks.saturating_add_signed(dc);
-        entry.replicas = entry.replicas.saturating_add_signed(dr);
-        let after = *entry;
-        if !after.cached() {
-            objects.remove(&object);
+        for object in coded_moves {
+            self.coded_changed(object, available);
         }
-        let unprot = |o: Object| o.cached() && !o.protected(k);
-        *cached = *cached + u64::from(after.cached()) - u64::from(before.cached());
-        *unprotected = *unprotected + u64::from(unprot(after)) - u64::from(unprot(before));
     }
 
     /// Checks the mirror against the caches (tests): every tracked piece is held by exactly
@@ -211,19 +218,27 @@ impl Protection {
     /// else, and the object counters agree with a recount.
     #[cfg(test)]
     pub(crate) fn check(&self, caches: &[Cache], available: &[bool]) -> Result<(), String> {
-        let mut held = 0u64;
-        for (key, piece) in &self.pieces {
+        let count = |key: u64, h: Held| -> Result<(), String> {
             let on: Vec<usize> = (0..caches.len())
-                .filter(|&s| caches[s].eviction().peek(*key).is_some())
+                .filter(|&s| caches[s].eviction().peek(key).is_some())
                 .collect();
             let avail = on.iter().filter(|&&s| available[s]).count() as u32;
-            if on.len() as u32 != piece.total || avail != piece.available {
+            if on.len() as u32 != h.total || avail != h.available {
                 return Err(format!(
                     "piece {key:x}: tracked {}/{}, cached on {on:?}",
-                    piece.available, piece.total
+                    h.available, h.total
                 ));
             }
-            held += u64::from(piece.total);
+            Ok(())
+        };
+        let mut held = 0u64;
+        for (key, h) in &self.replicas {
+            count(*key, *h)?;
+            held += u64::from(h.total);
+        }
+        for (key, c) in &self.chunks {
+            count(*key, c.held)?;
+            held += u64::from(c.held.total);
         }
         let in_caches: u64 = caches.iter().map(|c| c.eviction().len() as u64).sum();
         if held != in_caches {
@@ -231,28 +246,21 @@ impl Protection {
                 "tracked {held} pieces, the caches hold {in_caches}"
             ));
         }
-        let mut recount: Map<Object> = Map::default();
-        for piece in self.pieces.values() {
-            if piece.available == 0 {
-                continue;
-            }
-            let o = recount.entry(piece.object).or_default();
-            if piece.chunk == REPLICA {
-                o.replicas += piece.available;
-            } else {
-                o.chunks += 1;
-            }
+        let mut distinct: Map<u32> = Map::default();
+        for c in self.chunks.values().filter(|c| c.held.available > 0) {
+            *distinct.entry(c.object).or_default() += 1;
         }
-        let cached = recount.len() as u64;
-        let unprotected = recount.values().filter(|o| !o.protected(self.k)).count() as u64;
-        if (cached, unprotected) != (self.cached, self.unprotected)
-            || self.objects.len() != recount.len()
-        {
+        if distinct != self.coded {
+            return Err("coded objects' chunk counts differ from a recount".into());
+        }
+        let reps = self.replicas.values().filter(|h| h.available > 0);
+        let cached = reps.clone().count() + distinct.len();
+        let unprotected = reps.filter(|h| h.available < 2).count()
+            + distinct.values().filter(|&&n| n <= self.k).count();
+        if (cached as u64, unprotected as u64) != (self.cached, self.unprotected) {
             return Err(format!(
-                "counters {}/{} ({} objects), recount {unprotected}/{cached}",
-                self.unprotected,
-                self.cached,
-                self.objects.len()
+                "counters {}/{}, recount {unprotected}/{cached}",
+                self.unprotected, self.cached
             ));
         }
         Ok(())
