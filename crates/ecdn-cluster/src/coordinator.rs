@@ -557,8 +557,13 @@ async fn stopped(mut rx: watch::Receiver<bool>) {
     let _ = rx.wait_for(|&s| s).await;
 }
 
-async fn expiry_loop(shared: Arc<Shared>, tick: Duration) {
-    let mut interval = tokio::time::interval(tick);
+/// Runs `step` on the state at every tick of `interval` (publishing what it changed) until
+/// the coordinator stops.
+async fn on_ticks(
+    shared: Arc<Shared>,
+    mut interval: tokio::time::Interval,
+    step: impl Fn(&mut State) -> Vec<RebalanceEvent>,
+) {
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let stop = stopped(shared.shutdown.clone());
     tokio::pin!(stop);
@@ -568,27 +573,28 @@ async fn expiry_loop(shared: Arc<Shared>, tick: Duration) {
             _ = interval.tick() => {}
         }
         let mut state = shared.state();
-        let events = state.expire(Instant::now());
+        let events = step(&mut state);
         if !events.is_empty() {
             shared.publish(&state, &events);
         }
     }
 }
 
+/// Marks nodes whose heartbeats stopped unavailable.
+async fn expiry_loop(shared: Arc<Shared>, tick: Duration) {
+    on_ticks(shared, tokio::time::interval(tick), |state| {
+        state.expire(Instant::now())
+    })
+    .await
+}
+
+/// The optional periodic parity rebalance.
 async fn rebalance_loop(shared: Arc<Shared>, every: Duration) {
-    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let stop = stopped(shared.shutdown.clone());
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            _ = &mut stop => return,
-            _ = interval.tick() => {}
-        }
-        let mut state = shared.state();
-        let event = state.periodic_rebalance();
-        shared.publish(&state, &[event]);
-    }
+    let first = tokio::time::Instant::now() + every;
+    on_ticks(shared, tokio::time::interval_at(first, every), |state| {
+        vec![state.periodic_rebalance()]
+    })
+    .await
 }
 
 async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {

@@ -471,7 +471,11 @@ async fn the_map_is_long_polled() {
     let (s, m) = get_json::<BucketMap>(&c, addr, MAP_PATH).await;
     assert_eq!((s, m.unwrap().epoch), (StatusCode::OK, e));
     // Answered at once, not after the 400 ms long poll (a loose wall-clock bound).
-    assert!(t1.elapsed() < Duration::from_millis(390), "{:?}", t1.elapsed());
+    assert!(
+        t1.elapsed() < Duration::from_millis(390),
+        "{:?}",
+        t1.elapsed()
+    );
     let (s, _) = get_json::<BucketMap>(&c, addr, &format!("{MAP_PATH}?after=soon")).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
     coord.shutdown().await;
