@@ -46,8 +46,10 @@ pub struct NodeConfig {
     /// not sent a whole request head within it is disconnected, without a response. The
     /// clock starts whenever the connection waits for a request, i.e. when it opens and again
     /// after each response, so this is also the idle timeout of a keep-alive connection
-    /// between requests (hyper has no separate idle timer). Request *bodies* are not covered;
-    /// a slow body is paced by the exchange it belongs to. Default 10 s.
+    /// between requests (hyper has no separate idle timer). A forwarded request body (a pass)
+    /// is paced by its exchange with the origin; a body the node does not forward (e.g. a
+    /// `GET`'s) is read and discarded before the answer for at most this long, after which
+    /// the answer closes the connection. Default 10 s.
     pub header_read_timeout: Duration,
     /// The bearer token that authorises `PURGE` requests; `None` (the default) disables purging
     /// (`403`).

@@ -38,6 +38,12 @@
 //!   whatever the status, and does not invalidate `Location` / `Content-Location` URLs). The
 //!   disk removal is durable before the answer is sent.
 //! * `/_ecdn/` paths are the node's own (`admin.rs`) and never proxied.
+//! * Request bodies (`client_body.rs`): only a pass forwards one. Any other answer waits until
+//!   the request's body, if any, has been read and discarded (up to 64 KiB, within
+//!   [`NodeConfig::header_read_timeout`]); when it has not (too large, too slow, cut), and when
+//!   a pass's origin answered before the body was read to its end, the answer says
+//!   `Connection: close`. hyper must never hold a complete response while the request body is
+//!   still being read on a connection that stays open (see `client_body.rs` for why).
 //! * [`NodeConfig::access_log`]: one JSON line per proxied request on stderr (`ts_unix_ms`,
 //!   `method`, `path`, `status`, `tier`, `bytes` — `null` when the body length is not known at
 //!   the headers, `duration_ms` to the response headers, `remote`).
@@ -52,6 +58,7 @@
 
 mod admin;
 mod body;
+mod client_body;
 mod config;
 mod disk;
 mod fill;
@@ -86,6 +93,7 @@ pub use outcome::Outcome;
 pub use server::{Node, RunningNode};
 pub use upstream::{tcp_connector, Connecting, Connector, OriginIo};
 
+use client_body::ClientBody;
 use disk::Disk;
 use fill::{Job, NOT_PLAIN};
 use flight::Flights;
@@ -111,6 +119,9 @@ struct State {
     vary: VaryIndex,
     metrics: Metrics,
     max_uri_len: usize,
+    /// How long a request body the node does not forward may take to arrive before the answer
+    /// ([`NodeConfig::header_read_timeout`]; see `client_body.rs`).
+    unread_body_timeout: std::time::Duration,
     purge_token: Option<String>,
     access_log: bool,
 }
@@ -152,39 +163,48 @@ async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> R
     let arrived = Instant::now();
     // 2. Sanitize.
     let req = match sanitize::sanitize(req, st.max_uri_len) {
-        Ok(r) => r.map(BodyExt::boxed),
+        Ok(r) => r,
         Err(refused) => return refused,
     };
+    // The request's body is kept aside: only a pass forwards it, and every other answer waits
+    // until it has been read (see `client_body.rs`).
+    let (parts, body) = req.into_parts();
+    let (body, finished) = ClientBody::new(body);
+    let req = Request::from_parts(parts, empty_body());
     // 3. Route.
     if let Some(own) = admin::route(&st, &req).await {
-        return own;
+        let read = body.discard(st.unread_body_timeout).await;
+        return client_body::settle(own, read);
     }
     if !st.upstream.serves(&req) {
-        return text(
+        let read = body.discard(st.unread_body_timeout).await;
+        let refused = text(
             StatusCode::MISDIRECTED_REQUEST,
             "no origin is configured for this host",
         );
+        return client_body::settle(refused, read);
     }
     let log = st
         .access_log
         .then(|| (req.method().clone(), req.uri().path().to_string()));
     // 4-5. Lookup, then hit, miss or pass.
-    let answer = if req.method() == Method::GET || req.method() == Method::HEAD {
-        cached(&st, req).await
+    let (answer, read) = if req.method() == Method::GET || req.method() == Method::HEAD {
+        // Content in a `GET` / `HEAD` has no defined meaning (RFC 9110 §9.3.1, §9.3.2) and is
+        // not part of the cache key: it is never forwarded (a shared fetch must not carry one
+        // client's body), only read and discarded before the answer.
+        let read = body.discard(st.unread_body_timeout).await;
+        (cached(&st, req).await, read)
     } else {
-        pass(&st, req).await
+        let answer = pass(&st, req.map(|_| body.boxed())).await;
+        (answer, finished.get())
     };
     // 6. Deliver.
-    deliver(&st, answer, arrived, log, remote)
+    client_body::settle(deliver(&st, answer, arrived, log, remote), read)
 }
 
 /// Steps 4-5 for `GET` / `HEAD`: lookup, then a hit, a stale entry served at once, or a miss.
+/// The request carries no body (see `handle`).
 async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
-    // Content in a `GET` / `HEAD` has no defined meaning (RFC 9110 §9.3.1, §9.3.2) and is
-    // not part of the cache key, so it is never forwarded: a shared fetch must not carry one
-    // client's body, and hyper drains it after the response, in order, instead of reading it
-    // (and the next pipelined request) while the response is still being written.
-    let req = req.map(|_| empty_body());
     let key = CacheKey::of(st, &req);
     let rd = freshness::request_directives(req.headers());
     let stale = match lookup::lookup(st, &req, &key, &rd).await {

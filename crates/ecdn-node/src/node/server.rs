@@ -91,6 +91,7 @@ impl Node {
             vary: VaryIndex::new(),
             metrics: Metrics::default(),
             max_uri_len: cfg.max_uri_len,
+            unread_body_timeout: cfg.header_read_timeout,
             purge_token: cfg.purge_token.clone(),
             access_log: cfg.access_log,
         });
