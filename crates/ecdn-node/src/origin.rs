@@ -185,6 +185,30 @@ fn text(status: StatusCode, msg: &str) -> Response<OriginBody> {
     r
 }
 
+/// Connections to this origin over in-memory pipes, for tests and fuzzing: each connection the
+/// node opens is a `tokio::io::duplex` pipe served by [`handle`] on a task of its own (the
+/// authority asked for is ignored).
+pub fn in_memory_connector(cfg: OriginConfig) -> crate::node::Connector {
+    let cfg = Arc::new(cfg);
+    Arc::new(move |_authority: String| -> crate::node::Connecting {
+        let cfg = cfg.clone();
+        Box::pin(async move {
+            let (node_end, origin_end) = tokio::io::duplex(1 << 16);
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let cfg = cfg.clone();
+                    async move { Ok::<_, Infallible>(handle(req, cfg).await) }
+                });
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(origin_end), svc)
+                    .await
+                    .ok();
+            });
+            Ok(Box::new(node_end) as Box<dyn crate::node::OriginIo>)
+        })
+    })
+}
+
 /// Answers one request.
 pub async fn handle<B>(req: Request<B>, cfg: Arc<OriginConfig>) -> Response<OriginBody> {
     if !cfg.latency.is_zero() {

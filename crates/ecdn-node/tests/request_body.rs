@@ -10,34 +10,11 @@
 //! `G\n`, and failed its assertion `self.can_write_head()` writing the `400` (in a release
 //! build the `400` would have been sent inside the `200`'s body).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use ecdn_node::node::{Connecting, Connector, Node, NodeConfig, OriginIo, RunningNode};
+use ecdn_node::node::{Node, NodeConfig, RunningNode};
 use ecdn_node::origin::{self, OriginConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// Opens in-memory connections to `ecdn origin`'s handler.
-fn in_memory_origin() -> Connector {
-    let cfg = Arc::new(OriginConfig::default());
-    Arc::new(move |_authority: String| -> Connecting {
-        let cfg = cfg.clone();
-        Box::pin(async move {
-            let (node_end, origin_end) = tokio::io::duplex(1 << 16);
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| {
-                    let cfg = cfg.clone();
-                    async move { Ok::<_, std::convert::Infallible>(origin::handle(req, cfg).await) }
-                });
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(origin_end), svc)
-                    .await
-                    .ok();
-            });
-            Ok(Box::new(node_end) as Box<dyn OriginIo>)
-        })
-    })
-}
 
 async fn node() -> RunningNode {
     let cfg = NodeConfig {
@@ -46,9 +23,13 @@ async fn node() -> RunningNode {
         header_read_timeout: Duration::from_secs(1),
         ..NodeConfig::default()
     };
-    Node::start_with_connector("127.0.0.1:0".parse().unwrap(), cfg, in_memory_origin())
-        .await
-        .unwrap()
+    Node::start_with_connector(
+        "127.0.0.1:0".parse().unwrap(),
+        cfg,
+        origin::in_memory_connector(OriginConfig::default()),
+    )
+    .await
+    .unwrap()
 }
 
 /// Writes `input` on one connection through a pipe of `pipe` bytes, then (if `half_close`)

@@ -53,30 +53,16 @@ fn in_memory_origin() -> (
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 
-    use ecdn_node::node::{Connecting, OriginIo};
-    use ecdn_node::origin::{self, OriginConfig};
+    use ecdn_node::node::Connector;
+    use ecdn_node::origin::{in_memory_connector, OriginConfig};
 
     let opened = Arc::new(AtomicU64::new(0));
     let counter = opened.clone();
-    let cfg = Arc::new(OriginConfig::default());
-    let connector = Arc::new(move |authority: String| -> Connecting {
+    let origin = in_memory_connector(OriginConfig::default());
+    let connector: Connector = Arc::new(move |authority: String| {
         assert_eq!(authority, "origin.test:80");
         counter.fetch_add(1, Ordering::SeqCst);
-        let cfg = cfg.clone();
-        Box::pin(async move {
-            let (node_end, origin_end) = tokio::io::duplex(1 << 16);
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| {
-                    let cfg = cfg.clone();
-                    async move { Ok::<_, std::convert::Infallible>(origin::handle(req, cfg).await) }
-                });
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(origin_end), svc)
-                    .await
-                    .ok();
-            });
-            Ok(Box::new(node_end) as Box<dyn OriginIo>)
-        })
+        origin(authority)
     });
     (connector, opened)
 }
