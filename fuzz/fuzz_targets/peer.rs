@@ -36,10 +36,10 @@ fuzz_target!(|data: &[u8]| {
     // A bucket map from JSON: if it validates, every lookup stays within its servers.
     if let Ok(map) = serde_json::from_slice::<BucketMap>(data) {
         if map.validate().is_ok() {
-            let mut pieces = Vec::new();
+            let (mut pieces, mut walk) = (Vec::new(), Vec::new());
             for bucket in 0..map.buckets.min(64) {
                 for coded in [false, true] {
-                    map.pieces(bucket, coded, &mut pieces);
+                    map.pieces(bucket, coded, &mut pieces, &mut walk);
                     assert!(pieces.iter().all(|p| p.server < map.servers()));
                 }
                 if let Some(s) = map.serving(bucket) {

@@ -97,7 +97,7 @@ impl MapHandle {
                 current: current.epoch,
             });
         }
-        let shape = |m: &BucketMap| (m.servers(), m.buckets, m.k, m.p, m.scheme.clone());
+        let shape = |m: &BucketMap| (m.servers(), m.buckets, m.k, m.p, m.scheme.name());
         if shape(&map) != shape(&current) {
             return Err(MapRejected::OtherCluster(format!(
                 "(nodes, buckets, k, p, scheme) = {:?}, this cluster's are {:?}",
@@ -276,7 +276,7 @@ pub async fn spawn_control(
     let map = loop {
         match fetch.map(None, period.max(Duration::from_secs(1))).await {
             Ok(Some(m)) => {
-                let shape = |m: &BucketMap| (m.servers(), m.buckets, m.k, m.p, m.scheme.clone());
+                let shape = |m: &BucketMap| (m.servers(), m.buckets, m.k, m.p, m.scheme.name());
                 let ours = (nodes, cfg.buckets, cfg.k, cfg.p, cfg.scheme.name());
                 if shape(&m) == ours {
                     match MapHandle::new(m) {

@@ -849,10 +849,10 @@ mod tests {
         assert!(ev[0].moved_data > 0);
         let down = st.map();
         assert!(!down.is_available(0));
-        let mut pieces = Vec::new();
+        let (mut pieces, mut walk) = (Vec::new(), Vec::new());
         for b in 0..down.buckets {
             for coded in [false, true] {
-                down.pieces(b, coded, &mut pieces);
+                down.pieces(b, coded, &mut pieces, &mut walk);
                 assert!(pieces.iter().all(|p| p.server != 0), "bucket {b}");
             }
         }

@@ -25,8 +25,9 @@ use serde::{Deserialize, Serialize};
 pub struct BucketMap {
     /// Increases with every change the coordinator publishes.
     pub epoch: u64,
-    /// The scheme's name (see [`Scheme::parse`]).
-    pub scheme: String,
+    /// The scheme, by its name on the wire (see [`Scheme::parse`]).
+    #[serde(with = "scheme_name")]
+    pub scheme: Scheme,
     pub k: usize,
     pub p: usize,
     pub buckets: usize,
@@ -86,7 +87,7 @@ impl BucketMap {
         };
         BucketMap {
             epoch,
-            scheme: scheme.name(),
+            scheme,
             k,
             p,
             buckets,
@@ -111,7 +112,7 @@ impl BucketMap {
     /// names only known servers, so no lookup can go out of bounds.
     pub fn validate(&self) -> Result<(), String> {
         let n = self.available.len();
-        let scheme = Scheme::parse(&self.scheme)?;
+        let scheme = self.scheme;
         let ok = self.buckets >= 1
             && self.buckets <= ecdn_placement::MAX_BUCKETS
             && n >= 1
@@ -146,10 +147,6 @@ impl BucketMap {
         Ok(())
     }
 
-    pub fn scheme(&self) -> Scheme {
-        Scheme::parse(&self.scheme).unwrap_or(Scheme::C2dn)
-    }
-
     pub fn servers(&self) -> usize {
         self.available.len()
     }
@@ -172,7 +169,7 @@ impl BucketMap {
     /// The servers that may serve the bucket, best first: the serving node, then the next ones
     /// a request moves on to when it cannot reach it (before the coordinator notices).
     pub fn candidates(&self, bucket: usize) -> &[ServerId] {
-        if self.scheme() == Scheme::C2dn && self.data_len > 0 {
+        if self.scheme == Scheme::C2dn && self.data_len > 0 {
             BucketLayout::data_servers(self, bucket)
         } else {
             let at = bucket * self.walk_width;
@@ -180,20 +177,25 @@ impl BucketMap {
         }
     }
 
-    /// The pieces of an object of `bucket` (see [`ecdn_placement::pieces::pieces`]).
-    pub fn pieces(&self, bucket: usize, coded: bool, out: &mut Vec<Piece>) {
-        let mut walk = Vec::with_capacity(self.walk_width);
-        let scheme = self.scheme();
+    /// The pieces of an object of `bucket` (see [`ecdn_placement::pieces::pieces`]); `walk` is
+    /// scratch space, kept by the caller so a request allocates nothing.
+    pub fn pieces(
+        &self,
+        bucket: usize,
+        coded: bool,
+        out: &mut Vec<Piece>,
+        walk: &mut Vec<ServerId>,
+    ) {
         pieces::pieces(
             self,
-            scheme,
+            self.scheme,
             self.k,
             self.p,
             bucket,
             coded,
-            scheme.replicas(),
+            self.scheme.replicas(),
             out,
-            &mut walk,
+            walk,
         );
     }
 
@@ -204,6 +206,21 @@ impl BucketMap {
             .get(bucket * (self.k + self.p) + chunk)
             .copied()
             .unwrap_or([NO_SERVER; 2])
+    }
+}
+
+/// A [`Scheme`] as its name in JSON.
+mod scheme_name {
+    use ecdn_placement::pieces::Scheme;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(s: &Scheme, ser: S) -> Result<S::Ok, S::Error> {
+        ser.serialize_str(&s.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Scheme, D::Error> {
+        let name = String::deserialize(d)?;
+        Scheme::parse(&name).map_err(serde::de::Error::custom)
     }
 }
 
@@ -269,9 +286,10 @@ mod tests {
                 let map: BucketMap = serde_json::from_str(&json).unwrap();
                 map.validate().unwrap();
                 let (mut a, mut b, mut w) = (Vec::new(), Vec::new(), Vec::new());
+                let mut scratch = Vec::new();
                 for bucket in 0..100 {
                     for coded in [false, true] {
-                        map.pieces(bucket, coded, &mut a);
+                        map.pieces(bucket, coded, &mut a, &mut scratch);
                         let r = scheme.replicas();
                         pieces::pieces(&pl, scheme, k, p, bucket, coded, r, &mut b, &mut w);
                         assert_eq!(a, b, "{scheme:?} bucket {bucket} coded {coded}");
@@ -301,8 +319,13 @@ mod tests {
         let mut map = BucketMap::from_placement(1, Scheme::C2dn, 3, 1, &pl, None);
         map.data.pop();
         assert!(map.validate().is_err());
-        let mut map = BucketMap::from_placement(1, Scheme::C2dn, 3, 1, &pl, None);
-        map.scheme = "raid".into();
-        assert!(map.validate().is_err());
+        // A scheme the node does not know does not even parse.
+        let json = serde_json::to_string(&map)
+            .unwrap()
+            .replace("\"c2dn\"", "\"raid\"");
+        let e = serde_json::from_str::<BucketMap>(&json)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown scheme"), "{e}");
     }
 }

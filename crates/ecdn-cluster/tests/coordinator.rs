@@ -92,10 +92,10 @@ async fn until(limit: Duration, mut f: impl FnMut() -> bool) -> Option<Duration>
 }
 
 fn names_server(map: &BucketMap, server: usize) -> bool {
-    let mut pieces: Vec<Piece> = Vec::new();
+    let (mut pieces, mut walk): (Vec<Piece>, _) = (Vec::new(), Vec::new());
     (0..map.buckets).any(|b| {
         [false, true].into_iter().any(|coded| {
-            map.pieces(b, coded, &mut pieces);
+            map.pieces(b, coded, &mut pieces, &mut walk);
             pieces.iter().any(|p| p.server == server)
         }) || map.data_servers(b).contains(&server)
             || map.parity_servers(b).contains(&server)
