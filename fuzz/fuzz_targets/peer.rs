@@ -19,6 +19,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok((meta, payload)) = wire::split_frame(data) {
         assert_eq!(4 + meta.len() + payload.len(), data.len());
         let _ = PieceMeta::decode(meta);
+        let _ = wire::decode_held(payload);
     }
     let text = String::from_utf8_lossy(data);
     // Paths: what parses names its key again the same way.
@@ -30,6 +31,7 @@ fuzz_target!(|data: &[u8]| {
                 sub_chunks,
             } => wire::piece_path(*piece, key, *sub_chunks),
             PeerPath::Has { key } => wire::has_path(key),
+            PeerPath::Relay { target } => wire::relay_path(target),
         };
         assert_eq!(wire::parse_path(&again), Ok(p));
     }

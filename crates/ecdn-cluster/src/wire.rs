@@ -5,7 +5,12 @@
 //! |---|---|
 //! | `PUT /_peer/piece/{chunk}/{key}` body [`frame`] | store a piece (chunk `chunk`; a replica is chunk `r`) |
 //! | `GET /_peer/piece/{chunk}/{key}[?from=A&to=B]` | a piece's metadata and payload (sub-chunks `A..B` of a chunk), as a [`frame`] |
-//! | `GET /_peer/has/{key}` | which pieces of the object the node holds |
+//! | `GET /_peer/has/{key}` | which pieces of the object the node holds: a [`frame`] whose metadata is one held piece's (a chunk's if it holds one) and whose payload lists the held pieces ([`encode_held`]); `404` when none |
+//! | `GET`/`HEAD /_peer/relay/{target}` | a client's request passed on to the bucket's serving node (`{target}`: the request's path and query, percent-encoded; the client's headers travel as they are) |
+//!
+//! A piece request with `from`/`to` answers the payload bytes of those sub-chunks alone, not
+//! as a frame: the reader checks them against the CRC-32C values of the piece's metadata,
+//! which it got from a signed `has` answer.
 //!
 //! `{key}` is the object's cache key, percent-encoded ([`encode_key`]): every byte outside
 //! `A-Z a-z 0-9 - . _ ~` as `%XX`, so it is one path segment and the signature (over the path)
@@ -43,6 +48,10 @@ pub enum PeerPath {
     },
     Has {
         key: String,
+    },
+    /// A client request relayed to the serving node: its path and query.
+    Relay {
+        target: String,
     },
 }
 
@@ -115,6 +124,11 @@ pub fn piece_path(piece: PieceName, key: &str, sub_chunks: Option<(u64, u64)>) -
     p
 }
 
+/// The path of a relayed client request for `target` (path and query).
+pub fn relay_path(target: &str) -> String {
+    format!("/_peer/relay/{}", encode_key(target))
+}
+
 /// The path of a "which pieces do you hold" request.
 pub fn has_path(key: &str) -> String {
     format!("/_peer/has/{}", encode_key(key))
@@ -140,6 +154,16 @@ pub fn parse_path(path_and_query: &str) -> Result<PeerPath, WireError> {
         return Ok(PeerPath::Has {
             key: decode_key(key)?,
         });
+    }
+    if let Some(target) = path.strip_prefix("/_peer/relay/") {
+        if query.is_some() {
+            return bad("unexpected query");
+        }
+        let target = decode_key(target)?;
+        if !target.starts_with('/') {
+            return bad("relay target must start with /");
+        }
+        return Ok(PeerPath::Relay { target });
     }
     let Some(rest) = path.strip_prefix("/_peer/piece/") else {
         return bad("unknown peer path");
@@ -204,6 +228,34 @@ pub fn split_frame(frame: &[u8]) -> Result<(&[u8], &[u8]), WireError> {
     Ok(rest.split_at(len))
 }
 
+/// The payload of a `has` answer: one byte per held piece, `255` for a replica, else the
+/// chunk index.
+pub fn encode_held(held: &[PieceName]) -> Vec<u8> {
+    held.iter()
+        .map(|p| match p {
+            PieceName::Replica => 255,
+            PieceName::Chunk(c) => *c as u8,
+        })
+        .collect()
+}
+
+/// Reads a `has` answer's payload (chunk indices below 255; at most 256 entries).
+pub fn decode_held(bytes: &[u8]) -> Result<Vec<PieceName>, WireError> {
+    if bytes.len() > 256 {
+        return Err(WireError::Bad("too many held pieces"));
+    }
+    Ok(bytes
+        .iter()
+        .map(|&b| {
+            if b == 255 {
+                PieceName::Replica
+            } else {
+                PieceName::Chunk(u16::from(b))
+            }
+        })
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -233,6 +285,20 @@ mod tests {
             parse_path(&has_path(key)).unwrap(),
             PeerPath::Has { key: key.into() }
         );
+    }
+
+    #[test]
+    fn relay_and_held_round_trip() {
+        let t = "/obj/1?size=5&a=b c";
+        assert_eq!(
+            parse_path(&relay_path(t)).unwrap(),
+            PeerPath::Relay { target: t.into() }
+        );
+        assert!(parse_path("/_peer/relay/obj").is_err());
+        assert!(parse_path("/_peer/relay/%2Fx?y=1").is_err());
+        let held = [PieceName::Replica, PieceName::Chunk(0), PieceName::Chunk(4)];
+        assert_eq!(decode_held(&encode_held(&held)).unwrap(), held);
+        assert!(decode_held(&[0; 300]).is_err());
     }
 
     #[test]

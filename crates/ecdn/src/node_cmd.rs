@@ -71,6 +71,14 @@ pub struct NodeArgs {
     /// Worker threads [default: all cores].
     #[arg(long, short = 'j')]
     threads: Option<usize>,
+    /// Cluster mode: the cluster file (see `ecdn coordinator`). The node listens on its client
+    /// and peer addresses from the file (not --listen), needs --disk-path, and --disk-size is
+    /// its piece cache's capacity (the ring file is made larger).
+    #[arg(long, value_name = "FILE", requires = "id")]
+    cluster: Option<PathBuf>,
+    /// Cluster mode: this node's id in the cluster file.
+    #[arg(long, requires = "cluster")]
+    id: Option<usize>,
 }
 
 /// The config file: every key optional, unknown keys rejected.
@@ -99,6 +107,24 @@ struct Settings {
 }
 
 fn merge(a: NodeArgs) -> Result<Settings> {
+    let cluster = match (&a.cluster, a.id) {
+        (Some(path), Some(id)) => {
+            let cfg = ecdn_cluster::config::ClusterConfig::load(path)
+                .with_context(|| format!("cluster file {}", path.display()))?;
+            if id >= cfg.nodes.len() {
+                bail!(
+                    "--id {id}: the cluster file {} has nodes 0..{}",
+                    path.display(),
+                    cfg.nodes.len()
+                );
+            }
+            if a.listen.is_some() {
+                bail!("--listen: in cluster mode the node listens on the cluster file's address");
+            }
+            Some(ecdn_node::node::ClusterNode { cluster: cfg, id })
+        }
+        _ => None,
+    };
     let file = match &a.config {
         Some(p) => {
             let text = std::fs::read_to_string(p)
@@ -109,10 +135,13 @@ fn merge(a: NodeArgs) -> Result<Settings> {
         None => FileConfig::default(),
     };
     let key = |name: &str| format!("invalid {name}");
-    let listen = a
-        .listen
-        .or(file.listen)
-        .unwrap_or_else(|| "127.0.0.1:8080".into());
+    let listen = match &cluster {
+        Some(c) => c.cluster.nodes[c.id].client.to_string(),
+        None => a
+            .listen
+            .or(file.listen)
+            .unwrap_or_else(|| "127.0.0.1:8080".into()),
+    };
     let listen: SocketAddr = listen.parse().with_context(|| {
         format!(
             "{}: {listen:?} is not an address like 127.0.0.1:8080",
@@ -177,6 +206,7 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             drain_timeout: drain,
             purge_token: a.purge_token.or(file.purge_token),
             access_log: a.access_log || file.access_log.unwrap_or(false),
+            cluster,
             ..NodeConfig::default()
         },
         threads: a.threads.or(file.threads),
@@ -195,6 +225,9 @@ pub fn run(a: NodeArgs) -> Result<()> {
             .await
             .with_context(|| format!("cannot start the node on {}", s.listen))?;
         eprintln!("ecdn node listening on http://{}", node.addr);
+        if let Some(peer) = node.peer_addr() {
+            eprintln!("ecdn node: peer listener on {peer}");
+        }
         crate::origin_cmd::shutdown_signal().await;
         node.stop().await?;
         eprintln!("ecdn node: shut down");

@@ -89,6 +89,12 @@ async fn stats(st: &State) -> Response<NodeBody> {
     );
     body.insert("hoc".into(), hoc);
     body.insert("disk".into(), disk);
+    body.insert(
+        "cluster".into(),
+        st.cluster
+            .as_ref()
+            .map_or(serde_json::Value::Null, |c| c.stats_json()),
+    );
     json(StatusCode::OK, serde_json::Value::Object(body))
 }
 

@@ -60,6 +60,10 @@ pub struct NodeConfig {
     /// in progress (idle keep-alive connections close at once, busy ones after their current
     /// response) before they are cut. Default 30 s.
     pub drain_timeout: Duration,
+    /// Cluster mode (see `cluster/mod.rs`): the cluster file and this node's id. The node then
+    /// listens on its client and peer addresses from the file, needs a disk, and uses
+    /// `disk_size` as its piece policy's capacity (the ring is made larger).
+    pub cluster: Option<super::cluster::ClusterNode>,
 }
 
 impl Default for NodeConfig {
@@ -80,6 +84,7 @@ impl Default for NodeConfig {
             purge_token: None,
             access_log: false,
             drain_timeout: Duration::from_secs(30),
+            cluster: None,
         }
     }
 }

@@ -68,7 +68,7 @@ impl Disk {
     }
 
     /// Logs and counts a failed store operation.
-    fn failed(&self, what: &str, e: &StoreError) {
+    pub(super) fn failed(&self, what: &str, e: &StoreError) {
         self.errors.fetch_add(1, Ordering::Relaxed);
         eprintln!("ecdn node: disk cache: {what}: {e}");
     }
@@ -76,7 +76,7 @@ impl Disk {
     /// Runs a synchronous store operation that changes the store on the blocking pool. `None`
     /// only if the blocking task did not complete (it panicked, or the runtime is shutting
     /// down).
-    async fn write<T: Send + 'static>(
+    pub(super) async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Store) -> T + Send + 'static,
     ) -> Option<T> {

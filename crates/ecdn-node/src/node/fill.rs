@@ -446,7 +446,7 @@ async fn stream_body(
 /// Stores a completed answer: the replay buffer plus the frame held back, offered to the HOC
 /// and written to disk if it fits the ring.
 async fn store(
-    st: &State,
+    st: &Arc<State>,
     d: &Driver,
     plan: StorePlan,
     parts: &hyper::http::response::Parts,
@@ -466,7 +466,11 @@ async fn store(
         lifetime: plan.lifetime,
     });
     lock(&st.hoc).offer(plan.key.id, e.clone(), e.stored_at);
-    if let Some(disk) = &st.disk {
+    if let Some(c) = &st.cluster {
+        // The object's pieces, on the bucket's servers, before the last frame is released:
+        // the next request finds them.
+        super::cluster::write::place(st, c, &e, None).await;
+    } else if let Some(disk) = &st.disk {
         if plan.total <= disk.capacity {
             disk.put(&e).await;
         }
@@ -501,7 +505,7 @@ async fn revalidated(
     });
     if lifetime.is_some() {
         lock(&st.hoc).offer(key.id, e.clone(), e.stored_at);
-        if let (true, Some(disk)) = (s.on_disk, &st.disk) {
+        if let (true, Some(disk), None) = (s.on_disk, &st.disk, &st.cluster) {
             disk.put(&e).await;
         }
     } else {

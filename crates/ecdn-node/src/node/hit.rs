@@ -82,7 +82,7 @@ fn if_range_matches(e: &StoredResponse, req: &HeaderMap) -> bool {
 /// satisfiable → `416` with `Content-Range: bytes */size`; an ignored `Range` (see
 /// [`crate::range`]) or a failed `If-Range` → the full `200`. A `HEAD` gets the same headers
 /// and no pieces.
-fn plan_hit(
+pub(super) fn plan_hit(
     e: &StoredResponse,
     size: u64,
     req: &HeaderMap,

@@ -86,7 +86,8 @@ pub(super) async fn lookup(
         }),
         _ => None,
     };
-    let Some(disk) = &st.disk else {
+    // In cluster mode the disk holds pieces, looked up by the cluster's path.
+    let Some(disk) = st.disk.as_ref().filter(|_| st.cluster.is_none()) else {
         return Lookup::Miss(stale);
     };
     let whole = !head && !req.headers().contains_key(header::RANGE);

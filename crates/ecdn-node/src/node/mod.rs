@@ -59,6 +59,7 @@
 mod admin;
 mod body;
 mod client_body;
+mod cluster;
 mod config;
 mod disk;
 mod fill;
@@ -88,6 +89,7 @@ use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 pub use body::{LiveBody, NodeBody};
+pub use cluster::ClusterNode;
 pub use config::NodeConfig;
 pub use outcome::Outcome;
 pub use server::{Node, RunningNode};
@@ -124,6 +126,8 @@ struct State {
     unread_body_timeout: std::time::Duration,
     purge_token: Option<String>,
     access_log: bool,
+    /// Cluster mode: the node's side of the cluster.
+    cluster: Option<Arc<cluster::Cluster>>,
 }
 
 /// What a proxied request's path produced: how it was answered, and the response (without
@@ -193,13 +197,32 @@ async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> R
         // not part of the cache key: it is never forwarded (a shared fetch must not carry one
         // client's body), only read and discarded before the answer.
         let read = body.discard(st.unread_body_timeout).await;
-        (cached(&st, req).await, read)
+        // Cluster mode: the bucket's serving node answers.
+        let relayed = match &st.cluster {
+            Some(c) => cluster::relay::forward(&st, c, &req).await,
+            None => None,
+        };
+        match relayed {
+            Some(answer) => (answer, read),
+            None => (cached(&st, req).await, read),
+        }
     } else {
         let answer = pass(&st, req.map(|_| body.boxed())).await;
         (answer, finished.get())
     };
     // 6. Deliver.
     client_body::settle(deliver(&st, answer, arrived, log, remote), read)
+}
+
+/// Cluster mode: a `GET` / `HEAD` another node relayed here (see `cluster/relay.rs`), served
+/// by this node whatever its map says, never relayed again.
+async fn relayed(st: Arc<State>, req: Request<ReqBody>, remote: SocketAddr) -> Response<NodeBody> {
+    let arrived = Instant::now();
+    let log = st
+        .access_log
+        .then(|| (req.method().clone(), req.uri().path().to_string()));
+    let answer = cached(&st, req).await;
+    deliver(&st, answer, arrived, log, remote)
 }
 
 /// Steps 4-5 for `GET` / `HEAD`: lookup, then a hit, a stale entry served at once, or a miss.
@@ -211,6 +234,33 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
         Lookup::Hit(answer) => return answer,
         Lookup::Miss(stale) => stale,
     };
+    let Some(c) = &st.cluster else {
+        return uncached(st, req, key, rd, stale).await;
+    };
+    // Cluster mode: the object's pieces, here and on peers.
+    let partial = if stale.is_none() && !rd.no_cache {
+        match cluster::read::lookup(st, c, &req, &key, &rd).await {
+            cluster::read::Found::Hit(answer) => return answer,
+            cluster::read::Found::Partial => true,
+            cluster::read::Found::Miss => false,
+        }
+    } else {
+        false
+    };
+    let mut answer = uncached(st, req, key, rd, stale).await;
+    cluster::mark_miss(c, &mut answer, partial);
+    answer
+}
+
+/// Step 5 for a `GET` / `HEAD` the caches could not answer: a stale entry served at once, or a
+/// miss.
+async fn uncached(
+    st: &Arc<State>,
+    req: Request<ReqBody>,
+    key: CacheKey,
+    rd: freshness::RequestDirectives,
+    stale: Option<fill::Revalidation>,
+) -> Answer {
     if let Some(answer) = stale
         .as_ref()
         .and_then(|s| lookup::serve_stale(st, &req, &key, &rd, s))
@@ -266,8 +316,11 @@ fn deliver(
         mut response,
     } = answer;
     let h = response.headers_mut();
-    h.append(header::VIA, HeaderValue::from_static(VIA));
-    h.insert(X_CACHE, HeaderValue::from_static(outcome.x_cache()));
+    // A relayed answer already says how the serving node answered.
+    if outcome != Outcome::Relayed {
+        h.append(header::VIA, HeaderValue::from_static(VIA));
+        h.insert(X_CACHE, HeaderValue::from_static(outcome.x_cache()));
+    }
     let elapsed = arrived.elapsed();
     let bytes = hyper::body::Body::size_hint(response.body()).exact();
     st.metrics.record(outcome, elapsed, bytes);

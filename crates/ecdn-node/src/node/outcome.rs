@@ -29,10 +29,13 @@ pub enum Outcome {
     MissError,
     /// Our own `502` / `504` for a passed-through request.
     PassError,
+    /// Cluster mode: passed to the bucket's serving node, whose answer (and `X-Cache`) is
+    /// streamed back as it is.
+    Relayed,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 9] = [
+    pub const ALL: [Outcome; 10] = [
         Outcome::HitHoc,
         Outcome::HitDisk,
         Outcome::Miss,
@@ -42,6 +45,7 @@ impl Outcome {
         Outcome::Pass,
         Outcome::MissError,
         Outcome::PassError,
+        Outcome::Relayed,
     ];
 
     /// The `X-Cache` header value. Our `502` / `504` say `MISS`: nothing was served from
@@ -55,6 +59,7 @@ impl Outcome {
             Outcome::Revalidated => "REVALIDATED",
             Outcome::Stale => "STALE",
             Outcome::Pass => "PASS",
+            Outcome::Relayed => "RELAYED",
         }
     }
 
@@ -65,7 +70,7 @@ impl Outcome {
     }
 
     /// Every tier label, in the order the metrics list them.
-    pub const TIERS: [&'static str; 8] = [
+    pub const TIERS: [&'static str; 9] = [
         "hoc",
         "disk",
         "miss",
@@ -74,6 +79,7 @@ impl Outcome {
         "error",
         "revalidated",
         "stale",
+        "relayed",
     ];
 
     /// The position of [`Outcome::tier`] in [`Outcome::TIERS`].
@@ -87,6 +93,7 @@ impl Outcome {
             Outcome::MissError | Outcome::PassError => 5,
             Outcome::Revalidated => 6,
             Outcome::Stale => 7,
+            Outcome::Relayed => 8,
         }
     }
 

@@ -63,10 +63,18 @@ impl Node {
         let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
         let spec = ecdn_policy::PolicySpec::parse(&cfg.hoc_policy).map_err(invalid)?;
         let hoc = Hoc::new(spec.build(cfg.hoc_size.max(1), 0x5eed_ecd0));
+        if cfg.cluster.is_some() && cfg.disk_path.is_none() {
+            return Err(invalid("cluster mode needs a disk (disk_path)".into()));
+        }
+        // In cluster mode `disk_size` is the piece policy's capacity; the ring is larger.
+        let ring = match &cfg.cluster {
+            Some(_) => super::cluster::ring_size(cfg.disk_size),
+            None => cfg.disk_size,
+        };
         let disk = match cfg.disk_path.clone() {
             Some(path) => {
                 let align = u64::from(DEFAULT_ALIGN);
-                let capacity = cfg.disk_size / align * align;
+                let capacity = ring / align * align;
                 if capacity == 0 {
                     return Err(invalid(format!(
                         "disk size {} is below 4 KiB",
@@ -83,6 +91,12 @@ impl Node {
             }
             None => None,
         };
+        let cluster = match &cfg.cluster {
+            Some(c) => Some(Arc::new(
+                super::cluster::Cluster::join(c, cfg.disk_size).await?,
+            )),
+            None => None,
+        };
         let state = Arc::new(State {
             upstream,
             hoc: Mutex::new(hoc),
@@ -94,7 +108,21 @@ impl Node {
             unread_body_timeout: cfg.header_read_timeout,
             purge_token: cfg.purge_token.clone(),
             access_log: cfg.access_log,
+            cluster: cluster.clone(),
         });
+        let peer = match &cluster {
+            Some(c) => {
+                let listener = TcpListener::bind(c.peer_addr()).await?;
+                let addr = listener.local_addr()?;
+                let task = tokio::spawn(super::cluster::peer_server::serve(
+                    listener,
+                    state.clone(),
+                    c.clone(),
+                ));
+                Some((addr, task))
+            }
+            None => None,
+        };
         let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -119,6 +147,7 @@ impl Node {
         ));
         Ok(RunningNode {
             addr,
+            peer,
             stop: Some(tx),
             task,
             state,
@@ -210,6 +239,8 @@ async fn serve_connection<I>(
 /// A running node: its address and a handle that stops it.
 pub struct RunningNode {
     pub addr: SocketAddr,
+    /// Cluster mode: the peer listener's address and task.
+    peer: Option<(SocketAddr, tokio::task::JoinHandle<()>)>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
     state: Arc<State>,
@@ -222,10 +253,21 @@ impl RunningNode {
     /// [`NodeConfig::drain_timeout`]; then the disk cache is synced. Returns when all that is
     /// done.
     pub async fn stop(mut self) -> io::Result<()> {
+        if let Some((_, task)) = self.peer.take() {
+            task.abort();
+        }
+        if let Some(c) = &self.state.cluster {
+            c.leave();
+        }
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
         (&mut self.task).await.map_err(io::Error::other)
+    }
+
+    /// Cluster mode: the peer listener's address.
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.peer.as_ref().map(|(a, _)| *a)
     }
 
     /// Serves one client connection over `io` (any byte stream, e.g. one end of

@@ -1,0 +1,226 @@
+//! Cluster mode (C2DN §4–§5): the node as one server of a C2DN cluster.
+//!
+//! With [`super::NodeConfig::cluster`] set, the node joins the cluster of its cluster file
+//! (`ecdn_cluster::config`): it sends heartbeats with its write loads to the coordinator and
+//! follows the bucket map the coordinator publishes (`ecdn_cluster::control`), answers its
+//! peers on a second listener (`peer_server.rs`), and a `GET` / `HEAD` goes this way:
+//!
+//! 1. **relay** (`relay.rs`): a request for a bucket another node serves is passed, signed, to
+//!    that node's peer listener and its answer streamed back. When that node refuses, resets or
+//!    times out, the next candidate of the bucket is tried, and at the end this node serves it
+//!    itself. The serving node keeps the bucket's decoded copies in its HOC and collapses
+//!    concurrent misses: one origin fetch per object per cluster.
+//! 2. at the serving node, the **HOC**, then the **pieces** (`read.rs`): a replica of a small
+//!    object, or the K data chunks of a coded one, here or on peers (a `has` question to the
+//!    bucket's servers and the slots' former servers finds them); coded objects stream stripe
+//!    by stripe (`coded.rs`) with delayed parity fetch and decode.
+//! 3. a **miss** is filled from the origin as without a cluster (`fill.rs`), and the object is
+//!    then placed (`write.rs`): two replicas, or K + P chunks encoded stripe-major, on the
+//!    bucket's servers; pieces a hit found missing are written back the same way.
+//!
+//! Every node keeps its pieces under a piece policy (`pieces.rs`): the simulator's per-server
+//! cache (FIFO), fed the same ids and sizes, so the node holds what the simulator's server
+//! holds.
+//!
+//! Response headers of a cluster node (for load drivers and operators): `X-Ecdn-Object`
+//! (`coded` / `replicated`), `X-Ecdn-Origin-Bytes` (what this request's fetch took from the
+//! origin), `X-Ecdn-Partial: 1` (a partial hit: some chunks were cached, too few), `X-Ecdn-Decoded:
+//! 1` (a Reed-Solomon decode was needed), `X-Ecdn-Served-By` (the serving node's id).
+
+pub(super) mod coded;
+pub(super) mod peer_server;
+pub(super) mod pieces;
+pub(super) mod read;
+pub(super) mod relay;
+pub(super) mod write;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ecdn_cluster::auth::ClusterKey;
+use ecdn_cluster::config::ClusterConfig;
+use ecdn_cluster::control::{spawn_control, Control, MapHandle, WriteLoads};
+use ecdn_cluster::peer::PeerClient;
+use ecdn_codec::CodecCache;
+use ecdn_placement::pieces::Scheme;
+use ecdn_policy::spec::EvictionKind;
+use ecdn_policy::Cache;
+
+use pieces::PieceStore;
+
+/// What a node needs to join a cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterNode {
+    /// The cluster file.
+    pub cluster: ClusterConfig,
+    /// This node's id in it.
+    pub id: usize,
+}
+
+/// Counters of the cluster paths (in `/_ecdn/stats` as `cluster`).
+#[derive(Default)]
+pub(super) struct ClusterStats {
+    pub(super) relayed: AtomicU64,
+    pub(super) relay_failovers: AtomicU64,
+    pub(super) peer_bytes_received: AtomicU64,
+    pub(super) peer_bytes_sent: AtomicU64,
+    pub(super) decodes: AtomicU64,
+    pub(super) partial_hits: AtomicU64,
+    pub(super) coded_hits: AtomicU64,
+    pub(super) replicated_hits: AtomicU64,
+    pub(super) repairs: AtomicU64,
+    pub(super) corrupt_sub_chunks: AtomicU64,
+    pub(super) peer_errors: AtomicU64,
+}
+
+impl ClusterStats {
+    pub(super) fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// The node's side of the cluster, shared by its request paths and its peer listener.
+pub(super) struct Cluster {
+    pub(super) id: usize,
+    pub(super) cfg: ClusterConfig,
+    pub(super) map: MapHandle,
+    control: Mutex<Option<Control>>,
+    pub(super) peers: PeerClient,
+    pub(super) pieces: PieceStore,
+    pub(super) loads: WriteLoads,
+    pub(super) stats: ClusterStats,
+    pub(super) codecs: CodecCache,
+    /// Limit on one peer exchange's headers (a peer that does not answer within it counts as
+    /// failed and the request goes on without it).
+    pub(super) peer_timeout: Duration,
+}
+
+/// The piece policy's share of the disk ring: the ring is this much larger than the policy's
+/// capacity, for entry headers, metadata and 4 KiB alignment.
+pub(super) fn ring_size(capacity: u64) -> u64 {
+    capacity + capacity / 2 + (16 << 20)
+}
+
+impl Cluster {
+    /// Joins the cluster: waits for the coordinator's first map (see
+    /// [`ecdn_cluster::control::spawn_control`]), then heartbeats and follows the map.
+    pub(super) async fn join(c: &ClusterNode, capacity: u64) -> std::io::Result<Cluster> {
+        let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+        if c.id >= c.cluster.nodes.len() {
+            return Err(invalid(format!(
+                "node id {} is not in the cluster file ({} nodes)",
+                c.id,
+                c.cluster.nodes.len()
+            )));
+        }
+        let peers = PeerClient::new(ClusterKey::new(c.cluster.key.as_bytes()));
+        let loads = WriteLoads::for_cluster(&c.cluster);
+        let control = spawn_control(&c.cluster, c.id, peers.clone(), loads.clone())
+            .await
+            .map_err(|e| invalid(e.to_string()))?;
+        let policy = Cache::new(EvictionKind::Fifo.build(capacity), None);
+        Ok(Cluster {
+            id: c.id,
+            cfg: c.cluster.clone(),
+            map: control.map().clone(),
+            control: Mutex::new(Some(control)),
+            peers,
+            pieces: PieceStore::new(policy),
+            loads,
+            stats: ClusterStats::default(),
+            codecs: CodecCache::new(),
+            peer_timeout: Duration::from_secs(2),
+        })
+    }
+
+    /// This node's peer listener address.
+    pub(super) fn peer_addr(&self) -> SocketAddr {
+        self.cfg.nodes[self.id].peer
+    }
+
+    /// Node `id`'s peer address.
+    pub(super) fn peer_of(&self, id: usize) -> Option<SocketAddr> {
+        self.cfg.nodes.get(id).map(|n| n.peer)
+    }
+
+    /// Whether objects of `size` bytes are coded.
+    pub(super) fn coded(&self, size: u64) -> bool {
+        self.cfg.scheme.coded() && size > self.cfg.threshold
+    }
+
+    pub(super) fn scheme(&self) -> Scheme {
+        self.cfg.scheme
+    }
+
+    /// Stops the heartbeats (the coordinator will mark the node unavailable).
+    pub(super) fn leave(&self) {
+        if let Some(c) = super::lock(&self.control).take() {
+            c.stop();
+        }
+    }
+
+    /// The `cluster` object of `/_ecdn/stats`.
+    pub(super) fn stats_json(&self) -> serde_json::Value {
+        let s = &self.stats;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        serde_json::json!({
+            "id": self.id,
+            "epoch": self.map.epoch(),
+            "scheme": self.cfg.scheme_name(),
+            "bytes_written": self.pieces.written(),
+            "pieces_capacity": self.pieces.capacity(),
+            "relayed": get(&s.relayed),
+            "relay_failovers": get(&s.relay_failovers),
+            "peer_bytes_received": get(&s.peer_bytes_received),
+            "peer_bytes_sent": get(&s.peer_bytes_sent),
+            "decodes": get(&s.decodes),
+            "partial_hits": get(&s.partial_hits),
+            "coded_hits": get(&s.coded_hits),
+            "replicated_hits": get(&s.replicated_hits),
+            "repairs": get(&s.repairs),
+            "corrupt_sub_chunks": get(&s.corrupt_sub_chunks),
+            "peer_errors": get(&s.peer_errors),
+            "ring_lost": self.pieces.ring_lost(),
+        })
+    }
+}
+
+/// The URL part of a cache key (a variant key is the primary key, a newline, then the variant).
+pub(super) fn primary_of(key: &str) -> &str {
+    key.split('\n').next().unwrap_or(key)
+}
+
+/// The object id the bucket map places by: the hash of the primary key (every variant of a URL
+/// lives in the URL's bucket).
+pub(super) fn object_id(key: &str) -> u64 {
+    ecdn_trace::hash_id(primary_of(key).as_bytes())
+}
+
+/// The cluster's headers on an answer that went to the origin (see the module documentation).
+pub(super) fn mark_miss(c: &Cluster, answer: &mut super::Answer, partial: bool) {
+    use hyper::header::{HeaderName, HeaderValue};
+    let h = answer.response.headers_mut();
+    let length = super::upstream::content_length(h);
+    if let Some(n) = length {
+        let kind = if c.coded(n) { "coded" } else { "replicated" };
+        h.insert(read::X_OBJECT, HeaderValue::from_static(kind));
+    }
+    let fetched = if answer.outcome == super::Outcome::Miss {
+        length.unwrap_or(0)
+    } else {
+        0
+    };
+    h.insert(
+        HeaderName::from_static("x-ecdn-origin-bytes"),
+        HeaderValue::from(fetched),
+    );
+    if partial {
+        h.insert(
+            HeaderName::from_static("x-ecdn-partial"),
+            HeaderValue::from_static("1"),
+        );
+    }
+    h.insert(read::X_SERVED_BY, HeaderValue::from(c.id));
+}

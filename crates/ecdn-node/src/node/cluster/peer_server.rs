@@ -1,0 +1,290 @@
+//! The peer listener: what a node answers its peers (the protocol is `ecdn_cluster::wire`).
+//!
+//! Every request must carry a valid signature of the cluster key over its method, path, time
+//! and body digest (`ecdn_cluster::auth`); one without, with a wrong key or a stale time gets
+//! `401` and changes nothing. A bad path or body gets `400`. The client listener never routes
+//! to any of this: peer operations exist only here.
+//!
+//! * `GET /_peer/has/{key}`: the pieces of the object this node holds, with one piece's
+//!   metadata (a chunk's when it holds one), signed; `404` when none.
+//! * `GET /_peer/piece/{chunk}/{key}`: a whole piece as a frame, signed; with `?from=A&to=B`,
+//!   the payload bytes of sub-chunks `A..B` alone (checked by the reader against the CRCs it
+//!   got signed).
+//! * `PUT /_peer/piece/{chunk}/{key}`: stores a piece (its frame is the body, checked against
+//!   the signed digest; the metadata must match the path and the payload its length and
+//!   checksums), admitted by the piece policy.
+//! * `GET` / `HEAD /_peer/relay/{target}`: a client request relayed by a node that does not
+//!   serve its bucket, answered as a request on the client port would be, never relayed again.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ecdn_cluster::auth::unix_now;
+use ecdn_cluster::peer::{read_verified_body, sign_response, verify_parts};
+use ecdn_cluster::piece::PieceMeta;
+use ecdn_cluster::wire::{self, PeerPath, PieceName};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+
+use super::super::body::NodeBody;
+use super::super::{empty_body, State};
+use super::pieces::{PieceStore, Put};
+use super::{write, Cluster, ClusterStats};
+
+/// Serves the peer listener until the task is aborted.
+pub(in crate::node) async fn serve(listener: TcpListener, st: Arc<State>, c: Arc<Cluster>) {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.keep_alive(true)
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30));
+    loop {
+        let (stream, remote) = match listener.accept().await {
+            Ok(s) => s,
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (st, c) = (st.clone(), c.clone());
+        let conn = http.serve_connection(
+            TokioIo::new(stream),
+            hyper::service::service_fn(move |req| {
+                let (st, c) = (st.clone(), c.clone());
+                async move { Ok::<_, Infallible>(handle(st, c, req, remote).await) }
+            }),
+        );
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+    }
+}
+
+fn plain(status: StatusCode, msg: &str) -> Response<NodeBody> {
+    let mut r = Response::new(NodeBody::Full(Full::new(Bytes::from(format!("{msg}\n")))));
+    *r.status_mut() = status;
+    r
+}
+
+/// A signed answer of `body` to the request for `path`.
+fn signed(c: &Cluster, path: &str, body: Vec<u8>) -> Response<NodeBody> {
+    let headers = sign_response(c.peers.key(), path, &body);
+    let mut r = Response::new(NodeBody::Full(Full::new(Bytes::from(body))));
+    for (n, v) in headers {
+        r.headers_mut().insert(n, v);
+    }
+    r
+}
+
+/// One peer request.
+async fn handle(
+    st: Arc<State>,
+    c: Arc<Cluster>,
+    req: Request<Incoming>,
+    remote: SocketAddr,
+) -> Response<NodeBody> {
+    let (parts, body) = req.into_parts();
+    let verified = match verify_parts(c.peers.key(), &parts, unix_now()) {
+        Ok(v) => v,
+        Err(e) => return plain(StatusCode::UNAUTHORIZED, &e.to_string()),
+    };
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string());
+    let parsed = match wire::parse_path(&path) {
+        Ok(p) => p,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    let get = parts.method == Method::GET;
+    if parts.method != Method::PUT && !verified.empty_body() {
+        return plain(StatusCode::BAD_REQUEST, "peer request: unexpected body");
+    }
+    match parsed {
+        PeerPath::Has { key } if get => has(&st, &c, &path, &key).await,
+        PeerPath::Piece {
+            piece,
+            key,
+            sub_chunks,
+        } if get => get_piece(&st, &c, &path, piece, &key, sub_chunks).await,
+        PeerPath::Piece {
+            piece,
+            key,
+            sub_chunks: None,
+        } if parts.method == Method::PUT => {
+            let limit = c.pieces.capacity().min(1 << 30) as usize + wire_meta_limit(&c);
+            let frame = match read_verified_body(body, limit, &verified).await {
+                Ok(b) => b,
+                Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
+            };
+            ClusterStats::add(&c.stats.peer_bytes_received, frame.len() as u64);
+            put_piece(&st, &c, piece, &key, frame).await
+        }
+        PeerPath::Relay { target } if get || parts.method == Method::HEAD => {
+            let mut req = Request::new(empty_body());
+            *req.method_mut() = parts.method.clone();
+            *req.uri_mut() = match target.parse() {
+                Ok(u) => u,
+                Err(_) => return plain(StatusCode::BAD_REQUEST, "peer request: bad relay target"),
+            };
+            let h = req.headers_mut();
+            for (n, v) in &parts.headers {
+                if !n.as_str().starts_with("x-ecdn-") {
+                    h.append(n.clone(), v.clone());
+                }
+            }
+            super::super::relayed(st, req, remote).await
+        }
+        _ => plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "peer request: method not allowed",
+        ),
+    }
+}
+
+/// The most metadata bytes a piece frame of this cluster may carry.
+fn wire_meta_limit(c: &Cluster) -> usize {
+    let capacity = c.pieces.capacity();
+    let sub = c.cfg.sub_chunk.max(1);
+    let stripes = capacity / sub + 2;
+    (64 << 10)
+        + (4 * stripes * (c.cfg.k + c.cfg.p) as u64).min(ecdn_cluster::piece::MAX_META as u64)
+            as usize
+}
+
+async fn has(st: &State, c: &Cluster, path: &str, key: &str) -> Response<NodeBody> {
+    let Some(disk) = &st.disk else {
+        return plain(StatusCode::NOT_FOUND, "no pieces");
+    };
+    let object = ecdn_trace::hash_id(key.as_bytes());
+    let held = c.pieces.held(object, c.cfg.k + c.cfg.p);
+    // One piece's metadata: a chunk's if any (it names the coding), else the replica's.
+    let first = held
+        .iter()
+        .find(|p| matches!(p, PieceName::Chunk(_)))
+        .or(held.first())
+        .copied();
+    let Some(first) = first else {
+        return plain(StatusCode::NOT_FOUND, "no pieces");
+    };
+    let Some((meta, _)) = c
+        .pieces
+        .read(disk, PieceStore::piece_id(object, first), Some(0..0))
+        .await
+    else {
+        return plain(StatusCode::NOT_FOUND, "no pieces");
+    };
+    // Held pieces the store lost meanwhile are found missing when read.
+    let mut body = wire::frame_head(&meta);
+    body.extend_from_slice(&wire::encode_held(&held));
+    signed(c, path, body)
+}
+
+async fn get_piece(
+    st: &State,
+    c: &Cluster,
+    path: &str,
+    piece: PieceName,
+    key: &str,
+    sub_chunks: Option<(u64, u64)>,
+) -> Response<NodeBody> {
+    let Some(disk) = &st.disk else {
+        return plain(StatusCode::NOT_FOUND, "no such piece");
+    };
+    let object = ecdn_trace::hash_id(key.as_bytes());
+    let id = PieceStore::piece_id(object, piece);
+    let s = c.cfg.sub_chunk;
+    let range = sub_chunks.map(|(a, b)| a.saturating_mul(s)..b.saturating_mul(s));
+    let Some((meta, payload)) = c.pieces.read(disk, id, range).await else {
+        return plain(StatusCode::NOT_FOUND, "no such piece");
+    };
+    match sub_chunks {
+        Some(_) => {
+            ClusterStats::add(&c.stats.peer_bytes_sent, payload.len() as u64);
+            let mut r = Response::new(NodeBody::Full(Full::new(payload)));
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            );
+            r
+        }
+        None => {
+            let mut body = wire::frame_head(&meta);
+            body.extend_from_slice(&payload);
+            ClusterStats::add(&c.stats.peer_bytes_sent, body.len() as u64);
+            signed(c, path, body)
+        }
+    }
+}
+
+/// Checks a pushed piece against its path and its own checksums, then stores it.
+async fn put_piece(
+    st: &State,
+    c: &Cluster,
+    piece: PieceName,
+    key: &str,
+    frame: Bytes,
+) -> Response<NodeBody> {
+    let (meta_bytes, payload) = match wire::split_frame(&frame) {
+        Ok(x) => x,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    let meta = match PieceMeta::decode(meta_bytes) {
+        Ok(m) => m,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    if let Err(e) = check_piece(c, piece, &meta, payload) {
+        return plain(StatusCode::BAD_REQUEST, &format!("peer request: {e}"));
+    }
+    let object = ecdn_trace::hash_id(key.as_bytes());
+    let payload = frame.slice(frame.len() - payload.len()..);
+    let put = write::put_local(st, c, key, object, piece, meta_bytes.to_vec(), payload).await;
+    match put {
+        Put::Stored => plain(StatusCode::OK, "stored"),
+        Put::Present => plain(StatusCode::OK, "present"),
+        Put::Refused => plain(StatusCode::INSUFFICIENT_STORAGE, "refused"),
+    }
+}
+
+/// A piece's metadata agrees with its path, the cluster's code and its payload.
+fn check_piece(
+    c: &Cluster,
+    piece: PieceName,
+    meta: &PieceMeta,
+    payload: &[u8],
+) -> Result<(), String> {
+    match (piece, &meta.coding) {
+        (PieceName::Replica, None) => Ok(()),
+        (PieceName::Chunk(ch), Some(coding)) => {
+            if usize::from(coding.k) != c.cfg.k
+                || usize::from(coding.p) != c.cfg.p
+                || coding.chunk != ch
+                || usize::from(ch) >= c.cfg.k + c.cfg.p
+                || u64::from(coding.sub_chunk) != c.cfg.sub_chunk
+            {
+                return Err("chunk metadata does not match the path or the cluster's code".into());
+            }
+            if payload.len() as u64 != coding.chunk_size() {
+                return Err("chunk length does not match its metadata".into());
+            }
+            let n = coding.stripes();
+            if coding.crcs.len() as u64 != n * u64::from(coding.k + coding.p) {
+                return Err("wrong number of sub-chunk checksums".into());
+            }
+            for (j, sub) in payload.chunks(coding.sub_chunk as usize).enumerate() {
+                if coding.crc(usize::from(ch), j as u64) != Some(ecdn_store::crc32c(sub)) {
+                    return Err(format!("sub-chunk {j} fails its checksum"));
+                }
+            }
+            Ok(())
+        }
+        _ => Err("piece kind does not match the path".into()),
+    }
+}

@@ -1,0 +1,411 @@
+//! The serving node's lookup of an object's pieces in the cluster (after its HOC).
+//!
+//! As the simulator does (`ecdn_sim::cluster`): the node looks for the object's pieces on the
+//! bucket's servers — its own piece store first; then, unless it holds a replica, it asks the
+//! bucket's servers (the data and parity servers, the replica targets, and the slots' former
+//! servers, where moved chunks stay until evicted) which pieces they hold, all at once. A server
+//! serves any chunk of the object it holds, not only the one its assignment names.
+//!
+//! * A replica anywhere: a hit, read whole (small objects only).
+//! * At least K distinct chunks: a coded hit, streamed (`coded.rs`).
+//! * 1 to K − 1 chunks: a **partial hit**, counted as a miss: the object comes from the origin
+//!   (this slice fetches all of it; fetching only the missing chunks' bytes is not built yet).
+//! * Nothing: a miss.
+//!
+//! After a hit, every available target that lacks its piece gets it (`write.rs`), before the
+//! answer, as the simulator's servers are written before the next request: a replica from the
+//! bytes read, chunks re-encoded from the object read whole.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ecdn_cluster::peer::{read_body, verify_response};
+use ecdn_cluster::piece::PieceMeta;
+use ecdn_cluster::wire::{self, PieceName};
+use ecdn_codec::ObjectLayout;
+use ecdn_placement::pieces::NO_SERVER;
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::super::body::{LiveBody, NodeBody};
+use super::super::freshness::{RequestDirectives, StoredResponse};
+use super::super::hit::{answer_hit, plan_hit};
+use super::super::key::CacheKey;
+use super::super::meta;
+use super::super::outcome::Outcome;
+use super::super::{lock, Answer, ReqBody, State};
+use super::coded::{self, CodedObject};
+use super::pieces::PieceStore;
+use super::{write, Cluster, ClusterStats};
+
+/// What the cluster held of a request's object. (Returned once per request and never kept, as
+/// [`super::super::lookup::Lookup`].)
+#[allow(clippy::large_enum_variant)]
+pub(in crate::node) enum Found {
+    Hit(Answer),
+    /// Some chunks, fewer than K: a partial hit (a miss).
+    Partial,
+    Miss,
+}
+
+pub(in crate::node) const X_OBJECT: HeaderName = HeaderName::from_static("x-ecdn-object");
+pub(in crate::node) const X_DECODED: HeaderName = HeaderName::from_static("x-ecdn-decoded");
+pub(in crate::node) const X_SERVED_BY: HeaderName = HeaderName::from_static("x-ecdn-served-by");
+
+/// What one server said it holds.
+struct Holder {
+    server: usize,
+    held: Vec<PieceName>,
+}
+
+/// Looks the object of `key` up in the cluster, as the module documentation says.
+pub(in crate::node) async fn lookup(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    req: &Request<ReqBody>,
+    key: &CacheKey,
+    rd: &RequestDirectives,
+) -> Found {
+    let Some(disk) = &st.disk else {
+        return Found::Miss;
+    };
+    let map = c.map.current();
+    let bucket = map.bucket_of(super::object_id(&key.key));
+    let (k, p) = (c.cfg.k, c.cfg.p);
+    let chunks = if c.scheme().coded() { k + p } else { 0 };
+    let object = key.id;
+    let mut holders = vec![Holder {
+        server: c.id,
+        held: c.pieces.held(object, chunks),
+    }];
+    let mut meta: Option<PieceMeta> = None;
+    // A replica here: no need to ask anyone.
+    let local_replica = holders[0].held.contains(&PieceName::Replica);
+    if !local_replica {
+        // Ask the bucket's servers and the slots' former servers.
+        let mut servers = Vec::new();
+        let (mut placed, mut walk) = (Vec::new(), Vec::new());
+        for coded in [false, true] {
+            map.pieces(bucket, coded, &mut placed, &mut walk);
+            servers.extend(placed.iter().map(|p| p.server));
+        }
+        for ch in 0..chunks.max(2) {
+            servers.extend(
+                map.former(bucket, ch)
+                    .into_iter()
+                    .filter(|&s| s != NO_SERVER),
+            );
+        }
+        servers.sort_unstable();
+        servers.dedup();
+        servers.retain(|&s| s != c.id && map.is_available(s));
+        let mut asks = tokio::task::JoinSet::new();
+        for s in servers {
+            let c = c.clone();
+            let key = key.key.clone();
+            asks.spawn(async move { (s, ask_has(&c, s, &key).await) });
+        }
+        while let Some(r) = asks.join_next().await {
+            if let Ok((server, Some((m, held)))) = r {
+                if meta.as_ref().is_none_or(|m| m.coding.is_none()) {
+                    meta = Some(m);
+                }
+                holders.push(Holder { server, held });
+            }
+        }
+    }
+    let replica_at = holders
+        .iter()
+        .find(|h| h.held.contains(&PieceName::Replica))
+        .map(|h| h.server);
+    // A local chunk's metadata names the coding too.
+    if meta.as_ref().is_none_or(|m| m.coding.is_none()) {
+        if let Some(&PieceName::Chunk(ch)) = holders[0]
+            .held
+            .iter()
+            .find(|p| matches!(p, PieceName::Chunk(_)))
+        {
+            let id = PieceStore::piece_id(object, PieceName::Chunk(ch));
+            if let Some((m, _)) = c.pieces.read(disk, id, Some(0..0)).await {
+                meta = PieceMeta::decode(&m).ok();
+            }
+        }
+    }
+    let coding = meta.and_then(|m| m.coding.map(|cd| (cd, m.http)));
+    if let Some((coding, http)) = coding.filter(|_| replica_at.is_none()) {
+        return coded_hit(st, c, req, key, rd, &holders, coding, http, bucket).await;
+    }
+    let Some(server) = replica_at else {
+        return Found::Miss;
+    };
+    replica_hit(st, c, req, key, rd, &holders, server).await
+}
+
+/// Asks node `server` which pieces of `key` it holds: their names and one piece's metadata.
+async fn ask_has(c: &Cluster, server: usize, key: &str) -> Option<(PieceMeta, Vec<PieceName>)> {
+    let addr = c.peer_of(server)?;
+    let path = wire::has_path(key);
+    let resp = c
+        .peers
+        .send(addr, Method::GET, &path, Bytes::new(), &[], c.peer_timeout)
+        .await
+        .ok()?;
+    if resp.status() != StatusCode::OK {
+        return None;
+    }
+    let (parts, body) = resp.into_parts();
+    let body = read_body(body, ecdn_cluster::piece::MAX_META + 512)
+        .await
+        .ok()?;
+    ClusterStats::add(&c.stats.peer_bytes_received, body.len() as u64);
+    verify_response(
+        c.peers.key(),
+        &path,
+        &parts.headers,
+        &body,
+        ecdn_cluster::auth::unix_now(),
+    )
+    .ok()?;
+    let (m, held) = wire::split_frame(&body).ok()?;
+    Some((PieceMeta::decode(m).ok()?, wire::decode_held(held).ok()?))
+}
+
+/// The stored response a piece's HTTP metadata describes, with `body`.
+fn response_of(key: &str, http: &[u8], body: Bytes) -> Option<StoredResponse> {
+    let m = meta::decode(http).filter(|m| m.status == StatusCode::OK)?;
+    let on_disk = super::super::freshness::unix_now().saturating_sub(m.stored_at_unix);
+    Some(StoredResponse {
+        key: key.to_string(),
+        status: m.status,
+        headers: m.headers,
+        body,
+        stored_at: Instant::now(),
+        age_at_store: Duration::from_secs(m.age_at_store_secs.saturating_add(on_disk)),
+        lifetime: Duration::from_secs(m.lifetime_secs),
+    })
+}
+
+/// Per piece of the object's placement, whether its server lacks it (to be written).
+fn lacking(c: &Cluster, key: &CacheKey, coded: bool, holders: &[Holder]) -> Vec<bool> {
+    let map = c.map.current();
+    let bucket = map.bucket_of(super::object_id(&key.key));
+    let (mut placed, mut walk) = (Vec::new(), Vec::new());
+    map.pieces(bucket, coded, &mut placed, &mut walk);
+    placed
+        .iter()
+        .map(|p| {
+            let want = if coded {
+                PieceName::Chunk(p.chunk as u16)
+            } else {
+                PieceName::Replica
+            };
+            !holders
+                .iter()
+                .any(|h| h.server == p.server && h.held.contains(&want))
+        })
+        .collect()
+}
+
+fn mark(mut r: Response<NodeBody>, c: &Cluster, coded: bool, decoded: bool) -> Response<NodeBody> {
+    let h = r.headers_mut();
+    h.insert(
+        X_OBJECT,
+        HeaderValue::from_static(if coded { "coded" } else { "replicated" }),
+    );
+    h.insert(X_SERVED_BY, HeaderValue::from(c.id));
+    if decoded {
+        h.insert(X_DECODED, HeaderValue::from_static("1"));
+    }
+    r
+}
+
+async fn replica_hit(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    req: &Request<ReqBody>,
+    key: &CacheKey,
+    rd: &RequestDirectives,
+    holders: &[Holder],
+    server: usize,
+) -> Found {
+    let object = key.id;
+    let frame = if server == c.id {
+        let Some(disk) = &st.disk else {
+            return Found::Miss;
+        };
+        c.pieces
+            .read(disk, PieceStore::piece_id(object, PieceName::Replica), None)
+            .await
+    } else {
+        fetch_replica(c, server, &key.key).await
+    };
+    let Some((m, payload)) = frame else {
+        return Found::Miss;
+    };
+    let Some(e) = PieceMeta::decode(&m)
+        .ok()
+        .filter(|m| m.coding.is_none())
+        .and_then(|m| response_of(&key.key, &m.http, payload))
+    else {
+        return Found::Miss;
+    };
+    let now = Instant::now();
+    if !e.is_fresh(now) || !rd.accepts(&e, now) {
+        return Found::Miss;
+    }
+    let lack = lacking(c, key, false, holders);
+    if lack.iter().any(|&l| l) {
+        ClusterStats::add(&c.stats.repairs, 1);
+        write::place(st, c, &e, Some(&lack)).await;
+    }
+    ClusterStats::add(&c.stats.replicated_hits, 1);
+    let head = req.method() == Method::HEAD;
+    let e = Arc::new(e);
+    if !head && lock(&st.hoc).admit(object, &key.key, e.body.len() as u64, now) {
+        lock(&st.hoc).insert(object, e.clone());
+    }
+    Found::Hit(Answer {
+        outcome: Outcome::HitDisk,
+        response: mark(answer_hit(&e, req.headers(), now, head), c, false, false),
+    })
+}
+
+/// A whole replica from a peer (a signed frame).
+async fn fetch_replica(c: &Cluster, server: usize, key: &str) -> Option<(Vec<u8>, Bytes)> {
+    let addr = c.peer_of(server)?;
+    let path = wire::piece_path(PieceName::Replica, key, None);
+    let resp = c
+        .peers
+        .send(addr, Method::GET, &path, Bytes::new(), &[], c.peer_timeout)
+        .await
+        .ok()?;
+    if resp.status() != StatusCode::OK {
+        return None;
+    }
+    let (parts, body) = resp.into_parts();
+    let limit = c.cfg.threshold as usize * 4 + ecdn_cluster::piece::MAX_META;
+    let body = read_body(body, limit).await.ok()?;
+    ClusterStats::add(&c.stats.peer_bytes_received, body.len() as u64);
+    verify_response(
+        c.peers.key(),
+        &path,
+        &parts.headers,
+        &body,
+        ecdn_cluster::auth::unix_now(),
+    )
+    .ok()?;
+    let (m, payload) = wire::split_frame(&body).ok()?;
+    let payload = body.slice(body.len() - payload.len()..);
+    Some((m.to_vec(), payload))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn coded_hit(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    req: &Request<ReqBody>,
+    key: &CacheKey,
+    rd: &RequestDirectives,
+    holders: &[Holder],
+    coding: ecdn_cluster::piece::Coding,
+    http: Vec<u8>,
+    bucket: usize,
+) -> Found {
+    let (k, p) = (c.cfg.k, c.cfg.p);
+    if usize::from(coding.k) != k || usize::from(coding.p) != p {
+        return Found::Miss;
+    }
+    let Ok(layout) = ObjectLayout::new(coding.size, k, p, u64::from(coding.sub_chunk)) else {
+        return Found::Miss;
+    };
+    // A source per chunk: its assigned server if that holds it, else any holder (this node
+    // first).
+    let map = c.map.current();
+    let (mut placed, mut walk) = (Vec::new(), Vec::new());
+    map.pieces(bucket, true, &mut placed, &mut walk);
+    let mut sources = vec![None; k + p];
+    for (ch, src) in sources.iter_mut().enumerate() {
+        let want = PieceName::Chunk(ch as u16);
+        let assigned = placed.iter().find(|pc| pc.chunk == ch).map(|pc| pc.server);
+        *src = holders
+            .iter()
+            .find(|h| Some(h.server) == assigned && h.held.contains(&want))
+            .or_else(|| holders.iter().find(|h| h.held.contains(&want)))
+            .map(|h| h.server);
+    }
+    let found = sources.iter().filter(|s| s.is_some()).count();
+    if found < k {
+        if found > 0 {
+            ClusterStats::add(&c.stats.partial_hits, 1);
+            return Found::Partial;
+        }
+        return Found::Miss;
+    }
+    let Some(e) = response_of(&key.key, &http, Bytes::new()) else {
+        return Found::Miss;
+    };
+    let now = Instant::now();
+    if !e.is_fresh(now) || !rd.accepts(&e, now) {
+        return Found::Miss;
+    }
+    let obj = Arc::new(CodedObject {
+        key: key.key.clone(),
+        object: key.id,
+        layout,
+        coding,
+        sources,
+    });
+    let decoded = Arc::new(AtomicBool::new(false));
+    let head = req.method() == Method::HEAD;
+    let size = obj.layout.size();
+    let lack = lacking(c, key, true, holders);
+    let repair = lack.iter().any(|&l| l);
+    let admit = !head && lock(&st.hoc).admit(key.id, &key.key, size, now);
+    ClusterStats::add(&c.stats.coded_hits, 1);
+    if repair || admit {
+        // The object whole: for the HOC, and to re-encode the missing chunks.
+        let Some(body) = coded::read_all(st, c, obj, decoded.clone()).await else {
+            return Found::Miss;
+        };
+        let e = Arc::new(StoredResponse { body, ..e });
+        if repair {
+            ClusterStats::add(&c.stats.repairs, 1);
+            write::place(st, c, &e, Some(&lack)).await;
+        }
+        if admit {
+            lock(&st.hoc).insert(key.id, e.clone());
+        }
+        let d = decoded.load(Ordering::Relaxed);
+        if d {
+            ClusterStats::add(&c.stats.decodes, 1);
+        }
+        return Found::Hit(Answer {
+            outcome: Outcome::HitDisk,
+            response: mark(answer_hit(&e, req.headers(), now, head), c, true, d),
+        });
+    }
+    let (r, pieces) = plan_hit(&e, size, req.headers(), now, head);
+    let length = super::super::upstream::content_length(r.headers());
+    let Some((ready, rest)) = coded::stream(st, c, obj, pieces, decoded.clone()).await else {
+        return Found::Miss;
+    };
+    let d = decoded.load(Ordering::Relaxed);
+    if d {
+        ClusterStats::add(&c.stats.decodes, 1);
+    }
+    let body = match rest {
+        None => NodeBody::Full(http_body_util::Full::new(if ready.len() == 1 {
+            ready.into_iter().next().unwrap_or_default()
+        } else {
+            Bytes::from(ready.into_iter().flatten().collect::<Vec<u8>>())
+        })),
+        // `length` counts the bytes already read too.
+        Some(rx) => NodeBody::Live(LiveBody::new(ready, None, rx, length)),
+    };
+    Found::Hit(Answer {
+        outcome: Outcome::HitDisk,
+        response: mark(r.map(|()| body), c, true, d),
+    })
+}
