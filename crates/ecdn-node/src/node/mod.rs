@@ -231,7 +231,12 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     let key = CacheKey::of(st, &req);
     let rd = freshness::request_directives(req.headers());
     let stale = match lookup::lookup(st, &req, &key, &rd).await {
-        Lookup::Hit(answer) => return answer,
+        Lookup::Hit(mut answer) => {
+            if let Some(c) = &st.cluster {
+                cluster::mark_hoc_hit(c, &mut answer);
+            }
+            return answer;
+        }
         Lookup::Miss(stale) => stale,
     };
     let Some(c) = &st.cluster else {

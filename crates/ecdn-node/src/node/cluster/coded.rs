@@ -7,7 +7,8 @@
 //! two windows are in flight while the previous one is sent, and a window's bytes reach the
 //! client as soon as its stripes are complete.
 //!
-//! **Delayed parity fetch:** the time to the first data chunk's answer is recorded; if, that
+//! **Delayed parity fetch:** the time to the first data chunk's answer from a peer is recorded
+//! (this node's own chunk, read locally, does not count); if, that
 //! time × `parity_delay` (0.2 by default) later, some data sub-chunks have still not arrived,
 //! the parity chunks' sub-chunks are asked for too, and each stripe is finished with the first
 //! K that arrive. A data chunk whose server fails (refused, reset, timed out, `404`) or whose
@@ -238,8 +239,9 @@ async fn window(
             .as_ref()
             .is_none_or(|w| w.len() != n || w.iter().any(Option::is_none));
         got[chunk] = result.filter(|w| w.len() == n);
-        if parity_at.is_none() {
-            // The first answer: parity is asked for if the others are this much later.
+        if parity_at.is_none() && obj.sources[chunk] != Some(c.id) {
+            // The first answer from a peer (this node's own chunk says nothing about the
+            // network): parity is asked for if the others are this much later.
             let first = started.elapsed();
             let delay = Duration::from_secs_f64(first.as_secs_f64() * c.cfg.parity_delay);
             parity_at = Some(Instant::now() + delay);

@@ -224,3 +224,21 @@ pub(super) fn mark_miss(c: &Cluster, answer: &mut super::Answer, partial: bool) 
     }
     h.insert(read::X_SERVED_BY, HeaderValue::from(c.id));
 }
+
+/// The cluster's headers on a HOC hit of the serving node: the object's kind (from its whole
+/// length: `Content-Range`'s, else `Content-Length`) and this node's id.
+pub(super) fn mark_hoc_hit(c: &Cluster, answer: &mut super::Answer) {
+    use hyper::header::{self, HeaderValue};
+    let h = answer.response.headers_mut();
+    let whole = h
+        .get(header::CONTENT_RANGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.rsplit('/').next())
+        .and_then(|n| n.parse().ok())
+        .or_else(|| super::upstream::content_length(h));
+    if let Some(n) = whole {
+        let kind = if c.coded(n) { "coded" } else { "replicated" };
+        h.insert(read::X_OBJECT, HeaderValue::from_static(kind));
+    }
+    h.insert(read::X_SERVED_BY, HeaderValue::from(c.id));
+}

@@ -38,14 +38,20 @@ use super::super::{empty_body, State};
 use super::pieces::{PieceStore, Put};
 use super::{write, Cluster, ClusterStats};
 
-/// Serves the peer listener until the task is aborted.
+/// Serves the peer listener until the task is aborted; its connections go with it (they live
+/// in the task's set), so a stopped node is gone for its peers at once.
 pub(in crate::node) async fn serve(listener: TcpListener, st: Arc<State>, c: Arc<Cluster>) {
+    let mut conns = tokio::task::JoinSet::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.keep_alive(true)
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(30));
     loop {
-        let (stream, remote) = match listener.accept().await {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let (stream, remote) = match accepted {
             Ok(s) => s,
             Err(_) => {
                 tokio::time::sleep(Duration::from_millis(10)).await;
@@ -61,7 +67,7 @@ pub(in crate::node) async fn serve(listener: TcpListener, st: Arc<State>, c: Arc
                 async move { Ok::<_, Infallible>(handle(st, c, req, remote).await) }
             }),
         );
-        tokio::spawn(async move {
+        conns.spawn(async move {
             let _ = conn.await;
         });
     }

@@ -1,0 +1,509 @@
+//! The node's cluster mode, in one process on loopback: a coordinator and N nodes (each with
+//! its client and peer listener and its own disk), an in-memory origin. Checks byte-exact
+//! replicated and coded objects, full and ranges, through any node; a node stopped mid-load
+//! failing no request; corrupt pieces never served; unauthenticated peer writes refused.
+//! (The multi-process `kill -9` run is `ecdn cluster demo`'s test.)
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ecdn_cluster::auth::ClusterKey;
+use ecdn_cluster::config::ClusterConfig;
+use ecdn_cluster::coordinator::{Coordinator, RunningCoordinator};
+use ecdn_cluster::peer::PeerClient;
+use ecdn_cluster::piece::PieceMeta;
+use ecdn_cluster::wire::{self, PieceName};
+use ecdn_node::content;
+use ecdn_node::node::{ClusterNode, Node, NodeConfig, RunningNode};
+use ecdn_node::origin::{in_memory_connector, OriginConfig};
+use http_body_util::{BodyExt, Empty};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+
+const KEY: &str = "0123456789abcdef0123456789abcdef";
+
+/// Free loopback ports (bound, then released).
+fn free_ports(n: usize) -> Vec<u16> {
+    let ls: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+struct TestCluster {
+    cfg: ClusterConfig,
+    coordinator: RunningCoordinator,
+    nodes: Vec<Option<RunningNode>>,
+    dir: tempfile::TempDir,
+}
+
+impl TestCluster {
+    async fn start(n: usize, scheme: &str, k: usize, p: usize) -> TestCluster {
+        Self::start_with(n, scheme, k, p, "").await
+    }
+
+    /// `extra`: more settings of the cluster file.
+    async fn start_with(n: usize, scheme: &str, k: usize, p: usize, extra: &str) -> TestCluster {
+        let ports = free_ports(2 * n + 1);
+        let mut text = format!(
+            "scheme = \"{scheme}\"\nk = {k}\np = {p}\nkey = \"{KEY}\"\n\
+             coordinator = \"127.0.0.1:{}\"\nheartbeat_ms = 100\nbuckets = 50\n{extra}",
+            ports[0]
+        );
+        for i in 0..n {
+            text.push_str(&format!(
+                "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
+                ports[1 + i],
+                ports[1 + n + i]
+            ));
+        }
+        let cfg = ClusterConfig::parse(&text).unwrap();
+        let coordinator = Coordinator::start(cfg.clone()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut starts = Vec::new();
+        for i in 0..n {
+            let node = NodeConfig {
+                origin: "http://origin.test".into(),
+                hoc_size: 1,
+                hoc_policy: "fifo".into(),
+                disk_path: Some(dir.path().join(format!("node-{i}.disk"))),
+                disk_size: 64 << 20,
+                cluster: Some(ClusterNode {
+                    cluster: cfg.clone(),
+                    id: i,
+                }),
+                ..NodeConfig::default()
+            };
+            let listen = cfg.nodes[i].client;
+            starts.push(tokio::spawn(async move {
+                Node::start_with_connector(
+                    listen,
+                    node,
+                    in_memory_connector(OriginConfig::default()),
+                )
+                .await
+                .unwrap()
+            }));
+        }
+        let mut nodes = Vec::new();
+        for s in starts {
+            nodes.push(Some(s.await.unwrap()));
+        }
+        let c = TestCluster {
+            cfg,
+            coordinator,
+            nodes,
+            dir,
+        };
+        c.wait_available(&vec![true; n]).await;
+        c
+    }
+
+    /// Waits until the coordinator's map says exactly `want` (and every node has that map).
+    async fn wait_available(&self, want: &[bool]) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let map = self.coordinator.map();
+            if map.available == want {
+                // Give the nodes' map watchers a moment to take it.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "availability {:?}",
+                map.available
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn client(&self, i: usize) -> SocketAddr {
+        self.cfg.nodes[i].client
+    }
+
+    fn peer(&self, i: usize) -> SocketAddr {
+        self.cfg.nodes[i].peer
+    }
+
+    async fn stop(&mut self, i: usize) {
+        if let Some(n) = self.nodes[i].take() {
+            n.stop().await.unwrap();
+        }
+    }
+
+    async fn stop_all(mut self) {
+        for i in 0..self.nodes.len() {
+            self.stop(i).await;
+        }
+        self.coordinator.shutdown().await;
+        drop(self.dir);
+    }
+}
+
+struct Reply {
+    status: u16,
+    headers: hyper::HeaderMap,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+/// One request on a fresh connection; an error instead of a panic when the node is gone or
+/// the body is cut.
+async fn get(addr: SocketAddr, uri: &str, extra: &[(&str, &str)]) -> Result<Reply, String> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let mut req = Request::builder().uri(uri).header("host", "cdn.test");
+    for (k, v) in extra {
+        req = req.header(*k, *v);
+    }
+    let resp = send
+        .send_request(req.body(Empty::<Bytes>::new()).unwrap())
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = tokio::time::timeout(Duration::from_secs(20), resp.into_body().collect())
+        .await
+        .map_err(|_| "body timed out".to_string())?
+        .map_err(|e| e.to_string())?
+        .to_bytes()
+        .to_vec();
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn uri(id: u64, size: u64) -> String {
+    format!("/obj/{id}?size={size}")
+}
+
+/// Checks a whole object's bytes.
+fn check_whole(r: &Reply, id: u64, size: u64) {
+    assert_eq!(r.status, 200, "{:?}", r.headers);
+    assert_eq!(r.body.len() as u64, size);
+    assert_eq!(
+        content::first_mismatch(content::object_id(&id.to_string()), 0, &r.body),
+        None
+    );
+}
+
+fn origin_id(id: u64) -> u64 {
+    content::object_id(&id.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicated_and_coded_objects_are_byte_exact_through_any_node_full_and_ranges() {
+    // Parity only when a data chunk fails (not when one is late on a busy test machine).
+    let c = TestCluster::start_with(4, "c2dn", 3, 1, "parity_delay = 1000.0\n").await;
+    // 1000 B and 100 KiB are replicated; 300 KB (one partial stripe), 2 MB and 5 MB coded.
+    let objects = [
+        (1u64, 1000u64),
+        (2, 100 << 10),
+        (3, 300_000),
+        (4, 2_000_000),
+        (5, 5_000_001),
+    ];
+    for &(id, size) in &objects {
+        let first = get(c.client(0), &uri(id, size), &[]).await.unwrap();
+        check_whole(&first, id, size);
+        assert!(
+            first.header("x-cache").starts_with("MISS"),
+            "{:?}",
+            first.headers
+        );
+        let kind = if size > 128 << 10 {
+            "coded"
+        } else {
+            "replicated"
+        };
+        assert_eq!(first.header("x-ecdn-object"), kind);
+        for n in 0..4 {
+            let r = get(c.client(n), &uri(id, size), &[]).await.unwrap();
+            check_whole(&r, id, size);
+            assert_eq!(r.header("x-cache"), "HIT-DISK", "object {id} via node {n}");
+            assert_eq!(r.header("x-ecdn-object"), kind);
+            assert_eq!(
+                r.header("x-ecdn-decoded"),
+                "",
+                "no decode with every chunk there"
+            );
+        }
+        // Ranges: a middle one, a suffix, one across stripes, and several at once.
+        let mid = size / 2;
+        for (range, want) in [
+            (format!("bytes={}-{}", mid, mid + 99), mid..mid + 100),
+            ("bytes=-777".to_string(), size - 777..size),
+            (
+                format!("bytes={}-", size.saturating_sub(70_000)),
+                size.saturating_sub(70_000)..size,
+            ),
+        ] {
+            let r = get(c.client(1), &uri(id, size), &[("range", &range)])
+                .await
+                .unwrap();
+            assert_eq!(r.status, 206, "{range}");
+            assert_eq!(
+                r.body,
+                content::bytes(origin_id(id), want.start, (want.end - want.start) as usize),
+                "object {id} {range}"
+            );
+        }
+        let r = get(
+            c.client(2),
+            &uri(id, size),
+            &[("range", "bytes=0-9,500-509")],
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 206);
+        let text = String::from_utf8_lossy(&r.body);
+        assert!(text.contains("multipart") || r.header("content-type").contains("multipart"));
+    }
+    // Every coded object's chunks are on 4 distinct nodes: each node wrote something.
+    for n in 0..4 {
+        let s = get(c.client(n), "/_ecdn/stats", &[]).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+        assert!(v["cluster"]["bytes_written"].as_u64().unwrap() > 0, "{v}");
+    }
+    c.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_stopped_mid_load_fails_no_request_and_its_chunks_are_decoded() {
+    let mut c = TestCluster::start(5, "c2dn", 3, 1).await;
+    let objects: Vec<(u64, u64)> = (0..24)
+        .map(|i| {
+            (
+                100 + i,
+                if i % 3 == 0 {
+                    20_000
+                } else {
+                    400_000 + i * 1000
+                },
+            )
+        })
+        .collect();
+    // Warm: every object stored.
+    for &(id, size) in &objects {
+        check_whole(
+            &get(c.client(0), &uri(id, size), &[]).await.unwrap(),
+            id,
+            size,
+        );
+    }
+    let failed = Arc::new(AtomicU64::new(0));
+    let mut live: Vec<usize> = (0..5).collect();
+    for round in 0..4 {
+        if round == 1 {
+            // Stop node 2: requests go on at once, before the coordinator notices.
+            c.stop(2).await;
+            live.retain(|&n| n != 2);
+        }
+        let mut tasks = Vec::new();
+        for (i, &(id, size)) in objects.iter().enumerate() {
+            let node = c.client(live[(i + round) % live.len()]);
+            let failed = failed.clone();
+            tasks.push(tokio::spawn(async move {
+                match get(node, &uri(id, size), &[]).await {
+                    Ok(r) if r.status == 200 && r.body.len() as u64 == size => {
+                        assert_eq!(
+                            content::first_mismatch(origin_id(id), 0, &r.body),
+                            None,
+                            "wrong bytes for object {id}"
+                        );
+                    }
+                    other => {
+                        eprintln!("object {id}: {:?}", other.map(|r| r.status));
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        if round == 2 {
+            c.wait_available(&[true, true, false, true, true]).await;
+        }
+    }
+    assert_eq!(failed.load(Ordering::Relaxed), 0);
+    let mut decodes = 0;
+    let mut failovers = 0;
+    for &n in &live {
+        let s = get(c.client(n), "/_ecdn/stats", &[]).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+        decodes += v["cluster"]["decodes"].as_u64().unwrap();
+        failovers += v["cluster"]["relay_failovers"].as_u64().unwrap();
+    }
+    assert!(decodes > 0, "node 2's chunks were decoded from the others");
+    assert!(
+        failovers > 0,
+        "requests for node 2's buckets went on to the next candidate"
+    );
+    c.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_pieces_on_a_peer_are_never_served() {
+    let c = TestCluster::start(4, "c2dn", 3, 1).await;
+    let objects: Vec<(u64, u64)> = (0..6).map(|i| (200 + i, 600_000 + i * 7)).collect();
+    for &(id, size) in &objects {
+        check_whole(
+            &get(c.client(0), &uri(id, size), &[]).await.unwrap(),
+            id,
+            size,
+        );
+    }
+    // Overwrite node 3's disk past its first 64 KiB with garbage: every piece it holds is
+    // now wrong on disk (block checksums, then the sub-chunk CRCs, must catch it).
+    let path = c.dir.path().join("node-3.disk");
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let len = f.metadata().unwrap().len();
+        f.seek(SeekFrom::Start(64 << 10)).unwrap();
+        let junk = vec![0x5a; 1 << 20];
+        let mut at = 64 << 10;
+        while at < len.min(64 << 20) {
+            f.write_all(&junk).unwrap();
+            at += junk.len() as u64;
+        }
+        f.sync_all().unwrap();
+    }
+    for &(id, size) in &objects {
+        for n in 0..3 {
+            let r = get(c.client(n), &uri(id, size), &[]).await.unwrap();
+            // Whatever happened to node 3's pieces, the bytes are right.
+            check_whole(&r, id, size);
+        }
+    }
+    // Node 3's chunks were found bad (by the store's block checksums or the sub-chunk CRCs)
+    // and the stripes decoded from the others.
+    let mut decodes = 0;
+    for n in 0..4 {
+        let s = get(c.client(n), "/_ecdn/stats", &[]).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+        decodes += v["cluster"]["decodes"].as_u64().unwrap();
+    }
+    assert!(decodes > 0);
+    c.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unauthenticated_or_stale_peer_requests_are_refused_and_change_nothing() {
+    let c = TestCluster::start(4, "c2dn", 3, 1).await;
+    let key = "cdn.test/obj/77?size=1000";
+    let meta = PieceMeta {
+        coding: None,
+        http: Vec::new(),
+    }
+    .encode();
+    let mut frame = wire::frame_head(&meta);
+    frame.extend_from_slice(&[7u8; 1000]);
+    let path = wire::piece_path(PieceName::Replica, key, None);
+    let peer = c.peer(1);
+    // Unsigned.
+    let raw = raw_put(peer, &path, frame.clone(), &[]).await;
+    assert_eq!(raw, StatusCode::UNAUTHORIZED);
+    // Signed with another key.
+    let wrong = PeerClient::new(ClusterKey::new(b"another key, not the cluster's one"));
+    let r = wrong
+        .send(
+            peer,
+            Method::PUT,
+            &path,
+            Bytes::from(frame.clone()),
+            &[],
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // Signed with the cluster key, but 10 minutes old.
+    let k = ClusterKey::new(KEY.as_bytes());
+    let old = ecdn_cluster::auth::unix_now() - 600;
+    let digest = ecdn_cluster::auth::sha256(&frame);
+    let sig = k.sign_digest("PUT", &path, old, &digest);
+    let headers: Vec<(String, String)> = sig
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.clone()))
+        .collect();
+    let raw = raw_put(peer, &path, frame.clone(), &headers).await;
+    assert_eq!(raw, StatusCode::UNAUTHORIZED);
+    // A valid signature over another body.
+    let sig = k.sign("PUT", &path, b"something else");
+    let headers: Vec<(String, String)> = sig
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.clone()))
+        .collect();
+    let raw = raw_put(peer, &path, frame.clone(), &headers).await;
+    assert_ne!(raw, StatusCode::OK);
+    // Nothing was stored: the node holds no piece of the object.
+    let good = PeerClient::new(ClusterKey::new(KEY.as_bytes()));
+    let r = good
+        .send(
+            peer,
+            Method::GET,
+            &wire::has_path(key),
+            Bytes::new(),
+            &[],
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    // The client port never reaches peer operations.
+    let r = get(c.client(1), &path, &[]).await.unwrap();
+    assert_ne!(r.status, 200);
+    c.stop_all().await;
+}
+
+/// A `PUT` with exactly `headers` (no signature added).
+async fn raw_put(
+    addr: SocketAddr,
+    path: &str,
+    body: Vec<u8>,
+    headers: &[(String, String)],
+) -> StatusCode {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let mut req = Request::builder()
+        .method(Method::PUT)
+        .uri(path)
+        .header("host", addr.to_string());
+    for (n, v) in headers {
+        req = req.header(n.as_str(), v.as_str());
+    }
+    let resp = send
+        .send_request(
+            req.body(http_body_util::Full::new(Bytes::from(body)))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    resp.status()
+}
