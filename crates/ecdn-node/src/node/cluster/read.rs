@@ -255,14 +255,21 @@ async fn replica_hit(
     if !e.is_fresh(now) || !rd.accepts(&e, now) {
         return Found::Miss;
     }
-    let lack = lacking(c, key, false, holders);
-    if lack.iter().any(|&l| l) {
-        ClusterStats::add(&c.stats.repairs, 1);
-        write::place(st, c, &e, Some(&lack)).await;
+    let e = Arc::new(e);
+    if server == c.id && holders.len() == 1 {
+        // Found here without asking anyone: whether the other targets hold their copy is
+        // checked after answering.
+        let (st, c, key, e) = (st.clone(), c.clone(), key.clone(), e.clone());
+        tokio::spawn(async move { repair_replicas(&st, &c, &key, &e).await });
+    } else {
+        let lack = lacking(c, key, false, holders);
+        if lack.iter().any(|&l| l) {
+            ClusterStats::add(&c.stats.repairs, 1);
+            write::place(st, c, &e, Some(&lack)).await;
+        }
     }
     ClusterStats::add(&c.stats.replicated_hits, 1);
     let head = req.method() == Method::HEAD;
-    let e = Arc::new(e);
     if !head && lock(&st.hoc).admit(object, &key.key, e.body.len() as u64, now) {
         lock(&st.hoc).insert(object, e.clone());
     }
@@ -270,6 +277,34 @@ async fn replica_hit(
         outcome: Outcome::HitDisk,
         response: mark(answer_hit(&e, req.headers(), now, head), c, false, false),
     })
+}
+
+/// Writes the replicas of `e` that the other replica targets lack (asking them first).
+async fn repair_replicas(st: &Arc<State>, c: &Arc<Cluster>, key: &CacheKey, e: &StoredResponse) {
+    let map = c.map.current();
+    let bucket = map.bucket_of(super::object_id(&key.key));
+    let (mut placed, mut walk) = (Vec::new(), Vec::new());
+    map.pieces(bucket, false, &mut placed, &mut walk);
+    let mut holders = vec![Holder {
+        server: c.id,
+        held: vec![PieceName::Replica],
+    }];
+    for p in &placed {
+        if p.server != c.id && map.is_available(p.server) {
+            let held = ask_has(c, p.server, &key.key)
+                .await
+                .map_or_else(Vec::new, |(_, h)| h);
+            holders.push(Holder {
+                server: p.server,
+                held,
+            });
+        }
+    }
+    let lack = lacking(c, key, false, &holders);
+    if lack.iter().any(|&l| l) {
+        ClusterStats::add(&c.stats.repairs, 1);
+        write::place(st, c, e, Some(&lack)).await;
+    }
 }
 
 /// A whole replica from a peer (a signed frame).
