@@ -574,4 +574,148 @@ mod tests {
         let r = judge(&a, 0, 10, None);
         assert!(!r.ok && r.error.unwrap().contains("502"));
     }
+
+    /// A fake node on loopback answering every request for `/obj/ID?size=S` with the
+    /// object's headers and then `mode`: "short" sends half the body and closes the
+    /// connection, "wrong" sends the whole body with one byte flipped.
+    async fn fake_node(mode: &'static str) -> SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = l.accept().await else { return };
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let line = String::from_utf8_lossy(&buf).to_string();
+                    let path = line.split_whitespace().nth(1).unwrap().to_string();
+                    let id: u64 = path[5..path.find('?').unwrap()].parse().unwrap();
+                    let size: usize = path[path.find("size=").unwrap() + 5..].parse().unwrap();
+                    let mut body = content::bytes(id, 0, size);
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {size}\r\nx-cache: HIT-DISK\r\n\
+                         x-ecdn-object: replicated\r\n\r\n"
+                    );
+                    let _ = s.write_all(head.as_bytes()).await;
+                    if mode == "short" {
+                        let _ = s.write_all(&body[..size / 2]).await;
+                        return;
+                    }
+                    body[size / 3] ^= 0x55;
+                    let _ = s.write_all(&body).await;
+                });
+            }
+        });
+        addr
+    }
+
+    /// The driver against real in-process nodes and an origin: every body verified, the
+    /// requests spread round-robin, a node with nothing listening retried on the next one
+    /// (before the response), a connection cut mid-body retried too, and a body with a wrong
+    /// byte counted and failed, not retried.
+    #[test]
+    fn driver_verifies_bodies_and_retries_on_another_node() {
+        use ecdn_node::node::{Node, NodeConfig};
+        use ecdn_node::origin::{Origin, OriginConfig};
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
+                .await
+                .unwrap();
+            let node = |_| async {
+                Node::start(
+                    "127.0.0.1:0".parse().unwrap(),
+                    NodeConfig {
+                        origin: format!("http://{}", origin.addr),
+                        hoc_size: 8 << 20,
+                        ..NodeConfig::default()
+                    },
+                )
+                .await
+                .unwrap()
+            };
+            let (a, b) = (node(0).await, node(1).await);
+            // Nothing listens on `dead`: bind a port and release it.
+            let dead = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap();
+            let short = fake_node("short").await;
+            let wrong = fake_node("wrong").await;
+            let sizes = [1000u64, 300 << 10, 5, 64 << 10];
+            let requests: Vec<(u64, u64)> =
+                (0..60).map(|i| (i % 7, sizes[(i % 7) as usize % 4])).collect();
+            let kills = schedule(&[KillSpec { node: 1, fraction: 0.5 }], 3, 60).unwrap();
+            let killed = Arc::new(Mutex::new(Vec::new()));
+            let log = killed.clone();
+            let dispenser: SharedDispenser = Arc::new(Mutex::new(Dispenser::new(
+                60,
+                3,
+                kills,
+                Box::new(move |n| log.lock().unwrap().push(n)),
+            )));
+            let work = Arc::new(Work {
+                requests: requests.clone(),
+                nodes: vec![a.addr, dead, b.addr],
+                dispenser,
+                timeout: Duration::from_secs(10),
+            });
+            let records = run(work, 4).await.unwrap();
+            assert_eq!(*killed.lock().unwrap(), vec![1]);
+            assert_eq!(records.len(), 60);
+            for (i, r) in records.iter().enumerate() {
+                assert!(r.ok, "request {i}: {:?}", r.error);
+                assert_eq!((r.bytes, r.wrong_bytes), (requests[i].1, 0));
+                assert!(r.miss || r.hit, "request {i} has no X-Cache tier");
+                // Before the kill, every third request went to the dead node and was retried
+                // on node 2 (the next in the rotation); after it, none went there.
+                if i < 30 && i % 3 == 1 {
+                    assert_eq!((r.retry, r.node), (Some(Retry::BeforeResponse), 2), "{i}");
+                } else {
+                    assert_eq!(r.retry, None, "{i}");
+                    assert_ne!(r.node, 1);
+                }
+            }
+            // The first request of each object missed; the 7 objects' later requests hit.
+            let misses = records.iter().filter(|r| r.miss).count();
+            assert!((7..=14).contains(&misses), "{misses} misses");
+
+            // A body cut mid-way (node 0) is retried on the next node; a body with a wrong
+            // byte (node 2) is counted and failed, not retried.
+            let dispenser: SharedDispenser = Arc::new(Mutex::new(Dispenser::new(
+                3,
+                3,
+                Vec::new(),
+                Box::new(|_| {}),
+            )));
+            let work = Arc::new(Work {
+                requests: vec![(5, 100_000), (6, 100_000), (7, 100_000)],
+                nodes: vec![short, a.addr, wrong],
+                dispenser,
+                timeout: Duration::from_secs(10),
+            });
+            let records = run(work, 1).await.unwrap();
+            assert!(records[0].ok, "{:?}", records[0].error);
+            assert_eq!((records[0].retry, records[0].node), (Some(Retry::MidBody), 1));
+            assert!(records[1].ok && records[1].retry.is_none());
+            let w = &records[2];
+            assert!(!w.ok && w.retry.is_none());
+            assert_eq!((w.node, w.bytes, w.wrong_bytes), (2, 100_000, 1));
+            assert!(w.error.as_deref().unwrap().contains("1 wrong bytes"));
+            a.stop().await.unwrap();
+            b.stop().await.unwrap();
+            origin.stop().await.unwrap();
+        });
+    }
 }
