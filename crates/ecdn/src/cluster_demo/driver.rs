@@ -145,11 +145,7 @@ impl<K: FnMut(usize)> Dispenser<K> {
     /// Where a request that failed on `node` is retried: the live node after it in the
     /// rotation (after its place, if it is dead now); `None` if no other node is live.
     pub fn fallback(&self, node: usize) -> Option<usize> {
-        let after = self
-            .live
-            .iter()
-            .position(|&n| n > node)
-            .unwrap_or(0);
+        let after = self.live.iter().position(|&n| n > node).unwrap_or(0);
         (0..self.live.len())
             .map(|i| self.live[(after + i) % self.live.len()])
             .find(|&n| n != node)
@@ -352,11 +348,7 @@ pub struct Work {
 }
 
 /// One request: an attempt, and on a connection failure one retry on another live node.
-async fn request(
-    work: &Work,
-    conns: &mut HashMap<usize, Conn>,
-    a: Assignment,
-) -> Record {
+async fn request(work: &Work, conns: &mut HashMap<usize, Conn>, a: Assignment) -> Record {
     let (id, size) = work.requests[a.index as usize];
     let mut node = a.node;
     let mut retry = None;
@@ -373,7 +365,10 @@ async fn request(
                     size,
                     node,
                     retry,
-                    format!("no complete answer from node {node} within {:?}", work.timeout),
+                    format!(
+                        "no complete answer from node {node} within {:?}",
+                        work.timeout
+                    ),
                 );
             }
             Ok(Ok(answer)) => return judge(&answer, node, size, retry),
@@ -479,7 +474,15 @@ mod tests {
     fn dispenser_round_robins_and_kills_before_the_scheduled_request() {
         let killed = Arc::new(Mutex::new(Vec::new()));
         let log = killed.clone();
-        let kills = schedule(&[KillSpec { node: 1, fraction: 0.5 }], 3, 8).unwrap();
+        let kills = schedule(
+            &[KillSpec {
+                node: 1,
+                fraction: 0.5,
+            }],
+            3,
+            8,
+        )
+        .unwrap();
         let mut d = Dispenser::new(8, 3, kills, move |n| log.lock().unwrap().push(n));
         let mut seen = Vec::new();
         while let Some(a) = d.next_request() {
@@ -584,7 +587,9 @@ mod tests {
         let addr = l.local_addr().unwrap();
         tokio::spawn(async move {
             loop {
-                let Ok((mut s, _)) = l.accept().await else { return };
+                let Ok((mut s, _)) = l.accept().await else {
+                    return;
+                };
                 tokio::spawn(async move {
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 1024];
@@ -654,9 +659,18 @@ mod tests {
             let short = fake_node("short").await;
             let wrong = fake_node("wrong").await;
             let sizes = [1000u64, 300 << 10, 5, 64 << 10];
-            let requests: Vec<(u64, u64)> =
-                (0..60).map(|i| (i % 7, sizes[(i % 7) as usize % 4])).collect();
-            let kills = schedule(&[KillSpec { node: 1, fraction: 0.5 }], 3, 60).unwrap();
+            let requests: Vec<(u64, u64)> = (0..60)
+                .map(|i| (i % 7, sizes[(i % 7) as usize % 4]))
+                .collect();
+            let kills = schedule(
+                &[KillSpec {
+                    node: 1,
+                    fraction: 0.5,
+                }],
+                3,
+                60,
+            )
+            .unwrap();
             let killed = Arc::new(Mutex::new(Vec::new()));
             let log = killed.clone();
             let dispenser: SharedDispenser = Arc::new(Mutex::new(Dispenser::new(
@@ -707,7 +721,10 @@ mod tests {
             });
             let records = run(work, 1).await.unwrap();
             assert!(records[0].ok, "{:?}", records[0].error);
-            assert_eq!((records[0].retry, records[0].node), (Some(Retry::MidBody), 1));
+            assert_eq!(
+                (records[0].retry, records[0].node),
+                (Some(Retry::MidBody), 1)
+            );
             assert!(records[1].ok && records[1].retry.is_none());
             let w = &records[2];
             assert!(!w.ok && w.retry.is_none());

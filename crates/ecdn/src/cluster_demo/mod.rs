@@ -204,6 +204,16 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
     }
     crate::args::duration("--origin-latency", &a.origin_latency)?;
     let code = SchemeCode::parse(&a.scheme, a.k, a.p).map_err(anyhow::Error::msg)?;
+    let needed = code.scheme.servers_needed(code.k, code.p);
+    if needed > a.nodes {
+        bail!(
+            "--scheme {} with K = {}, P = {} needs {needed} nodes; --nodes is {}",
+            a.scheme,
+            code.k,
+            code.p,
+            a.nodes
+        );
+    }
     let size = |flag: &str, v: &str| -> Result<u64> {
         let s = parse_size(v).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
         if s == 0 {
@@ -394,14 +404,22 @@ fn build_report(a: &DemoArgs, plan: &Plan, scheme: String, live: &Live, sim: Sim
     let windows = report::windows(&live.records, plan.window, &sim.windows);
     let max_rel = report::max_relative_miss_increase(&windows, &plan.kills, plan.window);
     let (ttfb_ms, download_ms) = report::latency(&live.records);
-    let bytes_written: Vec<Option<u64>> =
-        live.stats.iter().map(|s| s.map(|s| s.bytes_written)).collect();
+    let bytes_written: Vec<Option<u64>> = live
+        .stats
+        .iter()
+        .map(|s| s.map(|s| s.bytes_written))
+        .collect();
     let whole_run = bytes_written
         .iter()
         .zip(&live.killed)
         .filter(|(_, &k)| !k)
         .filter_map(|(b, _)| b.map(|b| b as f64));
-    let peer_received: u64 = live.stats.iter().flatten().map(|s| s.peer_bytes_received).sum();
+    let peer_received: u64 = live
+        .stats
+        .iter()
+        .flatten()
+        .map(|s| s.peer_bytes_received)
+        .sum();
     let cpu_s: f64 = live.cpu.iter().flatten().sum();
     let gib = t.served_bytes as f64 / (1u64 << 30) as f64;
     let kills = plan
@@ -580,4 +598,172 @@ pub struct PlotInput {
     /// (TTFB, download) latencies in µs of the hits of coded and of replicated objects.
     pub coded: (Vec<u64>, Vec<u64>),
     pub replicated: (Vec<u64>, Vec<u64>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: DemoArgs,
+    }
+
+    fn args(extra: &[&str]) -> DemoArgs {
+        let mut v = vec!["demo"];
+        v.extend_from_slice(extra);
+        Cli::try_parse_from(v).unwrap().a
+    }
+
+    /// The fields the command-line contract names, at the top level.
+    pub(crate) const CONTRACT_FIELDS: [&str; 17] = [
+        "scheme",
+        "nodes",
+        "requests",
+        "failed_requests",
+        "wrong_bytes",
+        "miss_ratio",
+        "byte_miss_ratio",
+        "write_imbalance",
+        "bytes_written",
+        "windows",
+        "max_relative_miss_increase",
+        "decode_fraction",
+        "partial_hits",
+        "intra_cluster_bytes",
+        "ttfb_ms",
+        "download_ms",
+        "sim",
+    ];
+
+    #[test]
+    fn plan_checks_flags_before_anything_starts() {
+        let p = plan(&args(&[
+            "--requests",
+            "200",
+            "--kill",
+            "2@0.5",
+            "--nodes",
+            "4",
+        ]))
+        .unwrap();
+        assert_eq!(p.trace.len(), 200);
+        assert_eq!((p.window, p.kills[0].at), (20, 100));
+        assert_eq!((p.code.k, p.code.p), (3, 1));
+        let p = plan(&args(&[
+            "--requests",
+            "50",
+            "--scheme",
+            "c2dn-n5k3",
+            "--window",
+            "7",
+        ]))
+        .unwrap();
+        assert_eq!((p.code.k, p.code.p, p.window), (3, 2, 7));
+        for (flags, want) in [
+            (vec!["--nodes", "0"], "--nodes"),
+            (vec!["--concurrency", "0"], "--concurrency"),
+            (vec!["--kill", "9@0.5"], "does not exist"),
+            (vec!["--kill", "1@1.5"], "below 1"),
+            (vec!["--scheme", "raid5"], "unknown scheme"),
+            (vec!["--disk-size", "0"], "--disk-size"),
+            (vec!["--hoc-size", "lots"], "--hoc-size"),
+            (vec!["--window", "0"], "--window"),
+            (vec!["--nodes", "3"], "needs 4 nodes"),
+            (
+                vec!["--scheme", "c2dn-n5k3", "--nodes", "4"],
+                "needs 5 nodes",
+            ),
+            (vec!["--plot", "x.gif"], ".png or .svg"),
+            (vec!["--requests", "0"], "no requests"),
+            (vec!["--origin-latency", "forever"], "--origin-latency"),
+        ] {
+            let e = match plan(&args(&flags)) {
+                Ok(_) => panic!("{flags:?} accepted"),
+                Err(e) => format!("{e:#}"),
+            };
+            assert!(e.contains(want), "{flags:?}: {e}");
+        }
+    }
+
+    fn record(size: u64, miss: bool, coded: bool) -> Record {
+        Record {
+            size,
+            ok: true,
+            status: Some(200),
+            miss,
+            hit: !miss,
+            coded: Some(coded),
+            origin_bytes: if miss { size } else { 0 },
+            bytes: size,
+            ttfb_us: 1000,
+            total_us: 2000,
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn report_json_has_the_contract_fields() {
+        let a = args(&["--requests", "40", "--nodes", "4", "--kill", "1@0.5"]);
+        let plan = plan(&a).unwrap();
+        let records: Vec<Record> = (0..40)
+            .map(|i| record(200 << 10, i % 4 == 0, i % 2 == 0))
+            .collect();
+        let stats = |w| ClusterStats {
+            bytes_written: w,
+            peer_bytes_received: 1 << 20,
+            ..ClusterStats::default()
+        };
+        let live = Live {
+            records,
+            elapsed_s: 2.0,
+            cpu: vec![Some(1.0), Some(0.5), Some(1.5), None],
+            stats: vec![Some(stats(100)), None, Some(stats(150)), Some(stats(120))],
+            killed: vec![false, true, false, false],
+        };
+        let sim = sim_summary(&simulate(&a, &plan).unwrap());
+        let r = build_report(&a, &plan, "c2dn".into(), &live, sim);
+        assert_eq!(r.write_imbalance, Some(1.5));
+        assert_eq!(r.bytes_written, vec![Some(100), None, Some(150), Some(120)]);
+        assert_eq!(r.cpu_s, 3.0);
+        assert_eq!(r.miss_ratio, 0.25);
+        assert_eq!(r.kills[0].at_request, 20);
+        assert!(r.max_relative_miss_increase.is_some());
+        let v: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        for f in CONTRACT_FIELDS {
+            assert!(v.get(f).is_some(), "no {f}");
+        }
+        for f in [
+            "start",
+            "requests",
+            "miss_ratio",
+            "byte_miss_ratio",
+            "failed",
+        ] {
+            assert!(v["windows"][0].get(f).is_some(), "windows: no {f}");
+        }
+        assert_eq!(v["windows"].as_array().unwrap().len(), 10);
+        for lat in ["ttfb_ms", "download_ms"] {
+            for kind in ["coded", "replicated"] {
+                for q in ["p50", "p90", "p99"] {
+                    assert!(v[lat][kind][q].is_number(), "{lat}.{kind}.{q}");
+                }
+            }
+        }
+        assert_eq!(v["ttfb_ms"]["coded"]["p50"], 1.0);
+        for f in [
+            "miss_ratio",
+            "byte_miss_ratio",
+            "write_imbalance",
+            "windows",
+        ] {
+            assert!(v["sim"].get(f).is_some(), "sim: no {f}");
+        }
+        assert!(v["bytes_written"][1].is_null());
+        // 4 nodes × 8 MiB: the simulator saw the same 40 requests in 10 windows.
+        assert_eq!(v["sim"]["windows"].as_array().unwrap().len(), 10);
+    }
 }

@@ -210,12 +210,7 @@ impl Figure for ClusterDemoFigure<'_> {
             marker,
         };
         let mut v = vec![
-            entry(
-                "live cluster",
-                LIVE,
-                LineKind::Solid,
-                Some(Marker::Circle),
-            ),
+            entry("live cluster", LIVE, LineKind::Solid, Some(Marker::Circle)),
             entry(
                 "simulator, no failures",
                 SIM,

@@ -219,12 +219,14 @@ impl Procs {
     }
 
     pub fn start_origin(&mut self, addr: SocketAddr, latency: &str) -> Result<()> {
-        let args = ["origin", "--listen", &addr.to_string(), "--latency", latency];
-        let p = self.spawn(
+        let args = [
             "origin",
-            "origin.log",
-            &args.map(String::from),
-        )?;
+            "--listen",
+            &addr.to_string(),
+            "--latency",
+            latency,
+        ];
+        let p = self.spawn("origin", "origin.log", &args.map(String::from))?;
         self.origin = Some(p);
         Ok(())
     }
@@ -359,8 +361,7 @@ pub async fn node_stats(addr: SocketAddr) -> Result<ClusterStats> {
 
 /// The `cluster` object of a `/_ecdn/stats` body.
 pub fn parse_stats(body: &[u8]) -> Result<ClusterStats> {
-    let v: serde_json::Value =
-        serde_json::from_slice(body).context("/_ecdn/stats is not JSON")?;
+    let v: serde_json::Value = serde_json::from_slice(body).context("/_ecdn/stats is not JSON")?;
     let c = v.get("cluster").ok_or_else(|| {
         anyhow!("/_ecdn/stats has no `cluster` object: is the node in cluster mode?")
     })?;
@@ -446,7 +447,9 @@ pub async fn wait_ready(
             }
             match http_get(*client_addr, "/_ecdn/stats", Duration::from_secs(2)).await {
                 Ok((200, _)) => ready[i] = true,
-                Ok((s, _)) => missing.push((format!("node {i}: /_ecdn/stats answered {s}"), Some(i))),
+                Ok((s, _)) => {
+                    missing.push((format!("node {i}: /_ecdn/stats answered {s}"), Some(i)))
+                }
                 Err(e) => missing.push((format!("node {i} on {client_addr}: {e:#}"), Some(i))),
             }
         }
