@@ -309,6 +309,7 @@ fn judge(a: &Answer, node: usize, size: u64, retry: Option<Retry>) -> Record {
         status: Some(a.status),
         miss,
         hit: !miss && x_cache.starts_with("HIT"),
+        hoc: !miss && x_cache == "HIT-HOC",
         coded: match header(h, "x-ecdn-object") {
             Some("coded") => Some(true),
             Some("replicated") => Some(false),

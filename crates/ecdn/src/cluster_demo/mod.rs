@@ -48,9 +48,12 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
     ecdn cluster demo --nodes 6 --kill 2@0.5 --json --plot demo.png\n  \
     ecdn cluster demo --scheme rep2 --nodes 6 --kill 2@0.5\n  \
     ecdn cluster demo --scheme c2dn-n5k3 --nodes 6 --kill 1@0.4 --kill 4@0.6\n  \
-    ecdn cluster demo --trace t.oracleGeneral.bin --max-requests 50000\n\n\
+    ecdn cluster demo --trace t.oracleGeneral.bin --max-requests 50000\n  \
+    ecdn cluster demo --sizes fixed:1MiB --objects 200 --json     # Fig. 8, coded\n  \
+    ecdn cluster demo --sizes fixed:1MiB --objects 200 --threshold 2MiB --json  # replicated\n\n\
     The load driver spreads requests round-robin over the live nodes; a request whose \
-    connection fails (refused or reset) is retried once on the next live node. --kill \
+    connection fails (refused or reset before the answer, or broken mid-body) is retried \
+    once on the next live node. --kill \
     NODE@FRACTION SIGKILLs that node once FRACTION of the requests were issued; it leaves \
     the rotation at that moment. Every body is checked byte by byte. The simulator runs the \
     same trace with the same scheme, K, P, threshold, buckets and seed, capacity nodes × \
@@ -403,7 +406,8 @@ fn build_report(a: &DemoArgs, plan: &Plan, scheme: String, live: &Live, sim: Sim
     let t = Totals::of(&live.records);
     let windows = report::windows(&live.records, plan.window, &sim.windows);
     let max_rel = report::max_relative_miss_increase(&windows, &plan.kills, plan.window);
-    let (ttfb_ms, download_ms) = report::latency(&live.records);
+    let (ttfb_ms, download_ms) = report::latency(&live.records, false);
+    let (ttfb_ms_piece_hits, download_ms_piece_hits) = report::latency(&live.records, true);
     let bytes_written: Vec<Option<u64>> = live
         .stats
         .iter()
@@ -468,6 +472,8 @@ fn build_report(a: &DemoArgs, plan: &Plan, scheme: String, live: &Live, sim: Sim
         bytes_served: t.served_bytes,
         ttfb_ms,
         download_ms,
+        ttfb_ms_piece_hits,
+        download_ms_piece_hits,
         cpu_s,
         cpu_s_per_gib: if gib > 0.0 { cpu_s / gib } else { 0.0 },
         node_stats: live.stats.clone(),
@@ -549,7 +555,7 @@ fn run_demo(a: DemoArgs) -> Result<()> {
 }
 
 fn plot(path: &Path, r: &Report, records: &[Record]) -> Result<()> {
-    let [coded, replicated] = report::hit_latencies(records);
+    let [coded, replicated] = report::hit_latencies(records, false);
     let input = PlotInput {
         title: format!(
             "ecdn cluster demo: {} on {} nodes, {} requests{}",

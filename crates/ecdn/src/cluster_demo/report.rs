@@ -48,6 +48,8 @@ pub struct Record {
     pub miss: bool,
     /// `X-Cache` starts with `HIT` (and the answer is no partial hit).
     pub hit: bool,
+    /// `X-Cache: HIT-HOC`: served from the serving node's DRAM.
+    pub hoc: bool,
     /// `X-Ecdn-Object`: `Some(true)` coded, `Some(false)` replicated.
     pub coded: Option<bool>,
     /// Bytes the answer's fetch took from the origin (0 on hits).
@@ -273,10 +275,14 @@ pub struct ByKind {
     pub replicated: Percentiles,
 }
 
-/// Latencies (µs) of the successful hits of coded and of replicated objects: (TTFB, download).
-pub fn hit_latencies(records: &[Record]) -> [(Vec<u64>, Vec<u64>); 2] {
+/// Latencies (µs) of the successful hits of coded and of replicated objects: (TTFB, download);
+/// with `pieces_only`, only the hits served from pieces (not from the serving node's DRAM).
+pub fn hit_latencies(records: &[Record], pieces_only: bool) -> [(Vec<u64>, Vec<u64>); 2] {
     let mut out: [(Vec<u64>, Vec<u64>); 2] = Default::default();
-    for r in records.iter().filter(|r| r.ok && r.hit) {
+    for r in records
+        .iter()
+        .filter(|r| r.ok && r.hit && !(pieces_only && r.hoc))
+    {
         if let Some(coded) = r.coded {
             let slot = &mut out[usize::from(!coded)];
             slot.0.push(r.ttfb_us);
@@ -286,9 +292,10 @@ pub fn hit_latencies(records: &[Record]) -> [(Vec<u64>, Vec<u64>); 2] {
     out
 }
 
-/// TTFB and download percentiles of hits, coded and replicated.
-pub fn latency(records: &[Record]) -> (ByKind, ByKind) {
-    let [coded, replicated] = hit_latencies(records);
+/// TTFB and download percentiles of hits, coded and replicated (with `pieces_only`, of the
+/// hits served from pieces only).
+pub fn latency(records: &[Record], pieces_only: bool) -> (ByKind, ByKind) {
+    let [coded, replicated] = hit_latencies(records, pieces_only);
     let ms = |v: &[u64]| Percentiles::of(v.iter().map(|&us| us as f64 / 1000.0).collect());
     (
         ByKind {
@@ -363,6 +370,10 @@ pub struct Report {
     pub bytes_served: u64,
     pub ttfb_ms: ByKind,
     pub download_ms: ByKind,
+    /// The same over the hits served from pieces (`X-Cache: HIT-DISK`), without the DRAM
+    /// hits, whose latency does not depend on coding.
+    pub ttfb_ms_piece_hits: ByKind,
+    pub download_ms_piece_hits: ByKind,
     /// CPU seconds (user + system) of all node processes: the survivors' at the end, the
     /// killed ones' at their kill.
     pub cpu_s: f64,
@@ -497,6 +508,15 @@ pub fn summary(r: &Report) -> String {
         s,
         "                  replicated {}",
         pct(&r.download_ms.replicated)
+    );
+    let _ = writeln!(
+        s,
+        "hits from pieces only (no DRAM hits): TTFB p50 coded {} / replicated {} ms, download \
+         p50 coded {} / replicated {} ms",
+        opt(r.ttfb_ms_piece_hits.coded.p50, 2),
+        opt(r.ttfb_ms_piece_hits.replicated.p50, 2),
+        opt(r.download_ms_piece_hits.coded.p50, 2),
+        opt(r.download_ms_piece_hits.replicated.p50, 2)
     );
     s
 }
@@ -644,11 +664,21 @@ mod tests {
         let mut m = rec(1000, true, 1000);
         m.coded = Some(false);
         m.ttfb_us = 50_000;
-        let (ttfb, download) = latency(&[c, r, m]);
+        let mut h = r.clone();
+        h.hoc = true;
+        h.ttfb_us = 100;
+        let (ttfb, download) = latency(&[c.clone(), r.clone(), m.clone()], false);
         assert_eq!(ttfb.coded.p50, Some(2.0));
         assert_eq!(ttfb.replicated.p99, Some(1.0));
         assert_eq!(ttfb.replicated.samples, 1);
         assert_eq!(download.coded.p90, Some(9.0));
+        let (all, _) = latency(&[c.clone(), r.clone(), h.clone()], false);
+        assert_eq!((all.replicated.samples, all.replicated.p50), (2, Some(0.1)));
+        let (pieces, _) = latency(&[c, r, h], true);
+        assert_eq!(
+            (pieces.replicated.samples, pieces.replicated.p50),
+            (1, Some(1.0))
+        );
     }
 
     #[test]
