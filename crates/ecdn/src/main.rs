@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 mod args;
 mod cluster_cmd;
+mod cluster_demo;
 mod coordinator_cmd;
 mod demo_cmd;
 mod node_cmd;
@@ -39,6 +40,10 @@ enum Command {
     Origin(origin_cmd::OriginArgs),
     /// The cluster's coordinator: heartbeats, availability, the bucket map.
     Coordinator(coordinator_cmd::CoordinatorArgs),
+    /// The live cluster: `ecdn cluster demo` runs an origin, the coordinator and N nodes on
+    /// loopback, replays a trace through them, kills nodes, and compares with the simulator.
+    #[command(subcommand)]
+    Cluster(cluster_demo::ClusterCmd),
 }
 
 fn main() {
@@ -50,6 +55,7 @@ fn main() {
         Command::Demo(a) => demo_cmd::run(a),
         Command::Origin(a) => origin_cmd::run(a),
         Command::Coordinator(a) => coordinator_cmd::run(a),
+        Command::Cluster(cmd) => cluster_demo::run(cmd),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

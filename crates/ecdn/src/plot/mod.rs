@@ -24,6 +24,9 @@ use ecdn_sim::model_check::ModelPoint;
 use ecdn_sim::SimResult;
 
 mod cluster;
+// `ecdn cluster demo`'s figure lives with its command and shares this module's style.
+#[path = "../cluster_demo/plot.rs"]
+mod cluster_demo_fig;
 mod demo;
 mod sim;
 mod style;
@@ -95,6 +98,14 @@ pub fn cluster_series(path: &Path, rows: &[UnavailabilityResult]) -> Result<()> 
 /// completion order, stacked, showing the cache warm up.
 pub fn demo(path: &Path, samples: &[(&str, u64)], title: &str) -> Result<()> {
     let fig = DemoFigure::new(samples, title)?;
+    render(path, &fig)
+}
+
+/// `ecdn cluster demo`'s figure: per-window miss ratio, live and simulated, with the kills
+/// marked (C2DN Fig. 6a); bytes written per node, live and simulated (Fig. 6d); CDFs of time to
+/// first byte and download time of coded and replicated hits (Fig. 8).
+pub fn cluster_demo(path: &Path, input: &crate::cluster_demo::PlotInput) -> Result<()> {
+    let fig = cluster_demo_fig::ClusterDemoFigure::new(input)?;
     render(path, &fig)
 }
 

@@ -1,0 +1,739 @@
+//! The load driver: the cluster's front load balancer.
+//!
+//! It replays the trace in order with `--concurrency` workers. Requests are handed out one at
+//! a time by the [`Dispenser`], which spreads them **round-robin** over the live nodes (the
+//! n-th request handed out goes to live node n mod |live|) and carries out the kill schedule:
+//! before it hands out request `at` of a [`Kill`], it kills that node's process (SIGKILL) and
+//! takes it out of the rotation, so every request from `at` on is issued after the kill.
+//!
+//! A worker keeps one HTTP/1.1 connection per node. A request whose connection fails — refused
+//! or reset before the response headers, or broken while the body arrives — is retried once on
+//! the next live node of the rotation (a kept-alive connection that turns out closed is first
+//! replaced by a fresh one to the same node, which is not a retry). Every body is checked
+//! byte by byte against the object's content ([`ecdn_node::content`]) as it arrives.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use bytes::Bytes;
+use ecdn_node::content;
+use http_body_util::{BodyExt, Empty};
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::HeaderMap;
+use hyper_util::rt::TokioIo;
+
+use super::report::{Record, Retry};
+
+/// `--kill NODE@FRACTION` as given.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct KillSpec {
+    pub node: usize,
+    pub fraction: f64,
+}
+
+impl KillSpec {
+    pub fn parse(s: &str) -> Result<KillSpec, String> {
+        let bad = |why: &str| format!("--kill {s:?}: {why}; expected NODE@FRACTION, e.g. 2@0.5");
+        let (node, fraction) = s.trim().split_once('@').ok_or_else(|| bad("no '@'"))?;
+        let node: usize = node
+            .trim()
+            .parse()
+            .map_err(|_| bad("the node is not a number"))?;
+        let fraction: f64 = fraction
+            .trim()
+            .parse()
+            .map_err(|_| bad("the fraction is not a number"))?;
+        if !(0.0..1.0).contains(&fraction) {
+            return Err(bad("the fraction must be at least 0 and below 1"));
+        }
+        Ok(KillSpec { node, fraction })
+    }
+}
+
+/// A scheduled kill: `node` dies before request `at` is issued.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Kill {
+    pub node: usize,
+    pub fraction: f64,
+    /// ⌊fraction × requests⌋: the requests issued before the kill.
+    pub at: u64,
+}
+
+/// The kills of `specs` for a run of `requests` over `nodes` nodes, in the order they happen.
+/// Every node must exist, be killed at most once, and one node must survive.
+pub fn schedule(specs: &[KillSpec], nodes: usize, requests: u64) -> Result<Vec<Kill>, String> {
+    let mut kills: Vec<Kill> = Vec::with_capacity(specs.len());
+    for s in specs {
+        if s.node >= nodes {
+            return Err(format!(
+                "--kill {}@{}: node {} does not exist (nodes are 0..{})",
+                s.node,
+                s.fraction,
+                s.node,
+                nodes.saturating_sub(1)
+            ));
+        }
+        if kills.iter().any(|k| k.node == s.node) {
+            return Err(format!("--kill: node {} is killed twice", s.node));
+        }
+        kills.push(Kill {
+            node: s.node,
+            fraction: s.fraction,
+            at: (s.fraction * requests as f64).floor() as u64,
+        });
+    }
+    if !kills.is_empty() && kills.len() >= nodes {
+        return Err(format!(
+            "--kill would kill all {nodes} nodes; at least one must survive"
+        ));
+    }
+    kills.sort_by_key(|k| (k.at, k.node));
+    Ok(kills)
+}
+
+/// One request handed out: its index in the trace and the node it goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Assignment {
+    pub index: u64,
+    pub node: usize,
+}
+
+/// Hands out the requests in trace order, round-robin over the live nodes, and kills nodes
+/// on schedule (`killer` is called with the node, under the dispenser's lock).
+pub struct Dispenser<K: FnMut(usize)> {
+    next: u64,
+    total: u64,
+    kills: Vec<Kill>,
+    done: usize,
+    live: Vec<usize>,
+    killer: K,
+}
+
+impl<K: FnMut(usize)> Dispenser<K> {
+    /// `kills` from [`schedule`] (sorted by `at`).
+    pub fn new(total: u64, nodes: usize, kills: Vec<Kill>, killer: K) -> Self {
+        Dispenser {
+            next: 0,
+            total,
+            kills,
+            done: 0,
+            live: (0..nodes).collect(),
+            killer,
+        }
+    }
+
+    /// The next request, or `None` when all are out.
+    pub fn next_request(&mut self) -> Option<Assignment> {
+        if self.next >= self.total {
+            return None;
+        }
+        while let Some(k) = self.kills.get(self.done).filter(|k| k.at <= self.next) {
+            let node = k.node;
+            self.done += 1;
+            (self.killer)(node);
+            self.live.retain(|&n| n != node);
+        }
+        let index = self.next;
+        self.next += 1;
+        let node = self.live[(index % self.live.len() as u64) as usize];
+        Some(Assignment { index, node })
+    }
+
+    /// Where a request that failed on `node` is retried: the live node after it in the
+    /// rotation (after its place, if it is dead now); `None` if no other node is live.
+    pub fn fallback(&self, node: usize) -> Option<usize> {
+        let after = self.live.iter().position(|&n| n > node).unwrap_or(0);
+        (0..self.live.len())
+            .map(|i| self.live[(after + i) % self.live.len()])
+            .find(|&n| n != node)
+    }
+}
+
+/// The dispenser the workers share.
+pub type SharedDispenser = Arc<Mutex<Dispenser<Box<dyn FnMut(usize) + Send>>>>;
+
+/// How an attempt ended without an answer to judge.
+enum Transport {
+    /// Refused or reset before the response headers.
+    BeforeResponse(String),
+    /// Broken while the body arrived.
+    MidBody(String),
+}
+
+/// An answer's headers of interest and what its body held.
+struct Answer {
+    status: u16,
+    headers: HeaderMap,
+    bytes: u64,
+    wrong_bytes: u64,
+    ttfb_us: u64,
+    total_us: u64,
+}
+
+type Conn = SendRequest<Empty<Bytes>>;
+
+async fn connect(addr: SocketAddr) -> Result<Conn, String> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect to {addr}: {e}"))?;
+    let _ = stream.set_nodelay(true);
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| format!("handshake with {addr}: {e}"))?;
+    tokio::spawn(conn);
+    Ok(send)
+}
+
+/// Counts the bytes of `chunk` (at `offset` of object `id` of `size` bytes) that are wrong.
+fn wrong_in(id: u64, size: u64, offset: u64, chunk: &[u8]) -> u64 {
+    let inside = size.saturating_sub(offset).min(chunk.len() as u64) as usize;
+    let beyond = (chunk.len() - inside) as u64;
+    let body = &chunk[..inside];
+    match content::first_mismatch(id, offset, body) {
+        None => beyond,
+        Some(first) => {
+            let want = content::bytes(id, offset + first as u64, body.len() - first);
+            let diff = want
+                .iter()
+                .zip(&body[first..])
+                .filter(|(a, b)| a != b)
+                .count() as u64;
+            diff + beyond
+        }
+    }
+}
+
+/// One attempt on one connection.
+async fn attempt(send: &mut Conn, id: u64, size: u64) -> Result<Answer, Transport> {
+    let req = hyper::Request::get(format!("/obj/{id}?size={size}"))
+        .header("host", "demo.ecdn")
+        .body(Empty::new())
+        .map_err(|e| Transport::BeforeResponse(e.to_string()))?;
+    send.ready()
+        .await
+        .map_err(|e| Transport::BeforeResponse(e.to_string()))?;
+    let t = Instant::now();
+    let resp = send
+        .send_request(req)
+        .await
+        .map_err(|e| Transport::BeforeResponse(e.to_string()))?;
+    let status = resp.status().as_u16();
+    let (parts, mut body) = resp.into_parts();
+    let mut ttfb_us = None;
+    let (mut bytes, mut wrong_bytes) = (0u64, 0u64);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| Transport::MidBody(e.to_string()))?;
+        if let Ok(data) = frame.into_data() {
+            if data.is_empty() {
+                continue;
+            }
+            ttfb_us.get_or_insert_with(|| t.elapsed().as_micros() as u64);
+            if (200..300).contains(&status) {
+                wrong_bytes += wrong_in(id, size, bytes, &data);
+            }
+            bytes += data.len() as u64;
+        }
+    }
+    let total_us = t.elapsed().as_micros() as u64;
+    Ok(Answer {
+        status,
+        headers: parts.headers,
+        bytes,
+        wrong_bytes,
+        ttfb_us: ttfb_us.unwrap_or(total_us),
+        total_us,
+    })
+}
+
+/// One attempt on `node`, reusing the worker's connection to it; a reused connection that
+/// fails before the response is replaced by a fresh one once.
+async fn on_node(
+    conns: &mut HashMap<usize, Conn>,
+    node: usize,
+    addr: SocketAddr,
+    id: u64,
+    size: u64,
+) -> Result<Answer, Transport> {
+    let mut reused = conns.remove(&node);
+    loop {
+        let was_reused = reused.is_some();
+        let mut send = match reused.take() {
+            Some(s) => s,
+            None => connect(addr).await.map_err(Transport::BeforeResponse)?,
+        };
+        match attempt(&mut send, id, size).await {
+            Ok(a) => {
+                conns.insert(node, send);
+                return Ok(a);
+            }
+            Err(Transport::BeforeResponse(_)) if was_reused => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn header<'h>(h: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Judges an answer: is it what the object is, and what does the node say it did.
+fn judge(a: &Answer, node: usize, size: u64, retry: Option<Retry>) -> Record {
+    let h = &a.headers;
+    let x_cache = header(h, "x-cache").unwrap_or("");
+    let partial = header(h, "x-ecdn-partial") == Some("1");
+    let miss = x_cache.starts_with("MISS") || partial;
+    let origin_bytes = if miss {
+        header(h, "x-ecdn-origin-bytes")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(size)
+    } else {
+        0
+    };
+    let two = (200..300).contains(&a.status);
+    let error = if !two {
+        Some(format!("status {}", a.status))
+    } else if a.bytes != size {
+        Some(format!("body of {} bytes, expected {size}", a.bytes))
+    } else if a.wrong_bytes > 0 {
+        Some(format!("{} wrong bytes", a.wrong_bytes))
+    } else {
+        None
+    };
+    Record {
+        size,
+        node,
+        ok: error.is_none(),
+        status: Some(a.status),
+        miss,
+        hit: !miss && x_cache.starts_with("HIT"),
+        hoc: !miss && x_cache == "HIT-HOC",
+        coded: match header(h, "x-ecdn-object") {
+            Some("coded") => Some(true),
+            Some("replicated") => Some(false),
+            _ => None,
+        },
+        origin_bytes,
+        partial,
+        decoded: header(h, "x-ecdn-decoded") == Some("1"),
+        bytes: a.bytes,
+        wrong_bytes: if two { a.wrong_bytes } else { 0 },
+        ttfb_us: a.ttfb_us,
+        total_us: a.total_us,
+        retry,
+        error,
+    }
+}
+
+fn transport_failure(size: u64, node: usize, retry: Option<Retry>, why: String) -> Record {
+    Record {
+        size,
+        node,
+        retry,
+        error: Some(why),
+        ..Record::default()
+    }
+}
+
+/// What the workers share.
+pub struct Work {
+    /// (object id, size) of every request, in trace order.
+    pub requests: Vec<(u64, u64)>,
+    /// Client addresses of the nodes.
+    pub nodes: Vec<SocketAddr>,
+    pub dispenser: SharedDispenser,
+    /// Limit on one attempt (connect to the last body byte).
+    pub timeout: Duration,
+}
+
+/// One request: an attempt, and on a connection failure one retry on another live node.
+async fn request(work: &Work, conns: &mut HashMap<usize, Conn>, a: Assignment) -> Record {
+    let (id, size) = work.requests[a.index as usize];
+    let mut node = a.node;
+    let mut retry = None;
+    loop {
+        let tried = tokio::time::timeout(
+            work.timeout,
+            on_node(conns, node, work.nodes[node], id, size),
+        )
+        .await;
+        let failure = match tried {
+            Err(_) => {
+                conns.remove(&node);
+                return transport_failure(
+                    size,
+                    node,
+                    retry,
+                    format!(
+                        "no complete answer from node {node} within {:?}",
+                        work.timeout
+                    ),
+                );
+            }
+            Ok(Ok(answer)) => return judge(&answer, node, size, retry),
+            Ok(Err(e)) => e,
+        };
+        let (kind, why) = match failure {
+            Transport::BeforeResponse(w) => (Retry::BeforeResponse, w),
+            Transport::MidBody(w) => (Retry::MidBody, w),
+        };
+        let why = format!("node {node}: {why}");
+        if retry.is_some() {
+            return transport_failure(size, node, retry, why);
+        }
+        let fallback = work.dispenser.lock().unwrap().fallback(node);
+        match fallback {
+            Some(other) => {
+                retry = Some(kind);
+                node = other;
+            }
+            None => return transport_failure(size, node, Some(kind), why),
+        }
+    }
+}
+
+/// Runs `concurrency` workers until every request is done; returns the records in trace
+/// order.
+pub async fn run(work: Arc<Work>, concurrency: usize) -> Result<Vec<Record>> {
+    let out: Arc<Mutex<Vec<Option<Record>>>> =
+        Arc::new(Mutex::new(vec![None; work.requests.len()]));
+    let mut tasks = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        let (work, out) = (work.clone(), out.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut conns = HashMap::new();
+            loop {
+                let next = work.dispenser.lock().unwrap().next_request();
+                let Some(a) = next else {
+                    return;
+                };
+                let rec = request(&work, &mut conns, a).await;
+                out.lock().unwrap()[a.index as usize] = Some(rec);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await?;
+    }
+    let out = std::mem::take(&mut *out.lock().unwrap());
+    out.into_iter()
+        .enumerate()
+        .map(|(i, r)| r.ok_or_else(|| anyhow::anyhow!("request {i} was never issued")))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kill_specs_parse_and_refuse_nonsense() {
+        assert_eq!(
+            KillSpec::parse("2@0.5").unwrap(),
+            KillSpec {
+                node: 2,
+                fraction: 0.5
+            }
+        );
+        assert_eq!(KillSpec::parse(" 0@0 ").unwrap().fraction, 0.0);
+        for (s, want) in [
+            ("2", "no '@'"),
+            ("x@0.5", "node is not a number"),
+            ("2@half", "fraction is not a number"),
+            ("2@1", "below 1"),
+            ("2@-0.1", "at least 0"),
+            ("2@NaN", "at least 0"),
+        ] {
+            let e = KillSpec::parse(s).unwrap_err();
+            assert!(e.contains(want) && e.contains("NODE@FRACTION"), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn schedule_orders_kills_and_checks_nodes() {
+        let spec = |node, fraction| KillSpec { node, fraction };
+        let k = schedule(&[spec(4, 0.75), spec(1, 0.5)], 6, 1001).unwrap();
+        assert_eq!(
+            k.iter().map(|k| (k.node, k.at)).collect::<Vec<_>>(),
+            vec![(1, 500), (4, 750)]
+        );
+        assert!(schedule(&[spec(6, 0.5)], 6, 10)
+            .unwrap_err()
+            .contains("does not exist"));
+        assert!(schedule(&[spec(1, 0.5), spec(1, 0.6)], 6, 10)
+            .unwrap_err()
+            .contains("twice"));
+        assert!(schedule(&[spec(0, 0.5), spec(1, 0.6)], 2, 10)
+            .unwrap_err()
+            .contains("survive"));
+        assert!(schedule(&[], 1, 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn dispenser_round_robins_and_kills_before_the_scheduled_request() {
+        let killed = Arc::new(Mutex::new(Vec::new()));
+        let log = killed.clone();
+        let kills = schedule(
+            &[KillSpec {
+                node: 1,
+                fraction: 0.5,
+            }],
+            3,
+            8,
+        )
+        .unwrap();
+        let mut d = Dispenser::new(8, 3, kills, move |n| log.lock().unwrap().push(n));
+        let mut seen = Vec::new();
+        while let Some(a) = d.next_request() {
+            if a.index < 4 {
+                assert!(killed.lock().unwrap().is_empty());
+            } else {
+                assert_eq!(*killed.lock().unwrap(), vec![1]);
+            }
+            seen.push((a.index, a.node));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (0, 0),
+                (1, 1),
+                (2, 2),
+                (3, 0),
+                (4, 0),
+                (5, 2),
+                (6, 0),
+                (7, 2)
+            ]
+        );
+        assert_eq!(d.live, vec![0, 2]);
+        assert_eq!(d.next_request(), None);
+    }
+
+    #[test]
+    fn fallback_is_the_next_live_node() {
+        let mut d = Dispenser::new(10, 4, Vec::new(), |_| {});
+        assert_eq!(d.fallback(0), Some(1));
+        assert_eq!(d.fallback(3), Some(0));
+        d.live.retain(|&n| n != 2);
+        // Node 2 is dead: its retry goes to the live node after its place.
+        assert_eq!(d.fallback(2), Some(3));
+        let one = Dispenser::new(10, 1, Vec::new(), |_| {});
+        assert_eq!(one.fallback(0), None);
+    }
+
+    #[test]
+    fn wrong_bytes_are_counted_exactly() {
+        let id = 42;
+        let mut body = content::bytes(id, 100, 1000);
+        assert_eq!(wrong_in(id, 5000, 100, &body), 0);
+        body[10] ^= 1;
+        body[500] ^= 0xff;
+        assert_eq!(wrong_in(id, 5000, 100, &body), 2);
+        // Bytes past the object's end are all wrong.
+        let body = content::bytes(id, 0, 1000);
+        assert_eq!(wrong_in(id, 900, 0, &body), 100);
+    }
+
+    #[test]
+    fn judge_reads_the_contract_headers() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-cache", "MISS".parse().unwrap());
+        headers.insert("x-ecdn-object", "coded".parse().unwrap());
+        headers.insert("x-ecdn-origin-bytes", "300".parse().unwrap());
+        headers.insert("x-ecdn-partial", "1".parse().unwrap());
+        let a = Answer {
+            status: 200,
+            headers,
+            bytes: 1000,
+            wrong_bytes: 0,
+            ttfb_us: 5,
+            total_us: 9,
+        };
+        let r = judge(&a, 3, 1000, None);
+        assert!(r.ok && r.miss && r.partial && !r.hit);
+        assert_eq!((r.coded, r.origin_bytes, r.node), (Some(true), 300, 3));
+        let mut hit = HeaderMap::new();
+        hit.insert("x-cache", "HIT-DISK".parse().unwrap());
+        hit.insert("x-ecdn-object", "replicated".parse().unwrap());
+        hit.insert("x-ecdn-decoded", "1".parse().unwrap());
+        let a = Answer {
+            headers: hit,
+            bytes: 999,
+            ..a
+        };
+        let r = judge(&a, 0, 1000, Some(Retry::BeforeResponse));
+        assert!(!r.ok && r.hit && r.decoded && !r.miss);
+        assert_eq!(r.origin_bytes, 0);
+        assert!(r.error.unwrap().contains("999 bytes"));
+        let a = Answer {
+            status: 502,
+            headers: HeaderMap::new(),
+            bytes: 0,
+            wrong_bytes: 0,
+            ttfb_us: 0,
+            total_us: 0,
+        };
+        let r = judge(&a, 0, 10, None);
+        assert!(!r.ok && r.error.unwrap().contains("502"));
+    }
+
+    /// A fake node on loopback answering every request for `/obj/ID?size=S` with the
+    /// object's headers and then `mode`: "short" sends half the body and closes the
+    /// connection, "wrong" sends the whole body with one byte flipped.
+    async fn fake_node(mode: &'static str) -> SocketAddr {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut s, _)) = l.accept().await else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 1024];
+                    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    let line = String::from_utf8_lossy(&buf).to_string();
+                    let path = line.split_whitespace().nth(1).unwrap().to_string();
+                    let id: u64 = path[5..path.find('?').unwrap()].parse().unwrap();
+                    let size: usize = path[path.find("size=").unwrap() + 5..].parse().unwrap();
+                    let mut body = content::bytes(id, 0, size);
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-length: {size}\r\nx-cache: HIT-DISK\r\n\
+                         x-ecdn-object: replicated\r\n\r\n"
+                    );
+                    let _ = s.write_all(head.as_bytes()).await;
+                    if mode == "short" {
+                        let _ = s.write_all(&body[..size / 2]).await;
+                        return;
+                    }
+                    body[size / 3] ^= 0x55;
+                    let _ = s.write_all(&body).await;
+                });
+            }
+        });
+        addr
+    }
+
+    /// The driver against real in-process nodes and an origin: every body verified, the
+    /// requests spread round-robin, a node with nothing listening retried on the next one
+    /// (before the response), a connection cut mid-body retried too, and a body with a wrong
+    /// byte counted and failed, not retried.
+    #[test]
+    fn driver_verifies_bodies_and_retries_on_another_node() {
+        use ecdn_node::node::{Node, NodeConfig};
+        use ecdn_node::origin::{Origin, OriginConfig};
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
+                .await
+                .unwrap();
+            let node = |_| async {
+                Node::start(
+                    "127.0.0.1:0".parse().unwrap(),
+                    NodeConfig {
+                        origin: format!("http://{}", origin.addr),
+                        hoc_size: 8 << 20,
+                        ..NodeConfig::default()
+                    },
+                )
+                .await
+                .unwrap()
+            };
+            let (a, b) = (node(0).await, node(1).await);
+            // Nothing listens on `dead`: bind a port and release it.
+            let dead = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap();
+            let short = fake_node("short").await;
+            let wrong = fake_node("wrong").await;
+            let sizes = [1000u64, 300 << 10, 5, 64 << 10];
+            let requests: Vec<(u64, u64)> = (0..60)
+                .map(|i| (i % 7, sizes[(i % 7) as usize % 4]))
+                .collect();
+            let kills = schedule(
+                &[KillSpec {
+                    node: 1,
+                    fraction: 0.5,
+                }],
+                3,
+                60,
+            )
+            .unwrap();
+            let killed = Arc::new(Mutex::new(Vec::new()));
+            let log = killed.clone();
+            let dispenser: SharedDispenser = Arc::new(Mutex::new(Dispenser::new(
+                60,
+                3,
+                kills,
+                Box::new(move |n| log.lock().unwrap().push(n)),
+            )));
+            let work = Arc::new(Work {
+                requests: requests.clone(),
+                nodes: vec![a.addr, dead, b.addr],
+                dispenser,
+                timeout: Duration::from_secs(10),
+            });
+            let records = run(work, 4).await.unwrap();
+            assert_eq!(*killed.lock().unwrap(), vec![1]);
+            assert_eq!(records.len(), 60);
+            for (i, r) in records.iter().enumerate() {
+                assert!(r.ok, "request {i}: {:?}", r.error);
+                assert_eq!((r.bytes, r.wrong_bytes), (requests[i].1, 0));
+                assert!(r.miss || r.hit, "request {i} has no X-Cache tier");
+                // Before the kill, every third request went to the dead node and was retried
+                // on node 2 (the next in the rotation); after it, none went there.
+                if i < 30 && i % 3 == 1 {
+                    assert_eq!((r.retry, r.node), (Some(Retry::BeforeResponse), 2), "{i}");
+                } else {
+                    assert_eq!(r.retry, None, "{i}");
+                    assert_ne!(r.node, 1);
+                }
+            }
+            // The first request of each object missed; the 7 objects' later requests hit.
+            let misses = records.iter().filter(|r| r.miss).count();
+            assert!((7..=14).contains(&misses), "{misses} misses");
+
+            // A body cut mid-way (node 0) is retried on the next node; a body with a wrong
+            // byte (node 2) is counted and failed, not retried.
+            let dispenser: SharedDispenser = Arc::new(Mutex::new(Dispenser::new(
+                3,
+                3,
+                Vec::new(),
+                Box::new(|_| {}),
+            )));
+            let work = Arc::new(Work {
+                requests: vec![(5, 100_000), (6, 100_000), (7, 100_000)],
+                nodes: vec![short, a.addr, wrong],
+                dispenser,
+                timeout: Duration::from_secs(10),
+            });
+            let records = run(work, 1).await.unwrap();
+            assert!(records[0].ok, "{:?}", records[0].error);
+            assert_eq!(
+                (records[0].retry, records[0].node),
+                (Some(Retry::MidBody), 1)
+            );
+            assert!(records[1].ok && records[1].retry.is_none());
+            let w = &records[2];
+            assert!(!w.ok && w.retry.is_none());
+            assert_eq!((w.node, w.bytes, w.wrong_bytes), (2, 100_000, 1));
+            assert!(w.error.as_deref().unwrap().contains("1 wrong bytes"));
+            a.stop().await.unwrap();
+            b.stop().await.unwrap();
+            origin.stop().await.unwrap();
+        });
+    }
+}

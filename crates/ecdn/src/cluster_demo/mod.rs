@@ -1,0 +1,775 @@
+//! `ecdn cluster demo`: a live C2DN cluster as separate processes on loopback — an origin
+//! (`ecdn origin`), the coordinator (`ecdn coordinator`) and N nodes (`ecdn node --cluster`) —
+//! a trace replayed through it by a load driver acting as the cluster's front load balancer,
+//! nodes killed on schedule, and what the cluster did next to what the simulator
+//! (`ecdn_sim::cluster`, in-process, same trace and configuration, no failures) does.
+//!
+//! The parts: [`procs`] (ports, the cluster file, the children, readiness, CPU), [`driver`]
+//! (the load balancer and the kill schedule), [`report`] (windows, percentiles, the JSON
+//! object); the figure is `plot.rs`, drawn through [`crate::plot::cluster_demo`].
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use ecdn_sim::cluster::{simulate_cluster, ClusterConfig as SimConfig, ClusterResult};
+use ecdn_sim::cluster_sweep::SchemeCode;
+use ecdn_sim::unavailability::Window;
+use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
+use ecdn_trace::units::{format_size, parse_size};
+use ecdn_trace::{Format, OpenOptions, Request, SliceReader, BATCH};
+
+pub mod driver;
+pub mod procs;
+pub mod report;
+
+use driver::{schedule, Dispenser, Kill, KillSpec, SharedDispenser, Work};
+use procs::{FileSettings, Layout, Procs};
+use report::{ClusterStats, KillRow, Record, Report, SimSummary, SimWindow, Totals};
+
+#[derive(Subcommand)]
+pub enum ClusterCmd {
+    /// A live cluster on loopback: origin, coordinator and N node processes, a trace replayed
+    /// through them with nodes killed on schedule, side by side with the simulator.
+    Demo(DemoArgs),
+}
+
+pub fn run(cmd: ClusterCmd) -> Result<()> {
+    match cmd {
+        ClusterCmd::Demo(a) => run_demo(a),
+    }
+}
+
+#[derive(Args, Clone)]
+#[command(after_help = "Examples:\n  \
+    ecdn cluster demo\n  \
+    ecdn cluster demo --nodes 6 --kill 2@0.5 --json --plot demo.png\n  \
+    ecdn cluster demo --scheme rep2 --nodes 6 --kill 2@0.5\n  \
+    ecdn cluster demo --scheme c2dn-n5k3 --nodes 6 --kill 1@0.4 --kill 4@0.6\n  \
+    ecdn cluster demo --trace t.oracleGeneral.bin --max-requests 50000\n  \
+    ecdn cluster demo --sizes fixed:1MiB --objects 200 --json     # Fig. 8, coded\n  \
+    ecdn cluster demo --sizes fixed:1MiB --objects 200 --threshold 2MiB --json  # replicated\n\n\
+    The load driver spreads requests round-robin over the live nodes; a request whose \
+    connection fails (refused or reset before the answer, or broken mid-body) is retried \
+    once on the next live node. --kill \
+    NODE@FRACTION SIGKILLs that node once FRACTION of the requests were issued; it leaves \
+    the rotation at that moment. Every body is checked byte by byte. The simulator runs the \
+    same trace with the same scheme, K, P, threshold, buckets and seed, capacity nodes × \
+    disk size, equal weights, FIFO, no failures. With --json the last line of stdout is one \
+    JSON object.")]
+pub struct DemoArgs {
+    /// Nodes (processes) in the cluster.
+    #[arg(long, default_value_t = 6)]
+    nodes: usize,
+    /// no-rep, rep2, c2dn-norebal, c2dn; a coded scheme may name its code (c2dn-n5k3).
+    #[arg(long, default_value = "c2dn")]
+    scheme: String,
+    /// Data chunks of coded schemes (unless the scheme names its code).
+    #[arg(long, default_value_t = 3)]
+    k: usize,
+    /// Parity chunks of coded schemes (unless the scheme names its code).
+    #[arg(long, default_value_t = 1)]
+    p: usize,
+    /// Requests of the generated trace.
+    #[arg(long, default_value_t = 10_000, conflicts_with = "trace")]
+    requests: u64,
+    /// Distinct objects of the generated trace (Zipf popularity).
+    #[arg(long, default_value_t = 2_000)]
+    objects: u64,
+    /// Zipf exponent of the generated trace.
+    #[arg(long, default_value_t = 0.9)]
+    alpha: f64,
+    /// Object sizes of the generated trace: fixed:SIZE, lognormal:MEDIAN:SIGMA,
+    /// pareto:ALPHA:MIN, web-video. The default makes about a fifth of the objects larger
+    /// than the coding threshold.
+    #[arg(long, default_value = "lognormal:48KiB:1.2")]
+    sizes: String,
+    /// Replay this trace instead (oracleGeneral, .zst, text or CSV by its name).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// With --trace: replay at most R requests.
+    #[arg(long, value_name = "R", requires = "trace")]
+    max_requests: Option<u64>,
+    /// Kill NODE (SIGKILL) when FRACTION of the requests were issued; repeatable.
+    #[arg(long, value_name = "NODE@FRACTION")]
+    kill: Vec<String>,
+    /// Concurrent requests of the load driver.
+    #[arg(long, default_value_t = 16)]
+    concurrency: usize,
+    /// Print one JSON object as the last line of stdout.
+    #[arg(long)]
+    json: bool,
+    /// Draw per-window miss ratios (live and simulated, kills marked), bytes written per node
+    /// and the latency CDFs of coded and replicated hits to FILE (.png or .svg).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
+    /// Requests per window of the table (default: a tenth of the requests).
+    #[arg(long, value_name = "REQUESTS")]
+    window: Option<u64>,
+    /// Each node's DRAM hot-object cache.
+    #[arg(long, default_value = "1MiB")]
+    hoc_size: String,
+    /// Each node's cache capacity for pieces (the simulator's per-server capacity).
+    #[arg(long, default_value = "8MiB")]
+    disk_size: String,
+    /// Objects larger than this are coded (C2DN schemes).
+    #[arg(long, default_value = "128KiB")]
+    threshold: String,
+    /// Buckets objects are hashed to.
+    #[arg(long, default_value_t = 100)]
+    buckets: usize,
+    /// Sub-chunk size of coded objects.
+    #[arg(long, default_value = "32KiB")]
+    sub_chunk: String,
+    /// Seed of the generated trace and of the placement.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The origin's delay before its response headers.
+    #[arg(long, default_value = "0s")]
+    origin_latency: String,
+    /// How long the cluster may take to come up.
+    #[arg(long, default_value = "30s")]
+    ready_timeout: String,
+    /// Limit on one attempt of one request, connect to last byte.
+    #[arg(long, default_value = "30s")]
+    request_timeout: String,
+    /// Keep the run's directory (cluster file, logs, disk files) and print where it is.
+    #[arg(long)]
+    keep_dir: bool,
+}
+
+/// The requests to replay, in order.
+fn load_trace(a: &DemoArgs) -> Result<Vec<Request>> {
+    if let Some(path) = &a.trace {
+        let opts = OpenOptions {
+            format: Format::from_path(path),
+        };
+        let mut r = ecdn_trace::open(path, &opts)
+            .with_context(|| format!("opening the trace {}", path.display()))?;
+        let limit = a.max_requests.unwrap_or(u64::MAX);
+        let mut out = Vec::new();
+        let mut buf = Vec::with_capacity(BATCH);
+        while (out.len() as u64) < limit {
+            let want = (limit - out.len() as u64).min(BATCH as u64) as usize;
+            if r.read_batch(&mut buf, want)
+                .with_context(|| format!("reading the trace {}", path.display()))?
+                == 0
+            {
+                break;
+            }
+            out.extend_from_slice(&buf);
+        }
+        if let Some(bad) = out.iter().position(|r| r.size == 0) {
+            bail!(
+                "the trace's request {bad} has size 0; the demo replays objects of at least one byte"
+            );
+        }
+        return Ok(out);
+    }
+    let sizes = SizeDist::parse(&a.sizes).map_err(anyhow::Error::msg)?;
+    Ok(Generator::new(GenConfig {
+        requests: a.requests,
+        objects: a.objects,
+        alpha: a.alpha,
+        sizes,
+        rate: 1000.0,
+        seed: a.seed,
+        scenario: Scenario::Stationary,
+    })?
+    .collect())
+}
+
+/// Everything checked and parsed before any process starts.
+struct Plan {
+    code: SchemeCode,
+    trace: Vec<Request>,
+    window: u64,
+    kills: Vec<Kill>,
+    hoc_size: u64,
+    disk_size: u64,
+    threshold: u64,
+    sub_chunk: u64,
+    ready_timeout: Duration,
+    request_timeout: Duration,
+}
+
+fn plan(a: &DemoArgs) -> Result<Plan> {
+    if a.nodes == 0 || a.nodes > 256 {
+        bail!("--nodes must be between 1 and 256");
+    }
+    if a.concurrency == 0 {
+        bail!("--concurrency must be positive");
+    }
+    if let Some(path) = &a.plot {
+        crate::plot::check_output(path)?;
+    }
+    crate::args::duration("--origin-latency", &a.origin_latency)?;
+    let code = SchemeCode::parse(&a.scheme, a.k, a.p).map_err(anyhow::Error::msg)?;
+    let needed = code.scheme.servers_needed(code.k, code.p);
+    if needed > a.nodes {
+        bail!(
+            "--scheme {} with K = {}, P = {} needs {needed} nodes; --nodes is {}",
+            a.scheme,
+            code.k,
+            code.p,
+            a.nodes
+        );
+    }
+    let size = |flag: &str, v: &str| -> Result<u64> {
+        let s = parse_size(v).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
+        if s == 0 {
+            bail!("{flag} must be above 0");
+        }
+        Ok(s)
+    };
+    let hoc_size = size("--hoc-size", &a.hoc_size)?;
+    let disk_size = size("--disk-size", &a.disk_size)?;
+    let threshold = size("--threshold", &a.threshold)?;
+    let sub_chunk = size("--sub-chunk", &a.sub_chunk)?;
+    let specs = a
+        .kill
+        .iter()
+        .map(|s| KillSpec::parse(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let trace = load_trace(a)?;
+    let total = trace.len() as u64;
+    if total == 0 {
+        bail!("no requests to replay");
+    }
+    let window = match a.window {
+        Some(0) => bail!("--window must be at least 1 request"),
+        Some(w) => w,
+        None => (total / 10).max(1),
+    };
+    let kills = schedule(&specs, a.nodes, total).map_err(anyhow::Error::msg)?;
+    Ok(Plan {
+        code,
+        trace,
+        window,
+        kills,
+        hoc_size,
+        disk_size,
+        threshold,
+        sub_chunk,
+        ready_timeout: crate::args::duration("--ready-timeout", &a.ready_timeout)?,
+        request_timeout: crate::args::duration("--request-timeout", &a.request_timeout)?,
+    })
+}
+
+/// What the live run produced.
+struct Live {
+    records: Vec<Record>,
+    elapsed_s: f64,
+    /// Per node: CPU seconds at its kill (killed nodes) or at the end (the others).
+    cpu: Vec<Option<f64>>,
+    /// Per node alive at the end: its `cluster` counters.
+    stats: Vec<Option<ClusterStats>>,
+    /// Per node: killed by the schedule.
+    killed: Vec<bool>,
+}
+
+async fn live(a: &DemoArgs, plan: &Plan, dir: &Path, layout: &Layout, key: &str) -> Result<Live> {
+    let n = a.nodes;
+    let file = dir.join("cluster.toml");
+    let procs = Arc::new(Mutex::new(Procs::new(dir)?));
+    {
+        let mut p = procs.lock().unwrap();
+        p.start_origin(layout.origin, &a.origin_latency)?;
+        p.start_coordinator(&file)?;
+        for id in 0..n {
+            p.start_node(id, &file, layout.origin, plan.hoc_size, plan.disk_size)?;
+        }
+    }
+    let t = Instant::now();
+    procs::wait_ready(&procs, layout, key, plan.ready_timeout).await?;
+    eprintln!(
+        "cluster up in {:.2} s: origin {}, coordinator {}, {} nodes (HOC {}, disk {} each); \
+         replaying {} requests with {} workers, round-robin over the live nodes",
+        t.elapsed().as_secs_f64(),
+        layout.origin,
+        layout.coordinator,
+        n,
+        format_size(plan.hoc_size),
+        format_size(plan.disk_size),
+        plan.trace.len(),
+        a.concurrency
+    );
+    let kill_cpu: Arc<Mutex<Vec<Option<f64>>>> = Arc::new(Mutex::new(vec![None; n]));
+    let killer: Box<dyn FnMut(usize) + Send> = {
+        let (procs, kill_cpu) = (procs.clone(), kill_cpu.clone());
+        Box::new(move |node| {
+            let cpu = procs.lock().unwrap().kill_node(node);
+            kill_cpu.lock().unwrap()[node] = cpu;
+            eprintln!("killed node {node} (SIGKILL)");
+        })
+    };
+    let dispenser: SharedDispenser = Arc::new(Mutex::new(Dispenser::new(
+        plan.trace.len() as u64,
+        n,
+        plan.kills.clone(),
+        killer,
+    )));
+    let work = Arc::new(Work {
+        requests: plan.trace.iter().map(|r| (r.id, r.size)).collect(),
+        nodes: layout.nodes.iter().map(|(c, _)| *c).collect(),
+        dispenser,
+        timeout: plan.request_timeout,
+    });
+    let t = Instant::now();
+    let records = driver::run(work, a.concurrency).await?;
+    let elapsed_s = t.elapsed().as_secs_f64();
+    let mut killed = vec![false; n];
+    for k in &plan.kills {
+        killed[k.node] = true;
+    }
+    let mut cpu = kill_cpu.lock().unwrap().clone();
+    let mut stats = vec![None; n];
+    for id in 0..n {
+        if killed[id] {
+            continue;
+        }
+        let (running, pid, tail) = {
+            let mut p = procs.lock().unwrap();
+            let running = p.node_running(id);
+            let node = p.nodes[id].as_ref();
+            (
+                running,
+                node.map(|p| p.pid()),
+                node.map(|p| p.tail(10)).unwrap_or_default(),
+            )
+        };
+        if !running {
+            eprintln!("warning: node {id} exited during the run (not killed by the demo); its last output:\n{tail}");
+            continue;
+        }
+        let addr = layout.nodes[id].0;
+        stats[id] = Some(
+            procs::node_stats(addr)
+                .await
+                .with_context(|| format!("node {id} ({addr})"))?,
+        );
+        cpu[id] = pid.and_then(|pid| procs::cpu_seconds(pid).ok());
+    }
+    procs.lock().unwrap().stop_all();
+    Ok(Live {
+        records,
+        elapsed_s,
+        cpu,
+        stats,
+        killed,
+    })
+}
+
+/// The simulator on the same trace and configuration, without failures.
+fn simulate(a: &DemoArgs, plan: &Plan) -> Result<ClusterResult> {
+    let mut cfg = SimConfig::new(plan.code.scheme, a.nodes as u64 * plan.disk_size);
+    cfg.weights = vec![1.0; a.nodes];
+    cfg.k = plan.code.k;
+    cfg.p = plan.code.p;
+    cfg.threshold = plan.threshold;
+    cfg.buckets = a.buckets;
+    cfg.window = Window::Requests(plan.window);
+    cfg.seed = a.seed;
+    cfg.max_requests = plan.trace.len() as u64;
+    let mut reader = SliceReader::new(&plan.trace);
+    simulate_cluster(&mut reader, &cfg, &|_| {}).context("the cluster simulation")
+}
+
+fn sim_summary(r: &ClusterResult) -> SimSummary {
+    SimSummary {
+        miss_ratio: r.miss_ratio,
+        byte_miss_ratio: r.byte_miss_ratio,
+        write_imbalance: r.write_imbalance.is_finite().then_some(r.write_imbalance),
+        bytes_written: r
+            .bytes_written
+            .iter()
+            .map(|&b| u64::try_from(b).unwrap_or(u64::MAX))
+            .collect(),
+        windows: r
+            .windows
+            .iter()
+            .map(|w| SimWindow {
+                index: w.index,
+                start: w.start,
+                requests: w.requests,
+                miss_ratio: w.miss_ratio,
+                byte_miss_ratio: w.byte_miss_ratio,
+            })
+            .collect(),
+    }
+}
+
+fn build_report(a: &DemoArgs, plan: &Plan, scheme: String, live: &Live, sim: SimSummary) -> Report {
+    let t = Totals::of(&live.records);
+    let windows = report::windows(&live.records, plan.window, &sim.windows);
+    let max_rel = report::max_relative_miss_increase(&windows, &plan.kills, plan.window);
+    let (ttfb_ms, download_ms) = report::latency(&live.records, false);
+    let (ttfb_ms_piece_hits, download_ms_piece_hits) = report::latency(&live.records, true);
+    let bytes_written: Vec<Option<u64>> = live
+        .stats
+        .iter()
+        .map(|s| s.map(|s| s.bytes_written))
+        .collect();
+    let whole_run = bytes_written
+        .iter()
+        .zip(&live.killed)
+        .filter(|(_, &k)| !k)
+        .filter_map(|(b, _)| b.map(|b| b as f64));
+    let peer_received: u64 = live
+        .stats
+        .iter()
+        .flatten()
+        .map(|s| s.peer_bytes_received)
+        .sum();
+    let cpu_s: f64 = live.cpu.iter().flatten().sum();
+    let gib = t.served_bytes as f64 / (1u64 << 30) as f64;
+    let kills = plan
+        .kills
+        .iter()
+        .map(|k| KillRow {
+            node: k.node,
+            fraction: k.fraction,
+            at_request: k.at,
+            window: report::window_of(k.at, plan.window),
+            cpu_s: live.cpu[k.node],
+        })
+        .collect();
+    Report {
+        scheme,
+        nodes: a.nodes,
+        k: plan.code.k,
+        p: plan.code.p,
+        requests: t.requests,
+        concurrency: a.concurrency,
+        window: plan.window,
+        balancing: "round-robin over live nodes",
+        failed_requests: t.failed,
+        wrong_bytes: t.wrong_bytes,
+        retried_before_response: t.retried_before_response,
+        retried_mid_body: t.retried_mid_body,
+        miss_ratio: t.miss_ratio(),
+        byte_miss_ratio: t.byte_miss_ratio(),
+        write_imbalance: report::imbalance(whole_run),
+        bytes_written,
+        windows,
+        kills,
+        max_relative_miss_increase: max_rel,
+        decode_fraction: t.decode_fraction(),
+        decoded_request_fraction: if t.ok > 0 {
+            t.decoded as f64 / t.ok as f64
+        } else {
+            0.0
+        },
+        partial_hits: t.partial_hits,
+        intra_cluster_bytes: if t.served_bytes > 0 {
+            peer_received as f64 / t.served_bytes as f64
+        } else {
+            0.0
+        },
+        bytes_served: t.served_bytes,
+        ttfb_ms,
+        download_ms,
+        ttfb_ms_piece_hits,
+        download_ms_piece_hits,
+        cpu_s,
+        cpu_s_per_gib: if gib > 0.0 { cpu_s / gib } else { 0.0 },
+        node_stats: live.stats.clone(),
+        elapsed_s: live.elapsed_s,
+        requests_per_s: if live.elapsed_s > 0.0 {
+            t.requests as f64 / live.elapsed_s
+        } else {
+            0.0
+        },
+        sim,
+    }
+}
+
+fn run_demo(a: DemoArgs) -> Result<()> {
+    let plan = plan(&a)?;
+    let dir = tempfile::Builder::new()
+        .prefix("ecdn-cluster-demo-")
+        .tempdir()
+        .context("creating the run's temporary directory")?;
+    let layout = Layout::free(a.nodes)?;
+    let key = procs::random_key()?;
+    let text = procs::cluster_file(
+        &FileSettings {
+            scheme: plan.code.scheme.name(),
+            k: plan.code.k,
+            p: plan.code.p,
+            threshold: plan.threshold,
+            buckets: a.buckets,
+            sub_chunk: plan.sub_chunk,
+            seed: a.seed,
+            key: key.clone(),
+        },
+        &layout,
+    );
+    let cfg = ecdn_cluster::ClusterConfig::parse(&text).context("the demo's cluster file")?;
+    std::fs::write(dir.path().join("cluster.toml"), &text).context("writing the cluster file")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let live = rt.block_on(async {
+        tokio::select! {
+            r = live(&a, &plan, dir.path(), &layout, &key) => r,
+            _ = crate::origin_cmd::shutdown_signal() => bail!("interrupted"),
+        }
+    });
+    // Every child is dead here: the run's future (and with it the processes) is gone.
+    drop(rt);
+    let kept = if a.keep_dir {
+        let path = dir.keep();
+        eprintln!("kept the run's directory {}", path.display());
+        Some(path)
+    } else {
+        None
+    };
+    let live = match live {
+        Ok(l) => l,
+        Err(e) => match kept {
+            Some(p) => return Err(e.context(format!("logs in {}", p.display()))),
+            None => return Err(e),
+        },
+    };
+    eprint!("{}", report::failures(&live.records, 10));
+    let sim = simulate(&a, &plan)?;
+    let report = build_report(&a, &plan, cfg.scheme_name(), &live, sim_summary(&sim));
+    print!(
+        "{}",
+        report::window_table(&report.windows, &plan.kills, plan.window)
+    );
+    print!("{}", report::summary(&report));
+    if let Some(path) = &a.plot {
+        plot(path, &report, &live.records)?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string(&report)?);
+    }
+    Ok(())
+}
+
+fn plot(path: &Path, r: &Report, records: &[Record]) -> Result<()> {
+    let [coded, replicated] = report::hit_latencies(records, false);
+    let input = PlotInput {
+        title: format!(
+            "ecdn cluster demo: {} on {} nodes, {} requests{}",
+            r.scheme,
+            r.nodes,
+            crate::plot::grouped(r.requests),
+            if r.kills.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", killed {}",
+                    r.kills
+                        .iter()
+                        .map(|k| format!("node {} at {:.0}%", k.node, k.fraction * 100.0))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        ),
+        windows: r
+            .windows
+            .iter()
+            .map(|w| (w.start, w.requests, w.miss_ratio, w.sim_miss_ratio))
+            .collect(),
+        kills: r.kills.iter().map(|k| (k.at_request, k.node)).collect(),
+        bytes_written: r.bytes_written.clone(),
+        sim_bytes_written: r.sim.bytes_written.clone(),
+        coded,
+        replicated,
+    };
+    crate::plot::cluster_demo(path, &input)?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+/// What the demo's figure draws.
+pub struct PlotInput {
+    pub title: String,
+    /// Per window: (first request, requests, live miss ratio, simulated miss ratio).
+    pub windows: Vec<(u64, u64, f64, Option<f64>)>,
+    /// (request index, node) of each kill.
+    pub kills: Vec<(u64, usize)>,
+    /// Per node; `None` for a killed node.
+    pub bytes_written: Vec<Option<u64>>,
+    pub sim_bytes_written: Vec<u64>,
+    /// (TTFB, download) latencies in µs of the hits of coded and of replicated objects.
+    pub coded: (Vec<u64>, Vec<u64>),
+    pub replicated: (Vec<u64>, Vec<u64>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: DemoArgs,
+    }
+
+    fn args(extra: &[&str]) -> DemoArgs {
+        let mut v = vec!["demo"];
+        v.extend_from_slice(extra);
+        Cli::try_parse_from(v).unwrap().a
+    }
+
+    /// The fields the issue's command-line contract names, at the top level.
+    pub(crate) const CONTRACT_FIELDS: [&str; 17] = [
+        "scheme",
+        "nodes",
+        "requests",
+        "failed_requests",
+        "wrong_bytes",
+        "miss_ratio",
+        "byte_miss_ratio",
+        "write_imbalance",
+        "bytes_written",
+        "windows",
+        "max_relative_miss_increase",
+        "decode_fraction",
+        "partial_hits",
+        "intra_cluster_bytes",
+        "ttfb_ms",
+        "download_ms",
+        "sim",
+    ];
+
+    #[test]
+    fn plan_checks_flags_before_anything_starts() {
+        let p = plan(&args(&[
+            "--requests",
+            "200",
+            "--kill",
+            "2@0.5",
+            "--nodes",
+            "4",
+        ]))
+        .unwrap();
+        assert_eq!(p.trace.len(), 200);
+        assert_eq!((p.window, p.kills[0].at), (20, 100));
+        assert_eq!((p.code.k, p.code.p), (3, 1));
+        let p = plan(&args(&[
+            "--requests",
+            "50",
+            "--scheme",
+            "c2dn-n5k3",
+            "--window",
+            "7",
+        ]))
+        .unwrap();
+        assert_eq!((p.code.k, p.code.p, p.window), (3, 2, 7));
+        for (flags, want) in [
+            (vec!["--nodes", "0"], "--nodes"),
+            (vec!["--concurrency", "0"], "--concurrency"),
+            (vec!["--kill", "9@0.5"], "does not exist"),
+            (vec!["--kill", "1@1.5"], "below 1"),
+            (vec!["--scheme", "raid5"], "unknown scheme"),
+            (vec!["--disk-size", "0"], "--disk-size"),
+            (vec!["--hoc-size", "lots"], "--hoc-size"),
+            (vec!["--window", "0"], "--window"),
+            (vec!["--nodes", "3"], "needs 4 nodes"),
+            (
+                vec!["--scheme", "c2dn-n5k3", "--nodes", "4"],
+                "needs 5 nodes",
+            ),
+            (vec!["--plot", "x.gif"], ".png or .svg"),
+            (vec!["--requests", "0"], "no requests"),
+            (vec!["--origin-latency", "forever"], "--origin-latency"),
+        ] {
+            let e = match plan(&args(&flags)) {
+                Ok(_) => panic!("{flags:?} accepted"),
+                Err(e) => format!("{e:#}"),
+            };
+            assert!(e.contains(want), "{flags:?}: {e}");
+        }
+    }
+
+    fn record(size: u64, miss: bool, coded: bool) -> Record {
+        Record {
+            size,
+            ok: true,
+            status: Some(200),
+            miss,
+            hit: !miss,
+            coded: Some(coded),
+            origin_bytes: if miss { size } else { 0 },
+            bytes: size,
+            ttfb_us: 1000,
+            total_us: 2000,
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn report_json_has_the_contract_fields() {
+        let a = args(&["--requests", "40", "--nodes", "4", "--kill", "1@0.5"]);
+        let plan = plan(&a).unwrap();
+        let records: Vec<Record> = (0..40)
+            .map(|i| record(200 << 10, i % 4 == 0, i % 2 == 0))
+            .collect();
+        let stats = |w| ClusterStats {
+            bytes_written: w,
+            peer_bytes_received: 1 << 20,
+            ..ClusterStats::default()
+        };
+        let live = Live {
+            records,
+            elapsed_s: 2.0,
+            cpu: vec![Some(1.0), Some(0.5), Some(1.5), None],
+            stats: vec![Some(stats(100)), None, Some(stats(150)), Some(stats(120))],
+            killed: vec![false, true, false, false],
+        };
+        let sim = sim_summary(&simulate(&a, &plan).unwrap());
+        let r = build_report(&a, &plan, "c2dn".into(), &live, sim);
+        assert_eq!(r.write_imbalance, Some(1.5));
+        assert_eq!(r.bytes_written, vec![Some(100), None, Some(150), Some(120)]);
+        assert_eq!(r.cpu_s, 3.0);
+        assert_eq!(r.miss_ratio, 0.25);
+        assert_eq!(r.kills[0].at_request, 20);
+        assert!(r.max_relative_miss_increase.is_some());
+        let v: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        for f in CONTRACT_FIELDS {
+            assert!(v.get(f).is_some(), "no {f}");
+        }
+        for f in [
+            "start",
+            "requests",
+            "miss_ratio",
+            "byte_miss_ratio",
+            "failed",
+        ] {
+            assert!(v["windows"][0].get(f).is_some(), "windows: no {f}");
+        }
+        assert_eq!(v["windows"].as_array().unwrap().len(), 10);
+        for lat in ["ttfb_ms", "download_ms"] {
+            for kind in ["coded", "replicated"] {
+                for q in ["p50", "p90", "p99"] {
+                    assert!(v[lat][kind][q].is_number(), "{lat}.{kind}.{q}");
+                }
+            }
+        }
+        assert_eq!(v["ttfb_ms"]["coded"]["p50"], 1.0);
+        for f in [
+            "miss_ratio",
+            "byte_miss_ratio",
+            "write_imbalance",
+            "windows",
+        ] {
+            assert!(v["sim"].get(f).is_some(), "sim: no {f}");
+        }
+        assert!(v["bytes_written"][1].is_null());
+        // 4 nodes × 8 MiB: the simulator saw the same 40 requests in 10 windows.
+        assert_eq!(v["sim"]["windows"].as_array().unwrap().len(), 10);
+    }
+}

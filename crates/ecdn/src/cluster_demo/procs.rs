@@ -1,0 +1,585 @@
+//! The demo's processes: free loopback ports, the cluster file, the origin, the coordinator
+//! and the nodes as children of this process (`std::env::current_exe()`), each with its
+//! stdout and stderr in a log file of the run's directory; readiness; CPU seconds from
+//! `/proc/PID/stat`; and [`Procs`], which kills every child still running when it is dropped,
+//! so every exit path (an error, a panic, Ctrl-C) ends them.
+
+use std::fmt::Write as _;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use bytes::Bytes;
+use ecdn_cluster::coordinator::{Status, STATUS_PATH};
+use ecdn_cluster::peer::{read_body, verify_response, PeerClient};
+use ecdn_cluster::{auth::unix_now, ClusterKey};
+use http_body_util::{BodyExt, Empty};
+use hyper::Method;
+use hyper_util::rt::TokioIo;
+
+use super::report::ClusterStats;
+
+/// The loopback addresses of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    pub origin: SocketAddr,
+    pub coordinator: SocketAddr,
+    /// (client, peer) of each node.
+    pub nodes: Vec<(SocketAddr, SocketAddr)>,
+}
+
+impl Layout {
+    /// `2 + 2 × nodes` distinct free ports on 127.0.0.1 (all bound at once, then released).
+    pub fn free(nodes: usize) -> Result<Layout> {
+        let listeners = (0..2 + 2 * nodes)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+            .collect::<std::io::Result<Vec<_>>>()
+            .context("finding free loopback ports")?;
+        let addrs = listeners
+            .iter()
+            .map(|l| l.local_addr())
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(Layout {
+            origin: addrs[0],
+            coordinator: addrs[1],
+            nodes: (0..nodes)
+                .map(|i| (addrs[2 + 2 * i], addrs[3 + 2 * i]))
+                .collect(),
+        })
+    }
+}
+
+/// What the cluster file says besides the addresses.
+#[derive(Clone, Debug)]
+pub struct FileSettings {
+    /// As the cluster file spells it (`c2dn`, `c2dn-norebal`, `rep2`, `no-rep`, ...).
+    pub scheme: String,
+    pub k: usize,
+    pub p: usize,
+    pub threshold: u64,
+    pub buckets: usize,
+    pub sub_chunk: u64,
+    pub seed: u64,
+    pub key: String,
+}
+
+/// The cluster file's TOML text.
+pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
+    let mut t = String::new();
+    let _ = writeln!(t, "# Written by `ecdn cluster demo`.");
+    let _ = writeln!(t, "scheme = \"{}\"", s.scheme);
+    let _ = writeln!(t, "k = {}\np = {}", s.k, s.p);
+    let _ = writeln!(t, "threshold = {}", s.threshold);
+    let _ = writeln!(t, "buckets = {}", s.buckets);
+    let _ = writeln!(t, "sub_chunk = {}", s.sub_chunk);
+    let _ = writeln!(t, "seed = {}", s.seed);
+    let _ = writeln!(t, "key = \"{}\"", s.key);
+    let _ = writeln!(t, "coordinator = \"{}\"", layout.coordinator);
+    for (id, (client, peer)) in layout.nodes.iter().enumerate() {
+        let _ = writeln!(
+            t,
+            "\n[[node]]\nid = {id}\nclient = \"{client}\"\npeer = \"{peer}\"\nweight = 1.0"
+        );
+    }
+    t
+}
+
+/// A random 32-character cluster key (16 bytes of /dev/urandom in hex).
+pub fn random_key() -> Result<String> {
+    let mut b = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .context("reading /dev/urandom for the cluster key")?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+/// One child process.
+pub struct Proc {
+    pub name: String,
+    child: Child,
+    log: PathBuf,
+    /// Exited (or killed and reaped).
+    gone: bool,
+}
+
+impl Proc {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The last `lines` lines of its output.
+    pub fn tail(&self, lines: usize) -> String {
+        tail(&self.log, lines)
+    }
+
+    /// `Some(status)` if it has exited.
+    fn exited(&mut self) -> Option<String> {
+        if self.gone {
+            return Some("killed".into());
+        }
+        match self.child.try_wait() {
+            Ok(Some(s)) => {
+                self.gone = true;
+                Some(s.to_string())
+            }
+            Ok(None) => None,
+            Err(e) => Some(format!("unknown ({e})")),
+        }
+    }
+
+    /// SIGKILL and reap (nothing if it is gone already).
+    fn kill(&mut self) {
+        if !self.gone {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            self.gone = true;
+        }
+    }
+}
+
+/// The last `lines` lines of the file at `path` (empty if unreadable).
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read(path).unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// User + system CPU seconds of a process, from `/proc/PID/stat`.
+pub fn cpu_seconds(pid: u32) -> Result<f64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    parse_cpu_ticks(&text)
+        .map(|ticks| ticks as f64 / clock_ticks() as f64)
+        .ok_or_else(|| anyhow!("cannot parse /proc/{pid}/stat"))
+}
+
+/// utime + stime (clock ticks) of a `/proc/PID/stat` line: fields 14 and 15, counted after the
+/// command name, which is in parentheses and may hold spaces.
+pub fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state): utime is field 14, stime 15.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions; it only reads a system constant.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// Every child of a run; dropping it kills those still running.
+pub struct Procs {
+    dir: PathBuf,
+    exe: PathBuf,
+    pub origin: Option<Proc>,
+    pub coordinator: Option<Proc>,
+    pub nodes: Vec<Option<Proc>>,
+}
+
+impl Procs {
+    pub fn new(dir: &Path) -> Result<Procs> {
+        Ok(Procs {
+            dir: dir.to_path_buf(),
+            exe: std::env::current_exe().context("finding the ecdn executable")?,
+            origin: None,
+            coordinator: None,
+            nodes: Vec::new(),
+        })
+    }
+
+    fn spawn(&self, name: &str, log: &str, args: &[String]) -> Result<Proc> {
+        let log = self.dir.join(log);
+        let out = std::fs::File::create(&log)
+            .with_context(|| format!("creating the log {}", log.display()))?;
+        let err = out.try_clone()?;
+        let child = Command::new(&self.exe)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .with_context(|| format!("starting the {name}: {}", self.exe.display()))?;
+        Ok(Proc {
+            name: name.to_string(),
+            child,
+            log,
+            gone: false,
+        })
+    }
+
+    pub fn start_origin(&mut self, addr: SocketAddr, latency: &str) -> Result<()> {
+        let args = [
+            "origin",
+            "--listen",
+            &addr.to_string(),
+            "--latency",
+            latency,
+        ];
+        let p = self.spawn("origin", "origin.log", &args.map(String::from))?;
+        self.origin = Some(p);
+        Ok(())
+    }
+
+    pub fn start_coordinator(&mut self, file: &Path) -> Result<()> {
+        let args = ["coordinator".into(), "--cluster".into(), path_arg(file)];
+        self.coordinator = Some(self.spawn("coordinator", "coordinator.log", &args)?);
+        Ok(())
+    }
+
+    /// Node `id`: `ecdn node --cluster FILE --id ID --origin URL --hoc-size S --disk-path
+    /// DIR/node-ID.disk --disk-size S -j 1`.
+    pub fn start_node(
+        &mut self,
+        id: usize,
+        file: &Path,
+        origin: SocketAddr,
+        hoc_size: u64,
+        disk_size: u64,
+    ) -> Result<()> {
+        let disk = self.dir.join(format!("node-{id}.disk"));
+        let args = vec![
+            "node".into(),
+            "--cluster".into(),
+            path_arg(file),
+            "--id".into(),
+            id.to_string(),
+            "--origin".into(),
+            format!("http://{origin}"),
+            "--hoc-size".into(),
+            hoc_size.to_string(),
+            "--disk-path".into(),
+            path_arg(&disk),
+            "--disk-size".into(),
+            disk_size.to_string(),
+            "-j".into(),
+            "1".into(),
+        ];
+        let p = self.spawn(&format!("node {id}"), &format!("node-{id}.log"), &args)?;
+        if self.nodes.len() <= id {
+            self.nodes.resize_with(id + 1, || None);
+        }
+        self.nodes[id] = Some(p);
+        Ok(())
+    }
+
+    fn all_mut(&mut self) -> impl Iterator<Item = &mut Proc> {
+        self.origin
+            .iter_mut()
+            .chain(self.coordinator.iter_mut())
+            .chain(self.nodes.iter_mut().flatten())
+    }
+
+    /// An error naming the first child that exited, with its output's tail.
+    pub fn check_running(&mut self) -> Result<()> {
+        for p in self.all_mut() {
+            if p.gone {
+                continue;
+            }
+            if let Some(status) = p.exited() {
+                bail!(
+                    "the {} exited ({status}); its last output:\n{}",
+                    p.name,
+                    p.tail(20)
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// SIGKILLs node `id`; returns its CPU seconds just before.
+    pub fn kill_node(&mut self, id: usize) -> Option<f64> {
+        let p = self.nodes.get_mut(id)?.as_mut()?;
+        let cpu = cpu_seconds(p.pid()).ok();
+        p.kill();
+        cpu
+    }
+
+    /// Whether node `id` runs (was started, not killed, not exited).
+    pub fn node_running(&mut self, id: usize) -> bool {
+        match self.nodes.get_mut(id) {
+            Some(Some(p)) => p.exited().is_none(),
+            _ => false,
+        }
+    }
+
+    /// Kills every child still running.
+    pub fn stop_all(&mut self) {
+        for p in self.all_mut() {
+            p.kill();
+        }
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+fn path_arg(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// `GET path` on a fresh connection to `addr`: (status, body), within `timeout`.
+pub async fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> Result<(u16, Bytes)> {
+    let go = async {
+        let stream = tokio::net::TcpStream::connect(addr).await?;
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(conn);
+        let req = hyper::Request::get(path)
+            .header("host", addr.to_string())
+            .body(Empty::<Bytes>::new())?;
+        let resp = send.send_request(req).await?;
+        let status = resp.status().as_u16();
+        let body = resp.into_body().collect().await?.to_bytes();
+        anyhow::Ok((status, body))
+    };
+    tokio::time::timeout(timeout, go)
+        .await
+        .map_err(|_| anyhow!("no answer within {timeout:?}"))?
+}
+
+/// A node's `cluster` counters from its `/_ecdn/stats`.
+pub async fn node_stats(addr: SocketAddr) -> Result<ClusterStats> {
+    let (status, body) = http_get(addr, "/_ecdn/stats", Duration::from_secs(5)).await?;
+    if status != 200 {
+        bail!("GET /_ecdn/stats answered {status}");
+    }
+    parse_stats(&body)
+}
+
+/// The `cluster` object of a `/_ecdn/stats` body.
+pub fn parse_stats(body: &[u8]) -> Result<ClusterStats> {
+    let v: serde_json::Value = serde_json::from_slice(body).context("/_ecdn/stats is not JSON")?;
+    let c = v.get("cluster").ok_or_else(|| {
+        anyhow!("/_ecdn/stats has no `cluster` object: is the node in cluster mode?")
+    })?;
+    serde_json::from_value(c.clone()).context("/_ecdn/stats: the `cluster` object")
+}
+
+/// The coordinator's signed status.
+pub async fn coordinator_status(
+    client: &PeerClient,
+    key: &ClusterKey,
+    addr: SocketAddr,
+) -> Result<Status> {
+    let resp = client
+        .send(
+            addr,
+            Method::GET,
+            STATUS_PATH,
+            Bytes::new(),
+            &[],
+            Duration::from_secs(2),
+        )
+        .await?;
+    let status = resp.status();
+    let (parts, body) = resp.into_parts();
+    let body = read_body(body, 4 << 20).await?;
+    if !status.is_success() {
+        bail!("{STATUS_PATH} answered {status}");
+    }
+    verify_response(key, STATUS_PATH, &parts.headers, &body, unix_now())
+        .map_err(|e| anyhow!("{STATUS_PATH}: the answer's signature: {e}"))?;
+    serde_json::from_slice(&body).with_context(|| format!("{STATUS_PATH}: not a status"))
+}
+
+/// What in a coordinator status is not ready yet: every node available, heard from, and on
+/// the current map epoch.
+pub fn status_not_ready(s: &Status, nodes: usize) -> Option<String> {
+    if s.nodes.len() != nodes {
+        return Some(format!(
+            "the coordinator knows {} nodes, expected {nodes}",
+            s.nodes.len()
+        ));
+    }
+    let waiting: Vec<String> = s
+        .nodes
+        .iter()
+        .filter_map(|n| {
+            if !n.available {
+                Some(format!("node {} unavailable", n.id))
+            } else if n.heartbeats == 0 {
+                Some(format!("node {} sent no heartbeat", n.id))
+            } else if n.seen_epoch != Some(s.epoch) {
+                Some(format!(
+                    "node {} on map epoch {:?}, current {}",
+                    n.id, n.seen_epoch, s.epoch
+                ))
+            } else {
+                None
+            }
+        })
+        .collect();
+    (!waiting.is_empty()).then(|| format!("coordinator: {}", waiting.join(", ")))
+}
+
+/// Waits until every node answers `GET /_ecdn/stats` with 200 and the coordinator shows them
+/// all available on its current map, or fails after `timeout` naming what is not up (with the
+/// output tail of the processes concerned), or at once when a child exits.
+pub async fn wait_ready(
+    procs: &std::sync::Mutex<Procs>,
+    layout: &Layout,
+    key: &str,
+    timeout: Duration,
+) -> Result<()> {
+    let t0 = Instant::now();
+    let client = PeerClient::new(ClusterKey::new(key.as_bytes()));
+    let key = ClusterKey::new(key.as_bytes());
+    let mut ready = vec![false; layout.nodes.len()];
+    loop {
+        procs.lock().unwrap().check_running()?;
+        let mut missing: Vec<(String, Option<usize>)> = Vec::new();
+        for (i, (client_addr, _)) in layout.nodes.iter().enumerate() {
+            if ready[i] {
+                continue;
+            }
+            match http_get(*client_addr, "/_ecdn/stats", Duration::from_secs(2)).await {
+                Ok((200, _)) => ready[i] = true,
+                Ok((s, _)) => {
+                    missing.push((format!("node {i}: /_ecdn/stats answered {s}"), Some(i)))
+                }
+                Err(e) => missing.push((format!("node {i} on {client_addr}: {e:#}"), Some(i))),
+            }
+        }
+        match coordinator_status(&client, &key, layout.coordinator).await {
+            Ok(s) => {
+                if let Some(why) = status_not_ready(&s, layout.nodes.len()) {
+                    missing.push((why, None));
+                }
+            }
+            Err(e) => missing.push((
+                format!("coordinator on {}: {e:#}", layout.coordinator),
+                None,
+            )),
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        if t0.elapsed() >= timeout {
+            let procs = procs.lock().unwrap();
+            let mut msg = format!("the cluster did not come up within {timeout:?}:");
+            for (why, _) in &missing {
+                let _ = write!(msg, "\n  {why}");
+            }
+            let mut shown = Vec::new();
+            for (_, node) in &missing {
+                let p = match node {
+                    Some(i) => procs.nodes.get(*i).and_then(|p| p.as_ref()),
+                    None => procs.coordinator.as_ref(),
+                };
+                if let Some(p) = p {
+                    if !shown.contains(&p.name) {
+                        shown.push(p.name.clone());
+                        let _ = write!(msg, "\n--- last output of the {}:\n{}", p.name, p.tail(15));
+                    }
+                }
+            }
+            bail!(msg);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_file_parses_as_the_nodes_will_read_it() {
+        let layout = Layout::free(4).unwrap();
+        let mut ports: Vec<u16> = [layout.origin, layout.coordinator]
+            .iter()
+            .chain(layout.nodes.iter().flat_map(|(c, p)| [c, p]))
+            .map(|a| a.port())
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        assert_eq!(ports.len(), 10);
+        let key = random_key().unwrap();
+        assert_eq!(key.len(), 32);
+        assert_ne!(key, random_key().unwrap());
+        let s = FileSettings {
+            scheme: "c2dn".into(),
+            k: 2,
+            p: 1,
+            threshold: 128 << 10,
+            buckets: 50,
+            sub_chunk: 32 << 10,
+            seed: 7,
+            key,
+        };
+        let cfg = ecdn_cluster::ClusterConfig::parse(&cluster_file(&s, &layout)).unwrap();
+        assert_eq!((cfg.k, cfg.p, cfg.buckets, cfg.seed), (2, 1, 50, 7));
+        assert_eq!(cfg.coordinator, layout.coordinator);
+        assert_eq!(cfg.nodes.len(), 4);
+        assert_eq!(cfg.nodes[3].client, layout.nodes[3].0);
+        assert_eq!(cfg.nodes[3].peer, layout.nodes[3].1);
+        assert_eq!(cfg.scheme_name(), "c2dn-n3k2");
+    }
+
+    #[test]
+    fn cpu_ticks_from_a_stat_line_with_spaces_in_the_name() {
+        let line = "4242 (ecdn (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 37 0 0 20 0 3 0 \
+                    12345 1000000 500 18446744073709551615";
+        assert_eq!(parse_cpu_ticks(line), Some(287));
+        assert_eq!(parse_cpu_ticks("4242 (ecdn) S 1 2"), None);
+        assert_eq!(parse_cpu_ticks("garbage"), None);
+        let me = cpu_seconds(std::process::id()).unwrap();
+        assert!(me >= 0.0);
+    }
+
+    #[test]
+    fn stats_need_the_cluster_object() {
+        let body = br#"{"requests": 5, "cluster": {"bytes_written": 10, "peer_bytes_received": 1,
+            "peer_bytes_sent": 2, "decodes": 3, "partial_hits": 4, "relayed": 5}}"#;
+        let s = parse_stats(body).unwrap();
+        assert_eq!((s.bytes_written, s.relayed), (10, 5));
+        let e = parse_stats(br#"{"requests": 5}"#).unwrap_err().to_string();
+        assert!(e.contains("cluster mode"), "{e}");
+        assert!(parse_stats(b"not json").is_err());
+    }
+
+    #[test]
+    fn status_readiness_names_what_is_missing() {
+        use ecdn_cluster::coordinator::NodeStatus;
+        let node = |id, heartbeats, seen| NodeStatus {
+            id,
+            available: true,
+            ms_since_heartbeat: Some(10),
+            heartbeats,
+            seen_epoch: seen,
+            data_load: 0,
+        };
+        let mut s = Status {
+            epoch: 9,
+            scheme: "c2dn".into(),
+            nodes: vec![node(0, 3, Some(9)), node(1, 0, None)],
+            heartbeats: 3,
+            availability_changes: 0,
+            rebalances: 0,
+            recent_rebalances: Vec::new(),
+            parity_load: 0,
+            unauthorized: 0,
+            bad_requests: 0,
+        };
+        let why = status_not_ready(&s, 2).unwrap();
+        assert!(why.contains("node 1 sent no heartbeat"), "{why}");
+        s.nodes[1] = node(1, 2, Some(8));
+        assert!(status_not_ready(&s, 2).unwrap().contains("epoch"));
+        s.nodes[1] = node(1, 2, Some(9));
+        assert_eq!(status_not_ready(&s, 2), None);
+        assert!(status_not_ready(&s, 3).unwrap().contains("expected 3"));
+    }
+}

@@ -1,0 +1,714 @@
+//! What a demo run measured: per-request [`Record`]s folded into windows of requests next to
+//! the simulator's, the relative miss-ratio increase after each kill, latency percentiles of
+//! hits, the nodes' cluster counters, and the one JSON object `--json` prints ([`Report`]).
+//!
+//! Definitions (the README's and the issue's names):
+//! * a request **failed** if, after the driver's one retry, it got no 2xx answer or a body
+//!   that is short or not byte-exact; it counts in its window's `requests` and `failed`, not in
+//!   the miss ratios;
+//! * a **miss** is an answer whose `X-Cache` starts with `MISS`, or one marked
+//!   `X-Ecdn-Partial: 1` (a partial hit is a miss, as in the simulator); a **hit** is any other
+//!   successful answer whose `X-Cache` starts with `HIT`;
+//! * **miss ratio** = misses / successful requests; **byte miss ratio** = Σ origin bytes /
+//!   Σ object bytes over the successful requests, where a miss's origin bytes are its
+//!   `X-Ecdn-Origin-Bytes` (the object's size when a miss lacks the header);
+//! * **decode fraction** = hits of coded objects answered with `X-Ecdn-Decoded: 1` / hits of
+//!   coded objects (`X-Ecdn-Object: coded`);
+//! * **relative miss increase** of a window = (live miss ratio − simulator's miss ratio
+//!   without failures in the same window) / the simulator's; after a kill it is taken over the
+//!   window holding the kill's first request and the two after it, and the reported value is
+//!   the largest over all kills (windows where the simulator's miss ratio is 0 are left out).
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::driver::Kill;
+
+/// How a request's first attempt failed, when the driver retried it on another node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Refused or reset before the response headers.
+    BeforeResponse,
+    /// The connection broke while the body was arriving.
+    MidBody,
+}
+
+/// What one request (after its retry, if any) got.
+#[derive(Clone, Debug, Default)]
+pub struct Record {
+    /// The object's size (what the body must be).
+    pub size: u64,
+    /// The node that gave the final answer (or the last one tried).
+    pub node: usize,
+    /// 2xx, full length and byte-exact.
+    pub ok: bool,
+    pub status: Option<u16>,
+    /// `X-Cache` starts with `MISS`, or the answer is a partial hit.
+    pub miss: bool,
+    /// `X-Cache` starts with `HIT` (and the answer is no partial hit).
+    pub hit: bool,
+    /// `X-Cache: HIT-HOC`: served from the serving node's DRAM.
+    pub hoc: bool,
+    /// `X-Ecdn-Object`: `Some(true)` coded, `Some(false)` replicated.
+    pub coded: Option<bool>,
+    /// Bytes the answer's fetch took from the origin (0 on hits).
+    pub origin_bytes: u64,
+    pub partial: bool,
+    pub decoded: bool,
+    /// Body bytes received.
+    pub bytes: u64,
+    /// Body bytes that differ from the object's content at their offset (or lie beyond its end).
+    pub wrong_bytes: u64,
+    /// Time to the first body byte and to the last, from sending the request.
+    pub ttfb_us: u64,
+    pub total_us: u64,
+    pub retry: Option<Retry>,
+    /// Why it failed (transport error, status, short or wrong body).
+    pub error: Option<String>,
+}
+
+/// The `cluster` object of a node's `/_ecdn/stats`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterStats {
+    pub bytes_written: u64,
+    pub peer_bytes_received: u64,
+    pub peer_bytes_sent: u64,
+    pub decodes: u64,
+    pub partial_hits: u64,
+    pub relayed: u64,
+}
+
+/// One window of the simulator's run (matched to the live windows by index).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SimWindow {
+    pub index: usize,
+    pub start: u64,
+    pub requests: u64,
+    pub miss_ratio: f64,
+    pub byte_miss_ratio: f64,
+}
+
+/// One window of the live run, with the simulator's values for the same requests.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WindowRow {
+    pub index: usize,
+    /// Index of the window's first request.
+    pub start: u64,
+    pub requests: u64,
+    pub miss_ratio: f64,
+    pub byte_miss_ratio: f64,
+    pub failed: u64,
+    pub sim_miss_ratio: Option<f64>,
+    pub sim_byte_miss_ratio: Option<f64>,
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
+/// Folds `records` (in request order) into windows of `window` requests, each with the
+/// simulator's window of the same index, if any.
+pub fn windows(records: &[Record], window: u64, sim: &[SimWindow]) -> Vec<WindowRow> {
+    let window = window.max(1) as usize;
+    records
+        .chunks(window)
+        .enumerate()
+        .map(|(index, chunk)| {
+            let t = Totals::of(chunk);
+            let s = sim.iter().find(|w| w.index == index);
+            WindowRow {
+                index,
+                start: (index * window) as u64,
+                requests: chunk.len() as u64,
+                miss_ratio: t.miss_ratio(),
+                byte_miss_ratio: t.byte_miss_ratio(),
+                failed: t.failed,
+                sim_miss_ratio: s.map(|w| w.miss_ratio),
+                sim_byte_miss_ratio: s.map(|w| w.byte_miss_ratio),
+            }
+        })
+        .collect()
+}
+
+/// Sums over a run or a window.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Totals {
+    pub requests: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub misses: u64,
+    pub object_bytes: u64,
+    pub origin_bytes: u64,
+    pub served_bytes: u64,
+    pub wrong_bytes: u64,
+    pub partial_hits: u64,
+    pub coded_hits: u64,
+    pub coded_hits_decoded: u64,
+    pub decoded: u64,
+    pub retried_before_response: u64,
+    pub retried_mid_body: u64,
+}
+
+impl Totals {
+    pub fn of(records: &[Record]) -> Totals {
+        let mut t = Totals::default();
+        for r in records {
+            t.requests += 1;
+            t.wrong_bytes += r.wrong_bytes;
+            t.served_bytes += r.bytes;
+            match r.retry {
+                Some(Retry::BeforeResponse) => t.retried_before_response += 1,
+                Some(Retry::MidBody) => t.retried_mid_body += 1,
+                None => {}
+            }
+            if !r.ok {
+                t.failed += 1;
+                continue;
+            }
+            t.ok += 1;
+            t.object_bytes += r.size;
+            t.origin_bytes += r.origin_bytes;
+            t.misses += u64::from(r.miss);
+            t.partial_hits += u64::from(r.partial);
+            t.decoded += u64::from(r.decoded);
+            if r.hit && r.coded == Some(true) {
+                t.coded_hits += 1;
+                t.coded_hits_decoded += u64::from(r.decoded);
+            }
+        }
+        t
+    }
+
+    pub fn miss_ratio(&self) -> f64 {
+        ratio(self.misses as f64, self.ok as f64)
+    }
+
+    pub fn byte_miss_ratio(&self) -> f64 {
+        ratio(self.origin_bytes as f64, self.object_bytes as f64)
+    }
+
+    /// Decoded coded hits / coded hits; `None` without coded hits.
+    pub fn decode_fraction(&self) -> Option<f64> {
+        (self.coded_hits > 0).then(|| self.coded_hits_decoded as f64 / self.coded_hits as f64)
+    }
+}
+
+/// The window index of request `at`.
+pub fn window_of(at: u64, window: u64) -> usize {
+    (at / window.max(1)) as usize
+}
+
+/// Windows after a kill over which its miss-ratio increase is measured.
+pub const SPIKE_WINDOWS: usize = 3;
+
+/// The largest relative miss-ratio increase (live against the simulator without failures)
+/// over the [`SPIKE_WINDOWS`] windows from the one holding each kill's first request; `None`
+/// without kills, or when none of those windows has a simulator miss ratio above 0.
+pub fn max_relative_miss_increase(rows: &[WindowRow], kills: &[Kill], window: u64) -> Option<f64> {
+    let mut max: Option<f64> = None;
+    for k in kills {
+        let first = window_of(k.at, window);
+        for row in rows
+            .iter()
+            .filter(|r| r.index >= first && r.index < first + SPIKE_WINDOWS)
+        {
+            if let Some(sim) = row.sim_miss_ratio.filter(|&s| s > 0.0) {
+                let rel = (row.miss_ratio - sim) / sim;
+                max = Some(max.map_or(rel, |m: f64| m.max(rel)));
+            }
+        }
+    }
+    max
+}
+
+/// max/min of `values`; `None` when there are none or the smallest is 0.
+pub fn imbalance(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let mut lo = f64::INFINITY;
+    let mut hi = f64::NEG_INFINITY;
+    for v in values {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    (lo.is_finite() && lo > 0.0).then(|| hi / lo)
+}
+
+/// The `q`-quantile (0 < q ≤ 1) of ascending `sorted` by nearest rank; `None` if empty.
+pub fn percentile(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let i = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    Some(sorted[i])
+}
+
+/// p50, p90 and p99 of a sample, in milliseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Percentiles {
+    pub samples: usize,
+    pub p50: Option<f64>,
+    pub p90: Option<f64>,
+    pub p99: Option<f64>,
+}
+
+impl Percentiles {
+    /// Of `ms` (any order).
+    pub fn of(mut ms: Vec<f64>) -> Percentiles {
+        ms.sort_by(f64::total_cmp);
+        Percentiles {
+            samples: ms.len(),
+            p50: percentile(&ms, 0.5),
+            p90: percentile(&ms, 0.9),
+            p99: percentile(&ms, 0.99),
+        }
+    }
+}
+
+/// Latency percentiles of hits by object kind.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct ByKind {
+    pub coded: Percentiles,
+    pub replicated: Percentiles,
+}
+
+/// Latencies (µs) of the successful hits of coded and of replicated objects: (TTFB, download);
+/// with `pieces_only`, only the hits served from pieces (not from the serving node's DRAM).
+pub fn hit_latencies(records: &[Record], pieces_only: bool) -> [(Vec<u64>, Vec<u64>); 2] {
+    let mut out: [(Vec<u64>, Vec<u64>); 2] = Default::default();
+    for r in records
+        .iter()
+        .filter(|r| r.ok && r.hit && !(pieces_only && r.hoc))
+    {
+        if let Some(coded) = r.coded {
+            let slot = &mut out[usize::from(!coded)];
+            slot.0.push(r.ttfb_us);
+            slot.1.push(r.total_us);
+        }
+    }
+    out
+}
+
+/// TTFB and download percentiles of hits, coded and replicated (with `pieces_only`, of the
+/// hits served from pieces only).
+pub fn latency(records: &[Record], pieces_only: bool) -> (ByKind, ByKind) {
+    let [coded, replicated] = hit_latencies(records, pieces_only);
+    let ms = |v: &[u64]| Percentiles::of(v.iter().map(|&us| us as f64 / 1000.0).collect());
+    (
+        ByKind {
+            coded: ms(&coded.0),
+            replicated: ms(&replicated.0),
+        },
+        ByKind {
+            coded: ms(&coded.1),
+            replicated: ms(&replicated.1),
+        },
+    )
+}
+
+/// A kill as the report shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KillRow {
+    pub node: usize,
+    pub fraction: f64,
+    /// Index of the first request issued after the kill.
+    pub at_request: u64,
+    pub window: usize,
+    /// The node's CPU seconds when it was killed.
+    pub cpu_s: Option<f64>,
+}
+
+/// The simulator's run on the same trace and configuration, without failures.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SimSummary {
+    pub miss_ratio: f64,
+    pub byte_miss_ratio: f64,
+    pub write_imbalance: Option<f64>,
+    pub bytes_written: Vec<u64>,
+    pub windows: Vec<SimWindow>,
+}
+
+/// The one JSON object of `--json` (its last stdout line).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub scheme: String,
+    pub nodes: usize,
+    pub k: usize,
+    pub p: usize,
+    pub requests: u64,
+    pub concurrency: usize,
+    /// Requests per window.
+    pub window: u64,
+    /// How the driver spreads requests over live nodes.
+    pub balancing: &'static str,
+    pub failed_requests: u64,
+    pub wrong_bytes: u64,
+    /// Requests retried on another node: after a refused or reset connection before the
+    /// response, and after a connection broken mid-body.
+    pub retried_before_response: u64,
+    pub retried_mid_body: u64,
+    pub miss_ratio: f64,
+    pub byte_miss_ratio: f64,
+    /// max/min `bytes_written` over the nodes alive for the whole run (null if one wrote 0).
+    pub write_imbalance: Option<f64>,
+    /// Per node (null for a killed node): piece bytes it admitted.
+    pub bytes_written: Vec<Option<u64>>,
+    pub windows: Vec<WindowRow>,
+    pub kills: Vec<KillRow>,
+    pub max_relative_miss_increase: Option<f64>,
+    /// Decoded hits of coded objects / hits of coded objects (null without coded hits).
+    pub decode_fraction: Option<f64>,
+    /// Successful answers marked `X-Ecdn-Decoded: 1` (hits and misses) / successful answers.
+    pub decoded_request_fraction: f64,
+    /// Answers marked `X-Ecdn-Partial: 1`.
+    pub partial_hits: u64,
+    /// Σ `peer_bytes_received` over the nodes alive at the end / body bytes served.
+    pub intra_cluster_bytes: f64,
+    pub bytes_served: u64,
+    pub ttfb_ms: ByKind,
+    pub download_ms: ByKind,
+    /// The same over the hits served from pieces (`X-Cache: HIT-DISK`), without the DRAM
+    /// hits, whose latency does not depend on coding.
+    pub ttfb_ms_piece_hits: ByKind,
+    pub download_ms_piece_hits: ByKind,
+    /// CPU seconds (user + system) of all node processes: the survivors' at the end, the
+    /// killed ones' at their kill.
+    pub cpu_s: f64,
+    pub cpu_s_per_gib: f64,
+    /// The `cluster` counters of every node alive at the end (null for a killed node).
+    pub node_stats: Vec<Option<ClusterStats>>,
+    pub elapsed_s: f64,
+    pub requests_per_s: f64,
+    pub sim: SimSummary,
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    match v {
+        Some(v) => format!("{v:.digits$}"),
+        None => "-".into(),
+    }
+}
+
+/// The per-window table, one line per window, a `*` after the windows with a kill.
+pub fn window_table(rows: &[WindowRow], kills: &[Kill], window: u64) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>6} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>7}",
+        "window", "start", "requests", "miss", "sim_miss", "byte_miss", "sim_bmiss", "failed"
+    );
+    for r in rows {
+        let killed: Vec<String> = kills
+            .iter()
+            .filter(|k| window_of(k.at, window) == r.index)
+            .map(|k| format!("node {} killed", k.node))
+            .collect();
+        let _ = writeln!(
+            s,
+            "{:>6} {:>9} {:>8} {:>9.4} {:>9} {:>10.4} {:>10} {:>7}{}",
+            r.index,
+            r.start,
+            r.requests,
+            r.miss_ratio,
+            opt(r.sim_miss_ratio, 4),
+            r.byte_miss_ratio,
+            opt(r.sim_byte_miss_ratio, 4),
+            r.failed,
+            if killed.is_empty() {
+                String::new()
+            } else {
+                format!("  * {}", killed.join(", "))
+            }
+        );
+    }
+    s
+}
+
+/// Up to `max` failed requests, one line each: index, node, status, why.
+pub fn failures(records: &[Record], max: usize) -> String {
+    let mut s = String::new();
+    for (i, r) in records.iter().enumerate().filter(|(_, r)| !r.ok).take(max) {
+        let _ = writeln!(
+            s,
+            "failed: request {i} on node {} (status {}): {}",
+            r.node,
+            r.status.map_or("none".into(), |c| c.to_string()),
+            r.error.as_deref().unwrap_or("?")
+        );
+    }
+    s
+}
+
+/// The summary below the table.
+pub fn summary(r: &Report) -> String {
+    let mut s = String::new();
+    let pct = |p: &Percentiles| {
+        format!(
+            "p50 {} p90 {} p99 {} ms (n={})",
+            opt(p.p50, 2),
+            opt(p.p90, 2),
+            opt(p.p99, 2),
+            p.samples
+        )
+    };
+    let _ = writeln!(
+        s,
+        "{} on {} nodes: {} requests in {:.2} s ({:.0} req/s), {} failed, {} wrong bytes, \
+         {} + {} retried (before response, mid-body)",
+        r.scheme,
+        r.nodes,
+        r.requests,
+        r.elapsed_s,
+        r.requests_per_s,
+        r.failed_requests,
+        r.wrong_bytes,
+        r.retried_before_response,
+        r.retried_mid_body
+    );
+    let _ = writeln!(
+        s,
+        "miss ratio {:.4} (sim {:.4}), byte miss ratio {:.4} (sim {:.4}), write imbalance {} \
+         (sim {}), max relative miss increase after a kill {}",
+        r.miss_ratio,
+        r.sim.miss_ratio,
+        r.byte_miss_ratio,
+        r.sim.byte_miss_ratio,
+        opt(r.write_imbalance, 3),
+        opt(r.sim.write_imbalance, 3),
+        opt(r.max_relative_miss_increase, 4)
+    );
+    let written: Vec<String> = r
+        .bytes_written
+        .iter()
+        .map(|b| b.map_or("killed".into(), |b| b.to_string()))
+        .collect();
+    let _ = writeln!(
+        s,
+        "bytes written per node: [{}]; sim: {:?}",
+        written.join(", "),
+        r.sim.bytes_written
+    );
+    let _ = writeln!(
+        s,
+        "decode fraction of coded hits {}, partial hits {}, intra-cluster bytes per byte served \
+         {:.3}, CPU {:.2} s ({:.2} s/GiB served)",
+        opt(r.decode_fraction, 4),
+        r.partial_hits,
+        r.intra_cluster_bytes,
+        r.cpu_s,
+        r.cpu_s_per_gib
+    );
+    let _ = writeln!(s, "TTFB of hits: coded {}", pct(&r.ttfb_ms.coded));
+    let _ = writeln!(s, "              replicated {}", pct(&r.ttfb_ms.replicated));
+    let _ = writeln!(s, "download of hits: coded {}", pct(&r.download_ms.coded));
+    let _ = writeln!(
+        s,
+        "                  replicated {}",
+        pct(&r.download_ms.replicated)
+    );
+    let _ = writeln!(
+        s,
+        "hits from pieces only (no DRAM hits): TTFB p50 coded {} / replicated {} ms, download \
+         p50 coded {} / replicated {} ms",
+        opt(r.ttfb_ms_piece_hits.coded.p50, 2),
+        opt(r.ttfb_ms_piece_hits.replicated.p50, 2),
+        opt(r.download_ms_piece_hits.coded.p50, 2),
+        opt(r.download_ms_piece_hits.replicated.p50, 2)
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(size: u64, miss: bool, origin: u64) -> Record {
+        Record {
+            size,
+            ok: true,
+            status: Some(200),
+            miss,
+            hit: !miss,
+            origin_bytes: origin,
+            bytes: size,
+            ..Record::default()
+        }
+    }
+
+    fn failed() -> Record {
+        Record {
+            size: 10,
+            error: Some("reset".into()),
+            ..Record::default()
+        }
+    }
+
+    #[test]
+    fn windows_count_misses_bytes_and_failures_per_window() {
+        let records = vec![
+            rec(100, true, 100),
+            rec(100, false, 0),
+            failed(),
+            rec(300, true, 150), // a partial fetch
+            rec(50, false, 0),
+        ];
+        let sim = vec![SimWindow {
+            index: 1,
+            start: 2,
+            requests: 2,
+            miss_ratio: 0.25,
+            byte_miss_ratio: 0.5,
+        }];
+        let rows = windows(&records, 2, &sim);
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0].start, 0);
+        assert_eq!(rows[0].miss_ratio, 0.5);
+        assert_eq!(rows[0].byte_miss_ratio, 0.5);
+        assert_eq!(rows[0].sim_miss_ratio, None);
+        // Window 1: one failure (out of the ratios), one miss of 150 origin bytes of 300.
+        assert_eq!((rows[1].start, rows[1].requests, rows[1].failed), (2, 2, 1));
+        assert_eq!(rows[1].miss_ratio, 1.0);
+        assert_eq!(rows[1].byte_miss_ratio, 0.5);
+        assert_eq!(rows[1].sim_miss_ratio, Some(0.25));
+        assert_eq!((rows[2].requests, rows[2].miss_ratio), (1, 0.0));
+        let t = Totals::of(&records);
+        assert_eq!((t.requests, t.ok, t.failed, t.misses), (5, 4, 1, 2));
+        assert_eq!(t.miss_ratio(), 0.5);
+        assert_eq!(t.byte_miss_ratio(), 250.0 / 550.0);
+    }
+
+    #[test]
+    fn decode_fraction_is_over_coded_hits() {
+        let mut a = rec(1 << 20, false, 0);
+        a.coded = Some(true);
+        a.decoded = true;
+        let mut b = a.clone();
+        b.decoded = false;
+        let mut miss = rec(1 << 20, true, 1 << 20);
+        miss.coded = Some(true);
+        miss.decoded = true; // a decoded miss is not a hit
+        let mut small = rec(10, false, 0);
+        small.coded = Some(false);
+        let t = Totals::of(&[a, b, miss, small]);
+        assert_eq!(t.decode_fraction(), Some(0.5));
+        assert_eq!(t.decoded, 2);
+        assert_eq!(Totals::of(&[rec(1, false, 0)]).decode_fraction(), None);
+    }
+
+    fn row(index: usize, live: f64, sim: Option<f64>) -> WindowRow {
+        WindowRow {
+            index,
+            start: index as u64 * 10,
+            requests: 10,
+            miss_ratio: live,
+            byte_miss_ratio: 0.0,
+            failed: 0,
+            sim_miss_ratio: sim,
+            sim_byte_miss_ratio: sim,
+        }
+    }
+
+    #[test]
+    fn relative_increase_is_over_three_windows_from_the_kill() {
+        let rows: Vec<WindowRow> = vec![
+            row(0, 0.9, Some(0.3)), // before the kill: ignored
+            row(1, 0.2, Some(0.2)),
+            row(2, 0.33, Some(0.3)), // +10%
+            row(3, 0.2, Some(0.0)),  // sim 0: left out
+            row(4, 0.8, Some(0.2)),  // fourth window after: ignored
+        ];
+        let kill = |at| Kill {
+            node: 1,
+            fraction: 0.0,
+            at,
+        };
+        let got = max_relative_miss_increase(&rows, &[kill(15)], 10).unwrap();
+        assert!((got - 0.1).abs() < 1e-9, "{got}");
+        // A later kill reaches window 4.
+        let got = max_relative_miss_increase(&rows, &[kill(15), kill(40)], 10).unwrap();
+        assert!((got - 3.0).abs() < 1e-9, "{got}");
+        assert_eq!(max_relative_miss_increase(&rows, &[], 10), None);
+        // Live below the simulator: a negative increase, reported as is.
+        let rows = vec![row(0, 0.1, Some(0.2))];
+        assert_eq!(
+            max_relative_miss_increase(&rows, &[kill(0)], 10),
+            Some(-0.5)
+        );
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.5), Some(50.0));
+        assert_eq!(percentile(&v, 0.9), Some(90.0));
+        assert_eq!(percentile(&v, 0.99), Some(99.0));
+        assert_eq!(percentile(&[7.0], 0.99), Some(7.0));
+        assert_eq!(percentile(&[], 0.5), None);
+        let p = Percentiles::of(vec![3.0, 1.0, 2.0]);
+        assert_eq!((p.samples, p.p50, p.p99), (3, Some(2.0), Some(3.0)));
+    }
+
+    #[test]
+    fn latency_splits_hits_by_kind_and_skips_misses() {
+        let mut c = rec(1 << 20, false, 0);
+        c.coded = Some(true);
+        c.ttfb_us = 2000;
+        c.total_us = 9000;
+        let mut r = rec(1000, false, 0);
+        r.coded = Some(false);
+        r.ttfb_us = 1000;
+        r.total_us = 1500;
+        let mut m = rec(1000, true, 1000);
+        m.coded = Some(false);
+        m.ttfb_us = 50_000;
+        let mut h = r.clone();
+        h.hoc = true;
+        h.ttfb_us = 100;
+        let (ttfb, download) = latency(&[c.clone(), r.clone(), m.clone()], false);
+        assert_eq!(ttfb.coded.p50, Some(2.0));
+        assert_eq!(ttfb.replicated.p99, Some(1.0));
+        assert_eq!(ttfb.replicated.samples, 1);
+        assert_eq!(download.coded.p90, Some(9.0));
+        let (all, _) = latency(&[c.clone(), r.clone(), h.clone()], false);
+        assert_eq!((all.replicated.samples, all.replicated.p50), (2, Some(0.1)));
+        let (pieces, _) = latency(&[c, r, h], true);
+        assert_eq!(
+            (pieces.replicated.samples, pieces.replicated.p50),
+            (1, Some(1.0))
+        );
+    }
+
+    #[test]
+    fn failures_are_listed_with_node_and_reason() {
+        let mut f = failed();
+        f.node = 4;
+        let s = failures(&[rec(1, false, 0), f.clone(), f], 1);
+        assert_eq!(s, "failed: request 1 on node 4 (status none): reset\n");
+    }
+
+    #[test]
+    fn imbalance_of_written_bytes() {
+        assert_eq!(imbalance([100.0, 150.0, 120.0]), Some(1.5));
+        assert_eq!(imbalance([100.0, 0.0]), None);
+        assert_eq!(imbalance(std::iter::empty()), None);
+    }
+
+    #[test]
+    fn table_marks_the_kill_window() {
+        let rows = vec![row(0, 0.5, Some(0.5)), row(1, 0.6, None)];
+        let kills = [Kill {
+            node: 2,
+            fraction: 0.5,
+            at: 10,
+        }];
+        let t = window_table(&rows, &kills, 10);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(!lines[1].contains('*'));
+        assert!(lines[2].ends_with("* node 2 killed"), "{}", lines[2]);
+        assert!(lines[2].contains(" - "), "{}", lines[2]);
+    }
+}

@@ -1,0 +1,225 @@
+//! `ecdn cluster demo` as a user runs it: the built binary starts an origin, the coordinator
+//! and N node processes on loopback, replays a generated trace through them, and prints one
+//! JSON object last. Each run is bounded in time (killed, and the test failed, past the
+//! limit); the demo kills its own children on every exit path.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The top-level fields the command-line contract names.
+const CONTRACT_FIELDS: [&str; 17] = [
+    "scheme",
+    "nodes",
+    "requests",
+    "failed_requests",
+    "wrong_bytes",
+    "miss_ratio",
+    "byte_miss_ratio",
+    "write_imbalance",
+    "bytes_written",
+    "windows",
+    "max_relative_miss_increase",
+    "decode_fraction",
+    "partial_hits",
+    "intra_cluster_bytes",
+    "ttfb_ms",
+    "download_ms",
+    "sim",
+];
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+}
+
+/// Runs `ecdn ARGS`, killing it (and failing) after `limit`.
+fn ecdn(args: &[&str], limit: Duration) -> Run {
+    let t0 = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ecdn"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "ecdn {args:?} still running after {limit:?}; stderr:\n{}",
+                err.join().unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Run {
+        code: status.code(),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+        elapsed: t0.elapsed(),
+    }
+}
+
+/// The JSON object on the last line of stdout of a run that must have succeeded.
+fn last_json(r: &Run) -> serde_json::Value {
+    assert_eq!(
+        r.code,
+        Some(0),
+        "stderr:\n{}\nstdout:\n{}",
+        r.stderr,
+        r.stdout
+    );
+    let last = r.stdout.lines().last().unwrap_or("");
+    serde_json::from_str(last)
+        .unwrap_or_else(|e| panic!("last stdout line is not JSON ({e}): {last}"))
+}
+
+fn check_contract(v: &serde_json::Value) {
+    for f in CONTRACT_FIELDS {
+        assert!(v.get(f).is_some(), "no {f} in {v}");
+    }
+    for w in v["windows"].as_array().unwrap() {
+        for f in [
+            "start",
+            "requests",
+            "miss_ratio",
+            "byte_miss_ratio",
+            "failed",
+        ] {
+            assert!(w.get(f).is_some(), "a window has no {f}: {w}");
+        }
+    }
+    for lat in ["ttfb_ms", "download_ms"] {
+        for kind in ["coded", "replicated"] {
+            for q in ["p50", "p90", "p99"] {
+                assert!(
+                    v[lat][kind].get(q).is_some(),
+                    "no {lat}.{kind}.{q} in {}",
+                    v[lat]
+                );
+            }
+        }
+    }
+    for f in [
+        "miss_ratio",
+        "byte_miss_ratio",
+        "write_imbalance",
+        "windows",
+    ] {
+        assert!(v["sim"].get(f).is_some(), "sim has no {f}");
+    }
+}
+
+#[test]
+fn four_nodes_serve_every_byte_and_report_the_contract() {
+    let r = ecdn(
+        &[
+            "cluster",
+            "demo",
+            "--nodes",
+            "4",
+            "--requests",
+            "1500",
+            "--json",
+        ],
+        Duration::from_secs(60),
+    );
+    let v = last_json(&r);
+    eprintln!("4 nodes, 1500 requests: {:.1} s", r.elapsed.as_secs_f64());
+    check_contract(&v);
+    assert_eq!(v["scheme"], "c2dn");
+    assert_eq!(v["nodes"], 4);
+    assert_eq!(v["requests"], 1500);
+    assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
+    assert_eq!(v["wrong_bytes"], 0);
+    assert_eq!(v["windows"].as_array().unwrap().len(), 10);
+    assert!(v["max_relative_miss_increase"].is_null());
+    // The default trace has coded and replicated objects, and both were hit.
+    assert!(v["ttfb_ms"]["coded"]["samples"].as_u64().unwrap() > 0);
+    assert!(v["ttfb_ms"]["replicated"]["samples"].as_u64().unwrap() > 0);
+    let written = v["bytes_written"].as_array().unwrap();
+    assert_eq!(written.len(), 4);
+    assert!(written.iter().all(|b| b.as_u64().is_some_and(|b| b > 0)));
+}
+
+#[test]
+fn six_nodes_lose_one_at_half_time_and_fail_no_request() {
+    let r = ecdn(
+        &[
+            "cluster",
+            "demo",
+            "--nodes",
+            "6",
+            "--requests",
+            "3000",
+            "--kill",
+            "2@0.5",
+            "--json",
+        ],
+        Duration::from_secs(60),
+    );
+    let v = last_json(&r);
+    eprintln!(
+        "6 nodes, 3000 requests, one kill: {:.1} s",
+        r.elapsed.as_secs_f64()
+    );
+    check_contract(&v);
+    assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
+    assert_eq!(v["wrong_bytes"], 0);
+    assert_eq!(v["kills"][0]["node"], 2);
+    assert_eq!(v["kills"][0]["at_request"], 1500);
+    assert!(v["bytes_written"][2].is_null());
+    assert!(v["max_relative_miss_increase"].is_number());
+    assert!(r.stdout.contains("node 2 killed"), "{}", r.stdout);
+}
+
+#[test]
+fn bad_flags_are_clear_errors_before_anything_starts() {
+    for (args, want) in [
+        (
+            vec!["--nodes", "4", "--kill", "7@0.5"],
+            "node 7 does not exist",
+        ),
+        (vec!["--kill", "2"], "NODE@FRACTION"),
+        (vec!["--scheme", "raid5"], "unknown scheme"),
+        (vec!["--nodes", "3"], "needs 4 nodes"),
+        (
+            vec![
+                "--nodes", "2", "--scheme", "rep2", "--kill", "0@0.1", "--kill", "1@0.2",
+            ],
+            "survive",
+        ),
+        (vec!["--plot", "out.gif"], ".png or .svg"),
+        (vec!["--trace", "/nonexistent/trace.bin"], "trace"),
+    ] {
+        let mut full = vec!["cluster", "demo"];
+        full.extend_from_slice(&args);
+        let r = ecdn(&full, Duration::from_secs(20));
+        assert_eq!(r.code, Some(1), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(want) && !r.stderr.contains("panicked"),
+            "{args:?}: {}",
+            r.stderr
+        );
+        assert!(r.stdout.is_empty(), "{args:?}: {}", r.stdout);
+    }
+}
