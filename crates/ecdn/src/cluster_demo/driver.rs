@@ -206,10 +206,24 @@ fn wrong_in(id: u64, size: u64, offset: u64, chunk: &[u8]) -> u64 {
     }
 }
 
+/// The Host every request names (the cache key starts with it).
+pub const HOST: &str = "demo.ecdn";
+
+/// The path and query of trace object `id` of `size` bytes.
+pub fn target(id: u64, size: u64) -> String {
+    format!("/obj/{id}?size={size}")
+}
+
+/// The id the live nodes place and cache the object by: the hash of its cache key (Host +
+/// path + query, as `ecdn_node`'s cache key).
+pub fn object_id(id: u64, size: u64) -> u64 {
+    ecdn_trace::hash_id(format!("{HOST}{}", target(id, size)).as_bytes())
+}
+
 /// One attempt on one connection.
 async fn attempt(send: &mut Conn, id: u64, size: u64) -> Result<Answer, Transport> {
-    let req = hyper::Request::get(format!("/obj/{id}?size={size}"))
-        .header("host", "demo.ecdn")
+    let req = hyper::Request::get(target(id, size))
+        .header("host", HOST)
         .body(Empty::new())
         .map_err(|e| Transport::BeforeResponse(e.to_string()))?;
     send.ready()

@@ -374,7 +374,18 @@ fn simulate(a: &DemoArgs, plan: &Plan) -> Result<ClusterResult> {
     cfg.window = Window::Requests(plan.window);
     cfg.seed = a.seed;
     cfg.max_requests = plan.trace.len() as u64;
-    let mut reader = SliceReader::new(&plan.trace);
+    // The live nodes place an object by the hash of its cache key (Host + path + query), and
+    // cache its pieces under ids derived from it: the simulator gets the same ids, so both
+    // put every object in the same bucket and every piece under the same id.
+    let trace: Vec<Request> = plan
+        .trace
+        .iter()
+        .map(|r| Request {
+            id: driver::object_id(r.id, r.size),
+            ..*r
+        })
+        .collect();
+    let mut reader = SliceReader::new(&trace);
     simulate_cluster(&mut reader, &cfg, &|_| {}).context("the cluster simulation")
 }
 
