@@ -143,31 +143,30 @@ pub(in crate::node) async fn lookup(
     replica_hit(st, c, req, key, rd, &holders, server).await
 }
 
-/// Asks node `server` which pieces of `key` it holds: their names and one piece's metadata.
-async fn ask_has(c: &Cluster, server: usize, key: &str) -> Option<(PieceMeta, Vec<PieceName>)> {
+/// A signed answer of node `server` to `GET path`, of at most `limit` bytes, its signature and
+/// digest checked; `None` for anything else (a failed peer, `404`, a bad signature).
+async fn signed_get(c: &Cluster, server: usize, path: &str, limit: usize) -> Option<Bytes> {
     let addr = c.peer_of(server)?;
-    let path = wire::has_path(key);
     let resp = c
         .peers
-        .send(addr, Method::GET, &path, Bytes::new(), &[], c.peer_timeout)
+        .send(addr, Method::GET, path, Bytes::new(), &[], c.peer_timeout)
         .await
         .ok()?;
     if resp.status() != StatusCode::OK {
         return None;
     }
     let (parts, body) = resp.into_parts();
-    let body = read_body(body, ecdn_cluster::piece::MAX_META + 512)
-        .await
-        .ok()?;
+    let body = read_body(body, limit).await.ok()?;
     ClusterStats::add(&c.stats.peer_bytes_received, body.len() as u64);
-    verify_response(
-        c.peers.key(),
-        &path,
-        &parts.headers,
-        &body,
-        ecdn_cluster::auth::unix_now(),
-    )
-    .ok()?;
+    let now = ecdn_cluster::auth::unix_now();
+    verify_response(c.peers.key(), path, &parts.headers, &body, now).ok()?;
+    Some(body)
+}
+
+/// Asks node `server` which pieces of `key` it holds: their names and one piece's metadata.
+async fn ask_has(c: &Cluster, server: usize, key: &str) -> Option<(PieceMeta, Vec<PieceName>)> {
+    let limit = ecdn_cluster::piece::MAX_META + 512;
+    let body = signed_get(c, server, &wire::has_path(key), limit).await?;
     let (m, held) = wire::split_frame(&body).ok()?;
     Some((PieceMeta::decode(m).ok()?, wire::decode_held(held).ok()?))
 }
@@ -309,28 +308,9 @@ async fn repair_replicas(st: &Arc<State>, c: &Arc<Cluster>, key: &CacheKey, e: &
 
 /// A whole replica from a peer (a signed frame).
 async fn fetch_replica(c: &Cluster, server: usize, key: &str) -> Option<(Vec<u8>, Bytes)> {
-    let addr = c.peer_of(server)?;
     let path = wire::piece_path(PieceName::Replica, key, None);
-    let resp = c
-        .peers
-        .send(addr, Method::GET, &path, Bytes::new(), &[], c.peer_timeout)
-        .await
-        .ok()?;
-    if resp.status() != StatusCode::OK {
-        return None;
-    }
-    let (parts, body) = resp.into_parts();
     let limit = c.cfg.threshold as usize * 4 + ecdn_cluster::piece::MAX_META;
-    let body = read_body(body, limit).await.ok()?;
-    ClusterStats::add(&c.stats.peer_bytes_received, body.len() as u64);
-    verify_response(
-        c.peers.key(),
-        &path,
-        &parts.headers,
-        &body,
-        ecdn_cluster::auth::unix_now(),
-    )
-    .ok()?;
+    let body = signed_get(c, server, &path, limit).await?;
     let (m, payload) = wire::split_frame(&body).ok()?;
     let payload = body.slice(body.len() - payload.len()..);
     Some((m.to_vec(), payload))
