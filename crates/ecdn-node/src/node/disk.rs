@@ -25,6 +25,39 @@ use super::body::{Piece, Verifying};
 use super::freshness::{self, StoredResponse};
 use super::meta;
 
+/// The metadata block stored with `e` (its age, lifetime and headers; see [`meta`]); the
+/// cluster's pieces carry the same block.
+pub(super) fn encode_meta(e: &StoredResponse) -> Vec<u8> {
+    meta::encode(&meta::DiskMeta {
+        status: e.status,
+        lifetime_secs: e.lifetime.as_secs(),
+        stored_at_unix: freshness::unix_now(),
+        age_at_store_secs: e.age_at_store.as_secs(),
+        headers: e.headers.clone(),
+    })
+}
+
+/// The response a stored metadata block describes, with `body`, its age counting the time
+/// since it was stored. Only `200`s are written; anything else (or a block that does not
+/// parse) is as corrupt as an unparsable block: `None`.
+pub(super) fn stored_response(
+    key: String,
+    meta_block: &[u8],
+    body: Bytes,
+) -> Option<StoredResponse> {
+    let m = meta::decode(meta_block).filter(|m| m.status == StatusCode::OK)?;
+    let on_disk = freshness::unix_now().saturating_sub(m.stored_at_unix);
+    Some(StoredResponse {
+        key,
+        status: m.status,
+        headers: m.headers,
+        body,
+        stored_at: Instant::now(),
+        age_at_store: Duration::from_secs(m.age_at_store_secs.saturating_add(on_disk)),
+        lifetime: Duration::from_secs(m.lifetime_secs),
+    })
+}
+
 /// The disk cache: the store, shared by the request tasks, and its error count.
 #[derive(Clone)]
 pub(super) struct Disk {
@@ -142,19 +175,8 @@ impl Disk {
                 return None;
             }
         };
-        // Only 200s are written; anything else is as corrupt as an unparsable block.
-        let m = meta::decode(handle.meta()).filter(|m| m.status == StatusCode::OK)?;
-        let on_disk = freshness::unix_now().saturating_sub(m.stored_at_unix);
         Some(DiskHit {
-            entry: StoredResponse {
-                key,
-                status: m.status,
-                headers: m.headers,
-                body: Bytes::new(),
-                stored_at: Instant::now(),
-                age_at_store: Duration::from_secs(m.age_at_store_secs.saturating_add(on_disk)),
-                lifetime: Duration::from_secs(m.lifetime_secs),
-            },
+            entry: stored_response(key, handle.meta(), Bytes::new())?,
             handle: Arc::new(handle),
             first,
         })
@@ -250,13 +272,7 @@ impl Disk {
     /// Writes a response to disk. One that does not fit the ring stays uncached; any other
     /// failure is logged and counted, and leaves it uncached too.
     pub(super) async fn put(&self, e: &StoredResponse) {
-        let m = meta::encode(&meta::DiskMeta {
-            status: e.status,
-            lifetime_secs: e.lifetime.as_secs(),
-            stored_at_unix: freshness::unix_now(),
-            age_at_store_secs: e.age_at_store.as_secs(),
-            headers: e.headers.clone(),
-        });
+        let m = encode_meta(e);
         let key = EntryKey::object(e.key.as_bytes());
         let body = e.body.clone();
         match self.write(move |s| s.put(&key, &m, &body)).await {

@@ -89,7 +89,7 @@ fn model_points() -> Vec<ModelPoint> {
 /// True if a font could be registered. Without one, a test that draws cannot run: under CI
 /// (`CI=true`) that fails the test, since CI must install a font (Debian's fonts-dejavu-core);
 /// elsewhere the caller skips its test and says so.
-fn have_font() -> bool {
+pub(super) fn have_font() -> bool {
     match ensure_font() {
         Ok(()) => true,
         Err(e) => {

@@ -18,7 +18,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use ecdn_cluster::peer::{read_body, verify_response};
@@ -30,10 +30,10 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::super::body::{LiveBody, NodeBody};
+use super::super::disk::stored_response;
 use super::super::freshness::{RequestDirectives, StoredResponse};
 use super::super::hit::{answer_hit, plan_hit};
 use super::super::key::CacheKey;
-use super::super::meta;
 use super::super::outcome::Outcome;
 use super::super::{lock, Answer, ReqBody, State};
 use super::coded::{self, CodedObject};
@@ -171,21 +171,6 @@ async fn ask_has(c: &Cluster, server: usize, key: &str) -> Option<(PieceMeta, Ve
     Some((PieceMeta::decode(m).ok()?, wire::decode_held(held).ok()?))
 }
 
-/// The stored response a piece's HTTP metadata describes, with `body`.
-fn response_of(key: &str, http: &[u8], body: Bytes) -> Option<StoredResponse> {
-    let m = meta::decode(http).filter(|m| m.status == StatusCode::OK)?;
-    let on_disk = super::super::freshness::unix_now().saturating_sub(m.stored_at_unix);
-    Some(StoredResponse {
-        key: key.to_string(),
-        status: m.status,
-        headers: m.headers,
-        body,
-        stored_at: Instant::now(),
-        age_at_store: Duration::from_secs(m.age_at_store_secs.saturating_add(on_disk)),
-        lifetime: Duration::from_secs(m.lifetime_secs),
-    })
-}
-
 /// Per piece of the object's placement, whether its server lacks it (to be written).
 fn lacking(c: &Cluster, key: &CacheKey, coded: bool, holders: &[Holder]) -> Vec<bool> {
     let map = c.map.current();
@@ -246,7 +231,7 @@ async fn replica_hit(
     let Some(e) = PieceMeta::decode(&m)
         .ok()
         .filter(|m| m.coding.is_none())
-        .and_then(|m| response_of(&key.key, &m.http, payload))
+        .and_then(|m| stored_response(key.key.clone(), &m.http, payload))
     else {
         return Found::Miss;
     };
@@ -358,7 +343,7 @@ async fn coded_hit(
         }
         return Found::Miss;
     }
-    let Some(e) = response_of(&key.key, &http, Bytes::new()) else {
+    let Some(e) = stored_response(key.key.clone(), &http, Bytes::new()) else {
         return Found::Miss;
     };
     let now = Instant::now();

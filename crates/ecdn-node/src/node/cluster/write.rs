@@ -11,7 +11,6 @@
 //! coordinator for parity rebalance.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use ecdn_cluster::piece::{Coding, PieceMeta};
@@ -21,22 +20,11 @@ use ecdn_placement::pieces::{Piece, Scheme};
 use hyper::Method;
 use hyper::StatusCode;
 
-use super::super::freshness::{self, StoredResponse};
-use super::super::meta;
+use super::super::disk::encode_meta;
+use super::super::freshness::StoredResponse;
 use super::super::{lock, State};
 use super::pieces::{PieceStore, Put};
 use super::{Cluster, ClusterStats};
-
-/// The HTTP metadata stored with every piece of `e`.
-pub(super) fn http_meta(e: &StoredResponse) -> Vec<u8> {
-    meta::encode(&meta::DiskMeta {
-        status: e.status,
-        lifetime_secs: e.lifetime.as_secs(),
-        stored_at_unix: freshness::unix_now(),
-        age_at_store_secs: e.age(Instant::now()).as_secs(),
-        headers: e.headers.clone(),
-    })
-}
 
 /// CRC-32C of every sub-chunk of every chunk, chunk-major (see [`Coding::crcs`]).
 pub(super) fn chunk_crcs(chunks: &[Vec<u8>], sub_chunk: usize) -> Vec<u32> {
@@ -74,7 +62,7 @@ pub(in crate::node) async fn place(
     if targets.is_empty() {
         return;
     }
-    let http = http_meta(e);
+    let http = encode_meta(e);
     // What each target gets: (piece name, metadata, payload).
     let mut writes: Vec<(Piece, PieceName, Vec<u8>, Bytes)> = Vec::with_capacity(targets.len());
     if coded {
