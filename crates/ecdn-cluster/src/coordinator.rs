@@ -15,6 +15,12 @@
 //! * `GET /coord/map?after=E`: long poll; the current map as JSON as soon as its epoch is above
 //!   `E` (at once without `after`), else `204` after [`CoordinatorOptions::long_poll`].
 //! * `GET /coord/status`: a JSON [`Status`].
+//! * `POST /coord/rebalance` (`c2dn` only, else `409`): an operator's parity rebalance now,
+//!   from the loads written so far. It first waits for two heartbeats from every available
+//!   node (at most the heartbeat deadline), so the loads of every write finished before the
+//!   request are counted, then rebalances like the periodic one and answers
+//!   `{"epoch": new}`. The cluster demo uses it to rebalance at a given request, where the
+//!   simulator does.
 //!
 //! Every JSON answer is signed too ([`crate::peer::sign_response`]): a node takes a map only
 //! from a holder of the cluster key.
@@ -64,6 +70,7 @@ use crate::peer::{read_verified_body, sign_response, verify_parts, BodyError};
 pub const HEARTBEAT_PATH: &str = "/coord/heartbeat";
 pub const MAP_PATH: &str = "/coord/map";
 pub const STATUS_PATH: &str = "/coord/status";
+pub const REBALANCE_PATH: &str = "/coord/rebalance";
 
 /// How long a map request waits for a newer epoch before it answers `204`.
 pub const LONG_POLL: Duration = Duration::from_secs(10);
@@ -325,6 +332,17 @@ impl State {
 
     fn periodic_rebalance(&mut self) -> RebalanceEvent {
         self.change("periodic".into(), |pl| pl.rebalance())
+    }
+
+    /// Heartbeats received from each node so far, `None` for an unavailable node.
+    fn heard(&self) -> Vec<Option<u64>> {
+        (0..self.placement.servers())
+            .map(|n| {
+                self.placement
+                    .is_available(n)
+                    .then_some(self.node_heartbeats[n])
+            })
+            .collect()
     }
 
     /// Checks a heartbeat completely before anything is recorded.
@@ -680,8 +698,8 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
     };
     let limit = match (&parts.method, parts.uri.path()) {
         (&Method::POST, HEARTBEAT_PATH) => shared.heartbeat_limit,
-        (&Method::GET, MAP_PATH | STATUS_PATH) => 0,
-        (_, HEARTBEAT_PATH | MAP_PATH | STATUS_PATH) => {
+        (&Method::GET, MAP_PATH | STATUS_PATH) | (&Method::POST, REBALANCE_PATH) => 0,
+        (_, HEARTBEAT_PATH | MAP_PATH | STATUS_PATH | REBALANCE_PATH) => {
             return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
         }
         _ => return text(StatusCode::NOT_FOUND, "no such coordinator endpoint"),
@@ -706,6 +724,7 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
     match parts.uri.path() {
         HEARTBEAT_PATH => heartbeat(shared, pq, &body),
         MAP_PATH => map(shared, pq, parts.uri.query()).await,
+        REBALANCE_PATH => rebalance_now(shared, pq).await,
         _ => {
             let status = shared.state().status(Instant::now());
             json_of(&shared.key, pq, &status)
@@ -736,6 +755,50 @@ fn heartbeat(shared: &Shared, pq: &str, body: &[u8]) -> Response<Full<Bytes>> {
             text(StatusCode::BAD_REQUEST, format!("heartbeat: {e}"))
         }
     }
+}
+
+/// `POST /coord/rebalance`: waits for two more heartbeats from every available node (so their
+/// loads cover every write that finished before the request; at most the heartbeat deadline),
+/// then rebalances parity and publishes the map.
+async fn rebalance_now(shared: &Shared, pq: &str) -> Response<Full<Bytes>> {
+    let (start, deadline) = {
+        let state = shared.state();
+        if state.scheme != Scheme::C2dn {
+            return text(
+                StatusCode::CONFLICT,
+                format!(
+                    "parity rebalance is C2DN's; this cluster runs {}",
+                    state.scheme.name()
+                ),
+            );
+        }
+        (state.heard(), state.deadline)
+    };
+    let until = Instant::now() + deadline;
+    let mut stop = std::pin::pin!(stopped(shared.shutdown.clone()));
+    loop {
+        let now = shared.state().heard();
+        let reported = start.iter().zip(&now).all(|(a, b)| match (a, b) {
+            (Some(a), Some(b)) => *b >= a + 2,
+            // Unavailable now (or before): nothing to wait for.
+            _ => true,
+        });
+        if reported || Instant::now() >= until {
+            break;
+        }
+        tokio::select! {
+            _ = &mut stop => {
+                return text(StatusCode::SERVICE_UNAVAILABLE, "coordinator shutting down")
+            }
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+    }
+    let mut state = shared.state();
+    let event = state.change("requested".into(), |pl| pl.rebalance());
+    shared.publish(&state, std::slice::from_ref(&event));
+    let reply = HeartbeatReply { epoch: state.epoch };
+    drop(state);
+    json_of(&shared.key, pq, &reply)
 }
 
 /// `after=E` of a map request's query; `None` without it.

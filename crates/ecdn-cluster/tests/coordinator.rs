@@ -10,7 +10,7 @@ use ecdn_cluster::auth::{sha256, unix_now, ClusterKey};
 use ecdn_cluster::control::{spawn_control, Control, MapHandle, WriteLoads};
 use ecdn_cluster::coordinator::{
     Coordinator, CoordinatorOptions, HeartbeatReply, RunningCoordinator, Status, HEARTBEAT_PATH,
-    MAP_PATH, STATUS_PATH,
+    MAP_PATH, REBALANCE_PATH, STATUS_PATH,
 };
 use ecdn_cluster::peer::{read_body, PeerClient};
 use ecdn_cluster::{BucketMap, ClusterConfig};
@@ -240,6 +240,94 @@ async fn a_silent_node_is_remapped_and_returns_exactly() {
     for n in nodes.into_iter().flatten() {
         n.stop();
     }
+    coord.shutdown().await;
+}
+
+/// `POST /coord/rebalance` counts every load written before it (it waits for the nodes'
+/// next heartbeats), rebalances, and every node takes the new map; a replication cluster has
+/// no parity to rebalance (409).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_requested_rebalance_counts_every_load_written_before_it() {
+    let (cfg, coord) = start(100, 4, CoordinatorOptions::default()).await;
+    let addr = coord.addr();
+    let c = client();
+    let mut nodes = Vec::new();
+    for id in 0..5 {
+        let loads = WriteLoads::for_cluster(&cfg);
+        let control = tokio::time::timeout(T, spawn_control(&cfg, id, client(), loads.clone()))
+            .await
+            .expect("the first map within 3 s")
+            .unwrap();
+        nodes.push((control, loads));
+    }
+    let before = coord.map().epoch;
+    // Loads written just before the request: they may not have been reported yet.
+    for (id, (_, loads)) in nodes.iter().enumerate() {
+        loads.record_data(10_000 * (id as u64 + 1));
+        assert!(loads.record_parity(id * 13, 0, 4_000 + id as u64));
+    }
+    let resp = c
+        .send(addr, Method::POST, REBALANCE_PATH, Bytes::new(), &[], T)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let body = read_body(resp.into_body(), 1 << 20).await.unwrap();
+    let reply: HeartbeatReply = serde_json::from_slice(&body).unwrap();
+    assert_eq!(reply.epoch, before + 1);
+    // The rebalance consumed every load: none is left over for the next one (three more
+    // heartbeat periods: a load it had missed would have arrived by now).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let st = status(&c, addr).await;
+    assert_eq!(st.epoch, reply.epoch);
+    assert_eq!(
+        st.parity_load, 0,
+        "parity loads arrived after the rebalance"
+    );
+    assert!(st.nodes.iter().all(|n| n.data_load == 0), "{:?}", st.nodes);
+    let ev = st.recent_rebalances.last().unwrap();
+    assert_eq!((ev.trigger.as_str(), ev.epoch), ("requested", reply.epoch));
+    for (control, _) in &nodes {
+        let e = tokio::time::timeout(T, control.map().wait_newer(before))
+            .await
+            .expect("every node sees the new map");
+        assert_eq!(e, reply.epoch);
+    }
+    // Anything but a signed POST changes nothing.
+    let resp = c
+        .send(addr, Method::GET, REBALANCE_PATH, Bytes::new(), &[], T)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let other = PeerClient::new(ClusterKey::new(b"another-cluster-key-0123456789"));
+    let resp = other
+        .send(addr, Method::POST, REBALANCE_PATH, Bytes::new(), &[], T)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(coord.map().epoch, reply.epoch);
+    for (control, _) in nodes {
+        control.stop();
+    }
+    coord.shutdown().await;
+
+    // rep2: 409, nothing changes.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let text = cluster_file(addr, 5, 100, 4).replace("\"c2dn\"", "\"rep2\"");
+    let coord = Coordinator::start_on(
+        ClusterConfig::parse(&text).unwrap(),
+        listener,
+        CoordinatorOptions::default(),
+    )
+    .await
+    .unwrap();
+    let epoch = coord.map().epoch;
+    let resp = c
+        .send(addr, Method::POST, REBALANCE_PATH, Bytes::new(), &[], T)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::CONFLICT);
+    assert_eq!(coord.map().epoch, epoch);
     coord.shutdown().await;
 }
 

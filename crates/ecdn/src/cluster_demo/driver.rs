@@ -5,6 +5,9 @@
 //! n-th request handed out goes to live node n mod |live|) and carries out the kill schedule:
 //! before it hands out request `at` of a [`Kill`], it kills that node's process (SIGKILL) and
 //! takes it out of the rotation, so every request from `at` on is issued after the kill.
+//! With `--rebalance-every N` it also stops before every N-th request until the requests in
+//! flight are done, has the coordinator rebalance parity and waits for every live node to take
+//! the new map, so the rebalance falls between the same two requests as in the simulator.
 //!
 //! A worker keeps one HTTP/1.1 connection per node. A request whose connection fails — refused
 //! or reset before the response headers, or broken while the body arrives — is retried once on
@@ -101,8 +104,21 @@ pub struct Assignment {
     pub node: usize,
 }
 
-/// Hands out the requests in trace order, round-robin over the live nodes, and kills nodes
-/// on schedule (`killer` is called with the node, under the dispenser's lock).
+/// What a worker does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    Request(Assignment),
+    /// Wait until no request is in flight, rebalance, then call [`Dispenser::rebalanced`].
+    Rebalance,
+    /// A rebalance is under way: ask again shortly.
+    Wait,
+    /// Every request is out.
+    Done,
+}
+
+/// Hands out the requests in trace order, round-robin over the live nodes, kills nodes on
+/// schedule (`killer` is called with the node, under the dispenser's lock) and stops for the
+/// rebalances.
 pub struct Dispenser<K: FnMut(usize)> {
     next: u64,
     total: u64,
@@ -110,6 +126,12 @@ pub struct Dispenser<K: FnMut(usize)> {
     done: usize,
     live: Vec<usize>,
     killer: K,
+    /// Rebalance before every request whose index is a positive multiple of this (0: never).
+    rebalance_every: u64,
+    /// The request index of the last rebalance handed out.
+    rebalanced_at: u64,
+    rebalancing: bool,
+    in_flight: usize,
 }
 
 impl<K: FnMut(usize)> Dispenser<K> {
@@ -122,13 +144,36 @@ impl<K: FnMut(usize)> Dispenser<K> {
             done: 0,
             live: (0..nodes).collect(),
             killer,
+            rebalance_every: 0,
+            rebalanced_at: 0,
+            rebalancing: false,
+            in_flight: 0,
         }
     }
 
-    /// The next request, or `None` when all are out.
-    pub fn next_request(&mut self) -> Option<Assignment> {
+    /// Rebalances before every `every`-th request (0: never).
+    pub fn with_rebalances(mut self, every: u64) -> Self {
+        self.rebalance_every = every;
+        self
+    }
+
+    /// What to do next. A request handed out is in flight until [`Dispenser::finished`].
+    pub fn next_request(&mut self) -> Next {
         if self.next >= self.total {
-            return None;
+            return Next::Done;
+        }
+        if self.rebalancing {
+            return Next::Wait;
+        }
+        let every = self.rebalance_every;
+        if every > 0
+            && self.next > 0
+            && self.next.is_multiple_of(every)
+            && self.rebalanced_at < self.next
+        {
+            self.rebalanced_at = self.next;
+            self.rebalancing = true;
+            return Next::Rebalance;
         }
         while let Some(k) = self.kills.get(self.done).filter(|k| k.at <= self.next) {
             let node = k.node;
@@ -139,7 +184,28 @@ impl<K: FnMut(usize)> Dispenser<K> {
         let index = self.next;
         self.next += 1;
         let node = self.live[(index % self.live.len() as u64) as usize];
-        Some(Assignment { index, node })
+        self.in_flight += 1;
+        Next::Request(Assignment { index, node })
+    }
+
+    /// A request handed out is done.
+    pub fn finished(&mut self) {
+        self.in_flight -= 1;
+    }
+
+    /// Requests handed out and not done.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// The rebalance handed out is done: requests go on.
+    pub fn rebalanced(&mut self) {
+        self.rebalancing = false;
+    }
+
+    /// The live nodes, in rotation order.
+    pub fn live(&self) -> &[usize] {
+        &self.live
     }
 
     /// Where a request that failed on `node` is retried: the live node after it in the
@@ -360,6 +426,32 @@ pub struct Work {
     pub dispenser: SharedDispenser,
     /// Limit on one attempt (connect to the last body byte).
     pub timeout: Duration,
+    /// Rebalances parity over the given live nodes (see [`Next::Rebalance`]).
+    pub rebalancer: Option<Rebalancer>,
+}
+
+/// Has the cluster rebalance parity; given the live nodes, returns when every one of them took
+/// the new map.
+pub type Rebalancer = Arc<
+    dyn Fn(Vec<usize>) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Waits until no request is in flight, then runs the rebalance.
+async fn rebalance(work: &Work) -> Result<()> {
+    while work.dispenser.lock().unwrap().in_flight() > 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let live = work.dispenser.lock().unwrap().live().to_vec();
+    let r = match &work.rebalancer {
+        Some(f) => f(live).await,
+        None => Err(anyhow::anyhow!(
+            "a rebalance is scheduled but nothing can run it"
+        )),
+    };
+    work.dispenser.lock().unwrap().rebalanced();
+    r
 }
 
 /// One request: an attempt, and on a connection failure one retry on another live node.
@@ -420,16 +512,21 @@ pub async fn run(work: Arc<Work>, concurrency: usize) -> Result<Vec<Record>> {
             let mut conns = HashMap::new();
             loop {
                 let next = work.dispenser.lock().unwrap().next_request();
-                let Some(a) = next else {
-                    return;
-                };
-                let rec = request(&work, &mut conns, a).await;
-                out.lock().unwrap()[a.index as usize] = Some(rec);
+                match next {
+                    Next::Done => return Ok::<(), anyhow::Error>(()),
+                    Next::Wait => tokio::time::sleep(Duration::from_millis(1)).await,
+                    Next::Rebalance => rebalance(&work).await?,
+                    Next::Request(a) => {
+                        let rec = request(&work, &mut conns, a).await;
+                        out.lock().unwrap()[a.index as usize] = Some(rec);
+                        work.dispenser.lock().unwrap().finished();
+                    }
+                }
             }
         }));
     }
     for t in tasks {
-        t.await?;
+        t.await??;
     }
     let out = std::mem::take(&mut *out.lock().unwrap());
     out.into_iter()
@@ -500,7 +597,8 @@ mod tests {
         .unwrap();
         let mut d = Dispenser::new(8, 3, kills, move |n| log.lock().unwrap().push(n));
         let mut seen = Vec::new();
-        while let Some(a) = d.next_request() {
+        while let Next::Request(a) = d.next_request() {
+            d.finished();
             if a.index < 4 {
                 assert!(killed.lock().unwrap().is_empty());
             } else {
@@ -522,7 +620,31 @@ mod tests {
             ]
         );
         assert_eq!(d.live, vec![0, 2]);
-        assert_eq!(d.next_request(), None);
+        assert_eq!(d.next_request(), Next::Done);
+    }
+
+    #[test]
+    fn dispenser_stops_for_each_rebalance() {
+        let mut d = Dispenser::new(7, 2, Vec::new(), |_| {}).with_rebalances(3);
+        let mut steps = Vec::new();
+        loop {
+            match d.next_request() {
+                Next::Request(a) => steps.push(format!("{}", a.index)),
+                Next::Rebalance => {
+                    // Handed out with requests still in flight; nothing else until it is done.
+                    assert_eq!(d.in_flight(), 3);
+                    assert_eq!(d.next_request(), Next::Wait);
+                    for _ in 0..3 {
+                        d.finished();
+                    }
+                    d.rebalanced();
+                    steps.push("R".into());
+                }
+                Next::Wait => unreachable!("no rebalance is under way"),
+                Next::Done => break,
+            }
+        }
+        assert_eq!(steps.join(" "), "0 1 2 R 3 4 5 R 6");
     }
 
     #[test]
@@ -699,6 +821,7 @@ mod tests {
                 nodes: vec![a.addr, dead, b.addr],
                 dispenser,
                 timeout: Duration::from_secs(10),
+                rebalancer: None,
             });
             let records = run(work, 4).await.unwrap();
             assert_eq!(*killed.lock().unwrap(), vec![1]);
@@ -733,6 +856,7 @@ mod tests {
                 nodes: vec![short, a.addr, wrong],
                 dispenser,
                 timeout: Duration::from_secs(10),
+                rebalancer: None,
             });
             let records = run(work, 1).await.unwrap();
             assert!(records[0].ok, "{:?}", records[0].error);

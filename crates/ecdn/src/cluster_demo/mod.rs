@@ -8,15 +8,19 @@
 //! (the load balancer and the kill schedule), [`report`] (windows, percentiles, the JSON
 //! object); the figure is `plot.rs`, drawn through [`crate::plot::cluster_demo`].
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use ecdn_cluster::auth::ClusterKey;
+use ecdn_cluster::peer::PeerClient;
+use ecdn_placement::pieces::Scheme;
 use ecdn_sim::cluster::{simulate_cluster, ClusterConfig as SimConfig, ClusterResult};
 use ecdn_sim::cluster_sweep::SchemeCode;
-use ecdn_sim::unavailability::Window;
+use ecdn_sim::unavailability::{Unavailability, Window};
 use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
 use ecdn_trace::units::{format_size, parse_size};
 use ecdn_trace::{Format, OpenOptions, Request, SliceReader, BATCH};
@@ -25,7 +29,7 @@ pub mod driver;
 pub mod procs;
 pub mod report;
 
-use driver::{schedule, Dispenser, Kill, KillSpec, SharedDispenser, Work};
+use driver::{schedule, Dispenser, Kill, KillSpec, Rebalancer, SharedDispenser, Work};
 use procs::{FileSettings, Layout, Procs};
 use report::{ClusterStats, KillRow, Record, Report, SimSummary, SimWindow, Totals};
 
@@ -95,6 +99,12 @@ pub struct DemoArgs {
     /// Kill NODE (SIGKILL) when FRACTION of the requests were issued; repeatable.
     #[arg(long, value_name = "NODE@FRACTION")]
     kill: Vec<String>,
+    /// C2DN's optional periodic parity rebalance, before every N-th request: the driver waits
+    /// for the requests in flight, the coordinator rebalances from the loads so far and every
+    /// node takes the new map; the simulator rebalances before the same requests. Off by
+    /// default: parity is rebalanced only when a node fails or returns (§4.2, §5).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    rebalance_every: u64,
     /// Concurrent requests of the load driver.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
@@ -245,6 +255,9 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
         None => (total / 10).max(1),
     };
     let kills = schedule(&specs, a.nodes, total).map_err(anyhow::Error::msg)?;
+    if a.rebalance_every > 0 && code.scheme != Scheme::C2dn {
+        bail!("--rebalance-every: only c2dn rebalances parity");
+    }
     Ok(Plan {
         code,
         trace,
@@ -306,17 +319,32 @@ async fn live(a: &DemoArgs, plan: &Plan, dir: &Path, layout: &Layout, key: &str)
             eprintln!("killed node {node} (SIGKILL)");
         })
     };
-    let dispenser: SharedDispenser = Arc::new(Mutex::new(Dispenser::new(
-        plan.trace.len() as u64,
-        n,
-        plan.kills.clone(),
-        killer,
-    )));
+    let dispenser: SharedDispenser = Arc::new(Mutex::new(
+        Dispenser::new(plan.trace.len() as u64, n, plan.kills.clone(), killer)
+            .with_rebalances(a.rebalance_every),
+    ));
+    let rebalancer: Rebalancer = {
+        let key = ClusterKey::new(key.as_bytes());
+        let client = PeerClient::new(key.clone());
+        let coordinator = layout.coordinator;
+        let clients: Vec<SocketAddr> = layout.nodes.iter().map(|(c, _)| *c).collect();
+        Arc::new(move |live: Vec<usize>| {
+            let (key, client) = (key.clone(), client.clone());
+            let nodes: Vec<SocketAddr> = live.iter().map(|&i| clients[i]).collect();
+            Box::pin(async move {
+                procs::rebalance(&client, &key, coordinator, &nodes)
+                    .await
+                    .map(|_| ())
+                    .context("the scheduled parity rebalance")
+            })
+        })
+    };
     let work = Arc::new(Work {
         requests: plan.trace.iter().map(|r| (r.id, r.size)).collect(),
         nodes: layout.nodes.iter().map(|(c, _)| *c).collect(),
         dispenser,
         timeout: plan.request_timeout,
+        rebalancer: Some(rebalancer),
     });
     let t = Instant::now();
     let records = driver::run(work, a.concurrency).await?;
@@ -363,8 +391,9 @@ async fn live(a: &DemoArgs, plan: &Plan, dir: &Path, layout: &Layout, key: &str)
     })
 }
 
-/// The simulator on the same trace and configuration, without failures.
-fn simulate(a: &DemoArgs, plan: &Plan) -> Result<ClusterResult> {
+/// The simulator on the same trace and configuration: without failures, or (`with_kills`)
+/// with the run's kills, each server unavailable from its kill's request on.
+fn simulate(a: &DemoArgs, plan: &Plan, with_kills: bool) -> Result<ClusterResult> {
     let mut cfg = SimConfig::new(plan.code.scheme, a.nodes as u64 * plan.disk_size);
     cfg.weights = vec![1.0; a.nodes];
     cfg.k = plan.code.k;
@@ -374,19 +403,61 @@ fn simulate(a: &DemoArgs, plan: &Plan) -> Result<ClusterResult> {
     cfg.window = Window::Requests(plan.window);
     cfg.seed = a.seed;
     cfg.max_requests = plan.trace.len() as u64;
+    if with_kills {
+        cfg.unavailability = kill_record(&plan.kills, plan.trace.len() as u64);
+    }
+    if a.rebalance_every > 0 {
+        // Trace time is the request index here (below): a rebalance before every N-th request.
+        cfg.rebalance_every = a.rebalance_every as f64;
+        cfg.rebalance_at = Some(a.rebalance_every as f64);
+    }
     // The live nodes place an object by the hash of its cache key (Host + path + query), and
     // cache its pieces under ids derived from it: the simulator gets the same ids, so both
     // put every object in the same bucket and every piece under the same id.
+    // The driver replays the trace as fast as the cluster answers, so its timestamps mean
+    // nothing live: the simulator's clock is the request index, one second per request.
     let trace: Vec<Request> = plan
         .trace
         .iter()
-        .map(|r| Request {
+        .enumerate()
+        .map(|(i, r)| Request {
             id: driver::object_id(r.id, r.size),
+            time: i as u64,
             ..*r
         })
         .collect();
     let mut reader = SliceReader::new(&trace);
     simulate_cluster(&mut reader, &cfg, &|_| {}).context("the cluster simulation")
+}
+
+/// The kills as an unavailability record: one line per `g` requests (`g` the greatest common
+/// divisor of the kill points, so every kill starts exactly at its request), each listing the
+/// nodes killed before it.
+fn kill_record(kills: &[Kill], requests: u64) -> Unavailability {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let g = kills.iter().fold(0, |g, k| gcd(g, k.at)).max(1);
+    let record = (0..requests.div_ceil(g))
+        .map(|line| {
+            let mut down: Vec<usize> = kills
+                .iter()
+                .filter(|k| k.at <= line * g)
+                .map(|k| k.node)
+                .collect();
+            down.sort_unstable();
+            down
+        })
+        .collect();
+    Unavailability {
+        record,
+        window: Some(Window::Requests(g)),
+        events: Vec::new(),
+    }
 }
 
 fn sim_summary(r: &ClusterResult) -> SimSummary {
@@ -413,10 +484,23 @@ fn sim_summary(r: &ClusterResult) -> SimSummary {
     }
 }
 
-fn build_report(a: &DemoArgs, plan: &Plan, scheme: String, live: &Live, sim: SimSummary) -> Report {
+fn build_report(
+    a: &DemoArgs,
+    plan: &Plan,
+    scheme: String,
+    live: &Live,
+    sim: SimSummary,
+    sim_killed: Option<SimSummary>,
+) -> Report {
     let t = Totals::of(&live.records);
-    let windows = report::windows(&live.records, plan.window, &sim.windows);
-    let max_rel = report::max_relative_miss_increase(&windows, &plan.kills, plan.window);
+    let windows = report::windows(
+        &live.records,
+        plan.window,
+        &sim.windows,
+        sim_killed.as_ref().map(|s| &s.windows[..]),
+    );
+    let max_rel = report::max_relative_miss_increase(&windows, &plan.kills, plan.window, false);
+    let max_rel_sim = report::max_relative_miss_increase(&windows, &plan.kills, plan.window, true);
     let (ttfb_ms, download_ms) = report::latency(&live.records, false);
     let (ttfb_ms_piece_hits, download_ms_piece_hits) = report::latency(&live.records, true);
     let bytes_written: Vec<Option<u64>> = live
@@ -468,6 +552,7 @@ fn build_report(a: &DemoArgs, plan: &Plan, scheme: String, live: &Live, sim: Sim
         windows,
         kills,
         max_relative_miss_increase: max_rel,
+        sim_max_relative_miss_increase: max_rel_sim,
         decode_fraction: t.decode_fraction(),
         decoded_request_fraction: if t.ok > 0 {
             t.decoded as f64 / t.ok as f64
@@ -495,6 +580,7 @@ fn build_report(a: &DemoArgs, plan: &Plan, scheme: String, live: &Live, sim: Sim
             0.0
         },
         sim,
+        sim_with_kills: sim_killed,
     }
 }
 
@@ -549,8 +635,20 @@ fn run_demo(a: DemoArgs) -> Result<()> {
         },
     };
     eprint!("{}", report::failures(&live.records, 10));
-    let sim = simulate(&a, &plan)?;
-    let report = build_report(&a, &plan, cfg.scheme_name(), &live, sim_summary(&sim));
+    let sim = simulate(&a, &plan, false)?;
+    let sim_killed = if plan.kills.is_empty() {
+        None
+    } else {
+        Some(sim_summary(&simulate(&a, &plan, true)?))
+    };
+    let report = build_report(
+        &a,
+        &plan,
+        cfg.scheme_name(),
+        &live,
+        sim_summary(&sim),
+        sim_killed,
+    );
     print!(
         "{}",
         report::window_table(&report.windows, &plan.kills, plan.window)
@@ -740,14 +838,17 @@ mod tests {
             stats: vec![Some(stats(100)), None, Some(stats(150)), Some(stats(120))],
             killed: vec![false, true, false, false],
         };
-        let sim = sim_summary(&simulate(&a, &plan).unwrap());
-        let r = build_report(&a, &plan, "c2dn".into(), &live, sim);
+        let sim = sim_summary(&simulate(&a, &plan, false).unwrap());
+        let killed = sim_summary(&simulate(&a, &plan, true).unwrap());
+        let r = build_report(&a, &plan, "c2dn".into(), &live, sim, Some(killed));
         assert_eq!(r.write_imbalance, Some(1.5));
         assert_eq!(r.bytes_written, vec![Some(100), None, Some(150), Some(120)]);
         assert_eq!(r.cpu_s, 3.0);
         assert_eq!(r.miss_ratio, 0.25);
         assert_eq!(r.kills[0].at_request, 20);
         assert!(r.max_relative_miss_increase.is_some());
+        assert!(r.sim_max_relative_miss_increase.is_some());
+        assert!(r.windows.iter().all(|w| w.sim_killed_miss_ratio.is_some()));
         let v: serde_json::Value =
             serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         for f in CONTRACT_FIELDS {
@@ -782,5 +883,34 @@ mod tests {
         assert!(v["bytes_written"][1].is_null());
         // 4 nodes × 8 MiB: the simulator saw the same 40 requests in 10 windows.
         assert_eq!(v["sim"]["windows"].as_array().unwrap().len(), 10);
+        assert_eq!(v["sim_with_kills"]["windows"].as_array().unwrap().len(), 10);
+    }
+
+    #[test]
+    fn kills_become_an_unavailability_record_exact_to_the_request() {
+        let kill = |node, at| Kill {
+            node,
+            fraction: 0.0,
+            at,
+        };
+        let u = kill_record(&[kill(3, 20), kill(1, 30)], 45);
+        assert_eq!(u.window, Some(Window::Requests(10)));
+        assert_eq!(
+            u.record,
+            vec![vec![], vec![], vec![3], vec![1, 3], vec![1, 3]]
+        );
+        let mut down = Vec::new();
+        for (i, want) in [(19, vec![]), (20, vec![3]), (29, vec![3]), (30, vec![1, 3])] {
+            u.at(i, 0.0, &mut down);
+            assert_eq!(down, want, "request {i}");
+        }
+        // Kills at 7 and 12: one line per request.
+        let u = kill_record(&[kill(0, 7), kill(2, 12)], 14);
+        assert_eq!(u.window, Some(Window::Requests(1)));
+        assert_eq!(u.record.len(), 14);
+        u.at(6, 0.0, &mut down);
+        assert!(down.is_empty());
+        u.at(7, 0.0, &mut down);
+        assert_eq!(down, vec![0]);
     }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
-use ecdn_cluster::coordinator::{Status, STATUS_PATH};
+use ecdn_cluster::coordinator::{HeartbeatReply, Status, REBALANCE_PATH, STATUS_PATH};
 use ecdn_cluster::peer::{read_body, verify_response, PeerClient};
 use ecdn_cluster::{auth::unix_now, ClusterKey};
 use http_body_util::{BodyExt, Empty};
@@ -393,6 +393,55 @@ pub async fn coordinator_status(
     verify_response(key, STATUS_PATH, &parts.headers, &body, unix_now())
         .map_err(|e| anyhow!("{STATUS_PATH}: the answer's signature: {e}"))?;
     serde_json::from_slice(&body).with_context(|| format!("{STATUS_PATH}: not a status"))
+}
+
+/// Has the coordinator rebalance parity now (`POST /coord/rebalance`, which first collects
+/// every node's loads) and waits until every node of `nodes` (client addresses) took the new
+/// map; returns its epoch.
+pub async fn rebalance(
+    client: &PeerClient,
+    key: &ClusterKey,
+    coordinator: SocketAddr,
+    nodes: &[SocketAddr],
+) -> Result<u64> {
+    let resp = client
+        .send(
+            coordinator,
+            Method::POST,
+            REBALANCE_PATH,
+            Bytes::new(),
+            &[],
+            Duration::from_secs(10),
+        )
+        .await?;
+    let status = resp.status();
+    let (parts, body) = resp.into_parts();
+    let body = read_body(body, 1 << 20).await?;
+    if !status.is_success() {
+        bail!(
+            "{REBALANCE_PATH} answered {status}: {}",
+            String::from_utf8_lossy(&body).trim()
+        );
+    }
+    verify_response(key, REBALANCE_PATH, &parts.headers, &body, unix_now())
+        .map_err(|e| anyhow!("{REBALANCE_PATH}: the answer's signature: {e}"))?;
+    let epoch = serde_json::from_slice::<HeartbeatReply>(&body)
+        .with_context(|| format!("{REBALANCE_PATH}: not an epoch"))?
+        .epoch;
+    let t0 = Instant::now();
+    for &addr in nodes {
+        loop {
+            let seen = node_stats(addr).await?.epoch;
+            if seen >= epoch {
+                break;
+            }
+            if t0.elapsed() > Duration::from_secs(10) {
+                bail!("node {addr} still on map epoch {seen} 10 s after the rebalance to {epoch}");
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    Ok(epoch)
 }
 
 /// What in a coordinator status is not ready yet: every node available, heard from, and on

@@ -71,6 +71,9 @@ pub struct Record {
 /// The `cluster` object of a node's `/_ecdn/stats`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClusterStats {
+    /// The epoch of the node's bucket map.
+    #[serde(default)]
+    pub epoch: u64,
     pub bytes_written: u64,
     pub peer_bytes_received: u64,
     pub peer_bytes_sent: u64,
@@ -101,6 +104,10 @@ pub struct WindowRow {
     pub failed: u64,
     pub sim_miss_ratio: Option<f64>,
     pub sim_byte_miss_ratio: Option<f64>,
+    /// The simulator's miss ratio in this window when it loses the same nodes at the same
+    /// requests (runs with kills only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim_killed_miss_ratio: Option<f64>,
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -112,8 +119,14 @@ fn ratio(a: f64, b: f64) -> f64 {
 }
 
 /// Folds `records` (in request order) into windows of `window` requests, each with the
-/// simulator's window of the same index, if any.
-pub fn windows(records: &[Record], window: u64, sim: &[SimWindow]) -> Vec<WindowRow> {
+/// simulator's window of the same index, if any (and that of the simulator with the same
+/// kills, when given).
+pub fn windows(
+    records: &[Record],
+    window: u64,
+    sim: &[SimWindow],
+    sim_killed: Option<&[SimWindow]>,
+) -> Vec<WindowRow> {
     let window = window.max(1) as usize;
     records
         .chunks(window)
@@ -130,6 +143,9 @@ pub fn windows(records: &[Record], window: u64, sim: &[SimWindow]) -> Vec<Window
                 failed: t.failed,
                 sim_miss_ratio: s.map(|w| w.miss_ratio),
                 sim_byte_miss_ratio: s.map(|w| w.byte_miss_ratio),
+                sim_killed_miss_ratio: sim_killed
+                    .and_then(|k| k.iter().find(|w| w.index == index))
+                    .map(|w| w.miss_ratio),
             }
         })
         .collect()
@@ -208,8 +224,15 @@ pub const SPIKE_WINDOWS: usize = 3;
 
 /// The largest relative miss-ratio increase (live against the simulator without failures)
 /// over the [`SPIKE_WINDOWS`] windows from the one holding each kill's first request; `None`
-/// without kills, or when none of those windows has a simulator miss ratio above 0.
-pub fn max_relative_miss_increase(rows: &[WindowRow], kills: &[Kill], window: u64) -> Option<f64> {
+/// without kills, or when none of those windows has a simulator miss ratio above 0. With
+/// `of_sim`, the same for the simulator that loses the same nodes instead of the live run:
+/// what the lost capacity alone costs.
+pub fn max_relative_miss_increase(
+    rows: &[WindowRow],
+    kills: &[Kill],
+    window: u64,
+    of_sim: bool,
+) -> Option<f64> {
     let mut max: Option<f64> = None;
     for k in kills {
         let first = window_of(k.at, window);
@@ -217,8 +240,13 @@ pub fn max_relative_miss_increase(rows: &[WindowRow], kills: &[Kill], window: u6
             .iter()
             .filter(|r| r.index >= first && r.index < first + SPIKE_WINDOWS)
         {
-            if let Some(sim) = row.sim_miss_ratio.filter(|&s| s > 0.0) {
-                let rel = (row.miss_ratio - sim) / sim;
+            let measured = if of_sim {
+                row.sim_killed_miss_ratio
+            } else {
+                Some(row.miss_ratio)
+            };
+            if let (Some(sim), Some(m)) = (row.sim_miss_ratio.filter(|&s| s > 0.0), measured) {
+                let rel = (m - sim) / sim;
                 max = Some(max.map_or(rel, |m: f64| m.max(rel)));
             }
         }
@@ -359,6 +387,9 @@ pub struct Report {
     pub windows: Vec<WindowRow>,
     pub kills: Vec<KillRow>,
     pub max_relative_miss_increase: Option<f64>,
+    /// The same for the simulator that loses the same nodes at the same requests: what the
+    /// lost capacity costs by itself (null without kills).
+    pub sim_max_relative_miss_increase: Option<f64>,
     /// Decoded hits of coded objects / hits of coded objects (null without coded hits).
     pub decode_fraction: Option<f64>,
     /// Successful answers marked `X-Ecdn-Decoded: 1` (hits and misses) / successful answers.
@@ -383,6 +414,9 @@ pub struct Report {
     pub elapsed_s: f64,
     pub requests_per_s: f64,
     pub sim: SimSummary,
+    /// The simulator with the run's kills (runs with kills only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sim_with_kills: Option<SimSummary>,
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -395,10 +429,24 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 /// The per-window table, one line per window, a `*` after the windows with a kill.
 pub fn window_table(rows: &[WindowRow], kills: &[Kill], window: u64) -> String {
     let mut s = String::new();
+    // With kills, a column for the simulator that loses the same nodes at the same requests.
+    let with_kills = !kills.is_empty();
     let _ = writeln!(
         s,
-        "{:>6} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>7}",
-        "window", "start", "requests", "miss", "sim_miss", "byte_miss", "sim_bmiss", "failed"
+        "{:>6} {:>9} {:>8} {:>9} {:>9}{} {:>10} {:>10} {:>7}",
+        "window",
+        "start",
+        "requests",
+        "miss",
+        "sim_miss",
+        if with_kills {
+            format!(" {:>9}", "sim_kill")
+        } else {
+            String::new()
+        },
+        "byte_miss",
+        "sim_bmiss",
+        "failed"
     );
     for r in rows {
         let killed: Vec<String> = kills
@@ -408,12 +456,17 @@ pub fn window_table(rows: &[WindowRow], kills: &[Kill], window: u64) -> String {
             .collect();
         let _ = writeln!(
             s,
-            "{:>6} {:>9} {:>8} {:>9.4} {:>9} {:>10.4} {:>10} {:>7}{}",
+            "{:>6} {:>9} {:>8} {:>9.4} {:>9}{} {:>10.4} {:>10} {:>7}{}",
             r.index,
             r.start,
             r.requests,
             r.miss_ratio,
             opt(r.sim_miss_ratio, 4),
+            if with_kills {
+                format!(" {:>9}", opt(r.sim_killed_miss_ratio, 4))
+            } else {
+                String::new()
+            },
             r.byte_miss_ratio,
             opt(r.sim_byte_miss_ratio, 4),
             r.failed,
@@ -471,14 +524,15 @@ pub fn summary(r: &Report) -> String {
     let _ = writeln!(
         s,
         "miss ratio {:.4} (sim {:.4}), byte miss ratio {:.4} (sim {:.4}), write imbalance {} \
-         (sim {}), max relative miss increase after a kill {}",
+         (sim {}), max relative miss increase after a kill {} (sim losing the same nodes {})",
         r.miss_ratio,
         r.sim.miss_ratio,
         r.byte_miss_ratio,
         r.sim.byte_miss_ratio,
         opt(r.write_imbalance, 3),
         opt(r.sim.write_imbalance, 3),
-        opt(r.max_relative_miss_increase, 4)
+        opt(r.max_relative_miss_increase, 4),
+        opt(r.sim_max_relative_miss_increase, 4)
     );
     let written: Vec<String> = r
         .bytes_written
@@ -562,7 +616,7 @@ mod tests {
             miss_ratio: 0.25,
             byte_miss_ratio: 0.5,
         }];
-        let rows = windows(&records, 2, &sim);
+        let rows = windows(&records, 2, &sim, None);
         assert_eq!(rows.len(), 3);
         assert_eq!(rows[0].start, 0);
         assert_eq!(rows[0].miss_ratio, 0.5);
@@ -608,6 +662,7 @@ mod tests {
             failed: 0,
             sim_miss_ratio: sim,
             sim_byte_miss_ratio: sim,
+            sim_killed_miss_ratio: sim.map(|s| s * 2.0),
         }
     }
 
@@ -625,16 +680,19 @@ mod tests {
             fraction: 0.0,
             at,
         };
-        let got = max_relative_miss_increase(&rows, &[kill(15)], 10).unwrap();
+        let got = max_relative_miss_increase(&rows, &[kill(15)], 10, false).unwrap();
         assert!((got - 0.1).abs() < 1e-9, "{got}");
+        // The simulator that lost the node (here twice the no-failure miss ratio): +100%.
+        let got = max_relative_miss_increase(&rows, &[kill(15)], 10, true).unwrap();
+        assert!((got - 1.0).abs() < 1e-9, "{got}");
         // A later kill reaches window 4.
-        let got = max_relative_miss_increase(&rows, &[kill(15), kill(40)], 10).unwrap();
+        let got = max_relative_miss_increase(&rows, &[kill(15), kill(40)], 10, false).unwrap();
         assert!((got - 3.0).abs() < 1e-9, "{got}");
-        assert_eq!(max_relative_miss_increase(&rows, &[], 10), None);
+        assert_eq!(max_relative_miss_increase(&rows, &[], 10, false), None);
         // Live below the simulator: a negative increase, reported as is.
         let rows = vec![row(0, 0.1, Some(0.2))];
         assert_eq!(
-            max_relative_miss_increase(&rows, &[kill(0)], 10),
+            max_relative_miss_increase(&rows, &[kill(0)], 10, false),
             Some(-0.5)
         );
     }
