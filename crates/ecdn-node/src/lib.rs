@@ -3,9 +3,11 @@
 //! content every component can verify byte by byte ([`content`]); and `ecdn origin`, a
 //! synthetic origin server for demos, tests and benchmarks ([`origin`]), like AdaptSize's
 //! testbed origin that creates objects of the right size on the fly; and the `Range` parser
-//! both use ([`range`]).
+//! both use ([`range`]); and the reader of an origin's `multipart/byteranges` answers
+//! ([`multipart`]).
 
 pub mod content;
+pub mod multipart;
 pub mod node;
 pub mod origin;
 pub mod range;

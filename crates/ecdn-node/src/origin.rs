@@ -8,8 +8,9 @@
 //! (a `Vary` header value to add, percent-decoded like `cc=`; the content does not change).
 //! Responses carry `Content-Length`, `Cache-Control` (default `public, max-age=3600`), an `ETag`
 //! derived from id and size, a fixed `Last-Modified`, and `Accept-Ranges: bytes`. `HEAD`,
-//! `If-None-Match` (304) and single byte ranges (206, 416 when unsatisfiable; a multi-range
-//! request, or one [`crate::range`] ignores, gets the whole object) are supported. The
+//! `If-None-Match` (304), `If-Range` with the ETag, and byte ranges (206, 416 when
+//! unsatisfiable; several ranges get one `multipart/byteranges` answer, built in memory; a
+//! range list [`crate::range`] ignores gets the whole object) are supported. The
 //! configured latency delays the response headers; the configured bandwidth paces the body,
 //! which is generated in frames as it is sent.
 
@@ -275,10 +276,16 @@ pub async fn handle<B>(req: Request<B>, cfg: Arc<OriginConfig>) -> Response<Orig
             .body(OriginBody::Fixed(None))
             .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "bad header"));
     }
+    // An `If-Range` naming another validator: the whole object (RFC 9110 §13.1.5).
+    let if_range_holds = req
+        .headers()
+        .get(header::IF_RANGE)
+        .is_none_or(|v| v.to_str().is_ok_and(|v| v.trim() == etag));
     let range = req
         .headers()
         .get(header::RANGE)
         .and_then(|v| v.to_str().ok())
+        .filter(|_| if_range_holds)
         .map_or(Ranges::Ignore, |h| range::parse(h, size));
     let (status, start, end) = match range {
         Ranges::Unsatisfiable => {
@@ -288,11 +295,36 @@ pub async fn handle<B>(req: Request<B>, cfg: Arc<OriginConfig>) -> Response<Orig
                 .body(OriginBody::Fixed(None))
                 .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "bad header"));
         }
-        // One range: 206. Several: the whole object (see the module documentation).
+        // One range: 206 with Content-Range.
         Ranges::Satisfiable(v) if v.len() == 1 => {
             let r = &v[0];
             builder = builder.header(header::CONTENT_RANGE, range::content_range(r, size));
             (StatusCode::PARTIAL_CONTENT, r.start, r.end)
+        }
+        // Several: one multipart/byteranges body.
+        Ranges::Satisfiable(v) => {
+            let bytes: Vec<Vec<u8>> = v
+                .iter()
+                .map(|r| content::bytes(id, r.start, (r.end - r.start) as usize))
+                .collect();
+            let parts: Vec<(std::ops::Range<u64>, &[u8])> = v
+                .iter()
+                .cloned()
+                .zip(bytes.iter().map(Vec::as_slice))
+                .collect();
+            let boundary = format!("ecdn-origin-{id:016x}");
+            let (body, content_type) = crate::multipart::write_byteranges(
+                &parts,
+                size,
+                Some("application/octet-stream"),
+                &boundary,
+            );
+            return builder
+                .status(StatusCode::PARTIAL_CONTENT)
+                .header(header::CONTENT_TYPE, content_type)
+                .header(header::CONTENT_LENGTH, body.len())
+                .body(OriginBody::Fixed((!head).then(|| Bytes::from(body))))
+                .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "bad header"));
         }
         _ => (StatusCode::OK, 0, size),
     };
@@ -428,5 +460,41 @@ mod tests {
         assert_eq!(decode("%\u{5c9}"), "%\u{5c9}");
         assert_eq!(query_param("a=1&size=10&cc=", "cc"), Some(""));
         assert_eq!(query_param("a=1&size=10", "size"), Some("10"));
+    }
+
+    async fn get(range: &str, if_range: Option<&str>) -> (StatusCode, hyper::HeaderMap, Bytes) {
+        use http_body_util::BodyExt;
+        let mut b = Request::get("/obj/7?size=1000").header(header::RANGE, range);
+        if let Some(v) = if_range {
+            b = b.header(header::IF_RANGE, v);
+        }
+        let resp = handle(b.body(()).unwrap(), Arc::new(OriginConfig::default())).await;
+        let (parts, body) = resp.into_parts();
+        let body = body.collect().await.ok().unwrap().to_bytes();
+        (parts.status, parts.headers, body)
+    }
+
+    #[tokio::test]
+    async fn several_ranges_get_one_multipart_answer_unless_if_range_fails() {
+        let id = content::object_id("7");
+        let (status, h, body) = get("bytes=0-9,500-599,990-", None).await;
+        assert_eq!(status, StatusCode::PARTIAL_CONTENT);
+        let ct = h[header::CONTENT_TYPE].to_str().unwrap();
+        assert_eq!(h[header::CONTENT_LENGTH], body.len().to_string().as_str());
+        let b = crate::multipart::boundary(ct).unwrap();
+        let parts = crate::multipart::parse_byteranges(&body, &b, 16).unwrap();
+        let got: Vec<_> = parts.iter().map(|p| p.range.clone()).collect();
+        assert_eq!(got, vec![0..10, 500..600, 990..1000]);
+        for p in &parts {
+            let want = content::bytes(id, p.range.start, p.body.len());
+            assert_eq!(p.body, &want[..]);
+            assert_eq!(p.complete_length, Some(1000));
+        }
+        // If-Range with the current ETag: ranges; with another: the whole object.
+        let etag = h[header::ETAG].to_str().unwrap().to_string();
+        let (status, _, _) = get("bytes=0-9,20-29", Some(&etag)).await;
+        assert_eq!(status, StatusCode::PARTIAL_CONTENT);
+        let (status, _, body) = get("bytes=0-9,20-29", Some("\"other\"")).await;
+        assert_eq!((status, body.len()), (StatusCode::OK, 1000));
     }
 }

@@ -246,7 +246,14 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     let partial = if stale.is_none() && !rd.no_cache {
         match cluster::read::lookup(st, c, &req, &key, &rd).await {
             cluster::read::Found::Hit(answer) => return answer,
-            cluster::read::Found::Partial => true,
+            cluster::read::Found::Partial(Some(p)) => {
+                // Only the missing chunks from the origin, if it can be done.
+                if let Some(answer) = cluster::partial::serve(st, c, &req, &key, p).await {
+                    return answer;
+                }
+                true
+            }
+            cluster::read::Found::Partial(None) => true,
             cluster::read::Found::Miss => false,
         }
     } else {

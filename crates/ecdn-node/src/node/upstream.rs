@@ -247,9 +247,9 @@ fn origin_authority(origin: &str) -> io::Result<String> {
 
 /// An origin answer, buffered.
 pub(super) struct Fetched {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Bytes,
+    pub(super) status: StatusCode,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Bytes,
 }
 
 /// Whether an answer with `status` has a body (RFC 9110 §6.4.1).

@@ -49,6 +49,9 @@ pub(super) struct CodedObject {
     pub(super) coding: Coding,
     /// Per chunk (`0..K+P`), a node that holds it.
     pub(super) sources: Vec<Option<usize>>,
+    /// Chunks already in memory, checked (a partial hit's chunks fetched from the origin);
+    /// empty, or one entry per chunk.
+    pub(super) supplied: Vec<Option<Bytes>>,
 }
 
 impl CodedObject {
@@ -99,6 +102,16 @@ async fn fetch(
         .collect();
     let total: u64 = lens.iter().sum();
     let start = stripes.start * s;
+    if let Some(Some(bytes)) = obj.supplied.get(chunk) {
+        let mut at = start as usize;
+        let mut out = Vec::with_capacity(lens.len());
+        for len in lens {
+            let end = at.checked_add(len as usize).filter(|&e| e <= bytes.len())?;
+            out.push(Some(bytes.slice(at..end)));
+            at = end;
+        }
+        return Some(out);
+    }
     let bytes = if server == c.id {
         let disk = st.disk.as_ref()?;
         let id = PieceStore::piece_id(obj.object, PieceName::Chunk(chunk as u16));

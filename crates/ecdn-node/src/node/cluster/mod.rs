@@ -28,6 +28,7 @@
 //! 1` (a Reed-Solomon decode was needed), `X-Ecdn-Served-By` (the serving node's id).
 
 pub(super) mod coded;
+pub(super) mod partial;
 pub(super) mod peer_server;
 pub(super) mod pieces;
 pub(super) mod read;

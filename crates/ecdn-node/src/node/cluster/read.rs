@@ -8,8 +8,8 @@
 //!
 //! * A replica anywhere: a hit, read whole (small objects only).
 //! * At least K distinct chunks: a coded hit, streamed (`coded.rs`).
-//! * 1 to K − 1 chunks: a **partial hit**, counted as a miss: the object comes from the origin
-//!   (this slice fetches all of it; fetching only the missing chunks' bytes is not built yet).
+//! * 1 to K − 1 chunks: a **partial hit**, counted as a miss: only the missing data chunks'
+//!   bytes come from the origin (`partial.rs`).
 //! * Nothing: a miss.
 //!
 //! After a hit, every available target that lacks its piece gets it (`write.rs`), before the
@@ -37,6 +37,7 @@ use super::super::key::CacheKey;
 use super::super::outcome::Outcome;
 use super::super::{lock, Answer, ReqBody, State};
 use super::coded::{self, CodedObject};
+use super::partial::PartialHit;
 use super::pieces::PieceStore;
 use super::{write, Cluster, ClusterStats};
 
@@ -45,8 +46,9 @@ use super::{write, Cluster, ClusterStats};
 #[allow(clippy::large_enum_variant)]
 pub(in crate::node) enum Found {
     Hit(Answer),
-    /// Some chunks, fewer than K: a partial hit (a miss).
-    Partial,
+    /// Some chunks, fewer than K: a partial hit (a miss); what `partial.rs` needs to fetch
+    /// only the missing chunks, unless the whole object must come from the origin.
+    Partial(Option<PartialHit>),
     Miss,
 }
 
@@ -192,7 +194,12 @@ fn lacking(c: &Cluster, key: &CacheKey, coded: bool, holders: &[Holder]) -> Vec<
         .collect()
 }
 
-fn mark(mut r: Response<NodeBody>, c: &Cluster, coded: bool, decoded: bool) -> Response<NodeBody> {
+pub(super) fn mark(
+    mut r: Response<NodeBody>,
+    c: &Cluster,
+    coded: bool,
+    decoded: bool,
+) -> Response<NodeBody> {
     let h = r.headers_mut();
     h.insert(
         X_OBJECT,
@@ -336,27 +343,35 @@ async fn coded_hit(
             .map(|h| h.server);
     }
     let found = sources.iter().filter(|s| s.is_some()).count();
-    if found < k {
-        if found > 0 {
-            ClusterStats::add(&c.stats.partial_hits, 1);
-            return Found::Partial;
-        }
+    if found == 0 {
         return Found::Miss;
     }
-    let Some(e) = stored_response(key.key.clone(), &http, Bytes::new()) else {
-        return Found::Miss;
-    };
-    let now = Instant::now();
-    if !e.is_fresh(now) || !rd.accepts(&e, now) {
-        return Found::Miss;
-    }
-    let obj = Arc::new(CodedObject {
+    let usable = stored_response(key.key.clone(), &http, Bytes::new()).filter(|e| {
+        let now = Instant::now();
+        e.is_fresh(now) && rd.accepts(e, now)
+    });
+    let obj = CodedObject {
         key: key.key.clone(),
         object: key.id,
         layout,
         coding,
         sources,
-    });
+        supplied: Vec::new(),
+    };
+    if found < k {
+        ClusterStats::add(&c.stats.partial_hits, 1);
+        let head = req.method() == Method::HEAD;
+        return Found::Partial(usable.filter(|_| !head).map(|entry| PartialHit {
+            obj,
+            entry,
+            lack: lacking(c, key, true, holders),
+        }));
+    }
+    let Some(e) = usable else {
+        return Found::Miss;
+    };
+    let now = Instant::now();
+    let obj = Arc::new(obj);
     let decoded = Arc::new(AtomicBool::new(false));
     let head = req.method() == Method::HEAD;
     let size = obj.layout.size();

@@ -1,0 +1,245 @@
+//! Partial hits (C2DN §5): a coded object of which the cluster holds some chunks, fewer than K.
+//!
+//! The serving node fetches from the origin only what is missing: the bytes of K − (chunks
+//! found) missing data chunks. In the stripe-major layout (`FORMAT.md` v2) a data chunk is one
+//! byte range per stripe, so they go to the origin as multi-range `GET`s of at most
+//! [`MAX_RANGES`] ranges each (the limit `ecdn origin` and the node accept, RFC 9110 §14.2's
+//! guard), with `If-Range` naming the stored strong `ETag`: an origin whose object changed
+//! answers `200`, and so does one that ignores multi-range requests. Every fetched sub-chunk
+//! must also match the CRC-32C the chunk's metadata recorded when the object was encoded. With
+//! the chunks found on peers, the fetched ones make K: the object is decoded whole (the same
+//! windows as a coded hit, `coded.rs`), answered, admitted to the HOC, and every target that
+//! lacks its piece gets it (`write.rs`), the fetched chunks included.
+//!
+//! Anything else — no strong `ETag`, an answer that is not the ranges asked for, a sub-chunk
+//! that fails its checksum, a chunk source that fails — gives `None`: the caller fetches the
+//! whole object as a miss. The answer counts as a miss (`X-Cache: MISS`, `X-Ecdn-Partial: 1`)
+//! with `X-Ecdn-Origin-Bytes` the range bytes fetched, as the simulator counts it.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use hyper::header::{self, HeaderName, HeaderValue};
+use hyper::{Request, StatusCode};
+
+use super::super::fill::NOT_PLAIN;
+use super::super::freshness::StoredResponse;
+use super::super::hit::answer_hit;
+use super::super::key::CacheKey;
+use super::super::outcome::Outcome;
+use super::super::{lock, Answer, ReqBody, State};
+use super::coded::{self, CodedObject};
+use super::{write, Cluster, ClusterStats};
+use crate::multipart;
+use crate::range::MAX_RANGES;
+
+/// What a lookup found of a partially cached coded object.
+pub(in crate::node) struct PartialHit {
+    /// The object, with a source for every chunk found.
+    pub(super) obj: CodedObject,
+    /// The stored response without its body (fresh, and acceptable to the request).
+    pub(super) entry: StoredResponse,
+    /// Per piece of the object's placement, whether its server lacks it.
+    pub(super) lack: Vec<bool>,
+}
+
+/// Serves a partial hit as the module documentation says; `None`: fetch it whole.
+pub(in crate::node) async fn serve(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    req: &Request<ReqBody>,
+    key: &CacheKey,
+    p: PartialHit,
+) -> Option<Answer> {
+    let PartialHit {
+        mut obj,
+        entry,
+        lack,
+    } = p;
+    let etag = entry
+        .headers
+        .iter()
+        .find(|(n, _)| n == header::ETAG)
+        .map(|(_, v)| v.clone())
+        .filter(|v| !v.as_bytes().starts_with(b"W/"))?;
+    let layout = obj.layout.clone();
+    let k = layout.k();
+    let found = obj.sources.iter().filter(|s| s.is_some()).count();
+    let fetch: Vec<usize> = (0..k)
+        .filter(|&ch| obj.sources[ch].is_none())
+        .take(k.checked_sub(found)?)
+        .collect();
+    let mut ranges: Vec<Range<u64>> = Vec::new();
+    for &ch in &fetch {
+        ranges.extend(layout.data_ranges(ch).ok()?);
+    }
+    ranges.sort_by_key(|r| r.start);
+    let mut merged: Vec<Range<u64>> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match merged.last_mut() {
+            Some(last) if last.end >= r.start => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    let mut parts: Vec<(Range<u64>, Bytes)> = Vec::new();
+    for batch in merged.chunks(MAX_RANGES) {
+        parts.extend(fetch_ranges(st, req, &etag, batch, layout.size()).await?);
+    }
+    parts.sort_by_key(|(r, _)| r.start);
+    let fetched: u64 = merged.iter().map(|r| r.end - r.start).sum();
+    // Each fetched data chunk, sub-chunk by sub-chunk (the last stripe's tail zero-padded, as
+    // the encoder pads it), checked against the CRC-32C recorded at encoding.
+    let mut supplied = vec![None; layout.total_chunks()];
+    for &ch in &fetch {
+        let mut chunk = Vec::with_capacity(layout.chunk_size() as usize);
+        for j in 0..layout.stripe_count() {
+            let len = layout.sub_chunk_len(j).ok()? as usize;
+            let at = chunk.len();
+            chunk.resize(at + len, 0);
+            let r = layout.data_range_of(ch, j).ok()?;
+            let n = (r.end - r.start) as usize;
+            if !copy_range(&parts, r, &mut chunk[at..at + n]) {
+                return None;
+            }
+            if obj.coding.crc(ch, j) != Some(ecdn_store::crc32c(&chunk[at..])) {
+                ClusterStats::add(&c.stats.corrupt_sub_chunks, 1);
+                return None;
+            }
+        }
+        supplied[ch] = Some(Bytes::from(chunk));
+        obj.sources[ch] = Some(c.id);
+    }
+    obj.supplied = supplied;
+    let decoded = Arc::new(AtomicBool::new(false));
+    let body = coded::read_all(st, c, Arc::new(obj), decoded.clone()).await?;
+    let e = Arc::new(StoredResponse { body, ..entry });
+    ClusterStats::add(&c.stats.repairs, 1);
+    write::place(st, c, &e, Some(&lack)).await;
+    let now = Instant::now();
+    if lock(&st.hoc).admit(key.id, &key.key, e.body.len() as u64, now) {
+        lock(&st.hoc).insert(key.id, e.clone());
+    }
+    let d = decoded.load(Ordering::Relaxed);
+    if d {
+        ClusterStats::add(&c.stats.decodes, 1);
+    }
+    let mut response = super::read::mark(answer_hit(&e, req.headers(), now, false), c, true, d);
+    let h = response.headers_mut();
+    h.insert(
+        HeaderName::from_static("x-ecdn-origin-bytes"),
+        HeaderValue::from(fetched),
+    );
+    h.insert(
+        HeaderName::from_static("x-ecdn-partial"),
+        HeaderValue::from_static("1"),
+    );
+    Some(Answer {
+        outcome: Outcome::Miss,
+        response,
+    })
+}
+
+/// One multi-range `GET` of `ranges` (sorted, disjoint) of the object of `req`, conditional on
+/// `etag`: the parts, each inside the object of `size` bytes; `None` for any other answer.
+async fn fetch_ranges(
+    st: &State,
+    req: &Request<ReqBody>,
+    etag: &HeaderValue,
+    ranges: &[Range<u64>],
+    size: u64,
+) -> Option<Vec<(Range<u64>, Bytes)>> {
+    let spec: Vec<String> = ranges
+        .iter()
+        .map(|r| format!("{}-{}", r.start, r.end - 1))
+        .collect();
+    let mut headers = req.headers().clone();
+    for h in NOT_PLAIN
+        .iter()
+        .chain(&[header::CACHE_CONTROL, header::PRAGMA])
+    {
+        headers.remove(h);
+    }
+    headers.insert(
+        header::RANGE,
+        HeaderValue::from_str(&format!("bytes={}", spec.join(","))).ok()?,
+    );
+    headers.insert(header::IF_RANGE, etag.clone());
+    let mut out = Request::new(super::super::empty_body());
+    *out.uri_mut() = req.uri().clone();
+    *out.headers_mut() = headers;
+    let f = st.upstream.fetch(out).await.ok()?;
+    if f.status != StatusCode::PARTIAL_CONTENT {
+        return None;
+    }
+    let content_type = f
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let parts = match multipart::boundary(content_type) {
+        Ok(b) => multipart::parse_byteranges(&f.body, &b, ranges.len())
+            .ok()?
+            .into_iter()
+            .map(|p| (p.range, p.complete_length, f.body.slice_ref(p.body)))
+            .collect(),
+        Err(_) => {
+            let cr = f.headers.get(header::CONTENT_RANGE)?.to_str().ok()?;
+            let (r, len) = multipart::parse_content_range(cr).ok()?;
+            if f.body.len() as u64 != r.end - r.start {
+                return None;
+            }
+            vec![(r, len, f.body.clone())]
+        }
+    };
+    let mut out = Vec::with_capacity(ranges.len());
+    for (r, len, body) in parts {
+        if len.is_some_and(|n| n != size) || r.end > size {
+            return None;
+        }
+        out.push((r, body));
+    }
+    Some(out)
+}
+
+/// Copies object bytes `want` out of `parts` (sorted by start) into `out`; false if some byte
+/// is in no part.
+fn copy_range(parts: &[(Range<u64>, Bytes)], want: Range<u64>, out: &mut [u8]) -> bool {
+    let mut at = want.start;
+    while at < want.end {
+        let Some((r, b)) = parts.iter().find(|(r, _)| r.start <= at && at < r.end) else {
+            return false;
+        };
+        let end = r.end.min(want.end);
+        let (from, to) = ((at - r.start) as usize, (end - r.start) as usize);
+        let dst = (at - want.start) as usize;
+        out[dst..dst + (to - from)].copy_from_slice(&b[from..to]);
+        at = end;
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_across_parts_and_refuses_gaps() {
+        let parts = vec![
+            (0..4, Bytes::from_static(b"abcd")),
+            (4..6, Bytes::from_static(b"ef")),
+            (10..12, Bytes::from_static(b"kl")),
+        ];
+        let mut out = [0u8; 5];
+        assert!(copy_range(&parts, 1..6, &mut out));
+        assert_eq!(&out, b"bcdef");
+        let mut out = [0u8; 2];
+        assert!(copy_range(&parts, 10..12, &mut out));
+        assert_eq!(&out, b"kl");
+        let mut out = [0u8; 6];
+        assert!(!copy_range(&parts, 4..10, &mut out));
+        assert!(!copy_range(&parts, 11..13, &mut [0u8; 2]));
+    }
+}
