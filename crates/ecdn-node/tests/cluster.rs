@@ -362,6 +362,65 @@ async fn a_node_stopped_mid_load_fails_no_request_and_its_chunks_are_decoded() {
     c.stop_all().await;
 }
 
+/// K = 2, P = 1 on 5 nodes: with two nodes stopped, an object that had two of its three chunks
+/// on them is a partial hit. Only the missing data chunk's bytes come from the origin, the
+/// answer is byte-exact, and the object is whole again in the cluster (the next request is a
+/// hit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partial_hits_fetch_only_the_missing_chunks_and_restore_them() {
+    let mut c = TestCluster::start(5, "c2dn", 2, 1).await;
+    let objects: Vec<(u64, u64)> = (0..30).map(|i| (300 + i, 300_000 + i * 1001)).collect();
+    for &(id, size) in &objects {
+        check_whole(
+            &get(c.client(0), &uri(id, size), &[]).await.unwrap(),
+            id,
+            size,
+        );
+    }
+    c.stop(1).await;
+    c.stop(2).await;
+    c.wait_available(&[true, false, false, true, true]).await;
+    let mut partial = 0;
+    for &(id, size) in &objects {
+        let r = get(c.client(0), &uri(id, size), &[]).await.unwrap();
+        check_whole(&r, id, size);
+        if r.header("x-ecdn-partial") != "1" {
+            continue;
+        }
+        partial += 1;
+        assert!(
+            r.header("x-cache").starts_with("MISS"),
+            "{}",
+            r.header("x-cache")
+        );
+        let fetched: u64 = r.header("x-ecdn-origin-bytes").parse().unwrap();
+        // One data chunk of two: about half the object, never all of it.
+        assert!(
+            fetched > 0 && fetched <= size.div_ceil(2),
+            "object {id}: {fetched} of {size} bytes from the origin"
+        );
+        let again = get(c.client(3), &uri(id, size), &[]).await.unwrap();
+        check_whole(&again, id, size);
+        assert!(
+            again.header("x-cache").starts_with("HIT"),
+            "object {id} after its partial hit: {}",
+            again.header("x-cache")
+        );
+        // A range of it, from another node.
+        let r = get(
+            c.client(4),
+            &uri(id, size),
+            &[("range", "bytes=1000-99999")],
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 206);
+        assert_eq!(content::first_mismatch(origin_id(id), 1000, &r.body), None);
+    }
+    assert!(partial > 0, "no object lost two of its three chunks");
+    c.stop_all().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_pieces_on_a_peer_are_never_served() {
     let c = TestCluster::start(4, "c2dn", 3, 1).await;
