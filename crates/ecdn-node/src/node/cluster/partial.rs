@@ -65,7 +65,7 @@ pub(in crate::node) async fn serve(
         .find(|(n, _)| n == header::ETAG)
         .map(|(_, v)| v.clone())
         .filter(|v| !v.as_bytes().starts_with(b"W/"))?;
-    let layout = obj.layout.clone();
+    let layout = obj.layout;
     let k = layout.k();
     let found = obj.sources.iter().filter(|s| s.is_some()).count();
     let fetch: Vec<usize> = (0..k)
