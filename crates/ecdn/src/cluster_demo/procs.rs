@@ -368,31 +368,40 @@ pub fn parse_stats(body: &[u8]) -> Result<ClusterStats> {
     serde_json::from_value(c.clone()).context("/_ecdn/stats: the `cluster` object")
 }
 
+/// A signed request to the coordinator and its signed JSON answer.
+async fn coordinator_call<T: serde::de::DeserializeOwned>(
+    client: &PeerClient,
+    key: &ClusterKey,
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    timeout: Duration,
+) -> Result<T> {
+    let resp = client
+        .send(addr, method, path, Bytes::new(), &[], timeout)
+        .await?;
+    let status = resp.status();
+    let (parts, body) = resp.into_parts();
+    let body = read_body(body, 4 << 20).await?;
+    if !status.is_success() {
+        bail!(
+            "{path} answered {status}: {}",
+            String::from_utf8_lossy(&body).trim()
+        );
+    }
+    verify_response(key, path, &parts.headers, &body, unix_now())
+        .map_err(|e| anyhow!("{path}: the answer's signature: {e}"))?;
+    serde_json::from_slice(&body).with_context(|| format!("{path}: not the expected JSON"))
+}
+
 /// The coordinator's signed status.
 pub async fn coordinator_status(
     client: &PeerClient,
     key: &ClusterKey,
     addr: SocketAddr,
 ) -> Result<Status> {
-    let resp = client
-        .send(
-            addr,
-            Method::GET,
-            STATUS_PATH,
-            Bytes::new(),
-            &[],
-            Duration::from_secs(2),
-        )
-        .await?;
-    let status = resp.status();
-    let (parts, body) = resp.into_parts();
-    let body = read_body(body, 4 << 20).await?;
-    if !status.is_success() {
-        bail!("{STATUS_PATH} answered {status}");
-    }
-    verify_response(key, STATUS_PATH, &parts.headers, &body, unix_now())
-        .map_err(|e| anyhow!("{STATUS_PATH}: the answer's signature: {e}"))?;
-    serde_json::from_slice(&body).with_context(|| format!("{STATUS_PATH}: not a status"))
+    let t = Duration::from_secs(2);
+    coordinator_call(client, key, addr, Method::GET, STATUS_PATH, t).await
 }
 
 /// Has the coordinator rebalance parity now (`POST /coord/rebalance`, which first collects
@@ -404,30 +413,10 @@ pub async fn rebalance(
     coordinator: SocketAddr,
     nodes: &[SocketAddr],
 ) -> Result<u64> {
-    let resp = client
-        .send(
-            coordinator,
-            Method::POST,
-            REBALANCE_PATH,
-            Bytes::new(),
-            &[],
-            Duration::from_secs(10),
-        )
-        .await?;
-    let status = resp.status();
-    let (parts, body) = resp.into_parts();
-    let body = read_body(body, 1 << 20).await?;
-    if !status.is_success() {
-        bail!(
-            "{REBALANCE_PATH} answered {status}: {}",
-            String::from_utf8_lossy(&body).trim()
-        );
-    }
-    verify_response(key, REBALANCE_PATH, &parts.headers, &body, unix_now())
-        .map_err(|e| anyhow!("{REBALANCE_PATH}: the answer's signature: {e}"))?;
-    let epoch = serde_json::from_slice::<HeartbeatReply>(&body)
-        .with_context(|| format!("{REBALANCE_PATH}: not an epoch"))?
-        .epoch;
+    let t = Duration::from_secs(10);
+    let reply: HeartbeatReply =
+        coordinator_call(client, key, coordinator, Method::POST, REBALANCE_PATH, t).await?;
+    let epoch = reply.epoch;
     let t0 = Instant::now();
     for &addr in nodes {
         loop {
