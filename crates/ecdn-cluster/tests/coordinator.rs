@@ -243,6 +243,17 @@ async fn a_silent_node_is_remapped_and_returns_exactly() {
     coord.shutdown().await;
 }
 
+/// `METHOD /coord/rebalance`, signed by `c`.
+async fn rebalance(
+    c: &PeerClient,
+    addr: SocketAddr,
+    method: Method,
+) -> hyper::Response<hyper::body::Incoming> {
+    c.send(addr, method, REBALANCE_PATH, Bytes::new(), &[], T)
+        .await
+        .unwrap()
+}
+
 /// `POST /coord/rebalance` counts every load written before it (it waits for the nodes'
 /// next heartbeats), rebalances, and every node takes the new map; a replication cluster has
 /// no parity to rebalance (409).
@@ -266,10 +277,7 @@ async fn a_requested_rebalance_counts_every_load_written_before_it() {
         loads.record_data(10_000 * (id as u64 + 1));
         assert!(loads.record_parity(id * 13, 0, 4_000 + id as u64));
     }
-    let resp = c
-        .send(addr, Method::POST, REBALANCE_PATH, Bytes::new(), &[], T)
-        .await
-        .unwrap();
+    let resp = rebalance(&c, addr, Method::POST).await;
     assert_eq!(resp.status(), StatusCode::OK);
     let body = read_body(resp.into_body(), 1 << 20).await.unwrap();
     let reply: HeartbeatReply = serde_json::from_slice(&body).unwrap();
@@ -293,16 +301,10 @@ async fn a_requested_rebalance_counts_every_load_written_before_it() {
         assert_eq!(e, reply.epoch);
     }
     // Anything but a signed POST changes nothing.
-    let resp = c
-        .send(addr, Method::GET, REBALANCE_PATH, Bytes::new(), &[], T)
-        .await
-        .unwrap();
+    let resp = rebalance(&c, addr, Method::GET).await;
     assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
     let other = PeerClient::new(ClusterKey::new(b"another-cluster-key-0123456789"));
-    let resp = other
-        .send(addr, Method::POST, REBALANCE_PATH, Bytes::new(), &[], T)
-        .await
-        .unwrap();
+    let resp = rebalance(&other, addr, Method::POST).await;
     assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(coord.map().epoch, reply.epoch);
     for (control, _) in nodes {
@@ -322,10 +324,7 @@ async fn a_requested_rebalance_counts_every_load_written_before_it() {
     .await
     .unwrap();
     let epoch = coord.map().epoch;
-    let resp = c
-        .send(addr, Method::POST, REBALANCE_PATH, Bytes::new(), &[], T)
-        .await
-        .unwrap();
+    let resp = rebalance(&c, addr, Method::POST).await;
     assert_eq!(resp.status(), StatusCode::CONFLICT);
     assert_eq!(coord.map().epoch, epoch);
     coord.shutdown().await;

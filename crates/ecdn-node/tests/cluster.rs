@@ -206,6 +206,17 @@ fn check_whole(r: &Reply, id: u64, size: u64) {
     );
 }
 
+/// Requests every object once through node 0 (a miss that stores it), checking its bytes.
+async fn store_all(c: &TestCluster, objects: &[(u64, u64)]) {
+    for &(id, size) in objects {
+        check_whole(
+            &get(c.client(0), &uri(id, size), &[]).await.unwrap(),
+            id,
+            size,
+        );
+    }
+}
+
 fn origin_id(id: u64) -> u64 {
     content::object_id(&id.to_string())
 }
@@ -303,13 +314,7 @@ async fn a_node_stopped_mid_load_fails_no_request_and_its_chunks_are_decoded() {
         })
         .collect();
     // Warm: every object stored.
-    for &(id, size) in &objects {
-        check_whole(
-            &get(c.client(0), &uri(id, size), &[]).await.unwrap(),
-            id,
-            size,
-        );
-    }
+    store_all(&c, &objects).await;
     let failed = Arc::new(AtomicU64::new(0));
     let mut live: Vec<usize> = (0..5).collect();
     for round in 0..4 {
@@ -370,13 +375,7 @@ async fn a_node_stopped_mid_load_fails_no_request_and_its_chunks_are_decoded() {
 async fn partial_hits_fetch_only_the_missing_chunks_and_restore_them() {
     let mut c = TestCluster::start(5, "c2dn", 2, 1).await;
     let objects: Vec<(u64, u64)> = (0..30).map(|i| (300 + i, 300_000 + i * 1001)).collect();
-    for &(id, size) in &objects {
-        check_whole(
-            &get(c.client(0), &uri(id, size), &[]).await.unwrap(),
-            id,
-            size,
-        );
-    }
+    store_all(&c, &objects).await;
     c.stop(1).await;
     c.stop(2).await;
     c.wait_available(&[true, false, false, true, true]).await;
@@ -425,13 +424,7 @@ async fn partial_hits_fetch_only_the_missing_chunks_and_restore_them() {
 async fn corrupt_pieces_on_a_peer_are_never_served() {
     let c = TestCluster::start(4, "c2dn", 3, 1).await;
     let objects: Vec<(u64, u64)> = (0..6).map(|i| (200 + i, 600_000 + i * 7)).collect();
-    for &(id, size) in &objects {
-        check_whole(
-            &get(c.client(0), &uri(id, size), &[]).await.unwrap(),
-            id,
-            size,
-        );
-    }
+    store_all(&c, &objects).await;
     // Overwrite node 3's disk past its first 64 KiB with garbage: every piece it holds is
     // now wrong on disk (block checksums, then the sub-chunk CRCs, must catch it).
     let path = c.dir.path().join("node-3.disk");

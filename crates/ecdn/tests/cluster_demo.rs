@@ -7,26 +7,9 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The top-level fields the command-line contract names.
-const CONTRACT_FIELDS: [&str; 17] = [
-    "scheme",
-    "nodes",
-    "requests",
-    "failed_requests",
-    "wrong_bytes",
-    "miss_ratio",
-    "byte_miss_ratio",
-    "write_imbalance",
-    "bytes_written",
-    "windows",
-    "max_relative_miss_increase",
-    "decode_fraction",
-    "partial_hits",
-    "intra_cluster_bytes",
-    "ttfb_ms",
-    "download_ms",
-    "sim",
-];
+#[path = "../src/cluster_demo/contract.rs"]
+mod contract;
+use contract::CONTRACT_FIELDS;
 
 struct Run {
     code: Option<i32>,

@@ -92,6 +92,20 @@ pub(super) const NOT_PLAIN: [HeaderName; 7] = [
     header::AUTHORIZATION,
 ];
 
+/// The client's request headers for a request of the node's own to the origin (a background
+/// validation, a partial hit's chunk ranges): without [`NOT_PLAIN`] headers and the client's
+/// `Cache-Control` / `Pragma`.
+pub(super) fn plain_headers(h: &HeaderMap) -> HeaderMap {
+    let mut headers = h.clone();
+    for name in NOT_PLAIN
+        .iter()
+        .chain(&[header::CACHE_CONTROL, header::PRAGMA])
+    {
+        headers.remove(name);
+    }
+    headers
+}
+
 /// Starts a validation of a stale entry with the origin that no client waits for (RFC 5861
 /// `stale-while-revalidate`): a plain conditional `GET` with the client's headers (less its
 /// own conditionals, `Range` and credentials). It joins an in-flight fetch of the key if there
@@ -102,13 +116,7 @@ pub(super) fn revalidate_in_background(
     key: &CacheKey,
     stale: Revalidation,
 ) {
-    let mut headers = req.headers().clone();
-    for h in NOT_PLAIN
-        .iter()
-        .chain(&[header::CACHE_CONTROL, header::PRAGMA])
-    {
-        headers.remove(h);
-    }
+    let headers = plain_headers(req.headers());
     let mut bg = Request::new(super::empty_body());
     *bg.uri_mut() = req.uri().clone();
     *bg.headers_mut() = headers.clone();

@@ -25,6 +25,8 @@ use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
 use ecdn_trace::units::{format_size, parse_size};
 use ecdn_trace::{Format, OpenOptions, Request, SliceReader, BATCH};
 
+#[cfg(test)]
+mod contract;
 pub mod driver;
 pub mod procs;
 pub mod report;
@@ -732,26 +734,7 @@ mod tests {
         Cli::try_parse_from(v).unwrap().a
     }
 
-    /// The fields the command-line contract names, at the top level.
-    pub(crate) const CONTRACT_FIELDS: [&str; 17] = [
-        "scheme",
-        "nodes",
-        "requests",
-        "failed_requests",
-        "wrong_bytes",
-        "miss_ratio",
-        "byte_miss_ratio",
-        "write_imbalance",
-        "bytes_written",
-        "windows",
-        "max_relative_miss_increase",
-        "decode_fraction",
-        "partial_hits",
-        "intra_cluster_bytes",
-        "ttfb_ms",
-        "download_ms",
-        "sim",
-    ];
+    use super::contract::CONTRACT_FIELDS;
 
     #[test]
     fn plan_checks_flags_before_anything_starts() {

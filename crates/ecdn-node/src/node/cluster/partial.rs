@@ -17,7 +17,6 @@
 //! with `X-Ecdn-Origin-Bytes` the range bytes fetched, as the simulator counts it.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -25,14 +24,13 @@ use bytes::Bytes;
 use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Request, StatusCode};
 
-use super::super::fill::NOT_PLAIN;
+use super::super::fill::plain_headers;
 use super::super::freshness::StoredResponse;
-use super::super::hit::answer_hit;
 use super::super::key::CacheKey;
 use super::super::outcome::Outcome;
 use super::super::{lock, Answer, ReqBody, State};
-use super::coded::{self, CodedObject};
-use super::{write, Cluster, ClusterStats};
+use super::coded::CodedObject;
+use super::{Cluster, ClusterStats};
 use crate::multipart;
 use crate::range::MAX_RANGES;
 
@@ -113,20 +111,9 @@ pub(in crate::node) async fn serve(
         obj.sources[ch] = Some(c.id);
     }
     obj.supplied = supplied;
-    let decoded = Arc::new(AtomicBool::new(false));
-    let body = coded::read_all(st, c, Arc::new(obj), decoded.clone()).await?;
-    let e = Arc::new(StoredResponse { body, ..entry });
-    ClusterStats::add(&c.stats.repairs, 1);
-    write::place(st, c, &e, Some(&lack)).await;
-    let now = Instant::now();
-    if lock(&st.hoc).admit(key.id, &key.key, e.body.len() as u64, now) {
-        lock(&st.hoc).insert(key.id, e.clone());
-    }
-    let d = decoded.load(Ordering::Relaxed);
-    if d {
-        ClusterStats::add(&c.stats.decodes, 1);
-    }
-    let mut response = super::read::mark(answer_hit(&e, req.headers(), now, false), c, true, d);
+    let admit = lock(&st.hoc).admit(key.id, &key.key, layout.size(), Instant::now());
+    let obj = Arc::new(obj);
+    let mut response = super::read::answer_whole(st, c, req, key, obj, entry, &lack, admit).await?;
     let h = response.headers_mut();
     h.insert(
         HeaderName::from_static("x-ecdn-origin-bytes"),
@@ -155,13 +142,7 @@ async fn fetch_ranges(
         .iter()
         .map(|r| format!("{}-{}", r.start, r.end - 1))
         .collect();
-    let mut headers = req.headers().clone();
-    for h in NOT_PLAIN
-        .iter()
-        .chain(&[header::CACHE_CONTROL, header::PRAGMA])
-    {
-        headers.remove(h);
-    }
+    let mut headers = plain_headers(req.headers());
     headers.insert(
         header::RANGE,
         HeaderValue::from_str(&format!("bytes={}", spec.join(","))).ok()?,
@@ -209,7 +190,10 @@ async fn fetch_ranges(
 fn copy_range(parts: &[(Range<u64>, Bytes)], want: Range<u64>, out: &mut [u8]) -> bool {
     let mut at = want.start;
     while at < want.end {
-        let Some((r, b)) = parts.iter().find(|(r, _)| r.start <= at && at < r.end) else {
+        // The first part that ends after `at`. (Overlapping parts from an odd origin may hide a
+        // byte: then false, and the caller fetches the object whole.)
+        let i = parts.partition_point(|(r, _)| r.end <= at);
+        let Some((r, b)) = parts.get(i).filter(|(r, _)| r.start <= at) else {
             return false;
         };
         let end = r.end.min(want.end);

@@ -308,6 +308,39 @@ async fn fetch_replica(c: &Cluster, server: usize, key: &str) -> Option<(Vec<u8>
     Some((m.to_vec(), payload))
 }
 
+/// A coded object read whole (decoded where needed): every target in `lack` gets its piece,
+/// the HOC takes it if `admit`, and the answer to `req` is built from it (`None` if the
+/// object cannot be read). Shared by coded hits and partial hits (`partial.rs`).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn answer_whole(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    req: &Request<ReqBody>,
+    key: &CacheKey,
+    obj: Arc<CodedObject>,
+    e: StoredResponse,
+    lack: &[bool],
+    admit: bool,
+) -> Option<Response<NodeBody>> {
+    let decoded = Arc::new(AtomicBool::new(false));
+    let body = coded::read_all(st, c, obj, decoded.clone()).await?;
+    let e = Arc::new(StoredResponse { body, ..e });
+    if lack.iter().any(|&l| l) {
+        ClusterStats::add(&c.stats.repairs, 1);
+        write::place(st, c, &e, Some(lack)).await;
+    }
+    if admit {
+        lock(&st.hoc).insert(key.id, e.clone());
+    }
+    let d = decoded.load(Ordering::Relaxed);
+    if d {
+        ClusterStats::add(&c.stats.decodes, 1);
+    }
+    let head = req.method() == Method::HEAD;
+    let now = Instant::now();
+    Some(mark(answer_hit(&e, req.headers(), now, head), c, true, d))
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn coded_hit(
     st: &Arc<State>,
@@ -381,24 +414,12 @@ async fn coded_hit(
     ClusterStats::add(&c.stats.coded_hits, 1);
     if repair || admit {
         // The object whole: for the HOC, and to re-encode the missing chunks.
-        let Some(body) = coded::read_all(st, c, obj, decoded.clone()).await else {
+        let Some(response) = answer_whole(st, c, req, key, obj, e, &lack, admit).await else {
             return Found::Miss;
         };
-        let e = Arc::new(StoredResponse { body, ..e });
-        if repair {
-            ClusterStats::add(&c.stats.repairs, 1);
-            write::place(st, c, &e, Some(&lack)).await;
-        }
-        if admit {
-            lock(&st.hoc).insert(key.id, e.clone());
-        }
-        let d = decoded.load(Ordering::Relaxed);
-        if d {
-            ClusterStats::add(&c.stats.decodes, 1);
-        }
         return Found::Hit(Answer {
             outcome: Outcome::HitDisk,
-            response: mark(answer_hit(&e, req.headers(), now, head), c, true, d),
+            response,
         });
     }
     let (r, pieces) = plan_hit(&e, size, req.headers(), now, head);
