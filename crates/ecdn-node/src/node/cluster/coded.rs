@@ -1,11 +1,13 @@
 //! The coded read path (C2DN §5): an object read stripe by stripe from the K data chunks on
 //! their servers, with delayed parity fetch and decode.
 //!
-//! The object is read in windows of [`WINDOW_BYTES`] of sub-chunks per chunk: for a window,
-//! every data chunk's sub-chunks are asked for at once from the servers holding them (or read
-//! from this node's piece store), so a sequential read pulls from all K data servers at once;
-//! two windows are in flight while the previous one is sent, and a window's bytes reach the
-//! client as soon as its stripes are complete.
+//! The object is read in windows of sub-chunks: for a window, every data chunk's sub-chunks
+//! are asked for at once from the servers holding them (or read from this node's piece
+//! store), so a sequential read pulls from all K data servers at once, and a window's bytes
+//! reach the client as soon as its stripes are complete. An answer's first window is one
+//! stripe, read alone (the answer starts after one sub-chunk's round trip: read-ahead asked
+//! beside it made it wait for the peers' larger reads); then windows double up to
+//! [`WINDOW_BYTES`] per chunk, [`READ_AHEAD`] in flight while the previous one is sent.
 //!
 //! **Delayed parity fetch:** the time to the first data chunk's answer from a peer is recorded
 //! (this node's own chunk, read locally, does not count); if, that
@@ -29,6 +31,7 @@ use ecdn_codec::{decode_range_with, ObjectLayout};
 use http_body_util::BodyExt;
 use hyper::{Method, StatusCode};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use super::super::body::{Chunk, Piece};
 use super::super::State;
@@ -59,16 +62,21 @@ impl CodedObject {
         (WINDOW_BYTES / self.layout.sub_chunk().max(1)).max(1)
     }
 
-    /// The windows covering object bytes `range`: (stripes, object bytes wanted).
-    fn windows(&self, range: Range<u64>) -> Vec<(Range<u64>, Range<u64>)> {
+    /// The windows covering object bytes `range`: (stripes, object bytes wanted). With
+    /// `first`, the first window is that many stripes and each next one twice the one before,
+    /// up to [`WINDOW_BYTES`] per chunk: the first bytes reach the client after one stripe's
+    /// round trip, and the later, larger windows keep the peers' connections busy.
+    fn windows(&self, range: Range<u64>, first: Option<u64>) -> Vec<(Range<u64>, Range<u64>)> {
         let Ok(stripes) = self.layout.stripes_for_range(range.clone()) else {
             return Vec::new();
         };
-        let w = self.stripes_per_window();
+        let most = self.stripes_per_window();
+        let mut w = first.unwrap_or(most).clamp(1, most);
         let mut out = Vec::new();
         let mut a = stripes.start;
         while a < stripes.end {
             let b = (a + w).min(stripes.end);
+            w = (w * 2).min(most);
             let (Ok(first), Ok(last)) =
                 (self.layout.stripe_range(a), self.layout.stripe_range(b - 1))
             else {
@@ -291,13 +299,16 @@ async fn window(
 /// Reads the object's `pieces` (byte ranges and multipart text), window by window, with
 /// [`READ_AHEAD`] windows in flight. The first window is read before this returns (`None` if
 /// it cannot be: the caller treats the request as a miss); the rest is sent on the returned
-/// channel, which closes without [`Chunk::Done`] if a later window fails.
+/// channel, which closes without [`Chunk::Done`] if a later window fails. `finish`, work that
+/// runs beside the read (the check that every target holds its chunk), is awaited before the
+/// answer ends.
 pub(super) async fn stream(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     obj: Arc<CodedObject>,
     pieces: Vec<Piece>,
     decoded: Arc<AtomicBool>,
+    finish: Option<JoinHandle<()>>,
 ) -> Option<(VecDeque<Bytes>, Option<mpsc::Receiver<Chunk>>)> {
     // The steps: text, or a window of object bytes.
     enum Step {
@@ -309,7 +320,13 @@ pub(super) async fn stream(
         match p {
             Piece::Text(t) => steps.push_back(Step::Text(t)),
             Piece::Body(r) => {
-                for (s, b) in obj.windows(r) {
+                // The answer's first window is one stripe; a later range's are full size.
+                let first = if steps.iter().any(|s| matches!(s, Step::Window(..))) {
+                    None
+                } else {
+                    Some(1)
+                };
+                for (s, b) in obj.windows(r, first) {
                     steps.push_back(Step::Window(s, b));
                 }
             }
@@ -334,6 +351,12 @@ pub(super) async fn stream(
             Step::Text(t) => ready.push_back(t),
             Step::Window(s, b) => {
                 let first = spawn(s, b);
+                let Some(bytes) = first.await.ok().flatten() else {
+                    if let Some(f) = &finish {
+                        f.abort();
+                    }
+                    return None;
+                };
                 for step in steps.iter() {
                     if in_flight.len() == READ_AHEAD {
                         break;
@@ -342,12 +365,15 @@ pub(super) async fn stream(
                         in_flight.push_back(Some(spawn(s.clone(), b.clone())));
                     }
                 }
-                ready.push_back(first.await.ok()??);
+                ready.push_back(bytes);
                 break;
             }
         }
     }
     if steps.is_empty() {
+        if let Some(f) = finish {
+            let _ = f.await;
+        }
         return Some((ready, None));
     }
     let (tx, rx) = mpsc::channel(2);
@@ -382,6 +408,9 @@ pub(super) async fn stream(
                 return;
             }
         }
+        if let Some(f) = finish {
+            let _ = f.await;
+        }
         let _ = tx.send(Chunk::Done).await;
     });
     Some((ready, Some(rx)))
@@ -396,7 +425,7 @@ pub(super) async fn read_all(
 ) -> Option<Bytes> {
     let size = obj.layout.size();
     let mut handles = VecDeque::new();
-    for (s, b) in obj.windows(0..size) {
+    for (s, b) in obj.windows(0..size, None) {
         handles.push_back(tokio::spawn(window(
             st.clone(),
             c.clone(),

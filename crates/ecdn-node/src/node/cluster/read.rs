@@ -6,6 +6,11 @@
 //! servers, where moved chunks stay until evicted) which pieces they hold, all at once. A server
 //! serves any chunk of the object it holds, not only the one its assignment names.
 //!
+//! When the node holds a chunk, the chunk's metadata names the coding (C2DN §5, "Metadata
+//! lookups"), so it skips that round trip: it reads from the servers the bucket map assigns
+//! at once and asks who holds what beside the read, restoring a lacking chunk before the
+//! answer ends. If the assigned servers cannot supply the object, it asks as above.
+//!
 //! * A replica anywhere: a hit, read whole (small objects only).
 //! * At least K distinct chunks: a coded hit, streamed (`coded.rs`).
 //! * 1 to K − 1 chunks: a **partial hit**, counted as a miss: only the missing data chunks'
@@ -86,6 +91,20 @@ pub(in crate::node) async fn lookup(
     // A replica here: no need to ask anyone.
     let local_replica = holders[0].held.contains(&PieceName::Replica);
     if !local_replica {
+        if let Some((coding, http)) = local_coding(st, c, object, &holders[0]).await {
+            // A chunk here names the coding: read from the bucket's servers at once.
+            let mut presumed = presumed_holders(c, bucket);
+            presumed[0] = Holder {
+                server: c.id,
+                held: holders[0].held.clone(),
+            };
+            let hit = coded_hit(st, c, req, key, rd, &presumed, coding, http, bucket, true);
+            if let Some(found) = hit.await {
+                return found;
+            }
+        }
+    }
+    if !local_replica {
         // Ask the bucket's servers and the slots' former servers.
         let mut servers = Vec::new();
         let (mut placed, mut walk) = (Vec::new(), Vec::new());
@@ -137,12 +156,81 @@ pub(in crate::node) async fn lookup(
     }
     let coding = meta.and_then(|m| m.coding.map(|cd| (cd, m.http)));
     if let Some((coding, http)) = coding.filter(|_| replica_at.is_none()) {
-        return coded_hit(st, c, req, key, rd, &holders, coding, http, bucket).await;
+        let hit = coded_hit(st, c, req, key, rd, &holders, coding, http, bucket, false);
+        return hit.await.unwrap_or(Found::Miss);
     }
     let Some(server) = replica_at else {
         return Found::Miss;
     };
     replica_hit(st, c, req, key, rd, &holders, server).await
+}
+
+/// The coding and HTTP metadata of a chunk of `object` this node holds (`holder`: what it
+/// holds), if it holds one: what a node that finds a chunk locally needs to know what to fetch
+/// (C2DN §5, "Metadata lookups").
+async fn local_coding(
+    st: &State,
+    c: &Cluster,
+    object: u64,
+    holder: &Holder,
+) -> Option<(ecdn_cluster::piece::Coding, Vec<u8>)> {
+    let disk = st.disk.as_ref()?;
+    let ch = holder.held.iter().find_map(|p| match p {
+        PieceName::Chunk(ch) => Some(*ch),
+        _ => None,
+    })?;
+    let id = PieceStore::piece_id(object, PieceName::Chunk(ch));
+    let (m, _) = c.pieces.read(disk, id, Some(0..0)).await?;
+    let m = PieceMeta::decode(&m).ok()?;
+    Some((m.coding?, m.http))
+}
+
+/// The holders the bucket map implies: every assigned server of the bucket's coded pieces
+/// holding its chunk. Entry 0 is this node's, empty (the caller puts what it really holds).
+fn presumed_holders(c: &Cluster, bucket: usize) -> Vec<Holder> {
+    let map = c.map.current();
+    let (mut placed, mut walk) = (Vec::new(), Vec::new());
+    map.pieces(bucket, true, &mut placed, &mut walk);
+    let mut holders = vec![Holder {
+        server: c.id,
+        held: Vec::new(),
+    }];
+    for p in placed.iter().filter(|p| p.server != c.id) {
+        holders.push(Holder {
+            server: p.server,
+            held: vec![PieceName::Chunk(p.chunk as u16)],
+        });
+    }
+    holders
+}
+
+/// Which of the bucket's coded pieces their servers lack, asking every assigned server but
+/// this node (whose pieces `here` says) at once.
+async fn check_lacking(c: &Arc<Cluster>, key: &CacheKey, here: &Holder) -> Vec<bool> {
+    let map = c.map.current();
+    let bucket = map.bucket_of(super::object_id(&key.key));
+    let (mut placed, mut walk) = (Vec::new(), Vec::new());
+    map.pieces(bucket, true, &mut placed, &mut walk);
+    let mut servers: Vec<usize> = placed.iter().map(|p| p.server).collect();
+    servers.sort_unstable();
+    servers.dedup();
+    servers.retain(|&s| s != c.id);
+    let mut asks = tokio::task::JoinSet::new();
+    for s in servers {
+        let (c, k) = (c.clone(), key.key.clone());
+        asks.spawn(async move { (s, ask_has(&c, s, &k).await) });
+    }
+    let mut holders = vec![Holder {
+        server: here.server,
+        held: here.held.clone(),
+    }];
+    while let Some(r) = asks.join_next().await {
+        if let Ok((server, answer)) = r {
+            let held = answer.map_or_else(Vec::new, |(_, h)| h);
+            holders.push(Holder { server, held });
+        }
+    }
+    lacking(c, key, true, &holders)
 }
 
 /// A signed answer of node `server` to `GET path`, of at most `limit` bytes, its signature and
@@ -341,6 +429,12 @@ pub(super) async fn answer_whole(
     Some(mark(answer_hit(&e, req.headers(), now, head), c, true, d))
 }
 
+/// A coded hit from `holders`, or a partial hit, or a miss. With `presumed`, `holders` is
+/// what the bucket map implies ([`presumed_holders`]) rather than what the servers said: the
+/// object is read from the assigned servers at once, and whether they really hold their
+/// chunks is asked beside the read ([`check_lacking`]); a lacking chunk is restored before
+/// the answer ends, as on the other path. `None` (only with `presumed`): the assigned servers
+/// could not supply the object; the caller asks the servers and tries again.
 #[allow(clippy::too_many_arguments)]
 async fn coded_hit(
     st: &Arc<State>,
@@ -352,13 +446,14 @@ async fn coded_hit(
     coding: ecdn_cluster::piece::Coding,
     http: Vec<u8>,
     bucket: usize,
-) -> Found {
+    presumed: bool,
+) -> Option<Found> {
     let (k, p) = (c.cfg.k, c.cfg.p);
     if usize::from(coding.k) != k || usize::from(coding.p) != p {
-        return Found::Miss;
+        return Some(Found::Miss);
     }
     let Ok(layout) = ObjectLayout::new(coding.size, k, p, u64::from(coding.sub_chunk)) else {
-        return Found::Miss;
+        return Some(Found::Miss);
     };
     // A source per chunk: its assigned server if that holds it, else any holder (this node
     // first).
@@ -376,13 +471,16 @@ async fn coded_hit(
             .map(|h| h.server);
     }
     let found = sources.iter().filter(|s| s.is_some()).count();
-    if found == 0 {
-        return Found::Miss;
-    }
     let usable = stored_response(key.key.clone(), &http, Bytes::new()).filter(|e| {
         let now = Instant::now();
         e.is_fresh(now) && rd.accepts(e, now)
     });
+    if presumed && (found < k || usable.is_none()) {
+        return None;
+    }
+    if found == 0 {
+        return Some(Found::Miss);
+    }
     let obj = CodedObject {
         key: key.key.clone(),
         object: key.id,
@@ -394,39 +492,68 @@ async fn coded_hit(
     if found < k {
         ClusterStats::add(&c.stats.partial_hits, 1);
         let head = req.method() == Method::HEAD;
-        return Found::Partial(usable.filter(|_| !head).map(|entry| PartialHit {
-            obj,
-            entry,
-            lack: lacking(c, key, true, holders),
-        }));
+        return Some(Found::Partial(usable.filter(|_| !head).map(|entry| {
+            PartialHit {
+                obj,
+                entry,
+                lack: lacking(c, key, true, holders),
+            }
+        })));
     }
     let Some(e) = usable else {
-        return Found::Miss;
+        return Some(Found::Miss);
     };
     let now = Instant::now();
     let obj = Arc::new(obj);
     let decoded = Arc::new(AtomicBool::new(false));
     let head = req.method() == Method::HEAD;
     let size = obj.layout.size();
-    let lack = lacking(c, key, true, holders);
-    let repair = lack.iter().any(|&l| l);
+    let mut lack = lacking(c, key, true, holders);
     let admit = !head && lock(&st.hoc).admit(key.id, &key.key, size, now);
-    ClusterStats::add(&c.stats.coded_hits, 1);
-    if repair || admit {
-        // The object whole: for the HOC, and to re-encode the missing chunks.
-        let Some(response) = answer_whole(st, c, req, key, obj, e, &lack, admit).await else {
-            return Found::Miss;
+    if lack.iter().any(|&l| l) || admit {
+        if presumed {
+            // The object is read whole anyway: learn first what the targets really lack.
+            lack = check_lacking(c, key, &holders[0]).await;
+        }
+        // The object whole: for the HOC, and to re-encode the missing chunks. (When the
+        // presumed sources fail here, the HOC's admission was counted once already.)
+        let response = answer_whole(st, c, req, key, obj, e, &lack, admit).await;
+        let response = match response {
+            Some(r) => r,
+            None if presumed => return None,
+            None => return Some(Found::Miss),
         };
-        return Found::Hit(Answer {
+        ClusterStats::add(&c.stats.coded_hits, 1);
+        return Some(Found::Hit(Answer {
             outcome: Outcome::HitDisk,
             response,
-        });
+        }));
     }
     let (r, pieces) = plan_hit(&e, size, req.headers(), now, head);
     let length = super::super::upstream::content_length(r.headers());
-    let Some((ready, rest)) = coded::stream(st, c, obj, pieces, decoded.clone()).await else {
-        return Found::Miss;
+    let finish = presumed.then(|| {
+        let (st, c, key, obj) = (st.clone(), c.clone(), key.clone(), obj.clone());
+        let here = Holder {
+            server: holders[0].server,
+            held: holders[0].held.clone(),
+        };
+        tokio::spawn(async move {
+            let lack = check_lacking(&c, &key, &here).await;
+            if !lack.iter().any(|&l| l) {
+                return;
+            }
+            let whole = Arc::new(AtomicBool::new(false));
+            if let Some(body) = coded::read_all(&st, &c, obj, whole).await {
+                ClusterStats::add(&c.stats.repairs, 1);
+                write::place(&st, &c, &StoredResponse { body, ..e }, Some(&lack)).await;
+            }
+        })
+    });
+    let streamed = coded::stream(st, c, obj, pieces, decoded.clone(), finish).await;
+    let Some((ready, rest)) = streamed else {
+        return if presumed { None } else { Some(Found::Miss) };
     };
+    ClusterStats::add(&c.stats.coded_hits, 1);
     let d = decoded.load(Ordering::Relaxed);
     if d {
         ClusterStats::add(&c.stats.decodes, 1);
@@ -440,8 +567,8 @@ async fn coded_hit(
         // `length` counts the bytes already read too.
         Some(rx) => NodeBody::Live(LiveBody::new(ready, None, rx, length)),
     };
-    Found::Hit(Answer {
+    Some(Found::Hit(Answer {
         outcome: Outcome::HitDisk,
         response: mark(r.map(|()| body), c, true, d),
-    })
+    }))
 }
