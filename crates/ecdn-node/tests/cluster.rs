@@ -1,7 +1,8 @@
 //! The node's cluster mode, in one process on loopback: a coordinator and N nodes (each with
 //! its client and peer listener and its own disk), an in-memory origin. Checks byte-exact
 //! replicated and coded objects, full and ranges, through any node; a node stopped mid-load
-//! failing no request; corrupt pieces never served; unauthenticated peer writes refused.
+//! failing no request; corrupt pieces never served and restored by hits; unauthenticated peer
+//! writes refused; a `PURGE` through any node reaching every node.
 //! (The multi-process `kill -9` run is `ecdn cluster demo`'s test.)
 
 use std::net::SocketAddr;
@@ -24,6 +25,7 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 
 const KEY: &str = "0123456789abcdef0123456789abcdef";
+const PURGE_TOKEN: &str = "purge-token-of-the-test";
 
 /// Free loopback ports (bound, then released).
 fn free_ports(n: usize) -> Vec<u16> {
@@ -71,6 +73,7 @@ impl TestCluster {
                 hoc_policy: "fifo".into(),
                 disk_path: Some(dir.path().join(format!("node-{i}.disk"))),
                 disk_size: 64 << 20,
+                purge_token: Some(PURGE_TOKEN.into()),
                 cluster: Some(ClusterNode {
                     cluster: cfg.clone(),
                     id: i,
@@ -417,6 +420,68 @@ async fn partial_hits_fetch_only_the_missing_chunks_and_restore_them() {
         assert_eq!(content::first_mismatch(origin_id(id), 1000, &r.body), None);
     }
     assert!(partial > 0, "no object lost two of its three chunks");
+    c.stop_all().await;
+}
+
+/// `PURGE uri` with the bearer token: the status and the JSON answer.
+async fn purge(addr: SocketAddr, uri: &str) -> (u16, serde_json::Value) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .method("PURGE")
+        .uri(uri)
+        .header("host", "cdn.test")
+        .header("authorization", format!("Bearer {PURGE_TOKEN}"))
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&body).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_through_any_node_drops_the_object_everywhere() {
+    let c = TestCluster::start_with(4, "c2dn", 3, 1, "parity_delay = 1000.0\n").await;
+    // A replicated and a coded object, each read through every node (so every serving node
+    // and every piece holder has it).
+    let objects = [(61u64, 50_000u64), (62, 1_500_000)];
+    for &(id, size) in &objects {
+        for n in 0..4 {
+            check_whole(
+                &get(c.client(n), &uri(id, size), &[]).await.unwrap(),
+                id,
+                size,
+            );
+        }
+    }
+    for (i, &(id, size)) in objects.iter().enumerate() {
+        // Through a node that is not necessarily the bucket's serving node.
+        let (status, answer) = purge(c.client(1 + i), &uri(id, size)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["purged"], true, "{answer}");
+        assert_eq!(answer["unreached"], serde_json::json!([]), "{answer}");
+        // Every node now misses it, whole, from the origin.
+        let r = get(c.client(3 - i), &uri(id, size), &[]).await.unwrap();
+        check_whole(&r, id, size);
+        assert!(
+            r.header("x-cache").starts_with("MISS"),
+            "object {id}: {}",
+            r.header("x-cache")
+        );
+        assert_eq!(r.header("x-ecdn-partial"), "", "object {id}");
+        assert_eq!(
+            r.header("x-ecdn-origin-bytes"),
+            size.to_string(),
+            "object {id}"
+        );
+        // A second purge finds it stored again by that miss, then nothing.
+        assert_eq!(purge(c.client(0), &uri(id, size)).await.1["purged"], true);
+        assert_eq!(purge(c.client(0), &uri(id, size)).await.1["purged"], false);
+    }
     c.stop_all().await;
 }
 

@@ -19,7 +19,10 @@
 //!   the HOC and the disk and answers `200` `{"purged": true|false}` (whether anything was
 //!   held). The disk removal is durable before the answer: after a crash right after the
 //!   `200`, the object is not served again. If the disk cannot record the removal, the answer
-//!   is `500` (the HOC copy and the Vary index entry are dropped all the same). It needs
+//!   is `500` (the HOC copy and the Vary index entry are dropped all the same). In a cluster
+//!   the purge reaches every node the bucket map has available (`cluster::purge`): each drops
+//!   its copies and its pieces of the object; the answer adds `"unreached"`, the nodes that
+//!   did not confirm (`502` when any). A node unavailable at the time keeps its pieces. It needs
 //!   `Authorization: Bearer <token>` equal to [`super::NodeConfig::purge_token`] (compared in
 //!   constant time), else `401`; without a configured token purging is disabled (`403`). It is
 //!   never forwarded to the origin.
@@ -150,11 +153,29 @@ async fn purge(st: &State, req: &Request<ReqBody>) -> Response<NodeBody> {
         );
         return r;
     }
-    match st.invalidate(&CacheKey::primary(req)).await {
-        Ok(purged) => json(StatusCode::OK, serde_json::json!({ "purged": purged })),
-        Err(why) => json(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            serde_json::json!({ "error": format!("the disk cache could not record the purge: {why}") }),
-        ),
-    }
+    let primary = CacheKey::primary(req);
+    let purged = match st.invalidate(&primary).await {
+        Ok(purged) => purged,
+        Err(why) => {
+            return json(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                serde_json::json!({ "error": format!("the disk cache could not record the purge: {why}") }),
+            )
+        }
+    };
+    let Some(c) = &st.cluster else {
+        return json(StatusCode::OK, serde_json::json!({ "purged": purged }));
+    };
+    // In a cluster: this node's pieces, then every other available node (its pieces, and the
+    // decoded copy in its HOC if it serves the object's bucket).
+    let (purged, unreached) = super::cluster::purge(st, c, &primary, purged).await;
+    let status = if unreached.is_empty() {
+        StatusCode::OK
+    } else {
+        StatusCode::BAD_GATEWAY
+    };
+    json(
+        status,
+        serde_json::json!({ "purged": purged, "unreached": unreached }),
+    )
 }

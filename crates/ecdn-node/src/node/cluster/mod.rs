@@ -188,6 +188,60 @@ impl Cluster {
     }
 }
 
+/// A `PURGE` in a cluster, after this node dropped its own copies (`purged`: whether it held
+/// any): this node's pieces of the object, then a signed `DELETE` of the object's `has` path
+/// to every other node the map has available, all at once; each drops its pieces and its own
+/// copies (the bucket's serving node, its decoded copy in the HOC). Whether any node held
+/// something, and the nodes that did not confirm.
+pub(super) async fn purge(
+    st: &super::State,
+    c: &std::sync::Arc<Cluster>,
+    primary: &str,
+    mut purged: bool,
+) -> (bool, Vec<usize>) {
+    if let Some(disk) = &st.disk {
+        let object = ecdn_trace::hash_id(primary.as_bytes());
+        purged |= c.pieces.purge(disk, object, c.cfg.k + c.cfg.p).await;
+    }
+    let map = c.map.current();
+    let path = ecdn_cluster::wire::has_path(primary);
+    let mut asks = tokio::task::JoinSet::new();
+    for server in (0..c.cfg.nodes.len()).filter(|&s| s != c.id && map.is_available(s)) {
+        let (c, path) = (c.clone(), path.clone());
+        asks.spawn(async move {
+            let Some(addr) = c.peer_of(server) else {
+                return (server, None);
+            };
+            let method = hyper::Method::DELETE;
+            let sent = c.peers.send(
+                addr,
+                method,
+                &path,
+                bytes::Bytes::new(),
+                &[],
+                c.peer_timeout,
+            );
+            let answer = match sent.await {
+                Ok(r) if r.status() == hyper::StatusCode::OK => {
+                    ecdn_cluster::peer::read_body(r.into_body(), 64).await.ok()
+                }
+                _ => None,
+            };
+            (server, answer.map(|b| b.as_ref() == b"purged\n"))
+        });
+    }
+    let mut unreached = Vec::new();
+    while let Some(r) = asks.join_next().await {
+        match r {
+            Ok((_, Some(held))) => purged |= held,
+            Ok((server, None)) => unreached.push(server),
+            Err(_) => {}
+        }
+    }
+    unreached.sort_unstable();
+    (purged, unreached)
+}
+
 /// The URL part of a cache key (a variant key is the primary key, a newline, then the variant).
 pub(super) fn primary_of(key: &str) -> &str {
     key.split('\n').next().unwrap_or(key)

@@ -115,6 +115,7 @@ async fn handle(
     }
     match parsed {
         PeerPath::Has { key } if get => has(&st, &c, &path, &key).await,
+        PeerPath::Has { key } if parts.method == Method::DELETE => purge(&st, &c, &key).await,
         PeerPath::Piece {
             piece,
             key,
@@ -191,6 +192,20 @@ async fn has(st: &State, c: &Cluster, path: &str, key: &str) -> Response<NodeBod
     let mut body = wire::frame_head(&meta);
     body.extend_from_slice(&wire::encode_held(&held));
     signed(c, path, body)
+}
+
+/// `DELETE` of a `has` path: a `PURGE` another node received, carried out here — this node's
+/// own copies of the object (HOC, disk entry, variants) and every piece of it it holds.
+async fn purge(st: &State, c: &Cluster, key: &str) -> Response<NodeBody> {
+    let mut purged = match st.invalidate(key).await {
+        Ok(p) => p,
+        Err(why) => return plain(StatusCode::INTERNAL_SERVER_ERROR, &why),
+    };
+    if let Some(disk) = &st.disk {
+        let object = ecdn_trace::hash_id(key.as_bytes());
+        purged |= c.pieces.purge(disk, object, c.cfg.k + c.cfg.p).await;
+    }
+    plain(StatusCode::OK, if purged { "purged" } else { "not held" })
 }
 
 async fn get_piece(

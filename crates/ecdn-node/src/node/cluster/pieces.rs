@@ -164,6 +164,29 @@ impl PieceStore {
         }
     }
 
+    /// Drops every piece of `object` this node holds (a `PURGE`): the policy forgets them and
+    /// the store's index drops them. Whether it held any.
+    pub async fn purge(&self, disk: &Disk, object: u64, chunks: usize) -> bool {
+        let mut keys = Vec::new();
+        for name in self.held(object, chunks) {
+            let piece = Self::piece_id(object, name);
+            let key = self.key_of(piece);
+            if self.forget(piece) {
+                keys.extend(key);
+            }
+        }
+        if keys.is_empty() {
+            return false;
+        }
+        disk.write(move |s| {
+            for k in &keys {
+                s.evict(k);
+            }
+        })
+        .await;
+        true
+    }
+
     /// The ring lost a piece the policy held (found missing when read): forget it.
     pub fn lost(&self, piece: u64) {
         if self.forget(piece) {
