@@ -75,9 +75,9 @@ pub(in crate::node) async fn lookup(
     key: &CacheKey,
     rd: &RequestDirectives,
 ) -> Found {
-    let Some(disk) = &st.disk else {
+    if st.disk.is_none() {
         return Found::Miss;
-    };
+    }
     let map = c.map.current();
     let bucket = map.bucket_of(super::object_id(&key.key));
     let (k, p) = (c.cfg.k, c.cfg.p);
@@ -90,18 +90,21 @@ pub(in crate::node) async fn lookup(
     let mut meta: Option<PieceMeta> = None;
     // A replica here: no need to ask anyone.
     let local_replica = holders[0].held.contains(&PieceName::Replica);
-    if !local_replica {
-        if let Some((coding, http)) = local_coding(st, c, object, &holders[0]).await {
-            // A chunk here names the coding: read from the bucket's servers at once.
-            let mut presumed = presumed_holders(c, bucket);
-            presumed[0] = Holder {
-                server: c.id,
-                held: holders[0].held.clone(),
-            };
-            let hit = coded_hit(st, c, req, key, rd, &presumed, coding, http, bucket, true);
-            if let Some(found) = hit.await {
-                return found;
-            }
+    let local = if local_replica {
+        None
+    } else {
+        local_coding(st, c, object, &holders[0]).await
+    };
+    if let Some((coding, http)) = local.clone() {
+        // A chunk here names the coding: read from the bucket's servers at once.
+        let mut presumed = presumed_holders(c, bucket);
+        presumed[0] = Holder {
+            server: c.id,
+            held: holders[0].held.clone(),
+        };
+        let hit = coded_hit(st, c, req, key, rd, &presumed, coding, http, bucket, true);
+        if let Some(found) = hit.await {
+            return found;
         }
     }
     if !local_replica {
@@ -141,20 +144,8 @@ pub(in crate::node) async fn lookup(
         .iter()
         .find(|h| h.held.contains(&PieceName::Replica))
         .map(|h| h.server);
-    // A local chunk's metadata names the coding too.
-    if meta.as_ref().is_none_or(|m| m.coding.is_none()) {
-        if let Some(&PieceName::Chunk(ch)) = holders[0]
-            .held
-            .iter()
-            .find(|p| matches!(p, PieceName::Chunk(_)))
-        {
-            let id = PieceStore::piece_id(object, PieceName::Chunk(ch));
-            if let Some((m, _)) = c.pieces.read(disk, id, Some(0..0)).await {
-                meta = PieceMeta::decode(&m).ok();
-            }
-        }
-    }
-    let coding = meta.and_then(|m| m.coding.map(|cd| (cd, m.http)));
+    // A peer's chunk names the coding, or this node's.
+    let coding = meta.and_then(|m| m.coding.map(|cd| (cd, m.http))).or(local);
     if let Some((coding, http)) = coding.filter(|_| replica_at.is_none()) {
         let hit = coded_hit(st, c, req, key, rd, &holders, coding, http, bucket, false);
         return hit.await.unwrap_or(Found::Miss);
@@ -204,17 +195,17 @@ fn presumed_holders(c: &Cluster, bucket: usize) -> Vec<Holder> {
     holders
 }
 
-/// Which of the bucket's coded pieces their servers lack, asking every assigned server but
-/// this node (whose pieces `here` says) at once.
-async fn check_lacking(c: &Arc<Cluster>, key: &CacheKey, here: &Holder) -> Vec<bool> {
+/// Which of the bucket's pieces (chunks if `coded`, else replicas) their servers lack, asking
+/// every available assigned server but this node (whose pieces `here` says) at once.
+async fn check_lacking(c: &Arc<Cluster>, key: &CacheKey, coded: bool, here: &Holder) -> Vec<bool> {
     let map = c.map.current();
     let bucket = map.bucket_of(super::object_id(&key.key));
     let (mut placed, mut walk) = (Vec::new(), Vec::new());
-    map.pieces(bucket, true, &mut placed, &mut walk);
+    map.pieces(bucket, coded, &mut placed, &mut walk);
     let mut servers: Vec<usize> = placed.iter().map(|p| p.server).collect();
     servers.sort_unstable();
     servers.dedup();
-    servers.retain(|&s| s != c.id);
+    servers.retain(|&s| s != c.id && map.is_available(s));
     let mut asks = tokio::task::JoinSet::new();
     for s in servers {
         let (c, k) = (c.clone(), key.key.clone());
@@ -230,7 +221,7 @@ async fn check_lacking(c: &Arc<Cluster>, key: &CacheKey, here: &Holder) -> Vec<b
             holders.push(Holder { server, held });
         }
     }
-    lacking(c, key, true, &holders)
+    lacking(c, key, coded, &holders)
 }
 
 /// A signed answer of node `server` to `GET path`, of at most `limit` bytes, its signature and
@@ -360,26 +351,11 @@ async fn replica_hit(
 
 /// Writes the replicas of `e` that the other replica targets lack (asking them first).
 async fn repair_replicas(st: &Arc<State>, c: &Arc<Cluster>, key: &CacheKey, e: &StoredResponse) {
-    let map = c.map.current();
-    let bucket = map.bucket_of(super::object_id(&key.key));
-    let (mut placed, mut walk) = (Vec::new(), Vec::new());
-    map.pieces(bucket, false, &mut placed, &mut walk);
-    let mut holders = vec![Holder {
+    let here = Holder {
         server: c.id,
         held: vec![PieceName::Replica],
-    }];
-    for p in &placed {
-        if p.server != c.id && map.is_available(p.server) {
-            let held = ask_has(c, p.server, &key.key)
-                .await
-                .map_or_else(Vec::new, |(_, h)| h);
-            holders.push(Holder {
-                server: p.server,
-                held,
-            });
-        }
-    }
-    let lack = lacking(c, key, false, &holders);
+    };
+    let lack = check_lacking(c, key, false, &here).await;
     if lack.iter().any(|&l| l) {
         ClusterStats::add(&c.stats.repairs, 1);
         write::place(st, c, e, Some(&lack)).await;
@@ -513,7 +489,7 @@ async fn coded_hit(
     if lack.iter().any(|&l| l) || admit {
         if presumed {
             // The object is read whole anyway: learn first what the targets really lack.
-            lack = check_lacking(c, key, &holders[0]).await;
+            lack = check_lacking(c, key, true, &holders[0]).await;
         }
         // The object whole: for the HOC, and to re-encode the missing chunks. (When the
         // presumed sources fail here, the HOC's admission was counted once already.)
@@ -538,7 +514,7 @@ async fn coded_hit(
             held: holders[0].held.clone(),
         };
         tokio::spawn(async move {
-            let lack = check_lacking(&c, &key, &here).await;
+            let lack = check_lacking(&c, &key, true, &here).await;
             if !lack.iter().any(|&l| l) {
                 return;
             }
