@@ -226,6 +226,20 @@ impl ObjectLayout {
         Ok(out)
     }
 
+    /// How many object bytes data chunk `chunk` carries, without padding: the total length of
+    /// [`Self::data_ranges`], what a node missing the chunk fetches from the origin. Every full
+    /// stripe gives s; the last stripe gives what is left of its r bytes after the chunks before
+    /// it (t, fewer, or none).
+    pub fn data_bytes(&self, chunk: usize) -> Result<u64, CodecError> {
+        self.check_data_chunk(chunk)?;
+        let n = self.stripe_count();
+        if n == 0 {
+            return Ok(0);
+        }
+        let last = self.data_range_of(chunk, n - 1)?;
+        Ok((n - 1) * self.sub_chunk + (last.end - last.start))
+    }
+
     /// Where object byte `offset` is stored: (data chunk, chunk offset).
     pub fn locate(&self, offset: u64) -> Result<(usize, u64), CodecError> {
         if offset >= self.size {
@@ -448,6 +462,12 @@ mod tests {
         assert_eq!(l.locate(202070).unwrap(), (2, 65536));
         assert_eq!(l.locate(98304 + 32768 + 5).unwrap(), (1, 32768 + 5));
         assert_eq!(l.stored_bytes(), 4 * 68267);
+        assert_eq!(l.data_bytes(0).unwrap(), 68267);
+        assert_eq!(l.data_bytes(2).unwrap(), 2 * 32768 + (204801 - 202070));
+        assert!(matches!(
+            l.data_bytes(3),
+            Err(CodecError::NotADataChunk { chunk: 3 })
+        ));
         assert_eq!(l.stripes_for_range(98303..98305).unwrap(), 0..2);
         assert_eq!(l.stripes_for_range(7..7).unwrap(), 0..0);
         assert!(matches!(
@@ -482,6 +502,7 @@ mod tests {
         assert_eq!(l.data_range_of(2, 1).unwrap(), 4..4);
         assert_eq!(l.data_ranges(0).unwrap(), vec![0..1, 3..4]);
         assert_eq!(l.data_ranges(2).unwrap(), vec![2..3]);
+        assert_eq!((0..3).map(|c| l.data_bytes(c).unwrap()).sum::<u64>(), 4);
         // 1 byte over K = 3: chunks 1 and 2 carry nothing.
         let l = ObjectLayout::new(1, 3, 1, 64).unwrap();
         assert_eq!((l.chunk_size(), l.sub_chunk_len(0).unwrap()), (1, 1));
@@ -494,6 +515,7 @@ mod tests {
         assert_eq!((empty.chunk_size(), empty.stripe_count()), (0, 0));
         assert_eq!(empty.sub_chunks_for_range(0..0).unwrap().count(), 0);
         assert_eq!(empty.data_ranges(0).unwrap(), Vec::<Range<u64>>::new());
+        assert_eq!(empty.data_bytes(0).unwrap(), 0);
         assert!(empty.sub_chunk_range(0, 0).is_err());
         assert!(empty.stripe_range(0).is_err());
     }

@@ -127,6 +127,7 @@ proptest! {
                 .collect();
             prop_assert_eq!(&chunk[..carried.len()], &carried[..]);
             prop_assert!(chunk[carried.len()..].iter().all(|&b| b == 0));
+            prop_assert_eq!(layout.data_bytes(i).unwrap(), carried.len() as u64);
             seen += carried.len() as u64;
         }
         prop_assert_eq!(seen, size);

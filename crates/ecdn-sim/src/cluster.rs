@@ -61,6 +61,7 @@
 
 use std::time::Instant;
 
+use ecdn_codec::ObjectLayout;
 use ecdn_placement::pieces::{self, SlotHistory};
 use ecdn_placement::{chunk_id, Placement, PlacementConfig, RebalanceOptions};
 use ecdn_policy::spec::EvictionKind;
@@ -87,6 +88,9 @@ pub struct ClusterConfig {
     pub p: usize,
     /// Objects larger than this are coded (C2DN schemes).
     pub threshold: u64,
+    /// Sub-chunk size of the coding (`ecdn_codec::ObjectLayout`): a partial hit fetches the
+    /// exact object bytes of the missing data chunks, which depend on it in the last stripe.
+    pub sub_chunk: u64,
     pub buckets: usize,
     /// Periodic parity rebalance (C2DN), every this many trace seconds; 0 (the default) never.
     /// C2DN rebalances parity only on availability changes (§4.2, §5), which the simulator
@@ -121,6 +125,7 @@ impl ClusterConfig {
             k: 3,
             p: 1,
             threshold: 128 << 10,
+            sub_chunk: ecdn_codec::DEFAULT_SUB_CHUNK,
             buckets: 100,
             rebalance_every: 0.0,
             rebalance_at: None,
@@ -644,7 +649,8 @@ impl Sim {
             self.misses += 1;
             if count > 0 {
                 // Partial hit: the cached chunks are read, only the missing ones come from
-                // the origin.
+                // the origin: the object bytes of the first K − found missing data chunks, as
+                // the node fetches them.
                 w.partial_hits += 1;
                 self.partial += 1;
                 let chunk = self.pieces[0].size;
@@ -653,7 +659,16 @@ impl Sim {
                         self.read[server] += u128::from(chunk);
                     }
                 }
-                u128::from(((need - count) as u64).saturating_mul(chunk).min(req.size))
+                let missing = (0..self.cfg.k).filter(|&c| have & (1 << c) == 0);
+                let fetched: u64 =
+                    match ObjectLayout::new(req.size, self.cfg.k, self.cfg.p, self.cfg.sub_chunk) {
+                        Ok(layout) => missing
+                            .take(need - count)
+                            .map(|c| layout.data_bytes(c).unwrap_or(chunk))
+                            .sum(),
+                        Err(_) => ((need - count) as u64).saturating_mul(chunk),
+                    };
+                u128::from(fetched.min(req.size))
             } else {
                 u128::from(req.size)
             }

@@ -51,6 +51,10 @@ pub struct ClusterArgs {
     /// Objects larger than this are coded.
     #[arg(long, default_value = "128KiB")]
     threshold: String,
+    /// Sub-chunk size of the coding: the object bytes a partial hit fetches for a missing data
+    /// chunk depend on it in the last stripe (as in a live cluster file's `sub_chunk`).
+    #[arg(long, default_value = "32KiB")]
+    sub_chunk: String,
     /// Buckets objects are hashed to (C2DN: "100s" for a 10-server cluster).
     #[arg(long, default_value_t = 100)]
     buckets: usize,
@@ -199,6 +203,10 @@ pub fn run(a: ClusterArgs) -> Result<()> {
         .transpose()
         .map_err(|e| anyhow::anyhow!("--rebalance-at: {e}"))?;
     let threshold = parse_size(&a.threshold).map_err(anyhow::Error::msg)?;
+    let sub_chunk = parse_size(&a.sub_chunk).map_err(|e| anyhow::anyhow!("--sub-chunk: {e}"))?;
+    if sub_chunk == 0 {
+        bail!("--sub-chunk 0: need at least 1 byte");
+    }
     let rebalance = ecdn_placement::RebalanceOptions {
         stability: a
             .stability
@@ -216,6 +224,7 @@ pub fn run(a: ClusterArgs) -> Result<()> {
     base.weights = weights;
     base.eviction = eviction;
     base.threshold = threshold;
+    base.sub_chunk = sub_chunk;
     base.buckets = a.buckets;
     base.rebalance_every = rebalance_every;
     base.rebalance_at = rebalance_at;

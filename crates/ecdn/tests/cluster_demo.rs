@@ -144,6 +144,55 @@ fn four_nodes_serve_every_byte_and_report_the_contract() {
     assert!(written.iter().all(|b| b.as_u64().is_some_and(|b| b > 0)));
 }
 
+/// The live cluster runs the simulator's policy and placement code: one client at a time and no
+/// HOC (the simulator has none), so each request sees the state the one before it left, and the
+/// live miss ratios, byte miss ratios and bytes written per node equal the simulator's exactly,
+/// window by window, partial hits (origin bytes of the missing data chunks) included.
+#[test]
+fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
+    let r = ecdn(
+        &[
+            "cluster",
+            "demo",
+            "--nodes",
+            "4",
+            "--requests",
+            "2000",
+            "--concurrency",
+            "1",
+            "--hoc-size",
+            "1",
+            "--json",
+        ],
+        Duration::from_secs(120),
+    );
+    let v = last_json(&r);
+    eprintln!(
+        "4 nodes, 2000 requests, one client: {:.1} s",
+        r.elapsed.as_secs_f64()
+    );
+    assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
+    assert_eq!(v["wrong_bytes"], 0);
+    // The run covers what could make them differ: coded hits and partial hits.
+    assert!(v["ttfb_ms"]["coded"]["samples"].as_u64().unwrap() > 0);
+    assert!(v["partial_hits"].as_u64().unwrap() > 0, "{v}");
+    let sim = &v["sim"];
+    for f in [
+        "miss_ratio",
+        "byte_miss_ratio",
+        "bytes_written",
+        "write_imbalance",
+    ] {
+        assert_eq!(v[f], sim[f], "{f}: live {} vs simulator {}", v[f], sim[f]);
+    }
+    let windows = v["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), sim["windows"].as_array().unwrap().len());
+    for w in windows {
+        assert_eq!(w["miss_ratio"], w["sim_miss_ratio"], "window {w}");
+        assert_eq!(w["byte_miss_ratio"], w["sim_byte_miss_ratio"], "window {w}");
+    }
+}
+
 #[test]
 fn six_nodes_lose_one_at_half_time_and_fail_no_request() {
     let r = ecdn(

@@ -401,6 +401,7 @@ fn simulate(a: &DemoArgs, plan: &Plan, with_kills: bool) -> Result<ClusterResult
     cfg.k = plan.code.k;
     cfg.p = plan.code.p;
     cfg.threshold = plan.threshold;
+    cfg.sub_chunk = plan.sub_chunk;
     cfg.buckets = a.buckets;
     cfg.window = Window::Requests(plan.window);
     cfg.seed = a.seed;
