@@ -1,8 +1,9 @@
 //! The cluster's network-facing parsers on arbitrary input: peer request paths, piece frames
 //! and piece metadata, a bucket map as JSON (then validated), and signature headers. Checks
 //! the documented invariants, not just the absence of panics: what parses re-encodes to
-//! something that parses to the same value, a map that validates answers every lookup within
-//! its servers, and no signature made with another key verifies.
+//! something that parses to the same value (trailing frames too), a map that validates answers
+//! every lookup within its servers, no signature made with another key verifies, and a
+//! streamed body opens only with its own tag.
 #![no_main]
 
 use ecdn_cluster::auth::ClusterKey;
@@ -20,6 +21,13 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(4 + meta.len() + payload.len(), data.len());
         let _ = PieceMeta::decode(meta);
         let _ = wire::decode_held(payload);
+    }
+    if let Ok((meta, payload)) = wire::split_trailing_frame(data) {
+        assert_eq!(payload.len() + meta.len() + 4, data.len());
+        assert_eq!(&data[..payload.len()], payload);
+        let mut again = payload.to_vec();
+        again.extend_from_slice(&wire::frame_tail(meta));
+        assert_eq!(again, data);
     }
     let text = String::from_utf8_lossy(data);
     // Paths: what parses names its key again the same way.
@@ -73,4 +81,25 @@ fuzz_target!(|data: &[u8]| {
     };
     assert!(check(&other).is_err());
     check(&key).unwrap().check_body(data).unwrap();
+    // A streamed body: the input is the content; with its tag it opens to the content, any
+    // input taken as content-and-tag without one does not, and another key never verifies.
+    let (streamed, mut tagger) = key.sign_streamed("PUT", &text, 1_700_000_000);
+    let verify = |k: &ClusterKey| {
+        k.verify(
+            "PUT",
+            &text,
+            Some("1700000000"),
+            Some(&streamed.digest),
+            Some(&streamed.signature),
+            1_700_000_000,
+        )
+    };
+    assert!(verify(&other).is_err());
+    let v = verify(&key).unwrap();
+    tagger.update(data);
+    let mut body = data.to_vec();
+    body.extend_from_slice(&tagger.finish());
+    let opened = v.open_body(bytes::Bytes::from(body)).unwrap();
+    assert_eq!(&opened[..], data);
+    assert!(v.check_body(data).is_err());
 });

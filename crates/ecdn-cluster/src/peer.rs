@@ -6,20 +6,24 @@
 //!   the cluster key over the body's digest and bounds the time to the response headers; its
 //!   [`PeerError`] says whether the peer refused the connection, reset it or did not answer in
 //!   time, so a caller can go on with another peer at once.
+//!   [`PeerClient::send_streamed`] sends a body as it is produced (signed as streamed, ended
+//!   with its body tag by [`BodySender::finish`]).
 //! * [`verify_parts`] — the receiver's check of a request's three signature headers, before it
 //!   acts on anything; [`read_verified_body`] then reads the body up to a size limit and checks it
-//!   against the signed digest.
+//!   against the signed digest (or its tag), returning its content.
 //! * [`sign_response`] / [`verify_response`] — the coordinator signs what it answers (the map,
 //!   heartbeat replies, the status) the same way, under the pseudo-method [`RESPONSE`] and the
 //!   request's path, so a node never takes a map from anyone without the cluster key.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Body, Incoming};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, Uri};
@@ -28,7 +32,9 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use thiserror::Error;
 
-use crate::auth::{self, AuthError, ClusterKey, Verified};
+use crate::auth::{self, AuthError, BodyTagger, ClusterKey, Verified};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 /// Why a peer request failed.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -64,10 +70,81 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an idle pooled connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(30);
 
+/// The body of a peer request: whole, or streamed from a [`BodySender`].
+pub enum PeerBody {
+    Full(Full<Bytes>),
+    Streamed(mpsc::UnboundedReceiver<Result<Bytes, std::io::Error>>),
+}
+
+impl Body for PeerBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        match self.get_mut() {
+            PeerBody::Full(f) => Pin::new(f).poll_frame(cx).map_err(|never| match never {}),
+            PeerBody::Streamed(rx) => rx.poll_recv(cx).map(|r| r.map(|r| r.map(Frame::data))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            PeerBody::Full(f) => f.is_end_stream(),
+            PeerBody::Streamed(_) => false,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            PeerBody::Full(f) => f.size_hint(),
+            PeerBody::Streamed(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// The producing end of a streamed request body (see [`PeerClient::send_streamed`]). Sending
+/// never waits (the bytes queue in memory until the connection takes them). Dropped without
+/// [`BodySender::finish`], the body ends without its tag, which the receiver refuses.
+pub struct BodySender {
+    tx: mpsc::UnboundedSender<Result<Bytes, std::io::Error>>,
+    tagger: BodyTagger,
+    sent: u64,
+}
+
+impl BodySender {
+    /// Queues content bytes; false when the request is gone (failed or answered early).
+    pub fn send(&mut self, bytes: Bytes) -> bool {
+        self.tagger.update(&bytes);
+        self.sent += bytes.len() as u64;
+        self.tx.send(Ok(bytes)).is_ok()
+    }
+
+    /// Content bytes sent so far.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// Ends the body with its tag; false when the request is gone.
+    pub fn finish(self) -> bool {
+        let tag = self.tagger.finish();
+        self.tx.send(Ok(Bytes::copy_from_slice(&tag))).is_ok()
+    }
+
+    /// Ends the body with an error: the connection is closed, the receiver stores nothing.
+    pub fn abort(self) {
+        let _ = self
+            .tx
+            .send(Err(std::io::Error::other("body aborted by its sender")));
+    }
+}
+
 /// The signed, pooled peer client. Clones share the connection pool and the key.
 #[derive(Clone)]
 pub struct PeerClient {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpConnector, PeerBody>,
     key: Arc<ClusterKey>,
 }
 
@@ -118,15 +195,8 @@ impl PeerClient {
             .parse()
             .map_err(|e| other(format!("bad path {path_and_query:?}: {e}")))?;
         let signature = self.key.sign(method.as_str(), path_and_query, &body);
-        let mut req = Request::builder().method(method).uri(uri);
-        for (name, value) in headers {
-            req = req.header(name, value);
-        }
-        for (name, value) in signature.headers() {
-            req = req.header(name, value);
-        }
-        let req = req
-            .body(Full::new(body))
+        let req = build(method, &uri, headers, &signature)
+            .body(PeerBody::Full(Full::new(body)))
             .map_err(|e| other(e.to_string()))?;
         match tokio::time::timeout(timeout, self.client.request(req)).await {
             Err(_) => Err(PeerError::Timeout(addr, timeout)),
@@ -134,6 +204,70 @@ impl PeerClient {
             Ok(Err(e)) => Err(classify(addr, timeout, &e)),
         }
     }
+
+    /// Starts `method path_and_query` to the peer at `addr` with a body sent as it is produced
+    /// through the returned [`BodySender`], signed as streamed (see [`crate::auth`]). The
+    /// request runs in its own task; its handle resolves to the response once the body ended
+    /// and the peer answered, or to the error. Bound the wait for it after
+    /// [`BodySender::finish`] (a peer answers only once the whole body arrived).
+    #[allow(clippy::type_complexity)]
+    pub fn send_streamed(
+        &self,
+        addr: SocketAddr,
+        method: Method,
+        path_and_query: &str,
+    ) -> Result<
+        (
+            BodySender,
+            JoinHandle<Result<Response<Incoming>, PeerError>>,
+        ),
+        PeerError,
+    > {
+        let other = |m: String| PeerError::Other(addr, m);
+        if !path_and_query.starts_with('/') {
+            return Err(other(format!("path {path_and_query:?} must start with /")));
+        }
+        let uri: Uri = format!("http://{addr}{path_and_query}")
+            .parse()
+            .map_err(|e| other(format!("bad path {path_and_query:?}: {e}")))?;
+        let (signature, tagger) =
+            self.key
+                .sign_streamed(method.as_str(), path_and_query, auth::unix_now());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let req = build(method, &uri, &[], &signature)
+            .body(PeerBody::Streamed(rx))
+            .map_err(|e| other(e.to_string()))?;
+        let client = self.client.clone();
+        let answer = tokio::spawn(async move {
+            client
+                .request(req)
+                .await
+                .map_err(|e| classify(addr, Duration::ZERO, &e))
+        });
+        let sender = BodySender {
+            tx,
+            tagger,
+            sent: 0,
+        };
+        Ok((sender, answer))
+    }
+}
+
+/// A request's head: method, URI, the caller's headers and the signature's.
+fn build(
+    method: Method,
+    uri: &Uri,
+    headers: &[(HeaderName, HeaderValue)],
+    signature: &auth::Signature,
+) -> hyper::http::request::Builder {
+    let mut req = Request::builder().method(method).uri(uri.clone());
+    for (name, value) in headers {
+        req = req.header(name, value);
+    }
+    for (name, value) in signature.headers() {
+        req = req.header(name, value);
+    }
+    req
 }
 
 /// Sorts a client error by the I/O error found in its chain of causes.
@@ -267,7 +401,8 @@ where
     }
 }
 
-/// Reads a body of at most `limit` bytes and checks it against the request's signed digest.
+/// Reads a body of at most `limit` bytes (a streamed body's tag included), checks it against
+/// the request's signed digest or its tag, and returns its content.
 pub async fn read_verified_body<B>(
     body: B,
     limit: usize,
@@ -278,8 +413,7 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let bytes = read_body(body, limit).await?;
-    verified.check_body(&bytes)?;
-    Ok(bytes)
+    Ok(verified.open_body(bytes)?)
 }
 
 #[cfg(test)]

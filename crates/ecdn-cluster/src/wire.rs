@@ -3,7 +3,7 @@
 //!
 //! | request | meaning |
 //! |---|---|
-//! | `PUT /_peer/piece/{chunk}/{key}` body [`frame`] | store a piece (chunk `chunk`; a replica is chunk `r`) |
+//! | `PUT /_peer/piece/{chunk}/{key}` body [`trailing frame`](split_trailing_frame) | store a piece (chunk `chunk`; a replica is chunk `r`) |
 //! | `GET /_peer/piece/{chunk}/{key}[?from=A&to=B]` | a piece's metadata and payload (sub-chunks `A..B` of a chunk), as a [`frame`] |
 //! | `GET /_peer/has/{key}` | which pieces of the object the node holds: a [`frame`] whose metadata is one held piece's (a chunk's if it holds one) and whose payload lists the held pieces ([`encode_held`]); `404` when none |
 //! | `DELETE /_peer/has/{key}` | a `PURGE`: the node drops its copies of the object and every piece of it it holds |
@@ -18,7 +18,11 @@
 //! covers it. `{chunk}` is a decimal chunk index, or `r` for a replica.
 //!
 //! A **frame** is what a piece travels as: the piece's metadata length (u32, little-endian),
-//! the metadata ([`crate::piece::PieceMeta`]), then the payload.
+//! the metadata ([`crate::piece::PieceMeta`]), then the payload. A piece sent to be stored
+//! travels as a **trailing frame**, the same parts the other way round: the payload, the
+//! metadata, then its length (u32, little-endian), so a chunk can be sent stripe by stripe
+//! while its object is still arriving and its metadata (the CRC-32C of every sub-chunk) follows
+//! once known. Such a body may be streamed ([`crate::auth`]'s body tag follows it).
 
 use thiserror::Error;
 
@@ -229,6 +233,32 @@ pub fn split_frame(frame: &[u8]) -> Result<(&[u8], &[u8]), WireError> {
     Ok(rest.split_at(len))
 }
 
+/// What follows a piece's payload in a trailing frame: the metadata and its length.
+pub fn frame_tail(meta: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(meta.len() + 4);
+    v.extend_from_slice(meta);
+    v.extend_from_slice(&(meta.len() as u32).to_le_bytes());
+    v
+}
+
+/// Splits a whole trailing frame into metadata and payload.
+pub fn split_trailing_frame(frame: &[u8]) -> Result<(&[u8], &[u8]), WireError> {
+    let Some(at) = frame.len().checked_sub(4) else {
+        return Err(WireError::Bad(
+            "trailing frame shorter than its length field",
+        ));
+    };
+    let len = &frame[at..];
+    let len = u32::from_le_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    if len > MAX_META {
+        return Err(WireError::Bad("frame metadata too long"));
+    }
+    let Some(start) = at.checked_sub(len) else {
+        return Err(WireError::Bad("trailing frame shorter than its metadata"));
+    };
+    Ok((&frame[start..at], &frame[..start]))
+}
+
 /// The payload of a `has` answer: one byte per held piece, `255` for a replica, else the
 /// chunk index.
 pub fn encode_held(held: &[PieceName]) -> Vec<u8> {
@@ -337,6 +367,22 @@ mod tests {
         assert!(split_frame(&f[..3]).is_err());
         assert!(split_frame(&f[..7]).is_err());
         assert_eq!(split_frame(&f[..8]).unwrap(), (&b"meta"[..], &b""[..]));
+        // The trailing frame: payload, metadata, length.
+        let mut t = b"payload".to_vec();
+        t.extend_from_slice(&frame_tail(b"meta"));
+        assert_eq!(
+            split_trailing_frame(&t).unwrap(),
+            (&b"meta"[..], &b"payload"[..])
+        );
+        assert_eq!(
+            split_trailing_frame(&t[7..]).unwrap(),
+            (&b"meta"[..], &b""[..])
+        );
+        assert!(split_trailing_frame(&t[8..]).is_err());
+        assert!(split_trailing_frame(&t[..3]).is_err());
+        let mut long = vec![0u8; 8];
+        long.extend_from_slice(&((MAX_META + 1) as u32).to_le_bytes());
+        assert!(split_trailing_frame(&long).is_err());
     }
 
     proptest! {
@@ -346,6 +392,7 @@ mod tests {
             let _ = parse_path(&junk);
             let _ = parse_path(&format!("/_peer/piece/{junk}"));
             let _ = split_frame(junk.as_bytes());
+            let _ = split_trailing_frame(junk.as_bytes());
         }
     }
 }

@@ -5,7 +5,9 @@
 //! Per request, in the query: `size=` (bytes, units allowed: `size=8MiB`; default from the
 //! config), `cc=` (a Cache-Control value replacing the configured one, `cc=` alone for none),
 //! `status=` (answer with this status and a short text body, to test error handling), `vary=`
-//! (a `Vary` header value to add, percent-decoded like `cc=`; the content does not change).
+//! (a `Vary` header value to add, percent-decoded like `cc=`; the content does not change),
+//! `abort=` (bytes: the body breaks off with an error after that many bytes, the connection
+//! cut mid-body, to test what a cache does with an origin that dies).
 //! Responses carry `Content-Length`, `Cache-Control` (default `public, max-age=3600`), an `ETag`
 //! derived from id and size, a fixed `Last-Modified`, and `Accept-Ranges: bytes`. `HEAD`,
 //! `If-None-Match` (304), `If-Range` with the ETag, and byte ranges (206, 416 when
@@ -79,16 +81,18 @@ pub struct ContentBody {
     started: Option<Instant>,
     sent: u64,
     pause: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Break off with an error once this many bytes are sent.
+    abort_at: Option<u64>,
 }
 
 impl Body for OriginBody {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = std::io::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         match self.get_mut() {
             OriginBody::Fixed(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
             OriginBody::Content(c) => c.poll_next(cx),
@@ -114,9 +118,12 @@ impl ContentBody {
     fn poll_next(
         &mut self,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         if self.pos >= self.end {
             return Poll::Ready(None);
+        }
+        if self.abort_at.is_some_and(|a| self.sent >= a) {
+            return Poll::Ready(Some(Err(std::io::Error::other("abort= in the query"))));
         }
         if let Some(rate) = self.rate {
             let started = *self.started.get_or_insert_with(Instant::now);
@@ -131,7 +138,10 @@ impl ContentBody {
             }
             self.pause = None;
         }
-        let n = (self.end - self.pos).min(self.frame as u64) as usize;
+        let mut n = (self.end - self.pos).min(self.frame as u64) as usize;
+        if let Some(a) = self.abort_at {
+            n = n.min(a.saturating_sub(self.sent).max(1) as usize);
+        }
         let mut buf = vec![0u8; n];
         content::fill(self.id, self.pos, &mut buf);
         self.pos += n as u64;
@@ -251,6 +261,11 @@ pub async fn handle<B>(req: Request<B>, cfg: Arc<OriginConfig>) -> Response<Orig
         },
         None => cfg.default_size,
     };
+    let abort_at = match query_param(query, "abort").map(ecdn_trace::units::parse_size) {
+        None => None,
+        Some(Ok(v)) => Some(v),
+        Some(Err(e)) => return text(StatusCode::BAD_REQUEST, &e),
+    };
     let cache_control = match query_param(query, "cc") {
         Some(v) => decode(v),
         None => cfg.cache_control.clone(),
@@ -340,6 +355,7 @@ pub async fn handle<B>(req: Request<B>, cfg: Arc<OriginConfig>) -> Response<Orig
             started: None,
             sent: 0,
             pause: None,
+            abort_at,
         })
     };
     builder

@@ -549,6 +549,87 @@ async fn corrupt_pieces_on_a_peer_are_never_served() {
     c.stop_all().await;
 }
 
+/// Which pieces node `i` holds of the object `key` (a cache key), by its signed `has` answer:
+/// `None` when it holds none.
+async fn holds(c: &TestCluster, i: usize, key: &str) -> Option<Vec<PieceName>> {
+    let good = PeerClient::new(ClusterKey::new(KEY.as_bytes()));
+    let path = wire::has_path(key);
+    let r = good
+        .send(
+            c.peer(i),
+            Method::GET,
+            &path,
+            Bytes::new(),
+            &[],
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    if r.status() == StatusCode::NOT_FOUND {
+        return None;
+    }
+    assert_eq!(r.status(), StatusCode::OK);
+    let body = r.into_body().collect().await.unwrap().to_bytes();
+    let (_, held) = wire::split_frame(&body).unwrap();
+    Some(wire::decode_held(held).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coded_fill_streams_its_chunks_and_an_origin_dying_mid_body_leaves_none() {
+    let c = TestCluster::start_with(
+        4,
+        "c2dn",
+        3,
+        1,
+        "parity_delay = 1000.0
+",
+    )
+    .await;
+    // A fill of a 1.5 MB object (16 stripes of 96 KiB): its chunks are encoded and sent as the
+    // origin's bytes arrive, and all K + P are on their servers when the answer ends.
+    let (id, size) = (900u64, 1_500_000u64);
+    check_whole(
+        &get(c.client(0), &uri(id, size), &[]).await.unwrap(),
+        id,
+        size,
+    );
+    assert_eq!(cluster_counter(&c, 4, "streamed_fills").await, 1);
+    let key = format!("cdn.test{}", uri(id, size));
+    let mut chunks = Vec::new();
+    for i in 0..4 {
+        chunks.extend(holds(&c, i, &key).await.unwrap_or_default());
+    }
+    chunks.sort_by_key(|p| match p {
+        PieceName::Chunk(ch) => *ch,
+        PieceName::Replica => u16::MAX,
+    });
+    assert_eq!(chunks, (0..4).map(PieceName::Chunk).collect::<Vec<_>>());
+    // Read through every node: no decode, every byte right.
+    for i in 0..4 {
+        check_whole(
+            &get(c.client(i), &uri(id, size), &[]).await.unwrap(),
+            id,
+            size,
+        );
+    }
+    assert_eq!(cluster_counter(&c, 4, "decodes").await, 0);
+    // The origin dies after 700 KB of another one: the client's answer breaks off, and no node
+    // stores a chunk of it (the streamed bodies end in an error, never with their tag).
+    let broken = format!("/obj/901?size={size}&abort=700000");
+    let r = get(c.client(1), &broken, &[]).await;
+    assert!(
+        r.as_ref().map_or(true, |r| (r.body.len() as u64) < size),
+        "a whole answer from a dead origin"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let key = format!("cdn.test{broken}");
+    for i in 0..4 {
+        assert_eq!(holds(&c, i, &key).await, None, "node {i} stored a piece");
+    }
+    assert_eq!(cluster_counter(&c, 4, "streamed_fills").await, 1);
+    c.stop_all().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unauthenticated_or_stale_peer_requests_are_refused_and_change_nothing() {
     let c = TestCluster::start(4, "c2dn", 3, 1).await;
@@ -558,8 +639,8 @@ async fn unauthenticated_or_stale_peer_requests_are_refused_and_change_nothing()
         http: Vec::new(),
     }
     .encode();
-    let mut frame = wire::frame_head(&meta);
-    frame.extend_from_slice(&[7u8; 1000]);
+    let mut frame = vec![7u8; 1000];
+    frame.extend_from_slice(&wire::frame_tail(&meta));
     let path = wire::piece_path(PieceName::Replica, key, None);
     let peer = c.peer(1);
     // Unsigned.
@@ -614,6 +695,32 @@ async fn unauthenticated_or_stale_peer_requests_are_refused_and_change_nothing()
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    // Streamed: with another key, or cut off (aborted, or ended without its tag), refused.
+    let (mut body, answer) = wrong.send_streamed(peer, Method::PUT, &path).unwrap();
+    assert!(body.send(Bytes::from(frame.clone())));
+    assert!(body.finish());
+    let status = answer.await.unwrap().map(|r| r.status());
+    assert_eq!(status, Ok(StatusCode::UNAUTHORIZED));
+    let (mut body, answer) = good.send_streamed(peer, Method::PUT, &path).unwrap();
+    assert!(body.send(Bytes::from(frame[..500].to_vec())));
+    body.abort();
+    let status = answer.await.unwrap().map(|r| r.status());
+    assert!(status != Ok(StatusCode::OK), "{status:?}");
+    let (mut body, answer) = good.send_streamed(peer, Method::PUT, &path).unwrap();
+    assert!(body.send(Bytes::from(frame.clone())));
+    drop(body);
+    let status = answer.await.unwrap().map(|r| r.status());
+    assert!(status != Ok(StatusCode::OK), "{status:?}");
+    assert_eq!(holds(&c, 1, key).await, None);
+    // The same piece streamed with the cluster key and its tag is stored: what the refusals
+    // above refused was the signature or the body, not the piece.
+    let (mut body, answer) = good.send_streamed(peer, Method::PUT, &path).unwrap();
+    assert!(body.send(Bytes::from(frame[..600].to_vec())));
+    assert!(body.send(Bytes::from(frame[600..].to_vec())));
+    assert!(body.finish());
+    let status = answer.await.unwrap().map(|r| r.status());
+    assert_eq!(status, Ok(StatusCode::OK));
+    assert_eq!(holds(&c, 1, key).await, Some(vec![PieceName::Replica]));
     // The client port never reaches peer operations.
     let r = get(c.client(1), &path, &[]).await.unwrap();
     assert_ne!(r.status, 200);

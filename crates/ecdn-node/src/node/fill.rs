@@ -70,6 +70,7 @@ use hyper::header::{self, HeaderMap, HeaderName};
 use hyper::{Request, Response, StatusCode};
 
 use super::body::{LiveBody, NodeBody};
+use super::cluster::write::StripePlacer;
 use super::flight::{wait_head, Driver, Flight, Head, Subscription};
 use super::freshness::{self, StoredResponse};
 use super::hit::entry_headers;
@@ -334,11 +335,24 @@ async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
         from_cache: None,
         vary,
     }))));
-    let Some((plan, last)) = stream_body(&mut d, body, plan).await else {
+    // Cluster mode: a coded object's chunks go to their servers as the body arrives.
+    let mut placer = match (&st.cluster, &plan) {
+        (Some(c), Some(p)) => StripePlacer::start(&st, c, &p.key.key, p.declared),
+        _ => None,
+    };
+    let Some((plan, last)) = stream_body(&mut d, body, plan, &mut placer).await else {
+        if let Some(p) = placer {
+            p.abort();
+        }
         return; // aborted, or abandoned by every subscriber
     };
-    if let Some(plan) = plan {
-        store(&st, &d, plan, &parts, last.as_ref()).await;
+    match plan {
+        Some(plan) => store(&st, &d, plan, &parts, last.as_ref(), placer).await,
+        None => {
+            if let Some(p) = placer {
+                p.abort();
+            }
+        }
     }
     if let Some(last) = last {
         if !d.release(last, false).await {
@@ -402,6 +416,7 @@ async fn stream_body(
     d: &mut Driver,
     mut body: hyper::body::Incoming,
     mut plan: Option<StorePlan>,
+    placer: &mut Option<StripePlacer>,
 ) -> Option<(Option<StorePlan>, Option<Bytes>)> {
     let timeout = d.st.upstream.timeout;
     let mut pending: Option<Bytes> = None;
@@ -425,6 +440,9 @@ async fn stream_body(
         total += data.len() as u64;
         if plan.as_ref().is_some_and(|p| total > p.limit) {
             plan = None;
+            if let Some(p) = placer.take() {
+                p.abort();
+            }
             // Release the held frame before the replay buffer goes.
             if let Some(p) = pending.take() {
                 if !d.release(p, true).await {
@@ -435,13 +453,19 @@ async fn stream_body(
         }
         let storing = plan.is_some();
         let out = if storing {
-            pending.replace(data)
+            pending.replace(data.clone())
         } else {
-            Some(data)
+            Some(data.clone())
         };
         if let Some(out) = out {
             if !d.release(out, storing).await {
                 return None; // not stored and nobody listening: abandon the origin fetch
+            }
+        }
+        // Encoded after the frame before it went out: the clients never wait for the coding.
+        if placer.as_mut().is_some_and(|p| !p.push(&data)) {
+            if let Some(p) = placer.take() {
+                p.abort();
             }
         }
     }
@@ -459,6 +483,7 @@ async fn store(
     plan: StorePlan,
     parts: &hyper::http::response::Parts,
     last: Option<&Bytes>,
+    placer: Option<StripePlacer>,
 ) {
     let mut buf = d.flight.body_so_far(plan.total as usize);
     if let Some(p) = last {
@@ -476,8 +501,11 @@ async fn store(
     lock(&st.hoc).offer(plan.key.id, e.clone(), e.stored_at);
     if let Some(c) = &st.cluster {
         // The object's pieces, on the bucket's servers, before the last frame is released:
-        // the next request finds them.
-        super::cluster::write::place(st, c, &e, None).await;
+        // the next request finds them. A coded object's chunks are on their way already.
+        match placer {
+            Some(p) => p.finish(st, c, &e).await,
+            None => super::cluster::write::place(st, c, &e, None).await,
+        }
     } else if let Some(disk) = &st.disk {
         if plan.total <= disk.capacity {
             disk.put(&e).await;

@@ -74,6 +74,8 @@ pub(super) struct ClusterStats {
     pub(super) repairs: AtomicU64,
     pub(super) corrupt_sub_chunks: AtomicU64,
     pub(super) peer_errors: AtomicU64,
+    /// Fills of coded objects whose chunks were encoded and sent stripe by stripe.
+    pub(super) streamed_fills: AtomicU64,
 }
 
 impl ClusterStats {
@@ -183,6 +185,7 @@ impl Cluster {
             "repairs": get(&s.repairs),
             "corrupt_sub_chunks": get(&s.corrupt_sub_chunks),
             "peer_errors": get(&s.peer_errors),
+            "streamed_fills": get(&s.streamed_fills),
             "ring_lost": self.pieces.ring_lost(),
         })
     }

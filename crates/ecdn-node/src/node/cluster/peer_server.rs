@@ -10,9 +10,10 @@
 //! * `GET /_peer/piece/{chunk}/{key}`: a whole piece as a frame, signed; with `?from=A&to=B`,
 //!   the payload bytes of sub-chunks `A..B` alone (checked by the reader against the CRCs it
 //!   got signed).
-//! * `PUT /_peer/piece/{chunk}/{key}`: stores a piece (its frame is the body, checked against
-//!   the signed digest; the metadata must match the path and the payload its length and
-//!   checksums), admitted by the piece policy.
+//! * `PUT /_peer/piece/{chunk}/{key}`: stores a piece (its trailing frame is the body, checked
+//!   against the signed digest, or its tag when streamed; the metadata must match the path and
+//!   the payload its length and checksums), admitted by the piece policy once the whole body
+//!   arrived and checked out.
 //! * `GET` / `HEAD /_peer/relay/{target}`: a client request relayed by a node that does not
 //!   serve its bucket, answered as a request on the client port would be, never relayed again.
 
@@ -245,7 +246,8 @@ async fn get_piece(
     }
 }
 
-/// Checks a pushed piece against its path and its own checksums, then stores it.
+/// Checks a pushed piece (a trailing frame) against its path and its own checksums, then
+/// stores it.
 async fn put_piece(
     st: &State,
     c: &Cluster,
@@ -253,7 +255,7 @@ async fn put_piece(
     key: &str,
     frame: Bytes,
 ) -> Response<NodeBody> {
-    let (meta_bytes, payload) = match wire::split_frame(&frame) {
+    let (meta_bytes, payload) = match wire::split_trailing_frame(&frame) {
         Ok(x) => x,
         Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
     };
@@ -265,7 +267,7 @@ async fn put_piece(
         return plain(StatusCode::BAD_REQUEST, &format!("peer request: {e}"));
     }
     let object = ecdn_trace::hash_id(key.as_bytes());
-    let payload = frame.slice(frame.len() - payload.len()..);
+    let payload = frame.slice(..payload.len());
     let put = write::put_local(st, c, key, object, piece, meta_bytes.to_vec(), payload).await;
     match put {
         Put::Stored => plain(StatusCode::OK, "stored"),

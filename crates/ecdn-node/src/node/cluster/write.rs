@@ -9,16 +9,25 @@
 //! servers, all at once. The server that admits a piece records it in its write load (a
 //! parity chunk of `c2dn` as its bucket's parity load), which its heartbeats report to the
 //! coordinator for parity rebalance.
+//!
+//! A fill of a coded object does not wait for the whole object: [`StripePlacer`] encodes it
+//! stripe by stripe as the origin's bytes arrive (`ecdn_codec::StripeEncoder`), keeps this
+//! node's chunk and streams every other chunk's sub-chunks to its server in a streamed, signed
+//! `PUT` whose metadata (with the sub-chunks' CRCs, known only at the end) follows the payload
+//! (`wire`'s trailing frame). The servers store their chunks when the body ends and checks
+//! out, as they would a whole one; an origin that fails mid-body leaves nothing stored.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
+use ecdn_cluster::peer::{BodySender, PeerError};
 use ecdn_cluster::piece::{Coding, PieceMeta};
 use ecdn_cluster::wire::{self, PieceName};
-use ecdn_codec::{encode_object, ObjectLayout};
+use ecdn_codec::{encode_object, ObjectLayout, Stripe, StripeEncoder};
 use ecdn_placement::pieces::{Piece, Scheme};
-use hyper::Method;
-use hyper::StatusCode;
+use hyper::body::Incoming;
+use hyper::{Method, Response, StatusCode};
+use tokio::task::JoinHandle;
 
 use super::super::disk::encode_meta;
 use super::super::freshness::StoredResponse;
@@ -44,21 +53,9 @@ pub(in crate::node) async fn place(
     lacking: Option<&[bool]>,
 ) {
     let id = ecdn_trace::hash_id(e.key.as_bytes());
-    let map = c.map.current();
-    let bucket = map.bucket_of(super::object_id(&e.key));
     let size = e.body.len() as u64;
     let coded = c.coded(size);
-    let mut placed = Vec::new();
-    let mut walk = Vec::new();
-    map.pieces(bucket, coded, &mut placed, &mut walk);
-    let targets: Vec<Piece> = placed
-        .iter()
-        .enumerate()
-        .filter(|(i, p)| {
-            map.is_available(p.server) && lacking.is_none_or(|l| l.get(*i).copied().unwrap_or(true))
-        })
-        .map(|(_, p)| *p)
-        .collect();
+    let targets = targets(c, &e.key, coded, lacking);
     if targets.is_empty() {
         return;
     }
@@ -85,21 +82,11 @@ pub(in crate::node) async fn place(
         };
         let chunks: Vec<Bytes> = chunks.into_iter().map(Bytes::from).collect();
         for t in targets {
-            let m = PieceMeta {
-                coding: Some(Coding {
-                    k: k as u16,
-                    p: p as u16,
-                    chunk: t.chunk as u16,
-                    sub_chunk: sub as u32,
-                    size,
-                    crcs: crcs.clone(),
-                }),
-                http: http.clone(),
-            };
+            let m = chunk_meta(c, t.chunk, size, &crcs, &http);
             writes.push((
                 t,
                 PieceName::Chunk(t.chunk as u16),
-                m.encode(),
+                m,
                 chunks[t.chunk].clone(),
             ));
         }
@@ -125,6 +112,267 @@ pub(in crate::node) async fn place(
         });
     }
     while tasks.join_next().await.is_some() {}
+}
+
+/// The pieces of the object `key` (coded or not) whose servers are available and, with
+/// `lacking` (piece index → whether to write it), lack them.
+fn targets(c: &Cluster, key: &str, coded: bool, lacking: Option<&[bool]>) -> Vec<Piece> {
+    let map = c.map.current();
+    let bucket = map.bucket_of(super::object_id(key));
+    let mut placed = Vec::new();
+    let mut walk = Vec::new();
+    map.pieces(bucket, coded, &mut placed, &mut walk);
+    placed
+        .iter()
+        .enumerate()
+        .filter(|(i, p)| {
+            map.is_available(p.server) && lacking.is_none_or(|l| l.get(*i).copied().unwrap_or(true))
+        })
+        .map(|(_, p)| *p)
+        .collect()
+}
+
+/// The encoded metadata of chunk `chunk` of a coded object of `size` bytes.
+fn chunk_meta(c: &Cluster, chunk: usize, size: u64, crcs: &[u32], http: &[u8]) -> Vec<u8> {
+    PieceMeta {
+        coding: Some(Coding {
+            k: c.cfg.k as u16,
+            p: c.cfg.p as u16,
+            chunk: chunk as u16,
+            sub_chunk: c.cfg.sub_chunk as u32,
+            size,
+            crcs: crcs.to_vec(),
+        }),
+        http: http.to_vec(),
+    }
+    .encode()
+}
+
+/// A coded object's chunks placed while its fill arrives (see the module documentation).
+pub(in crate::node) struct StripePlacer {
+    key: String,
+    /// The object's id (its pieces' ids derive from it).
+    object: u64,
+    /// The size the origin declared; the fill must match it.
+    size: u64,
+    /// `None` once finished.
+    encoder: Option<StripeEncoder>,
+    /// Per chunk (`0..K+P`), where its sub-chunks go.
+    targets: Vec<Target>,
+    /// Per chunk, the CRC-32C of each sub-chunk so far.
+    crcs: Vec<Vec<u32>>,
+}
+
+/// Where one chunk of a [`StripePlacer`] goes.
+enum Target {
+    /// Nowhere: its server is unavailable.
+    Skip,
+    /// This node: gathered here, stored when the fill ends.
+    Local(Vec<u8>),
+    /// A peer: streamed to it as the stripes are encoded.
+    Peer {
+        server: usize,
+        body: Box<BodySender>,
+        answer: JoinHandle<Result<Response<Incoming>, PeerError>>,
+    },
+    /// A peer whose request failed; nothing more is sent to it.
+    Failed(usize),
+}
+
+impl StripePlacer {
+    /// A placer for the fill of `key`, whose origin declared `declared` bytes; `None` unless
+    /// the object is to be coded (its declared size above the threshold, with a piece store).
+    pub(in crate::node) fn start(
+        st: &State,
+        c: &Cluster,
+        key: &str,
+        declared: Option<u64>,
+    ) -> Option<StripePlacer> {
+        let size = declared?;
+        if !c.coded(size) || st.disk.is_none() {
+            return None;
+        }
+        let (k, p) = (c.cfg.k, c.cfg.p);
+        let codec = c.codecs.get(k, p).ok()?;
+        let encoder = StripeEncoder::new(k, p, c.cfg.sub_chunk, codec).ok()?;
+        let object = ecdn_trace::hash_id(key.as_bytes());
+        let mut targets: Vec<Target> = (0..k + p).map(|_| Target::Skip).collect();
+        for t in self::targets(c, key, true, None) {
+            let Some(slot) = targets.get_mut(t.chunk) else {
+                continue;
+            };
+            *slot = if t.server == c.id {
+                Target::Local(Vec::with_capacity(size.div_ceil(k as u64) as usize))
+            } else {
+                let path = wire::piece_path(PieceName::Chunk(t.chunk as u16), key, None);
+                match c
+                    .peer_of(t.server)
+                    .map(|addr| c.peers.send_streamed(addr, Method::PUT, &path))
+                {
+                    Some(Ok((body, answer))) => Target::Peer {
+                        server: t.server,
+                        body: Box::new(body),
+                        answer,
+                    },
+                    _ => Target::Failed(t.server),
+                }
+            };
+        }
+        Some(StripePlacer {
+            key: key.to_string(),
+            object,
+            size,
+            encoder: Some(encoder),
+            targets,
+            crcs: vec![Vec::new(); k + p],
+        })
+    }
+
+    /// Object bytes as they arrive: every stripe they complete is encoded and its sub-chunks
+    /// sent on (never waits). False when the fill no longer matches the placement (more bytes
+    /// than declared, or the encoder failed): then [`StripePlacer::abort`] it.
+    pub(in crate::node) fn push(&mut self, bytes: &[u8]) -> bool {
+        let Some(encoder) = self.encoder.as_mut() else {
+            return false;
+        };
+        if encoder.bytes_pushed() + bytes.len() as u64 > self.size {
+            return false;
+        }
+        let mut stripes = Vec::new();
+        if encoder.push_with(bytes, |s| stripes.push(s)).is_err() {
+            return false;
+        }
+        for s in stripes {
+            self.send(s);
+        }
+        true
+    }
+
+    fn send(&mut self, stripe: Stripe) {
+        let (k, len) = (
+            stripe.total_shards() - stripe.parity().len(),
+            stripe.sub_chunk_len(),
+        );
+        let (data, parity) = stripe.into_parts();
+        let data = Bytes::from(data);
+        let parity: Vec<Bytes> = parity.into_iter().map(Bytes::from).collect();
+        for (chunk, target) in self.targets.iter_mut().enumerate() {
+            let sub = if chunk < k {
+                data.slice(chunk * len..(chunk + 1) * len)
+            } else {
+                parity[chunk - k].clone()
+            };
+            self.crcs[chunk].push(ecdn_store::crc32c(&sub));
+            match target {
+                Target::Skip | Target::Failed(_) => {}
+                Target::Local(buf) => buf.extend_from_slice(&sub),
+                Target::Peer { server, body, .. } => {
+                    if !body.send(sub) {
+                        *target = Target::Failed(*server);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The fill ended with `e`, the stored answer: the last stripe is encoded and sent, every
+    /// chunk's metadata follows its payload, this node's chunk is stored, and this returns once
+    /// every server answered (or failed). A fill that does not match the declared size, or
+    /// that is not coded after all, is aborted instead.
+    pub(in crate::node) async fn finish(
+        mut self,
+        st: &Arc<State>,
+        c: &Arc<Cluster>,
+        e: &StoredResponse,
+    ) {
+        let filled = self.encoder.as_ref().map(StripeEncoder::bytes_pushed);
+        if e.body.len() as u64 != self.size || filled != Some(self.size) {
+            self.abort();
+            return;
+        }
+        let Some(encoder) = self.encoder.take() else {
+            return self.abort();
+        };
+        match encoder.finish() {
+            Ok((last, layout)) if layout.size() == self.size => {
+                if let Some(s) = last {
+                    self.send(s);
+                }
+            }
+            _ => return self.abort(),
+        }
+        ClusterStats::add(&c.stats.streamed_fills, 1);
+        // Chunk-major, as `Coding::crcs` wants them.
+        let crcs: Vec<u32> = self.crcs.iter().flatten().copied().collect();
+        let http = encode_meta(e);
+        let mut tasks = tokio::task::JoinSet::new();
+        for (chunk, target) in std::mem::take(&mut self.targets).into_iter().enumerate() {
+            let meta = chunk_meta(c, chunk, self.size, &crcs, &http);
+            let (st, c, key, object) = (st.clone(), c.clone(), self.key.clone(), self.object);
+            match target {
+                Target::Skip => {}
+                Target::Failed(server) => {
+                    ClusterStats::add(&c.stats.peer_errors, 1);
+                    eprintln!(
+                        "ecdn node: streaming chunk {chunk} of {key} to node {server} failed"
+                    );
+                }
+                Target::Local(buf) => {
+                    tasks.spawn(async move {
+                        let name = PieceName::Chunk(chunk as u16);
+                        put_local(&st, &c, &key, object, name, meta, Bytes::from(buf)).await;
+                    });
+                }
+                Target::Peer {
+                    server,
+                    mut body,
+                    answer,
+                } => {
+                    tasks.spawn(async move {
+                        let ok = body.send(Bytes::from(wire::frame_tail(&meta)));
+                        let n = body.sent();
+                        let ok = ok && body.finish();
+                        let answer = tokio::time::timeout(c.peer_timeout * 5, answer).await;
+                        let status = match answer {
+                            Ok(Ok(Ok(r))) => Ok(r.status()),
+                            Ok(Ok(Err(e))) => Err(e.to_string()),
+                            Ok(Err(e)) => Err(e.to_string()),
+                            Err(_) => Err("no answer in time".to_string()),
+                        };
+                        pushed(&c, server, ok, n, status);
+                    });
+                }
+            }
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+
+    /// Gives up: every streamed body ends in an error, so no server stores a chunk.
+    pub(in crate::node) fn abort(self) {
+        for t in self.targets {
+            if let Target::Peer { body, answer, .. } = t {
+                body.abort();
+                drop(answer); // the request task ends with the body's error
+            }
+        }
+    }
+}
+
+/// Counts a piece write to node `server` (`n` bytes sent) by its outcome.
+fn pushed(c: &Cluster, server: usize, sent_all: bool, n: u64, status: Result<StatusCode, String>) {
+    match status {
+        Ok(s) if sent_all && (s == StatusCode::OK || s == StatusCode::NO_CONTENT) => {
+            ClusterStats::add(&c.stats.peer_bytes_sent, n);
+        }
+        Ok(s) => {
+            ClusterStats::add(&c.stats.peer_errors, 1);
+            eprintln!("ecdn node: storing a piece on node {server}: {s}");
+        }
+        Err(e) => {
+            ClusterStats::add(&c.stats.peer_errors, 1);
+            eprintln!("ecdn node: storing a piece on node {server}: {e}");
+        }
+    }
 }
 
 /// Stores a piece on this node: admitted by the piece policy and written; its write load
@@ -188,8 +436,9 @@ async fn push(
     let Some(addr) = c.peer_of(server) else {
         return;
     };
-    let mut frame = wire::frame_head(&meta);
+    let mut frame = Vec::with_capacity(payload.len() + meta.len() + 4);
     frame.extend_from_slice(&payload);
+    frame.extend_from_slice(&wire::frame_tail(&meta));
     let n = frame.len() as u64;
     let path = wire::piece_path(name, key, None);
     let sent = c
@@ -203,20 +452,11 @@ async fn push(
             c.peer_timeout * 5,
         )
         .await;
-    match sent {
-        Ok(r) if r.status() == StatusCode::OK || r.status() == StatusCode::NO_CONTENT => {
-            ClusterStats::add(&c.stats.peer_bytes_sent, n);
-        }
-        Ok(r) => {
-            ClusterStats::add(&c.stats.peer_errors, 1);
-            eprintln!(
-                "ecdn node: storing a piece on node {server}: {}",
-                r.status()
-            );
-        }
-        Err(e) => {
-            ClusterStats::add(&c.stats.peer_errors, 1);
-            eprintln!("ecdn node: storing a piece on node {server}: {e}");
-        }
-    }
+    pushed(
+        c,
+        server,
+        true,
+        n,
+        sent.map(|r| r.status()).map_err(|e| e.to_string()),
+    );
 }
