@@ -188,12 +188,7 @@ impl PeerClient {
         timeout: Duration,
     ) -> Result<Response<Incoming>, PeerError> {
         let other = |m: String| PeerError::Other(addr, m);
-        if !path_and_query.starts_with('/') {
-            return Err(other(format!("path {path_and_query:?} must start with /")));
-        }
-        let uri: Uri = format!("http://{addr}{path_and_query}")
-            .parse()
-            .map_err(|e| other(format!("bad path {path_and_query:?}: {e}")))?;
+        let uri = uri_of(addr, path_and_query)?;
         let signature = self.key.sign(method.as_str(), path_and_query, &body);
         let req = build(method, &uri, headers, &signature)
             .body(PeerBody::Full(Full::new(body)))
@@ -210,26 +205,14 @@ impl PeerClient {
     /// request runs in its own task; its handle resolves to the response once the body ended
     /// and the peer answered, or to the error. Bound the wait for it after
     /// [`BodySender::finish`] (a peer answers only once the whole body arrived).
-    #[allow(clippy::type_complexity)]
     pub fn send_streamed(
         &self,
         addr: SocketAddr,
         method: Method,
         path_and_query: &str,
-    ) -> Result<
-        (
-            BodySender,
-            JoinHandle<Result<Response<Incoming>, PeerError>>,
-        ),
-        PeerError,
-    > {
+    ) -> Result<(BodySender, PeerAnswer), PeerError> {
         let other = |m: String| PeerError::Other(addr, m);
-        if !path_and_query.starts_with('/') {
-            return Err(other(format!("path {path_and_query:?} must start with /")));
-        }
-        let uri: Uri = format!("http://{addr}{path_and_query}")
-            .parse()
-            .map_err(|e| other(format!("bad path {path_and_query:?}: {e}")))?;
+        let uri = uri_of(addr, path_and_query)?;
         let (signature, tagger) =
             self.key
                 .sign_streamed(method.as_str(), path_and_query, auth::unix_now());
@@ -251,6 +234,20 @@ impl PeerClient {
         };
         Ok((sender, answer))
     }
+}
+
+/// The response to a streamed request, from the task that sends it.
+pub type PeerAnswer = JoinHandle<Result<Response<Incoming>, PeerError>>;
+
+/// The URI of `path_and_query` (which must start with `/`) at the peer `addr`.
+fn uri_of(addr: SocketAddr, path_and_query: &str) -> Result<Uri, PeerError> {
+    let other = |m: String| PeerError::Other(addr, m);
+    if !path_and_query.starts_with('/') {
+        return Err(other(format!("path {path_and_query:?} must start with /")));
+    }
+    format!("http://{addr}{path_and_query}")
+        .parse()
+        .map_err(|e| other(format!("bad path {path_and_query:?}: {e}")))
 }
 
 /// A request's head: method, URI, the caller's headers and the signature's.

@@ -20,14 +20,12 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ecdn_cluster::peer::{BodySender, PeerError};
+use ecdn_cluster::peer::{BodySender, PeerAnswer};
 use ecdn_cluster::piece::{Coding, PieceMeta};
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::{encode_object, ObjectLayout, Stripe, StripeEncoder};
 use ecdn_placement::pieces::{Piece, Scheme};
-use hyper::body::Incoming;
-use hyper::{Method, Response, StatusCode};
-use tokio::task::JoinHandle;
+use hyper::{Method, StatusCode};
 
 use super::super::disk::encode_meta;
 use super::super::freshness::StoredResponse;
@@ -173,7 +171,7 @@ enum Target {
     Peer {
         server: usize,
         body: Box<BodySender>,
-        answer: JoinHandle<Result<Response<Incoming>, PeerError>>,
+        answer: PeerAnswer,
     },
     /// A peer whose request failed; nothing more is sent to it.
     Failed(usize),
