@@ -305,6 +305,9 @@ impl StripePlacer {
         let http = encode_meta(e);
         let mut tasks = tokio::task::JoinSet::new();
         for (chunk, target) in std::mem::take(&mut self.targets).into_iter().enumerate() {
+            if matches!(target, Target::Skip) {
+                continue;
+            }
             let meta = chunk_meta(c, chunk, self.size, &crcs, &http);
             let (st, c, key, object) = (st.clone(), c.clone(), self.key.clone(), self.object);
             match target {
