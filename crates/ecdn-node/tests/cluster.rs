@@ -49,6 +49,18 @@ impl TestCluster {
 
     /// `extra`: more settings of the cluster file.
     async fn start_with(n: usize, scheme: &str, k: usize, p: usize, extra: &str) -> TestCluster {
+        Self::start_with_hoc(n, scheme, k, p, extra, 1).await
+    }
+
+    /// Nodes with a FIFO HOC of `hoc_size` bytes.
+    async fn start_with_hoc(
+        n: usize,
+        scheme: &str,
+        k: usize,
+        p: usize,
+        extra: &str,
+        hoc_size: u64,
+    ) -> TestCluster {
         let ports = free_ports(2 * n + 1);
         let mut text = format!(
             "scheme = \"{scheme}\"\nk = {k}\np = {p}\nkey = \"{KEY}\"\n\
@@ -69,7 +81,7 @@ impl TestCluster {
         for i in 0..n {
             let node = NodeConfig {
                 origin: "http://origin.test".into(),
-                hoc_size: 1,
+                hoc_size,
                 hoc_policy: "fifo".into(),
                 disk_path: Some(dir.path().join(format!("node-{i}.disk"))),
                 disk_size: 64 << 20,
@@ -572,6 +584,83 @@ async fn holds(c: &TestCluster, i: usize, key: &str) -> Option<Vec<PieceName>> {
     let body = r.into_body().collect().await.unwrap().to_bytes();
     let (_, held) = wire::split_frame(&body).unwrap();
     Some(wire::decode_held(held).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hoc_keeps_a_coded_objects_stripes_as_ranges_read_them() {
+    // K = 3: a stripe is 96 KiB of the object; a 2 MB object has 21.
+    let hoc = 4 << 20;
+    let c = TestCluster::start_with_hoc(4, "c2dn", 3, 1, "parity_delay = 1000.0\n", hoc).await;
+    let (id, size) = (70u64, 2_000_000u64);
+    let first = get(c.client(0), &uri(id, size), &[]).await.unwrap();
+    check_whole(&first, id, size);
+    let s: usize = first.header("x-ecdn-served-by").parse().unwrap();
+    // The fill of another object the same node serves pushes it out of that node's FIFO HOC
+    // (4 MiB); its chunks stay on the disks.
+    let mut other = 71u64;
+    loop {
+        let r = get(c.client(s), &uri(other, 2_200_000), &[]).await.unwrap();
+        if r.header("x-ecdn-served-by") == s.to_string() {
+            break;
+        }
+        other += 1;
+        assert!(other < 200, "no other object served by node {s}");
+    }
+    let sent = || cluster_counter(&c, 4, "peer_bytes_sent");
+    let at = c.client(s);
+    let ask = move |range: Option<String>| async move {
+        let extra: Vec<(&str, &str)> = match &range {
+            Some(r) => vec![("range", r.as_str())],
+            None => Vec::new(),
+        };
+        get(at, &uri(id, size), &extra).await.unwrap()
+    };
+    let check_range = |r: &Reply, want: std::ops::Range<u64>| {
+        assert_eq!(r.status, 206);
+        let n = (want.end - want.start) as usize;
+        assert_eq!(r.body, content::bytes(origin_id(id), want.start, n));
+    };
+    // A range in the middle: only its stripe's sub-chunks are read, and the HOC keeps them.
+    let before = sent().await;
+    let r = ask(Some("bytes=1000000-1000099".into())).await;
+    check_range(&r, 1_000_000..1_000_100);
+    assert_eq!(r.header("x-cache"), "HIT-DISK");
+    let read = sent().await - before;
+    assert!(
+        read > 0 && read < 200_000,
+        "{read} peer bytes for one stripe"
+    );
+    // Again, and another range in the same stripe: from DRAM, no peer asked.
+    let before = sent().await;
+    for range in ["bytes=1000000-1000099", "bytes=990000-1050000"] {
+        let r = ask(Some(range.into())).await;
+        assert_eq!(r.header("x-cache"), "HIT-HOC", "{range}");
+        assert_eq!(r.header("x-ecdn-object"), "coded");
+    }
+    let r = ask(Some("bytes=990000-1050000".into())).await;
+    check_range(&r, 990_000..1_050_001);
+    assert_eq!(sent().await, before, "a HOC hit asked the peers");
+    // The whole object: the stripes not held yet are read (not the one held), then held.
+    let r = ask(None).await;
+    check_whole(&r, id, size);
+    assert_eq!(r.header("x-cache"), "HIT-DISK");
+    let read = sent().await - before;
+    assert!(
+        read > size / 2 && read < size,
+        "{read} peer bytes for the rest"
+    );
+    let before = sent().await;
+    for range in [None, Some("bytes=0-9,1999990-1999999".to_string())] {
+        let r = ask(range.clone()).await;
+        assert_eq!(r.header("x-cache"), "HIT-HOC", "{range:?}");
+        if range.is_none() {
+            check_whole(&r, id, size);
+        } else {
+            assert_eq!(r.status, 206);
+        }
+    }
+    assert_eq!(sent().await, before, "a HOC hit asked the peers");
+    c.stop_all().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,9 +24,11 @@ pub(super) enum Chunk {
     Done,
 }
 
-/// A client response body: buffered, or a miss streamed from an origin fetch.
+/// A client response body: buffered (whole, or as slices of buffers held elsewhere: a striped
+/// HOC object's stripes), or a miss streamed from an origin fetch.
 pub enum NodeBody {
     Full(Full<Bytes>),
+    Slices(VecDeque<Bytes>),
     Live(LiveBody),
 }
 
@@ -93,6 +95,7 @@ impl Body for NodeBody {
     ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         match self.get_mut() {
             NodeBody::Full(f) => Pin::new(f).poll_frame(cx).map_err(|e| match e {}),
+            NodeBody::Slices(s) => Poll::Ready(s.pop_front().map(|b| Ok(Frame::data(b)))),
             NodeBody::Live(l) => {
                 if l.done {
                     return Poll::Ready(None);
@@ -125,6 +128,7 @@ impl Body for NodeBody {
     fn is_end_stream(&self) -> bool {
         match self {
             NodeBody::Full(f) => f.is_end_stream(),
+            NodeBody::Slices(s) => s.is_empty(),
             NodeBody::Live(l) => l.done,
         }
     }
@@ -132,6 +136,7 @@ impl Body for NodeBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             NodeBody::Full(f) => f.size_hint(),
+            NodeBody::Slices(s) => SizeHint::with_exact(s.iter().map(|b| b.len() as u64).sum()),
             NodeBody::Live(l) => l
                 .remaining
                 .map_or_else(SizeHint::default, SizeHint::with_exact),

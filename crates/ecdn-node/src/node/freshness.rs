@@ -24,7 +24,7 @@ use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::StatusCode;
 
 /// A cached response: what a hit replays.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct StoredResponse {
     /// The full cache key (Host + path + query), compared on lookup to rule out hash collisions.
     pub key: String,

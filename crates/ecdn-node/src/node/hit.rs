@@ -35,6 +35,7 @@ use tokio::sync::mpsc;
 use super::body::{Chunk, LiveBody, NodeBody, Piece};
 use super::disk::{Disk, DiskBytes, DiskHit, DISK_BATCH};
 use super::freshness::{self, StoredResponse};
+use super::hoc::Striped;
 use super::upstream::content_length;
 use crate::range::{self, Ranges};
 
@@ -190,6 +191,26 @@ pub(super) fn answer_hit(
         }
     };
     r.map(|()| NodeBody::Full(Full::new(body)))
+}
+
+/// The client's answer from an object the HOC holds in stripes (see [`super::hoc::Striped`]),
+/// if it holds every stripe the answer needs; `None` otherwise (the missing stripes are read
+/// from the chunks). No byte is copied: the body is slices of the stripes.
+pub(super) fn answer_striped(
+    s: &Striped,
+    req: &HeaderMap,
+    now: Instant,
+    head: bool,
+) -> Option<Response<NodeBody>> {
+    let (r, pieces) = plan_hit(&s.head, s.size(), req, now, head);
+    let mut body = VecDeque::new();
+    for p in pieces {
+        match p {
+            Piece::Text(t) => body.push_back(t),
+            Piece::Body(range) => body.extend(s.range(range)?),
+        }
+    }
+    Some(r.map(|()| NodeBody::Slices(body)))
 }
 
 /// Answers a disk hit by streaming its body from the store, [`DISK_BATCH`] bytes at a time.

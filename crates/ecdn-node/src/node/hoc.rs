@@ -2,15 +2,24 @@
 //! keeps the bytes. The two are kept in step: an object is in the map exactly when the policy
 //! holds it (evictions reported by the policy are removed from the map at once).
 //!
+//! An object is held whole ([`StoredResponse`]) or, in the cluster, **in stripes**
+//! ([`Striped`]): a coded object read from its chunks is kept as the decoded bytes of each of
+//! its stripes (C2DN §5: the HOC holds decoded sub-chunks), each kept as it is read, so a
+//! range of a large object fetches and keeps only the stripes it overlaps, and a popular object
+//! is served from DRAM without touching peers. The policy accounts a striped object at its
+//! whole size from its admission on, however many stripes it holds yet.
+//!
 //! The node holds the HOC behind a mutex for one lookup or one insert at a time. An admission
 //! policy that re-tunes itself (AdaptSize) is switched to background mode here: a request only
 //! logs itself with the policy, and the model is solved on the policy's own thread, never under
 //! the mutex.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use bytes::Bytes;
 use ecdn_policy::{Cache, Request};
 
 use super::freshness::StoredResponse;
@@ -20,11 +29,109 @@ pub enum Found {
     Nothing,
     Fresh(Arc<StoredResponse>),
     Stale(Arc<StoredResponse>),
+    /// A fresh object held in stripes (counted as a hit by the policy), possibly not all of
+    /// them yet.
+    Striped(Arc<Striped>),
+}
+
+/// An object held in stripes: its response's head and, per stripe of `width` object bytes
+/// (the last one shorter), its bytes once read.
+pub struct Striped {
+    /// The stored response, with an empty body.
+    pub head: StoredResponse,
+    size: u64,
+    width: u64,
+    stripes: Mutex<Vec<Option<Bytes>>>,
+}
+
+impl Striped {
+    /// An object of `size` bytes (`head`: its response, body empty) in stripes of `width`
+    /// bytes, none held yet.
+    pub fn new(head: StoredResponse, size: u64, width: u64) -> Self {
+        let width = width.max(1);
+        let n = usize::try_from(size.div_ceil(width)).unwrap_or(0);
+        Striped {
+            head,
+            size,
+            width,
+            stripes: Mutex::new(vec![None; n]),
+        }
+    }
+
+    /// The object's length.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Object bytes of stripe `j`.
+    fn stripe_range(&self, j: u64) -> Range<u64> {
+        let start = j * self.width;
+        start..(start + self.width).min(self.size)
+    }
+
+    /// Keeps the object bytes `bytes` that start at offset `at`: every stripe they cover
+    /// whole (a zero-copy slice each).
+    pub fn keep(&self, at: u64, bytes: &Bytes) {
+        let end = at + bytes.len() as u64;
+        let mut stripes = super::lock(&self.stripes);
+        for j in at.div_ceil(self.width)..end.div_ceil(self.width) {
+            let r = self.stripe_range(j);
+            if r.end > end || r.start < at {
+                continue;
+            }
+            if let Some(slot) = stripes.get_mut(j as usize) {
+                if slot.is_none() {
+                    *slot = Some(bytes.slice((r.start - at) as usize..(r.end - at) as usize));
+                }
+            }
+        }
+    }
+
+    /// The bytes of `range`, as slices of the stripes it overlaps, if all of them are held.
+    pub fn range(&self, range: Range<u64>) -> Option<Vec<Bytes>> {
+        if range.end > self.size || range.start > range.end {
+            return None;
+        }
+        if range.is_empty() {
+            return Some(Vec::new());
+        }
+        let stripes = super::lock(&self.stripes);
+        let mut out = Vec::new();
+        for j in range.start / self.width..range.end.div_ceil(self.width) {
+            let r = self.stripe_range(j);
+            let b = stripes.get(j as usize)?.as_ref()?;
+            let from = range.start.max(r.start) - r.start;
+            let to = range.end.min(r.end) - r.start;
+            out.push(b.slice(from as usize..to as usize));
+        }
+        Some(out)
+    }
+
+    /// Bytes of the stripes held.
+    pub fn held_bytes(&self) -> u64 {
+        let stripes = super::lock(&self.stripes);
+        stripes.iter().flatten().map(|b| b.len() as u64).sum()
+    }
+}
+
+/// What the HOC holds of an object.
+enum Held {
+    Whole(Arc<StoredResponse>),
+    Striped(Arc<Striped>),
+}
+
+impl Held {
+    fn key(&self) -> &str {
+        match self {
+            Held::Whole(e) => &e.key,
+            Held::Striped(s) => &s.head.key,
+        }
+    }
 }
 
 pub struct Hoc {
     cache: Cache,
-    objects: HashMap<u64, Arc<StoredResponse>>,
+    objects: HashMap<u64, Held>,
     started: Instant,
     background: bool,
 }
@@ -62,20 +169,24 @@ impl Hoc {
     /// with the origin or served on an origin error; a successful fetch replaces it
     /// ([`Hoc::offer`]). When nothing is cached the policy is not consulted yet: the object's
     /// size is unknown until it is fetched, so [`Hoc::offer`] records the miss.
+    /// A striped object that is no longer fresh is dropped (it can be neither validated nor
+    /// served stale without its bytes) and the lookup finds nothing.
     pub fn lookup(&mut self, id: u64, key: &str, now: Instant) -> Found {
-        let Some(entry) = self.objects.get(&id).cloned() else {
-            return Found::Nothing;
-        };
-        if entry.key != key {
+        let (found, size) = match self.objects.get(&id) {
+            None => return Found::Nothing,
             // A 64-bit hash collision: the cached object is another one.
-            return Found::Nothing;
-        }
-        if !entry.is_fresh(now) {
-            return Found::Stale(entry);
-        }
-        let req = self.request(id, entry.body.len() as u64, now);
+            Some(h) if h.key() != key => return Found::Nothing,
+            Some(Held::Whole(e)) if !e.is_fresh(now) => return Found::Stale(e.clone()),
+            Some(Held::Whole(e)) => (Found::Fresh(e.clone()), e.body.len() as u64),
+            Some(Held::Striped(s)) if !s.head.is_fresh(now) => {
+                self.remove(id);
+                return Found::Nothing;
+            }
+            Some(Held::Striped(s)) => (Found::Striped(s.clone()), s.size),
+        };
+        let req = self.request(id, size, now);
         if self.cache.lookup(&req) {
-            Found::Fresh(entry)
+            found
         } else {
             // The policy no longer holds it (it cannot disagree with the map, but if it did,
             // the policy wins).
@@ -99,7 +210,7 @@ impl Hoc {
     /// policy and asks admission for `size` bytes. When it returns `true` the policy holds the
     /// object; give it the bytes with [`Hoc::insert`], or take it back with [`Hoc::remove`].
     pub fn admit(&mut self, id: u64, key: &str, size: u64, now: Instant) -> bool {
-        if self.objects.get(&id).is_some_and(|e| e.key != key) {
+        if self.objects.get(&id).is_some_and(|e| e.key() != key) {
             // Collision with a cached object: keep the one we have.
             return false;
         }
@@ -120,7 +231,23 @@ impl Hoc {
     pub fn insert(&mut self, id: u64, entry: Arc<StoredResponse>) {
         let size = (entry.body.len() as u64).max(1);
         if self.cache.eviction().peek(id) == Some(size) {
-            self.objects.insert(id, entry);
+            self.objects.insert(id, Held::Whole(entry));
+        }
+    }
+
+    /// Like [`Hoc::insert`], for an object to be held in stripes.
+    pub fn insert_striped(&mut self, id: u64, entry: Arc<Striped>) {
+        if self.cache.eviction().peek(id) == Some(entry.size.max(1)) {
+            self.objects.insert(id, Held::Striped(entry));
+        }
+    }
+
+    /// The object `id` held in stripes for `key`, if it is (not counted by the policy: the
+    /// request was, by [`Hoc::lookup`] or [`Hoc::admit`]).
+    pub fn striped(&self, id: u64, key: &str) -> Option<Arc<Striped>> {
+        match self.objects.get(&id) {
+            Some(Held::Striped(s)) if s.head.key == key => Some(s.clone()),
+            _ => None,
         }
     }
 
@@ -178,6 +305,46 @@ mod tests {
             age_at_store: Duration::ZERO,
             lifetime: Duration::from_secs(3600),
         })
+    }
+
+    #[test]
+    fn a_striped_object_keeps_whole_stripes_and_answers_ranges_it_holds() {
+        let now = Instant::now();
+        let head = |key: &str| {
+            let e = entry(key, 0, now);
+            Arc::try_unwrap(e).unwrap()
+        };
+        // 10 bytes in stripes of 4: [0, 4), [4, 8), [8, 10).
+        let s = Striped::new(head("a"), 10, 4);
+        let bytes: Vec<u8> = (0..10).collect();
+        // Bytes 2..10 cover stripes 1 and 2 whole, stripe 0 only in part.
+        s.keep(2, &Bytes::copy_from_slice(&bytes[2..]));
+        assert_eq!(s.held_bytes(), 6);
+        assert_eq!(s.range(0..4), None);
+        assert_eq!(s.range(3..5), None);
+        let got = s.range(5..10).unwrap();
+        assert_eq!(got.concat(), bytes[5..10]);
+        assert_eq!(got.len(), 2, "one slice per stripe");
+        assert_eq!(s.range(7..7), Some(Vec::new()));
+        assert_eq!(s.range(8..11), None, "past the end");
+        s.keep(0, &Bytes::copy_from_slice(&bytes[..4]));
+        assert_eq!(s.range(0..10).unwrap().concat(), bytes);
+
+        // In the HOC: admitted at its whole size, found while fresh, dropped when stale.
+        let policy = ecdn_policy::PolicySpec::parse("lru")
+            .unwrap()
+            .build(1000, 1);
+        let mut hoc = Hoc::new(policy);
+        assert!(hoc.admit(7, "a", 10, now));
+        let s = Arc::new(s);
+        hoc.insert_striped(7, s.clone());
+        assert!(matches!(hoc.lookup(7, "a", now), Found::Striped(_)));
+        assert!(matches!(hoc.lookup(7, "b", now), Found::Nothing));
+        assert!(hoc.striped(7, "a").is_some());
+        let later = now + Duration::from_secs(7200);
+        assert!(matches!(hoc.lookup(7, "a", later), Found::Nothing));
+        assert!(hoc.striped(7, "a").is_none());
+        assert_eq!(hoc.used(), 0);
     }
 
     #[test]

@@ -41,7 +41,7 @@ use hyper::Request;
 
 use super::fill::{revalidate_in_background, Revalidation};
 use super::freshness::RequestDirectives;
-use super::hit::{answer_hit, stream_hit};
+use super::hit::{answer_hit, answer_striped, stream_hit};
 use super::hoc::Found;
 use super::key::CacheKey;
 use super::outcome::Outcome;
@@ -84,6 +84,17 @@ pub(super) async fn lookup(
             entry,
             on_disk: false,
         }),
+        Found::Striped(s) if rd.accepts(&s.head, now) => {
+            // Every stripe the answer needs in memory: a HOC hit. Otherwise the cluster's
+            // read fetches the missing ones (and keeps them in `s`).
+            if let Some(response) = answer_striped(&s, req.headers(), now, head) {
+                return Lookup::Hit(Answer {
+                    outcome: Outcome::HitHoc,
+                    response,
+                });
+            }
+            None
+        }
         _ => None,
     };
     // In cluster mode the disk holds pieces, looked up by the cluster's path.

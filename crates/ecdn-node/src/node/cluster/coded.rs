@@ -17,6 +17,10 @@
 //! sub-chunk fails its CRC-32C (the checksums come with the piece metadata, signed) is
 //! replaced the same way, at once. A stripe with all K data sub-chunks is copied, never decoded.
 //! Wrong bytes are never sent: a stripe that cannot be completed ends the response short.
+//!
+//! **The HOC's stripes:** when the HOC holds the object in stripes, a window whose stripes it
+//! holds is answered from them, and any other is read whole-stripe (a range's first and last
+//! stripes too) and its stripes kept there.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -34,6 +38,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::super::body::{Chunk, Piece};
+use super::super::hoc::Striped;
 use super::super::State;
 use super::pieces::PieceStore;
 use super::{Cluster, ClusterStats};
@@ -55,6 +60,10 @@ pub(super) struct CodedObject {
     /// Chunks already in memory, checked (a partial hit's chunks fetched from the origin);
     /// empty, or one entry per chunk.
     pub(super) supplied: Vec<Option<Bytes>>,
+    /// The object's entry in the HOC, when the HOC holds it in stripes: a window whose
+    /// stripes it holds is taken from it, and every window read is decoded whole-stripe and
+    /// kept in it.
+    pub(super) hoc: Option<Arc<Striped>>,
 }
 
 impl CodedObject {
@@ -182,6 +191,19 @@ async fn window(
     bytes: Range<u64>,
     decoded: Arc<AtomicBool>,
 ) -> Option<Bytes> {
+    // The object bytes decoded: the window's, or, to keep them in the HOC, its stripes' whole.
+    let mut decode = bytes.clone();
+    if let Some(h) = &obj.hoc {
+        if let Some(parts) = h.range(bytes.clone()) {
+            return Some(match parts.len() {
+                1 => parts.into_iter().next().unwrap_or_default(),
+                _ => Bytes::from(parts.concat()),
+            });
+        }
+        let first = obj.layout.stripe_range(stripes.start).ok()?;
+        let last = obj.layout.stripe_range(stripes.end.checked_sub(1)?).ok()?;
+        decode = first.start..last.end;
+    }
     let (k, total) = (obj.layout.k(), obj.layout.total_chunks());
     let n = (stripes.end - stripes.start) as usize;
     let (tx, mut rx) = mpsc::channel::<(usize, Option<ChunkWindow>)>(total);
@@ -277,16 +299,22 @@ async fn window(
     let needs_decode = !data_complete(&got);
     let codec = c.codecs.get(k, obj.layout.p()).ok()?;
     let run = move || -> Option<Bytes> {
-        let mut out = vec![0u8; (bytes.end - bytes.start) as usize];
+        let mut out = vec![0u8; (decode.end - decode.start) as usize];
         let first = stripes.start;
-        decode_range_with(codec.as_ref(), &obj.layout, bytes, &mut out, |chunk, j| {
+        let at = decode.start;
+        decode_range_with(codec.as_ref(), &obj.layout, decode, &mut out, |chunk, j| {
             got.get(chunk)?
                 .as_ref()?
                 .get(usize::try_from(j.checked_sub(first)?).ok()?)?
                 .as_deref()
         })
         .ok()?;
-        Some(Bytes::from(out))
+        let out = Bytes::from(out);
+        if let Some(h) = &obj.hoc {
+            h.keep(at, &out);
+        }
+        let wanted = (bytes.start - at) as usize..(bytes.end - at) as usize;
+        Some(out.slice(wanted))
     };
     if needs_decode {
         decoded.store(true, Ordering::Relaxed);

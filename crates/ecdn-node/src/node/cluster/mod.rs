@@ -13,7 +13,10 @@
 //! 2. at the serving node, the **HOC**, then the **pieces** (`read.rs`): a replica of a small
 //!    object, or the K data chunks of a coded one, here or on peers (a `has` question to the
 //!    bucket's servers and the slots' former servers finds them); coded objects stream stripe
-//!    by stripe (`coded.rs`) with delayed parity fetch and decode.
+//!    by stripe (`coded.rs`) with delayed parity fetch and decode. The HOC holds a coded object
+//!    it admits as its decoded stripes ([`super::hoc::Striped`]), each kept as a read passes
+//!    it: a range reads and keeps only the stripes it overlaps, and an answer whose stripes
+//!    are all held touches no peer.
 //! 3. a **miss** is filled from the origin as without a cluster (`fill.rs`), and the object is
 //!    then placed (`write.rs`): two replicas, or K + P chunks encoded stripe-major, on the
 //!    bucket's servers; pieces a hit found missing are written back the same way.

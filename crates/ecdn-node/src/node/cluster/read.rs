@@ -38,6 +38,7 @@ use super::super::body::{LiveBody, NodeBody};
 use super::super::disk::stored_response;
 use super::super::freshness::{RequestDirectives, StoredResponse};
 use super::super::hit::{answer_hit, plan_hit};
+use super::super::hoc::Striped;
 use super::super::key::CacheKey;
 use super::super::outcome::Outcome;
 use super::super::{lock, Answer, ReqBody, State};
@@ -464,6 +465,7 @@ async fn coded_hit(
         coding,
         sources,
         supplied: Vec::new(),
+        hoc: None,
     };
     if found < k {
         ClusterStats::add(&c.stats.partial_hits, 1);
@@ -480,20 +482,27 @@ async fn coded_hit(
         return Some(Found::Miss);
     };
     let now = Instant::now();
-    let obj = Arc::new(obj);
+    let mut obj = obj;
     let decoded = Arc::new(AtomicBool::new(false));
     let head = req.method() == Method::HEAD;
     let size = obj.layout.size();
     let mut lack = lacking(c, key, true, holders);
-    let admit = !head && lock(&st.hoc).admit(key.id, &key.key, size, now);
-    if lack.iter().any(|&l| l) || admit {
+    // The HOC: it holds the object in stripes already (the lookup found some of the stripes
+    // this answer needs missing), or its policy admits it now. (A HEAD neither reads nor keeps
+    // bytes.)
+    let held = (!head)
+        .then(|| lock(&st.hoc).striped(key.id, &key.key))
+        .flatten();
+    let admit = held.is_none() && !head && lock(&st.hoc).admit(key.id, &key.key, size, now);
+    if lack.iter().any(|&l| l) {
         if presumed {
             // The object is read whole anyway: learn first what the targets really lack.
             lack = check_lacking(c, key, true, &holders[0]).await;
         }
-        // The object whole: for the HOC, and to re-encode the missing chunks. (When the
+        // The object whole, to re-encode the missing chunks (and for the HOC). (When the
         // presumed sources fail here, the HOC's admission was counted once already.)
-        let response = answer_whole(st, c, req, key, obj, e, &lack, admit).await;
+        let keep = admit || held.is_some();
+        let response = answer_whole(st, c, req, key, Arc::new(obj), e, &lack, keep).await;
         let response = match response {
             Some(r) => r,
             None if presumed => return None,
@@ -505,6 +514,15 @@ async fn coded_hit(
             response,
         }));
     }
+    obj.hoc = held.or_else(|| {
+        admit.then(|| {
+            let width = obj.layout.stripe_width();
+            let s = Arc::new(Striped::new(e.clone(), size, width));
+            lock(&st.hoc).insert_striped(key.id, s.clone());
+            s
+        })
+    });
+    let obj = Arc::new(obj);
     let (r, pieces) = plan_hit(&e, size, req.headers(), now, head);
     let length = super::super::upstream::content_length(r.headers());
     let finish = presumed.then(|| {
@@ -535,11 +553,7 @@ async fn coded_hit(
         ClusterStats::add(&c.stats.decodes, 1);
     }
     let body = match rest {
-        None => NodeBody::Full(http_body_util::Full::new(if ready.len() == 1 {
-            ready.into_iter().next().unwrap_or_default()
-        } else {
-            Bytes::from(ready.into_iter().flatten().collect::<Vec<u8>>())
-        })),
+        None => NodeBody::Slices(ready),
         // `length` counts the bytes already read too.
         Some(rx) => NodeBody::Live(LiveBody::new(ready, None, rx, length)),
     };
