@@ -17,6 +17,8 @@ use ecdn_store::{BadBlock, BlockVerifier, MappedBlocks};
 /// What an in-flight fetch sends each subscriber after its replay.
 pub(super) enum Chunk {
     Data(Bytes),
+    /// Several buffers, in order (a coded object's stripe: slices of its sub-chunks).
+    Slices(Vec<Bytes>),
     /// Disk-hit bytes still to be verified as they are sent.
     Verifying(Verifying),
     /// The origin body completed (and was stored if it could be). A channel closed without
@@ -69,7 +71,8 @@ impl LiveBody {
         Poll::Ready(Some(Ok(Frame::data(b))))
     }
 
-    /// The frame for what the channel delivered (other than [`Chunk::Verifying`]).
+    /// The frame for what the channel delivered (other than [`Chunk::Verifying`] and
+    /// [`Chunk::Slices`]).
     fn chunk(&mut self, c: Option<Chunk>) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         match c {
             Some(Chunk::Data(b)) => self.data(b),
@@ -77,7 +80,7 @@ impl LiveBody {
                 self.done = true;
                 Poll::Ready(None)
             }
-            Some(Chunk::Verifying(_)) | None => {
+            Some(Chunk::Verifying(_) | Chunk::Slices(_)) | None => {
                 self.done = true;
                 Poll::Ready(Some(Err(io::Error::other("response aborted"))))
             }
@@ -118,6 +121,12 @@ impl Body for NodeBody {
                     }
                     match ready!(l.rx.poll_recv(cx)) {
                         Some(Chunk::Verifying(v)) => l.verifying = Some(v),
+                        Some(Chunk::Slices(v)) => {
+                            l.replay.extend(v);
+                            if let Some(b) = l.replay.pop_front() {
+                                return l.data(b);
+                            }
+                        }
                         other => break l.chunk(other),
                     }
                 }

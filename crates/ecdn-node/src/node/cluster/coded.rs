@@ -3,20 +3,25 @@
 //!
 //! The object is read in windows of sub-chunks: for a window, every data chunk's sub-chunks
 //! are asked for at once from the servers holding them (or read from this node's piece
-//! store), so a sequential read pulls from all K data servers at once, and a window's bytes
-//! reach the client as soon as its stripes are complete. An answer's first window is one
-//! stripe, read alone (the answer starts after one sub-chunk's round trip: read-ahead asked
-//! beside it made it wait for the peers' larger reads); then windows double up to
-//! [`WINDOW_BYTES`] per chunk, [`READ_AHEAD`] in flight while the previous one is sent.
+//! store), so a sequential read pulls from all K data servers at once. Each peer's answer is
+//! cut into sub-chunks as its bytes arrive, and **a stripe goes to the client as soon as it is
+//! complete**, in order. An answer's first window is one stripe, read alone (the answer starts
+//! after one sub-chunk's round trip: read-ahead asked beside it made it wait for the peers'
+//! larger reads); then windows of up to [`WINDOW_BYTES`] per chunk, [`READ_AHEAD`] read ahead
+//! of the one being sent (a window's memory is bounded by its size).
 //!
-//! **Delayed parity fetch:** the time to the first data chunk's answer from a peer is recorded
-//! (this node's own chunk, read locally, does not count); if, that
-//! time × `parity_delay` (0.2 by default) later, some data sub-chunks have still not arrived,
-//! the parity chunks' sub-chunks are asked for too, and each stripe is finished with the first
-//! K that arrive. A data chunk whose server fails (refused, reset, timed out, `404`) or whose
-//! sub-chunk fails its CRC-32C (the checksums come with the piece metadata, signed) is
-//! replaced the same way, at once. A stripe with all K data sub-chunks is copied, never decoded.
-//! Wrong bytes are never sent: a stripe that cannot be completed ends the response short.
+//! **Delayed parity fetch:** in each window, the time to the first data sub-chunk from a peer
+//! is recorded (this node's own chunk, read locally, does not count); if, that
+//! time × `parity_delay` (0.2 by default) later, the stripe being waited for still lacks a data
+//! sub-chunk, the parity chunks' sub-chunks are asked for too (for the stripes not sent yet),
+//! and each stripe is finished with the first K that arrive. A data chunk whose server fails
+//! (refused, reset, timed out, `404`, a short answer) or whose sub-chunk fails its CRC-32C (the
+//! checksums come with the piece metadata, signed) is replaced the same way, at once. A stripe
+//! with all K data sub-chunks is sent as slices of the buffers they arrived in (no copy, no
+//! decode). Wrong bytes are never sent: when a stripe cannot be completed from the sources the
+//! read began with (chunks evicted or moved since), the servers are asked again which pieces
+//! they hold and the answer goes on from its first unsent byte; if that fails too, the
+//! response ends short.
 //!
 //! **The HOC's stripes:** when the HOC holds the object in stripes, a window whose stripes it
 //! holds is answered from them, and any other is read whole-stripe (a range's first and last
@@ -44,9 +49,9 @@ use super::pieces::PieceStore;
 use super::{Cluster, ClusterStats};
 
 /// Bytes of sub-chunks asked of one chunk's server per request.
-pub(super) const WINDOW_BYTES: u64 = 256 << 10;
+const WINDOW_BYTES: u64 = 1 << 20;
 /// Windows read ahead of the one being sent.
-const READ_AHEAD: usize = 2;
+const READ_AHEAD: usize = 1;
 
 /// A coded object as the serving node reads it.
 pub(super) struct CodedObject {
@@ -67,6 +72,19 @@ pub(super) struct CodedObject {
 }
 
 impl CodedObject {
+    /// The same object read from other sources.
+    fn with_sources(&self, sources: Vec<Option<usize>>) -> CodedObject {
+        CodedObject {
+            key: self.key.clone(),
+            object: self.object,
+            layout: self.layout,
+            coding: self.coding.clone(),
+            sources,
+            supplied: self.supplied.clone(),
+            hoc: self.hoc.clone(),
+        }
+    }
+
     fn stripes_per_window(&self) -> u64 {
         (WINDOW_BYTES / self.layout.sub_chunk().max(1)).max(1)
     }
@@ -99,90 +117,150 @@ impl CodedObject {
     }
 }
 
-/// One chunk's sub-chunks of one window: per stripe, the verified bytes (`None`: failed its
-/// checksum).
-type ChunkWindow = Vec<Option<Bytes>>;
+/// What a chunk's reader reports to its window.
+enum Arrival {
+    /// Sub-chunk `j` of `chunk`, checked against its CRC-32C (`None`: it failed).
+    Sub {
+        chunk: usize,
+        j: u64,
+        bytes: Option<Bytes>,
+    },
+    /// The chunk's reader is done: whatever it has not delivered will not come.
+    End,
+}
 
-/// Sub-chunks `stripes` of chunk `chunk`, from its source, each checked against its CRC-32C.
-async fn fetch(
-    st: &State,
-    c: &Cluster,
-    obj: &CodedObject,
+/// Cuts a chunk's bytes, as they arrive, into its sub-chunks `next..end`, checks each against
+/// its CRC-32C and hands it to the window. A sub-chunk inside one arriving buffer is a slice of
+/// it; only one that straddles two is copied.
+struct SubChunks<'a> {
+    obj: &'a CodedObject,
+    c: &'a Cluster,
+    chunk: usize,
+    next: u64,
+    end: u64,
+    partial: Vec<u8>,
+    tx: &'a mpsc::UnboundedSender<Arrival>,
+}
+
+impl SubChunks<'_> {
+    /// Takes the next bytes of the chunk; `false` when there are more than asked for.
+    fn push(&mut self, mut data: Bytes) -> bool {
+        while !data.is_empty() {
+            if self.next >= self.end {
+                return false;
+            }
+            let need = self.obj.layout.sub_chunk_len(self.next).unwrap_or(0) as usize;
+            let sub = if self.partial.is_empty() && data.len() >= need {
+                data.split_to(need)
+            } else {
+                let take = (need - self.partial.len()).min(data.len());
+                self.partial.extend_from_slice(&data.split_to(take));
+                if self.partial.len() < need {
+                    continue;
+                }
+                Bytes::from(std::mem::take(&mut self.partial))
+            };
+            let good = self.obj.coding.crc(self.chunk, self.next) == Some(ecdn_store::crc32c(&sub));
+            if !good {
+                ClusterStats::add(&self.c.stats.corrupt_sub_chunks, 1);
+            }
+            let _ = self.tx.send(Arrival::Sub {
+                chunk: self.chunk,
+                j: self.next,
+                bytes: good.then_some(sub),
+            });
+            self.next += 1;
+        }
+        true
+    }
+}
+
+/// Reads sub-chunks `stripes` of chunk `chunk` from its source and reports each as it is
+/// complete, then [`Arrival::End`]: from a peer, the answer's body is cut as it arrives; this
+/// node's own chunk is read from the piece store in one read.
+async fn read_chunk(
+    st: Arc<State>,
+    c: Arc<Cluster>,
+    obj: Arc<CodedObject>,
     chunk: usize,
     stripes: Range<u64>,
-) -> Option<ChunkWindow> {
-    let server = obj.sources.get(chunk).copied().flatten()?;
+    tx: mpsc::UnboundedSender<Arrival>,
+) {
+    let mut cut = SubChunks {
+        obj: &obj,
+        c: &c,
+        chunk,
+        next: stripes.start,
+        end: stripes.end,
+        partial: Vec::new(),
+        tx: &tx,
+    };
     let s = obj.layout.sub_chunk();
-    let lens: Vec<u64> = stripes
+    let start = stripes.start * s;
+    let total: u64 = stripes
         .clone()
         .map(|j| obj.layout.sub_chunk_len(j).unwrap_or(0))
-        .collect();
-    let total: u64 = lens.iter().sum();
-    let start = stripes.start * s;
+        .sum();
+    let server = obj.sources.get(chunk).copied().flatten();
     if let Some(Some(bytes)) = obj.supplied.get(chunk) {
-        let mut at = start as usize;
-        let mut out = Vec::with_capacity(lens.len());
-        for len in lens {
-            let end = at.checked_add(len as usize).filter(|&e| e <= bytes.len())?;
-            out.push(Some(bytes.slice(at..end)));
-            at = end;
+        let (a, b) = (start as usize, (start + total) as usize);
+        if let Some(part) = bytes.get(a..b).map(|_| bytes.slice(a..b)) {
+            cut.push(part);
         }
-        return Some(out);
-    }
-    let bytes = if server == c.id {
-        let disk = st.disk.as_ref()?;
+    } else if server == Some(c.id) {
         let id = PieceStore::piece_id(obj.object, PieceName::Chunk(chunk as u16));
-        c.pieces.read(disk, id, Some(start..start + total)).await?.1
-    } else {
-        let addr = c.peer_of(server)?;
+        if let Some(disk) = st.disk.as_ref() {
+            if let Some((_, bytes)) = c.pieces.read(disk, id, Some(start..start + total)).await {
+                cut.push(bytes);
+            }
+        }
+    } else if let Some(addr) = server.and_then(|s| c.peer_of(s)) {
         let path = wire::piece_path(
             PieceName::Chunk(chunk as u16),
             &obj.key,
             Some((stripes.start, stripes.end)),
         );
-        let resp = match c
+        let sent = c
             .peers
-            .send(addr, Method::GET, &path, Bytes::new(), &[], c.peer_timeout)
-            .await
-        {
-            Ok(r) => r,
-            Err(_) => {
-                ClusterStats::add(&c.stats.peer_errors, 1);
-                return None;
+            .send(addr, Method::GET, &path, Bytes::new(), &[], c.peer_timeout);
+        match sent.await {
+            Ok(resp) if resp.status() == StatusCode::OK => {
+                let deadline = tokio::time::Instant::now() + c.peer_timeout * 4;
+                let mut body = resp.into_body();
+                while let Ok(Some(Ok(frame))) =
+                    tokio::time::timeout_at(deadline, body.frame()).await
+                {
+                    let Ok(data) = frame.into_data() else {
+                        continue;
+                    };
+                    ClusterStats::add(&c.stats.peer_bytes_received, data.len() as u64);
+                    if !cut.push(data) {
+                        break;
+                    }
+                }
             }
-        };
-        if resp.status() != StatusCode::OK {
-            return None;
-        }
-        let body = tokio::time::timeout(c.peer_timeout * 4, resp.into_body().collect())
-            .await
-            .ok()?
-            .ok()?
-            .to_bytes();
-        ClusterStats::add(&c.stats.peer_bytes_received, body.len() as u64);
-        body
-    };
-    if bytes.len() as u64 != total {
-        return None;
-    }
-    let mut out = Vec::with_capacity(lens.len());
-    let mut at = 0usize;
-    for (j, len) in stripes.zip(lens) {
-        let sub = bytes.slice(at..at + len as usize);
-        at += len as usize;
-        if obj.coding.crc(chunk, j) == Some(ecdn_store::crc32c(&sub)) {
-            out.push(Some(sub));
-        } else {
-            ClusterStats::add(&c.stats.corrupt_sub_chunks, 1);
-            out.push(None);
+            Ok(_) => {}
+            Err(_) => ClusterStats::add(&c.stats.peer_errors, 1),
         }
     }
-    Some(out)
+    let _ = tx.send(Arrival::End);
 }
 
-/// Object bytes `bytes` of the window of `stripes`: the data chunks' sub-chunks, with parity
-/// asked for when they are late or bad (see the module documentation); decoded where needed.
-/// `decoded` is set when a stripe needed decoding. `None` when some stripe cannot be completed.
+/// What a window sends the answer: a stripe's bytes (one or more buffers, in order), and at
+/// the end [`WindowOut::Done`]; a window whose channel closes without it failed.
+enum WindowOut {
+    Bytes(Vec<Bytes>),
+    Done,
+}
+
+/// Reads the window of `stripes` (object bytes `bytes` of them wanted) and sends its bytes on
+/// `out`, **stripe by stripe as each is complete**: the data chunks' sub-chunks are asked of
+/// their servers at once, each answer cut into sub-chunks as it arrives, and a stripe leaves as
+/// soon as its K data sub-chunks are there (slices of the buffers they arrived in, never
+/// copied) or, once parity was asked for, any K (decoded). Parity is asked for (for the
+/// stripes not sent yet) as the module documentation says. `decoded` is set when a stripe
+/// needed decoding. When a stripe cannot be completed, `out` closes without
+/// [`WindowOut::Done`].
 async fn window(
     st: Arc<State>,
     c: Arc<Cluster>,
@@ -190,145 +268,230 @@ async fn window(
     stripes: Range<u64>,
     bytes: Range<u64>,
     decoded: Arc<AtomicBool>,
-) -> Option<Bytes> {
-    // The object bytes decoded: the window's, or, to keep them in the HOC, its stripes' whole.
-    let mut decode = bytes.clone();
-    if let Some(h) = &obj.hoc {
-        if let Some(parts) = h.range(bytes.clone()) {
-            return Some(match parts.len() {
-                1 => parts.into_iter().next().unwrap_or_default(),
-                _ => Bytes::from(parts.concat()),
-            });
-        }
-        let first = obj.layout.stripe_range(stripes.start).ok()?;
-        let last = obj.layout.stripe_range(stripes.end.checked_sub(1)?).ok()?;
-        decode = first.start..last.end;
+    out: mpsc::Sender<WindowOut>,
+) {
+    if let Some(parts) = obj.hoc.as_ref().and_then(|h| h.range(bytes.clone())) {
+        let _ = out.send(WindowOut::Bytes(parts)).await;
+        let _ = out.send(WindowOut::Done).await;
+        return;
     }
     let (k, total) = (obj.layout.k(), obj.layout.total_chunks());
     let n = (stripes.end - stripes.start) as usize;
-    let (tx, mut rx) = mpsc::channel::<(usize, Option<ChunkWindow>)>(total);
+    let (tx, mut rx) = mpsc::unbounded_channel();
     let mut asked = vec![false; total];
-    let mut pending = 0usize;
-    let ask = |chunk: usize, asked: &mut Vec<bool>, pending: &mut usize| {
+    let mut running = 0usize;
+    let mut ask = |chunk: usize, from: u64, running: &mut usize| {
         if asked[chunk] || obj.sources[chunk].is_none() {
             return;
         }
         asked[chunk] = true;
-        *pending += 1;
-        let (st, c, obj, tx, stripes) = (
+        *running += 1;
+        let task = read_chunk(
             st.clone(),
             c.clone(),
             obj.clone(),
+            chunk,
+            from..stripes.end,
             tx.clone(),
-            stripes.clone(),
         );
-        tokio::spawn(async move {
-            let got = fetch(&st, &c, &obj, chunk, stripes).await;
-            let _ = tx.send((chunk, got)).await;
-        });
+        tokio::spawn(task);
     };
     for chunk in 0..k {
-        ask(chunk, &mut asked, &mut pending);
+        ask(chunk, stripes.start, &mut running);
     }
     let started = Instant::now();
-    let mut parity_asked = (0..k).any(|i| !asked[i]);
+    // A data chunk without a source: parity from the start.
+    let mut parity_asked = obj.sources[..k].iter().any(Option::is_none);
     if parity_asked {
         for chunk in k..total {
-            ask(chunk, &mut asked, &mut pending);
+            ask(chunk, stripes.start, &mut running);
         }
     }
-    let mut got: Vec<Option<ChunkWindow>> = vec![None; total];
     let mut parity_at: Option<Instant> = None;
-    let data_complete = |got: &[Option<ChunkWindow>]| {
-        got[..k]
-            .iter()
-            .all(|w| w.as_ref().is_some_and(|w| w.iter().all(Option::is_some)))
-    };
-    let stripes_complete = |got: &[Option<ChunkWindow>]| {
-        (0..n).all(|j| {
-            got.iter()
-                .filter(|w| w.as_ref().is_some_and(|w| w[j].is_some()))
-                .count()
-                >= k
-        })
-    };
-    while !(data_complete(&got) || (parity_asked && stripes_complete(&got))) {
-        if pending == 0 {
+    // Per stripe of the window not sent yet, per chunk, its verified sub-chunk.
+    let mut have: Vec<Vec<Option<Bytes>>> = vec![vec![None; total]; n];
+    let mut next = 0usize;
+    loop {
+        // Send every stripe that is complete, in order.
+        while next < n {
+            let j = stripes.start + next as u64;
+            let row = &have[next];
+            let data = row[..k].iter().all(Option::is_some);
+            let any_k = parity_asked && row.iter().flatten().count() >= k;
+            if !(data || any_k) {
+                break;
+            }
+            if !data {
+                decoded.store(true, Ordering::Relaxed);
+            }
+            let Some(sent) = stripe_bytes(&c, &obj, j, &bytes, row, data) else {
+                return;
+            };
+            have[next] = Vec::new();
+            if out.send(WindowOut::Bytes(sent)).await.is_err() {
+                return;
+            }
+            next += 1;
+        }
+        if next == n {
+            let _ = out.send(WindowOut::Done).await;
+            return;
+        }
+        if running == 0 {
             if parity_asked {
-                return None;
+                return; // a stripe cannot be completed: the answer ends short
             }
             parity_asked = true;
+            let from = stripes.start + next as u64;
             for chunk in k..total {
-                ask(chunk, &mut asked, &mut pending);
+                ask(chunk, from, &mut running);
             }
             continue;
         }
-        let next = match (parity_asked, parity_at) {
+        let arrival = match (parity_asked, parity_at) {
             (false, Some(at)) => tokio::select! {
-                r = rx.recv() => r,
+                a = rx.recv() => a,
                 _ = tokio::time::sleep_until(at.into()) => {
+                    // The stripe being waited for is late: parity for the rest of the window.
                     parity_asked = true;
+                    let from = stripes.start + next as u64;
                     for chunk in k..total {
-                        ask(chunk, &mut asked, &mut pending);
+                        ask(chunk, from, &mut running);
                     }
                     continue;
                 }
             },
             _ => rx.recv().await,
         };
-        let (chunk, result) = next?;
-        pending -= 1;
-        let bad = result
-            .as_ref()
-            .is_none_or(|w| w.len() != n || w.iter().any(Option::is_none));
-        got[chunk] = result.filter(|w| w.len() == n);
-        if parity_at.is_none() && obj.sources[chunk] != Some(c.id) {
-            // The first answer from a peer (this node's own chunk says nothing about the
-            // network): parity is asked for if the others are this much later.
-            let first = started.elapsed();
-            let delay = Duration::from_secs_f64(first.as_secs_f64() * c.cfg.parity_delay);
-            parity_at = Some(Instant::now() + delay);
-        }
-        if bad && chunk < k && !parity_asked {
-            parity_asked = true;
-            for chunk in k..total {
-                ask(chunk, &mut asked, &mut pending);
+        match arrival {
+            Some(Arrival::Sub { chunk, j, bytes: b }) => {
+                let bad = b.is_none();
+                if let Some(row) = have.get_mut((j - stripes.start) as usize) {
+                    if !row.is_empty() {
+                        row[chunk] = b;
+                    }
+                }
+                if parity_at.is_none() && obj.sources[chunk] != Some(c.id) {
+                    // The first sub-chunk from a peer (this node's own chunk says nothing
+                    // about the network): parity is asked for if the stripe waited for is
+                    // still incomplete this much later.
+                    let first = started.elapsed();
+                    let delay = Duration::from_secs_f64(first.as_secs_f64() * c.cfg.parity_delay);
+                    parity_at = Some(Instant::now() + delay);
+                }
+                if bad && chunk < k && !parity_asked {
+                    parity_asked = true;
+                    let from = stripes.start + next as u64;
+                    for chunk in k..total {
+                        ask(chunk, from, &mut running);
+                    }
+                }
             }
+            Some(Arrival::End) => running -= 1,
+            None => return,
         }
-    }
-    let needs_decode = !data_complete(&got);
-    let codec = c.codecs.get(k, obj.layout.p()).ok()?;
-    let run = move || -> Option<Bytes> {
-        let mut out = vec![0u8; (decode.end - decode.start) as usize];
-        let first = stripes.start;
-        let at = decode.start;
-        decode_range_with(codec.as_ref(), &obj.layout, decode, &mut out, |chunk, j| {
-            got.get(chunk)?
-                .as_ref()?
-                .get(usize::try_from(j.checked_sub(first)?).ok()?)?
-                .as_deref()
-        })
-        .ok()?;
-        let out = Bytes::from(out);
-        if let Some(h) = &obj.hoc {
-            h.keep(at, &out);
-        }
-        let wanted = (bytes.start - at) as usize..(bytes.end - at) as usize;
-        Some(out.slice(wanted))
-    };
-    if needs_decode {
-        decoded.store(true, Ordering::Relaxed);
-        tokio::task::spawn_blocking(run).await.ok()?
-    } else {
-        run()
     }
 }
 
-/// Reads the object's `pieces` (byte ranges and multipart text), window by window, with
-/// [`READ_AHEAD`] windows in flight. The first window is read before this returns (`None` if
-/// it cannot be: the caller treats the request as a miss); the rest is sent on the returned
-/// channel, which closes without [`Chunk::Done`] if a later window fails. `finish`, work that
-/// runs beside the read (the check that every target holds its chunk), is awaited before the
+/// The bytes stripe `j` sends (those in `bytes`) from its sub-chunks `row` (per chunk): with
+/// all K data sub-chunks (`data`), slices of them; else decoded from any K. When the HOC holds
+/// the object in stripes, the stripe is made whole and kept there first.
+fn stripe_bytes(
+    c: &Cluster,
+    obj: &CodedObject,
+    j: u64,
+    bytes: &Range<u64>,
+    row: &[Option<Bytes>],
+    data: bool,
+) -> Option<Vec<Bytes>> {
+    let layout = &obj.layout;
+    let whole = layout.stripe_range(j).ok()?;
+    let wanted = whole.start.max(bytes.start)..whole.end.min(bytes.end);
+    let made = if obj.hoc.is_some() {
+        whole.clone()
+    } else {
+        wanted.clone()
+    };
+    let slices = if data {
+        let mut v = Vec::with_capacity(layout.k());
+        for (chunk, sub) in row.iter().enumerate().take(layout.k()) {
+            let r = layout.data_range_of(chunk, j).ok()?;
+            let (a, b) = (r.start.max(made.start), r.end.min(made.end));
+            if a < b {
+                let sub = sub.as_ref()?;
+                let (from, to) = ((a - r.start) as usize, (b - r.start) as usize);
+                v.push(sub.get(from..to).map(|_| sub.slice(from..to))?);
+            }
+        }
+        v
+    } else {
+        let codec = c.codecs.get(layout.k(), layout.p()).ok()?;
+        let mut out = vec![0u8; (made.end - made.start) as usize];
+        decode_range_with(
+            codec.as_ref(),
+            layout,
+            made.clone(),
+            &mut out,
+            |chunk, i| (i == j).then(|| row.get(chunk)?.as_deref()).flatten(),
+        )
+        .ok()?;
+        vec![Bytes::from(out)]
+    };
+    let Some(h) = &obj.hoc else {
+        return Some(slices);
+    };
+    let stripe = match slices.len() {
+        1 => slices.into_iter().next()?,
+        _ => Bytes::from(slices.concat()),
+    };
+    h.keep(whole.start, &stripe);
+    let (a, b) = (wanted.start - whole.start, wanted.end - whole.start);
+    Some(vec![stripe.slice(a as usize..b as usize)])
+}
+
+/// Starts reading the window of `stripes` (object bytes `bytes`); its bytes come on the
+/// returned channel (see [`window`]), which holds the whole window, so a window read ahead
+/// never waits for the answer.
+fn start_window(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    obj: &Arc<CodedObject>,
+    stripes: Range<u64>,
+    bytes: Range<u64>,
+    decoded: &Arc<AtomicBool>,
+) -> mpsc::Receiver<WindowOut> {
+    let n = (stripes.end - stripes.start) as usize;
+    let (tx, rx) = mpsc::channel(n + 1);
+    let task = window(
+        st.clone(),
+        c.clone(),
+        obj.clone(),
+        stripes,
+        bytes,
+        decoded.clone(),
+        tx,
+    );
+    tokio::spawn(task);
+    rx
+}
+
+/// Everything a window sends, until [`WindowOut::Done`] (`None` if it failed).
+async fn collect_window(rx: &mut mpsc::Receiver<WindowOut>) -> Option<Vec<Bytes>> {
+    let mut all = Vec::new();
+    loop {
+        match rx.recv().await? {
+            WindowOut::Bytes(b) => all.extend(b),
+            WindowOut::Done => return Some(all),
+        }
+    }
+}
+
+/// Reads the object's `pieces` (byte ranges and multipart text), window by window, each
+/// window's stripes sent as they complete, with [`READ_AHEAD`] windows read ahead of the one
+/// being sent. The first window (one stripe) is read before this returns (`None` if it cannot
+/// be: the caller treats the request as a miss); the rest is sent on the returned channel,
+/// which closes without [`Chunk::Done`] if a later window fails. `finish`, work that runs
+/// beside the read (the check that every target holds its chunk), is awaited before the
 /// answer ends.
 pub(super) async fn stream(
     st: &Arc<State>,
@@ -360,17 +523,6 @@ pub(super) async fn stream(
             }
         }
     }
-    let (st, c) = (st.clone(), c.clone());
-    let spawn = move |s: Range<u64>, b: Range<u64>| {
-        tokio::spawn(window(
-            st.clone(),
-            c.clone(),
-            obj.clone(),
-            s,
-            b,
-            decoded.clone(),
-        ))
-    };
     // Everything up to and including the first window is ready before answering.
     let mut ready = VecDeque::new();
     let mut in_flight = VecDeque::new();
@@ -378,8 +530,10 @@ pub(super) async fn stream(
         match step {
             Step::Text(t) => ready.push_back(t),
             Step::Window(s, b) => {
-                let first = spawn(s, b);
-                let Some(bytes) = first.await.ok().flatten() else {
+                // Read alone: the peers answer one stripe faster without a larger read
+                // beside it.
+                let mut first = start_window(st, c, &obj, s, b, &decoded);
+                let Some(bytes) = collect_window(&mut first).await else {
                     if let Some(f) = &finish {
                         f.abort();
                     }
@@ -390,10 +544,17 @@ pub(super) async fn stream(
                         break;
                     }
                     if let Step::Window(s, b) = step {
-                        in_flight.push_back(Some(spawn(s.clone(), b.clone())));
+                        in_flight.push_back(start_window(
+                            st,
+                            c,
+                            &obj,
+                            s.clone(),
+                            b.clone(),
+                            &decoded,
+                        ));
                     }
                 }
-                ready.push_back(bytes);
+                ready.extend(bytes);
                 break;
             }
         }
@@ -404,36 +565,66 @@ pub(super) async fn stream(
         }
         return Some((ready, None));
     }
-    let (tx, rx) = mpsc::channel(2);
+    let (tx, rx) = mpsc::channel(4);
+    let (st, c) = (st.clone(), c.clone());
     tokio::spawn(async move {
+        let mut obj = obj;
+        // Whether the sources were asked again already (once per answer).
+        let mut refound = false;
         // `in_flight` holds the next windows of `steps`, in order.
         while let Some(step) = steps.pop_front() {
-            let data = match step {
-                Step::Text(t) => t,
-                Step::Window(..) => {
-                    let next = match in_flight.pop_front() {
-                        Some(Some(h)) => h,
-                        _ => return,
-                    };
-                    // Keep READ_AHEAD windows in flight.
-                    let mut seen = in_flight.len();
-                    for step in steps.iter() {
-                        if let Step::Window(s, b) = step {
-                            if seen == 0 {
-                                in_flight.push_back(Some(spawn(s.clone(), b.clone())));
-                                break;
-                            }
-                            seen -= 1;
+            let (mut current, bytes) = match step {
+                Step::Text(t) => {
+                    if tx.send(Chunk::Data(t)).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Step::Window(s, b) => match in_flight.pop_front() {
+                    Some(rx) => (rx, b),
+                    None => (start_window(&st, &c, &obj, s, b.clone(), &decoded), b),
+                },
+            };
+            // Keep READ_AHEAD windows in flight.
+            let mut seen = in_flight.len();
+            for step in steps.iter() {
+                if let Step::Window(s, b) = step {
+                    if seen == 0 {
+                        let w = start_window(&st, &c, &obj, s.clone(), b.clone(), &decoded);
+                        in_flight.push_back(w);
+                        break;
+                    }
+                    seen -= 1;
+                }
+            }
+            let mut sent = 0u64;
+            let failed = loop {
+                match current.recv().await {
+                    Some(WindowOut::Bytes(b)) => {
+                        sent += b.iter().map(|b| b.len() as u64).sum::<u64>();
+                        if tx.send(Chunk::Slices(b)).await.is_err() {
+                            return; // the client went away
                         }
                     }
-                    match next.await {
-                        Ok(Some(b)) => b,
-                        _ => return, // aborts the client's response: never a wrong byte
-                    }
+                    Some(WindowOut::Done) => break false,
+                    None => break true,
                 }
             };
-            if tx.send(Chunk::Data(data)).await.is_err() {
-                return;
+            if failed {
+                if refound {
+                    return; // aborts the client's response: never a wrong byte
+                }
+                // A stripe could not be completed from the sources the read began with
+                // (chunks evicted or moved since): ask the servers again and go on from the
+                // first byte not sent, with the windows read ahead started again too.
+                refound = true;
+                let sources = super::read::refind_sources(&c, &obj.key, obj.object).await;
+                obj = Arc::new(obj.with_sources(sources));
+                in_flight.clear();
+                let rest = bytes.start + sent..bytes.end;
+                for (s, b) in obj.windows(rest, None).into_iter().rev() {
+                    steps.push_front(Step::Window(s, b));
+                }
             }
         }
         if let Some(f) = finish {
@@ -452,20 +643,15 @@ pub(super) async fn read_all(
     decoded: Arc<AtomicBool>,
 ) -> Option<Bytes> {
     let size = obj.layout.size();
-    let mut handles = VecDeque::new();
+    let mut windows = VecDeque::new();
     for (s, b) in obj.windows(0..size, None) {
-        handles.push_back(tokio::spawn(window(
-            st.clone(),
-            c.clone(),
-            obj.clone(),
-            s,
-            b,
-            decoded.clone(),
-        )));
+        windows.push_back(start_window(st, c, &obj, s, b, &decoded));
     }
     let mut out = Vec::with_capacity(size as usize);
-    for h in handles {
-        out.extend_from_slice(&h.await.ok()??);
+    for mut w in windows {
+        for b in collect_window(&mut w).await? {
+            out.extend_from_slice(&b);
+        }
     }
     Some(Bytes::from(out))
 }

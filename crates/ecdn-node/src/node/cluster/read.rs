@@ -109,36 +109,11 @@ pub(in crate::node) async fn lookup(
         }
     }
     if !local_replica {
-        // Ask the bucket's servers and the slots' former servers.
-        let mut servers = Vec::new();
-        let (mut placed, mut walk) = (Vec::new(), Vec::new());
-        for coded in [false, true] {
-            map.pieces(bucket, coded, &mut placed, &mut walk);
-            servers.extend(placed.iter().map(|p| p.server));
-        }
-        for ch in 0..chunks.max(2) {
-            servers.extend(
-                map.former(bucket, ch)
-                    .into_iter()
-                    .filter(|&s| s != NO_SERVER),
-            );
-        }
-        servers.sort_unstable();
-        servers.dedup();
-        servers.retain(|&s| s != c.id && map.is_available(s));
-        let mut asks = tokio::task::JoinSet::new();
-        for s in servers {
-            let c = c.clone();
-            let key = key.key.clone();
-            asks.spawn(async move { (s, ask_has(&c, s, &key).await) });
-        }
-        while let Some(r) = asks.join_next().await {
-            if let Ok((server, Some((m, held)))) = r {
-                if meta.as_ref().is_none_or(|m| m.coding.is_none()) {
-                    meta = Some(m);
-                }
-                holders.push(Holder { server, held });
+        for (server, m, held) in ask_holders(c, &key.key, bucket).await {
+            if meta.as_ref().is_none_or(|m| m.coding.is_none()) {
+                meta = Some(m);
             }
+            holders.push(Holder { server, held });
         }
     }
     let replica_at = holders
@@ -155,6 +130,85 @@ pub(in crate::node) async fn lookup(
         return Found::Miss;
     };
     replica_hit(st, c, req, key, rd, &holders, server).await
+}
+
+/// Asks the bucket's servers and the slots' former servers (those available, but this node)
+/// which pieces of `key` they hold, all at once: the servers that answered, with one piece's
+/// metadata and what they hold.
+async fn ask_holders(
+    c: &Arc<Cluster>,
+    key: &str,
+    bucket: usize,
+) -> Vec<(usize, PieceMeta, Vec<PieceName>)> {
+    let map = c.map.current();
+    let chunks = if c.scheme().coded() {
+        c.cfg.k + c.cfg.p
+    } else {
+        0
+    };
+    let mut servers = Vec::new();
+    let (mut placed, mut walk) = (Vec::new(), Vec::new());
+    for coded in [false, true] {
+        map.pieces(bucket, coded, &mut placed, &mut walk);
+        servers.extend(placed.iter().map(|p| p.server));
+    }
+    for ch in 0..chunks.max(2) {
+        servers.extend(
+            map.former(bucket, ch)
+                .into_iter()
+                .filter(|&s| s != NO_SERVER),
+        );
+    }
+    servers.sort_unstable();
+    servers.dedup();
+    servers.retain(|&s| s != c.id && map.is_available(s));
+    let mut asks = tokio::task::JoinSet::new();
+    for s in servers {
+        let (c, key) = (c.clone(), key.to_string());
+        asks.spawn(async move { (s, ask_has(&c, s, &key).await) });
+    }
+    let mut found = Vec::new();
+    while let Some(r) = asks.join_next().await {
+        if let Ok((server, Some((m, held)))) = r {
+            found.push((server, m, held));
+        }
+    }
+    found
+}
+
+/// A source per chunk of a coded object in `bucket`: its assigned server if that holds it,
+/// else any holder (the first in `holders` that does).
+fn sources_of(c: &Cluster, bucket: usize, holders: &[Holder]) -> Vec<Option<usize>> {
+    let map = c.map.current();
+    let (mut placed, mut walk) = (Vec::new(), Vec::new());
+    map.pieces(bucket, true, &mut placed, &mut walk);
+    (0..c.cfg.k + c.cfg.p)
+        .map(|ch| {
+            let want = PieceName::Chunk(ch as u16);
+            let assigned = placed.iter().find(|pc| pc.chunk == ch).map(|pc| pc.server);
+            holders
+                .iter()
+                .find(|h| Some(h.server) == assigned && h.held.contains(&want))
+                .or_else(|| holders.iter().find(|h| h.held.contains(&want)))
+                .map(|h| h.server)
+        })
+        .collect()
+}
+
+/// The sources of a coded object's chunks as the servers say now (this node's piece store,
+/// and the `has` answers of the bucket's servers): what a read whose sources failed goes on
+/// with.
+pub(super) async fn refind_sources(c: &Arc<Cluster>, key: &str, object: u64) -> Vec<Option<usize>> {
+    let map = c.map.current();
+    let bucket = map.bucket_of(super::object_id(key));
+    let mut holders = vec![Holder {
+        server: c.id,
+        held: c.pieces.held(object, c.cfg.k + c.cfg.p),
+    }];
+    for (server, _, held) in ask_holders(c, key, bucket).await {
+        holders.push(Holder { server, held });
+    }
+    sources_of(c, bucket, &holders)
 }
 
 /// The coding and HTTP metadata of a chunk of `object` this node holds (`holder`: what it
@@ -432,21 +486,8 @@ async fn coded_hit(
     let Ok(layout) = ObjectLayout::new(coding.size, k, p, u64::from(coding.sub_chunk)) else {
         return Some(Found::Miss);
     };
-    // A source per chunk: its assigned server if that holds it, else any holder (this node
-    // first).
-    let map = c.map.current();
-    let (mut placed, mut walk) = (Vec::new(), Vec::new());
-    map.pieces(bucket, true, &mut placed, &mut walk);
-    let mut sources = vec![None; k + p];
-    for (ch, src) in sources.iter_mut().enumerate() {
-        let want = PieceName::Chunk(ch as u16);
-        let assigned = placed.iter().find(|pc| pc.chunk == ch).map(|pc| pc.server);
-        *src = holders
-            .iter()
-            .find(|h| Some(h.server) == assigned && h.held.contains(&want))
-            .or_else(|| holders.iter().find(|h| h.held.contains(&want)))
-            .map(|h| h.server);
-    }
+    // A source per chunk (this node first among the holders).
+    let sources = sources_of(c, bucket, holders);
     let found = sources.iter().filter(|s| s.is_some()).count();
     let usable = stored_response(key.key.clone(), &http, Bytes::new()).filter(|e| {
         let now = Instant::now();
