@@ -535,12 +535,16 @@ async fn coded_hit(
         .then(|| lock(&st.hoc).striped(key.id, &key.key))
         .flatten();
     let admit = held.is_none() && !head && lock(&st.hoc).admit(key.id, &key.key, size, now);
-    if lack.iter().any(|&l| l) {
+    // A whole object the HOC admits is read whole before the answer, as one the targets lack
+    // a chunk of: a chunk lost meanwhile then turns the request into a miss instead of a
+    // response cut short. Ranges read only their stripes into the HOC (below).
+    let whole = admit && !req.headers().contains_key(hyper::header::RANGE);
+    if lack.iter().any(|&l| l) || whole {
         if presumed {
             // The object is read whole anyway: learn first what the targets really lack.
             lack = check_lacking(c, key, true, &holders[0]).await;
         }
-        // The object whole, to re-encode the missing chunks (and for the HOC). (When the
+        // The object whole, to re-encode the missing chunks and for the HOC. (When the
         // presumed sources fail here, the HOC's admission was counted once already.)
         let keep = admit || held.is_some();
         let response = answer_whole(st, c, req, key, Arc::new(obj), e, &lack, keep).await;
