@@ -7,8 +7,8 @@
 //! cut into sub-chunks as its bytes arrive, and **a stripe goes to the client as soon as it is
 //! complete**, in order. An answer's first window is one stripe, read alone (the answer starts
 //! after one sub-chunk's round trip: read-ahead asked beside it made it wait for the peers'
-//! larger reads); then windows of up to [`WINDOW_BYTES`] per chunk, [`READ_AHEAD`] read ahead
-//! of the one being sent (a window's memory is bounded by its size).
+//! larger reads); then windows doubling up to [`WINDOW_BYTES`] per chunk, [`READ_AHEAD`] read
+//! ahead of the one being sent (a window's memory is bounded by its size).
 //!
 //! **Delayed parity fetch:** in each window, the time to the first data sub-chunk from a peer
 //! is recorded (this node's own chunk, read locally, does not count); if, that
