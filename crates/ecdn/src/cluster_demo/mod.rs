@@ -147,6 +147,12 @@ pub struct DemoArgs {
     /// Limit on one attempt of one request, connect to last byte.
     #[arg(long, default_value = "30s")]
     request_timeout: String,
+    /// Also report the download times of hits through modeled client access links of these
+    /// rates (bits per second, comma-separated, e.g. `1Gbit,10Gbit`): each answer's frames, as
+    /// they arrived, pass a FIFO link of that rate (C2DN's Fig. 8 clients reach the cluster over
+    /// a WAN). The measured times are reported as well.
+    #[arg(long, value_name = "RATES")]
+    client_link: Option<String>,
     /// Keep the run's directory (cluster file, logs, disk files) and print where it is.
     #[arg(long)]
     keep_dir: bool,
@@ -205,6 +211,34 @@ struct Plan {
     sub_chunk: u64,
     ready_timeout: Duration,
     request_timeout: Duration,
+    /// `--client-link`, bits per second.
+    client_links: Vec<f64>,
+}
+
+/// A rate in bits per second: a number with an optional `kbit`, `Mbit` or `Gbit` (decimal).
+fn parse_rate(s: &str) -> Result<f64> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let (num, unit) = match lower.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => lower.split_at(i),
+        None => (lower.as_str(), ""),
+    };
+    let scale = match unit {
+        "" | "bit" => 1.0,
+        "kbit" => 1e3,
+        "mbit" => 1e6,
+        "gbit" => 1e9,
+        _ => bail!("--client-link {t:?}: unknown unit; expected e.g. 100Mbit, 1Gbit, 2.5Gbit"),
+    };
+    let n: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("--client-link {t:?}: not a number"))?;
+    let rate = n * scale;
+    if !(rate.is_finite() && rate >= 1e3) {
+        bail!("--client-link {t:?}: the rate must be at least 1kbit");
+    }
+    Ok(rate)
 }
 
 fn plan(a: &DemoArgs) -> Result<Plan> {
@@ -271,6 +305,10 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
         sub_chunk,
         ready_timeout: crate::args::duration("--ready-timeout", &a.ready_timeout)?,
         request_timeout: crate::args::duration("--request-timeout", &a.request_timeout)?,
+        client_links: match &a.client_link {
+            Some(l) => l.split(',').map(parse_rate).collect::<Result<_>>()?,
+            None => Vec::new(),
+        },
     })
 }
 
@@ -347,6 +385,7 @@ async fn live(a: &DemoArgs, plan: &Plan, dir: &Path, layout: &Layout, key: &str)
         dispenser,
         timeout: plan.request_timeout,
         rebalancer: Some(rebalancer),
+        arrivals: !plan.client_links.is_empty(),
     });
     let t = Instant::now();
     let records = driver::run(work, a.concurrency).await?;
@@ -522,6 +561,19 @@ fn build_report(
         .flatten()
         .map(|s| s.peer_bytes_received)
         .sum();
+    let relay_received: u64 = live
+        .stats
+        .iter()
+        .flatten()
+        .map(|s| s.relay_bytes_received)
+        .sum();
+    let per_byte_served = |n: u64| {
+        if t.served_bytes > 0 {
+            n as f64 / t.served_bytes as f64
+        } else {
+            0.0
+        }
+    };
     let cpu_s: f64 = live.cpu.iter().flatten().sum();
     let gib = t.served_bytes as f64 / (1u64 << 30) as f64;
     let kills = plan
@@ -563,16 +615,14 @@ fn build_report(
             0.0
         },
         partial_hits: t.partial_hits,
-        intra_cluster_bytes: if t.served_bytes > 0 {
-            peer_received as f64 / t.served_bytes as f64
-        } else {
-            0.0
-        },
+        intra_cluster_bytes: per_byte_served(peer_received),
+        intra_cluster_relay_bytes: per_byte_served(relay_received),
         bytes_served: t.served_bytes,
         ttfb_ms,
         download_ms,
         ttfb_ms_piece_hits,
         download_ms_piece_hits,
+        client_links: report::client_links(&live.records, &plan.client_links),
         cpu_s,
         cpu_s_per_gib: if gib > 0.0 { cpu_s / gib } else { 0.0 },
         node_stats: live.stats.clone(),
@@ -761,6 +811,8 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!((p.code.k, p.code.p, p.window), (3, 2, 7));
+        let p = plan(&args(&["--client-link", "100Mbit, 2.5gbit,800kbit,64000"])).unwrap();
+        assert_eq!(p.client_links, vec![1e8, 2.5e9, 8e5, 64e3]);
         for (flags, want) in [
             (vec!["--nodes", "0"], "--nodes"),
             (vec!["--concurrency", "0"], "--concurrency"),
@@ -778,6 +830,11 @@ mod tests {
             (vec!["--plot", "x.gif"], ".png or .svg"),
             (vec!["--requests", "0"], "no requests"),
             (vec!["--origin-latency", "forever"], "--origin-latency"),
+            (vec!["--client-link", "1Tbit"], "unknown unit"),
+            (vec!["--client-link", "fast"], "unknown unit"),
+            (vec!["--client-link", "1Gbit,"], "not a number"),
+            (vec!["--client-link", "999"], "at least 1kbit"),
+            (vec!["--client-link", "0.5kbit"], "at least 1kbit"),
         ] {
             let e = match plan(&args(&flags)) {
                 Ok(_) => panic!("{flags:?} accepted"),

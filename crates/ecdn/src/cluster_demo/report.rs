@@ -63,6 +63,9 @@ pub struct Record {
     /// Time to the first body byte and to the last, from sending the request.
     pub ttfb_us: u64,
     pub total_us: u64,
+    /// Each body frame's arrival (µs from sending the request, bytes), when kept
+    /// (`--client-link`).
+    pub arrivals: Vec<(u32, u32)>,
     pub retry: Option<Retry>,
     /// Why it failed (transport error, status, short or wrong body).
     pub error: Option<String>,
@@ -76,6 +79,9 @@ pub struct ClusterStats {
     pub epoch: u64,
     pub bytes_written: u64,
     pub peer_bytes_received: u64,
+    /// The part of `peer_bytes_received` that relayed answers carried.
+    #[serde(default)]
+    pub relay_bytes_received: u64,
     pub peer_bytes_sent: u64,
     pub decodes: u64,
     pub partial_hits: u64,
@@ -337,6 +343,56 @@ pub fn latency(records: &[Record], pieces_only: bool) -> (ByKind, ByKind) {
     )
 }
 
+/// The download time (µs) of an answer through a modeled client access link of `bits_per_s`
+/// (the clients of C2DN's Fig. 8 reach the cluster over a WAN): a FIFO link fed by the body's
+/// frames as they arrived at the driver, each frame leaving it `bytes × 8 / rate` after the
+/// later of its arrival and the previous frame's departure. No propagation delay is added, so
+/// the time to the first byte is unchanged.
+pub fn through_link(arrivals: &[(u32, u32)], bits_per_s: f64) -> u64 {
+    let us_per_byte = 8.0e6 / bits_per_s;
+    let mut out = 0.0f64;
+    for &(at, bytes) in arrivals {
+        out = out.max(at as f64) + bytes as f64 * us_per_byte;
+    }
+    out.round() as u64
+}
+
+/// Download percentiles of hits through one modeled client link (`--client-link`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClientLink {
+    pub bits_per_s: f64,
+    pub download_ms: ByKind,
+    pub download_ms_piece_hits: ByKind,
+}
+
+/// [`ClientLink`] for each rate, from the frames' arrivals the records kept.
+pub fn client_links(records: &[Record], rates: &[f64]) -> Vec<ClientLink> {
+    let by_kind = |rate: f64, pieces_only: bool| {
+        let mut v: [Vec<f64>; 2] = Default::default();
+        for r in records
+            .iter()
+            .filter(|r| r.ok && r.hit && !(pieces_only && r.hoc))
+        {
+            if let Some(coded) = r.coded {
+                v[usize::from(!coded)].push(through_link(&r.arrivals, rate) as f64 / 1000.0);
+            }
+        }
+        let [coded, replicated] = v;
+        ByKind {
+            coded: Percentiles::of(coded),
+            replicated: Percentiles::of(replicated),
+        }
+    };
+    rates
+        .iter()
+        .map(|&rate| ClientLink {
+            bits_per_s: rate,
+            download_ms: by_kind(rate, false),
+            download_ms_piece_hits: by_kind(rate, true),
+        })
+        .collect()
+}
+
 /// A kill as the report shows it.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct KillRow {
@@ -396,8 +452,12 @@ pub struct Report {
     pub decoded_request_fraction: f64,
     /// Answers marked `X-Ecdn-Partial: 1`.
     pub partial_hits: u64,
-    /// Σ `peer_bytes_received` over the nodes alive at the end / body bytes served.
+    /// Σ `peer_bytes_received` over the nodes alive at the end / body bytes served: chunks,
+    /// replicas and relayed answers.
     pub intra_cluster_bytes: f64,
+    /// The part of `intra_cluster_bytes` that relayed answers carried (a request sent to a node
+    /// that does not serve its bucket).
+    pub intra_cluster_relay_bytes: f64,
     pub bytes_served: u64,
     pub ttfb_ms: ByKind,
     pub download_ms: ByKind,
@@ -405,6 +465,9 @@ pub struct Report {
     /// hits, whose latency does not depend on coding.
     pub ttfb_ms_piece_hits: ByKind,
     pub download_ms_piece_hits: ByKind,
+    /// Download percentiles of hits through modeled client links (`--client-link`; empty
+    /// without it).
+    pub client_links: Vec<ClientLink>,
     /// CPU seconds (user + system) of all node processes: the survivors' at the end, the
     /// killed ones' at their kill.
     pub cpu_s: f64,
@@ -548,10 +611,11 @@ pub fn summary(r: &Report) -> String {
     let _ = writeln!(
         s,
         "decode fraction of coded hits {}, partial hits {}, intra-cluster bytes per byte served \
-         {:.3}, CPU {:.2} s ({:.2} s/GiB served)",
+         {:.3} ({:.3} of it relayed answers), CPU {:.2} s ({:.2} s/GiB served)",
         opt(r.decode_fraction, 4),
         r.partial_hits,
         r.intra_cluster_bytes,
+        r.intra_cluster_relay_bytes,
         r.cpu_s,
         r.cpu_s_per_gib
     );
@@ -572,6 +636,15 @@ pub fn summary(r: &Report) -> String {
         opt(r.download_ms_piece_hits.coded.p50, 2),
         opt(r.download_ms_piece_hits.replicated.p50, 2)
     );
+    for l in &r.client_links {
+        let _ = writeln!(
+            s,
+            "download of hits through a {:.0} Mbit/s client link: coded {}, replicated {}",
+            l.bits_per_s / 1e6,
+            pct(&l.download_ms.coded),
+            pct(&l.download_ms.replicated)
+        );
+    }
     s
 }
 
@@ -745,6 +818,36 @@ mod tests {
         f.node = 4;
         let s = failures(&[rec(1, false, 0), f.clone(), f], 1);
         assert_eq!(s, "failed: request 1 on node 4 (status none): reset\n");
+    }
+
+    #[test]
+    fn a_client_link_delays_each_frame_behind_the_previous_one() {
+        // 1 Mbit/s: 125 bytes take 1 ms.
+        assert_eq!(through_link(&[], 1e6), 0);
+        assert_eq!(through_link(&[(0, 125), (0, 125)], 1e6), 2000);
+        // A frame that arrives after the link went idle starts at its arrival.
+        assert_eq!(through_link(&[(0, 125), (5000, 125)], 1e6), 6000);
+        // Frames that arrive faster than the link queue up behind each other.
+        assert_eq!(
+            through_link(&[(100, 125), (200, 250), (300, 125)], 1e6),
+            4100
+        );
+        let mut hit = Record {
+            ok: true,
+            hit: true,
+            coded: Some(true),
+            arrivals: vec![(1000, 1250)],
+            ..Record::default()
+        };
+        let mut replicated = hit.clone();
+        replicated.coded = Some(false);
+        replicated.arrivals = vec![(500, 1250)];
+        hit.hoc = false;
+        let links = client_links(&[hit, replicated], &[1e6, 1e7]);
+        assert_eq!(links.len(), 2);
+        assert_eq!(links[0].download_ms.coded.p50, Some(11.0));
+        assert_eq!(links[0].download_ms.replicated.p50, Some(10.5));
+        assert_eq!(links[1].download_ms_piece_hits.coded.p50, Some(2.0));
     }
 
     #[test]

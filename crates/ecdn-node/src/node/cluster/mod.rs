@@ -69,6 +69,8 @@ pub(super) struct ClusterStats {
     pub(super) relayed: AtomicU64,
     pub(super) relay_failovers: AtomicU64,
     pub(super) peer_bytes_received: AtomicU64,
+    /// The part of `peer_bytes_received` that relayed answers carried.
+    pub(super) relay_bytes_received: AtomicU64,
     pub(super) peer_bytes_sent: AtomicU64,
     pub(super) decodes: AtomicU64,
     pub(super) partial_hits: AtomicU64,
@@ -180,6 +182,7 @@ impl Cluster {
             "relayed": get(&s.relayed),
             "relay_failovers": get(&s.relay_failovers),
             "peer_bytes_received": get(&s.peer_bytes_received),
+            "relay_bytes_received": get(&s.relay_bytes_received),
             "peer_bytes_sent": get(&s.peer_bytes_sent),
             "decodes": get(&s.decodes),
             "partial_hits": get(&s.partial_hits),

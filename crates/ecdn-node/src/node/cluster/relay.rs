@@ -29,7 +29,7 @@ use super::{Cluster, ClusterStats};
 /// Passes `req` to the bucket's serving node; `None` when this node is to serve it.
 pub(in crate::node) async fn forward(
     st: &Arc<State>,
-    c: &Cluster,
+    c: &Arc<Cluster>,
     req: &Request<ReqBody>,
 ) -> Option<Answer> {
     let primary = CacheKey::primary(req);
@@ -68,7 +68,7 @@ pub(in crate::node) async fn forward(
                 ClusterStats::add(&c.stats.relayed, 1);
                 return Some(Answer {
                     outcome: Outcome::Relayed,
-                    response: stream_back(resp, req.method() == hyper::Method::HEAD),
+                    response: stream_back(c, resp, req.method() == hyper::Method::HEAD),
                 });
             }
             Err(e) => {
@@ -81,8 +81,13 @@ pub(in crate::node) async fn forward(
 }
 
 /// The serving node's answer as this node's: headers less hop-by-hop ones, the body streamed
-/// frame by frame (a body cut short aborts the client's response too).
-fn stream_back(resp: Response<hyper::body::Incoming>, head: bool) -> Response<NodeBody> {
+/// frame by frame (a body cut short aborts the client's response too). Its bytes count as
+/// received from peers (they cross the cluster's network as a chunk does).
+fn stream_back(
+    c: &Arc<Cluster>,
+    resp: Response<hyper::body::Incoming>,
+    head: bool,
+) -> Response<NodeBody> {
     let (parts, mut body) = resp.into_parts();
     let conn = freshness::connection_tokens(&parts.headers);
     let mut headers = hyper::HeaderMap::with_capacity(parts.headers.len());
@@ -97,6 +102,7 @@ fn stream_back(resp: Response<hyper::body::Incoming>, head: bool) -> Response<No
         content_length(&parts.headers)
     };
     let (tx, rx) = mpsc::channel(4);
+    let c = c.clone();
     tokio::spawn(async move {
         loop {
             match body.frame().await {
@@ -106,7 +112,10 @@ fn stream_back(resp: Response<hyper::body::Incoming>, head: bool) -> Response<No
                 }
                 Some(Ok(f)) => {
                     if let Ok(data) = f.into_data() {
-                        if !data.is_empty() && tx.send(Chunk::Data(data)).await.is_err() {
+                        let n = data.len() as u64;
+                        ClusterStats::add(&c.stats.peer_bytes_received, n);
+                        ClusterStats::add(&c.stats.relay_bytes_received, n);
+                        if n > 0 && tx.send(Chunk::Data(data)).await.is_err() {
                             return;
                         }
                     }
