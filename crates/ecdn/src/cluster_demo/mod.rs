@@ -555,18 +555,13 @@ fn build_report(
         .zip(&live.killed)
         .filter(|(_, &k)| !k)
         .filter_map(|(b, _)| b.map(|b| b as f64));
-    let peer_received: u64 = live
+    let (peer_received, relay_received) = live
         .stats
         .iter()
         .flatten()
-        .map(|s| s.peer_bytes_received)
-        .sum();
-    let relay_received: u64 = live
-        .stats
-        .iter()
-        .flatten()
-        .map(|s| s.relay_bytes_received)
-        .sum();
+        .fold((0u64, 0u64), |(all, relay), s| {
+            (all + s.peer_bytes_received, relay + s.relay_bytes_received)
+        });
     let per_byte_served = |n: u64| {
         if t.served_bytes > 0 {
             n as f64 / t.served_bytes as f64
