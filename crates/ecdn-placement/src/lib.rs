@@ -40,6 +40,10 @@
 //!   `0..K`, parity chunks `K..K+P`); a replicated object under `o` itself. The simulator and
 //!   the node share this function, so both look a chunk up under the same id.
 //!
+//! * **Hand-over.** [`Placement::snapshot`] takes what changes and [`Placement::restore`]
+//!   rebuilds the same placement from the configuration and that [`PlacementState`], so a
+//!   coordinator taking over from another continues where it left off.
+//!
 //! `data_servers` and `parity_servers` read precomputed tables (O(1), no allocation); they are
 //! on the request path. Everything is deterministic for a given configuration and seed.
 
@@ -47,12 +51,14 @@ pub mod hash;
 pub mod pieces;
 pub mod rebalance;
 mod ring;
+mod state;
 
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
 pub use hash::chunk_id;
+pub use state::PlacementState;
 pub use rebalance::{
     parity_rebalance, Budget, ParityAssignment, ParityProblem, RebalanceOptions, Stability,
 };
@@ -130,6 +136,8 @@ pub enum PlacementError {
     DuplicateServer { server: ServerId },
     #[error("the weights need {vnodes} virtual nodes; at most {max} are supported")]
     TooManyVnodes { vnodes: usize, max: usize },
+    #[error("the stored placement state does not fit: {0}")]
+    BadState(String),
 }
 
 /// What a rebalance or an availability change did.

@@ -247,4 +247,19 @@ impl SlotHistory {
     pub fn as_slice(&self) -> &[[ServerId; 2]] {
         &self.former
     }
+
+    /// The history whose [`SlotHistory::as_slice`] is `former` (a stored one); `None` unless it
+    /// has `buckets × (K + P)` slots.
+    pub fn from_slice(
+        buckets: usize,
+        k: usize,
+        p: usize,
+        former: &[[ServerId; 2]],
+    ) -> Option<SlotHistory> {
+        (former.len() == buckets * (k + p)).then(|| SlotHistory {
+            k,
+            p,
+            former: former.to_vec(),
+        })
+    }
 }
