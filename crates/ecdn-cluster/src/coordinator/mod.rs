@@ -40,15 +40,14 @@
 //! restarted coordinator's maps are newer than the ones its nodes hold (nodes only ever take a
 //! map with a higher epoch than their own).
 
-use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ecdn_placement::pieces::{Scheme, SlotHistory};
-use ecdn_placement::{Placement, PlacementConfig, PlacementError, RebalanceReport};
+use ecdn_placement::pieces::Scheme;
+use ecdn_placement::PlacementError;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -66,6 +65,11 @@ use crate::config::ClusterConfig;
 use crate::map::BucketMap;
 use crate::peer::{read_verified_body, sign_response, verify_parts, BodyError};
 
+mod state;
+
+use state::State;
+pub use state::StoredState;
+
 /// Paths of the coordinator's API.
 pub const HEARTBEAT_PATH: &str = "/coord/heartbeat";
 pub const MAP_PATH: &str = "/coord/map";
@@ -77,7 +81,7 @@ pub const LONG_POLL: Duration = Duration::from_secs(10);
 /// The least time a node has for its first heartbeat after the coordinator started.
 pub const START_GRACE: Duration = Duration::from_secs(10);
 /// Rebalances kept in [`Status::recent_rebalances`].
-const RECENT: usize = 64;
+pub(crate) const RECENT: usize = 64;
 
 /// A node's heartbeat: it is alive, has seen map `epoch`, and wrote these bytes since its
 /// previous heartbeat that was answered.
@@ -202,234 +206,6 @@ pub enum HeartbeatError {
 struct Published {
     map: Arc<BucketMap>,
     json: Bytes,
-}
-
-/// The coordinator's decisions, separate from the network and the clock so they can be tested
-/// step by step.
-struct State {
-    scheme: Scheme,
-    k: usize,
-    p: usize,
-    placement: Placement,
-    history: Option<SlotHistory>,
-    epoch: u64,
-    /// How long a node may stay silent.
-    deadline: Duration,
-    /// When each node becomes unavailable unless it sends a heartbeat.
-    expires: Vec<Instant>,
-    last_heartbeat: Vec<Option<Instant>>,
-    seen_epoch: Vec<Option<u64>>,
-    node_heartbeats: Vec<u64>,
-    heartbeats: u64,
-    availability_changes: u64,
-    rebalances: u64,
-    recent: VecDeque<RebalanceEvent>,
-    unauthorized: u64,
-    bad_requests: u64,
-}
-
-impl State {
-    fn new(
-        cfg: &ClusterConfig,
-        opts: &CoordinatorOptions,
-        now: Instant,
-    ) -> Result<State, PlacementError> {
-        let (kp, pp) = cfg.placement_code();
-        let placement = Placement::new(
-            &cfg.weights(),
-            PlacementConfig {
-                buckets: cfg.buckets,
-                k: kp,
-                p: pp,
-                seed: cfg.seed,
-                ..PlacementConfig::default()
-            },
-        )?;
-        let n = cfg.nodes.len();
-        let deadline =
-            Duration::from_millis(cfg.heartbeat_ms).saturating_mul(cfg.missed_heartbeats);
-        let grace = deadline.max(opts.start_grace);
-        let history =
-            (cfg.scheme == Scheme::C2dn).then(|| SlotHistory::new(cfg.buckets, cfg.k, cfg.p));
-        let epoch = opts.first_epoch.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(1)
-        });
-        Ok(State {
-            scheme: cfg.scheme,
-            k: cfg.k,
-            p: cfg.p,
-            placement,
-            history,
-            epoch: epoch.max(1),
-            deadline,
-            expires: vec![now + grace; n],
-            last_heartbeat: vec![None; n],
-            seen_epoch: vec![None; n],
-            node_heartbeats: vec![0; n],
-            heartbeats: 0,
-            availability_changes: 0,
-            rebalances: 0,
-            recent: VecDeque::new(),
-            unauthorized: 0,
-            bad_requests: 0,
-        })
-    }
-
-    fn map(&self) -> BucketMap {
-        BucketMap::from_placement(
-            self.epoch,
-            self.scheme,
-            self.k,
-            self.p,
-            &self.placement,
-            self.history.as_ref(),
-        )
-    }
-
-    /// Runs a placement change with the slot bookkeeping, bumps the epoch and returns the
-    /// event (the caller publishes the new map).
-    fn change(
-        &mut self,
-        trigger: String,
-        f: impl FnOnce(&mut Placement) -> RebalanceReport,
-    ) -> RebalanceEvent {
-        let before = self.history.as_ref().map(|h| h.holders(&self.placement));
-        let report = f(&mut self.placement);
-        if let (Some(h), Some(before)) = (self.history.as_mut(), before) {
-            let after = h.holders(&self.placement);
-            h.record(&before, &after);
-        }
-        self.epoch += 1;
-        self.rebalances += 1;
-        let event = RebalanceEvent {
-            epoch: self.epoch,
-            trigger,
-            moved_parity: report.moved_parity,
-            moved_data: report.moved_data,
-            elapsed_us: report.elapsed.as_micros() as u64,
-        };
-        if self.recent.len() == RECENT {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(event.clone());
-        event
-    }
-
-    fn set_available(&mut self, node: usize, available: bool) -> RebalanceEvent {
-        self.availability_changes += 1;
-        let what = if available {
-            "available"
-        } else {
-            "unavailable"
-        };
-        self.change(format!("node {node} {what}"), |pl| {
-            pl.set_available(node, available)
-        })
-    }
-
-    fn periodic_rebalance(&mut self) -> RebalanceEvent {
-        self.change("periodic".into(), |pl| pl.rebalance())
-    }
-
-    /// Heartbeats received from each node so far, `None` for an unavailable node.
-    fn heard(&self) -> Vec<Option<u64>> {
-        (0..self.placement.servers())
-            .map(|n| {
-                self.placement
-                    .is_available(n)
-                    .then_some(self.node_heartbeats[n])
-            })
-            .collect()
-    }
-
-    /// Checks a heartbeat completely before anything is recorded.
-    fn check(&self, hb: &Heartbeat) -> Result<(), HeartbeatError> {
-        let nodes = self.placement.servers();
-        if hb.node >= nodes {
-            return Err(HeartbeatError::UnknownNode {
-                node: hb.node,
-                nodes,
-            });
-        }
-        let (buckets, p) = (self.placement.buckets(), self.placement.p());
-        if let Some(&(bucket, index, _)) =
-            hb.parity.iter().find(|&&(b, j, _)| b >= buckets || j >= p)
-        {
-            return Err(HeartbeatError::BadParity {
-                bucket,
-                index,
-                buckets,
-                p,
-            });
-        }
-        Ok(())
-    }
-
-    /// Records a heartbeat received at `now`; returns the event if the node came back.
-    fn heartbeat(
-        &mut self,
-        hb: &Heartbeat,
-        now: Instant,
-    ) -> Result<Option<RebalanceEvent>, HeartbeatError> {
-        self.check(hb)?;
-        let node = hb.node;
-        self.heartbeats += 1;
-        self.node_heartbeats[node] += 1;
-        self.last_heartbeat[node] = Some(now);
-        self.seen_epoch[node] = Some(hb.epoch);
-        self.expires[node] = now + self.deadline;
-        let event = (!self.placement.is_available(node)).then(|| self.set_available(node, true));
-        // The loads count toward the next rebalance (a return just consumed the earlier ones).
-        self.placement.record_data_write(node, hb.data_bytes);
-        for &(bucket, index, bytes) in &hb.parity {
-            self.placement.record_parity_write(bucket, index, bytes);
-        }
-        Ok(event)
-    }
-
-    /// Marks the nodes whose deadline passed by `now` unavailable.
-    fn expire(&mut self, now: Instant) -> Vec<RebalanceEvent> {
-        let mut events = Vec::new();
-        for node in 0..self.expires.len() {
-            if self.placement.is_available(node) && now >= self.expires[node] {
-                events.push(self.set_available(node, false));
-            }
-        }
-        events
-    }
-
-    fn status(&self, now: Instant) -> Status {
-        let nodes = (0..self.placement.servers())
-            .map(|id| NodeStatus {
-                id,
-                available: self.placement.is_available(id),
-                ms_since_heartbeat: self.last_heartbeat[id]
-                    .map(|t| now.saturating_duration_since(t).as_millis() as u64),
-                heartbeats: self.node_heartbeats[id],
-                seen_epoch: self.seen_epoch[id],
-                data_load: self.placement.data_load(id),
-            })
-            .collect();
-        let parity_load = (0..self.placement.buckets())
-            .flat_map(|b| (0..self.placement.p()).map(move |j| (b, j)))
-            .map(|(b, j)| self.placement.parity_load(b, j))
-            .fold(0u64, u64::saturating_add);
-        Status {
-            epoch: self.epoch,
-            scheme: self.scheme.name(),
-            nodes,
-            heartbeats: self.heartbeats,
-            availability_changes: self.availability_changes,
-            rebalances: self.rebalances,
-            recent_rebalances: self.recent.iter().cloned().collect(),
-            parity_load,
-            unauthorized: self.unauthorized,
-            bad_requests: self.bad_requests,
-        }
-    }
 }
 
 struct Shared {
@@ -854,200 +630,6 @@ async fn map(shared: &Shared, pq: &str, query: Option<&str>) -> Response<Full<By
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cfg(scheme: &str, n: usize) -> ClusterConfig {
-        let mut text = format!(
-            "scheme = \"{scheme}\"\nkey = \"0123456789abcdef-secret\"\n\
-             coordinator = \"127.0.0.1:1\"\nheartbeat_ms = 100\nmissed_heartbeats = 3\n"
-        );
-        for i in 0..n {
-            text.push_str(&format!(
-                "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
-                20000 + i,
-                21000 + i
-            ));
-        }
-        ClusterConfig::parse(&text).unwrap()
-    }
-
-    fn opts() -> CoordinatorOptions {
-        CoordinatorOptions {
-            first_epoch: Some(1),
-            start_grace: Duration::from_secs(1),
-            ..CoordinatorOptions::default()
-        }
-    }
-
-    fn hb(node: usize) -> Heartbeat {
-        Heartbeat {
-            node,
-            ..Heartbeat::default()
-        }
-    }
-
-    /// Silent nodes expire after the start grace, then after the heartbeat deadline; a
-    /// heartbeat brings a node back and the data placement returns exactly.
-    #[test]
-    fn nodes_expire_and_return() {
-        let t0 = Instant::now();
-        let ms = |m: u64| t0 + Duration::from_millis(m);
-        let mut st = State::new(&cfg("c2dn", 5), &opts(), t0).unwrap();
-        let first = st.map();
-        assert_eq!(first.epoch, 1);
-        // Within the start grace nobody expires, even without heartbeats.
-        assert!(st.expire(ms(999)).is_empty());
-        for n in 0..5 {
-            st.heartbeat(&hb(n), ms(900)).unwrap();
-        }
-        assert!(st.expire(ms(1100)).is_empty());
-        for n in 1..5 {
-            st.heartbeat(&hb(n), ms(1150)).unwrap();
-        }
-        // Node 0's last heartbeat was at 900: deadline 1200.
-        assert!(st.expire(ms(1199)).is_empty());
-        let ev = st.expire(ms(1200));
-        assert_eq!(ev.len(), 1);
-        assert_eq!(ev[0].trigger, "node 0 unavailable");
-        assert_eq!(ev[0].epoch, 2);
-        assert!(ev[0].moved_data > 0);
-        let down = st.map();
-        assert!(!down.is_available(0));
-        let (mut pieces, mut walk) = (Vec::new(), Vec::new());
-        for b in 0..down.buckets {
-            for coded in [false, true] {
-                down.pieces(b, coded, &mut pieces, &mut walk);
-                assert!(pieces.iter().all(|p| p.server != 0), "bucket {b}");
-            }
-        }
-        // It comes back with its next heartbeat; data buckets exactly as before.
-        let ev = st.heartbeat(&hb(0), ms(1300)).unwrap().unwrap();
-        assert_eq!(ev.trigger, "node 0 available");
-        assert_eq!(ev.epoch, 3);
-        let back = st.map();
-        for b in 0..back.buckets {
-            use ecdn_placement::pieces::BucketLayout;
-            assert_eq!(back.data_servers(b), first.data_servers(b), "bucket {b}");
-        }
-        let s = st.status(ms(1300));
-        assert_eq!(
-            (s.availability_changes, s.rebalances, s.heartbeats),
-            (2, 2, 10)
-        );
-        assert_eq!(s.recent_rebalances.len(), 2);
-    }
-
-    /// Every node gone at once and back: no panic, and the map stays valid throughout.
-    #[test]
-    fn all_nodes_down_and_back() {
-        for scheme in ["c2dn", "c2dn-norebal", "rep2", "no-rep"] {
-            let t0 = Instant::now();
-            let mut st = State::new(&cfg(scheme, 5), &opts(), t0).unwrap();
-            let ev = st.expire(t0 + Duration::from_secs(2));
-            assert_eq!(ev.len(), 5, "{scheme}");
-            let m = st.map();
-            m.validate().unwrap();
-            assert!(m.serving(0).is_none());
-            for n in 0..5 {
-                st.heartbeat(&hb(n), t0 + Duration::from_secs(3)).unwrap();
-            }
-            let m = st.map();
-            m.validate().unwrap();
-            assert!(m.available.iter().all(|&a| a), "{scheme}");
-            assert_eq!(m.epoch, 11);
-        }
-    }
-
-    #[test]
-    fn loads_are_recorded_and_bad_heartbeats_change_nothing() {
-        let t0 = Instant::now();
-        let mut st = State::new(&cfg("c2dn", 5), &opts(), t0).unwrap();
-        let good = Heartbeat {
-            node: 2,
-            epoch: 1,
-            data_bytes: 1000,
-            parity: vec![(7, 0, 300), (99, 0, 5)],
-        };
-        st.heartbeat(&good, t0).unwrap();
-        assert_eq!(st.placement.data_load(2), 1000);
-        assert_eq!(st.placement.parity_load(7, 0), 300);
-        let bad = [
-            (
-                Heartbeat {
-                    node: 5,
-                    data_bytes: 1,
-                    ..Heartbeat::default()
-                },
-                HeartbeatError::UnknownNode { node: 5, nodes: 5 },
-            ),
-            (
-                Heartbeat {
-                    node: 2,
-                    data_bytes: 1,
-                    parity: vec![(1, 0, 1), (100, 0, 1)],
-                    ..Heartbeat::default()
-                },
-                HeartbeatError::BadParity {
-                    bucket: 100,
-                    index: 0,
-                    buckets: 100,
-                    p: 1,
-                },
-            ),
-            (
-                Heartbeat {
-                    node: 2,
-                    data_bytes: 1,
-                    parity: vec![(1, 1, 1)],
-                    ..Heartbeat::default()
-                },
-                HeartbeatError::BadParity {
-                    bucket: 1,
-                    index: 1,
-                    buckets: 100,
-                    p: 1,
-                },
-            ),
-        ];
-        for (h, want) in bad {
-            assert_eq!(st.heartbeat(&h, t0).unwrap_err(), want);
-        }
-        assert_eq!(st.placement.data_load(2), 1000);
-        assert_eq!(st.placement.parity_load(1, 0), 0);
-        assert_eq!(st.status(t0).heartbeats, 1);
-        // Replication schemes place no parity: any parity entry is out of range.
-        let mut st = State::new(&cfg("rep2", 5), &opts(), t0).unwrap();
-        assert!(st
-            .heartbeat(
-                &Heartbeat {
-                    node: 0,
-                    parity: vec![(0, 0, 1)],
-                    ..Heartbeat::default()
-                },
-                t0
-            )
-            .is_err());
-    }
-
-    #[test]
-    fn periodic_rebalance_bumps_the_epoch() {
-        let t0 = Instant::now();
-        let mut st = State::new(&cfg("c2dn", 5), &opts(), t0).unwrap();
-        let ev = st.periodic_rebalance();
-        assert_eq!((ev.epoch, ev.trigger.as_str()), (2, "periodic"));
-        assert_eq!(st.map().epoch, 2);
-    }
-
-    #[test]
-    fn the_first_epoch_defaults_to_the_start_time_in_ms() {
-        let before = unix_now() * 1000;
-        let st = State::new(
-            &cfg("c2dn", 5),
-            &CoordinatorOptions::default(),
-            Instant::now(),
-        )
-        .unwrap();
-        assert!(st.epoch >= before && st.epoch < before + 60_000);
-    }
 
     #[test]
     fn after_epoch_parses_the_query() {

@@ -1,0 +1,573 @@
+//! The coordinator's decisions, apart from the network and the clock: the placement, the
+//! moved slots, availability and the epoch, changed by heartbeats (or, in etcd mode, by the
+//! nodes' registrations and load reports) and by rebalances. [`State::stored`] and
+//! [`State::from_stored`] hand it from one leading coordinator to the next (etcd mode).
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use ecdn_placement::pieces::{Scheme, SlotHistory};
+use ecdn_placement::{Placement, PlacementConfig, PlacementError, PlacementState, RebalanceReport};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    CoordinatorOptions, Heartbeat, HeartbeatError, NodeStatus, RebalanceEvent, Status, RECENT,
+};
+use crate::config::ClusterConfig;
+use crate::map::BucketMap;
+
+/// The coordinator's decisions, separate from the network and the clock so they can be tested
+/// step by step.
+/// What one leading coordinator leaves for the next (etcd mode): the placement's state, the
+/// moved slots, the epoch and the counters of `GET /coord/status`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredState {
+    pub epoch: u64,
+    pub placement: PlacementState,
+    /// [`SlotHistory::as_slice`] (`c2dn` only).
+    pub history: Option<Vec<[usize; 2]>>,
+    pub availability_changes: u64,
+    pub rebalances: u64,
+    pub recent: Vec<RebalanceEvent>,
+}
+
+pub(super) struct State {
+    pub(super) scheme: Scheme,
+    pub(super) k: usize,
+    pub(super) p: usize,
+    pub(super) placement: Placement,
+    pub(super) history: Option<SlotHistory>,
+    pub(super) epoch: u64,
+    /// How long a node may stay silent.
+    pub(super) deadline: Duration,
+    /// When each node becomes unavailable unless it sends a heartbeat.
+    pub(super) expires: Vec<Instant>,
+    pub(super) last_heartbeat: Vec<Option<Instant>>,
+    pub(super) seen_epoch: Vec<Option<u64>>,
+    pub(super) node_heartbeats: Vec<u64>,
+    pub(super) heartbeats: u64,
+    pub(super) availability_changes: u64,
+    pub(super) rebalances: u64,
+    pub(super) recent: VecDeque<RebalanceEvent>,
+    pub(super) unauthorized: u64,
+    pub(super) bad_requests: u64,
+}
+
+impl State {
+    pub(super) fn new(
+        cfg: &ClusterConfig,
+        opts: &CoordinatorOptions,
+        now: Instant,
+    ) -> Result<State, PlacementError> {
+        let placement = Placement::new(&cfg.weights(), State::placement_config_of(cfg))?;
+        let n = cfg.nodes.len();
+        let deadline =
+            Duration::from_millis(cfg.heartbeat_ms).saturating_mul(cfg.missed_heartbeats);
+        let grace = deadline.max(opts.start_grace);
+        let history =
+            (cfg.scheme == Scheme::C2dn).then(|| SlotHistory::new(cfg.buckets, cfg.k, cfg.p));
+        let epoch = opts.first_epoch.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or(1)
+        });
+        Ok(State {
+            scheme: cfg.scheme,
+            k: cfg.k,
+            p: cfg.p,
+            placement,
+            history,
+            epoch: epoch.max(1),
+            deadline,
+            expires: vec![now + grace; n],
+            last_heartbeat: vec![None; n],
+            seen_epoch: vec![None; n],
+            node_heartbeats: vec![0; n],
+            heartbeats: 0,
+            availability_changes: 0,
+            rebalances: 0,
+            recent: VecDeque::new(),
+            unauthorized: 0,
+            bad_requests: 0,
+        })
+    }
+
+    /// The placement configuration of the cluster file (as `ecdn sim cluster` builds it).
+    fn placement_config_of(cfg: &ClusterConfig) -> PlacementConfig {
+        let (k, p) = cfg.placement_code();
+        PlacementConfig {
+            buckets: cfg.buckets,
+            k,
+            p,
+            seed: cfg.seed,
+            ..PlacementConfig::default()
+        }
+    }
+
+    pub(super) fn map(&self) -> BucketMap {
+        BucketMap::from_placement(
+            self.epoch,
+            self.scheme,
+            self.k,
+            self.p,
+            &self.placement,
+            self.history.as_ref(),
+        )
+    }
+
+    /// Runs a placement change with the slot bookkeeping, bumps the epoch and returns the
+    /// event (the caller publishes the new map).
+    pub(super) fn change(
+        &mut self,
+        trigger: String,
+        f: impl FnOnce(&mut Placement) -> RebalanceReport,
+    ) -> RebalanceEvent {
+        let before = self.history.as_ref().map(|h| h.holders(&self.placement));
+        let report = f(&mut self.placement);
+        if let (Some(h), Some(before)) = (self.history.as_mut(), before) {
+            let after = h.holders(&self.placement);
+            h.record(&before, &after);
+        }
+        self.epoch += 1;
+        self.rebalances += 1;
+        let event = RebalanceEvent {
+            epoch: self.epoch,
+            trigger,
+            moved_parity: report.moved_parity,
+            moved_data: report.moved_data,
+            elapsed_us: report.elapsed.as_micros() as u64,
+        };
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(event.clone());
+        event
+    }
+
+    pub(super) fn set_available(&mut self, node: usize, available: bool) -> RebalanceEvent {
+        self.availability_changes += 1;
+        let what = if available {
+            "available"
+        } else {
+            "unavailable"
+        };
+        self.change(format!("node {node} {what}"), |pl| {
+            pl.set_available(node, available)
+        })
+    }
+
+    pub(super) fn periodic_rebalance(&mut self) -> RebalanceEvent {
+        self.change("periodic".into(), |pl| pl.rebalance())
+    }
+
+    /// Heartbeats received from each node so far, `None` for an unavailable node.
+    pub(super) fn heard(&self) -> Vec<Option<u64>> {
+        (0..self.placement.servers())
+            .map(|n| {
+                self.placement
+                    .is_available(n)
+                    .then_some(self.node_heartbeats[n])
+            })
+            .collect()
+    }
+
+    /// Checks a heartbeat completely before anything is recorded.
+    pub(super) fn check(&self, hb: &Heartbeat) -> Result<(), HeartbeatError> {
+        let nodes = self.placement.servers();
+        if hb.node >= nodes {
+            return Err(HeartbeatError::UnknownNode {
+                node: hb.node,
+                nodes,
+            });
+        }
+        let (buckets, p) = (self.placement.buckets(), self.placement.p());
+        if let Some(&(bucket, index, _)) =
+            hb.parity.iter().find(|&&(b, j, _)| b >= buckets || j >= p)
+        {
+            return Err(HeartbeatError::BadParity {
+                bucket,
+                index,
+                buckets,
+                p,
+            });
+        }
+        Ok(())
+    }
+
+    /// Records a heartbeat received at `now`; returns the event if the node came back.
+    pub(super) fn heartbeat(
+        &mut self,
+        hb: &Heartbeat,
+        now: Instant,
+    ) -> Result<Option<RebalanceEvent>, HeartbeatError> {
+        self.check(hb)?;
+        let node = hb.node;
+        self.heartbeats += 1;
+        self.node_heartbeats[node] += 1;
+        self.last_heartbeat[node] = Some(now);
+        self.seen_epoch[node] = Some(hb.epoch);
+        self.expires[node] = now + self.deadline;
+        let event = (!self.placement.is_available(node)).then(|| self.set_available(node, true));
+        // The loads count toward the next rebalance (a return just consumed the earlier ones).
+        self.record(hb);
+        Ok(event)
+    }
+
+    /// Records the loads of `hb` (checked) toward the next rebalance.
+    fn record(&mut self, hb: &Heartbeat) {
+        self.placement.record_data_write(hb.node, hb.data_bytes);
+        for &(bucket, index, bytes) in &hb.parity {
+            self.placement.record_parity_write(bucket, index, bytes);
+        }
+    }
+
+    /// Records the loads a node reported (etcd mode: from its load key), without touching
+    /// its availability.
+    pub(super) fn record_loads(&mut self, hb: &Heartbeat) -> Result<(), HeartbeatError> {
+        self.check(hb)?;
+        self.record(hb);
+        Ok(())
+    }
+
+    /// Etcd mode: node `node` is registered (`present`) or its registration is gone. Returns
+    /// the event when that changes its availability.
+    pub(super) fn set_presence(&mut self, node: usize, present: bool) -> Option<RebalanceEvent> {
+        if node >= self.placement.servers() {
+            return None;
+        }
+        if present {
+            self.last_heartbeat[node] = Some(Instant::now());
+            self.node_heartbeats[node] += 1;
+        }
+        (self.placement.is_available(node) != present).then(|| self.set_available(node, present))
+    }
+
+    /// What a leader stores for the next one (etcd mode).
+    pub(super) fn stored(&self) -> StoredState {
+        StoredState {
+            epoch: self.epoch,
+            placement: self.placement.snapshot(),
+            history: self.history.as_ref().map(|h| h.as_slice().to_vec()),
+            availability_changes: self.availability_changes,
+            rebalances: self.rebalances,
+            recent: self.recent.iter().cloned().collect(),
+        }
+    }
+
+    /// The state a leader left in `stored`, for this cluster file; every node's heartbeat
+    /// deadline starts now.
+    pub(super) fn from_stored(
+        cfg: &ClusterConfig,
+        opts: &CoordinatorOptions,
+        stored: &StoredState,
+        now: Instant,
+    ) -> Result<State, PlacementError> {
+        let mut st = State::new(cfg, opts, now)?;
+        st.placement = Placement::restore(
+            &cfg.weights(),
+            State::placement_config_of(cfg),
+            &stored.placement,
+        )?;
+        st.history = match (&stored.history, st.history.take()) {
+            (Some(former), Some(_)) => Some(
+                SlotHistory::from_slice(cfg.buckets, cfg.k, cfg.p, former).ok_or_else(|| {
+                    PlacementError::BadState("the slot history has the wrong size".into())
+                })?,
+            ),
+            (None, h) => h,
+            (Some(_), None) => {
+                return Err(PlacementError::BadState(
+                    "a slot history for a scheme without one".into(),
+                ))
+            }
+        };
+        st.epoch = stored.epoch;
+        st.availability_changes = stored.availability_changes;
+        st.rebalances = stored.rebalances;
+        st.recent = stored.recent.iter().cloned().collect();
+        Ok(st)
+    }
+
+    /// Marks the nodes whose deadline passed by `now` unavailable.
+    pub(super) fn expire(&mut self, now: Instant) -> Vec<RebalanceEvent> {
+        let mut events = Vec::new();
+        for node in 0..self.expires.len() {
+            if self.placement.is_available(node) && now >= self.expires[node] {
+                events.push(self.set_available(node, false));
+            }
+        }
+        events
+    }
+
+    pub(super) fn status(&self, now: Instant) -> Status {
+        let nodes = (0..self.placement.servers())
+            .map(|id| NodeStatus {
+                id,
+                available: self.placement.is_available(id),
+                ms_since_heartbeat: self.last_heartbeat[id]
+                    .map(|t| now.saturating_duration_since(t).as_millis() as u64),
+                heartbeats: self.node_heartbeats[id],
+                seen_epoch: self.seen_epoch[id],
+                data_load: self.placement.data_load(id),
+            })
+            .collect();
+        let parity_load = (0..self.placement.buckets())
+            .flat_map(|b| (0..self.placement.p()).map(move |j| (b, j)))
+            .map(|(b, j)| self.placement.parity_load(b, j))
+            .fold(0u64, u64::saturating_add);
+        Status {
+            epoch: self.epoch,
+            scheme: self.scheme.name(),
+            nodes,
+            heartbeats: self.heartbeats,
+            availability_changes: self.availability_changes,
+            rebalances: self.rebalances,
+            recent_rebalances: self.recent.iter().cloned().collect(),
+            parity_load,
+            unauthorized: self.unauthorized,
+            bad_requests: self.bad_requests,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::unix_now;
+
+    fn cfg(scheme: &str, n: usize) -> ClusterConfig {
+        let mut text = format!(
+            "scheme = \"{scheme}\"\nkey = \"0123456789abcdef-secret\"\n\
+             coordinator = \"127.0.0.1:1\"\nheartbeat_ms = 100\nmissed_heartbeats = 3\n"
+        );
+        for i in 0..n {
+            text.push_str(&format!(
+                "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
+                20000 + i,
+                21000 + i
+            ));
+        }
+        ClusterConfig::parse(&text).unwrap()
+    }
+
+    fn opts() -> CoordinatorOptions {
+        CoordinatorOptions {
+            first_epoch: Some(1),
+            start_grace: Duration::from_secs(1),
+            ..CoordinatorOptions::default()
+        }
+    }
+
+    fn hb(node: usize) -> Heartbeat {
+        Heartbeat {
+            node,
+            ..Heartbeat::default()
+        }
+    }
+
+    /// Silent nodes expire after the start grace, then after the heartbeat deadline; a
+    /// heartbeat brings a node back and the data placement returns exactly.
+    #[test]
+    fn nodes_expire_and_return() {
+        let t0 = Instant::now();
+        let ms = |m: u64| t0 + Duration::from_millis(m);
+        let mut st = State::new(&cfg("c2dn", 5), &opts(), t0).unwrap();
+        let first = st.map();
+        assert_eq!(first.epoch, 1);
+        // Within the start grace nobody expires, even without heartbeats.
+        assert!(st.expire(ms(999)).is_empty());
+        for n in 0..5 {
+            st.heartbeat(&hb(n), ms(900)).unwrap();
+        }
+        assert!(st.expire(ms(1100)).is_empty());
+        for n in 1..5 {
+            st.heartbeat(&hb(n), ms(1150)).unwrap();
+        }
+        // Node 0's last heartbeat was at 900: deadline 1200.
+        assert!(st.expire(ms(1199)).is_empty());
+        let ev = st.expire(ms(1200));
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].trigger, "node 0 unavailable");
+        assert_eq!(ev[0].epoch, 2);
+        assert!(ev[0].moved_data > 0);
+        let down = st.map();
+        assert!(!down.is_available(0));
+        let (mut pieces, mut walk) = (Vec::new(), Vec::new());
+        for b in 0..down.buckets {
+            for coded in [false, true] {
+                down.pieces(b, coded, &mut pieces, &mut walk);
+                assert!(pieces.iter().all(|p| p.server != 0), "bucket {b}");
+            }
+        }
+        // It comes back with its next heartbeat; data buckets exactly as before.
+        let ev = st.heartbeat(&hb(0), ms(1300)).unwrap().unwrap();
+        assert_eq!(ev.trigger, "node 0 available");
+        assert_eq!(ev.epoch, 3);
+        let back = st.map();
+        for b in 0..back.buckets {
+            use ecdn_placement::pieces::BucketLayout;
+            assert_eq!(back.data_servers(b), first.data_servers(b), "bucket {b}");
+        }
+        let s = st.status(ms(1300));
+        assert_eq!(
+            (s.availability_changes, s.rebalances, s.heartbeats),
+            (2, 2, 10)
+        );
+        assert_eq!(s.recent_rebalances.len(), 2);
+    }
+
+    /// Every node gone at once and back: no panic, and the map stays valid throughout.
+    #[test]
+    fn all_nodes_down_and_back() {
+        for scheme in ["c2dn", "c2dn-norebal", "rep2", "no-rep"] {
+            let t0 = Instant::now();
+            let mut st = State::new(&cfg(scheme, 5), &opts(), t0).unwrap();
+            let ev = st.expire(t0 + Duration::from_secs(2));
+            assert_eq!(ev.len(), 5, "{scheme}");
+            let m = st.map();
+            m.validate().unwrap();
+            assert!(m.serving(0).is_none());
+            for n in 0..5 {
+                st.heartbeat(&hb(n), t0 + Duration::from_secs(3)).unwrap();
+            }
+            let m = st.map();
+            m.validate().unwrap();
+            assert!(m.available.iter().all(|&a| a), "{scheme}");
+            assert_eq!(m.epoch, 11);
+        }
+    }
+
+    #[test]
+    fn loads_are_recorded_and_bad_heartbeats_change_nothing() {
+        let t0 = Instant::now();
+        let mut st = State::new(&cfg("c2dn", 5), &opts(), t0).unwrap();
+        let good = Heartbeat {
+            node: 2,
+            epoch: 1,
+            data_bytes: 1000,
+            parity: vec![(7, 0, 300), (99, 0, 5)],
+        };
+        st.heartbeat(&good, t0).unwrap();
+        assert_eq!(st.placement.data_load(2), 1000);
+        assert_eq!(st.placement.parity_load(7, 0), 300);
+        let bad = [
+            (
+                Heartbeat {
+                    node: 5,
+                    data_bytes: 1,
+                    ..Heartbeat::default()
+                },
+                HeartbeatError::UnknownNode { node: 5, nodes: 5 },
+            ),
+            (
+                Heartbeat {
+                    node: 2,
+                    data_bytes: 1,
+                    parity: vec![(1, 0, 1), (100, 0, 1)],
+                    ..Heartbeat::default()
+                },
+                HeartbeatError::BadParity {
+                    bucket: 100,
+                    index: 0,
+                    buckets: 100,
+                    p: 1,
+                },
+            ),
+            (
+                Heartbeat {
+                    node: 2,
+                    data_bytes: 1,
+                    parity: vec![(1, 1, 1)],
+                    ..Heartbeat::default()
+                },
+                HeartbeatError::BadParity {
+                    bucket: 1,
+                    index: 1,
+                    buckets: 100,
+                    p: 1,
+                },
+            ),
+        ];
+        for (h, want) in bad {
+            assert_eq!(st.heartbeat(&h, t0).unwrap_err(), want);
+        }
+        assert_eq!(st.placement.data_load(2), 1000);
+        assert_eq!(st.placement.parity_load(1, 0), 0);
+        assert_eq!(st.status(t0).heartbeats, 1);
+        // Replication schemes place no parity: any parity entry is out of range.
+        let mut st = State::new(&cfg("rep2", 5), &opts(), t0).unwrap();
+        assert!(st
+            .heartbeat(
+                &Heartbeat {
+                    node: 0,
+                    parity: vec![(0, 0, 1)],
+                    ..Heartbeat::default()
+                },
+                t0
+            )
+            .is_err());
+    }
+
+    #[test]
+    fn periodic_rebalance_bumps_the_epoch() {
+        let t0 = Instant::now();
+        let mut st = State::new(&cfg("c2dn", 5), &opts(), t0).unwrap();
+        let ev = st.periodic_rebalance();
+        assert_eq!((ev.epoch, ev.trigger.as_str()), (2, "periodic"));
+        assert_eq!(st.map().epoch, 2);
+    }
+
+    #[test]
+    fn the_first_epoch_defaults_to_the_start_time_in_ms() {
+        let before = unix_now() * 1000;
+        let st = State::new(
+            &cfg("c2dn", 5),
+            &CoordinatorOptions::default(),
+            Instant::now(),
+        )
+        .unwrap();
+        assert!(st.epoch >= before && st.epoch < before + 60_000);
+    }
+
+    /// A leader's stored state gives the next one the same map, counters and decisions.
+    #[test]
+    fn the_stored_state_continues_in_the_next_leader() {
+        let c = cfg("c2dn", 6);
+        let t0 = Instant::now();
+        let mut a = State::new(&c, &opts(), t0).unwrap();
+        for n in 0..6 {
+            a.record_loads(&Heartbeat {
+                node: n,
+                epoch: 1,
+                data_bytes: 1000 * (n as u64 + 1),
+                parity: vec![(n * 3, 0, 700)],
+            })
+            .unwrap();
+        }
+        a.set_presence(4, false).unwrap();
+        assert!(a.set_presence(4, false).is_none(), "no change, no event");
+        assert!(
+            a.set_presence(9, true).is_none(),
+            "an unknown node changes nothing"
+        );
+        let json = serde_json::to_vec(&a.stored()).unwrap();
+        let stored: StoredState = serde_json::from_slice(&json).unwrap();
+        let mut b = State::from_stored(&c, &opts(), &stored, Instant::now()).unwrap();
+        assert_eq!(a.map(), b.map());
+        assert_eq!(b.epoch, a.epoch);
+        assert_eq!(
+            b.status(t0).recent_rebalances,
+            a.status(t0).recent_rebalances
+        );
+        for st in [&mut a, &mut b] {
+            st.set_presence(4, true).unwrap();
+            st.periodic_rebalance();
+            st.set_presence(1, false).unwrap();
+        }
+        assert_eq!(a.map(), b.map());
+        // A stored state of another cluster shape is refused.
+        assert!(State::from_stored(&cfg("c2dn", 7), &opts(), &stored, t0).is_err());
+        assert!(State::from_stored(&cfg("rep2", 6), &opts(), &stored, t0).is_err());
+    }
+}
