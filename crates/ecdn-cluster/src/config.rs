@@ -14,6 +14,9 @@
 //! parity_delay = 0.2         # delayed parity fetch: wait 20% past the first data sub-chunk
 //! rebalance_every_s = 0      # periodic parity rebalance: off (only on availability changes)
 //! seed = 1                   # placement seed
+//! etcd = []                  # etcd endpoints ("http://127.0.0.1:2379"): the HA control plane
+//! etcd_prefix = "/ecdn/"     # where this cluster's keys live in etcd
+//! etcd_lease_s = 3           # a node whose lease lapses this long is unavailable
 //!
 //! [[node]]
 //! id = 0
@@ -116,6 +119,17 @@ pub struct ClusterConfig {
     pub rebalance_every_s: f64,
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// etcd endpoints: with them nodes register under leases and watch the map in etcd, and
+    /// coordinators elect a leader there (`coordinator::etcd`); without them the embedded
+    /// coordinator at `coordinator` is the control plane.
+    #[serde(default)]
+    pub etcd: Vec<String>,
+    /// The key prefix of this cluster in etcd (several clusters may share one etcd).
+    #[serde(default = "default_etcd_prefix")]
+    pub etcd_prefix: String,
+    /// TTL of the nodes' and the leader's etcd leases, seconds.
+    #[serde(default = "default_etcd_lease_s")]
+    pub etcd_lease_s: u64,
     #[serde(rename = "node", default)]
     pub nodes: Vec<NodeEntry>,
 }
@@ -134,6 +148,12 @@ fn default_buckets() -> usize {
 }
 fn default_sub_chunk() -> u64 {
     32 << 10
+}
+fn default_etcd_prefix() -> String {
+    "/ecdn/".into()
+}
+fn default_etcd_lease_s() -> u64 {
+    3
 }
 fn default_heartbeat_ms() -> u64 {
     500
@@ -219,6 +239,22 @@ impl ClusterConfig {
             return bad(format!(
                 "key is {} bytes; a cluster key needs at least {MIN_KEY_LEN}",
                 self.key.len()
+            ));
+        }
+        if self.etcd_lease_s == 0 || self.etcd_lease_s > 3600 {
+            return bad("etcd_lease_s must be between 1 and 3600".into());
+        }
+        if let Some(e) = self
+            .etcd
+            .iter()
+            .find(|e| !(e.starts_with("http://") || e.starts_with("https://")) || e.len() < 10)
+        {
+            return bad(format!("etcd endpoint {e:?}: expected http://HOST:PORT"));
+        }
+        if !self.etcd_prefix.starts_with('/') || !self.etcd_prefix.ends_with('/') {
+            return bad(format!(
+                "etcd_prefix {:?} must start and end with '/'",
+                self.etcd_prefix
             ));
         }
         if self.heartbeat_ms == 0 || self.missed_heartbeats == 0 {

@@ -231,6 +231,11 @@ pub struct Control {
 }
 
 impl Control {
+    /// A control of `map` run by `tasks` (the etcd mode's, `crate::etcd`).
+    pub(crate) fn from_parts(map: MapHandle, tasks: Vec<JoinHandle<()>>) -> Control {
+        Control { map, tasks }
+    }
+
     pub fn map(&self) -> &MapHandle {
         &self.map
     }

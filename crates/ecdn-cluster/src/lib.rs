@@ -23,11 +23,15 @@
 //!   through the placement, and the epoch-numbered map, long-polled by the nodes.
 //! * [`control`] — a node's side of it: the [`MapHandle`] (the newest valid map), the
 //!   [`WriteLoads`] it reports, and [`spawn_control`] (heartbeats and the map watcher).
+//! * [`etcd`] — the control plane on etcd (the cluster file's `etcd`): the keys, a node's
+//!   registration under a lease, its load reports and map watch ([`etcd::spawn_etcd_control`]);
+//!   the coordinators' leader election is `coordinator::etcd`.
 
 pub mod auth;
 pub mod config;
 pub mod control;
 pub mod coordinator;
+pub mod etcd;
 pub mod map;
 pub mod peer;
 pub mod piece;

@@ -58,10 +58,10 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 pub use hash::chunk_id;
-pub use state::PlacementState;
 pub use rebalance::{
     parity_rebalance, Budget, ParityAssignment, ParityProblem, RebalanceOptions, Stability,
 };
+pub use state::PlacementState;
 
 use hash::{hash_tuple, mix64, reduce, DOMAIN_BUCKET, DOMAIN_OBJECT};
 use rebalance::{budgets, lighter, quantise_weights};

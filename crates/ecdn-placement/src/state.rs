@@ -143,7 +143,11 @@ mod tests {
     fn same(a: &Placement, b: &Placement) {
         for bucket in 0..a.buckets() {
             assert_eq!(a.data_servers(bucket), b.data_servers(bucket), "{bucket}");
-            assert_eq!(a.parity_servers(bucket), b.parity_servers(bucket), "{bucket}");
+            assert_eq!(
+                a.parity_servers(bucket),
+                b.parity_servers(bucket),
+                "{bucket}"
+            );
         }
         assert_eq!(a.snapshot(), b.snapshot());
     }
@@ -162,8 +166,8 @@ mod tests {
         a.record_parity_write(9, 0, 4242);
         let snap = a.snapshot();
         let json = serde_json::to_string(&snap).unwrap();
-        let mut b = Placement::restore(&weights, cfg(), &serde_json::from_str(&json).unwrap())
-            .unwrap();
+        let mut b =
+            Placement::restore(&weights, cfg(), &serde_json::from_str(&json).unwrap()).unwrap();
         same(&a, &b);
         // The same next steps give the same placements (the return uses the remembered
         // parity and the loads recorded before the snapshot).
@@ -184,7 +188,9 @@ mod tests {
         let refused = |f: &dyn Fn(&mut PlacementState), want: &str| {
             let mut s = good.clone();
             f(&mut s);
-            let e = Placement::restore(&weights, cfg(), &s).unwrap_err().to_string();
+            let e = Placement::restore(&weights, cfg(), &s)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{e}");
         };
         refused(&|s| s.available.push(true), "available has 6 entries");

@@ -65,6 +65,7 @@ use crate::config::ClusterConfig;
 use crate::map::BucketMap;
 use crate::peer::{read_verified_body, sign_response, verify_parts, BodyError};
 
+pub mod etcd;
 mod state;
 
 use state::State;

@@ -1,0 +1,501 @@
+//! `ecdn coordinator` in etcd mode: several coordinators, one leading.
+//!
+//! Every coordinator campaigns for the `leader` key (`crate::etcd::Keys`): a transaction puts
+//! it under the coordinator's lease only if it does not exist, so at most one holds it; the
+//! others watch it and campaign again when it is deleted (the leader's lease lapsed: it died,
+//! or lost etcd). The leader
+//!
+//! 1. continues from the `state` key if there is one (the placement's state, the moved slots,
+//!    the counters, and the load totals consumed — [`Stored`]), else starts a fresh placement
+//!    as the embedded coordinator does (nodes get the start grace to register);
+//! 2. reads the registrations (`nodes/`) and load totals (`loads/`) and watches both from the
+//!    revision it read them at: a registration appearing makes a node available, its deletion
+//!    (the node's lease lapsed) unavailable — each through the same [`State`] decisions (the
+//!    placement's App. 10.3 procedures and parity rebalance) — and a load total's growth since
+//!    the consumed one is recorded for the next rebalance;
+//! 3. writes every new map, sealed with the cluster key, together with `state`, in one
+//!    transaction that succeeds only while `leader` is still under its own lease: a coordinator
+//!    that lost the leadership can never overwrite a newer leader's map. The map's epoch is
+//!    the revision of that write.
+//!
+//! A leader that loses etcd (its keep-alive or a write fails) stops leading and campaigns
+//! again; the nodes keep serving with the last map meanwhile.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, WatchOptions};
+use serde::{Deserialize, Serialize};
+
+use super::state::{State, StoredState};
+use super::{CoordinatorOptions, Heartbeat, RebalanceEvent};
+use crate::auth::ClusterKey;
+use crate::config::ClusterConfig;
+use crate::etcd::{connect, get_prefix, seal_map, Keys, LoadReport};
+
+/// What the leader keeps in the `state` key.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Stored {
+    pub state: StoredState,
+    /// Per node: the load totals already recorded (incarnation, data bytes, parity bytes per
+    /// `bucket * P + index`).
+    pub consumed: BTreeMap<usize, Consumed>,
+}
+
+/// The load totals of one node incarnation that a leader recorded.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Consumed {
+    pub incarnation: u64,
+    pub data_bytes: u64,
+    pub parity: BTreeMap<(usize, usize), u64>,
+}
+
+impl Consumed {
+    /// The growth of `report` over what was consumed, as a heartbeat's loads; updates `self`.
+    fn take_growth(&mut self, report: &LoadReport) -> Heartbeat {
+        if report.incarnation != self.incarnation {
+            *self = Consumed {
+                incarnation: report.incarnation,
+                ..Consumed::default()
+            };
+        }
+        let data = report.data_bytes.saturating_sub(self.data_bytes);
+        self.data_bytes = self.data_bytes.max(report.data_bytes);
+        let mut parity = Vec::new();
+        for &(b, j, total) in &report.parity {
+            let seen = self.parity.entry((b, j)).or_default();
+            if total > *seen {
+                parity.push((b, j, total - *seen));
+                *seen = total;
+            }
+        }
+        Heartbeat {
+            node: report.node,
+            epoch: 0,
+            data_bytes: data,
+            parity,
+        }
+    }
+}
+
+/// What an etcd-mode coordinator reports about itself.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EtcdCoordinatorStatus {
+    pub leading: bool,
+    /// Times this coordinator became the leader.
+    pub terms: u64,
+    /// The epoch (etcd revision) of the last map it wrote.
+    pub epoch: u64,
+    pub last_error: Option<String>,
+}
+
+/// A running etcd-mode coordinator; dropping it stops it (its lease then lapses).
+pub struct EtcdCoordinator {
+    status: Arc<Mutex<EtcdCoordinatorStatus>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl EtcdCoordinator {
+    /// Starts campaigning with the cluster file's `etcd` endpoints; `name` is what the
+    /// `leader` key will say (the coordinator's address).
+    pub fn start(cfg: ClusterConfig, opts: CoordinatorOptions, name: String) -> EtcdCoordinator {
+        let status = Arc::new(Mutex::new(EtcdCoordinatorStatus::default()));
+        let task = tokio::spawn(campaign_loop(cfg, opts, name, status.clone()));
+        EtcdCoordinator { status, task }
+    }
+
+    pub fn status(&self) -> EtcdCoordinatorStatus {
+        self.status
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Stops at once (as a crash would, but the process lives on).
+    pub fn stop(self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for EtcdCoordinator {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn campaign_loop(
+    cfg: ClusterConfig,
+    opts: CoordinatorOptions,
+    name: String,
+    status: Arc<Mutex<EtcdCoordinatorStatus>>,
+) {
+    let set = |f: &dyn Fn(&mut EtcdCoordinatorStatus)| {
+        f(&mut status.lock().unwrap_or_else(|e| e.into_inner()))
+    };
+    loop {
+        let err = term(&cfg, &opts, &name, &status).await;
+        eprintln!("ecdn coordinator {name}: etcd: {err}; campaigning again");
+        set(&|s| {
+            s.leading = false;
+            s.last_error = Some(err.clone());
+        });
+        tokio::time::sleep(Duration::from_millis(cfg.heartbeat_ms.max(200))).await;
+    }
+}
+
+/// One lease: campaign, and lead while it lasts. Returns why it ended.
+async fn term(
+    cfg: &ClusterConfig,
+    opts: &CoordinatorOptions,
+    name: &str,
+    status: &Mutex<EtcdCoordinatorStatus>,
+) -> String {
+    let keys = Keys::new(cfg);
+    let mut client = match connect(&cfg.etcd).await {
+        Ok(c) => c,
+        Err(e) => return format!("connect: {e}"),
+    };
+    let ttl = cfg.etcd_lease_s as i64;
+    let lease = match client.lease_grant(ttl, None).await {
+        Ok(l) => l.id(),
+        Err(e) => return format!("lease: {e}"),
+    };
+    let (mut keeper, mut acks) = match client.lease_keep_alive(lease).await {
+        Ok(k) => k,
+        Err(e) => return format!("keep-alive: {e}"),
+    };
+    let mut keep = tokio::time::interval(Duration::from_millis((ttl as u64 * 1000 / 3).max(100)));
+    // Campaign.
+    loop {
+        let txn = Txn::new()
+            .when([Compare::create_revision(keys.leader(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                keys.leader(),
+                name.as_bytes(),
+                Some(PutOptions::new().with_lease(lease)),
+            )]);
+        let resp = match client.txn(txn).await {
+            Ok(r) => r,
+            Err(e) => return format!("campaign: {e}"),
+        };
+        if resp.succeeded() {
+            break;
+        }
+        let rev = resp.header().map_or(0, |h| h.revision());
+        let mut watch = match client
+            .watch(
+                keys.leader(),
+                Some(WatchOptions::new().with_start_revision(rev + 1)),
+            )
+            .await
+        {
+            Ok(w) => w,
+            Err(e) => return format!("watch leader: {e}"),
+        };
+        // Wait for the leader key to go, keeping this lease alive meanwhile.
+        loop {
+            tokio::select! {
+                _ = keep.tick() => {
+                    if let Err(e) = keeper.keep_alive().await {
+                        return format!("keep-alive: {e}");
+                    }
+                }
+                ack = acks.message() => if let Err(e) = lease_ok(ack) { return e },
+                msg = watch.message() => {
+                    let msg = match msg {
+                        Ok(Some(m)) => m,
+                        Ok(None) => return "the leader watch ended".into(),
+                        Err(e) => return format!("watch leader: {e}"),
+                    };
+                    if msg.events().iter().any(|e| e.event_type() == EventType::Delete) {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    {
+        let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
+        s.leading = true;
+        s.terms += 1;
+    }
+    eprintln!("ecdn coordinator {name}: leading (lease {lease:x})");
+    let mut leader = match Leader::begin(cfg, opts, &keys, &mut client, lease).await {
+        Ok(l) => l,
+        Err(e) => return e,
+    };
+    let published = leader.publish(&mut client, &[]).await;
+    if let Err(e) = published {
+        return e;
+    }
+    set_epoch(status, leader.state.epoch);
+    let mut watch = match client
+        .watch(
+            cfg.etcd_prefix.as_bytes(),
+            Some(
+                WatchOptions::new()
+                    .with_prefix()
+                    .with_start_revision(leader.read_at + 1),
+            ),
+        )
+        .await
+    {
+        Ok(w) => w,
+        Err(e) => return format!("watch: {e}"),
+    };
+    let mut grace = tokio::time::interval(Duration::from_millis(cfg.heartbeat_ms.max(100)));
+    loop {
+        let events = tokio::select! {
+            _ = keep.tick() => {
+                if let Err(e) = keeper.keep_alive().await {
+                    return format!("keep-alive: {e}");
+                }
+                continue;
+            }
+            ack = acks.message() => {
+                if let Err(e) = lease_ok(ack) { return e }
+                continue;
+            }
+            _ = grace.tick() => leader.end_of_grace(),
+            msg = watch.message() => {
+                let msg = match msg {
+                    Ok(Some(m)) => m,
+                    Ok(None) => return "the watch ended".into(),
+                    Err(e) => return format!("watch: {e}"),
+                };
+                if msg.canceled() {
+                    return format!("watch canceled: {}", msg.cancel_reason());
+                }
+                let mut events = Vec::new();
+                for ev in msg.events() {
+                    if let Some(kv) = ev.kv() {
+                        let put = ev.event_type() == EventType::Put;
+                        events.extend(leader.apply(kv.key(), put.then(|| kv.value())));
+                    }
+                }
+                events
+            }
+        };
+        if !events.is_empty() {
+            if let Err(e) = leader.publish(&mut client, &events).await {
+                return e;
+            }
+            set_epoch(status, leader.state.epoch);
+        }
+    }
+}
+
+fn set_epoch(status: &Mutex<EtcdCoordinatorStatus>, epoch: u64) {
+    status.lock().unwrap_or_else(|e| e.into_inner()).epoch = epoch;
+}
+
+fn lease_ok(
+    ack: Result<Option<etcd_client::LeaseKeepAliveResponse>, etcd_client::Error>,
+) -> Result<(), String> {
+    match ack {
+        Ok(Some(a)) if a.ttl() > 0 => Ok(()),
+        Ok(Some(_)) => Err("the lease expired".into()),
+        Ok(None) => Err("the keep-alive stream ended".into()),
+        Err(e) => Err(format!("keep-alive: {e}")),
+    }
+}
+
+/// The leader's state during one term.
+struct Leader {
+    keys: Keys,
+    key: ClusterKey,
+    lease: i64,
+    state: State,
+    consumed: BTreeMap<usize, Consumed>,
+    /// Nodes registered now.
+    registered: Vec<bool>,
+    /// A fresh placement: nodes not registered by then become unavailable.
+    grace_until: Option<Instant>,
+    /// The revision the registrations and loads were read at.
+    read_at: i64,
+}
+
+impl Leader {
+    async fn begin(
+        cfg: &ClusterConfig,
+        opts: &CoordinatorOptions,
+        keys: &Keys,
+        client: &mut Client,
+        lease: i64,
+    ) -> Result<Leader, String> {
+        let now = Instant::now();
+        let stored = client
+            .get(keys.state(), None)
+            .await
+            .map_err(|e| format!("get state: {e}"))?;
+        let (state, consumed, grace_until) = match stored.kvs().first() {
+            Some(kv) => {
+                let s: Stored = serde_json::from_slice(kv.value())
+                    .map_err(|e| format!("the stored state: {e}"))?;
+                let st = State::from_stored(cfg, opts, &s.state, now)
+                    .map_err(|e| format!("the stored state: {e}"))?;
+                (st, s.consumed, None)
+            }
+            None => {
+                let st = State::new(cfg, opts, now).map_err(|e| format!("placement: {e}"))?;
+                let grace = st.deadline.max(opts.start_grace);
+                (st, BTreeMap::new(), Some(now + grace))
+            }
+        };
+        let n = cfg.nodes.len();
+        let mut leader = Leader {
+            keys: keys.clone(),
+            key: ClusterKey::new(cfg.key.as_bytes()),
+            lease,
+            state,
+            consumed,
+            registered: vec![false; n],
+            grace_until,
+            read_at: 0,
+        };
+        let (nodes, rev) = get_prefix(client, &keys.nodes())
+            .await
+            .map_err(|e| format!("get nodes: {e}"))?;
+        let (loads, _) = get_prefix(client, &keys.loads())
+            .await
+            .map_err(|e| format!("get loads: {e}"))?;
+        leader.read_at = rev;
+        for (k, v, _) in nodes.iter().chain(&loads) {
+            leader.apply(k, Some(v));
+        }
+        if leader.grace_until.is_none() {
+            // Continuing: whoever is not registered now is unavailable now.
+            for node in 0..n {
+                if !leader.registered[node] {
+                    leader.state.set_presence(node, false);
+                }
+            }
+        }
+        Ok(leader)
+    }
+
+    /// Applies one key's put (`Some(value)`) or deletion; returns the availability change.
+    fn apply(&mut self, key: &[u8], value: Option<&[u8]>) -> Option<RebalanceEvent> {
+        if let Some(node) = self.keys.id_of(key, &self.keys.nodes()) {
+            let node_known = node < self.registered.len();
+            if !node_known {
+                return None;
+            }
+            let present = value.is_some();
+            self.registered[node] = present;
+            return self.state.set_presence(node, present);
+        }
+        if let (Some(node), Some(v)) = (self.keys.id_of(key, &self.keys.loads()), value) {
+            let report: LoadReport = match serde_json::from_slice(v) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("ecdn coordinator: etcd: load report of node {node}: {e}");
+                    return None;
+                }
+            };
+            if report.node != node {
+                return None;
+            }
+            let mut consumed = self.consumed.get(&node).cloned().unwrap_or_default();
+            let hb = consumed.take_growth(&report);
+            match self.state.record_loads(&hb) {
+                Ok(()) => {
+                    self.consumed.insert(node, consumed);
+                }
+                Err(e) => eprintln!("ecdn coordinator: etcd: load report of node {node}: {e}"),
+            }
+        }
+        None
+    }
+
+    /// At the end of a fresh placement's start grace: the nodes not registered are unavailable.
+    fn end_of_grace(&mut self) -> Vec<RebalanceEvent> {
+        match self.grace_until {
+            Some(t) if Instant::now() >= t => {
+                self.grace_until = None;
+                (0..self.registered.len())
+                    .filter(|&n| !self.registered[n])
+                    .filter_map(|n| self.state.set_presence(n, false))
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Writes the map and the state while this coordinator still leads; the map's epoch is
+    /// the revision written.
+    async fn publish(
+        &mut self,
+        client: &mut Client,
+        events: &[RebalanceEvent],
+    ) -> Result<(), String> {
+        let map = self.state.map();
+        let stored = Stored {
+            state: self.state.stored(),
+            consumed: self.consumed.clone(),
+        };
+        let txn = Txn::new()
+            .when([Compare::lease(
+                self.keys.leader(),
+                CompareOp::Equal,
+                self.lease,
+            )])
+            .and_then([
+                TxnOp::put(self.keys.map(), seal_map(&self.key, &map), None),
+                TxnOp::put(
+                    self.keys.state(),
+                    serde_json::to_vec(&stored).expect("the state serializes"),
+                    None,
+                ),
+            ]);
+        let resp = client
+            .txn(txn)
+            .await
+            .map_err(|e| format!("write map: {e}"))?;
+        if !resp.succeeded() {
+            return Err("no longer the leader".into());
+        }
+        let rev = resp.header().map_or(0, |h| h.revision());
+        self.state.epoch = u64::try_from(rev).unwrap_or(0);
+        for e in events {
+            eprintln!(
+                "ecdn coordinator: epoch {rev}: {}: moved {} data and {} parity buckets in {} us",
+                e.trigger, e.moved_data, e.moved_parity, e.elapsed_us
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_totals_count_once_and_restart_with_a_new_incarnation() {
+        let mut c = Consumed::default();
+        let r = |inc, data, parity: Vec<(usize, usize, u64)>| LoadReport {
+            node: 2,
+            incarnation: inc,
+            data_bytes: data,
+            parity,
+        };
+        let hb = c.take_growth(&r(7, 100, vec![(3, 0, 50)]));
+        assert_eq!(
+            (hb.node, hb.data_bytes, hb.parity),
+            (2, 100, vec![(3, 0, 50)])
+        );
+        // The same totals again: nothing new.
+        let hb = c.take_growth(&r(7, 100, vec![(3, 0, 50)]));
+        assert_eq!((hb.data_bytes, hb.parity.len()), (0, 0));
+        let hb = c.take_growth(&r(7, 130, vec![(3, 0, 60), (4, 0, 5)]));
+        assert_eq!(
+            (hb.data_bytes, hb.parity),
+            (30, vec![(3, 0, 10), (4, 0, 5)])
+        );
+        // A restarted node counts from zero.
+        let hb = c.take_growth(&r(8, 20, vec![(3, 0, 1)]));
+        assert_eq!((hb.data_bytes, hb.parity), (20, vec![(3, 0, 1)]));
+    }
+}

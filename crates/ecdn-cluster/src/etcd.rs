@@ -1,0 +1,524 @@
+//! The control plane on etcd (the cluster file's `etcd` endpoints): what nodes and
+//! coordinators keep there, and a node's side of it.
+//!
+//! Keys, under the cluster's `etcd_prefix` (default `/ecdn/`):
+//!
+//! * `nodes/{id}` — a node's registration (its addresses), put under the node's lease
+//!   (`etcd_lease_s`, kept alive every third of it). The lease lapsing deletes the key: the
+//!   node is unavailable. This replaces the embedded coordinator's heartbeats.
+//! * `loads/{id}` — the node's write loads (§4.2's inputs: data bytes, and bytes per parity
+//!   bucket), **cumulative** since the node process started ([`LoadReport`], with a random
+//!   incarnation number), put every `heartbeat_ms` when they changed, under the same lease. The
+//!   leader records the growth since the values it consumed last, so a report read twice, or a
+//!   leader taking over, counts nothing twice.
+//! * `leader` — the leading coordinator's address, put under its lease by a transaction that
+//!   succeeds only if the key does not exist (see `coordinator::etcd`).
+//! * `map` — the bucket map, signed with the cluster key ([`seal_map`]); its **epoch is the
+//!   etcd revision that wrote it** (`mod_revision`), so epochs only grow, across leaders too.
+//! * `state` — what the leader needs to continue: the placement's state and the loads it
+//!   consumed (`coordinator::etcd`), written in the same transaction as `map`.
+//!
+//! A node ([`spawn_etcd_control`]) registers, reports its loads and watches `map`. When etcd
+//! cannot be reached it keeps serving with the last map it has, says so on stderr and in
+//! [`EtcdStatus`], and registers again and catches up on the map when etcd returns.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{Client, ConnectOptions, EventType, GetOptions, PutOptions, WatchOptions};
+use serde::{Deserialize, Serialize};
+
+use crate::auth::{hex, sha256, ClusterKey};
+use crate::config::ClusterConfig;
+use crate::control::{Control, ControlError, MapHandle, MapRejected, WriteLoads};
+use crate::map::BucketMap;
+
+/// The keys of one cluster in etcd.
+#[derive(Clone, Debug)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    pub fn new(cfg: &ClusterConfig) -> Keys {
+        Keys {
+            prefix: cfg.etcd_prefix.clone(),
+        }
+    }
+    pub fn nodes(&self) -> String {
+        format!("{}nodes/", self.prefix)
+    }
+    pub fn node(&self, id: usize) -> String {
+        format!("{}nodes/{id}", self.prefix)
+    }
+    pub fn loads(&self) -> String {
+        format!("{}loads/", self.prefix)
+    }
+    pub fn load(&self, id: usize) -> String {
+        format!("{}loads/{id}", self.prefix)
+    }
+    pub fn leader(&self) -> String {
+        format!("{}leader", self.prefix)
+    }
+    pub fn map(&self) -> String {
+        format!("{}map", self.prefix)
+    }
+    pub fn state(&self) -> String {
+        format!("{}state", self.prefix)
+    }
+    /// The node id of a `nodes/{id}` or `loads/{id}` key.
+    pub fn id_of(&self, key: &[u8], under: &str) -> Option<usize> {
+        let key = std::str::from_utf8(key).ok()?;
+        let id = key.strip_prefix(under)?;
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) || id.len() > 6 {
+            return None;
+        }
+        id.parse().ok()
+    }
+}
+
+/// A node's registration value.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Registration {
+    pub node: usize,
+    pub client: String,
+    pub peer: String,
+}
+
+/// A node's cumulative write loads (`loads/{id}`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadReport {
+    pub node: usize,
+    /// Random per node process: totals of another incarnation start again from zero.
+    pub incarnation: u64,
+    pub data_bytes: u64,
+    /// `[bucket, parity_index, bytes]`, totals.
+    pub parity: Vec<(usize, usize, u64)>,
+}
+
+/// Connects to etcd with the timeouts a control plane wants: a request that cannot be
+/// answered fails within seconds instead of hanging.
+pub async fn connect(endpoints: &[String]) -> Result<Client, etcd_client::Error> {
+    let opts = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(2))
+        .with_timeout(Duration::from_secs(3))
+        .with_keep_alive(Duration::from_secs(1), Duration::from_secs(2))
+        .with_keep_alive_while_idle(true);
+    Client::connect(endpoints, Some(opts)).await
+}
+
+const MAP_PATH: &str = "etcd:map";
+
+/// The stored form of a map: the signature of the map's JSON (HMAC with the cluster key), a
+/// newline, the JSON.
+pub fn seal_map(key: &ClusterKey, map: &BucketMap) -> Vec<u8> {
+    let json = serde_json::to_vec(map).expect("a bucket map serializes");
+    let sig = key.sign_digest("PUT", MAP_PATH, 0, &sha256(&json));
+    let mut out = sig.signature.into_bytes();
+    out.push(b'\n');
+    out.extend_from_slice(&json);
+    out
+}
+
+/// The map of a stored value (see [`seal_map`]), its epoch set to `revision`; an error for
+/// anything not sealed with this cluster's key.
+pub fn open_map(key: &ClusterKey, value: &[u8], revision: i64) -> Result<BucketMap, String> {
+    let nl = value
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or("the stored map has no signature line")?;
+    let (sig, json) = (&value[..nl], &value[nl + 1..]);
+    let sig = std::str::from_utf8(sig).map_err(|_| "the map's signature is not text")?;
+    let digest = hex(&sha256(json));
+    key.verify("PUT", MAP_PATH, Some("0"), Some(&digest), Some(sig), 0)
+        .and_then(|v| v.check_body(json))
+        .map_err(|e| format!("the stored map is not this cluster's: {e}"))?;
+    let mut map: BucketMap =
+        serde_json::from_slice(json).map_err(|e| format!("the stored map: {e}"))?;
+    map.epoch = u64::try_from(revision).map_err(|_| "a negative revision")?;
+    Ok(map)
+}
+
+/// What a node's etcd session reports (for its log and metrics).
+#[derive(Debug, Default)]
+pub struct EtcdStatus {
+    /// etcd answered the node's last request.
+    pub connected: AtomicBool,
+    /// Sessions that failed (etcd unreachable, lease lost) since start.
+    pub failures: AtomicU64,
+    /// Load reports put.
+    pub load_puts: AtomicU64,
+}
+
+/// Gets the current map from etcd, if there is one.
+async fn get_map(
+    client: &mut Client,
+    keys: &Keys,
+    key: &ClusterKey,
+) -> Result<Option<BucketMap>, String> {
+    let resp = client
+        .get(keys.map(), None)
+        .await
+        .map_err(|e| format!("get map: {e}"))?;
+    match resp.kvs().first() {
+        None => Ok(None),
+        Some(kv) => open_map(key, kv.value(), kv.mod_revision()).map(Some),
+    }
+}
+
+/// Offers `m` to the node's handle; true if it was taken or not newer.
+fn offer(node: usize, handle: &MapHandle, m: BucketMap) {
+    let epoch = m.epoch;
+    match handle.offer(m) {
+        Ok(_) | Err(MapRejected::NotNewer { .. }) => {}
+        Err(e) => eprintln!("ecdn node {node}: etcd map epoch {epoch} ignored: {e}"),
+    }
+}
+
+/// The first map from etcd (retrying until there is a valid one of this cluster's shape), then
+/// the registration-and-loads task and the map watcher of node `node`.
+pub async fn spawn_etcd_control(
+    cfg: &ClusterConfig,
+    node: usize,
+    loads: WriteLoads,
+    status: Arc<EtcdStatus>,
+) -> Result<Control, ControlError> {
+    let nodes = cfg.nodes.len();
+    let Some(entry) = cfg.nodes.iter().find(|n| n.id == node) else {
+        return Err(ControlError::UnknownNode { node, nodes });
+    };
+    let keys = Keys::new(cfg);
+    let key = ClusterKey::new(cfg.key.as_bytes());
+    let ours = (nodes, cfg.buckets, cfg.k, cfg.p, cfg.scheme.name());
+    let mut failures = 0u64;
+    let first = loop {
+        let got = match connect(&cfg.etcd).await {
+            Ok(mut c) => get_map(&mut c, &keys, &key).await,
+            Err(e) => Err(format!("connect: {e}")),
+        };
+        match got {
+            Ok(Some(m)) if (m.servers(), m.buckets, m.k, m.p, m.scheme.name()) == ours => {
+                match MapHandle::new(m) {
+                    Ok(h) => break h,
+                    Err(e) => log_failure(node, &mut failures, &e.to_string()),
+                }
+            }
+            Ok(Some(_)) => log_failure(node, &mut failures, "the map in etcd is another cluster's"),
+            Ok(None) => {}
+            Err(e) => log_failure(node, &mut failures, &e),
+        }
+        tokio::time::sleep(Duration::from_millis(cfg.heartbeat_ms)).await;
+    };
+    eprintln!("ecdn node {node}: map epoch {} from etcd", first.epoch());
+    let registration = Registration {
+        node,
+        client: entry.client.to_string(),
+        peer: entry.peer.to_string(),
+    };
+    let session = tokio::spawn(session_loop(
+        cfg.clone(),
+        registration,
+        loads,
+        status.clone(),
+    ));
+    let watcher = tokio::spawn(map_loop(cfg.clone(), node, first.clone(), status));
+    Ok(Control::from_parts(first, vec![session, watcher]))
+}
+
+fn log_failure(node: usize, failures: &mut u64, msg: &str) {
+    if failures.is_multiple_of(20) {
+        eprintln!("ecdn node {node}: etcd: {msg} (failure {})", *failures + 1);
+    }
+    *failures += 1;
+}
+
+/// Cumulative load totals of this node process.
+struct Totals {
+    report: LoadReport,
+    parity: BTreeMap<(usize, usize), u64>,
+    changed: bool,
+}
+
+impl Totals {
+    fn add(&mut self, loads: &WriteLoads) {
+        let t = loads.take();
+        if t.is_empty() {
+            return;
+        }
+        self.report.data_bytes = self.report.data_bytes.saturating_add(t.data_bytes);
+        for &(b, j, n) in &t.parity {
+            let e = self.parity.entry((b, j)).or_default();
+            *e = e.saturating_add(n);
+        }
+        self.changed = true;
+    }
+
+    fn json(&mut self) -> Vec<u8> {
+        self.report.parity = self.parity.iter().map(|(&(b, j), &n)| (b, j, n)).collect();
+        serde_json::to_vec(&self.report).expect("a load report serializes")
+    }
+}
+
+/// Registers the node under a lease, keeps it alive and puts the load totals, again and again
+/// as sessions fail.
+async fn session_loop(
+    cfg: ClusterConfig,
+    reg: Registration,
+    loads: WriteLoads,
+    status: Arc<EtcdStatus>,
+) {
+    let keys = Keys::new(&cfg);
+    let mut totals = Totals {
+        report: LoadReport {
+            node: reg.node,
+            incarnation: rand_u64(),
+            ..LoadReport::default()
+        },
+        parity: BTreeMap::new(),
+        changed: true,
+    };
+    let mut failures = 0u64;
+    loop {
+        let err = session(&cfg, &keys, &reg, &loads, &mut totals, &status).await;
+        status.connected.store(false, Ordering::Relaxed);
+        status.failures.fetch_add(1, Ordering::Relaxed);
+        // Loads taken in the failed session stay in the totals; the next session puts them.
+        totals.changed = true;
+        log_failure(
+            reg.node,
+            &mut failures,
+            &format!("session: {err}; keeping the last map"),
+        );
+        tokio::time::sleep(Duration::from_millis(cfg.heartbeat_ms.max(200))).await;
+    }
+}
+
+async fn session(
+    cfg: &ClusterConfig,
+    keys: &Keys,
+    reg: &Registration,
+    loads: &WriteLoads,
+    totals: &mut Totals,
+    status: &EtcdStatus,
+) -> String {
+    let mut client = match connect(&cfg.etcd).await {
+        Ok(c) => c,
+        Err(e) => return format!("connect: {e}"),
+    };
+    let ttl = cfg.etcd_lease_s as i64;
+    let lease = match client.lease_grant(ttl, None).await {
+        Ok(l) => l.id(),
+        Err(e) => return format!("lease: {e}"),
+    };
+    let value = serde_json::to_vec(reg).expect("a registration serializes");
+    let with_lease = || Some(PutOptions::new().with_lease(lease));
+    if let Err(e) = client.put(keys.node(reg.node), value, with_lease()).await {
+        return format!("register: {e}");
+    }
+    let (mut keeper, mut acks) = match client.lease_keep_alive(lease).await {
+        Ok(k) => k,
+        Err(e) => return format!("keep-alive: {e}"),
+    };
+    status.connected.store(true, Ordering::Relaxed);
+    eprintln!(
+        "ecdn node {}: registered in etcd (lease {lease:x}, {ttl} s)",
+        reg.node
+    );
+    let mut keep = tokio::time::interval(Duration::from_millis((ttl as u64 * 1000 / 3).max(100)));
+    let mut report = tokio::time::interval(Duration::from_millis(cfg.heartbeat_ms));
+    report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = keep.tick() => {
+                if let Err(e) = keeper.keep_alive().await {
+                    return format!("keep-alive: {e}");
+                }
+            }
+            ack = acks.message() => match ack {
+                Ok(Some(a)) if a.ttl() > 0 => {}
+                Ok(Some(_)) => return "the lease expired".into(),
+                Ok(None) => return "the keep-alive stream ended".into(),
+                Err(e) => return format!("keep-alive: {e}"),
+            },
+            _ = report.tick() => {
+                totals.add(loads);
+                if totals.changed {
+                    let v = totals.json();
+                    if let Err(e) = client.put(keys.load(reg.node), v, with_lease()).await {
+                        return format!("load report: {e}");
+                    }
+                    totals.changed = false;
+                    status.load_puts.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+}
+
+/// Watches `map` and offers every new one to the node, reconnecting (and reading the map
+/// afresh) whenever the watch fails.
+async fn map_loop(cfg: ClusterConfig, node: usize, handle: MapHandle, status: Arc<EtcdStatus>) {
+    let keys = Keys::new(&cfg);
+    let key = ClusterKey::new(cfg.key.as_bytes());
+    let mut failures = 0u64;
+    loop {
+        let err = async {
+            let mut client = connect(&cfg.etcd)
+                .await
+                .map_err(|e| format!("connect: {e}"))?;
+            let resp = client
+                .get(keys.map(), None)
+                .await
+                .map_err(|e| format!("get map: {e}"))?;
+            let rev = resp.header().map_or(0, |h| h.revision());
+            if let Some(kv) = resp.kvs().first() {
+                offer(
+                    node,
+                    &handle,
+                    open_map(&key, kv.value(), kv.mod_revision())?,
+                );
+            }
+            let opts = WatchOptions::new().with_start_revision(rev + 1);
+            let mut stream = client
+                .watch(keys.map(), Some(opts))
+                .await
+                .map_err(|e| format!("watch map: {e}"))?;
+            loop {
+                let msg = stream
+                    .message()
+                    .await
+                    .map_err(|e| format!("watch map: {e}"))?
+                    .ok_or("the map watch ended")?;
+                if msg.canceled() {
+                    return Err::<(), String>(format!(
+                        "map watch canceled: {}",
+                        msg.cancel_reason()
+                    ));
+                }
+                for ev in msg.events() {
+                    if let (EventType::Put, Some(kv)) = (ev.event_type(), ev.kv()) {
+                        match open_map(&key, kv.value(), kv.mod_revision()) {
+                            Ok(m) => offer(node, &handle, m),
+                            Err(e) => eprintln!("ecdn node {node}: etcd: {e}"),
+                        }
+                    }
+                }
+            }
+        }
+        .await;
+        if let Err(e) = err {
+            status.connected.store(false, Ordering::Relaxed);
+            log_failure(
+                node,
+                &mut failures,
+                &format!("{e}; keeping map epoch {}", handle.epoch()),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(cfg.heartbeat_ms.max(200))).await;
+    }
+}
+
+/// A random number for an incarnation (the clock and the process id, mixed).
+fn rand_u64() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let x = t ^ (u64::from(std::process::id()) << 32);
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// All `(key, value, mod_revision)` under `prefix`, and the revision they were read at.
+pub async fn get_prefix(
+    client: &mut Client,
+    prefix: &str,
+) -> Result<(Vec<(Vec<u8>, Vec<u8>, i64)>, i64), etcd_client::Error> {
+    let resp = client
+        .get(prefix, Some(GetOptions::new().with_prefix()))
+        .await?;
+    let rev = resp.header().map_or(0, |h| h.revision());
+    Ok((
+        resp.kvs()
+            .iter()
+            .map(|kv| (kv.key().to_vec(), kv.value().to_vec(), kv.mod_revision()))
+            .collect(),
+        rev,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_ids() {
+        let text = |etcd: &str, prefix: &str| {
+            format!(
+                "scheme = \"c2dn\"\nkey = \"0123456789abcdef-secret\"\n\
+                 coordinator = \"127.0.0.1:1\"\netcd = [\"{etcd}\"]\netcd_prefix = \"{prefix}\"\n\
+                 [[node]]\nid = 0\nclient = \"127.0.0.1:2\"\npeer = \"127.0.0.1:3\"\n\
+                 [[node]]\nid = 1\nclient = \"127.0.0.1:4\"\npeer = \"127.0.0.1:5\"\n\
+                 [[node]]\nid = 2\nclient = \"127.0.0.1:6\"\npeer = \"127.0.0.1:7\"\n\
+                 [[node]]\nid = 3\nclient = \"127.0.0.1:8\"\npeer = \"127.0.0.1:9\"\n"
+            )
+        };
+        for (etcd, prefix, want) in [
+            ("127.0.0.1:2379", "/c1/", "expected http://HOST:PORT"),
+            ("http://127.0.0.1:2379", "c1/", "must start and end with '/'"),
+        ] {
+            let e = ClusterConfig::parse(&text(etcd, prefix)).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+        }
+        let cfg = ClusterConfig::parse(&text("http://127.0.0.1:2379", "/c1/"))
+        .unwrap();
+        let k = Keys::new(&cfg);
+        assert_eq!(k.node(3), "/c1/nodes/3");
+        assert_eq!(k.id_of(b"/c1/nodes/3", &k.nodes()), Some(3));
+        assert_eq!(k.id_of(b"/c1/loads/12", &k.loads()), Some(12));
+        for bad in [
+            &b"/c1/nodes/"[..],
+            b"/c1/nodes/x",
+            b"/c1/nodes/-1",
+            b"/c2/nodes/1",
+            b"/c1/nodes/99999999",
+        ] {
+            assert_eq!(k.id_of(bad, &k.nodes()), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_sealed_map_opens_only_with_the_key_and_takes_the_revision() {
+        let pl = ecdn_placement::Placement::new(
+            &[1.0; 5],
+            ecdn_placement::PlacementConfig {
+                buckets: 20,
+                k: 3,
+                p: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let map =
+            BucketMap::from_placement(5, ecdn_placement::pieces::Scheme::C2dn, 3, 1, &pl, None);
+        let key = ClusterKey::new(b"0123456789abcdef-secret");
+        let sealed = seal_map(&key, &map);
+        let opened = open_map(&key, &sealed, 42).unwrap();
+        assert_eq!(opened.epoch, 42);
+        let mut same = opened.clone();
+        same.epoch = 5;
+        assert_eq!(same, map);
+        let other = ClusterKey::new(b"another key of the same length!!");
+        assert!(open_map(&other, &sealed, 42)
+            .unwrap_err()
+            .contains("not this cluster's"));
+        let mut tampered = sealed.clone();
+        let last = tampered.len() - 2;
+        tampered[last] ^= 1;
+        assert!(open_map(&key, &tampered, 42).is_err());
+        assert!(open_map(&key, b"no newline", 1).is_err());
+    }
+}

@@ -1,0 +1,281 @@
+//! The control plane on etcd, against real etcd processes on loopback (Debian's
+//! `etcd-server`; `.ci/run` installs it): nodes' registrations and load reports, a map with
+//! the etcd revision as its epoch, a node whose lease lapses marked unavailable, the leading
+//! coordinator stopped and another leading from the stored state, and etcd stopped and
+//! restarted under nodes that keep their map.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ecdn_cluster::coordinator::etcd::EtcdCoordinator;
+use ecdn_cluster::etcd::{spawn_etcd_control, EtcdStatus};
+use ecdn_cluster::{ClusterConfig, Control, CoordinatorOptions, WriteLoads};
+
+/// Under CI a missing tool fails the test; elsewhere it is skipped with a message.
+fn missing(why: &str) {
+    assert!(
+        !std::env::var("CI").is_ok_and(|v| {
+            let v = v.to_ascii_lowercase();
+            !v.is_empty() && v != "false" && v != "0"
+        }),
+        "under CI (CI={:?}) and {why}",
+        std::env::var("CI").unwrap_or_default()
+    );
+    eprintln!("skipped: {why}");
+}
+
+fn etcd_binary() -> Option<PathBuf> {
+    ["/usr/bin/etcd", "/usr/local/bin/etcd"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// One etcd member on loopback; killed when dropped.
+struct Etcd {
+    bin: PathBuf,
+    dir: PathBuf,
+    client: u16,
+    peer: u16,
+    child: Option<Child>,
+}
+
+impl Etcd {
+    fn start(bin: &Path, dir: &Path) -> Etcd {
+        let mut e = Etcd {
+            bin: bin.to_path_buf(),
+            dir: dir.to_path_buf(),
+            client: free_port(),
+            peer: free_port(),
+            child: None,
+        };
+        e.spawn();
+        e
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client)
+    }
+
+    fn spawn(&mut self) {
+        let peer = format!("http://127.0.0.1:{}", self.peer);
+        let child = Command::new(&self.bin)
+            .args(["--name", "m0", "--data-dir"])
+            .arg(&self.dir)
+            .args(["--listen-client-urls", &self.url()])
+            .args(["--advertise-client-urls", &self.url()])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &format!("m0={peer}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd starts");
+        self.child = Some(child);
+        // Ready when its client port accepts.
+        let until = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", self.client)).is_err() {
+            assert!(Instant::now() < until, "etcd did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn cluster(etcd: &str, prefix: &str) -> ClusterConfig {
+    let mut text = format!(
+        "scheme = \"c2dn\"\nkey = \"0123456789abcdef-secret\"\ncoordinator = \"127.0.0.1:1\"\n\
+         heartbeat_ms = 100\nbuckets = 30\netcd = [\"{etcd}\"]\netcd_prefix = \"{prefix}\"\n\
+         etcd_lease_s = 2\n"
+    );
+    for i in 0..5 {
+        text.push_str(&format!(
+            "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
+            20000 + i,
+            21000 + i
+        ));
+    }
+    ClusterConfig::parse(&text).unwrap()
+}
+
+/// Waits (at most `secs`) until `f` holds.
+async fn until(secs: u64, what: &str, f: impl Fn() -> bool) -> Duration {
+    let t = Instant::now();
+    while !f() {
+        assert!(
+            t.elapsed() < Duration::from_secs(secs),
+            "not within {secs} s: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    t.elapsed()
+}
+
+struct TestNode {
+    control: Control,
+    loads: WriteLoads,
+    status: Arc<EtcdStatus>,
+}
+
+async fn node(cfg: &ClusterConfig, id: usize) -> TestNode {
+    let loads = WriteLoads::for_cluster(cfg);
+    let status = Arc::new(EtcdStatus::default());
+    let start = spawn_etcd_control(cfg, id, loads.clone(), status.clone());
+    let control = tokio::time::timeout(Duration::from_secs(20), start)
+        .await
+        .expect("a first map within 20 s")
+        .unwrap();
+    TestNode {
+        control,
+        loads,
+        status,
+    }
+}
+
+#[test]
+fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
+    let Some(bin) = etcd_binary() else {
+        missing("etcd is not installed (Debian package etcd-server)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut etcd = Etcd::start(&bin, dir.path());
+    let cfg = cluster(&etcd.url(), "/t1/");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let opts = CoordinatorOptions {
+            start_grace: Duration::from_secs(3),
+            ..CoordinatorOptions::default()
+        };
+        let a = EtcdCoordinator::start(cfg.clone(), opts.clone(), "coordinator-a".into());
+        let mut nodes = Vec::new();
+        for id in 0..5 {
+            nodes.push(Some(node(&cfg, id).await));
+        }
+        let map = |n: &Option<TestNode>| n.as_ref().unwrap().control.map().current();
+        until(10, "all nodes registered and available", || {
+            map(&nodes[0]).available.iter().all(|&a| a)
+        })
+        .await;
+        assert!(a.status().leading);
+        let b = EtcdCoordinator::start(cfg.clone(), opts.clone(), "coordinator-b".into());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!b.status().leading, "two leaders");
+
+        // Loads reach the leader (their totals are in etcd).
+        nodes[1].as_ref().unwrap().loads.record_data(1 << 20);
+        until(5, "a load report", || {
+            nodes[1]
+                .as_ref()
+                .unwrap()
+                .status
+                .load_puts
+                .load(Ordering::Relaxed)
+                > 0
+        })
+        .await;
+
+        // A node stops (its lease lapses): unavailable on every node's map.
+        let epoch0 = map(&nodes[0]).epoch;
+        nodes[4].take().unwrap().control.stop();
+        let took = until(10, "node 4 unavailable", || {
+            let m = map(&nodes[0]);
+            !m.available[4] && nodes[..4].iter().all(|n| map(n).epoch == m.epoch)
+        })
+        .await;
+        eprintln!("node 4 unavailable on all nodes after {took:?}");
+        let after_fail = map(&nodes[0]);
+        assert!(after_fail.epoch > epoch0);
+
+        // The leader stops: the other leads within 5 s (the lease is 2 s), from the stored
+        // state — node 4 stays unavailable and the map is the same but for its epoch.
+        a.stop();
+        let took = until(5, "coordinator b leads", || b.status().leading).await;
+        eprintln!("coordinator b leads {took:?} after a stopped");
+        until(5, "b's first map", || {
+            map(&nodes[0]).epoch > after_fail.epoch
+        })
+        .await;
+        let m = map(&nodes[0]);
+        assert!(!m.available[4]);
+        let mut same = (*m).clone();
+        same.epoch = after_fail.epoch;
+        assert_eq!(
+            same, *after_fail,
+            "the new leader continued from the stored placement"
+        );
+
+        // The node returns: available again, through the new leader.
+        nodes[4] = Some(node(&cfg, 4).await);
+        until(10, "node 4 back on every node's map", || {
+            let e = map(&nodes[0]).epoch;
+            map(&nodes[0]).available[4] && nodes.iter().all(|n| map(n).epoch == e)
+        })
+        .await;
+
+        // etcd stops: nodes keep serving with their map and say they lost etcd.
+        let before = map(&nodes[0]).epoch;
+        etcd.kill();
+        until(15, "nodes notice etcd is gone", || {
+            nodes
+                .iter()
+                .all(|n| !n.as_ref().unwrap().status.connected.load(Ordering::Relaxed))
+        })
+        .await;
+        assert_eq!(map(&nodes[0]).epoch, before, "the map is kept");
+        // etcd returns: nodes register again; a node stopping now is still handled.
+        etcd.spawn();
+        until(20, "nodes reconnected", || {
+            nodes
+                .iter()
+                .all(|n| n.as_ref().unwrap().status.connected.load(Ordering::Relaxed))
+        })
+        .await;
+        nodes[2].take().unwrap().control.stop();
+        until(20, "node 2 unavailable after etcd's return", || {
+            !map(&nodes[0]).available[2]
+        })
+        .await;
+        assert!(
+            nodes[0]
+                .as_ref()
+                .unwrap()
+                .status
+                .failures
+                .load(Ordering::Relaxed)
+                > 0
+        );
+        for n in nodes.into_iter().flatten() {
+            n.control.stop();
+        }
+        b.stop();
+    });
+}
