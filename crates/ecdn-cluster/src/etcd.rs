@@ -99,12 +99,14 @@ pub struct LoadReport {
 }
 
 /// Connects to etcd with the timeouts a control plane wants: a request that cannot be
-/// answered fails within seconds instead of hanging.
+/// answered fails within seconds instead of hanging, and an idle connection (a map watch) is
+/// pinged every 10 s. etcd closes connections that ping more often than its
+/// `--grpc-keepalive-min-time` (5 s by default), so no shorter interval.
 pub async fn connect(endpoints: &[String]) -> Result<Client, etcd_client::Error> {
     let opts = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
         .with_timeout(Duration::from_secs(3))
-        .with_keep_alive(Duration::from_secs(1), Duration::from_secs(2))
+        .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
         .with_keep_alive_while_idle(true);
     Client::connect(endpoints, Some(opts)).await
 }
@@ -385,6 +387,7 @@ async fn map_loop(cfg: ClusterConfig, node: usize, handle: MapHandle, status: Ar
                 .watch(keys.map(), Some(opts))
                 .await
                 .map_err(|e| format!("watch map: {e}"))?;
+            status.connected.store(true, Ordering::Relaxed);
             loop {
                 let msg = stream
                     .message()
@@ -468,13 +471,18 @@ mod tests {
         };
         for (etcd, prefix, want) in [
             ("127.0.0.1:2379", "/c1/", "expected http://HOST:PORT"),
-            ("http://127.0.0.1:2379", "c1/", "must start and end with '/'"),
+            (
+                "http://127.0.0.1:2379",
+                "c1/",
+                "must start and end with '/'",
+            ),
         ] {
-            let e = ClusterConfig::parse(&text(etcd, prefix)).unwrap_err().to_string();
+            let e = ClusterConfig::parse(&text(etcd, prefix))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{e}");
         }
-        let cfg = ClusterConfig::parse(&text("http://127.0.0.1:2379", "/c1/"))
-        .unwrap();
+        let cfg = ClusterConfig::parse(&text("http://127.0.0.1:2379", "/c1/")).unwrap();
         let k = Keys::new(&cfg);
         assert_eq!(k.node(3), "/c1/nodes/3");
         assert_eq!(k.id_of(b"/c1/nodes/3", &k.nodes()), Some(3));

@@ -192,6 +192,11 @@ fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
 
         // Loads reach the leader (their totals are in etcd).
         nodes[1].as_ref().unwrap().loads.record_data(1 << 20);
+        assert!(nodes[1]
+            .as_ref()
+            .unwrap()
+            .loads
+            .record_parity(7, 0, 300 << 10));
         until(5, "a load report", || {
             nodes[1]
                 .as_ref()

@@ -1,11 +1,13 @@
-//! `ecdn coordinator`: the embedded control plane of a live cluster (see
-//! [`ecdn_cluster::coordinator`]).
+//! `ecdn coordinator`: the control plane of a live cluster — the embedded coordinator (see
+//! [`ecdn_cluster::coordinator`]), or, when the cluster file names etcd endpoints, one of
+//! several coordinators that elect a leader in etcd ([`ecdn_cluster::coordinator::etcd`]).
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use ecdn_cluster::{ClusterConfig, Coordinator};
+use ecdn_cluster::coordinator::etcd::EtcdCoordinator;
+use ecdn_cluster::{ClusterConfig, Coordinator, CoordinatorOptions};
 
 #[derive(Args)]
 #[command(
@@ -13,12 +15,19 @@ use ecdn_cluster::{ClusterConfig, Coordinator};
     heartbeats with their write loads and long-poll the bucket map; a node missing \
     `missed_heartbeats` heartbeats is marked unavailable, its data buckets move along the ring \
     and parity is rebalanced; its next heartbeat brings it back. Runs until SIGINT or SIGTERM.\n\n\
+    With `etcd` endpoints in the cluster file, run several: they elect a leader in etcd, \
+    nodes register there under leases, and the leader writes the map there; the others take \
+    over within a lease time when it dies.\n\n\
     Example:\n  ecdn coordinator --cluster cluster.toml"
 )]
 pub struct CoordinatorArgs {
     /// The cluster file (TOML).
     #[arg(long)]
     cluster: PathBuf,
+    /// etcd mode: the name this coordinator gives in the `leader` key (default:
+    /// `coordinator-PID`).
+    #[arg(long)]
+    name: Option<String>,
 }
 
 pub fn run(a: CoordinatorArgs) -> Result<()> {
@@ -29,6 +38,16 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
         .build()
         .context("starting the runtime")?;
     rt.block_on(async move {
+        if !cfg.etcd.is_empty() {
+            let name = a
+                .name
+                .unwrap_or_else(|| format!("coordinator-{}", std::process::id()));
+            let coord = EtcdCoordinator::start(cfg, CoordinatorOptions::default(), name);
+            crate::origin_cmd::shutdown_signal().await;
+            coord.stop();
+            eprintln!("ecdn coordinator: shut down");
+            return Ok(());
+        }
         let coord = Coordinator::start(cfg).await?;
         crate::origin_cmd::shutdown_signal().await;
         coord.shutdown().await;

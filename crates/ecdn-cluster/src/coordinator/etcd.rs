@@ -48,7 +48,30 @@ pub struct Stored {
 pub struct Consumed {
     pub incarnation: u64,
     pub data_bytes: u64,
+    /// `(bucket, parity index) → bytes`; stored as `[[bucket, index, bytes], ...]` (JSON
+    /// object keys are strings).
+    #[serde(with = "triples")]
     pub parity: BTreeMap<(usize, usize), u64>,
+}
+
+mod triples {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        m: &BTreeMap<(usize, usize), u64>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(m.iter().map(|(&(b, j), &n)| (b, j, n)))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<(usize, usize), u64>, D::Error> {
+        let v: Vec<(usize, usize, u64)> = Vec::deserialize(d)?;
+        Ok(v.into_iter().map(|(b, j, n)| ((b, j), n)).collect())
+    }
 }
 
 impl Consumed {
@@ -494,6 +517,9 @@ mod tests {
             (hb.data_bytes, hb.parity),
             (30, vec![(3, 0, 10), (4, 0, 5)])
         );
+        // What a leader stores and the next reads back.
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(serde_json::from_str::<Consumed>(&json).unwrap(), c);
         // A restarted node counts from zero.
         let hb = c.take_growth(&r(8, 20, vec![(3, 0, 1)]));
         assert_eq!((hb.data_bytes, hb.parity), (20, vec![(3, 0, 1)]));

@@ -40,12 +40,13 @@ pub(super) mod write;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ecdn_cluster::auth::ClusterKey;
 use ecdn_cluster::config::ClusterConfig;
 use ecdn_cluster::control::{spawn_control, Control, MapHandle, WriteLoads};
+use ecdn_cluster::etcd::{spawn_etcd_control, EtcdStatus};
 use ecdn_cluster::peer::PeerClient;
 use ecdn_codec::CodecCache;
 use ecdn_placement::pieces::Scheme;
@@ -103,6 +104,8 @@ pub(super) struct Cluster {
     /// Limit on one peer exchange's headers (a peer that does not answer within it counts as
     /// failed and the request goes on without it).
     pub(super) peer_timeout: Duration,
+    /// In etcd mode: whether this node reaches etcd, and its session failures.
+    pub(super) etcd: Option<Arc<EtcdStatus>>,
 }
 
 /// The piece policy's share of the disk ring: the ring is this much larger than the policy's
@@ -125,9 +128,13 @@ impl Cluster {
         }
         let peers = PeerClient::new(ClusterKey::new(c.cluster.key.as_bytes()));
         let loads = WriteLoads::for_cluster(&c.cluster);
-        let control = spawn_control(&c.cluster, c.id, peers.clone(), loads.clone())
-            .await
-            .map_err(|e| invalid(e.to_string()))?;
+        let etcd = Arc::new(EtcdStatus::default());
+        let control = if c.cluster.etcd.is_empty() {
+            spawn_control(&c.cluster, c.id, peers.clone(), loads.clone()).await
+        } else {
+            spawn_etcd_control(&c.cluster, c.id, loads.clone(), etcd.clone()).await
+        }
+        .map_err(|e| invalid(e.to_string()))?;
         let policy = Cache::new(EvictionKind::Fifo.build(capacity), None);
         Ok(Cluster {
             id: c.id,
@@ -140,6 +147,7 @@ impl Cluster {
             stats: ClusterStats::default(),
             codecs: CodecCache::new(),
             peer_timeout: Duration::from_secs(2),
+            etcd: (!c.cluster.etcd.is_empty()).then_some(etcd),
         })
     }
 
@@ -193,6 +201,9 @@ impl Cluster {
             "peer_errors": get(&s.peer_errors),
             "streamed_fills": get(&s.streamed_fills),
             "ring_lost": self.pieces.ring_lost(),
+            // In etcd mode: whether this node reaches etcd now, and its failed sessions.
+            "etcd_connected": self.etcd.as_ref().map(|e| e.connected.load(Ordering::Relaxed)),
+            "etcd_failures": self.etcd.as_ref().map(|e| e.failures.load(Ordering::Relaxed)),
         })
     }
 }
