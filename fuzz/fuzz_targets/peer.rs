@@ -3,12 +3,16 @@
 //! the documented invariants, not just the absence of panics: what parses re-encodes to
 //! something that parses to the same value (trailing frames too), a map that validates answers
 //! every lookup within its servers, no signature made with another key verifies, and a
-//! streamed body opens only with its own tag.
+//! streamed body opens only with its own tag. The values nodes and coordinators read from etcd
+//! too: a stored map opens only when sealed with the cluster key (and then re-seals to itself),
+//! and load reports, registrations and the leader's stored state parse or are refused.
 #![no_main]
 
 use ecdn_cluster::auth::ClusterKey;
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PeerPath};
+use ecdn_cluster::coordinator::etcd::Stored;
+use ecdn_cluster::etcd::{open_map, seal_map, LoadReport, Registration};
 use ecdn_cluster::BucketMap;
 use libfuzzer_sys::fuzz_target;
 
@@ -61,10 +65,25 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
+    // Values read from etcd.
+    let key = ClusterKey::new(b"fuzzing-cluster-key-0123");
+    if let Ok(map) = open_map(&key, data, 7) {
+        assert_eq!(map.epoch, 7);
+        // What opened re-seals and opens to the same map; another key never opens it.
+        let again = seal_map(&key, &map);
+        assert_eq!(open_map(&key, &again, 7).as_ref(), Ok(&map));
+        let other = ClusterKey::new(b"another-cluster-key-4567");
+        assert!(open_map(&other, &again, 7).is_err());
+    }
+    let _ = serde_json::from_slice::<LoadReport>(data);
+    let _ = serde_json::from_slice::<Registration>(data);
+    if let Ok(stored) = serde_json::from_slice::<Stored>(data) {
+        let json = serde_json::to_vec(&stored).unwrap();
+        assert_eq!(serde_json::from_slice::<Stored>(&json).unwrap(), stored);
+    }
     // Signature headers split from the input: never verify under a key that did not sign.
     let mut parts = text.splitn(4, '\n');
     let (t, d, s) = (parts.next(), parts.next(), parts.next());
-    let key = ClusterKey::new(b"fuzzing-cluster-key-0123");
     let _ = key.verify("PUT", "/_peer/piece/0/k", t, d, s, 1_700_000_000);
     let signed = key.sign("GET", &text, data);
     let other = ClusterKey::new(b"another-cluster-key-4567");
