@@ -571,14 +571,16 @@ mod tests {
         let has_folding = false;
         if !has_folding {
             // CI runs on a CPU with these features: there, their absence is a failure.
-            assert!(
-                !std::env::var("CI").is_ok_and(|v| {
-                    let v = v.to_ascii_lowercase();
-                    !v.is_empty() && v != "false" && v != "0"
-                }),
-                "under CI and no VPCLMULQDQ (with AVX-512F and SSE4.2) on this CPU: the folding \
-                 CRC path cannot be tested"
-            );
+            let under_ci = std::env::var("CI").is_ok_and(|v| {
+                let v = v.to_ascii_lowercase();
+                !v.is_empty() && v != "false" && v != "0"
+            });
+            if under_ci {
+                panic!(
+                    "under CI and no VPCLMULQDQ (with AVX-512F and SSE4.2) on this CPU: the \
+                     folding CRC path cannot be tested"
+                );
+            }
             eprintln!("skipped: no VPCLMULQDQ (with AVX-512F and SSE4.2) on this CPU");
             return;
         }

@@ -7,17 +7,19 @@ pub fn obj(k: &str) -> EntryKey {
     EntryKey::object(k.as_bytes())
 }
 
-/// A test needs something this machine may lack: under CI (`CI` set to anything but empty,
-/// `0` or `false`, as the plot tests read it) that is a failure with `why`
-/// (CI must provide it); elsewhere the test prints "skipped: why" and the caller returns.
+/// True when `CI` is set to anything but empty, `0` or `false` (as the plot tests read it).
+fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| {
+        let v = v.to_ascii_lowercase();
+        !v.is_empty() && v != "false" && v != "0"
+    })
+}
+
+/// A test needs something this machine may lack: under CI that is a failure with `why` (CI
+/// must provide it); elsewhere the test prints "skipped: why" and the caller returns.
 pub fn missing(why: &str) {
-    assert!(
-        !std::env::var("CI").is_ok_and(|v| {
-            let v = v.to_ascii_lowercase();
-            !v.is_empty() && v != "false" && v != "0"
-        }),
-        "under CI (CI={:?}) and {why}",
-        std::env::var("CI").unwrap_or_default()
-    );
+    if under_ci() {
+        panic!("under CI and {why}: CI must provide it");
+    }
     eprintln!("skipped: {why}");
 }
