@@ -27,7 +27,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, ConnectOptions, EventType, GetOptions, PutOptions, WatchOptions};
+use etcd_client::{
+    Client, ConnectOptions, EventType, GetOptions, LeaseKeepAliveStream, LeaseKeeper, PutOptions,
+    WatchOptions,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::auth::{hex, sha256, ClusterKey};
@@ -109,6 +112,57 @@ pub async fn connect(endpoints: &[String]) -> Result<Client, etcd_client::Error>
         .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
         .with_keep_alive_while_idle(true);
     Client::connect(endpoints, Some(opts)).await
+}
+
+/// A lease kept alive: granted with a TTL, refreshed every third of it. Nodes hold their
+/// registration and load keys under one, the leading coordinator its `leader` key.
+pub(crate) struct Lease {
+    pub(crate) id: i64,
+    keeper: LeaseKeeper,
+    acks: LeaseKeepAliveStream,
+    tick: tokio::time::Interval,
+}
+
+impl Lease {
+    pub(crate) async fn grant(client: &mut Client, ttl_s: u64) -> Result<Lease, String> {
+        let ttl = i64::try_from(ttl_s).map_err(|_| "a lease TTL out of range")?;
+        let id = client
+            .lease_grant(ttl, None)
+            .await
+            .map_err(|e| format!("lease: {e}"))?
+            .id();
+        let (keeper, acks) = client
+            .lease_keep_alive(id)
+            .await
+            .map_err(|e| format!("keep-alive: {e}"))?;
+        let every = Duration::from_millis((ttl_s * 1000 / 3).max(100));
+        Ok(Lease {
+            id,
+            keeper,
+            acks,
+            tick: tokio::time::interval(every),
+        })
+    }
+
+    /// Keeps the lease alive; returns only when it is lost, saying why. Meant to be one
+    /// branch of a `select!`: dropping it between refreshes loses nothing.
+    pub(crate) async fn lost(&mut self) -> String {
+        loop {
+            tokio::select! {
+                _ = self.tick.tick() => {
+                    if let Err(e) = self.keeper.keep_alive().await {
+                        return format!("keep-alive: {e}");
+                    }
+                }
+                ack = self.acks.message() => match ack {
+                    Ok(Some(a)) if a.ttl() > 0 => {}
+                    Ok(Some(_)) => return "the lease expired".into(),
+                    Ok(None) => return "the keep-alive stream ended".into(),
+                    Err(e) => return format!("keep-alive: {e}"),
+                },
+            }
+        }
+    }
 }
 
 const MAP_PATH: &str = "etcd:map";
@@ -309,41 +363,26 @@ async fn session(
         Ok(c) => c,
         Err(e) => return format!("connect: {e}"),
     };
-    let ttl = cfg.etcd_lease_s as i64;
-    let lease = match client.lease_grant(ttl, None).await {
-        Ok(l) => l.id(),
-        Err(e) => return format!("lease: {e}"),
+    let mut lease = match Lease::grant(&mut client, cfg.etcd_lease_s).await {
+        Ok(l) => l,
+        Err(e) => return e,
     };
     let value = serde_json::to_vec(reg).expect("a registration serializes");
-    let with_lease = || Some(PutOptions::new().with_lease(lease));
+    let lease_id = lease.id;
+    let with_lease = || Some(PutOptions::new().with_lease(lease_id));
     if let Err(e) = client.put(keys.node(reg.node), value, with_lease()).await {
         return format!("register: {e}");
     }
-    let (mut keeper, mut acks) = match client.lease_keep_alive(lease).await {
-        Ok(k) => k,
-        Err(e) => return format!("keep-alive: {e}"),
-    };
     status.connected.store(true, Ordering::Relaxed);
     eprintln!(
-        "ecdn node {}: registered in etcd (lease {lease:x}, {ttl} s)",
-        reg.node
+        "ecdn node {}: registered in etcd (lease {:x}, {} s)",
+        reg.node, lease.id, cfg.etcd_lease_s
     );
-    let mut keep = tokio::time::interval(Duration::from_millis((ttl as u64 * 1000 / 3).max(100)));
     let mut report = tokio::time::interval(Duration::from_millis(cfg.heartbeat_ms));
     report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = keep.tick() => {
-                if let Err(e) = keeper.keep_alive().await {
-                    return format!("keep-alive: {e}");
-                }
-            }
-            ack = acks.message() => match ack {
-                Ok(Some(a)) if a.ttl() > 0 => {}
-                Ok(Some(_)) => return "the lease expired".into(),
-                Ok(None) => return "the keep-alive stream ended".into(),
-                Err(e) => return format!("keep-alive: {e}"),
-            },
+            why = lease.lost() => return why,
             _ = report.tick() => {
                 totals.add(loads);
                 if totals.changed {

@@ -32,7 +32,7 @@ use super::state::{State, StoredState};
 use super::{CoordinatorOptions, Heartbeat, RebalanceEvent};
 use crate::auth::ClusterKey;
 use crate::config::ClusterConfig;
-use crate::etcd::{connect, get_prefix, seal_map, Keys, LoadReport};
+use crate::etcd::{connect, get_prefix, seal_map, Keys, Lease, LoadReport};
 
 /// What the leader keeps in the `state` key.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -179,16 +179,10 @@ async fn term(
         Ok(c) => c,
         Err(e) => return format!("connect: {e}"),
     };
-    let ttl = cfg.etcd_lease_s as i64;
-    let lease = match client.lease_grant(ttl, None).await {
-        Ok(l) => l.id(),
-        Err(e) => return format!("lease: {e}"),
+    let mut lease = match Lease::grant(&mut client, cfg.etcd_lease_s).await {
+        Ok(l) => l,
+        Err(e) => return e,
     };
-    let (mut keeper, mut acks) = match client.lease_keep_alive(lease).await {
-        Ok(k) => k,
-        Err(e) => return format!("keep-alive: {e}"),
-    };
-    let mut keep = tokio::time::interval(Duration::from_millis((ttl as u64 * 1000 / 3).max(100)));
     // Campaign.
     loop {
         let txn = Txn::new()
@@ -196,7 +190,7 @@ async fn term(
             .and_then([TxnOp::put(
                 keys.leader(),
                 name.as_bytes(),
-                Some(PutOptions::new().with_lease(lease)),
+                Some(PutOptions::new().with_lease(lease.id)),
             )]);
         let resp = match client.txn(txn).await {
             Ok(r) => r,
@@ -219,12 +213,7 @@ async fn term(
         // Wait for the leader key to go, keeping this lease alive meanwhile.
         loop {
             tokio::select! {
-                _ = keep.tick() => {
-                    if let Err(e) = keeper.keep_alive().await {
-                        return format!("keep-alive: {e}");
-                    }
-                }
-                ack = acks.message() => if let Err(e) = lease_ok(ack) { return e },
+                why = lease.lost() => return why,
                 msg = watch.message() => {
                     let msg = match msg {
                         Ok(Some(m)) => m,
@@ -243,8 +232,8 @@ async fn term(
         s.leading = true;
         s.terms += 1;
     }
-    eprintln!("ecdn coordinator {name}: leading (lease {lease:x})");
-    let mut leader = match Leader::begin(cfg, opts, &keys, &mut client, lease).await {
+    eprintln!("ecdn coordinator {name}: leading (lease {:x})", lease.id);
+    let mut leader = match Leader::begin(cfg, opts, &keys, &mut client, lease.id).await {
         Ok(l) => l,
         Err(e) => return e,
     };
@@ -270,16 +259,7 @@ async fn term(
     let mut grace = tokio::time::interval(Duration::from_millis(cfg.heartbeat_ms.max(100)));
     loop {
         let events = tokio::select! {
-            _ = keep.tick() => {
-                if let Err(e) = keeper.keep_alive().await {
-                    return format!("keep-alive: {e}");
-                }
-                continue;
-            }
-            ack = acks.message() => {
-                if let Err(e) = lease_ok(ack) { return e }
-                continue;
-            }
+            why = lease.lost() => return why,
             _ = grace.tick() => leader.end_of_grace(),
             msg = watch.message() => {
                 let msg = match msg {
@@ -311,17 +291,6 @@ async fn term(
 
 fn set_epoch(status: &Mutex<EtcdCoordinatorStatus>, epoch: u64) {
     status.lock().unwrap_or_else(|e| e.into_inner()).epoch = epoch;
-}
-
-fn lease_ok(
-    ack: Result<Option<etcd_client::LeaseKeepAliveResponse>, etcd_client::Error>,
-) -> Result<(), String> {
-    match ack {
-        Ok(Some(a)) if a.ttl() > 0 => Ok(()),
-        Ok(Some(_)) => Err("the lease expired".into()),
-        Ok(None) => Err("the keep-alive stream ended".into()),
-        Err(e) => Err(format!("keep-alive: {e}")),
-    }
 }
 
 /// The leader's state during one term.
