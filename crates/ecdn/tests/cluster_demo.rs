@@ -76,6 +76,22 @@ fn last_json(r: &Run) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("last stdout line is not JSON ({e}): {last}"))
 }
 
+/// Runs `ecdn cluster demo ARGS --json` within `limit` and prints how long it took: the run
+/// and the JSON summary of its last line (the run must have succeeded).
+fn demo(args: &[&str], limit: Duration) -> (Run, serde_json::Value) {
+    let mut all = vec!["cluster", "demo"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let r = ecdn(&all, limit);
+    let v = last_json(&r);
+    eprintln!(
+        "cluster demo {}: {:.1} s",
+        args.join(" "),
+        r.elapsed.as_secs_f64()
+    );
+    (r, v)
+}
+
 fn check_contract(v: &serde_json::Value) {
     for f in CONTRACT_FIELDS {
         assert!(v.get(f).is_some(), "no {f} in {v}");
@@ -114,20 +130,10 @@ fn check_contract(v: &serde_json::Value) {
 
 #[test]
 fn four_nodes_serve_every_byte_and_report_the_contract() {
-    let r = ecdn(
-        &[
-            "cluster",
-            "demo",
-            "--nodes",
-            "4",
-            "--requests",
-            "1500",
-            "--json",
-        ],
+    let (r, v) = demo(
+        &["--nodes", "4", "--requests", "1500"],
         Duration::from_secs(60),
     );
-    let v = last_json(&r);
-    eprintln!("4 nodes, 1500 requests: {:.1} s", r.elapsed.as_secs_f64());
     check_contract(&v);
     assert_eq!(v["scheme"], "c2dn");
     assert_eq!(v["nodes"], 4);
@@ -150,10 +156,8 @@ fn four_nodes_serve_every_byte_and_report_the_contract() {
 /// window by window, partial hits (origin bytes of the missing data chunks) included.
 #[test]
 fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
-    let r = ecdn(
+    let (r, v) = demo(
         &[
-            "cluster",
-            "demo",
             "--nodes",
             "4",
             "--requests",
@@ -162,14 +166,8 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
             "1",
             "--hoc-size",
             "1",
-            "--json",
         ],
         Duration::from_secs(120),
-    );
-    let v = last_json(&r);
-    eprintln!(
-        "4 nodes, 2000 requests, one client: {:.1} s",
-        r.elapsed.as_secs_f64()
     );
     assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
     assert_eq!(v["wrong_bytes"], 0);
@@ -195,24 +193,9 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
 
 #[test]
 fn six_nodes_lose_one_at_half_time_and_fail_no_request() {
-    let r = ecdn(
-        &[
-            "cluster",
-            "demo",
-            "--nodes",
-            "6",
-            "--requests",
-            "3000",
-            "--kill",
-            "2@0.5",
-            "--json",
-        ],
+    let (r, v) = demo(
+        &["--nodes", "6", "--requests", "3000", "--kill", "2@0.5"],
         Duration::from_secs(60),
-    );
-    let v = last_json(&r);
-    eprintln!(
-        "6 nodes, 3000 requests, one kill: {:.1} s",
-        r.elapsed.as_secs_f64()
     );
     check_contract(&v);
     assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
