@@ -370,12 +370,8 @@ impl Leader {
     /// Applies one key's put (`Some(value)`) or deletion; returns the availability change.
     fn apply(&mut self, key: &[u8], value: Option<&[u8]>) -> Option<RebalanceEvent> {
         if let Some(node) = self.keys.id_of(key, &self.keys.nodes()) {
-            let node_known = node < self.registered.len();
-            if !node_known {
-                return None;
-            }
             let present = value.is_some();
-            self.registered[node] = present;
+            *self.registered.get_mut(node)? = present;
             return self.state.set_presence(node, present);
         }
         if let (Some(node), Some(v)) = (self.keys.id_of(key, &self.keys.loads()), value) {

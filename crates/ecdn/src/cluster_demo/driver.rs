@@ -368,7 +368,8 @@ fn header<'h>(h: &'h HeaderMap, name: &str) -> Option<&'h str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Judges an answer: is it what the object is, and what does the node say it did.
+/// Judges an answer: is it what the object is, and what does the node say it did (the
+/// record's `arrivals` are left for the caller to move in).
 fn judge(a: &Answer, node: usize, size: u64, retry: Option<Retry>) -> Record {
     let h = &a.headers;
     let x_cache = header(h, "x-cache").unwrap_or("");
@@ -411,9 +412,10 @@ fn judge(a: &Answer, node: usize, size: u64, retry: Option<Retry>) -> Record {
         wrong_bytes: if two { a.wrong_bytes } else { 0 },
         ttfb_us: a.ttfb_us,
         total_us: a.total_us,
-        arrivals: a.arrivals.clone(),
         retry,
         error,
+        // The caller moves the answer's arrivals in (no copy).
+        arrivals: Vec::new(),
     }
 }
 
@@ -490,7 +492,11 @@ async fn request(work: &Work, conns: &mut HashMap<usize, Conn>, a: Assignment) -
                     ),
                 );
             }
-            Ok(Ok(answer)) => return judge(&answer, node, size, retry),
+            Ok(Ok(answer)) => {
+                let mut record = judge(&answer, node, size, retry);
+                record.arrivals = answer.arrivals;
+                return record;
+            }
             Ok(Err(e)) => e,
         };
         let (kind, why) = match failure {
