@@ -124,7 +124,16 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    pub(crate) async fn grant(client: &mut Client, ttl_s: u64) -> Result<Lease, String> {
+    /// Connects to the cluster's etcd and takes a lease of its `etcd_lease_s`.
+    pub(crate) async fn connect(cfg: &ClusterConfig) -> Result<(Client, Lease), String> {
+        let mut client = connect(&cfg.etcd)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let lease = Lease::grant(&mut client, cfg.etcd_lease_s).await?;
+        Ok((client, lease))
+    }
+
+    async fn grant(client: &mut Client, ttl_s: u64) -> Result<Lease, String> {
         let ttl = i64::try_from(ttl_s).map_err(|_| "a lease TTL out of range")?;
         let id = client
             .lease_grant(ttl, None)
@@ -359,12 +368,8 @@ async fn session(
     totals: &mut Totals,
     status: &EtcdStatus,
 ) -> String {
-    let mut client = match connect(&cfg.etcd).await {
+    let (mut client, mut lease) = match Lease::connect(cfg).await {
         Ok(c) => c,
-        Err(e) => return format!("connect: {e}"),
-    };
-    let mut lease = match Lease::grant(&mut client, cfg.etcd_lease_s).await {
-        Ok(l) => l,
         Err(e) => return e,
     };
     let value = serde_json::to_vec(reg).expect("a registration serializes");

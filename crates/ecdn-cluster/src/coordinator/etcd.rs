@@ -32,7 +32,7 @@ use super::state::{State, StoredState};
 use super::{CoordinatorOptions, Heartbeat, RebalanceEvent};
 use crate::auth::ClusterKey;
 use crate::config::ClusterConfig;
-use crate::etcd::{connect, get_prefix, seal_map, Keys, Lease, LoadReport};
+use crate::etcd::{get_prefix, seal_map, Keys, Lease, LoadReport};
 
 /// What the leader keeps in the `state` key.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -175,12 +175,8 @@ async fn term(
     status: &Mutex<EtcdCoordinatorStatus>,
 ) -> String {
     let keys = Keys::new(cfg);
-    let mut client = match connect(&cfg.etcd).await {
+    let (mut client, mut lease) = match Lease::connect(cfg).await {
         Ok(c) => c,
-        Err(e) => return format!("connect: {e}"),
-    };
-    let mut lease = match Lease::grant(&mut client, cfg.etcd_lease_s).await {
-        Ok(l) => l,
         Err(e) => return e,
     };
     // Campaign.
