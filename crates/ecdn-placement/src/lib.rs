@@ -48,6 +48,7 @@
 //! on the request path. Everything is deterministic for a given configuration and seed.
 
 pub mod hash;
+mod membership;
 pub mod pieces;
 pub mod rebalance;
 mod ring;
@@ -65,7 +66,7 @@ pub use state::PlacementState;
 
 use hash::{hash_tuple, mix64, reduce, DOMAIN_BUCKET, DOMAIN_OBJECT};
 use rebalance::{budgets, lighter, quantise_weights};
-use ring::{vnode_counts, Ring, MAX_VNODES};
+use ring::{vnode_counts, weight_unit, Ring, MAX_VNODES};
 
 /// The most buckets a placement supports (C2DN uses about ten per server): its tables are
 /// per bucket and chunk, so a mistyped bucket count must be an error, not an allocation of
@@ -177,6 +178,8 @@ struct Loads {
 pub struct Placement {
     cfg: PlacementConfig,
     weights: Vec<f64>,
+    /// The weight with `vnodes_per_unit` virtual nodes (the lightest at construction).
+    weight_unit: f64,
     quantised: Vec<u64>,
     available: Vec<bool>,
     n_available: usize,
@@ -208,6 +211,16 @@ impl Placement {
     /// weights (any positive scale; only ratios matter). Parity buckets start spread evenly by
     /// count.
     pub fn new(weights: &[f64], cfg: PlacementConfig) -> Result<Placement, PlacementError> {
+        Placement::with_unit(weights, cfg, weight_unit(weights))
+    }
+
+    /// [`Placement::new`] with the weight that gets `vnodes_per_unit` virtual nodes given
+    /// (a restored placement keeps its original one).
+    fn with_unit(
+        weights: &[f64],
+        cfg: PlacementConfig,
+        unit: f64,
+    ) -> Result<Placement, PlacementError> {
         if weights.is_empty() {
             return Err(PlacementError::NoServers);
         }
@@ -240,7 +253,12 @@ impl Placement {
                 servers: weights.len(),
             });
         }
-        let vnodes = vnode_counts(weights, cfg.vnodes_per_unit);
+        if !(unit.is_finite() && unit > 0.0) {
+            return Err(PlacementError::BadState(format!(
+                "the weight unit {unit} must be finite and positive"
+            )));
+        }
+        let vnodes = vnode_counts(weights, unit, cfg.vnodes_per_unit);
         let total: usize = vnodes.iter().fold(0usize, |a, &v| a.saturating_add(v));
         if total > MAX_VNODES {
             return Err(PlacementError::TooManyVnodes {
@@ -257,6 +275,7 @@ impl Placement {
         let mut placement = Placement {
             cfg,
             weights: weights.to_vec(),
+            weight_unit: unit,
             quantised: quantise_weights(weights),
             available: vec![true; servers],
             n_available: servers,

@@ -2,7 +2,9 @@
 //!
 //! Every server owns `max(1, round(wᵢ / w_min · vnodes_per_unit))` virtual nodes: the lightest
 //! server gets `vnodes_per_unit`, a server twice as heavy twice as many (weights are normalised
-//! by the smallest, so only their ratios matter). Virtual node `v` of server `s` sits at
+//! by the smallest, so only their ratios matter). `w_min` is the lightest weight the placement
+//! was *built* with, kept when servers are added later, so a lighter newcomer does not change
+//! everyone else's count. Virtual node `v` of server `s` sits at
 //! position `hash_tuple(seed, DOMAIN_VNODE, [s, v])`, which depends on nothing but the server
 //! and its weight, so adding or removing servers never moves another server's points.
 //!
@@ -25,20 +27,28 @@ pub(crate) struct Ring {
     vnodes: Vec<usize>,
 }
 
-/// Virtual nodes per server for `weights` (all finite and positive).
-pub(crate) fn vnode_counts(weights: &[f64], vnodes_per_unit: usize) -> Vec<usize> {
-    let min = weights.iter().copied().fold(f64::INFINITY, f64::min);
+/// Virtual nodes per server for `weights` (all finite and positive), `vnodes_per_unit` per
+/// `unit` of weight (the lightest weight the cluster started with).
+pub(crate) fn vnode_counts(weights: &[f64], unit: f64, vnodes_per_unit: usize) -> Vec<usize> {
     weights
         .iter()
-        .map(|&w| {
-            let v = (w / min * vnodes_per_unit as f64).round();
-            if v >= MAX_VNODES as f64 {
-                MAX_VNODES
-            } else {
-                (v as usize).max(1)
-            }
-        })
+        .map(|&w| vnodes_of(w, unit, vnodes_per_unit))
         .collect()
+}
+
+/// `max(1, round(weight / unit · vnodes_per_unit))`, capped at [`MAX_VNODES`].
+pub(crate) fn vnodes_of(weight: f64, unit: f64, vnodes_per_unit: usize) -> usize {
+    let v = (weight / unit * vnodes_per_unit as f64).round();
+    if v >= MAX_VNODES as f64 {
+        MAX_VNODES
+    } else {
+        (v as usize).max(1)
+    }
+}
+
+/// The weight that gets `vnodes_per_unit` virtual nodes: the lightest of `weights`.
+pub(crate) fn weight_unit(weights: &[f64]) -> f64 {
+    weights.iter().copied().fold(f64::INFINITY, f64::min)
 }
 
 impl Ring {
@@ -69,6 +79,11 @@ impl Ring {
 
     pub(crate) fn vnodes(&self, server: ServerId) -> usize {
         self.vnodes[server]
+    }
+
+    /// Virtual nodes per server.
+    pub(crate) fn vnode_list(&self) -> &[usize] {
+        &self.vnodes
     }
 
     /// Index of the first point at or after `pos`, wrapping to 0 past the last point.
@@ -133,9 +148,12 @@ mod tests {
 
     #[test]
     fn vnodes_follow_weight_ratios() {
-        assert_eq!(vnode_counts(&[1.0, 2.0, 1.5], 100), vec![100, 200, 150]);
-        assert_eq!(vnode_counts(&[1e12, 2e12], 10), vec![10, 20]);
-        assert_eq!(vnode_counts(&[1.0, 1.0], 1), vec![1, 1]);
+        let counts = |w: &[f64], v| vnode_counts(w, weight_unit(w), v);
+        assert_eq!(counts(&[1.0, 2.0, 1.5], 100), vec![100, 200, 150]);
+        assert_eq!(counts(&[1e12, 2e12], 10), vec![10, 20]);
+        assert_eq!(counts(&[1.0, 1.0], 1), vec![1, 1]);
+        // A server lighter than the unit still gets at least one.
+        assert_eq!(vnode_counts(&[2.0, 0.01], 2.0, 10), vec![10, 1]);
     }
 
     #[test]

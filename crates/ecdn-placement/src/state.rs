@@ -14,10 +14,24 @@ use serde::{Deserialize, Serialize};
 use crate::{Placement, PlacementConfig, PlacementError, ServerId, NONE};
 
 /// The changeable state of a [`Placement`] (see the module documentation).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PlacementState {
+    /// The weights of the servers, in id order (servers added after the start included).
+    /// `None` (a state written before servers could be added): the caller's weights.
+    #[serde(default)]
+    pub weights: Option<Vec<f64>>,
+    /// The weight with `vnodes_per_unit` virtual nodes (see `Placement::weight_unit`);
+    /// `None`: the lightest of the weights.
+    #[serde(default)]
+    pub weight_unit: Option<f64>,
     /// Per server.
     pub available: Vec<bool>,
+    /// Per bucket and data index (`bucket * K + index`): the server. Which servers hold a
+    /// bucket's data follows from the ring, but their order (data chunk `i` stays on the
+    /// server that keeps it) depends on the history of failures and returns. `None` (an older
+    /// state): the order a fresh placement would have.
+    #[serde(default)]
+    pub data: Option<Vec<Option<ServerId>>>,
     /// Per bucket and parity index (`bucket * P + index`): the server, `None` where no
     /// parity bucket is placed (fewer than `K + P` servers available).
     pub parity: Vec<Option<ServerId>>,
@@ -35,7 +49,15 @@ impl Placement {
     /// This placement's changeable state.
     pub fn snapshot(&self) -> PlacementState {
         PlacementState {
+            weights: Some(self.weights.clone()),
+            weight_unit: Some(self.weight_unit),
             available: self.available.clone(),
+            data: Some(
+                self.data
+                    .iter()
+                    .map(|&s| (s != NONE).then_some(s))
+                    .collect(),
+            ),
             parity: self
                 .parity
                 .iter()
@@ -48,16 +70,22 @@ impl Placement {
         }
     }
 
-    /// The placement of `weights` and `cfg` (as [`Placement::new`]) in state `state`. The
-    /// state must fit the configuration: one entry per server and per parity slot, server ids
-    /// in range, a parity bucket on an available server that holds none of its bucket's data,
-    /// and as many parity buckets per bucket as the available servers allow.
+    /// The placement of `cfg` in state `state`, with the state's weights (servers added
+    /// since the start included) or, for a state without them, `weights` (as
+    /// [`Placement::new`]). The state must fit the configuration: one entry per server and
+    /// per parity slot, server ids in range, a parity bucket on an available server that holds
+    /// none of its bucket's data, and as many parity buckets per bucket as the available
+    /// servers allow.
     pub fn restore(
         weights: &[f64],
         cfg: PlacementConfig,
         state: &PlacementState,
     ) -> Result<Placement, PlacementError> {
-        let mut pl = Placement::new(weights, cfg)?;
+        let weights = state.weights.as_deref().unwrap_or(weights);
+        let unit = state
+            .weight_unit
+            .unwrap_or_else(|| crate::ring::weight_unit(weights));
+        let mut pl = Placement::with_unit(weights, cfg, unit)?;
         let bad = |why: String| Err(PlacementError::BadState(why));
         let servers = pl.servers();
         let slots = cfg.buckets * cfg.p;
@@ -81,6 +109,9 @@ impl Placement {
         pl.compute_walks();
         let mut changes = Vec::new();
         pl.update_data(&mut changes);
+        if let Some(data) = &state.data {
+            pl.restore_data_order(data)?;
+        }
         pl.parity_len = pl.parity_slots();
         for b in 0..cfg.buckets {
             for j in 0..cfg.p {
@@ -123,6 +154,36 @@ impl Placement {
         pl.written.clone_from(&state.written);
         pl.remembered.clone_from(&state.remembered);
         Ok(pl)
+    }
+}
+
+impl Placement {
+    /// Takes the data servers' order from a snapshot: per bucket the same servers the ring
+    /// gives now (already in `self.data`), in the snapshot's order.
+    fn restore_data_order(&mut self, data: &[Option<ServerId>]) -> Result<(), PlacementError> {
+        let k = self.cfg.k;
+        if data.len() != self.cfg.buckets * k {
+            return Err(PlacementError::BadState(format!(
+                "data has {} entries, the placement {}",
+                data.len(),
+                self.cfg.buckets * k
+            )));
+        }
+        for b in 0..self.cfg.buckets {
+            let stored = &data[b * k..(b + 1) * k];
+            let now = &self.data[b * k..b * k + self.data_len];
+            let placed: Vec<ServerId> = stored.iter().flatten().copied().collect();
+            let same_set = placed.len() == now.len()
+                && stored[..now.len()].iter().all(Option::is_some)
+                && now.iter().all(|s| placed.contains(s));
+            if !same_set {
+                return Err(PlacementError::BadState(format!(
+                    "bucket {b}'s data servers {placed:?} are not the ring's {now:?}"
+                )));
+            }
+            self.data[b * k..b * k + placed.len()].copy_from_slice(&placed);
+        }
+        Ok(())
     }
 }
 
@@ -180,6 +241,37 @@ mod tests {
         same(&a, &b);
     }
 
+    /// Servers added after the start (one lighter than every original) are in the state:
+    /// a placement restored with the original weights is the grown one.
+    #[test]
+    fn a_restored_placement_keeps_added_servers() {
+        let weights = [1.0; 5];
+        let mut a = Placement::new(&weights, cfg()).unwrap();
+        let x = a.add_server(0.5).unwrap();
+        a.set_available(x, true);
+        let y = a.add_server(3.0).unwrap();
+        let snap = a.snapshot();
+        let json = serde_json::to_string(&snap).unwrap();
+        let mut b =
+            Placement::restore(&weights, cfg(), &serde_json::from_str(&json).unwrap()).unwrap();
+        assert_eq!((b.servers(), b.vnodes(x), b.vnodes(0)), (7, 50, 100));
+        same(&a, &b);
+        for pl in [&mut a, &mut b] {
+            pl.set_available(y, true);
+        }
+        same(&a, &b);
+        // A state from before membership changes (no weights, no unit) restores as before.
+        let old = Placement::new(&weights, cfg()).unwrap().snapshot();
+        let mut older = old.clone();
+        (older.weights, older.weight_unit) = (None, None);
+        assert_eq!(
+            Placement::restore(&weights, cfg(), &older)
+                .unwrap()
+                .snapshot(),
+            old
+        );
+    }
+
     #[test]
     fn a_state_that_does_not_fit_is_refused() {
         let weights = [1.0; 5];
@@ -194,6 +286,17 @@ mod tests {
             assert!(e.contains(want), "{e}");
         };
         refused(&|s| s.available.push(true), "available has 6 entries");
+        refused(&|s| s.weight_unit = Some(0.0), "weight unit");
+        let outside = (0..5).find(|x| !pl.data_servers(0).contains(x)).unwrap();
+        refused(
+            &|s| s.data.as_mut().unwrap()[0] = Some(outside),
+            "are not the ring's",
+        );
+        refused(&|s| drop(s.data.as_mut().unwrap().pop()), "data has 119");
+        refused(
+            &|s| s.weights = Some(vec![1.0; 4]),
+            "available has 5 entries",
+        );
         refused(&|s| s.parity.pop().map(drop).unwrap_or(()), "parity has 39");
         refused(&|s| s.remembered[0].push(40), "out of range");
         refused(&|s| s.parity[0] = Some(17), "not available");
