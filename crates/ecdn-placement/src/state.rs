@@ -292,7 +292,12 @@ mod tests {
             &|s| s.data.as_mut().unwrap()[0] = Some(outside),
             "are not the ring's",
         );
-        refused(&|s| drop(s.data.as_mut().unwrap().pop()), "data has 119");
+        refused(
+            &|s| {
+                s.data.as_mut().unwrap().pop();
+            },
+            "data has 119",
+        );
         refused(
             &|s| s.weights = Some(vec![1.0; 4]),
             "available has 5 entries",
