@@ -40,9 +40,10 @@ done
 sleep 1
 "$E" origin --listen "127.0.0.1:$OR" >"$W/origin.log" 2>&1 & pids+=($!)
 declare -A coord
-for c in ca cb; do
-  "$E" coordinator --cluster "$W/cluster.toml" --name $c >"$W/$c.log" 2>&1 &
-  coord[$c]=$!; pids+=($!)
+for c in 1 2; do
+  a="127.0.0.1:$(port)"
+  "$E" coordinator --cluster "$W/cluster.toml" --listen "$a" >"$W/c$c.log" 2>&1 &
+  coord[$a]=$!; pids+=($!)
 done
 declare -A node
 for i in 0 1 2 3 4; do

@@ -97,12 +97,14 @@ impl MapHandle {
                 current: current.epoch,
             });
         }
-        let shape = |m: &BucketMap| (m.servers(), m.buckets, m.k, m.p, m.scheme.name());
-        if shape(&map) != shape(&current) {
+        // Members are added, never taken away (a removed one stays, unavailable).
+        if shape(&map) != shape(&current) || map.servers() < current.servers() {
             return Err(MapRejected::OtherCluster(format!(
-                "(nodes, buckets, k, p, scheme) = {:?}, this cluster's are {:?}",
+                "(buckets, k, p, scheme) = {:?} with {} nodes, this cluster's are {:?} with {}",
                 shape(&map),
-                shape(&current)
+                map.servers(),
+                shape(&current),
+                current.servers()
             )));
         }
         let epoch = map.epoch;
@@ -124,6 +126,48 @@ impl MapHandle {
         let newer = rx.wait_for(|&e| e > epoch).await.map(|e| *e);
         newer.unwrap_or_else(|_| self.epoch())
     }
+}
+
+/// What must stay the same between the maps of one cluster.
+fn shape(m: &BucketMap) -> (usize, usize, usize, String) {
+    (m.buckets, m.k, m.p, m.scheme.name())
+}
+
+/// Whether `m` is a map of the cluster of `cfg`: the same buckets, code and scheme, and at
+/// least the cluster file's nodes (nodes added since come on top).
+pub fn fits(cfg: &ClusterConfig, m: &BucketMap) -> Result<(), String> {
+    let ours = (cfg.buckets, cfg.k, cfg.p, cfg.scheme.name());
+    if shape(m) != ours || m.servers() < cfg.nodes.len() {
+        return Err(format!(
+            "the map has (buckets, k, p, scheme) = {:?} and {} nodes; the cluster file {ours:?} \
+             and {} nodes",
+            shape(m),
+            m.servers(),
+            cfg.nodes.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The current map of the cluster of `cfg`, asked once from its control plane (the
+/// coordinator, or etcd), checked with [`fits`]. A node added while the cluster runs reads
+/// its own addresses from it before it starts.
+pub async fn fetch_map(cfg: &ClusterConfig) -> Result<BucketMap, String> {
+    let map = if cfg.etcd.is_empty() {
+        let fetch = Fetch {
+            client: PeerClient::new(crate::auth::ClusterKey::new(cfg.key.as_bytes())),
+            addr: cfg.coordinator,
+            limit: map_limit(cfg),
+            node: usize::MAX,
+        };
+        fetch.map(None, Duration::from_secs(5)).await?
+    } else {
+        crate::etcd::fetch_map(cfg).await?
+    };
+    let map = map.ok_or("the control plane has no map yet")?;
+    map.validate()?;
+    fits(cfg, &map)?;
+    Ok(map)
 }
 
 /// Bytes written since the last heartbeat. Clones share the counters.
@@ -220,7 +264,10 @@ impl WriteLoads {
 /// Why the control plane could not start.
 #[derive(Debug, Error)]
 pub enum ControlError {
-    #[error("node {node} is not in the cluster file (nodes 0..{nodes})")]
+    #[error(
+        "node {node} is not a member of the cluster (nodes 0..{nodes}); a new node is added \
+         with `ecdn cluster add` first"
+    )]
     UnknownNode { node: usize, nodes: usize },
 }
 
@@ -266,10 +313,6 @@ pub async fn spawn_control(
     client: PeerClient,
     loads: WriteLoads,
 ) -> Result<Control, ControlError> {
-    let nodes = cfg.nodes.len();
-    if node >= nodes {
-        return Err(ControlError::UnknownNode { node, nodes });
-    }
     let period = Duration::from_millis(cfg.heartbeat_ms);
     let fetch = Fetch {
         client: client.clone(),
@@ -280,28 +323,22 @@ pub async fn spawn_control(
     let mut failures = 0u64;
     let map = loop {
         match fetch.map(None, period.max(Duration::from_secs(1))).await {
-            Ok(Some(m)) => {
-                let shape = |m: &BucketMap| (m.servers(), m.buckets, m.k, m.p, m.scheme.name());
-                let ours = (nodes, cfg.buckets, cfg.k, cfg.p, cfg.scheme.name());
-                if shape(&m) == ours {
-                    match MapHandle::new(m) {
-                        Ok(h) => break h,
-                        Err(e) => fetch.log(&mut failures, &e.to_string()),
-                    }
-                } else {
-                    let msg = format!(
-                        "the coordinator's map has (nodes, buckets, k, p, scheme) = {:?}; \
-                         the cluster file {ours:?}",
-                        shape(&m)
-                    );
-                    fetch.log(&mut failures, &msg);
-                }
-            }
+            Ok(Some(m)) => match fits(cfg, &m) {
+                Ok(()) => match MapHandle::new(m) {
+                    Ok(h) => break h,
+                    Err(e) => fetch.log(&mut failures, &e.to_string()),
+                },
+                Err(e) => fetch.log(&mut failures, &e),
+            },
             Ok(None) => {}
             Err(e) => fetch.log(&mut failures, &e),
         }
         tokio::time::sleep(period).await;
     };
+    let nodes = map.current().servers();
+    if node >= nodes {
+        return Err(ControlError::UnknownNode { node, nodes });
+    }
     eprintln!(
         "ecdn node {node}: map epoch {} from the coordinator",
         map.epoch()
@@ -534,8 +571,9 @@ mod tests {
             h.offer(map(4, 5)),
             Err(MapRejected::NotNewer { .. })
         ));
+        // Fewer nodes: not this cluster's (members are never taken away).
         assert!(matches!(
-            h.offer(map(9, 6)),
+            h.offer(map(9, 4)),
             Err(MapRejected::OtherCluster(_))
         ));
         // A map with a server index out of range (edited on the wire) is refused.
@@ -558,6 +596,9 @@ mod tests {
         assert_eq!(*rx.borrow_and_update(), 7);
         assert_eq!(waiter.await.unwrap(), 7);
         assert_eq!(h.wait_newer(6).await, 7);
+        // A node added: the map grows.
+        assert_eq!(h.offer(map(8, 6)), Ok(8));
+        assert_eq!(other.current().servers(), 6);
     }
 
     #[test]

@@ -217,6 +217,34 @@ pub struct EtcdStatus {
     pub load_puts: AtomicU64,
 }
 
+/// The current map in etcd, if there is one (one connection, one read).
+pub(crate) async fn fetch_map(cfg: &ClusterConfig) -> Result<Option<BucketMap>, String> {
+    let mut client = connect(&cfg.etcd)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    get_map(
+        &mut client,
+        &Keys::new(cfg),
+        &ClusterKey::new(cfg.key.as_bytes()),
+    )
+    .await
+}
+
+/// The leading coordinator's name (its API address), if one leads.
+pub async fn leader_name(cfg: &ClusterConfig) -> Result<Option<String>, String> {
+    let mut client = connect(&cfg.etcd)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let resp = client
+        .get(Keys::new(cfg).leader(), None)
+        .await
+        .map_err(|e| format!("get leader: {e}"))?;
+    Ok(resp
+        .kvs()
+        .first()
+        .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
+}
+
 /// Gets the current map from etcd, if there is one.
 async fn get_map(
     client: &mut Client,
@@ -250,13 +278,8 @@ pub async fn spawn_etcd_control(
     loads: WriteLoads,
     status: Arc<EtcdStatus>,
 ) -> Result<Control, ControlError> {
-    let nodes = cfg.nodes.len();
-    let Some(entry) = cfg.nodes.iter().find(|n| n.id == node) else {
-        return Err(ControlError::UnknownNode { node, nodes });
-    };
     let keys = Keys::new(cfg);
     let key = ClusterKey::new(cfg.key.as_bytes());
-    let ours = (nodes, cfg.buckets, cfg.k, cfg.p, cfg.scheme.name());
     let mut failures = 0u64;
     let first = loop {
         let got = match connect(&cfg.etcd).await {
@@ -264,23 +287,32 @@ pub async fn spawn_etcd_control(
             Err(e) => Err(format!("connect: {e}")),
         };
         match got {
-            Ok(Some(m)) if (m.servers(), m.buckets, m.k, m.p, m.scheme.name()) == ours => {
-                match MapHandle::new(m) {
+            Ok(Some(m)) => match crate::control::fits(cfg, &m) {
+                Ok(()) => match MapHandle::new(m) {
                     Ok(h) => break h,
                     Err(e) => log_failure(node, &mut failures, &e.to_string()),
-                }
-            }
-            Ok(Some(_)) => log_failure(node, &mut failures, "the map in etcd is another cluster's"),
+                },
+                Err(e) => log_failure(node, &mut failures, &format!("another cluster's: {e}")),
+            },
             Ok(None) => {}
             Err(e) => log_failure(node, &mut failures, &e),
         }
         tokio::time::sleep(Duration::from_millis(cfg.heartbeat_ms)).await;
     };
+    let current = first.current();
+    let (client, peer) = match (current.member(node), cfg.nodes.get(node)) {
+        (Some(m), _) => (m.client, m.peer),
+        (None, Some(n)) if n.id == node => (n.client, n.peer),
+        _ => {
+            let nodes = current.servers();
+            return Err(ControlError::UnknownNode { node, nodes });
+        }
+    };
     eprintln!("ecdn node {node}: map epoch {} from etcd", first.epoch());
     let registration = Registration {
         node,
-        client: entry.client.to_string(),
-        peer: entry.peer.to_string(),
+        client: client.to_string(),
+        peer: peer.to_string(),
     };
     let session = tokio::spawn(session_loop(
         cfg.clone(),

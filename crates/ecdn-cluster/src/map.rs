@@ -12,13 +12,54 @@
 //!   buckets (`c2dn`) or of its ring walk (the other schemes). It collapses concurrent misses,
 //!   keeps the decoded copy in its hot-object cache and fills misses; any node that receives a
 //!   request for the bucket passes it there;
-//! * where a moved slot's chunks may still be ([`BucketMap::former`]).
+//! * where a moved slot's chunks may still be ([`BucketMap::former`]);
+//! * the cluster's members ([`BucketMap::members`]): every node's addresses, weight and
+//!   [`MemberState`], so nodes added while the cluster runs are reached like the ones the
+//!   cluster file lists, and a draining node learns that it drains.
 //!
 //! A map is plain data (serde): the coordinator sends it as JSON.
+
+use std::net::SocketAddr;
 
 use ecdn_placement::pieces::{self, BucketLayout, Piece, Scheme, SlotHistory, NO_SERVER};
 use ecdn_placement::{bucket_of_key, Placement, ServerId};
 use serde::{Deserialize, Serialize};
+
+/// Where a member is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MemberState {
+    /// Serving: available while its heartbeats (or its etcd registration) last.
+    Active,
+    /// Leaving: unavailable in the placement (its buckets have moved), it finishes the
+    /// requests it has and stops. Heartbeats do not bring it back.
+    Draining,
+    /// Gone for good: its id is never reused and it is never offered its parity back.
+    Removed,
+}
+
+impl MemberState {
+    pub fn name(self) -> &'static str {
+        match self {
+            MemberState::Active => "active",
+            MemberState::Draining => "draining",
+            MemberState::Removed => "removed",
+        }
+    }
+}
+
+/// One node of the cluster, as the coordinator knows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Member {
+    pub id: usize,
+    /// The client listener.
+    pub client: SocketAddr,
+    /// The peer listener.
+    pub peer: SocketAddr,
+    pub weight: f64,
+    pub state: MemberState,
+}
 
 /// One epoch of the cluster's bucket assignment.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -49,6 +90,10 @@ pub struct BucketMap {
     walk: Vec<ServerId>,
     /// Per (bucket, chunk) slot, `k + p` per bucket: the servers it moved away from.
     former: Vec<[ServerId; 2]>,
+    /// Every member by id (one per server), or none in a map made without them (tests; nodes
+    /// then use the cluster file's addresses).
+    #[serde(default)]
+    members: Vec<Member>,
 }
 
 impl BucketMap {
@@ -105,7 +150,24 @@ impl BucketMap {
             walk_len,
             walk,
             former,
+            members: Vec::new(),
         }
+    }
+
+    /// The map with the members' addresses and states (one per server, in id order).
+    pub fn with_members(mut self, members: Vec<Member>) -> BucketMap {
+        self.members = members;
+        self
+    }
+
+    /// Every member by id; empty in a map made without them.
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// Member `id`, if the map has members and `id` is one.
+    pub fn member(&self, id: ServerId) -> Option<&Member> {
+        self.members.get(id)
     }
 
     /// Checks a map received from the network: every table has the size its header says and
@@ -128,6 +190,23 @@ impl BucketMap {
             && self.former.len() == self.buckets * (self.k + self.p);
         if !ok {
             return Err("bucket map: inconsistent table sizes".into());
+        }
+        if !self.members.is_empty() {
+            if self.members.len() != n || self.members.iter().enumerate().any(|(i, m)| m.id != i) {
+                return Err("bucket map: the members are not one per server in id order".into());
+            }
+            if let Some(m) = self.members.iter().find(|m| {
+                m.state != MemberState::Active && self.available[m.id]
+                    || !(m.weight.is_finite() && m.weight > 0.0)
+            }) {
+                return Err(format!(
+                    "bucket map: member {} is {} with weight {} and available {}",
+                    m.id,
+                    m.state.name(),
+                    m.weight,
+                    self.available[m.id]
+                ));
+            }
         }
         let used = |v: &[ServerId], stride: usize, len: usize| {
             v.chunks(stride.max(1))

@@ -1,8 +1,9 @@
 //! The control plane on etcd, against real etcd processes on loopback (Debian's
 //! `etcd-server`; `.ci/run` installs it): nodes' registrations and load reports, a map with
 //! the etcd revision as its epoch, a node whose lease lapses marked unavailable, the leading
-//! coordinator stopped and another leading from the stored state, and etcd stopped and
-//! restarted under nodes that keep their map.
+//! coordinator stopped and another leading from the stored state, the operator's API (found
+//! through etcd, or sent on by a coordinator that does not lead) adding and draining nodes,
+//! and etcd stopped and restarted under nodes that keep their map.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -11,8 +12,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ecdn_cluster::coordinator::client::CoordinatorClient;
 use ecdn_cluster::coordinator::etcd::EtcdCoordinator;
+use ecdn_cluster::coordinator::{MemberOp, NewMember};
 use ecdn_cluster::etcd::{spawn_etcd_control, EtcdStatus};
+use ecdn_cluster::map::MemberState;
 use ecdn_cluster::{ClusterConfig, Control, CoordinatorOptions, WriteLoads};
 
 /// True when `CI` is set to anything but empty, `0` or `false` (as the plot tests read it).
@@ -179,7 +183,13 @@ fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
             start_grace: Duration::from_secs(3),
             ..CoordinatorOptions::default()
         };
-        let a = EtcdCoordinator::start(cfg.clone(), opts.clone(), "coordinator-a".into());
+        let api = || std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = |l: std::net::TcpListener| {
+            l.set_nonblocking(true).unwrap();
+            tokio::net::TcpListener::from_std(l).unwrap()
+        };
+        let a =
+            EtcdCoordinator::start_with_api(cfg.clone(), opts.clone(), listener(api())).unwrap();
         let mut nodes = Vec::new();
         for id in 0..5 {
             nodes.push(Some(node(&cfg, id).await));
@@ -190,9 +200,19 @@ fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
         })
         .await;
         assert!(a.status().leading);
-        let b = EtcdCoordinator::start(cfg.clone(), opts.clone(), "coordinator-b".into());
+        let b =
+            EtcdCoordinator::start_with_api(cfg.clone(), opts.clone(), listener(api())).unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(!b.status().leading, "two leaders");
+        // The API: asked at the coordinator that does not lead, the client is sent on to the
+        // leader; through etcd it finds the leader directly.
+        let key = cfg.key.as_bytes();
+        let at_b = CoordinatorClient::new(key, b.api_addr().unwrap());
+        let s = at_b.status().await.unwrap();
+        let a_addr = a.api_addr().unwrap().to_string();
+        assert_eq!((s.leader.as_deref(), s.nodes.len()), (Some(&*a_addr), 5));
+        let found = CoordinatorClient::for_cluster(&cfg).await.unwrap();
+        assert_eq!(found.addr(), a.api_addr().unwrap());
 
         // Loads reach the leader (their totals are in etcd).
         nodes[1].as_ref().unwrap().loads.record_data(1 << 20);
@@ -249,6 +269,49 @@ fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
             map(&nodes[0]).available[4] && nodes.iter().all(|n| map(n).epoch == e)
         })
         .await;
+
+        // Membership through the new leader's API: a node added by the operator joins with
+        // its first registration; a drained node leaves every map and stays out.
+        let leader = CoordinatorClient::for_cluster(&cfg).await.unwrap();
+        assert_eq!(leader.addr(), b.api_addr().unwrap());
+        let added = leader
+            .member(&MemberOp::Add(NewMember {
+                client: "127.0.0.1:20005".parse().unwrap(),
+                peer: "127.0.0.1:21005".parse().unwrap(),
+                weight: 2.0,
+            }))
+            .await
+            .unwrap();
+        assert_eq!(added.node, 5);
+        nodes.push(Some(node(&cfg, 5).await));
+        until(10, "node 5 available on every node's map", || {
+            let e = map(&nodes[0]).epoch;
+            map(&nodes[0]).is_available(5) && nodes.iter().all(|n| map(n).epoch == e)
+        })
+        .await;
+        assert_eq!(map(&nodes[5]).member(5).unwrap().weight, 2.0);
+        let drained = leader.member(&MemberOp::Drain(1)).await.unwrap();
+        until(10, "node 1 drained on every node's map", || {
+            nodes
+                .iter()
+                .all(|n| map(n).epoch >= drained.epoch && !map(n).is_available(1))
+        })
+        .await;
+        assert_eq!(
+            map(&nodes[1]).member(1).unwrap().state,
+            MemberState::Draining
+        );
+        let s = leader.status().await.unwrap();
+        assert_eq!(
+            (s.nodes[1].state.as_str(), s.nodes[1].data_buckets),
+            ("draining", 0)
+        );
+        assert!(s.nodes[5].data_buckets > 0 && s.nodes[5].available);
+        assert!(leader
+            .member(&MemberOp::Drain(1))
+            .await
+            .unwrap_err()
+            .contains("409"));
 
         // etcd stops: nodes keep serving with their map and say they lost etcd.
         let before = map(&nodes[0]).epoch;

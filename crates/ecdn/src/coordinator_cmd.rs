@@ -2,6 +2,7 @@
 //! [`ecdn_cluster::coordinator`]), or, when the cluster file names etcd endpoints, one of
 //! several coordinators that elect a leader in etcd ([`ecdn_cluster::coordinator::etcd`]).
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -17,17 +18,19 @@ use ecdn_cluster::{ClusterConfig, Coordinator, CoordinatorOptions};
     and parity is rebalanced; its next heartbeat brings it back. Runs until SIGINT or SIGTERM.\n\n\
     With `etcd` endpoints in the cluster file, run several: they elect a leader in etcd, \
     nodes register there under leases, and the leader writes the map there; the others take \
-    over within a lease time when it dies.\n\n\
+    over within a lease time when it dies. Each serves the operator's API on --listen (the \
+    leader answers; `ecdn cluster status` finds it through etcd).\n\n\
     Example:\n  ecdn coordinator --cluster cluster.toml"
 )]
 pub struct CoordinatorArgs {
     /// The cluster file (TOML).
     #[arg(long)]
     cluster: PathBuf,
-    /// etcd mode: the name this coordinator gives in the `leader` key (default:
-    /// `coordinator-PID`).
+    /// etcd mode: where this coordinator serves the operator's API (status, add, drain,
+    /// remove, rebalance; only the leader answers). Its name in the `leader` key. Default:
+    /// the cluster file's `coordinator` address (give each coordinator its own).
     #[arg(long)]
-    name: Option<String>,
+    listen: Option<SocketAddr>,
 }
 
 pub fn run(a: CoordinatorArgs) -> Result<()> {
@@ -39,10 +42,13 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
         .context("starting the runtime")?;
     rt.block_on(async move {
         if !cfg.etcd.is_empty() {
-            let name = a
-                .name
-                .unwrap_or_else(|| format!("coordinator-{}", std::process::id()));
-            let coord = EtcdCoordinator::start(cfg, CoordinatorOptions::default(), name);
+            let addr = a.listen.unwrap_or(cfg.coordinator);
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            let coord =
+                EtcdCoordinator::start_with_api(cfg, CoordinatorOptions::default(), listener)?;
+            eprintln!("ecdn coordinator: etcd mode, API on {addr}");
             crate::origin_cmd::shutdown_signal().await;
             coord.stop();
             eprintln!("ecdn coordinator: shut down");

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod args;
 mod cluster_cmd;
 mod cluster_demo;
+mod cluster_ops;
 mod coordinator_cmd;
 mod demo_cmd;
 mod node_cmd;

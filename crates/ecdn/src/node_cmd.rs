@@ -9,6 +9,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -72,11 +73,13 @@ pub struct NodeArgs {
     #[arg(long, short = 'j')]
     threads: Option<usize>,
     /// Cluster mode: the cluster file (see `ecdn coordinator`). The node listens on its client
-    /// and peer addresses from the file (not --listen), needs --disk-path, and --disk-size is
-    /// its piece cache's capacity (the ring file is made larger).
+    /// and peer addresses from the file (not --listen) — or, for a node added with `ecdn
+    /// cluster add`, from the coordinator's map —, needs --disk-path, and --disk-size is its
+    /// piece cache's capacity (the ring file is made larger). When the map says it drains
+    /// (`ecdn cluster drain`), it fails its health check, finishes its requests and exits.
     #[arg(long, value_name = "FILE", requires = "id")]
     cluster: Option<PathBuf>,
-    /// Cluster mode: this node's id in the cluster file.
+    /// Cluster mode: this node's id (in the cluster file, or given by `ecdn cluster add`).
     #[arg(long, requires = "cluster")]
     id: Option<usize>,
 }
@@ -101,7 +104,9 @@ struct FileConfig {
 
 /// The effective settings after merging file and flags.
 struct Settings {
-    listen: SocketAddr,
+    /// `None`: a cluster node the cluster file does not list (added since): its address is in
+    /// the coordinator's map.
+    listen: Option<SocketAddr>,
     node: NodeConfig,
     threads: Option<usize>,
 }
@@ -111,13 +116,6 @@ fn merge(a: NodeArgs) -> Result<Settings> {
         (Some(path), Some(id)) => {
             let cfg = ecdn_cluster::config::ClusterConfig::load(path)
                 .with_context(|| format!("cluster file {}", path.display()))?;
-            if id >= cfg.nodes.len() {
-                bail!(
-                    "--id {id}: the cluster file {} has nodes 0..{}",
-                    path.display(),
-                    cfg.nodes.len()
-                );
-            }
             if a.listen.is_some() {
                 bail!("--listen: in cluster mode the node listens on the cluster file's address");
             }
@@ -136,18 +134,20 @@ fn merge(a: NodeArgs) -> Result<Settings> {
     };
     let key = |name: &str| format!("invalid {name}");
     let listen = match &cluster {
-        Some(c) => c.cluster.nodes[c.id].client.to_string(),
-        None => a
-            .listen
-            .or(file.listen)
-            .unwrap_or_else(|| "127.0.0.1:8080".into()),
+        Some(c) => c.cluster.nodes.get(c.id).map(|n| n.client),
+        None => {
+            let listen = a
+                .listen
+                .or(file.listen)
+                .unwrap_or_else(|| "127.0.0.1:8080".into());
+            Some(listen.parse().with_context(|| {
+                format!(
+                    "{}: {listen:?} is not an address like 127.0.0.1:8080",
+                    key("listen")
+                )
+            })?)
+        }
     };
-    let listen: SocketAddr = listen.parse().with_context(|| {
-        format!(
-            "{}: {listen:?} is not an address like 127.0.0.1:8080",
-            key("listen")
-        )
-    })?;
     let mut routes = file.routes.unwrap_or_default();
     for r in &a.routes {
         let Some((host, url)) = r.split_once('=') else {
@@ -221,18 +221,75 @@ pub fn run(a: NodeArgs) -> Result<()> {
     }
     let rt = rt.enable_all().build().context("starting the runtime")?;
     rt.block_on(async move {
-        let node = Node::start(s.listen, s.node)
+        let listen = match (s.listen, &s.node.cluster) {
+            (Some(l), _) => l,
+            (None, Some(c)) => added_node_address(c).await?,
+            (None, None) => unreachable!("merge gives an address outside a cluster"),
+        };
+        // How long a draining node serves on after its health check fails: what the
+        // coordinator allows a silent node.
+        let grace = s.node.cluster.as_ref().map_or(Duration::ZERO, |c| {
+            Duration::from_millis(c.cluster.heartbeat_ms)
+                .saturating_mul(c.cluster.missed_heartbeats)
+        });
+        let node = Node::start(listen, s.node)
             .await
-            .with_context(|| format!("cannot start the node on {}", s.listen))?;
+            .with_context(|| format!("cannot start the node on {listen}"))?;
         eprintln!("ecdn node listening on http://{}", node.addr);
         if let Some(peer) = node.peer_addr() {
             eprintln!("ecdn node: peer listener on {peer}");
         }
-        crate::origin_cmd::shutdown_signal().await;
+        let drained = tokio::select! {
+            _ = crate::origin_cmd::shutdown_signal() => false,
+            _ = node.leaving() => true,
+        };
+        if drained {
+            // The health check fails from now on; give load balancers the time the
+            // coordinator gives a silent node before stopping (requests are served meanwhile).
+            eprintln!(
+                "ecdn node: the bucket map says this node drains; stopping in {} ms",
+                grace.as_millis()
+            );
+            tokio::time::sleep(grace).await;
+        }
         node.stop().await?;
-        eprintln!("ecdn node: shut down");
+        eprintln!(
+            "ecdn node: {}",
+            if drained {
+                "drained, stopped"
+            } else {
+                "shut down"
+            }
+        );
         Ok(())
     })
+}
+
+/// The client address of a node added since the cluster file was written: its member in the
+/// control plane's map (asked for up to ten seconds).
+async fn added_node_address(c: &ecdn_node::node::ClusterNode) -> Result<SocketAddr> {
+    let mut last = String::new();
+    for _ in 0..20 {
+        match ecdn_cluster::control::fetch_map(&c.cluster).await {
+            Ok(map) => {
+                return match map.member(c.id) {
+                    Some(m) => Ok(m.client),
+                    None => bail!(
+                        "--id {}: not a member of the cluster (nodes 0..{}); add it first with \
+                         `ecdn cluster add`",
+                        c.id,
+                        map.servers()
+                    ),
+                }
+            }
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    bail!(
+        "--id {}: not in the cluster file, and the control plane did not answer: {last}",
+        c.id
+    )
 }
 
 #[cfg(test)]
@@ -263,7 +320,7 @@ mod tests {
         .unwrap();
         let f = f.to_string_lossy().into_owned();
         let s = settings(&["--config", &f]).unwrap();
-        assert_eq!(s.listen.port(), 9000);
+        assert_eq!(s.listen.unwrap().port(), 9000);
         assert_eq!(s.node.hoc_size, 8 << 20);
         assert_eq!(s.node.hoc_policy, "adaptsize");
         let s = settings(&[
@@ -276,7 +333,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(s.node.hoc_size, 1 << 30);
-        assert_eq!(s.listen.port(), 1);
+        assert_eq!(s.listen.unwrap().port(), 1);
         assert_eq!(s.node.origin, "http://127.0.0.1:9001");
     }
 

@@ -20,16 +20,26 @@
 //!
 //! A leader that loses etcd (its keep-alive or a write fails) stops leading and campaigns
 //! again; the nodes keep serving with the last map meanwhile.
+//!
+//! With [`EtcdCoordinator::start_with_api`] every coordinator also serves the operator's API
+//! (`etcd_api.rs`): status and membership changes, answered by the leader's term loop between
+//! its etcd events, so they are ordered with them.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, WatchOptions};
+use ecdn_placement::pieces::Scheme;
+use etcd_client::{
+    Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
+};
 use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
 
+use super::etcd_api::{Answer, Api, Ask, Command};
 use super::state::{State, StoredState};
-use super::{CoordinatorOptions, Heartbeat, RebalanceEvent};
+use super::{accept_loop, CoordinatorOptions, Heartbeat, MemberReply, RebalanceEvent};
 use crate::auth::ClusterKey;
 use crate::config::ClusterConfig;
 use crate::etcd::{get_prefix, seal_map, Keys, Lease, LoadReport};
@@ -111,21 +121,74 @@ pub struct EtcdCoordinatorStatus {
     /// The epoch (etcd revision) of the last map it wrote.
     pub epoch: u64,
     pub last_error: Option<String>,
+    /// The leader's name as this coordinator last saw it (its own while it leads).
+    pub leader: Option<String>,
 }
 
 /// A running etcd-mode coordinator; dropping it stops it (its lease then lapses).
 pub struct EtcdCoordinator {
     status: Arc<Mutex<EtcdCoordinatorStatus>>,
     task: tokio::task::JoinHandle<()>,
+    api: Option<(
+        std::net::SocketAddr,
+        watch::Sender<bool>,
+        tokio::task::JoinHandle<()>,
+    )>,
 }
 
 impl EtcdCoordinator {
     /// Starts campaigning with the cluster file's `etcd` endpoints; `name` is what the
-    /// `leader` key will say (the coordinator's address).
+    /// `leader` key will say. No API: see [`EtcdCoordinator::start_with_api`].
     pub fn start(cfg: ClusterConfig, opts: CoordinatorOptions, name: String) -> EtcdCoordinator {
         let status = Arc::new(Mutex::new(EtcdCoordinatorStatus::default()));
-        let task = tokio::spawn(campaign_loop(cfg, opts, name, status.clone()));
-        EtcdCoordinator { status, task }
+        // Nobody asks: the sender is dropped at once.
+        let (_, asks) = mpsc::channel(1);
+        let task = tokio::spawn(campaign_loop(cfg, opts, name, status.clone(), asks));
+        EtcdCoordinator {
+            status,
+            task,
+            api: None,
+        }
+    }
+
+    /// Starts campaigning and serves the operator's API (`etcd_api.rs`) on `listener`; its
+    /// address is this coordinator's name in the `leader` key.
+    pub fn start_with_api(
+        cfg: ClusterConfig,
+        opts: CoordinatorOptions,
+        listener: TcpListener,
+    ) -> std::io::Result<EtcdCoordinator> {
+        let addr = listener.local_addr()?;
+        let status = Arc::new(Mutex::new(EtcdCoordinatorStatus::default()));
+        let (tx, asks) = mpsc::channel(64);
+        let api = Arc::new(Api {
+            key: ClusterKey::new(cfg.key.as_bytes()),
+            status: status.clone(),
+            asks: tx,
+        });
+        let (stop, shutdown) = watch::channel(false);
+        let handler = move |req| {
+            let api = api.clone();
+            async move { super::etcd_api::handle(&api, req).await }
+        };
+        let api_task = tokio::spawn(accept_loop(shutdown, listener, handler));
+        let task = tokio::spawn(campaign_loop(
+            cfg,
+            opts,
+            addr.to_string(),
+            status.clone(),
+            asks,
+        ));
+        Ok(EtcdCoordinator {
+            status,
+            task,
+            api: Some((addr, stop, api_task)),
+        })
+    }
+
+    /// The API's address, with [`EtcdCoordinator::start_with_api`].
+    pub fn api_addr(&self) -> Option<std::net::SocketAddr> {
+        self.api.as_ref().map(|a| a.0)
     }
 
     pub fn status(&self) -> EtcdCoordinatorStatus {
@@ -137,13 +200,17 @@ impl EtcdCoordinator {
 
     /// Stops at once (as a crash would, but the process lives on).
     pub fn stop(self) {
-        self.task.abort();
+        // Drop does it.
     }
 }
 
 impl Drop for EtcdCoordinator {
     fn drop(&mut self) {
         self.task.abort();
+        if let Some((_, stop, task)) = &self.api {
+            stop.send_replace(true);
+            task.abort();
+        }
     }
 }
 
@@ -152,12 +219,13 @@ async fn campaign_loop(
     opts: CoordinatorOptions,
     name: String,
     status: Arc<Mutex<EtcdCoordinatorStatus>>,
+    mut asks: mpsc::Receiver<Ask>,
 ) {
     let set = |f: &dyn Fn(&mut EtcdCoordinatorStatus)| {
         f(&mut status.lock().unwrap_or_else(|e| e.into_inner()))
     };
     loop {
-        let err = term(&cfg, &opts, &name, &status).await;
+        let err = term(&cfg, &opts, &name, &status, &mut asks).await;
         eprintln!("ecdn coordinator {name}: etcd: {err}; campaigning again");
         set(&|s| {
             s.leading = false;
@@ -173,6 +241,7 @@ async fn term(
     opts: &CoordinatorOptions,
     name: &str,
     status: &Mutex<EtcdCoordinatorStatus>,
+    asks: &mut mpsc::Receiver<Ask>,
 ) -> String {
     let keys = Keys::new(cfg);
     let (mut client, mut lease) = match Lease::connect(cfg).await {
@@ -187,7 +256,8 @@ async fn term(
                 keys.leader(),
                 name.as_bytes(),
                 Some(PutOptions::new().with_lease(lease.id)),
-            )]);
+            )])
+            .or_else([TxnOp::get(keys.leader(), None)]);
         let resp = match client.txn(txn).await {
             Ok(r) => r,
             Err(e) => return format!("campaign: {e}"),
@@ -195,6 +265,14 @@ async fn term(
         if resp.succeeded() {
             break;
         }
+        let leader = resp.op_responses().into_iter().find_map(|r| match r {
+            TxnOpResponse::Get(g) => g
+                .kvs()
+                .first()
+                .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()),
+            _ => None,
+        });
+        status.lock().unwrap_or_else(|e| e.into_inner()).leader = leader;
         let rev = resp.header().map_or(0, |h| h.revision());
         let mut watch = match client
             .watch(
@@ -217,6 +295,7 @@ async fn term(
                         Err(e) => return format!("watch leader: {e}"),
                     };
                     if msg.events().iter().any(|e| e.event_type() == EventType::Delete) {
+                        status.lock().unwrap_or_else(|e| e.into_inner()).leader = None;
                         break;
                     }
                 }
@@ -227,6 +306,7 @@ async fn term(
         let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
         s.leading = true;
         s.terms += 1;
+        s.leader = Some(name.to_string());
     }
     eprintln!("ecdn coordinator {name}: leading (lease {:x})", lease.id);
     let mut leader = match Leader::begin(cfg, opts, &keys, &mut client, lease.id).await {
@@ -257,6 +337,27 @@ async fn term(
         let events = tokio::select! {
             why = lease.lost() => return why,
             _ = grace.tick() => leader.end_of_grace(),
+            Some((command, reply)) = asks.recv() => {
+                let (answer, events) = leader.command(command, name);
+                if events.is_empty() {
+                    let _ = reply.send(answer);
+                    continue;
+                }
+                if let Err(e) = leader.publish(&mut client, &events).await {
+                    return e;
+                }
+                set_epoch(status, leader.state.epoch);
+                let answer = match answer {
+                    Answer::Member(Ok(r)) => Answer::Member(Ok(MemberReply {
+                        node: r.node,
+                        epoch: leader.state.epoch,
+                    })),
+                    Answer::Epoch(_) => Answer::Epoch(leader.state.epoch),
+                    other => other,
+                };
+                let _ = reply.send(answer);
+                continue;
+            }
             msg = watch.message() => {
                 let msg = match msg {
                     Ok(Some(m)) => m,
@@ -331,7 +432,7 @@ impl Leader {
                 (st, BTreeMap::new(), Some(now + grace))
             }
         };
-        let n = cfg.nodes.len();
+        let n = state.members.len();
         let mut leader = Leader {
             keys: keys.clone(),
             key: ClusterKey::new(cfg.key.as_bytes()),
@@ -391,6 +492,41 @@ impl Leader {
             }
         }
         None
+    }
+
+    /// Carries out an operator's command; returns the answer (its epoch is filled in after
+    /// the publication) and the events to publish.
+    fn command(&mut self, command: Command, name: &str) -> (Answer, Vec<RebalanceEvent>) {
+        match command {
+            Command::Status => {
+                let mut status = self.state.status(Instant::now());
+                status.leader = Some(name.to_string());
+                (Answer::Status(Box::new(status)), Vec::new())
+            }
+            Command::Member(op) => match self.state.apply_op(&op, Instant::now()) {
+                Ok((node, event)) => {
+                    let n = self.state.members.len();
+                    self.registered.resize(n, false);
+                    let reply = MemberReply {
+                        node,
+                        epoch: event.epoch,
+                    };
+                    (Answer::Member(Ok(reply)), vec![event])
+                }
+                Err(e) => (Answer::Member(Err(e)), Vec::new()),
+            },
+            Command::Rebalance if self.state.scheme != Scheme::C2dn => (
+                Answer::Refused(format!(
+                    "parity rebalance is C2DN's; this cluster runs {}",
+                    self.state.scheme.name()
+                )),
+                Vec::new(),
+            ),
+            Command::Rebalance => {
+                let event = self.state.change("requested".into(), |pl| pl.rebalance());
+                (Answer::Epoch(event.epoch), vec![event])
+            }
+        }
     }
 
     /// At the end of a fresh placement's start grace: the nodes not registered are unavailable.

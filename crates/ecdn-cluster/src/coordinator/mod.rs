@@ -21,6 +21,9 @@
 //!   request are counted, then rebalances like the periodic one and answers
 //!   `{"epoch": new}`. The cluster demo uses it to rebalance at a given request, where the
 //!   simulator does.
+//! * `POST /coord/members` with a JSON [`NewMember`], `POST /coord/drain?node=N`,
+//!   `POST /coord/remove?node=N`: membership changes while the cluster serves (see
+//!   `members.rs`); answers a [`MemberReply`] (`409` when the member's state forbids it).
 //!
 //! Every JSON answer is signed too ([`crate::peer::sign_response`]): a node takes a map only
 //! from a holder of the cluster key.
@@ -65,9 +68,13 @@ use crate::config::ClusterConfig;
 use crate::map::BucketMap;
 use crate::peer::{read_verified_body, sign_response, verify_parts, BodyError};
 
+pub mod client;
 pub mod etcd;
+mod etcd_api;
+mod members;
 mod state;
 
+pub use members::{MemberError, MemberOp, MemberReply, NewMember};
 use state::State;
 pub use state::StoredState;
 
@@ -76,11 +83,16 @@ pub const HEARTBEAT_PATH: &str = "/coord/heartbeat";
 pub const MAP_PATH: &str = "/coord/map";
 pub const STATUS_PATH: &str = "/coord/status";
 pub const REBALANCE_PATH: &str = "/coord/rebalance";
+pub const MEMBERS_PATH: &str = "/coord/members";
+pub const DRAIN_PATH: &str = "/coord/drain";
+pub const REMOVE_PATH: &str = "/coord/remove";
 
 /// How long a map request waits for a newer epoch before it answers `204`.
 pub const LONG_POLL: Duration = Duration::from_secs(10);
 /// The least time a node has for its first heartbeat after the coordinator started.
 pub const START_GRACE: Duration = Duration::from_secs(10);
+/// Limit on a `POST /coord/members` body.
+pub(crate) const MEMBER_LIMIT: usize = 4096;
 /// Rebalances kept in [`Status::recent_rebalances`].
 pub(crate) const RECENT: usize = 64;
 
@@ -111,14 +123,25 @@ pub struct HeartbeatReply {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NodeStatus {
     pub id: usize,
+    pub client: SocketAddr,
+    pub peer: SocketAddr,
+    pub weight: f64,
+    /// `active`, `draining` or `removed` ([`crate::map::MemberState`]).
+    pub state: String,
     pub available: bool,
+    /// Data buckets and parity buckets it holds in the current map.
+    pub data_buckets: usize,
+    pub parity_buckets: usize,
     /// Milliseconds since its last heartbeat; `None` if never heard from.
     pub ms_since_heartbeat: Option<u64>,
     pub heartbeats: u64,
     /// The map epoch its last heartbeat reported.
     pub seen_epoch: Option<u64>,
-    /// Data bytes recorded for it since the last rebalance.
+    /// Data bytes recorded for it since the last rebalance (every availability change is
+    /// one).
     pub data_load: u64,
+    /// Bytes recorded for the parity buckets it holds, since the last rebalance.
+    pub parity_load: u64,
 }
 
 /// One availability change or periodic rebalance.
@@ -148,6 +171,12 @@ pub struct Status {
     pub recent_rebalances: Vec<RebalanceEvent>,
     /// Parity bytes recorded since the last rebalance, over all parity buckets.
     pub parity_load: u64,
+    /// Write load per unit of weight, max over mean across the available nodes, since the
+    /// last rebalance (§3.3's write imbalance); `None` before any write was recorded.
+    pub write_imbalance: Option<f64>,
+    /// In etcd mode: the leading coordinator's name (its API address).
+    #[serde(default)]
+    pub leader: Option<String>,
     /// Requests refused with 401, and with 400.
     pub unauthorized: u64,
     pub bad_requests: u64,
@@ -200,6 +229,8 @@ pub enum HeartbeatError {
         buckets: usize,
         p: usize,
     },
+    #[error("node {node} was removed from the cluster for good")]
+    Removed { node: usize },
 }
 
 /// The published map and its JSON.
@@ -293,7 +324,14 @@ impl Coordinator {
             let every = Duration::from_secs_f64(cfg.rebalance_every_s);
             tasks.spawn(rebalance_loop(shared.clone(), every));
         }
-        tasks.spawn(accept_loop(shared.clone(), listener));
+        let handler = {
+            let shared = shared.clone();
+            move |req| {
+                let shared = shared.clone();
+                async move { handle(&shared, req).await }
+            }
+        };
+        tasks.spawn(accept_loop(shared.shutdown.clone(), listener, handler));
         Ok(RunningCoordinator {
             addr,
             shared,
@@ -347,7 +385,7 @@ impl Drop for RunningCoordinator {
     }
 }
 
-async fn stopped(mut rx: watch::Receiver<bool>) {
+pub(crate) async fn stopped(mut rx: watch::Receiver<bool>) {
     // An error means the sender is gone: stop as well.
     let _ = rx.wait_for(|&s| s).await;
 }
@@ -392,9 +430,18 @@ async fn rebalance_loop(shared: Arc<Shared>, every: Duration) {
     .await
 }
 
-async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
+/// Serves HTTP/1.1 on `listener` with `handler` until `shutdown` says stop, then lets the
+/// connections finish their requests.
+pub(crate) async fn accept_loop<H, F>(
+    shutdown: watch::Receiver<bool>,
+    listener: TcpListener,
+    handler: H,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
     let mut conns = JoinSet::new();
-    let stop = stopped(shared.shutdown.clone());
+    let stop = stopped(shutdown.clone());
     tokio::pin!(stop);
     loop {
         let stream = tokio::select! {
@@ -411,21 +458,18 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
         };
         let _ = stream.set_nodelay(true);
-        let shared = shared.clone();
+        let handler = handler.clone();
+        let shutdown = shutdown.clone();
         conns.spawn(async move {
-            let svc = {
-                let shared = shared.clone();
-                service_fn(move |req| {
-                    let shared = shared.clone();
-                    async move { Ok::<_, Infallible>(handle(&shared, req).await) }
-                })
-            };
+            let svc = service_fn(move |req| {
+                let answer = handler(req);
+                async move { Ok::<_, Infallible>(answer.await) }
+            });
             let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
-            let stop = stopped(shared.shutdown.clone());
             tokio::select! {
                 _ = conn.as_mut() => {}
-                _ = stop => {
+                _ = stopped(shutdown) => {
                     conn.as_mut().graceful_shutdown();
                     let _ = conn.await;
                 }
@@ -436,7 +480,7 @@ async fn accept_loop(shared: Arc<Shared>, listener: TcpListener) {
     while conns.join_next().await.is_some() {}
 }
 
-fn text(status: StatusCode, msg: impl Into<String>) -> Response<Full<Bytes>> {
+pub(crate) fn text(status: StatusCode, msg: impl Into<String>) -> Response<Full<Bytes>> {
     let mut body = msg.into();
     body.push('\n');
     Response::builder()
@@ -455,7 +499,7 @@ fn json(key: &ClusterKey, path_and_query: &str, body: Bytes) -> Response<Full<By
     resp.body(Full::new(body)).expect("a valid response")
 }
 
-fn json_of<T: Serialize>(
+pub(crate) fn json_of<T: Serialize>(
     key: &ClusterKey,
     path_and_query: &str,
     value: &T,
@@ -475,10 +519,14 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
     };
     let limit = match (&parts.method, parts.uri.path()) {
         (&Method::POST, HEARTBEAT_PATH) => shared.heartbeat_limit,
-        (&Method::GET, MAP_PATH | STATUS_PATH) | (&Method::POST, REBALANCE_PATH) => 0,
-        (_, HEARTBEAT_PATH | MAP_PATH | STATUS_PATH | REBALANCE_PATH) => {
-            return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
-        }
+        (&Method::POST, MEMBERS_PATH) => MEMBER_LIMIT,
+        (&Method::GET, MAP_PATH | STATUS_PATH)
+        | (&Method::POST, REBALANCE_PATH | DRAIN_PATH | REMOVE_PATH) => 0,
+        (
+            _,
+            HEARTBEAT_PATH | MAP_PATH | STATUS_PATH | REBALANCE_PATH | MEMBERS_PATH | DRAIN_PATH
+            | REMOVE_PATH,
+        ) => return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
         _ => return text(StatusCode::NOT_FOUND, "no such coordinator endpoint"),
     };
     let body = match read_verified_body(body, limit, &verified).await {
@@ -502,6 +550,9 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
         HEARTBEAT_PATH => heartbeat(shared, pq, &body),
         MAP_PATH => map(shared, pq, parts.uri.query()).await,
         REBALANCE_PATH => rebalance_now(shared, pq).await,
+        MEMBERS_PATH | DRAIN_PATH | REMOVE_PATH => {
+            member_change(shared, pq, parts.uri.path(), parts.uri.query(), &body)
+        }
         _ => {
             let status = shared.state().status(Instant::now());
             json_of(&shared.key, pq, &status)
@@ -532,6 +583,46 @@ fn heartbeat(shared: &Shared, pq: &str, body: &[u8]) -> Response<Full<Bytes>> {
             text(StatusCode::BAD_REQUEST, format!("heartbeat: {e}"))
         }
     }
+}
+
+/// A membership change's answer: the [`MemberReply`], or why it was refused.
+pub(crate) fn member_answer(
+    key: &ClusterKey,
+    pq: &str,
+    result: Result<MemberReply, MemberError>,
+) -> Response<Full<Bytes>> {
+    match result {
+        Ok(reply) => json_of(key, pq, &reply),
+        Err(e) if e.is_conflict() => text(StatusCode::CONFLICT, e.to_string()),
+        Err(e) => text(StatusCode::BAD_REQUEST, e.to_string()),
+    }
+}
+
+/// `POST /coord/members`, `/coord/drain?node=N`, `/coord/remove?node=N` (see `members.rs`).
+fn member_change(
+    shared: &Shared,
+    pq: &str,
+    path: &str,
+    query: Option<&str>,
+    body: &[u8],
+) -> Response<Full<Bytes>> {
+    let op = match MemberOp::from_request(path, query, body) {
+        Ok(op) => op,
+        Err(e) => {
+            shared.state().bad_requests += 1;
+            return text(StatusCode::BAD_REQUEST, e);
+        }
+    };
+    let mut state = shared.state();
+    let result = state.apply_op(&op, Instant::now()).map(|(node, event)| {
+        shared.publish(&state, std::slice::from_ref(&event));
+        MemberReply {
+            node,
+            epoch: state.epoch,
+        }
+    });
+    drop(state);
+    member_answer(&shared.key, pq, result)
 }
 
 /// `POST /coord/rebalance`: waits for two more heartbeats from every available node (so their

@@ -14,10 +14,8 @@ use super::{
     CoordinatorOptions, Heartbeat, HeartbeatError, NodeStatus, RebalanceEvent, Status, RECENT,
 };
 use crate::config::ClusterConfig;
-use crate::map::BucketMap;
+use crate::map::{BucketMap, Member, MemberState};
 
-/// The coordinator's decisions, separate from the network and the clock so they can be tested
-/// step by step.
 /// What one leading coordinator leaves for the next (etcd mode): the placement's state, the
 /// moved slots, the epoch and the counters of `GET /coord/status`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -29,14 +27,22 @@ pub struct StoredState {
     pub availability_changes: u64,
     pub rebalances: u64,
     pub recent: Vec<RebalanceEvent>,
+    /// The members (the cluster file's and those added since); `None` in a state written
+    /// before membership changes: the cluster file's.
+    #[serde(default)]
+    pub members: Option<Vec<Member>>,
 }
 
+/// The coordinator's decisions, separate from the network and the clock so they can be tested
+/// step by step.
 pub(super) struct State {
     pub(super) scheme: Scheme,
     pub(super) k: usize,
     pub(super) p: usize,
     pub(super) placement: Placement,
     pub(super) history: Option<SlotHistory>,
+    /// By id, one per placement server (see `members.rs`).
+    pub(super) members: Vec<Member>,
     pub(super) epoch: u64,
     /// How long a node may stay silent.
     pub(super) deadline: Duration,
@@ -78,6 +84,17 @@ impl State {
             p: cfg.p,
             placement,
             history,
+            members: cfg
+                .nodes
+                .iter()
+                .map(|n| Member {
+                    id: n.id,
+                    client: n.client,
+                    peer: n.peer,
+                    weight: n.weight,
+                    state: MemberState::Active,
+                })
+                .collect(),
             epoch: epoch.max(1),
             deadline,
             expires: vec![now + grace; n],
@@ -94,7 +111,7 @@ impl State {
     }
 
     /// The placement configuration of the cluster file (as `ecdn sim cluster` builds it).
-    fn placement_config_of(cfg: &ClusterConfig) -> PlacementConfig {
+    pub(super) fn placement_config_of(cfg: &ClusterConfig) -> PlacementConfig {
         let (k, p) = cfg.placement_code();
         PlacementConfig {
             buckets: cfg.buckets,
@@ -114,6 +131,7 @@ impl State {
             &self.placement,
             self.history.as_ref(),
         )
+        .with_members(self.members.clone())
     }
 
     /// Runs a placement change with the slot bookkeeping, bumps the epoch and returns the
@@ -181,6 +199,9 @@ impl State {
                 nodes,
             });
         }
+        if self.members[hb.node].state == MemberState::Removed {
+            return Err(HeartbeatError::Removed { node: hb.node });
+        }
         let (buckets, p) = (self.placement.buckets(), self.placement.p());
         if let Some(&(bucket, index, _)) =
             hb.parity.iter().find(|&&(b, j, _)| b >= buckets || j >= p)
@@ -208,7 +229,8 @@ impl State {
         self.last_heartbeat[node] = Some(now);
         self.seen_epoch[node] = Some(hb.epoch);
         self.expires[node] = now + self.deadline;
-        let event = (!self.placement.is_available(node)).then(|| self.set_available(node, true));
+        let returns = !self.placement.is_available(node) && self.is_active(node);
+        let event = returns.then(|| self.set_available(node, true));
         // The loads count toward the next rebalance (a return just consumed the earlier ones).
         self.record(hb);
         Ok(event)
@@ -240,6 +262,8 @@ impl State {
             self.last_heartbeat[node] = Some(Instant::now());
             self.node_heartbeats[node] += 1;
         }
+        // Only an active member comes back; a draining or removed one only goes.
+        let present = present && self.is_active(node);
         (self.placement.is_available(node) != present).then(|| self.set_available(node, present))
     }
 
@@ -252,6 +276,7 @@ impl State {
             availability_changes: self.availability_changes,
             rebalances: self.rebalances,
             recent: self.recent.iter().cloned().collect(),
+            members: Some(self.members.clone()),
         }
     }
 
@@ -269,6 +294,17 @@ impl State {
             State::placement_config_of(cfg),
             &stored.placement,
         )?;
+        if let Some(members) = &stored.members {
+            st.adopt_members(cfg, members)?;
+        }
+        if st.members.len() != st.placement.servers() {
+            return Err(PlacementError::BadState(format!(
+                "{} members for {} servers",
+                st.members.len(),
+                st.placement.servers()
+            )));
+        }
+        st.grow_to(st.members.len(), now);
         st.history = match (&stored.history, st.history.take()) {
             (Some(former), Some(_)) => Some(
                 SlotHistory::from_slice(cfg.buckets, cfg.k, cfg.p, former).ok_or_else(|| {
@@ -301,34 +337,73 @@ impl State {
     }
 
     pub(super) fn status(&self, now: Instant) -> Status {
-        let nodes = (0..self.placement.servers())
-            .map(|id| NodeStatus {
-                id,
-                available: self.placement.is_available(id),
-                ms_since_heartbeat: self.last_heartbeat[id]
-                    .map(|t| now.saturating_duration_since(t).as_millis() as u64),
-                heartbeats: self.node_heartbeats[id],
-                seen_epoch: self.seen_epoch[id],
-                data_load: self.placement.data_load(id),
+        let pl = &self.placement;
+        let n = pl.servers();
+        let (mut data_buckets, mut parity_buckets) = (vec![0; n], vec![0; n]);
+        let mut parity_load = vec![0u64; n];
+        for b in 0..pl.buckets() {
+            for &s in pl.data_servers(b) {
+                data_buckets[s] += 1;
+            }
+            for (j, &s) in pl.parity_servers(b).iter().enumerate() {
+                parity_buckets[s] += 1;
+                parity_load[s] = parity_load[s].saturating_add(pl.parity_load(b, j));
+            }
+        }
+        let nodes: Vec<NodeStatus> = self
+            .members
+            .iter()
+            .map(|m| {
+                let id = m.id;
+                NodeStatus {
+                    id,
+                    client: m.client,
+                    peer: m.peer,
+                    weight: m.weight,
+                    state: m.state.name().into(),
+                    available: pl.is_available(id),
+                    data_buckets: data_buckets[id],
+                    parity_buckets: parity_buckets[id],
+                    ms_since_heartbeat: self.last_heartbeat[id]
+                        .map(|t| now.saturating_duration_since(t).as_millis() as u64),
+                    heartbeats: self.node_heartbeats[id],
+                    seen_epoch: self.seen_epoch[id],
+                    data_load: pl.data_load(id),
+                    parity_load: parity_load[id],
+                }
             })
             .collect();
-        let parity_load = (0..self.placement.buckets())
-            .flat_map(|b| (0..self.placement.p()).map(move |j| (b, j)))
-            .map(|(b, j)| self.placement.parity_load(b, j))
+        let total_parity = (0..pl.buckets())
+            .flat_map(|b| (0..pl.p()).map(move |j| (b, j)))
+            .map(|(b, j)| pl.parity_load(b, j))
             .fold(0u64, u64::saturating_add);
         Status {
             epoch: self.epoch,
             scheme: self.scheme.name(),
+            write_imbalance: write_imbalance(&nodes),
             nodes,
             heartbeats: self.heartbeats,
             availability_changes: self.availability_changes,
             rebalances: self.rebalances,
             recent_rebalances: self.recent.iter().cloned().collect(),
-            parity_load,
+            parity_load: total_parity,
             unauthorized: self.unauthorized,
             bad_requests: self.bad_requests,
+            leader: None,
         }
     }
+}
+
+/// Write load per unit of weight, max over mean across available nodes; `None` without load.
+fn write_imbalance(nodes: &[NodeStatus]) -> Option<f64> {
+    let per_weight: Vec<f64> = nodes
+        .iter()
+        .filter(|n| n.available)
+        .map(|n| n.data_load.saturating_add(n.parity_load) as f64 / n.weight)
+        .collect();
+    let mean = per_weight.iter().sum::<f64>() / per_weight.len().max(1) as f64;
+    let max = per_weight.iter().copied().fold(0.0, f64::max);
+    (mean > 0.0).then(|| max / mean)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The node's own endpoints and operations: health, stats, metrics and `PURGE`.
 //!
-//! * `/_ecdn/health` answers `ok`; `/_ecdn/stats` answers JSON counters (see
+//! * `/_ecdn/health` answers `ok` (`503` `draining` on a cluster node the bucket map says
+//!   drains, so load balancers stop sending it clients); `/_ecdn/stats` answers JSON counters (see
 //!   [`super::Node`]). `/_ecdn/` paths are never proxied.
 //! * `GET /_ecdn/metrics`: Prometheus text exposition (format 0.0.4), under `/_ecdn/` so it
 //!   cannot shadow an origin path `/metrics`. Counters `ecdn_requests_total`,
@@ -41,7 +42,11 @@ use super::{lock, text, ReqBody, State};
 /// proxy.
 pub(super) async fn route(st: &State, req: &Request<ReqBody>) -> Option<Response<NodeBody>> {
     Some(match req.uri().path() {
-        "/_ecdn/health" => text(StatusCode::OK, "ok"),
+        "/_ecdn/health" => match &st.cluster {
+            // A draining node tells load balancers to stop sending it clients.
+            Some(c) if c.leaving() => text(StatusCode::SERVICE_UNAVAILABLE, "draining"),
+            _ => text(StatusCode::OK, "ok"),
+        },
         "/_ecdn/stats" => stats(st).await,
         "/_ecdn/metrics" => metrics(st).await,
         _ if req.method().as_str() == "PURGE" => purge(st, req).await,

@@ -252,17 +252,36 @@ impl RunningNode {
     /// closed, busy ones after the response in progress, within
     /// [`NodeConfig::drain_timeout`]; then the disk cache is synced. Returns when all that is
     /// done.
+    ///
+    /// In cluster mode the heartbeats stop first; the peer listener keeps answering while the
+    /// client connections drain (their requests may still read pieces through peers, and peers
+    /// may still read pieces here), and is closed last.
     pub async fn stop(mut self) -> io::Result<()> {
-        if let Some((_, task)) = self.peer.take() {
-            task.abort();
-        }
         if let Some(c) = &self.state.cluster {
             c.leave();
         }
         if let Some(tx) = self.stop.take() {
             let _ = tx.send(());
         }
-        (&mut self.task).await.map_err(io::Error::other)
+        let served = (&mut self.task).await.map_err(io::Error::other);
+        if let Some((_, task)) = self.peer.take() {
+            task.abort();
+        }
+        served
+    }
+
+    /// Cluster mode: resolves when the bucket map says this node drains or was removed (see
+    /// `ecdn cluster drain`); the caller then stops it. Never resolves outside a cluster.
+    pub async fn leaving(&self) {
+        let Some(c) = &self.state.cluster else {
+            return std::future::pending().await;
+        };
+        let mut epochs = c.map.subscribe();
+        while !c.leaving() {
+            if epochs.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
     }
 
     /// Cluster mode: the peer listener's address.

@@ -15,8 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use ecdn_cluster::auth::ClusterKey;
-use ecdn_cluster::peer::PeerClient;
+use ecdn_cluster::coordinator::client::CoordinatorClient;
 use ecdn_placement::pieces::Scheme;
 use ecdn_sim::cluster::{simulate_cluster, ClusterConfig as SimConfig, ClusterResult};
 use ecdn_sim::cluster_sweep::SchemeCode;
@@ -39,12 +38,29 @@ use report::{ClusterStats, KillRow, Record, Report, SimSummary, SimWindow, Total
 pub enum ClusterCmd {
     /// A live cluster on loopback: origin, coordinator and N node processes, a trace replayed
     /// through them with nodes killed on schedule, side by side with the simulator.
-    Demo(DemoArgs),
+    Demo(Box<DemoArgs>),
+    /// The running cluster: nodes (health, weight, address, buckets, write load, disk and
+    /// HOC use), the epoch, the leading coordinator, the write imbalance.
+    Status(crate::cluster_ops::StatusArgs),
+    /// Add a node while the cluster serves (then start it with `ecdn node --id`).
+    Add(crate::cluster_ops::AddArgs),
+    /// Drain a node: its buckets move, it finishes its requests and stops.
+    Drain(crate::cluster_ops::NodeArgs),
+    /// Remove a node for good (drained, or dead).
+    Remove(crate::cluster_ops::NodeArgs),
+    /// Rebalance parity now (c2dn) from the write loads recorded so far.
+    Rebalance(crate::cluster_ops::RebalanceArgs),
 }
 
 pub fn run(cmd: ClusterCmd) -> Result<()> {
+    use crate::cluster_ops;
     match cmd {
-        ClusterCmd::Demo(a) => run_demo(a),
+        ClusterCmd::Demo(a) => run_demo(*a),
+        ClusterCmd::Status(a) => cluster_ops::status(a),
+        ClusterCmd::Add(a) => cluster_ops::add(a),
+        ClusterCmd::Drain(a) => cluster_ops::drain(a),
+        ClusterCmd::Remove(a) => cluster_ops::remove(a),
+        ClusterCmd::Rebalance(a) => cluster_ops::rebalance(a),
     }
 }
 
@@ -364,15 +380,13 @@ async fn live(a: &DemoArgs, plan: &Plan, dir: &Path, layout: &Layout, key: &str)
             .with_rebalances(a.rebalance_every),
     ));
     let rebalancer: Rebalancer = {
-        let key = ClusterKey::new(key.as_bytes());
-        let client = PeerClient::new(key.clone());
-        let coordinator = layout.coordinator;
+        let client = CoordinatorClient::new(key.as_bytes(), layout.coordinator);
         let clients: Vec<SocketAddr> = layout.nodes.iter().map(|(c, _)| *c).collect();
         Arc::new(move |live: Vec<usize>| {
-            let (key, client) = (key.clone(), client.clone());
+            let client = client.clone();
             let nodes: Vec<SocketAddr> = live.iter().map(|&i| clients[i]).collect();
             Box::pin(async move {
-                procs::rebalance(&client, &key, coordinator, &nodes)
+                procs::rebalance(&client, &nodes)
                     .await
                     .map(|_| ())
                     .context("the scheduled parity rebalance")

@@ -13,11 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
-use ecdn_cluster::coordinator::{HeartbeatReply, Status, REBALANCE_PATH, STATUS_PATH};
-use ecdn_cluster::peer::{read_body, verify_response, PeerClient};
-use ecdn_cluster::{auth::unix_now, ClusterKey};
+use ecdn_cluster::coordinator::client::CoordinatorClient;
+use ecdn_cluster::coordinator::Status;
 use http_body_util::{BodyExt, Empty};
-use hyper::Method;
 use hyper_util::rt::TokioIo;
 
 use super::report::ClusterStats;
@@ -368,55 +366,16 @@ pub fn parse_stats(body: &[u8]) -> Result<ClusterStats> {
     serde_json::from_value(c.clone()).context("/_ecdn/stats: the `cluster` object")
 }
 
-/// A signed request to the coordinator and its signed JSON answer.
-async fn coordinator_call<T: serde::de::DeserializeOwned>(
-    client: &PeerClient,
-    key: &ClusterKey,
-    addr: SocketAddr,
-    method: Method,
-    path: &str,
-    timeout: Duration,
-) -> Result<T> {
-    let resp = client
-        .send(addr, method, path, Bytes::new(), &[], timeout)
-        .await?;
-    let status = resp.status();
-    let (parts, body) = resp.into_parts();
-    let body = read_body(body, 4 << 20).await?;
-    if !status.is_success() {
-        bail!(
-            "{path} answered {status}: {}",
-            String::from_utf8_lossy(&body).trim()
-        );
-    }
-    verify_response(key, path, &parts.headers, &body, unix_now())
-        .map_err(|e| anyhow!("{path}: the answer's signature: {e}"))?;
-    serde_json::from_slice(&body).with_context(|| format!("{path}: not the expected JSON"))
-}
-
 /// The coordinator's signed status.
-pub async fn coordinator_status(
-    client: &PeerClient,
-    key: &ClusterKey,
-    addr: SocketAddr,
-) -> Result<Status> {
-    let t = Duration::from_secs(2);
-    coordinator_call(client, key, addr, Method::GET, STATUS_PATH, t).await
+pub async fn coordinator_status(client: &CoordinatorClient) -> Result<Status> {
+    client.status().await.map_err(|e| anyhow!(e))
 }
 
 /// Has the coordinator rebalance parity now (`POST /coord/rebalance`, which first collects
 /// every node's loads) and waits until every node of `nodes` (client addresses) took the new
 /// map; returns its epoch.
-pub async fn rebalance(
-    client: &PeerClient,
-    key: &ClusterKey,
-    coordinator: SocketAddr,
-    nodes: &[SocketAddr],
-) -> Result<u64> {
-    let t = Duration::from_secs(10);
-    let reply: HeartbeatReply =
-        coordinator_call(client, key, coordinator, Method::POST, REBALANCE_PATH, t).await?;
-    let epoch = reply.epoch;
+pub async fn rebalance(client: &CoordinatorClient, nodes: &[SocketAddr]) -> Result<u64> {
+    let epoch = client.rebalance().await.map_err(|e| anyhow!(e))?;
     let t0 = Instant::now();
     for &addr in nodes {
         loop {
@@ -473,8 +432,7 @@ pub async fn wait_ready(
     timeout: Duration,
 ) -> Result<()> {
     let t0 = Instant::now();
-    let client = PeerClient::new(ClusterKey::new(key.as_bytes()));
-    let key = ClusterKey::new(key.as_bytes());
+    let client = CoordinatorClient::new(key.as_bytes(), layout.coordinator);
     let mut ready = vec![false; layout.nodes.len()];
     loop {
         procs.lock().unwrap().check_running()?;
@@ -491,7 +449,7 @@ pub async fn wait_ready(
                 Err(e) => missing.push((format!("node {i} on {client_addr}: {e:#}"), Some(i))),
             }
         }
-        match coordinator_status(&client, &key, layout.coordinator).await {
+        match coordinator_status(&client).await {
             Ok(s) => {
                 if let Some(why) = status_not_ready(&s, layout.nodes.len()) {
                     missing.push((why, None));
@@ -594,11 +552,18 @@ mod tests {
         use ecdn_cluster::coordinator::NodeStatus;
         let node = |id, heartbeats, seen| NodeStatus {
             id,
+            client: "127.0.0.1:1".parse().unwrap(),
+            peer: "127.0.0.1:2".parse().unwrap(),
+            weight: 1.0,
+            state: "active".into(),
             available: true,
+            data_buckets: 10,
+            parity_buckets: 3,
             ms_since_heartbeat: Some(10),
             heartbeats,
             seen_epoch: seen,
             data_load: 0,
+            parity_load: 0,
         };
         let mut s = Status {
             epoch: 9,
@@ -611,6 +576,8 @@ mod tests {
             parity_load: 0,
             unauthorized: 0,
             bad_requests: 0,
+            write_imbalance: None,
+            leader: None,
         };
         let why = status_not_ready(&s, 2).unwrap();
         assert!(why.contains("node 1 sent no heartbeat"), "{why}");

@@ -93,6 +93,8 @@ impl ClusterStats {
 /// The node's side of the cluster, shared by its request paths and its peer listener.
 pub(super) struct Cluster {
     pub(super) id: usize,
+    /// This node's peer listener address.
+    own_peer: SocketAddr,
     pub(super) cfg: ClusterConfig,
     pub(super) map: MapHandle,
     control: Mutex<Option<Control>>,
@@ -119,13 +121,6 @@ impl Cluster {
     /// [`ecdn_cluster::control::spawn_control`]), then heartbeats and follows the map.
     pub(super) async fn join(c: &ClusterNode, capacity: u64) -> std::io::Result<Cluster> {
         let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
-        if c.id >= c.cluster.nodes.len() {
-            return Err(invalid(format!(
-                "node id {} is not in the cluster file ({} nodes)",
-                c.id,
-                c.cluster.nodes.len()
-            )));
-        }
         let peers = PeerClient::new(ClusterKey::new(c.cluster.key.as_bytes()));
         let loads = WriteLoads::for_cluster(&c.cluster);
         let etcd = Arc::new(EtcdStatus::default());
@@ -135,9 +130,19 @@ impl Cluster {
             spawn_etcd_control(&c.cluster, c.id, loads.clone(), etcd.clone()).await
         }
         .map_err(|e| invalid(e.to_string()))?;
+        // Its own peer address: the map's member (a node added while the cluster runs is
+        // only there), else the cluster file's.
+        let own_peer = control
+            .map()
+            .current()
+            .member(c.id)
+            .map(|m| m.peer)
+            .or_else(|| c.cluster.nodes.get(c.id).map(|n| n.peer))
+            .ok_or_else(|| invalid(format!("node {} is not a member of the cluster", c.id)))?;
         let policy = Cache::new(EvictionKind::Fifo.build(capacity), None);
         Ok(Cluster {
             id: c.id,
+            own_peer,
             cfg: c.cluster.clone(),
             map: control.map().clone(),
             control: Mutex::new(Some(control)),
@@ -153,12 +158,25 @@ impl Cluster {
 
     /// This node's peer listener address.
     pub(super) fn peer_addr(&self) -> SocketAddr {
-        self.cfg.nodes[self.id].peer
+        self.own_peer
     }
 
-    /// Node `id`'s peer address.
+    /// Node `id`'s peer address: the current map's member (nodes added while the cluster
+    /// runs are only there), else the cluster file's.
     pub(super) fn peer_of(&self, id: usize) -> Option<SocketAddr> {
-        self.cfg.nodes.get(id).map(|n| n.peer)
+        match self.map.current().member(id) {
+            Some(m) => Some(m.peer),
+            None => self.cfg.nodes.get(id).map(|n| n.peer),
+        }
+    }
+
+    /// Whether the map says this node drains (or was removed): it fails its health check,
+    /// finishes its requests and stops (see `ecdn_cluster::coordinator` membership).
+    pub(super) fn leaving(&self) -> bool {
+        self.map
+            .current()
+            .member(self.id)
+            .is_some_and(|m| m.state != ecdn_cluster::map::MemberState::Active)
     }
 
     /// Whether objects of `size` bytes are coded.
@@ -226,7 +244,7 @@ pub(super) async fn purge(
     let map = c.map.current();
     let path = ecdn_cluster::wire::has_path(primary);
     let mut asks = tokio::task::JoinSet::new();
-    for server in (0..c.cfg.nodes.len()).filter(|&s| s != c.id && map.is_available(s)) {
+    for server in (0..map.servers()).filter(|&s| s != c.id && map.is_available(s)) {
         let (c, path) = (c.clone(), path.clone());
         asks.spawn(async move {
             let Some(addr) = c.peer_of(server) else {

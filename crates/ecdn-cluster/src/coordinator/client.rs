@@ -1,0 +1,152 @@
+//! The operator's side of the coordinator's API (`ecdn cluster status|add|drain|remove`, the
+//! cluster demo): signed requests, signed answers, and the way to the leader.
+//!
+//! In embedded mode the API is at the cluster file's `coordinator` address. In etcd mode it is
+//! at the leading coordinator's address, which the `leader` key in etcd names; a coordinator
+//! that does not lead answers `503` with `x-ecdn-leader`, which the client follows once.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use hyper::{Method, StatusCode};
+use serde::de::DeserializeOwned;
+
+use super::{
+    HeartbeatReply, MemberOp, MemberReply, Status, DRAIN_PATH, MEMBERS_PATH, REBALANCE_PATH,
+    REMOVE_PATH, STATUS_PATH,
+};
+use crate::auth::{unix_now, ClusterKey};
+use crate::config::ClusterConfig;
+use crate::peer::{read_body, verify_response, PeerClient};
+
+/// A client of one cluster's coordinator API.
+#[derive(Clone)]
+pub struct CoordinatorClient {
+    peers: PeerClient,
+    addr: SocketAddr,
+}
+
+/// Limit on an answer's body (a status of thousands of nodes fits).
+const ANSWER_LIMIT: usize = 16 << 20;
+
+impl CoordinatorClient {
+    /// A client of the coordinator at `addr`.
+    pub fn new(key: &[u8], addr: SocketAddr) -> CoordinatorClient {
+        CoordinatorClient {
+            peers: PeerClient::new(ClusterKey::new(key)),
+            addr,
+        }
+    }
+
+    /// A client of the cluster's leading coordinator: the `coordinator` address, or in etcd
+    /// mode the address the `leader` key names.
+    pub async fn for_cluster(cfg: &ClusterConfig) -> Result<CoordinatorClient, String> {
+        let addr = if cfg.etcd.is_empty() {
+            cfg.coordinator
+        } else {
+            let name = crate::etcd::leader_name(cfg)
+                .await?
+                .ok_or("no coordinator leads (the leader key in etcd is empty)")?;
+            name.parse().map_err(|_| {
+                format!(
+                    "the leader is {name:?}, not an API address (a coordinator started with \
+                     --listen names itself by it)"
+                )
+            })?
+        };
+        Ok(CoordinatorClient::new(cfg.key.as_bytes(), addr))
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// A signed request and its signed JSON answer; follows a non-leader's `x-ecdn-leader`
+    /// once.
+    pub async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<T, String> {
+        let mut addr = self.addr;
+        for attempt in 0..2 {
+            let resp = self
+                .peers
+                .send(
+                    addr,
+                    method.clone(),
+                    path_and_query,
+                    body.clone(),
+                    &[],
+                    timeout,
+                )
+                .await
+                .map_err(|e| format!("{addr}{path_and_query}: {e}"))?;
+            let (parts, resp_body) = resp.into_parts();
+            let leader = parts
+                .headers
+                .get("x-ecdn-leader")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<SocketAddr>().ok());
+            let resp_body = read_body(resp_body, ANSWER_LIMIT)
+                .await
+                .map_err(|e| format!("{path_and_query}: {e}"))?;
+            match (parts.status, leader) {
+                (StatusCode::SERVICE_UNAVAILABLE, Some(l)) if attempt == 0 && l != addr => {
+                    addr = l;
+                    continue;
+                }
+                (s, _) if !s.is_success() => {
+                    return Err(format!(
+                        "{path_and_query} answered {s}: {}",
+                        String::from_utf8_lossy(&resp_body).trim()
+                    ))
+                }
+                _ => {}
+            }
+            verify_response(
+                self.peers.key(),
+                path_and_query,
+                &parts.headers,
+                &resp_body,
+                unix_now(),
+            )
+            .map_err(|e| format!("{path_and_query}: the answer's signature: {e}"))?;
+            return serde_json::from_slice(&resp_body)
+                .map_err(|e| format!("{path_and_query}: not the expected JSON: {e}"));
+        }
+        Err(format!("{path_and_query}: the leader moved twice"))
+    }
+
+    /// `GET /coord/status`.
+    pub async fn status(&self) -> Result<Status, String> {
+        let t = Duration::from_secs(5);
+        self.call(Method::GET, STATUS_PATH, Bytes::new(), t).await
+    }
+
+    /// `POST /coord/rebalance`; the epoch of the map it published.
+    pub async fn rebalance(&self) -> Result<u64, String> {
+        let t = Duration::from_secs(15);
+        let reply: HeartbeatReply = self
+            .call(Method::POST, REBALANCE_PATH, Bytes::new(), t)
+            .await?;
+        Ok(reply.epoch)
+    }
+
+    /// A membership change (see `members.rs`).
+    pub async fn member(&self, op: &MemberOp) -> Result<MemberReply, String> {
+        let (path, body) = match op {
+            MemberOp::Add(new) => (
+                MEMBERS_PATH.to_string(),
+                Bytes::from(serde_json::to_vec(new).expect("a new member serializes")),
+            ),
+            MemberOp::Drain(n) => (format!("{DRAIN_PATH}?node={n}"), Bytes::new()),
+            MemberOp::Remove(n) => (format!("{REMOVE_PATH}?node={n}"), Bytes::new()),
+        };
+        let t = Duration::from_secs(15);
+        self.call(Method::POST, &path, body, t).await
+    }
+}

@@ -1,0 +1,142 @@
+//! The HTTP API of an etcd-mode coordinator (`ecdn coordinator --listen ADDR` with etcd).
+//!
+//! Every coordinator serves it; only the leader answers. The leader's decisions live in its
+//! term loop (`etcd.rs`), so a request becomes a [`Command`] sent there with a reply channel,
+//! and is answered in the loop's order with the map writes — a membership change is answered
+//! after the map that carries it is in etcd, with that map's epoch. A coordinator that does not
+//! lead answers `503` naming the leader (body, and header `x-ecdn-leader`), so a client that
+//! found any coordinator can find the leader. Requests are signed with the cluster key like
+//! the embedded coordinator's; the nodes' endpoints (heartbeat, map) do not exist here: nodes
+//! register and watch the map in etcd.
+//!
+//! * `GET /coord/status`: the leader's [`Status`], with `leader` set.
+//! * `POST /coord/members`, `/coord/drain?node=N`, `/coord/remove?node=N`: see `members.rs`.
+//! * `POST /coord/rebalance` (`c2dn` only): a parity rebalance now, from the loads the
+//!   nodes' load reports brought so far.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use tokio::sync::{mpsc, oneshot};
+
+use super::etcd::EtcdCoordinatorStatus;
+use super::{
+    json_of, member_answer, text, HeartbeatReply, MemberError, MemberOp, MemberReply, Status,
+    DRAIN_PATH, MEMBERS_PATH, MEMBER_LIMIT, REBALANCE_PATH, REMOVE_PATH, STATUS_PATH,
+};
+use crate::auth::{unix_now, ClusterKey};
+use crate::peer::{read_verified_body, verify_parts};
+
+/// What the API asks of the leader's term loop.
+#[derive(Debug)]
+pub(super) enum Command {
+    Status,
+    Member(MemberOp),
+    Rebalance,
+}
+
+/// The term loop's answer.
+#[derive(Debug)]
+pub(super) enum Answer {
+    Status(Box<Status>),
+    Member(Result<MemberReply, MemberError>),
+    Epoch(u64),
+    Refused(String),
+}
+
+/// A command and where its answer goes.
+pub(super) type Ask = (Command, oneshot::Sender<Answer>);
+
+/// How long a request waits for the term loop.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(super) struct Api {
+    pub(super) key: ClusterKey,
+    pub(super) status: Arc<Mutex<EtcdCoordinatorStatus>>,
+    pub(super) asks: mpsc::Sender<Ask>,
+}
+
+impl Api {
+    fn leader(&self) -> (bool, Option<String>) {
+        let s = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        (s.leading, s.leader.clone())
+    }
+}
+
+fn not_leading(leader: Option<String>) -> Response<Full<Bytes>> {
+    let mut resp = text(
+        StatusCode::SERVICE_UNAVAILABLE,
+        match &leader {
+            Some(l) => format!("this coordinator does not lead; the leader is {l}"),
+            None => "this coordinator does not lead; no leader is known".into(),
+        },
+    );
+    if let Some(value) = leader.and_then(|l| l.parse().ok()) {
+        resp.headers_mut().insert("x-ecdn-leader", value);
+    }
+    resp
+}
+
+pub(super) async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
+    let verified = match verify_parts(&api.key, &parts, unix_now()) {
+        Ok(v) => v,
+        Err(e) => return text(StatusCode::UNAUTHORIZED, e.to_string()),
+    };
+    let path = parts.uri.path();
+    let limit = match (&parts.method, path) {
+        (&Method::GET, STATUS_PATH)
+        | (&Method::POST, REBALANCE_PATH | DRAIN_PATH | REMOVE_PATH) => 0,
+        (&Method::POST, MEMBERS_PATH) => MEMBER_LIMIT,
+        (_, STATUS_PATH | REBALANCE_PATH | DRAIN_PATH | REMOVE_PATH | MEMBERS_PATH) => {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+        }
+        _ => {
+            return text(
+                StatusCode::NOT_FOUND,
+                "no such endpoint of an etcd-mode coordinator (nodes use etcd)",
+            )
+        }
+    };
+    let body = match read_verified_body(body, limit, &verified).await {
+        Ok(b) => b,
+        Err(e) => return text(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map(|p| p.as_str())
+        .unwrap_or(path);
+    let command = match path {
+        STATUS_PATH => Command::Status,
+        REBALANCE_PATH => Command::Rebalance,
+        _ => match MemberOp::from_request(path, parts.uri.query(), &body) {
+            Ok(op) => Command::Member(op),
+            Err(e) => return text(StatusCode::BAD_REQUEST, e),
+        },
+    };
+    let (leading, leader) = api.leader();
+    if !leading {
+        return not_leading(leader);
+    }
+    let (tx, rx) = oneshot::channel();
+    if api.asks.send((command, tx)).await.is_err() {
+        return text(StatusCode::SERVICE_UNAVAILABLE, "coordinator stopping");
+    }
+    match tokio::time::timeout(ANSWER_TIMEOUT, rx).await {
+        Ok(Ok(Answer::Status(s))) => json_of(&api.key, pq, &*s),
+        Ok(Ok(Answer::Member(r))) => member_answer(&api.key, pq, r),
+        Ok(Ok(Answer::Epoch(epoch))) => json_of(&api.key, pq, &HeartbeatReply { epoch }),
+        Ok(Ok(Answer::Refused(why))) => text(StatusCode::CONFLICT, why),
+        // The term ended before it answered.
+        Ok(Err(_)) => not_leading(api.leader().1),
+        Err(_) => text(
+            StatusCode::GATEWAY_TIMEOUT,
+            "the leader did not answer in time",
+        ),
+    }
+}
