@@ -1,0 +1,310 @@
+//! Membership changes of a live cluster under load, with real processes on loopback: an
+//! origin, the embedded coordinator and five nodes; requests run throughout while the operator
+//! adds a sixth node (`ecdn cluster add`, then `ecdn node --id 5` with no addresses: it reads
+//! them from the map), drains node 1 (`ecdn cluster drain`: it exits by itself once its
+//! requests are done) and removes it (`ecdn cluster remove`). No request may fail, and
+//! `ecdn cluster status --json` must show the new shape. Prints the bytes each change moved.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+const KEY: &str = "membership-test-cluster-key-0123";
+
+struct Proc(Option<Child>);
+
+impl Proc {
+    fn spawn(args: &[&str], log: &Path) -> Proc {
+        let child = Command::new(env!("CARGO_BIN_EXE_ecdn"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        Proc(Some(child))
+    }
+
+    /// Waits (bounded) for the process to exit by itself; its status.
+    fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let child = self.0.as_mut().unwrap();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(Instant::now() < deadline, "did not exit within {timeout:?}");
+            sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `n` distinct free loopback ports (all bound at once, then released).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+/// One GET (`Connection: close`): the status and the body length.
+fn get(port: u16, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no header end"))?;
+    let head = String::from_utf8_lossy(&raw[..end]);
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok((status, raw[end + 4..].to_vec()))
+}
+
+/// `ecdn cluster ...`: its stdout (the command must succeed).
+fn cli(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_ecdn"))
+        .arg("cluster")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ecdn cluster {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn status(file: &str) -> serde_json::Value {
+    serde_json::from_str(&cli(&["status", "--cluster", file, "--json"])).unwrap()
+}
+
+/// Waits (at most `secs`) until the coordinator's status satisfies `f`.
+fn until_status(file: &str, secs: u64, what: &str, f: impl Fn(&serde_json::Value) -> bool) {
+    let t = Instant::now();
+    loop {
+        let s = status(file);
+        if f(&s) {
+            return;
+        }
+        assert!(t.elapsed() < Duration::from_secs(secs), "{what}: {s:#}");
+        sleep(Duration::from_millis(100));
+    }
+}
+
+fn node(s: &serde_json::Value, id: usize) -> &serde_json::Value {
+    &s["status"]["nodes"][id]
+}
+
+/// Every node's `bytes_written` (pieces stored) from its stats in a status report.
+fn bytes_written(ports: &[u16]) -> Vec<u64> {
+    ports
+        .iter()
+        .map(|&p| match get(p, "/_ecdn/stats") {
+            Ok((200, body)) => {
+                let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                v["cluster"]["bytes_written"].as_u64().unwrap_or(0)
+            }
+            _ => 0,
+        })
+        .collect()
+}
+
+#[test]
+fn add_and_drain_a_node_under_load_without_a_failed_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name);
+    let ports = free_ports(14);
+    let (client, peer) = (ports[0..6].to_vec(), ports[6..12].to_vec());
+    let origin = ports[12];
+    let mut text = format!(
+        "scheme = \"c2dn\"\nkey = \"{KEY}\"\ncoordinator = \"127.0.0.1:{}\"\n\
+         heartbeat_ms = 100\nbuckets = 50\n",
+        ports[13]
+    );
+    for i in 0..5 {
+        text.push_str(&format!(
+            "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
+            client[i], peer[i]
+        ));
+    }
+    let file = d("cluster.toml");
+    std::fs::write(&file, text).unwrap();
+    let file = file.to_str().unwrap().to_string();
+    let origin_url = format!("http://127.0.0.1:{origin}");
+    let _origin = Proc::spawn(
+        &[
+            "origin",
+            "--listen",
+            &format!("127.0.0.1:{origin}"),
+            "-j",
+            "1",
+        ],
+        &d("origin.log"),
+    );
+    let _coord = Proc::spawn(&["coordinator", "--cluster", &file], &d("coord.log"));
+    let start_node = |id: usize| {
+        let disk = d(&format!("disk{id}"));
+        Proc::spawn(
+            &[
+                "node",
+                "--cluster",
+                &file,
+                "--id",
+                &id.to_string(),
+                "--origin",
+                &origin_url,
+                "--disk-path",
+                disk.to_str().unwrap(),
+                "--disk-size",
+                "16MiB",
+                "--hoc-size",
+                "1MiB",
+                "-j",
+                "1",
+            ],
+            &d(&format!("node{id}.log")),
+        )
+    };
+    let mut nodes: Vec<Proc> = (0..5).map(start_node).collect();
+    until_status(&file, 20, "five nodes available", |s| {
+        (0..5).all(|i| node(s, i)["available"] == true)
+    });
+
+    // The load: two clients, round-robin over the nodes the "load balancer" lists; coded
+    // (300 KB) and replicated (60 KB) objects, 40 of each, again and again.
+    let lb = Arc::new(Mutex::new(vec![0usize, 1, 2, 3, 4]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let failures = Arc::new(Mutex::new(Vec::new()));
+    let load: Vec<_> = (0..2)
+        .map(|t| {
+            let (lb, stop, ok, failed, failures) = (
+                lb.clone(),
+                stop.clone(),
+                ok.clone(),
+                failed.clone(),
+                failures.clone(),
+            );
+            let client = client.clone();
+            std::thread::spawn(move || {
+                let mut i = t;
+                while !stop.load(Ordering::Relaxed) {
+                    let n = {
+                        let lb = lb.lock().unwrap();
+                        lb[i % lb.len()]
+                    };
+                    let o = i % 80;
+                    let size = if o % 2 == 0 { 300_000 } else { 60_000 };
+                    match get(client[n], &format!("/obj/{o}?size={size}")) {
+                        Ok((200, body)) if body.len() == size => {
+                            ok.fetch_add(1, Ordering::Relaxed);
+                        }
+                        other => {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                            let what = other.map(|(s, b)| (s, b.len()));
+                            failures
+                                .lock()
+                                .unwrap()
+                                .push(format!("node {n} obj {o}: {what:?}"));
+                        }
+                    }
+                    i += 2;
+                }
+            })
+        })
+        .collect();
+    sleep(Duration::from_secs(2));
+
+    // Add node 5 (weight 2) and start it: it reads its addresses from the map.
+    let before_add = bytes_written(&client);
+    let out = cli(&[
+        "add",
+        "--cluster",
+        &file,
+        "--client",
+        &format!("127.0.0.1:{}", client[5]),
+        "--peer",
+        &format!("127.0.0.1:{}", peer[5]),
+        "--weight",
+        "2",
+    ]);
+    assert!(out.contains("node 5 added"), "{out}");
+    let t_add = Instant::now();
+    nodes.push(start_node(5));
+    until_status(&file, 20, "node 5 available", |s| {
+        node(s, 5)["available"] == true && node(s, 5)["data_buckets"].as_u64() > Some(0)
+    });
+    eprintln!(
+        "node 5 available {:?} after `ecdn cluster add`",
+        t_add.elapsed()
+    );
+    lb.lock().unwrap().push(5);
+    sleep(Duration::from_secs(2));
+    let after_add = bytes_written(&client);
+
+    // Drain node 1: the load balancer stops sending it clients (its health check fails), it
+    // finishes what it has and exits by itself.
+    let out = cli(&["drain", "--cluster", &file, "1"]);
+    assert!(out.contains("node 1 draining"), "{out}");
+    lb.lock().unwrap().retain(|&n| n != 1);
+    let exit = nodes[1].wait_exit(Duration::from_secs(15));
+    assert!(exit.success(), "the drained node exited with {exit}");
+    sleep(Duration::from_secs(1));
+    let after_drain = bytes_written(&client);
+    let out = cli(&["remove", "--cluster", &file, "1"]);
+    assert!(out.contains("node 1 removed"), "{out}");
+    sleep(Duration::from_secs(1));
+    stop.store(true, Ordering::Relaxed);
+    for l in load {
+        l.join().unwrap();
+    }
+
+    let s = status(&file);
+    assert_eq!(node(&s, 1)["state"], "removed");
+    assert_eq!(node(&s, 1)["data_buckets"], 0);
+    assert_eq!(node(&s, 5)["state"], "active");
+    let table = cli(&["status", "--cluster", &file]);
+    assert!(
+        table.contains("REMOVED") && table.contains("write imbalance"),
+        "{table}"
+    );
+    let (ok, failed) = (ok.load(Ordering::Relaxed), failed.load(Ordering::Relaxed));
+    let moved =
+        |a: &[u64], b: &[u64]| -> u64 { a.iter().zip(b).map(|(x, y)| y.saturating_sub(*x)).sum() };
+    eprintln!(
+        "{ok} requests answered, {failed} failed; pieces written while node 5 joined: {} bytes \
+         ({} to node 5); while node 1 drained: {} bytes",
+        moved(&before_add, &after_add),
+        after_add[5],
+        moved(&after_add[..], &after_drain[..]),
+    );
+    assert_eq!(failed, 0, "failed requests: {:?}", failures.lock().unwrap());
+    assert!(ok > 100, "only {ok} requests in the run");
+}
