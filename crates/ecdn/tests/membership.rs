@@ -228,6 +228,7 @@ fn add_and_drain_a_node_under_load_without_a_failed_request() {
                         }
                         other => {
                             failed.fetch_add(1, Ordering::Relaxed);
+                            eprintln!("{:?}: a request failed", Instant::now());
                             let what = other.map(|(s, b)| (s, b.len()));
                             failures
                                 .lock()
@@ -244,6 +245,7 @@ fn add_and_drain_a_node_under_load_without_a_failed_request() {
 
     // Add node 5 (weight 2) and start it: it reads its addresses from the map.
     let before_add = bytes_written(&client);
+    eprintln!("{:?}: adding node 5", Instant::now());
     let out = cli(&[
         "add",
         "--cluster",
@@ -271,6 +273,7 @@ fn add_and_drain_a_node_under_load_without_a_failed_request() {
 
     // Drain node 1: the load balancer stops sending it clients (its health check fails), it
     // finishes what it has and exits by itself.
+    eprintln!("{:?}: draining node 1", Instant::now());
     let out = cli(&["drain", "--cluster", &file, "1"]);
     assert!(out.contains("node 1 draining"), "{out}");
     lb.lock().unwrap().retain(|&n| n != 1);
@@ -305,6 +308,16 @@ fn add_and_drain_a_node_under_load_without_a_failed_request() {
         after_add[5],
         moved(&after_add[..], &after_drain[..]),
     );
+    if failed > 0 {
+        for name in ["node0.log", "node1.log", "node5.log", "coord.log"] {
+            let log = std::fs::read_to_string(d(name)).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(15).collect();
+            eprintln!(
+                "--- {name}:\n{}",
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+    }
     assert_eq!(failed, 0, "failed requests: {:?}", failures.lock().unwrap());
     assert!(ok > 100, "only {ok} requests in the run");
 }

@@ -91,6 +91,18 @@ impl Node {
             }
             None => None,
         };
+        // Listen before joining: once the coordinator hears from the node, clients and peers
+        // sent to it must find it listening (a connection waits in the backlog until the
+        // accept loops run). A node added since the cluster file was written learns its peer
+        // address from the map, so binds its peer listener right after joining.
+        let listener = TcpListener::bind(listen).await?;
+        let mut peer_listener = match &cfg.cluster {
+            Some(c) => match c.cluster.nodes.get(c.id) {
+                Some(n) if n.id == c.id => Some(TcpListener::bind(n.peer).await?),
+                _ => None,
+            },
+            None => None,
+        };
         let cluster = match &cfg.cluster {
             Some(c) => Some(Arc::new(
                 super::cluster::Cluster::join(c, cfg.disk_size).await?,
@@ -112,7 +124,10 @@ impl Node {
         });
         let peer = match &cluster {
             Some(c) => {
-                let listener = TcpListener::bind(c.peer_addr()).await?;
+                let listener = match peer_listener.take() {
+                    Some(l) => l,
+                    None => TcpListener::bind(c.peer_addr()).await?,
+                };
                 let addr = listener.local_addr()?;
                 let task = tokio::spawn(super::cluster::peer_server::serve(
                     listener,
@@ -123,7 +138,6 @@ impl Node {
             }
             None => None,
         };
-        let listener = TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         let (tx, rx) = tokio::sync::oneshot::channel();
         let mut http = hyper::server::conn::http1::Builder::new();
