@@ -25,13 +25,15 @@
 //!   [`WriteLoads`] it reports, and [`spawn_control`] (heartbeats and the map watcher).
 //! * [`etcd`] — the control plane on etcd (the cluster file's `etcd`): the keys, a node's
 //!   registration under a lease, its load reports and map watch ([`etcd::spawn_etcd_control`]);
-//!   the coordinators' leader election is `coordinator::etcd`.
+//!   the coordinators' leader election is `coordinator::etcd`; [`etcd_local`] starts etcd
+//!   members on loopback for the demo, tests and benchmarks.
 
 pub mod auth;
 pub mod config;
 pub mod control;
 pub mod coordinator;
 pub mod etcd;
+pub mod etcd_local;
 pub mod map;
 pub mod peer;
 pub mod piece;

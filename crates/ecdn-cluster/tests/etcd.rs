@@ -5,9 +5,6 @@
 //! through etcd, or sent on by a coordinator that does not lead) adding and draining nodes,
 //! and etcd stopped and restarted under nodes that keep their map.
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +13,7 @@ use ecdn_cluster::coordinator::client::CoordinatorClient;
 use ecdn_cluster::coordinator::etcd::EtcdCoordinator;
 use ecdn_cluster::coordinator::{MemberOp, NewMember};
 use ecdn_cluster::etcd::{spawn_etcd_control, EtcdStatus};
+use ecdn_cluster::etcd_local::LocalEtcd;
 use ecdn_cluster::map::MemberState;
 use ecdn_cluster::{ClusterConfig, Control, CoordinatorOptions, WriteLoads};
 
@@ -34,84 +32,6 @@ fn missing(why: &str) {
         panic!("under CI and {why}: CI must install it");
     }
     eprintln!("skipped: {why}");
-}
-
-fn etcd_binary() -> Option<PathBuf> {
-    ["/usr/bin/etcd", "/usr/local/bin/etcd"]
-        .iter()
-        .map(PathBuf::from)
-        .find(|p| p.exists())
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// One etcd member on loopback; killed when dropped.
-struct Etcd {
-    bin: PathBuf,
-    dir: PathBuf,
-    client: u16,
-    peer: u16,
-    child: Option<Child>,
-}
-
-impl Etcd {
-    fn start(bin: &Path, dir: &Path) -> Etcd {
-        let mut e = Etcd {
-            bin: bin.to_path_buf(),
-            dir: dir.to_path_buf(),
-            client: free_port(),
-            peer: free_port(),
-            child: None,
-        };
-        e.spawn();
-        e
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client)
-    }
-
-    fn spawn(&mut self) {
-        let peer = format!("http://127.0.0.1:{}", self.peer);
-        let child = Command::new(&self.bin)
-            .args(["--name", "m0", "--data-dir"])
-            .arg(&self.dir)
-            .args(["--listen-client-urls", &self.url()])
-            .args(["--advertise-client-urls", &self.url()])
-            .args(["--listen-peer-urls", &peer])
-            .args(["--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("m0={peer}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("etcd starts");
-        self.child = Some(child);
-        // Ready when its client port accepts.
-        let until = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", self.client)).is_err() {
-            assert!(Instant::now() < until, "etcd did not come up");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }
 
 fn cluster(etcd: &str, prefix: &str) -> ClusterConfig {
@@ -166,13 +86,13 @@ async fn node(cfg: &ClusterConfig, id: usize) -> TestNode {
 
 #[test]
 fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
-    let Some(bin) = etcd_binary() else {
+    let Some(bin) = LocalEtcd::find_binary() else {
         missing("etcd is not installed (Debian package etcd-server)");
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let mut etcd = Etcd::start(&bin, dir.path());
-    let cfg = cluster(&etcd.url(), "/t1/");
+    let mut etcd = LocalEtcd::start(&bin, dir.path(), 1).unwrap();
+    let cfg = cluster(&etcd.url(0), "/t1/");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -315,7 +235,7 @@ fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
 
         // etcd stops: nodes keep serving with their map and say they lost etcd.
         let before = map(&nodes[0]).epoch;
-        etcd.kill();
+        etcd.kill(0);
         until(15, "nodes notice etcd is gone", || {
             nodes
                 .iter()
@@ -324,7 +244,7 @@ fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
         .await;
         assert_eq!(map(&nodes[0]).epoch, before, "the map is kept");
         // etcd returns: nodes register again; a node stopping now is still handled.
-        etcd.spawn();
+        etcd.restart(0).unwrap();
         until(20, "nodes reconnected", || {
             nodes
                 .iter()

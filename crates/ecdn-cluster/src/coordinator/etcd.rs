@@ -123,6 +123,10 @@ pub struct EtcdCoordinatorStatus {
     pub last_error: Option<String>,
     /// The leader's name as this coordinator last saw it (its own while it leads).
     pub leader: Option<String>,
+    /// When it decided the map of `epoch` after an availability change (before writing it),
+    /// for measuring how long the map takes to reach the nodes.
+    #[serde(skip)]
+    pub decided_at: Option<Instant>,
 }
 
 /// A running etcd-mode coordinator; dropping it stops it (its lease then lapses).
@@ -378,10 +382,12 @@ async fn term(
             }
         };
         if !events.is_empty() {
+            let decided = Instant::now();
             if let Err(e) = leader.publish(&mut client, &events).await {
                 return e;
             }
             set_epoch(status, leader.state.epoch);
+            status.lock().unwrap_or_else(|e| e.into_inner()).decided_at = Some(decided);
         }
     }
 }

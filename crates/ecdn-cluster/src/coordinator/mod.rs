@@ -238,6 +238,8 @@ pub enum HeartbeatError {
 struct Published {
     map: Arc<BucketMap>,
     json: Bytes,
+    /// When it was published.
+    at: Instant,
 }
 
 struct Shared {
@@ -274,6 +276,7 @@ fn publish(state: &State) -> Published {
     Published {
         map: Arc::new(map),
         json,
+        at: Instant::now(),
     }
 }
 
@@ -357,6 +360,12 @@ impl RunningCoordinator {
     /// The current map.
     pub fn map(&self) -> Arc<BucketMap> {
         self.shared.published.borrow().map.clone()
+    }
+
+    /// The current map's epoch and when it was published.
+    pub fn published(&self) -> (u64, Instant) {
+        let p = self.shared.published.borrow();
+        (p.map.epoch, p.at)
     }
 
     /// The current status (what `GET /coord/status` answers).
