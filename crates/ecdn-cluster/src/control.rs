@@ -10,9 +10,10 @@
 //! * [`spawn_control`] — fetches the first map (retrying until the coordinator answers), then
 //!   runs the heartbeat loop (every `heartbeat_ms`: the loads since the previous heartbeat; a
 //!   heartbeat that fails keeps them for the next) and the map watcher (a long poll for the
-//!   next epoch) as tokio tasks.
+//!   next epoch) as tokio tasks; [`CoordinatorStatus`] says whether the last heartbeat was
+//!   answered.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -271,20 +272,42 @@ pub enum ControlError {
     UnknownNode { node: usize, nodes: usize },
 }
 
+/// Whether a node reaches the coordinator (the embedded control plane; etcd mode has
+/// [`crate::etcd::EtcdStatus`]), for its metrics.
+#[derive(Debug)]
+pub struct CoordinatorStatus {
+    /// The coordinator answered the node's last heartbeat (a signed reply). True from the
+    /// first map on, until a heartbeat fails.
+    pub reachable: AtomicBool,
+    /// Heartbeats that failed since start (not answered, refused, or not the coordinator's).
+    pub failures: AtomicU64,
+}
+
 /// The running control tasks of one node.
 pub struct Control {
     map: MapHandle,
     tasks: Vec<JoinHandle<()>>,
+    /// Embedded mode only.
+    coordinator: Option<Arc<CoordinatorStatus>>,
 }
 
 impl Control {
     /// A control of `map` run by `tasks` (the etcd mode's, `crate::etcd`).
     pub(crate) fn from_parts(map: MapHandle, tasks: Vec<JoinHandle<()>>) -> Control {
-        Control { map, tasks }
+        Control {
+            map,
+            tasks,
+            coordinator: None,
+        }
     }
 
     pub fn map(&self) -> &MapHandle {
         &self.map
+    }
+
+    /// Whether the node reaches the coordinator (embedded mode; `None` in etcd mode).
+    pub fn coordinator_status(&self) -> Option<Arc<CoordinatorStatus>> {
+        self.coordinator.clone()
     }
 
     /// Stops the heartbeats and the map watcher (the node will be marked unavailable).
@@ -343,6 +366,10 @@ pub async fn spawn_control(
         "ecdn node {node}: map epoch {} from the coordinator",
         map.epoch()
     );
+    let status = Arc::new(CoordinatorStatus {
+        reachable: AtomicBool::new(true),
+        failures: AtomicU64::new(0),
+    });
     let heartbeat = tokio::spawn(heartbeat_loop(
         client,
         cfg.coordinator,
@@ -350,11 +377,13 @@ pub async fn spawn_control(
         period,
         map.clone(),
         loads,
+        status.clone(),
     ));
     let watcher = tokio::spawn(watch_loop(fetch, period, map.clone()));
     Ok(Control {
         map,
         tasks: vec![heartbeat, watcher],
+        coordinator: Some(status),
     })
 }
 
@@ -449,6 +478,7 @@ async fn heartbeat_loop(
     period: Duration,
     map: MapHandle,
     loads: WriteLoads,
+    status: Arc<CoordinatorStatus>,
 ) {
     let mut interval = tokio::time::interval(period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -511,6 +541,7 @@ async fn heartbeat_loop(
                 }
             }
         };
+        status.reachable.store(outcome.is_ok(), Ordering::Relaxed);
         match outcome {
             Ok(()) => {
                 if failures > 0 {
@@ -521,6 +552,7 @@ async fn heartbeat_loop(
                 failures = 0;
             }
             Err((keep, msg)) => {
+                status.failures.fetch_add(1, Ordering::Relaxed);
                 if keep {
                     loads.restore(&taken);
                 }

@@ -3,6 +3,7 @@
 //! time.
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -713,8 +714,15 @@ async fn nodes_take_only_signed_maps_and_keep_unreported_loads() {
     let control = tokio::time::timeout(T, starting).await.unwrap().unwrap();
     assert_eq!(control.map().epoch(), 7);
     assert_eq!(*control.map().current(), map);
-    // Heartbeats fail for a while (503); then they are answered.
+    // Heartbeats fail for a while (503): the node says it does not reach the coordinator;
+    // then they are answered, and it does again.
+    let status = control
+        .coordinator_status()
+        .expect("embedded mode has a status");
     tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!status.reachable.load(Ordering::Relaxed));
+    let failed = status.failures.load(Ordering::Relaxed);
+    assert!(failed >= 2, "{failed} heartbeats failed");
     loads.record_data(1);
     fake.lock().unwrap().answer_heartbeats = true;
     until(T, || fake.lock().unwrap().data_bytes >= 1235)
@@ -725,6 +733,7 @@ async fn nodes_take_only_signed_maps_and_keep_unreported_loads() {
     assert_eq!((f.data_bytes, f.parity_bytes), (1235, 99));
     assert!(f.heartbeats >= 2);
     drop(f);
+    assert!(status.reachable.load(Ordering::Relaxed));
     control.stop();
     server.abort();
 }

@@ -2,7 +2,9 @@
 //! its client and peer listener and its own disk), an in-memory origin. Checks byte-exact
 //! replicated and coded objects, full and ranges, through any node; a node stopped mid-load
 //! failing no request; corrupt pieces never served and restored by hits; unauthenticated peer
-//! writes refused; a `PURGE` through any node reaching every node.
+//! writes refused; a `PURGE` through any node reaching every node; the `ecdn_cluster_*` metrics
+//! (each client request counted once in the cluster, consistent with `/_ecdn/stats`) and the
+//! Grafana dashboard charting only what the nodes export.
 //! (The multi-process `kill -9` run is `ecdn cluster demo`'s test.)
 
 use std::net::SocketAddr;
@@ -23,6 +25,10 @@ use ecdn_node::origin::{in_memory_connector, OriginConfig};
 use http_body_util::{BodyExt, Empty};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
+
+#[path = "common/prom.rs"]
+mod prom;
+use prom::Scrape;
 
 const KEY: &str = "0123456789abcdef0123456789abcdef";
 const PURGE_TOKEN: &str = "purge-token-of-the-test";
@@ -236,6 +242,95 @@ fn origin_id(id: u64) -> u64 {
     content::object_id(&id.to_string())
 }
 
+/// Node `i`'s `/_ecdn/metrics`.
+async fn scrape(c: &TestCluster, i: usize) -> Scrape {
+    let r = get(c.client(i), "/_ecdn/metrics", &[]).await.unwrap();
+    assert_eq!(r.status, 200);
+    Scrape::parse(std::str::from_utf8(&r.body).unwrap())
+}
+
+/// The metrics of the first test's cluster (4 nodes, every piece in place, no parity asked for)
+/// after its traffic: `requests` client requests, `misses` of them misses, that fetched
+/// `origin_bytes` from the origin.
+async fn check_metrics(c: &TestCluster, requests: u64, misses: u64, origin_bytes: u64) {
+    let hits = (requests - misses) as f64;
+    // Every hit read the pieces (the HOC holds nothing) and counts once; a replica found
+    // where the request is served counts once the other targets answered, after the answer.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let nodes = loop {
+        let mut nodes = Vec::new();
+        for n in 0..4 {
+            nodes.push(scrape(c, n).await);
+        }
+        let reads: f64 = nodes
+            .iter()
+            .map(|m| m.sum("ecdn_cluster_cached_reads_total", &[]))
+            .sum();
+        if reads >= hits || Instant::now() > deadline {
+            break nodes;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let total = |name: &str, with: &[(&str, &str)]| -> f64 {
+        nodes.iter().map(|m| m.sum(name, with)).sum()
+    };
+    // Each request once in the cluster (at the node that answered it), though relayed ones
+    // count at two nodes in `ecdn_requests_total`.
+    assert_eq!(
+        total("ecdn_cluster_served_total", &[("result", "miss")]),
+        misses as f64
+    );
+    assert_eq!(
+        total("ecdn_cluster_served_total", &[("result", "hit")]),
+        hits
+    );
+    let relayed = total("ecdn_cluster_relayed_total", &[]);
+    assert!(relayed > 0.0);
+    assert_eq!(total("ecdn_requests_total", &[]), requests as f64 + relayed);
+    assert_eq!(
+        total("ecdn_cluster_origin_bytes_total", &[]),
+        origin_bytes as f64
+    );
+    assert!(total("ecdn_cluster_served_bytes_total", &[]) > 4.0 * origin_bytes as f64);
+    // Each hit counts once as a cached read, protected with every piece in place (a peer that
+    // does not answer a `has` question in time makes it unprotected: not asserted).
+    assert_eq!(total("ecdn_cluster_cached_reads_total", &[]), hits);
+    let protected = [("protection", "protected")];
+    assert!(total("ecdn_cluster_cached_reads_total", &protected) > 0.0);
+    for kind in ["data", "parity", "replica"] {
+        assert!(
+            total("ecdn_cluster_written_bytes_total", &[("kind", kind)]) > 0.0,
+            "{kind}"
+        );
+    }
+    // No sub-chunk was wrong. (Parity for a late or failed chunk is not asserted either way:
+    // a loaded test machine may delay a peer past `parity_delay` × or the peer timeout.)
+    let corrupt = [("reason", "corrupt")];
+    assert_eq!(total("ecdn_cluster_parity_fetches_total", &corrupt), 0.0);
+    assert!(total("ecdn_cluster_peer_fetches_total", &[]) > 0.0);
+    for (n, m) in nodes.iter().enumerate() {
+        let s = get(c.client(n), "/_ecdn/stats", &[]).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+        prom::agrees_with_stats(m, &v["cluster"]);
+        assert_eq!(m.one("ecdn_cluster_control_reachable", &[]), 1.0);
+        assert_eq!(m.one("ecdn_cluster_nodes_available", &[]), 4.0);
+        let node = n.to_string();
+        assert_eq!(m.one("ecdn_cluster_info", &[("node", &node)]), 1.0);
+        // Per peer (never this node): every answered fetch timed.
+        for peer in m.label_values("ecdn_cluster_peer_fetches_total", "peer") {
+            assert_ne!(peer, node);
+            let p = [("peer", peer.as_str())];
+            let fetches = m.one("ecdn_cluster_peer_fetches_total", &p);
+            let timed = m.one("ecdn_cluster_peer_fetch_duration_seconds_count", &p);
+            let errors = m.one("ecdn_cluster_peer_errors_total", &p);
+            assert!(
+                timed <= fetches && fetches <= timed + errors,
+                "node {n} peer {peer}"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicated_and_coded_objects_are_byte_exact_through_any_node_full_and_ranges() {
     // Parity only when a data chunk fails (not when one is late on a busy test machine).
@@ -304,6 +399,15 @@ async fn replicated_and_coded_objects_are_byte_exact_through_any_node_full_and_r
         let text = String::from_utf8_lossy(&r.body);
         assert!(text.contains("multipart") || r.header("content-type").contains("multipart"));
     }
+    let origin_bytes = objects.iter().map(|o| o.1).sum();
+    // Per object: a miss, then 4 whole reads, 3 ranges and a multipart one, all hits.
+    check_metrics(
+        &c,
+        9 * objects.len() as u64,
+        objects.len() as u64,
+        origin_bytes,
+    )
+    .await;
     // Every coded object's chunks are on 4 distinct nodes: each node wrote something.
     for n in 0..4 {
         let s = get(c.client(n), "/_ecdn/stats", &[]).await.unwrap();
@@ -379,6 +483,31 @@ async fn a_node_stopped_mid_load_fails_no_request_and_its_chunks_are_decoded() {
         failovers > 0,
         "requests for node 2's buckets went on to the next candidate"
     );
+    // The metrics say the same, and name node 2.
+    let (mut m_decodes, mut m_failovers, mut errors, mut parity, mut unprotected) =
+        (0.0, 0.0, 0.0, 0.0, 0.0);
+    let to_2 = [("peer", "2")];
+    for &n in &live {
+        let m = scrape(&c, n).await;
+        assert_eq!(m.one("ecdn_cluster_nodes_available", &[]), 4.0);
+        m_decodes += m.one("ecdn_cluster_decodes_total", &[]);
+        m_failovers += m.sum("ecdn_cluster_relay_failovers_total", &to_2);
+        errors += m.sum("ecdn_cluster_peer_errors_total", &to_2);
+        parity += m.sum("ecdn_cluster_parity_fetches_total", &[]);
+        let unprotected_reads = [("object", "coded"), ("protection", "unprotected")];
+        unprotected += m.sum("ecdn_cluster_cached_reads_total", &unprotected_reads);
+    }
+    assert_eq!(m_decodes, decodes as f64);
+    assert_eq!(
+        m_failovers, failovers as f64,
+        "every failover was from node 2"
+    );
+    assert!(errors > 0.0, "fetches from node 2 failed");
+    assert!(parity > 0.0, "every decode asked for parity");
+    assert!(
+        unprotected > 0.0,
+        "coded objects with a chunk on node 2 read unprotected"
+    );
     c.stop_all().await;
 }
 
@@ -433,6 +562,60 @@ async fn partial_hits_fetch_only_the_missing_chunks_and_restore_them() {
     }
     assert!(partial > 0, "no object lost two of its three chunks");
     c.stop_all().await;
+}
+
+/// `docs/grafana/ecdn-cluster.json` is a Grafana dashboard whose every query asks for series
+/// (names, labels, label values) the nodes of a live cluster export, and the check says so
+/// when one does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_grafana_dashboard_charts_only_series_the_nodes_export() {
+    let c = TestCluster::start_with(3, "c2dn", 2, 1, "parity_delay = 1000.0\n").await;
+    // A replicated and a coded object through every node: misses, hits, relays, peer fetches.
+    for (id, size) in [(71u64, 20_000u64), (72, 600_000)] {
+        for n in 0..3 {
+            check_whole(
+                &get(c.client(n), &uri(id, size), &[]).await.unwrap(),
+                id,
+                size,
+            );
+        }
+    }
+    let mut nodes = Vec::new();
+    for n in 0..3 {
+        nodes.push(scrape(&c, n).await);
+    }
+    c.stop_all().await;
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/grafana/ecdn-cluster.json"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let d: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let problems = prom::dashboard_problems(&d, &nodes);
+    assert!(problems.is_empty(), "{problems:#?}");
+    // A misspelt metric, a label value never taken, a label the metric lacks, a grouping label
+    // on no metric, an undefined variable: each is reported.
+    let mut broken = d.clone();
+    let panels = broken["panels"].as_array_mut().unwrap();
+    let miss = panels
+        .iter_mut()
+        .find(|p| p["title"] == "Cluster miss ratio")
+        .unwrap();
+    miss["targets"][0]["expr"] = serde_json::json!(
+        "sum(rate(ecdn_cluster_served_totals[5m])) \
+         / sum(rate(ecdn_cluster_served_total{result=\"hits\"}[5m])) \
+         + sum by (tier) (rate(ecdn_cluster_decodes_total{object=\"coded\"}[$span]))"
+    );
+    let problems = prom::dashboard_problems(&broken, &nodes).join("\n");
+    for want in [
+        "no node exports ecdn_cluster_served_totals",
+        "ecdn_cluster_served_total{result} is never \"hits\"",
+        "ecdn_cluster_decodes_total has no label object",
+        "grouping label tier on no metric",
+        "undefined variable $span",
+    ] {
+        assert!(problems.contains(want), "{want}: {problems}");
+    }
 }
 
 /// `PURGE uri` with the bearer token: the status and the JSON answer.

@@ -15,7 +15,65 @@
 //!   request's arrival to its response headers: a streamed miss is timed to the origin's
 //!   headers, not to the end of the body. Written by hand from atomics (see [`super::ops`]), no
 //!   global recorder. Requests refused by request sanitizing (400, 414), `/_ecdn/` and `PURGE`
-//!   are not counted.
+//!   are not counted. In a cluster a request relayed to the bucket's serving node counts at
+//!   both nodes here: `tier="relayed"` at the node the client reached, its own tier at the
+//!   serving node (see `ecdn_cluster_served_total` below for the count once per request).
+//! * In a cluster, `/_ecdn/metrics` adds the `ecdn_cluster_*` series (`cluster/metrics.rs`;
+//!   series with a fixed set of label values are written for each, zeros included; `peer`
+//!   series appear once this node first talked to that peer, `peer` being its node id):
+//!   - gauges: `ecdn_cluster_info{node,scheme,k,p}` (1), `ecdn_cluster_epoch` (the bucket map
+//!     epoch the node uses), `ecdn_cluster_nodes` and `ecdn_cluster_nodes_available` (in that
+//!     map), `ecdn_cluster_control_reachable` (1 if the node reaches its control plane: in etcd
+//!     mode etcd answered its last request, else the coordinator answered its last heartbeat;
+//!     else 0), `ecdn_cluster_pieces_capacity_bytes`;
+//!   - `ecdn_cluster_served_total{result="hit"|"miss"}`, `ecdn_cluster_served_bytes_total`,
+//!     `ecdn_cluster_origin_bytes_total`: the `GET` / `HEAD` answers this node gave itself (not
+//!     the ones it relayed, nor passes), their body bytes, and the origin bytes they fetched
+//!     (`X-Ecdn-Origin-Bytes`: a miss's whole object, a partial hit's missing chunks, 0 for a
+//!     collapsed miss). Each client request is answered by exactly one node, so summed over
+//!     nodes these give the **cluster miss ratio** (`miss` / all) and **byte miss ratio**
+//!     (origin bytes / served bytes) without counting relayed requests twice. A partial hit and
+//!     a revalidation are misses, a stale answer a hit. (A relay that times out after the
+//!     serving node started answering, then served by the next candidate, counts at both.)
+//!   - `ecdn_cluster_written_bytes_total{kind="data"|"parity"|"replica"}`: payload bytes this
+//!     node's piece store accepted (its own pieces and those peers pushed), the **write load**
+//!     of C2DN §6: write imbalance is the max / mean over nodes of its rate;
+//!   - `ecdn_cluster_cached_reads_total{object="coded"|"replicated",
+//!     protection="protected"|"unprotected"}`: the **unprotected fraction** (C2DN §6, Fig. 6b/c:
+//!     an object is unprotected if only one copy is cached in the cluster, a coded object if
+//!     fewer than K + 1 of its chunks are), measured at read time since no node sees every
+//!     cache: each time the serving node reads a cached object from the pieces (a hit after the
+//!     HOC; HOC hits, partial hits and misses are not counted), it counts what the servers it
+//!     asked hold — a replicated object is protected with replicas on two servers or more, a
+//!     coded one with K + 1 distinct chunks or more among this node's store and the `has`
+//!     answers (the bucket's available servers and the slots' former servers; when a chunk
+//!     here lets the read start at once, the answers of the assigned servers asked beside it).
+//!     A server that does not answer holds nothing. Once per request, before any repair;
+//!   - `ecdn_cluster_hits_total{object}` (hits from the pieces), `ecdn_cluster_decodes_total`
+//!     (coded answers that needed a decode), `ecdn_cluster_partial_hits_total`,
+//!     `ecdn_cluster_repairs_total` (hits after which missing pieces were written back),
+//!     `ecdn_cluster_corrupt_sub_chunks_total`, `ecdn_cluster_streamed_fills_total`,
+//!     `ecdn_cluster_ring_lost_total`;
+//!   - `ecdn_cluster_parity_fetches_total{reason}`: read windows that asked for the parity
+//!     chunks: `delayed` (C2DN's delayed parity fetch: a data sub-chunk still missing
+//!     `parity_delay` × the first peer sub-chunk's latency later), `missing` (a data chunk
+//!     without a source), `failed` (the data servers' reads ended short: failed, `404`, cut),
+//!     `corrupt` (a data sub-chunk failed its CRC-32C);
+//!   - per peer: `ecdn_cluster_peer_fetches_total{peer}` (`has` questions and piece reads
+//!     sent), the histogram `ecdn_cluster_peer_fetch_duration_seconds{peer}` (send to the
+//!     peer's response headers, the same buckets as `ecdn_request_duration_seconds`),
+//!     `ecdn_cluster_peer_errors_total{peer}` (fetches without an answer, answers other than
+//!     `200` / `404` or with a bad signature, bodies cut short, piece writes that failed),
+//!     `ecdn_cluster_relayed_total{peer}` (client requests relayed to it) and
+//!     `ecdn_cluster_relay_failovers_total{peer}` (relays to it that failed over);
+//!   - `ecdn_cluster_peer_received_bytes_total` (pieces read and stored here, relayed answers),
+//!     of which `ecdn_cluster_relay_received_bytes_total`, and
+//!     `ecdn_cluster_peer_sent_bytes_total`;
+//!   - `ecdn_cluster_etcd_failures_total` (etcd mode: failed sessions) or
+//!     `ecdn_cluster_heartbeat_failures_total` (with the coordinator: failed heartbeats).
+//!
+//!   `docs/grafana/ecdn-cluster.json` is a Grafana dashboard of these (its test checks that
+//!   every series it asks for is one a node exports).
 //! * `PURGE <path>` (same cache key as a `GET`: Host + path + query) removes the entry from
 //!   the HOC and the disk and answers `200` `{"purged": true|false}` (whether anything was
 //!   held). The disk removal is durable before the answer: after a crash right after the
@@ -130,9 +188,11 @@ async fn metrics(st: &State) -> Response<NodeBody> {
         disk_errors,
         adaptsize_c,
     };
-    let mut r = Response::new(NodeBody::Full(Full::new(Bytes::from(
-        st.metrics.render(&gauges),
-    ))));
+    let mut text = st.metrics.render(&gauges);
+    if let Some(c) = &st.cluster {
+        c.render_metrics(&mut text);
+    }
+    let mut r = Response::new(NodeBody::Full(Full::new(Bytes::from(text))));
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),

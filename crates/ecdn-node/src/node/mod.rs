@@ -336,6 +336,9 @@ fn deliver(
     let elapsed = arrived.elapsed();
     let bytes = hyper::body::Body::size_hint(response.body()).exact();
     st.metrics.record(outcome, elapsed, bytes);
+    if let Some(c) = &st.cluster {
+        c.stats.delivered(outcome, bytes, response.headers());
+    }
     if let Some((method, path)) = log {
         let line = ops::Access {
             method: method.as_str(),

@@ -17,17 +17,16 @@ pub const BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-/// One tier's latency histogram: non-cumulative bucket counts (the last one is `+Inf`), the
-/// count and the sum in nanoseconds.
+/// A latency histogram over [`BUCKETS`]: non-cumulative bucket counts (the last one is
+/// `+Inf`) and the sum in nanoseconds.
 #[derive(Default)]
-struct Histogram {
+pub(super) struct Histogram {
     buckets: [AtomicU64; BUCKETS.len() + 1],
-    count: AtomicU64,
     sum_nanos: AtomicU64,
 }
 
 impl Histogram {
-    fn observe(&self, d: Duration) {
+    pub(super) fn observe(&self, d: Duration) {
         let secs = d.as_secs_f64();
         let i = BUCKETS
             .iter()
@@ -38,8 +37,30 @@ impl Histogram {
             u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
-        self.count.fetch_add(1, Ordering::Relaxed);
     }
+
+    /// Its `_bucket`, `_sum` and `_count` lines for the series `name{labels}` (`labels`: one
+    /// or more `key="value"` pairs, comma-separated).
+    pub(super) fn render(&self, o: &mut String, name: &str, labels: &str) {
+        let mut cumulative = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            cumulative += b.load(Ordering::Relaxed);
+            let le = BUCKETS
+                .get(i)
+                .map_or_else(|| "+Inf".to_string(), |&b| float(b));
+            let _ = writeln!(o, "{name}_bucket{{{labels},le=\"{le}\"}} {cumulative}");
+        }
+        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(o, "{name}_sum{{{labels}}} {}", float(sum));
+        // The bucket total rather than a count of its own, so that `_count` always equals the
+        // `+Inf` bucket even while another observation is being recorded.
+        let _ = writeln!(o, "{name}_count{{{labels}}} {cumulative}");
+    }
+}
+
+/// The `# HELP` and `# TYPE` lines of metric `name`.
+pub(super) fn help(o: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
 /// The node's counters: requests, responses by [`Outcome`], latencies by tier, bytes served,
@@ -127,9 +148,7 @@ impl Metrics {
         let requests = self.requests.load(Ordering::Relaxed);
         let bytes_served = self.bytes_served.load(Ordering::Relaxed);
         let mut o = String::with_capacity(4096);
-        let metric = |o: &mut String, name: &str, kind: &str, help: &str| {
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-        };
+        let metric = help;
         metric(
             &mut o,
             "ecdn_requests_total",
@@ -210,28 +229,10 @@ impl Metrics {
             "Time from request arrival to response headers, by tier.",
         );
         for (h, tier) in self.latency.iter().zip(Outcome::TIERS) {
-            let mut cumulative = 0;
-            for (i, b) in h.buckets.iter().enumerate() {
-                cumulative += b.load(Ordering::Relaxed);
-                let le = BUCKETS
-                    .get(i)
-                    .map_or_else(|| "+Inf".to_string(), |&b| float(b));
-                let _ = writeln!(
-                    o,
-                    "ecdn_request_duration_seconds_bucket{{tier=\"{tier}\",le=\"{le}\"}} {cumulative}"
-                );
-            }
-            let sum = h.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-            let _ = writeln!(
-                o,
-                "ecdn_request_duration_seconds_sum{{tier=\"{tier}\"}} {}",
-                float(sum)
-            );
-            // The bucket total rather than `count`, so that `_count` always equals the `+Inf`
-            // bucket even while another request is being recorded.
-            let _ = writeln!(
-                o,
-                "ecdn_request_duration_seconds_count{{tier=\"{tier}\"}} {cumulative}"
+            h.render(
+                &mut o,
+                "ecdn_request_duration_seconds",
+                &format!("tier=\"{tier}\""),
             );
         }
         o
@@ -239,7 +240,7 @@ impl Metrics {
 }
 
 /// A float in the exposition format (`+Inf`, `-Inf`, `NaN` for the special values).
-fn float(v: f64) -> String {
+pub(super) fn float(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
     } else if v == f64::INFINITY {

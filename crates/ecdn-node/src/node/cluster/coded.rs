@@ -38,7 +38,7 @@ use ecdn_cluster::piece::Coding;
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::{decode_range_with, ObjectLayout};
 use http_body_util::BodyExt;
-use hyper::{Method, StatusCode};
+use hyper::StatusCode;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -46,7 +46,7 @@ use super::super::body::{Chunk, Piece};
 use super::super::hoc::Striped;
 use super::super::State;
 use super::pieces::PieceStore;
-use super::{Cluster, ClusterStats};
+use super::{Cluster, ClusterStats, Parity};
 
 /// Bytes of sub-chunks asked of one chunk's server per request.
 const WINDOW_BYTES: u64 = 1 << 20;
@@ -214,17 +214,14 @@ async fn read_chunk(
                 cut.push(bytes);
             }
         }
-    } else if let Some(addr) = server.and_then(|s| c.peer_of(s)) {
+    } else if let Some(server) = server {
         let path = wire::piece_path(
             PieceName::Chunk(chunk as u16),
             &obj.key,
             Some((stripes.start, stripes.end)),
         );
-        let sent = c
-            .peers
-            .send(addr, Method::GET, &path, Bytes::new(), &[], c.peer_timeout);
-        match sent.await {
-            Ok(resp) if resp.status() == StatusCode::OK => {
+        match c.peer_get(server, &path).await {
+            Some(resp) if resp.status() == StatusCode::OK => {
                 let deadline = tokio::time::Instant::now() + c.peer_timeout * 4;
                 let mut body = resp.into_body();
                 while let Ok(Some(Ok(frame))) =
@@ -238,9 +235,13 @@ async fn read_chunk(
                         break;
                     }
                 }
+                if cut.next < cut.end {
+                    // Cut short, failed or too slow.
+                    c.stats.peer_error(server);
+                }
             }
-            Ok(_) => {}
-            Err(_) => ClusterStats::add(&c.stats.peer_errors, 1),
+            // `404`: the chunk is gone (evicted, moved); anything else counted by `peer_get`.
+            _ => {}
         }
     }
     let _ = tx.send(Arrival::End);
@@ -303,6 +304,7 @@ async fn window(
     // A data chunk without a source: parity from the start.
     let mut parity_asked = obj.sources[..k].iter().any(Option::is_none);
     if parity_asked {
+        c.stats.parity_fetch(Parity::Missing);
         for chunk in k..total {
             ask(chunk, stripes.start, &mut running);
         }
@@ -342,6 +344,7 @@ async fn window(
                 return; // a stripe cannot be completed: the answer ends short
             }
             parity_asked = true;
+            c.stats.parity_fetch(Parity::Failed);
             let from = stripes.start + next as u64;
             for chunk in k..total {
                 ask(chunk, from, &mut running);
@@ -354,6 +357,7 @@ async fn window(
                 _ = tokio::time::sleep_until(at.into()) => {
                     // The stripe being waited for is late: parity for the rest of the window.
                     parity_asked = true;
+                    c.stats.parity_fetch(Parity::Delayed);
                     let from = stripes.start + next as u64;
                     for chunk in k..total {
                         ask(chunk, from, &mut running);
@@ -381,6 +385,7 @@ async fn window(
                 }
                 if bad && chunk < k && !parity_asked {
                     parity_asked = true;
+                    c.stats.parity_fetch(Parity::Corrupt);
                     let from = stripes.start + next as u64;
                     for chunk in k..total {
                         ask(chunk, from, &mut running);

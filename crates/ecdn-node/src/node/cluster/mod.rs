@@ -25,12 +25,16 @@
 //! cache (FIFO), fed the same ids and sizes, so the node holds what the simulator's server
 //! holds.
 //!
+//! What the cluster paths do is counted in [`ClusterStats`] (`metrics.rs`): `/_ecdn/stats`'s
+//! `cluster` object and the `ecdn_cluster_*` series of `/_ecdn/metrics` (listed in `admin.rs`).
+//!
 //! Response headers of a cluster node (for load drivers and operators): `X-Ecdn-Object`
 //! (`coded` / `replicated`), `X-Ecdn-Origin-Bytes` (what this request's fetch took from the
 //! origin), `X-Ecdn-Partial: 1` (a partial hit: some chunks were cached, too few), `X-Ecdn-Decoded:
 //! 1` (a Reed-Solomon decode was needed), `X-Ecdn-Served-By` (the serving node's id).
 
 pub(super) mod coded;
+mod metrics;
 pub(super) mod partial;
 pub(super) mod peer_server;
 pub(super) mod pieces;
@@ -45,7 +49,7 @@ use std::time::Duration;
 
 use ecdn_cluster::auth::ClusterKey;
 use ecdn_cluster::config::ClusterConfig;
-use ecdn_cluster::control::{spawn_control, Control, MapHandle, WriteLoads};
+use ecdn_cluster::control::{spawn_control, Control, CoordinatorStatus, MapHandle, WriteLoads};
 use ecdn_cluster::etcd::{spawn_etcd_control, EtcdStatus};
 use ecdn_cluster::peer::PeerClient;
 use ecdn_codec::CodecCache;
@@ -53,6 +57,7 @@ use ecdn_placement::pieces::Scheme;
 use ecdn_policy::spec::EvictionKind;
 use ecdn_policy::Cache;
 
+pub(super) use metrics::{ClusterStats, Parity};
 use pieces::PieceStore;
 
 /// What a node needs to join a cluster.
@@ -62,32 +67,6 @@ pub struct ClusterNode {
     pub cluster: ClusterConfig,
     /// This node's id in it.
     pub id: usize,
-}
-
-/// Counters of the cluster paths (in `/_ecdn/stats` as `cluster`).
-#[derive(Default)]
-pub(super) struct ClusterStats {
-    pub(super) relayed: AtomicU64,
-    pub(super) relay_failovers: AtomicU64,
-    pub(super) peer_bytes_received: AtomicU64,
-    /// The part of `peer_bytes_received` that relayed answers carried.
-    pub(super) relay_bytes_received: AtomicU64,
-    pub(super) peer_bytes_sent: AtomicU64,
-    pub(super) decodes: AtomicU64,
-    pub(super) partial_hits: AtomicU64,
-    pub(super) coded_hits: AtomicU64,
-    pub(super) replicated_hits: AtomicU64,
-    pub(super) repairs: AtomicU64,
-    pub(super) corrupt_sub_chunks: AtomicU64,
-    pub(super) peer_errors: AtomicU64,
-    /// Fills of coded objects whose chunks were encoded and sent stripe by stripe.
-    pub(super) streamed_fills: AtomicU64,
-}
-
-impl ClusterStats {
-    pub(super) fn add(c: &AtomicU64, n: u64) {
-        c.fetch_add(n, Ordering::Relaxed);
-    }
 }
 
 /// The node's side of the cluster, shared by its request paths and its peer listener.
@@ -108,6 +87,8 @@ pub(super) struct Cluster {
     pub(super) peer_timeout: Duration,
     /// In etcd mode: whether this node reaches etcd, and its session failures.
     pub(super) etcd: Option<Arc<EtcdStatus>>,
+    /// In embedded mode: whether this node reaches the coordinator.
+    coordinator: Option<Arc<CoordinatorStatus>>,
 }
 
 /// The piece policy's share of the disk ring: the ring is this much larger than the policy's
@@ -145,6 +126,7 @@ impl Cluster {
             own_peer,
             cfg: c.cluster.clone(),
             map: control.map().clone(),
+            coordinator: control.coordinator_status(),
             control: Mutex::new(Some(control)),
             peers,
             pieces: PieceStore::new(policy),
@@ -205,8 +187,8 @@ impl Cluster {
             "scheme": self.cfg.scheme_name(),
             "bytes_written": self.pieces.written(),
             "pieces_capacity": self.pieces.capacity(),
-            "relayed": get(&s.relayed),
-            "relay_failovers": get(&s.relay_failovers),
+            "relayed": s.relayed(),
+            "relay_failovers": s.relay_failovers(),
             "peer_bytes_received": get(&s.peer_bytes_received),
             "relay_bytes_received": get(&s.relay_bytes_received),
             "peer_bytes_sent": get(&s.peer_bytes_sent),
@@ -216,7 +198,7 @@ impl Cluster {
             "replicated_hits": get(&s.replicated_hits),
             "repairs": get(&s.repairs),
             "corrupt_sub_chunks": get(&s.corrupt_sub_chunks),
-            "peer_errors": get(&s.peer_errors),
+            "peer_errors": s.peer_errors(),
             "streamed_fills": get(&s.streamed_fills),
             "ring_lost": self.pieces.ring_lost(),
             // In etcd mode: whether this node reaches etcd now, and its failed sessions.

@@ -89,6 +89,8 @@ pub(in crate::node) async fn lookup(
         held: c.pieces.held(object, chunks),
     }];
     let mut meta: Option<PieceMeta> = None;
+    // Whether this lookup counted its read of a cached object (see `count_protection`).
+    let once = Arc::new(AtomicBool::new(false));
     // A replica here: no need to ask anyone.
     let local_replica = holders[0].held.contains(&PieceName::Replica);
     let local = if local_replica {
@@ -103,7 +105,9 @@ pub(in crate::node) async fn lookup(
             server: c.id,
             held: holders[0].held.clone(),
         };
-        let hit = coded_hit(st, c, req, key, rd, &presumed, coding, http, bucket, true);
+        let hit = coded_hit(
+            st, c, req, key, rd, &presumed, coding, http, bucket, &once, true,
+        );
         if let Some(found) = hit.await {
             return found;
         }
@@ -123,13 +127,15 @@ pub(in crate::node) async fn lookup(
     // A peer's chunk names the coding, or this node's.
     let coding = meta.and_then(|m| m.coding.map(|cd| (cd, m.http))).or(local);
     if let Some((coding, http)) = coding.filter(|_| replica_at.is_none()) {
-        let hit = coded_hit(st, c, req, key, rd, &holders, coding, http, bucket, false);
+        let hit = coded_hit(
+            st, c, req, key, rd, &holders, coding, http, bucket, &once, false,
+        );
         return hit.await.unwrap_or(Found::Miss);
     }
     let Some(server) = replica_at else {
         return Found::Miss;
     };
-    replica_hit(st, c, req, key, rd, &holders, server).await
+    replica_hit(st, c, req, key, rd, &holders, server, &once).await
 }
 
 /// Asks the bucket's servers and the slots' former servers (those available, but this node)
@@ -250,9 +256,10 @@ fn presumed_holders(c: &Cluster, bucket: usize) -> Vec<Holder> {
     holders
 }
 
-/// Which of the bucket's pieces (chunks if `coded`, else replicas) their servers lack, asking
-/// every available assigned server but this node (whose pieces `here` says) at once.
-async fn check_lacking(c: &Arc<Cluster>, key: &CacheKey, coded: bool, here: &Holder) -> Vec<bool> {
+/// What the bucket's assigned servers of its pieces (chunks if `coded`, else replicas) hold,
+/// asking every available one but this node (whose pieces `here` says) at once; a server that
+/// does not answer holds nothing. ([`lacking`] of it: which pieces their servers lack.)
+async fn ask_placed(c: &Arc<Cluster>, key: &CacheKey, coded: bool, here: &Holder) -> Vec<Holder> {
     let map = c.map.current();
     let bucket = map.bucket_of(super::object_id(&key.key));
     let (mut placed, mut walk) = (Vec::new(), Vec::new());
@@ -276,26 +283,60 @@ async fn check_lacking(c: &Arc<Cluster>, key: &CacheKey, coded: bool, here: &Hol
             holders.push(Holder { server, held });
         }
     }
-    lacking(c, key, coded, &holders)
+    holders
+}
+
+/// Counts the serving node's read of a cached object (`ecdn_cluster_cached_reads_total`, see
+/// `admin.rs`), once per lookup (`once`): protected if `holders` hold replicas on two servers
+/// or more (`coded`: K + 1 distinct chunks or more), unprotected otherwise.
+fn count_protection(c: &Cluster, holders: &[Holder], coded: bool, once: &AtomicBool) {
+    if once.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let (k, p) = (c.cfg.k, c.cfg.p);
+    let protected = if coded {
+        let mut chunks: Vec<u16> = holders
+            .iter()
+            .flat_map(|h| &h.held)
+            .filter_map(|piece| match piece {
+                PieceName::Chunk(ch) if usize::from(*ch) < k + p => Some(*ch),
+                _ => None,
+            })
+            .collect();
+        chunks.sort_unstable();
+        chunks.dedup();
+        chunks.len() > k
+    } else {
+        let mut servers: Vec<usize> = holders
+            .iter()
+            .filter(|h| h.held.contains(&PieceName::Replica))
+            .map(|h| h.server)
+            .collect();
+        servers.sort_unstable();
+        servers.dedup();
+        servers.len() >= 2
+    };
+    c.stats.cached_read(coded, protected);
 }
 
 /// A signed answer of node `server` to `GET path`, of at most `limit` bytes, its signature and
 /// digest checked; `None` for anything else (a failed peer, `404`, a bad signature).
 async fn signed_get(c: &Cluster, server: usize, path: &str, limit: usize) -> Option<Bytes> {
-    let addr = c.peer_of(server)?;
-    let resp = c
-        .peers
-        .send(addr, Method::GET, path, Bytes::new(), &[], c.peer_timeout)
-        .await
-        .ok()?;
+    let resp = c.peer_get(server, path).await?;
     if resp.status() != StatusCode::OK {
         return None;
     }
     let (parts, body) = resp.into_parts();
-    let body = read_body(body, limit).await.ok()?;
+    let Ok(body) = read_body(body, limit).await else {
+        c.stats.peer_error(server);
+        return None;
+    };
     ClusterStats::add(&c.stats.peer_bytes_received, body.len() as u64);
     let now = ecdn_cluster::auth::unix_now();
-    verify_response(c.peers.key(), path, &parts.headers, &body, now).ok()?;
+    if verify_response(c.peers.key(), path, &parts.headers, &body, now).is_err() {
+        c.stats.peer_error(server);
+        return None;
+    }
     Some(body)
 }
 
@@ -346,6 +387,7 @@ pub(super) fn mark(
     r
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn replica_hit(
     st: &Arc<State>,
     c: &Arc<Cluster>,
@@ -354,6 +396,7 @@ async fn replica_hit(
     rd: &RequestDirectives,
     holders: &[Holder],
     server: usize,
+    once: &Arc<AtomicBool>,
 ) -> Found {
     let object = key.id;
     let frame = if server == c.id {
@@ -384,9 +427,10 @@ async fn replica_hit(
     if server == c.id && holders.len() == 1 {
         // Found here without asking anyone: whether the other targets hold their copy is
         // checked after answering.
-        let (st, c, key, e) = (st.clone(), c.clone(), key.clone(), e.clone());
-        tokio::spawn(async move { repair_replicas(&st, &c, &key, &e).await });
+        let (st, c, key, e, once) = (st.clone(), c.clone(), key.clone(), e.clone(), once.clone());
+        tokio::spawn(async move { repair_replicas(&st, &c, &key, &e, &once).await });
     } else {
+        count_protection(c, holders, false, once);
         let lack = lacking(c, key, false, holders);
         if lack.iter().any(|&l| l) {
             ClusterStats::add(&c.stats.repairs, 1);
@@ -404,13 +448,22 @@ async fn replica_hit(
     })
 }
 
-/// Writes the replicas of `e` that the other replica targets lack (asking them first).
-async fn repair_replicas(st: &Arc<State>, c: &Arc<Cluster>, key: &CacheKey, e: &StoredResponse) {
+/// Writes the replicas of `e` that the other replica targets lack (asking them first), and
+/// counts the read's protection from their answers.
+async fn repair_replicas(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    key: &CacheKey,
+    e: &StoredResponse,
+    once: &AtomicBool,
+) {
     let here = Holder {
         server: c.id,
         held: vec![PieceName::Replica],
     };
-    let lack = check_lacking(c, key, false, &here).await;
+    let holders = ask_placed(c, key, false, &here).await;
+    count_protection(c, &holders, false, once);
+    let lack = lacking(c, key, false, &holders);
     if lack.iter().any(|&l| l) {
         ClusterStats::add(&c.stats.repairs, 1);
         write::place(st, c, e, Some(&lack)).await;
@@ -463,7 +516,7 @@ pub(super) async fn answer_whole(
 /// A coded hit from `holders`, or a partial hit, or a miss. With `presumed`, `holders` is
 /// what the bucket map implies ([`presumed_holders`]) rather than what the servers said: the
 /// object is read from the assigned servers at once, and whether they really hold their
-/// chunks is asked beside the read ([`check_lacking`]); a lacking chunk is restored before
+/// chunks is asked beside the read ([`ask_placed`]); a lacking chunk is restored before
 /// the answer ends, as on the other path. `None` (only with `presumed`): the assigned servers
 /// could not supply the object; the caller asks the servers and tries again.
 #[allow(clippy::too_many_arguments)]
@@ -477,6 +530,7 @@ async fn coded_hit(
     coding: ecdn_cluster::piece::Coding,
     http: Vec<u8>,
     bucket: usize,
+    once: &Arc<AtomicBool>,
     presumed: bool,
 ) -> Option<Found> {
     let (k, p) = (c.cfg.k, c.cfg.p);
@@ -540,9 +594,12 @@ async fn coded_hit(
     // response cut short. Ranges read only their stripes into the HOC (below).
     let whole = admit && !req.headers().contains_key(hyper::header::RANGE);
     if lack.iter().any(|&l| l) || whole {
+        let mut placed = None;
         if presumed {
             // The object is read whole anyway: learn first what the targets really lack.
-            lack = check_lacking(c, key, true, &holders[0]).await;
+            let asked = ask_placed(c, key, true, &holders[0]).await;
+            lack = lacking(c, key, true, &asked);
+            placed = Some(asked);
         }
         // The object whole, to re-encode the missing chunks and for the HOC. (When the
         // presumed sources fail here, the HOC's admission was counted once already.)
@@ -553,6 +610,7 @@ async fn coded_hit(
             None if presumed => return None,
             None => return Some(Found::Miss),
         };
+        count_protection(c, placed.as_deref().unwrap_or(holders), true, once);
         ClusterStats::add(&c.stats.coded_hits, 1);
         return Some(Found::Hit(Answer {
             outcome: Outcome::HitDisk,
@@ -572,12 +630,15 @@ async fn coded_hit(
     let length = super::super::upstream::content_length(r.headers());
     let finish = presumed.then(|| {
         let (st, c, key, obj) = (st.clone(), c.clone(), key.clone(), obj.clone());
+        let once = once.clone();
         let here = Holder {
             server: holders[0].server,
             held: holders[0].held.clone(),
         };
         tokio::spawn(async move {
-            let lack = check_lacking(&c, &key, true, &here).await;
+            let placed = ask_placed(&c, &key, true, &here).await;
+            count_protection(&c, &placed, true, &once);
+            let lack = lacking(&c, &key, true, &placed);
             if !lack.iter().any(|&l| l) {
                 return;
             }
@@ -592,6 +653,9 @@ async fn coded_hit(
     let Some((ready, rest)) = streamed else {
         return if presumed { None } else { Some(Found::Miss) };
     };
+    if !presumed {
+        count_protection(c, holders, true, once);
+    }
     ClusterStats::add(&c.stats.coded_hits, 1);
     let d = decoded.load(Ordering::Relaxed);
     if d {

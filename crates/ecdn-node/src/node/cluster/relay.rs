@@ -65,14 +65,14 @@ pub(in crate::node) async fn forward(
             .await;
         match sent {
             Ok(resp) => {
-                ClusterStats::add(&c.stats.relayed, 1);
+                c.stats.relay(server, true);
                 return Some(Answer {
                     outcome: Outcome::Relayed,
                     response: stream_back(c, resp, req.method() == hyper::Method::HEAD),
                 });
             }
             Err(e) => {
-                ClusterStats::add(&c.stats.relay_failovers, 1);
+                c.stats.relay(server, false);
                 eprintln!("ecdn node: relay to node {server}: {e}; trying the next candidate");
             }
         }

@@ -313,7 +313,7 @@ impl StripePlacer {
             match target {
                 Target::Skip => {}
                 Target::Failed(server) => {
-                    ClusterStats::add(&c.stats.peer_errors, 1);
+                    c.stats.peer_error(server);
                     eprintln!(
                         "ecdn node: streaming chunk {chunk} of {key} to node {server} failed"
                     );
@@ -366,11 +366,11 @@ fn pushed(c: &Cluster, server: usize, sent_all: bool, n: u64, status: Result<Sta
             ClusterStats::add(&c.stats.peer_bytes_sent, n);
         }
         Ok(s) => {
-            ClusterStats::add(&c.stats.peer_errors, 1);
+            c.stats.peer_error(server);
             eprintln!("ecdn node: storing a piece on node {server}: {s}");
         }
         Err(e) => {
-            ClusterStats::add(&c.stats.peer_errors, 1);
+            c.stats.peer_error(server);
             eprintln!("ecdn node: storing a piece on node {server}: {e}");
         }
     }
@@ -412,6 +412,7 @@ pub(super) async fn put_local(
         }
     }
     if put == Put::Stored {
+        c.stats.written(name, c.cfg.k, len);
         match name {
             PieceName::Chunk(ch) if c.scheme() == Scheme::C2dn && usize::from(ch) >= c.cfg.k => {
                 let map = c.map.current();
