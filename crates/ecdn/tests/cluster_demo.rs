@@ -207,6 +207,53 @@ fn six_nodes_lose_one_at_half_time_and_fail_no_request() {
     assert!(r.stdout.contains("node 2 killed"), "{}", r.stdout);
 }
 
+/// True when `CI` is set to anything but empty, `0` or `false`.
+fn under_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| {
+        let v = v.to_ascii_lowercase();
+        !v.is_empty() && v != "false" && v != "0"
+    })
+}
+
+/// The control plane on etcd (three members, two coordinators): the leading coordinator is
+/// killed under load and a node right after; another leads, the node's loss is handled, and
+/// no request fails.
+#[test]
+fn etcd_control_plane_loses_its_leader_and_a_node_under_load() {
+    if !std::path::Path::new("/usr/bin/etcd").exists() {
+        if under_ci() {
+            panic!("under CI and etcd is not installed (etcd-server): CI must install it");
+        }
+        eprintln!("skipped: etcd is not installed (Debian etcd-server)");
+        return;
+    }
+    let (r, v) = demo(
+        &[
+            "--nodes",
+            "5",
+            "--requests",
+            "4000",
+            "--control",
+            "etcd",
+            "--etcd-members",
+            "3",
+            "--kill-coordinator",
+            "0.2",
+            "--kill",
+            "3@0.25",
+        ],
+        Duration::from_secs(120),
+    );
+    check_contract(&v);
+    assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
+    assert_eq!(v["wrong_bytes"], 0);
+    assert_eq!(v["control"], "etcd");
+    assert_eq!(v["coordinator_failovers"], 1, "{}", r.stderr);
+    assert!(v["epoch_changes"].as_u64() >= Some(1), "{v}");
+    let took = v["control_events"][0]["recovered_s"].as_f64().unwrap();
+    assert!(took < 10.0, "a new leader after {took} s");
+}
+
 #[test]
 fn bad_flags_are_clear_errors_before_anything_starts() {
     for (args, want) in [
@@ -225,6 +272,8 @@ fn bad_flags_are_clear_errors_before_anything_starts() {
         ),
         (vec!["--plot", "out.gif"], ".png or .svg"),
         (vec!["--trace", "/nonexistent/trace.bin"], "trace"),
+        (vec!["--kill-coordinator", "0.5"], "need --control etcd"),
+        (vec!["--control", "zookeeper"], "embedded or etcd"),
     ] {
         let mut full = vec!["cluster", "demo"];
         full.extend_from_slice(&args);

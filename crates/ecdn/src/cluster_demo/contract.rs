@@ -2,7 +2,7 @@
 //! names; shared by the demo's unit tests and its end-to-end test (`tests/cluster_demo.rs`,
 //! which includes this file by path).
 
-pub const CONTRACT_FIELDS: [&str; 17] = [
+pub const CONTRACT_FIELDS: [&str; 20] = [
     "scheme",
     "nodes",
     "requests",
@@ -20,4 +20,8 @@ pub const CONTRACT_FIELDS: [&str; 17] = [
     "ttfb_ms",
     "download_ms",
     "sim",
+    // Issue 11: the control plane.
+    "control",
+    "coordinator_failovers",
+    "epoch_changes",
 ];

@@ -188,6 +188,11 @@ impl<K: FnMut(usize)> Dispenser<K> {
         Next::Request(Assignment { index, node })
     }
 
+    /// Requests handed out so far.
+    pub fn issued(&self) -> u64 {
+        self.next
+    }
+
     /// A request handed out is done.
     pub fn finished(&mut self) {
         self.in_flight -= 1;

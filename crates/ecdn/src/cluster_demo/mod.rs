@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use ecdn_cluster::coordinator::client::CoordinatorClient;
+use ecdn_cluster::etcd_local::LocalEtcd;
 use ecdn_placement::pieces::Scheme;
 use ecdn_sim::cluster::{simulate_cluster, ClusterConfig as SimConfig, ClusterResult};
 use ecdn_sim::cluster_sweep::SchemeCode;
@@ -26,6 +27,7 @@ use ecdn_trace::{Format, OpenOptions, Request, SliceReader, BATCH};
 
 #[cfg(test)]
 mod contract;
+pub mod control;
 pub mod driver;
 pub mod procs;
 pub mod report;
@@ -172,6 +174,8 @@ pub struct DemoArgs {
     /// Keep the run's directory (cluster file, logs, disk files) and print where it is.
     #[arg(long)]
     keep_dir: bool,
+    #[command(flatten)]
+    control: control::ControlArgs,
 }
 
 /// The requests to replay, in order.
@@ -229,6 +233,7 @@ struct Plan {
     request_timeout: Duration,
     /// `--client-link`, bits per second.
     client_links: Vec<f64>,
+    control: control::ControlPlan,
 }
 
 /// A rate in bits per second: a number with an optional `kbit`, `Mbit` or `Gbit` (decimal).
@@ -325,6 +330,7 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
             Some(l) => l.split(',').map(parse_rate).collect::<Result<_>>()?,
             None => Vec::new(),
         },
+        control: control::ControlPlan::parse(&a.control, total)?,
     })
 }
 
@@ -338,22 +344,39 @@ struct Live {
     stats: Vec<Option<ClusterStats>>,
     /// Per node: killed by the schedule.
     killed: Vec<bool>,
+    control: control::ControlReport,
 }
 
-async fn live(a: &DemoArgs, plan: &Plan, dir: &Path, layout: &Layout, key: &str) -> Result<Live> {
+/// The run's cluster: its file, layout and (etcd mode) local etcd.
+struct Setup<'a> {
+    dir: &'a Path,
+    layout: &'a Layout,
+    cfg: &'a ecdn_cluster::ClusterConfig,
+    etcd: Option<Arc<Mutex<LocalEtcd>>>,
+}
+
+async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
+    let (dir, layout, cfg) = (setup.dir, setup.layout, setup.cfg);
     let n = a.nodes;
     let file = dir.join("cluster.toml");
     let procs = Arc::new(Mutex::new(Procs::new(dir)?));
     {
         let mut p = procs.lock().unwrap();
         p.start_origin(layout.origin, &a.origin_latency)?;
-        p.start_coordinator(&file)?;
+        if plan.control.etcd() {
+            for &c in &layout.coordinators {
+                p.start_coordinator(&file, Some(c))?;
+            }
+        } else {
+            p.start_coordinator(&file, None)?;
+        }
         for id in 0..n {
             p.start_node(id, &file, layout.origin, plan.hoc_size, plan.disk_size)?;
         }
     }
     let t = Instant::now();
-    procs::wait_ready(&procs, layout, key, plan.ready_timeout).await?;
+    procs::wait_ready(&procs, layout, cfg, plan.ready_timeout).await?;
+    let first_epoch = coordinator_epoch(cfg).await?;
     eprintln!(
         "cluster up in {:.2} s: origin {}, coordinator {}, {} nodes (HOC {}, disk {} each); \
          replaying {} requests with {} workers, round-robin over the live nodes",
@@ -380,12 +403,15 @@ async fn live(a: &DemoArgs, plan: &Plan, dir: &Path, layout: &Layout, key: &str)
             .with_rebalances(a.rebalance_every),
     ));
     let rebalancer: Rebalancer = {
-        let client = CoordinatorClient::new(key.as_bytes(), layout.coordinator);
+        let cfg = cfg.clone();
         let clients: Vec<SocketAddr> = layout.nodes.iter().map(|(c, _)| *c).collect();
         Arc::new(move |live: Vec<usize>| {
-            let client = client.clone();
+            let cfg = cfg.clone();
             let nodes: Vec<SocketAddr> = live.iter().map(|&i| clients[i]).collect();
             Box::pin(async move {
+                let client = CoordinatorClient::for_cluster(&cfg)
+                    .await
+                    .map_err(anyhow::Error::msg)?;
                 procs::rebalance(&client, &nodes)
                     .await
                     .map(|_| ())
@@ -401,9 +427,26 @@ async fn live(a: &DemoArgs, plan: &Plan, dir: &Path, layout: &Layout, key: &str)
         rebalancer: Some(rebalancer),
         arrivals: !plan.client_links.is_empty(),
     });
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let events = tokio::spawn(control::run_events(
+        plan.control.clone(),
+        cfg.clone(),
+        layout.clone(),
+        procs.clone(),
+        setup.etcd.clone(),
+        work.dispenser.clone(),
+        done.clone(),
+    ));
     let t = Instant::now();
-    let records = driver::run(work, a.concurrency).await?;
+    let records = driver::run(work, a.concurrency).await;
     let elapsed_s = t.elapsed().as_secs_f64();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut control = events.await.context("the control-plane events")??;
+    let records = records?;
+    if !plan.control.etcd() {
+        // The embedded coordinator's epochs count up by one per map.
+        control.epoch_changes = coordinator_epoch(cfg).await? - first_epoch;
+    }
     let mut killed = vec![false; n];
     for k in &plan.kills {
         killed[k.node] = true;
@@ -443,7 +486,16 @@ async fn live(a: &DemoArgs, plan: &Plan, dir: &Path, layout: &Layout, key: &str)
         cpu,
         stats,
         killed,
+        control,
     })
+}
+
+/// The leading coordinator's current epoch.
+async fn coordinator_epoch(cfg: &ecdn_cluster::ClusterConfig) -> Result<u64> {
+    let client = CoordinatorClient::for_cluster(cfg)
+        .await
+        .map_err(anyhow::Error::msg)?;
+    Ok(procs::coordinator_status(&client).await?.epoch)
 }
 
 /// The simulator on the same trace and configuration: without failures, or (`with_kills`)
@@ -597,6 +649,7 @@ fn build_report(
         })
         .collect();
     Report {
+        control: live.control.clone(),
         scheme,
         nodes: a.nodes,
         k: plan.code.k,
@@ -652,7 +705,23 @@ fn run_demo(a: DemoArgs) -> Result<()> {
         .prefix("ecdn-cluster-demo-")
         .tempdir()
         .context("creating the run's temporary directory")?;
-    let layout = Layout::free(a.nodes)?;
+    // etcd first: its members hold their ports, so the layout's free ports cannot collide.
+    let etcd = if plan.control.etcd() {
+        let bin = LocalEtcd::find_binary().context(
+            "--control etcd: etcd is not installed (Debian: apt-get install etcd-server)",
+        )?;
+        let e = LocalEtcd::start(&bin, dir.path(), plan.control.etcd_members)
+            .context("starting the local etcd cluster")?;
+        eprintln!(
+            "etcd: {} member(s) at {}",
+            e.members(),
+            e.endpoints().join(", ")
+        );
+        Some(Arc::new(Mutex::new(e)))
+    } else {
+        None
+    };
+    let layout = Layout::free(a.nodes, plan.control.coordinators)?;
     let key = procs::random_key()?;
     let text = procs::cluster_file(
         &FileSettings {
@@ -664,6 +733,10 @@ fn run_demo(a: DemoArgs) -> Result<()> {
             sub_chunk: plan.sub_chunk,
             seed: a.seed,
             key: key.clone(),
+            etcd: etcd
+                .as_ref()
+                .map(|e| e.lock().unwrap().endpoints())
+                .unwrap_or_default(),
         },
         &layout,
     );
@@ -674,14 +747,22 @@ fn run_demo(a: DemoArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
+    let setup = Setup {
+        dir: dir.path(),
+        layout: &layout,
+        cfg: &cfg,
+        etcd: etcd.clone(),
+    };
     let live = rt.block_on(async {
         tokio::select! {
-            r = live(&a, &plan, dir.path(), &layout, &key) => r,
+            r = live(&a, &plan, &setup) => r,
             _ = crate::origin_cmd::shutdown_signal() => bail!("interrupted"),
         }
     });
     // Every child is dead here: the run's future (and with it the processes) is gone.
     drop(rt);
+    drop(setup);
+    drop(etcd);
     let kept = if a.keep_dir {
         let path = dir.keep();
         eprintln!("kept the run's directory {}", path.display());
@@ -887,6 +968,12 @@ mod tests {
             cpu: vec![Some(1.0), Some(0.5), Some(1.5), None],
             stats: vec![Some(stats(100)), None, Some(stats(150)), Some(stats(120))],
             killed: vec![false, true, false, false],
+            control: control::ControlReport {
+                control: "etcd".into(),
+                coordinator_failovers: 1,
+                epoch_changes: 4,
+                ..control::ControlReport::default()
+            },
         };
         let sim = sim_summary(&simulate(&a, &plan, false).unwrap());
         let killed = sim_summary(&simulate(&a, &plan, true).unwrap());

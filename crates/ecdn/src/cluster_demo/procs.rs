@@ -24,15 +24,20 @@ use super::report::ClusterStats;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Layout {
     pub origin: SocketAddr,
+    /// The cluster file's `coordinator` (the embedded coordinator listens there).
     pub coordinator: SocketAddr,
+    /// etcd mode: each coordinator's API (`--listen`), the first being `coordinator`.
+    pub coordinators: Vec<SocketAddr>,
     /// (client, peer) of each node.
     pub nodes: Vec<(SocketAddr, SocketAddr)>,
 }
 
 impl Layout {
-    /// `2 + 2 × nodes` distinct free ports on 127.0.0.1 (all bound at once, then released).
-    pub fn free(nodes: usize) -> Result<Layout> {
-        let listeners = (0..2 + 2 * nodes)
+    /// `1 + coordinators + 2 × nodes` distinct free ports on 127.0.0.1 (all bound at once,
+    /// then released).
+    pub fn free(nodes: usize, coordinators: usize) -> Result<Layout> {
+        let c = coordinators.max(1);
+        let listeners = (0..1 + c + 2 * nodes)
             .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
             .collect::<std::io::Result<Vec<_>>>()
             .context("finding free loopback ports")?;
@@ -43,8 +48,9 @@ impl Layout {
         Ok(Layout {
             origin: addrs[0],
             coordinator: addrs[1],
+            coordinators: addrs[1..1 + c].to_vec(),
             nodes: (0..nodes)
-                .map(|i| (addrs[2 + 2 * i], addrs[3 + 2 * i]))
+                .map(|i| (addrs[1 + c + 2 * i], addrs[2 + c + 2 * i]))
                 .collect(),
         })
     }
@@ -62,6 +68,8 @@ pub struct FileSettings {
     pub sub_chunk: u64,
     pub seed: u64,
     pub key: String,
+    /// etcd endpoints (empty: the embedded coordinator).
+    pub etcd: Vec<String>,
 }
 
 /// The cluster file's TOML text.
@@ -76,6 +84,10 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
     let _ = writeln!(t, "seed = {}", s.seed);
     let _ = writeln!(t, "key = \"{}\"", s.key);
     let _ = writeln!(t, "coordinator = \"{}\"", layout.coordinator);
+    if !s.etcd.is_empty() {
+        let urls: Vec<String> = s.etcd.iter().map(|u| format!("\"{u}\"")).collect();
+        let _ = writeln!(t, "etcd = [{}]", urls.join(", "));
+    }
     for (id, (client, peer)) in layout.nodes.iter().enumerate() {
         let _ = writeln!(
             t,
@@ -101,6 +113,8 @@ pub struct Proc {
     log: PathBuf,
     /// Exited (or killed and reaped).
     gone: bool,
+    /// Killed by the demo (not an unexpected exit).
+    killed: bool,
 }
 
 impl Proc {
@@ -134,6 +148,7 @@ impl Proc {
             let _ = self.child.kill();
             let _ = self.child.wait();
             self.gone = true;
+            self.killed = true;
         }
     }
 }
@@ -181,7 +196,7 @@ pub struct Procs {
     dir: PathBuf,
     exe: PathBuf,
     pub origin: Option<Proc>,
-    pub coordinator: Option<Proc>,
+    pub coordinators: Vec<Proc>,
     pub nodes: Vec<Option<Proc>>,
 }
 
@@ -191,7 +206,7 @@ impl Procs {
             dir: dir.to_path_buf(),
             exe: std::env::current_exe().context("finding the ecdn executable")?,
             origin: None,
-            coordinator: None,
+            coordinators: Vec::new(),
             nodes: Vec::new(),
         })
     }
@@ -213,6 +228,7 @@ impl Procs {
             child,
             log,
             gone: false,
+            killed: false,
         })
     }
 
@@ -229,10 +245,27 @@ impl Procs {
         Ok(())
     }
 
-    pub fn start_coordinator(&mut self, file: &Path) -> Result<()> {
-        let args = ["coordinator".into(), "--cluster".into(), path_arg(file)];
-        self.coordinator = Some(self.spawn("coordinator", "coordinator.log", &args)?);
+    /// `ecdn coordinator --cluster FILE [--listen ADDR]` (etcd mode: each its own API).
+    pub fn start_coordinator(&mut self, file: &Path, listen: Option<SocketAddr>) -> Result<()> {
+        let mut args = vec!["coordinator".into(), "--cluster".into(), path_arg(file)];
+        if let Some(l) = listen {
+            args.extend(["--listen".into(), l.to_string()]);
+        }
+        let i = self.coordinators.len();
+        let (name, log) = match i {
+            0 => ("coordinator".to_string(), "coordinator.log".to_string()),
+            _ => (format!("coordinator {i}"), format!("coordinator-{i}.log")),
+        };
+        let p = self.spawn(&name, &log, &args)?;
+        self.coordinators.push(p);
         Ok(())
+    }
+
+    /// SIGKILLs coordinator `i`.
+    pub fn kill_coordinator(&mut self, i: usize) {
+        if let Some(p) = self.coordinators.get_mut(i) {
+            p.kill();
+        }
     }
 
     /// Node `id`: `ecdn node --cluster FILE --id ID --origin URL --hoc-size S --disk-path
@@ -274,14 +307,14 @@ impl Procs {
     fn all_mut(&mut self) -> impl Iterator<Item = &mut Proc> {
         self.origin
             .iter_mut()
-            .chain(self.coordinator.iter_mut())
+            .chain(self.coordinators.iter_mut())
             .chain(self.nodes.iter_mut().flatten())
     }
 
     /// An error naming the first child that exited, with its output's tail.
     pub fn check_running(&mut self) -> Result<()> {
         for p in self.all_mut() {
-            if p.gone {
+            if p.gone || p.killed {
                 continue;
             }
             if let Some(status) = p.exited() {
@@ -409,7 +442,9 @@ pub fn status_not_ready(s: &Status, nodes: usize) -> Option<String> {
                 Some(format!("node {} unavailable", n.id))
             } else if n.heartbeats == 0 {
                 Some(format!("node {} sent no heartbeat", n.id))
-            } else if n.seen_epoch != Some(s.epoch) {
+            } else if s.leader.is_none() && n.seen_epoch != Some(s.epoch) {
+                // (etcd mode: nodes do not report their epoch to the coordinator; the
+                // caller asks them.)
                 Some(format!(
                     "node {} on map epoch {:?}, current {}",
                     n.id, n.seen_epoch, s.epoch
@@ -428,11 +463,10 @@ pub fn status_not_ready(s: &Status, nodes: usize) -> Option<String> {
 pub async fn wait_ready(
     procs: &std::sync::Mutex<Procs>,
     layout: &Layout,
-    key: &str,
+    cfg: &ecdn_cluster::ClusterConfig,
     timeout: Duration,
 ) -> Result<()> {
     let t0 = Instant::now();
-    let client = CoordinatorClient::new(key.as_bytes(), layout.coordinator);
     let mut ready = vec![false; layout.nodes.len()];
     loop {
         procs.lock().unwrap().check_running()?;
@@ -449,10 +483,25 @@ pub async fn wait_ready(
                 Err(e) => missing.push((format!("node {i} on {client_addr}: {e:#}"), Some(i))),
             }
         }
-        match coordinator_status(&client).await {
+        let status = match CoordinatorClient::for_cluster(cfg).await {
+            Ok(client) => coordinator_status(&client).await,
+            Err(e) => Err(anyhow!(e)),
+        };
+        match status {
             Ok(s) => {
                 if let Some(why) = status_not_ready(&s, layout.nodes.len()) {
                     missing.push((why, None));
+                } else if s.leader.is_some() {
+                    for (i, (addr, _)) in layout.nodes.iter().enumerate() {
+                        match node_stats(*addr).await {
+                            Ok(st) if st.epoch == s.epoch => {}
+                            Ok(st) => missing.push((
+                                format!("node {i} on map epoch {}, current {}", st.epoch, s.epoch),
+                                Some(i),
+                            )),
+                            Err(e) => missing.push((format!("node {i}: {e:#}"), Some(i))),
+                        }
+                    }
                 }
             }
             Err(e) => missing.push((
@@ -473,7 +522,7 @@ pub async fn wait_ready(
             for (_, node) in &missing {
                 let p = match node {
                     Some(i) => procs.nodes.get(*i).and_then(|p| p.as_ref()),
-                    None => procs.coordinator.as_ref(),
+                    None => procs.coordinators.first(),
                 };
                 if let Some(p) = p {
                     if !shown.contains(&p.name) {
@@ -494,7 +543,7 @@ mod tests {
 
     #[test]
     fn cluster_file_parses_as_the_nodes_will_read_it() {
-        let layout = Layout::free(4).unwrap();
+        let layout = Layout::free(4, 2).unwrap();
         let mut ports: Vec<u16> = [layout.origin, layout.coordinator]
             .iter()
             .chain(layout.nodes.iter().flat_map(|(c, p)| [c, p]))
@@ -503,6 +552,8 @@ mod tests {
         ports.sort_unstable();
         ports.dedup();
         assert_eq!(ports.len(), 10);
+        assert_eq!(layout.coordinators.len(), 2);
+        assert!(!ports.contains(&layout.coordinators[1].port()));
         let key = random_key().unwrap();
         assert_eq!(key.len(), 32);
         assert_ne!(key, random_key().unwrap());
@@ -515,6 +566,7 @@ mod tests {
             sub_chunk: 32 << 10,
             seed: 7,
             key,
+            etcd: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
         };
         let cfg = ecdn_cluster::ClusterConfig::parse(&cluster_file(&s, &layout)).unwrap();
         assert_eq!((cfg.k, cfg.p, cfg.buckets, cfg.seed), (2, 1, 50, 7));
@@ -523,6 +575,7 @@ mod tests {
         assert_eq!(cfg.nodes[3].client, layout.nodes[3].0);
         assert_eq!(cfg.nodes[3].peer, layout.nodes[3].1);
         assert_eq!(cfg.scheme_name(), "c2dn-n3k2");
+        assert_eq!(cfg.etcd.len(), 2);
     }
 
     #[test]

@@ -419,6 +419,9 @@ pub struct SimSummary {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Report {
     pub scheme: String,
+    /// The control plane and what it did (`coordinator_failovers`, `epoch_changes`, ...).
+    #[serde(flatten)]
+    pub control: super::control::ControlReport,
     pub nodes: usize,
     pub k: usize,
     pub p: usize,
