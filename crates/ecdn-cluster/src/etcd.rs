@@ -105,13 +105,31 @@ pub struct LoadReport {
 /// answered fails within seconds instead of hanging, and an idle connection (a map watch) is
 /// pinged every 10 s. etcd closes connections that ping more often than its
 /// `--grpc-keepalive-min-time` (5 s by default), so no shorter interval.
+///
+/// One member at a time: starting from a random one, the first member that answers a status
+/// request. (A client balanced over every endpoint keeps sending some requests to a member
+/// that died until it notices, and each such failure costs a node its session; with one live
+/// member per client, a session that fails reconnects to another at once.)
 pub async fn connect(endpoints: &[String]) -> Result<Client, etcd_client::Error> {
     let opts = ConnectOptions::new()
         .with_connect_timeout(Duration::from_secs(2))
         .with_timeout(Duration::from_secs(3))
         .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
         .with_keep_alive_while_idle(true);
-    Client::connect(endpoints, Some(opts)).await
+    let n = endpoints.len().max(1);
+    let start = (rand_u64() % n as u64) as usize;
+    let mut last = None;
+    for i in 0..endpoints.len() {
+        let ep = &endpoints[(start + i) % n];
+        match Client::connect([ep], Some(opts.clone())).await {
+            Ok(mut c) => match c.status().await {
+                Ok(_) => return Ok(c),
+                Err(e) => last = Some(e),
+            },
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| etcd_client::Error::InvalidArgs("no etcd endpoints".into())))
 }
 
 /// A lease kept alive: granted with a TTL, refreshed every third of it. Nodes hold their
@@ -133,6 +151,41 @@ impl Lease {
         Ok((client, lease))
     }
 
+    /// Keeps lease `id` (taken in a session that failed) if etcd still has it, else takes a
+    /// new one; `(lease, resumed)`. A node that reconnects within its TTL keeps its
+    /// registration: the leader sees no unavailability.
+    pub(crate) async fn resume(
+        client: &mut Client,
+        id: Option<i64>,
+        ttl_s: u64,
+    ) -> Result<(Lease, bool), String> {
+        if let Some(id) = id {
+            let (keeper, acks) = client
+                .lease_keep_alive(id)
+                .await
+                .map_err(|e| format!("keep-alive: {e}"))?;
+            let mut lease = Lease::from_parts(id, keeper, acks, ttl_s);
+            if lease.keeper.keep_alive().await.is_ok() {
+                if let Ok(Some(a)) = lease.acks.message().await {
+                    if a.ttl() > 0 {
+                        return Ok((lease, true));
+                    }
+                }
+            }
+        }
+        Ok((Lease::grant(client, ttl_s).await?, false))
+    }
+
+    fn from_parts(id: i64, keeper: LeaseKeeper, acks: LeaseKeepAliveStream, ttl_s: u64) -> Lease {
+        let every = Duration::from_millis((ttl_s * 1000 / 3).max(100));
+        Lease {
+            id,
+            keeper,
+            acks,
+            tick: tokio::time::interval(every),
+        }
+    }
+
     async fn grant(client: &mut Client, ttl_s: u64) -> Result<Lease, String> {
         let ttl = i64::try_from(ttl_s).map_err(|_| "a lease TTL out of range")?;
         let id = client
@@ -144,13 +197,7 @@ impl Lease {
             .lease_keep_alive(id)
             .await
             .map_err(|e| format!("keep-alive: {e}"))?;
-        let every = Duration::from_millis((ttl_s * 1000 / 3).max(100));
-        Ok(Lease {
-            id,
-            keeper,
-            acks,
-            tick: tokio::time::interval(every),
-        })
+        Ok(Lease::from_parts(id, keeper, acks, ttl_s))
     }
 
     /// Keeps the lease alive; returns only when it is lost, saying why. Meant to be one
@@ -377,8 +424,20 @@ async fn session_loop(
         changed: true,
     };
     let mut failures = 0u64;
+    // The lease of the last session, kept by the next one if it is still alive.
+    let mut lease_id = None;
     loop {
-        let err = session(&cfg, &keys, &reg, &loads, &mut totals, &status).await;
+        let began = std::time::Instant::now();
+        let err = session(
+            &cfg,
+            &keys,
+            &reg,
+            &loads,
+            &mut totals,
+            &status,
+            &mut lease_id,
+        )
+        .await;
         status.connected.store(false, Ordering::Relaxed);
         status.failures.fetch_add(1, Ordering::Relaxed);
         // Loads taken in the failed session stay in the totals; the next session puts them.
@@ -388,7 +447,11 @@ async fn session_loop(
             &mut failures,
             &format!("session: {err}; keeping the last map"),
         );
-        tokio::time::sleep(Duration::from_millis(cfg.heartbeat_ms.max(200))).await;
+        // A session that had been working is retried at once (another member may answer);
+        // one that failed from the start, every heartbeat.
+        if began.elapsed() < Duration::from_secs(1) {
+            tokio::time::sleep(Duration::from_millis(cfg.heartbeat_ms.max(200))).await;
+        }
     }
 }
 
@@ -399,11 +462,17 @@ async fn session(
     loads: &WriteLoads,
     totals: &mut Totals,
     status: &EtcdStatus,
+    lease_id: &mut Option<i64>,
 ) -> String {
-    let (mut client, mut lease) = match Lease::connect(cfg).await {
+    let mut client = match connect(&cfg.etcd).await {
         Ok(c) => c,
+        Err(e) => return format!("connect: {e}"),
+    };
+    let (mut lease, resumed) = match Lease::resume(&mut client, *lease_id, cfg.etcd_lease_s).await {
+        Ok(l) => l,
         Err(e) => return e,
     };
+    *lease_id = Some(lease.id);
     let value = serde_json::to_vec(reg).expect("a registration serializes");
     let lease_id = lease.id;
     let with_lease = || Some(PutOptions::new().with_lease(lease_id));
@@ -412,8 +481,11 @@ async fn session(
     }
     status.connected.store(true, Ordering::Relaxed);
     eprintln!(
-        "ecdn node {}: registered in etcd (lease {:x}, {} s)",
-        reg.node, lease.id, cfg.etcd_lease_s
+        "ecdn node {}: registered in etcd (lease {:x}, {} s{})",
+        reg.node,
+        lease.id,
+        cfg.etcd_lease_s,
+        if resumed { ", kept" } else { "" }
     );
     let mut report = tokio::time::interval(Duration::from_millis(cfg.heartbeat_ms));
     report.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
