@@ -278,34 +278,14 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use ecdn_placement::pieces::BucketLayout;
 
     use super::*;
-    use crate::coordinator::{CoordinatorOptions, Heartbeat, HeartbeatError, StoredState};
+    use crate::coordinator::state::tests::{self as state_tests, hb, opts};
+    use crate::coordinator::{HeartbeatError, StoredState};
 
     fn cfg(n: usize) -> ClusterConfig {
-        let mut text = String::from(
-            "scheme = \"c2dn\"\nkey = \"0123456789abcdef-secret\"\n\
-             coordinator = \"127.0.0.1:1\"\nheartbeat_ms = 100\nbuckets = 60\n",
-        );
-        for i in 0..n {
-            text.push_str(&format!(
-                "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
-                20000 + i,
-                21000 + i
-            ));
-        }
-        ClusterConfig::parse(&text).unwrap()
-    }
-
-    fn opts() -> CoordinatorOptions {
-        CoordinatorOptions {
-            first_epoch: Some(1),
-            start_grace: Duration::from_secs(1),
-            ..CoordinatorOptions::default()
-        }
+        state_tests::cfg("c2dn", n)
     }
 
     fn new(port: u16, weight: f64) -> NewMember {
@@ -313,13 +293,6 @@ mod tests {
             client: format!("127.0.0.1:{port}").parse().unwrap(),
             peer: format!("127.0.0.1:{}", port + 1).parse().unwrap(),
             weight,
-        }
-    }
-
-    fn hb(node: usize) -> Heartbeat {
-        Heartbeat {
-            node,
-            ..Heartbeat::default()
         }
     }
 

@@ -407,11 +407,12 @@ fn write_imbalance(nodes: &[NodeStatus]) -> Option<f64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::auth::unix_now;
 
-    fn cfg(scheme: &str, n: usize) -> ClusterConfig {
+    /// A cluster file of `n` nodes running `scheme` (heartbeats every 100 ms).
+    pub(in crate::coordinator) fn cfg(scheme: &str, n: usize) -> ClusterConfig {
         let mut text = format!(
             "scheme = \"{scheme}\"\nkey = \"0123456789abcdef-secret\"\n\
              coordinator = \"127.0.0.1:1\"\nheartbeat_ms = 100\nmissed_heartbeats = 3\n"
@@ -426,7 +427,8 @@ mod tests {
         ClusterConfig::parse(&text).unwrap()
     }
 
-    fn opts() -> CoordinatorOptions {
+    /// Epochs from 1, a start grace of one second.
+    pub(in crate::coordinator) fn opts() -> CoordinatorOptions {
         CoordinatorOptions {
             first_epoch: Some(1),
             start_grace: Duration::from_secs(1),
@@ -434,7 +436,8 @@ mod tests {
         }
     }
 
-    fn hb(node: usize) -> Heartbeat {
+    /// A heartbeat of `node` without loads.
+    pub(in crate::coordinator) fn hb(node: usize) -> Heartbeat {
         Heartbeat {
             node,
             ..Heartbeat::default()
