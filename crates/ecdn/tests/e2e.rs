@@ -77,13 +77,23 @@ impl Drop for Proc {
     }
 }
 
-/// A free loopback port: bind port 0, read it, release it.
+/// A free loopback port: bind port 0, read it, release it. The tests of this file run in
+/// parallel and the kernel may hand a released port out again, so a port is never handed to
+/// two of them.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let mut given = GIVEN.lock().unwrap();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// A parsed HTTP response.
