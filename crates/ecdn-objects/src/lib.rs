@@ -1,0 +1,25 @@
+//! EC-Cache (Rashmi et al., OSDI '16) for ecdn: the decisions of an object cache that codes
+//! each object into `k` data and `r` parity **splits** on distinct servers, apart from the
+//! network. The object API, the metadata at the coordinator and the live bench build on them.
+//!
+//! * [`split`] — where an object's splits go ([`split::place_splits`]: `k + r` distinct
+//!   servers chosen uniformly at random, §4.2) and which of them a read asks
+//!   ([`split::read_plan`]: `k + Δ` of the reachable ones chosen uniformly at random, to
+//!   finish with the first `k` to arrive — *late binding*, §4.3).
+//! * [`budget`] — the memory overhead budget (§6.1's setup, 15% by default) spent by
+//!   popularity: EC-Cache gives each object its `r` parities, then extra parities to the most
+//!   popular objects; the baseline, **selective replication**, spends the same budget on extra
+//!   replicas of the most popular objects. Both flatten the popularity skew starting from the
+//!   most popular object until the budget is spent, by the same rule.
+//! * [`model`] — loads on servers: the percent imbalance λ of §6 over bytes read per server,
+//!   a request-by-request simulation of both schemes with the same placement and read code,
+//!   and §5.1's variance ratio `Var(L_EC) / Var(L_SR) = 1/k`.
+//!
+//! Everything is deterministic for a given seed ([`ecdn_trace::Rng`]).
+
+pub mod budget;
+pub mod model;
+pub mod split;
+
+/// A server of the cluster, by index.
+pub type ServerId = usize;
