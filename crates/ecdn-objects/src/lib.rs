@@ -11,6 +11,9 @@
 //!   popular objects; the baseline, **selective replication**, spends the same budget on extra
 //!   replicas of the most popular objects. Both flatten the popularity skew starting from the
 //!   most popular object until the budget is spent, by the same rule.
+//! * [`meta`] — an object's record (name, version, size, `k`, `r`, split locations, the
+//!   splits stored, SHA-256) and the coordinator's table, in which a write is invisible until
+//!   it is committed with at least `k` splits stored.
 //! * [`model`] — loads on servers: the percent imbalance λ of §6 over bytes read per server,
 //!   a request-by-request simulation of both schemes with the same placement and read code,
 //!   and §5.1's variance ratio `Var(L_EC) / Var(L_SR) = 1/k`.
@@ -18,6 +21,7 @@
 //! Everything is deterministic for a given seed ([`ecdn_trace::Rng`]).
 
 pub mod budget;
+pub mod meta;
 pub mod model;
 pub mod split;
 

@@ -1,0 +1,367 @@
+//! An object's metadata (EC-Cache §4.2: "its associated k and r values and the associated
+//! (k + r) server locations"), and the rules that keep a half-written object unreadable.
+//!
+//! * [`ObjectName`] — what follows `/_objects/` in a request: 1 to 1,024 bytes of
+//!   `A–Z a–z 0–9 . _ - ~ /`, segments separated by single slashes, none empty, `.` or `..`.
+//! * [`ObjectMeta`] — name, version, size, `k`, `r`, the split locations (`k + r` plus the
+//!   extra parities the budget gave it; replicas when `k` = 1 and the object is replicated),
+//!   the SHA-256 of the content. [`ObjectMeta::validate`] checks a record read from the network
+//!   or from etcd before anything uses it.
+//! * [`MetaTable`] — the coordinator's table. A write is *begun* (the writer gets a version
+//!   no reader has seen) and *committed* with the record once at least `k` splits are stored;
+//!   until then readers see the previous version or nothing. A commit of a version older than
+//!   the current one is refused, so two writers of one name end with the later one.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::ServerId;
+
+/// Longest object name, bytes.
+pub const MAX_NAME: usize = 1024;
+/// Most splits one object may have (a split per server of a large cluster).
+pub const MAX_SPLITS: usize = 256;
+
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum MetaError {
+    #[error("object name {0:?}: {1}")]
+    BadName(String, &'static str),
+    #[error("object {name:?}: {why}")]
+    BadRecord { name: String, why: String },
+    #[error("object {0:?} does not exist")]
+    NotFound(String),
+    #[error("object {name:?}: version {version} is older than the current {current}")]
+    Stale {
+        name: String,
+        version: u64,
+        current: u64,
+    },
+    #[error("object {name:?}: version {version} was not begun (or was already committed)")]
+    NotBegun { name: String, version: u64 },
+}
+
+/// A valid object name (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ObjectName(String);
+
+impl ObjectName {
+    pub fn parse(s: &str) -> Result<ObjectName, MetaError> {
+        let bad = |why| Err(MetaError::BadName(s.chars().take(64).collect(), why));
+        if s.is_empty() || s.len() > MAX_NAME {
+            return bad("must be 1 to 1024 bytes");
+        }
+        if !s
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-~/".contains(&b))
+        {
+            return bad("may hold only A-Z a-z 0-9 . _ - ~ /");
+        }
+        if s.split('/')
+            .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+        {
+            return bad("has an empty, `.` or `..` segment");
+        }
+        Ok(ObjectName(s.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ObjectName {
+    type Error = MetaError;
+    fn try_from(s: String) -> Result<Self, MetaError> {
+        ObjectName::parse(&s)
+    }
+}
+
+impl From<ObjectName> for String {
+    fn from(n: ObjectName) -> String {
+        n.0
+    }
+}
+
+impl std::fmt::Display for ObjectName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One committed object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectMeta {
+    pub name: ObjectName,
+    /// Grows with every write of the name; splits are stored under (name, version).
+    pub version: u64,
+    pub size: u64,
+    /// Data splits; 1 for a replicated object.
+    pub k: usize,
+    /// Parity splits the object was written with (the budget may add more: `splits.len()`
+    /// − `k` in all).
+    pub r: usize,
+    /// Split `i`'s server (data `0..k`, parity `k..`); for a replicated object, the replicas.
+    pub splits: Vec<ServerId>,
+    /// Splits the writer stored (at least `k`; the others were not acknowledged).
+    pub stored: Vec<bool>,
+    /// SHA-256 of the content, lowercase hex.
+    pub sha256: String,
+}
+
+impl ObjectMeta {
+    /// Whether the object is replicated (each split is the whole object).
+    pub fn replicated(&self) -> bool {
+        self.k == 1
+    }
+
+    /// Checks a record from the network or etcd: `servers` is the cluster's server count.
+    pub fn validate(&self, servers: usize) -> Result<(), MetaError> {
+        let bad = |why: String| {
+            Err(MetaError::BadRecord {
+                name: self.name.to_string(),
+                why,
+            })
+        };
+        let n = self.splits.len();
+        if self.k == 0 || self.k + self.r > n || n > MAX_SPLITS {
+            return bad(format!(
+                "k = {}, r = {} with {n} splits (k >= 1, k + r <= splits <= {MAX_SPLITS})",
+                self.k, self.r
+            ));
+        }
+        if let Some(&s) = self.splits.iter().find(|&&s| s >= servers) {
+            return bad(format!("split on server {s}, the cluster has {servers}"));
+        }
+        let mut sorted = self.splits.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != n {
+            return bad("two splits on one server".into());
+        }
+        if self.stored.len() != n || self.stored.iter().filter(|&&s| s).count() < self.k {
+            return bad(format!(
+                "{} of {n} splits stored; at least k = {} must be",
+                self.stored.iter().filter(|&&s| s).count(),
+                self.k
+            ));
+        }
+        if self.sha256.len() != 64
+            || !self
+                .sha256
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return bad("sha256 must be 64 lowercase hex digits".into());
+        }
+        Ok(())
+    }
+}
+
+/// The coordinator's object table (see the module documentation).
+#[derive(Clone, Debug, Default)]
+pub struct MetaTable {
+    committed: BTreeMap<ObjectName, ObjectMeta>,
+    /// Versions begun and not yet committed, by name.
+    pending: BTreeMap<ObjectName, Vec<u64>>,
+    next_version: u64,
+}
+
+impl MetaTable {
+    /// A table whose versions start above `floor` (a restarted coordinator passes the
+    /// highest version it may have handed out, e.g. its start time in microseconds).
+    pub fn new(floor: u64) -> MetaTable {
+        MetaTable {
+            next_version: floor + 1,
+            ..MetaTable::default()
+        }
+    }
+
+    /// Starts a write of `name`: a new version, invisible to readers until committed.
+    pub fn begin(&mut self, name: &ObjectName) -> u64 {
+        let v = self.next_version;
+        self.next_version += 1;
+        self.pending.entry(name.clone()).or_default().push(v);
+        v
+    }
+
+    /// Makes a begun write visible. Refused for a version not begun, or older than the
+    /// committed one (a later write of the name won); either way nothing changes.
+    pub fn commit(&mut self, meta: ObjectMeta, servers: usize) -> Result<(), MetaError> {
+        meta.validate(servers)?;
+        let name = meta.name.clone();
+        let pending = self.pending.get(&name);
+        if !pending.is_some_and(|p| p.contains(&meta.version)) {
+            return Err(MetaError::NotBegun {
+                name: name.to_string(),
+                version: meta.version,
+            });
+        }
+        if let Some(cur) = self.committed.get(&name) {
+            if cur.version > meta.version {
+                return Err(MetaError::Stale {
+                    name: name.to_string(),
+                    version: meta.version,
+                    current: cur.version,
+                });
+            }
+        }
+        if let Some(p) = self.pending.get_mut(&name) {
+            p.retain(|&v| v != meta.version);
+            if p.is_empty() {
+                self.pending.remove(&name);
+            }
+        }
+        self.committed.insert(name, meta);
+        Ok(())
+    }
+
+    /// Drops a begun write that will not be committed (its splits are garbage).
+    pub fn abort(&mut self, name: &ObjectName, version: u64) {
+        if let Some(p) = self.pending.get_mut(name) {
+            p.retain(|&v| v != version);
+            if p.is_empty() {
+                self.pending.remove(name);
+            }
+        }
+    }
+
+    /// The committed record.
+    pub fn get(&self, name: &ObjectName) -> Option<&ObjectMeta> {
+        self.committed.get(name)
+    }
+
+    /// Removes the committed record; returns it (its splits are then removed by the caller).
+    pub fn remove(&mut self, name: &ObjectName) -> Result<ObjectMeta, MetaError> {
+        self.committed
+            .remove(name)
+            .ok_or_else(|| MetaError::NotFound(name.to_string()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.committed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.committed.is_empty()
+    }
+
+    /// Every committed record, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &ObjectMeta> {
+        self.committed.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(s: &str) -> ObjectName {
+        ObjectName::parse(s).unwrap()
+    }
+
+    fn meta(n: &str, version: u64) -> ObjectMeta {
+        ObjectMeta {
+            name: name(n),
+            version,
+            size: 1 << 20,
+            k: 3,
+            r: 1,
+            splits: vec![4, 0, 7, 2],
+            stored: vec![true, true, false, true],
+            sha256: "ab".repeat(32),
+        }
+    }
+
+    #[test]
+    fn names() {
+        for good in ["a", "models/resnet-50.v2/weights~1", "A_b.c"] {
+            assert_eq!(name(good).as_str(), good);
+        }
+        for bad in [
+            "",
+            "/a",
+            "a/",
+            "a//b",
+            "a/../b",
+            ".",
+            "a b",
+            "a?b",
+            "é",
+            &"x".repeat(1025),
+        ] {
+            assert!(ObjectName::parse(bad).is_err(), "{bad:?}");
+        }
+        // A name in JSON is checked as it is read.
+        assert!(serde_json::from_str::<ObjectName>("\"a/../b\"").is_err());
+    }
+
+    #[test]
+    fn records_are_checked() {
+        meta("a", 1).validate(8).unwrap();
+        let refused = |f: &dyn Fn(&mut ObjectMeta), why: &str| {
+            let mut m = meta("a", 1);
+            f(&mut m);
+            let e = m.validate(8).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        };
+        refused(&|m| m.k = 0, "k = 0");
+        refused(&|m| m.r = 2, "k + r");
+        refused(&|m| m.splits[0] = 8, "server 8");
+        refused(&|m| m.splits[0] = 0, "two splits");
+        refused(&|m| m.stored = vec![true, false, false, true], "2 of 4");
+        refused(&|m| m.stored.pop().map(drop).unwrap_or(()), "of 4");
+        refused(&|m| m.sha256 = "AB".repeat(32), "sha256");
+        let json = serde_json::to_string(&meta("a", 1)).unwrap();
+        assert_eq!(
+            serde_json::from_str::<ObjectMeta>(&json).unwrap(),
+            meta("a", 1)
+        );
+    }
+
+    /// Nothing half-written is readable; the later of two writes wins; aborts leave no trace.
+    #[test]
+    fn only_committed_writes_are_visible() {
+        let mut t = MetaTable::new(100);
+        let a = name("a");
+        let v1 = t.begin(&a);
+        assert_eq!(v1, 101);
+        assert!(t.get(&a).is_none(), "begun, not committed");
+        let v2 = t.begin(&a);
+        t.commit(meta("a", v2), 8).unwrap();
+        assert_eq!(t.get(&a).unwrap().version, v2);
+        // The earlier write finishing last does not replace the later one.
+        assert!(matches!(
+            t.commit(meta("a", v1), 8),
+            Err(MetaError::Stale { .. })
+        ));
+        assert_eq!(t.get(&a).unwrap().version, v2);
+        // A version never begun, or committed twice, is refused.
+        assert!(matches!(
+            t.commit(meta("a", 999), 8),
+            Err(MetaError::NotBegun { .. })
+        ));
+        assert!(matches!(
+            t.commit(meta("a", v2), 8),
+            Err(MetaError::NotBegun { .. })
+        ));
+        let b = name("b");
+        let vb = t.begin(&b);
+        t.abort(&b, vb);
+        assert!(matches!(
+            t.commit(meta("b", vb), 8),
+            Err(MetaError::NotBegun { .. })
+        ));
+        // An invalid record is refused before anything else.
+        let v3 = t.begin(&a);
+        let mut bad = meta("a", v3);
+        bad.k = 0;
+        assert!(matches!(t.commit(bad, 8), Err(MetaError::BadRecord { .. })));
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.remove(&a).unwrap().version, v2);
+        assert!(t.is_empty() && t.remove(&a).is_err());
+    }
+}
