@@ -390,6 +390,21 @@ mod tests {
         }
     }
 
+    /// FORMAT.md §2: (K, P + e) extends (K, P); the shards a code with fewer parities stored
+    /// are the first shards of one with more, so parities can be added later.
+    #[test]
+    fn more_parities_extend_fewer() {
+        let obj = object(10_000);
+        for (k, p, more) in [(10, 1, 4), (4, 2, 3), (2, 0, 2), (3, 1, 1)] {
+            let small = ObjectLayout::new(obj.len() as u64, k, p, 64).unwrap();
+            let large = ObjectLayout::new(obj.len() as u64, k, p + more, 64).unwrap();
+            let a = encode_object(&ReedSolomonCodec::new(k, p).unwrap(), &small, &obj).unwrap();
+            let b =
+                encode_object(&ReedSolomonCodec::new(k, p + more).unwrap(), &large, &obj).unwrap();
+            assert_eq!(&b[..k + p], &a[..], "({k}, {p}) + {more}");
+        }
+    }
+
     #[test]
     fn inconsistent_inputs_are_errors() {
         let codec = ReedSolomonCodec::new(3, 1).unwrap();
