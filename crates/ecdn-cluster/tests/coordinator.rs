@@ -737,3 +737,57 @@ async fn nodes_take_only_signed_maps_and_keep_unreported_loads() {
     control.stop();
     server.abort();
 }
+
+/// EC-Cache's object records over HTTP: a begun version is invisible, a committed one is one
+/// lookup, the later of two writes wins, a removed one is gone, and an unsigned request is
+/// refused and changes nothing.
+#[tokio::test]
+async fn object_records_are_visible_only_once_committed() {
+    use ecdn_cluster::coordinator::client::CoordinatorClient;
+    use ecdn_objects::meta::{ObjectMeta, ObjectName};
+    let (_cfg, coord) = start(100, 3, CoordinatorOptions::default()).await;
+    let c = CoordinatorClient::new(KEY.as_bytes(), coord.addr());
+    let name = ObjectName::parse("datasets/train.bin").unwrap();
+    let record = |version| ObjectMeta {
+        name: name.clone(),
+        version,
+        size: 123,
+        k: 2,
+        r: 1,
+        splits: vec![4, 1, 0],
+        stored: vec![true, true, false],
+        sha256: "f".repeat(64),
+    };
+    let v1 = c.object_begin(&name).await.unwrap();
+    let v2 = c.object_begin(&name).await.unwrap();
+    assert!(v2 > v1);
+    let e = c.object_get(&name).await.unwrap_err();
+    assert!(e.contains("404"), "{e}");
+    assert_eq!(c.object_commit(&record(v2)).await.unwrap(), v2);
+    let e = c.object_commit(&record(v1)).await.unwrap_err();
+    assert!(e.contains("409"), "{e}");
+    assert_eq!(c.object_get(&name).await.unwrap(), record(v2));
+    // Unsigned: refused, and the record stays.
+    let unsigned = hyper::Request::post(format!(
+        "http://{}/coord/objects/remove?name=datasets/train.bin",
+        coord.addr()
+    ))
+    .body(Full::new(Bytes::new()))
+    .unwrap();
+    let resp = Client::builder(TokioExecutor::new())
+        .build_http()
+        .request(unsigned)
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(c.object_get(&name).await.unwrap().version, v2);
+    // A record naming a server the cluster lacks is a 400.
+    let v3 = c.object_begin(&name).await.unwrap();
+    let mut bad = record(v3);
+    bad.splits[0] = 9;
+    assert!(c.object_commit(&bad).await.unwrap_err().contains("400"));
+    c.object_abort(&name, v3).await.unwrap();
+    assert_eq!(c.object_remove(&name).await.unwrap().version, v2);
+    assert!(c.object_get(&name).await.unwrap_err().contains("404"));
+    coord.shutdown().await;
+}

@@ -12,6 +12,9 @@ use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
+use ecdn_objects::meta::{ObjectMeta, ObjectName};
+
+use super::objects::{self, VersionReply};
 use super::{
     HeartbeatReply, MemberOp, MemberReply, Status, DRAIN_PATH, MEMBERS_PATH, REBALANCE_PATH,
     REMOVE_PATH, STATUS_PATH,
@@ -29,6 +32,8 @@ pub struct CoordinatorClient {
 
 /// Limit on an answer's body (a status of thousands of nodes fits).
 const ANSWER_LIMIT: usize = 16 << 20;
+/// Time limit of an object metadata request.
+const T: Duration = Duration::from_secs(5);
 
 impl CoordinatorClient {
     /// A client of the coordinator at `addr`.
@@ -134,6 +139,41 @@ impl CoordinatorClient {
             .call(Method::POST, REBALANCE_PATH, Bytes::new(), t)
             .await?;
         Ok(reply.epoch)
+    }
+
+    /// `/coord/objects/begin`: a new version of `name`, invisible until committed.
+    pub async fn object_begin(&self, name: &ObjectName) -> Result<u64, String> {
+        let path = format!("{}?name={name}", objects::BEGIN_PATH);
+        let r: VersionReply = self.call(Method::POST, &path, Bytes::new(), T).await?;
+        Ok(r.version)
+    }
+
+    /// `/coord/objects/commit`: makes the record visible.
+    pub async fn object_commit(&self, meta: &ObjectMeta) -> Result<u64, String> {
+        let body = Bytes::from(serde_json::to_vec(meta).expect("a record serializes"));
+        let r: VersionReply = self
+            .call(Method::POST, objects::COMMIT_PATH, body, T)
+            .await?;
+        Ok(r.version)
+    }
+
+    /// `/coord/objects/abort`: the begun version will not be committed.
+    pub async fn object_abort(&self, name: &ObjectName, version: u64) -> Result<(), String> {
+        let path = format!("{}?name={name}&version={version}", objects::ABORT_PATH);
+        let _: VersionReply = self.call(Method::POST, &path, Bytes::new(), T).await?;
+        Ok(())
+    }
+
+    /// `/coord/objects/get`: the committed record (an error naming `404` when there is none).
+    pub async fn object_get(&self, name: &ObjectName) -> Result<ObjectMeta, String> {
+        let path = format!("{}?name={name}", objects::GET_PATH);
+        self.call(Method::GET, &path, Bytes::new(), T).await
+    }
+
+    /// `/coord/objects/remove`: the removed record.
+    pub async fn object_remove(&self, name: &ObjectName) -> Result<ObjectMeta, String> {
+        let path = format!("{}?name={name}", objects::REMOVE_PATH);
+        self.call(Method::POST, &path, Bytes::new(), T).await
     }
 
     /// A membership change (see `members.rs`).

@@ -24,6 +24,7 @@
 //! * `POST /coord/members` with a JSON [`NewMember`], `POST /coord/drain?node=N`,
 //!   `POST /coord/remove?node=N`: membership changes while the cluster serves (see
 //!   `members.rs`); answers a [`MemberReply`] (`409` when the member's state forbids it).
+//! * `/coord/objects/...`: the records of EC-Cache's object API ([`objects`]).
 //!
 //! Every JSON answer is signed too ([`crate::peer::sign_response`]): a node takes a map only
 //! from a holder of the cluster key.
@@ -72,6 +73,7 @@ pub mod client;
 pub mod etcd;
 mod etcd_api;
 mod members;
+pub mod objects;
 mod state;
 
 pub use members::{MemberError, MemberOp, MemberReply, NewMember};
@@ -526,6 +528,10 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
             return text(StatusCode::UNAUTHORIZED, e.to_string());
         }
     };
+    let path = parts.uri.path();
+    if path.starts_with(objects::OBJECTS_PREFIX) {
+        return object_request(shared, &parts, body, verified).await;
+    }
     let limit = match (&parts.method, parts.uri.path()) {
         (&Method::POST, HEARTBEAT_PATH) => shared.heartbeat_limit,
         (&Method::POST, MEMBERS_PATH) => MEMBER_LIMIT,
@@ -591,6 +597,52 @@ fn heartbeat(shared: &Shared, pq: &str, body: &[u8]) -> Response<Full<Bytes>> {
             state.bad_requests += 1;
             text(StatusCode::BAD_REQUEST, format!("heartbeat: {e}"))
         }
+    }
+}
+
+/// `/coord/objects/...` (see [`objects`]).
+async fn object_request(
+    shared: &Shared,
+    parts: &hyper::http::request::Parts,
+    body: Incoming,
+    verified: crate::auth::Verified,
+) -> Response<Full<Bytes>> {
+    use ecdn_objects::meta::MetaError;
+    use objects::{ObjectAnswer, ObjectOp, VersionReply};
+    let path = parts.uri.path();
+    match ObjectOp::method_of(path) {
+        None => return text(StatusCode::NOT_FOUND, "no such object endpoint"),
+        Some(m) if m != parts.method => {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
+        }
+        Some(_) => {}
+    }
+    let body = match read_verified_body(body, ObjectOp::body_limit(path), &verified).await {
+        Ok(b) => b,
+        Err(BodyError::Auth(e)) => {
+            shared.state().unauthorized += 1;
+            return text(StatusCode::UNAUTHORIZED, e.to_string());
+        }
+        Err(e) => {
+            shared.state().bad_requests += 1;
+            return text(StatusCode::BAD_REQUEST, e.to_string());
+        }
+    };
+    let op = match ObjectOp::from_request(path, parts.uri.query(), &body) {
+        Ok(op) => op,
+        Err(e) => {
+            shared.state().bad_requests += 1;
+            return text(StatusCode::BAD_REQUEST, e);
+        }
+    };
+    let pq = parts.uri.path_and_query().map_or(path, |p| p.as_str());
+    let answer = shared.state().object_op(op);
+    match answer {
+        Ok(ObjectAnswer::Version(version)) => json_of(&shared.key, pq, &VersionReply { version }),
+        Ok(ObjectAnswer::Record(meta)) => json_of(&shared.key, pq, &*meta),
+        Err(e @ MetaError::NotFound(_)) => text(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e @ MetaError::Stale { .. }) => text(StatusCode::CONFLICT, e.to_string()),
+        Err(e) => text(StatusCode::BAD_REQUEST, e.to_string()),
     }
 }
 

@@ -57,6 +57,8 @@ pub(super) struct State {
     pub(super) recent: VecDeque<RebalanceEvent>,
     pub(super) unauthorized: u64,
     pub(super) bad_requests: u64,
+    /// EC-Cache's object records (`objects.rs`; embedded mode).
+    pub(super) objects: ecdn_objects::meta::MetaTable,
 }
 
 impl State {
@@ -107,6 +109,8 @@ impl State {
             recent: VecDeque::new(),
             unauthorized: 0,
             bad_requests: 0,
+            // Versions above the epoch: a restarted coordinator never hands one out twice.
+            objects: ecdn_objects::meta::MetaTable::new(epoch.max(1)),
         })
     }
 

@@ -1,0 +1,227 @@
+//! The object metadata of EC-Cache's object API (issue 12) at the embedded coordinator: the
+//! [`MetaTable`] of `ecdn_objects::meta`, behind signed requests. A writing node begins a
+//! version, stores the splits where it chose, and commits the record once at least `k` splits
+//! are stored; a reader asks for the committed record (one lookup) and nothing begun is ever
+//! visible.
+//!
+//! * `POST /coord/objects/begin?name=N` → `{"version": V}`
+//! * `POST /coord/objects/commit` with the [`ObjectMeta`] → `{"version": V}` (`409` when a
+//!   later write of the name was committed first, `400` for a record that fails
+//!   [`ObjectMeta::validate`] or a version not begun)
+//! * `POST /coord/objects/abort?name=N&version=V` → `{"version": V}`
+//! * `GET /coord/objects/get?name=N` → the [`ObjectMeta`] (`404` when there is none)
+//! * `POST /coord/objects/remove?name=N` → the removed [`ObjectMeta`] (the caller deletes its
+//!   splits)
+
+use ecdn_objects::meta::{MetaError, ObjectMeta, ObjectName};
+use serde::{Deserialize, Serialize};
+
+use super::state::State;
+
+pub const OBJECTS_PREFIX: &str = "/coord/objects/";
+pub const BEGIN_PATH: &str = "/coord/objects/begin";
+pub const COMMIT_PATH: &str = "/coord/objects/commit";
+pub const ABORT_PATH: &str = "/coord/objects/abort";
+pub const GET_PATH: &str = "/coord/objects/get";
+pub const REMOVE_PATH: &str = "/coord/objects/remove";
+
+/// Limit on a commit's body (a record of 256 splits is a few KB).
+pub(crate) const COMMIT_LIMIT: usize = 64 << 10;
+
+/// An object metadata request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ObjectOp {
+    Begin(ObjectName),
+    Commit(Box<ObjectMeta>),
+    Abort(ObjectName, u64),
+    Get(ObjectName),
+    Remove(ObjectName),
+}
+
+/// The answer to `begin`, `commit` and `abort`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VersionReply {
+    pub version: u64,
+}
+
+/// What a request's query says: `name=` (required) and `version=` (for abort), nothing else.
+fn query_of(query: Option<&str>, want_version: bool) -> Result<(ObjectName, u64), String> {
+    let (mut name, mut version) = (None, None);
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("name", v)) => name = Some(ObjectName::parse(v).map_err(|e| e.to_string())?),
+            Some(("version", v)) if want_version => {
+                version = Some(
+                    v.parse()
+                        .map_err(|_| format!("version={v:?}: need a number"))?,
+                )
+            }
+            _ => return Err(format!("unknown query parameter {pair:?}")),
+        }
+    }
+    let name = name.ok_or("need the query name=OBJECT")?;
+    match (want_version, version) {
+        (true, None) => Err("need the query version=V".into()),
+        (_, v) => Ok((name, v.unwrap_or(0))),
+    }
+}
+
+impl ObjectOp {
+    /// The request at `path` (one of this module's paths).
+    pub fn from_request(path: &str, query: Option<&str>, body: &[u8]) -> Result<ObjectOp, String> {
+        Ok(match path {
+            BEGIN_PATH => ObjectOp::Begin(query_of(query, false)?.0),
+            GET_PATH => ObjectOp::Get(query_of(query, false)?.0),
+            REMOVE_PATH => ObjectOp::Remove(query_of(query, false)?.0),
+            ABORT_PATH => {
+                let (name, version) = query_of(query, true)?;
+                ObjectOp::Abort(name, version)
+            }
+            COMMIT_PATH => {
+                if query.is_some_and(|q| !q.is_empty()) {
+                    return Err("commit takes no query".into());
+                }
+                ObjectOp::Commit(Box::new(
+                    serde_json::from_slice(body).map_err(|e| format!("object record: {e}"))?,
+                ))
+            }
+            other => return Err(format!("{other}: no such object endpoint")),
+        })
+    }
+
+    /// Whether the request carries a body (commit) or nothing.
+    pub fn body_limit(path: &str) -> usize {
+        if path == COMMIT_PATH {
+            COMMIT_LIMIT
+        } else {
+            0
+        }
+    }
+
+    /// The HTTP method of `path`.
+    pub fn method_of(path: &str) -> Option<hyper::Method> {
+        match path {
+            GET_PATH => Some(hyper::Method::GET),
+            BEGIN_PATH | COMMIT_PATH | ABORT_PATH | REMOVE_PATH => Some(hyper::Method::POST),
+            _ => None,
+        }
+    }
+}
+
+/// What a request did: a version, or a record.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ObjectAnswer {
+    Version(u64),
+    Record(Box<ObjectMeta>),
+}
+
+impl State {
+    /// Carries out an object metadata request.
+    pub(super) fn object_op(&mut self, op: ObjectOp) -> Result<ObjectAnswer, MetaError> {
+        let servers = self.placement.servers();
+        match op {
+            ObjectOp::Begin(name) => Ok(ObjectAnswer::Version(self.objects.begin(&name))),
+            ObjectOp::Commit(meta) => {
+                let version = meta.version;
+                self.objects.commit(*meta, servers)?;
+                Ok(ObjectAnswer::Version(version))
+            }
+            ObjectOp::Abort(name, version) => {
+                self.objects.abort(&name, version);
+                Ok(ObjectAnswer::Version(version))
+            }
+            ObjectOp::Get(name) => self
+                .objects
+                .get(&name)
+                .map(|m| ObjectAnswer::Record(Box::new(m.clone())))
+                .ok_or_else(|| MetaError::NotFound(name.to_string())),
+            ObjectOp::Remove(name) => self
+                .objects
+                .remove(&name)
+                .map(|m| ObjectAnswer::Record(Box::new(m))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::coordinator::state::tests::{cfg, opts};
+
+    fn record(name: &str, version: u64) -> ObjectMeta {
+        ObjectMeta {
+            name: ObjectName::parse(name).unwrap(),
+            version,
+            size: 1000,
+            k: 2,
+            r: 1,
+            splits: vec![3, 0, 4],
+            stored: vec![true, true, true],
+            sha256: "0".repeat(64),
+        }
+    }
+
+    #[test]
+    fn requests_parse() {
+        let a = ObjectName::parse("a/b").unwrap();
+        assert_eq!(
+            ObjectOp::from_request(BEGIN_PATH, Some("name=a/b"), b"").unwrap(),
+            ObjectOp::Begin(a.clone())
+        );
+        assert_eq!(
+            ObjectOp::from_request(ABORT_PATH, Some("name=a/b&version=7"), b"").unwrap(),
+            ObjectOp::Abort(a.clone(), 7)
+        );
+        let body = serde_json::to_vec(&record("a/b", 3)).unwrap();
+        assert_eq!(
+            ObjectOp::from_request(COMMIT_PATH, None, &body).unwrap(),
+            ObjectOp::Commit(Box::new(record("a/b", 3)))
+        );
+        for (path, q) in [
+            (BEGIN_PATH, None),
+            (BEGIN_PATH, Some("name=../x")),
+            (GET_PATH, Some("name=a&x=1")),
+            (ABORT_PATH, Some("name=a")),
+            (ABORT_PATH, Some("name=a&version=x")),
+            (COMMIT_PATH, Some("name=a")),
+            ("/coord/objects/list", Some("name=a")),
+        ] {
+            assert!(
+                ObjectOp::from_request(path, q, b"").is_err(),
+                "{path} {q:?}"
+            );
+        }
+        assert!(ObjectOp::from_request(COMMIT_PATH, None, b"{}").is_err());
+    }
+
+    /// Through the coordinator's state: begun is invisible, committed is one lookup, removed is
+    /// gone; a record naming a server the cluster lacks is refused.
+    #[test]
+    fn the_state_keeps_only_committed_records() {
+        let mut st = State::new(&cfg("c2dn", 5), &opts(), Instant::now()).unwrap();
+        let name = ObjectName::parse("x").unwrap();
+        let ObjectAnswer::Version(v) = st.object_op(ObjectOp::Begin(name.clone())).unwrap() else {
+            panic!("a version")
+        };
+        assert!(st.object_op(ObjectOp::Get(name.clone())).is_err());
+        let mut bad = record("x", v);
+        bad.splits[0] = 5;
+        assert!(matches!(
+            st.object_op(ObjectOp::Commit(Box::new(bad))),
+            Err(MetaError::BadRecord { .. })
+        ));
+        st.object_op(ObjectOp::Commit(Box::new(record("x", v))))
+            .unwrap();
+        assert_eq!(
+            st.object_op(ObjectOp::Get(name.clone())).unwrap(),
+            ObjectAnswer::Record(Box::new(record("x", v)))
+        );
+        st.object_op(ObjectOp::Remove(name.clone())).unwrap();
+        assert!(matches!(
+            st.object_op(ObjectOp::Get(name)),
+            Err(MetaError::NotFound(_))
+        ));
+    }
+}
