@@ -71,6 +71,18 @@ impl Keys {
     pub fn state(&self) -> String {
         format!("{}state", self.prefix)
     }
+    /// EC-Cache's committed object record of `name`.
+    pub fn object(&self, name: &str) -> String {
+        format!("{}objects/{name}", self.prefix)
+    }
+    /// The last begun write of `name` (the revision of its put is the write's version).
+    pub fn object_write(&self, name: &str) -> String {
+        format!("{}object-writes/{name}", self.prefix)
+    }
+    /// The committed version of `name`, 20 decimal digits.
+    pub fn object_version(&self, name: &str) -> String {
+        format!("{}object-versions/{name}", self.prefix)
+    }
     /// The node id of a `nodes/{id}` or `loads/{id}` key.
     pub fn id_of(&self, key: &[u8], under: &str) -> Option<usize> {
         let key = std::str::from_utf8(key).ok()?;
@@ -223,30 +235,46 @@ impl Lease {
 
 const MAP_PATH: &str = "etcd:map";
 
-/// The stored form of a map: the signature of the map's JSON (HMAC with the cluster key), a
-/// newline, the JSON.
-pub fn seal_map(key: &ClusterKey, map: &BucketMap) -> Vec<u8> {
-    let json = serde_json::to_vec(map).expect("a bucket map serializes");
-    let sig = key.sign_digest("PUT", MAP_PATH, 0, &sha256(&json));
+/// The stored form of a JSON value `what` names (`etcd:map`, `etcd:object`): the signature of
+/// the JSON (HMAC with the cluster key, over `what` too, so one kind of value cannot pass for
+/// another), a newline, the JSON.
+pub(crate) fn seal(key: &ClusterKey, what: &str, json: &[u8]) -> Vec<u8> {
+    let sig = key.sign_digest("PUT", what, 0, &sha256(json));
     let mut out = sig.signature.into_bytes();
     out.push(b'\n');
-    out.extend_from_slice(&json);
+    out.extend_from_slice(json);
     out
+}
+
+/// The JSON of a value sealed by [`seal`] as `what`; an error for anything not sealed with
+/// this cluster's key.
+pub(crate) fn open<'a>(key: &ClusterKey, what: &str, value: &'a [u8]) -> Result<&'a [u8], String> {
+    let nl = value
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or("the stored value has no signature line")?;
+    let (sig, json) = (&value[..nl], &value[nl + 1..]);
+    let sig = std::str::from_utf8(sig).map_err(|_| "the signature is not text")?;
+    let digest = hex(&sha256(json));
+    key.verify("PUT", what, Some("0"), Some(&digest), Some(sig), 0)
+        .and_then(|v| v.check_body(json))
+        .map_err(|e| format!("not this cluster's (sealed with another key): {e}"))?;
+    Ok(json)
+}
+
+/// The stored form of a map (see [`seal`]).
+pub fn seal_map(key: &ClusterKey, map: &BucketMap) -> Vec<u8> {
+    seal(
+        key,
+        MAP_PATH,
+        &serde_json::to_vec(map).expect("a bucket map serializes"),
+    )
 }
 
 /// The map of a stored value (see [`seal_map`]), its epoch set to `revision`; an error for
 /// anything not sealed with this cluster's key.
 pub fn open_map(key: &ClusterKey, value: &[u8], revision: i64) -> Result<BucketMap, String> {
-    let nl = value
-        .iter()
-        .position(|&b| b == b'\n')
-        .ok_or("the stored map has no signature line")?;
-    let (sig, json) = (&value[..nl], &value[nl + 1..]);
-    let sig = std::str::from_utf8(sig).map_err(|_| "the map's signature is not text")?;
-    let digest = hex(&sha256(json));
-    key.verify("PUT", MAP_PATH, Some("0"), Some(&digest), Some(sig), 0)
-        .and_then(|v| v.check_body(json))
-        .map_err(|e| format!("the stored map is not this cluster's: {e}"))?;
+    let json = open(key, MAP_PATH, value).map_err(|e| format!("the stored map: {e}"))?;
     let mut map: BucketMap =
         serde_json::from_slice(json).map_err(|e| format!("the stored map: {e}"))?;
     map.epoch = u64::try_from(revision).map_err(|_| "a negative revision")?;

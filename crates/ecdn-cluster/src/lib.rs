@@ -27,6 +27,7 @@
 //!   registration under a lease, its load reports and map watch ([`etcd::spawn_etcd_control`]);
 //!   the coordinators' leader election is `coordinator::etcd`; [`etcd_local`] starts etcd
 //!   members on loopback for the demo, tests and benchmarks.
+//! * [`objects`] — where EC-Cache's object records live: the embedded coordinator or etcd.
 
 pub mod auth;
 pub mod config;
@@ -35,6 +36,7 @@ pub mod coordinator;
 pub mod etcd;
 pub mod etcd_local;
 pub mod map;
+pub mod objects;
 pub mod peer;
 pub mod piece;
 pub mod wire;

@@ -1,0 +1,281 @@
+//! Where EC-Cache's object records live (issue 12): with the embedded coordinator
+//! (`coordinator::objects`, over its signed API), or in etcd, as the cluster's other metadata.
+//! A node talks to either through [`ObjectDirectory`]; the semantics are the same: a write
+//! begins (getting a version), stores its splits, and commits the record once at least `k`
+//! splits are stored; only committed records are read, and of two writes of one name the
+//! later version stays.
+//!
+//! **In etcd** (keys under the cluster's prefix):
+//! * `object-writes/{name}`: `begin` puts it; the revision of that put is the new version
+//!   (unique and increasing in the whole etcd).
+//! * `object-versions/{name}`: the committed version, 20 decimal digits (so etcd's byte-wise
+//!   comparison is the numeric one).
+//! * `objects/{name}`: the record, sealed with the cluster key like the map (a record not
+//!   sealed with it is refused).
+//!
+//! A commit is one transaction that writes the version and the record only if no version is
+//! committed or the committed one is lower. Unlike the coordinator, etcd does not check that
+//! the version was begun (a record is sealed, so only a holder of the cluster key writes one),
+//! and `abort` has nothing to drop.
+
+use ecdn_objects::meta::{MetaError, ObjectMeta, ObjectName};
+use etcd_client::{Client, Compare, CompareOp, DeleteOptions, Txn, TxnOp, TxnOpResponse};
+
+use crate::auth::ClusterKey;
+use crate::config::ClusterConfig;
+use crate::coordinator::client::CoordinatorClient;
+use crate::etcd::{connect, open, seal, Keys};
+
+const OBJECT_SEAL: &str = "etcd:object";
+
+/// Why a directory operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DirectoryError {
+    #[error("{0}")]
+    Meta(#[from] MetaError),
+    #[error("object directory: {0}")]
+    Unreachable(String),
+}
+
+/// The object records of one cluster (see the module documentation).
+pub enum ObjectDirectory {
+    Coordinator(CoordinatorClient),
+    Etcd(Box<EtcdObjects>),
+}
+
+/// The etcd side of [`ObjectDirectory`].
+pub struct EtcdObjects {
+    endpoints: Vec<String>,
+    keys: Keys,
+    key: ClusterKey,
+    client: tokio::sync::Mutex<Option<Client>>,
+}
+
+/// 20 decimal digits: etcd compares values byte by byte.
+fn version_value(v: u64) -> String {
+    format!("{v:020}")
+}
+
+impl ObjectDirectory {
+    /// The directory of the cluster of `cfg`: etcd with `etcd` endpoints, else the embedded
+    /// coordinator.
+    pub fn for_cluster(cfg: &ClusterConfig) -> ObjectDirectory {
+        if cfg.etcd.is_empty() {
+            ObjectDirectory::Coordinator(CoordinatorClient::new(
+                cfg.key.as_bytes(),
+                cfg.coordinator,
+            ))
+        } else {
+            ObjectDirectory::Etcd(Box::new(EtcdObjects {
+                endpoints: cfg.etcd.clone(),
+                keys: Keys::new(cfg),
+                key: ClusterKey::new(cfg.key.as_bytes()),
+                client: tokio::sync::Mutex::new(None),
+            }))
+        }
+    }
+
+    /// Starts a write of `name`; its version.
+    pub async fn begin(&self, name: &ObjectName) -> Result<u64, DirectoryError> {
+        match self {
+            ObjectDirectory::Coordinator(c) => c.object_begin(name).await.map_err(unreachable),
+            ObjectDirectory::Etcd(e) => e.begin(name).await,
+        }
+    }
+
+    /// Makes a write visible (see the module documentation).
+    pub async fn commit(&self, meta: &ObjectMeta, servers: usize) -> Result<(), DirectoryError> {
+        meta.validate(servers)?;
+        match self {
+            ObjectDirectory::Coordinator(c) => c
+                .object_commit(meta)
+                .await
+                .map(drop)
+                .map_err(|e| stale_or(e, meta)),
+            ObjectDirectory::Etcd(e) => e.commit(meta).await,
+        }
+    }
+
+    /// Drops a begun write.
+    pub async fn abort(&self, name: &ObjectName, version: u64) -> Result<(), DirectoryError> {
+        match self {
+            ObjectDirectory::Coordinator(c) => {
+                c.object_abort(name, version).await.map_err(unreachable)
+            }
+            ObjectDirectory::Etcd(_) => Ok(()),
+        }
+    }
+
+    /// The committed record, checked for a cluster of `servers` servers.
+    pub async fn get(
+        &self,
+        name: &ObjectName,
+        servers: usize,
+    ) -> Result<ObjectMeta, DirectoryError> {
+        let meta = match self {
+            ObjectDirectory::Coordinator(c) => c
+                .object_get(name)
+                .await
+                .map_err(|e| not_found_or(e, name))?,
+            ObjectDirectory::Etcd(e) => e.get(name).await?,
+        };
+        meta.validate(servers)?;
+        if &meta.name != name {
+            return Err(MetaError::BadRecord {
+                name: name.to_string(),
+                why: format!("the record is {:?}'s", meta.name.as_str()),
+            }
+            .into());
+        }
+        Ok(meta)
+    }
+
+    /// Removes the committed record; returns it (the caller deletes the splits).
+    pub async fn remove(&self, name: &ObjectName) -> Result<ObjectMeta, DirectoryError> {
+        match self {
+            ObjectDirectory::Coordinator(c) => c
+                .object_remove(name)
+                .await
+                .map_err(|e| not_found_or(e, name)),
+            ObjectDirectory::Etcd(e) => e.remove(name).await,
+        }
+    }
+}
+
+fn unreachable(e: String) -> DirectoryError {
+    DirectoryError::Unreachable(e)
+}
+
+/// The coordinator's `404` as [`MetaError::NotFound`].
+fn not_found_or(e: String, name: &ObjectName) -> DirectoryError {
+    if e.contains(" 404 ") {
+        MetaError::NotFound(name.to_string()).into()
+    } else {
+        unreachable(e)
+    }
+}
+
+/// The coordinator's `409` as [`MetaError::Stale`] (its message names the current version).
+fn stale_or(e: String, meta: &ObjectMeta) -> DirectoryError {
+    if e.contains(" 409 ") {
+        MetaError::Stale {
+            name: meta.name.to_string(),
+            version: meta.version,
+            current: 0,
+        }
+        .into()
+    } else {
+        unreachable(e)
+    }
+}
+
+impl EtcdObjects {
+    /// A connected client (reconnecting after a failure).
+    async fn client(&self) -> Result<Client, DirectoryError> {
+        let mut c = self.client.lock().await;
+        if let Some(c) = c.as_ref() {
+            return Ok(c.clone());
+        }
+        let fresh = connect(&self.endpoints)
+            .await
+            .map_err(|e| unreachable(format!("etcd: {e}")))?;
+        *c = Some(fresh.clone());
+        Ok(fresh)
+    }
+
+    /// Forgets the client after a failure.
+    async fn failed(&self, e: etcd_client::Error) -> DirectoryError {
+        *self.client.lock().await = None;
+        unreachable(format!("etcd: {e}"))
+    }
+
+    async fn begin(&self, name: &ObjectName) -> Result<u64, DirectoryError> {
+        let mut c = self.client().await?;
+        match c.put(self.keys.object_write(name.as_str()), "", None).await {
+            Ok(r) => Ok(r.header().map_or(0, |h| h.revision()).max(0) as u64),
+            Err(e) => Err(self.failed(e).await),
+        }
+    }
+
+    async fn commit(&self, meta: &ObjectMeta) -> Result<(), DirectoryError> {
+        let name = meta.name.as_str();
+        let (vkey, okey) = (self.keys.object_version(name), self.keys.object(name));
+        let json = serde_json::to_vec(meta).expect("a record serializes");
+        let writes = [
+            TxnOp::put(vkey.clone(), version_value(meta.version), None),
+            TxnOp::put(okey, seal(&self.key, OBJECT_SEAL, &json), None),
+        ];
+        let mut c = self.client().await?;
+        for when in [
+            Compare::create_revision(vkey.clone(), CompareOp::Equal, 0),
+            Compare::value(vkey.clone(), CompareOp::Less, version_value(meta.version)),
+        ] {
+            let txn = Txn::new().when([when]).and_then(writes.clone());
+            match c.txn(txn).await {
+                Ok(r) if r.succeeded() => return Ok(()),
+                Ok(_) => {}
+                Err(e) => return Err(self.failed(e).await),
+            }
+        }
+        let current = match c.get(vkey, None).await {
+            Ok(r) => r
+                .kvs()
+                .first()
+                .and_then(|kv| std::str::from_utf8(kv.value()).ok()?.parse().ok())
+                .unwrap_or(0),
+            Err(e) => return Err(self.failed(e).await),
+        };
+        Err(MetaError::Stale {
+            name: name.to_string(),
+            version: meta.version,
+            current,
+        }
+        .into())
+    }
+
+    fn parse(&self, name: &ObjectName, value: &[u8]) -> Result<ObjectMeta, DirectoryError> {
+        let bad = |why: String| MetaError::BadRecord {
+            name: name.to_string(),
+            why,
+        };
+        let json = open(&self.key, OBJECT_SEAL, value).map_err(bad)?;
+        Ok(serde_json::from_slice(json).map_err(|e| bad(e.to_string()))?)
+    }
+
+    async fn get(&self, name: &ObjectName) -> Result<ObjectMeta, DirectoryError> {
+        let mut c = self.client().await?;
+        let resp = match c.get(self.keys.object(name.as_str()), None).await {
+            Ok(r) => r,
+            Err(e) => return Err(self.failed(e).await),
+        };
+        match resp.kvs().first() {
+            Some(kv) => self.parse(name, kv.value()),
+            None => Err(MetaError::NotFound(name.to_string()).into()),
+        }
+    }
+
+    async fn remove(&self, name: &ObjectName) -> Result<ObjectMeta, DirectoryError> {
+        let n = name.as_str();
+        let txn = Txn::new().and_then([
+            TxnOp::delete(
+                self.keys.object(n),
+                Some(DeleteOptions::new().with_prev_key()),
+            ),
+            TxnOp::delete(self.keys.object_version(n), None),
+            TxnOp::delete(self.keys.object_write(n), None),
+        ]);
+        let mut c = self.client().await?;
+        let resp = match c.txn(txn).await {
+            Ok(r) => r,
+            Err(e) => return Err(self.failed(e).await),
+        };
+        let prev = resp.op_responses().into_iter().find_map(|r| match r {
+            TxnOpResponse::Delete(d) => d.prev_kvs().first().map(|kv| kv.value().to_vec()),
+            _ => None,
+        });
+        match prev {
+            Some(v) => self.parse(name, &v),
+            None => Err(MetaError::NotFound(name.to_string()).into()),
+        }
+    }
+}
