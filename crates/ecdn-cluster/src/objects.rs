@@ -39,7 +39,7 @@ pub enum DirectoryError {
 
 /// The object records of one cluster (see the module documentation).
 pub enum ObjectDirectory {
-    Coordinator(CoordinatorClient),
+    Coordinator(Box<CoordinatorClient>),
     Etcd(Box<EtcdObjects>),
 }
 
@@ -61,10 +61,10 @@ impl ObjectDirectory {
     /// coordinator.
     pub fn for_cluster(cfg: &ClusterConfig) -> ObjectDirectory {
         if cfg.etcd.is_empty() {
-            ObjectDirectory::Coordinator(CoordinatorClient::new(
+            ObjectDirectory::Coordinator(Box::new(CoordinatorClient::new(
                 cfg.key.as_bytes(),
                 cfg.coordinator,
-            ))
+            )))
         } else {
             ObjectDirectory::Etcd(Box::new(EtcdObjects {
                 endpoints: cfg.etcd.clone(),
