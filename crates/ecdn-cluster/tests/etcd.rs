@@ -17,37 +17,17 @@ use ecdn_cluster::etcd_local::LocalEtcd;
 use ecdn_cluster::map::MemberState;
 use ecdn_cluster::{ClusterConfig, Control, CoordinatorOptions, WriteLoads};
 
-/// True when `CI` is set to anything but empty, `0` or `false` (as the plot tests read it).
-fn under_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| {
-        let v = v.to_ascii_lowercase();
-        !v.is_empty() && v != "false" && v != "0"
-    })
-}
-
-/// A tool this test needs is missing: under CI that fails the test (CI must install it);
-/// elsewhere the test says it is skipped and the caller returns.
-fn missing(why: &str) {
-    if under_ci() {
-        panic!("under CI and {why}: CI must install it");
-    }
-    eprintln!("skipped: {why}");
-}
+mod common;
+use common::missing;
 
 fn cluster(etcd: &str, prefix: &str) -> ClusterConfig {
-    let mut text = format!(
-        "scheme = \"c2dn\"\nkey = \"0123456789abcdef-secret\"\ncoordinator = \"127.0.0.1:1\"\n\
-         heartbeat_ms = 100\nbuckets = 30\netcd = [\"{etcd}\"]\netcd_prefix = \"{prefix}\"\n\
-         etcd_lease_s = 2\n"
-    );
-    for i in 0..5 {
-        text.push_str(&format!(
-            "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
-            20000 + i,
-            21000 + i
-        ));
-    }
-    ClusterConfig::parse(&text).unwrap()
+    common::cluster(
+        "0123456789abcdef-secret",
+        &format!(
+            "coordinator = \"127.0.0.1:1\"\nbuckets = 30\netcd = [\"{etcd}\"]\n\
+             etcd_prefix = \"{prefix}\"\netcd_lease_s = 2"
+        ),
+    )
 }
 
 /// Waits (at most `secs`) until `f` holds.
