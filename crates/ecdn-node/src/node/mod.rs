@@ -170,6 +170,13 @@ async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> R
         Ok(r) => r,
         Err(refused) => return refused,
     };
+    // EC-Cache's object API (cluster mode): its own requests, bodies and answers.
+    if req.uri().path().starts_with(cluster::objects::PREFIX) {
+        return match &st.cluster {
+            Some(c) => cluster::objects::serve(&st, c, req).await,
+            None => text(StatusCode::NOT_FOUND, "the object API needs cluster mode"),
+        };
+    }
     // The request's body is kept aside: only a pass forwards it, and every other answer waits
     // until it has been read (see `client_body.rs`).
     let (parts, body) = req.into_parts();

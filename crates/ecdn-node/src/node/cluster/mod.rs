@@ -35,6 +35,7 @@
 
 pub(super) mod coded;
 mod metrics;
+pub(super) mod objects;
 pub(super) mod partial;
 pub(super) mod peer_server;
 pub(super) mod pieces;
@@ -89,6 +90,8 @@ pub(super) struct Cluster {
     pub(super) etcd: Option<Arc<EtcdStatus>>,
     /// In embedded mode: whether this node reaches the coordinator.
     coordinator: Option<Arc<CoordinatorStatus>>,
+    /// EC-Cache's object records (`objects.rs`): the coordinator, or etcd.
+    pub(super) objects: ecdn_cluster::objects::ObjectDirectory,
 }
 
 /// The piece policy's share of the disk ring: the ring is this much larger than the policy's
@@ -135,6 +138,7 @@ impl Cluster {
             codecs: CodecCache::new(),
             peer_timeout: Duration::from_secs(2),
             etcd: (!c.cluster.etcd.is_empty()).then_some(etcd),
+            objects: ecdn_cluster::objects::ObjectDirectory::for_cluster(&c.cluster),
         })
     }
 
@@ -224,30 +228,12 @@ pub(super) async fn purge(
         purged |= c.pieces.purge(disk, object, c.cfg.k + c.cfg.p).await;
     }
     let map = c.map.current();
-    let path = ecdn_cluster::wire::has_path(primary);
     let mut asks = tokio::task::JoinSet::new();
     for server in (0..map.servers()).filter(|&s| s != c.id && map.is_available(s)) {
-        let (c, path) = (c.clone(), path.clone());
+        let (c, key) = (c.clone(), primary.to_string());
         asks.spawn(async move {
-            let Some(addr) = c.peer_of(server) else {
-                return (server, None);
-            };
-            let method = hyper::Method::DELETE;
-            let sent = c.peers.send(
-                addr,
-                method,
-                &path,
-                bytes::Bytes::new(),
-                &[],
-                c.peer_timeout,
-            );
-            let answer = match sent.await {
-                Ok(r) if r.status() == hyper::StatusCode::OK => {
-                    ecdn_cluster::peer::read_body(r.into_body(), 64).await.ok()
-                }
-                _ => None,
-            };
-            (server, answer.map(|b| b.as_ref() == b"purged\n"))
+            let answer = purge_answer(&c, server, &key).await;
+            (server, answer)
         });
     }
     let mut unreached = Vec::new();
@@ -263,6 +249,35 @@ pub(super) async fn purge(
 }
 
 /// The URL part of a cache key (a variant key is the primary key, a newline, then the variant).
+/// Has node `server` drop every piece (and copy) of `key` (the peer `DELETE` of its `has`
+/// path): `Some(whether it held any)`, `None` when it did not confirm.
+async fn purge_answer(c: &Cluster, server: usize, key: &str) -> Option<bool> {
+    let addr = c.peer_of(server)?;
+    let path = ecdn_cluster::wire::has_path(key);
+    let sent = c.peers.send(
+        addr,
+        hyper::Method::DELETE,
+        &path,
+        bytes::Bytes::new(),
+        &[],
+        c.peer_timeout,
+    );
+    match sent.await {
+        Ok(r) if r.status() == hyper::StatusCode::OK => {
+            let body = ecdn_cluster::peer::read_body(r.into_body(), 64)
+                .await
+                .ok()?;
+            Some(body.as_ref() == b"purged\n")
+        }
+        _ => None,
+    }
+}
+
+/// [`purge_answer`] for the object API: whether `server` dropped a piece of `key`.
+pub(super) async fn purge_on(c: &Cluster, server: usize, key: &str) -> bool {
+    purge_answer(c, server, key).await == Some(true)
+}
+
 pub(super) fn primary_of(key: &str) -> &str {
     key.split('\n').next().unwrap_or(key)
 }

@@ -204,7 +204,13 @@ async fn purge(st: &State, c: &Cluster, key: &str) -> Response<NodeBody> {
     };
     if let Some(disk) = &st.disk {
         let object = ecdn_trace::hash_id(key.as_bytes());
-        purged |= c.pieces.purge(disk, object, c.cfg.k + c.cfg.p).await;
+        // An object's splits may be up to the most an object has.
+        let pieces = if key.starts_with(super::objects::KEY_PREFIX) {
+            ecdn_objects::meta::MAX_SPLITS
+        } else {
+            c.cfg.k + c.cfg.p
+        };
+        purged |= c.pieces.purge(disk, object, pieces).await;
     }
     plain(StatusCode::OK, if purged { "purged" } else { "not held" })
 }
@@ -263,7 +269,7 @@ async fn put_piece(
         Ok(m) => m,
         Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
     };
-    if let Err(e) = check_piece(c, piece, &meta, payload) {
+    if let Err(e) = check_piece(c, piece, key, &meta, payload) {
         return plain(StatusCode::BAD_REQUEST, &format!("peer request: {e}"));
     }
     let object = ecdn_trace::hash_id(key.as_bytes());
@@ -280,16 +286,26 @@ async fn put_piece(
 fn check_piece(
     c: &Cluster,
     piece: PieceName,
+    key: &str,
     meta: &PieceMeta,
     payload: &[u8],
 ) -> Result<(), String> {
+    // An object's split (EC-Cache) carries its own (k, r); a cached object's piece the
+    // cluster's code.
+    let object = key.starts_with(super::objects::KEY_PREFIX);
     match (piece, &meta.coding) {
-        (PieceName::Replica, None) => Ok(()),
+        (PieceName::Replica, None) if !object => Ok(()),
         (PieceName::Chunk(ch), Some(coding)) => {
-            if usize::from(coding.k) != c.cfg.k
-                || usize::from(coding.p) != c.cfg.p
+            let (k, p) = if object {
+                (usize::from(coding.k), usize::from(coding.p))
+            } else {
+                (c.cfg.k, c.cfg.p)
+            };
+            if usize::from(coding.k) != k
+                || usize::from(coding.p) != p
+                || k == 0
                 || coding.chunk != ch
-                || usize::from(ch) >= c.cfg.k + c.cfg.p
+                || usize::from(ch) >= k + p
                 || u64::from(coding.sub_chunk) != c.cfg.sub_chunk
             {
                 return Err("chunk metadata does not match the path or the cluster's code".into());

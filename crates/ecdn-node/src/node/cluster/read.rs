@@ -321,7 +321,12 @@ fn count_protection(c: &Cluster, holders: &[Holder], coded: bool, once: &AtomicB
 
 /// A signed answer of node `server` to `GET path`, of at most `limit` bytes, its signature and
 /// digest checked; `None` for anything else (a failed peer, `404`, a bad signature).
-async fn signed_get(c: &Cluster, server: usize, path: &str, limit: usize) -> Option<Bytes> {
+pub(super) async fn signed_get(
+    c: &Cluster,
+    server: usize,
+    path: &str,
+    limit: usize,
+) -> Option<Bytes> {
     let resp = c.peer_get(server, path).await?;
     if resp.status() != StatusCode::OK {
         return None;

@@ -411,7 +411,11 @@ pub(super) async fn put_local(
             hoc.remove(o);
         }
     }
-    if put == Put::Stored {
+    if put == Put::Stored && key.starts_with(super::objects::KEY_PREFIX) {
+        // An object's split (EC-Cache): written bytes, but not one of C2DN's parity buckets.
+        c.stats.written(PieceName::Chunk(0), 1, len);
+        c.loads.record_data(len);
+    } else if put == Put::Stored {
         c.stats.written(name, c.cfg.k, len);
         match name {
             PieceName::Chunk(ch) if c.scheme() == Scheme::C2dn && usize::from(ch) >= c.cfg.k => {
@@ -426,17 +430,17 @@ pub(super) async fn put_local(
     put
 }
 
-/// Sends a piece to node `server`.
-async fn push(
+/// Sends a piece to node `server`; whether it stored it.
+pub(super) async fn push(
     c: &Cluster,
     server: usize,
     key: &str,
     name: PieceName,
     meta: Vec<u8>,
     payload: Bytes,
-) {
+) -> bool {
     let Some(addr) = c.peer_of(server) else {
-        return;
+        return false;
     };
     let mut frame = Vec::with_capacity(payload.len() + meta.len() + 4);
     frame.extend_from_slice(&payload);
@@ -454,11 +458,8 @@ async fn push(
             c.peer_timeout * 5,
         )
         .await;
-    pushed(
-        c,
-        server,
-        true,
-        n,
-        sent.map(|r| r.status()).map_err(|e| e.to_string()),
-    );
+    let status = sent.map(|r| r.status()).map_err(|e| e.to_string());
+    let stored = status.as_ref().is_ok_and(|s| *s == StatusCode::OK);
+    pushed(c, server, true, n, status);
+    stored
 }

@@ -1,0 +1,153 @@
+//! A cluster in one process for the node's tests: the embedded coordinator and N nodes, each
+//! with its client and peer listener and its own disk, in front of an in-memory origin.
+
+#![allow(dead_code)] // each test binary uses part of it
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use ecdn_cluster::config::ClusterConfig;
+use ecdn_cluster::coordinator::{Coordinator, RunningCoordinator};
+use ecdn_node::node::{ClusterNode, Node, NodeConfig, RunningNode};
+use ecdn_node::origin::{in_memory_connector, OriginConfig};
+
+pub const KEY: &str = "0123456789abcdef0123456789abcdef";
+pub const PURGE_TOKEN: &str = "purge-token-of-the-test";
+
+/// Free loopback ports (bound, then released).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let ls: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+pub struct TestCluster {
+    pub cfg: ClusterConfig,
+    pub coordinator: RunningCoordinator,
+    pub nodes: Vec<Option<RunningNode>>,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestCluster {
+    pub async fn start(n: usize, scheme: &str, k: usize, p: usize) -> TestCluster {
+        Self::start_with(n, scheme, k, p, "").await
+    }
+
+    /// `extra`: more settings of the cluster file.
+    pub async fn start_with(
+        n: usize,
+        scheme: &str,
+        k: usize,
+        p: usize,
+        extra: &str,
+    ) -> TestCluster {
+        Self::start_with_hoc(n, scheme, k, p, extra, 1).await
+    }
+
+    /// Nodes with a FIFO HOC of `hoc_size` bytes.
+    pub async fn start_with_hoc(
+        n: usize,
+        scheme: &str,
+        k: usize,
+        p: usize,
+        extra: &str,
+        hoc_size: u64,
+    ) -> TestCluster {
+        let ports = free_ports(2 * n + 1);
+        let mut text = format!(
+            "scheme = \"{scheme}\"\nk = {k}\np = {p}\nkey = \"{KEY}\"\n\
+             coordinator = \"127.0.0.1:{}\"\nheartbeat_ms = 100\nbuckets = 50\n{extra}",
+            ports[0]
+        );
+        for i in 0..n {
+            text.push_str(&format!(
+                "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
+                ports[1 + i],
+                ports[1 + n + i]
+            ));
+        }
+        let cfg = ClusterConfig::parse(&text).unwrap();
+        let coordinator = Coordinator::start(cfg.clone()).await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut starts = Vec::new();
+        for i in 0..n {
+            let node = NodeConfig {
+                origin: "http://origin.test".into(),
+                hoc_size,
+                hoc_policy: "fifo".into(),
+                disk_path: Some(dir.path().join(format!("node-{i}.disk"))),
+                disk_size: 64 << 20,
+                purge_token: Some(PURGE_TOKEN.into()),
+                cluster: Some(ClusterNode {
+                    cluster: cfg.clone(),
+                    id: i,
+                }),
+                ..NodeConfig::default()
+            };
+            let listen = cfg.nodes[i].client;
+            starts.push(tokio::spawn(async move {
+                Node::start_with_connector(
+                    listen,
+                    node,
+                    in_memory_connector(OriginConfig::default()),
+                )
+                .await
+                .unwrap()
+            }));
+        }
+        let mut nodes = Vec::new();
+        for s in starts {
+            nodes.push(Some(s.await.unwrap()));
+        }
+        let c = TestCluster {
+            cfg,
+            coordinator,
+            nodes,
+            dir,
+        };
+        c.wait_available(&vec![true; n]).await;
+        c
+    }
+
+    /// Waits until the coordinator's map says exactly `want` (and every node has that map).
+    pub async fn wait_available(&self, want: &[bool]) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let map = self.coordinator.map();
+            if map.available == want {
+                // Give the nodes' map watchers a moment to take it.
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "availability {:?}",
+                map.available
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn client(&self, i: usize) -> SocketAddr {
+        self.cfg.nodes[i].client
+    }
+
+    pub fn peer(&self, i: usize) -> SocketAddr {
+        self.cfg.nodes[i].peer
+    }
+
+    pub async fn stop(&mut self, i: usize) {
+        if let Some(n) = self.nodes[i].take() {
+            n.stop().await.unwrap();
+        }
+    }
+
+    pub async fn stop_all(mut self) {
+        for i in 0..self.nodes.len() {
+            self.stop(i).await;
+        }
+        self.coordinator.shutdown().await;
+        drop(self.dir);
+    }
+}

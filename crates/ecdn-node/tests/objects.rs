@@ -1,0 +1,225 @@
+//! EC-Cache's object API (`/_objects/<name>`) on an in-process cluster of 6 nodes: byte-exact
+//! round trips for random sizes and (k, r) through any node, reads with r nodes stopped, a
+//! read with fewer than k splits reachable failing clearly, a write cut off midway never
+//! readable, deletes removing the record and the splits, and an unsigned split write refused.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use ecdn_cluster::objects::ObjectDirectory;
+use ecdn_objects::meta::{ObjectMeta, ObjectName};
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use tokio::io::AsyncWriteExt;
+
+#[path = "common/cluster.rs"]
+mod harness;
+use harness::TestCluster;
+
+struct Reply {
+    status: u16,
+    headers: hyper::HeaderMap,
+    body: Vec<u8>,
+}
+
+async fn send(addr: SocketAddr, method: &str, uri: &str, body: Vec<u8>) -> Reply {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "objects.test")
+        .body(Full::new(Bytes::from(body)))
+        .unwrap();
+    let resp = s.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .to_bytes()
+        .to_vec();
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn content(seed: u64, size: usize) -> Vec<u8> {
+    let mut rng = ecdn_trace::Rng::new(seed);
+    (0..size).map(|_| rng.next_u64() as u8).collect()
+}
+
+fn record(r: &Reply) -> ObjectMeta {
+    serde_json::from_slice(&r.body)
+        .unwrap_or_else(|e| panic!("{e}: {} {}", r.status, String::from_utf8_lossy(&r.body)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written() {
+    let mut c = TestCluster::start(6, "c2dn", 3, 1).await;
+    // Random sizes and codes, through any node; read back through another.
+    let mut rng = ecdn_trace::Rng::new(42);
+    let mut stored = Vec::new();
+    for (i, (k, r)) in [(1, 1), (2, 1), (3, 2), (4, 2), (5, 1), (2, 3)]
+        .into_iter()
+        .enumerate()
+    {
+        let size = 1 + rng.below(300_000) as usize;
+        let data = content(i as u64, size);
+        let name = format!("set/{i}.bin");
+        let put = send(
+            c.client(i % 6),
+            "PUT",
+            &format!("/_objects/{name}?k={k}&r={r}"),
+            data.clone(),
+        )
+        .await;
+        assert_eq!(put.status, 201, "{}", String::from_utf8_lossy(&put.body));
+        let meta = record(&put);
+        assert_eq!((meta.k, meta.r, meta.size as usize), (k, r, size));
+        assert_eq!(meta.splits.len(), k + r);
+        assert!(meta.stored.iter().all(|&s| s), "every node is up");
+        let got = send(
+            c.client((i + 1) % 6),
+            "GET",
+            &format!("/_objects/{name}"),
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(got.status, 200);
+        assert_eq!(got.body, data, "object {name}");
+        let used = got.headers["x-ecdn-splits"]
+            .to_str()
+            .unwrap()
+            .split(',')
+            .count();
+        assert_eq!(used, k);
+        stored.push((name, data, meta));
+    }
+    // Defaults: 1 MiB and more coded with k = 10 capped by the cluster (6 nodes: k = 5, r = 1).
+    let big = content(99, 1 << 20);
+    let put = send(c.client(0), "PUT", "/_objects/big", big.clone()).await;
+    let meta = record(&put);
+    assert_eq!((meta.k, meta.r), (5, 1));
+    // HEAD and stat.
+    let head = send(c.client(3), "HEAD", "/_objects/big", Vec::new()).await;
+    assert_eq!(head.status, 200);
+    assert_eq!(
+        head.headers["content-length"],
+        (1u32 << 20).to_string().as_str()
+    );
+    assert_eq!(head.headers["x-ecdn-k"], "5");
+    let stat = send(c.client(3), "GET", "/_objects/big?stat", Vec::new()).await;
+    assert_eq!(record(&stat), meta);
+    // Bad requests.
+    assert_eq!(
+        send(c.client(0), "GET", "/_objects/nope", Vec::new())
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        send(c.client(0), "PUT", "/_objects/x?k=6&r=2", vec![1; 10])
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        send(c.client(0), "PUT", "/_objects/a%20b", vec![1; 10])
+            .await
+            .status,
+        400
+    );
+    assert_eq!(
+        send(c.client(0), "POST", "/_objects/x", vec![1; 10])
+            .await
+            .status,
+        405
+    );
+
+    // A write cut off midway: nothing readable.
+    {
+        let mut s = tokio::net::TcpStream::connect(c.client(2)).await.unwrap();
+        s.write_all(
+            b"PUT /_objects/cut HTTP/1.1\r\nhost: objects.test\r\ncontent-length: 100000\r\n\r\n",
+        )
+        .await
+        .unwrap();
+        s.write_all(&[7u8; 40_000]).await.unwrap();
+        drop(s);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert_eq!(
+            send(c.client(2), "GET", "/_objects/cut", Vec::new())
+                .await
+                .status,
+            404
+        );
+    }
+
+    // r nodes stopped (not node 0, which is asked): every object is still read exactly.
+    // Object 2 has k = 3, r = 2: stop two of its split servers (other than node 0).
+    let (name, data, meta) = &stored[2];
+    let down: Vec<usize> = meta
+        .splits
+        .iter()
+        .copied()
+        .filter(|&s| s != 0)
+        .take(2)
+        .collect();
+    for &d in &down {
+        c.stop(d).await;
+    }
+    let mut want = vec![true; 6];
+    for &d in &down {
+        want[d] = false;
+    }
+    c.wait_available(&want).await;
+    let got = send(c.client(0), "GET", &format!("/_objects/{name}"), Vec::new()).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(&got.body, data);
+    // Object 0 (k = 1, r = 1) with both copies down, if they were: a clear 502.
+    for (name, data, meta) in &stored {
+        let reachable = meta.splits.iter().filter(|s| !down.contains(s)).count();
+        let got = send(c.client(0), "GET", &format!("/_objects/{name}"), Vec::new()).await;
+        if reachable >= meta.k {
+            assert_eq!((got.status, &got.body), (200, data), "{name}");
+        } else {
+            assert_eq!(got.status, 502, "{name}");
+            let why = String::from_utf8_lossy(&got.body);
+            assert!(why.contains("decoding needs"), "{why}");
+        }
+    }
+
+    // An unsigned write of a split to a node's peer port: refused, nothing stored.
+    let path = ecdn_cluster::wire::piece_path(
+        ecdn_cluster::wire::PieceName::Chunk(0),
+        "_objects/forged@1",
+        None,
+    );
+    let forged = send(c.peer(0), "PUT", &path, vec![0; 100]).await;
+    assert_eq!(forged.status, 401);
+
+    // Delete: the record first, then the splits.
+    let del = send(c.client(0), "DELETE", "/_objects/big", Vec::new()).await;
+    assert_eq!(del.status, 200);
+    assert_eq!(
+        send(c.client(0), "GET", "/_objects/big", Vec::new())
+            .await
+            .status,
+        404
+    );
+    let dir = ObjectDirectory::for_cluster(&c.cfg);
+    assert!(dir
+        .get(&ObjectName::parse("big").unwrap(), 6)
+        .await
+        .is_err());
+    c.stop_all().await;
+}
