@@ -8,48 +8,17 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 use ecdn_cluster::objects::ObjectDirectory;
 use ecdn_objects::meta::{ObjectMeta, ObjectName};
-use http_body_util::{BodyExt, Full};
-use hyper::Request;
-use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 
 #[path = "common/cluster.rs"]
 mod harness;
 use harness::TestCluster;
 
-struct Reply {
-    status: u16,
-    headers: hyper::HeaderMap,
-    body: Vec<u8>,
-}
+mod common;
+use common::Reply;
 
 async fn send(addr: SocketAddr, method: &str, uri: &str, body: Vec<u8>) -> Reply {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("host", "objects.test")
-        .body(Full::new(Bytes::from(body)))
-        .unwrap();
-    let resp = s.send_request(req).await.unwrap();
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = resp
-        .into_body()
-        .collect()
-        .await
-        .unwrap()
-        .to_bytes()
-        .to_vec();
-    Reply {
-        status,
-        headers,
-        body,
-    }
+    common::send_body(addr, method, uri, &[], Bytes::from(body)).await
 }
 
 fn content(seed: u64, size: usize) -> Vec<u8> {

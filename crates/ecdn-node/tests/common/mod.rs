@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 
@@ -34,6 +34,17 @@ pub async fn fetch_with(
     uri: &str,
     extra: &[(&str, &str)],
 ) -> Reply {
+    send_body(addr, method, uri, extra, Bytes::new()).await
+}
+
+/// One request with a body (`Content-Length`), on a fresh connection.
+pub async fn send_body(
+    addr: SocketAddr,
+    method: &str,
+    uri: &str,
+    extra: &[(&str, &str)],
+    body: Bytes,
+) -> Reply {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
@@ -46,7 +57,7 @@ pub async fn fetch_with(
     for (k, v) in extra {
         req = req.header(*k, *v);
     }
-    let req = req.body(Empty::<Bytes>::new()).unwrap();
+    let req = req.body(Full::new(body)).unwrap();
     let resp = send.send_request(req).await.unwrap();
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
