@@ -176,6 +176,22 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
     let forged = send(c.peer(0), "PUT", &path, vec![0; 100]).await;
     assert_eq!(forged.status, 401);
 
+    // The client crate, against node 0: the same API.
+    let client = ecdn_client::ObjectClient::new(c.client(0));
+    let data = Bytes::from(content(7, 77_777));
+    let code = ecdn_client::Code { k: 2, r: 1 };
+    let meta = client
+        .put("via/client", data.clone(), Some(code))
+        .await
+        .unwrap();
+    assert_eq!(client.stat("via/client").await.unwrap(), meta);
+    assert_eq!(client.get("via/client").await.unwrap(), data);
+    client.delete("via/client").await.unwrap();
+    assert!(matches!(
+        client.get("via/client").await,
+        Err(ecdn_client::ClientError::NotFound(_))
+    ));
+
     // Delete: the record first, then the splits.
     let del = send(c.client(0), "DELETE", "/_objects/big", Vec::new()).await;
     assert_eq!(del.status, 200);

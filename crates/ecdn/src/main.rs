@@ -12,6 +12,7 @@ mod cluster_ops;
 mod coordinator_cmd;
 mod demo_cmd;
 mod node_cmd;
+mod object_cmd;
 mod origin_cmd;
 mod plot;
 mod sim_cmd;
@@ -45,6 +46,9 @@ enum Command {
     /// loopback, replays a trace through them, kills nodes, and compares with the simulator.
     #[command(subcommand)]
     Cluster(cluster_demo::ClusterCmd),
+    /// EC-Cache's object API: put, get, stat and rm objects on a cluster node.
+    #[command(subcommand)]
+    Object(object_cmd::ObjectCmd),
 }
 
 fn main() {
@@ -57,6 +61,7 @@ fn main() {
         Command::Origin(a) => origin_cmd::run(a),
         Command::Coordinator(a) => coordinator_cmd::run(a),
         Command::Cluster(cmd) => cluster_demo::run(cmd),
+        Command::Object(cmd) => object_cmd::run(cmd),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -4,6 +4,8 @@
 //! them from the map), drains node 1 (`ecdn cluster drain`: it exits by itself once its
 //! requests are done) and removes it (`ecdn cluster remove`). No request may fail, and
 //! `ecdn cluster status --json` must show the new shape. Prints the bytes each change moved.
+//! Then EC-Cache's object API from the command line on the changed cluster (`ecdn object put
+//! | stat | get | rm`).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -320,4 +322,62 @@ fn add_and_drain_a_node_under_load_without_a_failed_request() {
     }
     assert_eq!(failed, 0, "failed requests: {:?}", failures.lock().unwrap());
     assert!(ok > 100, "only {ok} requests in the run");
+
+    // The object API from the command line, through the added node.
+    let object = d("object.bin");
+    let data: Vec<u8> = (0..500_000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+    std::fs::write(&object, &data).unwrap();
+    let node5 = format!("127.0.0.1:{}", client[5]);
+    let object_cli = |args: &[&str]| -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_ecdn"))
+            .arg("object")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let put = object_cli(&[
+        "put",
+        "--node",
+        &node5,
+        "data/one",
+        object.to_str().unwrap(),
+        "--k",
+        "3",
+        "--r",
+        "1",
+    ]);
+    assert!(
+        put.status.success(),
+        "{}",
+        String::from_utf8_lossy(&put.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&put.stdout).unwrap();
+    assert_eq!((meta["k"].as_u64(), meta["r"].as_u64()), (Some(3), Some(1)));
+    // Node 1 was removed: no split is on it.
+    assert!(meta["splits"].as_array().unwrap().iter().all(|s| s != 1));
+    let back = d("back.bin");
+    let node0 = format!("127.0.0.1:{}", client[0]);
+    let get = object_cli(&[
+        "get",
+        "--node",
+        &node0,
+        "data/one",
+        "-o",
+        back.to_str().unwrap(),
+    ]);
+    assert!(
+        get.status.success(),
+        "{}",
+        String::from_utf8_lossy(&get.stderr)
+    );
+    assert_eq!(std::fs::read(&back).unwrap(), data);
+    let stat = object_cli(&["stat", "--node", &node0, "data/one"]);
+    let stat: serde_json::Value = serde_json::from_slice(&stat.stdout).unwrap();
+    assert_eq!(stat["size"], 500_000);
+    assert!(object_cli(&["rm", "--node", &node0, "data/one"])
+        .status
+        .success());
+    let gone = object_cli(&["stat", "--node", &node0, "data/one"]);
+    assert!(!gone.status.success());
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("no object"));
 }

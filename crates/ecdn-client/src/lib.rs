@@ -1,0 +1,172 @@
+//! A client of ecdn's EC-Cache object API (`/_objects/<name>` on any node of a cluster; see
+//! `ecdn_node`'s `cluster/objects.rs`): put an object with an optional code, get it back,
+//! stat it, delete it. One node address; connections are pooled; every call has a time limit.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), ecdn_client::ClientError> {
+//! let c = ecdn_client::ObjectClient::new("127.0.0.1:8000".parse().unwrap());
+//! let meta = c.put("models/resnet.bin", b"...".to_vec().into(), None).await?;
+//! let bytes = c.get("models/resnet.bin").await?;
+//! assert_eq!(bytes.len() as u64, meta.size);
+//! # Ok(()) }
+//! ```
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ecdn_objects::meta::{ObjectMeta, ObjectName};
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{0}")]
+    BadName(String),
+    #[error("no object {0:?}")]
+    NotFound(String),
+    #[error("the node answered {status}: {message}")]
+    Refused { status: u16, message: String },
+    #[error("the node at {addr}: {why}")]
+    Unreachable { addr: SocketAddr, why: String },
+    #[error("the node's answer is not an object record: {0}")]
+    BadAnswer(String),
+}
+
+/// A code for [`ObjectClient::put`]: `k` data and `r` parity splits (`k = 1`: replication).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Code {
+    pub k: usize,
+    pub r: usize,
+}
+
+/// A client of one node's object API.
+#[derive(Clone)]
+pub struct ObjectClient {
+    addr: SocketAddr,
+    http: Client<HttpConnector, Full<Bytes>>,
+    timeout: Duration,
+}
+
+impl ObjectClient {
+    /// A client of the node whose client port is `addr` (a minute per call).
+    pub fn new(addr: SocketAddr) -> ObjectClient {
+        ObjectClient {
+            addr,
+            http: Client::builder(TokioExecutor::new()).build_http(),
+            timeout: Duration::from_secs(60),
+        }
+    }
+
+    /// The same client with another time limit per call.
+    pub fn with_timeout(mut self, timeout: Duration) -> ObjectClient {
+        self.timeout = timeout;
+        self
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        name: &str,
+        query: &str,
+        body: Bytes,
+    ) -> Result<(StatusCode, Bytes), ClientError> {
+        let name = ObjectName::parse(name).map_err(|e| ClientError::BadName(e.to_string()))?;
+        let uri = format!("http://{}/_objects/{name}{query}", self.addr);
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(Full::new(body))
+            .map_err(|e| ClientError::BadName(e.to_string()))?;
+        let unreachable = |why: String| ClientError::Unreachable {
+            addr: self.addr,
+            why,
+        };
+        let go = async {
+            let resp = self
+                .http
+                .request(req)
+                .await
+                .map_err(|e| unreachable(e.to_string()))?;
+            let status = resp.status();
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| unreachable(e.to_string()))?
+                .to_bytes();
+            Ok((status, body))
+        };
+        let (status, body) = tokio::time::timeout(self.timeout, go)
+            .await
+            .map_err(|_| unreachable(format!("no answer within {:?}", self.timeout)))??;
+        match status {
+            s if s.is_success() => Ok((s, body)),
+            StatusCode::NOT_FOUND => Err(ClientError::NotFound(name.to_string())),
+            s => Err(ClientError::Refused {
+                status: s.as_u16(),
+                message: String::from_utf8_lossy(&body).trim().to_string(),
+            }),
+        }
+    }
+
+    fn record(body: &[u8]) -> Result<ObjectMeta, ClientError> {
+        serde_json::from_slice(body).map_err(|e| ClientError::BadAnswer(e.to_string()))
+    }
+
+    /// Stores `data` as `name` (with `code`, or the node's default); the committed record.
+    pub async fn put(
+        &self,
+        name: &str,
+        data: Bytes,
+        code: Option<Code>,
+    ) -> Result<ObjectMeta, ClientError> {
+        let query = code.map_or(String::new(), |c| format!("?k={}&r={}", c.k, c.r));
+        let (_, body) = self.call(Method::PUT, name, &query, data).await?;
+        Self::record(&body)
+    }
+
+    /// The object's bytes (decoded from the first `k` splits to arrive of `k + 1` asked).
+    pub async fn get(&self, name: &str) -> Result<Bytes, ClientError> {
+        Ok(self.call(Method::GET, name, "", Bytes::new()).await?.1)
+    }
+
+    /// The object's record: size, code, where its splits are.
+    pub async fn stat(&self, name: &str) -> Result<ObjectMeta, ClientError> {
+        let (_, body) = self.call(Method::GET, name, "?stat", Bytes::new()).await?;
+        Self::record(&body)
+    }
+
+    /// Deletes the object everywhere; its record as it was.
+    pub async fn delete(&self, name: &str) -> Result<ObjectMeta, ClientError> {
+        let (_, body) = self.call(Method::DELETE, name, "", Bytes::new()).await?;
+        Self::record(&body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn bad_names_and_absent_nodes_are_clear_errors() {
+        // A port nothing listens on.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let c = ObjectClient::new(format!("127.0.0.1:{port}").parse().unwrap())
+            .with_timeout(Duration::from_secs(2));
+        assert!(matches!(
+            c.get("a/../b").await,
+            Err(ClientError::BadName(_))
+        ));
+        let e = c.stat("fine/name").await.unwrap_err();
+        assert!(matches!(e, ClientError::Unreachable { .. }), "{e}");
+    }
+}
