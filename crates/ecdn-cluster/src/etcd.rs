@@ -262,7 +262,8 @@ pub(crate) fn open<'a>(key: &ClusterKey, what: &str, value: &'a [u8]) -> Result<
     Ok(json)
 }
 
-/// The stored form of a map (see [`seal`]).
+/// The stored form of a map: the signature of its JSON (HMAC with the cluster key, over
+/// `etcd:map` too), a newline, the JSON.
 pub fn seal_map(key: &ClusterKey, map: &BucketMap) -> Vec<u8> {
     seal(
         key,

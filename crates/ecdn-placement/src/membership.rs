@@ -77,7 +77,8 @@ impl Placement {
         }
     }
 
-    /// The weight that gets `vnodes_per_unit` virtual nodes (see [`crate::ring`]).
+    /// The weight that gets `vnodes_per_unit` virtual nodes: the lightest the placement was
+    /// built with, kept when servers are added.
     pub fn weight_unit(&self) -> f64 {
         self.weight_unit
     }

@@ -10,7 +10,7 @@
 //!    as the embedded coordinator does (nodes get the start grace to register);
 //! 2. reads the registrations (`nodes/`) and load totals (`loads/`) and watches both from the
 //!    revision it read them at: a registration appearing makes a node available, its deletion
-//!    (the node's lease lapsed) unavailable — each through the same [`State`] decisions (the
+//!    (the node's lease lapsed) unavailable — each through the same `State` decisions (the
 //!    placement's App. 10.3 procedures and parity rebalance) — and a load total's growth since
 //!    the consumed one is recorded for the next rebalance;
 //! 3. writes every new map, sealed with the cluster key, together with `state`, in one

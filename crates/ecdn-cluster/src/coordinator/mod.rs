@@ -1,16 +1,16 @@
 //! `ecdn coordinator`: the embedded control plane of a live cluster (C2DN, NSDI '22, §4.2, §5,
 //! App. 10.3).
 //!
-//! It owns the cluster's [`Placement`] (built from the cluster file exactly as `ecdn sim
+//! It owns the cluster's [`Placement`](ecdn_placement::Placement) (built from the cluster file exactly as `ecdn sim
 //! cluster` builds it: the weights, the bucket count, the scheme's placement code and the seed)
-//! and, for `c2dn`, the [`SlotHistory`] of moved slots, and publishes them as a [`BucketMap`]
+//! and, for `c2dn`, the [`SlotHistory`](ecdn_placement::pieces::SlotHistory) of moved slots, and publishes them as a [`BucketMap`]
 //! with an epoch number. Every request must be signed with the cluster key
 //! ([`crate::peer::verify_parts`]); anything else gets `401` with a short reason and changes
 //! nothing.
 //!
 //! * `POST /coord/heartbeat` with a JSON [`Heartbeat`]: the node is alive, and these are the
 //!   bytes it wrote since its previous heartbeat (data, and per parity bucket). The loads feed
-//!   parity rebalance ([`Placement::record_data_write`], [`Placement::record_parity_write`]);
+//!   parity rebalance (`Placement::record_data_write`, `Placement::record_parity_write`);
 //!   an id or index out of range is a `400`. Answers `{"epoch": current}`.
 //! * `GET /coord/map?after=E`: long poll; the current map as JSON as soon as its epoch is above
 //!   `E` (at once without `after`), else `204` after [`CoordinatorOptions::long_poll`].
@@ -33,10 +33,10 @@
 //! unavailable (checked five times per heartbeat period). At start every node is available and
 //! gets a grace of `max(that deadline, start_grace)` for its first heartbeat. A heartbeat from
 //! an unavailable node makes it available again (App. 10.3's return). Every change goes through
-//! [`Placement::set_available`] — which re-places the data buckets by the ring and runs parity
+//! `Placement::set_available` — which re-places the data buckets by the ring and runs parity
 //! rebalance, as §4.2 says ("only when there is an unavailability event") — records the moved
 //! slots, increments the epoch, publishes the new map and logs one line on stderr. A periodic
-//! parity rebalance ([`Placement::rebalance`], `c2dn` only) runs every `rebalance_every_s`
+//! parity rebalance (`Placement::rebalance`, `c2dn` only) runs every `rebalance_every_s`
 //! seconds when that is above 0 (off by default, as in the simulator).
 //!
 //! **Epochs** start at the coordinator's start time in UNIX milliseconds (unless

@@ -1,5 +1,5 @@
 //! The object metadata of EC-Cache's object API (issue 12) at the embedded coordinator: the
-//! [`MetaTable`] of `ecdn_objects::meta`, behind signed requests. A writing node begins a
+//! [`ecdn_objects::meta::MetaTable`], behind signed requests. A writing node begins a
 //! version, stores the splits where it chose, and commits the record once at least `k` splits
 //! are stored; a reader asks for the committed record (one lookup) and nothing begun is ever
 //! visible.
