@@ -25,6 +25,11 @@
 //!
 //! Headers of an answer: `X-Ecdn-Object-Version`, `X-Ecdn-K`, `X-Ecdn-R`, `ETag` (the SHA-256),
 //! and for a `GET` `X-Ecdn-Splits` (the split indexes decoded from).
+//!
+//! Splits share the node's piece store (and its FIFO piece policy) with the cached objects'
+//! pieces: an object cache, whose evicted splits make a read fail once fewer than `k` remain.
+//! The API's requests are not counted in the node's request metrics or access log (as
+//! `/_ecdn/` is not); the bytes its splits take and send are (`ecdn_cluster_*`).
 
 use std::sync::Arc;
 
