@@ -12,7 +12,7 @@ use tokio::io::AsyncWriteExt;
 
 #[path = "common/cluster.rs"]
 mod harness;
-use harness::TestCluster;
+use harness::{free_ports, start_nodes, TestCluster, KEY};
 
 mod common;
 use common::Reply;
@@ -207,4 +207,61 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
         .await
         .is_err());
     c.stop_all().await;
+}
+
+/// The same API with the records in etcd (a real etcd member on loopback; `.ci/run` installs
+/// it) and the control plane there: a round trip, a later write winning, a delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_with_their_records_in_etcd() {
+    use ecdn_cluster::coordinator::etcd::EtcdCoordinator;
+    use ecdn_cluster::coordinator::CoordinatorOptions;
+    use ecdn_cluster::etcd_local::LocalEtcd;
+    let Some(bin) = LocalEtcd::find_binary() else {
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
+        assert!(
+            !ci,
+            "under CI and etcd is not installed (etcd-server): CI must install it"
+        );
+        eprintln!("skipped: etcd is not installed (Debian etcd-server)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = LocalEtcd::start(&bin, dir.path(), 1).unwrap();
+    let ports = free_ports(9);
+    let mut text = format!(
+        "scheme = \"c2dn\"\nkey = \"{KEY}\"\ncoordinator = \"127.0.0.1:{}\"\n\
+         heartbeat_ms = 100\nbuckets = 50\netcd = [\"{}\"]\netcd_lease_s = 2\n",
+        ports[0],
+        etcd.url(0)
+    );
+    for i in 0..4 {
+        text.push_str(&format!(
+            "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
+            ports[1 + i],
+            ports[5 + i]
+        ));
+    }
+    let cfg = ecdn_cluster::ClusterConfig::parse(&text).unwrap();
+    let coord = EtcdCoordinator::start(cfg.clone(), CoordinatorOptions::default(), "t".into());
+    let nodes = start_nodes(&cfg, dir.path(), 1).await;
+    let client = ecdn_client::ObjectClient::new(cfg.nodes[1].client);
+    let code = Some(ecdn_client::Code { k: 2, r: 1 });
+    let first = Bytes::from(content(1, 150_000));
+    client.put("in/etcd", first, code).await.unwrap();
+    let second = Bytes::from(content(2, 90_000));
+    let meta = client.put("in/etcd", second.clone(), code).await.unwrap();
+    let reader = ecdn_client::ObjectClient::new(cfg.nodes[3].client);
+    assert_eq!(reader.stat("in/etcd").await.unwrap(), meta);
+    assert_eq!(reader.get("in/etcd").await.unwrap(), second);
+    // The record is in etcd, sealed, where the directory finds it.
+    let dir_etcd = ObjectDirectory::for_cluster(&cfg);
+    let name = ObjectName::parse("in/etcd").unwrap();
+    assert_eq!(dir_etcd.get(&name, 4).await.unwrap(), meta);
+    reader.delete("in/etcd").await.unwrap();
+    assert!(dir_etcd.get(&name, 4).await.is_err());
+    for n in nodes {
+        n.stop().await.unwrap();
+    }
+    drop(coord);
+    drop(etcd);
 }

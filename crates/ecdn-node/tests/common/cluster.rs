@@ -22,6 +22,42 @@ pub fn free_ports(n: usize) -> Vec<u16> {
     ls.iter().map(|l| l.local_addr().unwrap().port()).collect()
 }
 
+/// Every node of `cfg` (disks in `dir`, a FIFO HOC of `hoc_size` bytes, the in-memory origin),
+/// started at once; each returns once it has its first map.
+pub async fn start_nodes(
+    cfg: &ClusterConfig,
+    dir: &std::path::Path,
+    hoc_size: u64,
+) -> Vec<RunningNode> {
+    let mut starts = Vec::new();
+    for i in 0..cfg.nodes.len() {
+        let node = NodeConfig {
+            origin: "http://origin.test".into(),
+            hoc_size,
+            hoc_policy: "fifo".into(),
+            disk_path: Some(dir.join(format!("node-{i}.disk"))),
+            disk_size: 64 << 20,
+            purge_token: Some(PURGE_TOKEN.into()),
+            cluster: Some(ClusterNode {
+                cluster: cfg.clone(),
+                id: i,
+            }),
+            ..NodeConfig::default()
+        };
+        let listen = cfg.nodes[i].client;
+        starts.push(tokio::spawn(async move {
+            Node::start_with_connector(listen, node, in_memory_connector(OriginConfig::default()))
+                .await
+                .unwrap()
+        }));
+    }
+    let mut nodes = Vec::new();
+    for s in starts {
+        nodes.push(s.await.unwrap());
+    }
+    nodes
+}
+
 pub struct TestCluster {
     pub cfg: ClusterConfig,
     pub coordinator: RunningCoordinator,
@@ -70,36 +106,11 @@ impl TestCluster {
         let cfg = ClusterConfig::parse(&text).unwrap();
         let coordinator = Coordinator::start(cfg.clone()).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let mut starts = Vec::new();
-        for i in 0..n {
-            let node = NodeConfig {
-                origin: "http://origin.test".into(),
-                hoc_size,
-                hoc_policy: "fifo".into(),
-                disk_path: Some(dir.path().join(format!("node-{i}.disk"))),
-                disk_size: 64 << 20,
-                purge_token: Some(PURGE_TOKEN.into()),
-                cluster: Some(ClusterNode {
-                    cluster: cfg.clone(),
-                    id: i,
-                }),
-                ..NodeConfig::default()
-            };
-            let listen = cfg.nodes[i].client;
-            starts.push(tokio::spawn(async move {
-                Node::start_with_connector(
-                    listen,
-                    node,
-                    in_memory_connector(OriginConfig::default()),
-                )
-                .await
-                .unwrap()
-            }));
-        }
-        let mut nodes = Vec::new();
-        for s in starts {
-            nodes.push(Some(s.await.unwrap()));
-        }
+        let nodes = start_nodes(&cfg, dir.path(), hoc_size)
+            .await
+            .into_iter()
+            .map(Some)
+            .collect();
         let c = TestCluster {
             cfg,
             coordinator,
