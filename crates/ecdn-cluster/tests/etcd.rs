@@ -13,12 +13,11 @@ use ecdn_cluster::coordinator::client::CoordinatorClient;
 use ecdn_cluster::coordinator::etcd::EtcdCoordinator;
 use ecdn_cluster::coordinator::{MemberOp, NewMember};
 use ecdn_cluster::etcd::{spawn_etcd_control, EtcdStatus};
-use ecdn_cluster::etcd_local::LocalEtcd;
+use ecdn_cluster::etcd_local::{LocalEtcd, NOT_INSTALLED};
 use ecdn_cluster::map::MemberState;
 use ecdn_cluster::{ClusterConfig, Control, CoordinatorOptions, WriteLoads};
 
 mod common;
-use common::missing;
 
 fn cluster(etcd: &str, prefix: &str) -> ClusterConfig {
     common::cluster(
@@ -66,10 +65,7 @@ async fn node(cfg: &ClusterConfig, id: usize) -> TestNode {
 
 #[test]
 fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
-    let Some(bin) = LocalEtcd::find_binary() else {
-        missing("etcd is not installed (Debian package etcd-server)");
-        return;
-    };
+    let bin = LocalEtcd::find_binary().expect(NOT_INSTALLED);
     let dir = tempfile::tempdir().unwrap();
     let mut etcd = LocalEtcd::start(&bin, dir.path(), 1).unwrap();
     let cfg = cluster(&etcd.url(0), "/t1/");

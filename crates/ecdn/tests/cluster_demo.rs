@@ -207,26 +207,13 @@ fn six_nodes_lose_one_at_half_time_and_fail_no_request() {
     assert!(r.stdout.contains("node 2 killed"), "{}", r.stdout);
 }
 
-/// True when `CI` is set to anything but empty, `0` or `false`.
-fn under_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| {
-        let v = v.to_ascii_lowercase();
-        !v.is_empty() && v != "false" && v != "0"
-    })
-}
-
 /// The control plane on etcd (three members, two coordinators): the leading coordinator is
 /// killed under load and a node right after; another leads, the node's loss is handled, and
 /// no request fails.
 #[test]
 fn etcd_control_plane_loses_its_leader_and_a_node_under_load() {
-    if !std::path::Path::new("/usr/bin/etcd").exists() {
-        if under_ci() {
-            panic!("under CI and etcd is not installed (etcd-server): CI must install it");
-        }
-        eprintln!("skipped: etcd is not installed (Debian etcd-server)");
-        return;
-    }
+    use ecdn_cluster::etcd_local::{LocalEtcd, NOT_INSTALLED};
+    assert!(LocalEtcd::find_binary().is_some(), "{NOT_INSTALLED}");
     let (r, v) = demo(
         &[
             "--nodes",
