@@ -23,8 +23,9 @@ use etcd_client::{Client, Compare, CompareOp, DeleteOptions, Txn, TxnOp, TxnOpRe
 
 use crate::auth::ClusterKey;
 use crate::config::ClusterConfig;
-use crate::coordinator::client::CoordinatorClient;
+use crate::coordinator::client::{CallError, CoordinatorClient};
 use crate::etcd::{connect, open, seal, Keys};
+use hyper::StatusCode;
 
 const OBJECT_SEAL: &str = "etcd:object";
 
@@ -87,11 +88,20 @@ impl ObjectDirectory {
     pub async fn commit(&self, meta: &ObjectMeta, servers: usize) -> Result<(), DirectoryError> {
         meta.validate(servers)?;
         match self {
-            ObjectDirectory::Coordinator(c) => c
-                .object_commit(meta)
-                .await
-                .map(drop)
-                .map_err(|e| stale_or(e, meta)),
+            ObjectDirectory::Coordinator(c) => match c.object_commit(meta).await {
+                Ok(_) => Ok(()),
+                // A later write was committed first: say which.
+                Err(e) if e.status == Some(StatusCode::CONFLICT) => {
+                    let current = c.object_get(&meta.name).await.map_or(0, |m| m.version);
+                    Err(MetaError::Stale {
+                        name: meta.name.to_string(),
+                        version: meta.version,
+                        current,
+                    }
+                    .into())
+                }
+                Err(e) => Err(unreachable(e)),
+            },
             ObjectDirectory::Etcd(e) => e.commit(meta).await,
         }
     }
@@ -142,28 +152,14 @@ impl ObjectDirectory {
     }
 }
 
-fn unreachable(e: String) -> DirectoryError {
-    DirectoryError::Unreachable(e)
+fn unreachable(e: impl ToString) -> DirectoryError {
+    DirectoryError::Unreachable(e.to_string())
 }
 
 /// The coordinator's `404` as [`MetaError::NotFound`].
-fn not_found_or(e: String, name: &ObjectName) -> DirectoryError {
-    if e.contains(" 404 ") {
+fn not_found_or(e: CallError, name: &ObjectName) -> DirectoryError {
+    if e.status == Some(StatusCode::NOT_FOUND) {
         MetaError::NotFound(name.to_string()).into()
-    } else {
-        unreachable(e)
-    }
-}
-
-/// The coordinator's `409` as [`MetaError::Stale`] (its message names the current version).
-fn stale_or(e: String, meta: &ObjectMeta) -> DirectoryError {
-    if e.contains(" 409 ") {
-        MetaError::Stale {
-            name: meta.name.to_string(),
-            version: meta.version,
-            current: 0,
-        }
-        .into()
     } else {
         unreachable(e)
     }

@@ -23,6 +23,30 @@ use crate::auth::{unix_now, ClusterKey};
 use crate::config::ClusterConfig;
 use crate::peer::{read_body, verify_response, PeerClient};
 
+/// Why a call failed: the coordinator's refusal (with its status), or no usable answer.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct CallError {
+    /// The status the coordinator answered with, if it answered.
+    pub status: Option<StatusCode>,
+    pub message: String,
+}
+
+impl From<String> for CallError {
+    fn from(message: String) -> CallError {
+        CallError {
+            status: None,
+            message,
+        }
+    }
+}
+
+impl From<&str> for CallError {
+    fn from(message: &str) -> CallError {
+        CallError::from(message.to_string())
+    }
+}
+
 /// A client of one cluster's coordinator API.
 #[derive(Clone)]
 pub struct CoordinatorClient {
@@ -46,7 +70,7 @@ impl CoordinatorClient {
 
     /// A client of the cluster's leading coordinator: the `coordinator` address, or in etcd
     /// mode the address the `leader` key names.
-    pub async fn for_cluster(cfg: &ClusterConfig) -> Result<CoordinatorClient, String> {
+    pub async fn for_cluster(cfg: &ClusterConfig) -> Result<CoordinatorClient, CallError> {
         let addr = if cfg.etcd.is_empty() {
             cfg.coordinator
         } else {
@@ -75,7 +99,7 @@ impl CoordinatorClient {
         path_and_query: &str,
         body: Bytes,
         timeout: Duration,
-    ) -> Result<T, String> {
+    ) -> Result<T, CallError> {
         let mut addr = self.addr;
         for attempt in 0..2 {
             let resp = self
@@ -105,10 +129,13 @@ impl CoordinatorClient {
                     continue;
                 }
                 (s, _) if !s.is_success() => {
-                    return Err(format!(
-                        "{path_and_query} answered {s}: {}",
-                        String::from_utf8_lossy(&resp_body).trim()
-                    ))
+                    return Err(CallError {
+                        status: Some(s),
+                        message: format!(
+                            "{path_and_query} answered {s}: {}",
+                            String::from_utf8_lossy(&resp_body).trim()
+                        ),
+                    })
                 }
                 _ => {}
             }
@@ -121,19 +148,19 @@ impl CoordinatorClient {
             )
             .map_err(|e| format!("{path_and_query}: the answer's signature: {e}"))?;
             return serde_json::from_slice(&resp_body)
-                .map_err(|e| format!("{path_and_query}: not the expected JSON: {e}"));
+                .map_err(|e| format!("{path_and_query}: not the expected JSON: {e}").into());
         }
-        Err(format!("{path_and_query}: the leader moved twice"))
+        Err(format!("{path_and_query}: the leader moved twice").into())
     }
 
     /// `GET /coord/status`.
-    pub async fn status(&self) -> Result<Status, String> {
+    pub async fn status(&self) -> Result<Status, CallError> {
         let t = Duration::from_secs(5);
         self.call(Method::GET, STATUS_PATH, Bytes::new(), t).await
     }
 
     /// `POST /coord/rebalance`; the epoch of the map it published.
-    pub async fn rebalance(&self) -> Result<u64, String> {
+    pub async fn rebalance(&self) -> Result<u64, CallError> {
         let t = Duration::from_secs(15);
         let reply: HeartbeatReply = self
             .call(Method::POST, REBALANCE_PATH, Bytes::new(), t)
@@ -142,14 +169,14 @@ impl CoordinatorClient {
     }
 
     /// `/coord/objects/begin`: a new version of `name`, invisible until committed.
-    pub async fn object_begin(&self, name: &ObjectName) -> Result<u64, String> {
+    pub async fn object_begin(&self, name: &ObjectName) -> Result<u64, CallError> {
         let path = format!("{}?name={name}", objects::BEGIN_PATH);
         let r: VersionReply = self.call(Method::POST, &path, Bytes::new(), T).await?;
         Ok(r.version)
     }
 
     /// `/coord/objects/commit`: makes the record visible.
-    pub async fn object_commit(&self, meta: &ObjectMeta) -> Result<u64, String> {
+    pub async fn object_commit(&self, meta: &ObjectMeta) -> Result<u64, CallError> {
         let body = Bytes::from(serde_json::to_vec(meta).expect("a record serializes"));
         let r: VersionReply = self
             .call(Method::POST, objects::COMMIT_PATH, body, T)
@@ -158,26 +185,26 @@ impl CoordinatorClient {
     }
 
     /// `/coord/objects/abort`: the begun version will not be committed.
-    pub async fn object_abort(&self, name: &ObjectName, version: u64) -> Result<(), String> {
+    pub async fn object_abort(&self, name: &ObjectName, version: u64) -> Result<(), CallError> {
         let path = format!("{}?name={name}&version={version}", objects::ABORT_PATH);
         let _: VersionReply = self.call(Method::POST, &path, Bytes::new(), T).await?;
         Ok(())
     }
 
     /// `/coord/objects/get`: the committed record (an error naming `404` when there is none).
-    pub async fn object_get(&self, name: &ObjectName) -> Result<ObjectMeta, String> {
+    pub async fn object_get(&self, name: &ObjectName) -> Result<ObjectMeta, CallError> {
         let path = format!("{}?name={name}", objects::GET_PATH);
         self.call(Method::GET, &path, Bytes::new(), T).await
     }
 
     /// `/coord/objects/remove`: the removed record.
-    pub async fn object_remove(&self, name: &ObjectName) -> Result<ObjectMeta, String> {
+    pub async fn object_remove(&self, name: &ObjectName) -> Result<ObjectMeta, CallError> {
         let path = format!("{}?name={name}", objects::REMOVE_PATH);
         self.call(Method::POST, &path, Bytes::new(), T).await
     }
 
     /// A membership change (see `members.rs`).
-    pub async fn member(&self, op: &MemberOp) -> Result<MemberReply, String> {
+    pub async fn member(&self, op: &MemberOp) -> Result<MemberReply, CallError> {
         let (path, body) = match op {
             MemberOp::Add(new) => (
                 MEMBERS_PATH.to_string(),
