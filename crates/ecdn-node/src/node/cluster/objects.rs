@@ -258,8 +258,7 @@ async fn put(
             let piece = PieceName::Chunk(i as u16);
             let payload = Bytes::from(chunk);
             let ok = if server == c.id {
-                let object = ecdn_trace::hash_id(key.as_bytes());
-                let put = super::write::put_local(&st, &c, &key, object, piece, meta, payload);
+                let put = super::write::put_local(&st, &c, &key, k, piece, meta, payload);
                 matches!(put.await, Put::Stored | Put::Present)
             } else {
                 super::write::push(&c, server, &key, piece, meta, payload).await

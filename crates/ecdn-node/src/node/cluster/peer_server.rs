@@ -272,9 +272,13 @@ async fn put_piece(
     if let Err(e) = check_piece(c, piece, key, &meta, payload) {
         return plain(StatusCode::BAD_REQUEST, &format!("peer request: {e}"));
     }
-    let object = ecdn_trace::hash_id(key.as_bytes());
+    // The piece's own code (checked above: the cluster's, or an EC-Cache split's).
+    let k = meta
+        .coding
+        .as_ref()
+        .map_or(c.cfg.k, |coding| usize::from(coding.k));
     let payload = frame.slice(..payload.len());
-    let put = write::put_local(st, c, key, object, piece, meta_bytes.to_vec(), payload).await;
+    let put = write::put_local(st, c, key, k, piece, meta_bytes.to_vec(), payload).await;
     match put {
         Put::Stored => plain(StatusCode::OK, "stored"),
         Put::Present => plain(StatusCode::OK, "present"),

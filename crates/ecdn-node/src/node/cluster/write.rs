@@ -50,7 +50,6 @@ pub(in crate::node) async fn place(
     e: &StoredResponse,
     lacking: Option<&[bool]>,
 ) {
-    let id = ecdn_trace::hash_id(e.key.as_bytes());
     let size = e.body.len() as u64;
     let coded = c.coded(size);
     let targets = targets(c, &e.key, coded, lacking);
@@ -103,7 +102,7 @@ pub(in crate::node) async fn place(
         let (st, c, key) = (st.clone(), c.clone(), e.key.clone());
         tasks.spawn(async move {
             if t.server == c.id {
-                put_local(&st, &c, &key, id, name, m, payload).await;
+                put_local(&st, &c, &key, c.cfg.k, name, m, payload).await;
             } else {
                 push(&c, t.server, &key, name, m, payload).await;
             }
@@ -149,8 +148,6 @@ fn chunk_meta(c: &Cluster, chunk: usize, size: u64, crcs: &[u32], http: &[u8]) -
 /// A coded object's chunks placed while its fill arrives (see the module documentation).
 pub(in crate::node) struct StripePlacer {
     key: String,
-    /// The object's id (its pieces' ids derive from it).
-    object: u64,
     /// The size the origin declared; the fill must match it.
     size: u64,
     /// `None` once finished.
@@ -193,7 +190,6 @@ impl StripePlacer {
         let (k, p) = (c.cfg.k, c.cfg.p);
         let codec = c.codecs.get(k, p).ok()?;
         let encoder = StripeEncoder::new(k, p, c.cfg.sub_chunk, codec).ok()?;
-        let object = ecdn_trace::hash_id(key.as_bytes());
         let mut targets: Vec<Target> = (0..k + p).map(|_| Target::Skip).collect();
         for t in self::targets(c, key, true, None) {
             let Some(slot) = targets.get_mut(t.chunk) else {
@@ -218,7 +214,6 @@ impl StripePlacer {
         }
         Some(StripePlacer {
             key: key.to_string(),
-            object,
             size,
             encoder: Some(encoder),
             targets,
@@ -309,7 +304,7 @@ impl StripePlacer {
                 continue;
             }
             let meta = chunk_meta(c, chunk, self.size, &crcs, &http);
-            let (st, c, key, object) = (st.clone(), c.clone(), self.key.clone(), self.object);
+            let (st, c, key) = (st.clone(), c.clone(), self.key.clone());
             match target {
                 Target::Skip => {}
                 Target::Failed(server) => {
@@ -321,7 +316,7 @@ impl StripePlacer {
                 Target::Local(buf) => {
                     tasks.spawn(async move {
                         let name = PieceName::Chunk(chunk as u16);
-                        put_local(&st, &c, &key, object, name, meta, Bytes::from(buf)).await;
+                        put_local(&st, &c, &key, c.cfg.k, name, meta, Bytes::from(buf)).await;
                     });
                 }
                 Target::Peer {
@@ -377,13 +372,14 @@ fn pushed(c: &Cluster, server: usize, sent_all: bool, n: u64, status: Result<Sta
 }
 
 /// Stores a piece on this node: admitted by the piece policy and written; its write load
-/// recorded. The HOC keeps a decoded copy only while this node holds the object's piece, so
-/// objects whose piece the policy evicts leave the HOC too.
+/// recorded (`k`: the data chunks of the piece's code — the cluster's K for a cached object,
+/// the object's own for an EC-Cache split). The HOC keeps a decoded copy only while this node
+/// holds the object's piece, so objects whose piece the policy evicts leave the HOC too.
 pub(super) async fn put_local(
     st: &State,
     c: &Cluster,
     key: &str,
-    object: u64,
+    k: usize,
     name: PieceName,
     meta: Vec<u8>,
     payload: Bytes,
@@ -392,6 +388,7 @@ pub(super) async fn put_local(
         return Put::Refused;
     };
     let len = payload.len() as u64;
+    let object = ecdn_trace::hash_id(key.as_bytes());
     let mut evicted = Vec::new();
     let put = c
         .pieces
@@ -411,14 +408,14 @@ pub(super) async fn put_local(
             hoc.remove(o);
         }
     }
-    if put == Put::Stored && key.starts_with(super::objects::KEY_PREFIX) {
-        // An object's split (EC-Cache): written bytes, but not one of C2DN's parity buckets.
-        c.stats.written(PieceName::Chunk(0), 1, len);
-        c.loads.record_data(len);
-    } else if put == Put::Stored {
-        c.stats.written(name, c.cfg.k, len);
+    if put == Put::Stored {
+        c.stats.written(name, k, len);
+        // An EC-Cache split is in none of C2DN's parity buckets.
+        let bucketed = !key.starts_with(super::objects::KEY_PREFIX);
         match name {
-            PieceName::Chunk(ch) if c.scheme() == Scheme::C2dn && usize::from(ch) >= c.cfg.k => {
+            PieceName::Chunk(ch)
+                if bucketed && c.scheme() == Scheme::C2dn && usize::from(ch) >= c.cfg.k =>
+            {
                 let map = c.map.current();
                 let bucket = map.bucket_of(super::object_id(key));
                 c.loads
