@@ -135,6 +135,13 @@ impl ObjectClient {
         Ok(self.call(Method::GET, name, "", Bytes::new()).await?.1)
     }
 
+    /// The object's bytes, reading `k + delta` splits (late binding: the first `k` to arrive
+    /// are decoded); `delta = 0` reads exactly `k`.
+    pub async fn get_with_delta(&self, name: &str, delta: usize) -> Result<Bytes, ClientError> {
+        let query = format!("?delta={delta}");
+        Ok(self.call(Method::GET, name, &query, Bytes::new()).await?.1)
+    }
+
     /// The object's record: size, code, where its splits are.
     pub async fn stat(&self, name: &str) -> Result<ObjectMeta, ClientError> {
         let (_, body) = self.call(Method::GET, name, "?stat", Bytes::new()).await?;

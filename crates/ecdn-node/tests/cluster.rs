@@ -834,11 +834,11 @@ async fn unauthenticated_or_stale_peer_requests_are_refused_and_change_nothing()
     assert_eq!(r.status(), StatusCode::NOT_FOUND);
     // Streamed: with another key, or cut off (aborted, or ended without its tag), refused.
     let (mut body, answer) = wrong.send_streamed(peer, Method::PUT, &path).unwrap();
-    assert!(body.send(Bytes::from(frame.clone())));
-    assert!(body.finish());
+    // The node refuses at the headers, so the body's sending may already find the exchange
+    // over, and a client still sending it may see the connection end before the 401 (the
+    // race is the machine's load).
+    let _ = body.send(Bytes::from(frame.clone())) && body.finish();
     let status = answer.await.unwrap().map(|r| r.status());
-    // The node refuses at the headers; a client still sending the body may see the
-    // connection end before the 401 (the race is the machine's load).
     assert!(
         matches!(status, Ok(StatusCode::UNAUTHORIZED) | Err(_)),
         "{status:?}"

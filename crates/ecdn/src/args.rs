@@ -1,7 +1,7 @@
 //! Flags and helpers shared by several subcommands: the trace a simulation reads
 //! ([`TraceArgs`]), worker threads ([`ThreadsArg`]), the report's form and progress bar
 //! ([`ReportArgs`], [`progress_bar`]) and durations given on the command line or in a config
-//! file ([`duration`]). Each flag group is one struct that the subcommands `#[command(flatten)]`.
+//! file ([`duration`]), and link rates ([`bit_rate`]). Each flag group is one struct that the subcommands `#[command(flatten)]`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -160,4 +160,31 @@ mod tests {
             assert!(e.starts_with("--origin-timeout: "), "{bad}: {e}");
         }
     }
+}
+
+/// A rate in bits per second given to `flag`: a number with an optional `bit`, `kbit`, `Mbit`
+/// or `Gbit` (decimal, any case), at least 1 kbit.
+pub fn bit_rate(flag: &str, s: &str) -> Result<f64> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let (num, unit) = match lower.find(|c: char| c.is_ascii_alphabetic()) {
+        Some(i) => lower.split_at(i),
+        None => (lower.as_str(), ""),
+    };
+    let scale = match unit {
+        "" | "bit" => 1.0,
+        "kbit" => 1e3,
+        "mbit" => 1e6,
+        "gbit" => 1e9,
+        _ => bail!("{flag} {t:?}: unknown unit; expected e.g. 100Mbit, 1Gbit, 2.5Gbit"),
+    };
+    let n: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{flag} {t:?}: not a number"))?;
+    let rate = n * scale;
+    if !(rate.is_finite() && rate >= 1e3) {
+        bail!("{flag} {t:?}: the rate must be at least 1kbit");
+    }
+    Ok(rate)
 }

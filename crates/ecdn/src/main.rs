@@ -12,6 +12,7 @@ mod cluster_ops;
 mod coordinator_cmd;
 mod demo_cmd;
 mod node_cmd;
+mod object_bench;
 mod object_cmd;
 mod origin_cmd;
 mod plot;

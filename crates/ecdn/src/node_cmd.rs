@@ -82,6 +82,14 @@ pub struct NodeArgs {
     /// Cluster mode: this node's id (in the cluster file, or given by `ecdn cluster add`).
     #[arg(long, requires = "cluster")]
     id: Option<usize>,
+    /// Cluster mode, test bed: cap the bytes this node sends to peers (peer reads, and its
+    /// own reads of object splits) at RATE bits per second, e.g. 1Gbit, 50Mbit, 800kbit.
+    #[arg(long, value_name = "RATE", requires = "cluster")]
+    peer_rate: Option<String>,
+    /// Cluster mode, test bed: background traffic that takes this fraction of the capped
+    /// peer link in bursts (on and off about a second each; EC-Cache §6.3). Needs --peer-rate.
+    #[arg(long, value_name = "F", requires = "peer_rate")]
+    background_load: Option<f64>,
 }
 
 /// The config file: every key optional, unknown keys rejected.
@@ -119,7 +127,21 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             if a.listen.is_some() {
                 bail!("--listen: in cluster mode the node listens on the cluster file's address");
             }
-            Some(ecdn_node::node::ClusterNode { cluster: cfg, id })
+            let rate = match &a.peer_rate {
+                Some(r) => Some((crate::args::bit_rate("--peer-rate", r)? / 8.0) as u64),
+                None => None,
+            };
+            let link = ecdn_node::node::PeerLink {
+                rate,
+                background_load: a.background_load.unwrap_or(0.0),
+            };
+            link.validate()
+                .map_err(|e| anyhow::anyhow!("--background-load: {e}"))?;
+            Some(ecdn_node::node::ClusterNode {
+                cluster: cfg,
+                id,
+                link,
+            })
         }
         _ => None,
     };

@@ -20,6 +20,10 @@ pub enum ObjectCmd {
     Stat(NameArgs),
     /// Delete NAME everywhere. Prints the record it had.
     Rm(NameArgs),
+    /// EC-Cache's evaluation on loopback: N nodes with capped peer links, objects written
+    /// with the memory budget spent by popularity, Zipf reads; λ and read latency. Or
+    /// `--simulate`: the same placement code without a cluster.
+    Bench(crate::object_bench::BenchArgs),
 }
 
 #[derive(Args)]
@@ -94,6 +98,7 @@ pub fn run(cmd: ObjectCmd) -> Result<()> {
                 let meta = ObjectClient::new(a.node).delete(&a.name).await?;
                 println!("{}", serde_json::to_string_pretty(&meta)?);
             }
+            ObjectCmd::Bench(a) => crate::object_bench::run(a).await?,
         }
         Ok(())
     })

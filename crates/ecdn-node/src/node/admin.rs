@@ -54,6 +54,9 @@
 //!     `ecdn_cluster_repairs_total` (hits after which missing pieces were written back),
 //!     `ecdn_cluster_corrupt_sub_chunks_total`, `ecdn_cluster_streamed_fills_total`,
 //!     `ecdn_cluster_ring_lost_total`;
+//!   - `ecdn_cluster_link_sent_bytes_total` (bytes through the outgoing peer link: peer `GET`
+//!     answers and this node's own reads of object splits; capped by `--peer-rate`) and
+//!     `ecdn_cluster_link_background_bytes_total` (the `--background-load` traffic);
 //!   - `ecdn_cluster_parity_fetches_total{reason}`: read windows that asked for the parity
 //!     chunks: `delayed` (C2DN's delayed parity fetch: a data sub-chunk still missing
 //!     `parity_delay` × the first peer sub-chunk's latency later), `missing` (a data chunk

@@ -32,6 +32,8 @@ pub enum NodeBody {
     Full(Full<Bytes>),
     Slices(VecDeque<Bytes>),
     Live(LiveBody),
+    /// Sent through the node's modelled peer link (`cluster::link`).
+    Paced(super::cluster::link::Paced),
 }
 
 /// A subscriber's view of an origin fetch: the frames received before it joined, then the
@@ -99,6 +101,7 @@ impl Body for NodeBody {
         match self.get_mut() {
             NodeBody::Full(f) => Pin::new(f).poll_frame(cx).map_err(|e| match e {}),
             NodeBody::Slices(s) => Poll::Ready(s.pop_front().map(|b| Ok(Frame::data(b)))),
+            NodeBody::Paced(p) => p.poll_frame(cx).map(|b| b.map(|b| Ok(Frame::data(b)))),
             NodeBody::Live(l) => {
                 if l.done {
                     return Poll::Ready(None);
@@ -139,6 +142,7 @@ impl Body for NodeBody {
             NodeBody::Full(f) => f.is_end_stream(),
             NodeBody::Slices(s) => s.is_empty(),
             NodeBody::Live(l) => l.done,
+            NodeBody::Paced(p) => p.remaining() == 0,
         }
     }
 
@@ -146,6 +150,7 @@ impl Body for NodeBody {
         match self {
             NodeBody::Full(f) => f.size_hint(),
             NodeBody::Slices(s) => SizeHint::with_exact(s.iter().map(|b| b.len() as u64).sum()),
+            NodeBody::Paced(p) => SizeHint::with_exact(p.remaining()),
             NodeBody::Live(l) => l
                 .remaining
                 .map_or_else(SizeHint::default, SizeHint::with_exact),

@@ -89,6 +89,8 @@ use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 
 pub use body::{LiveBody, NodeBody};
+pub use cluster::link::PeerLink;
+pub use cluster::objects::MAX_OBJECT;
 pub use cluster::ClusterNode;
 pub use config::NodeConfig;
 pub use outcome::Outcome;

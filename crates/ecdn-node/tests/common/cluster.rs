@@ -41,6 +41,7 @@ pub async fn start_nodes(
             cluster: Some(ClusterNode {
                 cluster: cfg.clone(),
                 id: i,
+                link: Default::default(),
             }),
             ..NodeConfig::default()
         };

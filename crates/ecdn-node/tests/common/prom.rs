@@ -317,6 +317,12 @@ pub fn agrees_with_stats(m: &Scrape, cluster: &serde_json::Value) {
             "peer_bytes_received",
         ),
         ("ecdn_cluster_peer_sent_bytes_total", &[], "peer_bytes_sent"),
+        ("ecdn_cluster_link_sent_bytes_total", &[], "link_bytes_sent"),
+        (
+            "ecdn_cluster_link_background_bytes_total",
+            &[],
+            "background_bytes_sent",
+        ),
     ] {
         assert_eq!(
             m.sum(metric, with),

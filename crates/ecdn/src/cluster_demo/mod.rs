@@ -236,32 +236,6 @@ struct Plan {
     control: control::ControlPlan,
 }
 
-/// A rate in bits per second: a number with an optional `kbit`, `Mbit` or `Gbit` (decimal).
-fn parse_rate(s: &str) -> Result<f64> {
-    let t = s.trim();
-    let lower = t.to_ascii_lowercase();
-    let (num, unit) = match lower.find(|c: char| c.is_ascii_alphabetic()) {
-        Some(i) => lower.split_at(i),
-        None => (lower.as_str(), ""),
-    };
-    let scale = match unit {
-        "" | "bit" => 1.0,
-        "kbit" => 1e3,
-        "mbit" => 1e6,
-        "gbit" => 1e9,
-        _ => bail!("--client-link {t:?}: unknown unit; expected e.g. 100Mbit, 1Gbit, 2.5Gbit"),
-    };
-    let n: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| anyhow::anyhow!("--client-link {t:?}: not a number"))?;
-    let rate = n * scale;
-    if !(rate.is_finite() && rate >= 1e3) {
-        bail!("--client-link {t:?}: the rate must be at least 1kbit");
-    }
-    Ok(rate)
-}
-
 fn plan(a: &DemoArgs) -> Result<Plan> {
     if a.nodes == 0 || a.nodes > 256 {
         bail!("--nodes must be between 1 and 256");
@@ -327,7 +301,10 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
         ready_timeout: crate::args::duration("--ready-timeout", &a.ready_timeout)?,
         request_timeout: crate::args::duration("--request-timeout", &a.request_timeout)?,
         client_links: match &a.client_link {
-            Some(l) => l.split(',').map(parse_rate).collect::<Result<_>>()?,
+            Some(l) => l
+                .split(',')
+                .map(|r| crate::args::bit_rate("--client-link", r))
+                .collect::<Result<_>>()?,
             None => Vec::new(),
         },
         control: control::ControlPlan::parse(&a.control, total)?,
@@ -371,7 +348,13 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
             p.start_coordinator(&file, None)?;
         }
         for id in 0..n {
-            p.start_node(id, &file, layout.origin, plan.hoc_size, plan.disk_size)?;
+            p.start_node(
+                id,
+                &file,
+                layout.origin,
+                (plan.hoc_size, plan.disk_size),
+                &[],
+            )?;
         }
     }
     let t = Instant::now();

@@ -269,17 +269,17 @@ impl Procs {
     }
 
     /// Node `id`: `ecdn node --cluster FILE --id ID --origin URL --hoc-size S --disk-path
-    /// DIR/node-ID.disk --disk-size S -j 1`.
+    /// DIR/node-ID.disk --disk-size S -j 1 EXTRA...`.
     pub fn start_node(
         &mut self,
         id: usize,
         file: &Path,
         origin: SocketAddr,
-        hoc_size: u64,
-        disk_size: u64,
+        (hoc_size, disk_size): (u64, u64),
+        extra: &[String],
     ) -> Result<()> {
         let disk = self.dir.join(format!("node-{id}.disk"));
-        let args = vec![
+        let mut args = vec![
             "node".into(),
             "--cluster".into(),
             path_arg(file),
@@ -296,6 +296,7 @@ impl Procs {
             "-j".into(),
             "1".into(),
         ];
+        args.extend_from_slice(extra);
         let p = self.spawn(&format!("node {id}"), &format!("node-{id}.log"), &args)?;
         if self.nodes.len() <= id {
             self.nodes.resize_with(id + 1, || None);

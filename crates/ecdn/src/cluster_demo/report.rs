@@ -86,6 +86,9 @@ pub struct ClusterStats {
     pub decodes: u64,
     pub partial_hits: u64,
     pub relayed: u64,
+    /// Bytes through the node's outgoing peer link (peer reads, own object split reads).
+    #[serde(default)]
+    pub link_bytes_sent: u64,
 }
 
 /// One window of the simulator's run (matched to the live windows by index).

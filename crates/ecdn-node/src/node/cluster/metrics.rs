@@ -342,6 +342,16 @@ impl Cluster {
                 self.pieces.ring_lost(),
             ),
             (
+                "ecdn_cluster_link_sent_bytes_total",
+                "Bytes through the outgoing peer link: peer GET answers and own object split reads.",
+                self.link.sent(),
+            ),
+            (
+                "ecdn_cluster_link_background_bytes_total",
+                "Bytes the test bed's background traffic took of the peer link.",
+                self.link.background_sent(),
+            ),
+            (
                 "ecdn_cluster_served_bytes_total",
                 "Body bytes of the GET / HEAD answers this node gave itself (not relayed ones).",
                 get(&s.served_bytes),

@@ -34,6 +34,7 @@
 //! 1` (a Reed-Solomon decode was needed), `X-Ecdn-Served-By` (the serving node's id).
 
 pub(super) mod coded;
+pub(super) mod link;
 mod metrics;
 pub(super) mod objects;
 pub(super) mod partial;
@@ -68,6 +69,8 @@ pub struct ClusterNode {
     pub cluster: ClusterConfig,
     /// This node's id in it.
     pub id: usize,
+    /// The test bed's model of its outgoing peer link (none by default).
+    pub link: link::PeerLink,
 }
 
 /// The node's side of the cluster, shared by its request paths and its peer listener.
@@ -92,6 +95,8 @@ pub(super) struct Cluster {
     coordinator: Option<Arc<CoordinatorStatus>>,
     /// EC-Cache's object records (`objects.rs`): the coordinator, or etcd.
     pub(super) objects: ecdn_cluster::objects::ObjectDirectory,
+    /// The outgoing peer link: counted, and capped in a test bed (`link.rs`).
+    pub(super) link: Arc<link::Link>,
 }
 
 /// The piece policy's share of the disk ring: the ring is this much larger than the policy's
@@ -139,6 +144,7 @@ impl Cluster {
             peer_timeout: Duration::from_secs(2),
             etcd: (!c.cluster.etcd.is_empty()).then_some(etcd),
             objects: ecdn_cluster::objects::ObjectDirectory::for_cluster(&c.cluster),
+            link: link::Link::new(&c.link),
         })
     }
 
@@ -205,6 +211,10 @@ impl Cluster {
             "peer_errors": s.peer_errors(),
             "streamed_fills": get(&s.streamed_fills),
             "ring_lost": self.pieces.ring_lost(),
+            // The peer link (`link.rs`): bytes of peer `GET` answers and own split reads, and
+            // the test bed's background traffic.
+            "link_bytes_sent": self.link.sent(),
+            "background_bytes_sent": self.link.background_sent(),
             // In etcd mode: whether this node reaches etcd now, and its failed sessions.
             "etcd_connected": self.etcd.as_ref().map(|e| e.connected.load(Ordering::Relaxed)),
             "etcd_failures": self.etcd.as_ref().map(|e| e.failures.load(Ordering::Relaxed)),

@@ -318,6 +318,8 @@ async fn read_split(
         let disk = st.disk.as_ref()?;
         let id = PieceStore::piece_id(ecdn_trace::hash_id(key.as_bytes()), piece);
         let (m, p) = c.pieces.read(disk, id, None).await?;
+        // An own split costs this node's link the same as a peer's read of it.
+        c.link.send(p.len()).await;
         (Bytes::from(m), p)
     } else {
         let path = wire::piece_path(piece, key, None);

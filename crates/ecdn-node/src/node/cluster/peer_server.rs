@@ -36,6 +36,7 @@ use tokio::net::TcpListener;
 
 use super::super::body::NodeBody;
 use super::super::{empty_body, State};
+use super::link::Paced;
 use super::pieces::{PieceStore, Put};
 use super::{write, Cluster, ClusterStats};
 
@@ -236,7 +237,7 @@ async fn get_piece(
     match sub_chunks {
         Some(_) => {
             ClusterStats::add(&c.stats.peer_bytes_sent, payload.len() as u64);
-            let mut r = Response::new(NodeBody::Full(Full::new(payload)));
+            let mut r = Response::new(NodeBody::Paced(Paced::new(payload, c.link.clone())));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/octet-stream"),
@@ -247,7 +248,12 @@ async fn get_piece(
             let mut body = wire::frame_head(&meta);
             body.extend_from_slice(&payload);
             ClusterStats::add(&c.stats.peer_bytes_sent, body.len() as u64);
-            signed(c, path, body)
+            // Signed, then sent through the link quantum by quantum.
+            let headers = sign_response(c.peers.key(), path, &body);
+            let paced = Paced::new(Bytes::from(body), c.link.clone());
+            let mut r = Response::new(NodeBody::Paced(paced));
+            r.headers_mut().extend(headers);
+            r
         }
     }
 }

@@ -1,0 +1,690 @@
+//! `ecdn object bench`: EC-Cache's evaluation (OSDI '16, §6) on one machine.
+//!
+//! It starts a coordinator and `--nodes` nodes on loopback, each node's outgoing peer link
+//! capped (`--peer-rate`, `ecdn node --peer-rate`) so that reads are bandwidth-bound as in the
+//! paper, some with background traffic on that link (`--background-load`, §6.3). It writes
+//! `--objects` objects of `--size` bytes, each with the units the memory budget gives it by
+//! popularity (`ecdn_objects::budget`: EC-Cache's extra parities or selective replication's
+//! extra replicas, `--budget` of the objects' size beyond one copy; the popularity is the
+//! workload's Zipf law, the "skew information" both schemes use in §6.1), and may kill a node
+//! (`--kill`, §6.4; the reads start once the coordinator marked it unavailable). Then it reads:
+//! requests arrive as a Poisson process at `--load` × what every live node's link could send
+//! in useful bytes, each for an object drawn from Zipf(`--zipf`), sent to a live node chosen
+//! uniformly (`GET /_objects/NAME?delta=Δ`: that node reads `k + Δ` splits and decodes the
+//! first `k`, §4.3).
+//!
+//! It reports λ (§6: `(L_max − L_avg) / L_avg × 100`, a node's load being the bytes its link
+//! sent during the reads, `ecdn_cluster_link_sent_bytes_total`, and `L_avg` the useful bytes
+//! over the live nodes), the latency of the reads (mean, p50, p99, p99.9) and the failed
+//! reads; the last line of `--json` is all of it.
+//!
+//! `--simulate` runs the same placement and budget code without a cluster
+//! (`ecdn_objects::model`): λ for the same settings, and Theorem 1's variance ratio (§5.1).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use clap::{Args, ValueEnum};
+use ecdn_client::{Code, ObjectClient};
+use ecdn_cluster::coordinator::client::CoordinatorClient;
+use ecdn_objects::budget::{allocate, Object, Scheme};
+use ecdn_objects::model::{imbalance_percent, simulate, variance_ratio, SimConfig};
+use ecdn_trace::gen::Zipf;
+use ecdn_trace::units::{format_size, parse_size};
+use ecdn_trace::Rng;
+use serde::Serialize;
+
+use crate::cluster_demo::procs::{self, FileSettings, Layout, Procs};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SchemeArg {
+    /// k data + r parity splits, extra parities for popular objects; reads ask k + Δ.
+    EcCache,
+    /// Whole objects, extra replicas for popular ones; a read asks one replica.
+    SelectiveReplication,
+}
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Cache servers (nodes).
+    #[arg(long, default_value_t = 12)]
+    nodes: usize,
+    /// Objects written (all of the same size).
+    #[arg(long, default_value_t = 100)]
+    objects: usize,
+    /// Size of each object (the paper's 40 MB scaled with the link: see BENCHMARKS.md).
+    #[arg(long, default_value = "4MiB")]
+    size: String,
+    /// Zipf exponent of the objects' popularity.
+    #[arg(long, default_value_t = 0.9)]
+    zipf: f64,
+    #[arg(long, value_enum, default_value = "ec-cache")]
+    scheme: SchemeArg,
+    /// EC-Cache: data splits.
+    #[arg(long, default_value_t = 10)]
+    k: usize,
+    /// EC-Cache: parity splits every object has (the budget adds more to popular ones).
+    #[arg(long, default_value_t = 1)]
+    r: usize,
+    /// Extra splits a read asks for [default: 1 for ec-cache, 0 for selective-replication].
+    #[arg(long)]
+    delta: Option<usize>,
+    /// Memory beyond one copy of every object, a fraction of their size [default: 0.15, or
+    /// r/k + 0.05 when r/k is above 0.10, as the paper's k = 10 leaves 5% for skew].
+    #[arg(long)]
+    budget: Option<f64>,
+    /// Reads measured.
+    #[arg(long, default_value_t = 1500)]
+    requests: u64,
+    /// Offered load: arrivals at this fraction of the useful bytes per second that every live
+    /// node's link could send.
+    #[arg(long, default_value_t = 0.5)]
+    load: f64,
+    /// Each node's outgoing peer link (`ecdn node --peer-rate`).
+    #[arg(long, default_value = "100Mbit")]
+    peer_rate: String,
+    /// Background traffic on the chosen nodes' links: the fraction of the link it takes in its
+    /// bursts (`ecdn node --background-load`).
+    #[arg(long, value_name = "F")]
+    background_load: Option<f64>,
+    /// How many nodes get the background traffic (nodes 0, 1, ...) [default: a third].
+    #[arg(long, requires = "background_load")]
+    background_nodes: Option<usize>,
+    /// Kill this node after the writes, before the reads (§6.4).
+    #[arg(long, value_name = "NODE")]
+    kill: Option<usize>,
+    /// Seed of the contents, the placement and the workload.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// No cluster: the model on the same placement and budget code, and Theorem 1's variance
+    /// ratio for this k and number of nodes.
+    #[arg(long)]
+    simulate: bool,
+    /// Run directory (cluster file, logs, disks) [default: a new one under the system's
+    /// temporary directory, removed at the end].
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// The report as one JSON line (last line of the output).
+    #[arg(long)]
+    json: bool,
+}
+
+/// Latency percentiles of the successful reads, milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Latency {
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub p99_9: f64,
+    pub max: f64,
+}
+
+impl Latency {
+    fn of(mut ms: Vec<f64>) -> Latency {
+        if ms.is_empty() {
+            return Latency::default();
+        }
+        ms.sort_by(f64::total_cmp);
+        // Nearest rank.
+        let q = |p: f64| ms[((p * ms.len() as f64).ceil() as usize).clamp(1, ms.len()) - 1];
+        Latency {
+            mean: ms.iter().sum::<f64>() / ms.len() as f64,
+            p50: q(0.5),
+            p99: q(0.99),
+            p99_9: q(0.999),
+            max: ms[ms.len() - 1],
+        }
+    }
+}
+
+/// The report (`--json`).
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub mode: &'static str,
+    pub scheme: &'static str,
+    pub k: usize,
+    pub r: usize,
+    pub delta: usize,
+    pub nodes: usize,
+    pub objects: usize,
+    pub size: u64,
+    pub zipf: f64,
+    pub budget: f64,
+    /// Bytes cached beyond one copy of every object.
+    pub overhead_bytes: u64,
+    pub requests: u64,
+    pub failed_requests: u64,
+    pub imbalance_percent: f64,
+    pub latency_ms: Latency,
+    /// Per live node: bytes its link sent during the reads.
+    pub loads: Vec<u64>,
+    pub useful_bytes: u64,
+    pub peer_rate_bits: f64,
+    pub load: f64,
+    pub background_load: f64,
+    pub background_nodes: usize,
+    pub killed: Option<usize>,
+    /// Seconds the writes and the reads took.
+    pub write_s: f64,
+    pub read_s: f64,
+    /// `--simulate`: Var(L_EC) / Var(L_SR) over equally popular objects, and the prediction
+    /// (S − k) / (k (S − 1)).
+    pub variance_ratio: Option<f64>,
+    pub variance_predicted: Option<f64>,
+}
+
+/// What the flags say, checked.
+struct Plan {
+    scheme: Scheme,
+    k: usize,
+    r: usize,
+    delta: usize,
+    size: u64,
+    budget: f64,
+    rate_bytes: f64,
+    rate_bits: f64,
+    background: f64,
+    background_nodes: usize,
+}
+
+fn plan(a: &BenchArgs) -> Result<Plan> {
+    if a.nodes < 2 {
+        bail!("--nodes: need at least 2");
+    }
+    if a.objects == 0 || a.requests == 0 {
+        bail!("--objects and --requests must be at least 1");
+    }
+    let size = parse_size(&a.size).map_err(|e| anyhow::anyhow!("--size: {e}"))?;
+    if size == 0 || size > ecdn_node::node::MAX_OBJECT as u64 {
+        bail!(
+            "--size: need 1 byte to {}",
+            format_size(ecdn_node::node::MAX_OBJECT as u64)
+        );
+    }
+    if !(a.zipf.is_finite() && a.zipf >= 0.0) {
+        bail!("--zipf: need a finite exponent >= 0");
+    }
+    if !(a.load.is_finite() && a.load > 0.0) {
+        bail!("--load: need a fraction above 0");
+    }
+    let (scheme, k, r, delta) = match a.scheme {
+        SchemeArg::EcCache => {
+            let delta = a.delta.unwrap_or(1);
+            (
+                Scheme::EcCache {
+                    k: a.k,
+                    r: a.r,
+                    delta,
+                },
+                a.k,
+                a.r,
+                delta,
+            )
+        }
+        SchemeArg::SelectiveReplication => {
+            (Scheme::SelectiveReplication, 1, 0, a.delta.unwrap_or(0))
+        }
+    };
+    let live = a.nodes - usize::from(a.kill.is_some());
+    if k == 0 || k + r > live {
+        bail!("k = {k}, r = {r}: need k >= 1 and k + r <= the {live} live nodes");
+    }
+    if let Some(n) = a.kill {
+        if n >= a.nodes {
+            bail!("--kill {n}: the nodes are 0..{}", a.nodes);
+        }
+    }
+    let budget = a.budget.unwrap_or(match a.scheme {
+        SchemeArg::EcCache if r as f64 / k as f64 > 0.10 => r as f64 / k as f64 + 0.05,
+        _ => 0.15,
+    });
+    let rate_bits = crate::args::bit_rate("--peer-rate", &a.peer_rate)?;
+    let background = a.background_load.unwrap_or(0.0);
+    if !(0.0..1.0).contains(&background) {
+        bail!("--background-load: need 0 <= F < 1");
+    }
+    let background_nodes = match a.background_load {
+        Some(_) => a.background_nodes.unwrap_or(a.nodes / 3).min(a.nodes),
+        None => 0,
+    };
+    Ok(Plan {
+        scheme,
+        k,
+        r,
+        delta,
+        size,
+        budget,
+        rate_bytes: rate_bits / 8.0,
+        rate_bits,
+        background,
+        background_nodes,
+    })
+}
+
+/// Object `i`'s name.
+fn name(i: usize) -> String {
+    format!("bench/object-{i:05}")
+}
+
+/// Object `i`'s bytes (a function of the seed and `i`).
+fn contents(seed: u64, i: usize, size: u64) -> Bytes {
+    let mut rng = Rng::new(seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut v = Vec::with_capacity(size as usize + 8);
+    while (v.len() as u64) < size {
+        v.extend_from_slice(&rng.next_u64().to_le_bytes());
+    }
+    v.truncate(size as usize);
+    Bytes::from(v)
+}
+
+/// Each object's units (splits or replicas) from the budget, the objects ranked by the
+/// workload's popularity; and the bytes beyond one copy.
+fn units(a: &BenchArgs, p: &Plan) -> Result<(Vec<usize>, u64)> {
+    let objects: Vec<Object> = (1..=a.objects)
+        .map(|rank| Object {
+            size: p.size,
+            popularity: (rank as f64).powf(-a.zipf),
+        })
+        .collect();
+    let live = a.nodes - usize::from(a.kill.is_some());
+    let alloc = allocate(&objects, p.scheme, p.budget, live).context("the memory budget")?;
+    Ok((alloc.units, alloc.overhead_bytes))
+}
+
+pub async fn run(a: BenchArgs) -> Result<()> {
+    let p = plan(&a)?;
+    let report = if a.simulate {
+        simulated(&a, &p)?
+    } else {
+        let (dir, temp) = match &a.dir {
+            Some(d) => (d.clone(), false),
+            None => (
+                std::env::temp_dir().join(format!("ecdn-object-bench-{}", std::process::id())),
+                true,
+            ),
+        };
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let out = live(&a, &p, &dir).await;
+        if temp {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        out?
+    };
+    print_report(&report, a.json)
+}
+
+fn print_report(r: &Report, json: bool) -> Result<()> {
+    let l = &r.latency_ms;
+    println!(
+        "{} ({}): k {} r {} Δ {}, {} nodes, {} objects of {}, Zipf {}, budget {:.0}%",
+        r.scheme,
+        r.mode,
+        r.k,
+        r.r,
+        r.delta,
+        r.nodes,
+        r.objects,
+        format_size(r.size),
+        r.zipf,
+        r.budget * 100.0
+    );
+    println!(
+        "  λ {:.1}% over {} reads ({} failed)",
+        r.imbalance_percent, r.requests, r.failed_requests
+    );
+    if r.mode == "live" {
+        println!(
+            "  latency ms: mean {:.1}, p50 {:.1}, p99 {:.1}, p99.9 {:.1} (writes {:.1} s, reads {:.1} s)",
+            l.mean, l.p50, l.p99, l.p99_9, r.write_s, r.read_s
+        );
+    }
+    if let (Some(v), Some(p)) = (r.variance_ratio, r.variance_predicted) {
+        println!("  Var(L_EC)/Var(L_SR) {v:.4}, predicted (S−k)/(k(S−1)) {p:.4}");
+    }
+    if json {
+        println!("{}", serde_json::to_string(r)?);
+    }
+    Ok(())
+}
+
+fn report(a: &BenchArgs, p: &Plan, mode: &'static str) -> Report {
+    Report {
+        mode,
+        scheme: p.scheme.name(),
+        k: p.k,
+        r: p.r,
+        delta: p.delta,
+        nodes: a.nodes,
+        objects: a.objects,
+        size: p.size,
+        zipf: a.zipf,
+        budget: p.budget,
+        overhead_bytes: 0,
+        requests: a.requests,
+        failed_requests: 0,
+        imbalance_percent: 0.0,
+        latency_ms: Latency::default(),
+        loads: Vec::new(),
+        useful_bytes: 0,
+        peer_rate_bits: p.rate_bits,
+        load: a.load,
+        background_load: p.background,
+        background_nodes: p.background_nodes,
+        killed: a.kill,
+        write_s: 0.0,
+        read_s: 0.0,
+        variance_ratio: None,
+        variance_predicted: None,
+    }
+}
+
+fn simulated(a: &BenchArgs, p: &Plan) -> Result<Report> {
+    let sim = simulate(&SimConfig {
+        servers: a.nodes,
+        objects: a.objects,
+        alpha: a.zipf,
+        size: p.size,
+        scheme: p.scheme,
+        budget: p.budget,
+        requests: a.requests,
+        failed: a.kill.into_iter().collect(),
+        seed: a.seed,
+    })?;
+    let mut r = report(a, p, "simulate");
+    r.overhead_bytes = sim.overhead_bytes;
+    r.failed_requests = sim.failed_reads;
+    r.imbalance_percent = sim.imbalance_percent;
+    r.loads = sim.loads;
+    r.useful_bytes = sim.useful_bytes;
+    if p.k > 1 {
+        let (v, pred) = variance_ratio(a.nodes, a.objects, p.k, 200, a.seed)?;
+        r.variance_ratio = Some(v);
+        r.variance_predicted = Some(pred);
+    }
+    Ok(r)
+}
+
+/// The cluster's processes and where they listen.
+struct Bed {
+    procs: Arc<Mutex<Procs>>,
+    layout: Layout,
+    cfg: ecdn_cluster::ClusterConfig,
+}
+
+async fn start(a: &BenchArgs, p: &Plan, dir: &Path, overhead: u64) -> Result<Bed> {
+    let layout = Layout::free(a.nodes, 1)?;
+    let settings = FileSettings {
+        // The cluster's own scheme is for cached HTTP objects; the object API codes each
+        // object with its own (k, r).
+        scheme: "c2dn".into(),
+        k: 2,
+        p: 1,
+        threshold: 1 << 20,
+        buckets: 1000,
+        sub_chunk: 32 << 10,
+        seed: a.seed,
+        key: procs::random_key()?,
+        etcd: Vec::new(),
+    };
+    let file = dir.join("cluster.toml");
+    std::fs::write(&file, procs::cluster_file(&settings, &layout))?;
+    let cfg = ecdn_cluster::ClusterConfig::load(&file).context("the bench's cluster file")?;
+    // Room for each node's share of the objects, twice over (placement is random).
+    let stored = p.size * a.objects as u64 + overhead;
+    let disk = (2 * stored / a.nodes as u64).max(64 << 20) + (64 << 20);
+    let procs = Arc::new(Mutex::new(Procs::new(dir)?));
+    {
+        let mut pr = procs.lock().unwrap();
+        pr.start_coordinator(&file, None)?;
+        for id in 0..a.nodes {
+            let mut extra = vec!["--peer-rate".to_string(), format!("{}bit", p.rate_bits)];
+            if id < p.background_nodes {
+                extra.extend(["--background-load".into(), p.background.to_string()]);
+            }
+            // No origin runs: the object API never asks one.
+            pr.start_node(id, &file, layout.origin, (8 << 20, disk), &extra)?;
+        }
+    }
+    procs::wait_ready(&procs, &layout, &cfg, Duration::from_secs(60)).await?;
+    Ok(Bed { procs, layout, cfg })
+}
+
+/// Writes every object with its units, four at a time, through the nodes in turn.
+async fn write_objects(a: &BenchArgs, p: &Plan, bed: &Bed, units: &[usize]) -> Result<()> {
+    let clients: Vec<ObjectClient> = bed
+        .layout
+        .nodes
+        .iter()
+        .map(|&(c, _)| ObjectClient::new(c).with_timeout(Duration::from_secs(120)))
+        .collect();
+    let next = Arc::new(Mutex::new(0usize));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let (next, clients, units) = (next.clone(), clients.clone(), units.to_vec());
+        let (seed, size, k) = (a.seed, p.size, p.k);
+        workers.spawn(async move {
+            loop {
+                let i = {
+                    let mut n = next.lock().unwrap();
+                    let i = *n;
+                    *n += 1;
+                    i
+                };
+                if i >= units.len() {
+                    return Ok::<(), anyhow::Error>(());
+                }
+                let code = Code { k, r: units[i] - k };
+                let client = &clients[i % clients.len()];
+                client
+                    .put(&name(i), contents(seed, i, size), Some(code))
+                    .await
+                    .with_context(|| format!("writing {}", name(i)))?;
+            }
+        });
+    }
+    while let Some(w) = workers.join_next().await {
+        w.context("a writer")??;
+    }
+    Ok(())
+}
+
+/// Kills `node` and waits until the coordinator marks it unavailable.
+async fn kill(bed: &Bed, node: usize) -> Result<()> {
+    bed.procs.lock().unwrap().kill_node(node);
+    let client = CoordinatorClient::for_cluster(&bed.cfg).await?;
+    let t0 = Instant::now();
+    loop {
+        let s = procs::coordinator_status(&client).await?;
+        if s.nodes.iter().any(|n| n.id == node && !n.available) {
+            return Ok(());
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            bail!("node {node} killed, but the coordinator still shows it available after 30 s");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Bytes each of `nodes` has sent through its link so far.
+async fn link_bytes(bed: &Bed, nodes: &[usize]) -> Result<Vec<u64>> {
+    let mut out = Vec::with_capacity(nodes.len());
+    for &n in nodes {
+        let s = procs::node_stats(bed.layout.nodes[n].0)
+            .await
+            .with_context(|| format!("node {n}'s counters"))?;
+        out.push(s.link_bytes_sent);
+    }
+    Ok(out)
+}
+
+/// One read's outcome: its latency in ms, or why it failed.
+type ReadResult = Result<f64, String>;
+
+/// The reads: Poisson arrivals, Zipf objects, uniform entry nodes.
+async fn read_load(a: &BenchArgs, p: &Plan, bed: &Bed, live: &[usize]) -> Vec<ReadResult> {
+    let clients: Vec<ObjectClient> = live
+        .iter()
+        .map(|&n| ObjectClient::new(bed.layout.nodes[n].0).with_timeout(Duration::from_secs(60)))
+        .collect();
+    let zipf = Zipf::new(a.objects as u64, a.zipf).expect("a checked exponent");
+    // Useful bytes per second every live link could send, times the load.
+    let per_s = a.load * p.rate_bytes * live.len() as f64 / p.size as f64;
+    let mut rng = Rng::new(a.seed ^ 0x7265_6164);
+    let t0 = tokio::time::Instant::now();
+    let mut at = 0.0f64;
+    let mut reads = tokio::task::JoinSet::new();
+    for _ in 0..a.requests {
+        at += rng.exp() / per_s;
+        tokio::time::sleep_until(t0 + Duration::from_secs_f64(at)).await;
+        let i = zipf.sample(&mut rng) as usize;
+        let client = clients[rng.below(clients.len() as u64) as usize].clone();
+        let (delta, size) = (p.delta, p.size);
+        reads.spawn(async move {
+            let t = Instant::now();
+            match client.get_with_delta(&name(i), delta).await {
+                Ok(b) if b.len() as u64 == size => Ok(t.elapsed().as_secs_f64() * 1e3),
+                Ok(b) => Err(format!("{}: {} bytes, not {size}", name(i), b.len())),
+                Err(e) => Err(format!("{}: {e}", name(i))),
+            }
+        });
+    }
+    let mut out = Vec::with_capacity(a.requests as usize);
+    while let Some(r) = reads.join_next().await {
+        out.push(r.unwrap_or_else(|e| Err(format!("a read task: {e}"))));
+    }
+    out
+}
+
+async fn live(a: &BenchArgs, p: &Plan, dir: &Path) -> Result<Report> {
+    let (units, overhead) = units(a, p)?;
+    let bed = start(a, p, dir, overhead).await?;
+    let t = Instant::now();
+    write_objects(a, p, &bed, &units).await?;
+    let write_s = t.elapsed().as_secs_f64();
+    if let Some(n) = a.kill {
+        kill(&bed, n).await?;
+    }
+    let live: Vec<usize> = (0..a.nodes).filter(|&n| Some(n) != a.kill).collect();
+    let before = link_bytes(&bed, &live).await?;
+    let t = Instant::now();
+    let results = read_load(a, p, &bed, &live).await;
+    let read_s = t.elapsed().as_secs_f64();
+    let after = link_bytes(&bed, &live).await?;
+    bed.procs.lock().unwrap().check_running()?;
+    bed.procs.lock().unwrap().stop_all();
+    let loads: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    let mut ms = Vec::new();
+    let mut failures = Vec::new();
+    for r in results {
+        match r {
+            Ok(l) => ms.push(l),
+            Err(e) => failures.push(e),
+        }
+    }
+    for e in failures.iter().take(3) {
+        eprintln!("failed read: {e}");
+    }
+    let useful = ms.len() as u64 * p.size;
+    let mut r = report(a, p, "live");
+    r.overhead_bytes = overhead;
+    r.failed_requests = failures.len() as u64;
+    r.imbalance_percent = imbalance_percent(&loads, useful);
+    r.latency_ms = Latency::of(ms);
+    r.loads = loads;
+    r.useful_bytes = useful;
+    r.write_s = write_s;
+    r.read_s = read_s;
+    Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn args(a: &[&str]) -> BenchArgs {
+        Cli::try_parse_from(std::iter::once("bench").chain(a.iter().copied()))
+            .unwrap()
+            .bench
+    }
+
+    #[test]
+    fn plans_and_budgets() {
+        let p = plan(&args(&[])).unwrap();
+        assert_eq!((p.k, p.r, p.delta, p.budget), (10, 1, 1, 0.15));
+        let p = plan(&args(&["--scheme", "selective-replication"])).unwrap();
+        assert_eq!((p.k, p.r, p.delta), (1, 0, 0));
+        // Small k: the parity alone is over 15%; 5% is left for skew.
+        let p = plan(&args(&["--k", "4"])).unwrap();
+        assert!((p.budget - 0.30).abs() < 1e-9);
+        for bad in [
+            &["--k", "12"][..],
+            &["--kill", "12"],
+            &["--nodes", "11", "--kill", "3"],
+            &["--size", "0"],
+            &["--size", "1GiB"],
+            &["--load", "0"],
+            &["--peer-rate", "5"],
+            &["--background-load", "1"],
+        ] {
+            assert!(plan(&args(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn units_follow_popularity() {
+        let a = args(&["--objects", "50"]);
+        let (u, overhead) = units(&a, &plan(&a).unwrap()).unwrap();
+        assert!(u.iter().all(|&n| n >= 11));
+        assert!(u[0] > 11 && u[49] == 11, "{u:?}");
+        assert!(overhead as f64 <= 0.15 * 50.0 * (4 << 20) as f64);
+        let a = args(&["--objects", "50", "--scheme", "selective-replication"]);
+        let (u, _) = units(&a, &plan(&a).unwrap()).unwrap();
+        assert!(u[0] > 1 && u[49] == 1, "{u:?}");
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let l = Latency::of((1..=1000).map(f64::from).collect());
+        assert_eq!(
+            (l.p50, l.p99, l.p99_9, l.max),
+            (500.0, 990.0, 999.0, 1000.0)
+        );
+        assert!((l.mean - 500.5).abs() < 1e-9);
+        assert_eq!(Latency::of(Vec::new()), Latency::default());
+    }
+
+    #[test]
+    fn contents_are_a_function_of_seed_and_index() {
+        assert_eq!(contents(1, 3, 1001), contents(1, 3, 1001));
+        assert_ne!(contents(1, 3, 64), contents(1, 4, 64));
+        assert_eq!(contents(2, 0, 13).len(), 13);
+    }
+
+    #[test]
+    fn simulate_mode_reports_lambda_and_variance() {
+        let a = args(&[
+            "--simulate",
+            "--nodes",
+            "25",
+            "--objects",
+            "200",
+            "--requests",
+            "20000",
+        ]);
+        let r = simulated(&a, &plan(&a).unwrap()).unwrap();
+        assert_eq!(r.failed_requests, 0);
+        let (v, pred) = (r.variance_ratio.unwrap(), r.variance_predicted.unwrap());
+        assert!((v - pred).abs() < 0.3 * pred, "{v} vs {pred}");
+        assert!(r.imbalance_percent > 0.0 && r.imbalance_percent < 100.0);
+    }
+}
