@@ -136,8 +136,9 @@ impl ObjectClient {
     }
 
     /// The object's bytes, reading `k + delta` splits (late binding: the first `k` to arrive
-    /// are decoded); `delta = 0` reads exactly `k`.
-    pub async fn get_with_delta(&self, name: &str, delta: usize) -> Result<Bytes, ClientError> {
+    /// are decoded); `delta`: a number (`0` reads exactly `k`), or `auto` (the node picks it
+    /// from its backlog).
+    pub async fn get_with_delta(&self, name: &str, delta: &str) -> Result<Bytes, ClientError> {
         let query = format!("?delta={delta}");
         Ok(self.call(Method::GET, name, &query, Bytes::new()).await?.1)
     }

@@ -11,6 +11,8 @@
 //!   popular objects; the baseline, **selective replication**, spends the same budget on extra
 //!   replicas of the most popular objects. Both flatten the popularity skew starting from the
 //!   most popular object until the budget is spent, by the same rule.
+//! * [`backlog`] — Δ per read from the node's smoothed backlog, by TOFEC's thresholds: extra
+//!   reads when the servers are idle, none near capacity.
 //! * [`meta`] — an object's record (name, version, size, `k`, `r`, split locations, the
 //!   splits stored, SHA-256) and the coordinator's table, in which a write is invisible until
 //!   it is committed with at least `k` splits stored.
@@ -20,6 +22,7 @@
 //!
 //! Everything is deterministic for a given seed ([`ecdn_trace::Rng`]).
 
+pub mod backlog;
 pub mod budget;
 pub mod meta;
 pub mod model;

@@ -69,9 +69,10 @@ pub struct BenchArgs {
     /// EC-Cache: parity splits every object has (the budget adds more to popular ones).
     #[arg(long, default_value_t = 1)]
     r: usize,
-    /// Extra splits a read asks for [default: 1 for ec-cache, 0 for selective-replication].
+    /// Extra splits a read asks for, or `auto`: from the entry node's link backlog (TOFEC's
+    /// rule, `ecdn_objects::backlog`) [default: 1 for ec-cache, 0 for selective-replication].
     #[arg(long)]
-    delta: Option<usize>,
+    delta: Option<String>,
     /// Memory beyond one copy of every object, a fraction of their size [default: 0.15, or
     /// r/k + 0.05 when r/k is above 0.10, as the paper's k = 10 leaves 5% for skew].
     #[arg(long)]
@@ -147,7 +148,8 @@ pub struct Report {
     pub scheme: &'static str,
     pub k: usize,
     pub r: usize,
-    pub delta: usize,
+    /// A number, or `"auto"`.
+    pub delta: serde_json::Value,
     pub nodes: usize,
     pub objects: usize,
     pub size: u64,
@@ -181,7 +183,10 @@ struct Plan {
     scheme: Scheme,
     k: usize,
     r: usize,
+    /// Fixed Δ (with `auto`: 1, for the budget's and the model's load).
     delta: usize,
+    /// `--delta auto`.
+    auto: bool,
     size: u64,
     budget: f64,
     rate_bytes: f64,
@@ -210,9 +215,17 @@ fn plan(a: &BenchArgs) -> Result<Plan> {
     if !(a.load.is_finite() && a.load > 0.0) {
         bail!("--load: need a fraction above 0");
     }
+    let auto = a.delta.as_deref() == Some("auto");
+    let given = match a.delta.as_deref() {
+        None | Some("auto") => None,
+        Some(d) => Some(
+            d.parse::<usize>()
+                .map_err(|_| anyhow::anyhow!("--delta {d:?}: need a number or auto"))?,
+        ),
+    };
     let (scheme, k, r, delta) = match a.scheme {
         SchemeArg::EcCache => {
-            let delta = a.delta.unwrap_or(1);
+            let delta = given.unwrap_or(1);
             (
                 Scheme::EcCache {
                     k: a.k,
@@ -224,9 +237,7 @@ fn plan(a: &BenchArgs) -> Result<Plan> {
                 delta,
             )
         }
-        SchemeArg::SelectiveReplication => {
-            (Scheme::SelectiveReplication, 1, 0, a.delta.unwrap_or(0))
-        }
+        SchemeArg::SelectiveReplication => (Scheme::SelectiveReplication, 1, 0, given.unwrap_or(0)),
     };
     let live = a.nodes - usize::from(a.kill.is_some());
     if k == 0 || k + r > live {
@@ -255,6 +266,7 @@ fn plan(a: &BenchArgs) -> Result<Plan> {
         k,
         r,
         delta,
+        auto,
         size,
         budget,
         rate_bytes: rate_bits / 8.0,
@@ -356,7 +368,10 @@ fn report(a: &BenchArgs, p: &Plan, mode: &'static str) -> Report {
         scheme: p.scheme.name(),
         k: p.k,
         r: p.r,
-        delta: p.delta,
+        delta: match p.auto {
+            true => "auto".into(),
+            false => p.delta.into(),
+        },
         nodes: a.nodes,
         objects: a.objects,
         size: p.size,
@@ -432,9 +447,10 @@ async fn start(a: &BenchArgs, p: &Plan, dir: &Path, overhead: u64) -> Result<Bed
     let file = dir.join("cluster.toml");
     std::fs::write(&file, procs::cluster_file(&settings, &layout))?;
     let cfg = ecdn_cluster::ClusterConfig::load(&file).context("the bench's cluster file")?;
-    // Room for each node's share of the objects, twice over (placement is random).
+    // Room for each node's share of the objects and half as much again (placement is
+    // random; an evicted split would fail reads).
     let stored = p.size * a.objects as u64 + overhead;
-    let disk = (2 * stored / a.nodes as u64).max(64 << 20) + (64 << 20);
+    let disk = (3 * stored / 2 / a.nodes as u64).max(64 << 20) + (64 << 20);
     let procs = Arc::new(Mutex::new(Procs::new(dir)?));
     {
         let mut pr = procs.lock().unwrap();
@@ -541,10 +557,14 @@ async fn read_load(a: &BenchArgs, p: &Plan, bed: &Bed, live: &[usize]) -> Vec<Re
         tokio::time::sleep_until(t0 + Duration::from_secs_f64(at)).await;
         let i = zipf.sample(&mut rng) as usize;
         let client = clients[rng.below(clients.len() as u64) as usize].clone();
-        let (delta, size) = (p.delta, p.size);
+        let size = p.size;
+        let delta = match p.auto {
+            true => "auto".to_string(),
+            false => p.delta.to_string(),
+        };
         reads.spawn(async move {
             let t = Instant::now();
-            match client.get_with_delta(&name(i), delta).await {
+            match client.get_with_delta(&name(i), &delta).await {
                 Ok(b) if b.len() as u64 == size => Ok(t.elapsed().as_secs_f64() * 1e3),
                 Ok(b) => Err(format!("{}: {} bytes, not {size}", name(i), b.len())),
                 Err(e) => Err(format!("{}: {e}", name(i))),
@@ -623,6 +643,9 @@ mod tests {
         assert_eq!((p.k, p.r, p.delta, p.budget), (10, 1, 1, 0.15));
         let p = plan(&args(&["--scheme", "selective-replication"])).unwrap();
         assert_eq!((p.k, p.r, p.delta), (1, 0, 0));
+        let p = plan(&args(&["--delta", "auto"])).unwrap();
+        assert_eq!((p.delta, p.auto), (1, true));
+        assert_eq!(report(&args(&[]), &p, "live").delta, "auto");
         // Small k: the parity alone is over 15%; 5% is left for skew.
         let p = plan(&args(&["--k", "4"])).unwrap();
         assert!((p.budget - 0.30).abs() < 1e-9);
@@ -635,6 +658,7 @@ mod tests {
             &["--load", "0"],
             &["--peer-rate", "5"],
             &["--background-load", "1"],
+            &["--delta", "x"],
         ] {
             assert!(plan(&args(bad)).is_err(), "{bad:?}");
         }

@@ -102,6 +102,16 @@ impl Link {
         *free_at
     }
 
+    /// Bytes queued on the link now (the reservations not yet sent); 0 without a cap.
+    pub(in crate::node) fn queued_bytes(&self) -> f64 {
+        if !self.capped() {
+            return 0.0;
+        }
+        let free_at = *self.free_at.lock().unwrap_or_else(|p| p.into_inner());
+        let wait = free_at.saturating_duration_since(Instant::now());
+        wait.as_nanos() as f64 / self.ns_per_byte
+    }
+
     /// Counts `len` bytes sent (for the load).
     pub(in crate::node) fn count(&self, len: usize) {
         self.sent.fetch_add(len as u64, Ordering::Relaxed);
@@ -247,6 +257,7 @@ mod tests {
                 t0.elapsed()
             }
         );
+        assert_eq!(link.queued_bytes(), 0.0);
         for e in [ends.0, ends.1] {
             assert!(
                 e >= Duration::from_millis(930) && e <= Duration::from_millis(1001),

@@ -97,6 +97,8 @@ pub(super) struct Cluster {
     pub(super) objects: ecdn_cluster::objects::ObjectDirectory,
     /// The outgoing peer link: counted, and capped in a test bed (`link.rs`).
     pub(super) link: Arc<link::Link>,
+    /// The smoothed link backlog that picks Δ for `GET /_objects/...?delta=auto`.
+    pub(super) backlog: Mutex<ecdn_objects::backlog::Backlog>,
 }
 
 /// The piece policy's share of the disk ring: the ring is this much larger than the policy's
@@ -145,6 +147,7 @@ impl Cluster {
             etcd: (!c.cluster.etcd.is_empty()).then_some(etcd),
             objects: ecdn_cluster::objects::ObjectDirectory::for_cluster(&c.cluster),
             link: link::Link::new(&c.link),
+            backlog: Mutex::new(Default::default()),
         })
     }
 

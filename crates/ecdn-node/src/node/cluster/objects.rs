@@ -13,8 +13,10 @@
 //!   directory (`ecdn_cluster::objects`: the coordinator, or etcd) only once at least `k`
 //!   splits are stored, so nothing half-written is ever readable; the answer, `201`, is the
 //!   record, saying how many were stored. Fewer than `k` stored: `503`, nothing visible.
-//! * `GET /_objects/<name>[?delta=D]`: one directory lookup, then `k + Δ` of the stored splits
-//!   on available nodes, chosen uniformly at random (Δ = 1 by default), read at once; the first
+//! * `GET /_objects/<name>[?delta=D|auto]`: one directory lookup, then `k + Δ` of the stored
+//!   splits on available nodes, chosen uniformly at random (Δ = 1 by default; `auto`: from this
+//!   node's smoothed link backlog by TOFEC's thresholds, `ecdn_objects::backlog`, which sees a
+//!   backlog only on a capped link, `--peer-rate`), read at once; the first
 //!   `k` that arrive and pass their checksums are decoded, the other reads are cancelled (late
 //!   binding, §4.3). The decoded object must match the record's SHA-256. With fewer than `k`
 //!   readable: `502` naming both numbers (no backend store is configured to refetch from).
@@ -24,7 +26,8 @@
 //!   every split, on every node that holds one.
 //!
 //! Headers of an answer: `X-Ecdn-Object-Version`, `X-Ecdn-K`, `X-Ecdn-R`, `ETag` (the SHA-256),
-//! and for a `GET` `X-Ecdn-Splits` (the split indexes decoded from).
+//! and for a `GET` `X-Ecdn-Splits` (the split indexes decoded from) and `X-Ecdn-Delta` (the Δ
+//! it read with).
 //!
 //! Splits share the node's piece store (and its FIFO piece policy) with the cached objects'
 //! pieces: an object cache, whose evicted splits make a read fail once fewer than `k` remain.
@@ -111,8 +114,15 @@ fn directory_error(e: DirectoryError) -> Response<NodeBody> {
 struct Query {
     k: Option<usize>,
     r: Option<usize>,
-    delta: Option<usize>,
+    delta: Option<Delta>,
     stat: bool,
+}
+
+/// Δ of a read: given, or from the backlog.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Delta {
+    Fixed(usize),
+    Auto,
 }
 
 fn query(q: Option<&str>) -> Result<Query, String> {
@@ -127,7 +137,8 @@ fn query(q: Option<&str>) -> Result<Query, String> {
         match name {
             "k" => out.k = Some(num()?),
             "r" => out.r = Some(num()?),
-            "delta" => out.delta = Some(num()?),
+            "delta" if value == "auto" => out.delta = Some(Delta::Auto),
+            "delta" => out.delta = Some(Delta::Fixed(num()?)),
             "stat" if value.is_empty() => out.stat = true,
             _ => return Err(format!("unknown query parameter {pair:?}")),
         }
@@ -374,7 +385,16 @@ async fn get(
         .map(|(&s, &stored)| if stored { s } else { usize::MAX })
         .collect();
     let mut rng = Rng::new(meta.version ^ ecdn_trace::hash_id(&c.id.to_le_bytes()) ^ now_nanos());
-    let delta = q.delta.unwrap_or(1);
+    let delta = match q.delta {
+        None => 1,
+        Some(Delta::Fixed(d)) => d,
+        Some(Delta::Auto) => {
+            let split = meta.size.div_ceil(meta.k as u64).max(1) as f64;
+            let queued = c.link.queued_bytes() / split;
+            let rule = ecdn_objects::backlog::DeltaRule::default();
+            super::super::lock(&c.backlog).arrival(&rule, queued)
+        }
+    };
     let plan = match read_plan(&mut rng, &locations, meta.k, delta, |s| map.is_available(s)) {
         Ok(p) => p,
         Err(e) => return text(StatusCode::BAD_GATEWAY, &format!("object {name}: {e}")),
@@ -437,6 +457,8 @@ async fn get(
     if let Ok(v) = HeaderValue::from_str(&splits.join(",")) {
         resp.headers_mut().insert("x-ecdn-splits", v);
     }
+    resp.headers_mut()
+        .insert("x-ecdn-delta", HeaderValue::from(delta as u64));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
@@ -496,8 +518,9 @@ mod tests {
         let q = query(Some("k=4&r=2&delta=0")).unwrap();
         assert_eq!(
             (q.k, q.r, q.delta, q.stat),
-            (Some(4), Some(2), Some(0), false)
+            (Some(4), Some(2), Some(Delta::Fixed(0)), false)
         );
+        assert_eq!(query(Some("delta=auto")).unwrap().delta, Some(Delta::Auto));
         assert!(query(Some("stat")).unwrap().stat);
         for bad in ["k=x", "stat=1", "z=1", "r=-1"] {
             assert!(query(Some(bad)).is_err(), "{bad}");
