@@ -89,6 +89,20 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
     assert_eq!(head.headers["x-ecdn-k"], "5");
     let stat = send(c.client(3), "GET", "/_objects/big?stat", Vec::new()).await;
     assert_eq!(record(&stat), meta);
+    // Δ: the default 1, a given one, and `auto` (no link cap: no backlog, so the most, 2; of
+    // the 6 splits, k + 2 = 7 asks all 6).
+    for (query, delta) in [("", "1"), ("?delta=0", "0"), ("?delta=auto", "2")] {
+        let got = send(
+            c.client(2),
+            "GET",
+            &format!("/_objects/big{query}"),
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(got.status, 200);
+        assert_eq!(got.body, big);
+        assert_eq!(got.headers["x-ecdn-delta"], delta, "{query}");
+    }
     // Bad requests.
     assert_eq!(
         send(c.client(0), "GET", "/_objects/nope", Vec::new())

@@ -140,28 +140,6 @@ pub fn duration(name: &str, value: &str) -> Result<Duration> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_are_bounded_and_name_their_flag() {
-        assert_eq!(
-            duration("--latency", "20ms").unwrap(),
-            Duration::from_millis(20)
-        );
-        assert_eq!(duration("--latency", "0").unwrap(), Duration::ZERO);
-        assert_eq!(
-            duration("--latency", "1d").unwrap(),
-            Duration::from_secs(86_400)
-        );
-        for bad in ["1e20", "1e400", "2d", "-1s", "NaN", "inf", "x"] {
-            let e = duration("--origin-timeout", bad).unwrap_err().to_string();
-            assert!(e.starts_with("--origin-timeout: "), "{bad}: {e}");
-        }
-    }
-}
-
 /// A rate in bits per second given to `flag`: a number with an optional `bit`, `kbit`, `Mbit`
 /// or `Gbit` (decimal, any case), at least 1 kbit.
 pub fn bit_rate(flag: &str, s: &str) -> Result<f64> {
@@ -187,4 +165,26 @@ pub fn bit_rate(flag: &str, s: &str) -> Result<f64> {
         bail!("{flag} {t:?}: the rate must be at least 1kbit");
     }
     Ok(rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_bounded_and_name_their_flag() {
+        assert_eq!(
+            duration("--latency", "20ms").unwrap(),
+            Duration::from_millis(20)
+        );
+        assert_eq!(duration("--latency", "0").unwrap(), Duration::ZERO);
+        assert_eq!(
+            duration("--latency", "1d").unwrap(),
+            Duration::from_secs(86_400)
+        );
+        for bad in ["1e20", "1e400", "2d", "-1s", "NaN", "inf", "x"] {
+            let e = duration("--origin-timeout", bad).unwrap_err().to_string();
+            assert!(e.starts_with("--origin-timeout: "), "{bad}: {e}");
+        }
+    }
 }
