@@ -1,5 +1,6 @@
 //! EC-Cache's object API (`/_objects/<name>`) on an in-process cluster of 6 nodes: byte-exact
-//! round trips for random sizes and (k, r) through any node, reads with r nodes stopped, a
+//! round trips for random sizes and (k, r) through any node, a lost split replaced by another
+//! stored one, reads with r nodes stopped, a
 //! read with fewer than k splits reachable failing clearly, a write cut off midway never
 //! readable, deletes removing the record and the splits, and an unsigned split write refused;
 //! then the same API with the records and the control plane in etcd.
@@ -146,6 +147,55 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
                 .status,
             404
         );
+    }
+
+    // A split gone from its node while the map still has the node: reads that ask it read
+    // another stored split instead (Δ = 0 asks exactly k, so some reads ask the lost one).
+    {
+        let (name, data, meta) = &stored[2];
+        let lost = meta.splits[0];
+        let peers = ecdn_cluster::peer::PeerClient::new(ecdn_cluster::auth::ClusterKey::new(
+            KEY.as_bytes(),
+        ));
+        let key = format!("_objects/{name}@{}", meta.version);
+        let purged = peers
+            .send(
+                c.peer(lost),
+                hyper::Method::DELETE,
+                &ecdn_cluster::wire::has_path(&key),
+                Bytes::new(),
+                &[],
+                std::time::Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+        assert_eq!(purged.status(), 200);
+        for _ in 0..12 {
+            let got = send(
+                c.client(3),
+                "GET",
+                &format!("/_objects/{name}?delta=0"),
+                Vec::new(),
+            )
+            .await;
+            assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+            assert_eq!(&got.body, data);
+            assert!(!got.headers["x-ecdn-splits"]
+                .to_str()
+                .unwrap()
+                .split(',')
+                .any(|i| i == "0"));
+        }
+        // Put it back for what follows (a new version, all splits stored).
+        let put = send(
+            c.client(0),
+            "PUT",
+            &format!("/_objects/{name}?k={}&r={}", meta.k, meta.r),
+            data.clone(),
+        )
+        .await;
+        assert_eq!(put.status, 201);
+        stored[2].2 = record(&put);
     }
 
     // r nodes stopped (not node 0, which is asked): every object is still read exactly.

@@ -18,7 +18,8 @@
 //!   node's smoothed link backlog by TOFEC's thresholds, `ecdn_objects::backlog`, which sees a
 //!   backlog only on a capped link, `--peer-rate`), read at once; the first
 //!   `k` that arrive and pass their checksums are decoded, the other reads are cancelled (late
-//!   binding, §4.3). The decoded object must match the record's SHA-256. With fewer than `k`
+//!   binding, §4.3); a read that fails is replaced by one of the object's other stored splits
+//!   on an available node. The decoded object must match the record's SHA-256. With fewer than `k`
 //!   readable: `502` naming both numbers (no backend store is configured to refetch from).
 //!   A `Range` header is ignored (the whole object is sent; ranges are not built yet).
 //!   `GET /_objects/<name>?stat`: the record as JSON. `HEAD`: the record in headers.
@@ -403,10 +404,23 @@ async fn get(
     let key = piece_key(&name, meta.version);
     let meta = Arc::new(meta);
     let mut reads = tokio::task::JoinSet::new();
-    for &i in &plan {
+    let read = |reads: &mut tokio::task::JoinSet<_>, i: usize| {
         let (st, c, meta, key) = (st.clone(), c.clone(), meta.clone(), key.clone());
         reads.spawn(async move { (i, read_split(&st, &c, &meta, &key, i).await) });
+    };
+    for &i in &plan {
+        read(&mut reads, i);
     }
+    // Stored splits on available nodes the plan left out, in random order: a read that fails
+    // (a node gone since the map said otherwise, an evicted or corrupt split) is replaced by
+    // one of them.
+    let mut spare: Vec<usize> = (0..locations.len())
+        .filter(|i| !plan.contains(i) && map.is_available(locations[*i]))
+        .collect();
+    for j in (1..spare.len()).rev() {
+        spare.swap(j, rng.below(j as u64 + 1) as usize);
+    }
+    let mut asked = plan.len();
     let mut got: Vec<Option<Bytes>> = vec![None; meta.splits.len()];
     let mut used = Vec::new();
     while used.len() < meta.k {
@@ -415,7 +429,12 @@ async fn get(
                 got[i] = Some(split);
                 used.push(i);
             }
-            Some(_) => {}
+            Some(_) => {
+                if let Some(i) = spare.pop() {
+                    read(&mut reads, i);
+                    asked += 1;
+                }
+            }
             None => break,
         }
     }
@@ -426,7 +445,7 @@ async fn get(
             &format!(
                 "object {name}: only {} of the {} splits asked could be read; decoding needs {}",
                 used.len(),
-                plan.len(),
+                asked,
                 meta.k
             ),
         );
