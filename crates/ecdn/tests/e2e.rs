@@ -626,15 +626,15 @@ fn a_purge_survives_kill_9() {
     assert!(r.body == reference[1], "HIT-DISK bytes differ");
 }
 
-/// A loop device over a zero-filled file, detached when dropped; `None` (with a printed
-/// "skipped: ...", or a failure under `CI=true`) when loop devices cannot be set up here.
+/// A loop device over a zero-filled file, detached when dropped; the test fails (through
+/// [`missing`]) when loop devices cannot be set up here.
 struct LoopDev {
     dev: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl LoopDev {
-    fn new(size: u64) -> Option<LoopDev> {
+    fn new(size: u64) -> LoopDev {
         let dir = tempfile::tempdir().unwrap();
         let img = dir.path().join("img");
         std::fs::File::create(&img).unwrap().set_len(size).unwrap();
@@ -644,20 +644,16 @@ impl LoopDev {
             .output()
         {
             Ok(o) => o,
-            Err(e) => {
-                missing(format!("cannot run losetup (install util-linux): {e}"));
-                return None;
-            }
+            Err(e) => missing(format!("cannot run losetup (install mount): {e}")),
         };
         if !out.status.success() {
             missing(format!(
                 "losetup -f --show failed (needs root and loop devices): {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
-            return None;
         }
         let dev = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
-        Some(LoopDev { dev, _dir: dir })
+        LoopDev { dev, _dir: dir }
     }
 }
 
@@ -674,9 +670,7 @@ impl Drop for LoopDev {
 /// them across a restart; a disk size beyond the device is a clear error at start.
 #[test]
 fn a_node_on_a_block_device() {
-    let Some(lo) = LoopDev::new(64 << 20) else {
-        return;
-    };
+    let lo = LoopDev::new(64 << 20);
     let dir = tempfile::tempdir().unwrap();
     let (_origin, op) = start_origin(&[]);
     let np = free_port();
@@ -730,9 +724,7 @@ fn a_node_on_a_block_device() {
 /// read-only under it. Once the device is writable again, the same PURGE succeeds.
 #[test]
 fn a_purge_the_disk_cannot_record_is_an_error() {
-    let Some(lo) = LoopDev::new(64 << 20) else {
-        return;
-    };
+    let lo = LoopDev::new(64 << 20);
     let (_origin, op) = start_origin(&[]);
     let np = free_port();
     let dev = lo.dev.to_string_lossy().into_owned();
@@ -779,21 +771,10 @@ fn a_purge_the_disk_cannot_record_is_an_error() {
     assert_eq!(http_get(np, DISK_PATH).unwrap().x_cache(), "MISS");
 }
 
-/// A system dependency of a test is missing: under `CI=true` the test fails saying `why` (CI
-/// must install it); elsewhere it prints "skipped: `why`" and the caller returns.
-fn missing(why: String) {
-    if under_ci() {
-        panic!("under CI and {why}: CI must install it");
-    }
-    eprintln!("skipped: {why}");
-}
-
-/// True when `CI` is set to anything but empty, `0` or `false` (as the plot tests read it).
-fn under_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| {
-        let v = v.to_ascii_lowercase();
-        !v.is_empty() && v != "false" && v != "0"
-    })
+/// A system dependency of a test is missing: the test fails, saying what and how to get it
+/// (.ci/run installs every package the tests need). A test never passes without running.
+fn missing(why: String) -> ! {
+    panic!("this test cannot run: {why}");
 }
 
 /// Debian's nginx, whether or not `/usr/sbin` is on `PATH`.
@@ -812,7 +793,6 @@ fn nginx_binary() -> Option<PathBuf> {
 fn nginx_origin_miss_hit_range_head() {
     let Some(nginx) = nginx_binary() else {
         missing("nginx is not installed (.ci/run installs nginx-light)".into());
-        return;
     };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

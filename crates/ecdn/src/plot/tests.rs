@@ -86,42 +86,13 @@ fn model_points() -> Vec<ModelPoint> {
         .collect()
 }
 
-/// True if a font could be registered. Without one, a test that draws cannot run: under CI
-/// (`CI=true`) that fails the test, since CI must install a font (Debian's fonts-dejavu-core);
-/// elsewhere the caller skips its test and says so.
-pub(super) fn have_font() -> bool {
-    match ensure_font() {
-        Ok(()) => true,
-        Err(e) => {
-            if under_ci() {
-                panic!("plot test needs a font and CI=true: {e}");
-            }
-            eprintln!("skipped: plot test needs a font: {e}");
-            false
-        }
+/// Registers a font, which every test that draws needs: without one the test fails, saying
+/// how to get it (.ci/run installs Debian's fonts-dejavu-core). It never passes without
+/// drawing.
+pub(super) fn require_font() {
+    if let Err(e) = ensure_font() {
+        panic!("this plot test needs a font (install fonts-dejavu-core): {e}");
     }
-}
-
-/// True when the `CI` environment variable says we run under continuous integration.
-fn under_ci() -> bool {
-    ci_value(std::env::var_os("CI"))
-}
-
-fn ci_value(v: Option<std::ffi::OsString>) -> bool {
-    v.is_some_and(|v| {
-        let v = v.to_string_lossy().to_ascii_lowercase();
-        !v.is_empty() && v != "false" && v != "0"
-    })
-}
-
-#[test]
-fn ci_is_recognized() {
-    assert!(ci_value(Some("true".into())));
-    assert!(ci_value(Some("1".into())));
-    assert!(!ci_value(None));
-    assert!(!ci_value(Some("".into())));
-    assert!(!ci_value(Some("false".into())));
-    assert!(!ci_value(Some("0".into())));
 }
 
 fn check_file(path: &Path) {
@@ -138,9 +109,7 @@ fn check_file(path: &Path) {
 }
 
 fn each_format(name: &str, draw: impl Fn(&Path) -> Result<()>) {
-    if !have_font() {
-        return;
-    }
+    require_font();
     let dir = tempfile::tempdir().unwrap();
     for ext in ["png", "svg"] {
         let path = dir.path().join(format!("{name}.{ext}"));
@@ -251,9 +220,7 @@ fn unknown_extension_is_an_error() {
 
 #[test]
 fn unwritable_path_is_an_error() {
-    if !have_font() {
-        return;
-    }
+    require_font();
     let dir = tempfile::tempdir().unwrap();
     for ext in ["png", "svg"] {
         let p = dir.path().join("missing-dir").join(format!("x.{ext}"));
