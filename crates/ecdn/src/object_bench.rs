@@ -22,6 +22,7 @@
 //! (`ecdn_objects::model`): λ for the same settings, and Theorem 1's variance ratio (§5.1).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -477,19 +478,14 @@ async fn write_objects(a: &BenchArgs, p: &Plan, bed: &Bed, units: &[usize]) -> R
         .iter()
         .map(|&(c, _)| ObjectClient::new(c).with_timeout(Duration::from_secs(120)))
         .collect();
-    let next = Arc::new(Mutex::new(0usize));
+    let next = Arc::new(AtomicUsize::new(0));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..4 {
         let (next, clients, units) = (next.clone(), clients.clone(), units.to_vec());
         let (seed, size, k) = (a.seed, p.size, p.k);
         workers.spawn(async move {
             loop {
-                let i = {
-                    let mut n = next.lock().unwrap();
-                    let i = *n;
-                    *n += 1;
-                    i
-                };
+                let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= units.len() {
                     return Ok::<(), anyhow::Error>(());
                 }
@@ -541,12 +537,16 @@ async fn link_bytes(bed: &Bed, nodes: &[usize]) -> Result<Vec<u64>> {
 type ReadResult = Result<f64, String>;
 
 /// The reads: Poisson arrivals, Zipf objects, uniform entry nodes.
-async fn read_load(a: &BenchArgs, p: &Plan, bed: &Bed, live: &[usize]) -> Vec<ReadResult> {
+async fn read_load(a: &BenchArgs, p: &Plan, bed: &Bed, live: &[usize]) -> Result<Vec<ReadResult>> {
     let clients: Vec<ObjectClient> = live
         .iter()
         .map(|&n| ObjectClient::new(bed.layout.nodes[n].0).with_timeout(Duration::from_secs(60)))
         .collect();
-    let zipf = Zipf::new(a.objects as u64, a.zipf).expect("a checked exponent");
+    let zipf = Zipf::new(a.objects as u64, a.zipf).context("--zipf")?;
+    let delta = match p.auto {
+        true => "auto".to_string(),
+        false => p.delta.to_string(),
+    };
     // Useful bytes per second every live link could send, times the load.
     let per_s = a.load * p.rate_bytes * live.len() as f64 / p.size as f64;
     let mut rng = Rng::new(a.seed ^ 0x7265_6164);
@@ -558,11 +558,7 @@ async fn read_load(a: &BenchArgs, p: &Plan, bed: &Bed, live: &[usize]) -> Vec<Re
         tokio::time::sleep_until(t0 + Duration::from_secs_f64(at)).await;
         let i = zipf.sample(&mut rng) as usize;
         let client = clients[rng.below(clients.len() as u64) as usize].clone();
-        let size = p.size;
-        let delta = match p.auto {
-            true => "auto".to_string(),
-            false => p.delta.to_string(),
-        };
+        let (size, delta) = (p.size, delta.clone());
         reads.spawn(async move {
             let t = Instant::now();
             match client.get_with_delta(&name(i), &delta).await {
@@ -576,7 +572,7 @@ async fn read_load(a: &BenchArgs, p: &Plan, bed: &Bed, live: &[usize]) -> Vec<Re
     while let Some(r) = reads.join_next().await {
         out.push(r.unwrap_or_else(|e| Err(format!("a read task: {e}"))));
     }
-    out
+    Ok(out)
 }
 
 async fn live(a: &BenchArgs, p: &Plan, dir: &Path) -> Result<Report> {
@@ -591,12 +587,16 @@ async fn live(a: &BenchArgs, p: &Plan, dir: &Path) -> Result<Report> {
     let live: Vec<usize> = (0..a.nodes).filter(|&n| Some(n) != a.kill).collect();
     let before = link_bytes(&bed, &live).await?;
     let t = Instant::now();
-    let results = read_load(a, p, &bed, &live).await;
+    let results = read_load(a, p, &bed, &live).await?;
     let read_s = t.elapsed().as_secs_f64();
     let after = link_bytes(&bed, &live).await?;
     bed.procs.lock().unwrap().check_running()?;
     bed.procs.lock().unwrap().stop_all();
-    let loads: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+    let loads: Vec<u64> = after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a.saturating_sub(*b))
+        .collect();
     let mut ms = Vec::new();
     let mut failures = Vec::new();
     for r in results {

@@ -117,15 +117,18 @@ impl Link {
         self.sent.fetch_add(len as u64, Ordering::Relaxed);
     }
 
-    /// Sends `len` bytes through the link: quantum by quantum, each after its reservation.
+    /// Sends `len` bytes through the link: quantum by quantum, each counted when it is
+    /// queued and sent when its reservation ends (a send dropped midway counts what it queued,
+    /// as a [`Paced`] body does).
     pub(in crate::node) async fn send(&self, len: usize) {
-        self.count(len);
         if !self.capped() {
+            self.count(len);
             return;
         }
         let mut left = len;
         while left > 0 {
             let q = left.min(QUANTUM);
+            self.count(q);
             tokio::time::sleep_until(self.reserve(q)).await;
             left -= q;
         }
@@ -158,21 +161,22 @@ impl Paced {
     }
 
     pub(in crate::node) fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
-        if self.next.is_none() {
-            if self.rest.is_empty() {
-                return Poll::Ready(None);
-            }
-            let q = self.rest.split_to(self.rest.len().min(QUANTUM));
-            self.link.count(q.len());
-            if !self.link.capped() {
-                return Poll::Ready(Some(q));
-            }
-            let at = self.link.reserve(q.len());
-            self.next = Some((q, Box::pin(tokio::time::sleep_until(at))));
+        if let Some((_, sleep)) = &mut self.next {
+            ready!(sleep.as_mut().poll(cx));
+            return Poll::Ready(self.next.take().map(|(q, _)| q));
         }
-        let (_, sleep) = self.next.as_mut().expect("a quantum is on its way");
-        ready!(sleep.as_mut().poll(cx));
-        Poll::Ready(self.next.take().map(|(q, _)| q))
+        if self.rest.is_empty() {
+            return Poll::Ready(None);
+        }
+        let q = self.rest.split_to(self.rest.len().min(QUANTUM));
+        self.link.count(q.len());
+        if !self.link.capped() {
+            return Poll::Ready(Some(q));
+        }
+        let at = self.link.reserve(q.len());
+        self.next = Some((q, Box::pin(tokio::time::sleep_until(at))));
+        // Registers the waker with the new sleep.
+        self.poll_frame(cx)
     }
 
     pub(in crate::node) fn remaining(&self) -> u64 {

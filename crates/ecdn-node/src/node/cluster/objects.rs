@@ -345,17 +345,8 @@ async fn read_split(
     let same = usize::from(coding.k) == meta.k
         && usize::from(coding.p) == meta.r
         && usize::from(coding.chunk) == i
-        && coding.size == meta.size
-        && payload.len() as u64 == coding.chunk_size();
-    if !same {
-        return None;
-    }
-    let sub = coding.sub_chunk.max(1) as usize;
-    let ok = payload
-        .chunks(sub)
-        .enumerate()
-        .all(|(j, s)| coding.crc(i, j as u64) == Some(ecdn_store::crc32c(s)));
-    ok.then_some(payload)
+        && coding.size == meta.size;
+    (same && super::write::check_chunk(&coding, &payload).is_ok()).then_some(payload)
 }
 
 async fn get(

@@ -320,19 +320,11 @@ fn check_piece(
             {
                 return Err("chunk metadata does not match the path or the cluster's code".into());
             }
-            if payload.len() as u64 != coding.chunk_size() {
-                return Err("chunk length does not match its metadata".into());
-            }
             let n = coding.stripes();
             if coding.crcs.len() as u64 != n * u64::from(coding.k + coding.p) {
                 return Err("wrong number of sub-chunk checksums".into());
             }
-            for (j, sub) in payload.chunks(coding.sub_chunk as usize).enumerate() {
-                if coding.crc(usize::from(ch), j as u64) != Some(ecdn_store::crc32c(sub)) {
-                    return Err(format!("sub-chunk {j} fails its checksum"));
-                }
-            }
-            Ok(())
+            write::check_chunk(coding, payload)
         }
         _ => Err("piece kind does not match the path".into()),
     }

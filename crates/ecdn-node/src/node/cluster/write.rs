@@ -41,6 +41,21 @@ pub(super) fn chunk_crcs(chunks: &[Vec<u8>], sub_chunk: usize) -> Vec<u32> {
         .collect()
 }
 
+/// Checks a whole chunk's bytes against its coding: its length, and the CRC-32C of every
+/// sub-chunk. `Err` names what failed.
+pub(super) fn check_chunk(coding: &Coding, payload: &[u8]) -> Result<(), String> {
+    if payload.len() as u64 != coding.chunk_size() {
+        return Err("chunk length does not match its metadata".into());
+    }
+    let chunk = usize::from(coding.chunk);
+    for (j, sub) in payload.chunks(coding.sub_chunk.max(1) as usize).enumerate() {
+        if coding.crc(chunk, j as u64) != Some(ecdn_store::crc32c(sub)) {
+            return Err(format!("sub-chunk {j} fails its checksum"));
+        }
+    }
+    Ok(())
+}
+
 /// Writes the pieces of `e` that the servers `lacking` (piece index → whether to write it;
 /// `None`: all) do not hold yet, on the bucket's available servers; returns when every write
 /// is done or failed.
