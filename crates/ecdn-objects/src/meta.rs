@@ -209,17 +209,13 @@ impl MetaTable {
                 });
             }
         }
-        if let Some(p) = self.pending.get_mut(&name) {
-            p.retain(|&v| v != meta.version);
-            if p.is_empty() {
-                self.pending.remove(&name);
-            }
-        }
+        self.abort(&name, meta.version);
         self.committed.insert(name, meta);
         Ok(())
     }
 
-    /// Drops a begun write that will not be committed (its splits are garbage).
+    /// Drops a begun write from the pending ones: it will not be committed (its splits are
+    /// garbage), or it just was.
     pub fn abort(&mut self, name: &ObjectName, version: u64) {
         if let Some(p) = self.pending.get_mut(name) {
             p.retain(|&v| v != version);
