@@ -14,6 +14,7 @@
 //! parity_delay = 0.2         # delayed parity fetch: wait 20% past the first data sub-chunk
 //! rebalance_every_s = 0      # periodic parity rebalance: off (only on availability changes)
 //! seed = 1                   # placement seed
+//! object_record_ttl_ms = 1000 # how long a node reuses an EC-Cache object's record
 //! etcd = []                  # etcd endpoints ("http://127.0.0.1:2379"): the HA control plane
 //! etcd_prefix = "/ecdn/"     # where this cluster's keys live in etcd
 //! etcd_lease_s = 3           # a node whose lease lapses this long is unavailable
@@ -119,6 +120,10 @@ pub struct ClusterConfig {
     pub rebalance_every_s: f64,
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// How long a node reuses an EC-Cache object's record before asking the directory again
+    /// (`ecdn_objects::records`); 0: every read asks.
+    #[serde(default = "default_record_ttl")]
+    pub object_record_ttl_ms: u64,
     /// etcd endpoints: with them nodes register under leases and watch the map in etcd, and
     /// coordinators elect a leader there (`coordinator::etcd`); without them the embedded
     /// coordinator at `coordinator` is the control plane.
@@ -166,6 +171,9 @@ fn default_parity_delay() -> f64 {
 }
 fn default_seed() -> u64 {
     1
+}
+fn default_record_ttl() -> u64 {
+    1000
 }
 
 /// The shortest cluster key accepted, in bytes.

@@ -757,6 +757,8 @@ async fn object_records_are_visible_only_once_committed() {
         splits: vec![4, 1, 0],
         stored: vec![true, true, false],
         sha256: "f".repeat(64),
+        sub_chunk: 32 << 10,
+        crcs: vec![1, 2, 3],
     };
     let v1 = c.object_begin(&name).await.unwrap();
     let v2 = c.object_begin(&name).await.unwrap();

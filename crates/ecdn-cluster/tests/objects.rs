@@ -28,6 +28,8 @@ fn record(name: &ObjectName, version: u64) -> ObjectMeta {
         splits: vec![1, 4, 0, 2],
         stored: vec![true, true, true, false],
         sha256: "0a".repeat(32),
+        sub_chunk: 1024,
+        crcs: (0..8).collect(),
     }
 }
 

@@ -104,6 +104,65 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
         assert_eq!(got.body, big);
         assert_eq!(got.headers["x-ecdn-delta"], delta, "{query}");
     }
+    // Ranges: only the stripes they cover are read, every sub-chunk checked against the
+    // record's CRCs.
+    let reader = c.client(2);
+    let range = |r: &'static str| async move {
+        let h = [("range", r)];
+        common::send_body(reader, "GET", "/_objects/big", &h, Bytes::new()).await
+    };
+    let got = range("bytes=1000-2999").await;
+    assert_eq!(got.status, 206);
+    assert_eq!(got.headers["content-range"], "bytes 1000-2999/1048576");
+    assert_eq!(got.body, &big[1000..3000]);
+    let got = range("bytes=-100").await;
+    assert_eq!((got.status, &got.body[..]), (206, &big[(1 << 20) - 100..]));
+    let got = range("bytes=0-9,700000-700009").await;
+    assert_eq!(got.status, 206);
+    let kind = got.headers["content-type"].to_str().unwrap();
+    assert!(kind.starts_with("multipart/byteranges"), "{kind}");
+    assert!(got.body.windows(10).any(|w| w == &big[..10]));
+    assert!(got.body.windows(10).any(|w| w == &big[700000..700010]));
+    assert_eq!(range("bytes=2000000-").await.status, 416);
+    // If-Range: the ETag is the SHA-256; a stale one gets the whole object.
+    let etag = head.headers["etag"].to_str().unwrap().to_string();
+    for (tag, status) in [(etag.as_str(), 206), ("\"0000\"", 200)] {
+        let h = [("range", "bytes=5-9"), ("if-range", tag)];
+        let got = common::send_body(c.client(1), "GET", "/_objects/big", &h, Bytes::new()).await;
+        assert_eq!(got.status, status, "{tag}");
+    }
+
+    // Streamed in and out: a chunked body without a length (coded by default once past
+    // 1 MiB), read back in several windows (1.7 MiB splits, windows of 1 MiB), whole and by a
+    // range across a window's edge.
+    let long = content(5, 3_400_000 + 17);
+    {
+        let mut s = tokio::net::TcpStream::connect(c.client(4)).await.unwrap();
+        s.write_all(b"PUT /_objects/long?k=2 HTTP/1.1\r\nhost: t\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n")
+            .await
+            .unwrap();
+        for part in long.chunks(100_000) {
+            s.write_all(format!("{:x}\r\n", part.len()).as_bytes())
+                .await
+                .unwrap();
+            s.write_all(part).await.unwrap();
+            s.write_all(b"\r\n").await.unwrap();
+        }
+        s.write_all(b"0\r\n\r\n").await.unwrap();
+        let mut answer = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut s, &mut answer)
+            .await
+            .unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    }
+    let got = send(c.client(5), "GET", "/_objects/long", Vec::new()).await;
+    assert_eq!(got.status, 200);
+    assert!(got.body == long, "the streamed object reads back exactly");
+    let across = [("range", "bytes=2097000-2099999")];
+    let got = common::send_body(c.client(3), "GET", "/_objects/long", &across, Bytes::new()).await;
+    assert_eq!((got.status, &got.body[..]), (206, &long[2097000..2100000]));
+
     // Bad requests.
     assert_eq!(
         send(c.client(0), "GET", "/_objects/nope", Vec::new())
@@ -257,15 +316,22 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
         Err(ecdn_client::ClientError::NotFound(_))
     ));
 
-    // Delete: the record first, then the splits.
-    let del = send(c.client(0), "DELETE", "/_objects/big", Vec::new()).await;
-    assert_eq!(del.status, 200);
+    // Delete: the record first, then the splits. Another running node has the record cached
+    // (it read the object just now): its read fails on the removed splits, asks the directory
+    // again, and answers 404 too.
+    let other = (1..6).find(|n| !down.contains(n)).unwrap();
     assert_eq!(
-        send(c.client(0), "GET", "/_objects/big", Vec::new())
+        send(c.client(other), "HEAD", "/_objects/big", Vec::new())
             .await
             .status,
-        404
+        200
     );
+    let del = send(c.client(0), "DELETE", "/_objects/big", Vec::new()).await;
+    assert_eq!(del.status, 200);
+    for node in [0, other] {
+        let got = send(c.client(node), "GET", "/_objects/big", Vec::new()).await;
+        assert_eq!(got.status, 404, "node {node}");
+    }
     let dir = ObjectDirectory::for_cluster(&c.cfg);
     assert!(dir
         .get(&ObjectName::parse("big").unwrap(), 6)

@@ -14,8 +14,10 @@
 //! * [`backlog`] — Δ per read from the node's smoothed backlog, by TOFEC's thresholds: extra
 //!   reads when the servers are idle, none near capacity.
 //! * [`meta`] — an object's record (name, version, size, `k`, `r`, split locations, the
-//!   splits stored, SHA-256) and the coordinator's table, in which a write is invisible until
+//!   splits stored, SHA-256, sub-chunk CRCs) and the coordinator's table, in which a write is invisible until
 //!   it is committed with at least `k` splits stored.
+//! * [`records`] — a node's cache of records, so a read asks the directory nothing while its
+//!   record is fresh.
 //! * [`model`] — loads on servers: the percent imbalance λ of §6 over bytes read per server,
 //!   a request-by-request simulation of both schemes with the same placement and read code,
 //!   and §5.1's variance ratio `Var(L_EC) / Var(L_SR) = 1/k`.
@@ -26,6 +28,7 @@ pub mod backlog;
 pub mod budget;
 pub mod meta;
 pub mod model;
+pub mod records;
 pub mod split;
 
 /// A server of the cluster, by index.

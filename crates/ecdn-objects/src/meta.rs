@@ -5,7 +5,8 @@
 //!   `A–Z a–z 0–9 . _ - ~ /`, segments separated by single slashes, none empty, `.` or `..`.
 //! * [`ObjectMeta`] — name, version, size, `k`, `r`, the split locations (`k + r` plus the
 //!   extra parities the budget gave it; replicas when `k` = 1 and the object is replicated),
-//!   the SHA-256 of the content. [`ObjectMeta::validate`] checks a record read from the network
+//!   the SHA-256 of the content, the sub-chunk size and every sub-chunk's CRC-32C (a reader
+//!   checks any range of any split with the record alone). [`ObjectMeta::validate`] checks a record read from the network
 //!   or from etcd before anything uses it.
 //! * [`MetaTable`] — the coordinator's table. A write is *begun* (the writer gets a version
 //!   no reader has seen) and *committed* with the record once at least `k` splits are stored;
@@ -23,6 +24,9 @@ use crate::ServerId;
 pub const MAX_NAME: usize = 1024;
 /// Most splits one object may have (a split per server of a large cluster).
 pub const MAX_SPLITS: usize = 256;
+/// Most sub-chunk checksums a record holds (512 KiB of hex): with `k` = 10, `r` = 1 and
+/// 32 KiB sub-chunks, objects of up to 1.8 GiB.
+pub const MAX_CRCS: usize = 1 << 16;
 
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum MetaError {
@@ -110,6 +114,48 @@ pub struct ObjectMeta {
     pub stored: Vec<bool>,
     /// SHA-256 of the content, lowercase hex.
     pub sha256: String,
+    /// The sub-chunk size the object was coded with: its stripes are `k` sub-chunks wide.
+    pub sub_chunk: u64,
+    /// CRC-32C of sub-chunk `j` of split `i` at `i · stripes + j` (split-major, every split of
+    /// `splits`; in JSON one string of 8 hex digits each): a reader checks every sub-chunk it
+    /// reads, of a whole split or a range of one, with the record alone.
+    #[serde(with = "hex_crcs")]
+    pub crcs: Vec<u32>,
+}
+
+/// Sub-chunks per split of an object of `size` bytes in `k` data splits of `sub_chunk`-byte
+/// sub-chunks.
+pub fn stripes(size: u64, k: usize, sub_chunk: u64) -> u64 {
+    size.div_ceil(k.max(1) as u64).div_ceil(sub_chunk.max(1))
+}
+
+/// [`ObjectMeta::crcs`] as one hex string (8 digits per checksum, big-endian).
+mod hex_crcs {
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(crcs: &[u32], s: S) -> Result<S::Ok, S::Error> {
+        let mut out = String::with_capacity(crcs.len() * 8);
+        for c in crcs {
+            out.push_str(&format!("{c:08x}"));
+        }
+        s.serialize_str(&out)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::Error> {
+        let s = <&str>::deserialize(d)?;
+        if s.len() % 8 != 0 {
+            return Err(D::Error::custom("crcs: not a multiple of 8 hex digits"));
+        }
+        s.as_bytes()
+            .chunks(8)
+            .map(|c| {
+                std::str::from_utf8(c)
+                    .ok()
+                    .and_then(|c| u32::from_str_radix(c, 16).ok())
+                    .ok_or_else(|| D::Error::custom("crcs: not hex"))
+            })
+            .collect()
+    }
 }
 
 impl ObjectMeta {
@@ -147,6 +193,18 @@ impl ObjectMeta {
                 "{} of {n} splits stored; at least k = {} must be",
                 self.stored.iter().filter(|&&s| s).count(),
                 self.k
+            ));
+        }
+        if self.sub_chunk == 0 {
+            return bad("sub_chunk must be at least 1".into());
+        }
+        let want = stripes(self.size, self.k, self.sub_chunk).checked_mul(n as u64);
+        if want != Some(self.crcs.len() as u64) || self.crcs.len() > MAX_CRCS {
+            return bad(format!(
+                "{} sub-chunk checksums; {n} splits of {} sub-chunks need {} (at most {MAX_CRCS})",
+                self.crcs.len(),
+                stripes(self.size, self.k, self.sub_chunk),
+                want.map_or("more".to_string(), |w| w.to_string())
             ));
         }
         if self.sha256.len() != 64
@@ -269,6 +327,9 @@ mod tests {
             splits: vec![4, 0, 7, 2],
             stored: vec![true, true, false, true],
             sha256: "ab".repeat(32),
+            sub_chunk: 64 << 10,
+            // 1 MiB in 3 data splits: 4 splits of 6 sub-chunks of 64 KiB.
+            crcs: (0..24).map(|i| 0xdead_0000 + i).collect(),
         }
     }
 
@@ -311,7 +372,15 @@ mod tests {
         refused(&|m| m.stored = vec![true, false, false, true], "2 of 4");
         refused(&|m| m.stored.pop().map(drop).unwrap_or(()), "of 4");
         refused(&|m| m.sha256 = "AB".repeat(32), "sha256");
+        refused(&|m| m.sub_chunk = 0, "sub_chunk");
+        refused(&|m| m.sub_chunk = 32 << 10, "11 sub-chunks need 44");
+        refused(&|m| m.crcs.truncate(23), "23 sub-chunk checksums");
         let json = serde_json::to_string(&meta("a", 1)).unwrap();
+        assert!(json.contains("\"crcs\":\"dead0000dead0001"), "{json}");
+        for bad in ["dead000", "dead000g"] {
+            let j = json.replace("dead0000dead0001", bad);
+            assert!(serde_json::from_str::<ObjectMeta>(&j).is_err(), "{bad}");
+        }
         assert_eq!(
             serde_json::from_str::<ObjectMeta>(&json).unwrap(),
             meta("a", 1)

@@ -88,7 +88,7 @@ fn remove_returns_only_once_its_tombstone_is_written_back() {
         s.put(&key, b"meta", &vec![i as u8; 10_000]).unwrap();
         let at = s.locate(&key).unwrap().offset;
         let Some(before) = dirty_pages(&file, at, page) else {
-            return missing("no cachestat(2) in this kernel (Linux >= 6.5)");
+            missing("no cachestat(2) in this kernel (Linux >= 6.5)");
         };
         if before == 0 {
             // The kernel's flusher wrote it back already: nothing to observe this round.

@@ -25,8 +25,9 @@ pub const ABORT_PATH: &str = "/coord/objects/abort";
 pub const GET_PATH: &str = "/coord/objects/get";
 pub const REMOVE_PATH: &str = "/coord/objects/remove";
 
-/// Limit on a commit's body (a record of 256 splits is a few KB).
-pub(crate) const COMMIT_LIMIT: usize = 64 << 10;
+/// Limit on a commit's body: a record's splits and names take a few KB, its sub-chunk
+/// checksums 8 hex digits each.
+pub(crate) const COMMIT_LIMIT: usize = (64 << 10) + 8 * ecdn_objects::meta::MAX_CRCS;
 
 /// An object metadata request.
 #[derive(Clone, Debug, PartialEq)]
@@ -160,6 +161,8 @@ mod tests {
             splits: vec![3, 0, 4],
             stored: vec![true, true, true],
             sha256: "0".repeat(64),
+            sub_chunk: 512,
+            crcs: vec![7; 3],
         }
     }
 

@@ -23,14 +23,24 @@
 //! they hold and the answer goes on from its first unsent byte; if that fails too, the
 //! response ends short.
 //!
+//! **Late binding (EC-Cache §4.3)** replaces the data-first read for an EC-Cache object
+//! ([`LateBinding`]): in each window the `k + Δ` chunks chosen are asked at once, and each
+//! stripe leaves as soon as any K of its sub-chunks are there. A chunk read that fails (no
+//! answer, `404`, cut short, a sub-chunk failing its CRC) is replaced at once by one of the
+//! object's other stored chunks. When a window is complete, the reads still running stop at
+//! their next buffer (a peer's paced answer is dropped; this node's own chunk stops waiting
+//! for its link). The first window is a full one (the object's splits are read whole, as the
+//! paper's are, up to [`WINDOW_BYTES`] each), and the sources are never asked again: the record
+//! names every split.
+//!
 //! **The HOC's stripes:** when the HOC holds the object in stripes, a window whose stripes it
 //! holds is answered from them, and any other is read whole-stripe (a range's first and last
 //! stripes too) and its stripes kept there.
 
 use std::collections::VecDeque;
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -69,6 +79,24 @@ pub(super) struct CodedObject {
     /// stripes it holds is taken from it, and every window read is decoded whole-stripe and
     /// kept in it.
     pub(super) hoc: Option<Arc<Striped>>,
+    /// An EC-Cache object's read: late binding instead of data first (see the module
+    /// documentation).
+    pub(super) late: Option<Arc<LateBinding>>,
+}
+
+/// How an EC-Cache object is read (§4.3; see the module documentation).
+#[derive(Debug, Default)]
+pub(super) struct LateBinding {
+    /// The chunks asked at once in every window: `k + Δ`, chosen at random.
+    pub(super) first: Vec<usize>,
+    /// The object's other chunks with a source, in random order: each read that fails is
+    /// replaced by the next.
+    pub(super) spare: Vec<usize>,
+    /// Chunk reads asked and failed, over all windows (for the error of a failed read).
+    pub(super) asked: AtomicUsize,
+    pub(super) failed: AtomicUsize,
+    /// The chunks the answer's first stripe was made from.
+    pub(super) used: Mutex<Vec<usize>>,
 }
 
 impl CodedObject {
@@ -82,6 +110,7 @@ impl CodedObject {
             sources,
             supplied: self.supplied.clone(),
             hoc: self.hoc.clone(),
+            late: self.late.clone(),
         }
     }
 
@@ -125,8 +154,9 @@ enum Arrival {
         j: u64,
         bytes: Option<Bytes>,
     },
-    /// The chunk's reader is done: whatever it has not delivered will not come.
-    End,
+    /// The chunk's reader is done: whatever it has not delivered will not come (`complete`:
+    /// it delivered every sub-chunk asked, good or bad).
+    End { complete: bool },
 }
 
 /// Cuts a chunk's bytes, as they arrive, into its sub-chunks `next..end`, checks each against
@@ -143,7 +173,8 @@ struct SubChunks<'a> {
 }
 
 impl SubChunks<'_> {
-    /// Takes the next bytes of the chunk; `false` when there are more than asked for.
+    /// Takes the next bytes of the chunk; `false` when there are more than asked for, or the
+    /// window no longer listens (it is complete, or failed).
     fn push(&mut self, mut data: Bytes) -> bool {
         while !data.is_empty() {
             if self.next >= self.end {
@@ -164,12 +195,15 @@ impl SubChunks<'_> {
             if !good {
                 ClusterStats::add(&self.c.stats.corrupt_sub_chunks, 1);
             }
-            let _ = self.tx.send(Arrival::Sub {
+            let sent = self.tx.send(Arrival::Sub {
                 chunk: self.chunk,
                 j: self.next,
                 bytes: good.then_some(sub),
             });
             self.next += 1;
+            if sent.is_err() {
+                return false;
+            }
         }
         true
     }
@@ -211,6 +245,13 @@ async fn read_chunk(
         let id = PieceStore::piece_id(obj.object, PieceName::Chunk(chunk as u16));
         if let Some(disk) = st.disk.as_ref() {
             if let Some((_, bytes)) = c.pieces.read(disk, id, Some(start..start + total)).await {
+                // An EC-Cache split costs this node's link the same as a peer's read of it.
+                if obj.late.is_some() {
+                    tokio::select! {
+                        _ = c.link.send(bytes.len()) => {}
+                        _ = tx.closed() => return,
+                    }
+                }
                 cut.push(bytes);
             }
         }
@@ -235,8 +276,8 @@ async fn read_chunk(
                         break;
                     }
                 }
-                if cut.next < cut.end {
-                    // Cut short, failed or too slow.
+                if cut.next < cut.end && !tx.is_closed() {
+                    // Cut short, failed or too slow (not: no longer wanted).
                     c.stats.peer_error(server);
                 }
             }
@@ -244,7 +285,8 @@ async fn read_chunk(
             _ => {}
         }
     }
-    let _ = tx.send(Arrival::End);
+    let complete = cut.next >= cut.end;
+    let _ = tx.send(Arrival::End { complete });
 }
 
 /// What a window sends the answer: a stripe's bytes (one or more buffers, in order), and at
@@ -281,12 +323,16 @@ async fn window(
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut asked = vec![false; total];
     let mut running = 0usize;
+    let late = obj.late.clone();
     let mut ask = |chunk: usize, from: u64, running: &mut usize| {
         if asked[chunk] || obj.sources[chunk].is_none() {
             return;
         }
         asked[chunk] = true;
         *running += 1;
+        if let Some(l) = &late {
+            l.asked.fetch_add(1, Ordering::Relaxed);
+        }
         let task = read_chunk(
             st.clone(),
             c.clone(),
@@ -297,13 +343,23 @@ async fn window(
         );
         tokio::spawn(task);
     };
-    for chunk in 0..k {
-        ask(chunk, stripes.start, &mut running);
-    }
     let started = Instant::now();
+    // Late binding: the chunks chosen, at once, any K finishing a stripe; the spares replace
+    // those that fail.
+    let mut spare = Vec::new();
+    if let Some(l) = &obj.late {
+        for &chunk in &l.first {
+            ask(chunk, stripes.start, &mut running);
+        }
+        spare = l.spare.clone();
+    } else {
+        for chunk in 0..k {
+            ask(chunk, stripes.start, &mut running);
+        }
+    }
     // A data chunk without a source: parity from the start.
-    let mut parity_asked = obj.sources[..k].iter().any(Option::is_none);
-    if parity_asked {
+    let mut parity_asked = obj.late.is_some() || obj.sources[..k].iter().any(Option::is_none);
+    if parity_asked && obj.late.is_none() {
         c.stats.parity_fetch(Parity::Missing);
         for chunk in k..total {
             ask(chunk, stripes.start, &mut running);
@@ -325,6 +381,12 @@ async fn window(
             }
             if !data {
                 decoded.store(true, Ordering::Relaxed);
+            }
+            if let Some(l) = &obj.late {
+                let mut used = l.used.lock().unwrap_or_else(|p| p.into_inner());
+                if used.is_empty() {
+                    *used = (0..total).filter(|&i| row[i].is_some()).take(k).collect();
+                }
             }
             let Some(sent) = stripe_bytes(&c, &obj, j, &bytes, row, data) else {
                 return;
@@ -370,6 +432,12 @@ async fn window(
         match arrival {
             Some(Arrival::Sub { chunk, j, bytes: b }) => {
                 let bad = b.is_none();
+                if bad && obj.late.is_some() {
+                    // Late binding: another chunk for the stripes not sent yet.
+                    if let Some(next_chunk) = spare.pop() {
+                        ask(next_chunk, stripes.start + next as u64, &mut running);
+                    }
+                }
                 if let Some(row) = have.get_mut((j - stripes.start) as usize) {
                     if !row.is_empty() {
                         row[chunk] = b;
@@ -392,7 +460,15 @@ async fn window(
                     }
                 }
             }
-            Some(Arrival::End) => running -= 1,
+            Some(Arrival::End { complete }) => {
+                running -= 1;
+                if let (Some(l), false) = (&obj.late, complete) {
+                    l.failed.fetch_add(1, Ordering::Relaxed);
+                    if let Some(next_chunk) = spare.pop() {
+                        ask(next_chunk, stripes.start + next as u64, &mut running);
+                    }
+                }
+            }
             None => return,
         }
     }
@@ -516,8 +592,10 @@ pub(super) async fn stream(
         match p {
             Piece::Text(t) => steps.push_back(Step::Text(t)),
             Piece::Body(r) => {
-                // The answer's first window is one stripe; a later range's are full size.
-                let first = if steps.iter().any(|s| matches!(s, Step::Window(..))) {
+                // The answer's first window is one stripe (an EC-Cache object's a full one);
+                // a later range's are full size.
+                let later = steps.iter().any(|s| matches!(s, Step::Window(..)));
+                let first = if later || obj.late.is_some() {
                     None
                 } else {
                     Some(1)
@@ -616,7 +694,7 @@ pub(super) async fn stream(
                 }
             };
             if failed {
-                if refound {
+                if refound || obj.late.is_some() {
                     return; // aborts the client's response: never a wrong byte
                 }
                 // A stripe could not be completed from the sources the read began with

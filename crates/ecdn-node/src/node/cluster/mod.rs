@@ -33,6 +33,7 @@
 //! origin), `X-Ecdn-Partial: 1` (a partial hit: some chunks were cached, too few), `X-Ecdn-Decoded:
 //! 1` (a Reed-Solomon decode was needed), `X-Ecdn-Served-By` (the serving node's id).
 
+mod chunk_streams;
 pub(super) mod coded;
 pub(super) mod link;
 mod metrics;
@@ -99,7 +100,12 @@ pub(super) struct Cluster {
     pub(super) link: Arc<link::Link>,
     /// The smoothed link backlog that picks Δ for `GET /_objects/...?delta=auto`.
     pub(super) backlog: Mutex<ecdn_objects::backlog::Backlog>,
+    /// Object records read lately (`ecdn_objects::records`).
+    pub(super) records: Mutex<ecdn_objects::records::RecordCache>,
 }
+
+/// Bytes of object records a node keeps.
+const RECORD_CACHE_BYTES: usize = 64 << 20;
 
 /// The piece policy's share of the disk ring: the ring is this much larger than the policy's
 /// capacity, for entry headers, metadata and 4 KiB alignment.
@@ -148,6 +154,10 @@ impl Cluster {
             objects: ecdn_cluster::objects::ObjectDirectory::for_cluster(&c.cluster),
             link: link::Link::new(&c.link),
             backlog: Mutex::new(Default::default()),
+            records: Mutex::new(ecdn_objects::records::RecordCache::new(
+                Duration::from_millis(c.cluster.object_record_ttl_ms),
+                RECORD_CACHE_BYTES,
+            )),
         })
     }
 

@@ -35,24 +35,30 @@
 //! The API's requests are not counted in the node's request metrics or access log (as
 //! `/_ecdn/` is not); the bytes its splits take and send are (`ecdn_cluster_*`).
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use ecdn_cluster::objects::DirectoryError;
 use ecdn_cluster::piece::{Coding, PieceMeta};
-use ecdn_cluster::wire::{self, PieceName};
-use ecdn_codec::{decode_object, encode_object, ObjectLayout};
-use ecdn_objects::meta::{MetaError, ObjectMeta, ObjectName};
+use ecdn_codec::ObjectLayout;
+use ecdn_objects::meta::{MetaError, ObjectMeta, ObjectName, MAX_CRCS};
 use ecdn_objects::split::{place_splits, read_plan};
 use ecdn_trace::Rng;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
-use hyper::header::{self, HeaderValue};
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Incoming};
+use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
+use sha2::{Digest, Sha256};
+use tokio::sync::mpsc;
 
-use super::super::body::NodeBody;
+use super::super::body::{Chunk, LiveBody, NodeBody, Piece};
+use super::super::freshness::StoredResponse;
+use super::super::hit::plan_hit;
 use super::super::{text, State};
-use super::pieces::{PieceStore, Put};
+use super::chunk_streams::ChunkStreams;
+use super::coded::{self, CodedObject, LateBinding};
 use super::Cluster;
 
 /// Where the API lives on the client port.
@@ -85,7 +91,10 @@ fn json(status: StatusCode, meta: &ObjectMeta) -> Response<NodeBody> {
 
 /// The record's headers on an answer.
 fn describe(r: &mut Response<NodeBody>, meta: &ObjectMeta) {
-    let h = r.headers_mut();
+    describe_headers(r.headers_mut(), meta);
+}
+
+fn describe_headers(h: &mut HeaderMap, meta: &ObjectMeta) {
     for (name, value) in [
         ("x-ecdn-object-version", meta.version.to_string()),
         ("x-ecdn-k", meta.k.to_string()),
@@ -147,6 +156,43 @@ fn query(q: Option<&str>) -> Result<Query, String> {
     Ok(out)
 }
 
+/// The record of `name`: this node's cached copy while it is fresh (unless `fresh`), else the
+/// directory's, then cached.
+async fn record(
+    c: &Cluster,
+    name: &ObjectName,
+    fresh: bool,
+) -> Result<Arc<ObjectMeta>, DirectoryError> {
+    Ok(cached_record(c, name, fresh).await?.0)
+}
+
+/// [`record`], and whether it came from the cache.
+async fn cached_record(
+    c: &Cluster,
+    name: &ObjectName,
+    fresh: bool,
+) -> Result<(Arc<ObjectMeta>, bool), DirectoryError> {
+    let now = std::time::Instant::now();
+    if !fresh {
+        if let Some(m) = super::super::lock(&c.records).get(name, now) {
+            return Ok((m, true));
+        }
+    }
+    let got = c.objects.get(name, c.map.current().servers()).await;
+    let mut records = super::super::lock(&c.records);
+    match got {
+        Ok(m) => {
+            let m = Arc::new(m);
+            records.insert(m.clone(), now);
+            Ok((m, false))
+        }
+        Err(e) => {
+            records.remove(name);
+            Err(e)
+        }
+    }
+}
+
 /// Answers a request under [`PREFIX`] (cluster mode only).
 pub(in crate::node) async fn serve(
     st: &Arc<State>,
@@ -164,12 +210,12 @@ pub(in crate::node) async fn serve(
     };
     match *req.method() {
         Method::PUT => put(st, c, name, &q, req.into_body()).await,
-        Method::GET if q.stat => match c.objects.get(&name, c.map.current().servers()).await {
+        Method::GET if q.stat => match record(c, &name, false).await {
             Ok(meta) => json(StatusCode::OK, &meta),
             Err(e) => directory_error(e),
         },
-        Method::GET => get(st, c, name, &q, false).await,
-        Method::HEAD => get(st, c, name, &q, true).await,
+        Method::GET => get(st, c, name, &q, req.headers(), false).await,
+        Method::HEAD => get(st, c, name, &q, req.headers(), true).await,
         Method::DELETE => delete(st, c, name).await,
         _ => text(StatusCode::METHOD_NOT_ALLOWED, "PUT, GET, HEAD or DELETE"),
     }
@@ -199,21 +245,88 @@ fn code_of(q: &Query, size: usize, available: usize) -> Result<(usize, usize), S
     Ok((k, r))
 }
 
+/// Reads the start of a body, up to `limit` bytes: the bytes, and whether the body ended
+/// within them (`Err`: the client's body failed).
+async fn read_head(body: &mut Incoming, limit: usize) -> Result<(Vec<u8>, bool), String> {
+    let mut head = Vec::new();
+    while head.len() < limit {
+        match body.frame().await {
+            None => return Ok((head, true)),
+            Some(Err(e)) => return Err(e.to_string()),
+            Some(Ok(f)) => {
+                if let Ok(d) = f.into_data() {
+                    head.extend_from_slice(&d);
+                }
+            }
+        }
+    }
+    Ok((head, false))
+}
+
+/// Why a streamed `PUT` stopped.
+enum PutError {
+    TooLarge,
+    Body(String),
+}
+
+/// Streams the rest of `body` (after `head`) into `streams` and `sha`: every stripe is
+/// encoded and sent on as soon as its bytes are in. Refuses an object past [`MAX_OBJECT`], or
+/// whose record would hold more than `MAX_CRCS` sub-chunk checksums.
+async fn stream_body(
+    head: &[u8],
+    body: Option<Incoming>,
+    streams: &mut ChunkStreams,
+    sha: &mut Sha256,
+    splits: usize,
+) -> Result<(), PutError> {
+    let mut take = |bytes: &[u8], streams: &mut ChunkStreams| {
+        if streams.bytes_pushed() + bytes.len() as u64 > MAX_OBJECT as u64 {
+            return Err(PutError::TooLarge);
+        }
+        sha.update(bytes);
+        if !streams.push(bytes) {
+            return Err(PutError::Body("encoding failed".into()));
+        }
+        // One more stripe at most is pending in the encoder.
+        if (streams.stripes() + 1) * splits > MAX_CRCS {
+            return Err(PutError::TooLarge);
+        }
+        Ok(())
+    };
+    take(head, streams)?;
+    let Some(mut body) = body else {
+        return Ok(());
+    };
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| PutError::Body(format!("request body: {e}")))?;
+        if let Ok(d) = frame.into_data() {
+            take(&d, streams)?;
+        }
+    }
+    Ok(())
+}
+
 async fn put(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     name: ObjectName,
     q: &Query,
-    body: Incoming,
+    mut body: Incoming,
 ) -> Response<NodeBody> {
-    let body = match Limited::new(body, MAX_OBJECT).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
-            return text(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!("objects are at most {MAX_OBJECT} bytes"),
-            )
-        }
+    let too_large = || {
+        text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "objects are at most {MAX_OBJECT} bytes, and {MAX_CRCS} sub-chunks in all splits"
+            ),
+        )
+    };
+    if body.size_hint().lower() > MAX_OBJECT as u64 {
+        return too_large();
+    }
+    // The start of the body says whether the object is small (its default code).
+    let (head, ended) = match read_head(&mut body, CODED_FROM).await {
+        Ok(h) => h,
         // The client went away or sent a broken body: nothing is stored.
         Err(e) => return text(StatusCode::BAD_REQUEST, &format!("request body: {e}")),
     };
@@ -221,7 +334,8 @@ async fn put(
     let available: Vec<usize> = (0..map.servers())
         .filter(|&s| map.is_available(s))
         .collect();
-    let (k, r) = match code_of(q, body.len(), available.len()) {
+    let at_least = head.len().max(body.size_hint().lower() as usize);
+    let (k, r) = match code_of(q, at_least, available.len()) {
         Ok(x) => x,
         Err(e) => return text(StatusCode::BAD_REQUEST, &e),
     };
@@ -231,29 +345,37 @@ async fn put(
     };
     let mut rng = Rng::new(version ^ ecdn_trace::hash_id(name.as_str().as_bytes()));
     let Ok(splits) = place_splits(&mut rng, &available, k + r) else {
+        let _ = c.objects.abort(&name, version).await;
         return text(StatusCode::SERVICE_UNAVAILABLE, "too few available nodes");
     };
-    let sub = c.cfg.sub_chunk;
-    let Ok(codec) = c.codecs.get(k, r) else {
+    let key = piece_key(&name, version);
+    let servers: Vec<Option<usize>> = splits.iter().map(|&s| Some(s)).collect();
+    let hint = at_least.div_ceil(k);
+    let Some(mut streams) = ChunkStreams::open(c, &key, (k, r), &servers, hint) else {
+        let _ = c.objects.abort(&name, version).await;
         return text(StatusCode::BAD_REQUEST, "no such code");
     };
-    let size = body.len() as u64;
-    let data = body.clone();
-    let encoded = tokio::task::spawn_blocking(move || {
-        let layout = ObjectLayout::new(size, k, r, sub).ok()?;
-        let chunks = encode_object(codec.as_ref(), &layout, &data).ok()?;
-        let crcs = super::write::chunk_crcs(&chunks, sub as usize);
-        let sha = ecdn_cluster::auth::hex(&ecdn_cluster::auth::sha256(&data));
-        Some((chunks, crcs, sha))
-    })
-    .await;
-    let Ok(Some((chunks, crcs, sha256))) = encoded else {
-        return text(StatusCode::INTERNAL_SERVER_ERROR, "encoding failed");
+    let mut sha = Sha256::new();
+    let rest = (!ended).then_some(body);
+    let streamed = stream_body(&head, rest, &mut streams, &mut sha, k + r).await;
+    let layout = match streamed.map(|()| streams.end()) {
+        Ok(Some(layout)) => layout,
+        failed => {
+            // Every streamed split ends in an error: no server stores one.
+            streams.abort();
+            let _ = c.objects.abort(&name, version).await;
+            return match failed {
+                Err(PutError::TooLarge) => too_large(),
+                Err(PutError::Body(e)) => text(StatusCode::BAD_REQUEST, &e),
+                Ok(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "encoding failed"),
+            };
+        }
     };
-    let key = piece_key(&name, version);
-    let mut writes = tokio::task::JoinSet::new();
-    for (i, (chunk, &server)) in chunks.into_iter().zip(&splits).enumerate() {
-        let meta = PieceMeta {
+    let size = layout.size();
+    let sub = layout.sub_chunk();
+    let crcs = streams.crcs();
+    let piece_meta = |i: usize| {
+        PieceMeta {
             coding: Some(Coding {
                 k: k as u16,
                 p: r as u16,
@@ -264,26 +386,9 @@ async fn put(
             }),
             http: Vec::new(),
         }
-        .encode();
-        let (st, c, key) = (st.clone(), c.clone(), key.clone());
-        writes.spawn(async move {
-            let piece = PieceName::Chunk(i as u16);
-            let payload = Bytes::from(chunk);
-            let ok = if server == c.id {
-                let put = super::write::put_local(&st, &c, &key, k, piece, meta, payload);
-                matches!(put.await, Put::Stored | Put::Present)
-            } else {
-                super::write::push(&c, server, &key, piece, meta, payload).await
-            };
-            (i, ok)
-        });
-    }
-    let mut stored = vec![false; k + r];
-    while let Some(w) = writes.join_next().await {
-        if let Ok((i, ok)) = w {
-            stored[i] = ok;
-        }
-    }
+        .encode()
+    };
+    let stored = streams.store(st, c, piece_meta).await;
     let n = stored.iter().filter(|&&s| s).count();
     let meta = ObjectMeta {
         name: name.clone(),
@@ -293,7 +398,9 @@ async fn put(
         r,
         splits,
         stored,
-        sha256,
+        sha256: ecdn_cluster::auth::hex(&sha.finalize()),
+        sub_chunk: sub,
+        crcs,
     };
     if n < k {
         let _ = c.objects.abort(&name, version).await;
@@ -307,7 +414,12 @@ async fn put(
         );
     }
     match c.objects.commit(&meta, map.servers()).await {
-        Ok(()) => json(StatusCode::CREATED, &meta),
+        Ok(()) => {
+            let r = json(StatusCode::CREATED, &meta);
+            let now = std::time::Instant::now();
+            super::super::lock(&c.records).insert(Arc::new(meta), now);
+            r
+        }
         Err(e) => {
             remove_splits(st, c, &meta).await;
             directory_error(e)
@@ -315,69 +427,9 @@ async fn put(
     }
 }
 
-/// One split of `meta` from `server` (this node or a peer), its checksums checked against its
-/// coding, which must be the record's; `None` for anything else.
-async fn read_split(
-    st: &State,
-    c: &Cluster,
-    meta: &ObjectMeta,
-    key: &str,
-    i: usize,
-) -> Option<Bytes> {
-    let server = meta.splits[i];
-    let piece = PieceName::Chunk(i as u16);
-    let (meta_bytes, payload) = if server == c.id {
-        let disk = st.disk.as_ref()?;
-        let id = PieceStore::piece_id(ecdn_trace::hash_id(key.as_bytes()), piece);
-        let (m, p) = c.pieces.read(disk, id, None).await?;
-        // An own split costs this node's link the same as a peer's read of it.
-        c.link.send(p.len()).await;
-        (Bytes::from(m), p)
-    } else {
-        let path = wire::piece_path(piece, key, None);
-        let limit = (meta.size.div_ceil(meta.k as u64) as usize).saturating_add(1 << 20);
-        let frame = super::read::signed_get(c, server, &path, limit).await?;
-        let (m, p) = wire::split_frame(&frame).ok()?;
-        let (m, p) = (Bytes::copy_from_slice(m), frame.slice_ref(p));
-        (m, p)
-    };
-    let coding = PieceMeta::decode(&meta_bytes).ok()?.coding?;
-    let same = usize::from(coding.k) == meta.k
-        && usize::from(coding.p) == meta.r
-        && usize::from(coding.chunk) == i
-        && coding.size == meta.size;
-    (same && super::write::check_chunk(&coding, &payload).is_ok()).then_some(payload)
-}
-
-async fn get(
-    st: &Arc<State>,
-    c: &Arc<Cluster>,
-    name: ObjectName,
-    q: &Query,
-    head: bool,
-) -> Response<NodeBody> {
-    let map = c.map.current();
-    let meta = match c.objects.get(&name, map.servers()).await {
-        Ok(m) => m,
-        Err(e) => return directory_error(e),
-    };
-    if head {
-        let mut r = Response::new(NodeBody::Full(Full::new(Bytes::new())));
-        describe(&mut r, &meta);
-        if let Ok(v) = HeaderValue::from_str(&meta.size.to_string()) {
-            r.headers_mut().insert(header::CONTENT_LENGTH, v);
-        }
-        return r;
-    }
-    // Unstored splits are on no server.
-    let locations: Vec<usize> = meta
-        .splits
-        .iter()
-        .zip(&meta.stored)
-        .map(|(&s, &stored)| if stored { s } else { usize::MAX })
-        .collect();
-    let mut rng = Rng::new(meta.version ^ ecdn_trace::hash_id(&c.id.to_le_bytes()) ^ now_nanos());
-    let delta = match q.delta {
+/// Δ of a read: the one asked for, or (`auto`) from this node's smoothed link backlog.
+fn delta_of(c: &Cluster, q: &Query, meta: &ObjectMeta) -> usize {
+    match q.delta {
         None => 1,
         Some(Delta::Fixed(d)) => d,
         Some(Delta::Auto) => {
@@ -386,94 +438,218 @@ async fn get(
             let rule = ecdn_objects::backlog::DeltaRule::default();
             super::super::lock(&c.backlog).arrival(&rule, queued)
         }
-    };
-    let plan = match read_plan(&mut rng, &locations, meta.k, delta, |s| map.is_available(s)) {
-        Ok(p) => p,
-        Err(e) => return text(StatusCode::BAD_GATEWAY, &format!("object {name}: {e}")),
-    };
-    // Late binding: all at once, the first k that check out win, the rest are cancelled.
-    let key = piece_key(&name, meta.version);
-    let meta = Arc::new(meta);
-    let mut reads = tokio::task::JoinSet::new();
-    let read = |reads: &mut tokio::task::JoinSet<_>, i: usize| {
-        let (st, c, meta, key) = (st.clone(), c.clone(), meta.clone(), key.clone());
-        reads.spawn(async move { (i, read_split(&st, &c, &meta, &key, i).await) });
-    };
-    for &i in &plan {
-        read(&mut reads, i);
     }
-    // Stored splits on available nodes the plan left out, in random order: a read that fails
-    // (a node gone since the map said otherwise, an evicted or corrupt split) is replaced by
-    // one of them.
-    let mut spare: Vec<usize> = (0..locations.len())
-        .filter(|i| !plan.contains(i) && map.is_available(locations[*i]))
+}
+
+/// How `meta`'s object is read: the sources, and late binding over `k + Δ` splits chosen at
+/// random among the stored ones on available nodes, the others as spares.
+fn plan_read(c: &Cluster, meta: &ObjectMeta, delta: usize) -> Result<CodedObject, String> {
+    let map = c.map.current();
+    // Unstored splits, and those on unavailable nodes, have no source.
+    let sources: Vec<Option<usize>> = meta
+        .splits
+        .iter()
+        .zip(&meta.stored)
+        .map(|(&s, &stored)| (stored && map.is_available(s)).then_some(s))
+        .collect();
+    let locations: Vec<usize> = sources.iter().map(|s| s.unwrap_or(usize::MAX)).collect();
+    let mut rng = Rng::new(meta.version ^ ecdn_trace::hash_id(&c.id.to_le_bytes()) ^ now_nanos());
+    let first = read_plan(&mut rng, &locations, meta.k, delta, |s| s != usize::MAX)
+        .map_err(|e| e.to_string())?;
+    let mut spare: Vec<usize> = (0..sources.len())
+        .filter(|i| sources[*i].is_some() && !first.contains(i))
         .collect();
     for j in (1..spare.len()).rev() {
         spare.swap(j, rng.below(j as u64 + 1) as usize);
     }
-    let mut asked = plan.len();
-    let mut got: Vec<Option<Bytes>> = vec![None; meta.splits.len()];
-    let mut used = Vec::new();
-    while used.len() < meta.k {
-        match reads.join_next().await {
-            Some(Ok((i, Some(split)))) => {
-                got[i] = Some(split);
-                used.push(i);
-            }
-            Some(_) => {
-                if let Some(i) = spare.pop() {
-                    read(&mut reads, i);
-                    asked += 1;
-                }
-            }
-            None => break,
-        }
+    let p = meta.splits.len() - meta.k;
+    let key = piece_key(&meta.name, meta.version);
+    let layout = ObjectLayout::new(meta.size, meta.k, p, meta.sub_chunk)
+        .map_err(|e| format!("its record's code: {e}"))?;
+    Ok(CodedObject {
+        object: ecdn_trace::hash_id(key.as_bytes()),
+        key,
+        layout,
+        coding: Coding {
+            k: meta.k as u16,
+            p: p as u16,
+            chunk: 0,
+            sub_chunk: meta.sub_chunk as u32,
+            size: meta.size,
+            crcs: meta.crcs.clone(),
+        },
+        sources,
+        supplied: Vec::new(),
+        hoc: None,
+        late: Some(Arc::new(LateBinding {
+            first,
+            spare,
+            ..LateBinding::default()
+        })),
+    })
+}
+
+/// The object as a stored `200` (for the range rules of `hit::plan_hit`): its type, `ETag`
+/// (the SHA-256, so `If-Range` works) and record headers.
+fn as_stored(meta: &ObjectMeta) -> StoredResponse {
+    let mut headers = vec![(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    )];
+    let mut r = Response::new(());
+    describe_headers(r.headers_mut(), meta);
+    headers.extend(r.headers().iter().map(|(n, v)| (n.clone(), v.clone())));
+    StoredResponse {
+        key: meta.name.to_string(),
+        status: StatusCode::OK,
+        headers,
+        body: Bytes::new(),
+        stored_at: std::time::Instant::now(),
+        age_at_store: std::time::Duration::ZERO,
+        lifetime: std::time::Duration::MAX,
     }
-    reads.abort_all();
-    if used.len() < meta.k {
-        return text(
+}
+
+/// A `GET` or `HEAD`: with the cached record, and if the read fails with it, once more with
+/// the directory's (when that is another version: the object was written again).
+async fn get(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    name: ObjectName,
+    q: &Query,
+    req: &HeaderMap,
+    head: bool,
+) -> Response<NodeBody> {
+    let (meta, cached) = match cached_record(c, &name, false).await {
+        Ok(m) => m,
+        Err(e) => return directory_error(e),
+    };
+    let failed = match read(st, c, &name, &meta, q, req, head).await {
+        Ok(r) => return r,
+        Err(failed) => failed,
+    };
+    if !cached {
+        return failed;
+    }
+    match record(c, &name, true).await {
+        Ok(now) if now.version != meta.version => read(st, c, &name, &now, q, req, head)
+            .await
+            .unwrap_or_else(|failed| failed),
+        Ok(_) => failed,
+        Err(e) => directory_error(e),
+    }
+}
+
+/// Answers a `GET` or `HEAD` of `meta`'s object (a ranged one with only the stripes the
+/// ranges cover); `Err`: the object could not be read (`502`, saying why).
+async fn read(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    name: &ObjectName,
+    meta: &ObjectMeta,
+    q: &Query,
+    req: &HeaderMap,
+    head: bool,
+) -> Result<Response<NodeBody>, Response<NodeBody>> {
+    let now = std::time::Instant::now();
+    let (r, pieces) = plan_hit(&as_stored(meta), meta.size, req, now, head);
+    let mut r = r.map(|()| NodeBody::Full(Full::new(Bytes::new())));
+    let h = r.headers_mut();
+    h.remove(header::AGE);
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if head || pieces.is_empty() || meta.size == 0 {
+        return Ok(r); // HEAD, 416, or an empty object
+    }
+    let delta = delta_of(c, q, meta);
+    let obj = match plan_read(c, meta, delta) {
+        Ok(o) => Arc::new(o),
+        Err(e) => {
+            return Err(text(
+                StatusCode::BAD_GATEWAY,
+                &format!("object {name}: {e}"),
+            ))
+        }
+    };
+    let late = obj.late.clone().expect("an object read binds late");
+    let whole = matches!(pieces.as_slice(), [Piece::Body(b)] if *b == (0..meta.size));
+    let length = super::super::upstream::content_length(r.headers());
+    let decoded = Arc::new(AtomicBool::new(false));
+    // The first window is read before answering; the rest streams.
+    let Some((ready, rest)) = coded::stream(st, c, obj, pieces, decoded, None).await else {
+        return Err(text(
             StatusCode::BAD_GATEWAY,
             &format!(
                 "object {name}: only {} of the {} splits asked could be read; decoding needs {}",
-                used.len(),
-                asked,
+                late.asked.load(Ordering::Relaxed) - late.failed.load(Ordering::Relaxed),
+                late.asked.load(Ordering::Relaxed),
                 meta.k
             ),
-        );
-    }
-    let (k, r, sub) = (meta.k, meta.r, c.cfg.sub_chunk);
-    let Ok(codec) = c.codecs.get(k, r) else {
-        return text(StatusCode::INTERNAL_SERVER_ERROR, "no such code");
+        ));
     };
-    let m = meta.clone();
-    let decoded = tokio::task::spawn_blocking(move || {
-        let layout = ObjectLayout::new(m.size, k, r, sub).ok()?;
-        let avail: Vec<Option<&[u8]>> = got.iter().map(|g| g.as_deref()).collect();
-        let object = decode_object(codec.as_ref(), &layout, &avail).ok()?;
-        let sha = ecdn_cluster::auth::hex(&ecdn_cluster::auth::sha256(&object));
-        (sha == m.sha256).then_some(object)
-    })
-    .await;
-    let Ok(Some(object)) = decoded else {
-        return text(
-            StatusCode::BAD_GATEWAY,
-            &format!("object {name}: the decoded bytes do not match its checksum"),
-        );
-    };
-    used.sort_unstable();
-    let mut resp = Response::new(NodeBody::Full(Full::new(Bytes::from(object))));
-    describe(&mut resp, &meta);
-    let splits: Vec<String> = used.iter().map(usize::to_string).collect();
-    if let Ok(v) = HeaderValue::from_str(&splits.join(",")) {
-        resp.headers_mut().insert("x-ecdn-splits", v);
+    let used = late.used.lock().map(|u| u.clone()).unwrap_or_default();
+    let used: Vec<String> = used.iter().map(usize::to_string).collect();
+    let h = r.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&used.join(",")) {
+        h.insert("x-ecdn-splits", v);
     }
-    resp.headers_mut()
-        .insert("x-ecdn-delta", HeaderValue::from(delta as u64));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
-    resp
+    h.insert("x-ecdn-delta", HeaderValue::from(delta as u64));
+    let body = match (rest, whole) {
+        (None, false) => NodeBody::Slices(ready),
+        (rest, true) => {
+            // The whole object: its SHA-256 is checked as it is sent, and a mismatch aborts
+            // the answer (its sub-chunks passed their CRCs, so this is a last guard).
+            let rx = checked(ready, rest, meta.sha256.clone());
+            NodeBody::Live(LiveBody::new(VecDeque::new(), None, rx, length))
+        }
+        (Some(rx), false) => NodeBody::Live(LiveBody::new(ready, None, rx, length)),
+    };
+    *r.body_mut() = body;
+    Ok(r)
+}
+
+/// Forwards a whole object's bytes (`ready`, then what `rest` delivers) while hashing them;
+/// ends with [`Chunk::Done`] only if they match `sha256` (else the channel closes without it
+/// and the client's response is aborted).
+fn checked(
+    ready: VecDeque<Bytes>,
+    rest: Option<mpsc::Receiver<Chunk>>,
+    sha256: String,
+) -> mpsc::Receiver<Chunk> {
+    let (tx, rx) = mpsc::channel(4);
+    tokio::spawn(async move {
+        let mut sha = Sha256::new();
+        let ready: Vec<Bytes> = ready.into_iter().collect();
+        for b in &ready {
+            sha.update(b);
+        }
+        if tx.send(Chunk::Slices(ready)).await.is_err() {
+            return;
+        }
+        if let Some(mut rest) = rest {
+            loop {
+                let chunk = match rest.recv().await {
+                    Some(Chunk::Done) => break,
+                    Some(chunk @ Chunk::Data(_)) | Some(chunk @ Chunk::Slices(_)) => chunk,
+                    // Never on this path; the channel closed: the read failed.
+                    Some(Chunk::Verifying(_)) | None => return,
+                };
+                match &chunk {
+                    Chunk::Data(b) => sha.update(b),
+                    Chunk::Slices(v) => v.iter().for_each(|b| sha.update(b)),
+                    _ => {}
+                }
+                if tx.send(chunk).await.is_err() {
+                    return;
+                }
+            }
+        }
+        if ecdn_cluster::auth::hex(&sha.finalize()) == sha256 {
+            let _ = tx.send(Chunk::Done).await;
+        } else {
+            eprintln!("ecdn node: an object's decoded bytes do not match its SHA-256");
+        }
+    });
+    rx
 }
 
 fn now_nanos() -> u64 {
@@ -506,6 +682,7 @@ async fn remove_splits(st: &Arc<State>, c: &Arc<Cluster>, meta: &ObjectMeta) -> 
 }
 
 async fn delete(st: &Arc<State>, c: &Arc<Cluster>, name: ObjectName) -> Response<NodeBody> {
+    super::super::lock(&c.records).remove(&name);
     let meta = match c.objects.remove(&name).await {
         Ok(m) => m,
         Err(e) => return directory_error(e),

@@ -566,6 +566,7 @@ async fn coded_hit(
         sources,
         supplied: Vec::new(),
         hoc: None,
+        late: None,
     };
     if found < k {
         ClusterStats::add(&c.stats.partial_hits, 1);

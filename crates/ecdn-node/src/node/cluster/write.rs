@@ -11,25 +11,22 @@
 //! coordinator for parity rebalance.
 //!
 //! A fill of a coded object does not wait for the whole object: [`StripePlacer`] encodes it
-//! stripe by stripe as the origin's bytes arrive (`ecdn_codec::StripeEncoder`), keeps this
-//! node's chunk and streams every other chunk's sub-chunks to its server in a streamed, signed
-//! `PUT` whose metadata (with the sub-chunks' CRCs, known only at the end) follows the payload
-//! (`wire`'s trailing frame). The servers store their chunks when the body ends and checks
-//! out, as they would a whole one; an origin that fails mid-body leaves nothing stored.
+//! stripe by stripe as the origin's bytes arrive and streams each chunk to its server
+//! (`chunk_streams.rs`); an origin that fails mid-body leaves nothing stored.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ecdn_cluster::peer::{BodySender, PeerAnswer};
 use ecdn_cluster::piece::{Coding, PieceMeta};
 use ecdn_cluster::wire::{self, PieceName};
-use ecdn_codec::{encode_object, ObjectLayout, Stripe, StripeEncoder};
+use ecdn_codec::{encode_object, ObjectLayout};
 use ecdn_placement::pieces::{Piece, Scheme};
 use hyper::{Method, StatusCode};
 
 use super::super::disk::encode_meta;
 use super::super::freshness::StoredResponse;
 use super::super::{lock, State};
+use super::chunk_streams::ChunkStreams;
 use super::pieces::{PieceStore, Put};
 use super::{Cluster, ClusterStats};
 
@@ -162,31 +159,9 @@ fn chunk_meta(c: &Cluster, chunk: usize, size: u64, crcs: &[u32], http: &[u8]) -
 
 /// A coded object's chunks placed while its fill arrives (see the module documentation).
 pub(in crate::node) struct StripePlacer {
-    key: String,
     /// The size the origin declared; the fill must match it.
     size: u64,
-    /// `None` once finished.
-    encoder: Option<StripeEncoder>,
-    /// Per chunk (`0..K+P`), where its sub-chunks go.
-    targets: Vec<Target>,
-    /// Per chunk, the CRC-32C of each sub-chunk so far.
-    crcs: Vec<Vec<u32>>,
-}
-
-/// Where one chunk of a [`StripePlacer`] goes.
-enum Target {
-    /// Nowhere: its server is unavailable.
-    Skip,
-    /// This node: gathered here, stored when the fill ends.
-    Local(Vec<u8>),
-    /// A peer: streamed to it as the stripes are encoded.
-    Peer {
-        server: usize,
-        body: Box<BodySender>,
-        answer: PeerAnswer,
-    },
-    /// A peer whose request failed; nothing more is sent to it.
-    Failed(usize),
+    streams: ChunkStreams,
 }
 
 impl StripePlacer {
@@ -203,84 +178,22 @@ impl StripePlacer {
             return None;
         }
         let (k, p) = (c.cfg.k, c.cfg.p);
-        let codec = c.codecs.get(k, p).ok()?;
-        let encoder = StripeEncoder::new(k, p, c.cfg.sub_chunk, codec).ok()?;
-        let mut targets: Vec<Target> = (0..k + p).map(|_| Target::Skip).collect();
+        let mut servers = vec![None; k + p];
         for t in self::targets(c, key, true, None) {
-            let Some(slot) = targets.get_mut(t.chunk) else {
-                continue;
-            };
-            *slot = if t.server == c.id {
-                Target::Local(Vec::with_capacity(size.div_ceil(k as u64) as usize))
-            } else {
-                let path = wire::piece_path(PieceName::Chunk(t.chunk as u16), key, None);
-                match c
-                    .peer_of(t.server)
-                    .map(|addr| c.peers.send_streamed(addr, Method::PUT, &path))
-                {
-                    Some(Ok((body, answer))) => Target::Peer {
-                        server: t.server,
-                        body: Box::new(body),
-                        answer,
-                    },
-                    _ => Target::Failed(t.server),
-                }
-            };
+            if let Some(slot) = servers.get_mut(t.chunk) {
+                *slot = Some(t.server);
+            }
         }
-        Some(StripePlacer {
-            key: key.to_string(),
-            size,
-            encoder: Some(encoder),
-            targets,
-            crcs: vec![Vec::new(); k + p],
-        })
+        let chunk_bytes = size.div_ceil(k as u64) as usize;
+        let streams = ChunkStreams::open(c, key, (k, p), &servers, chunk_bytes)?;
+        Some(StripePlacer { size, streams })
     }
 
     /// Object bytes as they arrive: every stripe they complete is encoded and its sub-chunks
     /// sent on (never waits). False when the fill no longer matches the placement (more bytes
     /// than declared, or the encoder failed): then [`StripePlacer::abort`] it.
     pub(in crate::node) fn push(&mut self, bytes: &[u8]) -> bool {
-        let Some(encoder) = self.encoder.as_mut() else {
-            return false;
-        };
-        if encoder.bytes_pushed() + bytes.len() as u64 > self.size {
-            return false;
-        }
-        let mut stripes = Vec::new();
-        if encoder.push_with(bytes, |s| stripes.push(s)).is_err() {
-            return false;
-        }
-        for s in stripes {
-            self.send(s);
-        }
-        true
-    }
-
-    fn send(&mut self, stripe: Stripe) {
-        let (k, len) = (
-            stripe.total_shards() - stripe.parity().len(),
-            stripe.sub_chunk_len(),
-        );
-        let (data, parity) = stripe.into_parts();
-        let data = Bytes::from(data);
-        let parity: Vec<Bytes> = parity.into_iter().map(Bytes::from).collect();
-        for (chunk, target) in self.targets.iter_mut().enumerate() {
-            let sub = if chunk < k {
-                data.slice(chunk * len..(chunk + 1) * len)
-            } else {
-                parity[chunk - k].clone()
-            };
-            self.crcs[chunk].push(ecdn_store::crc32c(&sub));
-            match target {
-                Target::Skip | Target::Failed(_) => {}
-                Target::Local(buf) => buf.extend_from_slice(&sub),
-                Target::Peer { server, body, .. } => {
-                    if !body.send(sub) {
-                        *target = Target::Failed(*server);
-                    }
-                }
-            }
-        }
+        self.streams.bytes_pushed() + bytes.len() as u64 <= self.size && self.streams.push(bytes)
     }
 
     /// The fill ended with `e`, the stored answer: the last stripe is encoded and sent, every
@@ -293,84 +206,36 @@ impl StripePlacer {
         c: &Arc<Cluster>,
         e: &StoredResponse,
     ) {
-        let filled = self.encoder.as_ref().map(StripeEncoder::bytes_pushed);
-        if e.body.len() as u64 != self.size || filled != Some(self.size) {
-            self.abort();
-            return;
-        }
-        let Some(encoder) = self.encoder.take() else {
+        if e.body.len() as u64 != self.size || self.streams.bytes_pushed() != self.size {
             return self.abort();
-        };
-        match encoder.finish() {
-            Ok((last, layout)) if layout.size() == self.size => {
-                if let Some(s) = last {
-                    self.send(s);
-                }
-            }
+        }
+        match self.streams.end() {
+            Some(layout) if layout.size() == self.size => {}
             _ => return self.abort(),
         }
         ClusterStats::add(&c.stats.streamed_fills, 1);
-        // Chunk-major, as `Coding::crcs` wants them.
-        let crcs: Vec<u32> = self.crcs.iter().flatten().copied().collect();
+        let crcs = self.streams.crcs();
         let http = encode_meta(e);
-        let mut tasks = tokio::task::JoinSet::new();
-        for (chunk, target) in std::mem::take(&mut self.targets).into_iter().enumerate() {
-            if matches!(target, Target::Skip) {
-                continue;
-            }
-            let meta = chunk_meta(c, chunk, self.size, &crcs, &http);
-            let (st, c, key) = (st.clone(), c.clone(), self.key.clone());
-            match target {
-                Target::Skip => {}
-                Target::Failed(server) => {
-                    c.stats.peer_error(server);
-                    eprintln!(
-                        "ecdn node: streaming chunk {chunk} of {key} to node {server} failed"
-                    );
-                }
-                Target::Local(buf) => {
-                    tasks.spawn(async move {
-                        let name = PieceName::Chunk(chunk as u16);
-                        put_local(&st, &c, &key, c.cfg.k, name, meta, Bytes::from(buf)).await;
-                    });
-                }
-                Target::Peer {
-                    server,
-                    mut body,
-                    answer,
-                } => {
-                    tasks.spawn(async move {
-                        let ok = body.send(Bytes::from(wire::frame_tail(&meta)));
-                        let n = body.sent();
-                        let ok = ok && body.finish();
-                        let answer = tokio::time::timeout(c.peer_timeout * 5, answer).await;
-                        let status = match answer {
-                            Ok(Ok(Ok(r))) => Ok(r.status()),
-                            Ok(Ok(Err(e))) => Err(e.to_string()),
-                            Ok(Err(e)) => Err(e.to_string()),
-                            Err(_) => Err("no answer in time".to_string()),
-                        };
-                        pushed(&c, server, ok, n, status);
-                    });
-                }
-            }
-        }
-        while tasks.join_next().await.is_some() {}
+        let size = self.size;
+        self.streams
+            .store(st, c, |chunk| chunk_meta(c, chunk, size, &crcs, &http))
+            .await;
     }
 
     /// Gives up: every streamed body ends in an error, so no server stores a chunk.
     pub(in crate::node) fn abort(self) {
-        for t in self.targets {
-            if let Target::Peer { body, answer, .. } = t {
-                body.abort();
-                drop(answer); // the request task ends with the body's error
-            }
-        }
+        self.streams.abort();
     }
 }
 
 /// Counts a piece write to node `server` (`n` bytes sent) by its outcome.
-fn pushed(c: &Cluster, server: usize, sent_all: bool, n: u64, status: Result<StatusCode, String>) {
+pub(super) fn pushed(
+    c: &Cluster,
+    server: usize,
+    sent_all: bool,
+    n: u64,
+    status: Result<StatusCode, String>,
+) {
     match status {
         Ok(s) if sent_all && (s == StatusCode::OK || s == StatusCode::NO_CONTENT) => {
             ClusterStats::add(&c.stats.peer_bytes_sent, n);
