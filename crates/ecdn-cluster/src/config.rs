@@ -15,6 +15,9 @@
 //! rebalance_every_s = 0      # periodic parity rebalance: off (only on availability changes)
 //! seed = 1                   # placement seed
 //! object_record_ttl_ms = 1000 # how long a node reuses an EC-Cache object's record
+//! object_scheme = "ec-cache" # EC-Cache objects' default code: ec-cache | selective-replication
+//! object_budget = 0.15       # their memory overhead budget, a fraction of their size
+//! object_budget_every_s = 0  # re-spend it from measured reads this often: off
 //! etcd = []                  # etcd endpoints ("http://127.0.0.1:2379"): the HA control plane
 //! etcd_prefix = "/ecdn/"     # where this cluster's keys live in etcd
 //! etcd_lease_s = 3           # a node whose lease lapses this long is unavailable
@@ -124,6 +127,15 @@ pub struct ClusterConfig {
     /// (`ecdn_objects::records`); 0: every read asks.
     #[serde(default = "default_record_ttl")]
     pub object_record_ttl_ms: u64,
+    /// The default code of an EC-Cache object written without `k`/`r`.
+    #[serde(default)]
+    pub object_scheme: ObjectScheme,
+    /// The objects' memory overhead budget beyond one copy, a fraction of their size (§6.1).
+    #[serde(default = "default_object_budget")]
+    pub object_budget: f64,
+    /// How often the coordinator re-spends the budget from the reads nodes report; 0 = never.
+    #[serde(default)]
+    pub object_budget_every_s: f64,
     /// etcd endpoints: with them nodes register under leases and watch the map in etcd, and
     /// coordinators elect a leader there (`coordinator::etcd`); without them the embedded
     /// coordinator at `coordinator` is the control plane.
@@ -174,6 +186,20 @@ fn default_seed() -> u64 {
 }
 fn default_record_ttl() -> u64 {
     1000
+}
+fn default_object_budget() -> f64 {
+    0.15
+}
+
+/// How EC-Cache objects are coded by default (issue 12's `--scheme` switch, cluster-wide).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ObjectScheme {
+    /// `k` = 10, `r` = 1 from 1 MiB on (two copies below); the budget adds parities.
+    #[default]
+    EcCache,
+    /// One copy of every object; the budget adds replicas.
+    SelectiveReplication,
 }
 
 /// The shortest cluster key accepted, in bytes.
@@ -276,6 +302,12 @@ impl ClusterConfig {
         }
         if !(self.rebalance_every_s.is_finite() && self.rebalance_every_s >= 0.0) {
             return bad("rebalance_every_s must be >= 0 (0 = off)".into());
+        }
+        if !(self.object_budget.is_finite() && self.object_budget >= 0.0) {
+            return bad("object_budget must be a fraction >= 0".into());
+        }
+        if !(self.object_budget_every_s.is_finite() && self.object_budget_every_s >= 0.0) {
+            return bad("object_budget_every_s must be >= 0 (0 = off)".into());
         }
         Ok(())
     }

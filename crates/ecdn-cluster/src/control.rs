@@ -183,7 +183,12 @@ struct LoadsInner {
     data: AtomicU64,
     /// `bucket * p + parity_index`.
     parity: Box<[AtomicU64]>,
+    /// EC-Cache object reads by name, for the coordinator's parity budget.
+    object_reads: std::sync::Mutex<std::collections::HashMap<String, u64>>,
 }
+
+/// Most object read counts one heartbeat carries (the rest wait for the next).
+pub const MAX_OBJECT_READS: usize = 1024;
 
 /// What [`WriteLoads::take`] took: the body of a heartbeat.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -191,11 +196,13 @@ pub struct TakenLoads {
     pub data_bytes: u64,
     /// `(bucket, parity_index, bytes)`, only non-zero ones.
     pub parity: Vec<(usize, usize, u64)>,
+    /// `(object name, reads)`, at most [`MAX_OBJECT_READS`].
+    pub object_reads: Vec<(String, u64)>,
 }
 
 impl TakenLoads {
     pub fn is_empty(&self) -> bool {
-        self.data_bytes == 0 && self.parity.is_empty()
+        self.data_bytes == 0 && self.parity.is_empty() && self.object_reads.is_empty()
     }
 }
 
@@ -208,6 +215,7 @@ impl WriteLoads {
                 p,
                 data: AtomicU64::new(0),
                 parity: (0..buckets * p).map(|_| AtomicU64::new(0)).collect(),
+                object_reads: Default::default(),
             }),
         }
     }
@@ -235,6 +243,21 @@ impl WriteLoads {
         true
     }
 
+    /// Counts `n` reads of the EC-Cache object `name`.
+    pub fn record_object_reads(&self, name: &str, n: u64) {
+        let mut reads = self
+            .inner
+            .object_reads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match reads.get_mut(name) {
+            Some(c) => *c += n,
+            None => {
+                reads.insert(name.to_string(), n);
+            }
+        }
+    }
+
     /// Takes the counts and resets them to zero.
     pub fn take(&self) -> TakenLoads {
         let i = &self.inner;
@@ -247,9 +270,16 @@ impl WriteLoads {
                 }
             }
         }
+        let mut reads = i.object_reads.lock().unwrap_or_else(|p| p.into_inner());
+        let names: Vec<String> = reads.keys().take(MAX_OBJECT_READS).cloned().collect();
+        let object_reads = names
+            .into_iter()
+            .filter_map(|n| reads.remove_entry(&n))
+            .collect();
         TakenLoads {
             data_bytes: i.data.swap(0, Ordering::Relaxed),
             parity,
+            object_reads,
         }
     }
 
@@ -258,6 +288,9 @@ impl WriteLoads {
         self.record_data(taken.data_bytes);
         for &(b, j, bytes) in &taken.parity {
             self.record_parity(b, j, bytes);
+        }
+        for (name, n) in &taken.object_reads {
+            self.record_object_reads(name, *n);
         }
     }
 }
@@ -492,6 +525,7 @@ async fn heartbeat_loop(
             epoch: map.epoch(),
             data_bytes: taken.data_bytes,
             parity: taken.parity.clone(),
+            object_reads: taken.object_reads.clone(),
         };
         let body = Bytes::from(serde_json::to_vec(&hb).expect("a heartbeat serializes"));
         let result = client
@@ -643,12 +677,15 @@ mod tests {
         assert!(loads.record_parity(9, 0, 7));
         assert!(!loads.record_parity(10, 0, 1));
         assert!(!loads.record_parity(0, 2, 1));
+        loads.record_object_reads("a/b", 2);
+        loads.record_object_reads("a/b", 3);
         let t = loads.take();
         assert_eq!(
             t,
             TakenLoads {
                 data_bytes: 105,
-                parity: vec![(3, 1, 42), (9, 0, 7)]
+                parity: vec![(3, 1, 42), (9, 0, 7)],
+                object_reads: vec![("a/b".into(), 5)],
             }
         );
         assert!(loads.take().is_empty());
@@ -657,6 +694,13 @@ mod tests {
         let t2 = loads.take();
         assert_eq!(t2.data_bytes, 106);
         assert_eq!(t2.parity, t.parity);
+        assert_eq!(t2.object_reads, t.object_reads);
+        // A heartbeat carries at most MAX_OBJECT_READS names; the rest wait.
+        for i in 0..MAX_OBJECT_READS + 5 {
+            loads.record_object_reads(&format!("o{i}"), 1);
+        }
+        assert_eq!(loads.take().object_reads.len(), MAX_OBJECT_READS);
+        assert_eq!(loads.take().object_reads.len(), 5);
         // No parity buckets (replication): every parity record is refused.
         let rep = WriteLoads::new(10, 0);
         assert!(!rep.record_parity(0, 0, 1));

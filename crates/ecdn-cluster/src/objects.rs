@@ -106,6 +106,30 @@ impl ObjectDirectory {
         }
     }
 
+    /// Replaces the committed record of `meta`'s version with `meta` (the same object with
+    /// other parity splits: `MetaTable::update`'s rules).
+    pub async fn update(&self, meta: &ObjectMeta, servers: usize) -> Result<(), DirectoryError> {
+        meta.validate(servers)?;
+        match self {
+            ObjectDirectory::Coordinator(c) => match c.object_update(meta).await {
+                Ok(_) => Ok(()),
+                Err(e) if e.status == Some(StatusCode::CONFLICT) => Err(MetaError::Stale {
+                    name: meta.name.to_string(),
+                    version: meta.version,
+                    current: c.object_get(&meta.name).await.map_or(0, |m| m.version),
+                }
+                .into()),
+                Err(e) if e.status == Some(StatusCode::BAD_REQUEST) => Err(MetaError::BadRecord {
+                    name: meta.name.to_string(),
+                    why: e.to_string(),
+                }
+                .into()),
+                Err(e) => Err(not_found_or(e, &meta.name)),
+            },
+            ObjectDirectory::Etcd(e) => e.update(meta).await,
+        }
+    }
+
     /// Drops a begun write.
     pub async fn abort(&self, name: &ObjectName, version: u64) -> Result<(), DirectoryError> {
         match self {
@@ -227,6 +251,50 @@ impl EtcdObjects {
             current,
         }
         .into())
+    }
+
+    /// The record is replaced in one transaction, only while the committed version is
+    /// `meta`'s and the stored record is the same object (checked against the record read
+    /// first, whose revision the transaction also compares).
+    async fn update(&self, meta: &ObjectMeta) -> Result<(), DirectoryError> {
+        let name = meta.name.as_str();
+        let (vkey, okey) = (self.keys.object_version(name), self.keys.object(name));
+        let mut c = self.client().await?;
+        let got = match c.get(okey.clone(), None).await {
+            Ok(r) => r,
+            Err(e) => return Err(self.failed(e).await),
+        };
+        let Some(kv) = got.kvs().first() else {
+            return Err(MetaError::NotFound(name.to_string()).into());
+        };
+        let (current, revision) = (self.parse(&meta.name, kv.value())?, kv.mod_revision());
+        if current.version != meta.version {
+            return Err(MetaError::Stale {
+                name: name.to_string(),
+                version: meta.version,
+                current: current.version,
+            }
+            .into());
+        }
+        current.same_object(meta)?;
+        let json = serde_json::to_vec(meta).expect("a record serializes");
+        let txn = Txn::new()
+            .when([
+                Compare::value(vkey, CompareOp::Equal, version_value(meta.version)),
+                Compare::mod_revision(okey.clone(), CompareOp::Equal, revision),
+            ])
+            .and_then([TxnOp::put(okey, seal(&self.key, OBJECT_SEAL, &json), None)]);
+        match c.txn(txn).await {
+            Ok(r) if r.succeeded() => Ok(()),
+            // Written again, removed or updated meanwhile.
+            Ok(_) => Err(MetaError::Stale {
+                name: name.to_string(),
+                version: meta.version,
+                current: 0,
+            }
+            .into()),
+            Err(e) => Err(self.failed(e).await),
+        }
     }
 
     fn parse(&self, name: &ObjectName, value: &[u8]) -> Result<ObjectMeta, DirectoryError> {

@@ -48,6 +48,26 @@ async fn semantics(dir: &ObjectDirectory) {
         Err(DirectoryError::Meta(MetaError::Stale { .. }))
     ));
     assert_eq!(dir.get(&name, 5).await.unwrap(), record(&name, v2));
+    // An update: one more parity split on server 3; refused for another version, or for a
+    // change to the first k + r splits.
+    let mut more = record(&name, v2);
+    more.splits.push(3);
+    more.stored.push(true);
+    more.crcs.extend([77, 78]);
+    dir.update(&more, 5).await.unwrap();
+    assert_eq!(dir.get(&name, 5).await.unwrap(), more);
+    let mut stale = more.clone();
+    stale.version = v1;
+    assert!(matches!(
+        dir.update(&stale, 5).await,
+        Err(DirectoryError::Meta(MetaError::Stale { .. }))
+    ));
+    let mut changed = more.clone();
+    changed.crcs[0] = 12345;
+    assert!(dir.update(&changed, 5).await.is_err());
+    assert_eq!(dir.get(&name, 5).await.unwrap(), more);
+    dir.update(&record(&name, v2), 5).await.unwrap();
+    assert_eq!(dir.get(&name, 5).await.unwrap(), record(&name, v2));
     // A record naming a server the cluster lacks is refused before it is sent, and when read
     // by a node of a smaller cluster.
     let mut bad = record(&name, v2 + 1);
@@ -62,6 +82,10 @@ async fn semantics(dir: &ObjectDirectory) {
         Err(DirectoryError::Meta(MetaError::NotFound(_)))
     ));
     assert!(dir.remove(&name).await.is_err());
+    assert!(matches!(
+        dir.update(&record(&name, v2), 5).await,
+        Err(DirectoryError::Meta(MetaError::NotFound(_)))
+    ));
 }
 
 #[test]

@@ -182,12 +182,11 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
             .status,
         400
     );
-    assert_eq!(
-        send(c.client(0), "POST", "/_objects/x", vec![1; 10])
-            .await
-            .status,
-        405
-    );
+    // POST only re-spends the budget (`?units=N`); other methods are not allowed.
+    let post = send(c.client(0), "POST", "/_objects/x", vec![1; 10]).await;
+    assert_eq!(post.status, 400);
+    let patch = send(c.client(0), "PATCH", "/_objects/x", vec![1; 10]).await;
+    assert_eq!(patch.status, 405);
 
     // A write cut off midway: nothing readable.
     {
@@ -255,6 +254,78 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
         .await;
         assert_eq!(put.status, 201);
         stored[2].2 = record(&put);
+    }
+
+    // The budget re-spent on object 1 (k = 2, r = 1 on 3 of the 6 nodes): 5 splits, the two
+    // new parities on two of the other nodes. With the first 3 splits purged, reads decode
+    // from the new parities alone; shrunk back to 3, the object has no readable splits left.
+    {
+        let (name, data, meta) = &stored[1];
+        let grown = send(
+            c.client(1),
+            "POST",
+            &format!("/_objects/{name}?units=5"),
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(
+            grown.status,
+            200,
+            "{}",
+            String::from_utf8_lossy(&grown.body)
+        );
+        let grown = record(&grown);
+        assert_eq!((grown.k, grown.r, grown.splits.len()), (2, 1, 5));
+        assert_eq!(grown.splits[..3], meta.splits[..]);
+        assert!(grown.stored.iter().all(|&s| s));
+        let peers = ecdn_cluster::peer::PeerClient::new(ecdn_cluster::auth::ClusterKey::new(
+            KEY.as_bytes(),
+        ));
+        let key = format!("_objects/{name}@{}", meta.version);
+        let has = ecdn_cluster::wire::has_path(&key);
+        for &server in &meta.splits {
+            let purge = peers.send(
+                c.peer(server),
+                hyper::Method::DELETE,
+                &has,
+                Bytes::new(),
+                &[],
+                std::time::Duration::from_secs(5),
+            );
+            assert_eq!(purge.await.unwrap().status(), 200);
+        }
+        for _ in 0..4 {
+            let got = send(c.client(1), "GET", &format!("/_objects/{name}"), Vec::new()).await;
+            assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+            assert_eq!(&got.body, data);
+            assert_eq!(got.headers["x-ecdn-splits"], "3,4");
+        }
+        // Below k + r: refused; the same units: unchanged.
+        let units = |n: usize| format!("/_objects/{name}?units={n}");
+        let low = send(c.client(1), "POST", &units(2), Vec::new()).await;
+        assert_eq!(low.status, 400);
+        let same = send(c.client(1), "POST", &units(5), Vec::new()).await;
+        assert_eq!(record(&same), grown);
+        let shrunk = send(
+            c.client(1),
+            "POST",
+            &format!("/_objects/{name}?units=3"),
+            Vec::new(),
+        )
+        .await;
+        assert_eq!(record(&shrunk).splits, meta.splits);
+        let got = send(c.client(1), "GET", &format!("/_objects/{name}"), Vec::new()).await;
+        assert_eq!(got.status, 502, "the splits left were purged");
+        // Written again for what follows.
+        let put = send(
+            c.client(0),
+            "PUT",
+            &format!("/_objects/{name}?k={}&r={}", meta.k, meta.r),
+            data.clone(),
+        )
+        .await;
+        assert_eq!(put.status, 201);
+        stored[1].2 = record(&put);
     }
 
     // r nodes stopped (not node 0, which is asked): every object is still read exactly.
@@ -337,6 +408,65 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
         .get(&ObjectName::parse("big").unwrap(), 6)
         .await
         .is_err());
+    c.stop_all().await;
+}
+
+/// The parity budget re-spent from measured reads: the coordinator gives the object the nodes
+/// report reads of the extra parities the budget pays for, and leaves the unread ones alone;
+/// under `object_scheme = "selective-replication"` an object is written as one copy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_budget_follows_measured_reads() {
+    // 4 objects of 2 data + 1 parity splits: their parities take 50% of their size, a budget
+    // of 75% pays for 2 more splits (25% each).
+    let extra = "object_budget = 0.75\nobject_budget_every_s = 0.5\n";
+    let c = TestCluster::start_with(6, "c2dn", 3, 1, extra).await;
+    let size = 200_000;
+    for i in 0..4 {
+        let put = send(
+            c.client(i),
+            "PUT",
+            &format!("/_objects/b{i}?k=2&r=1"),
+            content(i as u64, size),
+        )
+        .await;
+        assert_eq!(put.status, 201);
+    }
+    let hot = content(2, size);
+    for i in 0..30 {
+        let got = send(c.client(i % 6), "GET", "/_objects/b2", Vec::new()).await;
+        assert_eq!(got.body, hot);
+    }
+    let splits = |name: &'static str| {
+        let addr = c.client(5);
+        async move {
+            let stat = send(addr, "GET", &format!("/_objects/{name}?stat"), Vec::new()).await;
+            record(&stat).splits.len()
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while splits("b2").await != 5 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "b2 never got its 2 extra parities"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    for cold in ["b0", "b1", "b3"] {
+        assert_eq!(splits(cold).await, 3, "{cold}");
+    }
+    // Read back exactly, from the new splits too (any 2 of 5).
+    for i in 0..6 {
+        let got = send(c.client(i), "GET", "/_objects/b2?delta=3", Vec::new()).await;
+        assert_eq!(got.body, hot);
+    }
+    assert!(c.coordinator.status().object_budget_changes >= 1);
+    c.stop_all().await;
+
+    let sr = "object_scheme = \"selective-replication\"\n";
+    let c = TestCluster::start_with(4, "c2dn", 3, 1, sr).await;
+    let put = send(c.client(0), "PUT", "/_objects/one", content(9, 3 << 20)).await;
+    let meta = record(&put);
+    assert_eq!((meta.k, meta.r, meta.splits.len()), (1, 0, 1));
     c.stop_all().await;
 }
 

@@ -159,6 +159,29 @@ mod hex_crcs {
 }
 
 impl ObjectMeta {
+    /// Checks that `other` is this object with other parity splits beyond `k + r`: the same
+    /// version, size, code, content and sub-chunk size, and the same first `k + r` splits
+    /// (servers, stored flags and checksums).
+    pub fn same_object(&self, other: &ObjectMeta) -> Result<(), MetaError> {
+        let n = self.k + self.r;
+        let stripes = stripes(self.size, self.k, self.sub_chunk) as usize;
+        let same = self.version == other.version
+            && self.size == other.size
+            && (self.k, self.r, self.sub_chunk) == (other.k, other.r, other.sub_chunk)
+            && self.sha256 == other.sha256
+            && self.splits.get(..n) == other.splits.get(..n)
+            && self.stored.get(..n) == other.stored.get(..n)
+            && self.crcs.get(..n * stripes) == other.crcs.get(..n * stripes);
+        if same {
+            Ok(())
+        } else {
+            Err(MetaError::BadRecord {
+                name: self.name.to_string(),
+                why: "an update may change only the splits beyond k + r".into(),
+            })
+        }
+    }
+
     /// Whether the object is replicated (each split is the whole object).
     pub fn replicated(&self) -> bool {
         self.k == 1
@@ -269,6 +292,28 @@ impl MetaTable {
         }
         self.abort(&name, meta.version);
         self.committed.insert(name, meta);
+        Ok(())
+    }
+
+    /// Replaces the committed record of the same version with `meta`: the same object with
+    /// more or fewer parity splits (the budget re-spent). Refused when no record of that name
+    /// is committed ([`MetaError::NotFound`]), when another version is ([`MetaError::Stale`]:
+    /// the object was written again meanwhile), or when `meta` changes anything but its
+    /// splits beyond `k + r`.
+    pub fn update(&mut self, meta: ObjectMeta, servers: usize) -> Result<(), MetaError> {
+        meta.validate(servers)?;
+        let Some(cur) = self.committed.get_mut(&meta.name) else {
+            return Err(MetaError::NotFound(meta.name.to_string()));
+        };
+        if cur.version != meta.version {
+            return Err(MetaError::Stale {
+                name: meta.name.to_string(),
+                version: meta.version,
+                current: cur.version,
+            });
+        }
+        cur.same_object(&meta)?;
+        *cur = meta;
         Ok(())
     }
 
@@ -426,6 +471,29 @@ mod tests {
         bad.k = 0;
         assert!(matches!(t.commit(bad, 8), Err(MetaError::BadRecord { .. })));
         assert_eq!(t.len(), 1);
+        // An update: the committed version with one more parity split (and its checksums);
+        // anything else, another version, or a name not committed is refused.
+        let mut more = meta("a", v2);
+        more.splits.push(6);
+        more.stored.push(true);
+        more.crcs.extend([9; 6]);
+        t.update(more.clone(), 8).unwrap();
+        assert_eq!(t.get(&a).unwrap(), &more);
+        let mut changed = more.clone();
+        changed.crcs[0] ^= 1;
+        assert!(matches!(
+            t.update(changed, 8),
+            Err(MetaError::BadRecord { .. })
+        ));
+        let mut other = more.clone();
+        other.version = v3;
+        assert!(matches!(t.update(other, 8), Err(MetaError::Stale { .. })));
+        assert!(matches!(
+            t.update(meta("b", vb), 8),
+            Err(MetaError::NotFound(_))
+        ));
+        t.update(meta("a", v2), 8).unwrap();
+        assert_eq!(t.get(&a).unwrap().splits.len(), 4, "back to k + r");
         assert_eq!(t.remove(&a).unwrap().version, v2);
         assert!(t.is_empty() && t.remove(&a).is_err());
     }

@@ -655,7 +655,7 @@ mod tests {
             &["--kill", "12"],
             &["--nodes", "11", "--kill", "3"],
             &["--size", "0"],
-            &["--size", "1GiB"],
+            &["--size", "2GiB"],
             &["--load", "0"],
             &["--peer-rate", "5"],
             &["--background-load", "1"],

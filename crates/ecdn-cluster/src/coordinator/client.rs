@@ -184,6 +184,15 @@ impl CoordinatorClient {
         Ok(r.version)
     }
 
+    /// `/coord/objects/update`: the committed record of the same version, other parities.
+    pub async fn object_update(&self, meta: &ObjectMeta) -> Result<u64, CallError> {
+        let body = Bytes::from(serde_json::to_vec(meta).expect("a record serializes"));
+        let r: VersionReply = self
+            .call(Method::POST, objects::UPDATE_PATH, body, T)
+            .await?;
+        Ok(r.version)
+    }
+
     /// `/coord/objects/abort`: the begun version will not be committed.
     pub async fn object_abort(&self, name: &ObjectName, version: u64) -> Result<(), CallError> {
         let path = format!("{}?name={name}&version={version}", objects::ABORT_PATH);

@@ -108,6 +108,7 @@ impl Consumed {
             epoch: 0,
             data_bytes: data,
             parity,
+            object_reads: Vec::new(),
         }
     }
 }

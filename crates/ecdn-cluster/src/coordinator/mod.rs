@@ -73,6 +73,7 @@ pub mod client;
 pub mod etcd;
 mod etcd_api;
 mod members;
+mod object_budget;
 pub mod objects;
 mod state;
 
@@ -112,6 +113,10 @@ pub struct Heartbeat {
     /// `[bucket, parity_index, bytes]` written to parity buckets.
     #[serde(default)]
     pub parity: Vec<(usize, usize, u64)>,
+    /// `[object name, reads]` of EC-Cache objects (`object_budget.rs`), at most
+    /// [`crate::control::MAX_OBJECT_READS`].
+    #[serde(default)]
+    pub object_reads: Vec<(String, u64)>,
 }
 
 /// The coordinator's answer to a heartbeat.
@@ -182,6 +187,12 @@ pub struct Status {
     /// Requests refused with 401, and with 400.
     pub unauthorized: u64,
     pub bad_requests: u64,
+    /// EC-Cache objects committed (embedded mode), and how many times the parity budget
+    /// re-coded one (`object_budget.rs`).
+    #[serde(default)]
+    pub objects: usize,
+    #[serde(default)]
+    pub object_budget_changes: u64,
 }
 
 /// Knobs the cluster file does not carry (tests shorten them).
@@ -313,7 +324,9 @@ impl Coordinator {
         );
         let (published, _) = watch::channel(first);
         let (stop, shutdown) = watch::channel(false);
-        let heartbeat_limit = 4096 + cfg.buckets * cfg.p.max(1) * 64;
+        let heartbeat_limit = 4096
+            + cfg.buckets * cfg.p.max(1) * 64
+            + crate::control::MAX_OBJECT_READS * (ecdn_objects::meta::MAX_NAME + 32);
         let shared = Arc::new(Shared {
             key: ClusterKey::new(cfg.key.as_bytes()),
             opts,
@@ -328,6 +341,17 @@ impl Coordinator {
         if cfg.scheme == Scheme::C2dn && cfg.rebalance_every_s > 0.0 {
             let every = Duration::from_secs_f64(cfg.rebalance_every_s);
             tasks.spawn(rebalance_loop(shared.clone(), every));
+        }
+        if cfg.object_budget_every_s > 0.0 {
+            let every = Duration::from_secs_f64(cfg.object_budget_every_s);
+            let peers = crate::peer::PeerClient::new(ClusterKey::new(cfg.key.as_bytes()));
+            let fraction = cfg.object_budget;
+            tasks.spawn(object_budget::budget_loop(
+                shared.clone(),
+                peers,
+                every,
+                fraction,
+            ));
         }
         let handler = {
             let shared = shared.clone();

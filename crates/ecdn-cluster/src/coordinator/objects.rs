@@ -8,6 +8,9 @@
 //! * `POST /coord/objects/commit` with the [`ObjectMeta`] → `{"version": V}` (`409` when a
 //!   later write of the name was committed first, `400` for a record that fails
 //!   [`ObjectMeta::validate`] or a version not begun)
+//! * `POST /coord/objects/update` with the [`ObjectMeta`] → `{"version": V}`: the committed
+//!   record of that version with other parity splits (`MetaTable::update`; `409` when
+//!   another version is committed, `404` when none is)
 //! * `POST /coord/objects/abort?name=N&version=V` → `{"version": V}`
 //! * `GET /coord/objects/get?name=N` → the [`ObjectMeta`] (`404` when there is none)
 //! * `POST /coord/objects/remove?name=N` → the removed [`ObjectMeta`] (the caller deletes its
@@ -21,6 +24,7 @@ use super::state::State;
 pub const OBJECTS_PREFIX: &str = "/coord/objects/";
 pub const BEGIN_PATH: &str = "/coord/objects/begin";
 pub const COMMIT_PATH: &str = "/coord/objects/commit";
+pub const UPDATE_PATH: &str = "/coord/objects/update";
 pub const ABORT_PATH: &str = "/coord/objects/abort";
 pub const GET_PATH: &str = "/coord/objects/get";
 pub const REMOVE_PATH: &str = "/coord/objects/remove";
@@ -34,6 +38,7 @@ pub(crate) const COMMIT_LIMIT: usize = (64 << 10) + 8 * ecdn_objects::meta::MAX_
 pub enum ObjectOp {
     Begin(ObjectName),
     Commit(Box<ObjectMeta>),
+    Update(Box<ObjectMeta>),
     Abort(ObjectName, u64),
     Get(ObjectName),
     Remove(ObjectName),
@@ -78,21 +83,26 @@ impl ObjectOp {
                 let (name, version) = query_of(query, true)?;
                 ObjectOp::Abort(name, version)
             }
-            COMMIT_PATH => {
+            COMMIT_PATH | UPDATE_PATH => {
                 if query.is_some_and(|q| !q.is_empty()) {
-                    return Err("commit takes no query".into());
+                    return Err("commit and update take no query".into());
                 }
-                ObjectOp::Commit(Box::new(
+                let meta = Box::new(
                     serde_json::from_slice(body).map_err(|e| format!("object record: {e}"))?,
-                ))
+                );
+                if path == COMMIT_PATH {
+                    ObjectOp::Commit(meta)
+                } else {
+                    ObjectOp::Update(meta)
+                }
             }
             other => return Err(format!("{other}: no such object endpoint")),
         })
     }
 
-    /// Whether the request carries a body (commit) or nothing.
+    /// Whether the request carries a body (commit, update) or nothing.
     pub fn body_limit(path: &str) -> usize {
-        if path == COMMIT_PATH {
+        if path == COMMIT_PATH || path == UPDATE_PATH {
             COMMIT_LIMIT
         } else {
             0
@@ -103,7 +113,9 @@ impl ObjectOp {
     pub fn method_of(path: &str) -> Option<hyper::Method> {
         match path {
             GET_PATH => Some(hyper::Method::GET),
-            BEGIN_PATH | COMMIT_PATH | ABORT_PATH | REMOVE_PATH => Some(hyper::Method::POST),
+            BEGIN_PATH | COMMIT_PATH | UPDATE_PATH | ABORT_PATH | REMOVE_PATH => {
+                Some(hyper::Method::POST)
+            }
             _ => None,
         }
     }
@@ -125,6 +137,11 @@ impl State {
             ObjectOp::Commit(meta) => {
                 let version = meta.version;
                 self.objects.commit(*meta, servers)?;
+                Ok(ObjectAnswer::Version(version))
+            }
+            ObjectOp::Update(meta) => {
+                let version = meta.version;
+                self.objects.update(*meta, servers)?;
                 Ok(ObjectAnswer::Version(version))
             }
             ObjectOp::Abort(name, version) => {

@@ -59,6 +59,11 @@ pub(super) struct State {
     pub(super) bad_requests: u64,
     /// EC-Cache's object records (`objects.rs`; embedded mode).
     pub(super) objects: ecdn_objects::meta::MetaTable,
+    /// Reads of committed EC-Cache objects the nodes reported, halved at every re-spend of
+    /// the budget (`object_budget.rs`).
+    pub(super) object_reads: std::collections::HashMap<ecdn_objects::meta::ObjectName, f64>,
+    /// Objects the budget re-coded so far.
+    pub(super) object_budget_changes: u64,
 }
 
 impl State {
@@ -111,6 +116,8 @@ impl State {
             bad_requests: 0,
             // Versions above the epoch: a restarted coordinator never hands one out twice.
             objects: ecdn_objects::meta::MetaTable::new(epoch.max(1)),
+            object_reads: Default::default(),
+            object_budget_changes: 0,
         })
     }
 
@@ -245,6 +252,14 @@ impl State {
         self.placement.record_data_write(hb.node, hb.data_bytes);
         for &(bucket, index, bytes) in &hb.parity {
             self.placement.record_parity_write(bucket, index, bytes);
+        }
+        // Only committed objects' reads count (the table bounds the counts).
+        for (name, n) in &hb.object_reads {
+            if let Ok(name) = ecdn_objects::meta::ObjectName::parse(name) {
+                if self.objects.get(&name).is_some() {
+                    *self.object_reads.entry(name).or_default() += *n as f64;
+                }
+            }
         }
     }
 
@@ -394,6 +409,8 @@ impl State {
             unauthorized: self.unauthorized,
             bad_requests: self.bad_requests,
             leader: None,
+            objects: self.objects.len(),
+            object_budget_changes: self.object_budget_changes,
         }
     }
 }
@@ -529,6 +546,7 @@ pub(super) mod tests {
             epoch: 1,
             data_bytes: 1000,
             parity: vec![(7, 0, 300), (99, 0, 5)],
+            ..Heartbeat::default()
         };
         st.heartbeat(&good, t0).unwrap();
         assert_eq!(st.placement.data_load(2), 1000);
@@ -624,6 +642,7 @@ pub(super) mod tests {
                 epoch: 1,
                 data_bytes: 1000 * (n as u64 + 1),
                 parity: vec![(n * 3, 0, 700)],
+                ..Heartbeat::default()
             })
             .unwrap();
         }

@@ -632,6 +632,8 @@ mod tests {
             bad_requests: 0,
             write_imbalance: None,
             leader: None,
+            objects: 0,
+            object_budget_changes: 0,
         };
         let why = status_not_ready(&s, 2).unwrap();
         assert!(why.contains("node 1 sent no heartbeat"), "{why}");

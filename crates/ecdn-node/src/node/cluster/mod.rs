@@ -37,6 +37,7 @@ mod chunk_streams;
 pub(super) mod coded;
 pub(super) mod link;
 mod metrics;
+mod object_budget;
 pub(super) mod objects;
 pub(super) mod partial;
 pub(super) mod peer_server;

@@ -2,32 +2,45 @@
 //! cache clients write to and read from, on the cluster's nodes, peer protocol, codec and
 //! piece stores.
 //!
-//! * `PUT /_objects/<name>[?k=K&r=R]`: the body (at most [`MAX_OBJECT`] bytes) is coded into
+//! * `PUT /_objects/<name>[?k=K&r=R]`: the body (at most [`MAX_OBJECT`] bytes, with a
+//!   `Content-Length` or chunked) is **streamed**: coded stripe by stripe as it arrives into
 //!   `k` data and `r` parity splits (`ecdn-codec`, FORMAT.md v2; `k = 1` is replication:
-//!   `1 + r` copies). Defaults: `k` = 10, `r` = 1 from 1 MiB on, `k` = 1, `r` = 1 below; `k`
-//!   shrinks to the available nodes when not given. The splits go to `k + r` distinct available
-//!   nodes chosen uniformly at random (`ecdn_objects::split::place_splits`), stored as pieces
-//!   under `_objects/<name>@<version>` (this node's own in its piece store, the others by the
-//!   signed peer `PUT`). The record (`ecdn_objects::meta::ObjectMeta`: version, size, k, r,
-//!   locations, which splits were stored, SHA-256) is committed to the cluster's object
-//!   directory (`ecdn_cluster::objects`: the coordinator, or etcd) only once at least `k`
-//!   splits are stored, so nothing half-written is ever readable; the answer, `201`, is the
-//!   record, saying how many were stored. Fewer than `k` stored: `503`, nothing visible.
-//! * `GET /_objects/<name>[?delta=D|auto]`: one directory lookup, then `k + Δ` of the stored
-//!   splits on available nodes, chosen uniformly at random (Δ = 1 by default; `auto`: from this
-//!   node's smoothed link backlog by TOFEC's thresholds, `ecdn_objects::backlog`, which sees a
-//!   backlog only on a capped link, `--peer-rate`), read at once; the first
-//!   `k` that arrive and pass their checksums are decoded, the other reads are cancelled (late
-//!   binding, §4.3); a read that fails is replaced by one of the object's other stored splits
-//!   on an available node. The decoded object must match the record's SHA-256. With fewer than `k`
-//!   readable: `502` naming both numbers (no backend store is configured to refetch from).
-//!   A `Range` header is ignored (the whole object is sent; ranges are not built yet).
-//!   `GET /_objects/<name>?stat`: the record as JSON. `HEAD`: the record in headers.
+//!   `1 + r` copies), each split sent on to its server as it grows (`chunk_streams.rs`), so
+//!   the node holds one stripe, plus its own split if it is one of the servers. Defaults:
+//!   `k` = 10, `r` = 1 from 1 MiB on (the first MiB of the body decides), `k` = 1, `r` = 1
+//!   below; `k` shrinks to the available nodes when not given. The splits go to `k + r`
+//!   distinct available nodes chosen uniformly at random (`ecdn_objects::split::place_splits`),
+//!   stored as pieces under `_objects/<name>@<version>`. The record
+//!   (`ecdn_objects::meta::ObjectMeta`: version, size, k, r, locations, which splits were
+//!   stored, SHA-256, sub-chunk size and every sub-chunk's CRC-32C) is committed to the
+//!   cluster's object directory (`ecdn_cluster::objects`: the coordinator, or etcd) only once
+//!   at least `k` splits are stored, so nothing half-written is ever readable; the answer,
+//!   `201`, is the record, saying how many were stored. Fewer than `k` stored: `503`; a body
+//!   that fails or is cut off: `400`; too large: `413`; nothing visible in any case.
+//! * `GET /_objects/<name>[?delta=D|auto]`: the record (this node's cached copy for up to
+//!   `object_record_ttl_ms`, else one directory lookup: `ecdn_objects::records`), then
+//!   `k + Δ` of the stored splits on available nodes, chosen uniformly at random (Δ = 1 by
+//!   default; `auto`: from this node's smoothed link backlog by TOFEC's thresholds,
+//!   `ecdn_objects::backlog`, which sees a backlog only on a capped link, `--peer-rate`), read
+//!   at once, and each stripe decoded from the first `k` sub-chunks that arrive and pass their
+//!   CRCs; when a window of stripes is done the other reads are cancelled (late binding, §4.3,
+//!   on the coded read path: `coded.rs`). A read that fails is replaced by one of the object's
+//!   other stored splits on an available node. The answer **streams**, window by window (up to
+//!   1 MiB of each split); a whole object's bytes are checked against the record's SHA-256 as
+//!   they go, and a mismatch aborts the answer. **Ranges** (`Range`, `If-Range` against the
+//!   `ETag`, several ranges as `multipart/byteranges`, `416`) read only the stripes they
+//!   cover, as the node's cache hits do (`hit::plan_hit`). With fewer than `k` readable:
+//!   `502` naming both numbers (no backend store is configured to refetch from); with a cached
+//!   record the directory is asked again first (the object may have been written again or
+//!   deleted). `GET /_objects/<name>?stat`: the record as JSON. `HEAD`: the record in headers.
 //! * `DELETE /_objects/<name>`: the record is removed first (readers stop finding it), then
 //!   every split, on every node that holds one.
+//! * `POST /_objects/<name>?units=N`: the parity budget re-spent on the object: its splits
+//!   (replicas, for `k` = 1) grown or shrunk to `N`, never below the `k + r` it was written
+//!   with (`object_budget.rs`).
 //!
 //! Headers of an answer: `X-Ecdn-Object-Version`, `X-Ecdn-K`, `X-Ecdn-R`, `ETag` (the SHA-256),
-//! and for a `GET` `X-Ecdn-Splits` (the split indexes decoded from) and `X-Ecdn-Delta` (the Δ
+//! and for a `GET` `X-Ecdn-Splits` (the split indexes the first stripe was decoded from) and `X-Ecdn-Delta` (the Δ
 //! it read with).
 //!
 //! Splits share the node's piece store (and its FIFO piece policy) with the cached objects'
@@ -40,6 +53,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use ecdn_cluster::config::ObjectScheme;
 use ecdn_cluster::objects::DirectoryError;
 use ecdn_cluster::piece::{Coding, PieceMeta};
 use ecdn_codec::ObjectLayout;
@@ -65,19 +79,20 @@ use super::Cluster;
 pub(in crate::node) const PREFIX: &str = "/_objects/";
 /// The piece keys of objects' splits start with this (never a cache key: those hold a host).
 pub(in crate::node) const KEY_PREFIX: &str = "_objects/";
-/// Largest object a `PUT` takes (it is coded in memory).
-pub const MAX_OBJECT: usize = 256 << 20;
+/// Largest object a `PUT` takes (its record must also hold at most
+/// `ecdn_objects::meta::MAX_CRCS` sub-chunk checksums).
+pub const MAX_OBJECT: usize = 1 << 30;
 /// Objects from this size on are coded with `k` = 10 by default; smaller ones replicated.
 const CODED_FROM: usize = 1 << 20;
 const DEFAULT_K: usize = 10;
 const DEFAULT_R: usize = 1;
 
 /// The piece key of an object version's splits.
-fn piece_key(name: &ObjectName, version: u64) -> String {
+pub(super) fn piece_key(name: &ObjectName, version: u64) -> String {
     format!("{KEY_PREFIX}{name}@{version}")
 }
 
-fn json(status: StatusCode, meta: &ObjectMeta) -> Response<NodeBody> {
+pub(super) fn json(status: StatusCode, meta: &ObjectMeta) -> Response<NodeBody> {
     let body = serde_json::to_vec(meta).expect("a record serializes");
     let mut r = Response::new(NodeBody::Full(Full::new(Bytes::from(body))));
     *r.status_mut() = status;
@@ -107,7 +122,7 @@ fn describe_headers(h: &mut HeaderMap, meta: &ObjectMeta) {
     }
 }
 
-fn directory_error(e: DirectoryError) -> Response<NodeBody> {
+pub(super) fn directory_error(e: DirectoryError) -> Response<NodeBody> {
     match e {
         DirectoryError::Meta(e @ MetaError::NotFound(_)) => {
             text(StatusCode::NOT_FOUND, &e.to_string())
@@ -126,6 +141,8 @@ struct Query {
     r: Option<usize>,
     delta: Option<Delta>,
     stat: bool,
+    /// `POST ?units=N`: the object's splits (replicas) after the budget's re-spend.
+    units: Option<usize>,
 }
 
 /// Δ of a read: given, or from the backlog.
@@ -150,6 +167,7 @@ fn query(q: Option<&str>) -> Result<Query, String> {
             "delta" if value == "auto" => out.delta = Some(Delta::Auto),
             "delta" => out.delta = Some(Delta::Fixed(num()?)),
             "stat" if value.is_empty() => out.stat = true,
+            "units" => out.units = Some(num()?),
             _ => return Err(format!("unknown query parameter {pair:?}")),
         }
     }
@@ -158,7 +176,7 @@ fn query(q: Option<&str>) -> Result<Query, String> {
 
 /// The record of `name`: this node's cached copy while it is fresh (unless `fresh`), else the
 /// directory's, then cached.
-async fn record(
+pub(super) async fn record(
     c: &Cluster,
     name: &ObjectName,
     fresh: bool,
@@ -217,16 +235,30 @@ pub(in crate::node) async fn serve(
         Method::GET => get(st, c, name, &q, req.headers(), false).await,
         Method::HEAD => get(st, c, name, &q, req.headers(), true).await,
         Method::DELETE => delete(st, c, name).await,
-        _ => text(StatusCode::METHOD_NOT_ALLOWED, "PUT, GET, HEAD or DELETE"),
+        Method::POST => match q.units {
+            Some(units) => super::object_budget::set_units(st, c, name, units).await,
+            None => text(StatusCode::BAD_REQUEST, "POST needs ?units=N"),
+        },
+        _ => text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "PUT, GET, HEAD, DELETE, or POST ?units=N",
+        ),
     }
 }
 
-/// The code of a new object of `size` bytes on `available` nodes.
-fn code_of(q: &Query, size: usize, available: usize) -> Result<(usize, usize), String> {
-    let (dk, dr) = if size >= CODED_FROM {
-        (DEFAULT_K, DEFAULT_R)
-    } else {
-        (1, DEFAULT_R)
+/// The code of a new object of at least `size` bytes on `available` nodes, by the cluster's
+/// `object_scheme` unless the request says.
+fn code_of(
+    q: &Query,
+    scheme: ObjectScheme,
+    size: usize,
+    available: usize,
+) -> Result<(usize, usize), String> {
+    let (dk, dr) = match scheme {
+        ObjectScheme::EcCache if size >= CODED_FROM => (DEFAULT_K, DEFAULT_R),
+        ObjectScheme::EcCache => (1, DEFAULT_R),
+        // One copy; the budget adds replicas.
+        ObjectScheme::SelectiveReplication => (1, 0),
     };
     let r = q.r.unwrap_or(dr);
     let k = match q.k {
@@ -335,7 +367,7 @@ async fn put(
         .filter(|&s| map.is_available(s))
         .collect();
     let at_least = head.len().max(body.size_hint().lower() as usize);
-    let (k, r) = match code_of(q, at_least, available.len()) {
+    let (k, r) = match code_of(q, c.cfg.object_scheme, at_least, available.len()) {
         Ok(x) => x,
         Err(e) => return text(StatusCode::BAD_REQUEST, &e),
     };
@@ -443,7 +475,11 @@ fn delta_of(c: &Cluster, q: &Query, meta: &ObjectMeta) -> usize {
 
 /// How `meta`'s object is read: the sources, and late binding over `k + Δ` splits chosen at
 /// random among the stored ones on available nodes, the others as spares.
-fn plan_read(c: &Cluster, meta: &ObjectMeta, delta: usize) -> Result<CodedObject, String> {
+pub(super) fn plan_read(
+    c: &Cluster,
+    meta: &ObjectMeta,
+    delta: usize,
+) -> Result<CodedObject, String> {
     let map = c.map.current();
     // Unstored splits, and those on unavailable nodes, have no source.
     let sources: Vec<Option<usize>> = meta
@@ -524,6 +560,10 @@ async fn get(
         Ok(m) => m,
         Err(e) => return directory_error(e),
     };
+    if !head {
+        // For the coordinator's parity budget (sent with the heartbeats).
+        c.loads.record_object_reads(name.as_str(), 1);
+    }
     let failed = match read(st, c, &name, &meta, q, req, head).await {
         Ok(r) => return r,
         Err(failed) => failed,
@@ -652,7 +692,7 @@ fn checked(
     rx
 }
 
-fn now_nanos() -> u64 {
+pub(super) fn now_nanos() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -662,17 +702,30 @@ fn now_nanos() -> u64 {
 /// until its piece policy evicts it; no record points to it any more).
 async fn remove_splits(st: &Arc<State>, c: &Arc<Cluster>, meta: &ObjectMeta) -> usize {
     let key = piece_key(&meta.name, meta.version);
+    remove_splits_on(st, c, &key, &meta.splits, meta.splits.len()).await
+}
+
+/// Deletes the splits under piece key `key` (of an object of at most `total` splits) held by
+/// `servers`; how many were removed.
+pub(super) async fn remove_splits_on(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    key: &str,
+    servers: &[usize],
+    total: usize,
+) -> usize {
     let object = ecdn_trace::hash_id(key.as_bytes());
     let mut removed = 0;
     let mut asks = tokio::task::JoinSet::new();
-    for &server in &meta.splits {
+    for &server in servers {
         if server == c.id {
             if let Some(disk) = &st.disk {
-                removed += usize::from(c.pieces.purge(disk, object, meta.splits.len()).await);
+                removed += usize::from(c.pieces.purge(disk, object, total).await);
             }
             continue;
         }
-        let (c, key) = (c.clone(), key.clone());
+        let key = key.to_string();
+        let c = c.clone();
         asks.spawn(async move { super::purge_on(&c, server, &key).await });
     }
     while let Some(r) = asks.join_next().await {
@@ -713,13 +766,17 @@ mod tests {
             assert!(query(Some(bad)).is_err(), "{bad}");
         }
         let d = Query::default();
-        // Defaults: k = 10 (from 1 MiB), fewer on a small cluster; replicated below 1 MiB.
-        assert_eq!(code_of(&d, 40 << 20, 25), Ok((10, 1)));
-        assert_eq!(code_of(&d, 40 << 20, 6), Ok((5, 1)));
-        assert_eq!(code_of(&d, 1000, 6), Ok((1, 1)));
+        let (ec, sr) = (ObjectScheme::EcCache, ObjectScheme::SelectiveReplication);
+        // Defaults: k = 10 (from 1 MiB), fewer on a small cluster; replicated below 1 MiB;
+        // one copy under selective replication.
+        assert_eq!(code_of(&d, ec, 40 << 20, 25), Ok((10, 1)));
+        assert_eq!(code_of(&d, ec, 40 << 20, 6), Ok((5, 1)));
+        assert_eq!(code_of(&d, ec, 1000, 6), Ok((1, 1)));
+        assert_eq!(code_of(&d, sr, 40 << 20, 6), Ok((1, 0)));
         // Given: kept, or refused when the cluster is too small.
         let q = query(Some("k=4&r=3")).unwrap();
-        assert!(code_of(&q, 1000, 6).unwrap_err().contains("7 splits"));
-        assert!(code_of(&query(Some("k=0")).unwrap(), 1000, 6).is_err());
+        assert!(code_of(&q, ec, 1000, 6).unwrap_err().contains("7 splits"));
+        assert!(code_of(&query(Some("k=0")).unwrap(), ec, 1000, 6).is_err());
+        assert_eq!(query(Some("units=7")).unwrap().units, Some(7));
     }
 }
