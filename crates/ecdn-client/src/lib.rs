@@ -149,6 +149,16 @@ impl ObjectClient {
         Self::record(&body)
     }
 
+    /// Gives the object `units` splits (EC-Cache: `k` data and `units − k` parities;
+    /// replicated objects: `units` copies), never fewer than it was written with: the parity
+    /// budget re-spent by hand (the coordinator does it from measured reads when
+    /// `object_budget_every_s` is set). The new record.
+    pub async fn set_units(&self, name: &str, units: usize) -> Result<ObjectMeta, ClientError> {
+        let query = format!("?units={units}");
+        let (_, body) = self.call(Method::POST, name, &query, Bytes::new()).await?;
+        Self::record(&body)
+    }
+
     /// Deletes the object everywhere; its record as it was.
     pub async fn delete(&self, name: &str) -> Result<ObjectMeta, ClientError> {
         let (_, body) = self.call(Method::DELETE, name, "", Bytes::new()).await?;

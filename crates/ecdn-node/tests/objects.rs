@@ -1,9 +1,11 @@
 //! EC-Cache's object API (`/_objects/<name>`) on an in-process cluster of 6 nodes: byte-exact
-//! round trips for random sizes and (k, r) through any node, a lost split replaced by another
-//! stored one, reads with r nodes stopped, a
-//! read with fewer than k splits reachable failing clearly, a write cut off midway never
-//! readable, deletes removing the record and the splits, and an unsigned split write refused;
-//! then the same API with the records and the control plane in etcd.
+//! round trips for random sizes and (k, r) through any node, ranges, a streamed (chunked) write
+//! read back across several windows, a lost split replaced by another stored one, extra
+//! parities added and removed (`?units=N`), reads with r nodes stopped, a read with fewer than
+//! k splits reachable failing clearly, a write cut off midway never readable, deletes removing
+//! the record and the splits (also for a node holding the record in its cache), and an
+//! unsigned split write refused; the coordinator re-spending the parity budget from measured
+//! reads; then the same API with the records and the control plane in etcd.
 
 use std::net::SocketAddr;
 
@@ -380,6 +382,10 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
         .await
         .unwrap();
     assert_eq!(client.stat("via/client").await.unwrap(), meta);
+    assert_eq!(client.get("via/client").await.unwrap(), data);
+    // One more parity on the one running node without a split (4 of 6 run).
+    let grown = client.set_units("via/client", 4).await.unwrap();
+    assert_eq!((grown.splits.len(), grown.r), (4, 1));
     assert_eq!(client.get("via/client").await.unwrap(), data);
     client.delete("via/client").await.unwrap();
     assert!(matches!(

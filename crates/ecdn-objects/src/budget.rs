@@ -40,7 +40,7 @@ impl Scheme {
     }
 
     /// Units (splits or replicas) every object starts with.
-    fn start_units(&self) -> usize {
+    pub fn start_units(&self) -> usize {
         match *self {
             Scheme::EcCache { k, r, .. } => k + r,
             Scheme::SelectiveReplication => 1,

@@ -18,6 +18,12 @@
 //! over the live nodes), the latency of the reads (mean, p50, p99, p99.9) and the failed
 //! reads; the last line of `--json` is all of it.
 //!
+//! `--measured-budget READS` spends the budget as the live system does instead: every object is
+//! written with the scheme's base code (`k + r` splits, or one copy), `READS` warm-up reads
+//! run, and the coordinator re-spends the budget from the reads the nodes counted (every 2 s,
+//! `object_budget_every_s`); the measured reads start once a period passes without a change,
+//! and the coordinator goes on re-spending during them, as it would in service.
+//!
 //! `--simulate` runs the same placement and budget code without a cluster
 //! (`ecdn_objects::model`): λ for the same settings, and Theorem 1's variance ratio (§5.1).
 
@@ -82,6 +88,11 @@ pub struct BenchArgs {
     /// Reads measured.
     #[arg(long, default_value_t = 1500)]
     requests: u64,
+    /// Spend the budget from measured reads: write every object with the base code, run this
+    /// many warm-up reads, and let the coordinator re-spend the budget from the reads the
+    /// nodes counted before the measured reads.
+    #[arg(long, value_name = "READS")]
+    measured_budget: Option<u64>,
     /// Offered load: arrivals at this fraction of the useful bytes per second that every live
     /// node's link could send.
     #[arg(long, default_value_t = 0.5)]
@@ -178,6 +189,12 @@ pub struct Report {
     /// (S − k) / (k (S − 1)).
     pub variance_ratio: Option<f64>,
     pub variance_predicted: Option<f64>,
+    /// `--measured-budget`: the warm-up reads, the objects the coordinator re-coded before the
+    /// measured reads, and during them (their re-coding traffic counts in `loads`).
+    /// `overhead_bytes` is then what the records show after the reads.
+    pub warmup_reads: Option<u64>,
+    pub budget_changes: u64,
+    pub budget_changes_during_reads: u64,
 }
 
 /// What the flags say, checked.
@@ -210,6 +227,9 @@ fn plan(a: &BenchArgs) -> Result<Plan> {
             "--size: need 1 byte to {}",
             format_size(ecdn_node::node::MAX_OBJECT as u64)
         );
+    }
+    if a.simulate && a.measured_budget.is_some() {
+        bail!("--measured-budget needs a live cluster (the model knows the popularity)");
     }
     if !(a.zipf.is_finite() && a.zipf >= 0.0) {
         bail!("--zipf: need a finite exponent >= 0");
@@ -395,6 +415,9 @@ fn report(a: &BenchArgs, p: &Plan, mode: &'static str) -> Report {
         read_s: 0.0,
         variance_ratio: None,
         variance_predicted: None,
+        warmup_reads: a.measured_budget,
+        budget_changes: 0,
+        budget_changes_during_reads: 0,
     }
 }
 
@@ -431,6 +454,9 @@ struct Bed {
     cfg: ecdn_cluster::ClusterConfig,
 }
 
+/// How often the coordinator re-spends the budget under `--measured-budget`, seconds.
+const BUDGET_EVERY_S: f64 = 2.0;
+
 async fn start(a: &BenchArgs, p: &Plan, dir: &Path, overhead: u64) -> Result<Bed> {
     let layout = Layout::free(a.nodes, 1)?;
     let settings = FileSettings {
@@ -447,7 +473,15 @@ async fn start(a: &BenchArgs, p: &Plan, dir: &Path, overhead: u64) -> Result<Bed
         etcd: Vec::new(),
     };
     let file = dir.join("cluster.toml");
-    std::fs::write(&file, procs::cluster_file(&settings, &layout))?;
+    let mut text = procs::cluster_file(&settings, &layout);
+    if a.measured_budget.is_some() {
+        // Top-level settings, before the first [[node]] table.
+        text = format!(
+            "object_budget = {}\nobject_budget_every_s = {BUDGET_EVERY_S}\n{text}",
+            p.budget
+        );
+    }
+    std::fs::write(&file, text)?;
     let cfg = ecdn_cluster::ClusterConfig::load(&file).context("the bench's cluster file")?;
     // Room for each node's share of the objects and half as much again (placement is
     // random; an evicted split would fail reads).
@@ -536,8 +570,14 @@ async fn link_bytes(bed: &Bed, nodes: &[usize]) -> Result<Vec<u64>> {
 /// One read's outcome: its latency in ms, or why it failed.
 type ReadResult = Result<f64, String>;
 
-/// The reads: Poisson arrivals, Zipf objects, uniform entry nodes.
-async fn read_load(a: &BenchArgs, p: &Plan, bed: &Bed, live: &[usize]) -> Result<Vec<ReadResult>> {
+/// `count` reads: Poisson arrivals, Zipf objects, uniform entry nodes.
+async fn read_load(
+    a: &BenchArgs,
+    p: &Plan,
+    bed: &Bed,
+    live: &[usize],
+    count: u64,
+) -> Result<Vec<ReadResult>> {
     let clients: Vec<ObjectClient> = live
         .iter()
         .map(|&n| ObjectClient::new(bed.layout.nodes[n].0).with_timeout(Duration::from_secs(60)))
@@ -549,11 +589,11 @@ async fn read_load(a: &BenchArgs, p: &Plan, bed: &Bed, live: &[usize]) -> Result
     };
     // Useful bytes per second every live link could send, times the load.
     let per_s = a.load * p.rate_bytes * live.len() as f64 / p.size as f64;
-    let mut rng = Rng::new(a.seed ^ 0x7265_6164);
+    let mut rng = Rng::new(a.seed ^ 0x7265_6164 ^ count.rotate_left(32));
     let t0 = tokio::time::Instant::now();
     let mut at = 0.0f64;
     let mut reads = tokio::task::JoinSet::new();
-    for _ in 0..a.requests {
+    for _ in 0..count {
         at += rng.exp() / per_s;
         tokio::time::sleep_until(t0 + Duration::from_secs_f64(at)).await;
         let i = zipf.sample(&mut rng) as usize;
@@ -568,16 +608,63 @@ async fn read_load(a: &BenchArgs, p: &Plan, bed: &Bed, live: &[usize]) -> Result
             }
         });
     }
-    let mut out = Vec::with_capacity(a.requests as usize);
+    let mut out = Vec::with_capacity(count as usize);
     while let Some(r) = reads.join_next().await {
         out.push(r.unwrap_or_else(|e| Err(format!("a read task: {e}"))));
     }
     Ok(out)
 }
 
+/// Under `--measured-budget`, after the warm-up reads: waits until a budget period passes in
+/// which the coordinator re-codes no object (at most 15 periods); the objects it re-coded so
+/// far.
+async fn settle_budget(bed: &Bed) -> Result<u64> {
+    let client = CoordinatorClient::for_cluster(&bed.cfg).await?;
+    let period = Duration::from_secs_f64(BUDGET_EVERY_S);
+    // Two plans before a change is made (the coordinator's hysteresis).
+    tokio::time::sleep(period * 2).await;
+    let mut last = procs::coordinator_status(&client)
+        .await?
+        .object_budget_changes;
+    for _ in 0..15 {
+        tokio::time::sleep(period).await;
+        let now = procs::coordinator_status(&client)
+            .await?
+            .object_budget_changes;
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    Ok(last)
+}
+
+/// The objects the coordinator re-coded so far, and the bytes the objects take beyond one
+/// copy (from their records).
+async fn budget_state(a: &BenchArgs, p: &Plan, bed: &Bed) -> Result<(u64, u64)> {
+    let coordinator = CoordinatorClient::for_cluster(&bed.cfg).await?;
+    let changes = procs::coordinator_status(&coordinator)
+        .await?
+        .object_budget_changes;
+    let client = ObjectClient::new(bed.layout.nodes[0].0).with_timeout(Duration::from_secs(30));
+    let mut overhead = 0;
+    for i in 0..a.objects {
+        let m = client.stat(&name(i)).await.with_context(|| name(i))?;
+        let extra = (m.splits.len() - m.k) as u64;
+        overhead += extra * p.size.div_ceil(m.k as u64);
+    }
+    Ok((changes, overhead))
+}
+
 async fn live(a: &BenchArgs, p: &Plan, dir: &Path) -> Result<Report> {
-    let (units, overhead) = units(a, p)?;
-    let bed = start(a, p, dir, overhead).await?;
+    // The disks are sized for the budget spent either way.
+    let (budgeted, budget_bytes) = units(a, p)?;
+    let (units, mut overhead) = match a.measured_budget {
+        // The base code only; the coordinator spends the rest from the reads it sees.
+        Some(_) => (vec![p.scheme.start_units(); a.objects], 0),
+        None => (budgeted, budget_bytes),
+    };
+    let bed = start(a, p, dir, budget_bytes).await?;
     let t = Instant::now();
     write_objects(a, p, &bed, &units).await?;
     let write_s = t.elapsed().as_secs_f64();
@@ -585,11 +672,26 @@ async fn live(a: &BenchArgs, p: &Plan, dir: &Path) -> Result<Report> {
         kill(&bed, n).await?;
     }
     let live: Vec<usize> = (0..a.nodes).filter(|&n| Some(n) != a.kill).collect();
+    let mut budget_changes = 0;
+    if let Some(warm) = a.measured_budget {
+        let warmup = read_load(a, p, &bed, &live, warm).await?;
+        if let Some(Err(e)) = warmup.iter().find(|r| r.is_err()) {
+            eprintln!("a warm-up read failed: {e}");
+        }
+        budget_changes = settle_budget(&bed).await?;
+    }
     let before = link_bytes(&bed, &live).await?;
     let t = Instant::now();
-    let results = read_load(a, p, &bed, &live).await?;
+    let results = read_load(a, p, &bed, &live, a.requests).await?;
     let read_s = t.elapsed().as_secs_f64();
     let after = link_bytes(&bed, &live).await?;
+    // The budget as the reads left it, and what it re-coded during them.
+    let mut changes_during_reads = 0;
+    if a.measured_budget.is_some() {
+        let (changes, bytes) = budget_state(a, p, &bed).await?;
+        changes_during_reads = changes - budget_changes;
+        overhead = bytes;
+    }
     bed.procs.lock().unwrap().check_running()?;
     bed.procs.lock().unwrap().stop_all();
     let loads: Vec<u64> = after
@@ -618,6 +720,8 @@ async fn live(a: &BenchArgs, p: &Plan, dir: &Path) -> Result<Report> {
     r.useful_bytes = useful;
     r.write_s = write_s;
     r.read_s = read_s;
+    r.budget_changes = budget_changes;
+    r.budget_changes_during_reads = changes_during_reads;
     Ok(r)
 }
 
@@ -656,6 +760,7 @@ mod tests {
             &["--nodes", "11", "--kill", "3"],
             &["--size", "0"],
             &["--size", "2GiB"],
+            &["--simulate", "--measured-budget", "100"],
             &["--load", "0"],
             &["--peer-rate", "5"],
             &["--background-load", "1"],

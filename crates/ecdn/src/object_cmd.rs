@@ -1,4 +1,4 @@
-//! `ecdn object put | get | stat | rm`: EC-Cache's object API from scripts, through
+//! `ecdn object put | get | stat | rm | units`: EC-Cache's object API from scripts, through
 //! [`ecdn_client::ObjectClient`] to any node of a cluster.
 
 use std::io::{Read, Write};
@@ -20,6 +20,9 @@ pub enum ObjectCmd {
     Stat(NameArgs),
     /// Delete NAME everywhere. Prints the record it had.
     Rm(NameArgs),
+    /// Give NAME UNITS splits (k data + UNITS − k parities; copies when k = 1), never fewer
+    /// than it was written with: the parity budget re-spent by hand. Prints the new record.
+    Units(UnitsArgs),
     /// EC-Cache's evaluation on loopback: N nodes with capped peer links, objects written
     /// with the memory budget spent by popularity, Zipf reads; λ and read latency. Or
     /// `--simulate`: the same placement code without a cluster.
@@ -47,6 +50,14 @@ pub struct PutArgs {
     /// Parity splits (extra copies when k = 1).
     #[arg(long, requires = "k")]
     r: Option<usize>,
+}
+
+#[derive(Args)]
+pub struct UnitsArgs {
+    #[command(flatten)]
+    target: NameArgs,
+    /// Splits (replicas) the object is to have.
+    units: usize,
 }
 
 #[derive(Args)]
@@ -96,6 +107,11 @@ pub fn run(cmd: ObjectCmd) -> Result<()> {
             }
             ObjectCmd::Rm(a) => {
                 let meta = ObjectClient::new(a.node).delete(&a.name).await?;
+                println!("{}", serde_json::to_string_pretty(&meta)?);
+            }
+            ObjectCmd::Units(a) => {
+                let c = ObjectClient::new(a.target.node);
+                let meta = c.set_units(&a.target.name, a.units).await?;
                 println!("{}", serde_json::to_string_pretty(&meta)?);
             }
             ObjectCmd::Bench(a) => crate::object_bench::run(a).await?,

@@ -59,11 +59,13 @@ pub(super) struct State {
     pub(super) bad_requests: u64,
     /// EC-Cache's object records (`objects.rs`; embedded mode).
     pub(super) objects: ecdn_objects::meta::MetaTable,
-    /// Reads of committed EC-Cache objects the nodes reported, halved at every re-spend of
+    /// Reads of committed EC-Cache objects the nodes reported, decayed at every re-spend of
     /// the budget (`object_budget.rs`).
     pub(super) object_reads: std::collections::HashMap<ecdn_objects::meta::ObjectName, f64>,
     /// Objects the budget re-coded so far.
     pub(super) object_budget_changes: u64,
+    /// The last plan's new number of splits per object it would change.
+    pub(super) object_targets: std::collections::HashMap<ecdn_objects::meta::ObjectName, usize>,
 }
 
 impl State {
@@ -118,6 +120,7 @@ impl State {
             objects: ecdn_objects::meta::MetaTable::new(epoch.max(1)),
             object_reads: Default::default(),
             object_budget_changes: 0,
+            object_targets: Default::default(),
         })
     }
 
