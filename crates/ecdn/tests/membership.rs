@@ -195,8 +195,12 @@ fn add_and_drain_a_node_under_load_without_a_failed_request() {
         )
     };
     let mut nodes: Vec<Proc> = (0..5).map(start_node).collect();
+    // Available, and heard from: the coordinator counts a node available from its start
+    // until a grace period passes, and a node heartbeats only once its listener is bound (a
+    // load sent before that was refused once under CI).
     until_status(&file, 20, "five nodes available", |s| {
-        (0..5).all(|i| node(s, i)["available"] == true)
+        (0..5)
+            .all(|i| node(s, i)["available"] == true && node(s, i)["heartbeats"].as_u64() > Some(0))
     });
 
     // The load: two clients, round-robin over the nodes the "load balancer" lists; coded
