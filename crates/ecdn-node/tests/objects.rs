@@ -30,6 +30,14 @@ fn content(seed: u64, size: usize) -> Vec<u8> {
     (0..size).map(|_| rng.next_u64() as u8).collect()
 }
 
+/// Writes `name` again with `meta`'s code; the new record.
+async fn rewrite(addr: SocketAddr, name: &str, data: &[u8], meta: &ObjectMeta) -> ObjectMeta {
+    let uri = format!("/_objects/{name}?k={}&r={}", meta.k, meta.r);
+    let put = send(addr, "PUT", &uri, data.to_vec()).await;
+    assert_eq!(put.status, 201);
+    record(&put)
+}
+
 fn record(r: &Reply) -> ObjectMeta {
     serde_json::from_slice(&r.body)
         .unwrap_or_else(|e| panic!("{e}: {} {}", r.status, String::from_utf8_lossy(&r.body)))
@@ -247,15 +255,7 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
                 .any(|i| i == "0"));
         }
         // Put it back for what follows (a new version, all splits stored).
-        let put = send(
-            c.client(0),
-            "PUT",
-            &format!("/_objects/{name}?k={}&r={}", meta.k, meta.r),
-            data.clone(),
-        )
-        .await;
-        assert_eq!(put.status, 201);
-        stored[2].2 = record(&put);
+        stored[2].2 = rewrite(c.client(0), name, data, meta).await;
     }
 
     // The budget re-spent on object 1 (k = 2, r = 1 on 3 of the 6 nodes): 5 splits, the two
@@ -319,15 +319,7 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
         let got = send(c.client(1), "GET", &format!("/_objects/{name}"), Vec::new()).await;
         assert_eq!(got.status, 502, "the splits left were purged");
         // Written again for what follows.
-        let put = send(
-            c.client(0),
-            "PUT",
-            &format!("/_objects/{name}?k={}&r={}", meta.k, meta.r),
-            data.clone(),
-        )
-        .await;
-        assert_eq!(put.status, 201);
-        stored[1].2 = record(&put);
+        stored[1].2 = rewrite(c.client(0), name, data, meta).await;
     }
 
     // r nodes stopped (not node 0, which is asked): every object is still read exactly.

@@ -23,7 +23,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ecdn_cluster::piece::{Coding, PieceMeta};
 use ecdn_objects::meta::{stripes, ObjectMeta, ObjectName, MAX_SPLITS};
 use ecdn_objects::split::place_splits;
 use ecdn_trace::Rng;
@@ -34,7 +33,9 @@ use super::super::body::{Chunk, NodeBody, Piece};
 use super::super::{lock, text, State};
 use super::chunk_streams::ChunkStreams;
 use super::coded;
-use super::objects::{directory_error, json, piece_key, plan_read, record, remove_splits_on};
+use super::objects::{
+    directory_error, json, piece_key, plan_read, record, remove_splits_on, split_meta,
+};
 use super::Cluster;
 
 /// `POST /_objects/<name>?units=N` (see the module documentation).
@@ -188,25 +189,12 @@ async fn grow(
         ));
     }
     let (size, sub) = (meta.size, meta.sub_chunk);
-    let piece_meta = |i: usize| {
-        PieceMeta {
-            coding: Some(Coding {
-                k: k as u16,
-                p: p as u16,
-                chunk: i as u16,
-                sub_chunk: sub as u32,
-                size,
-                crcs: crcs.clone(),
-            }),
-            http: Vec::new(),
-        }
-        .encode()
-    };
+    let piece_meta = |i: usize| split_meta((k, p), i, sub, size, &crcs);
     let stored = streams.store(st, c, piece_meta).await;
     let mut m = meta.clone();
     m.splits.extend(&added);
     m.stored.extend(&stored[now..]);
-    m.crcs = crcs.clone();
+    m.crcs = crcs;
     if let Err(e) = c.objects.update(&m, map.servers()).await {
         remove_splits_on(st, c, &key, &added, units).await;
         return Err(directory_error(e));

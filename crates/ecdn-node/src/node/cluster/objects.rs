@@ -406,20 +406,7 @@ async fn put(
     let size = layout.size();
     let sub = layout.sub_chunk();
     let crcs = streams.crcs();
-    let piece_meta = |i: usize| {
-        PieceMeta {
-            coding: Some(Coding {
-                k: k as u16,
-                p: r as u16,
-                chunk: i as u16,
-                sub_chunk: sub as u32,
-                size,
-                crcs: crcs.clone(),
-            }),
-            http: Vec::new(),
-        }
-        .encode()
-    };
+    let piece_meta = |i: usize| split_meta((k, r), i, sub, size, &crcs);
     let stored = streams.store(st, c, piece_meta).await;
     let n = stored.iter().filter(|&&s| s).count();
     let meta = ObjectMeta {
@@ -457,6 +444,29 @@ async fn put(
             directory_error(e)
         }
     }
+}
+
+/// The piece metadata of split `i` of an object of `size` bytes coded (`k`, `p`) with
+/// `sub`-byte sub-chunks whose CRCs are `crcs` (every split's, split-major).
+pub(super) fn split_meta(
+    (k, p): (usize, usize),
+    i: usize,
+    sub: u64,
+    size: u64,
+    crcs: &[u32],
+) -> Vec<u8> {
+    PieceMeta {
+        coding: Some(Coding {
+            k: k as u16,
+            p: p as u16,
+            chunk: i as u16,
+            sub_chunk: sub as u32,
+            size,
+            crcs: crcs.to_vec(),
+        }),
+        http: Vec::new(),
+    }
+    .encode()
 }
 
 /// Δ of a read: the one asked for, or (`auto`) from this node's smoothed link backlog.
