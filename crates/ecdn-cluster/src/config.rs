@@ -18,6 +18,7 @@
 //! object_scheme = "ec-cache" # EC-Cache objects' default code: ec-cache | selective-replication
 //! object_budget = 0.15       # their memory overhead budget, a fraction of their size
 //! object_budget_every_s = 0  # re-spend it from measured reads this often: off
+//! object_backend = "http://127.0.0.1:9100/objects"  # (optional) where the originals are
 //! etcd = []                  # etcd endpoints ("http://127.0.0.1:2379"): the HA control plane
 //! etcd_prefix = "/ecdn/"     # where this cluster's keys live in etcd
 //! etcd_lease_s = 3           # a node whose lease lapses this long is unavailable
@@ -136,6 +137,10 @@ pub struct ClusterConfig {
     /// How often the coordinator re-spends the budget from the reads nodes report; 0 = never.
     #[serde(default)]
     pub object_budget_every_s: f64,
+    /// The store that holds the objects' originals, `http://HOST:PORT[/PREFIX]`: a read with
+    /// fewer than `k` splits readable fetches `PREFIX/<name>` from it.
+    #[serde(default)]
+    pub object_backend: Option<String>,
     /// etcd endpoints: with them nodes register under leases and watch the map in etcd, and
     /// coordinators elect a leader there (`coordinator::etcd`); without them the embedded
     /// coordinator at `coordinator` is the control plane.
@@ -308,6 +313,16 @@ impl ClusterConfig {
         }
         if !(self.object_budget_every_s.is_finite() && self.object_budget_every_s >= 0.0) {
             return bad("object_budget_every_s must be >= 0 (0 = off)".into());
+        }
+        if let Some(b) = &self.object_backend {
+            let authority = b
+                .strip_prefix("http://")
+                .map(|r| r.split('/').next().unwrap_or(""));
+            if !authority.is_some_and(|a| a.contains(':') && !a.starts_with(':')) {
+                return bad(format!(
+                    "object_backend {b:?}: expected http://HOST:PORT[/PREFIX]"
+                ));
+            }
         }
         Ok(())
     }

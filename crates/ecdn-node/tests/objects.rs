@@ -468,6 +468,77 @@ async fn the_budget_follows_measured_reads() {
     c.stop_all().await;
 }
 
+/// A store under the cache: a read with fewer than k splits readable is answered from the
+/// backend when its copy is the object the record describes (ranges too), and is a clear `502`
+/// when it is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_fall_back_to_the_backend_store() {
+    use http_body_util::Full;
+    let (good, bad) = (content(1, 50_000), content(2, 50_000));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let served = (Bytes::from(good.clone()), Bytes::from(content(3, 50_000)));
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let served = served.clone();
+            let service = hyper::service::service_fn(move |req: hyper::Request<_>| {
+                let body = match req.uri().path() {
+                    "/objects/good" => Some(served.0.clone()),
+                    "/objects/bad" => Some(served.1.clone()),
+                    _ => None,
+                };
+                let mut resp = hyper::Response::new(Full::new(body.clone().unwrap_or_default()));
+                if body.is_none() {
+                    *resp.status_mut() = hyper::StatusCode::NOT_FOUND;
+                }
+                async move { Ok::<_, std::convert::Infallible>(resp) }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(io, service));
+        }
+    });
+    let extra = format!("object_backend = \"http://127.0.0.1:{port}/objects/\"\n");
+    let c = TestCluster::start_with(4, "c2dn", 3, 1, &extra).await;
+    let peers =
+        ecdn_cluster::peer::PeerClient::new(ecdn_cluster::auth::ClusterKey::new(KEY.as_bytes()));
+    for (name, data) in [("good", &good), ("bad", &bad)] {
+        // One copy, then lost.
+        let meta = record(
+            &send(
+                c.client(0),
+                "PUT",
+                &format!("/_objects/{name}?k=1&r=0"),
+                data.clone(),
+            )
+            .await,
+        );
+        let has = ecdn_cluster::wire::has_path(&format!("_objects/{name}@{}", meta.version));
+        let purge = peers.send(
+            c.peer(meta.splits[0]),
+            hyper::Method::DELETE,
+            &has,
+            Bytes::new(),
+            &[],
+            std::time::Duration::from_secs(5),
+        );
+        assert_eq!(purge.await.unwrap().status(), 200);
+    }
+    let got = send(c.client(1), "GET", "/_objects/good", Vec::new()).await;
+    assert_eq!((got.status, &got.body), (200, &good));
+    assert_eq!(got.headers["x-ecdn-source"], "backend");
+    let h = [("range", "bytes=10-19")];
+    let got = common::send_body(c.client(2), "GET", "/_objects/good", &h, Bytes::new()).await;
+    assert_eq!((got.status, &got.body[..]), (206, &good[10..20]));
+    let got = send(c.client(1), "GET", "/_objects/bad", Vec::new()).await;
+    assert_eq!(got.status, 502);
+    let why = String::from_utf8_lossy(&got.body);
+    assert!(why.contains("not the object the record describes"), "{why}");
+    c.stop_all().await;
+}
+
 /// The same API with the records in etcd (a real etcd member on loopback; `.ci/run` installs
 /// it) and the control plane there: a round trip, a later write winning, a delete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -33,6 +33,7 @@
 //! origin), `X-Ecdn-Partial: 1` (a partial hit: some chunks were cached, too few), `X-Ecdn-Decoded:
 //! 1` (a Reed-Solomon decode was needed), `X-Ecdn-Served-By` (the serving node's id).
 
+mod backend;
 mod chunk_streams;
 pub(super) mod coded;
 pub(super) mod link;

@@ -30,7 +30,8 @@
 //!   they go, and a mismatch aborts the answer. **Ranges** (`Range`, `If-Range` against the
 //!   `ETag`, several ranges as `multipart/byteranges`, `416`) read only the stripes they
 //!   cover, as the node's cache hits do (`hit::plan_hit`). With fewer than `k` readable:
-//!   `502` naming both numbers (no backend store is configured to refetch from); with a cached
+//!   `502` naming both numbers, or, with `object_backend` in the cluster file, the object
+//!   fetched from that store and checked against its record (`backend.rs`); with a cached
 //!   record the directory is asked again first (the object may have been written again or
 //!   deleted). `GET /_objects/<name>?stat`: the record as JSON. `HEAD`: the record in headers.
 //! * `DELETE /_objects/<name>`: the record is removed first (readers stop finding it), then
@@ -578,16 +579,56 @@ async fn get(
         Ok(r) => return r,
         Err(failed) => failed,
     };
-    if !cached {
-        return failed;
+    let (meta, failed) = match cached {
+        false => (meta, failed),
+        true => match record(c, &name, true).await {
+            Ok(now) if now.version != meta.version => {
+                match read(st, c, &name, &now, q, req, head).await {
+                    Ok(r) => return r,
+                    Err(failed) => (now, failed),
+                }
+            }
+            Ok(_) => (meta, failed),
+            Err(e) => return directory_error(e),
+        },
+    };
+    match &c.cfg.object_backend {
+        Some(url) => from_backend(url, &meta, req).await,
+        None => failed,
     }
-    match record(c, &name, true).await {
-        Ok(now) if now.version != meta.version => read(st, c, &name, &now, q, req, head)
-            .await
-            .unwrap_or_else(|failed| failed),
-        Ok(_) => failed,
-        Err(e) => directory_error(e),
-    }
+}
+
+/// Fewer than `k` splits could be read: the object from the backend store, checked against
+/// its record (`backend.rs`), answered as a read from the splits would be (`X-Ecdn-Source:
+/// backend`); `502` naming both failures if the backend fails too.
+async fn from_backend(url: &str, meta: &ObjectMeta, req: &HeaderMap) -> Response<NodeBody> {
+    let bytes = match super::backend::fetch(url, meta).await {
+        Ok(b) => b,
+        Err(e) => {
+            return text(
+                StatusCode::BAD_GATEWAY,
+                &format!(
+                    "object {}: fewer than k = {} splits could be read, and the backend: {e}",
+                    meta.name, meta.k
+                ),
+            )
+        }
+    };
+    let now = std::time::Instant::now();
+    let (r, pieces) = plan_hit(&as_stored(meta), meta.size, req, now, false);
+    let body: VecDeque<Bytes> = pieces
+        .into_iter()
+        .map(|p| match p {
+            Piece::Body(r) => bytes.slice(r.start as usize..r.end as usize),
+            Piece::Text(t) => t,
+        })
+        .collect();
+    let mut r = r.map(|()| NodeBody::Slices(body));
+    let h = r.headers_mut();
+    h.remove(header::AGE);
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    h.insert("x-ecdn-source", HeaderValue::from_static("backend"));
+    r
 }
 
 /// Answers a `GET` or `HEAD` of `meta`'s object (a ranged one with only the stripes the
