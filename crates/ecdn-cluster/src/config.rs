@@ -414,6 +414,23 @@ peer = "127.0.0.1:9003"
             (FILE.replace("weight = 2", "weight = -1"), "weight"),
             (format!("sub_chunk = 0\n{FILE}"), "sub_chunk"),
             ("scheme = \"c2dn\"".to_string(), "missing field"),
+            (format!("object_budget = -0.1\n{FILE}"), "object_budget"),
+            (
+                format!("object_budget_every_s = -1\n{FILE}"),
+                "object_budget_every_s",
+            ),
+            (
+                format!("object_scheme = \"raid\"\n{FILE}"),
+                "unknown variant",
+            ),
+            (
+                format!("object_backend = \"https://s3:443\"\n{FILE}"),
+                "object_backend",
+            ),
+            (
+                format!("object_backend = \"http://:9\"\n{FILE}"),
+                "object_backend",
+            ),
         ];
         for (text, want) in cases {
             let e = ClusterConfig::parse(&text).unwrap_err().to_string();
