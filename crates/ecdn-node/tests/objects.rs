@@ -30,6 +30,24 @@ fn content(seed: u64, size: usize) -> Vec<u8> {
     (0..size).map(|_| rng.next_u64() as u8).collect()
 }
 
+/// Removes the split of `meta`'s object that the node at peer address `peer` holds (a signed
+/// peer `DELETE`), as an eviction the record does not know of would.
+async fn purge_split(peer: SocketAddr, meta: &ObjectMeta) {
+    let key = format!("_objects/{}@{}", meta.name, meta.version);
+    let peers =
+        ecdn_cluster::peer::PeerClient::new(ecdn_cluster::auth::ClusterKey::new(KEY.as_bytes()));
+    let has = ecdn_cluster::wire::has_path(&key);
+    let purged = peers.send(
+        peer,
+        hyper::Method::DELETE,
+        &has,
+        Bytes::new(),
+        &[],
+        std::time::Duration::from_secs(5),
+    );
+    assert_eq!(purged.await.unwrap().status(), 200);
+}
+
 /// Writes `name` again with `meta`'s code; the new record.
 async fn rewrite(addr: SocketAddr, name: &str, data: &[u8], meta: &ObjectMeta) -> ObjectMeta {
     let uri = format!("/_objects/{name}?k={}&r={}", meta.k, meta.r);
@@ -221,23 +239,7 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
     // another stored split instead (Δ = 0 asks exactly k, so some reads ask the lost one).
     {
         let (name, data, meta) = &stored[2];
-        let lost = meta.splits[0];
-        let peers = ecdn_cluster::peer::PeerClient::new(ecdn_cluster::auth::ClusterKey::new(
-            KEY.as_bytes(),
-        ));
-        let key = format!("_objects/{name}@{}", meta.version);
-        let purged = peers
-            .send(
-                c.peer(lost),
-                hyper::Method::DELETE,
-                &ecdn_cluster::wire::has_path(&key),
-                Bytes::new(),
-                &[],
-                std::time::Duration::from_secs(5),
-            )
-            .await
-            .unwrap();
-        assert_eq!(purged.status(), 200);
+        purge_split(c.peer(meta.splits[0]), meta).await;
         for _ in 0..12 {
             let got = send(
                 c.client(3),
@@ -280,21 +282,8 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
         assert_eq!((grown.k, grown.r, grown.splits.len()), (2, 1, 5));
         assert_eq!(grown.splits[..3], meta.splits[..]);
         assert!(grown.stored.iter().all(|&s| s));
-        let peers = ecdn_cluster::peer::PeerClient::new(ecdn_cluster::auth::ClusterKey::new(
-            KEY.as_bytes(),
-        ));
-        let key = format!("_objects/{name}@{}", meta.version);
-        let has = ecdn_cluster::wire::has_path(&key);
         for &server in &meta.splits {
-            let purge = peers.send(
-                c.peer(server),
-                hyper::Method::DELETE,
-                &has,
-                Bytes::new(),
-                &[],
-                std::time::Duration::from_secs(5),
-            );
-            assert_eq!(purge.await.unwrap().status(), 200);
+            purge_split(c.peer(server), meta).await;
         }
         for _ in 0..4 {
             let got = send(c.client(1), "GET", &format!("/_objects/{name}"), Vec::new()).await;
@@ -502,8 +491,6 @@ async fn reads_fall_back_to_the_backend_store() {
     });
     let extra = format!("object_backend = \"http://127.0.0.1:{port}/objects/\"\n");
     let c = TestCluster::start_with(4, "c2dn", 3, 1, &extra).await;
-    let peers =
-        ecdn_cluster::peer::PeerClient::new(ecdn_cluster::auth::ClusterKey::new(KEY.as_bytes()));
     for (name, data) in [("good", &good), ("bad", &bad)] {
         // One copy, then lost.
         let meta = record(
@@ -515,16 +502,7 @@ async fn reads_fall_back_to_the_backend_store() {
             )
             .await,
         );
-        let has = ecdn_cluster::wire::has_path(&format!("_objects/{name}@{}", meta.version));
-        let purge = peers.send(
-            c.peer(meta.splits[0]),
-            hyper::Method::DELETE,
-            &has,
-            Bytes::new(),
-            &[],
-            std::time::Duration::from_secs(5),
-        );
-        assert_eq!(purge.await.unwrap().status(), 200);
+        purge_split(c.peer(meta.splits[0]), &meta).await;
     }
     let got = send(c.client(1), "GET", "/_objects/good", Vec::new()).await;
     assert_eq!((got.status, &got.body), (200, &good));
