@@ -206,20 +206,48 @@ fn ecdn() -> Command {
 
 /// `ecdn origin` on a free port, ready.
 fn start_origin(extra: &[&str]) -> (Proc, u16) {
-    let port = free_port();
-    let p = Proc::spawn(
-        ecdn()
-            .args([
-                "origin",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "-j",
-                "2",
-            ])
-            .args(extra),
-    );
-    wait_ready(port, "/obj/1?size=1");
-    (p, port)
+    // A port from `free_port` can be taken before the origin binds it (another test's
+    // outgoing connection may get it as its ephemeral port): the origin then exits, and it
+    // starts again on another port.
+    for _ in 0..3 {
+        let port = free_port();
+        let mut p = Proc::spawn(
+            ecdn()
+                .args([
+                    "origin",
+                    "--listen",
+                    &format!("127.0.0.1:{port}"),
+                    "-j",
+                    "2",
+                ])
+                .args(extra),
+        );
+        if wait_ready_while_running(&mut p, port, "/obj/1?size=1") {
+            return (p, port);
+        }
+    }
+    panic!("ecdn origin exited at start on 3 ports in a row");
+}
+
+/// Polls `path` until it answers 200 (`true`), or until `p` exits (`false`); fails after 10 s.
+fn wait_ready_while_running(p: &mut Proc, port: u16, path: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(r) = http_get(port, path) {
+            if r.status == 200 {
+                return true;
+            }
+        }
+        let child = p.child.as_mut().expect("running");
+        if child.try_wait().expect("wait").is_some() {
+            return false;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "127.0.0.1:{port}{path} not ready within 10 s"
+        );
+        sleep(Duration::from_millis(20));
+    }
 }
 
 /// `ecdn node` on `port` in front of `origin_port`, ready.
