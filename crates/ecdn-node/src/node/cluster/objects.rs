@@ -671,7 +671,9 @@ async fn read(
             StatusCode::BAD_GATEWAY,
             &format!(
                 "object {name}: only {} of the {} splits asked could be read; decoding needs {}",
-                late.asked.load(Ordering::Relaxed) - late.failed.load(Ordering::Relaxed),
+                late.asked
+                    .load(Ordering::Relaxed)
+                    .saturating_sub(late.failed.load(Ordering::Relaxed)),
                 late.asked.load(Ordering::Relaxed),
                 meta.k
             ),
