@@ -192,6 +192,20 @@ fn default_seed() -> u64 {
 fn default_record_ttl() -> u64 {
     1000
 }
+/// `object_backend`'s `http://HOST:PORT[/PREFIX]`: the address to connect to (and the `Host`),
+/// and the path prefix without its slashes.
+pub fn parse_backend(url: &str) -> Result<(String, String), String> {
+    let bad = || format!("object_backend {url:?}: expected http://HOST:PORT[/PREFIX]");
+    let rest = url.strip_prefix("http://").ok_or_else(bad)?;
+    let (authority, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+    match authority.split_once(':') {
+        Some((host, port)) if !host.is_empty() && !port.is_empty() => {
+            Ok((authority.to_string(), prefix.trim_matches('/').to_string()))
+        }
+        _ => Err(bad()),
+    }
+}
+
 fn default_object_budget() -> f64 {
     0.15
 }
@@ -315,14 +329,7 @@ impl ClusterConfig {
             return bad("object_budget_every_s must be >= 0 (0 = off)".into());
         }
         if let Some(b) = &self.object_backend {
-            let authority = b
-                .strip_prefix("http://")
-                .map(|r| r.split('/').next().unwrap_or(""));
-            if !authority.is_some_and(|a| a.contains(':') && !a.starts_with(':')) {
-                return bad(format!(
-                    "object_backend {b:?}: expected http://HOST:PORT[/PREFIX]"
-                ));
-            }
+            parse_backend(b).map_err(ConfigError::Invalid)?;
         }
         Ok(())
     }
@@ -391,6 +398,28 @@ peer = "127.0.0.1:9003"
         assert_eq!(c.nodes[1].peer.port(), 9001);
         assert_eq!(c.rebalance_every_s, 0.0);
         assert_eq!(c.scheme_name(), "c2dn");
+    }
+
+    #[test]
+    fn backend_urls() {
+        assert_eq!(
+            parse_backend("http://127.0.0.1:9000/bucket/").unwrap(),
+            ("127.0.0.1:9000".into(), "bucket".into())
+        );
+        assert_eq!(
+            parse_backend("http://store:80").unwrap(),
+            ("store:80".into(), String::new())
+        );
+        for bad in [
+            "https://a:1",
+            "http://",
+            "http://host/x",
+            "ftp://a:1",
+            "http://:9",
+            "http://h:",
+        ] {
+            assert!(parse_backend(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

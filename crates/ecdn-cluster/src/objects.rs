@@ -90,16 +90,7 @@ impl ObjectDirectory {
         match self {
             ObjectDirectory::Coordinator(c) => match c.object_commit(meta).await {
                 Ok(_) => Ok(()),
-                // A later write was committed first: say which.
-                Err(e) if e.status == Some(StatusCode::CONFLICT) => {
-                    let current = c.object_get(&meta.name).await.map_or(0, |m| m.version);
-                    Err(MetaError::Stale {
-                        name: meta.name.to_string(),
-                        version: meta.version,
-                        current,
-                    }
-                    .into())
-                }
+                Err(e) if e.status == Some(StatusCode::CONFLICT) => Err(stale(c, meta).await),
                 Err(e) => Err(unreachable(e)),
             },
             ObjectDirectory::Etcd(e) => e.commit(meta).await,
@@ -113,12 +104,7 @@ impl ObjectDirectory {
         match self {
             ObjectDirectory::Coordinator(c) => match c.object_update(meta).await {
                 Ok(_) => Ok(()),
-                Err(e) if e.status == Some(StatusCode::CONFLICT) => Err(MetaError::Stale {
-                    name: meta.name.to_string(),
-                    version: meta.version,
-                    current: c.object_get(&meta.name).await.map_or(0, |m| m.version),
-                }
-                .into()),
+                Err(e) if e.status == Some(StatusCode::CONFLICT) => Err(stale(c, meta).await),
                 Err(e) if e.status == Some(StatusCode::BAD_REQUEST) => Err(MetaError::BadRecord {
                     name: meta.name.to_string(),
                     why: e.to_string(),
@@ -174,6 +160,17 @@ impl ObjectDirectory {
             ObjectDirectory::Etcd(e) => e.remove(name).await,
         }
     }
+}
+
+/// The coordinator's `409` for `meta`: another version of the name is committed; say which.
+async fn stale(c: &CoordinatorClient, meta: &ObjectMeta) -> DirectoryError {
+    let current = c.object_get(&meta.name).await.map_or(0, |m| m.version);
+    MetaError::Stale {
+        name: meta.name.to_string(),
+        version: meta.version,
+        current,
+    }
+    .into()
 }
 
 fn unreachable(e: impl ToString) -> DirectoryError {

@@ -177,19 +177,18 @@ impl CoordinatorClient {
 
     /// `/coord/objects/commit`: makes the record visible.
     pub async fn object_commit(&self, meta: &ObjectMeta) -> Result<u64, CallError> {
-        let body = Bytes::from(serde_json::to_vec(meta).expect("a record serializes"));
-        let r: VersionReply = self
-            .call(Method::POST, objects::COMMIT_PATH, body, T)
-            .await?;
-        Ok(r.version)
+        self.post_record(objects::COMMIT_PATH, meta).await
     }
 
     /// `/coord/objects/update`: the committed record of the same version, other parities.
     pub async fn object_update(&self, meta: &ObjectMeta) -> Result<u64, CallError> {
+        self.post_record(objects::UPDATE_PATH, meta).await
+    }
+
+    /// A record posted to `path`; the version the coordinator answers.
+    async fn post_record(&self, path: &str, meta: &ObjectMeta) -> Result<u64, CallError> {
         let body = Bytes::from(serde_json::to_vec(meta).expect("a record serializes"));
-        let r: VersionReply = self
-            .call(Method::POST, objects::UPDATE_PATH, body, T)
-            .await?;
+        let r: VersionReply = self.call(Method::POST, path, body, T).await?;
         Ok(r.version)
     }
 

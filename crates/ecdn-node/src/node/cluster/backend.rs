@@ -17,27 +17,9 @@ use sha2::{Digest, Sha256};
 /// Time limit of a backend fetch (connect, headers and body).
 const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `http://HOST:PORT[/PREFIX]` split into the address to connect to, the `Host` and the path
-/// prefix (no trailing slash).
-pub(in crate::node) fn parse(url: &str) -> Result<(String, String), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("object_backend {url:?}: expected http://HOST:PORT[/PREFIX]"))?;
-    let (authority, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-    if authority.is_empty() || !authority.contains(':') {
-        return Err(format!(
-            "object_backend {url:?}: expected http://HOST:PORT[/PREFIX]"
-        ));
-    }
-    Ok((
-        authority.to_string(),
-        prefix.trim_end_matches('/').to_string(),
-    ))
-}
-
 /// The object of `meta` from the backend at `url`: its bytes, or why not.
 pub(in crate::node) async fn fetch(url: &str, meta: &ObjectMeta) -> Result<Bytes, String> {
-    let (authority, prefix) = parse(url)?;
+    let (authority, prefix) = ecdn_cluster::config::parse_backend(url)?;
     let path = match prefix.is_empty() {
         true => format!("/{}", meta.name),
         false => format!("/{prefix}/{}", meta.name),
@@ -80,24 +62,4 @@ pub(in crate::node) async fn fetch(url: &str, meta: &ObjectMeta) -> Result<Bytes
         ));
     }
     Ok(body)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backend_urls() {
-        assert_eq!(
-            parse("http://127.0.0.1:9000/bucket/").unwrap(),
-            ("127.0.0.1:9000".into(), "bucket".into())
-        );
-        assert_eq!(
-            parse("http://store:80").unwrap(),
-            ("store:80".into(), String::new())
-        );
-        for bad in ["https://a:1", "http://", "http://host/x", "ftp://a:1"] {
-            assert!(parse(bad).is_err(), "{bad}");
-        }
-    }
 }

@@ -40,7 +40,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -96,7 +96,7 @@ pub(super) struct LateBinding {
     pub(super) asked: AtomicUsize,
     pub(super) failed: AtomicUsize,
     /// The chunks the answer's first stripe was made from.
-    pub(super) used: Mutex<Vec<usize>>,
+    pub(super) used: OnceLock<Vec<usize>>,
 }
 
 impl CodedObject {
@@ -382,11 +382,10 @@ async fn window(
             if !data {
                 decoded.store(true, Ordering::Relaxed);
             }
-            if let Some(l) = &obj.late {
-                let mut used = l.used.lock().unwrap_or_else(|p| p.into_inner());
-                if used.is_empty() {
-                    *used = (0..total).filter(|&i| row[i].is_some()).take(k).collect();
-                }
+            if let Some(l) = obj.late.as_ref().filter(|l| l.used.get().is_none()) {
+                let _ = l
+                    .used
+                    .set((0..total).filter(|&i| row[i].is_some()).take(k).collect());
             }
             let Some(sent) = stripe_bytes(&c, &obj, j, &bytes, row, data) else {
                 return;

@@ -63,7 +63,7 @@ use ecdn_objects::split::{place_splits, read_plan};
 use ecdn_trace::Rng;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Incoming};
-use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
@@ -107,20 +107,19 @@ pub(super) fn json(status: StatusCode, meta: &ObjectMeta) -> Response<NodeBody> 
 
 /// The record's headers on an answer.
 fn describe(r: &mut Response<NodeBody>, meta: &ObjectMeta) {
-    describe_headers(r.headers_mut(), meta);
+    r.headers_mut().extend(record_headers(meta));
 }
 
-fn describe_headers(h: &mut HeaderMap, meta: &ObjectMeta) {
-    for (name, value) in [
+/// Version, code and `ETag` (the SHA-256) of a record, as headers.
+fn record_headers(meta: &ObjectMeta) -> impl Iterator<Item = (HeaderName, HeaderValue)> {
+    [
         ("x-ecdn-object-version", meta.version.to_string()),
         ("x-ecdn-k", meta.k.to_string()),
         ("x-ecdn-r", meta.r.to_string()),
         ("etag", format!("\"{}\"", meta.sha256)),
-    ] {
-        if let Ok(v) = HeaderValue::from_str(&value) {
-            h.insert(name, v);
-        }
-    }
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| Some((HeaderName::from_static(name), value.try_into().ok()?)))
 }
 
 pub(super) fn directory_error(e: DirectoryError) -> Response<NodeBody> {
@@ -536,25 +535,30 @@ pub(super) fn plan_read(
     })
 }
 
-/// The object as a stored `200` (for the range rules of `hit::plan_hit`): its type, `ETag`
-/// (the SHA-256, so `If-Range` works) and record headers.
-fn as_stored(meta: &ObjectMeta) -> StoredResponse {
+/// The answer's status, headers and body pieces for `req` (`Range` and `If-Range` as a
+/// cache hit on a stored `200` follows them, `hit::plan_hit`, the `ETag` being the SHA-256),
+/// whoever supplies the bytes: the splits or the backend store.
+fn plan_object(meta: &ObjectMeta, req: &HeaderMap, head: bool) -> (Response<()>, Vec<Piece>) {
+    let now = std::time::Instant::now();
     let mut headers = vec![(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
     )];
-    let mut r = Response::new(());
-    describe_headers(r.headers_mut(), meta);
-    headers.extend(r.headers().iter().map(|(n, v)| (n.clone(), v.clone())));
-    StoredResponse {
+    headers.extend(record_headers(meta));
+    let stored = StoredResponse {
         key: meta.name.to_string(),
         status: StatusCode::OK,
         headers,
         body: Bytes::new(),
-        stored_at: std::time::Instant::now(),
+        stored_at: now,
         age_at_store: std::time::Duration::ZERO,
         lifetime: std::time::Duration::MAX,
-    }
+    };
+    let (mut r, pieces) = plan_hit(&stored, meta.size, req, now, head);
+    let h = r.headers_mut();
+    h.remove(header::AGE);
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    (r, pieces)
 }
 
 /// A `GET` or `HEAD`: with the cached record, and if the read fails with it, once more with
@@ -614,8 +618,7 @@ async fn from_backend(url: &str, meta: &ObjectMeta, req: &HeaderMap) -> Response
             )
         }
     };
-    let now = std::time::Instant::now();
-    let (r, pieces) = plan_hit(&as_stored(meta), meta.size, req, now, false);
+    let (r, pieces) = plan_object(meta, req, false);
     let body: VecDeque<Bytes> = pieces
         .into_iter()
         .map(|p| match p {
@@ -624,10 +627,8 @@ async fn from_backend(url: &str, meta: &ObjectMeta, req: &HeaderMap) -> Response
         })
         .collect();
     let mut r = r.map(|()| NodeBody::Slices(body));
-    let h = r.headers_mut();
-    h.remove(header::AGE);
-    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    h.insert("x-ecdn-source", HeaderValue::from_static("backend"));
+    r.headers_mut()
+        .insert("x-ecdn-source", HeaderValue::from_static("backend"));
     r
 }
 
@@ -642,12 +643,8 @@ async fn read(
     req: &HeaderMap,
     head: bool,
 ) -> Result<Response<NodeBody>, Response<NodeBody>> {
-    let now = std::time::Instant::now();
-    let (r, pieces) = plan_hit(&as_stored(meta), meta.size, req, now, head);
+    let (r, pieces) = plan_object(meta, req, head);
     let mut r = r.map(|()| NodeBody::Full(Full::new(Bytes::new())));
-    let h = r.headers_mut();
-    h.remove(header::AGE);
-    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
     if head || pieces.is_empty() || meta.size == 0 {
         return Ok(r); // HEAD, 416, or an empty object
     }
@@ -679,8 +676,13 @@ async fn read(
             ),
         ));
     };
-    let used = late.used.lock().map(|u| u.clone()).unwrap_or_default();
-    let used: Vec<String> = used.iter().map(usize::to_string).collect();
+    let used: Vec<String> = late
+        .used
+        .get()
+        .into_iter()
+        .flatten()
+        .map(usize::to_string)
+        .collect();
     let h = r.headers_mut();
     if let Ok(v) = HeaderValue::from_str(&used.join(",")) {
         h.insert("x-ecdn-splits", v);
