@@ -15,6 +15,13 @@
 //! and size `s`: `p·s / n` with `n` replicas (a read goes to one of them); `p·(s/k)·(k+Δ) / n`
 //! with `n = k + r'` splits (a read asks `k + Δ` of them). No object gets more units than there
 //! are servers (its splits or replicas are on distinct servers).
+//!
+//! [`reallocate`] spends the budget again over objects that already hold units (the coordinator
+//! re-spending it from measured reads), preferring the units they hold: a unit an object has is
+//! weighed as if its load were `1 + keep` times higher, so it moves to another object only when
+//! that one's load per server is more than `1 + keep` times its own. Every move costs a read of
+//! an object and a write of a split; a move between two objects of nearly the same popularity
+//! gains nothing, and read counts are noisy enough to swap such a pair at every plan.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -136,6 +143,19 @@ pub fn allocate(
     budget_fraction: f64,
     servers: usize,
 ) -> Result<Allocation, BudgetError> {
+    reallocate(objects, scheme, budget_fraction, servers, &[], 0.0)
+}
+
+/// [`allocate`], for objects that hold `held[i]` units now (missing: none beyond the start),
+/// each held unit weighed `1 + keep` times (see the module documentation).
+pub fn reallocate(
+    objects: &[Object],
+    scheme: Scheme,
+    budget_fraction: f64,
+    servers: usize,
+    held: &[usize],
+    keep: f64,
+) -> Result<Allocation, BudgetError> {
     if !(budget_fraction.is_finite() && budget_fraction >= 0.0) {
         return Err(BudgetError::BadBudget(budget_fraction));
     }
@@ -165,15 +185,23 @@ pub fn allocate(
     left -= base;
     let start = scheme.start_units();
     let mut units = vec![start; objects.len()];
-    let mut heap: BinaryHeap<Entry> = objects
-        .iter()
-        .enumerate()
-        .map(|(i, o)| Entry {
-            load: o.popularity.max(0.0) * scheme.read_bytes(o) / start as f64,
+    let start_left = left;
+    // The weight of object i's next unit: its load per server now, more if it holds that unit.
+    let keep = if keep.is_finite() { keep.max(0.0) } else { 0.0 };
+    let weight = |i: usize, units: usize| {
+        let o = &objects[i];
+        let load = o.popularity.max(0.0) * scheme.read_bytes(o) / units as f64;
+        match held.get(i) {
+            Some(&h) if units < h => load * (1.0 + keep),
+            _ => load,
+        }
+    };
+    let mut heap: BinaryHeap<Entry> = (0..objects.len())
+        .map(|i| Entry {
+            load: weight(i, start),
             object: i,
         })
         .collect();
-    let start_left = left;
     while let Some(Entry { object, .. }) = heap.pop() {
         let o = &objects[object];
         let cost = scheme.unit_cost(o);
@@ -183,7 +211,7 @@ pub fn allocate(
         left -= cost;
         units[object] += 1;
         heap.push(Entry {
-            load: o.popularity * scheme.read_bytes(o) / units[object] as f64,
+            load: weight(object, units[object]),
             object,
         });
     }
@@ -275,5 +303,45 @@ mod tests {
         // No budget: one copy, or k + r splits, each.
         let none = allocate(&objs, Scheme::SelectiveReplication, 0.0, 4).unwrap();
         assert_eq!((none.units, none.overhead_bytes), (vec![1, 1, 1], 0));
+    }
+
+    #[test]
+    fn held_units_move_only_for_a_clear_gain() {
+        let ec = Scheme::EcCache {
+            k: 10,
+            r: 1,
+            delta: 1,
+        };
+        let objs = zipf(100, 0.9, 40 << 20);
+        let plan = allocate(&objs, ec, 0.15, 25).unwrap();
+        // Counts off by up to ±10% (the noise of measured reads): with keep = 0.25 nothing
+        // moves; with no preference the margin's units do.
+        let noisy: Vec<Object> = objs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| Object {
+                popularity: o.popularity * if i % 2 == 0 { 1.1 } else { 0.9 },
+                ..*o
+            })
+            .collect();
+        let kept = reallocate(&noisy, ec, 0.15, 25, &plan.units, 0.25).unwrap();
+        assert_eq!(kept.units, plan.units);
+        let fresh = allocate(&noisy, ec, 0.15, 25).unwrap();
+        assert_ne!(fresh.units, plan.units);
+        // The same budget either way.
+        assert_eq!(
+            kept.units.iter().sum::<usize>(),
+            fresh.units.iter().sum::<usize>()
+        );
+        // A real change of popularity (the least popular object becomes the most popular)
+        // moves units to it all the same.
+        let mut turned = objs.clone();
+        turned[99].popularity = objs[0].popularity * 2.0;
+        let moved = reallocate(&turned, ec, 0.15, 25, &plan.units, 0.25).unwrap();
+        assert_eq!(moved.units[99], 25);
+        assert!(moved.units[1..99]
+            .iter()
+            .zip(&plan.units[1..99])
+            .any(|(a, b)| a < b));
     }
 }

@@ -27,7 +27,8 @@
 //! ([`LateBinding`]): in each window the `k + Δ` chunks chosen are asked at once, and each
 //! stripe leaves as soon as any K of its sub-chunks are there. A chunk read that fails (no
 //! answer, `404`, cut short, a sub-chunk failing its CRC) is replaced at once by one of the
-//! object's other stored chunks. When a window is complete, the reads still running stop at
+//! object's other stored chunks, and in the answer's later windows too (a dead server costs
+//! one failed read per answer, not one per window). When a window is complete, the reads still running stop at
 //! their next buffer (a peer's paced answer is dropped; this node's own chunk stops waiting
 //! for its link). The first window is a full one (the object's splits are read whole, as the
 //! paper's are, up to [`WINDOW_BYTES`] each), and the sources are never asked again: the record
@@ -40,7 +41,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -97,6 +98,42 @@ pub(super) struct LateBinding {
     pub(super) failed: AtomicUsize,
     /// The chunks the answer's first stripe was made from.
     pub(super) used: OnceLock<Vec<usize>>,
+    /// Chunks whose read failed or was corrupt: the later windows ask a spare in their place,
+    /// instead of waiting on a dead server again in every window.
+    pub(super) lost: Mutex<Vec<usize>>,
+}
+
+impl LateBinding {
+    /// The chunks a window asks at once (`first`, each lost one replaced by a spare) and the
+    /// spares left for the reads that fail in it.
+    fn chosen(&self) -> (Vec<usize>, Vec<usize>) {
+        let lost = self.lost.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut spare: Vec<usize> = self
+            .spare
+            .iter()
+            .copied()
+            .filter(|c| !lost.contains(c))
+            .collect();
+        let first = self
+            .first
+            .iter()
+            .filter_map(|&c| {
+                if lost.contains(&c) {
+                    spare.pop()
+                } else {
+                    Some(c)
+                }
+            })
+            .collect();
+        (first, spare)
+    }
+
+    fn lose(&self, chunk: usize) {
+        let mut lost = self.lost.lock().unwrap_or_else(|e| e.into_inner());
+        if !lost.contains(&chunk) {
+            lost.push(chunk);
+        }
+    }
 }
 
 impl CodedObject {
@@ -156,7 +193,7 @@ enum Arrival {
     },
     /// The chunk's reader is done: whatever it has not delivered will not come (`complete`:
     /// it delivered every sub-chunk asked, good or bad).
-    End { complete: bool },
+    End { chunk: usize, complete: bool },
 }
 
 /// Cuts a chunk's bytes, as they arrive, into its sub-chunks `next..end`, checks each against
@@ -286,7 +323,7 @@ async fn read_chunk(
         }
     }
     let complete = cut.next >= cut.end;
-    let _ = tx.send(Arrival::End { complete });
+    let _ = tx.send(Arrival::End { chunk, complete });
 }
 
 /// What a window sends the answer: a stripe's bytes (one or more buffers, in order), and at
@@ -345,13 +382,14 @@ async fn window(
     };
     let started = Instant::now();
     // Late binding: the chunks chosen, at once, any K finishing a stripe; the spares replace
-    // those that fail.
+    // those that fail (here, and in the windows after this one).
     let mut spare = Vec::new();
     if let Some(l) = &obj.late {
-        for &chunk in &l.first {
+        let first;
+        (first, spare) = l.chosen();
+        for chunk in first {
             ask(chunk, stripes.start, &mut running);
         }
-        spare = l.spare.clone();
     } else {
         for chunk in 0..k {
             ask(chunk, stripes.start, &mut running);
@@ -431,8 +469,9 @@ async fn window(
         match arrival {
             Some(Arrival::Sub { chunk, j, bytes: b }) => {
                 let bad = b.is_none();
-                if bad && obj.late.is_some() {
+                if let (true, Some(l)) = (bad, &obj.late) {
                     // Late binding: another chunk for the stripes not sent yet.
+                    l.lose(chunk);
                     if let Some(next_chunk) = spare.pop() {
                         ask(next_chunk, stripes.start + next as u64, &mut running);
                     }
@@ -459,10 +498,11 @@ async fn window(
                     }
                 }
             }
-            Some(Arrival::End { complete }) => {
+            Some(Arrival::End { chunk, complete }) => {
                 running -= 1;
                 if let (Some(l), false) = (&obj.late, complete) {
                     l.failed.fetch_add(1, Ordering::Relaxed);
+                    l.lose(chunk);
                     if let Some(next_chunk) = spare.pop() {
                         ask(next_chunk, stripes.start + next as u64, &mut running);
                     }
@@ -736,4 +776,29 @@ pub(super) async fn read_all(
         }
     }
     Some(Bytes::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lost_chunk_is_replaced_in_every_later_window() {
+        let l = LateBinding {
+            first: vec![0, 3, 5],
+            spare: vec![1, 4, 2],
+            ..LateBinding::default()
+        };
+        assert_eq!(l.chosen(), (vec![0, 3, 5], vec![1, 4, 2]));
+        l.lose(3);
+        assert_eq!(l.chosen(), (vec![0, 2, 5], vec![1, 4]));
+        // The spare that replaced it fails too, and so does a spare no window asked yet.
+        l.lose(2);
+        l.lose(1);
+        l.lose(2);
+        assert_eq!(l.chosen(), (vec![0, 4, 5], vec![]));
+        // Fewer chunks left than asked: the window asks what there is.
+        l.lose(0);
+        assert_eq!(l.chosen(), (vec![4, 5], vec![]));
+    }
 }
