@@ -1,0 +1,1224 @@
+//! The proxy between ecdn and the object store (TOFEC §II-A, Fig. 2): a **request queue**, a
+//! **task queue** and `L` **connections**.
+//!
+//! A request (read, write, or the head of an object) gets its code `(n, k)` when it arrives,
+//! from the [`Strategy`]: TOFEC's thresholds on the smoothed backlog `q̄ ← α·q̄ + (1 − α)·q`,
+//! `q` the request queue's length at the arrival (Algorithm 1); Greedy's idle connections; or a
+//! static code. The request at the head of the request queue leaves it only when a connection
+//! is idle **and** the task queue is empty; it then becomes `n` tasks at the back of the task
+//! queue, and every idle connection takes the task at the head. The queueing is thus work
+//! conserving, and one request's tasks start nearly together.
+//!
+//! * **Reads.** A coded file ([`crate::strips`]) is read as chunks `0..n` of the code
+//!   `(·, k)`; the request is complete when any `k` arrive (each checked against its strips'
+//!   CRCs; a corrupt one is a failed task), and the others are cancelled: queued ones are
+//!   dropped, running ones aborted (their connection is idle at once). A failed task is
+//!   replaced by one for a chunk not asked yet, at the head of the task queue; when there is
+//!   none and `k` can no longer arrive, the request fails. A plain object (not coded by ecdn)
+//!   is read as `k` byte ranges with no redundancy (`n = k`), each failed range asked once
+//!   more.
+//! * **Writes** (§II-A's speculative write). The coded file is uploaded with an S3 multipart
+//!   upload: parts `0..n` are chunks of the code `(·, k)`, the request is acknowledged when
+//!   `k` are stored, and the strips beyond the `n` chunks are one more part uploaded after the
+//!   acknowledgement; once every part is stored the upload is completed (only then can the
+//!   object be read). A part that fails after the acknowledgement loses the write: the upload
+//!   is aborted and counted in [`Counters::writes_lost`].
+//! * **The delay model.** Every task's delay is recorded with its chunk size (a cancelled
+//!   task's as a lower bound), per operation; every `refit_every` completed tasks the model is
+//!   fitted again ([`crate::model::fit`]) and TOFEC's thresholds are recomputed from it. Until
+//!   the first fit, the configured model is used (S3's, by default).
+//!
+//! Request classes (§IV) are the operation and the file size, in eighths of an octave (sizes
+//! within 9% of each other share thresholds, computed at the class's middle size).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ecdn_codec::CodecCache;
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::model::{fit, DelayModel, TaskSample};
+use crate::store::{Head, Store, StoreError, StoreFuture, Upload};
+use crate::strips::{self, Manifest, StripError};
+use crate::tofec::{greedy, Strategy, Thresholds};
+
+/// How the proxy runs.
+#[derive(Clone, Debug)]
+pub struct ProxyConfig {
+    /// `L`: connections to the store (16 in §V-A).
+    pub connections: usize,
+    /// `k_max` (6 in §V-A).
+    pub k_max: usize,
+    /// `r_max` (2 in §V-A).
+    pub r_max: usize,
+    /// `K` of the files the proxy writes (their `N` is `r_max·K`); `k` must divide it, so
+    /// the default, `k_max`, allows `k ∈ {1, 2, 3, 6}`, and 60 every `k ≤ 6`.
+    pub strips_k: usize,
+    /// `α` of the smoothed backlog (0.99 in §V-A).
+    pub alpha: f64,
+    pub strategy: Strategy,
+    /// A task that takes longer has failed.
+    pub task_timeout: Duration,
+    /// The read model until the first fit.
+    pub read_model: DelayModel,
+    /// The write model until the first fit.
+    pub write_model: DelayModel,
+    /// Completed tasks between fits of an operation's model (0: never fitted).
+    pub refit_every: usize,
+    /// The worst fraction of delays left out of a fit (0.1 in §V-A).
+    pub fit_trim: f64,
+    /// Task delays kept per operation for the fits.
+    pub samples_kept: usize,
+    /// Largest object read or written (the proxy holds it whole).
+    pub max_object: u64,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            connections: 16,
+            k_max: 6,
+            r_max: 2,
+            strips_k: 6,
+            alpha: 0.99,
+            strategy: Strategy::Tofec,
+            task_timeout: Duration::from_secs(30),
+            read_model: DelayModel::PAPER_S3,
+            write_model: DelayModel::PAPER_S3,
+            refit_every: 500,
+            fit_trim: 0.1,
+            samples_kept: 20_000,
+            max_object: 1 << 30,
+        }
+    }
+}
+
+/// A request that could not be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProxyError {
+    #[error("{0}: no such object")]
+    NotFound(String),
+    #[error("{key}: {why}")]
+    Failed { key: String, why: String },
+    #[error("{key}: {0}", key = .1)]
+    Strips(StripError, String),
+    #[error("{key}: {size} bytes is above the backend tier's limit of {limit}")]
+    TooLarge { key: String, size: u64, limit: u64 },
+    #[error("the proxy has stopped")]
+    Stopped,
+}
+
+/// How one request was served.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Served {
+    pub n: usize,
+    pub k: usize,
+    /// In the request queue.
+    pub queued: Duration,
+    /// From leaving the request queue to the `k`-th task's completion.
+    pub service: Duration,
+}
+
+/// Totals since the start.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Counters {
+    pub requests: u64,
+    pub tasks_started: u64,
+    pub tasks_completed: u64,
+    pub tasks_failed: u64,
+    pub tasks_cancelled: u64,
+    pub corrupt_chunks: u64,
+    pub fits: u64,
+    pub writes_lost: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Op {
+    Head,
+    Read,
+    Write,
+}
+
+/// How an object is read.
+#[derive(Clone, Debug)]
+enum Layout {
+    Coded(Arc<Manifest>),
+    Plain(u64),
+}
+
+enum JobKind {
+    Head {
+        key: String,
+    },
+    Read {
+        key: String,
+        layout: Layout,
+    },
+    Write {
+        key: String,
+        file: Bytes,
+        manifest: Arc<Manifest>,
+        upload: Box<dyn Upload>,
+    },
+}
+
+impl JobKind {
+    fn key(&self) -> &str {
+        match self {
+            JobKind::Head { key } | JobKind::Read { key, .. } | JobKind::Write { key, .. } => key,
+        }
+    }
+}
+
+enum TaskOut {
+    Bytes(Bytes),
+    Head(Option<Head>),
+    Stored,
+}
+
+/// What a request's caller gets back: for a read, `k` chunks (index, bytes).
+enum Reply {
+    Chunks(Vec<(usize, Bytes)>),
+    Head(Option<Head>),
+    Written,
+}
+
+type ReplyTx = oneshot::Sender<Result<(Reply, Served), ProxyError>>;
+
+struct Job {
+    id: u64,
+    kind: JobKind,
+    code: (usize, usize),
+    arrival: Instant,
+    reply: ReplyTx,
+}
+
+struct QueuedTask {
+    job: u64,
+    index: usize,
+    bytes: u64,
+    op: Op,
+    fut: StoreFuture<TaskOut>,
+}
+
+struct Running {
+    job: u64,
+    index: usize,
+    op: Op,
+    bytes: u64,
+    started: Instant,
+    abort: tokio::task::AbortHandle,
+}
+
+/// A request whose tasks are under way.
+struct Active {
+    kind: JobKind,
+    code: (usize, usize),
+    arrival: Instant,
+    started: Instant,
+    reply: Option<ReplyTx>,
+    ok: Vec<(usize, Bytes)>,
+    /// Tasks queued or running.
+    outstanding: usize,
+    /// Coded reads: the next chunk not asked yet, and how many there are.
+    next_chunk: usize,
+    chunks: usize,
+    /// Plain reads: ranges asked again.
+    retried: Vec<usize>,
+    /// Writes: parts stored, parts failed, the last part (strips beyond the `n` chunks) not
+    /// yet queued.
+    stored: usize,
+    failed: usize,
+    rest: Option<StoreFuture<TaskOut>>,
+    rest_bytes: u64,
+}
+
+enum Event {
+    Submit(Job),
+    Done {
+        task: u64,
+        out: Result<TaskOut, String>,
+    },
+}
+
+/// Per operation: the model, the samples and the tasks completed since the last fit.
+struct Models {
+    read: (DelayModel, VecDeque<TaskSample>, usize),
+    write: (DelayModel, VecDeque<TaskSample>, usize),
+}
+
+struct Shared {
+    store: Arc<dyn Store>,
+    cfg: ProxyConfig,
+    codecs: Arc<CodecCache>,
+    heads: Mutex<HashMap<String, Head>>,
+    models: Mutex<Models>,
+    counters: Mutex<Counters>,
+}
+
+/// Heads kept (then the cache starts again).
+const HEADS_KEPT: usize = 65_536;
+
+/// The backend tier's proxy (see the module documentation). Cloning shares it.
+#[derive(Clone)]
+pub struct Proxy {
+    tx: mpsc::UnboundedSender<Event>,
+    shared: Arc<Shared>,
+}
+
+impl Proxy {
+    /// Starts the proxy on the current tokio runtime.
+    pub fn start(store: Arc<dyn Store>, cfg: ProxyConfig) -> Proxy {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let models = Models {
+            read: (cfg.read_model, VecDeque::new(), 0),
+            write: (cfg.write_model, VecDeque::new(), 0),
+        };
+        let shared = Arc::new(Shared {
+            store,
+            cfg,
+            codecs: Arc::new(CodecCache::new()),
+            heads: Mutex::new(HashMap::new()),
+            models: Mutex::new(models),
+            counters: Mutex::new(Counters::default()),
+        });
+        let actor = Actor {
+            shared: shared.clone(),
+            me: tx.downgrade(),
+            queue: VecDeque::new(),
+            tasks: VecDeque::new(),
+            running: HashMap::new(),
+            active: HashMap::new(),
+            q_bar: 0.0,
+            thresholds: HashMap::new(),
+            next: 0,
+        };
+        tokio::spawn(actor.run(rx));
+        Proxy { tx, shared }
+    }
+
+    pub fn config(&self) -> &ProxyConfig {
+        &self.shared.cfg
+    }
+
+    async fn submit(&self, kind: JobKind) -> Result<(Reply, Served), ProxyError> {
+        let (reply, rx) = oneshot::channel();
+        let job = Job {
+            id: 0,
+            kind,
+            code: (1, 1),
+            arrival: Instant::now(),
+            reply,
+        };
+        self.tx
+            .send(Event::Submit(job))
+            .map_err(|_| ProxyError::Stopped)?;
+        rx.await.map_err(|_| ProxyError::Stopped)?
+    }
+
+    /// The object's head: cached, or asked as a one-task request.
+    pub async fn head(&self, key: &str) -> Result<Option<Head>, ProxyError> {
+        if let Some(h) = lock(&self.shared.heads).get(key) {
+            return Ok(Some(h.clone()));
+        }
+        let (reply, _) = self
+            .submit(JobKind::Head {
+                key: key.to_string(),
+            })
+            .await?;
+        let Reply::Head(h) = reply else {
+            return Err(failed(key, "a head request answered something else"));
+        };
+        if let Some(h) = &h {
+            let mut heads = lock(&self.shared.heads);
+            if heads.len() >= HEADS_KEPT {
+                heads.clear();
+            }
+            heads.insert(key.to_string(), h.clone());
+        }
+        Ok(h)
+    }
+
+    /// Forgets the cached head of `key` (it was written or removed).
+    pub fn forget(&self, key: &str) {
+        lock(&self.shared.heads).remove(key);
+    }
+
+    /// Reads the whole object: decoded from any `k` chunks of its coded file and checked
+    /// against its SHA-256, or a plain object's `k` ranges joined.
+    pub async fn read(&self, key: &str) -> Result<(Bytes, Served), ProxyError> {
+        let head = self
+            .head(key)
+            .await?
+            .ok_or_else(|| ProxyError::NotFound(key.to_string()))?;
+        let layout = match &head.manifest {
+            Some(m) => Layout::Coded(Arc::new(
+                Manifest::from_metadata(m).map_err(|e| ProxyError::Strips(e, key.into()))?,
+            )),
+            None => Layout::Plain(head.size),
+        };
+        let size = match &layout {
+            Layout::Coded(m) => m.size,
+            Layout::Plain(s) => *s,
+        };
+        let limit = self.shared.cfg.max_object;
+        if size > limit {
+            return Err(ProxyError::TooLarge {
+                key: key.into(),
+                size,
+                limit,
+            });
+        }
+        if let Layout::Coded(m) = &layout {
+            if m.coded_size() != head.size {
+                self.forget(key);
+                return Err(failed(
+                    key,
+                    "the stored file is not the size its manifest says",
+                ));
+            }
+        }
+        let got = self
+            .submit(JobKind::Read {
+                key: key.to_string(),
+                layout: layout.clone(),
+            })
+            .await;
+        let (reply, served) = match got {
+            Err(e) => {
+                self.forget(key); // it may have changed
+                return Err(e);
+            }
+            Ok(r) => r,
+        };
+        let Reply::Chunks(mut chunks) = reply else {
+            return Err(failed(key, "a read answered something else"));
+        };
+        let bytes = match layout {
+            Layout::Coded(m) => {
+                let codecs = self.shared.codecs.clone();
+                let k = served.k;
+                tokio::task::spawn_blocking(move || strips::decode(&codecs, &m, k, &chunks))
+                    .await
+                    .map_err(|e| failed(key, &e.to_string()))?
+                    .map_err(|e| ProxyError::Strips(e, key.into()))?
+            }
+            Layout::Plain(size) => {
+                chunks.sort_by_key(|c| c.0);
+                let mut all = Vec::with_capacity(size as usize);
+                for (_, c) in &chunks {
+                    all.extend_from_slice(c);
+                }
+                if all.len() as u64 != size {
+                    return Err(failed(key, "the ranges did not add up to the object"));
+                }
+                Bytes::from(all)
+            }
+        };
+        Ok((bytes, served))
+    }
+
+    /// Writes `data` as a coded file of `(r_max·K, K)` strips; answers when `k` parts are
+    /// stored (the rest follow).
+    pub async fn write(&self, key: &str, data: Bytes) -> Result<Served, ProxyError> {
+        let cfg = &self.shared.cfg;
+        if data.len() as u64 > cfg.max_object {
+            return Err(ProxyError::TooLarge {
+                key: key.into(),
+                size: data.len() as u64,
+                limit: cfg.max_object,
+            });
+        }
+        let (big_k, big_n) = (cfg.strips_k, cfg.r_max * cfg.strips_k);
+        let codecs = self.shared.codecs.clone();
+        let (manifest, file) =
+            tokio::task::spawn_blocking(move || strips::encode(&codecs, &data, big_n, big_k))
+                .await
+                .map_err(|e| failed(key, &e.to_string()))?
+                .map_err(|e| ProxyError::Strips(e, key.into()))?;
+        self.forget(key);
+        let upload = self
+            .shared
+            .store
+            .upload(key, Some(manifest.to_metadata()))
+            .await
+            .map_err(|e| store_error(key, e))?;
+        let (_, served) = self
+            .submit(JobKind::Write {
+                key: key.to_string(),
+                file: Bytes::from(file),
+                manifest: Arc::new(manifest),
+                upload,
+            })
+            .await?;
+        Ok(served)
+    }
+
+    /// The current models (read, write).
+    pub fn models(&self) -> (DelayModel, DelayModel) {
+        let m = lock(&self.shared.models);
+        (m.read.0, m.write.0)
+    }
+
+    /// The read tasks' delays kept for the fits.
+    pub fn read_samples(&self) -> Vec<TaskSample> {
+        lock(&self.shared.models).read.1.iter().copied().collect()
+    }
+
+    pub fn counters(&self) -> Counters {
+        lock(&self.shared.counters).clone()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn failed(key: &str, why: &str) -> ProxyError {
+    ProxyError::Failed {
+        key: key.to_string(),
+        why: why.to_string(),
+    }
+}
+
+fn store_error(key: &str, e: StoreError) -> ProxyError {
+    match e {
+        StoreError::NotFound(_) => ProxyError::NotFound(key.to_string()),
+        e => failed(key, &e.to_string()),
+    }
+}
+
+/// The size class of a file: eighths of an octave.
+fn size_class(size: u64) -> (i32, f64) {
+    let b = ((size.max(1) as f64).log2() * 8.0).floor() as i32;
+    (b, 2f64.powf((b as f64 + 0.5) / 8.0))
+}
+
+/// The single task that owns the queues.
+struct Actor {
+    shared: Arc<Shared>,
+    me: mpsc::WeakUnboundedSender<Event>,
+    queue: VecDeque<Job>,
+    tasks: VecDeque<QueuedTask>,
+    running: HashMap<u64, Running>,
+    active: HashMap<u64, Active>,
+    q_bar: f64,
+    thresholds: HashMap<(Op, i32, usize), Option<Thresholds>>,
+    next: u64,
+}
+
+impl Actor {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                Event::Submit(job) => self.arrive(job),
+                Event::Done { task, out } => self.done(task, out),
+            }
+            self.dispatch();
+        }
+        for r in self.running.values() {
+            r.abort.abort();
+        }
+    }
+
+    fn cfg(&self) -> &ProxyConfig {
+        &self.shared.cfg
+    }
+
+    fn idle(&self) -> usize {
+        self.cfg().connections.saturating_sub(self.running.len())
+    }
+
+    /// Algorithm 1, lines 1 to 3 and 7: the backlog folded in, the code chosen, the request
+    /// queued.
+    fn arrive(&mut self, mut job: Job) {
+        lock(&self.shared.counters).requests += 1;
+        let q = self.queue.len() as f64;
+        let alpha = self.cfg().alpha;
+        self.q_bar = alpha * self.q_bar + (1.0 - alpha) * q;
+        job.id = self.next;
+        self.next += 1;
+        job.code = self.choose(&job.kind);
+        if let JobKind::Read {
+            layout: Layout::Plain(0),
+            ..
+        } = job.kind
+        {
+            let served = Served {
+                n: 0,
+                k: 0,
+                queued: Duration::ZERO,
+                service: Duration::ZERO,
+            };
+            let _ = job.reply.send(Ok((Reply::Chunks(Vec::new()), served)));
+            return;
+        }
+        self.queue.push_back(job);
+    }
+
+    /// The code for a request of this kind now (lines 4 to 6, or Greedy's, or the static
+    /// one), fitted to its file.
+    fn choose(&mut self, kind: &JobKind) -> (usize, usize) {
+        let cfg = self.cfg().clone();
+        // The dimensions the file allows, and the chunks each gives.
+        let (op, size, big_k, big_n, coded) = match kind {
+            JobKind::Head { .. } => return (1, 1),
+            JobKind::Read {
+                layout: Layout::Coded(m),
+                ..
+            } => (Op::Read, m.size, m.k, m.n, true),
+            JobKind::Read {
+                layout: Layout::Plain(size),
+                ..
+            } => (Op::Read, *size, 0, 0, false),
+            JobKind::Write { manifest: m, .. } => (Op::Write, m.size, m.k, m.n, true),
+        };
+        let ks: Vec<usize> = if coded {
+            Manifest::dimensions(big_k, cfg.k_max)
+        } else {
+            (1..=cfg.k_max.max(1)).collect()
+        };
+        let (n, k) = match cfg.strategy {
+            Strategy::Static { n, k } => (n, k),
+            Strategy::Greedy => greedy(self.idle(), &ks, cfg.r_max),
+            Strategy::Tofec => {
+                let (class, mid) = size_class(size);
+                let key = (op, class, if coded { big_k } else { 0 });
+                if !self.thresholds.contains_key(&key) {
+                    let model = {
+                        let m = lock(&self.shared.models);
+                        if op == Op::Write {
+                            m.write.0
+                        } else {
+                            m.read.0
+                        }
+                    };
+                    let t = Thresholds::new(&model, mid, cfg.connections, &ks, cfg.r_max);
+                    self.thresholds.insert(key, t);
+                }
+                match &self.thresholds[&key] {
+                    Some(t) => t.code(self.q_bar),
+                    None => (1, 1),
+                }
+            }
+        };
+        // The largest dimension the file allows not above k; n within what it has.
+        let k = ks.iter().copied().filter(|&d| d <= k).max().unwrap_or(1);
+        if !coded {
+            return (k, k);
+        }
+        let chunks = big_n / (big_k / k);
+        (n.clamp(k, chunks), k)
+    }
+
+    /// Work conservation: idle connections take queued tasks; the head request leaves its
+    /// queue only when the task queue is empty.
+    fn dispatch(&mut self) {
+        while self.idle() > 0 {
+            if let Some(t) = self.tasks.pop_front() {
+                self.start(t);
+            } else if let Some(job) = self.queue.pop_front() {
+                self.begin(job);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// The request at the head of the queue becomes its tasks.
+    fn begin(&mut self, job: Job) {
+        let (n, k) = job.code;
+        let store = self.shared.store.clone();
+        let now = Instant::now();
+        let mut active = Active {
+            kind: JobKind::Head { key: String::new() },
+            code: job.code,
+            arrival: job.arrival,
+            started: now,
+            reply: Some(job.reply),
+            ok: Vec::new(),
+            outstanding: 0,
+            next_chunk: n,
+            chunks: n,
+            retried: Vec::new(),
+            stored: 0,
+            failed: 0,
+            rest: None,
+            rest_bytes: 0,
+        };
+        let mut tasks = Vec::new();
+        match job.kind {
+            JobKind::Head { key } => {
+                let fut = store.head(&key);
+                tasks.push((0, 0, Op::Head, map_head(fut)));
+                active.kind = JobKind::Head { key };
+            }
+            JobKind::Read { key, layout } => {
+                for c in 0..n {
+                    let (bytes, fut) = read_task(&store, &key, &layout, k, c);
+                    tasks.push((c, bytes, Op::Read, fut));
+                }
+                if let Layout::Coded(m) = &layout {
+                    active.chunks = m.n / (m.k / k);
+                }
+                active.kind = JobKind::Read { key, layout };
+            }
+            JobKind::Write {
+                key,
+                file,
+                manifest,
+                mut upload,
+            } => {
+                // Parts in order: the n chunks, then the strips after them.
+                for c in 0..n {
+                    let r = manifest.chunk_range(k, c);
+                    let part = file.slice(r.start as usize..r.end as usize);
+                    let bytes = part.len() as u64;
+                    tasks.push((c, bytes, Op::Write, map_stored(upload.part(part))));
+                }
+                let end = manifest.chunk_range(k, n).start as usize;
+                if end < file.len() {
+                    active.rest_bytes = (file.len() - end) as u64;
+                    active.rest = Some(map_stored(upload.part(file.slice(end..))));
+                }
+                active.kind = JobKind::Write {
+                    key,
+                    file: Bytes::new(),
+                    manifest,
+                    upload,
+                };
+            }
+        }
+        active.outstanding = tasks.len();
+        for (index, bytes, op, fut) in tasks {
+            self.tasks.push_back(QueuedTask {
+                job: job.id,
+                index,
+                bytes,
+                op,
+                fut,
+            });
+        }
+        self.active.insert(job.id, active);
+    }
+
+    fn start(&mut self, t: QueuedTask) {
+        let id = self.next;
+        self.next += 1;
+        let me = self.me.clone();
+        let timeout = self.cfg().task_timeout;
+        let fut = t.fut;
+        let handle = tokio::spawn(async move {
+            let out = match tokio::time::timeout(timeout, fut).await {
+                Ok(Ok(o)) => Ok(o),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {timeout:?}")),
+            };
+            if let Some(me) = me.upgrade() {
+                let _ = me.send(Event::Done { task: id, out });
+            }
+        });
+        lock(&self.shared.counters).tasks_started += 1;
+        self.running.insert(
+            id,
+            Running {
+                job: t.job,
+                index: t.index,
+                op: t.op,
+                bytes: t.bytes,
+                started: Instant::now(),
+                abort: handle.abort_handle(),
+            },
+        );
+    }
+
+    /// A task finished (or failed): its delay recorded, its request advanced.
+    fn done(&mut self, task: u64, out: Result<TaskOut, String>) {
+        // A task cancelled meanwhile: its connection was freed then.
+        let Some(r) = self.running.remove(&task) else {
+            return;
+        };
+        let elapsed = r.started.elapsed();
+        match &out {
+            Ok(_) => {
+                lock(&self.shared.counters).tasks_completed += 1;
+                self.record(r.op, r.bytes, elapsed, false);
+            }
+            Err(_) => lock(&self.shared.counters).tasks_failed += 1,
+        }
+        let Some(a) = self.active.get_mut(&r.job) else {
+            return;
+        };
+        a.outstanding -= 1;
+        match (&a.kind, out) {
+            (JobKind::Write { .. }, out) => {
+                if out.is_ok() {
+                    a.stored += 1;
+                } else {
+                    a.failed += 1;
+                }
+                self.write_progress(r.job);
+            }
+            (_, Ok(TaskOut::Head(h))) => self.reply(r.job, Ok(Reply::Head(h))),
+            (JobKind::Read { layout, key }, Ok(TaskOut::Bytes(b))) => {
+                let good = match layout {
+                    Layout::Coded(m) => {
+                        let checked = strips::check_chunk(m, a.code.1, r.index, &b);
+                        checked.is_ok()
+                    }
+                    Layout::Plain(_) => true,
+                };
+                if good {
+                    a.ok.push((r.index, b));
+                    if a.ok.len() >= a.code.1 {
+                        let chunks = std::mem::take(&mut a.ok);
+                        self.reply(r.job, Ok(Reply::Chunks(chunks)));
+                    }
+                } else {
+                    lock(&self.shared.counters).corrupt_chunks += 1;
+                    let key = key.clone();
+                    self.read_failed(r.job, r.index, &key, "a chunk failed its CRC");
+                }
+            }
+            (JobKind::Read { key, .. }, Err(why)) => {
+                let key = key.clone();
+                self.read_failed(r.job, r.index, &key, &why);
+            }
+            (JobKind::Head { key }, Err(why)) => {
+                let e = failed(key, &why);
+                self.reply(r.job, Err(e));
+            }
+            (kind, Ok(_)) => {
+                let e = failed(kind.key(), "a task answered something else");
+                self.reply(r.job, Err(e));
+            }
+        }
+    }
+
+    /// A read's task failed: another chunk (or the same plain range once more) at the head of
+    /// the task queue, or the request fails when `k` can no longer arrive.
+    fn read_failed(&mut self, job: u64, index: usize, key: &str, why: &str) {
+        let store = self.shared.store.clone();
+        let Some(a) = self.active.get_mut(&job) else {
+            return;
+        };
+        let JobKind::Read { layout, .. } = &a.kind else {
+            return;
+        };
+        let k = a.code.1;
+        let again = match layout {
+            Layout::Coded(_) if a.next_chunk < a.chunks => {
+                a.next_chunk += 1;
+                Some(a.next_chunk - 1)
+            }
+            Layout::Plain(_) if !a.retried.contains(&index) => {
+                a.retried.push(index);
+                Some(index)
+            }
+            _ => None,
+        };
+        if let Some(c) = again {
+            let (bytes, fut) = read_task(&store, key, layout, k, c);
+            a.outstanding += 1;
+            self.tasks.push_front(QueuedTask {
+                job,
+                index: c,
+                bytes,
+                op: Op::Read,
+                fut,
+            });
+        } else if a.ok.len() + a.outstanding < k {
+            let e = failed(
+                key,
+                &format!("fewer than k = {k} chunks could be read ({why})"),
+            );
+            self.reply(job, Err(e));
+        }
+    }
+
+    /// A write's part finished: the acknowledgement after `k`, the last part queued then, the
+    /// upload completed (or aborted) when nothing is outstanding.
+    fn write_progress(&mut self, job: u64) {
+        let Some(a) = self.active.get_mut(&job) else {
+            return;
+        };
+        let k = a.code.1;
+        if a.reply.is_some() && a.stored >= k {
+            let served = served(a);
+            if let Some(tx) = a.reply.take() {
+                let _ = tx.send(Ok((Reply::Written, served)));
+            }
+            if let Some(fut) = a.rest.take() {
+                a.outstanding += 1;
+                self.tasks.push_back(QueuedTask {
+                    job,
+                    index: usize::MAX,
+                    bytes: a.rest_bytes,
+                    op: Op::Write,
+                    fut,
+                });
+                return;
+            }
+        }
+        let Some(a) = self.active.get_mut(&job) else {
+            return;
+        };
+        if a.outstanding > 0 {
+            return;
+        }
+        let Some(a) = self.active.remove(&job) else {
+            return;
+        };
+        let JobKind::Write { key, upload, .. } = a.kind else {
+            return;
+        };
+        let shared = self.shared.clone();
+        let (failed_parts, reply) = (a.failed, a.reply);
+        tokio::spawn(async move {
+            let result = if failed_parts > 0 {
+                let _ = upload.abort().await;
+                Err(format!("{failed_parts} parts failed"))
+            } else {
+                upload.complete().await.map_err(|e| e.to_string())
+            };
+            match (result, reply) {
+                (Err(why), Some(tx)) => {
+                    let _ = tx.send(Err(failed(&key, &why)));
+                }
+                (Err(why), None) => {
+                    lock(&shared.counters).writes_lost += 1;
+                    eprintln!("ecdn backend: the write of {key} was lost after its acknowledgement: {why}");
+                }
+                (Ok(()), Some(tx)) => {
+                    // Fewer than k parts before the end: every part stored after all.
+                    let served = Served {
+                        n: a.code.0,
+                        k: a.code.1,
+                        queued: a.started - a.arrival,
+                        service: a.started.elapsed(),
+                    };
+                    let _ = tx.send(Ok((Reply::Written, served)));
+                }
+                (Ok(()), None) => {}
+            }
+        });
+    }
+
+    /// Answers a read or head request and cancels its other tasks.
+    fn reply(&mut self, job: u64, r: Result<Reply, ProxyError>) {
+        let Some(mut a) = self.active.remove(&job) else {
+            return;
+        };
+        let served = served(&a);
+        if let Some(tx) = a.reply.take() {
+            let _ = tx.send(r.map(|reply| (reply, served)));
+        }
+        self.cancel(job);
+    }
+
+    /// Drops a request's queued tasks and aborts its running ones (their delays recorded as
+    /// lower bounds).
+    fn cancel(&mut self, job: u64) {
+        self.tasks.retain(|t| t.job != job);
+        let ids: Vec<u64> = self
+            .running
+            .iter()
+            .filter(|(_, r)| r.job == job)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ids {
+            if let Some(r) = self.running.remove(&id) {
+                r.abort.abort();
+                lock(&self.shared.counters).tasks_cancelled += 1;
+                self.record(r.op, r.bytes, r.started.elapsed(), true);
+            }
+        }
+    }
+
+    /// Records a task's delay; refits the operation's model every `refit_every` completions.
+    fn record(&mut self, op: Op, bytes: u64, delay: Duration, censored: bool) {
+        let cfg = self.shared.cfg.clone();
+        let mut models = lock(&self.shared.models);
+        let slot = match op {
+            Op::Read => &mut models.read,
+            Op::Write => &mut models.write,
+            Op::Head => return,
+        };
+        slot.1.push_back(TaskSample {
+            bytes,
+            delay: delay.as_secs_f64(),
+            censored,
+        });
+        while slot.1.len() > cfg.samples_kept {
+            slot.1.pop_front();
+        }
+        if censored {
+            return;
+        }
+        slot.2 += 1;
+        if cfg.refit_every == 0 || slot.2 < cfg.refit_every {
+            return;
+        }
+        slot.2 = 0;
+        let samples: Vec<TaskSample> = slot.1.iter().copied().collect();
+        if let Some((m, _)) = fit(&samples, cfg.fit_trim).filter(|(m, _)| m.is_valid()) {
+            slot.0 = m;
+            drop(models);
+            lock(&self.shared.counters).fits += 1;
+            self.thresholds.retain(|k, _| k.0 != op);
+        }
+    }
+}
+
+fn served(a: &Active) -> Served {
+    Served {
+        n: a.code.0,
+        k: a.code.1,
+        queued: a.started - a.arrival,
+        service: a.started.elapsed(),
+    }
+}
+
+/// Chunk `c` of a read with dimension `k`: its size and its task.
+fn read_task(
+    store: &Arc<dyn Store>,
+    key: &str,
+    layout: &Layout,
+    k: usize,
+    c: usize,
+) -> (u64, StoreFuture<TaskOut>) {
+    let range = match layout {
+        Layout::Coded(m) => m.chunk_range(k, c),
+        Layout::Plain(size) => {
+            let per = size.div_ceil(k as u64);
+            (c as u64 * per).min(*size)..((c as u64 + 1) * per).min(*size)
+        }
+    };
+    let bytes = range.end - range.start;
+    let fut = store.get_range(key, range);
+    (
+        bytes,
+        Box::pin(async move { fut.await.map(TaskOut::Bytes) }),
+    )
+}
+
+fn map_head(f: StoreFuture<Option<Head>>) -> StoreFuture<TaskOut> {
+    Box::pin(async move { f.await.map(TaskOut::Head) })
+}
+
+fn map_stored(f: StoreFuture<()>) -> StoreFuture<TaskOut> {
+    Box::pin(async move { f.await.map(|()| TaskOut::Stored) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Faults, MemoryStore};
+    use ecdn_trace::Rng;
+
+    fn data(seed: u64, len: usize) -> Bytes {
+        let mut rng = Rng::new(seed);
+        Bytes::from((0..len).map(|_| rng.next_u64() as u8).collect::<Vec<u8>>())
+    }
+
+    fn proxy(store: &MemoryStore, strategy: Strategy, connections: usize) -> Proxy {
+        let cfg = ProxyConfig {
+            strategy,
+            connections,
+            task_timeout: Duration::from_secs(2),
+            ..ProxyConfig::default()
+        };
+        Proxy::start(Arc::new(store.clone()), cfg)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn round_trips_with_every_strategy() {
+        let store = MemoryStore::new();
+        let mut rng = Rng::new(3);
+        for strategy in [
+            "tofec",
+            "greedy",
+            "static-1-1",
+            "static-4-2",
+            "static-12-6",
+            "static-5-3",
+        ] {
+            let p = proxy(&store, Strategy::parse(strategy).unwrap(), 16);
+            for i in 0..4 {
+                let len = [0, 1, 1000, 300_001][i] + rng.below(1000) as usize;
+                let d = data(i as u64, len);
+                let key = format!("{strategy}/{i}");
+                let w = p.write(&key, d.clone()).await.unwrap();
+                assert!(w.k >= 1 && w.n >= w.k);
+                // The write was acknowledged after k parts; the rest follow.
+                let mut tries = 0;
+                let (got, r) = loop {
+                    match p.read(&key).await {
+                        Ok(x) => break x,
+                        Err(ProxyError::NotFound(_)) if tries < 100 => {
+                            tries += 1;
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                        Err(e) => panic!("{strategy} {i}: {e}"),
+                    }
+                };
+                assert_eq!(got, d, "{strategy} {i}");
+                assert!(r.k >= 1 && r.n >= r.k && r.n <= 2 * r.k, "{r:?}");
+                if let Some((n, k)) = strategy
+                    .strip_prefix("static-")
+                    .and_then(|s| s.split_once('-'))
+                {
+                    // (5, 3) is not a code of a (12, 6) file: 3 divides 6, n stays 5.
+                    assert_eq!((r.n, r.k), (n.parse().unwrap(), k.parse().unwrap()));
+                }
+            }
+        }
+        // A plain object (not coded by ecdn): k ranges, no redundancy.
+        let d = data(9, 123_457);
+        store.put("plain", d.clone(), None).await.unwrap();
+        let p = proxy(&store, Strategy::Static { n: 4, k: 3 }, 16);
+        let (got, r) = p.read("plain").await.unwrap();
+        assert_eq!((got, r.n, r.k), (d, 3, 3));
+        assert_eq!(
+            p.read("absent").await,
+            Err(ProxyError::NotFound("absent".into()))
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_slow_tasks_are_cancelled_and_failed_ones_replaced() {
+        let store = MemoryStore::new();
+        let p = proxy(&store, Strategy::Static { n: 4, k: 2 }, 16);
+        let d = data(1, 600_000);
+        p.write("obj", d.clone()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (m, _) = strips::encode(&CodecCache::new(), &d, 12, 6).unwrap();
+        let start = |c: usize| m.chunk_range(2, c).start;
+        p.head("obj").await.unwrap();
+
+        // Chunks 0 and 1 take 1.5 s: the read ends with chunks 2 and 3, long before.
+        store.set_faults(Faults {
+            delay: Duration::from_millis(20),
+            slow: vec![
+                (start(0), Duration::from_millis(1500)),
+                (start(1), Duration::from_millis(1500)),
+            ],
+            ..Faults::default()
+        });
+        let before = (store.reads(), p.counters());
+        let t = Instant::now();
+        let (got, r) = p.read("obj").await.unwrap();
+        assert_eq!(got, d);
+        assert!(
+            t.elapsed() < Duration::from_millis(1000),
+            "{:?}",
+            t.elapsed()
+        );
+        assert_eq!((r.n, r.k), (4, 2));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (reads, c) = (store.reads(), p.counters());
+        assert_eq!(reads.0 - before.0 .0, 4, "all four asked");
+        assert_eq!(reads.1 - before.0 .1, 2, "two never finished");
+        assert_eq!(c.tasks_cancelled - before.1.tasks_cancelled, 2);
+        // Their delays were kept as lower bounds.
+        assert_eq!(p.read_samples().iter().filter(|s| s.censored).count(), 2);
+
+        // With (3, 2): chunk 0 fails and chunk 1 is corrupt; chunk 3, the only one not
+        // asked, replaces the first at the head of the task queue, and with chunk 2 it
+        // decodes.
+        store.set_faults(Faults {
+            fail: vec![start(0)],
+            corrupt: vec![start(1)],
+            ..Faults::default()
+        });
+        let p3 = proxy(&store, Strategy::Static { n: 3, k: 2 }, 16);
+        let (got, _) = p3.read("obj").await.unwrap();
+        assert_eq!(got, d);
+        let c = p3.counters();
+        assert_eq!((c.corrupt_chunks, c.tasks_failed), (1, 1));
+        // With (2, 2): chunk 0 gives no answer within the task timeout (2 s); chunk 2
+        // replaces it.
+        store.set_faults(Faults {
+            slow: vec![(start(0), Duration::from_secs(5))],
+            ..Faults::default()
+        });
+        let p2 = proxy(&store, Strategy::Static { n: 2, k: 2 }, 16);
+        let t = Instant::now();
+        let (got, _) = p2.read("obj").await.unwrap();
+        assert_eq!(got, d);
+        assert!(t.elapsed() >= Duration::from_secs(2) && t.elapsed() < Duration::from_secs(4));
+        assert_eq!(p2.counters().tasks_failed, 1);
+
+        // Every chunk fails: a clear error, and no hang.
+        let all: Vec<u64> = (0..4)
+            .map(start)
+            .chain((4..12).map(|c| m.chunk_range(2, c).start))
+            .collect();
+        store.set_faults(Faults {
+            fail: all,
+            ..Faults::default()
+        });
+        let e = p.read("obj").await.unwrap_err();
+        assert!(e.to_string().contains("fewer than k = 2"), "{e}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn requests_wait_for_an_idle_connection_and_tofec_shortens_codes_under_backlog() {
+        let store = MemoryStore::new();
+        let d = data(2, 60_000);
+        proxy(&store, Strategy::Static { n: 12, k: 6 }, 16)
+            .write("x", d.clone())
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        store.set_faults(Faults {
+            delay: Duration::from_millis(40),
+            ..Faults::default()
+        });
+        // Two connections, (1, 1): of 6 requests at once, the last waits for two rounds.
+        let p = proxy(&store, Strategy::Static { n: 1, k: 1 }, 2);
+        p.head("x").await.unwrap();
+        let reads: Vec<_> = (0..6)
+            .map(|_| {
+                let p = p.clone();
+                tokio::spawn(async move { p.read("x").await })
+            })
+            .collect();
+        let mut queued = Vec::new();
+        for r in reads {
+            let (got, s) = r.await.unwrap().unwrap();
+            assert_eq!(got, d);
+            queued.push(s.queued);
+        }
+        queued.sort();
+        assert!(queued[0] < Duration::from_millis(20), "{queued:?}");
+        assert!(queued[5] >= Duration::from_millis(70), "{queued:?}");
+
+        // TOFEC: idle, the longest code; under a backlog of hundreds, (1, 1).
+        let mut cfg = ProxyConfig {
+            connections: 2,
+            alpha: 0.5,
+            ..ProxyConfig::default()
+        };
+        cfg.refit_every = 0;
+        let p = Proxy::start(Arc::new(store.clone()), cfg);
+        p.head("x").await.unwrap();
+        let (_, s) = p.read("x").await.unwrap();
+        assert_eq!((s.n, s.k), (12, 6));
+        let burst: Vec<_> = (0..200)
+            .map(|_| {
+                let p = p.clone();
+                tokio::spawn(async move { p.read("x").await })
+            })
+            .collect();
+        let mut last = (0, 0);
+        for r in burst {
+            let (_, s) = r.await.unwrap().unwrap();
+            last = (s.n, s.k);
+        }
+        assert_eq!(last, (1, 1));
+    }
+}
