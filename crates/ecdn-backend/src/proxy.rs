@@ -122,6 +122,28 @@ pub struct Served {
     pub service: Duration,
 }
 
+/// An acknowledged write, whose upload may still be under way.
+#[derive(Debug)]
+pub struct Written {
+    pub served: Served,
+    key: String,
+    done: oneshot::Receiver<Result<(), ProxyError>>,
+}
+
+impl Written {
+    /// Waits until every part is stored and the upload completed: then the object can be
+    /// read. An error here is a write lost after its acknowledgement.
+    pub async fn finished(self) -> Result<(), ProxyError> {
+        match self.done.await {
+            Ok(r) => r,
+            Err(_) => Err(failed(
+                &self.key,
+                "the proxy stopped before the upload ended",
+            )),
+        }
+    }
+}
+
 /// Totals since the start.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Counters {
@@ -162,6 +184,8 @@ enum JobKind {
         file: Bytes,
         manifest: Arc<Manifest>,
         upload: Box<dyn Upload>,
+        /// Told when the upload is completed (or given up).
+        finished: oneshot::Sender<Result<(), ProxyError>>,
     },
 }
 
@@ -422,8 +446,8 @@ impl Proxy {
     }
 
     /// Writes `data` as a coded file of `(r_max·K, K)` strips; answers when `k` parts are
-    /// stored (the rest follow).
-    pub async fn write(&self, key: &str, data: Bytes) -> Result<Served, ProxyError> {
+    /// stored (the rest follow: [`Written::finished`]).
+    pub async fn write(&self, key: &str, data: Bytes) -> Result<Written, ProxyError> {
         let cfg = &self.shared.cfg;
         if data.len() as u64 > cfg.max_object {
             return Err(ProxyError::TooLarge {
@@ -446,15 +470,21 @@ impl Proxy {
             .upload(key, Some(manifest.to_metadata()))
             .await
             .map_err(|e| store_error(key, e))?;
+        let (finished, done) = oneshot::channel();
         let (_, served) = self
             .submit(JobKind::Write {
                 key: key.to_string(),
                 file: Bytes::from(file),
                 manifest: Arc::new(manifest),
                 upload,
+                finished,
             })
             .await?;
-        Ok(served)
+        Ok(Written {
+            served,
+            key: key.to_string(),
+            done,
+        })
     }
 
     /// The current models (read, write).
@@ -671,6 +701,7 @@ impl Actor {
                 file,
                 manifest,
                 mut upload,
+                finished,
             } => {
                 // Parts in order: the n chunks, then the strips after them.
                 for c in 0..n {
@@ -689,6 +720,7 @@ impl Actor {
                     file: Bytes::new(),
                     manifest,
                     upload,
+                    finished,
                 };
             }
         }
@@ -872,7 +904,13 @@ impl Actor {
         let Some(a) = self.active.remove(&job) else {
             return;
         };
-        let JobKind::Write { key, upload, .. } = a.kind else {
+        let JobKind::Write {
+            key,
+            upload,
+            finished,
+            ..
+        } = a.kind
+        else {
             return;
         };
         let shared = self.shared.clone();
@@ -884,6 +922,7 @@ impl Actor {
             } else {
                 upload.complete().await.map_err(|e| e.to_string())
             };
+            let _ = finished.send(result.clone().map_err(|why| failed(&key, &why)));
             match (result, reply) {
                 (Err(why), Some(tx)) => {
                     let _ = tx.send(Err(failed(&key, &why)));
@@ -913,10 +952,10 @@ impl Actor {
             return;
         };
         let served = served(&a);
+        self.cancel(job);
         if let Some(tx) = a.reply.take() {
             let _ = tx.send(r.map(|reply| (reply, served)));
         }
-        self.cancel(job);
     }
 
     /// Drops a request's queued tasks and aborts its running ones (their delays recorded as
@@ -1052,19 +1091,11 @@ mod tests {
                 let d = data(i as u64, len);
                 let key = format!("{strategy}/{i}");
                 let w = p.write(&key, d.clone()).await.unwrap();
-                assert!(w.k >= 1 && w.n >= w.k);
-                // The write was acknowledged after k parts; the rest follow.
-                let mut tries = 0;
-                let (got, r) = loop {
-                    match p.read(&key).await {
-                        Ok(x) => break x,
-                        Err(ProxyError::NotFound(_)) if tries < 100 => {
-                            tries += 1;
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                        Err(e) => panic!("{strategy} {i}: {e}"),
-                    }
-                };
+                let s = w.served;
+                assert!(s.k >= 1 && s.n >= s.k);
+                // Acknowledged after k parts; readable when the upload is complete.
+                w.finished().await.unwrap();
+                let (got, r) = p.read(&key).await.unwrap();
                 assert_eq!(got, d, "{strategy} {i}");
                 assert!(r.k >= 1 && r.n >= r.k && r.n <= 2 * r.k, "{r:?}");
                 if let Some((n, k)) = strategy
@@ -1093,8 +1124,12 @@ mod tests {
         let store = MemoryStore::new();
         let p = proxy(&store, Strategy::Static { n: 4, k: 2 }, 16);
         let d = data(1, 600_000);
-        p.write("obj", d.clone()).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        p.write("obj", d.clone())
+            .await
+            .unwrap()
+            .finished()
+            .await
+            .unwrap();
         let (m, _) = strips::encode(&CodecCache::new(), &d, 12, 6).unwrap();
         let start = |c: usize| m.chunk_range(2, c).start;
         p.head("obj").await.unwrap();
@@ -1118,7 +1153,6 @@ mod tests {
             t.elapsed()
         );
         assert_eq!((r.n, r.k), (4, 2));
-        tokio::time::sleep(Duration::from_millis(50)).await;
         let (reads, c) = (store.reads(), p.counters());
         assert_eq!(reads.0 - before.0 .0, 4, "all four asked");
         assert_eq!(reads.1 - before.0 .1, 2, "two never finished");
@@ -1172,8 +1206,10 @@ mod tests {
         proxy(&store, Strategy::Static { n: 12, k: 6 }, 16)
             .write("x", d.clone())
             .await
+            .unwrap()
+            .finished()
+            .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
         store.set_faults(Faults {
             delay: Duration::from_millis(40),
             ..Faults::default()
