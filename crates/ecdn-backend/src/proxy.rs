@@ -260,12 +260,10 @@ struct Active {
     rest_bytes: u64,
 }
 
-enum Event {
-    Submit(Job),
-    Done {
-        task: u64,
-        out: Result<TaskOut, String>,
-    },
+/// A task's end, reported to the actor.
+struct Done {
+    task: u64,
+    out: Result<TaskOut, String>,
 }
 
 /// Per operation: the model, the samples and the tasks completed since the last fit.
@@ -289,7 +287,7 @@ const HEADS_KEPT: usize = 65_536;
 /// The backend tier's proxy (see the module documentation). Cloning shares it.
 #[derive(Clone)]
 pub struct Proxy {
-    tx: mpsc::UnboundedSender<Event>,
+    tx: mpsc::UnboundedSender<Job>,
     shared: Arc<Shared>,
 }
 
@@ -297,6 +295,7 @@ impl Proxy {
     /// Starts the proxy on the current tokio runtime.
     pub fn start(store: Arc<dyn Store>, cfg: ProxyConfig) -> Proxy {
         let (tx, rx) = mpsc::unbounded_channel();
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
         let models = Models {
             read: (cfg.read_model, VecDeque::new(), 0),
             write: (cfg.write_model, VecDeque::new(), 0),
@@ -311,7 +310,7 @@ impl Proxy {
         });
         let actor = Actor {
             shared: shared.clone(),
-            me: tx.downgrade(),
+            me: done_tx,
             queue: VecDeque::new(),
             tasks: VecDeque::new(),
             running: HashMap::new(),
@@ -320,7 +319,7 @@ impl Proxy {
             thresholds: HashMap::new(),
             next: 0,
         };
-        tokio::spawn(actor.run(rx));
+        tokio::spawn(actor.run(rx, done_rx));
         Proxy { tx, shared }
     }
 
@@ -337,9 +336,7 @@ impl Proxy {
             arrival: Instant::now(),
             reply,
         };
-        self.tx
-            .send(Event::Submit(job))
-            .map_err(|_| ProxyError::Stopped)?;
+        self.tx.send(job).map_err(|_| ProxyError::Stopped)?;
         rx.await.map_err(|_| ProxyError::Stopped)?
     }
 
@@ -530,7 +527,8 @@ fn size_class(size: u64) -> (i32, f64) {
 /// The single task that owns the queues.
 struct Actor {
     shared: Arc<Shared>,
-    me: mpsc::WeakUnboundedSender<Event>,
+    /// Where tasks report (the actor keeps a sender, so it closes never).
+    me: mpsc::UnboundedSender<Done>,
     queue: VecDeque<Job>,
     tasks: VecDeque<QueuedTask>,
     running: HashMap<u64, Running>,
@@ -541,16 +539,26 @@ struct Actor {
 }
 
 impl Actor {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Event>) {
-        while let Some(ev) = rx.recv().await {
-            match ev {
-                Event::Submit(job) => self.arrive(job),
-                Event::Done { task, out } => self.done(task, out),
+    /// Until every [`Proxy`] is dropped and the work begun is done (a write's upload goes on
+    /// after its acknowledgement).
+    async fn run(
+        mut self,
+        mut jobs: mpsc::UnboundedReceiver<Job>,
+        mut done: mpsc::UnboundedReceiver<Done>,
+    ) {
+        let mut open = true;
+        loop {
+            if !open && self.running.is_empty() && self.tasks.is_empty() && self.queue.is_empty() {
+                return;
+            }
+            tokio::select! {
+                job = jobs.recv(), if open => match job {
+                    Some(job) => self.arrive(job),
+                    None => open = false,
+                },
+                Some(d) = done.recv() => self.done(d.task, d.out),
             }
             self.dispatch();
-        }
-        for r in self.running.values() {
-            r.abort.abort();
         }
     }
 
@@ -749,9 +757,7 @@ impl Actor {
                 Ok(Err(e)) => Err(e.to_string()),
                 Err(_) => Err(format!("no answer within {timeout:?}")),
             };
-            if let Some(me) = me.upgrade() {
-                let _ = me.send(Event::Done { task: id, out });
-            }
+            let _ = me.send(Done { task: id, out });
         });
         lock(&self.shared.counters).tasks_started += 1;
         self.running.insert(

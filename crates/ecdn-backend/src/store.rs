@@ -121,6 +121,8 @@ impl S3Store {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut b = AmazonS3Builder::new()
             .with_bucket_name(&cfg.bucket)
+            // One DELETE per object: every S3-compatible server has it, not all the bulk one.
+            .with_disable_bulk_delete(true)
             .with_region(cfg.region.clone().unwrap_or_else(|| "us-east-1".into()))
             .with_retry(RetryConfig {
                 max_retries: 0,

@@ -1,0 +1,693 @@
+//! A storage cloud on loopback (issue 13's test bed): an S3-compatible server for the
+//! operations the backend tier uses, whose answers take as long as S3's do.
+//!
+//! A store on loopback answers in microseconds, while TOFEC's gains come from S3's delay
+//! distribution. With a [`DelayModel`], every range read of `B` bytes is answered after a
+//! delay drawn from `Δ(B) + Exp(μ(B))` (§III-C; S3's parameters by default,
+//! [`DelayModel::PAPER_S3`]), measured from the request to the response's last byte; with a
+//! per-connection bandwidth as well, the body is paced at that rate and its headers leave
+//! early enough for the last byte to arrive on time (or as soon as the rate allows). A write
+//! (an object, or a part) is answered the write model's delay after its body arrived; a
+//! `HEAD` after the read model's delay for 0 bytes.
+//!
+//! **The S3 subset**, path-style (`/bucket/key`), unsigned requests accepted (the emulator
+//! checks no signatures): `PUT` an object (with `x-amz-meta-*` metadata), `GET` (with a
+//! `Range: bytes=a-b`, `a-` or `-n`) and `HEAD` it, `DELETE` it; multipart uploads (`POST
+//! ?uploads`, `PUT ?partNumber&uploadId`, `POST ?uploadId` with the parts' list, `DELETE
+//! ?uploadId`); `PUT /bucket` (every bucket exists). Errors are S3's XML error bodies. Objects
+//! live in memory; `max_object` bounds each.
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use ecdn_trace::Rng;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming};
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use crate::model::DelayModel;
+
+/// How the emulator answers.
+#[derive(Clone, Debug)]
+pub struct EmulatorConfig {
+    /// Delays of reads (and `HEAD`); `None`: at once.
+    pub read: Option<DelayModel>,
+    /// Delays of writes; `None`: at once.
+    pub write: Option<DelayModel>,
+    /// Bytes per second of one connection's response bodies; `None`: unpaced.
+    pub bandwidth: Option<u64>,
+    /// Seed of the delays.
+    pub seed: u64,
+    /// Largest object or part accepted.
+    pub max_object: u64,
+}
+
+impl Default for EmulatorConfig {
+    fn default() -> Self {
+        EmulatorConfig {
+            read: Some(DelayModel::PAPER_S3),
+            write: Some(DelayModel::PAPER_S3),
+            bandwidth: None,
+            seed: 1,
+            max_object: 1 << 30,
+        }
+    }
+}
+
+struct Object {
+    data: Bytes,
+    meta: Vec<(String, String)>,
+    etag: String,
+    modified: SystemTime,
+}
+
+struct Multipart {
+    bucket: String,
+    key: String,
+    meta: Vec<(String, String)>,
+    parts: BTreeMap<u32, Bytes>,
+}
+
+/// Counts since the start.
+#[derive(Debug, Default)]
+pub struct EmulatorStats {
+    pub requests: AtomicU64,
+    pub range_reads: AtomicU64,
+    pub bytes_sent: AtomicU64,
+}
+
+struct Emu {
+    cfg: EmulatorConfig,
+    objects: Mutex<HashMap<(String, String), Object>>,
+    uploads: Mutex<HashMap<String, Multipart>>,
+    rng: Mutex<Rng>,
+    next: AtomicU64,
+    stats: Arc<EmulatorStats>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A running emulator.
+pub struct Emulator {
+    addr: SocketAddr,
+    stats: Arc<EmulatorStats>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Emulator {
+    /// Listens on `addr` (port 0: any free one) and serves until [`Emulator::stop`].
+    pub async fn start(addr: SocketAddr, cfg: EmulatorConfig) -> std::io::Result<Emulator> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let stats = Arc::new(EmulatorStats::default());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(serve_with(listener, cfg, stats.clone(), async {
+            let _ = stopped.await;
+        }));
+        Ok(Emulator {
+            addr,
+            stats,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://ADDR`, the endpoint for S3 clients.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn stats(&self) -> &EmulatorStats {
+        &self.stats
+    }
+
+    /// Stops accepting connections.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+}
+
+/// Serves on `listener` until `shutdown`.
+pub async fn serve(
+    listener: TcpListener,
+    cfg: EmulatorConfig,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    serve_with(listener, cfg, Arc::default(), shutdown).await;
+    Ok(())
+}
+
+async fn serve_with(
+    listener: TcpListener,
+    cfg: EmulatorConfig,
+    stats: Arc<EmulatorStats>,
+    shutdown: impl Future<Output = ()>,
+) {
+    let emu = Arc::new(Emu {
+        rng: Mutex::new(Rng::new(cfg.seed)),
+        cfg,
+        objects: Mutex::new(HashMap::new()),
+        uploads: Mutex::new(HashMap::new()),
+        next: AtomicU64::new(1),
+        stats,
+    });
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = &mut shutdown => return,
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        let _ = stream.set_nodelay(true);
+        let emu = emu.clone();
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let emu = emu.clone();
+                async move { Ok::<_, Infallible>(handle(&emu, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+type EmuBody = Paced;
+
+/// An S3 error answer.
+fn error(status: StatusCode, code: &str, message: &str) -> Response<EmuBody> {
+    let xml = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code>\
+         <Message>{}</Message></Error>",
+        xml_escape(message)
+    );
+    let mut r = Response::new(Paced::now(Bytes::from(xml)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/xml"),
+    );
+    r
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn xml(body: String) -> Response<EmuBody> {
+    let mut r = Response::new(Paced::now(Bytes::from(body)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/xml"),
+    );
+    r
+}
+
+/// `(bucket, key)` of a path-style request path, percent-decoded.
+fn bucket_and_key(path: &str) -> Option<(String, String)> {
+    let path = path.strip_prefix('/')?;
+    let (bucket, key) = path.split_once('/').unwrap_or((path, ""));
+    if bucket.is_empty() {
+        return None;
+    }
+    Some((decode(bucket)?, decode(key)?))
+}
+
+fn decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+fn query(q: Option<&str>) -> HashMap<String, String> {
+    q.unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k).unwrap_or_default(), decode(v).unwrap_or_default())
+        })
+        .collect()
+}
+
+fn user_metadata(h: &HeaderMap) -> Vec<(String, String)> {
+    h.iter()
+        .filter_map(|(k, v)| {
+            let name = k.as_str().strip_prefix("x-amz-meta-")?;
+            Some((name.to_string(), v.to_str().ok()?.to_string()))
+        })
+        .collect()
+}
+
+/// The delay of an operation on `bytes` bytes, drawn from `model`.
+fn draw(emu: &Emu, model: Option<DelayModel>, bytes: u64) -> Duration {
+    let Some(m) = model else {
+        return Duration::ZERO;
+    };
+    let u = lock(&emu.rng).f64();
+    Duration::from_secs_f64(m.sample(bytes as f64, u).max(0.0))
+}
+
+async fn handle(emu: &Emu, req: Request<Incoming>) -> Response<EmuBody> {
+    emu.stats.requests.fetch_add(1, Ordering::Relaxed);
+    let arrived = Instant::now();
+    let Some((bucket, key)) = bucket_and_key(req.uri().path()) else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "InvalidURI",
+            "path-style /bucket/key only",
+        );
+    };
+    let q = query(req.uri().query());
+    let method = req.method().clone();
+    match (method, key.is_empty()) {
+        (Method::PUT, true) | (Method::HEAD, true) => Response::new(Paced::now(Bytes::new())),
+        (_, true) => error(
+            StatusCode::NOT_IMPLEMENTED,
+            "NotImplemented",
+            "bucket operations",
+        ),
+        (Method::GET, false) | (Method::HEAD, false) => read(emu, req, bucket, key, arrived).await,
+        (Method::PUT, false) => write(emu, req, bucket, key, q, arrived).await,
+        (Method::POST, false) if q.contains_key("uploads") => {
+            let id = format!("u{}", emu.next.fetch_add(1, Ordering::Relaxed));
+            let meta = user_metadata(req.headers());
+            lock(&emu.uploads).insert(
+                id.clone(),
+                Multipart {
+                    bucket: bucket.clone(),
+                    key: key.clone(),
+                    meta,
+                    parts: BTreeMap::new(),
+                },
+            );
+            xml(format!(
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<InitiateMultipartUploadResult>\
+                 <Bucket>{}</Bucket><Key>{}</Key><UploadId>{id}</UploadId>\
+                 </InitiateMultipartUploadResult>",
+                xml_escape(&bucket),
+                xml_escape(&key)
+            ))
+        }
+        (Method::POST, false) if q.contains_key("uploadId") => {
+            complete(emu, req, &q["uploadId"], arrived).await
+        }
+        (Method::DELETE, false) if q.contains_key("uploadId") => {
+            lock(&emu.uploads).remove(&q["uploadId"]);
+            let mut r = Response::new(Paced::now(Bytes::new()));
+            *r.status_mut() = StatusCode::NO_CONTENT;
+            r
+        }
+        (Method::DELETE, false) => {
+            lock(&emu.objects).remove(&(bucket, key));
+            let mut r = Response::new(Paced::now(Bytes::new()));
+            *r.status_mut() = StatusCode::NO_CONTENT;
+            r
+        }
+        _ => error(
+            StatusCode::NOT_IMPLEMENTED,
+            "NotImplemented",
+            "not in the emulator's subset",
+        ),
+    }
+}
+
+/// A byte range of an object of `size` bytes: `(start, end)`, or `Err` when it cannot be
+/// satisfied.
+fn range(h: Option<&HeaderValue>, size: u64) -> Option<Result<(u64, u64), ()>> {
+    let v = h?.to_str().ok()?.strip_prefix("bytes=")?;
+    let (a, b) = v.split_once('-')?;
+    let r = match (a.parse::<u64>().ok(), b.parse::<u64>().ok()) {
+        (Some(a), Some(b)) if a <= b && a < size => Ok((a, (b + 1).min(size))),
+        (Some(a), None) if b.is_empty() && a < size => Ok((a, size)),
+        (None, Some(n)) if a.is_empty() && n > 0 => Ok((size.saturating_sub(n), size)),
+        _ => Err(()),
+    };
+    Some(r)
+}
+
+async fn read(
+    emu: &Emu,
+    req: Request<Incoming>,
+    bucket: String,
+    key: String,
+    arrived: Instant,
+) -> Response<EmuBody> {
+    let head = req.method() == Method::HEAD;
+    let found = lock(&emu.objects)
+        .get(&(bucket, key.clone()))
+        .map(|o| (o.data.clone(), o.meta.clone(), o.etag.clone(), o.modified));
+    let Some((data, meta, etag, modified)) = found else {
+        tokio::time::sleep(draw(emu, emu.cfg.read, 0)).await;
+        return error(StatusCode::NOT_FOUND, "NoSuchKey", &key);
+    };
+    let size = data.len() as u64;
+    let (status, body, content_range) = match range(req.headers().get(header::RANGE), size) {
+        Some(Err(())) => {
+            let mut r = error(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "InvalidRange",
+                "the range is not satisfiable",
+            );
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                r.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+            return r;
+        }
+        Some(Ok((a, b))) => {
+            emu.stats.range_reads.fetch_add(1, Ordering::Relaxed);
+            let cr = format!("bytes {a}-{}/{size}", b - 1);
+            (
+                StatusCode::PARTIAL_CONTENT,
+                data.slice(a as usize..b as usize),
+                Some(cr),
+            )
+        }
+        None => (StatusCode::OK, data, None),
+    };
+    let len = body.len() as u64;
+    let sent = if head { 0 } else { len };
+    // The response is due `delay` after the request; at the link's rate its body takes
+    // `len / rate`, so the headers leave that much earlier.
+    let delay = draw(emu, emu.cfg.read, sent);
+    let transfer = emu
+        .cfg
+        .bandwidth
+        .map(|b| Duration::from_secs_f64(sent as f64 / b.max(1) as f64))
+        .unwrap_or_default();
+    let headers_at = arrived + delay.saturating_sub(transfer);
+    tokio::time::sleep_until(headers_at.into()).await;
+    emu.stats.bytes_sent.fetch_add(sent, Ordering::Relaxed);
+    let body = if head {
+        Paced::now(Bytes::new())
+    } else {
+        Paced::new(body, emu.cfg.bandwidth)
+    };
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    let mut put = |name: header::HeaderName, v: String| {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            h.insert(name, v);
+        }
+    };
+    put(header::CONTENT_LENGTH, len.to_string());
+    put(header::ETAG, etag);
+    put(header::LAST_MODIFIED, http_date(modified));
+    put(header::ACCEPT_RANGES, "bytes".into());
+    if let Some(cr) = content_range {
+        put(header::CONTENT_RANGE, cr);
+    }
+    for (k, v) in meta {
+        if let (Ok(name), Ok(v)) = (
+            header::HeaderName::from_bytes(format!("x-amz-meta-{k}").as_bytes()),
+            HeaderValue::from_str(&v),
+        ) {
+            h.insert(name, v);
+        }
+    }
+    r
+}
+
+/// The body, read whole up to the limit.
+async fn body_of(
+    emu: &Emu,
+    req: Request<Incoming>,
+) -> Result<(HeaderMap, Bytes), Response<EmuBody>> {
+    let (parts, body) = req.into_parts();
+    let limit = emu.cfg.max_object as usize;
+    let limited = http_body_util::Limited::new(body, limit);
+    match limited.collect().await {
+        Ok(b) => Ok((parts.headers, b.to_bytes())),
+        Err(e) => Err(error(
+            StatusCode::BAD_REQUEST,
+            "IncompleteBody",
+            &e.to_string(),
+        )),
+    }
+}
+
+async fn write(
+    emu: &Emu,
+    req: Request<Incoming>,
+    bucket: String,
+    key: String,
+    q: HashMap<String, String>,
+    arrived: Instant,
+) -> Response<EmuBody> {
+    let (headers, data) = match body_of(emu, req).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let _ = arrived;
+    tokio::time::sleep(draw(emu, emu.cfg.write, data.len() as u64)).await;
+    let etag = format!("\"{:08x}\"", ecdn_store::crc32c(&data));
+    if let (Some(part), Some(id)) = (q.get("partNumber"), q.get("uploadId")) {
+        let Ok(n) = part.parse::<u32>() else {
+            return error(StatusCode::BAD_REQUEST, "InvalidArgument", "partNumber");
+        };
+        let mut uploads = lock(&emu.uploads);
+        let Some(u) = uploads.get_mut(id) else {
+            return error(StatusCode::NOT_FOUND, "NoSuchUpload", id);
+        };
+        u.parts.insert(n, data);
+        drop(uploads);
+        let mut r = Response::new(Paced::now(Bytes::new()));
+        if let Ok(v) = HeaderValue::from_str(&etag) {
+            r.headers_mut().insert(header::ETAG, v);
+        }
+        return r;
+    }
+    let meta = user_metadata(&headers);
+    lock(&emu.objects).insert(
+        (bucket, key),
+        Object {
+            data,
+            meta,
+            etag: etag.clone(),
+            modified: SystemTime::now(),
+        },
+    );
+    let mut r = Response::new(Paced::now(Bytes::new()));
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        r.headers_mut().insert(header::ETAG, v);
+    }
+    r
+}
+
+/// `POST ?uploadId`: the parts the body lists, in its order, joined into the object.
+async fn complete(
+    emu: &Emu,
+    req: Request<Incoming>,
+    id: &str,
+    arrived: Instant,
+) -> Response<EmuBody> {
+    let _ = arrived;
+    let (_, body) = match body_of(emu, req).await {
+        Ok(x) => x,
+        Err(r) => return r,
+    };
+    let text = String::from_utf8_lossy(&body);
+    let numbers: Vec<u32> = text
+        .split("<PartNumber>")
+        .skip(1)
+        .filter_map(|s| s.split("</PartNumber>").next()?.trim().parse().ok())
+        .collect();
+    let Some(u) = lock(&emu.uploads).remove(id) else {
+        return error(StatusCode::NOT_FOUND, "NoSuchUpload", id);
+    };
+    let mut data = Vec::new();
+    for n in &numbers {
+        match u.parts.get(n) {
+            Some(p) => data.extend_from_slice(p),
+            None => {
+                return error(StatusCode::BAD_REQUEST, "InvalidPart", &format!("part {n}"));
+            }
+        }
+    }
+    if numbers.is_empty() {
+        return error(StatusCode::BAD_REQUEST, "MalformedXML", "no parts listed");
+    }
+    let data = Bytes::from(data);
+    let etag = format!("\"{:08x}-{}\"", ecdn_store::crc32c(&data), numbers.len());
+    lock(&emu.objects).insert(
+        (u.bucket.clone(), u.key.clone()),
+        Object {
+            data,
+            meta: u.meta,
+            etag: etag.clone(),
+            modified: SystemTime::now(),
+        },
+    );
+    xml(format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CompleteMultipartUploadResult>\
+         <Bucket>{}</Bucket><Key>{}</Key><ETag>{}</ETag></CompleteMultipartUploadResult>",
+        xml_escape(&u.bucket),
+        xml_escape(&u.key),
+        xml_escape(&etag)
+    ))
+}
+
+/// An IMF-fixdate (RFC 9110 §5.6.7).
+fn http_date(t: SystemTime) -> String {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
+    let weekday = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"][(days % 7) as usize];
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ][(mo - 1) as usize];
+    format!("{weekday}, {d:02} {month} {y} {h:02}:{m:02}:{s:02} GMT")
+}
+
+/// A response body sent in 64 KiB frames at a rate (or at once).
+pub struct Paced {
+    data: Bytes,
+    rate: Option<u64>,
+    sent: usize,
+    start: Option<Instant>,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Paced {
+    fn now(data: Bytes) -> Paced {
+        Paced::new(data, None)
+    }
+
+    fn new(data: Bytes, rate: Option<u64>) -> Paced {
+        Paced {
+            data,
+            rate,
+            sent: 0,
+            start: None,
+            sleep: None,
+        }
+    }
+}
+
+const FRAME: usize = 64 << 10;
+
+impl Body for Paced {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let me = &mut *self;
+        if me.sent >= me.data.len() {
+            return Poll::Ready(None);
+        }
+        if let Some(rate) = me.rate {
+            let start = *me.start.get_or_insert_with(Instant::now);
+            let due = start + Duration::from_secs_f64(me.sent as f64 / rate.max(1) as f64);
+            if Instant::now() < due {
+                let sleep = me
+                    .sleep
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(due.into())));
+                sleep.as_mut().reset(due.into());
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+            }
+        }
+        let n = FRAME.min(me.data.len() - me.sent);
+        let frame = me.data.slice(me.sent..me.sent + n);
+        me.sent += n;
+        Poll::Ready(Some(Ok(Frame::data(frame))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.sent >= self.data.len()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact((self.data.len() - self.sent) as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_ranges_and_paths() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_784_851_200);
+        assert_eq!(http_date(t), "Fri, 24 Jul 2026 00:00:00 GMT");
+        assert_eq!(
+            http_date(SystemTime::UNIX_EPOCH),
+            "Thu, 01 Jan 1970 00:00:00 GMT"
+        );
+        let v = |s: &str| HeaderValue::from_str(s).unwrap();
+        assert_eq!(range(Some(&v("bytes=0-9")), 100), Some(Ok((0, 10))));
+        assert_eq!(range(Some(&v("bytes=90-200")), 100), Some(Ok((90, 100))));
+        assert_eq!(range(Some(&v("bytes=90-")), 100), Some(Ok((90, 100))));
+        assert_eq!(range(Some(&v("bytes=-5")), 100), Some(Ok((95, 100))));
+        assert_eq!(range(Some(&v("bytes=100-")), 100), Some(Err(())));
+        assert_eq!(range(Some(&v("bytes=5-1")), 100), Some(Err(())));
+        assert_eq!(range(Some(&v("items=0-1")), 100), None);
+        assert_eq!(range(None, 100), None);
+        assert_eq!(
+            bucket_and_key("/b/a%20b/c"),
+            Some(("b".to_string(), "a b/c".to_string()))
+        );
+        assert_eq!(bucket_and_key("/b"), Some(("b".to_string(), String::new())));
+        assert_eq!(bucket_and_key("/"), None);
+        assert_eq!(bucket_and_key("/b/%zz"), None);
+    }
+}
