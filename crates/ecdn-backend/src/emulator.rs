@@ -569,7 +569,7 @@ async fn complete(
 }
 
 /// An IMF-fixdate (RFC 9110 §5.6.7).
-fn http_date(t: SystemTime) -> String {
+pub fn http_date(t: SystemTime) -> String {
     let secs = t
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())

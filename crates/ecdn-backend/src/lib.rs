@@ -9,6 +9,7 @@
 //! * [`strips`] — the coded file, "Shared Key" (§III): one stored object of `N` strips of an
 //!   `(N, K)` code that serves every `(n, k)` with `k | K`, and its manifest.
 pub mod emulator;
+pub mod gateway;
 pub mod model;
 pub mod proxy;
 pub mod store;

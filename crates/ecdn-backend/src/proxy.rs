@@ -279,6 +279,8 @@ struct Shared {
     heads: Mutex<HashMap<String, Head>>,
     models: Mutex<Models>,
     counters: Mutex<Counters>,
+    /// Set by [`Proxy::stop`].
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 /// Heads kept (then the cache starts again).
@@ -307,6 +309,7 @@ impl Proxy {
             heads: Mutex::new(HashMap::new()),
             models: Mutex::new(models),
             counters: Mutex::new(Counters::default()),
+            stop: tokio::sync::watch::channel(false).0,
         });
         let actor = Actor {
             shared: shared.clone(),
@@ -319,7 +322,8 @@ impl Proxy {
             thresholds: HashMap::new(),
             next: 0,
         };
-        tokio::spawn(actor.run(rx, done_rx));
+        let stop = shared.stop.subscribe();
+        tokio::spawn(actor.run(rx, done_rx, stop));
         Proxy { tx, shared }
     }
 
@@ -361,6 +365,18 @@ impl Proxy {
             heads.insert(key.to_string(), h.clone());
         }
         Ok(h)
+    }
+
+    /// Stops at once: the requests waiting or under way fail with [`ProxyError::Stopped`],
+    /// their tasks are cancelled (a write's upload included: it is left to the store's
+    /// lifecycle rules).
+    pub fn stop(&self) {
+        self.shared.stop.send_replace(true);
+    }
+
+    /// Caches an object's head, as if it had been asked (a caller that knows it).
+    pub fn remember(&self, key: &str, head: Head) {
+        lock(&self.shared.heads).insert(key.to_string(), head);
     }
 
     /// Forgets the cached head of `key` (it was written or removed).
@@ -545,9 +561,16 @@ impl Actor {
         mut self,
         mut jobs: mpsc::UnboundedReceiver<Job>,
         mut done: mpsc::UnboundedReceiver<Done>,
+        mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
         let mut open = true;
         loop {
+            if *stop.borrow() {
+                for (_, r) in self.running.drain() {
+                    r.abort.abort();
+                }
+                return; // the replies' senders drop: their callers see Stopped
+            }
             if !open && self.running.is_empty() && self.tasks.is_empty() && self.queue.is_empty() {
                 return;
             }
@@ -557,6 +580,7 @@ impl Actor {
                     None => open = false,
                 },
                 Some(d) = done.recv() => self.done(d.task, d.out),
+                _ = stop.changed() => continue,
             }
             self.dispatch();
         }

@@ -6,11 +6,14 @@
 use clap::{Parser, Subcommand};
 
 mod args;
+mod backend_bench;
+mod backend_cmd;
 mod cluster_cmd;
 mod cluster_demo;
 mod cluster_ops;
 mod coordinator_cmd;
 mod demo_cmd;
+mod node_backend;
 mod node_cmd;
 mod object_bench;
 mod object_cmd;
@@ -50,6 +53,10 @@ enum Command {
     /// EC-Cache's object API: put, get, stat and rm objects on a cluster node.
     #[command(subcommand)]
     Object(object_cmd::ObjectCmd),
+    /// The backend tier (TOFEC): coded reads and writes of an S3-compatible store, an HTTP
+    /// origin in front of it, and its benchmark.
+    #[command(subcommand)]
+    Backend(backend_cmd::BackendCmd),
 }
 
 fn main() {
@@ -63,6 +70,7 @@ fn main() {
         Command::Coordinator(a) => coordinator_cmd::run(a),
         Command::Cluster(cmd) => cluster_demo::run(cmd),
         Command::Object(cmd) => object_cmd::run(cmd),
+        Command::Backend(cmd) => backend_cmd::run(cmd),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

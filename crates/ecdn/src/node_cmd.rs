@@ -2,7 +2,8 @@
 //!
 //! Settings come from an optional TOML file (`--config`) whose keys are the flags' names with
 //! underscores (`listen`, `origin`, `hoc_size`, `hoc_policy`, `disk_path`, `disk_size`,
-//! `origin_timeout`, `drain_timeout`, `purge_token`, `access_log`, `threads`), plus a `routes`
+//! `origin_timeout`, `drain_timeout`, `purge_token`, `access_log`, `threads`,
+//! `backend_strategy`, `backend_connections`, `backend_cache_control`), plus a `routes`
 //! table of host → origin (`--route HOST=URL` on the command line, repeatable, adds to and
 //! overrides the file's). A flag given on the command line overrides the file. Unknown keys
 //! and bad values are errors that name the key.
@@ -35,10 +36,13 @@ pub struct NodeArgs {
     #[arg(long)]
     listen: Option<String>,
     /// The default origin, http://host:port, for hosts without a --route (required unless
-    /// routes are given; requests for a host with neither get 421).
+    /// routes are given; requests for a host with neither get 421). Or an S3-compatible
+    /// store, s3://BUCKET[/PREFIX], read through the backend tier (TOFEC: coded, chunked
+    /// range requests); its endpoint and credentials come from AWS_ENDPOINT_URL, AWS_REGION,
+    /// AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
     #[arg(long)]
     origin: Option<String>,
-    /// An origin for one Host: HOST=http://host:port (repeatable).
+    /// An origin for one Host: HOST=http://host:port or HOST=s3://BUCKET/PREFIX (repeatable).
     #[arg(long = "route", value_name = "HOST=URL")]
     routes: Vec<String>,
     /// DRAM hot-object cache capacity [default: 64MiB].
@@ -72,6 +76,17 @@ pub struct NodeArgs {
     /// Worker threads [default: all cores].
     #[arg(long, short = 'j')]
     threads: Option<usize>,
+    /// S3 origins: how each read's code is chosen, tofec, greedy or static-N-K [default:
+    /// tofec].
+    #[arg(long)]
+    backend_strategy: Option<String>,
+    /// S3 origins: connections to each store [default: 16].
+    #[arg(long)]
+    backend_connections: Option<usize>,
+    /// S3 origins: the Cache-Control the node sees on their objects, empty for none
+    /// [default: public, max-age=3600].
+    #[arg(long)]
+    backend_cache_control: Option<String>,
     /// Cluster mode: the cluster file (see `ecdn coordinator`). The node listens on its client
     /// and peer addresses from the file (not --listen) — or, for a node added with `ecdn
     /// cluster add`, from the coordinator's map —, needs --disk-path, and --disk-size is its
@@ -107,6 +122,9 @@ struct FileConfig {
     purge_token: Option<String>,
     access_log: Option<bool>,
     threads: Option<usize>,
+    backend_strategy: Option<String>,
+    backend_connections: Option<usize>,
+    backend_cache_control: Option<String>,
     routes: Option<std::collections::BTreeMap<String, String>>,
 }
 
@@ -117,6 +135,7 @@ struct Settings {
     listen: Option<SocketAddr>,
     node: NodeConfig,
     threads: Option<usize>,
+    backend: crate::node_backend::BackendSettings,
 }
 
 fn merge(a: NodeArgs) -> Result<Settings> {
@@ -215,6 +234,26 @@ fn merge(a: NodeArgs) -> Result<Settings> {
         .or(file.drain_timeout)
         .unwrap_or_else(|| "30s".into());
     let drain = crate::args::duration(&key("drain_timeout"), &drain)?;
+    let strategy = a
+        .backend_strategy
+        .or(file.backend_strategy)
+        .unwrap_or_else(|| "tofec".into());
+    let backend = crate::node_backend::BackendSettings {
+        strategy: ecdn_backend::tofec::Strategy::parse(&strategy)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", key("backend_strategy")))?,
+        connections: a
+            .backend_connections
+            .or(file.backend_connections)
+            .unwrap_or(16)
+            .max(1),
+        cache_control: Some(
+            a.backend_cache_control
+                .or(file.backend_cache_control)
+                .unwrap_or_else(|| "public, max-age=3600".into()),
+        )
+        .filter(|c| !c.is_empty()),
+        task_timeout: timeout,
+    };
     Ok(Settings {
         listen,
         node: NodeConfig {
@@ -232,6 +271,7 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             ..NodeConfig::default()
         },
         threads: a.threads.or(file.threads),
+        backend,
     })
 }
 
@@ -254,9 +294,12 @@ pub fn run(a: NodeArgs) -> Result<()> {
             Duration::from_millis(c.cluster.heartbeat_ms)
                 .saturating_mul(c.cluster.missed_heartbeats)
         });
-        let node = Node::start(listen, s.node)
-            .await
-            .with_context(|| format!("cannot start the node on {listen}"))?;
+        let mut cfg = s.node;
+        let node = match crate::node_backend::wire(&mut cfg, &s.backend)? {
+            Some(connect) => Node::start_with_connector(listen, cfg, connect).await,
+            None => Node::start(listen, cfg).await,
+        }
+        .with_context(|| format!("cannot start the node on {listen}"))?;
         eprintln!("ecdn node listening on http://{}", node.addr);
         if let Some(peer) = node.peer_addr() {
             eprintln!("ecdn node: peer listener on {peer}");

@@ -29,11 +29,22 @@ pub struct OriginArgs {
     /// Body pacing per response in bytes per second (e.g. 100MiB); 0 for unpaced.
     #[arg(long, default_value = "0")]
     bandwidth: String,
+    /// Serve the storage-cloud emulator instead: an S3-compatible server (path-style
+    /// /BUCKET/KEY, objects in memory) whose answers take as long as S3's
+    /// (`ecdn_backend::emulator`); --bandwidth paces each connection's bodies.
+    #[arg(long)]
+    s3: bool,
+    /// With --s3: the delays, `paper` (S3's, from TOFEC's numbers) or `none`.
+    #[arg(long, default_value = "paper", requires = "s3")]
+    s3_delays: String,
     #[command(flatten)]
     threads: crate::args::ThreadsArg,
 }
 
 pub fn run(a: OriginArgs) -> Result<()> {
+    if a.s3 {
+        return run_s3(a);
+    }
     let cfg = OriginConfig {
         cache_control: a.cache_control,
         default_size: parse_size(&a.default_size).map_err(anyhow::Error::msg)?,
@@ -54,6 +65,44 @@ pub fn run(a: OriginArgs) -> Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", a.listen))?;
         eprintln!("ecdn origin listening on http://{}", listener.local_addr()?);
+        serve(listener, cfg, shutdown_signal()).await?;
+        eprintln!("ecdn origin: shut down");
+        Ok(())
+    })
+}
+
+/// `--s3`: the storage-cloud emulator.
+fn run_s3(a: OriginArgs) -> Result<()> {
+    use ecdn_backend::emulator::{serve, EmulatorConfig};
+    use ecdn_backend::model::DelayModel;
+    let model = match a.s3_delays.as_str() {
+        "paper" => Some(DelayModel::PAPER_S3),
+        "none" => None,
+        other => anyhow::bail!("--s3-delays {other:?}: paper or none"),
+    };
+    let cfg = EmulatorConfig {
+        read: model,
+        write: model,
+        bandwidth: match parse_size(&a.bandwidth).map_err(anyhow::Error::msg)? {
+            0 => None,
+            b => Some(b),
+        },
+        ..EmulatorConfig::default()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(a.threads.get())
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(a.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", a.listen))?;
+        eprintln!(
+            "ecdn origin (S3 emulator, delays {}) listening on http://{}",
+            a.s3_delays,
+            listener.local_addr()?
+        );
         serve(listener, cfg, shutdown_signal()).await?;
         eprintln!("ecdn origin: shut down");
         Ok(())

@@ -587,3 +587,83 @@ fn sizes_near_u64_max_do_not_overflow_byte_counters() {
         );
     }
 }
+
+#[test]
+fn backend_bench_reports_each_strategy_and_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("sweep.png");
+    let o = ecdn(&[
+        "backend",
+        "bench",
+        "--strategies",
+        "tofec,static-1-1,static-4-2",
+        "--rates",
+        "20",
+        "--duration",
+        "1.5s",
+        "--warmup",
+        "0.3s",
+        "--drain",
+        "2s",
+        "--objects",
+        "2",
+        "--size",
+        "200000",
+        "--json",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    let rows = json_rows(&o);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for (row, name) in rows.iter().zip(["tofec", "static-1-1", "static-4-2"]) {
+        assert_eq!(row["strategy"], name);
+        assert_eq!(row["arrival_rate"], 20.0);
+        for f in ["mean", "p50", "p90", "p99", "std"] {
+            let v = row["delay_ms"][f].as_f64().unwrap();
+            // S3's model: a read takes tens of milliseconds at least.
+            assert!(v.is_finite() && v >= 0.0, "{name} {f} {v}");
+        }
+        assert!(row["delay_ms"]["p50"].as_f64().unwrap() > 10.0, "{row}");
+        assert!(row["throughput"].as_f64().unwrap() > 5.0, "{row}");
+        assert!(row["completed"].as_u64().unwrap() > 5, "{row}");
+        assert_eq!(row["failed"], 0);
+    }
+    assert_eq!(
+        (rows[1]["mean_n"].as_f64(), rows[1]["mean_k"].as_f64()),
+        (Some(1.0), Some(1.0))
+    );
+    assert_eq!(
+        (rows[2]["mean_n"].as_f64(), rows[2]["mean_k"].as_f64()),
+        (Some(4.0), Some(2.0))
+    );
+    assert!(std::fs::metadata(&plot).unwrap().len() > 1000);
+    // The changing workload: one line per second that had reads.
+    let o = ecdn(&[
+        "backend",
+        "bench",
+        "--strategies",
+        "greedy",
+        "--phases",
+        "20:1,5:1",
+        "--objects",
+        "2",
+        "--size",
+        "100000",
+        "--json",
+    ]);
+    let rows = json_rows(&o);
+    assert!(!rows.is_empty() && rows.iter().all(|r| r["strategy"] == "greedy"));
+    assert_eq!(rows[0]["arrival_rate"], 20.0);
+    assert_clean_failures(&[
+        (
+            vec!["backend", "bench", "--strategies", "static-1-2"],
+            "strategy",
+        ),
+        (vec!["backend", "bench", "--rates=-3"], "rate"),
+        (vec!["backend", "bench", "--phases", "10"], "RATE:SECONDS"),
+        (
+            vec!["backend", "bench", "--warmup", "9s", "--duration", "2s"],
+            "--warmup",
+        ),
+    ]);
+}

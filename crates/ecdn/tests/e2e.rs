@@ -900,3 +900,115 @@ fn nginx_origin_miss_hit_range_head() {
         .starts_with("HIT"));
     assert!(bh.len() < 4096 && !bh.windows(64).any(|w| w == &file[..64]));
 }
+
+/// `ecdn origin --s3` (the storage-cloud emulator, no delays) on a free port, answering.
+fn start_s3_emulator() -> (Proc, u16) {
+    for _ in 0..3 {
+        let port = free_port();
+        let mut p = Proc::spawn(ecdn().args([
+            "origin",
+            "--s3",
+            "--s3-delays",
+            "none",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "-j",
+            "2",
+        ]));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            // Any S3 answer will do (a missing key is a 404).
+            if http_get(port, "/probe/none").is_ok() {
+                return (p, port);
+            }
+            if p.child
+                .as_mut()
+                .expect("running")
+                .try_wait()
+                .expect("wait")
+                .is_some()
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the S3 emulator did not answer within 10 s"
+            );
+            sleep(Duration::from_millis(20));
+        }
+    }
+    panic!("ecdn origin --s3 exited at start on 3 ports in a row");
+}
+
+#[test]
+fn an_s3_origin_read_through_the_backend_tier() {
+    let (_s3, s3_port) = start_s3_emulator();
+    let endpoint = format!("http://127.0.0.1:{s3_port}");
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..300_001u32).map(|i| (i * 7 + i / 255) as u8).collect();
+    let file = dir.path().join("file.bin");
+    std::fs::write(&file, &data).unwrap();
+    // Uploaded coded by `ecdn backend put`.
+    let put = ecdn()
+        .args([
+            "backend",
+            "put",
+            "--store",
+            "s3://ecdn-e2e/site",
+            "--endpoint",
+            &endpoint,
+        ])
+        .args(["--strategy", "static-4-2", "videos/a.bin"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        put.status.success(),
+        "{}",
+        String::from_utf8_lossy(&put.stderr)
+    );
+    // A node whose origin is the bucket: a miss reads the coded file, a second GET hits.
+    let port = free_port();
+    let _node = Proc::spawn(
+        ecdn()
+            .env("AWS_ENDPOINT_URL", &endpoint)
+            .args(["node", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--origin", "s3://ecdn-e2e/site", "-j", "2"]),
+    );
+    wait_ready(port, "/_ecdn/health");
+    let miss = http_get(port, "/videos/a.bin").unwrap();
+    assert_eq!((miss.status, miss.x_cache()), (200, "MISS"));
+    assert!(miss.body == data, "the bytes of the miss");
+    let hit = http_get(port, "/videos/a.bin").unwrap();
+    assert!(hit.x_cache().starts_with("HIT"), "{}", hit.x_cache());
+    assert!(hit.body == data);
+    assert_eq!(http_get(port, "/videos/none.bin").unwrap().status, 404);
+    // And `ecdn backend get` reads the same bytes.
+    let out = dir.path().join("back.bin");
+    let get = ecdn()
+        .args([
+            "backend",
+            "get",
+            "--store",
+            "s3://ecdn-e2e/site",
+            "--endpoint",
+            &endpoint,
+        ])
+        .args(["videos/a.bin", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        get.status.success(),
+        "{}",
+        String::from_utf8_lossy(&get.stderr)
+    );
+    assert!(std::fs::read(&out).unwrap() == data);
+    // A bad store URL is a clear error.
+    let bad = ecdn()
+        .args(["backend", "get", "--store", "http://x", "k"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("s3://BUCKET"));
+}

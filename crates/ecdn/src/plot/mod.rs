@@ -23,6 +23,7 @@ use ecdn_sim::cluster::{ClusterResult, UnavailabilityResult};
 use ecdn_sim::model_check::ModelPoint;
 use ecdn_sim::SimResult;
 
+pub mod backend;
 mod cluster;
 // `ecdn cluster demo`'s figure lives with its command and shares this module's style.
 #[path = "../cluster_demo/plot.rs"]
@@ -38,6 +39,12 @@ use demo::DemoFigure;
 use sim::{ModelFigure, SeriesFigure, SizeFigure};
 pub(crate) use style::grouped;
 use style::{output_format, render};
+
+/// The panels of `fig` side by side, one legend (`ecdn backend bench`).
+pub fn lines(path: &Path, fig: &backend::LinesFigure) -> Result<()> {
+    fig.check()?;
+    render(path, fig)
+}
 
 /// Miss ratio of each policy against cache size: object miss ratio on the left, byte miss ratio
 /// on the right, cache size on a log2 axis; one line per policy (`r.policy`).

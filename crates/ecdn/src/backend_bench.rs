@@ -1,0 +1,562 @@
+//! `ecdn backend bench`: TOFEC's evaluation (§V) against the storage-cloud emulator.
+//!
+//! It starts the emulator in process (`ecdn_backend::emulator`, S3's delay model by default),
+//! writes `--objects` coded files of `--size` bytes (the paper's 3 MB), then, for every
+//! strategy and arrival rate, starts a fresh proxy (`ecdn_backend::proxy`: `L` connections,
+//! TOFEC's backlog from zero, the delay model refitted as it runs) and sends it reads as a
+//! Poisson process for `--duration`, each for an object chosen uniformly. Requests arriving in
+//! the first `--warmup` are not measured (TOFEC's `q̄`, with `α = 0.99`, needs a few hundred
+//! arrivals to follow the load). After the arrivals, the proxy has `--drain` to finish; what
+//! it has not finished then is counted as unfinished (a rate above a strategy's capacity).
+//!
+//! Per strategy and rate it reports the throughput (reads completed per second of the measured
+//! window), the delay of the completed reads (arrival to the last chunk needed, decoding
+//! included: mean, p50, p90, p99, standard deviation), the mean `n` and `k` and the share of
+//! each `k` (Fig. 10). `--phases 10:200,80:200,10:200` runs the §V-D experiment instead: the
+//! rate steps through the phases (requests per second : seconds), and the report is per
+//! second of the run.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use clap::Args;
+use ecdn_backend::emulator::{Emulator, EmulatorConfig};
+use ecdn_backend::model::{fit, DelayModel, TaskSample};
+use ecdn_backend::proxy::{Proxy, ProxyConfig};
+use ecdn_backend::store::{S3Config, S3Store, Store};
+use ecdn_backend::tofec::Strategy;
+use ecdn_trace::units::parse_size;
+use ecdn_trace::Rng;
+use serde::Serialize;
+
+use crate::plot::backend::{survival, LinesFigure, Panel};
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Strategies: tofec, greedy, static-N-K.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "tofec,greedy,static-1-1,static-2-1,static-6-3,static-12-6"
+    )]
+    strategies: Vec<String>,
+    /// Arrival rates (reads per second); the (1, 1) capacity with S3's model and 16
+    /// connections is 78.
+    #[arg(long, value_delimiter = ',', default_value = "10,30,50,70")]
+    rates: Vec<f64>,
+    /// Arrivals per strategy and rate.
+    #[arg(long, default_value = "6s")]
+    duration: String,
+    /// Arrivals not measured at the start.
+    #[arg(long, default_value = "1s")]
+    warmup: String,
+    /// Time the proxy has to finish after the arrivals.
+    #[arg(long, default_value = "2s")]
+    drain: String,
+    /// Object size in bytes (the paper's 3 MB).
+    #[arg(long, default_value = "3000000")]
+    size: String,
+    /// Objects written, read uniformly.
+    #[arg(long, default_value_t = 10)]
+    objects: usize,
+    /// L: the proxy's connections to the store.
+    #[arg(long, default_value_t = 16)]
+    connections: usize,
+    /// K of the coded files (N = 2K): 6 allows k ∈ {1, 2, 3, 6}, 60 every k ≤ 6.
+    #[arg(long, default_value_t = 6)]
+    strips: usize,
+    /// Emulated per-connection bandwidth (bytes per second, e.g. 100MiB); none: the delay
+    /// model alone.
+    #[arg(long)]
+    bandwidth: Option<String>,
+    /// Keep the proxy's delay model at S3's instead of refitting it from measured tasks.
+    #[arg(long)]
+    no_refit: bool,
+    /// `RATE:SECONDS,...`: the changing workload of §V-D instead of the sweep.
+    #[arg(long)]
+    phases: Option<String>,
+    /// A figure (.png or .svg): delay against rate (the sweep) or over time (--phases).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// A figure of the task delays the TOFEC runs measured against the model fitted to them.
+    #[arg(long)]
+    plot_model: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// One JSON line per strategy and rate (per second with --phases).
+    #[arg(long)]
+    json: bool,
+}
+
+/// One read: when it arrived (since the run's start), how long it took, its code.
+#[derive(Clone, Copy, Debug)]
+struct Record {
+    at: f64,
+    done_at: f64,
+    delay: f64,
+    n: usize,
+    k: usize,
+    ok: bool,
+}
+
+#[derive(Serialize)]
+struct Delays {
+    mean: f64,
+    p50: f64,
+    p90: f64,
+    p99: f64,
+    std: f64,
+}
+
+#[derive(Serialize)]
+struct Point {
+    strategy: String,
+    arrival_rate: f64,
+    throughput: f64,
+    delay_ms: Delays,
+    mean_n: f64,
+    mean_k: f64,
+    /// Share of the completed reads served with k = 1..=6.
+    k_share: Vec<f64>,
+    requests: usize,
+    completed: usize,
+    failed: usize,
+    unfinished: usize,
+    size: u64,
+    connections: usize,
+    /// The proxy's read model at the end (ms and ms per MB).
+    model: Option<[f64; 4]>,
+}
+
+fn delays(mut v: Vec<f64>) -> Delays {
+    if v.is_empty() {
+        return Delays {
+            mean: f64::NAN,
+            p50: f64::NAN,
+            p90: f64::NAN,
+            p99: f64::NAN,
+            std: f64::NAN,
+        };
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
+    let q = |p: f64| v[((p * n).ceil() as usize).clamp(1, v.len()) - 1];
+    let ms = 1000.0;
+    Delays {
+        mean: mean * ms,
+        p50: q(0.5) * ms,
+        p90: q(0.9) * ms,
+        p99: q(0.99) * ms,
+        std: var.sqrt() * ms,
+    }
+}
+
+fn model_ms(m: &DelayModel) -> [f64; 4] {
+    [m.delta0 * 1e3, m.delta1 * 1e9, m.psi0 * 1e3, m.psi1 * 1e9]
+}
+
+/// Poisson arrivals at `rate(t)` until `end`; each read's record.
+async fn run_reads(
+    proxy: &Proxy,
+    keys: &[String],
+    rate: impl Fn(f64) -> f64,
+    end: f64,
+    drain: Duration,
+    seed: u64,
+) -> (Vec<Record>, usize) {
+    let start = Instant::now();
+    let records = Arc::new(Mutex::new(Vec::new()));
+    let mut rng = Rng::new(seed);
+    let mut t = 0.0;
+    let mut handles = Vec::new();
+    loop {
+        let r = rate(t).max(1e-3);
+        t += rng.exp() / r;
+        if t >= end {
+            break;
+        }
+        let due = start + Duration::from_secs_f64(t);
+        tokio::time::sleep_until(due.into()).await;
+        let key = keys[rng.below(keys.len() as u64) as usize].clone();
+        let (p, recs) = (proxy.clone(), records.clone());
+        handles.push(tokio::spawn(async move {
+            let arrived = Instant::now();
+            let r = p.read(&key).await;
+            let at = arrived.duration_since(start).as_secs_f64();
+            let delay = arrived.elapsed().as_secs_f64();
+            let (n, k, ok) = match &r {
+                Ok((_, s)) => (s.n, s.k, true),
+                Err(_) => (0, 0, false),
+            };
+            recs.lock().unwrap_or_else(|e| e.into_inner()).push(Record {
+                at,
+                done_at: at + delay,
+                delay,
+                n,
+                k,
+                ok,
+            });
+        }));
+    }
+    let total = handles.len();
+    let deadline = tokio::time::Instant::now() + drain;
+    for h in handles {
+        let _ = tokio::time::timeout_at(deadline, h).await;
+    }
+    proxy.stop();
+    let recs = records.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    (recs, total)
+}
+
+pub async fn run(a: BenchArgs) -> Result<()> {
+    let dur = |flag: &str, v: &str| crate::args::duration(flag, v);
+    let duration = dur("--duration", &a.duration)?.as_secs_f64();
+    let warmup = dur("--warmup", &a.warmup)?.as_secs_f64();
+    let drain = dur("--drain", &a.drain)?;
+    if warmup >= duration {
+        bail!("--warmup must be shorter than --duration");
+    }
+    let size = parse_size(&a.size).map_err(anyhow::Error::msg)?;
+    let strategies: Vec<Strategy> = a
+        .strategies
+        .iter()
+        .map(|s| Strategy::parse(s).map_err(anyhow::Error::msg))
+        .collect::<Result<_>>()?;
+    if let Some(r) = a.rates.iter().find(|r| !(**r > 0.0 && r.is_finite())) {
+        bail!("--rates: {r} is not a positive rate");
+    }
+    let phases = a.phases.as_deref().map(parse_phases).transpose()?;
+    if a.objects == 0 || a.connections == 0 || a.strips == 0 {
+        bail!("--objects, --connections and --strips must be at least 1");
+    }
+    let bandwidth = match &a.bandwidth {
+        Some(b) => Some(parse_size(b).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    let emu = Emulator::start(
+        "127.0.0.1:0".parse()?,
+        EmulatorConfig {
+            bandwidth,
+            seed: a.seed,
+            ..EmulatorConfig::default()
+        },
+    )
+    .await
+    .context("starting the emulator")?;
+    let s3 = S3Config {
+        bucket: "bench".into(),
+        endpoint: Some(emu.endpoint()),
+        region: Some("us-east-1".into()),
+        ..S3Config::default()
+    };
+    let store: Arc<dyn Store> = Arc::new(S3Store::new(&s3, Duration::from_secs(60))?);
+    let cfg = |strategy: Strategy| ProxyConfig {
+        strategy,
+        connections: a.connections,
+        strips_k: a.strips,
+        refit_every: if a.no_refit { 0 } else { 500 },
+        task_timeout: Duration::from_secs(60),
+        ..ProxyConfig::default()
+    };
+    // The objects, written once (coded), and their heads given to every proxy.
+    let writer = Proxy::start(store.clone(), cfg(Strategy::Static { n: 1, k: 1 }));
+    let mut keys = Vec::new();
+    let mut rng = Rng::new(a.seed ^ 0x0b1ec7);
+    for i in 0..a.objects {
+        let key = format!("obj/{i}");
+        let data: Vec<u8> = (0..size).map(|_| rng.next_u64() as u8).collect();
+        writer
+            .write(&key, Bytes::from(data))
+            .await?
+            .finished()
+            .await?;
+        keys.push(key);
+    }
+    let mut heads = Vec::new();
+    for k in &keys {
+        heads.push((
+            k.clone(),
+            store.head(k).await?.context("an object just written")?,
+        ));
+    }
+    let fresh = |s: Strategy| {
+        let p = Proxy::start(store.clone(), cfg(s));
+        for (k, h) in &heads {
+            p.remember(k, h.clone());
+        }
+        p
+    };
+    let mut samples: Vec<TaskSample> = Vec::new();
+    if let Some(phases) = phases {
+        let mut lines = Vec::new();
+        let mut k_lines = Vec::new();
+        for (i, s) in strategies.iter().enumerate() {
+            let end: f64 = phases.iter().map(|p| p.1).sum();
+            let rate_at = |t: f64| {
+                let mut acc = 0.0;
+                for &(r, len) in &phases {
+                    acc += len;
+                    if t < acc {
+                        return r;
+                    }
+                }
+                phases[phases.len() - 1].0
+            };
+            let p = fresh(*s);
+            let seed = a.seed + i as u64;
+            let (recs, _) = run_reads(&p, &keys, rate_at, end, drain, seed).await;
+            if *s == Strategy::Tofec {
+                samples.extend(p.read_samples());
+            }
+            let mut pts = Vec::new();
+            let mut kpts = Vec::new();
+            for sec in 0..end.ceil() as usize {
+                let in_sec: Vec<&Record> = recs
+                    .iter()
+                    .filter(|r| r.ok && r.at >= sec as f64 && r.at < (sec + 1) as f64)
+                    .collect();
+                if in_sec.is_empty() {
+                    continue;
+                }
+                let d = delays(in_sec.iter().map(|r| r.delay).collect());
+                let mean_k = in_sec.iter().map(|r| r.k as f64).sum::<f64>() / in_sec.len() as f64;
+                let mean_n = in_sec.iter().map(|r| r.n as f64).sum::<f64>() / in_sec.len() as f64;
+                pts.push((sec as f64, d.mean));
+                kpts.push((sec as f64, mean_k));
+                if a.json {
+                    let line = serde_json::json!({
+                        "strategy": s.name(), "second": sec, "arrival_rate": rate_at(sec as f64),
+                        "requests": in_sec.len(), "delay_ms": d, "mean_n": mean_n, "mean_k": mean_k,
+                    });
+                    println!("{line}");
+                }
+            }
+            let summary: Vec<String> = phases
+                .iter()
+                .scan(0.0, |t0, &(r, len)| {
+                    let (a0, a1) = (*t0, *t0 + len);
+                    *t0 = a1;
+                    let d: Vec<f64> = recs
+                        .iter()
+                        .filter(|x| x.ok && x.at >= a0 && x.at < a1)
+                        .map(|x| x.delay)
+                        .collect();
+                    let unfinished = recs
+                        .iter()
+                        .filter(|x| !x.ok && x.at >= a0 && x.at < a1)
+                        .count();
+                    Some(format!(
+                        "{r}/s: mean {:.0} ms, p99 {:.0} ms ({} reads, {unfinished} failed)",
+                        delays(d.clone()).mean,
+                        delays(d.clone()).p99,
+                        d.len()
+                    ))
+                })
+                .collect();
+            eprintln!("{:>12}: {}", s.name(), summary.join("; "));
+            lines.push(pts);
+            k_lines.push(kpts);
+        }
+        if let Some(path) = &a.plot {
+            let labels = strategies.iter().map(Strategy::name).collect();
+            let fig = LinesFigure {
+                title: format!(
+                    "Changing workload (TOFEC §V-D): phases {}",
+                    a.phases.as_deref().unwrap_or("")
+                ),
+                labels,
+                panels: vec![
+                    Panel {
+                        caption: "Mean delay of the reads arriving in each second".into(),
+                        x_desc: "time (s)".into(),
+                        y_desc: "delay (ms)".into(),
+                        log_y: false,
+                        lines,
+                    },
+                    Panel {
+                        caption: "Mean k of those reads".into(),
+                        x_desc: "time (s)".into(),
+                        y_desc: "k".into(),
+                        log_y: false,
+                        lines: k_lines,
+                    },
+                ],
+            };
+            crate::plot::lines(path, &fig)?;
+        }
+    } else {
+        let mut by_strategy: Vec<Vec<(f64, Delays)>> = Vec::new();
+        for (i, s) in strategies.iter().enumerate() {
+            let mut row = Vec::new();
+            for (j, &rate) in a.rates.iter().enumerate() {
+                let p = fresh(*s);
+                let seed = a.seed + (i * 100 + j) as u64;
+                let (recs, total) = run_reads(&p, &keys, |_| rate, duration, drain, seed).await;
+                let measured: Vec<&Record> = recs.iter().filter(|r| r.at >= warmup).collect();
+                let ok: Vec<&Record> = measured.iter().copied().filter(|r| r.ok).collect();
+                let in_window = recs
+                    .iter()
+                    .filter(|r| r.ok && r.done_at >= warmup && r.done_at < duration)
+                    .count();
+                let measured_total = total - recs.iter().filter(|r| r.at < warmup).count();
+                let mut k_share = vec![0.0; 6];
+                for r in &ok {
+                    if (1..=6).contains(&r.k) {
+                        k_share[r.k - 1] += 1.0 / ok.len() as f64;
+                    }
+                }
+                let model = (*s == Strategy::Tofec).then(|| model_ms(&p.models().0));
+                if *s == Strategy::Tofec {
+                    samples.extend(p.read_samples());
+                }
+                let mean = |f: fn(&Record) -> usize| {
+                    ok.iter().map(|r| f(r) as f64).sum::<f64>() / ok.len().max(1) as f64
+                };
+                let point = Point {
+                    strategy: s.name(),
+                    arrival_rate: rate,
+                    throughput: in_window as f64 / (duration - warmup),
+                    delay_ms: delays(ok.iter().map(|r| r.delay).collect()),
+                    mean_n: mean(|r| r.n),
+                    mean_k: mean(|r| r.k),
+                    k_share,
+                    requests: measured_total,
+                    completed: ok.len(),
+                    failed: measured.len() - ok.len(),
+                    unfinished: measured_total.saturating_sub(measured.len()),
+                    size,
+                    connections: a.connections,
+                    model,
+                };
+                eprintln!(
+                    "{:>12} at {rate:>5}/s: {:6.1} done/s, delay mean {:7.1} ms p50 {:7.1} p99 {:7.1} std {:7.1}, n {:.1} k {:.1}{}",
+                    point.strategy,
+                    point.throughput,
+                    point.delay_ms.mean,
+                    point.delay_ms.p50,
+                    point.delay_ms.p99,
+                    point.delay_ms.std,
+                    point.mean_n,
+                    point.mean_k,
+                    if point.unfinished > 0 { format!(", {} unfinished", point.unfinished) } else { String::new() }
+                );
+                if a.json {
+                    println!("{}", serde_json::to_string(&point)?);
+                }
+                row.push((rate, point.delay_ms));
+            }
+            by_strategy.push(row);
+        }
+        if let Some(path) = &a.plot {
+            let labels = strategies.iter().map(Strategy::name).collect();
+            let line = |f: fn(&Delays) -> f64| {
+                by_strategy
+                    .iter()
+                    .map(|row| {
+                        row.iter()
+                            .filter(|(_, d)| f(d).is_finite())
+                            .map(|(r, d)| (*r, f(d)))
+                            .collect()
+                    })
+                    .collect()
+            };
+            let panel = |caption: &str, y: &str, lines| Panel {
+                caption: caption.into(),
+                x_desc: "arrival rate (reads/s)".into(),
+                y_desc: y.into(),
+                log_y: false,
+                lines,
+            };
+            let fig = LinesFigure {
+                title: format!(
+                    "Throughput-delay (TOFEC Fig. 8, 9): {} B objects, L = {}",
+                    size, a.connections
+                ),
+                labels,
+                panels: vec![
+                    panel("Mean delay", "ms", line(|d| d.mean)),
+                    panel("p99 delay", "ms", line(|d| d.p99)),
+                    panel("Standard deviation", "ms", line(|d| d.std)),
+                ],
+            };
+            crate::plot::lines(path, &fig)?;
+        }
+    }
+    if let Some(path) = &a.plot_model {
+        plot_model(path, &samples)?;
+    }
+    emu.stop().await;
+    Ok(())
+}
+
+/// `RATE:SECONDS,...`.
+fn parse_phases(s: &str) -> Result<Vec<(f64, f64)>> {
+    let mut out = Vec::new();
+    for p in s.split(',') {
+        let (r, t) = p
+            .split_once(':')
+            .with_context(|| format!("--phases: {p:?} is not RATE:SECONDS"))?;
+        let (r, t): (f64, f64) = (r.trim().parse()?, t.trim().parse()?);
+        if !(r > 0.0 && t > 0.0 && r.is_finite() && t.is_finite()) {
+            bail!("--phases: {p:?} needs a positive rate and duration");
+        }
+        out.push((r, t));
+    }
+    Ok(out)
+}
+
+/// The measured task delays per chunk size (Kaplan–Meier, cancelled tasks as censored)
+/// against the model fitted to them, as complementary CDFs.
+fn plot_model(path: &std::path::Path, samples: &[TaskSample]) -> Result<()> {
+    let Some((m, stats)) = fit(samples, 0.1) else {
+        bail!("--plot-model: the TOFEC runs measured too few chunk sizes to fit a model");
+    };
+    let mut labels = Vec::new();
+    let mut lines = Vec::new();
+    for (bytes, _, _, n) in stats.iter().take(4) {
+        let b = *bytes as u64;
+        let obs: Vec<(f64, bool)> = samples
+            .iter()
+            .filter(|s| s.bytes == b)
+            .map(|s| (s.delay, s.censored))
+            .collect();
+        let measured = survival(&obs);
+        let lo = m.floor(*bytes);
+        let hi = measured
+            .last()
+            .map_or(lo + 5.0 * m.tail(*bytes), |p| p.0 / 1000.0);
+        let model: Vec<(f64, f64)> = (0..=100)
+            .map(|i| lo + (hi - lo) * i as f64 / 100.0)
+            .map(|t| {
+                (
+                    t * 1000.0,
+                    (-(t - lo) / m.tail(*bytes)) / std::f64::consts::LN_10,
+                )
+            })
+            .collect();
+        labels.push(format!("{:.2} MB measured ({n} tasks)", bytes / 1e6));
+        lines.push(measured);
+        labels.push(format!("{:.2} MB model", bytes / 1e6));
+        lines.push(model);
+    }
+    let [d0, d1, p0, p1] = model_ms(&m);
+    let fig = LinesFigure {
+        title: format!(
+            "Task delays against the fitted model: Δ(B) = {d0:.1} + {d1:.1}·B ms, 1/μ(B) = {p0:.1} + {p1:.1}·B ms (B in MB)"
+        ),
+        labels,
+        panels: vec![Panel {
+            caption: "Fraction of tasks slower than t (log scale)".into(),
+            x_desc: "t (ms)".into(),
+            y_desc: "P(delay > t)".into(),
+            log_y: true,
+            lines,
+        }],
+    };
+    crate::plot::lines(path, &fig)
+}
