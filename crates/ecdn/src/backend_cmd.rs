@@ -21,7 +21,7 @@ use ecdn_backend::tofec::Strategy;
 #[derive(Subcommand)]
 pub enum BackendCmd {
     /// Upload a file coded into (2K, K) strips (multipart; answers after k parts, waits for
-    /// the rest).
+    /// the rest), or as it is (--plain).
     Put(PutArgs),
     /// Read an object (coded files decoded and checked; plain objects in k ranges).
     Get(GetArgs),
@@ -93,6 +93,9 @@ pub struct PutArgs {
     key: String,
     /// The file to upload.
     file: PathBuf,
+    /// Upload it as it is, in one PUT, not coded (what another S3 client would store).
+    #[arg(long)]
+    plain: bool,
 }
 
 #[derive(Args)]
@@ -130,7 +133,12 @@ pub fn run(cmd: BackendCmd) -> Result<()> {
             BackendCmd::Put(a) => {
                 let data = std::fs::read(&a.file)
                     .with_context(|| format!("cannot read {}", a.file.display()))?;
-                let (_, proxy) = a.store.start()?;
+                let (store, proxy) = a.store.start()?;
+                if a.plain {
+                    store.put(&a.key, Bytes::from(data), None).await?;
+                    eprintln!("{}: stored as it is", a.key);
+                    return Ok(());
+                }
                 let w = proxy.write(&a.key, Bytes::from(data)).await?;
                 let s = w.served;
                 eprintln!(
