@@ -75,12 +75,14 @@ pub struct S3Config {
     pub access_key_id: Option<String>,
     pub secret_access_key: Option<String>,
     pub session_token: Option<String>,
+    /// PEM certificates to trust beside the system's (a private store's own CA).
+    pub ca_bundle: Option<std::path::PathBuf>,
 }
 
 impl S3Config {
     /// `s3://bucket[/prefix]`; the rest from the AWS environment variables (`AWS_ENDPOINT_URL`,
     /// `AWS_REGION` or `AWS_DEFAULT_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
-    /// `AWS_SESSION_TOKEN`) where the caller sets nothing.
+    /// `AWS_SESSION_TOKEN`, `AWS_CA_BUNDLE`) where the caller sets nothing.
     pub fn from_url(url: &str) -> Result<S3Config, StoreError> {
         let rest = url.strip_prefix("s3://").ok_or_else(|| {
             StoreError::Config(format!("{url:?}: an S3 origin is s3://BUCKET[/PREFIX]"))
@@ -101,6 +103,7 @@ impl S3Config {
             access_key_id: env("AWS_ACCESS_KEY_ID"),
             secret_access_key: env("AWS_SECRET_ACCESS_KEY"),
             session_token: env("AWS_SESSION_TOKEN"),
+            ca_bundle: env("AWS_CA_BUNDLE").map(Into::into),
         })
     }
 }
@@ -119,6 +122,21 @@ impl S3Store {
         use object_store::{ClientOptions, RetryConfig};
         // reqwest's rustls without a bundled provider: ring, as the rest of ecdn.
         let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut options = ClientOptions::new()
+            .with_timeout(timeout)
+            .with_connect_timeout(timeout.min(Duration::from_secs(5)))
+            .with_allow_http(true);
+        if let Some(path) = &cfg.ca_bundle {
+            let pem = std::fs::read(path).map_err(|e| {
+                StoreError::Config(format!("the CA bundle {}: {e}", path.display()))
+            })?;
+            let certs = object_store::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                StoreError::Config(format!("the CA bundle {}: {e}", path.display()))
+            })?;
+            for c in certs {
+                options = options.with_root_certificate(c);
+            }
+        }
         let mut b = AmazonS3Builder::new()
             .with_bucket_name(&cfg.bucket)
             // One DELETE per object: every S3-compatible server has it, not all the bulk one.
@@ -129,12 +147,7 @@ impl S3Store {
                 retry_timeout: timeout,
                 ..RetryConfig::default()
             })
-            .with_client_options(
-                ClientOptions::new()
-                    .with_timeout(timeout)
-                    .with_connect_timeout(timeout.min(Duration::from_secs(5)))
-                    .with_allow_http(true),
-            );
+            .with_client_options(options);
         if let Some(e) = &cfg.endpoint {
             b = b.with_endpoint(e).with_virtual_hosted_style_request(false);
         }

@@ -32,6 +32,7 @@ fn s3(endpoint: &str, bucket: &str) -> S3Store {
         access_key_id: Some("testing".into()),
         secret_access_key: Some("testing".into()),
         session_token: None,
+        ca_bundle: None,
     };
     S3Store::new(&cfg, Duration::from_secs(10)).unwrap()
 }

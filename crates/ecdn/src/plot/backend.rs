@@ -53,7 +53,7 @@ fn range(vs: impl Iterator<Item = f64>) -> (f64, f64) {
 
 impl Figure for LinesFigure {
     fn size(&self) -> (u32, u32) {
-        (520 * self.panels.len().max(1) as u32 + 40, 520)
+        ((520 * self.panels.len().max(1) as u32 + 40).max(760), 520)
     }
 
     fn legend(&self) -> Vec<LegendEntry> {
@@ -87,13 +87,21 @@ where
     let mut chart = builder.build_cartesian_2d(xlo..xhi, ylo..yhi)?;
     let log_label = |v: &f64| {
         let x = 10f64.powf(*v);
-        if x >= 0.01 {
+        if x >= 10.0 {
+            format!("{x:.0}")
+        } else if x >= 0.01 {
             format!("{x:.2}")
         } else {
             format!("{x:.0e}")
         }
     };
-    let lin_label = |v: &f64| format!("{v:.0}");
+    let lin_label = |v: &f64| {
+        if v.abs() < 10.0 && v.fract() != 0.0 {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.0}")
+        }
+    };
     let x_label = |v: &f64| format!("{v:.0}");
     let y_fmt: &dyn Fn(&f64) -> String = if p.log_y { &log_label } else { &lin_label };
     mesh(&mut chart)
