@@ -233,7 +233,7 @@ fn xml(body: String) -> Response<EmuBody> {
 }
 
 /// `(bucket, key)` of a path-style request path, percent-decoded.
-fn bucket_and_key(path: &str) -> Option<(String, String)> {
+pub fn bucket_and_key(path: &str) -> Option<(String, String)> {
     let path = path.strip_prefix('/')?;
     let (bucket, key) = path.split_once('/').unwrap_or((path, ""));
     if bucket.is_empty() {
@@ -354,13 +354,13 @@ async fn handle(emu: &Emu, req: Request<Incoming>) -> Response<EmuBody> {
 
 /// A byte range of an object of `size` bytes: `(start, end)`, or `Err` when it cannot be
 /// satisfied.
-fn range(h: Option<&HeaderValue>, size: u64) -> Option<Result<(u64, u64), ()>> {
+pub fn range(h: Option<&HeaderValue>, size: u64) -> Option<Result<(u64, u64), ()>> {
     let v = h?.to_str().ok()?.strip_prefix("bytes=")?;
     let (a, b) = v.split_once('-')?;
     let r = match (a.parse::<u64>().ok(), b.parse::<u64>().ok()) {
         (Some(a), Some(b)) if a <= b && a < size => Ok((a, (b + 1).min(size))),
         (Some(a), None) if b.is_empty() && a < size => Ok((a, size)),
-        (None, Some(n)) if a.is_empty() && n > 0 => Ok((size.saturating_sub(n), size)),
+        (None, Some(n)) if a.is_empty() && n > 0 && size > 0 => Ok((size.saturating_sub(n), size)),
         _ => Err(()),
     };
     Some(r)
@@ -527,12 +527,7 @@ async fn complete(
         Ok(x) => x,
         Err(r) => return r,
     };
-    let text = String::from_utf8_lossy(&body);
-    let numbers: Vec<u32> = text
-        .split("<PartNumber>")
-        .skip(1)
-        .filter_map(|s| s.split("</PartNumber>").next()?.trim().parse().ok())
-        .collect();
+    let numbers = part_numbers(&body);
     let Some(u) = lock(&emu.uploads).remove(id) else {
         return error(StatusCode::NOT_FOUND, "NoSuchUpload", id);
     };
@@ -566,6 +561,15 @@ async fn complete(
         xml_escape(&u.key),
         xml_escape(&etag)
     ))
+}
+
+/// The part numbers a `CompleteMultipartUpload` body lists, in its order.
+pub fn part_numbers(body: &[u8]) -> Vec<u32> {
+    String::from_utf8_lossy(body)
+        .split("<PartNumber>")
+        .skip(1)
+        .filter_map(|s| s.split("</PartNumber>").next()?.trim().parse().ok())
+        .collect()
 }
 
 /// An IMF-fixdate (RFC 9110 §5.6.7).

@@ -87,7 +87,9 @@ fn text(status: StatusCode, msg: &str) -> Response<Full<Bytes>> {
     r
 }
 
-fn key_of(path: &str) -> Option<String> {
+/// The object key of a request path: without its leading `/`, percent-decoded; `None` for an
+/// empty key, bad escapes or `.`/`..` segments.
+pub fn key_of(path: &str) -> Option<String> {
     let p = path.strip_prefix('/')?;
     let b = p.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -114,8 +116,9 @@ fn error(e: ProxyError) -> Response<Full<Bytes>> {
     }
 }
 
-/// The single range of `Range: bytes=…` within `size` bytes, if there is one.
-fn single_range(v: Option<&HeaderValue>, size: u64) -> Option<Result<(u64, u64), ()>> {
+/// The single range of `Range: bytes=…` within `size` bytes, if there is one: `(start, end)`,
+/// or `Err` when it cannot be satisfied.
+pub fn single_range(v: Option<&HeaderValue>, size: u64) -> Option<Result<(u64, u64), ()>> {
     let spec = v?.to_str().ok()?.strip_prefix("bytes=")?.trim();
     if spec.contains(',') {
         return None;

@@ -76,6 +76,8 @@ pub struct ProxyConfig {
     pub samples_kept: usize,
     /// Largest object read or written (the proxy holds it whole).
     pub max_object: u64,
+    /// How long an object's head (its size and manifest) is reused before it is asked again.
+    pub head_ttl: Duration,
 }
 
 impl Default for ProxyConfig {
@@ -94,6 +96,7 @@ impl Default for ProxyConfig {
             fit_trim: 0.1,
             samples_kept: 20_000,
             max_object: 1 << 30,
+            head_ttl: Duration::from_secs(60),
         }
     }
 }
@@ -278,7 +281,8 @@ struct Shared {
     store: Arc<dyn Store>,
     cfg: ProxyConfig,
     codecs: Arc<CodecCache>,
-    heads: Mutex<HashMap<String, Head>>,
+    /// Heads asked, with when: used for [`ProxyConfig::head_ttl`].
+    heads: Mutex<HashMap<String, (Head, Instant)>>,
     models: Mutex<Models>,
     counters: Mutex<Counters>,
     /// Set by [`Proxy::stop`].
@@ -338,7 +342,11 @@ impl Proxy {
 
     /// The object's head: cached, or asked as a one-task request.
     pub async fn head(&self, key: &str) -> Result<Option<Head>, ProxyError> {
-        if let Some(h) = lock(&self.shared.heads).get(key) {
+        let ttl = self.shared.cfg.head_ttl;
+        if let Some((h, _)) = lock(&self.shared.heads)
+            .get(key)
+            .filter(|(_, at)| at.elapsed() < ttl)
+        {
             return Ok(Some(h.clone()));
         }
         let (reply, _) = self
@@ -354,7 +362,7 @@ impl Proxy {
             if heads.len() >= HEADS_KEPT {
                 heads.clear();
             }
-            heads.insert(key.to_string(), h.clone());
+            heads.insert(key.to_string(), (h.clone(), Instant::now()));
         }
         Ok(h)
     }
@@ -368,7 +376,7 @@ impl Proxy {
 
     /// Caches an object's head, as if it had been asked (a caller that knows it).
     pub fn remember(&self, key: &str, head: Head) {
-        lock(&self.shared.heads).insert(key.to_string(), head);
+        lock(&self.shared.heads).insert(key.to_string(), (head, Instant::now()));
     }
 
     /// Forgets the cached head of `key` (it was written or removed).
@@ -377,8 +385,20 @@ impl Proxy {
     }
 
     /// Reads the whole object: decoded from any `k` chunks of its coded file and checked
-    /// against its SHA-256, or a plain object's `k` ranges joined.
+    /// against its SHA-256, or a plain object's `k` ranges joined. A read that fails with a
+    /// cached head is tried once more with a fresh one (the object may have been replaced).
     pub async fn read(&self, key: &str) -> Result<(Bytes, Served), ProxyError> {
+        let cached = lock(&self.shared.heads).contains_key(key);
+        match self.read_once(key).await {
+            Err(e) if cached && !matches!(e, ProxyError::Stopped | ProxyError::TooLarge { .. }) => {
+                self.forget(key);
+                self.read_once(key).await
+            }
+            r => r,
+        }
+    }
+
+    async fn read_once(&self, key: &str) -> Result<(Bytes, Served), ProxyError> {
         let head = self
             .head(key)
             .await?
@@ -593,6 +613,15 @@ mod tests {
         let p = proxy(&store, Strategy::Static { n: 4, k: 3 }, 16);
         let (got, r) = p.read("plain").await.unwrap();
         assert_eq!((got, r.n, r.k), (d, 3, 3));
+        // Tiny plain objects: no empty range is asked.
+        for len in 1..=12 {
+            let d = data(len as u64, len);
+            store.put("tiny", d.clone(), None).await.unwrap();
+            let p = proxy(&store, Strategy::Static { n: 6, k: 6 }, 16);
+            let (got, r) = p.read("tiny").await.unwrap();
+            assert_eq!(got, d, "{len}");
+            assert!(r.k <= len, "{len}: {r:?}");
+        }
         assert_eq!(
             p.read("absent").await,
             Err(ProxyError::NotFound("absent".into()))

@@ -57,7 +57,7 @@ pub fn optimal_code(
             return None;
         }
     }
-    for _ in 0..200 {
+    for _ in 0..100 {
         let mid = 0.5 * (lo + hi);
         if pi(mid) > lhs {
             lo = mid;
@@ -190,7 +190,7 @@ fn thresholds(
             return Some(f64::INFINITY);
         }
         let (mut lo, mut hi) = (lightest, heaviest);
-        for _ in 0..200 {
+        for _ in 0..60 {
             let mid = 0.5 * (lo + hi);
             if f(mid)? > v {
                 lo = mid;

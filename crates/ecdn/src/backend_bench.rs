@@ -76,6 +76,9 @@ pub struct BenchArgs {
     /// Keep the proxy's delay model at S3's instead of refitting it from measured tasks.
     #[arg(long)]
     no_refit: bool,
+    /// The worst fraction of task delays each fit leaves out (the paper's 0.1).
+    #[arg(long, default_value_t = 0.1)]
+    fit_trim: f64,
     /// `RATE:SECONDS,...`: the changing workload of §V-D instead of the sweep.
     #[arg(long)]
     phases: Option<String>,
@@ -101,6 +104,8 @@ struct Record {
     n: usize,
     k: usize,
     ok: bool,
+    /// Not finished when the run stopped.
+    stopped: bool,
 }
 
 #[derive(Serialize)]
@@ -194,6 +199,7 @@ async fn run_reads(
                 Ok((_, s)) => (s.n, s.k, true),
                 Err(_) => (0, 0, false),
             };
+            let stopped = matches!(r, Err(ecdn_backend::proxy::ProxyError::Stopped));
             recs.lock().unwrap_or_else(|e| e.into_inner()).push(Record {
                 at,
                 done_at: at + delay,
@@ -201,15 +207,23 @@ async fn run_reads(
                 n,
                 k,
                 ok,
+                stopped,
             });
         }));
     }
     let total = handles.len();
     let deadline = tokio::time::Instant::now() + drain;
-    for h in handles {
-        let _ = tokio::time::timeout_at(deadline, h).await;
+    let mut left = Vec::new();
+    for mut h in handles {
+        if tokio::time::timeout_at(deadline, &mut h).await.is_err() {
+            left.push(h);
+        }
     }
+    // What is left fails with `Stopped` at once.
     proxy.stop();
+    for h in left {
+        let _ = tokio::time::timeout(Duration::from_secs(10), h).await;
+    }
     let recs = records.lock().unwrap_or_else(|e| e.into_inner()).clone();
     (recs, total)
 }
@@ -232,6 +246,9 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         bail!("--rates: {r} is not a positive rate");
     }
     let phases = a.phases.as_deref().map(parse_phases).transpose()?;
+    if !(0.0..0.9).contains(&a.fit_trim) {
+        bail!("--fit-trim: {} is not a fraction in [0, 0.9)", a.fit_trim);
+    }
     if a.objects == 0 || a.connections == 0 || a.strips == 0 {
         bail!("--objects, --connections and --strips must be at least 1");
     }
@@ -261,6 +278,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         connections: a.connections,
         strips_k: a.strips,
         refit_every: if a.no_refit { 0 } else { 500 },
+        fit_trim: a.fit_trim,
         task_timeout: Duration::from_secs(60),
         ..ProxyConfig::default()
     };
@@ -400,6 +418,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                 let (recs, total) = run_reads(&p, &keys, |_| rate, duration, drain, seed).await;
                 let measured: Vec<&Record> = recs.iter().filter(|r| r.at >= warmup).collect();
                 let ok: Vec<&Record> = measured.iter().copied().filter(|r| r.ok).collect();
+                let stopped = measured.iter().filter(|r| r.stopped).count();
                 let in_window = recs
                     .iter()
                     .filter(|r| r.ok && r.done_at >= warmup && r.done_at < duration)
@@ -416,7 +435,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                     samples.extend(p.read_samples());
                 }
                 let mean = |f: fn(&Record) -> usize| {
-                    ok.iter().map(|r| f(r) as f64).sum::<f64>() / ok.len().max(1) as f64
+                    ok.iter().fold(0.0, |a, r| a + f(r) as f64) / ok.len().max(1) as f64
                 };
                 let point = Point {
                     strategy: s.name(),
@@ -428,8 +447,8 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                     k_share,
                     requests: measured_total,
                     completed: ok.len(),
-                    failed: measured.len() - ok.len(),
-                    unfinished: measured_total.saturating_sub(measured.len()),
+                    failed: measured.len() - ok.len() - stopped,
+                    unfinished: stopped + measured_total.saturating_sub(measured.len()),
                     size,
                     connections: a.connections,
                     model,
@@ -491,7 +510,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         }
     }
     if let Some(path) = &a.plot_model {
-        plot_model(path, &samples)?;
+        plot_model(path, &samples, a.fit_trim)?;
     }
     emu.stop().await;
     Ok(())
@@ -515,8 +534,8 @@ fn parse_phases(s: &str) -> Result<Vec<(f64, f64)>> {
 
 /// The measured task delays per chunk size (Kaplan–Meier, cancelled tasks as censored)
 /// against the model fitted to them, as complementary CDFs.
-fn plot_model(path: &std::path::Path, samples: &[TaskSample]) -> Result<()> {
-    let Some((m, stats)) = fit(samples, 0.1) else {
+fn plot_model(path: &std::path::Path, samples: &[TaskSample], trim: f64) -> Result<()> {
+    let Some((m, stats)) = fit(samples, trim) else {
         bail!("--plot-model: the TOFEC runs measured too few chunk sizes to fit a model");
     };
     let mut labels = Vec::new();

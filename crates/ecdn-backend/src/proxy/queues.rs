@@ -159,6 +159,10 @@ impl Actor {
         // The largest dimension the file allows not above k; n within what it has.
         let k = ks.iter().copied().filter(|&d| d <= k).max().unwrap_or(1);
         if !coded {
+            // k ranges of ceil(size / k) bytes: as many as are not empty (a 10-byte object
+            // in 6 is 5 ranges of 2).
+            let per = size.max(1).div_ceil(k as u64);
+            let k = size.max(1).div_ceil(per) as usize;
             return (k, k);
         }
         let chunks = big_n / (big_k / k);
