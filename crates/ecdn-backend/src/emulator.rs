@@ -36,6 +36,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
+use crate::http::percent_decode;
 use crate::model::DelayModel;
 
 /// How the emulator answers.
@@ -172,19 +173,7 @@ async fn serve_with(
         next: AtomicU64::new(1),
         stats,
     });
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, _) = tokio::select! {
-            _ = &mut shutdown => return,
-            r = listener.accept() => match r {
-                Ok(c) => c,
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-        };
-        let _ = stream.set_nodelay(true);
+    crate::http::accept_loop(listener, shutdown, |stream| {
         let emu = emu.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
@@ -196,7 +185,8 @@ async fn serve_with(
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
         });
-    }
+    })
+    .await;
 }
 
 type EmuBody = Paced;
@@ -239,24 +229,7 @@ pub fn bucket_and_key(path: &str) -> Option<(String, String)> {
     if bucket.is_empty() {
         return None;
     }
-    Some((decode(bucket)?, decode(key)?))
-}
-
-fn decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
+    Some((percent_decode(bucket)?, percent_decode(key)?))
 }
 
 fn query(q: Option<&str>) -> HashMap<String, String> {
@@ -265,7 +238,10 @@ fn query(q: Option<&str>) -> HashMap<String, String> {
         .filter(|p| !p.is_empty())
         .map(|p| {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (decode(k).unwrap_or_default(), decode(v).unwrap_or_default())
+            (
+                percent_decode(k).unwrap_or_default(),
+                percent_decode(v).unwrap_or_default(),
+            )
         })
         .collect()
 }

@@ -60,21 +60,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let cfg = Arc::new(cfg);
-    tokio::pin!(shutdown);
-    loop {
-        let (stream, _) = tokio::select! {
-            _ = &mut shutdown => return,
-            r = listener.accept() => match r {
-                Ok(c) => c,
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-        };
-        let _ = stream.set_nodelay(true);
+    crate::http::accept_loop(listener, shutdown, |stream| {
         tokio::spawn(serve_connection(stream, proxy.clone(), cfg.clone()));
-    }
+    })
+    .await;
 }
 
 fn text(status: StatusCode, msg: &str) -> Response<Full<Bytes>> {
@@ -90,21 +79,7 @@ fn text(status: StatusCode, msg: &str) -> Response<Full<Bytes>> {
 /// The object key of a request path: without its leading `/`, percent-decoded; `None` for an
 /// empty key, bad escapes or `.`/`..` segments.
 pub fn key_of(path: &str) -> Option<String> {
-    let p = path.strip_prefix('/')?;
-    let b = p.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    let key = String::from_utf8(out).ok()?;
+    let key = crate::http::percent_decode(path.strip_prefix('/')?)?;
     let bad = key.is_empty() || key.split('/').any(|s| s == ".." || s == ".");
     (!bad).then_some(key)
 }

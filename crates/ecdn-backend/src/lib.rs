@@ -23,6 +23,7 @@
 
 pub mod emulator;
 pub mod gateway;
+mod http;
 pub mod model;
 pub mod proxy;
 pub mod store;

@@ -46,7 +46,7 @@ pub fn run(a: OriginArgs) -> Result<()> {
         return run_s3(a);
     }
     let cfg = OriginConfig {
-        cache_control: a.cache_control,
+        cache_control: a.cache_control.clone(),
         default_size: parse_size(&a.default_size).map_err(anyhow::Error::msg)?,
         latency: crate::args::duration("--latency", &a.latency)?,
         bandwidth: match parse_size(&a.bandwidth).map_err(anyhow::Error::msg)? {
@@ -55,6 +55,19 @@ pub fn run(a: OriginArgs) -> Result<()> {
         },
         ..OriginConfig::default()
     };
+    listen_and_serve(&a, "ecdn origin", |l| serve(l, cfg, shutdown_signal()))
+}
+
+/// Binds `--listen` in a runtime of `--threads` workers and serves with `serve` until it
+/// returns (on Ctrl-C or SIGTERM).
+fn listen_and_serve<F>(
+    a: &OriginArgs,
+    what: &str,
+    serve: impl FnOnce(tokio::net::TcpListener) -> F,
+) -> Result<()>
+where
+    F: std::future::Future<Output = std::io::Result<()>>,
+{
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(a.threads.get())
         .enable_all()
@@ -64,8 +77,8 @@ pub fn run(a: OriginArgs) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(a.listen)
             .await
             .with_context(|| format!("cannot listen on {}", a.listen))?;
-        eprintln!("ecdn origin listening on http://{}", listener.local_addr()?);
-        serve(listener, cfg, shutdown_signal()).await?;
+        eprintln!("{what} listening on http://{}", listener.local_addr()?);
+        serve(listener).await?;
         eprintln!("ecdn origin: shut down");
         Ok(())
     })
@@ -89,24 +102,8 @@ fn run_s3(a: OriginArgs) -> Result<()> {
         },
         ..EmulatorConfig::default()
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(a.threads.get())
-        .enable_all()
-        .build()
-        .context("starting the runtime")?;
-    rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(a.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", a.listen))?;
-        eprintln!(
-            "ecdn origin (S3 emulator, delays {}) listening on http://{}",
-            a.s3_delays,
-            listener.local_addr()?
-        );
-        serve(listener, cfg, shutdown_signal()).await?;
-        eprintln!("ecdn origin: shut down");
-        Ok(())
-    })
+    let what = format!("ecdn origin (S3 emulator, delays {})", a.s3_delays);
+    listen_and_serve(&a, &what, |l| serve(l, cfg, shutdown_signal()))
 }
 
 /// Ctrl-C or SIGTERM.
