@@ -76,6 +76,11 @@ pub struct BenchArgs {
     /// Keep the proxy's delay model at S3's instead of refitting it from measured tasks.
     #[arg(long)]
     no_refit: bool,
+    /// The fraction of arrivals that are writes of a new object of --size (coded, acknowledged
+    /// after k parts; its delay is to the acknowledgement). Reads and writes are reported
+    /// apart (`op`).
+    #[arg(long, default_value_t = 0.0)]
+    writes: f64,
     /// The worst fraction of task delays each fit leaves out (the paper's 0.1).
     #[arg(long, default_value_t = 0.1)]
     fit_trim: f64,
@@ -106,6 +111,7 @@ struct Record {
     ok: bool,
     /// Not finished when the run stopped.
     stopped: bool,
+    write: bool,
 }
 
 #[derive(Serialize)]
@@ -120,6 +126,8 @@ struct Delays {
 #[derive(Serialize)]
 struct Point {
     strategy: String,
+    /// `read` or `write`.
+    op: &'static str,
     arrival_rate: f64,
     throughput: f64,
     delay_ms: Delays,
@@ -133,8 +141,60 @@ struct Point {
     unfinished: usize,
     size: u64,
     connections: usize,
-    /// The proxy's read model at the end (ms and ms per MB).
+    /// The proxy's model of the operation at the end (ms and ms per MB).
     model: Option<[f64; 4]>,
+}
+
+/// The report of one operation's requests (`recs`) of a run whose measured window is
+/// `(warmup, end)` seconds.
+fn summarize(
+    recs: &[&Record],
+    (warmup, end): (f64, f64),
+    strategy: String,
+    op: &'static str,
+    rate: f64,
+    model: Option<[f64; 4]>,
+) -> Point {
+    let measured: Vec<&Record> = recs.iter().copied().filter(|r| r.at >= warmup).collect();
+    let ok: Vec<&Record> = measured.iter().copied().filter(|r| r.ok).collect();
+    let stopped = measured.iter().filter(|r| r.stopped).count();
+    let in_window = recs
+        .iter()
+        .filter(|r| r.ok && r.done_at >= warmup && r.done_at < end)
+        .count();
+    let mut k_share = vec![0.0; 6];
+    for r in &ok {
+        if (1..=6).contains(&r.k) {
+            k_share[r.k - 1] += 1.0 / ok.len() as f64;
+        }
+    }
+    let mean = |f: fn(&Record) -> usize| {
+        ok.iter().fold(0.0, |a, r| a + f(r) as f64) / ok.len().max(1) as f64
+    };
+    Point {
+        strategy,
+        op,
+        arrival_rate: rate,
+        throughput: in_window as f64 / (end - warmup),
+        delay_ms: delays(ok.iter().map(|r| r.delay).collect()),
+        mean_n: mean(|r| r.n),
+        mean_k: mean(|r| r.k),
+        k_share,
+        requests: measured.len(),
+        completed: ok.len(),
+        failed: measured.len() - ok.len() - stopped,
+        unfinished: stopped,
+        size: 0,
+        connections: 0,
+        model,
+    }
+}
+
+/// What the arrivals ask: reads of `keys`, and a `writes` fraction of writes of `payload`.
+struct Workload<'a> {
+    keys: &'a [String],
+    writes: f64,
+    payload: Bytes,
 }
 
 fn delays(mut v: Vec<f64>) -> Delays {
@@ -166,10 +226,10 @@ fn model_ms(m: &DelayModel) -> [f64; 4] {
     [m.delta0 * 1e3, m.delta1 * 1e9, m.psi0 * 1e3, m.psi1 * 1e9]
 }
 
-/// Poisson arrivals at `rate(t)` until `end`; each read's record.
-async fn run_reads(
+/// Poisson arrivals at `rate(t)` until `end`; each request's record.
+async fn run_requests(
     proxy: &Proxy,
-    keys: &[String],
+    work: &Workload<'_>,
     rate: impl Fn(f64) -> f64,
     end: f64,
     drain: Duration,
@@ -188,15 +248,24 @@ async fn run_reads(
         }
         let due = start + Duration::from_secs_f64(t);
         tokio::time::sleep_until(due.into()).await;
-        let key = keys[rng.below(keys.len() as u64) as usize].clone();
-        let (p, recs) = (proxy.clone(), records.clone());
+        let write = rng.chance(work.writes);
+        let key = if write {
+            format!("written/{seed}/{}", handles.len())
+        } else {
+            work.keys[rng.below(work.keys.len() as u64) as usize].clone()
+        };
+        let (p, recs, payload) = (proxy.clone(), records.clone(), work.payload.clone());
         handles.push(tokio::spawn(async move {
             let arrived = Instant::now();
-            let r = p.read(&key).await;
+            let r = if write {
+                p.write(&key, payload).await.map(|w| w.served)
+            } else {
+                p.read(&key).await.map(|r| r.1)
+            };
             let at = arrived.duration_since(start).as_secs_f64();
             let delay = arrived.elapsed().as_secs_f64();
             let (n, k, ok) = match &r {
-                Ok((_, s)) => (s.n, s.k, true),
+                Ok(s) => (s.n, s.k, true),
                 Err(_) => (0, 0, false),
             };
             let stopped = matches!(r, Err(ecdn_backend::proxy::ProxyError::Stopped));
@@ -208,6 +277,7 @@ async fn run_reads(
                 k,
                 ok,
                 stopped,
+                write,
             });
         }));
     }
@@ -246,6 +316,9 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         bail!("--rates: {r} is not a positive rate");
     }
     let phases = a.phases.as_deref().map(parse_phases).transpose()?;
+    if !(0.0..=1.0).contains(&a.writes) {
+        bail!("--writes: {} is not a fraction in [0, 1]", a.writes);
+    }
     if !(0.0..0.9).contains(&a.fit_trim) {
         bail!("--fit-trim: {} is not a fraction in [0, 0.9)", a.fit_trim);
     }
@@ -310,6 +383,12 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         }
         p
     };
+    let payload: Vec<u8> = (0..size).map(|_| rng.next_u64() as u8).collect();
+    let work = Workload {
+        keys: &keys,
+        writes: a.writes,
+        payload: Bytes::from(payload),
+    };
     let mut samples: Vec<TaskSample> = Vec::new();
     if let Some(phases) = phases {
         let mut lines = Vec::new();
@@ -328,7 +407,8 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             };
             let p = fresh(*s);
             let seed = a.seed + i as u64;
-            let (recs, _) = run_reads(&p, &keys, rate_at, end, drain, seed).await;
+            let (recs, _) = run_requests(&p, &work, rate_at, end, drain, seed).await;
+            let recs: Vec<Record> = recs.into_iter().filter(|r| !r.write).collect();
             if *s == Strategy::Tofec {
                 samples.extend(p.read_samples());
             }
@@ -415,60 +495,50 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             for (j, &rate) in a.rates.iter().enumerate() {
                 let p = fresh(*s);
                 let seed = a.seed + (i * 100 + j) as u64;
-                let (recs, total) = run_reads(&p, &keys, |_| rate, duration, drain, seed).await;
-                let measured: Vec<&Record> = recs.iter().filter(|r| r.at >= warmup).collect();
-                let ok: Vec<&Record> = measured.iter().copied().filter(|r| r.ok).collect();
-                let stopped = measured.iter().filter(|r| r.stopped).count();
-                let in_window = recs
-                    .iter()
-                    .filter(|r| r.ok && r.done_at >= warmup && r.done_at < duration)
-                    .count();
-                let measured_total = total - recs.iter().filter(|r| r.at < warmup).count();
-                let mut k_share = vec![0.0; 6];
-                for r in &ok {
-                    if (1..=6).contains(&r.k) {
-                        k_share[r.k - 1] += 1.0 / ok.len() as f64;
+                let (recs, total) = run_requests(&p, &work, |_| rate, duration, drain, seed).await;
+                // Arrivals that left no record (none, unless a task outlived the run).
+                let lost = total - recs.len();
+                let (models, read_samples) = (p.models(), p.read_samples());
+                if *s == Strategy::Tofec {
+                    samples.extend(read_samples);
+                }
+                let ops: &[(&str, bool)] = if a.writes > 0.0 {
+                    &[("read", false), ("write", true)]
+                } else {
+                    &[("read", false)]
+                };
+                let window = (warmup, duration);
+                let mut read_point = None;
+                for &(op, write) in ops {
+                    let of_op: Vec<&Record> = recs.iter().filter(|r| r.write == write).collect();
+                    let model = (*s == Strategy::Tofec)
+                        .then(|| model_ms(if write { &models.1 } else { &models.0 }));
+                    let mut point = summarize(&of_op, window, s.name(), op, rate, model);
+                    if !write {
+                        point.unfinished += lost;
+                    }
+                    (point.size, point.connections) = (size, a.connections);
+                    eprintln!(
+                        "{:>12} {op:>5} at {rate:>5}/s: {:6.1} done/s, delay mean {:7.1} ms p50 {:7.1} p99 {:7.1} std {:7.1}, n {:.1} k {:.1}{}",
+                        point.strategy,
+                        point.throughput,
+                        point.delay_ms.mean,
+                        point.delay_ms.p50,
+                        point.delay_ms.p99,
+                        point.delay_ms.std,
+                        point.mean_n,
+                        point.mean_k,
+                        if point.unfinished > 0 { format!(", {} unfinished", point.unfinished) } else { String::new() }
+                    );
+                    if a.json {
+                        println!("{}", serde_json::to_string(&point)?);
+                    }
+                    if !write {
+                        read_point = Some(point.delay_ms);
                     }
                 }
-                let model = (*s == Strategy::Tofec).then(|| model_ms(&p.models().0));
-                if *s == Strategy::Tofec {
-                    samples.extend(p.read_samples());
-                }
-                let mean = |f: fn(&Record) -> usize| {
-                    ok.iter().fold(0.0, |a, r| a + f(r) as f64) / ok.len().max(1) as f64
-                };
-                let point = Point {
-                    strategy: s.name(),
-                    arrival_rate: rate,
-                    throughput: in_window as f64 / (duration - warmup),
-                    delay_ms: delays(ok.iter().map(|r| r.delay).collect()),
-                    mean_n: mean(|r| r.n),
-                    mean_k: mean(|r| r.k),
-                    k_share,
-                    requests: measured_total,
-                    completed: ok.len(),
-                    failed: measured.len() - ok.len() - stopped,
-                    unfinished: stopped + measured_total.saturating_sub(measured.len()),
-                    size,
-                    connections: a.connections,
-                    model,
-                };
-                eprintln!(
-                    "{:>12} at {rate:>5}/s: {:6.1} done/s, delay mean {:7.1} ms p50 {:7.1} p99 {:7.1} std {:7.1}, n {:.1} k {:.1}{}",
-                    point.strategy,
-                    point.throughput,
-                    point.delay_ms.mean,
-                    point.delay_ms.p50,
-                    point.delay_ms.p99,
-                    point.delay_ms.std,
-                    point.mean_n,
-                    point.mean_k,
-                    if point.unfinished > 0 { format!(", {} unfinished", point.unfinished) } else { String::new() }
-                );
-                if a.json {
-                    println!("{}", serde_json::to_string(&point)?);
-                }
-                row.push((rate, point.delay_ms));
+                let Some(point) = read_point else { continue };
+                row.push((rate, point));
             }
             by_strategy.push(row);
         }

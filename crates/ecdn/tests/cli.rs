@@ -617,6 +617,7 @@ fn backend_bench_reports_each_strategy_and_rate() {
     assert_eq!(rows.len(), 3, "{rows:?}");
     for (row, name) in rows.iter().zip(["tofec", "static-1-1", "static-4-2"]) {
         assert_eq!(row["strategy"], name);
+        assert_eq!(row["op"], "read");
         assert_eq!(row["arrival_rate"], 20.0);
         for f in ["mean", "p50", "p90", "p99", "std"] {
             let v = row["delay_ms"][f].as_f64().unwrap();
@@ -637,6 +638,42 @@ fn backend_bench_reports_each_strategy_and_rate() {
         (Some(4.0), Some(2.0))
     );
     assert!(std::fs::metadata(&plot).unwrap().len() > 1000);
+    // Reads and writes: one line each, the writes acknowledged after k of n parts.
+    let o = ecdn(&[
+        "backend",
+        "bench",
+        "--strategies",
+        "static-4-2",
+        "--rates",
+        "20",
+        "--writes",
+        "0.5",
+        "--duration",
+        "1.5s",
+        "--warmup",
+        "0.3s",
+        "--drain",
+        "3s",
+        "--objects",
+        "2",
+        "--size",
+        "200000",
+        "--json",
+    ]);
+    let rows = json_rows(&o);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(
+        (&rows[0]["op"], &rows[1]["op"]),
+        (&"read".into(), &"write".into())
+    );
+    for row in &rows {
+        assert!(row["completed"].as_u64().unwrap() > 3, "{row}");
+        assert_eq!(
+            (row["mean_n"].as_f64(), row["mean_k"].as_f64()),
+            (Some(4.0), Some(2.0))
+        );
+        assert!(row["delay_ms"]["p50"].as_f64().unwrap() > 10.0, "{row}");
+    }
     // The changing workload: one line per second that had reads.
     let o = ecdn(&[
         "backend",
