@@ -24,6 +24,10 @@ fn data(seed: u64, len: usize) -> Bytes {
 }
 
 fn s3(endpoint: &str, bucket: &str) -> S3Store {
+    s3_trusting(endpoint, bucket, None)
+}
+
+fn s3_trusting(endpoint: &str, bucket: &str, ca: Option<&std::path::Path>) -> S3Store {
     let cfg = S3Config {
         bucket: bucket.into(),
         prefix: "ecdn-test".into(),
@@ -32,7 +36,7 @@ fn s3(endpoint: &str, bucket: &str) -> S3Store {
         access_key_id: Some("testing".into()),
         secret_access_key: Some("testing".into()),
         session_token: None,
-        ca_bundle: None,
+        ca_bundle: ca.map(Into::into),
     };
     S3Store::new(&cfg, Duration::from_secs(10)).unwrap()
 }
@@ -188,6 +192,11 @@ impl Drop for Moto {
 }
 
 fn moto() -> (Moto, String) {
+    moto_with(&[], "http")
+}
+
+/// moto's server with extra arguments, and its endpoint with `scheme`.
+fn moto_with(extra: &[&std::ffi::OsStr], scheme: &str) -> (Moto, String) {
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -195,6 +204,7 @@ fn moto() -> (Moto, String) {
         .port();
     let child = Command::new("moto_server")
         .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .args(extra)
         // Parts as small as the test's (real S3 wants 5 MiB but for the last).
         .env("S3_UPLOAD_PART_MIN_SIZE", "1")
         .stdout(Stdio::null())
@@ -216,7 +226,7 @@ fn moto() -> (Moto, String) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    (guard, format!("http://{addr}"))
+    (guard, format!("{scheme}://{addr}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -226,6 +236,66 @@ async fn moto_agrees() {
     let client = reqwest_put(&format!("{endpoint}/ecdn")).await;
     assert!(client < 300, "creating the bucket: {client}");
     round_trips(Arc::new(s3(&endpoint, "ecdn"))).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moto_over_tls_with_a_private_ca() {
+    // A CA, and a certificate for 127.0.0.1 it signed, made by openssl.
+    let dir = tempfile::tempdir().unwrap();
+    let script = "set -e
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+            -subj '/CN=ecdn test CA' -keyout ca.key -out ca.pem
+        openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=127.0.0.1 \
+            -keyout key.pem -out srv.csr
+        printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' > ext.cnf
+        openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile ext.cnf -out cert.pem";
+    let made = Command::new("sh")
+        .args(["-c", script])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "openssl (install it if missing): {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let p = |f: &str| dir.path().join(f);
+    let (cert, key) = (p("cert.pem"), p("key.pem"));
+    let (_moto, endpoint) = moto_with(
+        &[
+            "-c".as_ref(),
+            cert.as_os_str(),
+            "-k".as_ref(),
+            key.as_os_str(),
+        ],
+        "https",
+    );
+    // The bucket, over TLS, trusting the CA (the store's client installs rustls's ring
+    // provider, which this client uses too).
+    let untrusted = s3(&endpoint, "tls");
+    let pem = std::fs::read(p("ca.pem")).unwrap();
+    let client = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&pem).unwrap()])
+        .build()
+        .unwrap();
+    let r = client.put(format!("{endpoint}/tls")).send().await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    // Without the CA the store's certificate is refused; with it, coded round trips.
+    assert!(untrusted
+        .put("k", Bytes::from_static(b"x"), None)
+        .await
+        .is_err());
+    let store = s3_trusting(&endpoint, "tls", Some(&p("ca.pem")));
+    let d = data(3, 70_000);
+    let px = proxy(Arc::new(store), Strategy::Static { n: 4, k: 2 });
+    px.write("over/tls", d.clone())
+        .await
+        .unwrap()
+        .finished()
+        .await
+        .unwrap();
+    assert_eq!(px.read("over/tls").await.unwrap().0, d);
 }
 
 /// `PUT url` with no body; the status.
