@@ -78,6 +78,8 @@ pub struct ProxyConfig {
     pub max_object: u64,
     /// How long an object's head (its size and manifest) is reused before it is asked again.
     pub head_ttl: Duration,
+    /// How TOFEC's thresholds map load to backlog (the paper's M/M/1 by default).
+    pub queue_model: crate::tofec::QueueModel,
 }
 
 impl Default for ProxyConfig {
@@ -97,6 +99,7 @@ impl Default for ProxyConfig {
             samples_kept: 20_000,
             max_object: 1 << 30,
             head_ttl: Duration::from_secs(60),
+            queue_model: crate::tofec::QueueModel::Mm1,
         }
     }
 }

@@ -84,6 +84,49 @@ pub fn queue_length(connections: usize, load: f64) -> f64 {
     load * load / (l * (l - load))
 }
 
+/// How the thresholds map a load `λ̄` to the request-queue length it causes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum QueueModel {
+    /// The paper's equation (11): one server of rate `L/Ū` (M/M/1).
+    #[default]
+    Mm1,
+    /// `L` servers of rate `1/Ū` each (M/M/L, Erlang C): the proxy's connections as they
+    /// are. At the same load its queue is shorter (at 90% of 16 connections, 5.3 requests
+    /// against M/M/1's 8.1), so the paper's thresholds, met by the shorter queue the proxy
+    /// sees, keep longer codes closer to capacity than they should.
+    Mml,
+}
+
+impl QueueModel {
+    /// The expected number of requests waiting at load `λ̄` (connection-seconds per second).
+    pub fn length(self, connections: usize, load: f64) -> f64 {
+        match self {
+            QueueModel::Mm1 => queue_length(connections, load),
+            QueueModel::Mml => {
+                let rho = load / connections as f64;
+                // Erlang B by its recursion, then Erlang C.
+                let mut b = 1.0;
+                for k in 1..=connections {
+                    b = load * b / (k as f64 + load * b);
+                }
+                let wait = b / (1.0 - rho * (1.0 - b));
+                wait * rho / (1.0 - rho)
+            }
+        }
+    }
+
+    /// `mm1` or `mml`.
+    pub fn parse(s: &str) -> Result<QueueModel, String> {
+        match s {
+            "mm1" => Ok(QueueModel::Mm1),
+            "mml" => Ok(QueueModel::Mml),
+            _ => Err(format!(
+                "{s:?}: the queue model is mm1 (the paper's) or mml"
+            )),
+        }
+    }
+}
+
 /// The backlog thresholds of one request class: the codes from the longest down, each with
 /// the backlog below which it is used (see the module documentation).
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -102,13 +145,14 @@ impl Thresholds {
         connections: usize,
         ks: &[usize],
         r_max: usize,
+        queue: QueueModel,
     ) -> Option<Thresholds> {
         let sized = size > 0.0 && size.is_finite();
         if ks.is_empty() || ks[0] == 0 || r_max == 0 || !m.is_valid() || !sized {
             return None;
         }
         Some(Thresholds {
-            codes: merged(m, size, connections, ks, r_max)?,
+            codes: merged(m, size, connections, ks, r_max, queue)?,
         })
     }
 
@@ -130,12 +174,13 @@ fn merged(
     connections: usize,
     ks: &[usize],
     r_max: usize,
+    queue: QueueModel,
 ) -> Option<Vec<((usize, usize), f64)>> {
     let k_of = |load: f64| optimal_code(m, size, connections, load).map(|c| c.1);
     let n_of = |load: f64| optimal_code(m, size, connections, load).map(|c| c.0);
     let ns: Vec<usize> = (1..=r_max * ks[ks.len() - 1]).collect();
-    let hk = thresholds(ks, connections, k_of)?;
-    let hn = thresholds(&ns, connections, n_of)?;
+    let hk = thresholds(ks, connections, queue, k_of)?;
+    let hn = thresholds(&ns, connections, queue, n_of)?;
     let pick = |t: &[(usize, f64)], q: f64| {
         t.iter()
             .rev()
@@ -178,6 +223,7 @@ fn merged(
 fn thresholds(
     values: &[usize],
     connections: usize,
+    queue: QueueModel,
     f: impl Fn(f64) -> Option<f64>,
 ) -> Option<Vec<(usize, f64)>> {
     let l = connections as f64;
@@ -198,7 +244,7 @@ fn thresholds(
                 hi = mid;
             }
         }
-        Some(queue_length(connections, 0.5 * (lo + hi)))
+        Some(queue.length(connections, 0.5 * (lo + hi)))
     };
     let qs: Vec<f64> = values
         .iter()
@@ -346,7 +392,7 @@ mod tests {
     #[test]
     fn thresholds_fall_and_pick_codes_by_backlog() {
         let m = DelayModel::PAPER_S3;
-        let t = Thresholds::new(&m, 3.0 * MB, L, &[1, 2, 3, 6], 2).unwrap();
+        let t = Thresholds::new(&m, 3.0 * MB, L, &[1, 2, 3, 6], 2, QueueModel::Mm1).unwrap();
         assert_eq!(t.codes[0], ((1, 1), f64::INFINITY));
         for w in t.codes.windows(2) {
             assert!(w[0].1 > w[1].1, "{w:?}");
@@ -366,6 +412,42 @@ mod tests {
         // (12, 6) at no backlog down to (1, 1).
         let codes: Vec<(usize, usize)> = t.codes.iter().map(|c| c.0).collect();
         assert_eq!(codes, [(1, 1), (2, 1), (4, 2), (6, 3), (12, 6)]);
+    }
+
+    #[test]
+    fn the_m_m_l_queue_is_shorter_and_its_thresholds_lower() {
+        // One connection: M/M/L is M/M/1.
+        for load in [0.1, 0.5, 0.9] {
+            let (a, b) = (
+                QueueModel::Mm1.length(1, load),
+                QueueModel::Mml.length(1, load),
+            );
+            assert!((a - b).abs() < 1e-12, "{load}");
+        }
+        // 16: shorter at every load, and still rising with it.
+        let mut last = 0.0;
+        for i in 1..16 {
+            let load = i as f64;
+            let (a, b) = (
+                QueueModel::Mm1.length(L, load),
+                QueueModel::Mml.length(L, load),
+            );
+            assert!(b < a && b > last, "{load}: {b} {a}");
+            last = b;
+        }
+        let q = QueueModel::Mml.length(L, 0.9 * L as f64);
+        assert!((q - 5.32).abs() < 0.01, "{q}"); // Erlang C by its closed form: 0.5913 · 0.9 / 0.1
+                                                 // The thresholds are lower: a given backlog means a higher load.
+        let m = DelayModel::PAPER_S3;
+        let t1 = Thresholds::new(&m, 3.0 * MB, L, &[1, 2, 3, 6], 2, QueueModel::Mm1).unwrap();
+        let tl = Thresholds::new(&m, 3.0 * MB, L, &[1, 2, 3, 6], 2, QueueModel::Mml).unwrap();
+        assert_eq!(t1.codes.len(), tl.codes.len());
+        for (a, b) in t1.codes.iter().zip(&tl.codes).skip(1) {
+            assert_eq!(a.0, b.0);
+            assert!(b.1 < a.1, "{a:?} {b:?}");
+        }
+        assert_eq!(QueueModel::parse("mml"), Ok(QueueModel::Mml));
+        assert!(QueueModel::parse("mmc").is_err());
     }
 
     #[test]

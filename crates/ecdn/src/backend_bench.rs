@@ -81,6 +81,10 @@ pub struct BenchArgs {
     /// apart (`op`).
     #[arg(long, default_value_t = 0.0)]
     writes: f64,
+    /// How TOFEC's thresholds map load to backlog: mm1 (the paper's equation (11)) or mml
+    /// (the L connections as L servers, Erlang C).
+    #[arg(long, default_value = "mm1")]
+    queue_model: String,
     /// The worst fraction of task delays each fit leaves out (the paper's 0.1).
     #[arg(long, default_value_t = 0.1)]
     fit_trim: f64,
@@ -316,6 +320,8 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         bail!("--rates: {r} is not a positive rate");
     }
     let phases = a.phases.as_deref().map(parse_phases).transpose()?;
+    let queue_model =
+        ecdn_backend::tofec::QueueModel::parse(&a.queue_model).map_err(anyhow::Error::msg)?;
     if !(0.0..=1.0).contains(&a.writes) {
         bail!("--writes: {} is not a fraction in [0, 1]", a.writes);
     }
@@ -352,6 +358,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         strips_k: a.strips,
         refit_every: if a.no_refit { 0 } else { 500 },
         fit_trim: a.fit_trim,
+        queue_model,
         task_timeout: Duration::from_secs(60),
         ..ProxyConfig::default()
     };

@@ -147,7 +147,14 @@ impl Actor {
                             m.read.0
                         }
                     };
-                    let t = Thresholds::new(&model, mid, cfg.connections, &ks, cfg.r_max);
+                    let t = Thresholds::new(
+                        &model,
+                        mid,
+                        cfg.connections,
+                        &ks,
+                        cfg.r_max,
+                        cfg.queue_model,
+                    );
                     self.thresholds.insert(key, t);
                 }
                 match &self.thresholds[&key] {
