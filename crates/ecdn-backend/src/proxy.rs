@@ -80,6 +80,10 @@ pub struct ProxyConfig {
     pub head_ttl: Duration,
     /// How TOFEC's thresholds map load to backlog (the paper's M/M/1 by default).
     pub queue_model: crate::tofec::QueueModel,
+    /// The smallest part a multipart upload may have but for its last: S3's 5 MiB. A write
+    /// uses only codes whose chunks are this large; a file too small for any is uploaded as
+    /// one part. 0: no limit (the emulator, as the paper's measurements assumed).
+    pub min_part: u64,
 }
 
 impl Default for ProxyConfig {
@@ -100,6 +104,7 @@ impl Default for ProxyConfig {
             max_object: 1 << 30,
             head_ttl: Duration::from_secs(60),
             queue_model: crate::tofec::QueueModel::Mm1,
+            min_part: 5 << 20,
         }
     }
 }
@@ -192,6 +197,9 @@ enum JobKind {
         file: Bytes,
         manifest: Arc<Manifest>,
         upload: Box<dyn Upload>,
+        /// The largest `k` whose chunks are not below [`ProxyConfig::min_part`] (0: none is,
+        /// and the whole file is one part).
+        max_k: usize,
         /// Told when the upload is completed (or given up).
         finished: oneshot::Sender<Result<(), ProxyError>>,
     },
@@ -499,12 +507,19 @@ impl Proxy {
             .await
             .map_err(|e| store_error(key, e))?;
         let (finished, done) = oneshot::channel();
+        // A chunk of the code (·, k) is K/k strips.
+        let max_k = (1..=manifest.k)
+            .filter(|&k| manifest.k.is_multiple_of(k))
+            .filter(|&k| (manifest.k / k) as u64 * manifest.strip >= cfg.min_part)
+            .max()
+            .unwrap_or(0);
         let (_, served) = self
             .submit(JobKind::Write {
                 key: key.to_string(),
                 file: Bytes::from(file),
                 manifest: Arc::new(manifest),
                 upload,
+                max_k,
                 finished,
             })
             .await?;
@@ -629,6 +644,31 @@ mod tests {
             p.read("absent").await,
             Err(ProxyError::NotFound("absent".into()))
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_keep_to_the_store_s_least_part_size() {
+        // S3's 5 MiB: a 12 MiB object has strips of 2 MiB, so only k ∈ {1, 2} give parts
+        // that large; (12, 6) asked becomes (4, 2). A 1 MiB object is one part.
+        let store = MemoryStore::with_min_part(5 << 20);
+        let p = proxy(&store, Strategy::Static { n: 12, k: 6 }, 16);
+        for (len, code) in [(12 << 20, (4, 2)), (1 << 20, (1, 1))] {
+            let d = data(len as u64, len);
+            let w = p.write("big", d.clone()).await.unwrap();
+            assert_eq!((w.served.n, w.served.k), code, "{len}");
+            w.finished().await.unwrap();
+            assert_eq!(p.read("big").await.unwrap().0, d);
+        }
+        // Without the limit, the same store refuses the small parts of (12, 6).
+        let cfg = ProxyConfig {
+            strategy: Strategy::Static { n: 12, k: 6 },
+            min_part: 0,
+            ..ProxyConfig::default()
+        };
+        let p = Proxy::start(Arc::new(store.clone()), cfg);
+        let w = p.write("small-parts", data(3, 3 << 20)).await.unwrap();
+        let e = w.finished().await.unwrap_err();
+        assert!(e.to_string().contains("EntityTooSmall"), "{e}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -333,11 +333,22 @@ pub struct MemoryStore {
     objects: Arc<Mutex<Objects>>,
     faults: Arc<Mutex<Faults>>,
     reads: Arc<Mutex<(usize, usize)>>,
+    /// Completing an upload with a part smaller than this but for the last fails, as S3's
+    /// `EntityTooSmall` (0: any size).
+    min_part: u64,
 }
 
 impl MemoryStore {
     pub fn new() -> MemoryStore {
         MemoryStore::default()
+    }
+
+    /// A store that refuses uploads with parts below `min_part` but for the last, as S3.
+    pub fn with_min_part(min_part: u64) -> MemoryStore {
+        MemoryStore {
+            min_part,
+            ..MemoryStore::default()
+        }
     }
 
     pub fn set_faults(&self, f: Faults) {
@@ -450,6 +461,13 @@ impl Upload for MemoryUpload {
                 let p = p
                     .as_ref()
                     .ok_or_else(|| StoreError::Store(format!("part {} was not uploaded", i + 1)))?;
+                if i + 1 < parts.len() && (p.len() as u64) < self.store.min_part {
+                    return Err(StoreError::Store(format!(
+                        "EntityTooSmall: part {} is {} bytes",
+                        i + 1,
+                        p.len()
+                    )));
+                }
                 all.extend_from_slice(p);
             }
             self.store

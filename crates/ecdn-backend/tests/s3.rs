@@ -45,6 +45,9 @@ fn proxy(store: Arc<dyn Store>, strategy: Strategy) -> Proxy {
     let cfg = ProxyConfig {
         strategy,
         task_timeout: Duration::from_secs(10),
+        // Small parts, so that writes use the code asked (moto runs with
+        // S3_UPLOAD_PART_MIN_SIZE=1; the emulator has no minimum).
+        min_part: 0,
         ..ProxyConfig::default()
     };
     Proxy::start(store, cfg)

@@ -359,6 +359,8 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         refit_every: if a.no_refit { 0 } else { 500 },
         fit_trim: a.fit_trim,
         queue_model,
+        // The emulator takes parts of any size, as the paper's measurements assumed.
+        min_part: 0,
         task_timeout: Duration::from_secs(60),
         ..ProxyConfig::default()
     };

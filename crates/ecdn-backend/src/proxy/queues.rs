@@ -125,13 +125,17 @@ impl Actor {
                 layout: Layout::Plain(size),
                 ..
             } => (Op::Read, *size, 0, 0, false),
+            JobKind::Write { max_k: 0, .. } => return (1, 1), // one part: the whole file
             JobKind::Write { manifest: m, .. } => (Op::Write, m.size, m.k, m.n, true),
         };
-        let ks: Vec<usize> = if coded {
+        let mut ks: Vec<usize> = if coded {
             Manifest::dimensions(big_k, cfg.k_max)
         } else {
             (1..=cfg.k_max.max(1)).collect()
         };
+        if let JobKind::Write { max_k, .. } = kind {
+            ks.retain(|k| k <= max_k);
+        }
         let (n, k) = match cfg.strategy {
             Strategy::Static { n, k } => (n, k),
             Strategy::Greedy => greedy(self.idle(), &ks, cfg.r_max),
@@ -233,17 +237,23 @@ impl Actor {
                 file,
                 manifest,
                 mut upload,
+                max_k,
                 finished,
             } => {
+                if max_k == 0 {
+                    // Too small for parts of S3's least size: the whole file, one part.
+                    let bytes = file.len() as u64;
+                    tasks.push((0, bytes, Op::Write, map_stored(upload.part(file.clone()))));
+                }
                 // Parts in order: the n chunks, then the strips after them.
-                for c in 0..n {
+                for c in (0..n).filter(|_| max_k > 0) {
                     let r = manifest.chunk_range(k, c);
                     let part = file.slice(r.start as usize..r.end as usize);
                     let bytes = part.len() as u64;
                     tasks.push((c, bytes, Op::Write, map_stored(upload.part(part))));
                 }
                 let end = manifest.chunk_range(k, n).start as usize;
-                if end < file.len() {
+                if max_k > 0 && end < file.len() {
                     active.rest_bytes = (file.len() - end) as u64;
                     active.rest = Some(map_stored(upload.part(file.slice(end..))));
                 }
@@ -252,6 +262,7 @@ impl Actor {
                     file: Bytes::new(),
                     manifest,
                     upload,
+                    max_k,
                     finished,
                 };
             }
