@@ -158,12 +158,14 @@ impl Thresholds {
 
     /// Algorithm 1, lines 4 to 6: the code `(n, k)` for smoothed backlog `q̄`.
     pub fn code(&self, q: f64) -> (usize, usize) {
-        self.codes
-            .iter()
-            .rev()
-            .find(|&&(_, h)| q < h)
-            .map_or((1, 1), |&(c, _)| c)
+        interval_of(&self.codes, q).unwrap_or((1, 1))
     }
+}
+
+/// In a list of values with falling thresholds, the value whose interval `[H_next, H)` holds
+/// `q`: the last whose threshold is above it.
+fn interval_of<T: Copy>(list: &[(T, f64)], q: f64) -> Option<T> {
+    list.iter().rev().find(|&&(_, h)| q < h).map(|&(v, _)| v)
 }
 
 /// The thresholds of `k` and of `n`, merged into one list of codes (`n` clamped as line 6
@@ -181,12 +183,7 @@ fn merged(
     let ns: Vec<usize> = (1..=r_max * ks[ks.len() - 1]).collect();
     let hk = thresholds(ks, connections, queue, k_of)?;
     let hn = thresholds(&ns, connections, queue, n_of)?;
-    let pick = |t: &[(usize, f64)], q: f64| {
-        t.iter()
-            .rev()
-            .find(|&&(_, h)| q < h)
-            .map_or(t[0].0, |&(v, _)| v)
-    };
+    let pick = |t: &[(usize, f64)], q: f64| interval_of(t, q).unwrap_or(t[0].0);
     let code = |q: f64| {
         let k = pick(&hk, q);
         (pick(&hn, q).clamp(k, r_max * k), k)

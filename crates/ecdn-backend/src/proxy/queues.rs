@@ -113,7 +113,8 @@ impl Actor {
     /// The code for a request of this kind now (lines 4 to 6, or Greedy's, or the static
     /// one), fitted to its file.
     fn choose(&mut self, kind: &JobKind) -> (usize, usize) {
-        let cfg = self.cfg().clone();
+        let shared = self.shared.clone();
+        let cfg = &shared.cfg;
         // The dimensions the file allows, and the chunks each gives.
         let (op, size, big_k, big_n, coded) = match kind {
             JobKind::Head { .. } => return (1, 1),
@@ -244,18 +245,19 @@ impl Actor {
                     // Too small for parts of S3's least size: the whole file, one part.
                     let bytes = file.len() as u64;
                     tasks.push((0, bytes, Op::Write, map_stored(upload.part(file.clone()))));
-                }
-                // Parts in order: the n chunks, then the strips after them.
-                for c in (0..n).filter(|_| max_k > 0) {
-                    let r = manifest.chunk_range(k, c);
-                    let part = file.slice(r.start as usize..r.end as usize);
-                    let bytes = part.len() as u64;
-                    tasks.push((c, bytes, Op::Write, map_stored(upload.part(part))));
-                }
-                let end = manifest.chunk_range(k, n).start as usize;
-                if max_k > 0 && end < file.len() {
-                    active.rest_bytes = (file.len() - end) as u64;
-                    active.rest = Some(map_stored(upload.part(file.slice(end..))));
+                } else {
+                    // Parts in order: the n chunks, then the strips after them.
+                    for c in 0..n {
+                        let r = manifest.chunk_range(k, c);
+                        let part = file.slice(r.start as usize..r.end as usize);
+                        let bytes = part.len() as u64;
+                        tasks.push((c, bytes, Op::Write, map_stored(upload.part(part))));
+                    }
+                    let end = manifest.chunk_range(k, n).start as usize;
+                    if end < file.len() {
+                        active.rest_bytes = (file.len() - end) as u64;
+                        active.rest = Some(map_stored(upload.part(file.slice(end..))));
+                    }
                 }
                 active.kind = JobKind::Write {
                     key,
@@ -520,8 +522,9 @@ impl Actor {
 
     /// Records a task's delay; refits the operation's model every `refit_every` completions.
     fn record(&mut self, op: Op, bytes: u64, delay: Duration, censored: bool) {
-        let cfg = self.shared.cfg.clone();
-        let mut models = lock(&self.shared.models);
+        let shared = self.shared.clone();
+        let cfg = &shared.cfg;
+        let mut models = lock(&shared.models);
         let slot = match op {
             Op::Read => &mut models.read,
             Op::Write => &mut models.write,
@@ -547,7 +550,7 @@ impl Actor {
         if let Some((m, _)) = fit(&samples, cfg.fit_trim).filter(|(m, _)| m.is_valid()) {
             slot.0 = m;
             drop(models);
-            lock(&self.shared.counters).fits += 1;
+            lock(&shared.counters).fits += 1;
             self.thresholds.retain(|k, _| k.0 != op);
         }
     }
