@@ -88,12 +88,14 @@ pub fn queue_length(connections: usize, load: f64) -> f64 {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub enum QueueModel {
     /// The paper's equation (11): one server of rate `L/Ū` (M/M/1).
-    #[default]
     Mm1,
     /// `L` servers of rate `1/Ū` each (M/M/L, Erlang C): the proxy's connections as they
-    /// are. At the same load its queue is shorter (at 90% of 16 connections, 5.3 requests
-    /// against M/M/1's 8.1), so the paper's thresholds, met by the shorter queue the proxy
-    /// sees, keep longer codes closer to capacity than they should.
+    /// are, and the default. At the same load its queue is shorter (at 90% of 16 connections,
+    /// 5.3 requests against M/M/1's 8.1), so the paper's thresholds, met by the shorter queue
+    /// the proxy sees, keep replicas (`n > k`) too close to capacity: at 70 requests/s
+    /// (90% of the (1,1) capacity) TOFEC with M/M/1 measured 7–8% above the mean delay of
+    /// plain (1,1) reads, with M/M/L 3% below (BENCHMARKS.md, issue 13).
+    #[default]
     Mml,
 }
 
