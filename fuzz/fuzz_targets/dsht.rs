@@ -1,0 +1,18 @@
+//! The DSHT's packet parser on arbitrary datagrams: it never panics, and what it accepts is
+//! canonical (encoding the parsed packet gives back the same bytes), so two nodes can never
+//! read one datagram two ways. Values that claim to be contacts (clustering hints) decode or
+//! are refused, and a decoded one re-encodes to the same bytes.
+#![no_main]
+
+use ecdn_dsht::manage::{decode_contact, encode_contact};
+use ecdn_dsht::wire::Packet;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(packet) = Packet::decode(data) {
+        assert_eq!(packet.encode(), data, "accepted a non-canonical packet");
+    }
+    if let Some(contact) = decode_contact(data) {
+        assert_eq!(encode_contact(&contact), data);
+    }
+});
