@@ -1,7 +1,8 @@
 //! `ecdn`: the command-line entry point of the erasure-coded content-delivery cache.
-//! Today: `ecdn sim` (trace-driven simulation of caches and of a C2DN cluster), `ecdn trace`
-//! (trace tools), `ecdn node` (the caching node, first slice) and `ecdn origin` (a synthetic origin
-//! server).
+//! `ecdn sim` (trace-driven simulation of caches and of a C2DN cluster), `ecdn trace` (trace
+//! tools), `ecdn node` (the caching node), `ecdn origin` (a synthetic origin server), the
+//! cluster's commands (`coordinator`, `cluster`, `object`), the backend tier (`backend`), and
+//! Coral's DSHT test bed (`coral demo`).
 
 use clap::{Parser, Subcommand};
 
@@ -12,6 +13,7 @@ mod cluster_cmd;
 mod cluster_demo;
 mod cluster_ops;
 mod coordinator_cmd;
+mod coral_demo;
 mod demo_cmd;
 mod node_backend;
 mod node_cmd;
@@ -57,6 +59,10 @@ enum Command {
     /// origin in front of it, and its benchmark.
     #[command(subcommand)]
     Backend(backend_cmd::BackendCmd),
+    /// Cooperating sites (Coral): `ecdn coral demo` runs Coral's DSHT on loopback with
+    /// injected RTTs.
+    #[command(subcommand)]
+    Coral(coral_demo::CoralCmd),
 }
 
 fn main() {
@@ -71,6 +77,7 @@ fn main() {
         Command::Cluster(cmd) => cluster_demo::run(cmd),
         Command::Object(cmd) => object_cmd::run(cmd),
         Command::Backend(cmd) => backend_cmd::run(cmd),
+        Command::Coral(cmd) => coral_demo::run(cmd),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

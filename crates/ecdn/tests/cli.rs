@@ -704,3 +704,59 @@ fn backend_bench_reports_each_strategy_and_rate() {
         ),
     ]);
 }
+
+/// `ecdn coral demo` on a small bed: a line per run and the summary; the level-2 clusters hold
+/// only nodes of one site (their injected RTTs are 5 ms, between sites at least 20), lookups
+/// in the hierarchy find references, some in the level-2 cluster.
+#[test]
+fn coral_demo_reports_clusters_lookups_and_the_summary() {
+    let o = ecdn(&[
+        "coral",
+        "demo",
+        "--nodes",
+        "16",
+        "--sites",
+        "4",
+        "--requests",
+        "80",
+        "--objects",
+        "10",
+        "--rate",
+        "40",
+        "--cluster-period",
+        "1s",
+        "--hot-interval",
+        "0s",
+        "--json",
+    ]);
+    let rows = json_rows(&o);
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let multi = &rows[0];
+    assert_eq!(multi["run"], "hierarchy");
+    assert_eq!(multi["levels"], 3);
+    assert!(multi["found"].as_u64().unwrap() > 0, "{multi}");
+    assert!(
+        multi["local_hit_fraction"].as_f64().unwrap() > 0.0,
+        "{multi}"
+    );
+    let level2 = &multi["clusters"][2];
+    assert_eq!(
+        level2["pairs_within"], 1.0,
+        "a level-2 cluster spans sites: {level2}"
+    );
+    assert_eq!(rows[1]["run"], "single-level");
+    assert_eq!(rows[1]["levels"], 1);
+    let summary = &rows[2];
+    for field in [
+        "nodes",
+        "sites",
+        "lookup_hops",
+        "lookup_ms",
+        "local_hit_fraction",
+        "clusters",
+    ] {
+        assert!(!summary[field].is_null(), "{field} missing: {summary}");
+    }
+    assert_eq!(summary["nodes"], 16);
+    assert_eq!(summary["sites"], 4);
+}

@@ -1,0 +1,459 @@
+//! `ecdn coral demo`: Coral's DSHT on a test bed of one machine (issue 14).
+//!
+//! N DSHT nodes in S sites on loopback ([`topology`]: 5 ms RTT within a site, 20–150 ms
+//! between), in this process, in three runs:
+//!
+//! 1. **The hierarchy** (levels ∞, 60 ms, 20 ms): the nodes join through one seed, find their
+//!    clusters (one cluster period of `--cluster-period` instead of the paper's 5 min), and
+//!    serve a proxy workload: `--requests` requests for `--objects` objects (Zipf, s = 0.8),
+//!    each at a random node, which looks the object's URL up (`get`, the fastest level first)
+//!    and then puts a reference to itself, as a CoralProxy does once it holds the object.
+//!    Reported: lookup hops and latency, the share of gets answered in the level-2 cluster,
+//!    the clusters found per level against the injected topology.
+//! 2. **One level** (∞ only): the same nodes, topology and workload, for comparison (§6.2).
+//! 3. **The hot spot** (§6.4, one level as in the paper): every node puts the same key every
+//!    `--hot-interval`; the puts reaching the key's closest node are counted over the minute
+//!    after a 20 s warm-up and compared with β·(2^b − 1)·⌈log2 n / b⌉.
+//!
+//! With `--json` each run prints one line and the last line sums them up.
+
+mod topology;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use ecdn_dsht::{Config, Dsht, Id};
+use ecdn_trace::Rng;
+use serde::Serialize;
+
+use topology::Topology;
+
+#[derive(Subcommand)]
+pub enum CoralCmd {
+    /// Coral's DSHT on loopback with injected RTTs: clusters, lookups with and without the
+    /// hierarchy, and the hot-spot bound.
+    Demo(DemoArgs),
+}
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// DSHT nodes.
+    #[arg(long, default_value_t = 100)]
+    nodes: usize,
+    /// Sites the nodes are spread over.
+    #[arg(long, default_value_t = 10)]
+    sites: usize,
+    /// Seed of the topology and the workload.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// How often each node reconsiders its clusters (the paper: 5 min).
+    #[arg(long, default_value = "2s")]
+    cluster_period: String,
+    /// Proxy requests in each lookup run.
+    #[arg(long, default_value_t = 600)]
+    requests: usize,
+    /// Distinct objects they ask for.
+    #[arg(long, default_value_t = 60)]
+    objects: usize,
+    /// Requests per second.
+    #[arg(long, default_value_t = 60.0)]
+    rate: f64,
+    /// How often each node puts the hot key (0s: no hot-spot run).
+    #[arg(long, default_value = "2s")]
+    hot_interval: String,
+    /// One JSON line per run, and a summary line last.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(cmd: CoralCmd) -> Result<()> {
+    match cmd {
+        CoralCmd::Demo(a) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("starting the runtime")?
+            .block_on(demo(a)),
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+struct Quantiles {
+    p50: f64,
+    p90: f64,
+    p99: f64,
+}
+
+fn quantiles(mut v: Vec<f64>) -> Quantiles {
+    if v.is_empty() {
+        return Quantiles::default();
+    }
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    Quantiles {
+        p50: q(0.5),
+        p90: q(0.9),
+        p99: q(0.99),
+    }
+}
+
+/// One level's clusters against the topology.
+#[derive(Debug, Serialize)]
+struct LevelClusters {
+    level: usize,
+    threshold_ms: Option<f64>,
+    /// Distinct clusters (singletons included).
+    clusters: usize,
+    /// Clusters of one node.
+    singletons: usize,
+    /// Pairs of nodes in one cluster whose injected RTT is within the threshold, of all
+    /// pairs in one cluster (1: every cluster is tight).
+    pairs_within: f64,
+    /// Pairs within the threshold that share a cluster, of all pairs within it (1: nothing
+    /// that could cluster was left apart).
+    pairs_joined: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct LookupRun {
+    run: &'static str,
+    nodes: usize,
+    sites: usize,
+    levels: usize,
+    requests: usize,
+    /// Gets that found a reference (the rest would go to the origin).
+    found: usize,
+    lookup_hops: Quantiles,
+    lookup_ms: Quantiles,
+    /// Gets answered in the level-2 cluster, of those answered.
+    local_hit_fraction: f64,
+    clusters: Vec<LevelClusters>,
+    setup_s: f64,
+}
+
+#[derive(Debug, Serialize)]
+struct HotRun {
+    run: &'static str,
+    nodes: usize,
+    puts: u64,
+    closest_node_puts_per_min: u64,
+    /// The most put probes any node received in that minute.
+    max_node_puts_per_min: u64,
+    bound_puts_per_min: u64,
+    /// Gets of the hot key from every node that found it, at the end.
+    found_fraction: f64,
+}
+
+/// Starts one DSHT node per topology node and joins them through the first.
+async fn start_bed(
+    topo: &Topology,
+    levels: Vec<Option<Duration>>,
+    period: Duration,
+    seed: u64,
+) -> Result<Vec<Arc<Dsht>>> {
+    let latency = topo.latency();
+    let mut nodes = Vec::new();
+    for (i, (addr, _)) in topo.nodes().into_iter().enumerate() {
+        let mut cfg = Config::new(addr);
+        cfg.thresholds = levels.clone();
+        cfg.cluster_period = period;
+        cfg.latency = Some(latency.clone());
+        cfg.seed = Some(seed.wrapping_mul(1_000_003).wrapping_add(i as u64));
+        nodes.push(Arc::new(
+            Dsht::start(cfg)
+                .await
+                .with_context(|| format!("starting a DSHT node on {addr}"))?,
+        ));
+    }
+    let seed_addr = nodes[0].addr();
+    let mut joins = tokio::task::JoinSet::new();
+    for n in &nodes[1..] {
+        let n = n.clone();
+        joins.spawn(async move { n.join(&[seed_addr]).await });
+    }
+    while joins.join_next().await.is_some() {}
+    let mut refresh = tokio::task::JoinSet::new();
+    for n in &nodes {
+        let n = n.clone();
+        refresh.spawn(async move { n.refresh(0, 8).await });
+    }
+    while refresh.join_next().await.is_some() {}
+    Ok(nodes)
+}
+
+fn clusters_against(
+    topo: &Topology,
+    nodes: &[Arc<Dsht>],
+    thresholds: &[Option<Duration>],
+) -> Vec<LevelClusters> {
+    let sites: Vec<usize> = nodes
+        .iter()
+        .map(|n| topo.site_of(n.addr().ip()).unwrap_or(0))
+        .collect();
+    let ids: Vec<Vec<Id>> = nodes.iter().map(|n| n.clusters()).collect();
+    (0..thresholds.len())
+        .map(|level| {
+            let mut sizes: HashMap<Id, usize> = HashMap::new();
+            for c in &ids {
+                *sizes.entry(c[level]).or_default() += 1;
+            }
+            let limit = thresholds[level].unwrap_or(Duration::MAX);
+            let (mut same, mut same_within, mut within, mut within_joined) =
+                (0u64, 0u64, 0u64, 0u64);
+            for i in 0..nodes.len() {
+                for j in i + 1..nodes.len() {
+                    let near = topo.rtt(sites[i], sites[j]) <= limit;
+                    let joined = ids[i][level] == ids[j][level];
+                    same += joined as u64;
+                    same_within += (joined && near) as u64;
+                    within += near as u64;
+                    within_joined += (near && joined) as u64;
+                }
+            }
+            LevelClusters {
+                level,
+                threshold_ms: thresholds[level].map(|t| t.as_secs_f64() * 1000.0),
+                clusters: sizes.len(),
+                singletons: sizes.values().filter(|s| **s == 1).count(),
+                pairs_within: same_within as f64 / same.max(1) as f64,
+                pairs_joined: within_joined as f64 / within.max(1) as f64,
+            }
+        })
+        .collect()
+}
+
+/// The proxy workload: each request looks its object up at a random node, then that node
+/// puts a reference to itself for an hour.
+async fn lookups(
+    a: &DemoArgs,
+    nodes: &[Arc<Dsht>],
+) -> Result<(usize, Vec<f64>, Vec<f64>, usize, usize)> {
+    let mut rng = Rng::new(a.seed ^ 0x5eed);
+    let zipf = ecdn_trace::gen::Zipf::new(a.objects.max(1) as u64, 0.8)?;
+    let mut tasks = tokio::task::JoinSet::new();
+    let start = tokio::time::Instant::now();
+    for r in 0..a.requests {
+        let at = start + Duration::from_secs_f64(r as f64 / a.rate.max(0.1));
+        let node = nodes[rng.below(nodes.len() as u64) as usize].clone();
+        let object = zipf.sample(&mut rng);
+        tasks.spawn(async move {
+            tokio::time::sleep_until(at).await;
+            let key = Id::hash(format!("http://origin.test/obj/{object}").as_bytes());
+            let got = node.get(key, None).await.ok()?;
+            let value = node.addr().to_string();
+            let _ = node
+                .put(key, value.as_bytes(), Duration::from_secs(3600), None)
+                .await;
+            Some(got)
+        });
+    }
+    let (mut found, mut hops, mut ms, mut local, mut answered) = (0, Vec::new(), Vec::new(), 0, 0);
+    while let Some(r) = tasks.join_next().await {
+        let Ok(Some(got)) = r else { continue };
+        hops.push(got.hops as f64);
+        ms.push(got.elapsed.as_secs_f64() * 1000.0);
+        if !got.values.is_empty() {
+            found += 1;
+            answered += 1;
+            local += usize::from(got.level == Some(2));
+        }
+    }
+    Ok((found, hops, ms, local, answered))
+}
+
+async fn lookup_run(
+    a: &DemoArgs,
+    topo: &Topology,
+    hierarchy: bool,
+    period: Duration,
+) -> Result<LookupRun> {
+    let levels = if hierarchy {
+        vec![
+            None,
+            Some(Duration::from_millis(60)),
+            Some(Duration::from_millis(20)),
+        ]
+    } else {
+        vec![None]
+    };
+    let t0 = Instant::now();
+    let nodes = start_bed(topo, levels.clone(), period, a.seed).await?;
+    if hierarchy {
+        // Clusters form from singletons; a few periods let merges settle (§6: 30 min for
+        // 5 min periods).
+        tokio::time::sleep(period * 6).await;
+    }
+    let setup_s = t0.elapsed().as_secs_f64();
+    let (found, hops, ms, local, answered) = lookups(a, &nodes).await?;
+    let run = LookupRun {
+        run: if hierarchy {
+            "hierarchy"
+        } else {
+            "single-level"
+        },
+        nodes: nodes.len(),
+        sites: topo.sites(),
+        levels: levels.len(),
+        requests: a.requests,
+        found,
+        lookup_hops: quantiles(hops),
+        lookup_ms: quantiles(ms),
+        local_hit_fraction: local as f64 / answered.max(1) as f64,
+        clusters: clusters_against(topo, &nodes, &levels),
+        setup_s,
+    };
+    for n in &nodes {
+        n.shutdown();
+    }
+    Ok(run)
+}
+
+async fn hot_run(a: &DemoArgs, topo: &Topology, interval: Duration) -> Result<HotRun> {
+    let nodes = start_bed(topo, vec![None], Duration::from_secs(300), a.seed).await?;
+    let key = Id::hash(b"http://origin.test/hot");
+    let warmup = Duration::from_secs(20);
+    let minute = Duration::from_secs(60);
+    let start = tokio::time::Instant::now();
+    let end = start + warmup + minute;
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, n) in nodes.iter().cloned().enumerate() {
+        let offset = interval.mul_f64(i as f64 / nodes.len() as f64);
+        tasks.spawn(async move {
+            let mut puts = 0u64;
+            let mut next = start + offset;
+            while next < end {
+                tokio::time::sleep_until(next).await;
+                let value = format!("{}-{puts}", n.addr());
+                let _ = n
+                    .put(key, value.as_bytes(), Duration::from_secs(3600), None)
+                    .await;
+                puts += 1;
+                next += interval;
+            }
+            puts
+        });
+    }
+    tokio::time::sleep_until(start + warmup).await;
+    let before: Vec<u64> = nodes.iter().map(|n| n.put_probes(&key)).collect();
+    let mut puts = 0;
+    while let Some(r) = tasks.join_next().await {
+        puts += r.unwrap_or(0);
+    }
+    let during: Vec<u64> = nodes
+        .iter()
+        .zip(&before)
+        .map(|(n, b)| n.put_probes(&key) - b)
+        .collect();
+    let closest = (0..nodes.len())
+        .min_by_key(|i| key.distance(&nodes[*i].id()))
+        .unwrap_or(0);
+    let mut found = 0;
+    for n in &nodes {
+        found += usize::from(n.get(key, None).await.is_ok_and(|g| !g.values.is_empty()));
+    }
+    let log2n = (nodes.len() as f64).log2().ceil() as u64;
+    let run = HotRun {
+        run: "hot-spot",
+        nodes: nodes.len(),
+        puts,
+        closest_node_puts_per_min: during[closest],
+        max_node_puts_per_min: during.iter().copied().max().unwrap_or(0),
+        // β·(2^b − 1)·⌈log2 n / b⌉ with b = 1.
+        bound_puts_per_min: 12 * log2n,
+        found_fraction: found as f64 / nodes.len() as f64,
+    };
+    for n in &nodes {
+        n.shutdown();
+    }
+    Ok(run)
+}
+
+async fn demo(a: DemoArgs) -> Result<()> {
+    anyhow::ensure!(
+        a.nodes >= 2 && a.sites >= 1,
+        "--nodes must be at least 2 and --sites 1"
+    );
+    anyhow::ensure!(
+        a.nodes.div_ceil(a.sites) <= 250 && a.sites <= 200,
+        "at most 200 sites of 250 nodes (one /24 of 127.0.0.0/8 each)"
+    );
+    let period = crate::args::duration("--cluster-period", &a.cluster_period)?;
+    let hot_interval = crate::args::duration("--hot-interval", &a.hot_interval)?;
+    let topo = Topology::generate(a.nodes, a.sites, a.seed);
+    let started = Instant::now();
+    let multi = lookup_run(&a, &topo, true, period).await?;
+    print_run(&a, &multi, |r| {
+        format!(
+            "{}: {} gets, {} found; hops p50 {} p99 {}; ms p50 {:.1} p90 {:.1} p99 {:.1}; level-2 hits {:.0}%; clusters {:?}",
+            r.run,
+            r.requests,
+            r.found,
+            r.lookup_hops.p50,
+            r.lookup_hops.p99,
+            r.lookup_ms.p50,
+            r.lookup_ms.p90,
+            r.lookup_ms.p99,
+            100.0 * r.local_hit_fraction,
+            r.clusters.iter().map(|c| c.clusters).collect::<Vec<_>>()
+        )
+    })?;
+    let single = lookup_run(&a, &topo, false, period).await?;
+    print_run(&a, &single, |r| {
+        format!(
+            "{}: {} gets, {} found; hops p50 {} p99 {}; ms p50 {:.1} p90 {:.1} p99 {:.1}",
+            r.run,
+            r.requests,
+            r.found,
+            r.lookup_hops.p50,
+            r.lookup_hops.p99,
+            r.lookup_ms.p50,
+            r.lookup_ms.p90,
+            r.lookup_ms.p99
+        )
+    })?;
+    let hot = if hot_interval.is_zero() {
+        None
+    } else {
+        let h = hot_run(&a, &topo, hot_interval).await?;
+        print_run(&a, &h, |h| {
+            format!(
+                "hot spot: {} puts; the closest node got {} a minute (most on any node {}), bound {}; {:.0}% of nodes find the key",
+                h.puts,
+                h.closest_node_puts_per_min,
+                h.max_node_puts_per_min,
+                h.bound_puts_per_min,
+                100.0 * h.found_fraction
+            )
+        })?;
+        Some(h)
+    };
+    let summary = serde_json::json!({
+        "nodes": a.nodes,
+        "sites": topo.sites(),
+        "lookup_hops": {"p50": multi.lookup_hops.p50, "p99": multi.lookup_hops.p99},
+        "lookup_ms": {"p50": multi.lookup_ms.p50, "p99": multi.lookup_ms.p99},
+        "single_level_lookup_ms": {"p50": single.lookup_ms.p50, "p99": single.lookup_ms.p99},
+        "local_hit_fraction": multi.local_hit_fraction,
+        "clusters": multi.clusters.iter().map(|c| c.clusters).collect::<Vec<_>>(),
+        "closest_node_puts_per_min": hot.as_ref().map(|h| h.closest_node_puts_per_min),
+        "bound_puts_per_min": hot.as_ref().map(|h| h.bound_puts_per_min),
+        "elapsed_s": started.elapsed().as_secs_f64(),
+    });
+    if a.json {
+        println!("{summary}");
+    } else {
+        eprintln!("done in {:.0} s", started.elapsed().as_secs_f64());
+    }
+    Ok(())
+}
+
+fn print_run<T: Serialize>(a: &DemoArgs, run: &T, text: impl Fn(&T) -> String) -> Result<()> {
+    if a.json {
+        println!("{}", serde_json::to_string(run)?);
+    } else {
+        eprintln!("{}", text(run));
+    }
+    Ok(())
+}
