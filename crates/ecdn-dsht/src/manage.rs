@@ -94,37 +94,14 @@ pub fn hint_key(ip: IpAddr) -> Id {
     Id::hash(format!("ecdn-dsht hint {prefix}").as_bytes())
 }
 
-/// A contact as a value: id, then address (family, IP, port).
+/// A contact as a value: id, then address (family, IP, port), as in a reply.
 pub fn encode_contact(c: &Contact) -> Vec<u8> {
-    let mut out = c.id.0.to_vec();
-    match c.addr.ip() {
-        IpAddr::V4(ip) => {
-            out.push(4);
-            out.extend_from_slice(&ip.octets());
-        }
-        IpAddr::V6(ip) => {
-            out.push(6);
-            out.extend_from_slice(&ip.octets());
-        }
-    }
-    out.extend_from_slice(&c.addr.port().to_be_bytes());
-    out
+    c.to_bytes()
 }
 
 /// The contact a value holds, if it is one.
 pub fn decode_contact(v: &[u8]) -> Option<Contact> {
-    let (id, rest) = v.split_at_checked(20)?;
-    let (family, rest) = rest.split_first()?;
-    let ip = match (family, rest.len()) {
-        (4, 6) => IpAddr::from(<[u8; 4]>::try_from(&rest[..4]).ok()?),
-        (6, 18) => IpAddr::from(<[u8; 16]>::try_from(&rest[..16]).ok()?),
-        _ => return None,
-    };
-    let port = u16::from_be_bytes([rest[rest.len() - 2], rest[rest.len() - 1]]);
-    Some(Contact {
-        id: Id(id.try_into().ok()?),
-        addr: SocketAddr::new(ip, port),
-    })
+    Contact::from_bytes(v)
 }
 
 async fn ping_all(inner: &Arc<Inner>, contacts: &[Contact]) {

@@ -81,6 +81,26 @@ pub struct Contact {
     pub addr: SocketAddr,
 }
 
+impl Contact {
+    /// The contact's bytes as in a reply (id, family, IP, port): how it travels as a value
+    /// too (clustering hints).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = self.id.0.to_vec();
+        put_addr(&mut out, &self.addr);
+        out
+    }
+
+    /// The contact `bytes` hold, exactly (nothing before or after), if any.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Contact> {
+        let mut r = Reader { bytes, pos: 0 };
+        let contact = Contact {
+            id: r.id("contact id").ok()?,
+            addr: r.addr().ok()?,
+        };
+        (r.pos == bytes.len()).then_some(contact)
+    }
+}
+
 /// A stored value and its remaining time to live.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Value {

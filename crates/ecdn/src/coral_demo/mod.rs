@@ -133,6 +133,31 @@ struct LookupRun {
     setup_s: f64,
 }
 
+impl LookupRun {
+    /// The run as a line of text.
+    fn text(&self) -> String {
+        let mut line = format!(
+            "{}: {} gets, {} found; hops p50 {} p99 {}; ms p50 {:.1} p90 {:.1} p99 {:.1}",
+            self.run,
+            self.requests,
+            self.found,
+            self.lookup_hops.p50,
+            self.lookup_hops.p99,
+            self.lookup_ms.p50,
+            self.lookup_ms.p90,
+            self.lookup_ms.p99
+        );
+        if self.levels > 1 {
+            line += &format!(
+                "; level-2 hits {:.0}%; clusters per level {:?}",
+                100.0 * self.local_hit_fraction,
+                self.clusters.iter().map(|c| c.clusters).collect::<Vec<_>>()
+            );
+        }
+        line
+    }
+}
+
 #[derive(Debug, Serialize)]
 struct HotRun {
     run: &'static str,
@@ -384,35 +409,9 @@ async fn demo(a: DemoArgs) -> Result<()> {
     let topo = Topology::generate(a.nodes, a.sites, a.seed);
     let started = Instant::now();
     let multi = lookup_run(&a, &topo, true, period).await?;
-    print_run(&a, &multi, |r| {
-        format!(
-            "{}: {} gets, {} found; hops p50 {} p99 {}; ms p50 {:.1} p90 {:.1} p99 {:.1}; level-2 hits {:.0}%; clusters {:?}",
-            r.run,
-            r.requests,
-            r.found,
-            r.lookup_hops.p50,
-            r.lookup_hops.p99,
-            r.lookup_ms.p50,
-            r.lookup_ms.p90,
-            r.lookup_ms.p99,
-            100.0 * r.local_hit_fraction,
-            r.clusters.iter().map(|c| c.clusters).collect::<Vec<_>>()
-        )
-    })?;
+    print_run(&a, &multi, LookupRun::text)?;
     let single = lookup_run(&a, &topo, false, period).await?;
-    print_run(&a, &single, |r| {
-        format!(
-            "{}: {} gets, {} found; hops p50 {} p99 {}; ms p50 {:.1} p90 {:.1} p99 {:.1}",
-            r.run,
-            r.requests,
-            r.found,
-            r.lookup_hops.p50,
-            r.lookup_hops.p99,
-            r.lookup_ms.p50,
-            r.lookup_ms.p90,
-            r.lookup_ms.p99
-        )
-    })?;
+    print_run(&a, &single, LookupRun::text)?;
     let hot = if hot_interval.is_zero() {
         None
     } else {
