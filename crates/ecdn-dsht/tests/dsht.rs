@@ -1,6 +1,8 @@
 //! DSHT nodes on loopback, in one process: gets find what puts stored, a hot key's closest
 //! node is protected by the leakage rate, clusters form by injected latency and lookups stay
-//! in the fastest cluster that has the key, and garbage packets are dropped.
+//! in the fastest cluster that has the key, garbage packets are dropped, a flooding peer is
+//! rate-limited while others are answered, and a reply from an address the request did not go
+//! to is dropped.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::Arc;
@@ -232,4 +234,109 @@ async fn garbage_is_dropped_and_the_node_goes_on() {
         .await
         .unwrap();
     assert_eq!(nodes[2].get(key, None).await.unwrap().values.len(), 1);
+}
+
+fn ping_from(sender: &[u8], txid: u64) -> Vec<u8> {
+    ecdn_dsht::wire::Packet {
+        txid,
+        sender: Id::hash(sender),
+        clusters: Vec::new(),
+        body: ecdn_dsht::wire::Body::Ping,
+    }
+    .encode()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_peer_is_rate_limited_and_others_are_still_answered() {
+    let mut cfg = single_level(Ipv4Addr::LOCALHOST);
+    cfg.peer_rate = 50.0; // bursts of 100
+    let node = Dsht::start(cfg).await.unwrap();
+    let flood = UdpSocket::bind("127.0.0.1:0").unwrap();
+    flood
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    for i in 0..1000u64 {
+        flood
+            .send_to(&ping_from(b"flooder", i), node.addr())
+            .unwrap();
+    }
+    let mut pongs = 0u64;
+    let mut buf = [0u8; 1500];
+    while flood.recv_from(&mut buf).is_ok() {
+        pongs += 1;
+    }
+    // The burst, and what the rate refilled while the flood lasted (well under a second);
+    // every other ping that reached the node (the kernel may drop some) was refused.
+    let stats = node.stats();
+    assert!((100..=200).contains(&pongs), "{pongs} pongs, {stats:?}");
+    assert_eq!(stats.rate_limited + pongs, stats.packets_in, "{stats:?}");
+    assert!(stats.rate_limited > 0, "{stats:?}");
+    // Another peer is answered meanwhile.
+    let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+    other
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    other.send_to(&ping_from(b"other", 7), node.addr()).unwrap();
+    let (n, _) = other.recv_from(&mut buf).unwrap();
+    let pong = ecdn_dsht::wire::Packet::decode(&buf[..n]).unwrap();
+    assert_eq!((pong.txid, pong.body), (7, ecdn_dsht::wire::Body::Pong));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_from_another_address_is_dropped() {
+    use ecdn_dsht::wire::{Body, Packet};
+    let mut cfg = single_level(Ipv4Addr::LOCALHOST);
+    cfg.rpc_timeout = Duration::from_millis(400);
+    let node = Dsht::start(cfg).await.unwrap();
+    // A seed played by a raw socket: it answers the node's first ping from a second socket
+    // (a spoofer that guessed the txid), then answers everything itself.
+    let seed = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let spoofer = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (seed_addr, spoofer_addr) = (seed.local_addr().unwrap(), spoofer.local_addr().unwrap());
+    seed.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let responder = std::thread::spawn(move || {
+        let mut buf = [0u8; 1500];
+        let mut spoofed = false;
+        while let Ok((n, from)) = seed.recv_from(&mut buf) {
+            let Ok(req) = Packet::decode(&buf[..n]) else {
+                continue;
+            };
+            let body = match req.body {
+                Body::Ping => Body::Pong,
+                Body::Probe { level, .. } => Body::ProbeReply {
+                    level,
+                    member: true,
+                    loaded: false,
+                    count: 0,
+                    min_ttl_s: 0,
+                    values: Vec::new(),
+                    contacts: Vec::new(),
+                },
+                _ => continue,
+            };
+            let reply = Packet {
+                txid: req.txid,
+                sender: Id::hash(b"seed"),
+                clusters: Vec::new(),
+                body,
+            }
+            .encode();
+            if spoofed {
+                seed.send_to(&reply, from).unwrap();
+            } else {
+                spoofer.send_to(&reply, from).unwrap();
+                spoofed = true;
+            }
+        }
+    });
+    // The spoofed pong is dropped; the retry's pong, from the seed, is taken.
+    assert_eq!(node.join(&[seed_addr]).await, 1);
+    assert!(node.stats().unsolicited >= 1, "{:?}", node.stats());
+    let near = node.nodes(0, 10, None).unwrap();
+    assert!(near
+        .iter()
+        .any(|c| c.addr == seed_addr && c.id == Id::hash(b"seed")));
+    assert!(near.iter().all(|c| c.addr != spoofer_addr));
+    drop(node);
+    responder.join().unwrap();
 }
