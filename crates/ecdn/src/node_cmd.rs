@@ -6,10 +6,12 @@
 //! `backend_strategy`, `backend_connections`, `backend_cache_control`), plus a `routes`
 //! table of host → origin (`--route HOST=URL` on the command line, repeatable, adds to and
 //! overrides the file's). A flag given on the command line overrides the file. Unknown keys
-//! and bad values are errors that name the key.
+//! and bad values are errors that name the key. Cooperating sites (`--coral-listen`,
+//! `--coral-seed`, `--coral-advertise`: Coral's DSHT, see `coral_site.rs`) are flags only.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -105,6 +107,17 @@ pub struct NodeArgs {
     /// peer link in bursts (on and off about a second each; EC-Cache §6.3). Needs --peer-rate.
     #[arg(long, value_name = "F", requires = "peer_rate")]
     background_load: Option<f64>,
+    /// Cooperating sites (Coral): run a DSHT node on this UDP address; misses first try the
+    /// sites that hold the object (levels ∞, 60 ms, 20 ms), and this node advertises what it
+    /// fills.
+    #[arg(long, value_name = "ADDR")]
+    coral_listen: Option<SocketAddr>,
+    /// A running DSHT node to join through (repeatable; none: this node starts the system).
+    #[arg(long = "coral-seed", value_name = "ADDR", requires = "coral_listen")]
+    coral_seeds: Vec<SocketAddr>,
+    /// The `host:port` other sites fetch from (default: --listen, which then needs a port).
+    #[arg(long, value_name = "HOST:PORT", requires = "coral_listen")]
+    coral_advertise: Option<String>,
 }
 
 /// The config file: every key optional, unknown keys rejected.
@@ -275,7 +288,45 @@ fn merge(a: NodeArgs) -> Result<Settings> {
     })
 }
 
+/// Cooperating sites: the DSHT flags of `ecdn node`.
+struct CoralFlags {
+    listen: SocketAddr,
+    seeds: Vec<SocketAddr>,
+    advertise: Option<String>,
+}
+
+/// Starts the site's DSHT node, joins it, and gives the node its referrals.
+async fn wire_coral(cfg: &mut NodeConfig, coral: CoralFlags, listen: SocketAddr) -> Result<()> {
+    let me = match coral.advertise {
+        Some(a) => a,
+        None if listen.port() != 0 && !listen.ip().is_unspecified() => listen.to_string(),
+        None => {
+            bail!("--coral-advertise is needed when --listen has port 0 or an unspecified address")
+        }
+    };
+    let dsht = ecdn_dsht::Dsht::start(ecdn_dsht::Config::new(coral.listen))
+        .await
+        .with_context(|| format!("starting the DSHT node on {}", coral.listen))?;
+    if !coral.seeds.is_empty() && dsht.join(&coral.seeds).await == 0 {
+        eprintln!("ecdn node: no DSHT seed answered; running alone until others join");
+    }
+    eprintln!(
+        "ecdn node: DSHT node {} on udp://{}",
+        dsht.id(),
+        dsht.addr()
+    );
+    let referrals =
+        crate::coral_site::CoralReferrals::new(Arc::new(dsht), me, Duration::from_secs(2));
+    cfg.sites = Some(ecdn_node::node::sites::Sites(Arc::new(referrals)));
+    Ok(())
+}
+
 pub fn run(a: NodeArgs) -> Result<()> {
+    let coral = a.coral_listen.map(|listen| CoralFlags {
+        listen,
+        seeds: a.coral_seeds.clone(),
+        advertise: a.coral_advertise.clone(),
+    });
     let s = merge(a)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = s.threads {
@@ -295,6 +346,9 @@ pub fn run(a: NodeArgs) -> Result<()> {
                 .saturating_mul(c.cluster.missed_heartbeats)
         });
         let mut cfg = s.node;
+        if let Some(coral) = coral {
+            wire_coral(&mut cfg, coral, listen).await?;
+        }
         let node = match crate::node_backend::wire(&mut cfg, &s.backend)? {
             Some(connect) => Node::start_with_connector(listen, cfg, connect).await,
             None => Node::start(listen, cfg).await,

@@ -64,6 +64,9 @@ pub struct NodeConfig {
     /// listens on its client and peer addresses from the file, needs a disk, and uses
     /// `disk_size` as its piece policy's capacity (the ring is made larger).
     pub cluster: Option<super::cluster::ClusterNode>,
+    /// Cooperating sites (Coral): misses first try the sites these referrals name
+    /// ([`super::sites`]). None by default.
+    pub sites: Option<super::sites::Sites>,
 }
 
 impl Default for NodeConfig {
@@ -85,6 +88,7 @@ impl Default for NodeConfig {
             access_log: false,
             drain_timeout: Duration::from_secs(30),
             cluster: None,
+            sites: None,
         }
     }
 }

@@ -269,16 +269,23 @@ impl Disk {
         }
     }
 
-    /// Writes a response to disk. One that does not fit the ring stays uncached; any other
-    /// failure is logged and counted, and leaves it uncached too.
-    pub(super) async fn put(&self, e: &StoredResponse) {
+    /// Writes a response to disk; whether it is there. One that does not fit the ring stays
+    /// uncached; any other failure is logged and counted, and leaves it uncached too.
+    pub(super) async fn put(&self, e: &StoredResponse) -> bool {
         let m = encode_meta(e);
         let key = EntryKey::object(e.key.as_bytes());
         let body = e.body.clone();
         match self.write(move |s| s.put(&key, &m, &body)).await {
-            Some(Ok(_)) | Some(Err(StoreError::TooLarge { .. })) => {}
-            Some(Err(e)) => self.failed("writing an entry", &e),
-            None => self.failed_task("writing an entry"),
+            Some(Ok(_)) => true,
+            Some(Err(StoreError::TooLarge { .. })) => false,
+            Some(Err(e)) => {
+                self.failed("writing an entry", &e);
+                false
+            }
+            None => {
+                self.failed_task("writing an entry");
+                false
+            }
         }
     }
 

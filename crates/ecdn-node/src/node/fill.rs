@@ -297,7 +297,21 @@ fn lead(
 async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
     let Fetch { job, may_store } = fetch;
     let st = d.st.clone();
-    let (parts, body) = match st.upstream.fetch_head(req).await {
+    // Cooperating sites: a shared fill of a fresh miss tries the sites that may hold the
+    // object before the origin, and tells them it is filling (see `sites.rs`).
+    let mut site_fill = match (&st.sites, &d.key, &job.stale) {
+        (Some(sites), Some(_), None) => Some(SiteFill::start(sites, &job.key.primary)),
+        _ => None,
+    };
+    let from_site = match &site_fill {
+        Some(f) => fetch_from_sites(&st, &f.sites, &job.key.primary, &req).await,
+        None => None,
+    };
+    let fetched = match from_site {
+        Some(answer) => Ok(answer),
+        None => st.upstream.fetch_head(req).await,
+    };
+    let (parts, body) = match fetched {
         Ok(r) => r,
         Err(e) => {
             if let Some(s) = job.stale.filter(|s| s.entry.stale_if_error(Instant::now())) {
@@ -347,7 +361,12 @@ async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
         return; // aborted, or abandoned by every subscriber
     };
     match plan {
-        Some(plan) => store(&st, &d, plan, &parts, last.as_ref(), placer).await,
+        Some(plan) => {
+            let held = store(&st, &d, plan, &parts, last.as_ref(), placer).await;
+            if let (true, Some(f)) = (held, site_fill.as_mut()) {
+                f.filled();
+            }
+        }
         None => {
             if let Some(p) = placer {
                 p.abort();
@@ -476,7 +495,7 @@ async fn stream_body(
 }
 
 /// Stores a completed answer: the replay buffer plus the frame held back, offered to the HOC
-/// and written to disk if it fits the ring.
+/// and written to disk if it fits the ring. Returns whether the node now holds it.
 async fn store(
     st: &Arc<State>,
     d: &Driver,
@@ -484,7 +503,7 @@ async fn store(
     parts: &hyper::http::response::Parts,
     last: Option<&Bytes>,
     placer: Option<StripePlacer>,
-) {
+) -> bool {
     let mut buf = d.flight.body_so_far(plan.total as usize);
     if let Some(p) = last {
         buf.extend_from_slice(p);
@@ -498,7 +517,7 @@ async fn store(
         age_at_store: freshness::origin_age(&parts.headers),
         lifetime: plan.lifetime,
     });
-    lock(&st.hoc).offer(plan.key.id, e.clone(), e.stored_at);
+    let in_hoc = lock(&st.hoc).offer(plan.key.id, e.clone(), e.stored_at);
     if let Some(c) = &st.cluster {
         // The object's pieces, on the bucket's servers, before the last frame is released:
         // the next request finds them. A coded object's chunks are on their way already.
@@ -506,10 +525,12 @@ async fn store(
             Some(p) => p.finish(st, c, &e).await,
             None => super::cluster::write::place(st, c, &e, None).await,
         }
+        true
     } else if let Some(disk) = &st.disk {
-        if plan.total <= disk.capacity {
-            disk.put(&e).await;
-        }
+        let on_disk = plan.total <= disk.capacity && disk.put(&e).await;
+        in_hoc || on_disk
+    } else {
+        in_hoc
     }
 }
 
@@ -562,4 +583,94 @@ async fn serve_entry(d: &mut Driver, e: &StoredResponse, outcome: Outcome) {
         return;
     }
     d.finish().await;
+}
+
+/// A fill the cooperating sites were told about: `filled` once it is stored here, else
+/// `abandoned` when it ends (dropped).
+struct SiteFill {
+    sites: super::sites::Sites,
+    url: String,
+    filled: bool,
+}
+
+impl SiteFill {
+    fn start(sites: &super::sites::Sites, url: &str) -> SiteFill {
+        sites.0.filling(url);
+        SiteFill {
+            sites: sites.clone(),
+            url: url.to_string(),
+            filled: false,
+        }
+    }
+
+    fn filled(&mut self) {
+        self.filled = true;
+        self.sites.0.filled(&self.url);
+    }
+}
+
+impl Drop for SiteFill {
+    fn drop(&mut self) {
+        if !self.filled {
+            self.sites.0.abandoned(&self.url);
+        }
+    }
+}
+
+/// Asks the sites that may hold `url`, nearest first, with the client's request marked as a
+/// peer's ([`super::sites::PEER_HEADER`]); the first `200` is the answer. `None` when no
+/// site has it.
+async fn fetch_from_sites(
+    st: &State,
+    sites: &super::sites::Sites,
+    url: &str,
+    req: &Request<ReqBody>,
+) -> Option<(hyper::http::response::Parts, hyper::body::Incoming)> {
+    for site in sites.0.locate(url).await {
+        let mut ask = Request::new(super::empty_body());
+        *ask.method_mut() = req.method().clone();
+        *ask.uri_mut() = req.uri().clone();
+        *ask.headers_mut() = req.headers().clone();
+        let Ok(mark) = hyper::header::HeaderValue::from_str(&site) else {
+            continue;
+        };
+        ask.headers_mut().insert(super::sites::PEER_HEADER, mark);
+        match st.upstream.fetch_head_from(&site, ask).await {
+            Ok((parts, body)) if parts.status == StatusCode::OK => {
+                st.metrics.site_fill();
+                return Some((parts, body));
+            }
+            _ => continue,
+        }
+    }
+    None
+}
+
+/// A request from another site that the caches could not answer: it joins a fill of its key
+/// in flight here, if there is one whose answer suits it; `None` otherwise (the caller answers
+/// `504`: a site never fetches for another).
+pub(super) async fn join_in_flight(
+    st: &Arc<State>,
+    req: &Request<ReqBody>,
+    key: &CacheKey,
+) -> Option<Answer> {
+    if req.headers().contains_key(header::RANGE) {
+        return None;
+    }
+    let (flight, (replay, rx)) = {
+        let m = lock(&st.flights);
+        let f = m.get(&key.key)?;
+        (f.clone(), f.subscribe()?)
+    };
+    match wait_head(&flight).await {
+        Ok(head) if head.vary.admits(req.headers()) => Some(Answer {
+            outcome: Outcome::MissCollapsed,
+            response: live_response(&head, replay, rx),
+        }),
+        Ok(_) => None,
+        Err(e) => Some(Answer {
+            outcome: Outcome::MissError,
+            response: e.answer(),
+        }),
+    }
 }

@@ -75,6 +75,7 @@ pub mod ops;
 mod outcome;
 mod sanitize;
 mod server;
+pub mod sites;
 mod upstream;
 mod vary;
 
@@ -130,6 +131,8 @@ struct State {
     access_log: bool,
     /// Cluster mode: the node's side of the cluster.
     cluster: Option<Arc<cluster::Cluster>>,
+    /// Cooperating sites, if any ([`sites`]).
+    sites: Option<sites::Sites>,
 }
 
 /// What a proxied request's path produced: how it was answered, and the response (without
@@ -282,6 +285,17 @@ async fn uncached(
     rd: freshness::RequestDirectives,
     stale: Option<fill::Revalidation>,
 ) -> Answer {
+    if req.headers().contains_key(sites::PEER_HEADER) {
+        // Another site asks: what the caches did not have, only a fill in flight here can
+        // give; a site never fetches for another.
+        return match fill::join_in_flight(st, &req, &key).await {
+            Some(answer) => answer,
+            None => Answer {
+                outcome: Outcome::Miss,
+                response: text(StatusCode::GATEWAY_TIMEOUT, "not held by this site"),
+            },
+        };
+    }
     if let Some(answer) = stale
         .as_ref()
         .and_then(|s| lookup::serve_stale(st, &req, &key, &rd, s))

@@ -74,6 +74,8 @@ pub struct Metrics {
     /// Origin bodies that failed or stalled after their headers were sent (the client
     /// responses were aborted).
     origin_aborts: AtomicU64,
+    /// Fills answered by another site instead of the origin ([`super::sites`]).
+    site_fills: AtomicU64,
 }
 
 /// The cache gauges, sampled when the metrics are rendered.
@@ -102,6 +104,11 @@ impl Metrics {
     /// Counts an origin body that failed after its headers.
     pub fn origin_aborted(&self) {
         self.origin_aborts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a fill answered by another site.
+    pub fn site_fill(&self) {
+        self.site_fills.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Responses with outcome `o`.
@@ -136,6 +143,7 @@ impl Metrics {
             ("origin_errors", self.origin_errors()),
             ("revalidated", self.responses(Outcome::Revalidated)),
             ("stale", self.responses(Outcome::Stale)),
+            ("site_fills", c(&self.site_fills)),
             ("bytes_served", c(&self.bytes_served)),
         ] {
             m.insert(name.into(), v.into());
@@ -178,6 +186,11 @@ impl Metrics {
                 "ecdn_origin_errors_total",
                 "Origin failures: our 502 / 504 answers, and origin bodies aborted mid-transfer.",
                 self.origin_errors(),
+            ),
+            (
+                "ecdn_site_fills_total",
+                "Misses filled from another site instead of the origin (cooperating sites).",
+                self.site_fills.load(Ordering::Relaxed),
             ),
             (
                 "ecdn_disk_errors_total",

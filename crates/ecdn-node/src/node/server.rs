@@ -121,6 +121,7 @@ impl Node {
             purge_token: cfg.purge_token.clone(),
             access_log: cfg.access_log,
             cluster: cluster.clone(),
+            sites: cfg.sites.clone(),
         });
         let peer = match &cluster {
             Some(c) => {

@@ -110,6 +110,19 @@ impl Upstream {
         }
     }
 
+    /// [`Upstream::fetch_head`] from `authority` (`host:port`) instead of the request's
+    /// origin: another site's node ([`super::sites`]).
+    pub(super) async fn fetch_head_from(
+        &self,
+        authority: &str,
+        req: Request<ReqBody>,
+    ) -> Result<(hyper::http::response::Parts, Incoming), FetchError> {
+        match tokio::time::timeout(self.timeout, self.send_to(authority.to_string(), req)).await {
+            Ok(r) => r,
+            Err(_) => Err(FetchError::Timeout),
+        }
+    }
+
     async fn send(
         &self,
         req: Request<ReqBody>,
@@ -119,6 +132,14 @@ impl Upstream {
             .for_request(&req)
             .ok_or_else(|| FetchError::Unreachable("no origin for this host".into()))?
             .to_string();
+        self.send_to(origin, req).await
+    }
+
+    async fn send_to(
+        &self,
+        origin: String,
+        req: Request<ReqBody>,
+    ) -> Result<(hyper::http::response::Parts, Incoming), FetchError> {
         let (parts, body) = req.into_parts();
         let conn = freshness::connection_tokens(&parts.headers);
         let mut headers = HeaderMap::with_capacity(parts.headers.len() + 2);

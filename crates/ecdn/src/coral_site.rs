@@ -1,0 +1,193 @@
+//! A site's referrals through Coral's DSHT (CoralCDN §3.2): how an `ecdn node` finds the
+//! sites that hold an object it misses, and advertises the objects it fills.
+//!
+//! * `locate`: a hierarchical `get` of the URL's key (SHA-1 of the cache's primary key), the
+//!   fastest cluster first; the values are the `host:port` of the sites' HTTP listeners.
+//! * `filling`: a reference to this site with a 20 s TTL, renewed every 10 s until the fill
+//!   ends, so the sites that miss meanwhile fetch from this one (a multicast tree).
+//! * `filled`: a reference with a 1 h TTL, which replaces the short one.
+//! * `abandoned`: the renewals stop; the short reference expires within 20 s.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ecdn_dsht::{Dsht, Id};
+use ecdn_node::node::sites::Referrals;
+
+/// TTL of the reference a site puts while it fills an object.
+pub const FILLING_TTL: Duration = Duration::from_secs(20);
+/// How often that reference is renewed.
+pub const FILLING_RENEW: Duration = Duration::from_secs(10);
+/// TTL of the reference to an object the site holds.
+pub const HELD_TTL: Duration = Duration::from_secs(3600);
+
+/// [`Referrals`] over a DSHT node.
+pub struct CoralReferrals {
+    dsht: Arc<Dsht>,
+    /// This site's HTTP listener, as the value of its references.
+    me: String,
+    /// The longest a lookup may take before the miss goes to the origin.
+    lookup_timeout: Duration,
+    /// Fills in progress, with the flag that keeps their reference renewed.
+    filling: Mutex<HashMap<String, Arc<std::sync::atomic::AtomicBool>>>,
+}
+
+impl CoralReferrals {
+    /// Referrals through `dsht` for the site whose HTTP listener is `me` (`host:port`).
+    pub fn new(dsht: Arc<Dsht>, me: String, lookup_timeout: Duration) -> CoralReferrals {
+        CoralReferrals {
+            dsht,
+            me,
+            lookup_timeout,
+            filling: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn key(url: &str) -> Id {
+        Id::hash(url.as_bytes())
+    }
+
+    fn stop_renewing(&self, url: &str) {
+        let flag = self
+            .filling
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(url);
+        if let Some(f) = flag {
+            f.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    fn put_later(&self, url: &str, ttl: Duration) {
+        let (dsht, key, me) = (self.dsht.clone(), Self::key(url), self.me.clone());
+        tokio::spawn(async move {
+            let _ = dsht.put(key, me.as_bytes(), ttl, None).await;
+        });
+    }
+}
+
+impl Referrals for CoralReferrals {
+    fn locate<'a>(
+        &'a self,
+        url: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
+        Box::pin(async move {
+            let got =
+                tokio::time::timeout(self.lookup_timeout, self.dsht.get(Self::key(url), None))
+                    .await;
+            let Ok(Ok(got)) = got else {
+                return Vec::new();
+            };
+            got.values
+                .into_iter()
+                .filter_map(|v| String::from_utf8(v.data).ok())
+                .filter(|site| *site != self.me && site.parse::<std::net::SocketAddr>().is_ok())
+                .collect()
+        })
+    }
+
+    fn filling(&self, url: &str) {
+        let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        self.filling
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(url.to_string(), flag.clone());
+        let (dsht, key, me) = (self.dsht.clone(), Self::key(url), self.me.clone());
+        tokio::spawn(async move {
+            while flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let _ = dsht.put(key, me.as_bytes(), FILLING_TTL, None).await;
+                tokio::time::sleep(FILLING_RENEW).await;
+            }
+        });
+    }
+
+    fn filled(&self, url: &str) {
+        self.stop_renewing(url);
+        self.put_later(url, HELD_TTL);
+    }
+
+    fn abandoned(&self, url: &str) {
+        self.stop_renewing(url);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ecdn_node::node::sites::Sites;
+    use ecdn_node::node::{Node, NodeConfig};
+    use ecdn_node::origin::{Origin, OriginConfig};
+    use std::net::SocketAddr;
+
+    async fn get(node: SocketAddr, path: &str) -> (u16, Vec<u8>, String) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(node).await.unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).await.unwrap();
+        let split = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&out[..split]).to_string();
+        let status = head[9..12].parse().unwrap();
+        (status, out[split + 4..].to_vec(), head)
+    }
+
+    /// Two sites and an origin: the first site's miss goes to the origin; the second site's
+    /// miss of the same object is filled from the first (its reference found in the DSHT),
+    /// with the same bytes, and the origin sees one request.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_second_site_fills_from_the_first_not_the_origin() {
+        let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
+            .await
+            .unwrap();
+        let mut dshts = Vec::new();
+        for _ in 0..2 {
+            let mut c = ecdn_dsht::Config::new("127.0.0.1:0".parse().unwrap());
+            c.thresholds = vec![None];
+            dshts.push(Arc::new(Dsht::start(c).await.unwrap()));
+        }
+        dshts[1].join(&[dshts[0].addr()]).await;
+        let mut nodes = Vec::new();
+        for d in &dshts {
+            // The node's address is needed for its referrals before it starts: take a free port.
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = probe.local_addr().unwrap();
+            drop(probe);
+            let referrals =
+                CoralReferrals::new(d.clone(), addr.to_string(), Duration::from_secs(2));
+            let cfg = NodeConfig {
+                origin: format!("http://{}", origin.addr),
+                hoc_size: 16 << 20,
+                sites: Some(Sites(Arc::new(referrals))),
+                ..NodeConfig::default()
+            };
+            nodes.push(Node::start(addr, cfg).await.unwrap());
+        }
+        let path = "/obj/7?size=300000";
+        let (status, first, head) = get(nodes[0].addr, path).await;
+        assert_eq!(status, 200, "{head}");
+        assert_eq!(origin.requests(), 1);
+        // The first site's reference is put as the fill ends; wait until the DSHT has it.
+        let key = CoralReferrals::key(&format!("site.test{path}"));
+        for _ in 0..50 {
+            if !dshts[1].get(key, None).await.unwrap().values.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (status, second, head) = get(nodes[1].addr, path).await;
+        assert_eq!(status, 200, "{head}");
+        assert_eq!(second, first, "the same bytes from the other site");
+        assert_eq!(origin.requests(), 1, "the origin saw one request");
+        let (_, stats, _) = get(nodes[1].addr, "/_ecdn/stats").await;
+        let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap();
+        assert_eq!(stats["site_fills"], 1, "{stats}");
+        for n in nodes {
+            n.stop().await.unwrap();
+        }
+        origin.stop().await.unwrap();
+    }
+}
