@@ -123,9 +123,14 @@ mod tests {
     use std::net::SocketAddr;
 
     async fn get(node: SocketAddr, path: &str) -> (u16, Vec<u8>, String) {
+        get_with(node, path, "").await
+    }
+
+    async fn get_with(node: SocketAddr, path: &str, extra: &str) -> (u16, Vec<u8>, String) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut s = tokio::net::TcpStream::connect(node).await.unwrap();
-        let req = format!("GET {path} HTTP/1.1\r\nHost: site.test\r\nConnection: close\r\n\r\n");
+        let req =
+            format!("GET {path} HTTP/1.1\r\nHost: site.test\r\n{extra}Connection: close\r\n\r\n");
         s.write_all(req.as_bytes()).await.unwrap();
         let mut out = Vec::new();
         s.read_to_end(&mut out).await.unwrap();
@@ -137,7 +142,8 @@ mod tests {
 
     /// Two sites and an origin: the first site's miss goes to the origin; the second site's
     /// miss of the same object is filled from the first (its reference found in the DSHT),
-    /// with the same bytes, and the origin sees one request.
+    /// with the same bytes, and the origin sees one request. A site refuses another's request
+    /// for an object it does not hold (`504`) without asking the origin.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_second_site_fills_from_the_first_not_the_origin() {
         let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
@@ -182,6 +188,12 @@ mod tests {
         assert_eq!(status, 200, "{head}");
         assert_eq!(second, first, "the same bytes from the other site");
         assert_eq!(origin.requests(), 1, "the origin saw one request");
+        // Another site's request for an object this one does not hold is refused at once,
+        // without going to the origin.
+        let peer = format!("{}: 127.0.0.1:1\r\n", ecdn_node::node::sites::PEER_HEADER);
+        let (status, _, head) = get_with(nodes[0].addr, "/obj/8?size=1000", &peer).await;
+        assert_eq!(status, 504, "{head}");
+        assert_eq!(origin.requests(), 1);
         let (_, stats, _) = get(nodes[1].addr, "/_ecdn/stats").await;
         let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap();
         assert_eq!(stats["site_fills"], 1, "{stats}");
