@@ -60,8 +60,8 @@ enum Command {
     /// origin in front of it, and its benchmark.
     #[command(subcommand)]
     Backend(backend_cmd::BackendCmd),
-    /// Cooperating sites (Coral): `ecdn coral demo` runs Coral's DSHT on loopback with
-    /// injected RTTs.
+    /// Cooperating sites (Coral): `ecdn coral demo` runs Coral's DSHT and cooperating proxies
+    /// on loopback with injected RTTs.
     #[command(subcommand)]
     Coral(coral_demo::CoralCmd),
 }

@@ -707,9 +707,10 @@ fn backend_bench_reports_each_strategy_and_rate() {
 
 /// `ecdn coral demo` on a small bed: a line per run and the summary; the level-2 clusters hold
 /// only nodes of one site (their injected RTTs are 5 ms, between sites at least 20), lookups
-/// in the hierarchy find references, some in the level-2 cluster.
+/// in the hierarchy find references, some in the level-2 cluster; in the flash crowd the
+/// cooperating sites spare the origin most requests, while nodes alone send it every one.
 #[test]
-fn coral_demo_reports_clusters_lookups_and_the_summary() {
+fn coral_demo_reports_clusters_lookups_crowds_and_the_summary() {
     let o = ecdn(&[
         "coral",
         "demo",
@@ -725,12 +726,16 @@ fn coral_demo_reports_clusters_lookups_and_the_summary() {
         "40",
         "--cluster-period",
         "1s",
+        "--flash-objects",
+        "3",
+        "--flash-window",
+        "3s",
         "--hot-interval",
         "0s",
         "--json",
     ]);
     let rows = json_rows(&o);
-    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert_eq!(rows.len(), 6, "{rows:?}");
     let multi = &rows[0];
     assert_eq!(multi["run"], "hierarchy");
     assert_eq!(multi["levels"], 3);
@@ -744,12 +749,33 @@ fn coral_demo_reports_clusters_lookups_and_the_summary() {
         level2["pairs_within"], 1.0,
         "a level-2 cluster spans sites: {level2}"
     );
-    assert_eq!(rows[1]["run"], "single-level");
-    assert_eq!(rows[1]["levels"], 1);
-    let summary = &rows[2];
+    let crowd = &rows[1];
+    assert_eq!(
+        (&crowd["run"], &crowd["cooperating"]),
+        (&"hierarchy".into(), &true.into())
+    );
+    assert_eq!(crowd["requests"], 48);
+    assert_eq!(crowd["failed"], 0, "{crowd}");
+    assert!(crowd["site_fills"].as_u64().unwrap() > 0, "{crowd}");
+    assert!(
+        crowd["origin_requests_per_object"].as_f64().unwrap() < 8.0,
+        "{crowd}"
+    );
+    assert_eq!(rows[2]["run"], "single-level");
+    assert_eq!(rows[2]["levels"], 1);
+    let alone = &rows[4];
+    assert_eq!(
+        (&alone["run"], &alone["cooperating"]),
+        (&"alone".into(), &false.into())
+    );
+    assert_eq!(alone["origin_requests_per_object"], 16.0, "{alone}");
+    let summary = &rows[5];
     for field in [
         "nodes",
         "sites",
+        "origin_requests",
+        "objects",
+        "origin_requests_per_object",
         "lookup_hops",
         "lookup_ms",
         "local_hit_fraction",

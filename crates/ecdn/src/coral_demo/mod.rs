@@ -1,22 +1,28 @@
-//! `ecdn coral demo`: Coral's DSHT on a test bed of one machine (issue 14).
+//! `ecdn coral demo`: Coral on a test bed of one machine (issue 14).
 //!
 //! N DSHT nodes in S sites on loopback ([`topology`]: 5 ms RTT within a site, 20–150 ms
-//! between), in this process, in three runs:
+//! between), each with an `ecdn node` beside it ([`proxies`]), in this process:
 //!
 //! 1. **The hierarchy** (levels ∞, 60 ms, 20 ms): the nodes join through one seed, find their
 //!    clusters (one cluster period of `--cluster-period` instead of the paper's 5 min), and
-//!    serve a proxy workload: `--requests` requests for `--objects` objects (Zipf, s = 0.8),
+//!    serve a lookup workload: `--requests` requests for `--objects` objects (Zipf, s = 0.8),
 //!    each at a random node, which looks the object's URL up (`get`, the fastest level first)
 //!    and then puts a reference to itself, as a CoralProxy does once it holds the object.
 //!    Reported: lookup hops and latency, the share of gets answered in the level-2 cluster,
-//!    the clusters found per level against the injected topology.
-//! 2. **One level** (∞ only): the same nodes, topology and workload, for comparison (§6.2).
-//! 3. **The hot spot** (§6.4, one level as in the paper): every node puts the same key every
+//!    the clusters found per level against the injected topology. Then the **flash crowd**
+//!    of §6.1 through the proxies: every node's client asks for each of `--flash-objects` new
+//!    objects within `--flash-window`; reported: origin requests per object, fills from other
+//!    sites, client fetch latency.
+//! 2. **One level** (∞ only): the same topology, workload and crowd, for comparison (§6.2).
+//! 3. **Alone**: the crowd on nodes that do not cooperate (what the origin sees without the
+//!    DSHT).
+//! 4. **The hot spot** (§6.4, one level as in the paper): every node puts the same key every
 //!    `--hot-interval`; the puts reaching the key's closest node are counted over the minute
 //!    after a 20 s warm-up and compared with β·(2^b − 1)·⌈log2 n / b⌉.
 //!
 //! With `--json` each run prints one line and the last line sums them up.
 
+mod proxies;
 mod topology;
 
 use std::collections::HashMap;
@@ -33,8 +39,8 @@ use topology::Topology;
 
 #[derive(Subcommand)]
 pub enum CoralCmd {
-    /// Coral's DSHT on loopback with injected RTTs: clusters, lookups with and without the
-    /// hierarchy, and the hot-spot bound.
+    /// Coral on loopback with injected RTTs: clusters, lookups with and without the
+    /// hierarchy, a flash crowd through cooperating proxies, and the hot-spot bound.
     Demo(DemoArgs),
 }
 
@@ -61,6 +67,12 @@ pub struct DemoArgs {
     /// Requests per second.
     #[arg(long, default_value_t = 60.0)]
     rate: f64,
+    /// New objects each node's client asks for in the flash crowd (0: no proxies).
+    #[arg(long, default_value_t = 12)]
+    flash_objects: usize,
+    /// The flash crowd's requests arrive at random within this window.
+    #[arg(long, default_value = "15s")]
+    flash_window: String,
     /// How often each node puts the hot key (0s: no hot-spot run).
     #[arg(long, default_value = "2s")]
     hot_interval: String,
@@ -293,7 +305,8 @@ async fn lookup_run(
     topo: &Topology,
     hierarchy: bool,
     period: Duration,
-) -> Result<LookupRun> {
+    window: Duration,
+) -> Result<(LookupRun, Option<proxies::FlashCrowd>)> {
     let levels = if hierarchy {
         vec![
             None,
@@ -329,10 +342,27 @@ async fn lookup_run(
         clusters: clusters_against(topo, &nodes, &levels),
         setup_s,
     };
+    let crowd = if a.flash_objects > 0 {
+        let first = if hierarchy { 1_000 } else { 2_000 };
+        Some(
+            proxies::flash_crowd(
+                run.run,
+                topo,
+                Some(&nodes),
+                a.flash_objects,
+                window,
+                first,
+                a.seed,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
     for n in &nodes {
         n.shutdown();
     }
-    Ok(run)
+    Ok((run, crowd))
 }
 
 async fn hot_run(a: &DemoArgs, topo: &Topology, interval: Duration) -> Result<HotRun> {
@@ -406,12 +436,28 @@ async fn demo(a: DemoArgs) -> Result<()> {
     );
     let period = crate::args::duration("--cluster-period", &a.cluster_period)?;
     let hot_interval = crate::args::duration("--hot-interval", &a.hot_interval)?;
+    let window = crate::args::duration("--flash-window", &a.flash_window)?;
     let topo = Topology::generate(a.nodes, a.sites, a.seed);
     let started = Instant::now();
-    let multi = lookup_run(&a, &topo, true, period).await?;
+    let (multi, multi_crowd) = lookup_run(&a, &topo, true, period, window).await?;
     print_run(&a, &multi, LookupRun::text)?;
-    let single = lookup_run(&a, &topo, false, period).await?;
+    if let Some(c) = &multi_crowd {
+        print_run(&a, c, proxies::FlashCrowd::text)?;
+    }
+    let (single, single_crowd) = lookup_run(&a, &topo, false, period, window).await?;
     print_run(&a, &single, LookupRun::text)?;
+    if let Some(c) = &single_crowd {
+        print_run(&a, c, proxies::FlashCrowd::text)?;
+    }
+    // The same crowd on nodes that do not cooperate: what the origin sees without the DSHT.
+    let alone = if a.flash_objects > 0 {
+        let c = proxies::flash_crowd("alone", &topo, None, a.flash_objects, window, 3_000, a.seed)
+            .await?;
+        print_run(&a, &c, proxies::FlashCrowd::text)?;
+        Some(c)
+    } else {
+        None
+    };
     let hot = if hot_interval.is_zero() {
         None
     } else {
@@ -436,6 +482,13 @@ async fn demo(a: DemoArgs) -> Result<()> {
         "single_level_lookup_ms": {"p50": single.lookup_ms.p50, "p99": single.lookup_ms.p99},
         "local_hit_fraction": multi.local_hit_fraction,
         "clusters": multi.clusters.iter().map(|c| c.clusters).collect::<Vec<_>>(),
+        "objects": multi_crowd.as_ref().map(|c| c.objects),
+        "origin_requests": multi_crowd.as_ref().map(|c| c.origin_requests),
+        "origin_requests_per_object": multi_crowd.as_ref().map(|c| c.origin_requests_per_object),
+        "single_level_origin_requests_per_object": single_crowd.as_ref().map(|c| c.origin_requests_per_object),
+        "alone_origin_requests_per_object": alone.as_ref().map(|c| c.origin_requests_per_object),
+        "fetch_ms": multi_crowd.as_ref().map(|c| c.fetch_ms),
+        "single_level_fetch_ms": single_crowd.as_ref().map(|c| c.fetch_ms),
         "closest_node_puts_per_min": hot.as_ref().map(|h| h.closest_node_puts_per_min),
         "bound_puts_per_min": hot.as_ref().map(|h| h.bound_puts_per_min),
         "elapsed_s": started.elapsed().as_secs_f64(),

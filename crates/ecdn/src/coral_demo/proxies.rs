@@ -1,0 +1,220 @@
+//! The test bed's proxies: an `ecdn node` per DSHT node, each a cooperating site
+//! ([`crate::coral_site`]), an origin far from every site, and a flash crowd (§6.1).
+//!
+//! Every node listens on its DSHT node's address (127.0.(10+S).N) and reaches other sites
+//! and the origin through a connector that waits two RTTs of the topology before connecting
+//! (the TCP handshake and the request's round trip); the origin is [`ORIGIN_RTT`] from every
+//! site. Clients sit next to their proxy (no delay), as in the paper's experiment.
+//!
+//! The flash crowd: every node's client asks for each of `--flash-objects` new objects of
+//! 41 KB (the paper's files) once, at a random time within `--flash-window`. Reported: the
+//! requests the origin received per object, the fills another site answered, and the
+//! clients' fetch latencies. The same crowd on nodes that do not cooperate shows what the
+//! origin sees without the DSHT.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use ecdn_dsht::Dsht;
+use ecdn_node::node::sites::Sites;
+use ecdn_node::node::{tcp_connector, Connector, Node, NodeConfig, RunningNode};
+use ecdn_node::origin::{Origin, OriginConfig};
+use ecdn_trace::Rng;
+use serde::Serialize;
+
+use super::topology::Topology;
+use super::{quantiles, Quantiles};
+use crate::coral_site::CoralReferrals;
+
+/// RTT between any site and the origin.
+pub const ORIGIN_RTT: Duration = Duration::from_millis(100);
+/// The objects' size: the paper's 41 KB files.
+pub const OBJECT_SIZE: u64 = 41_000;
+
+/// One flash crowd.
+#[derive(Debug, Serialize)]
+pub struct FlashCrowd {
+    pub run: &'static str,
+    pub cooperating: bool,
+    pub nodes: usize,
+    pub objects: usize,
+    pub requests: usize,
+    /// Requests that did not get the whole object with `200`.
+    pub failed: usize,
+    pub origin_requests: u64,
+    pub origin_requests_per_object: f64,
+    /// Fills another site answered.
+    pub site_fills: u64,
+    /// Client fetch latency, ms.
+    pub fetch_ms: Quantiles,
+}
+
+/// A connector that waits two RTTs of the topology (one for the origin, which is
+/// [`ORIGIN_RTT`] away) before connecting.
+fn connector(topo: Topology, own: IpAddr) -> Connector {
+    let tcp = tcp_connector();
+    Arc::new(move |authority: String| {
+        let rtt = authority
+            .parse::<SocketAddr>()
+            .ok()
+            .filter(|a| topo.site_of(a.ip()).is_some())
+            .map_or(ORIGIN_RTT, |a| topo.rtt_between(own, a.ip()));
+        let connecting = tcp(authority);
+        Box::pin(async move {
+            tokio::time::sleep(rtt * 2).await;
+            connecting.await
+        })
+    })
+}
+
+/// A free TCP port on `ip` (the node's address must be known to its referrals before it
+/// starts).
+fn free_port(ip: IpAddr) -> Result<u16> {
+    let l = std::net::TcpListener::bind(SocketAddr::new(ip, 0))
+        .with_context(|| format!("binding {ip}"))?;
+    Ok(l.local_addr()?.port())
+}
+
+/// One HTTP/1.1 GET through a fresh connection: status and body length.
+async fn fetch(node: SocketAddr, path: &str) -> Option<(u16, usize)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(node).await.ok()?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: origin.test\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut out))
+        .await
+        .ok()?
+        .ok()?;
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let status = std::str::from_utf8(out.get(9..12)?).ok()?.parse().ok()?;
+    Some((status, out.len() - split - 4))
+}
+
+/// Runs a flash crowd on one node per topology node, cooperating through `dshts` (one per
+/// node, same order) when given; objects are numbered from `first_object`.
+pub async fn flash_crowd(
+    run: &'static str,
+    topo: &Topology,
+    dshts: Option<&[Arc<Dsht>]>,
+    objects: usize,
+    window: Duration,
+    first_object: u64,
+    seed: u64,
+) -> Result<FlashCrowd> {
+    let origin = Origin::start("127.0.9.1:0".parse()?, OriginConfig::default())
+        .await
+        .context("starting the origin on 127.0.9.1")?;
+    let mut nodes: Vec<RunningNode> = Vec::new();
+    for (i, (addr, _)) in topo.nodes().into_iter().enumerate() {
+        let ip = addr.ip();
+        let listen = SocketAddr::new(ip, free_port(ip)?);
+        let sites = dshts.map(|d| {
+            Sites(Arc::new(CoralReferrals::new(
+                d[i].clone(),
+                listen.to_string(),
+                Duration::from_secs(2),
+            )))
+        });
+        let cfg = NodeConfig {
+            origin: format!("http://{}", origin.addr),
+            hoc_size: 64 << 20,
+            hoc_policy: "lru".into(),
+            drain_timeout: Duration::from_secs(2),
+            sites,
+            ..NodeConfig::default()
+        };
+        nodes.push(
+            Node::start_with_connector(listen, cfg, connector(topo.clone(), ip))
+                .await
+                .with_context(|| format!("starting a node on {listen}"))?,
+        );
+    }
+    let mut rng = Rng::new(seed ^ 0xf1a5);
+    let mut tasks = tokio::task::JoinSet::new();
+    let start = tokio::time::Instant::now();
+    for node in &nodes {
+        for o in 0..objects as u64 {
+            let at = start + window.mul_f64(rng.f64());
+            let (addr, path) = (
+                node.addr,
+                format!("/obj/{}?size={OBJECT_SIZE}", first_object + o),
+            );
+            tasks.spawn(async move {
+                tokio::time::sleep_until(at).await;
+                let t = Instant::now();
+                let got = fetch(addr, &path).await;
+                (got, t.elapsed())
+            });
+        }
+    }
+    let (mut failed, mut ms) = (0, Vec::new());
+    while let Some(r) = tasks.join_next().await {
+        match r {
+            Ok((Some((200, len)), d)) if len as u64 == OBJECT_SIZE => {
+                ms.push(d.as_secs_f64() * 1000.0)
+            }
+            _ => failed += 1,
+        }
+    }
+    let mut site_fills = 0;
+    for n in &nodes {
+        if let Some(stats) = stats(n.addr).await {
+            site_fills += stats["site_fills"].as_u64().unwrap_or(0);
+        }
+    }
+    let origin_requests = origin.requests();
+    let requests = nodes.len() * objects;
+    let crowd = FlashCrowd {
+        run,
+        cooperating: dshts.is_some(),
+        nodes: nodes.len(),
+        objects,
+        requests,
+        failed,
+        origin_requests,
+        origin_requests_per_object: origin_requests as f64 / objects.max(1) as f64,
+        site_fills,
+        fetch_ms: quantiles(ms),
+    };
+    for n in nodes {
+        n.stop().await?;
+    }
+    origin.stop().await?;
+    Ok(crowd)
+}
+
+/// A node's `/_ecdn/stats`.
+async fn stats(node: SocketAddr) -> Option<serde_json::Value> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(node).await.ok()?;
+    s.write_all(b"GET /_ecdn/stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .ok()?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.ok()?;
+    let split = out.windows(4).position(|w| w == b"\r\n\r\n")?;
+    serde_json::from_slice(&out[split + 4..]).ok()
+}
+
+impl FlashCrowd {
+    /// The crowd as a line of text.
+    pub fn text(&self) -> String {
+        format!(
+            "flash crowd ({}): {} requests for {} objects at {} nodes, {} failed; the origin got {} ({:.2} an object); {} fills from other sites; fetch ms p50 {:.1} p90 {:.1} p99 {:.1}",
+            self.run,
+            self.requests,
+            self.objects,
+            self.nodes,
+            self.failed,
+            self.origin_requests,
+            self.origin_requests_per_object,
+            self.site_fills,
+            self.fetch_ms.p50,
+            self.fetch_ms.p90,
+            self.fetch_ms.p99
+        )
+    }
+}
