@@ -151,6 +151,25 @@ impl Dsht {
         Ok(result)
     }
 
+    /// Withdraws `value` from `key` where a put stored it (the places of
+    /// [`PutResult::stored`]): a store with TTL 0 removes it there. Best effort: a copy on a
+    /// node that does not answer expires with its TTL.
+    pub async fn withdraw(&self, key: Id, value: &[u8], places: &[(usize, Contact)]) {
+        for (level, c) in places {
+            if c.id == self.inner.id {
+                self.inner.lock().levels[*level].store.remove(&key, value);
+                continue;
+            }
+            let body = Body::Store {
+                level: *level as u8,
+                key,
+                ttl_s: 0,
+                value: value.to_vec(),
+            };
+            let _ = self.inner.call(c.addr, Some(c.id), body).await;
+        }
+    }
+
     /// Refreshes the routing table of `level` (Kademlia's bucket refresh): a `Find` for a
     /// random id in each of the `buckets` farthest buckets (ids that differ from the node's
     /// from bit 0, 1, …), so the table knows nodes in every direction, not only near itself.

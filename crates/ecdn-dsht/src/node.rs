@@ -737,8 +737,14 @@ impl State {
                     };
                 }
                 self.stats.stores += 1;
-                let ttl = Duration::from_secs(*ttl_s as u64).min(cfg.max_ttl);
-                let stored = self.levels[lvl].store.store(key, value, ttl, now);
+                let stored = if *ttl_s == 0 {
+                    // A withdrawal: the sender's value goes.
+                    self.levels[lvl].store.remove(key, value);
+                    true
+                } else {
+                    let ttl = Duration::from_secs(*ttl_s as u64).min(cfg.max_ttl);
+                    self.levels[lvl].store.store(key, value, ttl, now)
+                };
                 Body::StoreReply {
                     level: *level,
                     member: true,

@@ -166,7 +166,8 @@ pub enum Body {
         /// Contacts near the target.
         contacts: Vec<Contact>,
     },
-    /// A `put`'s reverse phase: store `value` under `key` in `level`'s cluster.
+    /// A `put`'s reverse phase: store `value` under `key` in `level`'s cluster; with a TTL of
+    /// 0, withdraw it (its owner no longer holds what it names).
     Store {
         level: u8,
         key: Id,

@@ -33,7 +33,7 @@ async fn start_all(cfgs: Vec<Config>) -> Vec<Dsht> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_get_anywhere_finds_what_a_put_stored() {
+async fn a_get_anywhere_finds_what_a_put_stored_until_it_is_withdrawn() {
     let nodes = start_all((0..24).map(|_| single_level(Ipv4Addr::LOCALHOST)).collect()).await;
     let key = Id::hash(b"http://origin.test/obj/1");
     let put = nodes[3]
@@ -48,6 +48,16 @@ async fn a_get_anywhere_finds_what_a_put_stored() {
         // Each hop fixes at least one bit: never more hops than bits that can differ
         // among 24 nodes, with room for a few detours.
         assert!(got.hops <= 12, "node {i}: {} hops", got.hops);
+    }
+    // Withdrawn where it was stored (a store with TTL 0), it is found nowhere.
+    let places: Vec<_> = put
+        .stored
+        .iter()
+        .filter_map(|(l, c)| c.map(|c| (*l, c)))
+        .collect();
+    nodes[3].withdraw(key, b"proxy-3", &places).await;
+    for n in &nodes {
+        assert!(n.get(key, None).await.unwrap().values.is_empty());
     }
     let missing = nodes[5].get(Id::hash(b"nothing"), None).await.unwrap();
     assert!(missing.values.is_empty() && missing.level.is_none());

@@ -7,15 +7,20 @@
 //!   ends, so the sites that miss meanwhile fetch from this one (a multicast tree).
 //! * `filled`: a reference with a 1 h TTL, which replaces the short one.
 //! * `abandoned`: the renewals stop; the short reference expires within 20 s.
+//! * The upkeep ([`CoralReferrals::start_upkeep`], every minute in `ecdn node`): each object
+//!   this site advertised for an hour is checked with the node ([`Holder`]); one no longer
+//!   held (evicted, purged, expired) has its references withdrawn where they were stored and
+//!   is never advertised again; one still held has its reference renewed every half hour.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use ecdn_dsht::{Dsht, Id};
+use ecdn_dsht::{Contact, Dsht, Id};
 use ecdn_node::node::sites::Referrals;
+use ecdn_node::node::Holder;
 
 /// TTL of the reference a site puts while it fills an object.
 pub const FILLING_TTL: Duration = Duration::from_secs(20);
@@ -23,6 +28,8 @@ pub const FILLING_TTL: Duration = Duration::from_secs(20);
 pub const FILLING_RENEW: Duration = Duration::from_secs(10);
 /// TTL of the reference to an object the site holds.
 pub const HELD_TTL: Duration = Duration::from_secs(3600);
+/// How old that reference gets before the upkeep renews it.
+pub const RENEW_HELD_AFTER: Duration = Duration::from_secs(1800);
 
 /// [`Referrals`] over a DSHT node.
 pub struct CoralReferrals {
@@ -33,6 +40,11 @@ pub struct CoralReferrals {
     lookup_timeout: Duration,
     /// Fills in progress, with the flag that keeps their reference renewed.
     filling: Mutex<HashMap<String, Arc<std::sync::atomic::AtomicBool>>>,
+    /// Objects advertised for an hour: where their reference was stored (level, node), and
+    /// when.
+    held: Arc<Mutex<HashMap<String, Advertised>>>,
+    /// The node, once it runs: whether it still holds an object.
+    holder: OnceLock<Holder>,
 }
 
 impl CoralReferrals {
@@ -43,6 +55,49 @@ impl CoralReferrals {
             me,
             lookup_timeout,
             filling: Mutex::new(HashMap::new()),
+            held: Arc::new(Mutex::new(HashMap::new())),
+            holder: OnceLock::new(),
+        }
+    }
+
+    /// Gives the referrals the node they advertise for (it starts after them).
+    pub fn set_holder(&self, holder: Holder) {
+        let _ = self.holder.set(holder);
+    }
+
+    /// Starts the upkeep (see the module doc): every `every`, withdraw the references of the
+    /// objects the node no longer holds and renew the old ones of those it does. Runs while
+    /// the referrals exist.
+    pub fn start_upkeep(self: &Arc<Self>, every: Duration) {
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(me) = me.upgrade() else { return };
+                me.upkeep().await;
+            }
+        });
+    }
+
+    /// One round of the upkeep.
+    pub async fn upkeep(&self) {
+        let Some(holder) = self.holder.get() else {
+            return;
+        };
+        let advertised: Vec<(String, Advertised)> = lock(&self.held)
+            .iter()
+            .map(|(u, a)| (u.clone(), a.clone()))
+            .collect();
+        for (url, a) in advertised {
+            let key = Self::key(&url);
+            if !holder.holds(&url).await {
+                lock(&self.held).remove(&url);
+                self.dsht.withdraw(key, self.me.as_bytes(), &a.places).await;
+            } else if a.at.elapsed() >= RENEW_HELD_AFTER {
+                if let Ok(put) = self.dsht.put(key, self.me.as_bytes(), HELD_TTL, None).await {
+                    lock(&self.held).insert(url, Advertised::of(&put));
+                }
+            }
         }
     }
 
@@ -51,21 +106,45 @@ impl CoralReferrals {
     }
 
     fn stop_renewing(&self, url: &str) {
-        let flag = self
-            .filling
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(url);
+        let flag = lock(&self.filling).remove(url);
         if let Some(f) = flag {
             f.store(false, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
-    fn put_later(&self, url: &str, ttl: Duration) {
+    /// Advertises `url` for an hour, remembering where the reference went.
+    fn advertise(&self, url: &str) {
         let (dsht, key, me) = (self.dsht.clone(), Self::key(url), self.me.clone());
+        let (held, url) = (self.held.clone(), url.to_string());
         tokio::spawn(async move {
-            let _ = dsht.put(key, me.as_bytes(), ttl, None).await;
+            if let Ok(put) = dsht.put(key, me.as_bytes(), HELD_TTL, None).await {
+                lock(&held).insert(url, Advertised::of(&put));
+            }
         });
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Where and when an object's reference was put.
+#[derive(Clone)]
+struct Advertised {
+    places: Vec<(usize, Contact)>,
+    at: std::time::Instant,
+}
+
+impl Advertised {
+    fn of(put: &ecdn_dsht::PutResult) -> Advertised {
+        Advertised {
+            places: put
+                .stored
+                .iter()
+                .filter_map(|(level, c)| c.map(|c| (*level, c)))
+                .collect(),
+            at: std::time::Instant::now(),
+        }
     }
 }
 
@@ -91,10 +170,7 @@ impl Referrals for CoralReferrals {
 
     fn filling(&self, url: &str) {
         let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        self.filling
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(url.to_string(), flag.clone());
+        lock(&self.filling).insert(url.to_string(), flag.clone());
         let (dsht, key, me) = (self.dsht.clone(), Self::key(url), self.me.clone());
         tokio::spawn(async move {
             while flag.load(std::sync::atomic::Ordering::Relaxed) {
@@ -106,7 +182,7 @@ impl Referrals for CoralReferrals {
 
     fn filled(&self, url: &str) {
         self.stop_renewing(url);
-        self.put_later(url, HELD_TTL);
+        self.advertise(url);
     }
 
     fn abandoned(&self, url: &str) {
@@ -127,10 +203,20 @@ mod tests {
     }
 
     async fn get_with(node: SocketAddr, path: &str, extra: &str) -> (u16, Vec<u8>, String) {
+        request(node, "GET", path, extra).await
+    }
+
+    async fn request(
+        node: SocketAddr,
+        method: &str,
+        path: &str,
+        extra: &str,
+    ) -> (u16, Vec<u8>, String) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut s = tokio::net::TcpStream::connect(node).await.unwrap();
-        let req =
-            format!("GET {path} HTTP/1.1\r\nHost: site.test\r\n{extra}Connection: close\r\n\r\n");
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: site.test\r\n{extra}Connection: close\r\n\r\n"
+        );
         s.write_all(req.as_bytes()).await.unwrap();
         let mut out = Vec::new();
         s.read_to_end(&mut out).await.unwrap();
@@ -200,6 +286,62 @@ mod tests {
         for n in nodes {
             n.stop().await.unwrap();
         }
+        origin.stop().await.unwrap();
+    }
+
+    /// A site that no longer holds an object (here purged) withdraws its reference at the next
+    /// upkeep, and keeps advertising what it still holds.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_site_withdraws_what_it_no_longer_holds() {
+        let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
+            .await
+            .unwrap();
+        let mut c = ecdn_dsht::Config::new("127.0.0.1:0".parse().unwrap());
+        c.thresholds = vec![None];
+        let dsht = Arc::new(Dsht::start(c).await.unwrap());
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        let referrals = Arc::new(CoralReferrals::new(
+            dsht.clone(),
+            addr.to_string(),
+            Duration::from_secs(2),
+        ));
+        let cfg = NodeConfig {
+            origin: format!("http://{}", origin.addr),
+            hoc_size: 16 << 20,
+            hoc_policy: "lru".into(),
+            purge_token: Some("t".into()),
+            sites: Some(Sites(referrals.clone())),
+            ..NodeConfig::default()
+        };
+        let node = Node::start(addr, cfg).await.unwrap();
+        referrals.set_holder(node.holder());
+        for path in ["/obj/1?size=1000", "/obj/2?size=1000"] {
+            assert_eq!(get(node.addr, path).await.0, 200);
+        }
+        let (kept, purged) = (
+            CoralReferrals::key("site.test/obj/1?size=1000"),
+            CoralReferrals::key("site.test/obj/2?size=1000"),
+        );
+        let advertised = |key| {
+            let dsht = dsht.clone();
+            async move { !dsht.get(key, None).await.unwrap().values.is_empty() }
+        };
+        for _ in 0..50 {
+            if advertised(kept).await && advertised(purged).await {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(advertised(kept).await && advertised(purged).await);
+        let purge = "Authorization: Bearer t\r\n";
+        let (status, _, head) = request(node.addr, "PURGE", "/obj/2?size=1000", purge).await;
+        assert_eq!(status, 200, "{head}");
+        referrals.upkeep().await;
+        assert!(advertised(kept).await, "still held: still advertised");
+        assert!(!advertised(purged).await, "purged: withdrawn");
+        node.stop().await.unwrap();
         origin.stop().await.unwrap();
     }
 }

@@ -295,8 +295,13 @@ struct CoralFlags {
     advertise: Option<String>,
 }
 
-/// Starts the site's DSHT node, joins it, and gives the node its referrals.
-async fn wire_coral(cfg: &mut NodeConfig, coral: CoralFlags, listen: SocketAddr) -> Result<()> {
+/// Starts the site's DSHT node, joins it, and gives the node its referrals (returned, to be
+/// told of the node once it runs).
+async fn wire_coral(
+    cfg: &mut NodeConfig,
+    coral: CoralFlags,
+    listen: SocketAddr,
+) -> Result<Arc<crate::coral_site::CoralReferrals>> {
     let me = match coral.advertise {
         Some(a) => a,
         None if listen.port() != 0 && !listen.ip().is_unspecified() => listen.to_string(),
@@ -315,10 +320,13 @@ async fn wire_coral(cfg: &mut NodeConfig, coral: CoralFlags, listen: SocketAddr)
         dsht.id(),
         dsht.addr()
     );
-    let referrals =
-        crate::coral_site::CoralReferrals::new(Arc::new(dsht), me, Duration::from_secs(2));
-    cfg.sites = Some(ecdn_node::node::sites::Sites(Arc::new(referrals)));
-    Ok(())
+    let referrals = Arc::new(crate::coral_site::CoralReferrals::new(
+        Arc::new(dsht),
+        me,
+        Duration::from_secs(2),
+    ));
+    cfg.sites = Some(ecdn_node::node::sites::Sites(referrals.clone()));
+    Ok(referrals)
 }
 
 pub fn run(a: NodeArgs) -> Result<()> {
@@ -346,15 +354,20 @@ pub fn run(a: NodeArgs) -> Result<()> {
                 .saturating_mul(c.cluster.missed_heartbeats)
         });
         let mut cfg = s.node;
-        if let Some(coral) = coral {
-            wire_coral(&mut cfg, coral, listen).await?;
-        }
+        let referrals = match coral {
+            Some(coral) => Some(wire_coral(&mut cfg, coral, listen).await?),
+            None => None,
+        };
         let node = match crate::node_backend::wire(&mut cfg, &s.backend)? {
             Some(connect) => Node::start_with_connector(listen, cfg, connect).await,
             None => Node::start(listen, cfg).await,
         }
         .with_context(|| format!("cannot start the node on {listen}"))?;
         eprintln!("ecdn node listening on http://{}", node.addr);
+        if let Some(r) = &referrals {
+            r.set_holder(node.holder());
+            r.start_upkeep(Duration::from_secs(60));
+        }
         if let Some(peer) = node.peer_addr() {
             eprintln!("ecdn node: peer listener on {peer}");
         }

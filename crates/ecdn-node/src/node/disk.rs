@@ -269,6 +269,12 @@ impl Disk {
         }
     }
 
+    /// Whether an entry for `key` is on disk (its index; not verified, not checked fresh).
+    pub(super) async fn contains(&self, key: &str) -> bool {
+        let key = EntryKey::object(key.as_bytes());
+        self.read(move |s| s.contains(&key)).await.unwrap_or(false)
+    }
+
     /// Writes a response to disk; whether it is there. One that does not fit the ring stays
     /// uncached; any other failure is logged and counted, and leaves it uncached too.
     pub(super) async fn put(&self, e: &StoredResponse) -> bool {

@@ -195,6 +195,17 @@ impl Hoc {
         }
     }
 
+    /// Whether a fresh copy of `key` is held (not counted by the policy: nobody asked for it).
+    pub fn holds(&self, id: u64, key: &str, now: Instant) -> bool {
+        match self.objects.get(&id) {
+            Some(h) if h.key() == key => match h {
+                Held::Whole(e) => e.is_fresh(now),
+                Held::Striped(s) => s.head.is_fresh(now),
+            },
+            _ => false,
+        }
+    }
+
     /// After a miss: records it with the policy and asks admission. Returns whether the
     /// object is now cached.
     pub fn offer(&mut self, id: u64, entry: Arc<StoredResponse>, now: Instant) -> bool {

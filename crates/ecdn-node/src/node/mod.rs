@@ -95,7 +95,7 @@ pub use cluster::objects::MAX_OBJECT;
 pub use cluster::ClusterNode;
 pub use config::NodeConfig;
 pub use outcome::Outcome;
-pub use server::{Node, RunningNode};
+pub use server::{Holder, Node, RunningNode};
 pub use upstream::{tcp_connector, Connecting, Connector, OriginIo};
 
 use client_body::ClientBody;

@@ -251,6 +251,27 @@ async fn serve_connection<I>(
     let _ = http.serve_connection(io, service(st, remote)).await;
 }
 
+/// Whether a running node still holds a URL: what cooperating sites check before they renew
+/// a reference to it ([`super::sites`]).
+#[derive(Clone)]
+pub struct Holder(Arc<State>);
+
+impl Holder {
+    /// Whether the node holds `url` (its cache's primary key: host, path and query): a fresh
+    /// copy in the HOC, or an entry on disk.
+    pub async fn holds(&self, url: &str) -> bool {
+        let st = &self.0;
+        let id = ecdn_trace::hash_id(url.as_bytes());
+        if super::lock(&st.hoc).holds(id, url, std::time::Instant::now()) {
+            return true;
+        }
+        match &st.disk {
+            Some(d) => d.contains(url).await,
+            None => false,
+        }
+    }
+}
+
 /// A running node: its address and a handle that stops it.
 pub struct RunningNode {
     pub addr: SocketAddr,
@@ -263,6 +284,11 @@ pub struct RunningNode {
 }
 
 impl RunningNode {
+    /// A handle that tells whether this node still holds a URL.
+    pub fn holder(&self) -> Holder {
+        Holder(self.state.clone())
+    }
+
     /// Stops accepting connections and drains the open ones: idle keep-alive connections are
     /// closed, busy ones after the response in progress, within
     /// [`NodeConfig::drain_timeout`]; then the disk cache is synced. Returns when all that is
