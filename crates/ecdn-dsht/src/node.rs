@@ -352,6 +352,30 @@ impl Dsht {
         self.inner.nodes(level, count, target)
     }
 
+    /// When the node last heard from `id` (a packet from it or an answer), if it knows it.
+    pub fn last_heard(&self, id: &Id) -> Option<Instant> {
+        self.inner.lock().peers.get(id).map(|p| p.last_seen)
+    }
+
+    /// The least RTT measured to a peer at `ip`, if the node knows one there.
+    pub fn rtt_to(&self, ip: std::net::IpAddr) -> Option<Duration> {
+        self.inner
+            .lock()
+            .peers
+            .values()
+            .filter(|p| p.addr.ip() == ip)
+            .filter_map(|p| p.rtt)
+            .min()
+    }
+
+    /// Pings `contact`: whether it answered within the RPC timeout.
+    pub async fn ping(&self, contact: &Contact) -> bool {
+        self.inner
+            .call(contact.addr, Some(contact.id), Body::Ping)
+            .await
+            .is_some()
+    }
+
     /// Stops the node's tasks; the socket closes when the last handle is dropped.
     pub fn shutdown(&self) {
         for t in self

@@ -14,6 +14,7 @@ mod cluster_demo;
 mod cluster_ops;
 mod coordinator_cmd;
 mod coral_demo;
+mod coral_dns;
 mod coral_site;
 mod demo_cmd;
 mod node_backend;
@@ -44,7 +45,7 @@ enum Command {
     /// the node's hit ratios per tier, bytes and latency percentiles.
     Demo(demo_cmd::DemoArgs),
     /// The HTTP caching node: a reverse proxy with a DRAM hot-object cache and a disk cache.
-    Node(node_cmd::NodeArgs),
+    Node(Box<node_cmd::NodeArgs>),
     /// A synthetic origin server: objects of any size with verifiable content.
     Origin(origin_cmd::OriginArgs),
     /// The cluster's coordinator: heartbeats, availability, the bucket map.
@@ -71,7 +72,7 @@ fn main() {
     let result = match cli.command {
         Command::Sim(cmd) => sim_cmd::run(cmd),
         Command::Trace(cmd) => trace_cmd::run(cmd),
-        Command::Node(a) => node_cmd::run(a),
+        Command::Node(a) => node_cmd::run(*a),
         Command::Demo(a) => demo_cmd::run(a),
         Command::Origin(a) => origin_cmd::run(a),
         Command::Coordinator(a) => coordinator_cmd::run(a),

@@ -7,7 +7,8 @@
 //! table of host → origin (`--route HOST=URL` on the command line, repeatable, adds to and
 //! overrides the file's). A flag given on the command line overrides the file. Unknown keys
 //! and bad values are errors that name the key. Cooperating sites (`--coral-listen`,
-//! `--coral-seed`, `--coral-advertise`: Coral's DSHT, see `coral_site.rs`) are flags only.
+//! `--coral-seed`, `--coral-advertise`: Coral's DSHT, see `coral_site.rs`; `--coral-dns`,
+//! `--coral-domain`: the DNS redirector, see `coral_dns.rs`) are flags only.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -118,6 +119,14 @@ pub struct NodeArgs {
     /// The `host:port` other sites fetch from (default: --listen, which then needs a port).
     #[arg(long, value_name = "HOST:PORT", requires = "coral_listen")]
     coral_advertise: Option<String>,
+    /// Also run Coral's DNS redirector on this UDP address, authoritative for --coral-domain:
+    /// it answers with live proxies of the resolver's cluster level (every site's proxy is
+    /// expected on the same port, as Coral's were).
+    #[arg(long, value_name = "ADDR", requires_all = ["coral_listen", "coral_domain"])]
+    coral_dns: Option<SocketAddr>,
+    /// The domain the DNS redirector serves, e.g. cdn.example.
+    #[arg(long, value_name = "DOMAIN", requires = "coral_dns")]
+    coral_domain: Option<String>,
 }
 
 /// The config file: every key optional, unknown keys rejected.
@@ -293,15 +302,19 @@ struct CoralFlags {
     listen: SocketAddr,
     seeds: Vec<SocketAddr>,
     advertise: Option<String>,
+    /// The DNS redirector's address and domain.
+    dns: Option<(SocketAddr, String)>,
 }
 
-/// Starts the site's DSHT node, joins it, and gives the node its referrals (returned, to be
-/// told of the node once it runs).
-async fn wire_coral(
-    cfg: &mut NodeConfig,
-    coral: CoralFlags,
-    listen: SocketAddr,
-) -> Result<Arc<crate::coral_site::CoralReferrals>> {
+/// What runs beside a cooperating node.
+struct Coral {
+    referrals: Arc<crate::coral_site::CoralReferrals>,
+    dns: Option<crate::coral_dns::DnsServer>,
+}
+
+/// Starts the site's DSHT node, joins it, gives the node its referrals (returned, to be told
+/// of the node once it runs), and starts the DNS redirector if asked.
+async fn wire_coral(cfg: &mut NodeConfig, coral: CoralFlags, listen: SocketAddr) -> Result<Coral> {
     let me = match coral.advertise {
         Some(a) => a,
         None if listen.port() != 0 && !listen.ip().is_unspecified() => listen.to_string(),
@@ -320,13 +333,27 @@ async fn wire_coral(
         dsht.id(),
         dsht.addr()
     );
+    let dsht = Arc::new(dsht);
     let referrals = Arc::new(crate::coral_site::CoralReferrals::new(
-        Arc::new(dsht),
+        dsht.clone(),
         me,
         Duration::from_secs(2),
     ));
     cfg.sites = Some(ecdn_node::node::sites::Sites(referrals.clone()));
-    Ok(referrals)
+    let dns = match coral.dns {
+        Some((addr, domain)) => {
+            let locate = crate::coral_dns::prefix_locator(dsht.clone());
+            let redirector = crate::coral_dns::Redirector::new(&domain, dsht, locate)?;
+            let server = crate::coral_dns::DnsServer::start(addr, redirector).await?;
+            eprintln!(
+                "ecdn node: DNS redirector for {domain} on udp://{}",
+                server.addr
+            );
+            Some(server)
+        }
+        None => None,
+    };
+    Ok(Coral { referrals, dns })
 }
 
 pub fn run(a: NodeArgs) -> Result<()> {
@@ -334,6 +361,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
         listen,
         seeds: a.coral_seeds.clone(),
         advertise: a.coral_advertise.clone(),
+        dns: a.coral_dns.zip(a.coral_domain.clone()),
     });
     let s = merge(a)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
@@ -354,7 +382,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
                 .saturating_mul(c.cluster.missed_heartbeats)
         });
         let mut cfg = s.node;
-        let referrals = match coral {
+        let coral = match coral {
             Some(coral) => Some(wire_coral(&mut cfg, coral, listen).await?),
             None => None,
         };
@@ -364,9 +392,9 @@ pub fn run(a: NodeArgs) -> Result<()> {
         }
         .with_context(|| format!("cannot start the node on {listen}"))?;
         eprintln!("ecdn node listening on http://{}", node.addr);
-        if let Some(r) = &referrals {
-            r.set_holder(node.holder());
-            r.start_upkeep(Duration::from_secs(60));
+        if let Some(c) = &coral {
+            c.referrals.set_holder(node.holder());
+            c.referrals.start_upkeep(Duration::from_secs(60));
         }
         if let Some(peer) = node.peer_addr() {
             eprintln!("ecdn node: peer listener on {peer}");
@@ -385,6 +413,9 @@ pub fn run(a: NodeArgs) -> Result<()> {
             tokio::time::sleep(grace).await;
         }
         node.stop().await?;
+        if let Some(dns) = coral.and_then(|c| c.dns) {
+            dns.stop().await;
+        }
         eprintln!(
             "ecdn node: {}",
             if drained {

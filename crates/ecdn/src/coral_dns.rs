@@ -1,0 +1,413 @@
+//! The DNS redirector (CoralCDN §3.1): an authoritative server for a domain that answers
+//! `NAME.<domain>` with the addresses of live proxies near the client's resolver.
+//!
+//! * **The resolver's level.** Coral measures its RTT to the resolver and takes the highest
+//!   level whose threshold it meets. Here the RTT comes from a [`Locator`]: in `ecdn node`,
+//!   a resolver in the node's own /24 (or /64) is at 0 ms, a DSHT peer's address at the RTT the
+//!   DSHT measured to it, anything else unknown (level 0); the test bed gives its injected RTTs.
+//! * **The answer**: A (or AAAA) records of up to [`ANSWERS`] proxies of the site's cluster at
+//!   that level (`nodes(level, count, target)`, those sharing the longest prefix with the
+//!   resolver first), with a TTL of 30 s for levels 0 and 1 and 60 s for level 2. Only proxies
+//!   heard from within [`FRESH`] are answered; the others are pinged first (one RPC, bounded
+//!   by the DSHT's timeout) and left out if they do not answer, so a dead proxy stops being
+//!   returned within one TTL.
+//! * **The authority section** names nameservers (the same sites, `ns-A-B-C-D.<domain>` with
+//!   glue A records) with a 1 h TTL, for the zone `L0.<domain>` to a level-0 resolver,
+//!   `L1.L0.<domain>` to a level-1 one, `L2.L1.L0.<domain>` to a level-2 one: resolvers
+//!   query the most specific zone they know, so a nearer server overrides a farther one.
+//! * A proxy's address is its DSHT node's IP: every site's proxy listens on one well-known
+//!   port, as Coral's did (8090).
+//!
+//! Names outside the domain are refused; queries of other types get an empty answer.
+
+use std::net::{IpAddr, SocketAddr};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use ecdn_dsht::{Contact, Dsht};
+use hickory_server::net::runtime::Time;
+use hickory_server::proto::op::{Header, Metadata, ResponseCode};
+use hickory_server::proto::rr::rdata::{A, AAAA, NS};
+use hickory_server::proto::rr::{LowerName, Name, RData, Record, RecordType};
+use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
+use hickory_server::zone_handler::MessageResponseBuilder;
+
+/// Most proxies in one answer.
+pub const ANSWERS: usize = 4;
+/// Proxies heard from within this long are answered without a ping.
+pub const FRESH: Duration = Duration::from_secs(10);
+/// TTL of the answers to level-0 and level-1 resolvers.
+pub const TTL_FAR: u32 = 30;
+/// TTL of the answers to level-2 resolvers.
+pub const TTL_NEAR: u32 = 60;
+/// TTL of the nameservers in the authority section.
+pub const TTL_NS: u32 = 3600;
+
+/// The RTT from this site to a resolver, if known.
+pub type Locator = Arc<dyn Fn(IpAddr) -> Option<Duration> + Send + Sync>;
+
+/// `ecdn node`'s locator: the site's own prefix is near (0 ms), a DSHT peer's address is at
+/// its measured RTT, anything else unknown.
+pub fn prefix_locator(dsht: Arc<Dsht>) -> Locator {
+    let own = dsht.addr().ip();
+    Arc::new(move |ip: IpAddr| {
+        let shared = ecdn_dsht::node::common_prefix(&own, &ip);
+        let same_net = match ip {
+            IpAddr::V4(_) => shared >= 24,
+            IpAddr::V6(_) => shared >= 64,
+        };
+        if same_net {
+            return Some(Duration::ZERO);
+        }
+        dsht.rtt_to(ip)
+    })
+}
+
+/// The redirector of one site.
+pub struct Redirector {
+    domain: LowerName,
+    dsht: Arc<Dsht>,
+    locate: Locator,
+    /// Proxies heard from within this long are answered without a ping ([`FRESH`]).
+    pub fresh: Duration,
+}
+
+impl Redirector {
+    /// A redirector for `domain` (e.g. `cdn.example.`), answering with the proxies `dsht`
+    /// knows, at the level `locate` gives each resolver.
+    pub fn new(domain: &str, dsht: Arc<Dsht>, locate: Locator) -> Result<Redirector> {
+        let name =
+            Name::from_str(domain).with_context(|| format!("{domain:?} is not a domain name"))?;
+        let mut name = name;
+        name.set_fqdn(true);
+        Ok(Redirector {
+            domain: LowerName::from(name),
+            dsht,
+            locate,
+            fresh: FRESH,
+        })
+    }
+
+    /// The level of a resolver: the highest whose RTT threshold its RTT meets (0 when
+    /// unknown).
+    fn level_of(&self, resolver: IpAddr) -> usize {
+        let Some(rtt) = (self.locate)(resolver) else {
+            return 0;
+        };
+        self.dsht
+            .levels()
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.is_none_or(|t| rtt <= t))
+            .map(|(i, _)| i)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Live proxies of the cluster at `level`, nearest the resolver first: those not heard
+    /// from recently are pinged, and left out if they do not answer.
+    async fn live_proxies(&self, level: usize, resolver: IpAddr) -> Vec<Contact> {
+        let candidates = self
+            .dsht
+            .nodes(level, ANSWERS * 2, Some(resolver))
+            .unwrap_or_default();
+        let own = self.dsht.id();
+        let mut live = Vec::new();
+        let mut checks = tokio::task::JoinSet::new();
+        for c in candidates {
+            let recent = c.id == own
+                || self
+                    .dsht
+                    .last_heard(&c.id)
+                    .is_some_and(|t| t.elapsed() <= self.fresh);
+            if recent {
+                live.push(c);
+            } else {
+                let dsht = self.dsht.clone();
+                checks.spawn(async move { dsht.ping(&c).await.then_some(c) });
+            }
+        }
+        while let Some(r) = checks.join_next().await {
+            if let Ok(Some(c)) = r {
+                live.push(c);
+            }
+        }
+        live.truncate(ANSWERS);
+        live
+    }
+
+    /// The zone a resolver of `level` is given nameservers for: `L0.<domain>`,
+    /// `L1.L0.<domain>`, ….
+    fn zone_for(&self, level: usize) -> Name {
+        let mut zone = Name::from(self.domain.clone());
+        for l in 0..=level {
+            let label = Name::from_str(&format!("L{l}")).expect("a valid label");
+            zone = label.append_domain(&zone).unwrap_or(zone);
+        }
+        zone
+    }
+
+    fn ns_name(&self, ip: IpAddr) -> Name {
+        let label = match ip {
+            IpAddr::V4(v4) => format!("ns-{}", v4.to_string().replace('.', "-")),
+            IpAddr::V6(v6) => format!("ns-{}", v6.to_string().replace(':', "-")),
+        };
+        Name::from_str(&label)
+            .ok()
+            .and_then(|l| l.append_domain(&Name::from(self.domain.clone())).ok())
+            .unwrap_or_else(|| Name::from(self.domain.clone()))
+    }
+}
+
+fn address_record(name: Name, ttl: u32, ip: IpAddr) -> Record {
+    match ip {
+        IpAddr::V4(v4) => Record::from_rdata(name, ttl, RData::A(A(v4))),
+        IpAddr::V6(v6) => Record::from_rdata(name, ttl, RData::AAAA(AAAA(v6))),
+    }
+}
+
+/// What the server records when a response could not be sent.
+fn failed(request: &Request) -> ResponseInfo {
+    let mut metadata = Metadata::response_from_request(&request.metadata);
+    metadata.response_code = ResponseCode::ServFail;
+    ResponseInfo::from(Header {
+        metadata,
+        counts: Default::default(),
+    })
+}
+
+#[async_trait::async_trait]
+impl RequestHandler for Redirector {
+    async fn handle_request<R: ResponseHandler, T: Time>(
+        &self,
+        request: &Request,
+        mut response: R,
+    ) -> ResponseInfo {
+        let builder = MessageResponseBuilder::from_message_request(request);
+        let info = match request.request_info() {
+            Ok(info) => info,
+            Err(_) => {
+                let r = builder.error_msg(&request.metadata, ResponseCode::FormErr);
+                return response
+                    .send_response(r)
+                    .await
+                    .unwrap_or_else(|_| failed(request));
+            }
+        };
+        let name = info.query.name();
+        if !self.domain.zone_of(name) {
+            let r = builder.error_msg(&request.metadata, ResponseCode::Refused);
+            return response
+                .send_response(r)
+                .await
+                .unwrap_or_else(|_| failed(request));
+        }
+        let resolver = request.src().ip();
+        let level = self.level_of(resolver);
+        let proxies = self.live_proxies(level, resolver).await;
+        let ttl = if level >= 2 { TTL_NEAR } else { TTL_FAR };
+        let wanted = info.query.query_type();
+        let answers: Vec<Record> = proxies
+            .iter()
+            .map(|c| c.addr.ip())
+            .filter(|ip| {
+                (wanted == RecordType::A && ip.is_ipv4())
+                    || (wanted == RecordType::AAAA && ip.is_ipv6())
+                    || wanted == RecordType::ANY
+            })
+            .map(|ip| address_record(Name::from(name.clone()), ttl, ip))
+            .collect();
+        let zone = self.zone_for(level);
+        let nameservers: Vec<(Name, IpAddr)> = proxies
+            .iter()
+            .map(|c| (self.ns_name(c.addr.ip()), c.addr.ip()))
+            .collect();
+        let authority: Vec<Record> = nameservers
+            .iter()
+            .map(|(ns, _)| Record::from_rdata(zone.clone(), TTL_NS, RData::NS(NS(ns.clone()))))
+            .collect();
+        let glue: Vec<Record> = nameservers
+            .iter()
+            .map(|(ns, ip)| address_record(ns.clone(), TTL_NS, *ip))
+            .collect();
+        let mut meta = Metadata::response_from_request(&request.metadata);
+        meta.authoritative = true;
+        let r = builder.build(
+            meta,
+            answers.iter(),
+            authority.iter(),
+            std::iter::empty(),
+            glue.iter(),
+        );
+        response
+            .send_response(r)
+            .await
+            .unwrap_or_else(|_| failed(request))
+    }
+}
+
+/// A running redirector: dropping it stops the server.
+pub struct DnsServer {
+    pub addr: SocketAddr,
+    server: hickory_server::Server<Redirector>,
+}
+
+impl DnsServer {
+    /// Serves `redirector` over UDP on `addr` (port 0: any free port).
+    pub async fn start(addr: SocketAddr, redirector: Redirector) -> Result<DnsServer> {
+        let socket = tokio::net::UdpSocket::bind(addr)
+            .await
+            .with_context(|| format!("binding the DNS server on {addr}"))?;
+        let addr = socket.local_addr()?;
+        let mut server = hickory_server::Server::new(redirector);
+        server.register_socket(socket);
+        Ok(DnsServer { addr, server })
+    }
+
+    /// Stops serving.
+    pub async fn stop(mut self) {
+        let _ = self.server.shutdown_gracefully().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// `dig` (Debian's dnsutils; `.ci/run` installs it) from `source` for `name`: the answer's
+    /// (address, TTL) pairs and the authority section's lines.
+    fn dig(server: SocketAddr, source: &str, name: &str) -> (Vec<(String, u32)>, Vec<String>) {
+        let out = Command::new("dig")
+            .args([
+                &format!("@{}", server.ip()),
+                "-p",
+                &server.port().to_string(),
+                "-b",
+                source,
+                name,
+                "A",
+                "+norecurse",
+                "+noall",
+                "+answer",
+                "+authority",
+                "+tries=1",
+                "+time=3",
+            ])
+            .output()
+            .expect("dig is needed (Debian: dnsutils)");
+        assert!(out.status.success(), "dig failed: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let mut answers = Vec::new();
+        let mut authority = Vec::new();
+        for line in text
+            .lines()
+            .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
+        {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            match f.get(3) {
+                Some(&"A") if f[0] == name => {
+                    answers.push((f[4].to_string(), f[1].parse().unwrap()))
+                }
+                _ => authority.push(line.to_string()),
+            }
+        }
+        answers.sort();
+        (answers, authority)
+    }
+
+    /// Three sites' DSHT nodes: two in 127.0.10.0/24 (5 ms apart), one in 127.0.11.0/24 (40 ms
+    /// away). The redirector at the first answers a resolver of its own /24 with its level-2
+    /// cluster (TTL 60 s, nameservers for L2.L1.L0), one of the other /24 with the level-1
+    /// cluster (TTL 30 s), an unknown one from level 0; a proxy that dies stops being answered.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dig_gets_live_proxies_of_the_resolvers_level() {
+        let rtt = |a: IpAddr, b: IpAddr| -> Option<Duration> {
+            let net = |ip: IpAddr| match ip {
+                IpAddr::V4(v) if v.octets()[..2] == [127, 0] && v.octets()[2] >= 10 => {
+                    Some(v.octets()[2])
+                }
+                _ => None,
+            };
+            match (net(a)?, net(b)?) {
+                (x, y) if x == y => Some(Duration::from_millis(5)),
+                _ => Some(Duration::from_millis(40)),
+            }
+        };
+        let latency: ecdn_dsht::Latency = Arc::new(move |a: SocketAddr, b: SocketAddr| {
+            rtt(a.ip(), b.ip()).unwrap_or_default() / 2
+        });
+        let mut nodes = Vec::new();
+        for ip in [[127, 0, 10, 1], [127, 0, 10, 2], [127, 0, 11, 1]] {
+            let mut c = ecdn_dsht::Config::new(SocketAddr::from((ip, 0)));
+            c.latency = Some(latency.clone());
+            c.cluster_period = Duration::from_millis(500);
+            nodes.push(Arc::new(Dsht::start(c).await.unwrap()));
+        }
+        for n in &nodes[1..] {
+            n.join(&[nodes[0].addr()]).await;
+        }
+        // Wait for the clusters: level 2 = the /24s, level 1 = all three.
+        for _ in 0..60 {
+            let c: Vec<Vec<ecdn_dsht::Id>> = nodes.iter().map(|n| n.clusters()).collect();
+            if c[0][2] == c[1][2] && c[0][2] != c[2][2] && c[0][1] == c[1][1] && c[1][1] == c[2][1]
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let own = nodes[0].addr().ip();
+        let locate: Locator = Arc::new(move |ip| rtt(own, ip));
+        let mut redirector = Redirector::new("cdn.test", nodes[0].clone(), locate).unwrap();
+        redirector.fresh = Duration::from_secs(1);
+        let server = DnsServer::start("127.0.10.1:0".parse().unwrap(), redirector)
+            .await
+            .unwrap();
+        let name = "www.example.com.cdn.test.";
+        let addr = server.addr;
+        let dig_from =
+            |source: &'static str| tokio::task::spawn_blocking(move || dig(addr, source, name));
+        let (near, authority) = dig_from("127.0.10.9").await.unwrap();
+        assert_eq!(
+            near,
+            vec![
+                ("127.0.10.1".to_string(), 60),
+                ("127.0.10.2".to_string(), 60)
+            ],
+            "{authority:?}"
+        );
+        assert!(
+            authority
+                .iter()
+                .any(|l| l.to_ascii_lowercase().starts_with("l2.l1.l0.cdn.test.")
+                    && l.contains("3600")
+                    && l.contains("NS")),
+            "{authority:?}"
+        );
+        let (level1, _) = dig_from("127.0.11.9").await.unwrap();
+        assert_eq!(level1.len(), 3, "{level1:?}");
+        assert!(level1.iter().all(|(_, ttl)| *ttl == 30));
+        let (far, authority) = dig_from("127.0.0.1").await.unwrap();
+        assert_eq!(far.len(), 3, "{far:?}");
+        assert!(
+            authority
+                .iter()
+                .any(|l| l.to_ascii_lowercase().starts_with("l0.cdn.test.")),
+            "{authority:?}"
+        );
+        // Outside the domain: refused, no answer.
+        let (other, _) =
+            tokio::task::spawn_blocking(move || dig(addr, "127.0.10.9", "www.other.test."))
+                .await
+                .unwrap();
+        assert!(other.is_empty());
+        // The second proxy dies: once it is no longer fresh, it is pinged, fails, and is left out.
+        nodes[1].shutdown();
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        let (after, _) = dig_from("127.0.10.9").await.unwrap();
+        assert_eq!(after, vec![("127.0.10.1".to_string(), 60)]);
+        server.stop().await;
+    }
+}
