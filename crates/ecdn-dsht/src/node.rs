@@ -134,6 +134,8 @@ pub enum DshtError {
     FullValues(usize),
     #[error("no level {0} in a {1}-level hierarchy")]
     NoLevel(usize, usize),
+    #[error("the cluster period is at least {MIN_PERIOD:?}; got {0:?}")]
+    Period(Duration),
 }
 
 /// What the node knows of a peer.
@@ -175,6 +177,9 @@ pub struct Stats {
     pub stores: u64,
     pub gets: u64,
 }
+
+/// The shortest cluster period (the upkeep runs once a period).
+pub const MIN_PERIOD: Duration = Duration::from_millis(100);
 
 /// Most keys whose `put` probes a node counts one by one ([`Dsht::put_probes`]).
 const TRACKED_KEYS: usize = 1024;
@@ -222,6 +227,9 @@ impl Dsht {
         }
         if cfg.full_values == 0 || cfg.full_values > MAX_VALUES {
             return Err(DshtError::FullValues(cfg.full_values));
+        }
+        if cfg.cluster_period < MIN_PERIOD {
+            return Err(DshtError::Period(cfg.cluster_period));
         }
         let socket = UdpSocket::bind(cfg.bind)
             .await

@@ -7,8 +7,9 @@
 //! table of host → origin (`--route HOST=URL` on the command line, repeatable, adds to and
 //! overrides the file's). A flag given on the command line overrides the file. Unknown keys
 //! and bad values are errors that name the key. Cooperating sites (`--coral-listen`,
-//! `--coral-seed`, `--coral-advertise`: Coral's DSHT, see `coral_site.rs`; `--coral-dns`,
-//! `--coral-domain`: the DNS redirector, see `coral_dns.rs`) are flags only.
+//! `--coral-seed`, `--coral-advertise`, `--coral-cluster-period`: Coral's DSHT, see
+//! `coral_site.rs`; `--coral-dns`, `--coral-domain`: the DNS redirector, see `coral_dns.rs`)
+//! are flags only.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -127,6 +128,10 @@ pub struct NodeArgs {
     /// The domain the DNS redirector serves, e.g. cdn.example.
     #[arg(long, value_name = "DOMAIN", requires = "coral_dns")]
     coral_domain: Option<String>,
+    /// How often the DSHT node reconsiders its clusters (Coral's 5 min by default; shorter
+    /// lets new sites cluster sooner).
+    #[arg(long, value_name = "DURATION", requires = "coral_listen")]
+    coral_cluster_period: Option<String>,
 }
 
 /// The config file: every key optional, unknown keys rejected.
@@ -304,6 +309,7 @@ struct CoralFlags {
     advertise: Option<String>,
     /// The DNS redirector's address and domain.
     dns: Option<(SocketAddr, String)>,
+    cluster_period: Option<Duration>,
 }
 
 /// What runs beside a cooperating node.
@@ -322,7 +328,11 @@ async fn wire_coral(cfg: &mut NodeConfig, coral: CoralFlags, listen: SocketAddr)
             bail!("--coral-advertise is needed when --listen has port 0 or an unspecified address")
         }
     };
-    let dsht = ecdn_dsht::Dsht::start(ecdn_dsht::Config::new(coral.listen))
+    let mut dsht_cfg = ecdn_dsht::Config::new(coral.listen);
+    if let Some(p) = coral.cluster_period {
+        dsht_cfg.cluster_period = p;
+    }
+    let dsht = ecdn_dsht::Dsht::start(dsht_cfg)
         .await
         .with_context(|| format!("starting the DSHT node on {}", coral.listen))?;
     if !coral.seeds.is_empty() && dsht.join(&coral.seeds).await == 0 {
@@ -357,11 +367,17 @@ async fn wire_coral(cfg: &mut NodeConfig, coral: CoralFlags, listen: SocketAddr)
 }
 
 pub fn run(a: NodeArgs) -> Result<()> {
+    let cluster_period = a
+        .coral_cluster_period
+        .as_deref()
+        .map(|v| crate::args::duration("--coral-cluster-period", v))
+        .transpose()?;
     let coral = a.coral_listen.map(|listen| CoralFlags {
         listen,
         seeds: a.coral_seeds.clone(),
         advertise: a.coral_advertise.clone(),
         dns: a.coral_dns.zip(a.coral_domain.clone()),
+        cluster_period,
     });
     let s = merge(a)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();

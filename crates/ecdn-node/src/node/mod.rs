@@ -14,8 +14,10 @@
 //! 4. **lookup** (`lookup.rs`), for `GET` / `HEAD`: the HOC, then the disk (`disk.rs`), as the
 //!    request's `Cache-Control` allows.
 //! 5. **hit** (`hit.rs`: ranges, `If-Range`, streaming a stored entry), **miss** (`fill.rs`: the
-//!    origin fetch driven into the tiers, shared by concurrent misses in a flight, `flight.rs`), or
-//!    **pass** (`pass`) for any other method.
+//!    origin fetch driven into the tiers, shared by concurrent misses in a flight, `flight.rs`;
+//!    with cooperating sites, the fill first tries the sites that hold the object, and another
+//!    site's request is answered only from the caches or a flight, `sites.rs`), or **pass**
+//!    (`pass`) for any other method.
 //! 6. **deliver** (`deliver`): `X-Cache`, `Via`, the metrics and the access log, all from the
 //!    [`Outcome`].
 //!
