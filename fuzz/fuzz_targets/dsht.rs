@@ -4,15 +4,14 @@
 //! are refused, and a decoded one re-encodes to the same bytes.
 #![no_main]
 
-use ecdn_dsht::manage::{decode_contact, encode_contact};
-use ecdn_dsht::wire::Packet;
+use ecdn_dsht::wire::{Contact, Packet};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(packet) = Packet::decode(data) {
         assert_eq!(packet.encode(), data, "accepted a non-canonical packet");
     }
-    if let Some(contact) = decode_contact(data) {
-        assert_eq!(encode_contact(&contact), data);
+    if let Some(contact) = Contact::from_bytes(data) {
+        assert_eq!(contact.to_bytes(), data);
     }
 });

@@ -121,34 +121,7 @@ impl Dsht {
         ttl: Duration,
         levels: Option<&[usize]>,
     ) -> Result<PutResult, DshtError> {
-        if value.len() > MAX_VALUE {
-            return Err(DshtError::ValueTooLong {
-                len: value.len(),
-                max: MAX_VALUE,
-            });
-        }
-        let order = self.inner.order(levels)?;
-        let ttl = ttl.min(self.inner.cfg.max_ttl);
-        let started = Instant::now();
-        let mut result = PutResult::default();
-        let mut start = self.inner.id;
-        for level in order {
-            let walk = self.inner.walk(level, key, Op::Put, start, ttl).await;
-            result.hops += walk.hops;
-            result.rpcs += walk.rpcs;
-            let (stored, rpcs) = self
-                .inner
-                .reverse_phase(level, key, value, ttl, &walk)
-                .await;
-            result.rpcs += rpcs;
-            result.stored.push((level, stored));
-            if walk.stopped_loaded {
-                break;
-            }
-            start = stored.or(walk.closest).map_or(start, |c| c.id);
-        }
-        result.elapsed = started.elapsed();
-        Ok(result)
+        self.inner.put(key, value, ttl, levels).await
     }
 
     /// Withdraws `value` from `key` where a put stored it (the places of
@@ -206,6 +179,41 @@ pub(crate) async fn refresh(inner: &Arc<Inner>, level: usize, buckets: usize) {
 }
 
 impl Inner {
+    /// See [`Dsht::put`].
+    pub(crate) async fn put(
+        self: &Arc<Inner>,
+        key: Id,
+        value: &[u8],
+        ttl: Duration,
+        levels: Option<&[usize]>,
+    ) -> Result<PutResult, DshtError> {
+        if value.len() > MAX_VALUE {
+            return Err(DshtError::ValueTooLong {
+                len: value.len(),
+                max: MAX_VALUE,
+            });
+        }
+        let order = self.order(levels)?;
+        let ttl = ttl.min(self.cfg.max_ttl);
+        let started = Instant::now();
+        let mut result = PutResult::default();
+        let mut start = self.id;
+        for level in order {
+            let walk = self.walk(level, key, Op::Put, start, ttl).await;
+            result.hops += walk.hops;
+            result.rpcs += walk.rpcs;
+            let (stored, rpcs) = self.reverse_phase(level, key, value, ttl, &walk).await;
+            result.rpcs += rpcs;
+            result.stored.push((level, stored));
+            if walk.stopped_loaded {
+                break;
+            }
+            start = stored.or(walk.closest).map_or(start, |c| c.id);
+        }
+        result.elapsed = started.elapsed();
+        Ok(result)
+    }
+
     /// Levels to visit, fastest (highest) first.
     fn order(&self, levels: Option<&[usize]>) -> Result<Vec<usize>, DshtError> {
         let n = self.cfg.thresholds.len();
@@ -452,7 +460,7 @@ impl Inner {
 
     /// A put's reverse phase at one level: store at the contacted nodes that were not full
     /// and loaded, closest to the key first, until one accepts. Returns where, and the RPCs.
-    pub(crate) async fn reverse_phase(
+    async fn reverse_phase(
         self: &Arc<Inner>,
         level: usize,
         key: Id,

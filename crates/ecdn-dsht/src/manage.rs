@@ -65,13 +65,13 @@ impl Dsht {
     async fn hint(&self) {
         let key = hint_key(self.inner.addr.ip());
         let _ = self
-            .put(key, &encode_contact(&self.contact()), HINT_TTL, Some(&[0]))
+            .put(key, &self.contact().to_bytes(), HINT_TTL, Some(&[0]))
             .await;
         if let Ok(found) = self.get(key, Some(&[0])).await {
             let contacts: Vec<Contact> = found
                 .values
                 .iter()
-                .filter_map(|v| decode_contact(&v.data))
+                .filter_map(|v| Contact::from_bytes(&v.data))
                 .filter(|c| c.id != self.inner.id)
                 .collect();
             ping_all(&self.inner, &contacts).await;
@@ -92,16 +92,6 @@ pub fn hint_key(ip: IpAddr) -> Id {
         }
     };
     Id::hash(format!("ecdn-dsht hint {prefix}").as_bytes())
-}
-
-/// A contact as a value: id, then address (family, IP, port), as in a reply.
-pub fn encode_contact(c: &Contact) -> Vec<u8> {
-    c.to_bytes()
-}
-
-/// The contact a value holds, if it is one.
-pub fn decode_contact(v: &[u8]) -> Option<Contact> {
-    Contact::from_bytes(v)
 }
 
 async fn ping_all(inner: &Arc<Inner>, contacts: &[Contact]) {
@@ -151,11 +141,9 @@ pub(crate) async fn run(inner: Arc<Inner>) {
                 addr: inner.addr,
             };
             let key = hint_key(inner.addr.ip());
-            let value = encode_contact(&contact);
-            let walk = inner
-                .walk(0, key, crate::wire::Op::Put, inner.id, HINT_TTL)
+            let _ = inner
+                .put(key, &contact.to_bytes(), HINT_TTL, Some(&[0]))
                 .await;
-            let _ = inner.reverse_phase(0, key, &value, HINT_TTL, &walk).await;
         }
         let jitter = {
             let mut st = inner.lock();
@@ -307,21 +295,6 @@ fn move_to_chosen(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn contacts_round_trip_as_values() {
-        for addr in ["127.0.3.4:5000", "[::1]:80"] {
-            let c = Contact {
-                id: Id::hash(addr.as_bytes()),
-                addr: addr.parse().unwrap(),
-            };
-            let v = encode_contact(&c);
-            assert!(v.len() <= crate::wire::MAX_VALUE);
-            assert_eq!(decode_contact(&v), Some(c));
-            assert_eq!(decode_contact(&v[..v.len() - 1]), None);
-        }
-        assert_eq!(decode_contact(b""), None);
-    }
 
     #[test]
     fn hints_key_by_prefix() {

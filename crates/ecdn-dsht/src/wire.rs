@@ -571,6 +571,21 @@ mod tests {
     }
 
     #[test]
+    fn contacts_round_trip_as_values() {
+        for addr in ["127.0.3.4:5000", "[::1]:80"] {
+            let c = Contact {
+                id: Id::hash(addr.as_bytes()),
+                addr: addr.parse().unwrap(),
+            };
+            let v = c.to_bytes();
+            assert!(v.len() <= MAX_VALUE);
+            assert_eq!(Contact::from_bytes(&v), Some(c));
+            assert_eq!(Contact::from_bytes(&v[..v.len() - 1]), None);
+        }
+        assert_eq!(Contact::from_bytes(b""), None);
+    }
+
+    #[test]
     fn every_packet_round_trips_within_the_size_bound() {
         for p in sample() {
             let bytes = p.encode();

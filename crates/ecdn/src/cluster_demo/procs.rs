@@ -365,12 +365,22 @@ fn path_arg(p: &Path) -> String {
 
 /// `GET path` on a fresh connection to `addr`: (status, body), within `timeout`.
 pub async fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> Result<(u16, Bytes)> {
+    http_get_host(addr, &addr.to_string(), path, timeout).await
+}
+
+/// [`http_get`] with the given `Host` (the cache key's host).
+pub async fn http_get_host(
+    addr: SocketAddr,
+    host: &str,
+    path: &str,
+    timeout: Duration,
+) -> Result<(u16, Bytes)> {
     let go = async {
         let stream = tokio::net::TcpStream::connect(addr).await?;
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         tokio::spawn(conn);
         let req = hyper::Request::get(path)
-            .header("host", addr.to_string())
+            .header("host", host)
             .body(Empty::<Bytes>::new())?;
         let resp = send.send_request(req).await?;
         let status = resp.status().as_u16();

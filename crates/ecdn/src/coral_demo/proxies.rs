@@ -26,12 +26,15 @@ use serde::Serialize;
 
 use super::topology::Topology;
 use super::{quantiles, Quantiles};
+use crate::cluster_demo::procs::http_get_host;
 use crate::coral_site::CoralReferrals;
 
 /// RTT between any site and the origin.
 pub const ORIGIN_RTT: Duration = Duration::from_millis(100);
 /// The objects' size: the paper's 41 KB files.
 pub const OBJECT_SIZE: u64 = 41_000;
+/// The longest a client waits for an answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One flash crowd.
 #[derive(Debug, Serialize)]
@@ -75,22 +78,6 @@ fn free_port(ip: IpAddr) -> Result<u16> {
     let l = std::net::TcpListener::bind(SocketAddr::new(ip, 0))
         .with_context(|| format!("binding {ip}"))?;
     Ok(l.local_addr()?.port())
-}
-
-/// One HTTP/1.1 GET through a fresh connection: status and body length.
-async fn fetch(node: SocketAddr, path: &str) -> Option<(u16, usize)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(node).await.ok()?;
-    let req = format!("GET {path} HTTP/1.1\r\nHost: origin.test\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.ok()?;
-    let mut out = Vec::new();
-    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut out))
-        .await
-        .ok()?
-        .ok()?;
-    let split = out.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let status = std::str::from_utf8(out.get(9..12)?).ok()?.parse().ok()?;
-    Some((status, out.len() - split - 4))
 }
 
 /// Runs a flash crowd on one node per topology node, cooperating through `dshts` (one per
@@ -145,15 +132,15 @@ pub async fn flash_crowd(
             tasks.spawn(async move {
                 tokio::time::sleep_until(at).await;
                 let t = Instant::now();
-                let got = fetch(addr, &path).await;
-                (got, t.elapsed())
+                let got = http_get_host(addr, "origin.test", &path, CLIENT_TIMEOUT).await;
+                (got.ok(), t.elapsed())
             });
         }
     }
     let (mut failed, mut ms) = (0, Vec::new());
     while let Some(r) = tasks.join_next().await {
         match r {
-            Ok((Some((200, len)), d)) if len as u64 == OBJECT_SIZE => {
+            Ok((Some((200, body)), d)) if body.len() as u64 == OBJECT_SIZE => {
                 ms.push(d.as_secs_f64() * 1000.0)
             }
             _ => failed += 1,
@@ -161,7 +148,9 @@ pub async fn flash_crowd(
     }
     let mut site_fills = 0;
     for n in &nodes {
-        if let Some(stats) = stats(n.addr).await {
+        let stats = http_get_host(n.addr, "x", "/_ecdn/stats", CLIENT_TIMEOUT).await;
+        if let Ok((200, body)) = stats {
+            let stats: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
             site_fills += stats["site_fills"].as_u64().unwrap_or(0);
         }
     }
@@ -184,19 +173,6 @@ pub async fn flash_crowd(
     }
     origin.stop().await?;
     Ok(crowd)
-}
-
-/// A node's `/_ecdn/stats`.
-async fn stats(node: SocketAddr) -> Option<serde_json::Value> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(node).await.ok()?;
-    s.write_all(b"GET /_ecdn/stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .await
-        .ok()?;
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).await.ok()?;
-    let split = out.windows(4).position(|w| w == b"\r\n\r\n")?;
-    serde_json::from_slice(&out[split + 4..]).ok()
 }
 
 impl FlashCrowd {
