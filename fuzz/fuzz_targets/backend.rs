@@ -55,7 +55,10 @@ fuzz_target!(|data: &[u8]| {
     // Request paths and ranges.
     let size = data.len() as u64;
     if let Ok(v) = HeaderValue::from_bytes(data) {
-        for r in [range(Some(&v), size), single_range(Some(&v), size)].into_iter().flatten() {
+        for r in [range(Some(&v), size), single_range(Some(&v), size)]
+            .into_iter()
+            .flatten()
+        {
             if let Ok((a, b)) = r {
                 assert!(a < b && b <= size, "{a}..{b} of {size}");
             }

@@ -12,12 +12,12 @@
 #![no_main]
 
 use ecdn_cluster::auth::ClusterKey;
-use ecdn_cluster::piece::PieceMeta;
-use ecdn_cluster::wire::{self, PeerPath};
 use ecdn_cluster::coordinator::etcd::Stored;
-use ecdn_cluster::etcd::{open_map, seal_map, LoadReport, Registration};
 use ecdn_cluster::coordinator::objects::{ObjectOp, GET_PATH, UPDATE_PATH};
 use ecdn_cluster::coordinator::Heartbeat;
+use ecdn_cluster::etcd::{open_map, seal_map, LoadReport, Registration};
+use ecdn_cluster::piece::PieceMeta;
+use ecdn_cluster::wire::{self, PeerPath};
 use ecdn_cluster::BucketMap;
 use ecdn_objects::meta::{ObjectMeta, ObjectName};
 use libfuzzer_sys::fuzz_target;

@@ -14,8 +14,6 @@ mod cluster_demo;
 mod cluster_ops;
 mod coordinator_cmd;
 mod coral_demo;
-mod coral_dns;
-mod coral_site;
 mod demo_cmd;
 mod node_backend;
 mod node_cmd;

@@ -8,7 +8,7 @@
 //! overrides the file's). A flag given on the command line overrides the file. Unknown keys
 //! and bad values are errors that name the key. Cooperating sites (`--coral-listen`,
 //! `--coral-seed`, `--coral-advertise`, `--coral-cluster-period`: Coral's DSHT, see
-//! `coral_site.rs`; `--coral-dns`, `--coral-domain`: the DNS redirector, see `coral_dns.rs`)
+//! `ecdn-coral`'s `site`; `--coral-dns`, `--coral-domain`: the DNS redirector, see `ecdn-coral`'s `dns`)
 //! are flags only.
 
 use std::net::SocketAddr;
@@ -314,8 +314,8 @@ struct CoralFlags {
 
 /// What runs beside a cooperating node.
 struct Coral {
-    referrals: Arc<crate::coral_site::CoralReferrals>,
-    dns: Option<crate::coral_dns::DnsServer>,
+    referrals: Arc<ecdn_coral::site::CoralReferrals>,
+    dns: Option<ecdn_coral::dns::DnsServer>,
 }
 
 /// Starts the site's DSHT node, joins it, gives the node its referrals (returned, to be told
@@ -344,7 +344,7 @@ async fn wire_coral(cfg: &mut NodeConfig, coral: CoralFlags, listen: SocketAddr)
         dsht.addr()
     );
     let dsht = Arc::new(dsht);
-    let referrals = Arc::new(crate::coral_site::CoralReferrals::new(
+    let referrals = Arc::new(ecdn_coral::site::CoralReferrals::new(
         dsht.clone(),
         me,
         Duration::from_secs(2),
@@ -352,9 +352,9 @@ async fn wire_coral(cfg: &mut NodeConfig, coral: CoralFlags, listen: SocketAddr)
     cfg.sites = Some(ecdn_node::node::sites::Sites(referrals.clone()));
     let dns = match coral.dns {
         Some((addr, domain)) => {
-            let locate = crate::coral_dns::prefix_locator(dsht.clone());
-            let redirector = crate::coral_dns::Redirector::new(&domain, dsht, locate)?;
-            let server = crate::coral_dns::DnsServer::start(addr, redirector).await?;
+            let locate = ecdn_coral::dns::prefix_locator(dsht.clone());
+            let redirector = ecdn_coral::dns::Redirector::new(&domain, dsht, locate)?;
+            let server = ecdn_coral::dns::DnsServer::start(addr, redirector).await?;
             eprintln!(
                 "ecdn node: DNS redirector for {domain} on udp://{}",
                 server.addr

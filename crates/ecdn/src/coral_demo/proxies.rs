@@ -1,5 +1,5 @@
 //! The test bed's proxies: an `ecdn node` per DSHT node, each a cooperating site
-//! ([`crate::coral_site`]), an origin far from every site, and a flash crowd (§6.1).
+//! ([`ecdn_coral::site`]), an origin far from every site, and a flash crowd (§6.1).
 //!
 //! Every node listens on its DSHT node's address (127.0.(10+S).N) and reaches other sites
 //! and the origin through a connector that waits two RTTs of the topology before connecting
@@ -27,7 +27,7 @@ use serde::Serialize;
 use super::topology::Topology;
 use super::{quantiles, Quantiles};
 use crate::cluster_demo::procs::http_get_host;
-use crate::coral_site::CoralReferrals;
+use ecdn_coral::site::CoralReferrals;
 
 /// RTT between any site and the origin.
 pub const ORIGIN_RTT: Duration = Duration::from_millis(100);

@@ -27,12 +27,15 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use ecdn_dsht::{Contact, Dsht};
-use hickory_server::net::runtime::Time;
-use hickory_server::proto::op::{Header, Metadata, ResponseCode};
+use hickory_server::net::runtime::{Time, TokioTime};
+use hickory_server::net::xfer::Protocol;
+use hickory_server::net::NetError;
+use hickory_server::proto::op::{Header, MessageType, Metadata, OpCode, ResponseCode};
 use hickory_server::proto::rr::rdata::{A, AAAA, NS};
 use hickory_server::proto::rr::{LowerName, Name, RData, Record, RecordType};
+use hickory_server::proto::serialize::binary::{BinEncodable, BinEncoder};
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
-use hickory_server::zone_handler::MessageResponseBuilder;
+use hickory_server::zone_handler::{MessageResponse, MessageResponseBuilder};
 
 /// Most proxies in one answer.
 pub const ANSWERS: usize = 4;
@@ -248,21 +251,105 @@ impl RequestHandler for Redirector {
     }
 }
 
+impl Redirector {
+    /// Answers one DNS message from `src`, received over `protocol`, as the server does once
+    /// hickory has parsed it: the response's bytes, or `None` for what the server drops or
+    /// answers itself before the handler (not a DNS message, a response, a malformed one).
+    /// Over UDP an answer is at most 512 bytes (the answers carry no EDNS); one that does not
+    /// fit is truncated (TC) and the resolver asks again over TCP. The fuzz target and tests
+    /// use it without sockets.
+    pub async fn answer(
+        &self,
+        message: &[u8],
+        src: SocketAddr,
+        protocol: Protocol,
+    ) -> Option<Vec<u8>> {
+        let request = Request::from_bytes(message.to_vec(), src, protocol).ok()?;
+        if request.metadata.message_type == MessageType::Response {
+            return None;
+        }
+        let capture = Capture {
+            max_size: if protocol == Protocol::Udp {
+                512
+            } else {
+                u16::MAX
+            },
+            sent: Default::default(),
+        };
+        self.handle_request::<_, TokioTime>(&request, capture.clone())
+            .await;
+        let sent = lock(&capture.sent).take();
+        sent
+    }
+}
+
+/// A [`ResponseHandler`] that keeps the encoded response, as hickory's handle would send it.
+#[derive(Clone)]
+struct Capture {
+    max_size: u16,
+    sent: Arc<std::sync::Mutex<Option<Vec<u8>>>>,
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[async_trait::async_trait]
+impl ResponseHandler for Capture {
+    async fn send_response<'a>(
+        &mut self,
+        response: MessageResponse<
+            '_,
+            'a,
+            impl Iterator<Item = &'a Record> + Send + 'a,
+            impl Iterator<Item = &'a Record> + Send + 'a,
+            impl Iterator<Item = &'a Record> + Send + 'a,
+            impl Iterator<Item = &'a Record> + Send + 'a,
+        >,
+    ) -> Result<ResponseInfo, NetError> {
+        let id = response.metadata().id;
+        let mut bytes = Vec::with_capacity(512);
+        let mut encoder = BinEncoder::new(&mut bytes);
+        encoder.set_max_size(self.max_size);
+        let info = match response.destructive_emit(&mut encoder) {
+            Ok(info) => info,
+            Err(_) => {
+                // What hickory sends when a response cannot be encoded: SERVFAIL, nothing else.
+                bytes.clear();
+                let mut metadata = Metadata::new(id, MessageType::Response, OpCode::Query);
+                metadata.response_code = ResponseCode::ServFail;
+                let header = Header {
+                    metadata,
+                    counts: Default::default(),
+                };
+                header.emit(&mut BinEncoder::new(&mut bytes))?;
+                ResponseInfo::from(header)
+            }
+        };
+        *lock(&self.sent) = Some(bytes);
+        Ok(info)
+    }
+}
+
+/// How long a TCP connection may wait between queries before the server closes it.
+pub const TCP_IDLE: Duration = Duration::from_secs(10);
+
 /// A running redirector: dropping it stops the server.
 pub struct DnsServer {
+    /// Where it answers, over UDP and TCP.
     pub addr: SocketAddr,
     server: hickory_server::Server<Redirector>,
 }
 
 impl DnsServer {
-    /// Serves `redirector` over UDP on `addr` (port 0: any free port).
+    /// Serves `redirector` over UDP and TCP on `addr` (port 0: a port free for both). TCP is
+    /// where a resolver asks again when a UDP answer was truncated (RFC 7766).
     pub async fn start(addr: SocketAddr, redirector: Redirector) -> Result<DnsServer> {
-        let socket = tokio::net::UdpSocket::bind(addr)
-            .await
-            .with_context(|| format!("binding the DNS server on {addr}"))?;
+        let (socket, listener) = bind_both(addr).await?;
         let addr = socket.local_addr()?;
         let mut server = hickory_server::Server::new(redirector);
         server.register_socket(socket);
+        server.register_listener(listener, TCP_IDLE, 64 << 10);
         Ok(DnsServer { addr, server })
     }
 
@@ -270,6 +357,82 @@ impl DnsServer {
     pub async fn stop(mut self) {
         let _ = self.server.shutdown_gracefully().await;
     }
+}
+
+/// A UDP socket and a TCP listener on the same port: `addr`'s, or for port 0 the first port
+/// the system gives UDP that TCP can have too.
+async fn bind_both(addr: SocketAddr) -> Result<(tokio::net::UdpSocket, tokio::net::TcpListener)> {
+    let mut last = None;
+    for _ in 0..if addr.port() == 0 { 20 } else { 1 } {
+        let socket = tokio::net::UdpSocket::bind(addr)
+            .await
+            .with_context(|| format!("binding the DNS server on {addr} (UDP)"))?;
+        let bound = socket.local_addr()?;
+        match tokio::net::TcpListener::bind(bound).await {
+            Ok(listener) => return Ok((socket, listener)),
+            Err(e) => last = Some((bound, e)),
+        }
+    }
+    let (bound, e) = last.expect("at least one try");
+    Err(e).with_context(|| format!("binding the DNS server on {bound} (TCP)"))
+}
+
+/// What a stub resolver at `source` gets for `name`'s A records from the DNS server at
+/// `server` over UDP: the addresses with their TTLs, in the answer's order. A refusal, a
+/// failure, a truncated answer or no answer within `timeout` is an error.
+pub async fn query_a(
+    server: SocketAddr,
+    source: IpAddr,
+    name: &str,
+    timeout: Duration,
+) -> Result<Vec<(IpAddr, u32)>> {
+    use hickory_server::proto::op::{Message, Query};
+    let name = Name::from_str(name).with_context(|| format!("{name:?} is not a domain name"))?;
+    let id = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() as u16);
+    let mut query = Message::new(id, MessageType::Query, OpCode::Query);
+    query.add_query(Query::query(name, RecordType::A));
+    let socket = tokio::net::UdpSocket::bind(SocketAddr::new(source, 0))
+        .await
+        .with_context(|| format!("binding a resolver's socket on {source}"))?;
+    socket.send_to(&query.to_vec()?, server).await?;
+    let mut buf = vec![0u8; 4096];
+    let response = tokio::time::timeout(timeout, async {
+        loop {
+            let (n, from) = socket.recv_from(&mut buf).await?;
+            if from != server {
+                continue;
+            }
+            match Message::from_vec(&buf[..n]) {
+                Ok(m)
+                    if m.metadata.id == id && m.metadata.message_type == MessageType::Response =>
+                {
+                    return anyhow::Ok(m)
+                }
+                _ => continue,
+            }
+        }
+    })
+    .await
+    .with_context(|| format!("no answer from {server} within {timeout:?}"))??;
+    anyhow::ensure!(
+        response.metadata.response_code == ResponseCode::NoError,
+        "{server} answered {}",
+        response.metadata.response_code
+    );
+    anyhow::ensure!(
+        !response.metadata.truncation,
+        "{server}'s answer was truncated"
+    );
+    Ok(response
+        .answers
+        .iter()
+        .filter_map(|r| match &r.data {
+            RData::A(a) => Some((IpAddr::V4(a.0), r.ttl)),
+            _ => None,
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -280,8 +443,19 @@ mod tests {
     /// `dig` (Debian's dnsutils; `.ci/run` installs it) from `source` for `name`: the answer's
     /// (address, TTL) pairs and the authority section's lines.
     fn dig(server: SocketAddr, source: &str, name: &str) -> (Vec<(String, u32)>, Vec<String>) {
+        dig_with(server, source, name, "+notcp")
+    }
+
+    /// `dig` with one more option (`+tcp`: over TCP).
+    fn dig_with(
+        server: SocketAddr,
+        source: &str,
+        name: &str,
+        option: &str,
+    ) -> (Vec<(String, u32)>, Vec<String>) {
         let out = Command::new("dig")
             .args([
+                option,
                 &format!("@{}", server.ip()),
                 "-p",
                 &server.port().to_string(),
@@ -318,6 +492,70 @@ mod tests {
         (answers, authority)
     }
 
+    /// A DNS query datagram for `name` (type A, recursion desired, no EDNS).
+    fn a_query(id: u16, name: &str) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&id.to_be_bytes());
+        m.extend_from_slice(&[0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]);
+        for label in name.trim_end_matches('.').split('.') {
+            m.push(label.len() as u8);
+            m.extend_from_slice(label.as_bytes());
+        }
+        m.extend_from_slice(&[0, 0, 1, 0, 1]);
+        m
+    }
+
+    /// Names of every length are answered with the site over TCP; over UDP the longest (253
+    /// characters) do not fit in 512 bytes with hickory's encoder (it writes a name whole
+    /// before compressing it) and come back truncated, for the resolver to ask over TCP. A
+    /// query outside the domain is refused; a message that is not a query gets nothing from
+    /// the handler.
+    #[tokio::test]
+    async fn the_longest_names_are_answered_in_one_datagram() {
+        use hickory_server::proto::op::Message;
+        let dsht = Arc::new(
+            Dsht::start(ecdn_dsht::Config::new("127.0.0.1:0".parse().unwrap()))
+                .await
+                .unwrap(),
+        );
+        let locate: Locator = Arc::new(|_| Some(Duration::ZERO));
+        let redirector = Redirector::new("cdn.test", dsht, locate).unwrap();
+        let resolver: SocketAddr = "127.0.0.1:5353".parse().unwrap();
+        let label = "a".repeat(63);
+        let longest = format!("{label}.{label}.{label}.{}.cdn.test.", "b".repeat(52));
+        assert_eq!(longest.trim_end_matches('.').len(), 253);
+        for name in ["cdn.test.", "www.example.com.cdn.test.", &longest] {
+            for protocol in [Protocol::Udp, Protocol::Tcp] {
+                let query = a_query(7, name);
+                let bytes = redirector.answer(&query, resolver, protocol).await.unwrap();
+                let m = Message::from_vec(&bytes).unwrap();
+                assert_eq!(m.metadata.id, 7);
+                assert_eq!(m.metadata.response_code, ResponseCode::NoError, "{name}");
+                if protocol == Protocol::Udp && name == longest {
+                    assert!(m.metadata.truncation && m.answers.is_empty(), "{m:?}");
+                } else {
+                    if protocol == Protocol::Udp {
+                        assert!(bytes.len() <= 512, "{name}: {} bytes", bytes.len());
+                    }
+                    assert!(!m.metadata.truncation, "{name}");
+                    assert_eq!(m.answers.len(), 1, "{name}: the site itself");
+                }
+            }
+        }
+        let bytes = redirector
+            .answer(&a_query(8, "www.example.com."), resolver, Protocol::Udp)
+            .await
+            .unwrap();
+        let m = Message::from_vec(&bytes).unwrap();
+        assert_eq!(m.metadata.response_code, ResponseCode::Refused);
+        assert!(m.answers.is_empty());
+        let mut response = a_query(9, "x.cdn.test.");
+        response[2] |= 0x80;
+        let udp = Protocol::Udp;
+        assert!(redirector.answer(&response, resolver, udp).await.is_none());
+        assert!(redirector.answer(b"short", resolver, udp).await.is_none());
+    }
+
     /// Three sites' DSHT nodes: two in 127.0.10.0/24 (5 ms apart), one in 127.0.11.0/24 (40 ms
     /// away). The redirector at the first answers a resolver of its own /24 with its level-2
     /// cluster (TTL 60 s, nameservers for L2.L1.L0), one of the other /24 with the level-1
@@ -349,15 +587,25 @@ mod tests {
         for n in &nodes[1..] {
             n.join(&[nodes[0].addr()]).await;
         }
-        // Wait for the clusters: level 2 = the /24s, level 1 = all three.
-        for _ in 0..60 {
+        // Wait for the clusters (level 2 = the /24s, level 1 = all three) and for the first
+        // site's tables to hold them.
+        let formed = || {
             let c: Vec<Vec<ecdn_dsht::Id>> = nodes.iter().map(|n| n.clusters()).collect();
-            if c[0][2] == c[1][2] && c[0][2] != c[2][2] && c[0][1] == c[1][1] && c[1][1] == c[2][1]
-            {
+            let known = |level| nodes[0].nodes(level, 8, None).map_or(0, |n| n.len());
+            c[0][2] == c[1][2]
+                && c[0][2] != c[2][2]
+                && c[0][1] == c[1][1]
+                && c[1][1] == c[2][1]
+                && known(2) == 2
+                && known(1) == 3
+        };
+        for _ in 0..100 {
+            if formed() {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        assert!(formed(), "the clusters did not form in 10 s");
         let own = nodes[0].addr().ip();
         let locate: Locator = Arc::new(move |ip| rtt(own, ip));
         let mut redirector = Redirector::new("cdn.test", nodes[0].clone(), locate).unwrap();
@@ -386,6 +634,14 @@ mod tests {
                     && l.contains("NS")),
             "{authority:?}"
         );
+        // The stub resolver of `query_a` reads the same answer.
+        let source = "127.0.10.9".parse().unwrap();
+        let mut ours = query_a(addr, source, name, Duration::from_secs(3))
+            .await
+            .unwrap();
+        ours.sort();
+        let ours: Vec<(String, u32)> = ours.iter().map(|(ip, t)| (ip.to_string(), *t)).collect();
+        assert_eq!(ours, near);
         let (level1, _) = dig_from("127.0.11.9").await.unwrap();
         assert_eq!(level1.len(), 3, "{level1:?}");
         assert!(level1.iter().all(|(_, ttl)| *ttl == 30));
@@ -403,6 +659,23 @@ mod tests {
                 .await
                 .unwrap();
         assert!(other.is_empty());
+        // The longest name does not fit a UDP answer: dig, told of the truncation, asks again
+        // over TCP and gets it.
+        let label = "a".repeat(63);
+        let longest = format!("{label}.{label}.{label}.{}.cdn.test.", "b".repeat(52));
+        let (long, _) = tokio::task::spawn_blocking({
+            let longest = longest.clone();
+            move || dig(addr, "127.0.10.9", &longest)
+        })
+        .await
+        .unwrap();
+        assert_eq!(long.len(), 2, "{long:?}");
+        let (tcp, _) = tokio::task::spawn_blocking(move || {
+            dig_with(addr, "127.0.10.9", "www.example.com.cdn.test.", "+tcp")
+        })
+        .await
+        .unwrap();
+        assert_eq!(tcp.len(), 2, "{tcp:?}");
         // The second proxy dies: once it is no longer fresh, it is pinged, fails, and is left out.
         nodes[1].shutdown();
         tokio::time::sleep(Duration::from_millis(1200)).await;
