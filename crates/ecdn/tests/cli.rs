@@ -708,7 +708,8 @@ fn backend_bench_reports_each_strategy_and_rate() {
 /// `ecdn coral demo` on a small bed: a line per run and the summary; the level-2 clusters hold
 /// only nodes of one site (their injected RTTs are 5 ms, between sites at least 20), lookups
 /// in the hierarchy find references, some in the level-2 cluster; in the flash crowd the
-/// cooperating sites spare the origin most requests, while nodes alone send it every one.
+/// cooperating sites spare the origin most requests, while nodes alone send it every one; the
+/// DNS redirectors send resolvers to near proxies and stop naming a dead one.
 #[test]
 fn coral_demo_reports_clusters_lookups_crowds_and_the_summary() {
     let o = ecdn(&[
@@ -732,10 +733,12 @@ fn coral_demo_reports_clusters_lookups_crowds_and_the_summary() {
         "3s",
         "--hot-interval",
         "0s",
+        "--proxy-fresh",
+        "1s",
         "--json",
     ]);
     let rows = json_rows(&o);
-    assert_eq!(rows.len(), 6, "{rows:?}");
+    assert_eq!(rows.len(), 7, "{rows:?}");
     let multi = &rows[0];
     assert_eq!(multi["run"], "hierarchy");
     assert_eq!(multi["levels"], 3);
@@ -761,15 +764,34 @@ fn coral_demo_reports_clusters_lookups_crowds_and_the_summary() {
         crowd["origin_requests_per_object"].as_f64().unwrap() < 8.0,
         "{crowd}"
     );
-    assert_eq!(rows[2]["run"], "single-level");
-    assert_eq!(rows[2]["levels"], 1);
-    let alone = &rows[4];
+    // Every resolver asked every site's redirector; its own site's answered at level 2 with
+    // its own site's proxies only; a dead proxy was gone from answers within the freshness
+    // window and a ping (1 s and 0.5 s), far inside the answer's TTL.
+    let dns = &rows[2];
+    assert_eq!(dns["run"], "redirection");
+    assert_eq!(
+        (&dns["queries"], &dns["failed"]),
+        (&16.into(), &0.into()),
+        "{dns}"
+    );
+    assert!(dns["level2_answers"].as_u64().unwrap() >= 4, "{dns}");
+    assert_eq!(dns["own_site_only"], 1.0, "{dns}");
+    assert!(
+        dns["answer_rtt_ms"]["p50"].as_f64() < dns["random_rtt_ms"]["p50"].as_f64(),
+        "{dns}"
+    );
+    assert_eq!(dns["killed_ttl_s"], 60, "{dns}");
+    assert!(dns["observed_s"].as_f64().unwrap() >= 7.0, "{dns}");
+    assert!(dns["last_named_s"].as_f64().unwrap() < 3.0, "{dns}");
+    assert_eq!(rows[3]["run"], "single-level");
+    assert_eq!(rows[3]["levels"], 1);
+    let alone = &rows[5];
     assert_eq!(
         (&alone["run"], &alone["cooperating"]),
         (&"alone".into(), &false.into())
     );
     assert_eq!(alone["origin_requests_per_object"], 16.0, "{alone}");
-    let summary = &rows[5];
+    let summary = &rows[6];
     for field in [
         "nodes",
         "sites",
@@ -780,6 +802,8 @@ fn coral_demo_reports_clusters_lookups_crowds_and_the_summary() {
         "lookup_ms",
         "local_hit_fraction",
         "clusters",
+        "level2_answers",
+        "dead_proxy_last_named_s",
     ] {
         assert!(!summary[field].is_null(), "{field} missing: {summary}");
     }

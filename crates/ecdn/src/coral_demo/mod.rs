@@ -12,7 +12,10 @@
 //!    the clusters found per level against the injected topology. Then the **flash crowd**
 //!    of §6.1 through the proxies: every node's client asks for each of `--flash-objects` new
 //!    objects within `--flash-window`; reported: origin requests per object, fills from other
-//!    sites, client fetch latency.
+//!    sites, client fetch latency. Then **the redirectors** ([`redirect`], §3.1): one DNS
+//!    redirector per site, asked by every site's resolver; reported: the answers' levels, the
+//!    RTT to the proxies answered against a random one's, and how long a proxy that dies
+//!    stays in answers (`--proxy-fresh`).
 //! 2. **One level** (∞ only): the same topology, workload and crowd, for comparison (§6.2).
 //! 3. **Alone**: the crowd on nodes that do not cooperate (what the origin sees without the
 //!    DSHT).
@@ -23,6 +26,7 @@
 //! With `--json` each run prints one line and the last line sums them up.
 
 mod proxies;
+mod redirect;
 mod topology;
 
 use std::collections::HashMap;
@@ -73,6 +77,9 @@ pub struct DemoArgs {
     /// The flash crowd's requests arrive at random within this window.
     #[arg(long, default_value = "15s")]
     flash_window: String,
+    /// A redirector answers a proxy heard from within this long without pinging it first.
+    #[arg(long, default_value = "10s")]
+    proxy_fresh: String,
     /// How often each node puts the hot key (0s: no hot-spot run).
     #[arg(long, default_value = "2s")]
     hot_interval: String,
@@ -306,7 +313,12 @@ async fn lookup_run(
     hierarchy: bool,
     period: Duration,
     window: Duration,
-) -> Result<(LookupRun, Option<proxies::FlashCrowd>)> {
+    fresh: Duration,
+) -> Result<(
+    LookupRun,
+    Option<proxies::FlashCrowd>,
+    Option<redirect::Redirection>,
+)> {
     let levels = if hierarchy {
         vec![
             None,
@@ -359,10 +371,15 @@ async fn lookup_run(
     } else {
         None
     };
+    let redirection = if hierarchy {
+        Some(redirect::redirection(topo, &nodes, fresh).await?)
+    } else {
+        None
+    };
     for n in &nodes {
         n.shutdown();
     }
-    Ok((run, crowd))
+    Ok((run, crowd, redirection))
 }
 
 async fn hot_run(a: &DemoArgs, topo: &Topology, interval: Duration) -> Result<HotRun> {
@@ -437,14 +454,19 @@ async fn demo(a: DemoArgs) -> Result<()> {
     let period = crate::args::duration("--cluster-period", &a.cluster_period)?;
     let hot_interval = crate::args::duration("--hot-interval", &a.hot_interval)?;
     let window = crate::args::duration("--flash-window", &a.flash_window)?;
+    let fresh = crate::args::duration("--proxy-fresh", &a.proxy_fresh)?;
     let topo = Topology::generate(a.nodes, a.sites, a.seed);
     let started = Instant::now();
-    let (multi, multi_crowd) = lookup_run(&a, &topo, true, period, window).await?;
+    let (multi, multi_crowd, redirection) =
+        lookup_run(&a, &topo, true, period, window, fresh).await?;
     print_run(&a, &multi, LookupRun::text)?;
     if let Some(c) = &multi_crowd {
         print_run(&a, c, proxies::FlashCrowd::text)?;
     }
-    let (single, single_crowd) = lookup_run(&a, &topo, false, period, window).await?;
+    if let Some(r) = &redirection {
+        print_run(&a, r, redirect::Redirection::text)?;
+    }
+    let (single, single_crowd, _) = lookup_run(&a, &topo, false, period, window, fresh).await?;
     print_run(&a, &single, LookupRun::text)?;
     if let Some(c) = &single_crowd {
         print_run(&a, c, proxies::FlashCrowd::text)?;
@@ -489,6 +511,11 @@ async fn demo(a: DemoArgs) -> Result<()> {
         "alone_origin_requests_per_object": alone.as_ref().map(|c| c.origin_requests_per_object),
         "fetch_ms": multi_crowd.as_ref().map(|c| c.fetch_ms),
         "single_level_fetch_ms": single_crowd.as_ref().map(|c| c.fetch_ms),
+        "level2_answers": redirection.as_ref().map(|r| r.level2_answers),
+        "answered_proxy_rtt_ms_p50": redirection.as_ref().map(|r| r.answer_rtt_ms.p50),
+        "random_proxy_rtt_ms_p50": redirection.as_ref().map(|r| r.random_rtt_ms.p50),
+        "dead_proxy_last_named_s": redirection.as_ref().map(|r| r.last_named_s),
+        "dead_proxy_ttl_s": redirection.as_ref().and_then(|r| r.killed_ttl_s),
         "closest_node_puts_per_min": hot.as_ref().map(|h| h.closest_node_puts_per_min),
         "bound_puts_per_min": hot.as_ref().map(|h| h.bound_puts_per_min),
         "elapsed_s": started.elapsed().as_secs_f64(),
