@@ -30,12 +30,14 @@ use ecdn_dsht::{Contact, Dsht};
 use hickory_server::net::runtime::{Time, TokioTime};
 use hickory_server::net::xfer::Protocol;
 use hickory_server::net::NetError;
-use hickory_server::proto::op::{Header, MessageType, Metadata, OpCode, ResponseCode};
+use hickory_server::proto::op::{
+    Header, Message, MessageType, Metadata, OpCode, Query, ResponseCode,
+};
 use hickory_server::proto::rr::rdata::{A, AAAA, NS};
 use hickory_server::proto::rr::{LowerName, Name, RData, Record, RecordType};
-use hickory_server::proto::serialize::binary::{BinEncodable, BinEncoder};
+use hickory_server::proto::serialize::binary::{BinDecoder, BinEncodable, BinEncoder};
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
-use hickory_server::zone_handler::{MessageResponse, MessageResponseBuilder};
+use hickory_server::zone_handler::{MessageResponse, MessageResponseBuilder, Queries};
 
 /// Most proxies in one answer.
 pub const ANSWERS: usize = 4;
@@ -171,6 +173,32 @@ fn address_record(name: Name, ttl: u32, ip: IpAddr) -> Record {
     }
 }
 
+/// The request's one question, as the client wrote it (its case kept), or `None` when the
+/// message does not parse whole or asks more or less than one.
+fn question_of(request: &Request) -> Option<Query> {
+    let message = Message::from_vec(request.as_slice()).ok()?;
+    match <[Query; 1]>::try_from(message.queries) {
+        Ok([q]) => Some(q),
+        Err(_) => None,
+    }
+}
+
+/// The question section of the response: `question` encoded on its own. hickory's builder
+/// would copy the request's bytes, whose compression pointers can point anywhere in the
+/// response (the fuzz target found answers that did not parse), and its parsed question is
+/// lowercased, which resolvers that check the case they sent (DNS 0x20) would refuse.
+fn echo(question: Option<&Query>) -> Queries {
+    let mut bytes = Vec::new();
+    let encoded = question.is_some_and(|q| q.emit(&mut BinEncoder::new(&mut bytes)).is_ok());
+    let count = usize::from(encoded);
+    if !encoded {
+        bytes.clear();
+    }
+    Queries::read(&mut BinDecoder::new(&bytes), count)
+        .or_else(|_| Queries::read(&mut BinDecoder::new(&[]), 0))
+        .expect("an empty question section reads")
+}
+
 /// What the server records when a response could not be sent.
 fn failed(request: &Request) -> ResponseInfo {
     let mut metadata = Metadata::response_from_request(&request.metadata);
@@ -188,19 +216,18 @@ impl RequestHandler for Redirector {
         request: &Request,
         mut response: R,
     ) -> ResponseInfo {
-        let builder = MessageResponseBuilder::from_message_request(request);
-        let info = match request.request_info() {
-            Ok(info) => info,
-            Err(_) => {
-                let r = builder.error_msg(&request.metadata, ResponseCode::FormErr);
-                return response
-                    .send_response(r)
-                    .await
-                    .unwrap_or_else(|_| failed(request));
-            }
+        let question = question_of(request);
+        let echoed = echo(question.as_ref());
+        let builder = MessageResponseBuilder::new(&echoed, None);
+        let Some(query) = question else {
+            let r = builder.error_msg(&request.metadata, ResponseCode::FormErr);
+            return response
+                .send_response(r)
+                .await
+                .unwrap_or_else(|_| failed(request));
         };
-        let name = info.query.name();
-        if !self.domain.zone_of(name) {
+        let name = query.name();
+        if !self.domain.zone_of(&LowerName::from(name)) {
             let r = builder.error_msg(&request.metadata, ResponseCode::Refused);
             return response
                 .send_response(r)
@@ -211,7 +238,7 @@ impl RequestHandler for Redirector {
         let level = self.level_of(resolver);
         let proxies = self.live_proxies(level, resolver).await;
         let ttl = if level >= 2 { TTL_NEAR } else { TTL_FAR };
-        let wanted = info.query.query_type();
+        let wanted = query.query_type();
         let answers: Vec<Record> = proxies
             .iter()
             .map(|c| c.addr.ip())
@@ -220,7 +247,7 @@ impl RequestHandler for Redirector {
                     || (wanted == RecordType::AAAA && ip.is_ipv6())
                     || wanted == RecordType::ANY
             })
-            .map(|ip| address_record(Name::from(name.clone()), ttl, ip))
+            .map(|ip| address_record(name.clone(), ttl, ip))
             .collect();
         let zone = self.zone_for(level);
         let nameservers: Vec<(Name, IpAddr)> = proxies
@@ -386,7 +413,6 @@ pub async fn query_a(
     name: &str,
     timeout: Duration,
 ) -> Result<Vec<(IpAddr, u32)>> {
-    use hickory_server::proto::op::{Message, Query};
     let name = Name::from_str(name).with_context(|| format!("{name:?} is not a domain name"))?;
     let id = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -554,6 +580,43 @@ mod tests {
         let udp = Protocol::Udp;
         assert!(redirector.answer(&response, resolver, udp).await.is_none());
         assert!(redirector.answer(b"short", resolver, udp).await.is_none());
+    }
+
+    /// The response's question is the query's as sent, case kept (resolvers using DNS 0x20
+    /// check it), and is encoded anew: a request whose question bytes hickory accepts but
+    /// that point elsewhere (the fuzz target's finding, seven questions and a reserved label
+    /// type) gets a FORMERR that parses, with no question.
+    #[tokio::test]
+    async fn answers_echo_the_question_as_sent_and_always_parse() {
+        use hickory_server::proto::op::Message;
+        let dsht = Dsht::start(ecdn_dsht::Config::new("127.0.0.1:0".parse().unwrap()))
+            .await
+            .unwrap();
+        let locate: Locator = Arc::new(|_| None);
+        let redirector = Redirector::new("cdn.test", Arc::new(dsht), locate).unwrap();
+        let resolver: SocketAddr = "127.0.0.1:5353".parse().unwrap();
+        let mixed = "WwW.ExAmple.com.CDN.tEst.";
+        let bytes = redirector
+            .answer(&a_query(3, mixed), resolver, Protocol::Udp)
+            .await
+            .unwrap();
+        let m = Message::from_vec(&bytes).unwrap();
+        assert_eq!(m.queries[0].name().to_string(), mixed);
+        assert_eq!(m.answers.len(), 1);
+        let mut found = vec![0x34, 0x56, 1, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x31];
+        found.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0x91, 0x40, 0x85, 1, 0, 0, 0, 0]);
+        found.extend_from_slice(&[0, 0, 0, 2, 2, 2, 0xc0]);
+        found.extend_from_slice(&[2; 92]);
+        found.extend_from_slice(&[0, 0, 0, 0, 0xb4, 0x63, 0x87, 0x6e, 0x12, 0x32, 1, 0x14, 1]);
+        assert_eq!(found.len(), 143);
+        let bytes = redirector
+            .answer(&found, resolver, Protocol::Udp)
+            .await
+            .expect("hickory takes it for a query");
+        let m = Message::from_vec(&bytes).expect("the answer parses");
+        assert_eq!(m.metadata.id, 0x3456);
+        assert_eq!(m.metadata.response_code, ResponseCode::FormErr);
+        assert!(m.queries.is_empty());
     }
 
     /// Three sites' DSHT nodes: two in 127.0.10.0/24 (5 ms apart), one in 127.0.11.0/24 (40 ms
