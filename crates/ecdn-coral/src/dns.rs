@@ -18,7 +18,12 @@
 //! * A proxy's address is its DSHT node's IP: every site's proxy listens on one well-known
 //!   port, as Coral's did (8090).
 //!
-//! Names outside the domain are refused; queries of other types get an empty answer.
+//! * **Transport**: UDP and TCP on one port. A UDP answer is at most 512 bytes; one that does
+//!   not fit (hickory writes a name whole before compressing it, so names near 253 characters
+//!   do not) is truncated and the resolver asks again over TCP.
+//!
+//! Names outside the domain are refused; queries of other types get an empty answer; a
+//! message that is not exactly one question gets FORMERR.
 
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
