@@ -3,8 +3,9 @@
 //! Settings come from an optional TOML file (`--config`) whose keys are the flags' names with
 //! underscores (`listen`, `origin`, `hoc_size`, `hoc_policy`, `disk_path`, `disk_size`,
 //! `origin_timeout`, `drain_timeout`, `purge_token`, `access_log`, `threads`,
-//! `backend_strategy`, `backend_connections`, `backend_cache_control`), plus a `routes`
-//! table of host → origin (`--route HOST=URL` on the command line, repeatable, adds to and
+//! `backend_strategy`, `backend_connections`, `backend_cache_control`, `tls_listen`,
+//! `tls_cert`, `tls_key`, `h2c`), a `tls_hosts` table of host name → `{ cert, key }` (the
+//! certificates picked by SNI), plus a `routes` table of host → origin (`--route HOST=URL` on the command line, repeatable, adds to and
 //! overrides the file's). A flag given on the command line overrides the file. Unknown keys
 //! and bad values are errors that name the key. Cooperating sites (`--coral-listen`,
 //! `--coral-seed`, `--coral-advertise`, `--coral-cluster-period`: Coral's DSHT, see
@@ -132,6 +133,29 @@ pub struct NodeArgs {
     /// lets new sites cluster sooner).
     #[arg(long, value_name = "DURATION", requires = "coral_listen")]
     coral_cluster_period: Option<String>,
+    /// Also listen for HTTPS on this address: HTTP/2 or HTTP/1.1 by ALPN, TLS 1.2 and 1.3.
+    /// Needs --tls-cert and --tls-key; more certificates by host name (SNI) in the config's
+    /// [tls_hosts] table. SIGHUP reloads the certificate files.
+    #[arg(long, value_name = "ADDR")]
+    tls_listen: Option<String>,
+    /// The default certificate chain (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// Its private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
+    /// Also accept HTTP/2 with prior knowledge (h2c) on the plain listener.
+    #[arg(long)]
+    h2c: bool,
+}
+
+/// A certificate for some host names in the config file's `[tls_hosts]` table:
+/// `"img.example.com" = { cert = "...", key = "..." }` (a name may be `*.example.com`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostCert {
+    cert: PathBuf,
+    key: PathBuf,
 }
 
 /// The config file: every key optional, unknown keys rejected.
@@ -153,6 +177,11 @@ struct FileConfig {
     backend_connections: Option<usize>,
     backend_cache_control: Option<String>,
     routes: Option<std::collections::BTreeMap<String, String>>,
+    tls_listen: Option<String>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_hosts: Option<std::collections::BTreeMap<String, HostCert>>,
+    h2c: Option<bool>,
 }
 
 /// The effective settings after merging file and flags.
@@ -281,6 +310,46 @@ fn merge(a: NodeArgs) -> Result<Settings> {
         .filter(|c| !c.is_empty()),
         task_timeout: timeout,
     };
+    let tls = match a.tls_listen.or(file.tls_listen) {
+        Some(addr) => {
+            let addr: SocketAddr = addr.parse().with_context(|| {
+                format!(
+                    "{}: {addr:?} is not an address like 0.0.0.0:443",
+                    key("tls_listen")
+                )
+            })?;
+            let (Some(cert), Some(key_file)) =
+                (a.tls_cert.or(file.tls_cert), a.tls_key.or(file.tls_key))
+            else {
+                bail!("--tls-listen needs --tls-cert and --tls-key (or tls_cert and tls_key in the config)");
+            };
+            let hosts = file
+                .tls_hosts
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(name, c)| {
+                    (
+                        name,
+                        ecdn_node::node::tls::CertFiles {
+                            cert: c.cert,
+                            key: c.key,
+                        },
+                    )
+                })
+                .collect();
+            Some(ecdn_node::node::TlsListen {
+                addr,
+                settings: ecdn_node::node::tls::TlsSettings {
+                    default: ecdn_node::node::tls::CertFiles {
+                        cert,
+                        key: key_file,
+                    },
+                    hosts,
+                },
+            })
+        }
+        None => None,
+    };
     Ok(Settings {
         listen,
         node: NodeConfig {
@@ -295,6 +364,8 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             purge_token: a.purge_token.or(file.purge_token),
             access_log: a.access_log || file.access_log.unwrap_or(false),
             cluster,
+            tls,
+            h2c: a.h2c || file.h2c.unwrap_or(false),
             ..NodeConfig::default()
         },
         threads: a.threads.or(file.threads),
@@ -408,6 +479,9 @@ pub fn run(a: NodeArgs) -> Result<()> {
         }
         .with_context(|| format!("cannot start the node on {listen}"))?;
         eprintln!("ecdn node listening on http://{}", node.addr);
+        if let Some(tls) = node.tls_addr {
+            eprintln!("ecdn node listening on https://{tls} (h2, http/1.1)");
+        }
         if let Some(c) = &coral {
             c.referrals.set_holder(node.holder());
             c.referrals.start_upkeep(Duration::from_secs(60));
@@ -418,6 +492,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
         let drained = tokio::select! {
             _ = crate::origin_cmd::shutdown_signal() => false,
             _ = node.leaving() => true,
+            _ = reload_on_hangup(&node) => false,
         };
         if drained {
             // The health check fails from now on; give load balancers the time the
@@ -442,6 +517,24 @@ pub fn run(a: NodeArgs) -> Result<()> {
         );
         Ok(())
     })
+}
+
+/// On every SIGHUP, reloads the TLS certificates (an error is reported and the old ones
+/// stay). Never returns.
+async fn reload_on_hangup(node: &ecdn_node::node::RunningNode) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+        return std::future::pending().await;
+    };
+    while hangups.recv().await.is_some() {
+        match node.reload_tls() {
+            Ok(()) => eprintln!("ecdn node: SIGHUP: certificates reloaded"),
+            Err(e) => {
+                eprintln!("ecdn node: SIGHUP: certificates not reloaded, keeping the old ones: {e}")
+            }
+        }
+    }
+    std::future::pending().await
 }
 
 /// The client address of a node added since the cluster file was written: its member in the

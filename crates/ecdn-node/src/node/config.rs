@@ -67,6 +67,49 @@ pub struct NodeConfig {
     /// Cooperating sites (Coral): misses first try the sites these referrals name
     /// ([`super::sites`]). None by default.
     pub sites: Option<super::sites::Sites>,
+    /// A TLS listener beside the plain one: its address and certificates ([`super::tls`]);
+    /// HTTP/2 or HTTP/1.1 by ALPN. None by default.
+    pub tls: Option<TlsListen>,
+    /// HTTP/2 with prior knowledge (h2c) on the plain listener, beside HTTP/1.1. Off by
+    /// default.
+    pub h2c: bool,
+    /// HTTP/2's limits against abuse.
+    pub h2: H2Limits,
+}
+
+/// Where the TLS listener listens, and with which certificates.
+#[derive(Clone, Debug)]
+pub struct TlsListen {
+    pub addr: std::net::SocketAddr,
+    pub settings: super::tls::TlsSettings,
+}
+
+/// HTTP/2's limits (the request head's size limit is `max_header_bytes`, as for HTTP/1.1).
+#[derive(Clone, Debug)]
+pub struct H2Limits {
+    /// Streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS). Default 100.
+    pub max_concurrent_streams: u32,
+    /// Flow-control windows: of a stream, and of the connection. Defaults 1 MiB and 4 MiB.
+    pub stream_window: u32,
+    pub connection_window: u32,
+    /// Streams a client may open and reset before the node reads them, at once (the
+    /// "rapid reset" attack); beyond it the connection is closed with GOAWAY. Default 20.
+    pub max_pending_resets: usize,
+    /// Streams the node resets for a client's protocol errors before it closes the
+    /// connection. Default 256.
+    pub max_error_resets: usize,
+}
+
+impl Default for H2Limits {
+    fn default() -> Self {
+        H2Limits {
+            max_concurrent_streams: 100,
+            stream_window: 1 << 20,
+            connection_window: 4 << 20,
+            max_pending_resets: 20,
+            max_error_resets: 256,
+        }
+    }
 }
 
 impl Default for NodeConfig {
@@ -89,6 +132,9 @@ impl Default for NodeConfig {
             drain_timeout: Duration::from_secs(30),
             cluster: None,
             sites: None,
+            tls: None,
+            h2c: false,
+            h2: H2Limits::default(),
         }
     }
 }

@@ -78,6 +78,7 @@ mod outcome;
 mod sanitize;
 mod server;
 pub mod sites;
+pub mod tls;
 mod upstream;
 mod vary;
 
@@ -95,7 +96,7 @@ pub use body::{LiveBody, NodeBody};
 pub use cluster::link::PeerLink;
 pub use cluster::objects::MAX_OBJECT;
 pub use cluster::ClusterNode;
-pub use config::NodeConfig;
+pub use config::{H2Limits, NodeConfig, TlsListen};
 pub use outcome::Outcome;
 pub use server::{Holder, Node, RunningNode};
 pub use upstream::{tcp_connector, Connecting, Connector, OriginIo};

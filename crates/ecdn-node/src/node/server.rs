@@ -1,6 +1,14 @@
 //! The server: opening the caches, the accept loop, connections and their limits, and the
 //! graceful stop.
 //!
+//! * Listeners: the plain one (HTTP/1.1, and HTTP/2 with prior knowledge when
+//!   [`NodeConfig::h2c`] is set) and, with [`NodeConfig::tls`], a TLS one ([`super::tls`])
+//!   where ALPN picks HTTP/2 or HTTP/1.1. Every request takes the same path whatever the
+//!   protocol. A TLS handshake must end within `header_read_timeout`.
+//! * HTTP/2's limits ([`super::H2Limits`]): concurrent streams, flow-control windows, the
+//!   header list size (`max_header_bytes`), and resets (pending accepted ones, the "rapid
+//!   reset" attack, and those the node sends for protocol errors) beyond which the
+//!   connection is closed.
 //! * Shutdown ([`RunningNode::stop`]; `ecdn node` on SIGTERM or Ctrl-C): stop accepting, close
 //!   idle keep-alive connections, let busy ones finish their response (at most
 //!   [`NodeConfig::drain_timeout`]), then sync the disk cache.
@@ -18,7 +26,7 @@ use std::time::Duration;
 use ecdn_store::{Store, StoreConfig, DEFAULT_ALIGN};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
@@ -26,6 +34,7 @@ use super::body::NodeBody;
 use super::disk::Disk;
 use super::hoc::Hoc;
 use super::ops::Metrics;
+use super::tls::TlsAcceptor;
 use super::upstream::{tcp_connector, Connector, Upstream};
 use super::vary::VaryIndex;
 use super::{handle, NodeConfig, State};
@@ -96,6 +105,13 @@ impl Node {
         // accept loops run). A node added since the cluster file was written learns its peer
         // address from the map, so binds its peer listener right after joining.
         let listener = TcpListener::bind(listen).await?;
+        let tls = match &cfg.tls {
+            Some(t) => {
+                let acceptor = Arc::new(TlsAcceptor::new(t.settings.clone())?);
+                Some((TcpListener::bind(t.addr).await?, acceptor))
+            }
+            None => None,
+        };
         let mut peer_listener = match &cfg.cluster {
             Some(c) => match c.cluster.nodes.get(c.id) {
                 Some(n) if n.id == c.id => Some(TcpListener::bind(n.peer).await?),
@@ -140,74 +156,198 @@ impl Node {
             None => None,
         };
         let addr = listener.local_addr()?;
+        let tls_addr = match &tls {
+            Some((l, _)) => Some(l.local_addr()?),
+            None => None,
+        };
+        let tls_acceptor = tls.as_ref().map(|(_, a)| a.clone());
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let mut http = hyper::server::conn::http1::Builder::new();
-        http.keep_alive(true)
-            // A client that shuts its sending side after the request still gets the answer.
-            .half_close(true)
-            .max_buf_size(cfg.max_header_bytes.max(MIN_HEADER_BYTES))
-            .max_headers(cfg.max_headers)
-            .timer(TokioTimer::new())
-            .header_read_timeout(cfg.header_read_timeout);
+        let protocols = Arc::new(Protocols::new(&cfg));
         let limit = Arc::new(Semaphore::new(
             cfg.max_connections.min(Semaphore::MAX_PERMITS),
         ));
         let task = tokio::spawn(serve(
-            listener,
+            Listeners {
+                plain: listener,
+                tls,
+            },
             state.clone(),
-            http.clone(),
+            protocols.clone(),
             limit,
             rx,
             cfg.drain_timeout,
         ));
         Ok(RunningNode {
             addr,
+            tls_addr,
+            tls: tls_acceptor,
             peer,
             stop: Some(tx),
             task,
             state,
-            http,
+            protocols,
         })
     }
 }
 
+/// How connections speak HTTP: the settings of each protocol.
+struct Protocols {
+    http1: hyper::server::conn::http1::Builder,
+    http2: hyper::server::conn::http2::Builder<TokioExecutor>,
+    /// The plain listener with h2c: HTTP/1.1 or HTTP/2 by the connection's first bytes.
+    auto: Option<hyper_util::server::conn::auto::Builder<TokioExecutor>>,
+    /// The longest a TLS handshake may take.
+    handshake_timeout: Duration,
+}
+
+impl Protocols {
+    fn new(cfg: &NodeConfig) -> Protocols {
+        // The same settings for the HTTP/1.1 and HTTP/2 builders and for h2c's, whose
+        // builders are other types with the same methods.
+        macro_rules! http1_settings {
+            ($b:expr) => {
+                $b.keep_alive(true)
+                    // A client that shuts its sending side after the request still gets the
+                    // answer.
+                    .half_close(true)
+                    .max_buf_size(cfg.max_header_bytes.max(MIN_HEADER_BYTES))
+                    .max_headers(cfg.max_headers)
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(cfg.header_read_timeout)
+            };
+        }
+        macro_rules! http2_settings {
+            ($b:expr) => {
+                $b.timer(TokioTimer::new())
+                    .max_concurrent_streams(cfg.h2.max_concurrent_streams)
+                    .initial_stream_window_size(cfg.h2.stream_window)
+                    .initial_connection_window_size(cfg.h2.connection_window)
+                    .max_header_list_size(u32::try_from(cfg.max_header_bytes).unwrap_or(u32::MAX))
+                    .max_pending_accept_reset_streams(cfg.h2.max_pending_resets)
+                    .max_local_error_reset_streams(Some(cfg.h2.max_error_resets))
+                    // Idle connections are pinged, and closed when the client stops answering.
+                    .keep_alive_interval(Some(cfg.header_read_timeout.max(Duration::from_secs(1))))
+                    .keep_alive_timeout(cfg.header_read_timeout.max(Duration::from_secs(1)))
+            };
+        }
+        let mut http1 = hyper::server::conn::http1::Builder::new();
+        http1_settings!(http1);
+        let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        http2_settings!(http2);
+        let auto = cfg.h2c.then(|| {
+            let mut auto = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            http1_settings!(auto.http1());
+            http2_settings!(auto.http2());
+            auto
+        });
+        Protocols {
+            http1,
+            http2,
+            auto,
+            handshake_timeout: cfg.header_read_timeout,
+        }
+    }
+}
+
+/// The node's listeners.
+struct Listeners {
+    plain: TcpListener,
+    tls: Option<(TcpListener, Arc<TlsAcceptor>)>,
+}
+
+/// A new connection, from either listener.
+enum Accepted {
+    Plain(tokio::net::TcpStream, SocketAddr),
+    Tls(tokio::net::TcpStream, SocketAddr, Arc<TlsAcceptor>),
+    Stop,
+    Failed,
+}
+
+impl Listeners {
+    async fn accept(&self, stop: &mut tokio::sync::oneshot::Receiver<()>) -> Accepted {
+        let tls = async {
+            match &self.tls {
+                Some((l, a)) => (l.accept().await, a.clone()),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = stop => Accepted::Stop,
+            r = self.plain.accept() => match r {
+                Ok((s, remote)) => Accepted::Plain(s, remote),
+                Err(_) => Accepted::Failed,
+            },
+            (r, acceptor) = tls => match r {
+                Ok((s, remote)) => Accepted::Tls(s, remote, acceptor),
+                Err(_) => Accepted::Failed,
+            },
+        }
+    }
+}
+
 async fn serve(
-    listener: TcpListener,
+    listeners: Listeners,
     st: Arc<State>,
-    http: hyper::server::conn::http1::Builder,
+    protocols: Arc<Protocols>,
     limit: Arc<Semaphore>,
     mut stop: tokio::sync::oneshot::Receiver<()>,
     drain_timeout: Duration,
 ) {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     loop {
-        let stream = tokio::select! {
-            _ = &mut stop => break,
-            r = listener.accept() => match r {
-                Ok(s) => s,
-                // Out of file descriptors and the like: back off instead of spinning.
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
+        let (stream, remote, tls) = match listeners.accept(&mut stop).await {
+            Accepted::Stop => break,
+            Accepted::Plain(s, remote) => (s, remote, None),
+            Accepted::Tls(s, remote, acceptor) => (s, remote, Some(acceptor)),
+            // Out of file descriptors and the like: back off instead of spinning.
+            Accepted::Failed => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
         };
         // Over the connection limit: close it at once (dropping the stream).
-        let (stream, remote) = stream;
         let Ok(permit) = limit.clone().try_acquire_owned() else {
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let st = st.clone();
-        let conn = http.serve_connection(TokioIo::new(stream), service(st, remote));
-        let conn = graceful.watch(conn);
+        let (st, protocols, watcher) = (st.clone(), protocols.clone(), graceful.watcher());
         tokio::spawn(async move {
             let _permit = permit;
-            let _ = conn.await;
+            match tls {
+                None => match &protocols.auto {
+                    Some(auto) => {
+                        let conn = auto.serve_connection(TokioIo::new(stream), service(st, remote));
+                        let _ = watcher.watch(conn).await;
+                    }
+                    None => {
+                        let conn = protocols
+                            .http1
+                            .serve_connection(TokioIo::new(stream), service(st, remote));
+                        let _ = watcher.watch(conn).await;
+                    }
+                },
+                Some(acceptor) => {
+                    let handshake = acceptor.acceptor().accept(stream);
+                    let Ok(Ok(stream)) =
+                        tokio::time::timeout(protocols.handshake_timeout, handshake).await
+                    else {
+                        return;
+                    };
+                    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                    let io = TokioIo::new(stream);
+                    if h2 {
+                        let conn = protocols.http2.serve_connection(io, service(st, remote));
+                        let _ = watcher.watch(conn).await;
+                    } else {
+                        let conn = protocols.http1.serve_connection(io, service(st, remote));
+                        let _ = watcher.watch(conn).await;
+                    }
+                }
+            }
         });
     }
     // Drain: no new connections; idle ones close now, busy ones after their response.
-    drop(listener);
+    drop(listeners);
     let open = graceful.count();
     if tokio::time::timeout(drain_timeout, graceful.shutdown())
         .await
@@ -275,15 +415,27 @@ impl Holder {
 /// A running node: its address and a handle that stops it.
 pub struct RunningNode {
     pub addr: SocketAddr,
+    /// The TLS listener's address, with [`NodeConfig::tls`].
+    pub tls_addr: Option<SocketAddr>,
+    tls: Option<Arc<TlsAcceptor>>,
     /// Cluster mode: the peer listener's address and task.
     peer: Option<(SocketAddr, tokio::task::JoinHandle<()>)>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
     state: Arc<State>,
-    http: hyper::server::conn::http1::Builder,
+    protocols: Arc<Protocols>,
 }
 
 impl RunningNode {
+    /// Reads the TLS certificates again (`ecdn node` does on SIGHUP): new handshakes use them,
+    /// open connections go on. On an error nothing changes. Without TLS, nothing to do.
+    pub fn reload_tls(&self) -> Result<(), super::tls::TlsError> {
+        match &self.tls {
+            Some(t) => t.reload(),
+            None => Ok(()),
+        }
+    }
+
     /// A handle that tells whether this node still holds a URL.
     pub fn holder(&self) -> Holder {
         Holder(self.state.clone())
@@ -342,7 +494,7 @@ impl RunningNode {
     where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let (st, http) = (self.state.clone(), self.http.clone());
-        async move { serve_connection(st, &http, TokioIo::new(io), remote).await }
+        let (st, protocols) = (self.state.clone(), self.protocols.clone());
+        async move { serve_connection(st, &protocols.http1, TokioIo::new(io), remote).await }
     }
 }

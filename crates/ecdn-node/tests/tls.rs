@@ -1,0 +1,386 @@
+//! The TLS listener with real clients: curl over HTTP/2 and HTTP/1.1 (ALPN), certificates
+//! picked by SNI (exact and wildcard names, the default otherwise), a certificate reloaded
+//! while a connection made before it goes on, session resumption, h2c with prior knowledge,
+//! and clear errors for bad certificate files.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use ecdn_node::node::tls::{CertFiles, TlsSettings};
+use ecdn_node::node::{Node, NodeConfig, RunningNode, TlsListen};
+use ecdn_node::origin::{Origin, OriginConfig};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::{CertificateDer, ServerName};
+
+/// A CA and the certificates it signs, written as PEM files in a temporary directory.
+struct Pki {
+    dir: tempfile::TempDir,
+    ca: rcgen::Certificate,
+    ca_key: rcgen::KeyPair,
+}
+
+impl Pki {
+    fn new(name: &str) -> Pki {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let ca = params.self_signed(&ca_key).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+        Pki { dir, ca, ca_key }
+    }
+
+    fn ca_file(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    fn ca_der(&self) -> CertificateDer<'static> {
+        self.ca.der().clone()
+    }
+
+    /// A certificate for `names`, signed by the CA, written as `<file>.pem` and
+    /// `<file>.key` (or into `at` when given, to replace files in place).
+    fn issue(&self, file: &str, names: &[&str], at: Option<&CertFiles>) -> CertFiles {
+        let params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        let files = at.cloned().unwrap_or_else(|| CertFiles {
+            cert: self.dir.path().join(format!("{file}.pem")),
+            key: self.dir.path().join(format!("{file}.key")),
+        });
+        std::fs::write(&files.cert, cert.pem()).unwrap();
+        std::fs::write(&files.key, key.serialize_pem()).unwrap();
+        files
+    }
+}
+
+async fn start(origin: &Origin, settings: TlsSettings, h2c: bool) -> RunningNode {
+    let cfg = NodeConfig {
+        origin: format!("http://{}", origin.addr),
+        hoc_size: 16 << 20,
+        tls: Some(TlsListen {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            settings,
+        }),
+        h2c,
+        ..NodeConfig::default()
+    };
+    Node::start("127.0.0.1:0".parse().unwrap(), cfg)
+        .await
+        .unwrap()
+}
+
+/// curl for `https://HOST:PORT/PATH` resolved to the node, trusting `ca`: the HTTP version,
+/// status, and the body's length; or curl's error.
+fn curl(ca: &Path, tls: SocketAddr, host: &str, path: &str, flag: &str) -> Result<String, String> {
+    let out = Command::new("curl")
+        .args([
+            "-sS",
+            flag,
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--resolve",
+            &format!("{host}:{}:127.0.0.1", tls.port()),
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_version} %{response_code} %{size_download}",
+            "--max-time",
+            "10",
+            &format!("https://{host}:{}{path}", tls.port()),
+        ])
+        .output()
+        .expect("curl is needed (Debian: curl)");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).to_string())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).to_string())
+    }
+}
+
+/// SNI picks the certificate (curl checks that it names the host it asked for); ALPN gives
+/// HTTP/2 to `--http2` and HTTP/1.1 to `--http1.1`; the second request for an object is a
+/// hit whichever protocol filled it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_gets_the_hosts_certificate_over_h2_and_http1() {
+    let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
+        .await
+        .unwrap();
+    let pki = Pki::new("ecdn test CA");
+    let settings = TlsSettings {
+        default: pki.issue("default", &["default.test"], None),
+        hosts: vec![
+            ("a.test".into(), pki.issue("a", &["a.test"], None)),
+            ("*.w.test".into(), pki.issue("w", &["*.w.test"], None)),
+        ],
+    };
+    let node = start(&origin, settings, false).await;
+    let tls = node.tls_addr.unwrap();
+    let ca = pki.ca_file();
+    let path = "/obj/5?size=100000";
+    let run = move |host: &'static str, flag: &'static str| {
+        let ca = ca.clone();
+        tokio::task::spawn_blocking(move || curl(&ca, tls, host, path, flag))
+    };
+    assert_eq!(
+        run("a.test", "--http2").await.unwrap().unwrap(),
+        "2 200 100000"
+    );
+    assert_eq!(
+        run("a.test", "--http1.1").await.unwrap().unwrap(),
+        "1.1 200 100000"
+    );
+    assert_eq!(
+        run("x.w.test", "--http2").await.unwrap().unwrap(),
+        "2 200 100000"
+    );
+    assert_eq!(
+        run("default.test", "--http2").await.unwrap().unwrap(),
+        "2 200 100000"
+    );
+    // A name with no certificate of its own gets the default one, which curl refuses.
+    let err = run("b.test", "--http2").await.unwrap().unwrap_err();
+    assert!(err.contains("SSL") || err.contains("certificate"), "{err}");
+    // The cache key holds the host: one fill for each of the three; a.test's second
+    // request, over HTTP/1.1, was a hit of the fill made over HTTP/2.
+    assert_eq!(origin.requests(), 3);
+    node.stop().await.unwrap();
+    origin.stop().await.unwrap();
+}
+
+/// A TLS client of our own: rustls trusting `roots`, sharing `config` (and so its session
+/// cache) across connections.
+fn client_config(roots: &[CertificateDer<'static>], alpn: &[u8]) -> Arc<rustls::ClientConfig> {
+    let mut store = rustls::RootCertStore::empty();
+    for r in roots {
+        store.add(r.clone()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(store)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![alpn.to_vec()];
+    Arc::new(config)
+}
+
+type Tls = tokio_rustls::client::TlsStream<tokio::net::TcpStream>;
+
+async fn connect(
+    config: &Arc<rustls::ClientConfig>,
+    addr: SocketAddr,
+    host: &str,
+) -> std::io::Result<Tls> {
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let name = ServerName::try_from(host.to_string()).unwrap();
+    tokio_rustls::TlsConnector::from(config.clone())
+        .connect(name, tcp)
+        .await
+}
+
+/// An HTTP/1.1 client on one TLS connection.
+async fn http1(stream: Tls) -> hyper::client::conn::http1::SendRequest<Empty<Bytes>> {
+    let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    send
+}
+
+async fn get(
+    send: &mut hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    host: &str,
+    path: &str,
+) -> (u16, usize) {
+    let req = hyper::Request::get(path)
+        .header("host", host)
+        .body(Empty::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, body.len())
+}
+
+/// A certificate replaced on disk and reloaded: new connections get the new one (a client
+/// trusting only the new CA connects, one trusting only the old fails), while a connection
+/// opened before goes on serving requests. A second connection resumes the first's session;
+/// a reload that finds a broken file changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reloaded_certificate_serves_new_connections_while_old_ones_go_on() {
+    let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
+        .await
+        .unwrap();
+    let (old_ca, new_ca) = (Pki::new("old CA"), Pki::new("new CA"));
+    let files = old_ca.issue("site", &["site.test"], None);
+    let settings = TlsSettings {
+        default: files.clone(),
+        hosts: vec![],
+    };
+    let node = start(&origin, settings, false).await;
+    let tls = node.tls_addr.unwrap();
+    let trusts_old = client_config(&[old_ca.ca_der()], b"http/1.1");
+    let trusts_new = client_config(&[new_ca.ca_der()], b"http/1.1");
+
+    let first = connect(&trusts_old, tls, "site.test").await.unwrap();
+    assert_eq!(
+        first.get_ref().1.handshake_kind(),
+        Some(rustls::HandshakeKind::Full)
+    );
+    let mut old_conn = http1(first).await;
+    assert_eq!(
+        get(&mut old_conn, "site.test", "/obj/1?size=5000").await,
+        (200, 5000)
+    );
+    // The same client again: the session is resumed.
+    let again = connect(&trusts_old, tls, "site.test").await.unwrap();
+    assert_eq!(
+        again.get_ref().1.handshake_kind(),
+        Some(rustls::HandshakeKind::Resumed)
+    );
+    drop(again);
+    assert!(connect(&trusts_new, tls, "site.test").await.is_err());
+
+    // Renewal: the new CA's certificate replaces the files, then the reload.
+    new_ca.issue("site", &["site.test"], Some(&files));
+    node.reload_tls().unwrap();
+    let mut new_conn = http1(connect(&trusts_new, tls, "site.test").await.unwrap()).await;
+    assert_eq!(
+        get(&mut new_conn, "site.test", "/obj/2?size=7000").await,
+        (200, 7000)
+    );
+    assert!(
+        connect(
+            &client_config(&[old_ca.ca_der()], b"http/1.1"),
+            tls,
+            "site.test"
+        )
+        .await
+        .is_err(),
+        "a new connection no longer gets the old certificate"
+    );
+    // The connection made before the reload goes on.
+    assert_eq!(
+        get(&mut old_conn, "site.test", "/obj/1?size=5000").await,
+        (200, 5000)
+    );
+
+    // A broken file: the reload fails, naming it, and the node keeps the certificate it has.
+    std::fs::write(&files.key, "not a key").unwrap();
+    let err = node.reload_tls().unwrap_err().to_string();
+    assert!(err.contains("site.key"), "{err}");
+    assert!(connect(&trusts_new, tls, "site.test").await.is_ok());
+    node.stop().await.unwrap();
+    origin.stop().await.unwrap();
+}
+
+/// A missing file, a file with no certificate, and a key of another certificate are errors at
+/// start that name the files.
+#[tokio::test]
+async fn bad_certificate_files_are_errors_at_start() {
+    let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
+        .await
+        .unwrap();
+    let pki = Pki::new("CA");
+    let good = pki.issue("good", &["good.test"], None);
+    let other = pki.issue("other", &["other.test"], None);
+    let empty = pki.dir.path().join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    let cases = [
+        (
+            CertFiles {
+                cert: pki.dir.path().join("missing.pem"),
+                key: good.key.clone(),
+            },
+            "missing.pem",
+        ),
+        (
+            CertFiles {
+                cert: empty.clone(),
+                key: good.key.clone(),
+            },
+            "empty.pem",
+        ),
+        (
+            CertFiles {
+                cert: good.cert.clone(),
+                key: other.key.clone(),
+            },
+            "other.key",
+        ),
+    ];
+    for (files, named) in cases {
+        let cfg = NodeConfig {
+            origin: format!("http://{}", origin.addr),
+            tls: Some(TlsListen {
+                addr: "127.0.0.1:0".parse().unwrap(),
+                settings: TlsSettings {
+                    default: files,
+                    hosts: vec![],
+                },
+            }),
+            ..NodeConfig::default()
+        };
+        let err = Node::start("127.0.0.1:0".parse().unwrap(), cfg)
+            .await
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains(named), "{named}: {err}");
+    }
+    origin.stop().await.unwrap();
+}
+
+/// h2c with prior knowledge on the plain listener (curl `--http2-prior-knowledge`), beside
+/// HTTP/1.1 on the same port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_with_prior_knowledge_beside_http1() {
+    let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
+        .await
+        .unwrap();
+    let pki = Pki::new("CA");
+    let settings = TlsSettings {
+        default: pki.issue("d", &["d.test"], None),
+        hosts: vec![],
+    };
+    let node = start(&origin, settings, true).await;
+    let url = format!("http://{}/obj/9?size=3000", node.addr);
+    let curl_plain = move |flag: &'static str| {
+        let url = url.clone();
+        tokio::task::spawn_blocking(move || {
+            let out = Command::new("curl")
+                .args([
+                    "-sS",
+                    flag,
+                    "-o",
+                    "/dev/null",
+                    "-w",
+                    "%{http_version} %{response_code} %{size_download}",
+                    "--max-time",
+                    "10",
+                    &url,
+                ])
+                .output()
+                .expect("curl is needed (Debian: curl)");
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8_lossy(&out.stdout).to_string()
+        })
+    };
+    assert_eq!(
+        curl_plain("--http2-prior-knowledge").await.unwrap(),
+        "2 200 3000"
+    );
+    assert_eq!(curl_plain("--http1.1").await.unwrap(), "1.1 200 3000");
+    node.stop().await.unwrap();
+    origin.stop().await.unwrap();
+}
