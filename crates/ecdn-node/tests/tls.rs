@@ -384,3 +384,139 @@ async fn h2c_with_prior_knowledge_beside_http1() {
     node.stop().await.unwrap();
     origin.stop().await.unwrap();
 }
+
+/// curl over TLS to the node with `args`: the response heads (lower-case, of every response
+/// curl saw) and the body, or curl's error.
+fn curl_full(ca: &Path, tls: SocketAddr, host: &str, args: &[&str]) -> (String, Vec<u8>) {
+    let dir = tempfile::tempdir().unwrap();
+    let (head, body) = (dir.path().join("head"), dir.path().join("body"));
+    let mut cmd = Command::new("curl");
+    cmd.args([
+        "-sS",
+        "--cacert",
+        ca.to_str().unwrap(),
+        "--resolve",
+        &format!("{host}:{}:127.0.0.1", tls.port()),
+        "-D",
+        head.to_str().unwrap(),
+        "-o",
+        body.to_str().unwrap(),
+        "--max-time",
+        "20",
+    ]);
+    let out = cmd
+        .args(args)
+        .output()
+        .expect("curl is needed (Debian: curl)");
+    assert!(out.status.success(), "curl {args:?}: {out:?}");
+    (
+        std::fs::read_to_string(&head).unwrap().to_ascii_lowercase(),
+        std::fs::read(&body).unwrap(),
+    )
+}
+
+/// Over HTTP/2 the cache behaves as over HTTP/1.1: a streamed miss of a large object comes
+/// whole; a range of a cached object is a 206 with the right bytes; Vary keeps one variant
+/// per header value; a stale entry is revalidated with the origin (304) and served; and
+/// five streams on one connection asking for the same missing object make one origin
+/// request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_h2_the_cache_behaves_as_over_http1() {
+    let origin = Origin::start(
+        "127.0.0.1:0".parse().unwrap(),
+        OriginConfig {
+            latency: std::time::Duration::from_millis(300),
+            ..OriginConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let pki = Pki::new("CA");
+    let settings = TlsSettings {
+        default: pki.issue("h2", &["h2.test"], None),
+        hosts: vec![],
+    };
+    let node = start(&origin, settings, false).await;
+    let (tls, ca) = (node.tls_addr.unwrap(), pki.ca_file());
+    let base = format!("https://h2.test:{}", tls.port());
+    let run = move |args: Vec<String>| {
+        let ca = ca.clone();
+        tokio::task::spawn_blocking(move || {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            curl_full(&ca, tls, "h2.test", &args)
+        })
+    };
+    let id = |name: &str| ecdn_node::content::object_id(name);
+
+    // A streamed miss, then a range of the cached object.
+    let (head, body) = run(vec!["--http2".into(), format!("{base}/obj/big?size=4MiB")])
+        .await
+        .unwrap();
+    assert!(head.starts_with("http/2 200"), "{head}");
+    assert_eq!(body, ecdn_node::content::bytes(id("big"), 0, 4 << 20));
+    let (head, body) = run(vec![
+        "--http2".into(),
+        "-H".into(),
+        "Range: bytes=1000-1999".into(),
+        format!("{base}/obj/big?size=4MiB"),
+    ])
+    .await
+    .unwrap();
+    assert!(head.starts_with("http/2 206"), "{head}");
+    assert!(
+        head.contains("content-range: bytes 1000-1999/4194304"),
+        "{head}"
+    );
+    assert_eq!(body, ecdn_node::content::bytes(id("big"), 1000, 1000));
+    assert_eq!(origin.requests(), 1);
+
+    // Vary: one variant per Accept-Language value.
+    let vary = format!("{base}/obj/v?size=1000&vary=Accept-Language");
+    for (lang, cache) in [("en", "miss"), ("fr", "miss"), ("en", "hit-hoc")] {
+        let (head, _) = run(vec![
+            "--http2".into(),
+            "-H".into(),
+            format!("Accept-Language: {lang}"),
+            vary.clone(),
+        ])
+        .await
+        .unwrap();
+        assert!(
+            head.contains(&format!("x-cache: {cache}\r\n")),
+            "{lang}: {head}"
+        );
+    }
+    assert_eq!(origin.requests(), 3);
+
+    // Revalidation of a stale entry: the origin answers 304, the stored body is served.
+    let stale = format!("{base}/obj/r?size=2000&cc=max-age%3D1");
+    run(vec!["--http2".into(), stale.clone()]).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+    let (head, body) = run(vec!["--http2".into(), stale]).await.unwrap();
+    assert!(head.contains("x-cache: revalidated\r\n"), "{head}");
+    assert_eq!(body, ecdn_node::content::bytes(id("r"), 0, 2000));
+    assert_eq!(origin.requests(), 5);
+
+    // Five streams on one connection for one missing object: one origin request.
+    let same = format!("{base}/obj/c?size=50000");
+    let mut args = vec![
+        "--http2".to_string(),
+        "--parallel".into(),
+        "--parallel-immediate".into(),
+        "--parallel-max".into(),
+        "5".into(),
+    ];
+    args.extend(std::iter::repeat_n(same, 5));
+    let (head, body) = run(args).await.unwrap();
+    assert_eq!(head.matches("http/2 200").count(), 5, "{head}");
+    assert_eq!(head.matches("content-length: 50000").count(), 5, "{head}");
+    assert_eq!(head.matches("x-cache: miss-collapsed").count(), 4, "{head}");
+    assert_eq!(body, ecdn_node::content::bytes(id("c"), 0, 50_000));
+    assert_eq!(
+        origin.requests(),
+        6,
+        "the five streams made one origin request"
+    );
+    node.stop().await.unwrap();
+    origin.stop().await.unwrap();
+}
