@@ -13,6 +13,15 @@
 //! without the body. On a miss the `Range` goes to the origin, and its `206` / `416` answers
 //! are passed on and not stored.
 //!
+//! # Conditional requests (RFC 9110 §13, RFC 9111 §4.3.2)
+//!
+//! A hit on a stored `2xx` whose validators match the request's conditions is answered `304`
+//! with no body: `If-None-Match` (weak comparison, a list or `*`) is evaluated when present,
+//! else `If-Modified-Since` (an HTTP-date not earlier than the stored `Last-Modified`; an
+//! invalid date, or a response without `Last-Modified`, is no match). The `304` carries the
+//! stored `ETag`, `Last-Modified`, `Cache-Control`, `Expires`, `Vary`, `Content-Location` and
+//! `Date`, and `Age`. Conditions on other statuses are ignored (§13.2.1).
+//!
 //! # Disk hits
 //!
 //! A disk hit is offered to the HOC first (see [`super::lookup`]): if admitted, it is read
@@ -77,12 +86,73 @@ fn if_range_matches(e: &StoredResponse, req: &HeaderMap) -> bool {
     }
 }
 
+/// The opaque tag of an entity tag, weak or strong (`W/"x"` and `"x"` give `"x"`).
+fn opaque_tag(tag: &str) -> &str {
+    let tag = tag.trim();
+    tag.strip_prefix("W/").unwrap_or(tag)
+}
+
+/// Whether the request's conditions say the client's copy of `e` is current (see the module
+/// doc): then the answer is `304`.
+fn not_modified(e: &StoredResponse, req: &HeaderMap) -> bool {
+    if !e.status.is_success() {
+        return false;
+    }
+    let stored = |name: &HeaderName| {
+        e.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| v.to_str().ok())
+    };
+    if req.contains_key(header::IF_NONE_MATCH) {
+        let Some(etag) = stored(&header::ETAG).map(opaque_tag) else {
+            // Only `*` matches a response without an entity tag.
+            return req
+                .get_all(header::IF_NONE_MATCH)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .any(|v| v.trim() == "*");
+        };
+        return req
+            .get_all(header::IF_NONE_MATCH)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim() == "*" || opaque_tag(t) == etag);
+    }
+    let since = req
+        .get(header::IF_MODIFIED_SINCE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(freshness::http_date);
+    let modified = stored(&header::LAST_MODIFIED).and_then(freshness::http_date);
+    matches!((since, modified), (Some(since), Some(modified)) if modified <= since)
+}
+
+/// The headers a `304` for `e` carries (RFC 9110 §15.4.5), and `Age`.
+fn not_modified_headers(e: &StoredResponse, now: Instant) -> HeaderMap {
+    const KEPT: [HeaderName; 7] = [
+        header::ETAG,
+        header::LAST_MODIFIED,
+        header::CACHE_CONTROL,
+        header::EXPIRES,
+        header::VARY,
+        header::CONTENT_LOCATION,
+        header::DATE,
+    ];
+    let mut headers = HeaderMap::new();
+    for (n, v) in e.headers.iter().filter(|(n, _)| KEPT.contains(n)) {
+        headers.append(n.clone(), v.clone());
+    }
+    headers.insert(header::AGE, HeaderValue::from(e.age(now).as_secs()));
+    headers
+}
+
 /// The client's answer to a hit on a cached response whose body has `size` bytes: status and
 /// headers, and the pieces of its body. Honours `Range` / `If-Range` on a `200` (RFC 9110
 /// §14): one range → `206` with `Content-Range`; several → `206` `multipart/byteranges`; none
 /// satisfiable → `416` with `Content-Range: bytes */size`; an ignored `Range` (see
-/// [`crate::range`]) or a failed `If-Range` → the full `200`. A `HEAD` gets the same headers
-/// and no pieces.
+/// [`crate::range`]) or a failed `If-Range` → the full `200`. Conditions the stored response
+/// meets → `304` (see the module doc). A `HEAD` gets the same headers and no pieces.
 pub(super) fn plan_hit(
     e: &StoredResponse,
     size: u64,
@@ -90,6 +160,12 @@ pub(super) fn plan_hit(
     now: Instant,
     head: bool,
 ) -> (Response<()>, Vec<Piece>) {
+    if not_modified(e, req) {
+        let mut r = Response::new(());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        *r.headers_mut() = not_modified_headers(e, now);
+        return (r, Vec::new());
+    }
     let ranges = match req.get(header::RANGE).and_then(|v| v.to_str().ok()) {
         Some(h) if e.status == StatusCode::OK && if_range_matches(e, req) => range::parse(h, size),
         _ => Ranges::Ignore,

@@ -1,0 +1,157 @@
+//! The caching rules of RFC 9111 / 9110 / 9213 that an edge is expected to have, each checked
+//! with curl over HTTP/1.1 and over HTTP/2 (h2c with prior knowledge, the same request path
+//! as HTTP/2 over TLS).
+
+use std::net::SocketAddr;
+use std::process::Command;
+
+use ecdn_node::node::{Node, NodeConfig, RunningNode};
+use ecdn_node::origin::{Origin, OriginConfig, LAST_MODIFIED};
+
+/// The protocols every rule is checked over: curl's flag and the status line's prefix.
+const PROTOCOLS: [(&str, &str); 2] = [
+    ("--http1.1", "http/1.1 "),
+    ("--http2-prior-knowledge", "http/2 "),
+];
+
+struct Bed {
+    origin: Origin,
+    node: RunningNode,
+}
+
+impl Bed {
+    async fn start(cfg: NodeConfig) -> Bed {
+        let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
+            .await
+            .unwrap();
+        let cfg = NodeConfig {
+            origin: format!("http://{}", origin.addr),
+            hoc_size: 16 << 20,
+            hoc_policy: "lru".into(),
+            h2c: true,
+            ..cfg
+        };
+        let node = Node::start("127.0.0.1:0".parse().unwrap(), cfg)
+            .await
+            .unwrap();
+        Bed { origin, node }
+    }
+
+    async fn stop(self) {
+        self.node.stop().await.unwrap();
+        self.origin.stop().await.unwrap();
+    }
+}
+
+/// One answer as curl saw it: status, the head in lower case, the body.
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (n, v) = l.split_once(':')?;
+            (n.trim() == name).then(|| v.trim())
+        })
+    }
+}
+
+/// curl `flag` to the node: `method path` with `headers`.
+async fn curl(node: SocketAddr, flag: &str, method: &str, path: &str, headers: &[&str]) -> Answer {
+    let (flag, method, url) = (
+        flag.to_string(),
+        method.to_string(),
+        format!("http://{node}{path}"),
+    );
+    let headers: Vec<String> = headers.iter().map(|h| h.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let dir = tempfile::tempdir().unwrap();
+        let (head, body) = (dir.path().join("head"), dir.path().join("body"));
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", &flag, "-X", &method, "--max-time", "10"])
+            .args(["-D", head.to_str().unwrap(), "-o", body.to_str().unwrap()]);
+        if method == "HEAD" {
+            cmd.arg("-I");
+        }
+        for h in &headers {
+            cmd.args(["-H", h]);
+        }
+        let out = cmd
+            .arg(&url)
+            .output()
+            .expect("curl is needed (Debian: curl)");
+        assert!(out.status.success(), "curl {url}: {out:?}");
+        let head = std::fs::read_to_string(&head).unwrap().to_ascii_lowercase();
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        Answer {
+            status,
+            head,
+            body: std::fs::read(&body).unwrap_or_default(),
+        }
+    })
+    .await
+    .unwrap()
+}
+
+/// A fresh stored response answers matching conditions with `304` and no body: an
+/// `If-None-Match` with its tag (strong or weak, in a list, or `*`), or an
+/// `If-Modified-Since` not before its `Last-Modified`. Other tags, earlier or invalid dates,
+/// and an `If-None-Match` that fails even with a matching `If-Modified-Since`, get the `200`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditional_requests_get_304_from_the_cache() {
+    let bed = Bed::start(NodeConfig::default()).await;
+    for (n, (flag, line)) in PROTOCOLS.iter().enumerate() {
+        let path = format!("/obj/cond{n}?size=1000");
+        let first = curl(bed.node.addr, flag, "GET", &path, &[]).await;
+        assert!(first.head.starts_with(line), "{}", first.head);
+        let etag = first.header("etag").unwrap().to_string();
+        let weak = format!("W/{etag}");
+        let cases: Vec<(String, u16)> = vec![
+            (format!("If-None-Match: {etag}"), 304),
+            (format!("If-None-Match: \"other\", {weak}"), 304),
+            ("If-None-Match: *".into(), 304),
+            ("If-None-Match: \"other\"".into(), 200),
+            (format!("If-Modified-Since: {LAST_MODIFIED}"), 304),
+            (
+                "If-Modified-Since: Wed, 31 Dec 2025 00:00:00 GMT".into(),
+                200,
+            ),
+            ("If-Modified-Since: yesterday".into(), 200),
+        ];
+        for (condition, want) in cases {
+            let a = curl(bed.node.addr, flag, "GET", &path, &[&condition]).await;
+            assert_eq!(a.status, want, "{flag} {condition}: {}", a.head);
+            assert_eq!(a.header("x-cache"), Some("hit-hoc"), "{condition}");
+            if want == 304 {
+                assert!(a.body.is_empty());
+                assert_eq!(a.header("etag"), Some(etag.as_str()));
+                assert!(a.header("age").is_some());
+            } else {
+                assert_eq!(a.body.len(), 1000);
+            }
+        }
+        let both = [
+            "If-None-Match: \"other\"".to_string(),
+            format!("If-Modified-Since: {LAST_MODIFIED}"),
+        ];
+        let both: Vec<&str> = both.iter().map(String::as_str).collect();
+        assert_eq!(
+            curl(bed.node.addr, flag, "GET", &path, &both).await.status,
+            200
+        );
+    }
+    assert_eq!(
+        bed.origin.requests(),
+        2,
+        "every conditional was answered by the cache"
+    );
+    bed.stop().await;
+}
