@@ -321,17 +321,27 @@ pub fn storable_lifetime(
     }
     let lifetime = seconds_directive(&cc, "s-maxage")
         .or_else(|| seconds_directive(&cc, "max-age"))
-        .or_else(|| {
-            let expires = http_date(headers.get(header::EXPIRES)?.to_str().ok()?)?;
-            let date = headers
-                .get(header::DATE)
-                .and_then(|v| v.to_str().ok())
-                .and_then(http_date)
-                .unwrap_or_else(unix_now);
-            Some(Duration::from_secs(expires.saturating_sub(date)))
-        })
+        .or_else(|| expires_lifetime(headers))
         .or_else(|| heuristic_lifetime(headers))?;
     (!lifetime.is_zero()).then_some(lifetime)
+}
+
+/// The lifetime `Expires` gives (RFC 9111 §5.3): `Expires` − `Date` (now without a valid
+/// `Date`); zero, "already expired", for an `Expires` that is not one valid IMF-fixdate
+/// (another date form, a one-digit hour, several `Expires` lines); `None` without `Expires`.
+fn expires_lifetime(headers: &HeaderMap) -> Option<Duration> {
+    let mut lines = headers.get_all(header::EXPIRES).iter();
+    let first = lines.next()?;
+    let expires = match (lines.next(), first.to_str().ok().and_then(http_date)) {
+        (None, Some(e)) => e,
+        _ => return Some(Duration::ZERO),
+    };
+    let date = headers
+        .get(header::DATE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(http_date)
+        .unwrap_or_else(unix_now);
+    Some(Duration::from_secs(expires.saturating_sub(date)))
 }
 
 /// The header names a response varies on (RFC 9111 §4.1): the members of its `Vary` headers,
@@ -382,13 +392,20 @@ pub fn vary_suffix(names: &[String], req: &HeaderMap) -> String {
     out
 }
 
-/// The origin's `Age` in seconds (0 when absent or invalid).
+/// The origin's `Age` (RFC 9111 §5.1): of a list (one line with commas, or several lines),
+/// the first member; a member that is not a non-negative integer is ignored, as is an
+/// absent `Age` (0 s).
 pub fn origin_age(headers: &HeaderMap) -> Duration {
     headers
         .get(header::AGE)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map_or(Duration::ZERO, Duration::from_secs)
+        .and_then(|v| v.split(',').next())
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        .map_or(Duration::ZERO, |v| {
+            // Larger than u64 seconds: as old as can be.
+            Duration::from_secs(v.parse::<u64>().unwrap_or(u64::MAX))
+        })
 }
 
 /// Seconds since the UNIX epoch, now.
@@ -410,10 +427,15 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
-/// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) into UNIX seconds; `None` for any
-/// other form or a date before 1970.
+/// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`: a weekday name, two-digit day,
+/// four-digit year, two-digit hour, minute and second) into UNIX seconds; `None` for any other
+/// form or a date before 1970.
 pub fn http_date(s: &str) -> Option<u64> {
-    let (_, rest) = s.trim().split_once(", ")?;
+    let (weekday, rest) = s.trim().split_once(", ")?;
+    const WEEKDAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
+    if !WEEKDAYS.contains(&weekday) {
+        return None;
+    }
     let parts: Vec<&str> = rest.split(' ').collect();
     let [day, month, year, time, "GMT"] = parts.as_slice() else {
         return None;
@@ -422,11 +444,17 @@ pub fn http_date(s: &str) -> Option<u64> {
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     let month = MONTHS.iter().position(|m| m == month)? as i64 + 1;
-    let day: i64 = day.parse().ok()?;
-    let year: i64 = year.parse().ok()?;
+    // Exactly this many digits, nothing else (no sign, no one-digit hour).
+    let digits = |s: &str, n: usize| -> Option<i64> {
+        (s.len() == n && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    let day = digits(day, 2)?;
+    let year = digits(year, 4)?;
     let hms: Vec<i64> = time
         .split(':')
-        .map(|p| p.parse().ok())
+        .map(|p| digits(p, 2))
         .collect::<Option<_>>()?;
     let [h, m, sec] = hms.as_slice() else {
         return None;
@@ -434,7 +462,7 @@ pub fn http_date(s: &str) -> Option<u64> {
     if !(1..=31).contains(&day) || !(0..24).contains(h) || !(0..60).contains(m) {
         return None;
     }
-    if !(0..=60).contains(sec) || !(0..=9999).contains(&year) {
+    if !(0..=60).contains(sec) {
         return None;
     }
     let secs = days_from_civil(year, month, day) * 86_400 + h * 3600 + m * 60 + sec;
@@ -694,5 +722,45 @@ mod tests {
         );
         let h = map(&[("last-modified", "yesterday")]);
         assert_eq!(storable_lifetime(false, ok, &h), None);
+    }
+
+    /// An `Expires` that is not one valid IMF-fixdate means "already expired": no heuristic
+    /// lifetime from `Last-Modified` instead.
+    #[test]
+    fn invalid_or_repeated_expires_is_already_expired() {
+        let ok = StatusCode::OK;
+        let lm = ("last-modified", "Sun, 06 Nov 1994 07:49:37 GMT");
+        let date = ("date", "Sun, 06 Nov 1994 08:49:37 GMT");
+        for expires in [
+            "Sun, 06 Nov 1994 8:50:37 GMT",
+            "Sunday, 06-Nov-94 08:50:37 GMT",
+            "0",
+            "",
+        ] {
+            let h = map(&[date, lm, ("expires", expires)]);
+            assert_eq!(storable_lifetime(false, ok, &h), None, "{expires:?}");
+        }
+        let later = ("expires", "Sun, 06 Nov 1994 09:49:37 GMT");
+        let h = map(&[date, lm, later, later]);
+        assert_eq!(storable_lifetime(false, ok, &h), None, "two Expires lines");
+        let h = map(&[date, lm, later]);
+        assert_eq!(
+            storable_lifetime(false, ok, &h),
+            Some(Duration::from_secs(3600))
+        );
+    }
+
+    /// `Age`: the first member of a list; a non-integer is ignored.
+    #[test]
+    fn age_takes_the_first_member_and_ignores_junk() {
+        let secs = |pairs: &[(&'static str, &'static str)]| origin_age(&map(pairs)).as_secs();
+        assert_eq!(secs(&[("age", "3600, 0")]), 3600);
+        assert_eq!(secs(&[("age", "0, 3600")]), 0);
+        assert_eq!(secs(&[("age", "3600"), ("age", "0")]), 3600);
+        assert_eq!(secs(&[("age", "3600a")]), 0);
+        assert_eq!(secs(&[("age", "-5")]), 0);
+        assert_eq!(secs(&[("age", "1.5")]), 0);
+        assert_eq!(secs(&[]), 0);
+        assert_eq!(secs(&[("age", "99999999999999999999999")]), u64::MAX);
     }
 }
