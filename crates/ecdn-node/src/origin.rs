@@ -4,7 +4,8 @@
 //!
 //! Per request, in the query: `size=` (bytes, units allowed: `size=8MiB`; default from the
 //! config), `cc=` (a Cache-Control value replacing the configured one, `cc=` alone for none),
-//! `status=` (answer with this status and a short text body, to test error handling), `vary=`
+//! `status=` (answer with this status and a short text body, to test error handling; with
+//! `cc=` its only Cache-Control, else none), `vary=`
 //! (a `Vary` header value to add, percent-decoded like `cc=`; the content does not change),
 //! `abort=` (bytes: the body breaks off with an error after that many bytes, the connection
 //! cut mid-body, to test what a cache does with an origin that dies).
@@ -247,7 +248,17 @@ pub async fn handle<B>(req: Request<B>, cfg: Arc<OriginConfig>) -> Response<Orig
             .ok()
             .and_then(|c| StatusCode::from_u16(c).ok())
         {
-            Some(code) => text(code, "status requested by the query"),
+            Some(code) => {
+                let mut r = text(code, "status requested by the query");
+                // `cc=` gives it a Cache-Control (none by default).
+                if let Some(v) = query_param(query, "cc")
+                    .map(decode)
+                    .and_then(|v| HeaderValue::from_str(&v).ok())
+                {
+                    r.headers_mut().insert(header::CACHE_CONTROL, v);
+                }
+                r
+            }
             None => text(
                 StatusCode::BAD_REQUEST,
                 "status= must be an HTTP status code",

@@ -155,3 +155,32 @@ async fn conditional_requests_get_304_from_the_cache() {
     );
     bed.stop().await;
 }
+
+/// Statuses other than `200` are stored when the rules allow: any with an explicit lifetime
+/// (a `404`, a `204`, even a `503`), replayed with their status; without one, a `503` or a
+/// `302` is not stored (no heuristic for them, and no `Last-Modified` to base one on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_statuses_are_stored_by_the_rules() {
+    let bed = Bed::start(NodeConfig::default()).await;
+    let mut expected = 0;
+    for (n, (flag, _)) in PROTOCOLS.iter().enumerate() {
+        for (status, cc, stored) in [
+            (404, "&cc=max-age%3D60", true),
+            (204, "&cc=max-age%3D60", true),
+            (503, "&cc=max-age%3D60", true),
+            (410, "&cc=public%2C%20max-age%3D60", true),
+            (503, "", false),
+            (302, "", false),
+        ] {
+            let path = format!("/obj/s{n}-{status}{}?status={status}{cc}", cc.len());
+            let first = curl(bed.node.addr, flag, "GET", &path, &[]).await;
+            let second = curl(bed.node.addr, flag, "GET", &path, &[]).await;
+            assert_eq!((first.status, second.status), (status, status), "{path}");
+            let want = if stored { "hit-hoc" } else { "miss" };
+            assert_eq!(second.header("x-cache"), Some(want), "{flag} {path}");
+            expected += if stored { 1 } else { 2 };
+        }
+    }
+    assert_eq!(bed.origin.requests(), expected);
+    bed.stop().await;
+}

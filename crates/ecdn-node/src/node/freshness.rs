@@ -1,7 +1,8 @@
 //! What the node may store and for how long (RFC 9111, the subset this slice covers), and the
 //! response it keeps.
 //!
-//! Stored: a `200` answer to a `GET` without `Authorization`, whose response has no
+//! Stored: an answer to a `GET` without `Authorization`, of any status but 1xx, `206` and
+//! `304` (a heuristic lifetime only for [`HEURISTICALLY_CACHEABLE`] statuses or `public`), whose response has no
 //! `no-store`, `private` or `no-cache` directive, no `Vary: *` and no `Set-Cookie`, and an explicit
 //! freshness lifetime greater than zero: `s-maxage`, else `max-age`, else `Expires` − `Date`
 //! (IMF-fixdate only; any other date is invalid, which for `Expires` means "already expired").
@@ -299,14 +300,25 @@ pub fn request_directives(headers: &HeaderMap) -> RequestDirectives {
     }
 }
 
+/// Statuses a response may be stored with under a heuristic lifetime (RFC 9110 §15.1; 206
+/// aside, since the node keeps whole responses); any other status needs an explicit one
+/// (or `public`).
+pub const HEURISTICALLY_CACHEABLE: [u16; 11] =
+    [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501];
+
 /// The response's freshness lifetime if the node may store it (see the module doc), else `None`.
 pub fn storable_lifetime(
     request_has_authorization: bool,
     status: StatusCode,
     headers: &HeaderMap,
 ) -> Option<Duration> {
+    // 1xx are interim, 304 and 206 are answers about a stored response or a part of one:
+    // the node keeps whole responses only.
+    let never = status.is_informational()
+        || status == StatusCode::NOT_MODIFIED
+        || status == StatusCode::PARTIAL_CONTENT;
     if request_has_authorization
-        || status != StatusCode::OK
+        || never
         || vary_names(headers).is_none()
         || headers.contains_key(header::SET_COOKIE)
     {
@@ -319,10 +331,12 @@ pub fn storable_lifetime(
     {
         return None;
     }
+    let heuristic =
+        HEURISTICALLY_CACHEABLE.contains(&status.as_u16()) || cc.iter().any(|(k, _)| k == "public");
     let lifetime = seconds_directive(&cc, "s-maxage")
         .or_else(|| seconds_directive(&cc, "max-age"))
         .or_else(|| expires_lifetime(headers))
-        .or_else(|| heuristic_lifetime(headers))?;
+        .or_else(|| heuristic.then(|| heuristic_lifetime(headers)).flatten())?;
     (!lifetime.is_zero()).then_some(lifetime)
 }
 
@@ -682,7 +696,10 @@ mod tests {
             Some(Duration::from_secs(60))
         );
         assert_eq!(storable_lifetime(true, ok, &h), None);
-        assert_eq!(storable_lifetime(false, StatusCode::NOT_FOUND, &h), None);
+        assert_eq!(
+            storable_lifetime(false, StatusCode::NOT_FOUND, &h),
+            Some(Duration::from_secs(60))
+        );
         let h = map(&[
             ("date", "Sun, 06 Nov 1994 08:49:37 GMT"),
             ("expires", "Sun, 06 Nov 1994 08:50:37 GMT"),
@@ -722,6 +739,41 @@ mod tests {
         );
         let h = map(&[("last-modified", "yesterday")]);
         assert_eq!(storable_lifetime(false, ok, &h), None);
+    }
+
+    /// Statuses: any with an explicit lifetime, a heuristic one only for the heuristically
+    /// cacheable ones (or with `public`); never 1xx, 206, 304.
+    #[test]
+    fn statuses_other_than_200() {
+        let explicit = map(&[("cache-control", "max-age=60")]);
+        let lm = map(&[
+            ("date", "Sun, 06 Nov 1994 08:49:37 GMT"),
+            ("last-modified", "Sun, 06 Nov 1994 07:49:37 GMT"),
+        ]);
+        let public = map(&[
+            ("date", "Sun, 06 Nov 1994 08:49:37 GMT"),
+            ("last-modified", "Sun, 06 Nov 1994 07:49:37 GMT"),
+            ("cache-control", "public"),
+        ]);
+        let code = |c: u16| StatusCode::from_u16(c).unwrap();
+        for c in HEURISTICALLY_CACHEABLE {
+            assert!(storable_lifetime(false, code(c), &lm).is_some(), "{c}");
+            assert!(
+                storable_lifetime(false, code(c), &explicit).is_some(),
+                "{c}"
+            );
+        }
+        for c in [201, 302, 303, 307, 403, 500, 502, 503] {
+            assert_eq!(storable_lifetime(false, code(c), &lm), None, "{c}");
+            assert!(
+                storable_lifetime(false, code(c), &explicit).is_some(),
+                "{c}"
+            );
+            assert!(storable_lifetime(false, code(c), &public).is_some(), "{c}");
+        }
+        for c in [100, 103, 206, 304] {
+            assert_eq!(storable_lifetime(false, code(c), &explicit), None, "{c}");
+        }
     }
 
     /// An `Expires` that is not one valid IMF-fixdate means "already expired": no heuristic
