@@ -3,7 +3,8 @@
 //!
 //! Stored: an answer to a `GET` without `Authorization`, of any status but 1xx, `206` and
 //! `304` (a heuristic lifetime only for [`HEURISTICALLY_CACHEABLE`] statuses or `public`), whose response has no
-//! `no-store`, `private` or `no-cache` directive, no `Vary: *` and no `Set-Cookie`, and an explicit
+//! `no-store` directive, no unqualified `private` or `no-cache` (the qualified forms withhold
+//! the fields they name, e.g. `no-cache="set-cookie"`), no `Vary: *`, and an explicit
 //! freshness lifetime greater than zero: `s-maxage`, else `max-age`, else `Expires` − `Date`
 //! (IMF-fixdate only; any other date is invalid, which for `Expires` means "already expired").
 //! Without any of them, a response with `Last-Modified` gets a heuristic lifetime (RFC 9111
@@ -176,25 +177,32 @@ pub fn connection_tokens(headers: &HeaderMap) -> Vec<String> {
         .collect()
 }
 
-/// The end-to-end headers of a response worth replaying from the cache.
+/// The end-to-end headers of a response worth replaying from the cache: not hop-by-hop, not
+/// `Age` or `Content-Length`, and not withheld by a qualified `no-cache="…"` or
+/// `private="…"`. The rest, `Set-Cookie` included, as received.
 pub fn headers_to_store(headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
     let conn = connection_tokens(headers);
+    let withheld = withheld_fields(&cache_control(headers));
     headers
         .iter()
         .filter(|(n, _)| {
-            !is_hop_by_hop(n, &conn) && *n != header::AGE && *n != header::CONTENT_LENGTH
+            !is_hop_by_hop(n, &conn)
+                && *n != header::AGE
+                && *n != header::CONTENT_LENGTH
+                && !withheld.iter().any(|w| w == n.as_str())
         })
         .map(|(n, v)| (n.clone(), v.clone()))
         .collect()
 }
 
-/// The directives of all `Cache-Control` headers: lower-cased name, optional unquoted value.
+/// The directives of all `Cache-Control` headers: lower-cased name, optional unquoted value
+/// (a quoted value may hold commas: `no-cache="set-cookie, x-a"`).
 fn cache_control(headers: &HeaderMap) -> Vec<(String, Option<String>)> {
     headers
         .get_all(header::CACHE_CONTROL)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
+        .flat_map(split_directives)
         .filter_map(|d| {
             let d = d.trim();
             if d.is_empty() {
@@ -208,6 +216,34 @@ fn cache_control(headers: &HeaderMap) -> Vec<(String, Option<String>)> {
                 None => (d.to_ascii_lowercase(), None),
             })
         })
+        .collect()
+}
+
+/// A header value's comma-separated members, commas inside double quotes kept.
+fn split_directives(v: &str) -> Vec<&str> {
+    let (mut out, mut start, mut quoted) = (Vec::new(), 0, false);
+    for (i, c) in v.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                out.push(&v[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&v[start..]);
+    out
+}
+
+/// The fields a shared cache must not replay (RFC 9111 §5.2.2.4, §5.2.2.7): those named by
+/// `no-cache="…"` and `private="…"`, lower-cased.
+fn withheld_fields(cc: &[(String, Option<String>)]) -> Vec<String> {
+    cc.iter()
+        .filter(|(k, v)| (k == "no-cache" || k == "private") && v.is_some())
+        .flat_map(|(_, v)| v.as_deref().unwrap_or("").split(','))
+        .map(|f| f.trim().to_ascii_lowercase())
+        .filter(|f| !f.is_empty())
         .collect()
 }
 
@@ -317,17 +353,15 @@ pub fn storable_lifetime(
     let never = status.is_informational()
         || status == StatusCode::NOT_MODIFIED
         || status == StatusCode::PARTIAL_CONTENT;
-    if request_has_authorization
-        || never
-        || vary_names(headers).is_none()
-        || headers.contains_key(header::SET_COOKIE)
-    {
+    if request_has_authorization || never || vary_names(headers).is_none() {
         return None;
     }
     let cc = cache_control(headers);
+    // `private` and `no-cache` without a field list; with one, the fields are withheld
+    // ([`headers_to_store`]) and the rest is stored.
     if cc
         .iter()
-        .any(|(k, _)| k == "no-store" || k == "private" || k == "no-cache")
+        .any(|(k, v)| k == "no-store" || ((k == "private" || k == "no-cache") && v.is_none()))
     {
         return None;
     }
@@ -739,6 +773,42 @@ mod tests {
         );
         let h = map(&[("last-modified", "yesterday")]);
         assert_eq!(storable_lifetime(false, ok, &h), None);
+    }
+
+    /// `Set-Cookie` does not keep a response from being stored, and is replayed as received;
+    /// `no-cache="set-cookie"` or `private="set-cookie, x-held"` withhold the fields they name
+    /// (commas inside the quotes included); unqualified `private` / `no-cache` still refuse.
+    #[test]
+    fn set_cookie_is_stored_unless_withheld() {
+        let ok = StatusCode::OK;
+        let cookie = ("set-cookie", "id=1; Path=/; HttpOnly");
+        let h = map(&[("cache-control", "max-age=60"), cookie]);
+        assert!(storable_lifetime(false, ok, &h).is_some());
+        assert!(headers_to_store(&h)
+            .iter()
+            .any(|(n, v)| n == header::SET_COOKIE && v == "id=1; Path=/; HttpOnly"));
+        for cc in [
+            "max-age=60, no-cache=\"set-cookie\"",
+            "private=\"Set-Cookie, x-held\", max-age=60",
+        ] {
+            let h = map(&[("cache-control", cc), cookie, ("x-held", "1"), ("x-b", "2")]);
+            assert!(storable_lifetime(false, ok, &h).is_some(), "{cc}");
+            let stored: Vec<String> = headers_to_store(&h)
+                .iter()
+                .map(|(n, _)| n.to_string())
+                .collect();
+            assert!(
+                !stored.contains(&"set-cookie".to_string()),
+                "{cc}: {stored:?}"
+            );
+            assert!(stored.contains(&"x-b".to_string()), "{cc}");
+            let held = cc.contains("x-held");
+            assert_eq!(stored.contains(&"x-held".to_string()), !held, "{cc}");
+        }
+        for cc in ["private, max-age=60", "no-cache, max-age=60"] {
+            let h = map(&[("cache-control", cc), cookie]);
+            assert_eq!(storable_lifetime(false, ok, &h), None, "{cc}");
+        }
     }
 
     /// Statuses: any with an explicit lifetime, a heuristic one only for the heuristically
