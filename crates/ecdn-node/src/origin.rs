@@ -1,6 +1,8 @@
 //! `ecdn origin`: a synthetic origin server. `GET /obj/<id>?size=<bytes>` answers with the
 //! object's deterministic content ([`crate::content`]), so objects of any size cost nothing to
-//! store and every byte can be verified.
+//! store and every byte can be verified. Other methods than `GET` and `HEAD` get `405`, or
+//! the status of an `X-Origin-Status` request header (and its `X-Origin-Location` as
+//! `Location`).
 //!
 //! Per request, in the query: `size=` (bytes, units allowed: `size=8MiB`; default from the
 //! config), `cc=` (a Cache-Control value replacing the configured one, `cc=` alone for none),
@@ -228,6 +230,21 @@ pub async fn handle<B>(req: Request<B>, cfg: Arc<OriginConfig>) -> Response<Orig
     }
     let head = req.method() == Method::HEAD;
     if req.method() != Method::GET && !head {
+        // A test may ask for another answer: `X-Origin-Status`, with `X-Origin-Location` as
+        // its `Location`.
+        let asked = req
+            .headers()
+            .get("x-origin-status")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u16>().ok())
+            .and_then(|c| StatusCode::from_u16(c).ok());
+        if let Some(status) = asked {
+            let mut r = text(status, "status requested by the request");
+            if let Some(l) = req.headers().get("x-origin-location") {
+                r.headers_mut().insert(header::LOCATION, l.clone());
+            }
+            return r;
+        }
         let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET and HEAD");
         r.headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));

@@ -195,6 +195,20 @@ async fn other_methods_pass_through_and_invalidate() {
     assert_eq!(r.status, 405);
     assert_eq!(r.x_cache(), "PASS");
     assert_eq!(r.headers["allow"], "GET, HEAD");
+    // An error answer changed nothing: the entry stays.
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
+    let other = "/obj/g?size=100";
+    assert_eq!(fetch(n.addr, "GET", other).await.x_cache(), "MISS");
+    // A successful POST whose answer points at another URL of the host.
+    let r = fetch_with(
+        n.addr,
+        "POST",
+        uri,
+        &[("x-origin-status", "201"), ("x-origin-location", other)],
+    )
+    .await;
+    assert_eq!((r.status, r.x_cache()), (201, "PASS"));
+    assert_eq!(fetch(n.addr, "GET", other).await.x_cache(), "MISS");
     // Gone from the HOC and from the disk.
     let r = fetch(n.addr, "GET", uri).await;
     assert_object(&r, "f", 5000);

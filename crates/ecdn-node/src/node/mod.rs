@@ -35,10 +35,11 @@
 //!   carry `Via: 1.1 ecdn` and `X-Cache: HIT-HOC`, `HIT-DISK`, `MISS` or `MISS-COLLAPSED` (a
 //!   miss that joined another request's origin fetch), `REVALIDATED` or `STALE` (see
 //!   `fill.rs`); hits also carry `Age`. A `HEAD` miss is forwarded as `HEAD` and not stored.
-//! * Any other method is passed through (`X-Cache: PASS`), never stored, and removes the
-//!   cached entry of its URL from the HOC and the disk (RFC 9111 §4.4; this slice invalidates
-//!   whatever the status, and does not invalidate `Location` / `Content-Location` URLs). The
-//!   disk removal is durable before the answer is sent.
+//! * Any other method is passed through (`X-Cache: PASS`), never stored; an unsafe one (not
+//!   `OPTIONS` / `TRACE`) answered `2xx` or `3xx` removes the cached entry of its URL, and of
+//!   its answer's `Location` / `Content-Location` URLs on the same host, from the HOC and the
+//!   disk (RFC 9111 §4.4); an error answer invalidates nothing. The disk removal is durable
+//!   before the answer is sent.
 //! * `/_ecdn/` paths are the node's own (`admin.rs`) and never proxied.
 //! * Request bodies (`client_body.rs`): only a pass forwards one. Any other answer waits until
 //!   the request's body, if any, has been read and discarded (up to 64 KiB, within
@@ -330,14 +331,43 @@ async fn uncached(
     fill::miss(st, req, job, &rd).await
 }
 
-/// Step 5, pass: another method goes to the origin as it is, then its URL is invalidated.
+/// Step 5, pass: another method goes to the origin as it is; after a successful unsafe one,
+/// its URL is invalidated, and so are the `Location` and `Content-Location` URLs of the same
+/// host (RFC 9111 §4.4).
 async fn pass(st: &State, req: Request<ReqBody>) -> Answer {
     let primary = CacheKey::primary(&req);
+    let host = upstream::request_host(&req).to_ascii_lowercase();
+    let unsafe_method = !matches!(*req.method(), Method::OPTIONS | Method::TRACE);
     let fetched = st.upstream.fetch(req).await;
-    // The origin may have changed the resource whatever it answered. The origin's answer is
-    // still the client's if the disk fails to record the removal (logged and counted there).
-    st.invalidate(&primary).await.ok();
+    if let Ok(f) = &fetched {
+        if unsafe_method && (f.status.is_success() || f.status.is_redirection()) {
+            // The origin's answer is still the client's if the disk fails to record a removal
+            // (logged and counted there).
+            st.invalidate(&primary).await.ok();
+            for name in [header::LOCATION, header::CONTENT_LOCATION] {
+                let target = f.headers.get(&name).and_then(|v| v.to_str().ok());
+                if let Some(other) = target.and_then(|t| same_host_key(&host, t)) {
+                    st.invalidate(&other).await.ok();
+                }
+            }
+        }
+    }
     Answer::exchange(fetched, false, Outcome::Pass, Outcome::PassError)
+}
+
+/// The primary key of a `Location` / `Content-Location` value if it names a URL of `host`
+/// (a path, or an absolute URL with that host); `None` for another host or no URL.
+fn same_host_key(host: &str, target: &str) -> Option<String> {
+    let uri: hyper::Uri = target.trim().parse().ok()?;
+    let pq = uri.path_and_query()?.as_str();
+    if !pq.starts_with('/') {
+        return None;
+    }
+    match uri.authority() {
+        None => Some(format!("{host}{pq}")),
+        Some(a) if a.as_str().eq_ignore_ascii_case(host) => Some(format!("{host}{pq}")),
+        Some(_) => None,
+    }
 }
 
 /// Step 6, deliver: the edge, where the [`Outcome`] becomes `X-Cache`, the metrics and the
