@@ -184,3 +184,47 @@ async fn other_statuses_are_stored_by_the_rules() {
     assert_eq!(bed.origin.requests(), expected);
     bed.stop().await;
 }
+
+/// `Authorization` (RFC 9111 §3.5): a stored response answers such a request only if it has
+/// `public`, `must-revalidate` or `s-maxage`, and the answer to such a request is stored only
+/// if it has one of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authorization_is_served_from_cache_only_as_allowed() {
+    let bed = Bed::start(NodeConfig::default()).await;
+    let auth = "Authorization: Bearer secret";
+    for (n, (flag, _)) in PROTOCOLS.iter().enumerate() {
+        let get = |path: String, headers: Vec<&'static str>| {
+            let addr = bed.node.addr;
+            async move {
+                curl(addr, flag, "GET", &path, &headers)
+                    .await
+                    .header("x-cache")
+                    .unwrap_or("")
+                    .to_string()
+            }
+        };
+        // Stored for everyone, then asked with credentials.
+        for (cc, with_auth) in [
+            ("max-age%3D60", "miss"),
+            ("public%2C%20max-age%3D60", "hit-hoc"),
+            ("s-maxage%3D60", "hit-hoc"),
+            ("max-age%3D60%2C%20must-revalidate", "hit-hoc"),
+        ] {
+            let path = format!("/obj/a{n}?size=100&cc={cc}");
+            assert_eq!(get(path.clone(), vec![]).await, "miss");
+            assert_eq!(
+                get(path.clone(), vec![auth]).await,
+                with_auth,
+                "{flag} {cc}"
+            );
+            assert_eq!(get(path, vec![]).await, "hit-hoc", "{cc}");
+        }
+        // Fetched with credentials first: stored only when the answer allows sharing it.
+        for (cc, after) in [("max-age%3D60", "miss"), ("s-maxage%3D60", "hit-hoc")] {
+            let path = format!("/obj/b{n}?size=100&cc={cc}");
+            assert_eq!(get(path.clone(), vec![auth]).await, "miss");
+            assert_eq!(get(path, vec![]).await, after, "{flag} {cc}");
+        }
+    }
+    bed.stop().await;
+}

@@ -171,8 +171,10 @@ pub(super) async fn miss(
     rd: &freshness::RequestDirectives,
 ) -> Answer {
     let authorization = req.headers().contains_key(header::AUTHORIZATION);
+    // One client's credentials never serve another's request through a shared fetch; the
+    // answer is stored if it says it may be (see `plan_store`).
     let collapsible = !authorization && !rd.no_store && !req.headers().contains_key(header::RANGE);
-    let may_store = !authorization && !rd.no_store;
+    let may_store = !rd.no_store;
     let fetch = Fetch {
         job: job.clone(),
         may_store,
@@ -404,7 +406,8 @@ fn plan_store(
     vary: &Vary,
 ) -> Option<StorePlan> {
     let lifetime = if may_store {
-        freshness::storable_lifetime(false, parts.status, &parts.headers)?
+        let authorization = job.req_headers.contains_key(header::AUTHORIZATION);
+        freshness::storable_lifetime(authorization, parts.status, &parts.headers)?
     } else {
         return None;
     };

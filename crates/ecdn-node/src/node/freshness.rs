@@ -1,7 +1,8 @@
 //! What the node may store and for how long (RFC 9111, the subset this slice covers), and the
 //! response it keeps.
 //!
-//! Stored: an answer to a `GET` without `Authorization`, of any status but 1xx, `206` and
+//! Stored: an answer to a `GET` (with `Authorization` only if it has `public`,
+//! `must-revalidate` or `s-maxage`, RFC 9111 §3.5), of any status but 1xx, `206` and
 //! `304` (a heuristic lifetime only for [`HEURISTICALLY_CACHEABLE`] statuses or `public`), whose response has no
 //! `no-store` directive, no unqualified `private` or `no-cache` (the qualified forms withhold
 //! the fields they name, e.g. `no-cache="set-cookie"`), no `Vary: *`, and an explicit
@@ -104,6 +105,19 @@ impl StoredResponse {
     pub fn must_revalidate(&self) -> bool {
         must_revalidate(&cache_control(&self.header_map()))
     }
+}
+
+impl StoredResponse {
+    /// Whether this response may answer a request with `Authorization` (RFC 9111 §3.5): it
+    /// has `public`, `must-revalidate` or `s-maxage`.
+    pub fn shared_with_authorization(&self) -> bool {
+        shared_with_authorization(&cache_control(&self.header_map()))
+    }
+}
+
+fn shared_with_authorization(cc: &[(String, Option<String>)]) -> bool {
+    cc.iter()
+        .any(|(k, _)| k == "public" || k == "must-revalidate" || k == "s-maxage")
 }
 
 fn must_revalidate(cc: &[(String, Option<String>)]) -> bool {
@@ -272,6 +286,9 @@ pub struct RequestDirectives {
     pub min_fresh: Option<Duration>,
     /// `only-if-cached`: never contact the origin.
     pub only_if_cached: bool,
+    /// The request carries `Authorization`: only a response that allows it may answer
+    /// ([`StoredResponse::shared_with_authorization`]).
+    pub authorization: bool,
 }
 
 impl RequestDirectives {
@@ -281,6 +298,7 @@ impl RequestDirectives {
     pub fn accepts(&self, e: &StoredResponse, now: Instant) -> bool {
         let age = e.age(now);
         !self.no_cache
+            && (!self.authorization || e.shared_with_authorization())
             && self.max_age.is_none_or(|m| age <= m)
             && self
                 .min_fresh
@@ -293,6 +311,7 @@ impl RequestDirectives {
     pub fn accepts_stale(&self, e: &StoredResponse, now: Instant) -> bool {
         let age = e.age(now);
         !self.no_cache
+            && (!self.authorization || e.shared_with_authorization())
             && self.min_fresh.is_none()
             && self.max_age.is_none_or(|m| age <= m)
             && self
@@ -333,6 +352,7 @@ pub fn request_directives(headers: &HeaderMap) -> RequestDirectives {
             }),
         min_fresh: seconds_directive(&cc, "min-fresh"),
         only_if_cached: has("only-if-cached"),
+        authorization: headers.contains_key(header::AUTHORIZATION),
     }
 }
 
@@ -353,10 +373,13 @@ pub fn storable_lifetime(
     let never = status.is_informational()
         || status == StatusCode::NOT_MODIFIED
         || status == StatusCode::PARTIAL_CONTENT;
-    if request_has_authorization || never || vary_names(headers).is_none() {
+    if never || vary_names(headers).is_none() {
         return None;
     }
     let cc = cache_control(headers);
+    if request_has_authorization && !shared_with_authorization(&cc) {
+        return None;
+    }
     // `private` and `no-cache` without a field list; with one, the fields are withheld
     // ([`headers_to_store`]) and the rest is stored.
     if cc

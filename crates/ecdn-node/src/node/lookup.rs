@@ -17,8 +17,10 @@
 //!   miss) and the origin is not contacted.
 //! * `no-store`: the answer is not stored (hits are still served).
 //!
-//! `max-stale`, `min-fresh` and the request conditionals (`If-None-Match`, …) are not
-//! evaluated on hits; on a miss every request header goes to the origin.
+//! A request with `Authorization` is answered only by an entry with `public`,
+//! `must-revalidate` or `s-maxage` (RFC 9111 §3.5). The request conditionals
+//! (`If-None-Match`, `If-Modified-Since`) are evaluated on hits ([`super::hit`]); on a miss
+//! every request header goes to the origin.
 //!
 //! # Stale entries served at once
 //!
