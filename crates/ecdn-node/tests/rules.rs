@@ -228,3 +228,51 @@ async fn authorization_is_served_from_cache_only_as_allowed() {
     }
     bed.stop().await;
 }
+
+/// The request's `stale-if-error=N` (RFC 5861 §4): when the origin is gone, a stale entry
+/// answers a request that allows it (`X-Cache: STALE`), not one that does not, nor one
+/// whose N is shorter than the entry's staleness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_requests_stale_if_error_serves_stale_when_the_origin_is_gone() {
+    let Bed { origin, node } = Bed::start(NodeConfig::default()).await;
+    let paths: Vec<String> = (0..PROTOCOLS.len())
+        .map(|n| format!("/obj/e{n}?size=700&cc=max-age%3D1"))
+        .collect();
+    for ((flag, _), path) in PROTOCOLS.iter().zip(&paths) {
+        assert_eq!(curl(node.addr, flag, "GET", path, &[]).await.status, 200);
+    }
+    origin.stop().await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(2200)).await;
+    for ((flag, _), path) in PROTOCOLS.iter().zip(&paths) {
+        let a = curl(
+            node.addr,
+            flag,
+            "GET",
+            path,
+            &["Cache-Control: stale-if-error=60"],
+        )
+        .await;
+        assert_eq!(
+            (a.status, a.header("x-cache")),
+            (200, Some("stale")),
+            "{flag}"
+        );
+        assert_eq!(a.body.len(), 700);
+        let a = curl(node.addr, flag, "GET", path, &[]).await;
+        assert!(a.status >= 500, "{flag}: {}", a.head);
+        let a = curl(
+            node.addr,
+            flag,
+            "GET",
+            path,
+            &["Cache-Control: stale-if-error=0"],
+        )
+        .await;
+        assert!(
+            a.status >= 500,
+            "{flag}: stale by a second, more than 0: {}",
+            a.head
+        );
+    }
+    node.stop().await.unwrap();
+}

@@ -313,10 +313,14 @@ async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
         Some(answer) => Ok(answer),
         None => st.upstream.fetch_head(req).await,
     };
+    // The request's own `stale-if-error` counts too (the stale copy is only ever here for a
+    // request that may be answered with it).
+    let asked = freshness::request_directives(&job.req_headers).stale_if_error;
     let (parts, body) = match fetched {
         Ok(r) => r,
         Err(e) => {
-            if let Some(s) = job.stale.filter(|s| s.entry.stale_if_error(Instant::now())) {
+            let usable = |s: &Revalidation| s.entry.usable_on_error(Instant::now(), asked);
+            if let Some(s) = job.stale.filter(usable) {
                 serve_entry(&mut d, &s.entry, Outcome::Stale).await;
                 return;
             }
@@ -330,7 +334,7 @@ async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
             serve_entry(&mut d, &e, Outcome::Revalidated).await;
             return;
         }
-        if parts.status.is_server_error() && s.entry.stale_if_error(Instant::now()) {
+        if parts.status.is_server_error() && s.entry.usable_on_error(Instant::now(), asked) {
             serve_entry(&mut d, &s.entry, Outcome::Stale).await;
             return;
         }

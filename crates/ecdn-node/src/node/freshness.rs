@@ -85,6 +85,17 @@ impl StoredResponse {
         self.stale_within("stale-if-error", now)
     }
 
+    /// Whether this (stale) response may answer when the origin fails: its own
+    /// `stale-if-error` allows ([`Self::stale_if_error`]), or the request's
+    /// `stale-if-error=N` (`request`, RFC 5861 §4) does: stale by at most N seconds, unless
+    /// the response [`Self::must_revalidate`].
+    pub fn usable_on_error(&self, now: Instant, request: Option<Duration>) -> bool {
+        self.stale_if_error(now)
+            || request.is_some_and(|n| {
+                !self.must_revalidate() && self.age(now).saturating_sub(self.lifetime) <= n
+            })
+    }
+
     /// Whether this (stale) response may be served while it is revalidated in the background
     /// (RFC 5861 `stale-while-revalidate=N`): its age is below lifetime + N, and it does not
     /// [`StoredResponse::must_revalidate`].
@@ -286,6 +297,8 @@ pub struct RequestDirectives {
     pub min_fresh: Option<Duration>,
     /// `only-if-cached`: never contact the origin.
     pub only_if_cached: bool,
+    /// `stale-if-error=N`: on an origin error a response stale by at most N seconds will do.
+    pub stale_if_error: Option<Duration>,
     /// The request carries `Authorization`: only a response that allows it may answer
     /// ([`StoredResponse::shared_with_authorization`]).
     pub authorization: bool,
@@ -352,6 +365,7 @@ pub fn request_directives(headers: &HeaderMap) -> RequestDirectives {
             }),
         min_fresh: seconds_directive(&cc, "min-fresh"),
         only_if_cached: has("only-if-cached"),
+        stale_if_error: seconds_directive(&cc, "stale-if-error"),
         authorization: headers.contains_key(header::AUTHORIZATION),
     }
 }
