@@ -121,7 +121,8 @@ pub struct NodeArgs {
     /// The `host:port` other sites fetch from (default: --listen, which then needs a port).
     #[arg(long, value_name = "HOST:PORT", requires = "coral_listen")]
     coral_advertise: Option<String>,
-    /// Also run Coral's DNS redirector on this UDP address, authoritative for --coral-domain:
+    /// Also run Coral's DNS redirector on this address (UDP and TCP), authoritative for
+    /// --coral-domain:
     /// it answers with live proxies of the resolver's cluster level (every site's proxy is
     /// expected on the same port, as Coral's were).
     #[arg(long, value_name = "ADDR", requires_all = ["coral_listen", "coral_domain"])]
@@ -427,7 +428,7 @@ async fn wire_coral(cfg: &mut NodeConfig, coral: CoralFlags, listen: SocketAddr)
             let redirector = ecdn_coral::dns::Redirector::new(&domain, dsht, locate)?;
             let server = ecdn_coral::dns::DnsServer::start(addr, redirector).await?;
             eprintln!(
-                "ecdn node: DNS redirector for {domain} on udp://{}",
+                "ecdn node: DNS redirector for {domain} on {} (UDP and TCP)",
                 server.addr
             );
             Some(server)
