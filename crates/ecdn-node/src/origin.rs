@@ -9,6 +9,7 @@
 //! `status=` (answer with this status and a short text body, to test error handling; with
 //! `cc=` its only Cache-Control, else none), `vary=`
 //! (a `Vary` header value to add, percent-decoded like `cc=`; the content does not change),
+//! `cdn-cc=` and `ecdn-cc=` (`CDN-Cache-Control` and `Ecdn-Cache-Control` values, likewise),
 //! `abort=` (bytes: the body breaks off with an error after that many bytes, the connection
 //! cut mid-body, to test what a cache does with an origin that dies).
 //! Responses carry `Content-Length`, `Cache-Control` (default `public, max-age=3600`), an `ETag`
@@ -308,6 +309,14 @@ pub async fn handle<B>(req: Request<B>, cfg: Arc<OriginConfig>) -> Response<Orig
     }
     if let Some(v) = query_param(query, "vary").map(decode) {
         builder = builder.header(header::VARY, v);
+    }
+    for (param, field) in [
+        ("cdn-cc", "cdn-cache-control"),
+        ("ecdn-cc", "ecdn-cache-control"),
+    ] {
+        if let Some(v) = query_param(query, param).map(decode) {
+            builder = builder.header(field, v);
+        }
     }
     let inm = req
         .headers()

@@ -276,3 +276,56 @@ async fn the_requests_stale_if_error_serves_stale_when_the_origin_is_gone() {
     }
     node.stop().await.unwrap();
 }
+
+/// `CDN-Cache-Control` and the node's own `Ecdn-Cache-Control` (RFC 9213): the first valid
+/// one takes the place of `Cache-Control` for this cache, and neither reaches the client,
+/// who gets the origin's `Cache-Control`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn targeted_cache_control_rules_this_cache_and_is_not_forwarded() {
+    let bed = Bed::start(NodeConfig::default()).await;
+    for (n, (flag, _)) in PROTOCOLS.iter().enumerate() {
+        for (query, stored, why) in [
+            (
+                "cc=no-store&cdn-cc=max-age%3D60",
+                true,
+                "CDN-Cache-Control over no-store",
+            ),
+            (
+                "cc=max-age%3D60&cdn-cc=max-age%3D60&ecdn-cc=no-store",
+                false,
+                "the node's own field first",
+            ),
+            (
+                "cc=max-age%3D60&ecdn-cc=Max-Age%3D60&cdn-cc=no-store",
+                false,
+                "an invalid own field is ignored: CDN-Cache-Control applies",
+            ),
+            (
+                "cc=max-age%3D60&cdn-cc=private",
+                false,
+                "private for the CDN",
+            ),
+        ] {
+            let path = format!("/obj/t{n}-{}?size=300&{query}", query.len());
+            let first = curl(bed.node.addr, flag, "GET", &path, &[]).await;
+            assert_eq!(first.status, 200);
+            for field in [
+                "cdn-cache-control",
+                "ecdn-cache-control",
+                "x-ecdn-effective-cache-control",
+            ] {
+                assert!(
+                    first.header(field).is_none(),
+                    "{why}: {field} forwarded: {}",
+                    first.head
+                );
+            }
+            assert!(first.header("cache-control").is_some(), "{why}");
+            let second = curl(bed.node.addr, flag, "GET", &path, &[]).await;
+            let want = if stored { "hit-hoc" } else { "miss" };
+            assert_eq!(second.header("x-cache"), Some(want), "{flag}: {why}");
+            assert!(second.header("x-ecdn-effective-cache-control").is_none());
+        }
+    }
+    bed.stop().await;
+}

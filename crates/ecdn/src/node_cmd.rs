@@ -4,7 +4,7 @@
 //! underscores (`listen`, `origin`, `hoc_size`, `hoc_policy`, `disk_path`, `disk_size`,
 //! `origin_timeout`, `drain_timeout`, `purge_token`, `access_log`, `threads`,
 //! `backend_strategy`, `backend_connections`, `backend_cache_control`, `tls_listen`,
-//! `tls_cert`, `tls_key`, `h2c`), a `tls_hosts` table of host name → `{ cert, key }` (the
+//! `tls_cert`, `tls_key`, `h2c`, `targeted_cache_control`, `store_set_cookie`), a `tls_hosts` table of host name → `{ cert, key }` (the
 //! certificates picked by SNI), plus a `routes` table of host → origin (`--route HOST=URL` on the command line, repeatable, adds to and
 //! overrides the file's). A flag given on the command line overrides the file. Unknown keys
 //! and bad values are errors that name the key. Cooperating sites (`--coral-listen`,
@@ -148,6 +148,14 @@ pub struct NodeArgs {
     /// Also accept HTTP/2 with prior knowledge (h2c) on the plain listener.
     #[arg(long)]
     h2c: bool,
+    /// The cache-control field aimed at this node (RFC 9213), honoured before
+    /// CDN-Cache-Control and Cache-Control, and never forwarded [default: Ecdn-Cache-Control].
+    #[arg(long, value_name = "FIELD")]
+    targeted_cache_control: Option<String>,
+    /// Never store responses that set cookies (by default they are stored, and the cookie
+    /// replayed as received, as RFC 9111 lets a shared cache).
+    #[arg(long)]
+    no_store_set_cookie: bool,
 }
 
 /// A certificate for some host names in the config file's `[tls_hosts]` table:
@@ -183,6 +191,8 @@ struct FileConfig {
     tls_key: Option<PathBuf>,
     tls_hosts: Option<std::collections::BTreeMap<String, HostCert>>,
     h2c: Option<bool>,
+    targeted_cache_control: Option<String>,
+    store_set_cookie: Option<bool>,
 }
 
 /// The effective settings after merging file and flags.
@@ -351,6 +361,17 @@ fn merge(a: NodeArgs) -> Result<Settings> {
         }
         None => None,
     };
+    let mut targeted = NodeConfig::default().targeted_cache_control;
+    if let Some(name) = a.targeted_cache_control.or(file.targeted_cache_control) {
+        targeted[0] =
+            hyper::header::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
+                anyhow::anyhow!(
+                    "{}: {name:?} is not a field name",
+                    key("targeted_cache_control")
+                )
+            })?;
+    }
+    let store_set_cookie = !a.no_store_set_cookie && file.store_set_cookie.unwrap_or(true);
     Ok(Settings {
         listen,
         node: NodeConfig {
@@ -367,6 +388,8 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             cluster,
             tls,
             h2c: a.h2c || file.h2c.unwrap_or(false),
+            targeted_cache_control: targeted,
+            store_set_cookie,
             ..NodeConfig::default()
         },
         threads: a.threads.or(file.threads),

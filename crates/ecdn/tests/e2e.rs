@@ -1012,3 +1012,117 @@ fn an_s3_origin_read_through_the_backend_tier() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("s3://BUCKET"));
 }
+
+/// A self-signed certificate for `name` made by `openssl` (`.ci/run` installs it), written as
+/// `<file>.pem` and `<file>.key` in `dir`.
+fn openssl_cert(dir: &Path, file: &str, name: &str) -> (PathBuf, PathBuf) {
+    let (cert, key) = (
+        dir.join(format!("{file}.pem")),
+        dir.join(format!("{file}.key")),
+    );
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "2", "-subj", &format!("/CN={name}")])
+        .args(["-addext", &format!("subjectAltName=DNS:{name}")])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap_or_else(|e| missing(format!("openssl is needed (Debian: openssl): {e}")));
+    assert!(out.status.success(), "openssl: {out:?}");
+    (cert, key)
+}
+
+/// `ecdn node --tls-listen` from the command line: curl gets objects over HTTPS with HTTP/2
+/// and HTTP/1.1; after the files are replaced by a new certificate and the node gets SIGHUP,
+/// a new connection is served with it (curl trusting only the new one succeeds), and a broken
+/// file at the next SIGHUP leaves the node serving.
+#[test]
+fn https_from_the_command_line_and_a_certificate_reloaded_on_sighup() {
+    let dir = tempfile::tempdir().unwrap();
+    let (origin, origin_port) = start_origin(&[]);
+    let (cert, key) = openssl_cert(dir.path(), "site", "site.test");
+    let first_cert = dir.path().join("first.pem");
+    std::fs::copy(&cert, &first_cert).unwrap();
+    let (port, tls_port) = (free_port(), free_port());
+    let node = start_node(
+        port,
+        origin_port,
+        &[
+            "--tls-listen",
+            &format!("127.0.0.1:{tls_port}"),
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let https = |trust: &Path, flag: &str, name: &str| -> (String, Vec<u8>) {
+        let resolve = format!("site.test:{tls_port}:127.0.0.1");
+        let url = format!("https://site.test:{tls_port}/obj/7?size=20000");
+        curl(
+            dir.path(),
+            name,
+            &url,
+            &[
+                flag,
+                "--cacert",
+                trust.to_str().unwrap(),
+                "--resolve",
+                &resolve,
+            ],
+        )
+    };
+    let (head, body) = https(&first_cert, "--http2", "h2");
+    assert!(head.starts_with("HTTP/2 200"), "{head}");
+    assert_eq!(body.len(), 20_000);
+    let (head, _) = https(&first_cert, "--http1.1", "h1");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert_eq!(head_value(&head, "x-cache").as_deref(), Some("HIT-HOC"));
+
+    // Renewal: new files, SIGHUP; curl trusting only the new certificate connects.
+    let (new_cert, _) = openssl_cert(dir.path(), "site", "site.test");
+    let hup = |pid: u32| {
+        let st = Command::new("kill")
+            .args(["-HUP", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    let pid = node.child.as_ref().unwrap().id();
+    hup(pid);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = Command::new("curl")
+            .args(["-sS", "-o", "/dev/null", "--max-time", "5", "--cacert"])
+            .arg(&new_cert)
+            .args(["--resolve", &format!("site.test:{tls_port}:127.0.0.1")])
+            .arg(format!("https://site.test:{tls_port}/obj/7?size=20000"))
+            .status()
+            .unwrap();
+        if out.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new certificate was not served"
+        );
+        sleep(Duration::from_millis(100));
+    }
+    // A broken key at the next SIGHUP: the node keeps the certificate it has.
+    std::fs::write(&key, "not a key").unwrap();
+    hup(pid);
+    sleep(Duration::from_millis(300));
+    let (head, _) = https(&new_cert, "--http2", "after");
+    assert!(head.starts_with("HTTP/2 200"), "{head}");
+    node.terminate();
+    origin.terminate();
+}

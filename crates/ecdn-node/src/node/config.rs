@@ -75,6 +75,13 @@ pub struct NodeConfig {
     pub h2c: bool,
     /// HTTP/2's limits against abuse.
     pub h2: H2Limits,
+    /// The targeted cache-control fields this node honours, first applicable first
+    /// ([`super::targeted`], RFC 9213): by default `Ecdn-Cache-Control`, then
+    /// `CDN-Cache-Control`.
+    pub targeted_cache_control: Vec<hyper::header::HeaderName>,
+    /// Whether responses with `Set-Cookie` may be stored (RFC 9111 lets a shared cache;
+    /// the cookie is replayed as received). Default true.
+    pub store_set_cookie: bool,
 }
 
 /// Where the TLS listener listens, and with which certificates.
@@ -135,6 +142,11 @@ impl Default for NodeConfig {
             tls: None,
             h2c: false,
             h2: H2Limits::default(),
+            targeted_cache_control: vec![
+                hyper::header::HeaderName::from_static(super::targeted::OWN_FIELD),
+                hyper::header::HeaderName::from_static(super::targeted::CDN_FIELD),
+            ],
+            store_set_cookie: true,
         }
     }
 }

@@ -409,6 +409,9 @@ fn plan_store(
     parts: &hyper::http::response::Parts,
     vary: &Vary,
 ) -> Option<StorePlan> {
+    if !st.store_set_cookie && parts.headers.contains_key(header::SET_COOKIE) {
+        return None;
+    }
     let lifetime = if may_store {
         let authorization = job.req_headers.contains_key(header::AUTHORIZATION);
         freshness::storable_lifetime(authorization, parts.status, &parts.headers)?

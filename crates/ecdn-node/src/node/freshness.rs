@@ -223,8 +223,16 @@ pub fn headers_to_store(headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
 /// The directives of all `Cache-Control` headers: lower-cased name, optional unquoted value
 /// (a quoted value may hold commas: `no-cache="set-cookie, x-a"`).
 fn cache_control(headers: &HeaderMap) -> Vec<(String, Option<String>)> {
+    // The targeted field that applies, if any, takes the place of `Cache-Control`; its
+    // booleans `?0` are absent directives.
+    let targeted = headers.contains_key(&super::targeted::EFFECTIVE);
+    let field = if targeted {
+        super::targeted::EFFECTIVE
+    } else {
+        header::CACHE_CONTROL
+    };
     headers
-        .get_all(header::CACHE_CONTROL)
+        .get_all(field)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(split_directives)
@@ -233,7 +241,15 @@ fn cache_control(headers: &HeaderMap) -> Vec<(String, Option<String>)> {
             if d.is_empty() {
                 return None;
             }
+            // A structured field's parameters are not directives.
+            let d = if targeted {
+                d.split(';').next().unwrap_or(d)
+            } else {
+                d
+            };
             Some(match d.split_once('=') {
+                Some((_, "?0")) if targeted => return None,
+                Some((k, "?1")) if targeted => (k.trim().to_string(), None),
                 Some((k, v)) => (
                     k.trim().to_ascii_lowercase(),
                     Some(v.trim().trim_matches('"').to_string()),
@@ -406,7 +422,12 @@ pub fn storable_lifetime(
         HEURISTICALLY_CACHEABLE.contains(&status.as_u16()) || cc.iter().any(|(k, _)| k == "public");
     let lifetime = seconds_directive(&cc, "s-maxage")
         .or_else(|| seconds_directive(&cc, "max-age"))
-        .or_else(|| expires_lifetime(headers))
+        // A targeted field replaces `Expires` too (RFC 9213 §2.2).
+        .or_else(|| {
+            (!headers.contains_key(&super::targeted::EFFECTIVE))
+                .then(|| expires_lifetime(headers))
+                .flatten()
+        })
         .or_else(|| heuristic.then(|| heuristic_lifetime(headers)).flatten())?;
     (!lifetime.is_zero()).then_some(lifetime)
 }

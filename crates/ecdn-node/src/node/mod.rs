@@ -79,6 +79,7 @@ mod outcome;
 mod sanitize;
 mod server;
 pub mod sites;
+pub mod targeted;
 pub mod tls;
 mod upstream;
 mod vary;
@@ -137,6 +138,8 @@ struct State {
     cluster: Option<Arc<cluster::Cluster>>,
     /// Cooperating sites, if any ([`sites`]).
     sites: Option<sites::Sites>,
+    /// [`NodeConfig::store_set_cookie`].
+    store_set_cookie: bool,
 }
 
 /// What a proxied request's path produced: how it was answered, and the response (without
@@ -384,6 +387,8 @@ fn deliver(
         mut response,
     } = answer;
     let h = response.headers_mut();
+    // The targeted directives a stored response carries are the node's own (`targeted.rs`).
+    h.remove(&targeted::EFFECTIVE);
     // A relayed answer already says how the serving node answered.
     if outcome != Outcome::Relayed {
         h.append(header::VIA, HeaderValue::from_static(VIA));

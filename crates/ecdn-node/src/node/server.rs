@@ -138,6 +138,7 @@ impl Node {
             access_log: cfg.access_log,
             cluster: cluster.clone(),
             sites: cfg.sites.clone(),
+            store_set_cookie: cfg.store_set_cookie,
         });
         let peer = match &cluster {
             Some(c) => {

@@ -8,6 +8,9 @@
 //! from the decoded body. An unreachable origin is a `502`; no response headers within
 //! [`NodeConfig::origin_timeout`] (connect + headers) a `504` ([`FetchError::answer`]).
 //!
+//! Every answer's targeted cache-control fields are replaced here by the directives that apply
+//! ([`super::targeted::apply`]).
+//!
 //! This file takes an [`Upstream`] (the origins and the timeout), never the node's whole state,
 //! so the cluster's peer fetches can use it alike.
 
@@ -57,6 +60,8 @@ pub fn tcp_connector() -> Connector {
 pub(super) struct Upstream {
     origins: Origins,
     connect: Connector,
+    /// The targeted cache-control fields honoured ([`super::targeted`]).
+    targeted: Vec<hyper::header::HeaderName>,
     /// Limit on an origin's response headers, and on the wait for each body frame
     /// ([`NodeConfig::origin_timeout`]).
     pub(super) timeout: Duration,
@@ -67,6 +72,7 @@ impl Upstream {
         Ok(Upstream {
             origins: Origins::new(cfg)?,
             connect,
+            targeted: cfg.targeted_cache_control.clone(),
             timeout: cfg.origin_timeout,
         })
     }
@@ -174,7 +180,9 @@ impl Upstream {
             let _ = conn.await;
         });
         let resp = send.send_request(out).await.map_err(|e| unreachable(&e))?;
-        Ok(resp.into_parts())
+        let (mut parts, body) = resp.into_parts();
+        super::targeted::apply(&mut parts.headers, &self.targeted);
+        Ok((parts, body))
     }
 }
 
