@@ -100,7 +100,7 @@ pub use cluster::objects::MAX_OBJECT;
 pub use cluster::ClusterNode;
 pub use config::{H2Limits, NodeConfig, TlsListen};
 pub use outcome::Outcome;
-pub use server::{Holder, Node, RunningNode};
+pub use server::{Holder, Node, RunningNode, Speak};
 pub use upstream::{tcp_connector, Connecting, Connector, OriginIo};
 
 use client_body::ClientBody;

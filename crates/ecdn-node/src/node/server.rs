@@ -314,37 +314,14 @@ async fn serve(
         let (st, protocols, watcher) = (st.clone(), protocols.clone(), graceful.watcher());
         tokio::spawn(async move {
             let _permit = permit;
-            match tls {
-                None => match &protocols.auto {
-                    Some(auto) => {
-                        let conn = auto.serve_connection(TokioIo::new(stream), service(st, remote));
-                        let _ = watcher.watch(conn).await;
-                    }
-                    None => {
-                        let conn = protocols
-                            .http1
-                            .serve_connection(TokioIo::new(stream), service(st, remote));
-                        let _ = watcher.watch(conn).await;
-                    }
-                },
-                Some(acceptor) => {
-                    let handshake = acceptor.acceptor().accept(stream);
-                    let Ok(Ok(stream)) =
-                        tokio::time::timeout(protocols.handshake_timeout, handshake).await
-                    else {
-                        return;
-                    };
-                    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-                    let io = TokioIo::new(stream);
-                    if h2 {
-                        let conn = protocols.http2.serve_connection(io, service(st, remote));
-                        let _ = watcher.watch(conn).await;
-                    } else {
-                        let conn = protocols.http1.serve_connection(io, service(st, remote));
-                        let _ = watcher.watch(conn).await;
-                    }
-                }
-            }
+            let how = if tls.is_some() {
+                Speak::Tls
+            } else if protocols.auto.is_some() {
+                Speak::Auto
+            } else {
+                Speak::Http1
+            };
+            serve_one(st, &protocols, stream, remote, how, tls, Some(watcher)).await;
         });
     }
     // Drain: no new connections; idle ones close now, busy ones after their response.
@@ -364,6 +341,80 @@ async fn serve(
     }
 }
 
+/// How a connection speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Speak {
+    /// HTTP/1.1.
+    Http1,
+    /// HTTP/2 with prior knowledge.
+    Http2,
+    /// HTTP/1.1 or HTTP/2 by the first bytes (h2c on the plain listener).
+    Auto,
+    /// TLS, then HTTP/2 or HTTP/1.1 by ALPN.
+    Tls,
+}
+
+/// Serves one client connection in the way `how` says until it closes; watched by the
+/// graceful shutdown when `watcher` is given. A TLS handshake must end within
+/// `header_read_timeout`; `tls` is the listener's acceptor.
+async fn serve_one<I>(
+    st: Arc<State>,
+    protocols: &Protocols,
+    io: I,
+    remote: SocketAddr,
+    how: Speak,
+    tls: Option<Arc<TlsAcceptor>>,
+    watcher: Option<hyper_util::server::graceful::Watcher>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    if how != Speak::Tls {
+        return serve_http(st, protocols, TokioIo::new(io), remote, how, watcher).await;
+    }
+    let Some(acceptor) = tls else {
+        return;
+    };
+    let handshake = acceptor.acceptor().accept(io);
+    let Ok(Ok(stream)) = tokio::time::timeout(protocols.handshake_timeout, handshake).await else {
+        return;
+    };
+    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+    let how = if h2 { Speak::Http2 } else { Speak::Http1 };
+    serve_http(st, protocols, TokioIo::new(stream), remote, how, watcher).await
+}
+
+/// The HTTP part of [`serve_one`].
+async fn serve_http<I>(
+    st: Arc<State>,
+    protocols: &Protocols,
+    io: I,
+    remote: SocketAddr,
+    how: Speak,
+    watcher: Option<hyper_util::server::graceful::Watcher>,
+) where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    // The connection, watched for the drain or not.
+    macro_rules! run {
+        ($conn:expr) => {
+            match watcher {
+                Some(w) => {
+                    let _ = w.watch($conn).await;
+                }
+                None => {
+                    let _ = $conn.await;
+                }
+            }
+        };
+    }
+    let service = service(st, remote);
+    match (how, &protocols.auto) {
+        (Speak::Http2, _) => run!(protocols.http2.serve_connection(io, service)),
+        (Speak::Auto, Some(auto)) => run!(auto.serve_connection(io, service)),
+        _ => run!(protocols.http1.serve_connection(io, service)),
+    }
+}
+
 /// The per-connection service: [`handle`] for every request.
 fn service(
     st: Arc<State>,
@@ -378,18 +429,6 @@ fn service(
         let st = st.clone();
         async move { Ok::<_, Infallible>(handle(st, req, remote).await) }
     })
-}
-
-/// Serves one client connection with [`handle`] until it closes.
-async fn serve_connection<I>(
-    st: Arc<State>,
-    http: &hyper::server::conn::http1::Builder,
-    io: I,
-    remote: SocketAddr,
-) where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let _ = http.serve_connection(io, service(st, remote)).await;
 }
 
 /// Whether a running node still holds a URL: what cooperating sites check before they renew
@@ -495,7 +534,25 @@ impl RunningNode {
     where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let (st, protocols) = (self.state.clone(), self.protocols.clone());
-        async move { serve_connection(st, &protocols.http1, TokioIo::new(io), remote).await }
+        self.serve_io_as(io, remote, Speak::Http1)
+    }
+
+    /// [`RunningNode::serve_io`] speaking as `how` says: HTTP/2 with prior knowledge, or TLS
+    /// as the TLS listener does (nothing is served without [`NodeConfig::tls`]).
+    pub fn serve_io_as<I>(
+        &self,
+        io: I,
+        remote: SocketAddr,
+        how: Speak,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static
+    where
+        I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (st, protocols, tls) = (
+            self.state.clone(),
+            self.protocols.clone(),
+            self.tls.clone(),
+        );
+        async move { serve_one(st, &protocols, io, remote, how, tls, None).await }
     }
 }
