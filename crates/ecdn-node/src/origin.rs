@@ -10,6 +10,7 @@
 //! `cc=` its only Cache-Control, else none), `vary=`
 //! (a `Vary` header value to add, percent-decoded like `cc=`; the content does not change),
 //! `cdn-cc=` and `ecdn-cc=` (`CDN-Cache-Control` and `Ecdn-Cache-Control` values, likewise),
+//! `h=Name:value` (any header, repeatable, likewise; an invalid one makes the answer a `500`),
 //! `abort=` (bytes: the body breaks off with an error after that many bytes, the connection
 //! cut mid-body, to test what a cache does with an origin that dies).
 //! Responses carry `Content-Length`, `Cache-Control` (default `public, max-age=3600`), an `ETag`
@@ -316,6 +317,16 @@ pub async fn handle<B>(req: Request<B>, cfg: Arc<OriginConfig>) -> Response<Orig
     ] {
         if let Some(v) = query_param(query, param).map(decode) {
             builder = builder.header(field, v);
+        }
+    }
+    // `h=Name:value`, repeatable: any header, added as given (percent-decoded).
+    for kv in query.split('&') {
+        let Some(("h", v)) = kv.split_once('=') else {
+            continue;
+        };
+        let v = decode(v);
+        if let Some((name, value)) = v.split_once(':') {
+            builder = builder.header(name.trim(), value.trim());
         }
     }
     let inm = req

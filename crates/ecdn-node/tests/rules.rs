@@ -329,3 +329,124 @@ async fn targeted_cache_control_rules_this_cache_and_is_not_forwarded() {
     }
     bed.stop().await;
 }
+
+/// Strict parsing of what decides freshness: `Age` takes a list's first member (so
+/// `Age: 3600, 0` with `max-age=3600` is stale at once and revalidated), and an `Expires`
+/// that is not one valid IMF-fixdate (a one-digit hour, or two `Expires` lines) means
+/// already expired, with no heuristic lifetime from `Last-Modified` instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_age_and_expires_are_read_strictly() {
+    let bed = Bed::start(NodeConfig::default()).await;
+    let later = "Sun, 06 Nov 2050 08:49:37 GMT";
+    for (n, (flag, _)) in PROTOCOLS.iter().enumerate() {
+        for (query, second, why) in [
+            ("cc=max-age%3D3600&h=Age%3A3600%2C%200", "revalidated", "a list's first member"),
+            ("cc=max-age%3D3600&h=Age%3A0%2C%203600", "hit-hoc", "a list's first member"),
+            ("cc=max-age%3D3600&h=Age%3Aabc", "hit-hoc", "junk is ignored"),
+            ("cc=&h=Expires%3ASun%2C%2006%20Nov%202050%208%3A49%3A37%20GMT", "miss", "one-digit hour"),
+            ("cc=&h=Expires%3ASun%2C%2006%20Nov%202050%2008%3A49%3A37%20GMT", "hit-hoc", "valid"),
+            (
+                "cc=&h=Expires%3ASun%2C%2006%20Nov%202050%2008%3A49%3A37%20GMT&h=Expires%3ASun%2C%2006%20Nov%202050%2008%3A49%3A37%20GMT",
+                "miss",
+                "two Expires lines",
+            ),
+        ] {
+            let path = format!("/obj/p{n}-{}?size=400&{query}", query.len());
+            assert_eq!(curl(bed.node.addr, flag, "GET", &path, &[]).await.status, 200);
+            let a = curl(bed.node.addr, flag, "GET", &path, &[]).await;
+            assert_eq!(a.header("x-cache"), Some(second), "{flag} {why}: {query} {later}");
+        }
+    }
+    bed.stop().await;
+}
+
+/// `Set-Cookie` is stored and replayed as received; `no-cache="set-cookie"` keeps the rest
+/// of the response and withholds the cookie; `--no-store-set-cookie` keeps such responses
+/// out of the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_cookie_is_stored_as_received_unless_withheld() {
+    let cookie = "h=Set-Cookie%3Aid%3D1%3B%20Path%3D%2F%3B%20HttpOnly";
+    let bed = Bed::start(NodeConfig::default()).await;
+    for (n, (flag, _)) in PROTOCOLS.iter().enumerate() {
+        let path = format!("/obj/k{n}?size=100&{cookie}");
+        curl(bed.node.addr, flag, "GET", &path, &[]).await;
+        let a = curl(bed.node.addr, flag, "GET", &path, &[]).await;
+        assert_eq!(a.header("x-cache"), Some("hit-hoc"), "{flag}");
+        assert_eq!(a.header("set-cookie"), Some("id=1; path=/; httponly"));
+        let path =
+            format!("/obj/w{n}?size=100&{cookie}&cc=max-age%3D60%2C%20no-cache%3D%22set-cookie%22");
+        let first = curl(bed.node.addr, flag, "GET", &path, &[]).await;
+        assert!(
+            first.header("set-cookie").is_some(),
+            "the fill passes it on"
+        );
+        let a = curl(bed.node.addr, flag, "GET", &path, &[]).await;
+        assert_eq!(a.header("x-cache"), Some("hit-hoc"), "{flag}");
+        assert_eq!(
+            a.header("set-cookie"),
+            None,
+            "{flag}: withheld from the stored copy"
+        );
+    }
+    bed.stop().await;
+    let bed = Bed::start(NodeConfig {
+        store_set_cookie: false,
+        ..NodeConfig::default()
+    })
+    .await;
+    let path = format!("/obj/k?size=100&{cookie}");
+    curl(bed.node.addr, "--http1.1", "GET", &path, &[]).await;
+    let a = curl(bed.node.addr, "--http1.1", "GET", &path, &[]).await;
+    assert_eq!(a.header("x-cache"), Some("miss"));
+    bed.stop().await;
+}
+
+/// Only a successful unsafe request invalidates: a `POST` answered `500` leaves the entry, one
+/// answered `201` removes it and the entry of its `Location`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_successful_unsafe_requests_invalidate() {
+    let bed = Bed::start(NodeConfig::default()).await;
+    for (n, (flag, _)) in PROTOCOLS.iter().enumerate() {
+        let (path, other) = (format!("/obj/i{n}?size=100"), format!("/obj/j{n}?size=100"));
+        for p in [&path, &other] {
+            curl(bed.node.addr, flag, "GET", p, &[]).await;
+        }
+        let x_cache = |p: String| {
+            let addr = bed.node.addr;
+            async move {
+                curl(addr, flag, "GET", &p, &[])
+                    .await
+                    .header("x-cache")
+                    .unwrap_or("")
+                    .to_string()
+            }
+        };
+        let failed = curl(
+            bed.node.addr,
+            flag,
+            "POST",
+            &path,
+            &["X-Origin-Status: 500"],
+        )
+        .await;
+        assert_eq!(failed.status, 500);
+        assert_eq!(
+            x_cache(path.clone()).await,
+            "hit-hoc",
+            "{flag}: a failed POST"
+        );
+        let location = format!("X-Origin-Location: {other}");
+        let ok = curl(
+            bed.node.addr,
+            flag,
+            "POST",
+            &path,
+            &["X-Origin-Status: 201", &location],
+        )
+        .await;
+        assert_eq!(ok.status, 201);
+        assert_eq!(x_cache(path).await, "miss", "{flag}: the URL");
+        assert_eq!(x_cache(other).await, "miss", "{flag}: its Location");
+    }
+    bed.stop().await;
+}

@@ -548,11 +548,7 @@ impl RunningNode {
     where
         I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
-        let (st, protocols, tls) = (
-            self.state.clone(),
-            self.protocols.clone(),
-            self.tls.clone(),
-        );
+        let (st, protocols, tls) = (self.state.clone(), self.protocols.clone(), self.tls.clone());
         async move { serve_one(st, &protocols, io, remote, how, tls, None).await }
     }
 }
