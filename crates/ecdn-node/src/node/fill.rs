@@ -369,6 +369,11 @@ async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
     match plan {
         Some(plan) => {
             let held = store(&st, &d, plan, &parts, last.as_ref(), placer).await;
+            if held {
+                // The stored copy answers new requests from here on: none joins the fill
+                // between its last frame and its end (it would be a collapsed miss).
+                d.unregister();
+            }
             if let (true, Some(f)) = (held, site_fill.as_mut()) {
                 f.filled();
             }

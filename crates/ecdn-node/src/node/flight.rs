@@ -142,7 +142,8 @@ impl Driver {
         self.unregister();
     }
 
-    fn unregister(&mut self) {
+    /// Leaves the map: new requests no longer join this fetch (its subscribers keep it).
+    pub(super) fn unregister(&mut self) {
         if let Some(key) = self.key.take() {
             let mut m = lock(&self.st.flights);
             if m.get(&key).is_some_and(|f| Arc::ptr_eq(f, &self.flight)) {
