@@ -1,7 +1,8 @@
 //! The TLS listener with real clients: curl over HTTP/2 and HTTP/1.1 (ALPN), certificates
 //! picked by SNI (exact and wildcard names, the default otherwise), a certificate reloaded
 //! while a connection made before it goes on, session resumption, h2c with prior knowledge,
-//! and clear errors for bad certificate files.
+//! clear errors for bad certificate files; the cache over HTTP/2, and HTTP/2's stream limit
+//! with frames written by hand.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -517,6 +518,106 @@ async fn over_h2_the_cache_behaves_as_over_http1() {
         6,
         "the five streams made one origin request"
     );
+    node.stop().await.unwrap();
+    origin.stop().await.unwrap();
+}
+
+/// HTTP/2 frames by hand, for the limits: the client preface and an empty SETTINGS.
+fn h2_preface() -> Vec<u8> {
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]);
+    out
+}
+
+/// A HEADERS frame (END_HEADERS | END_STREAM) for `GET path` on `stream`, HPACK-coded with
+/// the static table and literals without indexing.
+fn h2_get(stream: u32, path: &str) -> Vec<u8> {
+    let mut block = vec![0x82, 0x86]; // :method GET, :scheme http
+    block.push(0x04); // :path, literal without indexing (name index 4)
+    block.push(path.len() as u8);
+    block.extend_from_slice(path.as_bytes());
+    block.push(0x01); // :authority (name index 1)
+    block.push(7);
+    block.extend_from_slice(b"h2.test");
+    let mut frame = (block.len() as u32).to_be_bytes()[1..].to_vec();
+    frame.extend_from_slice(&[0x1, 0x5]);
+    frame.extend_from_slice(&stream.to_be_bytes());
+    frame.extend_from_slice(&block);
+    frame
+}
+
+/// The frames in a server's bytes: (type, stream, payload).
+fn h2_frames(mut b: &[u8]) -> Vec<(u8, u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    while b.len() >= 9 {
+        let len = u32::from_be_bytes([0, b[0], b[1], b[2]]) as usize;
+        if b.len() < 9 + len {
+            break;
+        }
+        let stream = u32::from_be_bytes([b[5], b[6], b[7], b[8]]) & 0x7fff_ffff;
+        out.push((b[3], stream, b[9..9 + len].to_vec()));
+        b = &b[9 + len..];
+    }
+    out
+}
+
+/// The HTTP/2 stream limit holds: a client that opens 150 streams at once while the origin
+/// is slow gets the first 100 served and the rest refused (RST_STREAM REFUSED_STREAM, which a
+/// client may retry), and the connection stays usable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_streams_beyond_the_limit_are_refused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = Origin::start(
+        "127.0.0.1:0".parse().unwrap(),
+        OriginConfig {
+            latency: std::time::Duration::from_millis(500),
+            ..OriginConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let pki = Pki::new("CA");
+    let settings = TlsSettings {
+        default: pki.issue("d", &["d.test"], None),
+        hosts: vec![],
+    };
+    let node = start(&origin, settings, true).await;
+    let mut conn = tokio::net::TcpStream::connect(node.addr).await.unwrap();
+    let mut out = h2_preface();
+    for i in 0..150u32 {
+        out.extend_from_slice(&h2_get(1 + 2 * i, &format!("/obj/s{i}?size=10")));
+    }
+    conn.write_all(&out).await.unwrap();
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let frames = h2_frames(&got);
+        let done = frames
+            .iter()
+            .filter(|(t, _, p)| (*t == 0x0 && !p.is_empty()) || *t == 0x3);
+        if done.count() >= 150 {
+            break;
+        }
+        match tokio::time::timeout_at(deadline, conn.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    let frames = h2_frames(&got);
+    let refused = frames
+        .iter()
+        .filter(|(t, _, p)| *t == 0x3 && p.as_slice() == [0, 0, 0, 7])
+        .count();
+    let answered = frames
+        .iter()
+        .filter(|(t, _, _)| *t == 0x1)
+        .map(|(_, s, _)| *s)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    assert_eq!((answered, refused), (100, 50), "{} frames", frames.len());
+    assert!(frames.iter().all(|(t, _, _)| *t != 0x7), "no GOAWAY");
+    drop(conn);
     node.stop().await.unwrap();
     origin.stop().await.unwrap();
 }
