@@ -621,3 +621,55 @@ async fn h2_streams_beyond_the_limit_are_refused() {
     node.stop().await.unwrap();
     origin.stop().await.unwrap();
 }
+
+/// "Rapid reset" (CVE-2023-44487): a client that opens and at once resets streams, over and
+/// over, is sent GOAWAY (ENHANCE_YOUR_CALM) and cut off, instead of keeping the node busy
+/// starting requests nobody waits for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2_rapid_reset_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
+        .await
+        .unwrap();
+    let pki = Pki::new("CA");
+    let settings = TlsSettings {
+        default: pki.issue("d", &["d.test"], None),
+        hosts: vec![],
+    };
+    let node = start(&origin, settings, true).await;
+    let mut conn = tokio::net::TcpStream::connect(node.addr).await.unwrap();
+    let mut out = h2_preface();
+    for i in 0..2000u32 {
+        let stream = 1 + 2 * i;
+        out.extend_from_slice(&h2_get(stream, &format!("/obj/r{i}?size=10")));
+        // RST_STREAM CANCEL.
+        out.extend_from_slice(&[0, 0, 4, 0x3, 0]);
+        out.extend_from_slice(&stream.to_be_bytes());
+        out.extend_from_slice(&[0, 0, 0, 8]);
+    }
+    // The node may close before it has read everything.
+    let _ = conn.write_all(&out).await;
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        conn.read_to_end(&mut got),
+    )
+    .await;
+    let frames = h2_frames(&got);
+    let goaway = frames.iter().find(|(t, _, _)| *t == 0x7);
+    let code = goaway.map(|(_, _, p)| u32::from_be_bytes([p[4], p[5], p[6], p[7]]));
+    assert_eq!(
+        code,
+        Some(0xb),
+        "GOAWAY ENHANCE_YOUR_CALM; {} frames",
+        frames.len()
+    );
+    assert!(
+        origin.requests() < 2000,
+        "the origin saw {} of the 2000 reset requests",
+        origin.requests()
+    );
+    drop(conn);
+    node.stop().await.unwrap();
+    origin.stop().await.unwrap();
+}
