@@ -80,6 +80,25 @@ async fn start(origin: &Origin, settings: TlsSettings, h2c: bool) -> RunningNode
         .unwrap()
 }
 
+/// An origin whose answers take `latency`, and a node in front of it whose TLS side has one
+/// certificate, for `h2.test` (with h2c on its plain listener when `h2c`).
+async fn h2_bed(latency_ms: u64, h2c: bool) -> (Origin, Pki, RunningNode) {
+    let cfg = OriginConfig {
+        latency: std::time::Duration::from_millis(latency_ms),
+        ..OriginConfig::default()
+    };
+    let origin = Origin::start("127.0.0.1:0".parse().unwrap(), cfg)
+        .await
+        .unwrap();
+    let pki = Pki::new("CA");
+    let settings = TlsSettings {
+        default: pki.issue("h2", &["h2.test"], None),
+        hosts: vec![],
+    };
+    let node = start(&origin, settings, h2c).await;
+    (origin, pki, node)
+}
+
 /// curl for `https://HOST:PORT/PATH` resolved to the node, trusting `ca`: the HTTP version,
 /// status, and the body's length; or curl's error.
 fn curl(ca: &Path, tls: SocketAddr, host: &str, path: &str, flag: &str) -> Result<String, String> {
@@ -132,22 +151,18 @@ async fn curl_gets_the_hosts_certificate_over_h2_and_http1() {
         let ca = ca.clone();
         tokio::task::spawn_blocking(move || curl(&ca, tls, host, path, flag))
     };
-    assert_eq!(
-        run("a.test", "--http2").await.unwrap().unwrap(),
-        "2 200 100000"
-    );
-    assert_eq!(
-        run("a.test", "--http1.1").await.unwrap().unwrap(),
-        "1.1 200 100000"
-    );
-    assert_eq!(
-        run("x.w.test", "--http2").await.unwrap().unwrap(),
-        "2 200 100000"
-    );
-    assert_eq!(
-        run("default.test", "--http2").await.unwrap().unwrap(),
-        "2 200 100000"
-    );
+    for (host, flag, want) in [
+        ("a.test", "--http2", "2 200 100000"),
+        ("a.test", "--http1.1", "1.1 200 100000"),
+        ("x.w.test", "--http2", "2 200 100000"),
+        ("default.test", "--http2", "2 200 100000"),
+    ] {
+        assert_eq!(
+            run(host, flag).await.unwrap().unwrap(),
+            want,
+            "{host} {flag}"
+        );
+    }
     // A name with no certificate of its own gets the default one, which curl refuses.
     let err = run("b.test", "--http2").await.unwrap().unwrap_err();
     assert!(err.contains("SSL") || err.contains("certificate"), "{err}");
@@ -346,15 +361,7 @@ async fn bad_certificate_files_are_errors_at_start() {
 /// HTTP/1.1 on the same port.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2c_with_prior_knowledge_beside_http1() {
-    let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
-        .await
-        .unwrap();
-    let pki = Pki::new("CA");
-    let settings = TlsSettings {
-        default: pki.issue("d", &["d.test"], None),
-        hosts: vec![],
-    };
-    let node = start(&origin, settings, true).await;
+    let (origin, _pki, node) = h2_bed(0, true).await;
     let url = format!("http://{}/obj/9?size=3000", node.addr);
     let curl_plain = move |flag: &'static str| {
         let url = url.clone();
@@ -423,21 +430,7 @@ fn curl_full(ca: &Path, tls: SocketAddr, host: &str, args: &[&str]) -> (String, 
 /// request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_h2_the_cache_behaves_as_over_http1() {
-    let origin = Origin::start(
-        "127.0.0.1:0".parse().unwrap(),
-        OriginConfig {
-            latency: std::time::Duration::from_millis(300),
-            ..OriginConfig::default()
-        },
-    )
-    .await
-    .unwrap();
-    let pki = Pki::new("CA");
-    let settings = TlsSettings {
-        default: pki.issue("h2", &["h2.test"], None),
-        hosts: vec![],
-    };
-    let node = start(&origin, settings, false).await;
+    let (origin, pki, node) = h2_bed(300, false).await;
     let (tls, ca) = (node.tls_addr.unwrap(), pki.ca_file());
     let base = format!("https://h2.test:{}", tls.port());
     let run = move |args: Vec<String>| {
@@ -563,25 +556,11 @@ fn h2_frames(mut b: &[u8]) -> Vec<(u8, u32, Vec<u8>)> {
 
 /// The HTTP/2 stream limit holds: a client that opens 150 streams at once while the origin
 /// is slow gets the first 100 served and the rest refused (RST_STREAM REFUSED_STREAM, which a
-/// client may retry), and the connection stays usable.
+/// client may retry), and the connection is not closed for it (no GOAWAY).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2_streams_beyond_the_limit_are_refused() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let origin = Origin::start(
-        "127.0.0.1:0".parse().unwrap(),
-        OriginConfig {
-            latency: std::time::Duration::from_millis(500),
-            ..OriginConfig::default()
-        },
-    )
-    .await
-    .unwrap();
-    let pki = Pki::new("CA");
-    let settings = TlsSettings {
-        default: pki.issue("d", &["d.test"], None),
-        hosts: vec![],
-    };
-    let node = start(&origin, settings, true).await;
+    let (origin, _pki, node) = h2_bed(500, true).await;
     let mut conn = tokio::net::TcpStream::connect(node.addr).await.unwrap();
     let mut out = h2_preface();
     for i in 0..150u32 {
@@ -628,15 +607,7 @@ async fn h2_streams_beyond_the_limit_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2_rapid_reset_is_cut_off() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
-        .await
-        .unwrap();
-    let pki = Pki::new("CA");
-    let settings = TlsSettings {
-        default: pki.issue("d", &["d.test"], None),
-        hosts: vec![],
-    };
-    let node = start(&origin, settings, true).await;
+    let (origin, _pki, node) = h2_bed(0, true).await;
     let mut conn = tokio::net::TcpStream::connect(node.addr).await.unwrap();
     let mut out = h2_preface();
     for i in 0..2000u32 {
