@@ -136,7 +136,7 @@ pub struct NodeArgs {
     coral_cluster_period: Option<String>,
     /// Also listen for HTTPS on this address: HTTP/2 or HTTP/1.1 by ALPN, TLS 1.2 and 1.3.
     /// Needs --tls-cert and --tls-key; more certificates by host name (SNI) in the config's
-    /// [tls_hosts] table. SIGHUP reloads the certificate files.
+    /// `[tls_hosts]` table. SIGHUP reloads the certificate files.
     #[arg(long, value_name = "ADDR")]
     tls_listen: Option<String>,
     /// The default certificate chain (PEM).

@@ -12,7 +12,7 @@
 //! * **Not forwarded**: every targeted field the node honours is removed from the origin's
 //!   answer as it arrives ([`apply`]); the directives that apply are kept with the stored
 //!   response under [`EFFECTIVE`], an internal field that is dropped from any origin answer
-//!   (it cannot be forged) and from every answer the node sends ([`super::deliver`]).
+//!   (it cannot be forged) and from every answer the node sends (its delivery step).
 //!
 //! [`NodeConfig::targeted_cache_control`]: super::NodeConfig::targeted_cache_control
 
