@@ -605,6 +605,53 @@ mod tests {
         merge(cli.node)
     }
 
+    /// The edge's settings from a file: the TLS listener with its default certificate and
+    /// those by host name, h2c, the node's targeted field, Set-Cookie storage; a flag
+    /// overrides the targeted field; a TLS listener without a key, or a bad field name, is a
+    /// clear error.
+    #[test]
+    fn the_edge_from_the_file_and_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("node.toml");
+        std::fs::write(
+            &f,
+            "origin = \"http://127.0.0.1:9001\"\ntls_listen = \"127.0.0.1:9443\"\n\
+             tls_cert = \"/c.pem\"\ntls_key = \"/c.key\"\nh2c = true\n\
+             targeted_cache_control = \"X-Edge-CC\"\nstore_set_cookie = false\n\
+             [tls_hosts]\n\"*.img.test\" = { cert = \"/i.pem\", key = \"/i.key\" }\n",
+        )
+        .unwrap();
+        let f = f.to_string_lossy().into_owned();
+        let s = settings(&["--config", &f]).unwrap();
+        let tls = s.node.tls.as_ref().unwrap();
+        assert_eq!(tls.addr.port(), 9443);
+        assert_eq!(tls.settings.default.key, PathBuf::from("/c.key"));
+        assert_eq!(tls.settings.hosts[0].0, "*.img.test");
+        assert_eq!(tls.settings.hosts[0].1.cert, PathBuf::from("/i.pem"));
+        assert!(s.node.h2c && !s.node.store_set_cookie);
+        assert_eq!(s.node.targeted_cache_control[0], "x-edge-cc");
+        assert_eq!(s.node.targeted_cache_control[1], "cdn-cache-control");
+        let s = settings(&["--config", &f, "--targeted-cache-control", "Y-CC"]).unwrap();
+        assert_eq!(s.node.targeted_cache_control[0], "y-cc");
+        let err = settings(&[
+            "--origin",
+            "http://127.0.0.1:1",
+            "--tls-listen",
+            "127.0.0.1:443",
+            "--tls-cert",
+            "/c.pem",
+        ])
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(err.contains("--tls-key"), "{err}");
+        let err = settings(&["--config", &f, "--targeted-cache-control", "bad name"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("targeted_cache_control"), "{err}");
+    }
+
     #[test]
     fn flags_override_the_file() {
         let dir = tempfile::tempdir().unwrap();
