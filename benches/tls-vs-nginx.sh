@@ -34,6 +34,9 @@ error_log $W/nginx-error.log;
 events { worker_connections 4096; }
 http {
   access_log off;
+  # nginx closes a connection after 1,000 requests by default (HTTP/2 included, where h2load
+  # does not reconnect); ecdn has no such limit.
+  keepalive_requests 1000000;
   proxy_cache_path $W/nginx-cache levels=1:2 keys_zone=c:64m max_size=4g inactive=1h use_temp_path=off;
   ssl_session_cache shared:SSL:10m;
   server {
