@@ -314,12 +314,12 @@ async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
         None => st.upstream.fetch_head(req).await,
     };
     // The request's own `stale-if-error` counts too (the stale copy is only ever here for a
-    // request that may be answered with it).
-    let asked = freshness::request_directives(&job.req_headers).stale_if_error;
+    // request that may be answered with it); read only when the origin fails.
+    let asked = || freshness::request_directives(&job.req_headers).stale_if_error;
     let (parts, body) = match fetched {
         Ok(r) => r,
         Err(e) => {
-            let usable = |s: &Revalidation| s.entry.usable_on_error(Instant::now(), asked);
+            let usable = |s: &Revalidation| s.entry.usable_on_error(Instant::now(), asked());
             if let Some(s) = job.stale.filter(usable) {
                 serve_entry(&mut d, &s.entry, Outcome::Stale).await;
                 return;
@@ -334,7 +334,7 @@ async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
             serve_entry(&mut d, &e, Outcome::Revalidated).await;
             return;
         }
-        if parts.status.is_server_error() && s.entry.usable_on_error(Instant::now(), asked) {
+        if parts.status.is_server_error() && s.entry.usable_on_error(Instant::now(), asked()) {
             serve_entry(&mut d, &s.entry, Outcome::Stale).await;
             return;
         }

@@ -63,7 +63,8 @@ impl StoredResponse {
         h
     }
 
-    fn first(&self, name: &HeaderName) -> Option<&HeaderValue> {
+    /// The first stored value of `name`.
+    pub fn first(&self, name: &HeaderName) -> Option<&HeaderValue> {
         self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v)
     }
 
@@ -116,9 +117,7 @@ impl StoredResponse {
     pub fn must_revalidate(&self) -> bool {
         must_revalidate(&cache_control(&self.header_map()))
     }
-}
 
-impl StoredResponse {
     /// Whether this response may answer a request with `Authorization` (RFC 9111 §3.5): it
     /// has `public`, `must-revalidate` or `s-maxage`.
     pub fn shared_with_authorization(&self) -> bool {

@@ -71,13 +71,7 @@ fn if_range_matches(e: &StoredResponse, req: &HeaderMap) -> bool {
         return false;
     };
     let v = v.trim();
-    let stored = |name: &HeaderName| {
-        e.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, v)| v.to_str().ok())
-            .map(str::trim)
-    };
+    let stored = |name: &HeaderName| e.first(name).and_then(|v| v.to_str().ok()).map(str::trim);
     if v.starts_with('"') || v.starts_with("W/") {
         v.starts_with('"') && stored(&header::ETAG) == Some(v)
     } else {
@@ -98,12 +92,7 @@ fn not_modified(e: &StoredResponse, req: &HeaderMap) -> bool {
     if !e.status.is_success() {
         return false;
     }
-    let stored = |name: &HeaderName| {
-        e.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .and_then(|(_, v)| v.to_str().ok())
-    };
+    let stored = |name: &HeaderName| e.first(name).and_then(|v| v.to_str().ok());
     if req.contains_key(header::IF_NONE_MATCH) {
         let Some(etag) = stored(&header::ETAG).map(opaque_tag) else {
             // Only `*` matches a response without an entity tag.

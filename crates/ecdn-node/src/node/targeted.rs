@@ -55,45 +55,35 @@ pub fn apply(headers: &mut HeaderMap, fields: &[HeaderName]) {
 /// an integer, a token or a string (parameters are allowed and ignored; inner lists are not
 /// directives and make the field invalid).
 pub fn valid_dictionary(v: &str) -> bool {
-    let mut rest = v.trim_matches(|c| c == ' ' || c == '\t');
-    if rest.is_empty() {
-        return false;
-    }
+    dictionary_end(v.trim_matches([' ', '\t'])).is_some()
+}
+
+/// [`valid_dictionary`]'s parse: `Some` when all of `v` is one.
+fn dictionary_end(v: &str) -> Option<()> {
+    let mut rest = v;
     loop {
-        let Some(after_key) = key(rest) else {
-            return false;
-        };
-        rest = after_key;
-        if let Some(value) = rest.strip_prefix('=') {
-            let Some(after) = bare_item(value) else {
-                return false;
-            };
-            rest = after;
-        }
-        // Parameters: `;key[=item]`.
+        // A member, then its parameters `;key[=item]`.
+        rest = key_and_item(rest)?;
         while let Some(p) = rest.strip_prefix(';') {
-            let Some(after) = key(p.trim_start_matches(' ')) else {
-                return false;
-            };
-            rest = after;
-            if let Some(value) = rest.strip_prefix('=') {
-                let Some(after) = bare_item(value) else {
-                    return false;
-                };
-                rest = after;
-            }
+            rest = key_and_item(p.trim_start_matches(' '))?;
         }
         rest = rest.trim_start_matches([' ', '\t']);
         if rest.is_empty() {
-            return true;
+            return Some(());
         }
-        let Some(next) = rest.strip_prefix(',') else {
-            return false;
-        };
-        rest = next.trim_start_matches([' ', '\t']);
+        rest = rest.strip_prefix(',')?.trim_start_matches([' ', '\t']);
         if rest.is_empty() {
-            return false; // a trailing comma
+            return None; // a trailing comma
         }
+    }
+}
+
+/// `key[=bare-item]` at the start of `s`; what follows it.
+fn key_and_item(s: &str) -> Option<&str> {
+    let rest = key(s)?;
+    match rest.strip_prefix('=') {
+        Some(value) => bare_item(value),
+        None => Some(rest),
     }
 }
 

@@ -203,9 +203,8 @@ impl TlsAcceptor {
             .with_cert_resolver(Arc::new(certificates));
         config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
         config.session_storage = sessions.clone();
+        // The same stores in every configuration: sessions resume across reloads.
         config.ticketer = tickets.clone();
-        // TLS 1.3 tickets: two at the handshake, as rustls does by default; resumption by
-        // either kind works across reloads because the stores above are kept.
         Ok(Arc::new(config))
     }
 

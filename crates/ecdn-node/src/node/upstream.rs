@@ -98,10 +98,17 @@ impl Upstream {
                 body,
             })
         };
-        match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(r) => r,
-            Err(_) => Err(FetchError::Timeout),
-        }
+        self.within_timeout(exchange).await
+    }
+
+    /// `exchange`, or [`FetchError::Timeout`] once the origin timeout has passed.
+    async fn within_timeout<T>(
+        &self,
+        exchange: impl std::future::Future<Output = Result<T, FetchError>>,
+    ) -> Result<T, FetchError> {
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .unwrap_or(Err(FetchError::Timeout))
     }
 
     /// Sends `req` to the origin over a fresh connection; the answer's head within the origin
@@ -110,10 +117,7 @@ impl Upstream {
         &self,
         req: Request<ReqBody>,
     ) -> Result<(hyper::http::response::Parts, Incoming), FetchError> {
-        match tokio::time::timeout(self.timeout, self.send(req)).await {
-            Ok(r) => r,
-            Err(_) => Err(FetchError::Timeout),
-        }
+        self.within_timeout(self.send(req)).await
     }
 
     /// [`Upstream::fetch_head`] from `authority` (`host:port`) instead of the request's
@@ -123,10 +127,8 @@ impl Upstream {
         authority: &str,
         req: Request<ReqBody>,
     ) -> Result<(hyper::http::response::Parts, Incoming), FetchError> {
-        match tokio::time::timeout(self.timeout, self.send_to(authority.to_string(), req)).await {
-            Ok(r) => r,
-            Err(_) => Err(FetchError::Timeout),
-        }
+        self.within_timeout(self.send_to(authority.to_string(), req))
+            .await
     }
 
     async fn send(
