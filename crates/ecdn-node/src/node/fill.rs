@@ -594,6 +594,10 @@ async fn serve_entry(d: &mut Driver, e: &StoredResponse, outcome: Outcome) {
         from_cache: Some(outcome),
         vary: Vary::None,
     }))));
+    // As after a store: the flight leaves the map before the body goes out, so a request from
+    // now on looks the caches up (where a revalidated entry was written back) instead of
+    // joining the ending fetch.
+    d.unregister();
     if !e.body.is_empty() && !d.release(e.body.clone(), false).await {
         return;
     }
