@@ -140,7 +140,7 @@ impl Emulator {
         &self.stats
     }
 
-    /// Stops accepting connections.
+    /// Stops accepting connections and closes the open ones.
     pub async fn stop(mut self) {
         if let Some(s) = self.stop.take() {
             let _ = s.send(());
@@ -173,20 +173,27 @@ async fn serve_with(
         next: AtomicU64::new(1),
         stats,
     });
+    // A stopped store answers nothing more: its open connections close too.
+    let (closed_tx, closed) = tokio::sync::watch::channel(false);
     crate::http::accept_loop(listener, shutdown, |stream| {
         let emu = emu.clone();
+        let mut closed = closed.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let emu = emu.clone();
                 async move { Ok::<_, Infallible>(handle(&emu, req).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
+            let conn = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
+                .serve_connection(TokioIo::new(stream), svc);
+            tokio::select! {
+                _ = conn => {}
+                _ = closed.wait_for(|&c| c) => {}
+            }
         });
     })
     .await;
+    closed_tx.send_replace(true);
 }
 
 type EmuBody = Paced;

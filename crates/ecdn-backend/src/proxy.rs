@@ -531,6 +531,15 @@ impl Proxy {
         })
     }
 
+    /// Removes the object from the store (absent: no error) and forgets its head. Not a
+    /// TOFEC request: it takes no connection of the read and write paths.
+    pub async fn delete(&self, key: &str) -> Result<(), ProxyError> {
+        self.forget(key);
+        let r = self.shared.store.delete(key).await;
+        self.forget(key); // a read under way may have cached it again
+        r.map_err(|e| store_error(key, e))
+    }
+
     /// The current models (read, write).
     pub fn models(&self) -> (DelayModel, DelayModel) {
         let m = lock(&self.shared.models);

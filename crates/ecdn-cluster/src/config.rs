@@ -18,7 +18,9 @@
 //! object_scheme = "ec-cache" # EC-Cache objects' default code: ec-cache | selective-replication
 //! object_budget = 0.15       # their memory overhead budget, a fraction of their size
 //! object_budget_every_s = 0  # re-spend it from measured reads this often: off
-//! object_backend = "http://127.0.0.1:9100/objects"  # (optional) where the originals are
+//! object_backend = "http://127.0.0.1:9100/objects"  # (optional) where the originals are,
+//!                            # or "s3://BUCKET/PREFIX": written through, coded (TOFEC)
+//! object_backend_endpoint = "http://127.0.0.1:9200"  # (optional) the S3 endpoint
 //! etcd = []                  # etcd endpoints ("http://127.0.0.1:2379"): the HA control plane
 //! etcd_prefix = "/ecdn/"     # where this cluster's keys live in etcd
 //! etcd_lease_s = 3           # a node whose lease lapses this long is unavailable
@@ -137,10 +139,18 @@ pub struct ClusterConfig {
     /// How often the coordinator re-spends the budget from the reads nodes report; 0 = never.
     #[serde(default)]
     pub object_budget_every_s: f64,
-    /// The store that holds the objects' originals, `http://HOST:PORT[/PREFIX]`: a read with
-    /// fewer than `k` splits readable fetches `PREFIX/<name>` from it.
+    /// The store that holds the objects' originals: a read with fewer than `k` splits
+    /// readable fetches `PREFIX/<name>` from it. `http://HOST:PORT[/PREFIX]`: a store the
+    /// operator fills, only read; `s3://BUCKET[/PREFIX]`: an S3-compatible store behind the
+    /// backend tier (TOFEC), which every `PUT` also writes through and every `DELETE` removes
+    /// from.
     #[serde(default)]
     pub object_backend: Option<String>,
+    /// The endpoint of an `s3://` `object_backend` (`http://HOST:PORT` or `https://…`);
+    /// without it, `AWS_ENDPOINT_URL`, else AWS's own. Region and credentials come from the
+    /// AWS environment variables.
+    #[serde(default)]
+    pub object_backend_endpoint: Option<String>,
     /// etcd endpoints: with them nodes register under leases and watch the map in etcd, and
     /// coordinators elect a leader there (`coordinator::etcd`); without them the embedded
     /// coordinator at `coordinator` is the control plane.
@@ -192,16 +202,37 @@ fn default_seed() -> u64 {
 fn default_record_ttl() -> u64 {
     1000
 }
-/// `object_backend`'s `http://HOST:PORT[/PREFIX]`: the address to connect to (and the `Host`),
-/// and the path prefix without its slashes.
-pub fn parse_backend(url: &str) -> Result<(String, String), String> {
-    let bad = || format!("object_backend {url:?}: expected http://HOST:PORT[/PREFIX]");
+/// Where an `object_backend` is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendUrl {
+    /// `http://HOST:PORT[/PREFIX]`: the address to connect to (and the `Host`), and the path
+    /// prefix without its slashes.
+    Http { authority: String, prefix: String },
+    /// `s3://BUCKET[/PREFIX]`, as written (the backend tier checks the bucket's name).
+    S3(String),
+}
+
+/// Parses `object_backend`.
+pub fn parse_backend(url: &str) -> Result<BackendUrl, String> {
+    let bad = || {
+        format!(
+            "object_backend {url:?}: expected http://HOST:PORT[/PREFIX] or s3://BUCKET[/PREFIX]"
+        )
+    };
+    if let Some(rest) = url.strip_prefix("s3://") {
+        let bucket = rest.split('/').next().unwrap_or("");
+        return match bucket.is_empty() {
+            true => Err(bad()),
+            false => Ok(BackendUrl::S3(url.to_string())),
+        };
+    }
     let rest = url.strip_prefix("http://").ok_or_else(bad)?;
     let (authority, prefix) = rest.split_once('/').unwrap_or((rest, ""));
     match authority.split_once(':') {
-        Some((host, port)) if !host.is_empty() && !port.is_empty() => {
-            Ok((authority.to_string(), prefix.trim_matches('/').to_string()))
-        }
+        Some((host, port)) if !host.is_empty() && !port.is_empty() => Ok(BackendUrl::Http {
+            authority: authority.to_string(),
+            prefix: prefix.trim_matches('/').to_string(),
+        }),
         _ => Err(bad()),
     }
 }
@@ -328,8 +359,22 @@ impl ClusterConfig {
         if !(self.object_budget_every_s.is_finite() && self.object_budget_every_s >= 0.0) {
             return bad("object_budget_every_s must be >= 0 (0 = off)".into());
         }
-        if let Some(b) = &self.object_backend {
-            parse_backend(b).map_err(ConfigError::Invalid)?;
+        let s3 = match &self.object_backend {
+            Some(b) => matches!(
+                parse_backend(b).map_err(ConfigError::Invalid)?,
+                BackendUrl::S3(_)
+            ),
+            None => false,
+        };
+        if let Some(e) = &self.object_backend_endpoint {
+            if !s3 {
+                return bad("object_backend_endpoint is for an s3:// object_backend".into());
+            }
+            if !(e.starts_with("http://") || e.starts_with("https://")) {
+                return bad(format!(
+                    "object_backend_endpoint {e:?}: expected http://HOST:PORT or https://..."
+                ));
+            }
         }
         Ok(())
     }
@@ -402,15 +447,25 @@ peer = "127.0.0.1:9003"
 
     #[test]
     fn backend_urls() {
+        let http = |a: &str, p: &str| BackendUrl::Http {
+            authority: a.into(),
+            prefix: p.into(),
+        };
         assert_eq!(
             parse_backend("http://127.0.0.1:9000/bucket/").unwrap(),
-            ("127.0.0.1:9000".into(), "bucket".into())
+            http("127.0.0.1:9000", "bucket")
         );
         assert_eq!(
             parse_backend("http://store:80").unwrap(),
-            ("store:80".into(), String::new())
+            http("store:80", "")
+        );
+        assert_eq!(
+            parse_backend("s3://originals/objects").unwrap(),
+            BackendUrl::S3("s3://originals/objects".into())
         );
         for bad in [
+            "s3://",
+            "s3:///x",
             "https://a:1",
             "http://",
             "http://host/x",
@@ -459,6 +514,16 @@ peer = "127.0.0.1:9003"
             (
                 format!("object_backend = \"http://:9\"\n{FILE}"),
                 "object_backend",
+            ),
+            (
+                format!("object_backend_endpoint = \"http://127.0.0.1:9\"\n{FILE}"),
+                "is for an s3:// object_backend",
+            ),
+            (
+                format!(
+                    "object_backend = \"s3://b-1/p\"\nobject_backend_endpoint = \"127.0.0.1:9\"\n{FILE}"
+                ),
+                "object_backend_endpoint",
             ),
         ];
         for (text, want) in cases {

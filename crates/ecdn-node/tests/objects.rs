@@ -5,7 +5,8 @@
 //! k splits reachable failing clearly, a write cut off midway never readable, deletes removing
 //! the record and the splits (also for a node holding the record in its cache), and an
 //! unsigned split write refused; the coordinator re-spending the parity budget from measured
-//! reads; then the same API with the records and the control plane in etcd.
+//! reads; an HTTP store and an S3 store (written through) under the cache; then the same API
+//! with the records and the control plane in etcd.
 
 use std::net::SocketAddr;
 
@@ -514,6 +515,94 @@ async fn reads_fall_back_to_the_backend_store() {
     assert_eq!(got.status, 502);
     let why = String::from_utf8_lossy(&got.body);
     assert!(why.contains("not the object the record describes"), "{why}");
+    c.stop_all().await;
+}
+
+/// An S3 store under the cache (the backend tier's emulator on loopback): a `PUT` writes the
+/// object through, coded (TOFEC's manifest in its metadata); a read with fewer than k splits
+/// readable is answered from that copy (ranges too); a `DELETE` removes it; with the store
+/// down a `PUT` fails clearly and leaves nothing readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_are_written_through_to_an_s3_store() {
+    use ecdn_backend::emulator::{Emulator, EmulatorConfig};
+    use ecdn_backend::proxy::{Proxy, ProxyConfig};
+    use ecdn_backend::store::{S3Config, S3Store, Store};
+    use std::sync::Arc;
+    let emu = Emulator::start(
+        "127.0.0.1:0".parse().unwrap(),
+        EmulatorConfig {
+            read: None,
+            write: None,
+            ..EmulatorConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let extra = format!(
+        "object_backend = \"s3://originals/objects\"\nobject_backend_endpoint = \"{}\"\n",
+        emu.endpoint()
+    );
+    let c = TestCluster::start_with(4, "c2dn", 3, 1, &extra).await;
+    // The test's own view of the store.
+    let store = S3Store::new(
+        &S3Config {
+            bucket: "originals".into(),
+            prefix: "objects".into(),
+            endpoint: Some(emu.endpoint()),
+            ..S3Config::default()
+        },
+        std::time::Duration::from_secs(10),
+    )
+    .unwrap();
+    let store: Arc<dyn Store> = Arc::new(store);
+    let tier = Proxy::start(store.clone(), ProxyConfig::default());
+
+    let data = content(7, 3_000_000);
+    let put = send(c.client(0), "PUT", "/_objects/big?k=2&r=1", data.clone()).await;
+    assert_eq!(put.status, 201, "{}", String::from_utf8_lossy(&put.body));
+    let meta = record(&put);
+    // Acknowledged after k parts: the upload may still be completing.
+    let mut head = None;
+    for _ in 0..100 {
+        head = store.head("big").await.unwrap();
+        if head.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let head = head.expect("written through");
+    assert!(head.manifest.is_some(), "stored as a TOFEC coded file");
+    assert!(tier.read("big").await.unwrap().0 == data);
+
+    // Every split lost: the store answers.
+    for &s in &meta.splits {
+        purge_split(c.peer(s), &meta).await;
+    }
+    let got = send(c.client(1), "GET", "/_objects/big", Vec::new()).await;
+    assert_eq!(got.status, 200, "{}", String::from_utf8_lossy(&got.body));
+    assert!(got.body == data, "the backend's copy, byte for byte");
+    assert_eq!(got.headers["x-ecdn-source"], "backend");
+    let h = [("range", "bytes=2999990-")];
+    let got = common::send_body(c.client(2), "GET", "/_objects/big", &h, Bytes::new()).await;
+    assert_eq!((got.status, &got.body[..]), (206, &data[2_999_990..]));
+
+    let del = send(c.client(3), "DELETE", "/_objects/big", Vec::new()).await;
+    assert_eq!(del.status, 200);
+    assert_eq!(del.headers["x-ecdn-backend"], "removed");
+    assert!(store.head("big").await.unwrap().is_none());
+
+    // The store down: nothing is committed.
+    emu.stop().await;
+    let put = send(c.client(0), "PUT", "/_objects/lost?k=2&r=1", data.clone()).await;
+    assert_eq!(put.status, 502);
+    let why = String::from_utf8_lossy(&put.body);
+    assert!(
+        why.contains("writing through to the backend store"),
+        "{why}"
+    );
+    let got = send(c.client(1), "GET", "/_objects/lost", Vec::new()).await;
+    assert_eq!(got.status, 404);
+    tier.stop();
     c.stop_all().await;
 }
 

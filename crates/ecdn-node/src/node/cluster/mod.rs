@@ -104,6 +104,8 @@ pub(super) struct Cluster {
     pub(super) backlog: Mutex<ecdn_objects::backlog::Backlog>,
     /// Object records read lately (`ecdn_objects::records`).
     pub(super) records: Mutex<ecdn_objects::records::RecordCache>,
+    /// The store under the object cache (`object_backend`, `backend.rs`).
+    pub(super) backend: Option<backend::ObjectBackend>,
 }
 
 /// Bytes of object records a node keeps.
@@ -139,6 +141,7 @@ impl Cluster {
             .or_else(|| c.cluster.nodes.get(c.id).map(|n| n.peer))
             .ok_or_else(|| invalid(format!("node {} is not a member of the cluster", c.id)))?;
         let policy = Cache::new(EvictionKind::Fifo.build(capacity), None);
+        let backend = backend::ObjectBackend::open(&c.cluster).map_err(invalid)?;
         Ok(Cluster {
             id: c.id,
             own_peer,
@@ -160,6 +163,7 @@ impl Cluster {
                 Duration::from_millis(c.cluster.object_record_ttl_ms),
                 RECORD_CACHE_BYTES,
             )),
+            backend,
         })
     }
 

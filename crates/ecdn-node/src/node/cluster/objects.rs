@@ -16,7 +16,10 @@
 //!   cluster's object directory (`ecdn_cluster::objects`: the coordinator, or etcd) only once
 //!   at least `k` splits are stored, so nothing half-written is ever readable; the answer,
 //!   `201`, is the record, saying how many were stored. Fewer than `k` stored: `503`; a body
-//!   that fails or is cut off: `400`; too large: `413`; nothing visible in any case.
+//!   that fails or is cut off: `400`; too large: `413`; nothing visible in any case. With an
+//!   `s3://` `object_backend`, the body is also kept whole and written through to that store
+//!   (`backend.rs`: TOFEC's coded file, acknowledged after `k` parts) while the splits are
+//!   stored; if the store fails, nothing is committed either (`502`).
 //! * `GET /_objects/<name>[?delta=D|auto]`: the record (this node's cached copy for up to
 //!   `object_record_ttl_ms`, else one directory lookup: `ecdn_objects::records`), then
 //!   `k + Δ` of the stored splits on available nodes, chosen uniformly at random (Δ = 1 by
@@ -35,7 +38,8 @@
 //!   record the directory is asked again first (the object may have been written again or
 //!   deleted). `GET /_objects/<name>?stat`: the record as JSON. `HEAD`: the record in headers.
 //! * `DELETE /_objects/<name>`: the record is removed first (readers stop finding it), then
-//!   every split, on every node that holds one.
+//!   every split, on every node that holds one, and the copy in an `s3://` backend
+//!   (`X-Ecdn-Backend: removed`, or why not).
 //! * `POST /_objects/<name>?units=N`: the parity budget re-spent on the object: its splits
 //!   (replicas, for `k` = 1) grown or shrunk to `N`, never below the `k + r` it was written
 //!   with (`object_budget.rs`).
@@ -301,14 +305,16 @@ enum PutError {
     Body(String),
 }
 
-/// Streams the rest of `body` (after `head`) into `streams` and `sha`: every stripe is
-/// encoded and sent on as soon as its bytes are in. Refuses an object past [`MAX_OBJECT`], or
-/// whose record would hold more than `MAX_CRCS` sub-chunk checksums.
+/// Streams the rest of `body` (after `head`) into `streams` and `sha` (and `copy`, for a
+/// backend written through): every stripe is encoded and sent on as soon as its bytes are
+/// in. Refuses an object past [`MAX_OBJECT`], or whose record would hold more than
+/// `MAX_CRCS` sub-chunk checksums.
 async fn stream_body(
     head: &[u8],
     body: Option<Incoming>,
     streams: &mut ChunkStreams,
     sha: &mut Sha256,
+    mut copy: Option<&mut Vec<u8>>,
     splits: usize,
 ) -> Result<(), PutError> {
     let mut take = |bytes: &[u8], streams: &mut ChunkStreams| {
@@ -316,6 +322,9 @@ async fn stream_body(
             return Err(PutError::TooLarge);
         }
         sha.update(bytes);
+        if let Some(copy) = copy.as_deref_mut() {
+            copy.extend_from_slice(bytes);
+        }
         if !streams.push(bytes) {
             return Err(PutError::Body("encoding failed".into()));
         }
@@ -389,7 +398,9 @@ async fn put(
     };
     let mut sha = Sha256::new();
     let rest = (!ended).then_some(body);
-    let streamed = stream_body(&head, rest, &mut streams, &mut sha, k + r).await;
+    let through = c.backend.as_ref().filter(|b| b.writes_through());
+    let mut copy = through.map(|_| Vec::with_capacity(at_least));
+    let streamed = stream_body(&head, rest, &mut streams, &mut sha, copy.as_mut(), k + r).await;
     let layout = match streamed.map(|()| streams.end()) {
         Ok(Some(layout)) => layout,
         failed => {
@@ -407,7 +418,14 @@ async fn put(
     let sub = layout.sub_chunk();
     let crcs = streams.crcs();
     let piece_meta = |i: usize| split_meta((k, r), i, sub, size, &crcs);
-    let stored = streams.store(st, c, piece_meta).await;
+    // The splits' servers store them while the backend takes its copy.
+    let written = async {
+        match (through, copy) {
+            (Some(b), Some(copy)) => b.write(name.as_str(), Bytes::from(copy)).await,
+            _ => Ok(()),
+        }
+    };
+    let (stored, written) = tokio::join!(streams.store(st, c, piece_meta), written);
     let n = stored.iter().filter(|&&s| s).count();
     let meta = ObjectMeta {
         name: name.clone(),
@@ -430,6 +448,15 @@ async fn put(
                 "only {n} of the {} splits were stored; decoding needs {k}",
                 k + r
             ),
+        );
+    }
+    if let Err(e) = written {
+        // The store must hold every object the cache does: nothing is committed.
+        let _ = c.objects.abort(&name, version).await;
+        remove_splits(st, c, &meta).await;
+        return text(
+            StatusCode::BAD_GATEWAY,
+            &format!("object {name}: writing through to the backend store: {e}"),
         );
     }
     match c.objects.commit(&meta, map.servers()).await {
@@ -596,8 +623,8 @@ async fn get(
             Err(e) => return directory_error(e),
         },
     };
-    match &c.cfg.object_backend {
-        Some(url) => from_backend(url, &meta, req).await,
+    match &c.backend {
+        Some(b) => from_backend(b, &meta, req).await,
         None => failed,
     }
 }
@@ -605,8 +632,12 @@ async fn get(
 /// Fewer than `k` splits could be read: the object from the backend store, checked against
 /// its record (`backend.rs`), answered as a read from the splits would be (`X-Ecdn-Source:
 /// backend`); `502` naming both failures if the backend fails too.
-async fn from_backend(url: &str, meta: &ObjectMeta, req: &HeaderMap) -> Response<NodeBody> {
-    let bytes = match super::backend::fetch(url, meta).await {
+async fn from_backend(
+    backend: &super::backend::ObjectBackend,
+    meta: &ObjectMeta,
+    req: &HeaderMap,
+) -> Response<NodeBody> {
+    let bytes = match backend.fetch(meta).await {
         Ok(b) => b,
         Err(e) => {
             return text(
@@ -799,6 +830,19 @@ async fn delete(st: &Arc<State>, c: &Arc<Cluster>, name: ObjectName) -> Response
     let mut r = json(StatusCode::OK, &meta);
     if let Ok(v) = HeaderValue::from_str(&removed.to_string()) {
         r.headers_mut().insert("x-ecdn-splits-removed", v);
+    }
+    if let Some(b) = c.backend.as_ref().filter(|b| b.writes_through()) {
+        // The record is gone already: a copy left behind is only storage, said here.
+        let said = match b.remove(name.as_str()).await {
+            Ok(()) => "removed".to_string(),
+            Err(e) => {
+                eprintln!("ecdn node: object {name}: removing the backend's copy: {e}");
+                format!("failed: {e}")
+            }
+        };
+        if let Ok(v) = HeaderValue::from_str(&said) {
+            r.headers_mut().insert("x-ecdn-backend", v);
+        }
     }
     r
 }
