@@ -41,6 +41,7 @@ use std::time::Instant;
 use hyper::header;
 use hyper::Request;
 
+use super::disk::Disk;
 use super::fill::{revalidate_in_background, Revalidation};
 use super::freshness::RequestDirectives;
 use super::hit::{answer_hit, answer_striped, stream_hit};
@@ -75,7 +76,7 @@ pub(super) async fn lookup(
     let head = req.method() == hyper::Method::HEAD;
     let now = Instant::now();
     let found = lock(&st.hoc).lookup(key.id, &key.key, now);
-    let mut stale = match found {
+    let stale = match found {
         Found::Fresh(e) if rd.accepts(&e, now) => {
             return Lookup::Hit(Answer {
                 outcome: Outcome::HitHoc,
@@ -103,6 +104,21 @@ pub(super) async fn lookup(
     let Some(disk) = st.disk.as_ref().filter(|_| st.cluster.is_none()) else {
         return Lookup::Miss(stale);
     };
+    // Boxed: the disk's steps would make every request's future (moved whole into its task
+    // for HTTP/2) several times larger than a memory hit needs.
+    Box::pin(on_disk(st, disk, req, key, rd, stale, head)).await
+}
+
+/// [`lookup`] on the disk, after the HOC's `stale` entry, if any.
+async fn on_disk(
+    st: &State,
+    disk: &Disk,
+    req: &Request<ReqBody>,
+    key: &CacheKey,
+    rd: &RequestDirectives,
+    mut stale: Option<Revalidation>,
+    head: bool,
+) -> Lookup {
     let whole = !head && !req.headers().contains_key(header::RANGE);
     let Some(hit) = disk.open(key.key.clone(), whole).await else {
         return Lookup::Miss(stale);

@@ -185,7 +185,7 @@ async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> R
     // EC-Cache's object API (cluster mode): its own requests, bodies and answers.
     if req.uri().path().starts_with(cluster::objects::PREFIX) {
         return match &st.cluster {
-            Some(c) => cluster::objects::serve(&st, c, req).await,
+            Some(c) => Box::pin(cluster::objects::serve(&st, c, req)).await,
             None => text(StatusCode::NOT_FOUND, "the object API needs cluster mode"),
         };
     }
@@ -195,7 +195,7 @@ async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> R
     let (body, finished) = ClientBody::new(body);
     let req = Request::from_parts(parts, empty_body());
     // 3. Route.
-    if let Some(own) = admin::route(&st, &req).await {
+    if let Some(own) = Box::pin(admin::route(&st, &req)).await {
         let read = body.discard(st.unread_body_timeout).await;
         return client_body::settle(own, read);
     }
@@ -218,7 +218,7 @@ async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> R
         let read = body.discard(st.unread_body_timeout).await;
         // Cluster mode: the bucket's serving node answers.
         let relayed = match &st.cluster {
-            Some(c) => cluster::relay::forward(&st, c, &req).await,
+            Some(c) => Box::pin(cluster::relay::forward(&st, c, &req)).await,
             None => None,
         };
         match relayed {
@@ -226,7 +226,7 @@ async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> R
             None => (cached(&st, req).await, read),
         }
     } else {
-        let answer = pass(&st, req.map(|_| body.boxed())).await;
+        let answer = Box::pin(pass(&st, req.map(|_| body.boxed()))).await;
         (answer, finished.get())
     };
     // 6. Deliver.
@@ -259,15 +259,16 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
         Lookup::Miss(stale) => stale,
     };
     let Some(c) = &st.cluster else {
-        return uncached(st, req, key, rd, stale).await;
+        return Box::pin(uncached(st, req, key, rd, stale)).await;
     };
     // Cluster mode: the object's pieces, here and on peers.
     let partial = if stale.is_none() && !rd.no_cache {
-        match cluster::read::lookup(st, c, &req, &key, &rd).await {
+        match Box::pin(cluster::read::lookup(st, c, &req, &key, &rd)).await {
             cluster::read::Found::Hit(answer) => return answer,
             cluster::read::Found::Partial(Some(p)) => {
                 // Only the missing chunks from the origin, if it can be done.
-                if let Some(answer) = cluster::partial::serve(st, c, &req, &key, p).await {
+                if let Some(answer) = Box::pin(cluster::partial::serve(st, c, &req, &key, p)).await
+                {
                     return answer;
                 }
                 true
@@ -278,7 +279,7 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     } else {
         false
     };
-    let mut answer = uncached(st, req, key, rd, stale).await;
+    let mut answer = Box::pin(uncached(st, req, key, rd, stale)).await;
     cluster::mark_miss(c, &mut answer, partial);
     answer
 }

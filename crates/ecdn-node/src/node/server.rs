@@ -26,7 +26,7 @@ use std::time::Duration;
 use ecdn_store::{Store, StoreConfig, DEFAULT_ALIGN};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
@@ -194,9 +194,9 @@ impl Node {
 /// How connections speak HTTP: the settings of each protocol.
 struct Protocols {
     http1: hyper::server::conn::http1::Builder,
-    http2: hyper::server::conn::http2::Builder<TokioExecutor>,
+    http2: hyper::server::conn::http2::Builder<StreamExecutor>,
     /// The plain listener with h2c: HTTP/1.1 or HTTP/2 by the connection's first bytes.
-    auto: Option<hyper_util::server::conn::auto::Builder<TokioExecutor>>,
+    auto: Option<hyper_util::server::conn::auto::Builder<StreamExecutor>>,
     /// The longest a TLS handshake may take.
     handshake_timeout: Duration,
 }
@@ -233,10 +233,10 @@ impl Protocols {
         }
         let mut http1 = hyper::server::conn::http1::Builder::new();
         http1_settings!(http1);
-        let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        let mut http2 = hyper::server::conn::http2::Builder::new(StreamExecutor);
         http2_settings!(http2);
         let auto = cfg.h2c.then(|| {
-            let mut auto = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            let mut auto = hyper_util::server::conn::auto::Builder::new(StreamExecutor);
             http1_settings!(auto.http1());
             http2_settings!(auto.http2());
             auto
@@ -246,6 +246,29 @@ impl Protocols {
             http2,
             auto,
             handshake_timeout: cfg.header_read_timeout,
+        }
+    }
+}
+
+/// Runs each HTTP/2 stream (hyper hands every request's service future and response body to
+/// the executor as one task): polled once at once, on the connection's task, and spawned only
+/// if it is not done then. A hit from memory is answered in that poll, sparing the task a
+/// spawn, a wake-up and a second trip through the scheduler; anything that waits (a miss, a
+/// disk read, a body larger than the window) goes on as its own task, polled again there with
+/// its real waker (the first poll's waker does nothing, and the spawned task's first poll
+/// sees whatever happened in between).
+#[derive(Clone, Copy, Debug)]
+struct StreamExecutor;
+
+impl<F> hyper::rt::Executor<F> for StreamExecutor
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    fn execute(&self, stream: F) {
+        let mut stream = Box::pin(stream);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if stream.as_mut().poll(&mut cx).is_pending() {
+            tokio::spawn(stream);
         }
     }
 }
@@ -427,7 +450,9 @@ fn service(
 > + Clone {
     hyper::service::service_fn(move |req: Request<Incoming>| {
         let st = st.clone();
-        async move { Ok::<_, Infallible>(handle(st, req, remote).await) }
+        // Boxed: the request's future is moved (into its HTTP/2 stream's task, or hyper's
+        // HTTP/1 dispatcher) as a pointer, not as the kilobytes of its state.
+        Box::pin(async move { Ok::<_, Infallible>(handle(st, req, remote).await) })
     })
 }
 
