@@ -68,6 +68,7 @@ mod disk;
 mod fill;
 mod flight;
 pub mod freshness;
+mod h2_streams;
 mod hit;
 pub mod hoc;
 mod key;

@@ -32,6 +32,7 @@ use tokio::sync::Semaphore;
 
 use super::body::NodeBody;
 use super::disk::Disk;
+use super::h2_streams::{Batched, StreamExecutor};
 use super::hoc::Hoc;
 use super::ops::Metrics;
 use super::tls::TlsAcceptor;
@@ -250,29 +251,6 @@ impl Protocols {
     }
 }
 
-/// Runs each HTTP/2 stream (hyper hands every request's service future and response body to
-/// the executor as one task): polled once at once, on the connection's task, and spawned only
-/// if it is not done then. A hit from memory is answered in that poll, sparing the task a
-/// spawn, a wake-up and a second trip through the scheduler; anything that waits (a miss, a
-/// disk read, a body larger than the window) goes on as its own task, polled again there with
-/// its real waker (the first poll's waker does nothing, and the spawned task's first poll
-/// sees whatever happened in between).
-#[derive(Clone, Copy, Debug)]
-struct StreamExecutor;
-
-impl<F> hyper::rt::Executor<F> for StreamExecutor
-where
-    F: std::future::Future<Output = ()> + Send + 'static,
-{
-    fn execute(&self, stream: F) {
-        let mut stream = Box::pin(stream);
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if stream.as_mut().poll(&mut cx).is_pending() {
-            tokio::spawn(stream);
-        }
-    }
-}
-
 /// The node's listeners.
 struct Listeners {
     plain: TcpListener,
@@ -422,10 +400,10 @@ async fn serve_http<I>(
         ($conn:expr) => {
             match watcher {
                 Some(w) => {
-                    let _ = w.watch($conn).await;
+                    let _ = Batched::new(w.watch($conn)).await;
                 }
                 None => {
-                    let _ = $conn.await;
+                    let _ = Batched::new($conn).await;
                 }
             }
         };
