@@ -1,6 +1,6 @@
 //! The caching rules of RFC 9111 / 9110 / 9213 that an edge is expected to have, each checked
 //! with curl over HTTP/1.1 and over HTTP/2 (h2c with prior knowledge, the same request path
-//! as HTTP/2 over TLS).
+//! as HTTP/2 over TLS); and an origin's `103 Early Hints`, dropped and never stored.
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -449,4 +449,70 @@ async fn only_successful_unsafe_requests_invalidate() {
         assert_eq!(x_cache(other).await, "miss", "{flag}: its Location");
     }
     bed.stop().await;
+}
+
+/// An origin that answers every request with a `103 Early Hints` before its `200`: the node
+/// drops the interim response (RFC 8297 lets an intermediary; hyper's server cannot send one,
+/// hyperium/hyper#4114), passes the final one, and stores only that: the second request is a
+/// hit whose head carries neither the `103` nor its `Link`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_hints_from_the_origin_are_dropped_and_never_stored() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let origin = listener.local_addr().unwrap();
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = served.clone();
+    let origin_task = tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let count = count.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    let Ok(n) = s.read(&mut buf).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    head.extend_from_slice(&buf[..n]);
+                    while let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                        head.drain(..end + 4);
+                        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let answer = "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n\
+                             HTTP/1.1 200 OK\r\nContent-Length: 5\r\nCache-Control: max-age=60\r\n\r\nhello";
+                        if s.write_all(answer.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let cfg = NodeConfig {
+        origin: format!("http://{origin}"),
+        hoc_size: 16 << 20,
+        hoc_policy: "lru".into(),
+        h2c: true,
+        ..NodeConfig::default()
+    };
+    let node = Node::start("127.0.0.1:0".parse().unwrap(), cfg)
+        .await
+        .unwrap();
+    for (n, (flag, line)) in PROTOCOLS.iter().enumerate() {
+        let path = format!("/hinted{n}");
+        for want in ["miss", "hit-hoc"] {
+            let a = curl(node.addr, flag, "GET", &path, &[]).await;
+            assert!(a.head.starts_with(line), "{flag}: {}", a.head);
+            assert_eq!(a.status, 200, "{flag}: {}", a.head);
+            assert!(!a.head.contains(" 103"), "{flag}: {}", a.head);
+            assert_eq!(a.header("link"), None, "{flag}: {}", a.head);
+            assert_eq!(a.header("x-cache"), Some(want), "{flag}: {}", a.head);
+            assert_eq!(a.body, b"hello");
+        }
+    }
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 2);
+    node.stop().await.unwrap();
+    origin_task.abort();
 }
