@@ -66,6 +66,17 @@ impl Default for EmulatorConfig {
     }
 }
 
+impl EmulatorConfig {
+    /// Every answer at once, unpaced: a plain S3-compatible store for functional tests.
+    pub fn instant() -> EmulatorConfig {
+        EmulatorConfig {
+            read: None,
+            write: None,
+            ..EmulatorConfig::default()
+        }
+    }
+}
+
 struct Object {
     data: Bytes,
     meta: Vec<(String, String)>,

@@ -132,16 +132,9 @@ async fn round_trips(store: Arc<dyn Store>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_emulator_speaks_s3() {
-    let emu = Emulator::start(
-        "127.0.0.1:0".parse().unwrap(),
-        EmulatorConfig {
-            read: None,
-            write: None,
-            ..EmulatorConfig::default()
-        },
-    )
-    .await
-    .unwrap();
+    let emu = Emulator::start("127.0.0.1:0".parse().unwrap(), EmulatorConfig::instant())
+        .await
+        .unwrap();
     round_trips(Arc::new(s3(&emu.endpoint(), "emulated"))).await;
     emu.stop().await;
 }

@@ -528,16 +528,9 @@ async fn objects_are_written_through_to_an_s3_store() {
     use ecdn_backend::proxy::{Proxy, ProxyConfig};
     use ecdn_backend::store::{S3Config, S3Store, Store};
     use std::sync::Arc;
-    let emu = Emulator::start(
-        "127.0.0.1:0".parse().unwrap(),
-        EmulatorConfig {
-            read: None,
-            write: None,
-            ..EmulatorConfig::default()
-        },
-    )
-    .await
-    .unwrap();
+    let emu = Emulator::start("127.0.0.1:0".parse().unwrap(), EmulatorConfig::instant())
+        .await
+        .unwrap();
     let extra = format!(
         "object_backend = \"s3://originals/objects\"\nobject_backend_endpoint = \"{}\"\n",
         emu.endpoint()
