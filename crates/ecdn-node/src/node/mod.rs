@@ -176,6 +176,12 @@ const VIA: &str = "1.1 ecdn";
 const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 
 /// Step 1, receive: one request, through every step to its response.
+///
+/// The steps a hit from memory does not take (the object API, admin, relay, pass, miss, the
+/// cluster's reads) are boxed where they are awaited, and the disk's in `lookup.rs`: unboxed,
+/// their states would make every request's future six times larger (17,568 bytes against
+/// 2,936, measured with `size_of_val` at the service), and hyper moves it whole into each
+/// HTTP/2 stream.
 async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> Response<NodeBody> {
     let arrived = Instant::now();
     // 2. Sanitize.
