@@ -16,7 +16,9 @@
 //!
 //! Keys: `window=` (AdaptSize/SIZE-OPT/HillClimb window in requests), `smoothing=`
 //! (AdaptSize's history weight), `horizon=` (AdaptSize's decision horizon in windows, or `inf`
-//! for the paper's stationary model), `guard=on|off` (AdaptSize's shadow-cache guard), `step=` (HillClimb's multiplicative step), `c=` (initial c),
+//! for the paper's stationary model), `guard=on|off` (AdaptSize's shadow-cache guard),
+//! `model=reuse|rates` (what AdaptSize's model learns from: each object's reuse gaps, the
+//! default, or its smoothed request rate as in the paper), `step=` (HillClimb's multiplicative step), `c=` (initial c),
 //! `ref=` (LRU-S reference size).
 
 use ecdn_trace::units::parse_size;
@@ -44,6 +46,8 @@ pub enum AdmissionSpec {
         smoothing: f64,
         horizon: f64,
         guard: bool,
+        /// How the model learns request processes (`model=reuse|rates`).
+        estimator: admission::adaptsize::Estimator,
     },
     /// e^(−size/c), best c for each coming window, found with knowledge of that window.
     SizeOpt { window: usize },
@@ -184,11 +188,17 @@ impl AdmissionSpec {
                     Some("off") => false,
                     Some(v) => return Err(format!("{s:?}: guard={v:?}: expected on or off")),
                 };
+                let estimator = match take("model", &mut kv).as_deref() {
+                    None | Some("reuse") => admission::adaptsize::Estimator::Reuse,
+                    Some("rates") => admission::adaptsize::Estimator::Rates,
+                    Some(v) => return Err(format!("{s:?}: model={v:?}: expected reuse or rates")),
+                };
                 AdmissionSpec::AdaptSize {
                     window,
                     smoothing,
                     horizon,
                     guard,
+                    estimator,
                 }
             }
             "size-opt" | "sizeopt" => {
@@ -228,14 +238,18 @@ impl AdmissionSpec {
                 smoothing,
                 horizon,
                 guard,
-            } => Box::new(admission::AdaptSize::new(
-                capacity,
-                window,
-                smoothing,
-                horizon,
-                guard.then_some(eviction),
-                seed,
-            )),
+                estimator,
+            } => Box::new(
+                admission::AdaptSize::new(
+                    capacity,
+                    window,
+                    smoothing,
+                    horizon,
+                    guard.then_some(eviction),
+                    seed,
+                )
+                .with_estimator(estimator),
+            ),
             AdmissionSpec::SizeOpt { window } => {
                 Box::new(admission::SizeOpt::new(capacity, window, seed))
             }
@@ -320,12 +334,13 @@ mod tests {
                 smoothing: DEFAULT_SMOOTHING,
                 horizon: admission::adaptsize::DEFAULT_HORIZON,
                 guard: true,
+                estimator: admission::adaptsize::Estimator::Reuse,
             })
         );
         let p = PolicySpec::parse("fifo+threshold:64KiB").unwrap();
         assert_eq!(p.eviction, EvictionKind::Fifo);
         assert_eq!(p.admission, Some(AdmissionSpec::Threshold(64 << 10)));
-        let p = PolicySpec::parse("lru+adaptsize:window=1000:smoothing=0.5").unwrap();
+        let p = PolicySpec::parse("lru+adaptsize:window=1000:smoothing=0.5:model=rates").unwrap();
         assert_eq!(
             p.admission,
             Some(AdmissionSpec::AdaptSize {
@@ -333,8 +348,10 @@ mod tests {
                 smoothing: 0.5,
                 horizon: admission::adaptsize::DEFAULT_HORIZON,
                 guard: true,
+                estimator: admission::adaptsize::Estimator::Rates,
             })
         );
+        assert!(PolicySpec::parse("adaptsize:model=poisson").is_err());
         assert_eq!(
             PolicySpec::parse_list("lru, fifo,adaptsize").unwrap().len(),
             3

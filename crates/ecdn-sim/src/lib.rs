@@ -18,6 +18,7 @@ pub mod cluster_sweep;
 pub mod model_check;
 pub mod pool;
 mod protection;
+pub mod stack_distance;
 pub mod unavailability;
 
 /// How much of the trace warms the cache before measuring.

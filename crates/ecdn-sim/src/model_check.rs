@@ -1,10 +1,13 @@
 //! Checks AdaptSize's model against measurement: for each c of a grid, the OHR the model predicts
-//! from the trace's request rates and sizes, next to the OHR an LRU cache with fixed e^(−size/c)
-//! admission actually reaches on the same trace (AdaptSize Fig. 9).
+//! from the trace's requests (their rates, or their reuse gaps: [`Estimator`]) and sizes, next to
+//! the OHR an LRU cache with fixed e^(−size/c) admission actually reaches on the same trace
+//! (AdaptSize Fig. 9).
 
 use std::collections::HashMap;
 
+pub use ecdn_policy::admission::adaptsize::Estimator;
 use ecdn_policy::admission::model::Model;
+use ecdn_policy::admission::reuse::{ReuseModel, ReuseObject};
 use ecdn_policy::spec::{AdmissionSpec, EvictionKind};
 use ecdn_policy::PolicySpec;
 use ecdn_trace::{Request, SliceReader};
@@ -26,6 +29,48 @@ pub fn model_of(reqs: &[Request], warmup: usize, capacity: u64) -> Model {
     Model::new(objs.into_iter().map(|(n, s)| (n as f64, s)), capacity)
 }
 
+/// The reuse-gap model of the measured part of `reqs` (after `warmup`): each of its requests
+/// with its gap since the object's previous request (which may lie in the warm-up), the measured
+/// part as the window.
+pub fn reuse_model_of(reqs: &[Request], warmup: usize, capacity: u64) -> ReuseModel {
+    let warmup = warmup.min(reqs.len());
+    let mut last: HashMap<u64, usize> = HashMap::with_capacity(reqs.len() / 4);
+    // Per object of the measured part: (size, gaps).
+    let mut objects: HashMap<u64, (u64, Vec<f64>)> = HashMap::new();
+    for (t, r) in reqs.iter().enumerate() {
+        let prev = last.insert(r.id, t);
+        if t >= warmup {
+            let gap = prev.map_or(f64::INFINITY, |p| (t - p) as f64);
+            let e = objects.entry(r.id).or_insert((r.size, Vec::new()));
+            e.0 = r.size;
+            e.1.push(gap);
+        }
+    }
+    ReuseModel::new(
+        objects.values().map(|(size, gaps)| ReuseObject {
+            size: *size,
+            gaps,
+            p_in: 0.0,
+        }),
+        capacity,
+        (reqs.len() - warmup) as u64,
+    )
+}
+
+/// The OHR the model (built with `estimator` from the measured part) predicts at each c.
+pub fn predicted_curve(
+    reqs: &[Request],
+    warmup: usize,
+    capacity: u64,
+    cs: &[f64],
+    estimator: Estimator,
+) -> Vec<(f64, f64)> {
+    match estimator {
+        Estimator::Rates => model_of(reqs, warmup, capacity).curve(cs),
+        Estimator::Reuse => reuse_model_of(reqs, warmup, capacity).curve(cs),
+    }
+}
+
 /// For each c in `cs`: the model's OHR and the OHR measured by simulating LRU + e^(−size/c) on
 /// `reqs` (the first `warmup` requests warm the cache). Runs on up to `threads` threads.
 pub fn model_vs_measured(
@@ -35,9 +80,9 @@ pub fn model_vs_measured(
     cs: &[f64],
     seed: u64,
     threads: usize,
+    estimator: Estimator,
 ) -> Result<Vec<ModelPoint>, SimError> {
-    let model = model_of(reqs, warmup, capacity);
-    let predicted = model.curve(cs);
+    let predicted = predicted_curve(reqs, warmup, capacity, cs, estimator);
     let cfg = SimConfig {
         warmup: warmup as u64,
         seed,

@@ -9,7 +9,7 @@
 //! c = 2 KiB the gap is 0.13 after 1M warm-up requests and 0.09 after 5M). So the check covers
 //! c from the median object size (16 KiB) upward; `ecdn sim model` prints the whole curve.
 
-use ecdn_sim::model_check::model_vs_measured;
+use ecdn_sim::model_check::{model_vs_measured, Estimator};
 use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
 
 #[test]
@@ -30,7 +30,8 @@ fn model_predicts_measured_ohr_within_003() {
     // About 5% of the unique bytes.
     let capacity = 16 << 20;
     let cs: Vec<f64> = (14..=26).map(|e| f64::exp2(e as f64)).collect();
-    let points = model_vs_measured(&reqs, 2_000_000, capacity, &cs, 7, 2).unwrap();
+    let points =
+        model_vs_measured(&reqs, 2_000_000, capacity, &cs, 7, 2, Estimator::Rates).unwrap();
     let mut worst: f64 = 0.0;
     for p in &points {
         let err = (p.predicted_ohr - p.measured_ohr).abs();

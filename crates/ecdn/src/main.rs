@@ -15,6 +15,7 @@ mod cluster_ops;
 mod coordinator_cmd;
 mod coral_demo;
 mod demo_cmd;
+mod footprint_cmd;
 mod node_backend;
 mod node_cmd;
 mod object_bench;

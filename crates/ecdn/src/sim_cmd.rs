@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use ecdn_policy::spec::AdmissionSpec;
 use ecdn_policy::PolicySpec;
+use ecdn_sim::model_check::Estimator;
 use ecdn_sim::{sweep, Job, SimConfig, SimResult, Warmup};
 use ecdn_trace::units::{format_size, parse_size};
 use ecdn_trace::{OpenOptions, RequestReader};
@@ -78,9 +79,13 @@ pub struct ModelArgs {
     /// Cache size.
     #[arg(long, short = 's')]
     size: String,
-    /// Warm-up: the model uses the rates of the measured part only.
+    /// Warm-up: the model uses the requests of the measured part only.
     #[arg(long, default_value = "50%")]
     warmup: String,
+    /// What the model learns from: each object's reuse gaps (AdaptSize's default) or its
+    /// request count as a steady rate (the paper's model).
+    #[arg(long, value_enum, default_value_t = EstimatorArg::Reuse)]
+    estimator: EstimatorArg,
     /// Smallest c of the grid.
     #[arg(long, default_value = "1KiB")]
     c_min: String,
@@ -106,6 +111,15 @@ pub struct ModelArgs {
     plot: Option<PathBuf>,
 }
 
+/// `sim model --estimator`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EstimatorArg {
+    /// Reuse gaps.
+    Reuse,
+    /// Request rates.
+    Rates,
+}
+
 pub fn run(cmd: SimCmd) -> Result<()> {
     match cmd {
         SimCmd::Cache(a) => run_cache(a),
@@ -114,7 +128,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
     }
 }
 
-fn parse_sizes(s: &str) -> Result<Vec<u64>> {
+pub(crate) fn parse_sizes(s: &str) -> Result<Vec<u64>> {
     let sizes: Vec<u64> = s
         .split(',')
         .filter(|x| !x.trim().is_empty())
@@ -285,6 +299,7 @@ fn adaptsize_model_plot(
         &cs,
         a.seed,
         a.threads.get(),
+        Estimator::Reuse,
     )?;
     let stem = plot.file_stem().unwrap_or_default().to_string_lossy();
     let ext = plot.extension().unwrap_or_default().to_string_lossy();
@@ -316,6 +331,10 @@ fn run_model(a: ModelArgs) -> Result<()> {
         &cs,
         a.seed,
         a.threads.get(),
+        match a.estimator {
+            EstimatorArg::Reuse => Estimator::Reuse,
+            EstimatorArg::Rates => Estimator::Rates,
+        },
     )?;
     let mut out = std::io::stdout().lock();
     let max_err = points

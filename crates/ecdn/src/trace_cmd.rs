@@ -58,6 +58,18 @@ pub enum TraceCmd {
         Counts accept k, M, G suffixes (20M = 20,000,000). The same flags and seed always give the\n\
         same trace. The output format follows OUT's name (.bin, .bin.zst, .txt, .csv, ...) or --to.")]
     Gen(GenArgs),
+    /// Describe a traffic class's popularity-size footprint descriptor (JEDI's
+    /// FOOTPRINT_DESCRIPTORS/CLASS/) and the LRU hit-ratio curve it predicts; with --trace,
+    /// measure that trace's LRU curve against it (the check of `trace gen --footprint`).
+    #[command(after_help = "Examples:\n  \
+        ecdn trace footprint ../shared/data/footprints/eu-7\n  \
+        ecdn trace gen --footprint ../shared/data/footprints/eu-7 -n 10M --out eu7.bin\n  \
+        ecdn trace footprint ../shared/data/footprints/eu-7 --trace eu7.bin --plot eu7.png\n\n\
+        Cache sizes default to bin edges about a factor of two apart, from the first bin edge to\n\
+        an eighth of the largest stack distance. The trace's curve comes from its stack\n\
+        distances (an LRU that caches every object, as descriptors count), over the requests\n\
+        after --warmup.")]
+    Footprint(crate::footprint_cmd::FootprintArgs),
 }
 
 /// Selects the input trace format and CSV column mapping.
@@ -214,14 +226,10 @@ pub struct GenArgs {
     /// web-video [default: web-video].
     #[arg(long, value_name = "DIST", value_parser = SizeDist::parse)]
     sizes: Option<SizeDist>,
-    /// Mean request rate of the Poisson arrivals (requests per second).
-    #[arg(
-        long,
-        value_name = "R",
-        default_value_t = 1000.0,
-        allow_negative_numbers = true
-    )]
-    rate: f64,
+    /// Mean request rate of the Poisson arrivals (requests per second) [default: 1000; with
+    /// --footprint: the class's request_rate.txt, else its mean rate].
+    #[arg(long, value_name = "R", allow_negative_numbers = true)]
+    rate: Option<f64>,
     /// Random seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -235,10 +243,12 @@ pub struct GenArgs {
     /// Adversarial: requests per phase [default: 3M, as in the paper].
     #[arg(long, value_name = "N", value_parser = parse_count)]
     phase: Option<u64>,
+    #[command(flatten)]
+    footprint: crate::footprint_cmd::FootprintGenArgs,
 }
 
 /// Parses a count: `1000000`, `1_000_000`, `20M`, `100k`, `2G` (decimal multipliers).
-fn parse_count(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_count(s: &str) -> Result<u64, String> {
     let t: String = s.trim().chars().filter(|&c| c != '_').collect();
     let (num, mult) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
@@ -277,6 +287,7 @@ pub fn run(cmd: TraceCmd) -> Result<()> {
         TraceCmd::Stats(a) => stats(a),
         TraceCmd::Convert(a) => convert(a),
         TraceCmd::Gen(a) => gen(a),
+        TraceCmd::Footprint(a) => crate::footprint_cmd::run(a),
     }
 }
 
@@ -315,7 +326,7 @@ fn stats_json(path: &Path, format: &Format, stats: &TraceStats) -> Result<String
 }
 
 /// The output format: `--to`, else from the file name.
-fn output_format(path: &Path, to: Option<Format>) -> Result<Format> {
+pub(crate) fn output_format(path: &Path, to: Option<Format>) -> Result<Format> {
     match to.or_else(|| Format::from_path(path)) {
         Some(f) => Ok(f),
         None => bail!(
@@ -369,6 +380,28 @@ const DEFAULT_PHASE: u64 = 3_000_000;
 
 fn gen(a: GenArgs) -> Result<()> {
     let out_format = output_format(&a.out, a.to)?;
+    if let Some(dir) = &a.footprint.footprint {
+        let ignored = [
+            ("--objects", a.objects != 100_000),
+            ("--alpha", a.alpha != 0.8),
+            ("--sizes", a.sizes.is_some()),
+            ("--scenario", a.scenario != ScenarioName::Stationary),
+        ];
+        if let Some((flag, _)) = ignored.iter().find(|(_, set)| *set) {
+            bail!("{flag} does not apply with --footprint: the descriptor sets the workload");
+        }
+        return crate::footprint_cmd::gen(
+            dir,
+            &a.footprint,
+            a.requests,
+            a.rate,
+            a.seed,
+            &a.out,
+            out_format,
+        );
+    }
+    a.footprint.reject_without_footprint()?;
+    let rate = a.rate.unwrap_or(1000.0);
     if a.change_at.is_some() && a.scenario != ScenarioName::Randomized {
         bail!("--change-at applies only to --scenario randomized");
     }
@@ -390,7 +423,7 @@ fn gen(a: GenArgs) -> Result<()> {
         objects: a.objects,
         alpha: a.alpha,
         sizes: a.sizes.unwrap_or(SizeDist::WebVideo),
-        rate: a.rate,
+        rate,
         seed: a.seed,
         scenario,
     };

@@ -62,10 +62,21 @@ use hashbrown::HashTable;
 
 use super::exp::exp_admit_probability;
 use super::model::{Model, ObjectState};
+use super::reuse::{ReuseModel, ReuseObject};
 use super::shadow::Shadow;
 use crate::eviction::EvictionKind;
 use crate::{Admission, Request};
 use ecdn_trace::gen::Rng;
+
+/// How the model learns each object's request process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Estimator {
+    /// From its requests' reuse gaps in the last window ([`super::reuse`]): holds on traffic
+    /// with temporal locality (the default).
+    Reuse,
+    /// From its smoothed request count per window, as the paper (§4.2): a steady rate.
+    Rates,
+}
 
 /// Smoothed rates below this (requests per window) are dropped from the statistics.
 pub const FORGET_RATE: f64 = 0.1;
@@ -137,6 +148,13 @@ struct Tuner {
     capacity: u64,
     smoothing: f64,
     horizon: f64,
+    estimator: Estimator,
+    /// The last window's requests as (dense index, reuse gap in requests; ∞ for an object not
+    /// known before), for [`Estimator::Reuse`]. (Keeping the last ⌈1/β⌉ windows instead was
+    /// tried: on the generated web trace it cost 0.03–0.07 OHR and two thirds of the speed.)
+    gaps: Vec<(u32, f64)>,
+    /// Requests in the last window.
+    window_len: u64,
     /// Tracked objects, dense.
     objects: Vec<Tracked>,
     /// Index into `objects` by id.
@@ -144,11 +162,14 @@ struct Tuner {
 }
 
 impl Tuner {
-    fn new(capacity: u64, smoothing: f64, horizon: f64) -> Self {
+    fn new(capacity: u64, smoothing: f64, horizon: f64, estimator: Estimator) -> Self {
         Tuner {
             capacity,
             smoothing,
             horizon,
+            estimator,
+            gaps: Vec::new(),
+            window_len: 0,
             objects: Vec::new(),
             index: HashTable::new(),
         }
@@ -157,7 +178,14 @@ impl Tuner {
     /// Ends a window whose requests are `log`, the first at request index `first`: merges the
     /// log, smooths the rates, forgets rare objects.
     fn record(&mut self, first: u64, log: &[Logged]) {
-        let Tuner { objects, index, .. } = self;
+        let Tuner {
+            objects,
+            index,
+            gaps,
+            ..
+        } = self;
+        let reuse = self.estimator == Estimator::Reuse;
+        gaps.clear();
         // Requests per object in this window, by dense index.
         let mut counts = vec![0u32; objects.len()];
         let mut now = first;
@@ -171,8 +199,11 @@ impl Tuner {
                 }
                 continue;
             }
-            let i = match found {
-                Some(i) => i as usize,
+            let (i, gap) = match found {
+                Some(i) => (
+                    i as usize,
+                    (now - (objects[i as usize].last & !CACHED)) as f64,
+                ),
                 None => {
                     // Dense indices are u32: beyond 2^32 objects, new ones go untracked.
                     let Ok(i) = u32::try_from(objects.len()) else {
@@ -187,9 +218,12 @@ impl Tuner {
                     });
                     counts.push(0);
                     index.insert_unique(hash(id), i, |&j| hash(objects[j as usize].id));
-                    i as usize
+                    (i as usize, f64::INFINITY)
                 }
             };
+            if reuse {
+                gaps.push((i as u32, gap));
+            }
             counts[i] = counts[i].saturating_add(1);
             let o = &mut objects[i];
             o.size = f32::from_bits(bits & !LOGGED_CACHED);
@@ -214,6 +248,13 @@ impl Tuner {
         }
         objects.truncate(kept);
         objects.shrink_to_fit();
+        // An object requested in the window has a smoothed rate of at least β, so it is kept
+        // unless β < FORGET_RATE; then its gaps go with it.
+        gaps.retain_mut(|(i, _)| {
+            *i = counts[*i as usize];
+            *i != u32::MAX
+        });
+        self.window_len = now - first;
         index.retain(|i| {
             *i = counts[*i as usize];
             *i != u32::MAX
@@ -244,28 +285,57 @@ impl Tuner {
         0
     }
 
-    /// The model built from the smoothed statistics as of the last window end.
-    fn model(&self) -> Model {
+    /// Whether tracked object `o` is cached now, as [`Tuner::cached_since`] estimates.
+    fn p_in(o: &Tracked, since: u64) -> f64 {
+        if o.last & CACHED != 0 && o.last & !CACHED >= since {
+            1.0
+        } else {
+            0.0
+        }
+    }
+
+    /// The paper's model, built from the smoothed rates as of the last window end.
+    fn rate_model(&self) -> Model {
         let since = self.cached_since();
         Model::with_state(
             self.objects.iter().map(|o| ObjectState {
                 rate: o.rate,
                 size: o.size as u64,
-                p_in: if o.last & CACHED != 0 && o.last & !CACHED >= since {
-                    1.0
-                } else {
-                    0.0
-                },
+                p_in: Self::p_in(o, since),
             }),
             self.capacity,
         )
         .with_horizon(self.horizon)
     }
 
+    /// The reuse-gap model of the last window.
+    fn reuse_model(&self) -> ReuseModel {
+        let since = self.cached_since();
+        let mut gaps = self.gaps.clone();
+        gaps.sort_unstable_by_key(|&(i, _)| i);
+        let flat: Vec<f64> = gaps.iter().map(|&(_, g)| g).collect();
+        let objects = gaps.chunk_by(|a, b| a.0 == b.0).scan(0, |at, run| {
+            let o = &self.objects[run[0].0 as usize];
+            let start = *at;
+            *at += run.len();
+            Some(ReuseObject {
+                size: o.size as u64,
+                gaps: &flat[start..*at],
+                p_in: Self::p_in(o, since),
+            })
+        });
+        ReuseModel::new(objects, self.capacity, self.window_len).with_horizon(self.horizon)
+    }
+
     /// The model's best c and its predicted OHR; `None` while there is nothing to model.
     fn solve(&self) -> Option<(f64, f64)> {
-        let model = self.model();
-        (model.groups() > 0).then(|| model.best_c())
+        match self.estimator {
+            Estimator::Rates => {
+                let model = self.rate_model();
+                (model.groups() > 0).then(|| model.best_c())
+            }
+            Estimator::Reuse => (!self.gaps.is_empty()).then(|| self.reuse_model().best_c()),
+        }
     }
 
     fn heap_bytes(&self) -> usize {
@@ -391,6 +461,7 @@ pub struct AdaptSize {
     window: usize,
     smoothing: f64,
     horizon: f64,
+    estimator: Estimator,
     /// The c the real cache uses now.
     c: f64,
     /// The c the model chose at the last window end.
@@ -429,6 +500,7 @@ impl AdaptSize {
             window: window.max(1),
             smoothing,
             horizon,
+            estimator: Estimator::Reuse,
             c,
             model_c: c,
             guard: guard.map(|kind| Guard {
@@ -443,11 +515,25 @@ impl AdaptSize {
             requests: 0,
             log: Vec::new(),
             log_first: 0,
-            tuning: Tuning::Synchronous(Box::new(Tuner::new(capacity, smoothing, horizon))),
+            tuning: Tuning::Synchronous(Box::new(Tuner::new(
+                capacity,
+                smoothing,
+                horizon,
+                Estimator::Reuse,
+            ))),
             rng: Rng::new(seed),
             history: vec![(0, c)],
             last_prediction: None,
         }
+    }
+
+    /// Sets how the model learns the objects' request processes (before the first request).
+    pub fn with_estimator(mut self, estimator: Estimator) -> Self {
+        self.estimator = estimator;
+        if let Tuning::Synchronous(tuner) = &mut self.tuning {
+            tuner.estimator = estimator;
+        }
+        self
     }
 
     /// The OHR the model predicted for the chosen c at the last re-tuning.
@@ -464,7 +550,7 @@ impl AdaptSize {
     /// solve until a message arrives. Returns whether the policy tunes in the background now.
     fn start_background(&mut self, gate: Option<Receiver<()>>) -> bool {
         // The thread takes the statistics; if it cannot start, they are rebuilt from nothing.
-        let fresh = Tuner::new(self.capacity, self.smoothing, self.horizon);
+        let fresh = Tuner::new(self.capacity, self.smoothing, self.horizon, self.estimator);
         let tuner = match std::mem::replace(&mut self.tuning, Tuning::Synchronous(Box::new(fresh)))
         {
             Tuning::Synchronous(tuner) => tuner,
@@ -572,7 +658,8 @@ impl AdaptSize {
                     Err(mpsc::SendError((first, log))) => {
                         // The solver thread is gone (it can only have panicked): tune here
                         // from now on, from fresh statistics.
-                        let mut tuner = Tuner::new(self.capacity, self.smoothing, self.horizon);
+                        let mut tuner =
+                            Tuner::new(self.capacity, self.smoothing, self.horizon, self.estimator);
                         tuner.record(first, &log);
                         inline = Some(tuner.solve());
                         self.tuning = Tuning::Synchronous(Box::new(tuner));
@@ -603,15 +690,6 @@ impl AdaptSize {
     /// model.
     pub fn overruled_windows(&self) -> u64 {
         self.guard.as_ref().map_or(0, |g| g.overruled)
-    }
-
-    /// The model built from the smoothed statistics as of the last window end (synchronous
-    /// mode; `None` while the statistics are on the solver thread).
-    pub fn model(&self) -> Option<Model> {
-        match &self.tuning {
-            Tuning::Synchronous(tuner) => Some(tuner.model()),
-            Tuning::Background(_) => None,
-        }
     }
 }
 

@@ -6,6 +6,7 @@ pub mod frequency;
 pub mod hillclimb;
 pub mod lrus;
 pub mod model;
+pub mod reuse;
 pub mod shadow;
 pub mod sizeopt;
 pub mod threshold;

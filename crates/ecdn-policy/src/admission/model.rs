@@ -50,7 +50,7 @@ use hashbrown::HashMap;
 /// i.e. four buckets per octave, each spanning less than 25% relative. No libm call: building
 /// the model touches every tracked object.
 #[inline]
-fn bucket(x: f64) -> i32 {
+pub(super) fn bucket(x: f64) -> i32 {
     (x.to_bits() >> 50) as i32
 }
 
@@ -134,7 +134,7 @@ fn logistic(y: f64) -> f64 {
 /// chains), then e^x − 1 = 2^n(e^r − 1) + (2^n − 1). For |x| ≤ ln2/2 the polynomial is used
 /// directly, so small arguments keep their relative accuracy. Outside [−700, 700]: libm.
 #[inline(always)]
-fn fast_expm1(x: f64) -> f64 {
+pub(super) fn fast_expm1(x: f64) -> f64 {
     if !(-700.0..=700.0).contains(&x) {
         return x.exp_m1();
     }
@@ -147,7 +147,7 @@ fn fast_expm1(x: f64) -> f64 {
 
 /// e^x with the same method and accuracy as [`fast_expm1`].
 #[inline(always)]
-fn fast_exp(x: f64) -> f64 {
+pub(super) fn fast_exp(x: f64) -> f64 {
     if !(-700.0..=700.0).contains(&x) {
         return x.exp();
     }
@@ -201,7 +201,7 @@ fn stationary(r: f64, x: f64, a: f64, la: f64) -> (f64, f64) {
 
 /// φ = (1 − e^(−y))/y, the time-average weight of the initial state over a horizon (y = κH).
 #[inline(always)]
-fn relaxation_weight(y: f64) -> f64 {
+pub(super) fn relaxation_weight(y: f64) -> f64 {
     if y < 1e-9 {
         1.0 - 0.5 * y
     } else if y > 40.0 {
@@ -442,83 +442,108 @@ impl Model {
     /// fit). Below it nearly nothing is admitted, above it c is as good as ∞, which is
     /// evaluated on its own.
     pub fn search_range(&self) -> (f64, f64) {
-        let mut by_size: Vec<(f64, f64)> =
-            self.groups.iter().map(|g| (g.size, g.n * g.rate)).collect();
-        by_size.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-        let total: f64 = by_size.iter().map(|&(_, w)| w).sum();
-        let quantile = |q: f64| {
-            let mut acc = 0.0;
-            for &(size, w) in &by_size {
-                acc += w;
-                if acc >= q * total {
-                    return size;
-                }
-            }
-            self.max_size
-        };
-        let (small, large) = if total > 0.0 {
-            (quantile(0.001), quantile(0.999))
-        } else {
-            (self.min_size, self.max_size)
-        };
-        let lo = (small.log2() - 1.0).floor().max(0.0);
-        let hi = (large.log2() + 2.0).ceil().max(lo + 1.0);
-        (lo, hi)
+        search_range(
+            self.groups.iter().map(|g| (g.size, g.n * g.rate)).collect(),
+            self.min_size,
+            self.max_size,
+        )
     }
 
     /// Global search for the c maximizing the predicted OHR: a grid over log2 c with a step of
     /// one octave plus c = ∞, then golden-section refinement within one grid step of the best
     /// finite point. Returns `(c, predicted OHR)`; c may be `f64::INFINITY` (admit everything).
     pub fn best_c(&self) -> (f64, f64) {
-        let (lo, hi) = self.search_range();
-        let step = 1.0;
-        let n = ((hi - lo) / step).ceil() as usize + 1;
-        let mut best = (lo, f64::NEG_INFINITY, None);
-        let mut guess = None;
-        for i in 0..n {
-            let lc = lo + i as f64 * step;
-            let (t, ohr) = self.evaluate(lc.exp2(), guess);
-            guess = Some(t);
-            // Ties go to the larger c: with no difference in predicted hits, admit more.
-            if ohr >= best.1 - 1e-12 {
-                best = (lc, ohr, Some(t));
+        best_c(self.search_range(), |c, guess| self.evaluate(c, guess))
+    }
+}
+
+/// The range of log2 c searched, from `(size, request weight)` pairs: from half the size below
+/// which 0.1% of the requests fall to four times the size below which 99.9% fall. Below it
+/// nearly nothing is admitted, above it c is as good as ∞, which is evaluated on its own.
+pub(super) fn search_range(
+    mut by_size: Vec<(f64, f64)>,
+    min_size: f64,
+    max_size: f64,
+) -> (f64, f64) {
+    by_size.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+    let total: f64 = by_size.iter().map(|&(_, w)| w).sum();
+    let quantile = |q: f64| {
+        let mut acc = 0.0;
+        for &(size, w) in &by_size {
+            acc += w;
+            if acc >= q * total {
+                return size;
             }
         }
-        // Golden-section search on [best − step, best + step].
-        let guess = best.2;
-        let eval = |lc: f64| self.evaluate(lc.exp2(), guess).1;
-        let (mut a, mut b) = (best.0 - step, best.0 + step);
-        let phi = 0.5 * (5f64.sqrt() - 1.0);
-        let mut x1 = b - phi * (b - a);
-        let mut x2 = a + phi * (b - a);
-        let (mut f1, mut f2) = (eval(x1), eval(x2));
-        for _ in 0..8 {
-            if f1 < f2 {
-                a = x1;
-                x1 = x2;
-                f1 = f2;
-                x2 = a + phi * (b - a);
-                f2 = eval(x2);
-            } else {
-                b = x2;
-                x2 = x1;
-                f2 = f1;
-                x1 = b - phi * (b - a);
-                f1 = eval(x1);
-            }
+        max_size
+    };
+    let (small, large) = if total > 0.0 {
+        (quantile(0.001), quantile(0.999))
+    } else {
+        (min_size, max_size)
+    };
+    let lo = (small.log2() - 1.0).floor().max(0.0);
+    let hi = (large.log2() + 2.0).ceil().max(lo + 1.0);
+    (lo, hi)
+}
+
+/// §4.1's global search for the c maximizing the predicted OHR, over `range` (log2 c), with
+/// `evaluate(c, guess)` giving a c's (characteristic time, predicted OHR), the solve started
+/// from `guess`: a grid with a step of one octave plus c = ∞, then golden-section refinement
+/// within one grid step of the best finite point. Returns `(c, predicted OHR)`; c may be
+/// `f64::INFINITY` (admit everything).
+pub(super) fn best_c(
+    range: (f64, f64),
+    evaluate: impl Fn(f64, Option<f64>) -> (f64, f64),
+) -> (f64, f64) {
+    let (lo, hi) = range;
+    let step = 1.0;
+    let n = ((hi - lo) / step).ceil() as usize + 1;
+    let mut best = (lo, f64::NEG_INFINITY, None);
+    let mut guess = None;
+    for i in 0..n {
+        let lc = lo + i as f64 * step;
+        let (t, ohr) = evaluate(lc.exp2(), guess);
+        guess = Some(t);
+        // Ties go to the larger c: with no difference in predicted hits, admit more.
+        if ohr >= best.1 - 1e-12 {
+            best = (lc, ohr, Some(t));
         }
-        let (lc, f) = if f1 > f2 { (x1, f1) } else { (x2, f2) };
-        let finite = if f > best.1 {
-            (lc.exp2(), f)
+    }
+    // Golden-section search on [best − step, best + step].
+    let guess = best.2;
+    let eval = |lc: f64| evaluate(lc.exp2(), guess).1;
+    let (mut a, mut b) = (best.0 - step, best.0 + step);
+    let phi = 0.5 * (5f64.sqrt() - 1.0);
+    let mut x1 = b - phi * (b - a);
+    let mut x2 = a + phi * (b - a);
+    let (mut f1, mut f2) = (eval(x1), eval(x2));
+    for _ in 0..8 {
+        if f1 < f2 {
+            a = x1;
+            x1 = x2;
+            f1 = f2;
+            x2 = a + phi * (b - a);
+            f2 = eval(x2);
         } else {
-            (best.0.exp2(), best.1)
-        };
-        let admit_all = self.evaluate(f64::INFINITY, None).1;
-        if admit_all >= finite.1 - 1e-12 {
-            (f64::INFINITY, admit_all)
-        } else {
-            finite
+            b = x2;
+            x2 = x1;
+            f2 = f1;
+            x1 = b - phi * (b - a);
+            f1 = eval(x1);
         }
+    }
+    let (lc, f) = if f1 > f2 { (x1, f1) } else { (x2, f2) };
+    let finite = if f > best.1 {
+        (lc.exp2(), f)
+    } else {
+        (best.0.exp2(), best.1)
+    };
+    let admit_all = evaluate(f64::INFINITY, None).1;
+    if admit_all >= finite.1 - 1e-12 {
+        (f64::INFINITY, admit_all)
+    } else {
+        finite
     }
 }
 

@@ -33,6 +33,8 @@
 use crate::rng::mix64;
 use crate::{Request, RequestReader, TraceError};
 
+pub(crate) mod byte_stack;
+pub mod footprint;
 mod popularity;
 mod scenario;
 mod sizes;
