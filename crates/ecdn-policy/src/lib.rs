@@ -77,6 +77,11 @@ pub trait Admission: Send {
     fn history(&self) -> &[(u64, f64)] {
         &[]
     }
+    /// For policies with a guard that can overrule their model: (windows in which it did,
+    /// windows ended).
+    fn overruled(&self) -> Option<(u64, u64)> {
+        None
+    }
     /// Objects the policy keeps statistics for (cached or not).
     fn tracked(&self) -> usize {
         0

@@ -160,6 +160,10 @@ pub struct SimResult {
     pub policy_heap_bytes: usize,
     /// Objects the admission policy keeps statistics for, and the heap bytes of its state.
     pub admission_tracked: usize,
+    /// Guarded admission (AdaptSize): windows in which the guard overruled the model, and
+    /// windows ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guard_overruled: Option<(u64, u64)>,
     pub admission_heap_bytes: usize,
     pub elapsed_s: f64,
     pub requests_per_s: f64,
@@ -260,6 +264,7 @@ pub fn simulate(
         cached_objects: cache.eviction().len(),
         policy_heap_bytes: cache.eviction().heap_bytes(),
         admission_tracked: cache.admission().map_or(0, |a| a.tracked()),
+        guard_overruled: cache.admission().and_then(|a| a.overruled()),
         admission_heap_bytes: cache.admission().map_or(0, |a| a.heap_bytes()),
         elapsed_s: elapsed,
         requests_per_s: if elapsed > 0.0 {

@@ -40,7 +40,8 @@ pub enum TraceCmd {
         ecdn trace gen --out zipf.bin --requests 20M --objects 1M --alpha 0.9 --sizes web-video\n  \
         ecdn trace gen --out small.txt --requests 100k --objects 1k --sizes fixed:4KiB --seed 7\n  \
         ecdn trace gen --out flash.bin.zst --requests 15M --scenario randomized --change-at 5M\n  \
-        ecdn trace gen --out adv.bin --requests 12M --scenario adversarial --phase 3M\n\n\
+        ecdn trace gen --out adv.bin --requests 12M --scenario adversarial --phase 3M\n  \
+        ecdn trace gen --out d2.bin -n 10M --footprint ../shared/data/footprints/d-2\n\n\
         Sizes (fixed per object, clamped to 1 B..4 GiB):\n  \
         fixed:SIZE                every object has SIZE bytes\n  \
         lognormal:MEDIAN:SIGMA    median e^mu in bytes, sigma of ln(size); mean = MEDIAN*e^(SIGMA^2/2)\n  \
@@ -55,6 +56,9 @@ pub enum TraceCmd {
                       A = web objects 1-64KiB, B = 256KiB-2MiB, C = video 4-32MiB (A and B mixed\n                \
                       with 15% large one-hit objects); each class has its own sizes, so --sizes\n                \
                       does not apply\n\n\
+        Footprint: with --footprint DIR the requests follow a traffic class's popularity-size\n\
+        footprint descriptor (JEDI, IMC'22; see `ecdn trace footprint`); --objects, --alpha,\n\
+        --sizes and --scenario do not apply, and --warmup requests (default 10M) are discarded.\n\n\
         Counts accept k, M, G suffixes (20M = 20,000,000). The same flags and seed always give the\n\
         same trace. The output format follows OUT's name (.bin, .bin.zst, .txt, .csv, ...) or --to.")]
     Gen(GenArgs),
@@ -630,6 +634,56 @@ mod tests {
             "adversarial",
             "--phase",
             "2k",
+        ])
+        .unwrap();
+    }
+
+    #[test]
+    fn generates_from_a_footprint_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("f.txt").display().to_string();
+        let fp = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../ecdn-sim/tests/data/footprint-mini"
+        );
+        let gen = |extra: &[&str]| {
+            let mut args = vec!["gen", "--out", &out, "--footprint", fp, "-n", "3000"];
+            args.extend_from_slice(extra);
+            run_args(&args)
+        };
+        gen(&["--warmup", "500", "--seed", "3"]).unwrap();
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(text.lines().count(), 3000);
+        // Mean rate of the descriptor: 30,500 requests in 86,400 s.
+        assert!(
+            text.lines().last().unwrap().starts_with("8"),
+            "{}",
+            text.lines().last().unwrap()
+        );
+        gen(&["--warmup", "0", "--within-bin", "floor", "--rate", "100"]).unwrap();
+        let msg = |r: Result<()>| format!("{:#}", r.unwrap_err());
+        let e = msg(gen(&["--objects", "5"]));
+        assert!(e.contains("--objects does not apply"), "{e}");
+        let e = msg(run_args(&["gen", "--out", &out, "--warmup", "5"]));
+        assert!(e.contains("only with --footprint"), "{e}");
+        let e = msg(run_args(&[
+            "gen",
+            "--out",
+            &out,
+            "--footprint",
+            "/nonexistent",
+        ]));
+        assert!(
+            e.contains("footprint descriptor") && e.contains("pfd.txt"),
+            "{e}"
+        );
+        run_args(&[
+            "footprint",
+            fp,
+            "--trace",
+            &out,
+            "--size",
+            "1000000B,4000000B",
         ])
         .unwrap();
     }

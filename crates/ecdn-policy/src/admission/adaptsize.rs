@@ -8,7 +8,14 @@
 //! each object's rate is smoothed, r ← (1 − β)·r + β·(requests this window), with β
 //! the `smoothing` weight (default 0.3), so history from earlier windows is kept. Objects whose
 //! smoothed rate falls below [`FORGET_RATE`] are forgotten, which bounds memory. Then the model
-//! is built from all remembered objects and c is set to its global optimum (§4.1).
+//! is built and c is set to its global optimum (§4.1).
+//!
+//! **What the model learns from** ([`Estimator`]). By default ([`Estimator::Reuse`]) each
+//! request of the window contributes its reuse gap — requests since the object's previous
+//! request, known from the table's last-request index — and the model is
+//! [`super::reuse::ReuseModel`]: Theorem 1's chain on the observed gaps, which holds on traffic
+//! with temporal locality. [`Estimator::Rates`] (`model=rates`) builds the paper's model from the
+//! smoothed rates of all remembered objects.
 //!
 //! **Where the model is solved.** By default (synchronous mode, see [`AdaptSize`]) the request
 //! that ends a window merges the log, builds the model and searches c before it returns: the
@@ -765,6 +772,11 @@ impl Admission for AdaptSize {
 
     fn history(&self) -> &[(u64, f64)] {
         &self.history
+    }
+
+    fn overruled(&self) -> Option<(u64, u64)> {
+        let guard = self.guard.as_ref()?;
+        Some((guard.overruled, self.requests / self.window as u64))
     }
 
     fn tracked(&self) -> usize {

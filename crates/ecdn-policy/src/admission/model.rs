@@ -284,11 +284,7 @@ impl Model {
     /// Sets the decision horizon H in windows (see the module docs); ∞ or ≤ 0 means the
     /// stationary model.
     pub fn with_horizon(mut self, horizon: f64) -> Self {
-        self.horizon = if horizon > 0.0 {
-            horizon
-        } else {
-            f64::INFINITY
-        };
+        self.horizon = horizon_windows(horizon);
         self
     }
 
@@ -454,6 +450,16 @@ impl Model {
     /// finite point. Returns `(c, predicted OHR)`; c may be `f64::INFINITY` (admit everything).
     pub fn best_c(&self) -> (f64, f64) {
         best_c(self.search_range(), |c, guess| self.evaluate(c, guess))
+    }
+}
+
+/// A decision horizon as given (in windows), with ∞ for a non-positive one: the stationary
+/// model.
+pub(super) fn horizon_windows(horizon: f64) -> f64 {
+    if horizon > 0.0 {
+        horizon
+    } else {
+        f64::INFINITY
     }
 }
 

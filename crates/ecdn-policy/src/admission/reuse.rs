@@ -47,7 +47,7 @@
 
 use hashbrown::HashMap;
 
-use super::model::{best_c, bucket, fast_exp, relaxation_weight, search_range};
+use super::model::{best_c, bucket, fast_exp, horizon_windows, relaxation_weight, search_range};
 
 /// What the model knows about one object: its size, its requests' reuse gaps in the window (in
 /// requests; `f64::INFINITY` for a request with no earlier one known) and whether it is cached
@@ -305,11 +305,7 @@ impl ReuseModel {
 
     /// Sets the decision horizon H in windows; ∞ or ≤ 0 means the stationary model.
     pub fn with_horizon(mut self, horizon: f64) -> Self {
-        self.horizon = if horizon > 0.0 {
-            horizon
-        } else {
-            f64::INFINITY
-        };
+        self.horizon = horizon_windows(horizon);
         self
     }
 

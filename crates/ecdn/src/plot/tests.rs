@@ -23,6 +23,7 @@ fn result(policy: &str, size: u64, mr: f64, series: Vec<WindowPoint>) -> SimResu
         cached_objects: 1000,
         policy_heap_bytes: 64_000,
         admission_tracked: 0,
+        guard_overruled: None,
         admission_heap_bytes: 0,
         elapsed_s: 1.0,
         requests_per_s: 1e6,
