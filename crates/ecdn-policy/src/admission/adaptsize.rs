@@ -318,16 +318,25 @@ impl Tuner {
     /// The reuse-gap model of the last window.
     fn reuse_model(&self) -> ReuseModel {
         let since = self.cached_since();
-        let mut gaps = self.gaps.clone();
-        gaps.sort_unstable_by_key(|&(i, _)| i);
-        let flat: Vec<f64> = gaps.iter().map(|&(_, g)| g).collect();
-        let objects = gaps.chunk_by(|a, b| a.0 == b.0).scan(0, |at, run| {
-            let o = &self.objects[run[0].0 as usize];
-            let start = *at;
-            *at += run.len();
-            Some(ReuseObject {
+        // The gaps grouped by object (a counting sort): object i's are flat[start[i]..start[i + 1]].
+        let mut start = vec![0u32; self.objects.len() + 1];
+        for &(i, _) in &self.gaps {
+            start[i as usize + 1] += 1;
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut fill = start.clone();
+        let mut flat = vec![0.0; self.gaps.len()];
+        for &(i, g) in &self.gaps {
+            flat[fill[i as usize] as usize] = g;
+            fill[i as usize] += 1;
+        }
+        let objects = self.objects.iter().enumerate().filter_map(|(i, o)| {
+            let (a, b) = (start[i] as usize, start[i + 1] as usize);
+            (b > a).then(|| ReuseObject {
                 size: o.size as u64,
-                gaps: &flat[start..*at],
+                gaps: &flat[a..b],
                 p_in: Self::p_in(o, since),
             })
         });

@@ -133,35 +133,43 @@ fn first_unfilled(
     window: f64,
     top: usize,
 ) -> usize {
-    // (gap, size) of every request, by gap.
-    let mut reqs: Vec<(f64, f64)> = singles
-        .iter()
-        .map(|(&(_, gb, _), &(count, size, gap_sum))| {
-            let g = if gb == i32::MAX {
+    // Per grid interval (T_{j−1}, T_j]: Σ s·g and Σ s of the requests whose gap falls in it
+    // (a gap is never put in an interval below its own, so the estimate errs toward keeping
+    // more points); gaps past the top and first requests stay above every T.
+    let (mut sg, mut ss) = (vec![0.0; top + 1], vec![0.0; top + 1]);
+    let mut total = 0.0;
+    let mut add = |g: f64, s: f64| {
+        total += s;
+        if g.is_finite() {
+            let j = (g.max(1.0).log2() * PER_OCTAVE).ceil() as usize;
+            if j <= top {
+                sg[j] += s * g;
+                ss[j] += s;
+            }
+        }
+    };
+    for (&(_, gb, _), &(count, size, gap_sum)) in singles {
+        add(
+            if gb == i32::MAX {
                 f64::INFINITY
             } else {
                 gap_sum / count
-            };
-            (g, size)
-        })
-        .chain(
-            multi
-                .iter()
-                .flat_map(|(s, gaps, _)| gaps.iter().map(move |&g| (g, *s))),
-        )
-        .collect();
-    reqs.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-    let total: f64 = reqs.iter().map(|r| r.1).sum();
-    // Occupancy at T: (Σ_{g ≤ T} s·g + T·Σ_{g > T} s) / Δ, walking T up the grid.
-    let (mut i, mut below, mut above) = (0, 0.0, total);
+            },
+            size,
+        );
+    }
+    for (s, gaps, _) in multi {
+        for &g in gaps {
+            add(g, *s);
+        }
+    }
+    // Occupancy at T_j: (Σ_{g ≤ T} s·g + T·Σ_{g > T} s) / Δ, walking up the grid.
+    let (mut below, mut above) = (0.0, total);
     let mut last_unfilled = 0;
     for j in 0..=top {
         let t = (j as f64 / PER_OCTAVE).exp2();
-        while i < reqs.len() && reqs[i].0 <= t {
-            below += reqs[i].0 * reqs[i].1;
-            above -= reqs[i].1;
-            i += 1;
-        }
+        below += sg[j];
+        above -= ss[j];
         if (below + t * above) / window < capacity {
             last_unfilled = j;
         } else {
