@@ -9,7 +9,8 @@
 //! * [`Codec`] — encode K equal-length data shards into P parity shards, rebuild any missing
 //!   shards from any K present ones ([`Shard`] slots: present shards are only read, rebuilt ones
 //!   are written straight into caller buffers), verify. [`ReedSolomonCodec`] implements it on
-//!   `reed-solomon-erasure`'s SIMD GF(2^8) kernels; [`CodecCache`] keeps one codec per (K, P).
+//!   our own GF(2^8) kernels (`kernel.rs`: GFNI + AVX-512, AVX2 or portable, chosen at run
+//!   time); [`CodecCache`] keeps one codec per (K, P).
 //!   With the `isal` feature, `isal::IsalCodec` implements the same trait (and the same bytes) on
 //!   Intel ISA-L, the benchmark's yardstick.
 //! * [`ObjectLayout`] — the stripe / chunk / sub-chunk geometry of one object (size, K, P and
