@@ -12,8 +12,9 @@
 //! rebuilds one missing data chunk of it (decode = rebuild data chunk 0 from the other K − 1 data
 //! chunks and parity chunk 0).
 //!
-//! Shapes: (3, 1) with 64 KiB chunks (192 KiB objects) and (10, 4) with 1 MiB objects
-//! (104 858-byte chunks). "hot" reuses one object's buffers (all in L2); "cold" cycles through
+//! Shapes: (3, 1) with 64 KiB chunks (192 KiB objects), (10, 4) with 1 MiB objects
+//! (104 858-byte chunks), and (10, 1) and (6, 3) with 4 MiB objects (EC-Cache, C2DN n6k3).
+//! `ECDN_GF_KERNEL=avx2|portable` forces our kernels' path (default: the best the CPU has). "hot" reuses one object's buffers (all in L2); "cold" cycles through
 //! ≥ 1 GiB of distinct objects (this machine's L3 is 260 MiB), each object's parity and rebuilt
 //! chunk written into its own buffers.
 //!
@@ -53,7 +54,7 @@ struct Shape {
     size: u64,
 }
 
-const SHAPES: [Shape; 2] = [
+const SHAPES: [Shape; 4] = [
     Shape {
         name: "k3p1-64KiB-chunks",
         k: 3,
@@ -65,6 +66,19 @@ const SHAPES: [Shape; 2] = [
         k: 10,
         p: 4,
         size: 1 << 20,
+    },
+    // EC-Cache's (10, 1) and C2DN's n6k3, on 4 MiB objects.
+    Shape {
+        name: "k10p1-4MiB-objects",
+        k: 10,
+        p: 1,
+        size: 4 << 20,
+    },
+    Shape {
+        name: "k6p3-4MiB-objects",
+        k: 6,
+        p: 3,
+        size: 4 << 20,
     },
 ];
 

@@ -281,6 +281,40 @@ mod x86 {
         // broadcasts one from L1 (a single load µop), cheaper than keeping them anywhere else.
         let mats = &tables.words[first * k..(first + g) * k];
         let mut at = start;
+        // Few outputs: two vectors per step, so that each output has two independent chains of
+        // XORs (one output alone would wait on its single accumulator).
+        if g <= 4 {
+            while at + 128 <= end {
+                let mut acc0 = [_mm512_setzero_si512(); 4];
+                let mut acc1 = [_mm512_setzero_si512(); 4];
+                for (c, src) in sources.iter().enumerate() {
+                    // SAFETY: at + 128 ≤ end ≤ src.len().
+                    let (x0, x1) = unsafe {
+                        let p = src.as_ptr().add(at);
+                        (
+                            _mm512_loadu_si512(p.cast()),
+                            _mm512_loadu_si512(p.add(64).cast()),
+                        )
+                    };
+                    for o in 0..g {
+                        let m = _mm512_set1_epi64(mats[o * k + c] as i64);
+                        acc0[o] =
+                            _mm512_xor_si512(acc0[o], _mm512_gf2p8affine_epi64_epi8::<0>(x0, m));
+                        acc1[o] =
+                            _mm512_xor_si512(acc1[o], _mm512_gf2p8affine_epi64_epi8::<0>(x1, m));
+                    }
+                }
+                for (o, out) in group.iter_mut().enumerate() {
+                    // SAFETY: at + 128 ≤ end ≤ out.len().
+                    unsafe {
+                        let p = out.as_mut_ptr().add(at);
+                        _mm512_storeu_si512(p.cast(), acc0[o]);
+                        _mm512_storeu_si512(p.add(64).cast(), acc1[o]);
+                    }
+                }
+                at += 128;
+            }
+        }
         while at + 64 <= end {
             let mut acc = [_mm512_setzero_si512(); GROUP];
             for (c, src) in sources.iter().enumerate() {
