@@ -113,10 +113,83 @@ pub(crate) fn apply_with(
     while start < len {
         let end = len.min(start + BLOCK);
         for (g, group) in outputs.chunks_mut(GROUP).enumerate() {
-            let first = g * GROUP;
-            block(path, &tables, k, first, sources, group, start, end);
+            let b = Block {
+                tables: &tables,
+                k,
+                first: g * GROUP,
+                sources,
+                start,
+                end,
+            };
+            b.run(path, group);
         }
         start = end;
+    }
+}
+
+/// One cache block `[start, end)` of one group of outputs, whose rows begin at output `first`:
+/// what every kernel works on.
+struct Block<'a> {
+    tables: &'a Tables,
+    k: usize,
+    first: usize,
+    sources: &'a [&'a [u8]],
+    start: usize,
+    end: usize,
+}
+
+impl Block<'_> {
+    /// Output `o` of the group's data for source `c` (see [`Tables`]).
+    fn table(&self, o: usize, c: usize) -> &[u8] {
+        self.tables.get((self.first + o) * self.k + c)
+    }
+
+    /// Computes the block into `group`: the path's vectors, then the tail a byte at a time.
+    fn run(&self, path: Path, group: &mut [&mut [u8]]) {
+        let done = match path {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Path::Gfni` is only chosen when avx512f, avx512bw and gfni are detected.
+            Path::Gfni => unsafe { x86::gfni(self, group) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: `Path::Avx2` is only chosen when avx2 is detected.
+            Path::Avx2 => unsafe { x86::avx2(self, group) },
+            _ => self.start,
+        };
+        self.bytes(path, group, done);
+    }
+
+    /// The bytes `[from, end)` a byte at a time (the whole block on the portable path, the
+    /// tail shorter than a vector on the others).
+    fn bytes(&self, path: Path, group: &mut [&mut [u8]], from: usize) {
+        if from >= self.end {
+            return;
+        }
+        for (o, out) in group.iter_mut().enumerate() {
+            let out = &mut out[from..self.end];
+            out.fill(0);
+            for (c, src) in self.sources.iter().enumerate() {
+                let t = self.table(o, c);
+                let src = &src[from..self.end];
+                match path {
+                    Path::Portable => {
+                        for (d, &s) in out.iter_mut().zip(src) {
+                            *d ^= t[s as usize];
+                        }
+                    }
+                    Path::Avx2 => {
+                        for (d, &s) in out.iter_mut().zip(src) {
+                            *d ^= t[(s & 15) as usize] ^ t[16 + (s >> 4) as usize];
+                        }
+                    }
+                    Path::Gfni => {
+                        let coef = gf_coefficient(t);
+                        for (d, &s) in out.iter_mut().zip(src) {
+                            *d ^= gf::mul(coef, s);
+                        }
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -180,74 +253,6 @@ fn affine_matrix(c: u8) -> u64 {
     m
 }
 
-/// One block `[start, end)` of the outputs `group`, whose rows begin at output `first`.
-#[allow(clippy::too_many_arguments)]
-fn block(
-    path: Path,
-    tables: &Tables,
-    k: usize,
-    first: usize,
-    sources: &[&[u8]],
-    group: &mut [&mut [u8]],
-    start: usize,
-    end: usize,
-) {
-    let done = match path {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Path::Gfni` is only chosen when avx512f, avx512bw and gfni are detected.
-        Path::Gfni => unsafe { x86::gfni(tables, k, first, sources, group, start, end) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `Path::Avx2` is only chosen when avx2 is detected.
-        Path::Avx2 => unsafe { x86::avx2(tables, k, first, sources, group, start, end) },
-        _ => start,
-    };
-    portable(tables, path, k, first, sources, group, done, end);
-}
-
-/// The bytes `[from, end)` a byte at a time (the whole block on the portable path, the tail
-/// shorter than a vector on the others).
-#[allow(clippy::too_many_arguments)]
-fn portable(
-    tables: &Tables,
-    path: Path,
-    k: usize,
-    first: usize,
-    sources: &[&[u8]],
-    group: &mut [&mut [u8]],
-    from: usize,
-    end: usize,
-) {
-    if from >= end {
-        return;
-    }
-    for (o, out) in group.iter_mut().enumerate() {
-        let out = &mut out[from..end];
-        out.fill(0);
-        for (c, src) in sources.iter().enumerate() {
-            let t = tables.get((first + o) * k + c);
-            let src = &src[from..end];
-            match path {
-                Path::Portable => {
-                    for (d, &s) in out.iter_mut().zip(src) {
-                        *d ^= t[s as usize];
-                    }
-                }
-                Path::Avx2 => {
-                    for (d, &s) in out.iter_mut().zip(src) {
-                        *d ^= t[(s & 15) as usize] ^ t[16 + (s >> 4) as usize];
-                    }
-                }
-                Path::Gfni => {
-                    let coef = gf_coefficient(t);
-                    for (d, &s) in out.iter_mut().zip(src) {
-                        *d ^= gf::mul(coef, s);
-                    }
-                }
-            }
-        }
-    }
-}
-
 /// The coefficient whose affine matrix is `m` (byte 7 − i, bit 0 = bit i of c·1 = bit i of c).
 fn gf_coefficient(m: &[u8]) -> u8 {
     let m = u64::from_le_bytes(m.try_into().expect("8-byte matrix"));
@@ -258,7 +263,7 @@ fn gf_coefficient(m: &[u8]) -> u8 {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{Tables, GROUP};
+    use super::{Block, GROUP};
 
     /// GFNI path over `[start, end)`, 64 bytes at a time; returns where the unprocessed tail
     /// (under 64 bytes) begins.
@@ -266,15 +271,15 @@ mod x86 {
     /// # Safety
     /// The CPU must support avx512f, avx512bw and gfni; every slice holds at least `end` bytes.
     #[target_feature(enable = "avx512f,avx512bw,gfni")]
-    pub(super) unsafe fn gfni(
-        tables: &Tables,
-        k: usize,
-        first: usize,
-        sources: &[&[u8]],
-        group: &mut [&mut [u8]],
-        start: usize,
-        end: usize,
-    ) -> usize {
+    pub(super) unsafe fn gfni(b: &Block, group: &mut [&mut [u8]]) -> usize {
+        let Block {
+            tables,
+            k,
+            first,
+            sources,
+            start,
+            end,
+        } = *b;
         let g = group.len();
         debug_assert!(g <= GROUP);
         // This group's matrices, output-major: output o's row is mats[o·k..(o + 1)·k]. Each use
@@ -339,15 +344,8 @@ mod x86 {
     /// # Safety
     /// The CPU must support avx2; every slice holds at least `end` bytes.
     #[target_feature(enable = "avx2")]
-    pub(super) unsafe fn avx2(
-        tables: &Tables,
-        k: usize,
-        first: usize,
-        sources: &[&[u8]],
-        group: &mut [&mut [u8]],
-        start: usize,
-        end: usize,
-    ) -> usize {
+    pub(super) unsafe fn avx2(b: &Block, group: &mut [&mut [u8]]) -> usize {
+        let (sources, start, end) = (b.sources, b.start, b.end);
         let g = group.len();
         let mask = _mm256_set1_epi8(0x0f);
         let mut at = start;
@@ -360,7 +358,7 @@ mod x86 {
                 let hi = _mm256_and_si256(_mm256_srli_epi64::<4>(x), mask);
                 for (o, a) in acc.iter_mut().take(g).enumerate() {
                     // The (low, high) nibble tables, each 16 bytes broadcast to both lanes.
-                    let t = tables.get((first + o) * k + c);
+                    let t = b.table(o, c);
                     // SAFETY: t is 32 bytes.
                     let (tl, th) = unsafe {
                         (

@@ -41,7 +41,7 @@ pub enum TraceCmd {
         ecdn trace gen --out small.txt --requests 100k --objects 1k --sizes fixed:4KiB --seed 7\n  \
         ecdn trace gen --out flash.bin.zst --requests 15M --scenario randomized --change-at 5M\n  \
         ecdn trace gen --out adv.bin --requests 12M --scenario adversarial --phase 3M\n  \
-        ecdn trace gen --out d2.bin -n 10M --footprint ../shared/data/footprints/d-2\n\n\
+        ecdn trace gen --out d2.bin -n 10M --footprint FOOTPRINT_DESCRIPTORS/d-2\n\n\
         Sizes (fixed per object, clamped to 1 B..4 GiB):\n  \
         fixed:SIZE                every object has SIZE bytes\n  \
         lognormal:MEDIAN:SIGMA    median e^mu in bytes, sigma of ln(size); mean = MEDIAN*e^(SIGMA^2/2)\n  \
@@ -66,9 +66,9 @@ pub enum TraceCmd {
     /// FOOTPRINT_DESCRIPTORS/CLASS/) and the LRU hit-ratio curve it predicts; with --trace,
     /// measure that trace's LRU curve against it (the check of `trace gen --footprint`).
     #[command(after_help = "Examples:\n  \
-        ecdn trace footprint ../shared/data/footprints/eu-7\n  \
-        ecdn trace gen --footprint ../shared/data/footprints/eu-7 -n 10M --out eu7.bin\n  \
-        ecdn trace footprint ../shared/data/footprints/eu-7 --trace eu7.bin --plot eu7.png\n\n\
+        ecdn trace footprint FOOTPRINT_DESCRIPTORS/eu-7\n  \
+        ecdn trace gen --footprint FOOTPRINT_DESCRIPTORS/eu-7 -n 10M --out eu7.bin\n  \
+        ecdn trace footprint FOOTPRINT_DESCRIPTORS/eu-7 --trace eu7.bin --plot eu7.png\n\n\
         Cache sizes default to bin edges about a factor of two apart, from the first bin edge to\n\
         an eighth of the largest stack distance. The trace's curve comes from its stack\n\
         distances (an LRU that caches every object, as descriptors count), over the requests\n\

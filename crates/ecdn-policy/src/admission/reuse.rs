@@ -317,11 +317,6 @@ impl ReuseModel {
         self
     }
 
-    /// Cells over all grid points (the cost of one evaluation is a few of these points).
-    pub fn cells(&self) -> usize {
-        self.points.iter().map(|p| p.cells.len()).sum()
-    }
-
     /// (occupancy in bytes, expected hits) at grid point `j` for admission parameter `c`.
     fn at_point(&self, j: usize, c: f64) -> (f64, f64) {
         let (mut occ, mut hits) = (0.0, 0.0);
