@@ -724,10 +724,13 @@ mod tests {
 
         // With (3, 2): chunk 0 fails and chunk 1 is corrupt; chunk 3, the only one not
         // asked, replaces the first at the head of the task queue, and with chunk 2 it
-        // decodes.
+        // decodes. Chunk 3 is held back 500 ms so that the corrupt chunk 1 always lands
+        // before the read has two good ones (else it is cancelled unseen, and the count of
+        // corrupt chunks depends on the scheduler).
         store.set_faults(Faults {
             fail: vec![start(0)],
             corrupt: vec![start(1)],
+            slow: vec![(start(3), Duration::from_millis(500))],
             ..Faults::default()
         });
         let p3 = proxy(&store, Strategy::Static { n: 3, k: 2 }, 16);
