@@ -5,6 +5,7 @@
 //! cargo bench -p ecdn-codec                    # ours only
 //! cargo bench -p ecdn-codec --features isal    # ours and ISA-L, with the ours/ISA-L ratio
 //! cargo bench -p ecdn-codec --features isal -- k10p4   # one shape (criterion id regex)
+//! ECDN_CODEC_PAIRED=21 cargo bench -p ecdn-codec --features isal -- hot   # paired batches
 //! ```
 //!
 //! Throughput is **object bytes per second** (decimal GB/s = 10^9 B/s) on one core: an encode of
@@ -14,9 +15,14 @@
 //!
 //! Shapes: (3, 1) with 64 KiB chunks (192 KiB objects), (10, 4) with 1 MiB objects
 //! (104 858-byte chunks), and (10, 1) and (6, 3) with 4 MiB objects (EC-Cache, C2DN n6k3).
-//! `ECDN_GF_KERNEL=avx2|portable` forces our kernels' path (default: the best the CPU has). "hot" reuses one object's buffers (all in L2); "cold" cycles through
+//! `ECDN_GF_KERNEL=avx2|portable` forces our kernels' path (default: the best the CPU has).
+//! "hot" reuses one object's buffers (in L2 up to the (10, 4) shape; the 4 MiB shapes' 4.4–6
+//! MiB exceed this machine's 2 MiB of L2 per core, so they stream from L3); "cold" cycles through
 //! ≥ 1 GiB of distinct objects (this machine's L3 is 260 MiB), each object's parity and rebuilt
 //! chunk written into its own buffers.
+//!
+//! `ECDN_CODEC_PAIRED=ROUNDS` replaces criterion by paired batches (see [`paired`]): the ratio
+//! to ISA-L from batches timed side by side, for machines whose speed drifts.
 //!
 //! `codec/…` benchmarks call `Codec::encode` / `Codec::reconstruct_shards` on K + P chunk
 //! buffers — the same call for both implementations. `object/…` benchmarks (ours only) add the
@@ -326,7 +332,97 @@ fn summary() {
     }
 }
 
+/// `ECDN_CODEC_PAIRED=ROUNDS`: instead of criterion, ours and ISA-L in alternating batches of
+/// about 10 ms each (who goes first alternates too), ROUNDS pairs per shape, temperature and
+/// operation; prints the median and range of the per-pair ratios. Slow drift of the machine
+/// (a virtual machine's neighbours, turbo) then moves both sides of each ratio together, where
+/// criterion measures all of one implementation's samples before the other's.
+fn paired(rounds: usize, filter: Option<&str>) {
+    println!("paired batches, {rounds} rounds: ours / ISA-L = ISA-L time / our time per pair");
+    println!(
+        "{:<18} {:<5} {:<7} {:>8} {:>8} {:>8} {:>8} {:>8}",
+        "shape", "temp", "op", "ours", "ISA-L", "median", "min", "max"
+    );
+    for shape in &SHAPES {
+        for temp in ["hot", "cold"] {
+            let name = format!("{}/{temp}", shape.name);
+            if filter.is_some_and(|f| !name.contains(f)) {
+                continue;
+            }
+            let impls = implementations(shape.k, shape.p);
+            if impls.len() < 2 {
+                println!("paired mode needs --features isal");
+                return;
+            }
+            let n = if temp == "hot" {
+                1
+            } else {
+                COLD_BYTES.div_ceil(shape.size) as usize
+            };
+            let mut objs = Objects::new(shape, n, &*impls[0].1);
+            for op in ["encode", "decode"] {
+                let mut batch = |codec: &dyn Codec, iters: usize| {
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        let i = objs.cycle();
+                        if op == "encode" {
+                            objs.encode(codec, i)
+                        } else {
+                            objs.decode(codec, i)
+                        }
+                    }
+                    t.elapsed().as_secs_f64() / iters as f64
+                };
+                let (ours, isal) = (&*impls[0].1, &*impls[1].1);
+                batch(ours, 20);
+                let iters = ((0.01 / batch(ours, 20)) as usize).max(1);
+                let mut ratios = Vec::with_capacity(rounds);
+                let (mut t_ours, mut t_isal) = (Vec::new(), Vec::new());
+                for r in 0..rounds {
+                    let (a, b) = if r % 2 == 0 {
+                        let a = batch(ours, iters);
+                        (a, batch(isal, iters))
+                    } else {
+                        let b = batch(isal, iters);
+                        (batch(ours, iters), b)
+                    };
+                    ratios.push(b / a);
+                    t_ours.push(a);
+                    t_isal.push(b);
+                }
+                let median = |v: &mut Vec<f64>| {
+                    v.sort_by(f64::total_cmp);
+                    v[v.len() / 2]
+                };
+                let gbps = |t: f64| shape.size as f64 / t / 1e9;
+                let (lo, hi) = (
+                    ratios.iter().copied().fold(f64::INFINITY, f64::min),
+                    ratios.iter().copied().fold(0.0, f64::max),
+                );
+                println!(
+                    "{:<18} {:<5} {:<7} {:>8.2} {:>8.2} {:>8.3} {:>8.3} {:>8.3}",
+                    shape.name,
+                    temp,
+                    op,
+                    gbps(median(&mut t_ours)),
+                    gbps(median(&mut t_isal)),
+                    median(&mut ratios),
+                    lo,
+                    hi
+                );
+            }
+        }
+    }
+}
+
 fn main() {
+    if let Ok(rounds) = std::env::var("ECDN_CODEC_PAIRED") {
+        let rounds = rounds.parse().expect("ECDN_CODEC_PAIRED=ROUNDS");
+        // The first free argument, as criterion's filter would be (a substring here).
+        let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+        paired(rounds, filter.as_deref());
+        return;
+    }
     let mut c = Criterion::default()
         .sample_size(SAMPLES)
         .warm_up_time(Duration::from_millis(700))
