@@ -40,11 +40,11 @@ head -c $((SIZE_MIB << 20)) /dev/urandom >"$tmp/obj"
 "$BIN" backend put --plain --store s3://bench/site --endpoint "$endpoint" plain/obj "$tmp/obj"
 
 tofec=$(port)
-AWS_ENDPOINT_URL="$endpoint" "$BIN" node --listen "127.0.0.1:$tofec" --origin s3://bench/site \
+AWS_ENDPOINT_URL="$endpoint" "$BIN" node --listen "127.0.0.1:$tofec" --admin-listen 127.0.0.1:0 --origin s3://bench/site \
   --backend-strategy "$STRATEGY" --hoc-size 16MiB 2>"$tmp/tofec.log" &
 pids+=($!)
 plain=$(port)
-"$BIN" node --listen "127.0.0.1:$plain" --origin "$endpoint" --hoc-size 16MiB 2>"$tmp/plain.log" &
+"$BIN" node --listen "127.0.0.1:$plain" --admin-listen 127.0.0.1:0 --origin "$endpoint" --hoc-size 16MiB 2>"$tmp/plain.log" &
 pids+=($!)
 ready "http://127.0.0.1:$tofec/_ecdn/health"
 ready "http://127.0.0.1:$plain/_ecdn/health"

@@ -45,6 +45,8 @@ CONNS=${CONNS:-32}
 WINDOW=${WINDOW:-250000}
 PORT=${PORT:-18180}
 OPORT=$((PORT + 1))
+APORT=$((PORT + 2)) # the node's admin listener (builds before it answered /_ecdn/ on $PORT)
+MPORT=$PORT
 
 bins=("$@")
 if [ ${#bins[@]} -eq 0 ]; then bins=("${ECDN_BIN:-target/release/ecdn}"); fi
@@ -113,14 +115,14 @@ end
 LUA
 
 metric() { # name [labels]: the value of one line of /_ecdn/metrics, or n/a
-  curl -s "http://127.0.0.1:$PORT/_ecdn/metrics" |
+  curl -s "http://127.0.0.1:$MPORT/_ecdn/metrics" |
     awk -v m="$1${2:-}" '$1==m {print $2; found=1} END {if (!found) print "n/a"}'
 }
 hoc_requests() { # responses served from the HOC, or n/a
   metric ecdn_responses_total '{tier="hoc"}'
 }
 all_requests() { # all responses, or n/a
-  curl -s "http://127.0.0.1:$PORT/_ecdn/metrics" |
+  curl -s "http://127.0.0.1:$MPORT/_ecdn/metrics" |
     awk '$1 ~ /^ecdn_responses_total\{/ {s += $2; found=1} END {if (found) print s; else print "n/a"}'
 }
 
@@ -137,8 +139,14 @@ results=()
 one_run() { # binary
   local bin=$1
   "$bin" origin --listen 127.0.0.1:$OPORT 2>"$W/origin.log" & pids+=($!)
+  local admin=()
+  MPORT=$PORT
+  if "$bin" node --help | grep -q -- --admin-listen; then
+    admin=(--admin-listen 127.0.0.1:$APORT)
+    MPORT=$APORT
+  fi
   "$bin" node --listen 127.0.0.1:$PORT --origin http://127.0.0.1:$OPORT --hoc-size "$HOC" \
-    2>"$W/node.log" & pids+=($!)
+    "${admin[@]}" 2>"$W/node.log" & pids+=($!)
   wait_port $OPORT
   wait_port $PORT
   wrk -t"$THREADS" -c"$CONNS" -d"$WARM" -s "$W/warm.lua" "http://127.0.0.1:$PORT" >"$W/warm.out"

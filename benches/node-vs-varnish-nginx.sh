@@ -17,8 +17,8 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; pkill
 trap cleanup EXIT
 
 $E origin --listen 127.0.0.1:18081 2>/dev/null & pids+=($!)
-$E node --listen 127.0.0.1:18080 --origin http://127.0.0.1:18081 --hoc-size 256MiB --disk-path $W/disk --disk-size 2GiB 2>/dev/null & pids+=($!)
-$E node --listen 127.0.0.1:18084 --origin http://127.0.0.1:18081 --hoc-size 4MiB --disk-path $W/disk2 --disk-size 2GiB 2>/dev/null & pids+=($!)
+$E node --listen 127.0.0.1:18080 --admin-listen 127.0.0.1:0 --origin http://127.0.0.1:18081 --hoc-size 256MiB --disk-path $W/disk --disk-size 2GiB 2>/dev/null & pids+=($!)
+$E node --listen 127.0.0.1:18084 --admin-listen 127.0.0.1:0 --origin http://127.0.0.1:18081 --hoc-size 4MiB --disk-path $W/disk2 --disk-size 2GiB 2>/dev/null & pids+=($!)
 varnishd -a 127.0.0.1:18082 -b 127.0.0.1:18081 -s malloc,256m -n $W/varnish -P $W/varnish.pid
 cat > $W/nginx.conf <<CONF
 worker_processes 2;

@@ -29,6 +29,7 @@
 //! id = 0
 //! client = "127.0.0.1:8000"  # where clients (or the front load balancer) connect
 //! peer = "127.0.0.1:9000"    # the peer listener: nodes and the coordinator only
+//! admin = "127.0.0.1:9100"   # (optional) health, stats, metrics, PURGE, the status page
 //! weight = 1.0
 //! ```
 //!
@@ -66,6 +67,10 @@ pub struct NodeEntry {
     pub client: SocketAddr,
     /// The peer listener (node-to-node and coordinator traffic, authenticated).
     pub peer: SocketAddr,
+    /// The admin listener (health, stats, metrics, `PURGE`, the status page); `None`: loopback,
+    /// any free port, unless the node's `--admin-listen` says otherwise.
+    #[serde(default)]
+    pub admin: Option<SocketAddr>,
     #[serde(default = "one")]
     pub weight: f64,
 }

@@ -280,7 +280,7 @@ mod tests {
         let (status, _, head) = get_with(nodes[0].addr, "/obj/8?size=1000", &peer).await;
         assert_eq!(status, 504, "{head}");
         assert_eq!(origin.requests(), 1);
-        let (_, stats, _) = get(nodes[1].addr, "/_ecdn/stats").await;
+        let (_, stats, _) = get(nodes[1].admin_addr().unwrap(), "/_ecdn/stats").await;
         let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap();
         assert_eq!(stats["site_fills"], 1, "{stats}");
         for n in nodes {
@@ -336,7 +336,8 @@ mod tests {
         }
         assert!(advertised(kept).await && advertised(purged).await);
         let purge = "Authorization: Bearer t\r\n";
-        let (status, _, head) = request(node.addr, "PURGE", "/obj/2?size=1000", purge).await;
+        let admin = node.admin_addr().unwrap();
+        let (status, _, head) = request(admin, "PURGE", "/obj/2?size=1000", purge).await;
         assert_eq!(status, 200, "{head}");
         referrals.upkeep().await;
         assert!(advertised(kept).await, "still held: still advertised");

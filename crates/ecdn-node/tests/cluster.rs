@@ -109,7 +109,7 @@ fn origin_id(id: u64) -> u64 {
 
 /// Node `i`'s `/_ecdn/metrics`.
 async fn scrape(c: &TestCluster, i: usize) -> Scrape {
-    let r = get(c.client(i), "/_ecdn/metrics", &[]).await.unwrap();
+    let r = get(c.admin(i), "/_ecdn/metrics", &[]).await.unwrap();
     assert_eq!(r.status, 200);
     Scrape::parse(std::str::from_utf8(&r.body).unwrap())
 }
@@ -174,7 +174,7 @@ async fn check_metrics(c: &TestCluster, requests: u64, misses: u64, origin_bytes
     assert_eq!(total("ecdn_cluster_parity_fetches_total", &corrupt), 0.0);
     assert!(total("ecdn_cluster_peer_fetches_total", &[]) > 0.0);
     for (n, m) in nodes.iter().enumerate() {
-        let s = get(c.client(n), "/_ecdn/stats", &[]).await.unwrap();
+        let s = get(c.admin(n), "/_ecdn/stats", &[]).await.unwrap();
         let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
         prom::agrees_with_stats(m, &v["cluster"]);
         assert_eq!(m.one("ecdn_cluster_control_reachable", &[]), 1.0);
@@ -275,7 +275,7 @@ async fn replicated_and_coded_objects_are_byte_exact_through_any_node_full_and_r
     .await;
     // Every coded object's chunks are on 4 distinct nodes: each node wrote something.
     for n in 0..4 {
-        let s = get(c.client(n), "/_ecdn/stats", &[]).await.unwrap();
+        let s = get(c.admin(n), "/_ecdn/stats", &[]).await.unwrap();
         let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
         assert!(v["cluster"]["bytes_written"].as_u64().unwrap() > 0, "{v}");
     }
@@ -338,7 +338,7 @@ async fn a_node_stopped_mid_load_fails_no_request_and_its_chunks_are_decoded() {
     let mut decodes = 0;
     let mut failovers = 0;
     for &n in &live {
-        let s = get(c.client(n), "/_ecdn/stats", &[]).await.unwrap();
+        let s = get(c.admin(n), "/_ecdn/stats", &[]).await.unwrap();
         let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
         decodes += v["cluster"]["decodes"].as_u64().unwrap();
         failovers += v["cluster"]["relay_failovers"].as_u64().unwrap();
@@ -520,7 +520,7 @@ async fn a_purge_through_any_node_drops_the_object_everywhere() {
     }
     for (i, &(id, size)) in objects.iter().enumerate() {
         // Through a node that is not necessarily the bucket's serving node.
-        let (status, answer) = purge(c.client(1 + i), &uri(id, size)).await;
+        let (status, answer) = purge(c.admin(1 + i), &uri(id, size)).await;
         assert_eq!(status, 200, "{answer}");
         assert_eq!(answer["purged"], true, "{answer}");
         assert_eq!(answer["unreached"], serde_json::json!([]), "{answer}");
@@ -539,8 +539,8 @@ async fn a_purge_through_any_node_drops_the_object_everywhere() {
             "object {id}"
         );
         // A second purge finds it stored again by that miss, then nothing.
-        assert_eq!(purge(c.client(0), &uri(id, size)).await.1["purged"], true);
-        assert_eq!(purge(c.client(0), &uri(id, size)).await.1["purged"], false);
+        assert_eq!(purge(c.admin(0), &uri(id, size)).await.1["purged"], true);
+        assert_eq!(purge(c.admin(0), &uri(id, size)).await.1["purged"], false);
     }
     c.stop_all().await;
 }
@@ -549,7 +549,7 @@ async fn a_purge_through_any_node_drops_the_object_everywhere() {
 async fn cluster_counter(c: &TestCluster, n: usize, name: &str) -> u64 {
     let mut sum = 0;
     for i in 0..n {
-        let s = get(c.client(i), "/_ecdn/stats", &[]).await.unwrap();
+        let s = get(c.admin(i), "/_ecdn/stats", &[]).await.unwrap();
         let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
         sum += v["cluster"][name].as_u64().unwrap();
     }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ecdn_node::content;
-use ecdn_node::node::{Node, NodeConfig, RunningNode};
+use ecdn_node::node::{AdminListen, Node, NodeConfig, RunningNode};
 use ecdn_node::origin::{Origin, OriginConfig};
 
 use http_body_util::{BodyExt, Empty};
@@ -14,7 +14,7 @@ use hyper::Request;
 use hyper_util::rt::TokioIo;
 
 mod common;
-use common::{fetch, fetch_with, Reply};
+use common::{admin, fetch, fetch_with, Reply};
 
 fn any() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
@@ -223,13 +223,13 @@ async fn health_and_stats() {
     let o = origin().await;
     let dir = tempfile::tempdir().unwrap();
     let n = node(config(o.addr, 1 << 20, Some(dir.path().join("disk")))).await;
-    let h = fetch(n.addr, "GET", "/_ecdn/health").await;
+    let h = fetch(admin(&n), "GET", "/_ecdn/health").await;
     assert_eq!((h.status, h.body.as_slice()), (200, &b"ok\n"[..]));
     fetch(n.addr, "GET", "/obj/g?size=1000").await;
     fetch(n.addr, "GET", "/obj/g?size=1000").await;
     fetch(n.addr, "GET", "/obj/h?size=2MiB").await;
     fetch(n.addr, "GET", "/obj/h?size=2MiB").await;
-    let s = fetch(n.addr, "GET", "/_ecdn/stats").await;
+    let s = fetch(admin(&n), "GET", "/_ecdn/stats").await;
     assert_eq!(s.status, 200);
     let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
     assert_eq!(v["requests"], 4);
@@ -444,7 +444,7 @@ async fn request_cache_control() {
     // Still a hit for what is cached.
     let r = fetch_with(n.addr, "GET", uri, &[("cache-control", "only-if-cached")]).await;
     assert_object(&r, "cc", 2000);
-    let s = fetch(n.addr, "GET", "/_ecdn/stats").await;
+    let s = fetch(admin(&n), "GET", "/_ecdn/stats").await;
     let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
     assert_eq!(v["origin_errors"], 0);
     n.stop().await.unwrap();
@@ -574,7 +574,7 @@ async fn concurrent_misses_collapse_into_one_origin_fetch() {
         assert_object(&r, name, size);
         assert_eq!(r.x_cache(), if stored { "HIT-HOC" } else { "MISS" });
     }
-    let s = fetch(n.addr, "GET", "/_ecdn/stats").await;
+    let s = fetch(admin(&n), "GET", "/_ecdn/stats").await;
     let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
     assert_eq!(v["collapsed"], 14);
     n.stop().await.unwrap();
@@ -821,7 +821,7 @@ async fn ambiguous_framing_is_never_smuggled() {
             "{resp:?}"
         );
     }
-    let stats = fetch(n.addr, "GET", "/_ecdn/stats").await;
+    let stats = fetch(admin(&n), "GET", "/_ecdn/stats").await;
     let stats: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
     assert_eq!(stats["requests"], 2, "the smuggled GETs were never served");
     assert_eq!(stats["misses"], 0);
@@ -961,7 +961,7 @@ async fn metrics_count_tiers_and_latencies() {
         fetch(n.addr, "GET", "/obj/m?size=1000").await.x_cache(),
         "HIT-HOC"
     );
-    let r = fetch(n.addr, "GET", "/_ecdn/metrics").await;
+    let r = fetch(admin(&n), "GET", "/_ecdn/metrics").await;
     assert_eq!(r.status, 200);
     assert!(r.headers["content-type"]
         .to_str()
@@ -1032,14 +1032,32 @@ async fn purge_needs_the_token() {
     let uri = "/obj/p?size=5000";
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
-    assert_eq!(fetch(n.addr, "PURGE", uri).await.status, 401);
-    let wrong = fetch_with(n.addr, "PURGE", uri, &[("authorization", "Bearer s3cres")]).await;
+    assert_eq!(fetch(admin(&n), "PURGE", uri).await.status, 401);
+    let wrong = fetch_with(
+        admin(&n),
+        "PURGE",
+        uri,
+        &[("authorization", "Bearer s3cres")],
+    )
+    .await;
     assert_eq!(wrong.status, 401);
-    let basic = fetch_with(n.addr, "PURGE", uri, &[("authorization", "Basic s3cret")]).await;
+    let basic = fetch_with(
+        admin(&n),
+        "PURGE",
+        uri,
+        &[("authorization", "Basic s3cret")],
+    )
+    .await;
     assert_eq!(basic.status, 401);
     // Refused purges left the entry alone.
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
-    let ok = fetch_with(n.addr, "PURGE", uri, &[("authorization", "Bearer s3cret")]).await;
+    let ok = fetch_with(
+        admin(&n),
+        "PURGE",
+        uri,
+        &[("authorization", "Bearer s3cret")],
+    )
+    .await;
     assert_eq!(ok.status, 200);
     let v: serde_json::Value = serde_json::from_slice(&ok.body).unwrap();
     assert_eq!(v["purged"], true);
@@ -1047,7 +1065,7 @@ async fn purge_needs_the_token() {
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
     let absent = fetch_with(
-        n.addr,
+        admin(&n),
         "PURGE",
         "/obj/never",
         &[("authorization", "Bearer s3cret")],
@@ -1061,9 +1079,134 @@ async fn purge_needs_the_token() {
     // No token configured: purging is disabled, whatever the request carries.
     let n = node(config(o.addr, 8 << 20, None)).await;
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
-    let off = fetch_with(n.addr, "PURGE", uri, &[("authorization", "Bearer s3cret")]).await;
+    let off = fetch_with(
+        admin(&n),
+        "PURGE",
+        uri,
+        &[("authorization", "Bearer s3cret")],
+    )
+    .await;
     assert_eq!(off.status, 403);
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+/// The node's own endpoints are on its admin listener only: on the client listener they are a
+/// counted `404` (`PURGE`: `405`), never proxied, unless the health probe is let through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_client_listener_refuses_the_admin_endpoints() {
+    let o = origin().await;
+    let n = node(NodeConfig {
+        purge_token: Some("s3cret".into()),
+        ..config(o.addr, 8 << 20, None)
+    })
+    .await;
+    assert_ne!(admin(&n), n.addr);
+    for path in [
+        "/_ecdn/health",
+        "/_ecdn/stats",
+        "/_ecdn/metrics",
+        "/_ecdn/status",
+    ] {
+        let r = fetch(n.addr, "GET", path).await;
+        assert_eq!(r.status, 404, "{path}");
+        assert!(String::from_utf8_lossy(&r.body).contains("admin listener"));
+    }
+    let auth = [("authorization", "Bearer s3cret")];
+    let p = fetch_with(n.addr, "PURGE", "/obj/a", &auth).await;
+    assert_eq!(p.status, 405);
+    assert!(p.headers.contains_key("allow"));
+    // Counted, and none reached the origin or the request counters.
+    let s = stats(admin(&n)).await;
+    assert_eq!(
+        (s["admin_refused"].as_u64(), s["requests"].as_u64()),
+        (Some(5), Some(0))
+    );
+    assert_eq!(o.requests(), 0);
+    let m = String::from_utf8(fetch(admin(&n), "GET", "/_ecdn/metrics").await.body).unwrap();
+    assert_eq!(sample(&m, "ecdn_admin_refused_total"), Some(5.0));
+    // The admin listener answers what it knows and nothing else.
+    assert_eq!(fetch(admin(&n), "GET", "/obj/a").await.status, 404);
+    assert_eq!(
+        fetch_with(admin(&n), "PURGE", "/obj/a", &auth).await.status,
+        200
+    );
+    n.stop().await.unwrap();
+
+    // With the probe let through: health on the client listener, and only health.
+    let n = node(NodeConfig {
+        client_health: true,
+        ..config(o.addr, 8 << 20, None)
+    })
+    .await;
+    let h = fetch(n.addr, "GET", "/_ecdn/health").await;
+    assert_eq!((h.status, h.body.as_slice()), (200, &b"ok\n"[..]));
+    assert_eq!(fetch(n.addr, "GET", "/_ecdn/stats").await.status, 404);
+    assert_eq!(stats(admin(&n)).await["admin_refused"], 1);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+/// An admin listener beyond loopback must have a token, and then every request needs it (it
+/// also authorises `PURGE`, with no purge token configured). Traffic goes to loopback only: the
+/// listener binds the wildcard address, the test connects to 127.0.0.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_listener_beyond_loopback_needs_its_token() {
+    let o = origin().await;
+    let wildcard = SocketAddr::from(([0, 0, 0, 0], 0));
+    let refused = Node::start(
+        any(),
+        NodeConfig {
+            admin: Some(AdminListen {
+                addr: wildcard,
+                token: None,
+            }),
+            ..config(o.addr, 8 << 20, None)
+        },
+    )
+    .await;
+    let e = refused
+        .err()
+        .expect("a wildcard admin listener without a token");
+    assert!(e.to_string().contains("needs a token"), "{e}");
+
+    let n = node(NodeConfig {
+        admin: Some(AdminListen {
+            addr: wildcard,
+            token: Some("adm1n".into()),
+        }),
+        ..config(o.addr, 8 << 20, None)
+    })
+    .await;
+    let at = SocketAddr::from(([127, 0, 0, 1], admin(&n).port()));
+    let uri = "/obj/t?size=3000";
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
+    for headers in [
+        &[][..],
+        &[("authorization", "Bearer adm1m")][..],
+        &[("authorization", "Basic adm1n")][..],
+    ] {
+        for (method, path) in [
+            ("GET", "/_ecdn/stats"),
+            ("GET", "/_ecdn/health"),
+            ("PURGE", uri),
+        ] {
+            let r = fetch_with(at, method, path, headers).await;
+            assert_eq!(r.status, 401, "{method} {path} {headers:?}");
+            assert!(r.headers.contains_key("www-authenticate"));
+        }
+    }
+    // Refused requests changed nothing.
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
+    let token = [("authorization", "Bearer adm1n")];
+    let s = fetch_with(at, "GET", "/_ecdn/stats", &token).await;
+    assert_eq!(s.status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+    assert_eq!(v["requests"], 2);
+    let p = fetch_with(at, "PURGE", uri, &token).await;
+    assert_eq!(p.status, 200);
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
     n.stop().await.unwrap();
     o.stop().await.unwrap();
 }
@@ -1075,7 +1218,7 @@ async fn origin_failures_are_the_error_tier() {
     drop(closed);
     let n = node(config(addr, 8 << 20, None)).await;
     assert_eq!(fetch(n.addr, "GET", "/obj/e?size=10").await.status, 502);
-    let m = String::from_utf8(fetch(n.addr, "GET", "/_ecdn/metrics").await.body).unwrap();
+    let m = String::from_utf8(fetch(admin(&n), "GET", "/_ecdn/metrics").await.body).unwrap();
     assert_eq!(
         sample(&m, "ecdn_responses_total{tier=\"error\"}"),
         Some(1.0)
@@ -1116,9 +1259,9 @@ async fn stale_entries_are_revalidated_with_the_origin() {
     assert_object(&hit, "rv", 5000);
     assert_eq!(hit.x_cache(), "HIT-HOC");
     assert_eq!(o.requests(), 2);
-    let s = stats(n.addr).await;
+    let s = stats(admin(&n)).await;
     assert_eq!(s["revalidated"], 1);
-    let m = fetch(n.addr, "GET", "/_ecdn/metrics").await;
+    let m = fetch(admin(&n), "GET", "/_ecdn/metrics").await;
     let m = String::from_utf8(m.body).unwrap();
     assert_eq!(
         sample(&m, "ecdn_responses_total{tier=\"revalidated\"}"),
@@ -1171,7 +1314,7 @@ async fn stale_if_error_serves_stale_entries_when_the_origin_is_down() {
     // `must-revalidate` forbids serving it stale; no `stale-if-error`: neither.
     assert_eq!(fetch(n.addr, "GET", mr).await.status, 502);
     assert_eq!(fetch(n.addr, "GET", plain).await.status, 502);
-    let s = stats(n.addr).await;
+    let s = stats(admin(&n)).await;
     assert_eq!(s["stale"], 2);
     n.stop().await.unwrap();
 }
@@ -1205,7 +1348,7 @@ async fn vary_stores_one_variant_per_request_header_value() {
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
     assert_eq!(o.requests(), 3);
     // A purge removes every variant.
-    let p = fetch_with(n.addr, "PURGE", uri, &[("authorization", "Bearer t")]).await;
+    let p = fetch_with(admin(&n), "PURGE", uri, &[("authorization", "Bearer t")]).await;
     assert_eq!(p.status, 200);
     assert_eq!(get("gzip").await.x_cache(), "MISS");
     assert_eq!(get("br").await.x_cache(), "MISS");

@@ -30,14 +30,15 @@ async fn serves_a_connection_over_any_byte_stream() {
             out
         }
     };
-    // Two pipelined requests: the health check, then a miss on the unreachable origin.
+    // Two pipelined requests: an admin path (refused on a client connection), then a miss on
+    // the unreachable origin.
     let out = exchange(
         b"GET /_ecdn/health HTTP/1.1\r\nHost: x\r\n\r\n\
           GET /obj/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
     )
     .await;
-    assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
-    assert!(out.contains("\r\n\r\nok\nHTTP/1.1 502 "), "{out}");
+    assert!(out.starts_with("HTTP/1.1 404 Not Found\r\n"), "{out}");
+    assert!(out.contains("admin listener\nHTTP/1.1 502 "), "{out}");
     // A path above the root is refused by the same request sanitising as over TCP.
     let out =
         exchange(b"GET /../etc/passwd HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;

@@ -2,7 +2,8 @@
 //! running cluster. Each reads the cluster file for the key and the way to the leading
 //! coordinator ([`CoordinatorClient::for_cluster`]: the `coordinator` address, or in etcd mode
 //! the leader etcd names) and sends one signed request; `status` also asks every member node
-//! for its `/_ecdn/stats` (disk and HOC use, the epoch it serves with).
+//! for its `/_ecdn/stats` (disk and HOC use, the epoch it serves with) on the admin listener
+//! the cluster file gives it (`admin`; a node without one is listed with that error).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -16,7 +17,7 @@ use ecdn_cluster::ClusterConfig;
 use ecdn_trace::units::format_size;
 use serde::Serialize;
 
-use crate::cluster_demo::procs::http_get;
+use crate::cluster_demo::procs::http_get_with;
 
 #[derive(Args)]
 pub struct StatusArgs {
@@ -26,6 +27,9 @@ pub struct StatusArgs {
     /// JSON for scripts: the coordinator's status and every node's stats.
     #[arg(long)]
     json: bool,
+    /// The nodes' admin token, if their admin listeners have one (or ECDN_ADMIN_TOKEN).
+    #[arg(long, env = "ECDN_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
 }
 
 #[derive(Args)]
@@ -75,7 +79,11 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 
 async fn client(path: &Path) -> Result<CoordinatorClient> {
     let cfg = ClusterConfig::load(path)?;
-    CoordinatorClient::for_cluster(&cfg)
+    client_for(&cfg).await
+}
+
+async fn client_for(cfg: &ClusterConfig) -> Result<CoordinatorClient> {
+    CoordinatorClient::for_cluster(cfg)
         .await
         .map_err(|e| anyhow!("finding the coordinator: {e}"))
 }
@@ -174,13 +182,27 @@ struct StatusReport {
 
 pub fn status(a: StatusArgs) -> Result<()> {
     runtime()?.block_on(async {
-        let c = client(&a.cluster).await?;
+        let cfg = ClusterConfig::load(&a.cluster)?;
+        let c = client_for(&cfg).await?;
         let status = c.status().await.map_err(|e| anyhow!(e))?;
         let mut asks = tokio::task::JoinSet::new();
         for n in status.nodes.iter().filter(|n| n.state != "removed") {
-            let (id, addr) = (n.id, n.client);
+            let id = n.id;
+            let admin = cfg.nodes.iter().find(|e| e.id == id).and_then(|e| e.admin);
+            let token = a.admin_token.clone();
             asks.spawn(async move {
-                let u = match http_get(addr, "/_ecdn/stats", Duration::from_secs(2)).await {
+                let Some(addr) = admin else {
+                    let error = "no admin address in the cluster file".to_string();
+                    let u = NodeUse {
+                        error: Some(error),
+                        ..NodeUse::default()
+                    };
+                    return (id, u);
+                };
+                let host = addr.to_string();
+                let timeout = Duration::from_secs(2);
+                let asked = http_get_with(addr, &host, token.as_deref(), "/_ecdn/stats", timeout);
+                let u = match asked.await {
                     Ok((200, body)) => node_use(&body),
                     Ok((s, _)) => NodeUse {
                         error: Some(format!("/_ecdn/stats answered {s}")),

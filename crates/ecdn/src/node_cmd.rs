@@ -2,7 +2,8 @@
 //!
 //! Settings come from an optional TOML file (`--config`) whose keys are the flags' names with
 //! underscores (`listen`, `origin`, `hoc_size`, `hoc_policy`, `disk_path`, `disk_size`,
-//! `origin_timeout`, `drain_timeout`, `purge_token`, `access_log`, `threads`,
+//! `origin_timeout`, `drain_timeout`, `purge_token`, `admin_listen`, `admin_token`,
+//! `client_health`, `access_log`, `threads`,
 //! `backend_strategy`, `backend_connections`, `backend_cache_control`, `tls_listen`,
 //! `tls_cert`, `tls_key`, `h2c`, `targeted_cache_control`, `store_set_cookie`), a `tls_hosts` table of host name → `{ cert, key }` (the
 //! certificates picked by SNI), plus a `routes` table of host → origin (`--route HOST=URL` on the command line, repeatable, adds to and
@@ -75,6 +76,19 @@ pub struct NodeArgs {
     /// environment variable); without one, purging is disabled.
     #[arg(long, env = "ECDN_PURGE_TOKEN", hide_env_values = true)]
     purge_token: Option<String>,
+    /// The admin listener: health, stats, metrics and PURGE, which the client listener refuses
+    /// [default: 127.0.0.1:8090; in cluster mode the cluster file's `admin` of this node, else
+    /// 127.0.0.1 with any free port]. Beyond loopback it needs --admin-token.
+    #[arg(long, value_name = "ADDR")]
+    admin_listen: Option<String>,
+    /// Bearer token every request to the admin listener must carry (or the ECDN_ADMIN_TOKEN
+    /// environment variable); it also authorizes PURGE. Required beyond loopback.
+    #[arg(long, env = "ECDN_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
+    /// Also answer GET /_ecdn/health on the client listener (a load balancer's probe); every
+    /// other /_ecdn/ path there is a 404.
+    #[arg(long)]
+    client_health: bool,
     /// One JSON line per request on stderr.
     #[arg(long)]
     access_log: bool,
@@ -180,6 +194,9 @@ struct FileConfig {
     origin_timeout: Option<String>,
     drain_timeout: Option<String>,
     purge_token: Option<String>,
+    admin_listen: Option<String>,
+    admin_token: Option<String>,
+    client_health: Option<bool>,
     access_log: Option<bool>,
     threads: Option<usize>,
     backend_strategy: Option<String>,
@@ -256,6 +273,28 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             })?)
         }
     };
+    let admin_addr = match (a.admin_listen.or(file.admin_listen), &cluster) {
+        (Some(addr), _) => addr.parse().with_context(|| {
+            format!(
+                "{}: {addr:?} is not an address like 127.0.0.1:8090",
+                key("admin_listen")
+            )
+        })?,
+        (None, Some(c)) => c
+            .cluster
+            .nodes
+            .get(c.id)
+            .and_then(|n| n.admin)
+            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0))),
+        (None, None) => SocketAddr::from(([127, 0, 0, 1], 8090)),
+    };
+    let admin_token = a.admin_token.or(file.admin_token);
+    if !admin_addr.ip().is_loopback() && admin_token.is_none() {
+        bail!(
+            "the admin listener {admin_addr} is beyond loopback: give it --admin-token (or \
+             admin_token in the config, or ECDN_ADMIN_TOKEN)"
+        );
+    }
     let mut routes = file.routes.unwrap_or_default();
     for r in &a.routes {
         let Some((host, url)) = r.split_once('=') else {
@@ -384,6 +423,11 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             origin_timeout: timeout,
             drain_timeout: drain,
             purge_token: a.purge_token.or(file.purge_token),
+            admin: Some(ecdn_node::node::AdminListen {
+                addr: admin_addr,
+                token: admin_token,
+            }),
+            client_health: a.client_health || file.client_health.unwrap_or(false),
             access_log: a.access_log || file.access_log.unwrap_or(false),
             cluster,
             tls,
@@ -509,6 +553,9 @@ pub fn run(a: NodeArgs) -> Result<()> {
         if let Some(c) = &coral {
             c.referrals.set_holder(node.holder());
             c.referrals.start_upkeep(Duration::from_secs(60));
+        }
+        if let Some(admin) = node.admin_addr() {
+            eprintln!("ecdn node: admin listener on http://{admin}");
         }
         if let Some(peer) = node.peer_addr() {
             eprintln!("ecdn node: peer listener on {peer}");

@@ -559,7 +559,7 @@ async fn kill(bed: &Bed, node: usize) -> Result<()> {
 async fn link_bytes(bed: &Bed, nodes: &[usize]) -> Result<Vec<u64>> {
     let mut out = Vec::with_capacity(nodes.len());
     for &n in nodes {
-        let s = procs::node_stats(bed.layout.nodes[n].0)
+        let s = procs::node_stats(bed.layout.admins[n])
             .await
             .with_context(|| format!("node {n}'s counters"))?;
         out.push(s.link_bytes_sent);

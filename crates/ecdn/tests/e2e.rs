@@ -250,12 +250,19 @@ fn wait_ready_while_running(p: &mut Proc, port: u16, path: &str) -> bool {
     }
 }
 
-/// `ecdn node` on `port` in front of `origin_port`, ready.
+/// `ecdn node` on `port` in front of `origin_port`, ready (its health probe let through on the
+/// client listener). Its admin listener is on any free port unless `extra` names one.
 fn start_node(port: u16, origin_port: u16, extra: &[&str]) -> Proc {
+    let admin: &[&str] = if extra.contains(&"--admin-listen") {
+        &[]
+    } else {
+        &["--admin-listen", "127.0.0.1:0"]
+    };
     let p = Proc::spawn(
         ecdn()
             .args([
                 "node",
+                "--client-health",
                 "--listen",
                 &format!("127.0.0.1:{port}"),
                 "--origin",
@@ -263,7 +270,8 @@ fn start_node(port: u16, origin_port: u16, extra: &[&str]) -> Proc {
                 "-j",
                 "2",
             ])
-            .args(extra),
+            .args(extra)
+            .args(admin),
     );
     wait_ready(port, "/_ecdn/health");
     p
@@ -527,11 +535,19 @@ fn kill_9_during_a_miss_leaves_no_partial_object() {
     assert!(r.body == reference, "bytes differ");
 }
 
-/// One request with `method` and extra header lines over a fresh connection, read to the end.
-fn http_request(port: u16, method: &str, path: &str, headers: &[&str]) -> std::io::Result<Resp> {
+/// One request with `method` and extra header lines over a fresh connection to `port`, read to
+/// the end, for the site the node serves on `site_port` (its `Host`, part of the cache key): a
+/// `PURGE` on the admin listener of what clients got on the client listener.
+fn http_request_for(
+    port: u16,
+    site_port: u16,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+) -> std::io::Result<Resp> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(20)))?;
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{site_port}\r\n");
     for h in headers {
         req.push_str(h);
         req.push_str("\r\n");
@@ -590,6 +606,8 @@ fn a_second_node_on_the_same_disk_file_is_refused_and_the_first_keeps_serving() 
         ecdn()
             .args([
                 "node",
+                "--admin-listen",
+                "127.0.0.1:0",
                 "--listen",
                 &format!("127.0.0.1:{}", free_port()),
                 "--origin",
@@ -618,9 +636,10 @@ fn a_purge_survives_kill_9() {
     let dir = tempfile::tempdir().unwrap();
     let disk = dir.path().join("ecdn.disk");
     let (origin, op) = start_origin(&[]);
-    let np = free_port();
+    let (np, admin) = (free_port(), free_port());
     let mut args = disk_args(&disk);
-    args.extend(["--purge-token".into(), "sekrit".into()]);
+    let admin_listen = format!("127.0.0.1:{admin}");
+    args.extend(["--purge-token", "sekrit", "--admin-listen", &admin_listen].map(String::from));
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let node = start_node(np, op, &args);
     let purged = "/obj/31?size=1048576";
@@ -634,7 +653,8 @@ fn a_purge_survives_kill_9() {
         wait_disk_hit(np, path, &body);
         reference.push(body);
     }
-    let r = http_request(np, "PURGE", purged, &["Authorization: Bearer sekrit"]).unwrap();
+    let auth = ["Authorization: Bearer sekrit"];
+    let r = http_request_for(admin, np, "PURGE", purged, &auth).unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(r.body, br#"{"purged":true}"#);
     node.kill9();
@@ -706,6 +726,8 @@ fn a_node_on_a_block_device() {
     let (status, stderr) = run_to_exit(
         ecdn().args([
             "node",
+            "--admin-listen",
+            "127.0.0.1:0",
             "--listen",
             &format!("127.0.0.1:{np}"),
             "--origin",
@@ -754,8 +776,9 @@ fn a_node_on_a_block_device() {
 fn a_purge_the_disk_cannot_record_is_an_error() {
     let lo = LoopDev::new(64 << 20);
     let (_origin, op) = start_origin(&[]);
-    let np = free_port();
+    let (np, admin) = (free_port(), free_port());
     let dev = lo.dev.to_string_lossy().into_owned();
+    let admin_listen = format!("127.0.0.1:{admin}");
     let args = [
         "--hoc-size",
         "64KiB",
@@ -765,6 +788,8 @@ fn a_purge_the_disk_cannot_record_is_an_error() {
         "60MiB",
         "--purge-token",
         "sekrit",
+        "--admin-listen",
+        &admin_listen,
     ];
     let reference = http_get(op, DISK_PATH).unwrap().body;
     let _node = start_node(np, op, &args);
@@ -779,10 +804,10 @@ fn a_purge_the_disk_cannot_record_is_an_error() {
     };
     blockdev("--setro");
     let auth = ["Authorization: Bearer sekrit"];
-    let r = http_request(np, "PURGE", DISK_PATH, &auth).unwrap();
+    let r = http_request_for(admin, np, "PURGE", DISK_PATH, &auth).unwrap();
     blockdev("--setrw");
     assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));
-    let metrics = String::from_utf8(http_get(np, "/_ecdn/metrics").unwrap().body).unwrap();
+    let metrics = String::from_utf8(http_get(admin, "/_ecdn/metrics").unwrap().body).unwrap();
     let errors: f64 = metrics
         .lines()
         .find_map(|l| l.strip_prefix("ecdn_disk_errors_total "))
@@ -791,7 +816,7 @@ fn a_purge_the_disk_cannot_record_is_an_error() {
         .unwrap();
     assert!(errors >= 1.0, "{metrics}");
     // Not acknowledged, so not forgotten: the entry is still there, and a retry purges it.
-    let r = http_request(np, "PURGE", DISK_PATH, &auth).unwrap();
+    let r = http_request_for(admin, np, "PURGE", DISK_PATH, &auth).unwrap();
     assert_eq!(
         (r.status, r.body.as_slice()),
         (200, &br#"{"purged":true}"#[..])
@@ -972,7 +997,8 @@ fn an_s3_origin_read_through_the_backend_tier() {
     let _node = Proc::spawn(
         ecdn()
             .env("AWS_ENDPOINT_URL", &endpoint)
-            .args(["node", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["node", "--client-health", "--admin-listen", "127.0.0.1:0"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--origin", "s3://ecdn-e2e/site", "-j", "2"]),
     );
     wait_ready(port, "/_ecdn/health");

@@ -1,5 +1,13 @@
-//! The node's own endpoints and operations: health, stats, metrics and `PURGE`.
+//! The node's own endpoints and operations: health, stats, metrics and `PURGE`, on the **admin
+//! listener** (`NodeConfig::admin`), never on the client listener.
 //!
+//! * The admin listener is loopback by default (`127.0.0.1`); bound beyond loopback it must have
+//!   a bearer token, and when it has one every request needs `Authorization: Bearer <token>`
+//!   (else `401`). HTTP/1.1 only.
+//! * On the client listener, `/_ecdn/` paths get `404` and `PURGE` gets `405`, counted as
+//!   `admin_refused` (`/_ecdn/stats`) and `ecdn_admin_refused_total`, unless
+//!   `NodeConfig::client_health` lets `GET /_ecdn/health` through as a load balancer's probe.
+//!   EC-Cache's object API (`/_objects/`) is a client API and stays on the client listener.
 //! * `/_ecdn/health` answers `ok` (`503` `draining` on a cluster node the bucket map says
 //!   drains, so load balancers stop sending it clients); `/_ecdn/stats` answers JSON counters (see
 //!   [`super::Node`]). `/_ecdn/` paths are never proxied.
@@ -7,7 +15,8 @@
 //!   cannot shadow an origin path `/metrics`. Counters `ecdn_requests_total`,
 //!   `ecdn_responses_total{tier}` (`hoc`, `disk`, `miss`, `collapsed`, `pass`, `error` — our own
 //!   `502` / `504`, `revalidated`, `stale`), `ecdn_bytes_served_total`,
-//!   `ecdn_origin_errors_total`, `ecdn_disk_errors_total`; gauges `ecdn_hoc_used_bytes`,
+//!   `ecdn_origin_errors_total`, `ecdn_disk_errors_total`, `ecdn_site_fills_total`,
+//!   `ecdn_admin_refused_total`; gauges `ecdn_hoc_used_bytes`,
 //!   `ecdn_hoc_capacity_bytes`, `ecdn_disk_used_bytes`, `ecdn_disk_capacity_bytes` (0 without a
 //!   disk), `ecdn_adaptsize_c_bytes` (the admission policy's c, `+Inf` while AdaptSize admits
 //!   everything; absent for a policy without one); histogram
@@ -15,7 +24,7 @@
 //!   request's arrival to its response headers: a streamed miss is timed to the origin's
 //!   headers, not to the end of the body. Written by hand from atomics (see [`super::ops`]), no
 //!   global recorder. Requests refused by request sanitizing (400, 414), `/_ecdn/` and `PURGE`
-//!   are not counted. In a cluster a request relayed to the bucket's serving node counts at
+//!   are not counted as requests. In a cluster a request relayed to the bucket's serving node counts at
 //!   both nodes here: `tier="relayed"` at the node the client reached, its own tier at the
 //!   serving node (see `ecdn_cluster_served_total` below for the count once per request).
 //! * In a cluster, `/_ecdn/metrics` adds the `ecdn_cluster_*` series (`cluster/metrics.rs`;
@@ -84,35 +93,144 @@
 //!   is `500` (the HOC copy and the Vary index entry are dropped all the same). In a cluster
 //!   the purge reaches every node the bucket map has available (`cluster::purge`): each drops
 //!   its copies and its pieces of the object; the answer adds `"unreached"`, the nodes that
-//!   did not confirm (`502` when any). A node unavailable at the time keeps its pieces. It needs
+//!   did not confirm (`502` when any). A node unavailable at the time keeps its pieces. On an
+//!   admin listener with a token, that token authorises it; on one without, it needs
 //!   `Authorization: Bearer <token>` equal to [`super::NodeConfig::purge_token`] (compared in
-//!   constant time), else `401`; without a configured token purging is disabled (`403`). It is
+//!   constant time), else `401`, and without a configured purge token purging is disabled
+//!   (`403`). The cache key takes the request's `Host` (send the site's, not the admin
+//!   listener's: `curl -X PURGE -H 'Host: example.com' http://127.0.0.1:ADMIN/path`). It is
 //!   never forwarded to the origin.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
+use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
 
 use super::body::NodeBody;
 use super::key::CacheKey;
 use super::ops::{self, Gauges};
-use super::{lock, text, ReqBody, State};
+use super::{empty_body, lock, text, ReqBody, State};
 
-/// Answers the node's own requests: `/_ecdn/` paths and `PURGE`. `None` for a request to
-/// proxy.
-pub(super) async fn route(st: &State, req: &Request<ReqBody>) -> Option<Response<NodeBody>> {
+/// Serves the admin listener until the task is aborted; its connections go with it (they live
+/// in the task's set).
+pub(super) async fn serve(listener: TcpListener, st: Arc<State>, token: Option<Arc<str>>) {
+    let mut conns = tokio::task::JoinSet::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.keep_alive(true)
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10));
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let Ok((stream, _)) = accepted else {
+            // Out of file descriptors and the like: back off instead of spinning.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let (st, token) = (st.clone(), token.clone());
+        let conn = http.serve_connection(
+            TokioIo::new(stream),
+            hyper::service::service_fn(move |req| {
+                let (st, token) = (st.clone(), token.clone());
+                async move { Ok::<_, Infallible>(handle(&st, token.as_deref(), req).await) }
+            }),
+        );
+        conns.spawn(async move {
+            let _ = conn.await;
+        });
+    }
+}
+
+/// One admin request: the token check, then [`route`].
+async fn handle(st: &State, token: Option<&str>, req: Request<Incoming>) -> Response<NodeBody> {
+    let authorized = match token {
+        Some(t) => {
+            let auth = req.headers().get(header::AUTHORIZATION);
+            if !ops::bearer_matches(auth.map(HeaderValue::as_bytes), t) {
+                return unauthorized("the admin listener needs its bearer token");
+            }
+            true
+        }
+        None => false,
+    };
+    // No admin request has a body to read; one sent anyway is dropped with the request.
+    let (parts, _) = req.into_parts();
+    let req = Request::from_parts(parts, empty_body());
+    match route(st, &req, authorized).await {
+        Some(r) => r,
+        None => text(
+            StatusCode::NOT_FOUND,
+            "not an admin endpoint: /_ecdn/health, /_ecdn/stats, /_ecdn/metrics, PURGE",
+        ),
+    }
+}
+
+fn unauthorized(msg: &str) -> Response<NodeBody> {
+    let mut r = text(StatusCode::UNAUTHORIZED, msg);
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"ecdn\""),
+    );
+    r
+}
+
+/// Answers the node's own requests on the admin listener: `/_ecdn/` paths and `PURGE`
+/// (`token_ok`: the listener's token authorised the request). `None` for anything else.
+async fn route(st: &State, req: &Request<ReqBody>, token_ok: bool) -> Option<Response<NodeBody>> {
     Some(match req.uri().path() {
-        "/_ecdn/health" => match &st.cluster {
-            // A draining node tells load balancers to stop sending it clients.
-            Some(c) if c.leaving() => text(StatusCode::SERVICE_UNAVAILABLE, "draining"),
-            _ => text(StatusCode::OK, "ok"),
-        },
+        _ if req.method().as_str() == "PURGE" => purge(st, req, token_ok).await,
+        "/_ecdn/health" => health(st),
         "/_ecdn/stats" => stats(st).await,
         "/_ecdn/metrics" => metrics(st).await,
-        _ if req.method().as_str() == "PURGE" => purge(st, req).await,
         _ => return None,
     })
+}
+
+fn health(st: &State) -> Response<NodeBody> {
+    match &st.cluster {
+        // A draining node tells load balancers to stop sending it clients.
+        Some(c) if c.leaving() => text(StatusCode::SERVICE_UNAVAILABLE, "draining"),
+        _ => text(StatusCode::OK, "ok"),
+    }
+}
+
+/// What the client listener answers for the node's own requests: the health probe when
+/// [`super::NodeConfig::client_health`] allows it, else a counted `404` for a `/_ecdn/` path or
+/// `405` for `PURGE`. `None` for a request to proxy.
+pub(super) fn on_client_port(st: &State, req: &Request<ReqBody>) -> Option<Response<NodeBody>> {
+    let path = req.uri().path();
+    if st.client_health && path == "/_ecdn/health" && req.method() == hyper::Method::GET {
+        return Some(health(st));
+    }
+    let refused = if path.starts_with("/_ecdn/") {
+        text(
+            StatusCode::NOT_FOUND,
+            "not found: the node's own endpoints are on its admin listener",
+        )
+    } else if req.method().as_str() == "PURGE" {
+        let mut r = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "PURGE is answered on the node's admin listener",
+        );
+        r.headers_mut().insert(
+            header::ALLOW,
+            HeaderValue::from_static("GET, HEAD, POST, PUT, DELETE, OPTIONS, PATCH"),
+        );
+        r
+    } else {
+        return None;
+    };
+    st.metrics.admin_refused();
+    Some(refused)
 }
 
 fn json(status: StatusCode, body: serde_json::Value) -> Response<NodeBody> {
@@ -203,23 +321,21 @@ async fn metrics(st: &State) -> Response<NodeBody> {
     r
 }
 
-/// `PURGE <path>`: removes the cached entry of the URL (same cache key as a `GET`: Host + path
-/// + query) from the HOC and the disk. Needs `Authorization: Bearer <purge_token>`.
-async fn purge(st: &State, req: &Request<ReqBody>) -> Response<NodeBody> {
-    let Some(token) = &st.purge_token else {
-        return text(StatusCode::FORBIDDEN, "purge is disabled");
-    };
-    let auth = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(HeaderValue::as_bytes);
-    if !ops::bearer_matches(auth, token) {
-        let mut r = text(StatusCode::UNAUTHORIZED, "purge needs a valid bearer token");
-        r.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer realm=\"ecdn\""),
-        );
-        return r;
+/// `PURGE <path>`: removes the cached entry of the URL (same cache key as a `GET`: Host, path
+/// and query) from the HOC and the disk. Authorised by the admin listener's token
+/// (`token_ok`), else needs `Authorization: Bearer <purge_token>`.
+async fn purge(st: &State, req: &Request<ReqBody>, token_ok: bool) -> Response<NodeBody> {
+    if !token_ok {
+        let Some(token) = &st.purge_token else {
+            return text(StatusCode::FORBIDDEN, "purge is disabled");
+        };
+        let auth = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .map(HeaderValue::as_bytes);
+        if !ops::bearer_matches(auth, token) {
+            return unauthorized("purge needs a valid bearer token");
+        }
     }
     let primary = CacheKey::primary(req);
     let purged = match st.invalidate(&primary).await {

@@ -54,6 +54,13 @@ pub struct NodeConfig {
     /// The bearer token that authorises `PURGE` requests; `None` (the default) disables purging
     /// (`403`).
     pub purge_token: Option<String>,
+    /// The admin listener, where health, stats, metrics and `PURGE` are answered (never on the
+    /// client listener): see [`AdminListen`]. Default: loopback, any free port. `None`: none.
+    pub admin: Option<AdminListen>,
+    /// Whether the client listener also answers `GET /_ecdn/health` (an unauthenticated probe
+    /// for load balancers in front of the client port). Default false: every `/_ecdn/` path on
+    /// the client listener is a counted `404`.
+    pub client_health: bool,
     /// Whether to write one JSON line per proxied request to stderr. Default `false`.
     pub access_log: bool,
     /// On [`super::RunningNode::stop`]: how long open connections may take to finish the exchange
@@ -82,6 +89,25 @@ pub struct NodeConfig {
     /// Whether responses with `Set-Cookie` may be stored (RFC 9111 lets a shared cache;
     /// the cookie is replayed as received). Default true.
     pub store_set_cookie: bool,
+}
+
+/// The admin listener: its address, and the bearer token its requests need. A listener bound
+/// beyond loopback must have a token ([`super::Node::start`] refuses to start otherwise); on
+/// loopback the token is optional, and required when set.
+#[derive(Clone, Debug)]
+pub struct AdminListen {
+    pub addr: std::net::SocketAddr,
+    pub token: Option<String>,
+}
+
+impl AdminListen {
+    /// `127.0.0.1`, any free port, no token.
+    pub fn loopback() -> AdminListen {
+        AdminListen {
+            addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+        }
+    }
 }
 
 /// Where the TLS listener listens, and with which certificates.
@@ -135,6 +161,8 @@ impl Default for NodeConfig {
             max_connections: 10_000,
             header_read_timeout: Duration::from_secs(10),
             purge_token: None,
+            admin: Some(AdminListen::loopback()),
+            client_health: false,
             access_log: false,
             drain_timeout: Duration::from_secs(30),
             cluster: None,

@@ -40,7 +40,9 @@
 //!   its answer's `Location` / `Content-Location` URLs on the same host, from the HOC and the
 //!   disk (RFC 9111 §4.4); an error answer invalidates nothing. The disk removal is durable
 //!   before the answer is sent.
-//! * `/_ecdn/` paths are the node's own (`admin.rs`) and never proxied.
+//! * `/_ecdn/` paths and `PURGE` are the node's own, answered on its admin listener
+//!   (`admin.rs`); the client listener refuses them (a counted `404` / `405`) and never proxies
+//!   them.
 //! * Request bodies (`client_body.rs`): only a pass forwards one. Any other answer waits until
 //!   the request's body, if any, has been read and discarded (up to 64 KiB, within
 //!   [`NodeConfig::header_read_timeout`]); when it has not (too large, too slow, cut), and when
@@ -99,7 +101,7 @@ pub use body::{LiveBody, NodeBody};
 pub use cluster::link::PeerLink;
 pub use cluster::objects::MAX_OBJECT;
 pub use cluster::ClusterNode;
-pub use config::{H2Limits, NodeConfig, TlsListen};
+pub use config::{AdminListen, H2Limits, NodeConfig, TlsListen};
 pub use outcome::Outcome;
 pub use server::{Holder, Node, RunningNode, Speak};
 pub use upstream::{tcp_connector, Connecting, Connector, OriginIo};
@@ -134,6 +136,8 @@ struct State {
     /// ([`NodeConfig::header_read_timeout`]; see `client_body.rs`).
     unread_body_timeout: std::time::Duration,
     purge_token: Option<String>,
+    /// [`NodeConfig::client_health`].
+    client_health: bool,
     access_log: bool,
     /// Cluster mode: the node's side of the cluster.
     cluster: Option<Arc<cluster::Cluster>>,
@@ -202,7 +206,7 @@ async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> R
     let (body, finished) = ClientBody::new(body);
     let req = Request::from_parts(parts, empty_body());
     // 3. Route.
-    if let Some(own) = Box::pin(admin::route(&st, &req)).await {
+    if let Some(own) = admin::on_client_port(&st, &req) {
         let read = body.discard(st.unread_body_timeout).await;
         return client_body::settle(own, read);
     }

@@ -76,6 +76,9 @@ pub struct Metrics {
     origin_aborts: AtomicU64,
     /// Fills answered by another site instead of the origin ([`super::sites`]).
     site_fills: AtomicU64,
+    /// `/_ecdn/` and `PURGE` requests the client listener refused (they belong on the admin
+    /// listener).
+    admin_refused: AtomicU64,
 }
 
 /// The cache gauges, sampled when the metrics are rendered.
@@ -109,6 +112,11 @@ impl Metrics {
     /// Counts a fill answered by another site.
     pub fn site_fill(&self) {
         self.site_fills.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request for the admin listener that came to the client listener.
+    pub fn admin_refused(&self) {
+        self.admin_refused.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Responses with outcome `o`.
@@ -145,6 +153,7 @@ impl Metrics {
             ("stale", self.responses(Outcome::Stale)),
             ("site_fills", c(&self.site_fills)),
             ("bytes_served", c(&self.bytes_served)),
+            ("admin_refused", c(&self.admin_refused)),
         ] {
             m.insert(name.into(), v.into());
         }
@@ -196,6 +205,11 @@ impl Metrics {
                 "ecdn_disk_errors_total",
                 "Disk cache operations that failed (reads, writes, removals, syncs).",
                 g.disk_errors,
+            ),
+            (
+                "ecdn_admin_refused_total",
+                "Requests for the admin listener (/_ecdn/ paths, PURGE) refused on the client listener.",
+                self.admin_refused.load(Ordering::Relaxed),
             ),
         ] {
             metric(&mut o, name, "counter", help);

@@ -113,6 +113,18 @@ impl Node {
             }
             None => None,
         };
+        let admin_listener = match &cfg.admin {
+            Some(a) => {
+                if !a.addr.ip().is_loopback() && a.token.is_none() {
+                    return Err(invalid(format!(
+                        "the admin listener {} is beyond loopback: it needs a token",
+                        a.addr
+                    )));
+                }
+                Some((TcpListener::bind(a.addr).await?, a.token.clone()))
+            }
+            None => None,
+        };
         let mut peer_listener = match &cfg.cluster {
             Some(c) => match c.cluster.nodes.get(c.id) {
                 Some(n) if n.id == c.id => Some(TcpListener::bind(n.peer).await?),
@@ -136,6 +148,7 @@ impl Node {
             max_uri_len: cfg.max_uri_len,
             unread_body_timeout: cfg.header_read_timeout,
             purge_token: cfg.purge_token.clone(),
+            client_health: cfg.client_health,
             access_log: cfg.access_log,
             cluster: cluster.clone(),
             sites: cfg.sites.clone(),
@@ -153,6 +166,15 @@ impl Node {
                     state.clone(),
                     c.clone(),
                 ));
+                Some((addr, task))
+            }
+            None => None,
+        };
+        let admin = match admin_listener {
+            Some((listener, token)) => {
+                let addr = listener.local_addr()?;
+                let token = token.map(Arc::from);
+                let task = tokio::spawn(super::admin::serve(listener, state.clone(), token));
                 Some((addr, task))
             }
             None => None,
@@ -184,6 +206,7 @@ impl Node {
             tls_addr,
             tls: tls_acceptor,
             peer,
+            admin,
             stop: Some(tx),
             task,
             state,
@@ -463,6 +486,8 @@ pub struct RunningNode {
     tls: Option<Arc<TlsAcceptor>>,
     /// Cluster mode: the peer listener's address and task.
     peer: Option<(SocketAddr, tokio::task::JoinHandle<()>)>,
+    /// The admin listener's address and task ([`NodeConfig::admin`]).
+    admin: Option<(SocketAddr, tokio::task::JoinHandle<()>)>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
     state: Arc<State>,
@@ -491,7 +516,8 @@ impl RunningNode {
     ///
     /// In cluster mode the heartbeats stop first; the peer listener keeps answering while the
     /// client connections drain (their requests may still read pieces through peers, and peers
-    /// may still read pieces here), and is closed last.
+    /// may still read pieces here), and is closed last. The admin listener, too, answers until
+    /// the end (its health says `draining` in a cluster).
     pub async fn stop(mut self) -> io::Result<()> {
         if let Some(c) = &self.state.cluster {
             c.leave();
@@ -500,7 +526,7 @@ impl RunningNode {
             let _ = tx.send(());
         }
         let served = (&mut self.task).await.map_err(io::Error::other);
-        if let Some((_, task)) = self.peer.take() {
+        for (_, task) in [self.peer.take(), self.admin.take()].into_iter().flatten() {
             task.abort();
         }
         served
@@ -518,6 +544,12 @@ impl RunningNode {
                 return std::future::pending().await;
             }
         }
+    }
+
+    /// The admin listener's address (health, stats, metrics, `PURGE`), unless
+    /// [`NodeConfig::admin`] is `None`.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(|(a, _)| *a)
     }
 
     /// Cluster mode: the peer listener's address.

@@ -145,6 +145,14 @@ impl TestCluster {
         self.cfg.nodes[i].client
     }
 
+    /// Node `i`'s admin listener (it must be running).
+    pub fn admin(&self, i: usize) -> SocketAddr {
+        self.nodes[i]
+            .as_ref()
+            .and_then(RunningNode::admin_addr)
+            .expect("node i runs, with an admin listener")
+    }
+
     pub fn peer(&self, i: usize) -> SocketAddr {
         self.cfg.nodes[i].peer
     }

@@ -24,6 +24,11 @@ impl Reply {
     }
 }
 
+/// The node's admin listener (health, stats, metrics, `PURGE`).
+pub fn admin(n: &ecdn_node::node::RunningNode) -> SocketAddr {
+    n.admin_addr().expect("the node has an admin listener")
+}
+
 pub async fn fetch(addr: SocketAddr, method: &str, uri: &str) -> Reply {
     fetch_with(addr, method, uri, &[]).await
 }

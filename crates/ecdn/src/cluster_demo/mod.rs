@@ -387,10 +387,10 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
     ));
     let rebalancer: Rebalancer = {
         let cfg = cfg.clone();
-        let clients: Vec<SocketAddr> = layout.nodes.iter().map(|(c, _)| *c).collect();
+        let admins = layout.admins.clone();
         Arc::new(move |live: Vec<usize>| {
             let cfg = cfg.clone();
-            let nodes: Vec<SocketAddr> = live.iter().map(|&i| clients[i]).collect();
+            let nodes: Vec<SocketAddr> = live.iter().map(|&i| admins[i]).collect();
             Box::pin(async move {
                 let client = CoordinatorClient::for_cluster(&cfg)
                     .await
@@ -454,7 +454,7 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
             eprintln!("warning: node {id} exited during the run (not killed by the demo); its last output:\n{tail}");
             continue;
         }
-        let addr = layout.nodes[id].0;
+        let addr = layout.admins[id];
         stats[id] = Some(
             procs::node_stats(addr)
                 .await

@@ -30,14 +30,16 @@ pub struct Layout {
     pub coordinators: Vec<SocketAddr>,
     /// (client, peer) of each node.
     pub nodes: Vec<(SocketAddr, SocketAddr)>,
+    /// Each node's admin listener (stats, metrics, health).
+    pub admins: Vec<SocketAddr>,
 }
 
 impl Layout {
-    /// `1 + coordinators + 2 × nodes` distinct free ports on 127.0.0.1 (all bound at once,
+    /// `1 + coordinators + 3 × nodes` distinct free ports on 127.0.0.1 (all bound at once,
     /// then released).
     pub fn free(nodes: usize, coordinators: usize) -> Result<Layout> {
         let c = coordinators.max(1);
-        let listeners = (0..1 + c + 2 * nodes)
+        let listeners = (0..1 + c + 3 * nodes)
             .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
             .collect::<std::io::Result<Vec<_>>>()
             .context("finding free loopback ports")?;
@@ -52,6 +54,7 @@ impl Layout {
             nodes: (0..nodes)
                 .map(|i| (addrs[1 + c + 2 * i], addrs[2 + c + 2 * i]))
                 .collect(),
+            admins: addrs[1 + c + 2 * nodes..].to_vec(),
         })
     }
 }
@@ -88,10 +91,11 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
         let urls: Vec<String> = s.etcd.iter().map(|u| format!("\"{u}\"")).collect();
         let _ = writeln!(t, "etcd = [{}]", urls.join(", "));
     }
-    for (id, (client, peer)) in layout.nodes.iter().enumerate() {
+    for (id, ((client, peer), admin)) in layout.nodes.iter().zip(&layout.admins).enumerate() {
         let _ = writeln!(
             t,
-            "\n[[node]]\nid = {id}\nclient = \"{client}\"\npeer = \"{peer}\"\nweight = 1.0"
+            "\n[[node]]\nid = {id}\nclient = \"{client}\"\npeer = \"{peer}\"\nadmin = \"{admin}\"\n\
+             weight = 1.0"
         );
     }
     t
@@ -375,13 +379,27 @@ pub async fn http_get_host(
     path: &str,
     timeout: Duration,
 ) -> Result<(u16, Bytes)> {
+    http_get_with(addr, host, None, path, timeout).await
+}
+
+/// [`http_get_host`], with `Authorization: Bearer <bearer>` if given (an admin listener's
+/// token).
+pub async fn http_get_with(
+    addr: SocketAddr,
+    host: &str,
+    bearer: Option<&str>,
+    path: &str,
+    timeout: Duration,
+) -> Result<(u16, Bytes)> {
     let go = async {
         let stream = tokio::net::TcpStream::connect(addr).await?;
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         tokio::spawn(conn);
-        let req = hyper::Request::get(path)
-            .header("host", host)
-            .body(Empty::<Bytes>::new())?;
+        let mut req = hyper::Request::get(path).header("host", host);
+        if let Some(token) = bearer {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
+        let req = req.body(Empty::<Bytes>::new())?;
         let resp = send.send_request(req).await?;
         let status = resp.status().as_u16();
         let body = resp.into_body().collect().await?.to_bytes();
@@ -416,7 +434,7 @@ pub async fn coordinator_status(client: &CoordinatorClient) -> Result<Status> {
 }
 
 /// Has the coordinator rebalance parity now (`POST /coord/rebalance`, which first collects
-/// every node's loads) and waits until every node of `nodes` (client addresses) took the new
+/// every node's loads) and waits until every node of `nodes` (admin addresses) took the new
 /// map; returns its epoch.
 pub async fn rebalance(client: &CoordinatorClient, nodes: &[SocketAddr]) -> Result<u64> {
     let epoch = client.rebalance().await.map_err(|e| anyhow!(e))?;
@@ -482,16 +500,18 @@ pub async fn wait_ready(
     loop {
         procs.lock().unwrap().check_running()?;
         let mut missing: Vec<(String, Option<usize>)> = Vec::new();
-        for (i, (client_addr, _)) in layout.nodes.iter().enumerate() {
+        for (i, admin) in layout.admins.iter().enumerate() {
             if ready[i] {
                 continue;
             }
-            match http_get(*client_addr, "/_ecdn/stats", Duration::from_secs(2)).await {
+            match http_get(*admin, "/_ecdn/stats", Duration::from_secs(2)).await {
                 Ok((200, _)) => ready[i] = true,
                 Ok((s, _)) => {
                     missing.push((format!("node {i}: /_ecdn/stats answered {s}"), Some(i)))
                 }
-                Err(e) => missing.push((format!("node {i} on {client_addr}: {e:#}"), Some(i))),
+                Err(e) => {
+                    missing.push((format!("node {i}'s admin listener {admin}: {e:#}"), Some(i)))
+                }
             }
         }
         let status = match CoordinatorClient::for_cluster(cfg).await {
@@ -503,7 +523,7 @@ pub async fn wait_ready(
                 if let Some(why) = status_not_ready(&s, layout.nodes.len()) {
                     missing.push((why, None));
                 } else if s.leader.is_some() {
-                    for (i, (addr, _)) in layout.nodes.iter().enumerate() {
+                    for (i, addr) in layout.admins.iter().enumerate() {
                         match node_stats(*addr).await {
                             Ok(st) if st.epoch == s.epoch => {}
                             Ok(st) => missing.push((
@@ -558,11 +578,12 @@ mod tests {
         let mut ports: Vec<u16> = [layout.origin, layout.coordinator]
             .iter()
             .chain(layout.nodes.iter().flat_map(|(c, p)| [c, p]))
+            .chain(&layout.admins)
             .map(|a| a.port())
             .collect();
         ports.sort_unstable();
         ports.dedup();
-        assert_eq!(ports.len(), 10);
+        assert_eq!(ports.len(), 14);
         assert_eq!(layout.coordinators.len(), 2);
         assert!(!ports.contains(&layout.coordinators[1].port()));
         let key = random_key().unwrap();
@@ -585,6 +606,7 @@ mod tests {
         assert_eq!(cfg.nodes.len(), 4);
         assert_eq!(cfg.nodes[3].client, layout.nodes[3].0);
         assert_eq!(cfg.nodes[3].peer, layout.nodes[3].1);
+        assert_eq!(cfg.nodes[3].admin, Some(layout.admins[3]));
         assert_eq!(cfg.scheme_name(), "c2dn-n3k2");
         assert_eq!(cfg.etcd.len(), 2);
     }

@@ -148,7 +148,10 @@ pub async fn flash_crowd(
     }
     let mut site_fills = 0;
     for n in &nodes {
-        let stats = http_get_host(n.addr, "x", "/_ecdn/stats", CLIENT_TIMEOUT).await;
+        let Some(admin) = n.admin_addr() else {
+            continue;
+        };
+        let stats = http_get_host(admin, "x", "/_ecdn/stats", CLIENT_TIMEOUT).await;
         if let Ok((200, body)) = stats {
             let stats: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
             site_fills += stats["site_fills"].as_u64().unwrap_or(0);
