@@ -3,7 +3,7 @@
 //!
 //! * The admin listener is loopback by default (`127.0.0.1`); bound beyond loopback it must have
 //!   a bearer token, and when it has one every request needs `Authorization: Bearer <token>`
-//!   (else `401`). HTTP/1.1 only.
+//!   (else `401`), but for the status page's HTML, which holds no data. HTTP/1.1 only.
 //! * On the client listener, `/_ecdn/` paths get `404` and `PURGE` gets `405`, counted as
 //!   `admin_refused` (`/_ecdn/stats`) and `ecdn_admin_refused_total`, unless
 //!   `NodeConfig::client_health` lets `GET /_ecdn/health` through as a load balancer's probe.
@@ -86,6 +86,8 @@
 //!
 //!   `docs/grafana/ecdn-cluster.json` is a Grafana dashboard of these (its test checks that
 //!   every series it asks for is one a node exports).
+//! * `GET /_ecdn/status`: the status page, and `GET /_ecdn/status.json` its data (see
+//!   `status.rs`).
 //! * `PURGE <path>` (same cache key as a `GET`: Host + path + query) removes the entry from
 //!   the HOC and the disk and answers `200` `{"purged": true|false}` (whether anything was
 //!   held). The disk removal is durable before the answer: after a crash right after the
@@ -126,10 +128,17 @@ pub(super) async fn serve(listener: TcpListener, st: Arc<State>, token: Option<A
     http.keep_alive(true)
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(10));
+    // The status page's history: one sample a second while the listener runs.
+    let mut tick = tokio::time::interval(super::status::SAMPLE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+            _ = tick.tick() => {
+                super::status::sample(&st);
+                continue;
+            }
         };
         let Ok((stream, _)) = accepted else {
             // Out of file descriptors and the like: back off instead of spinning.
@@ -152,6 +161,10 @@ pub(super) async fn serve(listener: TcpListener, st: Arc<State>, token: Option<A
 
 /// One admin request: the token check, then [`route`].
 async fn handle(st: &State, token: Option<&str>, req: Request<Incoming>) -> Response<NodeBody> {
+    // The status page's HTML holds no data (its script asks for it with the token).
+    if req.uri().path() == "/_ecdn/status" && req.method() == hyper::Method::GET {
+        return super::status::page();
+    }
     let authorized = match token {
         Some(t) => {
             let auth = req.headers().get(header::AUTHORIZATION);
@@ -169,7 +182,8 @@ async fn handle(st: &State, token: Option<&str>, req: Request<Incoming>) -> Resp
         Some(r) => r,
         None => text(
             StatusCode::NOT_FOUND,
-            "not an admin endpoint: /_ecdn/health, /_ecdn/stats, /_ecdn/metrics, PURGE",
+            "not an admin endpoint: /_ecdn/health, /_ecdn/stats, /_ecdn/metrics, /_ecdn/status, \
+             /_ecdn/status.json, PURGE",
         ),
     }
 }
@@ -191,6 +205,8 @@ async fn route(st: &State, req: &Request<ReqBody>, token_ok: bool) -> Option<Res
         "/_ecdn/health" => health(st),
         "/_ecdn/stats" => stats(st).await,
         "/_ecdn/metrics" => metrics(st).await,
+        "/_ecdn/status" => super::status::page(),
+        "/_ecdn/status.json" => super::status::data(st).await,
         _ => return None,
     })
 }
@@ -233,7 +249,7 @@ pub(super) fn on_client_port(st: &State, req: &Request<ReqBody>) -> Option<Respo
     Some(refused)
 }
 
-fn json(status: StatusCode, body: serde_json::Value) -> Response<NodeBody> {
+pub(super) fn json(status: StatusCode, body: serde_json::Value) -> Response<NodeBody> {
     let mut r = Response::new(NodeBody::Full(Full::new(Bytes::from(body.to_string()))));
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -243,19 +259,21 @@ fn json(status: StatusCode, body: serde_json::Value) -> Response<NodeBody> {
     r
 }
 
-/// `/_ecdn/stats`: the counters of [`ops::Metrics::stats_json`], the HOC and the disk.
-async fn stats(st: &State) -> Response<NodeBody> {
-    let hoc = {
-        let h = lock(&st.hoc);
-        serde_json::json!({
-            "policy": h.policy(),
-            "used": h.used(),
-            "capacity": h.capacity(),
-            "objects": h.objects(),
-            "c": h.parameter(),
-        })
-    };
-    let disk = match &st.disk {
+/// The HOC's use and policy, as `/_ecdn/stats` and the status page show it.
+pub(super) fn hoc_json(st: &State) -> serde_json::Value {
+    let h = lock(&st.hoc);
+    serde_json::json!({
+        "policy": h.policy(),
+        "used": h.used(),
+        "capacity": h.capacity(),
+        "objects": h.objects(),
+        "c": h.parameter(),
+    })
+}
+
+/// The disk ring's use (`null` without a disk), as `/_ecdn/stats` and the status page show it.
+pub(super) async fn disk_json(st: &State) -> serde_json::Value {
+    match &st.disk {
         Some(d) => d
             .read(|s| {
                 serde_json::json!({
@@ -268,7 +286,12 @@ async fn stats(st: &State) -> Response<NodeBody> {
             .await
             .unwrap_or(serde_json::Value::Null),
         None => serde_json::Value::Null,
-    };
+    }
+}
+
+/// `/_ecdn/stats`: the counters of [`ops::Metrics::stats_json`], the HOC and the disk.
+async fn stats(st: &State) -> Response<NodeBody> {
+    let (hoc, disk) = (hoc_json(st), disk_json(st).await);
     let mut body = st.metrics.stats_json();
     body.insert(
         "disk_errors".into(),

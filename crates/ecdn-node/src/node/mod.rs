@@ -82,6 +82,7 @@ mod outcome;
 mod sanitize;
 mod server;
 pub mod sites;
+pub mod status;
 pub mod targeted;
 pub mod tls;
 mod upstream;
@@ -145,6 +146,8 @@ struct State {
     sites: Option<sites::Sites>,
     /// [`NodeConfig::store_set_cookie`].
     store_set_cookie: bool,
+    /// The status page's history ([`status`]).
+    status: status::History,
 }
 
 /// What a proxied request's path produced: how it was answered, and the response (without

@@ -39,6 +39,39 @@ impl Histogram {
         );
     }
 
+    /// The `q` quantile (0..=1) in seconds, as Prometheus's `histogram_quantile` computes it
+    /// from these buckets: linear within the bucket the rank falls in (from 0 for the first),
+    /// the largest finite bound if it falls in `+Inf`; `None` before any observation.
+    pub(super) fn quantile(&self, q: f64) -> Option<f64> {
+        let counts: Vec<u64> = self
+            .buckets
+            .iter()
+            .map(|b| b.load(Ordering::Relaxed))
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = q.clamp(0.0, 1.0) * total as f64;
+        let mut below = 0u64;
+        for (i, &n) in counts.iter().enumerate() {
+            if n > 0 && (below + n) as f64 >= rank {
+                let Some(&upper) = BUCKETS.get(i) else {
+                    return BUCKETS.last().copied();
+                };
+                let lower = if i == 0 { 0.0 } else { BUCKETS[i - 1] };
+                return Some(lower + (upper - lower) * (rank - below as f64) / n as f64);
+            }
+            below += n;
+        }
+        BUCKETS.last().copied()
+    }
+
+    /// Observations so far.
+    pub(super) fn count(&self) -> u64 {
+        self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).sum()
+    }
+
     /// Its `_bucket`, `_sum` and `_count` lines for the series `name{labels}` (`labels`: one
     /// or more `key="value"` pairs, comma-separated).
     pub(super) fn render(&self, o: &mut String, name: &str, labels: &str) {
@@ -117,6 +150,31 @@ impl Metrics {
     /// Counts a request for the admin listener that came to the client listener.
     pub fn admin_refused(&self) {
         self.admin_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Proxied requests so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Body bytes served so far.
+    pub fn bytes_served(&self) -> u64 {
+        self.bytes_served.load(Ordering::Relaxed)
+    }
+
+    /// Responses by tier, in the order of [`Outcome::TIERS`].
+    pub fn tier_counts(&self) -> [u64; Outcome::TIERS.len()] {
+        std::array::from_fn(|i| self.sum(|o| o.tier_index() == i))
+    }
+
+    /// The latency histogram of tier `i` of [`Outcome::TIERS`].
+    pub(super) fn latency(&self, i: usize) -> &Histogram {
+        &self.latency[i]
+    }
+
+    /// Requests the client listener refused as the admin listener's.
+    pub fn admin_refused_count(&self) -> u64 {
+        self.admin_refused.load(Ordering::Relaxed)
     }
 
     /// Responses with outcome `o`.

@@ -153,6 +153,7 @@ impl Node {
             cluster: cluster.clone(),
             sites: cfg.sites.clone(),
             store_set_cookie: cfg.store_set_cookie,
+            status: Default::default(),
         });
         let peer = match &cluster {
             Some(c) => {
