@@ -2,10 +2,12 @@
 //! a real browser (Debian's headless Chromium), shows the figures of that data.
 //!
 //! The browser test needs `chromium` (`.ci/run` installs it); without it the test fails and
-//! says so. With `ECDN_STATUS_SCREENSHOT=PATH` it also keeps its screenshot there (how
-//! `docs/status-node.png` was made).
+//! says so. With `ECDN_STATUS_SCREENSHOT=DIR` the browser tests also keep their screenshots
+//! there (how `docs/status-node.png` and `docs/status-cluster-node.png` were made).
 
 mod common;
+#[path = "common/cluster.rs"]
+mod harness;
 #[path = "common/prom.rs"]
 mod prom;
 
@@ -169,6 +171,14 @@ async fn the_status_data_is_what_the_metrics_say() {
     let last = h.last().unwrap();
     assert_eq!(last["requests"], 60);
     assert_eq!(last["tiers"][0], d["tiers"]["hoc"]);
+    // `since`: only the samples after it.
+    let t = h[h.len() - 2]["t_ms"].as_u64().unwrap();
+    let uri = format!("/_ecdn/status.json?since={t}");
+    let r = fetch(admin(&n), "GET", &uri).await;
+    let newer: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let newer = newer["history"].as_array().unwrap();
+    assert!(!newer.is_empty() && newer.len() < h.len(), "{newer:?}");
+    assert!(newer.iter().all(|s| s["t_ms"].as_u64().unwrap() > t));
     n.stop().await.unwrap();
     o.stop().await.unwrap();
 }
@@ -184,9 +194,8 @@ fn chromium() -> PathBuf {
 }
 
 /// Runs headless Chromium on `url` with `args` (its own profile directory, no sandbox as root
-/// in a container), killing it and its children after 90 s; its standard output.
+/// in a container), killed after 90 s (its helper processes end with it); its standard output.
 fn headless(url: &str, profile: &Path, args: &[&str]) -> String {
-    use std::os::unix::process::CommandExt;
     let mut child = Command::new(chromium())
         .args([
             "--headless=new",
@@ -203,7 +212,6 @@ fn headless(url: &str, profile: &Path, args: &[&str]) -> String {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .process_group(0)
         .spawn()
         .expect("starting chromium");
     let deadline = Instant::now() + Duration::from_secs(90);
@@ -213,24 +221,14 @@ fn headless(url: &str, profile: &Path, args: &[&str]) -> String {
         std::io::Read::read_to_string(&mut out, &mut s).ok();
         s
     });
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
+    while child.try_wait().unwrap().is_none() {
         if Instant::now() > deadline {
-            let _ = Command::new("kill")
-                .args(["-9", &format!("-{}", child.id())])
-                .status();
+            let _ = child.kill();
             let _ = child.wait();
             panic!("chromium did not finish {url} within 90 s");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    // Its helpers (renderer, GPU process) share its process group.
-    let _ = Command::new("kill")
-        .args(["-9", &format!("-{}", child.id())])
-        .stderr(Stdio::null())
-        .status();
     reader.join().unwrap()
 }
 
@@ -263,15 +261,7 @@ async fn the_page_in_a_browser_shows_the_data() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let url = format!("http://{}/_ecdn/status", admin(&n));
     let shot = dir.path().join("status.png");
-    let (u, p) = (url.clone(), dir.path().join("profile-1"));
-    let arg = format!("--screenshot={}", shot.display());
-    tokio::task::spawn_blocking(move || headless(&u, &p, &[&arg]))
-        .await
-        .unwrap();
-    let (u, p) = (url.clone(), dir.path().join("profile-2"));
-    let dom = tokio::task::spawn_blocking(move || headless(&u, &p, &["--dump-dom"]))
-        .await
-        .unwrap();
+    let dom = screenshot_and_dom(&url, dir.path(), &shot).await;
     // No request since the page was drawn: the counters stand still.
     let d = status_json(&n).await;
 
@@ -317,9 +307,98 @@ async fn the_page_in_a_browser_shows_the_data() {
         "{} bytes",
         png.len()
     );
-    if let Some(keep) = std::env::var_os("ECDN_STATUS_SCREENSHOT") {
-        std::fs::copy(&shot, keep).unwrap();
-    }
+    keep(&shot, "status-node.png");
     n.stop().await.unwrap();
     o.stop().await.unwrap();
+}
+
+/// Copies a screenshot into `ECDN_STATUS_SCREENSHOT`'s directory, if set.
+fn keep(shot: &Path, name: &str) {
+    if let Some(dir) = std::env::var_os("ECDN_STATUS_SCREENSHOT") {
+        std::fs::copy(shot, Path::new(&dir).join(name)).unwrap();
+    }
+}
+
+/// Loads `url` headless twice: a screenshot into `shot`, then the DOM once its script ran.
+async fn screenshot_and_dom(url: &str, dir: &Path, shot: &Path) -> String {
+    let (u, p) = (url.to_string(), dir.join("profile-1"));
+    let arg = format!("--screenshot={}", shot.display());
+    tokio::task::spawn_blocking(move || headless(&u, &p, &[&arg]))
+        .await
+        .unwrap();
+    let (u, p) = (url.to_string(), dir.join("profile-2"));
+    tokio::task::spawn_blocking(move || headless(&u, &p, &["--dump-dom"]))
+        .await
+        .unwrap()
+}
+
+/// A cluster node's page: its cluster counters, the members and the bucket map as the node's
+/// data has them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_node_s_page_shows_its_cluster() {
+    chromium();
+    let c = harness::TestCluster::start(4, "c2dn", 2, 1).await;
+    // Replicated (10 KB) and coded (1 MB) objects, each fetched twice through two nodes.
+    for round in 0..2 {
+        for id in 0..12u64 {
+            let size = if id % 3 == 0 { 1_000_000 } else { 10_000 };
+            let at = c.client((id as usize + round) % 4);
+            let r = fetch(at, "GET", &format!("/obj/{id}?size={size}")).await;
+            assert_eq!(r.status, 200, "object {id}");
+        }
+    }
+    let admin0 = c.admin(0);
+    let url = format!("http://{admin0}/_ecdn/status");
+    let dir = tempfile::tempdir().unwrap();
+    let shot = dir.path().join("status.png");
+    let dom = screenshot_and_dom(&url, dir.path(), &shot).await;
+    let r = fetch(admin0, "GET", "/_ecdn/status.json").await;
+    let d: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let cl = &d["cluster"];
+    assert!(cl.is_object(), "{d}");
+    // The data is the node's `/_ecdn/stats` cluster object.
+    let s = fetch(admin0, "GET", "/_ecdn/stats").await;
+    let s: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+    assert_eq!(cl["counters"], s["cluster"]);
+    assert!(dom.contains("id=\"state\" class=\"\">updated"), "{dom}");
+    for k in [
+        "epoch",
+        "coded_hits",
+        "replicated_hits",
+        "decodes",
+        "partial_hits",
+        "peer_errors",
+        "bytes_written",
+        "relayed",
+    ] {
+        let text = shown(&dom, &format!("cluster.counters.{k}"));
+        assert_eq!(number(&text), cl["counters"][k].as_f64().unwrap(), "{k}");
+    }
+    let scheme = shown(&dom, "cluster.counters.scheme");
+    assert_eq!(scheme, cl["counters"]["scheme"].as_str().unwrap());
+    assert_eq!(scheme, "c2dn-n3k2");
+    assert_eq!(
+        (shown(&dom, "cluster.k"), shown(&dom, "cluster.p")),
+        ("2".into(), "1".into())
+    );
+    // One row per member, every one available; one grid cell per (node, bucket), coloured by
+    // the node's role in the bucket.
+    let members = &dom[dom.find("id=\"members\"").unwrap()..];
+    let members = &members[..members.find("</table>").unwrap()];
+    assert_eq!(members.matches("class=\"up\"").count(), 4, "{members}");
+    let buckets = cl["buckets"].as_array().unwrap();
+    let grid = &dom[dom.find("id=\"bucketgrid\"").unwrap()..];
+    let grid = &grid[..grid.find("</section>").unwrap()];
+    let count = |role: &str| {
+        buckets
+            .iter()
+            .map(|b| b[role].as_array().unwrap().len())
+            .sum::<usize>()
+    };
+    assert_eq!(grid.matches("<div class=\"d\">").count(), count("data"));
+    assert_eq!(grid.matches("<div class=\"p\">").count(), count("parity"));
+    assert_eq!(grid.matches("<div class=").count(), 4 * buckets.len() + 4);
+    assert!(count("parity") > 0);
+    keep(&shot, "status-cluster-node.png");
+    c.stop_all().await;
 }

@@ -16,7 +16,8 @@
 //!   `ecdn_responses_total{tier}` (`hoc`, `disk`, `miss`, `collapsed`, `pass`, `error` — our own
 //!   `502` / `504`, `revalidated`, `stale`), `ecdn_bytes_served_total`,
 //!   `ecdn_origin_errors_total`, `ecdn_disk_errors_total`, `ecdn_site_fills_total`,
-//!   `ecdn_admin_refused_total`; gauges `ecdn_hoc_used_bytes`,
+//!   `ecdn_admin_refused_total`, `ecdn_admin_requests_total` (every request to the admin
+//!   listener, the one that reads it included); gauges `ecdn_hoc_used_bytes`,
 //!   `ecdn_hoc_capacity_bytes`, `ecdn_disk_used_bytes`, `ecdn_disk_capacity_bytes` (0 without a
 //!   disk), `ecdn_adaptsize_c_bytes` (the admission policy's c, `+Inf` while AdaptSize admits
 //!   everything; absent for a policy without one); histogram
@@ -161,6 +162,7 @@ pub(super) async fn serve(listener: TcpListener, st: Arc<State>, token: Option<A
 
 /// One admin request: the token check, then [`route`].
 async fn handle(st: &State, token: Option<&str>, req: Request<Incoming>) -> Response<NodeBody> {
+    st.metrics.admin_request();
     // The status page's HTML holds no data (its script asks for it with the token).
     if req.uri().path() == "/_ecdn/status" && req.method() == hyper::Method::GET {
         return super::status::page();
@@ -206,7 +208,7 @@ async fn route(st: &State, req: &Request<ReqBody>, token_ok: bool) -> Option<Res
         "/_ecdn/stats" => stats(st).await,
         "/_ecdn/metrics" => metrics(st).await,
         "/_ecdn/status" => super::status::page(),
-        "/_ecdn/status.json" => super::status::data(st).await,
+        "/_ecdn/status.json" => super::status::data(st, req.uri().query()).await,
         _ => return None,
     })
 }

@@ -112,6 +112,8 @@ pub struct Metrics {
     /// `/_ecdn/` and `PURGE` requests the client listener refused (they belong on the admin
     /// listener).
     admin_refused: AtomicU64,
+    /// Requests to the admin listener (the status page's polls included).
+    admin_requests: AtomicU64,
 }
 
 /// The cache gauges, sampled when the metrics are rendered.
@@ -172,6 +174,11 @@ impl Metrics {
         &self.latency[i]
     }
 
+    /// Counts a request to the admin listener.
+    pub fn admin_request(&self) {
+        self.admin_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Requests the client listener refused as the admin listener's.
     pub fn admin_refused_count(&self) -> u64 {
         self.admin_refused.load(Ordering::Relaxed)
@@ -212,6 +219,7 @@ impl Metrics {
             ("site_fills", c(&self.site_fills)),
             ("bytes_served", c(&self.bytes_served)),
             ("admin_refused", c(&self.admin_refused)),
+            ("admin_requests", c(&self.admin_requests)),
         ] {
             m.insert(name.into(), v.into());
         }
@@ -268,6 +276,11 @@ impl Metrics {
                 "ecdn_admin_refused_total",
                 "Requests for the admin listener (/_ecdn/ paths, PURGE) refused on the client listener.",
                 self.admin_refused.load(Ordering::Relaxed),
+            ),
+            (
+                "ecdn_admin_requests_total",
+                "Requests to the admin listener (status page polls included).",
+                self.admin_requests.load(Ordering::Relaxed),
             ),
         ] {
             metric(&mut o, name, "counter", help);

@@ -16,7 +16,8 @@
 //!   `ecdn_request_duration_seconds{tier}` (so a dashboard over the metrics shows the same);
 //!   `hoc` and `disk` are `/_ecdn/stats`'s; `adaptsize_c` is `ecdn_adaptsize_c_bytes` (`null`
 //!   while AdaptSize admits everything, with `adaptsize_admits_all`); `history` holds one
-//!   [`Sample`] a second for the last [`HISTORY`] seconds, taken by the admin listener.
+//!   [`Sample`] a second for the last [`HISTORY`] seconds, taken by the admin listener (with
+//!   `?since=T`, only those after T: the page asks for the new ones).
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -146,8 +147,15 @@ pub(super) fn page() -> Response<NodeBody> {
     r
 }
 
-/// `GET /_ecdn/status.json`.
-pub(super) async fn data(st: &State) -> Response<NodeBody> {
+/// `GET /_ecdn/status.json[?since=T]`: with `since` (UNIX ms), `history` holds only the samples
+/// taken after T (the page asks for what it does not have yet).
+pub(super) async fn data(st: &State, query: Option<&str>) -> Response<NodeBody> {
+    let since = query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|kv| kv.strip_prefix("since="))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
     let now = take(st);
     let m = &st.metrics;
     let latency: serde_json::Map<String, serde_json::Value> = Outcome::TIERS
@@ -173,6 +181,7 @@ pub(super) async fn data(st: &State) -> Response<NodeBody> {
     let raw_c = lock(&st.hoc).raw_parameter();
     let history: Vec<serde_json::Value> = lock(&st.status.samples)
         .iter()
+        .filter(|s| s.t_ms > since)
         .map(Sample::to_json)
         .collect();
     let body = serde_json::json!({
