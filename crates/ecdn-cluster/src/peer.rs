@@ -141,6 +141,39 @@ impl BodySender {
     }
 }
 
+tokio::task_local! {
+    /// The client request the current work serves (its `X-Request-Id`): every peer request
+    /// sent within its scope carries it, so one request can be followed across the cluster.
+    pub static REQUEST_ID: HeaderValue;
+}
+
+/// The header that carries a request id, to peers and to the origin.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// The request id in scope, if any.
+pub fn request_id() -> Option<HeaderValue> {
+    REQUEST_ID.try_with(Clone::clone).ok()
+}
+
+/// ` (request ID)` for an error line written while serving a request, else nothing.
+pub fn request_note() -> String {
+    request_id()
+        .and_then(|id| id.to_str().ok().map(|s| format!(" (request {s})")))
+        .unwrap_or_default()
+}
+
+/// `tokio::spawn`, with the request id in scope kept in the new task.
+pub fn spawn_traced<F>(task: F) -> JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match request_id() {
+        Some(id) => tokio::spawn(REQUEST_ID.scope(id, task)),
+        None => tokio::spawn(task),
+    }
+}
+
 /// The signed, pooled peer client. Clones share the connection pool and the key.
 #[derive(Clone)]
 pub struct PeerClient {
@@ -260,6 +293,11 @@ fn build(
     let mut req = Request::builder().method(method).uri(uri.clone());
     for (name, value) in headers {
         req = req.header(name, value);
+    }
+    if let Some(id) = request_id() {
+        if !headers.iter().any(|(n, _)| n == REQUEST_ID_HEADER) {
+            req = req.header(REQUEST_ID_HEADER, id);
+        }
     }
     for (name, value) in signature.headers() {
         req = req.header(name, value);
@@ -514,6 +552,69 @@ mod tests {
         assert!(matches!(e, Err(BodyError::Auth(AuthError::BodyMismatch))));
         let e = read_verified_body(Full::new(Bytes::from_static(b"hello")), 4, &v).await;
         assert!(matches!(e, Err(BodyError::TooLarge(4))));
+    }
+
+    /// A raw listener that answers each request `200` and reports its head.
+    async fn head_recorder() -> (SocketAddr, mpsc::UnboundedReceiver<String>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let mut got = Vec::new();
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        let n = s.read(&mut buf).await.unwrap_or(0);
+                        if n == 0 {
+                            return;
+                        }
+                        got.extend_from_slice(&buf[..n]);
+                    }
+                    let _ = tx.send(String::from_utf8_lossy(&got).to_lowercase());
+                    let _ = s
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                        .await;
+                });
+            }
+        });
+        (addr, rx)
+    }
+
+    #[tokio::test]
+    async fn peer_requests_carry_the_request_id_in_scope() {
+        let client = PeerClient::new(ClusterKey::new(b"0123456789abcdef-secret"));
+        let (addr, mut heads) = head_recorder().await;
+        let t = Duration::from_secs(5);
+        let send = || client.send(addr, Method::GET, "/x", Bytes::new(), &[], t);
+        send().await.unwrap();
+        assert!(!heads.recv().await.unwrap().contains("x-request-id"));
+        let id = HeaderValue::from_static("trace-1");
+        REQUEST_ID.scope(id.clone(), send()).await.unwrap();
+        assert!(heads
+            .recv()
+            .await
+            .unwrap()
+            .contains("x-request-id: trace-1\r\n"));
+        // A task spawned with the id in scope keeps it.
+        let c = client.clone();
+        let answer = REQUEST_ID
+            .scope(id, async move {
+                let task = spawn_traced(async move {
+                    c.send(addr, Method::GET, "/y", Bytes::new(), &[], t).await
+                });
+                task.await
+            })
+            .await;
+        answer.unwrap().unwrap();
+        assert!(heads
+            .recv()
+            .await
+            .unwrap()
+            .contains("x-request-id: trace-1\r\n"));
+        assert_eq!(request_note(), "");
     }
 
     #[tokio::test]

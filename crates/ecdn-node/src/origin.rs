@@ -225,8 +225,21 @@ pub fn in_memory_connector(cfg: OriginConfig) -> crate::node::Connector {
     })
 }
 
-/// Answers one request.
+/// The response header that echoes the request's `X-Request-Id` (so tests can see which
+/// request id reached the origin).
+pub const SAW_REQUEST_ID: &str = "x-origin-saw-request-id";
+
+/// Answers one request; a request with `X-Request-Id` gets it back as [`SAW_REQUEST_ID`].
 pub async fn handle<B>(req: Request<B>, cfg: Arc<OriginConfig>) -> Response<OriginBody> {
+    let id = req.headers().get("x-request-id").cloned();
+    let mut r = answer(req, cfg).await;
+    if let Some(id) = id {
+        r.headers_mut().insert(SAW_REQUEST_ID, id);
+    }
+    r
+}
+
+async fn answer<B>(req: Request<B>, cfg: Arc<OriginConfig>) -> Response<OriginBody> {
     if !cfg.latency.is_zero() {
         tokio::time::sleep(cfg.latency).await;
     }

@@ -196,6 +196,33 @@ async fn check_metrics(c: &TestCluster, requests: u64, misses: u64, origin_bytes
     }
 }
 
+/// A request's id follows it: relayed to the bucket's serving node, which fetches from the
+/// origin with it, and back in the answer; coded fills included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_id_follows_the_request_through_the_cluster() {
+    let c = TestCluster::start(4, "c2dn", 2, 1).await;
+    let saw = ecdn_node::origin::SAW_REQUEST_ID;
+    for id in 0..12u64 {
+        // Replicated and coded objects, all asked of node 0.
+        let size = if id % 2 == 0 { 10_000 } else { 600_000 };
+        let rid = format!("trace-{id}");
+        let r = get(c.client(0), &uri(id, size), &[("x-request-id", &rid)])
+            .await
+            .unwrap();
+        check_whole(&r, id, size);
+        assert_eq!(
+            (r.header("x-request-id"), r.header(saw)),
+            (&*rid, &*rid),
+            "{id}"
+        );
+    }
+    // Node 0 serves about a quarter of the buckets: it relayed most of those requests.
+    let s = get(c.admin(0), "/_ecdn/stats", &[]).await.unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+    assert!(v["cluster"]["relayed"].as_u64().unwrap() > 0, "{v}");
+    c.stop_all().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicated_and_coded_objects_are_byte_exact_through_any_node_full_and_ranges() {
     // Parity only when a data chunk fails (not when one is late on a busy test machine).

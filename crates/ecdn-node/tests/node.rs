@@ -1092,6 +1092,55 @@ async fn purge_needs_the_token() {
     o.stop().await.unwrap();
 }
 
+/// Every answer carries the request's id, which the origin also got: the client's own when
+/// valid, else a new one for each request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_ids_reach_the_origin_and_come_back() {
+    let o = origin().await;
+    let n = node(config(o.addr, 8 << 20, None)).await;
+    let id = |r: &Reply, h: &str| {
+        r.headers
+            .get(h)
+            .map(|v| v.to_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    let saw = ecdn_node::origin::SAW_REQUEST_ID;
+    // None sent: a new one, 16 hex digits, the same at the origin.
+    let miss = fetch(n.addr, "GET", "/obj/r?size=100").await;
+    let new = id(&miss, "x-request-id");
+    assert!(
+        new.len() == 16 && new.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{new}"
+    );
+    assert_eq!(id(&miss, saw), new);
+    // A hit gets its own.
+    let hit = fetch(n.addr, "GET", "/obj/r?size=100").await;
+    assert_eq!(hit.x_cache(), "HIT-HOC");
+    assert!(!id(&hit, "x-request-id").is_empty() && id(&hit, "x-request-id") != new);
+    // The client's valid id is kept, to the origin and back; an invalid one is replaced.
+    let mine = "0af7651916cd43dd8448eb211c80319c";
+    let r = fetch_with(n.addr, "GET", "/obj/s?size=100", &[("x-request-id", mine)]).await;
+    assert_eq!(
+        (id(&r, "x-request-id"), id(&r, saw)),
+        (mine.into(), mine.into())
+    );
+    let r = fetch_with(
+        n.addr,
+        "GET",
+        "/obj/t?size=100",
+        &[("x-request-id", "two words")],
+    )
+    .await;
+    let got = id(&r, "x-request-id");
+    assert!(got != "two words" && got.len() == 16, "{got}");
+    assert_eq!(id(&r, saw), got);
+    // A pass, too.
+    let r = fetch_with(n.addr, "POST", "/obj/u?size=10", &[("x-request-id", mine)]).await;
+    assert_eq!(id(&r, "x-request-id"), mine);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
 /// The node's own endpoints are on its admin listener only: on the client listener they are a
 /// counted `404` (`PURGE`: `405`), never proxied, unless the health probe is let through.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

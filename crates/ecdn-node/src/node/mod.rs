@@ -79,6 +79,7 @@ pub mod meta;
 pub mod normalize;
 pub mod ops;
 mod outcome;
+pub(crate) mod request_id;
 mod sanitize;
 mod server;
 pub mod sites;
@@ -181,6 +182,7 @@ impl Answer {
 
 const VIA: &str = "1.1 ecdn";
 const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
+const X_REQUEST_ID: HeaderName = HeaderName::from_static(ecdn_cluster::peer::REQUEST_ID_HEADER);
 
 /// Step 1, receive: one request, through every step to its response.
 ///
@@ -192,10 +194,29 @@ const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 async fn handle(st: Arc<State>, req: Request<Incoming>, remote: SocketAddr) -> Response<NodeBody> {
     let arrived = Instant::now();
     // 2. Sanitize.
-    let req = match sanitize::sanitize(req, st.max_uri_len) {
+    let mut req = match sanitize::sanitize(req, st.max_uri_len) {
         Ok(r) => r,
         Err(refused) => return refused,
     };
+    // The request's id: in the request (the origin and a relay get it), in scope while it is
+    // served (peer requests carry it, error lines name it), and in the answer.
+    let id = request_id::of(req.headers());
+    req.headers_mut().insert(X_REQUEST_ID, id.clone());
+    let served = serve(st, req, remote, arrived);
+    let mut response = ecdn_cluster::peer::REQUEST_ID
+        .scope(id.clone(), served)
+        .await;
+    response.headers_mut().insert(X_REQUEST_ID, id);
+    response
+}
+
+/// Steps 3 to 6 of [`handle`], with the request's id in scope.
+async fn serve(
+    st: Arc<State>,
+    req: Request<Incoming>,
+    remote: SocketAddr,
+    arrived: Instant,
+) -> Response<NodeBody> {
     // EC-Cache's object API (cluster mode): its own requests, bodies and answers.
     if req.uri().path().starts_with(cluster::objects::PREFIX) {
         return match &st.cluster {
@@ -255,7 +276,11 @@ async fn relayed(st: Arc<State>, req: Request<ReqBody>, remote: SocketAddr) -> R
         .access_log
         .then(|| (req.method().clone(), req.uri().path().to_string()));
     let answer = cached(&st, req).await;
-    deliver(&st, answer, arrived, log, remote)
+    let mut response = deliver(&st, answer, arrived, log, remote);
+    if let Some(id) = ecdn_cluster::peer::request_id() {
+        response.headers_mut().insert(X_REQUEST_ID, id);
+    }
+    response
 }
 
 /// Steps 4-5 for `GET` / `HEAD`: lookup, then a hit, a stale entry served at once, or a miss.
@@ -416,9 +441,11 @@ fn deliver(
         c.stats.delivered(outcome, bytes, response.headers());
     }
     if let Some((method, path)) = log {
+        let id = ecdn_cluster::peer::request_id();
         let line = ops::Access {
             method: method.as_str(),
             path: &path,
+            request_id: id.as_ref().and_then(|v| v.to_str().ok()),
             status: response.status().as_u16(),
             tier: outcome.tier(),
             bytes,

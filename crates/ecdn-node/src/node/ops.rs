@@ -377,6 +377,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 pub struct Access<'a> {
     pub method: &'a str,
     pub path: &'a str,
+    /// The request's id (`X-Request-Id`, see `request_id.rs`).
+    pub request_id: Option<&'a str>,
     pub status: u16,
     pub tier: &'a str,
     pub bytes: Option<u64>,
@@ -392,6 +394,7 @@ impl Access<'_> {
                 .map_or(0, |d| d.as_millis() as u64),
             "method": self.method,
             "path": self.path,
+            "request_id": self.request_id,
             "status": self.status,
             "tier": self.tier,
             "bytes": self.bytes,
@@ -420,6 +423,7 @@ mod tests {
         let a = Access {
             method: "GET",
             path: "/obj/\"x\"",
+            request_id: Some("0af7651916cd43dd"),
             status: 200,
             tier: "hoc",
             bytes: Some(10),
@@ -433,6 +437,7 @@ mod tests {
         assert_eq!(v["bytes"], 10);
         assert_eq!(v["duration_ms"], 1.5);
         assert_eq!(v["remote"], "127.0.0.1:9");
+        assert_eq!(v["request_id"], "0af7651916cd43dd");
     }
 
     #[test]

@@ -111,9 +111,13 @@ impl ObjectBackend {
         };
         let written = proxy.write(name, data).await.map_err(|e| e.to_string())?;
         let name = name.to_string();
-        tokio::spawn(async move {
+        ecdn_cluster::peer::spawn_traced(async move {
             if let Err(e) = written.finished().await {
-                eprintln!("ecdn node: object {name}: the backend's upload failed after its acknowledgement: {e}");
+                eprintln!(
+                    "ecdn node: object {name}: the backend's upload failed after its \
+                     acknowledgement: {e}{}",
+                    ecdn_cluster::peer::request_note()
+                );
             }
         });
         Ok(())

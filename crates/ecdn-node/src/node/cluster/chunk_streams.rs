@@ -175,7 +175,8 @@ impl ChunkStreams {
                 Target::Failed(server) => {
                     c.stats.peer_error(server);
                     eprintln!(
-                        "ecdn node: streaming chunk {chunk} of {key} to node {server} failed"
+                        "ecdn node: streaming chunk {chunk} of {key} to node {server} failed{}",
+                        ecdn_cluster::peer::request_note()
                     );
                 }
                 Target::Local(buf) => {

@@ -378,7 +378,7 @@ async fn window(
             from..stripes.end,
             tx.clone(),
         );
-        tokio::spawn(task);
+        ecdn_cluster::peer::spawn_traced(task);
     };
     let started = Instant::now();
     // Late binding: the chunks chosen, at once, any K finishing a stripe; the spares replace
@@ -591,7 +591,7 @@ fn start_window(
         decoded.clone(),
         tx,
     );
-    tokio::spawn(task);
+    ecdn_cluster::peer::spawn_traced(task);
     rx
 }
 
@@ -689,7 +689,7 @@ pub(super) async fn stream(
     }
     let (tx, rx) = mpsc::channel(4);
     let (st, c) = (st.clone(), c.clone());
-    tokio::spawn(async move {
+    ecdn_cluster::peer::spawn_traced(async move {
         let mut obj = obj;
         // Whether the sources were asked again already (once per answer).
         let mut refound = false;

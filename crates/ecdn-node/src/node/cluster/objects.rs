@@ -742,7 +742,7 @@ fn checked(
     sha256: String,
 ) -> mpsc::Receiver<Chunk> {
     let (tx, rx) = mpsc::channel(4);
-    tokio::spawn(async move {
+    ecdn_cluster::peer::spawn_traced(async move {
         let mut sha = Sha256::new();
         let ready: Vec<Bytes> = ready.into_iter().collect();
         for b in &ready {
@@ -772,7 +772,10 @@ fn checked(
         if ecdn_cluster::auth::hex(&sha.finalize()) == sha256 {
             let _ = tx.send(Chunk::Done).await;
         } else {
-            eprintln!("ecdn node: an object's decoded bytes do not match its SHA-256");
+            eprintln!(
+                "ecdn node: an object's decoded bytes do not match its SHA-256{}",
+                ecdn_cluster::peer::request_note()
+            );
         }
     });
     rx
@@ -836,7 +839,10 @@ async fn delete(st: &Arc<State>, c: &Arc<Cluster>, name: ObjectName) -> Response
         let said = match b.remove(name.as_str()).await {
             Ok(()) => "removed".to_string(),
             Err(e) => {
-                eprintln!("ecdn node: object {name}: removing the backend's copy: {e}");
+                eprintln!(
+                    "ecdn node: object {name}: removing the backend's copy: {e}{}",
+                    ecdn_cluster::peer::request_note()
+                );
                 format!("failed: {e}")
             }
         };

@@ -66,7 +66,20 @@ pub(in crate::node) async fn serve(listener: TcpListener, st: Arc<State>, c: Arc
             TokioIo::new(stream),
             hyper::service::service_fn(move |req| {
                 let (st, c) = (st.clone(), c.clone());
-                async move { Ok::<_, Infallible>(handle(st, c, req, remote).await) }
+                // The client request this serves, if the peer named one: in scope for this
+                // node's own peer requests and error lines, and a relayed answer's id.
+                let id = req
+                    .headers()
+                    .get(ecdn_cluster::peer::REQUEST_ID_HEADER)
+                    .filter(|v| crate::node::request_id::valid(v))
+                    .cloned();
+                async move {
+                    let answer = handle(st, c, req, remote);
+                    Ok::<_, Infallible>(match id {
+                        Some(id) => ecdn_cluster::peer::REQUEST_ID.scope(id, answer).await,
+                        None => answer.await,
+                    })
+                }
             }),
         );
         conns.spawn(async move {

@@ -433,7 +433,9 @@ async fn replica_hit(
         // Found here without asking anyone: whether the other targets hold their copy is
         // checked after answering.
         let (st, c, key, e, once) = (st.clone(), c.clone(), key.clone(), e.clone(), once.clone());
-        tokio::spawn(async move { repair_replicas(&st, &c, &key, &e, &once).await });
+        ecdn_cluster::peer::spawn_traced(
+            async move { repair_replicas(&st, &c, &key, &e, &once).await },
+        );
     } else {
         count_protection(c, holders, false, once);
         let lack = lacking(c, key, false, holders);
@@ -641,7 +643,7 @@ async fn coded_hit(
             server: holders[0].server,
             held: holders[0].held.clone(),
         };
-        tokio::spawn(async move {
+        ecdn_cluster::peer::spawn_traced(async move {
             let placed = ask_placed(&c, &key, true, &here).await;
             count_protection(&c, &placed, true, &once);
             let lack = lacking(&c, &key, true, &placed);

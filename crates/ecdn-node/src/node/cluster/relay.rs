@@ -73,7 +73,10 @@ pub(in crate::node) async fn forward(
             }
             Err(e) => {
                 c.stats.relay(server, false);
-                eprintln!("ecdn node: relay to node {server}: {e}; trying the next candidate");
+                eprintln!(
+                    "ecdn node: relay to node {server}: {e}; trying the next candidate{}",
+                    ecdn_cluster::peer::request_note()
+                );
             }
         }
     }
@@ -103,7 +106,7 @@ fn stream_back(
     };
     let (tx, rx) = mpsc::channel(4);
     let c = c.clone();
-    tokio::spawn(async move {
+    ecdn_cluster::peer::spawn_traced(async move {
         loop {
             match body.frame().await {
                 None => {

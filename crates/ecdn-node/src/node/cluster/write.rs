@@ -86,7 +86,11 @@ pub(in crate::node) async fn place(
         })
         .await;
         let Ok(Some((chunks, crcs))) = encoded else {
-            eprintln!("ecdn node: encoding {} failed", e.key);
+            eprintln!(
+                "ecdn node: encoding {} failed{}",
+                e.key,
+                ecdn_cluster::peer::request_note()
+            );
             return;
         };
         let chunks: Vec<Bytes> = chunks.into_iter().map(Bytes::from).collect();
@@ -242,11 +246,17 @@ pub(super) fn pushed(
         }
         Ok(s) => {
             c.stats.peer_error(server);
-            eprintln!("ecdn node: storing a piece on node {server}: {s}");
+            eprintln!(
+                "ecdn node: storing a piece on node {server}: {s}{}",
+                ecdn_cluster::peer::request_note()
+            );
         }
         Err(e) => {
             c.stats.peer_error(server);
-            eprintln!("ecdn node: storing a piece on node {server}: {e}");
+            eprintln!(
+                "ecdn node: storing a piece on node {server}: {e}{}",
+                ecdn_cluster::peer::request_note()
+            );
         }
     }
 }
