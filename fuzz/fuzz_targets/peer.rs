@@ -50,6 +50,7 @@ fuzz_target!(|data: &[u8]| {
             } => wire::piece_path(*piece, key, *sub_chunks),
             PeerPath::Has { key } => wire::has_path(key),
             PeerPath::Relay { target } => wire::relay_path(target),
+            PeerPath::Stats => wire::STATS_PATH.to_string(),
         };
         assert_eq!(wire::parse_path(&again), Ok(p));
     }

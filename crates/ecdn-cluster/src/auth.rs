@@ -58,6 +58,16 @@ pub enum AuthError {
     BodyMismatch,
 }
 
+/// Whether two byte strings are equal, in time independent of where they differ (only the
+/// length may show): for comparing secrets such as bearer tokens.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
 /// The cluster key.
 #[derive(Clone)]
 pub struct ClusterKey {

@@ -58,7 +58,12 @@ pub enum PeerPath {
     Relay {
         target: String,
     },
+    /// The node's counters (its `/_ecdn/stats`), for the coordinator's status page.
+    Stats,
 }
+
+/// The path of [`PeerPath::Stats`].
+pub const STATS_PATH: &str = "/_peer/stats";
 
 /// The longest cache key a peer request may name.
 pub const MAX_KEY: usize = 16 << 10;
@@ -152,6 +157,12 @@ pub fn parse_path(path_and_query: &str) -> Result<PeerPath, WireError> {
         Some((p, q)) => (p, Some(q)),
         None => (path_and_query, None),
     };
+    if path == STATS_PATH {
+        if query.is_some() {
+            return bad("unexpected query");
+        }
+        return Ok(PeerPath::Stats);
+    }
     if let Some(key) = path.strip_prefix("/_peer/has/") {
         if query.is_some() {
             return bad("unexpected query");
@@ -326,6 +337,9 @@ mod tests {
             PeerPath::Relay { target: t.into() }
         );
         assert!(parse_path("/_peer/relay/obj").is_err());
+        assert_eq!(parse_path(STATS_PATH).unwrap(), PeerPath::Stats);
+        assert!(parse_path("/_peer/stats?x=1").is_err());
+        assert!(parse_path("/_peer/stats/x").is_err());
         assert!(parse_path("/_peer/relay/%2Fx?y=1").is_err());
         let held = [PieceName::Replica, PieceName::Chunk(0), PieceName::Chunk(4)];
         assert_eq!(decode_held(&encode_held(&held)).unwrap(), held);

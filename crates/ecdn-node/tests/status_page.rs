@@ -402,3 +402,106 @@ async fn a_cluster_node_s_page_shows_its_cluster() {
     keep(&shot, "status-cluster-node.png");
     c.stop_all().await;
 }
+
+/// The coordinator's page: a row per node with what that node's own stats say, the bucket
+/// grid, and a node going down as an event; its admin listener's token rules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinator_s_page_shows_every_node() {
+    chromium();
+    let mut c = harness::TestCluster::start(4, "c2dn", 2, 1).await;
+    for round in 0..2 {
+        for id in 0..12u64 {
+            let size = if id % 3 == 0 { 1_000_000 } else { 10_000 };
+            let at = c.client((id as usize + round) % 4);
+            let r = fetch(at, "GET", &format!("/obj/{id}?size={size}")).await;
+            assert_eq!(r.status, 200, "object {id}");
+        }
+    }
+    // Beyond loopback the listener needs a token; with one, the data needs it too.
+    let wild = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    assert!(c.coordinator.serve_admin(wild, None).is_err());
+    let wild = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = c
+        .coordinator
+        .serve_admin(wild, Some("t0k".into()))
+        .unwrap()
+        .port();
+    let guarded = SocketAddr::from(([127, 0, 0, 1], port));
+    assert_eq!(
+        fetch(guarded, "GET", "/_ecdn/status.json").await.status,
+        401
+    );
+    let ok = common::fetch_with(
+        guarded,
+        "GET",
+        "/_ecdn/status.json",
+        &[("authorization", "Bearer t0k")],
+    );
+    assert_eq!(ok.await.status, 200);
+    assert_eq!(fetch(guarded, "GET", "/_ecdn/status").await.status, 200);
+
+    // Node 3 goes down: an event, and its row says so.
+    c.stop(3).await;
+    c.wait_available(&[true, true, true, false]).await;
+    let listener = tokio::net::TcpListener::bind(any()).await.unwrap();
+    let at = c.coordinator.serve_admin(listener, None).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let shot = dir.path().join("status.png");
+    let url = format!("http://{at}/_ecdn/status");
+    let dom = screenshot_and_dom(&url, dir.path(), &shot).await;
+    let d: serde_json::Value =
+        serde_json::from_slice(&fetch(at, "GET", "/_ecdn/status.json").await.body).unwrap();
+    assert!(dom.contains("id=\"state\" class=\"\">updated"), "{dom}");
+    assert_eq!(
+        shown(&dom, "status.epoch"),
+        d["status"]["epoch"].to_string()
+    );
+    assert!(dom.contains(">3 / 4<"), "available nodes");
+    // Each node's figures are its own stats (read by the test from the node itself).
+    for i in 0..3 {
+        let own = fetch(c.admin(i), "GET", "/_ecdn/stats").await;
+        let own: serde_json::Value = serde_json::from_slice(&own.body).unwrap();
+        assert_eq!(
+            d["nodes"][i]["stats"]["cluster"], own["cluster"],
+            "node {i}"
+        );
+        for f in [
+            "bytes_written",
+            "decodes",
+            "partial_hits",
+            "peer_errors",
+            "coded_hits",
+        ] {
+            let cell = format!("data-node=\"{i}\" data-f=\"{f}\"");
+            let at = dom.find(&cell).unwrap_or_else(|| panic!("no {cell}"));
+            let text = &dom[at + cell.len() + 1..];
+            let text = &text[..text.find('<').unwrap()];
+            assert_eq!(
+                number(text),
+                own["cluster"][f].as_f64().unwrap(),
+                "node {i} {f}"
+            );
+        }
+    }
+    assert!(d["nodes"][3]["error"].is_string(), "{}", d["nodes"][3]);
+    assert!(dom.contains("(no stats)"));
+    let rows = &dom[dom.find("id=\"nodes\"").unwrap()..];
+    let rows = &rows[..rows.find("</table>").unwrap()];
+    assert_eq!(rows.matches("class=\"up\"").count(), 3);
+    assert_eq!(rows.matches("class=\"down\"").count(), 1);
+    // The grid: every placed bucket of the map, and the event of node 3.
+    let buckets = d["buckets"].as_array().unwrap();
+    let placed: usize = buckets
+        .iter()
+        .map(|b| b["data"].as_array().unwrap().len() + b["parity"].as_array().unwrap().len())
+        .sum();
+    let grid = &dom[dom.find("id=\"bucketgrid\"").unwrap()..];
+    let grid = &grid[..grid.find("</section>").unwrap()];
+    let cells =
+        grid.matches("<div class=\"d\">").count() + grid.matches("<div class=\"p\">").count();
+    assert_eq!(cells, placed);
+    let events = &dom[dom.find("id=\"events\"").unwrap()..];
+    assert!(events.contains("node 3 unavailable"), "{events}");
+    keep(&shot, "status-cluster.png");
+    c.stop_all().await;
+}

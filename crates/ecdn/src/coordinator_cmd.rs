@@ -31,6 +31,14 @@ pub struct CoordinatorArgs {
     /// the cluster file's `coordinator` address (give each coordinator its own).
     #[arg(long)]
     listen: Option<SocketAddr>,
+    /// Serve the cluster's status page (`/_ecdn/status`, and its data `/_ecdn/status.json`)
+    /// on this address (embedded mode). Beyond loopback it needs --admin-token.
+    #[arg(long, value_name = "ADDR")]
+    admin_listen: Option<SocketAddr>,
+    /// Bearer token every request to the admin listener but the page itself must carry (or
+    /// ECDN_ADMIN_TOKEN). Required beyond loopback.
+    #[arg(long, env = "ECDN_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
 }
 
 pub fn run(a: CoordinatorArgs) -> Result<()> {
@@ -42,6 +50,9 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
         .context("starting the runtime")?;
     rt.block_on(async move {
         if !cfg.etcd.is_empty() {
+            if a.admin_listen.is_some() {
+                anyhow::bail!("--admin-listen: the status page is served in embedded mode only");
+            }
             let addr = a.listen.unwrap_or(cfg.coordinator);
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
@@ -54,7 +65,14 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             eprintln!("ecdn coordinator: shut down");
             return Ok(());
         }
-        let coord = Coordinator::start(cfg).await?;
+        let mut coord = Coordinator::start(cfg).await?;
+        if let Some(addr) = a.admin_listen {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            let at = coord.serve_admin(listener, a.admin_token)?;
+            eprintln!("ecdn coordinator: status page on http://{at}/_ecdn/status");
+        }
         crate::origin_cmd::shutdown_signal().await;
         coord.shutdown().await;
         eprintln!("ecdn coordinator: shut down");

@@ -490,7 +490,7 @@ async fn start(a: &BenchArgs, p: &Plan, dir: &Path, overhead: u64) -> Result<Bed
     let procs = Arc::new(Mutex::new(Procs::new(dir)?));
     {
         let mut pr = procs.lock().unwrap();
-        pr.start_coordinator(&file, None)?;
+        pr.start_coordinator(&file, None, None)?;
         for id in 0..a.nodes {
             let mut extra = vec!["--peer-rate".to_string(), format!("{}bit", p.rate_bits)];
             if id < p.background_nodes {

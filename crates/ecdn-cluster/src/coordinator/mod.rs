@@ -76,6 +76,7 @@ mod members;
 mod object_budget;
 pub mod objects;
 mod state;
+pub mod status_page;
 
 pub use members::{MemberError, MemberOp, MemberReply, NewMember};
 use state::State;
@@ -392,6 +393,26 @@ impl RunningCoordinator {
     pub fn published(&self) -> (u64, Instant) {
         let p = self.shared.published.borrow();
         (p.map.epoch, p.at)
+    }
+
+    /// Serves the cluster's status page on `listener` (see `status_page.rs`) until the
+    /// coordinator stops; a listener beyond loopback needs `token`.
+    pub fn serve_admin(
+        &mut self,
+        listener: TcpListener,
+        token: Option<String>,
+    ) -> Result<SocketAddr, CoordError> {
+        let addr = listener.local_addr()?;
+        if !addr.ip().is_loopback() && token.is_none() {
+            return Err(CoordError::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("the admin listener {addr} is beyond loopback: it needs a token"),
+            )));
+        }
+        let token = token.map(Arc::from);
+        self.tasks
+            .spawn(status_page::serve(listener, self.shared.clone(), token));
+        Ok(addr)
     }
 
     /// The current status (what `GET /coord/status` answers).

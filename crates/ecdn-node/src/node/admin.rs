@@ -293,6 +293,11 @@ pub(super) async fn disk_json(st: &State) -> serde_json::Value {
 
 /// `/_ecdn/stats`: the counters of [`ops::Metrics::stats_json`], the HOC and the disk.
 async fn stats(st: &State) -> Response<NodeBody> {
+    json(StatusCode::OK, stats_value(st).await)
+}
+
+/// The body of `/_ecdn/stats` (also the peer listener's `/_peer/stats`).
+pub(super) async fn stats_value(st: &State) -> serde_json::Value {
     let (hoc, disk) = (hoc_json(st), disk_json(st).await);
     let mut body = st.metrics.stats_json();
     body.insert(
@@ -307,7 +312,7 @@ async fn stats(st: &State) -> Response<NodeBody> {
             .as_ref()
             .map_or(serde_json::Value::Null, |c| c.stats_json()),
     );
-    json(StatusCode::OK, serde_json::Value::Object(body))
+    serde_json::Value::Object(body)
 }
 
 /// `/_ecdn/metrics`: the Prometheus text exposition, see [`ops`].

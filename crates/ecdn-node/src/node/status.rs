@@ -1,7 +1,8 @@
 //! The status page, on the admin listener: what an operator opens first when something is wrong.
 //!
-//! * `GET /_ecdn/status`: one HTML page (`status.html`, compiled into the binary: its styles and
-//!   script are inline, it loads nothing else and works offline). Its script asks for
+//! * `GET /_ecdn/status`: one HTML page (`status.html`, compiled into the binary with the styles
+//!   it shares with the coordinator's page: its styles and script are inline, it loads nothing
+//!   else and works offline). Its script asks for
 //!   `status.json` once a second and redraws. The page itself holds no data, so the admin
 //!   listener serves it without its token; `status.json` needs the token like everything else
 //!   there, and the page sends it as `Authorization: Bearer` when the address ends with
@@ -34,8 +35,13 @@ use super::body::NodeBody;
 use super::outcome::Outcome;
 use super::{lock, State};
 
-/// The page, as served.
-pub const PAGE: &str = include_str!("status.html");
+/// The page, as served: `status.html` with the styles it shares with the coordinator's page.
+pub fn page_html() -> &'static str {
+    static PAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PAGE.get_or_init(|| {
+        ecdn_cluster::coordinator::status_page::with_style(include_str!("status.html"))
+    })
+}
 
 /// How often the admin listener takes a [`Sample`].
 pub(super) const SAMPLE_EVERY: Duration = Duration::from_secs(1);
@@ -127,7 +133,7 @@ pub(super) fn sample(st: &State) {
 /// `GET /_ecdn/status`.
 pub(super) fn page() -> Response<NodeBody> {
     let mut r = Response::new(NodeBody::Full(Full::new(Bytes::from_static(
-        PAGE.as_bytes(),
+        page_html().as_bytes(),
     ))));
     let h = r.headers_mut();
     h.insert(

@@ -342,10 +342,10 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         p.start_origin(layout.origin, &a.origin_latency)?;
         if plan.control.etcd() {
             for &c in &layout.coordinators {
-                p.start_coordinator(&file, Some(c))?;
+                p.start_coordinator(&file, Some(c), None)?;
             }
         } else {
-            p.start_coordinator(&file, None)?;
+            p.start_coordinator(&file, None, Some(layout.status))?;
         }
         for id in 0..n {
             p.start_node(
@@ -360,6 +360,12 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
     let t = Instant::now();
     procs::wait_ready(&procs, layout, cfg, plan.ready_timeout).await?;
     let first_epoch = coordinator_epoch(cfg).await?;
+    if !plan.control.etcd() {
+        eprintln!(
+            "status pages: the cluster's http://{}/_ecdn/status, node 0's http://{}/_ecdn/status",
+            layout.status, layout.admins[0]
+        );
+    }
     eprintln!(
         "cluster up in {:.2} s: origin {}, coordinator {}, {} nodes (HOC {}, disk {} each); \
          replaying {} requests with {} workers, round-robin over the live nodes",

@@ -32,14 +32,16 @@ pub struct Layout {
     pub nodes: Vec<(SocketAddr, SocketAddr)>,
     /// Each node's admin listener (stats, metrics, health).
     pub admins: Vec<SocketAddr>,
+    /// The embedded coordinator's status page.
+    pub status: SocketAddr,
 }
 
 impl Layout {
-    /// `1 + coordinators + 3 × nodes` distinct free ports on 127.0.0.1 (all bound at once,
+    /// `2 + coordinators + 3 × nodes` distinct free ports on 127.0.0.1 (all bound at once,
     /// then released).
     pub fn free(nodes: usize, coordinators: usize) -> Result<Layout> {
         let c = coordinators.max(1);
-        let listeners = (0..1 + c + 3 * nodes)
+        let listeners = (0..2 + c + 3 * nodes)
             .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
             .collect::<std::io::Result<Vec<_>>>()
             .context("finding free loopback ports")?;
@@ -54,7 +56,8 @@ impl Layout {
             nodes: (0..nodes)
                 .map(|i| (addrs[1 + c + 2 * i], addrs[2 + c + 2 * i]))
                 .collect(),
-            admins: addrs[1 + c + 2 * nodes..].to_vec(),
+            admins: addrs[1 + c + 2 * nodes..1 + c + 3 * nodes].to_vec(),
+            status: addrs[1 + c + 3 * nodes],
         })
     }
 }
@@ -249,11 +252,20 @@ impl Procs {
         Ok(())
     }
 
-    /// `ecdn coordinator --cluster FILE [--listen ADDR]` (etcd mode: each its own API).
-    pub fn start_coordinator(&mut self, file: &Path, listen: Option<SocketAddr>) -> Result<()> {
+    /// `ecdn coordinator --cluster FILE [--listen ADDR] [--admin-listen ADDR]` (etcd mode:
+    /// each its own API; embedded mode: the status page).
+    pub fn start_coordinator(
+        &mut self,
+        file: &Path,
+        listen: Option<SocketAddr>,
+        admin: Option<SocketAddr>,
+    ) -> Result<()> {
         let mut args = vec!["coordinator".into(), "--cluster".into(), path_arg(file)];
         if let Some(l) = listen {
             args.extend(["--listen".into(), l.to_string()]);
+        }
+        if let Some(a) = admin {
+            args.extend(["--admin-listen".into(), a.to_string()]);
         }
         let i = self.coordinators.len();
         let (name, log) = match i {
@@ -579,11 +591,12 @@ mod tests {
             .iter()
             .chain(layout.nodes.iter().flat_map(|(c, p)| [c, p]))
             .chain(&layout.admins)
+            .chain([&layout.status])
             .map(|a| a.port())
             .collect();
         ports.sort_unstable();
         ports.dedup();
-        assert_eq!(ports.len(), 14);
+        assert_eq!(ports.len(), 15);
         assert_eq!(layout.coordinators.len(), 2);
         assert!(!ports.contains(&layout.coordinators[1].port()));
         let key = random_key().unwrap();

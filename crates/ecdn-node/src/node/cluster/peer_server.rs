@@ -16,6 +16,8 @@
 //!   arrived and checked out.
 //! * `GET` / `HEAD /_peer/relay/{target}`: a client request relayed by a node that does not
 //!   serve its bucket, answered as a request on the client port would be, never relayed again.
+//! * `GET /_peer/stats`: the node's `/_ecdn/stats` JSON, signed (the coordinator's status page
+//!   reads every node's).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -163,6 +165,10 @@ async fn handle(
                 }
             }
             super::super::relayed(st, req, remote).await
+        }
+        PeerPath::Stats if get => {
+            let body = super::super::admin::stats_value(&st).await.to_string();
+            signed(&c, &path, body.into_bytes())
         }
         _ => plain(
             StatusCode::METHOD_NOT_ALLOWED,

@@ -1,0 +1,237 @@
+//! The cluster's status page, served by the coordinator on its admin listener
+//! ([`super::RunningCoordinator::serve_admin`]), apart from the signed API nodes use.
+//!
+//! * `GET /_ecdn/status`: one HTML page (`status.html` here, compiled in with `status.css`,
+//!   the styles a node's page shares; inline style and script, nothing loaded from elsewhere). Its script asks for `status.json` once a second:
+//!   one row per node (health, the epoch it last reported against the map's, its data and
+//!   parity buckets, bytes written, decodes, partial hits, peer errors, cache use), the write
+//!   imbalance, the bucket map as a grid, decode and partial-hit rates, and the recent
+//!   availability changes and rebalances. Served without the token (it holds no data).
+//! * `GET /_ecdn/status.json`: `status` is what `GET /coord/status` answers ([`super::Status`]);
+//!   `buckets` the current map's data and parity servers of each bucket; `nodes` each member's
+//!   own `/_ecdn/stats`, read over the peer protocol (`GET /_peer/stats`, signed both ways,
+//!   asked of every member at once, [`NODE_TIMEOUT`] each; a node that does not answer gets
+//!   `error`), and `totals` their sums, with `decode_rate` (decodes over coded hits) and
+//!   `bytes_written_imbalance` (max over mean of `bytes_written`, available nodes).
+//! * `GET /_ecdn/health`: `ok`.
+//!
+//! Bound beyond loopback the listener needs a bearer token, which every request but the page's
+//! HTML must carry (else `401`), as on a node's admin listener.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use tokio::net::TcpListener;
+
+use super::Shared;
+use crate::auth::unix_now;
+use crate::peer::{verify_response, PeerClient};
+use crate::wire::STATS_PATH;
+
+/// The styles of the status pages (the coordinator's and each node's), inlined where a page
+/// says `/*STYLE*/`.
+pub const STYLE: &str = include_str!("status.css");
+
+/// A status page's HTML with [`STYLE`] inlined.
+pub fn with_style(template: &str) -> String {
+    template.replacen("/*STYLE*/", STYLE, 1)
+}
+
+/// The cluster page, as served.
+fn page() -> &'static str {
+    static PAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PAGE.get_or_init(|| with_style(include_str!("status.html")))
+}
+
+/// How long the page's data waits for each node's stats.
+pub const NODE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The largest stats body read from a node.
+const STATS_LIMIT: usize = 1 << 20;
+
+/// Serves the admin listener until the coordinator stops.
+pub(super) async fn serve(listener: TcpListener, shared: Arc<Shared>, token: Option<Arc<str>>) {
+    let peers = PeerClient::new(shared.key.clone());
+    let shutdown = shared.shutdown.clone();
+    let handler = move |req: Request<Incoming>| {
+        let (shared, token, peers) = (shared.clone(), token.clone(), peers.clone());
+        async move { handle(&shared, token.as_deref(), &peers, req).await }
+    };
+    super::accept_loop(shutdown, listener, handler).await;
+}
+
+fn answer(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body));
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+async fn handle(
+    shared: &Shared,
+    token: Option<&str>,
+    peers: &PeerClient,
+    req: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    if req.method() != Method::GET {
+        return answer(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"GET only\n"),
+        );
+    }
+    if path == "/_ecdn/status" {
+        let mut r = answer(
+            StatusCode::OK,
+            "text/html; charset=utf-8",
+            Bytes::from_static(page().as_bytes()),
+        );
+        r.headers_mut().insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(
+                "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; \
+                 connect-src 'self'; img-src data:",
+            ),
+        );
+        return r;
+    }
+    if let Some(t) = token {
+        let auth = req.headers().get(header::AUTHORIZATION);
+        let given = auth.and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+        if !given.is_some_and(|g| crate::auth::constant_time_eq(g, t.as_bytes())) {
+            let mut r = answer(
+                StatusCode::UNAUTHORIZED,
+                "text/plain; charset=utf-8",
+                Bytes::from_static(b"the admin listener needs its bearer token\n"),
+            );
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"ecdn\""),
+            );
+            return r;
+        }
+    }
+    match path {
+        "/_ecdn/health" => answer(
+            StatusCode::OK,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(b"ok\n"),
+        ),
+        "/_ecdn/status.json" => {
+            let body = data(shared, peers).await.to_string();
+            answer(StatusCode::OK, "application/json", Bytes::from(body))
+        }
+        _ => answer(
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            Bytes::from_static(
+                b"not an admin endpoint: /_ecdn/status, /_ecdn/status.json, /_ecdn/health\n",
+            ),
+        ),
+    }
+}
+
+/// One node's `/_ecdn/stats`, over the peer protocol.
+async fn node_stats(
+    peers: &PeerClient,
+    addr: std::net::SocketAddr,
+) -> Result<serde_json::Value, String> {
+    let r = peers
+        .send(
+            addr,
+            Method::GET,
+            STATS_PATH,
+            Bytes::new(),
+            &[],
+            NODE_TIMEOUT,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    if r.status() != StatusCode::OK {
+        return Err(format!("answered {}", r.status()));
+    }
+    let (parts, body) = r.into_parts();
+    let body = tokio::time::timeout(NODE_TIMEOUT, Limited::new(body, STATS_LIMIT).collect())
+        .await
+        .map_err(|_| "its stats did not arrive in time".to_string())?
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    verify_response(peers.key(), STATS_PATH, &parts.headers, &body, unix_now())
+        .map_err(|e| format!("bad signature on its stats: {e}"))?;
+    serde_json::from_slice(&body).map_err(|e| format!("its stats are not JSON: {e}"))
+}
+
+/// The page's data.
+pub(super) async fn data(shared: &Shared, peers: &PeerClient) -> serde_json::Value {
+    let status = shared.state().status(Instant::now());
+    let map = shared.published.borrow().map.clone();
+    let mut asks = tokio::task::JoinSet::new();
+    for n in status.nodes.iter().filter(|n| n.state != "removed") {
+        let (id, addr, peers) = (n.id, n.peer, peers.clone());
+        asks.spawn(async move { (id, node_stats(&peers, addr).await) });
+    }
+    let mut answers = Vec::new();
+    while let Some(a) = asks.join_next().await {
+        answers.extend(a.ok());
+    }
+    answers.sort_by_key(|(id, _)| *id);
+    let mut nodes = Vec::new();
+    let (mut coded_hits, mut decodes, mut partial_hits, mut peer_errors) = (0u64, 0u64, 0u64, 0u64);
+    let mut written: Vec<u64> = Vec::new();
+    for (id, a) in answers {
+        match a {
+            Ok(s) => {
+                let c = &s["cluster"];
+                let get = |k: &str| c[k].as_u64().unwrap_or(0);
+                coded_hits += get("coded_hits");
+                decodes += get("decodes");
+                partial_hits += get("partial_hits");
+                peer_errors += get("peer_errors");
+                if map.available.get(id).copied().unwrap_or(false) {
+                    written.push(get("bytes_written"));
+                }
+                nodes.push(serde_json::json!({ "id": id, "stats": s }));
+            }
+            Err(e) => nodes.push(serde_json::json!({ "id": id, "error": e })),
+        }
+    }
+    let imbalance = if written.is_empty() {
+        None
+    } else {
+        let mean = written.iter().sum::<u64>() as f64 / written.len() as f64;
+        let max = written.iter().copied().max().unwrap_or(0) as f64;
+        (mean > 0.0).then(|| max / mean)
+    };
+    let buckets: Vec<serde_json::Value> = (0..map.buckets)
+        .map(|b| {
+            use ecdn_placement::pieces::BucketLayout;
+            serde_json::json!({ "data": map.data_servers(b), "parity": map.parity_servers(b) })
+        })
+        .collect();
+    serde_json::json!({
+        "now_ms": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        "k": map.k,
+        "p": map.p,
+        "status": status,
+        "buckets": buckets,
+        "nodes": nodes,
+        "totals": {
+            "coded_hits": coded_hits,
+            "decodes": decodes,
+            "decode_rate": (coded_hits > 0).then(|| decodes as f64 / coded_hits as f64),
+            "partial_hits": partial_hits,
+            "peer_errors": peer_errors,
+            "bytes_written_imbalance": imbalance,
+        },
+    })
+}
