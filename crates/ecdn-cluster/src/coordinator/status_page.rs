@@ -1,8 +1,8 @@
 //! The cluster's status page, served by the coordinator on its admin listener
 //! ([`super::RunningCoordinator::serve_admin`]), apart from the signed API nodes use.
 //!
-//! * `GET /_ecdn/status`: one HTML page (`status.html` here, compiled in with `status.css`,
-//!   the styles a node's page shares; inline style and script, nothing loaded from elsewhere). Its script asks for `status.json` once a second:
+//! * `GET /_ecdn/status`: one HTML page (`status.html` here, compiled in with `status.css`
+//!   and `status.js`, the styles and script a node's page shares; inline style and script, nothing loaded from elsewhere). Its script asks for `status.json` once a second:
 //!   one row per node (health, the epoch it last reported against the map's, its data and
 //!   parity buckets, bytes written, decodes, partial hits, peer errors, cache use), the write
 //!   imbalance, the bucket map as a grid, decode and partial-hit rates, and the recent
@@ -37,15 +37,21 @@ use crate::wire::STATS_PATH;
 /// says `/*STYLE*/`.
 pub const STYLE: &str = include_str!("status.css");
 
-/// A status page's HTML with [`STYLE`] inlined.
-pub fn with_style(template: &str) -> String {
-    template.replacen("/*STYLE*/", STYLE, 1)
+/// The script both pages share (token, formatting, the polling loop), inlined where a page
+/// says `/*SCRIPT*/`.
+pub const SCRIPT: &str = include_str!("status.js");
+
+/// A status page's HTML with [`STYLE`] and [`SCRIPT`] inlined.
+pub fn with_shared(template: &str) -> String {
+    template
+        .replacen("/*STYLE*/", STYLE, 1)
+        .replacen("/*SCRIPT*/", SCRIPT, 1)
 }
 
 /// The cluster page, as served.
 fn page() -> &'static str {
     static PAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    PAGE.get_or_init(|| with_style(include_str!("status.html")))
+    PAGE.get_or_init(|| with_shared(include_str!("status.html")))
 }
 
 /// How long the page's data waits for each node's stats.

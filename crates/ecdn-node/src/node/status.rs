@@ -1,7 +1,7 @@
 //! The status page, on the admin listener: what an operator opens first when something is wrong.
 //!
 //! * `GET /_ecdn/status`: one HTML page (`status.html`, compiled into the binary with the styles
-//!   it shares with the coordinator's page: its styles and script are inline, it loads nothing
+//!   and script it shares with the coordinator's page: its styles and script are inline, it loads nothing
 //!   else and works offline). Its script asks for
 //!   `status.json` once a second and redraws. The page itself holds no data, so the admin
 //!   listener serves it without its token; `status.json` needs the token like everything else
@@ -39,7 +39,7 @@ use super::{lock, State};
 pub fn page_html() -> &'static str {
     static PAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PAGE.get_or_init(|| {
-        ecdn_cluster::coordinator::status_page::with_style(include_str!("status.html"))
+        ecdn_cluster::coordinator::status_page::with_shared(include_str!("status.html"))
     })
 }
 
