@@ -1,24 +1,32 @@
 //! An indexed doubly linked list: a slab of nodes threaded into a list, found by id through a
-//! `hashbrown::HashTable` of slab indices. It is the shared core of LRU, FIFO and the segments
-//! of S4LRU: O(1) lookup, push to head, move to head, unlink and pop from tail, about 29 bytes
-//! per object (a 24-byte node plus a 4-byte index and a control byte in the table).
+//! `hashbrown::HashTable` of slab indices. It is the shared core of LRU, FIFO, CLOCK, SIEVE and
+//! the queues of S3-FIFO: O(1) lookup, push to head, move to head, unlink and pop from tail,
+//! about 29 bytes per object (a 24-byte node plus a 4-byte index and a control byte in the
+//! table) when the node carries no extra value `T`, which CLOCK and SIEVE use for their
+//! counters. A [`Cursor`] names a node for policies that walk the list with a hand (SIEVE).
 
 use hashbrown::HashTable;
 
 const NIL: u32 = u32::MAX;
 
 #[derive(Clone, Copy, Debug)]
-struct Node {
+struct Node<T> {
     id: u64,
     size: u64,
     prev: u32,
     next: u32,
+    extra: T,
 }
 
-/// The list: head is the most recently inserted/moved entry, tail the next victim.
+/// A node of the list, for walking it (valid until that node is removed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cursor(u32);
+
+/// The list: head is the most recently inserted/moved entry, tail the next victim. Each entry
+/// carries a value `T` besides its id and size (none by default).
 #[derive(Clone)]
-pub struct IndexedList {
-    nodes: Vec<Node>,
+pub struct IndexedList<T: Copy = ()> {
+    nodes: Vec<Node<T>>,
     free: u32,
     table: HashTable<u32>,
     head: u32,
@@ -35,13 +43,13 @@ pub(crate) fn hash(id: u64) -> u64 {
     x ^ (x >> 29)
 }
 
-impl Default for IndexedList {
+impl<T: Copy + Default> Default for IndexedList<T> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl IndexedList {
+impl<T: Copy + Default> IndexedList<T> {
     pub fn new() -> Self {
         IndexedList {
             nodes: Vec::new(),
@@ -135,12 +143,19 @@ impl IndexedList {
     /// Inserts an absent `id` at the head. The caller guarantees it is absent.
     #[inline]
     pub fn push_head(&mut self, id: u64, size: u64) {
+        self.push_head_with(id, size, T::default());
+    }
+
+    /// [`IndexedList::push_head`] with the entry's value.
+    #[inline]
+    pub fn push_head_with(&mut self, id: u64, size: u64, extra: T) {
         debug_assert!(!self.contains(id));
         let node = Node {
             id,
             size,
             prev: NIL,
             next: NIL,
+            extra,
         };
         let i = if self.free != NIL {
             let i = self.free;
@@ -217,9 +232,93 @@ impl IndexedList {
         })
     }
 
+    /// The value of `id`, to change it, if present.
+    #[inline]
+    pub fn extra_mut(&mut self, id: u64) -> Option<&mut T> {
+        let i = self.find(id)?;
+        Some(&mut self.nodes[i as usize].extra)
+    }
+
+    /// The tail entry's value, to change it.
+    #[inline]
+    pub fn tail_extra_mut(&mut self) -> Option<&mut T> {
+        (self.tail != NIL).then(|| &mut self.nodes[self.tail as usize].extra)
+    }
+
+    /// Moves the tail entry to the head (a FIFO's reinsertion).
+    #[inline]
+    pub fn tail_to_head(&mut self) {
+        let i = self.tail;
+        if i != NIL && i != self.head {
+            self.unlink(i);
+            self.link_head(i);
+        }
+    }
+
+    /// The tail's cursor.
+    #[inline]
+    pub fn tail(&self) -> Option<Cursor> {
+        (self.tail != NIL).then_some(Cursor(self.tail))
+    }
+
+    /// The cursor of `id`, if present.
+    #[inline]
+    pub fn cursor(&self, id: u64) -> Option<Cursor> {
+        self.find(id).map(Cursor)
+    }
+
+    /// The entry before `c` (towards the head), if any.
+    #[inline]
+    pub fn prev(&self, c: Cursor) -> Option<Cursor> {
+        let p = self.nodes[c.0 as usize].prev;
+        (p != NIL).then_some(Cursor(p))
+    }
+
+    /// The value at `c`, to change it.
+    #[inline]
+    pub fn extra_at(&mut self, c: Cursor) -> &mut T {
+        &mut self.nodes[c.0 as usize].extra
+    }
+
+    /// Removes the entry at `c`; returns `(id, size)`.
+    #[inline]
+    pub fn remove_at(&mut self, c: Cursor) -> (u64, u64) {
+        self.release(c.0)
+    }
+
     /// Heap bytes held by the structure (for memory-per-object reports).
     pub fn heap_bytes(&self) -> usize {
-        self.nodes.capacity() * std::mem::size_of::<Node>()
+        self.nodes.capacity() * std::mem::size_of::<Node<T>>()
             + self.table.capacity() * (std::mem::size_of::<u32>() + 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_without_a_value_stays_24_bytes() {
+        assert_eq!(std::mem::size_of::<Node<()>>(), 24);
+        assert_eq!(std::mem::size_of::<Node<bool>>(), 32);
+    }
+
+    #[test]
+    fn cursors_walk_towards_the_head() {
+        let mut l: IndexedList<u8> = IndexedList::new();
+        for id in 1..=3 {
+            l.push_head_with(id, 10, id as u8);
+        }
+        // Head 3, 2, 1 tail.
+        let t = l.tail().unwrap();
+        assert_eq!(*l.extra_at(t), 1);
+        let p = l.prev(t).unwrap();
+        assert_eq!(*l.extra_at(p), 2);
+        assert_eq!(l.remove_at(p), (2, 10));
+        assert_eq!(l.prev(t), l.cursor(3));
+        l.tail_to_head();
+        assert_eq!(l.iter().map(|x| x.0).collect::<Vec<_>>(), [1, 3]);
+        *l.tail_extra_mut().unwrap() = 9;
+        assert_eq!(l.extra_mut(3).copied(), Some(9));
     }
 }

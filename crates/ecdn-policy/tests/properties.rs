@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use ecdn_policy::{Cache, Evicted, Outcome, PolicySpec, Request};
 use proptest::prelude::*;
 
-const EVICTIONS: [&str; 5] = ["lru", "fifo", "s4lru", "gdsf", "lfuda"];
+const EVICTIONS: [&str; 7] = ["lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve"];
 const ADMISSIONS: [&str; 8] = [
     "",
     "threshold:4KiB",
@@ -394,8 +394,115 @@ impl Naive for NaivePriority {
     }
 }
 
+/// CLOCK with a one-bit counter: a FIFO (front = newest) whose entries carry a counter; a hit
+/// sets it to 1; at eviction a tail with a counter of 1 is cleared and moved to the front, one
+/// with 0 is evicted.
+struct NaiveClock {
+    capacity: u64,
+    items: Vec<(u64, u64, u8)>,
+}
+
+impl Naive for NaiveClock {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        self.items.iter().map(|x| x.1).sum()
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        self.items.iter().find(|x| x.0 == id).map(|x| x.1)
+    }
+    fn hit(&mut self, id: u64) {
+        self.items.iter_mut().find(|x| x.0 == id).unwrap().2 = 1;
+    }
+    fn remove(&mut self, id: u64) {
+        self.items.retain(|x| x.0 != id);
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        while self.used() + size > self.capacity {
+            let (id, size, count) = self.items.pop().unwrap();
+            if count > 0 {
+                self.items.insert(0, (id, size, count - 1));
+            } else {
+                evicted.push(Evicted { id, size });
+            }
+        }
+        self.items.insert(0, (id, size, 0));
+    }
+}
+
+/// SIEVE: a FIFO (front = newest) with a visited bit per entry, set by a hit, and a hand kept
+/// as the id it rests on (`None`: the tail). Eviction walks from the hand towards the front,
+/// wrapping to the back after the front, clearing bits, and evicts the first clear entry; the
+/// hand then rests on the entry in front of it. Removing the entry under the hand moves the
+/// hand to the entry in front.
+struct NaiveSieve {
+    capacity: u64,
+    items: Vec<(u64, u64, bool)>,
+    hand: Option<u64>,
+}
+
+impl NaiveSieve {
+    fn pos(&self, id: u64) -> usize {
+        self.items.iter().position(|x| x.0 == id).unwrap()
+    }
+    /// The id in front of position `p` (towards the newest), if any.
+    fn before(&self, p: usize) -> Option<u64> {
+        p.checked_sub(1).map(|q| self.items[q].0)
+    }
+}
+
+impl Naive for NaiveSieve {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        self.items.iter().map(|x| x.1).sum()
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        self.items.iter().find(|x| x.0 == id).map(|x| x.1)
+    }
+    fn hit(&mut self, id: u64) {
+        let p = self.pos(id);
+        self.items[p].2 = true;
+    }
+    fn remove(&mut self, id: u64) {
+        if self.find(id).is_none() {
+            return;
+        }
+        let p = self.pos(id);
+        if self.hand == Some(id) {
+            self.hand = self.before(p);
+        }
+        self.items.remove(p);
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        while self.used() + size > self.capacity {
+            let last = self.items.len() - 1;
+            let mut p = self.hand.map_or(last, |h| self.pos(h));
+            while self.items[p].2 {
+                self.items[p].2 = false;
+                p = if p == 0 { self.items.len() - 1 } else { p - 1 };
+            }
+            self.hand = self.before(p);
+            let (id, size, _) = self.items.remove(p);
+            evicted.push(Evicted { id, size });
+        }
+        self.items.insert(0, (id, size, false));
+    }
+}
+
 fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
     match name {
+        "clock" => Box::new(NaiveClock {
+            capacity,
+            items: Vec::new(),
+        }),
+        "sieve" => Box::new(NaiveSieve {
+            capacity,
+            items: Vec::new(),
+            hand: None,
+        }),
         "lru" | "fifo" => Box::new(NaiveList {
             capacity,
             move_on_hit: name == "lru",
@@ -460,6 +567,16 @@ proptest! {
     #[test]
     fn lfuda_matches_reference(w in workload(400)) {
         check_against_reference("lfuda", &w)?;
+    }
+
+    #[test]
+    fn clock_matches_reference(w in workload(400)) {
+        check_against_reference("clock", &w)?;
+    }
+
+    #[test]
+    fn sieve_matches_reference(w in workload(400)) {
+        check_against_reference("sieve", &w)?;
     }
 }
 

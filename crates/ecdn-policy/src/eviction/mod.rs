@@ -1,17 +1,21 @@
 //! Eviction policies, one per file, and [`EvictionKind`] to name and build one.
 
+pub mod clock;
 pub mod fifo;
 pub mod gdsf;
 pub mod lfuda;
 pub mod lru;
 mod priority;
 pub mod s4lru;
+pub mod sieve;
 
+pub use clock::Clock;
 pub use fifo::Fifo;
 pub use gdsf::Gdsf;
 pub use lfuda::LfuDa;
 pub use lru::Lru;
 pub use s4lru::S4lru;
+pub use sieve::Sieve;
 
 use crate::Eviction;
 
@@ -23,6 +27,8 @@ pub enum EvictionKind {
     S4lru,
     Gdsf,
     LfuDa,
+    Clock,
+    Sieve,
 }
 
 impl EvictionKind {
@@ -33,9 +39,11 @@ impl EvictionKind {
             "s4lru" => EvictionKind::S4lru,
             "gdsf" => EvictionKind::Gdsf,
             "lfuda" | "lfu-da" => EvictionKind::LfuDa,
+            "clock" => EvictionKind::Clock,
+            "sieve" => EvictionKind::Sieve,
             other => {
                 return Err(format!(
-                    "unknown eviction policy {other:?} (known: lru, fifo, s4lru, gdsf, lfuda)"
+                    "unknown eviction policy {other:?} (known: lru, fifo, s4lru, gdsf, lfuda, clock, sieve)"
                 ))
             }
         })
@@ -49,6 +57,8 @@ impl EvictionKind {
             EvictionKind::S4lru => Box::new(S4lru::new(capacity)),
             EvictionKind::Gdsf => Box::new(Gdsf::new(capacity)),
             EvictionKind::LfuDa => Box::new(LfuDa::new(capacity)),
+            EvictionKind::Clock => Box::new(Clock::new(capacity)),
+            EvictionKind::Sieve => Box::new(Sieve::new(capacity)),
         }
     }
 }
