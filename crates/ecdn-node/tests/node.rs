@@ -1092,6 +1092,32 @@ async fn purge_needs_the_token() {
     o.stop().await.unwrap();
 }
 
+/// The HOC runs every eviction policy the simulator has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hoc_takes_every_eviction_policy() {
+    let o = origin().await;
+    for policy in [
+        "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo",
+    ] {
+        let n = node(NodeConfig {
+            hoc_policy: policy.into(),
+            ..config(o.addr, 8 << 20, None)
+        })
+        .await;
+        let uri = format!("/obj/{policy}?size=1000");
+        assert_eq!(
+            fetch(n.addr, "GET", &uri).await.x_cache(),
+            "MISS",
+            "{policy}"
+        );
+        let hit = fetch(n.addr, "GET", &uri).await;
+        assert_eq!(hit.x_cache(), "HIT-HOC", "{policy}");
+        assert_object(&hit, &format!("{policy}"), 1000);
+        n.stop().await.unwrap();
+    }
+    o.stop().await.unwrap();
+}
+
 /// Every answer carries the request's id, which the origin also got: the client's own when
 /// valid, else a new one for each request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

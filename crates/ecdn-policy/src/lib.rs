@@ -36,11 +36,17 @@ pub trait Eviction: Send {
     }
     /// Size of `id` if cached, without changing any state.
     fn peek(&self, id: u64) -> Option<u64>;
+    /// Whether the policy would take the absent object `id` of `size` bytes now, asked right
+    /// after the miss's [`Eviction::touch`] (an object larger than the capacity never fits;
+    /// S3-FIFO also refuses what its small queue cannot hold, unless its ghost just saw it).
+    fn can_insert(&self, _id: u64, size: u64) -> bool {
+        size <= self.capacity()
+    }
     /// A request for `id` at request index `now`: if cached, updates recency / frequency and
     /// returns the stored size; otherwise returns `None` and changes nothing.
     fn touch(&mut self, id: u64, now: u64) -> Option<u64>;
-    /// Inserts an absent object of `size <= capacity()`, first evicting objects (appended to
-    /// `evicted`) until it fits.
+    /// Inserts an absent object that [`Eviction::can_insert`] accepted, first evicting objects
+    /// (appended to `evicted`) until it fits.
     fn insert(&mut self, id: u64, size: u64, now: u64, evicted: &mut Vec<Evicted>);
     /// Removes `id` (purge, or a new version with another size); returns its size.
     fn remove(&mut self, id: u64) -> Option<u64>;
@@ -171,7 +177,7 @@ impl Cache {
     /// Node path, step 2 (after a miss): asks admission and inserts; returns whether admitted.
     #[inline]
     pub fn admit(&mut self, req: &Request) -> bool {
-        if req.size > self.eviction.capacity() {
+        if !self.eviction.can_insert(req.id, req.size) {
             return false;
         }
         if let Some(a) = self.admission.as_mut() {

@@ -12,7 +12,9 @@ use std::collections::HashMap;
 use ecdn_policy::{Cache, Evicted, Outcome, PolicySpec, Request};
 use proptest::prelude::*;
 
-const EVICTIONS: [&str; 7] = ["lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve"];
+const EVICTIONS: [&str; 8] = [
+    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo",
+];
 const ADMISSIONS: [&str; 8] = [
     "",
     "threshold:4KiB",
@@ -492,8 +494,134 @@ impl Naive for NaiveSieve {
     }
 }
 
+/// S3-FIFO as its paper and libCacheSim describe it, with `Vec` queues (front = newest):
+/// small (10% of the capacity), main (the rest), ghost (ids and sizes, 90%); see
+/// `s3fifo.rs` for the rules this follows one by one.
+struct NaiveS3Fifo {
+    capacity: u64,
+    small: Vec<(u64, u64, u32)>,
+    main: Vec<(u64, u64, u32)>,
+    ghost: Vec<(u64, u64)>,
+    recalled: bool,
+    has_evicted: bool,
+}
+
+impl NaiveS3Fifo {
+    fn small_capacity(&self) -> u64 {
+        (self.capacity as f64 * 0.10) as u64
+    }
+    fn bytes(q: &[(u64, u64, u32)]) -> u64 {
+        q.iter().map(|x| x.1).sum()
+    }
+}
+
+impl Naive for NaiveS3Fifo {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        Self::bytes(&self.small) + Self::bytes(&self.main)
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        self.small
+            .iter()
+            .chain(&self.main)
+            .find(|x| x.0 == id)
+            .map(|x| x.1)
+    }
+    fn hit(&mut self, id: u64) {
+        let x = self.small.iter_mut().chain(self.main.iter_mut());
+        x.filter(|x| x.0 == id).for_each(|x| x.2 += 1);
+    }
+    fn remove(&mut self, id: u64) {
+        self.small.retain(|x| x.0 != id);
+        self.main.retain(|x| x.0 != id);
+        self.ghost.retain(|x| x.0 != id);
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        let small_capacity = self.small_capacity();
+        let main_capacity = self.capacity - small_capacity;
+        let ghost_capacity = (self.capacity as f64 * 0.90) as u64;
+        while self.used() + size > self.capacity && !(self.small.is_empty() && self.main.is_empty())
+        {
+            self.has_evicted = true;
+            if Self::bytes(&self.main) > main_capacity || self.small.is_empty() {
+                while let Some((id, size, hits)) = self.main.pop() {
+                    if hits >= 1 {
+                        self.main.insert(0, (id, size, hits.min(3) - 1));
+                    } else {
+                        evicted.push(Evicted { id, size });
+                        break;
+                    }
+                }
+            } else {
+                while let Some((id, size, hits)) = self.small.pop() {
+                    if hits >= 2 {
+                        self.main.insert(0, (id, size, 0));
+                    } else {
+                        if !self.ghost.iter().any(|g| g.0 == id) && size <= ghost_capacity {
+                            while self.ghost.iter().map(|g| g.1).sum::<u64>() + size
+                                > ghost_capacity
+                            {
+                                self.ghost.pop();
+                            }
+                            self.ghost.insert(0, (id, size));
+                        }
+                        evicted.push(Evicted { id, size });
+                        break;
+                    }
+                }
+            }
+        }
+        let recalled = std::mem::take(&mut self.recalled);
+        if recalled || (!self.has_evicted && Self::bytes(&self.small) >= small_capacity) {
+            self.main.insert(0, (id, size, 0));
+        } else {
+            self.small.insert(0, (id, size, 0));
+        }
+    }
+    fn access(&mut self, r: &Request, evicted: &mut Vec<Evicted>) -> Outcome {
+        // A lookup: the small queue, then the ghost (taken out, remembered as recalled), then
+        // the main queue.
+        self.recalled = false;
+        let in_small = self.small.iter().any(|x| x.0 == r.id);
+        if !in_small {
+            let before = self.ghost.len();
+            self.ghost.retain(|g| g.0 != r.id);
+            self.recalled = self.ghost.len() < before;
+        }
+        match self.find(r.id) {
+            Some(s) if s == r.size => {
+                self.hit(r.id);
+                return Outcome::Hit;
+            }
+            Some(_) => {
+                self.hit(r.id);
+                self.small.retain(|x| x.0 != r.id);
+                self.main.retain(|x| x.0 != r.id);
+            }
+            None => {}
+        }
+        let small_capacity = self.small_capacity();
+        let fits = r.size < small_capacity || (r.size == small_capacity && self.recalled);
+        if r.size > self.capacity || !fits {
+            return Outcome::Miss { admitted: false };
+        }
+        self.insert(r.id, r.size, evicted);
+        Outcome::Miss { admitted: true }
+    }
+}
+
 fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
     match name {
+        "s3fifo" => Box::new(NaiveS3Fifo {
+            capacity,
+            small: Vec::new(),
+            main: Vec::new(),
+            ghost: Vec::new(),
+            recalled: false,
+            has_evicted: false,
+        }),
         "clock" => Box::new(NaiveClock {
             capacity,
             items: Vec::new(),
@@ -578,13 +706,19 @@ proptest! {
     fn sieve_matches_reference(w in workload(400)) {
         check_against_reference("sieve", &w)?;
     }
+
+    #[test]
+    fn s3fifo_matches_reference(w in workload(400)) {
+        check_against_reference("s3fifo", &w)?;
+    }
 }
 
 /// Hand-checked: an object larger than the capacity is never admitted, and a new version of a
 /// cached object replaces the old one.
 #[test]
 fn oversized_and_new_versions() {
-    for ev in EVICTIONS {
+    // (S3-FIFO's own rules for large objects: the next test.)
+    for ev in EVICTIONS.into_iter().filter(|&e| e != "s3fifo") {
         let mut cache = build(ev, "", 100, 1);
         let r = |id, size| Request {
             time: 0,
@@ -608,4 +742,37 @@ fn oversized_and_new_versions() {
         assert_eq!(cache.used(), 100, "{ev}");
         assert!(cache.evicted().is_empty(), "{ev}");
     }
+}
+
+/// S3-FIFO caches nothing as large as its small queue (10% of the capacity) unless the ghost
+/// recalls it, and nothing larger at all.
+#[test]
+fn s3fifo_refuses_what_its_small_queue_cannot_hold() {
+    let mut cache = build("s3fifo", "", 1000, 1);
+    let r = |id, size| Request {
+        time: 0,
+        id,
+        size,
+        next_access: -1,
+    };
+    assert_eq!(cache.access(&r(1, 99)), Outcome::Miss { admitted: true });
+    assert_eq!(cache.access(&r(2, 100)), Outcome::Miss { admitted: false });
+    assert_eq!(cache.access(&r(3, 101)), Outcome::Miss { admitted: false });
+    // Fill the cache with objects of 50, then one more: the small queue evicts its oldest.
+    assert_eq!(cache.access(&r(5, 50)), Outcome::Miss { admitted: true });
+    let mut id = 10;
+    while cache.used() + 50 <= 1000 {
+        cache.access(&r(id, 50));
+        id += 1;
+    }
+    cache.clear_evicted();
+    cache.access(&r(id, 50));
+    let first = cache.evicted()[0];
+    // Evicted from the small queue unhit: its id is in the ghost now; back, it is recalled
+    // (same size here: 50), and goes to the main queue.
+    assert_eq!(
+        cache.access(&r(first.id, first.size)),
+        Outcome::Miss { admitted: true }
+    );
+    assert_eq!(cache.access(&r(first.id, first.size)), Outcome::Hit);
 }

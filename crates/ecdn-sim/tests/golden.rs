@@ -2,8 +2,8 @@
 //! (`tests/data/cloudPhysicsIO.oracleGeneral.bin`, shipped with libCacheSim's data folder),
 //! no warm-up, must equal libCacheSim's to 4 decimals.
 //!
-//! LRU and FIFO were checked against libCacheSim's `cachesim` binary (issue 2); CLOCK and SIEVE
-//! (issue 19) against libCacheSim 0.3.5 from PyPI (`pip install libcachesim==0.3.5`), whose
+//! LRU and FIFO were checked against libCacheSim's `cachesim` binary (issue 2); CLOCK, SIEVE
+//! and S3-FIFO (issue 19) against libCacheSim 0.3.5 from PyPI (`pip install libcachesim==0.3.5`), whose
 //! `LRU` and `FIFO` give the same values as the binary did:
 //!
 //! ```python
@@ -67,4 +67,11 @@ fn sieve_matches_libcachesim() {
     check("sieve", 1, 0.8566, 0.9854);
     check("sieve", 16, 0.8236, 0.9778);
     check("sieve", 256, 0.7616, 0.8968);
+}
+
+#[test]
+fn s3fifo_matches_libcachesim() {
+    check("s3fifo", 1, 0.8421, 0.9838);
+    check("s3fifo", 16, 0.8240, 0.9768);
+    check("s3fifo", 256, 0.7106, 0.8182);
 }

@@ -35,7 +35,7 @@ impl Shadow {
                 if other.is_some() {
                     self.cache.remove(req.id);
                 }
-                if req.size <= self.cache.capacity()
+                if self.cache.can_insert(req.id, req.size)
                     && rng.chance(exp_admit_probability(req.size, c))
                 {
                     self.cache.insert(req.id, req.size, now, &mut self.evicted);

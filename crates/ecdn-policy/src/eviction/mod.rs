@@ -6,6 +6,7 @@ pub mod gdsf;
 pub mod lfuda;
 pub mod lru;
 mod priority;
+pub mod s3fifo;
 pub mod s4lru;
 pub mod sieve;
 
@@ -14,6 +15,7 @@ pub use fifo::Fifo;
 pub use gdsf::Gdsf;
 pub use lfuda::LfuDa;
 pub use lru::Lru;
+pub use s3fifo::S3Fifo;
 pub use s4lru::S4lru;
 pub use sieve::Sieve;
 
@@ -29,6 +31,7 @@ pub enum EvictionKind {
     LfuDa,
     Clock,
     Sieve,
+    S3Fifo,
 }
 
 impl EvictionKind {
@@ -41,9 +44,10 @@ impl EvictionKind {
             "lfuda" | "lfu-da" => EvictionKind::LfuDa,
             "clock" => EvictionKind::Clock,
             "sieve" => EvictionKind::Sieve,
+            "s3fifo" | "s3-fifo" => EvictionKind::S3Fifo,
             other => {
                 return Err(format!(
-                    "unknown eviction policy {other:?} (known: lru, fifo, s4lru, gdsf, lfuda, clock, sieve)"
+                    "unknown eviction policy {other:?} (known: lru, fifo, s4lru, gdsf, lfuda, clock, sieve, s3fifo)"
                 ))
             }
         })
@@ -59,6 +63,7 @@ impl EvictionKind {
             EvictionKind::LfuDa => Box::new(LfuDa::new(capacity)),
             EvictionKind::Clock => Box::new(Clock::new(capacity)),
             EvictionKind::Sieve => Box::new(Sieve::new(capacity)),
+            EvictionKind::S3Fifo => Box::new(S3Fifo::new(capacity)),
         }
     }
 }
