@@ -1112,7 +1112,7 @@ async fn the_hoc_takes_every_eviction_policy() {
         );
         let hit = fetch(n.addr, "GET", &uri).await;
         assert_eq!(hit.x_cache(), "HIT-HOC", "{policy}");
-        assert_object(&hit, &format!("{policy}"), 1000);
+        assert_object(&hit, policy, 1000);
         n.stop().await.unwrap();
     }
     o.stop().await.unwrap();
