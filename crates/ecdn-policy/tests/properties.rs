@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use ecdn_policy::{Cache, Evicted, Outcome, PolicySpec, Request};
 use proptest::prelude::*;
 
-const EVICTIONS: [&str; 8] = [
-    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo",
+const EVICTIONS: [&str; 9] = [
+    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q",
 ];
 const ADMISSIONS: [&str; 8] = [
     "",
@@ -612,8 +612,110 @@ impl Naive for NaiveS3Fifo {
     }
 }
 
+/// 2Q (full version) with `Vec` queues (front = newest): A1in FIFO (25%), A1out ghost (50%),
+/// Am LRU (the rest); see `twoq.rs` for the rules.
+struct NaiveTwoQ {
+    capacity: u64,
+    a1in: Vec<(u64, u64)>,
+    a1out: Vec<(u64, u64)>,
+    am: Vec<(u64, u64)>,
+    recalled: bool,
+}
+
+fn bytes_of(q: &[(u64, u64)]) -> u64 {
+    q.iter().map(|x| x.1).sum()
+}
+
+impl Naive for NaiveTwoQ {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        bytes_of(&self.a1in) + bytes_of(&self.am)
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        self.a1in
+            .iter()
+            .chain(&self.am)
+            .find(|x| x.0 == id)
+            .map(|x| x.1)
+    }
+    fn hit(&mut self, id: u64) {
+        if let Some(p) = self.am.iter().position(|x| x.0 == id) {
+            let x = self.am.remove(p);
+            self.am.insert(0, x);
+        }
+    }
+    fn remove(&mut self, id: u64) {
+        self.a1in.retain(|x| x.0 != id);
+        self.a1out.retain(|x| x.0 != id);
+        self.am.retain(|x| x.0 != id);
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        let in_capacity = (self.capacity as f64 * 0.25) as u64;
+        let out_capacity = (self.capacity as f64 * 0.5) as u64;
+        while self.used() + size > self.capacity {
+            if bytes_of(&self.a1in) > in_capacity {
+                let (id, size) = self.a1in.pop().unwrap();
+                if !self.a1out.iter().any(|x| x.0 == id) && size <= out_capacity {
+                    while bytes_of(&self.a1out) + size > out_capacity {
+                        self.a1out.pop();
+                    }
+                    self.a1out.insert(0, (id, size));
+                }
+                evicted.push(Evicted { id, size });
+            } else if let Some((id, size)) = self.am.pop() {
+                evicted.push(Evicted { id, size });
+            } else {
+                break;
+            }
+        }
+        if std::mem::take(&mut self.recalled) {
+            while bytes_of(&self.am) + size > self.capacity - in_capacity {
+                let (id, size) = self.am.pop().unwrap();
+                evicted.push(Evicted { id, size });
+            }
+            self.am.insert(0, (id, size));
+        } else {
+            self.a1in.insert(0, (id, size));
+        }
+    }
+    fn access(&mut self, r: &Request, evicted: &mut Vec<Evicted>) -> Outcome {
+        self.recalled = false;
+        if !self.a1in.iter().any(|x| x.0 == r.id) {
+            let before = self.a1out.len();
+            self.a1out.retain(|x| x.0 != r.id);
+            self.recalled = self.a1out.len() < before;
+        }
+        match self.find(r.id) {
+            Some(s) if s == r.size => {
+                self.hit(r.id);
+                return Outcome::Hit;
+            }
+            Some(_) => {
+                self.hit(r.id);
+                self.a1in.retain(|x| x.0 != r.id);
+                self.am.retain(|x| x.0 != r.id);
+            }
+            None => {}
+        }
+        if r.size > (self.capacity as f64 * 0.25) as u64 || r.size > self.capacity {
+            return Outcome::Miss { admitted: false };
+        }
+        self.insert(r.id, r.size, evicted);
+        Outcome::Miss { admitted: true }
+    }
+}
+
 fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
     match name {
+        "2q" => Box::new(NaiveTwoQ {
+            capacity,
+            a1in: Vec::new(),
+            a1out: Vec::new(),
+            am: Vec::new(),
+            recalled: false,
+        }),
         "s3fifo" => Box::new(NaiveS3Fifo {
             capacity,
             small: Vec::new(),
@@ -711,14 +813,22 @@ proptest! {
     fn s3fifo_matches_reference(w in workload(400)) {
         check_against_reference("s3fifo", &w)?;
     }
+
+    #[test]
+    fn twoq_matches_reference(w in workload(400)) {
+        check_against_reference("2q", &w)?;
+    }
 }
 
 /// Hand-checked: an object larger than the capacity is never admitted, and a new version of a
 /// cached object replaces the old one.
 #[test]
 fn oversized_and_new_versions() {
-    // (S3-FIFO's own rules for large objects: the next test.)
-    for ev in EVICTIONS.into_iter().filter(|&e| e != "s3fifo") {
+    // (S3-FIFO's and 2Q's own rules for large objects: the test below, and 2Q's reference.)
+    for ev in EVICTIONS
+        .into_iter()
+        .filter(|&e| e != "s3fifo" && e != "2q")
+    {
         let mut cache = build(ev, "", 100, 1);
         let r = |id, size| Request {
             time: 0,

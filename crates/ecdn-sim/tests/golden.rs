@@ -2,8 +2,8 @@
 //! (`tests/data/cloudPhysicsIO.oracleGeneral.bin`, shipped with libCacheSim's data folder),
 //! no warm-up, must equal libCacheSim's to 4 decimals.
 //!
-//! LRU and FIFO were checked against libCacheSim's `cachesim` binary (issue 2); CLOCK, SIEVE
-//! and S3-FIFO (issue 19) against libCacheSim 0.3.5 from PyPI (`pip install libcachesim==0.3.5`), whose
+//! LRU and FIFO were checked against libCacheSim's `cachesim` binary (issue 2); CLOCK, SIEVE,
+//! S3-FIFO and 2Q (issue 19) against libCacheSim 0.3.5 from PyPI (`pip install libcachesim==0.3.5`), whose
 //! `LRU` and `FIFO` give the same values as the binary did:
 //!
 //! ```python
@@ -74,4 +74,11 @@ fn s3fifo_matches_libcachesim() {
     check("s3fifo", 1, 0.8421, 0.9838);
     check("s3fifo", 16, 0.8240, 0.9768);
     check("s3fifo", 256, 0.7106, 0.8182);
+}
+
+#[test]
+fn twoq_matches_libcachesim() {
+    check("2q", 1, 0.8425, 0.9838);
+    check("2q", 16, 0.8286, 0.9793);
+    check("2q", 256, 0.7339, 0.8602);
 }

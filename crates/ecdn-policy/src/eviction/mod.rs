@@ -9,6 +9,7 @@ mod priority;
 pub mod s3fifo;
 pub mod s4lru;
 pub mod sieve;
+pub mod twoq;
 
 pub use clock::Clock;
 pub use fifo::Fifo;
@@ -18,6 +19,7 @@ pub use lru::Lru;
 pub use s3fifo::S3Fifo;
 pub use s4lru::S4lru;
 pub use sieve::Sieve;
+pub use twoq::TwoQ;
 
 use crate::Eviction;
 
@@ -32,6 +34,7 @@ pub enum EvictionKind {
     Clock,
     Sieve,
     S3Fifo,
+    TwoQ,
 }
 
 impl EvictionKind {
@@ -45,9 +48,10 @@ impl EvictionKind {
             "clock" => EvictionKind::Clock,
             "sieve" => EvictionKind::Sieve,
             "s3fifo" | "s3-fifo" => EvictionKind::S3Fifo,
+            "2q" | "twoq" => EvictionKind::TwoQ,
             other => {
                 return Err(format!(
-                    "unknown eviction policy {other:?} (known: lru, fifo, s4lru, gdsf, lfuda, clock, sieve, s3fifo)"
+                    "unknown eviction policy {other:?} (known: lru, fifo, s4lru, gdsf, lfuda, clock, sieve, s3fifo, 2q)"
                 ))
             }
         })
@@ -64,6 +68,7 @@ impl EvictionKind {
             EvictionKind::Clock => Box::new(Clock::new(capacity)),
             EvictionKind::Sieve => Box::new(Sieve::new(capacity)),
             EvictionKind::S3Fifo => Box::new(S3Fifo::new(capacity)),
+            EvictionKind::TwoQ => Box::new(TwoQ::new(capacity)),
         }
     }
 }
