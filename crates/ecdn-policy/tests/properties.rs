@@ -214,8 +214,15 @@ trait Naive {
     fn remove(&mut self, id: u64);
     /// Inserts an absent object that fits the capacity, evicting first.
     fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>);
+    /// Policies with a ghost queue (S3-FIFO, 2Q): the lookup's visit to it, before the data.
+    fn ghost_lookup(&mut self, _id: u64) {}
+    /// Whether an absent object of `size` may be cached (after [`Naive::ghost_lookup`]).
+    fn fits(&self, size: u64) -> bool {
+        size <= self.capacity()
+    }
 
     fn access(&mut self, r: &Request, evicted: &mut Vec<Evicted>) -> Outcome {
+        self.ghost_lookup(r.id);
         match self.find(r.id) {
             Some(s) if s == r.size => {
                 self.hit(r.id);
@@ -229,7 +236,7 @@ trait Naive {
             }
             None => {}
         }
-        if r.size > self.capacity() {
+        if !self.fits(r.size) {
             return Outcome::Miss { admitted: false };
         }
         self.insert(r.id, r.size, evicted);
@@ -580,35 +587,19 @@ impl Naive for NaiveS3Fifo {
             self.small.insert(0, (id, size, 0));
         }
     }
-    fn access(&mut self, r: &Request, evicted: &mut Vec<Evicted>) -> Outcome {
-        // A lookup: the small queue, then the ghost (taken out, remembered as recalled), then
-        // the main queue.
+    fn ghost_lookup(&mut self, id: u64) {
+        // The small queue first; the ghost is visited (and left) only when not there.
         self.recalled = false;
-        let in_small = self.small.iter().any(|x| x.0 == r.id);
-        if !in_small {
+        if !self.small.iter().any(|x| x.0 == id) {
             let before = self.ghost.len();
-            self.ghost.retain(|g| g.0 != r.id);
+            self.ghost.retain(|g| g.0 != id);
             self.recalled = self.ghost.len() < before;
         }
-        match self.find(r.id) {
-            Some(s) if s == r.size => {
-                self.hit(r.id);
-                return Outcome::Hit;
-            }
-            Some(_) => {
-                self.hit(r.id);
-                self.small.retain(|x| x.0 != r.id);
-                self.main.retain(|x| x.0 != r.id);
-            }
-            None => {}
-        }
+    }
+    fn fits(&self, size: u64) -> bool {
         let small_capacity = self.small_capacity();
-        let fits = r.size < small_capacity || (r.size == small_capacity && self.recalled);
-        if r.size > self.capacity || !fits {
-            return Outcome::Miss { admitted: false };
-        }
-        self.insert(r.id, r.size, evicted);
-        Outcome::Miss { admitted: true }
+        size <= self.capacity
+            && (size < small_capacity || (size == small_capacity && self.recalled))
     }
 }
 
@@ -680,30 +671,16 @@ impl Naive for NaiveTwoQ {
             self.a1in.insert(0, (id, size));
         }
     }
-    fn access(&mut self, r: &Request, evicted: &mut Vec<Evicted>) -> Outcome {
+    fn ghost_lookup(&mut self, id: u64) {
         self.recalled = false;
-        if !self.a1in.iter().any(|x| x.0 == r.id) {
+        if !self.a1in.iter().any(|x| x.0 == id) {
             let before = self.a1out.len();
-            self.a1out.retain(|x| x.0 != r.id);
+            self.a1out.retain(|x| x.0 != id);
             self.recalled = self.a1out.len() < before;
         }
-        match self.find(r.id) {
-            Some(s) if s == r.size => {
-                self.hit(r.id);
-                return Outcome::Hit;
-            }
-            Some(_) => {
-                self.hit(r.id);
-                self.a1in.retain(|x| x.0 != r.id);
-                self.am.retain(|x| x.0 != r.id);
-            }
-            None => {}
-        }
-        if r.size > (self.capacity as f64 * 0.25) as u64 || r.size > self.capacity {
-            return Outcome::Miss { admitted: false };
-        }
-        self.insert(r.id, r.size, evicted);
-        Outcome::Miss { admitted: true }
+    }
+    fn fits(&self, size: u64) -> bool {
+        size <= (self.capacity as f64 * 0.25) as u64 && size <= self.capacity
     }
 }
 
