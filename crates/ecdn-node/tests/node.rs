@@ -1096,9 +1096,7 @@ async fn purge_needs_the_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hoc_takes_every_eviction_policy() {
     let o = origin().await;
-    for policy in [
-        "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo",
-    ] {
+    for policy in ecdn_policy::eviction::NAMES {
         let n = node(NodeConfig {
             hoc_policy: policy.into(),
             ..config(o.addr, 8 << 20, None)

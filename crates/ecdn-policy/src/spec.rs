@@ -5,7 +5,7 @@
 //!
 //! | spec | meaning |
 //! |---|---|
-//! | `lru`, `fifo`, `s4lru`, `gdsf`, `lfuda`, `clock`, `sieve`, `s3fifo`, `2q` | eviction only, admit everything |
+//! | `lru`, `fifo`, `s4lru`, `gdsf`, `lfuda`, `clock`, `sieve`, `s3fifo`, `2q`, `arc` | eviction only, admit everything |
 //! | `lru+threshold:64KiB` | admit objects smaller than 64 KiB (`static:64KiB` for short) |
 //! | `lru+freq:2` | admit on the 2nd request (nginx `proxy_cache_min_uses`) |
 //! | `lru+lrus` | LRU-S: admit with probability min(1, ref/size), `ref` defaults to 1 KiB |

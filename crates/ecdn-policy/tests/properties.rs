@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use ecdn_policy::{Cache, Evicted, Outcome, PolicySpec, Request};
 use proptest::prelude::*;
 
-const EVICTIONS: [&str; 9] = [
-    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q",
+const EVICTIONS: [&str; 10] = [
+    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc",
 ];
 const ADMISSIONS: [&str; 8] = [
     "",
@@ -684,8 +684,123 @@ impl Naive for NaiveTwoQ {
     }
 }
 
+/// ARC in bytes with `Vec` lists (front = most recent): T1, T2, ghosts B1, B2, target p; see
+/// `arc.rs` for the rules, followed here one by one.
+#[derive(Default)]
+struct NaiveArc {
+    capacity: u64,
+    t1: Vec<(u64, u64)>,
+    t2: Vec<(u64, u64)>,
+    b1: Vec<(u64, u64)>,
+    b2: Vec<(u64, u64)>,
+    p: f64,
+    in_b1: bool,
+    in_b2: bool,
+    recalled_now: bool,
+}
+
+impl NaiveArc {
+    fn replace(&mut self, evicted: &mut Vec<Evicted>) {
+        let t1 = bytes_of(&self.t1) as f64;
+        let from_t1 =
+            (t1 > 0.0 && (t1 > self.p || (t1 == self.p && self.in_b2))) || self.t2.is_empty();
+        let (from, ghost) = if from_t1 {
+            (&mut self.t1, &mut self.b1)
+        } else {
+            (&mut self.t2, &mut self.b2)
+        };
+        if let Some(x) = from.pop() {
+            ghost.insert(0, x);
+            evicted.push(Evicted { id: x.0, size: x.1 });
+        }
+    }
+}
+
+impl Naive for NaiveArc {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        bytes_of(&self.t1) + bytes_of(&self.t2)
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        self.t1
+            .iter()
+            .chain(&self.t2)
+            .find(|x| x.0 == id)
+            .map(|x| x.1)
+    }
+    fn ghost_lookup(&mut self, id: u64) {
+        self.recalled_now = false;
+        if self.find(id).is_some() {
+            return;
+        }
+        let (b1, b2) = (bytes_of(&self.b1) as f64, bytes_of(&self.b2) as f64);
+        if let Some(p) = self.b1.iter().position(|x| x.0 == id) {
+            self.b1.remove(p);
+            self.p = (self.p + (b2 / b1).max(1.0)).min(self.capacity as f64);
+            (self.in_b1, self.in_b2, self.recalled_now) = (true, false, true);
+        } else if let Some(p) = self.b2.iter().position(|x| x.0 == id) {
+            self.b2.remove(p);
+            self.p = (self.p - (b1 / b2).max(1.0)).max(0.0);
+            (self.in_b1, self.in_b2, self.recalled_now) = (false, true, true);
+        }
+    }
+    fn hit(&mut self, id: u64) {
+        self.in_b1 = false;
+        self.in_b2 = false;
+        let q = if let Some(p) = self.t1.iter().position(|x| x.0 == id) {
+            self.t1.remove(p)
+        } else {
+            let p = self.t2.iter().position(|x| x.0 == id).unwrap();
+            self.t2.remove(p)
+        };
+        self.t2.insert(0, q);
+    }
+    fn remove(&mut self, id: u64) {
+        for l in [&mut self.t1, &mut self.t2, &mut self.b1, &mut self.b2] {
+            l.retain(|x| x.0 != id);
+        }
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        while self.used() + size > self.capacity && !(self.t1.is_empty() && self.t2.is_empty()) {
+            if self.recalled_now && (self.in_b1 || self.in_b2) {
+                self.replace(evicted);
+            } else if bytes_of(&self.t1) + bytes_of(&self.b1) + size > self.capacity {
+                if !self.b1.is_empty() {
+                    self.b1.pop();
+                    self.replace(evicted);
+                } else {
+                    let (id, size) = self.t1.pop().unwrap();
+                    evicted.push(Evicted { id, size });
+                }
+            } else {
+                let all = bytes_of(&self.t1)
+                    + bytes_of(&self.b1)
+                    + bytes_of(&self.t2)
+                    + bytes_of(&self.b2);
+                if all >= 2 * self.capacity && !self.b2.is_empty() {
+                    self.b2.pop();
+                }
+                self.replace(evicted);
+            }
+        }
+        if std::mem::take(&mut self.recalled_now) && (self.in_b1 || self.in_b2) {
+            self.in_b1 = false;
+            self.in_b2 = false;
+            self.t2.insert(0, (id, size));
+        } else {
+            self.t1.insert(0, (id, size));
+        }
+    }
+}
+
 fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
     match name {
+        "arc" => Box::new(NaiveArc {
+            capacity,
+            ..NaiveArc::default()
+        }),
         "2q" => Box::new(NaiveTwoQ {
             capacity,
             a1in: Vec::new(),
@@ -794,6 +909,11 @@ proptest! {
     #[test]
     fn twoq_matches_reference(w in workload(400)) {
         check_against_reference("2q", &w)?;
+    }
+
+    #[test]
+    fn arc_matches_reference(w in workload(400)) {
+        check_against_reference("arc", &w)?;
     }
 }
 

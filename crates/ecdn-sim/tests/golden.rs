@@ -3,7 +3,7 @@
 //! no warm-up, must equal libCacheSim's to 4 decimals.
 //!
 //! LRU and FIFO were checked against libCacheSim's `cachesim` binary (issue 2); CLOCK, SIEVE,
-//! S3-FIFO and 2Q (issue 19) against libCacheSim 0.3.5 from PyPI (`pip install libcachesim==0.3.5`), whose
+//! S3-FIFO, 2Q and ARC (issue 19) against libCacheSim 0.3.5 from PyPI (`pip install libcachesim==0.3.5`), whose
 //! `LRU` and `FIFO` give the same values as the binary did:
 //!
 //! ```python
@@ -81,4 +81,11 @@ fn twoq_matches_libcachesim() {
     check("2q", 1, 0.8425, 0.9838);
     check("2q", 16, 0.8286, 0.9793);
     check("2q", 256, 0.7339, 0.8602);
+}
+
+#[test]
+fn arc_matches_libcachesim() {
+    check("arc", 1, 0.8448, 0.9842);
+    check("arc", 16, 0.8233, 0.9773);
+    check("arc", 256, 0.7540, 0.8748);
 }

@@ -1,5 +1,6 @@
 //! Eviction policies, one per file, and [`EvictionKind`] to name and build one.
 
+pub mod arc;
 pub mod clock;
 pub mod fifo;
 pub mod gdsf;
@@ -11,6 +12,7 @@ pub mod s4lru;
 pub mod sieve;
 pub mod twoq;
 
+pub use arc::Arc;
 pub use clock::Clock;
 pub use fifo::Fifo;
 pub use gdsf::Gdsf;
@@ -22,6 +24,11 @@ pub use sieve::Sieve;
 pub use twoq::TwoQ;
 
 use crate::Eviction;
+
+/// Every eviction policy's name, as [`EvictionKind::parse`] takes it.
+pub const NAMES: [&str; 10] = [
+    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc",
+];
 
 /// An eviction policy kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +42,7 @@ pub enum EvictionKind {
     Sieve,
     S3Fifo,
     TwoQ,
+    Arc,
 }
 
 impl EvictionKind {
@@ -49,9 +57,11 @@ impl EvictionKind {
             "sieve" => EvictionKind::Sieve,
             "s3fifo" | "s3-fifo" => EvictionKind::S3Fifo,
             "2q" | "twoq" => EvictionKind::TwoQ,
+            "arc" => EvictionKind::Arc,
             other => {
                 return Err(format!(
-                    "unknown eviction policy {other:?} (known: lru, fifo, s4lru, gdsf, lfuda, clock, sieve, s3fifo, 2q)"
+                    "unknown eviction policy {other:?} (known: {})",
+                    NAMES.join(", ")
                 ))
             }
         })
@@ -69,6 +79,22 @@ impl EvictionKind {
             EvictionKind::Sieve => Box::new(Sieve::new(capacity)),
             EvictionKind::S3Fifo => Box::new(S3Fifo::new(capacity)),
             EvictionKind::TwoQ => Box::new(TwoQ::new(capacity)),
+            EvictionKind::Arc => Box::new(Arc::new(capacity)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_parses_and_builds_its_policy() {
+        for name in NAMES {
+            let kind = EvictionKind::parse(name).unwrap();
+            assert_eq!(kind.build(1 << 20).name(), name);
+        }
+        let e = EvictionKind::parse("nope").unwrap_err();
+        assert!(e.contains("arc"), "{e}");
     }
 }
