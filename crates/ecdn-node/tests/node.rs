@@ -1096,6 +1096,18 @@ async fn purge_needs_the_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hoc_takes_every_eviction_policy() {
     let o = origin().await;
+    // An offline policy needs the future: refused.
+    let e = Node::start(
+        any(),
+        NodeConfig {
+            hoc_policy: "belady".into(),
+            ..config(o.addr, 8 << 20, None)
+        },
+    )
+    .await
+    .err()
+    .expect("belady refused");
+    assert!(e.to_string().contains("offline"), "{e}");
     for policy in ecdn_policy::eviction::NAMES {
         let n = node(NodeConfig {
             hoc_policy: policy.into(),

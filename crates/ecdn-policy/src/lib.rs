@@ -48,6 +48,14 @@ pub trait Eviction: Send {
     /// Inserts an absent object that [`Eviction::can_insert`] accepted, first evicting objects
     /// (appended to `evicted`) until it fits.
     fn insert(&mut self, id: u64, size: u64, now: u64, evicted: &mut Vec<Evicted>);
+    /// Offline policies (Belady): the next request of the cached `id` (its request index, −1
+    /// for none), told by [`Cache`] right after each hit and each insertion. Others ignore it.
+    fn next_access(&mut self, _id: u64, _next: i64) {}
+    /// Whether the policy needs [`Eviction::next_access`], so can only run on traces that carry
+    /// it (the node refuses it).
+    fn offline(&self) -> bool {
+        false
+    }
     /// Removes `id` (purge, or a new version with another size); returns its size.
     fn remove(&mut self, id: u64) -> Option<u64>;
     /// A copy of the whole state (shadow caches, SIZE-OPT's look-ahead).
@@ -161,7 +169,10 @@ impl Cache {
     pub fn lookup(&mut self, req: &Request) -> bool {
         self.now += 1;
         let hit = match self.eviction.touch(req.id, self.now) {
-            Some(size) if size == req.size => true,
+            Some(size) if size == req.size => {
+                self.eviction.next_access(req.id, req.next_access);
+                true
+            }
             Some(_) => {
                 self.eviction.remove(req.id);
                 false
@@ -191,6 +202,7 @@ impl Cache {
         }
         self.eviction
             .insert(req.id, req.size, self.now, &mut self.evicted);
+        self.eviction.next_access(req.id, req.next_access);
         true
     }
 

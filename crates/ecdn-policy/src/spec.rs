@@ -6,6 +6,7 @@
 //! | spec | meaning |
 //! |---|---|
 //! | `lru`, `fifo`, `s4lru`, `gdsf`, `lfuda`, `clock`, `sieve`, `s3fifo`, `2q`, `arc` | eviction only, admit everything |
+//! | `belady` | offline: evicts the object requested farthest in the future (needs each request's next access: oracleGeneral traces) |
 //! | `lru+threshold:64KiB` | admit objects smaller than 64 KiB (`static:64KiB` for short) |
 //! | `lru+freq:2` | admit on the 2nd request (nginx `proxy_cache_min_uses`) |
 //! | `lru+lrus` | LRU-S: admit with probability min(1, ref/size), `ref` defaults to 1 KiB |

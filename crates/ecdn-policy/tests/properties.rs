@@ -12,8 +12,8 @@ use std::collections::HashMap;
 use ecdn_policy::{Cache, Evicted, Outcome, PolicySpec, Request};
 use proptest::prelude::*;
 
-const EVICTIONS: [&str; 10] = [
-    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc",
+const EVICTIONS: [&str; 11] = [
+    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc", "belady",
 ];
 const ADMISSIONS: [&str; 8] = [
     "",
@@ -55,9 +55,8 @@ fn workload(max_len: usize) -> impl Strategy<Value = Workload> {
             (0..ids, prop::bool::weighted(0.1), (any::<u64>(), 0u32..8)),
             0..=max_len,
         );
-        (sizes, reqs).prop_map(move |(sizes, reqs)| Workload {
-            capacity,
-            trace: reqs
+        (sizes, reqs).prop_map(move |(sizes, reqs)| {
+            let mut trace: Vec<Request> = reqs
                 .into_iter()
                 .enumerate()
                 .map(|(i, (o, other, raw))| Request {
@@ -66,7 +65,10 @@ fn workload(max_len: usize) -> impl Strategy<Value = Workload> {
                     size: if other { size(raw) } else { sizes[o] },
                     next_access: -1,
                 })
-                .collect(),
+                .collect();
+            // As an oracleGeneral trace carries it (Belady needs it).
+            ecdn_trace::compute_next_access(&mut trace);
+            Workload { capacity, trace }
         })
     })
 }
@@ -795,8 +797,63 @@ impl Naive for NaiveArc {
     }
 }
 
+/// Belady: evict the object whose next request is farthest (none: farthest of all), ties to
+/// the largest id.
+struct NaiveBelady {
+    capacity: u64,
+    items: Vec<(u64, u64, i64)>,
+}
+
+impl Naive for NaiveBelady {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        self.items.iter().map(|x| x.1).sum()
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        self.items.iter().find(|x| x.0 == id).map(|x| x.1)
+    }
+    fn hit(&mut self, _id: u64) {}
+    fn remove(&mut self, id: u64) {
+        self.items.retain(|x| x.0 != id);
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        while self.used() + size > self.capacity {
+            let key = |x: &(u64, u64, i64)| (if x.2 < 0 { i64::MAX } else { x.2 }, x.0);
+            let far = self.items.iter().max_by_key(|x| key(x)).copied().unwrap();
+            self.items.retain(|x| x.0 != far.0);
+            evicted.push(Evicted {
+                id: far.0,
+                size: far.1,
+            });
+        }
+        self.items.push((id, size, -1));
+    }
+    fn access(&mut self, r: &Request, evicted: &mut Vec<Evicted>) -> Outcome {
+        match self.find(r.id) {
+            Some(s) if s == r.size => {
+                self.items.iter_mut().find(|x| x.0 == r.id).unwrap().2 = r.next_access;
+                return Outcome::Hit;
+            }
+            Some(_) => self.remove(r.id),
+            None => {}
+        }
+        if r.size > self.capacity {
+            return Outcome::Miss { admitted: false };
+        }
+        self.insert(r.id, r.size, evicted);
+        self.items.last_mut().unwrap().2 = r.next_access;
+        Outcome::Miss { admitted: true }
+    }
+}
+
 fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
     match name {
+        "belady" => Box::new(NaiveBelady {
+            capacity,
+            items: Vec::new(),
+        }),
         "arc" => Box::new(NaiveArc {
             capacity,
             ..NaiveArc::default()
@@ -914,6 +971,11 @@ proptest! {
     #[test]
     fn arc_matches_reference(w in workload(400)) {
         check_against_reference("arc", &w)?;
+    }
+
+    #[test]
+    fn belady_matches_reference(w in workload(400)) {
+        check_against_reference("belady", &w)?;
     }
 }
 

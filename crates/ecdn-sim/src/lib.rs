@@ -183,6 +183,15 @@ pub enum SimError {
     Config(String),
 }
 
+/// Whether a batch says when ids come back: some request has a next access, or no id repeats.
+fn carries_next_access(batch: &[Request]) -> bool {
+    if batch.iter().any(|r| r.next_access >= 0) {
+        return true;
+    }
+    let mut seen = std::collections::HashSet::with_capacity(batch.len());
+    batch.iter().all(|r| seen.insert(r.id))
+}
+
 /// Runs one simulation over `reader`. `progress` is called with the number of requests just
 /// processed, about every batch.
 pub fn simulate(
@@ -208,11 +217,21 @@ pub fn simulate(
         cfg.max_requests
     };
     let mut buf: Vec<Request> = Vec::with_capacity(BATCH);
+    // An offline eviction policy (Belady) needs each request's next access: refuse a trace
+    // whose first batch repeats an id without saying when.
+    let mut check_future = run.cache.eviction().offline();
     match run.cache.lookahead() {
         None => loop {
             let want = (limit - run.index).min(BATCH as u64) as usize;
             if want == 0 || reader.read_batch(&mut buf, want)? == 0 {
                 break;
+            }
+            if std::mem::take(&mut check_future) && !carries_next_access(&buf) {
+                return Err(SimError::Config(format!(
+                    "{}: the eviction policy needs each request's next access, which this \
+                     trace does not carry (use an oracleGeneral trace: `ecdn trace convert`)",
+                    spec.label
+                )));
             }
             run.process(&buf);
             progress(buf.len() as u64);

@@ -3,7 +3,7 @@
 //! no warm-up, must equal libCacheSim's to 4 decimals.
 //!
 //! LRU and FIFO were checked against libCacheSim's `cachesim` binary (issue 2); CLOCK, SIEVE,
-//! S3-FIFO, 2Q and ARC (issue 19) against libCacheSim 0.3.5 from PyPI (`pip install libcachesim==0.3.5`), whose
+//! S3-FIFO, 2Q, ARC and Belady (issue 19) against libCacheSim 0.3.5 from PyPI (`pip install libcachesim==0.3.5`), whose
 //! `LRU` and `FIFO` give the same values as the binary did:
 //!
 //! ```python
@@ -88,4 +88,37 @@ fn arc_matches_libcachesim() {
     check("arc", 1, 0.8448, 0.9842);
     check("arc", 16, 0.8233, 0.9773);
     check("arc", 256, 0.7540, 0.8748);
+}
+
+#[test]
+fn belady_matches_libcachesim() {
+    check("belady", 1, 0.8304, 0.9790);
+    check("belady", 16, 0.8044, 0.9457);
+    check("belady", 256, 0.6211, 0.6857);
+}
+
+/// Belady needs the next access of each request: a trace that repeats an id without it is
+/// refused, not simulated as if nothing came back.
+#[test]
+fn belady_refuses_a_trace_without_next_access() {
+    let reqs: Vec<ecdn_trace::Request> = [1u64, 2, 1, 3, 2]
+        .iter()
+        .enumerate()
+        .map(|(i, &id)| ecdn_trace::Request {
+            time: i as u64,
+            id,
+            size: 10,
+            next_access: -1,
+        })
+        .collect();
+    let spec = PolicySpec::parse("belady").unwrap();
+    let mut r = ecdn_trace::SliceReader::new(&reqs);
+    let e = simulate(&mut r, &spec, 25, &SimConfig::default(), &|_| {}).unwrap_err();
+    assert!(e.to_string().contains("next access"), "{e}");
+    // With it, the same requests run.
+    let mut with = reqs.clone();
+    ecdn_trace::compute_next_access(&mut with);
+    let mut r = ecdn_trace::SliceReader::new(&with);
+    let res = simulate(&mut r, &spec, 25, &SimConfig::default(), &|_| {}).unwrap();
+    assert_eq!(res.requests, 5);
 }

@@ -72,7 +72,15 @@ impl Node {
         let upstream = Upstream::new(&cfg, connect)?;
         let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
         let spec = ecdn_policy::PolicySpec::parse(&cfg.hoc_policy).map_err(invalid)?;
-        let hoc = Hoc::new(spec.build(cfg.hoc_size.max(1), 0x5eed_ecd0));
+        let cache = spec.build(cfg.hoc_size.max(1), 0x5eed_ecd0);
+        if cache.eviction().offline() {
+            return Err(invalid(format!(
+                "HOC policy {:?}: an offline policy needs the future, which a live node does \
+                 not know",
+                cfg.hoc_policy
+            )));
+        }
+        let hoc = Hoc::new(cache);
         if cfg.cluster.is_some() && cfg.disk_path.is_none() {
             return Err(invalid("cluster mode needs a disk (disk_path)".into()));
         }

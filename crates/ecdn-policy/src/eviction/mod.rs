@@ -1,6 +1,7 @@
 //! Eviction policies, one per file, and [`EvictionKind`] to name and build one.
 
 pub mod arc;
+pub mod belady;
 pub mod clock;
 pub mod fifo;
 pub mod gdsf;
@@ -13,6 +14,7 @@ pub mod sieve;
 pub mod twoq;
 
 pub use arc::Arc;
+pub use belady::Belady;
 pub use clock::Clock;
 pub use fifo::Fifo;
 pub use gdsf::Gdsf;
@@ -25,10 +27,13 @@ pub use twoq::TwoQ;
 
 use crate::Eviction;
 
-/// Every eviction policy's name, as [`EvictionKind::parse`] takes it.
+/// Every online eviction policy's name, as [`EvictionKind::parse`] takes it.
 pub const NAMES: [&str; 10] = [
     "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc",
 ];
+
+/// The offline ones: they need each request's next access (oracleGeneral traces).
+pub const OFFLINE_NAMES: [&str; 1] = ["belady"];
 
 /// An eviction policy kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +48,7 @@ pub enum EvictionKind {
     S3Fifo,
     TwoQ,
     Arc,
+    Belady,
 }
 
 impl EvictionKind {
@@ -58,10 +64,12 @@ impl EvictionKind {
             "s3fifo" | "s3-fifo" => EvictionKind::S3Fifo,
             "2q" | "twoq" => EvictionKind::TwoQ,
             "arc" => EvictionKind::Arc,
+            "belady" => EvictionKind::Belady,
             other => {
                 return Err(format!(
-                    "unknown eviction policy {other:?} (known: {})",
-                    NAMES.join(", ")
+                    "unknown eviction policy {other:?} (known: {}; offline: {})",
+                    NAMES.join(", "),
+                    OFFLINE_NAMES.join(", ")
                 ))
             }
         })
@@ -80,6 +88,7 @@ impl EvictionKind {
             EvictionKind::S3Fifo => Box::new(S3Fifo::new(capacity)),
             EvictionKind::TwoQ => Box::new(TwoQ::new(capacity)),
             EvictionKind::Arc => Box::new(Arc::new(capacity)),
+            EvictionKind::Belady => Box::new(Belady::new(capacity)),
         }
     }
 }
@@ -90,7 +99,7 @@ mod tests {
 
     #[test]
     fn every_name_parses_and_builds_its_policy() {
-        for name in NAMES {
+        for name in NAMES.into_iter().chain(OFFLINE_NAMES) {
             let kind = EvictionKind::parse(name).unwrap();
             assert_eq!(kind.build(1 << 20).name(), name);
         }
