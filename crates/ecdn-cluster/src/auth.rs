@@ -60,12 +60,27 @@ pub enum AuthError {
 
 /// Whether two byte strings are equal, in time independent of where they differ (only the
 /// length may show): for comparing secrets such as bearer tokens.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
     let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
     std::hint::black_box(diff) == 0
+}
+
+/// Whether an `Authorization` header value is `Bearer <token>`, comparing the token in constant
+/// time (only the length may show): the admin listeners' and `PURGE`'s check.
+pub fn bearer_matches(header: Option<&[u8]>, token: &str) -> bool {
+    let Some(h) = header else {
+        return false;
+    };
+    let Some(given) = h
+        .strip_prefix(b"Bearer ")
+        .or_else(|| h.strip_prefix(b"bearer "))
+    else {
+        return false;
+    };
+    constant_time_eq(given, token.as_bytes())
 }
 
 /// The cluster key.

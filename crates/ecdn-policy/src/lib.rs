@@ -136,11 +136,14 @@ pub struct Cache {
     admission: Option<Box<dyn Admission>>,
     evicted: Vec<Evicted>,
     now: u64,
+    /// [`Eviction::offline`], asked once: only then is each request's next access passed on.
+    offline: bool,
 }
 
 impl Cache {
     pub fn new(eviction: Box<dyn Eviction>, admission: Option<Box<dyn Admission>>) -> Self {
         Cache {
+            offline: eviction.offline(),
             eviction,
             admission,
             evicted: Vec::new(),
@@ -170,7 +173,9 @@ impl Cache {
         self.now += 1;
         let hit = match self.eviction.touch(req.id, self.now) {
             Some(size) if size == req.size => {
-                self.eviction.next_access(req.id, req.next_access);
+                if self.offline {
+                    self.eviction.next_access(req.id, req.next_access);
+                }
                 true
             }
             Some(_) => {
@@ -202,7 +207,9 @@ impl Cache {
         }
         self.eviction
             .insert(req.id, req.size, self.now, &mut self.evicted);
-        self.eviction.next_access(req.id, req.next_access);
+        if self.offline {
+            self.eviction.next_access(req.id, req.next_access);
+        }
         true
     }
 

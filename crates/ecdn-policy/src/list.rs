@@ -211,6 +211,30 @@ impl<T: Copy + Default> IndexedList<T> {
         }
     }
 
+    /// Removes and returns the tail entry `(id, size, value)`.
+    #[inline]
+    pub fn pop_tail_entry(&mut self) -> Option<(u64, u64, T)> {
+        if self.tail == NIL {
+            return None;
+        }
+        let extra = self.nodes[self.tail as usize].extra;
+        let (id, size) = self.release(self.tail);
+        Some((id, size, extra))
+    }
+
+    /// A ghost list's insertion (S3-FIFO's ghost, 2Q's A1out): remembers `id` at the head,
+    /// dropping the oldest entries until its size fits within `capacity` bytes; an id already
+    /// remembered, or larger than `capacity`, is left as it is.
+    pub fn remember(&mut self, id: u64, size: u64, capacity: u64) {
+        if self.contains(id) || size > capacity {
+            return;
+        }
+        while self.bytes + size > capacity {
+            self.pop_tail();
+        }
+        self.push_head(id, size);
+    }
+
     /// The tail entry without removing it.
     pub fn peek_tail(&self) -> Option<(u64, u64)> {
         (self.tail != NIL).then(|| {

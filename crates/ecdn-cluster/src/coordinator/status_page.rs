@@ -111,8 +111,7 @@ async fn handle(
     }
     if let Some(t) = token {
         let auth = req.headers().get(header::AUTHORIZATION);
-        let given = auth.and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
-        if !given.is_some_and(|g| crate::auth::constant_time_eq(g, t.as_bytes())) {
+        if !crate::auth::bearer_matches(auth.map(HeaderValue::as_bytes), t) {
             let mut r = answer(
                 StatusCode::UNAUTHORIZED,
                 "text/plain; charset=utf-8",

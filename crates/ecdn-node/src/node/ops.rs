@@ -350,20 +350,7 @@ pub(super) fn float(v: f64) -> String {
     }
 }
 
-/// Whether an `Authorization` header value is `Bearer <token>`, comparing the token in time
-/// independent of where it differs (only the length may show).
-pub fn bearer_matches(header: Option<&[u8]>, token: &str) -> bool {
-    let Some(h) = header else {
-        return false;
-    };
-    let Some(given) = h
-        .strip_prefix(b"Bearer ")
-        .or_else(|| h.strip_prefix(b"bearer "))
-    else {
-        return false;
-    };
-    ecdn_cluster::auth::constant_time_eq(given, token.as_bytes())
-}
+pub use ecdn_cluster::auth::bearer_matches;
 
 /// One access-log record, written as a JSON line to stderr.
 pub struct Access<'a> {

@@ -105,24 +105,26 @@ fn finite_c(raw: Option<f64>) -> Option<f64> {
     raw.filter(|c| c.is_finite())
 }
 
-fn take(st: &State) -> Sample {
-    let (c, hoc_used) = {
+/// The counters now, and AdaptSize's c as the HOC reports it (`+inf` while it admits all).
+fn take(st: &State) -> (Sample, Option<f64>) {
+    let (raw_c, hoc_used) = {
         let h = lock(&st.hoc);
-        (finite_c(h.raw_parameter()), h.used())
+        (h.raw_parameter(), h.used())
     };
-    Sample {
+    let sample = Sample {
         t_ms: unix_ms(),
         requests: st.metrics.requests(),
         tiers: st.metrics.tier_counts(),
         bytes_served: st.metrics.bytes_served(),
-        c,
+        c: finite_c(raw_c),
         hoc_used,
-    }
+    };
+    (sample, raw_c)
 }
 
 /// Records one sample (the admin listener calls this every [`SAMPLE_EVERY`]).
 pub(super) fn sample(st: &State) {
-    let s = take(st);
+    let (s, _) = take(st);
     let mut h = lock(&st.status.samples);
     if h.len() == HISTORY {
         h.pop_front();
@@ -162,7 +164,7 @@ pub(super) async fn data(st: &State, query: Option<&str>) -> Response<NodeBody> 
         .find_map(|kv| kv.strip_prefix("since="))
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(0);
-    let now = take(st);
+    let (now, raw_c) = take(st);
     let m = &st.metrics;
     let latency: serde_json::Map<String, serde_json::Value> = Outcome::TIERS
         .iter()
@@ -184,7 +186,6 @@ pub(super) async fn data(st: &State, query: Option<&str>) -> Response<NodeBody> 
         .map(|(t, n)| (t.to_string(), n.into()))
         .collect();
     let hits = now.tiers[0] + now.tiers[1];
-    let raw_c = lock(&st.hoc).raw_parameter();
     let history: Vec<serde_json::Value> = lock(&st.status.samples)
         .iter()
         .filter(|s| s.t_ms > since)

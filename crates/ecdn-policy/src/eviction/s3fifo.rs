@@ -63,26 +63,13 @@ impl S3Fifo {
         }
     }
 
-    /// Remembers an id the small queue evicted (a FIFO by the sizes it remembers).
-    fn remember(&mut self, id: u64, size: u64) {
-        if self.ghost.contains(id) || size > self.ghost_capacity {
-            return;
-        }
-        while self.ghost.bytes() + size > self.ghost_capacity {
-            self.ghost.pop_tail();
-        }
-        self.ghost.push_head(id, size);
-    }
-
     /// From the small queue: promotes hit objects until one is evicted (or it is empty).
     fn evict_small(&mut self, evicted: &mut Vec<Evicted>) {
-        while let Some((id, size)) = self.small.peek_tail() {
-            let hits = *self.small.tail_extra_mut().expect("a tail");
-            self.small.pop_tail();
+        while let Some((id, size, hits)) = self.small.pop_tail_entry() {
             if hits >= MOVE_TO_MAIN {
                 self.main.push_head_with(id, size, 0);
             } else {
-                self.remember(id, size);
+                self.ghost.remember(id, size, self.ghost_capacity);
                 evicted.push(Evicted { id, size });
                 return;
             }

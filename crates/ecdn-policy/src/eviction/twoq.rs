@@ -46,17 +46,6 @@ impl TwoQ {
             recalled: false,
         }
     }
-
-    /// Remembers an id `A1in` evicted (a FIFO by the sizes it remembers).
-    fn remember(&mut self, id: u64, size: u64) {
-        if self.a1out.contains(id) || size > self.out_capacity {
-            return;
-        }
-        while self.a1out.bytes() + size > self.out_capacity {
-            self.a1out.pop_tail();
-        }
-        self.a1out.push_head(id, size);
-    }
 }
 
 impl Eviction for TwoQ {
@@ -94,7 +83,7 @@ impl Eviction for TwoQ {
         while self.used() + size > self.capacity {
             if self.a1in.bytes() > self.in_capacity {
                 let (id, size) = self.a1in.pop_tail().expect("A1in holds bytes");
-                self.remember(id, size);
+                self.a1out.remember(id, size, self.out_capacity);
                 evicted.push(Evicted { id, size });
             } else {
                 match self.am.pop_tail() {
