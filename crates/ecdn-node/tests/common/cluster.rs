@@ -29,6 +29,16 @@ pub async fn start_nodes(
     dir: &std::path::Path,
     hoc_size: u64,
 ) -> Vec<RunningNode> {
+    try_start_nodes(cfg, dir, hoc_size).await.unwrap()
+}
+
+/// [`start_nodes`], or the first error (the nodes that did start are stopped): a port that
+/// [`free_ports`] released can be taken by another test before its node binds it.
+pub async fn try_start_nodes(
+    cfg: &ClusterConfig,
+    dir: &std::path::Path,
+    hoc_size: u64,
+) -> std::io::Result<Vec<RunningNode>> {
     let mut starts = Vec::new();
     for i in 0..cfg.nodes.len() {
         let node = NodeConfig {
@@ -49,14 +59,24 @@ pub async fn start_nodes(
         starts.push(tokio::spawn(async move {
             Node::start_with_connector(listen, node, in_memory_connector(OriginConfig::default()))
                 .await
-                .unwrap()
         }));
     }
-    let mut nodes = Vec::new();
+    let (mut nodes, mut failed) = (Vec::new(), None);
     for s in starts {
-        nodes.push(s.await.unwrap());
+        match s.await.unwrap() {
+            Ok(n) => nodes.push(n),
+            Err(e) => failed = failed.or(Some(e)),
+        }
     }
-    nodes
+    match failed {
+        None => Ok(nodes),
+        Some(e) => {
+            for n in nodes {
+                n.stop().await.unwrap();
+            }
+            Err(e)
+        }
+    }
 }
 
 pub struct TestCluster {
@@ -91,27 +111,46 @@ impl TestCluster {
         extra: &str,
         hoc_size: u64,
     ) -> TestCluster {
-        let ports = free_ports(2 * n + 1);
-        let mut text = format!(
-            "scheme = \"{scheme}\"\nk = {k}\np = {p}\nkey = \"{KEY}\"\n\
-             coordinator = \"127.0.0.1:{}\"\nheartbeat_ms = 100\nbuckets = 50\n{extra}",
-            ports[0]
-        );
-        for i in 0..n {
-            text.push_str(&format!(
-                "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
-                ports[1 + i],
-                ports[1 + n + i]
-            ));
-        }
-        let cfg = ClusterConfig::parse(&text).unwrap();
-        let coordinator = Coordinator::start(cfg.clone()).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let nodes = start_nodes(&cfg, dir.path(), hoc_size)
-            .await
-            .into_iter()
-            .map(Some)
-            .collect();
+        // Every port of the cluster (admin listeners included) comes from one batch; one that
+        // another test took meanwhile fails a bind, and the cluster starts again on new ones.
+        let mut attempts = 0;
+        let (cfg, coordinator, dir, nodes) = loop {
+            attempts += 1;
+            let ports = free_ports(3 * n + 1);
+            let mut text = format!(
+                "scheme = \"{scheme}\"\nk = {k}\np = {p}\nkey = \"{KEY}\"\n\
+                 coordinator = \"127.0.0.1:{}\"\nheartbeat_ms = 100\nbuckets = 50\n{extra}",
+                ports[0]
+            );
+            for i in 0..n {
+                text.push_str(&format!(
+                    "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n\
+                     admin = \"127.0.0.1:{}\"\n",
+                    ports[1 + i],
+                    ports[1 + n + i],
+                    ports[1 + 2 * n + i]
+                ));
+            }
+            let cfg = ClusterConfig::parse(&text).unwrap();
+            let coordinator = match Coordinator::start(cfg.clone()).await {
+                Ok(c) => c,
+                Err(e) if attempts < 3 => {
+                    eprintln!("coordinator: {e}; again on other ports");
+                    continue;
+                }
+                Err(e) => panic!("coordinator: {e}"),
+            };
+            let dir = tempfile::tempdir().unwrap();
+            match try_start_nodes(&cfg, dir.path(), hoc_size).await {
+                Ok(nodes) => break (cfg, coordinator, dir, nodes),
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 3 => {
+                    eprintln!("nodes: {e}; again on other ports");
+                    coordinator.shutdown().await;
+                }
+                Err(e) => panic!("nodes: {e}"),
+            }
+        };
+        let nodes = nodes.into_iter().map(Some).collect();
         let c = TestCluster {
             cfg,
             coordinator,
