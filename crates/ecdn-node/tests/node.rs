@@ -1682,6 +1682,39 @@ async fn stop_drains_the_response_in_progress() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_node_frees_its_disk_even_with_a_client_stalled_on_a_disk_hit() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let o = origin().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("disk.ring");
+    let cfg = NodeConfig {
+        drain_timeout: Duration::from_millis(300),
+        ..config(o.addr, 64 << 10, Some(path.clone()))
+    };
+    let n = node(cfg.clone()).await;
+    let uri = "/obj/big?size=12MiB";
+    assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
+    // A disk hit whose client reads its head and stops reading: the node's read task and the
+    // mapped bytes it sends wait on the full socket.
+    let mut s = tokio::net::TcpStream::connect(n.addr).await.unwrap();
+    s.write_all(format!("GET {uri} HTTP/1.1\r\nHost: cdn.test\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = vec![0u8; 4096];
+    let got = s.read(&mut head).await.unwrap();
+    assert!(String::from_utf8_lossy(&head[..got]).contains("HIT-DISK"));
+    // The drain gives up on it after `drain_timeout`; the store is closed all the same.
+    n.stop().await.unwrap();
+    let n = node(cfg).await;
+    let r = fetch(n.addr, "GET", uri).await;
+    assert_object(&r, "big", 12 << 20);
+    assert_eq!(r.x_cache(), "HIT-DISK");
+    drop(s);
+    n.stop().await.unwrap();
+    o.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_half_closes_still_gets_its_miss() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let o = origin().await;

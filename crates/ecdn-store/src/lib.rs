@@ -115,8 +115,10 @@
 //!   device with `O_EXCL`, which also refuses a mounted one) before reading or writing
 //!   anything; a second opener, in another process or the same one, gets
 //!   [`StoreError::InUse`] at once. The mapped read path relies on it: no other writer
-//!   changes the bytes behind a [`MappedPayload`]. The lock lives as long as the open file: a
-//!   child process holds a copy of the descriptor from its fork to its exec (descriptors are
+//!   changes the bytes behind a [`MappedPayload`]. The lock lives as long as the open file:
+//!   dropping the store closes it (a [`MappedPayload`] a reader still holds then becomes a
+//!   private copy of its bytes, so it keeps neither the file nor its lock), but a child
+//!   process holds a copy of the descriptor from its fork to its exec (descriptors are
 //!   close-on-exec), so a process that spawns children may briefly see `InUse` when it reopens
 //!   a store it has just dropped.
 //! * **Unformatted.** A new or empty file, or a file or device whose first aligned block (the
@@ -588,6 +590,11 @@ pub struct Store {
 impl Drop for Store {
     fn drop(&mut self) {
         self.maps.clear_cache();
+        // A mapping refers to the open file, and with it to the file's lock: readers still
+        // holding one get private copies of their bytes, so the lock goes with the store (a
+        // reopen right after the drop is not refused). A copy that fails (the old bytes do not
+        // read back) leaves that mapping, and the lock, until the reader drops it.
+        let _ = self.maps.detach_overlapping(&self.file, 0, u64::MAX);
     }
 }
 

@@ -33,6 +33,35 @@ fn a_second_open_of_the_same_file_is_refused_until_the_first_is_dropped() {
     assert_eq!(again.get(&obj("a")).unwrap().unwrap().payload, b"payload");
 }
 
+#[test]
+fn a_mapped_read_held_past_the_drop_keeps_its_bytes_but_not_the_lock() {
+    use ecdn_store::{Opened, SharedPayload};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let cfg = StoreConfig::new(&path, 1 << 20);
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let mut first = Store::open(cfg.clone()).unwrap();
+    first.put(&obj("a"), b"m", &data).unwrap();
+    let Opened::Hit(h) = first.open_entry(&obj("a")).unwrap() else {
+        panic!("entry not found")
+    };
+    let Some(SharedPayload::Mapped(m)) = first.read_payload_shared(&h, 0..200_000).unwrap() else {
+        panic!("not mapped")
+    };
+    // A slow reader still holds its mapping when its store is dropped (a node stopping).
+    drop(first);
+    let mut again = Store::open(cfg).expect("the dropped store's lock is released");
+    // The reopened store overwrites the entry's bytes; the old reader's copy is unaffected.
+    again.remove(&obj("a")).unwrap();
+    for i in 0..8 {
+        again
+            .put(&obj(&format!("b{i}")), b"", &vec![i as u8; 150_000])
+            .unwrap();
+    }
+    let (map, range) = m.verify_all().expect("the held bytes still verify");
+    assert_eq!(&map[range], &data[..]);
+}
+
 /// `cachestat(2)` (Linux 6.5): pages of `range` of `file` in the page cache, and how many of
 /// them are dirty (not yet written back). `None` if the kernel lacks the call.
 fn dirty_pages(file: &std::fs::File, off: u64, len: u64) -> Option<u64> {

@@ -13,7 +13,7 @@
 //! does not fit the ring (`TooLarge`) is not an error, the object just stays uncached.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -61,8 +61,10 @@ pub(super) fn stored_response(
 /// The disk cache: the store, shared by the request tasks, and its error count.
 #[derive(Clone)]
 pub(super) struct Disk {
-    store: Arc<RwLock<Store>>,
+    /// `None` once [`Disk::close`]d (the node stopped).
+    store: Arc<RwLock<Option<Store>>>,
     errors: Arc<AtomicU64>,
+    closed: Arc<AtomicBool>,
     /// Ring capacity in bytes.
     pub(super) capacity: u64,
 }
@@ -90,8 +92,9 @@ impl Disk {
     pub(super) fn new(store: Store) -> Disk {
         Disk {
             capacity: store.capacity(),
-            store: Arc::new(RwLock::new(store)),
+            store: Arc::new(RwLock::new(Some(store))),
             errors: Arc::new(AtomicU64::new(0)),
+            closed: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -107,29 +110,58 @@ impl Disk {
     }
 
     /// Runs a synchronous store operation that changes the store on the blocking pool. `None`
-    /// only if the blocking task did not complete (it panicked, or the runtime is shutting
-    /// down).
+    /// if the blocking task did not complete (it panicked, or the runtime is shutting down) or
+    /// the store is closed.
     pub(super) async fn write<T: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Store) -> T + Send + 'static,
     ) -> Option<T> {
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || {
-            f(&mut store.write().unwrap_or_else(|e| e.into_inner()))
+            store
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_mut()
+                .map(f)
         })
         .await
         .ok()
+        .flatten()
     }
 
     /// Runs a synchronous read of the store on the blocking pool; reads run concurrently.
+    /// `None` as for [`Disk::write`].
     pub(super) async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Store) -> T + Send + 'static,
     ) -> Option<T> {
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || f(&store.read().unwrap_or_else(|e| e.into_inner())))
-            .await
-            .ok()
+        tokio::task::spawn_blocking(move || {
+            store
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_ref()
+                .map(f)
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// Syncs and closes the store, after the store calls in progress: its file, and the file's
+    /// lock, are released when this returns, whoever still holds a clone of this `Disk` (a
+    /// background fill that ends later finds the store closed and writes nothing). A node
+    /// stopping calls it last, so a new node can open the same file at once.
+    pub(super) async fn close(&self) {
+        self.sync().await;
+        let store = self.store.clone();
+        self.closed.store(true, Ordering::Relaxed);
+        // Dropped on the blocking pool: the drop copies the bytes of mappings readers still
+        // hold (see `Store`'s drop).
+        let _ = tokio::task::spawn_blocking(move || {
+            drop(store.write().unwrap_or_else(|e| e.into_inner()).take())
+        })
+        .await;
     }
 
     /// A store call's result, with its error logged and counted.
@@ -333,8 +365,11 @@ impl Disk {
     }
 
     /// Counts a store call whose blocking task did not complete (it panicked, or the
-    /// runtime is shutting down).
+    /// runtime is shutting down); one that found the store closed is not an error.
     fn failed_task(&self, what: &str) {
+        if self.closed.load(Ordering::Relaxed) {
+            return;
+        }
         self.errors.fetch_add(1, Ordering::Relaxed);
         eprintln!("ecdn node: disk cache: {what}: the blocking task did not complete");
     }

@@ -11,7 +11,8 @@
 //!   connection is closed.
 //! * Shutdown ([`RunningNode::stop`]; `ecdn node` on SIGTERM or Ctrl-C): stop accepting, close
 //!   idle keep-alive connections, let busy ones finish their response (at most
-//!   [`NodeConfig::drain_timeout`]), then sync the disk cache.
+//!   [`NodeConfig::drain_timeout`]), stop the peer and admin listeners, then sync and close
+//!   the disk cache.
 //! * Connections beyond [`NodeConfig::max_connections`] are accepted and closed at once;
 //!   hyper enforces the head size, header count and head read timeout (see
 //!   [`super::sanitize`]).
@@ -369,9 +370,6 @@ async fn serve(
              of {open}"
         );
     }
-    if let Some(disk) = &st.disk {
-        disk.sync().await;
-    }
 }
 
 /// How a connection speaks.
@@ -520,8 +518,8 @@ impl RunningNode {
 
     /// Stops accepting connections and drains the open ones: idle keep-alive connections are
     /// closed, busy ones after the response in progress, within
-    /// [`NodeConfig::drain_timeout`]; then the disk cache is synced. Returns when all that is
-    /// done.
+    /// [`NodeConfig::drain_timeout`]; then the disk cache is synced and closed (its file and
+    /// lock released). Returns when all that is done.
     ///
     /// In cluster mode the heartbeats stop first; the peer listener keeps answering while the
     /// client connections drain (their requests may still read pieces through peers, and peers
@@ -537,6 +535,12 @@ impl RunningNode {
         let served = (&mut self.task).await.map_err(io::Error::other);
         for (_, task) in [self.peer.take(), self.admin.take()].into_iter().flatten() {
             task.abort();
+            let _ = task.await;
+        }
+        // Last, the disk cache: synced and closed, so its file is free for the next opener
+        // when this returns (a background fill still running then writes nothing).
+        if let Some(disk) = &self.state.disk {
+            disk.close().await;
         }
         served
     }
