@@ -310,7 +310,7 @@ impl PolicySpec {
 
 /// Builds a cache of `capacity` bytes from a spec.
 pub fn build(spec: &PolicySpec, capacity: u64, seed: u64) -> Cache {
-    let eviction = spec.eviction.build(capacity);
+    let eviction = spec.eviction.build_seeded(capacity, seed);
     let admission = spec
         .admission
         .as_ref()

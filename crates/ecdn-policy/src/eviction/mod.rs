@@ -75,8 +75,15 @@ impl EvictionKind {
         })
     }
 
-    /// An empty eviction policy of this kind with `capacity` bytes.
+    /// An empty eviction policy of this kind with `capacity` bytes (a randomised one draws
+    /// from seed 0; see [`EvictionKind::build_seeded`]).
     pub fn build(self, capacity: u64) -> Box<dyn Eviction> {
+        self.build_seeded(capacity, 0)
+    }
+
+    /// [`EvictionKind::build`] with the seed of a randomised policy's generator (the others
+    /// ignore it): equal seeds, equal decisions.
+    pub fn build_seeded(self, capacity: u64, _seed: u64) -> Box<dyn Eviction> {
         match self {
             EvictionKind::Lru => Box::new(Lru::new(capacity)),
             EvictionKind::Fifo => Box::new(Fifo::new(capacity)),
