@@ -116,7 +116,7 @@ fn run(capacity: u64, guard: bool, background: bool, windows: usize, zipf: &Zipf
         };
         let t = Instant::now();
         // What `Cache::access` does, with the two halves apart.
-        let hit = lru.touch(id, i) == Some(req.size);
+        let hit = lru.touch(id, i, &mut evicted) == Some(req.size);
         adaptsize.observe(&req, hit);
         if !hit && req.size <= capacity && adaptsize.admit(&req) {
             lru.insert(id, req.size, i, &mut evicted);

@@ -43,8 +43,10 @@ pub trait Eviction: Send {
         size <= self.capacity()
     }
     /// A request for `id` at request index `now`: if cached, updates recency / frequency and
-    /// returns the stored size; otherwise returns `None` and changes nothing.
-    fn touch(&mut self, id: u64, now: u64) -> Option<u64>;
+    /// returns the stored size; otherwise returns `None` and changes nothing. A hit may evict
+    /// other objects (LIRS makes room in its LIR set for the object it promotes), appended to
+    /// `evicted`.
+    fn touch(&mut self, id: u64, now: u64, evicted: &mut Vec<Evicted>) -> Option<u64>;
     /// Inserts an absent object that [`Eviction::can_insert`] accepted, first evicting objects
     /// (appended to `evicted`) until it fits.
     fn insert(&mut self, id: u64, size: u64, now: u64, evicted: &mut Vec<Evicted>);
@@ -171,7 +173,7 @@ impl Cache {
     #[inline]
     pub fn lookup(&mut self, req: &Request) -> bool {
         self.now += 1;
-        let hit = match self.eviction.touch(req.id, self.now) {
+        let hit = match self.eviction.touch(req.id, self.now, &mut self.evicted) {
             Some(size) if size == req.size => {
                 if self.offline {
                     self.eviction.next_access(req.id, req.next_access);

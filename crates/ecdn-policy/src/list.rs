@@ -256,6 +256,12 @@ impl<T: Copy + Default> IndexedList<T> {
         })
     }
 
+    /// The value of `id`, if present.
+    #[inline]
+    pub fn extra(&self, id: u64) -> Option<T> {
+        self.find(id).map(|i| self.nodes[i as usize].extra)
+    }
+
     /// The value of `id`, to change it, if present.
     #[inline]
     pub fn extra_mut(&mut self, id: u64) -> Option<&mut T> {

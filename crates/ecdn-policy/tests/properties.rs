@@ -4,16 +4,17 @@
 //! * every eviction × admission combination keeps its byte and object accounting exact and
 //!   never exceeds its capacity;
 //! * every admission probability is in [0, 1];
-//! * LRU, FIFO, S4LRU, GDSF and LFU-DA make exactly the decisions of naive O(n) reference
-//!   implementations written here from the policies' definitions.
+//! * every eviction policy makes exactly the decisions of a naive O(n) reference
+//!   implementation written here from its definition.
 
 use std::collections::HashMap;
 
 use ecdn_policy::{Cache, Evicted, Outcome, PolicySpec, Request};
 use proptest::prelude::*;
 
-const EVICTIONS: [&str; 11] = [
-    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc", "belady",
+const EVICTIONS: [&str; 12] = [
+    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc", "lirs",
+    "belady",
 ];
 const ADMISSIONS: [&str; 8] = [
     "",
@@ -211,8 +212,8 @@ trait Naive {
     fn used(&self) -> u64;
     /// Stored size of `id`, without changing state.
     fn find(&self, id: u64) -> Option<u64>;
-    /// A hit on a cached `id`.
-    fn hit(&mut self, id: u64);
+    /// A hit on a cached `id` (LIRS may evict others).
+    fn hit(&mut self, id: u64, evicted: &mut Vec<Evicted>);
     fn remove(&mut self, id: u64);
     /// Inserts an absent object that fits the capacity, evicting first.
     fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>);
@@ -227,13 +228,13 @@ trait Naive {
         self.ghost_lookup(r.id);
         match self.find(r.id) {
             Some(s) if s == r.size => {
-                self.hit(r.id);
+                self.hit(r.id, evicted);
                 return Outcome::Hit;
             }
             Some(_) => {
                 // `Cache::lookup` touches first and compares sizes after, so the old version
                 // is promoted (S4LRU may cascade) before it is removed.
-                self.hit(r.id);
+                self.hit(r.id, evicted);
                 self.remove(r.id);
             }
             None => {}
@@ -263,7 +264,7 @@ impl Naive for NaiveList {
     fn find(&self, id: u64) -> Option<u64> {
         self.items.iter().find(|x| x.0 == id).map(|x| x.1)
     }
-    fn hit(&mut self, id: u64) {
+    fn hit(&mut self, id: u64, _evicted: &mut Vec<Evicted>) {
         if self.move_on_hit {
             let p = self.items.iter().position(|x| x.0 == id).unwrap();
             let x = self.items.remove(p);
@@ -312,7 +313,7 @@ impl Naive for NaiveS4lru {
     fn find(&self, id: u64) -> Option<u64> {
         self.segs.iter().flatten().find(|x| x.0 == id).map(|x| x.1)
     }
-    fn hit(&mut self, id: u64) {
+    fn hit(&mut self, id: u64, _evicted: &mut Vec<Evicted>) {
         let s = (0..4)
             .find(|&s| self.segs[s].iter().any(|x| x.0 == id))
             .unwrap();
@@ -377,7 +378,7 @@ impl Naive for NaivePriority {
     fn find(&self, id: u64) -> Option<u64> {
         self.items.iter().find(|x| x.0 == id).map(|x| x.1)
     }
-    fn hit(&mut self, id: u64) {
+    fn hit(&mut self, id: u64, _evicted: &mut Vec<Evicted>) {
         self.clock += 1;
         let p = self.items.iter().position(|x| x.0 == id).unwrap();
         let (_, size, freq, _, _) = self.items[p];
@@ -423,7 +424,7 @@ impl Naive for NaiveClock {
     fn find(&self, id: u64) -> Option<u64> {
         self.items.iter().find(|x| x.0 == id).map(|x| x.1)
     }
-    fn hit(&mut self, id: u64) {
+    fn hit(&mut self, id: u64, _evicted: &mut Vec<Evicted>) {
         self.items.iter_mut().find(|x| x.0 == id).unwrap().2 = 1;
     }
     fn remove(&mut self, id: u64) {
@@ -473,7 +474,7 @@ impl Naive for NaiveSieve {
     fn find(&self, id: u64) -> Option<u64> {
         self.items.iter().find(|x| x.0 == id).map(|x| x.1)
     }
-    fn hit(&mut self, id: u64) {
+    fn hit(&mut self, id: u64, _evicted: &mut Vec<Evicted>) {
         let p = self.pos(id);
         self.items[p].2 = true;
     }
@@ -500,6 +501,173 @@ impl Naive for NaiveSieve {
             evicted.push(Evicted { id, size });
         }
         self.items.insert(0, (id, size, false));
+    }
+}
+
+/// What an entry of LIRS's stack S is.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum LirsStatus {
+    Lir,
+    Hir,
+    Ghost,
+}
+
+/// LIRS as `lirs.rs` describes it (libCacheSim's rules), with `Vec`s (front = top): stack S of
+/// (id, size, status), list Q of resident HIR objects, NH of S's non-resident entries; the HIR
+/// set is 1% of the capacity (at least 1 byte), the LIR set the rest.
+struct NaiveLirs {
+    capacity: u64,
+    s: Vec<(u64, u64, LirsStatus)>,
+    q: Vec<(u64, u64)>,
+    nh: Vec<(u64, u64)>,
+}
+
+impl NaiveLirs {
+    fn hirs_limit(&self) -> u64 {
+        ((self.capacity as f64 * 0.01) as u64).max(1)
+    }
+    fn lirs_limit(&self) -> u64 {
+        self.capacity.saturating_sub(self.hirs_limit())
+    }
+    fn lir_bytes(&self) -> u64 {
+        let lir = self.s.iter().filter(|x| x.2 == LirsStatus::Lir);
+        lir.map(|x| x.1).sum()
+    }
+    fn q_bytes(&self) -> u64 {
+        self.q.iter().map(|x| x.1).sum()
+    }
+    fn status(&self, id: u64) -> Option<LirsStatus> {
+        self.s.iter().find(|x| x.0 == id).map(|x| x.2)
+    }
+    fn set_status(&mut self, id: u64, st: LirsStatus) {
+        let p = self.s.iter().position(|x| x.0 == id).unwrap();
+        self.s[p].2 = st;
+    }
+    fn to_top<T>(v: &mut Vec<(u64, u64, T)>, id: u64) {
+        let p = v.iter().position(|x| x.0 == id).unwrap();
+        let x = v.remove(p);
+        v.insert(0, x);
+    }
+    fn prune(&mut self) {
+        while self.s.len() > 1 && self.s.last().unwrap().2 != LirsStatus::Lir {
+            let (id, _, st) = self.s.pop().unwrap();
+            if st == LirsStatus::Ghost {
+                self.nh.retain(|x| x.0 != id);
+            }
+        }
+    }
+    fn evict_hir(&mut self, evicted: &mut Vec<Evicted>) {
+        let (id, size) = self.q.pop().unwrap();
+        if self.status(id).is_some() {
+            self.set_status(id, LirsStatus::Ghost);
+            self.nh.insert(0, (id, size));
+        }
+        evicted.push(Evicted { id, size });
+    }
+    fn evict_lir(&mut self, evicted: &mut Vec<Evicted>) {
+        let (id, size, st) = self.s.pop().unwrap();
+        if st != LirsStatus::Lir {
+            // An HIR entry that was alone in S (pruning stops at the top): dropped as pruning
+            // would have dropped it.
+            self.nh.retain(|x| x.0 != id);
+        } else if size <= self.hirs_limit() {
+            while self.q_bytes() + size > self.hirs_limit() && !self.q.is_empty() {
+                self.evict_hir(evicted);
+            }
+            self.q.insert(0, (id, size));
+        } else {
+            evicted.push(Evicted { id, size });
+        }
+        self.prune();
+    }
+    fn make_lir_room(&mut self, size: u64, evicted: &mut Vec<Evicted>) {
+        while self.lir_bytes() + size > self.lirs_limit() && !self.s.is_empty() {
+            self.evict_lir(evicted);
+        }
+    }
+    fn limit_stack(&mut self) {
+        while self.s.iter().map(|x| x.1).sum::<u64>() > 2 * self.capacity {
+            let Some((id, _)) = self.nh.pop() else { break };
+            self.s.retain(|x| x.0 != id);
+        }
+    }
+}
+
+impl Naive for NaiveLirs {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        self.lir_bytes() + self.q_bytes()
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        let lir = self.s.iter().find(|x| x.0 == id && x.2 == LirsStatus::Lir);
+        lir.map(|x| x.1)
+            .or_else(|| self.q.iter().find(|x| x.0 == id).map(|x| x.1))
+    }
+    fn fits(&self, size: u64) -> bool {
+        size <= self.hirs_limit() && size <= self.lirs_limit()
+    }
+    fn hit(&mut self, id: u64, evicted: &mut Vec<Evicted>) {
+        let size = self.find(id).unwrap();
+        match self.status(id) {
+            Some(LirsStatus::Lir) => {
+                Self::to_top(&mut self.s, id);
+                self.prune();
+            }
+            Some(LirsStatus::Hir) => {
+                Self::to_top(&mut self.s, id);
+                self.q.retain(|x| x.0 != id);
+                self.make_lir_room(size, evicted);
+                self.set_status(id, LirsStatus::Lir);
+            }
+            Some(LirsStatus::Ghost) => unreachable!("not cached"),
+            None => {
+                let p = self.q.iter().position(|x| x.0 == id).unwrap();
+                let x = self.q.remove(p);
+                self.q.insert(0, x);
+                let before = evicted.len();
+                self.make_lir_room(size, evicted);
+                if !self.q.iter().any(|x| x.0 == id) {
+                    // Not a victim of its own hit: back at Q's top, older ones make room.
+                    let own = evicted[before..].iter().position(|e| e.id == id).unwrap();
+                    evicted.remove(before + own);
+                    while self.q_bytes() + size > self.hirs_limit() {
+                        self.evict_hir(evicted);
+                    }
+                    self.q.insert(0, (id, size));
+                }
+                self.s.insert(0, (id, size, LirsStatus::Hir));
+            }
+        }
+        self.limit_stack();
+    }
+    fn remove(&mut self, id: u64) {
+        let st = self.status(id);
+        self.s.retain(|x| x.0 != id);
+        self.q.retain(|x| x.0 != id);
+        self.nh.retain(|x| x.0 != id);
+        if st == Some(LirsStatus::Lir) {
+            self.prune();
+        }
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        if self.status(id) == Some(LirsStatus::Ghost) {
+            self.s.retain(|x| x.0 != id);
+            self.nh.retain(|x| x.0 != id);
+            self.s.insert(0, (id, size, LirsStatus::Ghost));
+            self.make_lir_room(size, evicted);
+            self.set_status(id, LirsStatus::Lir);
+        } else if self.lir_bytes() + size <= self.lirs_limit() {
+            self.s.insert(0, (id, size, LirsStatus::Lir));
+        } else {
+            while self.q_bytes() + size > self.hirs_limit() && !self.q.is_empty() {
+                self.evict_hir(evicted);
+            }
+            self.s.insert(0, (id, size, LirsStatus::Hir));
+            self.q.insert(0, (id, size));
+        }
+        self.limit_stack();
     }
 }
 
@@ -538,7 +706,7 @@ impl Naive for NaiveS3Fifo {
             .find(|x| x.0 == id)
             .map(|x| x.1)
     }
-    fn hit(&mut self, id: u64) {
+    fn hit(&mut self, id: u64, _evicted: &mut Vec<Evicted>) {
         let x = self.small.iter_mut().chain(self.main.iter_mut());
         x.filter(|x| x.0 == id).for_each(|x| x.2 += 1);
     }
@@ -633,7 +801,7 @@ impl Naive for NaiveTwoQ {
             .find(|x| x.0 == id)
             .map(|x| x.1)
     }
-    fn hit(&mut self, id: u64) {
+    fn hit(&mut self, id: u64, _evicted: &mut Vec<Evicted>) {
         if let Some(p) = self.am.iter().position(|x| x.0 == id) {
             let x = self.am.remove(p);
             self.am.insert(0, x);
@@ -748,7 +916,7 @@ impl Naive for NaiveArc {
             (self.in_b1, self.in_b2, self.recalled_now) = (false, true, true);
         }
     }
-    fn hit(&mut self, id: u64) {
+    fn hit(&mut self, id: u64, _evicted: &mut Vec<Evicted>) {
         self.in_b1 = false;
         self.in_b2 = false;
         let q = if let Some(p) = self.t1.iter().position(|x| x.0 == id) {
@@ -814,7 +982,7 @@ impl Naive for NaiveBelady {
     fn find(&self, id: u64) -> Option<u64> {
         self.items.iter().find(|x| x.0 == id).map(|x| x.1)
     }
-    fn hit(&mut self, _id: u64) {}
+    fn hit(&mut self, _id: u64, _evicted: &mut Vec<Evicted>) {}
     fn remove(&mut self, id: u64) {
         self.items.retain(|x| x.0 != id);
     }
@@ -857,6 +1025,12 @@ fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
         "arc" => Box::new(NaiveArc {
             capacity,
             ..NaiveArc::default()
+        }),
+        "lirs" => Box::new(NaiveLirs {
+            capacity,
+            s: Vec::new(),
+            q: Vec::new(),
+            nh: Vec::new(),
         }),
         "2q" => Box::new(NaiveTwoQ {
             capacity,
@@ -974,6 +1148,11 @@ proptest! {
     }
 
     #[test]
+    fn lirs_matches_reference(w in workload(400)) {
+        check_against_reference("lirs", &w)?;
+    }
+
+    #[test]
     fn belady_matches_reference(w in workload(400)) {
         check_against_reference("belady", &w)?;
     }
@@ -986,7 +1165,7 @@ fn oversized_and_new_versions() {
     // (S3-FIFO's and 2Q's own rules for large objects: the test below, and 2Q's reference.)
     for ev in EVICTIONS
         .into_iter()
-        .filter(|&e| e != "s3fifo" && e != "2q")
+        .filter(|&e| e != "s3fifo" && e != "2q" && e != "lirs")
     {
         let mut cache = build(ev, "", 100, 1);
         let r = |id, size| Request {
@@ -1011,6 +1190,30 @@ fn oversized_and_new_versions() {
         assert_eq!(cache.used(), 100, "{ev}");
         assert!(cache.evicted().is_empty(), "{ev}");
     }
+}
+
+/// LIRS (as libCacheSim) caches no new object larger than its HIR set (1% of the capacity);
+/// a new version with another size is a new object.
+#[test]
+fn lirs_refuses_what_its_hir_set_cannot_hold() {
+    let mut cache = build("lirs", "", 1000, 1);
+    let r = |id, size| Request {
+        time: 0,
+        id,
+        size,
+        next_access: -1,
+    };
+    assert_eq!(cache.access(&r(1, 11)), Outcome::Miss { admitted: false });
+    assert_eq!(cache.access(&r(1, 10)), Outcome::Miss { admitted: true });
+    assert_eq!(cache.access(&r(1, 10)), Outcome::Hit);
+    assert_eq!(cache.access(&r(1, 11)), Outcome::Miss { admitted: false });
+    assert_eq!(cache.used(), 0, "the old version is gone");
+    // 99 objects of 10 bytes fill the LIR set (990 bytes); the next is HIR, in the 10 left.
+    for id in 2..=101 {
+        assert_eq!(cache.access(&r(id, 10)), Outcome::Miss { admitted: true });
+    }
+    assert_eq!(cache.used(), 1000);
+    assert!(cache.evicted().is_empty());
 }
 
 /// S3-FIFO caches nothing as large as its small queue (10% of the capacity) unless the ghost

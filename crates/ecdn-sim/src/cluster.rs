@@ -220,7 +220,8 @@ fn imbalance(v: &[u128]) -> f64 {
 }
 
 /// Looks piece `key` (of `size` bytes, for `req`) up in `cache`; a hit refreshes its order. An
-/// entry the cache drops because its size changed is reported to `protection`.
+/// entry the cache drops because its size changed, or evicts on a hit, is reported to
+/// `protection`.
 #[inline]
 fn probe(
     cache: &mut Cache,
@@ -239,6 +240,11 @@ fn probe(
         // The dropped entry's size is not the probe's.
         protection.removed(key, None);
     }
+    // What a hit evicted (LIRS makes room for the object it promotes).
+    for e in cache.evicted() {
+        protection.removed(e.id, Some(e.size));
+    }
+    cache.clear_evicted();
     hit
 }
 

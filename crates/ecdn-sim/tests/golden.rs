@@ -3,7 +3,7 @@
 //! no warm-up, must equal libCacheSim's to 4 decimals.
 //!
 //! LRU and FIFO were checked against libCacheSim's `cachesim` binary (issue 2); CLOCK, SIEVE,
-//! S3-FIFO, 2Q, ARC and Belady (issue 19) against libCacheSim 0.3.5 from PyPI (`pip install libcachesim==0.3.5`), whose
+//! S3-FIFO, 2Q, ARC, LIRS and Belady (issue 19) against libCacheSim 0.3.5 from PyPI (`pip install libcachesim==0.3.5`), whose
 //! `LRU` and `FIFO` give the same values as the binary did:
 //!
 //! ```python
@@ -121,4 +121,11 @@ fn belady_refuses_a_trace_without_next_access() {
     let mut r = ecdn_trace::SliceReader::new(&with);
     let res = simulate(&mut r, &spec, 25, &SimConfig::default(), &|_| {}).unwrap();
     assert_eq!(res.requests, 5);
+}
+
+#[test]
+fn lirs_matches_libcachesim() {
+    check("lirs", 1, 0.8399, 0.9863);
+    check("lirs", 16, 0.8246, 0.9786);
+    check("lirs", 256, 0.6958, 0.8072);
 }

@@ -185,7 +185,9 @@ impl Hoc {
             Some(Held::Striped(s)) => (Found::Striped(s.clone()), s.size),
         };
         let req = self.request(id, size, now);
-        if self.cache.lookup(&req) {
+        let hit = self.cache.lookup(&req);
+        self.drop_evicted();
+        if hit {
             found
         } else {
             // The policy no longer holds it (it cannot disagree with the map, but if it did,
@@ -227,14 +229,20 @@ impl Hoc {
         }
         let req = self.request(id, size, now);
         let admitted = self.cache.lookup(&req) || self.cache.admit(&req);
-        for ev in self.cache.evicted() {
-            self.objects.remove(&ev.id);
-        }
-        self.cache.clear_evicted();
+        self.drop_evicted();
         if !admitted {
             self.objects.remove(&id);
         }
         admitted
+    }
+
+    /// Drops the bytes of the objects the policy evicted (to make room for a miss, or on a hit:
+    /// LIRS makes room for the object it promotes).
+    fn drop_evicted(&mut self) {
+        for ev in self.cache.evicted() {
+            self.objects.remove(&ev.id);
+        }
+        self.cache.clear_evicted();
     }
 
     /// The bytes of an object [`Hoc::admit`] admitted (ignored if the policy has evicted it

@@ -837,7 +837,7 @@ mod tests {
     /// One request through an LRU cache with `a` as admission; `between` runs after the
     /// lookup, before the admission decision. Returns whether it hit.
     fn step(lru: &mut Lru, a: &mut AdaptSize, req: &Request, now: u64, between: bool) -> bool {
-        let hit = lru.touch(req.id, now) == Some(req.size);
+        let hit = lru.touch(req.id, now, &mut Vec::new()) == Some(req.size);
         a.observe(req, hit);
         if between {
             assert!(

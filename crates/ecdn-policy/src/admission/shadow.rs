@@ -26,7 +26,9 @@ impl Shadow {
     /// Returns whether it hit.
     #[inline]
     pub fn access(&mut self, req: &Request, c: f64, now: u64, rng: &mut Rng) -> bool {
-        match self.cache.touch(req.id, now) {
+        let touched = self.cache.touch(req.id, now, &mut self.evicted);
+        self.evicted.clear();
+        match touched {
             Some(s) if s == req.size => {
                 self.hits += 1;
                 true

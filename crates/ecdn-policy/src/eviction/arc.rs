@@ -108,7 +108,7 @@ impl Eviction for Arc {
         self.t1.get(id).or_else(|| self.t2.get(id))
     }
     #[inline]
-    fn touch(&mut self, id: u64, _now: u64) -> Option<u64> {
+    fn touch(&mut self, id: u64, _now: u64, _evicted: &mut Vec<Evicted>) -> Option<u64> {
         self.recalled_now = false;
         if let Some(size) = self.t1.remove(id) {
             self.in_b1 = false;

@@ -71,7 +71,7 @@ impl Eviction for Belady {
     fn peek(&self, id: u64) -> Option<u64> {
         self.objects.get(&id).map(|o| o.0)
     }
-    fn touch(&mut self, id: u64, _now: u64) -> Option<u64> {
+    fn touch(&mut self, id: u64, _now: u64, _evicted: &mut Vec<Evicted>) -> Option<u64> {
         self.peek(id)
     }
     fn insert(&mut self, id: u64, size: u64, _now: u64, evicted: &mut Vec<Evicted>) {

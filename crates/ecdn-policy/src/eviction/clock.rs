@@ -48,7 +48,7 @@ impl Eviction for Clock {
         self.list.get(id)
     }
     #[inline]
-    fn touch(&mut self, id: u64, _now: u64) -> Option<u64> {
+    fn touch(&mut self, id: u64, _now: u64, _evicted: &mut Vec<Evicted>) -> Option<u64> {
         let max = self.max;
         let count = self.list.extra_mut(id)?;
         *count = (*count + 1).min(max);

@@ -41,7 +41,7 @@ impl Eviction for Fifo {
         self.list.get(id)
     }
     #[inline]
-    fn touch(&mut self, id: u64, _now: u64) -> Option<u64> {
+    fn touch(&mut self, id: u64, _now: u64, _evicted: &mut Vec<Evicted>) -> Option<u64> {
         self.list.get(id)
     }
     #[inline]

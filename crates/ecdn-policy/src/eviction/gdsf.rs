@@ -69,7 +69,7 @@ impl Eviction for Gdsf {
         self.index.get(id).map(|e| e.size)
     }
     #[inline]
-    fn touch(&mut self, id: u64, _now: u64) -> Option<u64> {
+    fn touch(&mut self, id: u64, _now: u64, _evicted: &mut Vec<Evicted>) -> Option<u64> {
         let l = self.inflation;
         self.index.hit(id, |e| Self::key(l, e.freq, e.size))
     }
@@ -131,7 +131,7 @@ mod tests {
         let mut ev = Vec::new();
         g.insert(1, 50, 1, &mut ev); // 0.02
         g.insert(2, 50, 2, &mut ev); // 0.02, newer
-        assert_eq!(g.touch(1, 3), Some(50)); // 1: 0.04
+        assert_eq!(g.touch(1, 3, &mut Vec::new()), Some(50)); // 1: 0.04
         assert_eq!(g.frequency(1), Some(2));
         g.insert(3, 50, 4, &mut ev); // evicts 2 (0.02): L = 0.02
         assert_eq!(ids(&ev), vec![2]);
@@ -140,7 +140,7 @@ mod tests {
         g.insert(4, 10, 5, &mut ev);
         assert_eq!(ids(&ev), vec![1]);
         assert!((g.inflation() - 0.04).abs() < 1e-12);
-        assert_eq!(g.touch(9, 6), None);
+        assert_eq!(g.touch(9, 6, &mut Vec::new()), None);
         assert_eq!(g.peek(3), Some(50));
     }
 

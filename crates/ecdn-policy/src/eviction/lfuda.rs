@@ -55,7 +55,7 @@ impl Eviction for LfuDa {
         self.index.get(id).map(|e| e.size)
     }
     #[inline]
-    fn touch(&mut self, id: u64, _now: u64) -> Option<u64> {
+    fn touch(&mut self, id: u64, _now: u64, _evicted: &mut Vec<Evicted>) -> Option<u64> {
         let age = self.age;
         self.index.hit(id, |e| e.freq.saturating_add(age))
     }
@@ -101,9 +101,9 @@ mod tests {
         c.insert(1, 10, 1, &mut ev); // K = 1
         c.insert(2, 10, 2, &mut ev); // K = 1
         c.insert(3, 10, 3, &mut ev); // K = 1
-        assert_eq!(c.touch(1, 4), Some(10)); // K = 2
-        assert_eq!(c.touch(2, 5), Some(10)); // K = 2
-        assert_eq!(c.touch(1, 6), Some(10)); // K = 3
+        assert_eq!(c.touch(1, 4, &mut Vec::new()), Some(10)); // K = 2
+        assert_eq!(c.touch(2, 5, &mut Vec::new()), Some(10)); // K = 2
+        assert_eq!(c.touch(1, 6, &mut Vec::new()), Some(10)); // K = 3
         c.insert(4, 10, 7, &mut ev); // evicts 3 (K = 1): L = 1, 4 gets K = 2
         assert_eq!(ids(&ev), vec![3]);
         assert_eq!(c.age(), 1);
@@ -115,7 +115,7 @@ mod tests {
         assert_eq!(c.age(), 2);
         assert_eq!(c.key(5), Some(3));
         // A hit now recomputes with L = 2: 4 gets 2 + 2 = 4.
-        assert_eq!(c.touch(4, 9), Some(10));
+        assert_eq!(c.touch(4, 9, &mut Vec::new()), Some(10));
         assert_eq!(c.key(4), Some(4));
         ev.clear();
         c.insert(6, 20, 10, &mut ev); // K: 1 → 3, 5 → 3, 4 → 4; 1 is older
@@ -130,19 +130,19 @@ mod tests {
         let mut ev = Vec::new();
         c.insert(1, 10, 0, &mut ev);
         for t in 1..=3 {
-            c.touch(1, t); // K = 4
+            c.touch(1, t, &mut Vec::new()); // K = 4
         }
         // A stream of one-hit objects pushes L up until 1 is the minimum.
         let mut id = 100;
         while c.peek(1).is_some() {
             c.insert(id, 10, id, &mut ev);
-            c.touch(id, id);
-            c.touch(id, id);
+            c.touch(id, id, &mut Vec::new());
+            c.touch(id, id, &mut Vec::new());
             id += 1;
             assert!(id < 120, "object 1 never aged out");
         }
         assert!(ev.iter().any(|e| e.id == 1));
-        assert_eq!(c.touch(1, 1000), None);
+        assert_eq!(c.touch(1, 1000, &mut Vec::new()), None);
         assert_eq!(c.remove(id - 1), Some(10));
         assert_eq!(c.used(), 10);
         assert_eq!(c.len(), 1);

@@ -40,7 +40,7 @@ impl Eviction for Lru {
         self.list.get(id)
     }
     #[inline]
-    fn touch(&mut self, id: u64, _now: u64) -> Option<u64> {
+    fn touch(&mut self, id: u64, _now: u64, _evicted: &mut Vec<Evicted>) -> Option<u64> {
         self.list.move_to_head(id)
     }
     #[inline]

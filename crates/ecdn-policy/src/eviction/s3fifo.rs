@@ -112,7 +112,7 @@ impl Eviction for S3Fifo {
             && (size < self.small_capacity || (size == self.small_capacity && self.recalled))
     }
     #[inline]
-    fn touch(&mut self, id: u64, _now: u64) -> Option<u64> {
+    fn touch(&mut self, id: u64, _now: u64, _evicted: &mut Vec<Evicted>) -> Option<u64> {
         self.recalled = false;
         if let Some(hits) = self.small.extra_mut(id) {
             *hits = hits.saturating_add(1);

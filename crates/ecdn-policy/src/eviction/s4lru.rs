@@ -210,7 +210,7 @@ impl Eviction for S4lru {
         self.find(id).map(|i| self.nodes[i as usize].size)
     }
     #[inline]
-    fn touch(&mut self, id: u64, _now: u64) -> Option<u64> {
+    fn touch(&mut self, id: u64, _now: u64, _evicted: &mut Vec<Evicted>) -> Option<u64> {
         let i = self.find(id)?;
         let Node { seg, size, .. } = self.nodes[i as usize];
         let s = seg as usize;
@@ -306,22 +306,22 @@ mod tests {
         c.insert(3, 10, 0, &mut ev); // segment 0 holds 2 objects: evicts 1
         assert_eq!(ids(&ev), vec![1]);
         assert_eq!(seg(&c, 0), vec![3, 2]);
-        assert_eq!(c.touch(2, 0), Some(10));
+        assert_eq!(c.touch(2, 0, &mut Vec::new()), Some(10));
         assert_eq!(c.segment_of(2), Some(1));
-        assert_eq!(c.touch(3, 0), Some(10));
+        assert_eq!(c.touch(3, 0, &mut Vec::new()), Some(10));
         assert_eq!(seg(&c, 1), vec![3, 2]);
         c.insert(4, 10, 0, &mut ev);
-        c.touch(4, 0); // segment 1 = [4, 3, 2] overflows: 2 goes to segment 0's head
+        c.touch(4, 0, &mut Vec::new()); // segment 1 = [4, 3, 2] overflows: 2 goes to segment 0's head
         assert_eq!(seg(&c, 1), vec![4, 3]);
         assert_eq!(seg(&c, 0), vec![2]);
-        c.touch(3, 0);
-        c.touch(3, 0); // 3 climbs to segment 3
-        c.touch(3, 0);
+        c.touch(3, 0, &mut Vec::new());
+        c.touch(3, 0, &mut Vec::new()); // 3 climbs to segment 3
+        c.touch(3, 0, &mut Vec::new());
         assert_eq!(c.segment_of(3), Some(3));
-        c.touch(4, 0);
-        c.touch(4, 0);
+        c.touch(4, 0, &mut Vec::new());
+        c.touch(4, 0, &mut Vec::new());
         assert_eq!(seg(&c, 3), vec![4, 3]);
-        c.touch(3, 0); // a hit in segment 3 moves to its head
+        c.touch(3, 0, &mut Vec::new()); // a hit in segment 3 moves to its head
         assert_eq!(seg(&c, 3), vec![3, 4]);
         assert_eq!(c.segment_bytes(), [10, 0, 0, 20]);
         assert_eq!(c.used(), 30);
@@ -329,11 +329,11 @@ mod tests {
         // Fill segment 2 and 3 and cascade one object all the way down.
         for id in [5, 6] {
             c.insert(id, 10, 0, &mut ev);
-            c.touch(id, 0);
-            c.touch(id, 0);
+            c.touch(id, 0, &mut Vec::new());
+            c.touch(id, 0, &mut Vec::new());
         }
         assert_eq!(seg(&c, 2), vec![6, 5]);
-        c.touch(6, 0); // segment 3 = [6, 3, 4]: 4 demoted to 2 = [4, 6... ]
+        c.touch(6, 0, &mut Vec::new()); // segment 3 = [6, 3, 4]: 4 demoted to 2 = [4, 6... ]
         assert_eq!(seg(&c, 3), vec![6, 3]);
         assert_eq!(seg(&c, 2), vec![4, 5]);
         assert_eq!(c.used(), 50);
@@ -347,7 +347,7 @@ mod tests {
         for (id, size, hits) in [(1, 2, 3), (2, 1, 2), (3, 1, 2), (4, 1, 1), (5, 1, 1)] {
             c.insert(id, size, 0, &mut ev);
             for _ in 0..hits {
-                c.touch(id, 0);
+                c.touch(id, 0, &mut Vec::new());
             }
         }
         c.insert(7, 1, 0, &mut ev);
@@ -358,7 +358,7 @@ mod tests {
         // A hit on 2 lifts it into segment 3, which pushes 1 (2 bytes) down; segment 2 then
         // pushes 3 down, segment 1 pushes 4 down: segment 0 is over its share until the next
         // insertion.
-        c.touch(2, 0);
+        c.touch(2, 0, &mut Vec::new());
         assert_eq!(seg(&c, 3), vec![2]);
         assert_eq!(seg(&c, 2), vec![1]);
         assert_eq!(seg(&c, 1), vec![3, 5]);
@@ -376,18 +376,18 @@ mod tests {
         let mut c = S4lru::new(100); // shares of 25
         let mut ev = Vec::new();
         c.insert(1, 10, 0, &mut ev);
-        c.touch(1, 0);
-        c.touch(1, 0); // segment 2
+        c.touch(1, 0, &mut Vec::new());
+        c.touch(1, 0, &mut Vec::new()); // segment 2
         c.insert(2, 10, 0, &mut ev);
-        c.touch(2, 0); // segment 1
+        c.touch(2, 0, &mut Vec::new()); // segment 1
         c.insert(3, 60, 0, &mut ev); // larger than a share: alone in segment 0
         assert!(ev.is_empty());
         assert_eq!(c.used(), 80);
-        c.touch(3, 0); // to segment 1, which now holds [3, 2] > 25: 2 demoted to 0
+        c.touch(3, 0, &mut Vec::new()); // to segment 1, which now holds [3, 2] > 25: 2 demoted to 0
         assert_eq!(seg(&c, 1), vec![3]);
         assert_eq!(seg(&c, 0), vec![2]);
-        c.touch(3, 0);
-        c.touch(3, 0); // segment 3, alone
+        c.touch(3, 0, &mut Vec::new());
+        c.touch(3, 0, &mut Vec::new()); // segment 3, alone
         assert_eq!(c.segment_of(3), Some(3));
         c.insert(4, 90, 0, &mut ev); // evicts 2 (segment 0), then 1 (segment 2), then 3
         assert_eq!(ids(&ev), vec![2, 1, 3]);
@@ -396,6 +396,6 @@ mod tests {
         assert_eq!(c.remove(4), Some(90));
         assert_eq!(c.used(), 0);
         assert!(c.is_empty());
-        assert_eq!(c.touch(4, 0), None);
+        assert_eq!(c.touch(4, 0, &mut Vec::new()), None);
     }
 }

@@ -57,7 +57,7 @@ impl Eviction for Sieve {
         self.list.get(id)
     }
     #[inline]
-    fn touch(&mut self, id: u64, _now: u64) -> Option<u64> {
+    fn touch(&mut self, id: u64, _now: u64, _evicted: &mut Vec<Evicted>) -> Option<u64> {
         *self.list.extra_mut(id)? = true;
         self.list.get(id)
     }

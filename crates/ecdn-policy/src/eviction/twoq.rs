@@ -68,7 +68,7 @@ impl Eviction for TwoQ {
         size <= self.in_capacity && size <= self.capacity
     }
     #[inline]
-    fn touch(&mut self, id: u64, _now: u64) -> Option<u64> {
+    fn touch(&mut self, id: u64, _now: u64, _evicted: &mut Vec<Evicted>) -> Option<u64> {
         self.recalled = false;
         if let Some(size) = self.a1in.get(id) {
             return Some(size);
