@@ -367,6 +367,36 @@ mod tests {
     }
 
     #[test]
+    fn what_a_hit_evicts_leaves_the_hoc() {
+        // LIRS over 1000 bytes: an LIR set of 990 and an HIR set (Q) of 10.
+        let policy = ecdn_policy::PolicySpec::parse("lirs")
+            .unwrap()
+            .build(1000, 1);
+        let mut hoc = Hoc::new(policy);
+        let now = Instant::now();
+        let key = |id: u64| format!("o{id}");
+        let get = |hoc: &mut Hoc, id: u64| match hoc.lookup(id, &key(id), now) {
+            Found::Nothing => {
+                assert!(hoc.offer(id, entry(&key(id), 10, now), now));
+                false
+            }
+            _ => true,
+        };
+        // 0..=98 fill the LIR set; 99, then 100, take Q in turn (99 is evicted).
+        for id in 0..=100 {
+            assert!(!get(&mut hoc, id));
+        }
+        // A hit on 100 (HIR, in S) makes it LIR: 0 is demoted into Q.
+        assert!(get(&mut hoc, 100));
+        // A hit on 0 (in Q only) demotes 1 to make LIR room; Q, full, evicts 1 on this hit.
+        assert_eq!(hoc.objects(), 100);
+        assert!(get(&mut hoc, 0));
+        assert_eq!(hoc.objects(), 99, "the evicted object's bytes are dropped");
+        assert!(!hoc.holds(1, &key(1), now));
+        assert_eq!(hoc.used(), 990);
+    }
+
+    #[test]
     fn adaptsize_re_tunes_in_the_background() {
         let policy = |s: &str| ecdn_policy::PolicySpec::parse(s).unwrap().build(100_000, 1);
         assert!(!Hoc::new(policy("lru")).tunes_in_background());
