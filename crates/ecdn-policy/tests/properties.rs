@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use ecdn_policy::{Cache, Evicted, Outcome, PolicySpec, Request};
 use proptest::prelude::*;
 
-const EVICTIONS: [&str; 12] = [
+const EVICTIONS: [&str; 13] = [
     "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc", "lirs",
-    "belady",
+    "wtinylfu", "belady",
 ];
 const ADMISSIONS: [&str; 8] = [
     "",
@@ -68,6 +68,34 @@ fn workload(max_len: usize) -> impl Strategy<Value = Workload> {
                 })
                 .collect();
             // As an oracleGeneral trace carries it (Belady needs it).
+            ecdn_trace::compute_next_access(&mut trace);
+            Workload { capacity, trace }
+        })
+    })
+}
+
+/// A workload for the policies that cache nothing larger than 1% of their capacity (LIRS's HIR
+/// set, W-TinyLFU's window): up to 300 objects of at most 1% of the capacity, so the cache
+/// fills and evicts.
+fn small_object_workload(max_len: usize) -> impl Strategy<Value = Workload> {
+    (100u64..=3000, 1usize..=300).prop_flat_map(move |(capacity, ids)| {
+        let largest = (capacity / 100).max(1);
+        let sizes = prop::collection::vec(1..=largest, ids);
+        let reqs = prop::collection::vec(
+            (0..ids, prop::bool::weighted(0.05), 1..=largest),
+            0..=max_len,
+        );
+        (sizes, reqs).prop_map(move |(sizes, reqs)| {
+            let mut trace: Vec<Request> = reqs
+                .into_iter()
+                .enumerate()
+                .map(|(i, (o, other, size))| Request {
+                    time: i as u64,
+                    id: o as u64 * 7919 + 3,
+                    size: if other { size } else { sizes[o] },
+                    next_access: -1,
+                })
+                .collect();
             ecdn_trace::compute_next_access(&mut trace);
             Workload { capacity, trace }
         })
@@ -671,6 +699,139 @@ impl Naive for NaiveLirs {
     }
 }
 
+/// W-TinyLFU as `wtinylfu.rs` describes it, with `Vec`s (front = most recent) and exact
+/// request counts for the sketch: a window LRU of 1% of the capacity, a main SLRU of the rest
+/// (probation 1/5, protected 4/5).
+struct NaiveWTinyLfu {
+    capacity: u64,
+    window: Vec<(u64, u64)>,
+    probation: Vec<(u64, u64)>,
+    protected: Vec<(u64, u64)>,
+    counts: HashMap<u64, u64>,
+}
+
+impl NaiveWTinyLfu {
+    fn window_capacity(&self) -> u64 {
+        (self.capacity as f64 * 0.01) as u64
+    }
+    fn main_capacity(&self) -> u64 {
+        self.capacity - self.window_capacity()
+    }
+    fn probation_capacity(&self) -> u64 {
+        (1.0 / 5.0 * self.main_capacity() as f64) as u64
+    }
+    fn protected_capacity(&self) -> u64 {
+        (4.0 / 5.0 * self.main_capacity() as f64) as u64
+    }
+    fn bytes(v: &[(u64, u64)]) -> u64 {
+        v.iter().map(|x| x.1).sum()
+    }
+    fn main_used(&self) -> u64 {
+        Self::bytes(&self.probation) + Self::bytes(&self.protected)
+    }
+    fn count(&mut self, id: u64) {
+        *self.counts.entry(id).or_default() += 1;
+    }
+    fn frequency(&self, id: u64) -> u64 {
+        self.counts.get(&id).copied().unwrap_or(0)
+    }
+    fn main_evict(&mut self, evicted: &mut Vec<Evicted>) {
+        let (id, size) = if self.probation.is_empty() {
+            self.protected.pop().unwrap()
+        } else {
+            self.probation.pop().unwrap()
+        };
+        evicted.push(Evicted { id, size });
+    }
+    fn main_insert(&mut self, x: (u64, u64), evicted: &mut Vec<Evicted>) {
+        if Self::bytes(&self.probation) + x.1 <= self.probation_capacity() {
+            self.probation.insert(0, x);
+        } else if Self::bytes(&self.protected) + x.1 <= self.protected_capacity() {
+            self.protected.insert(0, x);
+        } else {
+            while self.main_used() + x.1 > self.main_capacity() {
+                self.main_evict(evicted);
+            }
+            self.probation.insert(0, x);
+        }
+    }
+}
+
+impl Naive for NaiveWTinyLfu {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        Self::bytes(&self.window) + self.main_used()
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        let all = self
+            .window
+            .iter()
+            .chain(&self.probation)
+            .chain(&self.protected);
+        all.copied().find(|x| x.0 == id).map(|x| x.1)
+    }
+    fn fits(&self, size: u64) -> bool {
+        size <= self.window_capacity() && size <= self.probation_capacity()
+    }
+    fn hit(&mut self, id: u64, evicted: &mut Vec<Evicted>) {
+        if let Some(p) = self.window.iter().position(|x| x.0 == id) {
+            let x = self.window.remove(p);
+            self.window.insert(0, x);
+            return;
+        }
+        if let Some(p) = self.protected.iter().position(|x| x.0 == id) {
+            let x = self.protected.remove(p);
+            self.protected.insert(0, x);
+        } else {
+            let p = self.probation.iter().position(|x| x.0 == id).unwrap();
+            let x = self.probation.remove(p);
+            self.protected.insert(0, x);
+            while Self::bytes(&self.protected) > self.protected_capacity() {
+                let cooled = self.protected.pop().unwrap();
+                self.probation.insert(0, cooled);
+                while Self::bytes(&self.probation) > self.probation_capacity() {
+                    self.main_evict(evicted);
+                }
+            }
+        }
+        self.count(id);
+    }
+    fn remove(&mut self, id: u64) {
+        self.window.retain(|x| x.0 != id);
+        self.probation.retain(|x| x.0 != id);
+        self.protected.retain(|x| x.0 != id);
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        'room: while self.used() + size > self.capacity {
+            while let Some(&candidate) = self.window.last() {
+                self.window.pop();
+                if self.main_used() + candidate.1 <= self.main_capacity() {
+                    self.main_insert(candidate, evicted);
+                    self.count(candidate.0);
+                    continue;
+                }
+                let victim = self.probation.last().or(self.protected.last()).unwrap().0;
+                if self.frequency(candidate.0) > self.frequency(victim) {
+                    self.main_evict(evicted);
+                    self.main_insert(candidate, evicted);
+                } else {
+                    evicted.push(Evicted {
+                        id: candidate.0,
+                        size: candidate.1,
+                    });
+                }
+                self.count(candidate.0);
+                continue 'room;
+            }
+            self.main_evict(evicted);
+        }
+        self.window.insert(0, (id, size));
+        self.count(id);
+    }
+}
+
 /// S3-FIFO as its paper and libCacheSim describe it, with `Vec` queues (front = newest):
 /// small (10% of the capacity), main (the rest), ghost (ids and sizes, 90%); see
 /// `s3fifo.rs` for the rules this follows one by one.
@@ -1026,6 +1187,13 @@ fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
             capacity,
             ..NaiveArc::default()
         }),
+        "wtinylfu" => Box::new(NaiveWTinyLfu {
+            capacity,
+            window: Vec::new(),
+            probation: Vec::new(),
+            protected: Vec::new(),
+            counts: HashMap::new(),
+        }),
         "lirs" => Box::new(NaiveLirs {
             capacity,
             s: Vec::new(),
@@ -1079,8 +1247,23 @@ fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
 /// Runs `trace` through `Cache` with eviction `name` (no admission) and through the naive
 /// reference; outcomes and evictions (in order) must be identical at every request.
 fn check_against_reference(name: &str, w: &Workload) -> Result<(), TestCaseError> {
-    let mut cache = build(name, "", w.capacity, 0);
-    let mut reference = naive(name, w.capacity);
+    let cache = if name == "wtinylfu" {
+        // A sketch that counts these few ids exactly (the reference counts exactly); its
+        // growth and halving have unit tests of their own.
+        let policy = ecdn_policy::eviction::WTinyLfu::with_sketch(w.capacity, Some(1 << 16));
+        Cache::new(Box::new(policy), None)
+    } else {
+        build(name, "", w.capacity, 0)
+    };
+    check_cache_against_reference(cache, naive(name, w.capacity), name, w)
+}
+
+fn check_cache_against_reference(
+    mut cache: Cache,
+    mut reference: Box<dyn Naive>,
+    name: &str,
+    w: &Workload,
+) -> Result<(), TestCaseError> {
     let mut evicted = Vec::new();
     for (i, r) in w.trace.iter().enumerate() {
         evicted.clear();
@@ -1153,6 +1336,21 @@ proptest! {
     }
 
     #[test]
+    fn wtinylfu_matches_reference(w in workload(400)) {
+        check_against_reference("wtinylfu", &w)?;
+    }
+
+    #[test]
+    fn wtinylfu_matches_reference_when_full(w in small_object_workload(2000)) {
+        check_against_reference("wtinylfu", &w)?;
+    }
+
+    #[test]
+    fn lirs_matches_reference_when_full(w in small_object_workload(2000)) {
+        check_against_reference("lirs", &w)?;
+    }
+
+    #[test]
     fn belady_matches_reference(w in workload(400)) {
         check_against_reference("belady", &w)?;
     }
@@ -1165,7 +1363,7 @@ fn oversized_and_new_versions() {
     // (S3-FIFO's and 2Q's own rules for large objects: the test below, and 2Q's reference.)
     for ev in EVICTIONS
         .into_iter()
-        .filter(|&e| e != "s3fifo" && e != "2q" && e != "lirs")
+        .filter(|&e| !["s3fifo", "2q", "lirs", "wtinylfu"].contains(&e))
     {
         let mut cache = build(ev, "", 100, 1);
         let r = |id, size| Request {

@@ -13,6 +13,7 @@ pub mod s3fifo;
 pub mod s4lru;
 pub mod sieve;
 pub mod twoq;
+pub mod wtinylfu;
 
 pub use arc::Arc;
 pub use belady::Belady;
@@ -26,12 +27,14 @@ pub use s3fifo::S3Fifo;
 pub use s4lru::S4lru;
 pub use sieve::Sieve;
 pub use twoq::TwoQ;
+pub use wtinylfu::WTinyLfu;
 
 use crate::Eviction;
 
 /// Every online eviction policy's name, as [`EvictionKind::parse`] takes it.
-pub const NAMES: [&str; 11] = [
+pub const NAMES: [&str; 12] = [
     "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc", "lirs",
+    "wtinylfu",
 ];
 
 /// The offline ones: they need each request's next access (oracleGeneral traces).
@@ -51,6 +54,7 @@ pub enum EvictionKind {
     TwoQ,
     Arc,
     Lirs,
+    WTinyLfu,
     Belady,
 }
 
@@ -68,6 +72,7 @@ impl EvictionKind {
             "2q" | "twoq" => EvictionKind::TwoQ,
             "arc" => EvictionKind::Arc,
             "lirs" => EvictionKind::Lirs,
+            "wtinylfu" | "w-tinylfu" => EvictionKind::WTinyLfu,
             "belady" => EvictionKind::Belady,
             other => {
                 return Err(format!(
@@ -100,6 +105,7 @@ impl EvictionKind {
             EvictionKind::TwoQ => Box::new(TwoQ::new(capacity)),
             EvictionKind::Arc => Box::new(Arc::new(capacity)),
             EvictionKind::Lirs => Box::new(Lirs::new(capacity)),
+            EvictionKind::WTinyLfu => Box::new(WTinyLfu::new(capacity)),
             EvictionKind::Belady => Box::new(Belady::new(capacity)),
         }
     }
