@@ -13,6 +13,7 @@ use ecdn_policy::{Cache, PolicySpec};
 use ecdn_trace::{Request, RequestReader, TraceError, BATCH};
 use serde::Serialize;
 
+pub mod bounds;
 pub mod cluster;
 pub mod cluster_sweep;
 pub mod model_check;

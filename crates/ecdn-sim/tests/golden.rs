@@ -146,7 +146,6 @@ fn run_cache(mut cache: ecdn_policy::Cache) -> (f64, f64) {
                 missed_bytes += req.size;
             }
         }
-        buf.clear();
     }
     (misses as f64 / n as f64, missed_bytes as f64 / bytes as f64)
 }

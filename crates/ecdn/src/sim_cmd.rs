@@ -33,6 +33,23 @@ pub enum SimCmd {
         after_help = "Example:\n  ecdn sim model --trace web.bin --size 64MiB --warmup 50% --plot model.png"
     )]
     Model(ModelArgs),
+    /// Offline bounds: PFOO-L (Berger et al., SIGMETRICS '18), the lowest miss and byte miss
+    /// ratio any cache of each size could have on the trace.
+    #[command(after_help = "Example:\n  \
+        ecdn sim bounds --trace tests/data/cloudPhysicsIO.oracleGeneral.bin --size 1MiB,16MiB,256MiB")]
+    Bounds(BoundsArgs),
+}
+
+#[derive(Args)]
+pub struct BoundsArgs {
+    #[command(flatten)]
+    trace: TraceArgs,
+    /// Comma-separated cache sizes, e.g. 64MiB,1GiB (binary units).
+    #[arg(long, short = 's')]
+    size: String,
+    /// Print one JSON object per size instead of a table.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -125,7 +142,47 @@ pub fn run(cmd: SimCmd) -> Result<()> {
         SimCmd::Cache(a) => run_cache(a),
         SimCmd::Model(a) => run_model(a),
         SimCmd::Cluster(a) => crate::cluster_cmd::run(*a),
+        SimCmd::Bounds(a) => run_bounds(a),
     }
+}
+
+fn run_bounds(a: BoundsArgs) -> Result<()> {
+    let sizes = parse_sizes(&a.size)?;
+    let opts = a.trace.options()?;
+    let mut reader = a.trace.open(&opts)?;
+    let (mut reqs, mut batch) = (Vec::new(), Vec::new());
+    while reader.read_batch(&mut batch, 1 << 16)? > 0 {
+        reqs.extend_from_slice(&batch);
+    }
+    let started = std::time::Instant::now();
+    let bounds = ecdn_sim::bounds::pfoo_lower(&reqs, &sizes);
+    let secs = started.elapsed().as_secs_f64();
+    if a.json {
+        for b in &bounds {
+            println!(
+                "{{\"bound\":\"pfoo-l\",\"size\":{},\"requests\":{},\"miss_ratio\":{},\"byte_miss_ratio\":{},\"seconds\":{secs}}}",
+                b.capacity,
+                reqs.len(),
+                b.miss_ratio,
+                b.byte_miss_ratio
+            );
+        }
+    } else {
+        println!(
+            "PFOO-L over {} requests ({secs:.2} s): no cache misses less",
+            reqs.len()
+        );
+        println!("{:>10} {:>10} {:>10}", "size", "miss", "byte miss");
+        for b in &bounds {
+            println!(
+                "{:>10} {:>10.4} {:>10.4}",
+                format_size(b.capacity),
+                b.miss_ratio,
+                b.byte_miss_ratio
+            );
+        }
+    }
+    Ok(())
 }
 
 pub(crate) fn parse_sizes(s: &str) -> Result<Vec<u64>> {
