@@ -4,16 +4,29 @@
 //! * every eviction × admission combination keeps its byte and object accounting exact and
 //!   never exceeds its capacity;
 //! * every admission probability is in [0, 1];
-//! * LRU, FIFO, S4LRU, GDSF and LFU-DA make exactly the decisions of naive O(n) reference
-//!   implementations written here from the policies' definitions.
+//! * every eviction policy makes exactly the decisions of a naive O(n) reference
+//!   implementation written here from the policy's definition (the randomised one, Hyperbolic,
+//!   drawing from the same generator with the same seed).
 
 use std::collections::HashMap;
 
 use ecdn_policy::{Cache, Evicted, Outcome, PolicySpec, Request};
+use ecdn_trace::gen::Rng;
 use proptest::prelude::*;
 
-const EVICTIONS: [&str; 11] = [
-    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc", "belady",
+const EVICTIONS: [&str; 12] = [
+    "lru",
+    "fifo",
+    "s4lru",
+    "gdsf",
+    "lfuda",
+    "clock",
+    "sieve",
+    "s3fifo",
+    "2q",
+    "arc",
+    "hyperbolic",
+    "belady",
 ];
 const ADMISSIONS: [&str; 8] = [
     "",
@@ -222,8 +235,11 @@ trait Naive {
     fn fits(&self, size: u64) -> bool {
         size <= self.capacity()
     }
+    /// A new request arrives (policies that keep time: the `Cache`'s clock, 1 at the first).
+    fn tick(&mut self) {}
 
     fn access(&mut self, r: &Request, evicted: &mut Vec<Evicted>) -> Outcome {
+        self.tick();
         self.ghost_lookup(r.id);
         match self.find(r.id) {
             Some(s) if s == r.size => {
@@ -848,8 +864,71 @@ impl Naive for NaiveBelady {
     }
 }
 
+/// Hyperbolic caching: `(id, size, requests since insertion, insertion time)` in a `Vec` whose
+/// order is the slots the policy samples from (an insertion appends; a removal moves the last
+/// item into the hole). Each eviction draws 64 slots from the generator seeded like the
+/// `Cache`'s (seed 0), works out each drawn object's priority `n / t` from its requests and
+/// time in the cache, and evicts the lowest, ties to the first drawn.
+struct NaiveHyperbolic {
+    capacity: u64,
+    clock: u64,
+    rng: Rng,
+    items: Vec<(u64, u64, u64, u64)>,
+}
+
+impl Naive for NaiveHyperbolic {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        self.items.iter().map(|x| x.1).sum()
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        self.items.iter().find(|x| x.0 == id).map(|x| x.1)
+    }
+    fn tick(&mut self) {
+        self.clock += 1;
+    }
+    fn hit(&mut self, id: u64) {
+        self.items.iter_mut().find(|x| x.0 == id).unwrap().2 += 1;
+    }
+    fn remove(&mut self, id: u64) {
+        if let Some(p) = self.items.iter().position(|x| x.0 == id) {
+            self.items.swap_remove(p);
+        }
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        while self.used() + size > self.capacity {
+            let n = self.items.len() as u64;
+            let drawn: Vec<usize> = (0..64).map(|_| self.rng.below(n) as usize).collect();
+            // n_a / t_a < n_b / t_b, with the fractions compared exactly.
+            let now = self.clock;
+            let priority = |p: usize| {
+                let (_, _, requests, entered) = self.items[p];
+                (u128::from(requests), u128::from(now - entered))
+            };
+            let mut lowest = drawn[0];
+            for &p in &drawn[1..] {
+                let ((n_p, t_p), (n_l, t_l)) = (priority(p), priority(lowest));
+                if n_p * t_l < n_l * t_p {
+                    lowest = p;
+                }
+            }
+            let (id, size, _, _) = self.items.swap_remove(lowest);
+            evicted.push(Evicted { id, size });
+        }
+        self.items.push((id, size, 1, self.clock));
+    }
+}
+
 fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
     match name {
+        "hyperbolic" => Box::new(NaiveHyperbolic {
+            capacity,
+            clock: 0,
+            rng: Rng::new(0),
+            items: Vec::new(),
+        }),
         "belady" => Box::new(NaiveBelady {
             capacity,
             items: Vec::new(),
@@ -902,8 +981,8 @@ fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
     }
 }
 
-/// Runs `trace` through `Cache` with eviction `name` (no admission) and through the naive
-/// reference; outcomes and evictions (in order) must be identical at every request.
+/// Runs `trace` through `Cache` with eviction `name` (no admission, seed 0) and through the
+/// naive reference; outcomes and evictions (in order) must be identical at every request.
 fn check_against_reference(name: &str, w: &Workload) -> Result<(), TestCaseError> {
     let mut cache = build(name, "", w.capacity, 0);
     let mut reference = naive(name, w.capacity);
@@ -976,6 +1055,11 @@ proptest! {
     #[test]
     fn belady_matches_reference(w in workload(400)) {
         check_against_reference("belady", &w)?;
+    }
+
+    #[test]
+    fn hyperbolic_matches_reference(w in workload(400)) {
+        check_against_reference("hyperbolic", &w)?;
     }
 }
 

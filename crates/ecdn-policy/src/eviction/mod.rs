@@ -5,6 +5,7 @@ pub mod belady;
 pub mod clock;
 pub mod fifo;
 pub mod gdsf;
+pub mod hyperbolic;
 pub mod lfuda;
 pub mod lru;
 mod priority;
@@ -18,6 +19,7 @@ pub use belady::Belady;
 pub use clock::Clock;
 pub use fifo::Fifo;
 pub use gdsf::Gdsf;
+pub use hyperbolic::Hyperbolic;
 pub use lfuda::LfuDa;
 pub use lru::Lru;
 pub use s3fifo::S3Fifo;
@@ -28,8 +30,18 @@ pub use twoq::TwoQ;
 use crate::Eviction;
 
 /// Every online eviction policy's name, as [`EvictionKind::parse`] takes it.
-pub const NAMES: [&str; 10] = [
-    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc",
+pub const NAMES: [&str; 11] = [
+    "lru",
+    "fifo",
+    "s4lru",
+    "gdsf",
+    "lfuda",
+    "clock",
+    "sieve",
+    "s3fifo",
+    "2q",
+    "arc",
+    "hyperbolic",
 ];
 
 /// The offline ones: they need each request's next access (oracleGeneral traces).
@@ -48,6 +60,7 @@ pub enum EvictionKind {
     S3Fifo,
     TwoQ,
     Arc,
+    Hyperbolic,
     Belady,
 }
 
@@ -64,6 +77,7 @@ impl EvictionKind {
             "s3fifo" | "s3-fifo" => EvictionKind::S3Fifo,
             "2q" | "twoq" => EvictionKind::TwoQ,
             "arc" => EvictionKind::Arc,
+            "hyperbolic" => EvictionKind::Hyperbolic,
             "belady" => EvictionKind::Belady,
             other => {
                 return Err(format!(
@@ -83,7 +97,7 @@ impl EvictionKind {
 
     /// [`EvictionKind::build`] with the seed of a randomised policy's generator (the others
     /// ignore it): equal seeds, equal decisions.
-    pub fn build_seeded(self, capacity: u64, _seed: u64) -> Box<dyn Eviction> {
+    pub fn build_seeded(self, capacity: u64, seed: u64) -> Box<dyn Eviction> {
         match self {
             EvictionKind::Lru => Box::new(Lru::new(capacity)),
             EvictionKind::Fifo => Box::new(Fifo::new(capacity)),
@@ -95,6 +109,7 @@ impl EvictionKind {
             EvictionKind::S3Fifo => Box::new(S3Fifo::new(capacity)),
             EvictionKind::TwoQ => Box::new(TwoQ::new(capacity)),
             EvictionKind::Arc => Box::new(Arc::new(capacity)),
+            EvictionKind::Hyperbolic => Box::new(Hyperbolic::new(capacity, seed)),
             EvictionKind::Belady => Box::new(Belady::new(capacity)),
         }
     }
