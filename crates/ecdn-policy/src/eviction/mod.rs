@@ -6,6 +6,7 @@ pub mod clock;
 pub mod fifo;
 pub mod gdsf;
 pub mod hyperbolic;
+pub mod lecar;
 pub mod lfuda;
 pub mod lru;
 mod priority;
@@ -20,6 +21,7 @@ pub use clock::Clock;
 pub use fifo::Fifo;
 pub use gdsf::Gdsf;
 pub use hyperbolic::Hyperbolic;
+pub use lecar::LeCaR;
 pub use lfuda::LfuDa;
 pub use lru::Lru;
 pub use s3fifo::S3Fifo;
@@ -30,7 +32,7 @@ pub use twoq::TwoQ;
 use crate::Eviction;
 
 /// Every online eviction policy's name, as [`EvictionKind::parse`] takes it.
-pub const NAMES: [&str; 11] = [
+pub const NAMES: [&str; 12] = [
     "lru",
     "fifo",
     "s4lru",
@@ -42,6 +44,7 @@ pub const NAMES: [&str; 11] = [
     "2q",
     "arc",
     "hyperbolic",
+    "lecar",
 ];
 
 /// The offline ones: they need each request's next access (oracleGeneral traces).
@@ -61,6 +64,7 @@ pub enum EvictionKind {
     TwoQ,
     Arc,
     Hyperbolic,
+    LeCaR,
     Belady,
 }
 
@@ -78,6 +82,7 @@ impl EvictionKind {
             "2q" | "twoq" => EvictionKind::TwoQ,
             "arc" => EvictionKind::Arc,
             "hyperbolic" => EvictionKind::Hyperbolic,
+            "lecar" => EvictionKind::LeCaR,
             "belady" => EvictionKind::Belady,
             other => {
                 return Err(format!(
@@ -110,6 +115,7 @@ impl EvictionKind {
             EvictionKind::TwoQ => Box::new(TwoQ::new(capacity)),
             EvictionKind::Arc => Box::new(Arc::new(capacity)),
             EvictionKind::Hyperbolic => Box::new(Hyperbolic::new(capacity, seed)),
+            EvictionKind::LeCaR => Box::new(LeCaR::new(capacity, seed)),
             EvictionKind::Belady => Box::new(Belady::new(capacity)),
         }
     }
