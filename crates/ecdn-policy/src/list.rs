@@ -140,6 +140,18 @@ impl<T: Copy + Default> IndexedList<T> {
         Some(self.nodes[i as usize].size)
     }
 
+    /// [`IndexedList::move_to_head`] that also returns the entry's value.
+    #[inline]
+    pub fn move_to_head_entry(&mut self, id: u64) -> Option<(u64, T)> {
+        let i = self.find(id)?;
+        if self.head != i {
+            self.unlink(i);
+            self.link_head(i);
+        }
+        let n = &self.nodes[i as usize];
+        Some((n.size, n.extra))
+    }
+
     /// Inserts an absent `id` at the head. The caller guarantees it is absent.
     #[inline]
     pub fn push_head(&mut self, id: u64, size: u64) {
@@ -199,6 +211,14 @@ impl<T: Copy + Default> IndexedList<T> {
     pub fn remove(&mut self, id: u64) -> Option<u64> {
         let i = self.find(id)?;
         Some(self.release(i).1)
+    }
+
+    /// Removes `id`; returns its size and value.
+    #[inline]
+    pub fn remove_entry(&mut self, id: u64) -> Option<(u64, T)> {
+        let i = self.find(id)?;
+        let extra = self.nodes[i as usize].extra;
+        Some((self.release(i).1, extra))
     }
 
     /// Removes and returns the tail entry `(id, size)`.
@@ -350,5 +370,12 @@ mod tests {
         assert_eq!(l.iter().map(|x| x.0).collect::<Vec<_>>(), [1, 3]);
         *l.tail_extra_mut().unwrap() = 9;
         assert_eq!(l.extra_mut(3).copied(), Some(9));
+        assert_eq!(l.extra(3), Some(9));
+        // 1 is the head; moving 3 there hands back its size and value.
+        assert_eq!(l.move_to_head_entry(3), Some((10, 9)));
+        assert_eq!(l.iter().map(|x| x.0).collect::<Vec<_>>(), [3, 1]);
+        assert_eq!(l.remove_entry(1), Some((10, 1)));
+        assert_eq!(l.remove_entry(1), None);
+        assert_eq!((l.len(), l.bytes()), (1, 10));
     }
 }

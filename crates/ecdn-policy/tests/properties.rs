@@ -5,16 +5,31 @@
 //!   never exceeds its capacity;
 //! * every admission probability is in [0, 1];
 //! * every eviction policy makes exactly the decisions of a naive O(n) reference
-//!   implementation written here from its definition.
+//!   implementation written here from its definition (the randomised ones, Hyperbolic and
+//!   LeCaR, drawing from the same generator with the same seed).
 
 use std::collections::HashMap;
 
 use ecdn_policy::{Cache, Evicted, Outcome, PolicySpec, Request};
+use ecdn_trace::gen::Rng;
 use proptest::prelude::*;
 
-const EVICTIONS: [&str; 13] = [
-    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc", "lirs",
-    "wtinylfu", "belady",
+const EVICTIONS: [&str; 15] = [
+    "lru",
+    "fifo",
+    "s4lru",
+    "gdsf",
+    "lfuda",
+    "clock",
+    "sieve",
+    "s3fifo",
+    "2q",
+    "arc",
+    "lirs",
+    "wtinylfu",
+    "hyperbolic",
+    "lecar",
+    "belady",
 ];
 const ADMISSIONS: [&str; 8] = [
     "",
@@ -251,8 +266,11 @@ trait Naive {
     fn fits(&self, size: u64) -> bool {
         size <= self.capacity()
     }
+    /// A new request arrives (policies that keep time: the `Cache`'s clock, 1 at the first).
+    fn tick(&mut self) {}
 
     fn access(&mut self, r: &Request, evicted: &mut Vec<Evicted>) -> Outcome {
+        self.tick();
         self.ghost_lookup(r.id);
         match self.find(r.id) {
             Some(s) if s == r.size => {
@@ -1177,8 +1195,179 @@ impl Naive for NaiveBelady {
     }
 }
 
+/// Hyperbolic caching: `(id, size, requests since insertion, insertion time)` in a `Vec` whose
+/// order is the slots the policy samples from (an insertion appends; a removal moves the last
+/// item into the hole). Each eviction draws 64 slots from the generator seeded like the
+/// `Cache`'s (seed 0), works out each drawn object's priority `n / t` from its requests and
+/// time in the cache, and evicts the lowest, ties to the first drawn.
+struct NaiveHyperbolic {
+    capacity: u64,
+    clock: u64,
+    rng: Rng,
+    items: Vec<(u64, u64, u64, u64)>,
+}
+
+impl Naive for NaiveHyperbolic {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        self.items.iter().map(|x| x.1).sum()
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        self.items.iter().find(|x| x.0 == id).map(|x| x.1)
+    }
+    fn tick(&mut self) {
+        self.clock += 1;
+    }
+    fn hit(&mut self, id: u64, _evicted: &mut Vec<Evicted>) {
+        self.items.iter_mut().find(|x| x.0 == id).unwrap().2 += 1;
+    }
+    fn remove(&mut self, id: u64) {
+        if let Some(p) = self.items.iter().position(|x| x.0 == id) {
+            self.items.swap_remove(p);
+        }
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        while self.used() + size > self.capacity {
+            let n = self.items.len() as u64;
+            let drawn: Vec<usize> = (0..64).map(|_| self.rng.below(n) as usize).collect();
+            // n_a / t_a < n_b / t_b, with the fractions compared exactly.
+            let now = self.clock;
+            let priority = |p: usize| {
+                let (_, _, requests, entered) = self.items[p];
+                (u128::from(requests), u128::from(now - entered))
+            };
+            let mut lowest = drawn[0];
+            for &p in &drawn[1..] {
+                let ((n_p, t_p), (n_l, t_l)) = (priority(p), priority(lowest));
+                if n_p * t_l < n_l * t_p {
+                    lowest = p;
+                }
+            }
+            let (id, size, _, _) = self.items.swap_remove(lowest);
+            evicted.push(Evicted { id, size });
+        }
+        self.items.push((id, size, 1, self.clock));
+    }
+}
+
+/// LeCaR: `(id, size, requests while cached, last request)` in a `Vec`. LRU's victim is the
+/// item with the oldest last request, LFU's the one with the fewest requests, ties to the
+/// oldest last request (which is when it reached its count). When they differ, a number in
+/// 0..100 from the generator seeded like the `Cache`'s (seed 0) picks LRU's victim if it is
+/// below 100 `w_LRU`, and the victim goes into that expert's history (`Vec`, newest first,
+/// `(id, size, eviction time)`, trimmed from the oldest to half the capacity in bytes). A miss
+/// found in a history lowers that expert's weight by `e^(−0.45 d^t)`, `d = 0.005^(1/capacity)`,
+/// with the `+1e-10`s of the normalisation; see `lecar.rs`.
+struct NaiveLeCaR {
+    capacity: u64,
+    clock: u64,
+    rng: Rng,
+    w_lru: f64,
+    w_lfu: f64,
+    items: Vec<(u64, u64, u64, u64)>,
+    h_lru: Vec<(u64, u64, u64)>,
+    h_lfu: Vec<(u64, u64, u64)>,
+}
+
+impl NaiveLeCaR {
+    fn regret(&mut self, lru_erred: bool, t: u64) {
+        let d = 0.005f64.powf(1.0 / self.capacity as f64);
+        let r = d.powf(t as f64);
+        let (erred, other) = if lru_erred {
+            (&mut self.w_lru, &mut self.w_lfu)
+        } else {
+            (&mut self.w_lfu, &mut self.w_lru)
+        };
+        *erred = *erred * (-0.45 * r).exp() + 1e-10;
+        let s = *erred + *other + 2e-10;
+        *erred /= s;
+        *other = (*other + 1e-10) / s;
+    }
+}
+
+impl Naive for NaiveLeCaR {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        self.items.iter().map(|x| x.1).sum()
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        self.items.iter().find(|x| x.0 == id).map(|x| x.1)
+    }
+    fn tick(&mut self) {
+        self.clock += 1;
+    }
+    fn ghost_lookup(&mut self, id: u64) {
+        if self.find(id).is_some() {
+            return;
+        }
+        if let Some(p) = self.h_lru.iter().position(|x| x.0 == id) {
+            let (_, _, at) = self.h_lru.remove(p);
+            self.regret(true, self.clock - at);
+        } else if let Some(p) = self.h_lfu.iter().position(|x| x.0 == id) {
+            let (_, _, at) = self.h_lfu.remove(p);
+            self.regret(false, self.clock - at);
+        }
+    }
+    fn hit(&mut self, id: u64, _evicted: &mut Vec<Evicted>) {
+        let x = self.items.iter_mut().find(|x| x.0 == id).unwrap();
+        x.2 += 1;
+        x.3 = self.clock;
+    }
+    fn remove(&mut self, id: u64) {
+        self.items.retain(|x| x.0 != id);
+        self.h_lru.retain(|x| x.0 != id);
+        self.h_lfu.retain(|x| x.0 != id);
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        while self.used() + size > self.capacity {
+            let lru = (0..self.items.len())
+                .min_by_key(|&p| self.items[p].3)
+                .unwrap();
+            let lfu = (0..self.items.len())
+                .min_by_key(|&p| (self.items[p].2, self.items[p].3))
+                .unwrap();
+            let (victim, history) = if lru == lfu {
+                (lru, None)
+            } else if (self.rng.below(100) as f64 / 100.0) < self.w_lru {
+                (lru, Some(&mut self.h_lru))
+            } else {
+                (lfu, Some(&mut self.h_lfu))
+            };
+            let (id, size, _, _) = self.items.remove(victim);
+            if let Some(h) = history {
+                h.insert(0, (id, size, self.clock));
+                while h.iter().map(|x| x.1).sum::<u64>() > self.capacity / 2 {
+                    h.pop();
+                }
+            }
+            evicted.push(Evicted { id, size });
+        }
+        self.items.push((id, size, 1, self.clock));
+    }
+}
+
 fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
     match name {
+        "hyperbolic" => Box::new(NaiveHyperbolic {
+            capacity,
+            clock: 0,
+            rng: Rng::new(0),
+            items: Vec::new(),
+        }),
+        "lecar" => Box::new(NaiveLeCaR {
+            capacity,
+            clock: 0,
+            rng: Rng::new(0),
+            w_lru: 0.5,
+            w_lfu: 0.5,
+            items: Vec::new(),
+            h_lru: Vec::new(),
+            h_lfu: Vec::new(),
+        }),
         "belady" => Box::new(NaiveBelady {
             capacity,
             items: Vec::new(),
@@ -1244,8 +1433,8 @@ fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
     }
 }
 
-/// Runs `trace` through `Cache` with eviction `name` (no admission) and through the naive
-/// reference; outcomes and evictions (in order) must be identical at every request.
+/// Runs `trace` through `Cache` with eviction `name` (no admission, seed 0) and through the
+/// naive reference; outcomes and evictions (in order) must be identical at every request.
 fn check_against_reference(name: &str, w: &Workload) -> Result<(), TestCaseError> {
     let cache = if name == "wtinylfu" {
         // A sketch that counts these few ids exactly (the reference counts exactly); its
@@ -1353,6 +1542,16 @@ proptest! {
     #[test]
     fn belady_matches_reference(w in workload(400)) {
         check_against_reference("belady", &w)?;
+    }
+
+    #[test]
+    fn hyperbolic_matches_reference(w in workload(400)) {
+        check_against_reference("hyperbolic", &w)?;
+    }
+
+    #[test]
+    fn lecar_matches_reference(w in workload(400)) {
+        check_against_reference("lecar", &w)?;
     }
 }
 

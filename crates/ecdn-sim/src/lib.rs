@@ -74,7 +74,8 @@ pub struct SimConfig {
     pub warmup: u64,
     /// Record a time-series point every this many requests (0: none).
     pub series_every: u64,
-    /// Seed of admission coin flips.
+    /// Seed of the randomised policies: admission coin flips, and the eviction policies that
+    /// draw (Hyperbolic's samples, LeCaR's choice of expert).
     pub seed: u64,
     /// Stop after this many requests (0: whole trace).
     pub max_requests: u64,

@@ -1,6 +1,7 @@
 //! Exactness against libCacheSim: miss ratios on the CloudPhysics block trace
 //! (`tests/data/cloudPhysicsIO.oracleGeneral.bin`, shipped with libCacheSim's data folder),
-//! no warm-up, must equal libCacheSim's to 4 decimals.
+//! no warm-up, must equal libCacheSim's to 4 decimals; for the randomised policies (Hyperbolic,
+//! LeCaR), be within the measured spread of the random draws.
 //!
 //! LRU and FIFO were checked against libCacheSim's `cachesim` binary (issue 2); CLOCK, SIEVE,
 //! S3-FIFO, 2Q, ARC, LIRS, W-TinyLFU and Belady (issue 19) against libCacheSim 0.3.5 from PyPI (`pip install libcachesim==0.3.5`), whose
@@ -95,6 +96,61 @@ fn belady_matches_libcachesim() {
     check("belady", 1, 0.8304, 0.9790);
     check("belady", 16, 0.8044, 0.9457);
     check("belady", 256, 0.6211, 0.6857);
+}
+
+/// For the randomised policies: our miss ratio and byte miss ratio with the simulator's default
+/// seed (1) must be within `tolerance` of libCacheSim's (miss, byte miss).
+fn check_near(policy: &str, size_mib: u64, want: (f64, f64), tolerance: (f64, f64)) {
+    let (n, mr, bmr) = run(policy, size_mib << 20);
+    assert_eq!(n, 113_872);
+    assert!(
+        (mr - want.0).abs() <= tolerance.0 && (bmr - want.1).abs() <= tolerance.1,
+        "{policy} {size_mib} MiB: miss {mr} byte miss {bmr}, libCacheSim {want:?} ± {tolerance:?}"
+    );
+}
+
+/// Hyperbolic and LeCaR draw random numbers, so equality to 4 decimals is out of reach:
+/// libCacheSim draws from one process-wide generator whose state carries over from cache to
+/// cache, so even its own figures depend on what ran before in the process (the values here are
+/// from `benches/libcachesim-golden.py` run after other policies, as BENCHMARKS.md lists them;
+/// the script run with just `Hyperbolic,LeCaR` in a fresh process gives 0.8675 / 0.9866,
+/// 0.8318 / 0.9799, 0.7859 / 0.9309 and 0.8595 / 0.9853, 0.8288 / 0.9793, 0.7819 / 0.9201), and
+/// Hyperbolic samples through its hash table (a random bucket, then an object in it), which no
+/// other implementation reproduces. We draw from our own generator, seeded by the simulation's
+/// seed (here the default, 1).
+///
+/// Measured (miss ratio range, byte miss ratio range), ours over seeds 0..99 and libCacheSim
+/// over 100 runs in one process (each starts where the last left the generator):
+///
+/// | policy     | MiB | ours miss       | libCacheSim miss | ours byte miss  | libCacheSim byte |
+/// |------------|-----|-----------------|------------------|-----------------|------------------|
+/// | Hyperbolic |   1 | 0.86751–0.86778 | 0.86749–0.86777  | 0.98660–0.98667 | 0.98660–0.98667  |
+/// | Hyperbolic |  16 | 0.83169–0.83182 | 0.83170–0.83184  | 0.97985–0.97993 | 0.97983–0.97995  |
+/// | Hyperbolic | 256 | 0.78548–0.78603 | 0.78532–0.78598  | 0.93041–0.93123 | 0.93018–0.93105  |
+/// | LeCaR      |   1 | 0.85751–0.86073 | 0.85769–0.86095  | 0.98504–0.98541 | 0.98502–0.98540  |
+/// | LeCaR      |  16 | 0.82868–0.82897 | 0.82857–0.82901  | 0.97926–0.97935 | 0.97926–0.97936  |
+/// | LeCaR      | 256 | 0.78162–0.78224 | 0.78162–0.78224  | 0.91960–0.92068 | 0.91960–0.92063  |
+///
+/// The two sets of runs overlap almost exactly: their means differ by at most 0.00016
+/// (Hyperbolic's byte miss ratio at 256 MiB, about one standard deviation; perhaps the slight
+/// bias of libCacheSim's bucket-then-object sampling, ours being uniform). Each tolerance is
+/// the width of the union of the two ranges plus 0.00005 for the 4-decimal rounding of
+/// libCacheSim's value, rounded up to 0.0001, so any of those seeds of ours would pass against
+/// any of those runs of libCacheSim's. LeCaR at 1 MiB varies most: its weights, and so all its
+/// later choices, follow its draws.
+#[test]
+fn hyperbolic_is_within_its_seed_spread_of_libcachesim() {
+    check_near("hyperbolic", 1, (0.8677, 0.9866), (0.0004, 0.0002));
+    check_near("hyperbolic", 16, (0.8318, 0.9799), (0.0002, 0.0002));
+    check_near("hyperbolic", 256, (0.7859, 0.9310), (0.0008, 0.0011));
+}
+
+/// See [`hyperbolic_is_within_its_seed_spread_of_libcachesim`] for why and how much.
+#[test]
+fn lecar_is_within_its_seed_spread_of_libcachesim() {
+    check_near("lecar", 1, (0.8590, 0.9852), (0.0035, 0.0005));
+    check_near("lecar", 16, (0.8287, 0.9793), (0.0005, 0.0002));
+    check_near("lecar", 256, (0.7819, 0.9202), (0.0007, 0.0012));
 }
 
 /// Belady needs the next access of each request: a trace that repeats an id without it is

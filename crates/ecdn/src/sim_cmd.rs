@@ -71,7 +71,8 @@ pub struct CacheArgs {
     /// Stop after N requests.
     #[arg(long, value_name = "N")]
     max_requests: Option<u64>,
-    /// Seed of admission coin flips.
+    /// Seed of the randomised policies (admission coin flips, Hyperbolic's samples, LeCaR's
+    /// choice of expert).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     #[command(flatten)]

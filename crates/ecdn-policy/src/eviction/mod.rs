@@ -5,6 +5,8 @@ pub mod belady;
 pub mod clock;
 pub mod fifo;
 pub mod gdsf;
+pub mod hyperbolic;
+pub mod lecar;
 pub mod lfuda;
 pub mod lirs;
 pub mod lru;
@@ -20,6 +22,8 @@ pub use belady::Belady;
 pub use clock::Clock;
 pub use fifo::Fifo;
 pub use gdsf::Gdsf;
+pub use hyperbolic::Hyperbolic;
+pub use lecar::LeCaR;
 pub use lfuda::LfuDa;
 pub use lirs::Lirs;
 pub use lru::Lru;
@@ -32,9 +36,21 @@ pub use wtinylfu::WTinyLfu;
 use crate::Eviction;
 
 /// Every online eviction policy's name, as [`EvictionKind::parse`] takes it.
-pub const NAMES: [&str; 12] = [
-    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc", "lirs",
+pub const NAMES: [&str; 14] = [
+    "lru",
+    "fifo",
+    "s4lru",
+    "gdsf",
+    "lfuda",
+    "clock",
+    "sieve",
+    "s3fifo",
+    "2q",
+    "arc",
+    "lirs",
     "wtinylfu",
+    "hyperbolic",
+    "lecar",
 ];
 
 /// The offline ones: they need each request's next access (oracleGeneral traces).
@@ -55,6 +71,8 @@ pub enum EvictionKind {
     Arc,
     Lirs,
     WTinyLfu,
+    Hyperbolic,
+    LeCaR,
     Belady,
 }
 
@@ -73,6 +91,8 @@ impl EvictionKind {
             "arc" => EvictionKind::Arc,
             "lirs" => EvictionKind::Lirs,
             "wtinylfu" | "w-tinylfu" => EvictionKind::WTinyLfu,
+            "hyperbolic" => EvictionKind::Hyperbolic,
+            "lecar" => EvictionKind::LeCaR,
             "belady" => EvictionKind::Belady,
             other => {
                 return Err(format!(
@@ -92,7 +112,7 @@ impl EvictionKind {
 
     /// [`EvictionKind::build`] with the seed of a randomised policy's generator (the others
     /// ignore it): equal seeds, equal decisions.
-    pub fn build_seeded(self, capacity: u64, _seed: u64) -> Box<dyn Eviction> {
+    pub fn build_seeded(self, capacity: u64, seed: u64) -> Box<dyn Eviction> {
         match self {
             EvictionKind::Lru => Box::new(Lru::new(capacity)),
             EvictionKind::Fifo => Box::new(Fifo::new(capacity)),
@@ -106,6 +126,8 @@ impl EvictionKind {
             EvictionKind::Arc => Box::new(Arc::new(capacity)),
             EvictionKind::Lirs => Box::new(Lirs::new(capacity)),
             EvictionKind::WTinyLfu => Box::new(WTinyLfu::new(capacity)),
+            EvictionKind::Hyperbolic => Box::new(Hyperbolic::new(capacity, seed)),
+            EvictionKind::LeCaR => Box::new(LeCaR::new(capacity, seed)),
             EvictionKind::Belady => Box::new(Belady::new(capacity)),
         }
     }
