@@ -6,6 +6,7 @@ pub mod clock;
 pub mod fifo;
 pub mod gdsf;
 pub mod lfuda;
+pub mod lhd;
 pub mod lru;
 mod priority;
 pub mod s3fifo;
@@ -19,6 +20,7 @@ pub use clock::Clock;
 pub use fifo::Fifo;
 pub use gdsf::Gdsf;
 pub use lfuda::LfuDa;
+pub use lhd::{Lhd, LhdParams};
 pub use lru::Lru;
 pub use s3fifo::S3Fifo;
 pub use s4lru::S4lru;
@@ -28,8 +30,8 @@ pub use twoq::TwoQ;
 use crate::Eviction;
 
 /// Every online eviction policy's name, as [`EvictionKind::parse`] takes it.
-pub const NAMES: [&str; 10] = [
-    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc",
+pub const NAMES: [&str; 11] = [
+    "lru", "fifo", "s4lru", "gdsf", "lfuda", "clock", "sieve", "s3fifo", "2q", "arc", "lhd",
 ];
 
 /// The offline ones: they need each request's next access (oracleGeneral traces).
@@ -48,6 +50,7 @@ pub enum EvictionKind {
     S3Fifo,
     TwoQ,
     Arc,
+    Lhd,
     Belady,
 }
 
@@ -64,6 +67,7 @@ impl EvictionKind {
             "s3fifo" | "s3-fifo" => EvictionKind::S3Fifo,
             "2q" | "twoq" => EvictionKind::TwoQ,
             "arc" => EvictionKind::Arc,
+            "lhd" => EvictionKind::Lhd,
             "belady" => EvictionKind::Belady,
             other => {
                 return Err(format!(
@@ -83,7 +87,7 @@ impl EvictionKind {
 
     /// [`EvictionKind::build`] with the seed of a randomised policy's generator (the others
     /// ignore it): equal seeds, equal decisions.
-    pub fn build_seeded(self, capacity: u64, _seed: u64) -> Box<dyn Eviction> {
+    pub fn build_seeded(self, capacity: u64, seed: u64) -> Box<dyn Eviction> {
         match self {
             EvictionKind::Lru => Box::new(Lru::new(capacity)),
             EvictionKind::Fifo => Box::new(Fifo::new(capacity)),
@@ -95,6 +99,7 @@ impl EvictionKind {
             EvictionKind::S3Fifo => Box::new(S3Fifo::new(capacity)),
             EvictionKind::TwoQ => Box::new(TwoQ::new(capacity)),
             EvictionKind::Arc => Box::new(Arc::new(capacity)),
+            EvictionKind::Lhd => Box::new(Lhd::new(capacity, seed)),
             EvictionKind::Belady => Box::new(Belady::new(capacity)),
         }
     }
