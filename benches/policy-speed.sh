@@ -32,7 +32,7 @@ print(20_000_000 / (time.perf_counter() - t), miss)
 PY
 }
 printf "%-8s %-6s %12s %12s %8s %10s %10s\n" policy cache "ours M/s" "lcs M/s" ratio "ours miss" "lcs miss"
-for pair in lru:LRU fifo:FIFO clock:Clock sieve:Sieve s3fifo:S3FIFO 2q:TwoQ arc:ARC; do
+for pair in lru:LRU fifo:FIFO clock:Clock sieve:Sieve s3fifo:S3FIFO 2q:TwoQ arc:ARC lhd:LHD; do
   ours_name=${pair%%:*}; lcs_name=${pair##*:}
   for size in 1GiB 16GiB; do
     bytes=$(( ${size%GiB} << 30 ))
