@@ -16,8 +16,8 @@ ROUNDS=${1:-3}
 TRACE=target/bench-data/zipf1.0-1M-lognormal-20000000.oracleGeneral.bin
 [ -f "$TRACE" ] || { echo "no $TRACE: run cargo bench -p ecdn-sim --bench throughput first" >&2; exit 1; }
 [ -x "$BIN" ] || cargo build --release -p ecdn
-ours() { # policy size -> "req/s miss_ratio"
-  "$BIN" sim cache --trace "$TRACE" --policy "$1" --size "$2" -j 1 --json |
+ours() { # policy size -> "req/s miss_ratio" (seed 0: LHD draws what a fresh libCacheSim draws)
+  "$BIN" sim cache --trace "$TRACE" --policy "$1" --size "$2" -j 1 --seed 0 --json |
     python3 -c 'import json,sys; d=json.loads(sys.stdin.readline()); print(d["requests_per_s"], d["miss_ratio"])'
 }
 theirs() { # name bytes -> "req/s miss_ratio"

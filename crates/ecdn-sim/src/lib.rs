@@ -73,7 +73,7 @@ pub struct SimConfig {
     pub warmup: u64,
     /// Record a time-series point every this many requests (0: none).
     pub series_every: u64,
-    /// Seed of admission coin flips.
+    /// Seed of admission coin flips and of randomised eviction policies (LHD).
     pub seed: u64,
     /// Stop after this many requests (0: whole trace).
     pub max_requests: u64,

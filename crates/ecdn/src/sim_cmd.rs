@@ -54,7 +54,8 @@ pub struct CacheArgs {
     /// Stop after N requests.
     #[arg(long, value_name = "N")]
     max_requests: Option<u64>,
-    /// Seed of admission coin flips.
+    /// Seed of admission coin flips and of randomised eviction (LHD; 0 draws what a fresh
+    /// libCacheSim process draws).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     #[command(flatten)]
@@ -98,7 +99,8 @@ pub struct ModelArgs {
     /// Read at most N requests.
     #[arg(long, value_name = "N")]
     max_requests: Option<u64>,
-    /// Seed of admission coin flips.
+    /// Seed of admission coin flips and of randomised eviction (LHD; 0 draws what a fresh
+    /// libCacheSim process draws).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     #[command(flatten)]
