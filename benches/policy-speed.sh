@@ -18,8 +18,8 @@ ROUNDS=${1:-3}
 TRACE=target/bench-data/zipf1.0-1M-lognormal-20000000.oracleGeneral.bin
 [ -f "$TRACE" ] || { echo "no $TRACE: run cargo bench -p ecdn-sim --bench throughput first" >&2; exit 1; }
 [ -x "$BIN" ] || cargo build --release -p ecdn
-ours() { # policy size -> "req/s miss_ratio"
-  "$BIN" sim cache --trace "$TRACE" --policy "$1" --size "$2" -j 1 --json |
+ours() { # policy size -> "req/s miss_ratio" (seed 0: LHD draws what a fresh libCacheSim draws)
+  "$BIN" sim cache --trace "$TRACE" --policy "$1" --size "$2" -j 1 --seed 0 --json |
     python3 -c 'import json,sys; d=json.loads(sys.stdin.readline()); print(d["requests_per_s"], d["miss_ratio"])'
 }
 theirs() { # name bytes -> "req/s miss_ratio"
@@ -34,7 +34,7 @@ print(20_000_000 / (time.perf_counter() - t), miss)
 PY
 }
 printf "%-10s %-6s %12s %12s %8s %10s %10s\n" policy cache "ours M/s" "lcs M/s" ratio "ours miss" "lcs miss"
-for pair in lru:LRU fifo:FIFO clock:Clock sieve:Sieve s3fifo:S3FIFO 2q:TwoQ arc:ARC hyperbolic:Hyperbolic lecar:LeCaR lirs:LIRS wtinylfu:WTinyLFU; do
+for pair in lru:LRU fifo:FIFO clock:Clock sieve:Sieve s3fifo:S3FIFO 2q:TwoQ arc:ARC hyperbolic:Hyperbolic lecar:LeCaR lirs:LIRS wtinylfu:WTinyLFU lhd:LHD; do
   ours_name=${pair%%:*}; lcs_name=${pair##*:}
   for size in 1GiB 16GiB; do
     bytes=$(( ${size%GiB} << 30 ))

@@ -5,7 +5,7 @@
 //!
 //! | spec | meaning |
 //! |---|---|
-//! | `lru`, `fifo`, `s4lru`, `gdsf`, `lfuda`, `clock`, `sieve`, `s3fifo`, `2q`, `arc` | eviction only, admit everything |
+//! | `lru`, `fifo`, `s4lru`, `gdsf`, `lfuda`, `clock`, `sieve`, `s3fifo`, `2q`, `arc`, `lirs`, `wtinylfu`, `lhd`, `hyperbolic`, `lecar` | eviction only, admit everything (`lhd`, `hyperbolic` and `lecar` draw from the seed) |
 //! | `belady` | offline: evicts the object requested farthest in the future (needs each request's next access: oracleGeneral traces) |
 //! | `lru+threshold:64KiB` | admit objects smaller than 64 KiB (`static:64KiB` for short) |
 //! | `lru+freq:2` | admit on the 2nd request (nginx `proxy_cache_min_uses`) |

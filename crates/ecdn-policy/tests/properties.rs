@@ -5,16 +5,17 @@
 //!   never exceeds its capacity;
 //! * every admission probability is in [0, 1];
 //! * every eviction policy makes exactly the decisions of a naive O(n) reference
-//!   implementation written here from its definition (the randomised ones, Hyperbolic and
-//!   LeCaR, drawing from the same generator with the same seed).
+//!   implementation written here from its definition (the randomised ones, Hyperbolic, LeCaR
+//!   and LHD, drawing from the same generator with the same seed).
 
 use std::collections::HashMap;
 
+use ecdn_policy::eviction::{Lhd, LhdParams};
 use ecdn_policy::{Cache, Evicted, Outcome, PolicySpec, Request};
 use ecdn_trace::gen::Rng;
 use proptest::prelude::*;
 
-const EVICTIONS: [&str; 15] = [
+const EVICTIONS: [&str; 16] = [
     "lru",
     "fifo",
     "s4lru",
@@ -29,6 +30,7 @@ const EVICTIONS: [&str; 15] = [
     "wtinylfu",
     "hyperbolic",
     "lecar",
+    "lhd",
     "belady",
 ];
 const ADMISSIONS: [&str; 8] = [
@@ -850,6 +852,260 @@ impl Naive for NaiveWTinyLfu {
     }
 }
 
+/// LHD as libCacheSim runs it (see `lhd.rs` for the rules), recomputing everything from the
+/// definitions: objects in a `Vec` in the order the fast version samples from (appended on
+/// insertion; an evicted or removed object's slot takes the last one), each with its whole
+/// hit-age history; ages from the update clock; a class from the last two hit ages; hit
+/// densities re-derived at each reconfiguration by summing the histograms over all later ages
+/// for every age (O(max_age²)). It draws the same random numbers (libCacheSim's Lehmer
+/// generator from its start, seed 0).
+struct NaiveLhd {
+    capacity: u64,
+    p: LhdParams,
+    rng: u128,
+    /// (id, size, last access, hit ages with two leading entries: max_age and 0, explorer)
+    objects: Vec<(u64, u64, u64, Vec<u64>, bool)>,
+    clock: u64,
+    reconfigurations: u64,
+    shift: u32,
+    /// [class][age]
+    hits: Vec<Vec<f32>>,
+    evictions: Vec<Vec<f32>>,
+    density: Vec<Vec<f32>>,
+    ewma_objects: f32,
+    ewma_mass: f32,
+    ring: Vec<Option<u64>>,
+    ring_next: usize,
+    ewma_victim: f32,
+    budget: i64,
+}
+
+impl NaiveLhd {
+    fn new(capacity: u64, p: LhdParams) -> Self {
+        let m = p.max_age as usize;
+        NaiveLhd {
+            capacity,
+            p,
+            rng: 0xdead_beef,
+            objects: Vec::new(),
+            clock: 0,
+            reconfigurations: 0,
+            shift: p.initial_age_coarsening_shift,
+            hits: vec![vec![0.0; m]; 16],
+            evictions: vec![vec![0.0; m]; 16],
+            // Before any reconfiguration: (16 + class + 1) / (age + 1).
+            density: (0..16)
+                .map(|c| {
+                    (0..m)
+                        .map(|a| ((16 + c + 1) as f64 / (a + 1) as f64) as f32)
+                        .collect()
+                })
+                .collect(),
+            ewma_objects: 0.0,
+            ewma_mass: 0.0,
+            ring: vec![None; p.admissions],
+            ring_next: 0,
+            ewma_victim: 0.0,
+            budget: (capacity as f32 * 0.01) as i64,
+        }
+    }
+    fn draw(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_mul(0xda94_2042_e4dd_58b5);
+        (self.rng >> 64) as u64
+    }
+    fn pos(&self, id: u64) -> Option<usize> {
+        self.objects.iter().position(|o| o.0 == id)
+    }
+    fn age(&self, p: usize) -> usize {
+        let age = (self.clock - self.objects[p].2) >> self.shift;
+        age.min(u64::from(self.p.max_age) - 1) as usize
+    }
+    /// The smallest k < 15 with (sum of the last two hit ages) · 2^k ≥ max_age, else 15.
+    fn class(&self, p: usize) -> usize {
+        let h = &self.objects[p].3;
+        let sum = h[h.len() - 1] + h[h.len() - 2];
+        (0..15)
+            .find(|&k| sum << k >= u64::from(self.p.max_age))
+            .unwrap_or(15)
+    }
+    fn hit_density(&self, p: usize) -> f32 {
+        let age = self.age(p);
+        if age == self.p.max_age as usize - 1 {
+            return f32::MIN;
+        }
+        let d = self.density[self.class(p)][age] / self.objects[p].1 as f32;
+        if self.objects[p].4 {
+            d + 1.0
+        } else {
+            d
+        }
+    }
+    fn budget_add(&mut self, size: f32) {
+        self.budget = (self.budget as f32 + size) as i64;
+    }
+    /// The explorer draw for the object at `p`; returns the draw.
+    #[allow(clippy::manual_is_multiple_of)] // `is_multiple_of` needs Rust 1.87; MSRV is 1.85
+    fn explore(&mut self, p: usize) -> bool {
+        let explore = self.draw() % 32 == 0;
+        let explorer = explore && self.budget > 0 && self.reconfigurations < 50;
+        if explorer {
+            self.budget_add(-(self.objects[p].1 as f32));
+        }
+        self.objects[p].4 = explorer;
+        explore
+    }
+    #[allow(clippy::manual_is_multiple_of)] // `is_multiple_of` needs Rust 1.87; MSRV is 1.85
+    fn tick(&mut self) {
+        self.clock += 1;
+        if self.clock % self.p.reconfiguration_interval == 0 {
+            self.reconfigure();
+            self.reconfigurations += 1;
+        }
+    }
+    fn reconfigure(&mut self) {
+        let m = self.p.max_age as usize;
+        for h in self.hits.iter_mut().chain(&mut self.evictions) {
+            for v in h.iter_mut() {
+                *v *= 0.9;
+            }
+        }
+        self.ewma_objects = self.ewma_objects * 0.9 + self.objects.len() as f32;
+        self.ewma_mass = self.ewma_mass * 0.9 + 1.0;
+        if self.reconfigurations == 5 || self.reconfigurations == 25 {
+            let n = self.ewma_objects / self.ewma_mass;
+            let optimal = (f64::from(n) / f64::from(0.01f32 * m as f32)) as f32;
+            let shift = (1..63)
+                .find(|&k| (1u64 << k) as f32 >= optimal)
+                .unwrap_or(63);
+            let old = self.shift;
+            self.shift = shift;
+            self.ewma_objects *= 8.0;
+            self.ewma_mass *= 8.0;
+            for h in self.hits.iter_mut().chain(&mut self.evictions) {
+                let before = h.clone();
+                if shift > old {
+                    // Coarser: new bin a holds old bins a·2^k .. a·2^k + 2^k − 1; the last
+                    // bin keeps its count, the others past the merged range are emptied.
+                    let k = shift - old;
+                    for a in 0..m - 1 {
+                        h[a] = 0.0;
+                        if (a as u64) < (m as u64) >> k {
+                            h[a] = before[a << k];
+                            for i in 1..1usize << k {
+                                h[a] += before[(a << k) + i];
+                            }
+                        }
+                    }
+                } else if shift < old {
+                    // Finer: the bins that no longer fit go to the last one; new bin a gets
+                    // an equal share of old bin a / 2^k.
+                    let k = old - shift;
+                    for x in &before[(m >> k)..m - 1] {
+                        h[m - 1] += x;
+                    }
+                    for a in 0..m - 1 {
+                        h[a] = before[a >> k] / (1u64 << k) as f32;
+                    }
+                }
+            }
+        }
+        for c in 0..16 {
+            let (hits, evictions) = (&self.hits[c], &self.evictions[c]);
+            // Sums over ages m−1 down to `from`, in that order.
+            let hits_from = |from: usize| (from..m).rev().fold(0.0f32, |s, x| s + hits[x]);
+            let events_from = |from: usize| {
+                (from..m)
+                    .rev()
+                    .fold(0.0f32, |s, x| s + (hits[x] + evictions[x]))
+            };
+            for a in 0..m - 1 {
+                let lifetime = (a..m).rev().fold(0.0f32, |s, t| s + events_from(t));
+                self.density[c][a] = if f64::from(events_from(a)) > 1e-5 {
+                    hits_from(a) / lifetime
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+    fn take(&mut self, p: usize) -> (u64, u64) {
+        let o = self.objects.swap_remove(p);
+        if o.4 {
+            self.budget_add(o.1 as f32);
+        }
+        (o.0, o.1)
+    }
+}
+
+impl Naive for NaiveLhd {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn used(&self) -> u64 {
+        self.objects.iter().map(|o| o.1).sum()
+    }
+    fn find(&self, id: u64) -> Option<u64> {
+        self.pos(id).map(|p| self.objects[p].1)
+    }
+    fn hit(&mut self, id: u64, _evicted: &mut Vec<Evicted>) {
+        let p = self.pos(id).unwrap();
+        let (age, class) = (self.age(p), self.class(p));
+        self.hits[class][age] += 1.0;
+        if self.objects[p].4 {
+            self.budget_add(self.objects[p].1 as f32);
+        }
+        self.objects[p].3.push(age as u64);
+        self.objects[p].2 = self.clock;
+        self.explore(p);
+        self.tick();
+    }
+    fn remove(&mut self, id: u64) {
+        if let Some(p) = self.pos(id) {
+            self.take(p);
+        }
+    }
+    fn insert(&mut self, id: u64, size: u64, evicted: &mut Vec<Evicted>) {
+        while self.used() + size > self.capacity {
+            let n = self.objects.len() as u64;
+            let samples = if self.reconfigurations > 50 {
+                self.p.associativity
+            } else {
+                self.p.early_associativity
+            };
+            let picks: Vec<usize> = (0..samples).map(|_| (self.draw() % n) as usize).collect();
+            let recent = self
+                .ring
+                .iter()
+                .filter_map(|r| r.and_then(|id| self.pos(id)));
+            let candidates: Vec<usize> = picks.iter().copied().chain(recent).collect();
+            // The first candidate of the lowest density below f32::MAX, else the first pick.
+            let mut best = (picks[0], f32::MAX);
+            for &c in &candidates {
+                let d = self.hit_density(c);
+                if d < best.1 {
+                    best = (c, d);
+                }
+            }
+            self.ewma_victim = 0.9 * self.ewma_victim + (1.0 - 0.9f32) * best.1;
+            let (age, class) = (self.age(best.0), self.class(best.0));
+            self.evictions[class][age] += 1.0;
+            let (id, size) = self.take(best.0);
+            evicted.push(Evicted { id, size });
+        }
+        let max_age = u64::from(self.p.max_age);
+        self.objects
+            .push((id, size, self.clock, vec![max_age, 0], false));
+        let p = self.objects.len() - 1;
+        let explore = self.explore(p);
+        if !explore && !self.ring.is_empty() && self.hit_density(p) < self.ewma_victim {
+            let slot = self.ring_next % self.ring.len();
+            self.ring[slot] = Some(id);
+            self.ring_next += 1;
+        }
+        self.tick();
+    }
+}
+
 /// S3-FIFO as its paper and libCacheSim describe it, with `Vec` queues (front = newest):
 /// small (10% of the capacity), main (the rest), ghost (ids and sizes, 90%); see
 /// `s3fifo.rs` for the rules this follows one by one.
@@ -1383,6 +1639,7 @@ fn naive(name: &str, capacity: u64) -> Box<dyn Naive> {
             protected: Vec::new(),
             counts: HashMap::new(),
         }),
+        "lhd" => Box::new(NaiveLhd::new(capacity, LhdParams::default())),
         "lirs" => Box::new(NaiveLirs {
             capacity,
             s: Vec::new(),
@@ -1466,6 +1723,22 @@ fn check_cache_against_reference(
     Ok(())
 }
 
+/// LHD tunables small enough that a short trace goes through many reconfigurations (past the
+/// 50th, when the associativity changes and explorers stop) and both age-coarsening
+/// adaptations, with few age bins so that ages overflow and bins merge and split.
+fn lhd_params() -> impl Strategy<Value = LhdParams> {
+    (1u32..6, 1u32..6, 0usize..4, 2u32..40, 1u64..8, 0u32..8).prop_map(
+        |(associativity, early_associativity, admissions, max_age, interval, shift)| LhdParams {
+            associativity,
+            early_associativity,
+            admissions,
+            max_age,
+            reconfiguration_interval: interval,
+            initial_age_coarsening_shift: shift,
+        },
+    )
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
@@ -1542,6 +1815,22 @@ proptest! {
     #[test]
     fn belady_matches_reference(w in workload(400)) {
         check_against_reference("belady", &w)?;
+    }
+
+    #[test]
+    fn lhd_matches_reference(w in workload(400)) {
+        check_against_reference("lhd", &w)?;
+    }
+
+    /// With reconfigurations every few updates, the histograms, their decay, the age
+    /// coarsening and the hit densities derived from them decide the evictions.
+    #[test]
+    fn lhd_with_frequent_reconfiguration_matches_reference(
+        w in workload(400),
+        p in lhd_params(),
+    ) {
+        let cache = Cache::new(Box::new(Lhd::with_params(w.capacity, 0, p)), None);
+        check_cache_against_reference(cache, Box::new(NaiveLhd::new(w.capacity, p)), "lhd", &w)?;
     }
 
     #[test]

@@ -75,7 +75,8 @@ pub struct SimConfig {
     /// Record a time-series point every this many requests (0: none).
     pub series_every: u64,
     /// Seed of the randomised policies: admission coin flips, and the eviction policies that
-    /// draw (Hyperbolic's samples, LeCaR's choice of expert).
+    /// draw (Hyperbolic's samples, LeCaR's choice of expert, LHD's samples; for LHD, 0 draws
+    /// what a fresh libCacheSim process draws).
     pub seed: u64,
     /// Stop after this many requests (0: whole trace).
     pub max_requests: u64,

@@ -21,7 +21,8 @@ pub enum SimCmd {
     #[command(after_help = "Examples:\n  \
         ecdn sim cache --trace tests/data/cloudPhysicsIO.oracleGeneral.bin --policy lru,fifo --size 1MiB,16MiB,256MiB\n  \
         ecdn sim cache --trace web.bin --policy lru,adaptsize,size-opt,lru+threshold:64KiB --size 64MiB,1GiB --warmup 10% --plot mr.png\n\n\
-        Policies are EVICTION[+ADMISSION[:ARG]...]: evictions lru, fifo, s4lru, gdsf, lfuda;\n\
+        Policies are EVICTION[+ADMISSION[:ARG]...]: evictions lru, fifo, s4lru, gdsf, lfuda, clock, sieve,\n\
+        s3fifo, 2q, arc, lirs, wtinylfu, lhd, hyperbolic, lecar, and offline belady (oracleGeneral traces);\n\
         admissions threshold:SIZE, freq:N, lrus[:REF], exp:C, hillclimb, adaptsize[:window=N:smoothing=B], size-opt[:window=N].\n\
         An admission alone (adaptsize, hillclimb, size-opt, static:SIZE) means LRU with it.")]
     Cache(CacheArgs),
@@ -71,8 +72,8 @@ pub struct CacheArgs {
     /// Stop after N requests.
     #[arg(long, value_name = "N")]
     max_requests: Option<u64>,
-    /// Seed of the randomised policies (admission coin flips, Hyperbolic's samples, LeCaR's
-    /// choice of expert).
+    /// Seed of the randomised policies (admission coin flips, Hyperbolic's and LHD's samples,
+    /// LeCaR's choice of expert; for LHD, 0 draws what a fresh libCacheSim process draws).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     #[command(flatten)]
@@ -116,7 +117,8 @@ pub struct ModelArgs {
     /// Read at most N requests.
     #[arg(long, value_name = "N")]
     max_requests: Option<u64>,
-    /// Seed of admission coin flips.
+    /// Seed of admission coin flips and of randomised eviction (LHD; 0 draws what a fresh
+    /// libCacheSim process draws).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     #[command(flatten)]

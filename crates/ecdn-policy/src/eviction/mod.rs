@@ -8,6 +8,7 @@ pub mod gdsf;
 pub mod hyperbolic;
 pub mod lecar;
 pub mod lfuda;
+pub mod lhd;
 pub mod lirs;
 pub mod lru;
 mod priority;
@@ -25,6 +26,7 @@ pub use gdsf::Gdsf;
 pub use hyperbolic::Hyperbolic;
 pub use lecar::LeCaR;
 pub use lfuda::LfuDa;
+pub use lhd::{Lhd, LhdParams};
 pub use lirs::Lirs;
 pub use lru::Lru;
 pub use s3fifo::S3Fifo;
@@ -36,7 +38,7 @@ pub use wtinylfu::WTinyLfu;
 use crate::Eviction;
 
 /// Every online eviction policy's name, as [`EvictionKind::parse`] takes it.
-pub const NAMES: [&str; 14] = [
+pub const NAMES: [&str; 15] = [
     "lru",
     "fifo",
     "s4lru",
@@ -51,6 +53,7 @@ pub const NAMES: [&str; 14] = [
     "wtinylfu",
     "hyperbolic",
     "lecar",
+    "lhd",
 ];
 
 /// The offline ones: they need each request's next access (oracleGeneral traces).
@@ -73,6 +76,7 @@ pub enum EvictionKind {
     WTinyLfu,
     Hyperbolic,
     LeCaR,
+    Lhd,
     Belady,
 }
 
@@ -93,6 +97,7 @@ impl EvictionKind {
             "wtinylfu" | "w-tinylfu" => EvictionKind::WTinyLfu,
             "hyperbolic" => EvictionKind::Hyperbolic,
             "lecar" => EvictionKind::LeCaR,
+            "lhd" => EvictionKind::Lhd,
             "belady" => EvictionKind::Belady,
             other => {
                 return Err(format!(
@@ -128,6 +133,7 @@ impl EvictionKind {
             EvictionKind::WTinyLfu => Box::new(WTinyLfu::new(capacity)),
             EvictionKind::Hyperbolic => Box::new(Hyperbolic::new(capacity, seed)),
             EvictionKind::LeCaR => Box::new(LeCaR::new(capacity, seed)),
+            EvictionKind::Lhd => Box::new(Lhd::new(capacity, seed)),
             EvictionKind::Belady => Box::new(Belady::new(capacity)),
         }
     }
