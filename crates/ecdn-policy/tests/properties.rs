@@ -954,8 +954,10 @@ impl NaiveLhd {
         self.objects[p].4 = explorer;
         explore
     }
+    /// The update clock: hits and insertions (not requests, as in libCacheSim), reconfiguring
+    /// every `reconfiguration_interval` of them.
     #[allow(clippy::manual_is_multiple_of)] // `is_multiple_of` needs Rust 1.87; MSRV is 1.85
-    fn tick(&mut self) {
+    fn advance_clock(&mut self) {
         self.clock += 1;
         if self.clock % self.p.reconfiguration_interval == 0 {
             self.reconfigure();
@@ -1057,7 +1059,7 @@ impl Naive for NaiveLhd {
         self.objects[p].3.push(age as u64);
         self.objects[p].2 = self.clock;
         self.explore(p);
-        self.tick();
+        self.advance_clock();
     }
     fn remove(&mut self, id: u64) {
         if let Some(p) = self.pos(id) {
@@ -1102,7 +1104,7 @@ impl Naive for NaiveLhd {
             self.ring[slot] = Some(id);
             self.ring_next += 1;
         }
-        self.tick();
+        self.advance_clock();
     }
 }
 
