@@ -24,8 +24,8 @@ ours() { # policy size -> "req/s miss_ratio" (seed 0: LHD draws what a fresh lib
   "$BIN" sim cache --trace "$TRACE" --policy "$1" --size "$2" -j 1 --seed 0 --json |
     python3 -c 'import json,sys; d=json.loads(sys.stdin.readline()); print(d["requests_per_s"], d["miss_ratio"])'
 }
-theirs() { # name bytes -> "req/s miss_ratio"
-  "$PY" - "$TRACE" "$1" "$2" <<'PY'
+theirs() { # name bytes -> "req/s miss_ratio" (the last line: libCacheSim may print warnings)
+  "$PY" - "$TRACE" "$1" "$2" <<'PY' | tail -n 1
 import sys, time, libcachesim as lcs
 trace, name, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
 r = lcs.TraceReader(trace, lcs.TraceType.ORACLE_GENERAL_TRACE)

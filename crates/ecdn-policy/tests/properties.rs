@@ -15,24 +15,15 @@ use ecdn_policy::{Cache, Evicted, Outcome, PolicySpec, Request};
 use ecdn_trace::gen::Rng;
 use proptest::prelude::*;
 
-const EVICTIONS: [&str; 16] = [
-    "lru",
-    "fifo",
-    "s4lru",
-    "gdsf",
-    "lfuda",
-    "clock",
-    "sieve",
-    "s3fifo",
-    "2q",
-    "arc",
-    "lirs",
-    "wtinylfu",
-    "hyperbolic",
-    "lecar",
-    "lhd",
-    "belady",
-];
+/// Every eviction policy: the online ones and the offline ones (the workloads carry next
+/// accesses).
+fn evictions() -> Vec<&'static str> {
+    let online = ecdn_policy::eviction::NAMES.iter();
+    online
+        .chain(&ecdn_policy::eviction::OFFLINE_NAMES)
+        .copied()
+        .collect()
+}
 const ADMISSIONS: [&str; 8] = [
     "",
     "threshold:4KiB",
@@ -165,7 +156,7 @@ proptest! {
     /// never exceeds the capacity.
     #[test]
     fn accounting_is_exact_for_every_combination(w in workload(300), seed in any::<u64>()) {
-        for ev in EVICTIONS {
+        for ev in evictions() {
             for adm in ADMISSIONS {
                 let mut cache = build(ev, adm, w.capacity, seed);
                 let name = cache.name();
@@ -222,10 +213,10 @@ proptest! {
             prop_oneof![0u64..=(u64::MAX / 2), 0u64..=(1 << 30), 0u64..=4096],
             1..32,
         ),
-        eviction in 0..EVICTIONS.len(),
+        eviction in 0..evictions().len(),
     ) {
         for adm in &ADMISSIONS[1..] {
-            let mut cache = build(EVICTIONS[eviction], adm, w.capacity, seed);
+            let mut cache = build(evictions()[eviction], adm, w.capacity, seed);
             for &size in &sizes {
                 assert_probability(&cache, size);
             }
@@ -1851,7 +1842,7 @@ proptest! {
 #[test]
 fn oversized_and_new_versions() {
     // (S3-FIFO's and 2Q's own rules for large objects: the test below, and 2Q's reference.)
-    for ev in EVICTIONS
+    for ev in evictions()
         .into_iter()
         .filter(|&e| !["s3fifo", "2q", "lirs", "wtinylfu"].contains(&e))
     {
