@@ -54,7 +54,10 @@ pub struct NodeArgs {
     /// DRAM hot-object cache capacity [default: 64MiB].
     #[arg(long)]
     hoc_size: Option<String>,
-    /// Hot-object cache policy, EVICTION[+ADMISSION] [default: adaptsize].
+    /// Hot-object cache policy, EVICTION[+ADMISSION] as `ecdn sim cache --policy` takes it
+    /// (evictions lru, fifo, s4lru, gdsf, lfuda, clock, sieve, s3fifo, 2q, arc, lirs, wtinylfu,
+    /// lhd, hyperbolic, lecar; lirs and wtinylfu never hold an object larger than 1% of the
+    /// HOC) [default: adaptsize].
     #[arg(long)]
     hoc_policy: Option<String>,
     /// Disk cache file (created if missing; its space is allocated at start) or block device

@@ -89,8 +89,9 @@ impl Lirs {
             match self.stack.tail_extra_mut() {
                 Some(Status::Lir) | None => break,
                 Some(Status::Ghost) => {
-                    let (id, _, _) = self.stack.pop_tail_entry().expect("not empty");
-                    self.nonresident.remove(id);
+                    if let Some((id, _, _)) = self.stack.pop_tail_entry() {
+                        self.nonresident.remove(id);
+                    }
                 }
                 Some(Status::Hir) => {
                     self.stack.pop_tail();

@@ -11,6 +11,8 @@
 //!   if that has room (and the next one is considered), else it meets the main victim (the
 //!   probation tail, or the protected tail if probation is empty): the more frequent one stays.
 //!   With the window empty, the main victim goes.
+//! * An object larger than the window (1% of the capacity) or the probation segment is not
+//!   cached (libCacheSim's rule: it could never pass through them).
 //! * The sketch (4 rows, conservative update: only the smallest counters of an id grow) counts
 //!   each miss, each main hit and each window victim considered. Its width follows the number
 //!   of cached objects (a power of two at least that number; it is cleared when it grows), and
