@@ -172,12 +172,11 @@ mod tests {
 
     #[tokio::test]
     async fn bad_names_and_absent_nodes_are_clear_errors() {
-        // A port nothing listens on.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // A port nothing listens on: bound, not listening (connections are refused), and held
+        // so that no other listener can take it meanwhile.
+        let closed = tokio::net::TcpSocket::new_v4().unwrap();
+        closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let port = closed.local_addr().unwrap().port();
         let c = ObjectClient::new(format!("127.0.0.1:{port}").parse().unwrap())
             .with_timeout(Duration::from_secs(2));
         assert!(matches!(

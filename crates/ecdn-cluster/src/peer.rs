@@ -620,10 +620,11 @@ mod tests {
     #[tokio::test]
     async fn a_closed_port_is_refused_and_a_silent_peer_times_out() {
         let client = PeerClient::new(ClusterKey::new(b"0123456789abcdef-secret"));
-        // A port nobody listens on: bind, learn the port, close.
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        drop(l);
+        // A port nobody listens on: bound, not listening (connections are refused), and held
+        // so that no other listener can take it meanwhile.
+        let closed = tokio::net::TcpSocket::new_v4().unwrap();
+        closed.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = closed.local_addr().unwrap();
         let t = Duration::from_secs(2);
         let e = client
             .send(addr, Method::GET, "/x", Bytes::new(), &[], t)

@@ -154,10 +154,11 @@ async fn stale_objects_are_revalidated_after_max_age() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origin_failures_are_502_and_504() {
-    // A port nobody listens on.
-    let closed = tokio::net::TcpListener::bind(any()).await.unwrap();
+    // A port nobody listens on: bound, not listening (connections are refused), and held so
+    // that no listener started meanwhile (the node's own) can take it.
+    let closed = tokio::net::TcpSocket::new_v4().unwrap();
+    closed.bind(any()).unwrap();
     let down = closed.local_addr().unwrap();
-    drop(closed);
     let n = node(config(down, 1 << 20, None)).await;
     let r = fetch(n.addr, "GET", "/obj/d").await;
     assert_eq!(r.status, 502);

@@ -813,11 +813,12 @@ mod tests {
                 .unwrap()
             };
             let (a, b) = (node(0).await, node(1).await);
-            // Nothing listens on `dead`: bind a port and release it.
-            let dead = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap();
+            // Nothing listens on `dead`: a port bound but not listening (connections are
+            // refused), held for the whole test so that no listener started meanwhile, such
+            // as the fake nodes below, can take it.
+            let dead_socket = tokio::net::TcpSocket::new_v4().unwrap();
+            dead_socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+            let dead = dead_socket.local_addr().unwrap();
             let short = fake_node("short").await;
             let wrong = fake_node("wrong").await;
             let sizes = [1000u64, 300 << 10, 5, 64 << 10];
