@@ -7,6 +7,7 @@
 //! and the simulator keeps none at all. The simulator and the node call the same [`Cache`].
 
 pub mod admission;
+mod dense;
 pub mod eviction;
 pub mod list;
 pub mod spec;

@@ -16,11 +16,9 @@
 //! [`Hyperbolic::new`]'s seed, so equal seeds, equal decisions; libCacheSim draws from its
 //! process-wide generator.
 
-use ecdn_trace::gen::Rng;
-use hashbrown::HashTable;
-
-use crate::list::hash;
+use crate::dense::{Dense, Keyed};
 use crate::{Evicted, Eviction};
+use ecdn_trace::gen::Rng;
 
 /// Objects drawn per eviction (libCacheSim's default).
 pub const SAMPLES: usize = 64;
@@ -33,6 +31,12 @@ struct Resident {
     requests: u64,
     /// The request index at which it entered.
     entered: u64,
+}
+
+impl Keyed for Resident {
+    fn id(&self) -> u64 {
+        self.id
+    }
 }
 
 impl Resident {
@@ -51,9 +55,7 @@ pub struct Hyperbolic {
     capacity: u64,
     samples: usize,
     /// Every cached object, densely: what the samples are drawn from.
-    residents: Vec<Resident>,
-    /// Position in `residents` by id.
-    index: HashTable<u32>,
+    residents: Dense<Resident>,
     bytes: u64,
     rng: Rng,
 }
@@ -70,48 +72,21 @@ impl Hyperbolic {
         Hyperbolic {
             capacity,
             samples: samples.max(1),
-            residents: Vec::new(),
-            index: HashTable::new(),
+            residents: Dense::new(),
             bytes: 0,
             rng: Rng::new(seed),
         }
     }
 
-    #[inline]
-    fn slot(&self, id: u64) -> Option<usize> {
-        let residents = &self.residents;
-        self.index
-            .find(hash(id), |&i| residents[i as usize].id == id)
-            .map(|&i| i as usize)
-    }
-
     /// The priority `n_i / t_i` of a cached `id` at request `now` (for tests and reports).
     pub fn priority(&self, id: u64, now: u64) -> Option<f64> {
-        let r = self.residents[self.slot(id)?];
+        let r = *self.residents.at(self.residents.position(id)?);
         Some(r.requests as f64 / now.saturating_sub(r.entered) as f64)
     }
 
     /// Removes the resident at `slot`, moving the last one into its place.
     fn remove_slot(&mut self, slot: usize) -> Resident {
-        let gone = self.residents[slot];
-        let last = self.residents.len() - 1;
-        let residents = &self.residents;
-        if let Ok(e) = self
-            .index
-            .find_entry(hash(gone.id), |&i| residents[i as usize].id == gone.id)
-        {
-            e.remove();
-        }
-        if slot != last {
-            let moved = residents[last].id;
-            if let Some(i) = self
-                .index
-                .find_mut(hash(moved), |&i| residents[i as usize].id == moved)
-            {
-                *i = slot as u32;
-            }
-        }
-        self.residents.swap_remove(slot);
+        let gone = self.residents.swap_remove(slot);
         self.bytes -= gone.size;
         gone
     }
@@ -125,7 +100,7 @@ impl Hyperbolic {
         let mut best = self.rng.below(n) as usize;
         for _ in 1..self.samples {
             let s = self.rng.below(n) as usize;
-            if self.residents[s].below(&self.residents[best], now) {
+            if self.residents.at(s).below(self.residents.at(best), now) {
                 best = s;
             }
         }
@@ -147,12 +122,14 @@ impl Eviction for Hyperbolic {
         self.residents.len()
     }
     fn peek(&self, id: u64) -> Option<u64> {
-        self.slot(id).map(|s| self.residents[s].size)
+        self.residents
+            .position(id)
+            .map(|s| self.residents.at(s).size)
     }
     #[inline]
     fn touch(&mut self, id: u64, _now: u64, _evicted: &mut Vec<Evicted>) -> Option<u64> {
-        let slot = self.slot(id)?;
-        let r = &mut self.residents[slot];
+        let slot = self.residents.position(id)?;
+        let r = self.residents.at_mut(slot);
         r.requests += 1;
         Some(r.size)
     }
@@ -167,33 +144,23 @@ impl Eviction for Hyperbolic {
                 None => break,
             }
         }
-        debug_assert!(self.slot(id).is_none());
-        assert!(
-            self.residents.len() < u32::MAX as usize,
-            "more than 2^32-1 cached objects"
-        );
-        let slot = self.residents.len() as u32;
         self.residents.push(Resident {
             id,
             size,
             requests: 1,
             entered: now,
         });
-        let residents = &self.residents;
-        self.index
-            .insert_unique(hash(id), slot, |&i| hash(residents[i as usize].id));
         self.bytes += size;
     }
     fn remove(&mut self, id: u64) -> Option<u64> {
-        let slot = self.slot(id)?;
+        let slot = self.residents.position(id)?;
         Some(self.remove_slot(slot).size)
     }
     fn clone_box(&self) -> Box<dyn Eviction> {
         Box::new(self.clone())
     }
     fn heap_bytes(&self) -> usize {
-        self.residents.capacity() * std::mem::size_of::<Resident>()
-            + self.index.capacity() * (std::mem::size_of::<u32>() + 1)
+        self.residents.heap_bytes()
     }
 }
 
@@ -269,7 +236,7 @@ mod tests {
                 }
                 assert_eq!(c.used(), c.residents.iter().map(|r| r.size).sum::<u64>());
                 for (s, r) in c.residents.iter().enumerate() {
-                    assert_eq!(c.slot(r.id), Some(s));
+                    assert_eq!(c.residents.position(r.id), Some(s));
                 }
             }
             ids(&ev)

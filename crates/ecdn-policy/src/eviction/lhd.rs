@@ -91,9 +91,7 @@
 //! and recently admitted candidates (≤ 40 density lookups); every 2^20 updates, a pass over the
 //! histograms (16 × 20,000 bins, 3.8 MB per cache).
 
-use hashbrown::HashTable;
-
-use crate::list::hash;
+use crate::dense::{Dense, Keyed};
 use crate::{Evicted, Eviction};
 
 /// Classes by hit age.
@@ -164,6 +162,12 @@ struct Tag {
     /// Its hit-age class, from those two.
     class: u8,
     explorer: bool,
+}
+
+impl Keyed for Tag {
+    fn id(&self) -> u64 {
+        self.id
+    }
 }
 
 /// The model: per class and coarsened age, the decayed hit and eviction counts and the hit
@@ -281,9 +285,7 @@ pub struct Lhd {
     params: LhdParams,
     used: u64,
     /// The cached objects, densely (swap-remove), for uniform sampling.
-    tags: Vec<Tag>,
-    /// id → position in `tags`.
-    index: HashTable<u32>,
+    tags: Dense<Tag>,
     model: Model,
     /// Updates so far: LHD's clock.
     timestamp: u64,
@@ -331,8 +333,7 @@ impl Lhd {
             capacity,
             params,
             used: 0,
-            tags: Vec::new(),
-            index: HashTable::new(),
+            tags: Dense::new(),
             model: Model::new(params.max_age as usize),
             timestamp: 0,
             until_reconfiguration: params.reconfiguration_interval,
@@ -376,10 +377,7 @@ impl Lhd {
 
     #[inline]
     fn position(&self, id: u64) -> Option<usize> {
-        let tags = &self.tags;
-        self.index
-            .find(hash(id), |&i| tags[i as usize].id == id)
-            .map(|&i| i as usize)
+        self.tags.position(id)
     }
 
     /// Coarsened age of an object last accessed at update `last_access`.
@@ -430,7 +428,7 @@ impl Lhd {
     fn draw_explorer(&mut self, i: usize) -> bool {
         #[allow(clippy::manual_is_multiple_of)] // `is_multiple_of` needs Rust 1.87; MSRV is 1.85
         let explore = self.next_rand() % EXPLORE_INVERSE_PROBABILITY == 0;
-        let tag = &mut self.tags[i];
+        let tag = self.tags.at_mut(i);
         if explore && self.explorer_budget > 0 && self.reconfigurations < SETTLED_AFTER {
             tag.explorer = true;
             self.explorer_budget = Self::budget_plus(self.explorer_budget, -tag.size_f);
@@ -499,7 +497,7 @@ impl Lhd {
             if s == 0 {
                 first = i;
             }
-            let density = self.hit_density(&self.tags[i]);
+            let density = self.hit_density(self.tags.at(i));
             if density < victim_density {
                 victim = Some(i);
                 victim_density = density;
@@ -509,7 +507,7 @@ impl Lhd {
             let Some(i) = self.recently_admitted[slot].and_then(|id| self.position(id)) else {
                 continue;
             };
-            let density = self.hit_density(&self.tags[i]);
+            let density = self.hit_density(self.tags.at(i));
             if density < victim_density {
                 victim = Some(i);
                 victim_density = density;
@@ -523,16 +521,6 @@ impl Lhd {
     /// Takes `tags[i]` out of the dense array (the last one moves into its place).
     fn take(&mut self, i: usize) -> Tag {
         let tag = self.tags.swap_remove(i);
-        if let Ok(e) = self.index.find_entry(hash(tag.id), |&j| j as usize == i) {
-            e.remove();
-        }
-        let last = self.tags.len();
-        if i < last {
-            let moved = self.tags[i].id;
-            if let Some(j) = self.index.find_mut(hash(moved), |&j| j as usize == last) {
-                *j = i as u32;
-            }
-        }
         self.used -= tag.size;
         if tag.explorer {
             self.explorer_budget = Self::budget_plus(self.explorer_budget, tag.size_f);
@@ -542,7 +530,7 @@ impl Lhd {
 
     fn evict(&mut self) -> Evicted {
         let i = self.choose_victim();
-        let tag = self.tags[i];
+        let tag = *self.tags.at(i);
         let age = self.age(tag.last_access);
         self.model.evictions[tag.class as usize * self.model.max_age + age] += 1.0;
         self.take(i);
@@ -567,7 +555,7 @@ impl Eviction for Lhd {
         self.tags.len()
     }
     fn peek(&self, id: u64) -> Option<u64> {
-        self.position(id).map(|i| self.tags[i].size)
+        self.position(id).map(|i| self.tags.at(i).size)
     }
 
     /// A hit: counts it in the class's hit histogram at the object's age, which becomes its
@@ -575,14 +563,14 @@ impl Eviction for Lhd {
     #[inline]
     fn touch(&mut self, id: u64, _now: u64, _evicted: &mut Vec<Evicted>) -> Option<u64> {
         let i = self.position(id)?;
-        let tag = self.tags[i];
+        let tag = *self.tags.at(i);
         let age = self.age(tag.last_access);
         self.model.hits[tag.class as usize * self.model.max_age + age] += 1.0;
         if tag.explorer {
             self.explorer_budget = Self::budget_plus(self.explorer_budget, tag.size_f);
         }
         let class = self.hit_age_class(u64::from(tag.last_hit_age) + age as u64);
-        let t = &mut self.tags[i];
+        let t = self.tags.at_mut(i);
         t.last_last_hit_age = tag.last_hit_age;
         t.last_hit_age = age as u32;
         t.class = class;
@@ -597,13 +585,8 @@ impl Eviction for Lhd {
             let e = self.evict();
             evicted.push(e);
         }
-        assert!(
-            self.tags.len() < u32::MAX as usize,
-            "more than 2^32-1 cached objects"
-        );
         let max_age = self.params.max_age;
-        let i = self.tags.len();
-        self.tags.push(Tag {
+        let i = self.tags.push(Tag {
             id,
             size,
             size_f: size as f32,
@@ -613,14 +596,11 @@ impl Eviction for Lhd {
             class: self.hit_age_class(u64::from(max_age)),
             explorer: false,
         });
-        let tags = &self.tags;
-        self.index
-            .insert_unique(hash(id), i as u32, |&j| hash(tags[j as usize].id));
         self.used += size;
         let explore = self.draw_explorer(i);
         if !explore
             && !self.recently_admitted.is_empty()
-            && self.hit_density(&self.tags[i]) < self.ewma_victim_hit_density
+            && self.hit_density(self.tags.at(i)) < self.ewma_victim_hit_density
         {
             let slot = self.recently_admitted_head % self.recently_admitted.len();
             self.recently_admitted[slot] = Some(id);
@@ -637,8 +617,7 @@ impl Eviction for Lhd {
         Box::new(self.clone())
     }
     fn heap_bytes(&self) -> usize {
-        self.tags.capacity() * std::mem::size_of::<Tag>()
-            + self.index.capacity() * (std::mem::size_of::<u32>() + 1)
+        self.tags.heap_bytes()
             + 3 * self.model.hits.capacity() * std::mem::size_of::<f32>()
             + self.recently_admitted.capacity() * std::mem::size_of::<Option<u64>>()
     }
@@ -694,7 +673,7 @@ mod tests {
         let mut ev = Vec::new();
         l.insert(1, 10, 0, &mut ev);
         l.insert(2, 40, 0, &mut ev);
-        let (a, b) = (l.tags[0], l.tags[1]);
+        let (a, b) = (*l.tags.at(0), *l.tags.at(1));
         assert!(!a.explorer && !b.explorer);
         // Class 0 at age 0: 17 / size.
         assert_eq!(l.hit_density(&a), 17.0 / 10.0);
@@ -773,7 +752,9 @@ mod tests {
                 }
                 assert!(l.used() <= capacity);
                 assert_eq!(l.used(), l.tags.iter().map(|t| t.size).sum::<u64>());
-                assert_eq!(l.len(), l.index.len());
+                for (i, t) in l.tags.iter().enumerate() {
+                    assert_eq!(l.tags.position(t.id), Some(i));
+                }
             }
             assert!(!ev.is_empty() || capacity == 0);
         }
