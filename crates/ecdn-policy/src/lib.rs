@@ -39,7 +39,8 @@ pub trait Eviction: Send {
     fn peek(&self, id: u64) -> Option<u64>;
     /// Whether the policy would take the absent object `id` of `size` bytes now, asked right
     /// after the miss's [`Eviction::touch`] (an object larger than the capacity never fits;
-    /// S3-FIFO also refuses what its small queue cannot hold, unless its ghost just saw it).
+    /// S3-FIFO also refuses what its small queue cannot hold, unless its ghost just saw it, and
+    /// LIRS and W-TinyLFU anything over 1% of their capacity).
     fn can_insert(&self, _id: u64, size: u64) -> bool {
         size <= self.capacity()
     }

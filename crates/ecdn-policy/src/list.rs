@@ -330,6 +330,16 @@ impl<T: Copy + Default> IndexedList<T> {
         &mut self.nodes[c.0 as usize].extra
     }
 
+    /// Moves the entry at `c` to the head; returns its size.
+    #[inline]
+    pub fn move_to_head_at(&mut self, c: Cursor) -> u64 {
+        if self.head != c.0 {
+            self.unlink(c.0);
+            self.link_head(c.0);
+        }
+        self.nodes[c.0 as usize].size
+    }
+
     /// Removes the entry at `c`; returns `(id, size)`.
     #[inline]
     pub fn remove_at(&mut self, c: Cursor) -> (u64, u64) {

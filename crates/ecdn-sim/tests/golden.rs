@@ -237,32 +237,22 @@ fn run_lhd(size: u64, state: u128) -> (u64, f64, f64, u128) {
     use ecdn_policy::eviction::{Lhd, LhdParams};
     use ecdn_policy::Eviction;
     let mut lhd = Lhd::with_rng_state(size, LhdParams::default(), state);
-    let mut r = open(&trace(), &OpenOptions::default()).expect("open trace");
-    let (mut n, mut hits, mut bytes, mut hit_bytes) = (0u64, 0u64, 0u64, 0u64);
-    let (mut batch, mut evicted) = (Vec::new(), Vec::new());
-    while r.read_batch(&mut batch, 4096).expect("read trace") > 0 {
-        for req in &batch {
-            n += 1;
-            bytes += req.size;
-            evicted.clear();
-            match lhd.touch(req.id, n, &mut evicted) {
-                Some(s) if s == req.size => {
-                    hits += 1;
-                    hit_bytes += req.size;
-                    continue;
-                }
-                Some(_) => {
-                    lhd.remove(req.id);
-                }
-                None => {}
+    let (mut now, mut evicted) = (0, Vec::new());
+    let (n, miss, byte_miss) = replay(|req| {
+        now += 1;
+        evicted.clear();
+        match lhd.touch(req.id, now, &mut evicted) {
+            Some(s) if s == req.size => return true,
+            Some(_) => {
+                lhd.remove(req.id);
             }
-            if lhd.can_insert(req.id, req.size) {
-                lhd.insert(req.id, req.size, n, &mut evicted);
-            }
+            None => {}
         }
-    }
-    let miss = 1.0 - hits as f64 / n as f64;
-    let byte_miss = 1.0 - hit_bytes as f64 / bytes as f64;
+        if lhd.can_insert(req.id, req.size) {
+            lhd.insert(req.id, req.size, now, &mut evicted);
+        }
+        false
+    });
     (n, miss, byte_miss, lhd.rng_state())
 }
 
@@ -299,24 +289,37 @@ fn lirs_matches_libcachesim() {
     check("lirs", 256, 0.6958, 0.8072);
 }
 
-/// Miss and byte miss ratio of `cache` over the trace, driven request by request.
-fn run_cache(mut cache: ecdn_policy::Cache) -> (f64, f64) {
+/// The trace, request by request, through `access` (whether the request hit): the requests,
+/// the miss ratio and the byte miss ratio.
+fn replay(mut access: impl FnMut(&ecdn_trace::Request) -> bool) -> (u64, f64, f64) {
     let mut r = open(&trace(), &OpenOptions::default()).expect("open trace");
     let (mut n, mut misses, mut bytes, mut missed_bytes) = (0u64, 0u64, 0u64, 0u64);
-    let mut buf = Vec::new();
-    while r.read_batch(&mut buf, 4096).unwrap() > 0 {
-        for req in &buf {
-            let hit = cache.access(req).is_hit();
-            cache.clear_evicted();
+    let mut batch = Vec::new();
+    while r.read_batch(&mut batch, 4096).expect("read trace") > 0 {
+        for req in &batch {
             n += 1;
             bytes += req.size;
-            if !hit {
+            if !access(req) {
                 misses += 1;
                 missed_bytes += req.size;
             }
         }
     }
-    (misses as f64 / n as f64, missed_bytes as f64 / bytes as f64)
+    (
+        n,
+        misses as f64 / n as f64,
+        missed_bytes as f64 / bytes as f64,
+    )
+}
+
+/// Miss and byte miss ratio of `cache` over the trace.
+fn run_cache(mut cache: ecdn_policy::Cache) -> (f64, f64) {
+    let (_, miss, byte_miss) = replay(|req| {
+        let hit = cache.access(req).is_hit();
+        cache.clear_evicted();
+        hit
+    });
+    (miss, byte_miss)
 }
 
 /// W-TinyLFU with a frequency sketch like libCacheSim's filter on this trace (wide enough to

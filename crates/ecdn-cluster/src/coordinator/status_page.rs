@@ -1,8 +1,8 @@
 //! The cluster's status page, served by the coordinator on its admin listener
 //! ([`super::RunningCoordinator::serve_admin`]), apart from the signed API nodes use.
 //!
-//! * `GET /_ecdn/status`: one HTML page (`status.html` here, compiled in with `status.css`
-//!   and `status.js`, the styles and script a node's page shares; inline style and script, nothing loaded from elsewhere). Its script asks for `status.json` once a second:
+//! * `GET /_ecdn/status`: one HTML page (`status.html` here, compiled in with `status.css`,
+//!   `status-login.html` and `status.js`, the styles, token form and script a node's page shares; inline style and script, nothing loaded from elsewhere). Its script asks for `status.json` once a second:
 //!   one row per node (health, the epoch it last reported against the map's, its data and
 //!   parity buckets, bytes written, decodes, partial hits, peer errors, cache use), the write
 //!   imbalance, the bucket map as a grid, decode and partial-hit rates, and the recent
@@ -41,10 +41,15 @@ pub const STYLE: &str = include_str!("status.css");
 /// says `/*SCRIPT*/`.
 pub const SCRIPT: &str = include_str!("status.js");
 
-/// A status page's HTML with [`STYLE`] and [`SCRIPT`] inlined.
+/// The token form [`SCRIPT`] shows when the admin listener asks for a token, inlined where a
+/// page says `<!--LOGIN-->`.
+pub const LOGIN: &str = include_str!("status-login.html");
+
+/// A status page's HTML with [`STYLE`], [`LOGIN`] and [`SCRIPT`] inlined.
 pub fn with_shared(template: &str) -> String {
     template
         .replacen("/*STYLE*/", STYLE, 1)
+        .replacen("<!--LOGIN-->", LOGIN.trim_end(), 1)
         .replacen("/*SCRIPT*/", SCRIPT, 1)
 }
 
@@ -239,4 +244,20 @@ pub(super) async fn data(shared: &Shared, peers: &PeerClient) -> serde_json::Val
             "bytes_written_imbalance": imbalance,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_has_the_shared_parts_inlined() {
+        let page = page();
+        for placeholder in ["/*STYLE*/", "<!--LOGIN-->", "/*SCRIPT*/"] {
+            assert!(!page.contains(placeholder), "{placeholder} left");
+        }
+        for shared in [STYLE, LOGIN.trim_end(), SCRIPT] {
+            assert!(page.contains(shared));
+        }
+    }
 }

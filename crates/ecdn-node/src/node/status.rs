@@ -35,7 +35,8 @@ use super::body::NodeBody;
 use super::outcome::Outcome;
 use super::{lock, State};
 
-/// The page, as served: `status.html` with the styles it shares with the coordinator's page.
+/// The page, as served: `status.html` with the styles, token form and script it shares with the
+/// coordinator's page.
 pub fn page_html() -> &'static str {
     static PAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PAGE.get_or_init(|| {
@@ -247,4 +248,16 @@ fn cluster_json(c: &super::cluster::Cluster) -> serde_json::Value {
         "nodes": nodes,
         "buckets": buckets,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_page_has_the_shared_parts_inlined() {
+        let page = super::page_html();
+        for placeholder in ["/*STYLE*/", "<!--LOGIN-->", "/*SCRIPT*/"] {
+            assert!(!page.contains(placeholder), "{placeholder} left");
+        }
+        assert!(page.contains(r#"<form id="loginform">"#));
+    }
 }

@@ -184,17 +184,22 @@ impl Eviction for Lirs {
         size <= self.hirs_limit && size <= self.lirs_limit
     }
     fn touch(&mut self, id: u64, _now: u64, evicted: &mut Vec<Evicted>) -> Option<u64> {
-        let size = match self.stack.extra(id) {
+        // One look-up in S for the common case, an LIR hit.
+        let in_stack = self
+            .stack
+            .cursor(id)
+            .map(|at| (at, *self.stack.extra_at(at)));
+        let size = match in_stack {
             // An LIR hit: to S's top; the bottom may have been this object.
-            Some(Status::Lir) => {
-                let size = self.stack.move_to_head(id)?;
+            Some((at, Status::Lir)) => {
+                let size = self.stack.move_to_head_at(at);
                 self.prune();
                 size
             }
             // A resident HIR object in S: its IRR is below the bottom LIR object's recency,
             // so it joins the LIR set.
-            Some(Status::Hir) => {
-                let size = self.stack.move_to_head(id)?;
+            Some((at, Status::Hir)) => {
+                let size = self.stack.move_to_head_at(at);
                 self.queue.remove(id);
                 self.make_lir_room(size, evicted);
                 *self.stack.extra_mut(id)? = Status::Lir;
@@ -202,7 +207,7 @@ impl Eviction for Lirs {
                 self.lirs_objects += 1;
                 size
             }
-            Some(Status::Ghost) => return None,
+            Some((_, Status::Ghost)) => return None,
             // A resident HIR object not in S: to Q's top, and S's top as HIR (after making room
             // in the LIR set, as libCacheSim does).
             None => {
