@@ -1,6 +1,6 @@
 //! The backend tier against S3-compatible servers: the emulator (`ecdn_backend::emulator`),
 //! and moto's server (`moto_server`, a real S3 implementation from PyPI, `pip install
-//! 'moto[server]'`; `.ci/run` installs it). Coded and plain objects round trip through the
+//! 'moto[server]'`; `./test.sh` installs it). Coded and plain objects round trip through the
 //! S3 client and the proxy, ranges come back right, corrupt strips are caught, and the
 //! emulator's delays follow its model.
 
@@ -209,7 +209,7 @@ fn moto_with(extra: &[&std::ffi::OsStr], scheme: &str) -> (Moto, String) {
         .unwrap_or_else(|e| {
             panic!(
                 "moto_server could not be started ({e}): install it with \
-                 `python3 -m pip install 'moto[server]'` (.ci/run does)"
+                 `python3 -m pip install 'moto[server]'` (./test.sh does)"
             )
         });
     let guard = Moto(child);

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 /// What a test or bench says when [`LocalEtcd::find_binary`] finds nothing: it fails (no
 /// test passes without the etcd it exercises).
 pub const NOT_INSTALLED: &str = "etcd is not installed: the etcd tests need Debian's \
-                                 etcd-server (`apt-get install etcd-server`; .ci/run installs it)";
+                                 etcd-server (`apt-get install etcd-server`; ./test.sh installs it)";
 
 /// How long a member may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(20);

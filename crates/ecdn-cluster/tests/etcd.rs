@@ -1,5 +1,5 @@
 //! The control plane on etcd, against real etcd processes on loopback (Debian's
-//! `etcd-server`; `.ci/run` installs it): nodes' registrations and load reports, a map with
+//! `etcd-server`; `./test.sh` installs it): nodes' registrations and load reports, a map with
 //! the etcd revision as its epoch, a node whose lease lapses marked unavailable, the leading
 //! coordinator stopped and another leading from the stored state, the operator's API (found
 //! through etcd, or sent on by a coordinator that does not lead) adding and draining nodes,

@@ -1,5 +1,5 @@
 //! EC-Cache's object records in both directories — the embedded coordinator and etcd (a real
-//! etcd member on loopback; `.ci/run` installs it) — with the same semantics: nothing begun is
+//! etcd member on loopback; `./test.sh` installs it) — with the same semantics: nothing begun is
 //! readable, the later of two writes stays, a removed record is gone, a record not sealed with
 //! the cluster key is refused.
 

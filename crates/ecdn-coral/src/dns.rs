@@ -471,7 +471,7 @@ mod tests {
     use super::*;
     use std::process::Command;
 
-    /// `dig` (Debian's dnsutils; `.ci/run` installs it) from `source` for `name`: the answer's
+    /// `dig` (Debian's dnsutils; `./test.sh` installs it) from `source` for `name`: the answer's
     /// (address, TTL) pairs and the authority section's lines.
     fn dig(server: SocketAddr, source: &str, name: &str) -> (Vec<(String, u32)>, Vec<String>) {
         dig_with(server, source, name, "+notcp")

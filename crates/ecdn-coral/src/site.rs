@@ -149,6 +149,10 @@ impl Advertised {
 }
 
 impl Referrals for CoralReferrals {
+    fn me(&self) -> &str {
+        &self.me
+    }
+
     fn locate<'a>(
         &'a self,
         url: &'a str,

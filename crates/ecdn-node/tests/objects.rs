@@ -599,7 +599,7 @@ async fn objects_are_written_through_to_an_s3_store() {
     c.stop_all().await;
 }
 
-/// The same API with the records in etcd (a real etcd member on loopback; `.ci/run` installs
+/// The same API with the records in etcd (a real etcd member on loopback; `./test.sh` installs
 /// it) and the control plane there: a round trip, a later write winning, a delete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_with_their_records_in_etcd() {

@@ -1,7 +1,7 @@
 //! The status page: its data endpoint says what `/_ecdn/metrics` says, and the page, loaded in
 //! a real browser (Debian's headless Chromium), shows the figures of that data.
 //!
-//! The browser test needs `chromium` (`.ci/run` installs it); without it the test fails and
+//! The browser test needs `chromium` (`./test.sh` installs it); without it the test fails and
 //! says so. With `ECDN_STATUS_SCREENSHOT=DIR` the browser tests also keep their screenshots
 //! there (how `docs/status-node.png` and `docs/status-cluster-node.png` were made).
 
@@ -190,7 +190,7 @@ fn chromium() -> PathBuf {
             return PathBuf::from(p);
         }
     }
-    panic!("this test needs Debian's chromium (apt-get install chromium; .ci/run installs it)");
+    panic!("this test needs Debian's chromium (apt-get install chromium; ./test.sh installs it)");
 }
 
 /// Runs headless Chromium on `url` with `args` (its own profile directory, no sandbox as root

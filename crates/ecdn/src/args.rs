@@ -93,11 +93,36 @@ pub struct ReportArgs {
 }
 
 impl ReportArgs {
-    /// A progress bar over `total` requests (a spinner if unknown), hidden with `--quiet` or
-    /// `--json`.
+    /// A progress bar over `total` requests (a spinner if unknown), hidden as
+    /// [`progress_hidden`] says.
     pub fn progress_bar(&self, total: Option<u64>) -> ProgressBar {
-        progress_bar(total, self.quiet || self.json)
+        progress_bar(total, progress_hidden(self.json, self.quiet))
     }
+}
+
+/// Whether a command's progress stays off: with `--quiet`, and while its `--json` output goes
+/// to a pipe or a file (a script reads it, and may read stderr too). indicatif draws nothing
+/// either when stderr is not a terminal.
+pub fn progress_hidden(json: bool, quiet: bool) -> bool {
+    use std::io::IsTerminal;
+    quiet || (json && !std::io::stdout().is_terminal())
+}
+
+/// A spinner on stderr for a long command's phases: the phase is its message
+/// (`set_message`), the elapsed time beside it; hidden when `hidden`. Lines printed while it
+/// spins go through `ProgressBar::suspend` so that they do not mix with it.
+pub fn phase_spinner(hidden: bool) -> ProgressBar {
+    let pb = ProgressBar::new_spinner();
+    if hidden {
+        pb.set_draw_target(ProgressDrawTarget::hidden());
+    } else {
+        pb.set_draw_target(ProgressDrawTarget::stderr_with_hz(4));
+        pb.enable_steady_tick(Duration::from_millis(250));
+    }
+    if let Ok(s) = ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}") {
+        pb.set_style(s);
+    }
+    pb
 }
 
 /// A progress bar over `total` requests (a spinner if unknown), drawn on stderr unless `quiet`.

@@ -364,6 +364,8 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         task_timeout: Duration::from_secs(60),
         ..ProxyConfig::default()
     };
+    let pb = crate::args::phase_spinner(crate::args::progress_hidden(a.json, false));
+    pb.set_message(format!("writing {} objects", a.objects));
     // The objects, written once (coded), and their heads given to every proxy.
     let writer = Proxy::start(store.clone(), cfg(Strategy::Static { n: 1, k: 1 }));
     let mut keys = Vec::new();
@@ -416,6 +418,12 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             };
             let p = fresh(*s);
             let seed = a.seed + i as u64;
+            pb.set_message(format!(
+                "{} through the phases, {end:.0} s (run {} of {})",
+                s.name(),
+                i + 1,
+                strategies.len()
+            ));
             let (recs, _) = run_requests(&p, &work, rate_at, end, drain, seed).await;
             let recs: Vec<Record> = recs.into_iter().filter(|r| !r.write).collect();
             if *s == Strategy::Tofec {
@@ -441,7 +449,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                         "strategy": s.name(), "second": sec, "arrival_rate": rate_at(sec as f64),
                         "requests": in_sec.len(), "delay_ms": d, "mean_n": mean_n, "mean_k": mean_k,
                     });
-                    println!("{line}");
+                    outln!("{line}")?;
                 }
             }
             let summary: Vec<String> = phases
@@ -466,7 +474,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                     ))
                 })
                 .collect();
-            eprintln!("{:>12}: {}", s.name(), summary.join("; "));
+            pb.suspend(|| eprintln!("{:>12}: {}", s.name(), summary.join("; ")));
             lines.push(pts);
             k_lines.push(kpts);
         }
@@ -504,6 +512,12 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             for (j, &rate) in a.rates.iter().enumerate() {
                 let p = fresh(*s);
                 let seed = a.seed + (i * 100 + j) as u64;
+                pb.set_message(format!(
+                    "{} at {rate}/s for {duration:.0} s (run {} of {})",
+                    s.name(),
+                    i * a.rates.len() + j + 1,
+                    strategies.len() * a.rates.len()
+                ));
                 let (recs, total) = run_requests(&p, &work, |_| rate, duration, drain, seed).await;
                 // Arrivals that left no record (none, unless a task outlived the run).
                 let lost = total - recs.len();
@@ -527,7 +541,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                         point.unfinished += lost;
                     }
                     (point.size, point.connections) = (size, a.connections);
-                    eprintln!(
+                    pb.suspend(|| eprintln!(
                         "{:>12} {op:>5} at {rate:>5}/s: {:6.1} done/s, delay mean {:7.1} ms p50 {:7.1} p99 {:7.1} std {:7.1}, n {:.1} k {:.1}{}",
                         point.strategy,
                         point.throughput,
@@ -538,9 +552,9 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                         point.mean_n,
                         point.mean_k,
                         if point.unfinished > 0 { format!(", {} unfinished", point.unfinished) } else { String::new() }
-                    );
+                    ));
                     if a.json {
-                        println!("{}", serde_json::to_string(&point)?);
+                        outln!("{}", serde_json::to_string(&point)?)?;
                     }
                     if !write {
                         read_point = Some(point.delay_ms);
@@ -588,6 +602,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             crate::plot::lines(path, &fig)?;
         }
     }
+    pb.finish_and_clear();
     if let Some(path) = &a.plot_model {
         plot_model(path, &samples, a.fit_trim)?;
     }

@@ -94,16 +94,17 @@ pub fn member(cluster: &Path, op: MemberOp) -> Result<()> {
         let c = client(cluster).await?;
         let reply = c.member(&op).await.map_err(|e| anyhow!(e))?;
         match op {
-            MemberOp::Add(_) => println!(
+            MemberOp::Add(_) => outln!(
                 "node {} added (unavailable until it reports); map epoch {}",
-                reply.node, reply.epoch
-            ),
-            MemberOp::Drain(n) => println!(
+                reply.node,
+                reply.epoch
+            )?,
+            MemberOp::Drain(n) => outln!(
                 "node {n} draining: its buckets moved in map epoch {}; it stops once its \
                  requests are done",
                 reply.epoch
-            ),
-            MemberOp::Remove(n) => println!("node {n} removed; map epoch {}", reply.epoch),
+            )?,
+            MemberOp::Remove(n) => outln!("node {n} removed; map epoch {}", reply.epoch)?,
         }
         Ok(())
     })
@@ -133,7 +134,7 @@ pub fn rebalance(a: RebalanceArgs) -> Result<()> {
             .rebalance()
             .await
             .map_err(|e| anyhow!(e))?;
-        println!("parity rebalanced; map epoch {epoch}");
+        outln!("parity rebalanced; map epoch {epoch}")?;
         Ok(())
     })
 }
@@ -227,9 +228,9 @@ pub fn status(a: StatusArgs) -> Result<()> {
             nodes,
         };
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            outln!("{}", serde_json::to_string_pretty(&report)?)?;
         } else {
-            print!("{}", table(&report));
+            out!("{}", table(&report))?;
         }
         Ok(())
     })

@@ -193,9 +193,10 @@ pub fn run(a: DemoArgs) -> Result<()> {
         }
         let elapsed = t.elapsed().as_secs_f64();
         let samples = std::mem::take(&mut *samples.lock().unwrap());
-        report(&samples, elapsed);
+        let printed = report(&samples, elapsed);
         node.stop().await?;
         origin.stop().await?;
+        printed?;
         if let Some(path) = &a.plot {
             plot(path, &samples, elapsed, hoc_size, disk_size)?;
         }
@@ -227,31 +228,38 @@ fn plot(
     Ok(())
 }
 
-fn report(samples: &[Sample], elapsed: f64) {
+fn report(samples: &[Sample], elapsed: f64) -> std::io::Result<()> {
     let total = samples.len() as u64;
     let bytes: u64 = samples.iter().map(|s| s.bytes).sum();
     let bad = samples.iter().filter(|s| !s.ok).count();
-    println!(
+    outln!(
         "{total} requests in {elapsed:.2} s ({:.0} req/s), {} served ({:.1} MiB/s); {bad} responses with wrong bytes",
         total as f64 / elapsed,
         format_size(bytes),
         bytes as f64 / elapsed / (1 << 20) as f64
-    );
+    )?;
     let mut tiers: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
     for s in samples {
         tiers.entry(s.tier.as_str()).or_default().push(s);
     }
-    println!(
+    outln!(
         "{:<14} {:>9} {:>8} {:>11} {:>10} {:>10} {:>10} {:>10}",
-        "tier", "requests", "share", "bytes", "p50", "p90", "p99", "max"
-    );
+        "tier",
+        "requests",
+        "share",
+        "bytes",
+        "p50",
+        "p90",
+        "p99",
+        "max"
+    )?;
     let mut all: Vec<u64> = samples.iter().map(|s| s.micros).collect();
     all.sort_unstable();
     for (tier, list) in &tiers {
         let mut lat: Vec<u64> = list.iter().map(|s| s.micros).collect();
         lat.sort_unstable();
         let b: u64 = list.iter().map(|s| s.bytes).sum();
-        println!(
+        outln!(
             "{:<14} {:>9} {:>7.1}% {:>11} {:>10} {:>10} {:>10} {:>10}",
             tier,
             list.len(),
@@ -261,9 +269,9 @@ fn report(samples: &[Sample], elapsed: f64) {
             ms(percentile(&lat, 0.9)),
             ms(percentile(&lat, 0.99)),
             ms(*lat.last().unwrap_or(&0))
-        );
+        )?;
     }
-    println!(
+    outln!(
         "{:<14} {:>9} {:>7.1}% {:>11} {:>10} {:>10} {:>10} {:>10}",
         "all",
         total,
@@ -273,5 +281,6 @@ fn report(samples: &[Sample], elapsed: f64) {
         ms(percentile(&all, 0.9)),
         ms(percentile(&all, 0.99)),
         ms(*all.last().unwrap_or(&0))
-    );
+    )?;
+    Ok(())
 }

@@ -7,6 +7,8 @@
 use clap::{Parser, Subcommand};
 
 mod args;
+#[macro_use]
+mod out;
 mod backend_bench;
 mod backend_cmd;
 mod cluster_cmd;
@@ -68,20 +70,30 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Sim(cmd) => sim_cmd::run(cmd),
-        Command::Trace(cmd) => trace_cmd::run(cmd),
-        Command::Node(a) => node_cmd::run(*a),
-        Command::Demo(a) => demo_cmd::run(a),
-        Command::Origin(a) => origin_cmd::run(a),
-        Command::Coordinator(a) => coordinator_cmd::run(a),
-        Command::Cluster(cmd) => cluster_demo::run(cmd),
-        Command::Object(cmd) => object_cmd::run(cmd),
-        Command::Backend(cmd) => backend_cmd::run(cmd),
-        Command::Coral(cmd) => coral_demo::run(cmd),
-    };
-    if let Err(e) = result {
-        eprintln!("error: {e:#}");
-        std::process::exit(1);
+    out::quiet_print_panics();
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || match cli.command {
+            Command::Sim(cmd) => sim_cmd::run(cmd),
+            Command::Trace(cmd) => trace_cmd::run(cmd),
+            Command::Node(a) => node_cmd::run(*a),
+            Command::Demo(a) => demo_cmd::run(a),
+            Command::Origin(a) => origin_cmd::run(a),
+            Command::Coordinator(a) => coordinator_cmd::run(a),
+            Command::Cluster(cmd) => cluster_demo::run(cmd),
+            Command::Object(cmd) => object_cmd::run(cmd),
+            Command::Backend(cmd) => backend_cmd::run(cmd),
+            Command::Coral(cmd) => coral_demo::run(cmd),
+        }));
+    match result {
+        Ok(Ok(())) => {}
+        // The reader of our output went away (`ecdn ... | head`): nothing to say, and nobody
+        // to say it to.
+        Ok(Err(e)) if out::is_broken_pipe(&e) => std::process::exit(out::BROKEN_PIPE_STATUS),
+        Ok(Err(e)) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+        Err(_) if out::printing_failed() => std::process::exit(out::BROKEN_PIPE_STATUS),
+        Err(panic) => std::panic::resume_unwind(panic),
     }
 }

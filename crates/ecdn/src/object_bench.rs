@@ -42,6 +42,7 @@ use ecdn_objects::model::{imbalance_percent, simulate, variance_ratio, SimConfig
 use ecdn_trace::gen::Zipf;
 use ecdn_trace::units::{format_size, parse_size};
 use ecdn_trace::Rng;
+use indicatif::ProgressBar;
 use serde::Serialize;
 
 use crate::cluster_demo::procs::{self, FileSettings, Layout, Procs};
@@ -341,7 +342,9 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             ),
         };
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let out = live(&a, &p, &dir).await;
+        let pb = crate::args::phase_spinner(crate::args::progress_hidden(a.json, false));
+        let out = live(&a, &p, &dir, &pb).await;
+        pb.finish_and_clear();
         if temp {
             let _ = std::fs::remove_dir_all(&dir);
         }
@@ -352,7 +355,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
 
 fn print_report(r: &Report, json: bool) -> Result<()> {
     let l = &r.latency_ms;
-    println!(
+    outln!(
         "{} ({}): k {} r {} Δ {}, {} nodes, {} objects of {}, Zipf {}, budget {:.0}%",
         r.scheme,
         r.mode,
@@ -364,22 +367,24 @@ fn print_report(r: &Report, json: bool) -> Result<()> {
         format_size(r.size),
         r.zipf,
         r.budget * 100.0
-    );
-    println!(
+    )?;
+    outln!(
         "  λ {:.1}% over {} reads ({} failed)",
-        r.imbalance_percent, r.requests, r.failed_requests
-    );
+        r.imbalance_percent,
+        r.requests,
+        r.failed_requests
+    )?;
     if r.mode == "live" {
-        println!(
+        outln!(
             "  latency ms: mean {:.1}, p50 {:.1}, p99 {:.1}, p99.9 {:.1} (writes {:.1} s, reads {:.1} s)",
             l.mean, l.p50, l.p99, l.p99_9, r.write_s, r.read_s
-        );
+        )?;
     }
     if let (Some(v), Some(p)) = (r.variance_ratio, r.variance_predicted) {
-        println!("  Var(L_EC)/Var(L_SR) {v:.4}, predicted (S−k)/(k(S−1)) {p:.4}");
+        outln!("  Var(L_EC)/Var(L_SR) {v:.4}, predicted (S−k)/(k(S−1)) {p:.4}")?;
     }
     if json {
-        println!("{}", serde_json::to_string(r)?);
+        outln!("{}", serde_json::to_string(r)?)?;
     }
     Ok(())
 }
@@ -505,7 +510,13 @@ async fn start(a: &BenchArgs, p: &Plan, dir: &Path, overhead: u64) -> Result<Bed
 }
 
 /// Writes every object with its units, four at a time, through the nodes in turn.
-async fn write_objects(a: &BenchArgs, p: &Plan, bed: &Bed, units: &[usize]) -> Result<()> {
+async fn write_objects(
+    a: &BenchArgs,
+    p: &Plan,
+    bed: &Bed,
+    units: &[usize],
+    pb: &ProgressBar,
+) -> Result<()> {
     let clients: Vec<ObjectClient> = bed
         .layout
         .nodes
@@ -513,9 +524,11 @@ async fn write_objects(a: &BenchArgs, p: &Plan, bed: &Bed, units: &[usize]) -> R
         .map(|&(c, _)| ObjectClient::new(c).with_timeout(Duration::from_secs(120)))
         .collect();
     let next = Arc::new(AtomicUsize::new(0));
+    let written = Arc::new(AtomicUsize::new(0));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..4 {
         let (next, clients, units) = (next.clone(), clients.clone(), units.to_vec());
+        let (written, pb) = (written.clone(), pb.clone());
         let (seed, size, k) = (a.seed, p.size, p.k);
         workers.spawn(async move {
             loop {
@@ -529,6 +542,8 @@ async fn write_objects(a: &BenchArgs, p: &Plan, bed: &Bed, units: &[usize]) -> R
                     .put(&name(i), contents(seed, i, size), Some(code))
                     .await
                     .with_context(|| format!("writing {}", name(i)))?;
+                let done = written.fetch_add(1, Ordering::Relaxed) + 1;
+                pb.set_message(format!("writing objects, {done} of {}", units.len()));
             }
         });
     }
@@ -577,6 +592,7 @@ async fn read_load(
     bed: &Bed,
     live: &[usize],
     count: u64,
+    pb: &ProgressBar,
 ) -> Result<Vec<ReadResult>> {
     let clients: Vec<ObjectClient> = live
         .iter()
@@ -611,6 +627,10 @@ async fn read_load(
     let mut out = Vec::with_capacity(count as usize);
     while let Some(r) = reads.join_next().await {
         out.push(r.unwrap_or_else(|e| Err(format!("a read task: {e}"))));
+        pb.set_message(format!(
+            "reads, the last {} finishing",
+            count - out.len() as u64
+        ));
     }
     Ok(out)
 }
@@ -656,7 +676,7 @@ async fn budget_state(a: &BenchArgs, p: &Plan, bed: &Bed) -> Result<(u64, u64)> 
     Ok((changes, overhead))
 }
 
-async fn live(a: &BenchArgs, p: &Plan, dir: &Path) -> Result<Report> {
+async fn live(a: &BenchArgs, p: &Plan, dir: &Path, pb: &ProgressBar) -> Result<Report> {
     // The disks are sized for the budget spent either way.
     let (budgeted, budget_bytes) = units(a, p)?;
     let (units, mut overhead) = match a.measured_budget {
@@ -664,25 +684,30 @@ async fn live(a: &BenchArgs, p: &Plan, dir: &Path) -> Result<Report> {
         Some(_) => (vec![p.scheme.start_units(); a.objects], 0),
         None => (budgeted, budget_bytes),
     };
+    pb.set_message(format!("starting the cluster: {} nodes", a.nodes));
     let bed = start(a, p, dir, budget_bytes).await?;
     let t = Instant::now();
-    write_objects(a, p, &bed, &units).await?;
+    write_objects(a, p, &bed, &units, pb).await?;
     let write_s = t.elapsed().as_secs_f64();
     if let Some(n) = a.kill {
+        pb.set_message(format!("killing node {n}"));
         kill(&bed, n).await?;
     }
     let live: Vec<usize> = (0..a.nodes).filter(|&n| Some(n) != a.kill).collect();
     let mut budget_changes = 0;
     if let Some(warm) = a.measured_budget {
-        let warmup = read_load(a, p, &bed, &live, warm).await?;
+        pb.set_message(format!("{warm} warm-up reads"));
+        let warmup = read_load(a, p, &bed, &live, warm, pb).await?;
         if let Some(Err(e)) = warmup.iter().find(|r| r.is_err()) {
-            eprintln!("a warm-up read failed: {e}");
+            pb.suspend(|| eprintln!("a warm-up read failed: {e}"));
         }
+        pb.set_message("waiting for the memory budget to settle");
         budget_changes = settle_budget(&bed).await?;
     }
     let before = link_bytes(&bed, &live).await?;
     let t = Instant::now();
-    let results = read_load(a, p, &bed, &live, a.requests).await?;
+    pb.set_message(format!("{} reads", a.requests));
+    let results = read_load(a, p, &bed, &live, a.requests, pb).await?;
     let read_s = t.elapsed().as_secs_f64();
     let after = link_bytes(&bed, &live).await?;
     // The budget as the reads left it, and what it re-coded during them.

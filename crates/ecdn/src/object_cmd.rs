@@ -90,7 +90,7 @@ pub fn run(cmd: ObjectCmd) -> Result<()> {
                 let code = a.k.zip(a.r).map(|(k, r)| Code { k, r });
                 let c = ObjectClient::new(a.target.node);
                 let meta = c.put(&a.target.name, data.into(), code).await?;
-                println!("{}", serde_json::to_string_pretty(&meta)?);
+                outln!("{}", serde_json::to_string_pretty(&meta)?)?;
             }
             ObjectCmd::Get(a) => {
                 let c = ObjectClient::new(a.target.node);
@@ -103,16 +103,16 @@ pub fn run(cmd: ObjectCmd) -> Result<()> {
             }
             ObjectCmd::Stat(a) => {
                 let meta = ObjectClient::new(a.node).stat(&a.name).await?;
-                println!("{}", serde_json::to_string_pretty(&meta)?);
+                outln!("{}", serde_json::to_string_pretty(&meta)?)?;
             }
             ObjectCmd::Rm(a) => {
                 let meta = ObjectClient::new(a.node).delete(&a.name).await?;
-                println!("{}", serde_json::to_string_pretty(&meta)?);
+                outln!("{}", serde_json::to_string_pretty(&meta)?)?;
             }
             ObjectCmd::Units(a) => {
                 let c = ObjectClient::new(a.target.node);
                 let meta = c.set_units(&a.target.name, a.units).await?;
-                println!("{}", serde_json::to_string_pretty(&meta)?);
+                outln!("{}", serde_json::to_string_pretty(&meta)?)?;
             }
             ObjectCmd::Bench(a) => crate::object_bench::run(a).await?,
         }

@@ -152,37 +152,45 @@ pub fn run(cmd: SimCmd) -> Result<()> {
 fn run_bounds(a: BoundsArgs) -> Result<()> {
     let sizes = parse_sizes(&a.size)?;
     let opts = a.trace.options()?;
+    let pb = crate::args::phase_spinner(crate::args::progress_hidden(a.json, false));
+    pb.set_message(format!("reading {}", a.trace.trace.display()));
     let mut reader = a.trace.open(&opts)?;
     let (mut reqs, mut batch) = (Vec::new(), Vec::new());
     while reader.read_batch(&mut batch, 1 << 16)? > 0 {
         reqs.extend_from_slice(&batch);
     }
+    pb.set_message(format!(
+        "PFOO-L over {} requests at {} sizes",
+        reqs.len(),
+        sizes.len()
+    ));
     let started = std::time::Instant::now();
     let bounds = ecdn_sim::bounds::pfoo_lower(&reqs, &sizes);
     let secs = started.elapsed().as_secs_f64();
+    pb.finish_and_clear();
     if a.json {
         for b in &bounds {
-            println!(
+            outln!(
                 "{{\"bound\":\"pfoo-l\",\"size\":{},\"requests\":{},\"miss_ratio\":{},\"byte_miss_ratio\":{},\"seconds\":{secs}}}",
                 b.capacity,
                 reqs.len(),
                 b.miss_ratio,
                 b.byte_miss_ratio
-            );
+            )?;
         }
     } else {
-        println!(
+        outln!(
             "PFOO-L over {} requests ({secs:.2} s): no cache misses less",
             reqs.len()
-        );
-        println!("{:>10} {:>10} {:>10}", "size", "miss", "byte miss");
+        )?;
+        outln!("{:>10} {:>10} {:>10}", "size", "miss", "byte miss")?;
         for b in &bounds {
-            println!(
+            outln!(
                 "{:>10} {:>10.4} {:>10.4}",
                 format_size(b.capacity),
                 b.miss_ratio,
                 b.byte_miss_ratio
-            );
+            )?;
         }
     }
     Ok(())

@@ -1,6 +1,5 @@
 //! `ecdn trace`: trace statistics, format conversion and synthetic workload generation.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -308,15 +307,10 @@ fn stats(a: StatsArgs) -> Result<()> {
     print_stdout(&text)
 }
 
-/// Writes to stdout; a closed pipe (`ecdn trace stats x | head`) is not an error.
+/// Writes to stdout; a closed pipe (`ecdn trace stats x | head`) ends the command quietly
+/// (`crate::out`).
 fn print_stdout(text: &str) -> Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(e).context("writing to standard output")
-        }
-        _ => Ok(()),
-    }
+    out!("{text}").context("writing to standard output")
 }
 
 /// One flat JSON object: the trace and its format first, then the statistics' fields in

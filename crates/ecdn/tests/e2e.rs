@@ -825,7 +825,7 @@ fn a_purge_the_disk_cannot_record_is_an_error() {
 }
 
 /// A system dependency of a test is missing: the test fails, saying what and how to get it
-/// (.ci/run installs every package the tests need). A test never passes without running.
+/// (./test.sh installs every package the tests need). A test never passes without running.
 fn missing(why: String) -> ! {
     panic!("this test cannot run: {why}");
 }
@@ -845,7 +845,7 @@ fn nginx_binary() -> Option<PathBuf> {
 #[test]
 fn nginx_origin_miss_hit_range_head() {
     let Some(nginx) = nginx_binary() else {
-        missing("nginx is not installed (.ci/run installs nginx-light)".into());
+        missing("nginx is not installed (./test.sh installs nginx-light)".into());
     };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -1039,7 +1039,7 @@ fn an_s3_origin_read_through_the_backend_tier() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("s3://BUCKET"));
 }
 
-/// A self-signed certificate for `name` made by `openssl` (`.ci/run` installs it), written as
+/// A self-signed certificate for `name` made by `openssl` (`./test.sh` installs it), written as
 /// `<file>.pem` and `<file>.key` in `dir`.
 fn openssl_cert(dir: &Path, file: &str, name: &str) -> (PathBuf, PathBuf) {
     let (cert, key) = (

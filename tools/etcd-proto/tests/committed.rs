@@ -8,7 +8,10 @@ fn committed_code_matches_the_proto_files() {
         let path = dir.join(format!("{package}.rs"));
         let committed = std::fs::read_to_string(&path)
             .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-        assert!(code.len() > 1000, "{package}: suspiciously little code generated");
+        assert!(
+            code.len() > 1000,
+            "{package}: suspiciously little code generated"
+        );
         if committed != code {
             stale.push(path.display().to_string());
         }

@@ -190,6 +190,11 @@ pub(super) async fn miss(
         }
         if joined.is_none() {
             let flight = Flight::new();
+            // A fresh miss of a cooperating site asks the other sites first (`drive`): it is
+            // marked so from the moment another site's request could find it.
+            if st.sites.is_some() && job.stale.is_none() {
+                flight.set_asking_sites(true);
+            }
             m.insert(job.key.key.clone(), flight.clone());
             drop(m);
             let key = job.key.key.clone();
@@ -309,6 +314,8 @@ async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
         Some(f) => fetch_from_sites(&st, &f.sites, &job.key.primary, &req).await,
         None => None,
     };
+    // The origin is next, or the answer is here: any site's request may join from now on.
+    d.flight.set_asking_sites(false);
     let fetched = match from_site {
         Some(answer) => Ok(answer),
         None => st.upstream.fetch_head(req).await,
@@ -650,7 +657,7 @@ async fn fetch_from_sites(
         *ask.method_mut() = req.method().clone();
         *ask.uri_mut() = req.uri().clone();
         *ask.headers_mut() = req.headers().clone();
-        let Ok(mark) = hyper::header::HeaderValue::from_str(&site) else {
+        let Ok(mark) = hyper::header::HeaderValue::from_str(sites.0.me()) else {
             continue;
         };
         ask.headers_mut().insert(super::sites::PEER_HEADER, mark);
@@ -667,7 +674,9 @@ async fn fetch_from_sites(
 
 /// A request from another site that the caches could not answer: it joins a fill of its key
 /// in flight here, if there is one whose answer suits it; `None` otherwise (the caller answers
-/// `504`: a site never fetches for another).
+/// `504`: a site never fetches for another). While that fill still asks other sites, a site
+/// that does not come before this one (`sites::may_join`) waits for its answer at most
+/// [`super::sites::SITE_JOIN_WAIT`], then gets `None` too.
 pub(super) async fn join_in_flight(
     st: &Arc<State>,
     req: &Request<ReqBody>,
@@ -676,12 +685,23 @@ pub(super) async fn join_in_flight(
     if req.headers().contains_key(header::RANGE) {
         return None;
     }
-    let (flight, (replay, rx)) = {
+    let (flight, (replay, rx), patient) = {
         let m = lock(&st.flights);
         let f = m.get(&key.key)?;
-        (f.clone(), f.subscribe()?)
+        let patient = !f.asking_sites() || {
+            let from = req.headers().get(super::sites::PEER_HEADER)?.as_bytes();
+            super::sites::may_join(from, st.sites.as_ref()?.0.me())
+        };
+        (f.clone(), f.subscribe()?, patient)
     };
-    match wait_head(&flight).await {
+    let head = if patient {
+        wait_head(&flight).await
+    } else {
+        // Dropping the subscription on the way out unsubscribes.
+        let wait = super::sites::SITE_JOIN_WAIT;
+        tokio::time::timeout(wait, wait_head(&flight)).await.ok()?
+    };
+    match head {
         Ok(head) if head.vary.admits(req.headers()) => Some(Answer {
             outcome: Outcome::MissCollapsed,
             response: live_response(&head, replay, rx),

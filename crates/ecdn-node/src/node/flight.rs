@@ -29,6 +29,7 @@
 //! map → flight.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -65,6 +66,11 @@ pub(super) struct Head {
 pub(super) struct Flight {
     pub(super) head: watch::Sender<Option<Result<Arc<Head>, FetchError>>>,
     st: Mutex<FlightState>,
+    /// The fetch is asking other sites (`sites.rs`) rather than the origin: another site's
+    /// request waits for it then without limit only if that site comes before this one
+    /// (`sites::may_join`), or two sites filling from each other could each wait for the
+    /// other until their timeouts.
+    asking_sites: AtomicBool,
 }
 
 struct FlightState {
@@ -83,6 +89,7 @@ impl Flight {
     pub(super) fn new() -> Arc<Flight> {
         Arc::new(Flight {
             head: watch::channel(None).0,
+            asking_sites: AtomicBool::new(false),
             st: Mutex::new(FlightState {
                 frames: Vec::new(),
                 replayable: true,
@@ -90,6 +97,17 @@ impl Flight {
                 ended: None,
             }),
         })
+    }
+
+    /// Marks the fetch as asking other sites (`true`, from before the flight can be found) or
+    /// not (`false`: the origin, or the answer, is next).
+    pub(super) fn set_asking_sites(&self, asking: bool) {
+        self.asking_sites.store(asking, Ordering::SeqCst);
+    }
+
+    /// Whether the fetch is asking other sites (see [`Flight::set_asking_sites`]).
+    pub(super) fn asking_sites(&self) -> bool {
+        self.asking_sites.load(Ordering::SeqCst)
     }
 
     /// The body bytes released so far, while the flight keeps them (in a buffer of at least

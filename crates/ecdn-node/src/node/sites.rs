@@ -16,7 +16,14 @@
 //!
 //! A request marked with [`PEER_HEADER`] comes from another site: it is answered from the
 //! caches, or joins a fill in flight here, and otherwise gets `504` at once. It never goes to
-//! the origin nor to other sites, so referrals cannot loop.
+//! the origin nor to other sites, so referrals cannot loop. Fills can still wait on each other:
+//! in a flash crowd two sites miss at once, each finds the other's *filling* reference, and
+//! each fill would join the other's, both waiting until their timeouts. So sites are ordered
+//! (by address, [`may_join`]): a request joins a fill that is still asking other sites for as
+//! long as it takes only when the requester comes before this site; otherwise it waits at most
+//! [`SITE_JOIN_WAIT`] for the answer, then gets `504` and its fill goes on to the next site or
+//! the origin. A cycle of fills waiting on each other has a site that comes after the next
+//! one, so it breaks within that wait; a chain that answers sooner keeps every site in it.
 
 use std::fmt;
 use std::future::Future;
@@ -24,12 +31,27 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 /// The header that marks a request from another site: the value is the sending site's
-/// address, for logs.
+/// address ([`Referrals::me`]).
 pub const PEER_HEADER: &str = "ecdn-site-peer";
+
+/// The longest a request from a site that does not come before this one waits for a fill here
+/// that is still asking other sites (see the module doc).
+pub const SITE_JOIN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether a request from the site `from` (its [`PEER_HEADER`]) may wait for a fill here that
+/// is still asking other sites as long as it takes, this site being `me`: only when `from`
+/// comes first (else it waits at most [`SITE_JOIN_WAIT`]). A fill that asks the origin, or
+/// has its answer, never waits on another site.
+pub fn may_join(from: &[u8], me: &str) -> bool {
+    from < me.as_bytes()
+}
 
 /// Where other sites may hold an object, and what this node tells them about its fills.
 /// `url` is the cache's primary key (host, path and query).
 pub trait Referrals: Send + Sync + 'static {
+    /// This site's address as the others know it (`host:port` of its HTTP listener): sent in
+    /// [`PEER_HEADER`] with its requests to them, and what orders sites ([`may_join`]).
+    fn me(&self) -> &str;
     /// Sites (`host:port` of their HTTP listeners) that may hold or be fetching `url`,
     /// nearest first; never this node. Bounded in time by the implementation.
     fn locate<'a>(&'a self, url: &'a str)

@@ -447,6 +447,8 @@ pub struct Work {
     pub rebalancer: Option<Rebalancer>,
     /// Keep every body frame's arrival in the records (for `--client-link`).
     pub arrivals: bool,
+    /// Counts the requests done (the demo's progress on stderr; hidden in tests).
+    pub progress: indicatif::ProgressBar,
 }
 
 /// Has the cluster rebalance parity; given the live nodes, returns when every one of them took
@@ -543,6 +545,7 @@ pub async fn run(work: Arc<Work>, concurrency: usize) -> Result<Vec<Record>> {
                         let rec = request(&work, &mut conns, a).await;
                         out.lock().unwrap()[a.index as usize] = Some(rec);
                         work.dispenser.lock().unwrap().finished();
+                        work.progress.inc(1);
                     }
                 }
             }
@@ -848,6 +851,7 @@ mod tests {
                 dispenser,
                 timeout: Duration::from_secs(10),
                 arrivals: false,
+                progress: indicatif::ProgressBar::hidden(),
                 rebalancer: None,
             });
             let records = run(work, 4).await.unwrap();
@@ -888,6 +892,7 @@ mod tests {
                 dispenser,
                 timeout: Duration::from_secs(10),
                 arrivals: false,
+                progress: indicatif::ProgressBar::hidden(),
                 rebalancer: None,
             });
             let records = run(work, 1).await.unwrap();

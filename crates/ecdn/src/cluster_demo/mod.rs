@@ -378,13 +378,17 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         plan.trace.len(),
         a.concurrency
     );
+    let progress = crate::args::progress_bar(
+        Some(plan.trace.len() as u64),
+        crate::args::progress_hidden(a.json, false),
+    );
     let kill_cpu: Arc<Mutex<Vec<Option<f64>>>> = Arc::new(Mutex::new(vec![None; n]));
     let killer: Box<dyn FnMut(usize) + Send> = {
-        let (procs, kill_cpu) = (procs.clone(), kill_cpu.clone());
+        let (procs, kill_cpu, progress) = (procs.clone(), kill_cpu.clone(), progress.clone());
         Box::new(move |node| {
             let cpu = procs.lock().unwrap().kill_node(node);
             kill_cpu.lock().unwrap()[node] = cpu;
-            eprintln!("killed node {node} (SIGKILL)");
+            progress.suspend(|| eprintln!("killed node {node} (SIGKILL)"));
         })
     };
     let dispenser: SharedDispenser = Arc::new(Mutex::new(
@@ -415,6 +419,7 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         timeout: plan.request_timeout,
         rebalancer: Some(rebalancer),
         arrivals: !plan.client_links.is_empty(),
+        progress: progress.clone(),
     });
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let events = tokio::spawn(control::run_events(
@@ -429,6 +434,7 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
     let t = Instant::now();
     let records = driver::run(work, a.concurrency).await;
     let elapsed_s = t.elapsed().as_secs_f64();
+    progress.finish_and_clear();
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut control = events.await.context("the control-plane events")??;
     let records = records?;
@@ -781,16 +787,16 @@ fn run_demo(a: DemoArgs) -> Result<()> {
         sim_summary(&sim),
         sim_killed,
     );
-    print!(
+    out!(
         "{}",
         report::window_table(&report.windows, &plan.kills, plan.window)
-    );
-    print!("{}", report::summary(&report));
+    )?;
+    out!("{}", report::summary(&report))?;
     if let Some(path) = &a.plot {
         plot(path, &report, &live.records)?;
     }
     if a.json {
-        println!("{}", serde_json::to_string(&report)?);
+        outln!("{}", serde_json::to_string(&report)?)?;
     }
     Ok(())
 }

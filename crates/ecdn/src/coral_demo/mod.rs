@@ -20,9 +20,15 @@
 //! 3. **Alone**: the crowd on nodes that do not cooperate (what the origin sees without the
 //!    DSHT).
 //! 4. **The hot spot** (§6.4, one level as in the paper): every node puts the same key every
-//!    `--hot-interval`; the puts reaching the key's closest node are counted over the minute
-//!    after a 20 s warm-up and compared with β·(2^b − 1)·⌈log2 n / b⌉.
+//!    `--hot-interval`; the puts reaching the key's closest node are counted over a minute
+//!    after a third of one and compared with β·(2^b − 1)·⌈log2 n / b⌉. The test bed's minute,
+//!    `--hot-minute`, is 12 s by default: the leakage rate is β puts per it and every node puts
+//!    30 times per it, so the experiment is the paper's with time running five times faster
+//!    (but for the network's RTTs).
 //!
+//! The defaults run in under a minute on two cores (the paper's spans are minutes: its 5 min
+//! cluster period and hour-long crowd); each phase says on stderr what it is doing, and longer
+//! runs are a matter of flags (`--cluster-period`, `--flash-window`, `--hot-minute 60s`, ...).
 //! With `--json` each run prints one line and the last line sums them up.
 
 mod proxies;
@@ -37,6 +43,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use ecdn_dsht::{Config, Dsht, Id};
 use ecdn_trace::Rng;
+use indicatif::ProgressBar;
 use serde::Serialize;
 
 use topology::Topology;
@@ -59,8 +66,9 @@ pub struct DemoArgs {
     /// Seed of the topology and the workload.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// How often each node reconsiders its clusters (the paper: 5 min).
-    #[arg(long, default_value = "2s")]
+    /// How often each node reconsiders its clusters (the paper: 5 min); the hierarchy settles
+    /// for six of them before its lookups.
+    #[arg(long, default_value = "1s")]
     cluster_period: String,
     /// Proxy requests in each lookup run.
     #[arg(long, default_value_t = 600)]
@@ -69,20 +77,26 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 60)]
     objects: usize,
     /// Requests per second.
-    #[arg(long, default_value_t = 60.0)]
+    #[arg(long, default_value_t = 200.0)]
     rate: f64,
     /// New objects each node's client asks for in the flash crowd (0: no proxies).
     #[arg(long, default_value_t = 12)]
     flash_objects: usize,
     /// The flash crowd's requests arrive at random within this window.
-    #[arg(long, default_value = "15s")]
+    #[arg(long, default_value = "5s")]
     flash_window: String,
     /// A redirector answers a proxy heard from within this long without pinging it first.
-    #[arg(long, default_value = "10s")]
+    #[arg(long, default_value = "3s")]
     proxy_fresh: String,
-    /// How often each node puts the hot key (0s: no hot-spot run).
-    #[arg(long, default_value = "2s")]
+    /// How often each node puts the hot key (0s: no hot-spot run); the default is 30 puts a
+    /// `--hot-minute`.
+    #[arg(long, default_value = "0.4s")]
     hot_interval: String,
+    /// The hot-spot run's minute: the leakage rate's window (β = 12 puts per it), a third of it
+    /// to warm up, then one of it counted. The paper's is 60 s; a shorter one runs the same
+    /// experiment faster, with puts and leakage scaled together.
+    #[arg(long, default_value = "12s")]
+    hot_minute: String,
     /// One JSON line per run, and a summary line last.
     #[arg(long)]
     json: bool,
@@ -182,6 +196,9 @@ struct HotRun {
     run: &'static str,
     nodes: usize,
     puts: u64,
+    /// The test bed's minute (`--hot-minute`), seconds: the leakage window, and the span the
+    /// counts below are over.
+    minute_s: f64,
     closest_node_puts_per_min: u64,
     /// The most put probes any node received in that minute.
     max_node_puts_per_min: u64,
@@ -190,11 +207,70 @@ struct HotRun {
     found_fraction: f64,
 }
 
-/// Starts one DSHT node per topology node and joins them through the first.
+/// The paper's leakage window (β puts a minute), for every run but the hot spot's.
+const MINUTE: Duration = Duration::from_secs(60);
+
+/// The levels of a run: ∞, 60 ms and 20 ms with the hierarchy, else ∞ alone.
+fn levels(hierarchy: bool) -> Vec<Option<Duration>> {
+    if hierarchy {
+        vec![
+            None,
+            Some(Duration::from_millis(60)),
+            Some(Duration::from_millis(20)),
+        ]
+    } else {
+        vec![None]
+    }
+}
+
+/// A run's DSHT nodes, one per topology node, joined.
+struct Bed {
+    nodes: Vec<Arc<Dsht>>,
+    /// Seconds from the first node's start to the last refresh.
+    start_s: f64,
+}
+
+impl Bed {
+    /// Starts a bed in the background: its nodes bind their own ports (port 0 on the
+    /// topology's addresses), so it joins while the previous run's last phase goes on, which
+    /// spares the demo the joins' wait (a few seconds of injected RTTs, little CPU).
+    fn spawn(
+        topo: &Topology,
+        levels: Vec<Option<Duration>>,
+        period: Duration,
+        minute: Duration,
+        seed: u64,
+    ) -> tokio::task::JoinHandle<Result<Bed>> {
+        let topo = topo.clone();
+        tokio::spawn(async move {
+            let t0 = Instant::now();
+            let nodes = start_bed(&topo, levels, period, minute, seed).await?;
+            Ok(Bed {
+                nodes,
+                start_s: t0.elapsed().as_secs_f64(),
+            })
+        })
+    }
+
+    /// Waits for a bed [`Bed::spawn`] started.
+    async fn ready(handle: tokio::task::JoinHandle<Result<Bed>>) -> Result<Bed> {
+        handle.await.context("starting a DSHT test bed")?
+    }
+
+    fn shutdown(&self) {
+        for n in &self.nodes {
+            n.shutdown();
+        }
+    }
+}
+
+/// Starts one DSHT node per topology node and joins them through the first. `minute` is the
+/// leakage rate's window (β puts per it).
 async fn start_bed(
     topo: &Topology,
     levels: Vec<Option<Duration>>,
     period: Duration,
+    minute: Duration,
     seed: u64,
 ) -> Result<Vec<Arc<Dsht>>> {
     let latency = topo.latency();
@@ -203,6 +279,7 @@ async fn start_bed(
         let mut cfg = Config::new(addr);
         cfg.thresholds = levels.clone();
         cfg.cluster_period = period;
+        cfg.leakage_window = minute;
         cfg.latency = Some(latency.clone());
         cfg.seed = Some(seed.wrapping_mul(1_000_003).wrapping_add(i as u64));
         nodes.push(Arc::new(
@@ -273,6 +350,7 @@ fn clusters_against(
 async fn lookups(
     a: &DemoArgs,
     nodes: &[Arc<Dsht>],
+    phase: &Phase<'_>,
 ) -> Result<(usize, Vec<f64>, Vec<f64>, usize, usize)> {
     let mut rng = Rng::new(a.seed ^ 0x5eed);
     let zipf = ecdn_trace::gen::Zipf::new(a.objects.max(1) as u64, 0.8)?;
@@ -294,7 +372,12 @@ async fn lookups(
         });
     }
     let (mut found, mut hops, mut ms, mut local, mut answered) = (0, Vec::new(), Vec::new(), 0, 0);
+    let mut done = 0;
     while let Some(r) = tasks.join_next().await {
+        done += 1;
+        if done % 50 == 0 {
+            phase.say(&format!("lookups, {done} of {} done", a.requests));
+        }
         let Ok(Some(got)) = r else { continue };
         hops.push(got.hops as f64);
         ms.push(got.elapsed.as_secs_f64() * 1000.0);
@@ -307,42 +390,37 @@ async fn lookups(
     Ok((found, hops, ms, local, answered))
 }
 
+/// The lookups and the flash crowd of one run on `bed` (with the hierarchy: after its clusters
+/// settle).
 async fn lookup_run(
     a: &DemoArgs,
     topo: &Topology,
+    bed: &Bed,
     hierarchy: bool,
     period: Duration,
     window: Duration,
-    fresh: Duration,
-) -> Result<(
-    LookupRun,
-    Option<proxies::FlashCrowd>,
-    Option<redirect::Redirection>,
-)> {
-    let levels = if hierarchy {
-        vec![
-            None,
-            Some(Duration::from_millis(60)),
-            Some(Duration::from_millis(20)),
-        ]
+    pb: &ProgressBar,
+) -> Result<(LookupRun, Option<proxies::FlashCrowd>)> {
+    let levels = levels(hierarchy);
+    let name = if hierarchy {
+        "hierarchy"
     } else {
-        vec![None]
+        "single-level"
     };
+    let phase = Phase { pb, run: name };
     let t0 = Instant::now();
-    let nodes = start_bed(topo, levels.clone(), period, a.seed).await?;
     if hierarchy {
         // Clusters form from singletons; a few periods let merges settle (§6: 30 min for
         // 5 min periods).
+        phase.say(&format!("clusters settling for {:?}", period * 6));
         tokio::time::sleep(period * 6).await;
     }
-    let setup_s = t0.elapsed().as_secs_f64();
-    let (found, hops, ms, local, answered) = lookups(a, &nodes).await?;
+    let setup_s = bed.start_s + t0.elapsed().as_secs_f64();
+    let nodes = &bed.nodes;
+    phase.say(&format!("{} lookups", a.requests));
+    let (found, hops, ms, local, answered) = lookups(a, nodes, &phase).await?;
     let run = LookupRun {
-        run: if hierarchy {
-            "hierarchy"
-        } else {
-            "single-level"
-        },
+        run: name,
         nodes: nodes.len(),
         sites: topo.sites(),
         levels: levels.len(),
@@ -351,16 +429,17 @@ async fn lookup_run(
         lookup_hops: quantiles(hops),
         lookup_ms: quantiles(ms),
         local_hit_fraction: local as f64 / answered.max(1) as f64,
-        clusters: clusters_against(topo, &nodes, &levels),
+        clusters: clusters_against(topo, nodes, &levels),
         setup_s,
     };
     let crowd = if a.flash_objects > 0 {
         let first = if hierarchy { 1_000 } else { 2_000 };
+        phase.say(&format!("flash crowd over {window:?}"));
         Some(
             proxies::flash_crowd(
                 run.run,
                 topo,
-                Some(&nodes),
+                Some(nodes),
                 a.flash_objects,
                 window,
                 first,
@@ -371,22 +450,25 @@ async fn lookup_run(
     } else {
         None
     };
-    let redirection = if hierarchy {
-        Some(redirect::redirection(topo, &nodes, fresh).await?)
-    } else {
-        None
-    };
-    for n in &nodes {
-        n.shutdown();
-    }
-    Ok((run, crowd, redirection))
+    Ok((run, crowd))
 }
 
-async fn hot_run(a: &DemoArgs, topo: &Topology, interval: Duration) -> Result<HotRun> {
-    let nodes = start_bed(topo, vec![None], Duration::from_secs(300), a.seed).await?;
+/// The hot spot in a test bed whose minute is `minute` (the leakage window; the paper's 60 s):
+/// a third of it to warm up, then the put probes counted over one of it.
+async fn hot_run(
+    bed: &Bed,
+    interval: Duration,
+    minute: Duration,
+    pb: &ProgressBar,
+) -> Result<HotRun> {
+    let phase = Phase {
+        pb,
+        run: "hot spot",
+    };
+    let nodes = &bed.nodes;
+
     let key = Id::hash(b"http://origin.test/hot");
-    let warmup = Duration::from_secs(20);
-    let minute = Duration::from_secs(60);
+    let warmup = minute / 3;
     let start = tokio::time::Instant::now();
     let end = start + warmup + minute;
     let mut tasks = tokio::task::JoinSet::new();
@@ -407,7 +489,11 @@ async fn hot_run(a: &DemoArgs, topo: &Topology, interval: Duration) -> Result<Ho
             puts
         });
     }
+    phase.say(&format!(
+        "every node puts the key every {interval:?}; warming up"
+    ));
     tokio::time::sleep_until(start + warmup).await;
+    phase.say(&format!("counting puts for a minute of {minute:?}"));
     let before: Vec<u64> = nodes.iter().map(|n| n.put_probes(&key)).collect();
     let mut puts = 0;
     while let Some(r) = tasks.join_next().await {
@@ -421,24 +507,28 @@ async fn hot_run(a: &DemoArgs, topo: &Topology, interval: Duration) -> Result<Ho
     let closest = (0..nodes.len())
         .min_by_key(|i| key.distance(&nodes[*i].id()))
         .unwrap_or(0);
+    // Every node looks the key up, all at once.
+    let mut gets = tokio::task::JoinSet::new();
+    for n in nodes {
+        let n = n.clone();
+        gets.spawn(async move { n.get(key, None).await.is_ok_and(|g| !g.values.is_empty()) });
+    }
     let mut found = 0;
-    for n in &nodes {
-        found += usize::from(n.get(key, None).await.is_ok_and(|g| !g.values.is_empty()));
+    while let Some(r) = gets.join_next().await {
+        found += usize::from(r.unwrap_or(false));
     }
     let log2n = (nodes.len() as f64).log2().ceil() as u64;
     let run = HotRun {
         run: "hot-spot",
         nodes: nodes.len(),
         puts,
+        minute_s: minute.as_secs_f64(),
         closest_node_puts_per_min: during[closest],
         max_node_puts_per_min: during.iter().copied().max().unwrap_or(0),
         // β·(2^b − 1)·⌈log2 n / b⌉ with b = 1.
         bound_puts_per_min: 12 * log2n,
         found_fraction: found as f64 / nodes.len() as f64,
     };
-    for n in &nodes {
-        n.shutdown();
-    }
     Ok(run)
 }
 
@@ -453,29 +543,72 @@ async fn demo(a: DemoArgs) -> Result<()> {
     );
     let period = crate::args::duration("--cluster-period", &a.cluster_period)?;
     let hot_interval = crate::args::duration("--hot-interval", &a.hot_interval)?;
+    let hot_minute = crate::args::duration("--hot-minute", &a.hot_minute)?;
+    anyhow::ensure!(
+        hot_minute >= Duration::from_secs(1),
+        "--hot-minute must be at least 1s"
+    );
     let window = crate::args::duration("--flash-window", &a.flash_window)?;
     let fresh = crate::args::duration("--proxy-fresh", &a.proxy_fresh)?;
     let topo = Topology::generate(a.nodes, a.sites, a.seed);
     let started = Instant::now();
-    let (multi, multi_crowd, redirection) =
-        lookup_run(&a, &topo, true, period, window, fresh).await?;
-    print_run(&a, &multi, LookupRun::text)?;
+    let pb = crate::args::phase_spinner(crate::args::progress_hidden(a.json, false));
+    let nodes = topo.nodes().len();
+    // 1. The hierarchy: lookups, the crowd, then the redirectors, while the one-level bed joins.
+    Phase {
+        pb: &pb,
+        run: "hierarchy",
+    }
+    .say(&format!("starting and joining {nodes} DSHT nodes"));
+    let multi_bed = Bed::ready(Bed::spawn(&topo, levels(true), period, MINUTE, a.seed)).await?;
+    let (multi, multi_crowd) = lookup_run(&a, &topo, &multi_bed, true, period, window, &pb).await?;
+    print_run(&a, &pb, &multi, LookupRun::text)?;
     if let Some(c) = &multi_crowd {
-        print_run(&a, c, proxies::FlashCrowd::text)?;
+        print_run(&a, &pb, c, proxies::FlashCrowd::text)?;
     }
-    if let Some(r) = &redirection {
-        print_run(&a, r, redirect::Redirection::text)?;
+    let single_bed = Bed::spawn(&topo, levels(false), period, MINUTE, a.seed);
+    Phase {
+        pb: &pb,
+        run: "hierarchy",
     }
-    let (single, single_crowd, _) = lookup_run(&a, &topo, false, period, window, fresh).await?;
-    print_run(&a, &single, LookupRun::text)?;
+    .say("DNS redirectors, then a proxy dies");
+    let redirection = redirect::redirection(&topo, &multi_bed.nodes, fresh).await?;
+    multi_bed.shutdown();
+    print_run(&a, &pb, &redirection, redirect::Redirection::text)?;
+    // 2. One level.
+    Phase {
+        pb: &pb,
+        run: "single-level",
+    }
+    .say(&format!("joining {nodes} DSHT nodes"));
+    let single_bed = Bed::ready(single_bed).await?;
+    let (single, single_crowd) =
+        lookup_run(&a, &topo, &single_bed, false, period, window, &pb).await?;
+    single_bed.shutdown();
+    print_run(&a, &pb, &single, LookupRun::text)?;
     if let Some(c) = &single_crowd {
-        print_run(&a, c, proxies::FlashCrowd::text)?;
+        print_run(&a, &pb, c, proxies::FlashCrowd::text)?;
     }
-    // The same crowd on nodes that do not cooperate: what the origin sees without the DSHT.
+    // 3. The same crowd on nodes that do not cooperate (what the origin sees without the
+    // DSHT), while the hot spot's bed joins.
+    let hot_bed = (!hot_interval.is_zero()).then(|| {
+        Bed::spawn(
+            &topo,
+            levels(false),
+            Duration::from_secs(300),
+            hot_minute,
+            a.seed,
+        )
+    });
     let alone = if a.flash_objects > 0 {
+        Phase {
+            pb: &pb,
+            run: "alone",
+        }
+        .say(&format!("flash crowd over {window:?}"));
         let c = proxies::flash_crowd("alone", &topo, None, a.flash_objects, window, 3_000, a.seed)
             .await?;
-        print_run(&a, &c, proxies::FlashCrowd::text)?;
+        print_run(&a, &pb, &c, proxies::FlashCrowd::text)?;
         Some(c)
     } else {
         None
@@ -483,12 +616,15 @@ async fn demo(a: DemoArgs) -> Result<()> {
     let hot = if hot_interval.is_zero() {
         None
     } else {
-        let h = hot_run(&a, &topo, hot_interval).await?;
-        print_run(&a, &h, |h| {
+        let bed = Bed::ready(hot_bed.context("the hot spot's bed")?).await?;
+        let h = hot_run(&bed, hot_interval, hot_minute, &pb).await?;
+        bed.shutdown();
+        print_run(&a, &pb, &h, |h| {
             format!(
-                "hot spot: {} puts; the closest node got {} a minute (most on any node {}), bound {}; {:.0}% of nodes find the key",
+                "hot spot: {} puts; the closest node got {} in a minute of {:.0} s (most on any node {}), bound {}; {:.0}% of nodes find the key",
                 h.puts,
                 h.closest_node_puts_per_min,
+                h.minute_s,
                 h.max_node_puts_per_min,
                 h.bound_puts_per_min,
                 100.0 * h.found_fraction
@@ -511,28 +647,48 @@ async fn demo(a: DemoArgs) -> Result<()> {
         "alone_origin_requests_per_object": alone.as_ref().map(|c| c.origin_requests_per_object),
         "fetch_ms": multi_crowd.as_ref().map(|c| c.fetch_ms),
         "single_level_fetch_ms": single_crowd.as_ref().map(|c| c.fetch_ms),
-        "level2_answers": redirection.as_ref().map(|r| r.level2_answers),
-        "answered_proxy_rtt_ms_p50": redirection.as_ref().map(|r| r.answer_rtt_ms.p50),
-        "random_proxy_rtt_ms_p50": redirection.as_ref().map(|r| r.random_rtt_ms.p50),
-        "dead_proxy_last_named_s": redirection.as_ref().map(|r| r.last_named_s),
-        "dead_proxy_ttl_s": redirection.as_ref().and_then(|r| r.killed_ttl_s),
+                "level2_answers": redirection.level2_answers,
+        "answered_proxy_rtt_ms_p50": redirection.answer_rtt_ms.p50,
+        "random_proxy_rtt_ms_p50": redirection.random_rtt_ms.p50,
+        "dead_proxy_last_named_s": redirection.last_named_s,
+        "dead_proxy_ttl_s": redirection.killed_ttl_s,
         "closest_node_puts_per_min": hot.as_ref().map(|h| h.closest_node_puts_per_min),
         "bound_puts_per_min": hot.as_ref().map(|h| h.bound_puts_per_min),
         "elapsed_s": started.elapsed().as_secs_f64(),
     });
+    pb.finish_and_clear();
     if a.json {
-        println!("{summary}");
+        outln!("{summary}")?;
     } else {
         eprintln!("done in {:.0} s", started.elapsed().as_secs_f64());
     }
     Ok(())
 }
 
-fn print_run<T: Serialize>(a: &DemoArgs, run: &T, text: impl Fn(&T) -> String) -> Result<()> {
+/// What the spinner says during one run of the demo.
+struct Phase<'a> {
+    pb: &'a ProgressBar,
+    run: &'static str,
+}
+
+impl Phase<'_> {
+    fn say(&self, what: &str) {
+        self.pb.set_message(format!("{}: {what}", self.run));
+    }
+}
+
+/// Prints a run's result: a JSON line on stdout with `--json`, else a line of text on stderr
+/// (above the spinner).
+fn print_run<T: Serialize>(
+    a: &DemoArgs,
+    pb: &ProgressBar,
+    run: &T,
+    text: impl Fn(&T) -> String,
+) -> Result<()> {
     if a.json {
-        println!("{}", serde_json::to_string(run)?);
+        outln!("{}", serde_json::to_string(run)?)?;
     } else {
-        eprintln!("{}", text(run));
+        pb.suspend(|| eprintln!("{}", text(run)));
     }
     Ok(())
 }

@@ -88,7 +88,7 @@ fn model_points() -> Vec<ModelPoint> {
 }
 
 /// Registers a font, which every test that draws needs: without one the test fails, saying
-/// how to get it (.ci/run installs Debian's fonts-dejavu-core). It never passes without
+/// how to get it (./test.sh installs Debian's fonts-dejavu-core). It never passes without
 /// drawing.
 pub(super) fn require_font() {
     if let Err(e) = ensure_font() {

@@ -1,0 +1,98 @@
+//! Cooperating sites (`ecdn_node::node::sites`) with referrals given by the test: what the
+//! node does with them, apart from how Coral finds them (`ecdn-coral`'s tests do that).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ecdn_node::node::sites::{Referrals, Sites};
+use ecdn_node::node::{Node, NodeConfig};
+use ecdn_node::origin::{Origin, OriginConfig};
+
+mod common;
+use common::fetch;
+
+/// Referrals of the site `.0` that name the site `.1` for every URL, after a pause long enough
+/// for a fill that started at the same moment on that site to be in flight too.
+struct Other(String, SocketAddr);
+
+impl Referrals for Other {
+    fn me(&self) -> &str {
+        &self.0
+    }
+    fn locate<'a>(
+        &'a self,
+        _url: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            vec![self.1.to_string()]
+        })
+    }
+    fn filling(&self, _url: &str) {}
+    fn filled(&self, _url: &str) {}
+    fn abandoned(&self, _url: &str) {}
+}
+
+/// Two sites miss the same object at the same moment and each is told the other is filling it
+/// (as Coral's `filling` references do in a flash crowd). Each fill asks the other site first;
+/// if each waited for the other's fill, both would wait until their timeouts. The site that
+/// comes first (by address) waits for the other's fill; the other waits at most
+/// `SITE_JOIN_WAIT` (1 s), is refused (`504`) and goes to the origin: one origin request, both
+/// clients served within seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sites_filling_from_each_other_do_not_wait_for_each_other() {
+    let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
+        .await
+        .unwrap();
+    // Each node's address is needed for the other's referrals before it starts.
+    let addrs: Vec<SocketAddr> = (0..2)
+        .map(|_| {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap()
+        })
+        .collect();
+    let mut nodes = Vec::new();
+    for i in 0..2 {
+        let cfg = NodeConfig {
+            origin: format!("http://{}", origin.addr),
+            hoc_size: 16 << 20,
+            sites: Some(Sites(Arc::new(Other(addrs[i].to_string(), addrs[1 - i])))),
+            ..NodeConfig::default()
+        };
+        nodes.push(Node::start(addrs[i], cfg).await.unwrap());
+    }
+    let path = "/obj/9?size=40000";
+    let (a, b) = (nodes[0].addr, nodes[1].addr);
+    let both = async { tokio::join!(fetch(a, "GET", path), fetch(b, "GET", path)) };
+    let (ra, rb) = tokio::time::timeout(Duration::from_secs(5), both)
+        .await
+        .expect("two sites filling from each other waited for each other");
+    assert_eq!((ra.status, rb.status), (200, 200));
+    assert_eq!(ra.body, rb.body);
+    assert_eq!(ra.body.len(), 40000);
+    assert_eq!(origin.requests(), 1, "one site filled from the other");
+    let fills = |n: &ecdn_node::node::RunningNode| {
+        let n = n.admin_addr().unwrap();
+        async move {
+            let stats = fetch(n, "GET", "/_ecdn/stats").await;
+            let v: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+            v["site_fills"].as_u64().unwrap()
+        }
+    };
+    let (fa, fb) = (fills(&nodes[0]).await, fills(&nodes[1]).await);
+    let first = usize::from(addrs[1].to_string() < addrs[0].to_string());
+    assert_eq!(
+        [fa, fb][first],
+        1,
+        "the site that comes first ({}) filled from the other",
+        addrs[first]
+    );
+    assert_eq!(fa + fb, 1);
+    for n in nodes {
+        n.stop().await.unwrap();
+    }
+    origin.stop().await.unwrap();
+}
