@@ -71,7 +71,8 @@ fi
 if [ "$#" -eq 0 ]; then
   cargo build --workspace --all-targets
   (cd fuzz && cargo check --bins)
-  set -- --workspace
+  # Every test binary runs, even after one fails, so that the closing count is of all tests.
+  set -- --workspace --no-fail-fast
 fi
 
 log=$(mktemp)
