@@ -652,15 +652,15 @@ async fn fetch_from_sites(
     url: &str,
     req: &Request<ReqBody>,
 ) -> Option<(hyper::http::response::Parts, hyper::body::Incoming)> {
+    // Every request says which site asks (see `sites::may_join`).
+    let mark = hyper::header::HeaderValue::from_str(sites.0.me()).ok()?;
     for site in sites.0.locate(url).await {
         let mut ask = Request::new(super::empty_body());
         *ask.method_mut() = req.method().clone();
         *ask.uri_mut() = req.uri().clone();
         *ask.headers_mut() = req.headers().clone();
-        let Ok(mark) = hyper::header::HeaderValue::from_str(sites.0.me()) else {
-            continue;
-        };
-        ask.headers_mut().insert(super::sites::PEER_HEADER, mark);
+        ask.headers_mut()
+            .insert(super::sites::PEER_HEADER, mark.clone());
         match st.upstream.fetch_head_from(&site, ask).await {
             Ok((parts, body)) if parts.status == StatusCode::OK => {
                 st.metrics.site_fill();
