@@ -560,8 +560,21 @@ mod tests {
     }
 
     /// The VPCLMULQDQ folding path, called directly (not through [`Crc32c::update`], whose
-    /// dispatch would silently take another path), against the table version.
+    /// dispatch would silently take another path), against the table version. It runs only in
+    /// a build for a CPU with AVX-512F and VPCLMULQDQ (on such a CPU:
+    /// `RUSTFLAGS='-C target-cpu=native' cargo test -p ecdn-store -- --ignored folding`);
+    /// elsewhere the test harness lists it as ignored rather than passing it unrun. The
+    /// machines of this project's sessions and CI (AMD EPYC without AVX-512) dispatch to the
+    /// `crc32` instruction, which `hardware_and_table_crc_agree` covers.
     #[test]
+    #[cfg_attr(
+        not(all(
+            target_arch = "x86_64",
+            target_feature = "avx512f",
+            target_feature = "vpclmulqdq"
+        )),
+        ignore = "needs a build for a CPU with AVX-512F and VPCLMULQDQ (-C target-cpu=native)"
+    )]
     fn folding_and_table_crc_agree() {
         #[cfg(target_arch = "x86_64")]
         let has_folding = std::arch::is_x86_feature_detected!("vpclmulqdq")
@@ -569,16 +582,10 @@ mod tests {
             && std::arch::is_x86_feature_detected!("sse4.2");
         #[cfg(not(target_arch = "x86_64"))]
         let has_folding = false;
-        // CI runs on a CPU with these features: there, their absence is a failure (the folding
-        // path would go untested).
-        let under_ci = std::env::var("CI").is_ok_and(|v| {
-            let v = v.to_ascii_lowercase();
-            !v.is_empty() && v != "false" && v != "0"
-        });
         assert!(
-            has_folding || !under_ci,
-            "under CI and no VPCLMULQDQ (with AVX-512F and SSE4.2) on this CPU: the folding CRC \
-             path cannot be tested"
+            has_folding,
+            "built for AVX-512F and VPCLMULQDQ but this CPU lacks them: the folding CRC path \
+             cannot be tested"
         );
         let data: Vec<u8> = (0..70_100u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
