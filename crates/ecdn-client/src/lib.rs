@@ -44,6 +44,21 @@ pub struct Code {
     pub r: usize,
 }
 
+/// What `GET /_objects/<name>?stat` tells: the record, and per split whether its server holds
+/// it now (`None`: the server is unavailable or did not answer).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectStat {
+    pub record: ObjectMeta,
+    pub held: Vec<Option<bool>>,
+}
+
+impl ObjectStat {
+    /// Splits known to be held: a read can decode the object with at least `k`.
+    pub fn readable(&self) -> usize {
+        self.held.iter().filter(|h| **h == Some(true)).count()
+    }
+}
+
 /// A client of one node's object API.
 #[derive(Clone)]
 pub struct ObjectClient {
@@ -143,10 +158,31 @@ impl ObjectClient {
         Ok(self.call(Method::GET, name, &query, Bytes::new()).await?.1)
     }
 
-    /// The object's record: size, code, where its splits are.
-    pub async fn stat(&self, name: &str) -> Result<ObjectMeta, ClientError> {
+    /// The object's record (size, code, where its splits are) and which splits their servers
+    /// hold now.
+    pub async fn stat(&self, name: &str) -> Result<ObjectStat, ClientError> {
         let (_, body) = self.call(Method::GET, name, "?stat", Bytes::new()).await?;
-        Self::record(&body)
+        let bad = |e: String| ClientError::BadAnswer(e);
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&body).map_err(|e| bad(e.to_string()))?;
+        let o = v
+            .as_object_mut()
+            .ok_or_else(|| bad("the stat answer is not a JSON object".into()))?;
+        let held = o
+            .remove("held")
+            .ok_or_else(|| bad("the stat answer has no \"held\"".into()))?;
+        let held: Vec<Option<bool>> =
+            serde_json::from_value(held).map_err(|e| bad(e.to_string()))?;
+        o.remove("readable");
+        let record: ObjectMeta = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
+        if held.len() != record.splits.len() {
+            return Err(bad(format!(
+                "the stat answer lists {} splits held, its record {}",
+                held.len(),
+                record.splits.len()
+            )));
+        }
+        Ok(ObjectStat { record, held })
     }
 
     /// Gives the object `units` splits (EC-Cache: `k` data and `units − k` parities;

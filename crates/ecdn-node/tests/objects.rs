@@ -62,6 +62,21 @@ fn record(r: &Reply) -> ObjectMeta {
         .unwrap_or_else(|e| panic!("{e}: {} {}", r.status, String::from_utf8_lossy(&r.body)))
 }
 
+/// A `?stat` answer: the record, and per split whether its server holds it now.
+fn stat_of(r: &Reply) -> (ObjectMeta, Vec<Option<bool>>) {
+    let mut v: serde_json::Value = serde_json::from_slice(&r.body)
+        .unwrap_or_else(|e| panic!("{e}: {} {}", r.status, String::from_utf8_lossy(&r.body)));
+    let o = v.as_object_mut().unwrap();
+    let held: Vec<Option<bool>> = serde_json::from_value(o.remove("held").unwrap()).unwrap();
+    let readable = o.remove("readable").unwrap();
+    assert_eq!(
+        readable,
+        held.iter().filter(|h| **h == Some(true)).count(),
+        "readable counts the splits held"
+    );
+    (serde_json::from_value(v).unwrap(), held)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written() {
     let mut c = TestCluster::start(6, "c2dn", 3, 1).await;
@@ -118,7 +133,9 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
     );
     assert_eq!(head.headers["x-ecdn-k"], "5");
     let stat = send(c.client(3), "GET", "/_objects/big?stat", Vec::new()).await;
-    assert_eq!(record(&stat), meta);
+    let (stat, held) = stat_of(&stat);
+    assert_eq!(stat, meta);
+    assert_eq!(held, vec![Some(true); 6], "every split is held");
     // Δ: the default 1, a given one, and `auto` (no link cap: no backlog, so the most, 2; of
     // the 6 splits, k + 2 = 7 asks all 6).
     for (query, delta) in [("", "1"), ("?delta=0", "0"), ("?delta=auto", "2")] {
@@ -330,6 +347,19 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
         want[d] = false;
     }
     c.wait_available(&want).await;
+    // `stat` tells what is there now: the stopped servers' splits unknown, the others held.
+    let stat = send(
+        c.client(0),
+        "GET",
+        &format!("/_objects/{name}?stat"),
+        Vec::new(),
+    )
+    .await;
+    let (_, held) = stat_of(&stat);
+    for (i, s) in meta.splits.iter().enumerate() {
+        let want = if down.contains(s) { None } else { Some(true) };
+        assert_eq!(held[i], want, "split {i} on node {s}");
+    }
     let got = send(c.client(0), "GET", &format!("/_objects/{name}"), Vec::new()).await;
     assert_eq!(got.status, 200);
     assert_eq!(&got.body, data);
@@ -363,7 +393,10 @@ async fn objects_round_trip_survive_r_stopped_nodes_and_are_never_half_written()
         .put("via/client", data.clone(), Some(code))
         .await
         .unwrap();
-    assert_eq!(client.stat("via/client").await.unwrap(), meta);
+    let stat = client.stat("via/client").await.unwrap();
+    assert_eq!(stat.record, meta);
+    // Every split's server runs and holds it.
+    assert_eq!(stat.held, vec![Some(true); 3]);
     assert_eq!(client.get("via/client").await.unwrap(), data);
     // One more parity on the one running node without a split (4 of 6 run).
     let grown = client.set_units("via/client", 4).await.unwrap();
@@ -428,7 +461,7 @@ async fn the_budget_follows_measured_reads() {
         let addr = c.client(5);
         async move {
             let stat = send(addr, "GET", &format!("/_objects/{name}?stat"), Vec::new()).await;
-            record(&stat).splits.len()
+            stat_of(&stat).0.splits.len()
         }
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
@@ -633,7 +666,7 @@ async fn objects_with_their_records_in_etcd() {
     let second = Bytes::from(content(2, 90_000));
     let meta = client.put("in/etcd", second.clone(), code).await.unwrap();
     let reader = ecdn_client::ObjectClient::new(cfg.nodes[3].client);
-    assert_eq!(reader.stat("in/etcd").await.unwrap(), meta);
+    assert_eq!(reader.stat("in/etcd").await.unwrap().record, meta);
     assert_eq!(reader.get("in/etcd").await.unwrap(), second);
     // The record is in etcd, sealed, where the directory finds it.
     let dir_etcd = ObjectDirectory::for_cluster(&cfg);

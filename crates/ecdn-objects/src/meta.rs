@@ -142,7 +142,8 @@ mod hex_crcs {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::Error> {
-        let s = <&str>::deserialize(d)?;
+        // Owned: a borrowed `&str` fails for a `serde_json::Value` and for escaped text.
+        let s = String::deserialize(d)?;
         if s.len() % 8 != 0 {
             return Err(D::Error::custom("crcs: not a multiple of 8 hex digits"));
         }

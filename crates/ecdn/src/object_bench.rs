@@ -669,7 +669,7 @@ async fn budget_state(a: &BenchArgs, p: &Plan, bed: &Bed) -> Result<(u64, u64)> 
     let client = ObjectClient::new(bed.layout.nodes[0].0).with_timeout(Duration::from_secs(30));
     let mut overhead = 0;
     for i in 0..a.objects {
-        let m = client.stat(&name(i)).await.with_context(|| name(i))?;
+        let m = client.stat(&name(i)).await.with_context(|| name(i))?.record;
         let extra = (m.splits.len() - m.k) as u64;
         overhead += extra * p.size.div_ceil(m.k as u64);
     }

@@ -102,8 +102,14 @@ pub fn run(cmd: ObjectCmd) -> Result<()> {
                 }
             }
             ObjectCmd::Stat(a) => {
-                let meta = ObjectClient::new(a.node).stat(&a.name).await?;
-                outln!("{}", serde_json::to_string_pretty(&meta)?)?;
+                // The record, with which splits their servers hold now.
+                let stat = ObjectClient::new(a.node).stat(&a.name).await?;
+                let mut v = serde_json::to_value(&stat.record)?;
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("held".into(), serde_json::json!(stat.held));
+                    o.insert("readable".into(), serde_json::json!(stat.readable()));
+                }
+                outln!("{}", serde_json::to_string_pretty(&v)?)?;
             }
             ObjectCmd::Rm(a) => {
                 let meta = ObjectClient::new(a.node).delete(&a.name).await?;

@@ -7,122 +7,17 @@
 //! Then EC-Cache's object API from the command line on the changed cluster (`ecdn object put
 //! | stat | get | rm`).
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use common::{cli, free_ports, get, node, status, until_status, Proc};
+
 const KEY: &str = "membership-test-cluster-key-0123";
-
-struct Proc(Option<Child>);
-
-impl Proc {
-    fn spawn(args: &[&str], log: &Path) -> Proc {
-        let child = Command::new(env!("CARGO_BIN_EXE_ecdn"))
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap())
-            .spawn()
-            .unwrap();
-        Proc(Some(child))
-    }
-
-    /// Waits (bounded) for the process to exit by itself; its status.
-    fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
-        let child = self.0.as_mut().unwrap();
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(st) = child.try_wait().unwrap() {
-                return st;
-            }
-            assert!(Instant::now() < deadline, "did not exit within {timeout:?}");
-            sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// `n` distinct free loopback ports (all bound at once, then released).
-fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<TcpListener> = (0..n)
-        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
-}
-
-/// One GET (`Connection: close`): the status and the body length.
-fn get(port: u16, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let end = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other("no header end"))?;
-    let head = String::from_utf8_lossy(&raw[..end]);
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    Ok((status, raw[end + 4..].to_vec()))
-}
-
-/// `ecdn cluster ...`: its stdout (the command must succeed).
-fn cli(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_ecdn"))
-        .arg("cluster")
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "ecdn cluster {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn status(file: &str) -> serde_json::Value {
-    serde_json::from_str(&cli(&["status", "--cluster", file, "--json"])).unwrap()
-}
-
-/// Waits (at most `secs`) until the coordinator's status satisfies `f`.
-fn until_status(file: &str, secs: u64, what: &str, f: impl Fn(&serde_json::Value) -> bool) {
-    let t = Instant::now();
-    loop {
-        let s = status(file);
-        if f(&s) {
-            return;
-        }
-        assert!(t.elapsed() < Duration::from_secs(secs), "{what}: {s:#}");
-        sleep(Duration::from_millis(100));
-    }
-}
-
-fn node(s: &serde_json::Value, id: usize) -> &serde_json::Value {
-    &s["status"]["nodes"][id]
-}
 
 /// Every node's `bytes_written` (pieces stored) from its stats in a status report.
 fn bytes_written(ports: &[u16]) -> Vec<u64> {

@@ -143,7 +143,7 @@ impl Node {
         };
         let cluster = match &cfg.cluster {
             Some(c) => Some(Arc::new(
-                super::cluster::Cluster::join(c, cfg.disk_size).await?,
+                super::cluster::Cluster::join(c, cfg.disk_size, disk.as_ref()).await?,
             )),
             None => None,
         };

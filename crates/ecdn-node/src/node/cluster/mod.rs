@@ -39,6 +39,7 @@ pub(super) mod coded;
 pub(super) mod link;
 mod metrics;
 mod object_budget;
+mod object_stat;
 pub(super) mod objects;
 pub(super) mod partial;
 pub(super) mod peer_server;
@@ -86,6 +87,8 @@ pub(super) struct Cluster {
     control: Mutex<Option<Control>>,
     pub(super) peers: PeerClient,
     pub(super) pieces: PieceStore,
+    /// What the start found on disk (`pieces.rs`, "Restart").
+    recovered: pieces::Recovered,
     pub(super) loads: WriteLoads,
     pub(super) stats: ClusterStats,
     pub(super) codecs: CodecCache,
@@ -118,10 +121,38 @@ pub(super) fn ring_size(capacity: u64) -> u64 {
 }
 
 impl Cluster {
-    /// Joins the cluster: waits for the coordinator's first map (see
+    /// Joins the cluster: registers the pieces `disk` holds from an earlier run (see
+    /// "Restart" in `pieces.rs`), waits for the coordinator's first map (see
     /// [`ecdn_cluster::control::spawn_control`]), then heartbeats and follows the map.
-    pub(super) async fn join(c: &ClusterNode, capacity: u64) -> std::io::Result<Cluster> {
+    pub(super) async fn join(
+        c: &ClusterNode,
+        capacity: u64,
+        disk: Option<&super::disk::Disk>,
+    ) -> std::io::Result<Cluster> {
         let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+        // Before the first heartbeat: a returning node answers for its pieces at once.
+        let policy = Cache::new(EvictionKind::Fifo.build(capacity), None);
+        let (pieces, recovered) = match disk {
+            Some(disk) => {
+                let cfg = c.cluster.clone();
+                disk.write(move |s| PieceStore::recover(s, policy, &cfg))
+                    .await
+                    .ok_or_else(|| std::io::Error::other("the disk task failed at start"))?
+            }
+            None => (PieceStore::new(policy), pieces::Recovered::default()),
+        };
+        if recovered.pieces + recovered.foreign + recovered.corrupt > 0 {
+            eprintln!(
+                "ecdn node: {} pieces ({} bytes) found on disk in {} ms; {} evicted again, \
+                 {} not pieces of this cluster, {} corrupt",
+                recovered.pieces,
+                recovered.bytes,
+                recovered.millis,
+                recovered.evicted,
+                recovered.foreign,
+                recovered.corrupt
+            );
+        }
         let peers = PeerClient::new(ClusterKey::new(c.cluster.key.as_bytes()));
         let loads = WriteLoads::for_cluster(&c.cluster);
         let etcd = Arc::new(EtcdStatus::default());
@@ -140,7 +171,6 @@ impl Cluster {
             .map(|m| m.peer)
             .or_else(|| c.cluster.nodes.get(c.id).map(|n| n.peer))
             .ok_or_else(|| invalid(format!("node {} is not a member of the cluster", c.id)))?;
-        let policy = Cache::new(EvictionKind::Fifo.build(capacity), None);
         let backend = backend::ObjectBackend::open(&c.cluster).map_err(invalid)?;
         Ok(Cluster {
             id: c.id,
@@ -150,7 +180,8 @@ impl Cluster {
             coordinator: control.coordinator_status(),
             control: Mutex::new(Some(control)),
             peers,
-            pieces: PieceStore::new(policy),
+            pieces,
+            recovered,
             loads,
             stats: ClusterStats::default(),
             codecs: CodecCache::new(),
@@ -230,6 +261,11 @@ impl Cluster {
             "peer_errors": s.peer_errors(),
             "streamed_fills": get(&s.streamed_fills),
             "ring_lost": self.pieces.ring_lost(),
+            // The pieces held now, and what the start found on disk.
+            "pieces_held": self.pieces.len(),
+            "pieces_recovered": self.recovered.pieces,
+            "pieces_recovered_bytes": self.recovered.bytes,
+            "recovery_ms": self.recovered.millis,
             // The peer link (`link.rs`): bytes of peer `GET` answers and own split reads, and
             // the test bed's background traffic.
             "link_bytes_sent": self.link.sent(),

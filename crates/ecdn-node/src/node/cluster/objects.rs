@@ -36,7 +36,8 @@
 //!   `502` naming both numbers, or, with `object_backend` in the cluster file, the object
 //!   fetched from that store and checked against its record (`backend.rs`); with a cached
 //!   record the directory is asked again first (the object may have been written again or
-//!   deleted). `GET /_objects/<name>?stat`: the record as JSON. `HEAD`: the record in headers.
+//!   deleted). `GET /_objects/<name>?stat`: the record as JSON, with what the splits' servers
+//!   hold now (`object_stat.rs`). `HEAD`: the record in headers.
 //! * `DELETE /_objects/<name>`: the record is removed first (readers stop finding it), then
 //!   every split, on every node that holds one, and the copy in an `s3://` backend
 //!   (`X-Ecdn-Backend: removed`, or why not).
@@ -83,7 +84,7 @@ use super::Cluster;
 /// Where the API lives on the client port.
 pub(in crate::node) const PREFIX: &str = "/_objects/";
 /// The piece keys of objects' splits start with this (never a cache key: those hold a host).
-pub(in crate::node) const KEY_PREFIX: &str = "_objects/";
+pub(in crate::node) const KEY_PREFIX: &str = super::pieces::SPLIT_PREFIX;
 /// Largest object a `PUT` takes (its record must also hold at most
 /// `ecdn_objects::meta::MAX_CRCS` sub-chunk checksums).
 pub const MAX_OBJECT: usize = 1 << 30;
@@ -98,7 +99,18 @@ pub(super) fn piece_key(name: &ObjectName, version: u64) -> String {
 }
 
 pub(super) fn json(status: StatusCode, meta: &ObjectMeta) -> Response<NodeBody> {
-    let body = serde_json::to_vec(meta).expect("a record serializes");
+    let v = serde_json::to_value(meta).expect("a record serializes");
+    json_value(status, meta, &v)
+}
+
+/// `v` (the record `meta`, perhaps with more fields) as a JSON answer with the record's
+/// headers.
+pub(super) fn json_value(
+    status: StatusCode,
+    meta: &ObjectMeta,
+    v: &serde_json::Value,
+) -> Response<NodeBody> {
+    let body = serde_json::to_vec(v).expect("JSON serializes");
     let mut r = Response::new(NodeBody::Full(Full::new(Bytes::from(body))));
     *r.status_mut() = status;
     r.headers_mut().insert(
@@ -232,8 +244,9 @@ pub(in crate::node) async fn serve(
     };
     match *req.method() {
         Method::PUT => put(st, c, name, &q, req.into_body()).await,
-        Method::GET if q.stat => match record(c, &name, false).await {
-            Ok(meta) => json(StatusCode::OK, &meta),
+        // The directory's record, not a cached copy: `stat` tells what is there now.
+        Method::GET if q.stat => match record(c, &name, true).await {
+            Ok(meta) => super::object_stat::stat(c, &meta).await,
             Err(e) => directory_error(e),
         },
         Method::GET => get(st, c, name, &q, req.headers(), false).await,

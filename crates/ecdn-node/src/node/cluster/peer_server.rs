@@ -39,7 +39,7 @@ use tokio::net::TcpListener;
 use super::super::body::NodeBody;
 use super::super::{empty_body, State};
 use super::link::Paced;
-use super::pieces::{PieceStore, Put};
+use super::pieces::{self, PieceStore, Put};
 use super::{write, Cluster, ClusterStats};
 
 /// Serves the peer listener until the task is aborted; its connections go with it (they live
@@ -192,7 +192,9 @@ async fn has(st: &State, c: &Cluster, path: &str, key: &str) -> Response<NodeBod
         return plain(StatusCode::NOT_FOUND, "no pieces");
     };
     let object = ecdn_trace::hash_id(key.as_bytes());
-    let held = c.pieces.held(object, c.cfg.k + c.cfg.p);
+    let held = c
+        .pieces
+        .held(object, pieces::pieces_per_object(&c.cfg, key));
     // One piece's metadata: a chunk's if any (it names the coding), else the replica's.
     let first = held
         .iter()
@@ -224,12 +226,7 @@ async fn purge(st: &State, c: &Cluster, key: &str) -> Response<NodeBody> {
     };
     if let Some(disk) = &st.disk {
         let object = ecdn_trace::hash_id(key.as_bytes());
-        // An object's splits may be up to the most an object has.
-        let pieces = if key.starts_with(super::objects::KEY_PREFIX) {
-            ecdn_objects::meta::MAX_SPLITS
-        } else {
-            c.cfg.k + c.cfg.p
-        };
+        let pieces = pieces::pieces_per_object(&c.cfg, key);
         purged |= c.pieces.purge(disk, object, pieces).await;
     }
     plain(StatusCode::OK, if purged { "purged" } else { "not held" })
@@ -311,7 +308,8 @@ async fn put_piece(
     }
 }
 
-/// A piece's metadata agrees with its path, the cluster's code and its payload.
+/// A piece's metadata agrees with its path, the cluster's code and its payload (length and
+/// every sub-chunk's checksum).
 fn check_piece(
     c: &Cluster,
     piece: PieceName,
@@ -319,32 +317,9 @@ fn check_piece(
     meta: &PieceMeta,
     payload: &[u8],
 ) -> Result<(), String> {
-    // An object's split (EC-Cache) carries its own (k, r); a cached object's piece the
-    // cluster's code.
-    let object = key.starts_with(super::objects::KEY_PREFIX);
-    match (piece, &meta.coding) {
-        (PieceName::Replica, None) if !object => Ok(()),
-        (PieceName::Chunk(ch), Some(coding)) => {
-            let (k, p) = if object {
-                (usize::from(coding.k), usize::from(coding.p))
-            } else {
-                (c.cfg.k, c.cfg.p)
-            };
-            if usize::from(coding.k) != k
-                || usize::from(coding.p) != p
-                || k == 0
-                || coding.chunk != ch
-                || usize::from(ch) >= k + p
-                || u64::from(coding.sub_chunk) != c.cfg.sub_chunk
-            {
-                return Err("chunk metadata does not match the path or the cluster's code".into());
-            }
-            let n = coding.stripes();
-            if coding.crcs.len() as u64 != n * u64::from(coding.k + coding.p) {
-                return Err("wrong number of sub-chunk checksums".into());
-            }
-            write::check_chunk(coding, payload)
-        }
-        _ => Err("piece kind does not match the path".into()),
+    pieces::check_meta(&c.cfg, piece, key, meta, payload.len() as u64)?;
+    match &meta.coding {
+        Some(coding) => write::check_chunk(coding, payload),
+        None => Ok(()),
     }
 }

@@ -10,6 +10,23 @@
 //! bytes left for the ring to overwrite. If the ring ever overwrites a piece the policy still
 //! holds (too little slack), the piece is missing when read: the reader treats it as absent and
 //! the policy forgets it, and `ring_lost` counts it.
+//!
+//! # Restart
+//!
+//! A node that starts on a store it used before registers the pieces the store's scan found
+//! ([`PieceStore::recover`]) before it joins the cluster: C2DN's return procedure (App. 10.3)
+//! hands a returning server its buckets back because its cache is still there, and the
+//! simulator's unavailable server keeps its cache. Every live entry is offered to the policy in
+//! the ring's order, oldest first, so the FIFO goes on where it stopped: entries the policy had
+//! evicted (an eviction only drops the store's index entry, it writes nothing) come back with
+//! the scan and are evicted again, and the policy ends holding what it held. What the scan did
+//! not verify is checked here: the metadata must decode as a piece's, agree with the key's
+//! piece and the cluster's code, and name the payload's length; anything else (an entry of the
+//! node's standalone disk cache, a piece of another code) leaves the index. Payload bytes are
+//! verified on every read, as always. Nothing is dropped for the map: as in the simulator, a
+//! piece whose bucket moved stays until the FIFO reaches it, and is found through the slots'
+//! former servers meanwhile. A purge is durable ([`ecdn_store::Store::tombstone`]), so no
+//! restart brings a purged piece back.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,10 +35,12 @@ use std::sync::Mutex;
 use std::ops::Range;
 
 use bytes::Bytes;
+use ecdn_cluster::config::ClusterConfig;
+use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::PieceName;
 use ecdn_placement::chunk_id;
 use ecdn_policy::{Cache, Request};
-use ecdn_store::{EntryKey, Opened, StoreError};
+use ecdn_store::{EntryKey, Opened, Store, StoreError};
 
 use super::super::disk::Disk;
 use super::super::lock;
@@ -35,6 +54,78 @@ pub enum Put {
     Present,
     /// The policy refused it (larger than the node's capacity), or the disk failed.
     Refused,
+}
+
+/// The key prefix of EC-Cache's object splits (`objects.rs`): they carry their own code.
+pub(in crate::node) const SPLIT_PREFIX: &str = "_objects/";
+
+/// Pieces an object of `key` may have: an EC-Cache object's splits may be up to the most an
+/// object has, a cached object's are the cluster's `K + P`.
+pub fn pieces_per_object(cfg: &ClusterConfig, key: &str) -> usize {
+    if key.starts_with(SPLIT_PREFIX) {
+        ecdn_objects::meta::MAX_SPLITS
+    } else {
+        cfg.k + cfg.p
+    }
+}
+
+/// A piece's metadata agrees with its name, its key's code (the cluster's, or an EC-Cache
+/// split's own) and its payload's length. The payload's sub-chunk checksums are checked by
+/// whoever has the bytes ([`super::write::check_chunk`]).
+pub fn check_meta(
+    cfg: &ClusterConfig,
+    piece: PieceName,
+    key: &str,
+    meta: &PieceMeta,
+    payload_len: u64,
+) -> Result<(), String> {
+    let split = key.starts_with(SPLIT_PREFIX);
+    match (piece, &meta.coding) {
+        (PieceName::Replica, None) if !split => Ok(()),
+        (PieceName::Chunk(ch), Some(coding)) => {
+            let (k, p) = if split {
+                (usize::from(coding.k), usize::from(coding.p))
+            } else {
+                (cfg.k, cfg.p)
+            };
+            if usize::from(coding.k) != k
+                || usize::from(coding.p) != p
+                || k == 0
+                || coding.chunk != ch
+                || usize::from(ch) >= k + p
+                || u64::from(coding.sub_chunk) != cfg.sub_chunk
+            {
+                return Err("chunk metadata does not match the path or the cluster's code".into());
+            }
+            let n = coding.stripes();
+            if coding.crcs.len() as u64 != n * u64::from(coding.k + coding.p) {
+                return Err("wrong number of sub-chunk checksums".into());
+            }
+            if payload_len != coding.chunk_size() {
+                return Err("chunk length does not match its metadata".into());
+            }
+            Ok(())
+        }
+        _ => Err("piece kind does not match the path".into()),
+    }
+}
+
+/// What [`PieceStore::recover`] found in the store at start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Pieces registered with the policy, and their payload bytes.
+    pub pieces: u64,
+    pub bytes: u64,
+    /// Live entries the policy evicted again while they were offered in ring order (evicted
+    /// before the restart; an eviction writes nothing).
+    pub evicted: u64,
+    /// Entries that are not pieces of this cluster (no piece metadata, another code, a key
+    /// that names no piece): dropped from the index.
+    pub foreign: u64,
+    /// Entries whose header, key, metadata or block table failed their checks: dropped.
+    pub corrupt: u64,
+    /// Time the registration took, after the store's own scan.
+    pub millis: u64,
 }
 
 /// A piece's metadata and payload bytes, as read from the store.
@@ -81,6 +172,111 @@ impl PieceStore {
 
     pub fn capacity(&self) -> u64 {
         lock(&self.policy).cache.capacity()
+    }
+
+    /// Pieces the policy holds.
+    pub fn len(&self) -> usize {
+        lock(&self.policy).held.len()
+    }
+
+    /// The piece policy over the pieces `store` holds, registered in the ring's order (see
+    /// "Restart" in the module docs); `cache` is the empty policy. Entries that are not pieces
+    /// of this cluster, and pieces the policy evicts on the way, leave the store's index.
+    pub fn recover(
+        store: &mut Store,
+        cache: Cache,
+        cfg: &ClusterConfig,
+    ) -> (PieceStore, Recovered) {
+        let t = std::time::Instant::now();
+        let mut policy = Policy {
+            cache,
+            held: HashMap::new(),
+        };
+        let mut found = Recovered::default();
+        let keys: Vec<EntryKey> = store.keys().cloned().collect();
+        let mut drop = Vec::new();
+        for key in keys {
+            let h = match store.open_entry(&key) {
+                Ok(Opened::Hit(h)) => h,
+                Ok(Opened::Miss) => continue,
+                Ok(Opened::Corrupt { seq }) => {
+                    found.corrupt += 1;
+                    store.drop_corrupt(&key, seq);
+                    continue;
+                }
+                Err(e) => {
+                    // An I/O error: the entry stays in the index unregistered, and the FIFO
+                    // overwrites it in time.
+                    eprintln!("ecdn node: disk cache: reading a piece at start: {e}");
+                    continue;
+                }
+            };
+            let Some((piece, object)) = Self::name_of(&key, h.meta(), h.payload_len(), cfg) else {
+                found.foreign += 1;
+                drop.push(key);
+                continue;
+            };
+            let size = h.payload_len();
+            if policy.held.contains_key(&piece) {
+                // Two keys with one piece id (a hash collision): the newer one wins.
+                if let Some(old) = policy.held.remove(&piece) {
+                    policy.cache.remove(piece);
+                    drop.push(old.key);
+                }
+            }
+            if !policy.cache.admit(&Self::request(piece, size)) {
+                policy.cache.clear_evicted();
+                found.evicted += 1;
+                drop.push(key);
+                continue;
+            }
+            for e in policy.cache.evicted() {
+                if let Some(old) = policy.held.remove(&e.id) {
+                    found.evicted += 1;
+                    found.pieces -= 1;
+                    found.bytes -= e.size;
+                    drop.push(old.key);
+                }
+            }
+            policy.cache.clear_evicted();
+            policy.held.insert(piece, Held { key, object });
+            found.pieces += 1;
+            found.bytes += size;
+        }
+        for k in &drop {
+            store.evict(k);
+        }
+        found.millis = t.elapsed().as_millis() as u64;
+        let pieces = PieceStore {
+            policy: Mutex::new(policy),
+            written: AtomicU64::new(0),
+            ring_lost: AtomicU64::new(0),
+        };
+        (pieces, found)
+    }
+
+    /// The policy id and object id of the piece stored under `key` with metadata `meta`, if
+    /// it is one of this cluster's pieces (see [`check_meta`]).
+    fn name_of(
+        key: &EntryKey,
+        meta: &[u8],
+        payload_len: u64,
+        cfg: &ClusterConfig,
+    ) -> Option<(u64, u64)> {
+        let (bytes, piece) = match key {
+            EntryKey::Object { key } => (key, PieceName::Replica),
+            EntryKey::Chunk {
+                key,
+                chunk,
+                sub_chunk: 0,
+            } => (key, PieceName::Chunk(*chunk)),
+            EntryKey::Chunk { .. } => return None,
+        };
+        let text = std::str::from_utf8(bytes).ok()?;
+        let meta = PieceMeta::decode(meta).ok()?;
+        check_meta(cfg, piece, text, &meta, payload_len).ok()?;
+        let object = ecdn_trace::hash_id(bytes);
+        Some((Self::piece_id(object, piece), object))
     }
 
     fn request(piece: u64, size: u64) -> Request {
@@ -165,7 +361,8 @@ impl PieceStore {
     }
 
     /// Drops every piece of `object` this node holds (a `PURGE`): the policy forgets them and
-    /// the store's index drops them. Whether it held any.
+    /// the store marks them dead durably ([`ecdn_store::Store::tombstone`]: no restart brings
+    /// them back). Whether it held any.
     pub async fn purge(&self, disk: &Disk, object: u64, chunks: usize) -> bool {
         let mut keys = Vec::new();
         for name in self.held(object, chunks) {
@@ -178,12 +375,30 @@ impl PieceStore {
         if keys.is_empty() {
             return false;
         }
-        disk.write(move |s| {
-            for k in &keys {
-                s.evict(k);
+        // The synchronous writes under the read lock, as `Disk::remove` does; dropping the
+        // keys from the index under the write lock.
+        let marked = disk
+            .read(move |s| {
+                keys.iter()
+                    .map(|k| s.tombstone(k))
+                    .collect::<Vec<Result<Option<ecdn_store::Tombstone>, StoreError>>>()
+            })
+            .await;
+        let mut dead = Vec::new();
+        for r in marked.into_iter().flatten() {
+            match r {
+                Ok(t) => dead.extend(t),
+                Err(e) => disk.failed("marking a purged piece dead", &e),
             }
-        })
-        .await;
+        }
+        if !dead.is_empty() {
+            disk.write(move |s| {
+                for t in dead {
+                    s.forget(t);
+                }
+            })
+            .await;
+        }
         true
     }
 

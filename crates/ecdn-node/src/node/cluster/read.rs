@@ -331,6 +331,18 @@ pub(super) async fn signed_get(
     if resp.status() != StatusCode::OK {
         return None;
     }
+    verified_body(c, server, path, resp, limit).await
+}
+
+/// The body of node `server`'s answer `resp` to `GET path`, of at most `limit` bytes, its
+/// signature and digest checked; `None` (and a peer error counted) when they fail.
+pub(super) async fn verified_body(
+    c: &Cluster,
+    server: usize,
+    path: &str,
+    resp: hyper::Response<hyper::body::Incoming>,
+    limit: usize,
+) -> Option<Bytes> {
     let (parts, body) = resp.into_parts();
     let Ok(body) = read_body(body, limit).await else {
         c.stats.peer_error(server);

@@ -1,0 +1,211 @@
+//! What the multi-process tests of this crate share: the `ecdn` binary as a child process
+//! that is stopped when dropped, free loopback ports, a one-shot HTTP/1.1 client, and the
+//! coordinator's status through `ecdn cluster status`.
+
+// Each test binary uses its own part of this module.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+/// An `ecdn` process (its stderr in a log file), killed (SIGKILL) and reaped when dropped, so
+/// a failing assertion never leaves a server behind.
+pub struct Proc(Option<Child>);
+
+impl Proc {
+    pub fn spawn(args: &[&str], log: &Path) -> Proc {
+        let child = Command::new(env!("CARGO_BIN_EXE_ecdn"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        Proc(Some(child))
+    }
+
+    /// Waits (bounded) for the process to exit by itself; its status.
+    pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
+        let child = self.0.as_mut().unwrap();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(Instant::now() < deadline, "did not exit within {timeout:?}");
+            sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then waits (at most 10 s) for a clean exit.
+    pub fn terminate(mut self) {
+        let pid = self.0.as_ref().unwrap().id();
+        let status = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -TERM failed");
+        let st = self.wait_exit(Duration::from_secs(10));
+        assert!(st.success(), "exited with {st} after SIGTERM");
+        self.0 = None;
+    }
+
+    /// SIGKILL (`kill -9`) and reap.
+    pub fn kill9(mut self) {
+        let mut child = self.0.take().unwrap();
+        child.kill().expect("kill -9");
+        child.wait().expect("wait");
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `n` distinct free loopback ports (all bound at once, then released).
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+/// A response read to its end.
+pub struct Reply {
+    pub status: u16,
+    /// Header lines, names lowercased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One request over a fresh connection (`Connection: close`), read to the end (the tests'
+/// origin and nodes answer with a `Content-Length` or close).
+pub fn request(port: u16, method: &str, path: &str, body: &[u8]) -> std::io::Result<Reply> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: demo\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )?;
+    s.write_all(body)?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no header end"))?;
+    let head = String::from_utf8_lossy(&raw[..end]);
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let mut body = raw[end + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = unchunk(&body)?;
+    }
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// A chunked body's bytes.
+fn unchunk(mut b: &[u8]) -> std::io::Result<Vec<u8>> {
+    let bad = || std::io::Error::other("bad chunked body");
+    let mut out = Vec::new();
+    loop {
+        let line = b.windows(2).position(|w| w == b"\r\n").ok_or_else(bad)?;
+        let size = std::str::from_utf8(&b[..line]).map_err(|_| bad())?;
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .map_err(|_| bad())?;
+        b = &b[line + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        out.extend_from_slice(b.get(..size).ok_or_else(bad)?);
+        b = b.get(size + 2..).ok_or_else(bad)?;
+    }
+}
+
+/// One GET (`Connection: close`): the status and the body.
+pub fn get(port: u16, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
+    request(port, "GET", path, &[]).map(|r| (r.status, r.body))
+}
+
+/// `ecdn cluster ...`: its stdout (the command must succeed).
+pub fn cli(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_ecdn"))
+        .arg("cluster")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ecdn cluster {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The coordinator's status (`ecdn cluster status --json`).
+pub fn status(file: &str) -> serde_json::Value {
+    serde_json::from_str(&cli(&["status", "--cluster", file, "--json"])).unwrap()
+}
+
+/// Waits (at most `secs`) until the coordinator's status satisfies `f`; a coordinator that
+/// does not answer yet (still starting) is waited for too.
+pub fn until_status(file: &str, secs: u64, what: &str, f: impl Fn(&serde_json::Value) -> bool) {
+    let t = Instant::now();
+    loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_ecdn"))
+            .args(["cluster", "status", "--cluster", file, "--json"])
+            .output()
+            .unwrap();
+        let s = if out.status.success() {
+            serde_json::from_slice(&out.stdout).unwrap()
+        } else {
+            serde_json::Value::String(String::from_utf8_lossy(&out.stderr).into_owned())
+        };
+        if out.status.success() && f(&s) {
+            return;
+        }
+        assert!(t.elapsed() < Duration::from_secs(secs), "{what}: {s:#}");
+        sleep(Duration::from_millis(100));
+    }
+}
+
+/// Node `id` in a status report.
+pub fn node(s: &serde_json::Value, id: usize) -> &serde_json::Value {
+    &s["status"]["nodes"][id]
+}
