@@ -486,3 +486,162 @@ impl PieceStore {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ecdn_cluster::piece::Coding;
+    use ecdn_policy::spec::EvictionKind;
+    use ecdn_store::StoreConfig;
+
+    use super::*;
+
+    fn cfg() -> ClusterConfig {
+        let mut text = "scheme = \"c2dn\"\nk = 3\np = 1\nsub_chunk = \"4KiB\"\n\
+                        key = \"0123456789abcdef0123\"\ncoordinator = \"127.0.0.1:1\"\n"
+            .to_string();
+        for i in 0..4 {
+            text.push_str(&format!(
+                "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
+                10 + i,
+                20 + i
+            ));
+        }
+        ClusterConfig::parse(&text).unwrap()
+    }
+
+    /// A chunk of a `size`-byte object coded (3, 1) in 4 KiB sub-chunks: its metadata and
+    /// payload (the checksums are not what is tested here).
+    fn chunk(chunk: u16, size: u64) -> (Vec<u8>, Vec<u8>) {
+        let coding = Coding {
+            k: 3,
+            p: 1,
+            chunk,
+            sub_chunk: 4096,
+            size,
+            crcs: vec![0; 4 * ecdn_cluster::piece::stripes(size, 3, 4096) as usize],
+        };
+        let len = coding.chunk_size() as usize;
+        let meta = PieceMeta {
+            coding: Some(coding),
+            http: b"h".to_vec(),
+        };
+        (meta.encode(), vec![7; len])
+    }
+
+    fn replica(len: usize) -> (Vec<u8>, Vec<u8>) {
+        let meta = PieceMeta {
+            coding: None,
+            http: b"h".to_vec(),
+        };
+        (meta.encode(), vec![1; len])
+    }
+
+    fn policy(capacity: u64) -> Cache {
+        Cache::new(EvictionKind::Fifo.build(capacity), None)
+    }
+
+    #[test]
+    fn recovery_registers_pieces_in_ring_order_and_drops_what_is_not_a_piece() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(StoreConfig::new(dir.path().join("ring"), 4 << 20)).unwrap();
+        let cfg = cfg();
+        // Five replicas of 100 KB and a chunk, oldest first, then an entry of the standalone
+        // disk cache (no piece metadata), a chunk of another code and a sub-chunk key.
+        for i in 0..5 {
+            let (m, p) = replica(100_000);
+            store
+                .put(&EntryKey::object(format!("/r{i}")), &m, &p)
+                .unwrap();
+        }
+        let (m, p) = chunk(2, 300_000);
+        store.put(&EntryKey::chunk("/big", 2, 0), &m, &p).unwrap();
+        store
+            .put(&EntryKey::object("/plain"), b"not a piece", b"x")
+            .unwrap();
+        let (m, p) = chunk(1, 300_000);
+        store.put(&EntryKey::chunk("/wrong", 2, 0), &m, &p).unwrap();
+        store.put(&EntryKey::chunk("/sub", 0, 1), &m, &p).unwrap();
+
+        // A policy of 400 KB: the first two replicas are evicted again, as a FIFO that went
+        // on where it stopped would have (the chunk is 100 KB).
+        let (pieces, found) = PieceStore::recover(&mut store, policy(400_000), &cfg);
+        assert_eq!(
+            (
+                found.pieces,
+                found.bytes,
+                found.evicted,
+                found.foreign,
+                found.corrupt
+            ),
+            (4, 400_000, 2, 3, 0)
+        );
+        assert_eq!(pieces.len(), 4);
+        let object = |k: &str| ecdn_trace::hash_id(k.as_bytes());
+        for i in 0..5 {
+            let held = pieces.held(object(&format!("/r{i}")), 4);
+            assert_eq!(held.is_empty(), i < 2, "replica {i}");
+        }
+        assert_eq!(pieces.held(object("/big"), 4), vec![PieceName::Chunk(2)]);
+        // What is not held left the store's index.
+        for k in [
+            EntryKey::object("/r0"),
+            EntryKey::object("/plain"),
+            EntryKey::chunk("/wrong", 2, 0),
+            EntryKey::chunk("/sub", 0, 1),
+        ] {
+            assert!(!store.contains(&k), "{k:?}");
+        }
+        // The FIFO goes on: the next piece evicts the oldest held one, replica 2.
+        let mut p = pieces.policy.lock().unwrap();
+        assert!(p.cache.admit(&PieceStore::request(object("/new"), 100_000)));
+        let evicted: Vec<u64> = p.cache.evicted().iter().map(|e| e.id).collect();
+        assert_eq!(evicted, vec![object("/r2")]);
+    }
+
+    #[test]
+    fn a_purged_piece_does_not_come_back_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ring");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let cfg = cfg();
+        rt.block_on(async {
+            let store = Store::open(StoreConfig::new(&path, 4 << 20)).unwrap();
+            let disk = Disk::new(store);
+            let pieces = PieceStore::new(policy(1 << 20));
+            let mut evicted = Vec::new();
+            for k in ["/kept", "/purged"] {
+                let (m, p) = replica(10_000);
+                let object = ecdn_trace::hash_id(k.as_bytes());
+                let put = pieces
+                    .put(
+                        &disk,
+                        object,
+                        object,
+                        EntryKey::object(k),
+                        m,
+                        p.into(),
+                        &mut evicted,
+                    )
+                    .await;
+                assert_eq!(put, Put::Stored);
+            }
+            assert!(
+                pieces
+                    .purge(&disk, ecdn_trace::hash_id(b"/purged"), 4)
+                    .await
+            );
+            disk.close().await;
+        });
+        let mut store = Store::open(StoreConfig::new(&path, 4 << 20)).unwrap();
+        let (pieces, found) = PieceStore::recover(&mut store, policy(1 << 20), &cfg);
+        assert_eq!((found.pieces, found.foreign), (1, 0));
+        assert_eq!(
+            pieces.held(ecdn_trace::hash_id(b"/kept"), 4),
+            vec![PieceName::Replica]
+        );
+        assert!(pieces.held(ecdn_trace::hash_id(b"/purged"), 4).is_empty());
+    }
+}
