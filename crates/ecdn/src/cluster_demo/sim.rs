@@ -1,10 +1,10 @@
 //! The simulator's side of a demo run: the same trace, scheme, code, threshold, buckets and
-//! seed through `ecdn_sim::cluster`, with the run's failures as an unavailability record, and
-//! its results as the report shows them.
+//! seed through `ecdn_sim::cluster`, with the run's failures as failure events, and its
+//! results as the report shows them.
 
 use anyhow::{Context, Result};
 use ecdn_sim::cluster::{simulate_cluster, ClusterConfig as SimConfig, ClusterResult};
-use ecdn_sim::unavailability::{Unavailability, Window};
+use ecdn_sim::unavailability::{FailEvent, Unavailability, Window};
 use ecdn_trace::{Request, SliceReader};
 
 use super::driver::{self, Kill};
@@ -25,7 +25,7 @@ pub(super) fn simulate(a: &DemoArgs, plan: &Plan, with_kills: bool) -> Result<Cl
     cfg.seed = a.seed;
     cfg.max_requests = plan.trace.len() as u64;
     if with_kills {
-        cfg.unavailability = kill_record(&plan.kills, plan.trace.len() as u64);
+        cfg.unavailability = kill_events(&plan.kills);
     }
     if a.rebalance_every > 0 {
         // Trace time is the request index here (below): a rebalance before every N-th request.
@@ -51,33 +51,22 @@ pub(super) fn simulate(a: &DemoArgs, plan: &Plan, with_kills: bool) -> Result<Cl
     simulate_cluster(&mut reader, &cfg, &|_| {}).context("the cluster simulation")
 }
 
-/// The kills as an unavailability record: one line per `g` requests (`g` the greatest common
-/// divisor of the kill points, so every kill starts exactly at its request), each listing the
-/// nodes killed before it.
-pub(super) fn kill_record(kills: &[Kill], requests: u64) -> Unavailability {
-    fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 {
-            a
-        } else {
-            gcd(b, a % b)
-        }
-    }
-    let g = kills.iter().fold(0, |g, k| gcd(g, k.at)).max(1);
-    let record = (0..requests.div_ceil(g))
-        .map(|line| {
-            let mut down: Vec<usize> = kills
-                .iter()
-                .filter(|k| k.at <= line * g)
-                .map(|k| k.node)
-                .collect();
-            down.sort_unstable();
-            down
-        })
-        .collect();
+/// The kills as failure events, each node unavailable from its kill's request on. The
+/// simulator's clock is the request index (see [`simulate`]), so an event starts exactly at
+/// its request; the simulator checks events at every request, while it reads a per-window
+/// record only where one of its own windows starts, which would move a kill inside a window to
+/// the next window's start.
+pub(super) fn kill_events(kills: &[Kill]) -> Unavailability {
     Unavailability {
-        record,
-        window: Some(Window::Requests(g)),
-        events: Vec::new(),
+        events: kills
+            .iter()
+            .map(|k| FailEvent {
+                server: k.node,
+                start: k.at as f64,
+                end: f64::INFINITY,
+            })
+            .collect(),
+        ..Unavailability::default()
     }
 }
 
@@ -108,32 +97,48 @@ pub(super) fn sim_summary(r: &ClusterResult) -> SimSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        a: DemoArgs,
+    }
+
+    fn args(extra: &[&str]) -> DemoArgs {
+        let mut v = vec!["demo"];
+        v.extend_from_slice(extra);
+        Cli::try_parse_from(v).unwrap().a
+    }
+
+    /// A kill inside a window (request 62 of windows of 20) takes the node away from that
+    /// request, not from the next window's start: the node writes less than when it is killed
+    /// at request 80.
+    #[test]
+    fn a_kill_inside_a_window_starts_at_its_request() {
+        let written = |fraction: &str| {
+            let a = args(&["--requests", "200", "--kill", &format!("1@{fraction}")]);
+            let p = super::super::plan(&a).unwrap();
+            simulate(&a, &p, true).unwrap().bytes_written[1]
+        };
+        let (at_62, at_80) = (written("0.31"), written("0.4"));
+        assert!(at_62 < at_80, "killed at 62: {at_62} bytes; at 80: {at_80}");
+    }
 
     #[test]
-    fn kills_become_an_unavailability_record_exact_to_the_request() {
+    fn kills_become_failure_events_exact_to_the_request() {
         let kill = |node, at| Kill {
             node,
             fraction: 0.0,
             at,
         };
-        let u = kill_record(&[kill(3, 20), kill(1, 30)], 45);
-        assert_eq!(u.window, Some(Window::Requests(10)));
-        assert_eq!(
-            u.record,
-            vec![vec![], vec![], vec![3], vec![1, 3], vec![1, 3]]
-        );
+        let u = kill_events(&[kill(3, 20), kill(1, 37)]);
         let mut down = Vec::new();
-        for (i, want) in [(19, vec![]), (20, vec![3]), (29, vec![3]), (30, vec![1, 3])] {
-            u.at(i, 0.0, &mut down);
+        // The simulator's clock is the request index.
+        for (i, want) in [(19, vec![]), (20, vec![3]), (36, vec![3]), (37, vec![1, 3])] {
+            u.at(i, i as f64, &mut down);
             assert_eq!(down, want, "request {i}");
         }
-        // Kills at 7 and 12: one line per request.
-        let u = kill_record(&[kill(0, 7), kill(2, 12)], 14);
-        assert_eq!(u.window, Some(Window::Requests(1)));
-        assert_eq!(u.record.len(), 14);
-        u.at(6, 0.0, &mut down);
-        assert!(down.is_empty());
-        u.at(7, 0.0, &mut down);
-        assert_eq!(down, vec![0]);
+        assert!(kill_events(&[]).is_empty());
     }
 }
