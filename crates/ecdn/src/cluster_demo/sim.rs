@@ -7,13 +7,25 @@ use ecdn_sim::cluster::{simulate_cluster, ClusterConfig as SimConfig, ClusterRes
 use ecdn_sim::unavailability::{FailEvent, Unavailability, Window};
 use ecdn_trace::{Request, SliceReader};
 
-use super::driver::{self, Kill};
+use super::driver;
 use super::report::{SimSummary, SimWindow};
+use super::schedule::{Kill, Restart};
 use super::{DemoArgs, Plan};
 
-/// The simulator on the same trace and configuration: without failures, or (`with_kills`)
-/// with the run's kills, each server unavailable from its kill's request on.
-pub(super) fn simulate(a: &DemoArgs, plan: &Plan, with_kills: bool) -> Result<ClusterResult> {
+/// Which failures the simulator sees.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Failures {
+    None,
+    /// The run's kills and returns, each return keeping its cache or coming back empty as the
+    /// run does it.
+    AsRun,
+    /// The run's kills and returns, every return coming back empty.
+    ReturnsEmpty,
+}
+
+/// The simulator on the same trace and configuration, with `failures`: each killed server
+/// unavailable from its kill's request until its return's, if it returns.
+pub(super) fn simulate(a: &DemoArgs, plan: &Plan, failures: Failures) -> Result<ClusterResult> {
     let mut cfg = SimConfig::new(plan.code.scheme, a.nodes as u64 * plan.disk_size);
     cfg.weights = vec![1.0; a.nodes];
     cfg.k = plan.code.k;
@@ -24,8 +36,9 @@ pub(super) fn simulate(a: &DemoArgs, plan: &Plan, with_kills: bool) -> Result<Cl
     cfg.window = Window::Requests(plan.window);
     cfg.seed = a.seed;
     cfg.max_requests = plan.trace.len() as u64;
-    if with_kills {
-        cfg.unavailability = kill_events(&plan.kills);
+    if failures != Failures::None {
+        let all_empty = failures == Failures::ReturnsEmpty;
+        cfg.unavailability = kill_events(&plan.kills, &plan.restarts, all_empty);
     }
     if a.rebalance_every > 0 {
         // Trace time is the request index here (below): a rebalance before every N-th request.
@@ -51,20 +64,28 @@ pub(super) fn simulate(a: &DemoArgs, plan: &Plan, with_kills: bool) -> Result<Cl
     simulate_cluster(&mut reader, &cfg, &|_| {}).context("the cluster simulation")
 }
 
-/// The kills as failure events, each node unavailable from its kill's request on. The
-/// simulator's clock is the request index (see [`simulate`]), so an event starts exactly at
-/// its request; the simulator checks events at every request, while it reads a per-window
-/// record only where one of its own windows starts, which would move a kill inside a window to
-/// the next window's start.
-pub(super) fn kill_events(kills: &[Kill]) -> Unavailability {
+/// The kills and returns as failure events, each node unavailable from its kill's request
+/// until its return's (for good if it does not return); the returns of `--restart-empty`, or
+/// all of them with `all_empty`, come back with an empty cache. The simulator's clock is the
+/// request index (see [`simulate`]), so an event starts and ends exactly at its request; the
+/// simulator checks events at every request, while it reads a per-window record only where one
+/// of its own windows starts, which would move a kill inside a window to the next window's
+/// start.
+pub(super) fn kill_events(kills: &[Kill], restarts: &[Restart], all_empty: bool) -> Unavailability {
+    let back = |node| restarts.iter().find(|r| r.node == node);
     Unavailability {
         events: kills
             .iter()
             .map(|k| FailEvent {
                 server: k.node,
                 start: k.at as f64,
-                end: f64::INFINITY,
+                end: back(k.node).map_or(f64::INFINITY, |r| r.at as f64),
             })
+            .collect(),
+        returns_empty: restarts
+            .iter()
+            .filter(|r| r.empty || all_empty)
+            .map(|r| r.node)
             .collect(),
         ..Unavailability::default()
     }
@@ -96,20 +117,8 @@ pub(super) fn sim_summary(r: &ClusterResult) -> SimSummary {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::args;
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        a: DemoArgs,
-    }
-
-    fn args(extra: &[&str]) -> DemoArgs {
-        let mut v = vec!["demo"];
-        v.extend_from_slice(extra);
-        Cli::try_parse_from(v).unwrap().a
-    }
 
     /// A kill inside a window (request 62 of windows of 20) takes the node away from that
     /// request, not from the next window's start: the node writes less than when it is killed
@@ -119,10 +128,32 @@ mod tests {
         let written = |fraction: &str| {
             let a = args(&["--requests", "200", "--kill", &format!("1@{fraction}")]);
             let p = super::super::plan(&a).unwrap();
-            simulate(&a, &p, true).unwrap().bytes_written[1]
+            simulate(&a, &p, Failures::AsRun).unwrap().bytes_written[1]
         };
         let (at_62, at_80) = (written("0.31"), written("0.4"));
         assert!(at_62 < at_80, "killed at 62: {at_62} bytes; at 80: {at_80}");
+    }
+
+    /// A node that returns is written to again (App. 10.3: it gets its buckets back); one
+    /// that returns empty has to be written what it held once more.
+    #[test]
+    fn a_restarted_node_returns_in_the_simulator() {
+        let written = |flags: &[&str], failures| {
+            let mut all = vec!["--requests", "2000", "--kill", "1@0.3"];
+            all.extend_from_slice(flags);
+            let a = args(&all);
+            let p = super::super::plan(&a).unwrap();
+            simulate(&a, &p, failures).unwrap().bytes_written[1]
+        };
+        let gone = written(&[], Failures::AsRun);
+        let back = written(&["--restart", "1@0.6"], Failures::AsRun);
+        let empty = written(&["--restart-empty", "1@0.6"], Failures::AsRun);
+        eprintln!("node 1 wrote {gone} bytes gone, {back} back, {empty} back empty");
+        assert!(back > gone, "gone {gone}, back {back}");
+        assert!(empty > back, "back {back}, back empty {empty}");
+        // `ReturnsEmpty` empties a return that keeps its disk in the run.
+        let as_empty = written(&["--restart", "1@0.6"], Failures::ReturnsEmpty);
+        assert_eq!(as_empty, empty);
     }
 
     #[test]
@@ -132,13 +163,35 @@ mod tests {
             fraction: 0.0,
             at,
         };
-        let u = kill_events(&[kill(3, 20), kill(1, 37)]);
+        let back = |node, at, empty| Restart {
+            node,
+            fraction: 0.0,
+            at,
+            empty,
+        };
+        let kills = [kill(3, 20), kill(1, 37), kill(4, 40)];
+        let restarts = [back(3, 45, false), back(4, 41, true)];
+        let u = kill_events(&kills, &restarts, false);
         let mut down = Vec::new();
         // The simulator's clock is the request index.
-        for (i, want) in [(19, vec![]), (20, vec![3]), (36, vec![3]), (37, vec![1, 3])] {
+        for (i, want) in [
+            (19, vec![]),
+            (20, vec![3]),
+            (36, vec![3]),
+            (37, vec![1, 3]),
+            (40, vec![1, 3, 4]),
+            (41, vec![1, 3]),
+            (44, vec![1, 3]),
+            (45, vec![1]),
+        ] {
             u.at(i, i as f64, &mut down);
             assert_eq!(down, want, "request {i}");
         }
-        assert!(kill_events(&[]).is_empty());
+        assert_eq!(u.returns_empty, vec![4]);
+        assert_eq!(
+            kill_events(&kills, &restarts, true).returns_empty,
+            vec![3, 4]
+        );
+        assert!(kill_events(&[], &[], false).is_empty());
     }
 }
