@@ -245,6 +245,9 @@ impl Figure for ClusterDemoFigure<'_> {
         if !self.input.kills.is_empty() {
             v.push(entry("kill (SIGKILL)", KILL, LineKind::Dashed, None));
         }
+        if !self.input.restarts.is_empty() {
+            v.push(entry("return (restart)", BACK, LineKind::Dashed, None));
+        }
         v.push(entry("coded hits", CODED, LineKind::Solid, None));
         v.push(entry("replicated hits", REPLICATED, LineKind::Solid, None));
         v
@@ -297,6 +300,7 @@ mod tests {
         let svg = std::fs::read_to_string(dir.path().join("demo.svg")).unwrap();
         assert!(svg.contains("node 2 killed"));
         assert!(svg.contains("node 2 back, disk wiped"));
+        assert!(svg.contains("return (restart)"));
         assert!(svg.contains("(d) Download time of hits"));
     }
 
