@@ -23,6 +23,10 @@
 //! loads are known) and `rebalance_every` (periodic; its first one at `rebalance_at`, or after
 //! a tenth of the period).
 //!
+//! A server that returns from an unavailability keeps what its cache held (C2DN App. 10.3,
+//! "Server addition"), unless it is listed in `Unavailability::returns_empty` (a replaced disk:
+//! it returns empty).
+//!
 //! A request goes to its bucket's first available server, which serves from its own piece and
 //! the pieces on peers. A replicated object hits if any available target holds a copy. A coded
 //! object hits if at least K of its chunks are cached on available servers; with 1..K−1 it is a
@@ -434,6 +438,12 @@ impl Sim {
             let down_now = self.unavailable.contains(&s);
             let down_next = self.next_unavailable.contains(&s);
             if down_now != down_next {
+                if down_now && self.cfg.unavailability.returns_empty.contains(&s) {
+                    // It returns with an empty cache (a replaced disk).
+                    self.protection.server_emptied(&self.caches[s]);
+                    let capacity = self.caches[s].capacity();
+                    self.caches[s] = Cache::new(self.cfg.eviction.build(capacity), None);
+                }
                 self.protection.server_changed(&self.caches[s], !down_next);
                 if down_next {
                     self.ever_unavailable[s] = true;
@@ -955,10 +965,12 @@ mod tests {
             Scheme::C2dnNoRebal,
             Scheme::C2dn,
         ] {
-            // Small enough to evict all the time; server 2 away from 5 s to 12 s, server 4
-            // from 8 s on; a periodic rebalance too, so parity moves.
+            // Small enough to evict all the time; server 2 away from 5 s to 12 s and back
+            // with an empty cache (its pieces leave the mirror), server 4 from 8 s on; a
+            // periodic rebalance too, so parity moves.
             let mut cfg = config(scheme, 400 << 20);
             cfg.rebalance_every = 3.0;
+            cfg.unavailability.returns_empty = vec![2];
             cfg.unavailability.events = vec![
                 FailEvent {
                     server: 2,

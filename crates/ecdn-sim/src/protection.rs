@@ -213,6 +213,26 @@ impl Protection {
         }
     }
 
+    /// The cache of an unavailable server is about to be emptied (it returns without what it
+    /// held: [`crate::unavailability::Unavailability::returns_empty`]): its pieces stop counting
+    /// where they are cached. While the server was away they counted as cached, not as
+    /// available, so no object's protection changes.
+    pub(crate) fn server_emptied(&mut self, cache: &Cache) {
+        let held = |key: u64| cache.eviction().peek(key).is_some();
+        self.replicas.retain(|&key, h| {
+            if held(key) {
+                h.total -= 1;
+            }
+            h.total > 0
+        });
+        self.chunks.retain(|&key, c| {
+            if held(key) {
+                c.held.total -= 1;
+            }
+            c.held.total > 0
+        });
+    }
+
     /// Checks the mirror against the caches (tests): every tracked piece is held by exactly
     /// `total` caches (`available` of them on available servers), the caches hold nothing
     /// else, and the object counters agree with a recount.

@@ -86,6 +86,12 @@ pub struct Unavailability {
     pub record: Vec<Vec<usize>>,
     pub window: Option<Window>,
     pub events: Vec<FailEvent>,
+    /// Servers that come back from an unavailability with an empty cache, as a server whose
+    /// disk was replaced while it was away. The others return with what they held when they
+    /// left (C2DN App. 10.3, "Server addition": a returning server gets its data buckets back
+    /// by consistent hashing, and its former parity buckets as the write budget allows, so
+    /// whatever its cache kept of them serves again). Empty by default.
+    pub returns_empty: Vec<usize>,
 }
 
 impl Unavailability {
@@ -197,6 +203,7 @@ mod tests {
                 start: 100.0,
                 end: 200.0,
             }],
+            returns_empty: Vec::new(),
         };
         let mut out = Vec::new();
         u.at(5, 0.0, &mut out);

@@ -1,5 +1,6 @@
 //! Cluster simulator checks on a generated trace: accounting identities of every scheme,
-//! C2DN's balanced writes, and the miss-ratio spike after a server becomes unavailable.
+//! C2DN's balanced writes, the miss-ratio spike after a server becomes unavailable, and a
+//! server's return with or without its cache.
 
 use ecdn_sim::cluster::{compare, simulate_cluster, ClusterConfig, ClusterResult, Scheme};
 use ecdn_sim::unavailability::{FailEvent, Unavailability, Window};
@@ -121,4 +122,66 @@ fn c2dn_survives_one_unavailability_without_a_spike() {
     );
     assert!(spikes[0] > 0.2, "no-rep must spike");
     assert!(spikes[1] < 0.01, "c2dn must not spike");
+}
+
+/// A server that returns keeps its cache (C2DN App. 10.3); one listed in `returns_empty` comes
+/// back empty, as with a replaced disk: the same run until the return, then what it held must
+/// be written to it again. Without replicas or chunks elsewhere (no-rep) that is a miss
+/// ratio spike; C2DN finds the chunks of the returning server's buckets where they were
+/// written while it was away (the slots' former servers), so its miss ratio barely moves.
+#[test]
+fn a_server_returns_with_its_cache_unless_it_returns_empty() {
+    let reqs = &trace()[..150_000];
+    // Windows of trace time, so that the return at 100 s starts window 10.
+    let window = Window::Seconds(10.0);
+    for scheme in [Scheme::NoRep, Scheme::C2dn] {
+        let mut kept = ClusterConfig::new(scheme, 4 * SIZE);
+        kept.window = window;
+        kept.unavailability = Unavailability {
+            window: Some(window),
+            events: vec![FailEvent {
+                server: 3,
+                start: 50.0,
+                end: 100.0,
+            }],
+            ..Unavailability::default()
+        };
+        let mut empty = kept.clone();
+        empty.unavailability.returns_empty = vec![3];
+        let (k, e) = (run(reqs, &kept), run(reqs, &empty));
+        let name = scheme.name();
+        for i in 0..10 {
+            assert_eq!(
+                k.windows[i].misses, e.windows[i].misses,
+                "{name}: window {i} is before the return"
+            );
+        }
+        assert_eq!(k.windows[9].unavailable, vec![3]);
+        assert_eq!(k.windows[10].unavailable, Vec::<usize>::new());
+        let (mk, me) = (k.windows[10].miss_ratio, e.windows[10].miss_ratio);
+        let (wk, we) = (k.bytes_written[3], e.bytes_written[3]);
+        eprintln!(
+            "{name}: after the return, miss ratio {mk:.4} kept, {me:.4} emptied; server 3 \
+             wrote {wk} bytes kept, {we} emptied"
+        );
+        assert!(
+            we > wk,
+            "{name}: server 3 wrote {wk} bytes kept, {we} emptied"
+        );
+        if scheme == Scheme::NoRep {
+            assert!(me > mk + 0.005, "{name}: kept {mk}, emptied {me}");
+        } else {
+            assert!((me - mk).abs() < 0.005, "{name}: kept {mk}, emptied {me}");
+        }
+        // Without a return, `returns_empty` changes nothing.
+        let mut gone = kept.clone();
+        gone.unavailability.events[0].end = f64::INFINITY;
+        let mut gone_empty = gone.clone();
+        gone_empty.unavailability.returns_empty = vec![3];
+        assert_eq!(
+            run(reqs, &gone).miss_ratio,
+            run(reqs, &gone_empty).miss_ratio,
+            "{name}"
+        );
+    }
 }

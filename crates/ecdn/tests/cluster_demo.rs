@@ -207,6 +207,57 @@ fn six_nodes_lose_one_at_half_time_and_fail_no_request() {
     assert!(r.stdout.contains("node 2 killed"), "{}", r.stdout);
 }
 
+/// A killed node comes back (`--restart`, same id, ports and disk file) and another with its
+/// disk wiped (`--restart-empty`): each is back in the coordinator's map before its request,
+/// answers requests after it, is alive at the end, and the report compares the miss ratio
+/// after each return with the simulator's.
+#[test]
+fn killed_nodes_come_back_and_serve_again() {
+    let (r, v) = demo(
+        &[
+            "--nodes",
+            "6",
+            "--requests",
+            "1200",
+            "--kill",
+            "1@0.3",
+            "--restart",
+            "1@0.6",
+            "--kill",
+            "4@0.4",
+            "--restart-empty",
+            "4@0.7",
+        ],
+        Duration::from_secs(120),
+    );
+    check_contract(&v);
+    assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
+    assert_eq!(v["wrong_bytes"], 0);
+    let restarts = v["restarts"].as_array().unwrap();
+    assert_eq!(restarts.len(), 2, "{v}");
+    for (row, node, at, empty) in [(&restarts[0], 1, 720, false), (&restarts[1], 4, 840, true)] {
+        assert_eq!(row["node"], node, "{row}");
+        assert_eq!(row["at_request"], at, "{row}");
+        assert_eq!(row["empty"], empty, "{row}");
+        assert!(row["back_s"].as_f64().is_some(), "{row}");
+        assert!(row["requests_after"].as_u64() > Some(0), "{row}");
+        let after = &row["after"];
+        assert!(after["miss_ratio"].is_number(), "{row}");
+        assert!(after["sim_miss_ratio"].is_number(), "{row}");
+        // Alive at the end: its counters (since its restart) are reported.
+        assert!(v["bytes_written"][node].is_number(), "{row}");
+        assert!(v["node_stats"][node].is_object(), "{row}");
+    }
+    for line in [
+        "node 1 back",
+        "node 4 back, disk wiped",
+        "node 1 restarted before request 720 (disk kept)",
+        "node 4 restarted before request 840 (disk wiped)",
+    ] {
+        assert!(r.stdout.contains(line), "no {line:?} in\n{}", r.stdout);
+    }
+}
+
 /// The control plane on etcd (three members, two coordinators): the leading coordinator is
 /// killed under load and a node right after; another leads, the node's loss is handled, and
 /// no request fails.
@@ -261,6 +312,11 @@ fn bad_flags_are_clear_errors_before_anything_starts() {
         (vec!["--trace", "/nonexistent/trace.bin"], "trace"),
         (vec!["--kill-coordinator", "0.5"], "need --control etcd"),
         (vec!["--control", "zookeeper"], "embedded or etcd"),
+        (vec!["--restart", "1@0.6"], "node 1 is not killed"),
+        (
+            vec!["--kill", "1@0.6", "--restart-empty", "1@0.3"],
+            "must come later",
+        ),
     ] {
         let mut full = vec!["cluster", "demo"];
         full.extend_from_slice(&args);

@@ -8,6 +8,10 @@
 //! With `--rebalance-every N` it also stops before every N-th request until the requests in
 //! flight are done, has the coordinator rebalance parity and waits for every live node to take
 //! the new map, so the rebalance falls between the same two requests as in the simulator.
+//! A restarted node's return (`--restart`, [`super::restart`]) stops the requests the same
+//! way: before request `at` of the return, once the requests in flight are done, the node is
+//! started again and waited for until the coordinator's map has it available; it then joins
+//! the rotation.
 //!
 //! A worker keeps one HTTP/1.1 connection per node. A request whose connection fails — refused
 //! or reset before the response headers, or broken while the body arrives — is retried once on
@@ -29,73 +33,7 @@ use hyper::header::HeaderMap;
 use hyper_util::rt::TokioIo;
 
 use super::report::{Record, Retry};
-
-/// `--kill NODE@FRACTION` as given.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct KillSpec {
-    pub node: usize,
-    pub fraction: f64,
-}
-
-impl KillSpec {
-    pub fn parse(s: &str) -> Result<KillSpec, String> {
-        let bad = |why: &str| format!("--kill {s:?}: {why}; expected NODE@FRACTION, e.g. 2@0.5");
-        let (node, fraction) = s.trim().split_once('@').ok_or_else(|| bad("no '@'"))?;
-        let node: usize = node
-            .trim()
-            .parse()
-            .map_err(|_| bad("the node is not a number"))?;
-        let fraction: f64 = fraction
-            .trim()
-            .parse()
-            .map_err(|_| bad("the fraction is not a number"))?;
-        if !(0.0..1.0).contains(&fraction) {
-            return Err(bad("the fraction must be at least 0 and below 1"));
-        }
-        Ok(KillSpec { node, fraction })
-    }
-}
-
-/// A scheduled kill: `node` dies before request `at` is issued.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Kill {
-    pub node: usize,
-    pub fraction: f64,
-    /// ⌊fraction × requests⌋: the requests issued before the kill.
-    pub at: u64,
-}
-
-/// The kills of `specs` for a run of `requests` over `nodes` nodes, in the order they happen.
-/// Every node must exist, be killed at most once, and one node must survive.
-pub fn schedule(specs: &[KillSpec], nodes: usize, requests: u64) -> Result<Vec<Kill>, String> {
-    let mut kills: Vec<Kill> = Vec::with_capacity(specs.len());
-    for s in specs {
-        if s.node >= nodes {
-            return Err(format!(
-                "--kill {}@{}: node {} does not exist (nodes are 0..{})",
-                s.node,
-                s.fraction,
-                s.node,
-                nodes.saturating_sub(1)
-            ));
-        }
-        if kills.iter().any(|k| k.node == s.node) {
-            return Err(format!("--kill: node {} is killed twice", s.node));
-        }
-        kills.push(Kill {
-            node: s.node,
-            fraction: s.fraction,
-            at: (s.fraction * requests as f64).floor() as u64,
-        });
-    }
-    if !kills.is_empty() && kills.len() >= nodes {
-        return Err(format!(
-            "--kill would kill all {nodes} nodes; at least one must survive"
-        ));
-    }
-    kills.sort_by_key(|k| (k.at, k.node));
-    Ok(kills)
-}
+use super::schedule::{Kill, Restart};
 
 /// One request handed out: its index in the trace and the node it goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,12 +43,15 @@ pub struct Assignment {
 }
 
 /// What a worker does next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Next {
     Request(Assignment),
     /// Wait until no request is in flight, rebalance, then call [`Dispenser::rebalanced`].
     Rebalance,
-    /// A rebalance is under way: ask again shortly.
+    /// Wait until no request is in flight, bring the node back (see [`super::restart`]),
+    /// then call [`Dispenser::returned`] (or [`Dispenser::abort`] if it failed).
+    Return(Restart),
+    /// A rebalance or a return is under way: ask again shortly.
     Wait,
     /// Every request is out.
     Done,
@@ -118,7 +59,7 @@ pub enum Next {
 
 /// Hands out the requests in trace order, round-robin over the live nodes, kills nodes on
 /// schedule (`killer` is called with the node, under the dispenser's lock) and stops for the
-/// rebalances.
+/// rebalances and the returns of restarted nodes.
 pub struct Dispenser<K: FnMut(usize)> {
     next: u64,
     total: u64,
@@ -131,6 +72,10 @@ pub struct Dispenser<K: FnMut(usize)> {
     /// The request index of the last rebalance handed out.
     rebalanced_at: u64,
     rebalancing: bool,
+    /// Restarted nodes' returns, by `at`, and how many were handed out.
+    returns: Vec<Restart>,
+    returns_done: usize,
+    returning: bool,
     in_flight: usize,
 }
 
@@ -147,8 +92,18 @@ impl<K: FnMut(usize)> Dispenser<K> {
             rebalance_every: 0,
             rebalanced_at: 0,
             rebalancing: false,
+            returns: Vec::new(),
+            returns_done: 0,
+            returning: false,
             in_flight: 0,
         }
+    }
+
+    /// Brings the restarted nodes of `returns` (from [`super::schedule::restarts`], sorted by
+    /// `at`) back before their requests.
+    pub fn with_returns(mut self, returns: Vec<Restart>) -> Self {
+        self.returns = returns;
+        self
     }
 
     /// Rebalances before every `every`-th request (0: never).
@@ -162,7 +117,7 @@ impl<K: FnMut(usize)> Dispenser<K> {
         if self.next >= self.total {
             return Next::Done;
         }
-        if self.rebalancing {
+        if self.rebalancing || self.returning {
             return Next::Wait;
         }
         let every = self.rebalance_every;
@@ -174,6 +129,15 @@ impl<K: FnMut(usize)> Dispenser<K> {
             self.rebalanced_at = self.next;
             self.rebalancing = true;
             return Next::Rebalance;
+        }
+        if let Some(&r) = self
+            .returns
+            .get(self.returns_done)
+            .filter(|r| r.at <= self.next)
+        {
+            self.returns_done += 1;
+            self.returning = true;
+            return Next::Return(r);
         }
         while let Some(k) = self.kills.get(self.done).filter(|k| k.at <= self.next) {
             let node = k.node;
@@ -206,6 +170,21 @@ impl<K: FnMut(usize)> Dispenser<K> {
     /// The rebalance handed out is done: requests go on.
     pub fn rebalanced(&mut self) {
         self.rebalancing = false;
+    }
+
+    /// The node of the return handed out is back: it joins the rotation (in id order), and
+    /// requests go on.
+    pub fn returned(&mut self, node: usize) {
+        if let Err(at) = self.live.binary_search(&node) {
+            self.live.insert(at, node);
+        }
+        self.returning = false;
+    }
+
+    /// Hands out nothing more (a return failed: the run ends with its error).
+    pub fn abort(&mut self) {
+        self.total = self.next;
+        self.returning = false;
     }
 
     /// The live nodes, in rotation order.
@@ -445,6 +424,8 @@ pub struct Work {
     pub timeout: Duration,
     /// Rebalances parity over the given live nodes (see [`Next::Rebalance`]).
     pub rebalancer: Option<Rebalancer>,
+    /// Brings a restarted node back, given the live nodes (see [`Next::Return`]).
+    pub returner: Option<Returner>,
     /// Keep every body frame's arrival in the records (for `--client-link`).
     pub arrivals: bool,
     /// Counts the requests done (the demo's progress on stderr; hidden in tests).
@@ -458,6 +439,39 @@ pub type Rebalancer = Arc<
         + Send
         + Sync,
 >;
+
+/// Starts a killed node again and returns once it is back in the coordinator's map, given the
+/// return and the live nodes (which must take the map too).
+pub type Returner = Arc<
+    dyn Fn(
+            Restart,
+            Vec<usize>,
+        ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<()>> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// Waits until no request is in flight, then brings the node back: the requests handed out
+/// before the return all finished before it, those after it start after it, as in the
+/// simulator.
+async fn bring_back(work: &Work, r: Restart) -> Result<()> {
+    while work.dispenser.lock().unwrap().in_flight() > 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let live = work.dispenser.lock().unwrap().live().to_vec();
+    let res = match &work.returner {
+        Some(f) => f(r, live).await,
+        None => Err(anyhow::anyhow!(
+            "a restart is scheduled but nothing can run it"
+        )),
+    };
+    let mut d = work.dispenser.lock().unwrap();
+    match &res {
+        Ok(()) => d.returned(r.node),
+        Err(_) => d.abort(),
+    }
+    res
+}
 
 /// Waits until no request is in flight, then runs the rebalance.
 async fn rebalance(work: &Work) -> Result<()> {
@@ -541,6 +555,7 @@ pub async fn run(work: Arc<Work>, concurrency: usize) -> Result<Vec<Record>> {
                     Next::Done => return Ok::<(), anyhow::Error>(()),
                     Next::Wait => tokio::time::sleep(Duration::from_millis(1)).await,
                     Next::Rebalance => rebalance(&work).await?,
+                    Next::Return(r) => bring_back(&work, r).await?,
                     Next::Request(a) => {
                         let rec = request(&work, &mut conns, a).await;
                         out.lock().unwrap()[a.index as usize] = Some(rec);
@@ -563,56 +578,14 @@ pub async fn run(work: Arc<Work>, concurrency: usize) -> Result<Vec<Record>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::schedule::{kills, KillSpec};
     use super::*;
-
-    #[test]
-    fn kill_specs_parse_and_refuse_nonsense() {
-        assert_eq!(
-            KillSpec::parse("2@0.5").unwrap(),
-            KillSpec {
-                node: 2,
-                fraction: 0.5
-            }
-        );
-        assert_eq!(KillSpec::parse(" 0@0 ").unwrap().fraction, 0.0);
-        for (s, want) in [
-            ("2", "no '@'"),
-            ("x@0.5", "node is not a number"),
-            ("2@half", "fraction is not a number"),
-            ("2@1", "below 1"),
-            ("2@-0.1", "at least 0"),
-            ("2@NaN", "at least 0"),
-        ] {
-            let e = KillSpec::parse(s).unwrap_err();
-            assert!(e.contains(want) && e.contains("NODE@FRACTION"), "{s}: {e}");
-        }
-    }
-
-    #[test]
-    fn schedule_orders_kills_and_checks_nodes() {
-        let spec = |node, fraction| KillSpec { node, fraction };
-        let k = schedule(&[spec(4, 0.75), spec(1, 0.5)], 6, 1001).unwrap();
-        assert_eq!(
-            k.iter().map(|k| (k.node, k.at)).collect::<Vec<_>>(),
-            vec![(1, 500), (4, 750)]
-        );
-        assert!(schedule(&[spec(6, 0.5)], 6, 10)
-            .unwrap_err()
-            .contains("does not exist"));
-        assert!(schedule(&[spec(1, 0.5), spec(1, 0.6)], 6, 10)
-            .unwrap_err()
-            .contains("twice"));
-        assert!(schedule(&[spec(0, 0.5), spec(1, 0.6)], 2, 10)
-            .unwrap_err()
-            .contains("survive"));
-        assert!(schedule(&[], 1, 10).unwrap().is_empty());
-    }
 
     #[test]
     fn dispenser_round_robins_and_kills_before_the_scheduled_request() {
         let killed = Arc::new(Mutex::new(Vec::new()));
         let log = killed.clone();
-        let kills = schedule(
+        let kills = kills(
             &[KillSpec {
                 node: 1,
                 fraction: 0.5,
@@ -666,7 +639,7 @@ mod tests {
                     d.rebalanced();
                     steps.push("R".into());
                 }
-                Next::Wait => unreachable!("no rebalance is under way"),
+                Next::Wait | Next::Return(_) => unreachable!("no rebalance or return is under way"),
                 Next::Done => break,
             }
         }
@@ -828,7 +801,7 @@ mod tests {
             let requests: Vec<(u64, u64)> = (0..60)
                 .map(|i| (i % 7, sizes[(i % 7) as usize % 4]))
                 .collect();
-            let kills = schedule(
+            let kills = kills(
                 &[KillSpec {
                     node: 1,
                     fraction: 0.5,
@@ -853,6 +826,7 @@ mod tests {
                 arrivals: false,
                 progress: indicatif::ProgressBar::hidden(),
                 rebalancer: None,
+                returner: None,
             });
             let records = run(work, 4).await.unwrap();
             assert_eq!(*killed.lock().unwrap(), vec![1]);
@@ -894,6 +868,7 @@ mod tests {
                 arrivals: false,
                 progress: indicatif::ProgressBar::hidden(),
                 rebalancer: None,
+                returner: None,
             });
             let records = run(work, 1).await.unwrap();
             assert!(records[0].ok, "{:?}", records[0].error);

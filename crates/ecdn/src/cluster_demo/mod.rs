@@ -1,12 +1,15 @@
 //! `ecdn cluster demo`: a live C2DN cluster as separate processes on loopback — an origin
 //! (`ecdn origin`), the coordinator (`ecdn coordinator`) and N nodes (`ecdn node --cluster`) —
 //! a trace replayed through it by a load driver acting as the cluster's front load balancer,
-//! nodes killed on schedule, and what the cluster did next to what the simulator
-//! (`ecdn_sim::cluster`, in-process, same trace and configuration, no failures) does.
+//! nodes killed on schedule and, if asked, started again, and what the cluster did next to
+//! what the simulator (`ecdn_sim::cluster`, in-process, same trace and configuration, without
+//! failures and with the same ones) does.
 //!
-//! The parts: [`procs`] (ports, the cluster file, the children, readiness, CPU), [`driver`]
-//! (the load balancer and the kill schedule), [`report`] (windows, percentiles, the JSON
-//! object); the figure is `plot.rs`, drawn through [`crate::plot::cluster_demo`].
+//! The parts: [`procs`] (ports, the cluster file, the children, readiness, CPU), [`schedule`]
+//! (the kills and restarts, checked), [`driver`] (the load balancer, which carries out the
+//! schedule), [`restart`] (a killed node's return, and how the report shows it), [`report`]
+//! (windows, percentiles, the JSON object), `sim.rs` (the simulator's runs); the figure is
+//! `plot.rs`, drawn through [`crate::plot::cluster_demo`].
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,12 +21,10 @@ use clap::{Args, Subcommand};
 use ecdn_cluster::coordinator::client::CoordinatorClient;
 use ecdn_cluster::etcd_local::LocalEtcd;
 use ecdn_placement::pieces::Scheme;
-use ecdn_sim::cluster::{simulate_cluster, ClusterConfig as SimConfig, ClusterResult};
 use ecdn_sim::cluster_sweep::SchemeCode;
-use ecdn_sim::unavailability::{Unavailability, Window};
 use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
 use ecdn_trace::units::{format_size, parse_size};
-use ecdn_trace::{Format, OpenOptions, Request, SliceReader, BATCH};
+use ecdn_trace::{Format, OpenOptions, Request, BATCH};
 
 #[cfg(test)]
 mod contract;
@@ -31,10 +32,16 @@ pub mod control;
 pub mod driver;
 pub mod procs;
 pub mod report;
+pub mod restart;
+pub mod schedule;
+mod sim;
 
-use driver::{schedule, Dispenser, Kill, KillSpec, Rebalancer, SharedDispenser, Work};
+use driver::{Dispenser, Rebalancer, SharedDispenser, Work};
 use procs::{FileSettings, Layout, Procs};
-use report::{ClusterStats, KillRow, Record, Report, SimSummary, SimWindow, Totals};
+use report::{ClusterStats, KillRow, Record, Report, SimSummary, Totals};
+use restart::{NodeStart, ReturnTiming, Returns};
+use schedule::{Kill, KillSpec, Restart, RestartSpec};
+use sim::{sim_summary, simulate, Failures};
 
 #[derive(Subcommand)]
 pub enum ClusterCmd {
@@ -72,6 +79,8 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
     ecdn cluster demo --nodes 6 --kill 2@0.5 --json --plot demo.png\n  \
     ecdn cluster demo --scheme rep2 --nodes 6 --kill 2@0.5\n  \
     ecdn cluster demo --scheme c2dn-n5k3 --nodes 6 --kill 1@0.4 --kill 4@0.6\n  \
+    ecdn cluster demo --nodes 6 --kill 2@0.3 --restart 2@0.6      # a node returns\n  \
+    ecdn cluster demo --nodes 6 --kill 2@0.3 --restart-empty 2@0.6  # with a new disk\n  \
     ecdn cluster demo --trace t.oracleGeneral.bin --max-requests 50000\n  \
     ecdn cluster demo --sizes fixed:1MiB --objects 200 --json     # Fig. 8, coded\n  \
     ecdn cluster demo --sizes fixed:1MiB --objects 200 --threshold 2MiB --json  # replicated\n\n\
@@ -79,10 +88,13 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
     connection fails (refused or reset before the answer, or broken mid-body) is retried \
     once on the next live node. --kill \
     NODE@FRACTION SIGKILLs that node once FRACTION of the requests were issued; it leaves \
-    the rotation at that moment. Every body is checked byte by byte. The simulator runs the \
-    same trace with the same scheme, K, P, threshold, buckets and seed, capacity nodes × \
-    disk size, equal weights, FIFO, no failures. With --json the last line of stdout is one \
-    JSON object.")]
+    the rotation at that moment. --restart NODE@FRACTION starts a killed node again (same \
+    id, ports and disk file) before that request, and it rejoins the rotation once the \
+    coordinator's map has it available; --restart-empty wipes its disk file first. Every \
+    body is checked byte by byte. The simulator runs the same trace with the same scheme, K, \
+    P, threshold, buckets and seed, capacity nodes × disk size, equal weights, FIFO, without \
+    failures and (with --kill) with the same kills and returns. With --json the last line of \
+    stdout is one JSON object.")]
 pub struct DemoArgs {
     /// Nodes (processes) in the cluster.
     #[arg(long, default_value_t = 6)]
@@ -119,6 +131,16 @@ pub struct DemoArgs {
     /// Kill NODE (SIGKILL) when FRACTION of the requests were issued; repeatable.
     #[arg(long, value_name = "NODE@FRACTION")]
     kill: Vec<String>,
+    /// Start NODE, killed earlier by --kill, again before FRACTION of the requests are issued:
+    /// same id, ports and disk file, so it returns with what it held (C2DN App. 10.3; the
+    /// simulator keeps a returning server's cache). It rejoins the rotation once the
+    /// coordinator's map has it available. At most once per kill; repeatable.
+    #[arg(long, value_name = "NODE@FRACTION")]
+    restart: Vec<String>,
+    /// As --restart, with the node's disk file wiped first: a replaced disk, returning empty
+    /// (the simulator empties that server's cache on its return).
+    #[arg(long, value_name = "NODE@FRACTION")]
+    restart_empty: Vec<String>,
     /// C2DN's optional periodic parity rebalance, before every N-th request: the driver waits
     /// for the requests in flight, the coordinator rebalances from the loads so far and every
     /// node takes the new map; the simulator rebalances before the same requests. Off by
@@ -225,6 +247,7 @@ struct Plan {
     trace: Vec<Request>,
     window: u64,
     kills: Vec<Kill>,
+    restarts: Vec<Restart>,
     hoc_size: u64,
     disk_size: u64,
     threshold: u64,
@@ -285,7 +308,15 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
         Some(w) => w,
         None => (total / 10).max(1),
     };
-    let kills = schedule(&specs, a.nodes, total).map_err(anyhow::Error::msg)?;
+    let kills = schedule::kills(&specs, a.nodes, total).map_err(anyhow::Error::msg)?;
+    let restart_specs = a
+        .restart
+        .iter()
+        .map(|s| RestartSpec::parse(s, false))
+        .chain(a.restart_empty.iter().map(|s| RestartSpec::parse(s, true)))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(anyhow::Error::msg)?;
+    let restarts = schedule::restarts(&restart_specs, &kills, total).map_err(anyhow::Error::msg)?;
     if a.rebalance_every > 0 && code.scheme != Scheme::C2dn {
         bail!("--rebalance-every: only c2dn rebalances parity");
     }
@@ -294,6 +325,7 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
         trace,
         window,
         kills,
+        restarts,
         hoc_size,
         disk_size,
         threshold,
@@ -315,12 +347,16 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
 struct Live {
     records: Vec<Record>,
     elapsed_s: f64,
-    /// Per node: CPU seconds at its kill (killed nodes) or at the end (the others).
+    /// Per node: CPU seconds at its kill (killed nodes) or at the end (the others); a node
+    /// that came back adds its restarted process's at the end.
     cpu: Vec<Option<f64>>,
-    /// Per node alive at the end: its `cluster` counters.
+    /// Per node alive at the end: its `cluster` counters (a node that came back: since its
+    /// restart).
     stats: Vec<Option<ClusterStats>>,
-    /// Per node: killed by the schedule.
+    /// Per node: killed by the schedule (whether or not it came back).
     killed: Vec<bool>,
+    /// Per node: how its return went, if it came back.
+    returns: Vec<Option<ReturnTiming>>,
     control: control::ControlReport,
 }
 
@@ -357,6 +393,11 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
             )?;
         }
     }
+    let start = NodeStart {
+        file: file.clone(),
+        origin: layout.origin,
+        sizes: (plan.hoc_size, plan.disk_size),
+    };
     let t = Instant::now();
     procs::wait_ready(&procs, layout, cfg, plan.ready_timeout).await?;
     let first_epoch = coordinator_epoch(cfg).await?;
@@ -393,8 +434,18 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
     };
     let dispenser: SharedDispenser = Arc::new(Mutex::new(
         Dispenser::new(plan.trace.len() as u64, n, plan.kills.clone(), killer)
-            .with_rebalances(a.rebalance_every),
+            .with_rebalances(a.rebalance_every)
+            .with_returns(plan.restarts.clone()),
     ));
+    let returns = Arc::new(Returns {
+        procs: procs.clone(),
+        layout: layout.clone(),
+        cfg: cfg.clone(),
+        start,
+        timeout: plan.ready_timeout,
+        progress: progress.clone(),
+        timings: Mutex::new(vec![None; n]),
+    });
     let rebalancer: Rebalancer = {
         let cfg = cfg.clone();
         let admins = layout.admins.clone();
@@ -418,6 +469,7 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         dispenser,
         timeout: plan.request_timeout,
         rebalancer: Some(rebalancer),
+        returner: Some(returns.returner()),
         arrivals: !plan.client_links.is_empty(),
         progress: progress.clone(),
     });
@@ -446,10 +498,11 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
     for k in &plan.kills {
         killed[k.node] = true;
     }
+    let returned = returns.timings.lock().unwrap().clone();
     let mut cpu = kill_cpu.lock().unwrap().clone();
     let mut stats = vec![None; n];
     for id in 0..n {
-        if killed[id] {
+        if killed[id] && returned[id].is_none() {
             continue;
         }
         let (running, pid, tail) = {
@@ -472,7 +525,11 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
                 .await
                 .with_context(|| format!("node {id} ({addr})"))?,
         );
-        cpu[id] = pid.and_then(|pid| procs::cpu_seconds(pid).ok());
+        let now = pid.and_then(|pid| procs::cpu_seconds(pid).ok());
+        cpu[id] = match (cpu[id], now) {
+            (Some(before), Some(now)) => Some(before + now),
+            (before, now) => now.or(before),
+        };
     }
     procs.lock().unwrap().stop_all();
     Ok(Live {
@@ -481,6 +538,7 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         cpu,
         stats,
         killed,
+        returns: returned,
         control,
     })
 }
@@ -493,100 +551,6 @@ async fn coordinator_epoch(cfg: &ecdn_cluster::ClusterConfig) -> Result<u64> {
     Ok(procs::coordinator_status(&client).await?.epoch)
 }
 
-/// The simulator on the same trace and configuration: without failures, or (`with_kills`)
-/// with the run's kills, each server unavailable from its kill's request on.
-fn simulate(a: &DemoArgs, plan: &Plan, with_kills: bool) -> Result<ClusterResult> {
-    let mut cfg = SimConfig::new(plan.code.scheme, a.nodes as u64 * plan.disk_size);
-    cfg.weights = vec![1.0; a.nodes];
-    cfg.k = plan.code.k;
-    cfg.p = plan.code.p;
-    cfg.threshold = plan.threshold;
-    cfg.sub_chunk = plan.sub_chunk;
-    cfg.buckets = a.buckets;
-    cfg.window = Window::Requests(plan.window);
-    cfg.seed = a.seed;
-    cfg.max_requests = plan.trace.len() as u64;
-    if with_kills {
-        cfg.unavailability = kill_record(&plan.kills, plan.trace.len() as u64);
-    }
-    if a.rebalance_every > 0 {
-        // Trace time is the request index here (below): a rebalance before every N-th request.
-        cfg.rebalance_every = a.rebalance_every as f64;
-        cfg.rebalance_at = Some(a.rebalance_every as f64);
-    }
-    // The live nodes place an object by the hash of its cache key (Host + path + query), and
-    // cache its pieces under ids derived from it: the simulator gets the same ids, so both
-    // put every object in the same bucket and every piece under the same id.
-    // The driver replays the trace as fast as the cluster answers, so its timestamps mean
-    // nothing live: the simulator's clock is the request index, one second per request.
-    let trace: Vec<Request> = plan
-        .trace
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Request {
-            id: driver::object_id(r.id, r.size),
-            time: i as u64,
-            ..*r
-        })
-        .collect();
-    let mut reader = SliceReader::new(&trace);
-    simulate_cluster(&mut reader, &cfg, &|_| {}).context("the cluster simulation")
-}
-
-/// The kills as an unavailability record: one line per `g` requests (`g` the greatest common
-/// divisor of the kill points, so every kill starts exactly at its request), each listing the
-/// nodes killed before it.
-fn kill_record(kills: &[Kill], requests: u64) -> Unavailability {
-    fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 {
-            a
-        } else {
-            gcd(b, a % b)
-        }
-    }
-    let g = kills.iter().fold(0, |g, k| gcd(g, k.at)).max(1);
-    let record = (0..requests.div_ceil(g))
-        .map(|line| {
-            let mut down: Vec<usize> = kills
-                .iter()
-                .filter(|k| k.at <= line * g)
-                .map(|k| k.node)
-                .collect();
-            down.sort_unstable();
-            down
-        })
-        .collect();
-    Unavailability {
-        record,
-        window: Some(Window::Requests(g)),
-        events: Vec::new(),
-    }
-}
-
-fn sim_summary(r: &ClusterResult) -> SimSummary {
-    SimSummary {
-        miss_ratio: r.miss_ratio,
-        byte_miss_ratio: r.byte_miss_ratio,
-        write_imbalance: r.write_imbalance.is_finite().then_some(r.write_imbalance),
-        bytes_written: r
-            .bytes_written
-            .iter()
-            .map(|&b| u64::try_from(b).unwrap_or(u64::MAX))
-            .collect(),
-        windows: r
-            .windows
-            .iter()
-            .map(|w| SimWindow {
-                index: w.index,
-                start: w.start,
-                requests: w.requests,
-                miss_ratio: w.miss_ratio,
-                byte_miss_ratio: w.byte_miss_ratio,
-            })
-            .collect(),
-    }
-}
-
 fn build_report(
     a: &DemoArgs,
     plan: &Plan,
@@ -594,6 +558,7 @@ fn build_report(
     live: &Live,
     sim: SimSummary,
     sim_killed: Option<SimSummary>,
+    sim_empty: Option<&SimSummary>,
 ) -> Report {
     let t = Totals::of(&live.records);
     let windows = report::windows(
@@ -643,6 +608,21 @@ fn build_report(
             cpu_s: live.cpu[k.node],
         })
         .collect();
+    let restarts = match &sim_killed {
+        Some(killed) => restart::rows(
+            &plan.restarts,
+            &live.returns,
+            &live.records,
+            plan.window,
+            &restart::Sims {
+                as_run: &killed.windows,
+                // Without a separate run, every return came back empty already.
+                empty: &sim_empty.unwrap_or(killed).windows,
+                no_failure: &sim.windows,
+            },
+        ),
+        None => Vec::new(),
+    };
     Report {
         control: live.control.clone(),
         scheme,
@@ -663,6 +643,7 @@ fn build_report(
         bytes_written,
         windows,
         kills,
+        restarts,
         max_relative_miss_increase: max_rel,
         sim_max_relative_miss_increase: max_rel_sim,
         decode_fraction: t.decode_fraction(),
@@ -773,11 +754,17 @@ fn run_demo(a: DemoArgs) -> Result<()> {
         },
     };
     eprint!("{}", report::failures(&live.records, 10));
-    let sim = simulate(&a, &plan, false)?;
+    let sim = simulate(&a, &plan, Failures::None)?;
     let sim_killed = if plan.kills.is_empty() {
         None
     } else {
-        Some(sim_summary(&simulate(&a, &plan, true)?))
+        Some(sim_summary(&simulate(&a, &plan, Failures::AsRun)?))
+    };
+    // What the returns that kept their disk would have cost if they had come back empty.
+    let sim_empty = if plan.restarts.iter().any(|r| !r.empty) {
+        Some(sim_summary(&simulate(&a, &plan, Failures::ReturnsEmpty)?))
+    } else {
+        None
     };
     let report = build_report(
         &a,
@@ -786,11 +773,13 @@ fn run_demo(a: DemoArgs) -> Result<()> {
         &live,
         sim_summary(&sim),
         sim_killed,
+        sim_empty.as_ref(),
     );
     out!(
         "{}",
-        report::window_table(&report.windows, &plan.kills, plan.window)
+        report::window_table(&report.windows, &plan.kills, &plan.restarts, plan.window)
     )?;
+    out!("{}", restart::table(&report.restarts))?;
     out!("{}", report::summary(&report))?;
     if let Some(path) = &a.plot {
         plot(path, &report, &live.records)?;
@@ -805,7 +794,7 @@ fn plot(path: &Path, r: &Report, records: &[Record]) -> Result<()> {
     let [coded, replicated] = report::hit_latencies(records, false);
     let input = PlotInput {
         title: format!(
-            "ecdn cluster demo: {} on {} nodes, {} requests{}",
+            "ecdn cluster demo: {} on {} nodes, {} requests{}{}",
             r.scheme,
             r.nodes,
             crate::plot::grouped(r.requests),
@@ -820,6 +809,23 @@ fn plot(path: &Path, r: &Report, records: &[Record]) -> Result<()> {
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
+            },
+            if r.restarts.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", back {}",
+                    r.restarts
+                        .iter()
+                        .map(|b| format!(
+                            "node {} at {:.0}%{}",
+                            b.node,
+                            b.fraction * 100.0,
+                            if b.empty { " (disk wiped)" } else { "" }
+                        ))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
             }
         ),
         windows: r
@@ -828,6 +834,11 @@ fn plot(path: &Path, r: &Report, records: &[Record]) -> Result<()> {
             .map(|w| (w.start, w.requests, w.miss_ratio, w.sim_miss_ratio))
             .collect(),
         kills: r.kills.iter().map(|k| (k.at_request, k.node)).collect(),
+        restarts: r
+            .restarts
+            .iter()
+            .map(|b| (b.at_request, b.node, b.empty))
+            .collect(),
         bytes_written: r.bytes_written.clone(),
         sim_bytes_written: r.sim.bytes_written.clone(),
         coded,
@@ -845,7 +856,9 @@ pub struct PlotInput {
     pub windows: Vec<(u64, u64, f64, Option<f64>)>,
     /// (request index, node) of each kill.
     pub kills: Vec<(u64, usize)>,
-    /// Per node; `None` for a killed node.
+    /// (request index, node, disk wiped) of each restarted node's return.
+    pub restarts: Vec<(u64, usize, bool)>,
+    /// Per node; `None` for a killed node that did not come back.
     pub bytes_written: Vec<Option<u64>>,
     pub sim_bytes_written: Vec<u64>,
     /// (TTFB, download) latencies in µs of the hits of coded and of replicated objects.
@@ -854,195 +867,4 @@ pub struct PlotInput {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        a: DemoArgs,
-    }
-
-    fn args(extra: &[&str]) -> DemoArgs {
-        let mut v = vec!["demo"];
-        v.extend_from_slice(extra);
-        Cli::try_parse_from(v).unwrap().a
-    }
-
-    use super::contract::CONTRACT_FIELDS;
-
-    #[test]
-    fn plan_checks_flags_before_anything_starts() {
-        let p = plan(&args(&[
-            "--requests",
-            "200",
-            "--kill",
-            "2@0.5",
-            "--nodes",
-            "4",
-        ]))
-        .unwrap();
-        assert_eq!(p.trace.len(), 200);
-        assert_eq!((p.window, p.kills[0].at), (20, 100));
-        assert_eq!((p.code.k, p.code.p), (3, 1));
-        let p = plan(&args(&[
-            "--requests",
-            "50",
-            "--scheme",
-            "c2dn-n5k3",
-            "--window",
-            "7",
-        ]))
-        .unwrap();
-        assert_eq!((p.code.k, p.code.p, p.window), (3, 2, 7));
-        let p = plan(&args(&["--client-link", "100Mbit, 2.5gbit,800kbit,64000"])).unwrap();
-        assert_eq!(p.client_links, vec![1e8, 2.5e9, 8e5, 64e3]);
-        for (flags, want) in [
-            (vec!["--nodes", "0"], "--nodes"),
-            (vec!["--concurrency", "0"], "--concurrency"),
-            (vec!["--kill", "9@0.5"], "does not exist"),
-            (vec!["--kill", "1@1.5"], "below 1"),
-            (vec!["--scheme", "raid5"], "unknown scheme"),
-            (vec!["--disk-size", "0"], "--disk-size"),
-            (vec!["--hoc-size", "lots"], "--hoc-size"),
-            (vec!["--window", "0"], "--window"),
-            (vec!["--nodes", "3"], "needs 4 nodes"),
-            (
-                vec!["--scheme", "c2dn-n5k3", "--nodes", "4"],
-                "needs 5 nodes",
-            ),
-            (vec!["--plot", "x.gif"], ".png or .svg"),
-            (vec!["--requests", "0"], "no requests"),
-            (vec!["--origin-latency", "forever"], "--origin-latency"),
-            (vec!["--client-link", "1Tbit"], "unknown unit"),
-            (vec!["--client-link", "fast"], "unknown unit"),
-            (vec!["--client-link", "1Gbit,"], "not a number"),
-            (vec!["--client-link", "999"], "at least 1kbit"),
-            (vec!["--client-link", "0.5kbit"], "at least 1kbit"),
-        ] {
-            let e = match plan(&args(&flags)) {
-                Ok(_) => panic!("{flags:?} accepted"),
-                Err(e) => format!("{e:#}"),
-            };
-            assert!(e.contains(want), "{flags:?}: {e}");
-        }
-    }
-
-    fn record(size: u64, miss: bool, coded: bool) -> Record {
-        Record {
-            size,
-            ok: true,
-            status: Some(200),
-            miss,
-            hit: !miss,
-            coded: Some(coded),
-            origin_bytes: if miss { size } else { 0 },
-            bytes: size,
-            ttfb_us: 1000,
-            total_us: 2000,
-            ..Record::default()
-        }
-    }
-
-    #[test]
-    fn report_json_has_the_contract_fields() {
-        let a = args(&["--requests", "40", "--nodes", "4", "--kill", "1@0.5"]);
-        let plan = plan(&a).unwrap();
-        let records: Vec<Record> = (0..40)
-            .map(|i| record(200 << 10, i % 4 == 0, i % 2 == 0))
-            .collect();
-        let stats = |w| ClusterStats {
-            bytes_written: w,
-            peer_bytes_received: 1 << 20,
-            ..ClusterStats::default()
-        };
-        let live = Live {
-            records,
-            elapsed_s: 2.0,
-            cpu: vec![Some(1.0), Some(0.5), Some(1.5), None],
-            stats: vec![Some(stats(100)), None, Some(stats(150)), Some(stats(120))],
-            killed: vec![false, true, false, false],
-            control: control::ControlReport {
-                control: "etcd".into(),
-                coordinator_failovers: 1,
-                epoch_changes: 4,
-                ..control::ControlReport::default()
-            },
-        };
-        let sim = sim_summary(&simulate(&a, &plan, false).unwrap());
-        let killed = sim_summary(&simulate(&a, &plan, true).unwrap());
-        let r = build_report(&a, &plan, "c2dn".into(), &live, sim, Some(killed));
-        assert_eq!(r.write_imbalance, Some(1.5));
-        assert_eq!(r.bytes_written, vec![Some(100), None, Some(150), Some(120)]);
-        assert_eq!(r.cpu_s, 3.0);
-        assert_eq!(r.miss_ratio, 0.25);
-        assert_eq!(r.kills[0].at_request, 20);
-        assert!(r.max_relative_miss_increase.is_some());
-        assert!(r.sim_max_relative_miss_increase.is_some());
-        assert!(r.windows.iter().all(|w| w.sim_killed_miss_ratio.is_some()));
-        let v: serde_json::Value =
-            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
-        for f in CONTRACT_FIELDS {
-            assert!(v.get(f).is_some(), "no {f}");
-        }
-        for f in [
-            "start",
-            "requests",
-            "miss_ratio",
-            "byte_miss_ratio",
-            "failed",
-        ] {
-            assert!(v["windows"][0].get(f).is_some(), "windows: no {f}");
-        }
-        assert_eq!(v["windows"].as_array().unwrap().len(), 10);
-        for lat in ["ttfb_ms", "download_ms"] {
-            for kind in ["coded", "replicated"] {
-                for q in ["p50", "p90", "p99"] {
-                    assert!(v[lat][kind][q].is_number(), "{lat}.{kind}.{q}");
-                }
-            }
-        }
-        assert_eq!(v["ttfb_ms"]["coded"]["p50"], 1.0);
-        for f in [
-            "miss_ratio",
-            "byte_miss_ratio",
-            "write_imbalance",
-            "windows",
-        ] {
-            assert!(v["sim"].get(f).is_some(), "sim: no {f}");
-        }
-        assert!(v["bytes_written"][1].is_null());
-        // 4 nodes × 8 MiB: the simulator saw the same 40 requests in 10 windows.
-        assert_eq!(v["sim"]["windows"].as_array().unwrap().len(), 10);
-        assert_eq!(v["sim_with_kills"]["windows"].as_array().unwrap().len(), 10);
-    }
-
-    #[test]
-    fn kills_become_an_unavailability_record_exact_to_the_request() {
-        let kill = |node, at| Kill {
-            node,
-            fraction: 0.0,
-            at,
-        };
-        let u = kill_record(&[kill(3, 20), kill(1, 30)], 45);
-        assert_eq!(u.window, Some(Window::Requests(10)));
-        assert_eq!(
-            u.record,
-            vec![vec![], vec![], vec![3], vec![1, 3], vec![1, 3]]
-        );
-        let mut down = Vec::new();
-        for (i, want) in [(19, vec![]), (20, vec![3]), (29, vec![3]), (30, vec![1, 3])] {
-            u.at(i, 0.0, &mut down);
-            assert_eq!(down, want, "request {i}");
-        }
-        // Kills at 7 and 12: one line per request.
-        let u = kill_record(&[kill(0, 7), kill(2, 12)], 14);
-        assert_eq!(u.window, Some(Window::Requests(1)));
-        assert_eq!(u.record.len(), 14);
-        u.at(6, 0.0, &mut down);
-        assert!(down.is_empty());
-        u.at(7, 0.0, &mut down);
-        assert_eq!(down, vec![0]);
-    }
-}
+mod tests;

@@ -1,8 +1,8 @@
 //! The figure of `ecdn cluster demo` (compiled as `crate::plot::cluster_demo`, next to the
 //! other figures, whose style it shares): per-window miss ratio of the live cluster and of the
-//! simulator with each kill marked (C2DN Fig. 6a), bytes written per node, live and simulated
-//! (Fig. 6d), and the CDFs of time to first byte and download time of coded and replicated
-//! hits (Fig. 8).
+//! simulator with each kill and each restarted node's return marked (C2DN Fig. 6a), bytes
+//! written per node, live and simulated (Fig. 6d), and the CDFs of time to first byte and
+//! download time of coded and replicated hits (Fig. 8).
 
 use anyhow::{bail, Result};
 use plotters::coord::Shift;
@@ -16,6 +16,7 @@ use crate::cluster_demo::PlotInput;
 const LIVE: RGBColor = COLORS[0];
 const SIM: RGBColor = COLORS[1];
 const KILL: RGBColor = COLORS[3];
+const BACK: RGBColor = COLORS[9];
 const CODED: RGBColor = COLORS[2];
 const REPLICATED: RGBColor = COLORS[4];
 
@@ -79,6 +80,29 @@ impl<'a> ClusterDemoFigure<'a> {
                     + Text::new(
                         format!("node {node} killed"),
                         (4, 4),
+                        label_style().pos(Pos::new(HPos::Left, VPos::Top)),
+                    ),
+            ))?;
+        }
+        // Returns of restarted nodes: shorter dashes, labelled a line below the kills.
+        for &(at, node, wiped) in &self.input.restarts {
+            let x = at as f64;
+            chart.draw_series(DashedLineSeries::new(
+                [(x, lo), (x, hi)],
+                3,
+                3,
+                BACK.stroke_width(2),
+            ))?;
+            let label = if wiped {
+                format!("node {node} back, disk wiped")
+            } else {
+                format!("node {node} back")
+            };
+            chart.draw_series(std::iter::once(
+                EmptyElement::at((x, hi))
+                    + Text::new(
+                        label,
+                        (4, 20),
                         label_style().pos(Pos::new(HPos::Left, VPos::Top)),
                     ),
             ))?;
@@ -221,6 +245,9 @@ impl Figure for ClusterDemoFigure<'_> {
         if !self.input.kills.is_empty() {
             v.push(entry("kill (SIGKILL)", KILL, LineKind::Dashed, None));
         }
+        if !self.input.restarts.is_empty() {
+            v.push(entry("return (restart)", BACK, LineKind::Dashed, None));
+        }
         v.push(entry("coded hits", CODED, LineKind::Solid, None));
         v.push(entry("replicated hits", REPLICATED, LineKind::Solid, None));
         v
@@ -246,8 +273,13 @@ mod tests {
     fn input() -> PlotInput {
         PlotInput {
             title: "test".into(),
-            windows: vec![(0, 100, 0.6, Some(0.62)), (100, 100, 0.4, Some(0.38))],
+            windows: vec![
+                (0, 100, 0.6, Some(0.62)),
+                (100, 100, 0.4, Some(0.38)),
+                (200, 100, 0.5, Some(0.4)),
+            ],
             kills: vec![(100, 2)],
+            restarts: vec![(200, 2, true)],
             bytes_written: vec![Some(3 << 20), Some(4 << 20), None],
             sim_bytes_written: vec![3 << 20, 4 << 20, 2 << 20],
             coded: (vec![1500, 2500, 900], vec![8000, 9000, 12000]),
@@ -267,6 +299,8 @@ mod tests {
         }
         let svg = std::fs::read_to_string(dir.path().join("demo.svg")).unwrap();
         assert!(svg.contains("node 2 killed"));
+        assert!(svg.contains("node 2 back, disk wiped"));
+        assert!(svg.contains("return (restart)"));
         assert!(svg.contains("(d) Download time of hits"));
     }
 

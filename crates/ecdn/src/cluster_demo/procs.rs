@@ -205,6 +205,8 @@ pub struct Procs {
     pub origin: Option<Proc>,
     pub coordinators: Vec<Proc>,
     pub nodes: Vec<Option<Proc>>,
+    /// Per node: how many times it was started.
+    starts: Vec<usize>,
 }
 
 impl Procs {
@@ -215,6 +217,7 @@ impl Procs {
             origin: None,
             coordinators: Vec::new(),
             nodes: Vec::new(),
+            starts: Vec::new(),
         })
     }
 
@@ -284,8 +287,26 @@ impl Procs {
         }
     }
 
+    /// Node `id`'s disk file: the same for every start of it, so a restarted node finds what
+    /// it wrote before.
+    pub fn disk_path(&self, id: usize) -> PathBuf {
+        self.dir.join(format!("node-{id}.disk"))
+    }
+
+    /// Deletes node `id`'s disk file, which its next start creates anew: a replaced disk.
+    /// Refused while the node runs (it holds the file).
+    pub fn wipe_disk(&mut self, id: usize) -> Result<()> {
+        if self.node_running(id) {
+            bail!("node {id} runs: its disk cannot be wiped");
+        }
+        let disk = self.disk_path(id);
+        std::fs::remove_file(&disk)
+            .with_context(|| format!("wiping node {id}'s disk {}", disk.display()))
+    }
+
     /// Node `id`: `ecdn node --cluster FILE --id ID --origin URL --hoc-size S --disk-path
-    /// DIR/node-ID.disk --disk-size S -j 1 EXTRA...`.
+    /// DIR/node-ID.disk --disk-size S -j 1 EXTRA...`. A node started again (after a kill) logs
+    /// to `node-ID.N.log` for its N-th restart, so the log of the killed process is kept.
     pub fn start_node(
         &mut self,
         id: usize,
@@ -294,7 +315,7 @@ impl Procs {
         (hoc_size, disk_size): (u64, u64),
         extra: &[String],
     ) -> Result<()> {
-        let disk = self.dir.join(format!("node-{id}.disk"));
+        let disk = self.disk_path(id);
         let mut args = vec![
             "node".into(),
             "--cluster".into(),
@@ -313,10 +334,19 @@ impl Procs {
             "1".into(),
         ];
         args.extend_from_slice(extra);
-        let p = self.spawn(&format!("node {id}"), &format!("node-{id}.log"), &args)?;
         if self.nodes.len() <= id {
             self.nodes.resize_with(id + 1, || None);
+            self.starts.resize(id + 1, 0);
         }
+        if self.node_running(id) {
+            bail!("node {id} runs already");
+        }
+        let log = match self.starts[id] {
+            0 => format!("node-{id}.log"),
+            n => format!("node-{id}.{n}.log"),
+        };
+        let p = self.spawn(&format!("node {id}"), &log, &args)?;
+        self.starts[id] += 1;
         self.nodes[id] = Some(p);
         Ok(())
     }
@@ -622,6 +652,18 @@ mod tests {
         assert_eq!(cfg.nodes[3].admin, Some(layout.admins[3]));
         assert_eq!(cfg.scheme_name(), "c2dn-n3k2");
         assert_eq!(cfg.etcd.len(), 2);
+    }
+
+    #[test]
+    fn a_wiped_disk_is_gone_and_wiping_a_missing_one_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = Procs::new(dir.path()).unwrap();
+        assert_eq!(p.disk_path(1), dir.path().join("node-1.disk"));
+        std::fs::write(p.disk_path(1), b"pieces").unwrap();
+        p.wipe_disk(1).unwrap();
+        assert!(!p.disk_path(1).exists());
+        let e = format!("{:#}", p.wipe_disk(1).unwrap_err());
+        assert!(e.contains("wiping node 1's disk"), "{e}");
     }
 
     #[test]

@@ -23,7 +23,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::driver::Kill;
+use super::schedule::{Kill, Restart};
 
 /// How a request's first attempt failed, when the driver retried it on another node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -444,10 +444,14 @@ pub struct Report {
     pub byte_miss_ratio: f64,
     /// max/min `bytes_written` over the nodes alive for the whole run (null if one wrote 0).
     pub write_imbalance: Option<f64>,
-    /// Per node (null for a killed node): piece bytes it admitted.
+    /// Per node (null for a killed node that did not come back; a node that did: since its
+    /// restart): piece bytes it admitted.
     pub bytes_written: Vec<Option<u64>>,
     pub windows: Vec<WindowRow>,
     pub kills: Vec<KillRow>,
+    /// Killed nodes that came back (`--restart`, `--restart-empty`): the miss ratio after the
+    /// return, live and simulated.
+    pub restarts: Vec<super::restart::RestartRow>,
     pub max_relative_miss_increase: Option<f64>,
     /// The same for the simulator that loses the same nodes at the same requests: what the
     /// lost capacity costs by itself (null without kills).
@@ -478,12 +482,13 @@ pub struct Report {
     /// killed ones' at their kill.
     pub cpu_s: f64,
     pub cpu_s_per_gib: f64,
-    /// The `cluster` counters of every node alive at the end (null for a killed node).
+    /// The `cluster` counters of every node alive at the end (null for a killed node that did
+    /// not come back; a node that did: since its restart).
     pub node_stats: Vec<Option<ClusterStats>>,
     pub elapsed_s: f64,
     pub requests_per_s: f64,
     pub sim: SimSummary,
-    /// The simulator with the run's kills (runs with kills only).
+    /// The simulator with the run's kills and returns (runs with kills only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sim_with_kills: Option<SimSummary>,
 }
@@ -495,8 +500,13 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     }
 }
 
-/// The per-window table, one line per window, a `*` after the windows with a kill.
-pub fn window_table(rows: &[WindowRow], kills: &[Kill], window: u64) -> String {
+/// The per-window table, one line per window, a `*` after the windows with a kill or a return.
+pub fn window_table(
+    rows: &[WindowRow],
+    kills: &[Kill],
+    restarts: &[Restart],
+    window: u64,
+) -> String {
     let mut s = String::new();
     // With kills, a column for the simulator that loses the same nodes at the same requests.
     let with_kills = !kills.is_empty();
@@ -522,6 +532,15 @@ pub fn window_table(rows: &[WindowRow], kills: &[Kill], window: u64) -> String {
             .iter()
             .filter(|k| window_of(k.at, window) == r.index)
             .map(|k| format!("node {} killed", k.node))
+            .chain(
+                restarts
+                    .iter()
+                    .filter(|b| window_of(b.at, window) == r.index)
+                    .map(|b| {
+                        let wiped = if b.empty { ", disk wiped" } else { "" };
+                        format!("node {} back{wiped}", b.node)
+                    }),
+            )
             .collect();
         let _ = writeln!(
             s,
@@ -871,11 +890,31 @@ mod tests {
             fraction: 0.5,
             at: 10,
         }];
-        let t = window_table(&rows, &kills, 10);
+        let t = window_table(&rows, &kills, &[], 10);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3);
         assert!(!lines[1].contains('*'));
         assert!(lines[2].ends_with("* node 2 killed"), "{}", lines[2]);
         assert!(lines[2].contains(" - "), "{}", lines[2]);
+        // Node 2 back in window 2, wiped; node 0 back in the same window as node 2's kill.
+        let rows = vec![row(0, 0.5, None), row(1, 0.6, None), row(2, 0.6, None)];
+        let back = |node, at, empty| Restart {
+            node,
+            fraction: 0.0,
+            at,
+            empty,
+        };
+        let t = window_table(&rows, &kills, &[back(2, 25, true), back(0, 15, false)], 10);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines[2].ends_with("* node 2 killed, node 0 back"),
+            "{}",
+            lines[2]
+        );
+        assert!(
+            lines[3].ends_with("* node 2 back, disk wiped"),
+            "{}",
+            lines[3]
+        );
     }
 }

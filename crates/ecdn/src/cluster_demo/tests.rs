@@ -1,0 +1,262 @@
+//! The demo's unit tests: flags checked before anything starts, and the report built from a
+//! run's records next to the simulator's.
+
+use super::*;
+use clap::Parser;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    a: DemoArgs,
+}
+
+/// The demo's arguments as the command line gives them (also for the other modules' tests).
+pub(super) fn args(extra: &[&str]) -> DemoArgs {
+    let mut v = vec!["demo"];
+    v.extend_from_slice(extra);
+    Cli::try_parse_from(v).unwrap().a
+}
+
+use super::contract::CONTRACT_FIELDS;
+
+#[test]
+fn plan_checks_flags_before_anything_starts() {
+    let p = plan(&args(&[
+        "--requests",
+        "200",
+        "--kill",
+        "2@0.5",
+        "--nodes",
+        "4",
+    ]))
+    .unwrap();
+    assert_eq!(p.trace.len(), 200);
+    assert_eq!((p.window, p.kills[0].at), (20, 100));
+    assert_eq!((p.code.k, p.code.p), (3, 1));
+    let p = plan(&args(&[
+        "--requests",
+        "50",
+        "--scheme",
+        "c2dn-n5k3",
+        "--window",
+        "7",
+    ]))
+    .unwrap();
+    assert_eq!((p.code.k, p.code.p, p.window), (3, 2, 7));
+    let p = plan(&args(&["--client-link", "100Mbit, 2.5gbit,800kbit,64000"])).unwrap();
+    assert_eq!(p.client_links, vec![1e8, 2.5e9, 8e5, 64e3]);
+    let p = plan(&args(&[
+        "--requests",
+        "200",
+        "--kill",
+        "2@0.3",
+        "--kill",
+        "3@0.4",
+        "--restart-empty",
+        "3@0.9",
+        "--restart",
+        "2@0.55",
+    ]))
+    .unwrap();
+    assert_eq!(
+        p.restarts
+            .iter()
+            .map(|r| (r.node, r.at, r.empty))
+            .collect::<Vec<_>>(),
+        vec![(2, 110, false), (3, 180, true)]
+    );
+    for (flags, want) in [
+        (vec!["--nodes", "0"], "--nodes"),
+        (vec!["--concurrency", "0"], "--concurrency"),
+        (vec!["--kill", "9@0.5"], "does not exist"),
+        (vec!["--kill", "1@1.5"], "below 1"),
+        (vec!["--scheme", "raid5"], "unknown scheme"),
+        (vec!["--disk-size", "0"], "--disk-size"),
+        (vec!["--hoc-size", "lots"], "--hoc-size"),
+        (vec!["--window", "0"], "--window"),
+        (vec!["--nodes", "3"], "needs 4 nodes"),
+        (
+            vec!["--scheme", "c2dn-n5k3", "--nodes", "4"],
+            "needs 5 nodes",
+        ),
+        (vec!["--plot", "x.gif"], ".png or .svg"),
+        (vec!["--requests", "0"], "no requests"),
+        (vec!["--origin-latency", "forever"], "--origin-latency"),
+        (vec!["--client-link", "1Tbit"], "unknown unit"),
+        (vec!["--client-link", "fast"], "unknown unit"),
+        (vec!["--client-link", "1Gbit,"], "not a number"),
+        (vec!["--client-link", "999"], "at least 1kbit"),
+        (vec!["--client-link", "0.5kbit"], "at least 1kbit"),
+        (vec!["--restart", "1@0.5"], "node 1 is not killed"),
+        (
+            vec!["--kill", "1@0.5", "--restart-empty", "1@0.4"],
+            "must come later",
+        ),
+        (
+            vec![
+                "--kill",
+                "1@0.5",
+                "--restart",
+                "1@0.6",
+                "--restart-empty",
+                "1@0.7",
+            ],
+            "restarted twice",
+        ),
+        (vec!["--kill", "1@0.5", "--restart", "1@"], "NODE@FRACTION"),
+    ] {
+        let e = match plan(&args(&flags)) {
+            Ok(_) => panic!("{flags:?} accepted"),
+            Err(e) => format!("{e:#}"),
+        };
+        assert!(e.contains(want), "{flags:?}: {e}");
+    }
+}
+
+fn record(size: u64, miss: bool, coded: bool) -> Record {
+    Record {
+        size,
+        ok: true,
+        status: Some(200),
+        miss,
+        hit: !miss,
+        coded: Some(coded),
+        origin_bytes: if miss { size } else { 0 },
+        bytes: size,
+        ttfb_us: 1000,
+        total_us: 2000,
+        ..Record::default()
+    }
+}
+
+#[test]
+fn report_json_has_the_contract_fields() {
+    // Node 3 is killed before request 10 and back before request 30.
+    let a = args(&[
+        "--requests",
+        "40",
+        "--nodes",
+        "4",
+        "--kill",
+        "1@0.5",
+        "--kill",
+        "3@0.25",
+        "--restart",
+        "3@0.75",
+    ]);
+    let plan = plan(&a).unwrap();
+    let records: Vec<Record> = (0..40)
+        .map(|i| Record {
+            node: i % 4,
+            ..record(200 << 10, i % 4 == 0, i % 2 == 0)
+        })
+        .collect();
+    let stats = |w| ClusterStats {
+        bytes_written: w,
+        peer_bytes_received: 1 << 20,
+        ..ClusterStats::default()
+    };
+    let live = Live {
+        records,
+        elapsed_s: 2.0,
+        cpu: vec![Some(1.0), Some(0.5), Some(1.5), None],
+        stats: vec![Some(stats(100)), None, Some(stats(150)), Some(stats(120))],
+        killed: vec![false, true, false, true],
+        returns: vec![
+            None,
+            None,
+            None,
+            Some(ReturnTiming {
+                waited_s: 0.0,
+                back_s: 0.5,
+            }),
+        ],
+        control: control::ControlReport {
+            control: "etcd".into(),
+            coordinator_failovers: 1,
+            epoch_changes: 4,
+            ..control::ControlReport::default()
+        },
+    };
+    let sim = sim_summary(&simulate(&a, &plan, Failures::None).unwrap());
+    let killed = sim_summary(&simulate(&a, &plan, Failures::AsRun).unwrap());
+    let empty = sim_summary(&simulate(&a, &plan, Failures::ReturnsEmpty).unwrap());
+    let r = build_report(
+        &a,
+        &plan,
+        "c2dn".into(),
+        &live,
+        sim,
+        Some(killed),
+        Some(&empty),
+    );
+    assert_eq!(r.write_imbalance, Some(1.5));
+    assert_eq!(r.bytes_written, vec![Some(100), None, Some(150), Some(120)]);
+    assert_eq!(r.cpu_s, 3.0);
+    assert_eq!(r.miss_ratio, 0.25);
+    assert_eq!(r.kills[1].at_request, 20);
+    // Node 3's return before request 30: windows of 4 requests, the first whole one after
+    // it is window 8; node 3 answered requests 31, 35 and 39 since.
+    let back = &r.restarts[0];
+    assert_eq!(
+        (back.node, back.at_request, back.requests_after),
+        (3, 30, 3)
+    );
+    assert_eq!(back.first_window_after.as_ref().unwrap().first_window, 8);
+    assert_eq!(back.after.as_ref().unwrap().last_window, 9);
+    assert!(r.max_relative_miss_increase.is_some());
+    assert!(r.sim_max_relative_miss_increase.is_some());
+    assert!(r.windows.iter().all(|w| w.sim_killed_miss_ratio.is_some()));
+    let v: serde_json::Value = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    for f in CONTRACT_FIELDS {
+        assert!(v.get(f).is_some(), "no {f}");
+    }
+    for f in [
+        "start",
+        "requests",
+        "miss_ratio",
+        "byte_miss_ratio",
+        "failed",
+    ] {
+        assert!(v["windows"][0].get(f).is_some(), "windows: no {f}");
+    }
+    assert_eq!(v["windows"].as_array().unwrap().len(), 10);
+    for lat in ["ttfb_ms", "download_ms"] {
+        for kind in ["coded", "replicated"] {
+            for q in ["p50", "p90", "p99"] {
+                assert!(v[lat][kind][q].is_number(), "{lat}.{kind}.{q}");
+            }
+        }
+    }
+    assert_eq!(v["ttfb_ms"]["coded"]["p50"], 1.0);
+    for f in [
+        "miss_ratio",
+        "byte_miss_ratio",
+        "write_imbalance",
+        "windows",
+    ] {
+        assert!(v["sim"].get(f).is_some(), "sim: no {f}");
+    }
+    assert!(v["bytes_written"][1].is_null());
+    // 4 nodes × 8 MiB: the simulator saw the same 40 requests in 10 windows.
+    assert_eq!(v["sim"]["windows"].as_array().unwrap().len(), 10);
+    assert_eq!(v["sim_with_kills"]["windows"].as_array().unwrap().len(), 10);
+    let back = &v["restarts"][0];
+    assert_eq!(
+        (back["node"].as_u64(), back["empty"].as_bool()),
+        (Some(3), Some(false))
+    );
+    assert_eq!(back["back_s"], 0.5);
+    for f in [
+        "miss_ratio",
+        "sim_miss_ratio",
+        "sim_empty_miss_ratio",
+        "sim_no_failure_miss_ratio",
+    ] {
+        assert!(
+            back["first_window_after"][f].is_number(),
+            "restarts: no {f}"
+        );
+        assert!(back["after"][f].is_number(), "restarts: no {f}");
+    }
+}
