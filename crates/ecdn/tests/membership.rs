@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::{cli, free_ports, get, node, status, until_status, Proc};
+use common::{
+    cli, cluster_file, free_ports, get, node, origin_and_coordinator, status, until_status, Proc,
+};
 
 const KEY: &str = "membership-test-cluster-key-0123";
 
@@ -43,32 +45,18 @@ fn add_and_drain_a_node_under_load_without_a_failed_request() {
     // so is not in the file.
     let admin = ports[14..20].to_vec();
     let origin = ports[12];
-    let mut text = format!(
-        "scheme = \"c2dn\"\nkey = \"{KEY}\"\ncoordinator = \"127.0.0.1:{}\"\n\
+    let file = cluster_file(
+        dir.path(),
+        &format!(
+            "scheme = \"c2dn\"\nkey = \"{KEY}\"\ncoordinator = \"127.0.0.1:{}\"\n\
          heartbeat_ms = 100\nbuckets = 50\n",
-        ports[13]
+            ports[13]
+        ),
+        &client[..5],
+        &peer[..5],
     );
-    for i in 0..5 {
-        text.push_str(&format!(
-            "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
-            client[i], peer[i]
-        ));
-    }
-    let file = d("cluster.toml");
-    std::fs::write(&file, text).unwrap();
-    let file = file.to_str().unwrap().to_string();
     let origin_url = format!("http://127.0.0.1:{origin}");
-    let _origin = Proc::spawn(
-        &[
-            "origin",
-            "--listen",
-            &format!("127.0.0.1:{origin}"),
-            "-j",
-            "1",
-        ],
-        &d("origin.log"),
-    );
-    let _coord = Proc::spawn(&["coordinator", "--cluster", &file], &d("coord.log"));
+    let (_origin, _coord) = origin_and_coordinator(dir.path(), origin, &file);
     let start_node = |id: usize| {
         let disk = d(&format!("disk{id}"));
         Proc::spawn(

@@ -16,7 +16,7 @@ mod common;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::{free_ports, node, request, until_status, Proc};
+use common::{cluster_file, free_ports, node, origin_and_coordinator, request, until_status, Proc};
 
 const KEY: &str = "restart-test-cluster-key-0123456";
 const CODED: &str = "/obj/7?size=1048576";
@@ -35,31 +35,17 @@ fn a_rolling_restart_keeps_every_piece() {
     let ports = free_ports(14);
     let (client, peer, admin) = (&ports[0..4], &ports[4..8], &ports[8..12]);
     let (origin, coordinator) = (ports[12], ports[13]);
-    let mut text = format!(
-        "scheme = \"c2dn\"\nk = 3\np = 1\nkey = \"{KEY}\"\ncoordinator = \"127.0.0.1:{coordinator}\"\n\
+    let file = cluster_file(
+        dir.path(),
+        &format!(
+            "scheme = \"c2dn\"\nk = 3\np = 1\nkey = \"{KEY}\"\ncoordinator = \"127.0.0.1:{coordinator}\"\n\
          heartbeat_ms = 100\nbuckets = 20\n"
+        ),
+        client,
+        peer,
     );
-    for i in 0..4 {
-        text.push_str(&format!(
-            "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
-            client[i], peer[i]
-        ));
-    }
-    let file = d("cluster.toml");
-    std::fs::write(&file, text).unwrap();
-    let file = file.to_str().unwrap().to_string();
     let origin_url = format!("http://127.0.0.1:{origin}");
-    let _origin = Proc::spawn(
-        &[
-            "origin",
-            "--listen",
-            &format!("127.0.0.1:{origin}"),
-            "-j",
-            "1",
-        ],
-        &d("origin.log"),
-    );
-    let _coord = Proc::spawn(&["coordinator", "--cluster", &file], &d("coord.log"));
+    let (_origin, _coord) = origin_and_coordinator(dir.path(), origin, &file);
     let start_node = |id: usize, run: usize| {
         let disk = d(&format!("disk{id}"));
         Proc::spawn(

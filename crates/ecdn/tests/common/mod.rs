@@ -209,3 +209,34 @@ pub fn until_status(file: &str, secs: u64, what: &str, f: impl Fn(&serde_json::V
 pub fn node(s: &serde_json::Value, id: usize) -> &serde_json::Value {
     &s["status"]["nodes"][id]
 }
+
+/// Writes `dir/cluster.toml`: the `settings` lines, then one `[[node]]` per pair of client and
+/// peer ports (ids from 0); its path.
+pub fn cluster_file(dir: &Path, settings: &str, client: &[u16], peer: &[u16]) -> String {
+    let mut text = settings.to_string();
+    for (i, (c, p)) in client.iter().zip(peer).enumerate() {
+        text.push_str(&format!(
+            "[[node]]\nid = {i}\nclient = \"127.0.0.1:{c}\"\npeer = \"127.0.0.1:{p}\"\n"
+        ));
+    }
+    let file = dir.join("cluster.toml");
+    std::fs::write(&file, text).unwrap();
+    file.to_str().unwrap().to_string()
+}
+
+/// The synthetic origin on `origin` and the embedded coordinator of the cluster `file`, their
+/// logs in `dir`.
+pub fn origin_and_coordinator(dir: &Path, origin: u16, file: &str) -> (Proc, Proc) {
+    let o = Proc::spawn(
+        &[
+            "origin",
+            "--listen",
+            &format!("127.0.0.1:{origin}"),
+            "-j",
+            "1",
+        ],
+        &dir.join("origin.log"),
+    );
+    let c = Proc::spawn(&["coordinator", "--cluster", file], &dir.join("coord.log"));
+    (o, c)
+}
