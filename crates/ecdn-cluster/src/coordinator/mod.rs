@@ -396,18 +396,25 @@ impl RunningCoordinator {
     }
 
     /// Serves the cluster's status page on `listener` (see `status_page.rs`) until the
-    /// coordinator stops; a listener beyond loopback needs `token`.
+    /// coordinator stops; a listener beyond loopback needs `token`, and a token must pass
+    /// [`crate::auth::check_admin_token`].
     pub fn serve_admin(
         &mut self,
         listener: TcpListener,
         token: Option<String>,
     ) -> Result<SocketAddr, CoordError> {
         let addr = listener.local_addr()?;
+        let invalid = |msg: String| {
+            CoordError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, msg))
+        };
         if !addr.ip().is_loopback() && token.is_none() {
-            return Err(CoordError::Io(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("the admin listener {addr} is beyond loopback: it needs a token"),
+            return Err(invalid(format!(
+                "the admin listener {addr} is beyond loopback: it needs a token"
             )));
+        }
+        if let Some(t) = &token {
+            crate::auth::check_admin_token(t)
+                .map_err(|e| invalid(format!("admin listener {addr}: {e}")))?;
         }
         let token = token.map(Arc::from);
         self.tasks

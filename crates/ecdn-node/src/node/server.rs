@@ -39,7 +39,7 @@ use super::ops::Metrics;
 use super::tls::TlsAcceptor;
 use super::upstream::{tcp_connector, Connector, Upstream};
 use super::vary::VaryIndex;
-use super::{handle, NodeConfig, State};
+use super::{handle, AdminListen, NodeConfig, State};
 
 /// hyper's smallest accepted `max_buf_size`.
 const MIN_HEADER_BYTES: usize = 8192;
@@ -82,6 +82,15 @@ impl Node {
             )));
         }
         let hoc = Hoc::new(cache);
+        // Before anything is opened or bound: a token nobody can send, or anyone can guess.
+        if let Some(AdminListen {
+            addr,
+            token: Some(t),
+        }) = &cfg.admin
+        {
+            ecdn_cluster::auth::check_admin_token(t)
+                .map_err(|e| invalid(format!("admin listener {addr}: {e}")))?;
+        }
         if cfg.cluster.is_some() && cfg.disk_path.is_none() {
             return Err(invalid("cluster mode needs a disk (disk_path)".into()));
         }
