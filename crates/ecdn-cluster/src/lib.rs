@@ -12,6 +12,8 @@
 //! * [`auth`] — the peer protocol's authentication: every request between nodes (and to the
 //!   coordinator) carries an HMAC-SHA256 over its method, path, time and body digest, made with
 //!   the cluster key; a missing, wrong or stale signature is refused.
+//! * [`bearer`] — the admin listeners' bearer tokens: compared in constant time, and refused
+//!   at start when empty, short or unsendable.
 //! * [`piece`] — the metadata stored and sent with every piece: replica or chunk, the code,
 //!   the object size and a checksum of every sub-chunk.
 //! * [`wire`] — the peer requests' paths (which piece of which object) and the frame a piece
@@ -30,6 +32,7 @@
 //! * [`objects`] — where EC-Cache's object records live: the embedded coordinator or etcd.
 
 pub mod auth;
+pub mod bearer;
 pub mod config;
 pub mod control;
 pub mod coordinator;

@@ -298,7 +298,7 @@ fn merge(a: NodeArgs) -> Result<Settings> {
     };
     let admin_token = a.admin_token.or(file.admin_token);
     if let Some(t) = &admin_token {
-        ecdn_cluster::auth::check_admin_token(t).with_context(|| token_source.to_string())?;
+        ecdn_cluster::bearer::check_admin_token(t).with_context(|| token_source.to_string())?;
     }
     if !admin_addr.ip().is_loopback() && admin_token.is_none() {
         bail!(

@@ -397,7 +397,7 @@ impl RunningCoordinator {
 
     /// Serves the cluster's status page on `listener` (see `status_page.rs`) until the
     /// coordinator stops; a listener beyond loopback needs `token`, and a token must pass
-    /// [`crate::auth::check_admin_token`].
+    /// [`crate::bearer::check_admin_token`].
     pub fn serve_admin(
         &mut self,
         listener: TcpListener,
@@ -413,7 +413,7 @@ impl RunningCoordinator {
             )));
         }
         if let Some(t) = &token {
-            crate::auth::check_admin_token(t)
+            crate::bearer::check_admin_token(t)
                 .map_err(|e| invalid(format!("admin listener {addr}: {e}")))?;
         }
         let token = token.map(Arc::from);

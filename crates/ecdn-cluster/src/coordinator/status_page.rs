@@ -116,7 +116,7 @@ async fn handle(
     }
     if let Some(t) = token {
         let auth = req.headers().get(header::AUTHORIZATION);
-        if !crate::auth::bearer_matches(auth.map(HeaderValue::as_bytes), t) {
+        if !crate::bearer::bearer_matches(auth.map(HeaderValue::as_bytes), t) {
             let mut r = answer(
                 StatusCode::UNAUTHORIZED,
                 "text/plain; charset=utf-8",

@@ -88,7 +88,7 @@ impl Node {
             token: Some(t),
         }) = &cfg.admin
         {
-            ecdn_cluster::auth::check_admin_token(t)
+            ecdn_cluster::bearer::check_admin_token(t)
                 .map_err(|e| invalid(format!("admin listener {addr}: {e}")))?;
         }
         if cfg.cluster.is_some() && cfg.disk_path.is_none() {
