@@ -70,6 +70,9 @@ impl Node {
         cfg: NodeConfig,
         connect: Connector,
     ) -> io::Result<RunningNode> {
+        // Peer requests signed before this are refused as possible replays: none can be for
+        // this process (see `ecdn_cluster::replay`).
+        let started = ecdn_cluster::auth::unix_now_ms();
         let upstream = Upstream::new(&cfg, connect)?;
         let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
         let spec = ecdn_policy::PolicySpec::parse(&cfg.hoc_policy).map_err(invalid)?;
@@ -152,7 +155,7 @@ impl Node {
         };
         let cluster = match &cfg.cluster {
             Some(c) => Some(Arc::new(
-                super::cluster::Cluster::join(c, cfg.disk_size).await?,
+                super::cluster::Cluster::join(c, cfg.disk_size, started).await?,
             )),
             None => None,
         };

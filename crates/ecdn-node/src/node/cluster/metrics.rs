@@ -342,6 +342,11 @@ impl Cluster {
                 self.pieces.ring_lost(),
             ),
             (
+                "ecdn_cluster_peer_replays_refused_total",
+                "Peer requests refused as replays: for another node, nonce taken, or too old.",
+                self.gate.replays_refused(),
+            ),
+            (
                 "ecdn_cluster_link_sent_bytes_total",
                 "Bytes through the outgoing peer link: peer GET answers and own object split reads.",
                 self.link.sent(),

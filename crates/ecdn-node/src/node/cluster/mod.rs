@@ -57,6 +57,7 @@ use ecdn_cluster::config::ClusterConfig;
 use ecdn_cluster::control::{spawn_control, Control, CoordinatorStatus, MapHandle, WriteLoads};
 use ecdn_cluster::etcd::{spawn_etcd_control, EtcdStatus};
 use ecdn_cluster::peer::PeerClient;
+use ecdn_cluster::replay::Gate;
 use ecdn_codec::CodecCache;
 use ecdn_placement::pieces::Scheme;
 use ecdn_policy::spec::EvictionKind;
@@ -85,6 +86,8 @@ pub(super) struct Cluster {
     pub(super) map: MapHandle,
     control: Mutex<Option<Control>>,
     pub(super) peers: PeerClient,
+    /// The peer listener's check of signed requests: for this node, not replayed.
+    pub(super) gate: Gate,
     pub(super) pieces: PieceStore,
     pub(super) loads: WriteLoads,
     pub(super) stats: ClusterStats,
@@ -119,8 +122,14 @@ pub(super) fn ring_size(capacity: u64) -> u64 {
 
 impl Cluster {
     /// Joins the cluster: waits for the coordinator's first map (see
-    /// [`ecdn_cluster::control::spawn_control`]), then heartbeats and follows the map.
-    pub(super) async fn join(c: &ClusterNode, capacity: u64) -> std::io::Result<Cluster> {
+    /// [`ecdn_cluster::control::spawn_control`]), then heartbeats and follows the map. Its peer
+    /// listener refuses requests signed before `started` (UNIX ms, when the node began to
+    /// start: requests may wait for it in the listener's backlog meanwhile).
+    pub(super) async fn join(
+        c: &ClusterNode,
+        capacity: u64,
+        started: u64,
+    ) -> std::io::Result<Cluster> {
         let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
         let peers = PeerClient::new(ClusterKey::new(c.cluster.key.as_bytes()));
         let loads = WriteLoads::for_cluster(&c.cluster);
@@ -140,6 +149,21 @@ impl Cluster {
             .map(|m| m.peer)
             .or_else(|| c.cluster.nodes.get(c.id).map(|n| n.peer))
             .ok_or_else(|| invalid(format!("node {} is not a member of the cluster", c.id)))?;
+        // Every peer request is signed under the epoch of the map the node has.
+        let mut epochs = control.map().subscribe();
+        let signer = peers.clone();
+        signer.set_epoch(*epochs.borrow_and_update());
+        tokio::spawn(async move {
+            while epochs.changed().await.is_ok() {
+                signer.set_epoch(*epochs.borrow_and_update());
+            }
+        });
+        let gate = Gate::with_memory(
+            ClusterKey::new(c.cluster.key.as_bytes()),
+            &[own_peer],
+            ecdn_cluster::replay::NONCE_MEMORY,
+            started,
+        );
         let policy = Cache::new(EvictionKind::Fifo.build(capacity), None);
         let backend = backend::ObjectBackend::open(&c.cluster).map_err(invalid)?;
         Ok(Cluster {
@@ -150,6 +174,7 @@ impl Cluster {
             coordinator: control.coordinator_status(),
             control: Mutex::new(Some(control)),
             peers,
+            gate,
             pieces: PieceStore::new(policy),
             loads,
             stats: ClusterStats::default(),
@@ -229,6 +254,8 @@ impl Cluster {
             "corrupt_sub_chunks": get(&s.corrupt_sub_chunks),
             "peer_errors": s.peer_errors(),
             "streamed_fills": get(&s.streamed_fills),
+            // Peer requests refused as replays.
+            "peer_replays_refused": self.gate.replays_refused(),
             "ring_lost": self.pieces.ring_lost(),
             // The peer link (`link.rs`): bytes of peer `GET` answers and own split reads, and
             // the test bed's background traffic.

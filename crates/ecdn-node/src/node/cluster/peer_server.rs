@@ -1,9 +1,15 @@
 //! The peer listener: what a node answers its peers (the protocol is `ecdn_cluster::wire`).
 //!
-//! Every request must carry a valid signature of the cluster key over its method, path, time
-//! and body digest (`ecdn_cluster::auth`); one without, with a wrong key or a stale time gets
-//! `401` and changes nothing. A bad path or body gets `400`. The client listener never routes
-//! to any of this: peer operations exist only here.
+//! Every request must carry a valid signature of the cluster key over its method, path, time,
+//! body digest, destination, map epoch and nonce (`ecdn_cluster::auth`), be signed for this
+//! node's peer address and carry a nonce not taken before (`ecdn_cluster::replay`); one without,
+//! with a wrong key, a stale time, another signature version, another destination or a nonce
+//! already taken gets `401` with the reason and changes nothing. A bad path or body gets `400`.
+//! The client listener never routes to any of this: peer operations exist only here.
+//!
+//! Every kind of request goes through the same check, reads included: a replayed read would
+//! change nothing, but naming the destination and taking the nonce costs nothing, and keeps a
+//! captured relay from being answered twice.
 //!
 //! * `GET /_peer/has/{key}`: the pieces of the object this node holds, with one piece's
 //!   metadata (a chunk's when it holds one), signed; `404` when none.
@@ -25,9 +31,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ecdn_cluster::auth::unix_now;
-use ecdn_cluster::peer::{read_verified_body, sign_response, verify_parts};
+use ecdn_cluster::auth::unix_now_ms;
+use ecdn_cluster::peer::{read_verified_body, sign_response};
 use ecdn_cluster::piece::PieceMeta;
+use ecdn_cluster::replay::ArrivedAt;
 use ecdn_cluster::wire::{self, PeerPath, PieceName};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -63,11 +70,16 @@ pub(in crate::node) async fn serve(listener: TcpListener, st: Arc<State>, c: Arc
             }
         };
         let _ = stream.set_nodelay(true);
+        let arrived = stream.local_addr().ok().map(ArrivedAt);
         let (st, c) = (st.clone(), c.clone());
         let conn = http.serve_connection(
             TokioIo::new(stream),
-            hyper::service::service_fn(move |req| {
+            hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 let (st, c) = (st.clone(), c.clone());
+                // Where the connection arrived: an address this node answers as.
+                if let Some(a) = arrived {
+                    req.extensions_mut().insert(a);
+                }
                 // The client request this serves, if the peer named one: in scope for this
                 // node's own peer requests and error lines, and a relayed answer's id.
                 let id = req
@@ -100,9 +112,7 @@ fn plain(status: StatusCode, msg: &str) -> Response<NodeBody> {
 fn signed(c: &Cluster, path: &str, body: Vec<u8>) -> Response<NodeBody> {
     let headers = sign_response(c.peers.key(), path, &body);
     let mut r = Response::new(NodeBody::Full(Full::new(Bytes::from(body))));
-    for (n, v) in headers {
-        r.headers_mut().insert(n, v);
-    }
+    r.headers_mut().extend(headers);
     r
 }
 
@@ -114,7 +124,7 @@ async fn handle(
     remote: SocketAddr,
 ) -> Response<NodeBody> {
     let (parts, body) = req.into_parts();
-    let verified = match verify_parts(c.peers.key(), &parts, unix_now()) {
+    let verified = match c.gate.admit(&parts, unix_now_ms()) {
         Ok(v) => v,
         Err(e) => return plain(StatusCode::UNAUTHORIZED, &e.to_string()),
     };
