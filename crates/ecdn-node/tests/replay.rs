@@ -1,6 +1,8 @@
 //! Replays on the peer listener (issue 45): a captured, signed peer request is taken once, by
-//! the node it was signed for, under the signature version this build speaks; and a replayed
-//! `DELETE` does not drop a fresh fill.
+//! the node it was signed for, under the signature version this build speaks; a write signed
+//! before a purge of its object cannot bring the object back, whether the purge came from a
+//! peer's `DELETE` or a `PURGE` the node received itself; and a replayed `DELETE` does not drop
+//! a fresh fill.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -16,7 +18,7 @@ use hyper_util::rt::TokioIo;
 
 #[path = "common/cluster.rs"]
 mod harness;
-use harness::{TestCluster, KEY};
+use harness::{TestCluster, KEY, PURGE_TOKEN};
 
 /// Headers of a signed request, as captured on the wire.
 type Captured = Vec<(&'static str, String)>;
@@ -109,7 +111,7 @@ async fn next_ms() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replayed_puts_and_deletes_are_refused() {
+async fn replayed_puts_and_deletes_are_refused_and_a_purge_stays_in_effect() {
     let c = TestCluster::start(3, "c2dn", 2, 1).await;
     let key = "cdn.test/obj/4501?size=1000";
     let (put_path, has_path) = (
@@ -119,6 +121,9 @@ async fn replayed_puts_and_deletes_are_refused() {
     let frame = replica_frame();
     let (a, b) = (c.peer(1), c.peer(2));
 
+    // A write signed for node 1 and kept back by whoever is on the path: sent only later.
+    let held_back = sign("PUT", &put_path, a, &frame);
+    next_ms().await;
     // A write for node 1, taken once.
     let put = sign("PUT", &put_path, a, &frame);
     let (s, text) = send(a, "PUT", &put_path, &put, &frame).await;
@@ -152,6 +157,12 @@ async fn replayed_puts_and_deletes_are_refused() {
     let (s, text) = send(a, "DELETE", &has_path, &delete, b"").await;
     assert_eq!((s, text.trim()), (StatusCode::OK, "purged"));
     assert_eq!(holds(a, key).await, None);
+    // The write signed before the purge, never delivered until now: refused, the purge
+    // stays in effect.
+    let (s, text) = send(a, "PUT", &put_path, &held_back, &frame).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{text}");
+    assert!(text.contains("purge"), "{text}");
+    assert_eq!(holds(a, key).await, None);
     // A fresh fill, signed after the purge, is stored; the DELETE replayed does not drop it.
     next_ms().await;
     let fill = sign("PUT", &put_path, a, &frame);
@@ -162,8 +173,47 @@ async fn replayed_puts_and_deletes_are_refused() {
     assert!(text.contains("replayed"), "{text}");
     assert_eq!(holds(a, key).await, Some(vec![PieceName::Replica]));
 
-    // Counted: node 1 refused two replays, node 2 the request for node 1.
+    // Counted: node 1 refused two replays and one write older than a purge; node 2 the
+    // request for node 1.
     assert_eq!(counter(&c, 1, "peer_replays_refused").await, 2);
+    assert_eq!(counter(&c, 1, "writes_refused_after_purge").await, 1);
     assert_eq!(counter(&c, 2, "peer_replays_refused").await, 1);
+    c.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_through_the_admin_listener_is_not_undone_by_an_older_write() {
+    let c = TestCluster::start(3, "c2dn", 2, 1).await;
+    let uri = "/obj/4502?size=1000";
+    let key = format!("cdn.test{uri}");
+    let put_path = wire::piece_path(PieceName::Replica, &key, None);
+    let frame = replica_frame();
+    // Writes signed for node 0 (which takes the PURGE) and node 2 (which gets its DELETE),
+    // held back until after the purge.
+    let held_back: Vec<(SocketAddr, Captured)> = [0, 2]
+        .into_iter()
+        .map(|i| (c.peer(i), sign("PUT", &put_path, c.peer(i), &frame)))
+        .collect();
+    next_ms().await;
+    let auth = [
+        ("host", "cdn.test".to_string()),
+        ("authorization", format!("Bearer {PURGE_TOKEN}")),
+    ];
+    let (s, text) = send(c.admin(0), "PURGE", uri, &auth, b"").await;
+    assert_eq!(s, StatusCode::OK, "{text}");
+    let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(answer["unreached"], serde_json::json!([]), "{answer}");
+    for (peer, headers) in &held_back {
+        let (s, text) = send(*peer, "PUT", &put_path, headers, &frame).await;
+        assert_eq!(s, StatusCode::CONFLICT, "{peer}: {text}");
+        assert_eq!(holds(*peer, &key).await, None, "{peer}");
+    }
+    // Writes signed after it are taken.
+    next_ms().await;
+    for i in [0, 2] {
+        let fresh = sign("PUT", &put_path, c.peer(i), &frame);
+        let (s, text) = send(c.peer(i), "PUT", &put_path, &fresh, &frame).await;
+        assert_eq!(s, StatusCode::OK, "node {i}: {text}");
+    }
     c.stop_all().await;
 }

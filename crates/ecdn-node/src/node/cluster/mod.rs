@@ -43,6 +43,7 @@ pub(super) mod objects;
 pub(super) mod partial;
 pub(super) mod peer_server;
 pub(super) mod pieces;
+mod purges;
 pub(super) mod read;
 pub(super) mod relay;
 pub(super) mod write;
@@ -88,6 +89,8 @@ pub(super) struct Cluster {
     pub(super) peers: PeerClient,
     /// The peer listener's check of signed requests: for this node, not replayed.
     pub(super) gate: Gate,
+    /// The purges this node carried out lately: no write signed before one undoes it.
+    purges: purges::PurgeLog,
     pub(super) pieces: PieceStore,
     pub(super) loads: WriteLoads,
     pub(super) stats: ClusterStats,
@@ -175,6 +178,7 @@ impl Cluster {
             control: Mutex::new(Some(control)),
             peers,
             gate,
+            purges: purges::PurgeLog::new(purges::PURGE_MEMORY),
             pieces: PieceStore::new(policy),
             loads,
             stats: ClusterStats::default(),
@@ -254,8 +258,10 @@ impl Cluster {
             "corrupt_sub_chunks": get(&s.corrupt_sub_chunks),
             "peer_errors": s.peer_errors(),
             "streamed_fills": get(&s.streamed_fills),
-            // Peer requests refused as replays.
+            // Peer requests refused as replays, and signed writes refused as older than a
+            // purge of their object (`purges.rs`).
             "peer_replays_refused": self.gate.replays_refused(),
+            "writes_refused_after_purge": get(&s.writes_refused_after_purge),
             "ring_lost": self.pieces.ring_lost(),
             // The peer link (`link.rs`): bytes of peer `GET` answers and own split reads, and
             // the test bed's background traffic.
@@ -281,7 +287,9 @@ pub(super) async fn purge(
 ) -> (bool, Vec<usize>) {
     if let Some(disk) = &st.disk {
         let object = ecdn_trace::hash_id(primary.as_bytes());
-        purged |= c.pieces.purge(disk, object, c.cfg.k + c.cfg.p).await;
+        let now = ecdn_cluster::auth::unix_now_ms();
+        let dropped = c.pieces.purge(disk, object, c.cfg.k + c.cfg.p);
+        purged |= c.purges.purge(object_id(primary), now, now, dropped).await;
     }
     let map = c.map.current();
     let mut asks = tokio::task::JoinSet::new();

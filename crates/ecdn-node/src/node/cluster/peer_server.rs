@@ -9,7 +9,9 @@
 //!
 //! Every kind of request goes through the same check, reads included: a replayed read would
 //! change nothing, but naming the destination and taking the nonce costs nothing, and keeps a
-//! captured relay from being answered twice.
+//! captured relay from being answered twice. A piece `PUT` signed at or before the last purge
+//! of its object here is refused with `409` (`purges.rs`), so a held-back write cannot bring a
+//! purged object back; a `DELETE` records its signed time as that purge's.
 //!
 //! * `GET /_peer/has/{key}`: the pieces of the object this node holds, with one piece's
 //!   metadata (a chunk's when it holds one), signed; `404` when none.
@@ -142,7 +144,9 @@ async fn handle(
     }
     match parsed {
         PeerPath::Has { key } if get => has(&st, &c, &path, &key).await,
-        PeerPath::Has { key } if parts.method == Method::DELETE => purge(&st, &c, &key).await,
+        PeerPath::Has { key } if parts.method == Method::DELETE => {
+            purge(&st, &c, &key, verified.time_ms()).await
+        }
         PeerPath::Piece {
             piece,
             key,
@@ -159,7 +163,16 @@ async fn handle(
                 Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
             };
             ClusterStats::add(&c.stats.peer_bytes_received, frame.len() as u64);
-            put_piece(&st, &c, piece, &key, frame).await
+            let object = super::object_id(&key);
+            let signed = verified.time_ms();
+            let put = put_piece(&st, &c, piece, &key, frame);
+            match c.purges.write(object, signed, unix_now_ms(), put).await {
+                Ok(answer) => answer,
+                Err(refused) => {
+                    ClusterStats::add(&c.stats.writes_refused_after_purge, 1);
+                    plain(StatusCode::CONFLICT, &refused.to_string())
+                }
+            }
         }
         PeerPath::Relay { target } if get || parts.method == Method::HEAD => {
             let mut req = Request::new(empty_body());
@@ -225,24 +238,33 @@ async fn has(st: &State, c: &Cluster, path: &str, key: &str) -> Response<NodeBod
     signed(c, path, body)
 }
 
-/// `DELETE` of a `has` path: a `PURGE` another node received, carried out here — this node's
-/// own copies of the object (HOC, disk entry, variants) and every piece of it it holds.
-async fn purge(st: &State, c: &Cluster, key: &str) -> Response<NodeBody> {
-    let mut purged = match st.invalidate(key).await {
-        Ok(p) => p,
-        Err(why) => return plain(StatusCode::INTERNAL_SERVER_ERROR, &why),
+/// `DELETE` of a `has` path signed at `signed` (UNIX ms): a `PURGE` another node received,
+/// carried out here — this node's own copies of the object (HOC, disk entry, variants) and
+/// every piece of it it holds; no write of it signed at or before `signed` is taken after.
+async fn purge(st: &State, c: &Cluster, key: &str, signed: u64) -> Response<NodeBody> {
+    let drop_copies = async {
+        let mut purged = st.invalidate(key).await?;
+        if let Some(disk) = &st.disk {
+            let object = ecdn_trace::hash_id(key.as_bytes());
+            // An object's splits may be up to the most an object has.
+            let pieces = if key.starts_with(super::objects::KEY_PREFIX) {
+                ecdn_objects::meta::MAX_SPLITS
+            } else {
+                c.cfg.k + c.cfg.p
+            };
+            purged |= c.pieces.purge(disk, object, pieces).await;
+        }
+        Ok::<_, String>(purged)
     };
-    if let Some(disk) = &st.disk {
-        let object = ecdn_trace::hash_id(key.as_bytes());
-        // An object's splits may be up to the most an object has.
-        let pieces = if key.starts_with(super::objects::KEY_PREFIX) {
-            ecdn_objects::meta::MAX_SPLITS
-        } else {
-            c.cfg.k + c.cfg.p
-        };
-        purged |= c.pieces.purge(disk, object, pieces).await;
+    let object = super::object_id(key);
+    match c
+        .purges
+        .purge(object, signed, unix_now_ms(), drop_copies)
+        .await
+    {
+        Ok(purged) => plain(StatusCode::OK, if purged { "purged" } else { "not held" }),
+        Err(why) => plain(StatusCode::INTERNAL_SERVER_ERROR, &why),
     }
-    plain(StatusCode::OK, if purged { "purged" } else { "not held" })
 }
 
 async fn get_piece(
