@@ -158,7 +158,8 @@ impl EtcdCoordinator {
     }
 
     /// Starts campaigning and serves the operator's API (`etcd_api.rs`) on `listener`; its
-    /// address is this coordinator's name in the `leader` key.
+    /// address is this coordinator's name in the `leader` key. Requests signed before this
+    /// call are refused (see [`crate::replay`]).
     pub fn start_with_api(
         cfg: ClusterConfig,
         opts: CoordinatorOptions,

@@ -303,18 +303,31 @@ pub struct Coordinator;
 impl Coordinator {
     /// Binds the cluster file's `coordinator` address and starts serving.
     pub async fn start(cfg: ClusterConfig) -> Result<RunningCoordinator, CoordError> {
+        // Before the listener exists: every request it will get is signed later.
+        let started = unix_now_ms();
         let addr = cfg.coordinator;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| CoordError::Listen { addr, source })?;
-        Self::start_on(cfg, listener, CoordinatorOptions::default()).await
+        Self::serve(cfg, listener, CoordinatorOptions::default(), started).await
     }
 
-    /// Starts serving on an already bound listener (tests bind port 0).
+    /// Starts serving on an already bound listener (tests bind port 0). Requests signed
+    /// before this call are refused (see [`crate::replay`]): start it before sending any.
     pub async fn start_on(
         cfg: ClusterConfig,
         listener: TcpListener,
         opts: CoordinatorOptions,
+    ) -> Result<RunningCoordinator, CoordError> {
+        Self::serve(cfg, listener, opts, unix_now_ms()).await
+    }
+
+    /// Serves on `listener`, refusing requests signed before `started` (UNIX ms).
+    async fn serve(
+        cfg: ClusterConfig,
+        listener: TcpListener,
+        opts: CoordinatorOptions,
+        started: u64,
     ) -> Result<RunningCoordinator, CoordError> {
         let addr = listener.local_addr()?;
         let state = State::new(&cfg, &opts, Instant::now())?;
@@ -333,9 +346,11 @@ impl Coordinator {
             + crate::control::MAX_OBJECT_READS * (ecdn_objects::meta::MAX_NAME + 32);
         let shared = Arc::new(Shared {
             key: ClusterKey::new(cfg.key.as_bytes()),
-            gate: Gate::new(
+            gate: Gate::with_memory(
                 ClusterKey::new(cfg.key.as_bytes()),
                 &[addr, cfg.coordinator],
+                crate::replay::NONCE_MEMORY,
+                started,
             ),
             opts,
             heartbeat_limit,
