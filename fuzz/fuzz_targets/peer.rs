@@ -2,8 +2,10 @@
 //! and piece metadata, a bucket map as JSON (then validated), and signature headers. Checks
 //! the documented invariants, not just the absence of panics: what parses re-encodes to
 //! something that parses to the same value (trailing frames too), a map that validates answers
-//! every lookup within its servers, no signature made with another key verifies, and a
-//! streamed body opens only with its own tag. The values nodes and coordinators read from etcd
+//! every lookup within its servers, no signature made with another key verifies, none made for
+//! another destination (another address or epoch; nor with another nonce) verifies or passes a
+//! gate that does not answer as that destination, a nonce is taken once, and a streamed body
+//! opens only with its own tag. The values nodes and coordinators read from etcd
 //! too: a stored map opens only when sealed with the cluster key (and then re-seals to itself),
 //! and load reports, registrations and the leader's stored state parse or are refused.
 //! EC-Cache's object records (from the coordinator or etcd), the coordinator's object requests
@@ -11,12 +13,15 @@
 //! re-encodes to itself.
 #![no_main]
 
-use ecdn_cluster::auth::ClusterKey;
+use std::net::SocketAddr;
+
+use ecdn_cluster::auth::{self, ClusterKey, Recipient};
 use ecdn_cluster::coordinator::etcd::Stored;
 use ecdn_cluster::coordinator::objects::{ObjectOp, GET_PATH, UPDATE_PATH};
 use ecdn_cluster::coordinator::Heartbeat;
 use ecdn_cluster::etcd::{open_map, seal_map, LoadReport, Registration};
 use ecdn_cluster::piece::PieceMeta;
+use ecdn_cluster::replay::Gate;
 use ecdn_cluster::wire::{self, PeerPath};
 use ecdn_cluster::BucketMap;
 use ecdn_objects::meta::{ObjectMeta, ObjectName};
@@ -108,37 +113,79 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(serde_json::from_slice::<Stored>(&json).unwrap(), stored);
     }
     // Signature headers split from the input: never verify under a key that did not sign.
-    let mut parts = text.splitn(4, '\n');
-    let (t, d, s) = (parts.next(), parts.next(), parts.next());
-    let _ = key.verify("PUT", "/_peer/piece/0/k", t, d, s, 1_700_000_000);
-    let signed = key.sign("GET", &text, data);
-    let other = ClusterKey::new(b"another-cluster-key-4567");
-    let time = signed.time.to_string();
-    let check = |k: &ClusterKey| {
-        k.verify(
-            "GET",
-            &text,
-            Some(&time),
-            Some(&signed.digest),
-            Some(&signed.signature),
-            signed.time,
-        )
+    let mut parts = text.splitn(8, '\n');
+    let mut headers = hyper::HeaderMap::new();
+    for name in [
+        auth::VERSION_HEADER,
+        auth::TIME,
+        auth::DIGEST,
+        auth::DESTINATION,
+        auth::EPOCH,
+        auth::NONCE,
+        auth::SIGNATURE,
+    ] {
+        if let Some(v) = parts
+            .next()
+            .and_then(|v| hyper::header::HeaderValue::from_str(v).ok())
+        {
+            headers.insert(name, v);
+        }
+    }
+    let _ = key.verify("PUT", "/_peer/piece/0/k", &headers, 1_700_000_000_000);
+    let _ = key.verify_response("/_peer/has/k", &headers, data, 1_700_000_000_000);
+    // A request signed for a destination taken from the input.
+    let (addr, epoch) = destination(data);
+    let to = Recipient {
+        addr: SocketAddr::V4(addr),
+        epoch,
     };
-    assert!(check(&other).is_err());
-    check(&key).unwrap().check_body(data).unwrap();
+    let signed = key.sign("GET", &text, to, data);
+    let other = ClusterKey::new(b"another-cluster-key-4567");
+    let check = |k: &ClusterKey, h: &hyper::HeaderMap| k.verify("GET", &text, h, signed.time);
+    assert!(check(&other, &signed.header_map()).is_err());
+    let v = check(&key, &signed.header_map()).unwrap();
+    v.check_body(data).unwrap();
+    assert_eq!(v.recipient(), to);
+    // No other destination verifies: the headers naming another port, address, epoch or nonce.
+    let (ip, port) = (u32::from(*addr.ip()), addr.port());
+    let next_port = SocketAddr::from((std::net::Ipv4Addr::from(ip), port.wrapping_add(1)));
+    let next_ip = SocketAddr::from((std::net::Ipv4Addr::from(ip ^ 1), port));
+    for (name, value) in [
+        (auth::DESTINATION, next_port.to_string()),
+        (auth::DESTINATION, next_ip.to_string()),
+        (auth::EPOCH, to.epoch.wrapping_add(1).to_string()),
+        (auth::NONCE, format!("{:032x}", signed.nonce ^ 1)),
+    ] {
+        let mut h = signed.header_map();
+        h.insert(name, value.parse().unwrap());
+        assert!(check(&key, &h).is_err(), "{name} {value} verified");
+    }
+    // A gate that answers as another address refuses it; one that answers as its own takes it
+    // once.
+    let mut req = hyper::Request::builder().method("GET");
+    if let Ok(uri) = hyper::Uri::try_from(text.as_ref()) {
+        req = req.uri(uri);
+        let mut req = req.body(()).unwrap();
+        *req.headers_mut() = signed.header_map();
+        let (head, ()) = req.into_parts();
+        let pq = head
+            .uri
+            .path_and_query()
+            .map_or(head.uri.path(), |p| p.as_str());
+        if pq == text {
+            let now = signed.time;
+            let stranger = Gate::with_memory(key.clone(), &[next_port, next_ip], 4, 0);
+            assert!(stranger.admit(&head, now).is_err());
+            let gate = Gate::with_memory(key.clone(), &[to.addr], 4, 0);
+            gate.admit(&head, now).unwrap();
+            assert!(gate.admit(&head, now).is_err());
+        }
+    }
     // A streamed body: the input is the content; with its tag it opens to the content, any
     // input taken as content-and-tag without one does not, and another key never verifies.
-    let (streamed, mut tagger) = key.sign_streamed("PUT", &text, 1_700_000_000);
-    let verify = |k: &ClusterKey| {
-        k.verify(
-            "PUT",
-            &text,
-            Some("1700000000"),
-            Some(&streamed.digest),
-            Some(&streamed.signature),
-            1_700_000_000,
-        )
-    };
+    let now = 1_700_000_000_000;
+    let (streamed, mut tagger) = key.sign_streamed("PUT", &text, to, now, 7);
+    let verify = |k: &ClusterKey| k.verify("PUT", &text, &streamed.header_map(), now);
     assert!(verify(&other).is_err());
     let v = verify(&key).unwrap();
     tagger.update(data);
@@ -148,3 +195,20 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(&opened[..], data);
     assert!(v.check_body(data).is_err());
 });
+
+/// A destination from the input: its first 6 bytes as an IPv4 address and port, the next 8
+/// as an epoch.
+fn destination(data: &[u8]) -> (std::net::SocketAddrV4, u64) {
+    let mut b = [0u8; 14];
+    for (o, i) in b.iter_mut().zip(data) {
+        *o = *i;
+    }
+    let ip = std::net::Ipv4Addr::new(b[0], b[1], b[2], b[3]);
+    let port = u16::from_le_bytes([b[4], b[5]]);
+    let mut epoch = [0u8; 8];
+    epoch.copy_from_slice(&b[6..14]);
+    (
+        std::net::SocketAddrV4::new(ip, port),
+        u64::from_le_bytes(epoch),
+    )
+}

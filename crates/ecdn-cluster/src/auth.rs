@@ -1,37 +1,63 @@
 //! Authentication of the peer protocol: every request a node sends to another node, and every
 //! request to the coordinator, is signed with the cluster key.
 //!
-//! A signed request carries three headers:
+//! **Signature version 2.** A signed request carries seven headers:
 //!
-//! * `x-ecdn-time`: the sender's clock, UNIX seconds;
+//! * `x-ecdn-version`: `2` ([`VERSION`]);
+//! * `x-ecdn-time`: the sender's clock, UNIX **milliseconds**;
 //! * `x-ecdn-digest`: SHA-256 of the request body, lowercase hex (of the empty string when
 //!   there is none);
-//! * `x-ecdn-signature`: HMAC-SHA256 with the cluster key over
-//!   `"ecdn-peer-v1\n" method "\n" path-and-query "\n" time "\n" digest`, lowercase hex.
+//! * `x-ecdn-destination`: the receiver's address as the sender reaches it (`ip:port`, the
+//!   peer address the map gives that node, or the coordinator's address);
+//! * `x-ecdn-epoch`: the epoch of the bucket map the sender acts under (`0`: it holds none,
+//!   e.g. an operator's tool talking to the coordinator);
+//! * `x-ecdn-nonce`: 128 bits the sender never uses twice, lowercase hex ([`fresh_nonce`]);
+//! * `x-ecdn-signature`: HMAC-SHA256 with the cluster key over the lines
+//!   `ecdn-peer-v2`, method, path-and-query, time, digest, destination, epoch and nonce (each
+//!   followed by `\n`), lowercase hex.
 //!
-//! The receiver recomputes the HMAC (compared in constant time) and refuses a request whose time
-//! is more than [`MAX_SKEW_S`] away from its own clock (a *stale* request), before it acts on
-//! anything; a request with a body is acted on only after the body's SHA-256 matched the signed
-//! digest ([`Verified::open_body`]). Every refusal is a `401` on the wire and changes nothing.
+//! [`ClusterKey::verify`] recomputes the HMAC (compared in constant time) and refuses a request
+//! whose time is more than [`MAX_SKEW_S`] away from its own clock (a *stale* request), before it
+//! acts on anything; a request with a body is acted on only after the body's SHA-256 matched the
+//! signed digest ([`Verified::open_body`]). The receiver then refuses a request signed for
+//! another destination, and a nonce it has already taken within the window
+//! ([`crate::replay::Gate`]): a captured request can be replayed neither to the process it was
+//! for nor to any other. Every refusal is a `401` on the wire and changes nothing.
+//!
+//! **Versions.** A request of another signature version is refused before its signature is
+//! looked at, with an error naming both versions ([`AuthError::Version`]); version 1 sent no
+//! version header (its time was in seconds, and it named neither destination nor nonce, so a
+//! captured request could be replayed anywhere within the window). Every node and coordinator
+//! of a cluster must run the same version. Answers are signed under version 2 too
+//! ([`ClusterKey::sign_response`]), so a version 1 process refuses them as badly signed.
 //!
 //! **Streamed bodies.** A sender that starts a body before it knows all of it (a chunk encoded
 //! stripe by stripe as a fill arrives) signs the literal digest [`STREAMED`] and ends the body
 //! with a 32-byte *body tag*: HMAC-SHA256 with the cluster key over
-//! `"ecdn-peer-v1-body\n" signature "\n" sha256(content)` (hex), where `signature` is the
+//! `"ecdn-peer-v2-body\n" signature "\n" sha256(content)` (hex), where `signature` is the
 //! request's `x-ecdn-signature` and `content` the body before the tag ([`BodyTagger`]). The tag
 //! binds the content to that one signed request; a body cut short, extended or changed fails it
 //! and is refused like a bad digest.
-//! Within the skew window a captured request can be replayed; every peer operation is
-//! idempotent (a chunk is stored once per key, fetches only read), so a replay changes nothing
-//! either.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use hmac::{Hmac, Mac};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
+/// The signature version this build signs and accepts.
+pub const VERSION: u32 = 2;
+
 /// Header names of a signed request.
+pub const VERSION_HEADER: &str = "x-ecdn-version";
 pub const TIME: &str = "x-ecdn-time";
 pub const DIGEST: &str = "x-ecdn-digest";
+pub const DESTINATION: &str = "x-ecdn-destination";
+pub const EPOCH: &str = "x-ecdn-epoch";
+pub const NONCE: &str = "x-ecdn-nonce";
 pub const SIGNATURE: &str = "x-ecdn-signature";
 
 /// The `x-ecdn-digest` of a request whose body ends with a body tag (see the module
@@ -40,8 +66,10 @@ pub const STREAMED: &str = "streamed";
 /// Bytes of a body tag.
 pub const TAG_LEN: usize = 32;
 
-/// How far a request's time may be from the receiver's clock, seconds.
+/// How far a request's time may be from the receiver's clock, seconds: the signature window.
 pub const MAX_SKEW_S: u64 = 30;
+/// [`MAX_SKEW_S`] in milliseconds, the unit of `x-ecdn-time`.
+pub const MAX_SKEW_MS: u64 = MAX_SKEW_S * 1000;
 
 /// Why a request was refused.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -50,37 +78,35 @@ pub enum AuthError {
     Missing(&'static str),
     #[error("malformed header {0}")]
     Malformed(&'static str),
-    #[error("stale request: its time is {skew_s} s from this node's clock (at most {MAX_SKEW_S} s allowed)")]
-    Stale { skew_s: u64 },
+    #[error(
+        "peer signature version {got}, but this process signs and accepts version {VERSION} \
+         only: every node and coordinator of a cluster must run the same signature version"
+    )]
+    Version { got: String },
+    #[error(
+        "stale request: its time is {} s from this process's clock (at most {MAX_SKEW_S} s \
+         allowed)", seconds(*skew_ms)
+    )]
+    Stale { skew_ms: u64 },
     #[error("bad signature")]
     BadSignature,
     #[error("the body does not match its signed digest")]
     BodyMismatch,
+    #[error("request signed for {to}, which is not this process: refused as a replay")]
+    Misdirected { to: SocketAddr },
+    #[error("replayed request: its nonce was already taken within the signature window")]
+    Replayed,
+    #[error(
+        "request signed at {time_ms} ms, before {floor_ms} ms, the oldest this process \
+         remembers (it started later, or its replay memory was full): refused as a possible \
+         replay"
+    )]
+    Forgotten { time_ms: u64, floor_ms: u64 },
 }
 
-/// Whether two byte strings are equal, in time independent of where they differ (only the
-/// length may show): for comparing secrets such as bearer tokens.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
-}
-
-/// Whether an `Authorization` header value is `Bearer <token>`, comparing the token in constant
-/// time (only the length may show): the admin listeners' and `PURGE`'s check.
-pub fn bearer_matches(header: Option<&[u8]>, token: &str) -> bool {
-    let Some(h) = header else {
-        return false;
-    };
-    let Some(given) = h
-        .strip_prefix(b"Bearer ")
-        .or_else(|| h.strip_prefix(b"bearer "))
-    else {
-        return false;
-    };
-    constant_time_eq(given, token.as_bytes())
+/// Milliseconds as seconds with one decimal.
+fn seconds(ms: u64) -> String {
+    format!("{}.{}", ms / 1000, ms % 1000 / 100)
 }
 
 /// The cluster key.
@@ -95,29 +121,65 @@ impl std::fmt::Debug for ClusterKey {
     }
 }
 
-/// The three headers of a signed request.
+/// Whom a request is for: the receiver's address as the sender reaches it, and the epoch of
+/// the map the sender acts under (`0`: none). Signed, so a request cannot be presented to
+/// another process, or as made under another map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recipient {
+    pub addr: SocketAddr,
+    pub epoch: u64,
+}
+
+/// The headers of a signed request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Signature {
+    /// UNIX milliseconds.
     pub time: u64,
     pub digest: String,
+    pub to: Recipient,
+    pub nonce: u128,
     pub signature: String,
 }
 
 impl Signature {
     /// `(name, value)` pairs to add to the request.
-    pub fn headers(&self) -> [(&'static str, String); 3] {
+    pub fn headers(&self) -> [(&'static str, String); 7] {
         [
+            (VERSION_HEADER, VERSION.to_string()),
             (TIME, self.time.to_string()),
             (DIGEST, self.digest.clone()),
+            (DESTINATION, self.to.addr.to_string()),
+            (EPOCH, self.to.epoch.to_string()),
+            (NONCE, format!("{:032x}", self.nonce)),
             (SIGNATURE, self.signature.clone()),
         ]
     }
+
+    /// [`Signature::headers`] as a header map.
+    pub fn header_map(&self) -> HeaderMap {
+        header_map(self.headers())
+    }
+}
+
+/// A header map of `(name, value)` pairs made by this module (digits, hex, addresses: always
+/// valid header values).
+fn header_map<const N: usize>(pairs: [(&'static str, String); N]) -> HeaderMap {
+    let mut map = HeaderMap::with_capacity(N);
+    for (name, value) in pairs {
+        if let Ok(v) = HeaderValue::try_from(value) {
+            map.insert(HeaderName::from_static(name), v);
+        }
+    }
+    map
 }
 
 /// A request whose signature checked out; its body is still to be checked.
 #[derive(Clone, Debug)]
 pub struct Verified {
     body: SignedBody,
+    time: u64,
+    to: Recipient,
+    nonce: u128,
 }
 
 /// How a verified request's body is to be checked.
@@ -172,6 +234,20 @@ impl Verified {
     /// Whether the signed body is empty (a streamed body never is: it has its tag).
     pub fn empty_body(&self) -> bool {
         matches!(&self.body, SignedBody::Digest(d) if *d == sha256(b""))
+    }
+
+    /// When the sender signed the request, UNIX milliseconds by its clock.
+    pub fn time_ms(&self) -> u64 {
+        self.time
+    }
+
+    /// Whom the sender signed the request for.
+    pub fn recipient(&self) -> Recipient {
+        self.to
+    }
+
+    pub fn nonce(&self) -> u128 {
+        self.nonce
     }
 }
 
@@ -237,12 +313,88 @@ fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
     Some(out)
 }
 
-/// Seconds since the UNIX epoch by this machine's clock.
-pub fn unix_now() -> u64 {
+/// Milliseconds since the UNIX epoch by this machine's clock.
+pub fn unix_now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
+}
+
+/// A nonce this process has not used before: a random 64-bit prefix drawn once per process,
+/// then a counter. A nonce need not be secret (the signature covers it, so nobody without the
+/// key can make a request with a new one), only never repeated by any sender within the
+/// signature window: the counter never repeats within a process, and two processes share a
+/// prefix with a chance of 2^-64.
+pub fn fresh_nonce() -> u128 {
+    static PREFIX: OnceLock<u64> = OnceLock::new();
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let prefix = *PREFIX.get_or_init(|| {
+        let mut b = [0u8; 8];
+        match getrandom::getrandom(&mut b) {
+            Ok(()) => u64::from_le_bytes(b),
+            // No system randomness: the start time and the process id still differ between
+            // the processes of one cluster.
+            Err(_) => unix_now_ms().rotate_left(17) ^ u64::from(std::process::id()),
+        }
+    });
+    u128::from(prefix) << 64 | u128::from(COUNTER.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A header's value as text: `None` when absent, malformed when not visible ASCII.
+fn text<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<Option<&'h str>, AuthError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(v) => v.to_str().map(Some).map_err(|_| AuthError::Malformed(name)),
+    }
+}
+
+fn required<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<&'h str, AuthError> {
+    text(headers, name)?.ok_or(AuthError::Missing(name))
+}
+
+/// A decimal number of at most 20 digits, nothing else.
+fn decimal(s: &str, name: &'static str) -> Result<u64, AuthError> {
+    s.parse()
+        .ok()
+        .filter(|_| !s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit()))
+        .ok_or(AuthError::Malformed(name))
+}
+
+/// Whether the headers are of this signature version.
+fn check_version(headers: &HeaderMap) -> Result<(), AuthError> {
+    match text(headers, VERSION_HEADER)? {
+        Some(v) if v == VERSION.to_string() => Ok(()),
+        Some(v) => Err(AuthError::Version {
+            got: v.chars().take(16).collect(),
+        }),
+        // Version 1 sent its signature without a version header.
+        None if headers.contains_key(SIGNATURE) => Err(AuthError::Version { got: "1".into() }),
+        None => Err(AuthError::Missing(SIGNATURE)),
+    }
+}
+
+/// A signed digest header: the digest, or `None` for [`STREAMED`].
+fn digest_of(s: &str) -> Result<Option<[u8; 32]>, AuthError> {
+    if s == STREAMED {
+        return Ok(None);
+    }
+    unhex::<32>(s).map(Some).ok_or(AuthError::Malformed(DIGEST))
+}
+
+/// The MAC over the digest's canonical (lowercase) spelling.
+fn canonical_digest(digest: &Option<[u8; 32]>) -> String {
+    digest
+        .as_ref()
+        .map_or_else(|| STREAMED.to_string(), |d| hex(d))
+}
+
+fn check_time(time: u64, now: u64) -> Result<(), AuthError> {
+    let skew_ms = time.abs_diff(now);
+    if skew_ms > MAX_SKEW_MS {
+        return Err(AuthError::Stale { skew_ms });
+    }
+    Ok(())
 }
 
 impl ClusterKey {
@@ -252,106 +404,206 @@ impl ClusterKey {
         }
     }
 
-    fn mac(&self, method: &str, path: &str, time: u64, digest: &str) -> Hmac<Sha256> {
+    /// HMAC-SHA256 with the key over `parts`, each followed by a newline.
+    fn mac(&self, parts: &[&str]) -> Hmac<Sha256> {
         let mut mac =
             Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes keys of any length");
-        for part in ["ecdn-peer-v1", method, path, &time.to_string(), digest] {
+        for part in parts {
             mac.update(part.as_bytes());
             mac.update(b"\n");
         }
         mac
     }
 
-    /// Signs a request with body digest `digest` (see [`sha256`]) at `time`.
-    pub fn sign_digest(&self, method: &str, path: &str, time: u64, digest: &[u8; 32]) -> Signature {
-        let digest = hex(digest);
-        let signature = hex(&self
-            .mac(method, path, time, &digest)
-            .finalize()
-            .into_bytes());
+    /// The MAC of a request (see the module documentation); `digest` in its canonical
+    /// spelling.
+    fn request_mac(
+        &self,
+        method: &str,
+        path: &str,
+        time: u64,
+        digest: &str,
+        to: Recipient,
+        nonce: u128,
+    ) -> Hmac<Sha256> {
+        self.mac(&[
+            "ecdn-peer-v2",
+            method,
+            path,
+            &time.to_string(),
+            digest,
+            &to.addr.to_string(),
+            &to.epoch.to_string(),
+            &format!("{nonce:032x}"),
+        ])
+    }
+
+    fn signature(
+        &self,
+        method: &str,
+        path: &str,
+        to: Recipient,
+        time: u64,
+        nonce: u128,
+        digest: String,
+    ) -> Signature {
+        let mac = self.request_mac(method, path, time, &digest, to, nonce);
         Signature {
             time,
             digest,
-            signature,
+            to,
+            nonce,
+            signature: hex(&mac.finalize().into_bytes()),
         }
     }
 
-    /// Signs a request with `body` now.
-    pub fn sign(&self, method: &str, path: &str, body: &[u8]) -> Signature {
-        self.sign_digest(method, path, unix_now(), &sha256(body))
+    /// Signs a request for `to` with body digest `digest` (see [`sha256`]) at `time` (UNIX
+    /// milliseconds) with `nonce`.
+    pub fn sign_digest(
+        &self,
+        method: &str,
+        path: &str,
+        to: Recipient,
+        time: u64,
+        nonce: u128,
+        digest: &[u8; 32],
+    ) -> Signature {
+        self.signature(method, path, to, time, nonce, hex(digest))
     }
 
-    /// Signs a request at `time` whose body is streamed: the body is its content followed by
-    /// the tag of the returned [`BodyTagger`] (fed the content).
-    pub fn sign_streamed(&self, method: &str, path: &str, time: u64) -> (Signature, BodyTagger) {
-        let signature = hex(&self
-            .mac(method, path, time, STREAMED)
-            .finalize()
-            .into_bytes());
-        let tagger = self.tagger(&signature);
-        let s = Signature {
-            time,
-            digest: STREAMED.to_string(),
-            signature,
-        };
+    /// Signs a request for `to` with `body` now, with a fresh nonce.
+    pub fn sign(&self, method: &str, path: &str, to: Recipient, body: &[u8]) -> Signature {
+        let digest = sha256(body);
+        self.sign_digest(method, path, to, unix_now_ms(), fresh_nonce(), &digest)
+    }
+
+    /// Signs a request for `to` at `time` whose body is streamed: the body is its content
+    /// followed by the tag of the returned [`BodyTagger`] (fed the content).
+    pub fn sign_streamed(
+        &self,
+        method: &str,
+        path: &str,
+        to: Recipient,
+        time: u64,
+        nonce: u128,
+    ) -> (Signature, BodyTagger) {
+        let s = self.signature(method, path, to, time, nonce, STREAMED.to_string());
+        let tagger = self.tagger(&s.signature);
         (s, tagger)
     }
 
     /// The tagger of a streamed body sent with request signature `signature` (lowercase hex).
     fn tagger(&self, signature: &str) -> BodyTagger {
-        let mut mac =
-            Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes keys of any length");
-        for part in ["ecdn-peer-v1-body", signature] {
-            mac.update(part.as_bytes());
-            mac.update(b"\n");
-        }
         BodyTagger {
-            mac,
+            mac: self.mac(&["ecdn-peer-v2-body", signature]),
             content: Sha256::new(),
         }
     }
 
-    /// Checks a request's signature headers (`None` where a header is absent) against this key
-    /// and the receiver's clock `now` (UNIX seconds).
+    /// Checks a request's signature headers against this key and the receiver's clock `now`
+    /// (UNIX milliseconds). Whether the request is for this process, and not a replay, is the
+    /// receiver's to check next ([`crate::replay::Gate`]).
     pub fn verify(
         &self,
         method: &str,
         path: &str,
-        time: Option<&str>,
-        digest: Option<&str>,
-        signature: Option<&str>,
+        headers: &HeaderMap,
         now: u64,
     ) -> Result<Verified, AuthError> {
-        let time_s = time.ok_or(AuthError::Missing(TIME))?;
-        let digest_s = digest.ok_or(AuthError::Missing(DIGEST))?;
-        let sig_s = signature.ok_or(AuthError::Missing(SIGNATURE))?;
-        let time: u64 = time_s
+        check_version(headers)?;
+        let time = decimal(required(headers, TIME)?, TIME)?;
+        let digest = digest_of(required(headers, DIGEST)?)?;
+        let addr: SocketAddr = required(headers, DESTINATION)?
             .parse()
-            .ok()
-            .filter(|_| time_s.bytes().all(|b| b.is_ascii_digit()))
-            .ok_or(AuthError::Malformed(TIME))?;
-        let digest = if digest_s == STREAMED {
-            None
-        } else {
-            Some(unhex::<32>(digest_s).ok_or(AuthError::Malformed(DIGEST))?)
-        };
-        let sig = unhex::<32>(sig_s).ok_or(AuthError::Malformed(SIGNATURE))?;
-        // The MAC is over the digest's canonical (lowercase) spelling.
-        let canonical = digest
-            .as_ref()
-            .map_or_else(|| STREAMED.to_string(), |d| hex(d));
-        self.mac(method, path, time, &canonical)
+            .map_err(|_| AuthError::Malformed(DESTINATION))?;
+        let epoch = decimal(required(headers, EPOCH)?, EPOCH)?;
+        let nonce = unhex::<16>(required(headers, NONCE)?)
+            .map(u128::from_be_bytes)
+            .ok_or(AuthError::Malformed(NONCE))?;
+        let sig =
+            unhex::<32>(required(headers, SIGNATURE)?).ok_or(AuthError::Malformed(SIGNATURE))?;
+        let to = Recipient { addr, epoch };
+        self.request_mac(method, path, time, &canonical_digest(&digest), to, nonce)
             .verify_slice(&sig)
             .map_err(|_| AuthError::BadSignature)?;
-        let skew_s = time.abs_diff(now);
-        if skew_s > MAX_SKEW_S {
-            return Err(AuthError::Stale { skew_s });
-        }
+        check_time(time, now)?;
         let body = match digest {
             Some(d) => SignedBody::Digest(d),
             None => SignedBody::Streamed(Box::new(self.tagger(&hex(&sig)))),
         };
-        Ok(Verified { body })
+        Ok(Verified {
+            body,
+            time,
+            to,
+            nonce,
+        })
+    }
+
+    /// The MAC of an answer to a request for `path` (see [`ClusterKey::sign_response`]).
+    fn response_mac(&self, path: &str, time: u64, digest: &str) -> Hmac<Sha256> {
+        self.mac(&["ecdn-peer-v2-response", path, &time.to_string(), digest])
+    }
+
+    /// The signature headers of an answer with `body` to a request for `path` (the
+    /// coordinator's JSON, a node's `has` answers, pieces and stats): version, time, digest
+    /// and an HMAC over a line of its own (`ecdn-peer-v2-response`), so that no answer can
+    /// pass for a request. An answer names no destination or nonce: it goes back on the
+    /// connection its request came on.
+    pub fn sign_response(&self, path: &str, body: &[u8]) -> HeaderMap {
+        let time = unix_now_ms();
+        let digest = hex(&sha256(body));
+        let mac = self.response_mac(path, time, &digest);
+        header_map([
+            (VERSION_HEADER, VERSION.to_string()),
+            (TIME, time.to_string()),
+            (DIGEST, digest),
+            (SIGNATURE, hex(&mac.finalize().into_bytes())),
+        ])
+    }
+
+    /// Checks an answer's signature (see [`ClusterKey::sign_response`]) and its body, received
+    /// for a request for `path`, at `now` (UNIX milliseconds).
+    pub fn verify_response(
+        &self,
+        path: &str,
+        headers: &HeaderMap,
+        body: &[u8],
+        now: u64,
+    ) -> Result<(), AuthError> {
+        check_version(headers)?;
+        let time = decimal(required(headers, TIME)?, TIME)?;
+        let Some(digest) = digest_of(required(headers, DIGEST)?)? else {
+            return Err(AuthError::Malformed(DIGEST));
+        };
+        let sig =
+            unhex::<32>(required(headers, SIGNATURE)?).ok_or(AuthError::Malformed(SIGNATURE))?;
+        self.response_mac(path, time, &hex(&digest))
+            .verify_slice(&sig)
+            .map_err(|_| AuthError::BadSignature)?;
+        check_time(time, now)?;
+        if sha256(body) != digest {
+            return Err(AuthError::BodyMismatch);
+        }
+        Ok(())
+    }
+
+    /// The MAC of a value stored in etcd as `what` (see `crate::etcd::seal`), lowercase hex.
+    /// Its input is what signature version 1 signed for a `PUT` of path `what` at time `0`,
+    /// kept as it was so that values stored by an earlier version still open: a sealed value
+    /// is data at rest, never a request (a request of that form is refused by its version).
+    pub fn seal(&self, what: &str, json: &[u8]) -> String {
+        let digest = hex(&sha256(json));
+        let mac = self.mac(&["ecdn-peer-v1", "PUT", what, "0", &digest]);
+        hex(&mac.finalize().into_bytes())
+    }
+
+    /// Whether `seal` (hex) is [`ClusterKey::seal`] of `json` as `what` (constant time).
+    pub fn check_seal(&self, what: &str, json: &[u8], seal: &str) -> Result<(), AuthError> {
+        let sig = unhex::<32>(seal).ok_or(AuthError::Malformed(SIGNATURE))?;
+        let digest = hex(&sha256(json));
+        self.mac(&["ecdn-peer-v1", "PUT", what, "0", &digest])
+            .verify_slice(&sig)
+            .map_err(|_| AuthError::BadSignature)
     }
 }
 
@@ -359,136 +611,171 @@ impl ClusterKey {
 mod tests {
     use super::*;
 
-    fn check(
-        k: &ClusterKey,
-        m: &str,
-        p: &str,
-        s: &Signature,
-        now: u64,
-    ) -> Result<Verified, AuthError> {
-        k.verify(
-            m,
-            p,
-            Some(&s.time.to_string()),
-            Some(&s.digest),
-            Some(&s.signature),
-            now,
-        )
+    const A: &str = "10.0.0.1:9000";
+    const B: &str = "10.0.0.2:9000";
+
+    fn to(addr: &str, epoch: u64) -> Recipient {
+        Recipient {
+            addr: addr.parse().unwrap(),
+            epoch,
+        }
+    }
+
+    /// `s`'s headers with `name` set to `value` (`None`: removed).
+    fn with(s: &Signature, name: &'static str, value: Option<&str>) -> HeaderMap {
+        let mut h = s.header_map();
+        match value {
+            Some(v) => h.insert(name, HeaderValue::from_str(v).unwrap()),
+            None => h.remove(name),
+        };
+        h
     }
 
     #[test]
     fn signed_requests_verify_and_anything_changed_is_refused() {
         let key = ClusterKey::new(b"0123456789abcdef-secret");
         let body = b"chunk bytes";
-        let s = key.sign_digest("PUT", "/peer/chunk/7/1", 1_000_000, &sha256(body));
-        let v = check(&key, "PUT", "/peer/chunk/7/1", &s, 1_000_010).unwrap();
+        let p = "/peer/chunk/7/1";
+        let s = key.sign_digest("PUT", p, to(A, 5), 1_000_000, 42, &sha256(body));
+        let h = s.header_map();
+        let v = key.verify("PUT", p, &h, 1_010_000).unwrap();
         v.check_body(body).unwrap();
         assert_eq!(v.check_body(b"chunk bytez"), Err(AuthError::BodyMismatch));
         assert!(!v.empty_body());
-        // Another method, path, key or time fails.
         assert_eq!(
-            check(&key, "GET", "/peer/chunk/7/1", &s, 1_000_000).unwrap_err(),
-            AuthError::BadSignature
+            (v.time_ms(), v.nonce(), v.recipient()),
+            (1_000_000, 42, to(A, 5))
         );
+        // Another method, path, key, time, destination, epoch or nonce fails.
+        let bad = Err(AuthError::BadSignature);
+        assert_eq!(key.verify("GET", p, &h, 1_000_000).map(|_| ()), bad);
         assert_eq!(
-            check(&key, "PUT", "/peer/chunk/7/2", &s, 1_000_000).unwrap_err(),
-            AuthError::BadSignature
+            key.verify("PUT", "/peer/chunk/7/2", &h, 1_000_000)
+                .map(|_| ()),
+            bad
         );
         let other = ClusterKey::new(b"another-cluster-key!");
-        assert_eq!(
-            check(&other, "PUT", "/peer/chunk/7/1", &s, 1_000_000).unwrap_err(),
-            AuthError::BadSignature
-        );
-        let mut later = s.clone();
-        later.time += 1;
-        assert_eq!(
-            check(&key, "PUT", "/peer/chunk/7/1", &later, 1_000_000).unwrap_err(),
-            AuthError::BadSignature
-        );
+        assert_eq!(other.verify("PUT", p, &h, 1_000_000).map(|_| ()), bad);
+        for (name, value) in [
+            (TIME, "1000001"),
+            (DESTINATION, B),
+            (DESTINATION, "10.0.0.1:9001"),
+            (EPOCH, "6"),
+            (NONCE, &format!("{:032x}", 43)),
+        ] {
+            let changed = with(&s, name, Some(value));
+            assert_eq!(
+                key.verify("PUT", p, &changed, 1_000_000).map(|_| ()),
+                bad,
+                "{name}: {value}"
+            );
+        }
         // Stale, either way.
         assert_eq!(
-            check(&key, "PUT", "/peer/chunk/7/1", &s, 1_000_031).unwrap_err(),
-            AuthError::Stale { skew_s: 31 }
+            key.verify("PUT", p, &h, 1_030_001).unwrap_err(),
+            AuthError::Stale { skew_ms: 30_001 }
         );
-        assert!(check(&key, "PUT", "/peer/chunk/7/1", &s, 999_969).is_err());
-        // Uppercase hex of the same digest verifies.
-        let mut upper = s.clone();
-        upper.digest = upper.digest.to_uppercase();
-        check(&key, "PUT", "/peer/chunk/7/1", &upper, 1_000_000).unwrap();
+        assert!(key.verify("PUT", p, &h, 969_999).is_err());
+        assert!(key.verify("PUT", p, &h, 970_000).is_ok());
+        let e = AuthError::Stale { skew_ms: 31_250 }.to_string();
+        assert!(e.contains("31.2 s") && e.contains("at most 30 s"), "{e}");
+        // Uppercase hex of the same digest and nonce, and a leading zero of the epoch, verify:
+        // the MAC is over the values.
+        let upper = with(&s, DIGEST, Some(&s.digest.to_uppercase()));
+        key.verify("PUT", p, &upper, 1_000_000).unwrap();
+        let upper = with(&s, NONCE, Some(&format!("{:032X}", 42)));
+        key.verify("PUT", p, &upper, 1_000_000).unwrap();
+        let padded = with(&s, EPOCH, Some("05"));
+        key.verify("PUT", p, &padded, 1_000_000).unwrap();
     }
 
     #[test]
     fn missing_or_malformed_headers_are_refused() {
         let key = ClusterKey::new(b"0123456789abcdef-secret");
-        let s = key.sign_digest("GET", "/x", 5, &sha256(b""));
-        let t = s.time.to_string();
-        type Case<'a> = (Option<&'a str>, Option<&'a str>, Option<&'a str>, AuthError);
-        let cases: [Case; 6] = [
-            (
-                None,
-                Some(&s.digest),
-                Some(&s.signature),
-                AuthError::Missing(TIME),
-            ),
-            (
-                Some(&t),
-                None,
-                Some(&s.signature),
-                AuthError::Missing(DIGEST),
-            ),
-            (
-                Some(&t),
-                Some(&s.digest),
-                None,
-                AuthError::Missing(SIGNATURE),
-            ),
-            (
-                Some("+5"),
-                Some(&s.digest),
-                Some(&s.signature),
-                AuthError::Malformed(TIME),
-            ),
-            (
-                Some(&t),
-                Some("zz"),
-                Some(&s.signature),
-                AuthError::Malformed(DIGEST),
-            ),
-            (
-                Some(&t),
-                Some(&s.digest),
-                Some("é"),
-                AuthError::Malformed(SIGNATURE),
-            ),
-        ];
-        for (time, digest, sig, want) in cases {
+        let s = key.sign_digest("GET", "/x", to(A, 0), 5, 1, &sha256(b""));
+        for name in [TIME, DIGEST, DESTINATION, EPOCH, NONCE] {
             assert_eq!(
-                key.verify("GET", "/x", time, digest, sig, 5).unwrap_err(),
-                want
+                key.verify("GET", "/x", &with(&s, name, None), 5)
+                    .unwrap_err(),
+                AuthError::Missing(name)
             );
         }
-        let v = key.verify(
-            "GET",
-            "/x",
-            Some(&t),
-            Some(&s.digest),
-            Some(&s.signature),
-            5,
+        assert_eq!(
+            key.verify("GET", "/x", &HeaderMap::new(), 5).unwrap_err(),
+            AuthError::Missing(SIGNATURE)
         );
-        assert!(v.unwrap().empty_body());
+        for (name, value) in [
+            (TIME, "+5"),
+            (TIME, ""),
+            (TIME, "123456789012345678901"),
+            (DIGEST, "zz"),
+            (DESTINATION, "node-1"),
+            (DESTINATION, "10.0.0.1"),
+            (EPOCH, "-1"),
+            (NONCE, "1"),
+            (NONCE, &"g".repeat(32)),
+            (SIGNATURE, "x"),
+        ] {
+            assert_eq!(
+                key.verify("GET", "/x", &with(&s, name, Some(value)), 5)
+                    .unwrap_err(),
+                AuthError::Malformed(name),
+                "{name}: {value:?}"
+            );
+        }
+        let mut h = s.header_map();
+        h.insert(SIGNATURE, HeaderValue::from_bytes(b"\xe9").unwrap());
+        assert_eq!(
+            key.verify("GET", "/x", &h, 5).unwrap_err(),
+            AuthError::Malformed(SIGNATURE)
+        );
+        assert!(key
+            .verify("GET", "/x", &s.header_map(), 5)
+            .unwrap()
+            .empty_body());
+    }
+
+    #[test]
+    fn another_signature_version_is_refused_with_both_versions_named() {
+        let key = ClusterKey::new(b"0123456789abcdef-secret");
+        let s = key.sign_digest("GET", "/x", to(A, 0), 5, 1, &sha256(b""));
+        // Version 1 sent no version header.
+        let v1 = with(&s, VERSION_HEADER, None);
+        let e = key.verify("GET", "/x", &v1, 5).unwrap_err();
+        assert_eq!(e, AuthError::Version { got: "1".into() });
+        let msg = e.to_string();
+        assert!(
+            msg.contains("version 1") && msg.contains("version 2"),
+            "{msg}"
+        );
+        let v3 = with(&s, VERSION_HEADER, Some("3"));
+        let msg = key.verify("GET", "/x", &v3, 5).unwrap_err().to_string();
+        assert!(
+            msg.contains("version 3") && msg.contains("version 2"),
+            "{msg}"
+        );
+        // An answer of another version too.
+        let mut answer = key.sign_response("/x", b"{}");
+        answer.insert(VERSION_HEADER, HeaderValue::from_static("1"));
+        let now = unix_now_ms();
+        assert_eq!(
+            key.verify_response("/x", &answer, b"{}", now),
+            Err(AuthError::Version { got: "1".into() })
+        );
     }
 
     #[test]
     fn streamed_bodies_verify_by_their_tag_and_nothing_else_does() {
         let key = ClusterKey::new(b"0123456789abcdef-secret");
-        let (s, mut tagger) = key.sign_streamed("PUT", "/_peer/piece/1/k", 1_000);
+        let p = "/_peer/piece/1/k";
+        let (s, mut tagger) = key.sign_streamed("PUT", p, to(A, 1), 1_000, 7);
         assert_eq!(s.digest, STREAMED);
         let content = b"sub-chunk one, sub-chunk two";
         tagger.update(&content[..9]);
         tagger.update(&content[9..]);
         let mut body = content.to_vec();
         body.extend_from_slice(&tagger.finish());
-        let v = check(&key, "PUT", "/_peer/piece/1/k", &s, 1_000).unwrap();
+        let v = key.verify("PUT", p, &s.header_map(), 1_000).unwrap();
         assert!(!v.empty_body());
         let opened = v.open_body(bytes::Bytes::from(body.clone())).unwrap();
         assert_eq!(&opened[..], &content[..]);
@@ -502,27 +789,106 @@ mod tests {
         ] {
             assert_eq!(v.check_body(&bad), Err(AuthError::BodyMismatch));
         }
-        // The tag binds the body to its request: another request's signature refuses it.
-        let (s2, _) = key.sign_streamed("PUT", "/_peer/piece/2/k", 1_000);
-        let v2 = check(&key, "PUT", "/_peer/piece/2/k", &s2, 1_000).unwrap();
+        // The tag binds the body to its request: another request's signature refuses it,
+        // even one that differs only in its nonce.
+        let (s2, _) = key.sign_streamed("PUT", p, to(A, 1), 1_000, 8);
+        let v2 = key.verify("PUT", p, &s2.header_map(), 1_000).unwrap();
         assert_eq!(v2.check_body(&body), Err(AuthError::BodyMismatch));
-        // "streamed" is signed like a digest: another path or key fails.
+        // "streamed" is signed like a digest: another path, destination or key fails.
         assert_eq!(
-            check(&key, "PUT", "/_peer/piece/2/k", &s, 1_000).unwrap_err(),
+            key.verify("PUT", "/_peer/piece/2/k", &s.header_map(), 1_000)
+                .unwrap_err(),
+            AuthError::BadSignature
+        );
+        let elsewhere = with(&s, DESTINATION, Some(B));
+        assert_eq!(
+            key.verify("PUT", p, &elsewhere, 1_000).unwrap_err(),
             AuthError::BadSignature
         );
         let other = ClusterKey::new(b"another-cluster-key!");
         assert_eq!(
-            check(&other, "PUT", "/_peer/piece/1/k", &s, 1_000).unwrap_err(),
+            other.verify("PUT", p, &s.header_map(), 1_000).unwrap_err(),
             AuthError::BadSignature
         );
         // A digest-signed request is not opened as a streamed one.
-        let d = key.sign_digest("PUT", "/x", 1_000, &sha256(&body));
-        let v = check(&key, "PUT", "/x", &d, 1_000).unwrap();
+        let d = key.sign_digest("PUT", "/x", to(A, 1), 1_000, 9, &sha256(&body));
+        let v = key.verify("PUT", "/x", &d.header_map(), 1_000).unwrap();
         assert_eq!(
             v.open_body(bytes::Bytes::from(body.clone())).unwrap().len(),
             body.len()
         );
+    }
+
+    #[test]
+    fn answers_are_signed_apart_from_requests() {
+        let key = ClusterKey::new(b"0123456789abcdef-secret");
+        let h = key.sign_response("/coord/map?after=1", b"{}");
+        let now = unix_now_ms();
+        key.verify_response("/coord/map?after=1", &h, b"{}", now)
+            .unwrap();
+        assert_eq!(
+            key.verify_response("/coord/map?after=1", &h, b"{ }", now),
+            Err(AuthError::BodyMismatch)
+        );
+        assert_eq!(
+            key.verify_response("/coord/map?after=2", &h, b"{}", now),
+            Err(AuthError::BadSignature)
+        );
+        assert!(matches!(
+            key.verify_response("/coord/map?after=1", &h, b"{}", now + 31_000),
+            Err(AuthError::Stale { .. })
+        ));
+        // An answer is no request, even with a destination and nonce added to it.
+        let mut as_request = h.clone();
+        let s = key.sign_digest("GET", "/x", to(A, 0), now, 1, &sha256(b"{}"));
+        for name in [DESTINATION, EPOCH, NONCE] {
+            as_request.insert(name, s.header_map()[name].clone());
+        }
+        assert_eq!(
+            key.verify("RESPONSE", "/coord/map?after=1", &as_request, now)
+                .unwrap_err(),
+            AuthError::BadSignature
+        );
+        // Nor a request an answer.
+        assert_eq!(
+            key.verify_response("/x", &s.header_map(), b"{}", now),
+            Err(AuthError::BadSignature)
+        );
+    }
+
+    #[test]
+    fn seals_are_what_version_1_stored() {
+        let key = ClusterKey::new(b"0123456789abcdef-secret");
+        let json = br#"{"epoch":1}"#;
+        // HMAC-SHA256 over "ecdn-peer-v1\nPUT\netcd:map\n0\n" sha256(json) "\n", as version 1
+        // signed it (computed apart from this code).
+        let v1 = "2ce6c5ab1626c3d15600400e4c148913acd5be37a823c913441f289ca5c3d193";
+        assert_eq!(key.seal("etcd:map", json), v1);
+        key.check_seal("etcd:map", json, v1).unwrap();
+        assert_eq!(
+            key.check_seal("etcd:object", json, v1),
+            Err(AuthError::BadSignature)
+        );
+        assert_eq!(
+            key.check_seal("etcd:map", br#"{"epoch":2}"#, v1),
+            Err(AuthError::BadSignature)
+        );
+        assert_eq!(
+            key.check_seal("etcd:map", json, "zz"),
+            Err(AuthError::Malformed(SIGNATURE))
+        );
+    }
+
+    #[test]
+    fn nonces_never_repeat_within_a_process() {
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..10_000 {
+            assert!(seen.insert(fresh_nonce()));
+        }
+        // One prefix per process.
+        let prefixes: std::collections::HashSet<u64> =
+            seen.iter().map(|n| (n >> 64) as u64).collect();
+        assert_eq!(prefixes.len(), 1);
     }
 
     #[test]

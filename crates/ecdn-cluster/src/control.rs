@@ -23,7 +23,7 @@ use thiserror::Error;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::auth::unix_now;
+use crate::auth::unix_now_ms;
 use crate::config::ClusterConfig;
 use crate::coordinator::{Heartbeat, HeartbeatReply, HEARTBEAT_PATH, LONG_POLL, MAP_PATH};
 use crate::map::BucketMap;
@@ -457,8 +457,14 @@ impl Fetch {
                 String::from_utf8_lossy(&body[..body.len().min(200)]).trim()
             ));
         }
-        verify_response(self.client.key(), &path, &parts.headers, &body, unix_now())
-            .map_err(|e| format!("map: the answer is not the coordinator's: {e}"))?;
+        verify_response(
+            self.client.key(),
+            &path,
+            &parts.headers,
+            &body,
+            unix_now_ms(),
+        )
+        .map_err(|e| format!("map: the answer is not the coordinator's: {e}"))?;
         serde_json::from_slice(&body)
             .map(Some)
             .map_err(|e| format!("map: not a bucket map: {e}"))
@@ -545,7 +551,7 @@ async fn heartbeat_loop(
                             HEARTBEAT_PATH,
                             &parts.headers,
                             &b,
-                            unix_now(),
+                            unix_now_ms(),
                         )
                         .map_err(|e| (true, format!("heartbeat reply not the coordinator's: {e}")))
                         .and_then(|()| {

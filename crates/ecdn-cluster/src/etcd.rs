@@ -33,7 +33,7 @@ use etcd_client::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::auth::{hex, sha256, ClusterKey};
+use crate::auth::ClusterKey;
 use crate::config::ClusterConfig;
 use crate::control::{Control, ControlError, MapHandle, MapRejected, WriteLoads};
 use crate::map::BucketMap;
@@ -239,8 +239,7 @@ const MAP_PATH: &str = "etcd:map";
 /// the JSON (HMAC with the cluster key, over `what` too, so one kind of value cannot pass for
 /// another), a newline, the JSON.
 pub(crate) fn seal(key: &ClusterKey, what: &str, json: &[u8]) -> Vec<u8> {
-    let sig = key.sign_digest("PUT", what, 0, &sha256(json));
-    let mut out = sig.signature.into_bytes();
+    let mut out = key.seal(what, json).into_bytes();
     out.push(b'\n');
     out.extend_from_slice(json);
     out
@@ -255,9 +254,7 @@ pub(crate) fn open<'a>(key: &ClusterKey, what: &str, value: &'a [u8]) -> Result<
         .ok_or("the stored value has no signature line")?;
     let (sig, json) = (&value[..nl], &value[nl + 1..]);
     let sig = std::str::from_utf8(sig).map_err(|_| "the signature is not text")?;
-    let digest = hex(&sha256(json));
-    key.verify("PUT", what, Some("0"), Some(&digest), Some(sig), 0)
-        .and_then(|v| v.check_body(json))
+    key.check_seal(what, json, sig)
         .map_err(|e| format!("not this cluster's (sealed with another key): {e}"))?;
     Ok(json)
 }

@@ -10,8 +10,12 @@
 //!   answers "which servers hold which piece of this object" from it alone, with the same
 //!   [`ecdn_placement::pieces`] code the simulator runs.
 //! * [`auth`] — the peer protocol's authentication: every request between nodes (and to the
-//!   coordinator) carries an HMAC-SHA256 over its method, path, time and body digest, made with
-//!   the cluster key; a missing, wrong or stale signature is refused.
+//!   coordinator) carries an HMAC-SHA256 over its method, path, time, body digest, destination,
+//!   map epoch and nonce, made with the cluster key; a missing, wrong or stale signature, or one
+//!   of another signature version, is refused. [`replay`] — the receiver's [`replay::Gate`]:
+//!   a request signed for another process, or whose nonce was already taken, is refused too.
+//! * [`bearer`] — the admin listeners' bearer tokens: compared in constant time, and refused
+//!   at start when empty, short or unsendable.
 //! * [`piece`] — the metadata stored and sent with every piece: replica or chunk, the code,
 //!   the object size and a checksum of every sub-chunk.
 //! * [`wire`] — the peer requests' paths (which piece of which object) and the frame a piece
@@ -30,6 +34,7 @@
 //! * [`objects`] — where EC-Cache's object records live: the embedded coordinator or etcd.
 
 pub mod auth;
+pub mod bearer;
 pub mod config;
 pub mod control;
 pub mod coordinator;
@@ -39,6 +44,7 @@ pub mod map;
 pub mod objects;
 pub mod peer;
 pub mod piece;
+pub mod replay;
 pub mod wire;
 
 pub use auth::{AuthError, ClusterKey, Signature};

@@ -3,20 +3,25 @@
 //!
 //! * [`PeerClient`] — one pooled HTTP/1.1 client (hyper-util's legacy client: connections are
 //!   kept and reused per peer, `TCP_NODELAY` on). [`PeerClient::send`] signs every request with
-//!   the cluster key over the body's digest and bounds the time to the response headers; its
+//!   the cluster key over the body's digest, for the address it is sent to, under the map epoch
+//!   the client was last told ([`PeerClient::set_epoch`]) and with a fresh nonce, and bounds the
+//!   time to the response headers; its
 //!   [`PeerError`] says whether the peer refused the connection, reset it or did not answer in
 //!   time, so a caller can go on with another peer at once.
 //!   [`PeerClient::send_streamed`] sends a body as it is produced (signed as streamed, ended
 //!   with its body tag by [`BodySender::finish`]).
-//! * [`verify_parts`] — the receiver's check of a request's three signature headers, before it
-//!   acts on anything; [`read_verified_body`] then reads the body up to a size limit and checks it
-//!   against the signed digest (or its tag), returning its content.
+//! * [`verify_parts`] — the check of a request's signature headers, before the receiver acts on
+//!   anything (a listener goes through [`crate::replay::Gate::admit`], which also refuses
+//!   requests for another process and replays); [`read_verified_body`] then reads the body up to
+//!   a size limit and checks it against the signed digest (or its tag), returning its content.
 //! * [`sign_response`] / [`verify_response`] — the coordinator signs what it answers (the map,
-//!   heartbeat replies, the status) the same way, under the pseudo-method [`RESPONSE`] and the
-//!   request's path, so a node never takes a map from anyone without the cluster key.
+//!   heartbeat replies, the status), and a node its `has` answers, pieces and stats, for the
+//!   request's path ([`ClusterKey::sign_response`]), so a node never takes a map from anyone
+//!   without the cluster key.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -32,7 +37,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 use thiserror::Error;
 
-use crate::auth::{self, AuthError, BodyTagger, ClusterKey, Verified};
+use crate::auth::{self, AuthError, BodyTagger, ClusterKey, Recipient, Verified};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -174,11 +179,13 @@ where
     }
 }
 
-/// The signed, pooled peer client. Clones share the connection pool and the key.
+/// The signed, pooled peer client. Clones share the connection pool, the key and the epoch.
 #[derive(Clone)]
 pub struct PeerClient {
     client: Client<HttpConnector, PeerBody>,
     key: Arc<ClusterKey>,
+    /// The epoch of the map its owner acts under (0: none), signed into every request.
+    epoch: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for PeerClient {
@@ -201,6 +208,7 @@ impl PeerClient {
         PeerClient {
             client,
             key: Arc::new(key),
+            epoch: Arc::new(AtomicU64::new(0)),
         }
     }
 
@@ -208,8 +216,22 @@ impl PeerClient {
         &self.key
     }
 
+    /// The map epoch the client's requests are signed under from now on (for it and its
+    /// clones): a node's current map's, the coordinator's published one.
+    pub fn set_epoch(&self, epoch: u64) {
+        self.epoch.store(epoch, Ordering::Relaxed);
+    }
+
+    /// Whom a request to `addr` is signed for.
+    fn recipient(&self, addr: SocketAddr) -> Recipient {
+        Recipient {
+            addr,
+            epoch: self.epoch.load(Ordering::Relaxed),
+        }
+    }
+
     /// Sends `method path_and_query` with `body` to the peer at `addr`, signed with the cluster
-    /// key, plus `headers`; resolves when the response headers arrived (the body is the
+    /// key for `addr` (see [`crate::auth`]), plus `headers`; resolves when the response headers arrived (the body is the
     /// caller's to read), or fails after `timeout` (connect included).
     pub async fn send(
         &self,
@@ -222,7 +244,8 @@ impl PeerClient {
     ) -> Result<Response<Incoming>, PeerError> {
         let other = |m: String| PeerError::Other(addr, m);
         let uri = uri_of(addr, path_and_query)?;
-        let signature = self.key.sign(method.as_str(), path_and_query, &body);
+        let to = self.recipient(addr);
+        let signature = self.key.sign(method.as_str(), path_and_query, to, &body);
         let req = build(method, &uri, headers, &signature)
             .body(PeerBody::Full(Full::new(body)))
             .map_err(|e| other(e.to_string()))?;
@@ -246,9 +269,13 @@ impl PeerClient {
     ) -> Result<(BodySender, PeerAnswer), PeerError> {
         let other = |m: String| PeerError::Other(addr, m);
         let uri = uri_of(addr, path_and_query)?;
-        let (signature, tagger) =
-            self.key
-                .sign_streamed(method.as_str(), path_and_query, auth::unix_now());
+        let (signature, tagger) = self.key.sign_streamed(
+            method.as_str(),
+            path_and_query,
+            self.recipient(addr),
+            auth::unix_now_ms(),
+            auth::fresh_nonce(),
+        );
         let (tx, rx) = mpsc::unbounded_channel();
         let req = build(method, &uri, &[], &signature)
             .body(PeerBody::Streamed(rx))
@@ -299,8 +326,10 @@ fn build(
             req = req.header(REQUEST_ID_HEADER, id);
         }
     }
-    for (name, value) in signature.headers() {
-        req = req.header(name, value);
+    for (name, value) in signature.header_map() {
+        if let Some(name) = name {
+            req = req.header(name, value);
+        }
     }
     req
 }
@@ -343,51 +372,25 @@ fn classify(
 }
 
 /// Checks the signature headers of a received request (method, path and query from its URI)
-/// against `key` and the receiver's clock `now` (UNIX seconds, see [`auth::unix_now`]).
+/// against `key` and the receiver's clock `now` (UNIX milliseconds, see [`auth::unix_now_ms`]).
+/// Not whether it is for this process or a replay: that is [`crate::replay::Gate::admit`].
 pub fn verify_parts(key: &ClusterKey, parts: &Parts, now: u64) -> Result<Verified, AuthError> {
-    let header = |name: &'static str| -> Result<Option<&str>, AuthError> {
-        match parts.headers.get(name) {
-            None => Ok(None),
-            Some(v) => v.to_str().map(Some).map_err(|_| AuthError::Malformed(name)),
-        }
-    };
     let path = parts
         .uri
         .path_and_query()
         .map(|p| p.as_str())
         .unwrap_or_else(|| parts.uri.path());
-    key.verify(
-        parts.method.as_str(),
-        path,
-        header(auth::TIME)?,
-        header(auth::DIGEST)?,
-        header(auth::SIGNATURE)?,
-        now,
-    )
+    key.verify(parts.method.as_str(), path, &parts.headers, now)
 }
 
-/// The method a response's signature is made under: no request can have it, so a signed
-/// response can never pass for a signed request.
-pub const RESPONSE: &str = "RESPONSE";
-
-/// The three signature headers of a response with `body` to a request for `path_and_query`.
-pub fn sign_response(
-    key: &ClusterKey,
-    path_and_query: &str,
-    body: &[u8],
-) -> [(HeaderName, HeaderValue); 3] {
-    key.sign(RESPONSE, path_and_query, body)
-        .headers()
-        .map(|(n, v)| {
-            (
-                HeaderName::from_static(n),
-                HeaderValue::try_from(v).expect("hex and digits are valid header values"),
-            )
-        })
+/// The signature headers of an answer with `body` to a request for `path_and_query` (see
+/// [`ClusterKey::sign_response`]).
+pub fn sign_response(key: &ClusterKey, path_and_query: &str, body: &[u8]) -> HeaderMap {
+    key.sign_response(path_and_query, body)
 }
 
-/// Checks a response's signature (see [`sign_response`]) and its body, received for a request
-/// for `path_and_query`, at `now`.
+/// Checks an answer's signature and its body, received for a request for `path_and_query`, at
+/// `now` (UNIX milliseconds).
 pub fn verify_response(
     key: &ClusterKey,
     path_and_query: &str,
@@ -395,21 +398,7 @@ pub fn verify_response(
     body: &[u8],
     now: u64,
 ) -> Result<(), AuthError> {
-    let header = |name: &'static str| -> Result<Option<&str>, AuthError> {
-        match headers.get(name) {
-            None => Ok(None),
-            Some(v) => v.to_str().map(Some).map_err(|_| AuthError::Malformed(name)),
-        }
-    };
-    key.verify(
-        RESPONSE,
-        path_and_query,
-        header(auth::TIME)?,
-        header(auth::DIGEST)?,
-        header(auth::SIGNATURE)?,
-        now,
-    )?
-    .check_body(body)
+    key.verify_response(path_and_query, headers, body, now)
 }
 
 /// Why a body could not be read.
@@ -463,10 +452,18 @@ mod tests {
         b.body(()).unwrap().into_parts().0
     }
 
+    fn to(addr: &str) -> Recipient {
+        Recipient {
+            addr: addr.parse().unwrap(),
+            epoch: 0,
+        }
+    }
+
     #[test]
     fn verify_parts_reads_the_headers_and_the_path_with_its_query() {
         let key = ClusterKey::new(b"0123456789abcdef-secret");
-        let sig = key.sign_digest("GET", "/coord/map?after=3", 1000, &auth::sha256(b""));
+        let at = to("127.0.0.1:7400");
+        let sig = key.sign_digest("GET", "/coord/map?after=3", at, 1000, 1, &auth::sha256(b""));
         let h = sig.headers().to_vec();
         let p = parts("GET", "/coord/map?after=3", &h);
         assert!(verify_parts(&key, &p, 1000).unwrap().empty_body());
@@ -483,16 +480,25 @@ mod tests {
         );
         let p = parts("GET", "/coord/map?after=3", &h);
         assert!(matches!(
-            verify_parts(&key, &p, 1100).unwrap_err(),
-            AuthError::Stale { skew_s: 100 }
+            verify_parts(&key, &p, 100_000).unwrap_err(),
+            AuthError::Stale { skew_ms: 99_000 }
         ));
-        let p = parts("GET", "/coord/map?after=3", &h[1..]);
+        let without_time: Vec<_> = h
+            .iter()
+            .filter(|(n, _)| *n != auth::TIME)
+            .cloned()
+            .collect();
+        let p = parts("GET", "/coord/map?after=3", &without_time);
         assert_eq!(
             verify_parts(&key, &p, 1000).unwrap_err(),
             AuthError::Missing(auth::TIME)
         );
         let mut bad = h.clone();
-        bad[2].1 = "x".repeat(64);
+        for (n, v) in bad.iter_mut() {
+            if *n == auth::SIGNATURE {
+                *v = "x".repeat(64);
+            }
+        }
         let p = parts("GET", "/coord/map?after=3", &bad);
         assert_eq!(
             verify_parts(&key, &p, 1000).unwrap_err(),
@@ -501,13 +507,10 @@ mod tests {
     }
 
     #[test]
-    fn responses_are_signed_under_their_own_method() {
+    fn responses_are_signed_for_their_path_and_are_no_requests() {
         let key = ClusterKey::new(b"0123456789abcdef-secret");
-        let mut headers = HeaderMap::new();
-        for (n, v) in sign_response(&key, "/coord/map?after=1", b"{}") {
-            headers.insert(n, v);
-        }
-        let now = auth::unix_now();
+        let headers = sign_response(&key, "/coord/map?after=1", b"{}");
+        let now = auth::unix_now_ms();
         verify_response(&key, "/coord/map?after=1", &headers, b"{}", now).unwrap();
         assert_eq!(
             verify_response(&key, "/coord/map?after=1", &headers, b"{ }", now),
@@ -522,7 +525,7 @@ mod tests {
             verify_response(&other, "/coord/map?after=1", &headers, b"{}", now),
             Err(AuthError::BadSignature)
         );
-        // A signed response is no signed request.
+        // A signed response is no signed request: it names no destination.
         let h: Vec<(&str, String)> = headers
             .iter()
             .map(|(n, v)| (n.as_str(), v.to_str().unwrap().to_string()))
@@ -530,18 +533,25 @@ mod tests {
         let p = parts("GET", "/coord/map?after=1", &h);
         assert_eq!(
             verify_parts(&key, &p, now).unwrap_err(),
-            AuthError::BadSignature
+            AuthError::Missing(auth::DESTINATION)
         );
         assert_eq!(
             verify_response(&key, "/coord/map?after=1", &HeaderMap::new(), b"{}", now),
-            Err(AuthError::Missing(auth::TIME))
+            Err(AuthError::Missing(auth::SIGNATURE))
         );
     }
 
     #[tokio::test]
     async fn bodies_are_limited_and_checked_against_the_digest() {
         let key = ClusterKey::new(b"0123456789abcdef-secret");
-        let sig = key.sign_digest("PUT", "/x", 5, &auth::sha256(b"hello"));
+        let sig = key.sign_digest(
+            "PUT",
+            "/x",
+            to("127.0.0.1:1"),
+            5,
+            1,
+            &auth::sha256(b"hello"),
+        );
         let p = parts("PUT", "/x", &sig.headers());
         let v = verify_parts(&key, &p, 5).unwrap();
         let body = read_verified_body(Full::new(Bytes::from_static(b"hello")), 16, &v)
@@ -615,6 +625,40 @@ mod tests {
             .unwrap()
             .contains("x-request-id: trace-1\r\n"));
         assert_eq!(request_note(), "");
+    }
+
+    #[tokio::test]
+    async fn requests_are_signed_for_their_address_and_epoch_with_fresh_nonces() {
+        let client = PeerClient::new(ClusterKey::new(b"0123456789abcdef-secret"));
+        let (addr, mut heads) = head_recorder().await;
+        let t = Duration::from_secs(5);
+        let header = |head: &str, name: &str| -> String {
+            let prefix = format!("{name}: ");
+            head.lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .unwrap_or_default()
+                .to_string()
+        };
+        client
+            .send(addr, Method::GET, "/x", Bytes::new(), &[], t)
+            .await
+            .unwrap();
+        let first = heads.recv().await.unwrap();
+        assert_eq!(header(&first, auth::DESTINATION), addr.to_string());
+        assert_eq!(header(&first, auth::EPOCH), "0");
+        assert_eq!(header(&first, auth::VERSION_HEADER), "2");
+        // A clone shares the epoch; every request has its own nonce.
+        client.clone().set_epoch(41);
+        let (mut body, answer) = client.send_streamed(addr, Method::PUT, "/y").unwrap();
+        let _ = body.send(Bytes::from_static(b"content")) && body.finish();
+        // The recorder answers at the head: the body may or may not have gone by then.
+        let _ = answer.await;
+        let second = heads.recv().await.unwrap();
+        assert_eq!(header(&second, auth::EPOCH), "41");
+        assert_eq!(header(&second, auth::DIGEST), auth::STREAMED);
+        let (n1, n2) = (header(&first, auth::NONCE), header(&second, auth::NONCE));
+        assert_eq!(n1.len(), 32);
+        assert_ne!(n1, n2);
     }
 
     #[tokio::test]

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ecdn_cluster::auth::{sha256, unix_now, ClusterKey};
+use ecdn_cluster::auth::{fresh_nonce, sha256, unix_now_ms, ClusterKey, Recipient};
 use ecdn_cluster::control::{spawn_control, Control, MapHandle, WriteLoads};
 use ecdn_cluster::coordinator::{
     Coordinator, CoordinatorOptions, HeartbeatReply, RunningCoordinator, Status, HEARTBEAT_PATH,
@@ -362,20 +362,24 @@ async fn send_raw(
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
+/// The headers of a request signed for `to` at `time` (UNIX ms) with a fresh nonce.
 fn signed(
     key: &ClusterKey,
     method: &str,
     path: &str,
+    to: SocketAddr,
     time: u64,
     body: &[u8],
 ) -> Vec<(&'static str, String)> {
-    key.sign_digest(method, path, time, &sha256(body))
+    let to = Recipient { addr: to, epoch: 0 };
+    key.sign_digest(method, path, to, time, fresh_nonce(), &sha256(body))
         .headers()
         .to_vec()
 }
 
-/// Unsigned, wrongly signed, stale and tampered heartbeats get 401; out-of-range and malformed
-/// ones 400; none of them changes a load or an availability.
+/// Unsigned, wrongly signed, stale, tampered, misdirected, replayed heartbeats and those of
+/// another signature version get 401; out-of-range and malformed ones 400; none of them
+/// changes a load or an availability.
 #[tokio::test]
 async fn bad_heartbeats_are_refused_and_change_nothing() {
     // Long heartbeats: nothing expires during the test, so loads are only ever changed by
@@ -385,63 +389,73 @@ async fn bad_heartbeats_are_refused_and_change_nothing() {
     let c = client();
     let key = ClusterKey::new(KEY.as_bytes());
     let good = br#"{"node": 1, "epoch": 0, "data_bytes": 1000, "parity": [[4, 0, 300]]}"#;
-    let resp = c
-        .send(
-            addr,
-            Method::POST,
-            HEARTBEAT_PATH,
-            Bytes::from_static(good),
-            &[],
-            T,
-        )
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    let reply: HeartbeatReply =
-        serde_json::from_slice(&read_body(resp.into_body(), 4096).await.unwrap()).unwrap();
+    // Taken once, as sent (and kept, as a listener on the path would keep it).
+    let r = raw();
+    let captured = signed(&key, "POST", HEARTBEAT_PATH, addr, unix_now_ms(), good);
+    let (s, text) = send_raw(&r, addr, Method::POST, HEARTBEAT_PATH, &captured, good).await;
+    assert_eq!(s, StatusCode::OK, "{text}");
+    let reply: HeartbeatReply = serde_json::from_str(&text).unwrap();
     assert_eq!(reply.epoch, coord.map().epoch);
     let before = status(&c, addr).await;
     assert_eq!(before.nodes[1].data_load, 1000);
     assert_eq!(before.parity_load, 300);
     assert_eq!(before.heartbeats, 1);
 
-    let r = raw();
-    let now = unix_now();
+    let now = unix_now_ms();
     let other = ClusterKey::new(b"another-key-of-another-cluster");
+    let elsewhere: SocketAddr = "127.0.0.1:1".parse().unwrap();
     let evil = br#"{"node": 1, "epoch": 0, "data_bytes": 99999, "parity": [[4, 0, 99999]]}"#;
+    // Version 1's headers: no version, the time in seconds (its MAC does not matter: the
+    // version is refused first).
+    let v1: Vec<(&str, String)> = signed(&key, "POST", HEARTBEAT_PATH, addr, now, evil)
+        .into_iter()
+        .filter(|(n, _)| ["x-ecdn-time", "x-ecdn-digest", "x-ecdn-signature"].contains(n))
+        .map(|(n, v)| match n {
+            "x-ecdn-time" => (n, (now / 1000).to_string()),
+            _ => (n, v),
+        })
+        .collect();
     type Case<'a> = (&'a str, Vec<(&'a str, String)>, &'a [u8], &'a str);
     let unauthorized: Vec<Case> = vec![
         ("unsigned", vec![], evil, "missing"),
         (
             "wrong key",
-            signed(&other, "POST", HEARTBEAT_PATH, now, evil),
+            signed(&other, "POST", HEARTBEAT_PATH, addr, now, evil),
             evil,
             "bad signature",
         ),
         (
             "60 s old",
-            signed(&key, "POST", HEARTBEAT_PATH, now - 60, evil),
+            signed(&key, "POST", HEARTBEAT_PATH, addr, now - 60_000, evil),
             evil,
             "stale",
         ),
         (
             "60 s ahead",
-            signed(&key, "POST", HEARTBEAT_PATH, now + 60, evil),
+            signed(&key, "POST", HEARTBEAT_PATH, addr, now + 60_000, evil),
             evil,
             "stale",
         ),
         (
             "signed for another body",
-            signed(&key, "POST", HEARTBEAT_PATH, now, good),
+            signed(&key, "POST", HEARTBEAT_PATH, addr, now, good),
             evil,
             "digest",
         ),
         (
             "signed for another path",
-            signed(&key, "POST", STATUS_PATH, now, evil),
+            signed(&key, "POST", STATUS_PATH, addr, now, evil),
             evil,
             "bad signature",
         ),
+        (
+            "signed for another process",
+            signed(&key, "POST", HEARTBEAT_PATH, elsewhere, now, evil),
+            evil,
+            "not this process",
+        ),
+        ("signature version 1", v1, evil, "version 1"),
+        ("replayed", captured, good, "replayed"),
     ];
     for (what, headers, body, reason) in unauthorized {
         let (s, text) = send_raw(&r, addr, Method::POST, HEARTBEAT_PATH, &headers, body).await;
@@ -497,7 +511,7 @@ async fn bad_heartbeats_are_refused_and_change_nothing() {
     );
     assert_eq!(after.parity_load, before.parity_load);
     assert_eq!((after.heartbeats, after.epoch), (1, before.epoch));
-    assert_eq!(after.unauthorized, 8);
+    assert_eq!(after.unauthorized, 11);
     assert_eq!(after.bad_requests, 6);
     // Unknown endpoints and methods.
     let resp = c
@@ -636,7 +650,7 @@ async fn fake_coordinator(
                 async move {
                     let pq = req.uri().path_and_query().unwrap().as_str().to_string();
                     let (parts, body) = req.into_parts();
-                    let v = ecdn_cluster::peer::verify_parts(&key, &parts, unix_now()).unwrap();
+                    let v = ecdn_cluster::peer::verify_parts(&key, &parts, unix_now_ms()).unwrap();
                     let body = ecdn_cluster::peer::read_verified_body(body, 1 << 20, &v)
                         .await
                         .unwrap();
@@ -660,13 +674,15 @@ async fn fake_coordinator(
                     } else {
                         (StatusCode::OK, map_json.clone(), f.sign_maps)
                     };
-                    let mut resp = hyper::Response::builder().status(status);
+                    let signature = ecdn_cluster::peer::sign_response(&key, &pq, &out);
+                    let mut resp = hyper::Response::builder()
+                        .status(status)
+                        .body(Full::new(out))
+                        .unwrap();
                     if sign {
-                        for (n, v) in ecdn_cluster::peer::sign_response(&key, &pq, &out) {
-                            resp = resp.header(n, v);
-                        }
+                        resp.headers_mut().extend(signature);
                     }
-                    Ok::<_, std::convert::Infallible>(resp.body(Full::new(out)).unwrap())
+                    Ok::<_, std::convert::Infallible>(resp)
                 }
             });
             let _ = http1::Builder::new()

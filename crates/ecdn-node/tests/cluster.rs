@@ -826,9 +826,13 @@ async fn unauthenticated_or_stale_peer_requests_are_refused_and_change_nothing()
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
     // Signed with the cluster key, but 10 minutes old.
     let k = ClusterKey::new(KEY.as_bytes());
-    let old = ecdn_cluster::auth::unix_now() - 600;
+    let old = ecdn_cluster::auth::unix_now_ms() - 600_000;
     let digest = ecdn_cluster::auth::sha256(&frame);
-    let sig = k.sign_digest("PUT", &path, old, &digest);
+    let to = ecdn_cluster::auth::Recipient {
+        addr: peer,
+        epoch: 0,
+    };
+    let sig = k.sign_digest("PUT", &path, to, old, 1, &digest);
     let headers: Vec<(String, String)> = sig
         .headers()
         .iter()
@@ -837,7 +841,7 @@ async fn unauthenticated_or_stale_peer_requests_are_refused_and_change_nothing()
     let raw = raw_put(peer, &path, frame.clone(), &headers).await;
     assert_eq!(raw, StatusCode::UNAUTHORIZED);
     // A valid signature over another body.
-    let sig = k.sign("PUT", &path, b"something else");
+    let sig = k.sign("PUT", &path, to, b"something else");
     let headers: Vec<(String, String)> = sig
         .headers()
         .iter()

@@ -1256,11 +1256,31 @@ async fn an_admin_listener_beyond_loopback_needs_its_token() {
         .err()
         .expect("a wildcard admin listener without a token");
     assert!(e.to_string().contains("needs a token"), "{e}");
+    // A token nobody can send, or anyone could guess, is refused as well.
+    for (token, why) in [
+        ("", "empty"),
+        ("adm1n", "5 bytes"),
+        ("sixteen bytes!!!", "space"),
+    ] {
+        let refused = Node::start(
+            any(),
+            NodeConfig {
+                admin: Some(AdminListen {
+                    addr: wildcard,
+                    token: Some(token.into()),
+                }),
+                ..config(o.addr, 8 << 20, None)
+            },
+        )
+        .await;
+        let e = refused.err().expect("a bad admin token");
+        assert!(e.to_string().contains(why), "{token:?}: {e}");
+    }
 
     let n = node(NodeConfig {
         admin: Some(AdminListen {
             addr: wildcard,
-            token: Some("adm1n".into()),
+            token: Some("adm1n-token-of-16".into()),
         }),
         ..config(o.addr, 8 << 20, None)
     })
@@ -1270,8 +1290,8 @@ async fn an_admin_listener_beyond_loopback_needs_its_token() {
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
     for headers in [
         &[][..],
-        &[("authorization", "Bearer adm1m")][..],
-        &[("authorization", "Basic adm1n")][..],
+        &[("authorization", "Bearer adm1m-token-of-16")][..],
+        &[("authorization", "Basic adm1n-token-of-16")][..],
     ] {
         for (method, path) in [
             ("GET", "/_ecdn/stats"),
@@ -1285,7 +1305,7 @@ async fn an_admin_listener_beyond_loopback_needs_its_token() {
     }
     // Refused requests changed nothing.
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "HIT-HOC");
-    let token = [("authorization", "Bearer adm1n")];
+    let token = [("authorization", "Bearer adm1n-token-of-16")];
     let s = fetch_with(at, "GET", "/_ecdn/stats", &token).await;
     assert_eq!(s.status, 200);
     let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();

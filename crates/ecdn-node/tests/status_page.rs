@@ -421,9 +421,12 @@ async fn the_coordinator_s_page_shows_every_node() {
     let wild = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     assert!(c.coordinator.serve_admin(wild, None).is_err());
     let wild = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let short = c.coordinator.serve_admin(wild, Some("t0k".into()));
+    assert!(short.unwrap_err().to_string().contains("3 bytes"));
+    let wild = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
     let port = c
         .coordinator
-        .serve_admin(wild, Some("t0k".into()))
+        .serve_admin(wild, Some("t0k-of-sixteen-bytes".into()))
         .unwrap()
         .port();
     let guarded = SocketAddr::from(([127, 0, 0, 1], port));
@@ -435,7 +438,7 @@ async fn the_coordinator_s_page_shows_every_node() {
         guarded,
         "GET",
         "/_ecdn/status.json",
-        &[("authorization", "Bearer t0k")],
+        &[("authorization", "Bearer t0k-of-sixteen-bytes")],
     );
     assert_eq!(ok.await.status, 200);
     assert_eq!(fetch(guarded, "GET", "/_ecdn/status").await.status, 200);

@@ -42,6 +42,11 @@ pub struct CoordinatorArgs {
 }
 
 pub fn run(a: CoordinatorArgs) -> Result<()> {
+    // Refused whether or not a listener will use it: a token given is meant to guard one.
+    if let Some(t) = &a.admin_token {
+        ecdn_cluster::bearer::check_admin_token(t)
+            .context("--admin-token (or ECDN_ADMIN_TOKEN)")?;
+    }
     let cfg = ClusterConfig::load(&a.cluster)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -291,7 +291,15 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0))),
         (None, None) => SocketAddr::from(([127, 0, 0, 1], 8090)),
     };
+    let token_source = if a.admin_token.is_some() {
+        "--admin-token (or ECDN_ADMIN_TOKEN)"
+    } else {
+        "admin_token in the config"
+    };
     let admin_token = a.admin_token.or(file.admin_token);
+    if let Some(t) = &admin_token {
+        ecdn_cluster::bearer::check_admin_token(t).with_context(|| token_source.to_string())?;
+    }
     if !admin_addr.ip().is_loopback() && admin_token.is_none() {
         bail!(
             "the admin listener {admin_addr} is beyond loopback: give it --admin-token (or \

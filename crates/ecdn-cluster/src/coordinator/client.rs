@@ -19,7 +19,7 @@ use super::{
     HeartbeatReply, MemberOp, MemberReply, Status, DRAIN_PATH, MEMBERS_PATH, REBALANCE_PATH,
     REMOVE_PATH, STATUS_PATH,
 };
-use crate::auth::{unix_now, ClusterKey};
+use crate::auth::{unix_now_ms, ClusterKey};
 use crate::config::ClusterConfig;
 use crate::peer::{read_body, verify_response, PeerClient};
 
@@ -144,7 +144,7 @@ impl CoordinatorClient {
                 path_and_query,
                 &parts.headers,
                 &resp_body,
-                unix_now(),
+                unix_now_ms(),
             )
             .map_err(|e| format!("{path_and_query}: the answer's signature: {e}"))?;
             return serde_json::from_slice(&resp_body)

@@ -43,6 +43,7 @@ use super::{accept_loop, CoordinatorOptions, Heartbeat, MemberReply, RebalanceEv
 use crate::auth::ClusterKey;
 use crate::config::ClusterConfig;
 use crate::etcd::{get_prefix, seal_map, Keys, Lease, LoadReport};
+use crate::replay::Gate;
 
 /// What the leader keeps in the `state` key.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -157,7 +158,8 @@ impl EtcdCoordinator {
     }
 
     /// Starts campaigning and serves the operator's API (`etcd_api.rs`) on `listener`; its
-    /// address is this coordinator's name in the `leader` key.
+    /// address is this coordinator's name in the `leader` key. Requests signed before this
+    /// call are refused (see [`crate::replay`]).
     pub fn start_with_api(
         cfg: ClusterConfig,
         opts: CoordinatorOptions,
@@ -168,6 +170,7 @@ impl EtcdCoordinator {
         let (tx, asks) = mpsc::channel(64);
         let api = Arc::new(Api {
             key: ClusterKey::new(cfg.key.as_bytes()),
+            gate: Gate::new(ClusterKey::new(cfg.key.as_bytes()), &[addr]),
             status: status.clone(),
             asks: tx,
         });

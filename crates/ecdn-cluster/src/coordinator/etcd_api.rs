@@ -28,8 +28,9 @@ use super::{
     json_of, member_answer, text, HeartbeatReply, MemberError, MemberOp, MemberReply, Status,
     DRAIN_PATH, MEMBERS_PATH, MEMBER_LIMIT, REBALANCE_PATH, REMOVE_PATH, STATUS_PATH,
 };
-use crate::auth::{unix_now, ClusterKey};
-use crate::peer::{read_verified_body, verify_parts};
+use crate::auth::{unix_now_ms, ClusterKey};
+use crate::peer::read_verified_body;
+use crate::replay::Gate;
 
 /// What the API asks of the leader's term loop.
 #[derive(Debug)]
@@ -56,6 +57,8 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(super) struct Api {
     pub(super) key: ClusterKey,
+    /// Checks the signed requests: this coordinator's address, the nonces taken.
+    pub(super) gate: Gate,
     pub(super) status: Arc<Mutex<EtcdCoordinatorStatus>>,
     pub(super) asks: mpsc::Sender<Ask>,
 }
@@ -83,7 +86,7 @@ fn not_leading(leader: Option<String>) -> Response<Full<Bytes>> {
 
 pub(super) async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
-    let verified = match verify_parts(&api.key, &parts, unix_now()) {
+    let verified = match api.gate.admit(&parts, unix_now_ms()) {
         Ok(v) => v,
         Err(e) => return text(StatusCode::UNAUTHORIZED, e.to_string()),
     };

@@ -4,9 +4,9 @@
 //! It owns the cluster's [`Placement`](ecdn_placement::Placement) (built from the cluster file exactly as `ecdn sim
 //! cluster` builds it: the weights, the bucket count, the scheme's placement code and the seed)
 //! and, for `c2dn`, the [`SlotHistory`](ecdn_placement::pieces::SlotHistory) of moved slots, and publishes them as a [`BucketMap`]
-//! with an epoch number. Every request must be signed with the cluster key
-//! ([`crate::peer::verify_parts`]); anything else gets `401` with a short reason and changes
-//! nothing.
+//! with an epoch number. Every request must be signed with the cluster key, for this
+//! coordinator's address, with a nonce not taken before ([`crate::replay::Gate`]); anything else
+//! gets `401` with a short reason, is counted in [`Status::unauthorized`] and changes nothing.
 //!
 //! * `POST /coord/heartbeat` with a JSON [`Heartbeat`]: the node is alive, and these are the
 //!   bytes it wrote since its previous heartbeat (data, and per parity bucket). The loads feed
@@ -64,10 +64,11 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::auth::{unix_now, ClusterKey};
+use crate::auth::{unix_now_ms, ClusterKey};
 use crate::config::ClusterConfig;
 use crate::map::BucketMap;
-use crate::peer::{read_verified_body, sign_response, verify_parts, BodyError};
+use crate::peer::{read_verified_body, sign_response, BodyError};
+use crate::replay::{ArrivedAt, Gate};
 
 pub mod client;
 pub mod etcd;
@@ -258,6 +259,8 @@ struct Published {
 
 struct Shared {
     key: ClusterKey,
+    /// Checks the signed requests: this coordinator's addresses, the nonces taken.
+    gate: Gate,
     opts: CoordinatorOptions,
     heartbeat_limit: usize,
     state: Mutex<State>,
@@ -300,18 +303,31 @@ pub struct Coordinator;
 impl Coordinator {
     /// Binds the cluster file's `coordinator` address and starts serving.
     pub async fn start(cfg: ClusterConfig) -> Result<RunningCoordinator, CoordError> {
+        // Before the listener exists: every request it will get is signed later.
+        let started = unix_now_ms();
         let addr = cfg.coordinator;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| CoordError::Listen { addr, source })?;
-        Self::start_on(cfg, listener, CoordinatorOptions::default()).await
+        Self::serve(cfg, listener, CoordinatorOptions::default(), started).await
     }
 
-    /// Starts serving on an already bound listener (tests bind port 0).
+    /// Starts serving on an already bound listener (tests bind port 0). Requests signed
+    /// before this call are refused (see [`crate::replay`]): start it before sending any.
     pub async fn start_on(
         cfg: ClusterConfig,
         listener: TcpListener,
         opts: CoordinatorOptions,
+    ) -> Result<RunningCoordinator, CoordError> {
+        Self::serve(cfg, listener, opts, unix_now_ms()).await
+    }
+
+    /// Serves on `listener`, refusing requests signed before `started` (UNIX ms).
+    async fn serve(
+        cfg: ClusterConfig,
+        listener: TcpListener,
+        opts: CoordinatorOptions,
+        started: u64,
     ) -> Result<RunningCoordinator, CoordError> {
         let addr = listener.local_addr()?;
         let state = State::new(&cfg, &opts, Instant::now())?;
@@ -330,6 +346,12 @@ impl Coordinator {
             + crate::control::MAX_OBJECT_READS * (ecdn_objects::meta::MAX_NAME + 32);
         let shared = Arc::new(Shared {
             key: ClusterKey::new(cfg.key.as_bytes()),
+            gate: Gate::with_memory(
+                ClusterKey::new(cfg.key.as_bytes()),
+                &[addr, cfg.coordinator],
+                crate::replay::NONCE_MEMORY,
+                started,
+            ),
             opts,
             heartbeat_limit,
             state: Mutex::new(state),
@@ -396,18 +418,25 @@ impl RunningCoordinator {
     }
 
     /// Serves the cluster's status page on `listener` (see `status_page.rs`) until the
-    /// coordinator stops; a listener beyond loopback needs `token`.
+    /// coordinator stops; a listener beyond loopback needs `token`, and a token must pass
+    /// [`crate::bearer::check_admin_token`].
     pub fn serve_admin(
         &mut self,
         listener: TcpListener,
         token: Option<String>,
     ) -> Result<SocketAddr, CoordError> {
         let addr = listener.local_addr()?;
+        let invalid = |msg: String| {
+            CoordError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, msg))
+        };
         if !addr.ip().is_loopback() && token.is_none() {
-            return Err(CoordError::Io(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!("the admin listener {addr} is beyond loopback: it needs a token"),
+            return Err(invalid(format!(
+                "the admin listener {addr} is beyond loopback: it needs a token"
             )));
+        }
+        if let Some(t) = &token {
+            crate::bearer::check_admin_token(t)
+                .map_err(|e| invalid(format!("admin listener {addr}: {e}")))?;
         }
         let token = token.map(Arc::from);
         self.tasks
@@ -514,10 +543,15 @@ pub(crate) async fn accept_loop<H, F>(
             Some(_) = conns.join_next(), if !conns.is_empty() => continue,
         };
         let _ = stream.set_nodelay(true);
+        let arrived = stream.local_addr().ok().map(ArrivedAt);
         let handler = handler.clone();
         let shutdown = shutdown.clone();
         conns.spawn(async move {
-            let svc = service_fn(move |req| {
+            let svc = service_fn(move |mut req: Request<Incoming>| {
+                // Where the connection arrived: an address this process answers as.
+                if let Some(a) = arrived {
+                    req.extensions_mut().insert(a);
+                }
                 let answer = handler(req);
                 async move { Ok::<_, Infallible>(answer.await) }
             });
@@ -548,11 +582,13 @@ pub(crate) fn text(status: StatusCode, msg: impl Into<String>) -> Response<Full<
 
 /// A JSON answer, signed for the request's path and query (see [`sign_response`]).
 fn json(key: &ClusterKey, path_and_query: &str, body: Bytes) -> Response<Full<Bytes>> {
-    let mut resp = Response::builder().header("content-type", "application/json");
-    for (name, value) in sign_response(key, path_and_query, &body) {
-        resp = resp.header(name, value);
-    }
-    resp.body(Full::new(body)).expect("a valid response")
+    let signature = sign_response(key, path_and_query, &body);
+    let mut resp = Response::builder()
+        .header("content-type", "application/json")
+        .body(Full::new(body))
+        .expect("a valid response");
+    resp.headers_mut().extend(signature);
+    resp
 }
 
 pub(crate) fn json_of<T: Serialize>(
@@ -566,7 +602,7 @@ pub(crate) fn json_of<T: Serialize>(
 
 async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let (parts, body) = req.into_parts();
-    let verified = match verify_parts(&shared.key, &parts, unix_now()) {
+    let verified = match shared.gate.admit(&parts, unix_now_ms()) {
         Ok(v) => v,
         Err(e) => {
             shared.state().unauthorized += 1;

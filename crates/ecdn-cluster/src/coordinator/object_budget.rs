@@ -131,6 +131,7 @@ pub(super) async fn budget_loop(
         if nodes.is_empty() || changes.is_empty() {
             continue;
         }
+        peers.set_epoch(shared.published.borrow().map.epoch);
         let (mut done, total) = (0, changes.len());
         for (i, (name, units)) in changes.into_iter().enumerate() {
             let node = nodes[i % nodes.len()];

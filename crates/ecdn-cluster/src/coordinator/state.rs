@@ -433,7 +433,7 @@ fn write_imbalance(nodes: &[NodeStatus]) -> Option<f64> {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::auth::unix_now;
+    use crate::auth::unix_now_ms;
 
     /// A cluster file of `n` nodes running `scheme` (heartbeats every 100 ms).
     pub(in crate::coordinator) fn cfg(scheme: &str, n: usize) -> ClusterConfig {
@@ -623,7 +623,7 @@ pub(super) mod tests {
 
     #[test]
     fn the_first_epoch_defaults_to_the_start_time_in_ms() {
-        let before = unix_now() * 1000;
+        let before = unix_now_ms();
         let st = State::new(
             &cfg("c2dn", 5),
             &CoordinatorOptions::default(),

@@ -29,7 +29,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use tokio::net::TcpListener;
 
 use super::Shared;
-use crate::auth::unix_now;
+use crate::auth::unix_now_ms;
 use crate::peer::{verify_response, PeerClient};
 use crate::wire::STATS_PATH;
 
@@ -116,7 +116,7 @@ async fn handle(
     }
     if let Some(t) = token {
         let auth = req.headers().get(header::AUTHORIZATION);
-        if !crate::auth::bearer_matches(auth.map(HeaderValue::as_bytes), t) {
+        if !crate::bearer::bearer_matches(auth.map(HeaderValue::as_bytes), t) {
             let mut r = answer(
                 StatusCode::UNAUTHORIZED,
                 "text/plain; charset=utf-8",
@@ -174,8 +174,14 @@ async fn node_stats(
         .map_err(|_| "its stats did not arrive in time".to_string())?
         .map_err(|e| e.to_string())?
         .to_bytes();
-    verify_response(peers.key(), STATS_PATH, &parts.headers, &body, unix_now())
-        .map_err(|e| format!("bad signature on its stats: {e}"))?;
+    verify_response(
+        peers.key(),
+        STATS_PATH,
+        &parts.headers,
+        &body,
+        unix_now_ms(),
+    )
+    .map_err(|e| format!("bad signature on its stats: {e}"))?;
     serde_json::from_slice(&body).map_err(|e| format!("its stats are not JSON: {e}"))
 }
 
@@ -183,6 +189,7 @@ async fn node_stats(
 pub(super) async fn data(shared: &Shared, peers: &PeerClient) -> serde_json::Value {
     let status = shared.state().status(Instant::now());
     let map = shared.published.borrow().map.clone();
+    peers.set_epoch(map.epoch);
     let mut asks = tokio::task::JoinSet::new();
     for n in status.nodes.iter().filter(|n| n.state != "removed") {
         let (id, addr, peers) = (n.id, n.peer, peers.clone());

@@ -63,7 +63,10 @@
 //!     (coded answers that needed a decode), `ecdn_cluster_partial_hits_total`,
 //!     `ecdn_cluster_repairs_total` (hits after which missing pieces were written back),
 //!     `ecdn_cluster_corrupt_sub_chunks_total`, `ecdn_cluster_streamed_fills_total`,
-//!     `ecdn_cluster_ring_lost_total`;
+//!     `ecdn_cluster_ring_lost_total`; `ecdn_cluster_peer_replays_refused_total` (peer
+//!     requests signed for another node, with a nonce already taken, or older than the node's
+//!     replay memory) and `ecdn_cluster_writes_refused_after_purge_total` (signed piece writes
+//!     signed before a purge of their object);
 //!   - `ecdn_cluster_link_sent_bytes_total` (bytes through the outgoing peer link: peer `GET`
 //!     answers and this node's own reads of object splits; capped by `--peer-rate`) and
 //!     `ecdn_cluster_link_background_bytes_total` (the `--background-load` traffic);

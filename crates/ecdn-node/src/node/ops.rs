@@ -350,7 +350,7 @@ pub(super) fn float(v: f64) -> String {
     }
 }
 
-pub use ecdn_cluster::auth::bearer_matches;
+pub use ecdn_cluster::bearer::bearer_matches;
 
 /// One access-log record, written as a JSON line to stderr.
 pub struct Access<'a> {

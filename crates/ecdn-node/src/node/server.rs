@@ -39,7 +39,7 @@ use super::ops::Metrics;
 use super::tls::TlsAcceptor;
 use super::upstream::{tcp_connector, Connector, Upstream};
 use super::vary::VaryIndex;
-use super::{handle, NodeConfig, State};
+use super::{handle, AdminListen, NodeConfig, State};
 
 /// hyper's smallest accepted `max_buf_size`.
 const MIN_HEADER_BYTES: usize = 8192;
@@ -70,6 +70,9 @@ impl Node {
         cfg: NodeConfig,
         connect: Connector,
     ) -> io::Result<RunningNode> {
+        // Peer requests signed before this are refused as possible replays: none can be for
+        // this process (see `ecdn_cluster::replay`).
+        let started = ecdn_cluster::auth::unix_now_ms();
         let upstream = Upstream::new(&cfg, connect)?;
         let invalid = |e: String| io::Error::new(io::ErrorKind::InvalidInput, e);
         let spec = ecdn_policy::PolicySpec::parse(&cfg.hoc_policy).map_err(invalid)?;
@@ -82,6 +85,15 @@ impl Node {
             )));
         }
         let hoc = Hoc::new(cache);
+        // Before anything is opened or bound: a token nobody can send, or anyone can guess.
+        if let Some(AdminListen {
+            addr,
+            token: Some(t),
+        }) = &cfg.admin
+        {
+            ecdn_cluster::bearer::check_admin_token(t)
+                .map_err(|e| invalid(format!("admin listener {addr}: {e}")))?;
+        }
         if cfg.cluster.is_some() && cfg.disk_path.is_none() {
             return Err(invalid("cluster mode needs a disk (disk_path)".into()));
         }
@@ -143,7 +155,7 @@ impl Node {
         };
         let cluster = match &cfg.cluster {
             Some(c) => Some(Arc::new(
-                super::cluster::Cluster::join(c, cfg.disk_size, disk.as_ref()).await?,
+                super::cluster::Cluster::join(c, cfg.disk_size, disk.as_ref(), started).await?,
             )),
             None => None,
         };

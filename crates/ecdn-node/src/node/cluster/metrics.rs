@@ -36,6 +36,8 @@ pub(in crate::node) struct ClusterStats {
     pub(in crate::node) corrupt_sub_chunks: AtomicU64,
     /// Fills of coded objects whose chunks were encoded and sent stripe by stripe.
     pub(in crate::node) streamed_fills: AtomicU64,
+    /// Signed piece writes refused as signed before a purge of their object (`purges.rs`).
+    pub(in crate::node) writes_refused_after_purge: AtomicU64,
     /// Per [`Parity`] reason, read windows that asked for parity chunks.
     parity_fetches: [AtomicU64; Parity::ALL.len()],
     /// Payload bytes this node's piece store accepted, per [`WrittenKind`].
@@ -340,6 +342,16 @@ impl Cluster {
                 "ecdn_cluster_ring_lost_total",
                 "Pieces the disk ring overwrote while the piece policy still held them.",
                 self.pieces.ring_lost(),
+            ),
+            (
+                "ecdn_cluster_peer_replays_refused_total",
+                "Peer requests refused as replays: for another node, nonce taken, or too old.",
+                self.gate.replays_refused(),
+            ),
+            (
+                "ecdn_cluster_writes_refused_after_purge_total",
+                "Signed piece writes refused as signed before a purge of their object.",
+                get(&s.writes_refused_after_purge),
             ),
             (
                 "ecdn_cluster_link_sent_bytes_total",

@@ -44,6 +44,7 @@ pub(super) mod objects;
 pub(super) mod partial;
 pub(super) mod peer_server;
 pub(super) mod pieces;
+mod purges;
 pub(super) mod read;
 pub(super) mod relay;
 pub(super) mod write;
@@ -58,6 +59,7 @@ use ecdn_cluster::config::ClusterConfig;
 use ecdn_cluster::control::{spawn_control, Control, CoordinatorStatus, MapHandle, WriteLoads};
 use ecdn_cluster::etcd::{spawn_etcd_control, EtcdStatus};
 use ecdn_cluster::peer::PeerClient;
+use ecdn_cluster::replay::Gate;
 use ecdn_codec::CodecCache;
 use ecdn_placement::pieces::Scheme;
 use ecdn_policy::spec::EvictionKind;
@@ -86,6 +88,10 @@ pub(super) struct Cluster {
     pub(super) map: MapHandle,
     control: Mutex<Option<Control>>,
     pub(super) peers: PeerClient,
+    /// The peer listener's check of signed requests: for this node, not replayed.
+    pub(super) gate: Gate,
+    /// The purges this node carried out lately: no write signed before one undoes it.
+    purges: purges::PurgeLog,
     pub(super) pieces: PieceStore,
     /// What the start found on disk (`pieces.rs`, "Restart").
     recovered: pieces::Recovered,
@@ -123,11 +129,14 @@ pub(super) fn ring_size(capacity: u64) -> u64 {
 impl Cluster {
     /// Joins the cluster: registers the pieces `disk` holds from an earlier run (see
     /// "Restart" in `pieces.rs`), waits for the coordinator's first map (see
-    /// [`ecdn_cluster::control::spawn_control`]), then heartbeats and follows the map.
+    /// [`ecdn_cluster::control::spawn_control`]), then heartbeats and follows the map. Its peer
+    /// listener refuses requests signed before `started` (UNIX ms, when the node began to
+    /// start: requests may wait for it in the listener's backlog meanwhile).
     pub(super) async fn join(
         c: &ClusterNode,
         capacity: u64,
         disk: Option<&super::disk::Disk>,
+        started: u64,
     ) -> std::io::Result<Cluster> {
         let invalid = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
         // Before the first heartbeat: a returning node answers for its pieces at once.
@@ -171,6 +180,21 @@ impl Cluster {
             .map(|m| m.peer)
             .or_else(|| c.cluster.nodes.get(c.id).map(|n| n.peer))
             .ok_or_else(|| invalid(format!("node {} is not a member of the cluster", c.id)))?;
+        // Every peer request is signed under the epoch of the map the node has.
+        let mut epochs = control.map().subscribe();
+        let signer = peers.clone();
+        signer.set_epoch(*epochs.borrow_and_update());
+        tokio::spawn(async move {
+            while epochs.changed().await.is_ok() {
+                signer.set_epoch(*epochs.borrow_and_update());
+            }
+        });
+        let gate = Gate::with_memory(
+            ClusterKey::new(c.cluster.key.as_bytes()),
+            &[own_peer],
+            ecdn_cluster::replay::NONCE_MEMORY,
+            started,
+        );
         let backend = backend::ObjectBackend::open(&c.cluster).map_err(invalid)?;
         Ok(Cluster {
             id: c.id,
@@ -180,6 +204,8 @@ impl Cluster {
             coordinator: control.coordinator_status(),
             control: Mutex::new(Some(control)),
             peers,
+            gate,
+            purges: purges::PurgeLog::new(purges::PURGE_MEMORY),
             pieces,
             recovered,
             loads,
@@ -260,6 +286,10 @@ impl Cluster {
             "corrupt_sub_chunks": get(&s.corrupt_sub_chunks),
             "peer_errors": s.peer_errors(),
             "streamed_fills": get(&s.streamed_fills),
+            // Peer requests refused as replays, and signed writes refused as older than a
+            // purge of their object (`purges.rs`).
+            "peer_replays_refused": self.gate.replays_refused(),
+            "writes_refused_after_purge": get(&s.writes_refused_after_purge),
             "ring_lost": self.pieces.ring_lost(),
             // The pieces held now, and what the start found on disk.
             "pieces_held": self.pieces.len(),
@@ -290,7 +320,9 @@ pub(super) async fn purge(
 ) -> (bool, Vec<usize>) {
     if let Some(disk) = &st.disk {
         let object = ecdn_trace::hash_id(primary.as_bytes());
-        purged |= c.pieces.purge(disk, object, c.cfg.k + c.cfg.p).await;
+        let now = ecdn_cluster::auth::unix_now_ms();
+        let dropped = c.pieces.purge(disk, object, c.cfg.k + c.cfg.p);
+        purged |= c.purges.purge(object_id(primary), now, now, dropped).await;
     }
     let map = c.map.current();
     let mut asks = tokio::task::JoinSet::new();

@@ -822,7 +822,11 @@ pub(super) async fn remove_splits_on(
     for &server in servers {
         if server == c.id {
             if let Some(disk) = &st.disk {
-                removed += usize::from(c.pieces.purge(disk, object, total).await);
+                // Like a peer's `DELETE` here: no held-back signed write brings the split back.
+                let now = ecdn_cluster::auth::unix_now_ms();
+                let dropped = c.pieces.purge(disk, object, total);
+                let purged = c.purges.purge(super::object_id(key), now, now, dropped);
+                removed += usize::from(purged.await);
             }
             continue;
         }

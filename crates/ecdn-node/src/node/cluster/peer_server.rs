@@ -1,9 +1,17 @@
 //! The peer listener: what a node answers its peers (the protocol is `ecdn_cluster::wire`).
 //!
-//! Every request must carry a valid signature of the cluster key over its method, path, time
-//! and body digest (`ecdn_cluster::auth`); one without, with a wrong key or a stale time gets
-//! `401` and changes nothing. A bad path or body gets `400`. The client listener never routes
-//! to any of this: peer operations exist only here.
+//! Every request must carry a valid signature of the cluster key over its method, path, time,
+//! body digest, destination, map epoch and nonce (`ecdn_cluster::auth`), be signed for this
+//! node's peer address and carry a nonce not taken before (`ecdn_cluster::replay`); one without,
+//! with a wrong key, a stale time, another signature version, another destination or a nonce
+//! already taken gets `401` with the reason and changes nothing. A bad path or body gets `400`.
+//! The client listener never routes to any of this: peer operations exist only here.
+//!
+//! Every kind of request goes through the same check, reads included: a replayed read would
+//! change nothing, but naming the destination and taking the nonce costs nothing, and keeps a
+//! captured relay from being answered twice. A piece `PUT` signed at or before the last purge
+//! of its object here is refused with `409` (`purges.rs`), so a held-back write cannot bring a
+//! purged object back; a `DELETE` records its signed time as that purge's.
 //!
 //! * `GET /_peer/has/{key}`: the pieces of the object this node holds, with one piece's
 //!   metadata (a chunk's when it holds one), signed; `404` when none.
@@ -25,9 +33,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ecdn_cluster::auth::unix_now;
-use ecdn_cluster::peer::{read_verified_body, sign_response, verify_parts};
+use ecdn_cluster::auth::unix_now_ms;
+use ecdn_cluster::peer::{read_verified_body, sign_response};
 use ecdn_cluster::piece::PieceMeta;
+use ecdn_cluster::replay::ArrivedAt;
 use ecdn_cluster::wire::{self, PeerPath, PieceName};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -63,11 +72,16 @@ pub(in crate::node) async fn serve(listener: TcpListener, st: Arc<State>, c: Arc
             }
         };
         let _ = stream.set_nodelay(true);
+        let arrived = stream.local_addr().ok().map(ArrivedAt);
         let (st, c) = (st.clone(), c.clone());
         let conn = http.serve_connection(
             TokioIo::new(stream),
-            hyper::service::service_fn(move |req| {
+            hyper::service::service_fn(move |mut req: Request<Incoming>| {
                 let (st, c) = (st.clone(), c.clone());
+                // Where the connection arrived: an address this node answers as.
+                if let Some(a) = arrived {
+                    req.extensions_mut().insert(a);
+                }
                 // The client request this serves, if the peer named one: in scope for this
                 // node's own peer requests and error lines, and a relayed answer's id.
                 let id = req
@@ -100,9 +114,7 @@ fn plain(status: StatusCode, msg: &str) -> Response<NodeBody> {
 fn signed(c: &Cluster, path: &str, body: Vec<u8>) -> Response<NodeBody> {
     let headers = sign_response(c.peers.key(), path, &body);
     let mut r = Response::new(NodeBody::Full(Full::new(Bytes::from(body))));
-    for (n, v) in headers {
-        r.headers_mut().insert(n, v);
-    }
+    r.headers_mut().extend(headers);
     r
 }
 
@@ -114,7 +126,7 @@ async fn handle(
     remote: SocketAddr,
 ) -> Response<NodeBody> {
     let (parts, body) = req.into_parts();
-    let verified = match verify_parts(c.peers.key(), &parts, unix_now()) {
+    let verified = match c.gate.admit(&parts, unix_now_ms()) {
         Ok(v) => v,
         Err(e) => return plain(StatusCode::UNAUTHORIZED, &e.to_string()),
     };
@@ -132,7 +144,9 @@ async fn handle(
     }
     match parsed {
         PeerPath::Has { key } if get => has(&st, &c, &path, &key).await,
-        PeerPath::Has { key } if parts.method == Method::DELETE => purge(&st, &c, &key).await,
+        PeerPath::Has { key } if parts.method == Method::DELETE => {
+            purge(&st, &c, &key, verified.time_ms()).await
+        }
         PeerPath::Piece {
             piece,
             key,
@@ -149,7 +163,16 @@ async fn handle(
                 Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
             };
             ClusterStats::add(&c.stats.peer_bytes_received, frame.len() as u64);
-            put_piece(&st, &c, piece, &key, frame).await
+            let object = super::object_id(&key);
+            let signed = verified.time_ms();
+            let put = put_piece(&st, &c, piece, &key, frame);
+            match c.purges.write(object, signed, unix_now_ms(), put).await {
+                Ok(answer) => answer,
+                Err(refused) => {
+                    ClusterStats::add(&c.stats.writes_refused_after_purge, 1);
+                    plain(StatusCode::CONFLICT, &refused.to_string())
+                }
+            }
         }
         PeerPath::Relay { target } if get || parts.method == Method::HEAD => {
             let mut req = Request::new(empty_body());
@@ -217,19 +240,28 @@ async fn has(st: &State, c: &Cluster, path: &str, key: &str) -> Response<NodeBod
     signed(c, path, body)
 }
 
-/// `DELETE` of a `has` path: a `PURGE` another node received, carried out here — this node's
-/// own copies of the object (HOC, disk entry, variants) and every piece of it it holds.
-async fn purge(st: &State, c: &Cluster, key: &str) -> Response<NodeBody> {
-    let mut purged = match st.invalidate(key).await {
-        Ok(p) => p,
-        Err(why) => return plain(StatusCode::INTERNAL_SERVER_ERROR, &why),
+/// `DELETE` of a `has` path signed at `signed` (UNIX ms): a `PURGE` another node received,
+/// carried out here — this node's own copies of the object (HOC, disk entry, variants) and
+/// every piece of it it holds; no write of it signed at or before `signed` is taken after.
+async fn purge(st: &State, c: &Cluster, key: &str, signed: u64) -> Response<NodeBody> {
+    let drop_copies = async {
+        let mut purged = st.invalidate(key).await?;
+        if let Some(disk) = &st.disk {
+            let object = ecdn_trace::hash_id(key.as_bytes());
+            let pieces = pieces::pieces_per_object(&c.cfg, key);
+            purged |= c.pieces.purge(disk, object, pieces).await;
+        }
+        Ok::<_, String>(purged)
     };
-    if let Some(disk) = &st.disk {
-        let object = ecdn_trace::hash_id(key.as_bytes());
-        let pieces = pieces::pieces_per_object(&c.cfg, key);
-        purged |= c.pieces.purge(disk, object, pieces).await;
+    let object = super::object_id(key);
+    match c
+        .purges
+        .purge(object, signed, unix_now_ms(), drop_copies)
+        .await
+    {
+        Ok(purged) => plain(StatusCode::OK, if purged { "purged" } else { "not held" }),
+        Err(why) => plain(StatusCode::INTERNAL_SERVER_ERROR, &why),
     }
-    plain(StatusCode::OK, if purged { "purged" } else { "not held" })
 }
 
 async fn get_piece(

@@ -349,7 +349,7 @@ pub(super) async fn verified_body(
         return None;
     };
     ClusterStats::add(&c.stats.peer_bytes_received, body.len() as u64);
-    let now = ecdn_cluster::auth::unix_now();
+    let now = ecdn_cluster::auth::unix_now_ms();
     if verify_response(c.peers.key(), path, &parts.headers, &body, now).is_err() {
         c.stats.peer_error(server);
         return None;

@@ -1,0 +1,269 @@
+//! The receiving side of signed requests ([`Gate`]): a request is taken only if its signature
+//! checks out ([`ClusterKey::verify`]), it was signed for this process, and its nonce was not
+//! taken before. So a captured request can be replayed neither here nor anywhere else:
+//!
+//! * **Destination.** The signature names the receiver's address as the sender reached it
+//!   ([`crate::auth::Recipient`]). A process answers as the addresses it knows for itself (a
+//!   node its peer address in the map, a coordinator its listener's address) and as the local
+//!   address the request's connection arrived at ([`ArrivedAt`], for a process bound to the
+//!   wildcard address and reached by another of its addresses); a request for any other
+//!   address is refused ([`AuthError::Misdirected`]).
+//! * **Nonces.** Every nonce taken is remembered with its signed time until that time leaves the
+//!   signature window ([`crate::auth::MAX_SKEW_MS`]): by then the request is stale anyway. The
+//!   same nonce at the same time again is refused ([`AuthError::Replayed`]). The memory holds at
+//!   most [`NONCE_MEMORY`] entries; when it is full the oldest is forgotten, and from then on
+//!   every request signed at or before that time is refused ([`AuthError::Forgotten`]): a
+//!   floor under which nothing is remembered, so memory stays bounded and a replay is never
+//!   taken, while fresh requests (signed a moment ago) are not affected.
+//! * **Restarts.** A new process remembers nothing, so the floor starts at its start time: a
+//!   request signed before the process started, which may have been taken by its previous
+//!   incarnation (or by another process that had its address), is refused. A sender whose
+//!   clock is behind the receiver's is refused for that much time after the receiver starts.
+//!
+//! The map epoch a request names is not checked here: maps reach the processes of a cluster
+//! at different times, and a request made under the previous map is legitimate while a change
+//! spreads. It is signed so that it cannot be altered, and the receiver may read it from the
+//! [`Verified`] request.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use hyper::http::request::Parts;
+
+use crate::auth::{unix_now_ms, AuthError, ClusterKey, Verified, MAX_SKEW_MS};
+
+/// The most nonces a [`Gate`] remembers: at 16 bytes of nonce and 8 of time plus the tree's
+/// overhead, some 12 MiB; enough for over 8,000 requests per second within the window before
+/// the floor rises above a request's age.
+pub const NONCE_MEMORY: usize = 1 << 18;
+
+/// The local address of the connection a request arrived on: a request extension set by the
+/// listener (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArrivedAt(pub SocketAddr);
+
+/// The nonces taken within the signature window, by signed time.
+#[derive(Debug)]
+struct Nonces {
+    taken: BTreeSet<(u64, u128)>,
+    /// Requests signed before this time (UNIX ms) are refused: nothing is remembered of them.
+    floor: u64,
+    capacity: usize,
+}
+
+impl Nonces {
+    /// Takes the nonce of a request signed at `time`, at `now`.
+    fn take(&mut self, time: u64, nonce: u128, now: u64) -> Result<(), AuthError> {
+        // What left the window can no longer pass the staleness check: forget it.
+        while let Some(&(t, _)) = self.taken.first() {
+            if t.saturating_add(MAX_SKEW_MS) >= now {
+                break;
+            }
+            self.taken.pop_first();
+        }
+        if time < self.floor {
+            return Err(AuthError::Forgotten {
+                time_ms: time,
+                floor_ms: self.floor,
+            });
+        }
+        if !self.taken.insert((time, nonce)) {
+            return Err(AuthError::Replayed);
+        }
+        while self.taken.len() > self.capacity {
+            if let Some((t, _)) = self.taken.pop_first() {
+                self.floor = self.floor.max(t.saturating_add(1));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A process's check of the signed requests it receives (see the module documentation).
+#[derive(Debug)]
+pub struct Gate {
+    key: ClusterKey,
+    names: Vec<SocketAddr>,
+    nonces: Mutex<Nonces>,
+    refused: AtomicU64,
+}
+
+impl Gate {
+    /// The gate of a process that answers as `names`, starting now.
+    pub fn new(key: ClusterKey, names: &[SocketAddr]) -> Gate {
+        Gate::with_memory(key, names, NONCE_MEMORY, unix_now_ms())
+    }
+
+    /// A gate that remembers at most `capacity` nonces and refuses requests signed before
+    /// `started` (UNIX ms).
+    pub fn with_memory(
+        key: ClusterKey,
+        names: &[SocketAddr],
+        capacity: usize,
+        started: u64,
+    ) -> Gate {
+        Gate {
+            key,
+            names: names.to_vec(),
+            nonces: Mutex::new(Nonces {
+                taken: BTreeSet::new(),
+                floor: started,
+                capacity: capacity.max(1),
+            }),
+            refused: AtomicU64::new(0),
+        }
+    }
+
+    pub fn key(&self) -> &ClusterKey {
+        &self.key
+    }
+
+    /// Checks a received request's signature (method, path and query from its URI) at `now`
+    /// (UNIX ms), that it is for this process, and takes its nonce. Its body is still to be
+    /// checked ([`crate::peer::read_verified_body`]).
+    pub fn admit(&self, parts: &Parts, now: u64) -> Result<Verified, AuthError> {
+        let v = crate::peer::verify_parts(&self.key, parts, now)?;
+        let to = v.recipient().addr;
+        let arrived = parts.extensions.get::<ArrivedAt>().map(|a| a.0);
+        if !self.names.contains(&to) && arrived != Some(to) {
+            return Err(self.refuse(AuthError::Misdirected { to }));
+        }
+        let taken =
+            self.nonces
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(v.time_ms(), v.nonce(), now);
+        taken.map_err(|e| self.refuse(e))?;
+        Ok(v)
+    }
+
+    fn refuse(&self, e: AuthError) -> AuthError {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        e
+    }
+
+    /// Requests refused as replays so far: signed for another process, a nonce already taken,
+    /// or signed before what this process remembers.
+    pub fn replays_refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::{sha256, Recipient};
+    use hyper::Request;
+
+    const KEY: &[u8] = b"0123456789abcdef-secret";
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    /// The parts of a `GET /x` signed for `to` at `time` with `nonce`, arrived at `at`.
+    fn request(to: &str, time: u64, nonce: u128, at: Option<&str>) -> Parts {
+        let key = ClusterKey::new(KEY);
+        let to = Recipient {
+            addr: addr(to),
+            epoch: 3,
+        };
+        let s = key.sign_digest("GET", "/x", to, time, nonce, &sha256(b""));
+        let mut req = Request::builder().method("GET").uri("/x");
+        for (n, v) in s.headers() {
+            req = req.header(n, v);
+        }
+        let mut req = req.body(()).unwrap();
+        if let Some(a) = at {
+            req.extensions_mut().insert(ArrivedAt(addr(a)));
+        }
+        req.into_parts().0
+    }
+
+    #[test]
+    fn a_nonce_is_taken_once_and_only_by_its_destination() {
+        let gate = Gate::with_memory(ClusterKey::new(KEY), &[addr("10.0.0.1:9000")], 100, 0);
+        let now = 1_000_000;
+        let r = request("10.0.0.1:9000", now, 1, None);
+        assert_eq!(gate.admit(&r, now).unwrap().recipient().epoch, 3);
+        assert_eq!(gate.admit(&r, now + 5).unwrap_err(), AuthError::Replayed);
+        // Until it is stale: then it is refused as such.
+        assert!(matches!(
+            gate.admit(&r, now + MAX_SKEW_MS + 1).unwrap_err(),
+            AuthError::Stale { .. }
+        ));
+        // Another nonce, or the same nonce at another time, is another request.
+        gate.admit(&request("10.0.0.1:9000", now, 2, None), now)
+            .unwrap();
+        gate.admit(&request("10.0.0.1:9000", now + 1, 1, None), now)
+            .unwrap();
+        // For another process: refused, here and wherever it arrived.
+        let e = gate
+            .admit(&request("10.0.0.2:9000", now, 3, None), now)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            AuthError::Misdirected {
+                to: addr("10.0.0.2:9000")
+            }
+        );
+        assert!(e.to_string().contains("10.0.0.2:9000"), "{e}");
+        let elsewhere = request("10.0.0.2:9000", now, 4, Some("10.0.0.3:9000"));
+        assert!(gate.admit(&elsewhere, now).is_err());
+        // For the address the connection arrived at (a wildcard listener): taken.
+        let arrived = request("127.0.0.1:9000", now, 5, Some("127.0.0.1:9000"));
+        gate.admit(&arrived, now).unwrap();
+        assert_eq!(gate.replays_refused(), 3);
+    }
+
+    #[test]
+    fn requests_from_before_the_start_are_refused() {
+        let started = 2_000_000;
+        let gate = Gate::with_memory(ClusterKey::new(KEY), &[addr("10.0.0.1:9000")], 100, started);
+        let before = request("10.0.0.1:9000", started - 1, 1, None);
+        assert_eq!(
+            gate.admit(&before, started + 10).unwrap_err(),
+            AuthError::Forgotten {
+                time_ms: started - 1,
+                floor_ms: started
+            }
+        );
+        gate.admit(&request("10.0.0.1:9000", started, 2, None), started + 10)
+            .unwrap();
+    }
+
+    #[test]
+    fn a_full_memory_forgets_its_oldest_and_refuses_everything_as_old() {
+        let mut n = Nonces {
+            taken: BTreeSet::new(),
+            floor: 0,
+            capacity: 3,
+        };
+        let now = 1_000_000;
+        for (t, nonce) in [(now - 3, 1), (now - 2, 2), (now - 1, 3)] {
+            n.take(t, nonce, now).unwrap();
+        }
+        // A fourth pushes out the oldest; its replay, and anything as old, is refused.
+        n.take(now, 4, now).unwrap();
+        assert_eq!(n.taken.len(), 3);
+        assert_eq!(n.floor, now - 2);
+        assert!(matches!(
+            n.take(now - 3, 1, now),
+            Err(AuthError::Forgotten { .. })
+        ));
+        assert!(matches!(
+            n.take(now - 3, 99, now),
+            Err(AuthError::Forgotten { .. })
+        ));
+        // The ones still remembered are refused as replays; newer ones are taken.
+        assert_eq!(n.take(now - 2, 2, now), Err(AuthError::Replayed));
+        n.take(now, 5, now).unwrap();
+        // Entries leave as their time leaves the window, without raising the floor.
+        let later = now + MAX_SKEW_MS + 10;
+        n.take(later, 6, later).unwrap();
+        assert_eq!(n.taken.len(), 1);
+        assert_eq!(n.floor, now - 1);
+    }
+}
