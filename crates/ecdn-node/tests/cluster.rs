@@ -28,7 +28,7 @@ use prom::Scrape;
 
 #[path = "common/cluster.rs"]
 mod harness;
-use harness::{TestCluster, KEY, PURGE_TOKEN};
+use harness::{holds, TestCluster, KEY, PURGE_TOKEN};
 
 struct Reply {
     status: u16,
@@ -636,31 +636,6 @@ async fn corrupt_pieces_on_a_peer_are_never_served() {
     c.stop_all().await;
 }
 
-/// Which pieces node `i` holds of the object `key` (a cache key), by its signed `has` answer:
-/// `None` when it holds none.
-async fn holds(c: &TestCluster, i: usize, key: &str) -> Option<Vec<PieceName>> {
-    let good = PeerClient::new(ClusterKey::new(KEY.as_bytes()));
-    let path = wire::has_path(key);
-    let r = good
-        .send(
-            c.peer(i),
-            Method::GET,
-            &path,
-            Bytes::new(),
-            &[],
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
-    if r.status() == StatusCode::NOT_FOUND {
-        return None;
-    }
-    assert_eq!(r.status(), StatusCode::OK);
-    let body = r.into_body().collect().await.unwrap().to_bytes();
-    let (_, held) = wire::split_frame(&body).unwrap();
-    Some(wire::decode_held(held).unwrap())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hoc_keeps_a_coded_objects_stripes_as_ranges_read_them() {
     // K = 3: a stripe is 96 KiB of the object; a 2 MB object has 21.
@@ -761,7 +736,7 @@ async fn a_coded_fill_streams_its_chunks_and_an_origin_dying_mid_body_leaves_non
     let key = format!("cdn.test{}", uri(id, size));
     let mut chunks = Vec::new();
     for i in 0..4 {
-        chunks.extend(holds(&c, i, &key).await.unwrap_or_default());
+        chunks.extend(holds(c.peer(i), &key).await.unwrap_or_default());
     }
     chunks.sort_by_key(|p| match p {
         PieceName::Chunk(ch) => *ch,
@@ -788,7 +763,11 @@ async fn a_coded_fill_streams_its_chunks_and_an_origin_dying_mid_body_leaves_non
     tokio::time::sleep(Duration::from_millis(300)).await;
     let key = format!("cdn.test{broken}");
     for i in 0..4 {
-        assert_eq!(holds(&c, i, &key).await, None, "node {i} stored a piece");
+        assert_eq!(
+            holds(c.peer(i), &key).await,
+            None,
+            "node {i} stored a piece"
+        );
     }
     assert_eq!(cluster_counter(&c, 4, "streamed_fills").await, 1);
     c.stop_all().await;
@@ -884,7 +863,7 @@ async fn unauthenticated_or_stale_peer_requests_are_refused_and_change_nothing()
     drop(body);
     let status = answer.await.unwrap().map(|r| r.status());
     assert!(status != Ok(StatusCode::OK), "{status:?}");
-    assert_eq!(holds(&c, 1, key).await, None);
+    assert_eq!(holds(c.peer(1), key).await, None);
     // The same piece streamed with the cluster key and its tag is stored: what the refusals
     // above refused was the signature or the body, not the piece.
     let (mut body, answer) = good.send_streamed(peer, Method::PUT, &path).unwrap();
@@ -893,7 +872,7 @@ async fn unauthenticated_or_stale_peer_requests_are_refused_and_change_nothing()
     assert!(body.finish());
     let status = answer.await.unwrap().map(|r| r.status());
     assert_eq!(status, Ok(StatusCode::OK));
-    assert_eq!(holds(&c, 1, key).await, Some(vec![PieceName::Replica]));
+    assert_eq!(holds(c.peer(1), key).await, Some(vec![PieceName::Replica]));
     // The client port never reaches peer operations.
     let r = get(c.client(1), &path, &[]).await.unwrap();
     assert_ne!(r.status, 200);

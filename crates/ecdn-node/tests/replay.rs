@@ -9,16 +9,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ecdn_cluster::auth::{fresh_nonce, sha256, unix_now_ms, ClusterKey, Recipient};
-use ecdn_cluster::peer::PeerClient;
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
 use http_body_util::{BodyExt, Full};
-use hyper::{Method, Request, StatusCode};
+use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 
 #[path = "common/cluster.rs"]
 mod harness;
-use harness::{TestCluster, KEY, PURGE_TOKEN};
+use harness::{holds, TestCluster, KEY, PURGE_TOKEN};
 
 /// Headers of a signed request, as captured on the wire.
 type Captured = Vec<(&'static str, String)>;
@@ -77,24 +76,6 @@ fn replica_frame() -> Vec<u8> {
     let mut frame = vec![7u8; 1000];
     frame.extend_from_slice(&wire::frame_tail(&meta));
     frame
-}
-
-/// Which pieces of `key` the node at peer address `peer` holds (its signed `has` answer).
-async fn holds(peer: SocketAddr, key: &str) -> Option<Vec<PieceName>> {
-    let client = PeerClient::new(ClusterKey::new(KEY.as_bytes()));
-    let path = wire::has_path(key);
-    let t = Duration::from_secs(5);
-    let r = client
-        .send(peer, Method::GET, &path, Bytes::new(), &[], t)
-        .await
-        .unwrap();
-    if r.status() == StatusCode::NOT_FOUND {
-        return None;
-    }
-    assert_eq!(r.status(), StatusCode::OK);
-    let body = r.into_body().collect().await.unwrap().to_bytes();
-    let (_, held) = wire::split_frame(&body).unwrap();
-    Some(wire::decode_held(held).unwrap())
 }
 
 /// Node `i`'s `cluster` counter `name` from `/_ecdn/stats`.

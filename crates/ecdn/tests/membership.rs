@@ -16,7 +16,8 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use common::{
-    cli, cluster_file, free_ports, get, node, origin_and_coordinator, status, until_status, Proc,
+    cli, cluster_file, cluster_node, free_ports, get, node, origin_and_coordinator, status,
+    until_status, NodeSpec, Proc,
 };
 
 const KEY: &str = "membership-test-cluster-key-0123";
@@ -57,31 +58,14 @@ fn add_and_drain_a_node_under_load_without_a_failed_request() {
     );
     let origin_url = format!("http://127.0.0.1:{origin}");
     let (_origin, _coord) = origin_and_coordinator(dir.path(), origin, &file);
-    let start_node = |id: usize| {
-        let disk = d(&format!("disk{id}"));
-        Proc::spawn(
-            &[
-                "node",
-                "--admin-listen",
-                &format!("127.0.0.1:{}", admin[id]),
-                "--cluster",
-                &file,
-                "--id",
-                &id.to_string(),
-                "--origin",
-                &origin_url,
-                "--disk-path",
-                disk.to_str().unwrap(),
-                "--disk-size",
-                "16MiB",
-                "--hoc-size",
-                "1MiB",
-                "-j",
-                "1",
-            ],
-            &d(&format!("node{id}.log")),
-        )
+    let spec = NodeSpec {
+        dir: dir.path(),
+        file: &file,
+        origin: &origin_url,
+        disk_size: "16MiB",
+        hoc_size: "1MiB",
     };
+    let start_node = |id: usize| cluster_node(&spec, id, admin[id], &format!("node{id}.log"));
     let mut nodes: Vec<Proc> = (0..5).map(start_node).collect();
     // Available, and heard from: the coordinator counts a node available from its start
     // until a grace period passes, and a node heartbeats only once its listener is bound (a

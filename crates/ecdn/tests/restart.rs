@@ -16,7 +16,10 @@ mod common;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use common::{cluster_file, free_ports, node, origin_and_coordinator, request, until_status, Proc};
+use common::{
+    cluster_file, cluster_node, free_ports, node, origin_and_coordinator, request, until_status,
+    NodeSpec, Proc,
+};
 
 const KEY: &str = "restart-test-cluster-key-0123456";
 const CODED: &str = "/obj/7?size=1048576";
@@ -46,31 +49,15 @@ fn a_rolling_restart_keeps_every_piece() {
     );
     let origin_url = format!("http://127.0.0.1:{origin}");
     let (_origin, _coord) = origin_and_coordinator(dir.path(), origin, &file);
-    let start_node = |id: usize, run: usize| {
-        let disk = d(&format!("disk{id}"));
-        Proc::spawn(
-            &[
-                "node",
-                "--admin-listen",
-                &format!("127.0.0.1:{}", admin[id]),
-                "--cluster",
-                &file,
-                "--id",
-                &id.to_string(),
-                "--origin",
-                &origin_url,
-                "--disk-path",
-                disk.to_str().unwrap(),
-                "--disk-size",
-                "16MiB",
-                "--hoc-size",
-                "64KiB",
-                "-j",
-                "1",
-            ],
-            &d(&format!("node{id}.{run}.log")),
-        )
+    let spec = NodeSpec {
+        dir: dir.path(),
+        file: &file,
+        origin: &origin_url,
+        disk_size: "16MiB",
+        hoc_size: "64KiB",
     };
+    let start_node =
+        |id: usize, run: usize| cluster_node(&spec, id, admin[id], &format!("node{id}.{run}.log"));
     let mut nodes: Vec<Option<Proc>> = (0..4).map(|id| Some(start_node(id, 0))).collect();
     let heard_from = |s: &serde_json::Value, i: usize| {
         node(s, i)["available"] == true && node(s, i)["heartbeats"].as_u64() > Some(0)

@@ -210,3 +210,26 @@ impl TestCluster {
         drop(self.dir);
     }
 }
+
+/// Which pieces of the object `key` (a cache key) the node at peer address `peer` holds, by
+/// its signed `has` answer: `None` when it holds none.
+pub async fn holds(peer: SocketAddr, key: &str) -> Option<Vec<ecdn_cluster::wire::PieceName>> {
+    let client =
+        ecdn_cluster::peer::PeerClient::new(ecdn_cluster::auth::ClusterKey::new(KEY.as_bytes()));
+    let path = ecdn_cluster::wire::has_path(key);
+    let t = Duration::from_secs(5);
+    let r = client
+        .send(peer, hyper::Method::GET, &path, bytes::Bytes::new(), &[], t)
+        .await
+        .unwrap();
+    if r.status() == hyper::StatusCode::NOT_FOUND {
+        return None;
+    }
+    assert_eq!(r.status(), hyper::StatusCode::OK);
+    let body = http_body_util::BodyExt::collect(r.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let (_, held) = ecdn_cluster::wire::split_frame(&body).unwrap();
+    Some(ecdn_cluster::wire::decode_held(held).unwrap())
+}

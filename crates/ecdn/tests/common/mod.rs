@@ -240,3 +240,41 @@ pub fn origin_and_coordinator(dir: &Path, origin: u16, file: &str) -> (Proc, Pro
     let c = Proc::spawn(&["coordinator", "--cluster", file], &dir.join("coord.log"));
     (o, c)
 }
+
+/// What [`cluster_node`] starts: node `id` of the cluster `file`, its admin listener on
+/// `admin`, the origin at `origin` (a URL), its disk `dir/disk{id}` of `disk_size` pieces and a
+/// HOC of `hoc_size`; its log `dir/{log}`.
+pub struct NodeSpec<'a> {
+    pub dir: &'a Path,
+    pub file: &'a str,
+    pub origin: &'a str,
+    pub disk_size: &'a str,
+    pub hoc_size: &'a str,
+}
+
+/// Starts node `id` as `spec` says, with its admin listener on `admin` and its log in `log`.
+pub fn cluster_node(spec: &NodeSpec, id: usize, admin: u16, log: &str) -> Proc {
+    let disk = spec.dir.join(format!("disk{id}"));
+    Proc::spawn(
+        &[
+            "node",
+            "--admin-listen",
+            &format!("127.0.0.1:{admin}"),
+            "--cluster",
+            spec.file,
+            "--id",
+            &id.to_string(),
+            "--origin",
+            spec.origin,
+            "--disk-path",
+            disk.to_str().unwrap(),
+            "--disk-size",
+            spec.disk_size,
+            "--hoc-size",
+            spec.hoc_size,
+            "-j",
+            "1",
+        ],
+        &spec.dir.join(log),
+    )
+}
