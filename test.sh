@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # All of ecdn's tests, with their set-up: the README's test command, and what CI runs (.ci/run
-# calls this script and nothing else).
+# installs the tests' packages, then runs this script).
 #
-# 1. Installs the system packages the tests need and the machine lacks (Debian's apt-get, as
-#    root or through sudo; elsewhere it names them and goes on), and moto's S3 server from PyPI.
+# 1. Installs the system packages the tests need and the machine lacks, and moto's S3 server
+#    (tools/install-test-deps.sh).
 # 2. Builds every target (benches and examples too) and checks the fuzz crate, which lives
 #    outside the workspace.
 # 3. Runs `cargo test --workspace` and ends with one line: `N passed, N failed`.
@@ -14,55 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-# What the tests need from the system:
-# - fonts-dejavu-core: the plot tests render text with a TTF font;
-# - curl, nginx-light: the end-to-end tests (crates/ecdn/tests/e2e.rs) use curl as a client
-#   and nginx as an origin;
-# - procps: `ps`/`kill` used by the end-to-end tests and the bench scripts;
-# - mount (`losetup`) and util-linux (`blockdev`): the store and e2e tests on a loop block
-#   device;
-# - g++: libfuzzer-sys compiles libFuzzer when the fuzz crate is checked;
-# - etcd-server: the etcd control-plane tests (crates/ecdn-cluster/tests/etcd.rs) start their
-#   own etcd members on loopback;
-# - moto's S3 server (PyPI, `moto[server]`, with python3-pip where pip is missing): the
-#   backend tier's S3 tests (crates/ecdn-backend/tests/s3.rs) check the client against it;
-# - openssl: the same tests make a private CA and a certificate for moto's TLS endpoint, and the
-#   node's HTTPS test (crates/ecdn/tests/e2e.rs) makes its certificates;
-# - dnsutils: `dig` queries the DNS redirector in its test (crates/ecdn-coral/src/dns.rs);
-# - chromium: the status page's test loads the page in headless Chromium
-#   (crates/ecdn-node/tests/status_page.rs).
-# Building needs none of them (no `protoc` either: third_party/etcd-client/VENDORED.md).
-missing=()
-[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
-command -v curl >/dev/null || missing+=(curl)
-command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
-command -v ps >/dev/null || missing+=(procps)
-command -v losetup >/dev/null || [ -x /sbin/losetup ] || missing+=(mount)
-command -v blockdev >/dev/null || [ -x /sbin/blockdev ] || missing+=(util-linux)
-command -v c++ >/dev/null || missing+=(g++)
-[ -x /usr/bin/etcd ] || missing+=(etcd-server)
-command -v openssl >/dev/null || missing+=(openssl)
-command -v dig >/dev/null || missing+=(dnsutils)
-[ -x /usr/bin/chromium ] || missing+=(chromium)
-command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
-if [ "${#missing[@]}" -gt 0 ]; then
-  sudo=()
-  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
-  if command -v apt-get >/dev/null && { [ "${#sudo[@]}" -eq 0 ] || command -v sudo >/dev/null; }; then
-    echo "test.sh: installing ${missing[*]}" >&2
-    ("${sudo[@]}" apt-get update -qq &&
-      DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq "${missing[@]}") >&2 ||
-      echo "test.sh: could not install ${missing[*]}; the tests that need them will fail" >&2
-  else
-    echo "test.sh: missing ${missing[*]} (Debian package names); the tests that need them will fail" >&2
-  fi
-fi
-if ! command -v moto_server >/dev/null; then
-  echo "test.sh: installing moto[server] from PyPI" >&2
-  python3 -m pip install --quiet 'moto[server]>=5,<6' >&2 ||
-    python3 -m pip install --quiet --break-system-packages 'moto[server]>=5,<6' >&2 ||
-    echo "test.sh: could not install moto[server]; the backend's S3 tests will fail" >&2
-fi
+# The system packages and moto's S3 server the tests need (the list, and why each, is there).
+tools/install-test-deps.sh
 
 # CI builds once: incremental state would only double the build's size on disk.
 [ "${CI:-}" != true ] || export CARGO_INCREMENTAL=0
