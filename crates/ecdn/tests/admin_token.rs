@@ -4,20 +4,17 @@
 //! that answers `401` to everyone (or to anyone who guesses a few characters).
 
 use std::io::Read;
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a refused start may take; a process still running then has started.
 const START_LIMIT: Duration = Duration::from_secs(15);
 
+mod common;
+
 /// A free loopback port (bound, then released).
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    common::free_ports(1)[0]
 }
 
 /// `ecdn ARGS` with `ECDN_ADMIN_TOKEN` set to `env_token` (or removed): its exit code and
@@ -163,22 +160,15 @@ fn admin_health(port: u16, token: &str, child: &mut Child) -> Option<String> {
     None
 }
 
-fn cluster_file(dir: &Path) -> String {
-    let text = format!(
-        "scheme = \"c2dn\"\nkey = \"0123456789abcdef-admin-token-test\"\n\
-         coordinator = \"127.0.0.1:{}\"\n\
-         [[node]]\nid = 0\nclient = \"127.0.0.1:1000\"\npeer = \"127.0.0.1:2000\"\n",
-        free_port()
-    );
-    let path = dir.join("cluster.toml");
-    std::fs::write(&path, text).unwrap();
-    path.to_string_lossy().into_owned()
-}
-
 #[test]
 fn a_coordinator_refuses_an_empty_or_short_admin_token_from_the_flag_or_the_env() {
     let dir = tempfile::tempdir().unwrap();
-    let file = cluster_file(dir.path());
+    let settings = format!(
+        "scheme = \"c2dn\"\nkey = \"0123456789abcdef-admin-token-test\"\n\
+         coordinator = \"127.0.0.1:{}\"\n",
+        free_port()
+    );
+    let file = common::cluster_file(dir.path(), &settings, &[1000], &[2000]);
     let admin = format!("127.0.0.1:{}", free_port());
     let base = ["coordinator", "--cluster", &file, "--admin-listen", &admin];
     let with = |extra: &[&'static str]| -> Vec<&str> {
