@@ -44,38 +44,97 @@ pub const NONCE_MEMORY: usize = 1 << 18;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ArrivedAt(pub SocketAddr);
 
-/// The nonces taken within the signature window, by signed time.
+/// Keys remembered with their signed times (UNIX ms) for the signature window: an entry is
+/// forgotten once its time leaves the window ([`MAX_SKEW_MS`]; by then no request that old
+/// passes the staleness check), and, to stay within `capacity`, the oldest is forgotten early
+/// and raises a floor: every time at or before a forgotten one is refused from then on (see
+/// [`WindowMemory::below_floor`]). The gate's nonces are one; a node's purges another
+/// (`ecdn-node`'s `purges.rs`).
 #[derive(Debug)]
-struct Nonces {
-    taken: BTreeSet<(u64, u128)>,
-    /// Requests signed before this time (UNIX ms) are refused: nothing is remembered of them.
+pub struct WindowMemory<K> {
+    by_time: BTreeSet<(u64, K)>,
+    /// Times below this are refused: nothing is remembered of them.
     floor: u64,
     capacity: usize,
 }
 
-impl Nonces {
-    /// Takes the nonce of a request signed at `time`, at `now`.
-    fn take(&mut self, time: u64, nonce: u128, now: u64) -> Result<(), AuthError> {
-        // What left the window can no longer pass the staleness check: forget it.
-        while let Some(&(t, _)) = self.taken.first() {
+impl<K: Ord + Copy> WindowMemory<K> {
+    /// An empty memory of at most `capacity` entries that refuses times below `floor` (a
+    /// process's start).
+    pub fn new(capacity: usize, floor: u64) -> Self {
+        WindowMemory {
+            by_time: BTreeSet::new(),
+            floor,
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Forgets what left the window at `now`, each key passed to `forgotten`.
+    pub fn expire(&mut self, now: u64, mut forgotten: impl FnMut(K)) {
+        while let Some(&(t, k)) = self.by_time.first() {
             if t.saturating_add(MAX_SKEW_MS) >= now {
                 break;
             }
-            self.taken.pop_first();
+            self.by_time.pop_first();
+            forgotten(k);
         }
-        if time < self.floor {
+    }
+
+    /// Whether `time` is below what this memory remembers.
+    pub fn below_floor(&self, time: u64) -> bool {
+        time < self.floor
+    }
+
+    /// Times below this are refused.
+    pub fn floor(&self) -> u64 {
+        self.floor
+    }
+
+    /// Remembers `key` at `time`; `false` if it already was. Entries forgotten to stay within
+    /// the capacity (the oldest, raising the floor) are passed to `forgotten`.
+    pub fn insert(&mut self, time: u64, key: K, mut forgotten: impl FnMut(K)) -> bool {
+        if !self.by_time.insert((time, key)) {
+            return false;
+        }
+        while self.by_time.len() > self.capacity {
+            if let Some((t, k)) = self.by_time.pop_first() {
+                self.floor = self.floor.max(t.saturating_add(1));
+                forgotten(k);
+            }
+        }
+        true
+    }
+
+    /// Forgets `key` at `time` (without raising the floor).
+    pub fn remove(&mut self, time: u64, key: K) {
+        self.by_time.remove(&(time, key));
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_time.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_time.is_empty()
+    }
+}
+
+/// The nonces taken within the signature window.
+#[derive(Debug)]
+struct Nonces(WindowMemory<u128>);
+
+impl Nonces {
+    /// Takes the nonce of a request signed at `time`, at `now`.
+    fn take(&mut self, time: u64, nonce: u128, now: u64) -> Result<(), AuthError> {
+        self.0.expire(now, |_| {});
+        if self.0.below_floor(time) {
             return Err(AuthError::Forgotten {
                 time_ms: time,
-                floor_ms: self.floor,
+                floor_ms: self.0.floor(),
             });
         }
-        if !self.taken.insert((time, nonce)) {
+        if !self.0.insert(time, nonce, |_| {}) {
             return Err(AuthError::Replayed);
-        }
-        while self.taken.len() > self.capacity {
-            if let Some((t, _)) = self.taken.pop_first() {
-                self.floor = self.floor.max(t.saturating_add(1));
-            }
         }
         Ok(())
     }
@@ -107,11 +166,7 @@ impl Gate {
         Gate {
             key,
             names: names.to_vec(),
-            nonces: Mutex::new(Nonces {
-                taken: BTreeSet::new(),
-                floor: started,
-                capacity: capacity.max(1),
-            }),
+            nonces: Mutex::new(Nonces(WindowMemory::new(capacity, started))),
             refused: AtomicU64::new(0),
         }
     }
@@ -236,19 +291,15 @@ mod tests {
 
     #[test]
     fn a_full_memory_forgets_its_oldest_and_refuses_everything_as_old() {
-        let mut n = Nonces {
-            taken: BTreeSet::new(),
-            floor: 0,
-            capacity: 3,
-        };
+        let mut n = Nonces(WindowMemory::new(3, 0));
         let now = 1_000_000;
         for (t, nonce) in [(now - 3, 1), (now - 2, 2), (now - 1, 3)] {
             n.take(t, nonce, now).unwrap();
         }
         // A fourth pushes out the oldest; its replay, and anything as old, is refused.
         n.take(now, 4, now).unwrap();
-        assert_eq!(n.taken.len(), 3);
-        assert_eq!(n.floor, now - 2);
+        assert_eq!(n.0.len(), 3);
+        assert_eq!(n.0.floor(), now - 2);
         assert!(matches!(
             n.take(now - 3, 1, now),
             Err(AuthError::Forgotten { .. })
@@ -263,7 +314,7 @@ mod tests {
         // Entries leave as their time leaves the window, without raising the floor.
         let later = now + MAX_SKEW_MS + 10;
         n.take(later, 6, later).unwrap();
-        assert_eq!(n.taken.len(), 1);
-        assert_eq!(n.floor, now - 1);
+        assert_eq!(n.0.len(), 1);
+        assert_eq!(n.0.floor(), now - 1);
     }
 }

@@ -1,6 +1,6 @@
 //! What a node remembers of purges, so that a write signed before a purge cannot undo it.
 //!
-//! A signed piece `PUT` is valid for the signature window ([`MAX_SKEW_MS`] either way of the
+//! A signed piece `PUT` is valid for the signature window ([`MAX_SKEW_MS`](ecdn_cluster::auth::MAX_SKEW_MS) either way of the
 //! receiver's clock). Its nonce keeps it from being taken twice ([`ecdn_cluster::replay`]), but
 //! a write signed before a purge and delivered after it (held back by whoever is on the path,
 //! or just late) would store the purged object's piece again. So a node remembers, per object,
@@ -21,11 +21,11 @@
 //! write is checked meanwhile. So a write that passed the check before the purge is dropped by
 //! it, and one checked after it sees its time.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;
 
-use ecdn_cluster::auth::MAX_SKEW_MS;
+use ecdn_cluster::replay::WindowMemory;
 use tokio::sync::RwLock;
 
 /// The most objects whose purge a node remembers: some 64 bytes each, a few MiB in all.
@@ -51,66 +51,65 @@ impl std::fmt::Display for PurgedAfter {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Memory {
     /// Per object id, the time of its last purge.
     by_object: HashMap<u64, u64>,
-    /// The same, by time, to forget the oldest first.
-    by_time: BTreeSet<(u64, u64)>,
-    /// Writes signed at or before this are refused, whatever their object.
-    floor: u64,
+    /// The same, by time, for the window and the floor: writes signed below the floor are
+    /// refused, whatever their object.
+    window: WindowMemory<u64>,
 }
 
 impl Memory {
-    /// Forgets what left the window at `now`: no write that old passes the staleness check.
-    fn expire(&mut self, now: u64) {
-        while let Some(&(t, object)) = self.by_time.first() {
-            if t.saturating_add(MAX_SKEW_MS) >= now {
-                break;
-            }
-            self.by_time.pop_first();
-            self.by_object.remove(&object);
+    fn new(capacity: usize) -> Memory {
+        Memory {
+            by_object: HashMap::new(),
+            window: WindowMemory::new(capacity, 0),
         }
     }
 
-    fn record(&mut self, object: u64, at: u64, now: u64, capacity: usize) {
+    /// Forgets what left the window at `now`: no write that old passes the staleness check.
+    fn expire(&mut self, now: u64) {
+        let by_object = &mut self.by_object;
+        self.window.expire(now, |object| {
+            by_object.remove(&object);
+        });
+    }
+
+    fn record(&mut self, object: u64, at: u64, now: u64) {
         self.expire(now);
         let previous = self.by_object.get(&object).copied();
         if previous.is_some_and(|p| p >= at) {
             return;
         }
         if let Some(p) = previous {
-            self.by_time.remove(&(p, object));
+            self.window.remove(p, object);
         }
         self.by_object.insert(object, at);
-        self.by_time.insert((at, object));
-        while self.by_time.len() > capacity {
-            if let Some((t, o)) = self.by_time.pop_first() {
-                self.by_object.remove(&o);
-                self.floor = self.floor.max(t);
-            }
-        }
+        let by_object = &mut self.by_object;
+        self.window.insert(at, object, |o| {
+            by_object.remove(&o);
+        });
     }
 
     fn check(&mut self, object: u64, signed: u64, now: u64) -> Result<(), PurgedAfter> {
         self.expire(now);
-        let purged = self
-            .by_object
-            .get(&object)
-            .copied()
-            .unwrap_or(0)
-            .max(self.floor);
-        if signed <= purged {
-            return Err(PurgedAfter { signed, purged });
+        if self.window.below_floor(signed) {
+            return Err(PurgedAfter {
+                signed,
+                purged: self.window.floor() - 1,
+            });
         }
-        Ok(())
+        match self.by_object.get(&object) {
+            Some(&purged) if signed <= purged => Err(PurgedAfter { signed, purged }),
+            _ => Ok(()),
+        }
     }
 }
 
 /// A node's memory of purges (see the module documentation).
 pub(super) struct PurgeLog {
     memory: Mutex<Memory>,
-    capacity: usize,
     /// Signed writes hold it shared from their check to their end; a purge holds it alone.
     order: RwLock<()>,
 }
@@ -118,8 +117,7 @@ pub(super) struct PurgeLog {
 impl PurgeLog {
     pub(super) fn new(capacity: usize) -> PurgeLog {
         PurgeLog {
-            memory: Mutex::new(Memory::default()),
-            capacity: capacity.max(1),
+            memory: Mutex::new(Memory::new(capacity)),
             order: RwLock::new(()),
         }
     }
@@ -138,7 +136,7 @@ impl PurgeLog {
         drop_copies: impl Future<Output = T>,
     ) -> T {
         let _alone = self.order.write().await;
-        self.memory().record(object, at, now, self.capacity);
+        self.memory().record(object, at, now);
         drop_copies.await
     }
 
@@ -160,6 +158,7 @@ impl PurgeLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ecdn_cluster::auth::MAX_SKEW_MS;
 
     const NOW: u64 = 1_000_000;
 
@@ -201,7 +200,7 @@ mod tests {
             log.purge(object, at, NOW, async {}).await;
         }
         // Object 1's purge was forgotten: writes as old as it are refused for every object.
-        assert_eq!(log.memory().by_time.len(), 2);
+        assert_eq!(log.memory().window.len(), 2);
         for object in [1, 4] {
             assert!(log.write(object, NOW - 30, NOW, async {}).await.is_err());
         }
