@@ -42,20 +42,25 @@ fn assert_clean_failures(cases: &[(Vec<&str>, &str)]) {
     }
 }
 
-#[test]
-fn sim_cache_json_has_one_line_per_policy_and_size() {
-    let t = trace();
-    let o = ecdn(&[
+/// `ecdn sim cache` of two policies at two sizes on `trace`, as JSON lines.
+fn sim_cache_json(trace: &str) -> [&str; 9] {
+    [
         "sim",
         "cache",
         "--trace",
-        &t,
+        trace,
         "--policy",
         "lru,fifo",
         "--size",
         "1MiB,16MiB",
         "--json",
-    ]);
+    ]
+}
+
+#[test]
+fn sim_cache_json_has_one_line_per_policy_and_size() {
+    let t = trace();
+    let o = ecdn(&sim_cache_json(&t));
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8(o.stdout).unwrap();
     let lines: Vec<serde_json::Value> = out
@@ -872,21 +877,7 @@ fn closed_stdout(args: &[&str], close_stderr: bool, limit: Duration) {
 fn the_simulator_and_trace_tools_end_quietly() {
     let t = trace();
     let limit = Duration::from_secs(60);
-    closed_stdout(
-        &[
-            "sim",
-            "cache",
-            "--trace",
-            &t,
-            "--policy",
-            "lru,fifo",
-            "--size",
-            "1MiB,16MiB",
-            "--json",
-        ],
-        false,
-        limit,
-    );
+    closed_stdout(&sim_cache_json(&t), false, limit);
     // The table, with stderr (the progress bar's stream) closed as well.
     closed_stdout(
         &[
