@@ -113,7 +113,8 @@ pub fn check_meta(
 /// What [`PieceStore::recover`] found in the store at start.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Recovered {
-    /// Pieces registered with the policy, and their payload bytes.
+    /// Pieces registered with the policy, and their bytes as the policy counts them (payload
+    /// bytes; an empty payload counts 1).
     pub pieces: u64,
     pub bytes: u64,
     /// Live entries the policy evicted again while they were offered in ring order (evicted
@@ -233,16 +234,14 @@ impl PieceStore {
             for e in policy.cache.evicted() {
                 if let Some(old) = policy.held.remove(&e.id) {
                     found.evicted += 1;
-                    found.pieces -= 1;
-                    found.bytes -= e.size;
                     drop.push(old.key);
                 }
             }
             policy.cache.clear_evicted();
             policy.held.insert(piece, Held { key, object });
-            found.pieces += 1;
-            found.bytes += size;
         }
+        found.pieces = policy.held.len() as u64;
+        found.bytes = policy.cache.used();
         for k in &drop {
             store.evict(k);
         }
