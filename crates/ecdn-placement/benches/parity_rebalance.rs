@@ -57,6 +57,7 @@ fn solve(c: &mut Criterion) {
     for (buckets, servers, k, p) in SIZES {
         let problem = full_problem(&loaded(buckets, servers, k, p));
         let plain = RebalanceOptions {
+            weigh: ecdn_placement::Weigh::Loads,
             stability: Stability::Off,
             budget: Budget::Paper,
             carry_ppm: 0,

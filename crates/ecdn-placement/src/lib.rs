@@ -25,10 +25,16 @@
 //!   switched off ([`RebalanceOptions`]): the flow prefers each parity bucket's current server
 //!   ([`Stability::SteerFlow`]: a moved parity bucket loses its cached chunks), and budgets are
 //!   water-filled when a server's data load alone exceeds its share ([`Budget::WaterFill`]).
-//! * **Loads** are recorded by the caller ([`Placement::record_data_write`],
-//!   [`Placement::record_parity_write`]) and count bytes written since the last rebalance;
-//!   every rebalance and every availability change consumes them and starts again from zero.
-//!   Before any load is known (at start), parity buckets are spread evenly by count.
+//! * **What is balanced** ([`Weigh`]). By default, as in the authors' simulator and prototype,
+//!   every chunk bucket weighs 1: a server's data chunk buckets are its fixed load and parity
+//!   buckets fill every server up to `⌈(K + P) · buckets / |A|⌉` chunk buckets in total, so the
+//!   servers end with equal chunk-bucket counts (within one, unless a server's data buckets
+//!   alone exceed its share), which are equal write loads once
+//!   buckets carry similar loads (hundreds of buckets). With [`Weigh::Loads`] the loads the
+//!   caller records ([`Placement::record_data_write`], [`Placement::record_parity_write`]:
+//!   bytes written since the last rebalance) are balanced instead; every rebalance and every
+//!   availability change consumes them and starts again from zero, and before any load is
+//!   known the counts are used.
 //! * **Server failure** ([`Placement::set_available`] with `false`): the failed server's data
 //!   buckets move to the next server of their walk; its parity buckets `P` and the parity
 //!   buckets that now share a server with their bucket's data (`P′`) are re-placed by
@@ -60,7 +66,7 @@ use thiserror::Error;
 
 pub use hash::chunk_id;
 pub use rebalance::{
-    parity_rebalance, Budget, ParityAssignment, ParityProblem, RebalanceOptions, Stability,
+    parity_rebalance, Budget, ParityAssignment, ParityProblem, RebalanceOptions, Stability, Weigh,
 };
 pub use state::PlacementState;
 
@@ -156,7 +162,8 @@ pub struct RebalanceReport {
     pub restored_parity: usize,
     /// Parity buckets a returning server took from the most loaded servers.
     pub taken_parity: usize,
-    /// No load was recorded since the last rebalance, so parity buckets were balanced by count.
+    /// Chunk buckets were counted ([`Weigh::Counts`], or no load was recorded since the last
+    /// rebalance), not bytes.
     pub count_mode: bool,
     /// Maximum flow of the Algorithm 1 run, and the total parity load it could have carried.
     pub max_flow: u128,
@@ -166,7 +173,8 @@ pub struct RebalanceReport {
     pub predicted_max_over_mean: f64,
 }
 
-/// Loads a decision works with: recorded, or unit parity loads when nothing was recorded.
+/// Loads a decision works with: recorded bytes, or chunk bucket counts (each data chunk bucket
+/// and each parity bucket 1; see [`Weigh`]).
 struct Loads {
     data: Vec<u64>,
     parity: Vec<u64>,
@@ -208,8 +216,8 @@ pub struct Placement {
 
 impl Placement {
     /// Builds the placement for servers `0..weights.len()` (all available) with the given
-    /// weights (any positive scale; only ratios matter). Parity buckets start spread evenly by
-    /// count.
+    /// weights (any positive scale; only ratios matter). Parity buckets start placed so that
+    /// every server holds the same number of chunk buckets, data and parity (within one).
     pub fn new(weights: &[f64], cfg: PlacementConfig) -> Result<Placement, PlacementError> {
         Placement::with_unit(weights, cfg, weight_unit(weights))
     }
@@ -500,6 +508,18 @@ impl Placement {
             report.taken_parity = taken;
             report.predicted_max_over_mean = self.predicted_max_over_mean(&loads);
         }
+        if loads.count_mode {
+            // By count, the whole parity mapping is then solved again, as the authors' code
+            // does at every availability change, so every server ends at its cap or one below.
+            // With `SteerFlow` only the parity buckets of servers above their cap move: at a
+            // failure, servers that took so many of the failed server's data buckets that they
+            // passed the raised cap; at a return, what servers took in while it was away and
+            // it could not take back.
+            let settled = self.replace_parity(&self.placed_parity(), &loads);
+            report.max_flow = settled.max_flow;
+            report.supply = settled.supply;
+            report.predicted_max_over_mean = settled.predicted_max_over_mean;
+        }
         report.moved_data = count_changes(&before_data, &self.data);
         report.moved_parity = count_changes(&before_parity, &self.parity);
         self.reset_loads();
@@ -508,7 +528,8 @@ impl Placement {
     }
 
     /// Periodic parity rebalance: Algorithm 1 over all parity buckets with the loads recorded
-    /// since the last rebalance (by count if none were), then resets the load counters.
+    /// since the last rebalance (chunk buckets with [`Weigh::Counts`] or if none were recorded),
+    /// then resets the load counters.
     pub fn rebalance(&mut self) -> RebalanceReport {
         let started = Instant::now();
         let mut loads = self.effective_loads();
@@ -519,11 +540,7 @@ impl Placement {
             self.add_carry(&mut loads);
         }
         let before = self.parity.clone();
-        let nodes: Vec<usize> = (0..self.cfg.buckets)
-            .flat_map(|b| (0..self.parity_len).map(move |j| (b, j)))
-            .map(|(b, j)| b * self.cfg.p + j)
-            .collect();
-        let mut report = self.replace_parity(&nodes, &loads);
+        let mut report = self.replace_parity(&self.placed_parity(), &loads);
         report.moved_parity = count_changes(&before, &self.parity);
         self.reset_loads();
         report.elapsed = started.elapsed();
@@ -565,9 +582,12 @@ impl Placement {
             .map(|s| self.data_load[s] as u128)
             .sum();
         let parity: u128 = self.parity_load.iter().map(|&s| s as u128).sum();
-        if data + parity == 0 {
+        if data + parity == 0 || self.options.weigh == Weigh::Counts {
+            // Every chunk bucket weighs 1: a server's data chunk buckets are its fixed load,
+            // and the flow fills it with parity buckets up to ⌈(K + P) · buckets / |A|⌉.
+            let data = self.data_counts().into_iter().map(|c| c as u64).collect();
             Loads {
-                data: vec![0; self.servers()],
+                data,
                 parity: vec![1; self.parity_load.len()],
                 count_mode: true,
             }
@@ -578,6 +598,13 @@ impl Placement {
                 count_mode: false,
             }
         }
+    }
+
+    /// Every parity slot in use (`bucket * p + index` for indexes below `parity_len`).
+    fn placed_parity(&self) -> Vec<usize> {
+        (0..self.cfg.buckets)
+            .flat_map(|b| (0..self.parity_len).map(move |j| b * self.cfg.p + j))
+            .collect()
     }
 
     /// Parity slots every bucket can have with the servers available now.

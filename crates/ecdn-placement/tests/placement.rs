@@ -5,7 +5,7 @@ mod common;
 
 use common::{check_invariants, imbalance, popularity, record_period, totals, Rng};
 use ecdn_placement::{
-    Placement, PlacementConfig, PlacementError, RebalanceOptions, ServerId, Stability,
+    Placement, PlacementConfig, PlacementError, RebalanceOptions, ServerId, Stability, Weigh,
 };
 use proptest::prelude::*;
 
@@ -38,6 +38,17 @@ fn parity_counts(pl: &Placement) -> Vec<usize> {
     let mut c = vec![0; pl.servers()];
     for b in 0..pl.buckets() {
         for &s in pl.parity_servers(b) {
+            c[s] += 1;
+        }
+    }
+    c
+}
+
+/// Data and parity buckets per server (chunk buckets, what the default placement balances).
+fn chunk_bucket_counts(pl: &Placement) -> Vec<usize> {
+    let mut c = parity_counts(pl);
+    for b in 0..pl.buckets() {
+        for &s in pl.data_servers(b) {
             c[s] += 1;
         }
     }
@@ -93,15 +104,68 @@ fn bad_configs_are_errors() {
     assert!(Placement::new(&four, ok).is_ok());
 }
 
+/// As in the authors' code: every server ends with ⌈(K + P) · buckets / servers⌉ chunk buckets
+/// or one fewer, data and parity together, unless its data buckets alone are more; then it gets
+/// no parity.
 #[test]
-fn initial_tables_are_valid_and_parity_is_even_by_count() {
-    for (servers, k, p) in [(10, 3, 1), (10, 3, 2), (10, 3, 3), (7, 2, 0), (20, 4, 2)] {
-        let pl = homogeneous(servers, cfg(100, k, p));
+fn initial_tables_are_valid_and_chunk_buckets_are_even() {
+    for (servers, k, p, buckets) in [
+        (10, 3, 1, 100),
+        (10, 3, 2, 100),
+        (10, 3, 3, 100),
+        (7, 2, 0, 100),
+        (20, 4, 2, 100),
+        (10, 3, 1, 37),
+        (10, 3, 1, 1000),
+    ] {
+        let pl = homogeneous(servers, cfg(buckets, k, p));
         check_invariants(&pl);
-        let counts = parity_counts(&pl);
-        let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
-        assert!(max - min <= 1, "{servers} servers k{k} p{p}: {counts:?}");
+        let cap = ((k + p) * buckets).div_ceil(servers);
+        let parity = parity_counts(&pl);
+        let total = chunk_bucket_counts(&pl);
+        let why =
+            format!("{servers} servers k{k} p{p} {buckets} buckets: {total:?}, parity {parity:?}");
+        if p == 0 {
+            assert!(parity.iter().all(|&c| c == 0), "{why}");
+            continue;
+        }
+        for s in 0..servers {
+            let data = total[s] - parity[s];
+            if data >= cap {
+                assert_eq!(parity[s], 0, "{why}");
+            } else {
+                assert!(total[s] == cap || total[s] + 1 == cap, "server {s}: {why}");
+            }
+        }
+        // The data buckets alone are not even: consistent hashing leaves them spread.
+        let data: Vec<usize> = (0..servers).map(|s| total[s] - parity[s]).collect();
+        assert!(data.iter().max() > data.iter().min(), "{why}");
     }
+}
+
+/// With recorded loads and `Weigh::Loads`, the first decision balances bytes; the default
+/// ignores them and balances chunk buckets.
+#[test]
+fn counts_are_the_default_and_loads_an_option() {
+    let mut rng = Rng(4);
+    let pop = popularity(100, 1e6, &mut rng);
+    let mut counted = homogeneous(10, cfg(100, 3, 1));
+    let mut weighed = homogeneous(10, cfg(100, 3, 1));
+    weighed.set_rebalance_options(RebalanceOptions {
+        weigh: Weigh::Loads,
+        ..RebalanceOptions::default()
+    });
+    assert_eq!(parity_table(&counted), parity_table(&weighed));
+    let mut rng2 = rng.clone();
+    record_period(&mut counted, &pop, 0.3, &mut rng);
+    record_period(&mut weighed, &pop, 0.3, &mut rng2);
+    let c = counted.rebalance();
+    let w = weighed.rebalance();
+    assert!(c.count_mode && !w.count_mode, "{c:?} {w:?}");
+    assert_eq!(c.moved_parity, 0, "counts are already balanced: {c:?}");
+    assert!(w.moved_parity > 0, "{w:?}");
+    check_invariants(&counted);
+    check_invariants(&weighed);
 }
 
 /// With exactly K + P servers every parity bucket has one feasible server.
@@ -178,6 +242,10 @@ fn ring_servers_walk_the_ring() {
 fn failure_moves_only_what_it_must_and_return_restores_data() {
     for (servers, k, p) in [(10, 3, 1), (10, 3, 2), (12, 3, 3), (7, 4, 2)] {
         let mut pl = homogeneous(servers, cfg(300, k, p));
+        pl.set_rebalance_options(RebalanceOptions {
+            weigh: Weigh::Loads,
+            ..RebalanceOptions::default()
+        });
         let mut rng = Rng(servers as u64 * 31 + p as u64);
         let pop = popularity(pl.buckets(), 1e8, &mut rng);
         record_period(&mut pl, &pop, 0.3, &mut rng);
@@ -247,41 +315,53 @@ fn failure_moves_only_what_it_must_and_return_restores_data() {
     }
 }
 
-/// With no load recorded, a returning server gets all its remembered parity buckets back by
-/// count; parity buckets that moved only because they became invalid (P′) stay where they went.
+/// By count, a failure re-places P and P′ and sheds only what servers hold above the raised cap;
+/// the return gives the server its remembered parity buckets back and every server ends where
+/// it started.
 #[test]
 fn returning_server_gets_its_parity_back() {
-    let mut pl = homogeneous(10, cfg(100, 3, 1));
-    let before = parity_table(&pl);
-    let data_before = data_table(&pl);
-    let mine = before.iter().flatten().filter(|&&s| s == 3).count();
-    let down = pl.set_available(3, false);
-    assert!(down.count_mode);
-    assert_eq!(down.moved_parity, down.replaced_parity);
-    let up = pl.set_available(3, true);
-    assert_eq!(up.restored_parity, mine);
-    assert_eq!(up.taken_parity, 0);
-    check_invariants(&pl);
-    let after = parity_table(&pl);
-    for b in 0..pl.buckets() {
-        if before[b][0] == 3 {
-            assert_eq!(after[b][0], 3, "bucket {b}");
-        } else if after[b][0] != before[b][0] {
-            // P′: the bucket's data moved onto its parity server while 3 was down.
-            let was = before[b][0];
-            let data_while_down = pl.ring_servers(b, 4);
-            assert!(!data_before[b].contains(&was));
-            assert!(data_while_down.contains(&was), "bucket {b}");
+    for (servers, buckets, failed) in [(10, 100, 3), (10, 300, 0), (10, 300, 7), (6, 200, 2)] {
+        let mut pl = homogeneous(servers, cfg(buckets, 3, 1));
+        let before = parity_table(&pl);
+        let counts_before = chunk_bucket_counts(&pl);
+        let mine = before.iter().flatten().filter(|&&s| s == failed).count();
+        let down = pl.set_available(failed, false);
+        assert!(down.count_mode);
+        check_invariants(&pl);
+        // Every available server is within the raised cap, or has no parity at all.
+        let cap = (4 * buckets).div_ceil(servers - 1);
+        let counts = chunk_bucket_counts(&pl);
+        let parity = parity_counts(&pl);
+        for s in (0..servers).filter(|&s| s != failed) {
+            assert!(counts[s] <= cap || parity[s] == 0, "{counts:?} cap {cap}");
         }
+        let must = before
+            .iter()
+            .enumerate()
+            .filter(|(b, sv)| sv[0] == failed || pl.data_servers(*b).contains(&sv[0]))
+            .count();
+        assert_eq!(down.replaced_parity, must);
+        assert!(
+            down.moved_parity >= must && down.moved_parity <= must + servers,
+            "{down:?}"
+        );
+        let up = pl.set_available(failed, true);
+        assert_eq!(up.restored_parity, mine, "{up:?}");
+        check_invariants(&pl);
+        // Back to the cap or within two below it, as at the start.
+        let cap = (4 * buckets).div_ceil(servers);
+        let counts = chunk_bucket_counts(&pl);
+        let parity = parity_counts(&pl);
+        for s in 0..servers {
+            let ok = counts[s] <= cap && counts[s] + 2 >= cap;
+            assert!(
+                ok || parity[s] == 0,
+                "{counts:?} (start {counts_before:?}) cap {cap}"
+            );
+        }
+        // Repeating the current state is a no-op.
+        assert_eq!(pl.set_available(failed, true).moved_parity, 0);
     }
-    // P′ buckets that moved away from a server are not given back, so counts drift slightly.
-    let counts = parity_counts(&pl);
-    assert!(
-        counts.iter().max().unwrap() - counts.iter().min().unwrap() <= 3,
-        "{counts:?}"
-    );
-    // Repeating the current state is a no-op.
-    assert_eq!(pl.set_available(3, true).moved_parity, 0);
 }
 
 /// A returning server whose remembered parity buckets leave budget unused takes parity buckets
@@ -289,6 +369,10 @@ fn returning_server_gets_its_parity_back() {
 #[test]
 fn returning_server_takes_from_the_most_loaded() {
     let mut pl = homogeneous(10, cfg(400, 3, 1));
+    pl.set_rebalance_options(RebalanceOptions {
+        weigh: Weigh::Loads,
+        ..RebalanceOptions::default()
+    });
     pl.set_available(7, false);
     let remembered = pl.remembered_parity(7);
     assert!(!remembered.is_empty());
@@ -345,6 +429,10 @@ fn losing_servers_down_to_fewer_than_k_plus_p_and_back() {
 #[test]
 fn loads_reset_after_every_decision() {
     let mut pl = homogeneous(10, cfg(100, 3, 1));
+    pl.set_rebalance_options(RebalanceOptions {
+        weigh: Weigh::Loads,
+        ..RebalanceOptions::default()
+    });
     let mut rng = Rng(1);
     let pop = popularity(100, 1e6, &mut rng);
     record_period(&mut pl, &pop, 0.1, &mut rng);
@@ -480,6 +568,7 @@ fn stability_modes_keep_invariants_through_churn() {
     for stability in [Stability::Off, Stability::KeepCurrent, Stability::SteerFlow] {
         let mut pl = homogeneous(8, cfg(200, 3, 2));
         pl.set_rebalance_options(RebalanceOptions {
+            weigh: Weigh::Loads,
             stability,
             ..RebalanceOptions::default()
         });
@@ -515,8 +604,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
     /// Random clusters through random failures, returns and rebalances with random loads: the
-    /// tables stay valid, a failure changes only the failed server's data buckets and re-places
-    /// only P ∪ P′, and a return only hands data buckets to the returning server.
+    /// tables stay valid, a failure changes only the failed server's data buckets and (by loads)
+    /// re-places only P ∪ P′, and a return only hands data buckets to the returning server.
     #[test]
     fn churn_keeps_tables_valid_and_moves_minimal(
         weights in prop::collection::vec(
@@ -528,12 +617,17 @@ proptest! {
         buckets in 1usize..=150,
         seed in any::<u64>(),
         ops in prop::collection::vec((0u8..3, 0usize..12), 1..12),
+        by_loads in any::<bool>(),
     ) {
         let servers = weights.len();
         let k = k.min(servers);
         let p = p.min(servers - k);
         let config = PlacementConfig { buckets, k, p, vnodes_per_unit: 20, seed };
         let mut pl = Placement::new(&weights, config).unwrap();
+        // By count (always, or with loads when none were recorded) a failure also sheds parity
+        // from servers above the raised cap; by loads it re-places exactly P ∪ P′.
+        let weigh = if by_loads { Weigh::Loads } else { Weigh::Counts };
+        pl.set_rebalance_options(RebalanceOptions { weigh, ..RebalanceOptions::default() });
         check_invariants(&pl);
         let mut rng = Rng(seed);
         let pop = popularity(buckets, 1e6, &mut rng);
@@ -567,7 +661,7 @@ proptest! {
                             }
                             let pairs = parity.iter().zip(pl.parity_servers(b)).take(still);
                             for (&was, &now) in pairs {
-                                if was != x && !new.contains(&was) {
+                                if !report.count_mode && was != x && !new.contains(&was) {
                                     prop_assert_eq!(now, was);
                                 }
                             }
@@ -601,6 +695,7 @@ proptest! {
 fn cumulative_writes(carry_ppm: u32, periods: usize) -> Vec<u64> {
     let mut pl = homogeneous(10, cfg(100, 3, 1));
     pl.set_rebalance_options(RebalanceOptions {
+        weigh: Weigh::Loads,
         carry_ppm,
         ..RebalanceOptions::default()
     });

