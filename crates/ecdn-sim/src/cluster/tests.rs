@@ -1,0 +1,182 @@
+//! Tests of the cluster simulator.
+
+use super::*;
+use crate::unavailability::FailEvent;
+use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
+
+/// 20,000 requests over 3,000 objects (web + video sizes, 1000 per trace second); every
+/// 101st request asks for another size of its object (a new version).
+fn trace() -> Vec<Request> {
+    let mut v: Vec<Request> = Generator::new(GenConfig {
+        requests: 20_000,
+        objects: 3_000,
+        alpha: 0.9,
+        sizes: SizeDist::WebVideo,
+        rate: 1000.0,
+        seed: 11,
+        scenario: Scenario::Stationary,
+    })
+    .unwrap()
+    .collect();
+    for r in v.iter_mut().step_by(101) {
+        r.size += 1;
+    }
+    v
+}
+
+fn config(scheme: Scheme, capacity: u64) -> ClusterConfig {
+    let mut cfg = ClusterConfig::new(scheme, capacity);
+    cfg.weights = vec![1.0; 6];
+    cfg.window = Window::Requests(2_000);
+    cfg
+}
+
+/// Runs `reqs` through a simulator, checking the protection mirror against the caches
+/// every `check_every` requests and at the end.
+fn run_checked(reqs: &[Request], cfg: &ClusterConfig, check_every: usize) -> ClusterResult {
+    let mut sim = Sim::new(cfg.clone()).unwrap();
+    let t0 = reqs[0].time;
+    for (i, r) in reqs.iter().enumerate() {
+        sim.request(r, (r.time - t0) as f64);
+        if (i + 1) % check_every == 0 || i + 1 == reqs.len() {
+            let avail: Vec<bool> = (0..cfg.weights.len())
+                .map(|s| sim.placement.is_available(s))
+                .collect();
+            if let Err(e) = sim.protection.check(&sim.caches, &avail) {
+                panic!("{} after request {}: {e}", cfg.scheme.name(), i + 1);
+            }
+        }
+    }
+    sim.finish(0.0)
+}
+
+#[test]
+fn protection_mirrors_the_caches_through_evictions_failures_and_returns() {
+    let reqs = trace();
+    for scheme in [
+        Scheme::NoRep,
+        Scheme::Rep(2),
+        Scheme::Rep2Popular,
+        Scheme::C2dnNoRebal,
+        Scheme::C2dn,
+    ] {
+        // Small enough to evict all the time; server 2 away from 5 s to 12 s and back
+        // with an empty cache (its pieces leave the mirror), server 4 from 8 s on; a
+        // periodic rebalance too, so parity moves.
+        let mut cfg = config(scheme, 400 << 20);
+        cfg.rebalance_every = 3.0;
+        cfg.unavailability.returns_empty = vec![2];
+        cfg.unavailability.events = vec![
+            FailEvent {
+                server: 2,
+                start: 5.0,
+                end: 12.0,
+            },
+            FailEvent {
+                server: 4,
+                start: 8.0,
+                end: f64::INFINITY,
+            },
+        ];
+        let r = run_checked(&reqs, &cfg, 997);
+        assert!(r.cached_objects > 0, "{}", r.scheme);
+        assert!(
+            r.windows
+                .iter()
+                .all(|w| (0.0..=1.0).contains(&w.unprotected_fraction)),
+            "{}",
+            r.scheme
+        );
+        // Servers 2 and 4 were away, so the imbalance is over the others.
+        assert_eq!(r.always_available, vec![0, 1, 3, 5], "{}", r.scheme);
+    }
+}
+
+#[test]
+fn unprotected_fraction_counts_cached_objects() {
+    let reqs = trace();
+    // One copy of everything: every cached object is unprotected, in every window.
+    let r = run_checked(&reqs, &config(Scheme::NoRep, 400 << 20), 4_999);
+    assert!(r.windows.iter().all(|w| w.unprotected_fraction == 1.0));
+    assert_eq!(r.unprotected_fraction, 1.0);
+    assert_eq!(r.unprotected_fraction_end, 1.0);
+    // A cache that never evicts: every object has all its copies or chunks, and the
+    // cached objects are exactly the distinct objects requested.
+    let distinct = {
+        let mut ids: Vec<u64> = reqs.iter().map(|r| r.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len() as u64
+    };
+    for scheme in [Scheme::Rep(2), Scheme::C2dnNoRebal, Scheme::C2dn] {
+        let r = run_checked(&reqs, &config(scheme, 1 << 40), 4_999);
+        assert_eq!(r.unprotected_fraction, 0.0, "{}", r.scheme);
+        assert_eq!(r.cached_objects, distinct, "{}", r.scheme);
+    }
+    // Server 3 away from 10 s on, no eviction: the objects with a piece on it lose it (a
+    // replica, or one of K + 1 chunks), and only those not requested since are left
+    // unprotected; objects cached only on server 3 are not cached in the cluster.
+    let mut cfg = config(Scheme::Rep(2), 1 << 40);
+    cfg.unavailability.events = vec![FailEvent {
+        server: 3,
+        start: 10.0,
+        end: f64::INFINITY,
+    }];
+    let r = run_checked(&reqs, &cfg, 4_999);
+    let end = r.unprotected_fraction_end;
+    assert!(end > 0.0 && end < 0.5, "{end}");
+    assert_eq!(
+        r.cached_objects, distinct,
+        "rep2 keeps a copy of everything"
+    );
+    let before: Vec<f64> = r.windows[..5]
+        .iter()
+        .map(|w| w.unprotected_fraction)
+        .collect();
+    assert_eq!(before, vec![0.0; 5]);
+}
+
+#[test]
+fn periodic_rebalance_is_off_by_default_and_an_option() {
+    let reqs = trace();
+    let count = |every: f64, at: Option<f64>| {
+        let mut cfg = config(Scheme::C2dn, 400 << 20);
+        cfg.rebalance_every = every;
+        cfg.rebalance_at = at;
+        run_checked(&reqs, &cfg, 10_000).rebalances
+    };
+    let span = (reqs.last().unwrap().time - reqs[0].time) as f64;
+    assert!(span > 15.0 && span < 25.0, "{span}");
+    assert_eq!(count(0.0, None), 0, "only availability changes rebalance");
+    assert_eq!(count(0.0, Some(2.0)), 1, "one rebalance at 2 s");
+    // Every 5 s, the first after half a second: at 0.5, 5.5, 10.5, ….
+    let periodic = ((span - 0.5) / 5.0).floor() as u64 + 1;
+    assert_eq!(count(5.0, None), periodic);
+    assert_eq!(
+        count(5.0, Some(3.0)),
+        ((span - 3.0) / 5.0).floor() as u64 + 1
+    );
+    // An availability change rebalances whatever the option says: away and back.
+    let mut cfg = config(Scheme::C2dn, 400 << 20);
+    cfg.unavailability.events = vec![FailEvent {
+        server: 1,
+        start: 4.0,
+        end: 9.0,
+    }];
+    let r = run_checked(&reqs, &cfg, 10_000);
+    assert_eq!(r.rebalances, 2);
+    assert_eq!(r.always_available, vec![0, 2, 3, 4, 5]);
+    let w: Vec<u128> = r
+        .always_available
+        .iter()
+        .map(|&s| r.bytes_written[s])
+        .collect();
+    assert_eq!(r.write_imbalance, imbalance(&w));
+    // Bad settings are errors.
+    for (every, at) in [(-1.0, None), (f64::NAN, None), (0.0, Some(-2.0))] {
+        let mut cfg = config(Scheme::C2dn, 1 << 30);
+        cfg.rebalance_every = every;
+        cfg.rebalance_at = at;
+        assert!(matches!(Sim::new(cfg), Err(SimError::Config(_))));
+    }
+}
