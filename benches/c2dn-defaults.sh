@@ -45,7 +45,7 @@ for c in ["d-1", "d-2", "tc-0"]:
     for d in plain:
         f = fail[(d["scheme"], d["cache_size"])]
         gib = d["cache_size"] / 2**30
-        rep = d.get("repair_bytes", 0) / 2**30
+        rep = d.get("repair", {}).get("written", 0) / 2**30
         print(f"| {c} | {d['scheme']} | {gib:.0f} GiB | {d['byte_miss_ratio']:.4f} | "
               f"{d['write_imbalance']:.3f} | {d['unprotected_fraction']:.4f} | {rep:.1f} GiB | "
               f"{100 * f['max_relative_miss_increase']:+.1f}% |")

@@ -84,6 +84,22 @@ pub struct ClusterArgs {
     /// fraction of a period's mean per-server load (e.g. 0.005); 0 is the paper's inputs.
     #[arg(long, default_value_t = 0.0)]
     carry: f64,
+    /// Background repair (c2dn, beyond the paper): bytes per second of trace time the cluster
+    /// may write to rebuild the chunks (and replicas) its cached objects lost, most requested
+    /// objects first; 0 turns it off.
+    #[arg(long, default_value = "4MiB", value_name = "BYTES")]
+    repair_rate: String,
+    /// Trace seconds between repair rounds.
+    #[arg(long, default_value = "60s", value_name = "SECONDS")]
+    repair_every: String,
+    /// Only objects requested at least N times so far are repaired.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    repair_min_requests: u32,
+    /// Only objects whose oldest cached piece is younger than this fraction of the cluster's
+    /// characteristic time (capacity over write rate) are repaired: older ones are at the end
+    /// of their life in the FIFO caches.
+    #[arg(long, default_value_t = 0.5, value_name = "FRACTION")]
+    repair_max_age: f64,
     /// rep2-popular: an object is popular from its N-th request on.
     #[arg(long, default_value_t = 2)]
     popular_min: u32,
@@ -235,6 +251,16 @@ pub fn run(a: ClusterArgs) -> Result<()> {
     base.rebalance_every = rebalance_every;
     base.rebalance_at = rebalance_at;
     base.rebalance = rebalance;
+    base.repair = ecdn_sim::cluster::RepairConfig {
+        rate: parse_size(&a.repair_rate).map_err(|e| anyhow::anyhow!("--repair-rate: {e}"))?,
+        every: parse_seconds(&a.repair_every)
+            .map_err(|e| anyhow::anyhow!("--repair-every: {e}"))?,
+        min_requests: a.repair_min_requests,
+        max_age: a.repair_max_age,
+    };
+    if !(base.repair.every > 0.0) {
+        bail!("--repair-every {}: must be above 0", a.repair_every);
+    }
     base.popular_min = a.popular_min;
     base.window = window;
     base.unavailability = unavailability;

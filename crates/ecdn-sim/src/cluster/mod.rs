@@ -74,6 +74,8 @@ use ecdn_trace::{RequestReader, BATCH};
 use serde::Serialize;
 
 use crate::protection::Protection;
+use repair::Repair;
+pub use repair::{RepairConfig, RepairStats};
 use crate::unavailability::{Unavailability, Window};
 use crate::SimError;
 
@@ -107,6 +109,8 @@ pub struct ClusterConfig {
     pub rebalance_at: Option<f64>,
     /// How parity rebalance trades balance for stability (see `ecdn_placement`).
     pub rebalance: RebalanceOptions,
+    /// Background repair of lost pieces (`c2dn` only; see [`repair`]).
+    pub repair: RepairConfig,
     /// `rep2-popular`: requests after which an object counts as popular.
     pub popular_min: u32,
     /// Window of the per-window series (and of the unavailability record).
@@ -134,6 +138,7 @@ impl ClusterConfig {
             rebalance_every: 0.0,
             rebalance_at: None,
             rebalance: RebalanceOptions::default(),
+            repair: RepairConfig::OFF,
             popular_min: 2,
             window: Window::Seconds(300.0),
             unavailability: Unavailability::default(),
@@ -203,6 +208,8 @@ pub struct ClusterResult {
     pub rebalances: u64,
     /// Total time spent in placement rebalances, seconds.
     pub rebalance_s: f64,
+    /// What the background repair did (all zero when it is off).
+    pub repair: RepairStats,
     pub elapsed_s: f64,
     pub requests_per_s: f64,
     /// The windows with requests, in order (a window without requests is left out).
@@ -292,6 +299,8 @@ struct Sim {
     cached_requests: u64,
     unprotected: u64,
     windows: Vec<ClusterWindow>,
+    /// Background repair (`c2dn`).
+    repair: Repair,
     /// Trace time of the next load-based parity rebalance (infinite: none).
     next_rebalance: f64,
     rebalances: u64,
@@ -305,6 +314,12 @@ impl Sim {
             return Err(SimError::Config(format!(
                 "invalid rebalance period {}: trace seconds, 0 for none",
                 cfg.rebalance_every
+            )));
+        }
+        if !(cfg.repair.every.is_finite() && cfg.repair.every > 0.0) {
+            return Err(SimError::Config(format!(
+                "invalid repair period {}: trace seconds above 0",
+                cfg.repair.every
             )));
         }
         if let Some(at) = cfg.rebalance_at {
@@ -384,6 +399,7 @@ impl Sim {
             },
             rebalances: 0,
             rebalance_s: 0.0,
+            repair: Repair::new(cfg.repair, cfg.scheme),
             cfg,
         })
     }
@@ -427,6 +443,7 @@ impl Sim {
             self.rebalances += 1;
             self.rebalance_s += report.elapsed.as_secs_f64();
         }
+        self.repair_if_due(time);
     }
 
     fn apply_availability(&mut self) {
@@ -526,6 +543,7 @@ impl Sim {
 
     fn request(&mut self, req: &Request, time: f64) {
         self.advance(time);
+        self.repair.requested(req.id, req.size);
         let bucket = self.placement.bucket_of(req.id);
         let (coded, need) = self.targets(req, bucket);
         // Which pieces are cached on available servers (a lookup also refreshes LRU order).
@@ -697,33 +715,41 @@ impl Sim {
             if present & (1 << i) != 0 || !self.placement.is_available(piece.server) {
                 continue;
             }
-            let probe = Request {
-                id: piece.key,
-                size: piece.size,
-                ..*req
-            };
-            let cache = &mut self.caches[piece.server];
-            let before = cache.eviction().len();
-            let admitted = cache.admit(&probe);
-            // What the policy evicted to make room, then the piece itself if it was inserted
-            // (not if the cache already held it).
-            let evicted = cache.evicted().len();
-            for e in cache.evicted() {
-                self.protection.removed(e.id, Some(e.size));
-            }
-            cache.clear_evicted();
-            if admitted && cache.eviction().len() + evicted == before + 1 {
-                self.protection
-                    .added(piece.key, req.id, coded.then_some(piece.index));
-            }
-            if admitted {
-                self.written[piece.server] += u128::from(piece.size);
-                match piece.parity {
-                    Some(j) => self.placement.record_parity_write(bucket, j, piece.size),
-                    None => self.placement.record_data_write(piece.server, piece.size),
-                }
+            self.store(piece, req, coded, bucket);
+        }
+    }
+
+    /// Writes `piece` of `req`'s object (of `bucket`) to its server's cache: what the policy
+    /// evicts leaves the protection count, the piece joins it, and the bytes count as the
+    /// server's writes and as write load. Returns whether the cache admitted it.
+    fn store(&mut self, piece: Piece, req: &Request, coded: bool, bucket: usize) -> bool {
+        let probe = Request {
+            id: piece.key,
+            size: piece.size,
+            ..*req
+        };
+        let cache = &mut self.caches[piece.server];
+        let before = cache.eviction().len();
+        let admitted = cache.admit(&probe);
+        // What the policy evicted to make room, then the piece itself if it was inserted
+        // (not if the cache already held it).
+        let evicted = cache.evicted().len();
+        for e in cache.evicted() {
+            self.protection.removed(e.id, Some(e.size));
+        }
+        cache.clear_evicted();
+        if admitted && cache.eviction().len() + evicted == before + 1 {
+            self.protection
+                .added(piece.key, req.id, coded.then_some(piece.index), req.time);
+        }
+        if admitted {
+            self.written[piece.server] += u128::from(piece.size);
+            match piece.parity {
+                Some(j) => self.placement.record_parity_write(bucket, j, piece.size),
+                None => self.placement.record_data_write(piece.server, piece.size),
             }
         }
+        admitted
     }
 
     /// Records the protection state in the current window (called at its end).
@@ -788,6 +814,7 @@ impl Sim {
             origin_bytes: self.origin,
             rebalances: self.rebalances,
             rebalance_s: self.rebalance_s,
+            repair: self.repair.stats,
             elapsed_s: elapsed,
             requests_per_s: if elapsed > 0.0 {
                 self.requests as f64 / elapsed
@@ -903,5 +930,6 @@ pub fn compare(
     }
 }
 
+pub mod repair;
 #[cfg(test)]
 mod tests;

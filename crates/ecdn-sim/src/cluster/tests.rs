@@ -180,3 +180,72 @@ fn periodic_rebalance_is_off_by_default_and_an_option() {
         assert!(matches!(Sim::new(cfg), Err(SimError::Config(_))));
     }
 }
+
+/// Server 4 fails for good at 8 s. With repair, the chunks and replicas it held are rebuilt on
+/// their new servers: fewer objects end unprotected than without, the bytes written stay
+/// within the rate, and the protection mirror stays exact through the repair's writes.
+#[test]
+fn repair_rebuilds_what_a_failure_took_within_its_rate() {
+    let reqs = trace();
+    let run = |repair: RepairConfig| {
+        let mut cfg = config(Scheme::C2dn, 4 << 30);
+        cfg.repair = repair;
+        cfg.unavailability.events = vec![FailEvent {
+            server: 4,
+            start: 8.0,
+            end: f64::INFINITY,
+        }];
+        run_checked(&reqs, &cfg, 1_000)
+    };
+    let off = run(RepairConfig::OFF);
+    assert_eq!(off.repair.pieces, 0);
+    let rate = 64 << 20;
+    let on = run(RepairConfig {
+        rate,
+        every: 1.0,
+        min_requests: 1,
+        max_age: 100.0,
+    });
+    assert!(on.repair.pieces > 0 && on.repair.objects > 0, "{:?}", on.repair);
+    assert!(
+        on.unprotected_fraction_end < off.unprotected_fraction_end / 2.0,
+        "repair {} vs none {}",
+        on.unprotected_fraction_end,
+        off.unprotected_fraction_end
+    );
+    // 20 s of trace time, plus at most one round carried over.
+    assert!(on.repair.written <= u128::from(rate) * 21, "{:?}", on.repair);
+    // It reads K chunks per coded object it rebuilds, or the one copy of a replica.
+    assert!(on.repair.read >= on.repair.written, "{:?}", on.repair);
+    // A rate too small for any piece writes nothing.
+    let starved = run(RepairConfig {
+        rate: 1,
+        every: 1.0,
+        min_requests: 1,
+        max_age: 100.0,
+    });
+    assert_eq!(starved.repair.written, 0);
+    assert_eq!(starved.miss_ratio, off.miss_ratio);
+}
+
+/// Only `c2dn` repairs, and only objects young enough and requested often enough.
+#[test]
+fn repair_is_c2dn_only_and_skips_old_and_unpopular_objects() {
+    let reqs = trace();
+    let mut cfg = config(Scheme::C2dnNoRebal, 400 << 20);
+    cfg.repair = RepairConfig {
+        rate: 1 << 30,
+        every: 1.0,
+        min_requests: 1,
+        max_age: 100.0,
+    };
+    assert_eq!(run_checked(&reqs, &cfg, 5_000).repair.pieces, 0);
+    cfg.scheme = Scheme::C2dn;
+    let all = run_checked(&reqs, &cfg, 5_000).repair.objects;
+    assert!(all > 0);
+    cfg.repair.min_requests = 1_000_000;
+    assert_eq!(run_checked(&reqs, &cfg, 5_000).repair.objects, 0);
+    cfg.repair.min_requests = 1;
+    cfg.repair.max_age = 0.0;
+    assert!(run_checked(&reqs, &cfg, 5_000).repair.objects < all / 2);
+}
