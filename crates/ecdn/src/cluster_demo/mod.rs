@@ -38,7 +38,7 @@ mod sim;
 
 use driver::{Dispenser, Rebalancer, SharedDispenser, Work};
 use procs::{FileSettings, Layout, Procs};
-use report::{ClusterStats, KillRow, Record, Report, SimSummary, Totals};
+use report::{ClusterStats, CompareRow, KillRow, Record, Report, SimSummary, Totals};
 use restart::{NodeStart, ReturnTiming, Returns};
 use schedule::{Kill, KillSpec, Restart, RestartSpec};
 use sim::{sim_summary, simulate, Failures};
@@ -75,7 +75,9 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
 
 #[derive(Args, Clone)]
 #[command(after_help = "Examples:\n  \
-    ecdn cluster demo\n  \
+    ecdn cluster demo                                  # C2DN's regime, node 2 killed at 0.5\n  \
+    ecdn cluster demo --no-kill                        # the same without a failure\n  \
+    ecdn cluster demo --objects 2000 --sizes lognormal:48KiB:1.2 --disk-size 8MiB  # small caches\n  \
     ecdn cluster demo --nodes 6 --kill 2@0.5 --json --plot demo.png\n  \
     ecdn cluster demo --scheme rep2 --nodes 6 --kill 2@0.5\n  \
     ecdn cluster demo --scheme c2dn-n5k3 --nodes 6 --kill 1@0.4 --kill 4@0.6\n  \
@@ -90,11 +92,19 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
     NODE@FRACTION SIGKILLs that node once FRACTION of the requests were issued; it leaves \
     the rotation at that moment. --restart NODE@FRACTION starts a killed node again (same \
     id, ports and disk file) before that request, and it rejoins the rotation once the \
-    coordinator's map has it available; --restart-empty wipes its disk file first. Every \
+    coordinator's map has it available; --restart-empty wipes its disk file first. Without \
+    --kill, --restart, --restart-empty or --no-kill, node 2 is killed at 0.5 (--kill 2@0.5) when \
+    the nodes left can still run the scheme. The default workload (500 objects, sizes \
+    lognormal:256KiB:1.0, 64 MiB of pieces per node) is the regime of C2DN's §6.2-6.3: the \
+    surviving nodes' caches hold c2dn's working set but not rep2's; the flags of the third \
+    example (the defaults before issue 37) give caches that turn over within a window. Every \
     body is checked byte by byte. The simulator runs the same trace with the same scheme, K, \
     P, threshold, buckets and seed, capacity nodes × disk size, equal weights, FIFO, without \
-    failures and (with --kill) with the same kills and returns. With --json the last line of \
-    stdout is one JSON object.")]
+    failures and (with --kill) with the same kills and returns; after the run, a table sets \
+    the live scheme's miss ratio, byte miss ratio, write imbalance and largest relative miss \
+    increase after a kill beside the simulator's for the schemes no-rep, rep2, c2dn-norebal \
+    and c2dn on the same trace, capacity and kills (JSON: `compare`). With --json the last \
+    line of stdout is one JSON object.")]
 pub struct DemoArgs {
     /// Nodes (processes) in the cluster.
     #[arg(long, default_value_t = 6)]
@@ -112,15 +122,15 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 10_000, conflicts_with = "trace")]
     requests: u64,
     /// Distinct objects of the generated trace (Zipf popularity).
-    #[arg(long, default_value_t = 2_000)]
+    #[arg(long, default_value_t = 500)]
     objects: u64,
     /// Zipf exponent of the generated trace.
     #[arg(long, default_value_t = 0.9)]
     alpha: f64,
     /// Object sizes of the generated trace: fixed:SIZE, lognormal:MEDIAN:SIGMA,
-    /// pareto:ALPHA:MIN, web-video. The default makes about a fifth of the objects larger
-    /// than the coding threshold.
-    #[arg(long, default_value = "lognormal:48KiB:1.2")]
+    /// pareto:ALPHA:MIN, web-video. The default makes about three quarters of the objects
+    /// larger than the coding threshold, and most bytes coded.
+    #[arg(long, default_value = "lognormal:256KiB:1.0")]
     sizes: String,
     /// Replay this trace instead (oracleGeneral, .zst, text or CSV by its name).
     #[arg(long, value_name = "FILE")]
@@ -128,9 +138,14 @@ pub struct DemoArgs {
     /// With --trace: replay at most R requests.
     #[arg(long, value_name = "R", requires = "trace")]
     max_requests: Option<u64>,
-    /// Kill NODE (SIGKILL) when FRACTION of the requests were issued; repeatable.
+    /// Kill NODE (SIGKILL) when FRACTION of the requests were issued; repeatable. Without it
+    /// (and without --restart, --restart-empty and --no-kill) node 2 is killed at 0.5, if the
+    /// nodes left can run the scheme.
     #[arg(long, value_name = "NODE@FRACTION")]
     kill: Vec<String>,
+    /// Kill no node: turns the default kill (node 2 at 0.5) off.
+    #[arg(long, conflicts_with_all = ["kill", "restart", "restart_empty"])]
+    no_kill: bool,
     /// Start NODE, killed earlier by --kill, again before FRACTION of the requests are issued:
     /// same id, ports and disk file, so it returns with what it held (C2DN App. 10.3; the
     /// simulator keeps a returning server's cache). It rejoins the rotation once the
@@ -164,7 +179,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = "1MiB")]
     hoc_size: String,
     /// Each node's cache capacity for pieces (the simulator's per-server capacity).
-    #[arg(long, default_value = "8MiB")]
+    #[arg(long, default_value = "64MiB")]
     disk_size: String,
     /// Objects larger than this are coded (C2DN schemes).
     #[arg(long, default_value = "128KiB")]
@@ -241,9 +256,39 @@ fn load_trace(a: &DemoArgs) -> Result<Vec<Request>> {
     .collect())
 }
 
+/// The kill of a run whose flags name no kill, restart or `--no-kill`: node 2 at 0.5, as the
+/// live runs of C2DN's regime in BENCHMARKS.md ("The paper's regime, live").
+pub const DEFAULT_KILL: KillSpec = KillSpec {
+    node: 2,
+    fraction: 0.5,
+};
+
+/// Whether a run gets [`DEFAULT_KILL`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum DefaultKill {
+    /// The flags name kills or restarts, or `--no-kill`.
+    NotAsked,
+    Kill(KillSpec),
+    /// The cluster cannot lose the node: it does not exist, or the nodes left are fewer than
+    /// the scheme needs (`needed`).
+    CannotLose,
+}
+
+fn default_kill(a: &DemoArgs, needed: usize) -> DefaultKill {
+    if a.no_kill || !a.kill.is_empty() || !a.restart.is_empty() || !a.restart_empty.is_empty() {
+        DefaultKill::NotAsked
+    } else if DEFAULT_KILL.node < a.nodes && a.nodes > needed {
+        DefaultKill::Kill(DEFAULT_KILL)
+    } else {
+        DefaultKill::CannotLose
+    }
+}
+
 /// Everything checked and parsed before any process starts.
 struct Plan {
     code: SchemeCode,
+    /// What became of the default kill, when the flags asked for none, for stderr.
+    kill_note: Option<String>,
     trace: Vec<Request>,
     window: u64,
     kills: Vec<Kill>,
@@ -292,12 +337,28 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
     let disk_size = size("--disk-size", &a.disk_size)?;
     let threshold = size("--threshold", &a.threshold)?;
     let sub_chunk = size("--sub-chunk", &a.sub_chunk)?;
-    let specs = a
+    let mut specs = a
         .kill
         .iter()
         .map(|s| KillSpec::parse(s))
         .collect::<Result<Vec<_>, _>>()
         .map_err(anyhow::Error::msg)?;
+    let default_kill = default_kill(a, needed);
+    let kill_note = match default_kill {
+        DefaultKill::NotAsked => None,
+        DefaultKill::Kill(spec) => {
+            specs.push(spec);
+            Some(format!(
+                "no --kill given: node {} is killed at {} (the default; --no-kill turns it off)",
+                spec.node, spec.fraction
+            ))
+        }
+        DefaultKill::CannotLose => Some(format!(
+            "no --kill given, and no default kill: {} nodes without node {} cannot run {} \
+             (it needs {needed})",
+            a.nodes, DEFAULT_KILL.node, a.scheme
+        )),
+    };
     let trace = load_trace(a)?;
     let total = trace.len() as u64;
     if total == 0 {
@@ -322,6 +383,7 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
     }
     Ok(Plan {
         code,
+        kill_note,
         trace,
         window,
         kills,
@@ -623,7 +685,27 @@ fn build_report(
         ),
         None => Vec::new(),
     };
+    let write_imbalance = report::imbalance(whole_run);
+    let compare = [
+        CompareRow {
+            scheme: scheme.clone(),
+            run: "live",
+            miss_ratio: t.miss_ratio(),
+            byte_miss_ratio: t.byte_miss_ratio(),
+            write_imbalance,
+            max_relative_miss_increase: max_rel,
+        },
+        CompareRow {
+            scheme: scheme.clone(),
+            ..match &sim_killed {
+                Some(killed) => sim::sim_row(killed, max_rel_sim),
+                None => sim::sim_row(&sim, None),
+            }
+        },
+    ]
+    .into();
     Report {
+        compare,
         control: live.control.clone(),
         scheme,
         nodes: a.nodes,
@@ -639,7 +721,7 @@ fn build_report(
         retried_mid_body: t.retried_mid_body,
         miss_ratio: t.miss_ratio(),
         byte_miss_ratio: t.byte_miss_ratio(),
-        write_imbalance: report::imbalance(whole_run),
+        write_imbalance,
         bytes_written,
         windows,
         kills,
@@ -677,6 +759,9 @@ fn build_report(
 
 fn run_demo(a: DemoArgs) -> Result<()> {
     let plan = plan(&a)?;
+    if let Some(note) = &plan.kill_note {
+        eprintln!("{note}");
+    }
     let dir = tempfile::Builder::new()
         .prefix("ecdn-cluster-demo-")
         .tempdir()
@@ -766,7 +851,7 @@ fn run_demo(a: DemoArgs) -> Result<()> {
     } else {
         None
     };
-    let report = build_report(
+    let mut report = build_report(
         &a,
         &plan,
         cfg.scheme_name(),
@@ -775,12 +860,17 @@ fn run_demo(a: DemoArgs) -> Result<()> {
         sim_killed,
         sim_empty.as_ref(),
     );
+    report.compare.extend(sim::peers(&a, &plan)?);
     out!(
         "{}",
         report::window_table(&report.windows, &plan.kills, &plan.restarts, plan.window)
     )?;
     out!("{}", restart::table(&report.restarts))?;
     out!("{}", report::summary(&report))?;
+    out!(
+        "{}",
+        report::compare_table(&report.compare, &compare_heading(&a, &plan))
+    )?;
     if let Some(path) = &a.plot {
         plot(path, &report, &live.records)?;
     }
@@ -788,6 +878,33 @@ fn run_demo(a: DemoArgs) -> Result<()> {
         outln!("{}", serde_json::to_string(&report)?)?;
     }
     Ok(())
+}
+
+/// The line above the comparison table: what the simulator's runs share with the live one.
+fn compare_heading(a: &DemoArgs, plan: &Plan) -> String {
+    let failures = if plan.kills.is_empty() {
+        "without failures".to_string()
+    } else {
+        let mut what: Vec<String> = plan
+            .kills
+            .iter()
+            .map(|k| format!("node {} killed at {}", k.node, k.fraction))
+            .collect();
+        what.extend(plan.restarts.iter().map(|r| {
+            let wiped = if r.empty { ", disk wiped" } else { "" };
+            format!("node {} back at {}{wiped}", r.node, r.fraction)
+        }));
+        what.join(", ")
+    };
+    format!(
+        "schemes on the same {} requests and {} nodes × {}, {failures} (sim: the simulator; \
+         max_rel_miss_incr: over the {} windows from each kill, against the same scheme's \
+         simulator without failures):",
+        plan.trace.len(),
+        a.nodes,
+        format_size(plan.disk_size),
+        report::SPIKE_WINDOWS
+    )
 }
 
 fn plot(path: &Path, r: &Report, records: &[Record]) -> Result<()> {

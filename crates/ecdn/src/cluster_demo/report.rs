@@ -263,6 +263,75 @@ pub fn max_relative_miss_increase(
     max
 }
 
+/// [`max_relative_miss_increase`] of the simulator losing the nodes (`killed`, its windows)
+/// against the simulator without failures (`no_failure`), for a scheme that did not run live.
+pub fn sim_relative_miss_increase(
+    no_failure: &[SimWindow],
+    killed: &[SimWindow],
+    kills: &[Kill],
+    window: u64,
+) -> Option<f64> {
+    let rows: Vec<WindowRow> = no_failure
+        .iter()
+        .map(|w| WindowRow {
+            index: w.index,
+            start: w.start,
+            requests: w.requests,
+            miss_ratio: w.miss_ratio,
+            byte_miss_ratio: w.byte_miss_ratio,
+            failed: 0,
+            sim_miss_ratio: Some(w.miss_ratio),
+            sim_byte_miss_ratio: Some(w.byte_miss_ratio),
+            sim_killed_miss_ratio: killed
+                .iter()
+                .find(|k| k.index == w.index)
+                .map(|k| k.miss_ratio),
+        })
+        .collect();
+    max_relative_miss_increase(&rows, kills, window, true)
+}
+
+/// One row of the comparison of schemes: the live run, or the simulator's run of a scheme on
+/// the same trace, capacity (nodes × disk size) and kills and returns (without failures when
+/// the run has no kill).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CompareRow {
+    pub scheme: String,
+    /// `live` (the cluster) or `sim` (the simulator).
+    pub run: &'static str,
+    pub miss_ratio: f64,
+    pub byte_miss_ratio: f64,
+    /// max/min bytes written over the nodes alive for the whole run.
+    pub write_imbalance: Option<f64>,
+    /// Live: [`Report::max_relative_miss_increase`]; simulated: the simulator losing the same
+    /// nodes against itself without failures (null without kills).
+    pub max_relative_miss_increase: Option<f64>,
+}
+
+/// The comparison table: a line per [`CompareRow`].
+pub fn compare_table(rows: &[CompareRow], heading: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{heading}");
+    let _ = writeln!(
+        s,
+        "{:<14} {:>4} {:>9} {:>10} {:>10} {:>18}",
+        "scheme", "run", "miss", "byte_miss", "write_imb", "max_rel_miss_incr"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:<14} {:>4} {:>9.4} {:>10.4} {:>10} {:>18}",
+            r.scheme,
+            r.run,
+            r.miss_ratio,
+            r.byte_miss_ratio,
+            opt(r.write_imbalance, 3),
+            opt(r.max_relative_miss_increase, 4)
+        );
+    }
+    s
+}
+
 /// max/min of `values`; `None` when there are none or the smallest is 0.
 pub fn imbalance(values: impl IntoIterator<Item = f64>) -> Option<f64> {
     let mut lo = f64::INFINITY;
@@ -491,6 +560,9 @@ pub struct Report {
     /// The simulator with the run's kills and returns (runs with kills only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sim_with_kills: Option<SimSummary>,
+    /// The live scheme beside the simulator's schemes on the same trace, capacity and kills:
+    /// the live run first, then the simulator's run of the live scheme, then the others.
+    pub compare: Vec<CompareRow>,
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {

@@ -7,8 +7,11 @@ use ecdn_sim::cluster::{simulate_cluster, ClusterConfig as SimConfig, ClusterRes
 use ecdn_sim::unavailability::{FailEvent, Unavailability, Window};
 use ecdn_trace::{Request, SliceReader};
 
+use ecdn_placement::pieces::Scheme;
+use ecdn_sim::cluster_sweep::SchemeCode;
+
 use super::driver;
-use super::report::{SimSummary, SimWindow};
+use super::report::{self, CompareRow, SimSummary, SimWindow};
 use super::schedule::{Kill, Restart};
 use super::{DemoArgs, Plan};
 
@@ -26,10 +29,21 @@ pub(super) enum Failures {
 /// The simulator on the same trace and configuration, with `failures`: each killed server
 /// unavailable from its kill's request until its return's, if it returns.
 pub(super) fn simulate(a: &DemoArgs, plan: &Plan, failures: Failures) -> Result<ClusterResult> {
-    let mut cfg = SimConfig::new(plan.code.scheme, a.nodes as u64 * plan.disk_size);
+    simulate_code(a, plan, plan.code, failures)
+}
+
+/// [`simulate`] with scheme and code `code` instead of the run's (a periodic parity
+/// rebalance only for c2dn).
+fn simulate_code(
+    a: &DemoArgs,
+    plan: &Plan,
+    code: SchemeCode,
+    failures: Failures,
+) -> Result<ClusterResult> {
+    let mut cfg = SimConfig::new(code.scheme, a.nodes as u64 * plan.disk_size);
     cfg.weights = vec![1.0; a.nodes];
-    cfg.k = plan.code.k;
-    cfg.p = plan.code.p;
+    cfg.k = code.k;
+    cfg.p = code.p;
     cfg.threshold = plan.threshold;
     cfg.sub_chunk = plan.sub_chunk;
     cfg.buckets = a.buckets;
@@ -40,7 +54,7 @@ pub(super) fn simulate(a: &DemoArgs, plan: &Plan, failures: Failures) -> Result<
         let all_empty = failures == Failures::ReturnsEmpty;
         cfg.unavailability = kill_events(&plan.kills, &plan.restarts, all_empty);
     }
-    if a.rebalance_every > 0 {
+    if a.rebalance_every > 0 && code.scheme == Scheme::C2dn {
         // Trace time is the request index here (below): a rebalance before every N-th request.
         cfg.rebalance_every = a.rebalance_every as f64;
         cfg.rebalance_at = Some(a.rebalance_every as f64);
@@ -88,6 +102,70 @@ pub(super) fn kill_events(kills: &[Kill], restarts: &[Restart], all_empty: bool)
             .map(|r| r.node)
             .collect(),
         ..Unavailability::default()
+    }
+}
+
+/// The schemes the comparison sets beside the live one, in this order, without the live
+/// scheme and those that need more nodes than the run has; coded ones with the run's code.
+pub(super) const COMPARED: [Scheme; 4] = [
+    Scheme::C2dn,
+    Scheme::C2dnNoRebal,
+    Scheme::Rep(2),
+    Scheme::NoRep,
+];
+
+/// The simulator's rows of the comparison for the schemes other than the live one (see
+/// [`COMPARED`]): each on the same trace and capacity, with the run's kills and returns when
+/// it has kills (its largest relative miss increase against its own run without failures).
+pub(super) fn peers(a: &DemoArgs, plan: &Plan) -> Result<Vec<CompareRow>> {
+    let mut rows = Vec::new();
+    for scheme in COMPARED {
+        let code = SchemeCode {
+            scheme,
+            ..plan.code
+        };
+        if scheme == plan.code.scheme || scheme.servers_needed(code.k, code.p) > a.nodes {
+            continue;
+        }
+        let none = sim_summary(&simulate_code(a, plan, code, Failures::None)?);
+        let row = if plan.kills.is_empty() {
+            sim_row(&none, None)
+        } else {
+            let killed = sim_summary(&simulate_code(a, plan, code, Failures::AsRun)?);
+            let max = report::sim_relative_miss_increase(
+                &none.windows,
+                &killed.windows,
+                &plan.kills,
+                plan.window,
+            );
+            sim_row(&killed, max)
+        };
+        rows.push(CompareRow {
+            scheme: scheme_name(code),
+            ..row
+        });
+    }
+    Ok(rows)
+}
+
+/// A scheme's name as the cluster file gives it (`c2dn`, `c2dn-n5k3`, `rep2`).
+pub(super) fn scheme_name(code: SchemeCode) -> String {
+    if code.scheme.coded() && (code.k, code.p) != (3, 1) {
+        format!("{}-n{}k{}", code.scheme.name(), code.k + code.p, code.k)
+    } else {
+        code.scheme.name()
+    }
+}
+
+/// A comparison row of the simulator's run `s` (with the kills, if the run has any).
+pub(super) fn sim_row(s: &SimSummary, max_relative_miss_increase: Option<f64>) -> CompareRow {
+    CompareRow {
+        scheme: String::new(),
+        run: "sim",
+        miss_ratio: s.miss_ratio,
+        byte_miss_ratio: s.byte_miss_ratio,
+        write_imbalance: s.write_imbalance,
+        max_relative_miss_increase,
     }
 }
 

@@ -191,6 +191,37 @@ fn report_json_has_the_contract_fields() {
         Some(&empty),
     );
     assert_eq!(r.write_imbalance, Some(1.5));
+    // The comparison's first rows: the live run, then the simulator's run of its scheme with
+    // the same kills and returns.
+    let twin = &r.compare[1];
+    assert_eq!(r.compare.len(), 2);
+    assert_eq!((r.compare[0].run, twin.run), ("live", "sim"));
+    assert_eq!(
+        (r.compare[0].miss_ratio, r.compare[0].write_imbalance),
+        (0.25, Some(1.5))
+    );
+    assert_eq!(
+        r.compare[0].max_relative_miss_increase,
+        r.max_relative_miss_increase
+    );
+    assert_eq!(twin.scheme, "c2dn");
+    let with_kills = r.sim_with_kills.as_ref().unwrap();
+    assert_eq!(twin.miss_ratio, with_kills.miss_ratio);
+    assert_eq!(twin.write_imbalance, with_kills.write_imbalance);
+    assert_eq!(
+        twin.max_relative_miss_increase,
+        r.sim_max_relative_miss_increase
+    );
+    // The simulator's windows alone give the twin's increase as the live windows do.
+    assert_eq!(
+        report::sim_relative_miss_increase(
+            &r.sim.windows,
+            &with_kills.windows,
+            &plan.kills,
+            plan.window
+        ),
+        r.sim_max_relative_miss_increase
+    );
     assert_eq!(r.bytes_written, vec![Some(100), None, Some(150), Some(120)]);
     assert_eq!(r.cpu_s, 3.0);
     assert_eq!(r.miss_ratio, 0.25);
@@ -238,6 +269,8 @@ fn report_json_has_the_contract_fields() {
         assert!(v["sim"].get(f).is_some(), "sim: no {f}");
     }
     assert!(v["bytes_written"][1].is_null());
+    assert_eq!(v["compare"][0]["run"], "live");
+    assert_eq!(v["compare"][1]["scheme"], "c2dn");
     // 4 nodes × 8 MiB: the simulator saw the same 40 requests in 10 windows.
     assert_eq!(v["sim"]["windows"].as_array().unwrap().len(), 10);
     assert_eq!(v["sim_with_kills"]["windows"].as_array().unwrap().len(), 10);
@@ -259,4 +292,86 @@ fn report_json_has_the_contract_fields() {
         );
         assert!(back["after"][f].is_number(), "restarts: no {f}");
     }
+}
+
+/// Without a kill, restart or `--no-kill`, node 2 dies halfway, if the nodes left can run the
+/// scheme; the default workload is the paper's regime.
+#[test]
+fn the_default_run_kills_node_2_halfway() {
+    let kills = |flags: &[&str]| {
+        let p = plan(&args(flags)).unwrap();
+        let got: Vec<(usize, u64)> = p.kills.iter().map(|k| (k.node, k.at)).collect();
+        (got, p.kill_note)
+    };
+    let (got, note) = kills(&["--requests", "200"]);
+    assert_eq!(got, vec![(2, 100)]);
+    assert!(note.unwrap().contains("--no-kill"));
+    assert_eq!(kills(&["--requests", "200", "--no-kill"]), (vec![], None));
+    assert_eq!(
+        kills(&["--requests", "200", "--kill", "1@0.3"]),
+        (vec![(1, 60)], None)
+    );
+    // c2dn needs 4 nodes: 4 cannot lose one; rep2 on 4 can.
+    let (got, note) = kills(&["--requests", "200", "--nodes", "4"]);
+    assert!(got.is_empty());
+    assert!(note.unwrap().contains("no default kill"));
+    let (got, _) = kills(&["--requests", "200", "--nodes", "4", "--scheme", "rep2"]);
+    assert_eq!(got, vec![(2, 100)]);
+    let (got, _) = kills(&["--requests", "200", "--nodes", "2", "--scheme", "rep2"]);
+    assert!(got.is_empty());
+    // --no-kill with a kill or a restart is a contradiction.
+    for flags in [["--kill", "1@0.5"], ["--restart", "1@0.5"]] {
+        let mut v = vec!["demo", "--no-kill"];
+        v.extend_from_slice(&flags);
+        assert!(Cli::try_parse_from(v).is_err(), "{flags:?}");
+    }
+    let a = args(&[]);
+    let p = plan(&a).unwrap();
+    assert_eq!((a.nodes, p.trace.len(), a.objects), (6, 10_000, 500));
+    assert_eq!(
+        (a.sizes.as_str(), p.disk_size),
+        ("lognormal:256KiB:1.0", 64 << 20)
+    );
+}
+
+/// The point of the default run, by the simulator alone (the comparison's rows): on the
+/// paper's regime with node 2 lost halfway, c2dn's miss ratio barely moves, while rep2's and
+/// no-rep's rise well above their runs without the failure.
+#[test]
+fn the_default_workload_shows_c2dn_losing_least() {
+    let a = args(&[]);
+    let p = plan(&a).unwrap();
+    let peers = sim::peers(&a, &p).unwrap();
+    let names: Vec<&str> = peers.iter().map(|r| r.scheme.as_str()).collect();
+    assert_eq!(names, ["c2dn-norebal", "rep2", "no-rep"]);
+    assert!(peers.iter().all(|r| r.run == "sim"));
+    let none = sim_summary(&simulate(&a, &p, Failures::None).unwrap());
+    let killed = sim_summary(&simulate(&a, &p, Failures::AsRun).unwrap());
+    let c2dn =
+        report::sim_relative_miss_increase(&none.windows, &killed.windows, &p.kills, p.window)
+            .unwrap();
+    let of = |name: &str| {
+        peers
+            .iter()
+            .find(|r| r.scheme == name)
+            .and_then(|r| r.max_relative_miss_increase)
+            .unwrap()
+    };
+    eprintln!(
+        "max relative miss increase: c2dn {c2dn:.3}, rep2 {:.3}, no-rep {:.3}; c2dn write \
+         imbalance {:?}",
+        of("rep2"),
+        of("no-rep"),
+        killed.write_imbalance
+    );
+    assert!(c2dn < 0.1, "c2dn {c2dn}");
+    assert!(of("rep2") > 1.0 && of("no-rep") > 1.0, "{peers:?}");
+    // A rep2 run compares c2dn with its own code.
+    let a = args(&["--scheme", "rep2", "--k", "4", "--requests", "100"]);
+    let names: Vec<String> = sim::peers(&a, &plan(&a).unwrap())
+        .unwrap()
+        .into_iter()
+        .map(|r| r.scheme)
+        .collect();
+    assert_eq!(names, ["c2dn-n5k4", "c2dn-norebal-n5k4", "no-rep"]);
 }
