@@ -74,10 +74,10 @@ use ecdn_trace::{RequestReader, BATCH};
 use serde::Serialize;
 
 use crate::protection::Protection;
-use repair::Repair;
-pub use repair::{RepairConfig, RepairStats};
 use crate::unavailability::{Unavailability, Window};
 use crate::SimError;
+use repair::Repair;
+pub use repair::{RepairConfig, RepairStats};
 
 pub use ecdn_placement::pieces::Scheme;
 

@@ -39,14 +39,6 @@ pub struct RepairConfig {
 }
 
 impl RepairConfig {
-    /// The default: 4 MiB per trace second, in rounds every 60 s.
-    pub const DEFAULT: RepairConfig = RepairConfig {
-        rate: 4 << 20,
-        every: 60.0,
-        min_requests: 2,
-        max_age: 0.5,
-    };
-
     /// No repair.
     pub const OFF: RepairConfig = RepairConfig {
         rate: 0,

@@ -206,7 +206,11 @@ fn repair_rebuilds_what_a_failure_took_within_its_rate() {
         min_requests: 1,
         max_age: 100.0,
     });
-    assert!(on.repair.pieces > 0 && on.repair.objects > 0, "{:?}", on.repair);
+    assert!(
+        on.repair.pieces > 0 && on.repair.objects > 0,
+        "{:?}",
+        on.repair
+    );
     assert!(
         on.unprotected_fraction_end < off.unprotected_fraction_end / 2.0,
         "repair {} vs none {}",
@@ -214,7 +218,11 @@ fn repair_rebuilds_what_a_failure_took_within_its_rate() {
         off.unprotected_fraction_end
     );
     // 20 s of trace time, plus at most one round carried over.
-    assert!(on.repair.written <= u128::from(rate) * 21, "{:?}", on.repair);
+    assert!(
+        on.repair.written <= u128::from(rate) * 21,
+        "{:?}",
+        on.repair
+    );
     // It reads K chunks per coded object it rebuilds, or the one copy of a replica.
     assert!(on.repair.read >= on.repair.written, "{:?}", on.repair);
     // A rate too small for any piece writes nothing.

@@ -301,6 +301,7 @@ fn cluster_result(
         origin_bytes: 1 << 32,
         rebalances: 3,
         rebalance_s: 0.01,
+        repair: Default::default(),
         elapsed_s: 1.0,
         requests_per_s: 2e6,
         windows,
