@@ -16,9 +16,10 @@
 //!   objects get two replicas on the first two data servers.
 //!
 //! When parity rebalance runs (C2DN): as in C2DN §4.2 and §5 ("only when there is an
-//! unavailability event") and as the live cluster does, on every availability change, with the
-//! write loads recorded since the last one; until the first, parity buckets are spread by
-//! count. Two load-based rebalances are options, both off by default:
+//! unavailability event") and as the live cluster does, on every availability change; what it
+//! balances is chunk-bucket counts by default, as the authors' code does, or the write loads
+//! recorded since the last change (`rebalance.weigh`, see `ecdn_placement::Weigh`). Two more
+//! rebalances are options, both off by default:
 //! `rebalance_at` (one at that trace time, e.g. App. 10.3's initial Phase 2 once the first
 //! loads are known) and `rebalance_every` (periodic; its first one at `rebalance_at`, or after
 //! a tenth of the period).
@@ -390,8 +391,8 @@ impl Sim {
             cached_requests: 0,
             unprotected: 0,
             windows: Vec::new(),
-            // Until the first load-based rebalance the parity buckets are spread by count, with
-            // no loads known; by default it comes after a tenth of the period.
+            // Until the first periodic rebalance the parity buckets are placed by chunk-bucket
+            // count; by default it comes after a tenth of the period.
             next_rebalance: match cfg.rebalance_at {
                 Some(at) => at,
                 None if cfg.rebalance_every > 0.0 => cfg.rebalance_every / 10.0,
