@@ -71,24 +71,37 @@ fn every_scheme_accounts_consistently() {
 #[test]
 fn c2dn_balances_writes_and_beats_rep2_on_byte_misses() {
     let reqs = trace();
-    // The trace spans 200 s: rebalance every 10 s so that loads are known early.
+    // By default: parity placed by chunk-bucket count, no load measured.
+    let c2dn = run(&reqs, &ClusterConfig::new(Scheme::C2dn, SIZE));
+    // By bytes: the trace spans 200 s, rebalance every 10 s so that loads are known early.
     let mut cfg = ClusterConfig::new(Scheme::C2dn, SIZE);
     cfg.rebalance_every = 10.0;
-    let c2dn = run(&reqs, &cfg);
+    cfg.rebalance.weigh = ecdn_placement::Weigh::Loads;
+    let by_loads = run(&reqs, &cfg);
     let norebal = run(&reqs, &ClusterConfig::new(Scheme::C2dnNoRebal, SIZE));
     let rep2 = run(&reqs, &ClusterConfig::new(Scheme::Rep(2), SIZE));
     eprintln!(
-        "write imbalance: c2dn {:.4} norebal {:.4} rep2 {:.4}; byte miss: c2dn {:.4} rep2 {:.4}",
+        "write imbalance: c2dn {:.4} by loads {:.4} norebal {:.4} rep2 {:.4}; byte miss: c2dn {:.4} rep2 {:.4}",
         c2dn.write_imbalance,
+        by_loads.write_imbalance,
         norebal.write_imbalance,
         rep2.write_imbalance,
         c2dn.byte_miss_ratio,
         rep2.byte_miss_ratio
     );
-    assert!(c2dn.write_imbalance < 1.25, "{}", c2dn.write_imbalance);
-    assert!(c2dn.write_imbalance < norebal.write_imbalance);
-    assert!(c2dn.write_imbalance < rep2.write_imbalance);
-    assert!(c2dn.byte_miss_ratio < rep2.byte_miss_ratio);
+    // Counts balance bytes only as far as buckets carry similar bytes; here a few large video
+    // objects make them lumpy (c2dn 1.32 by count, 1.12 by loads when measured).
+    assert!(
+        by_loads.write_imbalance < 1.25,
+        "{}",
+        by_loads.write_imbalance
+    );
+    assert!(c2dn.write_imbalance < 1.4, "{}", c2dn.write_imbalance);
+    for r in [&c2dn, &by_loads] {
+        assert!(r.write_imbalance < norebal.write_imbalance);
+        assert!(r.write_imbalance < rep2.write_imbalance);
+        assert!(r.byte_miss_ratio < rep2.byte_miss_ratio);
+    }
 }
 
 #[test]
