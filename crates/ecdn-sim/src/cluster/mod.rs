@@ -278,7 +278,9 @@ struct Sim {
     caches: Vec<Cache>,
     written: Vec<u128>,
     read: Vec<u128>,
-    popularity: hashbrown::HashMap<u64, u32, foldhash::fast::FixedState>,
+    /// Per object requested, its latest size and its requests so far: kept for `rep2-popular`
+    /// (which objects are popular) and for the repair (what to rebuild first, and how large).
+    popularity: hashbrown::HashMap<u64, (u64, u32), foldhash::fast::FixedState>,
     pieces: Vec<Piece>,
     /// Scratch: where [`pieces::pieces`] puts the pieces before they get ids and sizes.
     placed: Vec<pieces::Piece>,
@@ -496,9 +498,8 @@ impl Sim {
         let coded = self.cfg.scheme.coded() && req.size > self.cfg.threshold;
         let replicas = match self.cfg.scheme {
             Scheme::Rep2Popular => {
-                let c = self.popularity.entry(req.id).or_insert(0);
-                *c = c.saturating_add(1);
-                if *c >= self.cfg.popular_min {
+                let requests = self.popularity.get(&req.id).map_or(0, |&(_, n)| n);
+                if requests >= self.cfg.popular_min {
                     2
                 } else {
                     1
@@ -544,7 +545,10 @@ impl Sim {
 
     fn request(&mut self, req: &Request, time: f64) {
         self.advance(time);
-        self.repair.requested(req.id, req.size);
+        if self.cfg.scheme == Scheme::Rep2Popular || self.repair.on() {
+            let e = self.popularity.entry(req.id).or_insert((req.size, 0));
+            *e = (req.size, e.1.saturating_add(1));
+        }
         let bucket = self.placement.bucket_of(req.id);
         let (coded, need) = self.targets(req, bucket);
         // Which pieces are cached on available servers (a lookup also refreshes LRU order).

@@ -63,10 +63,8 @@ pub struct RepairStats {
     pub read: u128,
 }
 
-type Map<V> = hashbrown::HashMap<u64, V, foldhash::fast::FixedState>;
-
-/// The repair's state: its budget, when the next round is due, and the popularity and latest
-/// size of every object requested.
+/// The repair's state: its budget and when the next round is due. (Popularity and sizes are
+/// the simulator's per-object request counts.)
 pub(super) struct Repair {
     cfg: RepairConfig,
     next: f64,
@@ -74,8 +72,6 @@ pub(super) struct Repair {
     budget: f64,
     /// Bytes the servers had written at the last round (for the write rate).
     written_last: u128,
-    /// Per object requested: (latest size, requests so far).
-    objects: Map<(u64, u32)>,
     /// Scratch: the objects of one round.
     candidates: Vec<u64>,
     pub(super) stats: RepairStats,
@@ -94,33 +90,27 @@ impl Repair {
             last: 0.0,
             budget: 0.0,
             written_last: 0,
-            objects: Map::with_hasher(foldhash::fast::FixedState::with_seed(11)),
             candidates: Vec::new(),
             stats: RepairStats::default(),
         }
     }
 
-    fn on(&self) -> bool {
+    #[inline]
+    pub(super) fn on(&self) -> bool {
         self.cfg.rate > 0
     }
 
-    /// Counts a request for `object` of `size` bytes (its popularity).
+    /// Whether a round is due at trace time `time`.
     #[inline]
-    pub(super) fn requested(&mut self, object: u64, size: u64) {
-        if self.on() {
-            let e = self.objects.entry(object).or_insert((size, 0));
-            *e = (size, e.1.saturating_add(1));
-        }
+    fn due(&self, time: f64) -> bool {
+        self.on() && time >= self.next
     }
 
-    /// Whether a round is due at trace time `time`; if so, fills the budget for the time since
-    /// the last round (at most one round's worth carried over) and returns the cluster's
-    /// characteristic time since then: the capacity of the available servers over the bytes
-    /// they wrote per second (infinite while nothing is written).
-    fn due(&mut self, time: f64, written: u128, capacity: u64) -> Option<f64> {
-        if !self.on() || time < self.next {
-            return None;
-        }
+    /// Starts a round at trace time `time`: fills the budget for the time since the last round
+    /// (at most one round's worth carried over) and returns the cluster's characteristic time
+    /// since then: the capacity of the available servers over the bytes they wrote per second
+    /// (infinite while nothing is written).
+    fn start_round(&mut self, time: f64, written: u128, capacity: u64) -> f64 {
         let rate = self.cfg.rate as f64;
         let round = rate * self.cfg.every;
         let elapsed = time - self.last;
@@ -129,37 +119,38 @@ impl Repair {
         self.written_last = written;
         self.last = time;
         self.next = time + self.cfg.every;
-        Some(if per_second > 0.0 {
+        if per_second > 0.0 {
             capacity as f64 / per_second
         } else {
             f64::INFINITY
-        })
+        }
     }
 }
 
 impl Sim {
     /// A repair round, if one is due at trace time `time`.
     pub(super) fn repair_if_due(&mut self, time: f64) {
+        if !self.repair.due(time) {
+            return;
+        }
         let written: u128 = self.written.iter().sum();
         let capacity: u64 = (0..self.caches.len())
             .filter(|&s| self.placement.is_available(s))
             .map(|s| self.caches[s].capacity())
             .sum();
-        let Some(characteristic) = self.repair.due(time, written, capacity) else {
-            return;
-        };
+        let characteristic = self.repair.start_round(time, written, capacity);
         let max_age = characteristic * self.repair.cfg.max_age;
         let width = (self.cfg.k + self.cfg.p) as u32;
         let mut candidates = std::mem::take(&mut self.repair.candidates);
         self.protection.repairable(width, &mut candidates);
-        let objects = &self.repair.objects;
+        let objects = &self.popularity;
         let popularity = |o: &u64| objects.get(o).map_or(0, |&(_, n)| n);
         let min = self.repair.cfg.min_requests;
         candidates.retain(|o| popularity(o) >= min);
         candidates.sort_unstable_by(|a, b| popularity(b).cmp(&popularity(a)).then(a.cmp(b)));
         let mut wrote = false;
         for &object in &candidates {
-            let Some(&(size, _)) = self.repair.objects.get(&object) else {
+            let Some(&(size, _)) = self.popularity.get(&object) else {
                 continue;
             };
             match self.repair_object(object, size, time, max_age) {
