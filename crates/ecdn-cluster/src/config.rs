@@ -395,12 +395,7 @@ impl ClusterConfig {
 
     /// The scheme's name as `ecdn sim cluster` prints it (`c2dn-n5k3` for K = 3, P = 2).
     pub fn scheme_name(&self) -> String {
-        let name = self.scheme.name();
-        if self.scheme.coded() && (self.k, self.p) != (3, 1) {
-            format!("{name}-n{}k{}", self.k + self.p, self.k)
-        } else {
-            name
-        }
+        self.scheme.name_with_code(self.k, self.p)
     }
 }
 

@@ -57,6 +57,16 @@ impl Scheme {
         }
     }
 
+    /// The name with the code when a coded scheme's differs from C2DN's n4k3 (`c2dn-n5k3`):
+    /// what `ecdn_sim`'s `SchemeCode::parse` reads back.
+    pub fn name_with_code(&self, k: usize, p: usize) -> String {
+        if self.coded() && (k, p) != (3, 1) {
+            format!("{}-n{}k{k}", self.name(), k + p)
+        } else {
+            self.name()
+        }
+    }
+
     /// Whether objects above the threshold are erasure-coded.
     pub fn coded(&self) -> bool {
         matches!(self, Scheme::C2dn | Scheme::C2dnNoRebal)

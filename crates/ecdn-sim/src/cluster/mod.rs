@@ -788,17 +788,7 @@ impl Sim {
         let write_imbalance = over(&self.written);
         let read_imbalance = over(&self.read);
         ClusterResult {
-            scheme: match self.cfg.scheme {
-                Scheme::C2dn | Scheme::C2dnNoRebal => {
-                    let name = self.cfg.scheme.name();
-                    if (self.cfg.k, self.cfg.p) == (3, 1) {
-                        name
-                    } else {
-                        format!("{name}-n{}k{}", self.cfg.k + self.cfg.p, self.cfg.k)
-                    }
-                }
-                s => s.name(),
-            },
+            scheme: self.cfg.scheme.name_with_code(self.cfg.k, self.cfg.p),
             cache_size: self.cfg.capacity,
             servers: self.cfg.weights.len(),
             k: self.cfg.k,

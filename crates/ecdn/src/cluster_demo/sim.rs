@@ -141,20 +141,11 @@ pub(super) fn peers(a: &DemoArgs, plan: &Plan) -> Result<Vec<CompareRow>> {
             sim_row(&killed, max)
         };
         rows.push(CompareRow {
-            scheme: scheme_name(code),
+            scheme: code.scheme.name_with_code(code.k, code.p),
             ..row
         });
     }
     Ok(rows)
-}
-
-/// A scheme's name as the cluster file gives it (`c2dn`, `c2dn-n5k3`, `rep2`).
-pub(super) fn scheme_name(code: SchemeCode) -> String {
-    if code.scheme.coded() && (code.k, code.p) != (3, 1) {
-        format!("{}-n{}k{}", code.scheme.name(), code.k + code.p, code.k)
-    } else {
-        code.scheme.name()
-    }
 }
 
 /// A comparison row of the simulator's run `s` (with the kills, if the run has any).
