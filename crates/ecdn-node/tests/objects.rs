@@ -17,7 +17,7 @@ use tokio::io::AsyncWriteExt;
 
 #[path = "common/cluster.rs"]
 mod harness;
-use harness::{free_ports, start_nodes, TestCluster, KEY};
+use harness::{free_ports, try_start_nodes, TestCluster, KEY};
 
 mod common;
 use common::Reply;
@@ -642,23 +642,36 @@ async fn objects_with_their_records_in_etcd() {
     let bin = LocalEtcd::find_binary().expect(ecdn_cluster::etcd_local::NOT_INSTALLED);
     let dir = tempfile::tempdir().unwrap();
     let etcd = LocalEtcd::start(&bin, dir.path(), 1).unwrap();
-    let ports = free_ports(9);
-    let mut text = format!(
-        "scheme = \"c2dn\"\nkey = \"{KEY}\"\ncoordinator = \"127.0.0.1:{}\"\n\
-         heartbeat_ms = 100\nbuckets = 50\netcd = [\"{}\"]\netcd_lease_s = 2\n",
-        ports[0],
-        etcd.url(0)
-    );
-    for i in 0..4 {
-        text.push_str(&format!(
-            "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
-            ports[1 + i],
-            ports[5 + i]
-        ));
-    }
-    let cfg = ecdn_cluster::ClusterConfig::parse(&text).unwrap();
-    let coord = EtcdCoordinator::start(cfg.clone(), CoordinatorOptions::default(), "t".into());
-    let nodes = start_nodes(&cfg, dir.path(), 1).await;
+    // A port that `free_ports` released can be taken by another test before a node binds it:
+    // then the coordinator and the nodes start again on new ones.
+    let mut attempts = 0;
+    let (cfg, coord, nodes) = loop {
+        attempts += 1;
+        let ports = free_ports(9);
+        let mut text = format!(
+            "scheme = \"c2dn\"\nkey = \"{KEY}\"\ncoordinator = \"127.0.0.1:{}\"\n\
+             heartbeat_ms = 100\nbuckets = 50\netcd = [\"{}\"]\netcd_lease_s = 2\n",
+            ports[0],
+            etcd.url(0)
+        );
+        for i in 0..4 {
+            text.push_str(&format!(
+                "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
+                ports[1 + i],
+                ports[5 + i]
+            ));
+        }
+        let cfg = ecdn_cluster::ClusterConfig::parse(&text).unwrap();
+        let coord = EtcdCoordinator::start(cfg.clone(), CoordinatorOptions::default(), "t".into());
+        match try_start_nodes(&cfg, dir.path(), 1).await {
+            Ok(nodes) => break (cfg, coord, nodes),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 3 => {
+                eprintln!("nodes: {e}; again on other ports");
+                drop(coord);
+            }
+            Err(e) => panic!("nodes: {e}"),
+        }
+    };
     let client = ecdn_client::ObjectClient::new(cfg.nodes[1].client);
     let code = Some(ecdn_client::Code { k: 2, r: 1 });
     let first = Bytes::from(content(1, 150_000));

@@ -23,17 +23,9 @@ pub fn free_ports(n: usize) -> Vec<u16> {
 }
 
 /// Every node of `cfg` (disks in `dir`, a FIFO HOC of `hoc_size` bytes, the in-memory origin),
-/// started at once; each returns once it has its first map.
-pub async fn start_nodes(
-    cfg: &ClusterConfig,
-    dir: &std::path::Path,
-    hoc_size: u64,
-) -> Vec<RunningNode> {
-    try_start_nodes(cfg, dir, hoc_size).await.unwrap()
-}
-
-/// [`start_nodes`], or the first error (the nodes that did start are stopped): a port that
-/// [`free_ports`] released can be taken by another test before its node binds it.
+/// started at once; each returns once it has its first map. Or the first error (the nodes that
+/// did start are stopped): a port that [`free_ports`] released can be taken by another test
+/// before its node binds it, and the caller starts again on new ones.
 pub async fn try_start_nodes(
     cfg: &ClusterConfig,
     dir: &std::path::Path,
