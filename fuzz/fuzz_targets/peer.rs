@@ -36,6 +36,13 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(4 + meta.len() + payload.len(), data.len());
         let _ = PieceMeta::decode(meta);
         let _ = wire::decode_held(payload);
+        // A `has?ages` answer: as many ages as pieces, and it re-encodes to itself.
+        if let Ok((held, capacity, since)) = wire::decode_held_ages(payload) {
+            assert_eq!(held.len(), since.len());
+            let mut again = wire::encode_held(&held);
+            again.extend_from_slice(&wire::encode_ages(capacity, &since));
+            assert_eq!(again, payload);
+        }
     }
     if let Ok((meta, payload)) = wire::split_trailing_frame(data) {
         assert_eq!(payload.len() + meta.len() + 4, data.len());
@@ -53,7 +60,8 @@ fuzz_target!(|data: &[u8]| {
                 key,
                 sub_chunks,
             } => wire::piece_path(*piece, key, *sub_chunks),
-            PeerPath::Has { key } => wire::has_path(key),
+            PeerPath::Has { key, ages: false } => wire::has_path(key),
+            PeerPath::Has { key, ages: true } => wire::has_ages_path(key),
             PeerPath::Relay { target } => wire::relay_path(target),
             PeerPath::Stats => wire::STATS_PATH.to_string(),
         };

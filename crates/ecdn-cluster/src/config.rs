@@ -13,6 +13,11 @@
 //! missed_heartbeats = 3
 //! parity_delay = 0.2         # delayed parity fetch: wait 20% past the first data sub-chunk
 //! rebalance_every_s = 0      # periodic parity rebalance: off (only on availability changes)
+//! repair_rate = 0            # background repair, bytes per second per node ("4MiB"): off
+//! repair_every_s = 60        # its rounds (0: only when asked, POST /_ecdn/repair)
+//! repair_min_requests = 2    # it rebuilds objects requested at least this often,
+//! repair_max_age = 0.5       # whose oldest piece is younger than this fraction of a FIFO,
+//! repair_scan = 1000         # looking at this many of the most requested objects per round
 //! seed = 1                   # placement seed
 //! object_record_ttl_ms = 1000 # how long a node reuses an EC-Cache object's record
 //! object_scheme = "ec-cache" # EC-Cache objects' default code: ec-cache | selective-replication
@@ -129,6 +134,25 @@ pub struct ClusterConfig {
     /// Periodic parity rebalance, seconds; 0 = only on availability changes (the paper's).
     #[serde(default)]
     pub rebalance_every_s: f64,
+    /// Background repair (beyond C2DN, `c2dn` only): bytes per second each node may write to
+    /// rebuild the lost pieces of the objects it serves; 0 = off. See `ecdn_sim::cluster::repair`,
+    /// the same rules in the simulator.
+    #[serde(default, deserialize_with = "size")]
+    pub repair_rate: u64,
+    /// Seconds between a node's repair rounds; 0 = rounds only when asked (`POST
+    /// /_ecdn/repair` on its admin listener, as the cluster demo's driver does).
+    #[serde(default = "default_repair_every")]
+    pub repair_every_s: f64,
+    /// Only objects requested at least this many times (at their serving node) are repaired.
+    #[serde(default = "default_repair_min_requests")]
+    pub repair_min_requests: u32,
+    /// Only objects whose oldest piece has less than this fraction of its server's FIFO
+    /// written after it (a piece is evicted at 1) are repaired.
+    #[serde(default = "default_repair_max_age")]
+    pub repair_max_age: f64,
+    /// Objects a round looks at: the most requested ones the node serves.
+    #[serde(default = "default_repair_scan")]
+    pub repair_scan: usize,
     #[serde(default = "default_seed")]
     pub seed: u64,
     /// How long a node reuses an EC-Cache object's record before asking the directory again
@@ -200,6 +224,18 @@ fn default_missed() -> u32 {
 }
 fn default_parity_delay() -> f64 {
     0.2
+}
+fn default_repair_every() -> f64 {
+    60.0
+}
+fn default_repair_min_requests() -> u32 {
+    2
+}
+fn default_repair_max_age() -> f64 {
+    0.5
+}
+fn default_repair_scan() -> usize {
+    1000
 }
 fn default_seed() -> u64 {
     1
@@ -357,6 +393,21 @@ impl ClusterConfig {
         }
         if !(self.rebalance_every_s.is_finite() && self.rebalance_every_s >= 0.0) {
             return bad("rebalance_every_s must be >= 0 (0 = off)".into());
+        }
+        if !(self.repair_every_s.is_finite() && self.repair_every_s >= 0.0) {
+            return bad("repair_every_s must be >= 0 (0 = rounds only when asked)".into());
+        }
+        if !(self.repair_max_age.is_finite() && self.repair_max_age > 0.0) {
+            return bad(format!(
+                "repair_max_age = {}: need a fraction of the FIFO above 0",
+                self.repair_max_age
+            ));
+        }
+        if self.repair_rate > 0 && self.scheme != Scheme::C2dn {
+            return bad(format!(
+                "repair_rate needs scheme = \"c2dn\" (it is {:?})",
+                self.scheme.name()
+            ));
         }
         if !(self.object_budget.is_finite() && self.object_budget >= 0.0) {
             return bad("object_budget must be a fraction >= 0".into());

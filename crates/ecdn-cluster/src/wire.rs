@@ -53,6 +53,8 @@ pub enum PeerPath {
     },
     Has {
         key: String,
+        /// `?ages`: the answer also says how old each held piece is ([`encode_ages`]).
+        ages: bool,
     },
     /// A client request relayed to the serving node: its path and query.
     Relay {
@@ -144,6 +146,12 @@ pub fn has_path(key: &str) -> String {
     format!("/_peer/has/{}", encode_key(key))
 }
 
+/// The path of a "which pieces do you hold, and how old are they" request (the background
+/// repair's question, [`encode_ages`]).
+pub fn has_ages_path(key: &str) -> String {
+    format!("/_peer/has/{}?ages", encode_key(key))
+}
+
 fn number(s: &str) -> Option<u64> {
     (!s.is_empty() && s.len() <= 20 && s.bytes().all(|b| b.is_ascii_digit()))
         .then(|| s.parse().ok())
@@ -164,11 +172,14 @@ pub fn parse_path(path_and_query: &str) -> Result<PeerPath, WireError> {
         return Ok(PeerPath::Stats);
     }
     if let Some(key) = path.strip_prefix("/_peer/has/") {
-        if query.is_some() {
-            return bad("unexpected query");
-        }
+        let ages = match query {
+            None => false,
+            Some("ages") => true,
+            Some(_) => return bad("unexpected query"),
+        };
         return Ok(PeerPath::Has {
             key: decode_key(key)?,
+            ages,
         });
     }
     if let Some(target) = path.strip_prefix("/_peer/relay/") {
@@ -298,6 +309,39 @@ pub fn decode_held(bytes: &[u8]) -> Result<Vec<PieceName>, WireError> {
         .collect())
 }
 
+/// The tail of a `has?ages` answer's payload, after [`encode_held`]'s bytes: the node's piece
+/// capacity, then per held piece (in the same order) the bytes the node wrote since it wrote
+/// that piece — its place in the node's FIFO: it is evicted when that reaches the capacity.
+/// All little-endian `u64`.
+pub fn encode_ages(capacity: u64, since: &[u64]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(8 * (1 + since.len()));
+    v.extend_from_slice(&capacity.to_le_bytes());
+    for s in since {
+        v.extend_from_slice(&s.to_le_bytes());
+    }
+    v
+}
+
+/// Reads a `has?ages` answer's payload: the held pieces, the capacity, and each piece's bytes
+/// written since (see [`encode_ages`]): `n` names, then `8 + 8·n` bytes.
+pub fn decode_held_ages(bytes: &[u8]) -> Result<(Vec<PieceName>, u64, Vec<u64>), WireError> {
+    let n = bytes
+        .len()
+        .checked_sub(8)
+        .filter(|rest| rest % 9 == 0)
+        .map(|rest| rest / 9)
+        .ok_or(WireError::Bad("has answer with ages of the wrong length"))?;
+    let held = decode_held(&bytes[..n])?;
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let capacity = word(n);
+    let since = (0..n).map(|i| word(n + 8 + 8 * i)).collect();
+    Ok((held, capacity, since))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,8 +369,19 @@ mod tests {
         }
         assert_eq!(
             parse_path(&has_path(key)).unwrap(),
-            PeerPath::Has { key: key.into() }
+            PeerPath::Has {
+                key: key.into(),
+                ages: false
+            }
         );
+        assert_eq!(
+            parse_path(&has_ages_path(key)).unwrap(),
+            PeerPath::Has {
+                key: key.into(),
+                ages: true
+            }
+        );
+        assert!(parse_path(&format!("{}?old", has_path(key))).is_err());
     }
 
     #[test]
@@ -344,6 +399,15 @@ mod tests {
         let held = [PieceName::Replica, PieceName::Chunk(0), PieceName::Chunk(4)];
         assert_eq!(decode_held(&encode_held(&held)).unwrap(), held);
         assert!(decode_held(&[0; 300]).is_err());
+        let mut answer = encode_held(&held);
+        answer.extend_from_slice(&encode_ages(1 << 30, &[0, 7, u64::MAX]));
+        assert_eq!(
+            decode_held_ages(&answer).unwrap(),
+            (held.to_vec(), 1 << 30, vec![0, 7, u64::MAX])
+        );
+        assert!(decode_held_ages(&answer[1..]).is_err());
+        assert!(decode_held_ages(&[0; 7]).is_err());
+        assert_eq!(decode_held_ages(&[9; 8]).unwrap(), (vec![], 0x0909_0909_0909_0909, vec![]));
     }
 
     #[test]

@@ -23,13 +23,11 @@ use hashbrown::hash_map::Entry;
 
 type Map<V> = hashbrown::HashMap<u64, V, foldhash::fast::FixedState>;
 
-/// Where a piece id is cached: on how many servers, how many of them available, and when it
-/// was last written (trace seconds).
+/// Where a piece id is cached: on how many servers, how many of them available.
 #[derive(Clone, Copy, Default)]
 struct Held {
     total: u32,
     available: u32,
-    written: u64,
 }
 
 /// One chunk id of a coded object.
@@ -85,35 +83,6 @@ impl Protection {
         }
     }
 
-    /// Objects a repair can make whole, into `out` (cleared first): coded objects with at least
-    /// K but fewer than `width` (K + P) distinct chunks on available servers, and replicated
-    /// objects with one copy on an available server. In no particular order.
-    pub(crate) fn repairable(&self, width: u32, out: &mut Vec<u64>) {
-        out.clear();
-        out.extend(
-            self.coded
-                .iter()
-                .filter(|&(_, &n)| n >= self.k && n < width)
-                .map(|(&o, _)| o),
-        );
-        out.extend(
-            self.replicas
-                .iter()
-                .filter(|(_, h)| h.available == 1)
-                .map(|(&o, _)| o),
-        );
-    }
-
-    /// When piece `key` (a chunk id, or a replicated object's id) was last written, if it is
-    /// cached on an available server.
-    pub(crate) fn held(&self, key: u64) -> Option<u64> {
-        let h = match self.chunks.get(&key) {
-            Some(c) => c.held,
-            None => *self.replicas.get(&key)?,
-        };
-        (h.available > 0).then_some(h.written)
-    }
-
     /// Counts an object whose copies (replicated: `protect_at` = 2) or distinct chunks
     /// (coded: K + 1) on available servers went from `before` to `after`.
     #[inline]
@@ -147,15 +116,13 @@ impl Protection {
         self.transition(before, after, self.k.saturating_add(1));
     }
 
-    /// An available server's cache now holds piece `key` of `object`, written at trace time
-    /// `time`: chunk `chunk` (its id is `key`), or the whole object (`None`; then `key` is
-    /// `object`).
-    pub(crate) fn added(&mut self, key: u64, object: u64, chunk: Option<usize>, time: u64) {
+    /// An available server's cache now holds piece `key` of `object`: chunk `chunk` (its id is
+    /// `key`), or the whole object (`None`; then `key` is `object`).
+    pub(crate) fn added(&mut self, key: u64, object: u64, chunk: Option<usize>) {
         if chunk.is_none() {
             let h = self.replicas.entry(key).or_default();
             h.total += 1;
             h.available += 1;
-            h.written = time;
             let after = h.available;
             self.transition(after - 1, after, 2);
             return;
@@ -166,7 +133,6 @@ impl Protection {
         });
         c.held.total += 1;
         c.held.available += 1;
-        c.held.written = time;
         if c.held.available == 1 {
             let object = c.object;
             self.coded_changed(object, true);

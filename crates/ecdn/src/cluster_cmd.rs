@@ -84,10 +84,10 @@ pub struct ClusterArgs {
     /// fraction of a period's mean per-server load (e.g. 0.005); 0 is the paper's inputs.
     #[arg(long, default_value_t = 0.0)]
     carry: f64,
-    /// Background repair (c2dn, beyond the paper): bytes per second of trace time the cluster
-    /// may write to rebuild the chunks (and replicas) its cached objects lost, most requested
-    /// objects first (e.g. 4MiB); 0, the default, turns it off. Measured in BENCHMARKS.md:
-    /// it helps after a failure and costs protection and balance on some traces.
+    /// Background repair (c2dn, beyond the paper): bytes per second of trace time each server
+    /// may write to rebuild the chunks (and replicas) the objects it serves lost, most
+    /// requested first (e.g. 512KiB); 0, the default, turns it off. The live nodes' rules
+    /// (`repair_rate` in the cluster file). Measured in BENCHMARKS.md.
     #[arg(long, default_value = "0", value_name = "BYTES")]
     repair_rate: String,
     /// Trace seconds between repair rounds.
@@ -96,11 +96,13 @@ pub struct ClusterArgs {
     /// Only objects requested at least N times so far are repaired.
     #[arg(long, default_value_t = 2, value_name = "N")]
     repair_min_requests: u32,
-    /// Only objects whose oldest cached piece is younger than this fraction of the cluster's
-    /// characteristic time (capacity over write rate) are repaired: older ones are at the end
-    /// of their life in the FIFO caches.
+    /// Only objects whose oldest cached piece has less than this fraction of its server's
+    /// FIFO written after it are repaired: older ones are at the end of their life.
     #[arg(long, default_value_t = 0.5, value_name = "FRACTION")]
     repair_max_age: f64,
+    /// Objects a server looks at per repair round: its most requested.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    repair_scan: usize,
     /// rep2-popular: an object is popular from its N-th request on.
     #[arg(long, default_value_t = 2)]
     popular_min: u32,
@@ -258,6 +260,7 @@ pub fn run(a: ClusterArgs) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("--repair-every: {e}"))?,
         min_requests: a.repair_min_requests,
         max_age: a.repair_max_age,
+        scan: a.repair_scan,
     };
     base.popular_min = a.popular_min;
     base.window = window;

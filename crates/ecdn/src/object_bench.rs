@@ -476,6 +476,7 @@ async fn start(a: &BenchArgs, p: &Plan, dir: &Path, overhead: u64) -> Result<Bed
         seed: a.seed,
         key: procs::random_key()?,
         etcd: Vec::new(),
+        repair_rate: 0,
     };
     let file = dir.join("cluster.toml");
     let mut text = procs::cluster_file(&settings, &layout);

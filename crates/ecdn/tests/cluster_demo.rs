@@ -169,42 +169,48 @@ fn four_nodes_serve_every_byte_and_report_the_contract() {
 /// The live cluster runs the simulator's policy and placement code: one client at a time and no
 /// HOC (the simulator has none), so each request sees the state the one before it left, and the
 /// live miss ratios, byte miss ratios and bytes written per node equal the simulator's exactly,
-/// window by window, partial hits (origin bytes of the missing data chunks) included.
+/// window by window, partial hits (origin bytes of the missing data chunks) included. With the
+/// background repair on (the driver asks every node for a round before every 100th request, as
+/// the simulator's servers take theirs) they still do, and the repair wrote the same pieces.
 #[test]
 fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
-    let (r, v) = demo(
-        &small(&[
-            "--nodes",
-            "4",
-            "--requests",
-            "2000",
-            "--concurrency",
-            "1",
-            "--hoc-size",
-            "1",
-            "--no-kill",
-        ]),
-        Duration::from_secs(120),
-    );
-    assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
-    assert_eq!(v["wrong_bytes"], 0);
-    // The run covers what could make them differ: coded hits and partial hits.
-    assert!(v["ttfb_ms"]["coded"]["samples"].as_u64().unwrap() > 0);
-    assert!(v["partial_hits"].as_u64().unwrap() > 0, "{v}");
-    let sim = &v["sim"];
-    for f in [
-        "miss_ratio",
-        "byte_miss_ratio",
-        "bytes_written",
-        "write_imbalance",
-    ] {
-        assert_eq!(v[f], sim[f], "{f}: live {} vs simulator {}", v[f], sim[f]);
-    }
-    let windows = v["windows"].as_array().unwrap();
-    assert_eq!(windows.len(), sim["windows"].as_array().unwrap().len());
-    for w in windows {
-        assert_eq!(w["miss_ratio"], w["sim_miss_ratio"], "window {w}");
-        assert_eq!(w["byte_miss_ratio"], w["sim_byte_miss_ratio"], "window {w}");
+    let base = [
+        "--nodes",
+        "4",
+        "--requests",
+        "2000",
+        "--concurrency",
+        "1",
+        "--hoc-size",
+        "1",
+        "--no-kill",
+    ];
+    for repair in [&[][..], &["--repair-rate", "4KiB", "--repair-every", "100"][..]] {
+        let flags: Vec<&'static str> = base.iter().chain(repair).copied().collect();
+        let (r, v) = demo(&small(&flags), Duration::from_secs(120));
+        assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
+        assert_eq!(v["wrong_bytes"], 0);
+        // The run covers what could make them differ: coded hits and partial hits.
+        assert!(v["ttfb_ms"]["coded"]["samples"].as_u64().unwrap() > 0);
+        assert!(v["partial_hits"].as_u64().unwrap() > 0, "{v}");
+        let sim = &v["sim"];
+        for f in [
+            "miss_ratio",
+            "byte_miss_ratio",
+            "bytes_written",
+            "write_imbalance",
+            "repair",
+        ] {
+            assert_eq!(v[f], sim[f], "{f}: live {} vs simulator {}", v[f], sim[f]);
+        }
+        let repaired = v["repair"]["pieces"].as_u64().unwrap();
+        assert_eq!(repaired > 0, !repair.is_empty(), "{}", v["repair"]);
+        let windows = v["windows"].as_array().unwrap();
+        assert_eq!(windows.len(), sim["windows"].as_array().unwrap().len());
+        for w in windows {
+            assert_eq!(w["miss_ratio"], w["sim_miss_ratio"], "window {w}");
+            assert_eq!(w["byte_miss_ratio"], w["sim_byte_miss_ratio"], "window {w}");
+        }
     }
 }
 

@@ -62,6 +62,9 @@
 //!   - `ecdn_cluster_hits_total{object}` (hits from the pieces), `ecdn_cluster_decodes_total`
 //!     (coded answers that needed a decode), `ecdn_cluster_partial_hits_total`,
 //!     `ecdn_cluster_repairs_total` (hits after which missing pieces were written back),
+//!     `ecdn_cluster_repair_{objects,pieces}_total` and
+//!     `ecdn_cluster_repair_{written,read}_bytes_total` (the background repair,
+//!     `cluster/repair.rs`),
 //!     `ecdn_cluster_corrupt_sub_chunks_total`, `ecdn_cluster_streamed_fills_total`,
 //!     `ecdn_cluster_ring_lost_total`; `ecdn_cluster_peer_replays_refused_total` (peer
 //!     requests signed for another node, with a nonce already taken, or older than the node's
@@ -90,6 +93,10 @@
 //!
 //!   `docs/grafana/ecdn-cluster.json` is a Grafana dashboard of these (its test checks that
 //!   every series it asks for is one a node exports).
+//! * `POST /_ecdn/repair?budget=BYTES` (cluster nodes with `repair_rate` set): one background
+//!   repair round now with that much new budget (`cluster/repair.rs`), answered with what it
+//!   did as JSON; `409` when the repair is off. A driver that wants the simulator's schedule
+//!   sets `repair_every_s = 0` and calls it.
 //! * `GET /_ecdn/status`: the status page, and `GET /_ecdn/status.json` its data (see
 //!   `status.rs`).
 //! * `PURGE <path>` (same cache key as a `GET`: Host + path + query) removes the entry from
@@ -164,7 +171,11 @@ pub(super) async fn serve(listener: TcpListener, st: Arc<State>, token: Option<A
 }
 
 /// One admin request: the token check, then [`route`].
-async fn handle(st: &State, token: Option<&str>, req: Request<Incoming>) -> Response<NodeBody> {
+async fn handle(
+    st: &Arc<State>,
+    token: Option<&str>,
+    req: Request<Incoming>,
+) -> Response<NodeBody> {
     st.metrics.admin_request();
     // The status page's HTML holds no data (its script asks for it with the token).
     if req.uri().path() == "/_ecdn/status" && req.method() == hyper::Method::GET {
@@ -188,7 +199,7 @@ async fn handle(st: &State, token: Option<&str>, req: Request<Incoming>) -> Resp
         None => text(
             StatusCode::NOT_FOUND,
             "not an admin endpoint: /_ecdn/health, /_ecdn/stats, /_ecdn/metrics, /_ecdn/status, \
-             /_ecdn/status.json, PURGE",
+             /_ecdn/status.json, POST /_ecdn/repair, PURGE",
         ),
     }
 }
@@ -204,9 +215,14 @@ fn unauthorized(msg: &str) -> Response<NodeBody> {
 
 /// Answers the node's own requests on the admin listener: `/_ecdn/` paths and `PURGE`
 /// (`token_ok`: the listener's token authorised the request). `None` for anything else.
-async fn route(st: &State, req: &Request<ReqBody>, token_ok: bool) -> Option<Response<NodeBody>> {
+async fn route(
+    st: &Arc<State>,
+    req: &Request<ReqBody>,
+    token_ok: bool,
+) -> Option<Response<NodeBody>> {
     Some(match req.uri().path() {
         _ if req.method().as_str() == "PURGE" => purge(st, req, token_ok).await,
+        "/_ecdn/repair" if req.method() == hyper::Method::POST => repair(st, req).await,
         "/_ecdn/health" => health(st),
         "/_ecdn/stats" => stats(st).await,
         "/_ecdn/metrics" => metrics(st).await,
@@ -357,6 +373,34 @@ async fn metrics(st: &State) -> Response<NodeBody> {
 /// `PURGE <path>`: removes the cached entry of the URL (same cache key as a `GET`: Host, path
 /// and query) from the HOC and the disk. Authorised by the admin listener's token
 /// (`token_ok`), else needs `Authorization: Bearer <purge_token>`.
+/// `POST /_ecdn/repair?budget=BYTES`: one background repair round now, with `BYTES` of new
+/// budget (`cluster::repair`); the round's figures as JSON. (It only writes pieces the
+/// cluster had: the admin listener's own access rule is enough.)
+async fn repair(st: &Arc<State>, req: &Request<ReqBody>) -> Response<NodeBody> {
+    let Some(c) = &st.cluster else {
+        return text(StatusCode::NOT_FOUND, "not a cluster node: nothing to repair");
+    };
+    if c.cfg.repair_rate == 0 {
+        return text(
+            StatusCode::CONFLICT,
+            "the background repair is off (repair_rate = 0 in the cluster file)",
+        );
+    }
+    let budget = req
+        .uri()
+        .query()
+        .and_then(|q| q.strip_prefix("budget="))
+        .and_then(|b| ecdn_trace::units::parse_size(b).ok());
+    let Some(budget) = budget else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "POST /_ecdn/repair?budget=BYTES (a size: 1048576, 4MiB)",
+        );
+    };
+    let round = super::cluster::repair::round(st, c, budget).await;
+    json(StatusCode::OK, round.json())
+}
+
 async fn purge(st: &State, req: &Request<ReqBody>, token_ok: bool) -> Response<NodeBody> {
     if !token_ok {
         let Some(token) = &st.purge_token else {

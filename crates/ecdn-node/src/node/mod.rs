@@ -288,6 +288,10 @@ async fn relayed(st: Arc<State>, req: Request<ReqBody>, remote: SocketAddr) -> R
 async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     let key = CacheKey::of(st, &req);
     let rd = freshness::request_directives(req.headers());
+    if let Some(c) = &st.cluster {
+        // The serving node counts what it serves, for the background repair's order.
+        c.repair.requested(c, key.id, &key.key);
+    }
     let stale = match lookup::lookup(st, &req, &key, &rd).await {
         Lookup::Hit(mut answer) => {
             if let Some(c) = &st.cluster {

@@ -278,9 +278,9 @@ struct Sim {
     caches: Vec<Cache>,
     written: Vec<u128>,
     read: Vec<u128>,
-    /// Per object requested, its latest size and its requests so far: kept for `rep2-popular`
-    /// (which objects are popular) and for the repair (what to rebuild first, and how large).
-    popularity: hashbrown::HashMap<u64, (u64, u32), foldhash::fast::FixedState>,
+    /// Per object requested, its requests so far: kept for `rep2-popular` (which objects are
+    /// popular).
+    popularity: Map<u32>,
     pieces: Vec<Piece>,
     /// Scratch: where [`pieces::pieces`] puts the pieces before they get ids and sizes.
     placed: Vec<pieces::Piece>,
@@ -323,6 +323,12 @@ impl Sim {
             return Err(SimError::Config(format!(
                 "invalid repair period {}: trace seconds above 0",
                 cfg.repair.every
+            )));
+        }
+        if !(cfg.repair.max_age.is_finite() && cfg.repair.max_age > 0.0) {
+            return Err(SimError::Config(format!(
+                "invalid repair age limit {}: a fraction of the FIFO above 0",
+                cfg.repair.max_age
             )));
         }
         if let Some(at) = cfg.rebalance_at {
@@ -368,7 +374,7 @@ impl Sim {
             caches,
             written: vec![0; n],
             read: vec![0; n],
-            popularity: hashbrown::HashMap::with_hasher(foldhash::fast::FixedState::with_seed(3)),
+            popularity: Map::with_hasher(foldhash::fast::FixedState::with_seed(3)),
             pieces: Vec::with_capacity(16),
             placed: Vec::with_capacity(16),
             ring: Vec::with_capacity(8),
@@ -402,7 +408,7 @@ impl Sim {
             },
             rebalances: 0,
             rebalance_s: 0.0,
-            repair: Repair::new(cfg.repair, cfg.scheme),
+            repair: Repair::new(cfg.repair, cfg.scheme, cfg.weights.len()),
             cfg,
         })
     }
@@ -461,6 +467,7 @@ impl Sim {
                 if down_now && self.cfg.unavailability.returns_empty.contains(&s) {
                     // It returns with an empty cache (a replaced disk).
                     self.protection.server_emptied(&self.caches[s]);
+                    self.repair.emptied(s);
                     let capacity = self.caches[s].capacity();
                     self.caches[s] = Cache::new(self.cfg.eviction.build(capacity), None);
                 }
@@ -498,7 +505,7 @@ impl Sim {
         let coded = self.cfg.scheme.coded() && req.size > self.cfg.threshold;
         let replicas = match self.cfg.scheme {
             Scheme::Rep2Popular => {
-                let requests = self.popularity.get(&req.id).map_or(0, |&(_, n)| n);
+                let requests = self.popularity.get(&req.id).copied().unwrap_or(0);
                 if requests >= self.cfg.popular_min {
                     2
                 } else {
@@ -545,11 +552,16 @@ impl Sim {
 
     fn request(&mut self, req: &Request, time: f64) {
         self.advance(time);
-        if self.cfg.scheme == Scheme::Rep2Popular || self.repair.on() {
-            let e = self.popularity.entry(req.id).or_insert((req.size, 0));
-            *e = (req.size, e.1.saturating_add(1));
+        if self.cfg.scheme == Scheme::Rep2Popular {
+            let n = self.popularity.entry(req.id).or_insert(0);
+            *n = n.saturating_add(1);
         }
         let bucket = self.placement.bucket_of(req.id);
+        if self.repair.on() {
+            if let Some(server) = self.placement.data_servers(bucket).first() {
+                self.repair.requested(*server, req.id, req.size);
+            }
+        }
         let (coded, need) = self.targets(req, bucket);
         // Which pieces are cached on available servers (a lookup also refreshes LRU order).
         // `present`: piece i is on its assigned server; `have`: distinct chunk indices (or, for
@@ -739,16 +751,25 @@ impl Sim {
         // What the policy evicted to make room, then the piece itself if it was inserted
         // (not if the cache already held it).
         let evicted = cache.evicted().len();
+        let repair = self.repair.on();
         for e in cache.evicted() {
             self.protection.removed(e.id, Some(e.size));
+            if repair {
+                self.repair.dropped(piece.server, e.id);
+            }
         }
         cache.clear_evicted();
-        if admitted && cache.eviction().len() + evicted == before + 1 {
+        let inserted = admitted && cache.eviction().len() + evicted == before + 1;
+        if inserted {
             self.protection
-                .added(piece.key, req.id, coded.then_some(piece.index), req.time);
+                .added(piece.key, req.id, coded.then_some(piece.index));
         }
         if admitted {
             self.written[piece.server] += u128::from(piece.size);
+            if repair && inserted {
+                let clock = self.written[piece.server];
+                self.repair.stored(piece.server, piece.key, clock);
+            }
             match piece.parity {
                 Some(j) => self.placement.record_parity_write(bucket, j, piece.size),
                 None => self.placement.record_data_write(piece.server, piece.size),
@@ -926,5 +947,8 @@ pub fn compare(
 }
 
 pub mod repair;
+
+/// A per-object (or per-piece) table of the simulator.
+type Map<V> = hashbrown::HashMap<u64, V, foldhash::fast::FixedState>;
 #[cfg(test)]
 mod tests;

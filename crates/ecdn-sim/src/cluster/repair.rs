@@ -3,16 +3,27 @@
 //! server that failed — are written again to the servers the placement assigns them, without
 //! waiting for the next request for the object (which writes back what its object lacks).
 //!
-//! * **What is repaired** ([`Protection::repairable`]). A coded object with at least K distinct
-//!   chunks cached on available servers (it can be decoded) but fewer than K + P: every chunk
-//!   cached on no available server is re-encoded from any K and written to its assigned server.
-//!   A replicated object with one copy: a copy goes to each assigned server that lacks it.
-//! * **Order.** Most requested first (requests so far; ties by the lower id), so the bytes go
-//!   where a failure would cost the most misses.
-//! * **Rate.** A token bucket of [`RepairConfig::rate`] bytes per trace second, filled and spent
-//!   in rounds every [`RepairConfig::every`] trace seconds. A round writes pieces while its
-//!   budget covers the next one and carries at most one round's budget over; an object whose
-//!   pieces do not all fit waits for the next round, and the round ends there.
+//! The live nodes run the same rules (`ecdn-node`, `cluster/repair.rs`), each for the buckets
+//! it serves; the cluster demo's driver gives them this schedule, so live and simulated runs
+//! stay equal with repair on.
+//!
+//! * **Who repairs what.** Every available server repairs the objects of the buckets it serves
+//!   (a bucket's serving node: its first data server), from the requests it served for them:
+//!   a request is counted at the server that serves its bucket at the time.
+//! * **Order.** Per round, a server looks at its objects requested at least
+//!   [`RepairConfig::min_requests`] times whose bucket it serves now, most requested first
+//!   (ties: the lower id), at most [`RepairConfig::scan`] of them. Servers take their rounds
+//!   one after the other, in id order.
+//! * **What is repaired.** Asking the bucket's servers and the slots' former servers (those
+//!   available) what they hold: an object that can be read (K distinct chunks, or a copy) and
+//!   whose assigned available servers lack pieces gets those pieces written. Skipped: an object
+//!   whose oldest piece has more than [`RepairConfig::max_age`] of its server's FIFO written
+//!   after it — in FIFO caches it is dying, and a piece written for it now would outlive the
+//!   rest (measured: repairing those raises the unprotected fraction).
+//! * **Rate.** Each server may write [`RepairConfig::rate`] × [`RepairConfig::every`] bytes per
+//!   round, plus what its last round left, at most two rounds' worth. The first object whose
+//!   pieces do not fit ends the server's round. Rounds fall at `every`, `2·every`, … trace
+//!   seconds, each before the first request at or after its time (all due rounds run).
 //! * **Cost.** What it writes counts as the servers' writes (bytes written, write imbalance, the
 //!   write load parity rebalance sees) and may evict other pieces, as any write does. What it
 //!   reads (K chunks per coded object, one copy per replicated one) is counted apart.
@@ -20,38 +31,41 @@
 //! Only `c2dn` repairs; the other schemes are the paper's baselines.
 
 use ecdn_placement::chunk_id;
-use ecdn_placement::pieces;
+use ecdn_placement::pieces::{self, NO_SERVER};
 
-use super::{Piece, Scheme, Sim};
+use super::{Map, Piece, Scheme, Sim};
 
 /// Settings of the background repair.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RepairConfig {
-    /// Bytes per trace second the repair may write, cluster-wide; 0 turns it off.
+    /// Bytes per trace second each server may write; 0 turns it off.
     pub rate: u64,
     /// Trace seconds between repair rounds.
     pub every: f64,
     /// Only objects requested at least this many times are repaired.
     pub min_requests: u32,
-    /// Only objects whose oldest cached piece is younger than this fraction of the cluster's
-    /// characteristic time are repaired (see the module documentation).
+    /// Only objects whose oldest piece has less than this fraction of its server's FIFO
+    /// written after it are repaired.
     pub max_age: f64,
+    /// Objects a server looks at per round (its most requested).
+    pub scan: usize,
 }
 
 impl RepairConfig {
-    /// No repair.
+    /// No repair (the other fields are the live cluster's defaults).
     pub const OFF: RepairConfig = RepairConfig {
         rate: 0,
         every: 60.0,
         min_requests: 2,
         max_age: 0.5,
+        scan: 1000,
     };
 }
 
 /// What the repair did in a run.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
 pub struct RepairStats {
-    /// Rounds that found something to repair.
+    /// Server rounds that wrote something.
     pub rounds: u64,
     /// Pieces (chunks or replicas) written.
     pub pieces: u64,
@@ -63,22 +77,32 @@ pub struct RepairStats {
     pub read: u128,
 }
 
-/// The repair's state: its budget and when the next round is due. (Popularity and sizes are
-/// the simulator's per-object request counts.)
+/// The repair's state.
 pub(super) struct Repair {
     cfg: RepairConfig,
-    next: f64,
-    last: f64,
-    budget: f64,
-    /// Bytes the servers had written at the last round (for the write rate).
-    written_last: u128,
-    /// Scratch: the objects of one round.
-    candidates: Vec<u64>,
+    /// Rounds done (the next falls at `(done + 1) · every`).
+    done: u64,
+    /// Per server: bytes its last round left.
+    carry: Vec<u64>,
+    /// Per server: requests it served per object (size, count).
+    requests: Vec<Map<(u64, u32)>>,
+    /// Per server: per piece it holds, its write clock (bytes written) just after the piece.
+    written_at: Vec<Map<u128>>,
     pub(super) stats: RepairStats,
 }
 
+fn map<V>(seed: u64) -> Map<V> {
+    Map::with_hasher(foldhash::fast::FixedState::with_seed(seed))
+}
+
+/// Why an object's repair did not write.
+enum Skip {
+    Nothing,
+    OverBudget,
+}
+
 impl Repair {
-    pub(super) fn new(cfg: RepairConfig, scheme: Scheme) -> Repair {
+    pub(super) fn new(cfg: RepairConfig, scheme: Scheme, servers: usize) -> Repair {
         let cfg = if scheme == Scheme::C2dn {
             cfg
         } else {
@@ -86,11 +110,10 @@ impl Repair {
         };
         Repair {
             cfg,
-            next: cfg.every,
-            last: 0.0,
-            budget: 0.0,
-            written_last: 0,
-            candidates: Vec::new(),
+            done: 0,
+            carry: vec![0; servers],
+            requests: (0..servers).map(|s| map(40 + s as u64)).collect(),
+            written_at: (0..servers).map(|s| map(80 + s as u64)).collect(),
             stats: RepairStats::default(),
         }
     }
@@ -100,77 +123,155 @@ impl Repair {
         self.cfg.rate > 0
     }
 
-    /// Whether a round is due at trace time `time`.
+    /// Server `server` serves a request for `object` of `size` bytes.
     #[inline]
-    fn due(&self, time: f64) -> bool {
-        self.on() && time >= self.next
+    pub(super) fn requested(&mut self, server: usize, object: u64, size: u64) {
+        if let Some(m) = self.requests.get_mut(server) {
+            let e = m.entry(object).or_insert((size, 0));
+            *e = (size, e.1.saturating_add(1));
+        }
     }
 
-    /// Starts a round at trace time `time`: fills the budget for the time since the last round
-    /// (at most one round's worth carried over) and returns the cluster's characteristic time
-    /// since then: the capacity of the available servers over the bytes they wrote per second
-    /// (infinite while nothing is written).
-    fn start_round(&mut self, time: f64, written: u128, capacity: u64) -> f64 {
-        let rate = self.cfg.rate as f64;
-        let round = rate * self.cfg.every;
-        let elapsed = time - self.last;
-        self.budget = (self.budget + rate * elapsed).min(2.0 * round);
-        let per_second = written.saturating_sub(self.written_last) as f64 / elapsed.max(1e-9);
-        self.written_last = written;
-        self.last = time;
-        self.next = time + self.cfg.every;
-        if per_second > 0.0 {
-            capacity as f64 / per_second
-        } else {
-            f64::INFINITY
+    /// Server `server` now holds piece `key`, its write clock at `clock` (after the piece).
+    #[inline]
+    pub(super) fn stored(&mut self, server: usize, key: u64, clock: u128) {
+        if let Some(m) = self.written_at.get_mut(server) {
+            m.insert(key, clock);
+        }
+    }
+
+    /// Server `server` no longer holds piece `key`.
+    #[inline]
+    pub(super) fn dropped(&mut self, server: usize, key: u64) {
+        if let Some(m) = self.written_at.get_mut(server) {
+            m.remove(&key);
+        }
+    }
+
+    /// Server `server` lost its whole cache.
+    pub(super) fn emptied(&mut self, server: usize) {
+        if let Some(m) = self.written_at.get_mut(server) {
+            m.clear();
         }
     }
 }
 
 impl Sim {
-    /// A repair round, if one is due at trace time `time`.
+    /// The repair rounds due at trace time `time`, if any.
     pub(super) fn repair_if_due(&mut self, time: f64) {
-        if !self.repair.due(time) {
+        if !self.repair.on() {
             return;
         }
-        let written: u128 = self.written.iter().sum();
-        let capacity: u64 = (0..self.caches.len())
-            .filter(|&s| self.placement.is_available(s))
-            .map(|s| self.caches[s].capacity())
-            .sum();
-        let characteristic = self.repair.start_round(time, written, capacity);
-        let max_age = characteristic * self.repair.cfg.max_age;
-        let width = (self.cfg.k + self.cfg.p) as u32;
-        let mut candidates = std::mem::take(&mut self.repair.candidates);
-        self.protection.repairable(width, &mut candidates);
-        let objects = &self.popularity;
-        let popularity = |o: &u64| objects.get(o).map_or(0, |&(_, n)| n);
-        let min = self.repair.cfg.min_requests;
-        candidates.retain(|o| popularity(o) >= min);
-        candidates.sort_unstable_by(|a, b| popularity(b).cmp(&popularity(a)).then(a.cmp(b)));
+        while time >= (self.repair.done + 1) as f64 * self.repair.cfg.every {
+            self.repair.done += 1;
+            for server in 0..self.caches.len() {
+                if self.placement.is_available(server) {
+                    self.repair_round(server, time);
+                }
+            }
+        }
+    }
+
+    /// One round of `server` (see the module documentation).
+    fn repair_round(&mut self, server: usize, time: f64) {
+        let cfg = self.repair.cfg;
+        let round = (cfg.rate as f64 * cfg.every) as u64;
+        let mut left = self.repair.carry[server]
+            .saturating_add(round)
+            .min(round.saturating_mul(2));
+        let mut candidates: Vec<(u32, u64, u64)> = self.repair.requests[server]
+            .iter()
+            .filter(|(_, &(_, n))| n >= cfg.min_requests)
+            .filter(|(&o, _)| self.serving(self.placement.bucket_of(o)) == Some(server))
+            .map(|(&o, &(size, n))| (n, o, size))
+            .collect();
+        let order = |a: &(u32, u64, u64), b: &(u32, u64, u64)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
+        if candidates.len() > cfg.scan && cfg.scan > 0 {
+            candidates.select_nth_unstable_by(cfg.scan - 1, order);
+        }
+        candidates.truncate(cfg.scan);
+        candidates.sort_unstable_by(order);
         let mut wrote = false;
-        for &object in &candidates {
-            let Some(&(size, _)) = self.popularity.get(&object) else {
-                continue;
-            };
-            match self.repair_object(object, size, time, max_age) {
-                Some(any) => wrote |= any,
-                None => break, // out of budget
+        for (_, object, size) in candidates {
+            match self.repair_object(object, size, time, left) {
+                Ok(bytes) => {
+                    left -= bytes.min(left);
+                    wrote = true;
+                }
+                Err(Skip::Nothing) => {}
+                Err(Skip::OverBudget) => break,
             }
         }
         if wrote {
             self.repair.stats.rounds += 1;
         }
-        self.repair.candidates = candidates;
+        self.repair.carry[server] = left;
     }
 
-    /// Writes the pieces `object` (of `size` bytes) lacks on its assigned servers, if its
-    /// oldest cached piece is younger than `max_age` trace seconds and the budget covers them
-    /// all. `None`: it does not (the round ends); `Some(wrote anything)`.
-    fn repair_object(&mut self, object: u64, size: u64, time: f64, max_age: f64) -> Option<bool> {
+    /// The serving server of `bucket` (its first data server), as the live map's `serving`.
+    fn serving(&self, bucket: usize) -> Option<usize> {
+        self.placement.data_servers(bucket).first().copied()
+    }
+
+    /// Writes the pieces `object` (of `size` bytes) lacks on its assigned servers if it may
+    /// and `budget` covers them: `Ok(bytes written)`.
+    fn repair_object(&mut self, object: u64, size: u64, time: f64, budget: u64) -> Result<u64, Skip> {
         let coded = size > self.cfg.threshold;
         let (k, p) = (self.cfg.k, self.cfg.p);
+        let width = k + p;
         let bucket = self.placement.bucket_of(object);
+        // The servers asked, as a node asks them: the bucket's servers of both kinds of
+        // pieces and the slots' former servers, those available.
+        let mut servers = Vec::with_capacity(2 * width + 4);
+        for c in [false, true] {
+            pieces::pieces(
+                &self.placement,
+                self.cfg.scheme,
+                k,
+                p,
+                bucket,
+                c,
+                2,
+                &mut self.placed,
+                &mut self.ring,
+            );
+            servers.extend(self.placed.iter().map(|pc| pc.server));
+        }
+        for c in 0..width.max(2) {
+            servers.extend(self.former.former(bucket, c).into_iter().filter(|&s| s != NO_SERVER));
+        }
+        servers.sort_unstable();
+        servers.dedup();
+        servers.retain(|&s| self.placement.is_available(s));
+        // What they hold: distinct chunks (or copies), and the oldest piece.
+        let mut chunks: u32 = 0;
+        let mut copies = 0;
+        let mut oldest: f64 = 0.0;
+        for &s in &servers {
+            let capacity = self.caches[s].capacity().max(1) as f64;
+            let keys = std::iter::once((object, None))
+                .chain((0..width).map(|c| (chunk_id(object, c), Some(c))));
+            for (key, chunk) in keys {
+                if self.caches[s].eviction().peek(key).is_none() {
+                    continue;
+                }
+                match chunk {
+                    Some(c) => chunks |= 1 << c,
+                    None => copies += 1,
+                }
+                let at = self.repair.written_at[s].get(&key).copied().unwrap_or(0);
+                let since = self.written[s].saturating_sub(at) as u64;
+                oldest = oldest.max(since as f64 / capacity);
+            }
+        }
+        let readable = if coded {
+            chunks.count_ones() as usize >= k
+        } else {
+            copies > 0
+        };
+        if !readable || oldest > self.repair.cfg.max_age {
+            return Err(Skip::Nothing);
+        }
         pieces::pieces(
             &self.placement,
             self.cfg.scheme,
@@ -183,36 +284,16 @@ impl Sim {
             &mut self.ring,
         );
         let piece_size = if coded { size.div_ceil(k as u64) } else { size };
-        // The oldest piece cached: an object near the end of its life in FIFO caches loses its
-        // pieces one by one anyway, and a piece written for it now would outlive the others.
-        let oldest = if coded {
-            (0..k + p)
-                .filter_map(|c| self.protection.held(chunk_id(object, c)))
-                .min()
-        } else {
-            self.protection.held(object)
-        };
-        match oldest {
-            Some(w) if time - w as f64 <= max_age => {}
-            _ => return Some(false),
-        }
         let mut missing = Vec::with_capacity(self.placed.len());
         for pc in &self.placed {
-            if !self.placement.is_available(pc.server) {
-                continue;
-            }
             let key = if coded {
                 chunk_id(object, pc.chunk)
             } else {
                 object
             };
-            let lacks = if coded {
-                // Cached anywhere available counts (a former server of a moved slot).
-                self.protection.held(key).is_none()
-            } else {
-                self.caches[pc.server].eviction().peek(key).is_none()
-            };
-            if lacks {
+            if self.placement.is_available(pc.server)
+                && self.caches[pc.server].eviction().peek(key).is_none()
+            {
                 missing.push(Piece {
                     server: pc.server,
                     key,
@@ -223,13 +304,12 @@ impl Sim {
             }
         }
         if missing.is_empty() {
-            return Some(false);
+            return Err(Skip::Nothing);
         }
-        let cost = piece_size as f64 * missing.len() as f64;
-        if cost > self.repair.budget {
-            return None;
+        let cost = piece_size.saturating_mul(missing.len() as u64);
+        if cost > budget {
+            return Err(Skip::OverBudget);
         }
-        self.repair.budget -= cost;
         let read = if coded { k as u64 } else { 1 } * piece_size;
         self.repair.stats.read += u128::from(read);
         self.repair.stats.objects += 1;
@@ -245,6 +325,6 @@ impl Sim {
                 self.repair.stats.written += u128::from(piece.size);
             }
         }
-        Some(true)
+        Ok(cost)
     }
 }

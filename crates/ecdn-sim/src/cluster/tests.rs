@@ -205,6 +205,7 @@ fn repair_rebuilds_what_a_failure_took_within_its_rate() {
         every: 1.0,
         min_requests: 1,
         max_age: 100.0,
+        scan: usize::MAX,
     });
     assert!(
         on.repair.pieces > 0 && on.repair.objects > 0,
@@ -217,9 +218,10 @@ fn repair_rebuilds_what_a_failure_took_within_its_rate() {
         on.unprotected_fraction_end,
         off.unprotected_fraction_end
     );
-    // 20 s of trace time, plus at most one round carried over.
+    // 20 s of trace time per server, plus at most one round carried over.
+    let servers = config(Scheme::C2dn, 1).weights.len() as u128;
     assert!(
-        on.repair.written <= u128::from(rate) * 21,
+        on.repair.written <= u128::from(rate) * 21 * servers,
         "{:?}",
         on.repair
     );
@@ -231,6 +233,7 @@ fn repair_rebuilds_what_a_failure_took_within_its_rate() {
         every: 1.0,
         min_requests: 1,
         max_age: 100.0,
+        scan: usize::MAX,
     });
     assert_eq!(starved.repair.written, 0);
     assert_eq!(starved.miss_ratio, off.miss_ratio);
@@ -246,6 +249,7 @@ fn repair_is_c2dn_only_and_skips_old_and_unpopular_objects() {
         every: 1.0,
         min_requests: 1,
         max_age: 100.0,
+        scan: usize::MAX,
     };
     assert_eq!(run_checked(&reqs, &cfg, 5_000).repair.pieces, 0);
     cfg.scheme = Scheme::C2dn;
@@ -254,6 +258,11 @@ fn repair_is_c2dn_only_and_skips_old_and_unpopular_objects() {
     cfg.repair.min_requests = 1_000_000;
     assert_eq!(run_checked(&reqs, &cfg, 5_000).repair.objects, 0);
     cfg.repair.min_requests = 1;
-    cfg.repair.max_age = 0.0;
+    cfg.repair.max_age = 1e-9;
     assert!(run_checked(&reqs, &cfg, 5_000).repair.objects < all / 2);
+    // It looks only at the most requested objects of each server.
+    cfg.repair.max_age = 100.0;
+    cfg.repair.scan = 1;
+    let few = run_checked(&reqs, &cfg, 5_000).repair.objects;
+    assert!(few > 0 && few < all, "{few} of {all}");
 }

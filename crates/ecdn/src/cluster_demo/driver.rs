@@ -8,6 +8,9 @@
 //! With `--rebalance-every N` it also stops before every N-th request until the requests in
 //! flight are done, has the coordinator rebalance parity and waits for every live node to take
 //! the new map, so the rebalance falls between the same two requests as in the simulator.
+//! With `--repair-rate` it stops the same way before every `--repair-every`-th request (after
+//! that request's kills) and has every live node run one background repair round, one node
+//! after the other in id order, as the simulator's servers take theirs.
 //! A restarted node's return (`--restart`, [`super::restart`]) stops the requests the same
 //! way: before request `at` of the return, once the requests in flight are done, the node is
 //! started again and waited for until the coordinator's map has it available; it then joins
@@ -48,6 +51,9 @@ pub enum Next {
     Request(Assignment),
     /// Wait until no request is in flight, rebalance, then call [`Dispenser::rebalanced`].
     Rebalance,
+    /// Wait until no request is in flight, have every live node run a repair round, then call
+    /// [`Dispenser::rebalanced`].
+    Repair,
     /// Wait until no request is in flight, bring the node back (see [`super::restart`]),
     /// then call [`Dispenser::returned`] (or [`Dispenser::abort`] if it failed).
     Return(Restart),
@@ -71,6 +77,11 @@ pub struct Dispenser<K: FnMut(usize)> {
     rebalance_every: u64,
     /// The request index of the last rebalance handed out.
     rebalanced_at: u64,
+    /// Repair rounds before every request whose index is a positive multiple of this (0:
+    /// never), and the index of the last handed out.
+    repair_every: u64,
+    repaired_at: u64,
+    /// A rebalance or repair round is under way.
     rebalancing: bool,
     /// Restarted nodes' returns, by `at`, and how many were handed out.
     returns: Vec<Restart>,
@@ -91,6 +102,8 @@ impl<K: FnMut(usize)> Dispenser<K> {
             killer,
             rebalance_every: 0,
             rebalanced_at: 0,
+            repair_every: 0,
+            repaired_at: 0,
             rebalancing: false,
             returns: Vec::new(),
             returns_done: 0,
@@ -109,6 +122,12 @@ impl<K: FnMut(usize)> Dispenser<K> {
     /// Rebalances before every `every`-th request (0: never).
     pub fn with_rebalances(mut self, every: u64) -> Self {
         self.rebalance_every = every;
+        self
+    }
+
+    /// Repair rounds before every `every`-th request (0: never).
+    pub fn with_repairs(mut self, every: u64) -> Self {
+        self.repair_every = every;
         self
     }
 
@@ -145,6 +164,16 @@ impl<K: FnMut(usize)> Dispenser<K> {
             (self.killer)(node);
             self.live.retain(|&n| n != node);
         }
+        let every = self.repair_every;
+        if every > 0
+            && self.next > 0
+            && self.next.is_multiple_of(every)
+            && self.repaired_at < self.next
+        {
+            self.repaired_at = self.next;
+            self.rebalancing = true;
+            return Next::Repair;
+        }
         let index = self.next;
         self.next += 1;
         let node = self.live[(index % self.live.len() as u64) as usize];
@@ -167,7 +196,7 @@ impl<K: FnMut(usize)> Dispenser<K> {
         self.in_flight
     }
 
-    /// The rebalance handed out is done: requests go on.
+    /// The rebalance or repair round handed out is done: requests go on.
     pub fn rebalanced(&mut self) {
         self.rebalancing = false;
     }
@@ -424,6 +453,8 @@ pub struct Work {
     pub timeout: Duration,
     /// Rebalances parity over the given live nodes (see [`Next::Rebalance`]).
     pub rebalancer: Option<Rebalancer>,
+    /// Has the given live nodes run a repair round each, in order (see [`Next::Repair`]).
+    pub repairer: Option<Rebalancer>,
     /// Brings a restarted node back, given the live nodes (see [`Next::Return`]).
     pub returner: Option<Returner>,
     /// Keep every body frame's arrival in the records (for `--client-link`).
@@ -473,16 +504,21 @@ async fn bring_back(work: &Work, r: Restart) -> Result<()> {
     res
 }
 
-/// Waits until no request is in flight, then runs the rebalance.
-async fn rebalance(work: &Work) -> Result<()> {
+/// Waits until no request is in flight, then runs the rebalance (or, `repair`, the repair
+/// rounds).
+async fn rebalance(work: &Work, repair: bool) -> Result<()> {
     while work.dispenser.lock().unwrap().in_flight() > 0 {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     let live = work.dispenser.lock().unwrap().live().to_vec();
-    let r = match &work.rebalancer {
+    let (run, what) = match repair {
+        false => (&work.rebalancer, "a rebalance"),
+        true => (&work.repairer, "a repair round"),
+    };
+    let r = match run {
         Some(f) => f(live).await,
         None => Err(anyhow::anyhow!(
-            "a rebalance is scheduled but nothing can run it"
+            "{what} is scheduled but nothing can run it"
         )),
     };
     work.dispenser.lock().unwrap().rebalanced();
@@ -554,7 +590,8 @@ pub async fn run(work: Arc<Work>, concurrency: usize) -> Result<Vec<Record>> {
                 match next {
                     Next::Done => return Ok::<(), anyhow::Error>(()),
                     Next::Wait => tokio::time::sleep(Duration::from_millis(1)).await,
-                    Next::Rebalance => rebalance(&work).await?,
+                    Next::Rebalance => rebalance(&work, false).await?,
+                    Next::Repair => rebalance(&work, true).await?,
                     Next::Return(r) => bring_back(&work, r).await?,
                     Next::Request(a) => {
                         let rec = request(&work, &mut conns, a).await;
@@ -639,7 +676,9 @@ mod tests {
                     d.rebalanced();
                     steps.push("R".into());
                 }
-                Next::Wait | Next::Return(_) => unreachable!("no rebalance or return is under way"),
+                Next::Wait | Next::Return(_) | Next::Repair => {
+                    unreachable!("no rebalance or return is under way")
+                }
                 Next::Done => break,
             }
         }
@@ -826,6 +865,7 @@ mod tests {
                 arrivals: false,
                 progress: indicatif::ProgressBar::hidden(),
                 rebalancer: None,
+                repairer: None,
                 returner: None,
             });
             let records = run(work, 4).await.unwrap();
@@ -868,6 +908,7 @@ mod tests {
                 arrivals: false,
                 progress: indicatif::ProgressBar::hidden(),
                 rebalancer: None,
+                repairer: None,
                 returner: None,
             });
             let records = run(work, 1).await.unwrap();

@@ -162,6 +162,16 @@ pub struct DemoArgs {
     /// default: parity is rebalanced only when a node fails or returns (§4.2, §5).
     #[arg(long, value_name = "N", default_value_t = 0)]
     rebalance_every: u64,
+    /// Background repair (c2dn, beyond the paper): bytes each node may write per request of
+    /// the trace (its trace time) to rebuild the pieces the objects it serves lost; 0, the
+    /// default, turns it off. The driver stops before every --repair-every-th request and has
+    /// every live node run a round (`POST /_ecdn/repair`); the simulator repairs before the
+    /// same requests.
+    #[arg(long, value_name = "BYTES", default_value = "0")]
+    repair_rate: String,
+    /// Requests between repair rounds.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    repair_every: u64,
     /// Concurrent requests of the load driver.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,
@@ -297,6 +307,8 @@ struct Plan {
     disk_size: u64,
     threshold: u64,
     sub_chunk: u64,
+    /// `--repair-rate`: bytes per request of trace time per node (0: off).
+    repair_rate: u64,
     ready_timeout: Duration,
     request_timeout: Duration,
     /// `--client-link`, bits per second.
@@ -381,6 +393,14 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
     if a.rebalance_every > 0 && code.scheme != Scheme::C2dn {
         bail!("--rebalance-every: only c2dn rebalances parity");
     }
+    let repair_rate =
+        parse_size(&a.repair_rate).map_err(|e| anyhow::anyhow!("--repair-rate: {e}"))?;
+    if repair_rate > 0 && code.scheme != Scheme::C2dn {
+        bail!("--repair-rate: only c2dn repairs");
+    }
+    if repair_rate > 0 && a.repair_every == 0 {
+        bail!("--repair-every: need at least 1 request between rounds");
+    }
     Ok(Plan {
         code,
         kill_note,
@@ -392,6 +412,7 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
         disk_size,
         threshold,
         sub_chunk,
+        repair_rate,
         ready_timeout: crate::args::duration("--ready-timeout", &a.ready_timeout)?,
         request_timeout: crate::args::duration("--request-timeout", &a.request_timeout)?,
         client_links: match &a.client_link {
@@ -497,6 +518,7 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
     let dispenser: SharedDispenser = Arc::new(Mutex::new(
         Dispenser::new(plan.trace.len() as u64, n, plan.kills.clone(), killer)
             .with_rebalances(a.rebalance_every)
+            .with_repairs(if plan.repair_rate > 0 { a.repair_every } else { 0 })
             .with_returns(plan.restarts.clone()),
     ));
     let returns = Arc::new(Returns {
@@ -525,12 +547,28 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
             })
         })
     };
+    let repairer: Rebalancer = {
+        let admins = layout.admins.clone();
+        let budget = plan.repair_rate.saturating_mul(a.repair_every);
+        Arc::new(move |live: Vec<usize>| {
+            let nodes: Vec<SocketAddr> = live.iter().map(|&i| admins[i]).collect();
+            Box::pin(async move {
+                for addr in nodes {
+                    procs::repair_round(addr, budget)
+                        .await
+                        .context("the scheduled repair round")?;
+                }
+                Ok(())
+            })
+        })
+    };
     let work = Arc::new(Work {
         requests: plan.trace.iter().map(|r| (r.id, r.size)).collect(),
         nodes: layout.nodes.iter().map(|(c, _)| *c).collect(),
         dispenser,
         timeout: plan.request_timeout,
         rebalancer: Some(rebalancer),
+        repairer: Some(repairer),
         returner: Some(returns.returner()),
         arrivals: !plan.client_links.is_empty(),
         progress: progress.clone(),
@@ -735,6 +773,15 @@ fn build_report(
             0.0
         },
         partial_hits: t.partial_hits,
+        repair: live
+            .stats
+            .iter()
+            .flatten()
+            .fold(report::RepairCounts::default(), |a, s| report::RepairCounts {
+                objects: a.objects + s.repair.objects,
+                pieces: a.pieces + s.repair.pieces,
+                bytes_written: a.bytes_written + s.repair.bytes_written,
+            }),
         intra_cluster_bytes: per_byte_served(peer_received),
         intra_cluster_relay_bytes: per_byte_served(relay_received),
         bytes_served: t.served_bytes,
@@ -798,6 +845,7 @@ fn run_demo(a: DemoArgs) -> Result<()> {
                 .as_ref()
                 .map(|e| e.lock().unwrap().endpoints())
                 .unwrap_or_default(),
+            repair_rate: plan.repair_rate,
         },
         &layout,
     );

@@ -76,6 +76,9 @@ pub struct FileSettings {
     pub key: String,
     /// etcd endpoints (empty: the embedded coordinator).
     pub etcd: Vec<String>,
+    /// Background repair, bytes per trace second per node (0: off); with it the nodes run
+    /// rounds only when the driver asks (`repair_every_s = 0`).
+    pub repair_rate: u64,
 }
 
 /// The cluster file's TOML text.
@@ -90,6 +93,9 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
     let _ = writeln!(t, "seed = {}", s.seed);
     let _ = writeln!(t, "key = \"{}\"", s.key);
     let _ = writeln!(t, "coordinator = \"{}\"", layout.coordinator);
+    if s.repair_rate > 0 {
+        let _ = writeln!(t, "repair_rate = {}\nrepair_every_s = 0", s.repair_rate);
+    }
     if !s.etcd.is_empty() {
         let urls: Vec<String> = s.etcd.iter().map(|u| format!("\"{u}\"")).collect();
         let _ = writeln!(t, "etcd = [{}]", urls.join(", "));
@@ -433,11 +439,26 @@ pub async fn http_get_with(
     path: &str,
     timeout: Duration,
 ) -> Result<(u16, Bytes)> {
+    http_request(hyper::Method::GET, addr, host, bearer, path, timeout).await
+}
+
+/// A request without a body; its status and whole body.
+async fn http_request(
+    method: hyper::Method,
+    addr: SocketAddr,
+    host: &str,
+    bearer: Option<&str>,
+    path: &str,
+    timeout: Duration,
+) -> Result<(u16, Bytes)> {
     let go = async {
         let stream = tokio::net::TcpStream::connect(addr).await?;
         let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         tokio::spawn(conn);
-        let mut req = hyper::Request::get(path).header("host", host);
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", host);
         if let Some(token) = bearer {
             req = req.header("authorization", format!("Bearer {token}"));
         }
@@ -450,6 +471,29 @@ pub async fn http_get_with(
     tokio::time::timeout(timeout, go)
         .await
         .map_err(|_| anyhow!("no answer within {timeout:?}"))?
+}
+
+/// Has the node at admin address `addr` run one background repair round with `budget` new
+/// bytes (`POST /_ecdn/repair`), and waits for it.
+pub async fn repair_round(addr: SocketAddr, budget: u64) -> Result<()> {
+    let path = format!("/_ecdn/repair?budget={budget}");
+    let (status, body) = http_request(
+        hyper::Method::POST,
+        addr,
+        &addr.to_string(),
+        None,
+        &path,
+        Duration::from_secs(60),
+    )
+    .await
+    .with_context(|| format!("POST {path} to {addr}"))?;
+    if status != 200 {
+        bail!(
+            "POST {path} to {addr} answered {status}: {}",
+            String::from_utf8_lossy(&body).trim()
+        );
+    }
+    Ok(())
 }
 
 /// A node's `cluster` counters from its `/_ecdn/stats`.
@@ -642,6 +686,7 @@ mod tests {
             seed: 7,
             key,
             etcd: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
+            repair_rate: 4096,
         };
         let cfg = ecdn_cluster::ClusterConfig::parse(&cluster_file(&s, &layout)).unwrap();
         assert_eq!((cfg.k, cfg.p, cfg.buckets, cfg.seed), (2, 1, 50, 7));
@@ -652,6 +697,7 @@ mod tests {
         assert_eq!(cfg.nodes[3].admin, Some(layout.admins[3]));
         assert_eq!(cfg.scheme_name(), "c2dn-n3k2");
         assert_eq!(cfg.etcd.len(), 2);
+        assert_eq!((cfg.repair_rate, cfg.repair_every_s), (4096, 0.0));
     }
 
     #[test]

@@ -89,6 +89,18 @@ pub struct ClusterStats {
     /// Bytes through the node's outgoing peer link (peer reads, own object split reads).
     #[serde(default)]
     pub link_bytes_sent: u64,
+    /// What the node's background repair did.
+    #[serde(default)]
+    pub repair: RepairCounts,
+}
+
+/// A background repair's counters: a node's (`/_ecdn/stats`), the nodes' sum, or the
+/// simulator's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepairCounts {
+    pub objects: u64,
+    pub pieces: u64,
+    pub bytes_written: u64,
 }
 
 /// One window of the simulator's run (matched to the live windows by index).
@@ -485,6 +497,8 @@ pub struct SimSummary {
     pub write_imbalance: Option<f64>,
     pub bytes_written: Vec<u64>,
     pub windows: Vec<SimWindow>,
+    /// What the background repair did (zeros when it is off).
+    pub repair: RepairCounts,
 }
 
 /// The one JSON object of `--json` (its last stdout line).
@@ -531,6 +545,9 @@ pub struct Report {
     pub decoded_request_fraction: f64,
     /// Answers marked `X-Ecdn-Partial: 1`.
     pub partial_hits: u64,
+    /// What the nodes' background repair did (`--repair-rate`), summed over the nodes alive
+    /// at the end (zeros when it is off).
+    pub repair: RepairCounts,
     /// Σ `peer_bytes_received` over the nodes alive at the end / body bytes served: chunks,
     /// replicas and relayed answers.
     pub intra_cluster_bytes: f64,

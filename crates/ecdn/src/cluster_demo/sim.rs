@@ -59,6 +59,15 @@ fn simulate_code(
         cfg.rebalance_every = a.rebalance_every as f64;
         cfg.rebalance_at = Some(a.rebalance_every as f64);
     }
+    if plan.repair_rate > 0 {
+        // Rounds before every N-th request, as the driver asks the nodes; the nodes' other
+        // repair settings are the cluster file's defaults, which `OFF` carries.
+        cfg.repair = ecdn_sim::cluster::RepairConfig {
+            rate: plan.repair_rate,
+            every: a.repair_every as f64,
+            ..ecdn_sim::cluster::RepairConfig::OFF
+        };
+    }
     // The live nodes place an object by the hash of its cache key (Host + path + query), and
     // cache its pieces under ids derived from it: the simulator gets the same ids, so both
     // put every object in the same bucket and every piece under the same id.
@@ -181,6 +190,11 @@ pub(super) fn sim_summary(r: &ClusterResult) -> SimSummary {
                 byte_miss_ratio: w.byte_miss_ratio,
             })
             .collect(),
+        repair: super::report::RepairCounts {
+            objects: r.repair.objects,
+            pieces: r.repair.pieces,
+            bytes_written: u64::try_from(r.repair.written).unwrap_or(u64::MAX),
+        },
     }
 }
 

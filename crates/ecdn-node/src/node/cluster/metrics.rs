@@ -329,6 +329,26 @@ impl Cluster {
                 get(&s.repairs),
             ),
             (
+                "ecdn_cluster_repair_objects_total",
+                "Objects the background repair made whole.",
+                get(&self.repair.stats.objects),
+            ),
+            (
+                "ecdn_cluster_repair_pieces_total",
+                "Pieces the background repair wrote.",
+                get(&self.repair.stats.pieces),
+            ),
+            (
+                "ecdn_cluster_repair_written_bytes_total",
+                "Payload bytes the background repair wrote.",
+                get(&self.repair.stats.written),
+            ),
+            (
+                "ecdn_cluster_repair_read_bytes_total",
+                "Payload bytes the background repair read to rebuild them.",
+                get(&self.repair.stats.read),
+            ),
+            (
                 "ecdn_cluster_corrupt_sub_chunks_total",
                 "Sub-chunks that failed their CRC-32C when read.",
                 get(&s.corrupt_sub_chunks),

@@ -23,7 +23,8 @@
 //!
 //! Every node keeps its pieces under a piece policy (`pieces.rs`): the simulator's per-server
 //! cache (FIFO), fed the same ids and sizes, so the node holds what the simulator's server
-//! holds.
+//! holds. With `repair_rate` set, a node also rebuilds in the background the pieces the
+//! objects it serves have lost (`repair.rs`).
 //!
 //! What the cluster paths do is counted in [`ClusterStats`] (`metrics.rs`): `/_ecdn/stats`'s
 //! `cluster` object and the `ecdn_cluster_*` series of `/_ecdn/metrics` (listed in `admin.rs`).
@@ -47,6 +48,7 @@ pub(super) mod pieces;
 mod purges;
 pub(super) mod read;
 pub(super) mod relay;
+pub(super) mod repair;
 pub(super) mod write;
 
 use std::net::SocketAddr;
@@ -115,6 +117,8 @@ pub(super) struct Cluster {
     pub(super) records: Mutex<ecdn_objects::records::RecordCache>,
     /// The store under the object cache (`object_backend`, `backend.rs`).
     pub(super) backend: Option<backend::ObjectBackend>,
+    /// Background repair (`repair.rs`).
+    pub(super) repair: repair::Repair,
 }
 
 /// Bytes of object records a node keeps.
@@ -221,6 +225,7 @@ impl Cluster {
                 RECORD_CACHE_BYTES,
             )),
             backend,
+            repair: repair::Repair::default(),
         })
     }
 
@@ -283,6 +288,7 @@ impl Cluster {
             "coded_hits": get(&s.coded_hits),
             "replicated_hits": get(&s.replicated_hits),
             "repairs": get(&s.repairs),
+            "repair": self.repair.stats.json(),
             "corrupt_sub_chunks": get(&s.corrupt_sub_chunks),
             "peer_errors": s.peer_errors(),
             "streamed_fills": get(&s.streamed_fills),

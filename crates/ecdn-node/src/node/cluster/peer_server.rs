@@ -143,8 +143,8 @@ async fn handle(
         return plain(StatusCode::BAD_REQUEST, "peer request: unexpected body");
     }
     match parsed {
-        PeerPath::Has { key } if get => has(&st, &c, &path, &key).await,
-        PeerPath::Has { key } if parts.method == Method::DELETE => {
+        PeerPath::Has { key, ages } if get => has(&st, &c, &path, &key, ages).await,
+        PeerPath::Has { key, ages: false } if parts.method == Method::DELETE => {
             purge(&st, &c, &key, verified.time_ms()).await
         }
         PeerPath::Piece {
@@ -210,14 +210,16 @@ fn wire_meta_limit(c: &Cluster) -> usize {
             as usize
 }
 
-async fn has(st: &State, c: &Cluster, path: &str, key: &str) -> Response<NodeBody> {
+/// The `has` answer: one piece's metadata and the pieces held (`ages`: and how old each is,
+/// [`wire::encode_ages`]), or `404` when it holds none.
+async fn has(st: &State, c: &Cluster, path: &str, key: &str, ages: bool) -> Response<NodeBody> {
     let Some(disk) = &st.disk else {
         return plain(StatusCode::NOT_FOUND, "no pieces");
     };
     let object = ecdn_trace::hash_id(key.as_bytes());
-    let held = c
+    let (held, since) = c
         .pieces
-        .held(object, pieces::pieces_per_object(&c.cfg, key));
+        .held_ages(object, pieces::pieces_per_object(&c.cfg, key));
     // One piece's metadata: a chunk's if any (it names the coding), else the replica's.
     let first = held
         .iter()
@@ -237,6 +239,9 @@ async fn has(st: &State, c: &Cluster, path: &str, key: &str) -> Response<NodeBod
     // Held pieces the store lost meanwhile are found missing when read.
     let mut body = wire::frame_head(&meta);
     body.extend_from_slice(&wire::encode_held(&held));
+    if ages {
+        body.extend_from_slice(&wire::encode_ages(c.pieces.capacity(), &since));
+    }
     signed(c, path, body)
 }
 

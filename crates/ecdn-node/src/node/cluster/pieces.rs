@@ -135,6 +135,8 @@ type MetaAndPayload = (Vec<u8>, Vec<u8>);
 struct Held {
     key: EntryKey,
     object: u64,
+    /// The policy's clock just after this piece was admitted: its place in the FIFO.
+    at: u64,
 }
 
 /// The node's piece policy and the pieces it holds.
@@ -149,6 +151,9 @@ pub struct PieceStore {
 struct Policy {
     cache: Cache,
     held: HashMap<u64, Held>,
+    /// Payload bytes admitted, those found at start included: what was written after a piece
+    /// is `clock - at` (a FIFO evicts it when that reaches the capacity).
+    clock: u64,
 }
 
 impl PieceStore {
@@ -157,6 +162,7 @@ impl PieceStore {
             policy: Mutex::new(Policy {
                 cache,
                 held: HashMap::new(),
+                clock: 0,
             }),
             written: AtomicU64::new(0),
             ring_lost: AtomicU64::new(0),
@@ -192,6 +198,7 @@ impl PieceStore {
         let mut policy = Policy {
             cache,
             held: HashMap::new(),
+            clock: 0,
         };
         let mut found = Recovered::default();
         let keys: Vec<EntryKey> = store.keys().cloned().collect();
@@ -238,7 +245,9 @@ impl PieceStore {
                 }
             }
             policy.cache.clear_evicted();
-            policy.held.insert(piece, Held { key, object });
+            policy.clock += size;
+            let at = policy.clock;
+            policy.held.insert(piece, Held { key, object, at });
         }
         found.pieces = policy.held.len() as u64;
         found.bytes = policy.cache.used();
@@ -321,6 +330,24 @@ impl PieceStore {
             }
         }
         out
+    }
+
+    /// [`PieceStore::held`] with each piece's age: the payload bytes admitted after it (in a
+    /// FIFO it is evicted when they reach [`PieceStore::capacity`]).
+    pub fn held_ages(&self, object: u64, chunks: usize) -> (Vec<PieceName>, Vec<u64>) {
+        let p = lock(&self.policy);
+        let mut names = Vec::new();
+        let mut ages = Vec::new();
+        let ids = std::iter::once((object, PieceName::Replica)).chain(
+            (0..chunks.min(255)).map(|c| (chunk_id(object, c), PieceName::Chunk(c as u16))),
+        );
+        for (id, name) in ids {
+            if let Some(h) = p.held.get(&id) {
+                names.push(name);
+                ages.push(p.clock - h.at);
+            }
+        }
+        (names, ages)
     }
 
     /// A held piece's metadata and payload bytes `range` (all of it with `None`; clamped to
@@ -452,11 +479,14 @@ impl PieceStore {
                     gone.push(h.key);
                 }
             }
+            p.clock += size;
+            let at = p.clock;
             p.held.insert(
                 piece,
                 Held {
                     key: key.clone(),
                     object,
+                    at,
                 },
             );
         }

@@ -357,6 +357,43 @@ pub(super) async fn verified_body(
     Some(body)
 }
 
+/// The coded object `key` (id `id`, of `bucket`) read whole from what `held` says each server
+/// holds (this node first), decoded where needed: the background repair's read.
+pub(super) async fn whole_object(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    key: &str,
+    id: u64,
+    bucket: usize,
+    held: &[(usize, Vec<PieceName>)],
+    coding: ecdn_cluster::piece::Coding,
+) -> Option<Bytes> {
+    let (k, p) = (c.cfg.k, c.cfg.p);
+    if usize::from(coding.k) != k || usize::from(coding.p) != p {
+        return None;
+    }
+    let layout = ObjectLayout::new(coding.size, k, p, u64::from(coding.sub_chunk)).ok()?;
+    let holders: Vec<Holder> = held
+        .iter()
+        .map(|(server, held)| Holder {
+            server: *server,
+            held: held.clone(),
+        })
+        .collect();
+    let obj = CodedObject {
+        key: key.to_string(),
+        object: id,
+        layout,
+        coding,
+        sources: sources_of(c, bucket, &holders),
+        supplied: Vec::new(),
+        hoc: None,
+        late: None,
+    };
+    let decoded = Arc::new(AtomicBool::new(false));
+    coded::read_all(st, c, Arc::new(obj), decoded).await
+}
+
 /// Asks node `server` which pieces of `key` it holds: their names and one piece's metadata.
 async fn ask_has(c: &Cluster, server: usize, key: &str) -> Option<(PieceMeta, Vec<PieceName>)> {
     let limit = ecdn_cluster::piece::MAX_META + 512;

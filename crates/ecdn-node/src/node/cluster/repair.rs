@@ -1,0 +1,422 @@
+//! Background repair (beyond C2DN; the same rules as the simulator's
+//! `ecdn_sim::cluster::repair`): each node rebuilds, in rounds, the pieces the objects it
+//! serves have lost — a chunk evicted on one server while the others stay, a replica whose
+//! twin is gone, the pieces a failed server took — without waiting for the next request.
+//!
+//! * **What it looks at.** The serving node counts the requests it serves per object
+//!   ([`Repair::requested`]). A round takes the objects of the buckets it serves now that were
+//!   requested at least `repair_min_requests` times, most requested first (ties: the lower
+//!   id), at most `repair_scan` of them.
+//! * **What it rebuilds.** For each, it asks the bucket's servers and the slots' former
+//!   servers which pieces they hold and how old they are (`has?ages`). An object that can be
+//!   read (K distinct chunks, or a replica) and whose assigned available servers lack pieces
+//!   is read whole — decoded from any K — and the lacking pieces are written, as after a hit.
+//!   Skipped: an object whose oldest piece already has more than `repair_max_age` of its
+//!   server's FIFO written after it (it is near eviction; a piece written for it now would
+//!   outlive the rest).
+//! * **Budget.** A round may write `repair_rate` × `repair_every_s` bytes (or the budget it is
+//!   asked with), plus what the round before left, at most two rounds' worth. The first object
+//!   whose pieces do not fit ends the round.
+//! * **Cost.** Its writes are ordinary piece writes (they count as the node's writes, may evict
+//!   other pieces). What it did is in `/_ecdn/stats` (`cluster.repair`) and the
+//!   `ecdn_cluster_repair_*` series.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use ecdn_cluster::piece::PieceMeta;
+use ecdn_cluster::wire::{self, PieceName};
+use ecdn_placement::pieces::NO_SERVER;
+
+use super::super::disk::stored_response;
+use super::super::{lock, State};
+use super::pieces::PieceStore;
+use super::read::{signed_get, whole_object};
+use super::{write, Cluster};
+
+/// Objects whose requests a node counts; past it, the counts of objects it no longer serves
+/// are dropped, then every count is halved and the zeros dropped. (The simulator counts
+/// without a bound: the two agree while a node serves fewer objects.)
+const TRACKED: usize = 1 << 20;
+
+/// A node's repair: the request counts, the budget left, what it did.
+#[derive(Default)]
+pub(in crate::node) struct Repair {
+    /// Per object id: its key and the requests served for it.
+    requests: Mutex<HashMap<u64, (String, u32)>>,
+    /// Bytes the last round left unspent.
+    carry: Mutex<u64>,
+    /// One round at a time.
+    running: tokio::sync::Mutex<()>,
+    pub(in crate::node) stats: RepairStats,
+}
+
+/// What a node's repair did (`/_ecdn/stats`'s `cluster.repair`).
+#[derive(Default)]
+pub(in crate::node) struct RepairStats {
+    /// Rounds that wrote something.
+    pub(in crate::node) rounds: AtomicU64,
+    /// Objects made whole.
+    pub(in crate::node) objects: AtomicU64,
+    /// Pieces written.
+    pub(in crate::node) pieces: AtomicU64,
+    /// Payload bytes written.
+    pub(in crate::node) written: AtomicU64,
+    /// Payload bytes read to rebuild them.
+    pub(in crate::node) read: AtomicU64,
+}
+
+impl RepairStats {
+    pub(in crate::node) fn json(&self) -> serde_json::Value {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        serde_json::json!({
+            "rounds": get(&self.rounds),
+            "objects": get(&self.objects),
+            "pieces": get(&self.pieces),
+            "bytes_written": get(&self.written),
+            "bytes_read": get(&self.read),
+        })
+    }
+}
+
+impl Repair {
+    /// The serving node served a request for the object `id` cached under `key`.
+    pub(in crate::node) fn requested(&self, c: &Cluster, id: u64, key: &str) {
+        if c.cfg.repair_rate == 0 {
+            return;
+        }
+        let mut r = lock(&self.requests);
+        if r.len() >= TRACKED && !r.contains_key(&id) {
+            let map = c.map.current();
+            r.retain(|_, (k, _)| map.serving(map.bucket_of(super::object_id(k))) == Some(c.id));
+            if r.len() >= TRACKED {
+                r.retain(|_, (_, n)| {
+                    *n /= 2;
+                    *n > 0
+                });
+            }
+        }
+        let e = r.entry(id).or_insert_with(|| (key.to_string(), 0));
+        e.1 = e.1.saturating_add(1);
+    }
+
+    /// The round's candidates: objects of buckets this node serves, requested often enough,
+    /// most requested first, at most `repair_scan`.
+    fn candidates(&self, c: &Cluster) -> Vec<(u64, String)> {
+        let map = c.map.current();
+        let min = c.cfg.repair_min_requests;
+        let mut v: Vec<(u32, u64, String)> = lock(&self.requests)
+            .iter()
+            .filter(|(_, (_, n))| *n >= min)
+            .filter(|(_, (k, _))| {
+                map.serving(map.bucket_of(super::object_id(k))) == Some(c.id)
+            })
+            .map(|(&id, (k, n))| (*n, id, k.clone()))
+            .collect();
+        v.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        v.truncate(c.cfg.repair_scan);
+        v.into_iter().map(|(_, id, k)| (id, k)).collect()
+    }
+}
+
+/// What one server holds of an object, and how old each piece is.
+struct Held {
+    server: usize,
+    meta: Option<PieceMeta>,
+    pieces: Vec<PieceName>,
+    /// Per piece, the fraction of the server's FIFO written after it.
+    age: Vec<f64>,
+}
+
+/// What a round did.
+#[derive(Clone, Copy, Debug, Default)]
+pub(in crate::node) struct Round {
+    pub(in crate::node) objects: u64,
+    pub(in crate::node) pieces: u64,
+    pub(in crate::node) written: u64,
+    pub(in crate::node) budget_left: u64,
+}
+
+impl Round {
+    pub(in crate::node) fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "objects": self.objects,
+            "pieces": self.pieces,
+            "bytes_written": self.written,
+            "budget_left": self.budget_left,
+        })
+    }
+}
+
+/// One repair round with `budget` new bytes (see the module documentation).
+pub(in crate::node) async fn round(st: &Arc<State>, c: &Arc<Cluster>, budget: u64) -> Round {
+    let repair = &c.repair;
+    let _one = repair.running.lock().await;
+    let mut left = {
+        let carry = *lock(&repair.carry);
+        carry.saturating_add(budget).min(budget.saturating_mul(2))
+    };
+    let mut done = Round::default();
+    if st.disk.is_some() {
+        for (id, key) in repair.candidates(c) {
+            match repair_object(st, c, id, &key, left).await {
+                Outcome::Wrote { pieces, bytes, read } => {
+                    left -= bytes.min(left);
+                    done.objects += 1;
+                    done.pieces += pieces;
+                    done.written += bytes;
+                    let s = &repair.stats;
+                    s.objects.fetch_add(1, Ordering::Relaxed);
+                    s.pieces.fetch_add(pieces, Ordering::Relaxed);
+                    s.written.fetch_add(bytes, Ordering::Relaxed);
+                    s.read.fetch_add(read, Ordering::Relaxed);
+                }
+                Outcome::Skipped => {}
+                Outcome::OverBudget => break,
+            }
+        }
+    }
+    if done.objects > 0 {
+        repair.stats.rounds.fetch_add(1, Ordering::Relaxed);
+    }
+    *lock(&repair.carry) = left;
+    done.budget_left = left;
+    done
+}
+
+/// Runs a round every `repair_every_s` with `repair_rate` × that budget, while the node runs
+/// (nothing when either is 0).
+pub(in crate::node) fn spawn_rounds(st: Arc<State>, c: Arc<Cluster>) {
+    let (rate, every) = (c.cfg.repair_rate, c.cfg.repair_every_s);
+    if rate == 0 || every <= 0.0 {
+        return;
+    }
+    let budget = (rate as f64 * every) as u64;
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs_f64(every));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            round(&st, &c, budget).await;
+        }
+    });
+}
+
+enum Outcome {
+    Wrote { pieces: u64, bytes: u64, read: u64 },
+    Skipped,
+    OverBudget,
+}
+
+/// Rebuilds what object `id` (cached under `key`) lacks, if it may and `budget` covers it.
+async fn repair_object(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    id: u64,
+    key: &str,
+    budget: u64,
+) -> Outcome {
+    let map = c.map.current();
+    let bucket = map.bucket_of(super::object_id(key));
+    let held = ask_ages(st, c, key, bucket).await;
+    let meta = held.iter().find_map(|h| {
+        h.meta
+            .as_ref()
+            .filter(|m| m.coding.is_some())
+            .or(h.meta.as_ref())
+    });
+    let Some(meta) = meta.cloned() else {
+        return Outcome::Skipped;
+    };
+    let coded = meta.coding.is_some();
+    // Readable: K distinct chunks, or a replica.
+    let (k, p) = (c.cfg.k, c.cfg.p);
+    let readable = if coded {
+        (0..k + p)
+            .filter(|&ch| {
+                held.iter()
+                    .any(|h| h.pieces.contains(&PieceName::Chunk(ch as u16)))
+            })
+            .count()
+            >= k
+    } else {
+        held.iter().any(|h| h.pieces.contains(&PieceName::Replica))
+    };
+    if !readable {
+        return Outcome::Skipped;
+    }
+    // The oldest piece: an object near the end of its life loses its pieces anyway.
+    let oldest = held
+        .iter()
+        .flat_map(|h| h.age.iter().copied())
+        .fold(0.0, f64::max);
+    if oldest > c.cfg.repair_max_age {
+        return Outcome::Skipped;
+    }
+    let (mut placed, mut walk) = (Vec::new(), Vec::new());
+    map.pieces(bucket, coded, &mut placed, &mut walk);
+    let lack: Vec<bool> = placed
+        .iter()
+        .map(|pc| {
+            let want = if coded {
+                PieceName::Chunk(pc.chunk as u16)
+            } else {
+                PieceName::Replica
+            };
+            map.is_available(pc.server)
+                && !held
+                    .iter()
+                    .any(|h| h.server == pc.server && h.pieces.contains(&want))
+        })
+        .collect();
+    let lacking = lack.iter().filter(|&&l| l).count() as u64;
+    if lacking == 0 {
+        return Outcome::Skipped;
+    }
+    let (body, piece, read) = match &meta.coding {
+        Some(coding) => {
+            let piece = coding.chunk_size();
+            if piece.saturating_mul(lacking) > budget {
+                return Outcome::OverBudget;
+            }
+            let pieces: Vec<(usize, Vec<PieceName>)> = held
+                .iter()
+                .map(|h| (h.server, h.pieces.clone()))
+                .collect();
+            let Some(body) = whole_object(st, c, key, id, bucket, &pieces, coding.clone()).await
+            else {
+                return Outcome::Skipped;
+            };
+            (body, piece, piece * k as u64)
+        }
+        None => {
+            let Some(from) = held
+                .iter()
+                .find(|h| h.pieces.contains(&PieceName::Replica))
+                .map(|h| h.server)
+            else {
+                return Outcome::Skipped;
+            };
+            let Some(body) = read_replica(st, c, from, key, id).await else {
+                return Outcome::Skipped;
+            };
+            let size = body.len() as u64;
+            if size.saturating_mul(lacking) > budget {
+                return Outcome::OverBudget;
+            }
+            (body, size, size)
+        }
+    };
+    let Some(e) = stored_response(key.to_string(), &meta.http, body) else {
+        return Outcome::Skipped;
+    };
+    write::place(st, c, &e, Some(&lack)).await;
+    Outcome::Wrote {
+        pieces: lacking,
+        bytes: piece * lacking,
+        read,
+    }
+}
+
+/// A replica of `key` from `server` (this node's store, or a peer's), its payload.
+async fn read_replica(
+    st: &State,
+    c: &Cluster,
+    server: usize,
+    key: &str,
+    id: u64,
+) -> Option<Bytes> {
+    if server == c.id {
+        let disk = st.disk.as_ref()?;
+        let piece = PieceStore::piece_id(id, PieceName::Replica);
+        return c.pieces.read(disk, piece, None).await.map(|(_, p)| p);
+    }
+    let path = wire::piece_path(PieceName::Replica, key, None);
+    let limit = c.cfg.threshold as usize * 4 + ecdn_cluster::piece::MAX_META;
+    let body = signed_get(c, server, &path, limit).await?;
+    let (_, payload) = wire::split_frame(&body).ok()?;
+    Some(body.slice(body.len() - payload.len()..))
+}
+
+/// What this node, the bucket's servers and the slots' former servers (those available) hold
+/// of `key`, with the pieces' ages; a server that does not answer holds nothing.
+async fn ask_ages(st: &State, c: &Arc<Cluster>, key: &str, bucket: usize) -> Vec<Held> {
+    let map = c.map.current();
+    let chunks = c.cfg.k + c.cfg.p;
+    let mut servers = Vec::new();
+    let (mut placed, mut walk) = (Vec::new(), Vec::new());
+    for coded in [false, true] {
+        map.pieces(bucket, coded, &mut placed, &mut walk);
+        servers.extend(placed.iter().map(|p| p.server));
+    }
+    for ch in 0..chunks.max(2) {
+        servers.extend(
+            map.former(bucket, ch)
+                .into_iter()
+                .filter(|&s| s != NO_SERVER),
+        );
+    }
+    servers.sort_unstable();
+    servers.dedup();
+    servers.retain(|&s| s != c.id && map.is_available(s));
+    let mut asks = tokio::task::JoinSet::new();
+    for s in servers {
+        let (c, key) = (c.clone(), key.to_string());
+        asks.spawn(async move { ask_one(&c, s, &key).await });
+    }
+    let mut peers = Vec::new();
+    while let Some(r) = asks.join_next().await {
+        if let Ok(Some(h)) = r {
+            peers.push(h);
+        }
+    }
+    // This node first (a read prefers it), then by id.
+    peers.sort_by_key(|h| h.server);
+    let mut out = vec![here(st, c, key).await];
+    out.extend(peers);
+    out
+}
+
+/// This node's pieces of `key`, their ages, and one piece's metadata (a chunk's if any).
+async fn here(st: &State, c: &Cluster, key: &str) -> Held {
+    let object = ecdn_trace::hash_id(key.as_bytes());
+    let (pieces, since) = c.pieces.held_ages(object, c.cfg.k + c.cfg.p);
+    let capacity = c.pieces.capacity().max(1) as f64;
+    let first = pieces
+        .iter()
+        .find(|p| matches!(p, PieceName::Chunk(_)))
+        .or(pieces.first());
+    let meta = match (first, &st.disk) {
+        (Some(&name), Some(disk)) => c
+            .pieces
+            .read(disk, PieceStore::piece_id(object, name), Some(0..0))
+            .await
+            .and_then(|(m, _)| PieceMeta::decode(&m).ok()),
+        _ => None,
+    };
+    Held {
+        server: c.id,
+        meta,
+        age: since.iter().map(|&s| s as f64 / capacity).collect(),
+        pieces,
+    }
+}
+
+/// Node `server`'s `has?ages` answer for `key`.
+async fn ask_one(c: &Cluster, server: usize, key: &str) -> Option<Held> {
+    let limit = ecdn_cluster::piece::MAX_META + 4096;
+    let body = signed_get(c, server, &wire::has_ages_path(key), limit).await?;
+    let (m, rest) = wire::split_frame(&body).ok()?;
+    let (pieces, capacity, since) = wire::decode_held_ages(rest).ok()?;
+    let capacity = capacity.max(1) as f64;
+    Some(Held {
+        server,
+        meta: PieceMeta::decode(m).ok(),
+        age: since.iter().map(|&s| s as f64 / capacity).collect(),
+        pieces,
+    })
+}
