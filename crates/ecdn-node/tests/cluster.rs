@@ -456,6 +456,86 @@ async fn partial_hits_fetch_only_the_missing_chunks_and_restore_them() {
     c.stop_all().await;
 }
 
+/// Distinct chunks of the object `key` the nodes `live` hold (by their `has` answers).
+async fn distinct_chunks(c: &TestCluster, live: &[usize], key: &str) -> usize {
+    let mut chunks = Vec::new();
+    for &i in live {
+        chunks.extend(holds(c.peer(i), key).await.unwrap_or_default());
+    }
+    chunks.sort_by_key(|p| match p {
+        PieceName::Chunk(ch) => *ch,
+        PieceName::Replica => u16::MAX,
+    });
+    chunks.dedup();
+    chunks.len()
+}
+
+/// The background repair (`repair_rate`, timer rounds): after a node stops, the coded objects
+/// it held a chunk of lose it; the serving nodes' rounds rebuild those chunks on the servers
+/// that took the stopped node's slots, with no client request, for every object they had
+/// served (a bucket the stopped node served has no request counts at its new serving node,
+/// so its objects wait for a request). The rounds count what they wrote, in `/_ecdn/stats`
+/// and the metrics alike, and the objects stay byte-exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_background_repair_rebuilds_a_stopped_nodes_chunks_without_a_request() {
+    let extra = "repair_rate = \"64MiB\"\nrepair_every_s = 0.2\nrepair_min_requests = 1\n";
+    let mut c = TestCluster::start_with(5, "c2dn", 2, 1, extra).await;
+    let objects: Vec<(u64, u64)> = (0..30).map(|i| (700 + i, 300_000 + i * 1001)).collect();
+    store_all(&c, &objects).await;
+    let key = |id: u64, size: u64| format!("cdn.test{}", uri(id, size));
+    let serving = |c: &TestCluster, k: &str| {
+        let map = c.coordinator.map();
+        map.serving(map.bucket_of(ecdn_trace::hash_id(k.as_bytes())))
+    };
+    // The objects that lose a chunk with node 1 and are served by another node before and
+    // after it stops.
+    let mut expected = Vec::new();
+    for &(id, size) in &objects {
+        let k = key(id, size);
+        assert_eq!(distinct_chunks(&c, &[0, 1, 2, 3, 4], &k).await, 3);
+        if holds(c.peer(1), &k).await.is_some() && serving(&c, &k) != Some(1) {
+            expected.push((id, size, serving(&c, &k)));
+        }
+    }
+    c.stop(1).await;
+    c.wait_available(&[true, false, true, true, true]).await;
+    expected.retain(|&(id, size, before)| serving(&c, &key(id, size)) == before);
+    assert!(!expected.is_empty(), "no object to repair");
+    let live = [0, 2, 3, 4];
+    // Rounds every 0.2 s: wait until every expected object is whole again.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let mut lacking = 0;
+        for &(id, size, _) in &expected {
+            lacking += usize::from(distinct_chunks(&c, &live, &key(id, size)).await < 3);
+        }
+        if lacking == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{lacking} of {} objects still lack a chunk 15 s after node 1 stopped",
+            expected.len()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (mut written, mut exported) = (0, 0.0);
+    for &i in &live {
+        let s = get(c.admin(i), "/_ecdn/stats", &[]).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+        written += v["cluster"]["repair"]["pieces"].as_u64().unwrap();
+        exported += scrape(&c, i)
+            .await
+            .one("ecdn_cluster_repair_pieces_total", &[]);
+    }
+    assert!(written >= expected.len() as u64, "{written} pieces");
+    assert_eq!(exported, written as f64);
+    for &(id, size) in &objects {
+        check_whole(&get(c.client(3), &uri(id, size), &[]).await.unwrap(), id, size);
+    }
+    c.stop_all().await;
+}
+
 /// `docs/grafana/ecdn-cluster.json` is a Grafana dashboard whose every query asks for series
 /// (names, labels, label values) the nodes of a live cluster export, and the check says so
 /// when one does not.
