@@ -57,9 +57,7 @@ pub enum PeerPath {
         ages: bool,
     },
     /// A client request relayed to the serving node: its path and query.
-    Relay {
-        target: String,
-    },
+    Relay { target: String },
     /// The node's counters (its `/_ecdn/stats`), for the coordinator's status page.
     Stats,
 }
@@ -407,7 +405,10 @@ mod tests {
         );
         assert!(decode_held_ages(&answer[1..]).is_err());
         assert!(decode_held_ages(&[0; 7]).is_err());
-        assert_eq!(decode_held_ages(&[9; 8]).unwrap(), (vec![], 0x0909_0909_0909_0909, vec![]));
+        assert_eq!(
+            decode_held_ages(&[9; 8]).unwrap(),
+            (vec![], 0x0909_0909_0909_0909, vec![])
+        );
     }
 
     #[test]

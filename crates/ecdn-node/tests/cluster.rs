@@ -531,7 +531,11 @@ async fn the_background_repair_rebuilds_a_stopped_nodes_chunks_without_a_request
     assert!(written >= expected.len() as u64, "{written} pieces");
     assert_eq!(exported, written as f64);
     for &(id, size) in &objects {
-        check_whole(&get(c.client(3), &uri(id, size), &[]).await.unwrap(), id, size);
+        check_whole(
+            &get(c.client(3), &uri(id, size), &[]).await.unwrap(),
+            id,
+            size,
+        );
     }
     c.stop_all().await;
 }

@@ -185,7 +185,10 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
         "1",
         "--no-kill",
     ];
-    for repair in [&[][..], &["--repair-rate", "4KiB", "--repair-every", "100"][..]] {
+    for repair in [
+        &[][..],
+        &["--repair-rate", "4KiB", "--repair-every", "100"][..],
+    ] {
         let flags: Vec<&'static str> = base.iter().chain(repair).copied().collect();
         let (r, v) = demo(&small(&flags), Duration::from_secs(120));
         assert_eq!(v["failed_requests"], 0, "{}", r.stderr);

@@ -378,7 +378,10 @@ async fn metrics(st: &State) -> Response<NodeBody> {
 /// cluster had: the admin listener's own access rule is enough.)
 async fn repair(st: &Arc<State>, req: &Request<ReqBody>) -> Response<NodeBody> {
     let Some(c) = &st.cluster else {
-        return text(StatusCode::NOT_FOUND, "not a cluster node: nothing to repair");
+        return text(
+            StatusCode::NOT_FOUND,
+            "not a cluster node: nothing to repair",
+        );
     };
     if c.cfg.repair_rate == 0 {
         return text(

@@ -22,7 +22,8 @@
 //!   rest (measured: repairing those raises the unprotected fraction).
 //! * **Rate.** Each server may write [`RepairConfig::rate`] × [`RepairConfig::every`] bytes per
 //!   round, plus what its last round left, at most two rounds' worth. The first object whose
-//!   pieces do not fit ends the server's round. Rounds fall at `every`, `2·every`, … trace
+//!   pieces do not fit ends the server's round (it goes first next round, with the carried
+//!   budget), unless they cost more than two rounds: such an object is never repaired. Rounds fall at `every`, `2·every`, … trace
 //!   seconds, each before the first request at or after its time (all due rounds run).
 //! * **Cost.** What it writes counts as the servers' writes (bytes written, write imbalance, the
 //!   write load parity rebalance sees) and may evict other pieces, as any write does. What it
@@ -215,7 +216,13 @@ impl Sim {
 
     /// Writes the pieces `object` (of `size` bytes) lacks on its assigned servers if it may
     /// and `budget` covers them: `Ok(bytes written)`.
-    fn repair_object(&mut self, object: u64, size: u64, time: f64, budget: u64) -> Result<u64, Skip> {
+    fn repair_object(
+        &mut self,
+        object: u64,
+        size: u64,
+        time: f64,
+        budget: u64,
+    ) -> Result<u64, Skip> {
         let coded = size > self.cfg.threshold;
         let (k, p) = (self.cfg.k, self.cfg.p);
         let width = k + p;
@@ -238,7 +245,12 @@ impl Sim {
             servers.extend(self.placed.iter().map(|pc| pc.server));
         }
         for c in 0..width.max(2) {
-            servers.extend(self.former.former(bucket, c).into_iter().filter(|&s| s != NO_SERVER));
+            servers.extend(
+                self.former
+                    .former(bucket, c)
+                    .into_iter()
+                    .filter(|&s| s != NO_SERVER),
+            );
         }
         servers.sort_unstable();
         servers.dedup();
@@ -308,7 +320,13 @@ impl Sim {
         }
         let cost = piece_size.saturating_mul(missing.len() as u64);
         if cost > budget {
-            return Err(Skip::OverBudget);
+            // What two rounds cannot pay for is never repaired; anything else waits.
+            let most = (self.repair.cfg.rate as f64 * self.repair.cfg.every) as u64;
+            return Err(if cost > most.saturating_mul(2) {
+                Skip::Nothing
+            } else {
+                Skip::OverBudget
+            });
         }
         let read = if coded { k as u64 } else { 1 } * piece_size;
         self.repair.stats.read += u128::from(read);

@@ -518,7 +518,11 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
     let dispenser: SharedDispenser = Arc::new(Mutex::new(
         Dispenser::new(plan.trace.len() as u64, n, plan.kills.clone(), killer)
             .with_rebalances(a.rebalance_every)
-            .with_repairs(if plan.repair_rate > 0 { a.repair_every } else { 0 })
+            .with_repairs(if plan.repair_rate > 0 {
+                a.repair_every
+            } else {
+                0
+            })
             .with_returns(plan.restarts.clone()),
     ));
     let returns = Arc::new(Returns {
@@ -777,10 +781,12 @@ fn build_report(
             .stats
             .iter()
             .flatten()
-            .fold(report::RepairCounts::default(), |a, s| report::RepairCounts {
-                objects: a.objects + s.repair.objects,
-                pieces: a.pieces + s.repair.pieces,
-                bytes_written: a.bytes_written + s.repair.bytes_written,
+            .fold(report::RepairCounts::default(), |a, s| {
+                report::RepairCounts {
+                    objects: a.objects + s.repair.objects,
+                    pieces: a.pieces + s.repair.pieces,
+                    bytes_written: a.bytes_written + s.repair.bytes_written,
+                }
             }),
         intra_cluster_bytes: per_byte_served(peer_received),
         intra_cluster_relay_bytes: per_byte_served(relay_received),

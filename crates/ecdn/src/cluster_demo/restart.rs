@@ -402,7 +402,9 @@ mod tests {
                     d.returned(r.node);
                     steps.push("back".into());
                 }
-                Next::Rebalance | Next::Repair | Next::Wait => unreachable!("nothing else is under way"),
+                Next::Rebalance | Next::Repair | Next::Wait => {
+                    unreachable!("nothing else is under way")
+                }
                 Next::Done => break,
             }
         }

@@ -217,6 +217,36 @@ mod tests {
         assert!(at_62 < at_80, "killed at 62: {at_62} bytes; at 80: {at_80}");
     }
 
+    /// The demo gives the simulator only the repair's rate and period: its other settings are
+    /// `RepairConfig::OFF`'s, which must be the cluster file's defaults the nodes run with.
+    #[test]
+    fn the_simulators_repair_settings_are_the_cluster_files_defaults() {
+        let mut file = "scheme = \"c2dn\"\nkey = \"0123456789abcdef0123\"\n\
+                        coordinator = \"127.0.0.1:1\"\nrepair_rate = \"1MiB\"\n"
+            .to_string();
+        for i in 0..4 {
+            file += &format!(
+                "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
+                10 + i,
+                20 + i
+            );
+        }
+        let file = file.as_str();
+        let cfg = ecdn_cluster::ClusterConfig::parse(file).unwrap();
+        let off = ecdn_sim::cluster::RepairConfig::OFF;
+        assert_eq!(cfg.repair_rate, 1 << 20);
+        assert_eq!(cfg.repair_min_requests, off.min_requests);
+        assert_eq!(cfg.repair_max_age, off.max_age);
+        assert_eq!(cfg.repair_scan, off.scan);
+        assert_eq!(cfg.repair_every_s, off.every);
+        // The repair is C2DN's only.
+        let rep2 = file.replace("\"c2dn\"", "\"rep2\"");
+        let e = ecdn_cluster::ClusterConfig::parse(&rep2)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("repair_rate needs scheme"), "{e}");
+    }
+
     /// A node that returns is written to again (App. 10.3: it gets its buckets back); one
     /// that returns empty has to be written what it held once more.
     #[test]

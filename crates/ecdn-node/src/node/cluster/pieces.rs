@@ -338,9 +338,8 @@ impl PieceStore {
         let p = lock(&self.policy);
         let mut names = Vec::new();
         let mut ages = Vec::new();
-        let ids = std::iter::once((object, PieceName::Replica)).chain(
-            (0..chunks.min(255)).map(|c| (chunk_id(object, c), PieceName::Chunk(c as u16))),
-        );
+        let ids = std::iter::once((object, PieceName::Replica))
+            .chain((0..chunks.min(255)).map(|c| (chunk_id(object, c), PieceName::Chunk(c as u16))));
         for (id, name) in ids {
             if let Some(h) = p.held.get(&id) {
                 names.push(name);

@@ -16,7 +16,8 @@
 //!   outlive the rest).
 //! * **Budget.** A round may write `repair_rate` × `repair_every_s` bytes (or the budget it is
 //!   asked with), plus what the round before left, at most two rounds' worth. The first object
-//!   whose pieces do not fit ends the round.
+//!   whose pieces do not fit ends the round (it goes first next round), unless they cost more
+//!   than two rounds: such an object is never repaired.
 //! * **Cost.** Its writes are ordinary piece writes (they count as the node's writes, may evict
 //!   other pieces). What it did is in `/_ecdn/stats` (`cluster.repair`) and the
 //!   `ecdn_cluster_repair_*` series.
@@ -111,9 +112,7 @@ impl Repair {
         let mut v: Vec<(u32, u64, String)> = lock(&self.requests)
             .iter()
             .filter(|(_, (_, n))| *n >= min)
-            .filter(|(_, (k, _))| {
-                map.serving(map.bucket_of(super::object_id(k))) == Some(c.id)
-            })
+            .filter(|(_, (k, _))| map.serving(map.bucket_of(super::object_id(k))) == Some(c.id))
             .map(|(&id, (k, n))| (*n, id, k.clone()))
             .collect();
         v.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -162,8 +161,16 @@ pub(in crate::node) async fn round(st: &Arc<State>, c: &Arc<Cluster>, budget: u6
     let mut done = Round::default();
     if st.disk.is_some() {
         for (id, key) in repair.candidates(c) {
-            match repair_object(st, c, id, &key, left).await {
-                Outcome::Wrote { pieces, bytes, read } => {
+            let budget = Budget {
+                left,
+                most: budget.saturating_mul(2),
+            };
+            match repair_object(st, c, id, &key, budget).await {
+                Outcome::Wrote {
+                    pieces,
+                    bytes,
+                    read,
+                } => {
                     left -= bytes.min(left);
                     done.objects += 1;
                     done.pieces += pieces;
@@ -212,13 +219,35 @@ enum Outcome {
     OverBudget,
 }
 
+/// What a round may still write, and the most any round may (two rounds' new budget).
+#[derive(Clone, Copy)]
+struct Budget {
+    left: u64,
+    most: u64,
+}
+
+impl Budget {
+    /// What a repair costing `cost` bytes does: `None`, it goes ahead; it waits for the next
+    /// round (which ends this one); or, costing more than any round can have, it is skipped
+    /// for good.
+    fn refuses(self, cost: u64) -> Option<Outcome> {
+        if cost <= self.left {
+            None
+        } else if cost > self.most {
+            Some(Outcome::Skipped)
+        } else {
+            Some(Outcome::OverBudget)
+        }
+    }
+}
+
 /// Rebuilds what object `id` (cached under `key`) lacks, if it may and `budget` covers it.
 async fn repair_object(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     id: u64,
     key: &str,
-    budget: u64,
+    budget: Budget,
 ) -> Outcome {
     let map = c.map.current();
     let bucket = map.bucket_of(super::object_id(key));
@@ -280,13 +309,11 @@ async fn repair_object(
     let (body, piece, read) = match &meta.coding {
         Some(coding) => {
             let piece = coding.chunk_size();
-            if piece.saturating_mul(lacking) > budget {
-                return Outcome::OverBudget;
+            if let Some(over) = budget.refuses(piece.saturating_mul(lacking)) {
+                return over;
             }
-            let pieces: Vec<(usize, Vec<PieceName>)> = held
-                .iter()
-                .map(|h| (h.server, h.pieces.clone()))
-                .collect();
+            let pieces: Vec<(usize, Vec<PieceName>)> =
+                held.iter().map(|h| (h.server, h.pieces.clone())).collect();
             let Some(body) = whole_object(st, c, key, id, bucket, &pieces, coding.clone()).await
             else {
                 return Outcome::Skipped;
@@ -305,8 +332,8 @@ async fn repair_object(
                 return Outcome::Skipped;
             };
             let size = body.len() as u64;
-            if size.saturating_mul(lacking) > budget {
-                return Outcome::OverBudget;
+            if let Some(over) = budget.refuses(size.saturating_mul(lacking)) {
+                return over;
             }
             (body, size, size)
         }
@@ -323,13 +350,7 @@ async fn repair_object(
 }
 
 /// A replica of `key` from `server` (this node's store, or a peer's), its payload.
-async fn read_replica(
-    st: &State,
-    c: &Cluster,
-    server: usize,
-    key: &str,
-    id: u64,
-) -> Option<Bytes> {
+async fn read_replica(st: &State, c: &Cluster, server: usize, key: &str, id: u64) -> Option<Bytes> {
     if server == c.id {
         let disk = st.disk.as_ref()?;
         let piece = PieceStore::piece_id(id, PieceName::Replica);
