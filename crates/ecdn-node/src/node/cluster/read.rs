@@ -146,6 +146,23 @@ async fn ask_holders(
     key: &str,
     bucket: usize,
 ) -> Vec<(usize, PieceMeta, Vec<PieceName>)> {
+    let mut asks = tokio::task::JoinSet::new();
+    for s in asked_servers(c, bucket) {
+        let (c, key) = (c.clone(), key.to_string());
+        asks.spawn(async move { (s, ask_has(&c, s, &key).await) });
+    }
+    let mut found = Vec::new();
+    while let Some(r) = asks.join_next().await {
+        if let Ok((server, Some((m, held)))) = r {
+            found.push((server, m, held));
+        }
+    }
+    found
+}
+
+/// The servers a node asks who holds an object of `bucket`: the bucket's servers of both kinds
+/// of pieces and the slots' former servers, those available, but this node.
+pub(super) fn asked_servers(c: &Cluster, bucket: usize) -> Vec<usize> {
     let map = c.map.current();
     let chunks = if c.scheme().coded() {
         c.cfg.k + c.cfg.p
@@ -168,18 +185,7 @@ async fn ask_holders(
     servers.sort_unstable();
     servers.dedup();
     servers.retain(|&s| s != c.id && map.is_available(s));
-    let mut asks = tokio::task::JoinSet::new();
-    for s in servers {
-        let (c, key) = (c.clone(), key.to_string());
-        asks.spawn(async move { (s, ask_has(&c, s, &key).await) });
-    }
-    let mut found = Vec::new();
-    while let Some(r) = asks.join_next().await {
-        if let Ok((server, Some((m, held)))) = r {
-            found.push((server, m, held));
-        }
-    }
-    found
+    servers
 }
 
 /// A source per chunk of a coded object in `bucket`: its assigned server if that holds it,
@@ -527,7 +533,11 @@ async fn repair_replicas(
 }
 
 /// A whole replica from a peer (a signed frame).
-async fn fetch_replica(c: &Cluster, server: usize, key: &str) -> Option<(Vec<u8>, Bytes)> {
+pub(super) async fn fetch_replica(
+    c: &Cluster,
+    server: usize,
+    key: &str,
+) -> Option<(Vec<u8>, Bytes)> {
     let path = wire::piece_path(PieceName::Replica, key, None);
     let limit = c.cfg.threshold as usize * 4 + ecdn_cluster::piece::MAX_META;
     let body = signed_get(c, server, &path, limit).await?;

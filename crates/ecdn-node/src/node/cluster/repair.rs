@@ -30,18 +30,17 @@ use std::time::Duration;
 use bytes::Bytes;
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
-use ecdn_placement::pieces::NO_SERVER;
 
 use super::super::disk::stored_response;
 use super::super::{lock, State};
 use super::pieces::PieceStore;
-use super::read::{signed_get, whole_object};
+use super::read::{asked_servers, fetch_replica, signed_get, whole_object};
 use super::{write, Cluster};
 
 /// Objects whose requests a node counts; past it, the counts of objects it no longer serves
 /// are dropped, then every count is halved and the zeros dropped. (The simulator counts
 /// without a bound: the two agree while a node serves fewer objects.)
-const TRACKED: usize = 1 << 20;
+const TRACKED: usize = 1 << 18;
 
 /// A node's repair: the request counts, the budget left, what it did.
 #[derive(Default)]
@@ -356,36 +355,14 @@ async fn read_replica(st: &State, c: &Cluster, server: usize, key: &str, id: u64
         let piece = PieceStore::piece_id(id, PieceName::Replica);
         return c.pieces.read(disk, piece, None).await.map(|(_, p)| p);
     }
-    let path = wire::piece_path(PieceName::Replica, key, None);
-    let limit = c.cfg.threshold as usize * 4 + ecdn_cluster::piece::MAX_META;
-    let body = signed_get(c, server, &path, limit).await?;
-    let (_, payload) = wire::split_frame(&body).ok()?;
-    Some(body.slice(body.len() - payload.len()..))
+    fetch_replica(c, server, key).await.map(|(_, p)| p)
 }
 
 /// What this node, the bucket's servers and the slots' former servers (those available) hold
 /// of `key`, with the pieces' ages; a server that does not answer holds nothing.
 async fn ask_ages(st: &State, c: &Arc<Cluster>, key: &str, bucket: usize) -> Vec<Held> {
-    let map = c.map.current();
-    let chunks = c.cfg.k + c.cfg.p;
-    let mut servers = Vec::new();
-    let (mut placed, mut walk) = (Vec::new(), Vec::new());
-    for coded in [false, true] {
-        map.pieces(bucket, coded, &mut placed, &mut walk);
-        servers.extend(placed.iter().map(|p| p.server));
-    }
-    for ch in 0..chunks.max(2) {
-        servers.extend(
-            map.former(bucket, ch)
-                .into_iter()
-                .filter(|&s| s != NO_SERVER),
-        );
-    }
-    servers.sort_unstable();
-    servers.dedup();
-    servers.retain(|&s| s != c.id && map.is_available(s));
     let mut asks = tokio::task::JoinSet::new();
-    for s in servers {
+    for s in asked_servers(c, bucket) {
         let (c, key) = (c.clone(), key.to_string());
         asks.spawn(async move { ask_one(&c, s, &key).await });
     }
