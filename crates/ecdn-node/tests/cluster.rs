@@ -456,6 +456,53 @@ async fn partial_hits_fetch_only_the_missing_chunks_and_restore_them() {
     c.stop_all().await;
 }
 
+/// A hot coded object asked for by 64 clients at once, through every node, while its fill
+/// streams from a slow origin: one origin fetch (the serving node collapses the rest, relayed
+/// or not), byte-exact answers, and the nodes count it as the paper does — one miss, the
+/// others `collapsed` (`ecdn_cluster_served_total{result}`), no other origin bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_clients_on_a_streaming_fill_make_one_origin_fetch() {
+    let origin = ecdn_node::origin::OriginConfig {
+        latency: Duration::from_millis(300),
+        bandwidth: Some(8 << 20),
+        ..Default::default()
+    };
+    let c = TestCluster::start_with_origin(4, "c2dn", 3, 1, origin).await;
+    let (id, size) = (4242, 2_000_000);
+    let clients: Vec<_> = (0..64)
+        .map(|i| {
+            let addr = c.client(i % 4);
+            tokio::spawn(async move { get(addr, &uri(id, size), &[]).await.unwrap() })
+        })
+        .collect();
+    let mut labels = std::collections::BTreeMap::new();
+    for t in clients {
+        let r = t.await.unwrap();
+        check_whole(&r, id, size);
+        *labels.entry(r.header("x-cache").to_string()).or_insert(0) += 1;
+    }
+    assert_eq!(labels.get("MISS"), Some(&1), "{labels:?}");
+    let mut served = [0.0; 3];
+    let mut origin_bytes = 0.0;
+    for i in 0..4 {
+        let m = scrape(&c, i).await;
+        for (slot, result) in ["hit", "miss", "collapsed"].iter().enumerate() {
+            served[slot] += m.one("ecdn_cluster_served_total", &[("result", result)]);
+        }
+        origin_bytes += m.one("ecdn_cluster_origin_bytes_total", &[]);
+    }
+    assert_eq!(served[1], 1.0, "{served:?} {labels:?}");
+    assert_eq!(served[0] + served[1] + served[2], 64.0, "{served:?}");
+    assert_eq!(
+        served[2],
+        f64::from(*labels.get("MISS-COLLAPSED").unwrap_or(&0)),
+        "{labels:?}"
+    );
+    assert!(served[2] > 0.0, "{labels:?}");
+    assert_eq!(origin_bytes, size as f64);
+    c.stop_all().await;
+}
+
 /// Distinct chunks of the object `key` the nodes `live` hold (by their `has` answers).
 async fn distinct_chunks(c: &TestCluster, live: &[usize], key: &str) -> usize {
     let mut chunks = Vec::new();

@@ -577,7 +577,10 @@ async fn concurrent_misses_collapse_into_one_origin_fetch() {
     }
     let s = fetch(admin(&n), "GET", "/_ecdn/stats").await;
     let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+    // Misses are origin fetches (the paper's): the collapsed requests are counted apart.
     assert_eq!(v["collapsed"], 14);
+    assert_eq!(v["misses"].as_u64(), Some(o.requests()));
+    assert_eq!(v["misses"], 3);
     n.stop().await.unwrap();
     o.stop().await.unwrap();
 }

@@ -36,8 +36,9 @@
 //!     map), `ecdn_cluster_control_reachable` (1 if the node reaches its control plane: in etcd
 //!     mode etcd answered its last request, else the coordinator answered its last heartbeat;
 //!     else 0), `ecdn_cluster_pieces_capacity_bytes`;
-//!   - `ecdn_cluster_served_total{result="hit"|"miss"}`, `ecdn_cluster_served_bytes_total`,
-//!     `ecdn_cluster_origin_bytes_total`: the `GET` / `HEAD` answers this node gave itself (not
+//!   - `ecdn_cluster_served_total{result="hit"|"miss"|"collapsed"}` (a miss is an origin
+//!     fetch, the paper's; a collapsed request waited on another request's fill),
+//!     `ecdn_cluster_served_bytes_total`, `ecdn_cluster_origin_bytes_total`: the `GET` / `HEAD` answers this node gave itself (not
 //!     the ones it relayed, nor passes), their body bytes, and the origin bytes they fetched
 //!     (`X-Ecdn-Origin-Bytes`: a miss's whole object, a partial hit's missing chunks, 0 for a
 //!     collapsed miss). Each client request is answered by exactly one node, so summed over

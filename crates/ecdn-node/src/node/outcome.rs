@@ -97,12 +97,13 @@ impl Outcome {
         }
     }
 
-    /// Whether the answer needed the origin for a `GET` / `HEAD` (the `misses` of
-    /// `/_ecdn/stats`): a miss, collapsed or not, a revalidation, or our error for one.
+    /// Whether the answer went to the origin for a `GET` / `HEAD` (the `misses` of
+    /// `/_ecdn/stats`, the paper's miss): a miss, a revalidation, or our error for one. A
+    /// collapsed miss waited on another request's fetch and is counted apart (`collapsed`).
     pub fn is_miss(self) -> bool {
         matches!(
             self,
-            Outcome::Miss | Outcome::MissCollapsed | Outcome::Revalidated | Outcome::MissError
+            Outcome::Miss | Outcome::Revalidated | Outcome::MissError
         )
     }
 

@@ -46,9 +46,9 @@ const MIN_HEADER_BYTES: usize = 8192;
 
 /// The node: see the module documentation. `/_ecdn/stats` reports `requests` (proxied, not
 /// counting `/_ecdn/`) and, from each request's [`super::Outcome`]: `hoc_hits`, `disk_hits`,
-/// `misses` (answers that needed the origin for a `GET` / `HEAD`: misses, collapsed ones,
-/// revalidations, and our `502` / `504` for them), `collapsed` (misses served by another
-/// request's origin fetch), `passes` (other methods), `origin_errors` (our `502` / `504`, and
+/// `misses` (answers that went to the origin for a `GET` / `HEAD`, the paper's misses:
+/// misses, revalidations, and our `502` / `504` for them), `collapsed` (requests that waited on
+/// another request's origin fetch: not in `misses`), `passes` (other methods), `origin_errors` (our `502` / `504`, and
 /// origin bodies aborted mid-transfer), `revalidated` / `stale` (stale entries served after a
 /// `304` / without the origin), `bytes_served` (response bodies of known length); then
 /// `disk_errors` (failed disk store operations), `hoc` (`policy`, `used`, `capacity`,

@@ -31,6 +31,16 @@ pub async fn try_start_nodes(
     dir: &std::path::Path,
     hoc_size: u64,
 ) -> std::io::Result<Vec<RunningNode>> {
+    try_start_nodes_with(cfg, dir, hoc_size, OriginConfig::default()).await
+}
+
+/// [`try_start_nodes`] with an origin of `origin`'s latency and bandwidth.
+pub async fn try_start_nodes_with(
+    cfg: &ClusterConfig,
+    dir: &std::path::Path,
+    hoc_size: u64,
+    origin: OriginConfig,
+) -> std::io::Result<Vec<RunningNode>> {
     let mut starts = Vec::new();
     for i in 0..cfg.nodes.len() {
         let node = NodeConfig {
@@ -48,9 +58,9 @@ pub async fn try_start_nodes(
             ..NodeConfig::default()
         };
         let listen = cfg.nodes[i].client;
+        let origin = origin.clone();
         starts.push(tokio::spawn(async move {
-            Node::start_with_connector(listen, node, in_memory_connector(OriginConfig::default()))
-                .await
+            Node::start_with_connector(listen, node, in_memory_connector(origin)).await
         }));
     }
     let (mut nodes, mut failed) = (Vec::new(), None);
@@ -94,6 +104,17 @@ impl TestCluster {
         Self::start_with_hoc(n, scheme, k, p, extra, 1).await
     }
 
+    /// Nodes whose in-memory origin has `origin`'s latency and bandwidth.
+    pub async fn start_with_origin(
+        n: usize,
+        scheme: &str,
+        k: usize,
+        p: usize,
+        origin: OriginConfig,
+    ) -> TestCluster {
+        Self::start_full(n, scheme, k, p, "", 1, origin).await
+    }
+
     /// Nodes with a FIFO HOC of `hoc_size` bytes.
     pub async fn start_with_hoc(
         n: usize,
@@ -102,6 +123,18 @@ impl TestCluster {
         p: usize,
         extra: &str,
         hoc_size: u64,
+    ) -> TestCluster {
+        Self::start_full(n, scheme, k, p, extra, hoc_size, OriginConfig::default()).await
+    }
+
+    async fn start_full(
+        n: usize,
+        scheme: &str,
+        k: usize,
+        p: usize,
+        extra: &str,
+        hoc_size: u64,
+        origin: OriginConfig,
     ) -> TestCluster {
         // Every port of the cluster (admin listeners included) comes from one batch; one that
         // another test took meanwhile fails a bind, and the cluster starts again on new ones.
@@ -133,7 +166,7 @@ impl TestCluster {
                 Err(e) => panic!("coordinator: {e}"),
             };
             let dir = tempfile::tempdir().unwrap();
-            match try_start_nodes(&cfg, dir.path(), hoc_size).await {
+            match try_start_nodes_with(&cfg, dir.path(), hoc_size, origin.clone()).await {
                 Ok(nodes) => break (cfg, coordinator, dir, nodes),
                 Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 3 => {
                     eprintln!("nodes: {e}; again on other ports");

@@ -243,6 +243,7 @@ enum Transport {
 }
 
 /// An answer's headers of interest and what its body held.
+#[derive(Clone)]
 struct Answer {
     status: u16,
     headers: HeaderMap,
@@ -387,7 +388,9 @@ fn judge(a: &Answer, node: usize, size: u64, retry: Option<Retry>) -> Record {
     let h = &a.headers;
     let x_cache = header(h, "x-cache").unwrap_or("");
     let partial = header(h, "x-ecdn-partial") == Some("1");
-    let miss = x_cache.starts_with("MISS") || partial;
+    // The paper's miss: an origin fetch. A request that waited on another's fill is none.
+    let collapsed = x_cache == "MISS-COLLAPSED" && !partial;
+    let miss = (x_cache.starts_with("MISS") && !collapsed) || partial;
     let origin_bytes = if miss {
         header(h, "x-ecdn-origin-bytes")
             .and_then(|v| v.trim().parse().ok())
@@ -411,6 +414,7 @@ fn judge(a: &Answer, node: usize, size: u64, retry: Option<Retry>) -> Record {
         ok: error.is_none(),
         status: Some(a.status),
         miss,
+        collapsed,
         hit: !miss && x_cache.starts_with("HIT"),
         hoc: !miss && x_cache == "HIT-HOC",
         coded: match header(h, "x-ecdn-object") {
@@ -738,8 +742,23 @@ mod tests {
             bytes: 999,
             ..a
         };
+        // A request that waited on another's fill is no miss (no origin fetch).
+        let mut collapsed = HeaderMap::new();
+        collapsed.insert("x-cache", "MISS-COLLAPSED".parse().unwrap());
+        collapsed.insert("x-ecdn-origin-bytes", "0".parse().unwrap());
+        let c = judge(
+            &Answer {
+                headers: collapsed,
+                ..a.clone()
+            },
+            1,
+            1000,
+            None,
+        );
+        assert!(c.ok && c.collapsed && !c.miss && !c.hit);
+        assert_eq!(c.origin_bytes, 0);
         let r = judge(&a, 0, 1000, Some(Retry::BeforeResponse));
-        assert!(!r.ok && r.hit && r.decoded && !r.miss);
+        assert!(!r.ok && r.hit && r.decoded && !r.miss && !r.collapsed);
         assert_eq!(r.origin_bytes, 0);
         assert!(r.error.unwrap().contains("999 bytes"));
         let a = Answer {

@@ -763,6 +763,8 @@ fn build_report(
         retried_mid_body: t.retried_mid_body,
         miss_ratio: t.miss_ratio(),
         byte_miss_ratio: t.byte_miss_ratio(),
+        collapsed_fraction: t.collapsed_fraction(),
+        collapsed_ms: report::collapsed_latency(&live.records),
         write_imbalance,
         bytes_written,
         windows,

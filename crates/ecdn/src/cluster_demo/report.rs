@@ -44,8 +44,12 @@ pub struct Record {
     /// 2xx, full length and byte-exact.
     pub ok: bool,
     pub status: Option<u16>,
-    /// `X-Cache` starts with `MISS`, or the answer is a partial hit.
+    /// The request caused an origin fetch (the paper's miss): `X-Cache` starts with `MISS` but
+    /// is not `MISS-COLLAPSED`, or the answer is a partial hit.
     pub miss: bool,
+    /// `X-Cache: MISS-COLLAPSED`: it waited on another request's fill and fetched nothing
+    /// from the origin (a hit by the paper's count, but the client waited for the origin).
+    pub collapsed: bool,
     /// `X-Cache` starts with `HIT` (and the answer is no partial hit).
     pub hit: bool,
     /// `X-Cache: HIT-HOC`: served from the serving node's DRAM.
@@ -120,8 +124,11 @@ pub struct WindowRow {
     /// Index of the window's first request.
     pub start: u64,
     pub requests: u64,
+    /// The paper's: requests that caused an origin fetch.
     pub miss_ratio: f64,
     pub byte_miss_ratio: f64,
+    /// Requests that waited on another request's fill (not misses).
+    pub collapsed_fraction: f64,
     pub failed: u64,
     pub sim_miss_ratio: Option<f64>,
     pub sim_byte_miss_ratio: Option<f64>,
@@ -161,6 +168,7 @@ pub fn windows(
                 requests: chunk.len() as u64,
                 miss_ratio: t.miss_ratio(),
                 byte_miss_ratio: t.byte_miss_ratio(),
+                collapsed_fraction: t.collapsed_fraction(),
                 failed: t.failed,
                 sim_miss_ratio: s.map(|w| w.miss_ratio),
                 sim_byte_miss_ratio: s.map(|w| w.byte_miss_ratio),
@@ -179,6 +187,8 @@ pub struct Totals {
     pub ok: u64,
     pub failed: u64,
     pub misses: u64,
+    /// Requests that waited on another request's fill (`MISS-COLLAPSED`), not in `misses`.
+    pub collapsed: u64,
     pub object_bytes: u64,
     pub origin_bytes: u64,
     pub served_bytes: u64,
@@ -211,6 +221,7 @@ impl Totals {
             t.object_bytes += r.size;
             t.origin_bytes += r.origin_bytes;
             t.misses += u64::from(r.miss);
+            t.collapsed += u64::from(r.collapsed);
             t.partial_hits += u64::from(r.partial);
             t.decoded += u64::from(r.decoded);
             if r.hit && r.coded == Some(true) {
@@ -221,8 +232,14 @@ impl Totals {
         t
     }
 
+    /// The paper's miss ratio: requests that caused an origin fetch.
     pub fn miss_ratio(&self) -> f64 {
         ratio(self.misses as f64, self.ok as f64)
+    }
+
+    /// Requests that waited on another request's fill.
+    pub fn collapsed_fraction(&self) -> f64 {
+        ratio(self.collapsed as f64, self.ok as f64)
     }
 
     pub fn byte_miss_ratio(&self) -> f64 {
@@ -291,6 +308,7 @@ pub fn sim_relative_miss_increase(
             requests: w.requests,
             miss_ratio: w.miss_ratio,
             byte_miss_ratio: w.byte_miss_ratio,
+            collapsed_fraction: 0.0,
             failed: 0,
             sim_miss_ratio: Some(w.miss_ratio),
             sim_byte_miss_ratio: Some(w.byte_miss_ratio),
@@ -391,6 +409,30 @@ impl Percentiles {
 pub struct ByKind {
     pub coded: Percentiles,
     pub replicated: Percentiles,
+}
+
+/// Time to first byte and download, ms.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Latency {
+    pub ttfb: Percentiles,
+    pub download: Percentiles,
+}
+
+/// TTFB and download percentiles of the successful collapsed requests.
+pub fn collapsed_latency(records: &[Record]) -> Latency {
+    let ms = |f: fn(&Record) -> u64| {
+        Percentiles::of(
+            records
+                .iter()
+                .filter(|r| r.ok && r.collapsed)
+                .map(|r| f(r) as f64 / 1000.0)
+                .collect(),
+        )
+    };
+    Latency {
+        ttfb: ms(|r| r.ttfb_us),
+        download: ms(|r| r.total_us),
+    }
 }
 
 /// Latencies (µs) of the successful hits of coded and of replicated objects: (TTFB, download);
@@ -519,12 +561,19 @@ pub struct Report {
     pub balancing: &'static str,
     pub failed_requests: u64,
     pub wrong_bytes: u64,
+    /// `miss_ratio`: the paper's, requests that caused an origin fetch (a partial hit counts,
+    /// with the bytes it fetched in `byte_miss_ratio`); a request that waited on another
+    /// request's fill is no miss but counts in `collapsed_fraction`, with its latency in
+    /// `collapsed_ms`.
     /// Requests retried on another node: after a refused or reset connection before the
     /// response, and after a connection broken mid-body.
     pub retried_before_response: u64,
     pub retried_mid_body: u64,
     pub miss_ratio: f64,
     pub byte_miss_ratio: f64,
+    pub collapsed_fraction: f64,
+    /// TTFB and download of the collapsed requests (all objects).
+    pub collapsed_ms: Latency,
     /// max/min `bytes_written` over the nodes alive for the whole run (null if one wrote 0).
     pub write_imbalance: Option<f64>,
     /// Per node (null for a killed node that did not come back; a node that did: since its
@@ -700,8 +749,9 @@ pub fn summary(r: &Report) -> String {
     );
     let _ = writeln!(
         s,
-        "miss ratio {:.4} (sim {:.4}), byte miss ratio {:.4} (sim {:.4}), write imbalance {} \
-         (sim {}), max relative miss increase after a kill {} (sim losing the same nodes {})",
+        "miss ratio (origin fetches) {:.4} (sim {:.4}), byte miss ratio {:.4} (sim {:.4}), write \
+         imbalance {} (sim {}), max relative miss increase after a kill {} (sim losing the same \
+         nodes {})",
         r.miss_ratio,
         r.sim.miss_ratio,
         r.byte_miss_ratio,
@@ -710,6 +760,13 @@ pub fn summary(r: &Report) -> String {
         opt(r.sim.write_imbalance, 3),
         opt(r.max_relative_miss_increase, 4),
         opt(r.sim_max_relative_miss_increase, 4)
+    );
+    let _ = writeln!(
+        s,
+        "collapsed (waited on another request's fill, no origin fetch): {:.4} of the requests, \
+         TTFB {}",
+        r.collapsed_fraction,
+        pct(&r.collapsed_ms.ttfb)
     );
     let written: Vec<String> = r
         .bytes_written
@@ -846,6 +903,7 @@ mod tests {
             requests: 10,
             miss_ratio: live,
             byte_miss_ratio: 0.0,
+            collapsed_fraction: 0.0,
             failed: 0,
             sim_miss_ratio: sim,
             sim_byte_miss_ratio: sim,

@@ -45,8 +45,9 @@ pub(in crate::node) struct ClusterStats {
     /// Reads of cached objects by the serving node: (coded, replicated) × (protected,
     /// unprotected).
     cached_reads: [[AtomicU64; 2]; 2],
-    /// `GET` / `HEAD` answers this node gave itself (not relayed): hits, misses.
-    served: [AtomicU64; 2],
+    /// `GET` / `HEAD` answers this node gave itself (not relayed): hits, misses (origin
+    /// fetches), collapsed (waited on another request's fill: no origin fetch).
+    served: [AtomicU64; 3],
     served_bytes: AtomicU64,
     origin_bytes: AtomicU64,
     /// Per peer id, what this node did with that peer.
@@ -176,14 +177,13 @@ impl ClusterStats {
     /// a `GET` / `HEAD` it answered itself, not relayed, counts as served, with the origin
     /// bytes its `X-Ecdn-Origin-Bytes` says it fetched.
     pub(in crate::node) fn delivered(&self, o: Outcome, bytes: Option<u64>, h: &hyper::HeaderMap) {
-        let miss = match o {
+        let result = match o {
             Outcome::Relayed | Outcome::Pass | Outcome::PassError => return,
-            Outcome::HitHoc | Outcome::HitDisk | Outcome::Stale => false,
-            Outcome::Miss | Outcome::MissCollapsed | Outcome::Revalidated | Outcome::MissError => {
-                true
-            }
+            Outcome::HitHoc | Outcome::HitDisk | Outcome::Stale => 0,
+            Outcome::Miss | Outcome::Revalidated | Outcome::MissError => 1,
+            Outcome::MissCollapsed => 2,
         };
-        Self::add(&self.served[usize::from(miss)], 1);
+        Self::add(&self.served[result], 1);
         Self::add(&self.served_bytes, bytes.unwrap_or(0));
         let origin = h
             .get("x-ecdn-origin-bytes")
@@ -445,9 +445,14 @@ impl Cluster {
             (
                 "ecdn_cluster_served_total",
                 "GET / HEAD answers this node gave itself (not relayed ones): each client \
-                 request counts once in the cluster.",
+                 request counts once in the cluster. miss: an origin fetch; collapsed: it \
+                 waited on another request's fill (no origin fetch).",
                 "result",
-                vec![("hit", get(&s.served[0])), ("miss", get(&s.served[1]))],
+                vec![
+                    ("hit", get(&s.served[0])),
+                    ("miss", get(&s.served[1])),
+                    ("collapsed", get(&s.served[2])),
+                ],
             ),
         ];
         for (name, text, label, values) in labelled {
