@@ -749,6 +749,7 @@ mod tests {
         let c = judge(
             &Answer {
                 headers: collapsed,
+                bytes: 1000,
                 ..a.clone()
             },
             1,
