@@ -261,6 +261,11 @@ impl Cluster {
         self.cfg.scheme
     }
 
+    /// Whether the node stopped its heartbeats ([`Cluster::leave`]): it is stopping.
+    pub(super) fn left(&self) -> bool {
+        super::lock(&self.control).is_none()
+    }
+
     /// Stops the heartbeats (the coordinator will mark the node unavailable).
     pub(super) fn leave(&self) {
         if let Some(c) = super::lock(&self.control).take() {

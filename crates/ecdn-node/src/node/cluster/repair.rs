@@ -194,7 +194,7 @@ pub(in crate::node) async fn round(st: &Arc<State>, c: &Arc<Cluster>, budget: u6
 }
 
 /// Runs a round every `repair_every_s` with `repair_rate` × that budget, while the node runs
-/// (nothing when either is 0).
+/// (nothing when either is 0); it ends when the node stops or drains.
 pub(in crate::node) fn spawn_rounds(st: Arc<State>, c: Arc<Cluster>) {
     let (rate, every) = (c.cfg.repair_rate, c.cfg.repair_every_s);
     if rate == 0 || every <= 0.0 {
@@ -207,6 +207,9 @@ pub(in crate::node) fn spawn_rounds(st: Arc<State>, c: Arc<Cluster>) {
         tick.tick().await;
         loop {
             tick.tick().await;
+            if c.left() || c.leaving() {
+                return;
+            }
             round(&st, &c, budget).await;
         }
     });
