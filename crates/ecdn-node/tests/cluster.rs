@@ -467,7 +467,7 @@ async fn sixty_four_clients_on_a_streaming_fill_make_one_origin_fetch() {
         bandwidth: Some(8 << 20),
         ..Default::default()
     };
-    let c = TestCluster::start_with_origin(4, "c2dn", 3, 1, origin).await;
+    let c = TestCluster::start_full(4, "c2dn", 3, 1, "", 1, origin).await;
     let (id, size) = (4242, 2_000_000);
     let clients: Vec<_> = (0..64)
         .map(|i| {
@@ -771,7 +771,16 @@ async fn corrupt_pieces_on_a_peer_are_never_served() {
 async fn the_hoc_keeps_a_coded_objects_stripes_as_ranges_read_them() {
     // K = 3: a stripe is 96 KiB of the object; a 2 MB object has 21.
     let hoc = 4 << 20;
-    let c = TestCluster::start_with_hoc(4, "c2dn", 3, 1, "parity_delay = 1000.0\n", hoc).await;
+    let c = TestCluster::start_full(
+        4,
+        "c2dn",
+        3,
+        1,
+        "parity_delay = 1000.0\n",
+        hoc,
+        Default::default(),
+    )
+    .await;
     let (id, size) = (70u64, 2_000_000u64);
     let first = get(c.client(0), &uri(id, size), &[]).await.unwrap();
     check_whole(&first, id, size);

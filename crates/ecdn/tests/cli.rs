@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 fn ecdn(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_ecdn"))
         .args(args)
@@ -933,20 +935,11 @@ fn the_coral_demo_ends_quietly() {
 fn the_cluster_demo_ends_quietly() {
     closed_stdout(
         &[
-            "cluster",
-            "demo",
-            "--nodes",
-            "4",
-            "--requests",
-            "300",
-            "--objects",
-            "2000",
-            "--sizes",
-            "lognormal:48KiB:1.2",
-            "--disk-size",
-            "8MiB",
-            "--json",
-        ],
+            &["cluster", "demo", "--nodes", "4", "--requests", "300"][..],
+            &common::SMALL_CACHES[..],
+            &["--json"][..],
+        ]
+        .concat(),
         false,
         Duration::from_secs(120),
     );

@@ -11,16 +11,8 @@ use std::time::{Duration, Instant};
 mod contract;
 use contract::CONTRACT_FIELDS;
 
-/// The workload of the demo's defaults before issue 37, caches that turn over within a
-/// window: the runs below that were written for it keep it.
-const SMALL_CACHES: [&str; 6] = [
-    "--objects",
-    "2000",
-    "--sizes",
-    "lognormal:48KiB:1.2",
-    "--disk-size",
-    "8MiB",
-];
+mod common;
+use common::SMALL_CACHES;
 
 /// `flags` after [`SMALL_CACHES`].
 fn small(flags: &[&'static str]) -> Vec<&'static str> {

@@ -101,33 +101,12 @@ impl TestCluster {
         p: usize,
         extra: &str,
     ) -> TestCluster {
-        Self::start_with_hoc(n, scheme, k, p, extra, 1).await
+        Self::start_full(n, scheme, k, p, extra, 1, OriginConfig::default()).await
     }
 
-    /// Nodes whose in-memory origin has `origin`'s latency and bandwidth.
-    pub async fn start_with_origin(
-        n: usize,
-        scheme: &str,
-        k: usize,
-        p: usize,
-        origin: OriginConfig,
-    ) -> TestCluster {
-        Self::start_full(n, scheme, k, p, "", 1, origin).await
-    }
-
-    /// Nodes with a FIFO HOC of `hoc_size` bytes.
-    pub async fn start_with_hoc(
-        n: usize,
-        scheme: &str,
-        k: usize,
-        p: usize,
-        extra: &str,
-        hoc_size: u64,
-    ) -> TestCluster {
-        Self::start_full(n, scheme, k, p, extra, hoc_size, OriginConfig::default()).await
-    }
-
-    async fn start_full(
+    /// Nodes with a FIFO HOC of `hoc_size` bytes and an in-memory origin of `origin`'s latency
+    /// and bandwidth.
+    pub async fn start_full(
         n: usize,
         scheme: &str,
         k: usize,

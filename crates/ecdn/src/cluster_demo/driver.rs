@@ -90,6 +90,16 @@ pub struct Dispenser<K: FnMut(usize)> {
     in_flight: usize,
 }
 
+/// Whether a stop every `every` requests (0: never) falls before request `next`, not handed
+/// out yet (`at`: the request of the last one handed out, set when this says yes).
+fn stop_due(every: u64, next: u64, at: &mut u64) -> bool {
+    let due = every > 0 && next > 0 && next.is_multiple_of(every) && *at < next;
+    if due {
+        *at = next;
+    }
+    due
+}
+
 impl<K: FnMut(usize)> Dispenser<K> {
     /// `kills` from [`schedule`] (sorted by `at`).
     pub fn new(total: u64, nodes: usize, kills: Vec<Kill>, killer: K) -> Self {
@@ -139,13 +149,7 @@ impl<K: FnMut(usize)> Dispenser<K> {
         if self.rebalancing || self.returning {
             return Next::Wait;
         }
-        let every = self.rebalance_every;
-        if every > 0
-            && self.next > 0
-            && self.next.is_multiple_of(every)
-            && self.rebalanced_at < self.next
-        {
-            self.rebalanced_at = self.next;
+        if stop_due(self.rebalance_every, self.next, &mut self.rebalanced_at) {
             self.rebalancing = true;
             return Next::Rebalance;
         }
@@ -164,13 +168,7 @@ impl<K: FnMut(usize)> Dispenser<K> {
             (self.killer)(node);
             self.live.retain(|&n| n != node);
         }
-        let every = self.repair_every;
-        if every > 0
-            && self.next > 0
-            && self.next.is_multiple_of(every)
-            && self.repaired_at < self.next
-        {
-            self.repaired_at = self.next;
+        if stop_due(self.repair_every, self.next, &mut self.repaired_at) {
             self.rebalancing = true;
             return Next::Repair;
         }

@@ -12,6 +12,17 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+/// `ecdn cluster demo`'s workload before issue 37, caches that turn over within a window: the
+/// demo runs written for it keep it.
+pub const SMALL_CACHES: [&str; 6] = [
+    "--objects",
+    "2000",
+    "--sizes",
+    "lognormal:48KiB:1.2",
+    "--disk-size",
+    "8MiB",
+];
+
 /// An `ecdn` process (its stderr in a log file), killed (SIGKILL) and reaped when dropped, so
 /// a failing assertion never leaves a server behind.
 pub struct Proc(Option<Child>);

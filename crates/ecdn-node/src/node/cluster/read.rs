@@ -410,10 +410,29 @@ async fn ask_has(c: &Cluster, server: usize, key: &str) -> Option<(PieceMeta, Ve
 
 /// Per piece of the object's placement, whether its server lacks it (to be written).
 fn lacking(c: &Cluster, key: &CacheKey, coded: bool, holders: &[Holder]) -> Vec<bool> {
-    let map = c.map.current();
-    let bucket = map.bucket_of(super::object_id(&key.key));
+    let bucket = c.map.current().bucket_of(super::object_id(&key.key));
+    lacking_in(c, bucket, coded, |server, want| {
+        holders
+            .iter()
+            .any(|h| h.server == server && h.held.contains(&want))
+    })
+    .into_iter()
+    .map(|(_, lacks)| lacks)
+    .collect()
+}
+
+/// Per piece of the placement of an object of `bucket` (chunks if `coded`, else replicas),
+/// its server and whether that lacks it: `holds(server, piece)` says what each server holds.
+pub(super) fn lacking_in(
+    c: &Cluster,
+    bucket: usize,
+    coded: bool,
+    holds: impl Fn(usize, PieceName) -> bool,
+) -> Vec<(usize, bool)> {
     let (mut placed, mut walk) = (Vec::new(), Vec::new());
-    map.pieces(bucket, coded, &mut placed, &mut walk);
+    c.map
+        .current()
+        .pieces(bucket, coded, &mut placed, &mut walk);
     placed
         .iter()
         .map(|p| {
@@ -422,9 +441,7 @@ fn lacking(c: &Cluster, key: &CacheKey, coded: bool, holders: &[Holder]) -> Vec<
             } else {
                 PieceName::Replica
             };
-            !holders
-                .iter()
-                .any(|h| h.server == p.server && h.held.contains(&want))
+            (p.server, !holds(p.server, want))
         })
         .collect()
 }

@@ -34,7 +34,7 @@ use ecdn_cluster::wire::{self, PieceName};
 use super::super::disk::stored_response;
 use super::super::{lock, State};
 use super::pieces::PieceStore;
-use super::read::{asked_servers, fetch_replica, signed_get, whole_object};
+use super::read::{asked_servers, fetch_replica, lacking_in, signed_get, whole_object};
 use super::{write, Cluster};
 
 /// Objects whose requests a node counts; past it, the counts of objects it no longer serves
@@ -45,8 +45,8 @@ const TRACKED: usize = 1 << 18;
 /// A node's repair: the request counts, the budget left, what it did.
 #[derive(Default)]
 pub(in crate::node) struct Repair {
-    /// Per object id: its key and the requests served for it.
-    requests: Mutex<HashMap<u64, (String, u32)>>,
+    /// Per object id: what the serving node knows of it.
+    requests: Mutex<HashMap<u64, Requested>>,
     /// Bytes the last round left unspent.
     carry: Mutex<u64>,
     /// One round at a time.
@@ -91,33 +91,55 @@ impl Repair {
         let mut r = lock(&self.requests);
         if r.len() >= TRACKED && !r.contains_key(&id) {
             let map = c.map.current();
-            r.retain(|_, (k, _)| map.serving(map.bucket_of(super::object_id(k))) == Some(c.id));
+            r.retain(|_, e| map.serving(map.bucket_of(e.placed_by)) == Some(c.id));
             if r.len() >= TRACKED {
-                r.retain(|_, (_, n)| {
-                    *n /= 2;
-                    *n > 0
+                r.retain(|_, e| {
+                    e.count /= 2;
+                    e.count > 0
                 });
             }
         }
-        let e = r.entry(id).or_insert_with(|| (key.to_string(), 0));
-        e.1 = e.1.saturating_add(1);
+        let e = r.entry(id).or_insert_with(|| Requested {
+            key: key.to_string(),
+            placed_by: super::object_id(key),
+            count: 0,
+        });
+        e.count = e.count.saturating_add(1);
     }
 
     /// The round's candidates: objects of buckets this node serves, requested often enough,
-    /// most requested first, at most `repair_scan`.
+    /// most requested first, at most `repair_scan` (only their keys are copied).
     fn candidates(&self, c: &Cluster) -> Vec<(u64, String)> {
         let map = c.map.current();
         let min = c.cfg.repair_min_requests;
-        let mut v: Vec<(u32, u64, String)> = lock(&self.requests)
+        let mut top: Vec<(u32, u64)> = lock(&self.requests)
             .iter()
-            .filter(|(_, (_, n))| *n >= min)
-            .filter(|(_, (k, _))| map.serving(map.bucket_of(super::object_id(k))) == Some(c.id))
-            .map(|(&id, (k, n))| (*n, id, k.clone()))
+            .filter(|(_, e)| {
+                e.count >= min && map.serving(map.bucket_of(e.placed_by)) == Some(c.id)
+            })
+            .map(|(&id, e)| (e.count, id))
             .collect();
-        v.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        v.truncate(c.cfg.repair_scan);
-        v.into_iter().map(|(_, id, k)| (id, k)).collect()
+        let order = |a: &(u32, u64), b: &(u32, u64)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
+        let scan = c.cfg.repair_scan;
+        if top.len() > scan && scan > 0 {
+            top.select_nth_unstable_by(scan - 1, order);
+        }
+        top.truncate(scan);
+        top.sort_unstable_by(order);
+        let requests = lock(&self.requests);
+        top.into_iter()
+            .filter_map(|(_, id)| requests.get(&id).map(|e| (id, e.key.clone())))
+            .collect()
     }
+}
+
+/// What the serving node knows of an object it served, for the repair's order.
+struct Requested {
+    /// The cache key its pieces are stored under.
+    key: String,
+    /// The id the bucket map places it by (its primary key's).
+    placed_by: u64,
+    count: u32,
 }
 
 /// What one server holds of an object, and how old each piece is.
@@ -253,15 +275,19 @@ async fn repair_object(
 ) -> Outcome {
     let map = c.map.current();
     let bucket = map.bucket_of(super::object_id(key));
-    let held = ask_ages(st, c, key, bucket).await;
-    let meta = held.iter().find_map(|h| {
-        h.meta
-            .as_ref()
-            .filter(|m| m.coding.is_some())
-            .or(h.meta.as_ref())
-    });
-    let Some(meta) = meta.cloned() else {
-        return Outcome::Skipped;
+    let held = ask_ages(c, key, bucket).await;
+    // A peer's metadata names the coding (a chunk's first); this node's store is read only
+    // when no peer holds a piece.
+    let peers = || held.iter().filter_map(|h| h.meta.as_ref());
+    let meta = match peers()
+        .find(|m| m.coding.is_some())
+        .or_else(|| peers().next())
+    {
+        Some(m) => m.clone(),
+        None => match local_meta(st, c, id, &held[0].pieces).await {
+            Some(m) => m,
+            None => return Outcome::Skipped,
+        },
     };
     let coded = meta.coding.is_some();
     // Readable: K distinct chunks, or a replica.
@@ -288,23 +314,17 @@ async fn repair_object(
     if oldest > c.cfg.repair_max_age {
         return Outcome::Skipped;
     }
-    let (mut placed, mut walk) = (Vec::new(), Vec::new());
-    map.pieces(bucket, coded, &mut placed, &mut walk);
-    let lack: Vec<bool> = placed
+    // What the assigned servers lack; only the available ones are written (`write::place`),
+    // and only they count.
+    let placed = lacking_in(c, bucket, coded, |server, want| {
+        held.iter()
+            .any(|h| h.server == server && h.pieces.contains(&want))
+    });
+    let lack: Vec<bool> = placed.iter().map(|&(_, l)| l).collect();
+    let lacking = placed
         .iter()
-        .map(|pc| {
-            let want = if coded {
-                PieceName::Chunk(pc.chunk as u16)
-            } else {
-                PieceName::Replica
-            };
-            map.is_available(pc.server)
-                && !held
-                    .iter()
-                    .any(|h| h.server == pc.server && h.pieces.contains(&want))
-        })
-        .collect();
-    let lacking = lack.iter().filter(|&&l| l).count() as u64;
+        .filter(|&&(server, l)| l && map.is_available(server))
+        .count() as u64;
     if lacking == 0 {
         return Outcome::Skipped;
     }
@@ -363,7 +383,7 @@ async fn read_replica(st: &State, c: &Cluster, server: usize, key: &str, id: u64
 
 /// What this node, the bucket's servers and the slots' former servers (those available) hold
 /// of `key`, with the pieces' ages; a server that does not answer holds nothing.
-async fn ask_ages(st: &State, c: &Arc<Cluster>, key: &str, bucket: usize) -> Vec<Held> {
+async fn ask_ages(c: &Arc<Cluster>, key: &str, bucket: usize) -> Vec<Held> {
     let mut asks = tokio::task::JoinSet::new();
     for s in asked_servers(c, bucket) {
         let (c, key) = (c.clone(), key.to_string());
@@ -377,34 +397,39 @@ async fn ask_ages(st: &State, c: &Arc<Cluster>, key: &str, bucket: usize) -> Vec
     }
     // This node first (a read prefers it), then by id.
     peers.sort_by_key(|h| h.server);
-    let mut out = vec![here(st, c, key).await];
+    let mut out = vec![here(c, key)];
     out.extend(peers);
     out
 }
 
-/// This node's pieces of `key`, their ages, and one piece's metadata (a chunk's if any).
-async fn here(st: &State, c: &Cluster, key: &str) -> Held {
+/// This node's pieces of `key` and their ages.
+fn here(c: &Cluster, key: &str) -> Held {
     let object = ecdn_trace::hash_id(key.as_bytes());
     let (pieces, since) = c.pieces.held_ages(object, c.cfg.k + c.cfg.p);
     let capacity = c.pieces.capacity().max(1) as f64;
-    let first = pieces
-        .iter()
-        .find(|p| matches!(p, PieceName::Chunk(_)))
-        .or(pieces.first());
-    let meta = match (first, &st.disk) {
-        (Some(&name), Some(disk)) => c
-            .pieces
-            .read(disk, PieceStore::piece_id(object, name), Some(0..0))
-            .await
-            .and_then(|(m, _)| PieceMeta::decode(&m).ok()),
-        _ => None,
-    };
     Held {
         server: c.id,
-        meta,
+        meta: None,
         age: since.iter().map(|&s| s as f64 / capacity).collect(),
         pieces,
     }
+}
+
+/// The metadata of one of `pieces` of object `id` in this node's store (a chunk's if any).
+async fn local_meta(st: &State, c: &Cluster, id: u64, pieces: &[PieceName]) -> Option<PieceMeta> {
+    let first = pieces
+        .iter()
+        .find(|p| matches!(p, PieceName::Chunk(_)))
+        .or(pieces.first())?;
+    let (m, _) = c
+        .pieces
+        .read(
+            st.disk.as_ref()?,
+            PieceStore::piece_id(id, *first),
+            Some(0..0),
+        )
+        .await?;
+    PieceMeta::decode(&m).ok()
 }
 
 /// Node `server`'s `has?ages` answer for `key`.
