@@ -1,0 +1,417 @@
+//! The delayer: a one-way delay for a host's packets, in user space.
+//!
+//! `tc`'s netem would do this in the kernel, but kernels built without it (this project's CI
+//! machines among them) have only rate qdiscs. So the bed sends a delayed host's packets, both
+//! ways, to an NFQUEUE (`queue num 0 bypass` in the host's nftables table) and this loop holds
+//! each packet for its delay before it tells the kernel to let it go. The loop only sees the
+//! packet's id (the queue is set to copy metadata, no payload) and answers with one batch
+//! verdict for every packet whose time has come, so its cost is a few system calls per batch.
+//!
+//! Packets leave in the order they came: a packet's release time is the later of its own
+//! (`now + delay ± jitter`) and the previous packet's, as netem does when it also shapes rate.
+//! If the delayer stops, `bypass` lets packets through undelayed; nothing is lost.
+//!
+//! The netlink messages are those of `linux/netfilter/nfnetlink_queue.h`.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Delay and jitter that a running delayer reads for every packet, so a fault verb can change
+/// them without restarting it.
+#[derive(Debug, Default)]
+pub struct DelayParams {
+    delay_us: AtomicU64,
+    jitter_us: AtomicU64,
+}
+
+impl DelayParams {
+    /// Sets the one-way delay and its jitter.
+    pub fn set(&self, delay: Duration, jitter: Duration) {
+        self.delay_us
+            .store(delay.as_micros() as u64, Ordering::Relaxed);
+        self.jitter_us
+            .store(jitter.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> (u64, u64) {
+        (
+            self.delay_us.load(Ordering::Relaxed),
+            self.jitter_us.load(Ordering::Relaxed),
+        )
+    }
+}
+
+const NETLINK_NETFILTER: i32 = 12;
+const NFNL_SUBSYS_QUEUE: u16 = 3;
+const NFQNL_MSG_PACKET: u16 = 0;
+const NFQNL_MSG_CONFIG: u16 = 2;
+const NFQNL_MSG_VERDICT_BATCH: u16 = 3;
+const NFQA_PACKET_HDR: u16 = 1;
+const NFQA_VERDICT_HDR: u16 = 2;
+const NFQA_CFG_CMD: u16 = 1;
+const NFQA_CFG_PARAMS: u16 = 2;
+const NFQA_CFG_QUEUE_MAXLEN: u16 = 3;
+const NFQA_CFG_MASK: u16 = 4;
+const NFQA_CFG_FLAGS: u16 = 5;
+const NFQNL_CFG_CMD_BIND: u8 = 1;
+const NFQNL_COPY_META: u8 = 1;
+const NFQA_CFG_F_FAIL_OPEN: u32 = 1;
+const NFQA_CFG_F_GSO: u32 = 4;
+const NF_ACCEPT: u32 = 1;
+const NLMSG_ERROR: u16 = 2;
+const NLM_F_REQUEST: u16 = 1;
+const NLM_F_ACK: u16 = 4;
+
+/// A netlink socket bound to one NFQUEUE of the namespace it was opened in.
+struct Queue {
+    fd: i32,
+    num: u16,
+    seq: u32,
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor is ours and closed once.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+fn os_err<T>(rc: T, what: &str) -> io::Result<T>
+where
+    T: PartialOrd + Default,
+{
+    if rc < T::default() {
+        let e = io::Error::last_os_error();
+        Err(io::Error::new(e.kind(), format!("{what}: {e}")))
+    } else {
+        Ok(rc)
+    }
+}
+
+impl Queue {
+    /// Opens a netlink socket in the calling thread's namespace and binds it to queue `num`.
+    fn open(num: u16) -> io::Result<Queue> {
+        // SAFETY: plain socket calls on a descriptor this function owns.
+        let fd = os_err(
+            unsafe {
+                libc::socket(
+                    libc::AF_NETLINK,
+                    libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                    NETLINK_NETFILTER,
+                )
+            },
+            "netlink socket",
+        )?;
+        let mut q = Queue { fd, num, seq: 0 };
+        // SAFETY: a zeroed sockaddr_nl is valid; the kernel picks the port id.
+        let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        addr.nl_family = libc::AF_NETLINK as u16;
+        os_err(
+            unsafe {
+                libc::bind(
+                    fd,
+                    &addr as *const _ as *const libc::sockaddr,
+                    std::mem::size_of::<libc::sockaddr_nl>() as u32,
+                )
+            },
+            "bind netlink",
+        )?;
+        // A big receive buffer: a burst of packets must not overflow it.
+        let size: i32 = 8 << 20;
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                &size as *const _ as *const libc::c_void,
+                4,
+            );
+        }
+        // Bind the queue, then: copy only metadata, hold up to 64k packets, accept (not drop)
+        // when full, and take GSO packets whole.
+        let mut cmd = [0u8; 4];
+        cmd[0] = NFQNL_CFG_CMD_BIND;
+        cmd[2..4].copy_from_slice(&(libc::AF_INET as u16).to_be_bytes());
+        q.request(NFQNL_MSG_CONFIG, &[(NFQA_CFG_CMD, &cmd)])?;
+        let mut params = [0u8; 5];
+        params[4] = NFQNL_COPY_META;
+        let flags = (NFQA_CFG_F_FAIL_OPEN | NFQA_CFG_F_GSO).to_be_bytes();
+        q.request(
+            NFQNL_MSG_CONFIG,
+            &[
+                (NFQA_CFG_PARAMS, &params),
+                (NFQA_CFG_QUEUE_MAXLEN, &65536u32.to_be_bytes()),
+                (NFQA_CFG_MASK, &flags),
+                (NFQA_CFG_FLAGS, &flags),
+            ],
+        )?;
+        Ok(q)
+    }
+
+    fn message(&mut self, kind: u16, flags: u16, attrs: &[(u16, &[u8])]) -> Vec<u8> {
+        self.seq = self.seq.wrapping_add(1);
+        let mut m = Vec::with_capacity(64);
+        m.extend_from_slice(&[0; 4]); // length, filled below
+        m.extend_from_slice(&((NFNL_SUBSYS_QUEUE << 8) | kind).to_ne_bytes());
+        m.extend_from_slice(&(NLM_F_REQUEST | flags).to_ne_bytes());
+        m.extend_from_slice(&self.seq.to_ne_bytes());
+        m.extend_from_slice(&0u32.to_ne_bytes());
+        // nfgenmsg: family AF_UNSPEC, version 0, the queue number big-endian.
+        m.extend_from_slice(&[0, 0]);
+        m.extend_from_slice(&self.num.to_be_bytes());
+        for (kind, value) in attrs {
+            let len = 4 + value.len();
+            m.extend_from_slice(&(len as u16).to_ne_bytes());
+            m.extend_from_slice(&kind.to_ne_bytes());
+            m.extend_from_slice(value);
+            m.resize(m.len().next_multiple_of(4), 0);
+        }
+        let len = m.len() as u32;
+        m[0..4].copy_from_slice(&len.to_ne_bytes());
+        m
+    }
+
+    fn send(&self, m: &[u8]) -> io::Result<()> {
+        // SAFETY: the buffer is valid for its length; the socket is connected to the kernel.
+        os_err(
+            unsafe { libc::send(self.fd, m.as_ptr() as *const libc::c_void, m.len(), 0) },
+            "netlink send",
+        )
+        .map(|_| ())
+    }
+
+    /// Sends a config message and waits for the kernel's acknowledgement.
+    fn request(&mut self, kind: u16, attrs: &[(u16, &[u8])]) -> io::Result<()> {
+        let m = self.message(kind, NLM_F_ACK, attrs);
+        self.send(&m)?;
+        let mut buf = vec![0u8; 8192];
+        loop {
+            let n = self.recv(&mut buf, -1)?;
+            for (kind, body) in messages(&buf[..n]) {
+                if kind == NLMSG_ERROR && body.len() >= 4 {
+                    let errno = i32::from_ne_bytes(body[0..4].try_into().unwrap());
+                    return if errno == 0 {
+                        Ok(())
+                    } else {
+                        Err(io::Error::new(
+                            io::Error::from_raw_os_error(-errno).kind(),
+                            format!("NFQUEUE config: {}", io::Error::from_raw_os_error(-errno)),
+                        ))
+                    };
+                }
+            }
+        }
+    }
+
+    /// Waits up to `timeout_ms` (-1: forever) for messages; 0 bytes when none came.
+    fn recv(&self, buf: &mut [u8], timeout_ms: i32) -> io::Result<usize> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let ready = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if ready < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(0)
+            } else {
+                Err(e)
+            };
+        }
+        if ready == 0 {
+            return Ok(0);
+        }
+        // SAFETY: the buffer is valid for its length.
+        let n = unsafe {
+            libc::recv(
+                self.fd,
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            // ENOBUFS: the kernel dropped messages for us; with fail-open the packets went on.
+            return match e.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(0),
+                _ => Err(e),
+            };
+        }
+        Ok(n as usize)
+    }
+
+    /// Lets every queued packet with an id up to `id` go.
+    fn accept_through(&mut self, id: u32) -> io::Result<()> {
+        let mut hdr = [0u8; 8];
+        hdr[0..4].copy_from_slice(&NF_ACCEPT.to_be_bytes());
+        hdr[4..8].copy_from_slice(&id.to_be_bytes());
+        let m = self.message(NFQNL_MSG_VERDICT_BATCH, 0, &[(NFQA_VERDICT_HDR, &hdr)]);
+        self.send(&m)
+    }
+}
+
+/// The netlink messages in one datagram: (type, body after the 16-byte header).
+fn messages(mut buf: &[u8]) -> Vec<(u16, &[u8])> {
+    let mut out = Vec::new();
+    while buf.len() >= 16 {
+        let len = u32::from_ne_bytes(buf[0..4].try_into().unwrap()) as usize;
+        if len < 16 || len > buf.len() {
+            break;
+        }
+        let kind = u16::from_ne_bytes(buf[4..6].try_into().unwrap());
+        out.push((kind, &buf[16..len]));
+        buf = &buf[len.next_multiple_of(4).min(buf.len())..];
+    }
+    out
+}
+
+/// The packet id of an NFQUEUE packet message's body (after nfgenmsg), if it has one.
+fn packet_id(body: &[u8]) -> Option<u32> {
+    let mut attrs = body.get(4..)?;
+    while attrs.len() >= 4 {
+        let len = u16::from_ne_bytes(attrs[0..2].try_into().unwrap()) as usize;
+        let kind = u16::from_ne_bytes(attrs[2..4].try_into().unwrap()) & 0x3fff;
+        if len < 4 || len > attrs.len() {
+            return None;
+        }
+        if kind == NFQA_PACKET_HDR && len >= 8 {
+            return Some(u32::from_be_bytes(attrs[4..8].try_into().unwrap()));
+        }
+        attrs = &attrs[len.next_multiple_of(4).min(attrs.len())..];
+    }
+    None
+}
+
+/// Holds the packets of queue `num` of the calling thread's namespace for their delay until
+/// `stop` is set. Call it from a thread that entered the host's namespace; `ready` hears
+/// whether the queue could be bound.
+pub fn run(
+    num: u16,
+    params: Arc<DelayParams>,
+    stop: Arc<AtomicBool>,
+    ready: std::sync::mpsc::Sender<io::Result<()>>,
+) -> io::Result<()> {
+    let mut queue = match Queue::open(num) {
+        Ok(q) => {
+            let _ = ready.send(Ok(()));
+            q
+        }
+        Err(e) => {
+            let _ = ready.send(Err(io::Error::new(e.kind(), e.to_string())));
+            return Err(e);
+        }
+    };
+    let mut held: VecDeque<(Instant, u32)> = VecDeque::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut last_release = Instant::now();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(num);
+    while !stop.load(Ordering::Relaxed) {
+        let now = Instant::now();
+        // Release what is due, as one verdict for the last of them.
+        let mut due = None;
+        while let Some(&(at, id)) = held.front() {
+            if at > now {
+                break;
+            }
+            due = Some(id);
+            held.pop_front();
+        }
+        if let Some(id) = due {
+            queue.accept_through(id)?;
+        }
+        let wait_ms = match held.front() {
+            // poll counts whole milliseconds: wait a millisecond less than needed, then spin
+            // in short sleeps for the rest.
+            Some(&(at, _)) => {
+                let left = at.saturating_duration_since(now);
+                if left > Duration::from_millis(1) {
+                    (left.as_millis() as i32 - 1).max(0)
+                } else {
+                    0
+                }
+            }
+            None => 50,
+        };
+        let n = queue.recv(&mut buf, wait_ms)?;
+        if n == 0 {
+            if let Some(&(at, _)) = held.front() {
+                let left = at.saturating_duration_since(Instant::now());
+                if left <= Duration::from_millis(1) {
+                    std::thread::sleep(left.min(Duration::from_micros(100)));
+                }
+            }
+            continue;
+        }
+        let arrived = Instant::now();
+        let (delay_us, jitter_us) = params.get();
+        for (kind, body) in messages(&buf[..n]) {
+            if kind != (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET {
+                continue;
+            }
+            let Some(id) = packet_id(body) else { continue };
+            let mut us = delay_us as i64;
+            if jitter_us > 0 {
+                // xorshift: a uniform draw in [-jitter, +jitter].
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let span = 2 * jitter_us + 1;
+                us += (rng % span) as i64 - jitter_us as i64;
+            }
+            let at = (arrived + Duration::from_micros(us.max(0) as u64)).max(last_release);
+            last_release = at;
+            held.push_back((at, id));
+        }
+    }
+    // Let everything still held go before leaving.
+    if let Some(&(_, id)) = held.back() {
+        queue.accept_through(id)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packet_ids_are_read_from_their_attribute() {
+        // nfgenmsg, then an unrelated attribute, then NFQA_PACKET_HDR.
+        let mut body = vec![0u8, 0, 0, 0];
+        body.extend_from_slice(&8u16.to_ne_bytes());
+        body.extend_from_slice(&9u16.to_ne_bytes());
+        body.extend_from_slice(&[1, 2, 3, 4]);
+        body.extend_from_slice(&11u16.to_ne_bytes());
+        body.extend_from_slice(&NFQA_PACKET_HDR.to_ne_bytes());
+        body.extend_from_slice(&77u32.to_be_bytes());
+        body.extend_from_slice(&[8, 0, 3, 0]);
+        assert_eq!(packet_id(&body), Some(77));
+        // Truncated or bogus lengths give nothing, never a panic.
+        assert_eq!(packet_id(&body[..10]), None);
+        let mut bogus = body.clone();
+        bogus[4] = 200;
+        assert_eq!(packet_id(&bogus), None);
+        assert_eq!(packet_id(&[]), None);
+    }
+
+    #[test]
+    fn messages_split_a_datagram() {
+        let mut dgram = Vec::new();
+        for kind in [5u16, 6] {
+            dgram.extend_from_slice(&20u32.to_ne_bytes());
+            dgram.extend_from_slice(&kind.to_ne_bytes());
+            dgram.extend_from_slice(&[0; 10]);
+            dgram.extend_from_slice(&[kind as u8; 4]);
+        }
+        dgram.extend_from_slice(&[1, 2, 3]); // a torn tail is ignored
+        let m = messages(&dgram);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[1], (6, &[6u8; 4][..]));
+    }
+}
