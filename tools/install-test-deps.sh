@@ -23,6 +23,8 @@ set -euo pipefail
 # - dnsutils: `dig` queries the DNS redirector in its test (crates/ecdn-coral/src/dns.rs);
 # - chromium: the status page's test loads the page in headless Chromium
 #   (crates/ecdn-node/tests/status_page.rs).
+# - iproute2 (`ip`, `tc`), nftables and iptables: the test bed's tests
+#   (crates/ecdn/tests/testbed.rs) make hosts as network namespaces and shape their links.
 # Building needs none of them (no `protoc` either: third_party/etcd-client/VENDORED.md).
 missing=()
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
@@ -36,6 +38,10 @@ command -v c++ >/dev/null || missing+=(g++)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v dig >/dev/null || missing+=(dnsutils)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v ip >/dev/null || [ -x /usr/sbin/ip ] || missing+=(iproute2)
+command -v tc >/dev/null || [ -x /usr/sbin/tc ] || missing+=(iproute2)
+command -v nft >/dev/null || [ -x /usr/sbin/nft ] || missing+=(nftables)
+command -v iptables-legacy-restore >/dev/null || [ -x /usr/sbin/iptables-legacy-restore ] || missing+=(iptables)
 command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 if [ "${#missing[@]}" -gt 0 ]; then
   sudo=()

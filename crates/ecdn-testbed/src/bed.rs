@@ -65,13 +65,55 @@ pub struct Host {
     pub port: String,
     #[serde(skip)]
     delayer: Option<Delayer>,
+    /// The delay rules last written to its namespace.
+    #[serde(skip)]
+    delay_rules: String,
 }
 
+/// A host's delayer thread: queue `j + 1` holds the packets from host `j`.
 #[derive(Debug)]
 struct Delayer {
-    params: Arc<DelayParams>,
+    params: Vec<Arc<DelayParams>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl Delayer {
+    /// Starts the delayer of `host`, with a queue for each of the bed's `n` hosts, and waits
+    /// until its queues are bound.
+    fn start(host: &Host, n: usize) -> Result<Delayer, Error> {
+        let params: Vec<Arc<DelayParams>> =
+            (0..n).map(|_| Arc::new(DelayParams::default())).collect();
+        let queues: Vec<(u16, Arc<DelayParams>)> = params
+            .iter()
+            .enumerate()
+            .map(|(j, p)| (j as u16 + 1, p.clone()))
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let file = sys::netns_file(&host.netns)?;
+        let s = stop.clone();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(format!("delayer-{}", host.name))
+            .spawn(move || {
+                sys::enter(&file).map_err(std::io::Error::other)?;
+                delay::run(queues, s, ready_tx)
+            })?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Delayer {
+                params,
+                stop,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => Err(Error::Io(e)),
+            Err(_) => {
+                let e = thread.join().ok().and_then(Result::err);
+                Err(Error::Io(e.unwrap_or_else(|| {
+                    std::io::Error::other("the delayer ended before binding its queues")
+                })))
+            }
+        }
+    }
 }
 
 /// What the fault verbs have done to the bed, from which its bridge rules are made.
@@ -99,15 +141,6 @@ struct State {
     id: String,
     owner: i32,
 }
-
-/// A delayed host's packets, both ways, go through NFQUEUE 0; `--queue-bypass` lets them
-/// through if no delayer listens. (The xtables NFQUEUE target: kernels built without nft's
-/// `queue` expression still have it.)
-const DELAY_ON: &str = "*filter\n\
-    -A INPUT -i eth0 -j NFQUEUE --queue-num 0 --queue-bypass\n\
-    -A OUTPUT -o eth0 -j NFQUEUE --queue-num 0 --queue-bypass\n\
-    COMMIT\n";
-const DELAY_OFF: &str = "*filter\nCOMMIT\n";
 
 /// The subnet of every bed's bridge (beds are separate layer-2 domains, so they may share it).
 pub const SUBNET: [u8; 3] = [10, 99, 0];
@@ -169,6 +202,7 @@ impl Bed {
                 now: LinkSpec::default(),
                 port: port.clone(),
                 delayer: None,
+                delay_rules: String::new(),
             });
             sys::ip(&[
                 "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns", &netns,
@@ -178,15 +212,6 @@ impl Bed {
             sys::ip(&["-n", &netns, "addr", "add", &cidr, "dev", "eth0"])?;
             sys::ip(&["-n", &netns, "link", "set", "eth0", "up"])?;
             sys::ip(&["-n", &netns, "link", "set", "lo", "up"])?;
-            // Packets a delayed host holds in its queue count against the sending socket's
-            // small-queue limit; raise it so that a delay does not also cap the rate.
-            let file = sys::netns_file(&netns)?;
-            in_netns(&file, || {
-                std::fs::write(
-                    "/proc/sys/net/ipv4/tcp_limit_output_bytes",
-                    (16u32 << 20).to_string(),
-                )
-            })??;
         }
         for i in 0..self.hosts.len() {
             self.set_link(i, self.hosts[i].link)?;
@@ -306,7 +331,7 @@ impl Bed {
         self.apply_faults()
     }
 
-    /// Rate on both veth ends, delay through the host's delayer. Loss is a bridge rule
+    /// Rate on both veth ends, delay through the receivers' delayers. Loss is a bridge rule
     /// ([`Bed::apply_faults`]).
     fn set_link(&mut self, i: usize, spec: LinkSpec) -> Result<(), Error> {
         let host = &self.hosts[i];
@@ -329,75 +354,74 @@ impl Bed {
                 }
             }
         }
-        self.set_delay(i, spec.delay, spec.jitter)?;
         self.hosts[i].now = spec;
-        Ok(())
+        self.apply_delays()
     }
 
-    fn set_delay(&mut self, i: usize, delay: Duration, jitter: Duration) -> Result<(), Error> {
-        let host = &mut self.hosts[i];
-        let was_delayed = !host.now.delay.is_zero();
-        if delay.is_zero() {
-            if was_delayed {
-                sys::iptables(&host.netns, DELAY_OFF)?;
-            }
-            if let Some(d) = &host.delayer {
-                d.params.set(Duration::ZERO, Duration::ZERO);
-            }
-            return Ok(());
-        }
-        if host.delayer.is_none() {
-            let params = Arc::new(DelayParams::default());
-            let stop = Arc::new(AtomicBool::new(false));
-            let file = sys::netns_file(&host.netns)?;
-            let (p, s) = (params.clone(), stop.clone());
-            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-            let thread = std::thread::Builder::new()
-                .name(format!("delayer-{}", host.name))
-                .spawn(move || {
-                    sys::enter(&file).map_err(std::io::Error::other)?;
-                    delay::run(0, p, s, ready_tx)
-                })?;
-            // The queue is bound before packets are sent to it.
-            match ready_rx.recv() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(Error::Io(e)),
-                Err(_) => {
-                    let e = thread.join().ok().and_then(Result::err);
-                    return Err(Error::Io(e.unwrap_or_else(|| {
-                        std::io::Error::other("the delayer ended before binding its queue")
-                    })));
+    /// Every delay is applied where a packet arrives, after the links' rate limits, as a
+    /// wire's propagation delay: a packet from host `j` to host `i` waits, in `i`'s input
+    /// hook, `j`'s one-way delay plus `i`'s, in queue `j + 1` of `i`'s delayer. (Delaying at
+    /// the sender instead would release bursts into its own rate limiter, which drops what a
+    /// local queue would have pushed back on.)
+    fn apply_delays(&mut self) -> Result<(), Error> {
+        let n = self.hosts.len();
+        let links: Vec<(Duration, Duration, Ipv4Addr)> = self
+            .hosts
+            .iter()
+            .map(|h| (h.now.delay, h.now.jitter, h.addr))
+            .collect();
+        for i in 0..n {
+            let mut rules = String::from("*filter\n");
+            for (j, &(delay, _, addr)) in links.iter().enumerate() {
+                if j != i && !(delay + links[i].0).is_zero() {
+                    rules += &format!(
+                        "-A INPUT -i eth0 -s {addr} -j NFQUEUE --queue-num {} --queue-bypass\n",
+                        j + 1
+                    );
                 }
             }
-            host.delayer = Some(Delayer {
-                params,
-                stop,
-                thread: Some(thread),
-            });
-        }
-        host.delayer
-            .as_ref()
-            .expect("delayer started")
-            .params
-            .set(delay, jitter);
-        if !was_delayed {
-            sys::iptables(&host.netns, DELAY_ON)?;
+            rules += "COMMIT\n";
+            let host = &mut self.hosts[i];
+            if rules == host.delay_rules {
+                if let Some(d) = &host.delayer {
+                    for (j, &(delay, jitter, _)) in links.iter().enumerate() {
+                        d.params[j].set(delay + links[i].0, jitter + links[i].1);
+                    }
+                }
+                continue;
+            }
+            if host.delayer.is_none() && rules.contains("NFQUEUE") {
+                host.delayer = Some(Delayer::start(host, n)?);
+            }
+            if let Some(d) = &host.delayer {
+                for (j, &(delay, jitter, _)) in links.iter().enumerate() {
+                    d.params[j].set(delay + links[i].0, jitter + links[i].1);
+                }
+            }
+            sys::iptables(&host.netns, &rules)?;
+            host.delay_rules = rules;
         }
         Ok(())
     }
 
-    /// Rewrites the bed's bridge rules (loss, cut links, partitions) in one transaction.
+    /// Rewrites the bed's bridge rules (loss, cut links, partitions) in one transaction. They
+    /// drop IP packets only: hosts still resolve each other's addresses (ARP), so a peer
+    /// behind a cut or a partition times out, as across a routed network, rather than being
+    /// reported unreachable.
     fn apply_faults(&mut self) -> Result<(), Error> {
         let table = format!("ecdn_{}", self.id);
         let mut rules = String::new();
         for &i in &self.faults.cut {
             let p = &self.hosts[i].port;
-            rules += &format!("    iifname \"{p}\" drop\n    oifname \"{p}\" drop\n");
+            rules += &format!(
+                "    iifname \"{p}\" ether type ip drop\n    oifname \"{p}\" ether type ip drop\n"
+            );
         }
         for &(i, j) in &self.faults.parted {
             let (a, b) = (&self.hosts[i].port, &self.hosts[j].port);
             rules += &format!(
-                "    iifname \"{a}\" oifname \"{b}\" drop\n    iifname \"{b}\" oifname \"{a}\" drop\n"
+                "    iifname \"{a}\" oifname \"{b}\" ether type ip drop\n\
+                 \x20   iifname \"{b}\" oifname \"{a}\" ether type ip drop\n"
             );
         }
         for h in &self.hosts {
@@ -475,19 +499,9 @@ fn tbf_args(dev: &str, bps: u64) -> Vec<String> {
         .collect()
 }
 
-fn in_netns<T: Send, F: FnOnce() -> T + Send>(file: &File, f: F) -> Result<T, Error> {
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            sys::enter(file)?;
-            Ok(f())
-        })
-        .join()
-        .expect("a namespace thread panicked")
-    })
-}
-
 /// Checks that this machine can make a bed, naming what is missing.
 pub fn preflight() -> Result<(), Error> {
+    sys::remember_root()?;
     for (tool, package) in [
         ("ip", "iproute2"),
         ("tc", "iproute2"),

@@ -1,9 +1,9 @@
 //! The delayer: a one-way delay for a host's packets, in user space.
 //!
 //! `tc`'s netem would do this in the kernel, but kernels built without it (this project's CI
-//! machines among them) have only rate qdiscs. So the bed sends a delayed host's packets, both
-//! ways, to an NFQUEUE (`queue num 0 bypass` in the host's nftables table) and this loop holds
-//! each packet for its delay before it tells the kernel to let it go. The loop only sees the
+//! machines among them) have only rate qdiscs. So a host's arriving packets go to an NFQUEUE,
+//! one per sending host (`iptables -j NFQUEUE --queue-bypass` in the host's namespace), and
+//! this loop holds each packet for its delay before it tells the kernel to let it go. The loop only sees the
 //! packet's id (the queue is set to copy metadata, no payload) and answers with one batch
 //! verdict for every packet whose time has come, so its cost is a few system calls per batch.
 //!
@@ -65,10 +65,9 @@ const NLMSG_ERROR: u16 = 2;
 const NLM_F_REQUEST: u16 = 1;
 const NLM_F_ACK: u16 = 4;
 
-/// A netlink socket bound to one NFQUEUE of the namespace it was opened in.
+/// A netlink socket bound to NFQUEUEs of the namespace it was opened in.
 struct Queue {
     fd: i32,
-    num: u16,
     seq: u32,
 }
 
@@ -92,8 +91,8 @@ where
 }
 
 impl Queue {
-    /// Opens a netlink socket in the calling thread's namespace and binds it to queue `num`.
-    fn open(num: u16) -> io::Result<Queue> {
+    /// Opens a netlink socket in the calling thread's namespace and binds it to queues `nums`.
+    fn open(nums: impl Iterator<Item = u16>) -> io::Result<Queue> {
         // SAFETY: plain socket calls on a descriptor this function owns.
         let fd = os_err(
             unsafe {
@@ -105,7 +104,7 @@ impl Queue {
             },
             "netlink socket",
         )?;
-        let mut q = Queue { fd, num, seq: 0 };
+        let mut q = Queue { fd, seq: 0 };
         // SAFETY: a zeroed sockaddr_nl is valid; the kernel picks the port id.
         let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         addr.nl_family = libc::AF_NETLINK as u16;
@@ -130,28 +129,31 @@ impl Queue {
                 4,
             );
         }
-        // Bind the queue, then: copy only metadata, hold up to 64k packets, accept (not drop)
+        // Bind each queue, then: copy only metadata, hold up to 64k packets, accept (not drop)
         // when full, and take GSO packets whole.
-        let mut cmd = [0u8; 4];
-        cmd[0] = NFQNL_CFG_CMD_BIND;
-        cmd[2..4].copy_from_slice(&(libc::AF_INET as u16).to_be_bytes());
-        q.request(NFQNL_MSG_CONFIG, &[(NFQA_CFG_CMD, &cmd)])?;
-        let mut params = [0u8; 5];
-        params[4] = NFQNL_COPY_META;
-        let flags = (NFQA_CFG_F_FAIL_OPEN | NFQA_CFG_F_GSO).to_be_bytes();
-        q.request(
-            NFQNL_MSG_CONFIG,
-            &[
-                (NFQA_CFG_PARAMS, &params),
-                (NFQA_CFG_QUEUE_MAXLEN, &65536u32.to_be_bytes()),
-                (NFQA_CFG_MASK, &flags),
-                (NFQA_CFG_FLAGS, &flags),
-            ],
-        )?;
+        for num in nums {
+            let mut cmd = [0u8; 4];
+            cmd[0] = NFQNL_CFG_CMD_BIND;
+            cmd[2..4].copy_from_slice(&(libc::AF_INET as u16).to_be_bytes());
+            q.request(num, NFQNL_MSG_CONFIG, &[(NFQA_CFG_CMD, &cmd)])?;
+            let mut params = [0u8; 5];
+            params[4] = NFQNL_COPY_META;
+            let flags = (NFQA_CFG_F_FAIL_OPEN | NFQA_CFG_F_GSO).to_be_bytes();
+            q.request(
+                num,
+                NFQNL_MSG_CONFIG,
+                &[
+                    (NFQA_CFG_PARAMS, &params),
+                    (NFQA_CFG_QUEUE_MAXLEN, &65536u32.to_be_bytes()),
+                    (NFQA_CFG_MASK, &flags),
+                    (NFQA_CFG_FLAGS, &flags),
+                ],
+            )?;
+        }
         Ok(q)
     }
 
-    fn message(&mut self, kind: u16, flags: u16, attrs: &[(u16, &[u8])]) -> Vec<u8> {
+    fn message(&mut self, num: u16, kind: u16, flags: u16, attrs: &[(u16, &[u8])]) -> Vec<u8> {
         self.seq = self.seq.wrapping_add(1);
         let mut m = Vec::with_capacity(64);
         m.extend_from_slice(&[0; 4]); // length, filled below
@@ -161,7 +163,7 @@ impl Queue {
         m.extend_from_slice(&0u32.to_ne_bytes());
         // nfgenmsg: family AF_UNSPEC, version 0, the queue number big-endian.
         m.extend_from_slice(&[0, 0]);
-        m.extend_from_slice(&self.num.to_be_bytes());
+        m.extend_from_slice(&num.to_be_bytes());
         for (kind, value) in attrs {
             let len = 4 + value.len();
             m.extend_from_slice(&(len as u16).to_ne_bytes());
@@ -184,8 +186,8 @@ impl Queue {
     }
 
     /// Sends a config message and waits for the kernel's acknowledgement.
-    fn request(&mut self, kind: u16, attrs: &[(u16, &[u8])]) -> io::Result<()> {
-        let m = self.message(kind, NLM_F_ACK, attrs);
+    fn request(&mut self, num: u16, kind: u16, attrs: &[(u16, &[u8])]) -> io::Result<()> {
+        let m = self.message(num, kind, NLM_F_ACK, attrs);
         self.send(&m)?;
         let mut buf = vec![0u8; 8192];
         loop {
@@ -246,12 +248,12 @@ impl Queue {
         Ok(n as usize)
     }
 
-    /// Lets every queued packet with an id up to `id` go.
-    fn accept_through(&mut self, id: u32) -> io::Result<()> {
+    /// Lets every packet of queue `num` with an id up to `id` go.
+    fn accept_through(&mut self, num: u16, id: u32) -> io::Result<()> {
         let mut hdr = [0u8; 8];
         hdr[0..4].copy_from_slice(&NF_ACCEPT.to_be_bytes());
         hdr[4..8].copy_from_slice(&id.to_be_bytes());
-        let m = self.message(NFQNL_MSG_VERDICT_BATCH, 0, &[(NFQA_VERDICT_HDR, &hdr)]);
+        let m = self.message(num, NFQNL_MSG_VERDICT_BATCH, 0, &[(NFQA_VERDICT_HDR, &hdr)]);
         self.send(&m)
     }
 }
@@ -288,59 +290,72 @@ fn packet_id(body: &[u8]) -> Option<u32> {
     None
 }
 
-/// Holds the packets of queue `num` of the calling thread's namespace for their delay until
-/// `stop` is set. Call it from a thread that entered the host's namespace; `ready` hears
-/// whether the queue could be bound.
+/// Holds the packets of `queues` (queue number and its delay) of the calling thread's
+/// namespace, each for its delay, until `stop` is set. Call it from a thread that entered the
+/// host's namespace; `ready` hears whether the queues could be bound.
 pub fn run(
-    num: u16,
-    params: Arc<DelayParams>,
+    queues: Vec<(u16, Arc<DelayParams>)>,
     stop: Arc<AtomicBool>,
     ready: std::sync::mpsc::Sender<io::Result<()>>,
 ) -> io::Result<()> {
-    let mut queue = match Queue::open(num) {
-        Ok(q) => {
+    let mut socket = match Queue::open(queues.iter().map(|q| q.0)) {
+        Ok(s) => {
             let _ = ready.send(Ok(()));
-            q
+            s
         }
         Err(e) => {
             let _ = ready.send(Err(io::Error::new(e.kind(), e.to_string())));
             return Err(e);
         }
     };
-    let mut held: VecDeque<(Instant, u32)> = VecDeque::new();
+    // Per queue: its parameters, the held packets (release time, id), the last release time.
+    struct Held {
+        num: u16,
+        params: Arc<DelayParams>,
+        fifo: VecDeque<(Instant, u32)>,
+        last: Instant,
+    }
+    let mut held: Vec<Held> = queues
+        .into_iter()
+        .map(|(num, params)| Held {
+            num,
+            params,
+            fifo: VecDeque::new(),
+            last: Instant::now(),
+        })
+        .collect();
     let mut buf = vec![0u8; 1 << 20];
-    let mut last_release = Instant::now();
-    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(num);
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
-        // Release what is due, as one verdict for the last of them.
-        let mut due = None;
-        while let Some(&(at, id)) = held.front() {
-            if at > now {
-                break;
-            }
-            due = Some(id);
-            held.pop_front();
-        }
-        if let Some(id) = due {
-            queue.accept_through(id)?;
-        }
-        let wait_ms = match held.front() {
-            // poll counts whole milliseconds: wait a millisecond less than needed, then spin
-            // in short sleeps for the rest.
-            Some(&(at, _)) => {
-                let left = at.saturating_duration_since(now);
-                if left > Duration::from_millis(1) {
-                    (left.as_millis() as i32 - 1).max(0)
-                } else {
-                    0
+        // Release what is due, one verdict per queue for the last of them.
+        let mut next: Option<Instant> = None;
+        for h in &mut held {
+            let mut due = None;
+            while let Some(&(at, id)) = h.fifo.front() {
+                if at > now {
+                    next = Some(next.map_or(at, |n| n.min(at)));
+                    break;
                 }
+                due = Some(id);
+                h.fifo.pop_front();
+            }
+            if let Some(id) = due {
+                socket.accept_through(h.num, id)?;
+            }
+        }
+        let wait_ms = match next {
+            // poll counts whole milliseconds: wait a millisecond less than needed, then sleep
+            // in short steps for the rest.
+            Some(at) => {
+                let left = at.saturating_duration_since(now);
+                (left.as_millis() as i32 - 1).max(0)
             }
             None => 50,
         };
-        let n = queue.recv(&mut buf, wait_ms)?;
+        let n = socket.recv(&mut buf, wait_ms)?;
         if n == 0 {
-            if let Some(&(at, _)) = held.front() {
+            if let Some(at) = next {
                 let left = at.saturating_duration_since(Instant::now());
                 if left <= Duration::from_millis(1) {
                     std::thread::sleep(left.min(Duration::from_micros(100)));
@@ -349,12 +364,16 @@ pub fn run(
             continue;
         }
         let arrived = Instant::now();
-        let (delay_us, jitter_us) = params.get();
         for (kind, body) in messages(&buf[..n]) {
-            if kind != (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET {
+            if kind != (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET || body.len() < 4 {
                 continue;
             }
+            let num = u16::from_be_bytes([body[2], body[3]]);
             let Some(id) = packet_id(body) else { continue };
+            let Some(h) = held.iter_mut().find(|h| h.num == num) else {
+                continue;
+            };
+            let (delay_us, jitter_us) = h.params.get();
             let mut us = delay_us as i64;
             if jitter_us > 0 {
                 // xorshift: a uniform draw in [-jitter, +jitter].
@@ -364,14 +383,16 @@ pub fn run(
                 let span = 2 * jitter_us + 1;
                 us += (rng % span) as i64 - jitter_us as i64;
             }
-            let at = (arrived + Duration::from_micros(us.max(0) as u64)).max(last_release);
-            last_release = at;
-            held.push_back((at, id));
+            let at = (arrived + Duration::from_micros(us.max(0) as u64)).max(h.last);
+            h.last = at;
+            h.fifo.push_back((at, id));
         }
     }
     // Let everything still held go before leaving.
-    if let Some(&(_, id)) = held.back() {
-        queue.accept_through(id)?;
+    for h in &held {
+        if let Some(&(_, id)) = h.fifo.back() {
+            socket.accept_through(h.num, id)?;
+        }
     }
     Ok(())
 }

@@ -6,11 +6,26 @@ use std::io::Write;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 use crate::Error;
 
-/// Runs `program args`, returning its standard output; a non-zero exit is an error that
-/// carries the command and what it printed on standard error.
+/// The network namespace a bed was made from, so that its commands run there even when the
+/// calling thread has entered a host (a demo whose load driver runs on a client host).
+static ROOT: OnceLock<File> = OnceLock::new();
+
+/// Remembers the calling thread's namespace as the one `ip`, `tc` and `nft` run in. The first
+/// call wins; [`crate::bed::preflight`] makes it before a bed is built.
+pub fn remember_root() -> Result<(), Error> {
+    if ROOT.get().is_none() {
+        let file = File::open("/proc/thread-self/ns/net")?;
+        let _ = ROOT.set(file);
+    }
+    Ok(())
+}
+
+/// Runs `program args` in the bed's root namespace, returning its standard output; a non-zero
+/// exit is an error that carries the command and what it printed on standard error.
 pub fn run(program: &str, args: &[&str]) -> Result<String, Error> {
     run_with_input(program, args, None)
 }
@@ -26,6 +41,9 @@ pub fn run_with_input(program: &str, args: &[&str], input: Option<&str>) -> Resu
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if let Some(root) = ROOT.get() {
+        spawn_inside(&mut cmd, root);
+    }
     let command = format!("{program} {}", args.join(" "));
     let mut child = cmd.spawn().map_err(|e| Error::Missing {
         command: command.clone(),

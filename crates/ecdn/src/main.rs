@@ -2,7 +2,8 @@
 //! `ecdn sim` (trace-driven simulation of caches and of a C2DN cluster), `ecdn trace` (trace
 //! tools), `ecdn node` (the caching node), `ecdn origin` (a synthetic origin server), the
 //! cluster's commands (`coordinator`, `cluster`, `object`), the backend tier (`backend`), and
-//! Coral's DSHT test bed (`coral demo`).
+//! Coral's DSHT test bed (`coral demo`), and the
+//! test bed of network namespaces the demos can run on (`testbed`).
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +26,7 @@ mod object_cmd;
 mod origin_cmd;
 mod plot;
 mod sim_cmd;
+mod testbed_cmd;
 mod trace_cmd;
 
 #[derive(Parser)]
@@ -66,6 +68,10 @@ enum Command {
     /// on loopback with injected RTTs.
     #[command(subcommand)]
     Coral(coral_demo::CoralCmd),
+    /// A test bed of real hosts on this machine: network namespaces on a bridge, links shaped
+    /// by tc (rate, delay, loss), fault verbs (cut, partition, slow); needs root.
+    #[command(subcommand)]
+    Testbed(testbed_cmd::TestbedCmd),
 }
 
 fn main() {
@@ -83,6 +89,7 @@ fn main() {
             Command::Object(cmd) => object_cmd::run(cmd),
             Command::Backend(cmd) => backend_cmd::run(cmd),
             Command::Coral(cmd) => coral_demo::run(cmd),
+            Command::Testbed(cmd) => testbed_cmd::run(cmd),
         }));
     match result {
         Ok(Ok(())) => {}

@@ -1,0 +1,253 @@
+//! The test bed (`ecdn-testbed`, `ecdn testbed`): hosts are made and removed, links carry the
+//! rate and delay of their spec, the fault verbs cut, partition and slow hosts and are undone,
+//! and nothing is left behind, even when the bed's owner is killed.
+//!
+//! They need root, iproute2, nftables and iptables (tools/install-test-deps.sh installs them);
+//! without them they fail and say what is missing.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ecdn_testbed::{probe, Bed, BedConfig, HostSpec, LinkSpec};
+
+fn bed(hosts: &[&str]) -> Bed {
+    let hosts = hosts.iter().map(|h| HostSpec::parse(h).unwrap()).collect();
+    Bed::create(&BedConfig {
+        hosts,
+        guard: Some(env!("CARGO_BIN_EXE_ecdn").into()),
+    })
+    .unwrap_or_else(|e| panic!("cannot build a test bed on this machine: {e}"))
+}
+
+/// Whether anything of bed `id` is still on the machine.
+fn leftovers(id: &str) -> Vec<String> {
+    let mut left = Vec::new();
+    for dir in ["/run/netns", "/sys/class/net"] {
+        if let Ok(d) = std::fs::read_dir(dir) {
+            for e in d.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if name.contains(id) {
+                    left.push(format!("{dir}/{name}"));
+                }
+            }
+        }
+    }
+    let tables = Command::new("nft")
+        .args(["list", "tables", "bridge"])
+        .output()
+        .unwrap();
+    for l in String::from_utf8_lossy(&tables.stdout).lines() {
+        if l.contains(id) {
+            left.push(l.to_string());
+        }
+    }
+    if Path::new(&format!("/run/ecdn-testbed/{id}.json")).exists() {
+        left.push(format!("/run/ecdn-testbed/{id}.json"));
+    }
+    left
+}
+
+fn p50_ms(mut t: Vec<Duration>) -> f64 {
+    probe::quantile(&mut t, 0.5).as_secs_f64() * 1e3
+}
+
+#[test]
+fn links_carry_their_rate_and_delay_and_the_bed_goes_away() {
+    let mut b = bed(&["a=200mbit", "b=200mbit", "far=1gbit,delay=5ms"]);
+    let id = b.id().to_string();
+    assert_eq!(b.host("b").unwrap().addr.to_string(), "10.99.0.2");
+    for (from, to) in [("a", "b"), ("b", "a")] {
+        let r = probe::rate(&b, from, to, Duration::from_millis(1500)).unwrap();
+        let ratio = r.bps / 200e6;
+        // TCP goodput under a tbf rate: 1448 payload bytes per 1514 on the wire (0.956).
+        assert!(
+            (0.90..=1.02).contains(&ratio),
+            "{from} -> {to}: {:.1} Mbit/s for a 200mbit spec",
+            r.bps / 1e6
+        );
+    }
+    // Both ends' one-way delays, both ways: 2 × (0 + 5) ms.
+    let rtt = p50_ms(probe::rtt(&b, "a", "far", 30).unwrap());
+    assert!((10.0..11.5).contains(&rtt), "rtt a <-> far: {rtt:.3} ms");
+    let rtt = p50_ms(probe::rtt(&b, "a", "b", 30).unwrap());
+    assert!(rtt < 1.0, "rtt a <-> b (no delay): {rtt:.3} ms");
+    // Shaping a running bed changes the rate.
+    b.shape("a", LinkSpec::parse("50mbit").unwrap()).unwrap();
+    let r = probe::rate(&b, "b", "a", Duration::from_millis(1500)).unwrap();
+    assert!(
+        (0.90..=1.02).contains(&(r.bps / 50e6)),
+        "after shape: {:.1} Mbit/s for 50mbit",
+        r.bps / 1e6
+    );
+    assert!(!leftovers(&id).is_empty());
+    b.teardown().unwrap();
+    assert_eq!(leftovers(&id), Vec::<String>::new());
+}
+
+#[test]
+fn fault_verbs_cut_partition_and_slow_hosts_and_restore_undoes_them() {
+    let mut b = bed(&["a", "b", "c"]);
+    // A partition: a and b cannot talk; each still reaches c.
+    b.partition(&["a"], &["b"]).unwrap();
+    let e = probe::rtt(&b, "a", "b", 1).unwrap_err();
+    assert!(e.to_string().contains("timed out"), "{e}");
+    assert!(p50_ms(probe::rtt(&b, "a", "c", 5).unwrap()) < 1.0);
+    assert!(p50_ms(probe::rtt(&b, "b", "c", 5).unwrap()) < 1.0);
+    b.restore("a").unwrap();
+    assert!(p50_ms(probe::rtt(&b, "a", "b", 5).unwrap()) < 1.0);
+    // A cut link: c reaches nobody, a and b still talk.
+    b.cut("c").unwrap();
+    assert!(probe::rtt(&b, "a", "c", 1).is_err());
+    assert!(p50_ms(probe::rtt(&b, "a", "b", 5).unwrap()) < 1.0);
+    // A slow host: 20 ms more each way on b's link, so 40 ms more per round trip to it, and
+    // nothing more between the others.
+    b.restore_all().unwrap();
+    b.slow("b", Duration::from_millis(20)).unwrap();
+    let slow = p50_ms(probe::rtt(&b, "a", "b", 10).unwrap());
+    assert!(
+        (40.0..43.0).contains(&slow),
+        "rtt to the slow host: {slow:.3} ms"
+    );
+    assert!(p50_ms(probe::rtt(&b, "a", "c", 10).unwrap()) < 1.0);
+    b.restore("b").unwrap();
+    assert!(p50_ms(probe::rtt(&b, "a", "b", 10).unwrap()) < 1.0);
+}
+
+#[test]
+fn a_lossy_link_loses_its_share_of_packets() {
+    // 20% each way: a one-byte ping-pong over TCP needs a retransmission (≥ 200 ms, the
+    // minimum RTO) in about a third of the rounds; without loss in none.
+    let mut b = bed(&["a", "b=loss=20%"]);
+    let t = probe::rtt(&b, "a", "b", 40).unwrap();
+    let slow = t
+        .iter()
+        .filter(|d| **d >= Duration::from_millis(150))
+        .count();
+    assert!(
+        (3..=30).contains(&slow),
+        "{slow} of 40 rounds retransmitted"
+    );
+    b.restore("b").unwrap();
+    b.shape("b", LinkSpec::default()).unwrap();
+    let t = probe::rtt(&b, "a", "b", 40).unwrap();
+    assert!(t.iter().all(|d| *d < Duration::from_millis(150)), "{t:?}");
+}
+
+#[test]
+fn a_killed_owner_leaves_nothing_behind() {
+    // `ecdn testbed up` prints its bed, then is killed with SIGKILL: its watcher removes it.
+    let mut up = Command::new(env!("CARGO_BIN_EXE_ecdn"))
+        .args([
+            "testbed",
+            "up",
+            "--hosts",
+            "3",
+            "--link",
+            "100mbit,delay=1ms",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(up.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let bed: serde_json::Value = serde_json::from_str(&line)
+        .unwrap_or_else(|e| panic!("`ecdn testbed up` printed {line:?}: {e}"));
+    let id = bed["id"].as_str().unwrap().to_string();
+    assert_eq!(bed["hosts"].as_array().unwrap().len(), 3);
+    assert!(!leftovers(&id).is_empty());
+    up.kill().unwrap();
+    up.wait().unwrap();
+    let t = Instant::now();
+    while !leftovers(&id).is_empty() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(leftovers(&id), Vec::<String>::new());
+}
+
+#[test]
+fn up_takes_fault_verbs_on_its_input_and_quits() {
+    let mut up = Command::new(env!("CARGO_BIN_EXE_ecdn"))
+        .args(["testbed", "up", "--hosts", "2", "--link", "1gbit"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(up.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let bed: serde_json::Value = serde_json::from_str(&line).unwrap();
+    let id = bed["id"].as_str().unwrap().to_string();
+    let mut input = up.stdin.take().unwrap();
+    writeln!(
+        input,
+        "slow n1 10ms\nrtt n0 n1\nfly n0\nrestore\nrtt n0 n1\nquit"
+    )
+    .unwrap();
+    let mut said = Vec::new();
+    for _ in 0..3 {
+        let mut l = String::new();
+        out.read_line(&mut l).unwrap();
+        said.push(l.trim().to_string());
+    }
+    assert!(up.wait().unwrap().success());
+    let ms = |l: &str| -> f64 {
+        l.rsplit("p50 ")
+            .next()
+            .unwrap()
+            .trim_end_matches(" ms")
+            .parse()
+            .unwrap()
+    };
+    assert!((20.0..23.0).contains(&ms(&said[0])), "{said:?}");
+    assert!(
+        said[1].starts_with("error: unknown verb \"fly n0\""),
+        "{said:?}"
+    );
+    assert!(ms(&said[2]) < 1.0, "{said:?}");
+    assert_eq!(leftovers(&id), Vec::<String>::new());
+}
+
+#[test]
+fn down_removes_a_bed_whose_owner_is_gone_and_keeps_running_ones() {
+    // A bed whose state file names a process that has ended, as after a crash without a
+    // watcher.
+    let orphan = Bed::create(&BedConfig {
+        hosts: vec![HostSpec::parse("x").unwrap()],
+        guard: None,
+    })
+    .unwrap();
+    let id = orphan.id().to_string();
+    std::mem::forget(orphan);
+    let mut gone = Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    std::fs::write(
+        format!("/run/ecdn-testbed/{id}.json"),
+        format!("{{\"id\":\"{id}\",\"owner\":{dead}}}"),
+    )
+    .unwrap();
+    let running = bed(&["y"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_ecdn"))
+        .args(["testbed", "down"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(&format!("bed {id} (owner {dead}): removed")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("bed {} (owner", running.id())) && text.contains("kept"),
+        "{text}"
+    );
+    assert_eq!(leftovers(&id), Vec::<String>::new());
+    assert!(!leftovers(running.id()).is_empty());
+}
