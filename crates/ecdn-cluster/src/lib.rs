@@ -35,6 +35,7 @@
 
 pub mod auth;
 pub mod bearer;
+pub mod breaker;
 pub mod config;
 pub mod control;
 pub mod coordinator;

@@ -24,7 +24,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -38,6 +38,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use thiserror::Error;
 
 use crate::auth::{self, AuthError, BodyTagger, ClusterKey, Recipient, Verified};
+use crate::breaker::Breaker;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -56,6 +57,10 @@ pub enum PeerError {
     /// Anything else (an unreachable network, a malformed request or response).
     #[error("request to {0} failed: {1}")]
     Other(SocketAddr, String),
+    /// Not sent: the peer failed to answer lately and is skipped for the time given
+    /// ([`crate::breaker`]).
+    #[error("{0} skipped for {1:?}: it did not answer lately")]
+    Skipped(SocketAddr, Duration),
 }
 
 impl PeerError {
@@ -65,13 +70,17 @@ impl PeerError {
             PeerError::Refused(a)
             | PeerError::Reset(a)
             | PeerError::Timeout(a, _)
-            | PeerError::Other(a, _) => *a,
+            | PeerError::Other(a, _)
+            | PeerError::Skipped(a, _) => *a,
         }
     }
 }
 
 /// Connect timeout of the pooled connector: a backstop, every request has its own timeout.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a peer may leave what was sent to it unacknowledged before its connection is
+/// given up (TCP_USER_TIMEOUT).
+pub const PEER_GONE: Duration = Duration::from_secs(5);
 /// How long an idle pooled connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(30);
 
@@ -186,6 +195,8 @@ pub struct PeerClient {
     key: Arc<ClusterKey>,
     /// The epoch of the map its owner acts under (0: none), signed into every request.
     epoch: Arc<AtomicU64>,
+    /// Peers that failed to answer lately, skipped for a while ([`PeerClient::with_breaker`]).
+    breaker: Option<Arc<Breaker>>,
 }
 
 impl std::fmt::Debug for PeerClient {
@@ -201,6 +212,15 @@ impl PeerClient {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        // A peer that stops acknowledging (cut off, or its host gone) breaks the connection
+        // within seconds, even while a request waits on a slow answer (a relay waits as long
+        // as the origin may take): unacknowledged data for PEER_GONE ends it, and so do
+        // keep-alive probes unanswered for as long while it idles. A slow but reachable peer
+        // acknowledges at once and is waited for.
+        connector.set_tcp_user_timeout(Some(PEER_GONE));
+        connector.set_keepalive(Some(Duration::from_secs(1)));
+        connector.set_keepalive_interval(Some(Duration::from_secs(1)));
+        connector.set_keepalive_retries(Some(4));
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE)
@@ -209,6 +229,45 @@ impl PeerClient {
             client,
             key: Arc::new(key),
             epoch: Arc::new(AtomicU64::new(0)),
+            breaker: None,
+        }
+    }
+
+    /// A client sharing this one's pool, key and epoch that skips peers which failed to
+    /// answer lately ([`crate::breaker`]): for requests to other nodes, not to the
+    /// coordinator, whose heartbeats must not be skipped.
+    pub fn with_breaker(&self) -> PeerClient {
+        PeerClient {
+            breaker: Some(Arc::new(Breaker::default())),
+            ..self.clone()
+        }
+    }
+
+    /// The peers skipped now (none without a breaker).
+    pub fn skipped_peers(&self) -> Vec<SocketAddr> {
+        self.breaker
+            .as_ref()
+            .map_or_else(Vec::new, |b| b.skipped(Instant::now()))
+    }
+
+    fn admit(&self, addr: SocketAddr) -> Result<(), PeerError> {
+        match &self.breaker {
+            Some(b) => b
+                .admit(addr, Instant::now())
+                .map_err(|left| PeerError::Skipped(addr, left)),
+            None => Ok(()),
+        }
+    }
+
+    /// Tells the breaker how a request to `addr` went.
+    fn record<T>(breaker: &Option<Arc<Breaker>>, addr: SocketAddr, result: &Result<T, PeerError>) {
+        let Some(b) = breaker else { return };
+        match result {
+            Ok(_) => b.answered(addr),
+            Err(PeerError::Refused(_) | PeerError::Timeout(..) | PeerError::Other(..)) => {
+                b.struck(addr, Instant::now())
+            }
+            Err(PeerError::Reset(_) | PeerError::Skipped(..)) => {}
         }
     }
 
@@ -242,6 +301,7 @@ impl PeerClient {
         headers: &[(HeaderName, HeaderValue)],
         timeout: Duration,
     ) -> Result<Response<Incoming>, PeerError> {
+        self.admit(addr)?;
         let other = |m: String| PeerError::Other(addr, m);
         let uri = uri_of(addr, path_and_query)?;
         let to = self.recipient(addr);
@@ -249,11 +309,13 @@ impl PeerClient {
         let req = build(method, &uri, headers, &signature)
             .body(PeerBody::Full(Full::new(body)))
             .map_err(|e| other(e.to_string()))?;
-        match tokio::time::timeout(timeout, self.client.request(req)).await {
+        let result = match tokio::time::timeout(timeout, self.client.request(req)).await {
             Err(_) => Err(PeerError::Timeout(addr, timeout)),
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(e)) => Err(classify(addr, timeout, &e)),
-        }
+        };
+        Self::record(&self.breaker, addr, &result);
+        result
     }
 
     /// Starts `method path_and_query` to the peer at `addr` with a body sent as it is produced
@@ -267,6 +329,7 @@ impl PeerClient {
         method: Method,
         path_and_query: &str,
     ) -> Result<(BodySender, PeerAnswer), PeerError> {
+        self.admit(addr)?;
         let other = |m: String| PeerError::Other(addr, m);
         let uri = uri_of(addr, path_and_query)?;
         let (signature, tagger) = self.key.sign_streamed(
@@ -280,12 +343,14 @@ impl PeerClient {
         let req = build(method, &uri, &[], &signature)
             .body(PeerBody::Streamed(rx))
             .map_err(|e| other(e.to_string()))?;
-        let client = self.client.clone();
+        let (client, breaker) = (self.client.clone(), self.breaker.clone());
         let answer = tokio::spawn(async move {
-            client
+            let result = client
                 .request(req)
                 .await
-                .map_err(|e| classify(addr, Duration::ZERO, &e))
+                .map_err(|e| classify(addr, Duration::ZERO, &e));
+            Self::record(&breaker, addr, &result);
+            result
         });
         let sender = BodySender {
             tx,

@@ -261,6 +261,19 @@ impl Bed {
         })
     }
 
+    /// Moves the calling thread into host `name`'s namespace until the returned guard is
+    /// dropped: its sockets, and the threads and processes it starts meanwhile, are the
+    /// host's. (A demo's load driver runs on a client host this way.) The bed's own commands
+    /// still run in the root namespace.
+    pub fn enter(&self, name: &str) -> Result<Entered, Error> {
+        let back = File::open("/proc/thread-self/ns/net")?;
+        sys::enter(&sys::netns_file(&self.host(name)?.netns)?)?;
+        Ok(Entered {
+            back,
+            _not_send: std::marker::PhantomData,
+        })
+    }
+
     /// Runs `f` on a new thread inside host `name`'s namespace: sockets it makes are the host's.
     pub fn spawn_in<T, F>(&self, name: &str, f: F) -> Result<JoinHandle<Result<T, Error>>, Error>
     where
@@ -469,6 +482,22 @@ impl Drop for Bed {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
             eprintln!("testbed {}: teardown: {e}", self.id);
+        }
+    }
+}
+
+/// The calling thread is inside a host until this is dropped (see [`Bed::enter`]).
+#[must_use = "the thread leaves the host when this is dropped"]
+pub struct Entered {
+    back: File,
+    /// It restores the thread that made it, so it stays on that thread.
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        if let Err(e) = sys::enter(&self.back) {
+            eprintln!("testbed: cannot return to the root network namespace: {e}");
         }
     }
 }

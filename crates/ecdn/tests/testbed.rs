@@ -251,3 +251,63 @@ fn down_removes_a_bed_whose_owner_is_gone_and_keeps_running_ones() {
     assert_eq!(leftovers(&id), Vec::<String>::new());
     assert!(!leftovers(running.id()).is_empty());
 }
+
+#[test]
+fn a_cluster_on_the_bed_survives_a_partition_a_slow_node_and_a_kill() {
+    // Every process on its own host; node 1 cut off from its peers, node 2 slowed by 5 ms
+    // each way, node 3 killed: no request fails, no byte is wrong.
+    let out = Command::new(env!("CARGO_BIN_EXE_ecdn"))
+        .args([
+            "cluster",
+            "demo",
+            "--nodes",
+            "5",
+            "--requests",
+            "600",
+            "--objects",
+            "150",
+            "--testbed",
+            "1gbit",
+            "--partition-peers",
+            "1@0.3",
+            "--slow",
+            "2:5ms@0.5",
+            "--kill",
+            "3@0.7",
+            "--json",
+        ])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let r: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(r["failed_requests"], 0, "{stderr}");
+    assert_eq!(r["wrong_bytes"], 0);
+    assert_eq!(r["requests"], 600);
+    let bed = &r["testbed"];
+    let id = bed["id"].as_str().unwrap();
+    assert_eq!(bed["link"], "rate=1gbit");
+    let hosts = bed["hosts"].as_array().unwrap();
+    assert_eq!(
+        hosts.len(),
+        3 + 5,
+        "client, origin, coord and a host per node"
+    );
+    for h in hosts {
+        assert!(h["addr"].as_str().unwrap().starts_with("10.99.0."), "{h}");
+    }
+    let kinds: Vec<&str> = bed["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["partition_peers", "slow"]);
+    assert!(
+        stderr.contains("node 1 partitioned from its peers"),
+        "{stderr}"
+    );
+    assert_eq!(leftovers(id), Vec::<String>::new());
+}

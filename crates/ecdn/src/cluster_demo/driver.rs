@@ -35,6 +35,7 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::header::HeaderMap;
 use hyper_util::rt::TokioIo;
 
+use super::bed::Fault;
 use super::report::{Record, Retry};
 use super::schedule::{Kill, Restart};
 
@@ -63,6 +64,9 @@ pub enum Next {
     Done,
 }
 
+/// What applies a network fault to the test bed.
+pub type Faulter = Box<dyn FnMut(&Fault) + Send>;
+
 /// Hands out the requests in trace order, round-robin over the live nodes, kills nodes on
 /// schedule (`killer` is called with the node, under the dispenser's lock) and stops for the
 /// rebalances and the returns of restarted nodes.
@@ -88,6 +92,10 @@ pub struct Dispenser<K: FnMut(usize)> {
     returns_done: usize,
     returning: bool,
     in_flight: usize,
+    /// `--testbed`'s network faults, by `at`, how many were applied, and what applies them.
+    faults: Vec<Fault>,
+    faults_done: usize,
+    faulter: Option<Faulter>,
 }
 
 /// Whether a stop every `every` requests (0: never) falls before request `next`, not handed
@@ -119,7 +127,22 @@ impl<K: FnMut(usize)> Dispenser<K> {
             returns_done: 0,
             returning: false,
             in_flight: 0,
+            faults: Vec::new(),
+            faults_done: 0,
+            faulter: None,
         }
+    }
+
+    /// Applies the network faults of `faults` (sorted by `at`) with `faulter` before their
+    /// requests; a node the client can no longer reach leaves the rotation.
+    pub fn with_faults(
+        mut self,
+        faults: Vec<Fault>,
+        faulter: Box<dyn FnMut(&Fault) + Send>,
+    ) -> Self {
+        self.faults = faults;
+        self.faulter = Some(faulter);
+        self
     }
 
     /// Brings the restarted nodes of `returns` (from [`super::schedule::restarts`], sorted by
@@ -167,6 +190,20 @@ impl<K: FnMut(usize)> Dispenser<K> {
             self.done += 1;
             (self.killer)(node);
             self.live.retain(|&n| n != node);
+        }
+        while let Some(f) = self
+            .faults
+            .get(self.faults_done)
+            .filter(|f| f.at <= self.next)
+        {
+            let f = *f;
+            self.faults_done += 1;
+            if let Some(apply) = &mut self.faulter {
+                apply(&f);
+            }
+            if f.kind.leaves_rotation() {
+                self.live.retain(|&n| n != f.node);
+            }
         }
         if stop_due(self.repair_every, self.next, &mut self.repaired_at) {
             self.rebalancing = true;
@@ -301,7 +338,12 @@ pub fn object_id(id: u64, size: u64) -> u64 {
 
 /// One attempt on one connection.
 /// With `arrivals`, every body frame's arrival is kept (µs from sending the request, bytes).
-async fn attempt(send: &mut Conn, id: u64, size: u64, arrivals: bool) -> Result<Answer, Transport> {
+async fn attempt(
+    send: &mut Conn,
+    (id, size): (u64, u64),
+    arrivals: bool,
+    idle: Duration,
+) -> Result<Answer, Transport> {
     let req = hyper::Request::get(target(id, size))
         .header("host", HOST)
         .body(Empty::new())
@@ -310,16 +352,20 @@ async fn attempt(send: &mut Conn, id: u64, size: u64, arrivals: bool) -> Result<
         .await
         .map_err(|e| Transport::BeforeResponse(e.to_string()))?;
     let t = Instant::now();
-    let resp = send
-        .send_request(req)
+    let silent = || format!("nothing for {idle:?}");
+    let resp = tokio::time::timeout(idle, send.send_request(req))
         .await
+        .map_err(|_| Transport::BeforeResponse(silent()))?
         .map_err(|e| Transport::BeforeResponse(e.to_string()))?;
     let status = resp.status().as_u16();
     let (parts, mut body) = resp.into_parts();
     let mut ttfb_us = None;
     let (mut bytes, mut wrong_bytes) = (0u64, 0u64);
     let mut arrived = Vec::new();
-    while let Some(frame) = body.frame().await {
+    while let Some(frame) = tokio::time::timeout(idle, body.frame())
+        .await
+        .map_err(|_| Transport::MidBody(silent()))?
+    {
         let frame = frame.map_err(|e| Transport::MidBody(e.to_string()))?;
         if let Ok(data) = frame.into_data() {
             if data.is_empty() {
@@ -352,11 +398,10 @@ async fn attempt(send: &mut Conn, id: u64, size: u64, arrivals: bool) -> Result<
 /// fails before the response is replaced by a fresh one once.
 async fn on_node(
     conns: &mut HashMap<usize, Conn>,
-    node: usize,
-    addr: SocketAddr,
-    id: u64,
-    size: u64,
+    (node, addr): (usize, SocketAddr),
+    object: (u64, u64),
     arrivals: bool,
+    idle: Duration,
 ) -> Result<Answer, Transport> {
     let mut reused = conns.remove(&node);
     loop {
@@ -365,7 +410,7 @@ async fn on_node(
             Some(s) => s,
             None => connect(addr).await.map_err(Transport::BeforeResponse)?,
         };
-        match attempt(&mut send, id, size, arrivals).await {
+        match attempt(&mut send, object, arrivals, idle).await {
             Ok(a) => {
                 conns.insert(node, send);
                 return Ok(a);
@@ -453,6 +498,10 @@ pub struct Work {
     pub dispenser: SharedDispenser,
     /// Limit on one attempt (connect to the last body byte).
     pub timeout: Duration,
+    /// Limit on a silence within one attempt (no response head, or no body byte, for this
+    /// long): the attempt is given up and retried on another node, as a load balancer does
+    /// with a node it can no longer reach.
+    pub idle: Duration,
     /// Rebalances parity over the given live nodes (see [`Next::Rebalance`]).
     pub rebalancer: Option<Rebalancer>,
     /// Has the given live nodes run a repair round each, in order (see [`Next::Repair`]).
@@ -535,7 +584,13 @@ async fn request(work: &Work, conns: &mut HashMap<usize, Conn>, a: Assignment) -
     loop {
         let tried = tokio::time::timeout(
             work.timeout,
-            on_node(conns, node, work.nodes[node], id, size, work.arrivals),
+            on_node(
+                conns,
+                (node, work.nodes[node]),
+                (id, size),
+                work.arrivals,
+                work.idle,
+            ),
         )
         .await;
         let failure = match tried {
@@ -880,6 +935,7 @@ mod tests {
                 nodes: vec![a.addr, dead, b.addr],
                 dispenser,
                 timeout: Duration::from_secs(10),
+                idle: Duration::from_secs(10),
                 arrivals: false,
                 progress: indicatif::ProgressBar::hidden(),
                 rebalancer: None,
@@ -926,6 +982,7 @@ mod tests {
                 nodes: vec![short, a.addr, wrong],
                 dispenser,
                 timeout: Duration::from_secs(10),
+                idle: Duration::from_secs(10),
                 arrivals: false,
                 progress: indicatif::ProgressBar::hidden(),
                 rebalancer: None,

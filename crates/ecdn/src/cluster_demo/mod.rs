@@ -26,9 +26,10 @@ use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
 use ecdn_trace::units::{format_size, parse_size};
 use ecdn_trace::{Format, OpenOptions, Request, BATCH};
 
+mod bed;
 #[cfg(test)]
 mod contract;
-pub mod control;
+mod control;
 pub mod driver;
 pub mod procs;
 pub mod report;
@@ -212,6 +213,11 @@ pub struct DemoArgs {
     /// Limit on one attempt of one request, connect to last byte.
     #[arg(long, default_value = "30s")]
     request_timeout: String,
+    /// Limit on a silence within one attempt (no response head or no body byte for this
+    /// long): the load driver gives the attempt up and retries on another node, as a load
+    /// balancer does with a node it can no longer reach. Keep it above --origin-latency.
+    #[arg(long, default_value = "10s")]
+    idle_timeout: String,
     /// Also report the download times of hits through modeled client access links of these
     /// rates (bits per second, comma-separated, e.g. `1Gbit,10Gbit`): each answer's frames, as
     /// they arrived, pass a FIFO link of that rate (C2DN's Fig. 8 clients reach the cluster over
@@ -223,6 +229,8 @@ pub struct DemoArgs {
     keep_dir: bool,
     #[command(flatten)]
     control: control::ControlArgs,
+    #[command(flatten)]
+    testbed: bed::TestbedArgs,
 }
 
 /// The requests to replay, in order.
@@ -311,9 +319,12 @@ struct Plan {
     repair_rate: u64,
     ready_timeout: Duration,
     request_timeout: Duration,
+    idle_timeout: Duration,
     /// `--client-link`, bits per second.
     client_links: Vec<f64>,
     control: control::ControlPlan,
+    /// `--testbed`'s network faults, in the order they happen.
+    faults: Vec<bed::Fault>,
 }
 
 fn plan(a: &DemoArgs) -> Result<Plan> {
@@ -401,6 +412,15 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
     if repair_rate > 0 && a.repair_every == 0 {
         bail!("--repair-every: need at least 1 request between rounds");
     }
+    let control = control::ControlPlan::parse(&a.control, total)?;
+    let faults = bed::faults(&a.testbed, a.nodes, total)?;
+    if a.testbed.testbed.is_some() && control.etcd() {
+        bail!("--testbed runs the embedded coordinator; --control etcd on a test bed is not built yet");
+    }
+    let leaving = faults.iter().filter(|f| f.kind.leaves_rotation()).count();
+    if leaving > 0 && kills.len() + leaving >= a.nodes {
+        bail!("--kill and --partition-clients together would leave the client no node");
+    }
     Ok(Plan {
         code,
         kill_note,
@@ -415,6 +435,7 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
         repair_rate,
         ready_timeout: crate::args::duration("--ready-timeout", &a.ready_timeout)?,
         request_timeout: crate::args::duration("--request-timeout", &a.request_timeout)?,
+        idle_timeout: crate::args::duration("--idle-timeout", &a.idle_timeout)?,
         client_links: match &a.client_link {
             Some(l) => l
                 .split(',')
@@ -422,7 +443,8 @@ fn plan(a: &DemoArgs) -> Result<Plan> {
                 .collect::<Result<_>>()?,
             None => Vec::new(),
         },
-        control: control::ControlPlan::parse(&a.control, total)?,
+        control,
+        faults,
     })
 }
 
@@ -449,6 +471,8 @@ struct Setup<'a> {
     layout: &'a Layout,
     cfg: &'a ecdn_cluster::ClusterConfig,
     etcd: Option<Arc<Mutex<LocalEtcd>>>,
+    /// `--testbed`: the hosts the processes run on.
+    bed: Option<bed::SharedBed>,
 }
 
 async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
@@ -458,6 +482,9 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
     let procs = Arc::new(Mutex::new(Procs::new(dir)?));
     {
         let mut p = procs.lock().unwrap();
+        if let Some(b) = &setup.bed {
+            p.place(b.placement());
+        }
         p.start_origin(layout.origin, &a.origin_latency)?;
         if plan.control.etcd() {
             for &c in &layout.coordinators {
@@ -523,7 +550,18 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
             } else {
                 0
             })
-            .with_returns(plan.restarts.clone()),
+            .with_returns(plan.restarts.clone())
+            .with_faults(plan.faults.clone(), {
+                let (bed, progress) = (setup.bed.clone(), progress.clone());
+                Box::new(move |f| {
+                    let Some(bed) = &bed else { return };
+                    let said = match bed.apply(f) {
+                        Ok(()) => format!("node {} {}", f.node, f.kind),
+                        Err(e) => format!("error: node {} not {}: {e:#}", f.node, f.kind),
+                    };
+                    progress.suspend(|| eprintln!("{said}"));
+                })
+            }),
     ));
     let returns = Arc::new(Returns {
         procs: procs.clone(),
@@ -571,6 +609,7 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         nodes: layout.nodes.iter().map(|(c, _)| *c).collect(),
         dispenser,
         timeout: plan.request_timeout,
+        idle: plan.idle_timeout,
         rebalancer: Some(rebalancer),
         repairer: Some(repairer),
         returner: Some(returns.returner()),
@@ -594,6 +633,10 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut control = events.await.context("the control-plane events")??;
     let records = records?;
+    if let Some(b) = &setup.bed {
+        // The faults end with the replay: the counters below are read from the client host.
+        b.heal()?;
+    }
     if !plan.control.etcd() {
         // The embedded coordinator's epochs count up by one per map.
         control.epoch_changes = coordinator_epoch(cfg).await? - first_epoch;
@@ -809,6 +852,7 @@ fn build_report(
         },
         sim,
         sim_with_kills: sim_killed,
+        testbed: None,
     }
 }
 
@@ -837,7 +881,22 @@ fn run_demo(a: DemoArgs) -> Result<()> {
     } else {
         None
     };
-    let layout = Layout::free(a.nodes, plan.control.coordinators)?;
+    let testbed = match &a.testbed.testbed {
+        Some(_) => Some(Arc::new(bed::DemoBed::create(
+            &a.testbed,
+            a.nodes,
+            plan.faults.clone(),
+        )?)),
+        None => None,
+    };
+    if testbed.is_some() {
+        // Admin listeners on a bed's hosts are beyond loopback: they need a token.
+        procs::use_admin_token(procs::random_key()?);
+    }
+    let layout = match &testbed {
+        Some(b) => b.layout(),
+        None => Layout::free(a.nodes, plan.control.coordinators)?,
+    };
     let key = procs::random_key()?;
     let text = procs::cluster_file(
         &FileSettings {
@@ -859,6 +918,8 @@ fn run_demo(a: DemoArgs) -> Result<()> {
     );
     let cfg = ecdn_cluster::ClusterConfig::parse(&text).context("the demo's cluster file")?;
     std::fs::write(dir.path().join("cluster.toml"), &text).context("writing the cluster file")?;
+    // On a test bed this thread, and the runtime's threads it starts, are the client host.
+    let on_client = testbed.as_ref().map(|b| b.enter_client()).transpose()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -869,6 +930,7 @@ fn run_demo(a: DemoArgs) -> Result<()> {
         layout: &layout,
         cfg: &cfg,
         etcd: etcd.clone(),
+        bed: testbed.clone(),
     };
     let live = rt.block_on(async {
         tokio::select! {
@@ -880,6 +942,7 @@ fn run_demo(a: DemoArgs) -> Result<()> {
     drop(rt);
     drop(setup);
     drop(etcd);
+    drop(on_client);
     let kept = if a.keep_dir {
         let path = dir.keep();
         eprintln!("kept the run's directory {}", path.display());
@@ -917,6 +980,9 @@ fn run_demo(a: DemoArgs) -> Result<()> {
         sim_empty.as_ref(),
     );
     report.compare.extend(sim::peers(&a, &plan)?);
+    report.testbed = testbed.as_ref().map(|b| b.report());
+    // The bed goes now (its watcher would remove it too); the rest is reporting.
+    drop(testbed);
     out!(
         "{}",
         report::window_table(&report.windows, &plan.kills, &plan.restarts, plan.window)

@@ -204,6 +204,19 @@ fn clock_ticks() -> u64 {
     }
 }
 
+/// The admin token of a run whose listeners are beyond loopback (`--testbed`): every child
+/// gets it (`ECDN_ADMIN_TOKEN`), and the demo's requests to admin listeners carry it.
+static ADMIN_TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the run's admin token (see [`ADMIN_TOKEN`]); once per process.
+pub fn use_admin_token(token: String) {
+    let _ = ADMIN_TOKEN.set(token);
+}
+
+fn admin_bearer() -> Option<&'static str> {
+    ADMIN_TOKEN.get().map(String::as_str)
+}
+
 /// Every child of a run; dropping it kills those still running.
 pub struct Procs {
     dir: PathBuf,
@@ -213,6 +226,8 @@ pub struct Procs {
     pub nodes: Vec<Option<Proc>>,
     /// Per node: how many times it was started.
     starts: Vec<usize>,
+    /// `--testbed`: the network namespace (a test bed's host) each process runs in, by name.
+    placement: std::collections::HashMap<String, String>,
 }
 
 impl Procs {
@@ -224,7 +239,14 @@ impl Procs {
             coordinators: Vec::new(),
             nodes: Vec::new(),
             starts: Vec::new(),
+            placement: Default::default(),
         })
+    }
+
+    /// Runs each process named in `placement` (`origin`, `coordinator`, `node ID`) in the
+    /// network namespace it maps to.
+    pub fn place(&mut self, placement: std::collections::HashMap<String, String>) {
+        self.placement = placement;
     }
 
     fn spawn(&self, name: &str, log: &str, args: &[String]) -> Result<Proc> {
@@ -232,11 +254,19 @@ impl Procs {
         let out = std::fs::File::create(&log)
             .with_context(|| format!("creating the log {}", log.display()))?;
         let err = out.try_clone()?;
-        let child = Command::new(&self.exe)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(args).stdin(Stdio::null()).stdout(out).stderr(err);
+        if let Some(token) = admin_bearer() {
+            cmd.env("ECDN_ADMIN_TOKEN", token);
+        }
+        let netns = match self.placement.get(name) {
+            Some(ns) => Some(ecdn_testbed::sys::netns_file(ns)?),
+            None => None,
+        };
+        if let Some(file) = &netns {
+            ecdn_testbed::sys::spawn_inside(&mut cmd, file);
+        }
+        let child = cmd
             .spawn()
             .with_context(|| format!("starting the {name}: {}", self.exe.display()))?;
         Ok(Proc {
@@ -415,12 +445,8 @@ fn path_arg(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
 
-/// `GET path` on a fresh connection to `addr`: (status, body), within `timeout`.
-pub async fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> Result<(u16, Bytes)> {
-    http_get_host(addr, &addr.to_string(), path, timeout).await
-}
-
-/// [`http_get`] with the given `Host` (the cache key's host).
+/// `GET path` on a fresh connection to `addr` with the given `Host` (the cache key's host):
+/// (status, body), within `timeout`.
 pub async fn http_get_host(
     addr: SocketAddr,
     host: &str,
@@ -440,6 +466,11 @@ pub async fn http_get_with(
     timeout: Duration,
 ) -> Result<(u16, Bytes)> {
     http_request(hyper::Method::GET, addr, host, bearer, path, timeout).await
+}
+
+/// `GET path` on an admin listener, with the run's admin token if it has one.
+pub async fn admin_get(addr: SocketAddr, path: &str, timeout: Duration) -> Result<(u16, Bytes)> {
+    http_get_with(addr, &addr.to_string(), admin_bearer(), path, timeout).await
 }
 
 /// A request without a body; its status and whole body.
@@ -481,7 +512,7 @@ pub async fn repair_round(addr: SocketAddr, budget: u64) -> Result<()> {
         hyper::Method::POST,
         addr,
         &addr.to_string(),
-        None,
+        admin_bearer(),
         &path,
         Duration::from_secs(60),
     )
@@ -498,7 +529,7 @@ pub async fn repair_round(addr: SocketAddr, budget: u64) -> Result<()> {
 
 /// A node's `cluster` counters from its `/_ecdn/stats`.
 pub async fn node_stats(addr: SocketAddr) -> Result<ClusterStats> {
-    let (status, body) = http_get(addr, "/_ecdn/stats", Duration::from_secs(5)).await?;
+    let (status, body) = admin_get(addr, "/_ecdn/stats", Duration::from_secs(5)).await?;
     if status != 200 {
         bail!("GET /_ecdn/stats answered {status}");
     }
@@ -590,7 +621,7 @@ pub async fn wait_ready(
             if ready[i] {
                 continue;
             }
-            match http_get(*admin, "/_ecdn/stats", Duration::from_secs(2)).await {
+            match admin_get(*admin, "/_ecdn/stats", Duration::from_secs(2)).await {
                 Ok((200, _)) => ready[i] = true,
                 Ok((s, _)) => {
                     missing.push((format!("node {i}: /_ecdn/stats answered {s}"), Some(i)))

@@ -629,6 +629,10 @@ pub struct Report {
     /// The live scheme beside the simulator's schemes on the same trace, capacity and kills:
     /// the live run first, then the simulator's run of the live scheme, then the others.
     pub compare: Vec<CompareRow>,
+    /// `--testbed`: the bed's id, links, hosts (each with its address and what ran on it) and
+    /// the network faults of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub testbed: Option<super::bed::BedReport>,
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {

@@ -170,6 +170,7 @@ impl Cluster {
         let loads = WriteLoads::for_cluster(&c.cluster);
         let etcd = Arc::new(EtcdStatus::default());
         let control = if c.cluster.etcd.is_empty() {
+            // The coordinator's client has no breaker: its heartbeats are never skipped.
             spawn_control(&c.cluster, c.id, peers.clone(), loads.clone()).await
         } else {
             spawn_etcd_control(&c.cluster, c.id, loads.clone(), etcd.clone()).await
@@ -207,7 +208,7 @@ impl Cluster {
             map: control.map().clone(),
             coordinator: control.coordinator_status(),
             control: Mutex::new(Some(control)),
-            peers,
+            peers: peers.with_breaker(),
             gate,
             purges: purges::PurgeLog::new(purges::PURGE_MEMORY),
             pieces,
