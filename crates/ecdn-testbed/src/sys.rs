@@ -85,7 +85,15 @@ pub fn tc(netns: Option<&str>, args: &[&str]) -> Result<String, Error> {
 pub fn iptables(netns: &str, rules: &str) -> Result<(), Error> {
     run_with_input(
         "ip",
-        &["netns", "exec", netns, "iptables-legacy-restore"],
+        // -w: beds built at once share the xtables lock; wait for it rather than fail.
+        &[
+            "netns",
+            "exec",
+            netns,
+            "iptables-legacy-restore",
+            "-w",
+            "10",
+        ],
         Some(rules),
     )
     .map(|_| ())

@@ -45,6 +45,7 @@ use ecdn_trace::Rng;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
+use crate::cluster_demo::bed::{BedReport, DemoBed, TestbedArgs};
 use crate::cluster_demo::procs::{self, FileSettings, Layout, Procs};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -101,6 +102,15 @@ pub struct BenchArgs {
     /// Each node's outgoing peer link (`ecdn node --peer-rate`).
     #[arg(long, default_value = "100Mbit")]
     peer_rate: String,
+    /// Run the coordinator, every node and the readers (this process) on hosts of a test bed
+    /// (network namespaces; needs root), each host's link shaped to LINK in both directions
+    /// by tc, e.g. `1gbit`. The offered load is then a fraction of LINK's rate, and the nodes'
+    /// own --peer-rate cap is set ten times above it, so that it only counts bytes.
+    #[arg(long, value_name = "LINK", conflicts_with = "simulate")]
+    testbed: Option<String>,
+    /// With --testbed: the readers' host's link (default: LINK of --testbed).
+    #[arg(long, value_name = "LINK", requires = "testbed")]
+    testbed_client: Option<String>,
     /// Background traffic on the chosen nodes' links: the fraction of the link it takes in its
     /// bursts (`ecdn node --background-load`).
     #[arg(long, value_name = "F")]
@@ -196,6 +206,9 @@ pub struct Report {
     pub warmup_reads: Option<u64>,
     pub budget_changes: u64,
     pub budget_changes_during_reads: u64,
+    /// `--testbed`: the bed's id, links and hosts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub testbed: Option<BedReport>,
 }
 
 /// What the flags say, checked.
@@ -275,7 +288,16 @@ fn plan(a: &BenchArgs) -> Result<Plan> {
         SchemeArg::EcCache if r as f64 / k as f64 > 0.10 => r as f64 / k as f64 + 0.05,
         _ => 0.15,
     });
-    let rate_bits = crate::args::bit_rate("--peer-rate", &a.peer_rate)?;
+    let rate_bits = match &a.testbed {
+        Some(link) => {
+            let spec = ecdn_testbed::LinkSpec::parse(link)
+                .map_err(|e| anyhow::anyhow!("--testbed: {e}"))?;
+            spec.rate_bps
+                .ok_or_else(|| anyhow::anyhow!("--testbed {link}: the offered load needs a rate"))?
+                as f64
+        }
+        None => crate::args::bit_rate("--peer-rate", &a.peer_rate)?,
+    };
     let background = a.background_load.unwrap_or(0.0);
     if !(0.0..1.0).contains(&background) {
         bail!("--background-load: need 0 <= F < 1");
@@ -329,7 +351,33 @@ fn units(a: &BenchArgs, p: &Plan) -> Result<(Vec<usize>, u64)> {
     Ok((alloc.units, alloc.overhead_bytes))
 }
 
-pub async fn run(a: BenchArgs) -> Result<()> {
+/// `ecdn object bench`: on a test bed when asked, then the bench in a runtime whose threads
+/// are the readers' host.
+pub fn main(a: BenchArgs) -> Result<()> {
+    let bed = match &a.testbed {
+        Some(link) => {
+            let args = TestbedArgs {
+                testbed: Some(link.clone()),
+                testbed_client: a.testbed_client.clone(),
+                ..Default::default()
+            };
+            procs::use_admin_token(procs::random_key()?);
+            Some(Arc::new(DemoBed::create(&args, a.nodes, Vec::new())?))
+        }
+        None => None,
+    };
+    let on_client = bed.as_ref().map(|b| b.enter_client()).transpose()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let result = rt.block_on(run(a, bed));
+    drop(rt);
+    drop(on_client);
+    result
+}
+
+async fn run(a: BenchArgs, testbed: Option<Arc<DemoBed>>) -> Result<()> {
     let p = plan(&a)?;
     let report = if a.simulate {
         simulated(&a, &p)?
@@ -343,7 +391,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         };
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let pb = crate::args::phase_spinner(crate::args::progress_hidden(a.json, false));
-        let out = live(&a, &p, &dir, &pb).await;
+        let out = live(&a, &p, &dir, &pb, testbed.as_deref()).await;
         pb.finish_and_clear();
         if temp {
             let _ = std::fs::remove_dir_all(&dir);
@@ -423,6 +471,7 @@ fn report(a: &BenchArgs, p: &Plan, mode: &'static str) -> Report {
         warmup_reads: a.measured_budget,
         budget_changes: 0,
         budget_changes_during_reads: 0,
+        testbed: None,
     }
 }
 
@@ -462,8 +511,17 @@ struct Bed {
 /// How often the coordinator re-spends the budget under `--measured-budget`, seconds.
 const BUDGET_EVERY_S: f64 = 2.0;
 
-async fn start(a: &BenchArgs, p: &Plan, dir: &Path, overhead: u64) -> Result<Bed> {
-    let layout = Layout::free(a.nodes, 1)?;
+async fn start(
+    a: &BenchArgs,
+    p: &Plan,
+    dir: &Path,
+    overhead: u64,
+    testbed: Option<&DemoBed>,
+) -> Result<Bed> {
+    let layout = match testbed {
+        Some(b) => b.layout(),
+        None => Layout::free(a.nodes, 1)?,
+    };
     let settings = FileSettings {
         // The cluster's own scheme is for cached HTTP objects; the object API codes each
         // object with its own (k, r).
@@ -496,9 +554,17 @@ async fn start(a: &BenchArgs, p: &Plan, dir: &Path, overhead: u64) -> Result<Bed
     let procs = Arc::new(Mutex::new(Procs::new(dir)?));
     {
         let mut pr = procs.lock().unwrap();
+        if let Some(b) = testbed {
+            pr.place(b.placement());
+        }
         pr.start_coordinator(&file, None, None)?;
+        // On a bed, tc shapes the links; the node's own cap only counts the bytes sent.
+        let cap = match testbed {
+            Some(_) => 10.0 * p.rate_bits,
+            None => p.rate_bits,
+        };
         for id in 0..a.nodes {
-            let mut extra = vec!["--peer-rate".to_string(), format!("{}bit", p.rate_bits)];
+            let mut extra = vec!["--peer-rate".to_string(), format!("{cap}bit")];
             if id < p.background_nodes {
                 extra.extend(["--background-load".into(), p.background.to_string()]);
             }
@@ -677,7 +743,13 @@ async fn budget_state(a: &BenchArgs, p: &Plan, bed: &Bed) -> Result<(u64, u64)> 
     Ok((changes, overhead))
 }
 
-async fn live(a: &BenchArgs, p: &Plan, dir: &Path, pb: &ProgressBar) -> Result<Report> {
+async fn live(
+    a: &BenchArgs,
+    p: &Plan,
+    dir: &Path,
+    pb: &ProgressBar,
+    testbed: Option<&DemoBed>,
+) -> Result<Report> {
     // The disks are sized for the budget spent either way.
     let (budgeted, budget_bytes) = units(a, p)?;
     let (units, mut overhead) = match a.measured_budget {
@@ -686,7 +758,7 @@ async fn live(a: &BenchArgs, p: &Plan, dir: &Path, pb: &ProgressBar) -> Result<R
         None => (budgeted, budget_bytes),
     };
     pb.set_message(format!("starting the cluster: {} nodes", a.nodes));
-    let bed = start(a, p, dir, budget_bytes).await?;
+    let bed = start(a, p, dir, budget_bytes, testbed).await?;
     let t = Instant::now();
     write_objects(a, p, &bed, &units, pb).await?;
     let write_s = t.elapsed().as_secs_f64();
@@ -738,6 +810,7 @@ async fn live(a: &BenchArgs, p: &Plan, dir: &Path, pb: &ProgressBar) -> Result<R
     }
     let useful = ms.len() as u64 * p.size;
     let mut r = report(a, p, "live");
+    r.testbed = testbed.map(|b| b.report());
     r.overhead_bytes = overhead;
     r.failed_requests = failures.len() as u64;
     r.imbalance_percent = imbalance_percent(&loads, useful);

@@ -311,3 +311,164 @@ fn a_cluster_on_the_bed_survives_a_partition_a_slow_node_and_a_kill() {
     );
     assert_eq!(leftovers(id), Vec::<String>::new());
 }
+
+/// A process started in a host of `bed`, its output in `log`.
+fn spawn_in(bed: &Bed, host: &str, args: &[&str], log: &Path) -> std::process::Child {
+    let mut c = bed.command(host, env!("CARGO_BIN_EXE_ecdn")).unwrap();
+    c.command
+        .args(args)
+        .env("ECDN_ADMIN_TOKEN", "a-test-bed-admin-token")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(log).unwrap())
+        .stderr(std::fs::File::create(log.with_extension("err")).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// `ecdn ARGS` run to its end in host `host` of `bed`.
+fn run_in(bed: &Bed, host: &str, args: &[&str]) -> std::process::Output {
+    let mut c = bed.command(host, env!("CARGO_BIN_EXE_ecdn")).unwrap();
+    c.command.args(args).output().unwrap()
+}
+
+#[test]
+fn late_binding_skips_the_split_of_a_slow_server() {
+    // EC-Cache's late binding (§4.3) on real links: an object of k = 2 data and r = 1 parity
+    // splits on three of four nodes; one holder is slowed by 150 ms each way; a read through
+    // the fourth node asks all three splits (Δ = 1) and decodes the first two, so the slow
+    // split is not among those used and the read does not wait for it.
+    let mut b = bed(&["client", "coord", "n0", "n1", "n2", "n3"]);
+    let dir = tempfile::tempdir().unwrap();
+    let addr = |h: &str| b.host(h).unwrap().addr.to_string();
+    let mut cluster = format!(
+        "scheme = \"c2dn\"\nk = 2\np = 1\nthreshold = 1048576\nbuckets = 100\n\
+         sub_chunk = 32768\nseed = 1\nkey = \"0123456789abcdef0123456789abcdef\"\n\
+         coordinator = \"{}:7000\"\n",
+        addr("coord")
+    );
+    for i in 0..4 {
+        let a = addr(&format!("n{i}"));
+        cluster += &format!(
+            "\n[[node]]\nid = {i}\nclient = \"{a}:8080\"\npeer = \"{a}:8081\"\n\
+             admin = \"{a}:8082\"\nweight = 1.0\n"
+        );
+    }
+    let file = dir.path().join("cluster.toml");
+    std::fs::write(&file, cluster).unwrap();
+    let file = file.to_str().unwrap();
+    let mut children = vec![spawn_in(
+        &b,
+        "coord",
+        &["coordinator", "--cluster", file],
+        &dir.path().join("coordinator.log"),
+    )];
+    for i in 0..4 {
+        let disk = dir.path().join(format!("node-{i}.disk"));
+        children.push(spawn_in(
+            &b,
+            &format!("n{i}"),
+            &[
+                "node",
+                "--cluster",
+                file,
+                "--id",
+                &i.to_string(),
+                "--origin",
+                "http://10.99.0.1:9",
+                "--hoc-size",
+                "1",
+                "--disk-path",
+                disk.to_str().unwrap(),
+                "--disk-size",
+                "64MiB",
+                "-j",
+                "1",
+            ],
+            &dir.path().join(format!("node-{i}.log")),
+        ));
+    }
+    // 1 MiB of bytes that are not all alike.
+    let data: Vec<u8> = (0..1u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    let object = dir.path().join("object");
+    std::fs::write(&object, &data).unwrap();
+    let n0 = format!("{}:8080", addr("n0"));
+    let t = Instant::now();
+    loop {
+        let put = run_in(
+            &b,
+            "client",
+            &[
+                "object",
+                "put",
+                "--node",
+                &n0,
+                "obj",
+                object.to_str().unwrap(),
+                "--k",
+                "2",
+                "--r",
+                "1",
+            ],
+        );
+        if put.status.success() {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the cluster did not take the object within 30 s: {}",
+            String::from_utf8_lossy(&put.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let stat = run_in(&b, "client", &["object", "stat", "--node", &n0, "obj"]);
+    let stat: serde_json::Value = serde_json::from_slice(&stat.stdout).unwrap();
+    let splits: Vec<u64> = stat["splits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_u64().unwrap())
+        .collect();
+    assert_eq!(splits.len(), 3, "{stat}");
+    let entry = (0..4u64).find(|n| !splits.contains(n)).unwrap();
+    let (slow_split, slow_node) = (1usize, splits[1]);
+    let url = format!(
+        "http://{}:8080/_objects/obj?delta=1",
+        addr(&format!("n{entry}"))
+    );
+    b.slow(&format!("n{slow_node}"), Duration::from_millis(150))
+        .unwrap();
+    let body = dir.path().join("read");
+    for _ in 0..3 {
+        let t = Instant::now();
+        let mut curl = b.command("client", "curl").unwrap();
+        let out = curl
+            .command
+            .args(["-sS", "-D", "-", "-o", body.to_str().unwrap(), &url])
+            .output()
+            .expect("curl (Debian's curl) runs the read");
+        let took = t.elapsed();
+        let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+        assert!(head.starts_with("http/1.1 200"), "{head}");
+        let used: Vec<usize> = head
+            .lines()
+            .find_map(|l| l.strip_prefix("x-ecdn-splits: "))
+            .expect("the answer says which splits it used")
+            .trim()
+            .split(',')
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(used.len(), 2, "{head}");
+        assert!(
+            !used.contains(&slow_split),
+            "split {slow_split} of the slowed node {slow_node} was used: {head}"
+        );
+        assert!(took < Duration::from_millis(300), "the read took {took:?}");
+        assert_eq!(std::fs::read(&body).unwrap(), data);
+    }
+    for mut c in children {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}

@@ -26,7 +26,7 @@ use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
 use ecdn_trace::units::{format_size, parse_size};
 use ecdn_trace::{Format, OpenOptions, Request, BATCH};
 
-mod bed;
+pub mod bed;
 #[cfg(test)]
 mod contract;
 mod control;
