@@ -6,9 +6,10 @@
 //! be reached at all gets a strike; while it is struck, requests to it fail at once with
 //! [`crate::PeerError::Skipped`] and the caller goes on as if it had failed (another chunk,
 //! the bucket's next candidate, the origin). The first strike skips it for [`FIRST`], each
-//! further strike doubles that, up to [`LONGEST`]. When the time is up, requests go to it
-//! again; the first answer clears its strikes. A reset connection is no strike: a pooled
-//! connection that the peer closed is reset, and the peer is fine.
+//! further strike doubles that, up to [`LONGEST`]. When the time is up, one request goes to it
+//! (a probe) while the others are still skipped: its answer clears the strikes, its failure
+//! is the next strike. A reset connection is no strike: a pooled connection that the peer
+//! closed is reset, and the peer is fine.
 //!
 //! This is what Envoy calls outlier detection and a circuit breaker elsewhere; the
 //! coordinator's heartbeats remain what decides whether a node is in the map.
@@ -27,7 +28,12 @@ pub const LONGEST: Duration = Duration::from_secs(8);
 struct Strikes {
     count: u32,
     until: Instant,
+    /// A probe is out: requests are skipped until it answers or fails.
+    probing: bool,
 }
+
+/// How long a probe may take before another request may probe in its place.
+const PROBE: Duration = Duration::from_secs(10);
 
 /// The struck peers of one client (shared by its clones).
 #[derive(Debug, Default)]
@@ -37,10 +43,16 @@ pub struct Breaker {
 
 impl Breaker {
     /// `Err(left)` while `addr` is skipped, with the time left.
+    /// The first request after a skip is let through as the probe.
     pub fn admit(&self, addr: SocketAddr, now: Instant) -> Result<(), Duration> {
-        match self.peers.lock().unwrap().get(&addr) {
+        match self.peers.lock().unwrap().get_mut(&addr) {
             Some(s) if s.until > now => Err(s.until - now),
-            _ => Ok(()),
+            Some(s) => {
+                s.probing = true;
+                s.until = now + PROBE;
+                Ok(())
+            }
+            None => Ok(()),
         }
     }
 
@@ -50,11 +62,14 @@ impl Breaker {
         let s = peers.entry(addr).or_insert(Strikes {
             count: 0,
             until: now,
+            probing: false,
         });
-        // Requests that were in flight together fail together: they are one strike.
-        if s.until > now {
+        // Requests that were in flight together fail together: they are one strike (a failed
+        // probe is a new one).
+        if s.until > now && !s.probing {
             return;
         }
+        s.probing = false;
         s.count = s.count.saturating_add(1);
         let skip = FIRST
             .saturating_mul(1 << (s.count - 1).min(16))
@@ -99,8 +114,10 @@ mod tests {
         assert!(b.admit(other, t).is_ok());
         // A second failure of a request sent before the skip began is the same strike.
         b.struck(a, t + Duration::from_millis(10));
+        // After the skip, one request probes; the others are skipped while it is out.
         assert_eq!(b.admit(a, t + FIRST), Ok(()));
-        // Failing again after the skip doubles it, up to LONGEST.
+        assert_eq!(b.admit(a, t + FIRST), Err(PROBE));
+        // A failed probe doubles the skip, up to LONGEST.
         let mut now = t + FIRST;
         let mut skip = FIRST;
         for _ in 0..8 {
@@ -108,9 +125,10 @@ mod tests {
             skip = (skip * 2).min(LONGEST);
             assert_eq!(b.admit(a, now), Err(skip));
             now += skip;
+            assert_eq!(b.admit(a, now), Ok(()), "the probe");
         }
         assert_eq!(skip, LONGEST);
-        assert_eq!(b.skipped(now - Duration::from_millis(1)), vec![a]);
+        assert_eq!(b.skipped(now), vec![a], "skipped while its probe is out");
         b.answered(a);
         assert!(b.admit(a, now).is_ok());
         b.struck(a, now);
