@@ -371,9 +371,11 @@ pub fn main(a: BenchArgs) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    let result = rt.block_on(run(a, bed));
+    let result = rt.block_on(run(a, bed.clone()));
     drop(rt);
+    // Out of the readers' host before the bed goes.
     drop(on_client);
+    drop(bed);
     result
 }
 
