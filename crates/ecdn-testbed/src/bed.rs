@@ -665,8 +665,9 @@ pub fn teardown_id(id: &str) -> Result<(), Error> {
     first_error.map_or(Ok(()), Err)
 }
 
-fn list_netns() -> Vec<String> {
-    std::fs::read_dir("/run/netns")
+/// The names in directory `dir` (none if it cannot be read).
+fn names_in(dir: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
         .map(|d| {
             d.filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
@@ -675,14 +676,12 @@ fn list_netns() -> Vec<String> {
         .unwrap_or_default()
 }
 
+fn list_netns() -> Vec<String> {
+    names_in("/run/netns")
+}
+
 fn list_links() -> Vec<String> {
-    std::fs::read_dir("/sys/class/net")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
+    names_in("/sys/class/net")
 }
 
 fn list_bridge_tables() -> Vec<String> {
