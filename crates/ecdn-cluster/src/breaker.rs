@@ -84,18 +84,6 @@ impl Breaker {
             peers.remove(&addr);
         }
     }
-
-    /// The peers skipped at `now`.
-    pub fn skipped(&self, now: Instant) -> Vec<SocketAddr> {
-        let peers = self.peers.lock().unwrap();
-        let mut out: Vec<SocketAddr> = peers
-            .iter()
-            .filter(|(_, s)| s.until > now)
-            .map(|(a, _)| *a)
-            .collect();
-        out.sort();
-        out
-    }
 }
 
 #[cfg(test)]
@@ -128,7 +116,11 @@ mod tests {
             assert_eq!(b.admit(a, now), Ok(()), "the probe");
         }
         assert_eq!(skip, LONGEST);
-        assert_eq!(b.skipped(now), vec![a], "skipped while its probe is out");
+        assert_eq!(
+            b.admit(a, now),
+            Err(PROBE),
+            "skipped while its probe is out"
+        );
         b.answered(a);
         assert!(b.admit(a, now).is_ok());
         b.struck(a, now);

@@ -243,13 +243,6 @@ impl PeerClient {
         }
     }
 
-    /// The peers skipped now (none without a breaker).
-    pub fn skipped_peers(&self) -> Vec<SocketAddr> {
-        self.breaker
-            .as_ref()
-            .map_or_else(Vec::new, |b| b.skipped(Instant::now()))
-    }
-
     fn admit(&self, addr: SocketAddr) -> Result<(), PeerError> {
         match &self.breaker {
             Some(b) => b

@@ -258,19 +258,23 @@ impl Queue {
     }
 }
 
-/// The netlink messages in one datagram: (type, body after the 16-byte header).
-fn messages(mut buf: &[u8]) -> Vec<(u16, &[u8])> {
-    let mut out = Vec::new();
-    while buf.len() >= 16 {
-        let len = u32::from_ne_bytes(buf[0..4].try_into().unwrap()) as usize;
-        if len < 16 || len > buf.len() {
-            break;
+/// The netlink messages in one datagram: (type, body after the 16-byte header), read in
+/// place; a torn or bogus length ends them.
+fn messages(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut rest = buf;
+    std::iter::from_fn(move || {
+        if rest.len() < 16 {
+            return None;
         }
-        let kind = u16::from_ne_bytes(buf[4..6].try_into().unwrap());
-        out.push((kind, &buf[16..len]));
-        buf = &buf[len.next_multiple_of(4).min(buf.len())..];
-    }
-    out
+        let len = u32::from_ne_bytes(rest[0..4].try_into().unwrap()) as usize;
+        if len < 16 || len > rest.len() {
+            return None;
+        }
+        let kind = u16::from_ne_bytes(rest[4..6].try_into().unwrap());
+        let body = &rest[16..len];
+        rest = &rest[len.next_multiple_of(4).min(rest.len())..];
+        Some((kind, body))
+    })
 }
 
 /// The packet id of an NFQUEUE packet message's body (after nfgenmsg), if it has one.
@@ -431,7 +435,7 @@ mod tests {
             dgram.extend_from_slice(&[kind as u8; 4]);
         }
         dgram.extend_from_slice(&[1, 2, 3]); // a torn tail is ignored
-        let m = messages(&dgram);
+        let m: Vec<_> = messages(&dgram).collect();
         assert_eq!(m.len(), 2);
         assert_eq!(m[1], (6, &[6u8; 4][..]));
     }

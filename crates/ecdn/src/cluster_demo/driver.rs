@@ -135,11 +135,7 @@ impl<K: FnMut(usize)> Dispenser<K> {
 
     /// Applies the network faults of `faults` (sorted by `at`) with `faulter` before their
     /// requests; a node the client can no longer reach leaves the rotation.
-    pub fn with_faults(
-        mut self,
-        faults: Vec<Fault>,
-        faulter: Box<dyn FnMut(&Fault) + Send>,
-    ) -> Self {
+    pub fn with_faults(mut self, faults: Vec<Fault>, faulter: Faulter) -> Self {
         self.faults = faults;
         self.faulter = Some(faulter);
         self
