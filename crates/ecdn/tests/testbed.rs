@@ -12,6 +12,14 @@ use std::time::{Duration, Instant};
 
 use ecdn_testbed::{probe, Bed, BedConfig, HostSpec, LinkSpec};
 
+/// The tests measure delays of a few milliseconds and one runs a cluster; on a 2-core machine,
+/// run side by side, they measured each other (a 1 ms round trip took more in CI). So they take
+/// turns: each holds this lock for its whole run.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn bed(hosts: &[&str]) -> Bed {
     let hosts = hosts.iter().map(|h| HostSpec::parse(h).unwrap()).collect();
     Bed::create(&BedConfig {
@@ -53,8 +61,27 @@ fn p50_ms(mut t: Vec<Duration>) -> f64 {
     probe::quantile(&mut t, 0.5).as_secs_f64() * 1e3
 }
 
+/// An undelayed round trip between two hosts of a bed: well under the smallest delay the tests
+/// add (5 ms each way), with room for a loaded 2-core CI machine (a 1 ms bound failed there).
+const UNDELAYED_MS: f64 = 3.0;
+
+/// How much more than its spec a delayed round trip may take: the delayer is a user-space thread,
+/// and with three CPU hogs on this 2-core machine a 40 ms round trip measured 44 ms. Still far
+/// below a delay applied twice.
+const DELAY_SLACK_MS: f64 = 8.0;
+
+/// Asserts that `from` reaches `to` with no added delay.
+fn assert_undelayed(b: &Bed, from: &str, to: &str) {
+    let rtt = p50_ms(probe::rtt(b, from, to, 9).unwrap());
+    assert!(
+        rtt < UNDELAYED_MS,
+        "rtt {from} <-> {to} (no delay): {rtt:.3} ms"
+    );
+}
+
 #[test]
 fn links_carry_their_rate_and_delay_and_the_bed_goes_away() {
+    let _turn = one_at_a_time();
     let mut b = bed(&["a=200mbit", "b=200mbit", "far=1gbit,delay=5ms"]);
     let id = b.id().to_string();
     assert_eq!(b.host("b").unwrap().addr.to_string(), "10.99.0.2");
@@ -70,9 +97,11 @@ fn links_carry_their_rate_and_delay_and_the_bed_goes_away() {
     }
     // Both ends' one-way delays, both ways: 2 × (0 + 5) ms.
     let rtt = p50_ms(probe::rtt(&b, "a", "far", 30).unwrap());
-    assert!((10.0..11.5).contains(&rtt), "rtt a <-> far: {rtt:.3} ms");
-    let rtt = p50_ms(probe::rtt(&b, "a", "b", 30).unwrap());
-    assert!(rtt < 1.0, "rtt a <-> b (no delay): {rtt:.3} ms");
+    assert!(
+        (10.0..10.0 + DELAY_SLACK_MS).contains(&rtt),
+        "rtt a <-> far: {rtt:.3} ms"
+    );
+    assert_undelayed(&b, "a", "b");
     // Shaping a running bed changes the rate.
     b.shape("a", LinkSpec::parse("50mbit").unwrap()).unwrap();
     let r = probe::rate(&b, "b", "a", Duration::from_millis(1500)).unwrap();
@@ -88,35 +117,37 @@ fn links_carry_their_rate_and_delay_and_the_bed_goes_away() {
 
 #[test]
 fn fault_verbs_cut_partition_and_slow_hosts_and_restore_undoes_them() {
+    let _turn = one_at_a_time();
     let mut b = bed(&["a", "b", "c"]);
     // A partition: a and b cannot talk; each still reaches c.
     b.partition(&["a"], &["b"]).unwrap();
     let e = probe::rtt(&b, "a", "b", 1).unwrap_err();
     assert!(e.to_string().contains("timed out"), "{e}");
-    assert!(p50_ms(probe::rtt(&b, "a", "c", 5).unwrap()) < 1.0);
-    assert!(p50_ms(probe::rtt(&b, "b", "c", 5).unwrap()) < 1.0);
+    assert_undelayed(&b, "a", "c");
+    assert_undelayed(&b, "b", "c");
     b.restore("a").unwrap();
-    assert!(p50_ms(probe::rtt(&b, "a", "b", 5).unwrap()) < 1.0);
+    assert_undelayed(&b, "a", "b");
     // A cut link: c reaches nobody, a and b still talk.
     b.cut("c").unwrap();
     assert!(probe::rtt(&b, "a", "c", 1).is_err());
-    assert!(p50_ms(probe::rtt(&b, "a", "b", 5).unwrap()) < 1.0);
+    assert_undelayed(&b, "a", "b");
     // A slow host: 20 ms more each way on b's link, so 40 ms more per round trip to it, and
     // nothing more between the others.
     b.restore_all().unwrap();
     b.slow("b", Duration::from_millis(20)).unwrap();
     let slow = p50_ms(probe::rtt(&b, "a", "b", 10).unwrap());
     assert!(
-        (40.0..43.0).contains(&slow),
+        (40.0..40.0 + DELAY_SLACK_MS).contains(&slow),
         "rtt to the slow host: {slow:.3} ms"
     );
-    assert!(p50_ms(probe::rtt(&b, "a", "c", 10).unwrap()) < 1.0);
+    assert_undelayed(&b, "a", "c");
     b.restore("b").unwrap();
-    assert!(p50_ms(probe::rtt(&b, "a", "b", 10).unwrap()) < 1.0);
+    assert_undelayed(&b, "a", "b");
 }
 
 #[test]
 fn a_lossy_link_loses_its_share_of_packets() {
+    let _turn = one_at_a_time();
     // 20% each way: a one-byte ping-pong over TCP needs a retransmission (≥ 200 ms, the
     // minimum RTO) in about a third of the rounds; without loss in none.
     let mut b = bed(&["a", "b=loss=20%"]);
@@ -137,6 +168,7 @@ fn a_lossy_link_loses_its_share_of_packets() {
 
 #[test]
 fn a_killed_owner_leaves_nothing_behind() {
+    let _turn = one_at_a_time();
     // `ecdn testbed up` prints its bed, then is killed with SIGKILL: its watcher removes it.
     let mut up = Command::new(env!("CARGO_BIN_EXE_ecdn"))
         .args([
@@ -172,6 +204,7 @@ fn a_killed_owner_leaves_nothing_behind() {
 
 #[test]
 fn up_takes_fault_verbs_on_its_input_and_quits() {
+    let _turn = one_at_a_time();
     let mut up = Command::new(env!("CARGO_BIN_EXE_ecdn"))
         .args(["testbed", "up", "--hosts", "2", "--link", "1gbit"])
         .stdin(Stdio::piped())
@@ -205,17 +238,21 @@ fn up_takes_fault_verbs_on_its_input_and_quits() {
             .parse()
             .unwrap()
     };
-    assert!((20.0..23.0).contains(&ms(&said[0])), "{said:?}");
+    assert!(
+        (20.0..20.0 + DELAY_SLACK_MS).contains(&ms(&said[0])),
+        "{said:?}"
+    );
     assert!(
         said[1].starts_with("error: unknown verb \"fly n0\""),
         "{said:?}"
     );
-    assert!(ms(&said[2]) < 1.0, "{said:?}");
+    assert!(ms(&said[2]) < UNDELAYED_MS, "{said:?}");
     assert_eq!(leftovers(&id), Vec::<String>::new());
 }
 
 #[test]
 fn down_removes_a_bed_whose_owner_is_gone_and_keeps_running_ones() {
+    let _turn = one_at_a_time();
     // A bed whose state file names a process that has ended, as after a crash without a
     // watcher.
     let orphan = Bed::create(&BedConfig {
@@ -254,6 +291,7 @@ fn down_removes_a_bed_whose_owner_is_gone_and_keeps_running_ones() {
 
 #[test]
 fn a_cluster_on_the_bed_survives_a_partition_a_slow_node_and_a_kill() {
+    let _turn = one_at_a_time();
     // Every process on its own host; node 1 cut off from its peers, node 2 slowed by 5 ms
     // each way, node 3 killed: no request fails, no byte is wrong.
     let out = Command::new(env!("CARGO_BIN_EXE_ecdn"))
@@ -333,6 +371,7 @@ fn run_in(bed: &Bed, host: &str, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn late_binding_skips_the_split_of_a_slow_server() {
+    let _turn = one_at_a_time();
     // EC-Cache's late binding (§4.3) on real links: an object of k = 2 data and r = 1 parity
     // splits on three of four nodes; one holder is slowed by 150 ms each way; a read through
     // the fourth node asks all three splits (Δ = 1) and decodes the first two, so the slow
