@@ -521,7 +521,7 @@ mod tests {
     fn verify_parts_reads_the_headers_and_the_path_with_its_query() {
         let key = ClusterKey::new(b"0123456789abcdef-secret");
         let at = to("127.0.0.1:7400");
-        let sig = key.sign_digest("GET", "/coord/map?after=3", at, 1000, 1, &auth::sha256(b""));
+        let sig = key.sign_digest("GET", "/coord/map?after=3", at, 1000, 1, &auth::digest(b""));
         let h = sig.headers().to_vec();
         let p = parts("GET", "/coord/map?after=3", &h);
         assert!(verify_parts(&key, &p, 1000).unwrap().empty_body());
@@ -608,7 +608,7 @@ mod tests {
             to("127.0.0.1:1"),
             5,
             1,
-            &auth::sha256(b"hello"),
+            &auth::digest(b"hello"),
         );
         let p = parts("PUT", "/x", &sig.headers());
         let v = verify_parts(&key, &p, 5).unwrap();
@@ -704,7 +704,7 @@ mod tests {
         let first = heads.recv().await.unwrap();
         assert_eq!(header(&first, auth::DESTINATION), addr.to_string());
         assert_eq!(header(&first, auth::EPOCH), "0");
-        assert_eq!(header(&first, auth::VERSION_HEADER), "2");
+        assert_eq!(header(&first, auth::VERSION_HEADER), "3");
         // A clone shares the epoch; every request has its own nonce.
         client.clone().set_epoch(41);
         let (mut body, answer) = client.send_streamed(addr, Method::PUT, "/y").unwrap();

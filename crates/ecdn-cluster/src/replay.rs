@@ -209,7 +209,7 @@ impl Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::{sha256, Recipient};
+    use crate::auth::{digest, Recipient};
     use hyper::Request;
 
     const KEY: &[u8] = b"0123456789abcdef-secret";
@@ -225,7 +225,7 @@ mod tests {
             addr: addr(to),
             epoch: 3,
         };
-        let s = key.sign_digest("GET", "/x", to, time, nonce, &sha256(b""));
+        let s = key.sign_digest("GET", "/x", to, time, nonce, &digest(b""));
         let mut req = Request::builder().method("GET").uri("/x");
         for (n, v) in s.headers() {
             req = req.header(n, v);

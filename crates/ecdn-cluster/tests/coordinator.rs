@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ecdn_cluster::auth::{fresh_nonce, sha256, unix_now_ms, ClusterKey, Recipient};
+use ecdn_cluster::auth::{digest, fresh_nonce, unix_now_ms, ClusterKey, Recipient};
 use ecdn_cluster::control::{spawn_control, Control, MapHandle, WriteLoads};
 use ecdn_cluster::coordinator::{
     Coordinator, CoordinatorOptions, HeartbeatReply, RunningCoordinator, Status, HEARTBEAT_PATH,
@@ -372,7 +372,7 @@ fn signed(
     body: &[u8],
 ) -> Vec<(&'static str, String)> {
     let to = Recipient { addr: to, epoch: 0 };
-    key.sign_digest(method, path, to, time, fresh_nonce(), &sha256(body))
+    key.sign_digest(method, path, to, time, fresh_nonce(), &digest(body))
         .headers()
         .to_vec()
 }

@@ -946,7 +946,7 @@ async fn unauthenticated_or_stale_peer_requests_are_refused_and_change_nothing()
     // Signed with the cluster key, but 10 minutes old.
     let k = ClusterKey::new(KEY.as_bytes());
     let old = ecdn_cluster::auth::unix_now_ms() - 600_000;
-    let digest = ecdn_cluster::auth::sha256(&frame);
+    let digest = ecdn_cluster::auth::digest(&frame);
     let to = ecdn_cluster::auth::Recipient {
         addr: peer,
         epoch: 0,

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ecdn_cluster::auth::{fresh_nonce, sha256, unix_now_ms, ClusterKey, Recipient};
+use ecdn_cluster::auth::{digest, fresh_nonce, unix_now_ms, ClusterKey, Recipient};
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
 use http_body_util::{BodyExt, Full};
@@ -32,7 +32,7 @@ fn sign(method: &str, path: &str, to: SocketAddr, body: &[u8]) -> Captured {
         to,
         unix_now_ms(),
         fresh_nonce(),
-        &sha256(body),
+        &digest(body),
     )
     .headers()
     .to_vec()
