@@ -16,14 +16,19 @@ fn macs(c: &mut Criterion) {
     for size in [32usize << 10, 1 << 20] {
         let body = vec![0x5au8; size];
         g.throughput(Throughput::Bytes(size as u64));
-        g.bench_with_input(BenchmarkId::new("v2 hmac-sha256", size), &body, |b, body| {
-            b.iter(|| {
-                let digest = Sha256::digest(body);
-                let mut mac = Hmac::<Sha256>::new_from_slice(b"0123456789abcdef-secret").unwrap();
-                mac.update(&digest);
-                mac.finalize().into_bytes()
-            })
-        });
+        g.bench_with_input(
+            BenchmarkId::new("v2 hmac-sha256", size),
+            &body,
+            |b, body| {
+                b.iter(|| {
+                    let digest = Sha256::digest(body);
+                    let mut mac =
+                        Hmac::<Sha256>::new_from_slice(b"0123456789abcdef-secret").unwrap();
+                    mac.update(&digest);
+                    mac.finalize().into_bytes()
+                })
+            },
+        );
         g.bench_with_input(BenchmarkId::new("v3 body tag", size), &body, |b, body| {
             b.iter(|| {
                 let (_, mut tagger) = key.sign_streamed(
@@ -40,16 +45,20 @@ fn macs(c: &mut Criterion) {
                 tagger.finish()
             })
         });
-        g.bench_with_input(BenchmarkId::new("v3 sub-chunk tags", size), &body, |b, body| {
-            let tagger = key.sub_chunk_tagger(&[7; 32]);
-            b.iter(|| {
-                let mut last = [0u8; 16];
-                for (i, sub) in body.chunks(32 << 10).enumerate() {
-                    last = tagger.tag(i as u64, sub);
-                }
-                last
-            })
-        });
+        g.bench_with_input(
+            BenchmarkId::new("v3 sub-chunk tags", size),
+            &body,
+            |b, body| {
+                let tagger = key.sub_chunk_tagger(&[7; 32]);
+                b.iter(|| {
+                    let mut last = [0u8; 16];
+                    for (i, sub) in body.chunks(32 << 10).enumerate() {
+                        last = tagger.tag(i as u64, sub);
+                    }
+                    last
+                })
+            },
+        );
     }
     g.finish();
 }

@@ -182,6 +182,11 @@ impl Signature {
         ]
     }
 
+    /// The signature's MAC as bytes.
+    pub fn mac(&self) -> Option<[u8; 32]> {
+        unhex::<32>(&self.signature)
+    }
+
     /// [`Signature::headers`] as a header map.
     pub fn header_map(&self) -> HeaderMap {
         header_map(self.headers())
@@ -330,12 +335,7 @@ impl SubChunkTagger {
     /// Whether `tag` is sub-chunk `index`'s tag for `bytes` (constant time).
     pub fn check(&self, index: u64, bytes: &[u8], tag: &[u8]) -> bool {
         let want = self.tag(index, bytes);
-        tag.len() == SUB_TAG_LEN
-            && want
-                .iter()
-                .zip(tag)
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0
+        tag.len() == SUB_TAG_LEN && want.iter().zip(tag).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
     }
 }
 

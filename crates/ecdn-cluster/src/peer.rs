@@ -304,7 +304,12 @@ impl PeerClient {
             .map_err(|e| other(e.to_string()))?;
         let result = match tokio::time::timeout(timeout, self.client.request(req)).await {
             Err(_) => Err(PeerError::Timeout(addr, timeout)),
-            Ok(Ok(resp)) => Ok(resp),
+            Ok(Ok(mut resp)) => {
+                if let Some(sent) = signature.mac() {
+                    resp.extensions_mut().insert(SentSignature(sent));
+                }
+                Ok(resp)
+            }
             Ok(Err(e)) => Err(classify(addr, timeout, &e)),
         };
         Self::record(&self.breaker, addr, &result);
@@ -353,6 +358,12 @@ impl PeerClient {
         Ok((sender, answer))
     }
 }
+
+/// The signature a request was sent with, in the extensions of the response
+/// [`PeerClient::send`] returns: what keys the answer's sub-chunk tags
+/// ([`ClusterKey::sub_chunk_tagger`]).
+#[derive(Clone, Copy, Debug)]
+pub struct SentSignature(pub [u8; 32]);
 
 /// The response to a streamed request, from the task that sends it.
 pub type PeerAnswer = JoinHandle<Result<Response<Incoming>, PeerError>>;

@@ -10,8 +10,10 @@
 //! | `GET`/`HEAD /_peer/relay/{target}` | a client's request passed on to the bucket's serving node (`{target}`: the request's path and query, percent-encoded; the client's headers travel as they are) |
 //!
 //! A piece request with `from`/`to` answers the payload bytes of those sub-chunks alone, not
-//! as a frame: the reader checks them against the CRC-32C values of the piece's metadata,
-//! which it got from a signed `has` answer.
+//! as a frame, **each sub-chunk followed by its tag** ([`crate::auth::SubChunkTagger`], keyed
+//! to that request's signature): the reader takes a sub-chunk once its tag checks out, and
+//! checks it against the CRC-32C values of the piece's metadata, which it got from a signed
+//! `has` answer (so a peer holding another version of the object is caught too).
 //!
 //! `{key}` is the object's cache key, percent-encoded ([`encode_key`]): every byte outside
 //! `A-Z a-z 0-9 - . _ ~` as `%XX`, so it is one path segment and the signature (over the path)

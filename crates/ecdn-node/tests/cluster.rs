@@ -914,6 +914,67 @@ async fn a_coded_fill_streams_its_chunks_and_an_origin_dying_mid_body_leaves_non
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_answers_sub_chunks_each_with_a_tag_keyed_to_the_request() {
+    let c = TestCluster::start(4, "c2dn", 3, 1).await;
+    // 300,000 bytes, K = 3, 32 KiB sub-chunks: 4 stripes, the first three full.
+    let (id, size, s) = (4242u64, 300_000u64, 32usize << 10);
+    store_all(&c, &[(id, size)]).await;
+    let key = format!("cdn.test{}", uri(id, size));
+    let mut holder = None;
+    for i in 0..4 {
+        if let Some(held) = holds(c.peer(i), &key).await {
+            if held.contains(&PieceName::Chunk(1)) {
+                holder = Some(i);
+            }
+        }
+    }
+    let holder = holder.expect("a node holds chunk 1");
+    let client = PeerClient::new(ClusterKey::new(KEY.as_bytes()));
+    let path = wire::piece_path(PieceName::Chunk(1), &key, Some((1, 3)));
+    let r = client
+        .send(
+            c.peer(holder),
+            Method::GET,
+            &path,
+            Bytes::new(),
+            &[],
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let sent = r
+        .extensions()
+        .get::<ecdn_cluster::peer::SentSignature>()
+        .copied()
+        .expect("the client keeps the signature it sent");
+    let body = r.into_body().collect().await.unwrap().to_bytes();
+    let tag_len = ecdn_cluster::auth::SUB_TAG_LEN;
+    assert_eq!(body.len(), 2 * (s + tag_len));
+    let k = ClusterKey::new(KEY.as_bytes());
+    let tagger = k.sub_chunk_tagger(&sent.0);
+    let stranger = k.sub_chunk_tagger(&[0; 32]);
+    for (i, unit) in body.chunks(s + tag_len).enumerate() {
+        let j = 1 + i as u64;
+        let (sub, tag) = unit.split_at(s);
+        assert!(tagger.check(j, sub, tag), "sub-chunk {j}'s tag");
+        // Not under another request's key, not at another index, not with a byte changed.
+        assert!(!stranger.check(j, sub, tag));
+        assert!(!tagger.check(j + 1, sub, tag));
+        let mut changed = sub.to_vec();
+        changed[100] ^= 1;
+        assert!(!tagger.check(j, &changed, tag));
+        // Chunk 1's sub-chunk j: the second s bytes of stripe j (stripe-major layout).
+        let at = j * 3 * s as u64 + s as u64;
+        assert_eq!(
+            content::first_mismatch(content::object_id(&id.to_string()), at, sub),
+            None
+        );
+    }
+    c.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unauthenticated_or_stale_peer_requests_are_refused_and_change_nothing() {
     let c = TestCluster::start(4, "c2dn", 3, 1).await;
     let key = "cdn.test/obj/77?size=1000";

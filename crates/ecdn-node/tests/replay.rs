@@ -128,7 +128,20 @@ async fn replayed_puts_and_deletes_are_refused_and_a_purge_stays_in_effect() {
     let (s, text) = send(a, "PUT", &put_path, &v1, &frame).await;
     assert_eq!(s, StatusCode::UNAUTHORIZED, "{text}");
     assert!(
-        text.contains("version 1") && text.contains("version 2"),
+        text.contains("version 1") && text.contains("version 3"),
+        "{text}"
+    );
+    // Version 2's (HMAC-SHA256): refused the same way.
+    let mut v2 = put.clone();
+    for (n, v) in v2.iter_mut() {
+        if *n == "x-ecdn-version" {
+            *v = "2".into();
+        }
+    }
+    let (s, text) = send(a, "PUT", &put_path, &v2, &frame).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{text}");
+    assert!(
+        text.contains("version 2") && text.contains("version 3"),
         "{text}"
     );
 

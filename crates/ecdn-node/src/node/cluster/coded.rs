@@ -15,7 +15,8 @@
 //! time × `parity_delay` (0.2 by default) later, the stripe being waited for still lacks a data
 //! sub-chunk, the parity chunks' sub-chunks are asked for too (for the stripes not sent yet),
 //! and each stripe is finished with the first K that arrive. A data chunk whose server fails
-//! (refused, reset, timed out, `404`, a short answer) or whose sub-chunk fails its CRC-32C (the
+//! (refused, reset, timed out, `404`, a short answer) or whose sub-chunk fails its tag (each
+//! sub-chunk of a peer's answer carries one, keyed to the request) or its CRC-32C (the
 //! checksums come with the piece metadata, signed) is replaced the same way, at once. A stripe
 //! with all K data sub-chunks is sent as slices of the buffers they arrived in (no copy, no
 //! decode). Wrong bytes are never sent: when a stripe cannot be completed from the sources the
@@ -45,6 +46,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use ecdn_cluster::auth::{SubChunkTagger, SUB_TAG_LEN};
+use ecdn_cluster::peer::SentSignature;
 use ecdn_cluster::piece::Coding;
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::{decode_range_with, ObjectLayout};
@@ -185,7 +188,8 @@ impl CodedObject {
 
 /// What a chunk's reader reports to its window.
 enum Arrival {
-    /// Sub-chunk `j` of `chunk`, checked against its CRC-32C (`None`: it failed).
+    /// Sub-chunk `j` of `chunk`, checked against its tag (from a peer) and its CRC-32C
+    /// (`None`: it failed).
     Sub {
         chunk: usize,
         j: u64,
@@ -197,8 +201,9 @@ enum Arrival {
 }
 
 /// Cuts a chunk's bytes, as they arrive, into its sub-chunks `next..end`, checks each against
-/// its CRC-32C and hands it to the window. A sub-chunk inside one arriving buffer is a slice of
-/// it; only one that straddles two is copied.
+/// its tag (a peer's answer: each sub-chunk is followed by one) and its CRC-32C and hands it to
+/// the window. A sub-chunk inside one arriving buffer is a slice of it; only one that
+/// straddles two is copied.
 struct SubChunks<'a> {
     obj: &'a CodedObject,
     c: &'a Cluster,
@@ -207,6 +212,8 @@ struct SubChunks<'a> {
     end: u64,
     partial: Vec<u8>,
     tx: &'a mpsc::UnboundedSender<Arrival>,
+    /// The tags' key, for bytes from a peer; `None` for this node's own bytes.
+    tags: Option<SubChunkTagger>,
 }
 
 impl SubChunks<'_> {
@@ -217,8 +224,9 @@ impl SubChunks<'_> {
             if self.next >= self.end {
                 return false;
             }
-            let need = self.obj.layout.sub_chunk_len(self.next).unwrap_or(0) as usize;
-            let sub = if self.partial.is_empty() && data.len() >= need {
+            let len = self.obj.layout.sub_chunk_len(self.next).unwrap_or(0) as usize;
+            let need = len + if self.tags.is_some() { SUB_TAG_LEN } else { 0 };
+            let mut sub = if self.partial.is_empty() && data.len() >= need {
                 data.split_to(need)
             } else {
                 let take = (need - self.partial.len()).min(data.len());
@@ -228,7 +236,12 @@ impl SubChunks<'_> {
                 }
                 Bytes::from(std::mem::take(&mut self.partial))
             };
-            let good = self.obj.coding.crc(self.chunk, self.next) == Some(ecdn_store::crc32c(&sub));
+            let tag = sub.split_off(len);
+            let good = self
+                .tags
+                .as_ref()
+                .is_none_or(|t| t.check(self.next, &sub, &tag))
+                && self.obj.coding.crc(self.chunk, self.next) == Some(ecdn_store::crc32c(&sub));
             if !good {
                 ClusterStats::add(&self.c.stats.corrupt_sub_chunks, 1);
             }
@@ -265,6 +278,7 @@ async fn read_chunk(
         end: stripes.end,
         partial: Vec::new(),
         tx: &tx,
+        tags: None,
     };
     let s = obj.layout.sub_chunk();
     let start = stripes.start * s;
@@ -299,7 +313,15 @@ async fn read_chunk(
             Some((stripes.start, stripes.end)),
         );
         match c.peer_get(server, &path).await {
-            Some(resp) if resp.status() == StatusCode::OK => {
+            // Its sub-chunks' tags are keyed to the request's signature.
+            Some(resp)
+                if resp.status() == StatusCode::OK
+                    && resp.extensions().get::<SentSignature>().is_some() =>
+            {
+                cut.tags = resp
+                    .extensions()
+                    .get::<SentSignature>()
+                    .map(|sent| c.peers.key().sub_chunk_tagger(&sent.0));
                 let deadline = tokio::time::Instant::now() + c.peer_timeout * 4;
                 let mut body = resp.into_body();
                 while let Ok(Some(Ok(frame))) =

@@ -21,6 +21,7 @@
 //! Without a cap the link only counts ([`Link::sent`]): every byte of a peer `GET` answer or
 //! of an own split read, the load EC-Cache's λ is computed from.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -143,9 +144,13 @@ impl Link {
     }
 }
 
-/// A response body sent through the link ([`Link`]'s quanta, each when its reservation ends).
+/// A response body sent through the link ([`Link`]'s quanta, each when its reservation ends):
+/// one buffer, or several in order (a piece's sub-chunks with their tags, without copying them
+/// into one).
 pub struct Paced {
-    rest: Bytes,
+    rest: VecDeque<Bytes>,
+    /// Bytes in `rest`.
+    left: usize,
     link: Arc<Link>,
     /// The quantum on its way and when it leaves.
     next: Option<(Bytes, Pin<Box<Sleep>>)>,
@@ -153,8 +158,14 @@ pub struct Paced {
 
 impl Paced {
     pub(in crate::node) fn new(body: Bytes, link: Arc<Link>) -> Paced {
+        Paced::parts(VecDeque::from([body]), link)
+    }
+
+    /// A body of `parts`, in order.
+    pub(in crate::node) fn parts(parts: VecDeque<Bytes>, link: Arc<Link>) -> Paced {
         Paced {
-            rest: body,
+            left: parts.iter().map(Bytes::len).sum(),
+            rest: parts,
             link,
             next: None,
         }
@@ -165,10 +176,19 @@ impl Paced {
             ready!(sleep.as_mut().poll(cx));
             return Poll::Ready(self.next.take().map(|(q, _)| q));
         }
-        if self.rest.is_empty() {
-            return Poll::Ready(None);
-        }
-        let q = self.rest.split_to(self.rest.len().min(QUANTUM));
+        let q = loop {
+            let Some(front) = self.rest.front_mut() else {
+                return Poll::Ready(None);
+            };
+            if front.len() > QUANTUM {
+                break front.split_to(QUANTUM);
+            }
+            let part = self.rest.pop_front().unwrap_or_default();
+            if !part.is_empty() {
+                break part;
+            }
+        };
+        self.left -= q.len();
         self.link.count(q.len());
         if !self.link.capped() {
             return Poll::Ready(Some(q));
@@ -180,7 +200,7 @@ impl Paced {
     }
 
     pub(in crate::node) fn remaining(&self) -> u64 {
-        (self.rest.len() + self.next.as_ref().map_or(0, |(q, _)| q.len())) as u64
+        (self.left + self.next.as_ref().map_or(0, |(q, _)| q.len())) as u64
     }
 }
 

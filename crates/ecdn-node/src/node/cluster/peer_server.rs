@@ -16,8 +16,9 @@
 //! * `GET /_peer/has/{key}`: the pieces of the object this node holds, with one piece's
 //!   metadata (a chunk's when it holds one), signed; `404` when none.
 //! * `GET /_peer/piece/{chunk}/{key}`: a whole piece as a frame, signed; with `?from=A&to=B`,
-//!   the payload bytes of sub-chunks `A..B` alone (checked by the reader against the CRCs it
-//!   got signed).
+//!   the payload bytes of sub-chunks `A..B` alone, each followed by its tag (keyed to the
+//!   request's signature, `ecdn_cluster::auth::SubChunkTagger`), sent from the page cache
+//!   without a copy through this process where the store can map them.
 //! * `PUT /_peer/piece/{chunk}/{key}`: stores a piece (its trailing frame is the body, checked
 //!   against the signed digest, or its tag when streamed; the metadata must match the path and
 //!   the payload its length and checksums), admitted by the piece policy once the whole body
@@ -27,13 +28,14 @@
 //! * `GET /_peer/stats`: the node's `/_ecdn/stats` JSON, signed (the coordinator's status page
 //!   reads every node's).
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ecdn_cluster::auth::unix_now_ms;
+use ecdn_cluster::auth::{unix_now_ms, SubChunkTagger, Verified};
 use ecdn_cluster::peer::{read_verified_body, sign_response};
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::replay::ArrivedAt;
@@ -151,7 +153,7 @@ async fn handle(
             piece,
             key,
             sub_chunks,
-        } if get => get_piece(&st, &c, &path, piece, &key, sub_chunks).await,
+        } if get => get_piece(&st, &c, &path, &verified, piece, &key, sub_chunks).await,
         PeerPath::Piece {
             piece,
             key,
@@ -273,6 +275,7 @@ async fn get_piece(
     st: &State,
     c: &Cluster,
     path: &str,
+    verified: &Verified,
     piece: PieceName,
     key: &str,
     sub_chunks: Option<(u64, u64)>,
@@ -288,9 +291,12 @@ async fn get_piece(
         return plain(StatusCode::NOT_FOUND, "no such piece");
     };
     match sub_chunks {
-        Some(_) => {
-            ClusterStats::add(&c.stats.peer_bytes_sent, payload.len() as u64);
-            let mut r = Response::new(NodeBody::Paced(Paced::new(payload, c.link.clone())));
+        Some((first, _)) => {
+            let tagger = c.peers.key().sub_chunk_tagger(verified.signature());
+            let parts = tagged(&tagger, first, s as usize, payload);
+            let sent: usize = parts.iter().map(Bytes::len).sum();
+            ClusterStats::add(&c.stats.peer_bytes_sent, sent as u64);
+            let mut r = Response::new(NodeBody::Paced(Paced::parts(parts, c.link.clone())));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/octet-stream"),
@@ -309,6 +315,24 @@ async fn get_piece(
             r
         }
     }
+}
+
+/// Sub-chunks `first..` of `payload` (of `s` bytes each, the last one shorter), each followed
+/// by its tag: slices of `payload`, not copies.
+fn tagged(tagger: &SubChunkTagger, first: u64, s: usize, payload: Bytes) -> VecDeque<Bytes> {
+    let mut parts = VecDeque::with_capacity(2 * payload.len().div_ceil(s.max(1)));
+    let mut at = 0;
+    for j in first.. {
+        if at >= payload.len() {
+            break;
+        }
+        let sub = payload.slice(at..(at + s.max(1)).min(payload.len()));
+        at += sub.len();
+        let tag = tagger.tag(j, &sub);
+        parts.push_back(sub);
+        parts.push_back(Bytes::copy_from_slice(&tag));
+    }
+    parts
 }
 
 /// Checks a pushed piece (a trailing frame) against its path and its own checksums, then

@@ -40,7 +40,7 @@ use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::PieceName;
 use ecdn_placement::chunk_id;
 use ecdn_policy::{Cache, Request};
-use ecdn_store::{EntryKey, Opened, Store, StoreError};
+use ecdn_store::{EntryKey, Opened, SharedPayload, Store, StoreError};
 
 use super::super::disk::Disk;
 use super::super::lock;
@@ -130,7 +130,7 @@ pub struct Recovered {
 }
 
 /// A piece's metadata and payload bytes, as read from the store.
-type MetaAndPayload = (Vec<u8>, Vec<u8>);
+type MetaAndPayload = (Vec<u8>, Bytes);
 
 struct Held {
     key: EntryKey,
@@ -368,11 +368,26 @@ impl PieceStore {
                 let len = h.payload_len();
                 let r = range.unwrap_or(0..len);
                 let r = r.start.min(len)..r.end.min(len);
-                Ok(s.read_payload(&h, r)?.map(|p| (h.meta().to_vec(), p)))
+                let meta = h.meta().to_vec();
+                // Mapped from the page cache when it can be (no copy through this process),
+                // else copied; every block verified either way.
+                Ok(match s.read_payload_shared(&h, r.clone())? {
+                    Some(SharedPayload::Mapped(m)) => m
+                        .verify_all()
+                        .map(|(map, want)| (meta, Bytes::from_owner(map).slice(want))),
+                    Some(SharedPayload::Owned(v)) if v.len() as u64 == r.end - r.start => {
+                        Some((meta, Bytes::from(v)))
+                    }
+                    // A copy of part of the range: the rest in one more read.
+                    Some(SharedPayload::Owned(_)) => {
+                        s.read_payload(&h, r)?.map(|p| (meta, Bytes::from(p)))
+                    }
+                    None => None,
+                })
             })
             .await;
         match read {
-            Some(Ok(Some((meta, payload)))) => Some((meta, Bytes::from(payload))),
+            Some(Ok(Some((meta, payload)))) => Some((meta, payload)),
             Some(Err(e)) => {
                 disk.failed("reading a piece", &e);
                 self.lost(piece);
