@@ -30,6 +30,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use ecdn_cluster::auth::{SubChunkTagger, SUB_TAG_LEN};
 use tokio::time::{Instant, Sleep};
 
 /// The unit the link sends at once.
@@ -148,8 +149,13 @@ impl Link {
 /// one buffer, or several in order (a piece's sub-chunks with their tags, without copying them
 /// into one).
 pub struct Paced {
+    /// Parts ready to go, in order.
     rest: VecDeque<Bytes>,
-    /// Bytes in `rest`.
+    /// Sub-chunks still to be tagged, each then followed by its tag.
+    untagged: VecDeque<Bytes>,
+    /// The tagger of `untagged` and the next one's sub-chunk index.
+    tags: Option<(SubChunkTagger, u64)>,
+    /// Bytes still to send, tags to come included.
     left: usize,
     link: Arc<Link>,
     /// The quantum on its way and when it leaves.
@@ -158,14 +164,30 @@ pub struct Paced {
 
 impl Paced {
     pub(in crate::node) fn new(body: Bytes, link: Arc<Link>) -> Paced {
-        Paced::parts(VecDeque::from([body]), link)
+        Paced {
+            left: body.len(),
+            rest: VecDeque::from([body]),
+            untagged: VecDeque::new(),
+            tags: None,
+            link,
+            next: None,
+        }
     }
 
-    /// A body of `parts`, in order.
-    pub(in crate::node) fn parts(parts: VecDeque<Bytes>, link: Arc<Link>) -> Paced {
+    /// A body of sub-chunks `first..` (`subs`, in order), each followed by its tag; a tag is
+    /// computed when its sub-chunk is about to be sent, so the first one leaves without
+    /// waiting for the others' tags.
+    pub(in crate::node) fn tagged(
+        subs: VecDeque<Bytes>,
+        first: u64,
+        tagger: SubChunkTagger,
+        link: Arc<Link>,
+    ) -> Paced {
         Paced {
-            left: parts.iter().map(Bytes::len).sum(),
-            rest: parts,
+            left: subs.iter().map(|s| s.len() + SUB_TAG_LEN).sum(),
+            rest: VecDeque::new(),
+            untagged: subs,
+            tags: Some((tagger, first)),
             link,
             next: None,
         }
@@ -177,8 +199,19 @@ impl Paced {
             return Poll::Ready(self.next.take().map(|(q, _)| q));
         }
         let q = loop {
+            if self.rest.is_empty() {
+                let (Some(sub), Some((tagger, index))) =
+                    (self.untagged.pop_front(), &mut self.tags)
+                else {
+                    return Poll::Ready(None);
+                };
+                let tag = tagger.tag(*index, &sub);
+                *index += 1;
+                self.rest.push_back(sub);
+                self.rest.push_back(Bytes::copy_from_slice(&tag));
+            }
             let Some(front) = self.rest.front_mut() else {
-                return Poll::Ready(None);
+                continue;
             };
             if front.len() > QUANTUM {
                 break front.split_to(QUANTUM);

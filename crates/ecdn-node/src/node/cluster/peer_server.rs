@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ecdn_cluster::auth::{unix_now_ms, SubChunkTagger, Verified};
+use ecdn_cluster::auth::{unix_now_ms, Verified};
 use ecdn_cluster::peer::{read_verified_body, sign_response};
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::replay::ArrivedAt;
@@ -293,10 +293,9 @@ async fn get_piece(
     match sub_chunks {
         Some((first, _)) => {
             let tagger = c.peers.key().sub_chunk_tagger(verified.signature());
-            let parts = tagged(&tagger, first, s as usize, payload);
-            let sent: usize = parts.iter().map(Bytes::len).sum();
-            ClusterStats::add(&c.stats.peer_bytes_sent, sent as u64);
-            let mut r = Response::new(NodeBody::Paced(Paced::parts(parts, c.link.clone())));
+            let body = Paced::tagged(sub_chunks_of(s, payload), first, tagger, c.link.clone());
+            ClusterStats::add(&c.stats.peer_bytes_sent, body.remaining());
+            let mut r = Response::new(NodeBody::Paced(body));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/octet-stream"),
@@ -317,22 +316,12 @@ async fn get_piece(
     }
 }
 
-/// Sub-chunks `first..` of `payload` (of `s` bytes each, the last one shorter), each followed
-/// by its tag: slices of `payload`, not copies.
-fn tagged(tagger: &SubChunkTagger, first: u64, s: usize, payload: Bytes) -> VecDeque<Bytes> {
-    let mut parts = VecDeque::with_capacity(2 * payload.len().div_ceil(s.max(1)));
-    let mut at = 0;
-    for j in first.. {
-        if at >= payload.len() {
-            break;
-        }
-        let sub = payload.slice(at..(at + s.max(1)).min(payload.len()));
-        at += sub.len();
-        let tag = tagger.tag(j, &sub);
-        parts.push_back(sub);
-        parts.push_back(Bytes::copy_from_slice(&tag));
-    }
-    parts
+/// `payload` cut into sub-chunks of `s` bytes (the last one shorter): slices, not copies.
+fn sub_chunks_of(s: u64, payload: Bytes) -> VecDeque<Bytes> {
+    let s = s.max(1) as usize;
+    (0..payload.len().div_ceil(s))
+        .map(|i| payload.slice(i * s..((i + 1) * s).min(payload.len())))
+        .collect()
 }
 
 /// Checks a pushed piece (a trailing frame) against its path and its own checksums, then
