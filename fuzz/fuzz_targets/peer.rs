@@ -4,8 +4,9 @@
 //! something that parses to the same value (trailing frames too), a map that validates answers
 //! every lookup within its servers, no signature made with another key verifies, none made for
 //! another destination (another address or epoch; nor with another nonce) verifies or passes a
-//! gate that does not answer as that destination, a nonce is taken once, and a streamed body
-//! opens only with its own tag. The values nodes and coordinators read from etcd
+//! gate that does not answer as that destination, a nonce is taken once, a streamed body
+//! opens only with its own tag, and a sub-chunk's tag checks only for its own bytes, index and
+//! request. The values nodes and coordinators read from etcd
 //! too: a stored map opens only when sealed with the cluster key (and then re-seals to itself),
 //! and load reports, registrations and the leader's stored state parse or are refused.
 //! EC-Cache's object records (from the coordinator or etcd), the coordinator's object requests
@@ -202,6 +203,26 @@ fuzz_target!(|data: &[u8]| {
     let opened = v.open_body(bytes::Bytes::from(body)).unwrap();
     assert_eq!(&opened[..], data);
     assert!(v.check_body(data).is_err());
+    // Sub-chunk tags (a range answer): the input as a sub-chunk; its tag checks under the key
+    // of the request it answers, at its index, and under nothing else: not another request's
+    // (the same one signed with another key), not another index. The input as a claimed tag
+    // of a fixed sub-chunk checks only if it is that tag.
+    let sig = v.signature();
+    let tags = key.sub_chunk_tagger(sig);
+    let tag = tags.tag(3, data);
+    assert!(tags.check(3, data, &tag));
+    assert!(!tags.check(4, data, &tag));
+    let forged = other
+        .sign_streamed("PUT", &text, to, now, 7)
+        .0
+        .mac()
+        .unwrap();
+    assert!(!other.sub_chunk_tagger(&forged).check(3, data, &tag));
+    assert!(!key.sub_chunk_tagger(&forged).check(3, data, &tag));
+    assert_eq!(
+        tags.check(0, b"sub-chunk", data),
+        data == tags.tag(0, b"sub-chunk")
+    );
 });
 
 /// A destination from the input: its first 6 bytes as an IPv4 address and port, the next 8
