@@ -8,11 +8,12 @@
 //! complete**, in order. An answer that one full window of [`WINDOW_BYTES`] per chunk holds (a
 //! 1 MiB object's) is read in that one window, one request per peer, and starts at its first
 //! stripe (a one-stripe first window cost a second request per peer and a quarter of the hit's
-//! CPU on loopback; but its first byte came 0.6 ms sooner there, 1.3 ms on the test bed). A longer answer's first window is one stripe,
-//! read alone (the answer starts after one sub-chunk's round trip: read-ahead asked beside it
-//! made it wait for the peers' larger reads; one full first window doubled a 16 MiB hit's time
-//! to the first byte); then windows doubling up to [`WINDOW_BYTES`] per chunk, [`READ_AHEAD`]
-//! read ahead of the one being sent (a window's memory is bounded by its size).
+//! CPU on loopback; but its first byte came 0.6 ms sooner there, 1.3 ms on the test bed). A
+//! longer answer's first window is one stripe, read alone (the answer starts after one
+//! sub-chunk's round trip: read-ahead asked beside it made it wait for the peers' larger reads;
+//! one full first window doubled a 16 MiB hit's time to the first byte); then windows doubling
+//! up to [`WINDOW_BYTES`] per chunk, [`READ_AHEAD`] read ahead of the one being sent (a
+//! window's memory is bounded by its size).
 //!
 //! **Delayed parity fetch:** in each window, the time to the first data sub-chunk from a peer
 //! is recorded (this node's own chunk, read locally, does not count); if, that
@@ -691,10 +692,20 @@ pub(super) async fn stream(
                 // Read alone: the peers answer one stripe faster without a larger read
                 // beside it. The one full window of a short answer starts it at its first
                 // stripe, and the rest of it follows as the first window in flight.
-                let whole = !steps.iter().any(|s| matches!(s, Step::Window(..)));
+                let only = !steps.iter().any(|s| matches!(s, Step::Window(..)));
                 let mut first = start_window(st, c, &obj, s.clone(), b.clone(), &decoded);
-                let got = if whole {
+                let got = if only {
                     match first.recv().await {
+                        // Its first stripe was all of it (a one-stripe answer): no rest.
+                        Some(WindowOut::Bytes(bytes))
+                            if bytes.iter().map(|b| b.len() as u64).sum::<u64>()
+                                >= b.end - b.start =>
+                        {
+                            match first.recv().await {
+                                Some(WindowOut::Done) => Some((bytes, true)),
+                                _ => None,
+                            }
+                        }
                         Some(WindowOut::Bytes(bytes)) => Some((bytes, false)),
                         Some(WindowOut::Done) => Some((Vec::new(), true)),
                         None => None,
