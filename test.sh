@@ -17,9 +17,6 @@ cd "$(dirname "$0")"
 # The system packages and moto's S3 server the tests need (the list, and why each, is there).
 tools/install-test-deps.sh
 
-# CI builds once: incremental state would only double the build's size on disk.
-[ "${CI:-}" != true ] || export CARGO_INCREMENTAL=0
-
 # Every target builds (benches and examples included), and so does the fuzz crate.
 if [ "$#" -eq 0 ]; then
   cargo build --workspace --all-targets

@@ -785,16 +785,13 @@ impl Store {
         {
             return corrupt;
         }
-        let prefix_len = h.prefix_len() as usize;
-        let mut prefix = head.split_off(HEADER_LEN as usize);
-        if prefix.len() >= prefix_len {
-            prefix.truncate(prefix_len);
-        } else {
-            let have = prefix.len() as u64;
-            prefix.resize(prefix_len, 0);
-            let at = (off + HEADER_LEN + have) % self.capacity;
-            self.read_ring(at, &mut prefix[have as usize..])?;
+        let end = (HEADER_LEN + h.prefix_len()) as usize;
+        if head.len() < end {
+            let have = head.len();
+            head.resize(end, 0);
+            self.read_ring((off + have as u64) % self.capacity, &mut head[have..])?;
         }
+        let prefix = &head[HEADER_LEN as usize..end];
         let kl = kb.len();
         let ml = h.meta_len as usize;
         if &prefix[..kl] != kb
@@ -806,8 +803,7 @@ impl Store {
             .chunks_exact(4)
             .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
             .collect();
-        prefix.truncate(kl + ml);
-        prefix.drain(..kl);
+        let meta = prefix[kl..kl + ml].to_vec();
         Ok(Opened::Hit(EntryHandle {
             key: key.clone(),
             seq,
@@ -815,7 +811,7 @@ impl Store {
             payload_len: h.payload_len,
             block_shift: h.block_shift,
             blocks,
-            meta: prefix,
+            meta,
         }))
     }
 

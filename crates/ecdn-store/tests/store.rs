@@ -155,6 +155,31 @@ fn entries_straddle_the_end_and_survive_restart() {
 }
 
 #[test]
+fn an_entry_whose_prefix_outgrows_the_first_read_opens_whole() {
+    // The store opens an entry with one read of its first 16 KiB; metadata of 20,000 bytes
+    // (and a block table) takes a second read, across the ring's end too.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let c = cfg(&path, 64 * 1024, 512);
+    let mut s = Store::open(c.clone()).unwrap();
+    let meta: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
+    for round in 0..3u8 {
+        let key = obj(&format!("big{round}"));
+        s.put(&key, &meta, &payload(round, 30_000)).unwrap();
+        assert_eq!(
+            s.get(&key).unwrap(),
+            Some(entry(&meta, payload(round, 30_000)))
+        );
+    }
+    drop(s);
+    let mut s = Store::open(c).unwrap();
+    assert_eq!(
+        s.get(&obj("big2")).unwrap(),
+        Some(entry(&meta, payload(2, 30_000)))
+    );
+}
+
+#[test]
 fn restart_keeps_contents_versions_and_removals() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ring");

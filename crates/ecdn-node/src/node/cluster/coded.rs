@@ -326,16 +326,16 @@ async fn read_chunk(
             &obj.key,
             Some((stripes.start, stripes.end)),
         );
-        match c.peer_get(server, &path).await {
-            // Its sub-chunks' tags are keyed to the request's signature.
-            Some(resp)
-                if resp.status() == StatusCode::OK
-                    && resp.extensions().get::<SentSignature>().is_some() =>
-            {
-                cut.tags = resp
-                    .extensions()
-                    .get::<SentSignature>()
-                    .map(|sent| c.peers.key().sub_chunk_tagger(&sent.0));
+        let answer = c.peer_get(server, &path).await;
+        // The signature the request was sent with (the client keeps it with the answer): the
+        // key of its sub-chunks' tags.
+        let sent = answer
+            .as_ref()
+            .and_then(|r| r.extensions().get::<SentSignature>());
+        let tags = sent.map(|sent| c.peers.key().sub_chunk_tagger(&sent.0));
+        match (answer, tags) {
+            (Some(resp), Some(tags)) if resp.status() == StatusCode::OK => {
+                cut.tags = Some(tags);
                 let deadline = tokio::time::Instant::now() + c.peer_timeout * 4;
                 let mut body = resp.into_body();
                 while let Ok(Some(Ok(frame))) =
@@ -696,16 +696,6 @@ pub(super) async fn stream(
                 let mut first = start_window(st, c, &obj, s.clone(), b.clone(), &decoded);
                 let got = if only {
                     match first.recv().await {
-                        // Its first stripe was all of it (a one-stripe answer): no rest.
-                        Some(WindowOut::Bytes(bytes))
-                            if bytes.iter().map(|b| b.len() as u64).sum::<u64>()
-                                >= b.end - b.start =>
-                        {
-                            match first.recv().await {
-                                Some(WindowOut::Done) => Some((bytes, true)),
-                                _ => None,
-                            }
-                        }
                         Some(WindowOut::Bytes(bytes)) => Some((bytes, false)),
                         Some(WindowOut::Done) => Some((Vec::new(), true)),
                         None => None,

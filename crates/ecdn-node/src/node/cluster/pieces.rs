@@ -375,12 +375,17 @@ impl PieceStore {
                     Some(SharedPayload::Mapped(m)) => m
                         .verify_all()
                         .map(|(map, want)| (meta, Bytes::from_owner(map).slice(want))),
-                    Some(SharedPayload::Owned(v)) if v.len() as u64 == r.end - r.start => {
+                    // A copy, of the range's start only when it is long: the rest in one more
+                    // read.
+                    Some(SharedPayload::Owned(mut v)) => {
+                        let done = r.start + v.len() as u64;
+                        if done < r.end {
+                            let Some(rest) = s.read_payload(&h, done..r.end)? else {
+                                return Ok(None);
+                            };
+                            v.extend_from_slice(&rest);
+                        }
                         Some((meta, Bytes::from(v)))
-                    }
-                    // A copy of part of the range: the rest in one more read.
-                    Some(SharedPayload::Owned(_)) => {
-                        s.read_payload(&h, r)?.map(|p| (meta, Bytes::from(p)))
                     }
                     None => None,
                 })
