@@ -58,7 +58,7 @@ use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::{decode_range_with, ObjectLayout};
 use http_body_util::BodyExt;
 use hyper::StatusCode;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::super::body::{Chunk, Piece};
@@ -91,6 +91,48 @@ pub(super) struct CodedObject {
     /// An EC-Cache object's read: late binding instead of data first (see the module
     /// documentation).
     pub(super) late: Option<Arc<LateBinding>>,
+    /// What the chunks' servers answered this read (see [`Heard`]).
+    pub(super) heard: Heard,
+}
+
+/// What the servers of a read's chunks said by answering it: per chunk asked of a peer,
+/// whether its source holds it (a `200`) or not (a `404`). A chunk read from this node, not
+/// asked, or whose answer never came has no entry. The serving node's check that every
+/// target holds its chunk (`read.rs`) takes these answers instead of asking those servers
+/// again.
+#[derive(Debug, Default)]
+pub(super) struct Heard(Mutex<Vec<(usize, bool)>>);
+
+impl Heard {
+    fn record(&self, chunk: usize, held: bool) {
+        let mut heard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match heard.iter_mut().find(|(c, _)| *c == chunk) {
+            // A chunk lacking once is lacking: a later window's answer does not undo it.
+            Some((_, h)) => *h &= held,
+            None => heard.push((chunk, held)),
+        }
+    }
+
+    /// Whether the source of `chunk` said it holds it (`None`: it said nothing).
+    pub(super) fn of(&self, chunk: usize) -> Option<bool> {
+        let heard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        heard.iter().find(|(c, _)| *c == chunk).map(|&(_, h)| h)
+    }
+}
+
+/// Work beside a read that needs the read's outcome (the check that every target holds its
+/// chunk, `read.rs`): a task started with the read, told when the read is over, and awaited
+/// before the answer ends.
+pub(super) struct Finish {
+    pub(super) task: JoinHandle<()>,
+    pub(super) read_over: oneshot::Sender<()>,
+}
+
+impl Finish {
+    async fn run(self) {
+        let _ = self.read_over.send(());
+        let _ = self.task.await;
+    }
 }
 
 /// How an EC-Cache object is read (§4.3; see the module documentation).
@@ -156,6 +198,7 @@ impl CodedObject {
             supplied: self.supplied.clone(),
             hoc: self.hoc.clone(),
             late: self.late.clone(),
+            heard: Heard::default(),
         }
     }
 
@@ -333,6 +376,11 @@ async fn read_chunk(
             .as_ref()
             .and_then(|r| r.extensions().get::<SentSignature>());
         let tags = sent.map(|sent| c.peers.key().sub_chunk_tagger(&sent.0));
+        match answer.as_ref().map(|r| r.status()) {
+            Some(StatusCode::OK) => obj.heard.record(chunk, true),
+            Some(StatusCode::NOT_FOUND) => obj.heard.record(chunk, false),
+            _ => {}
+        }
         match (answer, tags) {
             (Some(resp), Some(tags)) if resp.status() == StatusCode::OK => {
                 cut.tags = Some(tags);
@@ -647,15 +695,15 @@ async fn collect_window(rx: &mut mpsc::Receiver<WindowOut>) -> Option<Vec<Bytes>
 /// being sent. The first window (one stripe) is read before this returns (`None` if it cannot
 /// be: the caller treats the request as a miss); the rest is sent on the returned channel,
 /// which closes without [`Chunk::Done`] if a later window fails. `finish`, work that runs
-/// beside the read (the check that every target holds its chunk), is awaited before the
-/// answer ends.
+/// beside the read (the check that every target holds its chunk), is told when the read is
+/// over and awaited before the answer ends.
 pub(super) async fn stream(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     obj: Arc<CodedObject>,
     pieces: Vec<Piece>,
     decoded: Arc<AtomicBool>,
-    finish: Option<JoinHandle<()>>,
+    mut finish: Option<Finish>,
 ) -> Option<(VecDeque<Bytes>, Option<mpsc::Receiver<Chunk>>)> {
     // The steps: text, or a window of object bytes.
     enum Step {
@@ -704,8 +752,8 @@ pub(super) async fn stream(
                     collect_window(&mut first).await.map(|b| (b, true))
                 };
                 let Some((bytes, done)) = got else {
-                    if let Some(f) = &finish {
-                        f.abort();
+                    if let Some(f) = finish.take() {
+                        f.task.abort();
                     }
                     return None;
                 };
@@ -738,7 +786,7 @@ pub(super) async fn stream(
     }
     if steps.is_empty() {
         if let Some(f) = finish {
-            let _ = f.await;
+            f.run().await;
         }
         return Some((ready, None));
     }
@@ -805,7 +853,7 @@ pub(super) async fn stream(
             }
         }
         if let Some(f) = finish {
-            let _ = f.await;
+            f.run().await;
         }
         let _ = tx.send(Chunk::Done).await;
     });

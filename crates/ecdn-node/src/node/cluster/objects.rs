@@ -572,6 +572,7 @@ pub(super) fn plan_read(
             spare,
             ..LateBinding::default()
         })),
+        heard: Default::default(),
     })
 }
 

@@ -33,6 +33,7 @@ use ecdn_codec::ObjectLayout;
 use ecdn_placement::pieces::NO_SERVER;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
+use tokio::sync::oneshot;
 
 use super::super::body::{LiveBody, NodeBody};
 use super::super::disk::stored_response;
@@ -270,25 +271,107 @@ async fn ask_placed(c: &Arc<Cluster>, key: &CacheKey, coded: bool, here: &Holder
     let bucket = map.bucket_of(super::object_id(&key.key));
     let (mut placed, mut walk) = (Vec::new(), Vec::new());
     map.pieces(bucket, coded, &mut placed, &mut walk);
-    let mut servers: Vec<usize> = placed.iter().map(|p| p.server).collect();
+    let servers: Vec<usize> = placed.iter().map(|p| p.server).collect();
+    let mut holders = vec![Holder {
+        server: here.server,
+        held: here.held.clone(),
+    }];
+    holders.extend(ask_servers(c, &key.key, servers).await);
+    holders
+}
+
+/// What `servers` hold of `key` (those available, but this node), asked at once; a server that
+/// does not answer holds nothing.
+async fn ask_servers(c: &Arc<Cluster>, key: &str, mut servers: Vec<usize>) -> Vec<Holder> {
+    let map = c.map.current();
     servers.sort_unstable();
     servers.dedup();
     servers.retain(|&s| s != c.id && map.is_available(s));
     let mut asks = tokio::task::JoinSet::new();
     for s in servers {
-        let (c, k) = (c.clone(), key.key.clone());
+        let (c, k) = (c.clone(), key.to_string());
         asks.spawn(async move { (s, ask_has(&c, s, &k).await) });
     }
-    let mut holders = vec![Holder {
-        server: here.server,
-        held: here.held.clone(),
-    }];
+    let mut holders = Vec::new();
     while let Some(r) = asks.join_next().await {
         if let Ok((server, answer)) = r {
             let held = answer.map_or_else(Vec::new, |(_, h)| h);
             holders.push(Holder { server, held });
         }
     }
+    holders
+}
+
+/// [`ask_placed`] for a read from the presumed holders, told the read's answers: the servers
+/// whose only assigned pieces are data chunks the read asks of them are not asked again
+/// (`heard`, once `read_over`: a `200` holds its chunk). The others are asked beside the read,
+/// and so is any server the read did not hear from, or heard lacks its chunk. When what was
+/// heard leaves the object with K distinct chunks or fewer, the servers heard are asked too,
+/// for every piece they hold, so the protection counted is the one the full answers give.
+async fn ask_placed_beside(
+    c: &Arc<Cluster>,
+    key: &CacheKey,
+    obj: &CodedObject,
+    here: &Holder,
+    read_over: oneshot::Receiver<()>,
+) -> Vec<Holder> {
+    let map = c.map.current();
+    let bucket = map.bucket_of(super::object_id(&key.key));
+    let (mut placed, mut walk) = (Vec::new(), Vec::new());
+    map.pieces(bucket, true, &mut placed, &mut walk);
+    let k = obj.layout.k();
+    // A piece the read answers: a data chunk read from its assigned server, a peer.
+    let read = |chunk: usize, server: usize| {
+        chunk < k && server != c.id && obj.sources.get(chunk) == Some(&Some(server))
+    };
+    let (mut heard_from, mut others): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+    for p in &placed {
+        if read(p.chunk, p.server) {
+            heard_from.push(p.server);
+        } else {
+            others.push(p.server);
+        }
+    }
+    heard_from.retain(|s| !others.contains(s) && map.is_available(*s));
+    heard_from.sort_unstable();
+    heard_from.dedup();
+    let asked = ask_servers(c, &key.key, others);
+    // (A read dropped before its end has heard what it heard: the rest is asked.)
+    let (mut holders, _) = tokio::join!(asked, read_over);
+    holders.insert(
+        0,
+        Holder {
+            server: here.server,
+            held: here.held.clone(),
+        },
+    );
+    let (mut sure, mut ask) = (Vec::new(), Vec::new());
+    for s in heard_from {
+        let chunks: Vec<usize> = placed
+            .iter()
+            .filter(|p| p.server == s)
+            .map(|p| p.chunk)
+            .collect();
+        if chunks.iter().all(|&ch| obj.heard.of(ch) == Some(true)) {
+            sure.push(Holder {
+                server: s,
+                held: chunks
+                    .iter()
+                    .map(|&ch| PieceName::Chunk(ch as u16))
+                    .collect(),
+            });
+        } else {
+            ask.push(s);
+        }
+    }
+    let heard: Vec<usize> = sure.iter().map(|h| h.server).collect();
+    holders.extend(sure);
+    if distinct_chunks(c, &holders) <= k {
+        // Every piece the servers heard hold may count: ask them.
+        holders.retain(|h| !heard.contains(&h.server));
+        ask.extend(heard);
+    }
+    holders.extend(ask_servers(c, &key.key, ask).await);
     holders
 }
 
@@ -299,19 +382,8 @@ fn count_protection(c: &Cluster, holders: &[Holder], coded: bool, once: &AtomicB
     if once.swap(true, Ordering::Relaxed) {
         return;
     }
-    let (k, p) = (c.cfg.k, c.cfg.p);
     let protected = if coded {
-        let mut chunks: Vec<u16> = holders
-            .iter()
-            .flat_map(|h| &h.held)
-            .filter_map(|piece| match piece {
-                PieceName::Chunk(ch) if usize::from(*ch) < k + p => Some(*ch),
-                _ => None,
-            })
-            .collect();
-        chunks.sort_unstable();
-        chunks.dedup();
-        chunks.len() > k
+        distinct_chunks(c, holders) > c.cfg.k
     } else {
         let mut servers: Vec<usize> = holders
             .iter()
@@ -323,6 +395,22 @@ fn count_protection(c: &Cluster, holders: &[Holder], coded: bool, once: &AtomicB
         servers.len() >= 2
     };
     c.stats.cached_read(coded, protected);
+}
+
+/// How many of the object's chunks `holders` hold between them.
+fn distinct_chunks(c: &Cluster, holders: &[Holder]) -> usize {
+    let total = c.cfg.k + c.cfg.p;
+    let mut chunks: Vec<u16> = holders
+        .iter()
+        .flat_map(|h| &h.held)
+        .filter_map(|piece| match piece {
+            PieceName::Chunk(ch) if usize::from(*ch) < total => Some(*ch),
+            _ => None,
+        })
+        .collect();
+    chunks.sort_unstable();
+    chunks.dedup();
+    chunks.len()
 }
 
 /// A signed answer of node `server` to `GET path`, of at most `limit` bytes, its signature and
@@ -395,6 +483,7 @@ pub(super) async fn whole_object(
         supplied: Vec::new(),
         hoc: None,
         late: None,
+        heard: Default::default(),
     };
     let decoded = Arc::new(AtomicBool::new(false));
     coded::read_all(st, c, Arc::new(obj), decoded).await
@@ -645,6 +734,7 @@ async fn coded_hit(
         supplied: Vec::new(),
         hoc: None,
         late: None,
+        heard: Default::default(),
     };
     if found < k {
         ClusterStats::add(&c.stats.partial_hits, 1);
@@ -719,8 +809,9 @@ async fn coded_hit(
             server: holders[0].server,
             held: holders[0].held.clone(),
         };
-        ecdn_cluster::peer::spawn_traced(async move {
-            let placed = ask_placed(&c, &key, true, &here).await;
+        let (read_over, over) = oneshot::channel();
+        let task = ecdn_cluster::peer::spawn_traced(async move {
+            let placed = ask_placed_beside(&c, &key, &obj, &here, over).await;
             count_protection(&c, &placed, true, &once);
             let lack = lacking(&c, &key, true, &placed);
             if !lack.iter().any(|&l| l) {
@@ -731,7 +822,8 @@ async fn coded_hit(
                 ClusterStats::add(&c.stats.repairs, 1);
                 write::place(&st, &c, &StoredResponse { body, ..e }, Some(&lack)).await;
             }
-        })
+        });
+        coded::Finish { task, read_over }
     });
     let streamed = coded::stream(st, c, obj, pieces, decoded.clone(), finish).await;
     let Some((ready, rest)) = streamed else {
