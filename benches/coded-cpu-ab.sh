@@ -4,6 +4,7 @@
 # --threshold 128KiB or the same objects replicated with --threshold 64MiB), one client and 16.
 #
 #   benches/coded-cpu-ab.sh BEFORE_BINARY AFTER_BINARY [ROUNDS]
+#   ROUTING=bucket benches/coded-cpu-ab.sh ...   # both builds with --routing bucket
 #
 # Prints one row per size, clients, scheme and build: CPU seconds per GiB served (all node
 # processes), requests per second, and the download p50 of piece hits (ms), each round; then
@@ -12,6 +13,8 @@ set -euo pipefail
 before=${1:?before binary}
 after=${2:?after binary}
 rounds=${3:-3}
+routing=()
+[ -n "${ROUTING:-}" ] && routing=(--routing "$ROUTING")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for r in $(seq 1 "$rounds"); do
@@ -29,7 +32,7 @@ for r in $(seq 1 "$rounds"); do
           threshold=128KiB
           [ "$scheme" = replicated ] && threshold=64MiB
           "$b" cluster demo --nodes 6 --scheme c2dn --sizes "fixed:$size" --hoc-size 1 \
-            --concurrency "$clients" --threshold "$threshold" --no-kill "${shape[@]}" --json \
+            --concurrency "$clients" --threshold "$threshold" --no-kill "${shape[@]}" "${routing[@]}" --json \
             2>"$out/err" | tail -1 >"$out/$v-$size-$clients-$scheme-$r.json" ||
             { cat "$out/err" >&2; exit 1; }
         done

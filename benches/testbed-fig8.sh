@@ -4,6 +4,7 @@
 # client behind a link of the same rate. Two rounds, coded and replicated alternated.
 #
 #   benches/testbed-fig8.sh [LINKS] [ROUNDS]      # LINKS: comma-separated, default 1gbit,10gbit
+#   ROUTING=bucket benches/testbed-fig8.sh ...    # the demo's --routing (default round-robin)
 #
 # Needs root (the bed) and a release build (cargo build --release -p ecdn). Prints one row per
 # link, size, round and scheme: p50 / p90 / p99 in ms of TTFB and download of piece hits (hits
@@ -12,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 links=${1:-1gbit,10gbit}
 rounds=${2:-2}
+routing=${ROUTING:-round-robin}
 ecdn=./target/release/ecdn
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -28,7 +30,7 @@ for link in ${links//,/ }; do
         [ "$scheme" = replicated ] && threshold=64MiB
         "$ecdn" cluster demo --nodes 6 --scheme c2dn --sizes "fixed:$size" --hoc-size 1 \
           --concurrency 1 --threshold "$threshold" --no-kill "${shape[@]}" \
-          --testbed "$link" --json 2>"$out/err" | tail -1 >"$out/$link-$size-$r-$scheme.json" ||
+          --routing "$routing" --testbed "$link" --json 2>"$out/err" | tail -1 >"$out/$link-$size-$r-$scheme.json" ||
           { cat "$out/err" >&2; exit 1; }
       done
     done

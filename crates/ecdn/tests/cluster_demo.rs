@@ -209,6 +209,39 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
     }
 }
 
+/// `--routing bucket` sends every request to its bucket's serving node, as C2DN's load
+/// balancer does: no node relays one (round-robin over four nodes, most requests are relayed).
+#[test]
+fn routed_by_bucket_no_request_is_relayed() {
+    let (r, v) = demo(
+        &small(&[
+            "--nodes",
+            "4",
+            "--requests",
+            "600",
+            "--no-kill",
+            "--routing",
+            "bucket",
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
+    assert_eq!(v["wrong_bytes"], 0);
+    assert_eq!(
+        v["balancing"],
+        "by bucket, to its serving node in the coordinator's map"
+    );
+    let relayed: u64 = v["node_stats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["relayed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(relayed, 0, "{}", v["node_stats"]);
+    // Every node served requests (each serves its buckets).
+    assert!(v["ttfb_ms"]["coded"]["samples"].as_u64().unwrap() > 0);
+}
+
 #[test]
 fn six_nodes_lose_one_at_half_time_and_fail_no_request() {
     let (r, v) = demo(

@@ -2,7 +2,8 @@
 //!
 //! It replays the trace in order with `--concurrency` workers. Requests are handed out one at
 //! a time by the [`Dispenser`], which spreads them **round-robin** over the live nodes (the
-//! n-th request handed out goes to live node n mod |live|) and carries out the kill schedule:
+//! n-th request handed out goes to live node n mod |live|), or with `--routing bucket` to each
+//! one's bucket's serving node ([`super::routing`]), and carries out the kill schedule:
 //! before it hands out request `at` of a [`Kill`], it kills that node's process (SIGKILL) and
 //! takes it out of the rotation, so every request from `at` on is issued after the kill.
 //! With `--rebalance-every N` it also stops before every N-th request until the requests in
@@ -67,6 +68,10 @@ pub enum Next {
 /// What applies a network fault to the test bed.
 pub type Faulter = Box<dyn FnMut(&Fault) + Send>;
 
+/// Picks the node of request `index` among the live ones (`--routing bucket`, see
+/// [`super::routing`]); `None` leaves it to the round-robin.
+pub type Router = Box<dyn Fn(u64, &[usize]) -> Option<usize> + Send>;
+
 /// Hands out the requests in trace order, round-robin over the live nodes, kills nodes on
 /// schedule (`killer` is called with the node, under the dispenser's lock) and stops for the
 /// rebalances and the returns of restarted nodes.
@@ -96,6 +101,7 @@ pub struct Dispenser<K: FnMut(usize)> {
     faults: Vec<Fault>,
     faults_done: usize,
     faulter: Option<Faulter>,
+    router: Option<Router>,
 }
 
 /// Whether a stop every `every` requests (0: never) falls before request `next`, not handed
@@ -130,7 +136,15 @@ impl<K: FnMut(usize)> Dispenser<K> {
             faults: Vec::new(),
             faults_done: 0,
             faulter: None,
+            router: None,
         }
+    }
+
+    /// Sends each request where `router` says, instead of round-robin (a node it names that
+    /// is not live gets none: the round-robin's node does).
+    pub fn with_router(mut self, router: Router) -> Self {
+        self.router = Some(router);
+        self
     }
 
     /// Applies the network faults of `faults` (sorted by `at`) with `faulter` before their
@@ -207,7 +221,12 @@ impl<K: FnMut(usize)> Dispenser<K> {
         }
         let index = self.next;
         self.next += 1;
-        let node = self.live[(index % self.live.len() as u64) as usize];
+        let node = self
+            .router
+            .as_ref()
+            .and_then(|r| r(index, &self.live))
+            .filter(|n| self.live.contains(n))
+            .unwrap_or(self.live[(index % self.live.len() as u64) as usize]);
         self.in_flight += 1;
         Next::Request(Assignment { index, node })
     }
@@ -710,6 +729,29 @@ mod tests {
         );
         assert_eq!(d.live, vec![0, 2]);
         assert_eq!(d.next_request(), Next::Done);
+    }
+
+    /// A router names each request's node; one it names that was killed gets the round-robin's
+    /// node instead.
+    #[test]
+    fn a_router_picks_the_node_unless_it_is_dead() {
+        let kills = kills(
+            &[KillSpec {
+                node: 2,
+                fraction: 0.5,
+            }],
+            3,
+            6,
+        )
+        .unwrap();
+        let mut d = Dispenser::new(6, 3, kills, |_| {}).with_router(Box::new(|_, _| Some(2)));
+        let mut seen = Vec::new();
+        while let Next::Request(a) = d.next_request() {
+            d.finished();
+            seen.push(a.node);
+        }
+        // Node 2 until its kill before request 3; then round-robin over nodes 0 and 1.
+        assert_eq!(seen, vec![2, 2, 2, 1, 0, 1]);
     }
 
     #[test]

@@ -34,6 +34,7 @@ pub mod driver;
 pub mod procs;
 pub mod report;
 pub mod restart;
+pub mod routing;
 pub mod schedule;
 mod sim;
 
@@ -87,7 +88,8 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
     ecdn cluster demo --trace t.oracleGeneral.bin --max-requests 50000\n  \
     ecdn cluster demo --sizes fixed:1MiB --objects 200 --json     # Fig. 8, coded\n  \
     ecdn cluster demo --sizes fixed:1MiB --objects 200 --threshold 2MiB --json  # replicated\n\n\
-    The load driver spreads requests round-robin over the live nodes; a request whose \
+    The load driver spreads requests round-robin over the live nodes (--routing bucket: to \
+    each request's bucket's serving node, as C2DN's own load balancer does); a request whose \
     connection fails (refused or reset before the answer, or broken mid-body) is retried \
     once on the next live node. --kill \
     NODE@FRACTION SIGKILLs that node once FRACTION of the requests were issued; it leaves \
@@ -224,6 +226,12 @@ pub struct DemoArgs {
     /// a WAN). The measured times are reported as well.
     #[arg(long, value_name = "RATES")]
     client_link: Option<String>,
+    /// Where the load balancer sends a request: `round-robin` over the live nodes (a node
+    /// relays a request for a bucket it does not serve to the node that does, as an anycast
+    /// CDN's servers do), or `bucket`: to the bucket's serving node in the coordinator's map,
+    /// fetched every 250 ms, as C2DN's prototype's DNS-based local load balancer does (§2).
+    #[arg(long, value_enum, default_value_t = routing::Routing::RoundRobin)]
+    routing: routing::Routing,
     /// Keep the run's directory (cluster file, logs, disk files) and print where it is.
     #[arg(long)]
     keep_dir: bool,
@@ -519,7 +527,7 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
     }
     eprintln!(
         "cluster up in {:.2} s: origin {}, coordinator {}, {} nodes (HOC {}, disk {} each); \
-         replaying {} requests with {} workers, round-robin over the live nodes",
+         replaying {} requests with {} workers, {}",
         t.elapsed().as_secs_f64(),
         layout.origin,
         layout.coordinator,
@@ -527,7 +535,8 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         format_size(plan.hoc_size),
         format_size(plan.disk_size),
         plan.trace.len(),
-        a.concurrency
+        a.concurrency,
+        a.routing.describe()
     );
     let progress = crate::args::progress_bar(
         Some(plan.trace.len() as u64),
@@ -542,8 +551,17 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
             progress.suspend(|| eprintln!("killed node {node} (SIGKILL)"));
         })
     };
+    let requests: Vec<(u64, u64)> = plan.trace.iter().map(|r| (r.id, r.size)).collect();
+    let mut dispenser = Dispenser::new(plan.trace.len() as u64, n, plan.kills.clone(), killer);
+    if a.routing == routing::Routing::Bucket {
+        let router = routing::BucketRouter::start(cfg, &requests)
+            .await
+            .map_err(anyhow::Error::msg)
+            .context("--routing bucket: the coordinator's map")?;
+        dispenser = dispenser.with_router(Box::new(move |i, live| router.pick(i, live)));
+    }
     let dispenser: SharedDispenser = Arc::new(Mutex::new(
-        Dispenser::new(plan.trace.len() as u64, n, plan.kills.clone(), killer)
+        dispenser
             .with_rebalances(a.rebalance_every)
             .with_repairs(if plan.repair_rate > 0 {
                 a.repair_every
@@ -605,7 +623,7 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         })
     };
     let work = Arc::new(Work {
-        requests: plan.trace.iter().map(|r| (r.id, r.size)).collect(),
+        requests,
         nodes: layout.nodes.iter().map(|(c, _)| *c).collect(),
         dispenser,
         timeout: plan.request_timeout,
@@ -799,7 +817,7 @@ fn build_report(
         requests: t.requests,
         concurrency: a.concurrency,
         window: plan.window,
-        balancing: "round-robin over live nodes",
+        balancing: a.routing.describe(),
         failed_requests: t.failed,
         wrong_bytes: t.wrong_bytes,
         retried_before_response: t.retried_before_response,
