@@ -5,8 +5,8 @@
 //! every lookup within its servers, no signature made with another key verifies, none made for
 //! another destination (another address or epoch; nor with another nonce) verifies or passes a
 //! gate that does not answer as that destination, a nonce is taken once, a streamed body
-//! opens only with its own tag, and a sub-chunk's tag checks only for its own bytes, index and
-//! request. The values nodes and coordinators read from etcd
+//! opens only with its own tag, a sub-chunk's tag checks only for its own bytes, index and
+//! request, and a relayed answer's body passes no byte without its tag, however it arrives. The values nodes and coordinators read from etcd
 //! too: a stored map opens only when sealed with the cluster key (and then re-seals to itself),
 //! and load reports, registrations and the leader's stored state parse or are refused.
 //! EC-Cache's object records (from the coordinator or etcd), the coordinator's object requests
@@ -22,6 +22,7 @@ use ecdn_cluster::coordinator::objects::{ObjectOp, GET_PATH, UPDATE_PATH};
 use ecdn_cluster::coordinator::Heartbeat;
 use ecdn_cluster::etcd::{open_map, seal_map, LoadReport, Registration};
 use ecdn_cluster::piece::PieceMeta;
+use ecdn_cluster::relayed;
 use ecdn_cluster::replay::Gate;
 use ecdn_cluster::wire::{self, PeerPath};
 use ecdn_cluster::BucketMap;
@@ -223,6 +224,38 @@ fuzz_target!(|data: &[u8]| {
         tags.check(0, b"sub-chunk", data),
         data == tags.tag(0, b"sub-chunk")
     );
+    // A relayed answer's body from the input, fed whole and byte by byte: the same bytes pass
+    // and the same error ends both; arbitrary input never ends well (no tag is guessed), and a
+    // body the writer made from the input passes whole.
+    let read = |step: usize| {
+        let mut r = relayed::SegmentReader::new(tags.clone());
+        let mut passed = Vec::new();
+        for piece in data.chunks(step) {
+            let mut out = Vec::new();
+            let pushed = r.push(bytes::Bytes::copy_from_slice(piece), &mut out);
+            passed.extend(out.iter().flat_map(|b| b.iter().copied()));
+            if let Err(e) = pushed {
+                return (passed, Err(e));
+            }
+        }
+        (passed, Ok(r.ended()))
+    };
+    let (whole, by_bytes) = (read(data.len().max(1)), read(1));
+    assert_eq!(whole, by_bytes);
+    assert!(whole.0.is_empty() && whole.1 != Ok(true));
+    let mut w = relayed::SegmentWriter::new(tags.clone());
+    let mut wire_body = Vec::new();
+    let mut segs = Vec::new();
+    w.segments(bytes::Bytes::copy_from_slice(data), &mut segs);
+    segs.push(w.end());
+    for b in segs {
+        wire_body.extend_from_slice(&b);
+    }
+    let mut r = relayed::SegmentReader::new(tags.clone());
+    let mut out = Vec::new();
+    r.push(bytes::Bytes::from(wire_body), &mut out).unwrap();
+    assert!(r.ended());
+    assert_eq!(out.concat(), data);
 });
 
 /// A destination from the input: its first 6 bytes as an IPv4 address and port, the next 8

@@ -20,6 +20,8 @@
 //!   the object size and a checksum of every sub-chunk.
 //! * [`wire`] — the peer requests' paths (which piece of which object) and the frame a piece
 //!   travels in.
+//! * [`relayed`] — a relayed answer's head tag and tagged body segments, so a relaying node
+//!   passes on only what the serving node sent.
 //! * [`peer`] — the signed, pooled HTTP/1.1 [`PeerClient`] (its errors say refused, reset or
 //!   timed out, so a caller fails over at once) and the receiving side's checks.
 //! * [`coordinator`] — `ecdn coordinator`, the embedded control plane: heartbeats with write
@@ -45,6 +47,7 @@ pub mod map;
 pub mod objects;
 pub mod peer;
 pub mod piece;
+pub mod relayed;
 pub mod replay;
 pub mod wire;
 

@@ -974,6 +974,65 @@ async fn a_peer_answers_sub_chunks_each_with_a_tag_keyed_to_the_request() {
     c.stop_all().await;
 }
 
+/// A node's answer to a relayed request carries a tag of its head, keyed to the relay request,
+/// and its body as tagged segments with an end: the relaying node checks both before it
+/// passes a byte on (`ecdn_cluster::relayed`). The object comes back whole, and the same
+/// answer read with another request's key, or with a header changed, is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relayed_answer_is_tagged_head_and_body() {
+    use ecdn_cluster::relayed::{self, SegmentReader};
+    let c = TestCluster::start(4, "c2dn", 3, 1).await;
+    let (id, size) = (4343u64, 700_000u64);
+    store_all(&c, &[(id, size)]).await;
+    let client = PeerClient::new(ClusterKey::new(KEY.as_bytes()));
+    let host = (
+        hyper::header::HOST,
+        hyper::header::HeaderValue::from_static("cdn.test"),
+    );
+    let r = client
+        .send(
+            c.peer(1),
+            Method::GET,
+            &wire::relay_path(&uri(id, size)),
+            Bytes::new(),
+            &[host],
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let sent = r
+        .extensions()
+        .get::<ecdn_cluster::peer::SentSignature>()
+        .copied()
+        .unwrap();
+    let k = ClusterKey::new(KEY.as_bytes());
+    let tagger = k.sub_chunk_tagger(&sent.0);
+    // The length travels tagged, in its own header: the body on the wire is longer.
+    assert!(r.headers().get("content-length").is_none());
+    let kept = relayed::check_head(&tagger, r.status(), r.headers()).unwrap();
+    assert_eq!(kept.get("content-length").unwrap(), &size.to_string());
+    assert!(relayed::check_head(&k.sub_chunk_tagger(&[0; 32]), r.status(), r.headers()).is_err());
+    let mut changed = r.headers().clone();
+    changed.insert("x-cache", hyper::header::HeaderValue::from_static("MISS"));
+    assert!(relayed::check_head(&tagger, r.status(), &changed).is_err());
+    let wire_body = r.into_body().collect().await.unwrap().to_bytes();
+    assert!(wire_body.len() as u64 > size);
+    let mut reader = SegmentReader::new(tagger);
+    let mut out = Vec::new();
+    reader.push(wire_body.clone(), &mut out).unwrap();
+    assert!(reader.ended());
+    let body: Vec<u8> = out.iter().flat_map(|b| b.iter().copied()).collect();
+    assert_eq!(body.len() as u64, size);
+    assert_eq!(
+        content::first_mismatch(content::object_id(&id.to_string()), 0, &body),
+        None
+    );
+    let mut stranger = SegmentReader::new(k.sub_chunk_tagger(&[0; 32]));
+    assert!(stranger.push(wire_body, &mut Vec::new()).is_err());
+    c.stop_all().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unauthenticated_or_stale_peer_requests_are_refused_and_change_nothing() {
     let c = TestCluster::start(4, "c2dn", 3, 1).await;

@@ -34,6 +34,60 @@ pub enum NodeBody {
     Live(LiveBody),
     /// Sent through the node's modelled peer link (`cluster::link`).
     Paced(super::cluster::link::Paced),
+    /// A relayed answer's body as the serving node sends it (`ecdn_cluster::relayed`).
+    Relayed(Box<RelayedBody>),
+}
+
+/// A body cut into tagged segments as it is sent, then its end segment: what a serving node
+/// answers a relayed request with (`ecdn_cluster::relayed`).
+pub struct RelayedBody {
+    inner: NodeBody,
+    writer: ecdn_cluster::relayed::SegmentWriter,
+    queue: VecDeque<Bytes>,
+    done: bool,
+}
+
+impl RelayedBody {
+    pub(super) fn new(inner: NodeBody, writer: ecdn_cluster::relayed::SegmentWriter) -> Self {
+        RelayedBody {
+            inner,
+            writer,
+            queue: VecDeque::new(),
+            done: false,
+        }
+    }
+
+    fn poll_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        loop {
+            if let Some(b) = self.queue.pop_front() {
+                return Poll::Ready(Some(Ok(Frame::data(b))));
+            }
+            if self.done {
+                return Poll::Ready(None);
+            }
+            match ready!(Pin::new(&mut self.inner).poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        let mut segments = Vec::new();
+                        self.writer.segments(data, &mut segments);
+                        self.queue.extend(segments);
+                    }
+                }
+                // No end segment: the relaying node aborts its client's response too.
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                None => {
+                    self.queue.push_back(self.writer.end());
+                    self.done = true;
+                }
+            }
+        }
+    }
 }
 
 /// A subscriber's view of an origin fetch: the frames received before it joined, then the
@@ -102,6 +156,7 @@ impl Body for NodeBody {
             NodeBody::Full(f) => Pin::new(f).poll_frame(cx).map_err(|e| match e {}),
             NodeBody::Slices(s) => Poll::Ready(s.pop_front().map(|b| Ok(Frame::data(b)))),
             NodeBody::Paced(p) => p.poll_frame(cx).map(|b| b.map(|b| Ok(Frame::data(b)))),
+            NodeBody::Relayed(r) => r.poll_frame(cx),
             NodeBody::Live(l) => {
                 if l.done {
                     return Poll::Ready(None);
@@ -143,6 +198,7 @@ impl Body for NodeBody {
             NodeBody::Slices(s) => s.is_empty(),
             NodeBody::Live(l) => l.done,
             NodeBody::Paced(p) => p.remaining() == 0,
+            NodeBody::Relayed(r) => r.done && r.queue.is_empty(),
         }
     }
 
@@ -154,6 +210,7 @@ impl Body for NodeBody {
             NodeBody::Live(l) => l
                 .remaining
                 .map_or_else(SizeHint::default, SizeHint::with_exact),
+            NodeBody::Relayed(_) => SizeHint::default(),
         }
     }
 }

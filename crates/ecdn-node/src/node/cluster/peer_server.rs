@@ -38,6 +38,7 @@ use bytes::Bytes;
 use ecdn_cluster::auth::{unix_now_ms, Verified};
 use ecdn_cluster::peer::{read_verified_body, sign_response};
 use ecdn_cluster::piece::PieceMeta;
+use ecdn_cluster::relayed;
 use ecdn_cluster::replay::ArrivedAt;
 use ecdn_cluster::wire::{self, PeerPath, PieceName};
 use http_body_util::Full;
@@ -47,7 +48,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
-use super::super::body::NodeBody;
+use super::super::body::{NodeBody, RelayedBody};
 use super::super::{empty_body, State};
 use super::link::Paced;
 use super::pieces::{self, PieceStore, Put};
@@ -189,7 +190,9 @@ async fn handle(
                     h.append(n.clone(), v.clone());
                 }
             }
-            super::super::relayed(st, req, remote).await
+            let head = req.method() == Method::HEAD;
+            let answer = super::super::relayed(st, req, remote).await;
+            relay_answer(&c, &verified, head, answer)
         }
         PeerPath::Stats if get => {
             let body = super::super::admin::stats_value(&st).await.to_string();
@@ -314,6 +317,27 @@ async fn get_piece(
             r
         }
     }
+}
+
+/// This node's answer to a relayed request as it goes back to the relaying node: its head
+/// tagged, its body (if it has one) as tagged segments (`ecdn_cluster::relayed`), keyed to
+/// the relay request's signature.
+fn relay_answer(
+    c: &Cluster,
+    verified: &Verified,
+    head: bool,
+    answer: Response<NodeBody>,
+) -> Response<NodeBody> {
+    let tagger = c.peers.key().sub_chunk_tagger(verified.signature());
+    let (mut parts, body) = answer.into_parts();
+    relayed::tag_head(&tagger, parts.status, &mut parts.headers);
+    let body = if relayed::has_body(head, parts.status) {
+        let writer = relayed::SegmentWriter::new(tagger);
+        NodeBody::Relayed(Box::new(RelayedBody::new(body, writer)))
+    } else {
+        body
+    };
+    Response::from_parts(parts, body)
 }
 
 /// `payload` cut into sub-chunks of `s` bytes (the last one shorter): slices, not copies.

@@ -12,6 +12,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use ecdn_cluster::auth::SubChunkTagger;
+use ecdn_cluster::peer::SentSignature;
+use ecdn_cluster::relayed;
 use ecdn_cluster::wire;
 use http_body_util::BodyExt;
 use hyper::header::{HeaderName, HeaderValue};
@@ -63,12 +66,23 @@ pub(in crate::node) async fn forward(
                 timeout,
             )
             .await;
-        match sent {
-            Ok(resp) => {
+        // The answer's head must carry the serving node's tag (an answer it did not make,
+        // or a refusal of the request, fails over as a failed relay does).
+        let checked = sent.map_err(|e| e.to_string()).and_then(|resp| {
+            let sig = resp.extensions().get::<SentSignature>().map(|s| s.0);
+            let tagger = sig.map(|s| c.peers.key().sub_chunk_tagger(&s));
+            let tagger = tagger.ok_or_else(|| "no signature sent".to_string())?;
+            let headers = relayed::check_head(&tagger, resp.status(), resp.headers())
+                .map_err(|e| format!("{e} (status {})", resp.status()))?;
+            Ok((resp, headers, tagger))
+        });
+        match checked {
+            Ok((resp, headers, tagger)) => {
                 c.stats.relay(server, true);
+                let head = req.method() == hyper::Method::HEAD;
                 return Some(Answer {
                     outcome: Outcome::Relayed,
-                    response: stream_back(c, resp, req.method() == hyper::Method::HEAD),
+                    response: stream_back(c, resp, headers, tagger, head),
                 });
             }
             Err(e) => {
@@ -83,18 +97,22 @@ pub(in crate::node) async fn forward(
     None
 }
 
-/// The serving node's answer as this node's: headers less hop-by-hop ones, the body streamed
-/// frame by frame (a body cut short aborts the client's response too). Its bytes count as
-/// received from peers (they cross the cluster's network as a chunk does).
+/// The serving node's answer as this node's: its tagged headers (`headers`, checked) less
+/// hop-by-hop ones, the body streamed as its segments arrive, each checked against its tag
+/// first (a segment that fails, or a body that ends without its end segment, aborts the
+/// client's response: no byte the serving node did not send is passed on). Its bytes count
+/// as received from peers (they cross the cluster's network as a chunk does).
 fn stream_back(
     c: &Arc<Cluster>,
     resp: Response<hyper::body::Incoming>,
+    tagged: hyper::HeaderMap,
+    tagger: SubChunkTagger,
     head: bool,
 ) -> Response<NodeBody> {
     let (parts, mut body) = resp.into_parts();
-    let conn = freshness::connection_tokens(&parts.headers);
-    let mut headers = hyper::HeaderMap::with_capacity(parts.headers.len());
-    for (n, v) in &parts.headers {
+    let conn = freshness::connection_tokens(&tagged);
+    let mut headers = hyper::HeaderMap::with_capacity(tagged.len());
+    for (n, v) in &tagged {
         if !freshness::is_hop_by_hop(n, &conn) {
             headers.append(n.clone(), v.clone());
         }
@@ -102,25 +120,39 @@ fn stream_back(
     let remaining = if head {
         Some(0)
     } else {
-        content_length(&parts.headers)
+        content_length(&headers)
     };
+    let segments = relayed::has_body(head, parts.status);
     let (tx, rx) = mpsc::channel(4);
     let c = c.clone();
     ecdn_cluster::peer::spawn_traced(async move {
+        let mut reader = relayed::SegmentReader::new(tagger);
         loop {
             match body.frame().await {
                 None => {
-                    let _ = tx.send(Chunk::Done).await;
+                    if !segments || reader.ended() {
+                        let _ = tx.send(Chunk::Done).await;
+                    }
                     return;
                 }
                 Some(Ok(f)) => {
-                    if let Ok(data) = f.into_data() {
-                        let n = data.len() as u64;
-                        ClusterStats::add(&c.stats.peer_bytes_received, n);
-                        ClusterStats::add(&c.stats.relay_bytes_received, n);
-                        if n > 0 && tx.send(Chunk::Data(data)).await.is_err() {
-                            return;
-                        }
+                    let Ok(data) = f.into_data() else { continue };
+                    let n = data.len() as u64;
+                    ClusterStats::add(&c.stats.peer_bytes_received, n);
+                    ClusterStats::add(&c.stats.relay_bytes_received, n);
+                    if !segments {
+                        continue; // none is sent; none is passed on
+                    }
+                    let mut checked = Vec::new();
+                    if let Err(e) = reader.push(data, &mut checked) {
+                        eprintln!(
+                            "ecdn node: {e}; the client's response is aborted{}",
+                            ecdn_cluster::peer::request_note()
+                        );
+                        return;
+                    }
+                    if !checked.is_empty() && tx.send(Chunk::Slices(checked)).await.is_err() {
+                        return;
                     }
                 }
                 // Closing the channel without `Done` aborts the client's response.
