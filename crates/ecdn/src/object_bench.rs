@@ -537,6 +537,7 @@ async fn start(
         key: procs::random_key()?,
         etcd: Vec::new(),
         repair_rate: 0,
+        parity_delay: None,
     };
     let file = dir.join("cluster.toml");
     let mut text = procs::cluster_file(&settings, &layout);

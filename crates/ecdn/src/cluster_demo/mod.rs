@@ -232,6 +232,11 @@ pub struct DemoArgs {
     /// fetched every 250 ms, as C2DN's prototype's DNS-based local load balancer does (§2).
     #[arg(long, value_enum, default_value_t = routing::Routing::RoundRobin)]
     routing: routing::Routing,
+    /// C2DN's delayed parity fetch (§5): parity is asked for when the stripe waited for still
+    /// lacks a data sub-chunk F × the first peer sub-chunk's latency later (the cluster file's
+    /// `parity_delay`; default 0.2, the paper's 20%).
+    #[arg(long, value_name = "F")]
+    parity_delay: Option<f64>,
     /// Keep the run's directory (cluster file, logs, disk files) and print where it is.
     #[arg(long)]
     keep_dir: bool,
@@ -931,6 +936,7 @@ fn run_demo(a: DemoArgs) -> Result<()> {
                 .map(|e| e.lock().unwrap().endpoints())
                 .unwrap_or_default(),
             repair_rate: plan.repair_rate,
+            parity_delay: a.parity_delay,
         },
         &layout,
     );

@@ -79,6 +79,8 @@ pub struct FileSettings {
     /// Background repair, bytes per trace second per node (0: off); with it the nodes run
     /// rounds only when the driver asks (`repair_every_s = 0`).
     pub repair_rate: u64,
+    /// The cluster file's `parity_delay` (`None`: its default).
+    pub parity_delay: Option<f64>,
 }
 
 /// The cluster file's TOML text.
@@ -93,6 +95,9 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
     let _ = writeln!(t, "seed = {}", s.seed);
     let _ = writeln!(t, "key = \"{}\"", s.key);
     let _ = writeln!(t, "coordinator = \"{}\"", layout.coordinator);
+    if let Some(d) = s.parity_delay {
+        let _ = writeln!(t, "parity_delay = {d:?}");
+    }
     if s.repair_rate > 0 {
         let _ = writeln!(t, "repair_rate = {}\nrepair_every_s = 0", s.repair_rate);
     }
@@ -718,6 +723,7 @@ mod tests {
             key,
             etcd: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
             repair_rate: 4096,
+            parity_delay: Some(1.5),
         };
         let cfg = ecdn_cluster::ClusterConfig::parse(&cluster_file(&s, &layout)).unwrap();
         assert_eq!((cfg.k, cfg.p, cfg.buckets, cfg.seed), (2, 1, 50, 7));
@@ -729,6 +735,7 @@ mod tests {
         assert_eq!(cfg.scheme_name(), "c2dn-n3k2");
         assert_eq!(cfg.etcd.len(), 2);
         assert_eq!((cfg.repair_rate, cfg.repair_every_s), (4096, 0.0));
+        assert_eq!(cfg.parity_delay, 1.5);
     }
 
     #[test]
