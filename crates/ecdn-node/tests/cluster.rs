@@ -913,6 +913,37 @@ async fn a_coded_fill_streams_its_chunks_and_an_origin_dying_mid_body_leaves_non
     c.stop_all().await;
 }
 
+/// A signed `GET` of `path` from the peer listener at `addr` that must answer `200`, and the
+/// signature it was sent with (the key of its tags).
+async fn peer_get_ok(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(hyper::header::HeaderName, hyper::header::HeaderValue)],
+) -> (
+    hyper::Response<hyper::body::Incoming>,
+    ecdn_cluster::peer::SentSignature,
+) {
+    let client = PeerClient::new(ClusterKey::new(KEY.as_bytes()));
+    let r = client
+        .send(
+            addr,
+            Method::GET,
+            path,
+            Bytes::new(),
+            headers,
+            Duration::from_secs(5),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let sent = r
+        .extensions()
+        .get::<ecdn_cluster::peer::SentSignature>()
+        .copied()
+        .expect("the client keeps the signature it sent");
+    (r, sent)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_answers_sub_chunks_each_with_a_tag_keyed_to_the_request() {
     let c = TestCluster::start(4, "c2dn", 3, 1).await;
@@ -929,25 +960,8 @@ async fn a_peer_answers_sub_chunks_each_with_a_tag_keyed_to_the_request() {
         }
     }
     let holder = holder.expect("a node holds chunk 1");
-    let client = PeerClient::new(ClusterKey::new(KEY.as_bytes()));
     let path = wire::piece_path(PieceName::Chunk(1), &key, Some((1, 3)));
-    let r = client
-        .send(
-            c.peer(holder),
-            Method::GET,
-            &path,
-            Bytes::new(),
-            &[],
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    let sent = r
-        .extensions()
-        .get::<ecdn_cluster::peer::SentSignature>()
-        .copied()
-        .expect("the client keeps the signature it sent");
+    let (r, sent) = peer_get_ok(c.peer(holder), &path, &[]).await;
     let body = r.into_body().collect().await.unwrap().to_bytes();
     let tag_len = ecdn_cluster::auth::SUB_TAG_LEN;
     assert_eq!(body.len(), 2 * (s + tag_len));
@@ -984,28 +998,11 @@ async fn a_relayed_answer_is_tagged_head_and_body() {
     let c = TestCluster::start(4, "c2dn", 3, 1).await;
     let (id, size) = (4343u64, 700_000u64);
     store_all(&c, &[(id, size)]).await;
-    let client = PeerClient::new(ClusterKey::new(KEY.as_bytes()));
     let host = (
         hyper::header::HOST,
         hyper::header::HeaderValue::from_static("cdn.test"),
     );
-    let r = client
-        .send(
-            c.peer(1),
-            Method::GET,
-            &wire::relay_path(&uri(id, size)),
-            Bytes::new(),
-            &[host],
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    let sent = r
-        .extensions()
-        .get::<ecdn_cluster::peer::SentSignature>()
-        .copied()
-        .unwrap();
+    let (r, sent) = peer_get_ok(c.peer(1), &wire::relay_path(&uri(id, size)), &[host]).await;
     let k = ClusterKey::new(KEY.as_bytes());
     let tagger = k.sub_chunk_tagger(&sent.0);
     // The length travels tagged, in its own header: the body on the wire is longer.
