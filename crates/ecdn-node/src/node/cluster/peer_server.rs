@@ -24,7 +24,8 @@
 //!   the payload its length and checksums), admitted by the piece policy once the whole body
 //!   arrived and checked out.
 //! * `GET` / `HEAD /_peer/relay/{target}`: a client request relayed by a node that does not
-//!   serve its bucket, answered as a request on the client port would be, never relayed again.
+//!   serve its bucket, answered as a request on the client port would be, never relayed again;
+//!   the answer's head is tagged and its body sent as tagged segments (`ecdn_cluster::relayed`).
 //! * `GET /_peer/stats`: the node's `/_ecdn/stats` JSON, signed (the coordinator's status page
 //!   reads every node's).
 

@@ -2,7 +2,9 @@
 //!
 //! The request travels signed to the serving node's peer listener as
 //! `/_peer/relay/{target}` with the client's end-to-end headers; the answer (its status, its
-//! headers, its `X-Cache`) is streamed back as it arrives. A relayed request is never relayed
+//! headers, its `X-Cache`) is streamed back as it arrives, checked first: the serving node tags
+//! its head and sends its body as tagged segments (`ecdn_cluster::relayed`), and an answer or
+//! a segment that fails its tag is never passed on. A relayed request is never relayed
 //! again. When the serving node refuses the connection, resets it or does not answer within
 //! the origin timeout plus the peer timeout, the request goes on at once to the bucket's next
 //! candidate (C2DN §5: no waiting for the coordinator), and when none is left, or the next
@@ -110,7 +112,7 @@ fn stream_back(
     head: bool,
 ) -> Response<NodeBody> {
     let (parts, mut body) = resp.into_parts();
-    let conn = freshness::connection_tokens(&tagged);
+    let conn = freshness::connection_tokens(&parts.headers);
     let mut headers = hyper::HeaderMap::with_capacity(tagged.len());
     for (n, v) in &tagged {
         if !freshness::is_hop_by_hop(n, &conn) {
