@@ -370,7 +370,7 @@ pub fn hex(bytes: &[u8]) -> String {
     s
 }
 
-fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
+pub(crate) fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {
     let b = s.as_bytes();
     if b.len() != 2 * N {
         return None;

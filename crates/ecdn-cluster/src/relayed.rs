@@ -20,7 +20,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use hyper::header::{HeaderName, HeaderValue, CONTENT_LENGTH};
 use hyper::{HeaderMap, StatusCode};
 
-use crate::auth::{SubChunkTagger, SUB_TAG_LEN};
+use crate::auth::{hex, unhex, SubChunkTagger, SUB_TAG_LEN};
 
 /// The head's tag, hex.
 pub const RELAY_TAG_HEADER: &str = "x-ecdn-relay-tag";
@@ -95,8 +95,7 @@ pub fn tag_head(tagger: &SubChunkTagger, status: StatusCode, headers: &mut Heade
         headers.insert(HeaderName::from_static(RELAY_LENGTH_HEADER), len);
     }
     let tag = tagger.tag(HEAD_INDEX, &head_bytes(status, headers));
-    let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-    if let Ok(v) = HeaderValue::from_str(&hex) {
+    if let Ok(v) = HeaderValue::from_str(&hex(&tag)) {
         headers.insert(HeaderName::from_static(RELAY_TAG_HEADER), v);
     }
 }
@@ -111,7 +110,7 @@ pub fn check_head(
     let tag = headers
         .get(RELAY_TAG_HEADER)
         .and_then(|v| v.to_str().ok())
-        .and_then(unhex)
+        .and_then(unhex::<SUB_TAG_LEN>)
         .ok_or(RelayError::Head)?;
     if !tagger.check(HEAD_INDEX, &head_bytes(status, headers), &tag) {
         return Err(RelayError::Head);
@@ -128,16 +127,6 @@ pub fn check_head(
         }
     }
     Ok(kept)
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() != 2 * SUB_TAG_LEN {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// The serving node's side of the body: cuts each piece of it into segments and tags them.
@@ -158,16 +147,18 @@ impl SegmentWriter {
 
     /// `bytes` as segments, each as three buffers (length, the bytes, the tag) to send in
     /// order; the bytes are slices of `bytes`, not copies.
-    pub fn segments(&mut self, bytes: Bytes, out: &mut Vec<Bytes>) {
+    pub fn segments(&mut self, bytes: Bytes, out: &mut impl Extend<Bytes>) {
         let mut rest = bytes;
         while !rest.is_empty() {
             let part = rest.split_to(rest.len().min(MAX_SEGMENT));
             let tag = self.tagger.tag(self.next, &part);
             self.next += 1;
             self.total += part.len() as u64;
-            out.push(Bytes::copy_from_slice(&(part.len() as u32).to_le_bytes()));
-            out.push(part);
-            out.push(Bytes::copy_from_slice(&tag));
+            out.extend([
+                Bytes::copy_from_slice(&(part.len() as u32).to_le_bytes()),
+                part,
+                Bytes::copy_from_slice(&tag),
+            ]);
         }
     }
 

@@ -71,9 +71,7 @@ impl RelayedBody {
             match ready!(Pin::new(&mut self.inner).poll_frame(cx)) {
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
-                        let mut segments = Vec::new();
-                        self.writer.segments(data, &mut segments);
-                        self.queue.extend(segments);
+                        self.writer.segments(data, &mut self.queue);
                     }
                 }
                 // No end segment: the relaying node aborts its client's response too.
