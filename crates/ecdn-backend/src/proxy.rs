@@ -22,7 +22,12 @@
 //!   `k` are stored, and the strips beyond the `n` chunks are one more part uploaded after the
 //!   acknowledgement; once every part is stored the upload is completed (only then can the
 //!   object be read). A part that fails after the acknowledgement loses the write: the upload
-//!   is aborted and counted in [`Counters::writes_lost`].
+//!   is aborted and counted in [`Counters::writes_lost`]. S3 refuses parts below 5 MiB but
+//!   for the last ([`ProxyConfig::min_part`]), so a write uses only the codes whose chunks are
+//!   that large. A file too small for any (a 3 MB file's coded file is 6 MB: one chunk of 3
+//!   MB) is written whole instead, `k = 1`: `n` single `PUT`s of the same coded file race, the
+//!   write is acknowledged (and readable) when the first is stored, and the others are
+//!   cancelled — the redundancy of a speculative write without chunks.
 //! * **The delay model.** Every task's delay is recorded with its chunk size (a cancelled
 //!   task's as a lower bound), per operation; every `refit_every` completed tasks the model is
 //!   fitted again ([`crate::model::fit`]) and TOFEC's thresholds are recomputed from it. Until
@@ -197,9 +202,10 @@ enum JobKind {
         key: String,
         file: Bytes,
         manifest: Arc<Manifest>,
-        upload: Box<dyn Upload>,
-        /// The largest `k` whose chunks are not below [`ProxyConfig::min_part`] (0: none is,
-        /// and the whole file is one part).
+        /// The multipart upload of the chunks; `None` when no chunk would be as large as
+        /// [`ProxyConfig::min_part`]: the whole file is `PUT`, by `n` racing requests.
+        upload: Option<Box<dyn Upload>>,
+        /// The largest `k` whose chunks are not below [`ProxyConfig::min_part`] (0: none is).
         max_k: usize,
         /// Told when the upload is completed (or given up).
         finished: oneshot::Sender<Result<(), ProxyError>>,
@@ -501,19 +507,23 @@ impl Proxy {
                 .map_err(|e| failed(key, &e.to_string()))?
                 .map_err(|e| ProxyError::Strips(e, key.into()))?;
         self.forget(key);
-        let upload = self
-            .shared
-            .store
-            .upload(key, Some(manifest.to_metadata()))
-            .await
-            .map_err(|e| store_error(key, e))?;
-        let (finished, done) = oneshot::channel();
         // A chunk of the code (·, k) is K/k strips.
         let max_k = (1..=manifest.k)
             .filter(|&k| manifest.k.is_multiple_of(k))
             .filter(|&k| (manifest.k / k) as u64 * manifest.strip >= cfg.min_part)
             .max()
             .unwrap_or(0);
+        let upload = match max_k {
+            0 => None,
+            _ => Some(
+                self.shared
+                    .store
+                    .upload(key, Some(manifest.to_metadata()))
+                    .await
+                    .map_err(|e| store_error(key, e))?,
+            ),
+        };
+        let (finished, done) = oneshot::channel();
         let (_, served) = self
             .submit(JobKind::Write {
                 key: key.to_string(),
@@ -659,10 +669,11 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writes_keep_to_the_store_s_least_part_size() {
         // S3's 5 MiB: a 12 MiB object has strips of 2 MiB, so only k ∈ {1, 2} give parts
-        // that large; (12, 6) asked becomes (4, 2). A 1 MiB object is one part.
+        // that large; (12, 6) asked becomes (4, 2). A 1 MiB object has no such chunk: it is
+        // written whole, k = 1, by two racing PUTs (n within r_max = 2).
         let store = MemoryStore::with_min_part(5 << 20);
         let p = proxy(&store, Strategy::Static { n: 12, k: 6 }, 16);
-        for (len, code) in [(12 << 20, (4, 2)), (1 << 20, (1, 1))] {
+        for (len, code) in [(12 << 20, (4, 2)), (1 << 20, (2, 1))] {
             let d = data(len as u64, len);
             let w = p.write("big", d.clone()).await.unwrap();
             assert_eq!((w.served.n, w.served.k), code, "{len}");

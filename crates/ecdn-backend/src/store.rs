@@ -294,11 +294,15 @@ impl Upload for S3Upload {
     fn complete(mut self: Box<Self>) -> StoreFuture<()> {
         Box::pin(async move {
             let key = self.key.clone();
-            self.up
-                .complete()
-                .await
-                .map(|_| ())
-                .map_err(|e| s3_error(&key, e))
+            match self.up.complete().await {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    // A refused completion (a part too small, one missing) leaves the upload
+                    // open, its parts stored and billed: give it up.
+                    let _ = self.up.abort().await;
+                    Err(s3_error(&key, e))
+                }
+            }
         })
     }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ecdn_backend::emulator::{Emulator, EmulatorConfig};
+use ecdn_backend::emulator::{DelaySource, Emulator, EmulatorConfig};
 use ecdn_backend::model::DelayModel;
 use ecdn_backend::proxy::{Proxy, ProxyConfig, ProxyError};
 use ecdn_backend::store::{S3Config, S3Store, Store};
@@ -46,7 +46,7 @@ fn proxy(store: Arc<dyn Store>, strategy: Strategy) -> Proxy {
         strategy,
         task_timeout: Duration::from_secs(10),
         // Small parts, so that writes use the code asked (moto runs with
-        // S3_UPLOAD_PART_MIN_SIZE=1; the emulator has no minimum).
+        // S3_UPLOAD_PART_MIN_SIZE=1, the emulator here with no minimum).
         min_part: 0,
         ..ProxyConfig::default()
     };
@@ -132,10 +132,46 @@ async fn round_trips(store: Arc<dyn Store>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_emulator_speaks_s3() {
-    let emu = Emulator::start("127.0.0.1:0".parse().unwrap(), EmulatorConfig::instant())
+    let cfg = EmulatorConfig {
+        min_part: 0,
+        ..EmulatorConfig::instant()
+    };
+    let emu = Emulator::start("127.0.0.1:0".parse().unwrap(), cfg)
         .await
         .unwrap();
     round_trips(Arc::new(s3(&emu.endpoint(), "emulated"))).await;
+    emu.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_emulator_keeps_s3_s_least_part_size() {
+    let emu = Emulator::start("127.0.0.1:0".parse().unwrap(), EmulatorConfig::instant())
+        .await
+        .unwrap();
+    let store: Arc<dyn Store> = Arc::new(s3(&emu.endpoint(), "parts"));
+    // Parts of 1 MiB are refused when the upload is completed, as S3 refuses them.
+    let small = proxy(store.clone(), Strategy::Static { n: 12, k: 6 });
+    let w = small.write("small-parts", data(1, 3 << 20)).await.unwrap();
+    let e = w.finished().await.unwrap_err().to_string();
+    assert!(e.contains("EntityTooSmall"), "{e}");
+    assert!(store.head("small-parts").await.unwrap().is_none());
+    // ... and the refused upload was given up, not left open with its parts.
+    assert_eq!(emu.open_uploads(), 0);
+    // The proxy that keeps to S3's 5 MiB: a 12 MiB file in chunks of 6 MiB, a 1 MiB file
+    // whole, by two racing PUTs; both read back.
+    let cfg = ProxyConfig {
+        strategy: Strategy::Static { n: 12, k: 6 },
+        task_timeout: Duration::from_secs(10),
+        ..ProxyConfig::default()
+    };
+    let p = Proxy::start(store.clone(), cfg);
+    for (len, code) in [(12 << 20, (4, 2)), (1 << 20, (2, 1))] {
+        let d = data(len as u64, len);
+        let w = p.write("kept", d.clone()).await.unwrap();
+        assert_eq!((w.served.n, w.served.k), code, "{len}");
+        w.finished().await.unwrap();
+        assert_eq!(p.read("kept").await.unwrap().0, d, "{len}");
+    }
     emu.stop().await;
 }
 
@@ -151,7 +187,7 @@ async fn the_emulator_s_delays_follow_its_model() {
     let emu = Emulator::start(
         "127.0.0.1:0".parse().unwrap(),
         EmulatorConfig {
-            read: Some(m),
+            read: Some(DelaySource::Model(m)),
             write: None,
             bandwidth: Some(100_000_000),
             seed: 5,

@@ -2,9 +2,13 @@
 //! `NAME.<domain>` with the addresses of live proxies near the client's resolver.
 //!
 //! * **The resolver's level.** Coral measures its RTT to the resolver and takes the highest
-//!   level whose threshold it meets. Here the RTT comes from a [`Locator`]: in `ecdn node`,
-//!   a resolver in the node's own /24 (or /64) is at 0 ms, a DSHT peer's address at the RTT the
-//!   DSHT measured to it, anything else unknown (level 0); the test bed gives its injected RTTs.
+//!   level whose threshold it meets. Here the RTT comes from a [`Locator`] first: in `ecdn
+//!   node`, a resolver in the node's own /24 (or /64) is at 0 ms, a DSHT peer's address at the
+//!   RTT the DSHT measured to it; the in-process demo gives its injected RTTs. A resolver the
+//!   locator does not know is probed ([`crate::probe::Prober`], with
+//!   [`Redirector::with_prober`]: `ecdn node` has one): one TCP round trip to its DNS port,
+//!   waited for at most the largest finite threshold, and kept for ten minutes. Unknown and
+//!   unprobed, it is at level 0.
 //! * **The answer**: A (or AAAA) records of up to [`ANSWERS`] proxies of the site's cluster at
 //!   that level (`nodes(level, count, target)`, those sharing the longest prefix with the
 //!   resolver first), with a TTL of 30 s for levels 0 and 1 and 60 s for level 2. Only proxies
@@ -82,6 +86,8 @@ pub struct Redirector {
     locate: Locator,
     /// Proxies heard from within this long are answered without a ping ([`FRESH`]).
     pub fresh: Duration,
+    /// Probes the resolvers `locate` does not know.
+    prober: Option<Arc<crate::probe::Prober>>,
 }
 
 impl Redirector {
@@ -97,13 +103,37 @@ impl Redirector {
             dsht,
             locate,
             fresh: FRESH,
+            prober: None,
         })
+    }
+
+    /// Probes the resolvers the locator does not know with `prober` (its wait should be the
+    /// largest finite level threshold: see [`Redirector::probe_wait`]).
+    pub fn with_prober(mut self, prober: Arc<crate::probe::Prober>) -> Redirector {
+        self.prober = Some(prober);
+        self
+    }
+
+    /// The longest a probe needs to wait to place a resolver: the DSHT's largest finite
+    /// level threshold (an RTT above it is level 0 whatever it is).
+    pub fn probe_wait(dsht: &Dsht) -> Duration {
+        dsht.levels()
+            .iter()
+            .flatten()
+            .copied()
+            .max()
+            .unwrap_or(Duration::from_millis(100))
     }
 
     /// The level of a resolver: the highest whose RTT threshold its RTT meets (0 when
     /// unknown).
-    fn level_of(&self, resolver: IpAddr) -> usize {
-        let Some(rtt) = (self.locate)(resolver) else {
+    async fn level_of(&self, resolver: IpAddr) -> usize {
+        let rtt = match ((self.locate)(resolver), &self.prober) {
+            (Some(rtt), _) => Some(rtt),
+            (None, Some(p)) => p.rtt(resolver).await,
+            (None, None) => None,
+        };
+        let Some(rtt) = rtt else {
             return 0;
         };
         self.dsht
@@ -240,7 +270,7 @@ impl RequestHandler for Redirector {
                 .unwrap_or_else(|_| failed(request));
         }
         let resolver = request.src().ip();
-        let level = self.level_of(resolver);
+        let level = self.level_of(resolver).await;
         let proxies = self.live_proxies(level, resolver).await;
         let ttl = if level >= 2 { TTL_NEAR } else { TTL_FAR };
         let wanted = query.query_type();
@@ -591,6 +621,52 @@ mod tests {
     /// check it), and is encoded anew: a request whose question bytes hickory accepts but
     /// that point elsewhere (the fuzz target's finding, seven questions and a reserved label
     /// type) gets a FORMERR that parses, with no question.
+    /// A resolver the locator does not know is probed, once: one 5 ms away gets level 2's
+    /// zone and TTL, one that does not answer the probe level 0's.
+    #[tokio::test]
+    async fn resolvers_the_locator_does_not_know_are_probed() {
+        use crate::probe::{ProbeFn, Prober};
+        use hickory_server::proto::op::Message;
+        let mut cfg = ecdn_dsht::Config::new("127.0.0.1:0".parse().unwrap());
+        cfg.thresholds = vec![
+            None,
+            Some(Duration::from_millis(60)),
+            Some(Duration::from_millis(20)),
+        ];
+        let dsht = Arc::new(Dsht::start(cfg).await.unwrap());
+        assert_eq!(Redirector::probe_wait(&dsht), Duration::from_millis(60));
+        let locate: Locator = Arc::new(|_| None);
+        let probe: ProbeFn = Arc::new(|addr: SocketAddr, _wait| {
+            let rtt = (addr.ip().to_string() == "127.0.0.7").then_some(Duration::from_millis(5));
+            Box::pin(async move { rtt })
+        });
+        let prober = Arc::new(Prober::with_probe(Duration::from_millis(60), probe));
+        let redirector = Redirector::new("cdn.test", dsht, locate)
+            .unwrap()
+            .with_prober(prober.clone());
+        let ask = |src: &str| {
+            let src: SocketAddr = format!("{src}:5353").parse().unwrap();
+            let r = &redirector;
+            async move {
+                let bytes = r
+                    .answer(&a_query(9, "www.x.cdn.test."), src, Protocol::Udp)
+                    .await
+                    .unwrap();
+                let m = Message::from_vec(&bytes).unwrap();
+                let zone = m.authorities[0].name.to_string().to_ascii_lowercase();
+                (m.answers[0].ttl, zone)
+            }
+        };
+        for _ in 0..2 {
+            assert_eq!(
+                ask("127.0.0.7").await,
+                (TTL_NEAR, "l2.l1.l0.cdn.test.".into())
+            );
+            assert_eq!(ask("127.0.0.8").await, (TTL_FAR, "l0.cdn.test.".into()));
+        }
+        assert_eq!(prober.probes(), 2, "each resolver probed once");
+    }
+
     #[tokio::test]
     async fn answers_echo_the_question_as_sent_and_always_parse() {
         use hickory_server::proto::op::Message;

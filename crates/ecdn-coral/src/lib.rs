@@ -8,12 +8,15 @@
 //! * [`dns`] — the DNS redirector (§3.1): an authoritative server that answers a name in its
 //!   domain with live proxies of the cluster level of the client's resolver, and nameservers
 //!   for the zone of that level.
+//! * [`probe`] — how the redirector places a resolver it knows nothing of: one TCP round trip
+//!   to it, cached.
 //!
 //! Layering: above `ecdn-node` and `ecdn-dsht`, below the `ecdn` binary (`ecdn node
 //! --coral-*`, `ecdn coral demo`). The DNS request path is fuzzed (`fuzz/fuzz_targets/dns.rs`)
 //! through [`dns::Redirector::answer`].
 
 pub mod dns;
+pub mod probe;
 pub mod site;
 
 pub use dns::{DnsServer, Locator, Redirector};

@@ -96,3 +96,71 @@ async fn two_sites_filling_from_each_other_do_not_wait_for_each_other() {
     }
     origin.stop().await.unwrap();
 }
+
+/// Referrals of the site `.0` that name the sites `.1`, nearest first, at once.
+struct Named(String, Vec<SocketAddr>);
+
+impl Referrals for Named {
+    fn me(&self) -> &str {
+        &self.0
+    }
+    fn locate<'a>(
+        &'a self,
+        _url: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
+        Box::pin(async move { self.1.iter().map(ToString::to_string).collect() })
+    }
+    fn filling(&self, _url: &str) {}
+    fn filled(&self, _url: &str) {}
+    fn abandoned(&self, _url: &str) {}
+}
+
+/// The nearest referral accepts the connection and never answers (a site that hangs); the
+/// second holds the object. The first two referrals race, so the fill comes from the second
+/// at once instead of after the first's 30 s timeout, and the origin is not asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_two_referrals_race() {
+    let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
+        .await
+        .unwrap();
+    let cfg = |sites: Option<Sites>| NodeConfig {
+        origin: format!("http://{}", origin.addr),
+        hoc_size: 16 << 20,
+        sites,
+        ..NodeConfig::default()
+    };
+    let holder = Node::start("127.0.0.1:0".parse().unwrap(), cfg(None))
+        .await
+        .unwrap();
+    let path = "/obj/race?size=30000";
+    assert_eq!(fetch(holder.addr, "GET", path).await.status, 200);
+    assert_eq!(origin.requests(), 1);
+    // A site that accepts and says nothing: its connections are kept open until the end.
+    let hang = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hang_addr = hang.local_addr().unwrap();
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((s, _)) = hang.accept().await {
+            open.push(s);
+        }
+    });
+    let me = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let referrals = Named(me.to_string(), vec![hang_addr, holder.addr]);
+    let node = Node::start(me, cfg(Some(Sites(Arc::new(referrals)))))
+        .await
+        .unwrap();
+    let t = std::time::Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(10), fetch(node.addr, "GET", path))
+        .await
+        .expect("the fill waited for the site that hangs");
+    assert_eq!((r.status, r.body.len()), (200, 30000));
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert_eq!(origin.requests(), 1, "filled from the second referral");
+    held.abort();
+    node.stop().await.unwrap();
+    holder.stop().await.unwrap();
+    origin.stop().await.unwrap();
+}

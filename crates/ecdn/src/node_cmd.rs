@@ -503,7 +503,11 @@ async fn wire_coral(cfg: &mut NodeConfig, coral: CoralFlags, listen: SocketAddr)
     let dns = match coral.dns {
         Some((addr, domain)) => {
             let locate = ecdn_coral::dns::prefix_locator(dsht.clone());
-            let redirector = ecdn_coral::dns::Redirector::new(&domain, dsht, locate)?;
+            // Resolvers neither near nor DSHT peers are probed (one TCP round trip, kept).
+            let wait = ecdn_coral::dns::Redirector::probe_wait(&dsht);
+            let prober = Arc::new(ecdn_coral::probe::Prober::new(wait));
+            let redirector =
+                ecdn_coral::dns::Redirector::new(&domain, dsht, locate)?.with_prober(prober);
             let server = ecdn_coral::dns::DnsServer::start(addr, redirector).await?;
             eprintln!(
                 "ecdn node: DNS redirector for {domain} on {} (UDP and TCP)",

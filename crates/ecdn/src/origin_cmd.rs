@@ -34,9 +34,15 @@ pub struct OriginArgs {
     /// (`ecdn_backend::emulator`); --bandwidth paces each connection's bodies.
     #[arg(long)]
     s3: bool,
-    /// With --s3: the delays, `paper` (S3's, from TOFEC's numbers) or `none`.
+    /// With --s3: the delays: `paper` (TOFEC's model with S3's parameters from its numbers),
+    /// `none`, or a source TOFEC did not design: `empirical:FILE`, `heavy-tail[:pareto:A |
+    /// :lognormal:S]`, `slow-periods[:keys|:connections]` (`ecdn_backend::emulator::delays`).
     #[arg(long, default_value = "paper", requires = "s3")]
     s3_delays: String,
+    /// With --s3: the least size of a multipart upload's parts but the last (S3's 5MiB; 0 for
+    /// any).
+    #[arg(long, default_value = "5MiB", requires = "s3")]
+    s3_min_part: String,
     #[command(flatten)]
     threads: crate::args::ThreadsArg,
 }
@@ -86,16 +92,19 @@ where
 
 /// `--s3`: the storage-cloud emulator.
 fn run_s3(a: OriginArgs) -> Result<()> {
-    use ecdn_backend::emulator::{serve, EmulatorConfig};
-    use ecdn_backend::model::DelayModel;
-    let model = match a.s3_delays.as_str() {
-        "paper" => Some(DelayModel::PAPER_S3),
+    use ecdn_backend::emulator::{serve, DelaySource, EmulatorConfig};
+    let source = match a.s3_delays.as_str() {
+        "paper" => Some(DelaySource::parse("model").map_err(anyhow::Error::msg)?),
         "none" => None,
-        other => anyhow::bail!("--s3-delays {other:?}: paper or none"),
+        other => Some(
+            DelaySource::parse(other)
+                .map_err(|e| anyhow::anyhow!("--s3-delays: {e} (or paper, none)"))?,
+        ),
     };
     let cfg = EmulatorConfig {
-        read: model,
-        write: model,
+        read: source.clone(),
+        write: source,
+        min_part: parse_size(&a.s3_min_part).map_err(anyhow::Error::msg)?,
         bandwidth: match parse_size(&a.bandwidth).map_err(anyhow::Error::msg)? {
             0 => None,
             b => Some(b),

@@ -126,7 +126,6 @@ impl Actor {
                 layout: Layout::Plain(size),
                 ..
             } => (Op::Read, *size, 0, 0, false),
-            JobKind::Write { max_k: 0, .. } => return (1, 1), // one part: the whole file
             JobKind::Write { manifest: m, .. } => (Op::Write, m.size, m.k, m.n, true),
         };
         let mut ks: Vec<usize> = if coded {
@@ -135,7 +134,8 @@ impl Actor {
             (1..=cfg.k_max.max(1)).collect()
         };
         if let JobKind::Write { max_k, .. } = kind {
-            ks.retain(|k| k <= max_k);
+            // No chunks of S3's least part size: the whole file, k = 1.
+            ks.retain(|k| k <= max_k.max(&1));
         }
         let (n, k) = match cfg.strategy {
             Strategy::Static { n, k } => (n, k),
@@ -241,22 +241,29 @@ impl Actor {
                 max_k,
                 finished,
             } => {
-                if max_k == 0 {
-                    // Too small for parts of S3's least size: the whole file, one part.
-                    let bytes = file.len() as u64;
-                    tasks.push((0, bytes, Op::Write, map_stored(upload.part(file.clone()))));
-                } else {
-                    // Parts in order: the n chunks, then the strips after them.
-                    for c in 0..n {
-                        let r = manifest.chunk_range(k, c);
-                        let part = file.slice(r.start as usize..r.end as usize);
-                        let bytes = part.len() as u64;
-                        tasks.push((c, bytes, Op::Write, map_stored(upload.part(part))));
+                match upload.as_mut() {
+                    None => {
+                        // Too small for parts of S3's least size: n PUTs of the whole file
+                        // race, the first stored wins.
+                        let meta = manifest.to_metadata();
+                        for c in 0..n {
+                            let fut = store.put(&key, file.clone(), Some(meta.clone()));
+                            tasks.push((c, file.len() as u64, Op::Write, map_stored(fut)));
+                        }
                     }
-                    let end = manifest.chunk_range(k, n).start as usize;
-                    if end < file.len() {
-                        active.rest_bytes = (file.len() - end) as u64;
-                        active.rest = Some(map_stored(upload.part(file.slice(end..))));
+                    Some(upload) => {
+                        // Parts in order: the n chunks, then the strips after them.
+                        for c in 0..n {
+                            let r = manifest.chunk_range(k, c);
+                            let part = file.slice(r.start as usize..r.end as usize);
+                            let bytes = part.len() as u64;
+                            tasks.push((c, bytes, Op::Write, map_stored(upload.part(part))));
+                        }
+                        let end = manifest.chunk_range(k, n).start as usize;
+                        if end < file.len() {
+                            active.rest_bytes = (file.len() - end) as u64;
+                            active.rest = Some(map_stored(upload.part(file.slice(end..))));
+                        }
                     }
                 }
                 active.kind = JobKind::Write {
@@ -421,6 +428,22 @@ impl Actor {
             return;
         };
         let k = a.code.1;
+        let whole = matches!(a.kind, JobKind::Write { upload: None, .. });
+        if whole && a.stored > 0 {
+            // The race is won: the file is stored and readable; the other PUTs are cancelled
+            // (one that S3 completes anyway stores the same bytes).
+            let served = served(a);
+            let reply = a.reply.take();
+            self.cancel(job);
+            if let Some(JobKind::Write { finished, .. }) = self.active.remove(&job).map(|a| a.kind)
+            {
+                let _ = finished.send(Ok(()));
+            }
+            if let Some(tx) = reply {
+                let _ = tx.send(Ok((Reply::Written, served)));
+            }
+            return;
+        }
         if a.reply.is_some() && a.stored >= k {
             let served = served(a);
             if let Some(tx) = a.reply.take() {
@@ -459,11 +482,14 @@ impl Actor {
         let shared = self.shared.clone();
         let (failed_parts, reply) = (a.failed, a.reply);
         tokio::spawn(async move {
-            let result = if failed_parts > 0 {
-                let _ = upload.abort().await;
-                Err(format!("{failed_parts} parts failed"))
-            } else {
-                upload.complete().await.map_err(|e| e.to_string())
+            let result = match upload {
+                // Every racing PUT failed (one stored would have ended the race).
+                None => Err(format!("{failed_parts} PUTs of the whole file failed")),
+                Some(upload) if failed_parts > 0 => {
+                    let _ = upload.abort().await;
+                    Err(format!("{failed_parts} parts failed"))
+                }
+                Some(upload) => upload.complete().await.map_err(|e| e.to_string()),
             };
             let _ = finished.send(result.clone().map_err(|why| failed(&key, &why)));
             match (result, reply) {

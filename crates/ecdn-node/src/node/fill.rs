@@ -644,8 +644,10 @@ impl Drop for SiteFill {
 }
 
 /// Asks the sites that may hold `url`, nearest first, with the client's request marked as a
-/// peer's ([`super::sites::PEER_HEADER`]); the first `200` is the answer. `None` when no
-/// site has it.
+/// peer's ([`super::sites::PEER_HEADER`]); the first `200` is the answer. Sites are asked two
+/// at a time, racing: the first two referrals at once (the nearest may be slow or gone, and
+/// waiting for it to fail would add its timeout to the fill), the loser cancelled; when
+/// neither answers `200`, the next two. `None` when no site has it.
 async fn fetch_from_sites(
     st: &State,
     sites: &super::sites::Sites,
@@ -654,19 +656,51 @@ async fn fetch_from_sites(
 ) -> Option<(hyper::http::response::Parts, hyper::body::Incoming)> {
     // Every request says which site asks (see `sites::may_join`).
     let mark = hyper::header::HeaderValue::from_str(sites.0.me()).ok()?;
-    for site in sites.0.locate(url).await {
+    let ask = |site: String| {
         let mut ask = Request::new(super::empty_body());
         *ask.method_mut() = req.method().clone();
         *ask.uri_mut() = req.uri().clone();
         *ask.headers_mut() = req.headers().clone();
         ask.headers_mut()
             .insert(super::sites::PEER_HEADER, mark.clone());
-        match st.upstream.fetch_head_from(&site, ask).await {
-            Ok((parts, body)) if parts.status == StatusCode::OK => {
-                st.metrics.site_fill();
-                return Some((parts, body));
+        async move {
+            match st.upstream.fetch_head_from(&site, ask).await {
+                Ok((parts, body)) if parts.status == StatusCode::OK => Some((parts, body)),
+                _ => None,
             }
-            _ => continue,
+        }
+    };
+    let mut referrals = sites.0.locate(url).await.into_iter();
+    while let Some(first) = referrals.next() {
+        let answer = match referrals.next() {
+            None => ask(first).await,
+            Some(second) => first_of_two(ask(first), ask(second)).await,
+        };
+        if answer.is_some() {
+            st.metrics.site_fill();
+            return answer;
+        }
+    }
+    None
+}
+
+/// The first of two futures to give `Some`, the other dropped; `None` when both give `None`.
+async fn first_of_two<T>(
+    a: impl std::future::Future<Output = Option<T>>,
+    b: impl std::future::Future<Output = Option<T>>,
+) -> Option<T> {
+    tokio::pin!(a, b);
+    let (mut a_done, mut b_done) = (false, false);
+    while !(a_done && b_done) {
+        tokio::select! {
+            r = &mut a, if !a_done => match r {
+                Some(v) => return Some(v),
+                None => a_done = true,
+            },
+            r = &mut b, if !b_done => match r {
+                Some(v) => return Some(v),
+                None => b_done = true,
+            },
         }
     }
     None

@@ -8,9 +8,11 @@
 //!    renewed until the fill ends, so sites that miss meanwhile fetch from it: concurrent
 //!    misses form a tree instead of all going to the origin);
 //! 2. asks them where the URL may be (**locate**, nearest first) and sends the request to those
-//!    sites in turn, marked with [`PEER_HEADER`]; the first `200` is the fill's answer, read,
-//!    checked (`Content-Length`) and stored exactly as an origin's would be. With no
-//!    referral, or none that answers `200`, the fill goes to the origin;
+//!    sites two at a time, racing (the first two at once, then the next two if neither
+//!    answers `200`), marked with [`PEER_HEADER`]; the first `200` is the fill's answer, read,
+//!    checked (`Content-Length`) and stored exactly as an origin's would be, and the other
+//!    request is cancelled. With no referral, or none that answers `200`, the fill goes to the
+//!    origin;
 //! 3. tells them the fill is **filled** (the object is stored here: a long-lived reference) or
 //!    **abandoned** (nothing stored).
 //!

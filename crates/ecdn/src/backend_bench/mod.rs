@@ -20,23 +20,26 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::plot::backend::{survival, LinesFigure, Panel};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use clap::Args;
-use ecdn_backend::emulator::{Emulator, EmulatorConfig};
+use ecdn_backend::emulator::{DelaySource, Emulator, EmulatorConfig};
 use ecdn_backend::model::{fit, DelayModel, TaskSample};
 use ecdn_backend::proxy::{Proxy, ProxyConfig};
 use ecdn_backend::store::{S3Config, S3Store, Store};
 use ecdn_backend::tofec::Strategy;
 use ecdn_trace::units::parse_size;
 use ecdn_trace::Rng;
-use serde::Serialize;
 
-use crate::plot::backend::{survival, LinesFigure, Panel};
+mod report;
+
+use report::{delays, mark_best, summarize, table, Delays, Point, Record};
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Strategies: tofec, greedy, static-N-K.
+    /// Strategies: tofec, greedy, static-N-K; tofec-mm1 and tofec-mml are TOFEC with the
+    /// queue model named (instead of --queue-model's).
     #[arg(
         long,
         value_delimiter = ',',
@@ -47,6 +50,20 @@ pub struct BenchArgs {
     /// connections is 78.
     #[arg(long, value_delimiter = ',', default_value = "10,40,70")]
     rates: Vec<f64>,
+    /// Rates as fractions of the (1, 1) capacity under each delay source (L over the
+    /// source's mean delay of a whole object), e.g. 0.15,0.5,0.85; instead of --rates.
+    #[arg(long, value_delimiter = ',', conflicts_with = "rates")]
+    loads: Option<Vec<f64>>,
+    /// The emulator's delay sources, each a run of every strategy and rate: model (TOFEC's
+    /// own, S3's parameters), empirical:FILE (measured quantiles per size, e.g.
+    /// benches/data/s3-get-latency.txt), heavy-tail[:pareto:A|:lognormal:S],
+    /// slow-periods[:keys|:connections].
+    #[arg(long, value_delimiter = ',', default_value = "model")]
+    store_delays: Vec<String>,
+    /// The least size of a multipart upload's parts but the last, in the emulator and the
+    /// proxy (S3's 5 MiB; 0: any, as the paper's measurements assumed).
+    #[arg(long, default_value = "5MiB")]
+    min_part: String,
     /// Arrivals per strategy and rate (the warm-up included).
     #[arg(long, default_value = "10s")]
     duration: String,
@@ -69,8 +86,8 @@ pub struct BenchArgs {
     /// K of the coded files (N = 2K): 6 allows k ∈ {1, 2, 3, 6}, 60 every k ≤ 6.
     #[arg(long, default_value_t = 6)]
     strips: usize,
-    /// Emulated per-connection bandwidth (bytes per second, e.g. 100MiB); none: the delay
-    /// model alone.
+    /// Emulated per-connection bandwidth, each way (bytes per second, e.g. 100MiB); none: the
+    /// delays alone.
     #[arg(long)]
     bandwidth: Option<String>,
     /// Keep the proxy's delay model at S3's instead of refitting it from measured tasks.
@@ -104,126 +121,11 @@ pub struct BenchArgs {
     json: bool,
 }
 
-/// One read: when it arrived (since the run's start), how long it took, its code.
-#[derive(Clone, Copy, Debug)]
-struct Record {
-    at: f64,
-    done_at: f64,
-    delay: f64,
-    n: usize,
-    k: usize,
-    ok: bool,
-    /// Not finished when the run stopped.
-    stopped: bool,
-    write: bool,
-}
-
-#[derive(Serialize)]
-struct Delays {
-    mean: f64,
-    p50: f64,
-    p90: f64,
-    p99: f64,
-    std: f64,
-}
-
-#[derive(Serialize)]
-struct Point {
-    strategy: String,
-    /// `read` or `write`.
-    op: &'static str,
-    arrival_rate: f64,
-    throughput: f64,
-    delay_ms: Delays,
-    mean_n: f64,
-    mean_k: f64,
-    /// Share of the completed reads served with k = 1..=6.
-    k_share: Vec<f64>,
-    requests: usize,
-    completed: usize,
-    failed: usize,
-    unfinished: usize,
-    size: u64,
-    connections: usize,
-    /// The proxy's model of the operation at the end (ms and ms per MB).
-    model: Option<[f64; 4]>,
-}
-
-/// The report of one operation's requests (`recs`) of a run whose measured window is
-/// `(warmup, end)` seconds.
-fn summarize(
-    recs: &[&Record],
-    (warmup, end): (f64, f64),
-    strategy: String,
-    op: &'static str,
-    rate: f64,
-    model: Option<[f64; 4]>,
-) -> Point {
-    let measured: Vec<&Record> = recs.iter().copied().filter(|r| r.at >= warmup).collect();
-    let ok: Vec<&Record> = measured.iter().copied().filter(|r| r.ok).collect();
-    let stopped = measured.iter().filter(|r| r.stopped).count();
-    let in_window = recs
-        .iter()
-        .filter(|r| r.ok && r.done_at >= warmup && r.done_at < end)
-        .count();
-    let mut k_share = vec![0.0; 6];
-    for r in &ok {
-        if (1..=6).contains(&r.k) {
-            k_share[r.k - 1] += 1.0 / ok.len() as f64;
-        }
-    }
-    let mean = |f: fn(&Record) -> usize| {
-        ok.iter().fold(0.0, |a, r| a + f(r) as f64) / ok.len().max(1) as f64
-    };
-    Point {
-        strategy,
-        op,
-        arrival_rate: rate,
-        throughput: in_window as f64 / (end - warmup),
-        delay_ms: delays(ok.iter().map(|r| r.delay).collect()),
-        mean_n: mean(|r| r.n),
-        mean_k: mean(|r| r.k),
-        k_share,
-        requests: measured.len(),
-        completed: ok.len(),
-        failed: measured.len() - ok.len() - stopped,
-        unfinished: stopped,
-        size: 0,
-        connections: 0,
-        model,
-    }
-}
-
 /// What the arrivals ask: reads of `keys`, and a `writes` fraction of writes of `payload`.
 struct Workload<'a> {
     keys: &'a [String],
     writes: f64,
     payload: Bytes,
-}
-
-fn delays(mut v: Vec<f64>) -> Delays {
-    if v.is_empty() {
-        return Delays {
-            mean: f64::NAN,
-            p50: f64::NAN,
-            p90: f64::NAN,
-            p99: f64::NAN,
-            std: f64::NAN,
-        };
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    let var = v.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n;
-    let q = |p: f64| v[((p * n).ceil() as usize).clamp(1, v.len()) - 1];
-    let ms = 1000.0;
-    Delays {
-        mean: mean * ms,
-        p50: q(0.5) * ms,
-        p90: q(0.9) * ms,
-        p99: q(0.99) * ms,
-        std: var.sqrt() * ms,
-    }
 }
 
 fn model_ms(m: &DelayModel) -> [f64; 4] {
@@ -302,6 +204,47 @@ async fn run_requests(
     (recs, total)
 }
 
+/// A strategy as the bench runs it: TOFEC may name its queue model.
+#[derive(Clone, Debug)]
+struct Contender {
+    strategy: Strategy,
+    queue: Option<ecdn_backend::tofec::QueueModel>,
+    name: String,
+}
+
+impl Contender {
+    fn parse(s: &str) -> Result<Contender> {
+        use ecdn_backend::tofec::QueueModel;
+        let (strategy, queue) = match s {
+            "tofec-mm1" => (Strategy::Tofec, Some(QueueModel::Mm1)),
+            "tofec-mml" => (Strategy::Tofec, Some(QueueModel::Mml)),
+            _ => (Strategy::parse(s).map_err(anyhow::Error::msg)?, None),
+        };
+        Ok(Contender {
+            strategy,
+            queue,
+            name: s.to_string(),
+        })
+    }
+
+    fn is_tofec(&self) -> bool {
+        self.strategy == Strategy::Tofec
+    }
+}
+
+/// What every delay source's run shares, checked once.
+struct Setup {
+    duration: f64,
+    warmup: f64,
+    drain: Duration,
+    size: u64,
+    strategies: Vec<Contender>,
+    phases: Option<Vec<(f64, f64)>>,
+    queue_model: ecdn_backend::tofec::QueueModel,
+    bandwidth: Option<u64>,
+    min_part: u64,
+}
+
 pub async fn run(a: BenchArgs) -> Result<()> {
     let dur = |flag: &str, v: &str| crate::args::duration(flag, v);
     let duration = dur("--duration", &a.duration)?.as_secs_f64();
@@ -311,13 +254,21 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         bail!("--warmup must be shorter than --duration");
     }
     let size = parse_size(&a.size).map_err(anyhow::Error::msg)?;
-    let strategies: Vec<Strategy> = a
+    let strategies: Vec<Contender> = a
         .strategies
         .iter()
-        .map(|s| Strategy::parse(s).map_err(anyhow::Error::msg))
+        .map(|s| Contender::parse(s))
         .collect::<Result<_>>()?;
     if let Some(r) = a.rates.iter().find(|r| !(**r > 0.0 && r.is_finite())) {
         bail!("--rates: {r} is not a positive rate");
+    }
+    if let Some(l) = a
+        .loads
+        .iter()
+        .flatten()
+        .find(|l| !(**l > 0.0 && l.is_finite()))
+    {
+        bail!("--loads: {l} is not a positive fraction of the (1, 1) capacity");
     }
     let phases = a.phases.as_deref().map(parse_phases).transpose()?;
     let queue_model =
@@ -335,11 +286,56 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         Some(b) => Some(parse_size(b).map_err(anyhow::Error::msg)?),
         None => None,
     };
+    let sources: Vec<(String, DelaySource)> = a
+        .store_delays
+        .iter()
+        .map(|s| {
+            DelaySource::parse(s)
+                .map(|d| (s.clone(), d))
+                .map_err(|e| anyhow::anyhow!("--store-delays: {e}"))
+        })
+        .collect::<Result<_>>()?;
+    if sources.len() > 1 && (phases.is_some() || a.plot.is_some() || a.plot_model.is_some()) {
+        bail!("--phases, --plot and --plot-model take one --store-delays source");
+    }
+    let setup = Setup {
+        duration,
+        warmup,
+        drain,
+        size,
+        strategies,
+        phases,
+        queue_model,
+        bandwidth,
+        min_part: parse_size(&a.min_part).map_err(anyhow::Error::msg)?,
+    };
+    for (name, source) in &sources {
+        run_source(&a, &setup, name, source).await?;
+    }
+    Ok(())
+}
+
+/// The bench against an emulator whose delays come from `source`.
+async fn run_source(a: &BenchArgs, setup: &Setup, name: &str, source: &DelaySource) -> Result<()> {
+    let Setup {
+        duration,
+        warmup,
+        drain,
+        size,
+        ref strategies,
+        ref phases,
+        queue_model,
+        bandwidth,
+        min_part,
+    } = *setup;
     let emu = Emulator::start(
         "127.0.0.1:0".parse()?,
         EmulatorConfig {
+            read: Some(source.clone()),
+            write: Some(source.clone()),
             bandwidth,
             seed: a.seed,
+            min_part,
             ..EmulatorConfig::default()
         },
     )
@@ -352,22 +348,21 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         ..S3Config::default()
     };
     let store: Arc<dyn Store> = Arc::new(S3Store::new(&s3, Duration::from_secs(60))?);
-    let cfg = |strategy: Strategy| ProxyConfig {
+    let cfg = |strategy: Strategy, queue: Option<_>| ProxyConfig {
         strategy,
         connections: a.connections,
         strips_k: a.strips,
         refit_every: if a.no_refit { 0 } else { 500 },
         fit_trim: a.fit_trim,
-        queue_model,
-        // The emulator takes parts of any size, as the paper's measurements assumed.
-        min_part: 0,
+        queue_model: queue.unwrap_or(queue_model),
+        min_part,
         task_timeout: Duration::from_secs(60),
         ..ProxyConfig::default()
     };
     let pb = crate::args::phase_spinner(crate::args::progress_hidden(a.json, false));
-    pb.set_message(format!("writing {} objects", a.objects));
+    pb.set_message(format!("{name}: writing {} objects", a.objects));
     // The objects, written once (coded), and their heads given to every proxy.
-    let writer = Proxy::start(store.clone(), cfg(Strategy::Static { n: 1, k: 1 }));
+    let writer = Proxy::start(store.clone(), cfg(Strategy::Static { n: 1, k: 1 }, None));
     let mut keys = Vec::new();
     let mut rng = Rng::new(a.seed ^ 0x0b1ec7);
     for i in 0..a.objects {
@@ -387,8 +382,8 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             store.head(k).await?.context("an object just written")?,
         ));
     }
-    let fresh = |s: Strategy| {
-        let p = Proxy::start(store.clone(), cfg(s));
+    let fresh = |s: &Contender| {
+        let p = Proxy::start(store.clone(), cfg(s.strategy, s.queue));
         for (k, h) in &heads {
             p.remember(k, h.clone());
         }
@@ -402,6 +397,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
     };
     let mut samples: Vec<TaskSample> = Vec::new();
     if let Some(phases) = phases {
+        let phases = phases.clone();
         let mut lines = Vec::new();
         let mut k_lines = Vec::new();
         for (i, s) in strategies.iter().enumerate() {
@@ -416,17 +412,17 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                 }
                 phases[phases.len() - 1].0
             };
-            let p = fresh(*s);
+            let p = fresh(s);
             let seed = a.seed + i as u64;
             pb.set_message(format!(
                 "{} through the phases, {end:.0} s (run {} of {})",
-                s.name(),
+                s.name,
                 i + 1,
                 strategies.len()
             ));
             let (recs, _) = run_requests(&p, &work, rate_at, end, drain, seed).await;
             let recs: Vec<Record> = recs.into_iter().filter(|r| !r.write).collect();
-            if *s == Strategy::Tofec {
+            if s.is_tofec() {
                 samples.extend(p.read_samples());
             }
             let mut pts = Vec::new();
@@ -446,7 +442,7 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                 kpts.push((sec as f64, mean_k));
                 if a.json {
                     let line = serde_json::json!({
-                        "strategy": s.name(), "second": sec, "arrival_rate": rate_at(sec as f64),
+                        "strategy": s.name, "second": sec, "arrival_rate": rate_at(sec as f64),
                         "requests": in_sec.len(), "delay_ms": d, "mean_n": mean_n, "mean_k": mean_k,
                     });
                     outln!("{line}")?;
@@ -474,12 +470,12 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                     ))
                 })
                 .collect();
-            pb.suspend(|| eprintln!("{:>12}: {}", s.name(), summary.join("; ")));
+            pb.suspend(|| eprintln!("{:>12}: {}", s.name, summary.join("; ")));
             lines.push(pts);
             k_lines.push(kpts);
         }
         if let Some(path) = &a.plot {
-            let labels = strategies.iter().map(Strategy::name).collect();
+            let labels = strategies.iter().map(|c| c.name.clone()).collect();
             let fig = LinesFigure {
                 title: format!(
                     "Changing workload (TOFEC §V-D): phases {}",
@@ -506,41 +502,60 @@ pub async fn run(a: BenchArgs) -> Result<()> {
             crate::plot::lines(path, &fig)?;
         }
     } else {
-        let mut by_strategy: Vec<Vec<(f64, Delays)>> = Vec::new();
-        for (i, s) in strategies.iter().enumerate() {
-            let mut row = Vec::new();
-            for (j, &rate) in a.rates.iter().enumerate() {
-                let p = fresh(*s);
-                let seed = a.seed + (i * 100 + j) as u64;
+        // The rates: given, or fractions of the (1, 1) capacity, L over the source's mean delay
+        // of a whole object.
+        let rates: Vec<f64> = match &a.loads {
+            Some(loads) => {
+                let capacity = a.connections as f64 / source.mean(size);
+                loads
+                    .iter()
+                    .map(|l| (l * capacity * 10.0).round() / 10.0)
+                    .collect()
+            }
+            None => a.rates.clone(),
+        };
+        let mut by_strategy: Vec<Vec<(f64, Delays)>> =
+            strategies.iter().map(|_| Vec::new()).collect();
+        let mut rows: Vec<Vec<Point>> = Vec::new();
+        let ops: &[(&str, bool)] = if a.writes >= 1.0 {
+            &[("write", true)]
+        } else if a.writes > 0.0 {
+            &[("read", false), ("write", true)]
+        } else {
+            &[("read", false)]
+        };
+        // Rates outer, strategies inner: a row is measured within minutes, on the same
+        // arrivals (the seed is the rate's).
+        for (j, &rate) in rates.iter().enumerate() {
+            let mut row: Vec<Vec<Point>> = ops.iter().map(|_| Vec::new()).collect();
+            for (i, s) in strategies.iter().enumerate() {
+                let p = fresh(s);
+                let seed = a.seed + j as u64;
                 pb.set_message(format!(
-                    "{} at {rate}/s for {duration:.0} s (run {} of {})",
-                    s.name(),
-                    i * a.rates.len() + j + 1,
-                    strategies.len() * a.rates.len()
+                    "{name}: {} at {rate}/s for {duration:.0} s (run {} of {})",
+                    s.name,
+                    j * strategies.len() + i + 1,
+                    strategies.len() * rates.len()
                 ));
                 let (recs, total) = run_requests(&p, &work, |_| rate, duration, drain, seed).await;
                 // Arrivals that left no record (none, unless a task outlived the run).
                 let lost = total - recs.len();
                 let (models, read_samples) = (p.models(), p.read_samples());
-                if *s == Strategy::Tofec {
+                if s.is_tofec() {
                     samples.extend(read_samples);
                 }
-                let ops: &[(&str, bool)] = if a.writes > 0.0 {
-                    &[("read", false), ("write", true)]
-                } else {
-                    &[("read", false)]
-                };
                 let window = (warmup, duration);
-                let mut read_point = None;
-                for &(op, write) in ops {
+                for (o, &(op, write)) in ops.iter().enumerate() {
                     let of_op: Vec<&Record> = recs.iter().filter(|r| r.write == write).collect();
-                    let model = (*s == Strategy::Tofec)
+                    let model = s
+                        .is_tofec()
                         .then(|| model_ms(if write { &models.1 } else { &models.0 }));
-                    let mut point = summarize(&of_op, window, s.name(), op, rate, model);
-                    if !write {
+                    let mut point = summarize(&of_op, window, s.name.clone(), op, rate, model);
+                    if o == 0 {
                         point.unfinished += lost;
                     }
                     (point.size, point.connections) = (size, a.connections);
+                    point.store_delays = name.to_string();
                     pb.suspend(|| eprintln!(
                         "{:>12} {op:>5} at {rate:>5}/s: {:6.1} done/s, delay mean {:7.1} ms p50 {:7.1} p99 {:7.1} std {:7.1}, n {:.1} k {:.1}{}",
                         point.strategy,
@@ -553,20 +568,25 @@ pub async fn run(a: BenchArgs) -> Result<()> {
                         point.mean_k,
                         if point.unfinished > 0 { format!(", {} unfinished", point.unfinished) } else { String::new() }
                     ));
-                    if a.json {
-                        outln!("{}", serde_json::to_string(&point)?)?;
+                    if o == 0 {
+                        by_strategy[i].push((rate, point.delay_ms.clone()));
                     }
-                    if !write {
-                        read_point = Some(point.delay_ms);
+                    row[o].push(point);
+                }
+            }
+            for mut r in row {
+                mark_best(&mut r);
+                if a.json {
+                    for point in &r {
+                        outln!("{}", serde_json::to_string(point)?)?;
                     }
                 }
-                let Some(point) = read_point else { continue };
-                row.push((rate, point));
+                rows.push(r);
             }
-            by_strategy.push(row);
         }
+        pb.suspend(|| eprint!("{}", table(name, &rows)));
         if let Some(path) = &a.plot {
-            let labels = strategies.iter().map(Strategy::name).collect();
+            let labels = strategies.iter().map(|c| c.name.clone()).collect();
             // Log scale: an overloaded static code's delays are seconds, the others' tens of
             // milliseconds.
             let line = |f: fn(&Delays) -> f64| {

@@ -2,13 +2,18 @@
 //! operations the backend tier uses, whose answers take as long as S3's do.
 //!
 //! A store on loopback answers in microseconds, while TOFEC's gains come from S3's delay
-//! distribution. With a [`DelayModel`], every range read of `B` bytes is answered after a
-//! delay drawn from `Δ(B) + Exp(μ(B))` (§III-C; S3's parameters by default,
-//! [`DelayModel::PAPER_S3`]), measured from the request to the response's last byte; with a
-//! per-connection bandwidth as well, the body is paced at that rate and its headers leave
-//! early enough for the last byte to arrive on time (or as soon as the rate allows). A write
-//! (an object, or a part) is answered the write model's delay after its body arrived; a
-//! `HEAD` after the read model's delay for 0 bytes.
+//! distribution. With a [`DelaySource`], every range read of `B` bytes is answered after a
+//! delay drawn from it (by default TOFEC's model `Δ(B) + Exp(μ(B))`, §III-C, with S3's
+//! parameters, [`DelayModel::PAPER_S3`]; [`delays`] has sources TOFEC did not design),
+//! measured from the request to the response's last byte; with a per-connection bandwidth as
+//! well, the body is paced at that rate and its headers leave early enough for the last byte
+//! to arrive on time (or as soon as the rate allows). A write (an object, or a part) is
+//! answered the write source's delay after its body arrived, and not before the body could
+//! have crossed a connection of that bandwidth; a `HEAD` after the read source's delay for 0
+//! bytes.
+//!
+//! As S3 does, completing a multipart upload whose parts but the last are not all of
+//! [`EmulatorConfig::min_part`] bytes (5 MiB) fails with `EntityTooSmall`.
 //!
 //! **The S3 subset**, path-style (`/bucket/key`), unsigned requests accepted (the emulator
 //! checks no signatures): `PUT` an object (with `x-amz-meta-*` metadata), `GET` (with a
@@ -39,35 +44,43 @@ use tokio::net::TcpListener;
 use crate::http::percent_decode;
 use crate::model::DelayModel;
 
+pub mod delays;
+
+pub use delays::{DelaySource, DrawContext};
+
 /// How the emulator answers.
 #[derive(Clone, Debug)]
 pub struct EmulatorConfig {
     /// Delays of reads (and `HEAD`); `None`: at once.
-    pub read: Option<DelayModel>,
+    pub read: Option<DelaySource>,
     /// Delays of writes; `None`: at once.
-    pub write: Option<DelayModel>,
-    /// Bytes per second of one connection's response bodies; `None`: unpaced.
+    pub write: Option<DelaySource>,
+    /// Bytes per second of one connection's bodies, each way; `None`: unpaced.
     pub bandwidth: Option<u64>,
     /// Seed of the delays.
     pub seed: u64,
     /// Largest object or part accepted.
     pub max_object: u64,
+    /// The least size of a multipart upload's parts but the last (S3's 5 MiB; 0: any).
+    pub min_part: u64,
 }
 
 impl Default for EmulatorConfig {
     fn default() -> Self {
         EmulatorConfig {
-            read: Some(DelayModel::PAPER_S3),
-            write: Some(DelayModel::PAPER_S3),
+            read: Some(DelaySource::Model(DelayModel::PAPER_S3)),
+            write: Some(DelaySource::Model(DelayModel::PAPER_S3)),
             bandwidth: None,
             seed: 1,
             max_object: 1 << 30,
+            min_part: 5 << 20,
         }
     }
 }
 
 impl EmulatorConfig {
-    /// Every answer at once, unpaced: a plain S3-compatible store for functional tests.
+    /// Every answer at once, unpaced (parts of S3's least size still required): a plain
+    /// S3-compatible store for functional tests.
     pub fn instant() -> EmulatorConfig {
         EmulatorConfig {
             read: None,
@@ -102,10 +115,14 @@ pub struct EmulatorStats {
 struct Emu {
     cfg: EmulatorConfig,
     objects: Mutex<HashMap<(String, String), Object>>,
-    uploads: Mutex<HashMap<String, Multipart>>,
+    uploads: Uploads,
     rng: Mutex<Rng>,
     next: AtomicU64,
     stats: Arc<EmulatorStats>,
+    /// When it started: the slow periods' clock.
+    started: Instant,
+    /// Connections accepted so far (each one's number).
+    connections: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -116,9 +133,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub struct Emulator {
     addr: SocketAddr,
     stats: Arc<EmulatorStats>,
+    uploads: Uploads,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
+
+/// The multipart uploads under way, by id.
+type Uploads = Arc<Mutex<HashMap<String, Multipart>>>;
 
 impl Emulator {
     /// Listens on `addr` (port 0: any free one) and serves until [`Emulator::stop`].
@@ -127,12 +148,15 @@ impl Emulator {
         let addr = listener.local_addr()?;
         let stats = Arc::new(EmulatorStats::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(serve_with(listener, cfg, stats.clone(), async {
+        let uploads = Uploads::default();
+        let shared = (stats.clone(), uploads.clone());
+        let task = tokio::spawn(serve_with(listener, cfg, shared, async {
             let _ = stopped.await;
         }));
         Ok(Emulator {
             addr,
             stats,
+            uploads,
             stop: Some(stop),
             task,
         })
@@ -151,6 +175,11 @@ impl Emulator {
         &self.stats
     }
 
+    /// Multipart uploads begun and neither completed nor aborted.
+    pub fn open_uploads(&self) -> usize {
+        lock(&self.uploads).len()
+    }
+
     /// Stops accepting connections and closes the open ones.
     pub async fn stop(mut self) {
         if let Some(s) = self.stop.take() {
@@ -166,33 +195,36 @@ pub async fn serve(
     cfg: EmulatorConfig,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    serve_with(listener, cfg, Arc::default(), shutdown).await;
+    serve_with(listener, cfg, Default::default(), shutdown).await;
     Ok(())
 }
 
 async fn serve_with(
     listener: TcpListener,
     cfg: EmulatorConfig,
-    stats: Arc<EmulatorStats>,
+    (stats, uploads): (Arc<EmulatorStats>, Uploads),
     shutdown: impl Future<Output = ()>,
 ) {
     let emu = Arc::new(Emu {
         rng: Mutex::new(Rng::new(cfg.seed)),
         cfg,
         objects: Mutex::new(HashMap::new()),
-        uploads: Mutex::new(HashMap::new()),
+        uploads,
         next: AtomicU64::new(1),
         stats,
+        started: Instant::now(),
+        connections: AtomicU64::new(0),
     });
     // A stopped store answers nothing more: its open connections close too.
     let (closed_tx, closed) = tokio::sync::watch::channel(false);
     crate::http::accept_loop(listener, shutdown, |stream| {
         let emu = emu.clone();
         let mut closed = closed.clone();
+        let conn = emu.connections.fetch_add(1, Ordering::Relaxed);
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
                 let emu = emu.clone();
-                async move { Ok::<_, Infallible>(handle(&emu, req).await) }
+                async move { Ok::<_, Infallible>(handle(&emu, req, conn).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .keep_alive(true)
@@ -273,16 +305,50 @@ fn user_metadata(h: &HeaderMap) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The delay of an operation on `bytes` bytes, drawn from `model`.
-fn draw(emu: &Emu, model: Option<DelayModel>, bytes: u64) -> Duration {
-    let Some(m) = model else {
+/// What a request is, for drawing its delay.
+#[derive(Clone, Copy)]
+struct Asked<'a> {
+    key: &'a str,
+    conn: u64,
+    arrived: Instant,
+}
+
+/// The delay of an operation on `bytes` bytes, drawn from `source`.
+fn draw(emu: &Emu, source: Option<&DelaySource>, asked: Asked<'_>, bytes: u64) -> Duration {
+    let Some(source) = source else {
         return Duration::ZERO;
     };
     let u = lock(&emu.rng).f64();
-    Duration::from_secs_f64(m.sample(bytes as f64, u).max(0.0))
+    let cx = DrawContext {
+        bytes,
+        t: asked.arrived.duration_since(emu.started).as_secs_f64(),
+        key: key_hash(asked.key),
+        conn: asked.conn,
+        seed: emu.cfg.seed,
+    };
+    Duration::from_secs_f64(source.draw(&cx, u))
 }
 
-async fn handle(emu: &Emu, req: Request<Incoming>) -> Response<EmuBody> {
+/// FNV-1a of the key, then mixed: where it falls in the key space.
+fn key_hash(key: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^ (h >> 33)
+}
+
+/// The time `bytes` take on one connection of the emulator's bandwidth.
+fn transfer_time(emu: &Emu, bytes: u64) -> Duration {
+    emu.cfg
+        .bandwidth
+        .map(|b| Duration::from_secs_f64(bytes as f64 / b.max(1) as f64))
+        .unwrap_or_default()
+}
+
+async fn handle(emu: &Emu, req: Request<Incoming>, conn: u64) -> Response<EmuBody> {
     emu.stats.requests.fetch_add(1, Ordering::Relaxed);
     let arrived = Instant::now();
     let Some((bucket, key)) = bucket_and_key(req.uri().path()) else {
@@ -301,8 +367,10 @@ async fn handle(emu: &Emu, req: Request<Incoming>) -> Response<EmuBody> {
             "NotImplemented",
             "bucket operations",
         ),
-        (Method::GET, false) | (Method::HEAD, false) => read(emu, req, bucket, key, arrived).await,
-        (Method::PUT, false) => write(emu, req, bucket, key, q, arrived).await,
+        (Method::GET, false) | (Method::HEAD, false) => {
+            read(emu, req, bucket, key, (conn, arrived)).await
+        }
+        (Method::PUT, false) => write(emu, req, bucket, key, q, (conn, arrived)).await,
         (Method::POST, false) if q.contains_key("uploads") => {
             let id = format!("u{}", emu.next.fetch_add(1, Ordering::Relaxed));
             let meta = user_metadata(req.headers());
@@ -324,7 +392,7 @@ async fn handle(emu: &Emu, req: Request<Incoming>) -> Response<EmuBody> {
             ))
         }
         (Method::POST, false) if q.contains_key("uploadId") => {
-            complete(emu, req, &q["uploadId"], arrived).await
+            complete(emu, req, &q["uploadId"]).await
         }
         (Method::DELETE, false) if q.contains_key("uploadId") => {
             lock(&emu.uploads).remove(&q["uploadId"]);
@@ -365,14 +433,15 @@ async fn read(
     req: Request<Incoming>,
     bucket: String,
     key: String,
-    arrived: Instant,
+    (conn, arrived): (u64, Instant),
 ) -> Response<EmuBody> {
     let head = req.method() == Method::HEAD;
+    let asked = |key| Asked { key, conn, arrived };
     let found = lock(&emu.objects)
         .get(&(bucket, key.clone()))
         .map(|o| (o.data.clone(), o.meta.clone(), o.etag.clone(), o.modified));
     let Some((data, meta, etag, modified)) = found else {
-        tokio::time::sleep(draw(emu, emu.cfg.read, 0)).await;
+        tokio::time::sleep(draw(emu, emu.cfg.read.as_ref(), asked(&key), 0)).await;
         return error(StatusCode::NOT_FOUND, "NoSuchKey", &key);
     };
     let size = data.len() as u64;
@@ -403,12 +472,8 @@ async fn read(
     let sent = if head { 0 } else { len };
     // The response is due `delay` after the request; at the link's rate its body takes
     // `len / rate`, so the headers leave that much earlier.
-    let delay = draw(emu, emu.cfg.read, sent);
-    let transfer = emu
-        .cfg
-        .bandwidth
-        .map(|b| Duration::from_secs_f64(sent as f64 / b.max(1) as f64))
-        .unwrap_or_default();
+    let delay = draw(emu, emu.cfg.read.as_ref(), asked(&key), sent);
+    let transfer = transfer_time(emu, sent);
     let headers_at = arrived + delay.saturating_sub(transfer);
     tokio::time::sleep_until(headers_at.into()).await;
     emu.stats.bytes_sent.fetch_add(sent, Ordering::Relaxed);
@@ -467,14 +532,21 @@ async fn write(
     bucket: String,
     key: String,
     q: HashMap<String, String>,
-    arrived: Instant,
+    (conn, arrived): (u64, Instant),
 ) -> Response<EmuBody> {
     let (headers, data) = match body_of(emu, req).await {
         Ok(x) => x,
         Err(r) => return r,
     };
-    let _ = arrived;
-    tokio::time::sleep(draw(emu, emu.cfg.write, data.len() as u64)).await;
+    let bytes = data.len() as u64;
+    let asked = Asked {
+        key: &key,
+        conn,
+        arrived,
+    };
+    let due = (Instant::now() + draw(emu, emu.cfg.write.as_ref(), asked, bytes))
+        .max(arrived + transfer_time(emu, bytes));
+    tokio::time::sleep_until(due.into()).await;
     let etag = format!("\"{:08x}\"", ecdn_store::crc32c(&data));
     if let (Some(part), Some(id)) = (q.get("partNumber"), q.get("uploadId")) {
         let Ok(n) = part.parse::<u32>() else {
@@ -510,33 +582,26 @@ async fn write(
 }
 
 /// `POST ?uploadId`: the parts the body lists, in its order, joined into the object.
-async fn complete(
-    emu: &Emu,
-    req: Request<Incoming>,
-    id: &str,
-    arrived: Instant,
-) -> Response<EmuBody> {
-    let _ = arrived;
+async fn complete(emu: &Emu, req: Request<Incoming>, id: &str) -> Response<EmuBody> {
     let (_, body) = match body_of(emu, req).await {
         Ok(x) => x,
         Err(r) => return r,
     };
     let numbers = part_numbers(&body);
-    let Some(u) = lock(&emu.uploads).remove(id) else {
+    // The upload stays open when it cannot be completed, as in S3 (it can be aborted).
+    let joined = {
+        let mut uploads = lock(&emu.uploads);
+        let Some(u) = uploads.get(id) else {
+            return error(StatusCode::NOT_FOUND, "NoSuchUpload", id);
+        };
+        match join_parts(u, &numbers, emu.cfg.min_part) {
+            Ok(data) => uploads.remove(id).map(|u| (u, data)),
+            Err(r) => return r,
+        }
+    };
+    let Some((u, data)) = joined else {
         return error(StatusCode::NOT_FOUND, "NoSuchUpload", id);
     };
-    let mut data = Vec::new();
-    for n in &numbers {
-        match u.parts.get(n) {
-            Some(p) => data.extend_from_slice(p),
-            None => {
-                return error(StatusCode::BAD_REQUEST, "InvalidPart", &format!("part {n}"));
-            }
-        }
-    }
-    if numbers.is_empty() {
-        return error(StatusCode::BAD_REQUEST, "MalformedXML", "no parts listed");
-    }
     let data = Bytes::from(data);
     let etag = format!("\"{:08x}-{}\"", ecdn_store::crc32c(&data), numbers.len());
     lock(&emu.objects).insert(
@@ -555,6 +620,34 @@ async fn complete(
         xml_escape(&u.key),
         xml_escape(&etag)
     ))
+}
+
+/// The parts `numbers` lists, joined in its order: `Err` with S3's answer when one is missing
+/// or, but for the last, smaller than `min_part`.
+fn join_parts(u: &Multipart, numbers: &[u32], min_part: u64) -> Result<Vec<u8>, Response<EmuBody>> {
+    if numbers.is_empty() {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "MalformedXML",
+            "no parts listed",
+        ));
+    }
+    let mut data = Vec::new();
+    for (i, n) in numbers.iter().enumerate() {
+        let Some(p) = u.parts.get(n) else {
+            let why = format!("part {n}");
+            return Err(error(StatusCode::BAD_REQUEST, "InvalidPart", &why));
+        };
+        if i + 1 < numbers.len() && (p.len() as u64) < min_part {
+            let why = format!(
+                "part {n} has {} bytes; every part but the last needs {min_part}",
+                p.len()
+            );
+            return Err(error(StatusCode::BAD_REQUEST, "EntityTooSmall", &why));
+        }
+        data.extend_from_slice(p);
+    }
+    Ok(data)
 }
 
 /// The part numbers a `CompleteMultipartUpload` body lists, in its order.
