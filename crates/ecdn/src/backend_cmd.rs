@@ -127,6 +127,11 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 pub fn run(cmd: BackendCmd) -> Result<()> {
+    // The bench builds its own runtime, inside the test bed's proxy host when it has one.
+    let cmd = match cmd {
+        BackendCmd::Bench(a) => return crate::backend_bench::main(a),
+        cmd => cmd,
+    };
     let rt = runtime()?;
     rt.block_on(async move {
         match cmd {
@@ -189,7 +194,7 @@ pub fn run(cmd: BackendCmd) -> Result<()> {
                 gateway::serve(listener, proxy, cfg, crate::origin_cmd::shutdown_signal()).await;
                 Ok(())
             }
-            BackendCmd::Bench(a) => crate::backend_bench::run(a).await,
+            BackendCmd::Bench(_) => unreachable!("run by backend_bench::main"),
         }
     })
 }

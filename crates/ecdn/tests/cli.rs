@@ -598,6 +598,105 @@ fn sizes_near_u64_max_do_not_overflow_byte_counters() {
 }
 
 #[test]
+fn backend_bench_runs_each_delay_source_on_the_same_arrivals() {
+    let empirical =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../benches/data/s3-get-latency.txt");
+    let sources = format!(
+        "empirical:{},heavy-tail:lognormal:1,slow-periods:connections",
+        empirical.display()
+    );
+    let o = ecdn(&[
+        "backend",
+        "bench",
+        "--store-delays",
+        &sources,
+        "--strategies",
+        "tofec-mm1,static-1-1,static-6-3",
+        "--loads",
+        "0.2",
+        "--duration",
+        "1.5s",
+        "--warmup",
+        "0.3s",
+        "--objects",
+        "2",
+        "--size",
+        "300000",
+        "--json",
+    ]);
+    let rows = json_rows(&o);
+    assert_eq!(rows.len(), 9, "{rows:?}");
+    for source in rows.chunks(3) {
+        let name = source[0]["store_delays"].as_str().unwrap();
+        // The same arrivals for every strategy of a source.
+        let requests: Vec<u64> = source
+            .iter()
+            .map(|r| r["requests"].as_u64().unwrap())
+            .collect();
+        assert!(
+            requests.iter().all(|&r| r == requests[0] && r > 3),
+            "{name}: {requests:?}"
+        );
+        assert!(
+            source.iter().all(|r| r["store_delays"] == name),
+            "{source:?}"
+        );
+        let best = source.iter().filter(|r| r["best"] == true).count();
+        assert_eq!(best, 1, "{name}: one best strategy per row");
+        assert_eq!(source[2]["mean_k"], 3.0, "{name}");
+    }
+    // The table on stderr marks the best and compares TOFEC with it and with (1, 1).
+    let err = stderr(&o);
+    assert!(err.contains("tofec-mm1 / best"), "{err}");
+    assert_eq!(err.matches("store delays ").count(), 3, "{err}");
+    // A bad source or file is a clear error.
+    for (bad, says) in [
+        ("fast", "--store-delays"),
+        ("empirical:/no/such/file", "cannot read"),
+    ] {
+        let o = ecdn(&["backend", "bench", "--store-delays", bad]);
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains(says), "{bad}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn backend_bench_writes_keep_to_s3_s_least_part_size() {
+    // 1 MB objects have no chunk of 5 MiB: every write is the whole file, k = 1, and the
+    // static (4, 2) becomes two racing PUTs.
+    let o = ecdn(&[
+        "backend",
+        "bench",
+        "--strategies",
+        "static-4-2,static-1-1",
+        "--rates",
+        "10",
+        "--writes",
+        "1",
+        "--duration",
+        "1.5s",
+        "--warmup",
+        "0.3s",
+        "--objects",
+        "1",
+        "--size",
+        "1000000",
+        "--json",
+    ]);
+    let rows = json_rows(&o);
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    for (row, n) in rows.iter().zip([2.0, 1.0]) {
+        assert_eq!(row["op"], "write");
+        assert_eq!(
+            (row["mean_n"].as_f64(), row["mean_k"].as_f64()),
+            (Some(n), Some(1.0))
+        );
+        assert_eq!(row["failed"], 0, "{row}");
+        assert!(row["completed"].as_u64().unwrap() > 3, "{row}");
+    }
+}
+
+#[test]
 fn backend_bench_reports_each_strategy_and_rate() {
     let dir = tempfile::tempdir().unwrap();
     let plot = dir.path().join("sweep.png");
@@ -647,7 +746,8 @@ fn backend_bench_reports_each_strategy_and_rate() {
         (Some(4.0), Some(2.0))
     );
     assert!(std::fs::metadata(&plot).unwrap().len() > 1000);
-    // Reads and writes: one line each, the writes acknowledged after k of n parts.
+    // Reads and writes: one line each, the writes acknowledged after k of n parts (parts of
+    // any size, as the paper's measurements assumed).
     let o = ecdn(&[
         "backend",
         "bench",
@@ -655,6 +755,8 @@ fn backend_bench_reports_each_strategy_and_rate() {
         "static-4-2",
         "--rates",
         "20",
+        "--min-part",
+        "0",
         "--writes",
         "0.5",
         "--duration",

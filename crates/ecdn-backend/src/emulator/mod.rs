@@ -116,11 +116,10 @@ struct Emu {
     cfg: EmulatorConfig,
     objects: Mutex<HashMap<(String, String), Object>>,
     uploads: Uploads,
-    rng: Mutex<Rng>,
+    /// The delays' variates and the slow periods' clock.
+    run: Arc<Mutex<RunClock>>,
     next: AtomicU64,
     stats: Arc<EmulatorStats>,
-    /// When it started: the slow periods' clock.
-    started: Instant,
     /// Connections accepted so far (each one's number).
     connections: AtomicU64,
 }
@@ -134,6 +133,7 @@ pub struct Emulator {
     addr: SocketAddr,
     stats: Arc<EmulatorStats>,
     uploads: Uploads,
+    restart: Restart,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -141,22 +141,73 @@ pub struct Emulator {
 /// The multipart uploads under way, by id.
 type Uploads = Arc<Mutex<HashMap<String, Multipart>>>;
 
+/// Where the delays are in their sequence: the variates drawn so far, and the start of the
+/// slow periods' schedule.
+struct RunClock {
+    rng: Rng,
+    started: Instant,
+}
+
+/// Starts a running emulator's delays again ([`Restart::restart`]): what a bench does before
+/// each strategy's run, so that every strategy meets the same slow periods at the same times
+/// and, request for request, the same variates.
+#[derive(Clone)]
+pub struct Restart {
+    run: Arc<Mutex<RunClock>>,
+    seed: u64,
+}
+
+impl Restart {
+    /// The variates from the seed again, the slow periods' schedule from now.
+    pub fn restart(&self) {
+        *lock(&self.run) = RunClock {
+            rng: Rng::new(self.seed),
+            started: Instant::now(),
+        };
+    }
+}
+
+/// What the server shares with the [`Emulator`] handle.
+#[derive(Clone)]
+struct Handles {
+    stats: Arc<EmulatorStats>,
+    uploads: Uploads,
+    run: Arc<Mutex<RunClock>>,
+}
+
+impl Handles {
+    fn new(seed: u64) -> Handles {
+        Handles {
+            stats: Arc::default(),
+            uploads: Uploads::default(),
+            run: Arc::new(Mutex::new(RunClock {
+                rng: Rng::new(seed),
+                started: Instant::now(),
+            })),
+        }
+    }
+}
+
 impl Emulator {
     /// Listens on `addr` (port 0: any free one) and serves until [`Emulator::stop`].
     pub async fn start(addr: SocketAddr, cfg: EmulatorConfig) -> std::io::Result<Emulator> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
-        let stats = Arc::new(EmulatorStats::default());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let uploads = Uploads::default();
-        let shared = (stats.clone(), uploads.clone());
-        let task = tokio::spawn(serve_with(listener, cfg, shared, async {
+        let handles = Handles::new(cfg.seed);
+        let restart = Restart {
+            run: handles.run.clone(),
+            seed: cfg.seed,
+        };
+        let (stats, uploads) = (handles.stats.clone(), handles.uploads.clone());
+        let task = tokio::spawn(serve_with(listener, cfg, handles, async {
             let _ = stopped.await;
         }));
         Ok(Emulator {
             addr,
             stats,
             uploads,
+            restart,
             stop: Some(stop),
             task,
         })
@@ -173,6 +224,11 @@ impl Emulator {
 
     pub fn stats(&self) -> &EmulatorStats {
         &self.stats
+    }
+
+    /// What starts its delays again (it may be used from another thread).
+    pub fn restarter(&self) -> Restart {
+        self.restart.clone()
     }
 
     /// Multipart uploads begun and neither completed nor aborted.
@@ -195,24 +251,24 @@ pub async fn serve(
     cfg: EmulatorConfig,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    serve_with(listener, cfg, Default::default(), shutdown).await;
+    let handles = Handles::new(cfg.seed);
+    serve_with(listener, cfg, handles, shutdown).await;
     Ok(())
 }
 
 async fn serve_with(
     listener: TcpListener,
     cfg: EmulatorConfig,
-    (stats, uploads): (Arc<EmulatorStats>, Uploads),
+    handles: Handles,
     shutdown: impl Future<Output = ()>,
 ) {
     let emu = Arc::new(Emu {
-        rng: Mutex::new(Rng::new(cfg.seed)),
+        run: handles.run,
         cfg,
         objects: Mutex::new(HashMap::new()),
-        uploads,
+        uploads: handles.uploads,
         next: AtomicU64::new(1),
-        stats,
-        started: Instant::now(),
+        stats: handles.stats,
         connections: AtomicU64::new(0),
     });
     // A stopped store answers nothing more: its open connections close too.
@@ -318,10 +374,16 @@ fn draw(emu: &Emu, source: Option<&DelaySource>, asked: Asked<'_>, bytes: u64) -
     let Some(source) = source else {
         return Duration::ZERO;
     };
-    let u = lock(&emu.rng).f64();
+    let (u, started) = {
+        let mut run = lock(&emu.run);
+        (run.rng.f64(), run.started)
+    };
     let cx = DrawContext {
         bytes,
-        t: asked.arrived.duration_since(emu.started).as_secs_f64(),
+        t: asked
+            .arrived
+            .saturating_duration_since(started)
+            .as_secs_f64(),
         key: key_hash(asked.key),
         conn: asked.conn,
         seed: emu.cfg.seed,

@@ -24,7 +24,7 @@ use crate::plot::backend::{survival, LinesFigure, Panel};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use clap::Args;
-use ecdn_backend::emulator::{DelaySource, Emulator, EmulatorConfig};
+use ecdn_backend::emulator::{DelaySource, EmulatorConfig};
 use ecdn_backend::model::{fit, DelayModel, TaskSample};
 use ecdn_backend::proxy::{Proxy, ProxyConfig};
 use ecdn_backend::store::{S3Config, S3Store, Store};
@@ -32,6 +32,7 @@ use ecdn_backend::tofec::Strategy;
 use ecdn_trace::units::parse_size;
 use ecdn_trace::Rng;
 
+mod place;
 mod report;
 
 use report::{delays, mark_best, summarize, table, Delays, Point, Record};
@@ -116,6 +117,11 @@ pub struct BenchArgs {
     plot_model: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Run the emulator on a host of its own on a test bed (network namespaces; needs root),
+    /// behind a link of this spec, e.g. `10gbit,delay=2ms` (4 ms more RTT to every request);
+    /// the proxy and the load run on another host. The bed is removed when the bench ends.
+    #[arg(long, value_name = "LINK")]
+    testbed: Option<String>,
     /// One JSON line per strategy and rate (per second with --phases).
     #[arg(long)]
     json: bool,
@@ -232,6 +238,26 @@ impl Contender {
     }
 }
 
+/// `ecdn backend bench`: the bench in a runtime of its own, whose threads are the test bed's
+/// proxy host when there is one (`--testbed`).
+pub fn main(a: BenchArgs) -> Result<()> {
+    let bed = match &a.testbed {
+        Some(link) => Some(Arc::new(place::StoreBed::create(link)?)),
+        None => None,
+    };
+    let on_proxy = bed.as_ref().map(|b| b.enter_proxy()).transpose()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    let result = rt.block_on(run(a, bed.clone()));
+    drop(rt);
+    // Out of the proxy's host before the bed goes.
+    drop(on_proxy);
+    drop(bed);
+    result
+}
+
 /// What every delay source's run shares, checked once.
 struct Setup {
     duration: f64,
@@ -245,7 +271,7 @@ struct Setup {
     min_part: u64,
 }
 
-pub async fn run(a: BenchArgs) -> Result<()> {
+async fn run(a: BenchArgs, bed: Option<Arc<place::StoreBed>>) -> Result<()> {
     let dur = |flag: &str, v: &str| crate::args::duration(flag, v);
     let duration = dur("--duration", &a.duration)?.as_secs_f64();
     let warmup = dur("--warmup", &a.warmup)?.as_secs_f64();
@@ -310,13 +336,19 @@ pub async fn run(a: BenchArgs) -> Result<()> {
         min_part: parse_size(&a.min_part).map_err(anyhow::Error::msg)?,
     };
     for (name, source) in &sources {
-        run_source(&a, &setup, name, source).await?;
+        run_source(&a, &setup, name, source, bed.as_deref()).await?;
     }
     Ok(())
 }
 
 /// The bench against an emulator whose delays come from `source`.
-async fn run_source(a: &BenchArgs, setup: &Setup, name: &str, source: &DelaySource) -> Result<()> {
+async fn run_source(
+    a: &BenchArgs,
+    setup: &Setup,
+    name: &str,
+    source: &DelaySource,
+    bed: Option<&place::StoreBed>,
+) -> Result<()> {
     let Setup {
         duration,
         warmup,
@@ -328,19 +360,18 @@ async fn run_source(a: &BenchArgs, setup: &Setup, name: &str, source: &DelaySour
         bandwidth,
         min_part,
     } = *setup;
-    let emu = Emulator::start(
-        "127.0.0.1:0".parse()?,
-        EmulatorConfig {
-            read: Some(source.clone()),
-            write: Some(source.clone()),
-            bandwidth,
-            seed: a.seed,
-            min_part,
-            ..EmulatorConfig::default()
-        },
-    )
-    .await
-    .context("starting the emulator")?;
+    let emu_cfg = EmulatorConfig {
+        read: Some(source.clone()),
+        write: Some(source.clone()),
+        bandwidth,
+        seed: a.seed,
+        min_part,
+        ..EmulatorConfig::default()
+    };
+    let emu = match bed {
+        Some(b) => place::Store::on_bed(b, emu_cfg).await?,
+        None => place::Store::here(emu_cfg).await?,
+    };
     let s3 = S3Config {
         bucket: "bench".into(),
         endpoint: Some(emu.endpoint()),
@@ -413,7 +444,9 @@ async fn run_source(a: &BenchArgs, setup: &Setup, name: &str, source: &DelaySour
                 phases[phases.len() - 1].0
             };
             let p = fresh(s);
-            let seed = a.seed + i as u64;
+            // The same arrivals, variates and slow periods for every strategy.
+            let seed = a.seed;
+            emu.restart();
             pb.set_message(format!(
                 "{} through the phases, {end:.0} s (run {} of {})",
                 s.name,
@@ -531,6 +564,8 @@ async fn run_source(a: &BenchArgs, setup: &Setup, name: &str, source: &DelaySour
             for (i, s) in strategies.iter().enumerate() {
                 let p = fresh(s);
                 let seed = a.seed + j as u64;
+                // Every strategy meets the same slow periods and the same variates.
+                emu.restart();
                 pb.set_message(format!(
                     "{name}: {} at {rate}/s for {duration:.0} s (run {} of {})",
                     s.name,
@@ -556,6 +591,7 @@ async fn run_source(a: &BenchArgs, setup: &Setup, name: &str, source: &DelaySour
                     }
                     (point.size, point.connections) = (size, a.connections);
                     point.store_delays = name.to_string();
+                    point.store_link = a.testbed.clone();
                     pb.suspend(|| eprintln!(
                         "{:>12} {op:>5} at {rate:>5}/s: {:6.1} done/s, delay mean {:7.1} ms p50 {:7.1} p99 {:7.1} std {:7.1}, n {:.1} k {:.1}{}",
                         point.strategy,
