@@ -132,6 +132,9 @@ pub struct Bed {
     bridge: String,
     hosts: Vec<Host>,
     faults: Faults,
+    /// One-way delays between pairs of hosts (lower index first) that replace the sum of
+    /// their links' delays: a topology that is not a star ([`Bed::delay_between`]).
+    pairs: std::collections::BTreeMap<(usize, usize), Duration>,
     guard: Option<(Child, ChildStdin)>,
     down: bool,
 }
@@ -174,6 +177,7 @@ impl Bed {
             id,
             hosts: Vec::new(),
             faults: Faults::default(),
+            pairs: Default::default(),
             guard: None,
             down: false,
         };
@@ -294,6 +298,28 @@ impl Bed {
         self.apply_faults()
     }
 
+    /// Sets the one-way delay between hosts `a` and `b`, each way, to `one_way` instead of the
+    /// sum of their links' delays (`None`: that sum again). Sites whose distances are not
+    /// those of a star, as Coral's, are made this way. Each packet is still delayed once, on
+    /// arrival, with the receiver's link's jitter.
+    pub fn delay_between(
+        &mut self,
+        a: &str,
+        b: &str,
+        one_way: Option<Duration>,
+    ) -> Result<(), Error> {
+        let (i, j) = (self.index(a)?, self.index(b)?);
+        if i == j {
+            return Err(Error::Spec(format!("{a:?} to itself has no delay to set")));
+        }
+        let pair = (i.min(j), i.max(j));
+        match one_way {
+            Some(d) => self.pairs.insert(pair, d),
+            None => self.pairs.remove(&pair),
+        };
+        self.apply_delays()
+    }
+
     /// Adds `extra` one-way delay to host `name`'s link: a slow but alive server.
     pub fn slow(&mut self, name: &str, extra: Duration) -> Result<(), Error> {
         let i = self.index(name)?;
@@ -383,10 +409,18 @@ impl Bed {
             .iter()
             .map(|h| (h.now.delay, h.now.jitter, h.addr))
             .collect();
+        // The one-way delay of a packet from host j to host i.
+        let pairs = self.pairs.clone();
+        let delay = |i: usize, j: usize| {
+            pairs
+                .get(&(i.min(j), i.max(j)))
+                .copied()
+                .unwrap_or(links[j].0 + links[i].0)
+        };
         for i in 0..n {
             let mut rules = String::from("*filter\n");
-            for (j, &(delay, _, addr)) in links.iter().enumerate() {
-                if j != i && !(delay + links[i].0).is_zero() {
+            for (j, &(_, _, addr)) in links.iter().enumerate() {
+                if j != i && !delay(i, j).is_zero() {
                     rules += &format!(
                         "-A INPUT -i eth0 -s {addr} -j NFQUEUE --queue-num {} --queue-bypass\n",
                         j + 1
@@ -397,8 +431,8 @@ impl Bed {
             let host = &mut self.hosts[i];
             if rules == host.delay_rules {
                 if let Some(d) = &host.delayer {
-                    for (j, &(delay, jitter, _)) in links.iter().enumerate() {
-                        d.params[j].set(delay + links[i].0, jitter + links[i].1);
+                    for (j, &(_, jitter, _)) in links.iter().enumerate() {
+                        d.params[j].set(delay(i, j), jitter + links[i].1);
                     }
                 }
                 continue;
@@ -407,8 +441,8 @@ impl Bed {
                 host.delayer = Some(Delayer::start(host, n)?);
             }
             if let Some(d) = &host.delayer {
-                for (j, &(delay, jitter, _)) in links.iter().enumerate() {
-                    d.params[j].set(delay + links[i].0, jitter + links[i].1);
+                for (j, &(_, jitter, _)) in links.iter().enumerate() {
+                    d.params[j].set(delay(i, j), jitter + links[i].1);
                 }
             }
             sys::iptables(&host.netns, &rules)?;
