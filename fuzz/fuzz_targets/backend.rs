@@ -2,10 +2,12 @@
 //! store's metadata (what parses re-encodes to itself), a coded file's chunks as the store
 //! returns them (a chunk that passes its CRCs and decodes gives the object's bytes, never
 //! others), the gateway's request path and `Range`, and the emulator's path, `Range` and
-//! multipart completion list (every range is within the object).
+//! multipart completion list (every range is within the object), and an empirical delay file
+//! (what parses draws delays within bounds).
 #![no_main]
 
 use bytes::Bytes;
+use ecdn_backend::emulator::delays::{Empirical, LONGEST};
 use ecdn_backend::emulator::{bucket_and_key, part_numbers, range};
 use ecdn_backend::gateway::{key_of, single_range};
 use ecdn_backend::strips::{self, Manifest};
@@ -27,6 +29,14 @@ fn coded() -> &'static (Vec<u8>, Manifest, Vec<u8>, CodecCache) {
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
+    if let Ok(e) = Empirical::parse(&text) {
+        for bytes in [0, 1, data.len() as u64, 1 << 40, u64::MAX] {
+            for u in [0.0, 0.5, 0.999, 1.0 - 1e-12, 1.0] {
+                let d = e.sample(bytes, u);
+                assert!((0.0..=LONGEST).contains(&d), "{d}");
+            }
+        }
+    }
     if let Ok(m) = Manifest::from_metadata(&text) {
         assert_eq!(Manifest::from_metadata(&m.to_metadata()).as_ref(), Ok(&m));
         let _ = m.fits(data.len() % 13, data.len() % 7);

@@ -153,7 +153,7 @@ impl DelaySource {
                 }
             }
         };
-        d.max(0.0)
+        bounded(d)
     }
 
     /// The mean delay (s) of a request of `bytes`, outside slow periods (numerically, over
@@ -228,6 +228,18 @@ impl DelaySource {
                 "{s:?}: model, empirical:FILE, heavy-tail[:pareto:A|:lognormal:S] or slow-periods[:keys|:connections]"
             )),
         }
+    }
+}
+
+/// The longest delay drawn (s): an hour, whatever a tail or a file's extrapolation says.
+pub const LONGEST: f64 = 3600.0;
+
+/// `d` within `[0, LONGEST]` (NaN: 0).
+fn bounded(d: f64) -> f64 {
+    if d.is_nan() {
+        0.0
+    } else {
+        d.clamp(0.0, LONGEST)
     }
 }
 
@@ -393,15 +405,14 @@ impl Empirical {
         let n = self.sizes.len();
         let i = self.sizes.partition_point(|(s, _)| *s < bytes);
         let (lo, hi) = match (i, n) {
-            (_, 1) => return at(0),
-            (0, _) => return at(0),
+            (_, 1) | (0, _) => return bounded(at(0)),
             (i, n) if i < n => (i - 1, i),
             _ => (n - 2, n - 1),
         };
         let (b0, b1) = (self.sizes[lo].0 as f64, self.sizes[hi].0 as f64);
         let (d0, d1) = (at(lo), at(hi));
         let d = d0 + (d1 - d0) * (bytes as f64 - b0) / (b1 - b0);
-        d.max(0.0)
+        bounded(d)
     }
 }
 
@@ -465,6 +476,14 @@ mod tests {
         // The tail continues the slope of (0.9, 20) → (0.99, 40): 20 ms per factor 10.
         assert!((e.sample(1000, 0.999) - 0.060).abs() < 1e-6);
         assert_eq!(e.sizes().collect::<Vec<_>>(), vec![1000, 3000]);
+        // Far beyond the file, a delay is still one the emulator can wait.
+        assert_eq!(e.sample(u64::MAX, 0.5), LONGEST);
+        assert!(Tail::Pareto { alpha: 1.1 }.excess(1.0, 1.0) > LONGEST);
+        let huge = DelaySource::HeavyTail {
+            model: DelayModel::PAPER_S3,
+            tail: Tail::Pareto { alpha: 1.1 },
+        };
+        assert_eq!(huge.draw(&DrawContext::default(), 1.0), LONGEST);
     }
 
     #[test]
