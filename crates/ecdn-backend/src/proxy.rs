@@ -83,7 +83,7 @@ pub struct ProxyConfig {
     pub max_object: u64,
     /// How long an object's head (its size and manifest) is reused before it is asked again.
     pub head_ttl: Duration,
-    /// How TOFEC's thresholds map load to backlog (M/M/L by default; the paper's M/M/1 as an
+    /// How TOFEC's thresholds map load to backlog (the paper's M/M/1 by default; M/M/L as an
     /// option).
     pub queue_model: crate::tofec::QueueModel,
     /// The smallest part a multipart upload may have but for its last: S3's 5 MiB. A write
@@ -109,7 +109,7 @@ impl Default for ProxyConfig {
             samples_kept: 20_000,
             max_object: 1 << 30,
             head_ttl: Duration::from_secs(60),
-            queue_model: crate::tofec::QueueModel::Mml,
+            queue_model: crate::tofec::QueueModel::Mm1,
             min_part: 5 << 20,
         }
     }

@@ -87,15 +87,20 @@ pub fn queue_length(connections: usize, load: f64) -> f64 {
 /// How the thresholds map a load `λ̄` to the request-queue length it causes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub enum QueueModel {
-    /// The paper's equation (11): one server of rate `L/Ū` (M/M/1).
-    Mm1,
-    /// `L` servers of rate `1/Ū` each (M/M/L, Erlang C): the proxy's connections as they
-    /// are, and the default. At the same load its queue is shorter (at 90% of 16 connections,
-    /// 5.3 requests against M/M/1's 8.1), so the paper's thresholds, met by the shorter queue
-    /// the proxy sees, keep replicas (`n > k`) too close to capacity: at 70 requests/s
-    /// (90% of the (1,1) capacity) TOFEC with M/M/1 measured 7–8% above the mean delay of
-    /// plain (1,1) reads, with M/M/L 3% below (BENCHMARKS.md, issue 13).
+    /// The paper's equation (11): one server of rate `L/Ū` (M/M/1); the default. The proxy's
+    /// request queue is not M/M/L's: a request leaves it only when a connection is idle and
+    /// the task queue empty, so a queue forms already at light load when codes are long, and
+    /// M/M/L, whose queue at light load is nearly nil, reads it as heavy load and shortens
+    /// the codes too early. Measured under four delay sources at 15%, 50% and 85% of the
+    /// (1, 1) capacity (issue 40, BENCHMARKS.md), M/M/1's thresholds were within 5% of the
+    /// best strategy in 7 of 12 rows (mean ratio 1.13), M/M/L's in 6 (mean 1.17, and 1.98 at
+    /// light load under the measured S3 delays).
     #[default]
+    Mm1,
+    /// `L` servers of rate `1/Ū` each (M/M/L, Erlang C): at the same load its queue is shorter
+    /// (at 90% of 16 connections, 5.3 requests against M/M/1's 8.1). It was the default from
+    /// issue 13's runs at 90% load under TOFEC's own delay model (3% below plain reads where
+    /// M/M/1 was 7–8% above); across delay sources it is the worse of the two.
     Mml,
 }
 

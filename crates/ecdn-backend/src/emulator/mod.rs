@@ -658,7 +658,7 @@ async fn complete(emu: &Emu, req: Request<Incoming>, id: &str) -> Response<EmuBo
         };
         match join_parts(u, &numbers, emu.cfg.min_part) {
             Ok(data) => uploads.remove(id).map(|u| (u, data)),
-            Err(r) => return r,
+            Err((code, why)) => return error(StatusCode::BAD_REQUEST, code, &why),
         }
     };
     let Some((u, data)) = joined else {
@@ -684,28 +684,27 @@ async fn complete(emu: &Emu, req: Request<Incoming>, id: &str) -> Response<EmuBo
     ))
 }
 
-/// The parts `numbers` lists, joined in its order: `Err` with S3's answer when one is missing
-/// or, but for the last, smaller than `min_part`.
-fn join_parts(u: &Multipart, numbers: &[u32], min_part: u64) -> Result<Vec<u8>, Response<EmuBody>> {
+/// The parts `numbers` lists, joined in its order: `Err` with S3's error code and message
+/// when one is missing or, but for the last, smaller than `min_part`.
+fn join_parts(
+    u: &Multipart,
+    numbers: &[u32],
+    min_part: u64,
+) -> Result<Vec<u8>, (&'static str, String)> {
     if numbers.is_empty() {
-        return Err(error(
-            StatusCode::BAD_REQUEST,
-            "MalformedXML",
-            "no parts listed",
-        ));
+        return Err(("MalformedXML", "no parts listed".into()));
     }
     let mut data = Vec::new();
     for (i, n) in numbers.iter().enumerate() {
         let Some(p) = u.parts.get(n) else {
-            let why = format!("part {n}");
-            return Err(error(StatusCode::BAD_REQUEST, "InvalidPart", &why));
+            return Err(("InvalidPart", format!("part {n}")));
         };
         if i + 1 < numbers.len() && (p.len() as u64) < min_part {
             let why = format!(
                 "part {n} has {} bytes; every part but the last needs {min_part}",
                 p.len()
             );
-            return Err(error(StatusCode::BAD_REQUEST, "EntityTooSmall", &why));
+            return Err(("EntityTooSmall", why));
         }
         data.extend_from_slice(p);
     }

@@ -99,9 +99,9 @@ pub struct BenchArgs {
     /// apart (`op`).
     #[arg(long, default_value_t = 0.0)]
     writes: f64,
-    /// How TOFEC's thresholds map load to backlog: mml (the L connections as L servers,
-    /// Erlang C; the default) or mm1 (the paper's equation (11)).
-    #[arg(long, default_value = "mml")]
+    /// How TOFEC's thresholds map load to backlog: mm1 (the paper's equation (11); the
+    /// default) or mml (the L connections as L servers, Erlang C).
+    #[arg(long, default_value = "mm1")]
     queue_model: String,
     /// The worst fraction of task delays each fit leaves out (the paper's 0.1).
     #[arg(long, default_value_t = 0.1)]
