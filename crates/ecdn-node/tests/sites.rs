@@ -14,21 +14,24 @@ use ecdn_node::origin::{Origin, OriginConfig};
 mod common;
 use common::fetch;
 
-/// Referrals of the site `.0` that name the site `.1` for every URL, after a pause long enough
-/// for a fill that started at the same moment on that site to be in flight too.
-struct Other(String, SocketAddr);
+/// Referrals of the site `me` that name `sites`, nearest first, for every URL, after `pause`.
+struct Named {
+    me: String,
+    sites: Vec<SocketAddr>,
+    pause: Duration,
+}
 
-impl Referrals for Other {
+impl Referrals for Named {
     fn me(&self) -> &str {
-        &self.0
+        &self.me
     }
     fn locate<'a>(
         &'a self,
         _url: &'a str,
     ) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
         Box::pin(async move {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            vec![self.1.to_string()]
+            tokio::time::sleep(self.pause).await;
+            self.sites.iter().map(ToString::to_string).collect()
         })
     }
     fn filling(&self, _url: &str) {}
@@ -59,7 +62,13 @@ async fn two_sites_filling_from_each_other_do_not_wait_for_each_other() {
         let cfg = NodeConfig {
             origin: format!("http://{}", origin.addr),
             hoc_size: 16 << 20,
-            sites: Some(Sites(Arc::new(Other(addrs[i].to_string(), addrs[1 - i])))),
+            // The other site, named after a pause long enough for a fill that started at
+            // the same moment there to be in flight too.
+            sites: Some(Sites(Arc::new(Named {
+                me: addrs[i].to_string(),
+                sites: vec![addrs[1 - i]],
+                pause: Duration::from_millis(200),
+            }))),
             ..NodeConfig::default()
         };
         nodes.push(Node::start(addrs[i], cfg).await.unwrap());
@@ -97,24 +106,6 @@ async fn two_sites_filling_from_each_other_do_not_wait_for_each_other() {
     origin.stop().await.unwrap();
 }
 
-/// Referrals of the site `.0` that name the sites `.1`, nearest first, at once.
-struct Named(String, Vec<SocketAddr>);
-
-impl Referrals for Named {
-    fn me(&self) -> &str {
-        &self.0
-    }
-    fn locate<'a>(
-        &'a self,
-        _url: &'a str,
-    ) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
-        Box::pin(async move { self.1.iter().map(ToString::to_string).collect() })
-    }
-    fn filling(&self, _url: &str) {}
-    fn filled(&self, _url: &str) {}
-    fn abandoned(&self, _url: &str) {}
-}
-
 /// The nearest referral accepts the connection and never answers (a site that hangs); the
 /// second holds the object. The first two referrals race, so the fill comes from the second
 /// at once instead of after the first's 30 s timeout, and the origin is not asked again.
@@ -148,7 +139,11 @@ async fn the_first_two_referrals_race() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let referrals = Named(me.to_string(), vec![hang_addr, holder.addr]);
+    let referrals = Named {
+        me: me.to_string(),
+        sites: vec![hang_addr, holder.addr],
+        pause: Duration::ZERO,
+    };
     let node = Node::start(me, cfg(Some(Sites(Arc::new(referrals)))))
         .await
         .unwrap();

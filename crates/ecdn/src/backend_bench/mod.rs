@@ -168,14 +168,15 @@ async fn run_requests(
         };
         let (p, recs, payload) = (proxy.clone(), records.clone(), work.payload.clone());
         handles.push(tokio::spawn(async move {
-            let arrived = Instant::now();
+            // The arrival is the scheduled time (so every strategy measures the same arrivals
+            // in its window, and a late start counts in the delay).
             let r = if write {
                 p.write(&key, payload).await.map(|w| w.served)
             } else {
                 p.read(&key).await.map(|r| r.1)
             };
-            let at = arrived.duration_since(start).as_secs_f64();
-            let delay = arrived.elapsed().as_secs_f64();
+            let at = t;
+            let delay = due.elapsed().as_secs_f64();
             let (n, k, ok) = match &r {
                 Ok(s) => (s.n, s.k, true),
                 Err(_) => (0, 0, false),
