@@ -6,6 +6,7 @@
 # behind a WAN-like link (needs root).
 #
 #   benches/tofec-sources.sh [reads|writes|bed|all] [OUT_DIR]
+#   REVERSE=1 benches/tofec-sources.sh writes    # the strategies in reverse order (TOFEC last)
 #
 # Needs a release build (cargo build --release -p ecdn). Each part writes its JSON lines to
 # OUT_DIR (default: a new directory under /tmp) and prints its tables (the best mean of each
@@ -18,6 +19,11 @@ mkdir -p "$out"
 ecdn=./target/release/ecdn
 empirical="empirical:$PWD/benches/data/s3-get-latency.txt"
 reads=tofec-mm1,tofec-mml,greedy,static-1-1,static-2-1,static-4-2,static-6-3
+writes3=tofec-mm1,tofec-mml,greedy,static-1-1,static-2-1
+writes30=$reads
+# The first strategy run under a source was measured slower whatever its code (writes):
+# REVERSE=1 runs them in reverse order.
+order() { if [ "${REVERSE:-0}" = 1 ]; then echo "$1" | tr , '\n' | tac | paste -sd, -; else echo "$1"; fi; }
 
 if [ "$part" = reads ] || [ "$part" = all ]; then
   $ecdn backend bench --store-delays "model,$empirical,heavy-tail,slow-periods" \
@@ -28,10 +34,10 @@ if [ "$part" = writes ] || [ "$part" = all ]; then
   # A 3 MB file has no chunk of 5 MiB: every write is the whole file, k = 1, by n racing
   # PUTs; a 30 MB file has chunks of 5 MiB or more for k ≤ 3.
   $ecdn backend bench --writes 1 --size 3000000 --store-delays "model,$empirical" \
-    --strategies tofec-mm1,tofec-mml,greedy,static-1-1,static-2-1 --loads 0.15 \
+    --strategies "$(order $writes3)" --loads 0.15 \
     --duration 30s --warmup 4s --drain 10s --json >"$out/writes-3MB.json"
   $ecdn backend bench --writes 1 --size 30000000 --objects 2 --store-delays "model,$empirical" \
-    --strategies tofec-mm1,tofec-mml,greedy,static-1-1,static-2-1,static-4-2,static-6-3 \
+    --strategies "$(order $writes30)" \
     --loads 0.15 --duration 30s --warmup 4s --drain 10s --json >"$out/writes-30MB.json"
 fi
 if [ "$part" = bed ] || [ "$part" = all ]; then

@@ -131,9 +131,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// A running emulator.
 pub struct Emulator {
     addr: SocketAddr,
-    stats: Arc<EmulatorStats>,
-    uploads: Uploads,
-    restart: Restart,
+    handles: Handles,
+    seed: u64,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -148,6 +147,16 @@ struct RunClock {
     started: Instant,
 }
 
+impl RunClock {
+    /// The variates from `seed`, the schedule from now.
+    fn new(seed: u64) -> RunClock {
+        RunClock {
+            rng: Rng::new(seed),
+            started: Instant::now(),
+        }
+    }
+}
+
 /// Starts a running emulator's delays again ([`Restart::restart`]): what a bench does before
 /// each strategy's run, so that every strategy meets the same slow periods at the same times
 /// and, request for request, the same variates.
@@ -160,10 +169,7 @@ pub struct Restart {
 impl Restart {
     /// The variates from the seed again, the slow periods' schedule from now.
     pub fn restart(&self) {
-        *lock(&self.run) = RunClock {
-            rng: Rng::new(self.seed),
-            started: Instant::now(),
-        };
+        *lock(&self.run) = RunClock::new(self.seed);
     }
 }
 
@@ -180,10 +186,7 @@ impl Handles {
         Handles {
             stats: Arc::default(),
             uploads: Uploads::default(),
-            run: Arc::new(Mutex::new(RunClock {
-                rng: Rng::new(seed),
-                started: Instant::now(),
-            })),
+            run: Arc::new(Mutex::new(RunClock::new(seed))),
         }
     }
 }
@@ -194,20 +197,14 @@ impl Emulator {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let handles = Handles::new(cfg.seed);
-        let restart = Restart {
-            run: handles.run.clone(),
-            seed: cfg.seed,
-        };
-        let (stats, uploads) = (handles.stats.clone(), handles.uploads.clone());
-        let task = tokio::spawn(serve_with(listener, cfg, handles, async {
+        let (handles, seed) = (Handles::new(cfg.seed), cfg.seed);
+        let task = tokio::spawn(serve_with(listener, cfg, handles.clone(), async {
             let _ = stopped.await;
         }));
         Ok(Emulator {
             addr,
-            stats,
-            uploads,
-            restart,
+            handles,
+            seed,
             stop: Some(stop),
             task,
         })
@@ -223,17 +220,20 @@ impl Emulator {
     }
 
     pub fn stats(&self) -> &EmulatorStats {
-        &self.stats
+        &self.handles.stats
     }
 
     /// What starts its delays again (it may be used from another thread).
     pub fn restarter(&self) -> Restart {
-        self.restart.clone()
+        Restart {
+            run: self.handles.run.clone(),
+            seed: self.seed,
+        }
     }
 
     /// Multipart uploads begun and neither completed nor aborted.
     pub fn open_uploads(&self) -> usize {
-        lock(&self.uploads).len()
+        lock(&self.handles.uploads).len()
     }
 
     /// Stops accepting connections and closes the open ones.
