@@ -3,7 +3,7 @@
 //!
 //! * **The resolver's level.** Coral measures its RTT to the resolver and takes the highest
 //!   level whose threshold it meets. Here the RTT comes from a [`Locator`] first: in `ecdn
-//!   node`, a resolver in the node's own /24 (or /64) is at 0 ms, a DSHT peer's address at the
+//!   node`, a resolver in the node's own /24 (or /64; `--coral-resolver-prefix`) is at 0 ms, a DSHT peer's address at the
 //!   RTT the DSHT measured to it; the in-process demo gives its injected RTTs. A resolver the
 //!   locator does not know is probed ([`crate::probe::Prober`], with
 //!   [`Redirector::with_prober`]: `ecdn node` has one): one TCP round trip to its DNS port,
@@ -65,12 +65,24 @@ pub type Locator = Arc<dyn Fn(IpAddr) -> Option<Duration> + Send + Sync>;
 /// `ecdn node`'s locator: the site's own prefix is near (0 ms), a DSHT peer's address is at
 /// its measured RTT, anything else unknown.
 pub fn prefix_locator(dsht: Arc<Dsht>) -> Locator {
+    locator(dsht, None)
+}
+
+/// [`prefix_locator`] with the site's own prefix `bits` long for IPv4 and IPv6 alike (32:
+/// only the node's own IPv4 address), for networks whose sites share a /24, as a test bed's
+/// one subnet.
+pub fn prefix_locator_of(dsht: Arc<Dsht>, bits: u32) -> Locator {
+    locator(dsht, Some(bits))
+}
+
+fn locator(dsht: Arc<Dsht>, bits: Option<u32>) -> Locator {
     let own = dsht.addr().ip();
     Arc::new(move |ip: IpAddr| {
         let shared = ecdn_dsht::node::common_prefix(&own, &ip);
-        let same_net = match ip {
-            IpAddr::V4(_) => shared >= 24,
-            IpAddr::V6(_) => shared >= 64,
+        let same_net = match (ip, bits) {
+            (_, Some(b)) => shared >= b,
+            (IpAddr::V4(_), None) => shared >= 24,
+            (IpAddr::V6(_), None) => shared >= 64,
         };
         if same_net {
             return Some(Duration::ZERO);
@@ -88,6 +100,8 @@ pub struct Redirector {
     pub fresh: Duration,
     /// Probes the resolvers `locate` does not know.
     prober: Option<Arc<crate::probe::Prober>>,
+    /// Its answers by level, for the node's stats.
+    answers: Arc<crate::stats::DnsAnswers>,
 }
 
 impl Redirector {
@@ -104,6 +118,7 @@ impl Redirector {
             locate,
             fresh: FRESH,
             prober: None,
+            answers: Arc::default(),
         })
     }
 
@@ -112,6 +127,11 @@ impl Redirector {
     pub fn with_prober(mut self, prober: Arc<crate::probe::Prober>) -> Redirector {
         self.prober = Some(prober);
         self
+    }
+
+    /// Its answers to in-domain queries, by the resolver's level (shared: it counts on).
+    pub fn answers(&self) -> Arc<crate::stats::DnsAnswers> {
+        self.answers.clone()
     }
 
     /// The longest a probe needs to wait to place a resolver: the DSHT's largest finite
@@ -272,6 +292,7 @@ impl RequestHandler for Redirector {
         let resolver = request.src().ip();
         let level = self.level_of(resolver).await;
         let proxies = self.live_proxies(level, resolver).await;
+        self.answers.answered(level, proxies.len());
         let ttl = if level >= 2 { TTL_NEAR } else { TTL_FAR };
         let wanted = query.query_type();
         let answers: Vec<Record> = proxies
@@ -665,6 +686,10 @@ mod tests {
             assert_eq!(ask("127.0.0.8").await, (TTL_FAR, "l0.cdn.test.".into()));
         }
         assert_eq!(prober.probes(), 2, "each resolver probed once");
+        // Two answers at level 2, two at level 0, each naming the redirector's own node.
+        let answers = redirector.answers();
+        assert_eq!(answers.by_level(), [2, 0, 2, 0]);
+        assert_eq!(answers.json()["empty"], 0);
     }
 
     #[tokio::test]

@@ -10,6 +10,8 @@
 //!   for the zone of that level.
 //! * [`probe`] — how the redirector places a resolver it knows nothing of: one TCP round trip
 //!   to it, cached.
+//! * [`stats`] — what a site counts for its node's `/_ecdn/stats`: its lookups (levels,
+//!   latency, hops) and its redirector's answers by level.
 //!
 //! Layering: above `ecdn-node` and `ecdn-dsht`, below the `ecdn` binary (`ecdn node
 //! --coral-*`, `ecdn coral demo`). The DNS request path is fuzzed (`fuzz/fuzz_targets/dns.rs`)
@@ -18,6 +20,7 @@
 pub mod dns;
 pub mod probe;
 pub mod site;
+pub mod stats;
 
 pub use dns::{DnsServer, Locator, Redirector};
 pub use site::CoralReferrals;

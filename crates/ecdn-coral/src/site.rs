@@ -45,6 +45,10 @@ pub struct CoralReferrals {
     held: Arc<Mutex<HashMap<String, Advertised>>>,
     /// The node, once it runs: whether it still holds an object.
     holder: OnceLock<Holder>,
+    /// The lookups it made (`locate`, and gets asked on the admin listener).
+    lookups: crate::stats::LookupStats,
+    /// The site's DNS redirector's answers, if it runs one.
+    dns: OnceLock<Arc<crate::stats::DnsAnswers>>,
 }
 
 impl CoralReferrals {
@@ -57,6 +61,33 @@ impl CoralReferrals {
             filling: Mutex::new(HashMap::new()),
             held: Arc::new(Mutex::new(HashMap::new())),
             holder: OnceLock::new(),
+            lookups: Default::default(),
+            dns: OnceLock::new(),
+        }
+    }
+
+    /// Shows the site's redirector's answers (`Redirector::answers`) in its stats.
+    pub fn set_dns(&self, answers: Arc<crate::stats::DnsAnswers>) {
+        let _ = self.dns.set(answers);
+    }
+
+    /// A `get` of `key`, bounded by the lookup timeout and counted in the stats (as found
+    /// when it found a value other than this site's own reference).
+    async fn lookup(&self, key: Id) -> Option<ecdn_dsht::GetResult> {
+        match tokio::time::timeout(self.lookup_timeout, self.dsht.get(key, None)).await {
+            Ok(Ok(got)) => {
+                self.lookups.answered(
+                    got.values.iter().any(|v| v.data != self.me.as_bytes()),
+                    got.level,
+                    got.hops,
+                    got.elapsed,
+                );
+                Some(got)
+            }
+            _ => {
+                self.lookups.failed();
+                None
+            }
         }
     }
 
@@ -158,10 +189,7 @@ impl Referrals for CoralReferrals {
         url: &'a str,
     ) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
         Box::pin(async move {
-            let got =
-                tokio::time::timeout(self.lookup_timeout, self.dsht.get(Self::key(url), None))
-                    .await;
-            let Ok(Ok(got)) = got else {
+            let Some(got) = self.lookup(Self::key(url)).await else {
                 return Vec::new();
             };
             got.values
@@ -191,6 +219,145 @@ impl Referrals for CoralReferrals {
 
     fn abandoned(&self, url: &str) {
         self.stop_renewing(url);
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        let d = self.dsht.stats();
+        serde_json::json!({
+            "id": self.dsht.id().to_string(),
+            "dsht_addr": self.dsht.addr().to_string(),
+            "levels": self.dsht.levels().iter().map(|t| t.map(|t| t.as_secs_f64() * 1000.0)).collect::<Vec<_>>(),
+            "clusters": self.dsht.clusters().iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+            "lookups": self.lookups.json(),
+            "dsht": {
+                "packets_in": d.packets_in,
+                "malformed": d.malformed,
+                "rate_limited": d.rate_limited,
+                "rpcs_sent": d.rpcs_sent,
+                "rpcs_timed_out": d.rpcs_timed_out,
+                "put_probes": d.put_probes,
+                "stores": d.stores,
+                "gets": d.gets,
+            },
+            "dns": self.dns.get().map_or(serde_json::Value::Null, |a| a.json()),
+        })
+    }
+
+    fn admin<'a>(
+        &'a self,
+        op: &'a str,
+        query: &'a str,
+        post: bool,
+    ) -> ecdn_node::node::sites::AdminAnswer<'a> {
+        Box::pin(async move { admin::answer(self, op, query, post).await })
+    }
+}
+
+/// The DSHT's operations on the node's admin listener (`/_ecdn/sites/OP`), for operators and
+/// test beds that drive sites in other processes: `GET /_ecdn/sites` (the stats),
+/// `GET /_ecdn/sites/get?key=HEX` (a lookup, as a miss makes one: found values, level, hops,
+/// ms), `POST /_ecdn/sites/put?key=HEX&value=TEXT&ttl=SECONDS` (a sloppy put of `value`, at
+/// most an hour; the levels that stored it) and `GET /_ecdn/sites/probes?key=HEX` (the put
+/// probes this node received for the key: a hot spot's load, §4.2). `HEX` is a 40-digit key
+/// (SHA-1 of the cache's primary key for an object's references); `value` is taken as sent,
+/// without percent-decoding.
+mod admin {
+    use super::*;
+
+    fn param<'q>(query: &'q str, name: &str) -> Option<&'q str> {
+        query.split('&').find_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            (k == name).then_some(v)
+        })
+    }
+
+    fn bad(why: &str) -> Option<(u16, serde_json::Value)> {
+        Some((400, serde_json::json!({ "error": why })))
+    }
+
+    /// A 40-hex-digit key.
+    fn key(query: &str) -> Result<Id, &'static str> {
+        let hex = param(query, "key").ok_or("key=HEX (40 hex digits) is needed")?;
+        let digits = hex.as_bytes();
+        if digits.len() != 40 {
+            return Err("key= must be 40 hex digits");
+        }
+        let mut id = [0u8; 20];
+        for (i, pair) in digits.chunks(2).enumerate() {
+            let text = std::str::from_utf8(pair).map_err(|_| "key= must be 40 hex digits")?;
+            id[i] = u8::from_str_radix(text, 16).map_err(|_| "key= must be 40 hex digits")?;
+        }
+        Ok(Id(id))
+    }
+
+    pub(super) async fn answer(
+        r: &CoralReferrals,
+        op: &str,
+        query: &str,
+        post: bool,
+    ) -> Option<(u16, serde_json::Value)> {
+        match (op, post) {
+            ("", false) => Some((200, r.stats())),
+            ("get", false) => {
+                let key = match key(query) {
+                    Ok(k) => k,
+                    Err(e) => return bad(e),
+                };
+                Some(match r.lookup(key).await {
+                    Some(got) => (
+                        200,
+                        serde_json::json!({
+                            "values": got.values.iter().map(|v| String::from_utf8_lossy(&v.data).into_owned()).collect::<Vec<_>>(),
+                            "level": got.level,
+                            "hops": got.hops,
+                            "ms": got.elapsed.as_secs_f64() * 1000.0,
+                        }),
+                    ),
+                    None => (
+                        504,
+                        serde_json::json!({ "error": "the lookup failed or timed out" }),
+                    ),
+                })
+            }
+            ("put", true) => {
+                let key = match key(query) {
+                    Ok(k) => k,
+                    Err(e) => return bad(e),
+                };
+                let Some(value) = param(query, "value").filter(|v| !v.is_empty()) else {
+                    return bad("value=TEXT is needed");
+                };
+                let ttl = match param(query, "ttl").map(str::parse::<u64>) {
+                    None => HELD_TTL,
+                    Some(Ok(s)) if s > 0 && s <= HELD_TTL.as_secs() => Duration::from_secs(s),
+                    Some(_) => return bad("ttl= must be whole seconds, 1 to 3600"),
+                };
+                Some(match r.dsht.put(key, value.as_bytes(), ttl, None).await {
+                    Ok(put) => (
+                        200,
+                        serde_json::json!({
+                            "stored_at_levels": put.stored.iter().filter(|(_, c)| c.is_some()).map(|(l, _)| *l).collect::<Vec<_>>(),
+                        }),
+                    ),
+                    Err(e) => (502, serde_json::json!({ "error": e.to_string() })),
+                })
+            }
+            ("probes", false) => {
+                let key = match key(query) {
+                    Ok(k) => k,
+                    Err(e) => return bad(e),
+                };
+                Some((
+                    200,
+                    serde_json::json!({ "put_probes": r.dsht.put_probes(&key) }),
+                ))
+            }
+            ("get" | "probes" | "", true) | ("put", false) => Some((
+                405,
+                serde_json::json!({ "error": "GET /_ecdn/sites[/get|/probes], POST /_ecdn/sites/put" }),
+            )),
+            _ => None,
+        }
     }
 }
 
@@ -287,6 +454,58 @@ mod tests {
         let (_, stats, _) = get(nodes[1].admin_addr().unwrap(), "/_ecdn/stats").await;
         let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap();
         assert_eq!(stats["site_fills"], 1, "{stats}");
+        // Its lookup found the first site's reference at level 0; the first site's found none.
+        let lookups = &stats["sites"]["lookups"];
+        assert_eq!(lookups["found"], 1, "{stats}");
+        assert_eq!(lookups["found_at_level"], serde_json::json!([1]), "{stats}");
+        assert_eq!(lookups["lookup_hops"].as_object().unwrap().len(), 1);
+        assert_eq!(stats["sites"]["id"], dshts[1].id().to_string());
+        let (_, stats, _) = get(nodes[0].admin_addr().unwrap(), "/_ecdn/stats").await;
+        let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap();
+        assert_eq!(stats["sites"]["lookups"]["gets"], 1, "{stats}");
+        assert_eq!(stats["sites"]["lookups"]["found"], 0, "{stats}");
+        // The DSHT on the admin listener: a put at one site, found by a get at the other,
+        // whose put probes the stats and `/probes` count.
+        let (a0, a1) = (
+            nodes[0].admin_addr().unwrap(),
+            nodes[1].admin_addr().unwrap(),
+        );
+        let hot = Id::hash(b"hot");
+        let (status, body, _) = request(
+            a0,
+            "POST",
+            &format!("/_ecdn/sites/put?key={hot}&value=x&ttl=60"),
+            "",
+        )
+        .await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        let (status, body, _) = get(a1, &format!("/_ecdn/sites/get?key={hot}")).await;
+        assert_eq!(status, 200);
+        let got: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(got["values"], serde_json::json!(["x"]), "{got}");
+        let mut probes = 0;
+        for a in [a0, a1] {
+            let (_, body, _) = get(a, &format!("/_ecdn/sites/probes?key={hot}")).await;
+            let p: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            probes += p["put_probes"].as_u64().unwrap();
+        }
+        assert!(probes >= 1, "the put probed one of the two nodes");
+        let put = format!("/_ecdn/sites/put?key={hot}");
+        for (method, path, want) in [
+            ("GET", "/_ecdn/sites/get?key=12".to_string(), 400),
+            ("GET", "/_ecdn/sites/get".into(), 400),
+            ("POST", put.clone(), 400),
+            ("POST", format!("{put}&value=v&ttl=99999"), 400),
+            ("GET", put, 405),
+            ("DELETE", "/_ecdn/sites".into(), 405),
+            ("GET", "/_ecdn/sites/nothing".into(), 404),
+        ] {
+            let (status, _, head) = request(a0, method, &path, "").await;
+            assert_eq!(status, want, "{method} {path}: {head}");
+        }
+        // Never on the client listener.
+        let (status, _, _) = get(nodes[0].addr, "/_ecdn/sites").await;
+        assert_eq!(status, 404);
         for n in nodes {
             n.stop().await.unwrap();
         }

@@ -308,15 +308,29 @@ impl Bed {
         b: &str,
         one_way: Option<Duration>,
     ) -> Result<(), Error> {
-        let (i, j) = (self.index(a)?, self.index(b)?);
-        if i == j {
-            return Err(Error::Spec(format!("{a:?} to itself has no delay to set")));
+        self.delays_between(&[(a, b, one_way)])
+    }
+
+    /// [`Bed::delay_between`] for many pairs at once, applied in one pass (a topology of many
+    /// hosts has thousands of pairs, and each pass rewrites the hosts' queue rules).
+    pub fn delays_between(
+        &mut self,
+        pairs: &[(&str, &str, Option<Duration>)],
+    ) -> Result<(), Error> {
+        let mut set = Vec::with_capacity(pairs.len());
+        for &(a, b, one_way) in pairs {
+            let (i, j) = (self.index(a)?, self.index(b)?);
+            if i == j {
+                return Err(Error::Spec(format!("{a:?} to itself has no delay to set")));
+            }
+            set.push(((i.min(j), i.max(j)), one_way));
         }
-        let pair = (i.min(j), i.max(j));
-        match one_way {
-            Some(d) => self.pairs.insert(pair, d),
-            None => self.pairs.remove(&pair),
-        };
+        for (pair, one_way) in set {
+            match one_way {
+                Some(d) => self.pairs.insert(pair, d),
+                None => self.pairs.remove(&pair),
+            };
+        }
         self.apply_delays()
     }
 

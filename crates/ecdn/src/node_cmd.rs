@@ -9,8 +9,9 @@
 //! certificates picked by SNI), plus a `routes` table of host → origin (`--route HOST=URL` on the command line, repeatable, adds to and
 //! overrides the file's). A flag given on the command line overrides the file. Unknown keys
 //! and bad values are errors that name the key. Cooperating sites (`--coral-listen`,
-//! `--coral-seed`, `--coral-advertise`, `--coral-cluster-period`: Coral's DSHT, see
-//! `ecdn-coral`'s `site`; `--coral-dns`, `--coral-domain`: the DNS redirector, see `ecdn-coral`'s `dns`)
+//! `--coral-seed`, `--coral-advertise`, `--coral-cluster-period`, `--coral-levels`,
+//! `--coral-leakage-window`: Coral's DSHT, see `ecdn-coral`'s `site`; `--coral-dns`,
+//! `--coral-domain`, `--coral-resolver-prefix`: the DNS redirector, see `ecdn-coral`'s `dns`)
 //! are flags only.
 
 use std::net::SocketAddr;
@@ -151,6 +152,20 @@ pub struct NodeArgs {
     /// lets new sites cluster sooner).
     #[arg(long, value_name = "DURATION", requires = "coral_listen")]
     coral_cluster_period: Option<String>,
+    /// The DSHT's cluster levels, their RTT thresholds from level 0: `inf` for the global
+    /// cluster, e.g. `inf,60ms,20ms` (Coral's three levels, the default) or `inf` (one level).
+    #[arg(long, value_name = "LIST", requires = "coral_listen")]
+    coral_levels: Option<String>,
+    /// The window of the DSHT's leakage rate (β = 12 puts of a key per window reach a node
+    /// once it is full; Coral's is a minute).
+    #[arg(long, value_name = "DURATION", requires = "coral_listen")]
+    coral_leakage_window: Option<String>,
+    /// The DNS redirector takes a resolver whose address shares this many leading bits with
+    /// the node's as its own site's (level 2, 0 ms): 24 (a /24, the default; 64 for IPv6) or,
+    /// on a network where sites share a prefix (a test bed's one subnet), 32 for none but its
+    /// own address. Others are placed by the DSHT's RTTs or probed.
+    #[arg(long, value_name = "BITS", requires = "coral_dns")]
+    coral_resolver_prefix: Option<u32>,
     /// Also listen for HTTPS on this address: HTTP/2 or HTTP/1.1 by ALPN, TLS 1.2 and 1.3.
     /// Needs --tls-cert and --tls-key; more certificates by host name (SNI) in the config's
     /// `[tls_hosts]` table. SIGHUP reloads the certificate files.
@@ -460,6 +475,29 @@ struct CoralFlags {
     /// The DNS redirector's address and domain.
     dns: Option<(SocketAddr, String)>,
     cluster_period: Option<Duration>,
+    /// The levels' thresholds (`None`: Coral's ∞, 60 ms, 20 ms).
+    levels: Option<Vec<Option<Duration>>>,
+    leakage_window: Option<Duration>,
+    /// The redirector's own-site prefix, bits (`None`: /24, /64).
+    resolver_prefix: Option<u32>,
+}
+
+/// `--coral-levels`: `inf` or a duration per level, comma-separated, level 0 first.
+fn parse_levels(text: &str) -> Result<Vec<Option<Duration>>> {
+    let levels: Vec<Option<Duration>> = text
+        .split(',')
+        .map(|t| match t.trim() {
+            "inf" | "∞" => Ok(None),
+            d => crate::args::duration("--coral-levels", d).map(Some),
+        })
+        .collect::<Result<_>>()?;
+    if levels.first() != Some(&None) {
+        bail!("--coral-levels {text:?}: level 0 is the global cluster, `inf`");
+    }
+    if levels.len() > 3 {
+        bail!("--coral-levels {text:?}: at most three levels");
+    }
+    Ok(levels)
 }
 
 /// What runs beside a cooperating node.
@@ -482,6 +520,12 @@ async fn wire_coral(cfg: &mut NodeConfig, coral: CoralFlags, listen: SocketAddr)
     if let Some(p) = coral.cluster_period {
         dsht_cfg.cluster_period = p;
     }
+    if let Some(levels) = coral.levels {
+        dsht_cfg.thresholds = levels;
+    }
+    if let Some(w) = coral.leakage_window {
+        dsht_cfg.leakage_window = w;
+    }
     let dsht = ecdn_dsht::Dsht::start(dsht_cfg)
         .await
         .with_context(|| format!("starting the DSHT node on {}", coral.listen))?;
@@ -502,12 +546,16 @@ async fn wire_coral(cfg: &mut NodeConfig, coral: CoralFlags, listen: SocketAddr)
     cfg.sites = Some(ecdn_node::node::sites::Sites(referrals.clone()));
     let dns = match coral.dns {
         Some((addr, domain)) => {
-            let locate = ecdn_coral::dns::prefix_locator(dsht.clone());
+            let locate = match coral.resolver_prefix {
+                Some(bits) => ecdn_coral::dns::prefix_locator_of(dsht.clone(), bits),
+                None => ecdn_coral::dns::prefix_locator(dsht.clone()),
+            };
             // Resolvers neither near nor DSHT peers are probed (one TCP round trip, kept).
             let wait = ecdn_coral::dns::Redirector::probe_wait(&dsht);
             let prober = Arc::new(ecdn_coral::probe::Prober::new(wait));
             let redirector =
                 ecdn_coral::dns::Redirector::new(&domain, dsht, locate)?.with_prober(prober);
+            referrals.set_dns(redirector.answers());
             let server = ecdn_coral::dns::DnsServer::start(addr, redirector).await?;
             eprintln!(
                 "ecdn node: DNS redirector for {domain} on {} (UDP and TCP)",
@@ -526,12 +574,27 @@ pub fn run(a: NodeArgs) -> Result<()> {
         .as_deref()
         .map(|v| crate::args::duration("--coral-cluster-period", v))
         .transpose()?;
+    let levels = a.coral_levels.as_deref().map(parse_levels).transpose()?;
+    let leakage_window = a
+        .coral_leakage_window
+        .as_deref()
+        .map(|v| crate::args::duration("--coral-leakage-window", v))
+        .transpose()?
+        .filter(|w| !w.is_zero());
+    if let Some(bits) = a.coral_resolver_prefix {
+        if bits > 128 {
+            bail!("--coral-resolver-prefix {bits}: at most 32 bits (IPv4) or 128 (IPv6)");
+        }
+    }
     let coral = a.coral_listen.map(|listen| CoralFlags {
         listen,
         seeds: a.coral_seeds.clone(),
         advertise: a.coral_advertise.clone(),
         dns: a.coral_dns.zip(a.coral_domain.clone()),
         cluster_period,
+        levels: levels.clone(),
+        leakage_window,
+        resolver_prefix: a.coral_resolver_prefix,
     });
     let s = merge(a)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
@@ -652,6 +715,24 @@ async fn added_node_address(c: &ecdn_node::node::ClusterNode) -> Result<SocketAd
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn coral_levels_parse_from_the_global_level_down() {
+        let ms = |v| Some(Duration::from_millis(v));
+        assert_eq!(
+            parse_levels("inf,60ms,20ms").unwrap(),
+            [None, ms(60), ms(20)]
+        );
+        assert_eq!(parse_levels("inf").unwrap(), [None]);
+        for (bad, why) in [
+            ("60ms,inf", "level 0"),
+            ("inf,1ms,2ms,3ms", "at most three"),
+            ("inf,fast", "--coral-levels"),
+        ] {
+            let e = format!("{:#}", parse_levels(bad).unwrap_err());
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
     use super::*;
     use clap::Parser;
     use std::time::Duration;

@@ -120,19 +120,26 @@ fn a_pair_of_hosts_gets_its_own_delay() {
     let _turn = one_at_a_time();
     let mut b = bed(&["a", "b", "c=1gbit,delay=2ms"]);
     // a and b are 8 ms apart each way; a and c keep their links' 0 + 2 ms, b and c too.
-    b.delay_between("a", "b", Some(Duration::from_millis(8)))
-        .unwrap();
+    // Set in one pass with a pair that is cleared again.
+    b.delays_between(&[
+        ("a", "b", Some(Duration::from_millis(8))),
+        ("b", "c", Some(Duration::from_millis(30))),
+        ("c", "b", None),
+    ])
+    .unwrap();
     let rtt = |x: &str, y: &str| p50_ms(probe::rtt(&b, x, y, 15).unwrap());
     let ab = rtt("a", "b");
     assert!(
         (16.0..16.0 + DELAY_SLACK_MS).contains(&ab),
         "a <-> b: {ab:.3} ms"
     );
-    let ac = rtt("a", "c");
-    assert!(
-        (4.0..4.0 + DELAY_SLACK_MS).contains(&ac),
-        "a <-> c: {ac:.3} ms"
-    );
+    for (x, y) in [("a", "c"), ("b", "c")] {
+        let ms = rtt(x, y);
+        assert!(
+            (4.0..4.0 + DELAY_SLACK_MS).contains(&ms),
+            "{x} <-> {y}: {ms:.3} ms"
+        );
+    }
     // Cleared: the sum of the links' delays again (none).
     b.delay_between("b", "a", None).unwrap();
     assert_undelayed(&b, "a", "b");

@@ -11,6 +11,9 @@
 //! * `/_ecdn/health` answers `ok` (`503` `draining` on a cluster node the bucket map says
 //!   drains, so load balancers stop sending it clients); `/_ecdn/stats` answers JSON counters (see
 //!   [`super::Node`]). `/_ecdn/` paths are never proxied.
+//! * `/_ecdn/sites[/OP]` (a node with cooperating sites): the referrals' own operations, in
+//!   `ecdn` Coral's DSHT (its state, a lookup, a put, the put probes a key received; see
+//!   `ecdn_coral::site`); what they count is also `sites` in `/_ecdn/stats`.
 //! * `GET /_ecdn/metrics`: Prometheus text exposition (format 0.0.4), under `/_ecdn/` so it
 //!   cannot shadow an origin path `/metrics`. Counters `ecdn_requests_total`,
 //!   `ecdn_responses_total{tier}` (`hoc`, `disk`, `miss`, `collapsed`, `pass`, `error` — our own
@@ -200,7 +203,7 @@ async fn handle(
         None => text(
             StatusCode::NOT_FOUND,
             "not an admin endpoint: /_ecdn/health, /_ecdn/stats, /_ecdn/metrics, /_ecdn/status, \
-             /_ecdn/status.json, POST /_ecdn/repair, PURGE",
+             /_ecdn/status.json, /_ecdn/sites, POST /_ecdn/repair, PURGE",
         ),
     }
 }
@@ -229,8 +232,37 @@ async fn route(
         "/_ecdn/metrics" => metrics(st).await,
         "/_ecdn/status" => super::status::page(),
         "/_ecdn/status.json" => super::status::data(st, req.uri().query()).await,
+        p if p == "/_ecdn/sites" || p.starts_with("/_ecdn/sites/") => sites(st, req).await?,
         _ => return None,
     })
+}
+
+/// `/_ecdn/sites[/OP]`: the cooperating sites' own operations ([`super::sites::Referrals::admin`]);
+/// `404` on a node without sites.
+async fn sites(st: &State, req: &Request<ReqBody>) -> Option<Response<NodeBody>> {
+    let Some(sites) = &st.sites else {
+        return Some(text(
+            StatusCode::NOT_FOUND,
+            "this node does not cooperate with other sites",
+        ));
+    };
+    let op = req.uri().path()["/_ecdn/sites".len()..].trim_start_matches('/');
+    let post = match *req.method() {
+        hyper::Method::GET => false,
+        hyper::Method::POST => true,
+        _ => {
+            return Some(text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "/_ecdn/sites takes GET and POST",
+            ))
+        }
+    };
+    let query = req.uri().query().unwrap_or("");
+    let (status, body) = sites.0.admin(op, query, post).await?;
+    Some(json(
+        StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        body,
+    ))
 }
 
 fn health(st: &State) -> Response<NodeBody> {
@@ -326,6 +358,12 @@ pub(super) async fn stats_value(st: &State) -> serde_json::Value {
     );
     body.insert("hoc".into(), hoc);
     body.insert("disk".into(), disk);
+    body.insert(
+        "sites".into(),
+        st.sites
+            .as_ref()
+            .map_or(serde_json::Value::Null, |s| s.0.stats()),
+    );
     body.insert(
         "cluster".into(),
         st.cluster

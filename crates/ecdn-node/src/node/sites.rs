@@ -64,7 +64,24 @@ pub trait Referrals: Send + Sync + 'static {
     fn filled(&self, url: &str);
     /// The fill of `url` ended without storing it.
     fn abandoned(&self, url: &str);
+    /// What the referrals count (lookups, their latency, ...), shown as `sites` in
+    /// `/_ecdn/stats`; `null` if nothing.
+    fn stats(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+    /// An admin request under `/_ecdn/sites` (`op`: the rest of the path, `""` for
+    /// `/_ecdn/sites` itself; `query`: the raw query string; `post`: a `POST`, else a `GET`),
+    /// answered on the node's admin listener only: the status and a JSON body, or `None` for
+    /// an operation the referrals do not have.
+    fn admin<'a>(&'a self, op: &'a str, query: &'a str, post: bool) -> AdminAnswer<'a> {
+        let _ = (op, query, post);
+        Box::pin(async { None })
+    }
 }
+
+/// The answer of [`Referrals::admin`]: a status code and a JSON body, or `None` (not found).
+pub type AdminAnswer<'a> =
+    Pin<Box<dyn Future<Output = Option<(u16, serde_json::Value)>> + Send + 'a>>;
 
 /// The referrals a node uses ([`super::NodeConfig::sites`]).
 #[derive(Clone)]
