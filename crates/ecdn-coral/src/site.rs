@@ -278,16 +278,7 @@ mod admin {
     /// A 40-hex-digit key.
     fn key(query: &str) -> Result<Id, &'static str> {
         let hex = param(query, "key").ok_or("key=HEX (40 hex digits) is needed")?;
-        let digits = hex.as_bytes();
-        if digits.len() != 40 {
-            return Err("key= must be 40 hex digits");
-        }
-        let mut id = [0u8; 20];
-        for (i, pair) in digits.chunks(2).enumerate() {
-            let text = std::str::from_utf8(pair).map_err(|_| "key= must be 40 hex digits")?;
-            id[i] = u8::from_str_radix(text, 16).map_err(|_| "key= must be 40 hex digits")?;
-        }
-        Ok(Id(id))
+        hex.parse().map_err(|_| "key= must be 40 hex digits")
     }
 
     pub(super) async fn answer(

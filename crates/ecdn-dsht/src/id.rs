@@ -92,6 +92,23 @@ impl fmt::Display for Id {
     }
 }
 
+/// An id as [`Id`]'s `Display` writes it: 40 hex digits.
+impl std::str::FromStr for Id {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Id, String> {
+        let bad = || format!("{text:?} is not an id: 40 hex digits expected");
+        if text.len() != 2 * ID_BYTES || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(bad());
+        }
+        let mut id = [0u8; ID_BYTES];
+        for (i, byte) in id.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+        }
+        Ok(Id(id))
+    }
+}
+
 /// `splice(k, r, i)` of §4.1: the most significant `b·i` bits of `k` followed by the least
 /// significant `160 − b·i` bits of `r`.
 pub fn splice(k: &Id, r: &Id, bits: usize) -> Id {
@@ -125,6 +142,16 @@ pub fn next_target(key: &Id, t: &Id, b: usize) -> Option<Id> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_read_back_what_display_writes() {
+        let id = Id::hash(b"x");
+        assert_eq!(id.to_string().parse::<Id>(), Ok(id));
+        assert_eq!(id.to_string().to_uppercase().parse::<Id>(), Ok(id));
+        for bad in ["", "12", &"g".repeat(40), &"é".repeat(20), &"+1".repeat(20)] {
+            assert!(bad.parse::<Id>().is_err(), "{bad:?}");
+        }
+    }
 
     fn id_from_u8(v: u8) -> Id {
         // The paper's Figure 2 uses 4-bit ids; put them in the top bits.

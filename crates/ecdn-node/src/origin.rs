@@ -511,6 +511,11 @@ impl Origin {
         self.requests.load(Ordering::Relaxed)
     }
 
+    /// The counter behind [`Origin::requests`], to read from another thread or runtime.
+    pub fn request_counter(&self) -> Arc<AtomicU64> {
+        self.requests.clone()
+    }
+
     /// Stops accepting connections and waits for the accept loop to end.
     pub async fn stop(mut self) -> std::io::Result<()> {
         if let Some(tx) = self.stop.take() {

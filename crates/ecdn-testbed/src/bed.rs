@@ -34,6 +34,27 @@ use crate::spec::{HostSpec, LinkSpec};
 use crate::sys;
 use crate::Error;
 
+/// Raises the kernel's ARP table limits (`net.ipv4.neigh.default.gc_thresh2` and `3`) so
+/// that every host of a bed of `hosts` can hold an entry for every other, twice over. The
+/// table is one for all namespaces: with the default limit of 1,024 entries a bed of about 40
+/// hosts or more fills it, and a host that cannot add an entry cannot reach its peer at all
+/// (the kernel logs "neighbor table overflow"). Limits already higher are kept; the raised
+/// ones stay after the bed is gone (a limit, not state).
+fn make_room_for_neighbours(hosts: usize) -> Result<(), Error> {
+    let entries = (hosts * hosts) as u64;
+    for (name, want) in [("gc_thresh2", entries), ("gc_thresh3", 2 * entries)] {
+        let path = format!("/proc/sys/net/ipv4/neigh/default/{name}");
+        let now: u64 = std::fs::read_to_string(&path)?.trim().parse().unwrap_or(0);
+        if now < want {
+            std::fs::write(&path, want.to_string()).map_err(|e| Error::Missing {
+                command: format!("writing {path}"),
+                why: format!("{e}: a bed of {hosts} hosts needs {want} ARP entries"),
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// Where beds record their owners.
 pub const STATE_DIR: &str = "/run/ecdn-testbed";
 
@@ -162,6 +183,7 @@ impl Bed {
             }
         }
         preflight()?;
+        make_room_for_neighbours(config.hosts.len())?;
         let id = new_id();
         std::fs::create_dir_all(STATE_DIR)?;
         let state = State {

@@ -384,6 +384,76 @@ fn a_cluster_on_the_bed_survives_a_partition_a_slow_node_and_a_kill() {
     assert_eq!(leftovers(id), Vec::<String>::new());
 }
 
+#[test]
+fn coral_sites_as_processes_fill_from_each_other_and_redirect_by_measured_rtt() {
+    let _turn = one_at_a_time();
+    // 8 nodes in 2 sites, each an `ecdn node --coral-*` process on a host of its own, every
+    // packet between sites delayed by the topology; a resolver host no node knows, probed.
+    let out = Command::new(env!("CARGO_BIN_EXE_ecdn"))
+        .args([
+            "coral",
+            "demo",
+            "--processes",
+            "--nodes",
+            "8",
+            "--sites",
+            "2",
+            "--requests",
+            "80",
+            "--objects",
+            "20",
+            "--flash-objects",
+            "3",
+            "--hot-interval",
+            "0s",
+            "--json",
+        ])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let s = lines.last().unwrap();
+    assert_eq!(s["mode"], "processes");
+    assert_eq!(s["node_processes"], 8, "{s}");
+    // Every client got its object, and the origin far fewer requests than the 8 nodes made:
+    // the sites filled from each other.
+    let crowds: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["cooperating"] == true).collect();
+    assert_eq!(crowds.len(), 2, "{stdout}");
+    for c in crowds {
+        assert_eq!(c["failed"], 0, "{c}");
+        assert_eq!(c["requests"], 24);
+        let per_object = c["origin_requests_per_object"].as_f64().unwrap();
+        assert!((1.0..=2.0).contains(&per_object), "{c}");
+        assert!(c["site_fills"].as_u64().unwrap() >= 12, "{c}");
+    }
+    // The delays are on the wire: a lookup that leaves its site waits at least 20 ms.
+    assert!(
+        s["single_level_lookup_ms"]["p90"].as_f64().unwrap() >= 20.0,
+        "{s}"
+    );
+    // Three resolvers (one per site, and the probed one) asked both redirectors; each answer
+    // is counted at its level, and the probed resolver was placed as its RTTs say.
+    let by_level: u64 = s["dns_answers_by_level"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(by_level, 6, "{s}");
+    assert_eq!(s["probed_resolver_placed_right"], 1.0, "{s}");
+    assert_eq!(
+        leftovers(s["testbed"].as_str().unwrap()),
+        Vec::<String>::new()
+    );
+}
+
 /// A process started in a host of `bed`, its output in `log`.
 fn spawn_in(bed: &Bed, host: &str, args: &[&str], log: &Path) -> std::process::Child {
     let mut c = bed.command(host, env!("CARGO_BIN_EXE_ecdn")).unwrap();

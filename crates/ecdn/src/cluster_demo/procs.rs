@@ -229,6 +229,8 @@ pub struct Procs {
     pub origin: Option<Proc>,
     pub coordinators: Vec<Proc>,
     pub nodes: Vec<Option<Proc>>,
+    /// Other children ([`Procs::start_other`]).
+    pub others: Vec<Proc>,
     /// Per node: how many times it was started.
     starts: Vec<usize>,
     /// `--testbed`: the network namespace (a test bed's host) each process runs in, by name.
@@ -243,6 +245,7 @@ impl Procs {
             origin: None,
             coordinators: Vec::new(),
             nodes: Vec::new(),
+            others: Vec::new(),
             starts: Vec::new(),
             placement: Default::default(),
         })
@@ -392,11 +395,27 @@ impl Procs {
         Ok(())
     }
 
+    /// Any other child: `ecdn ARGS...`, named `name` (also its name in the placement),
+    /// logging to `log` in the run's directory. Returns its index in `others`.
+    pub fn start_other(&mut self, name: &str, log: &str, args: &[String]) -> Result<usize> {
+        let p = self.spawn(name, log, args)?;
+        self.others.push(p);
+        Ok(self.others.len() - 1)
+    }
+
+    /// SIGKILLs every child in `others` and forgets them.
+    pub fn stop_others(&mut self) {
+        for mut p in self.others.drain(..) {
+            p.kill();
+        }
+    }
+
     fn all_mut(&mut self) -> impl Iterator<Item = &mut Proc> {
         self.origin
             .iter_mut()
             .chain(self.coordinators.iter_mut())
             .chain(self.nodes.iter_mut().flatten())
+            .chain(self.others.iter_mut())
     }
 
     /// An error naming the first child that exited, with its output's tail.
@@ -476,6 +495,19 @@ pub async fn http_get_with(
 /// `GET path` on an admin listener, with the run's admin token if it has one.
 pub async fn admin_get(addr: SocketAddr, path: &str, timeout: Duration) -> Result<(u16, Bytes)> {
     http_get_with(addr, &addr.to_string(), admin_bearer(), path, timeout).await
+}
+
+/// `POST path` (no body) on an admin listener, with the run's admin token if it has one.
+pub async fn admin_post(addr: SocketAddr, path: &str, timeout: Duration) -> Result<(u16, Bytes)> {
+    http_request(
+        hyper::Method::POST,
+        addr,
+        &addr.to_string(),
+        admin_bearer(),
+        path,
+        timeout,
+    )
+    .await
 }
 
 /// A request without a body; its status and whole body.

@@ -31,6 +31,7 @@
 //! runs are a matter of flags (`--cluster-period`, `--flash-window`, `--hot-minute 60s`, ...).
 //! With `--json` each run prints one line and the last line sums them up.
 
+mod processes;
 mod proxies;
 mod redirect;
 mod topology;
@@ -100,10 +101,23 @@ pub struct DemoArgs {
     /// One JSON line per run, and a summary line last.
     #[arg(long)]
     json: bool,
+    /// Run every node as an `ecdn node --coral-*` process on a host of its own: a test bed
+    /// (network namespaces; needs root) whose links delay every packet by the topology's RTTs
+    /// (at most 96 nodes). Without it, the nodes run in this process with delays injected.
+    #[arg(long)]
+    processes: bool,
+    /// With --processes: every host's link (rate, and delay added to the topology's), e.g.
+    /// `1gbit` or `100mbit`.
+    #[arg(long, default_value = "1gbit", requires = "processes")]
+    link: String,
 }
 
 pub fn run(cmd: CoralCmd) -> Result<()> {
     match cmd {
+        CoralCmd::Demo(a) if a.processes => {
+            check_sizes(&a)?;
+            processes::run(a)
+        }
         CoralCmd::Demo(a) => tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .build()
@@ -205,6 +219,21 @@ struct HotRun {
     bound_puts_per_min: u64,
     /// Gets of the hot key from every node that found it, at the end.
     found_fraction: f64,
+}
+
+impl HotRun {
+    /// The run as a line of text.
+    fn text(&self) -> String {
+        format!(
+            "hot spot: {} puts; the closest node got {} in a minute of {:.0} s (most on any node {}), bound {}; {:.0}% of nodes find the key",
+            self.puts,
+            self.closest_node_puts_per_min,
+            self.minute_s,
+            self.max_node_puts_per_min,
+            self.bound_puts_per_min,
+            100.0 * self.found_fraction
+        )
+    }
 }
 
 /// The paper's leakage window (β puts a minute), for every run but the hot spot's.
@@ -314,19 +343,32 @@ fn clusters_against(
         .map(|n| topo.site_of(n.addr().ip()).unwrap_or(0))
         .collect();
     let ids: Vec<Vec<Id>> = nodes.iter().map(|n| n.clusters()).collect();
+    clusters_of(topo, &sites, &ids, thresholds)
+}
+
+/// The clusters of nodes in `sites` (one entry per node) whose cluster ids per level are
+/// `ids`, against the topology's RTTs.
+fn clusters_of(
+    topo: &Topology,
+    sites: &[usize],
+    ids: &[Vec<Id>],
+    thresholds: &[Option<Duration>],
+) -> Vec<LevelClusters> {
     (0..thresholds.len())
         .map(|level| {
             let mut sizes: HashMap<Id, usize> = HashMap::new();
-            for c in &ids {
-                *sizes.entry(c[level]).or_default() += 1;
+            for c in ids {
+                *sizes
+                    .entry(c.get(level).copied().unwrap_or_default())
+                    .or_default() += 1;
             }
             let limit = thresholds[level].unwrap_or(Duration::MAX);
             let (mut same, mut same_within, mut within, mut within_joined) =
                 (0u64, 0u64, 0u64, 0u64);
-            for i in 0..nodes.len() {
-                for j in i + 1..nodes.len() {
+            for i in 0..ids.len() {
+                for j in i + 1..ids.len() {
                     let near = topo.rtt(sites[i], sites[j]) <= limit;
-                    let joined = ids[i][level] == ids[j][level];
+                    let joined = ids[i].get(level) == ids[j].get(level);
                     same += joined as u64;
                     same_within += (joined && near) as u64;
                     within += near as u64;
@@ -532,7 +574,8 @@ async fn hot_run(
     Ok(run)
 }
 
-async fn demo(a: DemoArgs) -> Result<()> {
+/// The sizes both modes accept.
+fn check_sizes(a: &DemoArgs) -> Result<()> {
     anyhow::ensure!(
         a.nodes >= 2 && a.sites >= 1,
         "--nodes must be at least 2 and --sites 1"
@@ -541,13 +584,24 @@ async fn demo(a: DemoArgs) -> Result<()> {
         a.nodes.div_ceil(a.sites) <= 250 && a.sites <= 200,
         "at most 200 sites of 250 nodes (one /24 of 127.0.0.0/8 each)"
     );
+    anyhow::ensure!(
+        !a.processes || a.nodes <= processes::MAX_NODES,
+        "--processes: at most {} nodes (a test bed has at most 99 hosts)",
+        processes::MAX_NODES
+    );
+    let minute = crate::args::duration("--hot-minute", &a.hot_minute)?;
+    anyhow::ensure!(
+        minute >= Duration::from_secs(1),
+        "--hot-minute must be at least 1s"
+    );
+    Ok(())
+}
+
+async fn demo(a: DemoArgs) -> Result<()> {
+    check_sizes(&a)?;
     let period = crate::args::duration("--cluster-period", &a.cluster_period)?;
     let hot_interval = crate::args::duration("--hot-interval", &a.hot_interval)?;
     let hot_minute = crate::args::duration("--hot-minute", &a.hot_minute)?;
-    anyhow::ensure!(
-        hot_minute >= Duration::from_secs(1),
-        "--hot-minute must be at least 1s"
-    );
     let window = crate::args::duration("--flash-window", &a.flash_window)?;
     let fresh = crate::args::duration("--proxy-fresh", &a.proxy_fresh)?;
     let topo = Topology::generate(a.nodes, a.sites, a.seed);
@@ -619,25 +673,16 @@ async fn demo(a: DemoArgs) -> Result<()> {
         let bed = Bed::ready(hot_bed.context("the hot spot's bed")?).await?;
         let h = hot_run(&bed, hot_interval, hot_minute, &pb).await?;
         bed.shutdown();
-        print_run(&a, &pb, &h, |h| {
-            format!(
-                "hot spot: {} puts; the closest node got {} in a minute of {:.0} s (most on any node {}), bound {}; {:.0}% of nodes find the key",
-                h.puts,
-                h.closest_node_puts_per_min,
-                h.minute_s,
-                h.max_node_puts_per_min,
-                h.bound_puts_per_min,
-                100.0 * h.found_fraction
-            )
-        })?;
+        print_run(&a, &pb, &h, HotRun::text)?;
         Some(h)
     };
     let summary = serde_json::json!({
+        "mode": "in-process",
         "nodes": a.nodes,
         "sites": topo.sites(),
         "lookup_hops": {"p50": multi.lookup_hops.p50, "p99": multi.lookup_hops.p99},
-        "lookup_ms": {"p50": multi.lookup_ms.p50, "p99": multi.lookup_ms.p99},
-        "single_level_lookup_ms": {"p50": single.lookup_ms.p50, "p99": single.lookup_ms.p99},
+        "lookup_ms": {"p50": multi.lookup_ms.p50, "p90": multi.lookup_ms.p90, "p99": multi.lookup_ms.p99},
+        "single_level_lookup_ms": {"p50": single.lookup_ms.p50, "p90": single.lookup_ms.p90, "p99": single.lookup_ms.p99},
         "local_hit_fraction": multi.local_hit_fraction,
         "clusters": multi.clusters.iter().map(|c| c.clusters).collect::<Vec<_>>(),
         "objects": multi_crowd.as_ref().map(|c| c.objects),
