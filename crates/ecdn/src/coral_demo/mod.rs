@@ -35,6 +35,7 @@ mod processes;
 mod proxies;
 mod redirect;
 mod topology;
+mod workload;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -43,7 +44,6 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use ecdn_dsht::{Config, Dsht, Id};
-use ecdn_trace::Rng;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
@@ -387,51 +387,6 @@ fn clusters_of(
         .collect()
 }
 
-/// The proxy workload: each request looks its object up at a random node, then that node
-/// puts a reference to itself for an hour.
-async fn lookups(
-    a: &DemoArgs,
-    nodes: &[Arc<Dsht>],
-    phase: &Phase<'_>,
-) -> Result<(usize, Vec<f64>, Vec<f64>, usize, usize)> {
-    let mut rng = Rng::new(a.seed ^ 0x5eed);
-    let zipf = ecdn_trace::gen::Zipf::new(a.objects.max(1) as u64, 0.8)?;
-    let mut tasks = tokio::task::JoinSet::new();
-    let start = tokio::time::Instant::now();
-    for r in 0..a.requests {
-        let at = start + Duration::from_secs_f64(r as f64 / a.rate.max(0.1));
-        let node = nodes[rng.below(nodes.len() as u64) as usize].clone();
-        let object = zipf.sample(&mut rng);
-        tasks.spawn(async move {
-            tokio::time::sleep_until(at).await;
-            let key = Id::hash(format!("http://origin.test/obj/{object}").as_bytes());
-            let got = node.get(key, None).await.ok()?;
-            let value = node.addr().to_string();
-            let _ = node
-                .put(key, value.as_bytes(), Duration::from_secs(3600), None)
-                .await;
-            Some(got)
-        });
-    }
-    let (mut found, mut hops, mut ms, mut local, mut answered) = (0, Vec::new(), Vec::new(), 0, 0);
-    let mut done = 0;
-    while let Some(r) = tasks.join_next().await {
-        done += 1;
-        if done % 50 == 0 {
-            phase.say(&format!("lookups, {done} of {} done", a.requests));
-        }
-        let Ok(Some(got)) = r else { continue };
-        hops.push(got.hops as f64);
-        ms.push(got.elapsed.as_secs_f64() * 1000.0);
-        if !got.values.is_empty() {
-            found += 1;
-            answered += 1;
-            local += usize::from(got.level == Some(2));
-        }
-    }
-    Ok((found, hops, ms, local, answered))
-}
-
 /// The lookups and the flash crowd of one run on `bed` (with the hierarchy: after its clusters
 /// settle).
 async fn lookup_run(
@@ -460,17 +415,17 @@ async fn lookup_run(
     let setup_s = bed.start_s + t0.elapsed().as_secs_f64();
     let nodes = &bed.nodes;
     phase.say(&format!("{} lookups", a.requests));
-    let (found, hops, ms, local, answered) = lookups(a, nodes, &phase).await?;
+    let l = workload::lookups(a, nodes, &phase).await?;
     let run = LookupRun {
         run: name,
         nodes: nodes.len(),
         sites: topo.sites(),
         levels: levels.len(),
         requests: a.requests,
-        found,
-        lookup_hops: quantiles(hops),
-        lookup_ms: quantiles(ms),
-        local_hit_fraction: local as f64 / answered.max(1) as f64,
+        found: l.found,
+        lookup_hops: quantiles(l.hops),
+        lookup_ms: quantiles(l.ms),
+        local_hit_fraction: l.local as f64 / l.found.max(1) as f64,
         clusters: clusters_against(topo, nodes, &levels),
         setup_s,
     };
@@ -493,85 +448,6 @@ async fn lookup_run(
         None
     };
     Ok((run, crowd))
-}
-
-/// The hot spot in a test bed whose minute is `minute` (the leakage window; the paper's 60 s):
-/// a third of it to warm up, then the put probes counted over one of it.
-async fn hot_run(
-    bed: &Bed,
-    interval: Duration,
-    minute: Duration,
-    pb: &ProgressBar,
-) -> Result<HotRun> {
-    let phase = Phase {
-        pb,
-        run: "hot spot",
-    };
-    let nodes = &bed.nodes;
-
-    let key = Id::hash(b"http://origin.test/hot");
-    let warmup = minute / 3;
-    let start = tokio::time::Instant::now();
-    let end = start + warmup + minute;
-    let mut tasks = tokio::task::JoinSet::new();
-    for (i, n) in nodes.iter().cloned().enumerate() {
-        let offset = interval.mul_f64(i as f64 / nodes.len() as f64);
-        tasks.spawn(async move {
-            let mut puts = 0u64;
-            let mut next = start + offset;
-            while next < end {
-                tokio::time::sleep_until(next).await;
-                let value = format!("{}-{puts}", n.addr());
-                let _ = n
-                    .put(key, value.as_bytes(), Duration::from_secs(3600), None)
-                    .await;
-                puts += 1;
-                next += interval;
-            }
-            puts
-        });
-    }
-    phase.say(&format!(
-        "every node puts the key every {interval:?}; warming up"
-    ));
-    tokio::time::sleep_until(start + warmup).await;
-    phase.say(&format!("counting puts for a minute of {minute:?}"));
-    let before: Vec<u64> = nodes.iter().map(|n| n.put_probes(&key)).collect();
-    let mut puts = 0;
-    while let Some(r) = tasks.join_next().await {
-        puts += r.unwrap_or(0);
-    }
-    let during: Vec<u64> = nodes
-        .iter()
-        .zip(&before)
-        .map(|(n, b)| n.put_probes(&key) - b)
-        .collect();
-    let closest = (0..nodes.len())
-        .min_by_key(|i| key.distance(&nodes[*i].id()))
-        .unwrap_or(0);
-    // Every node looks the key up, all at once.
-    let mut gets = tokio::task::JoinSet::new();
-    for n in nodes {
-        let n = n.clone();
-        gets.spawn(async move { n.get(key, None).await.is_ok_and(|g| !g.values.is_empty()) });
-    }
-    let mut found = 0;
-    while let Some(r) = gets.join_next().await {
-        found += usize::from(r.unwrap_or(false));
-    }
-    let log2n = (nodes.len() as f64).log2().ceil() as u64;
-    let run = HotRun {
-        run: "hot-spot",
-        nodes: nodes.len(),
-        puts,
-        minute_s: minute.as_secs_f64(),
-        closest_node_puts_per_min: during[closest],
-        max_node_puts_per_min: during.iter().copied().max().unwrap_or(0),
-        // β·(2^b − 1)·⌈log2 n / b⌉ with b = 1.
-        bound_puts_per_min: 12 * log2n,
-        found_fraction: found as f64 / nodes.len() as f64,
-    };
-    Ok(run)
 }
 
 /// The sizes both modes accept.
@@ -671,41 +547,107 @@ async fn demo(a: DemoArgs) -> Result<()> {
         None
     } else {
         let bed = Bed::ready(hot_bed.context("the hot spot's bed")?).await?;
-        let h = hot_run(&bed, hot_interval, hot_minute, &pb).await?;
+        let ids: Vec<Id> = bed.nodes.iter().map(|n| n.id()).collect();
+        let phase = Phase {
+            pb: &pb,
+            run: "hot spot",
+        };
+        let h = workload::hot_spot(&bed.nodes, &ids, hot_interval, hot_minute, &phase).await?;
         bed.shutdown();
         print_run(&a, &pb, &h, HotRun::text)?;
         Some(h)
     };
-    let summary = serde_json::json!({
-        "mode": "in-process",
-        "nodes": a.nodes,
-        "sites": topo.sites(),
-        "lookup_hops": {"p50": multi.lookup_hops.p50, "p99": multi.lookup_hops.p99},
-        "lookup_ms": {"p50": multi.lookup_ms.p50, "p90": multi.lookup_ms.p90, "p99": multi.lookup_ms.p99},
-        "single_level_lookup_ms": {"p50": single.lookup_ms.p50, "p90": single.lookup_ms.p90, "p99": single.lookup_ms.p99},
-        "local_hit_fraction": multi.local_hit_fraction,
-        "clusters": multi.clusters.iter().map(|c| c.clusters).collect::<Vec<_>>(),
-        "objects": multi_crowd.as_ref().map(|c| c.objects),
-        "origin_requests": multi_crowd.as_ref().map(|c| c.origin_requests),
-        "origin_requests_per_object": multi_crowd.as_ref().map(|c| c.origin_requests_per_object),
-        "single_level_origin_requests_per_object": single_crowd.as_ref().map(|c| c.origin_requests_per_object),
-        "alone_origin_requests_per_object": alone.as_ref().map(|c| c.origin_requests_per_object),
-        "fetch_ms": multi_crowd.as_ref().map(|c| c.fetch_ms),
-        "single_level_fetch_ms": single_crowd.as_ref().map(|c| c.fetch_ms),
-                "level2_answers": redirection.level2_answers,
-        "answered_proxy_rtt_ms_p50": redirection.answer_rtt_ms.p50,
-        "random_proxy_rtt_ms_p50": redirection.random_rtt_ms.p50,
-        "dead_proxy_last_named_s": redirection.last_named_s,
-        "dead_proxy_ttl_s": redirection.killed_ttl_s,
-        "closest_node_puts_per_min": hot.as_ref().map(|h| h.closest_node_puts_per_min),
-        "bound_puts_per_min": hot.as_ref().map(|h| h.bound_puts_per_min),
-        "elapsed_s": started.elapsed().as_secs_f64(),
-    });
+    let mut summary = Summary {
+        mode: "in-process",
+        nodes: a.nodes,
+        sites: topo.sites(),
+        multi: &multi,
+        single: &single,
+        multi_crowd: multi_crowd.as_ref(),
+        single_crowd: single_crowd.as_ref(),
+        hot: hot.as_ref(),
+    }
+    .json();
+    for (k, v) in [
+        ("objects", multi_crowd.as_ref().map(|c| c.objects).into()),
+        (
+            "origin_requests",
+            multi_crowd.as_ref().map(|c| c.origin_requests).into(),
+        ),
+        (
+            "alone_origin_requests_per_object",
+            alone.as_ref().map(|c| c.origin_requests_per_object).into(),
+        ),
+        ("level2_answers", redirection.level2_answers.into()),
+        (
+            "answered_proxy_rtt_ms_p50",
+            redirection.answer_rtt_ms.p50.into(),
+        ),
+        (
+            "random_proxy_rtt_ms_p50",
+            redirection.random_rtt_ms.p50.into(),
+        ),
+        ("dead_proxy_last_named_s", redirection.last_named_s.into()),
+        ("dead_proxy_ttl_s", redirection.killed_ttl_s.into()),
+    ] {
+        summary.insert(k.into(), v);
+    }
+    finish(&a, &pb, summary, started)
+}
+
+/// The summary line's keys both modes report.
+struct Summary<'a> {
+    mode: &'static str,
+    nodes: usize,
+    sites: usize,
+    multi: &'a LookupRun,
+    single: &'a LookupRun,
+    multi_crowd: Option<&'a proxies::FlashCrowd>,
+    single_crowd: Option<&'a proxies::FlashCrowd>,
+    hot: Option<&'a HotRun>,
+}
+
+impl Summary<'_> {
+    fn json(&self) -> serde_json::Map<String, serde_json::Value> {
+        let (multi, single) = (self.multi, self.single);
+        let ms = |q: &Quantiles| serde_json::json!({"p50": q.p50, "p90": q.p90, "p99": q.p99});
+        let v = serde_json::json!({
+            "mode": self.mode,
+            "nodes": self.nodes,
+            "sites": self.sites,
+            "lookup_hops": {"p50": multi.lookup_hops.p50, "p99": multi.lookup_hops.p99},
+            "lookup_ms": ms(&multi.lookup_ms),
+            "single_level_lookup_ms": ms(&single.lookup_ms),
+            "local_hit_fraction": multi.local_hit_fraction,
+            "clusters": multi.clusters.iter().map(|c| c.clusters).collect::<Vec<_>>(),
+            "origin_requests_per_object": self.multi_crowd.map(|c| c.origin_requests_per_object),
+            "single_level_origin_requests_per_object": self.single_crowd.map(|c| c.origin_requests_per_object),
+            "fetch_ms": self.multi_crowd.map(|c| c.fetch_ms),
+            "single_level_fetch_ms": self.single_crowd.map(|c| c.fetch_ms),
+            "closest_node_puts_per_min": self.hot.map(|h| h.closest_node_puts_per_min),
+            "bound_puts_per_min": self.hot.map(|h| h.bound_puts_per_min),
+        });
+        match v {
+            serde_json::Value::Object(m) => m,
+            _ => unreachable!("a JSON object"),
+        }
+    }
+}
+
+/// Prints the summary (with the run's time) as the last JSON line, or says how long it took.
+fn finish(
+    a: &DemoArgs,
+    pb: &ProgressBar,
+    mut summary: serde_json::Map<String, serde_json::Value>,
+    started: Instant,
+) -> Result<()> {
+    let elapsed = started.elapsed().as_secs_f64();
+    summary.insert("elapsed_s".into(), elapsed.into());
     pb.finish_and_clear();
     if a.json {
-        outln!("{summary}")?;
+        outln!("{}", serde_json::Value::Object(summary))?;
     } else {
-        eprintln!("done in {:.0} s", started.elapsed().as_secs_f64());
+        eprintln!("done in {elapsed:.0} s");
     }
     Ok(())
 }

@@ -44,17 +44,18 @@ use ecdn_coral::dns::{query_a, TTL_NEAR};
 use ecdn_dsht::Id;
 use ecdn_node::origin::{Origin, OriginConfig};
 use ecdn_testbed::{Bed, BedConfig, HostSpec, LinkSpec};
-use ecdn_trace::Rng;
 use indicatif::ProgressBar;
 use serde::Serialize;
 
-use super::proxies::{FlashCrowd, OBJECT_SIZE, ORIGIN_RTT};
+use super::proxies::{FlashCrowd, ORIGIN_RTT};
 use super::redirect::DOMAIN;
 use super::topology::Topology;
-use super::{clusters_of, levels, print_run, quantiles, DemoArgs, HotRun, LookupRun, Phase};
+use super::workload::{self, DemoNode, Got};
+use super::{clusters_of, finish, levels, print_run, quantiles, DemoArgs, HotRun, LookupRun};
+use super::{Phase, Summary};
 use super::{Quantiles, MINUTE};
 use crate::cluster_demo::procs::{
-    admin_get, admin_post, cpu_seconds, http_get_host, random_key, use_admin_token, Procs,
+    admin_get, admin_post, cpu_seconds, random_key, use_admin_token, Procs,
 };
 
 const HTTP_PORT: u16 = 8090;
@@ -486,6 +487,16 @@ impl<'a> Run<'a> {
         Ok(out)
     }
 
+    /// The nodes, as the workloads drive them.
+    fn remotes(&self) -> Vec<Remote> {
+        (0..self.bed.nodes.len())
+            .map(|i| Remote {
+                admin: self.bed.admin(i),
+                http: self.bed.http(i),
+            })
+            .collect()
+    }
+
     /// What the node processes used so far.
     fn usage(&self) -> ProcessUse {
         let procs = self.procs.lock().unwrap();
@@ -505,52 +516,44 @@ impl<'a> Run<'a> {
     }
 }
 
-/// The lookup workload of [`super::lookups`], through the nodes' admin listeners: the same
-/// requests (same seed) at the same nodes.
-async fn lookups(
-    a: &DemoArgs,
-    run: &Run<'_>,
-    phase: &Phase<'_>,
-) -> Result<(usize, Vec<f64>, Vec<f64>, usize, usize)> {
-    let mut rng = Rng::new(a.seed ^ 0x5eed);
-    let zipf = ecdn_trace::gen::Zipf::new(a.objects.max(1) as u64, 0.8)?;
-    let mut tasks = tokio::task::JoinSet::new();
-    let start = tokio::time::Instant::now();
-    let n = run.bed.nodes.len();
-    for r in 0..a.requests {
-        let at = start + Duration::from_secs_f64(r as f64 / a.rate.max(0.1));
-        let node = rng.below(n as u64) as usize;
-        let object = zipf.sample(&mut rng);
-        let (admin, me) = (run.bed.admin(node), run.bed.http(node));
-        tasks.spawn(async move {
-            tokio::time::sleep_until(at).await;
-            let key = Id::hash(format!("http://origin.test/obj/{object}").as_bytes());
-            let (status, body) = admin_get(admin, &format!("/_ecdn/sites/get?key={key}"), TIMEOUT)
-                .await
-                .ok()?;
-            let got: serde_json::Value = serde_json::from_slice(&body).ok()?;
-            let path = format!("/_ecdn/sites/put?key={key}&value={me}&ttl=3600");
-            let _ = admin_post(admin, &path, TIMEOUT).await;
-            (status == 200).then_some(got)
-        });
+/// A node process as the workloads drive it: through its admin listener.
+#[derive(Clone)]
+struct Remote {
+    admin: SocketAddr,
+    /// Its HTTP listener: the reference it puts to itself.
+    http: SocketAddr,
+}
+
+impl DemoNode for Remote {
+    async fn get(&self, key: Id) -> Option<Got> {
+        let path = format!("/_ecdn/sites/get?key={key}");
+        let (status, body) = admin_get(self.admin, &path, TIMEOUT).await.ok()?;
+        let got: serde_json::Value = serde_json::from_slice(&body).ok()?;
+        (status == 200).then(|| Got {
+            values: got["values"].as_array().map_or(0, Vec::len),
+            level: got["level"].as_u64().map(|l| l as usize),
+            hops: got["hops"].as_u64().unwrap_or(0) as u32,
+            ms: got["ms"].as_f64().unwrap_or(0.0),
+        })
     }
-    let (mut found, mut hops, mut ms, mut local, mut answered) = (0, Vec::new(), Vec::new(), 0, 0);
-    let mut done = 0;
-    while let Some(r) = tasks.join_next().await {
-        done += 1;
-        if done % 50 == 0 {
-            phase.say(&format!("lookups, {done} of {} done", a.requests));
-        }
-        let Ok(Some(got)) = r else { continue };
-        hops.push(got["hops"].as_f64().unwrap_or(0.0));
-        ms.push(got["ms"].as_f64().unwrap_or(0.0));
-        if got["values"].as_array().is_some_and(|v| !v.is_empty()) {
-            found += 1;
-            answered += 1;
-            local += usize::from(got["level"].as_u64() == Some(2));
-        }
+
+    async fn put(&self, key: Id, value: String) {
+        let path = format!("/_ecdn/sites/put?key={key}&value={value}&ttl=3600");
+        let _ = admin_post(self.admin, &path, TIMEOUT).await;
     }
-    Ok((found, hops, ms, local, answered))
+
+    async fn put_probes(&self, key: Id) -> Result<u64> {
+        let path = format!("/_ecdn/sites/probes?key={key}");
+        let (_, body) = admin_get(self.admin, &path, TIMEOUT).await?;
+        let v: serde_json::Value = serde_json::from_slice(&body)?;
+        v["put_probes"]
+            .as_u64()
+            .ok_or_else(|| anyhow!("{}: no put_probes in {v}", self.admin))
+    }
+
+    fn me(&self) -> String {
+        self.http.to_string()
+    }
 }
 
 /// The flash crowd of [`super::proxies::flash_crowd`] at the node processes: the same
@@ -564,32 +567,10 @@ async fn flash_crowd(
     first_object: u64,
 ) -> Result<FlashCrowd> {
     let before = origin.requests();
-    let mut rng = Rng::new(a.seed ^ 0xf1a5);
-    let mut tasks = tokio::task::JoinSet::new();
-    let start = tokio::time::Instant::now();
     let n = run.bed.nodes.len();
-    for i in 0..n {
-        for o in 0..a.flash_objects as u64 {
-            let at = start + window.mul_f64(rng.f64());
-            let addr = run.bed.http(i);
-            let path = format!("/obj/{}?size={OBJECT_SIZE}", first_object + o);
-            tasks.spawn(async move {
-                tokio::time::sleep_until(at).await;
-                let t = Instant::now();
-                let got = http_get_host(addr, "origin.test", &path, TIMEOUT).await;
-                (got.ok(), t.elapsed())
-            });
-        }
-    }
-    let (mut failed, mut ms) = (0, Vec::new());
-    while let Some(r) = tasks.join_next().await {
-        match r {
-            Ok((Some((200, body)), d)) if body.len() as u64 == OBJECT_SIZE => {
-                ms.push(d.as_secs_f64() * 1000.0)
-            }
-            _ => failed += 1,
-        }
-    }
+    let addrs: Vec<SocketAddr> = (0..n).map(|i| run.bed.http(i)).collect();
+    let (failed, ms) =
+        super::proxies::crowd_requests(&addrs, a.flash_objects, window, first_object, a.seed).await;
     let origin_requests = origin.requests() - before;
     let site_fills = run
         .stats()
@@ -745,84 +726,6 @@ async fn redirection(run: &Run<'_>) -> Result<ProcRedirection> {
     })
 }
 
-/// The hot spot of [`super::hot_run`] through the admin listeners.
-async fn hot_run(
-    run: &Run<'_>,
-    interval: Duration,
-    minute: Duration,
-    phase: &Phase<'_>,
-) -> Result<HotRun> {
-    let key = Id::hash(b"http://origin.test/hot");
-    let n = run.bed.nodes.len();
-    let warmup = minute / 3;
-    let start = tokio::time::Instant::now();
-    let end = start + warmup + minute;
-    let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..n {
-        let offset = interval.mul_f64(i as f64 / n as f64);
-        let (admin, me) = (run.bed.admin(i), run.bed.http(i));
-        tasks.spawn(async move {
-            let mut puts = 0u64;
-            let mut next = start + offset;
-            while next < end {
-                tokio::time::sleep_until(next).await;
-                let path = format!("/_ecdn/sites/put?key={key}&value={me}-{puts}&ttl=3600");
-                let _ = admin_post(admin, &path, TIMEOUT).await;
-                puts += 1;
-                next += interval;
-            }
-            puts
-        });
-    }
-    phase.say(&format!(
-        "every node puts the key every {interval:?}; warming up"
-    ));
-    tokio::time::sleep_until(start + warmup).await;
-    phase.say(&format!("counting puts for a minute of {minute:?}"));
-    let probes = || async {
-        let mut out = Vec::new();
-        for a in run.bed.admins() {
-            let (_, body) =
-                admin_get(a, &format!("/_ecdn/sites/probes?key={key}"), TIMEOUT).await?;
-            let v: serde_json::Value = serde_json::from_slice(&body)?;
-            out.push(v["put_probes"].as_u64().unwrap_or(0));
-        }
-        anyhow::Ok(out)
-    };
-    let before = probes().await?;
-    let mut puts = 0;
-    while let Some(r) = tasks.join_next().await {
-        puts += r.unwrap_or(0);
-    }
-    let during: Vec<u64> = probes()
-        .await?
-        .iter()
-        .zip(&before)
-        .map(|(a, b)| a.saturating_sub(*b))
-        .collect();
-    let ids = run.ids().await?;
-    let closest = (0..n).min_by_key(|i| key.distance(&ids[*i].0)).unwrap_or(0);
-    let mut found = 0;
-    for a in run.bed.admins() {
-        if let Ok((200, body)) = admin_get(a, &format!("/_ecdn/sites/get?key={key}"), TIMEOUT).await
-        {
-            let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-            found += usize::from(v["values"].as_array().is_some_and(|v| !v.is_empty()));
-        }
-    }
-    let log2n = (n as f64).log2().ceil() as u64;
-    Ok(HotRun {
-        run: "hot-spot",
-        nodes: n,
-        puts,
-        minute_s: minute.as_secs_f64(),
-        closest_node_puts_per_min: during[closest],
-        max_node_puts_per_min: during.iter().copied().max().unwrap_or(0),
-        bound_puts_per_min: 12 * log2n,
-        found_fraction: found as f64 / n as f64,
-    })
-}
-
 /// How long a run's nodes settle before its workload. The in-process demo refreshes every
 /// node's routing table once all have joined; node processes refresh theirs each cluster
 /// period (the first within one), so a run waits one and a half, and with the hierarchy, as
@@ -858,7 +761,7 @@ async fn lookup_run(
     tokio::time::sleep(settle).await;
     let setup_s = run.started.elapsed().as_secs_f64();
     phase.say(&format!("{} lookups", a.requests));
-    let (found, hops, ms, local, answered) = lookups(a, run, &phase).await?;
+    let l = workload::lookups(a, &run.remotes(), &phase).await?;
     let ids = run.ids().await?;
     let sites: Vec<usize> = run.bed.nodes.iter().map(|(_, s)| *s).collect();
     let clusters: Vec<Vec<Id>> = ids.into_iter().map(|(_, c)| c).collect();
@@ -868,10 +771,10 @@ async fn lookup_run(
         sites: run.bed.topo.sites(),
         levels: run.levels.len(),
         requests: a.requests,
-        found,
-        lookup_hops: quantiles(hops),
-        lookup_ms: quantiles(ms),
-        local_hit_fraction: local as f64 / answered.max(1) as f64,
+        found: l.found,
+        lookup_hops: quantiles(l.hops),
+        lookup_ms: quantiles(l.ms),
+        local_hit_fraction: l.local as f64 / l.found.max(1) as f64,
         clusters: clusters_of(&run.bed.topo, &sites, &clusters, &run.levels),
         setup_s,
     };
@@ -920,7 +823,10 @@ pub fn run(a: DemoArgs) -> Result<()> {
     let result = rt.block_on(async {
         // 1. The hierarchy.
         let say = |run, what: String| Phase { pb: &pb, run }.say(&what);
-        say("hierarchy", format!("starting {} node processes", bed.nodes.len()));
+        say(
+            "hierarchy",
+            format!("starting {} node processes", bed.nodes.len()),
+        );
         let r = Run::start(&bed, &dir, levels(true), period, MINUTE).await?;
         let (multi, multi_crowd, multi_counts) =
             lookup_run(&a, &r, &origin, true, period, window, &pb).await?;
@@ -943,7 +849,10 @@ pub fn run(a: DemoArgs) -> Result<()> {
         })?;
         r.stop();
         // 2. One level.
-        say("single-level", format!("starting {} node processes", bed.nodes.len()));
+        say(
+            "single-level",
+            format!("starting {} node processes", bed.nodes.len()),
+        );
         let r = Run::start(&bed, &dir, levels(false), period, MINUTE).await?;
         let (single, single_crowd, single_counts) =
             lookup_run(&a, &r, &origin, false, period, window, &pb).await?;
@@ -959,7 +868,10 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let hot = if hot_interval.is_zero() {
             None
         } else {
-            say("hot spot", format!("starting {} node processes", bed.nodes.len()));
+            say(
+                "hot spot",
+                format!("starting {} node processes", bed.nodes.len()),
+            );
             let r = Run::start(&bed, &dir, levels(false), period, hot_minute).await?;
             let phase = Phase {
                 pb: &pb,
@@ -967,42 +879,49 @@ pub fn run(a: DemoArgs) -> Result<()> {
             };
             phase.say("routing tables settling");
             tokio::time::sleep(settle(false, period)).await;
-            let h = hot_run(&r, hot_interval, hot_minute, &phase).await?;
+            let ids: Vec<Id> = r.ids().await?.into_iter().map(|(id, _)| id).collect();
+            let h =
+                workload::hot_spot(&r.remotes(), &ids, hot_interval, hot_minute, &phase).await?;
             r.stop();
             print_run(&a, &pb, &h, HotRun::text)?;
             Some(h)
         };
-        let summary = serde_json::json!({
-            "mode": "processes",
-            "testbed": bed.bed.id(),
-            "link": a.link,
-            "nodes": bed.nodes.len(),
-            "sites": topo.sites(),
-            "node_processes": usage.processes,
-            "node_rss_mib_total": usage.rss_mib_total,
-            "lookup_hops": {"p50": multi.lookup_hops.p50, "p99": multi.lookup_hops.p99},
-            "lookup_ms": {"p50": multi.lookup_ms.p50, "p90": multi.lookup_ms.p90, "p99": multi.lookup_ms.p99},
-            "single_level_lookup_ms": {"p50": single.lookup_ms.p50, "p90": single.lookup_ms.p90, "p99": single.lookup_ms.p99},
-            "node_lookup_ms": multi_counts.lookup_ms,
-            "single_level_node_lookup_ms": single_counts.lookup_ms,
-            "local_hit_fraction": multi.local_hit_fraction,
-            "clusters": multi.clusters.iter().map(|c| c.clusters).collect::<Vec<_>>(),
-            "origin_requests_per_object": multi_crowd.as_ref().map(|c| c.origin_requests_per_object),
-            "single_level_origin_requests_per_object": single_crowd.as_ref().map(|c| c.origin_requests_per_object),
-            "fetch_ms": multi_crowd.as_ref().map(|c| c.fetch_ms),
-            "single_level_fetch_ms": single_crowd.as_ref().map(|c| c.fetch_ms),
-            "dns_answers_by_level": redirection.answers_by_level,
-            "probed_resolver_placed_right": redirection.probed_resolver_placed_right,
-            "closest_node_puts_per_min": hot.as_ref().map(|h| h.closest_node_puts_per_min),
-            "bound_puts_per_min": hot.as_ref().map(|h| h.bound_puts_per_min),
-            "elapsed_s": started.elapsed().as_secs_f64(),
-        });
-        pb.finish_and_clear();
-        if a.json {
-            outln!("{summary}")?;
-        } else {
-            eprintln!("done in {:.0} s", started.elapsed().as_secs_f64());
+        let mut summary = Summary {
+            mode: "processes",
+            nodes: bed.nodes.len(),
+            sites: topo.sites(),
+            multi: &multi,
+            single: &single,
+            multi_crowd: multi_crowd.as_ref(),
+            single_crowd: single_crowd.as_ref(),
+            hot: hot.as_ref(),
         }
+        .json();
+        for (k, v) in [
+            ("testbed", bed.bed.id().into()),
+            ("link", a.link.clone().into()),
+            ("node_processes", usage.processes.into()),
+            ("node_rss_mib_total", usage.rss_mib_total.into()),
+            (
+                "node_lookup_ms",
+                serde_json::to_value(multi_counts.lookup_ms)?,
+            ),
+            (
+                "single_level_node_lookup_ms",
+                serde_json::to_value(single_counts.lookup_ms)?,
+            ),
+            (
+                "dns_answers_by_level",
+                redirection.answers_by_level.clone().into(),
+            ),
+            (
+                "probed_resolver_placed_right",
+                redirection.probed_resolver_placed_right.into(),
+            ),
+        ] {
+            summary.insert(k.into(), v);
+        }
+        finish(&a, &pb, summary, started)?;
         anyhow::Ok(())
     });
     drop(rt);

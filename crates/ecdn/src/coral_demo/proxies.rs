@@ -119,33 +119,8 @@ pub async fn flash_crowd(
                 .with_context(|| format!("starting a node on {listen}"))?,
         );
     }
-    let mut rng = Rng::new(seed ^ 0xf1a5);
-    let mut tasks = tokio::task::JoinSet::new();
-    let start = tokio::time::Instant::now();
-    for node in &nodes {
-        for o in 0..objects as u64 {
-            let at = start + window.mul_f64(rng.f64());
-            let (addr, path) = (
-                node.addr,
-                format!("/obj/{}?size={OBJECT_SIZE}", first_object + o),
-            );
-            tasks.spawn(async move {
-                tokio::time::sleep_until(at).await;
-                let t = Instant::now();
-                let got = http_get_host(addr, "origin.test", &path, CLIENT_TIMEOUT).await;
-                (got.ok(), t.elapsed())
-            });
-        }
-    }
-    let (mut failed, mut ms) = (0, Vec::new());
-    while let Some(r) = tasks.join_next().await {
-        match r {
-            Ok((Some((200, body)), d)) if body.len() as u64 == OBJECT_SIZE => {
-                ms.push(d.as_secs_f64() * 1000.0)
-            }
-            _ => failed += 1,
-        }
-    }
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+    let (failed, ms) = crowd_requests(&addrs, objects, window, first_object, seed).await;
     let mut site_fills = 0;
     for n in &nodes {
         let Some(admin) = n.admin_addr() else {
@@ -176,6 +151,44 @@ pub async fn flash_crowd(
     }
     origin.stop().await?;
     Ok(crowd)
+}
+
+/// The crowd's requests: the client next to each of `nodes` (HTTP listeners) asks for each
+/// of `objects` new objects (numbered from `first_object`) once, at a random time within
+/// `window`. Returns the requests that did not get the whole object with `200`, and the
+/// others' fetch latencies, ms.
+pub async fn crowd_requests(
+    nodes: &[SocketAddr],
+    objects: usize,
+    window: Duration,
+    first_object: u64,
+    seed: u64,
+) -> (usize, Vec<f64>) {
+    let mut rng = Rng::new(seed ^ 0xf1a5);
+    let mut tasks = tokio::task::JoinSet::new();
+    let start = tokio::time::Instant::now();
+    for &addr in nodes {
+        for o in 0..objects as u64 {
+            let at = start + window.mul_f64(rng.f64());
+            let path = format!("/obj/{}?size={OBJECT_SIZE}", first_object + o);
+            tasks.spawn(async move {
+                tokio::time::sleep_until(at).await;
+                let t = Instant::now();
+                let got = http_get_host(addr, "origin.test", &path, CLIENT_TIMEOUT).await;
+                (got.ok(), t.elapsed())
+            });
+        }
+    }
+    let (mut failed, mut ms) = (0, Vec::new());
+    while let Some(r) = tasks.join_next().await {
+        match r {
+            Ok((Some((200, body)), d)) if body.len() as u64 == OBJECT_SIZE => {
+                ms.push(d.as_secs_f64() * 1000.0)
+            }
+            _ => failed += 1,
+        }
+    }
+    (failed, ms)
 }
 
 impl FlashCrowd {
