@@ -235,6 +235,7 @@ impl Referrals for CoralReferrals {
                 "rate_limited": d.rate_limited,
                 "rpcs_sent": d.rpcs_sent,
                 "rpcs_timed_out": d.rpcs_timed_out,
+                "hedges": d.hedges,
                 "put_probes": d.put_probes,
                 "stores": d.stores,
                 "gets": d.gets,

@@ -290,6 +290,8 @@ impl Inner {
             // the outstanding ones are late, within the window.
             let late = hedge_at.is_some_and(|h| tokio::time::Instant::now() >= h);
             if (moved || late) && inflight.len() < window {
+                // A launch only because the outstanding hops are late is a hedge.
+                let hedge = !moved && !inflight.is_empty();
                 let hop = self.next_hop(
                     level,
                     &key,
@@ -305,6 +307,9 @@ impl Inner {
                     Some(hop) => {
                         asked.insert(hop.id);
                         walk.rpcs += 1;
+                        if hedge {
+                            self.lock().stats.hedges += 1;
+                        }
                         let target = next_target(&key, &t, b).unwrap_or(key);
                         let body = Body::Probe {
                             level: level as u8,

@@ -172,6 +172,8 @@ pub struct Stats {
     pub unsolicited: u64,
     pub rpcs_sent: u64,
     pub rpcs_timed_out: u64,
+    /// Walk RPCs sent only because the hops already asked were late (hedges).
+    pub hedges: u64,
     /// `put` probes received (forward phases that reached this node).
     pub put_probes: u64,
     pub stores: u64,

@@ -554,6 +554,16 @@ impl DemoNode for Remote {
     fn me(&self) -> String {
         self.http.to_string()
     }
+
+    async fn rpcs(&self) -> Result<(u64, u64)> {
+        let (_, body) = admin_get(self.admin, "/_ecdn/sites", TIMEOUT).await?;
+        let v: serde_json::Value = serde_json::from_slice(&body)?;
+        let d = &v["dsht"];
+        Ok((
+            d["rpcs_sent"].as_u64().unwrap_or(0),
+            d["hedges"].as_u64().unwrap_or(0),
+        ))
+    }
 }
 
 /// The flash crowd of [`super::proxies::flash_crowd`] at the node processes: the same

@@ -33,6 +33,8 @@ pub trait DemoNode: Clone + Send + Sync + 'static {
     fn put_probes(&self, key: Id) -> impl Future<Output = Result<u64>> + Send;
     /// What it puts as a reference to itself: its address.
     fn me(&self) -> String;
+    /// The RPCs its walks sent so far, and how many of them were hedges.
+    fn rpcs(&self) -> impl Future<Output = Result<(u64, u64)>> + Send;
 }
 
 impl DemoNode for Arc<Dsht> {
@@ -56,6 +58,11 @@ impl DemoNode for Arc<Dsht> {
 
     fn me(&self) -> String {
         self.addr().to_string()
+    }
+
+    async fn rpcs(&self) -> Result<(u64, u64)> {
+        let s = self.stats();
+        Ok((s.rpcs_sent, s.hedges))
     }
 }
 
@@ -154,7 +161,16 @@ pub async fn hot_spot<N: DemoNode>(
         }
         anyhow::Ok(out)
     };
+    let rpcs = || async {
+        let (mut sent, mut hedges) = (0, 0);
+        for node in nodes {
+            let (s, h) = node.rpcs().await?;
+            (sent, hedges) = (sent + s, hedges + h);
+        }
+        anyhow::Ok((sent, hedges))
+    };
     let before = probes().await?;
+    let rpcs_before = rpcs().await?;
     let mut puts = 0;
     while let Some(r) = tasks.join_next().await {
         puts += r.unwrap_or(0);
@@ -165,6 +181,7 @@ pub async fn hot_spot<N: DemoNode>(
         .zip(&before)
         .map(|(a, b)| a.saturating_sub(*b))
         .collect();
+    let rpcs_after = rpcs().await?;
     let closest = (0..n).min_by_key(|i| key.distance(&ids[*i])).unwrap_or(0);
     // Every node looks the key up, all at once.
     let mut gets = tokio::task::JoinSet::new();
@@ -187,5 +204,7 @@ pub async fn hot_spot<N: DemoNode>(
         // β·(2^b − 1)·⌈log2 n / b⌉ with b = 1.
         bound_puts_per_min: 12 * log2n,
         found_fraction: found as f64 / n as f64,
+        minute_rpcs: rpcs_after.0.saturating_sub(rpcs_before.0),
+        minute_hedges: rpcs_after.1.saturating_sub(rpcs_before.1),
     })
 }
