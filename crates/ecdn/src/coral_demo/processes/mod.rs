@@ -7,7 +7,7 @@
 //!
 //! * one host per node, `n0`, `n1`, … site by site, each pair of hosts delayed by half its
 //!   RTT one way, on every packet (the bed's delayers), not only on connects;
-//! * `origin`, 50 ms one way from every node ([`ORIGIN_RTT`] round trip), served from a
+//! * `origin`, 50 ms one way from every node ([`super::proxies::ORIGIN_RTT`] round trip), served from a
 //!   thread of this process, which counts its requests;
 //! * `resolver`, a DNS resolver in site 0 (2.5 ms one way from site 0's nodes, as far from the
 //!   others as site 0 is) that no DSHT node knows: it only listens on TCP port 53, so a
@@ -32,242 +32,39 @@
 //! before it: their routing tables refresh each period, as the in-process demo refreshes them
 //! once all nodes have joined. The crowd on nodes that do not cooperate is the in-process
 //! demo's (the origin sees every request: nothing there depends on the network).
+//!
+//! [`bed`] builds the hosts and serves the origin and the resolver's port; [`redirect`] asks
+//! the redirectors; this module starts the nodes, runs the workloads
+//! ([`super::workload`], the crowd) and reports.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::net::SocketAddr;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use ecdn_coral::dns::{query_a, TTL_NEAR};
 use ecdn_dsht::Id;
-use ecdn_node::origin::{Origin, OriginConfig};
-use ecdn_testbed::{Bed, BedConfig, HostSpec, LinkSpec};
 use indicatif::ProgressBar;
 use serde::Serialize;
 
-use super::proxies::{FlashCrowd, ORIGIN_RTT};
+use super::proxies::FlashCrowd;
 use super::redirect::DOMAIN;
 use super::topology::Topology;
 use super::workload::{self, DemoNode, Got};
 use super::{clusters_of, finish, levels, print_run, quantiles, DemoArgs, HotRun, LookupRun};
-use super::{Phase, Summary};
-use super::{Quantiles, MINUTE};
+use super::{Phase, Quantiles, Summary, MINUTE};
 use crate::cluster_demo::procs::{
     admin_get, admin_post, cpu_seconds, random_key, use_admin_token, Procs,
 };
 
-const HTTP_PORT: u16 = 8090;
-const ADMIN_PORT: u16 = 8091;
-const DSHT_PORT: u16 = 8092;
-const DNS_PORT: u16 = 53;
-const ORIGIN_PORT: u16 = 80;
-/// A bed has at most 99 hosts: the nodes, `origin`, `resolver` and `client`.
-pub const MAX_NODES: usize = 96;
+mod bed;
+mod redirect;
+
+pub use bed::MAX_NODES;
+use bed::{OriginThread, ProcBed, ResolverPort, DNS_PORT, DSHT_PORT};
+use redirect::{redirection, ProcRedirection};
+
 /// The longest the demo waits for an admin or client answer.
 const TIMEOUT: Duration = Duration::from_secs(30);
-/// The name the resolvers ask for.
-const NAME: &str = "www.example.com.cdn.test.";
-
-/// The bed of a run: its hosts, the nodes' addresses, the origin and the resolver.
-struct ProcBed {
-    bed: Bed,
-    topo: Topology,
-    /// Each node's address (its host's) and site, in the topology's order.
-    nodes: Vec<(IpAddr, usize)>,
-    origin: SocketAddr,
-    resolver: IpAddr,
-}
-
-impl ProcBed {
-    fn create(topo: &Topology, link: &str) -> Result<ProcBed> {
-        let spec = LinkSpec::parse(link).map_err(|e| anyhow!("--link: {e}"))?;
-        let sites: Vec<usize> = topo.nodes().into_iter().map(|(_, s)| s).collect();
-        let n = sites.len();
-        if n > MAX_NODES {
-            bail!("--processes: at most {MAX_NODES} nodes (a test bed has at most 99 hosts)");
-        }
-        let names: Vec<String> = (0..n).map(|i| format!("n{i}")).collect();
-        let mut hosts = Vec::new();
-        for name in names
-            .iter()
-            .map(String::as_str)
-            .chain(["origin", "resolver", "client"])
-        {
-            hosts.push(HostSpec::new(name, spec).map_err(anyhow::Error::msg)?);
-        }
-        let exe = std::env::current_exe().context("this executable's path")?;
-        let mut bed = Bed::create(&BedConfig {
-            hosts,
-            guard: Some(exe),
-        })
-        .context("--processes: building the test bed")?;
-        let mut pairs: Vec<(&str, &str, Option<Duration>)> = Vec::new();
-        for i in 0..n {
-            for j in i + 1..n {
-                pairs.push((&names[i], &names[j], Some(topo.rtt(sites[i], sites[j]) / 2)));
-            }
-            pairs.push((&names[i], "origin", Some(ORIGIN_RTT / 2)));
-            pairs.push((&names[i], "resolver", Some(topo.rtt(0, sites[i]) / 2)));
-        }
-        bed.delays_between(&pairs)
-            .context("--processes: the topology's delays")?;
-        let addr = |h: &str| -> Result<IpAddr> { Ok(IpAddr::V4(bed.host(h)?.addr)) };
-        let nodes = (0..n)
-            .map(|i| Ok((addr(&names[i])?, sites[i])))
-            .collect::<Result<Vec<_>>>()?;
-        let origin = SocketAddr::new(addr("origin")?, ORIGIN_PORT);
-        let resolver = addr("resolver")?;
-        Ok(ProcBed {
-            bed,
-            topo: topo.clone(),
-            nodes,
-            origin,
-            resolver,
-        })
-    }
-
-    fn http(&self, i: usize) -> SocketAddr {
-        SocketAddr::new(self.nodes[i].0, HTTP_PORT)
-    }
-
-    fn admin(&self, i: usize) -> SocketAddr {
-        SocketAddr::new(self.nodes[i].0, ADMIN_PORT)
-    }
-
-    fn admins(&self) -> Vec<SocketAddr> {
-        (0..self.nodes.len()).map(|i| self.admin(i)).collect()
-    }
-
-    /// The first node of each site, which runs its redirector.
-    fn redirectors(&self) -> Vec<usize> {
-        (0..self.nodes.len())
-            .filter(|&i| i == 0 || self.nodes[i - 1].1 != self.nodes[i].1)
-            .collect()
-    }
-
-    /// The site of a node's address.
-    fn site_of(&self, ip: IpAddr) -> Option<usize> {
-        self.nodes.iter().find(|(a, _)| *a == ip).map(|(_, s)| *s)
-    }
-
-    /// The RTT between two addresses of the bed: nodes by their sites, the resolver as site 0.
-    fn rtt(&self, a: IpAddr, b: IpAddr) -> Duration {
-        let site = |ip: IpAddr| {
-            if ip == self.resolver {
-                Some(0)
-            } else {
-                self.site_of(ip)
-            }
-        };
-        match (site(a), site(b)) {
-            (Some(x), Some(y)) => self.topo.rtt(x, y),
-            _ => Duration::ZERO,
-        }
-    }
-
-    /// The namespace of each node's process, by its name in [`Procs`].
-    fn placement(&self) -> Result<HashMap<String, String>> {
-        (0..self.nodes.len())
-            .map(|i| {
-                let netns = self.bed.host(&format!("n{i}"))?.netns.clone();
-                Ok((format!("node {i}"), netns))
-            })
-            .collect()
-    }
-}
-
-/// The origin, on its own host, in a thread of this process.
-struct OriginThread {
-    requests: Arc<AtomicU64>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl OriginThread {
-    fn start(bed: &ProcBed) -> Result<OriginThread> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let addr = bed.origin;
-        let thread = bed.bed.spawn_in("origin", move || -> Result<()> {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(async move {
-                let origin = Origin::start(addr, OriginConfig::default())
-                    .await
-                    .with_context(|| format!("starting the origin on {addr}"))?;
-                let _ = tx.send(origin.request_counter());
-                let _ = stopped.await;
-                origin.stop().await?;
-                Ok(())
-            })
-        })?;
-        match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(requests) => Ok(OriginThread {
-                requests,
-                stop: Some(stop),
-            }),
-            Err(_) => match thread.join() {
-                Ok(Ok(Err(e))) => Err(e),
-                _ => bail!("the origin did not start on {addr}"),
-            },
-        }
-    }
-
-    fn requests(&self) -> u64 {
-        self.requests.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for OriginThread {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-    }
-}
-
-/// The `resolver` host's DNS port: it accepts TCP connections (a redirector's probe) and
-/// nothing else, until dropped.
-struct ResolverPort(Arc<AtomicBool>);
-
-impl ResolverPort {
-    fn start(bed: &ProcBed) -> Result<ResolverPort> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (tx, rx) = std::sync::mpsc::channel();
-        let flag = stop.clone();
-        bed.bed.spawn_in("resolver", move || {
-            let listener = std::net::TcpListener::bind((Ipv4Addr::UNSPECIFIED, DNS_PORT))
-                .and_then(|l| l.set_nonblocking(true).map(|()| l));
-            let listener = match listener {
-                Ok(l) => {
-                    let _ = tx.send(Ok(()));
-                    l
-                }
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return;
-                }
-            };
-            while !flag.load(Ordering::Relaxed) {
-                if listener.accept().is_err() {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-            }
-        })?;
-        rx.recv_timeout(Duration::from_secs(10))
-            .context("the resolver host's port 53")?
-            .context("listening on the resolver host's TCP port 53")?;
-        Ok(ResolverPort(stop))
-    }
-}
-
-impl Drop for ResolverPort {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
 
 /// What the node processes used, at the end of a run.
 #[derive(Debug, Default, Serialize)]
@@ -599,140 +396,6 @@ async fn flash_crowd(
         origin_requests_per_object: origin_requests as f64 / a.flash_objects.max(1) as f64,
         site_fills,
         fetch_ms: quantiles(ms),
-    })
-}
-
-/// The redirectors asked by a resolver in every site (the host of the site's last node, a
-/// DSHT peer of every redirector) and by the `resolver` host (which none knows: probed).
-#[derive(Debug, Serialize)]
-pub struct ProcRedirection {
-    pub run: &'static str,
-    pub redirectors: usize,
-    pub queries: usize,
-    pub failed: usize,
-    /// The redirectors' own counts (`/_ecdn/stats` `sites.dns`), by level 0, 1, 2.
-    pub answers_by_level: Vec<u64>,
-    /// Of the site resolvers' queries, those whose TTL says level 2 exactly when the
-    /// resolver is within 20 ms of the redirector.
-    pub site_resolvers_placed_right: f64,
-    /// The same for the probed resolver's queries (one per redirector).
-    pub probed_resolver_placed_right: f64,
-    /// RTT from a site resolver to the proxies it was given, ms, against a random proxy.
-    pub answer_rtt_ms: Quantiles,
-    pub random_rtt_ms: Quantiles,
-}
-
-impl ProcRedirection {
-    fn text(&self) -> String {
-        format!(
-            "redirection: {} queries to {} redirectors, {} failed; answers by level {:?}; placed right: site resolvers {:.0}%, probed resolver {:.0}%; proxy RTT ms p50 {:.1} p90 {:.1} (random proxy p50 {:.1} p90 {:.1})",
-            self.queries,
-            self.redirectors,
-            self.failed,
-            self.answers_by_level,
-            100.0 * self.site_resolvers_placed_right,
-            100.0 * self.probed_resolver_placed_right,
-            self.answer_rtt_ms.p50,
-            self.answer_rtt_ms.p90,
-            self.random_rtt_ms.p50,
-            self.random_rtt_ms.p90
-        )
-    }
-}
-
-/// Asks each of `servers` for [`NAME`] from host `host` (address `source`), in that host's
-/// namespace.
-async fn ask_from(
-    bed: &ProcBed,
-    host: &str,
-    source: IpAddr,
-    servers: Vec<SocketAddr>,
-) -> Result<Vec<Option<Vec<(IpAddr, u32)>>>> {
-    let handle = bed.bed.spawn_in(host, move || -> Result<Vec<_>> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        Ok(rt.block_on(async move {
-            let mut out = Vec::new();
-            for s in servers {
-                out.push(query_a(s, source, NAME, Duration::from_secs(5)).await.ok());
-            }
-            out
-        }))
-    })?;
-    let joined = tokio::task::spawn_blocking(move || handle.join()).await?;
-    let entered = joined.map_err(|_| anyhow!("a resolver's thread panicked"))?;
-    entered.with_context(|| format!("entering host {host}"))?
-}
-
-async fn redirection(run: &Run<'_>) -> Result<ProcRedirection> {
-    let bed = run.bed;
-    let redirectors = bed.redirectors();
-    let servers: Vec<SocketAddr> = redirectors
-        .iter()
-        .map(|&i| SocketAddr::new(bed.nodes[i].0, DNS_PORT))
-        .collect();
-    // Each site's resolver is its last node's host: the node before the next site's first.
-    let resolvers: Vec<(String, IpAddr)> = (0..redirectors.len())
-        .map(|k| {
-            let last = redirectors.get(k + 1).map_or(bed.nodes.len(), |&n| n) - 1;
-            (format!("n{last}"), bed.nodes[last].0)
-        })
-        .collect();
-    let expected_near = |a: IpAddr, b: IpAddr| bed.rtt(a, b) <= Duration::from_millis(20);
-    let (mut queries, mut failed, mut right, mut asked) = (0, 0, 0, 0);
-    let (mut answer_rtt, mut random_rtt) = (Vec::new(), Vec::new());
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    for (host, source) in &resolvers {
-        let got = ask_from(bed, host, *source, servers.clone()).await?;
-        for (server, answer) in servers.iter().zip(got) {
-            queries += 1;
-            let Some(answer) = answer.filter(|a| !a.is_empty()) else {
-                failed += 1;
-                continue;
-            };
-            asked += 1;
-            let near = answer[0].1 == TTL_NEAR;
-            right += usize::from(near == expected_near(*source, server.ip()));
-            answer_rtt.extend(answer.iter().map(|(ip, _)| ms(bed.rtt(*source, *ip))));
-            random_rtt.extend(bed.nodes.iter().map(|(ip, _)| ms(bed.rtt(*source, *ip))));
-        }
-    }
-    let got = ask_from(bed, "resolver", bed.resolver, servers.clone()).await?;
-    let (mut probed_right, mut probed) = (0, 0);
-    for (server, answer) in servers.iter().zip(got) {
-        queries += 1;
-        let Some(answer) = answer.filter(|a| !a.is_empty()) else {
-            failed += 1;
-            continue;
-        };
-        probed += 1;
-        let near = answer[0].1 == TTL_NEAR;
-        probed_right += usize::from(near == expected_near(bed.resolver, server.ip()));
-    }
-    let mut by_level = vec![0u64; run.levels.len()];
-    for s in run.stats().await? {
-        for (l, c) in s["sites"]["dns"]["answers_by_level"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            if l < by_level.len() {
-                by_level[l] += c.as_u64().unwrap_or(0);
-            }
-        }
-    }
-    Ok(ProcRedirection {
-        run: "redirection",
-        redirectors: servers.len(),
-        queries,
-        failed,
-        answers_by_level: by_level,
-        site_resolvers_placed_right: right as f64 / asked.max(1) as f64,
-        probed_resolver_placed_right: probed_right as f64 / probed.max(1) as f64,
-        answer_rtt_ms: quantiles(answer_rtt),
-        random_rtt_ms: quantiles(random_rtt),
     })
 }
 
