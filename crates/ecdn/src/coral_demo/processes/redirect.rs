@@ -85,18 +85,22 @@ pub(super) async fn redirection(run: &Run<'_>) -> Result<ProcRedirection> {
         .iter()
         .map(|&i| SocketAddr::new(bed.nodes[i].0, DNS_PORT))
         .collect();
-    // Each site's resolver is its last node's host: the node before the next site's first.
-    let resolvers: Vec<(String, IpAddr)> = (0..redirectors.len())
+    // Each site's resolver is its last node's host (the node before the next site's first),
+    // a DSHT peer of every redirector; then the `resolver` host, which they must probe.
+    let mut resolvers: Vec<(String, IpAddr, bool)> = (0..redirectors.len())
         .map(|k| {
             let last = redirectors.get(k + 1).map_or(bed.nodes.len(), |&n| n) - 1;
-            (format!("n{last}"), bed.nodes[last].0)
+            (format!("n{last}"), bed.nodes[last].0, false)
         })
         .collect();
+    resolvers.push(("resolver".into(), bed.resolver, true));
     let expected_near = |a: IpAddr, b: IpAddr| bed.rtt(a, b) <= Duration::from_millis(20);
-    let (mut queries, mut failed, mut right, mut asked) = (0, 0, 0, 0);
+    let (mut queries, mut failed) = (0, 0);
+    // Answered and placed right: [site resolvers, the probed one].
+    let (mut answered, mut right) = ([0usize; 2], [0usize; 2]);
     let (mut answer_rtt, mut random_rtt) = (Vec::new(), Vec::new());
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    for (host, source) in &resolvers {
+    for (host, source, probed) in &resolvers {
         let got = ask_from(bed, host, *source, servers.clone()).await?;
         for (server, answer) in servers.iter().zip(got) {
             queries += 1;
@@ -104,24 +108,15 @@ pub(super) async fn redirection(run: &Run<'_>) -> Result<ProcRedirection> {
                 failed += 1;
                 continue;
             };
-            asked += 1;
+            let kind = usize::from(*probed);
+            answered[kind] += 1;
             let near = answer[0].1 == TTL_NEAR;
-            right += usize::from(near == expected_near(*source, server.ip()));
-            answer_rtt.extend(answer.iter().map(|(ip, _)| ms(bed.rtt(*source, *ip))));
-            random_rtt.extend(bed.nodes.iter().map(|(ip, _)| ms(bed.rtt(*source, *ip))));
+            right[kind] += usize::from(near == expected_near(*source, server.ip()));
+            if !probed {
+                answer_rtt.extend(answer.iter().map(|(ip, _)| ms(bed.rtt(*source, *ip))));
+                random_rtt.extend(bed.nodes.iter().map(|(ip, _)| ms(bed.rtt(*source, *ip))));
+            }
         }
-    }
-    let got = ask_from(bed, "resolver", bed.resolver, servers.clone()).await?;
-    let (mut probed_right, mut probed) = (0, 0);
-    for (server, answer) in servers.iter().zip(got) {
-        queries += 1;
-        let Some(answer) = answer.filter(|a| !a.is_empty()) else {
-            failed += 1;
-            continue;
-        };
-        probed += 1;
-        let near = answer[0].1 == TTL_NEAR;
-        probed_right += usize::from(near == expected_near(bed.resolver, server.ip()));
     }
     let mut by_level = vec![0u64; run.levels.len()];
     for s in run.stats().await? {
@@ -142,8 +137,8 @@ pub(super) async fn redirection(run: &Run<'_>) -> Result<ProcRedirection> {
         queries,
         failed,
         answers_by_level: by_level,
-        site_resolvers_placed_right: right as f64 / asked.max(1) as f64,
-        probed_resolver_placed_right: probed_right as f64 / probed.max(1) as f64,
+        site_resolvers_placed_right: right[0] as f64 / answered[0].max(1) as f64,
+        probed_resolver_placed_right: right[1] as f64 / answered[1].max(1) as f64,
         answer_rtt_ms: quantiles(answer_rtt),
         random_rtt_ms: quantiles(random_rtt),
     })
