@@ -36,9 +36,9 @@ use crate::Error;
 
 /// Raises the kernel's ARP table limits (`net.ipv4.neigh.default.gc_thresh2` and `3`) so
 /// that every host of a bed of `hosts` can hold an entry for every other, twice over. The
-/// table is one for all namespaces: with the default limit of 1,024 entries a bed of about 40
-/// hosts or more fills it, and a host that cannot add an entry cannot reach its peer at all
-/// (the kernel logs "neighbor table overflow"). Limits already higher are kept; the raised
+/// table is one for all namespaces: with the default limit of 1,024 entries, a bed of 33 hosts
+/// that all talk to each other fills it, and a host that cannot add an entry cannot reach its
+/// peer at all (the kernel logs "neighbor table overflow"). Limits already higher are kept; the raised
 /// ones stay after the bed is gone (a limit, not state).
 fn make_room_for_neighbours(hosts: usize) -> Result<(), Error> {
     let entries = (hosts * hosts) as u64;
