@@ -21,6 +21,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
+use super::gather::Sender;
+
 /// A stream, boxed so that spawning it moves a pointer.
 type Stream = Pin<Box<dyn Future<Output = ()> + Send>>;
 
@@ -61,18 +63,22 @@ where
     }
 }
 
-/// A connection future whose HTTP/2 streams run in batches (see the module documentation).
+/// A connection future whose HTTP/2 streams run in batches (see the module documentation),
+/// and whose writes are sent once each poll is over (see `gather.rs`).
 pub(super) struct Batched<C> {
     conn: Pin<Box<C>>,
     /// The batch's vector, kept between polls.
     spare: Vec<Stream>,
+    /// Sends what the connection's writes left gathered.
+    sender: Sender,
 }
 
 impl<C: Future> Batched<C> {
-    pub(super) fn new(conn: C) -> Batched<C> {
+    pub(super) fn new(conn: C, sender: Sender) -> Batched<C> {
         Batched {
             conn: Box::pin(conn),
             spare: Vec::new(),
+            sender,
         }
     }
 }
@@ -91,6 +97,9 @@ impl<C: Future> Future for Batched<C> {
             first_poll(stream);
         }
         this.spare = started;
+        // What this poll wrote goes out now, in one write. If the stream takes no more, the
+        // task is woken when it does, and this is where the rest is sent.
+        let _ = this.sender.poll_send(cx);
         done
     }
 }
@@ -128,7 +137,7 @@ mod tests {
                 Poll::Ready(())
             })
         };
-        Batched::new(conn).await;
+        Batched::new(conn, crate::node::gather::gather(tokio::io::sink()).1).await;
         assert_eq!(*order.lock().unwrap(), vec![0, 1, 2]);
         assert_eq!(finished.load(Ordering::SeqCst), 0);
         tx.send(()).unwrap();

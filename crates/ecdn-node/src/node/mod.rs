@@ -70,6 +70,7 @@ mod disk;
 mod fill;
 mod flight;
 pub mod freshness;
+mod gather;
 mod h2_streams;
 mod hit;
 pub mod hoc;

@@ -33,6 +33,7 @@ use tokio::sync::Semaphore;
 
 use super::body::NodeBody;
 use super::disk::Disk;
+use super::gather::{gather, Sender};
 use super::h2_streams::{Batched, StreamExecutor};
 use super::hoc::Hoc;
 use super::ops::Metrics;
@@ -413,7 +414,17 @@ async fn serve_one<I>(
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     if how != Speak::Tls {
-        return serve_http(st, protocols, TokioIo::new(io), remote, how, watcher).await;
+        let (io, sender) = gather(io);
+        return serve_http(
+            st,
+            protocols,
+            TokioIo::new(io),
+            sender,
+            remote,
+            how,
+            watcher,
+        )
+        .await;
     }
     let Some(acceptor) = tls else {
         return;
@@ -424,14 +435,27 @@ async fn serve_one<I>(
     };
     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
     let how = if h2 { Speak::Http2 } else { Speak::Http1 };
-    serve_http(st, protocols, TokioIo::new(stream), remote, how, watcher).await
+    // A batch of responses as one TLS record and one system call (see `gather.rs`).
+    let (stream, sender) = gather(stream);
+    serve_http(
+        st,
+        protocols,
+        TokioIo::new(stream),
+        sender,
+        remote,
+        how,
+        watcher,
+    )
+    .await
 }
 
-/// The HTTP part of [`serve_one`].
+/// The HTTP part of [`serve_one`]: `sender` sends what the connection's writes to `io` left
+/// gathered.
 async fn serve_http<I>(
     st: Arc<State>,
     protocols: &Protocols,
     io: I,
+    sender: Sender,
     remote: SocketAddr,
     how: Speak,
     watcher: Option<hyper_util::server::graceful::Watcher>,
@@ -443,10 +467,10 @@ async fn serve_http<I>(
         ($conn:expr) => {
             match watcher {
                 Some(w) => {
-                    let _ = Batched::new(w.watch($conn)).await;
+                    let _ = Batched::new(w.watch($conn), sender).await;
                 }
                 None => {
-                    let _ = Batched::new($conn).await;
+                    let _ = Batched::new($conn, sender).await;
                 }
             }
         };

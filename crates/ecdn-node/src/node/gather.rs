@@ -1,0 +1,230 @@
+//! A connection's writes gathered until its task has nothing left to do: one TLS record and
+//! one system call for a batch of responses.
+//!
+//! HTTP/2 writes a connection's frames as it encodes them, and the `h2` crate flushes its
+//! writer whenever it has queued a DATA frame of more than 256 bytes (it keeps the payload
+//! aside and must write it before it encodes the next frame), so ten 1 KiB responses answered
+//! at one poll of their connection were ten writes and ten flushes (measured: one `writev`
+//! per response). Over TLS each write is a TLS record of its own (its header, its tag, a call
+//! of the cipher) and a system call of its own, since `tokio-rustls` sends what a write
+//! produced before it returns. nginx gathers a connection's output and sends it once per
+//! event.
+//!
+//! [`gather`] puts a [`Gathered`] transport between the HTTP connection and its byte stream
+//! (TLS or TCP), and gives a [`Sender`] to whoever polls the connection
+//! ([`super::h2_streams::Batched`]). Writes that fit in [`GATHER`] bytes with what is held
+//! already are copied aside and acknowledged at once, and so are flushes; the sender sends
+//! what is held, in one write, when the connection's poll is over. A write that does not fit
+//! goes to the stream at once, after what is held and in the same vectored write, so large
+//! bodies are not copied here and the order of bytes is kept. Shutting the stream down sends
+//! what is held first. Reads pass through.
+
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{ready, Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The most bytes held: one TLS record's plaintext (RFC 8446 §5.1), so a held batch is one
+/// record.
+pub(super) const GATHER: usize = 16 * 1024;
+
+/// The most slices one vectored write passes on (`h2` and hyper pass at most 64, Linux takes
+/// 1,024).
+const MAX_SLICES: usize = 64;
+
+/// The byte stream and what is held for it.
+struct Held<I> {
+    io: I,
+    /// Bytes acknowledged to the writer and not yet sent: `bytes[sent..]`.
+    bytes: Vec<u8>,
+    sent: usize,
+    /// Why the last send failed: every later write or flush fails the same way.
+    failed: Option<io::ErrorKind>,
+}
+
+/// `io` with its writes gathered, and the sender that sends them (see the module
+/// documentation): the sender must be polled after every poll of the connection that writes
+/// to the transport, or what it holds is never sent.
+pub(super) fn gather<I>(io: I) -> (Gathered<I>, Sender)
+where
+    I: AsyncWrite + Unpin + Send + 'static,
+{
+    let held = Arc::new(Mutex::new(Held {
+        io,
+        bytes: Vec::new(),
+        sent: 0,
+        failed: None,
+    }));
+    (Gathered(held.clone()), Sender(held))
+}
+
+/// The transport an HTTP connection reads and writes (see the module documentation).
+pub(super) struct Gathered<I>(Arc<Mutex<Held<I>>>);
+
+/// Sends what a [`Gathered`] transport holds.
+#[derive(Clone)]
+pub(super) struct Sender(Arc<dyn SendHeld>);
+
+impl Sender {
+    /// Sends everything held, and flushes the stream. Pending while the stream takes no more
+    /// (the task is woken when it does); an error is kept for the connection's next write.
+    pub(super) fn poll_send(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.poll_send(cx)
+    }
+}
+
+/// [`Sender`]'s view of a [`Held`] stream of any type.
+trait SendHeld: Send + Sync {
+    fn poll_send(&self, cx: &mut Context<'_>) -> Poll<()>;
+}
+
+impl<I: AsyncWrite + Unpin + Send> SendHeld for Mutex<Held<I>> {
+    fn poll_send(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut held = lock(self);
+        if held.failed.is_some() {
+            return Poll::Ready(());
+        }
+        let sent = match held.poll_send_held(cx) {
+            Poll::Ready(Ok(())) => Pin::new(&mut held.io).poll_flush(cx),
+            other => other,
+        };
+        match ready!(sent) {
+            Ok(()) => {}
+            Err(e) => held.failed = Some(e.kind()),
+        }
+        Poll::Ready(())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing a panic could leave half done here matters more than the connection.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<I> Held<I> {
+    fn unsent(&self) -> usize {
+        self.bytes.len() - self.sent
+    }
+
+    fn check(&self) -> io::Result<()> {
+        match self.failed {
+            Some(kind) => Err(io::Error::new(kind, "an earlier send failed")),
+            None => Ok(()),
+        }
+    }
+
+    /// Takes `bufs` aside; the caller checked that they fit.
+    fn hold(&mut self, bufs: &[IoSlice<'_>]) -> usize {
+        if self.bytes.capacity() == 0 {
+            self.bytes.reserve_exact(GATHER);
+        }
+        let mut n = 0;
+        for b in bufs {
+            self.bytes.extend_from_slice(b);
+            n += b.len();
+        }
+        n
+    }
+
+    /// Records that `n` more held bytes were sent.
+    fn sent(&mut self, n: usize) {
+        self.sent += n;
+        if self.sent == self.bytes.len() {
+            self.bytes.clear();
+            self.sent = 0;
+        }
+    }
+}
+
+impl<I: AsyncWrite + Unpin> Held<I> {
+    /// Sends everything held.
+    fn poll_send_held(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.unsent() > 0 {
+            let n = ready!(Pin::new(&mut self.io).poll_write(cx, &self.bytes[self.sent..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.sent(n);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// A write too large to hold: what is held and `bufs` go to the stream in one vectored
+    /// write (repeated while it takes only held bytes). Counts the bytes of `bufs` taken.
+    fn poll_write_through(
+        &mut self,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        while self.unsent() > 0 {
+            let held = self.unsent();
+            let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+            slices[0] = IoSlice::new(&self.bytes[self.sent..]);
+            let count = 1 + bufs.len().min(MAX_SLICES - 1);
+            slices[1..count].copy_from_slice(&bufs[..count - 1]);
+            let n = ready!(Pin::new(&mut self.io).poll_write_vectored(cx, &slices[..count]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            if n <= held {
+                self.sent(n);
+            } else {
+                self.sent(held);
+                return Poll::Ready(Ok(n - held));
+            }
+        }
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Gathered<I> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[IoSlice::new(buf)])
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let mut held = lock(&self.0);
+        held.check()?;
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        if held.unsent() + len <= GATHER {
+            return Poll::Ready(Ok(held.hold(bufs)));
+        }
+        held.poll_write_through(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    /// Acknowledged at once: the [`Sender`] sends what is held after the connection's poll.
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(lock(&self.0).check())
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut held = lock(&self.0);
+        held.check()?;
+        ready!(held.poll_send_held(cx))?;
+        Pin::new(&mut held.io).poll_shutdown(cx)
+    }
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Gathered<I> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut lock(&self.0).io).poll_read(cx, buf)
+    }
+}
