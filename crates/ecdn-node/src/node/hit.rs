@@ -48,10 +48,15 @@ use super::hoc::Striped;
 use super::upstream::content_length;
 use crate::range::{self, Ranges};
 
+/// Headers the answer gains after [`entry_headers`]: `Content-Length`, `Age`, `Via`, `X-Cache`,
+/// `X-Request-Id`, and room for a `Content-Range` or a cluster's tag, so that adding them
+/// never grows the map.
+const ADDED_HEADERS: usize = 8;
+
 /// A cached response's headers as replayed: the stored ones, `Content-Length` (of a body of
 /// `size` bytes) and `Age`.
 pub(super) fn entry_headers(e: &StoredResponse, size: u64, now: Instant) -> HeaderMap {
-    let mut headers = HeaderMap::with_capacity(e.headers.len() + 4);
+    let mut headers = HeaderMap::with_capacity(e.headers.len() + ADDED_HEADERS);
     for (n, v) in &e.headers {
         headers.append(n.clone(), v.clone());
     }
@@ -109,12 +114,15 @@ fn not_modified(e: &StoredResponse, req: &HeaderMap) -> bool {
             .flat_map(|v| v.split(','))
             .any(|t| t.trim() == "*" || opaque_tag(t) == etag);
     }
-    let since = req
+    let Some(since) = req
         .get(header::IF_MODIFIED_SINCE)
         .and_then(|v| v.to_str().ok())
-        .and_then(freshness::http_date);
+        .and_then(freshness::http_date)
+    else {
+        return false;
+    };
     let modified = stored(&header::LAST_MODIFIED).and_then(freshness::http_date);
-    matches!((since, modified), (Some(since), Some(modified)) if modified <= since)
+    modified.is_some_and(|modified| modified <= since)
 }
 
 /// The headers a `304` for `e` carries (RFC 9110 §15.4.5), and `Age`.

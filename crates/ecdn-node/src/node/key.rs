@@ -27,14 +27,22 @@ impl CacheKey {
     pub(super) fn primary<B>(req: &Request<B>) -> String {
         let host = request_host(req);
         let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
-        format!("{}{pq}", host.to_ascii_lowercase())
+        let mut primary = String::with_capacity(host.len() + pq.len());
+        primary.push_str(host);
+        primary.make_ascii_lowercase();
+        primary.push_str(pq);
+        primary
     }
 
     /// The key a request is looked up under.
     pub(super) fn of<B>(st: &State, req: &Request<B>) -> CacheKey {
         let primary = Self::primary(req);
         let key = st.vary.lookup_key(&primary, req.headers());
-        CacheKey::variant(&primary, key)
+        CacheKey {
+            id: ecdn_trace::hash_id(key.as_bytes()),
+            key,
+            primary,
+        }
     }
 
     /// The key `key` of the URL `primary`.

@@ -46,7 +46,11 @@ pub fn generate() -> HeaderValue {
         AtomicU64::new(mix(now ^ u64::from(std::process::id()) << 32))
     });
     let n = mix(next.fetch_add(1, Ordering::Relaxed));
-    HeaderValue::from_str(&format!("{n:016x}")).expect("hex digits are a valid header value")
+    let mut hex = [0u8; 16];
+    for (i, d) in hex.iter_mut().enumerate() {
+        *d = b"0123456789abcdef"[(n >> (60 - 4 * i) & 0xf) as usize];
+    }
+    HeaderValue::from_bytes(&hex).expect("hex digits are a valid header value")
 }
 
 /// SplitMix64's finaliser: a bijection of u64, so distinct counters give distinct ids.

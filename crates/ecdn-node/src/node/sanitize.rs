@@ -48,6 +48,9 @@ pub(super) fn sanitize(
     if len > max_uri_len {
         return Err(reject(StatusCode::URI_TOO_LONG, "request target too long"));
     }
+    if normalize::is_normal(uri.path()) {
+        return Ok(req);
+    }
     let path = match normalize::normalize_path(uri.path()) {
         Ok(p) => p,
         Err(e) => return Err(reject(StatusCode::BAD_REQUEST, &e.to_string())),
