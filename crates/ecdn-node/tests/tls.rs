@@ -205,7 +205,12 @@ async fn connect(
 }
 
 /// An HTTP/1.1 client on one TLS connection.
-async fn http1(stream: Tls) -> hyper::client::conn::http1::SendRequest<Empty<Bytes>> {
+async fn http1<S>(
+    stream: tokio_rustls::client::TlsStream<S>,
+) -> hyper::client::conn::http1::SendRequest<Empty<Bytes>>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .unwrap();
@@ -641,6 +646,196 @@ async fn h2_rapid_reset_is_cut_off() {
         origin.requests()
     );
     drop(conn);
+    node.stop().await.unwrap();
+    origin.stop().await.unwrap();
+}
+
+/// What the node writes to one connection, counted below TLS: the writes (each a system call
+/// on a socket) and the TLS records in them.
+#[derive(Default)]
+struct Wire {
+    writes: usize,
+    records: usize,
+    /// The record header being read (5 bytes), then the body's bytes still to skip.
+    header: Vec<u8>,
+    skip: usize,
+}
+
+impl Wire {
+    fn saw(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            if self.skip > 0 {
+                let n = self.skip.min(bytes.len());
+                self.skip -= n;
+                bytes = &bytes[n..];
+                continue;
+            }
+            let n = (5 - self.header.len()).min(bytes.len());
+            self.header.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+            if self.header.len() == 5 {
+                self.records += 1;
+                self.skip = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
+                self.header.clear();
+            }
+        }
+    }
+}
+
+/// The server's end of an in-memory connection, counting what is written to it.
+struct Counted {
+    io: tokio::io::DuplexStream,
+    wire: Arc<std::sync::Mutex<Wire>>,
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Counted {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let done = std::pin::Pin::new(&mut self.io).poll_write(cx, buf);
+        if let std::task::Poll::Ready(Ok(n)) = done {
+            let mut wire = self.wire.lock().unwrap();
+            wire.writes += 1;
+            wire.saw(&buf[..n]);
+        }
+        done
+    }
+
+    fn poll_write_vectored(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        // One write, as `writev` is one system call.
+        let all: Vec<u8> = bufs.iter().flat_map(|b| b.iter().copied()).collect();
+        self.poll_write(cx, &all)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// A TLS connection to `node` over memory, negotiating `alpn`, whose server side counts its
+/// writes and records.
+async fn counted_tls(
+    node: &RunningNode,
+    pki: &Pki,
+    alpn: &[u8],
+) -> (
+    tokio_rustls::client::TlsStream<tokio::io::DuplexStream>,
+    Arc<std::sync::Mutex<Wire>>,
+) {
+    let (client, server) = tokio::io::duplex(1 << 20);
+    let wire = Arc::new(std::sync::Mutex::new(Wire::default()));
+    let counted = Counted {
+        io: server,
+        wire: wire.clone(),
+    };
+    tokio::spawn(node.serve_io_as(
+        counted,
+        "127.0.0.1:1".parse().unwrap(),
+        ecdn_node::node::Speak::Tls,
+    ));
+    let name = ServerName::try_from("h2.test").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(client_config(&[pki.ca_der()], alpn))
+        .connect(name, client)
+        .await
+        .unwrap();
+    (tls, wire)
+}
+
+/// (writes, records) so far.
+fn counts(wire: &std::sync::Mutex<Wire>) -> (usize, usize) {
+    let w = wire.lock().unwrap();
+    (w.writes, w.records)
+}
+
+/// A 1 KiB hit costs one write and one TLS record over HTTPS/1.1, and ten of them asked at once
+/// over HTTP/2 go out together: at most two writes and two records, where each response was a
+/// write and a record of its own before the node gathered a connection's writes.
+#[tokio::test(flavor = "current_thread")]
+async fn small_hits_cost_one_write_and_one_record_and_h2_batches_share_them() {
+    let (origin, pki, node) = h2_bed(0, false).await;
+    let path = "/obj/7?size=1024";
+
+    let (tls, wire) = counted_tls(&node, &pki, b"http/1.1").await;
+    let mut h1 = http1(tls).await;
+    assert_eq!(get(&mut h1, "h2.test", path).await, (200, 1024), "the fill");
+    let before = counts(&wire);
+    for _ in 0..20 {
+        assert_eq!(get(&mut h1, "h2.test", path).await, (200, 1024));
+    }
+    let after = counts(&wire);
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1),
+        (20, 20),
+        "HTTPS/1.1: writes and records for 20 hits"
+    );
+
+    let (tls, wire) = counted_tls(&node, &pki, b"h2").await;
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let request = || {
+        hyper::Request::get(format!("https://h2.test{path}"))
+            .body(Empty::<Bytes>::new())
+            .unwrap()
+    };
+    // The connection's settings and a first answer, before counting.
+    let first = h2.send_request(request()).await.unwrap();
+    assert_eq!(
+        first.into_body().collect().await.unwrap().to_bytes().len(),
+        1024
+    );
+    h2.ready().await.unwrap();
+    let before = counts(&wire);
+    let sent: Vec<_> = (0..10).map(|_| h2.send_request(request())).collect();
+    for answer in sent {
+        let answer = answer.await.unwrap();
+        assert_eq!(answer.status(), 200);
+        assert_eq!(
+            answer.into_body().collect().await.unwrap().to_bytes().len(),
+            1024
+        );
+    }
+    let after = counts(&wire);
+    let (writes, records) = (after.0 - before.0, after.1 - before.1);
+    assert!(
+        writes <= 2 && records <= 2,
+        "HTTP/2: {writes} writes and {records} records for 10 hits asked at once"
+    );
+    drop(h1);
     node.stop().await.unwrap();
     origin.stop().await.unwrap();
 }

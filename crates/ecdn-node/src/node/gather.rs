@@ -228,3 +228,54 @@ impl<I: AsyncRead + Unpin> AsyncRead for Gathered<I> {
         Pin::new(&mut lock(&self.0).io).poll_read(cx, buf)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Small writes and flushes wait for the sender; a large write goes out at once behind
+    /// what is held; shutting down sends what is left; the bytes arrive whole and in order.
+    #[tokio::test]
+    async fn small_writes_wait_for_the_sender_and_order_is_kept() {
+        let (near, mut far) = tokio::io::duplex(1 << 20);
+        let (mut gathered, sender) = gather(near);
+        gathered.write_all(b"one ").await.unwrap();
+        gathered.write_all(b"two ").await.unwrap();
+        gathered.flush().await.unwrap();
+        let mut buf = [0u8; 64];
+        let nothing =
+            tokio::time::timeout(std::time::Duration::from_millis(20), far.read(&mut buf));
+        assert!(
+            nothing.await.is_err(),
+            "held bytes were sent before the sender ran"
+        );
+        std::future::poll_fn(|cx| sender.poll_send(cx)).await;
+        let n = far.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"one two ");
+
+        let large = vec![b'x'; GATHER + 1];
+        gathered.write_all(b"three ").await.unwrap();
+        gathered.write_all(&large).await.unwrap();
+        gathered.write_all(b" four").await.unwrap();
+        gathered.shutdown().await.unwrap();
+        let mut rest = Vec::new();
+        far.read_to_end(&mut rest).await.unwrap();
+        let mut want = b"three ".to_vec();
+        want.extend_from_slice(&large);
+        want.extend_from_slice(b" four");
+        assert_eq!(rest, want);
+    }
+
+    /// A send that fails fails the connection's next write and flush too.
+    #[tokio::test]
+    async fn a_failed_send_fails_what_follows() {
+        let (near, far) = tokio::io::duplex(64);
+        drop(far);
+        let (mut gathered, sender) = gather(near);
+        gathered.write_all(b"lost").await.unwrap();
+        std::future::poll_fn(|cx| sender.poll_send(cx)).await;
+        assert!(gathered.write_all(b"more").await.is_err());
+        assert!(gathered.flush().await.is_err());
+    }
+}

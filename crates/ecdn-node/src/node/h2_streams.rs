@@ -9,9 +9,10 @@
 //! is polled ([`Batched`]), the executor ([`StreamExecutor`]) only collects the streams hyper
 //! starts; once that poll returns, each collected stream is polled once. A stream that
 //! finishes there (a memory hit) has queued its response, and the connection, woken once for
-//! all of them, sends them at its next poll (h2 still writes each DATA frame of more than 256
-//! bytes with its own `writev`: measured, one per 1 KiB response). A stream that waits (a miss, a disk read,
-//! a body larger than the flow-control window) goes on as its own task. The first poll's waker
+//! all of them, sends them at its next poll, in one write: the connection's writes are
+//! gathered while it is polled and sent when the poll is over (`gather.rs`; `h2` alone writes
+//! each DATA frame of more than 256 bytes on its own). A stream that waits (a miss, a disk
+//! read, a body larger than the flow-control window) goes on as its own task. The first poll's waker
 //! does nothing: the spawned task polls the stream again with its real waker, and sees then
 //! whatever happened in between. Outside a [`Batched`] poll, the executor polls a stream once
 //! at once and spawns it if it is not done.
