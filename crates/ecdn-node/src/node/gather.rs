@@ -11,7 +11,8 @@
 //! event.
 //!
 //! [`gather`] puts a [`Gathered`] transport between the HTTP connection and its byte stream
-//! (TLS or TCP), and gives a [`Sender`] to whoever polls the connection
+//! (TLS, or TCP for h2c; plain HTTP/1.1 writes a response's head and body in one `writev`
+//! already, so is not gathered), and gives a [`Sender`] to whoever polls the connection
 //! ([`super::h2_streams::Batched`]). Writes that fit in [`GATHER`] bytes with what is held
 //! already are copied aside and acknowledged at once, and so are flushes; the sender sends
 //! what is held, in one write, when the connection's poll is over. A write that does not fit

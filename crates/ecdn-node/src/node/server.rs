@@ -413,13 +413,18 @@ async fn serve_one<I>(
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    if how == Speak::Http1 {
+        // Plain HTTP/1.1 sends one response at a time, its head and body in one `writev`
+        // already: nothing to gather, and no copy.
+        return serve_http(st, protocols, TokioIo::new(io), None, remote, how, watcher).await;
+    }
     if how != Speak::Tls {
         let (io, sender) = gather(io);
         return serve_http(
             st,
             protocols,
             TokioIo::new(io),
-            sender,
+            Some(sender),
             remote,
             how,
             watcher,
@@ -441,7 +446,7 @@ async fn serve_one<I>(
         st,
         protocols,
         TokioIo::new(stream),
-        sender,
+        Some(sender),
         remote,
         how,
         watcher,
@@ -450,12 +455,12 @@ async fn serve_one<I>(
 }
 
 /// The HTTP part of [`serve_one`]: `sender` sends what the connection's writes to `io` left
-/// gathered.
+/// gathered, if `io` gathers them.
 async fn serve_http<I>(
     st: Arc<State>,
     protocols: &Protocols,
     io: I,
-    sender: Sender,
+    sender: Option<Sender>,
     remote: SocketAddr,
     how: Speak,
     watcher: Option<hyper_util::server::graceful::Watcher>,
