@@ -116,10 +116,14 @@ impl<I> Held<I> {
         }
     }
 
-    /// Takes `bufs` aside; the caller checked that they fit.
-    fn hold(&mut self, bufs: &[IoSlice<'_>]) -> usize {
-        if self.bytes.capacity() == 0 {
-            self.bytes.reserve_exact(GATHER);
+    /// Takes `bufs` (`len` bytes) aside; the caller checked that they fit. The buffer grows
+    /// as batches need, doubling, and never beyond [`GATHER`]: a connection that only ever
+    /// sends small answers one at a time keeps a small one.
+    fn hold(&mut self, bufs: &[IoSlice<'_>], len: usize) -> usize {
+        let need = self.bytes.len() + len;
+        if need > self.bytes.capacity() {
+            let grown = (2 * self.bytes.capacity()).clamp(need, GATHER.max(need));
+            self.bytes.reserve_exact(grown - self.bytes.len());
         }
         let mut n = 0;
         for b in bufs {
@@ -198,7 +202,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Gathered<I> {
         held.check()?;
         let len: usize = bufs.iter().map(|b| b.len()).sum();
         if held.unsent() + len <= GATHER {
-            return Poll::Ready(Ok(held.hold(bufs)));
+            return Poll::Ready(Ok(held.hold(bufs, len)));
         }
         held.poll_write_through(cx, bufs)
     }
@@ -266,6 +270,22 @@ mod tests {
         want.extend_from_slice(&large);
         want.extend_from_slice(b" four");
         assert_eq!(rest, want);
+    }
+
+    /// The held buffer grows with the batches, to at most one record's plaintext.
+    #[tokio::test]
+    async fn the_buffer_grows_as_batches_need_and_no_further() {
+        let (near, _far) = tokio::io::duplex(1 << 20);
+        let (mut gathered, _sender) = gather(near);
+        gathered.write_all(&[1u8; 1300]).await.unwrap();
+        let small = lock(&gathered.0).bytes.capacity();
+        assert!((1300..4096).contains(&small), "{small}");
+        for _ in 0..11 {
+            gathered.write_all(&[1u8; 1300]).await.unwrap();
+        }
+        let held = lock(&gathered.0);
+        assert_eq!(held.unsent(), 12 * 1300);
+        assert!(held.bytes.capacity() <= GATHER, "{}", held.bytes.capacity());
     }
 
     /// A send that fails fails the connection's next write and flush too.
