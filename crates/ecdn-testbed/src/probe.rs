@@ -90,6 +90,12 @@ pub fn rate(bed: &Bed, from: &str, to: &str, duration: Duration) -> Result<Rate,
     })
 }
 
+/// How long [`rtt`] waits for its connection and for each echo before it gives up. Generous:
+/// on a lossy link TCP backs off (SYNs at 1, 3 and 7 s; data from 200 ms, doubling), and a
+/// 20% loss each way once stalled a round past the 5 s this waited before (the test
+/// `a_lossy_link_loses_its_share_of_packets`, 2026-11-28).
+const RTT_PATIENCE: Duration = Duration::from_secs(30);
+
 /// `rounds` round trips of one byte from host `from` to host `to` and back.
 pub fn rtt(bed: &Bed, from: &str, to: &str, rounds: usize) -> Result<Vec<Duration>, Error> {
     let (listener, addr) = listen(bed, to)?;
@@ -105,9 +111,9 @@ pub fn rtt(bed: &Bed, from: &str, to: &str, rounds: usize) -> Result<Vec<Duratio
         }
     });
     let pinger = bed.spawn_in(from, move || -> std::io::Result<Vec<Duration>> {
-        let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+        let mut s = TcpStream::connect_timeout(&addr, RTT_PATIENCE)?;
         s.set_nodelay(true)?;
-        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        s.set_read_timeout(Some(RTT_PATIENCE))?;
         let mut out = Vec::with_capacity(rounds);
         let mut b = [7u8; 1];
         for _ in 0..rounds {
