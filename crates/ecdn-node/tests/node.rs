@@ -784,6 +784,75 @@ async fn slowloris_clients_are_disconnected() {
     o.stop().await.unwrap();
 }
 
+/// One response from `s`: its head and its `Content-Length` bytes of body, as text.
+async fn read_response(s: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = out.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&out[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if out.len() >= end + 4 + len {
+                return String::from_utf8_lossy(&out).into_owned();
+            }
+        }
+        let n = s.read(&mut buf).await.unwrap();
+        assert!(
+            n > 0,
+            "closed mid-response: {:?}",
+            String::from_utf8_lossy(&out)
+        );
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// The head deadline counts from the end of the previous response: a response slower than
+/// `header_read_timeout` is sent whole, the next request sent within the timeout is served on
+/// the same connection, and the connection closes once idle past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_head_deadline_counts_from_the_last_response() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let slow = Origin::start(
+        any(),
+        OriginConfig {
+            latency: Duration::from_millis(800),
+            ..OriginConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let n = node(NodeConfig {
+        header_read_timeout: Duration::from_millis(300),
+        ..config(slow.addr, 8 << 20, None)
+    })
+    .await;
+    let mut s = tokio::net::TcpStream::connect(n.addr).await.unwrap();
+    let get = b"GET /obj/long?size=10 HTTP/1.1\r\nHost: cdn.test\r\n\r\n";
+    // A miss the origin answers after 800 ms, past the deadline: answered whole.
+    s.write_all(get).await.unwrap();
+    let r = read_response(&mut s).await;
+    assert!(r.starts_with("HTTP/1.1 200"), "{r:?}");
+    assert!(r.to_ascii_lowercase().contains("x-cache: miss"), "{r:?}");
+    // 150 ms later the same connection still serves.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    s.write_all(get).await.unwrap();
+    let r = read_response(&mut s).await;
+    assert!(r.to_ascii_lowercase().contains("x-cache: hit"), "{r:?}");
+    // Then idle: closed about 300 ms after that response.
+    let idle = tokio::time::Instant::now();
+    let mut buf = [0u8; 64];
+    let read = tokio::time::timeout(SECOND, s.read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?}");
+    let took = idle.elapsed();
+    assert!(took >= Duration::from_millis(200), "{took:?}");
+    n.stop().await.unwrap();
+    slow.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ambiguous_framing_is_never_smuggled() {
     let o = origin().await;

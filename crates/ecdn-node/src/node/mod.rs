@@ -72,6 +72,7 @@ mod flight;
 pub mod freshness;
 mod gather;
 mod h2_streams;
+mod head_deadline;
 mod hit;
 pub mod hoc;
 mod key;

@@ -35,6 +35,7 @@ use super::body::NodeBody;
 use super::disk::Disk;
 use super::gather::{gather, Sender};
 use super::h2_streams::{Batched, StreamExecutor};
+use super::head_deadline::{Counted, HeadDeadline, Requests};
 use super::hoc::Hoc;
 use super::ops::Metrics;
 use super::tls::TlsAcceptor;
@@ -44,6 +45,8 @@ use super::{handle, AdminListen, NodeConfig, State};
 
 /// hyper's smallest accepted `max_buf_size`.
 const MIN_HEADER_BYTES: usize = 8192;
+/// How many request headers hyper's HTTP/1 parser accepts when no `max_headers` is set.
+const HYPER_MAX_HEADERS: usize = 100;
 
 /// The node: see the module documentation. `/_ecdn/stats` reports `requests` (proxied, not
 /// counting `/_ecdn/`) and, from each request's [`super::Outcome`]: `hoc_hits`, `disk_hits`,
@@ -247,6 +250,8 @@ struct Protocols {
     auto: Option<hyper_util::server::conn::auto::Builder<StreamExecutor>>,
     /// The longest a TLS handshake may take.
     handshake_timeout: Duration,
+    /// The longest an HTTP/1.1 connection may wait for a request head (`head_deadline.rs`).
+    head_timeout: Duration,
 }
 
 impl Protocols {
@@ -260,9 +265,13 @@ impl Protocols {
                     // answer.
                     .half_close(true)
                     .max_buf_size(cfg.max_header_bytes.max(MIN_HEADER_BYTES))
-                    .max_headers(cfg.max_headers)
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(cfg.header_read_timeout)
+                    .timer(TokioTimer::new());
+                // hyper parses into a buffer on the stack for its default count, and into one
+                // built per request (about 2% of a 1 KiB TLS hit) for any count set here,
+                // the same count included.
+                if cfg.max_headers != HYPER_MAX_HEADERS {
+                    $b.max_headers(cfg.max_headers);
+                }
             };
         }
         macro_rules! http2_settings {
@@ -281,11 +290,15 @@ impl Protocols {
         }
         let mut http1 = hyper::server::conn::http1::Builder::new();
         http1_settings!(http1);
+        // The connection's head deadline keeps hyper's rule instead (`head_deadline.rs`);
+        // hyper's own, 30 s by default, would cost a timer per request.
+        http1.header_read_timeout(None);
         let mut http2 = hyper::server::conn::http2::Builder::new(StreamExecutor);
         http2_settings!(http2);
         let auto = cfg.h2c.then(|| {
             let mut auto = hyper_util::server::conn::auto::Builder::new(StreamExecutor);
             http1_settings!(auto.http1());
+            auto.http1().header_read_timeout(cfg.header_read_timeout);
             http2_settings!(auto.http2());
             auto
         });
@@ -294,6 +307,7 @@ impl Protocols {
             http2,
             auto,
             handshake_timeout: cfg.header_read_timeout,
+            head_timeout: cfg.header_read_timeout,
         }
     }
 }
@@ -467,20 +481,34 @@ async fn serve_http<I>(
 ) where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    // The connection, watched for the drain or not.
+    // HTTP/1.1 connections are closed when a request head does not come in time (see
+    // `head_deadline.rs`); hyper keeps that rule itself where the protocol may be HTTP/1.1 or
+    // HTTP/2 (h2c).
+    let deadline = (how == Speak::Http1).then(|| HeadDeadline::new(protocols.head_timeout));
+    // The connection, watched for the drain or not, until it ends or its head deadline passes.
     macro_rules! run {
-        ($conn:expr) => {
-            match watcher {
-                Some(w) => {
-                    let _ = Batched::new(w.watch($conn), sender).await;
+        ($conn:expr) => {{
+            let conn = async {
+                match watcher {
+                    Some(w) => {
+                        let _ = Batched::new(w.watch($conn), sender).await;
+                    }
+                    None => {
+                        let _ = Batched::new($conn, sender).await;
+                    }
                 }
-                None => {
-                    let _ = Batched::new($conn, sender).await;
-                }
+            };
+            match &deadline {
+                Some(d) => tokio::select! {
+                    biased;
+                    () = conn => {}
+                    () = d.passed() => {}
+                },
+                None => conn.await,
             }
-        };
+        }};
     }
-    let service = service(st, remote);
+    let service = service(st, remote, deadline.as_ref().map(HeadDeadline::requests));
     match (how, &protocols.auto) {
         (Speak::Http2, _) => run!(protocols.http2.serve_connection(io, service)),
         (Speak::Auto, Some(auto)) => run!(auto.serve_connection(io, service)),
@@ -488,21 +516,27 @@ async fn serve_http<I>(
     }
 }
 
-/// The per-connection service: [`handle`] for every request.
+/// The per-connection service: [`handle`] for every request, each counted in `requests`
+/// (the connection's head deadline) from its head to its response's end.
 fn service(
     st: Arc<State>,
     remote: SocketAddr,
+    requests: Option<Requests>,
 ) -> impl hyper::service::Service<
     Request<Incoming>,
-    Response = Response<NodeBody>,
+    Response = Response<Counted<NodeBody>>,
     Error = Infallible,
-    Future = impl std::future::Future<Output = Result<Response<NodeBody>, Infallible>> + Send,
+    Future = impl std::future::Future<Output = Result<Response<Counted<NodeBody>>, Infallible>> + Send,
 > + Clone {
     hyper::service::service_fn(move |req: Request<Incoming>| {
         let st = st.clone();
+        let in_flight = requests.as_ref().map(Requests::request);
         // Boxed: the request's future is moved (into its HTTP/2 stream's task, or hyper's
         // HTTP/1 dispatcher) as a pointer, not as the kilobytes of its state.
-        Box::pin(async move { Ok::<_, Infallible>(handle(st, req, remote).await) })
+        Box::pin(async move {
+            let r = handle(st, req, remote).await;
+            Ok::<_, Infallible>(r.map(|b| Counted::new(b, in_flight)))
+        })
     })
 }
 
