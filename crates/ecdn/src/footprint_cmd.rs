@@ -57,7 +57,7 @@ pub struct FootprintGenArgs {
     #[arg(long, value_name = "DIR")]
     pub footprint: Option<PathBuf>,
     /// Footprint: requests generated and discarded before the trace [default: 10M, as JEDI].
-    #[arg(long, value_name = "N", value_parser = crate::trace_cmd::parse_count)]
+    #[arg(long, value_name = "N", value_parser = crate::args::parse_count)]
     pub warmup: Option<u64>,
     /// Footprint: where a stack distance falls within its bin [default: uniform].
     #[arg(long, value_enum)]

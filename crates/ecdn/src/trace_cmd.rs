@@ -10,6 +10,8 @@ use ecdn_trace::format::FORMAT_NAMES;
 use ecdn_trace::gen::{Class, GenConfig, Generator, Scenario, SizeDist};
 use ecdn_trace::{Format, OpenOptions, TraceStats};
 
+use crate::args::parse_count;
+
 /// Trace tools.
 #[derive(Subcommand)]
 pub enum TraceCmd {
@@ -250,40 +252,6 @@ pub struct GenArgs {
     footprint: crate::footprint_cmd::FootprintGenArgs,
 }
 
-/// Parses a count: `1000000`, `1_000_000`, `20M`, `100k`, `2G` (decimal multipliers).
-pub(crate) fn parse_count(s: &str) -> Result<u64, String> {
-    let t: String = s.trim().chars().filter(|&c| c != '_').collect();
-    let (num, mult) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let m: u64 = match c {
-                'k' | 'K' => 1_000,
-                'm' | 'M' => 1_000_000,
-                'g' | 'G' => 1_000_000_000,
-                _ => {
-                    return Err(format!(
-                        "invalid count {s:?}: unknown suffix {c:?} (use k, M or G)"
-                    ))
-                }
-            };
-            (&t[..i], m)
-        }
-        _ => (t.as_str(), 1),
-    };
-    if let Ok(n) = num.parse::<u64>() {
-        return n
-            .checked_mul(mult)
-            .ok_or_else(|| format!("invalid count {s:?}: too large"));
-    }
-    match num.parse::<f64>() {
-        Ok(f) if f.is_finite() && f >= 0.0 && f * (mult as f64) < u64::MAX as f64 => {
-            Ok((f * mult as f64).round() as u64)
-        }
-        _ => Err(format!(
-            "invalid count {s:?}: expected e.g. 1000000, 20M or 1.5k"
-        )),
-    }
-}
-
 /// Runs a `trace` subcommand.
 pub fn run(cmd: TraceCmd) -> Result<()> {
     match cmd {
@@ -517,19 +485,6 @@ mod tests {
         assert_eq!(v["requests"], 1);
         assert_eq!(v["request_sizes"]["p50"], 10);
         assert!(json.starts_with("{\"trace\":"));
-    }
-
-    #[test]
-    fn counts() {
-        assert_eq!(parse_count("20M"), Ok(20_000_000));
-        assert_eq!(parse_count("100k"), Ok(100_000));
-        assert_eq!(parse_count("1_000"), Ok(1000));
-        assert_eq!(parse_count("1.5k"), Ok(1500));
-        assert_eq!(parse_count("7"), Ok(7));
-        assert!(parse_count("x").is_err());
-        assert!(parse_count("5Q").is_err());
-        assert!(parse_count("-5").is_err());
-        assert!(parse_count("99999999999G").is_err());
     }
 
     #[test]

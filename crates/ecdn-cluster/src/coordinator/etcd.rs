@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
+pub use super::etcd_api::EtcdCoordinatorStatus;
 use super::etcd_api::{Answer, Api, Ask, Command};
 use super::state::{State, StoredState};
 use super::{accept_loop, CoordinatorOptions, Heartbeat, MemberReply, RebalanceEvent};
@@ -112,23 +113,6 @@ impl Consumed {
             object_reads: Vec::new(),
         }
     }
-}
-
-/// What an etcd-mode coordinator reports about itself.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct EtcdCoordinatorStatus {
-    pub leading: bool,
-    /// Times this coordinator became the leader.
-    pub terms: u64,
-    /// The epoch (etcd revision) of the last map it wrote.
-    pub epoch: u64,
-    pub last_error: Option<String>,
-    /// The leader's name as this coordinator last saw it (its own while it leads).
-    pub leader: Option<String>,
-    /// When it decided the map of `epoch` after an availability change (before writing it),
-    /// for measuring how long the map takes to reach the nodes.
-    #[serde(skip)]
-    pub decided_at: Option<Instant>,
 }
 
 /// A running etcd-mode coordinator; dropping it stops it (its lease then lapses).

@@ -15,15 +15,15 @@
 //!   nodes' load reports brought so far.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
-use super::etcd::EtcdCoordinatorStatus;
 use super::{
     json_of, member_answer, text, HeartbeatReply, MemberError, MemberOp, MemberReply, Status,
     DRAIN_PATH, MEMBERS_PATH, MEMBER_LIMIT, REBALANCE_PATH, REMOVE_PATH, STATUS_PATH,
@@ -31,6 +31,23 @@ use super::{
 use crate::auth::{unix_now_ms, ClusterKey};
 use crate::peer::read_verified_body;
 use crate::replay::Gate;
+
+/// What an etcd-mode coordinator reports about itself.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EtcdCoordinatorStatus {
+    pub leading: bool,
+    /// Times this coordinator became the leader.
+    pub terms: u64,
+    /// The epoch (etcd revision) of the last map it wrote.
+    pub epoch: u64,
+    pub last_error: Option<String>,
+    /// The leader's name as this coordinator last saw it (its own while it leads).
+    pub leader: Option<String>,
+    /// When it decided the map of `epoch` after an availability change (before writing it),
+    /// for measuring how long the map takes to reach the nodes.
+    #[serde(skip)]
+    pub decided_at: Option<Instant>,
+}
 
 /// What the API asks of the leader's term loop.
 #[derive(Debug)]

@@ -133,6 +133,7 @@ use tokio::net::TcpListener;
 use super::body::NodeBody;
 use super::key::CacheKey;
 use super::ops::{self, Gauges};
+use super::snapshot::{disk_json, hoc_json, json};
 use super::{empty_body, lock, text, ReqBody, State};
 
 /// Serves the admin listener until the task is aborted; its connections go with it (they live
@@ -301,46 +302,6 @@ pub(super) fn on_client_port(st: &State, req: &Request<ReqBody>) -> Option<Respo
     };
     st.metrics.admin_refused();
     Some(refused)
-}
-
-pub(super) fn json(status: StatusCode, body: serde_json::Value) -> Response<NodeBody> {
-    let mut r = Response::new(NodeBody::Full(Full::new(Bytes::from(body.to_string()))));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
-/// The HOC's use and policy, as `/_ecdn/stats` and the status page show it.
-pub(super) fn hoc_json(st: &State) -> serde_json::Value {
-    let h = lock(&st.hoc);
-    serde_json::json!({
-        "policy": h.policy(),
-        "used": h.used(),
-        "capacity": h.capacity(),
-        "objects": h.objects(),
-        "c": h.parameter(),
-    })
-}
-
-/// The disk ring's use (`null` without a disk), as `/_ecdn/stats` and the status page show it.
-pub(super) async fn disk_json(st: &State) -> serde_json::Value {
-    match &st.disk {
-        Some(d) => d
-            .read(|s| {
-                serde_json::json!({
-                    "used": s.used(),
-                    "live_bytes": s.live_bytes(),
-                    "capacity": s.capacity(),
-                    "objects": s.len(),
-                })
-            })
-            .await
-            .unwrap_or(serde_json::Value::Null),
-        None => serde_json::Value::Null,
-    }
 }
 
 /// `/_ecdn/stats`: the counters of [`ops::Metrics::stats_json`], the HOC and the disk.

@@ -85,6 +85,7 @@ pub(crate) mod request_id;
 mod sanitize;
 mod server;
 pub mod sites;
+mod snapshot;
 pub mod status;
 pub mod targeted;
 pub mod tls;

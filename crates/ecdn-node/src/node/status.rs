@@ -30,9 +30,9 @@ use http_body_util::Full;
 use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
 
-use super::admin::{disk_json, hoc_json, json};
 use super::body::NodeBody;
 use super::outcome::Outcome;
+use super::snapshot::{disk_json, hoc_json, json};
 use super::{lock, State};
 
 /// The page, as served: `status.html` with the styles, token form and script it shares with the
