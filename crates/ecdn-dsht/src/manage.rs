@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 
 use crate::cluster::{self, Candidate};
 use crate::id::Id;
-use crate::node::{Dsht, Inner};
+use crate::node::{Config, Dsht, DshtError, Inner};
 use crate::wire::{Body, Contact};
 
 /// TTL of a clustering hint; it is renewed at half of it.
@@ -34,6 +34,18 @@ const REFRESH: usize = 8;
 const REFRESH_BUCKETS: usize = 8;
 
 impl Dsht {
+    /// Binds the socket and starts the node, alone (see [`Dsht::join`]): it answers packets,
+    /// and its upkeep (`run`) runs every cluster period.
+    pub async fn start(cfg: Config) -> Result<Dsht, DshtError> {
+        let d = Dsht::open(cfg).await?;
+        let upkeep = tokio::spawn(run(d.inner.clone()));
+        d.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(upkeep);
+        Ok(d)
+    }
+
     /// Joins the system through `seeds` (addresses of running nodes): pings them (three
     /// tries), looks up the node's own id so the nodes on the way learn of it, refreshes its
     /// farthest buckets, stores its clustering hint and pings the nodes found under its

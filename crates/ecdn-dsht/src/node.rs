@@ -214,12 +214,13 @@ pub(crate) struct Inner {
 /// A running DSHT node. Dropping it (or [`Dsht::shutdown`]) stops its tasks.
 pub struct Dsht {
     pub(crate) inner: Arc<Inner>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
+    pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Dsht {
-    /// Binds the socket and starts the node, alone (see [`Dsht::join`]).
-    pub async fn start(cfg: Config) -> Result<Dsht, DshtError> {
+    /// Binds the socket and starts answering packets, without upkeep: what
+    /// [`Dsht::start`] (in `manage.rs`) builds on.
+    pub(crate) async fn open(cfg: Config) -> Result<Dsht, DshtError> {
         if cfg.thresholds.is_empty()
             || cfg.thresholds.len() > MAX_LEVELS
             || cfg.thresholds[0].is_some()
@@ -289,10 +290,9 @@ impl Dsht {
             pending: Mutex::new(HashMap::new()),
         });
         let receiver = tokio::spawn(receive(inner.clone()));
-        let manager = tokio::spawn(crate::manage::run(inner.clone()));
         Ok(Dsht {
             inner,
-            tasks: Mutex::new(vec![receiver, manager]),
+            tasks: Mutex::new(vec![receiver]),
         })
     }
 
