@@ -38,11 +38,7 @@ impl Dsht {
     /// and its upkeep (`run`) runs every cluster period.
     pub async fn start(cfg: Config) -> Result<Dsht, DshtError> {
         let d = Dsht::open(cfg).await?;
-        let upkeep = tokio::spawn(run(d.inner.clone()));
-        d.tasks
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(upkeep);
+        d.keep(tokio::spawn(run(d.inner.clone())));
         Ok(d)
     }
 

@@ -214,7 +214,7 @@ pub(crate) struct Inner {
 /// A running DSHT node. Dropping it (or [`Dsht::shutdown`]) stops its tasks.
 pub struct Dsht {
     pub(crate) inner: Arc<Inner>,
-    pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Dsht {
@@ -384,6 +384,14 @@ impl Dsht {
             .call(contact.addr, Some(contact.id), Body::Ping)
             .await
             .is_some()
+    }
+
+    /// Adds a task to those the node stops with it.
+    pub(crate) fn keep(&self, task: JoinHandle<()>) {
+        self.tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task);
     }
 
     /// Stops the node's tasks; the socket closes when the last handle is dropped.

@@ -248,10 +248,9 @@ struct Protocols {
     http2: hyper::server::conn::http2::Builder<StreamExecutor>,
     /// The plain listener with h2c: HTTP/1.1 or HTTP/2 by the connection's first bytes.
     auto: Option<hyper_util::server::conn::auto::Builder<StreamExecutor>>,
-    /// The longest a TLS handshake may take.
-    handshake_timeout: Duration,
-    /// The longest an HTTP/1.1 connection may wait for a request head (`head_deadline.rs`).
-    head_timeout: Duration,
+    /// The longest a TLS handshake may take, and an HTTP/1.1 connection may wait for a request
+    /// head (`head_deadline.rs`).
+    header_read_timeout: Duration,
 }
 
 impl Protocols {
@@ -306,8 +305,7 @@ impl Protocols {
             http1,
             http2,
             auto,
-            handshake_timeout: cfg.header_read_timeout,
-            head_timeout: cfg.header_read_timeout,
+            header_read_timeout: cfg.header_read_timeout,
         }
     }
 }
@@ -449,7 +447,8 @@ async fn serve_one<I>(
         return;
     };
     let handshake = acceptor.acceptor().accept(io);
-    let Ok(Ok(stream)) = tokio::time::timeout(protocols.handshake_timeout, handshake).await else {
+    let Ok(Ok(stream)) = tokio::time::timeout(protocols.header_read_timeout, handshake).await
+    else {
         return;
     };
     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
@@ -484,7 +483,7 @@ async fn serve_http<I>(
     // HTTP/1.1 connections are closed when a request head does not come in time (see
     // `head_deadline.rs`); hyper keeps that rule itself where the protocol may be HTTP/1.1 or
     // HTTP/2 (h2c).
-    let deadline = (how == Speak::Http1).then(|| HeadDeadline::new(protocols.head_timeout));
+    let deadline = (how == Speak::Http1).then(|| HeadDeadline::new(protocols.header_read_timeout));
     // The connection, watched for the drain or not, until it ends or its head deadline passes.
     macro_rules! run {
         ($conn:expr) => {{
