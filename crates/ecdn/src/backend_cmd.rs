@@ -180,6 +180,7 @@ pub fn run(cmd: BackendCmd) -> Result<()> {
             }
             BackendCmd::Gateway(a) => {
                 let (_, proxy) = a.store.start()?;
+                let stop = crate::signals::shutdown_signal();
                 let listener = tokio::net::TcpListener::bind(a.listen)
                     .await
                     .with_context(|| format!("cannot listen on {}", a.listen))?;
@@ -191,7 +192,7 @@ pub fn run(cmd: BackendCmd) -> Result<()> {
                 let cfg = GatewayConfig {
                     cache_control: Some(a.cache_control).filter(|c| !c.is_empty()),
                 };
-                gateway::serve(listener, proxy, cfg, crate::origin_cmd::shutdown_signal()).await;
+                gateway::serve(listener, proxy, cfg, stop).await;
                 Ok(())
             }
             BackendCmd::Bench(_) => unreachable!("run by backend_bench::main"),

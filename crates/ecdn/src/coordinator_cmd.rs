@@ -54,6 +54,8 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
         .build()
         .context("starting the runtime")?;
     rt.block_on(async move {
+        // Before anything says it is listening: a SIGTERM from then on shuts down cleanly.
+        let stop = crate::signals::shutdown_signal();
         if !cfg.etcd.is_empty() {
             if a.admin_listen.is_some() {
                 anyhow::bail!("--admin-listen: the status page is served in embedded mode only");
@@ -65,7 +67,7 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             let coord =
                 EtcdCoordinator::start_with_api(cfg, CoordinatorOptions::default(), listener)?;
             eprintln!("ecdn coordinator: etcd mode, API on {addr}");
-            crate::origin_cmd::shutdown_signal().await;
+            stop.await;
             coord.stop();
             eprintln!("ecdn coordinator: shut down");
             return Ok(());
@@ -78,7 +80,7 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             let at = coord.serve_admin(listener, a.admin_token)?;
             eprintln!("ecdn coordinator: status page on http://{at}/_ecdn/status");
         }
-        crate::origin_cmd::shutdown_signal().await;
+        stop.await;
         coord.shutdown().await;
         eprintln!("ecdn coordinator: shut down");
         Ok(())

@@ -25,6 +25,7 @@ mod object_bench;
 mod object_cmd;
 mod origin_cmd;
 mod plot;
+mod signals;
 mod sim_cmd;
 mod testbed_cmd;
 mod trace_cmd;

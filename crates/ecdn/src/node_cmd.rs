@@ -603,6 +603,8 @@ pub fn run(a: NodeArgs) -> Result<()> {
     }
     let rt = rt.enable_all().build().context("starting the runtime")?;
     rt.block_on(async move {
+        // Before anything says it is listening: a SIGTERM from then on shuts down cleanly.
+        let stop = crate::signals::shutdown_signal();
         let listen = match (s.listen, &s.node.cluster) {
             (Some(l), _) => l,
             (None, Some(c)) => added_node_address(c).await?,
@@ -639,7 +641,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
             eprintln!("ecdn node: peer listener on {peer}");
         }
         let drained = tokio::select! {
-            _ = crate::origin_cmd::shutdown_signal() => false,
+            _ = stop => false,
             _ = node.leaving() => true,
             _ = reload_on_hangup(&node) => false,
         };

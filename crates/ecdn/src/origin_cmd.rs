@@ -7,6 +7,8 @@ use clap::Args;
 use ecdn_node::origin::{serve, OriginConfig};
 use ecdn_trace::units::parse_size;
 
+use crate::signals::shutdown_signal;
+
 #[derive(Args)]
 #[command(
     after_help = "Serves GET/HEAD /obj/<id>?size=<bytes>[&cc=<cache-control>][&status=<code>] \
@@ -61,15 +63,18 @@ pub fn run(a: OriginArgs) -> Result<()> {
         },
         ..OriginConfig::default()
     };
-    listen_and_serve(&a, "ecdn origin", |l| serve(l, cfg, shutdown_signal()))
+    listen_and_serve(&a, "ecdn origin", |l, stop| serve(l, cfg, stop))
 }
 
+/// Stops a server: Ctrl-C or SIGTERM.
+type BoxFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
 /// Binds `--listen` in a runtime of `--threads` workers and serves with `serve` until it
-/// returns (on Ctrl-C or SIGTERM).
+/// returns (on Ctrl-C or SIGTERM, whose handlers are in place before the listening line).
 fn listen_and_serve<F>(
     a: &OriginArgs,
     what: &str,
-    serve: impl FnOnce(tokio::net::TcpListener) -> F,
+    serve: impl FnOnce(tokio::net::TcpListener, BoxFuture) -> F,
 ) -> Result<()>
 where
     F: std::future::Future<Output = std::io::Result<()>>,
@@ -83,8 +88,9 @@ where
         let listener = tokio::net::TcpListener::bind(a.listen)
             .await
             .with_context(|| format!("cannot listen on {}", a.listen))?;
+        let stop = Box::pin(shutdown_signal());
         eprintln!("{what} listening on http://{}", listener.local_addr()?);
-        serve(listener).await?;
+        serve(listener, stop).await?;
         eprintln!("ecdn origin: shut down");
         Ok(())
     })
@@ -112,21 +118,5 @@ fn run_s3(a: OriginArgs) -> Result<()> {
         ..EmulatorConfig::default()
     };
     let what = format!("ecdn origin (S3 emulator, delays {})", a.s3_delays);
-    listen_and_serve(&a, &what, |l| serve(l, cfg, shutdown_signal()))
-}
-
-/// Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
-    }
+    listen_and_serve(&a, &what, |l, stop| serve(l, cfg, stop))
 }

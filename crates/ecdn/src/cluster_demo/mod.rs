@@ -957,9 +957,10 @@ fn run_demo(a: DemoArgs) -> Result<()> {
         bed: testbed.clone(),
     };
     let live = rt.block_on(async {
+        let interrupted = crate::signals::shutdown_signal();
         tokio::select! {
             r = live(&a, &plan, &setup) => r,
-            _ = crate::origin_cmd::shutdown_signal() => bail!("interrupted"),
+            _ = interrupted => bail!("interrupted"),
         }
     });
     // Every child is dead here: the run's future (and with it the processes) is gone.

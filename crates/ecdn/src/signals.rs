@@ -1,0 +1,40 @@
+//! Stopping on Ctrl-C or SIGTERM.
+//!
+//! A process announces it is ready ("listening on …") and a supervisor (a test, systemd, the
+//! cluster demo) may signal it the next moment. Until a handler is registered, SIGTERM's
+//! default action kills the process outright, without its clean shutdown. So the handlers are
+//! registered when [`shutdown_signal`] is *called*, not when its future is first polled:
+//! call it before printing that line.
+
+use std::future::Future;
+
+use tokio::signal::unix::{signal, SignalKind};
+
+/// Registers handlers for SIGINT and SIGTERM now; the returned future completes on the first
+/// of them. Must be called inside a tokio runtime. A signal that cannot be registered is
+/// reported and never completes the future (the other still does).
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    let mut interrupt = registered(SignalKind::interrupt(), "SIGINT");
+    let mut terminate = registered(SignalKind::terminate(), "SIGTERM");
+    async move {
+        tokio::select! {
+            _ = recv(&mut interrupt) => {}
+            _ = recv(&mut terminate) => {}
+        }
+    }
+}
+
+fn registered(kind: SignalKind, name: &str) -> Option<tokio::signal::unix::Signal> {
+    signal(kind)
+        .map_err(|e| eprintln!("ecdn: cannot handle {name}: {e}"))
+        .ok()
+}
+
+async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
+    match s {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
+    }
+}
