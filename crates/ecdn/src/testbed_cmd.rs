@@ -159,25 +159,23 @@ fn bed_json(bed: &Bed) -> BedJson<'_> {
 }
 
 fn up(args: UpArgs) -> Result<()> {
+    // Ctrl-C and SIGTERM end the bed; so does `quit`. End of input does not (`up &` holds).
+    // The handlers are in place before the bed exists: a signal during its creation or right
+    // after the line that announces it still tears it down.
+    let signal_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the signal runtime")?;
+    let stop = {
+        let _in = signal_rt.enter();
+        crate::signals::shutdown_signal()
+    };
     let mut bed = args.bed.create()?;
     outln!("{}", serde_json::to_string(&bed_json(&bed))?)?;
     let (tx, rx) = std::sync::mpsc::channel::<Option<String>>();
-    // Ctrl-C and SIGTERM end the bed; so does `quit`. End of input does not (`up &` holds).
     let signals = tx.clone();
     std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a signal runtime");
-        rt.block_on(async {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .expect("SIGTERM handler");
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-        });
+        signal_rt.block_on(stop);
         let _ = signals.send(None);
     });
     std::thread::spawn(move || {
