@@ -17,8 +17,11 @@
 //! already are copied aside and acknowledged at once, and so are flushes; the sender sends
 //! what is held, in one write, when the connection's poll is over. A write that does not fit
 //! goes to the stream at once, after what is held and in the same vectored write, so large
-//! bodies are not copied here and the order of bytes is kept. Shutting the stream down sends
-//! what is held first. Reads pass through.
+//! bodies are not copied here and the order of bytes is kept. It goes in whole records: the
+//! stream is given a multiple of [`GATHER`] bytes, and the tail is taken as the next write and
+//! held. Without that, each 16 KiB DATA frame (a 9-byte head and 16,384 bytes of payload, one
+//! write) was two TLS records, the second of 9 bytes. Shutting the stream down sends what is
+//! held first. Reads pass through.
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;
@@ -184,6 +187,23 @@ impl<I: AsyncWrite + Unpin> Held<I> {
     }
 }
 
+/// Puts into `out` the slices of the first `n` bytes of `bufs` (at most [`MAX_SLICES`]
+/// slices); returns how many. `n` is at most the bytes of `bufs`.
+fn first_bytes<'a>(bufs: &'a [IoSlice<'a>], n: usize, out: &mut [IoSlice<'a>]) -> usize {
+    let mut left = n;
+    let mut count = 0;
+    for b in bufs {
+        if left == 0 || count == out.len() {
+            break;
+        }
+        let take = b.len().min(left);
+        out[count] = IoSlice::new(&b[..take]);
+        count += 1;
+        left -= take;
+    }
+    count
+}
+
 impl<I: AsyncWrite + Unpin> AsyncWrite for Gathered<I> {
     fn poll_write(
         self: Pin<&mut Self>,
@@ -201,10 +221,21 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Gathered<I> {
         let mut held = lock(&self.0);
         held.check()?;
         let len: usize = bufs.iter().map(|b| b.len()).sum();
-        if held.unsent() + len <= GATHER {
+        let unsent = held.unsent();
+        if unsent + len <= GATHER {
             return Poll::Ready(Ok(held.hold(bufs, len)));
         }
-        held.poll_write_through(cx, bufs)
+        // Whole records only: what is held and the first bytes of `bufs` up to a multiple of
+        // GATHER go now; the rest comes back as the writer's next write and is held (it fits).
+        let through = (unsent + len) / GATHER * GATHER - unsent;
+        if through == 0 {
+            // Exactly one record is held: send it, and hold this write.
+            ready!(held.poll_send_held(cx))?;
+            return Poll::Ready(Ok(held.hold(bufs, len)));
+        }
+        let mut slices = [IoSlice::new(&[]); MAX_SLICES];
+        let count = first_bytes(bufs, through, &mut slices);
+        held.poll_write_through(cx, &slices[..count])
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -286,6 +317,94 @@ mod tests {
         let held = lock(&gathered.0);
         assert_eq!(held.unsent(), 12 * 1300);
         assert!(held.bytes.capacity() <= GATHER, "{}", held.bytes.capacity());
+    }
+
+    /// A stream that takes everything and records the size of every write.
+    #[derive(Default)]
+    struct Recorder {
+        writes: Vec<usize>,
+        bytes: Vec<u8>,
+    }
+
+    impl AsyncWrite for Recorder {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            self.poll_write_vectored(cx, &[IoSlice::new(buf)])
+        }
+
+        fn poll_write_vectored(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+            bufs: &[IoSlice<'_>],
+        ) -> Poll<io::Result<usize>> {
+            let n: usize = bufs.iter().map(|b| b.len()).sum();
+            self.writes.push(n);
+            for b in bufs {
+                self.bytes.extend_from_slice(b);
+            }
+            Poll::Ready(Ok(n))
+        }
+
+        fn is_write_vectored(&self) -> bool {
+            true
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Frames of a 9-byte head and a 16 KiB payload, each one vectored write as `h2` makes
+    /// them: the stream gets whole records (multiples of GATHER) while they are written, and
+    /// the sender the tail; every byte arrives once, in order.
+    #[tokio::test]
+    async fn large_writes_reach_the_stream_in_whole_records() {
+        let (mut gathered, sender) = gather(Recorder::default());
+        let mut want = Vec::new();
+        for frame in 0..7u8 {
+            let head = [frame; 9];
+            let payload = vec![frame.wrapping_add(100); GATHER];
+            let mut bufs = [IoSlice::new(&head), IoSlice::new(&payload)];
+            let mut bufs = &mut bufs[..];
+            // As `write_all_vectored` would: until every byte is taken.
+            while !bufs.is_empty() {
+                let n = gathered.write_vectored(bufs).await.unwrap();
+                assert!(n > 0);
+                IoSlice::advance_slices(&mut bufs, n);
+            }
+            want.extend_from_slice(&head);
+            want.extend_from_slice(&payload);
+        }
+        let before_send = lock(&gathered.0).io.writes.clone();
+        assert_eq!(before_send.len(), 7, "{before_send:?}");
+        assert!(
+            before_send.iter().all(|w| w % GATHER == 0),
+            "{before_send:?}"
+        );
+        std::future::poll_fn(|cx| sender.poll_send(cx)).await;
+        let held = lock(&gathered.0);
+        assert_eq!(held.io.writes.len(), 8);
+        assert_eq!(held.io.writes[7], 7 * 9);
+        assert_eq!(held.io.bytes, want);
+    }
+
+    /// With exactly one record held, a write that does not fit sends it and is held itself.
+    #[tokio::test]
+    async fn a_full_record_held_is_sent_before_the_next_write_is_held() {
+        let (mut gathered, _sender) = gather(Recorder::default());
+        gathered.write_all(&[1u8; GATHER]).await.unwrap();
+        assert!(lock(&gathered.0).io.writes.is_empty());
+        gathered.write_all(&[2u8; 100]).await.unwrap();
+        let held = lock(&gathered.0);
+        assert_eq!(held.io.writes, vec![GATHER]);
+        assert_eq!(held.unsent(), 100);
     }
 
     /// A send that fails fails the connection's next write and flush too.
