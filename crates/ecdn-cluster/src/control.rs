@@ -25,7 +25,8 @@ use tokio::task::JoinHandle;
 
 use crate::auth::unix_now_ms;
 use crate::config::ClusterConfig;
-use crate::coordinator::{Heartbeat, HeartbeatReply, HEARTBEAT_PATH, LONG_POLL, MAP_PATH};
+pub use crate::heartbeat::MAX_OBJECT_READS;
+use crate::heartbeat::{Heartbeat, HeartbeatReply, HEARTBEAT_PATH, LONG_POLL, MAP_PATH};
 use crate::map::BucketMap;
 use crate::peer::{read_body, verify_response, PeerClient};
 
@@ -150,25 +151,18 @@ pub fn fits(cfg: &ClusterConfig, m: &BucketMap) -> Result<(), String> {
     Ok(())
 }
 
-/// The current map of the cluster of `cfg`, asked once from its control plane (the
-/// coordinator, or etcd), checked with [`fits`]. A node added while the cluster runs reads
-/// its own addresses from it before it starts.
-pub async fn fetch_map(cfg: &ClusterConfig) -> Result<BucketMap, String> {
-    let map = if cfg.etcd.is_empty() {
-        let fetch = Fetch {
-            client: PeerClient::new(crate::auth::ClusterKey::new(cfg.key.as_bytes())),
-            addr: cfg.coordinator,
-            limit: map_limit(cfg),
-            node: usize::MAX,
-        };
-        fetch.map(None, Duration::from_secs(5)).await?
-    } else {
-        crate::etcd::fetch_map(cfg).await?
+/// The embedded coordinator's current map, asked once (`None`: it has none yet); the
+/// control-plane-neutral ask is [`crate::plane::fetch_map`].
+pub(crate) async fn fetch_coordinator_map(
+    cfg: &ClusterConfig,
+) -> Result<Option<BucketMap>, String> {
+    let fetch = Fetch {
+        client: PeerClient::new(crate::auth::ClusterKey::new(cfg.key.as_bytes())),
+        addr: cfg.coordinator,
+        limit: map_limit(cfg),
+        node: usize::MAX,
     };
-    let map = map.ok_or("the control plane has no map yet")?;
-    map.validate()?;
-    fits(cfg, &map)?;
-    Ok(map)
+    fetch.map(None, Duration::from_secs(5)).await
 }
 
 /// Bytes written since the last heartbeat. Clones share the counters.
@@ -186,9 +180,6 @@ struct LoadsInner {
     /// EC-Cache object reads by name, for the coordinator's parity budget.
     object_reads: std::sync::Mutex<std::collections::HashMap<String, u64>>,
 }
-
-/// Most object read counts one heartbeat carries (the rest wait for the next).
-pub const MAX_OBJECT_READS: usize = 1024;
 
 /// What [`WriteLoads::take`] took: the body of a heartbeat.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -33,6 +33,8 @@
 //!   registration under a lease, its load reports and map watch ([`etcd::spawn_etcd_control`]);
 //!   the coordinators' leader election is `coordinator::etcd`; [`etcd_local`] starts etcd
 //!   members on loopback for the demo, tests and benchmarks.
+//! * [`heartbeat`] — the heartbeat protocol between a node's control and the coordinator.
+//! * [`plane`] — the current map, asked once from whichever control plane the file names.
 //! * [`objects`] — where EC-Cache's object records live: the embedded coordinator or etcd.
 
 pub mod auth;
@@ -43,10 +45,12 @@ pub mod control;
 pub mod coordinator;
 pub mod etcd;
 pub mod etcd_local;
+pub mod heartbeat;
 pub mod map;
 pub mod objects;
 pub mod peer;
 pub mod piece;
+pub mod plane;
 pub mod relayed;
 pub mod replay;
 pub mod wire;

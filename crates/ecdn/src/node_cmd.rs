@@ -693,7 +693,7 @@ async fn reload_on_hangup(node: &ecdn_node::node::RunningNode) {
 async fn added_node_address(c: &ecdn_node::node::ClusterNode) -> Result<SocketAddr> {
     let mut last = String::new();
     for _ in 0..20 {
-        match ecdn_cluster::control::fetch_map(&c.cluster).await {
+        match ecdn_cluster::plane::fetch_map(&c.cluster).await {
             Ok(map) => {
                 return match map.member(c.id) {
                     Some(m) => Ok(m.client),

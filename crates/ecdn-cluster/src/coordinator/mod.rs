@@ -83,50 +83,22 @@ pub use members::{MemberError, MemberOp, MemberReply, NewMember};
 use state::State;
 pub use state::StoredState;
 
+// The heartbeat protocol, which the nodes' side (`crate::control`) shares.
+pub use crate::heartbeat::{Heartbeat, HeartbeatReply, HEARTBEAT_PATH, LONG_POLL, MAP_PATH};
+
 /// Paths of the coordinator's API.
-pub const HEARTBEAT_PATH: &str = "/coord/heartbeat";
-pub const MAP_PATH: &str = "/coord/map";
 pub const STATUS_PATH: &str = "/coord/status";
 pub const REBALANCE_PATH: &str = "/coord/rebalance";
 pub const MEMBERS_PATH: &str = "/coord/members";
 pub const DRAIN_PATH: &str = "/coord/drain";
 pub const REMOVE_PATH: &str = "/coord/remove";
 
-/// How long a map request waits for a newer epoch before it answers `204`.
-pub const LONG_POLL: Duration = Duration::from_secs(10);
 /// The least time a node has for its first heartbeat after the coordinator started.
 pub const START_GRACE: Duration = Duration::from_secs(10);
 /// Limit on a `POST /coord/members` body.
 pub(crate) const MEMBER_LIMIT: usize = 4096;
 /// Rebalances kept in [`Status::recent_rebalances`].
 pub(crate) const RECENT: usize = 64;
-
-/// A node's heartbeat: it is alive, has seen map `epoch`, and wrote these bytes since its
-/// previous heartbeat that was answered.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Heartbeat {
-    pub node: usize,
-    /// The epoch of the map the node uses.
-    pub epoch: u64,
-    /// Bytes written to the node's data buckets and replicated (uncoded) objects.
-    #[serde(default)]
-    pub data_bytes: u64,
-    /// `[bucket, parity_index, bytes]` written to parity buckets.
-    #[serde(default)]
-    pub parity: Vec<(usize, usize, u64)>,
-    /// `[object name, reads]` of EC-Cache objects (`object_budget.rs`), at most
-    /// [`crate::control::MAX_OBJECT_READS`].
-    #[serde(default)]
-    pub object_reads: Vec<(String, u64)>,
-}
-
-/// The coordinator's answer to a heartbeat.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct HeartbeatReply {
-    /// The epoch of the current map.
-    pub epoch: u64,
-}
 
 /// One node as `GET /coord/status` shows it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -343,7 +315,7 @@ impl Coordinator {
         let (stop, shutdown) = watch::channel(false);
         let heartbeat_limit = 4096
             + cfg.buckets * cfg.p.max(1) * 64
-            + crate::control::MAX_OBJECT_READS * (ecdn_objects::meta::MAX_NAME + 32);
+            + crate::heartbeat::MAX_OBJECT_READS * (ecdn_objects::meta::MAX_NAME + 32);
         let shared = Arc::new(Shared {
             key: ClusterKey::new(cfg.key.as_bytes()),
             gate: Gate::with_memory(

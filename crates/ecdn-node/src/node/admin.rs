@@ -130,11 +130,13 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
+use super::answer::{empty_body, text, ReqBody};
 use super::body::NodeBody;
 use super::key::CacheKey;
+use super::lock::lock;
 use super::ops::{self, Gauges};
 use super::snapshot::{disk_json, hoc_json, json};
-use super::{empty_body, lock, text, ReqBody, State};
+use super::state::State;
 
 /// Serves the admin listener until the task is aborted; its connections go with it (they live
 /// in the task's set).

@@ -69,16 +69,18 @@ use http_body_util::BodyExt;
 use hyper::header::{self, HeaderMap, HeaderName};
 use hyper::{Request, Response, StatusCode};
 
+use super::answer::{Answer, ReqBody};
 use super::body::{LiveBody, NodeBody};
 use super::cluster::write::StripePlacer;
 use super::flight::{wait_head, Driver, Flight, Head, Subscription};
 use super::freshness::{self, StoredResponse};
 use super::hit::entry_headers;
 use super::key::CacheKey;
+use super::lock::lock;
 use super::outcome::Outcome;
+use super::state::State;
 use super::upstream::{content_length, has_body, FetchError};
 use super::vary::Vary;
-use super::{lock, Answer, ReqBody, State};
 
 /// Request headers that make a `GET` more than a plain fetch of the stored resource (a range,
 /// a conditional of the client's own, credentials): such a request never validates a stale
@@ -118,7 +120,7 @@ pub(super) fn revalidate_in_background(
     stale: Revalidation,
 ) {
     let headers = plain_headers(req.headers());
-    let mut bg = Request::new(super::empty_body());
+    let mut bg = Request::new(super::answer::empty_body());
     *bg.uri_mut() = req.uri().clone();
     *bg.headers_mut() = headers.clone();
     let job = Job {
@@ -657,7 +659,7 @@ async fn fetch_from_sites(
     // Every request says which site asks (see `sites::may_join`).
     let mark = hyper::header::HeaderValue::from_str(sites.0.me()).ok()?;
     let ask = |site: String| {
-        let mut ask = Request::new(super::empty_body());
+        let mut ask = Request::new(super::answer::empty_body());
         *ask.method_mut() = req.method().clone();
         *ask.uri_mut() = req.uri().clone();
         *ask.headers_mut() = req.headers().clone();

@@ -38,11 +38,11 @@ use hyper::StatusCode;
 use tokio::sync::{mpsc, watch};
 
 use super::body::Chunk;
-use super::lock;
+use super::lock::lock;
 use super::outcome::Outcome;
+use super::state::State;
 use super::upstream::FetchError;
 use super::vary::Vary;
-use super::State;
 
 /// The flights in progress that a miss may join, by cache key.
 pub(super) type Flights = Mutex<HashMap<String, Arc<Flight>>>;

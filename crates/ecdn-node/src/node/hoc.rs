@@ -73,7 +73,7 @@ impl Striped {
     /// whole (a zero-copy slice each).
     pub fn keep(&self, at: u64, bytes: &Bytes) {
         let end = at + bytes.len() as u64;
-        let mut stripes = super::lock(&self.stripes);
+        let mut stripes = super::lock::lock(&self.stripes);
         for j in at.div_ceil(self.width)..end.div_ceil(self.width) {
             let r = self.stripe_range(j);
             if r.end > end || r.start < at {
@@ -95,7 +95,7 @@ impl Striped {
         if range.is_empty() {
             return Some(Vec::new());
         }
-        let stripes = super::lock(&self.stripes);
+        let stripes = super::lock::lock(&self.stripes);
         let mut out = Vec::new();
         for j in range.start / self.width..range.end.div_ceil(self.width) {
             let r = self.stripe_range(j);
@@ -109,7 +109,7 @@ impl Striped {
 
     /// Bytes of the stripes held.
     pub fn held_bytes(&self) -> u64 {
-        let stripes = super::lock(&self.stripes);
+        let stripes = super::lock::lock(&self.stripes);
         stripes.iter().flatten().map(|b| b.len() as u64).sum()
     }
 }

@@ -7,8 +7,8 @@
 
 use hyper::Request;
 
+use super::state::State;
 use super::upstream::request_host;
-use super::State;
 
 /// A request's key in the caches.
 #[derive(Clone, Debug)]

@@ -41,14 +41,16 @@ use std::time::Instant;
 use hyper::header;
 use hyper::Request;
 
+use super::answer::{Answer, ReqBody};
 use super::disk::Disk;
 use super::fill::{revalidate_in_background, Revalidation};
 use super::freshness::RequestDirectives;
 use super::hit::{answer_hit, answer_striped, stream_hit};
 use super::hoc::Found;
 use super::key::CacheKey;
+use super::lock::lock;
 use super::outcome::Outcome;
-use super::{lock, Answer, ReqBody, State};
+use super::state::State;
 
 /// What the lookup found. (Returned once per request and never kept: a boxed hit would cost
 /// an allocation on the hottest path.)

@@ -24,8 +24,9 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 
+use super::answer::text;
 use super::body::NodeBody;
-use super::{normalize, text};
+use super::normalize;
 
 /// A `4xx` for a request refused before any processing; the connection is closed after it.
 fn reject(status: StatusCode, msg: &str) -> Response<NodeBody> {

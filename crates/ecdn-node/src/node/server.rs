@@ -32,16 +32,18 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use super::body::NodeBody;
+use super::config::{AdminListen, NodeConfig};
 use super::disk::Disk;
 use super::gather::{gather, Sender};
 use super::h2_streams::{Batched, StreamExecutor};
 use super::head_deadline::{Counted, HeadDeadline, Requests};
 use super::hoc::Hoc;
 use super::ops::Metrics;
+use super::request::handle;
+use super::state::State;
 use super::tls::TlsAcceptor;
 use super::upstream::{tcp_connector, Connector, Upstream};
 use super::vary::VaryIndex;
-use super::{handle, AdminListen, NodeConfig, State};
 
 /// hyper's smallest accepted `max_buf_size`.
 const MIN_HEADER_BYTES: usize = 8192;
@@ -550,7 +552,7 @@ impl Holder {
     pub async fn holds(&self, url: &str) -> bool {
         let st = &self.0;
         let id = ecdn_trace::hash_id(url.as_bytes());
-        if super::lock(&st.hoc).holds(id, url, std::time::Instant::now()) {
+        if super::lock::lock(&st.hoc).holds(id, url, std::time::Instant::now()) {
             return true;
         }
         match &st.disk {

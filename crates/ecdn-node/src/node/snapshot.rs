@@ -7,7 +7,8 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
 
 use super::body::NodeBody;
-use super::{lock, State};
+use super::lock::lock;
+use super::state::State;
 
 /// A JSON answer with `status`.
 pub(super) fn json(status: StatusCode, body: serde_json::Value) -> Response<NodeBody> {

@@ -31,9 +31,10 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
 
 use super::body::NodeBody;
+use super::lock::lock;
 use super::outcome::Outcome;
 use super::snapshot::{disk_json, hoc_json, json};
-use super::{lock, State};
+use super::state::State;
 
 /// The page, as served: `status.html` with the styles, token form and script it shares with the
 /// coordinator's page.

@@ -29,8 +29,11 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
+use super::answer::{text, Answer, ReqBody, VIA};
 use super::body::NodeBody;
-use super::{freshness, text, NodeConfig, ReqBody, VIA};
+use super::config::NodeConfig;
+use super::freshness;
+use super::outcome::Outcome;
 
 /// A connection to an origin: any byte stream.
 pub trait OriginIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
@@ -335,6 +338,30 @@ impl FetchError {
                 &format!("origin unreachable: {why}"),
             ),
             FetchError::Timeout => text(StatusCode::GATEWAY_TIMEOUT, "origin timed out"),
+        }
+    }
+}
+
+// Defined here, beside the exchange it reads, rather than beside `Answer`
+// (`answer.rs` stays below this module).
+impl Answer {
+    /// The answer from a buffered origin exchange: its response (no body for a `HEAD`) with
+    /// outcome `ok`, or our `502` / `504` with outcome `failed`.
+    pub(super) fn exchange(
+        fetched: Result<Fetched, FetchError>,
+        head: bool,
+        ok: Outcome,
+        failed: Outcome,
+    ) -> Answer {
+        match fetched {
+            Ok(f) => Answer {
+                outcome: ok,
+                response: f.answer(head),
+            },
+            Err(e) => Answer {
+                outcome: failed,
+                response: e.answer(),
+            },
         }
     }
 }

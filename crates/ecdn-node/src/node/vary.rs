@@ -29,7 +29,8 @@ use std::sync::Mutex;
 
 use hyper::header::HeaderMap;
 
-use super::{freshness, lock};
+use super::freshness;
+use super::lock::lock;
 
 /// URLs whose stored responses carry `Vary`, and the names they vary on.
 pub(super) struct VaryIndex {

@@ -49,13 +49,13 @@ impl BucketRouter {
     /// A balancer for `requests` (object id and size, in trace order) that starts from the
     /// coordinator's current map and fetches it again every [`REFRESH`] while it lives.
     pub async fn start(cfg: &ClusterConfig, requests: &[(u64, u64)]) -> Result<Self, String> {
-        let map = Arc::new(Mutex::new(ecdn_cluster::control::fetch_map(cfg).await?));
+        let map = Arc::new(Mutex::new(ecdn_cluster::plane::fetch_map(cfg).await?));
         let follow = Arc::downgrade(&map);
         let cfg = cfg.clone();
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(REFRESH).await;
-                let fetched = ecdn_cluster::control::fetch_map(&cfg).await;
+                let fetched = ecdn_cluster::plane::fetch_map(&cfg).await;
                 let Some(map) = follow.upgrade() else {
                     return; // the run is over
                 };

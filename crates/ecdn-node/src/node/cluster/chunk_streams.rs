@@ -18,7 +18,7 @@ use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::{ObjectLayout, Stripe, StripeEncoder};
 use hyper::{Method, StatusCode};
 
-use super::super::State;
+use super::super::state::State;
 use super::pieces::Put;
 use super::write::{pushed, put_local};
 use super::Cluster;

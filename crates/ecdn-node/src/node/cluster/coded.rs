@@ -63,7 +63,7 @@ use tokio::task::JoinHandle;
 
 use super::super::body::{Chunk, Piece};
 use super::super::hoc::Striped;
-use super::super::State;
+use super::super::state::State;
 use super::pieces::PieceStore;
 use super::{Cluster, ClusterStats, Parity};
 

@@ -127,12 +127,12 @@ impl ClusterStats {
 
     /// Peer `id`'s counters.
     fn peer(&self, id: usize) -> Arc<PeerStats> {
-        let mut peers = super::super::lock(&self.peers);
+        let mut peers = super::super::lock::lock(&self.peers);
         peers.entry(id).or_default().clone()
     }
 
     fn peer_sum(&self, f: impl Fn(&PeerStats) -> &AtomicU64) -> u64 {
-        let peers = super::super::lock(&self.peers);
+        let peers = super::super::lock::lock(&self.peers);
         peers.values().map(|p| Self::get(f(p))).sum()
     }
 
@@ -475,7 +475,7 @@ impl Cluster {
                 line(o, name, &labels, get(n));
             }
         }
-        let peers: Vec<(usize, Arc<PeerStats>)> = super::super::lock(&s.peers)
+        let peers: Vec<(usize, Arc<PeerStats>)> = super::super::lock::lock(&s.peers)
             .iter()
             .map(|(&id, p)| (id, p.clone()))
             .collect();

@@ -264,12 +264,12 @@ impl Cluster {
 
     /// Whether the node stopped its heartbeats ([`Cluster::leave`]): it is stopping.
     pub(super) fn left(&self) -> bool {
-        super::lock(&self.control).is_none()
+        super::lock::lock(&self.control).is_none()
     }
 
     /// Stops the heartbeats (the coordinator will mark the node unavailable).
     pub(super) fn leave(&self) {
-        if let Some(c) = super::lock(&self.control).take() {
+        if let Some(c) = super::lock::lock(&self.control).take() {
             c.stop();
         }
     }
@@ -325,7 +325,7 @@ impl Cluster {
 /// copies (the bucket's serving node, its decoded copy in the HOC). Whether any node held
 /// something, and the nodes that did not confirm.
 pub(super) async fn purge(
-    st: &super::State,
+    st: &super::state::State,
     c: &std::sync::Arc<Cluster>,
     primary: &str,
     mut purged: bool,
@@ -398,7 +398,7 @@ pub(super) fn object_id(key: &str) -> u64 {
 }
 
 /// The cluster's headers on an answer that went to the origin (see the module documentation).
-pub(super) fn mark_miss(c: &Cluster, answer: &mut super::Answer, partial: bool) {
+pub(super) fn mark_miss(c: &Cluster, answer: &mut super::answer::Answer, partial: bool) {
     use hyper::header::{HeaderName, HeaderValue};
     let h = answer.response.headers_mut();
     let length = super::upstream::content_length(h);
@@ -426,7 +426,7 @@ pub(super) fn mark_miss(c: &Cluster, answer: &mut super::Answer, partial: bool) 
 
 /// The cluster's headers on a HOC hit of the serving node: the object's kind (from its whole
 /// length: `Content-Range`'s, else `Content-Length`) and this node's id.
-pub(super) fn mark_hoc_hit(c: &Cluster, answer: &mut super::Answer) {
+pub(super) fn mark_hoc_hit(c: &Cluster, answer: &mut super::answer::Answer) {
     use hyper::header::{self, HeaderValue};
     let h = answer.response.headers_mut();
     let whole = h

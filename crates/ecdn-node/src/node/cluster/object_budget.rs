@@ -29,8 +29,10 @@ use ecdn_trace::Rng;
 use hyper::{Response, StatusCode};
 use sha2::{Digest, Sha256};
 
+use super::super::answer::text;
 use super::super::body::{Chunk, NodeBody, Piece};
-use super::super::{lock, text, State};
+use super::super::lock::lock;
+use super::super::state::State;
 use super::chunk_streams::ChunkStreams;
 use super::coded;
 use super::objects::{

@@ -73,10 +73,11 @@ use hyper::{Method, Request, Response, StatusCode};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
+use super::super::answer::text;
 use super::super::body::{Chunk, LiveBody, NodeBody, Piece};
 use super::super::freshness::StoredResponse;
 use super::super::hit::plan_hit;
-use super::super::{text, State};
+use super::super::state::State;
 use super::chunk_streams::ChunkStreams;
 use super::coded::{self, CodedObject, LateBinding};
 use super::Cluster;
@@ -208,12 +209,12 @@ async fn cached_record(
 ) -> Result<(Arc<ObjectMeta>, bool), DirectoryError> {
     let now = std::time::Instant::now();
     if !fresh {
-        if let Some(m) = super::super::lock(&c.records).get(name, now) {
+        if let Some(m) = super::super::lock::lock(&c.records).get(name, now) {
             return Ok((m, true));
         }
     }
     let got = c.objects.get(name, c.map.current().servers()).await;
-    let mut records = super::super::lock(&c.records);
+    let mut records = super::super::lock::lock(&c.records);
     match got {
         Ok(m) => {
             let m = Arc::new(m);
@@ -476,7 +477,7 @@ async fn put(
         Ok(()) => {
             let r = json(StatusCode::CREATED, &meta);
             let now = std::time::Instant::now();
-            super::super::lock(&c.records).insert(Arc::new(meta), now);
+            super::super::lock::lock(&c.records).insert(Arc::new(meta), now);
             r
         }
         Err(e) => {
@@ -518,7 +519,7 @@ fn delta_of(c: &Cluster, q: &Query, meta: &ObjectMeta) -> usize {
             let split = meta.size.div_ceil(meta.k as u64).max(1) as f64;
             let queued = c.link.queued_bytes() / split;
             let rule = ecdn_objects::backlog::DeltaRule::default();
-            super::super::lock(&c.backlog).arrival(&rule, queued)
+            super::super::lock::lock(&c.backlog).arrival(&rule, queued)
         }
     }
 }
@@ -842,7 +843,7 @@ pub(super) async fn remove_splits_on(
 }
 
 async fn delete(st: &Arc<State>, c: &Arc<Cluster>, name: ObjectName) -> Response<NodeBody> {
-    super::super::lock(&c.records).remove(&name);
+    super::super::lock::lock(&c.records).remove(&name);
     let meta = match c.objects.remove(&name).await {
         Ok(m) => m,
         Err(e) => return directory_error(e),

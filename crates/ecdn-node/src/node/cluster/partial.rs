@@ -24,11 +24,14 @@ use bytes::Bytes;
 use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Request, StatusCode};
 
+use super::super::answer::Answer;
+use super::super::answer::ReqBody;
 use super::super::fill::plain_headers;
 use super::super::freshness::StoredResponse;
 use super::super::key::CacheKey;
+use super::super::lock::lock;
 use super::super::outcome::Outcome;
-use super::super::{lock, Answer, ReqBody, State};
+use super::super::state::State;
 use super::coded::CodedObject;
 use super::{Cluster, ClusterStats};
 use crate::multipart;
@@ -148,7 +151,7 @@ async fn fetch_ranges(
         HeaderValue::from_str(&format!("bytes={}", spec.join(","))).ok()?,
     );
     headers.insert(header::IF_RANGE, etag.clone());
-    let mut out = Request::new(super::super::empty_body());
+    let mut out = Request::new(super::super::answer::empty_body());
     *out.uri_mut() = req.uri().clone();
     *out.headers_mut() = headers;
     let f = st.upstream.fetch(out).await.ok()?;

@@ -49,8 +49,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
+use super::super::answer::empty_body;
 use super::super::body::{NodeBody, RelayedBody};
-use super::super::{empty_body, State};
+use super::super::state::State;
 use super::link::Paced;
 use super::pieces::{self, PieceStore, Put};
 use super::{write, Cluster, ClusterStats};
@@ -192,7 +193,7 @@ async fn handle(
                 }
             }
             let head = req.method() == Method::HEAD;
-            let answer = super::super::relayed(st, req, remote).await;
+            let answer = super::super::request::relayed(st, req, remote).await;
             relay_answer(&c, &verified, head, answer)
         }
         PeerPath::Stats if get => {

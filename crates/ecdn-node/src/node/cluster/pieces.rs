@@ -43,7 +43,7 @@ use ecdn_policy::{Cache, Request};
 use ecdn_store::{EntryKey, Opened, SharedPayload, Store, StoreError};
 
 use super::super::disk::Disk;
-use super::super::lock;
+use super::super::lock::lock;
 
 /// What a piece put did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -35,14 +35,17 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::oneshot;
 
+use super::super::answer::Answer;
+use super::super::answer::ReqBody;
 use super::super::body::{LiveBody, NodeBody};
 use super::super::disk::stored_response;
 use super::super::freshness::{RequestDirectives, StoredResponse};
 use super::super::hit::{answer_hit, plan_hit};
 use super::super::hoc::Striped;
 use super::super::key::CacheKey;
+use super::super::lock::lock;
 use super::super::outcome::Outcome;
-use super::super::{lock, Answer, ReqBody, State};
+use super::super::state::State;
 use super::coded::{self, CodedObject};
 use super::partial::PartialHit;
 use super::pieces::PieceStore;

@@ -23,12 +23,14 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Request, Response};
 use tokio::sync::mpsc;
 
+use super::super::answer::Answer;
+use super::super::answer::ReqBody;
 use super::super::body::{Chunk, LiveBody, NodeBody};
 use super::super::freshness;
 use super::super::key::CacheKey;
 use super::super::outcome::Outcome;
+use super::super::state::State;
 use super::super::upstream::content_length;
-use super::super::{Answer, ReqBody, State};
 use super::{Cluster, ClusterStats};
 
 /// Passes `req` to the bucket's serving node; `None` when this node is to serve it.

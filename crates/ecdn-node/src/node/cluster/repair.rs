@@ -32,7 +32,8 @@ use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
 
 use super::super::disk::stored_response;
-use super::super::{lock, State};
+use super::super::lock::lock;
+use super::super::state::State;
 use super::pieces::PieceStore;
 use super::read::{asked_servers, fetch_replica, lacking_in, signed_get, whole_object};
 use super::{write, Cluster};

@@ -25,7 +25,8 @@ use hyper::{Method, StatusCode};
 
 use super::super::disk::encode_meta;
 use super::super::freshness::StoredResponse;
-use super::super::{lock, State};
+use super::super::lock::lock;
+use super::super::state::State;
 use super::chunk_streams::ChunkStreams;
 use super::pieces::{PieceStore, Put};
 use super::{Cluster, ClusterStats};

@@ -1,0 +1,54 @@
+//! [`State`]: everything a request may need, shared by all connections.
+
+use std::sync::{Arc, Mutex};
+
+use super::disk::Disk;
+use super::flight::Flights;
+use super::hoc::Hoc;
+use super::lock::lock;
+use super::ops::Metrics;
+use super::upstream::Upstream;
+use super::vary::VaryIndex;
+use super::{cluster, sites, status};
+
+/// Everything a request may need, shared by all connections.
+pub(super) struct State {
+    /// Which origin serves which Host, and the origin timeout.
+    pub(super) upstream: Upstream,
+    pub(super) hoc: Mutex<Hoc>,
+    pub(super) disk: Option<Disk>,
+    /// Origin fetches that concurrent misses of the same key may join, by cache key.
+    pub(super) flights: Flights,
+    pub(super) vary: VaryIndex,
+    pub(super) metrics: Metrics,
+    pub(super) max_uri_len: usize,
+    /// How long a request body the node does not forward may take to arrive before the answer
+    /// ([`NodeConfig::header_read_timeout`]; see `client_body.rs`).
+    pub(super) unread_body_timeout: std::time::Duration,
+    pub(super) purge_token: Option<String>,
+    /// [`NodeConfig::client_health`].
+    pub(super) client_health: bool,
+    pub(super) access_log: bool,
+    /// Cluster mode: the node's side of the cluster.
+    pub(super) cluster: Option<Arc<cluster::Cluster>>,
+    /// Cooperating sites, if any ([`sites`]).
+    pub(super) sites: Option<sites::Sites>,
+    /// [`NodeConfig::store_set_cookie`].
+    pub(super) store_set_cookie: bool,
+    /// The status page's history ([`status`]).
+    pub(super) status: status::History,
+}
+
+impl State {
+    /// Removes every cached answer of the URL `primary`: its Vary index entry, the HOC copy
+    /// and the disk entry (durably, see [`Disk::remove`]). Whether anything was held; an
+    /// error when the disk could not record the removal.
+    pub(super) async fn invalidate(&self, primary: &str) -> Result<bool, String> {
+        let mut held = self.vary.forget(primary);
+        held |= lock(&self.hoc).remove(ecdn_trace::hash_id(primary.as_bytes()));
+        if let Some(disk) = &self.disk {
+            held |= disk.remove(primary).await?;
+        }
+        Ok(held)
+    }
+}
