@@ -376,7 +376,7 @@ async fn metrics(st: &State) -> Response<NodeBody> {
 /// and query) from the HOC and the disk. Authorised by the admin listener's token
 /// (`token_ok`), else needs `Authorization: Bearer <purge_token>`.
 /// `POST /_ecdn/repair?budget=BYTES`: one background repair round now, with `BYTES` of new
-/// budget (`cluster::repair`); the round's figures as JSON. (It only writes pieces the
+/// budget (`cluster::c2dn::repair`); the round's figures as JSON. (It only writes pieces the
 /// cluster had: the admin listener's own access rule is enough.)
 async fn repair(st: &Arc<State>, req: &Request<ReqBody>) -> Response<NodeBody> {
     let Some(c) = &st.cluster else {
@@ -402,7 +402,7 @@ async fn repair(st: &Arc<State>, req: &Request<ReqBody>) -> Response<NodeBody> {
             "POST /_ecdn/repair?budget=BYTES (a size: 1048576, 4MiB)",
         );
     };
-    let round = super::cluster::repair::round(st, c, budget).await;
+    let round = super::cluster::c2dn::repair::round(st, c, budget).await;
     json(StatusCode::OK, round.json())
 }
 

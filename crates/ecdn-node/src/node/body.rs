@@ -32,8 +32,8 @@ pub enum NodeBody {
     Full(Full<Bytes>),
     Slices(VecDeque<Bytes>),
     Live(LiveBody),
-    /// Sent through the node's modelled peer link (`cluster::link`).
-    Paced(super::cluster::link::Paced),
+    /// Sent through the node's modelled peer link (`cluster::pieces::link`).
+    Paced(super::cluster::pieces::link::Paced),
     /// A relayed answer's body as the serving node sends it (`ecdn_cluster::relayed`).
     Relayed(Box<RelayedBody>),
 }

@@ -71,7 +71,7 @@ use hyper::{Request, Response, StatusCode};
 
 use super::answer::{Answer, ReqBody};
 use super::body::{LiveBody, NodeBody};
-use super::cluster::write::StripePlacer;
+use super::cluster::c2dn::write::StripePlacer;
 use super::flight::{wait_head, Driver, Flight, Head, Subscription};
 use super::freshness::{self, StoredResponse};
 use super::hit::entry_headers;
@@ -547,7 +547,7 @@ async fn store(
         // the next request finds them. A coded object's chunks are on their way already.
         match placer {
             Some(p) => p.finish(st, c, &e).await,
-            None => super::cluster::write::place(st, c, &e, None).await,
+            None => super::cluster::c2dn::write::place(st, c, &e, None).await,
         }
         true
     } else if let Some(disk) = &st.disk {

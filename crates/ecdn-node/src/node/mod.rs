@@ -4,7 +4,7 @@
 //!
 //! # A request's life
 //!
-//! This file reads top-down as one request's life; each step is one function, and every path
+//! `request.rs` reads top-down as one request's life; each step is one function, and every path
 //! ends in one [`Outcome`]:
 //!
 //! 1. **receive** (`handle`): a request arrives on a connection (`server.rs`).
@@ -97,8 +97,8 @@ mod upstream;
 mod vary;
 
 pub use body::{LiveBody, NodeBody};
-pub use cluster::link::PeerLink;
-pub use cluster::objects::MAX_OBJECT;
+pub use cluster::objects::api::MAX_OBJECT;
+pub use cluster::pieces::link::PeerLink;
 pub use cluster::ClusterNode;
 pub use config::{AdminListen, H2Limits, NodeConfig, TlsListen};
 pub use outcome::Outcome;

@@ -61,9 +61,9 @@ async fn serve(
     arrived: Instant,
 ) -> Response<NodeBody> {
     // EC-Cache's object API (cluster mode): its own requests, bodies and answers.
-    if req.uri().path().starts_with(cluster::objects::PREFIX) {
+    if req.uri().path().starts_with(cluster::objects::api::PREFIX) {
         return match &st.cluster {
-            Some(c) => Box::pin(cluster::objects::serve(&st, c, req)).await,
+            Some(c) => Box::pin(cluster::objects::api::serve(&st, c, req)).await,
             None => text(StatusCode::NOT_FOUND, "the object API needs cluster mode"),
         };
     }
@@ -96,7 +96,7 @@ async fn serve(
         let read = body.discard(st.unread_body_timeout).await;
         // Cluster mode: the bucket's serving node answers.
         let relayed = match &st.cluster {
-            Some(c) => Box::pin(cluster::relay::forward(&st, c, &req)).await,
+            Some(c) => Box::pin(cluster::c2dn::relay::forward(&st, c, &req)).await,
             None => None,
         };
         match relayed {
@@ -153,18 +153,19 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     };
     // Cluster mode: the object's pieces, here and on peers.
     let partial = if stale.is_none() && !rd.no_cache {
-        match Box::pin(cluster::read::lookup(st, c, &req, &key, &rd)).await {
-            cluster::read::Found::Hit(answer) => return answer,
-            cluster::read::Found::Partial(Some(p)) => {
+        match Box::pin(cluster::c2dn::read::lookup(st, c, &req, &key, &rd)).await {
+            cluster::c2dn::read::Found::Hit(answer) => return answer,
+            cluster::c2dn::read::Found::Partial(Some(p)) => {
                 // Only the missing chunks from the origin, if it can be done.
-                if let Some(answer) = Box::pin(cluster::partial::serve(st, c, &req, &key, p)).await
+                if let Some(answer) =
+                    Box::pin(cluster::c2dn::partial::serve(st, c, &req, &key, p)).await
                 {
                     return answer;
                 }
                 true
             }
-            cluster::read::Found::Partial(None) => true,
-            cluster::read::Found::Miss => false,
+            cluster::c2dn::read::Found::Partial(None) => true,
+            cluster::c2dn::read::Found::Miss => false,
         }
     } else {
         false

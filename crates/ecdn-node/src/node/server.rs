@@ -194,7 +194,7 @@ impl Node {
                     state.clone(),
                     c.clone(),
                 ));
-                super::cluster::repair::spawn_rounds(state.clone(), c.clone());
+                super::cluster::c2dn::repair::spawn_rounds(state.clone(), c.clone());
                 Some((addr, task))
             }
             None => None,

@@ -34,22 +34,11 @@
 //! origin), `X-Ecdn-Partial: 1` (a partial hit: some chunks were cached, too few), `X-Ecdn-Decoded:
 //! 1` (a Reed-Solomon decode was needed), `X-Ecdn-Served-By` (the serving node's id).
 
-mod backend;
-mod chunk_streams;
-pub(super) mod coded;
-pub(super) mod link;
-mod metrics;
-mod object_budget;
-mod object_stat;
-pub(super) mod objects;
-pub(super) mod partial;
-pub(super) mod peer_server;
-pub(super) mod pieces;
-mod purges;
-pub(super) mod read;
-pub(super) mod relay;
-pub(super) mod repair;
-pub(super) mod write;
+pub(in crate::node) mod backend;
+pub(in crate::node) mod c2dn;
+pub(in crate::node) mod objects;
+pub(in crate::node) mod peer_server;
+pub(in crate::node) mod pieces;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,8 +56,8 @@ use ecdn_placement::pieces::Scheme;
 use ecdn_policy::spec::EvictionKind;
 use ecdn_policy::Cache;
 
-pub(super) use metrics::{ClusterStats, Parity};
-use pieces::PieceStore;
+pub(in crate::node) use pieces::stats::{ClusterStats, Parity};
+use pieces::store::PieceStore;
 
 /// What a node needs to join a cluster.
 #[derive(Clone, Debug)]
@@ -78,47 +67,47 @@ pub struct ClusterNode {
     /// This node's id in it.
     pub id: usize,
     /// The test bed's model of its outgoing peer link (none by default).
-    pub link: link::PeerLink,
+    pub link: pieces::link::PeerLink,
 }
 
 /// The node's side of the cluster, shared by its request paths and its peer listener.
-pub(super) struct Cluster {
-    pub(super) id: usize,
+pub(in crate::node) struct Cluster {
+    pub(in crate::node) id: usize,
     /// This node's peer listener address.
     own_peer: SocketAddr,
-    pub(super) cfg: ClusterConfig,
-    pub(super) map: MapHandle,
+    pub(in crate::node) cfg: ClusterConfig,
+    pub(in crate::node) map: MapHandle,
     control: Mutex<Option<Control>>,
-    pub(super) peers: PeerClient,
+    pub(in crate::node) peers: PeerClient,
     /// The peer listener's check of signed requests: for this node, not replayed.
-    pub(super) gate: Gate,
+    pub(in crate::node) gate: Gate,
     /// The purges this node carried out lately: no write signed before one undoes it.
-    purges: purges::PurgeLog,
-    pub(super) pieces: PieceStore,
+    purges: pieces::purge_log::PurgeLog,
+    pub(in crate::node) pieces: PieceStore,
     /// What the start found on disk (`pieces.rs`, "Restart").
-    recovered: pieces::Recovered,
-    pub(super) loads: WriteLoads,
-    pub(super) stats: ClusterStats,
-    pub(super) codecs: CodecCache,
+    recovered: pieces::store::Recovered,
+    pub(in crate::node) loads: WriteLoads,
+    pub(in crate::node) stats: ClusterStats,
+    pub(in crate::node) codecs: CodecCache,
     /// Limit on one peer exchange's headers (a peer that does not answer within it counts as
     /// failed and the request goes on without it).
-    pub(super) peer_timeout: Duration,
+    pub(in crate::node) peer_timeout: Duration,
     /// In etcd mode: whether this node reaches etcd, and its session failures.
-    pub(super) etcd: Option<Arc<EtcdStatus>>,
+    pub(in crate::node) etcd: Option<Arc<EtcdStatus>>,
     /// In embedded mode: whether this node reaches the coordinator.
     coordinator: Option<Arc<CoordinatorStatus>>,
     /// EC-Cache's object records (`objects.rs`): the coordinator, or etcd.
-    pub(super) objects: ecdn_cluster::objects::ObjectDirectory,
+    pub(in crate::node) objects: ecdn_cluster::objects::ObjectDirectory,
     /// The outgoing peer link: counted, and capped in a test bed (`link.rs`).
-    pub(super) link: Arc<link::Link>,
+    pub(in crate::node) link: Arc<pieces::link::Link>,
     /// The smoothed link backlog that picks Δ for `GET /_objects/...?delta=auto`.
-    pub(super) backlog: Mutex<ecdn_objects::backlog::Backlog>,
+    pub(in crate::node) backlog: Mutex<ecdn_objects::backlog::Backlog>,
     /// Object records read lately (`ecdn_objects::records`).
-    pub(super) records: Mutex<ecdn_objects::records::RecordCache>,
+    pub(in crate::node) records: Mutex<ecdn_objects::records::RecordCache>,
     /// The store under the object cache (`object_backend`, `backend.rs`).
-    pub(super) backend: Option<backend::ObjectBackend>,
+    pub(in crate::node) backend: Option<backend::ObjectBackend>,
     /// Background repair (`repair.rs`).
-    pub(super) repair: repair::Repair,
+    pub(in crate::node) repair: c2dn::repair::Repair,
 }
 
 /// Bytes of object records a node keeps.
@@ -126,7 +115,7 @@ const RECORD_CACHE_BYTES: usize = 64 << 20;
 
 /// The piece policy's share of the disk ring: the ring is this much larger than the policy's
 /// capacity, for entry headers, metadata and 4 KiB alignment.
-pub(super) fn ring_size(capacity: u64) -> u64 {
+pub(in crate::node) fn ring_size(capacity: u64) -> u64 {
     capacity + capacity / 2 + (16 << 20)
 }
 
@@ -136,7 +125,7 @@ impl Cluster {
     /// [`ecdn_cluster::control::spawn_control`]), then heartbeats and follows the map. Its peer
     /// listener refuses requests signed before `started` (UNIX ms, when the node began to
     /// start: requests may wait for it in the listener's backlog meanwhile).
-    pub(super) async fn join(
+    pub(in crate::node) async fn join(
         c: &ClusterNode,
         capacity: u64,
         disk: Option<&super::disk::Disk>,
@@ -152,7 +141,7 @@ impl Cluster {
                     .await
                     .ok_or_else(|| std::io::Error::other("the disk task failed at start"))?
             }
-            None => (PieceStore::new(policy), pieces::Recovered::default()),
+            None => (PieceStore::new(policy), pieces::store::Recovered::default()),
         };
         if recovered.pieces + recovered.foreign + recovered.corrupt > 0 {
             eprintln!(
@@ -210,7 +199,7 @@ impl Cluster {
             control: Mutex::new(Some(control)),
             peers: peers.with_breaker(),
             gate,
-            purges: purges::PurgeLog::new(purges::PURGE_MEMORY),
+            purges: pieces::purge_log::PurgeLog::new(pieces::purge_log::PURGE_MEMORY),
             pieces,
             recovered,
             loads,
@@ -219,25 +208,25 @@ impl Cluster {
             peer_timeout: Duration::from_secs(2),
             etcd: (!c.cluster.etcd.is_empty()).then_some(etcd),
             objects: ecdn_cluster::objects::ObjectDirectory::for_cluster(&c.cluster),
-            link: link::Link::new(&c.link),
+            link: pieces::link::Link::new(&c.link),
             backlog: Mutex::new(Default::default()),
             records: Mutex::new(ecdn_objects::records::RecordCache::new(
                 Duration::from_millis(c.cluster.object_record_ttl_ms),
                 RECORD_CACHE_BYTES,
             )),
             backend,
-            repair: repair::Repair::default(),
+            repair: c2dn::repair::Repair::default(),
         })
     }
 
     /// This node's peer listener address.
-    pub(super) fn peer_addr(&self) -> SocketAddr {
+    pub(in crate::node) fn peer_addr(&self) -> SocketAddr {
         self.own_peer
     }
 
     /// Node `id`'s peer address: the current map's member (nodes added while the cluster
     /// runs are only there), else the cluster file's.
-    pub(super) fn peer_of(&self, id: usize) -> Option<SocketAddr> {
+    pub(in crate::node) fn peer_of(&self, id: usize) -> Option<SocketAddr> {
         match self.map.current().member(id) {
             Some(m) => Some(m.peer),
             None => self.cfg.nodes.get(id).map(|n| n.peer),
@@ -246,7 +235,7 @@ impl Cluster {
 
     /// Whether the map says this node drains (or was removed): it fails its health check,
     /// finishes its requests and stops (see `ecdn_cluster::coordinator` membership).
-    pub(super) fn leaving(&self) -> bool {
+    pub(in crate::node) fn leaving(&self) -> bool {
         self.map
             .current()
             .member(self.id)
@@ -254,28 +243,28 @@ impl Cluster {
     }
 
     /// Whether objects of `size` bytes are coded.
-    pub(super) fn coded(&self, size: u64) -> bool {
+    pub(in crate::node) fn coded(&self, size: u64) -> bool {
         self.cfg.scheme.coded() && size > self.cfg.threshold
     }
 
-    pub(super) fn scheme(&self) -> Scheme {
+    pub(in crate::node) fn scheme(&self) -> Scheme {
         self.cfg.scheme
     }
 
     /// Whether the node stopped its heartbeats ([`Cluster::leave`]): it is stopping.
-    pub(super) fn left(&self) -> bool {
+    pub(in crate::node) fn left(&self) -> bool {
         super::lock::lock(&self.control).is_none()
     }
 
     /// Stops the heartbeats (the coordinator will mark the node unavailable).
-    pub(super) fn leave(&self) {
+    pub(in crate::node) fn leave(&self) {
         if let Some(c) = super::lock::lock(&self.control).take() {
             c.stop();
         }
     }
 
     /// The `cluster` object of `/_ecdn/stats`.
-    pub(super) fn stats_json(&self) -> serde_json::Value {
+    pub(in crate::node) fn stats_json(&self) -> serde_json::Value {
         let s = &self.stats;
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         serde_json::json!({
@@ -324,7 +313,7 @@ impl Cluster {
 /// to every other node the map has available, all at once; each drops its pieces and its own
 /// copies (the bucket's serving node, its decoded copy in the HOC). Whether any node held
 /// something, and the nodes that did not confirm.
-pub(super) async fn purge(
+pub(in crate::node) async fn purge(
     st: &super::state::State,
     c: &std::sync::Arc<Cluster>,
     primary: &str,
@@ -383,28 +372,28 @@ async fn purge_answer(c: &Cluster, server: usize, key: &str) -> Option<bool> {
 }
 
 /// [`purge_answer`] for the object API: whether `server` dropped a piece of `key`.
-pub(super) async fn purge_on(c: &Cluster, server: usize, key: &str) -> bool {
+pub(in crate::node) async fn purge_on(c: &Cluster, server: usize, key: &str) -> bool {
     purge_answer(c, server, key).await == Some(true)
 }
 
-pub(super) fn primary_of(key: &str) -> &str {
+pub(in crate::node) fn primary_of(key: &str) -> &str {
     key.split('\n').next().unwrap_or(key)
 }
 
 /// The object id the bucket map places by: the hash of the primary key (every variant of a URL
 /// lives in the URL's bucket).
-pub(super) fn object_id(key: &str) -> u64 {
+pub(in crate::node) fn object_id(key: &str) -> u64 {
     ecdn_trace::hash_id(primary_of(key).as_bytes())
 }
 
 /// The cluster's headers on an answer that went to the origin (see the module documentation).
-pub(super) fn mark_miss(c: &Cluster, answer: &mut super::answer::Answer, partial: bool) {
+pub(in crate::node) fn mark_miss(c: &Cluster, answer: &mut super::answer::Answer, partial: bool) {
     use hyper::header::{HeaderName, HeaderValue};
     let h = answer.response.headers_mut();
     let length = super::upstream::content_length(h);
     if let Some(n) = length {
         let kind = if c.coded(n) { "coded" } else { "replicated" };
-        h.insert(read::X_OBJECT, HeaderValue::from_static(kind));
+        h.insert(c2dn::read::X_OBJECT, HeaderValue::from_static(kind));
     }
     let fetched = if answer.outcome == super::Outcome::Miss {
         length.unwrap_or(0)
@@ -421,12 +410,12 @@ pub(super) fn mark_miss(c: &Cluster, answer: &mut super::answer::Answer, partial
             HeaderValue::from_static("1"),
         );
     }
-    h.insert(read::X_SERVED_BY, HeaderValue::from(c.id));
+    h.insert(c2dn::read::X_SERVED_BY, HeaderValue::from(c.id));
 }
 
 /// The cluster's headers on a HOC hit of the serving node: the object's kind (from its whole
 /// length: `Content-Range`'s, else `Content-Length`) and this node's id.
-pub(super) fn mark_hoc_hit(c: &Cluster, answer: &mut super::answer::Answer) {
+pub(in crate::node) fn mark_hoc_hit(c: &Cluster, answer: &mut super::answer::Answer) {
     use hyper::header::{self, HeaderValue};
     let h = answer.response.headers_mut();
     let whole = h
@@ -437,7 +426,7 @@ pub(super) fn mark_hoc_hit(c: &Cluster, answer: &mut super::answer::Answer) {
         .or_else(|| super::upstream::content_length(h));
     if let Some(n) = whole {
         let kind = if c.coded(n) { "coded" } else { "replicated" };
-        h.insert(read::X_OBJECT, HeaderValue::from_static(kind));
+        h.insert(c2dn::read::X_OBJECT, HeaderValue::from_static(kind));
     }
-    h.insert(read::X_SERVED_BY, HeaderValue::from(c.id));
+    h.insert(c2dn::read::X_SERVED_BY, HeaderValue::from(c.id));
 }

@@ -49,12 +49,12 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
-use super::super::answer::empty_body;
-use super::super::body::{NodeBody, RelayedBody};
-use super::super::state::State;
-use super::link::Paced;
-use super::pieces::{self, PieceStore, Put};
-use super::{write, Cluster, ClusterStats};
+use crate::node::answer::empty_body;
+use crate::node::body::{NodeBody, RelayedBody};
+use crate::node::cluster::pieces::link::Paced;
+use crate::node::cluster::pieces::store::{self as store, PieceStore, Put};
+use crate::node::cluster::{c2dn::write, Cluster, ClusterStats};
+use crate::node::state::State;
 
 /// Serves the peer listener until the task is aborted; its connections go with it (they live
 /// in the task's set), so a stopped node is gone for its peers at once.
@@ -168,7 +168,7 @@ async fn handle(
                 Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
             };
             ClusterStats::add(&c.stats.peer_bytes_received, frame.len() as u64);
-            let object = super::object_id(&key);
+            let object = crate::node::cluster::object_id(&key);
             let signed = verified.time_ms();
             let put = put_piece(&st, &c, piece, &key, frame);
             match c.purges.write(object, signed, unix_now_ms(), put).await {
@@ -193,11 +193,11 @@ async fn handle(
                 }
             }
             let head = req.method() == Method::HEAD;
-            let answer = super::super::request::relayed(st, req, remote).await;
+            let answer = crate::node::request::relayed(st, req, remote).await;
             relay_answer(&c, &verified, head, answer)
         }
         PeerPath::Stats if get => {
-            let body = super::super::admin::stats_value(&st).await.to_string();
+            let body = crate::node::admin::stats_value(&st).await.to_string();
             signed(&c, &path, body.into_bytes())
         }
         _ => plain(
@@ -226,7 +226,7 @@ async fn has(st: &State, c: &Cluster, path: &str, key: &str, ages: bool) -> Resp
     let object = ecdn_trace::hash_id(key.as_bytes());
     let (held, since) = c
         .pieces
-        .held_ages(object, pieces::pieces_per_object(&c.cfg, key));
+        .held_ages(object, store::pieces_per_object(&c.cfg, key));
     // One piece's metadata: a chunk's if any (it names the coding), else the replica's.
     let first = held
         .iter()
@@ -260,12 +260,12 @@ async fn purge(st: &State, c: &Cluster, key: &str, signed: u64) -> Response<Node
         let mut purged = st.invalidate(key).await?;
         if let Some(disk) = &st.disk {
             let object = ecdn_trace::hash_id(key.as_bytes());
-            let pieces = pieces::pieces_per_object(&c.cfg, key);
+            let pieces = store::pieces_per_object(&c.cfg, key);
             purged |= c.pieces.purge(disk, object, pieces).await;
         }
         Ok::<_, String>(purged)
     };
-    let object = super::object_id(key);
+    let object = crate::node::cluster::object_id(key);
     match c
         .purges
         .purge(object, signed, unix_now_ms(), drop_copies)
@@ -393,7 +393,7 @@ fn check_piece(
     meta: &PieceMeta,
     payload: &[u8],
 ) -> Result<(), String> {
-    pieces::check_meta(&c.cfg, piece, key, meta, payload.len() as u64)?;
+    store::check_meta(&c.cfg, piece, key, meta, payload.len() as u64)?;
     match &meta.coding {
         Some(coding) => write::check_chunk(coding, payload),
         None => Ok(()),

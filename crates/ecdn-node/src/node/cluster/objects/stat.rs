@@ -14,9 +14,9 @@ use ecdn_cluster::wire::{self, PieceName};
 use ecdn_objects::meta::ObjectMeta;
 use hyper::StatusCode;
 
-use super::super::body::NodeBody;
-use super::pieces::pieces_per_object;
-use super::Cluster;
+use crate::node::body::NodeBody;
+use crate::node::cluster::pieces::store::pieces_per_object;
+use crate::node::cluster::Cluster;
 
 /// The pieces of `key` node `server` holds: `None` when it is unavailable or did not answer
 /// (a `404` is an answer: none).
@@ -34,7 +34,9 @@ async fn held_on(c: &Cluster, server: usize, key: &str) -> Option<Vec<PieceName>
         StatusCode::NOT_FOUND => Some(Vec::new()),
         StatusCode::OK => {
             let limit = ecdn_cluster::piece::MAX_META + 512;
-            let body = super::read::verified_body(c, server, &path, resp, limit).await?;
+            let body =
+                crate::node::cluster::c2dn::read::verified_body(c, server, &path, resp, limit)
+                    .await?;
             let (_, held) = wire::split_frame(&body).ok()?;
             wire::decode_held(held).ok()
         }
@@ -44,8 +46,8 @@ async fn held_on(c: &Cluster, server: usize, key: &str) -> Option<Vec<PieceName>
 
 /// Per split of `meta`, whether its server holds it now (`None`: unknown). The servers are
 /// asked all at once.
-pub(super) async fn held_splits(c: &Arc<Cluster>, meta: &ObjectMeta) -> Vec<Option<bool>> {
-    let key = super::objects::piece_key(&meta.name, meta.version);
+pub(in crate::node) async fn held_splits(c: &Arc<Cluster>, meta: &ObjectMeta) -> Vec<Option<bool>> {
+    let key = crate::node::cluster::objects::api::piece_key(&meta.name, meta.version);
     let mut servers: Vec<usize> = meta.splits.clone();
     servers.sort_unstable();
     servers.dedup();
@@ -68,7 +70,10 @@ pub(super) async fn held_splits(c: &Arc<Cluster>, meta: &ObjectMeta) -> Vec<Opti
 }
 
 /// The `?stat` answer: the record as JSON with `held` and `readable` added.
-pub(super) async fn stat(c: &Arc<Cluster>, meta: &ObjectMeta) -> hyper::Response<NodeBody> {
+pub(in crate::node) async fn stat(
+    c: &Arc<Cluster>,
+    meta: &ObjectMeta,
+) -> hyper::Response<NodeBody> {
     let held = held_splits(c, meta).await;
     let readable = held.iter().filter(|h| **h == Some(true)).count();
     let mut v = serde_json::to_value(meta).expect("a record serializes");
@@ -76,5 +81,5 @@ pub(super) async fn stat(c: &Arc<Cluster>, meta: &ObjectMeta) -> hyper::Response
         o.insert("held".into(), serde_json::json!(held));
         o.insert("readable".into(), serde_json::json!(readable));
     }
-    super::objects::json_value(StatusCode::OK, meta, &v)
+    crate::node::cluster::objects::api::json_value(StatusCode::OK, meta, &v)
 }

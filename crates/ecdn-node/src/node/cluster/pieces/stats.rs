@@ -17,9 +17,9 @@ use ecdn_cluster::wire::PieceName;
 use hyper::body::Incoming;
 use hyper::{Method, Response, StatusCode};
 
-use super::super::ops::{help, Histogram};
-use super::super::outcome::Outcome;
-use super::Cluster;
+use crate::node::cluster::Cluster;
+use crate::node::ops::{help, Histogram};
+use crate::node::outcome::Outcome;
 
 /// Counters of the cluster paths (in `/_ecdn/stats` as `cluster`, and `/_ecdn/metrics`).
 #[derive(Default)]
@@ -127,12 +127,12 @@ impl ClusterStats {
 
     /// Peer `id`'s counters.
     fn peer(&self, id: usize) -> Arc<PeerStats> {
-        let mut peers = super::super::lock::lock(&self.peers);
+        let mut peers = crate::node::lock::lock(&self.peers);
         peers.entry(id).or_default().clone()
     }
 
     fn peer_sum(&self, f: impl Fn(&PeerStats) -> &AtomicU64) -> u64 {
-        let peers = super::super::lock::lock(&self.peers);
+        let peers = crate::node::lock::lock(&self.peers);
         peers.values().map(|p| Self::get(f(p))).sum()
     }
 
@@ -211,7 +211,11 @@ impl Cluster {
     /// `GET path` from node `server`'s peer listener, counted as a peer fetch (its latency to
     /// the response headers; a failure, or an answer other than `200` / `404`, as a peer
     /// error). `None` when no answer came.
-    pub(super) async fn peer_get(&self, server: usize, path: &str) -> Option<Response<Incoming>> {
+    pub(in crate::node) async fn peer_get(
+        &self,
+        server: usize,
+        path: &str,
+    ) -> Option<Response<Incoming>> {
         let addr = self.peer_of(server)?;
         let p = self.stats.peer(server);
         ClusterStats::add(&p.fetches, 1);
@@ -475,7 +479,7 @@ impl Cluster {
                 line(o, name, &labels, get(n));
             }
         }
-        let peers: Vec<(usize, Arc<PeerStats>)> = super::super::lock::lock(&s.peers)
+        let peers: Vec<(usize, Arc<PeerStats>)> = crate::node::lock::lock(&s.peers)
             .iter()
             .map(|(&id, p)| (id, p.clone()))
             .collect();

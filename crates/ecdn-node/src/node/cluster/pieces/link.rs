@@ -10,7 +10,7 @@
 //!   the link for its next quantum after every quantum already reserved (a FIFO of quanta, so
 //!   concurrent senders share the link round-robin, as flows share a NIC) and the quantum
 //!   leaves when its reservation ends. Peer `GET` answers are sent this way
-//!   ([`NodeBody::Paced`](super::super::body::NodeBody)), and so are the node's reads of its
+//!   ([`NodeBody::Paced`](crate::node::body::NodeBody)), and so are the node's reads of its
 //!   own splits for the object API, so that a split costs its server the same link time
 //!   whoever asks. A read abandoned midway (late binding cancels the slow ones) stops taking
 //!   the link at its next quantum.

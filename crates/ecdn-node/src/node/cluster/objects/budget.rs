@@ -29,19 +29,19 @@ use ecdn_trace::Rng;
 use hyper::{Response, StatusCode};
 use sha2::{Digest, Sha256};
 
-use super::super::answer::text;
-use super::super::body::{Chunk, NodeBody, Piece};
-use super::super::lock::lock;
-use super::super::state::State;
-use super::chunk_streams::ChunkStreams;
-use super::coded;
-use super::objects::{
+use crate::node::answer::text;
+use crate::node::body::{Chunk, NodeBody, Piece};
+use crate::node::cluster::objects::api::{
     directory_error, json, piece_key, plan_read, record, remove_splits_on, split_meta,
 };
-use super::Cluster;
+use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
+use crate::node::cluster::pieces::coded;
+use crate::node::cluster::Cluster;
+use crate::node::lock::lock;
+use crate::node::state::State;
 
 /// `POST /_objects/<name>?units=N` (see the module documentation).
-pub(super) async fn set_units(
+pub(in crate::node) async fn set_units(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     name: ObjectName,
@@ -115,7 +115,8 @@ async fn grow(
     let free: Vec<usize> = (0..map.servers())
         .filter(|&s| map.is_available(s) && !meta.splits.contains(&s))
         .collect();
-    let mut rng = Rng::new(meta.version ^ units as u64 ^ super::objects::now_nanos());
+    let mut rng =
+        Rng::new(meta.version ^ units as u64 ^ crate::node::cluster::objects::api::now_nanos());
     let Ok(added) = place_splits(&mut rng, &free, units - now) else {
         return Err(unavailable(&format!(
             "{} more splits need as many available nodes without one; {} are",

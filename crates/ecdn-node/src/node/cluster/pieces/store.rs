@@ -42,8 +42,8 @@ use ecdn_placement::chunk_id;
 use ecdn_policy::{Cache, Request};
 use ecdn_store::{EntryKey, Opened, SharedPayload, Store, StoreError};
 
-use super::super::disk::Disk;
-use super::super::lock::lock;
+use crate::node::disk::Disk;
+use crate::node::lock::lock;
 
 /// What a piece put did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,7 +71,7 @@ pub fn pieces_per_object(cfg: &ClusterConfig, key: &str) -> usize {
 
 /// A piece's metadata agrees with its name, its key's code (the cluster's, or an EC-Cache
 /// split's own) and its payload's length. The payload's sub-chunk checksums are checked by
-/// whoever has the bytes ([`super::write::check_chunk`]).
+/// whoever has the bytes ([`crate::node::cluster::c2dn::write::check_chunk`]).
 pub fn check_meta(
     cfg: &ClusterConfig,
     piece: PieceName,

@@ -23,16 +23,16 @@ use ecdn_codec::{encode_object, ObjectLayout};
 use ecdn_placement::pieces::{Piece, Scheme};
 use hyper::{Method, StatusCode};
 
-use super::super::disk::encode_meta;
-use super::super::freshness::StoredResponse;
-use super::super::lock::lock;
-use super::super::state::State;
-use super::chunk_streams::ChunkStreams;
-use super::pieces::{PieceStore, Put};
-use super::{Cluster, ClusterStats};
+use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
+use crate::node::cluster::pieces::store::{PieceStore, Put};
+use crate::node::cluster::{Cluster, ClusterStats};
+use crate::node::disk::encode_meta;
+use crate::node::freshness::StoredResponse;
+use crate::node::lock::lock;
+use crate::node::state::State;
 
 /// CRC-32C of every sub-chunk of every chunk, chunk-major (see [`Coding::crcs`]).
-pub(super) fn chunk_crcs(chunks: &[Vec<u8>], sub_chunk: usize) -> Vec<u32> {
+pub(in crate::node) fn chunk_crcs(chunks: &[Vec<u8>], sub_chunk: usize) -> Vec<u32> {
     chunks
         .iter()
         .flat_map(|c| c.chunks(sub_chunk.max(1)).map(ecdn_store::crc32c))
@@ -41,7 +41,7 @@ pub(super) fn chunk_crcs(chunks: &[Vec<u8>], sub_chunk: usize) -> Vec<u32> {
 
 /// Checks a whole chunk's bytes against its coding: its length, and the CRC-32C of every
 /// sub-chunk. `Err` names what failed.
-pub(super) fn check_chunk(coding: &Coding, payload: &[u8]) -> Result<(), String> {
+pub(in crate::node) fn check_chunk(coding: &Coding, payload: &[u8]) -> Result<(), String> {
     if payload.len() as u64 != coding.chunk_size() {
         return Err("chunk length does not match its metadata".into());
     }
@@ -132,7 +132,7 @@ pub(in crate::node) async fn place(
 /// `lacking` (piece index → whether to write it), lack them.
 fn targets(c: &Cluster, key: &str, coded: bool, lacking: Option<&[bool]>) -> Vec<Piece> {
     let map = c.map.current();
-    let bucket = map.bucket_of(super::object_id(key));
+    let bucket = map.bucket_of(crate::node::cluster::object_id(key));
     let mut placed = Vec::new();
     let mut walk = Vec::new();
     map.pieces(bucket, coded, &mut placed, &mut walk);
@@ -234,7 +234,7 @@ impl StripePlacer {
 }
 
 /// Counts a piece write to node `server` (`n` bytes sent) by its outcome.
-pub(super) fn pushed(
+pub(in crate::node) fn pushed(
     c: &Cluster,
     server: usize,
     sent_all: bool,
@@ -266,7 +266,7 @@ pub(super) fn pushed(
 /// recorded (`k`: the data chunks of the piece's code — the cluster's K for a cached object,
 /// the object's own for an EC-Cache split). The HOC keeps a decoded copy only while this node
 /// holds the object's piece, so objects whose piece the policy evicts leave the HOC too.
-pub(super) async fn put_local(
+pub(in crate::node) async fn put_local(
     st: &State,
     c: &Cluster,
     key: &str,
@@ -302,13 +302,13 @@ pub(super) async fn put_local(
     if put == Put::Stored {
         c.stats.written(name, k, len);
         // An EC-Cache split is in none of C2DN's parity buckets.
-        let bucketed = !key.starts_with(super::objects::KEY_PREFIX);
+        let bucketed = !key.starts_with(crate::node::cluster::objects::api::KEY_PREFIX);
         match name {
             PieceName::Chunk(ch)
                 if bucketed && c.scheme() == Scheme::C2dn && usize::from(ch) >= c.cfg.k =>
             {
                 let map = c.map.current();
-                let bucket = map.bucket_of(super::object_id(key));
+                let bucket = map.bucket_of(crate::node::cluster::object_id(key));
                 c.loads
                     .record_parity(bucket, usize::from(ch) - c.cfg.k, len);
             }
@@ -319,7 +319,7 @@ pub(super) async fn put_local(
 }
 
 /// Sends a piece to node `server`; whether it stored it.
-pub(super) async fn push(
+pub(in crate::node) async fn push(
     c: &Cluster,
     server: usize,
     key: &str,

@@ -31,12 +31,14 @@ use bytes::Bytes;
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
 
-use super::super::disk::stored_response;
-use super::super::lock::lock;
-use super::super::state::State;
-use super::pieces::PieceStore;
-use super::read::{asked_servers, fetch_replica, lacking_in, signed_get, whole_object};
-use super::{write, Cluster};
+use crate::node::cluster::c2dn::read::{
+    asked_servers, fetch_replica, lacking_in, signed_get, whole_object,
+};
+use crate::node::cluster::pieces::store::PieceStore;
+use crate::node::cluster::{c2dn::write, Cluster};
+use crate::node::disk::stored_response;
+use crate::node::lock::lock;
+use crate::node::state::State;
 
 /// Objects whose requests a node counts; past it, the counts of objects it no longer serves
 /// are dropped, then every count is halved and the zeros dropped. (The simulator counts
@@ -102,7 +104,7 @@ impl Repair {
         }
         let e = r.entry(id).or_insert_with(|| Requested {
             key: key.to_string(),
-            placed_by: super::object_id(key),
+            placed_by: crate::node::cluster::object_id(key),
             count: 0,
         });
         e.count = e.count.saturating_add(1);
@@ -275,7 +277,7 @@ async fn repair_object(
     budget: Budget,
 ) -> Outcome {
     let map = c.map.current();
-    let bucket = map.bucket_of(super::object_id(key));
+    let bucket = map.bucket_of(crate::node::cluster::object_id(key));
     let held = ask_ages(c, key, bucket).await;
     // A peer's metadata names the coding (a chunk's first); this node's store is read only
     // when no peer holds a piece.

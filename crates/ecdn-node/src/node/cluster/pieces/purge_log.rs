@@ -29,15 +29,15 @@ use ecdn_cluster::replay::WindowMemory;
 use tokio::sync::RwLock;
 
 /// The most objects whose purge a node remembers: some 64 bytes each, a few MiB in all.
-pub(super) const PURGE_MEMORY: usize = 1 << 16;
+pub(in crate::node) const PURGE_MEMORY: usize = 1 << 16;
 
 /// Why a signed write was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct PurgedAfter {
+pub(in crate::node) struct PurgedAfter {
     /// When the write was signed, UNIX ms.
-    pub(super) signed: u64,
+    pub(in crate::node) signed: u64,
     /// The purge (or the floor) it is older than, UNIX ms.
-    pub(super) purged: u64,
+    pub(in crate::node) purged: u64,
 }
 
 impl std::fmt::Display for PurgedAfter {
@@ -108,14 +108,14 @@ impl Memory {
 }
 
 /// A node's memory of purges (see the module documentation).
-pub(super) struct PurgeLog {
+pub(in crate::node) struct PurgeLog {
     memory: Mutex<Memory>,
     /// Signed writes hold it shared from their check to their end; a purge holds it alone.
     order: RwLock<()>,
 }
 
 impl PurgeLog {
-    pub(super) fn new(capacity: usize) -> PurgeLog {
+    pub(in crate::node) fn new(capacity: usize) -> PurgeLog {
         PurgeLog {
             memory: Mutex::new(Memory::new(capacity)),
             order: RwLock::new(()),
@@ -128,7 +128,7 @@ impl PurgeLog {
 
     /// Runs `drop_copies` (the purge of `object` at `at`, UNIX ms) after the signed writes in
     /// progress ended, with its time recorded first and no signed write checked until it ends.
-    pub(super) async fn purge<T>(
+    pub(in crate::node) async fn purge<T>(
         &self,
         object: u64,
         at: u64,
@@ -142,7 +142,7 @@ impl PurgeLog {
 
     /// Runs `store` (a write of `object` signed at `signed`, UNIX ms) unless a purge of the
     /// object at or after that time is remembered; no purge runs until it ends.
-    pub(super) async fn write<T>(
+    pub(in crate::node) async fn write<T>(
         &self,
         object: u64,
         signed: u64,

@@ -35,24 +35,24 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::oneshot;
 
-use super::super::answer::Answer;
-use super::super::answer::ReqBody;
-use super::super::body::{LiveBody, NodeBody};
-use super::super::disk::stored_response;
-use super::super::freshness::{RequestDirectives, StoredResponse};
-use super::super::hit::{answer_hit, plan_hit};
-use super::super::hoc::Striped;
-use super::super::key::CacheKey;
-use super::super::lock::lock;
-use super::super::outcome::Outcome;
-use super::super::state::State;
-use super::coded::{self, CodedObject};
-use super::partial::PartialHit;
-use super::pieces::PieceStore;
-use super::{write, Cluster, ClusterStats};
+use crate::node::answer::Answer;
+use crate::node::answer::ReqBody;
+use crate::node::body::{LiveBody, NodeBody};
+use crate::node::cluster::c2dn::partial::PartialHit;
+use crate::node::cluster::pieces::coded::{self, CodedObject};
+use crate::node::cluster::pieces::store::PieceStore;
+use crate::node::cluster::{c2dn::write, Cluster, ClusterStats};
+use crate::node::disk::stored_response;
+use crate::node::freshness::{RequestDirectives, StoredResponse};
+use crate::node::hit::{answer_hit, plan_hit};
+use crate::node::hoc::Striped;
+use crate::node::key::CacheKey;
+use crate::node::lock::lock;
+use crate::node::outcome::Outcome;
+use crate::node::state::State;
 
 /// What the cluster held of a request's object. (Returned once per request and never kept, as
-/// [`super::super::lookup::Lookup`].)
+/// [`crate::node::lookup::Lookup`].)
 #[allow(clippy::large_enum_variant)]
 pub(in crate::node) enum Found {
     Hit(Answer),
@@ -84,7 +84,7 @@ pub(in crate::node) async fn lookup(
         return Found::Miss;
     }
     let map = c.map.current();
-    let bucket = map.bucket_of(super::object_id(&key.key));
+    let bucket = map.bucket_of(crate::node::cluster::object_id(&key.key));
     let (k, p) = (c.cfg.k, c.cfg.p);
     let chunks = if c.scheme().coded() { k + p } else { 0 };
     let object = key.id;
@@ -166,7 +166,7 @@ async fn ask_holders(
 
 /// The servers a node asks who holds an object of `bucket`: the bucket's servers of both kinds
 /// of pieces and the slots' former servers, those available, but this node.
-pub(super) fn asked_servers(c: &Cluster, bucket: usize) -> Vec<usize> {
+pub(in crate::node) fn asked_servers(c: &Cluster, bucket: usize) -> Vec<usize> {
     let map = c.map.current();
     let chunks = if c.scheme().coded() {
         c.cfg.k + c.cfg.p
@@ -214,9 +214,13 @@ fn sources_of(c: &Cluster, bucket: usize, holders: &[Holder]) -> Vec<Option<usiz
 /// The sources of a coded object's chunks as the servers say now (this node's piece store,
 /// and the `has` answers of the bucket's servers): what a read whose sources failed goes on
 /// with.
-pub(super) async fn refind_sources(c: &Arc<Cluster>, key: &str, object: u64) -> Vec<Option<usize>> {
+pub(in crate::node) async fn refind_sources(
+    c: &Arc<Cluster>,
+    key: &str,
+    object: u64,
+) -> Vec<Option<usize>> {
     let map = c.map.current();
-    let bucket = map.bucket_of(super::object_id(key));
+    let bucket = map.bucket_of(crate::node::cluster::object_id(key));
     let mut holders = vec![Holder {
         server: c.id,
         held: c.pieces.held(object, c.cfg.k + c.cfg.p),
@@ -271,7 +275,7 @@ fn presumed_holders(c: &Cluster, bucket: usize) -> Vec<Holder> {
 /// does not answer holds nothing. ([`lacking`] of it: which pieces their servers lack.)
 async fn ask_placed(c: &Arc<Cluster>, key: &CacheKey, coded: bool, here: &Holder) -> Vec<Holder> {
     let map = c.map.current();
-    let bucket = map.bucket_of(super::object_id(&key.key));
+    let bucket = map.bucket_of(crate::node::cluster::object_id(&key.key));
     let (mut placed, mut walk) = (Vec::new(), Vec::new());
     map.pieces(bucket, coded, &mut placed, &mut walk);
     let servers: Vec<usize> = placed.iter().map(|p| p.server).collect();
@@ -319,7 +323,7 @@ async fn ask_placed_beside(
     read_over: oneshot::Receiver<()>,
 ) -> Vec<Holder> {
     let map = c.map.current();
-    let bucket = map.bucket_of(super::object_id(&key.key));
+    let bucket = map.bucket_of(crate::node::cluster::object_id(&key.key));
     let (mut placed, mut walk) = (Vec::new(), Vec::new());
     map.pieces(bucket, true, &mut placed, &mut walk);
     let k = obj.layout.k();
@@ -418,7 +422,7 @@ fn distinct_chunks(c: &Cluster, holders: &[Holder]) -> usize {
 
 /// A signed answer of node `server` to `GET path`, of at most `limit` bytes, its signature and
 /// digest checked; `None` for anything else (a failed peer, `404`, a bad signature).
-pub(super) async fn signed_get(
+pub(in crate::node) async fn signed_get(
     c: &Cluster,
     server: usize,
     path: &str,
@@ -433,7 +437,7 @@ pub(super) async fn signed_get(
 
 /// The body of node `server`'s answer `resp` to `GET path`, of at most `limit` bytes, its
 /// signature and digest checked; `None` (and a peer error counted) when they fail.
-pub(super) async fn verified_body(
+pub(in crate::node) async fn verified_body(
     c: &Cluster,
     server: usize,
     path: &str,
@@ -456,7 +460,7 @@ pub(super) async fn verified_body(
 
 /// The coded object `key` (id `id`, of `bucket`) read whole from what `held` says each server
 /// holds (this node first), decoded where needed: the background repair's read.
-pub(super) async fn whole_object(
+pub(in crate::node) async fn whole_object(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     key: &str,
@@ -502,7 +506,10 @@ async fn ask_has(c: &Cluster, server: usize, key: &str) -> Option<(PieceMeta, Ve
 
 /// Per piece of the object's placement, whether its server lacks it (to be written).
 fn lacking(c: &Cluster, key: &CacheKey, coded: bool, holders: &[Holder]) -> Vec<bool> {
-    let bucket = c.map.current().bucket_of(super::object_id(&key.key));
+    let bucket = c
+        .map
+        .current()
+        .bucket_of(crate::node::cluster::object_id(&key.key));
     lacking_in(c, bucket, coded, |server, want| {
         holders
             .iter()
@@ -515,7 +522,7 @@ fn lacking(c: &Cluster, key: &CacheKey, coded: bool, holders: &[Holder]) -> Vec<
 
 /// Per piece of the placement of an object of `bucket` (chunks if `coded`, else replicas),
 /// its server and whether that lacks it: `holds(server, piece)` says what each server holds.
-pub(super) fn lacking_in(
+pub(in crate::node) fn lacking_in(
     c: &Cluster,
     bucket: usize,
     coded: bool,
@@ -538,7 +545,7 @@ pub(super) fn lacking_in(
         .collect()
 }
 
-pub(super) fn mark(
+pub(in crate::node) fn mark(
     mut r: Response<NodeBody>,
     c: &Cluster,
     coded: bool,
@@ -642,7 +649,7 @@ async fn repair_replicas(
 }
 
 /// A whole replica from a peer (a signed frame).
-pub(super) async fn fetch_replica(
+pub(in crate::node) async fn fetch_replica(
     c: &Cluster,
     server: usize,
     key: &str,
@@ -659,7 +666,7 @@ pub(super) async fn fetch_replica(
 /// the HOC takes it if `admit`, and the answer to `req` is built from it (`None` if the
 /// object cannot be read). Shared by coded hits and partial hits (`partial.rs`).
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn answer_whole(
+pub(in crate::node) async fn answer_whole(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     req: &Request<ReqBody>,
@@ -804,7 +811,7 @@ async fn coded_hit(
     });
     let obj = Arc::new(obj);
     let (r, pieces) = plan_hit(&e, size, req.headers(), now, head);
-    let length = super::super::upstream::content_length(r.headers());
+    let length = crate::node::upstream::content_length(r.headers());
     let finish = presumed.then(|| {
         let (st, c, key, obj) = (st.clone(), c.clone(), key.clone(), obj.clone());
         let once = once.clone();

@@ -61,11 +61,11 @@ use hyper::StatusCode;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
-use super::super::body::{Chunk, Piece};
-use super::super::hoc::Striped;
-use super::super::state::State;
-use super::pieces::PieceStore;
-use super::{Cluster, ClusterStats, Parity};
+use crate::node::body::{Chunk, Piece};
+use crate::node::cluster::pieces::store::PieceStore;
+use crate::node::cluster::{Cluster, ClusterStats, Parity};
+use crate::node::hoc::Striped;
+use crate::node::state::State;
 
 /// Bytes of sub-chunks asked of one chunk's server per request.
 const WINDOW_BYTES: u64 = 1 << 20;
@@ -73,26 +73,26 @@ const WINDOW_BYTES: u64 = 1 << 20;
 const READ_AHEAD: usize = 1;
 
 /// A coded object as the serving node reads it.
-pub(super) struct CodedObject {
-    pub(super) key: String,
+pub(in crate::node) struct CodedObject {
+    pub(in crate::node) key: String,
     /// Its id (the pieces' ids derive from it).
-    pub(super) object: u64,
-    pub(super) layout: ObjectLayout,
-    pub(super) coding: Coding,
+    pub(in crate::node) object: u64,
+    pub(in crate::node) layout: ObjectLayout,
+    pub(in crate::node) coding: Coding,
     /// Per chunk (`0..K+P`), a node that holds it.
-    pub(super) sources: Vec<Option<usize>>,
+    pub(in crate::node) sources: Vec<Option<usize>>,
     /// Chunks already in memory, checked (a partial hit's chunks fetched from the origin);
     /// empty, or one entry per chunk.
-    pub(super) supplied: Vec<Option<Bytes>>,
+    pub(in crate::node) supplied: Vec<Option<Bytes>>,
     /// The object's entry in the HOC, when the HOC holds it in stripes: a window whose
     /// stripes it holds is taken from it, and every window read is decoded whole-stripe and
     /// kept in it.
-    pub(super) hoc: Option<Arc<Striped>>,
+    pub(in crate::node) hoc: Option<Arc<Striped>>,
     /// An EC-Cache object's read: late binding instead of data first (see the module
     /// documentation).
-    pub(super) late: Option<Arc<LateBinding>>,
+    pub(in crate::node) late: Option<Arc<LateBinding>>,
     /// What the chunks' servers answered this read (see [`Heard`]).
-    pub(super) heard: Heard,
+    pub(in crate::node) heard: Heard,
 }
 
 /// What the servers of a read's chunks said by answering it: per chunk asked of a peer,
@@ -101,7 +101,7 @@ pub(super) struct CodedObject {
 /// target holds its chunk (`read.rs`) takes these answers instead of asking those servers
 /// again.
 #[derive(Debug, Default)]
-pub(super) struct Heard(Mutex<Vec<(usize, bool)>>);
+pub(in crate::node) struct Heard(Mutex<Vec<(usize, bool)>>);
 
 impl Heard {
     fn record(&self, chunk: usize, held: bool) {
@@ -114,7 +114,7 @@ impl Heard {
     }
 
     /// Whether the source of `chunk` said it holds it (`None`: it said nothing).
-    pub(super) fn of(&self, chunk: usize) -> Option<bool> {
+    pub(in crate::node) fn of(&self, chunk: usize) -> Option<bool> {
         let heard = self.0.lock().unwrap_or_else(|e| e.into_inner());
         heard.iter().find(|(c, _)| *c == chunk).map(|&(_, h)| h)
     }
@@ -123,9 +123,9 @@ impl Heard {
 /// Work beside a read that needs the read's outcome (the check that every target holds its
 /// chunk, `read.rs`): a task started with the read, told when the read is over, and awaited
 /// before the answer ends.
-pub(super) struct Finish {
-    pub(super) task: JoinHandle<()>,
-    pub(super) read_over: oneshot::Sender<()>,
+pub(in crate::node) struct Finish {
+    pub(in crate::node) task: JoinHandle<()>,
+    pub(in crate::node) read_over: oneshot::Sender<()>,
 }
 
 impl Finish {
@@ -137,20 +137,20 @@ impl Finish {
 
 /// How an EC-Cache object is read (§4.3; see the module documentation).
 #[derive(Debug, Default)]
-pub(super) struct LateBinding {
+pub(in crate::node) struct LateBinding {
     /// The chunks asked at once in every window: `k + Δ`, chosen at random.
-    pub(super) first: Vec<usize>,
+    pub(in crate::node) first: Vec<usize>,
     /// The object's other chunks with a source, in random order: each read that fails is
     /// replaced by the next.
-    pub(super) spare: Vec<usize>,
+    pub(in crate::node) spare: Vec<usize>,
     /// Chunk reads asked and failed, over all windows (for the error of a failed read).
-    pub(super) asked: AtomicUsize,
-    pub(super) failed: AtomicUsize,
+    pub(in crate::node) asked: AtomicUsize,
+    pub(in crate::node) failed: AtomicUsize,
     /// The chunks the answer's first stripe was made from.
-    pub(super) used: OnceLock<Vec<usize>>,
+    pub(in crate::node) used: OnceLock<Vec<usize>>,
     /// Chunks whose read failed or was corrupt: the later windows ask a spare in their place,
     /// instead of waiting on a dead server again in every window.
-    pub(super) lost: Mutex<Vec<usize>>,
+    pub(in crate::node) lost: Mutex<Vec<usize>>,
 }
 
 impl LateBinding {
@@ -697,7 +697,7 @@ async fn collect_window(rx: &mut mpsc::Receiver<WindowOut>) -> Option<Vec<Bytes>
 /// which closes without [`Chunk::Done`] if a later window fails. `finish`, work that runs
 /// beside the read (the check that every target holds its chunk), is told when the read is
 /// over and awaited before the answer ends.
-pub(super) async fn stream(
+pub(in crate::node) async fn stream(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     obj: Arc<CodedObject>,
@@ -843,7 +843,9 @@ pub(super) async fn stream(
                 // (chunks evicted or moved since): ask the servers again and go on from the
                 // first byte not sent, with the windows read ahead started again too.
                 refound = true;
-                let sources = super::read::refind_sources(&c, &obj.key, obj.object).await;
+                let sources =
+                    crate::node::cluster::c2dn::read::refind_sources(&c, &obj.key, obj.object)
+                        .await;
                 obj = Arc::new(obj.with_sources(sources));
                 in_flight.clear();
                 let rest = bytes.start + sent..bytes.end;
@@ -861,7 +863,7 @@ pub(super) async fn stream(
 }
 
 /// The whole object, read window by window (for the HOC, or to restore missing pieces).
-pub(super) async fn read_all(
+pub(in crate::node) async fn read_all(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     obj: Arc<CodedObject>,

@@ -73,19 +73,19 @@ use hyper::{Method, Request, Response, StatusCode};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use super::super::answer::text;
-use super::super::body::{Chunk, LiveBody, NodeBody, Piece};
-use super::super::freshness::StoredResponse;
-use super::super::hit::plan_hit;
-use super::super::state::State;
-use super::chunk_streams::ChunkStreams;
-use super::coded::{self, CodedObject, LateBinding};
-use super::Cluster;
+use crate::node::answer::text;
+use crate::node::body::{Chunk, LiveBody, NodeBody, Piece};
+use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
+use crate::node::cluster::pieces::coded::{self, CodedObject, LateBinding};
+use crate::node::cluster::Cluster;
+use crate::node::freshness::StoredResponse;
+use crate::node::hit::plan_hit;
+use crate::node::state::State;
 
 /// Where the API lives on the client port.
 pub(in crate::node) const PREFIX: &str = "/_objects/";
 /// The piece keys of objects' splits start with this (never a cache key: those hold a host).
-pub(in crate::node) const KEY_PREFIX: &str = super::pieces::SPLIT_PREFIX;
+pub(in crate::node) const KEY_PREFIX: &str = crate::node::cluster::pieces::store::SPLIT_PREFIX;
 /// Largest object a `PUT` takes (its record must also hold at most
 /// `ecdn_objects::meta::MAX_CRCS` sub-chunk checksums).
 pub const MAX_OBJECT: usize = 1 << 30;
@@ -95,18 +95,18 @@ const DEFAULT_K: usize = 10;
 const DEFAULT_R: usize = 1;
 
 /// The piece key of an object version's splits.
-pub(super) fn piece_key(name: &ObjectName, version: u64) -> String {
+pub(in crate::node) fn piece_key(name: &ObjectName, version: u64) -> String {
     format!("{KEY_PREFIX}{name}@{version}")
 }
 
-pub(super) fn json(status: StatusCode, meta: &ObjectMeta) -> Response<NodeBody> {
+pub(in crate::node) fn json(status: StatusCode, meta: &ObjectMeta) -> Response<NodeBody> {
     let v = serde_json::to_value(meta).expect("a record serializes");
     json_value(status, meta, &v)
 }
 
 /// `v` (the record `meta`, perhaps with more fields) as a JSON answer with the record's
 /// headers.
-pub(super) fn json_value(
+pub(in crate::node) fn json_value(
     status: StatusCode,
     meta: &ObjectMeta,
     v: &serde_json::Value,
@@ -139,7 +139,7 @@ fn record_headers(meta: &ObjectMeta) -> impl Iterator<Item = (HeaderName, Header
     .filter_map(|(name, value)| Some((HeaderName::from_static(name), value.try_into().ok()?)))
 }
 
-pub(super) fn directory_error(e: DirectoryError) -> Response<NodeBody> {
+pub(in crate::node) fn directory_error(e: DirectoryError) -> Response<NodeBody> {
     match e {
         DirectoryError::Meta(e @ MetaError::NotFound(_)) => {
             text(StatusCode::NOT_FOUND, &e.to_string())
@@ -193,7 +193,7 @@ fn query(q: Option<&str>) -> Result<Query, String> {
 
 /// The record of `name`: this node's cached copy while it is fresh (unless `fresh`), else the
 /// directory's, then cached.
-pub(super) async fn record(
+pub(in crate::node) async fn record(
     c: &Cluster,
     name: &ObjectName,
     fresh: bool,
@@ -209,12 +209,12 @@ async fn cached_record(
 ) -> Result<(Arc<ObjectMeta>, bool), DirectoryError> {
     let now = std::time::Instant::now();
     if !fresh {
-        if let Some(m) = super::super::lock::lock(&c.records).get(name, now) {
+        if let Some(m) = crate::node::lock::lock(&c.records).get(name, now) {
             return Ok((m, true));
         }
     }
     let got = c.objects.get(name, c.map.current().servers()).await;
-    let mut records = super::super::lock::lock(&c.records);
+    let mut records = crate::node::lock::lock(&c.records);
     match got {
         Ok(m) => {
             let m = Arc::new(m);
@@ -247,14 +247,16 @@ pub(in crate::node) async fn serve(
         Method::PUT => put(st, c, name, &q, req.into_body()).await,
         // The directory's record, not a cached copy: `stat` tells what is there now.
         Method::GET if q.stat => match record(c, &name, true).await {
-            Ok(meta) => super::object_stat::stat(c, &meta).await,
+            Ok(meta) => crate::node::cluster::objects::stat::stat(c, &meta).await,
             Err(e) => directory_error(e),
         },
         Method::GET => get(st, c, name, &q, req.headers(), false).await,
         Method::HEAD => get(st, c, name, &q, req.headers(), true).await,
         Method::DELETE => delete(st, c, name).await,
         Method::POST => match q.units {
-            Some(units) => super::object_budget::set_units(st, c, name, units).await,
+            Some(units) => {
+                crate::node::cluster::objects::budget::set_units(st, c, name, units).await
+            }
             None => text(StatusCode::BAD_REQUEST, "POST needs ?units=N"),
         },
         _ => text(
@@ -477,7 +479,7 @@ async fn put(
         Ok(()) => {
             let r = json(StatusCode::CREATED, &meta);
             let now = std::time::Instant::now();
-            super::super::lock::lock(&c.records).insert(Arc::new(meta), now);
+            crate::node::lock::lock(&c.records).insert(Arc::new(meta), now);
             r
         }
         Err(e) => {
@@ -489,7 +491,7 @@ async fn put(
 
 /// The piece metadata of split `i` of an object of `size` bytes coded (`k`, `p`) with
 /// `sub`-byte sub-chunks whose CRCs are `crcs` (every split's, split-major).
-pub(super) fn split_meta(
+pub(in crate::node) fn split_meta(
     (k, p): (usize, usize),
     i: usize,
     sub: u64,
@@ -519,14 +521,14 @@ fn delta_of(c: &Cluster, q: &Query, meta: &ObjectMeta) -> usize {
             let split = meta.size.div_ceil(meta.k as u64).max(1) as f64;
             let queued = c.link.queued_bytes() / split;
             let rule = ecdn_objects::backlog::DeltaRule::default();
-            super::super::lock::lock(&c.backlog).arrival(&rule, queued)
+            crate::node::lock::lock(&c.backlog).arrival(&rule, queued)
         }
     }
 }
 
 /// How `meta`'s object is read: the sources, and late binding over `k + Δ` splits chosen at
 /// random among the stored ones on available nodes, the others as spares.
-pub(super) fn plan_read(
+pub(in crate::node) fn plan_read(
     c: &Cluster,
     meta: &ObjectMeta,
     delta: usize,
@@ -648,7 +650,7 @@ async fn get(
 /// its record (`backend.rs`), answered as a read from the splits would be (`X-Ecdn-Source:
 /// backend`); `502` naming both failures if the backend fails too.
 async fn from_backend(
-    backend: &super::backend::ObjectBackend,
+    backend: &crate::node::cluster::backend::ObjectBackend,
     meta: &ObjectMeta,
     req: &HeaderMap,
 ) -> Response<NodeBody> {
@@ -706,7 +708,7 @@ async fn read(
     };
     let late = obj.late.clone().expect("an object read binds late");
     let whole = matches!(pieces.as_slice(), [Piece::Body(b)] if *b == (0..meta.size));
-    let length = super::super::upstream::content_length(r.headers());
+    let length = crate::node::upstream::content_length(r.headers());
     let decoded = Arc::new(AtomicBool::new(false));
     // The first window is read before answering; the rest streams.
     let Some((ready, rest)) = coded::stream(st, c, obj, pieces, decoded, None).await else {
@@ -796,7 +798,7 @@ fn checked(
     rx
 }
 
-pub(super) fn now_nanos() -> u64 {
+pub(in crate::node) fn now_nanos() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
@@ -811,7 +813,7 @@ async fn remove_splits(st: &Arc<State>, c: &Arc<Cluster>, meta: &ObjectMeta) -> 
 
 /// Deletes the splits under piece key `key` (of an object of at most `total` splits) held by
 /// `servers`; how many were removed.
-pub(super) async fn remove_splits_on(
+pub(in crate::node) async fn remove_splits_on(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     key: &str,
@@ -827,14 +829,16 @@ pub(super) async fn remove_splits_on(
                 // Like a peer's `DELETE` here: no held-back signed write brings the split back.
                 let now = ecdn_cluster::auth::unix_now_ms();
                 let dropped = c.pieces.purge(disk, object, total);
-                let purged = c.purges.purge(super::object_id(key), now, now, dropped);
+                let purged =
+                    c.purges
+                        .purge(crate::node::cluster::object_id(key), now, now, dropped);
                 removed += usize::from(purged.await);
             }
             continue;
         }
         let key = key.to_string();
         let c = c.clone();
-        asks.spawn(async move { super::purge_on(&c, server, &key).await });
+        asks.spawn(async move { crate::node::cluster::purge_on(&c, server, &key).await });
     }
     while let Some(r) = asks.join_next().await {
         removed += usize::from(r.unwrap_or(false));
@@ -843,7 +847,7 @@ pub(super) async fn remove_splits_on(
 }
 
 async fn delete(st: &Arc<State>, c: &Arc<Cluster>, name: ObjectName) -> Response<NodeBody> {
-    super::super::lock::lock(&c.records).remove(&name);
+    crate::node::lock::lock(&c.records).remove(&name);
     let meta = match c.objects.remove(&name).await {
         Ok(m) => m,
         Err(e) => return directory_error(e),

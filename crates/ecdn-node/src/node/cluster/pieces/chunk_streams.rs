@@ -18,10 +18,10 @@ use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::{ObjectLayout, Stripe, StripeEncoder};
 use hyper::{Method, StatusCode};
 
-use super::super::state::State;
-use super::pieces::Put;
-use super::write::{pushed, put_local};
-use super::Cluster;
+use crate::node::cluster::c2dn::write::{pushed, put_local};
+use crate::node::cluster::pieces::store::Put;
+use crate::node::cluster::Cluster;
+use crate::node::state::State;
 
 /// Where one chunk goes.
 enum Target {
@@ -40,7 +40,7 @@ enum Target {
 }
 
 /// The K + P chunks of one object, streamed as it is encoded (see the module documentation).
-pub(super) struct ChunkStreams {
+pub(in crate::node) struct ChunkStreams {
     key: String,
     k: usize,
     /// `None` once ended.
@@ -54,7 +54,7 @@ impl ChunkStreams {
     /// Streams for the chunks of `key`, coded (`k`, `p`): chunk `i` goes to `servers[i]`
     /// (`None`: nowhere), a peer's `PUT` started at once. `None` if there is no such code.
     /// `chunk_bytes` is what this node's own chunk is expected to take (a capacity hint).
-    pub(super) fn open(
+    pub(in crate::node) fn open(
         c: &Cluster,
         key: &str,
         (k, p): (usize, usize),
@@ -93,18 +93,18 @@ impl ChunkStreams {
     }
 
     /// Object bytes pushed so far.
-    pub(super) fn bytes_pushed(&self) -> u64 {
+    pub(in crate::node) fn bytes_pushed(&self) -> u64 {
         self.encoder.as_ref().map_or(0, StripeEncoder::bytes_pushed)
     }
 
     /// Stripes encoded so far (the sub-chunks of each chunk).
-    pub(super) fn stripes(&self) -> usize {
+    pub(in crate::node) fn stripes(&self) -> usize {
         self.crcs.first().map_or(0, Vec::len)
     }
 
     /// The next object bytes: every stripe they complete is encoded and its sub-chunks sent on
     /// (never waits). False if the encoder failed or was ended: then [`ChunkStreams::abort`].
-    pub(super) fn push(&mut self, bytes: &[u8]) -> bool {
+    pub(in crate::node) fn push(&mut self, bytes: &[u8]) -> bool {
         let Some(encoder) = self.encoder.as_mut() else {
             return false;
         };
@@ -144,7 +144,7 @@ impl ChunkStreams {
 
     /// The object's bytes are all pushed: its last (short) stripe is encoded and sent; its
     /// layout. `None` if the encoder failed (then [`ChunkStreams::abort`]).
-    pub(super) fn end(&mut self) -> Option<ObjectLayout> {
+    pub(in crate::node) fn end(&mut self) -> Option<ObjectLayout> {
         let (last, layout) = self.encoder.take()?.finish().ok()?;
         if let Some(s) = last {
             self.send(s);
@@ -153,14 +153,14 @@ impl ChunkStreams {
     }
 
     /// CRC-32C of every sub-chunk of every chunk, chunk-major (`Coding::crcs`'s order).
-    pub(super) fn crcs(&self) -> Vec<u32> {
+    pub(in crate::node) fn crcs(&self) -> Vec<u32> {
         self.crcs.iter().flatten().copied().collect()
     }
 
     /// After [`ChunkStreams::end`]: every chunk's metadata (`meta_of(chunk)`) follows its
     /// payload, this node's chunk is stored, and this returns, once every server answered or
     /// failed, which chunks are stored.
-    pub(super) async fn store(
+    pub(in crate::node) async fn store(
         mut self,
         st: &Arc<State>,
         c: &Arc<Cluster>,
@@ -221,7 +221,7 @@ impl ChunkStreams {
     }
 
     /// Gives up: every streamed body ends in an error, so no server stores a chunk.
-    pub(super) fn abort(self) {
+    pub(in crate::node) fn abort(self) {
         for t in self.targets {
             if let Target::Peer { body, answer, .. } = t {
                 body.abort();

@@ -24,27 +24,27 @@ use bytes::Bytes;
 use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Request, StatusCode};
 
-use super::super::answer::Answer;
-use super::super::answer::ReqBody;
-use super::super::fill::plain_headers;
-use super::super::freshness::StoredResponse;
-use super::super::key::CacheKey;
-use super::super::lock::lock;
-use super::super::outcome::Outcome;
-use super::super::state::State;
-use super::coded::CodedObject;
-use super::{Cluster, ClusterStats};
 use crate::multipart;
+use crate::node::answer::Answer;
+use crate::node::answer::ReqBody;
+use crate::node::cluster::pieces::coded::CodedObject;
+use crate::node::cluster::{Cluster, ClusterStats};
+use crate::node::fill::plain_headers;
+use crate::node::freshness::StoredResponse;
+use crate::node::key::CacheKey;
+use crate::node::lock::lock;
+use crate::node::outcome::Outcome;
+use crate::node::state::State;
 use crate::range::MAX_RANGES;
 
 /// What a lookup found of a partially cached coded object.
 pub(in crate::node) struct PartialHit {
     /// The object, with a source for every chunk found.
-    pub(super) obj: CodedObject,
+    pub(in crate::node) obj: CodedObject,
     /// The stored response without its body (fresh, and acceptable to the request).
-    pub(super) entry: StoredResponse,
+    pub(in crate::node) entry: StoredResponse,
     /// Per piece of the object's placement, whether its server lacks it.
-    pub(super) lack: Vec<bool>,
+    pub(in crate::node) lack: Vec<bool>,
 }
 
 /// Serves a partial hit as the module documentation says; `None`: fetch it whole.
@@ -116,7 +116,9 @@ pub(in crate::node) async fn serve(
     obj.supplied = supplied;
     let admit = lock(&st.hoc).admit(key.id, &key.key, layout.size(), Instant::now());
     let obj = Arc::new(obj);
-    let mut response = super::read::answer_whole(st, c, req, key, obj, entry, &lack, admit).await?;
+    let mut response =
+        crate::node::cluster::c2dn::read::answer_whole(st, c, req, key, obj, entry, &lack, admit)
+            .await?;
     let h = response.headers_mut();
     h.insert(
         HeaderName::from_static("x-ecdn-origin-bytes"),
@@ -151,7 +153,7 @@ async fn fetch_ranges(
         HeaderValue::from_str(&format!("bytes={}", spec.join(","))).ok()?,
     );
     headers.insert(header::IF_RANGE, etag.clone());
-    let mut out = Request::new(super::super::answer::empty_body());
+    let mut out = Request::new(crate::node::answer::empty_body());
     *out.uri_mut() = req.uri().clone();
     *out.headers_mut() = headers;
     let f = st.upstream.fetch(out).await.ok()?;

@@ -23,15 +23,15 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Request, Response};
 use tokio::sync::mpsc;
 
-use super::super::answer::Answer;
-use super::super::answer::ReqBody;
-use super::super::body::{Chunk, LiveBody, NodeBody};
-use super::super::freshness;
-use super::super::key::CacheKey;
-use super::super::outcome::Outcome;
-use super::super::state::State;
-use super::super::upstream::content_length;
-use super::{Cluster, ClusterStats};
+use crate::node::answer::Answer;
+use crate::node::answer::ReqBody;
+use crate::node::body::{Chunk, LiveBody, NodeBody};
+use crate::node::cluster::{Cluster, ClusterStats};
+use crate::node::freshness;
+use crate::node::key::CacheKey;
+use crate::node::outcome::Outcome;
+use crate::node::state::State;
+use crate::node::upstream::content_length;
 
 /// Passes `req` to the bucket's serving node; `None` when this node is to serve it.
 pub(in crate::node) async fn forward(
@@ -41,7 +41,7 @@ pub(in crate::node) async fn forward(
 ) -> Option<Answer> {
     let primary = CacheKey::primary(req);
     let map = c.map.current();
-    let bucket = map.bucket_of(super::object_id(&primary));
+    let bucket = map.bucket_of(crate::node::cluster::object_id(&primary));
     let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
     let path = wire::relay_path(target);
     let conn = freshness::connection_tokens(req.headers());
