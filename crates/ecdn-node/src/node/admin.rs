@@ -108,7 +108,7 @@
 //!   held). The disk removal is durable before the answer: after a crash right after the
 //!   `200`, the object is not served again. If the disk cannot record the removal, the answer
 //!   is `500` (the HOC copy and the Vary index entry are dropped all the same). In a cluster
-//!   the purge reaches every node the bucket map has available (`cluster::purge`): each drops
+//!   the purge reaches every node the bucket map has available (`cluster::pieces::purge::purge`): each drops
 //!   its copies and its pieces of the object; the answer adds `"unreached"`, the nodes that
 //!   did not confirm (`502` when any). A node unavailable at the time keeps its pieces. On an
 //!   admin listener with a token, that token authorises it; on one without, it needs
@@ -434,7 +434,7 @@ async fn purge(st: &State, req: &Request<ReqBody>, token_ok: bool) -> Response<N
     };
     // In a cluster: this node's pieces, then every other available node (its pieces, and the
     // decoded copy in its HOC if it serves the object's bucket).
-    let (purged, unreached) = super::cluster::purge(st, c, &primary, purged).await;
+    let (purged, unreached) = super::cluster::pieces::purge::purge(st, c, &primary, purged).await;
     let status = if unreached.is_empty() {
         StatusCode::OK
     } else {

@@ -70,7 +70,7 @@ pub struct NodeConfig {
     /// Cluster mode (see `cluster/mod.rs`): the cluster file and this node's id. The node then
     /// listens on its client and peer addresses from the file, needs a disk, and uses
     /// `disk_size` as its piece policy's capacity (the ring is made larger).
-    pub cluster: Option<super::cluster::ClusterNode>,
+    pub cluster: Option<super::cluster::pieces::member::ClusterNode>,
     /// Cooperating sites (Coral): misses first try the sites these referrals name
     /// ([`super::sites`]). None by default.
     pub sites: Option<super::sites::Sites>,

@@ -137,12 +137,12 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     let rd = freshness::request_directives(req.headers());
     if let Some(c) = &st.cluster {
         // The serving node counts what it serves, for the background repair's order.
-        c.repair.requested(c, key.id, &key.key);
+        c.repair.requested(&c.cfg, &c.map, c.id, key.id, &key.key);
     }
     let stale = match lookup::lookup(st, &req, &key, &rd).await {
         Lookup::Hit(mut answer) => {
             if let Some(c) = &st.cluster {
-                cluster::mark_hoc_hit(c, &mut answer);
+                cluster::c2dn::headers::mark_hoc_hit(c, &mut answer);
             }
             return answer;
         }
@@ -171,7 +171,7 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
         false
     };
     let mut answer = Box::pin(uncached(st, req, key, rd, stale)).await;
-    cluster::mark_miss(c, &mut answer, partial);
+    cluster::c2dn::headers::mark_miss(c, &mut answer, partial);
     answer
 }
 

@@ -105,7 +105,7 @@ impl Node {
         }
         // In cluster mode `disk_size` is the piece policy's capacity; the ring is larger.
         let ring = match &cfg.cluster {
-            Some(_) => super::cluster::ring_size(cfg.disk_size),
+            Some(_) => super::cluster::pieces::member::ring_size(cfg.disk_size),
             None => cfg.disk_size,
         };
         let disk = match cfg.disk_path.clone() {
@@ -161,7 +161,13 @@ impl Node {
         };
         let cluster = match &cfg.cluster {
             Some(c) => Some(Arc::new(
-                super::cluster::Cluster::join(c, cfg.disk_size, disk.as_ref(), started).await?,
+                super::cluster::pieces::member::Cluster::join(
+                    c,
+                    cfg.disk_size,
+                    disk.as_ref(),
+                    started,
+                )
+                .await?,
             )),
             None => None,
         };

@@ -30,7 +30,7 @@ pub(super) struct State {
     pub(super) client_health: bool,
     pub(super) access_log: bool,
     /// Cluster mode: the node's side of the cluster.
-    pub(super) cluster: Option<Arc<cluster::Cluster>>,
+    pub(super) cluster: Option<Arc<cluster::pieces::member::Cluster>>,
     /// Cooperating sites, if any ([`sites`]).
     pub(super) sites: Option<sites::Sites>,
     /// [`NodeConfig::store_set_cookie`].

@@ -221,7 +221,7 @@ pub(super) async fn data(st: &State, query: Option<&str>) -> Response<NodeBody> 
 
 /// A cluster node's view of its cluster: its counters (`/_ecdn/stats`'s `cluster`), the
 /// members and their availability in the map it serves with, and the map's buckets.
-fn cluster_json(c: &super::cluster::Cluster) -> serde_json::Value {
+fn cluster_json(c: &super::cluster::pieces::member::Cluster) -> serde_json::Value {
     let map = c.map.current();
     let nodes: Vec<serde_json::Value> = (0..map.servers())
         .map(|id| {

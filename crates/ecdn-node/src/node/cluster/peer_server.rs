@@ -51,9 +51,11 @@ use tokio::net::TcpListener;
 
 use crate::node::answer::empty_body;
 use crate::node::body::{NodeBody, RelayedBody};
+use crate::node::cluster::c2dn::write;
 use crate::node::cluster::pieces::link::Paced;
+use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::cluster::pieces::store::{self as store, PieceStore, Put};
-use crate::node::cluster::{c2dn::write, Cluster, ClusterStats};
 use crate::node::state::State;
 
 /// Serves the peer listener until the task is aborted; its connections go with it (they live
@@ -168,7 +170,7 @@ async fn handle(
                 Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
             };
             ClusterStats::add(&c.stats.peer_bytes_received, frame.len() as u64);
-            let object = crate::node::cluster::object_id(&key);
+            let object = crate::node::cluster::pieces::names::object_id(&key);
             let signed = verified.time_ms();
             let put = put_piece(&st, &c, piece, &key, frame);
             match c.purges.write(object, signed, unix_now_ms(), put).await {
@@ -265,7 +267,7 @@ async fn purge(st: &State, c: &Cluster, key: &str, signed: u64) -> Response<Node
         }
         Ok::<_, String>(purged)
     };
-    let object = crate::node::cluster::object_id(key);
+    let object = crate::node::cluster::pieces::names::object_id(key);
     match c
         .purges
         .purge(object, signed, unix_now_ms(), drop_copies)

@@ -1,5 +1,6 @@
 //! C2DN's serving path (C2DN §4–§5).
 
+pub(in crate::node) mod headers;
 pub(in crate::node) mod partial;
 pub(in crate::node) mod read;
 pub(in crate::node) mod relay;

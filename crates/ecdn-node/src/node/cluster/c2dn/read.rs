@@ -31,17 +31,20 @@ use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::ObjectLayout;
 use ecdn_placement::pieces::NO_SERVER;
-use hyper::header::{HeaderName, HeaderValue};
+use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::sync::oneshot;
 
 use crate::node::answer::Answer;
 use crate::node::answer::ReqBody;
 use crate::node::body::{LiveBody, NodeBody};
+use crate::node::cluster::c2dn::headers::{X_DECODED, X_OBJECT, X_SERVED_BY};
 use crate::node::cluster::c2dn::partial::PartialHit;
+use crate::node::cluster::c2dn::write;
 use crate::node::cluster::pieces::coded::{self, CodedObject};
+use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::cluster::pieces::store::PieceStore;
-use crate::node::cluster::{c2dn::write, Cluster, ClusterStats};
 use crate::node::disk::stored_response;
 use crate::node::freshness::{RequestDirectives, StoredResponse};
 use crate::node::hit::{answer_hit, plan_hit};
@@ -62,10 +65,6 @@ pub(in crate::node) enum Found {
     Miss,
 }
 
-pub(in crate::node) const X_OBJECT: HeaderName = HeaderName::from_static("x-ecdn-object");
-pub(in crate::node) const X_DECODED: HeaderName = HeaderName::from_static("x-ecdn-decoded");
-pub(in crate::node) const X_SERVED_BY: HeaderName = HeaderName::from_static("x-ecdn-served-by");
-
 /// What one server said it holds.
 struct Holder {
     server: usize,
@@ -84,7 +83,7 @@ pub(in crate::node) async fn lookup(
         return Found::Miss;
     }
     let map = c.map.current();
-    let bucket = map.bucket_of(crate::node::cluster::object_id(&key.key));
+    let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(&key.key));
     let (k, p) = (c.cfg.k, c.cfg.p);
     let chunks = if c.scheme().coded() { k + p } else { 0 };
     let object = key.id;
@@ -220,7 +219,7 @@ pub(in crate::node) async fn refind_sources(
     object: u64,
 ) -> Vec<Option<usize>> {
     let map = c.map.current();
-    let bucket = map.bucket_of(crate::node::cluster::object_id(key));
+    let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(key));
     let mut holders = vec![Holder {
         server: c.id,
         held: c.pieces.held(object, c.cfg.k + c.cfg.p),
@@ -275,7 +274,7 @@ fn presumed_holders(c: &Cluster, bucket: usize) -> Vec<Holder> {
 /// does not answer holds nothing. ([`lacking`] of it: which pieces their servers lack.)
 async fn ask_placed(c: &Arc<Cluster>, key: &CacheKey, coded: bool, here: &Holder) -> Vec<Holder> {
     let map = c.map.current();
-    let bucket = map.bucket_of(crate::node::cluster::object_id(&key.key));
+    let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(&key.key));
     let (mut placed, mut walk) = (Vec::new(), Vec::new());
     map.pieces(bucket, coded, &mut placed, &mut walk);
     let servers: Vec<usize> = placed.iter().map(|p| p.server).collect();
@@ -323,7 +322,7 @@ async fn ask_placed_beside(
     read_over: oneshot::Receiver<()>,
 ) -> Vec<Holder> {
     let map = c.map.current();
-    let bucket = map.bucket_of(crate::node::cluster::object_id(&key.key));
+    let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(&key.key));
     let (mut placed, mut walk) = (Vec::new(), Vec::new());
     map.pieces(bucket, true, &mut placed, &mut walk);
     let k = obj.layout.k();
@@ -509,7 +508,7 @@ fn lacking(c: &Cluster, key: &CacheKey, coded: bool, holders: &[Holder]) -> Vec<
     let bucket = c
         .map
         .current()
-        .bucket_of(crate::node::cluster::object_id(&key.key));
+        .bucket_of(crate::node::cluster::pieces::names::object_id(&key.key));
     lacking_in(c, bucket, coded, |server, want| {
         holders
             .iter()

@@ -26,7 +26,8 @@ use tokio::sync::mpsc;
 use crate::node::answer::Answer;
 use crate::node::answer::ReqBody;
 use crate::node::body::{Chunk, LiveBody, NodeBody};
-use crate::node::cluster::{Cluster, ClusterStats};
+use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::freshness;
 use crate::node::key::CacheKey;
 use crate::node::outcome::Outcome;
@@ -41,7 +42,7 @@ pub(in crate::node) async fn forward(
 ) -> Option<Answer> {
     let primary = CacheKey::primary(req);
     let map = c.map.current();
-    let bucket = map.bucket_of(crate::node::cluster::object_id(&primary));
+    let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(&primary));
     let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
     let path = wire::relay_path(target);
     let conn = freshness::connection_tokens(req.headers());

@@ -24,8 +24,9 @@ use ecdn_placement::pieces::{Piece, Scheme};
 use hyper::{Method, StatusCode};
 
 use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
+use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::cluster::pieces::store::{PieceStore, Put};
-use crate::node::cluster::{Cluster, ClusterStats};
 use crate::node::disk::encode_meta;
 use crate::node::freshness::StoredResponse;
 use crate::node::lock::lock;
@@ -132,7 +133,7 @@ pub(in crate::node) async fn place(
 /// `lacking` (piece index → whether to write it), lack them.
 fn targets(c: &Cluster, key: &str, coded: bool, lacking: Option<&[bool]>) -> Vec<Piece> {
     let map = c.map.current();
-    let bucket = map.bucket_of(crate::node::cluster::object_id(key));
+    let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(key));
     let mut placed = Vec::new();
     let mut walk = Vec::new();
     map.pieces(bucket, coded, &mut placed, &mut walk);
@@ -308,7 +309,7 @@ pub(in crate::node) async fn put_local(
                 if bucketed && c.scheme() == Scheme::C2dn && usize::from(ch) >= c.cfg.k =>
             {
                 let map = c.map.current();
-                let bucket = map.bucket_of(crate::node::cluster::object_id(key));
+                let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(key));
                 c.loads
                     .record_parity(bucket, usize::from(ch) - c.cfg.k, len);
             }

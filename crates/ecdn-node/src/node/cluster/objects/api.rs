@@ -77,7 +77,7 @@ use crate::node::answer::text;
 use crate::node::body::{Chunk, LiveBody, NodeBody, Piece};
 use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
 use crate::node::cluster::pieces::coded::{self, CodedObject, LateBinding};
-use crate::node::cluster::Cluster;
+use crate::node::cluster::pieces::member::Cluster;
 use crate::node::freshness::StoredResponse;
 use crate::node::hit::plan_hit;
 use crate::node::state::State;
@@ -829,16 +829,21 @@ pub(in crate::node) async fn remove_splits_on(
                 // Like a peer's `DELETE` here: no held-back signed write brings the split back.
                 let now = ecdn_cluster::auth::unix_now_ms();
                 let dropped = c.pieces.purge(disk, object, total);
-                let purged =
-                    c.purges
-                        .purge(crate::node::cluster::object_id(key), now, now, dropped);
+                let purged = c.purges.purge(
+                    crate::node::cluster::pieces::names::object_id(key),
+                    now,
+                    now,
+                    dropped,
+                );
                 removed += usize::from(purged.await);
             }
             continue;
         }
         let key = key.to_string();
         let c = c.clone();
-        asks.spawn(async move { crate::node::cluster::purge_on(&c, server, &key).await });
+        asks.spawn(
+            async move { crate::node::cluster::pieces::purge::purge_on(&c, server, &key).await },
+        );
     }
     while let Some(r) = asks.join_next().await {
         removed += usize::from(r.unwrap_or(false));

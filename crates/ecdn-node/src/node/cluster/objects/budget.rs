@@ -36,7 +36,7 @@ use crate::node::cluster::objects::api::{
 };
 use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
 use crate::node::cluster::pieces::coded;
-use crate::node::cluster::Cluster;
+use crate::node::cluster::pieces::member::Cluster;
 use crate::node::lock::lock;
 use crate::node::state::State;
 

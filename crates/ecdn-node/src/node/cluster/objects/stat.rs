@@ -15,8 +15,8 @@ use ecdn_objects::meta::ObjectMeta;
 use hyper::StatusCode;
 
 use crate::node::body::NodeBody;
+use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::store::pieces_per_object;
-use crate::node::cluster::Cluster;
 
 /// The pieces of `key` node `server` holds: `None` when it is unavailable or did not answer
 /// (a `404` is an answer: none).

@@ -19,8 +19,8 @@ use ecdn_codec::{ObjectLayout, Stripe, StripeEncoder};
 use hyper::{Method, StatusCode};
 
 use crate::node::cluster::c2dn::write::{pushed, put_local};
+use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::store::Put;
-use crate::node::cluster::Cluster;
 use crate::node::state::State;
 
 /// Where one chunk goes.

@@ -62,8 +62,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::node::body::{Chunk, Piece};
+use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::stats::ClusterStats;
+use crate::node::cluster::pieces::stats::Parity;
 use crate::node::cluster::pieces::store::PieceStore;
-use crate::node::cluster::{Cluster, ClusterStats, Parity};
 use crate::node::hoc::Striped;
 use crate::node::state::State;
 

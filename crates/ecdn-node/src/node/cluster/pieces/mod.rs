@@ -3,7 +3,11 @@
 
 pub(in crate::node) mod chunk_streams;
 pub(in crate::node) mod coded;
+pub(in crate::node) mod demand;
 pub(in crate::node) mod link;
+pub(in crate::node) mod member;
+pub(in crate::node) mod names;
+pub(in crate::node) mod purge;
 pub(in crate::node) mod purge_log;
 pub(in crate::node) mod stats;
 pub(in crate::node) mod store;

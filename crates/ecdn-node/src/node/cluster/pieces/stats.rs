@@ -17,7 +17,7 @@ use ecdn_cluster::wire::PieceName;
 use hyper::body::Incoming;
 use hyper::{Method, Response, StatusCode};
 
-use crate::node::cluster::Cluster;
+use crate::node::cluster::pieces::member::Cluster;
 use crate::node::ops::{help, Histogram};
 use crate::node::outcome::Outcome;
 

@@ -1,0 +1,12 @@
+//! How the cluster names an object: the id the bucket map places it by.
+
+/// The URL part of a cache key (a variant key is the primary key, a newline, then the variant).
+pub(in crate::node) fn primary_of(key: &str) -> &str {
+    key.split('\n').next().unwrap_or(key)
+}
+
+/// The object id the bucket map places by: the hash of the primary key (every variant of a URL
+/// lives in the URL's bucket).
+pub(in crate::node) fn object_id(key: &str) -> u64 {
+    ecdn_trace::hash_id(primary_of(key).as_bytes())
+}
