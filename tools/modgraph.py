@@ -7,7 +7,8 @@ A module is a source file (`src/a/b.rs` or `src/a/b/mod.rs` is `a::b`; `lib.rs`/
 the crate root). An arrow A -> B is any path in A's code (not its comments) that starts with
 `crate::`, `super::` or `self::` and names B or something defined in B: the path is resolved to
 the longest prefix that is a module; a path that starts with a child module's name counts
-too. Test modules inside a file count as the file. Paths
+too (the prefix of a `use` group is not an arrow itself; nor is the path of a `pub(in path)`).
+Test modules inside a file count as the file (their `super::` is the file's module). Paths
 through another crate (`ecdn_node::...`) are crate arrows, not counted here. An arrow to an
 ancestor (a child using its parent's items) is an arrow up, counted apart; circles are those
 the remaining arrows make.
@@ -26,7 +27,10 @@ USE_GROUP = re.compile(r"\buse\s+((?:crate|super|self)(?:::[A-Za-z_][A-Za-z0-9_]
 
 
 def strip_comments(text):
+    """The code without its comments, and without the paths of `pub(in path)` visibilities
+    (they say who may see an item, not what it uses)."""
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"\bpub\(in [^)]*\)", "pub", text)
     return "\n".join(re.sub(r"//.*", "", line) for line in text.splitlines())
 
 
@@ -68,6 +72,11 @@ def crate_graph(src):
     edges = {m: set() for m in modules}
     for m, p in files.items():
         code = strip_comments(open(p, encoding="utf-8").read())
+        # An inline test module (`#[cfg(test)] mod tests { ... }`, to the end of the file)
+        # counts as the file: there `super::` is the file's module.
+        t = re.search(r"#\[cfg\(test\)\]\s*mod \w+ \{", code)
+        if t:
+            code = code[: t.end()] + re.sub(r"\bsuper::", "self::", code[t.end():])
         refs = []
         for g in USE_GROUP.finditer(code):
             prefix = g.group(1).split("::")
@@ -78,6 +87,10 @@ def crate_graph(src):
                 else:
                     refs.append(prefix)
         for r in PATH.finditer(code):
+            # The prefix of a `use a::b::{c, d}` group is not an arrow of its own (its items
+            # are counted above).
+            if code.startswith("::{", r.end()):
+                continue
             refs.append([r.group(1)] + r.group(2).split("::")[1:])
         # Paths that start with a child module's name (`hit::answer`, `use hit::X`).
         children = sorted({t[len(m)] for t in modules if len(t) == len(m) + 1 and t[: len(m)] == m})
