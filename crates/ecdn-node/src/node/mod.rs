@@ -97,9 +97,9 @@ mod upstream;
 mod vary;
 
 pub use body::{LiveBody, NodeBody};
-pub use cluster::objects::api::MAX_OBJECT;
 pub use cluster::pieces::link::PeerLink;
 pub use cluster::pieces::member::ClusterNode;
+pub use cluster::pieces::names::MAX_OBJECT;
 pub use config::{AdminListen, H2Limits, NodeConfig, TlsListen};
 pub use outcome::Outcome;
 pub use server::{Holder, Node, RunningNode, Speak};

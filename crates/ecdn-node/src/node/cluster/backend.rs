@@ -56,7 +56,7 @@ impl ObjectBackend {
                     s3.endpoint = Some(e.clone());
                 }
                 let proxy_cfg = ProxyConfig {
-                    max_object: crate::node::cluster::objects::api::MAX_OBJECT as u64,
+                    max_object: crate::node::cluster::pieces::names::MAX_OBJECT as u64,
                     ..ProxyConfig::default()
                 };
                 let store = S3Store::new(&s3, proxy_cfg.task_timeout)

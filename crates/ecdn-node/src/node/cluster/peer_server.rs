@@ -51,7 +51,6 @@ use tokio::net::TcpListener;
 
 use crate::node::answer::empty_body;
 use crate::node::body::{NodeBody, RelayedBody};
-use crate::node::cluster::c2dn::write;
 use crate::node::cluster::pieces::link::Paced;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
@@ -378,7 +377,16 @@ async fn put_piece(
         .as_ref()
         .map_or(c.cfg.k, |coding| usize::from(coding.k));
     let payload = frame.slice(..payload.len());
-    let put = write::put_local(st, c, key, k, piece, meta_bytes.to_vec(), payload).await;
+    let put = crate::node::cluster::pieces::local::put_local(
+        st,
+        c,
+        key,
+        k,
+        piece,
+        meta_bytes.to_vec(),
+        payload,
+    )
+    .await;
     match put {
         Put::Stored => plain(StatusCode::OK, "stored"),
         Put::Present => plain(StatusCode::OK, "present"),
@@ -397,7 +405,7 @@ fn check_piece(
 ) -> Result<(), String> {
     store::check_meta(&c.cfg, piece, key, meta, payload.len() as u64)?;
     match &meta.coding {
-        Some(coding) => write::check_chunk(coding, payload),
+        Some(coding) => store::check_chunk(coding, payload),
         None => Ok(()),
     }
 }

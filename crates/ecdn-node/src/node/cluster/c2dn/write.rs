@@ -20,40 +20,17 @@ use bytes::Bytes;
 use ecdn_cluster::piece::{Coding, PieceMeta};
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::{encode_object, ObjectLayout};
-use ecdn_placement::pieces::{Piece, Scheme};
+use ecdn_placement::pieces::Piece;
 use hyper::{Method, StatusCode};
 
 use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
+use crate::node::cluster::pieces::local::{pushed, put_local};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
-use crate::node::cluster::pieces::store::{PieceStore, Put};
+use crate::node::cluster::pieces::store::chunk_crcs;
 use crate::node::disk::encode_meta;
 use crate::node::freshness::StoredResponse;
-use crate::node::lock::lock;
 use crate::node::state::State;
-
-/// CRC-32C of every sub-chunk of every chunk, chunk-major (see [`Coding::crcs`]).
-pub(in crate::node) fn chunk_crcs(chunks: &[Vec<u8>], sub_chunk: usize) -> Vec<u32> {
-    chunks
-        .iter()
-        .flat_map(|c| c.chunks(sub_chunk.max(1)).map(ecdn_store::crc32c))
-        .collect()
-}
-
-/// Checks a whole chunk's bytes against its coding: its length, and the CRC-32C of every
-/// sub-chunk. `Err` names what failed.
-pub(in crate::node) fn check_chunk(coding: &Coding, payload: &[u8]) -> Result<(), String> {
-    if payload.len() as u64 != coding.chunk_size() {
-        return Err("chunk length does not match its metadata".into());
-    }
-    let chunk = usize::from(coding.chunk);
-    for (j, sub) in payload.chunks(coding.sub_chunk.max(1) as usize).enumerate() {
-        if coding.crc(chunk, j as u64) != Some(ecdn_store::crc32c(sub)) {
-            return Err(format!("sub-chunk {j} fails its checksum"));
-        }
-    }
-    Ok(())
-}
 
 /// Writes the pieces of `e` that the servers `lacking` (piece index → whether to write it;
 /// `None`: all) do not hold yet, on the bucket's available servers; returns when every write
@@ -232,91 +209,6 @@ impl StripePlacer {
     pub(in crate::node) fn abort(self) {
         self.streams.abort();
     }
-}
-
-/// Counts a piece write to node `server` (`n` bytes sent) by its outcome.
-pub(in crate::node) fn pushed(
-    c: &Cluster,
-    server: usize,
-    sent_all: bool,
-    n: u64,
-    status: Result<StatusCode, String>,
-) {
-    match status {
-        Ok(s) if sent_all && (s == StatusCode::OK || s == StatusCode::NO_CONTENT) => {
-            ClusterStats::add(&c.stats.peer_bytes_sent, n);
-        }
-        Ok(s) => {
-            c.stats.peer_error(server);
-            eprintln!(
-                "ecdn node: storing a piece on node {server}: {s}{}",
-                ecdn_cluster::peer::request_note()
-            );
-        }
-        Err(e) => {
-            c.stats.peer_error(server);
-            eprintln!(
-                "ecdn node: storing a piece on node {server}: {e}{}",
-                ecdn_cluster::peer::request_note()
-            );
-        }
-    }
-}
-
-/// Stores a piece on this node: admitted by the piece policy and written; its write load
-/// recorded (`k`: the data chunks of the piece's code — the cluster's K for a cached object,
-/// the object's own for an EC-Cache split). The HOC keeps a decoded copy only while this node
-/// holds the object's piece, so objects whose piece the policy evicts leave the HOC too.
-pub(in crate::node) async fn put_local(
-    st: &State,
-    c: &Cluster,
-    key: &str,
-    k: usize,
-    name: PieceName,
-    meta: Vec<u8>,
-    payload: Bytes,
-) -> Put {
-    let Some(disk) = &st.disk else {
-        return Put::Refused;
-    };
-    let len = payload.len() as u64;
-    let object = ecdn_trace::hash_id(key.as_bytes());
-    let mut evicted = Vec::new();
-    let put = c
-        .pieces
-        .put(
-            disk,
-            PieceStore::piece_id(object, name),
-            object,
-            PieceStore::entry_key(key, name),
-            meta,
-            payload,
-            &mut evicted,
-        )
-        .await;
-    if !evicted.is_empty() {
-        let mut hoc = lock(&st.hoc);
-        for o in evicted {
-            hoc.remove(o);
-        }
-    }
-    if put == Put::Stored {
-        c.stats.written(name, k, len);
-        // An EC-Cache split is in none of C2DN's parity buckets.
-        let bucketed = !key.starts_with(crate::node::cluster::objects::api::KEY_PREFIX);
-        match name {
-            PieceName::Chunk(ch)
-                if bucketed && c.scheme() == Scheme::C2dn && usize::from(ch) >= c.cfg.k =>
-            {
-                let map = c.map.current();
-                let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(key));
-                c.loads
-                    .record_parity(bucket, usize::from(ch) - c.cfg.k, len);
-            }
-            _ => c.loads.record_data(len),
-        }
-    }
-    put
 }
 
 /// Sends a piece to node `server`; whether it stored it.

@@ -86,9 +86,7 @@ use crate::node::state::State;
 pub(in crate::node) const PREFIX: &str = "/_objects/";
 /// The piece keys of objects' splits start with this (never a cache key: those hold a host).
 pub(in crate::node) const KEY_PREFIX: &str = crate::node::cluster::pieces::store::SPLIT_PREFIX;
-/// Largest object a `PUT` takes (its record must also hold at most
-/// `ecdn_objects::meta::MAX_CRCS` sub-chunk checksums).
-pub const MAX_OBJECT: usize = 1 << 30;
+pub use crate::node::cluster::pieces::names::MAX_OBJECT;
 /// Objects from this size on are coded with `k` = 10 by default; smaller ones replicated.
 const CODED_FROM: usize = 1 << 20;
 const DEFAULT_K: usize = 10;

@@ -18,7 +18,7 @@ use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::{ObjectLayout, Stripe, StripeEncoder};
 use hyper::{Method, StatusCode};
 
-use crate::node::cluster::c2dn::write::{pushed, put_local};
+use crate::node::cluster::pieces::local::{pushed, put_local};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::store::Put;
 use crate::node::state::State;

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ecdn_cluster::auth::ClusterKey;
 use ecdn_cluster::config::ClusterConfig;
@@ -17,6 +17,8 @@ use ecdn_codec::CodecCache;
 use ecdn_placement::pieces::Scheme;
 use ecdn_policy::spec::EvictionKind;
 use ecdn_policy::Cache;
+use hyper::body::Incoming;
+use hyper::{Method, Response, StatusCode};
 
 use crate::node::cluster::backend;
 use crate::node::cluster::pieces::stats::ClusterStats;
@@ -225,6 +227,37 @@ impl Cluster {
     pub(in crate::node) fn leave(&self) {
         if let Some(c) = lock(&self.control).take() {
             c.stop();
+        }
+    }
+
+    /// `GET path` from node `server`'s peer listener, counted as a peer fetch (its latency to
+    /// the response headers; a failure, or an answer other than `200` / `404`, as a peer
+    /// error). `None` when no answer came.
+    pub(in crate::node) async fn peer_get(
+        &self,
+        server: usize,
+        path: &str,
+    ) -> Option<Response<Incoming>> {
+        let addr = self.peer_of(server)?;
+        let p = self.stats.peer(server);
+        ClusterStats::add(&p.fetches, 1);
+        let started = Instant::now();
+        let body = bytes::Bytes::new();
+        let sent = self
+            .peers
+            .send(addr, Method::GET, path, body, &[], self.peer_timeout);
+        match sent.await {
+            Ok(r) => {
+                p.latency.observe(started.elapsed());
+                if r.status() != StatusCode::OK && r.status() != StatusCode::NOT_FOUND {
+                    ClusterStats::add(&p.errors, 1);
+                }
+                Some(r)
+            }
+            Err(_) => {
+                ClusterStats::add(&p.errors, 1);
+                None
+            }
         }
     }
 

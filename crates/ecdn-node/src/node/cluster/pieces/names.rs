@@ -1,4 +1,5 @@
-//! How the cluster names an object: the id the bucket map places it by.
+//! How the cluster names an object (the id the bucket map places it by), and the largest
+//! object of the object API (which the backend store under it is told too).
 
 /// The URL part of a cache key (a variant key is the primary key, a newline, then the variant).
 pub(in crate::node) fn primary_of(key: &str) -> &str {
@@ -10,3 +11,7 @@ pub(in crate::node) fn primary_of(key: &str) -> &str {
 pub(in crate::node) fn object_id(key: &str) -> u64 {
     ecdn_trace::hash_id(primary_of(key).as_bytes())
 }
+
+/// Largest object a `PUT` takes (its record must also hold at most
+/// `ecdn_objects::meta::MAX_CRCS` sub-chunk checksums).
+pub const MAX_OBJECT: usize = 1 << 30;

@@ -36,7 +36,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use ecdn_cluster::config::ClusterConfig;
-use ecdn_cluster::piece::PieceMeta;
+use ecdn_cluster::piece::{Coding, PieceMeta};
 use ecdn_cluster::wire::PieceName;
 use ecdn_placement::chunk_id;
 use ecdn_policy::{Cache, Request};
@@ -71,7 +71,7 @@ pub fn pieces_per_object(cfg: &ClusterConfig, key: &str) -> usize {
 
 /// A piece's metadata agrees with its name, its key's code (the cluster's, or an EC-Cache
 /// split's own) and its payload's length. The payload's sub-chunk checksums are checked by
-/// whoever has the bytes ([`crate::node::cluster::c2dn::write::check_chunk`]).
+/// whoever has the bytes ([`check_chunk`]).
 pub fn check_meta(
     cfg: &ClusterConfig,
     piece: PieceName,
@@ -535,9 +535,31 @@ impl PieceStore {
     }
 }
 
+/// CRC-32C of every sub-chunk of every chunk, chunk-major (see [`Coding::crcs`]).
+pub(in crate::node) fn chunk_crcs(chunks: &[Vec<u8>], sub_chunk: usize) -> Vec<u32> {
+    chunks
+        .iter()
+        .flat_map(|c| c.chunks(sub_chunk.max(1)).map(ecdn_store::crc32c))
+        .collect()
+}
+
+/// Checks a whole chunk's bytes against its coding: its length, and the CRC-32C of every
+/// sub-chunk. `Err` names what failed.
+pub(in crate::node) fn check_chunk(coding: &Coding, payload: &[u8]) -> Result<(), String> {
+    if payload.len() as u64 != coding.chunk_size() {
+        return Err("chunk length does not match its metadata".into());
+    }
+    let chunk = usize::from(coding.chunk);
+    for (j, sub) in payload.chunks(coding.sub_chunk.max(1) as usize).enumerate() {
+        if coding.crc(chunk, j as u64) != Some(ecdn_store::crc32c(sub)) {
+            return Err(format!("sub-chunk {j} fails its checksum"));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
-    use ecdn_cluster::piece::Coding;
     use ecdn_policy::spec::EvictionKind;
     use ecdn_store::StoreConfig;
 

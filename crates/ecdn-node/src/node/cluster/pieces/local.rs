@@ -1,0 +1,99 @@
+//! A piece stored on this node ([`put_local`]), and a piece write to a peer counted by its
+//! outcome ([`pushed`]): what C2DN's fills and repairs, EC-Cache's `PUT`s and the peer
+//! listener's writes all end in.
+
+use bytes::Bytes;
+use ecdn_cluster::wire::PieceName;
+use ecdn_placement::pieces::Scheme;
+use hyper::StatusCode;
+
+use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::stats::ClusterStats;
+use crate::node::cluster::pieces::store::{PieceStore, Put};
+use crate::node::lock::lock;
+use crate::node::state::State;
+
+/// Counts a piece write to node `server` (`n` bytes sent) by its outcome.
+pub(in crate::node) fn pushed(
+    c: &Cluster,
+    server: usize,
+    sent_all: bool,
+    n: u64,
+    status: Result<StatusCode, String>,
+) {
+    match status {
+        Ok(s) if sent_all && (s == StatusCode::OK || s == StatusCode::NO_CONTENT) => {
+            ClusterStats::add(&c.stats.peer_bytes_sent, n);
+        }
+        Ok(s) => {
+            c.stats.peer_error(server);
+            eprintln!(
+                "ecdn node: storing a piece on node {server}: {s}{}",
+                ecdn_cluster::peer::request_note()
+            );
+        }
+        Err(e) => {
+            c.stats.peer_error(server);
+            eprintln!(
+                "ecdn node: storing a piece on node {server}: {e}{}",
+                ecdn_cluster::peer::request_note()
+            );
+        }
+    }
+}
+
+/// Stores a piece on this node: admitted by the piece policy and written; its write load
+/// recorded (`k`: the data chunks of the piece's code — the cluster's K for a cached object,
+/// the object's own for an EC-Cache split). The HOC keeps a decoded copy only while this node
+/// holds the object's piece, so objects whose piece the policy evicts leave the HOC too.
+pub(in crate::node) async fn put_local(
+    st: &State,
+    c: &Cluster,
+    key: &str,
+    k: usize,
+    name: PieceName,
+    meta: Vec<u8>,
+    payload: Bytes,
+) -> Put {
+    let Some(disk) = &st.disk else {
+        return Put::Refused;
+    };
+    let len = payload.len() as u64;
+    let object = ecdn_trace::hash_id(key.as_bytes());
+    let mut evicted = Vec::new();
+    let put = c
+        .pieces
+        .put(
+            disk,
+            PieceStore::piece_id(object, name),
+            object,
+            PieceStore::entry_key(key, name),
+            meta,
+            payload,
+            &mut evicted,
+        )
+        .await;
+    if !evicted.is_empty() {
+        let mut hoc = lock(&st.hoc);
+        for o in evicted {
+            hoc.remove(o);
+        }
+    }
+    if put == Put::Stored {
+        c.stats.written(name, k, len);
+        // An EC-Cache split is in none of C2DN's parity buckets.
+        let bucketed = !key.starts_with(crate::node::cluster::pieces::store::SPLIT_PREFIX);
+        match name {
+            PieceName::Chunk(ch)
+                if bucketed && c.scheme() == Scheme::C2dn && usize::from(ch) >= c.cfg.k =>
+            {
+                let map = c.map.current();
+                let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(key));
+                c.loads
+                    .record_parity(bucket, usize::from(ch) - c.cfg.k, len);
+            }
+            _ => c.loads.record_data(len),
+        }
+    }
+    put
+}
