@@ -293,19 +293,19 @@ fn lead(
     }
     let sub = flight.subscribe()?;
     let d = Driver {
-        st: st.clone(),
+        flights: st.flights.clone(),
+        timeout: st.upstream.timeout,
         flight: flight.clone(),
         key: joinable_as,
     };
-    tokio::spawn(drive(d, req, fetch));
+    tokio::spawn(drive(st.clone(), d, req, fetch));
     Some((flight, sub))
 }
 
 /// The origin fetch behind a flight, in its phases: the origin's head (or a stale entry
 /// answering instead), the body streamed to the subscribers, then stored when it may be.
-async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
+async fn drive(st: Arc<State>, mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
     let Fetch { job, may_store } = fetch;
-    let st = d.st.clone();
     // Cooperating sites: a shared fill of a fresh miss tries the sites that may hold the
     // object before the origin, and tells them it is filling (see `sites.rs`).
     let mut site_fill = match (&st.sites, &d.key, &job.stale) {
@@ -369,7 +369,7 @@ async fn drive(mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
         (Some(c), Some(p)) => StripePlacer::start(&st, c, &p.key.key, p.declared),
         _ => None,
     };
-    let Some((plan, last)) = stream_body(&mut d, body, plan, &mut placer).await else {
+    let Some((plan, last)) = stream_body(&st, &mut d, body, plan, &mut placer).await else {
         if let Some(p) = placer {
             p.abort();
         }
@@ -456,12 +456,13 @@ fn plan_store(
 /// mid-body (every subscriber is aborted, nothing is stored) or nobody needs the fetch any
 /// more.
 async fn stream_body(
+    st: &State,
     d: &mut Driver,
     mut body: hyper::body::Incoming,
     mut plan: Option<StorePlan>,
     placer: &mut Option<StripePlacer>,
 ) -> Option<(Option<StorePlan>, Option<Bytes>)> {
-    let timeout = d.st.upstream.timeout;
+    let timeout = d.timeout;
     let mut pending: Option<Bytes> = None;
     let mut total = 0u64;
     loop {
@@ -470,7 +471,7 @@ async fn stream_body(
             Ok(None) => break,
             Ok(Some(Err(_))) | Err(_) => {
                 // The origin died or stalled mid-body: abort everyone, store nothing.
-                d.st.metrics.origin_aborted();
+                st.metrics.origin_aborted();
                 return None;
             }
         };

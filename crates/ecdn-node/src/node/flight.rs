@@ -40,7 +40,6 @@ use tokio::sync::{mpsc, watch};
 use super::body::Chunk;
 use super::lock::lock;
 use super::outcome::Outcome;
-use super::state::State;
 use super::upstream::FetchError;
 use super::vary::Vary;
 
@@ -143,7 +142,10 @@ impl Flight {
 /// Runs one origin fetch for its subscribers. Dropping it (finished, failed, abandoned, or
 /// the task cancelled) always ends the flight: an unfinished one fails its subscribers.
 pub(super) struct Driver {
-    pub(super) st: Arc<State>,
+    /// The flights map the flight is joinable in (the node's).
+    pub(super) flights: Arc<Flights>,
+    /// The origin timeout, per frame.
+    pub(super) timeout: std::time::Duration,
     pub(super) flight: Arc<Flight>,
     /// The key under which the flight is joinable, while it is.
     pub(super) key: Option<String>,
@@ -163,7 +165,7 @@ impl Driver {
     /// Leaves the map: new requests no longer join this fetch (its subscribers keep it).
     pub(super) fn unregister(&mut self) {
         if let Some(key) = self.key.take() {
-            let mut m = lock(&self.st.flights);
+            let mut m = lock(&self.flights);
             if m.get(&key).is_some_and(|f| Arc::ptr_eq(f, &self.flight)) {
                 m.remove(&key);
             }
@@ -183,8 +185,7 @@ impl Driver {
             s.subs.clone()
         };
         for tx in &subs {
-            let sent =
-                tokio::time::timeout(self.st.upstream.timeout, tx.send(Chunk::Data(data.clone())));
+            let sent = tokio::time::timeout(self.timeout, tx.send(Chunk::Data(data.clone())));
             if !matches!(sent.await, Ok(Ok(()))) {
                 lock(&self.flight.st).subs.retain(|t| !t.same_channel(tx));
             }
@@ -201,7 +202,7 @@ impl Driver {
             std::mem::take(&mut s.subs)
         };
         for tx in subs {
-            let _ = tokio::time::timeout(self.st.upstream.timeout, tx.send(Chunk::Done)).await;
+            let _ = tokio::time::timeout(self.timeout, tx.send(Chunk::Done)).await;
         }
     }
 }

@@ -175,7 +175,7 @@ impl Node {
             upstream,
             hoc: Mutex::new(hoc),
             disk,
-            flights: Mutex::new(HashMap::new()),
+            flights: Arc::new(Mutex::new(HashMap::new())),
             vary: VaryIndex::new(),
             metrics: Metrics::default(),
             max_uri_len: cfg.max_uri_len,

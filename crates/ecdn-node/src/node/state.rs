@@ -7,9 +7,10 @@ use super::flight::Flights;
 use super::hoc::Hoc;
 use super::lock::lock;
 use super::ops::Metrics;
+use super::status::history::History;
 use super::upstream::Upstream;
 use super::vary::VaryIndex;
-use super::{cluster, sites, status};
+use super::{cluster, sites};
 
 /// Everything a request may need, shared by all connections.
 pub(super) struct State {
@@ -18,7 +19,7 @@ pub(super) struct State {
     pub(super) hoc: Mutex<Hoc>,
     pub(super) disk: Option<Disk>,
     /// Origin fetches that concurrent misses of the same key may join, by cache key.
-    pub(super) flights: Flights,
+    pub(super) flights: Arc<Flights>,
     pub(super) vary: VaryIndex,
     pub(super) metrics: Metrics,
     pub(super) max_uri_len: usize,
@@ -36,7 +37,7 @@ pub(super) struct State {
     /// [`NodeConfig::store_set_cookie`].
     pub(super) store_set_cookie: bool,
     /// The status page's history ([`status`]).
-    pub(super) status: status::History,
+    pub(super) status: History,
 }
 
 impl State {

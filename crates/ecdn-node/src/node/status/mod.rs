@@ -20,15 +20,17 @@
 //!   [`Sample`] a second for the last [`HISTORY`] seconds, taken by the admin listener (with
 //!   `?since=T`, only those after T: the page asks for the new ones).
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use ecdn_placement::pieces::BucketLayout;
 use http_body_util::Full;
 use hyper::header::{self, HeaderValue};
 use hyper::{Response, StatusCode};
+
+pub(in crate::node) mod history;
+
+pub use history::{Sample, HISTORY};
 
 use super::body::NodeBody;
 use super::lock::lock;
@@ -48,53 +50,8 @@ pub fn page_html() -> &'static str {
 /// How often the admin listener takes a [`Sample`].
 pub(super) const SAMPLE_EVERY: Duration = Duration::from_secs(1);
 
-/// Samples kept: five minutes at one a second.
-pub const HISTORY: usize = 300;
-
 /// The quantiles the page shows for each tier.
 const QUANTILES: [(&str, f64); 3] = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)];
-
-/// The node's counters at one moment: the page draws rates from consecutive samples.
-#[derive(Clone)]
-pub struct Sample {
-    /// UNIX time, milliseconds.
-    pub t_ms: u64,
-    pub requests: u64,
-    /// Responses by tier, in the order of `tier_names`.
-    pub tiers: [u64; Outcome::TIERS.len()],
-    pub bytes_served: u64,
-    /// AdaptSize's c (`None` for a policy without one, or while it admits everything).
-    pub c: Option<f64>,
-    pub hoc_used: u64,
-}
-
-impl Sample {
-    fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "t_ms": self.t_ms,
-            "requests": self.requests,
-            "tiers": self.tiers,
-            "bytes_served": self.bytes_served,
-            "c": self.c,
-            "hoc_used": self.hoc_used,
-        })
-    }
-}
-
-/// The samples of the last [`HISTORY`] seconds, and when the node started.
-pub(super) struct History {
-    started: Instant,
-    samples: Mutex<VecDeque<Sample>>,
-}
-
-impl Default for History {
-    fn default() -> History {
-        History {
-            started: Instant::now(),
-            samples: Mutex::new(VecDeque::with_capacity(HISTORY)),
-        }
-    }
-}
 
 fn unix_ms() -> u64 {
     SystemTime::now()
