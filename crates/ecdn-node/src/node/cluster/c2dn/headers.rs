@@ -2,7 +2,10 @@
 //! kind of object answered, whether it was decoded, which node served it, and on a miss what
 //! the origin gave.
 
-use hyper::header::HeaderName;
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::Response;
+
+use crate::node::body::NodeBody;
 
 use crate::node::answer::Answer;
 use crate::node::cluster::pieces::member::Cluster;
@@ -59,4 +62,24 @@ pub(in crate::node) fn mark_hoc_hit(c: &Cluster, answer: &mut Answer) {
         h.insert(X_OBJECT, HeaderValue::from_static(kind));
     }
     h.insert(X_SERVED_BY, HeaderValue::from(c.id));
+}
+
+/// The cluster's headers on a hit from the pieces: the kind of object, this node's id, and
+/// whether a decode was needed.
+pub(in crate::node) fn mark(
+    mut r: Response<NodeBody>,
+    c: &Cluster,
+    coded: bool,
+    decoded: bool,
+) -> Response<NodeBody> {
+    let h = r.headers_mut();
+    h.insert(
+        X_OBJECT,
+        HeaderValue::from_static(if coded { "coded" } else { "replicated" }),
+    );
+    h.insert(X_SERVED_BY, HeaderValue::from(c.id));
+    if decoded {
+        h.insert(X_DECODED, HeaderValue::from_static("1"));
+    }
+    r
 }

@@ -118,7 +118,7 @@ pub(in crate::node) async fn serve(
     let admit = lock(&st.hoc).admit(key.id, &key.key, layout.size(), Instant::now());
     let obj = Arc::new(obj);
     let mut response =
-        crate::node::cluster::c2dn::read::answer_whole(st, c, req, key, obj, entry, &lack, admit)
+        crate::node::cluster::c2dn::whole::answer_whole(st, c, req, key, obj, entry, &lack, admit)
             .await?;
     let h = response.headers_mut();
     h.insert(

@@ -26,22 +26,21 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use ecdn_cluster::peer::{read_body, verify_response};
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::ObjectLayout;
-use ecdn_placement::pieces::NO_SERVER;
-use hyper::header::HeaderValue;
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::{Method, Request};
 use tokio::sync::oneshot;
 
 use crate::node::answer::Answer;
 use crate::node::answer::ReqBody;
 use crate::node::body::{LiveBody, NodeBody};
-use crate::node::cluster::c2dn::headers::{X_DECODED, X_OBJECT, X_SERVED_BY};
+use crate::node::cluster::c2dn::headers::mark;
 use crate::node::cluster::c2dn::partial::PartialHit;
+use crate::node::cluster::c2dn::whole::answer_whole;
 use crate::node::cluster::c2dn::write;
 use crate::node::cluster::pieces::coded::{self, CodedObject};
+use crate::node::cluster::pieces::holders::{ask_has, ask_holders, signed_get, sources_of, Holder};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::cluster::pieces::store::PieceStore;
@@ -63,12 +62,6 @@ pub(in crate::node) enum Found {
     /// only the missing chunks, unless the whole object must come from the origin.
     Partial(Option<PartialHit>),
     Miss,
-}
-
-/// What one server said it holds.
-struct Holder {
-    server: usize,
-    held: Vec<PieceName>,
 }
 
 /// Looks the object of `key` up in the cluster, as the module documentation says.
@@ -139,95 +132,6 @@ pub(in crate::node) async fn lookup(
         return Found::Miss;
     };
     replica_hit(st, c, req, key, rd, &holders, server, &once).await
-}
-
-/// Asks the bucket's servers and the slots' former servers (those available, but this node)
-/// which pieces of `key` they hold, all at once: the servers that answered, with one piece's
-/// metadata and what they hold.
-async fn ask_holders(
-    c: &Arc<Cluster>,
-    key: &str,
-    bucket: usize,
-) -> Vec<(usize, PieceMeta, Vec<PieceName>)> {
-    let mut asks = tokio::task::JoinSet::new();
-    for s in asked_servers(c, bucket) {
-        let (c, key) = (c.clone(), key.to_string());
-        asks.spawn(async move { (s, ask_has(&c, s, &key).await) });
-    }
-    let mut found = Vec::new();
-    while let Some(r) = asks.join_next().await {
-        if let Ok((server, Some((m, held)))) = r {
-            found.push((server, m, held));
-        }
-    }
-    found
-}
-
-/// The servers a node asks who holds an object of `bucket`: the bucket's servers of both kinds
-/// of pieces and the slots' former servers, those available, but this node.
-pub(in crate::node) fn asked_servers(c: &Cluster, bucket: usize) -> Vec<usize> {
-    let map = c.map.current();
-    let chunks = if c.scheme().coded() {
-        c.cfg.k + c.cfg.p
-    } else {
-        0
-    };
-    let mut servers = Vec::new();
-    let (mut placed, mut walk) = (Vec::new(), Vec::new());
-    for coded in [false, true] {
-        map.pieces(bucket, coded, &mut placed, &mut walk);
-        servers.extend(placed.iter().map(|p| p.server));
-    }
-    for ch in 0..chunks.max(2) {
-        servers.extend(
-            map.former(bucket, ch)
-                .into_iter()
-                .filter(|&s| s != NO_SERVER),
-        );
-    }
-    servers.sort_unstable();
-    servers.dedup();
-    servers.retain(|&s| s != c.id && map.is_available(s));
-    servers
-}
-
-/// A source per chunk of a coded object in `bucket`: its assigned server if that holds it,
-/// else any holder (the first in `holders` that does).
-fn sources_of(c: &Cluster, bucket: usize, holders: &[Holder]) -> Vec<Option<usize>> {
-    let map = c.map.current();
-    let (mut placed, mut walk) = (Vec::new(), Vec::new());
-    map.pieces(bucket, true, &mut placed, &mut walk);
-    (0..c.cfg.k + c.cfg.p)
-        .map(|ch| {
-            let want = PieceName::Chunk(ch as u16);
-            let assigned = placed.iter().find(|pc| pc.chunk == ch).map(|pc| pc.server);
-            holders
-                .iter()
-                .find(|h| Some(h.server) == assigned && h.held.contains(&want))
-                .or_else(|| holders.iter().find(|h| h.held.contains(&want)))
-                .map(|h| h.server)
-        })
-        .collect()
-}
-
-/// The sources of a coded object's chunks as the servers say now (this node's piece store,
-/// and the `has` answers of the bucket's servers): what a read whose sources failed goes on
-/// with.
-pub(in crate::node) async fn refind_sources(
-    c: &Arc<Cluster>,
-    key: &str,
-    object: u64,
-) -> Vec<Option<usize>> {
-    let map = c.map.current();
-    let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(key));
-    let mut holders = vec![Holder {
-        server: c.id,
-        held: c.pieces.held(object, c.cfg.k + c.cfg.p),
-    }];
-    for (server, _, held) in ask_holders(c, key, bucket).await {
-        holders.push(Holder { server, held });
-    }
-    sources_of(c, bucket, &holders)
 }
 
 /// The coding and HTTP metadata of a chunk of `object` this node holds (`holder`: what it
@@ -419,44 +323,6 @@ fn distinct_chunks(c: &Cluster, holders: &[Holder]) -> usize {
     chunks.len()
 }
 
-/// A signed answer of node `server` to `GET path`, of at most `limit` bytes, its signature and
-/// digest checked; `None` for anything else (a failed peer, `404`, a bad signature).
-pub(in crate::node) async fn signed_get(
-    c: &Cluster,
-    server: usize,
-    path: &str,
-    limit: usize,
-) -> Option<Bytes> {
-    let resp = c.peer_get(server, path).await?;
-    if resp.status() != StatusCode::OK {
-        return None;
-    }
-    verified_body(c, server, path, resp, limit).await
-}
-
-/// The body of node `server`'s answer `resp` to `GET path`, of at most `limit` bytes, its
-/// signature and digest checked; `None` (and a peer error counted) when they fail.
-pub(in crate::node) async fn verified_body(
-    c: &Cluster,
-    server: usize,
-    path: &str,
-    resp: hyper::Response<hyper::body::Incoming>,
-    limit: usize,
-) -> Option<Bytes> {
-    let (parts, body) = resp.into_parts();
-    let Ok(body) = read_body(body, limit).await else {
-        c.stats.peer_error(server);
-        return None;
-    };
-    ClusterStats::add(&c.stats.peer_bytes_received, body.len() as u64);
-    let now = ecdn_cluster::auth::unix_now_ms();
-    if verify_response(c.peers.key(), path, &parts.headers, &body, now).is_err() {
-        c.stats.peer_error(server);
-        return None;
-    }
-    Some(body)
-}
-
 /// The coded object `key` (id `id`, of `bucket`) read whole from what `held` says each server
 /// holds (this node first), decoded where needed: the background repair's read.
 pub(in crate::node) async fn whole_object(
@@ -493,14 +359,6 @@ pub(in crate::node) async fn whole_object(
     };
     let decoded = Arc::new(AtomicBool::new(false));
     coded::read_all(st, c, Arc::new(obj), decoded).await
-}
-
-/// Asks node `server` which pieces of `key` it holds: their names and one piece's metadata.
-async fn ask_has(c: &Cluster, server: usize, key: &str) -> Option<(PieceMeta, Vec<PieceName>)> {
-    let limit = ecdn_cluster::piece::MAX_META + 512;
-    let body = signed_get(c, server, &wire::has_path(key), limit).await?;
-    let (m, held) = wire::split_frame(&body).ok()?;
-    Some((PieceMeta::decode(m).ok()?, wire::decode_held(held).ok()?))
 }
 
 /// Per piece of the object's placement, whether its server lacks it (to be written).
@@ -542,24 +400,6 @@ pub(in crate::node) fn lacking_in(
             (p.server, !holds(p.server, want))
         })
         .collect()
-}
-
-pub(in crate::node) fn mark(
-    mut r: Response<NodeBody>,
-    c: &Cluster,
-    coded: bool,
-    decoded: bool,
-) -> Response<NodeBody> {
-    let h = r.headers_mut();
-    h.insert(
-        X_OBJECT,
-        HeaderValue::from_static(if coded { "coded" } else { "replicated" }),
-    );
-    h.insert(X_SERVED_BY, HeaderValue::from(c.id));
-    if decoded {
-        h.insert(X_DECODED, HeaderValue::from_static("1"));
-    }
-    r
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -659,39 +499,6 @@ pub(in crate::node) async fn fetch_replica(
     let (m, payload) = wire::split_frame(&body).ok()?;
     let payload = body.slice(body.len() - payload.len()..);
     Some((m.to_vec(), payload))
-}
-
-/// A coded object read whole (decoded where needed): every target in `lack` gets its piece,
-/// the HOC takes it if `admit`, and the answer to `req` is built from it (`None` if the
-/// object cannot be read). Shared by coded hits and partial hits (`partial.rs`).
-#[allow(clippy::too_many_arguments)]
-pub(in crate::node) async fn answer_whole(
-    st: &Arc<State>,
-    c: &Arc<Cluster>,
-    req: &Request<ReqBody>,
-    key: &CacheKey,
-    obj: Arc<CodedObject>,
-    e: StoredResponse,
-    lack: &[bool],
-    admit: bool,
-) -> Option<Response<NodeBody>> {
-    let decoded = Arc::new(AtomicBool::new(false));
-    let body = coded::read_all(st, c, obj, decoded.clone()).await?;
-    let e = Arc::new(StoredResponse { body, ..e });
-    if lack.iter().any(|&l| l) {
-        ClusterStats::add(&c.stats.repairs, 1);
-        write::place(st, c, &e, Some(lack)).await;
-    }
-    if admit {
-        lock(&st.hoc).insert(key.id, e.clone());
-    }
-    let d = decoded.load(Ordering::Relaxed);
-    if d {
-        ClusterStats::add(&c.stats.decodes, 1);
-    }
-    let head = req.method() == Method::HEAD;
-    let now = Instant::now();
-    Some(mark(answer_hit(&e, req.headers(), now, head), c, true, d))
 }
 
 /// A coded hit from `holders`, or a partial hit, or a miss. With `presumed`, `holders` is

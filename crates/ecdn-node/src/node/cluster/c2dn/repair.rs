@@ -30,10 +30,10 @@ use bytes::Bytes;
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
 
-use crate::node::cluster::c2dn::read::{
-    asked_servers, fetch_replica, lacking_in, signed_get, whole_object,
-};
+use crate::node::cluster::c2dn::read::{fetch_replica, lacking_in, whole_object};
 use crate::node::cluster::c2dn::write;
+use crate::node::cluster::pieces::holders::asked_servers;
+use crate::node::cluster::pieces::holders::signed_get;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::store::PieceStore;
 use crate::node::disk::stored_response;

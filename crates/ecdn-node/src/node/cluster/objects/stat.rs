@@ -35,7 +35,7 @@ async fn held_on(c: &Cluster, server: usize, key: &str) -> Option<Vec<PieceName>
         StatusCode::OK => {
             let limit = ecdn_cluster::piece::MAX_META + 512;
             let body =
-                crate::node::cluster::c2dn::read::verified_body(c, server, &path, resp, limit)
+                crate::node::cluster::pieces::holders::verified_body(c, server, &path, resp, limit)
                     .await?;
             let (_, held) = wire::split_frame(&body).ok()?;
             wire::decode_held(held).ok()

@@ -846,7 +846,7 @@ pub(in crate::node) async fn stream(
                 // first byte not sent, with the windows read ahead started again too.
                 refound = true;
                 let sources =
-                    crate::node::cluster::c2dn::read::refind_sources(&c, &obj.key, obj.object)
+                    crate::node::cluster::pieces::holders::refind_sources(&c, &obj.key, obj.object)
                         .await;
                 obj = Arc::new(obj.with_sources(sources));
                 in_flight.clear();

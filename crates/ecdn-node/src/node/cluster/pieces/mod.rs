@@ -4,6 +4,7 @@
 pub(in crate::node) mod chunk_streams;
 pub(in crate::node) mod coded;
 pub(in crate::node) mod demand;
+pub(in crate::node) mod holders;
 pub(in crate::node) mod link;
 pub(in crate::node) mod local;
 pub(in crate::node) mod member;
