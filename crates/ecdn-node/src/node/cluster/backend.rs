@@ -41,9 +41,12 @@ pub(in crate::node) enum ObjectBackend {
 }
 
 impl ObjectBackend {
-    /// The backend of the cluster file, if it names one. Must run inside the node's runtime
-    /// (the tier's proxy is a task).
-    pub(in crate::node) fn open(cfg: &ClusterConfig) -> Result<Option<ObjectBackend>, String> {
+    /// The backend of the cluster file, if it names one, for objects of at most `max_object`
+    /// bytes. Must run inside the node's runtime (the tier's proxy is a task).
+    pub(in crate::node) fn open(
+        cfg: &ClusterConfig,
+        max_object: u64,
+    ) -> Result<Option<ObjectBackend>, String> {
         let Some(url) = &cfg.object_backend else {
             return Ok(None);
         };
@@ -56,7 +59,7 @@ impl ObjectBackend {
                     s3.endpoint = Some(e.clone());
                 }
                 let proxy_cfg = ProxyConfig {
-                    max_object: crate::node::cluster::pieces::names::MAX_OBJECT as u64,
+                    max_object,
                     ..ProxyConfig::default()
                 };
                 let store = S3Store::new(&s3, proxy_cfg.task_timeout)

@@ -60,23 +60,24 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ecdn_cluster::config::ObjectScheme;
-use ecdn_cluster::objects::DirectoryError;
-use ecdn_cluster::piece::{Coding, PieceMeta};
-use ecdn_codec::ObjectLayout;
-use ecdn_objects::meta::{MetaError, ObjectMeta, ObjectName, MAX_CRCS};
-use ecdn_objects::split::{place_splits, read_plan};
+use ecdn_objects::meta::{ObjectMeta, ObjectName, MAX_CRCS};
+use ecdn_objects::split::place_splits;
 use ecdn_trace::Rng;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Incoming};
-use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
 use crate::node::answer::text;
 use crate::node::body::{Chunk, LiveBody, NodeBody, Piece};
+use crate::node::cluster::objects::record::{
+    cached_record, directory_error, json, piece_key, plan_read, record, record_headers,
+    remove_splits_on, split_meta,
+};
 use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
-use crate::node::cluster::pieces::coded::{self, CodedObject, LateBinding};
+use crate::node::cluster::pieces::coded::{self};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::freshness::StoredResponse;
 use crate::node::hit::plan_hit;
@@ -84,70 +85,11 @@ use crate::node::state::State;
 
 /// Where the API lives on the client port.
 pub(in crate::node) const PREFIX: &str = "/_objects/";
-/// The piece keys of objects' splits start with this (never a cache key: those hold a host).
-pub(in crate::node) const KEY_PREFIX: &str = crate::node::cluster::pieces::store::SPLIT_PREFIX;
 pub use crate::node::cluster::pieces::names::MAX_OBJECT;
 /// Objects from this size on are coded with `k` = 10 by default; smaller ones replicated.
 const CODED_FROM: usize = 1 << 20;
 const DEFAULT_K: usize = 10;
 const DEFAULT_R: usize = 1;
-
-/// The piece key of an object version's splits.
-pub(in crate::node) fn piece_key(name: &ObjectName, version: u64) -> String {
-    format!("{KEY_PREFIX}{name}@{version}")
-}
-
-pub(in crate::node) fn json(status: StatusCode, meta: &ObjectMeta) -> Response<NodeBody> {
-    let v = serde_json::to_value(meta).expect("a record serializes");
-    json_value(status, meta, &v)
-}
-
-/// `v` (the record `meta`, perhaps with more fields) as a JSON answer with the record's
-/// headers.
-pub(in crate::node) fn json_value(
-    status: StatusCode,
-    meta: &ObjectMeta,
-    v: &serde_json::Value,
-) -> Response<NodeBody> {
-    let body = serde_json::to_vec(v).expect("JSON serializes");
-    let mut r = Response::new(NodeBody::Full(Full::new(Bytes::from(body))));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    describe(&mut r, meta);
-    r
-}
-
-/// The record's headers on an answer.
-fn describe(r: &mut Response<NodeBody>, meta: &ObjectMeta) {
-    r.headers_mut().extend(record_headers(meta));
-}
-
-/// Version, code and `ETag` (the SHA-256) of a record, as headers.
-fn record_headers(meta: &ObjectMeta) -> impl Iterator<Item = (HeaderName, HeaderValue)> {
-    [
-        ("x-ecdn-object-version", meta.version.to_string()),
-        ("x-ecdn-k", meta.k.to_string()),
-        ("x-ecdn-r", meta.r.to_string()),
-        ("etag", format!("\"{}\"", meta.sha256)),
-    ]
-    .into_iter()
-    .filter_map(|(name, value)| Some((HeaderName::from_static(name), value.try_into().ok()?)))
-}
-
-pub(in crate::node) fn directory_error(e: DirectoryError) -> Response<NodeBody> {
-    match e {
-        DirectoryError::Meta(e @ MetaError::NotFound(_)) => {
-            text(StatusCode::NOT_FOUND, &e.to_string())
-        }
-        DirectoryError::Meta(e @ MetaError::Stale { .. }) => {
-            text(StatusCode::CONFLICT, &e.to_string())
-        }
-        e => text(StatusCode::BAD_GATEWAY, &e.to_string()),
-    }
-}
 
 /// The query of an object request.
 #[derive(Debug, Default, PartialEq)]
@@ -187,43 +129,6 @@ fn query(q: Option<&str>) -> Result<Query, String> {
         }
     }
     Ok(out)
-}
-
-/// The record of `name`: this node's cached copy while it is fresh (unless `fresh`), else the
-/// directory's, then cached.
-pub(in crate::node) async fn record(
-    c: &Cluster,
-    name: &ObjectName,
-    fresh: bool,
-) -> Result<Arc<ObjectMeta>, DirectoryError> {
-    Ok(cached_record(c, name, fresh).await?.0)
-}
-
-/// [`record`], and whether it came from the cache.
-async fn cached_record(
-    c: &Cluster,
-    name: &ObjectName,
-    fresh: bool,
-) -> Result<(Arc<ObjectMeta>, bool), DirectoryError> {
-    let now = std::time::Instant::now();
-    if !fresh {
-        if let Some(m) = crate::node::lock::lock(&c.records).get(name, now) {
-            return Ok((m, true));
-        }
-    }
-    let got = c.objects.get(name, c.map.current().servers()).await;
-    let mut records = crate::node::lock::lock(&c.records);
-    match got {
-        Ok(m) => {
-            let m = Arc::new(m);
-            records.insert(m.clone(), now);
-            Ok((m, false))
-        }
-        Err(e) => {
-            records.remove(name);
-            Err(e)
-        }
-    }
 }
 
 /// Answers a request under [`PREFIX`] (cluster mode only).
@@ -487,29 +392,6 @@ async fn put(
     }
 }
 
-/// The piece metadata of split `i` of an object of `size` bytes coded (`k`, `p`) with
-/// `sub`-byte sub-chunks whose CRCs are `crcs` (every split's, split-major).
-pub(in crate::node) fn split_meta(
-    (k, p): (usize, usize),
-    i: usize,
-    sub: u64,
-    size: u64,
-    crcs: &[u32],
-) -> Vec<u8> {
-    PieceMeta {
-        coding: Some(Coding {
-            k: k as u16,
-            p: p as u16,
-            chunk: i as u16,
-            sub_chunk: sub as u32,
-            size,
-            crcs: crcs.to_vec(),
-        }),
-        http: Vec::new(),
-    }
-    .encode()
-}
-
 /// Δ of a read: the one asked for, or (`auto`) from this node's smoothed link backlog.
 fn delta_of(c: &Cluster, q: &Query, meta: &ObjectMeta) -> usize {
     match q.delta {
@@ -522,59 +404,6 @@ fn delta_of(c: &Cluster, q: &Query, meta: &ObjectMeta) -> usize {
             crate::node::lock::lock(&c.backlog).arrival(&rule, queued)
         }
     }
-}
-
-/// How `meta`'s object is read: the sources, and late binding over `k + Δ` splits chosen at
-/// random among the stored ones on available nodes, the others as spares.
-pub(in crate::node) fn plan_read(
-    c: &Cluster,
-    meta: &ObjectMeta,
-    delta: usize,
-) -> Result<CodedObject, String> {
-    let map = c.map.current();
-    // Unstored splits, and those on unavailable nodes, have no source.
-    let sources: Vec<Option<usize>> = meta
-        .splits
-        .iter()
-        .zip(&meta.stored)
-        .map(|(&s, &stored)| (stored && map.is_available(s)).then_some(s))
-        .collect();
-    let locations: Vec<usize> = sources.iter().map(|s| s.unwrap_or(usize::MAX)).collect();
-    let mut rng = Rng::new(meta.version ^ ecdn_trace::hash_id(&c.id.to_le_bytes()) ^ now_nanos());
-    let first = read_plan(&mut rng, &locations, meta.k, delta, |s| s != usize::MAX)
-        .map_err(|e| e.to_string())?;
-    let mut spare: Vec<usize> = (0..sources.len())
-        .filter(|i| sources[*i].is_some() && !first.contains(i))
-        .collect();
-    for j in (1..spare.len()).rev() {
-        spare.swap(j, rng.below(j as u64 + 1) as usize);
-    }
-    let p = meta.splits.len() - meta.k;
-    let key = piece_key(&meta.name, meta.version);
-    let layout = ObjectLayout::new(meta.size, meta.k, p, meta.sub_chunk)
-        .map_err(|e| format!("its record's code: {e}"))?;
-    Ok(CodedObject {
-        object: ecdn_trace::hash_id(key.as_bytes()),
-        key,
-        layout,
-        coding: Coding {
-            k: meta.k as u16,
-            p: p as u16,
-            chunk: 0,
-            sub_chunk: meta.sub_chunk as u32,
-            size: meta.size,
-            crcs: meta.crcs.clone(),
-        },
-        sources,
-        supplied: Vec::new(),
-        hoc: None,
-        late: Some(Arc::new(LateBinding {
-            first,
-            spare,
-            ..LateBinding::default()
-        })),
-        heard: Default::default(),
-    })
 }
 
 /// The answer's status, headers and body pieces for `req` (`Range` and `If-Range` as a
@@ -796,57 +625,11 @@ fn checked(
     rx
 }
 
-pub(in crate::node) fn now_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
 /// Deletes the splits of `meta` wherever they are (best effort: a node down keeps its split
 /// until its piece policy evicts it; no record points to it any more).
 async fn remove_splits(st: &Arc<State>, c: &Arc<Cluster>, meta: &ObjectMeta) -> usize {
     let key = piece_key(&meta.name, meta.version);
     remove_splits_on(st, c, &key, &meta.splits, meta.splits.len()).await
-}
-
-/// Deletes the splits under piece key `key` (of an object of at most `total` splits) held by
-/// `servers`; how many were removed.
-pub(in crate::node) async fn remove_splits_on(
-    st: &Arc<State>,
-    c: &Arc<Cluster>,
-    key: &str,
-    servers: &[usize],
-    total: usize,
-) -> usize {
-    let object = ecdn_trace::hash_id(key.as_bytes());
-    let mut removed = 0;
-    let mut asks = tokio::task::JoinSet::new();
-    for &server in servers {
-        if server == c.id {
-            if let Some(disk) = &st.disk {
-                // Like a peer's `DELETE` here: no held-back signed write brings the split back.
-                let now = ecdn_cluster::auth::unix_now_ms();
-                let dropped = c.pieces.purge(disk, object, total);
-                let purged = c.purges.purge(
-                    crate::node::cluster::pieces::names::object_id(key),
-                    now,
-                    now,
-                    dropped,
-                );
-                removed += usize::from(purged.await);
-            }
-            continue;
-        }
-        let key = key.to_string();
-        let c = c.clone();
-        asks.spawn(
-            async move { crate::node::cluster::pieces::purge::purge_on(&c, server, &key).await },
-        );
-    }
-    while let Some(r) = asks.join_next().await {
-        removed += usize::from(r.unwrap_or(false));
-    }
-    removed
 }
 
 async fn delete(st: &Arc<State>, c: &Arc<Cluster>, name: ObjectName) -> Response<NodeBody> {

@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 
 use crate::node::answer::text;
 use crate::node::body::{Chunk, NodeBody, Piece};
-use crate::node::cluster::objects::api::{
+use crate::node::cluster::objects::record::{
     directory_error, json, piece_key, plan_read, record, remove_splits_on, split_meta,
 };
 use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
@@ -116,7 +116,7 @@ async fn grow(
         .filter(|&s| map.is_available(s) && !meta.splits.contains(&s))
         .collect();
     let mut rng =
-        Rng::new(meta.version ^ units as u64 ^ crate::node::cluster::objects::api::now_nanos());
+        Rng::new(meta.version ^ units as u64 ^ crate::node::cluster::objects::record::now_nanos());
     let Ok(added) = place_splits(&mut rng, &free, units - now) else {
         return Err(unavailable(&format!(
             "{} more splits need as many available nodes without one; {} are",

@@ -2,4 +2,5 @@
 
 pub(in crate::node) mod api;
 pub(in crate::node) mod budget;
+pub(in crate::node) mod record;
 pub(in crate::node) mod stat;

@@ -47,7 +47,7 @@ async fn held_on(c: &Cluster, server: usize, key: &str) -> Option<Vec<PieceName>
 /// Per split of `meta`, whether its server holds it now (`None`: unknown). The servers are
 /// asked all at once.
 pub(in crate::node) async fn held_splits(c: &Arc<Cluster>, meta: &ObjectMeta) -> Vec<Option<bool>> {
-    let key = crate::node::cluster::objects::api::piece_key(&meta.name, meta.version);
+    let key = crate::node::cluster::objects::record::piece_key(&meta.name, meta.version);
     let mut servers: Vec<usize> = meta.splits.clone();
     servers.sort_unstable();
     servers.dedup();
@@ -81,5 +81,5 @@ pub(in crate::node) async fn stat(
         o.insert("held".into(), serde_json::json!(held));
         o.insert("readable".into(), serde_json::json!(readable));
     }
-    crate::node::cluster::objects::api::json_value(StatusCode::OK, meta, &v)
+    crate::node::cluster::objects::record::json_value(StatusCode::OK, meta, &v)
 }

@@ -21,6 +21,7 @@ use hyper::body::Incoming;
 use hyper::{Method, Response, StatusCode};
 
 use crate::node::cluster::backend;
+use crate::node::cluster::pieces::names::MAX_OBJECT;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::cluster::pieces::store::{self, PieceStore};
 use crate::node::cluster::pieces::{demand, link, purge_log};
@@ -156,7 +157,8 @@ impl Cluster {
             ecdn_cluster::replay::NONCE_MEMORY,
             started,
         );
-        let backend = backend::ObjectBackend::open(&c.cluster).map_err(invalid)?;
+        let backend =
+            backend::ObjectBackend::open(&c.cluster, MAX_OBJECT as u64).map_err(invalid)?;
         Ok(Cluster {
             id: c.id,
             own_peer,
