@@ -287,8 +287,8 @@ pub(super) fn answer_striped(
 }
 
 /// Answers a disk hit by streaming its body from the store, [`DISK_BATCH`] bytes at a time.
-/// Each batch is mapped from the page cache (no copy; [`disk_read_shared`]) and verified
-/// [`VERIFY_PIECE`] bytes at a time, just before each piece is handed to the connection; where
+/// Each batch is mapped from the page cache (no copy; `Disk::read_shared`) and verified
+/// `body.rs`'s `VERIFY_PIECE` bytes at a time, just before each piece is handed to the connection; where
 /// it cannot be mapped it is copied, at most 1 MiB at a time. Memory per response stays
 /// bounded and the first byte leaves after one piece, whatever the object's size. The first
 /// piece is read and verified before answering: if it cannot be, `None`, and the caller

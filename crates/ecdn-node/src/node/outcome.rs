@@ -1,7 +1,7 @@
 //! How a proxied request was answered: the one value every request path returns.
 //!
 //! A path never writes `X-Cache` or counts itself: it returns an [`Outcome`] with its response,
-//! and the edge ([`super::deliver`]) renders everything from it, in one place: the `X-Cache`
+//! and the edge (`request.rs`'s `deliver`) renders everything from it, in one place: the `X-Cache`
 //! header, the access log's `tier`, the Prometheus `tier` label and the `/_ecdn/stats` counters.
 //! A new tier (the cluster's coded reads, for example) is a new variant here, and the compiler
 //! then lists every place that must say how to show it.

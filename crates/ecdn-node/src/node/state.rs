@@ -24,19 +24,19 @@ pub(super) struct State {
     pub(super) metrics: Metrics,
     pub(super) max_uri_len: usize,
     /// How long a request body the node does not forward may take to arrive before the answer
-    /// ([`NodeConfig::header_read_timeout`]; see `client_body.rs`).
+    /// ([`super::config::NodeConfig::header_read_timeout`]; see `client_body.rs`).
     pub(super) unread_body_timeout: std::time::Duration,
     pub(super) purge_token: Option<String>,
-    /// [`NodeConfig::client_health`].
+    /// [`super::config::NodeConfig::client_health`].
     pub(super) client_health: bool,
     pub(super) access_log: bool,
     /// Cluster mode: the node's side of the cluster.
     pub(super) cluster: Option<Arc<cluster::pieces::member::Cluster>>,
-    /// Cooperating sites, if any ([`sites`]).
+    /// Cooperating sites, if any ([`super::sites`]).
     pub(super) sites: Option<sites::Sites>,
-    /// [`NodeConfig::store_set_cookie`].
+    /// [`super::config::NodeConfig::store_set_cookie`].
     pub(super) store_set_cookie: bool,
-    /// The status page's history ([`status`]).
+    /// The status page's history ([`super::status`]).
     pub(super) status: History,
 }
 

@@ -4,7 +4,7 @@
 //! twin is gone, the pieces a failed server took — without waiting for the next request.
 //!
 //! * **What it looks at.** The serving node counts the requests it serves per object
-//!   ([`Repair::requested`]). A round takes the objects of the buckets it serves now that were
+//!   ([`Repair::requested`](crate::node::cluster::pieces::demand::Repair::requested)). A round takes the objects of the buckets it serves now that were
 //!   requested at least `repair_min_requests` times, most requested first (ties: the lower
 //!   id), at most `repair_scan` of them.
 //! * **What it rebuilds.** For each, it asks the bucket's servers and the slots' former

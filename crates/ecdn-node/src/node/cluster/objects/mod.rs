@@ -1,4 +1,8 @@
-//! EC-Cache's object API (EC-Cache §3–§4).
+//! EC-Cache's object API (EC-Cache §3–§4), over the pieces layer (`super::pieces`) and the
+//! backend store (`super::backend`): `api.rs` (the `/_objects/` endpoints: `PUT`, `GET` with
+//! late binding, `DELETE`), `budget.rs` (the coordinator's parity budget applied to an
+//! object), `stat.rs` (where an object's splits are), and `record.rs` (what they share: the
+//! object's record and its splits).
 
 pub(in crate::node) mod api;
 pub(in crate::node) mod budget;

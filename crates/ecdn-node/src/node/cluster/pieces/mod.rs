@@ -1,5 +1,14 @@
 //! The pieces layer: what C2DN's serving path (`super::c2dn`) and EC-Cache's object API
-//! (`super::objects`) both stand on.
+//! (`super::objects`) both stand on. From the bottom up:
+//!
+//! * `names.rs` (the id the map places an object by), `link.rs` (the peer link model),
+//!   `purge_log.rs` (recent purges), `stats.rs` (the counters), `demand.rs` (requests per
+//!   object, for repair), `store.rs` (the piece store under its piece policy);
+//! * `member.rs`: the node's [`member::Cluster`], which holds all of the above;
+//! * over it: `metrics.rs` (the counters' exposition), `holders.rs` (who holds which piece,
+//!   and the signed peer `GET`), `local.rs` (a piece stored here), `chunk_streams.rs` (chunks
+//!   streamed to their servers as they are encoded), `coded.rs` (the coded read: stripes,
+//!   delayed parity, late binding), `purge.rs` (a `PURGE` across the cluster).
 
 pub(in crate::node) mod chunk_streams;
 pub(in crate::node) mod coded;

@@ -30,7 +30,7 @@ pub(in crate::node) struct ClusterStats {
     pub(in crate::node) writes_refused_after_purge: AtomicU64,
     /// Per [`Parity`] reason, read windows that asked for parity chunks.
     pub(in crate::node) parity_fetches: [AtomicU64; Parity::ALL.len()],
-    /// Payload bytes this node's piece store accepted, per [`WrittenKind`].
+    /// Payload bytes this node's piece store accepted, per kind ([`WRITTEN_KINDS`]).
     pub(in crate::node) written: [AtomicU64; 3],
     /// Reads of cached objects by the serving node: (coded, replicated) × (protected,
     /// unprotected).
