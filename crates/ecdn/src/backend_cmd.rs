@@ -28,7 +28,7 @@ pub enum BackendCmd {
     /// Serve the store as an HTTP origin (GET and HEAD /KEY) through the backend tier.
     Gateway(GatewayArgs),
     /// TOFEC's throughput-delay evaluation against the storage-cloud emulator.
-    Bench(Box<crate::backend_bench::BenchArgs>),
+    Bench(Box<ecdn_lab::backend_bench::BenchArgs>),
 }
 
 /// Where the store is and how the proxy reads it.
@@ -129,7 +129,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 pub fn run(cmd: BackendCmd) -> Result<()> {
     // The bench builds its own runtime, inside the test bed's proxy host when it has one.
     let cmd = match cmd {
-        BackendCmd::Bench(a) => return crate::backend_bench::main(*a),
+        BackendCmd::Bench(a) => return ecdn_lab::backend_bench::main(*a),
         cmd => cmd,
     };
     let rt = runtime()?;

@@ -1,5 +1,6 @@
-//! `ecdn cluster status | add | drain | remove | rebalance`: the operator's commands on a
-//! running cluster. Each reads the cluster file for the key and the way to the leading
+//! `ecdn cluster`: the live demo (run by [`ecdn_lab::cluster_demo`]) and the operator's commands
+//! on a running cluster, `status | add | drain | remove | rebalance`. Each of these reads the
+//! cluster file for the key and the way to the leading
 //! coordinator ([`CoordinatorClient::for_cluster`]: the `coordinator` address, or in etcd mode
 //! the leader etcd names) and sends one signed request; `status` also asks every member node
 //! for its `/_ecdn/stats` (disk and HOC use, the epoch it serves with) on the admin listener
@@ -10,14 +11,14 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
-use clap::Args;
+use clap::{Args, Subcommand};
 use ecdn_cluster::coordinator::client::CoordinatorClient;
 use ecdn_cluster::coordinator::{MemberOp, NewMember, NodeStatus, Status};
 use ecdn_cluster::ClusterConfig;
 use ecdn_trace::units::format_size;
 use serde::Serialize;
 
-use crate::cluster_demo::procs::http_get_with;
+use ecdn_lab::cluster_demo::procs::http_get_with;
 
 #[derive(Args)]
 pub struct StatusArgs {
@@ -320,4 +321,34 @@ fn table(r: &StatusReport) -> String {
         );
     }
     out
+}
+
+/// `ecdn cluster`: the demo (in `ecdn_lab`) and the operator's commands.
+#[derive(Subcommand)]
+pub enum ClusterCmd {
+    /// A live cluster on loopback: origin, coordinator and N node processes, a trace replayed
+    /// through them with nodes killed on schedule, side by side with the simulator.
+    Demo(Box<ecdn_lab::cluster_demo::DemoArgs>),
+    /// The running cluster: nodes (health, weight, address, buckets, write load, disk and
+    /// HOC use), the epoch, the leading coordinator, the write imbalance.
+    Status(StatusArgs),
+    /// Add a node while the cluster serves (then start it with `ecdn node --id`).
+    Add(AddArgs),
+    /// Drain a node: its buckets move, it finishes its requests and stops.
+    Drain(NodeArgs),
+    /// Remove a node for good (drained, or dead).
+    Remove(NodeArgs),
+    /// Rebalance parity now (c2dn) from the write loads recorded so far.
+    Rebalance(RebalanceArgs),
+}
+
+pub fn run(cmd: ClusterCmd) -> Result<()> {
+    match cmd {
+        ClusterCmd::Demo(a) => ecdn_lab::cluster_demo::run_demo(*a),
+        ClusterCmd::Status(a) => status(a),
+        ClusterCmd::Add(a) => add(a),
+        ClusterCmd::Drain(a) => drain(a),
+        ClusterCmd::Remove(a) => remove(a),
+        ClusterCmd::Rebalance(a) => rebalance(a),
+    }
 }

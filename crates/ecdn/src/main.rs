@@ -1,31 +1,29 @@
 //! `ecdn`: the command-line entry point of the erasure-coded content-delivery cache.
 //! `ecdn sim` (trace-driven simulation of caches and of a C2DN cluster), `ecdn trace` (trace
 //! tools), `ecdn node` (the caching node), `ecdn origin` (a synthetic origin server), the
-//! cluster's commands (`coordinator`, `cluster`, `object`), the backend tier (`backend`), and
-//! Coral's DSHT test bed (`coral demo`), and the
-//! test bed of network namespaces the demos can run on (`testbed`).
+//! cluster's commands (`coordinator`, `cluster`, `object`), the backend tier (`backend`),
+//! Coral's cooperating sites (`coral demo`), and the test bed of network namespaces the demos
+//! can run on (`testbed`). Each command parses its arguments and calls a library; the demos and
+//! benchmarks are in `ecdn_lab`.
+
+// `outln!` and `out!`: output that ends quietly on a closed pipe.
+#[macro_use]
+extern crate ecdn_lab;
 
 use clap::{Parser, Subcommand};
+// The plumbing the commands share with the lab, under the names they use.
+use ecdn_lab::{args, out, plot, signals};
 
-mod args;
-#[macro_use]
-mod out;
-mod backend_bench;
 mod backend_cmd;
 mod cluster_cmd;
-mod cluster_demo;
 mod cluster_ops;
 mod coordinator_cmd;
-mod coral_demo;
 mod demo_cmd;
 mod footprint_cmd;
 mod node_backend;
 mod node_cmd;
-mod object_bench;
 mod object_cmd;
 mod origin_cmd;
-mod plot;
-mod signals;
 mod sim_cmd;
 mod testbed_cmd;
 mod trace_cmd;
@@ -57,7 +55,7 @@ enum Command {
     /// The live cluster: `ecdn cluster demo` runs an origin, the coordinator and N nodes on
     /// loopback, replays a trace through them, kills nodes, and compares with the simulator.
     #[command(subcommand)]
-    Cluster(cluster_demo::ClusterCmd),
+    Cluster(cluster_ops::ClusterCmd),
     /// EC-Cache's object API: put, get, stat and rm objects on a cluster node.
     #[command(subcommand)]
     Object(object_cmd::ObjectCmd),
@@ -68,7 +66,7 @@ enum Command {
     /// Cooperating sites (Coral): `ecdn coral demo` runs Coral's DSHT and cooperating proxies
     /// on loopback with injected RTTs.
     #[command(subcommand)]
-    Coral(coral_demo::CoralCmd),
+    Coral(ecdn_lab::coral_demo::CoralCmd),
     /// A test bed of real hosts on this machine: network namespaces on a bridge, links shaped
     /// by tc (rate, delay, loss), fault verbs (cut, partition, slow); needs root.
     #[command(subcommand)]
@@ -86,10 +84,10 @@ fn main() {
             Command::Demo(a) => demo_cmd::run(a),
             Command::Origin(a) => origin_cmd::run(a),
             Command::Coordinator(a) => coordinator_cmd::run(a),
-            Command::Cluster(cmd) => cluster_demo::run(cmd),
+            Command::Cluster(cmd) => cluster_ops::run(cmd),
             Command::Object(cmd) => object_cmd::run(cmd),
             Command::Backend(cmd) => backend_cmd::run(cmd),
-            Command::Coral(cmd) => coral_demo::run(cmd),
+            Command::Coral(cmd) => ecdn_lab::coral_demo::run(cmd),
             Command::Testbed(cmd) => testbed_cmd::run(cmd),
         }));
     match result {

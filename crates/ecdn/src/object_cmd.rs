@@ -26,7 +26,7 @@ pub enum ObjectCmd {
     /// EC-Cache's evaluation on loopback: N nodes with capped peer links, objects written
     /// with the memory budget spent by popularity, Zipf reads; λ and read latency. Or
     /// `--simulate`: the same placement code without a cluster.
-    Bench(crate::object_bench::BenchArgs),
+    Bench(ecdn_lab::object_bench::BenchArgs),
 }
 
 #[derive(Args)]
@@ -72,7 +72,7 @@ pub struct GetArgs {
 pub fn run(cmd: ObjectCmd) -> Result<()> {
     let cmd = match cmd {
         // The bench builds its own runtime (on a test bed, on the readers' host).
-        ObjectCmd::Bench(a) => return crate::object_bench::main(a),
+        ObjectCmd::Bench(a) => return ecdn_lab::object_bench::main(a),
         other => other,
     };
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -7,9 +7,7 @@ use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[path = "../src/cluster_demo/contract.rs"]
-mod contract;
-use contract::CONTRACT_FIELDS;
+use ecdn_lab::cluster_demo::contract::CONTRACT_FIELDS;
 
 mod common;
 use common::SMALL_CACHES;

@@ -1,6 +1,6 @@
 //! The top-level fields of `ecdn cluster demo --json` that the command-line contract
-//! names; shared by the demo's unit tests and its end-to-end test (`tests/cluster_demo.rs`,
-//! which includes this file by path).
+//! names; shared by the demo's unit tests and its end-to-end test
+//! (`crates/ecdn/tests/cluster_demo.rs`).
 
 pub const CONTRACT_FIELDS: [&str; 20] = [
     "scheme",

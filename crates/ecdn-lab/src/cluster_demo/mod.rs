@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand};
+use clap::Args;
 use ecdn_cluster::coordinator::client::CoordinatorClient;
 use ecdn_cluster::etcd_local::LocalEtcd;
 use ecdn_placement::pieces::Scheme;
@@ -27,8 +27,7 @@ use ecdn_trace::units::{format_size, parse_size};
 use ecdn_trace::{Format, OpenOptions, Request, BATCH};
 
 pub mod bed;
-#[cfg(test)]
-mod contract;
+pub mod contract;
 mod control;
 pub mod driver;
 pub mod procs;
@@ -44,36 +43,6 @@ use report::{ClusterStats, CompareRow, KillRow, Record, Report, SimSummary, Tota
 use restart::{NodeStart, ReturnTiming, Returns};
 use schedule::{Kill, KillSpec, Restart, RestartSpec};
 use sim::{sim_summary, simulate, Failures};
-
-#[derive(Subcommand)]
-pub enum ClusterCmd {
-    /// A live cluster on loopback: origin, coordinator and N node processes, a trace replayed
-    /// through them with nodes killed on schedule, side by side with the simulator.
-    Demo(Box<DemoArgs>),
-    /// The running cluster: nodes (health, weight, address, buckets, write load, disk and
-    /// HOC use), the epoch, the leading coordinator, the write imbalance.
-    Status(crate::cluster_ops::StatusArgs),
-    /// Add a node while the cluster serves (then start it with `ecdn node --id`).
-    Add(crate::cluster_ops::AddArgs),
-    /// Drain a node: its buckets move, it finishes its requests and stops.
-    Drain(crate::cluster_ops::NodeArgs),
-    /// Remove a node for good (drained, or dead).
-    Remove(crate::cluster_ops::NodeArgs),
-    /// Rebalance parity now (c2dn) from the write loads recorded so far.
-    Rebalance(crate::cluster_ops::RebalanceArgs),
-}
-
-pub fn run(cmd: ClusterCmd) -> Result<()> {
-    use crate::cluster_ops;
-    match cmd {
-        ClusterCmd::Demo(a) => run_demo(*a),
-        ClusterCmd::Status(a) => cluster_ops::status(a),
-        ClusterCmd::Add(a) => cluster_ops::add(a),
-        ClusterCmd::Drain(a) => cluster_ops::drain(a),
-        ClusterCmd::Remove(a) => cluster_ops::remove(a),
-        ClusterCmd::Rebalance(a) => cluster_ops::rebalance(a),
-    }
-}
 
 #[derive(Args, Clone)]
 #[command(after_help = "Examples:\n  \
@@ -879,7 +848,7 @@ fn build_report(
     }
 }
 
-fn run_demo(a: DemoArgs) -> Result<()> {
+pub fn run_demo(a: DemoArgs) -> Result<()> {
     let plan = plan(&a)?;
     if let Some(note) = &plan.kill_note {
         eprintln!("{note}");

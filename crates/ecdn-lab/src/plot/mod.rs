@@ -37,7 +37,7 @@ mod tests;
 use cluster::{ClusterSeriesFigure, ClusterSizeFigure, SpikeFigure};
 use demo::DemoFigure;
 use sim::{ModelFigure, SeriesFigure, SizeFigure};
-pub(crate) use style::grouped;
+pub use style::grouped;
 use style::{output_format, render};
 
 /// The panels of `fig` side by side, one legend (`ecdn backend bench`).

@@ -534,7 +534,7 @@ pub(super) fn count_label(v: f64) -> String {
 }
 
 /// An integer with thousands separators: 1,234,567.
-pub(crate) fn grouped(n: u64) -> String {
+pub fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let groups: Vec<String> = digits
         .as_bytes()

@@ -66,6 +66,7 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 /// `println!` that returns the write's `io::Result` instead of panicking.
+#[macro_export]
 macro_rules! outln {
     () => {
         $crate::out::write(format_args!(""), true)
@@ -76,6 +77,7 @@ macro_rules! outln {
 }
 
 /// `print!` that returns the write's `io::Result` instead of panicking.
+#[macro_export]
 macro_rules! out {
     ($($arg:tt)*) => {
         $crate::out::write(format_args!($($arg)*), false)
