@@ -37,7 +37,7 @@ use hyper::header::HeaderMap;
 use hyper_util::rt::TokioIo;
 
 use super::bed::Fault;
-use super::report::{Record, Retry};
+use super::measure::{Record, Retry};
 use super::schedule::{Kill, Restart};
 
 /// One request handed out: its index in the trace and the node it goes to.

@@ -30,6 +30,7 @@ pub mod bed;
 pub mod contract;
 mod control;
 pub mod driver;
+pub mod measure;
 pub mod procs;
 pub mod report;
 pub mod restart;
@@ -38,8 +39,9 @@ pub mod schedule;
 mod sim;
 
 use driver::{Dispenser, Rebalancer, SharedDispenser, Work};
+use measure::{ClusterStats, CompareRow, KillRow, Record, SimSummary, Totals};
 use procs::{FileSettings, Layout, Procs};
-use report::{ClusterStats, CompareRow, KillRow, Record, Report, SimSummary, Totals};
+use report::Report;
 use restart::{NodeStart, ReturnTiming, Returns};
 use schedule::{Kill, KillSpec, Restart, RestartSpec};
 use sim::{sim_summary, simulate, Failures};
@@ -700,16 +702,16 @@ fn build_report(
     sim_empty: Option<&SimSummary>,
 ) -> Report {
     let t = Totals::of(&live.records);
-    let windows = report::windows(
+    let windows = measure::windows(
         &live.records,
         plan.window,
         &sim.windows,
         sim_killed.as_ref().map(|s| &s.windows[..]),
     );
-    let max_rel = report::max_relative_miss_increase(&windows, &plan.kills, plan.window, false);
-    let max_rel_sim = report::max_relative_miss_increase(&windows, &plan.kills, plan.window, true);
-    let (ttfb_ms, download_ms) = report::latency(&live.records, false);
-    let (ttfb_ms_piece_hits, download_ms_piece_hits) = report::latency(&live.records, true);
+    let max_rel = measure::max_relative_miss_increase(&windows, &plan.kills, plan.window, false);
+    let max_rel_sim = measure::max_relative_miss_increase(&windows, &plan.kills, plan.window, true);
+    let (ttfb_ms, download_ms) = measure::latency(&live.records, false);
+    let (ttfb_ms_piece_hits, download_ms_piece_hits) = measure::latency(&live.records, true);
     let bytes_written: Vec<Option<u64>> = live
         .stats
         .iter()
@@ -743,7 +745,7 @@ fn build_report(
             node: k.node,
             fraction: k.fraction,
             at_request: k.at,
-            window: report::window_of(k.at, plan.window),
+            window: measure::window_of(k.at, plan.window),
             cpu_s: live.cpu[k.node],
         })
         .collect();
@@ -762,7 +764,7 @@ fn build_report(
         ),
         None => Vec::new(),
     };
-    let write_imbalance = report::imbalance(whole_run);
+    let write_imbalance = measure::imbalance(whole_run);
     let compare = [
         CompareRow {
             scheme: scheme.clone(),
@@ -799,7 +801,7 @@ fn build_report(
         miss_ratio: t.miss_ratio(),
         byte_miss_ratio: t.byte_miss_ratio(),
         collapsed_fraction: t.collapsed_fraction(),
-        collapsed_ms: report::collapsed_latency(&live.records),
+        collapsed_ms: measure::collapsed_latency(&live.records),
         write_imbalance,
         bytes_written,
         windows,
@@ -818,8 +820,8 @@ fn build_report(
             .stats
             .iter()
             .flatten()
-            .fold(report::RepairCounts::default(), |a, s| {
-                report::RepairCounts {
+            .fold(measure::RepairCounts::default(), |a, s| {
+                measure::RepairCounts {
                     objects: a.objects + s.repair.objects,
                     pieces: a.pieces + s.repair.pieces,
                     bytes_written: a.bytes_written + s.repair.bytes_written,
@@ -832,7 +834,7 @@ fn build_report(
         download_ms,
         ttfb_ms_piece_hits,
         download_ms_piece_hits,
-        client_links: report::client_links(&live.records, &plan.client_links),
+        client_links: measure::client_links(&live.records, &plan.client_links),
         cpu_s,
         cpu_s_per_gib: if gib > 0.0 { cpu_s / gib } else { 0.0 },
         node_stats: live.stats.clone(),
@@ -985,7 +987,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
     out!("{}", report::summary(&report))?;
     out!(
         "{}",
-        report::compare_table(&report.compare, &compare_heading(&a, &plan))
+        measure::compare_table(&report.compare, &compare_heading(&a, &plan))
     )?;
     if let Some(path) = &a.plot {
         plot(path, &report, &live.records)?;
@@ -1019,13 +1021,13 @@ fn compare_heading(a: &DemoArgs, plan: &Plan) -> String {
         plan.trace.len(),
         a.nodes,
         format_size(plan.disk_size),
-        report::SPIKE_WINDOWS
+        measure::SPIKE_WINDOWS
     )
 }
 
 fn plot(path: &Path, r: &Report, records: &[Record]) -> Result<()> {
-    let [coded, replicated] = report::hit_latencies(records, false);
-    let input = PlotInput {
+    let [coded, replicated] = measure::hit_latencies(records, false);
+    let input = crate::plot::PlotInput {
         title: format!(
             "ecdn cluster demo: {} on {} nodes, {} requests{}{}",
             r.scheme,
@@ -1080,23 +1082,6 @@ fn plot(path: &Path, r: &Report, records: &[Record]) -> Result<()> {
     crate::plot::cluster_demo(path, &input)?;
     eprintln!("wrote {}", path.display());
     Ok(())
-}
-
-/// What the demo's figure draws.
-pub struct PlotInput {
-    pub title: String,
-    /// Per window: (first request, requests, live miss ratio, simulated miss ratio).
-    pub windows: Vec<(u64, u64, f64, Option<f64>)>,
-    /// (request index, node) of each kill.
-    pub kills: Vec<(u64, usize)>,
-    /// (request index, node, disk wiped) of each restarted node's return.
-    pub restarts: Vec<(u64, usize, bool)>,
-    /// Per node; `None` for a killed node that did not come back.
-    pub bytes_written: Vec<Option<u64>>,
-    pub sim_bytes_written: Vec<u64>,
-    /// (TTFB, download) latencies in µs of the hits of coded and of replicated objects.
-    pub coded: (Vec<u64>, Vec<u64>),
-    pub replicated: (Vec<u64>, Vec<u64>),
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use ecdn_cluster::coordinator::Status;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 
-use super::report::ClusterStats;
+use super::measure::ClusterStats;
 
 /// The loopback addresses of a run.
 #[derive(Clone, Debug, PartialEq)]

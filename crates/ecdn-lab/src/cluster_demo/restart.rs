@@ -32,8 +32,8 @@ use ecdn_cluster::coordinator::Status;
 use serde::Serialize;
 
 use super::driver::Returner;
+use super::measure::{Record, SimWindow, Totals};
 use super::procs::{self, Layout, Procs};
-use super::report::{Record, SimWindow, Totals};
 use super::schedule::Restart;
 
 /// How a node is started (the same for its restart as for its first start).

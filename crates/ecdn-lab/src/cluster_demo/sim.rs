@@ -11,7 +11,7 @@ use ecdn_placement::pieces::Scheme;
 use ecdn_sim::cluster_sweep::SchemeCode;
 
 use super::driver;
-use super::report::{self, CompareRow, SimSummary, SimWindow};
+use super::measure::{self, CompareRow, SimSummary, SimWindow};
 use super::schedule::{Kill, Restart};
 use super::{DemoArgs, Plan};
 
@@ -141,7 +141,7 @@ pub(super) fn peers(a: &DemoArgs, plan: &Plan) -> Result<Vec<CompareRow>> {
             sim_row(&none, None)
         } else {
             let killed = sim_summary(&simulate_code(a, plan, code, Failures::AsRun)?);
-            let max = report::sim_relative_miss_increase(
+            let max = measure::sim_relative_miss_increase(
                 &none.windows,
                 &killed.windows,
                 &plan.kills,
@@ -190,7 +190,7 @@ pub(super) fn sim_summary(r: &ClusterResult) -> SimSummary {
                 byte_miss_ratio: w.byte_miss_ratio,
             })
             .collect(),
-        repair: super::report::RepairCounts {
+        repair: super::measure::RepairCounts {
             objects: r.repair.objects,
             pieces: r.repair.pieces,
             bytes_written: u64::try_from(r.repair.written).unwrap_or(u64::MAX),

@@ -214,7 +214,7 @@ fn report_json_has_the_contract_fields() {
     );
     // The simulator's windows alone give the twin's increase as the live windows do.
     assert_eq!(
-        report::sim_relative_miss_increase(
+        measure::sim_relative_miss_increase(
             &r.sim.windows,
             &with_kills.windows,
             &plan.kills,
@@ -348,7 +348,7 @@ fn the_default_workload_shows_c2dn_losing_least() {
     let none = sim_summary(&simulate(&a, &p, Failures::None).unwrap());
     let killed = sim_summary(&simulate(&a, &p, Failures::AsRun).unwrap());
     let c2dn =
-        report::sim_relative_miss_increase(&none.windows, &killed.windows, &p.kills, p.window)
+        measure::sim_relative_miss_increase(&none.windows, &killed.windows, &p.kills, p.window)
             .unwrap();
     let of = |name: &str| {
         peers

@@ -25,9 +25,9 @@ use ecdn_sim::SimResult;
 
 pub mod backend;
 mod cluster;
-// `ecdn cluster demo`'s figure lives with its command and shares this module's style.
-#[path = "../cluster_demo/plot.rs"]
-mod cluster_demo_fig;
+mod cluster_demo_figure;
+
+pub use cluster_demo_figure::PlotInput;
 mod demo;
 mod sim;
 mod style;
@@ -111,8 +111,8 @@ pub fn demo(path: &Path, samples: &[(&str, u64)], title: &str) -> Result<()> {
 /// `ecdn cluster demo`'s figure: per-window miss ratio, live and simulated, with the kills
 /// marked (C2DN Fig. 6a); bytes written per node, live and simulated (Fig. 6d); CDFs of time to
 /// first byte and download time of coded and replicated hits (Fig. 8).
-pub fn cluster_demo(path: &Path, input: &crate::cluster_demo::PlotInput) -> Result<()> {
-    let fig = cluster_demo_fig::ClusterDemoFigure::new(input)?;
+pub fn cluster_demo(path: &Path, input: &PlotInput) -> Result<()> {
+    let fig = cluster_demo_figure::ClusterDemoFigure::new(input)?;
     render(path, &fig)
 }
 

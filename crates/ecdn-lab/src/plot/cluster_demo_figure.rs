@@ -1,4 +1,4 @@
-//! The figure of `ecdn cluster demo` (compiled as `crate::plot::cluster_demo`, next to the
+//! The figure of `ecdn cluster demo` (drawn by [`super::cluster_demo`], next to the
 //! other figures, whose style it shares): per-window miss ratio of the live cluster and of the
 //! simulator with each kill and each restarted node's return marked (C2DN Fig. 6a), bytes
 //! written per node, live and simulated (Fig. 6d), and the CDFs of time to first byte and
@@ -11,7 +11,6 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::demo::{cdf_points, ms_label};
 use super::style::*;
-use crate::cluster_demo::PlotInput;
 
 const LIVE: RGBColor = COLORS[0];
 const SIM: RGBColor = COLORS[1];
@@ -19,6 +18,23 @@ const KILL: RGBColor = COLORS[3];
 const BACK: RGBColor = COLORS[9];
 const CODED: RGBColor = COLORS[2];
 const REPLICATED: RGBColor = COLORS[4];
+
+/// What the demo's figure draws.
+pub struct PlotInput {
+    pub title: String,
+    /// Per window: (first request, requests, live miss ratio, simulated miss ratio).
+    pub windows: Vec<(u64, u64, f64, Option<f64>)>,
+    /// (request index, node) of each kill.
+    pub kills: Vec<(u64, usize)>,
+    /// (request index, node, disk wiped) of each restarted node's return.
+    pub restarts: Vec<(u64, usize, bool)>,
+    /// Per node; `None` for a killed node that did not come back.
+    pub bytes_written: Vec<Option<u64>>,
+    pub sim_bytes_written: Vec<u64>,
+    /// (TTFB, download) latencies in µs of the hits of coded and of replicated objects.
+    pub coded: (Vec<u64>, Vec<u64>),
+    pub replicated: (Vec<u64>, Vec<u64>),
+}
 
 pub(super) struct ClusterDemoFigure<'a> {
     input: &'a PlotInput,
