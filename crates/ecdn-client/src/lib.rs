@@ -1,5 +1,5 @@
 //! A client of ecdn's EC-Cache object API (`/_objects/<name>` on any node of a cluster; see
-//! `ecdn_node`'s `cluster/objects.rs`): put an object with an optional code, get it back,
+//! `ecdn_node`'s `node/cluster/objects/api.rs`): put an object with an optional code, get it back,
 //! stat it, delete it. One node address; connections are pooled; every call has a time limit.
 //!
 //! ```no_run

@@ -10,8 +10,8 @@
 //!   answers "which servers hold which piece of this object" from it alone, with the same
 //!   [`ecdn_placement::pieces`] code the simulator runs.
 //! * [`auth`] — the peer protocol's authentication: every request between nodes (and to the
-//!   coordinator) carries an HMAC-SHA256 over its method, path, time, body digest, destination,
-//!   map epoch and nonce, made with the cluster key; a missing, wrong or stale signature, or one
+//!   coordinator) carries a keyed BLAKE3 MAC (signature version 3) over its method, path, time,
+//!   body digest, destination, map epoch and nonce, made with the cluster key; a missing, wrong or stale signature, or one
 //!   of another signature version, is refused. [`replay`] — the receiver's [`replay::Gate`]:
 //!   a request signed for another process, or whose nonce was already taken, is refused too.
 //! * [`bearer`] — the admin listeners' bearer tokens: compared in constant time, and refused

@@ -31,7 +31,7 @@
 //!   are not counted as requests. In a cluster a request relayed to the bucket's serving node counts at
 //!   both nodes here: `tier="relayed"` at the node the client reached, its own tier at the
 //!   serving node (see `ecdn_cluster_served_total` below for the count once per request).
-//! * In a cluster, `/_ecdn/metrics` adds the `ecdn_cluster_*` series (`cluster/metrics.rs`;
+//! * In a cluster, `/_ecdn/metrics` adds the `ecdn_cluster_*` series (`cluster/pieces/metrics.rs`;
 //!   series with a fixed set of label values are written for each, zeros included; `peer`
 //!   series appear once this node first talked to that peer, `peer` being its node id):
 //!   - gauges: `ecdn_cluster_info{node,scheme,k,p}` (1), `ecdn_cluster_epoch` (the bucket map
@@ -68,7 +68,7 @@
 //!     `ecdn_cluster_repairs_total` (hits after which missing pieces were written back),
 //!     `ecdn_cluster_repair_{objects,pieces}_total` and
 //!     `ecdn_cluster_repair_{written,read}_bytes_total` (the background repair,
-//!     `cluster/repair.rs`),
+//!     `cluster/c2dn/repair.rs`),
 //!     `ecdn_cluster_corrupt_sub_chunks_total`, `ecdn_cluster_streamed_fills_total`,
 //!     `ecdn_cluster_ring_lost_total`; `ecdn_cluster_peer_replays_refused_total` (peer
 //!     requests signed for another node, with a nonce already taken, or older than the node's
@@ -98,7 +98,7 @@
 //!   `docs/grafana/ecdn-cluster.json` is a Grafana dashboard of these (its test checks that
 //!   every series it asks for is one a node exports).
 //! * `POST /_ecdn/repair?budget=BYTES` (cluster nodes with `repair_rate` set): one background
-//!   repair round now with that much new budget (`cluster/repair.rs`), answered with what it
+//!   repair round now with that much new budget (`cluster/c2dn/repair.rs`), answered with what it
 //!   did as JSON; `409` when the repair is off. A driver that wants the simulator's schedule
 //!   sets `repair_every_s = 0` and calls it.
 //! * `GET /_ecdn/status`: the status page, and `GET /_ecdn/status.json` its data (see

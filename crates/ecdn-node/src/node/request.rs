@@ -111,7 +111,7 @@ async fn serve(
     client_body::settle(deliver(&st, answer, arrived, log, remote), read)
 }
 
-/// Cluster mode: a `GET` / `HEAD` another node relayed here (see `cluster/relay.rs`), served
+/// Cluster mode: a `GET` / `HEAD` another node relayed here (see `cluster/c2dn/relay.rs`), served
 /// by this node whatever its map says, never relayed again.
 pub(super) async fn relayed(
     st: Arc<State>,

@@ -3,7 +3,7 @@
 //! server that failed — are written again to the servers the placement assigns them, without
 //! waiting for the next request for the object (which writes back what its object lacks).
 //!
-//! The live nodes run the same rules (`ecdn-node`, `cluster/repair.rs`), each for the buckets
+//! The live nodes run the same rules (`ecdn-node`, `node/cluster/c2dn/repair.rs`), each for the buckets
 //! it serves; the cluster demo's driver gives them this schedule, so live and simulated runs
 //! stay equal with repair on.
 //!

@@ -10,7 +10,7 @@
 //! Every kind of request goes through the same check, reads included: a replayed read would
 //! change nothing, but naming the destination and taking the nonce costs nothing, and keeps a
 //! captured relay from being answered twice. A piece `PUT` signed at or before the last purge
-//! of its object here is refused with `409` (`purges.rs`), so a held-back write cannot bring a
+//! of its object here is refused with `409` (`pieces/purge_log.rs`), so a held-back write cannot bring a
 //! purged object back; a `DELETE` records its signed time as that purge's.
 //!
 //! * `GET /_peer/has/{key}`: the pieces of the object this node holds, with one piece's

@@ -8,7 +8,7 @@
 //! answers `200`, and so does one that ignores multi-range requests. Every fetched sub-chunk
 //! must also match the CRC-32C the chunk's metadata recorded when the object was encoded. With
 //! the chunks found on peers, the fetched ones make K: the object is decoded whole (the same
-//! windows as a coded hit, `coded.rs`), answered, admitted to the HOC, and every target that
+//! windows as a coded hit, `pieces/coded.rs`), answered, admitted to the HOC, and every target that
 //! lacks its piece gets it (`write.rs`), the fetched chunks included.
 //!
 //! Anything else — no strong `ETag`, an answer that is not the ranges asked for, a sub-chunk

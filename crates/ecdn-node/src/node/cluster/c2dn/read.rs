@@ -12,7 +12,7 @@
 //! answer ends. If the assigned servers cannot supply the object, it asks as above.
 //!
 //! * A replica anywhere: a hit, read whole (small objects only).
-//! * At least K distinct chunks: a coded hit, streamed (`coded.rs`).
+//! * At least K distinct chunks: a coded hit, streamed (`pieces/coded.rs`).
 //! * 1 to K − 1 chunks: a **partial hit**, counted as a miss: only the missing data chunks'
 //!   bytes come from the origin (`partial.rs`).
 //! * Nothing: a miss.

@@ -12,7 +12,7 @@
 //!
 //! A fill of a coded object does not wait for the whole object: [`StripePlacer`] encodes it
 //! stripe by stripe as the origin's bytes arrive and streams each chunk to its server
-//! (`chunk_streams.rs`); an origin that fails mid-body leaves nothing stored.
+//! (`pieces/chunk_streams.rs`); an origin that fails mid-body leaves nothing stored.
 
 use std::sync::Arc;
 

@@ -5,7 +5,7 @@
 //! * `PUT /_objects/<name>[?k=K&r=R]`: the body (at most [`MAX_OBJECT`] bytes, with a
 //!   `Content-Length` or chunked) is **streamed**: coded stripe by stripe as it arrives into
 //!   `k` data and `r` parity splits (`ecdn-codec`, FORMAT.md v2; `k = 1` is replication:
-//!   `1 + r` copies), each split sent on to its server as it grows (`chunk_streams.rs`), so
+//!   `1 + r` copies), each split sent on to its server as it grows (`pieces/chunk_streams.rs`), so
 //!   the node holds one stripe, plus its own split if it is one of the servers. Defaults:
 //!   `k` = 10, `r` = 1 from 1 MiB on (the first MiB of the body decides), `k` = 1, `r` = 1
 //!   below; `k` shrinks to the available nodes when not given. The splits go to `k + r`
@@ -18,7 +18,7 @@
 //!   `201`, is the record, saying how many were stored. Fewer than `k` stored: `503`; a body
 //!   that fails or is cut off: `400`; too large: `413`; nothing visible in any case. With an
 //!   `s3://` `object_backend`, the body is also kept whole and written through to that store
-//!   (`backend.rs`: TOFEC's coded file, acknowledged after `k` parts) while the splits are
+//!   (`cluster/backend.rs`: TOFEC's coded file, acknowledged after `k` parts) while the splits are
 //!   stored; if the store fails, nothing is committed either (`502`).
 //! * `GET /_objects/<name>[?delta=D|auto]`: the record (this node's cached copy for up to
 //!   `object_record_ttl_ms`, else one directory lookup: `ecdn_objects::records`), then
@@ -27,23 +27,23 @@
 //!   `ecdn_objects::backlog`, which sees a backlog only on a capped link, `--peer-rate`), read
 //!   at once, and each stripe decoded from the first `k` sub-chunks that arrive and pass their
 //!   CRCs; when a window of stripes is done the other reads are cancelled (late binding, §4.3,
-//!   on the coded read path: `coded.rs`). A read that fails is replaced by one of the object's
+//!   on the coded read path: `pieces/coded.rs`). A read that fails is replaced by one of the object's
 //!   other stored splits on an available node. The answer **streams**, window by window (up to
 //!   1 MiB of each split); a whole object's bytes are checked against the record's SHA-256 as
 //!   they go, and a mismatch aborts the answer. **Ranges** (`Range`, `If-Range` against the
 //!   `ETag`, several ranges as `multipart/byteranges`, `416`) read only the stripes they
 //!   cover, as the node's cache hits do (`hit::plan_hit`). With fewer than `k` readable:
 //!   `502` naming both numbers, or, with `object_backend` in the cluster file, the object
-//!   fetched from that store and checked against its record (`backend.rs`); with a cached
+//!   fetched from that store and checked against its record (`cluster/backend.rs`); with a cached
 //!   record the directory is asked again first (the object may have been written again or
 //!   deleted). `GET /_objects/<name>?stat`: the record as JSON, with what the splits' servers
-//!   hold now (`object_stat.rs`). `HEAD`: the record in headers.
+//!   hold now (`stat.rs`). `HEAD`: the record in headers.
 //! * `DELETE /_objects/<name>`: the record is removed first (readers stop finding it), then
 //!   every split, on every node that holds one, and the copy in an `s3://` backend
 //!   (`X-Ecdn-Backend: removed`, or why not).
 //! * `POST /_objects/<name>?units=N`: the parity budget re-spent on the object: its splits
 //!   (replicas, for `k` = 1) grown or shrunk to `N`, never below the `k + r` it was written
-//!   with (`object_budget.rs`).
+//!   with (`budget.rs`).
 //!
 //! Headers of an answer: `X-Ecdn-Object-Version`, `X-Ecdn-K`, `X-Ecdn-R`, `ETag` (the SHA-256),
 //! and for a `GET` `X-Ecdn-Splits` (the split indexes the first stripe was decoded from) and `X-Ecdn-Delta` (the Δ
@@ -474,7 +474,7 @@ async fn get(
 }
 
 /// Fewer than `k` splits could be read: the object from the backend store, checked against
-/// its record (`backend.rs`), answered as a read from the splits would be (`X-Ecdn-Source:
+/// its record (`cluster/backend.rs`), answered as a read from the splits would be (`X-Ecdn-Source:
 /// backend`); `502` naming both failures if the backend fails too.
 async fn from_backend(
     backend: &crate::node::cluster::backend::ObjectBackend,

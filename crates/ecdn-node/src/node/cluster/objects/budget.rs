@@ -7,7 +7,7 @@
 //! * **Growing.** The object is read as a `GET` reads it (late binding over `k` splits, every
 //!   sub-chunk checked against the record's CRCs) and streamed through the encoder of the code
 //!   (`k`, `N − k`). The new splits only are sent on, to servers chosen uniformly at random
-//!   among the available ones that hold none of the object's splits (`chunk_streams.rs`), so
+//!   among the available ones that hold none of the object's splits (`pieces/chunk_streams.rs`), so
 //!   the node holds one stripe at a time. The first parities of a Reed–Solomon code do not
 //!   depend on how many there are: the encoder's checksums of the splits the object already has
 //!   must equal the record's, or nothing is stored. The record is then replaced by one with the

@@ -1,6 +1,6 @@
 //! Chunks streamed to their servers while the object's bytes arrive: the machinery under a
 //! coded fill's placement (`write::StripePlacer`, C2DN) and an EC-Cache object's `PUT`
-//! (`objects.rs`).
+//! (`objects/api.rs`).
 //!
 //! The object is encoded stripe by stripe as its bytes are pushed (`ecdn_codec::StripeEncoder`,
 //! which buffers at most one stripe). This node's own chunk is gathered in memory and stored

@@ -100,7 +100,7 @@ pub(in crate::node) struct CodedObject {
 /// What the servers of a read's chunks said by answering it: per chunk asked of a peer,
 /// whether its source holds it (a `200`) or not (a `404`). A chunk read from this node, not
 /// asked, or whose answer never came has no entry. The serving node's check that every
-/// target holds its chunk (`read.rs`) takes these answers instead of asking those servers
+/// target holds its chunk (`c2dn/read.rs`) takes these answers instead of asking those servers
 /// again.
 #[derive(Debug, Default)]
 pub(in crate::node) struct Heard(Mutex<Vec<(usize, bool)>>);
@@ -123,7 +123,7 @@ impl Heard {
 }
 
 /// Work beside a read that needs the read's outcome (the check that every target holds its
-/// chunk, `read.rs`): a task started with the read, told when the read is over, and awaited
+/// chunk, `c2dn/read.rs`): a task started with the read, told when the read is over, and awaited
 /// before the answer ends.
 pub(in crate::node) struct Finish {
     pub(in crate::node) task: JoinHandle<()>,

@@ -52,7 +52,7 @@ pub(in crate::node) struct Cluster {
     /// The purges this node carried out lately: no write signed before one undoes it.
     pub(in crate::node) purges: purge_log::PurgeLog,
     pub(in crate::node) pieces: PieceStore,
-    /// What the start found on disk (`pieces.rs`, "Restart").
+    /// What the start found on disk (`store.rs`, "Restart").
     pub(in crate::node) recovered: store::Recovered,
     pub(in crate::node) loads: WriteLoads,
     pub(in crate::node) stats: ClusterStats,
@@ -64,7 +64,7 @@ pub(in crate::node) struct Cluster {
     pub(in crate::node) etcd: Option<Arc<EtcdStatus>>,
     /// In embedded mode: whether this node reaches the coordinator.
     pub(in crate::node) coordinator: Option<Arc<CoordinatorStatus>>,
-    /// EC-Cache's object records (`objects.rs`): the coordinator, or etcd.
+    /// EC-Cache's object records (`objects/api.rs`): the coordinator, or etcd.
     pub(in crate::node) objects: ecdn_cluster::objects::ObjectDirectory,
     /// The outgoing peer link: counted, and capped in a test bed (`link.rs`).
     pub(in crate::node) link: Arc<link::Link>,
@@ -72,9 +72,9 @@ pub(in crate::node) struct Cluster {
     pub(in crate::node) backlog: Mutex<ecdn_objects::backlog::Backlog>,
     /// Object records read lately (`ecdn_objects::records`).
     pub(in crate::node) records: Mutex<ecdn_objects::records::RecordCache>,
-    /// The store under the object cache (`object_backend`, `backend.rs`).
+    /// The store under the object cache (`object_backend`, `cluster/backend.rs`).
     pub(in crate::node) backend: Option<backend::ObjectBackend>,
-    /// Background repair (`repair.rs`).
+    /// Background repair (`c2dn/repair.rs`).
     pub(in crate::node) repair: demand::Repair,
 }
 
@@ -89,7 +89,7 @@ pub(in crate::node) fn ring_size(capacity: u64) -> u64 {
 
 impl Cluster {
     /// Joins the cluster: registers the pieces `disk` holds from an earlier run (see
-    /// "Restart" in `pieces.rs`), waits for the coordinator's first map (see
+    /// "Restart" in `store.rs`), waits for the coordinator's first map (see
     /// [`ecdn_cluster::control::spawn_control`]), then heartbeats and follows the map. Its peer
     /// listener refuses requests signed before `started` (UNIX ms, when the node began to
     /// start: requests may wait for it in the listener's backlog meanwhile).
@@ -288,7 +288,7 @@ impl Cluster {
             "peer_errors": s.peer_errors(),
             "streamed_fills": get(&s.streamed_fills),
             // Peer requests refused as replays, and signed writes refused as older than a
-            // purge of their object (`purges.rs`).
+            // purge of their object (`purge_log.rs`).
             "peer_replays_refused": self.gate.replays_refused(),
             "writes_refused_after_purge": get(&s.writes_refused_after_purge),
             "ring_lost": self.pieces.ring_lost(),

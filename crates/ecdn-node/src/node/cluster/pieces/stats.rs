@@ -26,7 +26,7 @@ pub(in crate::node) struct ClusterStats {
     pub(in crate::node) corrupt_sub_chunks: AtomicU64,
     /// Fills of coded objects whose chunks were encoded and sent stripe by stripe.
     pub(in crate::node) streamed_fills: AtomicU64,
-    /// Signed piece writes refused as signed before a purge of their object (`purges.rs`).
+    /// Signed piece writes refused as signed before a purge of their object (`purge_log.rs`).
     pub(in crate::node) writes_refused_after_purge: AtomicU64,
     /// Per [`Parity`] reason, read windows that asked for parity chunks.
     pub(in crate::node) parity_fetches: [AtomicU64; Parity::ALL.len()],

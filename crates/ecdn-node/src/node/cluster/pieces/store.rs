@@ -56,7 +56,7 @@ pub enum Put {
     Refused,
 }
 
-/// The key prefix of EC-Cache's object splits (`objects.rs`): they carry their own code.
+/// The key prefix of EC-Cache's object splits (`objects/api.rs`): they carry their own code.
 pub(in crate::node) const SPLIT_PREFIX: &str = "_objects/";
 
 /// Pieces an object of `key` may have: an EC-Cache object's splits may be up to the most an
