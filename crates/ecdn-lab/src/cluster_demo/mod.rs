@@ -5,32 +5,30 @@
 //! what the simulator (`ecdn_sim::cluster`, in-process, same trace and configuration, without
 //! failures and with the same ones) does.
 //!
-//! The parts: [`procs`] (ports, the cluster file, the children, readiness, CPU), [`schedule`]
-//! (the kills and restarts, checked), [`driver`] (the load balancer, which carries out the
-//! schedule), [`restart`] (a killed node's return, and how the report shows it), [`report`]
-//! (windows, percentiles, the JSON object), `sim.rs` (the simulator's runs); the figure is
-//! `plot.rs`, drawn through [`crate::plot::cluster_demo`].
+//! The parts: `args.rs` ([`DemoArgs`]) and `plan.rs` (the arguments checked, the trace loaded),
+//! [`procs`] (ports, the cluster file, the children, readiness, CPU), [`schedule`] (the kills
+//! and restarts, checked), [`driver`] (the load balancer, which carries out the schedule),
+//! [`restart`] (a killed node's return, and how the report shows it), [`measure`] (what a run
+//! measured: records, windows, percentiles), [`report`] (the JSON object and the tables),
+//! `sim.rs` (the simulator's runs); the figure is drawn by [`crate::plot::cluster_demo`].
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use clap::Args;
 use ecdn_cluster::coordinator::client::CoordinatorClient;
 use ecdn_cluster::etcd_local::LocalEtcd;
-use ecdn_placement::pieces::Scheme;
-use ecdn_sim::cluster_sweep::SchemeCode;
-use ecdn_trace::gen::{GenConfig, Generator, Scenario, SizeDist};
-use ecdn_trace::units::{format_size, parse_size};
-use ecdn_trace::{Format, OpenOptions, Request, BATCH};
+use ecdn_trace::units::format_size;
 
+mod args;
 pub mod bed;
 pub mod contract;
 mod control;
 pub mod driver;
 pub mod measure;
+mod plan;
 pub mod procs;
 pub mod report;
 pub mod restart;
@@ -38,399 +36,14 @@ pub mod routing;
 pub mod schedule;
 mod sim;
 
+pub use args::DemoArgs;
 use driver::{Dispenser, Rebalancer, SharedDispenser, Work};
 use measure::{ClusterStats, CompareRow, KillRow, Record, SimSummary, Totals};
+use plan::{plan, Plan};
 use procs::{FileSettings, Layout, Procs};
 use report::Report;
 use restart::{NodeStart, ReturnTiming, Returns};
-use schedule::{Kill, KillSpec, Restart, RestartSpec};
 use sim::{sim_summary, simulate, Failures};
-
-#[derive(Args, Clone)]
-#[command(after_help = "Examples:\n  \
-    ecdn cluster demo                                  # C2DN's regime, node 2 killed at 0.5\n  \
-    ecdn cluster demo --no-kill                        # the same without a failure\n  \
-    ecdn cluster demo --objects 2000 --sizes lognormal:48KiB:1.2 --disk-size 8MiB  # small caches\n  \
-    ecdn cluster demo --nodes 6 --kill 2@0.5 --json --plot demo.png\n  \
-    ecdn cluster demo --scheme rep2 --nodes 6 --kill 2@0.5\n  \
-    ecdn cluster demo --scheme c2dn-n5k3 --nodes 6 --kill 1@0.4 --kill 4@0.6\n  \
-    ecdn cluster demo --nodes 6 --kill 2@0.3 --restart 2@0.6      # a node returns\n  \
-    ecdn cluster demo --nodes 6 --kill 2@0.3 --restart-empty 2@0.6  # with a new disk\n  \
-    ecdn cluster demo --trace t.oracleGeneral.bin --max-requests 50000\n  \
-    ecdn cluster demo --sizes fixed:1MiB --objects 200 --json     # Fig. 8, coded\n  \
-    ecdn cluster demo --sizes fixed:1MiB --objects 200 --threshold 2MiB --json  # replicated\n\n\
-    The load driver spreads requests round-robin over the live nodes (--routing bucket: to \
-    each request's bucket's serving node, as C2DN's own load balancer does); a request whose \
-    connection fails (refused or reset before the answer, or broken mid-body) is retried \
-    once on the next live node. --kill \
-    NODE@FRACTION SIGKILLs that node once FRACTION of the requests were issued; it leaves \
-    the rotation at that moment. --restart NODE@FRACTION starts a killed node again (same \
-    id, ports and disk file) before that request, and it rejoins the rotation once the \
-    coordinator's map has it available; --restart-empty wipes its disk file first. Without \
-    --kill, --restart, --restart-empty or --no-kill, node 2 is killed at 0.5 (--kill 2@0.5) when \
-    the nodes left can still run the scheme. The default workload (500 objects, sizes \
-    lognormal:256KiB:1.0, 64 MiB of pieces per node) is the regime of C2DN's §6.2-6.3: the \
-    surviving nodes' caches hold c2dn's working set but not rep2's; the flags of the third \
-    example (the defaults before issue 37) give caches that turn over within a window. Every \
-    body is checked byte by byte. The simulator runs the same trace with the same scheme, K, \
-    P, threshold, buckets and seed, capacity nodes × disk size, equal weights, FIFO, without \
-    failures and (with --kill) with the same kills and returns; after the run, a table sets \
-    the live scheme's miss ratio, byte miss ratio, write imbalance and largest relative miss \
-    increase after a kill beside the simulator's for the schemes no-rep, rep2, c2dn-norebal \
-    and c2dn on the same trace, capacity and kills (JSON: `compare`). With --json the last \
-    line of stdout is one JSON object.")]
-pub struct DemoArgs {
-    /// Nodes (processes) in the cluster.
-    #[arg(long, default_value_t = 6)]
-    nodes: usize,
-    /// no-rep, rep2, c2dn-norebal, c2dn; a coded scheme may name its code (c2dn-n5k3).
-    #[arg(long, default_value = "c2dn")]
-    scheme: String,
-    /// Data chunks of coded schemes (unless the scheme names its code).
-    #[arg(long, default_value_t = 3)]
-    k: usize,
-    /// Parity chunks of coded schemes (unless the scheme names its code).
-    #[arg(long, default_value_t = 1)]
-    p: usize,
-    /// Requests of the generated trace.
-    #[arg(long, default_value_t = 10_000, conflicts_with = "trace")]
-    requests: u64,
-    /// Distinct objects of the generated trace (Zipf popularity).
-    #[arg(long, default_value_t = 500)]
-    objects: u64,
-    /// Zipf exponent of the generated trace.
-    #[arg(long, default_value_t = 0.9)]
-    alpha: f64,
-    /// Object sizes of the generated trace: fixed:SIZE, lognormal:MEDIAN:SIGMA,
-    /// pareto:ALPHA:MIN, web-video. The default makes about three quarters of the objects
-    /// larger than the coding threshold, and most bytes coded.
-    #[arg(long, default_value = "lognormal:256KiB:1.0")]
-    sizes: String,
-    /// Replay this trace instead (oracleGeneral, .zst, text or CSV by its name).
-    #[arg(long, value_name = "FILE")]
-    trace: Option<PathBuf>,
-    /// With --trace: replay at most R requests.
-    #[arg(long, value_name = "R", requires = "trace")]
-    max_requests: Option<u64>,
-    /// Kill NODE (SIGKILL) when FRACTION of the requests were issued; repeatable. Without it
-    /// (and without --restart, --restart-empty and --no-kill) node 2 is killed at 0.5, if the
-    /// nodes left can run the scheme.
-    #[arg(long, value_name = "NODE@FRACTION")]
-    kill: Vec<String>,
-    /// Kill no node: turns the default kill (node 2 at 0.5) off.
-    #[arg(long, conflicts_with_all = ["kill", "restart", "restart_empty"])]
-    no_kill: bool,
-    /// Start NODE, killed earlier by --kill, again before FRACTION of the requests are issued:
-    /// same id, ports and disk file, so it returns with what it held (C2DN App. 10.3; the
-    /// simulator keeps a returning server's cache). It rejoins the rotation once the
-    /// coordinator's map has it available. At most once per kill; repeatable.
-    #[arg(long, value_name = "NODE@FRACTION")]
-    restart: Vec<String>,
-    /// As --restart, with the node's disk file wiped first: a replaced disk, returning empty
-    /// (the simulator empties that server's cache on its return).
-    #[arg(long, value_name = "NODE@FRACTION")]
-    restart_empty: Vec<String>,
-    /// C2DN's optional periodic parity rebalance, before every N-th request: the driver waits
-    /// for the requests in flight, the coordinator rebalances from the loads so far and every
-    /// node takes the new map; the simulator rebalances before the same requests. Off by
-    /// default: parity is rebalanced only when a node fails or returns (§4.2, §5).
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    rebalance_every: u64,
-    /// Background repair (c2dn, beyond the paper): bytes each node may write per request of
-    /// the trace (its trace time) to rebuild the pieces the objects it serves lost; 0, the
-    /// default, turns it off. The driver stops before every --repair-every-th request and has
-    /// every live node run a round (`POST /_ecdn/repair`); the simulator repairs before the
-    /// same requests.
-    #[arg(long, value_name = "BYTES", default_value = "0")]
-    repair_rate: String,
-    /// Requests between repair rounds.
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    repair_every: u64,
-    /// Concurrent requests of the load driver.
-    #[arg(long, default_value_t = 16)]
-    concurrency: usize,
-    /// Print one JSON object as the last line of stdout.
-    #[arg(long)]
-    json: bool,
-    /// Draw per-window miss ratios (live and simulated, kills marked), bytes written per node
-    /// and the latency CDFs of coded and replicated hits to FILE (.png or .svg).
-    #[arg(long, value_name = "FILE")]
-    plot: Option<PathBuf>,
-    /// Requests per window of the table (default: a tenth of the requests).
-    #[arg(long, value_name = "REQUESTS")]
-    window: Option<u64>,
-    /// Each node's DRAM hot-object cache.
-    #[arg(long, default_value = "1MiB")]
-    hoc_size: String,
-    /// Each node's cache capacity for pieces (the simulator's per-server capacity).
-    #[arg(long, default_value = "64MiB")]
-    disk_size: String,
-    /// Objects larger than this are coded (C2DN schemes).
-    #[arg(long, default_value = "128KiB")]
-    threshold: String,
-    /// Buckets objects are hashed to.
-    #[arg(long, default_value_t = 100)]
-    buckets: usize,
-    /// Sub-chunk size of coded objects.
-    #[arg(long, default_value = "32KiB")]
-    sub_chunk: String,
-    /// Seed of the generated trace and of the placement.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// The origin's delay before its response headers.
-    #[arg(long, default_value = "0s")]
-    origin_latency: String,
-    /// How long the cluster may take to come up.
-    #[arg(long, default_value = "30s")]
-    ready_timeout: String,
-    /// Limit on one attempt of one request, connect to last byte.
-    #[arg(long, default_value = "30s")]
-    request_timeout: String,
-    /// Limit on a silence within one attempt (no response head or no body byte for this
-    /// long): the load driver gives the attempt up and retries on another node, as a load
-    /// balancer does with a node it can no longer reach. Keep it above --origin-latency.
-    #[arg(long, default_value = "10s")]
-    idle_timeout: String,
-    /// Also report the download times of hits through modeled client access links of these
-    /// rates (bits per second, comma-separated, e.g. `1Gbit,10Gbit`): each answer's frames, as
-    /// they arrived, pass a FIFO link of that rate (C2DN's Fig. 8 clients reach the cluster over
-    /// a WAN). The measured times are reported as well.
-    #[arg(long, value_name = "RATES")]
-    client_link: Option<String>,
-    /// Where the load balancer sends a request: `round-robin` over the live nodes (a node
-    /// relays a request for a bucket it does not serve to the node that does, as an anycast
-    /// CDN's servers do), or `bucket`: to the bucket's serving node in the coordinator's map,
-    /// fetched every 250 ms, as C2DN's prototype's DNS-based local load balancer does (§2).
-    #[arg(long, value_enum, default_value_t = routing::Routing::RoundRobin)]
-    routing: routing::Routing,
-    /// C2DN's delayed parity fetch (§5): parity is asked for when the stripe waited for still
-    /// lacks a data sub-chunk F × the first peer sub-chunk's latency later (the cluster file's
-    /// `parity_delay`; default 0.2, the paper's 20%).
-    #[arg(long, value_name = "F")]
-    parity_delay: Option<f64>,
-    /// Keep the run's directory (cluster file, logs, disk files) and print where it is.
-    #[arg(long)]
-    keep_dir: bool,
-    #[command(flatten)]
-    control: control::ControlArgs,
-    #[command(flatten)]
-    testbed: bed::TestbedArgs,
-}
-
-/// The requests to replay, in order.
-fn load_trace(a: &DemoArgs) -> Result<Vec<Request>> {
-    if let Some(path) = &a.trace {
-        let opts = OpenOptions {
-            format: Format::from_path(path),
-        };
-        let mut r = ecdn_trace::open(path, &opts)
-            .with_context(|| format!("opening the trace {}", path.display()))?;
-        let limit = a.max_requests.unwrap_or(u64::MAX);
-        let mut out = Vec::new();
-        let mut buf = Vec::with_capacity(BATCH);
-        while (out.len() as u64) < limit {
-            let want = (limit - out.len() as u64).min(BATCH as u64) as usize;
-            if r.read_batch(&mut buf, want)
-                .with_context(|| format!("reading the trace {}", path.display()))?
-                == 0
-            {
-                break;
-            }
-            out.extend_from_slice(&buf);
-        }
-        if let Some(bad) = out.iter().position(|r| r.size == 0) {
-            bail!(
-                "the trace's request {bad} has size 0; the demo replays objects of at least one byte"
-            );
-        }
-        return Ok(out);
-    }
-    let sizes = SizeDist::parse(&a.sizes).map_err(anyhow::Error::msg)?;
-    Ok(Generator::new(GenConfig {
-        requests: a.requests,
-        objects: a.objects,
-        alpha: a.alpha,
-        sizes,
-        rate: 1000.0,
-        seed: a.seed,
-        scenario: Scenario::Stationary,
-    })?
-    .collect())
-}
-
-/// The kill of a run whose flags name no kill, restart or `--no-kill`: node 2 at 0.5, as the
-/// live runs of C2DN's regime in BENCHMARKS.md ("The paper's regime, live").
-pub const DEFAULT_KILL: KillSpec = KillSpec {
-    node: 2,
-    fraction: 0.5,
-};
-
-/// Whether a run gets [`DEFAULT_KILL`].
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum DefaultKill {
-    /// The flags name kills or restarts, or `--no-kill`.
-    NotAsked,
-    Kill(KillSpec),
-    /// The cluster cannot lose the node: it does not exist, or the nodes left are fewer than
-    /// the scheme needs (`needed`).
-    CannotLose,
-}
-
-fn default_kill(a: &DemoArgs, needed: usize) -> DefaultKill {
-    if a.no_kill || !a.kill.is_empty() || !a.restart.is_empty() || !a.restart_empty.is_empty() {
-        DefaultKill::NotAsked
-    } else if DEFAULT_KILL.node < a.nodes && a.nodes > needed {
-        DefaultKill::Kill(DEFAULT_KILL)
-    } else {
-        DefaultKill::CannotLose
-    }
-}
-
-/// Everything checked and parsed before any process starts.
-struct Plan {
-    code: SchemeCode,
-    /// What became of the default kill, when the flags asked for none, for stderr.
-    kill_note: Option<String>,
-    trace: Vec<Request>,
-    window: u64,
-    kills: Vec<Kill>,
-    restarts: Vec<Restart>,
-    hoc_size: u64,
-    disk_size: u64,
-    threshold: u64,
-    sub_chunk: u64,
-    /// `--repair-rate`: bytes per request of trace time per node (0: off).
-    repair_rate: u64,
-    ready_timeout: Duration,
-    request_timeout: Duration,
-    idle_timeout: Duration,
-    /// `--client-link`, bits per second.
-    client_links: Vec<f64>,
-    control: control::ControlPlan,
-    /// `--testbed`'s network faults, in the order they happen.
-    faults: Vec<bed::Fault>,
-}
-
-fn plan(a: &DemoArgs) -> Result<Plan> {
-    if a.nodes == 0 || a.nodes > 256 {
-        bail!("--nodes must be between 1 and 256");
-    }
-    if a.concurrency == 0 {
-        bail!("--concurrency must be positive");
-    }
-    if let Some(path) = &a.plot {
-        crate::plot::check_output(path)?;
-    }
-    crate::args::duration("--origin-latency", &a.origin_latency)?;
-    let code = SchemeCode::parse(&a.scheme, a.k, a.p).map_err(anyhow::Error::msg)?;
-    let needed = code.scheme.servers_needed(code.k, code.p);
-    if needed > a.nodes {
-        bail!(
-            "--scheme {} with K = {}, P = {} needs {needed} nodes; --nodes is {}",
-            a.scheme,
-            code.k,
-            code.p,
-            a.nodes
-        );
-    }
-    let size = |flag: &str, v: &str| -> Result<u64> {
-        let s = parse_size(v).map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
-        if s == 0 {
-            bail!("{flag} must be above 0");
-        }
-        Ok(s)
-    };
-    let hoc_size = size("--hoc-size", &a.hoc_size)?;
-    let disk_size = size("--disk-size", &a.disk_size)?;
-    let threshold = size("--threshold", &a.threshold)?;
-    let sub_chunk = size("--sub-chunk", &a.sub_chunk)?;
-    let mut specs = a
-        .kill
-        .iter()
-        .map(|s| KillSpec::parse(s))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(anyhow::Error::msg)?;
-    let default_kill = default_kill(a, needed);
-    let kill_note = match default_kill {
-        DefaultKill::NotAsked => None,
-        DefaultKill::Kill(spec) => {
-            specs.push(spec);
-            Some(format!(
-                "no --kill given: node {} is killed at {} (the default; --no-kill turns it off)",
-                spec.node, spec.fraction
-            ))
-        }
-        DefaultKill::CannotLose => Some(format!(
-            "no --kill given, and no default kill: {} nodes without node {} cannot run {} \
-             (it needs {needed})",
-            a.nodes, DEFAULT_KILL.node, a.scheme
-        )),
-    };
-    let trace = load_trace(a)?;
-    let total = trace.len() as u64;
-    if total == 0 {
-        bail!("no requests to replay");
-    }
-    let window = match a.window {
-        Some(0) => bail!("--window must be at least 1 request"),
-        Some(w) => w,
-        None => (total / 10).max(1),
-    };
-    let kills = schedule::kills(&specs, a.nodes, total).map_err(anyhow::Error::msg)?;
-    let restart_specs = a
-        .restart
-        .iter()
-        .map(|s| RestartSpec::parse(s, false))
-        .chain(a.restart_empty.iter().map(|s| RestartSpec::parse(s, true)))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(anyhow::Error::msg)?;
-    let restarts = schedule::restarts(&restart_specs, &kills, total).map_err(anyhow::Error::msg)?;
-    if a.rebalance_every > 0 && code.scheme != Scheme::C2dn {
-        bail!("--rebalance-every: only c2dn rebalances parity");
-    }
-    let repair_rate =
-        parse_size(&a.repair_rate).map_err(|e| anyhow::anyhow!("--repair-rate: {e}"))?;
-    if repair_rate > 0 && code.scheme != Scheme::C2dn {
-        bail!("--repair-rate: only c2dn repairs");
-    }
-    if repair_rate > 0 && a.repair_every == 0 {
-        bail!("--repair-every: need at least 1 request between rounds");
-    }
-    let control = control::ControlPlan::parse(&a.control, total)?;
-    let faults = bed::faults(&a.testbed, a.nodes, total)?;
-    if a.testbed.testbed.is_some() && control.etcd() {
-        bail!("--testbed runs the embedded coordinator; --control etcd on a test bed is not built yet");
-    }
-    let leaving = faults.iter().filter(|f| f.kind.leaves_rotation()).count();
-    if leaving > 0 && kills.len() + leaving >= a.nodes {
-        bail!("--kill and --partition-clients together would leave the client no node");
-    }
-    Ok(Plan {
-        code,
-        kill_note,
-        trace,
-        window,
-        kills,
-        restarts,
-        hoc_size,
-        disk_size,
-        threshold,
-        sub_chunk,
-        repair_rate,
-        ready_timeout: crate::args::duration("--ready-timeout", &a.ready_timeout)?,
-        request_timeout: crate::args::duration("--request-timeout", &a.request_timeout)?,
-        idle_timeout: crate::args::duration("--idle-timeout", &a.idle_timeout)?,
-        client_links: match &a.client_link {
-            Some(l) => l
-                .split(',')
-                .map(|r| crate::args::bit_rate("--client-link", r))
-                .collect::<Result<_>>()?,
-            None => Vec::new(),
-        },
-        control,
-        faults,
-    })
-}
 
 /// What the live run produced.
 struct Live {

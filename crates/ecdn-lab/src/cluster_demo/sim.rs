@@ -10,10 +10,11 @@ use ecdn_trace::{Request, SliceReader};
 use ecdn_placement::pieces::Scheme;
 use ecdn_sim::cluster_sweep::SchemeCode;
 
+use super::args::DemoArgs;
 use super::driver;
 use super::measure::{self, CompareRow, SimSummary, SimWindow};
+use super::plan::Plan;
 use super::schedule::{Kill, Restart};
-use super::{DemoArgs, Plan};
 
 /// Which failures the simulator sees.
 #[derive(Clone, Copy, Debug, PartialEq)]
