@@ -115,7 +115,7 @@ fn stop_due(every: u64, next: u64, at: &mut u64) -> bool {
 }
 
 impl<K: FnMut(usize)> Dispenser<K> {
-    /// `kills` from [`schedule`] (sorted by `at`).
+    /// `kills` from [`super::schedule`] (sorted by `at`).
     pub fn new(total: u64, nodes: usize, kills: Vec<Kill>, killer: K) -> Self {
         Dispenser {
             next: 0,

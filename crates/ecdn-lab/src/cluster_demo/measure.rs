@@ -318,7 +318,7 @@ pub struct CompareRow {
     pub byte_miss_ratio: f64,
     /// max/min bytes written over the nodes alive for the whole run.
     pub write_imbalance: Option<f64>,
-    /// Live: [`Report::max_relative_miss_increase`]; simulated: the simulator losing the same
+    /// Live: [`super::report::Report::max_relative_miss_increase`]; simulated: the simulator losing the same
     /// nodes against itself without failures (null without kills).
     pub max_relative_miss_increase: Option<f64>,
 }
