@@ -6,6 +6,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+
 /// Starts `ecdn args`, sends SIGTERM as soon as a stderr line contains "listening on", and
 /// checks the process exits 0 within 5 s and says it shut down.
 fn term_at_once(args: &[&str]) {
@@ -83,25 +85,16 @@ fn the_origin_and_the_node_shut_down_on_a_sigterm_right_after_listening() {
 #[test]
 fn the_coordinator_shuts_down_on_a_sigterm_right_after_listening() {
     let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut text = format!(
-        "scheme = \"c2dn\"\nkey = \"0123456789abcdef-signal-test\"\n\
-         coordinator = \"127.0.0.1:{port}\"\n"
+    let port = common::free_ports(1)[0];
+    let settings =
+        format!("scheme = \"c2dn\"\nkey = \"0123456789abcdef-signal-test\"\ncoordinator = \"127.0.0.1:{port}\"\n");
+    let file = common::cluster_file(
+        dir.path(),
+        &settings,
+        &[1000, 1001, 1002, 1003],
+        &[2000, 2001, 2002, 2003],
     );
-    for i in 0..4 {
-        text.push_str(&format!(
-            "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
-            1000 + i,
-            2000 + i
-        ));
-    }
-    let file = dir.path().join("cluster.toml");
-    std::fs::write(&file, text).unwrap();
     for _ in 0..5 {
-        term_at_once(&["coordinator", "--cluster", file.to_str().unwrap()]);
+        term_at_once(&["coordinator", "--cluster", &file]);
     }
 }
