@@ -535,6 +535,7 @@ async fn the_map_is_long_polled() {
         long_poll: Duration::from_millis(400),
         start_grace: Duration::from_millis(600),
         first_epoch: Some(1),
+        state_file: None,
     };
     let (_cfg, coord) = start(100, 3, opts).await;
     let addr = coord.addr();
@@ -810,4 +811,102 @@ async fn object_records_are_visible_only_once_committed() {
     let e = c.object_get(&name).await.unwrap_err();
     assert_eq!(e.status, Some(StatusCode::NOT_FOUND), "{e}");
     coord.shutdown().await;
+}
+
+/// The members as `GET /coord/status` lists them: (id, client, peer, weight, state).
+fn members_of(s: &Status) -> Vec<(usize, SocketAddr, SocketAddr, String, String)> {
+    s.nodes
+        .iter()
+        .map(|n| {
+            (
+                n.id,
+                n.client,
+                n.peer,
+                n.weight.to_string(),
+                n.state.clone(),
+            )
+        })
+        .collect()
+}
+
+/// The embedded coordinator keeps its state in a file: restarted after an add and a drain, it
+/// has the same members (the added one, and the drained one still draining), and its first
+/// map is newer than the last one before the restart. Started without the file, it has the
+/// cluster file's members again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_coordinator_keeps_its_membership_from_its_state_file() {
+    use ecdn_cluster::coordinator::client::CoordinatorClient;
+    use ecdn_cluster::coordinator::{MemberOp, NewMember};
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.state.json");
+    let with_file = || CoordinatorOptions {
+        state_file: Some(file.clone()),
+        ..CoordinatorOptions::default()
+    };
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cfg = ClusterConfig::parse(&cluster_file(addr, 5, 100, 4)).unwrap();
+    let coord = Coordinator::start_on(cfg.clone(), listener, with_file())
+        .await
+        .unwrap();
+    assert!(file.exists(), "the state is written at start");
+    let c = CoordinatorClient::new(KEY.as_bytes(), addr);
+    let added = NewMember {
+        client: "127.0.0.1:1005".parse().unwrap(),
+        peer: "127.0.0.1:2005".parse().unwrap(),
+        weight: 2.0,
+    };
+    c.member(&MemberOp::Add(added)).await.unwrap();
+    c.member(&MemberOp::Drain(1)).await.unwrap();
+    let before = c.status().await.unwrap();
+    assert_eq!(before.nodes.len(), 6);
+    assert_eq!(before.nodes[1].state, "draining");
+    coord.shutdown().await;
+
+    let listener = TcpListener::bind(addr).await.unwrap();
+    let coord = Coordinator::start_on(cfg.clone(), listener, with_file())
+        .await
+        .unwrap();
+    let after = c.status().await.unwrap();
+    assert_eq!(members_of(&after), members_of(&before));
+    assert!(
+        after.epoch > before.epoch,
+        "{} after {}",
+        after.epoch,
+        before.epoch
+    );
+    coord.shutdown().await;
+
+    // Without the state file: the cluster file's five members, all active.
+    let listener = TcpListener::bind(addr).await.unwrap();
+    let coord = Coordinator::start_on(cfg, listener, CoordinatorOptions::default())
+        .await
+        .unwrap();
+    let fresh = c.status().await.unwrap();
+    assert_eq!(fresh.nodes.len(), 5);
+    assert!(fresh.nodes.iter().all(|n| n.state == "active"));
+    coord.shutdown().await;
+}
+
+/// A state file that is not a coordinator's state stops the start with an error naming it.
+#[tokio::test]
+async fn a_corrupt_state_file_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cluster.state.json");
+    std::fs::write(&file, b"{\"epoch\": 3, \"placem").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cfg = ClusterConfig::parse(&cluster_file(addr, 5, 100, 4)).unwrap();
+    let opts = CoordinatorOptions {
+        state_file: Some(file.clone()),
+        ..CoordinatorOptions::default()
+    };
+    let err = match Coordinator::start_on(cfg, listener, opts).await {
+        Ok(_) => panic!("started over a corrupt state file"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("cluster.state.json") && err.contains("not a coordinator's state"),
+        "{err}"
+    );
 }

@@ -20,6 +20,9 @@ use ecdn_cluster::{ClusterConfig, Coordinator, CoordinatorOptions};
     nodes register there under leases, and the leader writes the map there; the others take \
     over within a lease time when it dies. Each serves the operator's API on --listen (the \
     leader answers; `ecdn cluster status` finds it through etcd).\n\n\
+    The embedded coordinator keeps its state (members added, drained and removed, the \
+    placement, the epoch) in a file beside the cluster file (--state), so a restart goes on \
+    from there; delete the file to start again from the cluster file alone.\n\n\
     Example:\n  ecdn coordinator --cluster cluster.toml"
 )]
 pub struct CoordinatorArgs {
@@ -39,6 +42,15 @@ pub struct CoordinatorArgs {
     /// ECDN_ADMIN_TOKEN). Required beyond loopback.
     #[arg(long, env = "ECDN_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
+    /// Embedded mode: the file the coordinator keeps its state in (the members added, drained
+    /// and removed, the placement, the epoch), replaced atomically after every change and read
+    /// at start, so a restart goes on from there. Default: beside the cluster file, its name
+    /// with `.state.json` for its extension.
+    #[arg(long, value_name = "FILE")]
+    state: Option<PathBuf>,
+    /// Keep the state in memory only: a restart starts from the cluster file.
+    #[arg(long, conflicts_with = "state")]
+    no_state: bool,
 }
 
 pub fn run(a: CoordinatorArgs) -> Result<()> {
@@ -60,6 +72,9 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             if a.admin_listen.is_some() {
                 anyhow::bail!("--admin-listen: the status page is served in embedded mode only");
             }
+            if a.state.is_some() {
+                anyhow::bail!("--state: in etcd mode the leader keeps the state in etcd");
+            }
             let addr = a.listen.unwrap_or(cfg.coordinator);
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
@@ -72,7 +87,16 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             eprintln!("ecdn coordinator: shut down");
             return Ok(());
         }
-        let mut coord = Coordinator::start(cfg).await?;
+        let state_file = (!a.no_state).then(|| {
+            a.state
+                .clone()
+                .unwrap_or_else(|| a.cluster.with_extension("state.json"))
+        });
+        let opts = CoordinatorOptions {
+            state_file,
+            ..CoordinatorOptions::default()
+        };
+        let mut coord = Coordinator::start_with(cfg, opts).await?;
         if let Some(addr) = a.admin_listen {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await

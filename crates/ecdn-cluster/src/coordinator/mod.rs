@@ -77,6 +77,7 @@ mod members;
 mod object_budget;
 pub mod objects;
 mod state;
+mod state_file;
 pub mod status_page;
 
 pub use members::{MemberError, MemberOp, MemberReply, NewMember};
@@ -178,6 +179,12 @@ pub struct CoordinatorOptions {
     pub start_grace: Duration,
     /// The first map's epoch; `None`: the start time in UNIX milliseconds.
     pub first_epoch: Option<u64>,
+    /// Embedded mode: where the coordinator keeps its state (`state_file.rs`). Read at start
+    /// when it exists: the members added, drained and removed since the cluster file was
+    /// written, the placement and the epoch go on from there (the first map's epoch is the
+    /// later of the stored one plus one and the start's). Replaced after every change.
+    /// `None`: the state lives in memory only.
+    pub state_file: Option<std::path::PathBuf>,
 }
 
 impl Default for CoordinatorOptions {
@@ -186,6 +193,7 @@ impl Default for CoordinatorOptions {
             long_poll: LONG_POLL,
             start_grace: START_GRACE,
             first_epoch: None,
+            state_file: None,
         }
     }
 }
@@ -202,6 +210,8 @@ pub enum CoordError {
     },
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    #[error("{0}")]
+    StateFile(String),
 }
 
 /// Why a heartbeat was refused (a `400`).
@@ -256,6 +266,21 @@ impl Shared {
             );
         }
         self.published.send_replace(publish(state));
+        self.keep(state);
+    }
+
+    /// Writes `state` to the state file, if there is one. A failure is logged and the
+    /// coordinator goes on (its maps are still right; a restart would start from the last
+    /// state written).
+    fn keep(&self, state: &State) {
+        if let Some(path) = &self.opts.state_file {
+            if let Err(e) = state_file::write(path, &state.stored()) {
+                eprintln!(
+                    "ecdn coordinator: cannot write the state file {}: {e}",
+                    path.display()
+                );
+            }
+        }
     }
 }
 
@@ -275,13 +300,21 @@ pub struct Coordinator;
 impl Coordinator {
     /// Binds the cluster file's `coordinator` address and starts serving.
     pub async fn start(cfg: ClusterConfig) -> Result<RunningCoordinator, CoordError> {
+        Self::start_with(cfg, CoordinatorOptions::default()).await
+    }
+
+    /// [`Coordinator::start`] with `opts` (a state file, say).
+    pub async fn start_with(
+        cfg: ClusterConfig,
+        opts: CoordinatorOptions,
+    ) -> Result<RunningCoordinator, CoordError> {
         // Before the listener exists: every request it will get is signed later.
         let started = unix_now_ms();
         let addr = cfg.coordinator;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| CoordError::Listen { addr, source })?;
-        Self::serve(cfg, listener, CoordinatorOptions::default(), started).await
+        Self::serve(cfg, listener, opts, started).await
     }
 
     /// Starts serving on an already bound listener (tests bind port 0). Requests signed
@@ -302,7 +335,20 @@ impl Coordinator {
         started: u64,
     ) -> Result<RunningCoordinator, CoordError> {
         let addr = listener.local_addr()?;
-        let state = State::new(&cfg, &opts, Instant::now())?;
+        let now = Instant::now();
+        let mut state = State::new(&cfg, &opts, now)?;
+        if let Some(path) = &opts.state_file {
+            if let Some(stored) = state_file::read(path).map_err(CoordError::StateFile)? {
+                let start = state.epoch;
+                state = State::from_stored(&cfg, &opts, &stored, now)?;
+                state.epoch = start.max(stored.epoch.saturating_add(1));
+                eprintln!(
+                    "ecdn coordinator: state from {} ({} members)",
+                    path.display(),
+                    state.members.len()
+                );
+            }
+        }
         let first = publish(&state);
         eprintln!(
             "ecdn coordinator: {} nodes, scheme {}, {} buckets; epoch {}; listening on {addr}",
@@ -330,6 +376,8 @@ impl Coordinator {
             published,
             shutdown,
         });
+        // The state as this start made it (the stored one, or the cluster file's).
+        shared.keep(&shared.state());
         let mut tasks = JoinSet::new();
         let tick = Duration::from_millis((cfg.heartbeat_ms / 5).max(1));
         tasks.spawn(expiry_loop(shared.clone(), tick));
