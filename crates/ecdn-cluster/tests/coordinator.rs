@@ -829,9 +829,9 @@ fn members_of(s: &Status) -> Vec<(usize, SocketAddr, SocketAddr, String, String)
         .collect()
 }
 
-/// The embedded coordinator keeps its state in a file: restarted after an add and a drain, it
-/// has the same members (the added one, and the drained one still draining), and its first
-/// map is newer than the last one before the restart. Started without the file, it has the
+/// The embedded coordinator keeps its state in a file: restarted after an add, a drain and a
+/// drain undone, it has the same members (the added one, the drained one still draining, the
+/// undrained one active), and its first map is newer than the last one before the restart. Started without the file, it has the
 /// cluster file's members again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_coordinator_keeps_its_membership_from_its_state_file() {
@@ -858,9 +858,23 @@ async fn a_restarted_coordinator_keeps_its_membership_from_its_state_file() {
     };
     c.member(&MemberOp::Add(added)).await.unwrap();
     c.member(&MemberOp::Drain(1)).await.unwrap();
+    // Undrain over the API: the added node drained and made active again; an active node
+    // cannot be undrained.
+    c.member(&MemberOp::Drain(5)).await.unwrap();
+    c.member(&MemberOp::Undrain(5)).await.unwrap();
+    let refused = c
+        .member(&MemberOp::Undrain(3))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("only a draining node can be undrained"),
+        "{refused}"
+    );
     let before = c.status().await.unwrap();
     assert_eq!(before.nodes.len(), 6);
     assert_eq!(before.nodes[1].state, "draining");
+    assert_eq!(before.nodes[5].state, "active");
     coord.shutdown().await;
 
     let listener = TcpListener::bind(addr).await.unwrap();

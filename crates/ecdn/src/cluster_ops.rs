@@ -105,6 +105,11 @@ pub fn member(cluster: &Path, op: MemberOp) -> Result<()> {
                  requests are done",
                 reply.epoch
             )?,
+            MemberOp::Undrain(n) => outln!(
+                "node {n} active again in map epoch {}; its buckets return once it reports \
+                 (start it with `ecdn node --id {n}` if it stopped)",
+                reply.epoch
+            )?,
             MemberOp::Remove(n) => outln!("node {n} removed; map epoch {}", reply.epoch)?,
         }
         Ok(())
@@ -122,6 +127,10 @@ pub fn add(a: AddArgs) -> Result<()> {
 
 pub fn drain(a: NodeArgs) -> Result<()> {
     member(&a.cluster, MemberOp::Drain(a.node))
+}
+
+pub fn undrain(a: NodeArgs) -> Result<()> {
+    member(&a.cluster, MemberOp::Undrain(a.node))
 }
 
 pub fn remove(a: NodeArgs) -> Result<()> {
@@ -336,6 +345,8 @@ pub enum ClusterCmd {
     Add(AddArgs),
     /// Drain a node: its buckets move, it finishes its requests and stops.
     Drain(NodeArgs),
+    /// Make a draining node active again (its buckets return once it reports).
+    Undrain(NodeArgs),
     /// Remove a node for good (drained, or dead).
     Remove(NodeArgs),
     /// Rebalance parity now (c2dn) from the write loads recorded so far.
@@ -348,6 +359,7 @@ pub fn run(cmd: ClusterCmd) -> Result<()> {
         ClusterCmd::Status(a) => status(a),
         ClusterCmd::Add(a) => add(a),
         ClusterCmd::Drain(a) => drain(a),
+        ClusterCmd::Undrain(a) => undrain(a),
         ClusterCmd::Remove(a) => remove(a),
         ClusterCmd::Rebalance(a) => rebalance(a),
     }

@@ -17,7 +17,7 @@ use ecdn_objects::meta::{ObjectMeta, ObjectName};
 use super::objects::{self, VersionReply};
 use super::{
     HeartbeatReply, MemberOp, MemberReply, Status, DRAIN_PATH, MEMBERS_PATH, REBALANCE_PATH,
-    REMOVE_PATH, STATUS_PATH,
+    REMOVE_PATH, STATUS_PATH, UNDRAIN_PATH,
 };
 use crate::auth::{unix_now_ms, ClusterKey};
 use crate::config::ClusterConfig;
@@ -219,6 +219,7 @@ impl CoordinatorClient {
                 Bytes::from(serde_json::to_vec(new).expect("a new member serializes")),
             ),
             MemberOp::Drain(n) => (format!("{DRAIN_PATH}?node={n}"), Bytes::new()),
+            MemberOp::Undrain(n) => (format!("{UNDRAIN_PATH}?node={n}"), Bytes::new()),
             MemberOp::Remove(n) => (format!("{REMOVE_PATH}?node={n}"), Bytes::new()),
         };
         let t = Duration::from_secs(15);

@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{
     json_of, member_answer, text, HeartbeatReply, MemberError, MemberOp, MemberReply, Status,
-    DRAIN_PATH, MEMBERS_PATH, MEMBER_LIMIT, REBALANCE_PATH, REMOVE_PATH, STATUS_PATH,
+    DRAIN_PATH, MEMBERS_PATH, MEMBER_LIMIT, REBALANCE_PATH, REMOVE_PATH, STATUS_PATH, UNDRAIN_PATH,
 };
 use crate::auth::{unix_now_ms, ClusterKey};
 use crate::peer::read_verified_body;
@@ -110,11 +110,12 @@ pub(super) async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<B
     let path = parts.uri.path();
     let limit = match (&parts.method, path) {
         (&Method::GET, STATUS_PATH)
-        | (&Method::POST, REBALANCE_PATH | DRAIN_PATH | REMOVE_PATH) => 0,
+        | (&Method::POST, REBALANCE_PATH | DRAIN_PATH | UNDRAIN_PATH | REMOVE_PATH) => 0,
         (&Method::POST, MEMBERS_PATH) => MEMBER_LIMIT,
-        (_, STATUS_PATH | REBALANCE_PATH | DRAIN_PATH | REMOVE_PATH | MEMBERS_PATH) => {
-            return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed")
-        }
+        (
+            _,
+            STATUS_PATH | REBALANCE_PATH | DRAIN_PATH | UNDRAIN_PATH | REMOVE_PATH | MEMBERS_PATH,
+        ) => return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
         _ => {
             return text(
                 StatusCode::NOT_FOUND,

@@ -57,6 +57,8 @@ pub enum MemberError {
     Unknown { node: usize, nodes: usize },
     #[error("node {node} is {state}; only an active node can be drained")]
     NotActive { node: usize, state: &'static str },
+    #[error("node {node} is {state}; only a draining node can be undrained")]
+    NotDraining { node: usize, state: &'static str },
     #[error("node {node} was already removed")]
     AlreadyRemoved { node: usize },
     #[error("weight {0}: must be finite and positive")]
@@ -82,6 +84,7 @@ impl MemberError {
         matches!(
             self,
             MemberError::NotActive { .. }
+                | MemberError::NotDraining { .. }
                 | MemberError::AlreadyRemoved { .. }
                 | MemberError::TooFew { .. }
                 | MemberError::AddressInUse { .. }
@@ -94,31 +97,28 @@ impl MemberError {
 pub enum MemberOp {
     Add(NewMember),
     Drain(usize),
+    /// A draining node made active again: it serves its buckets once it reports.
+    Undrain(usize),
     Remove(usize),
 }
 
 impl MemberOp {
     /// The change a request asks for: `POST /coord/members` with a [`NewMember`] body, or
-    /// `POST /coord/drain?node=N` / `POST /coord/remove?node=N`.
+    /// `POST /coord/drain?node=N`, `/coord/undrain?node=N` or `/coord/remove?node=N`.
     pub fn from_request(path: &str, query: Option<&str>, body: &[u8]) -> Result<MemberOp, String> {
         match path {
             super::MEMBERS_PATH => serde_json::from_slice(body)
                 .map(MemberOp::Add)
                 .map_err(|e| format!("new member: {e}")),
-            super::DRAIN_PATH | super::REMOVE_PATH => {
-                let node = node_of(query)?;
-                Ok(if path == super::DRAIN_PATH {
-                    MemberOp::Drain(node)
-                } else {
-                    MemberOp::Remove(node)
-                })
-            }
+            super::DRAIN_PATH => Ok(MemberOp::Drain(node_of(query)?)),
+            super::UNDRAIN_PATH => Ok(MemberOp::Undrain(node_of(query)?)),
+            super::REMOVE_PATH => Ok(MemberOp::Remove(node_of(query)?)),
             _ => Err(format!("{path}: not a membership change")),
         }
     }
 }
 
-/// `node=N`, the only query parameter of drain and remove.
+/// `node=N`, the only query parameter of drain, undrain and remove.
 fn node_of(query: Option<&str>) -> Result<usize, String> {
     match query.unwrap_or("").split_once('=') {
         Some(("node", v)) if !v.contains('&') => {
@@ -146,6 +146,7 @@ impl State {
         match op {
             MemberOp::Add(new) => self.add_member(new, now),
             MemberOp::Drain(n) => Ok((*n, self.drain(*n)?)),
+            MemberOp::Undrain(n) => Ok((*n, self.undrain(*n)?)),
             MemberOp::Remove(n) => Ok((*n, self.remove(*n)?)),
         }
     }
@@ -261,6 +262,22 @@ impl State {
         }))
     }
 
+    /// Makes a draining node active again. It stays unavailable until its next heartbeat, as a
+    /// returning node does; its buckets come back to it then.
+    pub(super) fn undrain(&mut self, node: usize) -> Result<RebalanceEvent, MemberError> {
+        let state = self.member(node)?.state;
+        if state != MemberState::Draining {
+            return Err(MemberError::NotDraining {
+                node,
+                state: state.name(),
+            });
+        }
+        self.members[node].state = MemberState::Active;
+        Ok(self.change(format!("node {node} undrained"), |_| {
+            RebalanceReport::default()
+        }))
+    }
+
     /// Removes a node for good (active, draining or dead).
     pub(super) fn remove(&mut self, node: usize) -> Result<RebalanceEvent, MemberError> {
         if self.member(node)?.state == MemberState::Removed {
@@ -311,6 +328,46 @@ mod tests {
     /// Add: announced unavailable (the map carries its addresses), available with its first
     /// heartbeat, holding buckets by its weight. Drain: unavailable, heartbeats do not bring
     /// it back. Remove: heartbeats refused.
+    /// A drained node made active again comes back at its next heartbeat with its buckets; only
+    /// a draining node can be undrained.
+    #[test]
+    fn undrain_brings_a_draining_node_back_at_its_next_heartbeat() {
+        let t0 = Instant::now();
+        let mut st = State::new(&cfg(5), &opts(), t0).unwrap();
+        let held = holds(&st.map(), 3);
+        assert!(held > 0);
+        assert_eq!(
+            st.undrain(3).unwrap_err(),
+            MemberError::NotDraining {
+                node: 3,
+                state: "active"
+            }
+        );
+        st.drain(3).unwrap();
+        let epoch = st.epoch;
+        let ev = st.undrain(3).unwrap();
+        assert_eq!(
+            (ev.trigger.as_str(), ev.epoch),
+            ("node 3 undrained", epoch + 1)
+        );
+        let map = st.map();
+        assert_eq!(map.member(3).unwrap().state, MemberState::Active);
+        assert!(!map.is_available(3), "unavailable until it reports");
+        let ev = st.heartbeat(&hb(3), t0).unwrap().unwrap();
+        assert_eq!(ev.trigger, "node 3 available");
+        assert_eq!(holds(&st.map(), 3), held, "its data buckets come back");
+        st.remove(3).unwrap();
+        assert!(matches!(
+            st.undrain(3),
+            Err(MemberError::NotDraining { .. })
+        ));
+        assert!(MemberError::NotDraining {
+            node: 3,
+            state: "removed"
+        }
+        .is_conflict());
+    }
+
     #[test]
     fn add_drain_remove() {
         let t0 = Instant::now();
@@ -401,6 +458,10 @@ mod tests {
         assert_eq!(
             MemberOp::from_request(DRAIN_PATH, Some("node=3"), b"").unwrap(),
             MemberOp::Drain(3)
+        );
+        assert_eq!(
+            MemberOp::from_request(crate::coordinator::UNDRAIN_PATH, Some("node=4"), b"").unwrap(),
+            MemberOp::Undrain(4)
         );
         assert_eq!(
             MemberOp::from_request(REMOVE_PATH, Some("node=0"), b"").unwrap(),

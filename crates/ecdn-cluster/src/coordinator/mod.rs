@@ -92,6 +92,7 @@ pub const STATUS_PATH: &str = "/coord/status";
 pub const REBALANCE_PATH: &str = "/coord/rebalance";
 pub const MEMBERS_PATH: &str = "/coord/members";
 pub const DRAIN_PATH: &str = "/coord/drain";
+pub const UNDRAIN_PATH: &str = "/coord/undrain";
 pub const REMOVE_PATH: &str = "/coord/remove";
 
 /// The least time a node has for its first heartbeat after the coordinator started.
@@ -637,11 +638,11 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
         (&Method::POST, HEARTBEAT_PATH) => shared.heartbeat_limit,
         (&Method::POST, MEMBERS_PATH) => MEMBER_LIMIT,
         (&Method::GET, MAP_PATH | STATUS_PATH)
-        | (&Method::POST, REBALANCE_PATH | DRAIN_PATH | REMOVE_PATH) => 0,
+        | (&Method::POST, REBALANCE_PATH | DRAIN_PATH | UNDRAIN_PATH | REMOVE_PATH) => 0,
         (
             _,
             HEARTBEAT_PATH | MAP_PATH | STATUS_PATH | REBALANCE_PATH | MEMBERS_PATH | DRAIN_PATH
-            | REMOVE_PATH,
+            | UNDRAIN_PATH | REMOVE_PATH,
         ) => return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
         _ => return text(StatusCode::NOT_FOUND, "no such coordinator endpoint"),
     };
@@ -666,7 +667,7 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
         HEARTBEAT_PATH => heartbeat(shared, pq, &body),
         MAP_PATH => map(shared, pq, parts.uri.query()).await,
         REBALANCE_PATH => rebalance_now(shared, pq).await,
-        MEMBERS_PATH | DRAIN_PATH | REMOVE_PATH => {
+        MEMBERS_PATH | DRAIN_PATH | UNDRAIN_PATH | REMOVE_PATH => {
             member_change(shared, pq, parts.uri.path(), parts.uri.query(), &body)
         }
         _ => {
