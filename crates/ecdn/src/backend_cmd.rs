@@ -72,7 +72,7 @@ impl StoreArgs {
 
     /// The store and a proxy in front of it (in the current runtime).
     pub fn start(&self) -> Result<(Arc<dyn Store>, Proxy)> {
-        let timeout = crate::args::duration("--task-timeout", &self.task_timeout)?;
+        let timeout = ecdn_lab::args::duration("--task-timeout", &self.task_timeout)?;
         let store: Arc<dyn Store> = Arc::new(S3Store::new(&self.s3()?, timeout)?);
         let cfg = ProxyConfig {
             strategy: Strategy::parse(&self.strategy).map_err(anyhow::Error::msg)?,
@@ -180,7 +180,7 @@ pub fn run(cmd: BackendCmd) -> Result<()> {
             }
             BackendCmd::Gateway(a) => {
                 let (_, proxy) = a.store.start()?;
-                let stop = crate::signals::shutdown_signal();
+                let stop = ecdn_lab::signals::shutdown_signal();
                 let listener = tokio::net::TcpListener::bind(a.listen)
                     .await
                     .with_context(|| format!("cannot listen on {}", a.listen))?;

@@ -12,8 +12,8 @@ use ecdn_sim::cluster_sweep::{sweep, ClusterSweep, SchemeCode};
 use ecdn_sim::unavailability::{FailEvent, Unavailability, Window};
 use ecdn_trace::units::{format_size, parse_seconds, parse_size};
 
-use crate::args::{ReportArgs, ThreadsArg, TraceArgs};
-use crate::plot;
+use ecdn_lab::args::{ReportArgs, ThreadsArg, TraceArgs};
+use ecdn_lab::plot;
 
 #[derive(Args)]
 #[command(after_help = "Examples:\n  \

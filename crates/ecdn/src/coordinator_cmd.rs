@@ -67,7 +67,7 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
         .context("starting the runtime")?;
     rt.block_on(async move {
         // Before anything says it is listening: a SIGTERM from then on shuts down cleanly.
-        let stop = crate::signals::shutdown_signal();
+        let stop = ecdn_lab::signals::shutdown_signal();
         if !cfg.etcd.is_empty() {
             if a.admin_listen.is_some() {
                 anyhow::bail!("--admin-listen: the status page is served in embedded mode only");

@@ -127,12 +127,12 @@ pub fn run(a: DemoArgs) -> Result<()> {
         bail!("--concurrency must be positive");
     }
     if let Some(path) = &a.plot {
-        crate::plot::check_output(path)?;
+        ecdn_lab::plot::check_output(path)?;
     }
     let sizes = SizeDist::parse(&a.sizes).map_err(anyhow::Error::msg)?;
     let hoc_size = parse_size(&a.hoc_size).map_err(anyhow::Error::msg)?;
     let disk_size = parse_size(&a.disk_size).map_err(anyhow::Error::msg)?;
-    let latency = crate::args::duration("--origin-latency", &a.origin_latency)?;
+    let latency = ecdn_lab::args::duration("--origin-latency", &a.origin_latency)?;
     let reqs: Vec<(u64, u64)> = Generator::new(GenConfig {
         requests: a.requests,
         objects: a.objects,
@@ -218,12 +218,12 @@ fn plot(
         .collect();
     let title = format!(
         "ecdn demo: {} requests, {} req/s; node with HOC {}, disk {}",
-        crate::plot::grouped(samples.len() as u64),
-        crate::plot::grouped((samples.len() as f64 / elapsed).round() as u64),
+        ecdn_lab::plot::grouped(samples.len() as u64),
+        ecdn_lab::plot::grouped((samples.len() as f64 / elapsed).round() as u64),
         format_size(hoc_size),
         format_size(disk_size)
     );
-    crate::plot::demo(path, &data, &title)?;
+    ecdn_lab::plot::demo(path, &data, &title)?;
     eprintln!("wrote {}", path.display());
     Ok(())
 }

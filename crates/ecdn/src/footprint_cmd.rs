@@ -16,7 +16,7 @@ use ecdn_trace::units::format_size;
 use ecdn_trace::Format;
 use serde::Serialize;
 
-use crate::plot::backend::{LinesFigure, Panel};
+use ecdn_lab::plot::backend::{LinesFigure, Panel};
 
 /// `--within-bin`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -57,7 +57,7 @@ pub struct FootprintGenArgs {
     #[arg(long, value_name = "DIR")]
     pub footprint: Option<PathBuf>,
     /// Footprint: requests generated and discarded before the trace [default: 10M, as JEDI].
-    #[arg(long, value_name = "N", value_parser = crate::args::parse_count)]
+    #[arg(long, value_name = "N", value_parser = ecdn_lab::args::parse_count)]
     pub warmup: Option<u64>,
     /// Footprint: where a stack distance falls within its bin [default: uniform].
     #[arg(long, value_enum)]
@@ -359,5 +359,5 @@ fn plot(path: &Path, fp: &Footprint, rows: &[Row]) -> Result<()> {
             },
         ],
     };
-    crate::plot::lines(path, &fig)
+    ecdn_lab::plot::lines(path, &fig)
 }

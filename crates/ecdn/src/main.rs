@@ -11,8 +11,7 @@
 extern crate ecdn_lab;
 
 use clap::{Parser, Subcommand};
-// The plumbing the commands share with the lab, under the names they use.
-use ecdn_lab::{args, out, plot, signals};
+use ecdn_lab::out;
 
 mod backend_cmd;
 mod cluster_cmd;

@@ -249,7 +249,7 @@ fn merge(a: NodeArgs) -> Result<Settings> {
                 bail!("--listen: in cluster mode the node listens on the cluster file's address");
             }
             let rate = match &a.peer_rate {
-                Some(r) => Some((crate::args::bit_rate("--peer-rate", r)? / 8.0) as u64),
+                Some(r) => Some((ecdn_lab::args::bit_rate("--peer-rate", r)? / 8.0) as u64),
                 None => None,
             };
             let link = ecdn_node::node::PeerLink {
@@ -357,7 +357,7 @@ fn merge(a: NodeArgs) -> Result<Settings> {
         .origin_timeout
         .or(file.origin_timeout)
         .unwrap_or_else(|| "30s".into());
-    let timeout = crate::args::duration(&key("origin_timeout"), &timeout)?;
+    let timeout = ecdn_lab::args::duration(&key("origin_timeout"), &timeout)?;
     if timeout.is_zero() {
         bail!("{}: must be positive", key("origin_timeout"));
     }
@@ -365,7 +365,7 @@ fn merge(a: NodeArgs) -> Result<Settings> {
         .drain_timeout
         .or(file.drain_timeout)
         .unwrap_or_else(|| "30s".into());
-    let drain = crate::args::duration(&key("drain_timeout"), &drain)?;
+    let drain = ecdn_lab::args::duration(&key("drain_timeout"), &drain)?;
     let strategy = a
         .backend_strategy
         .or(file.backend_strategy)
@@ -488,7 +488,7 @@ fn parse_levels(text: &str) -> Result<Vec<Option<Duration>>> {
         .split(',')
         .map(|t| match t.trim() {
             "inf" | "∞" => Ok(None),
-            d => crate::args::duration("--coral-levels", d).map(Some),
+            d => ecdn_lab::args::duration("--coral-levels", d).map(Some),
         })
         .collect::<Result<_>>()?;
     if levels.first() != Some(&None) {
@@ -572,13 +572,13 @@ pub fn run(a: NodeArgs) -> Result<()> {
     let cluster_period = a
         .coral_cluster_period
         .as_deref()
-        .map(|v| crate::args::duration("--coral-cluster-period", v))
+        .map(|v| ecdn_lab::args::duration("--coral-cluster-period", v))
         .transpose()?;
     let levels = a.coral_levels.as_deref().map(parse_levels).transpose()?;
     let leakage_window = a
         .coral_leakage_window
         .as_deref()
-        .map(|v| crate::args::duration("--coral-leakage-window", v))
+        .map(|v| ecdn_lab::args::duration("--coral-leakage-window", v))
         .transpose()?
         .filter(|w| !w.is_zero());
     if let Some(bits) = a.coral_resolver_prefix {
@@ -604,7 +604,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
     let rt = rt.enable_all().build().context("starting the runtime")?;
     rt.block_on(async move {
         // Before anything says it is listening: a SIGTERM from then on shuts down cleanly.
-        let stop = crate::signals::shutdown_signal();
+        let stop = ecdn_lab::signals::shutdown_signal();
         let listen = match (s.listen, &s.node.cluster) {
             (Some(l), _) => l,
             (None, Some(c)) => added_node_address(c).await?,

@@ -7,7 +7,7 @@ use clap::Args;
 use ecdn_node::origin::{serve, OriginConfig};
 use ecdn_trace::units::parse_size;
 
-use crate::signals::shutdown_signal;
+use ecdn_lab::signals::shutdown_signal;
 
 #[derive(Args)]
 #[command(
@@ -46,7 +46,7 @@ pub struct OriginArgs {
     #[arg(long, default_value = "5MiB", requires = "s3")]
     s3_min_part: String,
     #[command(flatten)]
-    threads: crate::args::ThreadsArg,
+    threads: ecdn_lab::args::ThreadsArg,
 }
 
 pub fn run(a: OriginArgs) -> Result<()> {
@@ -56,7 +56,7 @@ pub fn run(a: OriginArgs) -> Result<()> {
     let cfg = OriginConfig {
         cache_control: a.cache_control.clone(),
         default_size: parse_size(&a.default_size).map_err(anyhow::Error::msg)?,
-        latency: crate::args::duration("--latency", &a.latency)?,
+        latency: ecdn_lab::args::duration("--latency", &a.latency)?,
         bandwidth: match parse_size(&a.bandwidth).map_err(anyhow::Error::msg)? {
             0 => None,
             b => Some(b),

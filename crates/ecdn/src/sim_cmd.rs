@@ -12,8 +12,8 @@ use ecdn_sim::{sweep, Job, SimConfig, SimResult, Warmup};
 use ecdn_trace::units::{format_size, parse_size};
 use ecdn_trace::{OpenOptions, RequestReader};
 
-use crate::args::{ReportArgs, ThreadsArg, TraceArgs};
-use crate::plot;
+use ecdn_lab::args::{ReportArgs, ThreadsArg, TraceArgs};
+use ecdn_lab::plot;
 
 #[derive(Subcommand)]
 pub enum SimCmd {
@@ -152,7 +152,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
 fn run_bounds(a: BoundsArgs) -> Result<()> {
     let sizes = parse_sizes(&a.size)?;
     let opts = a.trace.options()?;
-    let pb = crate::args::phase_spinner(crate::args::progress_hidden(a.json, false));
+    let pb = ecdn_lab::args::phase_spinner(ecdn_lab::args::progress_hidden(a.json, false));
     pb.set_message(format!("reading {}", a.trace.trace.display()));
     let mut reader = a.trace.open(&opts)?;
     let (mut reqs, mut batch) = (Vec::new(), Vec::new());

@@ -168,7 +168,7 @@ fn up(args: UpArgs) -> Result<()> {
         .context("starting the signal runtime")?;
     let stop = {
         let _in = signal_rt.enter();
-        crate::signals::shutdown_signal()
+        ecdn_lab::signals::shutdown_signal()
     };
     let mut bed = args.bed.create()?;
     outln!("{}", serde_json::to_string(&bed_json(&bed))?)?;

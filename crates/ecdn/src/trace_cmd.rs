@@ -10,7 +10,7 @@ use ecdn_trace::format::FORMAT_NAMES;
 use ecdn_trace::gen::{Class, GenConfig, Generator, Scenario, SizeDist};
 use ecdn_trace::{Format, OpenOptions, TraceStats};
 
-use crate::args::parse_count;
+use ecdn_lab::args::parse_count;
 
 /// Trace tools.
 #[derive(Subcommand)]
@@ -276,7 +276,7 @@ fn stats(a: StatsArgs) -> Result<()> {
 }
 
 /// Writes to stdout; a closed pipe (`ecdn trace stats x | head`) ends the command quietly
-/// (`crate::out`).
+/// (`ecdn_lab::out`).
 fn print_stdout(text: &str) -> Result<()> {
     out!("{text}").context("writing to standard output")
 }
