@@ -19,7 +19,9 @@
 //!    the revision of that write.
 //!
 //! A leader that loses etcd (its keep-alive or a write fails) stops leading and campaigns
-//! again; the nodes keep serving with the last map meanwhile.
+//! again; the nodes keep serving with the last map meanwhile. While etcd cannot be reached,
+//! campaigns back off up to the lease time and a streak of failures is logged at its 1st, 2nd,
+//! 4th… failure, not at every attempt (`campaign_backoff.rs`).
 //!
 //! With [`EtcdCoordinator::start_with_api`] every coordinator also serves the operator's API
 //! (`etcd_api.rs`): status and membership changes, answered by the leader's term loop between
@@ -37,6 +39,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
+use super::campaign_backoff::CampaignBackoff;
 pub use super::etcd_api::EtcdCoordinatorStatus;
 use super::etcd_api::{Answer, Api, Ask, Command};
 use super::state::{State, StoredState};
@@ -216,30 +219,41 @@ async fn campaign_loop(
     let set = |f: &dyn Fn(&mut EtcdCoordinatorStatus)| {
         f(&mut status.lock().unwrap_or_else(|e| e.into_inner()))
     };
+    let mut backoff = CampaignBackoff::new(
+        Duration::from_millis(cfg.heartbeat_ms.max(200)),
+        Duration::from_secs(cfg.etcd_lease_s),
+    );
     loop {
-        let err = term(&cfg, &opts, &name, &status, &mut asks).await;
-        eprintln!("ecdn coordinator {name}: etcd: {err}; campaigning again");
+        let (err, reached) = match Lease::connect(&cfg).await {
+            Ok((client, lease)) => (
+                term(&cfg, &opts, &name, &status, &mut asks, client, lease).await,
+                true,
+            ),
+            Err(e) => (e, false),
+        };
+        let (wait, log) = backoff.ended(reached, &err);
+        for line in log {
+            eprintln!("ecdn coordinator {name}: {line}");
+        }
         set(&|s| {
             s.leading = false;
             s.last_error = Some(err.clone());
         });
-        tokio::time::sleep(Duration::from_millis(cfg.heartbeat_ms.max(200))).await;
+        tokio::time::sleep(wait).await;
     }
 }
 
-/// One lease: campaign, and lead while it lasts. Returns why it ended.
+/// One lease (taken by the caller): campaign, and lead while it lasts. Returns why it ended.
 async fn term(
     cfg: &ClusterConfig,
     opts: &CoordinatorOptions,
     name: &str,
     status: &Mutex<EtcdCoordinatorStatus>,
     asks: &mut mpsc::Receiver<Ask>,
+    mut client: Client,
+    mut lease: Lease,
 ) -> String {
     let keys = Keys::new(cfg);
-    let (mut client, mut lease) = match Lease::connect(cfg).await {
-        Ok(c) => c,
-        Err(e) => return e,
-    };
     // Campaign.
     loop {
         let txn = Txn::new()

@@ -70,6 +70,7 @@ use crate::map::BucketMap;
 use crate::peer::{read_verified_body, sign_response, BodyError};
 use crate::replay::{ArrivedAt, Gate};
 
+mod campaign_backoff;
 pub mod client;
 pub mod etcd;
 mod etcd_api;
