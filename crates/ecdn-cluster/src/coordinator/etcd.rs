@@ -21,7 +21,9 @@
 //! A leader that loses etcd (its keep-alive or a write fails) stops leading and campaigns
 //! again; the nodes keep serving with the last map meanwhile. While etcd cannot be reached,
 //! campaigns back off up to the lease time and a streak of failures is logged at its 1st, 2nd,
-//! 4th… failure, not at every attempt (`campaign_backoff.rs`).
+//! 4th… failure, not at every attempt (`campaign_backoff.rs`). A term that panics (a bug) is
+//! caught (`catch_panic.rs`): its lease is revoked, so leadership passes at once rather than
+//! when the lease lapses, the panic is logged, and the coordinator campaigns again.
 //!
 //! With [`EtcdCoordinator::start_with_api`] every coordinator also serves the operator's API
 //! (`etcd_api.rs`): status and membership changes, answered by the leader's term loop between
@@ -40,6 +42,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 use super::campaign_backoff::CampaignBackoff;
+use super::catch_panic::catch_panic;
 pub use super::etcd_api::EtcdCoordinatorStatus;
 use super::etcd_api::{Answer, Api, Ask, Command};
 use super::state::{State, StoredState};
@@ -225,10 +228,22 @@ async fn campaign_loop(
     );
     loop {
         let (err, reached) = match Lease::connect(&cfg).await {
-            Ok((client, lease)) => (
-                term(&cfg, &opts, &name, &status, &mut asks, client, lease).await,
-                true,
-            ),
+            Ok((client, lease)) => {
+                let id = lease.id;
+                let term = term(&cfg, &opts, &name, &status, &mut asks, client, lease);
+                match catch_panic(term).await {
+                    Ok(why) => (why, true),
+                    Err(panic) => {
+                        // A bug: leadership ends now (the lease is revoked, so another
+                        // coordinator need not wait for it to lapse), and the loop goes on.
+                        revoke(&cfg, id).await;
+                        (
+                            format!("the term panicked ({panic}); its lease revoked"),
+                            true,
+                        )
+                    }
+                }
+            }
             Err(e) => (e, false),
         };
         let (wait, log) = backoff.ended(reached, &err);
@@ -240,6 +255,15 @@ async fn campaign_loop(
             s.last_error = Some(err.clone());
         });
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// Revokes lease `id` (its keys go with it), if etcd can be reached within its timeouts.
+async fn revoke(cfg: &ClusterConfig, id: i64) {
+    if let Ok(mut client) = crate::etcd::connect(&cfg.etcd).await {
+        if let Err(e) = client.lease_revoke(id).await {
+            eprintln!("ecdn coordinator: etcd: revoking lease {id:x}: {e}");
+        }
     }
 }
 

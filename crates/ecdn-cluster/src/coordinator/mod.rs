@@ -71,6 +71,7 @@ use crate::peer::{read_verified_body, sign_response, BodyError};
 use crate::replay::{ArrivedAt, Gate};
 
 mod campaign_backoff;
+mod catch_panic;
 pub mod client;
 pub mod etcd;
 mod etcd_api;
