@@ -94,6 +94,10 @@ pub fn member(cluster: &Path, op: MemberOp) -> Result<()> {
     runtime()?.block_on(async {
         let c = client(cluster).await?;
         let reply = c.member(&op).await.map_err(|e| anyhow!(e))?;
+        let added = match &op {
+            MemberOp::Add(new) => Some(record_added(cluster, reply.node, new)),
+            _ => None,
+        };
         match op {
             MemberOp::Add(_) => outln!(
                 "node {} added (unavailable until it reports); map epoch {}",
@@ -112,8 +116,56 @@ pub fn member(cluster: &Path, op: MemberOp) -> Result<()> {
             )?,
             MemberOp::Remove(n) => outln!("node {n} removed; map epoch {}", reply.epoch)?,
         }
+        match added {
+            Some(Ok(true)) => outln!(
+                "{} lists node {} now (start it with `ecdn node --cluster {} --id {}`)",
+                cluster.display(),
+                reply.node,
+                cluster.display(),
+                reply.node
+            )?,
+            Some(Err(e)) => eprintln!(
+                "ecdn cluster add: the cluster has node {}, but {} was not updated: {e}",
+                reply.node,
+                cluster.display()
+            ),
+            Some(Ok(false)) | None => {}
+        }
         Ok(())
     })
+}
+
+/// Lists the added node `id` in the cluster file, so that the file and the cluster agree: a
+/// `[[node]]` entry appended, the whole file checked to load, and written atomically (a
+/// temporary file renamed over it). `false` when the file lists that id already; an error when
+/// the file cannot take it (it lists other ids than 0..`id`).
+fn record_added(path: &Path, id: usize, new: &NewMember) -> Result<bool, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let cfg = ClusterConfig::parse(&text).map_err(|e| e.to_string())?;
+    if cfg.nodes.iter().any(|n| n.id == id) {
+        return Ok(false);
+    }
+    if cfg.nodes.len() != id {
+        return Err(format!(
+            "it lists {} nodes, and node {id} would not be the next",
+            cfg.nodes.len()
+        ));
+    }
+    let mut grown = text;
+    if !grown.ends_with('\n') {
+        grown.push('\n');
+    }
+    grown.push_str(&format!(
+        "\n# Added by `ecdn cluster add`.\n[[node]]\nid = {id}\nclient = \"{}\"\npeer = \"{}\"\nweight = {:?}\n",
+        new.client, new.peer, new.weight
+    ));
+    ClusterConfig::parse(&grown).map_err(|e| format!("with node {id} it would not load: {e}"))?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, grown).map_err(|e| e.to_string())?;
+    std::fs::rename(&tmp, path).map_err(|e| e.to_string())?;
+    Ok(true)
 }
 
 pub fn add(a: AddArgs) -> Result<()> {

@@ -136,6 +136,11 @@ fn add_and_drain_a_node_under_load_without_a_failed_request() {
         "2",
     ]);
     assert!(out.contains("node 5 added"), "{out}");
+    // The cluster file agrees with the cluster: node 5 is listed now, with its addresses.
+    assert!(out.contains("lists node 5 now"), "{out}");
+    let listed = ecdn_cluster::ClusterConfig::load(std::path::Path::new(&file)).unwrap();
+    assert_eq!(listed.nodes.len(), 6);
+    assert_eq!(listed.nodes[5].peer.port(), peer[5]);
     let t_add = Instant::now();
     nodes.push(start_node(5));
     until_status(&file, 20, "node 5 available", |s| {
