@@ -3,7 +3,8 @@
 //! the etcd revision as its epoch, a node whose lease lapses marked unavailable, the leading
 //! coordinator stopped and another leading from the stored state, the operator's API (found
 //! through etcd, or sent on by a coordinator that does not lead) adding and draining nodes,
-//! and etcd stopped and restarted under nodes that keep their map.
+//! and etcd stopped and restarted under nodes that keep their map; and a leader whose etcd
+//! member dies resuming its lease through another.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -247,4 +248,65 @@ fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
         }
         b.stop();
     });
+}
+
+/// Three etcd members, killed and restarted one at a time: whichever member the leading
+/// coordinator talks to dies, it resumes its lease through another and goes on leading (one
+/// term all along), and it still acts: a node that stops afterwards is marked unavailable.
+#[test]
+fn the_leader_resumes_its_lease_when_its_etcd_member_dies() {
+    let bin = LocalEtcd::find_binary().expect(NOT_INSTALLED);
+    let dir = tempfile::tempdir().unwrap();
+    let mut etcd = LocalEtcd::start(&bin, dir.path(), 3).unwrap();
+    let endpoints = etcd
+        .endpoints()
+        .iter()
+        .map(|e| format!("\"{e}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let cfg = common::cluster(
+        "0123456789abcdef-secret",
+        &format!(
+            "coordinator = \"127.0.0.1:1\"\nbuckets = 30\netcd = [{endpoints}]\n\
+             etcd_prefix = \"/t3/\"\netcd_lease_s = 2"
+        ),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let opts = CoordinatorOptions {
+            start_grace: Duration::from_secs(3),
+            ..CoordinatorOptions::default()
+        };
+        let a = EtcdCoordinator::start(cfg.clone(), opts, "a".into());
+        let mut nodes = Vec::new();
+        for id in 0..5 {
+            nodes.push(Some(node(&cfg, id).await));
+        }
+        let map = |n: &Option<TestNode>| n.as_ref().unwrap().control.map().current();
+        until(10, "all nodes registered and available", || {
+            map(&nodes[0]).available.iter().all(|&a| a)
+        })
+        .await;
+        assert!(a.status().leading);
+        for m in 0..3 {
+            etcd.kill(m);
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let s = a.status();
+            assert!(s.leading, "member {m} killed: {s:?}");
+            etcd.restart(m).unwrap();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let s = a.status();
+        assert_eq!(s.terms, 1, "{s:?}");
+        assert!(s.resumed >= 1, "its member died once at least: {s:?}");
+        // Still acting as the leader: a node that stops is marked unavailable.
+        nodes[4].take().unwrap().control.stop();
+        until(10, "node 4 unavailable", || !map(&nodes[0]).available[4]).await;
+        assert_eq!(a.status().terms, 1);
+    });
+    drop(etcd);
 }

@@ -18,8 +18,11 @@
 //!    that lost the leadership can never overwrite a newer leader's map. The map's epoch is
 //!    the revision of that write.
 //!
-//! A leader that loses etcd (its keep-alive or a write fails) stops leading and campaigns
-//! again; the nodes keep serving with the last map meanwhile. While etcd cannot be reached,
+//! A leader whose lease keep-alive or watch fails (most often: the etcd member it talks to
+//! died) reconnects to another member and resumes its lease; if etcd still has the lease and
+//! the leader key is still its own, it goes on leading, watching from where it stopped, with no
+//! new term and no wait for the lease to lapse. Otherwise, and when a write fails, it stops
+//! leading and campaigns again; the nodes keep serving with the last map meanwhile. While etcd cannot be reached,
 //! campaigns back off up to the lease time and a streak of failures is logged at its 1st, 2nd,
 //! 4th… failure, not at every attempt (`campaign_backoff.rs`). A term that panics (a bug) is
 //! caught (`catch_panic.rs`): its lease is revoked, so leadership passes at once rather than
@@ -363,10 +366,18 @@ async fn term(
         Err(e) => return format!("watch: {e}"),
     };
     let mut grace = tokio::time::interval(Duration::from_millis(cfg.heartbeat_ms.max(100)));
+    // Every event up to this revision has been applied (a resumed watch starts after it).
+    let mut seen = leader.read_at;
     loop {
-        let events = tokio::select! {
-            why = lease.lost() => return why,
-            _ = grace.tick() => leader.end_of_grace(),
+        let lost = tokio::select! {
+            why = lease.lost() => why,
+            _ = grace.tick() => {
+                let events = leader.end_of_grace();
+                if let Err(e) = publish(&mut leader, &mut client, status, &events).await {
+                    return e;
+                }
+                continue;
+            }
             Some((command, reply)) = asks.recv() => {
                 let (answer, events) = leader.command(command, name);
                 if events.is_empty() {
@@ -388,34 +399,97 @@ async fn term(
                 let _ = reply.send(answer);
                 continue;
             }
-            msg = watch.message() => {
-                let msg = match msg {
-                    Ok(Some(m)) => m,
-                    Ok(None) => return "the watch ended".into(),
-                    Err(e) => return format!("watch: {e}"),
-                };
-                if msg.canceled() {
-                    return format!("watch canceled: {}", msg.cancel_reason());
+            msg = watch.message() => match msg {
+                Ok(Some(msg)) if msg.canceled() => {
+                    format!("watch canceled: {}", msg.cancel_reason())
                 }
-                let mut events = Vec::new();
-                for ev in msg.events() {
-                    if let Some(kv) = ev.kv() {
-                        let put = ev.event_type() == EventType::Put;
-                        events.extend(leader.apply(kv.key(), put.then(|| kv.value())));
+                Ok(Some(msg)) => {
+                    let mut events = Vec::new();
+                    for ev in msg.events() {
+                        if let Some(kv) = ev.kv() {
+                            let put = ev.event_type() == EventType::Put;
+                            events.extend(leader.apply(kv.key(), put.then(|| kv.value())));
+                        }
                     }
+                    if let Some(h) = msg.header() {
+                        seen = seen.max(h.revision());
+                    }
+                    if let Err(e) = publish(&mut leader, &mut client, status, &events).await {
+                        return e;
+                    }
+                    continue;
                 }
-                events
-            }
+                Ok(None) => "the watch ended".into(),
+                Err(e) => format!("watch: {e}"),
+            },
         };
-        if !events.is_empty() {
-            let decided = Instant::now();
-            if let Err(e) = leader.publish(&mut client, &events).await {
-                return e;
+        // The lease's keep-alive or the watch failed: most often the etcd member this
+        // coordinator talks to died. If the lease is still alive and still holds the leader
+        // key, go on leading through another member, watching from where this watch stopped.
+        let Some((c, l)) = resume_leadership(cfg, &keys, name, lease.id).await else {
+            return lost;
+        };
+        let resumed = c
+            .clone()
+            .watch(
+                cfg.etcd_prefix.as_bytes(),
+                Some(
+                    WatchOptions::new()
+                        .with_prefix()
+                        .with_start_revision(seen + 1),
+                ),
+            )
+            .await;
+        match resumed {
+            Ok(w) => {
+                eprintln!(
+                    "ecdn coordinator {name}: etcd: {lost}; lease {:x} resumed, still leading",
+                    l.id
+                );
+                status.lock().unwrap_or_else(|e| e.into_inner()).resumed += 1;
+                (client, lease, watch) = (c, l, w);
             }
-            set_epoch(status, leader.state.epoch);
-            status.lock().unwrap_or_else(|e| e.into_inner()).decided_at = Some(decided);
+            Err(e) => return format!("{lost}; then watch: {e}"),
         }
     }
+}
+
+/// Publishes what `events` changed, if anything, and records when it was decided.
+async fn publish(
+    leader: &mut Leader,
+    client: &mut Client,
+    status: &Mutex<EtcdCoordinatorStatus>,
+    events: &[RebalanceEvent],
+) -> Result<(), String> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let decided = Instant::now();
+    leader.publish(client, events).await?;
+    set_epoch(status, leader.state.epoch);
+    status.lock().unwrap_or_else(|e| e.into_inner()).decided_at = Some(decided);
+    Ok(())
+}
+
+/// Reconnects to etcd (any member) and resumes lease `id`; `Some` only if etcd still has the
+/// lease and the leader key is still this coordinator's under it.
+async fn resume_leadership(
+    cfg: &ClusterConfig,
+    keys: &Keys,
+    name: &str,
+    id: i64,
+) -> Option<(Client, Lease)> {
+    let mut client = crate::etcd::connect(&cfg.etcd).await.ok()?;
+    let (lease, resumed) = Lease::resume(&mut client, Some(id), cfg.etcd_lease_s)
+        .await
+        .ok()?;
+    if !resumed {
+        // A new lease holding nothing: it lapses by itself.
+        return None;
+    }
+    let got = client.get(keys.leader(), None).await.ok()?;
+    let kv = got.kvs().first()?;
+    (kv.lease() == id && kv.value() == name.as_bytes()).then_some((client, lease))
 }
 
 fn set_epoch(status: &Mutex<EtcdCoordinatorStatus>, epoch: u64) {

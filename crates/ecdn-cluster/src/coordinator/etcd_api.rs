@@ -38,6 +38,10 @@ pub struct EtcdCoordinatorStatus {
     pub leading: bool,
     /// Times this coordinator became the leader.
     pub terms: u64,
+    /// Times it lost its etcd connection while leading and went on leading: its lease resumed
+    /// through another etcd member, the leader key still its own.
+    #[serde(default)]
+    pub resumed: u64,
     /// The epoch (etcd revision) of the last map it wrote.
     pub epoch: u64,
     pub last_error: Option<String>,
