@@ -64,6 +64,20 @@ async fn node(cfg: &ClusterConfig, id: usize) -> TestNode {
     }
 }
 
+/// Nodes `0..n`, started, once node 0's map has them all available.
+async fn available_nodes(cfg: &ClusterConfig, n: usize) -> Vec<Option<TestNode>> {
+    let mut nodes = Vec::new();
+    for id in 0..n {
+        nodes.push(Some(node(cfg, id).await));
+    }
+    let first = nodes[0].as_ref().unwrap().control.map().clone();
+    until(10, "all nodes registered and available", || {
+        first.current().available.iter().all(|&a| a)
+    })
+    .await;
+    nodes
+}
+
 #[test]
 fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
     let bin = LocalEtcd::find_binary().expect(NOT_INSTALLED);
@@ -87,15 +101,8 @@ fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
         };
         let a =
             EtcdCoordinator::start_with_api(cfg.clone(), opts.clone(), listener(api())).unwrap();
-        let mut nodes = Vec::new();
-        for id in 0..5 {
-            nodes.push(Some(node(&cfg, id).await));
-        }
+        let mut nodes = available_nodes(&cfg, 5).await;
         let map = |n: &Option<TestNode>| n.as_ref().unwrap().control.map().current();
-        until(10, "all nodes registered and available", || {
-            map(&nodes[0]).available.iter().all(|&a| a)
-        })
-        .await;
         assert!(a.status().leading);
         let b =
             EtcdCoordinator::start_with_api(cfg.clone(), opts.clone(), listener(api())).unwrap();
@@ -282,15 +289,8 @@ fn the_leader_resumes_its_lease_when_its_etcd_member_dies() {
             ..CoordinatorOptions::default()
         };
         let a = EtcdCoordinator::start(cfg.clone(), opts, "a".into());
-        let mut nodes = Vec::new();
-        for id in 0..5 {
-            nodes.push(Some(node(&cfg, id).await));
-        }
+        let mut nodes = available_nodes(&cfg, 5).await;
         let map = |n: &Option<TestNode>| n.as_ref().unwrap().control.map().current();
-        until(10, "all nodes registered and available", || {
-            map(&nodes[0]).available.iter().all(|&a| a)
-        })
-        .await;
         assert!(a.status().leading);
         for m in 0..3 {
             etcd.kill(m);
