@@ -12,7 +12,7 @@
 //! * [`backend_bench`] — `ecdn backend bench`: the backend tier (TOFEC) against an emulated or
 //!   real S3.
 //! * [`plot`] — the figures of all of them and of `ecdn sim`.
-//! * The plumbing: [`args`] (argument parsers and progress bars), [`out`] (output that ends
+//! * The plumbing: [`args`] (argument parsers and progress bars), [`out`](mod@out) (output that ends
 //!   quietly on a closed pipe: [`outln!`], [`out!`]) and [`signals`] (Ctrl-C and SIGTERM).
 //!
 //! The demos start the processes they measure from the running executable

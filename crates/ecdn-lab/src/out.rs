@@ -1,7 +1,7 @@
 //! Standard output for the subcommands' results, and what a closed pipe means.
 //!
 //! `println!` panics when stdout's reader has gone away (`ecdn coral demo --json | head -c 10`).
-//! The subcommands print with [`outln!`](crate::outln) and [`out!`](crate::out) instead, which return the write's error;
+//! The subcommands print with [`outln!`](crate::outln) and [`out!`](macro@crate::out) instead, which return the write's error;
 //! it travels up with `?` like any other (so a cluster demo still stops its processes on the
 //! way out), and `main` ends quietly, with the status of a process killed by SIGPIPE (141),
 //! when the error is a broken pipe ([`is_broken_pipe`]). SIGPIPE itself stays ignored, as Rust

@@ -213,7 +213,7 @@ fn clock_ticks() -> u64 {
 /// gets it (`ECDN_ADMIN_TOKEN`), and the demo's requests to admin listeners carry it.
 static ADMIN_TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
-/// Sets the run's admin token (see [`ADMIN_TOKEN`]); once per process.
+/// Sets the run's admin token (the static `ADMIN_TOKEN`); once per process.
 pub fn use_admin_token(token: String) {
     let _ = ADMIN_TOKEN.set(token);
 }

@@ -1,7 +1,7 @@
 //! `ecdn coral demo`: Coral on a test bed of one machine (issue 14).
 //!
-//! N DSHT nodes in S sites on loopback ([`topology`]: 5 ms RTT within a site, 20–150 ms
-//! between), each with an `ecdn node` beside it ([`proxies`]), in this process:
+//! N DSHT nodes in S sites on loopback (`topology.rs`: 5 ms RTT within a site, 20–150 ms
+//! between), each with an `ecdn node` beside it (`proxies`), in this process:
 //!
 //! 1. **The hierarchy** (levels ∞, 60 ms, 20 ms): the nodes join through one seed, find their
 //!    clusters (one cluster period of `--cluster-period` instead of the paper's 5 min), and
@@ -12,7 +12,7 @@
 //!    the clusters found per level against the injected topology. Then the **flash crowd**
 //!    of §6.1 through the proxies: every node's client asks for each of `--flash-objects` new
 //!    objects within `--flash-window`; reported: origin requests per object, fills from other
-//!    sites, client fetch latency. Then **the redirectors** ([`redirect`], §3.1): one DNS
+//!    sites, client fetch latency. Then **the redirectors** (`redirect`, §3.1): one DNS
 //!    redirector per site, asked by every site's resolver; reported: the answers' levels, the
 //!    RTT to the proxies answered against a random one's, and how long a proxy that dies
 //!    stays in answers (`--proxy-fresh`).

@@ -9,11 +9,11 @@
 //!
 //! Text is drawn by plotters' `ab_glyph` feature, which never looks for system fonts by itself:
 //! the first plot loads a TrueType font from `$ECDN_FONT` or from a few common system paths
-//! ([`style::FONT_PATHS`]) and registers it as plotters' `sans-serif` family. Both backends need it —
+//! (`style::FONT_PATHS`) and registers it as plotters' `sans-serif` family. Both backends need it —
 //! the SVG backend measures text for the layout, too.
 //!
-//! The code: [`style`] (output, fonts, colors, axes, legend: what every figure shares), [`sim`]
-//! (cache simulations), [`cluster`] (cluster simulations), [`demo`](mod@demo) (`ecdn demo`); this file
+//! The code: `style` (output, fonts, colors, axes, legend: what every figure shares), `sim`
+//! (cache simulations), `cluster` (cluster simulations), `demo` (`ecdn demo`); this file
 //! holds the entry points the commands call.
 
 use std::path::Path;
