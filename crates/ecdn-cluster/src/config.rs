@@ -296,6 +296,30 @@ pub enum ObjectScheme {
 /// The shortest cluster key accepted, in bytes.
 pub const MIN_KEY_LEN: usize = 16;
 
+/// Replaces the file at `path` with `bytes`, atomically: written to a temporary file beside it,
+/// synced, renamed over it, and the directory synced, so a crash at any point leaves the old
+/// file or the new one, whole. For the cluster file and the coordinator's state file.
+pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("the path has no file name"))?;
+    let mut tmp_name = name.to_os_string();
+    tmp_name.push(".tmp");
+    let tmp = dir.join(tmp_name);
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir)?.sync_all()
+}
+
 impl ClusterConfig {
     pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {

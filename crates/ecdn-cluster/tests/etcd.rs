@@ -20,12 +20,14 @@ use ecdn_cluster::{ClusterConfig, Control, CoordinatorOptions, WriteLoads};
 
 mod common;
 
-fn cluster(etcd: &str, prefix: &str) -> ClusterConfig {
+fn cluster(etcd: &[String], prefix: &str) -> ClusterConfig {
+    let endpoints: Vec<String> = etcd.iter().map(|e| format!("\"{e}\"")).collect();
     common::cluster(
         "0123456789abcdef-secret",
         &format!(
-            "coordinator = \"127.0.0.1:1\"\nbuckets = 30\netcd = [\"{etcd}\"]\n\
-             etcd_prefix = \"{prefix}\"\netcd_lease_s = 2"
+            "coordinator = \"127.0.0.1:1\"\nbuckets = 30\netcd = [{}]\n\
+             etcd_prefix = \"{prefix}\"\netcd_lease_s = 2",
+            endpoints.join(", ")
         ),
     )
 }
@@ -83,7 +85,7 @@ fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
     let bin = LocalEtcd::find_binary().expect(NOT_INSTALLED);
     let dir = tempfile::tempdir().unwrap();
     let mut etcd = LocalEtcd::start(&bin, dir.path(), 1).unwrap();
-    let cfg = cluster(&etcd.url(0), "/t1/");
+    let cfg = cluster(&[etcd.url(0)], "/t1/");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -265,19 +267,7 @@ fn the_leader_resumes_its_lease_when_its_etcd_member_dies() {
     let bin = LocalEtcd::find_binary().expect(NOT_INSTALLED);
     let dir = tempfile::tempdir().unwrap();
     let mut etcd = LocalEtcd::start(&bin, dir.path(), 3).unwrap();
-    let endpoints = etcd
-        .endpoints()
-        .iter()
-        .map(|e| format!("\"{e}\""))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let cfg = common::cluster(
-        "0123456789abcdef-secret",
-        &format!(
-            "coordinator = \"127.0.0.1:1\"\nbuckets = 30\netcd = [{endpoints}]\n\
-             etcd_prefix = \"/t3/\"\netcd_lease_s = 2"
-        ),
-    );
+    let cfg = cluster(&etcd.endpoints(), "/t3/");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -136,9 +136,9 @@ pub fn member(cluster: &Path, op: MemberOp) -> Result<()> {
 }
 
 /// Lists the added node `id` in the cluster file, so that the file and the cluster agree: a
-/// `[[node]]` entry appended, the whole file checked to load, and written atomically (a
-/// temporary file renamed over it). `false` when the file lists that id already; an error when
-/// the file cannot take it (it lists other ids than 0..`id`).
+/// `[[node]]` entry appended, the whole file checked to load, and written atomically
+/// ([`ecdn_cluster::config::replace_file`]). `false` when the file lists that id already; an
+/// error when the file cannot take it (it lists other ids than 0..`id`).
 fn record_added(path: &Path, id: usize, new: &NewMember) -> Result<bool, String> {
     let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
     let cfg = ClusterConfig::parse(&text).map_err(|e| e.to_string())?;
@@ -160,11 +160,7 @@ fn record_added(path: &Path, id: usize, new: &NewMember) -> Result<bool, String>
         new.client, new.peer, new.weight
     ));
     ClusterConfig::parse(&grown).map_err(|e| format!("with node {id} it would not load: {e}"))?;
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, grown).map_err(|e| e.to_string())?;
-    std::fs::rename(&tmp, path).map_err(|e| e.to_string())?;
+    ecdn_cluster::config::replace_file(path, grown.as_bytes()).map_err(|e| e.to_string())?;
     Ok(true)
 }
 

@@ -351,17 +351,7 @@ async fn term(
         return e;
     }
     set_epoch(status, leader.state.epoch);
-    let mut watch = match client
-        .watch(
-            cfg.etcd_prefix.as_bytes(),
-            Some(
-                WatchOptions::new()
-                    .with_prefix()
-                    .with_start_revision(leader.read_at + 1),
-            ),
-        )
-        .await
-    {
+    let mut watch = match watch_cluster(&mut client, cfg, leader.read_at).await {
         Ok(w) => w,
         Err(e) => return format!("watch: {e}"),
     };
@@ -426,21 +416,10 @@ async fn term(
         // The lease's keep-alive or the watch failed: most often the etcd member this
         // coordinator talks to died. If the lease is still alive and still holds the leader
         // key, go on leading through another member, watching from where this watch stopped.
-        let Some((c, l)) = resume_leadership(cfg, &keys, name, lease.id).await else {
+        let Some((mut c, l)) = resume_leadership(cfg, &keys, name, lease.id).await else {
             return lost;
         };
-        let resumed = c
-            .clone()
-            .watch(
-                cfg.etcd_prefix.as_bytes(),
-                Some(
-                    WatchOptions::new()
-                        .with_prefix()
-                        .with_start_revision(seen + 1),
-                ),
-            )
-            .await;
-        match resumed {
+        match watch_cluster(&mut c, cfg, seen).await {
             Ok(w) => {
                 eprintln!(
                     "ecdn coordinator {name}: etcd: {lost}; lease {:x} resumed, still leading",
@@ -452,6 +431,18 @@ async fn term(
             Err(e) => return format!("{lost}; then watch: {e}"),
         }
     }
+}
+
+/// Watches every key of the cluster's prefix written after revision `after`.
+async fn watch_cluster(
+    client: &mut Client,
+    cfg: &ClusterConfig,
+    after: i64,
+) -> Result<etcd_client::WatchStream, etcd_client::Error> {
+    let from = WatchOptions::new()
+        .with_prefix()
+        .with_start_revision(after + 1);
+    client.watch(cfg.etcd_prefix.as_bytes(), Some(from)).await
 }
 
 /// Publishes what `events` changed, if anything, and records when it was decided.

@@ -3,14 +3,14 @@
 //! restarted coordinator goes on from there instead of from the cluster file alone.
 //!
 //! The file is the JSON of [`StoredState`], the same record an etcd-mode leader leaves for the
-//! next one. It is replaced atomically after every change the coordinator publishes: written
-//! to a temporary file beside it, synced, renamed over it, and the directory synced, so a
-//! crash at any point leaves the old state or the new one, whole.
+//! next one. It is replaced atomically after every change the coordinator publishes
+//! ([`crate::config::replace_file`]), so a crash at any point leaves the old state or the new
+//! one, whole.
 //!
 //! [`CoordinatorOptions::state_file`]: super::CoordinatorOptions::state_file
 
-use std::fs::{self, File};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::Path;
 
 use super::state::StoredState;
@@ -50,21 +50,5 @@ pub(super) fn read(path: &Path) -> Result<Option<StoredState>, String> {
 /// Replaces `path` with `state`, atomically (see the module documentation).
 pub(super) fn write(path: &Path, state: &StoredState) -> io::Result<()> {
     let json = serde_json::to_vec(state).map_err(io::Error::other)?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path
-        .file_name()
-        .ok_or_else(|| io::Error::other("the state file's path has no file name"))?;
-    let mut tmp_name = name.to_os_string();
-    tmp_name.push(".tmp");
-    let tmp = dir.join(tmp_name);
-    {
-        let mut f = File::create(&tmp)?;
-        f.write_all(&json)?;
-        f.sync_all()?;
-    }
-    fs::rename(&tmp, path)?;
-    File::open(dir)?.sync_all()
+    crate::config::replace_file(path, &json)
 }
