@@ -13,8 +13,16 @@ if [ -n "${ECDN_BIN:-}" ]; then E=$ECDN_BIN; else cargo build --release -q; E=$P
 W=/tmp/ecdn-bench
 rm -rf $W && mkdir -p $W/nginx-cache
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; pkill -f "varnishd.*18082" || true; }
+# varnishd takes a moment to exit after SIGTERM; wait for it (at most 10 s), so that a run
+# started right after this one finds its port free.
+stop_varnish() {
+  pkill -f "varnishd.*18082" || true
+  for _ in $(seq 50); do pgrep -f "varnishd.*18082" >/dev/null || return 0; sleep 0.2; done
+}
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; stop_varnish; }
 trap cleanup EXIT
+# One left by an earlier run that was killed before its clean-up.
+stop_varnish
 
 $E origin --listen 127.0.0.1:18081 2>/dev/null & pids+=($!)
 $E node --listen 127.0.0.1:18080 --admin-listen 127.0.0.1:0 --origin http://127.0.0.1:18081 --hoc-size 256MiB --disk-path $W/disk --disk-size 2GiB 2>/dev/null & pids+=($!)

@@ -34,7 +34,7 @@ use tokio::sync::Semaphore;
 use super::body::NodeBody;
 use super::config::{AdminListen, NodeConfig};
 use super::disk::Disk;
-use super::gather::{gather, Sender};
+use super::gather::{gather, Records, Sender};
 use super::h2_streams::{Batched, StreamExecutor};
 use super::head_deadline::{Counted, HeadDeadline, Requests};
 use super::hoc::Hoc;
@@ -439,7 +439,7 @@ async fn serve_one<I>(
         return serve_http(st, protocols, TokioIo::new(io), None, remote, how, watcher).await;
     }
     if how != Speak::Tls {
-        let (io, sender) = gather(io);
+        let (io, sender) = gather(io, Records::AsWritten);
         return serve_http(
             st,
             protocols,
@@ -462,7 +462,12 @@ async fn serve_one<I>(
     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
     let how = if h2 { Speak::Http2 } else { Speak::Http1 };
     // A batch of responses as one TLS record and one system call (see `gather.rs`).
-    let (stream, sender) = gather(stream);
+    let records = if h2 {
+        Records::Whole
+    } else {
+        Records::AsWritten
+    };
+    let (stream, sender) = gather(stream, records);
     serve_http(
         st,
         protocols,
