@@ -7,8 +7,10 @@
 //! gate that does not answer as that destination, a nonce is taken once, a streamed body
 //! opens only with its own tag, a sub-chunk's tag checks only for its own bytes, index and
 //! request, and a relayed answer's body passes no byte without its tag, however it arrives. The values nodes and coordinators read from etcd
-//! too: a stored map opens only when sealed with the cluster key (and then re-seals to itself),
-//! and load reports, registrations and the leader's stored state parse or are refused.
+//! too: a stored map or map diff opens only when sealed with the cluster key (and then re-seals
+//! to itself), a compressed value decompresses or is refused (never beyond its bound), a map
+//! diff applied to a map gives a valid map or an error, and load reports, registrations and
+//! the leader's stored state parse or are refused.
 //! EC-Cache's object records (from the coordinator or etcd), the coordinator's object requests
 //! and the nodes' heartbeats (with their object read counts): what parses and validates
 //! re-encodes to itself.
@@ -20,7 +22,9 @@ use ecdn_cluster::auth::{self, ClusterKey, Recipient};
 use ecdn_cluster::coordinator::etcd::Stored;
 use ecdn_cluster::coordinator::objects::{ObjectOp, GET_PATH, UPDATE_PATH};
 use ecdn_cluster::coordinator::Heartbeat;
-use ecdn_cluster::etcd::{open_map, seal_map, LoadReport, Registration};
+use ecdn_cluster::etcd::{LoadReport, Registration};
+use ecdn_cluster::etcd_map::{decompress, open_diff, open_map, seal_diff, seal_map};
+use ecdn_cluster::map::MapDiff;
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::relayed;
 use ecdn_cluster::replay::Gate;
@@ -96,6 +100,19 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(open_map(&key, &again, 7).as_ref(), Ok(&map));
         let other = ClusterKey::new(b"another-cluster-key-4567");
         assert!(open_map(&other, &again, 7).is_err());
+    }
+    if let Ok(diff) = open_diff(&key, data) {
+        assert_eq!(open_diff(&key, &seal_diff(&key, &diff)).as_ref(), Ok(&diff));
+    }
+    let _ = decompress(data);
+    // A diff from the network applied to a map: a map that validates, or an error.
+    if let Ok(mut diff) = serde_json::from_slice::<MapDiff>(data) {
+        let base = base_map();
+        diff.base = base.epoch;
+        if let Ok(m) = diff.apply(base, 9) {
+            assert!(m.validate().is_ok());
+            assert_eq!(m.epoch, 9);
+        }
     }
     // Object records: one that validates re-encodes to itself and is the same object as
     // itself; names parse back to themselves.
@@ -273,4 +290,22 @@ fn destination(data: &[u8]) -> (std::net::SocketAddrV4, u64) {
         std::net::SocketAddrV4::new(ip, port),
         u64::from_le_bytes(epoch),
     )
+}
+
+/// A small map to apply diffs to: 20 buckets on 6 servers, K = 3, P = 1, one server down.
+fn base_map() -> &'static BucketMap {
+    static MAP: std::sync::OnceLock<BucketMap> = std::sync::OnceLock::new();
+    MAP.get_or_init(|| {
+        use ecdn_placement::pieces::{Scheme, SlotHistory};
+        let cfg = ecdn_placement::PlacementConfig {
+            buckets: 20,
+            ..Default::default()
+        };
+        let mut pl = ecdn_placement::Placement::new(&[1.0; 6], cfg).unwrap();
+        let mut h = SlotHistory::new(20, 3, 1);
+        let before = h.holders(&pl);
+        pl.set_available(2, false);
+        h.record(&before, &h.holders(&pl));
+        BucketMap::from_placement(5, Scheme::C2dn, 3, 1, &pl, Some(&h))
+    })
 }

@@ -13,8 +13,10 @@
 //!   leader taking over, counts nothing twice.
 //! * `leader` — the leading coordinator's address, put under its lease by a transaction that
 //!   succeeds only if the key does not exist (see `coordinator::etcd`).
-//! * `map` — the bucket map, signed with the cluster key ([`seal_map`]); its **epoch is the
-//!   etcd revision that wrote it** (`mod_revision`), so epochs only grow, across leaders too.
+//! * `map` and `map-diff` — the bucket map: the last whole map and the diff from it to the
+//!   current one, compressed and signed with the cluster key (`crate::etcd_map`); a map's
+//!   **epoch is the etcd revision that wrote it** (`mod_revision`), so epochs only grow,
+//!   across leaders too.
 //! * `state` — what the leader needs to continue: the placement's state and the loads it
 //!   consumed (`coordinator::etcd`), written in the same transaction as `map`.
 //!
@@ -36,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use crate::auth::ClusterKey;
 use crate::config::ClusterConfig;
 use crate::control::{Control, ControlError, MapHandle, MapRejected, WriteLoads};
+use crate::etcd_map::{Gap, MapFollower};
 use crate::map::BucketMap;
 
 /// The keys of one cluster in etcd.
@@ -65,8 +68,13 @@ impl Keys {
     pub fn leader(&self) -> String {
         format!("{}leader", self.prefix)
     }
+    /// The last whole map (see `crate::etcd_map`); also the prefix of both map keys.
     pub fn map(&self) -> String {
         format!("{}map", self.prefix)
+    }
+    /// The diff from the whole map to the current one (see `crate::etcd_map`).
+    pub fn map_diff(&self) -> String {
+        format!("{}map-diff", self.prefix)
     }
     pub fn state(&self) -> String {
         format!("{}state", self.prefix)
@@ -233,8 +241,6 @@ impl Lease {
     }
 }
 
-const MAP_PATH: &str = "etcd:map";
-
 /// The stored form of a JSON value `what` names (`etcd:map`, `etcd:object`): the signature of
 /// the JSON (HMAC with the cluster key, over `what` too, so one kind of value cannot pass for
 /// another), a newline, the JSON.
@@ -259,26 +265,6 @@ pub(crate) fn open<'a>(key: &ClusterKey, what: &str, value: &'a [u8]) -> Result<
     Ok(json)
 }
 
-/// The stored form of a map: the signature of its JSON (HMAC with the cluster key, over
-/// `etcd:map` too), a newline, the JSON.
-pub fn seal_map(key: &ClusterKey, map: &BucketMap) -> Vec<u8> {
-    seal(
-        key,
-        MAP_PATH,
-        &serde_json::to_vec(map).expect("a bucket map serializes"),
-    )
-}
-
-/// The map of a stored value (see [`seal_map`]), its epoch set to `revision`; an error for
-/// anything not sealed with this cluster's key.
-pub fn open_map(key: &ClusterKey, value: &[u8], revision: i64) -> Result<BucketMap, String> {
-    let json = open(key, MAP_PATH, value).map_err(|e| format!("the stored map: {e}"))?;
-    let mut map: BucketMap =
-        serde_json::from_slice(json).map_err(|e| format!("the stored map: {e}"))?;
-    map.epoch = u64::try_from(revision).map_err(|_| "a negative revision")?;
-    Ok(map)
-}
-
 /// What a node's etcd session reports (for its log and metrics).
 #[derive(Debug, Default)]
 pub struct EtcdStatus {
@@ -295,12 +281,14 @@ pub(crate) async fn fetch_map(cfg: &ClusterConfig) -> Result<Option<BucketMap>, 
     let mut client = connect(&cfg.etcd)
         .await
         .map_err(|e| format!("connect: {e}"))?;
-    get_map(
+    let (map, _) = get_map(
         &mut client,
         &Keys::new(cfg),
         &ClusterKey::new(cfg.key.as_bytes()),
+        &mut MapFollower::default(),
     )
-    .await
+    .await?;
+    Ok(map)
 }
 
 /// The leading coordinator's name (its API address), if one leads.
@@ -318,20 +306,18 @@ pub async fn leader_name(cfg: &ClusterConfig) -> Result<Option<String>, String> 
         .map(|kv| String::from_utf8_lossy(kv.value()).into_owned()))
 }
 
-/// Gets the current map from etcd, if there is one.
+/// Gets the current map from etcd, if there is one: both map keys read at one revision
+/// (see `crate::etcd_map`); the revision read at, for a watch to start after.
 async fn get_map(
     client: &mut Client,
     keys: &Keys,
     key: &ClusterKey,
-) -> Result<Option<BucketMap>, String> {
-    let resp = client
-        .get(keys.map(), None)
+    follower: &mut MapFollower,
+) -> Result<(Option<BucketMap>, i64), String> {
+    let (kvs, rev) = get_prefix(client, &keys.map())
         .await
         .map_err(|e| format!("get map: {e}"))?;
-    match resp.kvs().first() {
-        None => Ok(None),
-        Some(kv) => open_map(key, kv.value(), kv.mod_revision()).map(Some),
-    }
+    Ok((follower.snapshot(keys, key, &kvs)?, rev))
 }
 
 /// Offers `m` to the node's handle; true if it was taken or not newer.
@@ -356,7 +342,9 @@ pub async fn spawn_etcd_control(
     let mut failures = 0u64;
     let first = loop {
         let got = match connect(&cfg.etcd).await {
-            Ok(mut c) => get_map(&mut c, &keys, &key).await,
+            Ok(mut c) => get_map(&mut c, &keys, &key, &mut MapFollower::default())
+                .await
+                .map(|(m, _)| m),
             Err(e) => Err(format!("connect: {e}")),
         };
         match got {
@@ -533,8 +521,8 @@ async fn session(
     }
 }
 
-/// Watches `map` and offers every new one to the node, reconnecting (and reading the map
-/// afresh) whenever the watch fails.
+/// Watches both map keys and offers every new map to the node, reconnecting (and reading the
+/// map afresh) whenever the watch fails or a diff comes on a base the node does not hold.
 async fn map_loop(cfg: ClusterConfig, node: usize, handle: MapHandle, status: Arc<EtcdStatus>) {
     let keys = Keys::new(&cfg);
     let key = ClusterKey::new(cfg.key.as_bytes());
@@ -544,19 +532,14 @@ async fn map_loop(cfg: ClusterConfig, node: usize, handle: MapHandle, status: Ar
             let mut client = connect(&cfg.etcd)
                 .await
                 .map_err(|e| format!("connect: {e}"))?;
-            let resp = client
-                .get(keys.map(), None)
-                .await
-                .map_err(|e| format!("get map: {e}"))?;
-            let rev = resp.header().map_or(0, |h| h.revision());
-            if let Some(kv) = resp.kvs().first() {
-                offer(
-                    node,
-                    &handle,
-                    open_map(&key, kv.value(), kv.mod_revision())?,
-                );
+            let mut follower = MapFollower::default();
+            let (map, rev) = get_map(&mut client, &keys, &key, &mut follower).await?;
+            if let Some(m) = map {
+                offer(node, &handle, m);
             }
-            let opts = WatchOptions::new().with_start_revision(rev + 1);
+            let opts = WatchOptions::new()
+                .with_prefix()
+                .with_start_revision(rev + 1);
             let mut stream = client
                 .watch(keys.map(), Some(opts))
                 .await
@@ -575,11 +558,21 @@ async fn map_loop(cfg: ClusterConfig, node: usize, handle: MapHandle, status: Ar
                     ));
                 }
                 for ev in msg.events() {
-                    if let (EventType::Put, Some(kv)) = (ev.event_type(), ev.kv()) {
-                        match open_map(&key, kv.value(), kv.mod_revision()) {
-                            Ok(m) => offer(node, &handle, m),
-                            Err(e) => eprintln!("ecdn node {node}: etcd: {e}"),
+                    let (EventType::Put, Some(kv)) = (ev.event_type(), ev.kv()) else {
+                        continue;
+                    };
+                    match follower.put(&keys, &key, kv.key(), kv.value(), kv.mod_revision()) {
+                        Ok(Some(m)) => offer(node, &handle, m),
+                        Ok(None) => {}
+                        // Read both keys again, at once (no wait: nothing failed).
+                        Err(gap @ Gap::Base { .. }) => {
+                            eprintln!("ecdn node {node}: etcd: {gap}; reading the whole map");
+                            let (map, _) = get_map(&mut client, &keys, &key, &mut follower).await?;
+                            if let Some(m) = map {
+                                offer(node, &handle, m);
+                            }
                         }
+                        Err(Gap::Bad(e)) => eprintln!("ecdn node {node}: etcd: {e}"),
                     }
                 }
             }
@@ -670,37 +663,5 @@ mod tests {
         ] {
             assert_eq!(k.id_of(bad, &k.nodes()), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn a_sealed_map_opens_only_with_the_key_and_takes_the_revision() {
-        let pl = ecdn_placement::Placement::new(
-            &[1.0; 5],
-            ecdn_placement::PlacementConfig {
-                buckets: 20,
-                k: 3,
-                p: 1,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        let map =
-            BucketMap::from_placement(5, ecdn_placement::pieces::Scheme::C2dn, 3, 1, &pl, None);
-        let key = ClusterKey::new(b"0123456789abcdef-secret");
-        let sealed = seal_map(&key, &map);
-        let opened = open_map(&key, &sealed, 42).unwrap();
-        assert_eq!(opened.epoch, 42);
-        let mut same = opened.clone();
-        same.epoch = 5;
-        assert_eq!(same, map);
-        let other = ClusterKey::new(b"another key of the same length!!");
-        assert!(open_map(&other, &sealed, 42)
-            .unwrap_err()
-            .contains("not this cluster's"));
-        let mut tampered = sealed.clone();
-        let last = tampered.len() - 2;
-        tampered[last] ^= 1;
-        assert!(open_map(&key, &tampered, 42).is_err());
-        assert!(open_map(&key, b"no newline", 1).is_err());
     }
 }

@@ -45,6 +45,7 @@ pub mod control;
 pub mod coordinator;
 pub mod etcd;
 pub mod etcd_local;
+pub mod etcd_map;
 pub mod heartbeat;
 pub mod map;
 pub mod objects;

@@ -32,6 +32,28 @@ fn cluster(etcd: &[String], prefix: &str) -> ClusterConfig {
     )
 }
 
+/// `GET /_ecdn/status.json` of a coordinator's status page, which must answer `200`.
+async fn status_json(page: std::net::SocketAddr) -> serde_json::Value {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(page).await.unwrap();
+    s.write_all(b"GET /_ecdn/status.json HTTP/1.1\r\nhost: t\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got))
+        .await
+        .expect("the page answers within 10 s")
+        .unwrap();
+    let at = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&got[..at]);
+    assert!(
+        head.starts_with("HTTP/1.1 200"),
+        "{head}\n{}",
+        String::from_utf8_lossy(&got[at..])
+    );
+    serde_json::from_slice(&got[at + 4..]).unwrap()
+}
+
 /// Waits (at most `secs`) until `f` holds.
 async fn until(secs: u64, what: &str, f: impl Fn() -> bool) -> Duration {
     let t = Instant::now();
@@ -101,12 +123,12 @@ fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
             l.set_nonblocking(true).unwrap();
             tokio::net::TcpListener::from_std(l).unwrap()
         };
-        let a =
+        let mut a =
             EtcdCoordinator::start_with_api(cfg.clone(), opts.clone(), listener(api())).unwrap();
         let mut nodes = available_nodes(&cfg, 5).await;
         let map = |n: &Option<TestNode>| n.as_ref().unwrap().control.map().current();
         assert!(a.status().leading);
-        let b =
+        let mut b =
             EtcdCoordinator::start_with_api(cfg.clone(), opts.clone(), listener(api())).unwrap();
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(!b.status().leading, "two leaders");
@@ -150,11 +172,31 @@ fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
         let after_fail = map(&nodes[0]);
         assert!(after_fail.epoch > epoch0);
 
+        // Every coordinator serves the status page: the leader its own state, the other what
+        // etcd holds (read-only), naming the leader.
+        let page_a = a.serve_admin(listener(api()), None).unwrap();
+        let page_b = b.serve_admin(listener(api()), None).unwrap();
+        let (pa, pb) = (status_json(page_a).await, status_json(page_b).await);
+        assert_eq!(pa["role"]["mode"], "leader");
+        assert_eq!(pb["role"]["mode"], "follower");
+        for p in [&pa, &pb] {
+            assert_eq!(p["role"]["leader"], a_addr.as_str());
+            assert_eq!(p["status"]["epoch"], after_fail.epoch);
+            let nodes = p["status"]["nodes"].as_array().unwrap();
+            assert_eq!(nodes.len(), 5);
+            assert_eq!(nodes[4]["available"], false);
+            assert_eq!(nodes[0]["available"], true);
+            assert_eq!(p["buckets"].as_array().unwrap().len(), 30);
+        }
+
         // The leader stops: the other leads within 5 s (the lease is 2 s), from the stored
         // state — node 4 stays unavailable and the map is the same but for its epoch.
         a.stop();
         let took = until(5, "coordinator b leads", || b.status().leading).await;
         eprintln!("coordinator b leads {took:?} after a stopped");
+        let pb = status_json(page_b).await;
+        assert_eq!(pb["role"]["mode"], "leader");
+        assert_eq!(pb["role"]["leader"], b.api_addr().unwrap().to_string());
         until(5, "b's first map", || {
             map(&nodes[0]).epoch > after_fail.epoch
         })
@@ -299,4 +341,131 @@ fn the_leader_resumes_its_lease_when_its_etcd_member_dies() {
         assert_eq!(a.status().terms, 1);
     });
     drop(etcd);
+}
+
+/// Issue 42's scale: 10,000 buckets and 500 servers. As uncompressed JSON the map alone is
+/// beyond etcd's default request limit (1.5 MiB), so a leader writing it so could publish
+/// nothing; stored compressed it fits, and an availability change goes as a diff a fraction of
+/// the whole map's size, which a node applies (`crate::etcd_map`).
+#[test]
+fn maps_of_10000_buckets_and_500_servers_fit_etcd_whole_and_as_diffs() {
+    use ecdn_cluster::etcd::{connect, get_prefix, Keys, Registration};
+    use ecdn_cluster::etcd_map::{seal_map, MapFollower, DIFF_SHARE};
+    use etcd_client::PutOptions;
+
+    const SERVERS: usize = 500;
+    /// etcd's default `--max-request-bytes`.
+    const ETCD_LIMIT: usize = 1536 * 1024;
+    let bin = LocalEtcd::find_binary().expect(NOT_INSTALLED);
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = LocalEtcd::start(&bin, dir.path(), 1).unwrap();
+    let mut text = format!(
+        "scheme = \"c2dn\"\nkey = \"0123456789abcdef-secret\"\nheartbeat_ms = 100\n\
+         coordinator = \"127.0.0.1:1\"\nbuckets = 10000\netcd = [\"{}\"]\n\
+         etcd_prefix = \"/scale/\"\netcd_lease_s = 2\n",
+        etcd.url(0)
+    );
+    for i in 0..SERVERS {
+        text.push_str(&format!(
+            "[[node]]\nid = {i}\nclient = \"127.0.{}.{}:8080\"\npeer = \"127.0.{}.{}:8081\"\n",
+            1 + i / 200,
+            1 + i % 200,
+            1 + i / 200,
+            1 + i % 200
+        ));
+    }
+    let cfg = ClusterConfig::parse(&text).unwrap();
+    let keys = Keys::new(&cfg);
+    let key = ecdn_cluster::ClusterKey::new(cfg.key.as_bytes());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // The nodes' registrations, put by the test under one long lease (no node processes).
+        let mut client = connect(&cfg.etcd).await.unwrap();
+        let lease = client.lease_grant(120, None).await.unwrap().id();
+        for n in &cfg.nodes {
+            let reg = Registration {
+                node: n.id,
+                client: n.client.to_string(),
+                peer: n.peer.to_string(),
+            };
+            client
+                .put(
+                    keys.node(n.id),
+                    serde_json::to_vec(&reg).unwrap(),
+                    Some(PutOptions::new().with_lease(lease)),
+                )
+                .await
+                .unwrap();
+        }
+        let opts = CoordinatorOptions {
+            start_grace: Duration::from_secs(30),
+            ..CoordinatorOptions::default()
+        };
+        let leader = EtcdCoordinator::start(cfg.clone(), opts, "scale-leader".into());
+        // A node's side of the control plane (node 0), following the maps.
+        let node0 = node(&cfg, 0).await;
+        let current = |c: &mut etcd_client::Client| {
+            let (keys, key) = (keys.clone(), key.clone());
+            let mut c = c.clone();
+            async move {
+                let (kvs, _) = get_prefix(&mut c, &keys.map()).await.unwrap();
+                let sizes: Vec<(String, usize)> = kvs
+                    .iter()
+                    .map(|(k, v, _)| (String::from_utf8_lossy(k).into_owned(), v.len()))
+                    .collect();
+                let map = MapFollower::default()
+                    .snapshot(&keys, &key, &kvs)
+                    .unwrap()
+                    .unwrap();
+                (map, sizes)
+            }
+        };
+        let (first, sizes) = current(&mut client).await;
+        assert!(first.available.iter().all(|&a| a), "every node registered");
+        assert_eq!((first.buckets, first.servers()), (10_000, SERVERS));
+        let json = serde_json::to_vec(&first).unwrap().len();
+        let whole = seal_map(&key, &first).len();
+        let state = client
+            .get(keys.state(), None)
+            .await
+            .unwrap()
+            .kvs()
+            .first()
+            .unwrap()
+            .value()
+            .len();
+        eprintln!(
+            "10,000 buckets, {SERVERS} servers: the map as JSON {json} bytes, stored {whole} \
+             bytes, the state stored {state} bytes; keys {sizes:?}"
+        );
+        assert!(
+            json > ETCD_LIMIT,
+            "uncompressed the map alone is over etcd's limit"
+        );
+        assert!(whole + state < ETCD_LIMIT / 4);
+
+        // Node 7's registration goes: it is unavailable, and the new map goes as a diff.
+        client.delete(keys.node(7), None).await.unwrap();
+        until(20, "node 7 unavailable in etcd's map", || {
+            node0.control.map().current().available.get(7) == Some(&false)
+        })
+        .await;
+        let (after, sizes) = current(&mut client).await;
+        assert!(!after.available[7]);
+        let diff = sizes
+            .iter()
+            .find(|(k, _)| k.ends_with("map-diff"))
+            .map(|s| s.1)
+            .expect("the change went as a diff");
+        eprintln!("node 7 unavailable: a diff of {diff} bytes (whole: {whole})");
+        assert!(diff * DIFF_SHARE <= whole);
+        // The node applied the diff: its map is the one etcd holds.
+        assert_eq!(*node0.control.map().current(), after);
+        assert!(leader.status().writes.diffs >= 1);
+        drop(leader);
+    });
 }

@@ -35,7 +35,9 @@ pub struct CoordinatorArgs {
     #[arg(long)]
     listen: Option<SocketAddr>,
     /// Serve the cluster's status page (`/_ecdn/status`, and its data `/_ecdn/status.json`)
-    /// on this address (embedded mode). Beyond loopback it needs --admin-token.
+    /// on this address. In etcd mode every coordinator serves it: the leader its own state,
+    /// the others what etcd holds, read-only, and who leads. Beyond loopback it needs
+    /// --admin-token.
     #[arg(long, value_name = "ADDR")]
     admin_listen: Option<SocketAddr>,
     /// Bearer token every request to the admin listener but the page itself must carry (or
@@ -69,9 +71,6 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
         // Before anything says it is listening: a SIGTERM from then on shuts down cleanly.
         let stop = ecdn_lab::signals::shutdown_signal();
         if !cfg.etcd.is_empty() {
-            if a.admin_listen.is_some() {
-                anyhow::bail!("--admin-listen: the status page is served in embedded mode only");
-            }
             if a.state.is_some() {
                 anyhow::bail!("--state: in etcd mode the leader keeps the state in etcd");
             }
@@ -79,9 +78,13 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
-            let coord =
+            let mut coord =
                 EtcdCoordinator::start_with_api(cfg, CoordinatorOptions::default(), listener)?;
             eprintln!("ecdn coordinator: etcd mode, API on {addr}");
+            if let Some(addr) = a.admin_listen {
+                let at = serve_page(addr, |l| coord.serve_admin(l, a.admin_token)).await?;
+                eprintln!("ecdn coordinator: status page on http://{at}/_ecdn/status");
+            }
             stop.await;
             coord.stop();
             eprintln!("ecdn coordinator: shut down");
@@ -98,10 +101,7 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
         };
         let mut coord = Coordinator::start_with(cfg, opts).await?;
         if let Some(addr) = a.admin_listen {
-            let listener = tokio::net::TcpListener::bind(addr)
-                .await
-                .with_context(|| format!("cannot listen on {addr}"))?;
-            let at = coord.serve_admin(listener, a.admin_token)?;
+            let at = serve_page(addr, |l| coord.serve_admin(l, a.admin_token)).await?;
             eprintln!("ecdn coordinator: status page on http://{at}/_ecdn/status");
         }
         stop.await;
@@ -109,4 +109,15 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
         eprintln!("ecdn coordinator: shut down");
         Ok(())
     })
+}
+
+/// Binds the status page's listener at `addr` and hands it to `serve`.
+async fn serve_page<E: std::error::Error + Send + Sync + 'static>(
+    addr: SocketAddr,
+    serve: impl FnOnce(tokio::net::TcpListener) -> Result<SocketAddr, E>,
+) -> Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    Ok(serve(listener)?)
 }

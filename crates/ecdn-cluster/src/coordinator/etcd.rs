@@ -46,13 +46,16 @@ use tokio::sync::{mpsc, watch};
 
 use super::campaign_backoff::CampaignBackoff;
 use super::catch_panic::catch_panic;
-pub use super::etcd_api::EtcdCoordinatorStatus;
 use super::etcd_api::{Answer, Api, Ask, Command};
+pub use super::etcd_api::{EtcdCoordinatorStatus, MapWrites};
 use super::state::{State, StoredState};
+use super::status_page;
+use super::status_source::{EtcdView, Source};
 use super::{accept_loop, CoordinatorOptions, Heartbeat, MemberReply, RebalanceEvent};
 use crate::auth::ClusterKey;
 use crate::config::ClusterConfig;
-use crate::etcd::{get_prefix, seal_map, Keys, Lease, LoadReport};
+use crate::etcd::{get_prefix, Keys, Lease, LoadReport};
+use crate::etcd_map::{compress, decompress, MapPublisher};
 use crate::replay::Gate;
 
 /// What the leader keeps in the `state` key.
@@ -128,26 +131,20 @@ impl Consumed {
 pub struct EtcdCoordinator {
     status: Arc<Mutex<EtcdCoordinatorStatus>>,
     task: tokio::task::JoinHandle<()>,
-    api: Option<(
-        std::net::SocketAddr,
-        watch::Sender<bool>,
-        tokio::task::JoinHandle<()>,
-    )>,
+    /// What its status page reads (`status_source.rs`).
+    view: Arc<EtcdView>,
+    /// Tells the API's and the status page's listeners to stop.
+    stop: watch::Sender<bool>,
+    api: Option<std::net::SocketAddr>,
+    /// The API's and the status page's accept loops.
+    listeners: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl EtcdCoordinator {
     /// Starts campaigning with the cluster file's `etcd` endpoints; `name` is what the
     /// `leader` key will say. No API: see [`EtcdCoordinator::start_with_api`].
     pub fn start(cfg: ClusterConfig, opts: CoordinatorOptions, name: String) -> EtcdCoordinator {
-        let status = Arc::new(Mutex::new(EtcdCoordinatorStatus::default()));
-        // Nobody asks: the sender is dropped at once.
-        let (_, asks) = mpsc::channel(1);
-        let task = tokio::spawn(campaign_loop(cfg, opts, name, status.clone(), asks));
-        EtcdCoordinator {
-            status,
-            task,
-            api: None,
-        }
+        EtcdCoordinator::launch(cfg, opts, name)
     }
 
     /// Starts campaigning and serves the operator's API (`etcd_api.rs`) on `listener`; its
@@ -159,37 +156,66 @@ impl EtcdCoordinator {
         listener: TcpListener,
     ) -> std::io::Result<EtcdCoordinator> {
         let addr = listener.local_addr()?;
-        let status = Arc::new(Mutex::new(EtcdCoordinatorStatus::default()));
-        let (tx, asks) = mpsc::channel(64);
+        let mut c = EtcdCoordinator::launch(cfg, opts, addr.to_string());
         let api = Arc::new(Api {
-            key: ClusterKey::new(cfg.key.as_bytes()),
-            gate: Gate::new(ClusterKey::new(cfg.key.as_bytes()), &[addr]),
-            status: status.clone(),
-            asks: tx,
+            key: ClusterKey::new(c.view.cfg.key.as_bytes()),
+            gate: Gate::new(ClusterKey::new(c.view.cfg.key.as_bytes()), &[addr]),
+            status: c.status.clone(),
+            asks: c.view.asks.clone(),
         });
-        let (stop, shutdown) = watch::channel(false);
         let handler = move |req| {
             let api = api.clone();
             async move { super::etcd_api::handle(&api, req).await }
         };
-        let api_task = tokio::spawn(accept_loop(shutdown, listener, handler));
-        let task = tokio::spawn(campaign_loop(
-            cfg,
-            opts,
-            addr.to_string(),
-            status.clone(),
-            asks,
-        ));
-        Ok(EtcdCoordinator {
+        let shutdown = c.view.shutdown.clone();
+        c.listeners
+            .push(tokio::spawn(accept_loop(shutdown, listener, handler)));
+        c.api = Some(addr);
+        Ok(c)
+    }
+
+    fn launch(cfg: ClusterConfig, opts: CoordinatorOptions, name: String) -> EtcdCoordinator {
+        let status = Arc::new(Mutex::new(EtcdCoordinatorStatus::default()));
+        let (tx, asks) = mpsc::channel(64);
+        let (stop, shutdown) = watch::channel(false);
+        let view = Arc::new(EtcdView {
+            cfg: cfg.clone(),
+            opts: opts.clone(),
+            name: name.clone(),
+            status: status.clone(),
+            asks: tx,
+            client: tokio::sync::Mutex::new(None),
+            shutdown,
+        });
+        let task = tokio::spawn(campaign_loop(cfg, opts, name, status.clone(), asks));
+        EtcdCoordinator {
             status,
             task,
-            api: Some((addr, stop, api_task)),
-        })
+            view,
+            stop,
+            api: None,
+            listeners: Vec::new(),
+        }
+    }
+
+    /// Serves the cluster's status page on `listener` (`status_page.rs`), whether this
+    /// coordinator leads or not (see `status_source.rs`), until it stops; as
+    /// [`super::RunningCoordinator::serve_admin`]: beyond loopback it needs `token`.
+    pub fn serve_admin(
+        &mut self,
+        listener: TcpListener,
+        token: Option<String>,
+    ) -> Result<std::net::SocketAddr, super::CoordError> {
+        let (addr, token) = super::admin_listener(&listener, token)?;
+        let source = Arc::new(Source::Etcd(self.view.clone()));
+        self.listeners
+            .push(tokio::spawn(status_page::serve(listener, source, token)));
+        Ok(addr)
     }
 
     /// The API's address, with [`EtcdCoordinator::start_with_api`].
     pub fn api_addr(&self) -> Option<std::net::SocketAddr> {
-        self.api.as_ref().map(|a| a.0)
+        self.api
     }
 
     pub fn status(&self) -> EtcdCoordinatorStatus {
@@ -208,9 +234,9 @@ impl EtcdCoordinator {
 impl Drop for EtcdCoordinator {
     fn drop(&mut self) {
         self.task.abort();
-        if let Some((_, stop, task)) = &self.api {
-            stop.send_replace(true);
-            task.abort();
+        self.stop.send_replace(true);
+        for t in &self.listeners {
+            t.abort();
         }
     }
 }
@@ -346,11 +372,10 @@ async fn term(
         Ok(l) => l,
         Err(e) => return e,
     };
-    let published = leader.publish(&mut client, &[]).await;
-    if let Err(e) = published {
-        return e;
+    match leader.publish(&mut client, &[]).await {
+        Ok(written) => note_written(status, leader.state.epoch, &written),
+        Err(e) => return e,
     }
-    set_epoch(status, leader.state.epoch);
     let mut watch = match watch_cluster(&mut client, cfg, leader.read_at).await {
         Ok(w) => w,
         Err(e) => return format!("watch: {e}"),
@@ -374,10 +399,10 @@ async fn term(
                     let _ = reply.send(answer);
                     continue;
                 }
-                if let Err(e) = leader.publish(&mut client, &events).await {
-                    return e;
+                match leader.publish(&mut client, &events).await {
+                    Ok(written) => note_written(status, leader.state.epoch, &written),
+                    Err(e) => return e,
                 }
-                set_epoch(status, leader.state.epoch);
                 let answer = match answer {
                     Answer::Member(Ok(r)) => Answer::Member(Ok(MemberReply {
                         node: r.node,
@@ -456,8 +481,8 @@ async fn publish(
         return Ok(());
     }
     let decided = Instant::now();
-    leader.publish(client, events).await?;
-    set_epoch(status, leader.state.epoch);
+    let written = leader.publish(client, events).await?;
+    note_written(status, leader.state.epoch, &written);
     status.lock().unwrap_or_else(|e| e.into_inner()).decided_at = Some(decided);
     Ok(())
 }
@@ -483,8 +508,19 @@ async fn resume_leadership(
     (kv.lease() == id && kv.value() == name.as_bytes()).then_some((client, lease))
 }
 
-fn set_epoch(status: &Mutex<EtcdCoordinatorStatus>, epoch: u64) {
-    status.lock().unwrap_or_else(|e| e.into_inner()).epoch = epoch;
+/// The status after a write of the map of `epoch`.
+fn note_written(status: &Mutex<EtcdCoordinatorStatus>, epoch: u64, written: &Written) {
+    let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
+    s.epoch = epoch;
+    let w = &mut s.writes;
+    if written.whole {
+        w.whole_maps += 1;
+        w.whole_map_bytes += written.map_bytes;
+    } else {
+        w.diffs += 1;
+        w.diff_bytes += written.map_bytes;
+    }
+    w.state_bytes += written.state_bytes;
 }
 
 /// The leader's state during one term.
@@ -500,6 +536,8 @@ struct Leader {
     grace_until: Option<Instant>,
     /// The revision the registrations and loads were read at.
     read_at: i64,
+    /// The whole map in etcd, which the next maps are diffs from.
+    maps: MapPublisher,
 }
 
 impl Leader {
@@ -517,8 +555,9 @@ impl Leader {
             .map_err(|e| format!("get state: {e}"))?;
         let (state, consumed, grace_until) = match stored.kvs().first() {
             Some(kv) => {
-                let s: Stored = serde_json::from_slice(kv.value())
-                    .map_err(|e| format!("the stored state: {e}"))?;
+                let json = decompress(kv.value()).map_err(|e| format!("the stored state: {e}"))?;
+                let s: Stored =
+                    serde_json::from_slice(&json).map_err(|e| format!("the stored state: {e}"))?;
                 let st = State::from_stored(cfg, opts, &s.state, now)
                     .map_err(|e| format!("the stored state: {e}"))?;
                 (st, s.consumed, None)
@@ -529,6 +568,17 @@ impl Leader {
                 (st, BTreeMap::new(), Some(now + grace))
             }
         };
+        let whole = client
+            .get(keys.map(), None)
+            .await
+            .map_err(|e| format!("get map: {e}"))?;
+        let maps = MapPublisher::continuing(
+            &ClusterKey::new(cfg.key.as_bytes()),
+            whole
+                .kvs()
+                .first()
+                .map(|kv| (kv.value(), kv.mod_revision())),
+        );
         let n = state.members.len();
         let mut leader = Leader {
             keys: keys.clone(),
@@ -539,6 +589,7 @@ impl Leader {
             registered: vec![false; n],
             grace_until,
             read_at: 0,
+            maps,
         };
         let (nodes, rev) = get_prefix(client, &keys.nodes())
             .await
@@ -600,6 +651,12 @@ impl Leader {
                 status.leader = Some(name.to_string());
                 (Answer::Status(Box::new(status)), Vec::new())
             }
+            Command::Page => {
+                let mut status = self.state.status(Instant::now());
+                status.leader = Some(name.to_string());
+                let map = Box::new(self.state.map());
+                (Answer::Page(Box::new(status), map), Vec::new())
+            }
             Command::Member(op) => match self.state.apply_op(&op, Instant::now()) {
                 Ok((node, event)) => {
                     let n = self.state.members.len();
@@ -640,32 +697,35 @@ impl Leader {
         }
     }
 
-    /// Writes the map and the state while this coordinator still leads; the map's epoch is
-    /// the revision written.
+    /// Writes the map (a diff from the whole map in etcd while it is small, see
+    /// `crate::etcd_map`) and the state while this coordinator still leads; the map's epoch is
+    /// the revision written. Returns what was written.
     async fn publish(
         &mut self,
         client: &mut Client,
         events: &[RebalanceEvent],
-    ) -> Result<(), String> {
+    ) -> Result<Written, String> {
         let map = self.state.map();
         let stored = Stored {
             state: self.state.stored(),
             consumed: self.consumed.clone(),
         };
+        let prepared = self.maps.prepare(&self.key, &map);
+        let state = compress(&serde_json::to_vec(&stored).expect("the state serializes"));
+        let written = Written {
+            whole: prepared.whole,
+            map_bytes: prepared.value.len() as u64,
+            state_bytes: state.len() as u64,
+        };
+        let mut ops = prepared.ops(&self.keys);
+        ops.push(TxnOp::put(self.keys.state(), state, None));
         let txn = Txn::new()
             .when([Compare::lease(
                 self.keys.leader(),
                 CompareOp::Equal,
                 self.lease,
             )])
-            .and_then([
-                TxnOp::put(self.keys.map(), seal_map(&self.key, &map), None),
-                TxnOp::put(
-                    self.keys.state(),
-                    serde_json::to_vec(&stored).expect("the state serializes"),
-                    None,
-                ),
-            ]);
+            .and_then(ops);
         let resp = client
             .txn(txn)
             .await
@@ -674,15 +734,34 @@ impl Leader {
             return Err("no longer the leader".into());
         }
         let rev = resp.header().map_or(0, |h| h.revision());
+        self.maps.written(prepared, rev);
         self.state.epoch = u64::try_from(rev).unwrap_or(0);
         for e in events {
             eprintln!(
-                "ecdn coordinator: epoch {rev}: {}: moved {} data and {} parity buckets in {} us",
-                e.trigger, e.moved_data, e.moved_parity, e.elapsed_us
+                "ecdn coordinator: epoch {rev}: {}: moved {} data and {} parity buckets in {} us; \
+                 wrote {} ({} bytes) and the state ({} bytes)",
+                e.trigger,
+                e.moved_data,
+                e.moved_parity,
+                e.elapsed_us,
+                if written.whole {
+                    "the whole map"
+                } else {
+                    "a map diff"
+                },
+                written.map_bytes,
+                written.state_bytes,
             );
         }
-        Ok(())
+        Ok(written)
     }
+}
+
+/// What one publication wrote.
+struct Written {
+    whole: bool,
+    map_bytes: u64,
+    state_bytes: u64,
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ use super::{
     DRAIN_PATH, MEMBERS_PATH, MEMBER_LIMIT, REBALANCE_PATH, REMOVE_PATH, STATUS_PATH, UNDRAIN_PATH,
 };
 use crate::auth::{unix_now_ms, ClusterKey};
+use crate::map::BucketMap;
 use crate::peer::read_verified_body;
 use crate::replay::Gate;
 
@@ -47,16 +48,34 @@ pub struct EtcdCoordinatorStatus {
     pub last_error: Option<String>,
     /// The leader's name as this coordinator last saw it (its own while it leads).
     pub leader: Option<String>,
+    /// What it wrote to etcd while leading.
+    #[serde(default)]
+    pub writes: MapWrites,
     /// When it decided the map of `epoch` after an availability change (before writing it),
     /// for measuring how long the map takes to reach the nodes.
     #[serde(skip)]
     pub decided_at: Option<Instant>,
 }
 
+/// The maps and states a leader wrote to etcd (see `crate::etcd_map`), over all its terms.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MapWrites {
+    /// Whole maps written, and their bytes (compressed and sealed, as put).
+    pub whole_maps: u64,
+    pub whole_map_bytes: u64,
+    /// Diffs written, and their bytes.
+    pub diffs: u64,
+    pub diff_bytes: u64,
+    /// The state's bytes, over every write (one per map).
+    pub state_bytes: u64,
+}
+
 /// What the API asks of the leader's term loop.
 #[derive(Debug)]
 pub(super) enum Command {
     Status,
+    /// What the status page shows (`status_source.rs`): the status and the map.
+    Page,
     Member(MemberOp),
     Rebalance,
 }
@@ -65,6 +84,7 @@ pub(super) enum Command {
 #[derive(Debug)]
 pub(super) enum Answer {
     Status(Box<Status>),
+    Page(Box<Status>, Box<BucketMap>),
     Member(Result<MemberReply, MemberError>),
     Epoch(u64),
     Refused(String),
@@ -157,6 +177,8 @@ pub(super) async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<B
         Ok(Ok(Answer::Member(r))) => member_answer(&api.key, pq, r),
         Ok(Ok(Answer::Epoch(epoch))) => json_of(&api.key, pq, &HeartbeatReply { epoch }),
         Ok(Ok(Answer::Refused(why))) => text(StatusCode::CONFLICT, why),
+        // The API never asks for a page.
+        Ok(Ok(Answer::Page(..))) => text(StatusCode::INTERNAL_SERVER_ERROR, "a page answer"),
         // The term ended before it answered.
         Ok(Err(_)) => not_leading(api.leader().1),
         Err(_) => text(

@@ -81,6 +81,7 @@ pub mod objects;
 mod state;
 mod state_file;
 pub mod status_page;
+mod status_source;
 
 pub use members::{MemberError, MemberOp, MemberReply, NewMember};
 use state::State;
@@ -88,6 +89,27 @@ pub use state::StoredState;
 
 // The heartbeat protocol, which the nodes' side (`crate::control`) shares.
 pub use crate::heartbeat::{Heartbeat, HeartbeatReply, HEARTBEAT_PATH, LONG_POLL, MAP_PATH};
+
+/// An admin listener's address and token, checked: beyond loopback it needs a token, and a
+/// token must pass [`crate::bearer::check_admin_token`].
+fn admin_listener(
+    listener: &TcpListener,
+    token: Option<String>,
+) -> Result<(SocketAddr, Option<Arc<str>>), CoordError> {
+    let addr = listener.local_addr()?;
+    let invalid =
+        |msg: String| CoordError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, msg));
+    if !addr.ip().is_loopback() && token.is_none() {
+        return Err(invalid(format!(
+            "the admin listener {addr} is beyond loopback: it needs a token"
+        )));
+    }
+    if let Some(t) = &token {
+        crate::bearer::check_admin_token(t)
+            .map_err(|e| invalid(format!("admin listener {addr}: {e}")))?;
+    }
+    Ok((addr, token.map(Arc::from)))
+}
 
 /// Paths of the coordinator's API.
 pub const STATUS_PATH: &str = "/coord/status";
@@ -448,22 +470,10 @@ impl RunningCoordinator {
         listener: TcpListener,
         token: Option<String>,
     ) -> Result<SocketAddr, CoordError> {
-        let addr = listener.local_addr()?;
-        let invalid = |msg: String| {
-            CoordError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, msg))
-        };
-        if !addr.ip().is_loopback() && token.is_none() {
-            return Err(invalid(format!(
-                "the admin listener {addr} is beyond loopback: it needs a token"
-            )));
-        }
-        if let Some(t) = &token {
-            crate::bearer::check_admin_token(t)
-                .map_err(|e| invalid(format!("admin listener {addr}: {e}")))?;
-        }
-        let token = token.map(Arc::from);
+        let (addr, token) = admin_listener(&listener, token)?;
+        let source = Arc::new(status_source::Source::Embedded(self.shared.clone()));
         self.tasks
-            .spawn(status_page::serve(listener, self.shared.clone(), token));
+            .spawn(status_page::serve(listener, source, token));
         Ok(addr)
     }
 

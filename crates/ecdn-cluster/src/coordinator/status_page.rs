@@ -1,5 +1,9 @@
 //! The cluster's status page, served by the coordinator on its admin listener
-//! ([`super::RunningCoordinator::serve_admin`]), apart from the signed API nodes use.
+//! ([`super::RunningCoordinator::serve_admin`], and in etcd mode
+//! [`super::etcd::EtcdCoordinator::serve_admin`] on every coordinator), apart from the signed
+//! API nodes use. Its data comes from the coordinator's state, the leader's in etcd mode, or,
+//! on a coordinator that does not lead, from etcd, read-only (`status_source.rs`); `role` in
+//! the JSON says which.
 //!
 //! * `GET /_ecdn/status`: one HTML page (`status.html` here, compiled in with `status.css`,
 //!   `status-login.html` and `status.js`, the styles, token form and script a node's page shares; inline style and script, nothing loaded from elsewhere). Its script asks for `status.json` once a second:
@@ -12,14 +16,16 @@
 //!   own `/_ecdn/stats`, read over the peer protocol (`GET /_peer/stats`, signed both ways,
 //!   asked of every member at once, [`NODE_TIMEOUT`] each; a node that does not answer gets
 //!   `error`), and `totals` their sums, with `decode_rate` (decodes over coded hits) and
-//!   `bytes_written_imbalance` (max over mean of `bytes_written`, available nodes).
+//!   `bytes_written_imbalance` (max over mean of `bytes_written`, available nodes). With more
+//!   than [`GRID_CELLS`] buckets × nodes, `buckets` is `null` and `buckets_omitted` says why
+//!   (the page would draw millions of cells; the node table counts each node's buckets).
 //! * `GET /_ecdn/health`: `ok`.
 //!
 //! Bound beyond loopback the listener needs a bearer token, which every request but the page's
 //! HTML must carry (else `401`), as on a node's admin listener.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -28,7 +34,7 @@ use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::net::TcpListener;
 
-use super::Shared;
+use super::status_source::{Snapshot, Source};
 use crate::auth::unix_now_ms;
 use crate::peer::{verify_response, PeerClient};
 use crate::wire::STATS_PATH;
@@ -65,13 +71,16 @@ pub const NODE_TIMEOUT: Duration = Duration::from_secs(1);
 /// The largest stats body read from a node.
 const STATS_LIMIT: usize = 1 << 20;
 
+/// The most buckets × nodes whose placement the JSON lists bucket by bucket.
+pub const GRID_CELLS: usize = 100_000;
+
 /// Serves the admin listener until the coordinator stops.
-pub(super) async fn serve(listener: TcpListener, shared: Arc<Shared>, token: Option<Arc<str>>) {
-    let peers = PeerClient::new(shared.key.clone());
-    let shutdown = shared.shutdown.clone();
+pub(super) async fn serve(listener: TcpListener, source: Arc<Source>, token: Option<Arc<str>>) {
+    let peers = PeerClient::new(source.key());
+    let shutdown = source.shutdown();
     let handler = move |req: Request<Incoming>| {
-        let (shared, token, peers) = (shared.clone(), token.clone(), peers.clone());
-        async move { handle(&shared, token.as_deref(), &peers, req).await }
+        let (source, token, peers) = (source.clone(), token.clone(), peers.clone());
+        async move { handle(&source, token.as_deref(), &peers, req).await }
     };
     super::accept_loop(shutdown, listener, handler).await;
 }
@@ -86,7 +95,7 @@ fn answer(status: StatusCode, content_type: &'static str, body: Bytes) -> Respon
 }
 
 async fn handle(
-    shared: &Shared,
+    source: &Source,
     token: Option<&str>,
     peers: &PeerClient,
     req: Request<Incoming>,
@@ -135,10 +144,17 @@ async fn handle(
             "text/plain; charset=utf-8",
             Bytes::from_static(b"ok\n"),
         ),
-        "/_ecdn/status.json" => {
-            let body = data(shared, peers).await.to_string();
-            answer(StatusCode::OK, "application/json", Bytes::from(body))
-        }
+        "/_ecdn/status.json" => match source.snapshot().await {
+            Ok(snapshot) => {
+                let body = data(snapshot, peers).await.to_string();
+                answer(StatusCode::OK, "application/json", Bytes::from(body))
+            }
+            Err(e) => answer(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain; charset=utf-8",
+                Bytes::from(format!("no status to show: {e}\n")),
+            ),
+        },
         _ => answer(
             StatusCode::NOT_FOUND,
             "text/plain; charset=utf-8",
@@ -186,9 +202,8 @@ async fn node_stats(
 }
 
 /// The page's data.
-pub(super) async fn data(shared: &Shared, peers: &PeerClient) -> serde_json::Value {
-    let status = shared.state().status(Instant::now());
-    let map = shared.published.borrow().map.clone();
+pub(super) async fn data(snapshot: Snapshot, peers: &PeerClient) -> serde_json::Value {
+    let Snapshot { status, map, role } = snapshot;
     peers.set_epoch(map.epoch);
     let mut asks = tokio::task::JoinSet::new();
     for n in status.nodes.iter().filter(|n| n.state != "removed") {
@@ -227,20 +242,32 @@ pub(super) async fn data(shared: &Shared, peers: &PeerClient) -> serde_json::Val
         let max = written.iter().copied().max().unwrap_or(0) as f64;
         (mean > 0.0).then(|| max / mean)
     };
-    let buckets: Vec<serde_json::Value> = (0..map.buckets)
-        .map(|b| {
-            use ecdn_placement::pieces::BucketLayout;
-            serde_json::json!({ "data": map.data_servers(b), "parity": map.parity_servers(b) })
-        })
-        .collect();
+    let cells = map.buckets.saturating_mul(map.servers());
+    let buckets: Option<Vec<serde_json::Value>> = (cells <= GRID_CELLS).then(|| {
+        (0..map.buckets)
+            .map(|b| {
+                use ecdn_placement::pieces::BucketLayout;
+                serde_json::json!({ "data": map.data_servers(b), "parity": map.parity_servers(b) })
+            })
+            .collect()
+    });
+    let buckets_omitted = buckets.is_none().then(|| {
+        format!(
+            "{} buckets × {} nodes: more than {GRID_CELLS} cells to draw",
+            map.buckets,
+            map.servers()
+        )
+    });
     serde_json::json!({
         "now_ms": std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64),
         "k": map.k,
         "p": map.p,
+        "role": role,
         "status": status,
         "buckets": buckets,
+        "buckets_omitted": buckets_omitted,
         "nodes": nodes,
         "totals": {
             "coded_hits": coded_hits,

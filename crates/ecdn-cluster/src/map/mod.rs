@@ -19,6 +19,9 @@
 //!
 //! A map is plain data (serde): the coordinator sends it as JSON.
 
+mod diff;
+pub use diff::MapDiff;
+
 use std::net::SocketAddr;
 
 use ecdn_placement::pieces::{self, BucketLayout, Piece, Scheme, SlotHistory, NO_SERVER};

@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use ecdn_cluster::etcd::{connect, leader_name, Keys};
+use ecdn_cluster::etcd::{connect, get_prefix, leader_name, Keys};
 use ecdn_cluster::etcd_local::LocalEtcd;
-use ecdn_cluster::ClusterConfig;
+use ecdn_cluster::etcd_map::{seal_map, MapFollower};
+use ecdn_cluster::{ClusterConfig, ClusterKey};
 use etcd_client::{EventType, WatchOptions};
 use serde::Serialize;
 
@@ -166,16 +167,91 @@ pub struct ControlReport {
     /// Maps published during the run (availability changes, rebalances, new leaders).
     pub epoch_changes: u64,
     pub control_events: Vec<EventRow>,
+    /// etcd: what the maps written during the run cost (`None` for the embedded
+    /// coordinator).
+    pub map_traffic: Option<MapTraffic>,
 }
 
-/// Counts leader changes and map writes by watching etcd until `stop`.
+/// The bytes the leader put in etcd for the maps of the run, as a watch of etcd saw them, and
+/// what the same maps would have cost whole (see `ecdn_cluster::etcd_map`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MapTraffic {
+    /// Whole maps put (`map`) and their bytes.
+    pub whole_maps: u64,
+    pub whole_map_bytes: u64,
+    /// Diffs put (`map-diff`) and their bytes.
+    pub diffs: u64,
+    pub diff_bytes: u64,
+    /// Per map written, on average: the bytes put for it (a diff or a whole map), ...
+    pub map_bytes_per_change: f64,
+    /// ... the bytes of the same map put whole (compressed and sealed), ...
+    pub whole_bytes_per_change: f64,
+    /// ... and of the same map as uncompressed JSON, as it was stored before diffs.
+    pub json_bytes_per_change: f64,
+    /// The leader's state, written with every map (compressed).
+    pub state_bytes_per_change: f64,
+    /// Every node and coordinator watches the map keys, so each map put is sent this many
+    /// times more.
+    pub map_watchers: usize,
+}
+
+/// Sums what the map puts cost, following the maps as a node does.
+#[derive(Default)]
+struct MapCount {
+    follower: MapFollower,
+    traffic: MapTraffic,
+    /// Sums over the maps written: bytes put, whole, JSON, state.
+    sums: [u64; 4],
+    changes: u64,
+}
+
+impl MapCount {
+    fn put(&mut self, keys: &Keys, key: &ClusterKey, k: &[u8], value: &[u8], rev: i64) {
+        if k == keys.state().as_bytes() {
+            self.sums[3] += value.len() as u64;
+            return;
+        }
+        let whole = k == keys.map().as_bytes();
+        let Ok(Some(map)) = self.follower.put(keys, key, k, value, rev) else {
+            return;
+        };
+        let t = &mut self.traffic;
+        if whole {
+            t.whole_maps += 1;
+            t.whole_map_bytes += value.len() as u64;
+        } else {
+            t.diffs += 1;
+            t.diff_bytes += value.len() as u64;
+        }
+        self.changes += 1;
+        self.sums[0] += value.len() as u64;
+        self.sums[1] += seal_map(key, &map).len() as u64;
+        self.sums[2] += serde_json::to_vec(&map).map_or(0, |j| j.len()) as u64;
+    }
+
+    fn report(mut self, map_watchers: usize) -> MapTraffic {
+        let per = |x: u64| x as f64 / self.changes.max(1) as f64;
+        let t = &mut self.traffic;
+        t.map_bytes_per_change = per(self.sums[0]);
+        t.whole_bytes_per_change = per(self.sums[1]);
+        t.json_bytes_per_change = per(self.sums[2]);
+        t.state_bytes_per_change = per(self.sums[3]);
+        t.map_watchers = map_watchers;
+        self.traffic
+    }
+}
+
+/// Counts leader changes and map writes, and what the maps cost, by watching etcd until
+/// `stop`.
 async fn watch_etcd(
     cfg: ClusterConfig,
     stop: Arc<AtomicBool>,
     failovers: Arc<AtomicU64>,
     epochs: Arc<AtomicU64>,
-) {
+) -> MapCount {
     let keys = Keys::new(&cfg);
+    let key = ClusterKey::new(cfg.key.as_bytes());
+    let mut count = MapCount::default();
     // The leader at the start (the run starts with one): a later put of another is a failover.
     let mut leader: Option<Vec<u8>> = leader_name(&cfg)
         .await
@@ -188,12 +264,16 @@ async fn watch_etcd(
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
         };
-        let opts = WatchOptions::new().with_prefix();
-        let opts = if from > 0 {
-            opts.with_start_revision(from)
-        } else {
-            opts
-        };
+        if from == 0 {
+            // The map the run starts with, which the first diffs apply to.
+            let Ok((kvs, rev)) = get_prefix(&mut client, &keys.map()).await else {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            };
+            let _ = count.follower.snapshot(&keys, &key, &kvs);
+            from = rev + 1;
+        }
+        let opts = WatchOptions::new().with_prefix().with_start_revision(from);
         let Ok(mut watch) = client.watch(cfg.etcd_prefix.as_bytes(), Some(opts)).await else {
             tokio::time::sleep(Duration::from_millis(200)).await;
             continue;
@@ -209,8 +289,13 @@ async fn watch_etcd(
                 let Some(kv) = ev.kv() else { continue };
                 from = kv.mod_revision() + 1;
                 let put = ev.event_type() == EventType::Put;
-                if kv.key() == keys.map().as_bytes() && put {
+                let map_key =
+                    kv.key() == keys.map().as_bytes() || kv.key() == keys.map_diff().as_bytes();
+                if map_key && put {
                     epochs.fetch_add(1, Ordering::Relaxed);
+                }
+                if put {
+                    count.put(&keys, &key, kv.key(), kv.value(), kv.mod_revision());
                 }
                 if kv.key() == keys.leader().as_bytes() && put {
                     if leader.as_deref().is_some_and(|l| l != kv.value()) {
@@ -221,6 +306,7 @@ async fn watch_etcd(
             }
         }
     }
+    count
 }
 
 /// Waits until a coordinator other than `former` leads; seconds waited.
@@ -324,7 +410,9 @@ pub async fn run_events(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     if let Some(w) = watcher {
-        let _ = w.await;
+        if let Ok(count) = w.await {
+            report.map_traffic = Some(count.report(layout.nodes.len() + plan.coordinators));
+        }
     }
     report.coordinator_failovers = failovers.load(Ordering::Relaxed);
     report.epoch_changes = epochs.load(Ordering::Relaxed);
