@@ -56,10 +56,23 @@
 //!
 //! **Seals.** Values stored in etcd keep version 1's HMAC-SHA256 ([`ClusterKey::seal`]), so
 //! what an earlier version stored still opens.
+//!
+//! **Key rotation.** A [`ClusterKey`] is a ring: one secret that signs (the cluster file's
+//! `key`) and the secrets also accepted (`accepted_keys`), tried in turn by every check —
+//! requests, answers, seals. What a verified request leads to (its streamed body's tag, the
+//! tags of the sub-chunks answered to it) is keyed with the secret that verified it, and a
+//! sender keys the tags it expects with the secret it signed with, so a request in flight while
+//! its sender's ring changes still checks out. A rotation from `A` to `B`, with every process
+//! serving throughout: (1) every process accepts `B` (`key = A`, `accepted_keys = [B]`); (2)
+//! every process signs with `B` (`key = B`, `accepted_keys = [A]`); (3) `A` goes
+//! (`accepted_keys = []`). Each step is the cluster file changed and every process told to
+//! reload it (`SIGHUP`; [`ClusterKey::rotate`] in a process), one process after another; the
+//! next step begins when every process has taken this one. Clones of a key share its ring, so
+//! one rotate reaches everything in the process that signs or checks with it.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock, RwLock};
 
 use hmac::{Hmac, Mac};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
@@ -133,13 +146,24 @@ fn seconds(ms: u64) -> String {
     format!("{}.{}", ms / 1000, ms % 1000 / 100)
 }
 
-/// The cluster key.
-#[derive(Clone)]
-pub struct ClusterKey {
+/// One secret of a key ring.
+struct Secret {
     /// The secret as configured: version 1's seals are HMAC-SHA256 under it.
     key: Vec<u8>,
     /// The MAC key derived from it.
     mac_key: [u8; 32],
+}
+
+/// The secrets of a ring: the first signs, every one is accepted.
+type Ring = Arc<[Arc<Secret>]>;
+
+/// The cluster key: the secret that signs and, during a rotation, the secrets also accepted
+/// (see the module documentation). Clones share one ring.
+#[derive(Clone)]
+pub struct ClusterKey {
+    ring: Arc<RwLock<Ring>>,
+    /// Rotations so far (see [`ClusterKey::generation`]).
+    rotations: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for ClusterKey {
@@ -213,6 +237,9 @@ pub struct Verified {
     to: Recipient,
     nonce: u128,
     signature: [u8; 32],
+    /// The tagger of the sub-chunks answered to this request, keyed with the secret that
+    /// verified it.
+    sub_chunks: SubChunkTagger,
 }
 
 /// How a verified request's body is to be checked.
@@ -283,9 +310,15 @@ impl Verified {
         self.nonce
     }
 
-    /// The request's signature (to key an answer's [`SubChunkTagger`]).
+    /// The request's signature.
     pub fn signature(&self) -> &[u8; 32] {
         &self.signature
+    }
+
+    /// The tagger of the sub-chunks answered to this request (see the module documentation),
+    /// keyed with the secret that verified it: the one its sender signed with.
+    pub fn sub_chunk_tagger(&self) -> SubChunkTagger {
+        self.sub_chunks.clone()
     }
 }
 
@@ -319,6 +352,12 @@ impl BodyTagger {
 #[derive(Clone)]
 pub struct SubChunkTagger {
     key: [u8; 32],
+}
+
+impl std::fmt::Debug for SubChunkTagger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SubChunkTagger(..)")
+    }
 }
 
 impl SubChunkTagger {
@@ -472,12 +511,12 @@ fn check_time(time: u64, now: u64) -> Result<(), AuthError> {
     Ok(())
 }
 
-impl ClusterKey {
-    pub fn new(secret: &[u8]) -> ClusterKey {
-        ClusterKey {
+impl Secret {
+    fn new(secret: &[u8]) -> Arc<Secret> {
+        Arc::new(Secret {
             key: secret.to_vec(),
             mac_key: blake3::derive_key(MAC_KEY_CONTEXT, secret),
-        }
+        })
     }
 
     /// Keyed BLAKE3 over `parts`, each followed by a newline.
@@ -544,6 +583,84 @@ impl ClusterKey {
         }
     }
 
+    /// The tagger of a streamed body sent with request signature `signature` (lowercase hex).
+    fn tagger(&self, signature: &str) -> BodyTagger {
+        let request_key: [u8; 32] = self
+            .mac(&["ecdn-peer-v3-body", signature])
+            .finalize()
+            .into();
+        BodyTagger {
+            mac: blake3::Hasher::new_keyed(&request_key),
+        }
+    }
+
+    fn sub_chunk_tagger(&self, signature: &[u8; 32]) -> SubChunkTagger {
+        let mut mac = self.mac(&["ecdn-peer-v3-sub-chunks"]);
+        mac.update(signature);
+        SubChunkTagger {
+            key: mac.finalize().into(),
+        }
+    }
+
+    /// The MAC of an answer to a request for `path` (see [`ClusterKey::sign_response`]).
+    fn response_mac(&self, path: &str, time: u64, digest: &str) -> blake3::Hasher {
+        self.mac(&["ecdn-peer-v3-response", path, &time.to_string(), digest])
+    }
+
+    fn seal_input(what: &str, json: &[u8]) -> [String; 5] {
+        [
+            "ecdn-peer-v1".into(),
+            "PUT".into(),
+            what.into(),
+            "0".into(),
+            hex(&sha256(json)),
+        ]
+    }
+}
+
+impl ClusterKey {
+    /// A key of one secret.
+    pub fn new(secret: &[u8]) -> ClusterKey {
+        ClusterKey::with_accepted(secret, &[])
+    }
+
+    /// A key that signs with `secret` and also accepts `accepted` (a rotation's window).
+    pub fn with_accepted(secret: &[u8], accepted: &[&[u8]]) -> ClusterKey {
+        ClusterKey {
+            ring: Arc::new(RwLock::new(ring_of(secret, accepted))),
+            rotations: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// How many times this ring was rotated: what was sealed under an earlier generation may
+    /// need sealing again once its secret is no longer accepted (the etcd leader writes its map
+    /// whole again when this changes).
+    pub fn generation(&self) -> u64 {
+        self.rotations.load(Ordering::Acquire)
+    }
+
+    /// From now on: sign with `secret`, accept it and `accepted`, for this key and every clone
+    /// of it (one step of a rotation, see the module documentation).
+    pub fn rotate(&self, secret: &[u8], accepted: &[&[u8]]) {
+        let ring = ring_of(secret, accepted);
+        *self.ring.write().unwrap_or_else(|e| e.into_inner()) = ring;
+        self.rotations.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// How many secrets are accepted now (the one that signs included).
+    pub fn accepted(&self) -> usize {
+        self.secrets().len()
+    }
+
+    fn secrets(&self) -> Ring {
+        self.ring.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The secret that signs now.
+    fn signing(&self) -> Arc<Secret> {
+        self.secrets()[0].clone()
+    }
+
     /// Signs a request for `to` with body digest `digest` (see [`digest`]) at `time` (UNIX
     /// milliseconds) with `nonce`.
     pub fn sign_digest(
@@ -555,13 +672,35 @@ impl ClusterKey {
         nonce: u128,
         digest: &[u8; 32],
     ) -> Signature {
-        self.signature(method, path, to, time, nonce, hex(digest))
+        self.signing()
+            .signature(method, path, to, time, nonce, hex(digest))
     }
 
     /// Signs a request for `to` with `body` now, with a fresh nonce.
     pub fn sign(&self, method: &str, path: &str, to: Recipient, body: &[u8]) -> Signature {
-        let digest = digest(body);
-        self.sign_digest(method, path, to, unix_now_ms(), fresh_nonce(), &digest)
+        self.sign_expecting_sub_chunks(method, path, to, body).0
+    }
+
+    /// [`ClusterKey::sign`], and the tagger of the sub-chunks its answer will carry, keyed
+    /// with the same secret (so a rotation while the request is in flight changes neither).
+    pub fn sign_expecting_sub_chunks(
+        &self,
+        method: &str,
+        path: &str,
+        to: Recipient,
+        body: &[u8],
+    ) -> (Signature, SubChunkTagger) {
+        let secret = self.signing();
+        let s = secret.signature(
+            method,
+            path,
+            to,
+            unix_now_ms(),
+            fresh_nonce(),
+            hex(&digest(body)),
+        );
+        let mac = s.mac().expect("a signature just made is 32 bytes of hex");
+        (s, secret.sub_chunk_tagger(&mac))
     }
 
     /// Signs a request for `to` at `time` whose body is streamed: the body is its content
@@ -574,36 +713,23 @@ impl ClusterKey {
         time: u64,
         nonce: u128,
     ) -> (Signature, BodyTagger) {
-        let s = self.signature(method, path, to, time, nonce, STREAMED.to_string());
-        let tagger = self.tagger(&s.signature);
+        let secret = self.signing();
+        let s = secret.signature(method, path, to, time, nonce, STREAMED.to_string());
+        let tagger = secret.tagger(&s.signature);
         (s, tagger)
     }
 
-    /// The tagger of a streamed body sent with request signature `signature` (lowercase hex).
-    fn tagger(&self, signature: &str) -> BodyTagger {
-        let request_key: [u8; 32] = self
-            .mac(&["ecdn-peer-v3-body", signature])
-            .finalize()
-            .into();
-        BodyTagger {
-            mac: blake3::Hasher::new_keyed(&request_key),
-        }
-    }
-
     /// The tagger of the sub-chunks answered to the request with signature `signature` (see
-    /// the module documentation): the answering node's, from [`Verified::signature`], and the
-    /// reader's, from the signature it sent.
+    /// the module documentation), keyed with the secret that signs now. The answering node
+    /// uses [`Verified::sub_chunk_tagger`], the reader the tagger of
+    /// [`ClusterKey::sign_expecting_sub_chunks`].
     pub fn sub_chunk_tagger(&self, signature: &[u8; 32]) -> SubChunkTagger {
-        let mut mac = self.mac(&["ecdn-peer-v3-sub-chunks"]);
-        mac.update(signature);
-        SubChunkTagger {
-            key: mac.finalize().into(),
-        }
+        self.signing().sub_chunk_tagger(signature)
     }
 
-    /// Checks a request's signature headers against this key and the receiver's clock `now`
-    /// (UNIX milliseconds). Whether the request is for this process, and not a replay, is the
-    /// receiver's to check next ([`crate::replay::Gate`]).
+    /// Checks a request's signature headers against this key's secrets and the receiver's
+    /// clock `now` (UNIX milliseconds). Whether the request is for this process, and not a
+    /// replay, is the receiver's to check next ([`crate::replay::Gate`]).
     pub fn verify(
         &self,
         method: &str,
@@ -624,17 +750,20 @@ impl ClusterKey {
         let sig =
             unhex::<32>(required(headers, SIGNATURE)?).ok_or(AuthError::Malformed(SIGNATURE))?;
         let to = Recipient { addr, epoch };
-        if self
-            .request_mac(method, path, time, &canonical_digest(&digest), to, nonce)
-            .finalize()
-            != sig
-        {
-            return Err(AuthError::BadSignature);
-        }
+        let canonical = canonical_digest(&digest);
+        let secrets = self.secrets();
+        let secret = secrets
+            .iter()
+            .find(|k| {
+                k.request_mac(method, path, time, &canonical, to, nonce)
+                    .finalize()
+                    == sig
+            })
+            .ok_or(AuthError::BadSignature)?;
         check_time(time, now)?;
         let body = match digest {
             Some(d) => SignedBody::Digest(d),
-            None => SignedBody::Streamed(Box::new(self.tagger(&hex(&sig)))),
+            None => SignedBody::Streamed(Box::new(secret.tagger(&hex(&sig)))),
         };
         Ok(Verified {
             body,
@@ -642,12 +771,8 @@ impl ClusterKey {
             to,
             nonce,
             signature: sig,
+            sub_chunks: secret.sub_chunk_tagger(&sig),
         })
-    }
-
-    /// The MAC of an answer to a request for `path` (see [`ClusterKey::sign_response`]).
-    fn response_mac(&self, path: &str, time: u64, digest: &str) -> blake3::Hasher {
-        self.mac(&["ecdn-peer-v3-response", path, &time.to_string(), digest])
     }
 
     /// The signature headers of an answer with `body` to a request for `path` (the
@@ -658,7 +783,7 @@ impl ClusterKey {
     pub fn sign_response(&self, path: &str, body: &[u8]) -> HeaderMap {
         let time = unix_now_ms();
         let digest = hex(&digest(body));
-        let mac = self.response_mac(path, time, &digest);
+        let mac = self.signing().response_mac(path, time, &digest);
         header_map([
             (VERSION_HEADER, VERSION.to_string()),
             (TIME, time.to_string()),
@@ -683,7 +808,12 @@ impl ClusterKey {
         };
         let sig =
             unhex::<32>(required(headers, SIGNATURE)?).ok_or(AuthError::Malformed(SIGNATURE))?;
-        if self.response_mac(path, time, &hex(&digest)).finalize() != sig {
+        let digest_hex = hex(&digest);
+        if !self
+            .secrets()
+            .iter()
+            .any(|k| k.response_mac(path, time, &digest_hex).finalize() == sig)
+        {
             return Err(AuthError::BadSignature);
         }
         check_time(time, now)?;
@@ -698,24 +828,94 @@ impl ClusterKey {
     /// kept as it was so that values stored by an earlier version still open: a sealed value
     /// is data at rest, never a request (a request of that form is refused by its version).
     pub fn seal(&self, what: &str, json: &[u8]) -> String {
-        let digest = hex(&sha256(json));
-        let mac = self.seal_mac(&["ecdn-peer-v1", "PUT", what, "0", &digest]);
-        hex(&mac.finalize().into_bytes())
+        let input = Secret::seal_input(what, json);
+        let parts: Vec<&str> = input.iter().map(String::as_str).collect();
+        hex(&self.signing().seal_mac(&parts).finalize().into_bytes())
     }
 
-    /// Whether `seal` (hex) is [`ClusterKey::seal`] of `json` as `what` (constant time).
+    /// Whether `seal` (hex) is [`ClusterKey::seal`] of `json` as `what` under one of this
+    /// key's secrets (constant time for each).
     pub fn check_seal(&self, what: &str, json: &[u8], seal: &str) -> Result<(), AuthError> {
         let sig = unhex::<32>(seal).ok_or(AuthError::Malformed(SIGNATURE))?;
-        let digest = hex(&sha256(json));
-        self.seal_mac(&["ecdn-peer-v1", "PUT", what, "0", &digest])
-            .verify_slice(&sig)
-            .map_err(|_| AuthError::BadSignature)
+        let input = Secret::seal_input(what, json);
+        let parts: Vec<&str> = input.iter().map(String::as_str).collect();
+        self.secrets()
+            .iter()
+            .find(|k| k.seal_mac(&parts).verify_slice(&sig).is_ok())
+            .map(|_| ())
+            .ok_or(AuthError::BadSignature)
     }
+}
+
+/// The ring of `secret` (first: it signs) and `accepted` (a secret given twice is kept once).
+fn ring_of(secret: &[u8], accepted: &[&[u8]]) -> Ring {
+    let mut ring = vec![Secret::new(secret)];
+    for a in accepted {
+        if ring.iter().all(|k| k.key != *a) {
+            ring.push(Secret::new(a));
+        }
+    }
+    ring.into()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A ring accepts what any of its secrets signed, signs with the first, and keys what a
+    /// request leads to (its streamed body, its answer's sub-chunks) with the secret that
+    /// verified it; a rotation reaches every clone; answers and seals are checked the same way.
+    #[test]
+    fn a_key_ring_accepts_its_secrets_and_rotates_for_every_clone() {
+        let (a, b) = (
+            &b"the first key of the cluster"[..],
+            &b"the second key, its successor"[..],
+        );
+        let old = ClusterKey::new(a);
+        let new = ClusterKey::new(b);
+        let window = ClusterKey::with_accepted(b, &[a]);
+        let to = Recipient {
+            addr: "10.0.0.1:9000".parse().unwrap(),
+            epoch: 3,
+        };
+        let now = unix_now_ms();
+        let (s, tags) = old.sign_expecting_sub_chunks("GET", "/p", to, b"");
+        let v = window.verify("GET", "/p", &s.header_map(), now).unwrap();
+        // The answer's sub-chunks are tagged with the old key, as the sender expects.
+        let tag = v.sub_chunk_tagger().tag(1, b"bytes");
+        assert!(tags.check(1, b"bytes", &tag));
+        assert!(!window
+            .sub_chunk_tagger(v.signature())
+            .check(1, b"bytes", &tag));
+        // A streamed body signed with the old key opens under the window's ring.
+        let (s, mut body) = old.sign_streamed("PUT", "/p", to, now, 9);
+        body.update(b"content");
+        let mut wire = b"content".to_vec();
+        wire.extend_from_slice(&body.finish());
+        let v = window.verify("PUT", "/p", &s.header_map(), now).unwrap();
+        assert_eq!(&v.open_body(wire.into()).unwrap()[..], b"content");
+        // Answers and seals: either key is accepted, the first signs.
+        let answer = old.sign_response("/p", b"{}");
+        assert!(window.verify_response("/p", &answer, b"{}", now).is_ok());
+        assert!(new.verify_response("/p", &answer, b"{}", now).is_err());
+        let seal = window.seal("etcd:map", b"{}");
+        assert!(new.check_seal("etcd:map", b"{}", &seal).is_ok());
+        assert!(old.check_seal("etcd:map", b"{}", &seal).is_err());
+        assert!(window
+            .check_seal("etcd:map", b"{}", &old.seal("etcd:map", b"{}"))
+            .is_ok());
+        // A rotation reaches the clones.
+        let clone = window.clone();
+        window.rotate(b, &[]);
+        assert_eq!(clone.accepted(), 1);
+        let s = old.sign("GET", "/p", to, b"");
+        assert_eq!(
+            clone.verify("GET", "/p", &s.header_map(), now).unwrap_err(),
+            AuthError::BadSignature
+        );
+        // A secret given twice is kept once.
+        assert_eq!(ClusterKey::with_accepted(a, &[a, b, b]).accepted(), 2);
+    }
 
     const A: &str = "10.0.0.1:9000";
     const B: &str = "10.0.0.2:9000";
@@ -1009,7 +1209,7 @@ mod tests {
             "d2647a06c53c7105a2c760812a91a328"
         );
         // A streamed body's tag were this request's body streamed.
-        let mut body = key.tagger(&s.signature);
+        let mut body = key.signing().tagger(&s.signature);
         body.update(b"content");
         assert_eq!(
             hex(&body.finish()),

@@ -8,6 +8,7 @@
 //! buckets = 100
 //! sub_chunk = "32KiB"        # unit of coding, transfer and streaming
 //! key = "a long random secret shared by the cluster"
+//! # accepted_keys = ["the previous key"]   # also accepted while a key rotation runs
 //! coordinator = "127.0.0.1:7400"
 //! heartbeat_ms = 500         # a node missing `missed_heartbeats` of them is unavailable
 //! missed_heartbeats = 3
@@ -44,6 +45,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 
+use crate::auth::ClusterKey;
 use ecdn_placement::pieces::Scheme;
 use ecdn_trace::units::parse_size;
 use serde::{Deserialize, Deserializer};
@@ -121,6 +123,15 @@ pub struct ClusterConfig {
     pub sub_chunk: u64,
     /// The cluster key: every peer request is signed with it.
     pub key: String,
+    /// Keys also accepted when checking signatures and seals, never used to sign: the window
+    /// of a key rotation (see `crate::auth`, "Key rotation"). Default: none.
+    #[serde(default)]
+    pub accepted_keys: Vec<String>,
+    /// The key ring of this configuration, made when it was parsed and shared by its clones,
+    /// so that everything in a process that signs or checks with it sees a rotation
+    /// ([`ClusterConfig::cluster_key`], [`ClusterConfig::reload_keys`]).
+    #[serde(skip)]
+    ring: Option<ClusterKey>,
     /// The coordinator's address (it listens there; nodes send heartbeats and watch the map).
     pub coordinator: SocketAddr,
     #[serde(default = "default_heartbeat_ms")]
@@ -335,7 +346,39 @@ impl ClusterConfig {
             toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
         cfg.nodes.sort_by_key(|n| n.id);
         cfg.check()?;
+        cfg.ring = Some(cfg.new_ring());
         Ok(cfg)
+    }
+
+    fn new_ring(&self) -> ClusterKey {
+        let accepted: Vec<&[u8]> = self.accepted_keys.iter().map(|k| k.as_bytes()).collect();
+        ClusterKey::with_accepted(self.key.as_bytes(), &accepted)
+    }
+
+    /// The cluster key: `key` signs, it and `accepted_keys` are accepted. Every call on this
+    /// configuration and its clones returns the same ring, which
+    /// [`ClusterConfig::reload_keys`] changes for all of them.
+    pub fn cluster_key(&self) -> ClusterKey {
+        self.ring.clone().unwrap_or_else(|| self.new_ring())
+    }
+
+    /// A copy of this configuration with a key ring of its own (the same keys), as another
+    /// process reading the same file would have: a rotation of one does not reach the other.
+    pub fn with_own_keys(&self) -> ClusterConfig {
+        ClusterConfig {
+            ring: Some(self.new_ring()),
+            ..self.clone()
+        }
+    }
+
+    /// Takes `newer`'s keys (the cluster file read again): this configuration's ring, shared
+    /// by everything made from it, signs with `newer.key` and accepts `newer.accepted_keys`
+    /// from now on. Returns how many keys are accepted.
+    pub fn reload_keys(&self, newer: &ClusterConfig) -> usize {
+        let ring = self.cluster_key();
+        let accepted: Vec<&[u8]> = newer.accepted_keys.iter().map(|k| k.as_bytes()).collect();
+        ring.rotate(newer.key.as_bytes(), &accepted);
+        ring.accepted()
     }
 
     fn check(&self) -> Result<(), ConfigError> {
@@ -388,6 +431,17 @@ impl ClusterConfig {
             return bad(format!(
                 "key is {} bytes; a cluster key needs at least {MIN_KEY_LEN}",
                 self.key.len()
+            ));
+        }
+        if let Some((i, k)) = self
+            .accepted_keys
+            .iter()
+            .enumerate()
+            .find(|(_, k)| k.len() < MIN_KEY_LEN)
+        {
+            return bad(format!(
+                "accepted_keys[{i}] is {} bytes; a cluster key needs at least {MIN_KEY_LEN}",
+                k.len()
             ));
         }
         if self.etcd_lease_s == 0 || self.etcd_lease_s > 3600 {
@@ -505,6 +559,50 @@ id = 3
 client = "127.0.0.1:8003"
 peer = "127.0.0.1:9003"
 "#;
+
+    /// `accepted_keys` are checked like `key`; the ring is shared by clones, so a reload
+    /// reaches everything made from one configuration, and not a copy with its own keys.
+    #[test]
+    fn accepted_keys_and_their_reload() {
+        use crate::auth::Recipient;
+        let with = |accepted: &str| {
+            let text = FILE.replace(
+                "threshold = \"128KiB\"",
+                &format!("threshold = \"128KiB\"\naccepted_keys = [{accepted}]"),
+            );
+            ClusterConfig::parse(&text)
+        };
+        let e = with("\"short\"").unwrap_err().to_string();
+        assert!(e.contains("accepted_keys[0] is 5 bytes"), "{e}");
+        let old = ClusterConfig::parse(FILE).unwrap();
+        assert!(old.accepted_keys.is_empty());
+        let clone = old.clone();
+        let other_process = old.with_own_keys();
+        let to = Recipient {
+            addr: "127.0.0.1:9000".parse().unwrap(),
+            epoch: 0,
+        };
+        let signed_new = crate::auth::ClusterKey::new(b"the next key of this cluster!!")
+            .sign("GET", "/x", to, b"")
+            .header_map();
+        let now = crate::auth::unix_now_ms();
+        assert!(clone
+            .cluster_key()
+            .verify("GET", "/x", &signed_new, now)
+            .is_err());
+        // Step 1 of a rotation, reloaded in this process: the next key is accepted here, by the
+        // clone too, and not by the other process until it reloads.
+        let step1 = with("\"the next key of this cluster!!\"").unwrap();
+        assert_eq!(old.reload_keys(&step1), 2);
+        assert!(clone
+            .cluster_key()
+            .verify("GET", "/x", &signed_new, now)
+            .is_ok());
+        assert!(other_process
+            .cluster_key()
+            .verify("GET", "/x", &signed_new, now)
+            .is_err());
+    }
 
     #[test]
     fn parses_with_defaults() {

@@ -284,7 +284,7 @@ pub(crate) async fn fetch_map(cfg: &ClusterConfig) -> Result<Option<BucketMap>, 
     let (map, _) = get_map(
         &mut client,
         &Keys::new(cfg),
-        &ClusterKey::new(cfg.key.as_bytes()),
+        &cfg.cluster_key(),
         &mut MapFollower::default(),
     )
     .await?;
@@ -338,7 +338,7 @@ pub async fn spawn_etcd_control(
     status: Arc<EtcdStatus>,
 ) -> Result<Control, ControlError> {
     let keys = Keys::new(cfg);
-    let key = ClusterKey::new(cfg.key.as_bytes());
+    let key = cfg.cluster_key();
     let mut failures = 0u64;
     let first = loop {
         let got = match connect(&cfg.etcd).await {
@@ -525,7 +525,7 @@ async fn session(
 /// map afresh) whenever the watch fails or a diff comes on a base the node does not hold.
 async fn map_loop(cfg: ClusterConfig, node: usize, handle: MapHandle, status: Arc<EtcdStatus>) {
     let keys = Keys::new(&cfg);
-    let key = ClusterKey::new(cfg.key.as_bytes());
+    let key = cfg.cluster_key();
     let mut failures = 0u64;
     loop {
         let err = async {

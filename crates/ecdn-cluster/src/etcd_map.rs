@@ -159,6 +159,12 @@ impl MapPublisher {
         }
     }
 
+    /// Forgets the base: the next map is written whole (after a key rotation, so that what
+    /// etcd holds is sealed with the key that signs now).
+    pub fn rebase(&mut self) {
+        self.base = None;
+    }
+
     /// `prepared` was written at `revision`: a whole map becomes the base.
     pub fn written(&mut self, prepared: Prepared, revision: i64) {
         if prepared.whole {

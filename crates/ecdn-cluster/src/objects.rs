@@ -70,7 +70,7 @@ impl ObjectDirectory {
             ObjectDirectory::Etcd(Box::new(EtcdObjects {
                 endpoints: cfg.etcd.clone(),
                 keys: Keys::new(cfg),
-                key: ClusterKey::new(cfg.key.as_bytes()),
+                key: cfg.cluster_key(),
                 client: tokio::sync::Mutex::new(None),
             }))
         }

@@ -298,7 +298,9 @@ impl PeerClient {
         let other = |m: String| PeerError::Other(addr, m);
         let uri = uri_of(addr, path_and_query)?;
         let to = self.recipient(addr);
-        let signature = self.key.sign(method.as_str(), path_and_query, to, &body);
+        let (signature, sub_chunks) =
+            self.key
+                .sign_expecting_sub_chunks(method.as_str(), path_and_query, to, &body);
         let req = build(method, &uri, headers, &signature)
             .body(PeerBody::Full(Full::new(body)))
             .map_err(|e| other(e.to_string()))?;
@@ -306,7 +308,10 @@ impl PeerClient {
             Err(_) => Err(PeerError::Timeout(addr, timeout)),
             Ok(Ok(mut resp)) => {
                 if let Some(sent) = signature.mac() {
-                    resp.extensions_mut().insert(SentSignature(sent));
+                    resp.extensions_mut().insert(SentSignature {
+                        signature: sent,
+                        sub_chunks,
+                    });
                 }
                 Ok(resp)
             }
@@ -360,10 +365,13 @@ impl PeerClient {
 }
 
 /// The signature a request was sent with, in the extensions of the response
-/// [`PeerClient::send`] returns: what keys the answer's sub-chunk tags
-/// ([`ClusterKey::sub_chunk_tagger`]).
-#[derive(Clone, Copy, Debug)]
-pub struct SentSignature(pub [u8; 32]);
+/// [`PeerClient::send`] returns, and the tagger of the answer's sub-chunks, keyed with the
+/// secret the request was signed with ([`ClusterKey::sign_expecting_sub_chunks`]).
+#[derive(Clone, Debug)]
+pub struct SentSignature {
+    pub signature: [u8; 32],
+    pub sub_chunks: crate::auth::SubChunkTagger,
+}
 
 /// The response to a streamed request, from the task that sends it.
 pub type PeerAnswer = JoinHandle<Result<Response<Incoming>, PeerError>>;

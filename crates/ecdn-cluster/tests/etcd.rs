@@ -469,3 +469,56 @@ fn maps_of_10000_buckets_and_500_servers_fit_etcd_whole_and_as_diffs() {
         drop(leader);
     });
 }
+
+/// A key rotation reaches what etcd holds: once the leader's key ring signs with the new key
+/// (SIGHUP in its process), it writes the map whole again, sealed with that key, so a node that
+/// knows only the new key (after the rotation's last step) can read it.
+#[test]
+fn the_leader_reseals_the_map_when_its_key_rotates() {
+    const NEW: &str = "the next key of the etcd cluster";
+    let bin = LocalEtcd::find_binary().expect(NOT_INSTALLED);
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = LocalEtcd::start(&bin, dir.path(), 1).unwrap();
+    let cfg = cluster(&[etcd.url(0)], "/rot/");
+    // The cluster file after the rotation: only the new key.
+    let endpoints = format!("\"{}\"", etcd.url(0));
+    let after = common::cluster(
+        NEW,
+        &format!(
+            "coordinator = \"127.0.0.1:1\"\nbuckets = 30\netcd = [{endpoints}]\n\
+             etcd_prefix = \"/rot/\"\netcd_lease_s = 2"
+        ),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let leader = EtcdCoordinator::start(cfg.clone(), CoordinatorOptions::default(), "k".into());
+        let t = Instant::now();
+        while ecdn_cluster::plane::fetch_map(&cfg).await.is_err() {
+            assert!(t.elapsed() < Duration::from_secs(10), "no first map");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let e = ecdn_cluster::plane::fetch_map(&after).await.unwrap_err();
+        assert!(e.contains("not this cluster's"), "{e}");
+        // Step 2 of the rotation in the leader's process: it signs with the new key.
+        cfg.cluster_key()
+            .rotate(NEW.as_bytes(), &[cfg.key.as_bytes()]);
+        let t = Instant::now();
+        let map = loop {
+            if let Ok(m) = ecdn_cluster::plane::fetch_map(&after).await {
+                break m;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "the map was not sealed again with the new key"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(map.servers(), 5);
+        assert!(leader.status().writes.whole_maps >= 2);
+        drop(leader);
+    });
+}

@@ -1,4 +1,4 @@
-//! Stopping on Ctrl-C or SIGTERM.
+//! Stopping on Ctrl-C or SIGTERM, and SIGHUP reloading the cluster keys.
 //!
 //! A process announces it is ready ("listening on …") and a supervisor (a test, systemd, the
 //! cluster demo) may signal it the next moment. Until a handler is registered, SIGTERM's
@@ -37,4 +37,35 @@ async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
         }
         None => std::future::pending().await,
     }
+}
+
+/// Reads the cluster file at `path` again and gives its keys to `cfg`'s key ring (what
+/// SIGHUP does in `ecdn node --cluster` and `ecdn coordinator`: one step of a key rotation,
+/// see `ecdn_cluster::auth`). Returns the line to log; on an error the ring is unchanged.
+pub fn reload_cluster_keys(path: &std::path::Path, cfg: &ecdn_cluster::ClusterConfig) -> String {
+    match ecdn_cluster::ClusterConfig::load(path) {
+        Ok(newer) => {
+            let n = cfg.reload_keys(&newer);
+            format!(
+                "cluster keys reloaded from {}: {n} accepted, the first signs",
+                path.display()
+            )
+        }
+        Err(e) => format!("cluster keys not reloaded, keeping the old ones: {e}"),
+    }
+}
+
+/// On every SIGHUP, [`reload_cluster_keys`] and logs it as `who`. Never returns.
+pub async fn reload_keys_on_hangup(
+    who: &str,
+    path: &std::path::Path,
+    cfg: &ecdn_cluster::ClusterConfig,
+) {
+    let Some(mut hangups) = registered(SignalKind::hangup(), "SIGHUP") else {
+        return std::future::pending().await;
+    };
+    while hangups.recv().await.is_some() {
+        eprintln!("{who}: SIGHUP: {}", reload_cluster_keys(path, cfg));
+    }
+    std::future::pending().await
 }

@@ -4,7 +4,7 @@
 //! failing no request; corrupt pieces never served and restored by hits; unauthenticated peer
 //! writes refused; a `PURGE` through any node reaching every node; the `ecdn_cluster_*` metrics
 //! (each client request counted once in the cluster, consistent with `/_ecdn/stats`) and the
-//! Grafana dashboard charting only what the nodes export.
+//! Grafana dashboard charting only what the nodes export; the cluster key rotated under load.
 //! (The multi-process `kill -9` run is `ecdn cluster demo`'s test.)
 
 use std::net::SocketAddr;
@@ -400,6 +400,114 @@ async fn a_node_stopped_mid_load_fails_no_request_and_its_chunks_are_decoded() {
         unprotected > 0.0,
         "coded objects with a chunk on node 2 read unprotected"
     );
+    c.stop_all().await;
+}
+
+/// Issue 42: the cluster key rotated under load, one process after another in the three steps
+/// `ecdn_cluster::auth` describes (every process accepts the new key; every process signs
+/// with it; the old one goes), each node and the coordinator with a key ring of its own as
+/// separate processes have. No client request fails or gets a wrong byte, the coordinator
+/// refuses no heartbeat or map poll, and afterwards a peer request signed with the old key is
+/// refused and one signed with the new key accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_key_rotates_under_load_without_a_failed_request() {
+    const NEW: &str = "the new cluster key, 0123456789";
+    let c = TestCluster::start(4, "c2dn", 2, 1).await;
+    let objects: Vec<(u64, u64)> = (0..16)
+        .map(|i| {
+            (
+                700 + i,
+                if i % 4 == 0 {
+                    20_000
+                } else {
+                    300_000 + i * 1000
+                },
+            )
+        })
+        .collect();
+    store_all(&c, &objects).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (served, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut load = Vec::new();
+    for w in 0..4u64 {
+        let (stop, served, failed) = (stop.clone(), served.clone(), failed.clone());
+        let (nodes, objects) = (
+            (0..4).map(|i| c.client(i)).collect::<Vec<_>>(),
+            objects.clone(),
+        );
+        load.push(tokio::spawn(async move {
+            let mut k = w;
+            while !stop.load(Ordering::Relaxed) {
+                k += 1;
+                // Every fifth request a new object: a miss whose pieces are written to peers.
+                let (id, size) = if k % 5 == 0 {
+                    (10_000 + w * 100_000 + k, 200_000)
+                } else {
+                    objects[(k as usize) % objects.len()]
+                };
+                match get(nodes[(k % 4) as usize], &uri(id, size), &[]).await {
+                    Ok(r) if r.status == 200 && r.body.len() as u64 == size => {
+                        assert_eq!(
+                            content::first_mismatch(origin_id(id), 0, &r.body),
+                            None,
+                            "wrong bytes for object {id}"
+                        );
+                        served.fetch_add(1, Ordering::Relaxed);
+                    }
+                    other => {
+                        eprintln!("object {id}: {:?}", other.map(|r| r.status));
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }));
+    }
+    // The coordinator's ring, then each node's.
+    let rings: Vec<ClusterKey> = std::iter::once(c.cfg.cluster_key())
+        .chain(c.node_cfgs.iter().map(|n| n.cluster_key()))
+        .collect();
+    let steps: [(&str, &[&str]); 3] = [(KEY, &[NEW]), (NEW, &[KEY]), (NEW, &[])];
+    for (sign, accept) in steps {
+        for ring in &rings {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            let accept: Vec<&[u8]> = accept.iter().map(|a| a.as_bytes()).collect();
+            ring.rotate(sign.as_bytes(), &accept);
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in load {
+        t.await.unwrap();
+    }
+    let served = served.load(Ordering::Relaxed);
+    eprintln!("{served} requests served during the rotation");
+    assert_eq!(failed.load(Ordering::Relaxed), 0);
+    assert!(served >= 50, "only {served} requests served");
+    assert_eq!(
+        c.coordinator.status().unauthorized,
+        0,
+        "the coordinator refused a node's request"
+    );
+    c.wait_available(&[true; 4]).await;
+    // The old key is gone everywhere; the new one is the cluster's.
+    for (key, want) in [(KEY, StatusCode::UNAUTHORIZED), (NEW, StatusCode::OK)] {
+        let client = PeerClient::new(ClusterKey::new(key.as_bytes()));
+        for n in 0..4 {
+            let r = client
+                .send(
+                    c.peer(n),
+                    Method::GET,
+                    wire::STATS_PATH,
+                    Bytes::new(),
+                    &[],
+                    Duration::from_secs(5),
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.status(), want, "node {n}, key {key:?}");
+        }
+    }
     c.stop_all().await;
 }
 
@@ -939,7 +1047,7 @@ async fn peer_get_ok(
     let sent = r
         .extensions()
         .get::<ecdn_cluster::peer::SentSignature>()
-        .copied()
+        .cloned()
         .expect("the client keeps the signature it sent");
     (r, sent)
 }
@@ -966,7 +1074,7 @@ async fn a_peer_answers_sub_chunks_each_with_a_tag_keyed_to_the_request() {
     let tag_len = ecdn_cluster::auth::SUB_TAG_LEN;
     assert_eq!(body.len(), 2 * (s + tag_len));
     let k = ClusterKey::new(KEY.as_bytes());
-    let tagger = k.sub_chunk_tagger(&sent.0);
+    let tagger = k.sub_chunk_tagger(&sent.signature);
     let stranger = k.sub_chunk_tagger(&[0; 32]);
     for (i, unit) in body.chunks(s + tag_len).enumerate() {
         let j = 1 + i as u64;
@@ -1004,7 +1112,7 @@ async fn a_relayed_answer_is_tagged_head_and_body() {
     );
     let (r, sent) = peer_get_ok(c.peer(1), &wire::relay_path(&uri(id, size)), &[host]).await;
     let k = ClusterKey::new(KEY.as_bytes());
-    let tagger = k.sub_chunk_tagger(&sent.0);
+    let tagger = k.sub_chunk_tagger(&sent.signature);
     // The length travels tagged, in its own header: the body on the wire is longer.
     assert!(r.headers().get("content-length").is_none());
     let kept = relayed::check_head(&tagger, r.status(), r.headers()).unwrap();

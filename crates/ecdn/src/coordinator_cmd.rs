@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use ecdn_cluster::coordinator::etcd::EtcdCoordinator;
 use ecdn_cluster::{ClusterConfig, Coordinator, CoordinatorOptions};
+use ecdn_lab::signals::reload_keys_on_hangup;
 
 #[derive(Args)]
 #[command(
@@ -62,6 +63,8 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             .context("--admin-token (or ECDN_ADMIN_TOKEN)")?;
     }
     let cfg = ClusterConfig::load(&a.cluster)?;
+    // Shares the key ring of everything the coordinator makes from `cfg`: SIGHUP reloads it.
+    let cfg_keys = cfg.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -81,11 +84,15 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             let mut coord =
                 EtcdCoordinator::start_with_api(cfg, CoordinatorOptions::default(), listener)?;
             eprintln!("ecdn coordinator: etcd mode, API on {addr}");
+            let keys = cfg_keys.clone();
             if let Some(addr) = a.admin_listen {
                 let at = serve_page(addr, |l| coord.serve_admin(l, a.admin_token)).await?;
                 eprintln!("ecdn coordinator: status page on http://{at}/_ecdn/status");
             }
-            stop.await;
+            tokio::select! {
+                _ = stop => {}
+                _ = reload_keys_on_hangup("ecdn coordinator", &a.cluster, &keys) => {}
+            }
             coord.stop();
             eprintln!("ecdn coordinator: shut down");
             return Ok(());
@@ -104,7 +111,10 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             let at = serve_page(addr, |l| coord.serve_admin(l, a.admin_token)).await?;
             eprintln!("ecdn coordinator: status page on http://{at}/_ecdn/status");
         }
-        stop.await;
+        tokio::select! {
+            _ = stop => {}
+            _ = reload_keys_on_hangup("ecdn coordinator", &a.cluster, &cfg_keys) => {}
+        }
         coord.shutdown().await;
         eprintln!("ecdn coordinator: shut down");
         Ok(())

@@ -596,6 +596,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
         leakage_window,
         resolver_prefix: a.coral_resolver_prefix,
     });
+    let cluster_file = a.cluster.clone();
     let s = merge(a)?;
     let mut rt = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = s.threads {
@@ -616,6 +617,8 @@ pub fn run(a: NodeArgs) -> Result<()> {
             Duration::from_millis(c.cluster.heartbeat_ms)
                 .saturating_mul(c.cluster.missed_heartbeats)
         });
+        // The cluster file and the configuration the node signs with: SIGHUP reloads its keys.
+        let keys = cluster_file.zip(s.node.cluster.as_ref().map(|c| c.cluster.clone()));
         let mut cfg = s.node;
         let coral = match coral {
             Some(coral) => Some(wire_coral(&mut cfg, coral, listen).await?),
@@ -643,7 +646,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
         let drained = tokio::select! {
             _ = stop => false,
             _ = node.leaving() => true,
-            _ = reload_on_hangup(&node) => false,
+            _ = reload_on_hangup(&node, keys.as_ref()) => false,
         };
         if drained {
             // The health check fails from now on; give load balancers the time the
@@ -670,9 +673,13 @@ pub fn run(a: NodeArgs) -> Result<()> {
     })
 }
 
-/// On every SIGHUP, reloads the TLS certificates (an error is reported and the old ones
-/// stay). Never returns.
-async fn reload_on_hangup(node: &ecdn_node::node::RunningNode) {
+/// On every SIGHUP, reloads the TLS certificates and, in cluster mode, the cluster key and
+/// the keys accepted with it from the cluster file (a step of a key rotation, see
+/// `ecdn_cluster::auth`); an error is reported and the old ones stay. Never returns.
+async fn reload_on_hangup(
+    node: &ecdn_node::node::RunningNode,
+    keys: Option<&(PathBuf, ecdn_cluster::ClusterConfig)>,
+) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hangups) = signal(SignalKind::hangup()) else {
         return std::future::pending().await;
@@ -683,6 +690,12 @@ async fn reload_on_hangup(node: &ecdn_node::node::RunningNode) {
             Err(e) => {
                 eprintln!("ecdn node: SIGHUP: certificates not reloaded, keeping the old ones: {e}")
             }
+        }
+        if let Some((path, cfg)) = keys {
+            eprintln!(
+                "ecdn node: SIGHUP: {}",
+                ecdn_lab::signals::reload_cluster_keys(path, cfg)
+            );
         }
     }
     std::future::pending().await

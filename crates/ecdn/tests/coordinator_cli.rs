@@ -1,6 +1,7 @@
 //! `ecdn coordinator` as a process: it serves signed requests on the cluster file's address,
-//! refuses unsigned ones, stops cleanly on SIGTERM, and refuses a bad cluster file with a clear
-//! error.
+//! refuses unsigned ones, takes a key to accept from its cluster file on SIGHUP (a key
+//! rotation's first step), stops cleanly on SIGTERM, and refuses a bad cluster file with a
+//! clear error.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -75,6 +76,39 @@ fn coordinator_serves_signed_requests_and_stops_on_sigterm() {
     assert_eq!(status.nodes.len(), 4);
     assert!(status.nodes.iter().all(|n| n.available));
     assert_eq!(unsigned, StatusCode::UNAUTHORIZED);
+    // SIGHUP: the cluster file now also accepts the next key, and so does the coordinator.
+    const NEXT: &str = "the next key of this test cluster";
+    let signed_with_next = || {
+        rt.block_on(async {
+            let c = PeerClient::new(ClusterKey::new(NEXT.as_bytes()));
+            c.send(addr, Method::GET, STATUS_PATH, Bytes::new(), &[], t)
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    assert_eq!(signed_with_next(), StatusCode::UNAUTHORIZED);
+    let text = std::fs::read_to_string(&file).unwrap().replacen(
+        "heartbeat_ms = 100\n",
+        &format!("heartbeat_ms = 100\naccepted_keys = [\"{NEXT}\"]\n"),
+        1,
+    );
+    std::fs::write(&file, text).unwrap();
+    let hup = Command::new("kill")
+        .args(["-HUP", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    let reloaded = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("SIGHUP"))
+        .expect("a line about the SIGHUP");
+    assert!(
+        reloaded.contains("cluster keys reloaded") && reloaded.contains("2 accepted"),
+        "{reloaded}"
+    );
+    assert_eq!(signed_with_next(), StatusCode::OK);
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

@@ -84,7 +84,10 @@ impl CoordinatorClient {
                 )
             })?
         };
-        Ok(CoordinatorClient::new(cfg.key.as_bytes(), addr))
+        Ok(CoordinatorClient {
+            peers: PeerClient::new(cfg.cluster_key()),
+            addr,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {

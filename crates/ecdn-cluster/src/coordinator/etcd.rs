@@ -158,8 +158,8 @@ impl EtcdCoordinator {
         let addr = listener.local_addr()?;
         let mut c = EtcdCoordinator::launch(cfg, opts, addr.to_string());
         let api = Arc::new(Api {
-            key: ClusterKey::new(c.view.cfg.key.as_bytes()),
-            gate: Gate::new(ClusterKey::new(c.view.cfg.key.as_bytes()), &[addr]),
+            key: c.view.cfg.cluster_key(),
+            gate: Gate::new(c.view.cfg.cluster_key(), &[addr]),
             status: c.status.clone(),
             asks: c.view.asks.clone(),
         });
@@ -391,6 +391,21 @@ async fn term(
                 if let Err(e) = publish(&mut leader, &mut client, status, &events).await {
                     return e;
                 }
+                if leader.key.generation() != leader.sealed_under {
+                    // The key rotated (SIGHUP): the map goes whole again, sealed with the key
+                    // that signs now, so it opens once the old key is no longer accepted.
+                    leader.sealed_under = leader.key.generation();
+                    leader.maps.rebase();
+                    match leader.publish(&mut client, &[]).await {
+                        Ok(written) => note_written(status, leader.state.epoch, &written),
+                        Err(e) => return e,
+                    }
+                    eprintln!(
+                        "ecdn coordinator {name}: the cluster key rotated; the map written \
+                         whole again at epoch {}",
+                        leader.state.epoch
+                    );
+                }
                 continue;
             }
             Some((command, reply)) = asks.recv() => {
@@ -538,6 +553,8 @@ struct Leader {
     read_at: i64,
     /// The whole map in etcd, which the next maps are diffs from.
     maps: MapPublisher,
+    /// The key's generation the whole map in etcd was sealed under.
+    sealed_under: u64,
 }
 
 impl Leader {
@@ -573,7 +590,7 @@ impl Leader {
             .await
             .map_err(|e| format!("get map: {e}"))?;
         let maps = MapPublisher::continuing(
-            &ClusterKey::new(cfg.key.as_bytes()),
+            &cfg.cluster_key(),
             whole
                 .kvs()
                 .first()
@@ -582,7 +599,7 @@ impl Leader {
         let n = state.members.len();
         let mut leader = Leader {
             keys: keys.clone(),
-            key: ClusterKey::new(cfg.key.as_bytes()),
+            key: cfg.cluster_key(),
             lease,
             state,
             consumed,
@@ -590,6 +607,7 @@ impl Leader {
             grace_until,
             read_at: 0,
             maps,
+            sealed_under: cfg.cluster_key().generation(),
         };
         let (nodes, rev) = get_prefix(client, &keys.nodes())
             .await

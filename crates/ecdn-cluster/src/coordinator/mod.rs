@@ -388,9 +388,9 @@ impl Coordinator {
             + cfg.buckets * cfg.p.max(1) * 64
             + crate::heartbeat::MAX_OBJECT_READS * (ecdn_objects::meta::MAX_NAME + 32);
         let shared = Arc::new(Shared {
-            key: ClusterKey::new(cfg.key.as_bytes()),
+            key: cfg.cluster_key(),
             gate: Gate::with_memory(
-                ClusterKey::new(cfg.key.as_bytes()),
+                cfg.cluster_key(),
                 &[addr, cfg.coordinator],
                 crate::replay::NONCE_MEMORY,
                 started,
@@ -412,7 +412,7 @@ impl Coordinator {
         }
         if cfg.object_budget_every_s > 0.0 {
             let every = Duration::from_secs_f64(cfg.object_budget_every_s);
-            let peers = crate::peer::PeerClient::new(ClusterKey::new(cfg.key.as_bytes()));
+            let peers = crate::peer::PeerClient::new(cfg.cluster_key());
             let fraction = cfg.object_budget;
             tasks.spawn(object_budget::budget_loop(
                 shared.clone(),

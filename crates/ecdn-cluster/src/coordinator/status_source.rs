@@ -72,7 +72,7 @@ impl Source {
     pub(super) fn key(&self) -> ClusterKey {
         match self {
             Source::Embedded(s) => s.key.clone(),
-            Source::Etcd(v) => ClusterKey::new(v.cfg.key.as_bytes()),
+            Source::Etcd(v) => v.cfg.cluster_key(),
         }
     }
 
@@ -154,7 +154,7 @@ impl EtcdView {
         }
         let client = slot.as_mut().expect("connected above");
         let keys = Keys::new(&self.cfg);
-        let key = ClusterKey::new(self.cfg.key.as_bytes());
+        let key = self.cfg.cluster_key();
         let (kvs, _) = get_prefix(client, &keys.map())
             .await
             .map_err(|e| format!("get map: {e}"))?;

@@ -250,7 +250,7 @@ async fn watch_etcd(
     epochs: Arc<AtomicU64>,
 ) -> MapCount {
     let keys = Keys::new(&cfg);
-    let key = ClusterKey::new(cfg.key.as_bytes());
+    let key = cfg.cluster_key();
     let mut count = MapCount::default();
     // The leader at the start (the run starts with one): a later put of another is a failover.
     let mut leader: Option<Vec<u8>> = leader_name(&cfg)

@@ -41,8 +41,21 @@ pub async fn try_start_nodes_with(
     hoc_size: u64,
     origin: OriginConfig,
 ) -> std::io::Result<Vec<RunningNode>> {
+    Ok(start_nodes_keyed(cfg, dir, hoc_size, origin).await?.0)
+}
+
+/// [`try_start_nodes_with`], each node with a key ring of its own, as a process of its own
+/// has ([`ClusterConfig::with_own_keys`]); also returns each node's configuration, whose
+/// ring a test rotates as SIGHUP would in that node's process.
+pub async fn start_nodes_keyed(
+    cfg: &ClusterConfig,
+    dir: &std::path::Path,
+    hoc_size: u64,
+    origin: OriginConfig,
+) -> std::io::Result<(Vec<RunningNode>, Vec<ClusterConfig>)> {
+    let cfgs: Vec<ClusterConfig> = cfg.nodes.iter().map(|_| cfg.with_own_keys()).collect();
     let mut starts = Vec::new();
-    for i in 0..cfg.nodes.len() {
+    for (i, own) in cfgs.iter().enumerate() {
         let node = NodeConfig {
             origin: "http://origin.test".into(),
             hoc_size,
@@ -51,7 +64,7 @@ pub async fn try_start_nodes_with(
             disk_size: 64 << 20,
             purge_token: Some(PURGE_TOKEN.into()),
             cluster: Some(ClusterNode {
-                cluster: cfg.clone(),
+                cluster: own.clone(),
                 id: i,
                 link: Default::default(),
             }),
@@ -71,7 +84,7 @@ pub async fn try_start_nodes_with(
         }
     }
     match failed {
-        None => Ok(nodes),
+        None => Ok((nodes, cfgs)),
         Some(e) => {
             for n in nodes {
                 n.stop().await.unwrap();
@@ -82,7 +95,10 @@ pub async fn try_start_nodes_with(
 }
 
 pub struct TestCluster {
+    /// The cluster file as the coordinator has it (its key ring is the coordinator's).
     pub cfg: ClusterConfig,
+    /// Each node's configuration: its key ring is that node's.
+    pub node_cfgs: Vec<ClusterConfig>,
     pub coordinator: RunningCoordinator,
     pub nodes: Vec<Option<RunningNode>>,
     pub dir: tempfile::TempDir,
@@ -118,7 +134,7 @@ impl TestCluster {
         // Every port of the cluster (admin listeners included) comes from one batch; one that
         // another test took meanwhile fails a bind, and the cluster starts again on new ones.
         let mut attempts = 0;
-        let (cfg, coordinator, dir, nodes) = loop {
+        let (cfg, coordinator, dir, (nodes, node_cfgs)) = loop {
             attempts += 1;
             let ports = free_ports(3 * n + 1);
             let mut text = format!(
@@ -145,7 +161,7 @@ impl TestCluster {
                 Err(e) => panic!("coordinator: {e}"),
             };
             let dir = tempfile::tempdir().unwrap();
-            match try_start_nodes_with(&cfg, dir.path(), hoc_size, origin.clone()).await {
+            match start_nodes_keyed(&cfg, dir.path(), hoc_size, origin.clone()).await {
                 Ok(nodes) => break (cfg, coordinator, dir, nodes),
                 Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 3 => {
                     eprintln!("nodes: {e}; again on other ports");
@@ -157,6 +173,7 @@ impl TestCluster {
         let nodes = nodes.into_iter().map(Some).collect();
         let c = TestCluster {
             cfg,
+            node_cfgs,
             coordinator,
             nodes,
             dir,

@@ -195,7 +195,7 @@ async fn handle(
             }
             let head = req.method() == Method::HEAD;
             let answer = crate::node::request::relayed(st, req, remote).await;
-            relay_answer(&c, &verified, head, answer)
+            relay_answer(&verified, head, answer)
         }
         PeerPath::Stats if get => {
             let body = crate::node::admin::stats_value(&st).await.to_string();
@@ -298,7 +298,7 @@ async fn get_piece(
     };
     match sub_chunks {
         Some((first, _)) => {
-            let tagger = c.peers.key().sub_chunk_tagger(verified.signature());
+            let tagger = verified.sub_chunk_tagger();
             let body = Paced::tagged(sub_chunks_of(s, payload), first, tagger, c.link.clone());
             ClusterStats::add(&c.stats.peer_bytes_sent, body.remaining());
             let mut r = Response::new(NodeBody::Paced(body));
@@ -325,13 +325,8 @@ async fn get_piece(
 /// This node's answer to a relayed request as it goes back to the relaying node: its head
 /// tagged, its body (if it has one) as tagged segments (`ecdn_cluster::relayed`), keyed to
 /// the relay request's signature.
-fn relay_answer(
-    c: &Cluster,
-    verified: &Verified,
-    head: bool,
-    answer: Response<NodeBody>,
-) -> Response<NodeBody> {
-    let tagger = c.peers.key().sub_chunk_tagger(verified.signature());
+fn relay_answer(verified: &Verified, head: bool, answer: Response<NodeBody>) -> Response<NodeBody> {
+    let tagger = verified.sub_chunk_tagger();
     let (mut parts, body) = answer.into_parts();
     relayed::tag_head(&tagger, parts.status, &mut parts.headers);
     let body = if relayed::has_body(head, parts.status) {

@@ -74,8 +74,10 @@ pub(in crate::node) async fn forward(
         // The answer's head must carry the serving node's tag (an answer it did not make,
         // or a refusal of the request, fails over as a failed relay does).
         let checked = sent.map_err(|e| e.to_string()).and_then(|resp| {
-            let sig = resp.extensions().get::<SentSignature>().map(|s| s.0);
-            let tagger = sig.map(|s| c.peers.key().sub_chunk_tagger(&s));
+            let tagger = resp
+                .extensions()
+                .get::<SentSignature>()
+                .map(|s| s.sub_chunks.clone());
             let tagger = tagger.ok_or_else(|| "no signature sent".to_string())?;
             let headers = relayed::check_head(&tagger, resp.status(), resp.headers())
                 .map_err(|e| format!("{e} (status {})", resp.status()))?;

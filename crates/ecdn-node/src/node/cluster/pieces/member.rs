@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ecdn_cluster::auth::ClusterKey;
 use ecdn_cluster::config::ClusterConfig;
 use ecdn_cluster::control::{spawn_control, Control, CoordinatorStatus, MapHandle, WriteLoads};
 use ecdn_cluster::etcd::{spawn_etcd_control, EtcdStatus};
@@ -123,7 +122,7 @@ impl Cluster {
                 recovered.corrupt
             );
         }
-        let peers = PeerClient::new(ClusterKey::new(c.cluster.key.as_bytes()));
+        let peers = PeerClient::new(c.cluster.cluster_key());
         let loads = WriteLoads::for_cluster(&c.cluster);
         let etcd = Arc::new(EtcdStatus::default());
         let control = if c.cluster.etcd.is_empty() {
@@ -152,7 +151,7 @@ impl Cluster {
             }
         });
         let gate = Gate::with_memory(
-            ClusterKey::new(c.cluster.key.as_bytes()),
+            c.cluster.cluster_key(),
             &[own_peer],
             ecdn_cluster::replay::NONCE_MEMORY,
             started,
