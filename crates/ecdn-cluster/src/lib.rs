@@ -48,6 +48,7 @@ pub mod etcd_local;
 pub mod etcd_map;
 pub mod heartbeat;
 pub mod map;
+pub mod mtls;
 pub mod objects;
 pub mod peer;
 pub mod piece;

@@ -41,8 +41,20 @@ pub struct CoordinatorArgs {
     /// --admin-token.
     #[arg(long, value_name = "ADDR")]
     admin_listen: Option<SocketAddr>,
+    /// Mutual TLS on the admin listener: its certificate chain (PEM). With --admin-tls-key and
+    /// --admin-client-ca: only clients presenting a certificate that CA signed complete the
+    /// handshake (then no token is required beyond loopback).
+    #[arg(long, value_name = "FILE", requires_all = ["admin_tls_key", "admin_client_ca", "admin_listen"])]
+    admin_tls_cert: Option<PathBuf>,
+    /// Mutual TLS on the admin listener: its private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    admin_tls_key: Option<PathBuf>,
+    /// Mutual TLS on the admin listener: the CA certificates (PEM) clients' certificates must
+    /// chain to.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    admin_client_ca: Option<PathBuf>,
     /// Bearer token every request to the admin listener but the page itself must carry (or
-    /// ECDN_ADMIN_TOKEN). Required beyond loopback.
+    /// ECDN_ADMIN_TOKEN). Required beyond loopback, unless the listener has mutual TLS.
     #[arg(long, env = "ECDN_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
     /// Embedded mode: the file the coordinator keeps its state in (the members added, drained
@@ -62,6 +74,14 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
         ecdn_cluster::bearer::check_admin_token(t)
             .context("--admin-token (or ECDN_ADMIN_TOKEN)")?;
     }
+    let admin_tls = match (&a.admin_tls_cert, &a.admin_tls_key, &a.admin_client_ca) {
+        (Some(cert), Some(key), Some(client_ca)) => Some(ecdn_cluster::mtls::AdminTls {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: client_ca.clone(),
+        }),
+        _ => None,
+    };
     let cfg = ClusterConfig::load(&a.cluster)?;
     // Shares the key ring of everything the coordinator makes from `cfg`: SIGHUP reloads it.
     let cfg_keys = cfg.clone();
@@ -86,8 +106,14 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             eprintln!("ecdn coordinator: etcd mode, API on {addr}");
             let keys = cfg_keys.clone();
             if let Some(addr) = a.admin_listen {
-                let at = serve_page(addr, |l| coord.serve_admin(l, a.admin_token)).await?;
-                eprintln!("ecdn coordinator: status page on http://{at}/_ecdn/status");
+                let at = serve_page(addr, |l| {
+                    coord.serve_admin_with(l, a.admin_token, admin_tls.as_ref())
+                })
+                .await?;
+                eprintln!(
+                    "ecdn coordinator: status page on {}://{at}/_ecdn/status",
+                    if admin_tls.is_some() { "https" } else { "http" }
+                );
             }
             tokio::select! {
                 _ = stop => {}
@@ -108,8 +134,14 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
         };
         let mut coord = Coordinator::start_with(cfg, opts).await?;
         if let Some(addr) = a.admin_listen {
-            let at = serve_page(addr, |l| coord.serve_admin(l, a.admin_token)).await?;
-            eprintln!("ecdn coordinator: status page on http://{at}/_ecdn/status");
+            let at = serve_page(addr, |l| {
+                coord.serve_admin_with(l, a.admin_token, admin_tls.as_ref())
+            })
+            .await?;
+            eprintln!(
+                "ecdn coordinator: status page on {}://{at}/_ecdn/status",
+                if admin_tls.is_some() { "https" } else { "http" }
+            );
         }
         tokio::select! {
             _ = stop => {}

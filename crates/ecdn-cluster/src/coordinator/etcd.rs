@@ -206,10 +206,23 @@ impl EtcdCoordinator {
         listener: TcpListener,
         token: Option<String>,
     ) -> Result<std::net::SocketAddr, super::CoordError> {
-        let (addr, token) = super::admin_listener(&listener, token)?;
+        self.serve_admin_with(listener, token, None)
+    }
+
+    /// [`EtcdCoordinator::serve_admin`] over mutual TLS when `tls` is given (see
+    /// [`super::RunningCoordinator::serve_admin_with`]).
+    pub fn serve_admin_with(
+        &mut self,
+        listener: TcpListener,
+        token: Option<String>,
+        tls: Option<&crate::mtls::AdminTls>,
+    ) -> Result<std::net::SocketAddr, super::CoordError> {
+        let (addr, token) = super::admin_listener(&listener, token, tls.is_some())?;
+        let tls = super::admin_acceptor(tls)?;
         let source = Arc::new(Source::Etcd(self.view.clone()));
-        self.listeners
-            .push(tokio::spawn(status_page::serve(listener, source, token)));
+        self.listeners.push(tokio::spawn(status_page::serve(
+            listener, source, token, tls,
+        )));
         Ok(addr)
     }
 

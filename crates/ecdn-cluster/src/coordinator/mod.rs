@@ -90,18 +90,19 @@ pub use state::StoredState;
 // The heartbeat protocol, which the nodes' side (`crate::control`) shares.
 pub use crate::heartbeat::{Heartbeat, HeartbeatReply, HEARTBEAT_PATH, LONG_POLL, MAP_PATH};
 
-/// An admin listener's address and token, checked: beyond loopback it needs a token, and a
-/// token must pass [`crate::bearer::check_admin_token`].
+/// An admin listener's address and token, checked: beyond loopback it needs a token or mutual
+/// TLS, and a token must pass [`crate::bearer::check_admin_token`].
 fn admin_listener(
     listener: &TcpListener,
     token: Option<String>,
+    mtls: bool,
 ) -> Result<(SocketAddr, Option<Arc<str>>), CoordError> {
     let addr = listener.local_addr()?;
     let invalid =
         |msg: String| CoordError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, msg));
-    if !addr.ip().is_loopback() && token.is_none() {
+    if !addr.ip().is_loopback() && token.is_none() && !mtls {
         return Err(invalid(format!(
-            "the admin listener {addr} is beyond loopback: it needs a token"
+            "the admin listener {addr} is beyond loopback: it needs a token or client certificates"
         )));
     }
     if let Some(t) = &token {
@@ -109,6 +110,17 @@ fn admin_listener(
             .map_err(|e| invalid(format!("admin listener {addr}: {e}")))?;
     }
     Ok((addr, token.map(Arc::from)))
+}
+
+/// The acceptor of an admin listener's mutual TLS, if it has one.
+fn admin_acceptor(
+    tls: Option<&crate::mtls::AdminTls>,
+) -> Result<Option<tokio_rustls::TlsAcceptor>, CoordError> {
+    tls.map(|t| {
+        t.acceptor()
+            .map_err(|e| CoordError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))
+    })
+    .transpose()
 }
 
 /// Paths of the coordinator's API.
@@ -470,10 +482,23 @@ impl RunningCoordinator {
         listener: TcpListener,
         token: Option<String>,
     ) -> Result<SocketAddr, CoordError> {
-        let (addr, token) = admin_listener(&listener, token)?;
+        self.serve_admin_with(listener, token, None)
+    }
+
+    /// [`RunningCoordinator::serve_admin`], over mutual TLS when `tls` is given (only clients
+    /// with a certificate its CA signed get past the handshake; then no token is needed beyond
+    /// loopback).
+    pub fn serve_admin_with(
+        &mut self,
+        listener: TcpListener,
+        token: Option<String>,
+        tls: Option<&crate::mtls::AdminTls>,
+    ) -> Result<SocketAddr, CoordError> {
+        let (addr, token) = admin_listener(&listener, token, tls.is_some())?;
+        let tls = admin_acceptor(tls)?;
         let source = Arc::new(status_source::Source::Embedded(self.shared.clone()));
         self.tasks
-            .spawn(status_page::serve(listener, source, token));
+            .spawn(status_page::serve(listener, source, token, tls));
         Ok(addr)
     }
 
@@ -558,6 +583,24 @@ pub(crate) async fn accept_loop<H, F>(
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,
 {
+    accept_loop_tls(shutdown, listener, None, handler).await
+}
+
+/// How long a client has to finish a TLS handshake on an admin listener.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// [`accept_loop`], each connection first through `tls` when given (an admin listener with
+/// mutual TLS, `crate::mtls`): a handshake that fails (no client certificate, one the CA did
+/// not sign) closes the connection before any HTTP.
+pub(crate) async fn accept_loop_tls<H, F>(
+    shutdown: watch::Receiver<bool>,
+    listener: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    handler: H,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,
+{
     let mut conns = JoinSet::new();
     let stop = stopped(shutdown.clone());
     tokio::pin!(stop);
@@ -579,6 +622,7 @@ pub(crate) async fn accept_loop<H, F>(
         let arrived = stream.local_addr().ok().map(ArrivedAt);
         let handler = handler.clone();
         let shutdown = shutdown.clone();
+        let tls = tls.clone();
         conns.spawn(async move {
             let svc = service_fn(move |mut req: Request<Incoming>| {
                 // Where the connection arrived: an address this process answers as.
@@ -588,19 +632,37 @@ pub(crate) async fn accept_loop<H, F>(
                 let answer = handler(req);
                 async move { Ok::<_, Infallible>(answer.await) }
             });
-            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stopped(shutdown) => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
+            match tls {
+                None => serve_connection(stream, svc, shutdown).await,
+                Some(tls) => {
+                    let hs = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await;
+                    if let Ok(Ok(stream)) = hs {
+                        serve_connection(stream, svc, shutdown).await;
+                    }
                 }
             }
         });
     }
     drop(listener);
     while conns.join_next().await.is_some() {}
+}
+
+/// Serves HTTP/1.1 on one connection until it ends, or gracefully once `shutdown` says so.
+async fn serve_connection<IO, S>(io: IO, svc: S, shutdown: watch::Receiver<bool>)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = Full<Bytes>> + Send,
+    S::Future: Send,
+{
+    let conn = http1::Builder::new().serve_connection(TokioIo::new(io), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = stopped(shutdown) => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
+        }
+    }
 }
 
 pub(crate) fn text(status: StatusCode, msg: impl Into<String>) -> Response<Full<Bytes>> {

@@ -75,14 +75,19 @@ const STATS_LIMIT: usize = 1 << 20;
 pub const GRID_CELLS: usize = 100_000;
 
 /// Serves the admin listener until the coordinator stops.
-pub(super) async fn serve(listener: TcpListener, source: Arc<Source>, token: Option<Arc<str>>) {
+pub(super) async fn serve(
+    listener: TcpListener,
+    source: Arc<Source>,
+    token: Option<Arc<str>>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
     let peers = PeerClient::new(source.key());
     let shutdown = source.shutdown();
     let handler = move |req: Request<Incoming>| {
         let (source, token, peers) = (source.clone(), token.clone(), peers.clone());
         async move { handle(&source, token.as_deref(), &peers, req).await }
     };
-    super::accept_loop(shutdown, listener, handler).await;
+    super::accept_loop_tls(shutdown, listener, tls, handler).await;
 }
 
 fn answer(status: StatusCode, content_type: &'static str, body: Bytes) -> Response<Full<Bytes>> {
