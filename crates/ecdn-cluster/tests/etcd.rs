@@ -54,6 +54,15 @@ async fn status_json(page: std::net::SocketAddr) -> serde_json::Value {
     serde_json::from_slice(&got[at + 4..]).unwrap()
 }
 
+/// The tests' runtime: two worker threads, as the machine has two cores.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
 /// Waits (at most `secs`) until `f` holds.
 async fn until(secs: u64, what: &str, f: impl Fn() -> bool) -> Duration {
     let t = Instant::now();
@@ -108,11 +117,7 @@ fn etcd_control_plane_survives_node_leader_and_etcd_failures() {
     let dir = tempfile::tempdir().unwrap();
     let mut etcd = LocalEtcd::start(&bin, dir.path(), 1).unwrap();
     let cfg = cluster(&[etcd.url(0)], "/t1/");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let opts = CoordinatorOptions {
             start_grace: Duration::from_secs(3),
@@ -310,11 +315,7 @@ fn the_leader_resumes_its_lease_when_its_etcd_member_dies() {
     let dir = tempfile::tempdir().unwrap();
     let mut etcd = LocalEtcd::start(&bin, dir.path(), 3).unwrap();
     let cfg = cluster(&etcd.endpoints(), "/t3/");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let opts = CoordinatorOptions {
             start_grace: Duration::from_secs(3),
@@ -377,11 +378,7 @@ fn maps_of_10000_buckets_and_500_servers_fit_etcd_whole_and_as_diffs() {
     let cfg = ClusterConfig::parse(&text).unwrap();
     let keys = Keys::new(&cfg);
     let key = ecdn_cluster::ClusterKey::new(cfg.key.as_bytes());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         // The nodes' registrations, put by the test under one long lease (no node processes).
         let mut client = connect(&cfg.etcd).await.unwrap();
@@ -489,11 +486,7 @@ fn the_leader_reseals_the_map_when_its_key_rotates() {
              etcd_prefix = \"/rot/\"\netcd_lease_s = 2"
         ),
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     rt.block_on(async {
         let leader = EtcdCoordinator::start(cfg.clone(), CoordinatorOptions::default(), "k".into());
         let t = Instant::now();

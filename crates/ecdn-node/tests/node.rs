@@ -1319,6 +1319,7 @@ async fn an_admin_listener_beyond_loopback_needs_its_token() {
             admin: Some(AdminListen {
                 addr: wildcard,
                 token: None,
+                tls: None,
             }),
             ..config(o.addr, 8 << 20, None)
         },
@@ -1340,6 +1341,7 @@ async fn an_admin_listener_beyond_loopback_needs_its_token() {
                 admin: Some(AdminListen {
                     addr: wildcard,
                     token: Some(token.into()),
+                    tls: None,
                 }),
                 ..config(o.addr, 8 << 20, None)
             },
@@ -1353,6 +1355,7 @@ async fn an_admin_listener_beyond_loopback_needs_its_token() {
         admin: Some(AdminListen {
             addr: wildcard,
             token: Some("adm1n-token-of-16".into()),
+            tls: None,
         }),
         ..config(o.addr, 8 << 20, None)
     })

@@ -104,21 +104,13 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             let mut coord =
                 EtcdCoordinator::start_with_api(cfg, CoordinatorOptions::default(), listener)?;
             eprintln!("ecdn coordinator: etcd mode, API on {addr}");
-            let keys = cfg_keys.clone();
             if let Some(addr) = a.admin_listen {
-                let at = serve_page(addr, |l| {
+                serve_page(addr, admin_tls.is_some(), |l| {
                     coord.serve_admin_with(l, a.admin_token, admin_tls.as_ref())
                 })
                 .await?;
-                eprintln!(
-                    "ecdn coordinator: status page on {}://{at}/_ecdn/status",
-                    if admin_tls.is_some() { "https" } else { "http" }
-                );
             }
-            tokio::select! {
-                _ = stop => {}
-                _ = reload_keys_on_hangup("ecdn coordinator", &a.cluster, &keys) => {}
-            }
+            until_stopped(stop, &a.cluster, &cfg_keys).await;
             coord.stop();
             eprintln!("ecdn coordinator: shut down");
             return Ok(());
@@ -134,32 +126,43 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
         };
         let mut coord = Coordinator::start_with(cfg, opts).await?;
         if let Some(addr) = a.admin_listen {
-            let at = serve_page(addr, |l| {
+            serve_page(addr, admin_tls.is_some(), |l| {
                 coord.serve_admin_with(l, a.admin_token, admin_tls.as_ref())
             })
             .await?;
-            eprintln!(
-                "ecdn coordinator: status page on {}://{at}/_ecdn/status",
-                if admin_tls.is_some() { "https" } else { "http" }
-            );
         }
-        tokio::select! {
-            _ = stop => {}
-            _ = reload_keys_on_hangup("ecdn coordinator", &a.cluster, &cfg_keys) => {}
-        }
+        until_stopped(stop, &a.cluster, &cfg_keys).await;
         coord.shutdown().await;
         eprintln!("ecdn coordinator: shut down");
         Ok(())
     })
 }
 
-/// Binds the status page's listener at `addr` and hands it to `serve`.
+/// Binds the status page's listener at `addr`, hands it to `serve` and says where the page is
+/// (`https` with mutual TLS).
 async fn serve_page<E: std::error::Error + Send + Sync + 'static>(
     addr: SocketAddr,
+    https: bool,
     serve: impl FnOnce(tokio::net::TcpListener) -> Result<SocketAddr, E>,
-) -> Result<SocketAddr> {
+) -> Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    Ok(serve(listener)?)
+    let at = serve(listener)?;
+    let scheme = if https { "https" } else { "http" };
+    eprintln!("ecdn coordinator: status page on {scheme}://{at}/_ecdn/status");
+    Ok(())
+}
+
+/// Until `stop` (SIGTERM or SIGINT); every SIGHUP meanwhile reloads the cluster keys of
+/// `cfg` from the cluster file at `path`.
+async fn until_stopped(
+    stop: impl std::future::Future<Output = ()>,
+    path: &std::path::Path,
+    cfg: &ClusterConfig,
+) {
+    tokio::select! {
+        _ = stop => {}
+        _ = reload_keys_on_hangup("ecdn coordinator", path, cfg) => {}
+    }
 }

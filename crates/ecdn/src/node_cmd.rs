@@ -89,6 +89,18 @@ pub struct NodeArgs {
     /// environment variable); it also authorizes PURGE. Required beyond loopback.
     #[arg(long, env = "ECDN_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
+    /// Mutual TLS on the admin listener: its certificate chain (PEM). With --admin-tls-key and
+    /// --admin-client-ca: only clients presenting a certificate that CA signed complete the
+    /// handshake (then no token is required beyond loopback).
+    #[arg(long, value_name = "FILE", requires_all = ["admin_tls_key", "admin_client_ca"])]
+    admin_tls_cert: Option<PathBuf>,
+    /// Mutual TLS on the admin listener: its private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    admin_tls_key: Option<PathBuf>,
+    /// Mutual TLS on the admin listener: the CA certificates (PEM) clients' certificates must
+    /// chain to.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    admin_client_ca: Option<PathBuf>,
     /// Also answer GET /_ecdn/health on the client listener (a load balancer's probe); every
     /// other /_ecdn/ path there is a 404.
     #[arg(long)]
@@ -315,10 +327,19 @@ fn merge(a: NodeArgs) -> Result<Settings> {
     if let Some(t) = &admin_token {
         ecdn_cluster::bearer::check_admin_token(t).with_context(|| token_source.to_string())?;
     }
-    if !admin_addr.ip().is_loopback() && admin_token.is_none() {
+    let admin_tls = match (&a.admin_tls_cert, &a.admin_tls_key, &a.admin_client_ca) {
+        (Some(cert), Some(key), Some(client_ca)) => Some(ecdn_cluster::mtls::AdminTls {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: client_ca.clone(),
+        }),
+        _ => None,
+    };
+    if !admin_addr.ip().is_loopback() && admin_token.is_none() && admin_tls.is_none() {
         bail!(
             "the admin listener {admin_addr} is beyond loopback: give it --admin-token (or \
-             admin_token in the config, or ECDN_ADMIN_TOKEN)"
+             admin_token in the config, or ECDN_ADMIN_TOKEN), or client certificates \
+             (--admin-client-ca)"
         );
     }
     let mut routes = file.routes.unwrap_or_default();
@@ -452,6 +473,7 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             admin: Some(ecdn_node::node::AdminListen {
                 addr: admin_addr,
                 token: admin_token,
+                tls: admin_tls,
             }),
             client_health: a.client_health || file.client_health.unwrap_or(false),
             access_log: a.access_log || file.access_log.unwrap_or(false),
@@ -624,6 +646,10 @@ pub fn run(a: NodeArgs) -> Result<()> {
             Some(coral) => Some(wire_coral(&mut cfg, coral, listen).await?),
             None => None,
         };
+        let admin_scheme = match cfg.admin.as_ref().is_some_and(|a| a.tls.is_some()) {
+            true => "https",
+            false => "http",
+        };
         let node = match crate::node_backend::wire(&mut cfg, &s.backend)? {
             Some(connect) => Node::start_with_connector(listen, cfg, connect).await,
             None => Node::start(listen, cfg).await,
@@ -638,7 +664,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
             c.referrals.start_upkeep(Duration::from_secs(60));
         }
         if let Some(admin) = node.admin_addr() {
-            eprintln!("ecdn node: admin listener on http://{admin}");
+            eprintln!("ecdn node: admin listener on {admin_scheme}://{admin}");
         }
         if let Some(peer) = node.peer_addr() {
             eprintln!("ecdn node: peer listener on {peer}");

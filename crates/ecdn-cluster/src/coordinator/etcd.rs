@@ -49,7 +49,6 @@ use super::catch_panic::catch_panic;
 use super::etcd_api::{Answer, Api, Ask, Command};
 pub use super::etcd_api::{EtcdCoordinatorStatus, MapWrites};
 use super::state::{State, StoredState};
-use super::status_page;
 use super::status_source::{EtcdView, Source};
 use super::{accept_loop, CoordinatorOptions, Heartbeat, MemberReply, RebalanceEvent};
 use crate::auth::ClusterKey;
@@ -217,12 +216,9 @@ impl EtcdCoordinator {
         token: Option<String>,
         tls: Option<&crate::mtls::AdminTls>,
     ) -> Result<std::net::SocketAddr, super::CoordError> {
-        let (addr, token) = super::admin_listener(&listener, token, tls.is_some())?;
-        let tls = super::admin_acceptor(tls)?;
-        let source = Arc::new(Source::Etcd(self.view.clone()));
-        self.listeners.push(tokio::spawn(status_page::serve(
-            listener, source, token, tls,
-        )));
+        let source = Source::Etcd(self.view.clone());
+        let (addr, page) = super::admin_page(listener, token, tls, source)?;
+        self.listeners.push(tokio::spawn(page));
         Ok(addr)
     }
 

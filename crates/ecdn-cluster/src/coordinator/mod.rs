@@ -112,15 +112,26 @@ fn admin_listener(
     Ok((addr, token.map(Arc::from)))
 }
 
-/// The acceptor of an admin listener's mutual TLS, if it has one.
-fn admin_acceptor(
+/// The status page on an admin listener, checked ([`admin_listener`], and the mutual TLS
+/// files when given): its address and the task that serves it until the coordinator stops.
+fn admin_page(
+    listener: TcpListener,
+    token: Option<String>,
     tls: Option<&crate::mtls::AdminTls>,
-) -> Result<Option<tokio_rustls::TlsAcceptor>, CoordError> {
-    tls.map(|t| {
-        t.acceptor()
-            .map_err(|e| CoordError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))
-    })
-    .transpose()
+    source: status_source::Source,
+) -> Result<(SocketAddr, impl std::future::Future<Output = ()>), CoordError> {
+    let (addr, token) = admin_listener(&listener, token, tls.is_some())?;
+    let tls = tls
+        .map(|t| {
+            t.acceptor().map_err(|e| {
+                CoordError::Io(std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+            })
+        })
+        .transpose()?;
+    Ok((
+        addr,
+        status_page::serve(listener, Arc::new(source), token, tls),
+    ))
 }
 
 /// Paths of the coordinator's API.
@@ -494,11 +505,9 @@ impl RunningCoordinator {
         token: Option<String>,
         tls: Option<&crate::mtls::AdminTls>,
     ) -> Result<SocketAddr, CoordError> {
-        let (addr, token) = admin_listener(&listener, token, tls.is_some())?;
-        let tls = admin_acceptor(tls)?;
-        let source = Arc::new(status_source::Source::Embedded(self.shared.clone()));
-        self.tasks
-            .spawn(status_page::serve(listener, source, token, tls));
+        let source = status_source::Source::Embedded(self.shared.clone());
+        let (addr, page) = admin_page(listener, token, tls, source)?;
+        self.tasks.spawn(page);
         Ok(addr)
     }
 

@@ -140,7 +140,12 @@ use super::state::State;
 
 /// Serves the admin listener until the task is aborted; its connections go with it (they live
 /// in the task's set).
-pub(super) async fn serve(listener: TcpListener, st: Arc<State>, token: Option<Arc<str>>) {
+pub(super) async fn serve(
+    listener: TcpListener,
+    st: Arc<State>,
+    token: Option<Arc<str>>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
     let mut conns = tokio::task::JoinSet::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.keep_alive(true)
@@ -164,15 +169,24 @@ pub(super) async fn serve(listener: TcpListener, st: Arc<State>, token: Option<A
             continue;
         };
         let (st, token) = (st.clone(), token.clone());
-        let conn = http.serve_connection(
-            TokioIo::new(stream),
-            hyper::service::service_fn(move |req| {
-                let (st, token) = (st.clone(), token.clone());
-                async move { Ok::<_, Infallible>(handle(&st, token.as_deref(), req).await) }
-            }),
-        );
+        let svc = hyper::service::service_fn(move |req| {
+            let (st, token) = (st.clone(), token.clone());
+            async move { Ok::<_, Infallible>(handle(&st, token.as_deref(), req).await) }
+        });
+        let (http, tls) = (http.clone(), tls.clone());
         conns.spawn(async move {
-            let _ = conn.await;
+            match tls {
+                None => {
+                    let _ = http.serve_connection(TokioIo::new(stream), svc).await;
+                }
+                // Mutual TLS: a client without a certificate the CA signed ends here.
+                Some(tls) => {
+                    let hs = tokio::time::timeout(Duration::from_secs(10), tls.accept(stream));
+                    if let Ok(Ok(stream)) = hs.await {
+                        let _ = http.serve_connection(TokioIo::new(stream), svc).await;
+                    }
+                }
+            }
         });
     }
 }

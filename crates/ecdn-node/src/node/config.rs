@@ -91,13 +91,16 @@ pub struct NodeConfig {
     pub store_set_cookie: bool,
 }
 
-/// The admin listener: its address, and the bearer token its requests need. A listener bound
-/// beyond loopback must have a token ([`super::Node::start`] refuses to start otherwise); on
-/// loopback the token is optional, and required when set.
+/// The admin listener: its address, the bearer token its requests need, and optionally mutual
+/// TLS. A listener bound beyond loopback must have a token or mutual TLS
+/// ([`super::Node::start`] refuses to start otherwise); on loopback the token is optional, and
+/// required when set.
 #[derive(Clone, Debug)]
 pub struct AdminListen {
     pub addr: std::net::SocketAddr,
     pub token: Option<String>,
+    /// Only clients with a certificate this CA signed complete the handshake.
+    pub tls: Option<ecdn_cluster::mtls::AdminTls>,
 }
 
 impl AdminListen {
@@ -106,6 +109,7 @@ impl AdminListen {
         AdminListen {
             addr: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
             token: None,
+            tls: None,
         }
     }
 }

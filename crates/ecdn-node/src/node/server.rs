@@ -95,6 +95,7 @@ impl Node {
         if let Some(AdminListen {
             addr,
             token: Some(t),
+            ..
         }) = &cfg.admin
         {
             ecdn_cluster::bearer::check_admin_token(t)
@@ -142,13 +143,18 @@ impl Node {
         };
         let admin_listener = match &cfg.admin {
             Some(a) => {
-                if !a.addr.ip().is_loopback() && a.token.is_none() {
+                if !a.addr.ip().is_loopback() && a.token.is_none() && a.tls.is_none() {
                     return Err(invalid(format!(
-                        "the admin listener {} is beyond loopback: it needs a token",
+                        "the admin listener {} is beyond loopback: it needs a token or \
+                         client certificates",
                         a.addr
                     )));
                 }
-                Some((TcpListener::bind(a.addr).await?, a.token.clone()))
+                let tls = match &a.tls {
+                    Some(t) => Some(t.acceptor().map_err(invalid)?),
+                    None => None,
+                };
+                Some((TcpListener::bind(a.addr).await?, a.token.clone(), tls))
             }
             None => None,
         };
@@ -206,10 +212,10 @@ impl Node {
             None => None,
         };
         let admin = match admin_listener {
-            Some((listener, token)) => {
+            Some((listener, token, tls)) => {
                 let addr = listener.local_addr()?;
                 let token = token.map(Arc::from);
-                let task = tokio::spawn(super::admin::serve(listener, state.clone(), token));
+                let task = tokio::spawn(super::admin::serve(listener, state.clone(), token, tls));
                 Some((addr, task))
             }
             None => None,
