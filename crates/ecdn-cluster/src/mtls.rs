@@ -5,7 +5,10 @@
 //!
 //! The files are PEM: the server's certificate chain, its private key (PKCS#8, PKCS#1 or
 //! SEC1), and the CA certificates client certificates must chain to. TLS 1.3 and 1.2, ring's
-//! provider, as the node's TLS listener.
+//! provider, as the node's TLS listener. Certificates must be X.509 version 3: webpki refuses
+//! version 1, which `openssl x509 -req` makes unless given extensions (`-extfile` with, for a
+//! client, `extendedKeyUsage=clientAuth`); a client presenting one fails the handshake like a
+//! client without a certificate (checked by hand with curl against `ecdn coordinator`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -39,6 +42,20 @@ fn certs(path: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, String
 }
 
 impl AdminTls {
+    /// The three files given as flags (`--admin-tls-cert`, `--admin-tls-key`,
+    /// `--admin-client-ca`), or `None` unless all three are.
+    pub fn from_flags(
+        cert: Option<&Path>,
+        key: Option<&Path>,
+        client_ca: Option<&Path>,
+    ) -> Option<AdminTls> {
+        Some(AdminTls {
+            cert: cert?.to_path_buf(),
+            key: key?.to_path_buf(),
+            client_ca: client_ca?.to_path_buf(),
+        })
+    }
+
     /// The acceptor of these files; a clear error for a file that is missing or holds no
     /// usable certificate or key.
     pub fn acceptor(&self) -> Result<tokio_rustls::TlsAcceptor, String> {

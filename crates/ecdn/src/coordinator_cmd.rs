@@ -74,14 +74,11 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
         ecdn_cluster::bearer::check_admin_token(t)
             .context("--admin-token (or ECDN_ADMIN_TOKEN)")?;
     }
-    let admin_tls = match (&a.admin_tls_cert, &a.admin_tls_key, &a.admin_client_ca) {
-        (Some(cert), Some(key), Some(client_ca)) => Some(ecdn_cluster::mtls::AdminTls {
-            cert: cert.clone(),
-            key: key.clone(),
-            client_ca: client_ca.clone(),
-        }),
-        _ => None,
-    };
+    let admin_tls = ecdn_cluster::mtls::AdminTls::from_flags(
+        a.admin_tls_cert.as_deref(),
+        a.admin_tls_key.as_deref(),
+        a.admin_client_ca.as_deref(),
+    );
     let cfg = ClusterConfig::load(&a.cluster)?;
     // Shares the key ring of everything the coordinator makes from `cfg`: SIGHUP reloads it.
     let cfg_keys = cfg.clone();

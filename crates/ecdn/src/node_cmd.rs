@@ -327,14 +327,11 @@ fn merge(a: NodeArgs) -> Result<Settings> {
     if let Some(t) = &admin_token {
         ecdn_cluster::bearer::check_admin_token(t).with_context(|| token_source.to_string())?;
     }
-    let admin_tls = match (&a.admin_tls_cert, &a.admin_tls_key, &a.admin_client_ca) {
-        (Some(cert), Some(key), Some(client_ca)) => Some(ecdn_cluster::mtls::AdminTls {
-            cert: cert.clone(),
-            key: key.clone(),
-            client_ca: client_ca.clone(),
-        }),
-        _ => None,
-    };
+    let admin_tls = ecdn_cluster::mtls::AdminTls::from_flags(
+        a.admin_tls_cert.as_deref(),
+        a.admin_tls_key.as_deref(),
+        a.admin_client_ca.as_deref(),
+    );
     if !admin_addr.ip().is_loopback() && admin_token.is_none() && admin_tls.is_none() {
         bail!(
             "the admin listener {admin_addr} is beyond loopback: give it --admin-token (or \
