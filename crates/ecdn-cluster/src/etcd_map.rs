@@ -23,7 +23,7 @@ use std::borrow::Cow;
 use etcd_client::{DeleteOptions, TxnOp};
 
 use crate::auth::ClusterKey;
-use crate::etcd::{open, seal, Keys};
+use crate::etcd_keys::{open, seal, Keys};
 use crate::map::{BucketMap, MapDiff};
 
 const MAP_WHAT: &str = "etcd:map";

@@ -44,6 +44,7 @@ pub mod config;
 pub mod control;
 pub mod coordinator;
 pub mod etcd;
+pub mod etcd_keys;
 pub mod etcd_local;
 pub mod etcd_map;
 pub mod heartbeat;

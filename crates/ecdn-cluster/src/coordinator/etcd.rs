@@ -40,7 +40,6 @@ use ecdn_placement::pieces::Scheme;
 use etcd_client::{
     Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
-use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
@@ -48,83 +47,15 @@ use super::campaign_backoff::CampaignBackoff;
 use super::catch_panic::catch_panic;
 use super::etcd_api::{Answer, Api, Ask, Command};
 pub use super::etcd_api::{EtcdCoordinatorStatus, MapWrites};
-use super::state::{State, StoredState};
+pub use super::etcd_stored::{Consumed, Stored};
+use super::state::State;
 use super::status_source::{EtcdView, Source};
-use super::{accept_loop, CoordinatorOptions, Heartbeat, MemberReply, RebalanceEvent};
+use super::{accept_loop, CoordinatorOptions, MemberReply, RebalanceEvent};
 use crate::auth::ClusterKey;
 use crate::config::ClusterConfig;
 use crate::etcd::{get_prefix, Keys, Lease, LoadReport};
-use crate::etcd_map::{compress, decompress, MapPublisher};
+use crate::etcd_map::MapPublisher;
 use crate::replay::Gate;
-
-/// What the leader keeps in the `state` key.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Stored {
-    pub state: StoredState,
-    /// Per node: the load totals already recorded (incarnation, data bytes, parity bytes per
-    /// `bucket * P + index`).
-    pub consumed: BTreeMap<usize, Consumed>,
-}
-
-/// The load totals of one node incarnation that a leader recorded.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Consumed {
-    pub incarnation: u64,
-    pub data_bytes: u64,
-    /// `(bucket, parity index) → bytes`; stored as `[[bucket, index, bytes], ...]` (JSON
-    /// object keys are strings).
-    #[serde(with = "triples")]
-    pub parity: BTreeMap<(usize, usize), u64>,
-}
-
-mod triples {
-    use std::collections::BTreeMap;
-
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(
-        m: &BTreeMap<(usize, usize), u64>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        s.collect_seq(m.iter().map(|(&(b, j), &n)| (b, j, n)))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<BTreeMap<(usize, usize), u64>, D::Error> {
-        let v: Vec<(usize, usize, u64)> = Vec::deserialize(d)?;
-        Ok(v.into_iter().map(|(b, j, n)| ((b, j), n)).collect())
-    }
-}
-
-impl Consumed {
-    /// The growth of `report` over what was consumed, as a heartbeat's loads; updates `self`.
-    fn take_growth(&mut self, report: &LoadReport) -> Heartbeat {
-        if report.incarnation != self.incarnation {
-            *self = Consumed {
-                incarnation: report.incarnation,
-                ..Consumed::default()
-            };
-        }
-        let data = report.data_bytes.saturating_sub(self.data_bytes);
-        self.data_bytes = self.data_bytes.max(report.data_bytes);
-        let mut parity = Vec::new();
-        for &(b, j, total) in &report.parity {
-            let seen = self.parity.entry((b, j)).or_default();
-            if total > *seen {
-                parity.push((b, j, total - *seen));
-                *seen = total;
-            }
-        }
-        Heartbeat {
-            node: report.node,
-            epoch: 0,
-            data_bytes: data,
-            parity,
-            object_reads: Vec::new(),
-        }
-    }
-}
 
 /// A running etcd-mode coordinator; dropping it stops it (its lease then lapses).
 pub struct EtcdCoordinator {
@@ -581,9 +512,7 @@ impl Leader {
             .map_err(|e| format!("get state: {e}"))?;
         let (state, consumed, grace_until) = match stored.kvs().first() {
             Some(kv) => {
-                let json = decompress(kv.value()).map_err(|e| format!("the stored state: {e}"))?;
-                let s: Stored =
-                    serde_json::from_slice(&json).map_err(|e| format!("the stored state: {e}"))?;
+                let s = Stored::from_value(kv.value())?;
                 let st = State::from_stored(cfg, opts, &s.state, now)
                     .map_err(|e| format!("the stored state: {e}"))?;
                 (st, s.consumed, None)
@@ -738,7 +667,7 @@ impl Leader {
             consumed: self.consumed.clone(),
         };
         let prepared = self.maps.prepare(&self.key, &map);
-        let state = compress(&serde_json::to_vec(&stored).expect("the state serializes"));
+        let state = stored.to_value();
         let written = Written {
             whole: prepared.whole,
             map_bytes: prepared.value.len() as u64,
@@ -789,39 +718,4 @@ struct Written {
     whole: bool,
     map_bytes: u64,
     state_bytes: u64,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn load_totals_count_once_and_restart_with_a_new_incarnation() {
-        let mut c = Consumed::default();
-        let r = |inc, data, parity: Vec<(usize, usize, u64)>| LoadReport {
-            node: 2,
-            incarnation: inc,
-            data_bytes: data,
-            parity,
-        };
-        let hb = c.take_growth(&r(7, 100, vec![(3, 0, 50)]));
-        assert_eq!(
-            (hb.node, hb.data_bytes, hb.parity),
-            (2, 100, vec![(3, 0, 50)])
-        );
-        // The same totals again: nothing new.
-        let hb = c.take_growth(&r(7, 100, vec![(3, 0, 50)]));
-        assert_eq!((hb.data_bytes, hb.parity.len()), (0, 0));
-        let hb = c.take_growth(&r(7, 130, vec![(3, 0, 60), (4, 0, 5)]));
-        assert_eq!(
-            (hb.data_bytes, hb.parity),
-            (30, vec![(3, 0, 10), (4, 0, 5)])
-        );
-        // What a leader stores and the next reads back.
-        let json = serde_json::to_string(&c).unwrap();
-        assert_eq!(serde_json::from_str::<Consumed>(&json).unwrap(), c);
-        // A restarted node counts from zero.
-        let hb = c.take_growth(&r(8, 20, vec![(3, 0, 1)]));
-        assert_eq!((hb.data_bytes, hb.parity), (20, vec![(3, 0, 1)]));
-    }
 }

@@ -75,6 +75,7 @@ mod catch_panic;
 pub mod client;
 pub mod etcd;
 mod etcd_api;
+mod etcd_stored;
 mod members;
 mod object_budget;
 pub mod objects;

@@ -18,14 +18,14 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::etcd::Stored;
 use super::etcd_api::{Answer, Ask, Command, EtcdCoordinatorStatus};
+use super::etcd_stored::Stored;
 use super::state::State;
 use super::{CoordinatorOptions, Shared, Status};
 use crate::auth::ClusterKey;
 use crate::config::ClusterConfig;
 use crate::etcd::{connect, get_prefix, Keys};
-use crate::etcd_map::{decompress, MapFollower};
+use crate::etcd_map::MapFollower;
 use crate::map::BucketMap;
 
 /// How long a page waits for the leader's term loop or for etcd.
@@ -170,9 +170,7 @@ impl EtcdView {
             .first()
             .ok_or("etcd holds no state yet (no coordinator has led)")?
             .value();
-        let json = decompress(value).map_err(|e| format!("the stored state: {e}"))?;
-        let stored: Stored =
-            serde_json::from_slice(&json).map_err(|e| format!("the stored state: {e}"))?;
+        let stored = Stored::from_value(value)?;
         let now = Instant::now();
         let state = State::from_stored(&self.cfg, &self.opts, &stored.state, now)
             .map_err(|e| format!("the stored state: {e}"))?;
