@@ -94,7 +94,8 @@ pub struct Prepared {
     pub whole: bool,
     /// The stored value: the whole map's or the diff's.
     pub value: Vec<u8>,
-    map: BucketMap,
+    /// A whole map, to become the base once written.
+    map: Option<BucketMap>,
 }
 
 impl Prepared {
@@ -139,23 +140,23 @@ impl MapPublisher {
 
     /// The operations that publish `map`: a diff from the base while it is small enough,
     /// else the whole map (and the stale diff deleted).
-    pub fn prepare(&self, key: &ClusterKey, map: &BucketMap) -> Prepared {
+    pub fn prepare(&self, key: &ClusterKey, map: BucketMap) -> Prepared {
         if let Some((base, whole_bytes)) = &self.base {
-            if let Some(diff) = MapDiff::between(base, map) {
+            if let Some(diff) = MapDiff::between(base, &map) {
                 let value = seal_diff(key, &diff);
                 if value.len() * DIFF_SHARE <= *whole_bytes {
                     return Prepared {
                         whole: false,
                         value,
-                        map: map.clone(),
+                        map: None,
                     };
                 }
             }
         }
         Prepared {
             whole: true,
-            value: seal_map(key, map),
-            map: map.clone(),
+            value: seal_map(key, &map),
+            map: Some(map),
         }
     }
 
@@ -167,8 +168,7 @@ impl MapPublisher {
 
     /// `prepared` was written at `revision`: a whole map becomes the base.
     pub fn written(&mut self, prepared: Prepared, revision: i64) {
-        if prepared.whole {
-            let mut map = prepared.map;
+        if let Some(mut map) = prepared.map {
             map.epoch = u64::try_from(revision).unwrap_or(0);
             self.base = Some((map, prepared.value.len()));
         }
@@ -354,7 +354,7 @@ mod tests {
         // A late node, which will miss a whole map.
         let mut late = MapFollower::default();
         // The first map is whole (there is no base).
-        let first = publisher.prepare(&key(), &map(&pl, &h));
+        let first = publisher.prepare(&key(), map(&pl, &h));
         assert!(first.whole);
         let value = first.value.clone();
         publisher.written(first, 100);
@@ -369,7 +369,7 @@ mod tests {
             fail(&mut pl, &mut h, s);
             rev += 1;
             let want = map(&pl, &h);
-            let p = publisher.prepare(&key(), &want);
+            let p = publisher.prepare(&key(), want.clone());
             let (whole, value, k) = (p.whole, p.value.clone(), p.key(&keys));
             let bytes = value.len();
             publisher.written(p, rev);

@@ -298,7 +298,7 @@ impl PeerClient {
         let other = |m: String| PeerError::Other(addr, m);
         let uri = uri_of(addr, path_and_query)?;
         let to = self.recipient(addr);
-        let (signature, sub_chunks) =
+        let (signature, answers) =
             self.key
                 .sign_expecting_sub_chunks(method.as_str(), path_and_query, to, &body);
         let req = build(method, &uri, headers, &signature)
@@ -310,7 +310,7 @@ impl PeerClient {
                 if let Some(sent) = signature.mac() {
                     resp.extensions_mut().insert(SentSignature {
                         signature: sent,
-                        sub_chunks,
+                        answers,
                     });
                 }
                 Ok(resp)
@@ -365,12 +365,19 @@ impl PeerClient {
 }
 
 /// The signature a request was sent with, in the extensions of the response
-/// [`PeerClient::send`] returns, and the tagger of the answer's sub-chunks, keyed with the
-/// secret the request was signed with ([`ClusterKey::sign_expecting_sub_chunks`]).
+/// [`PeerClient::send`] returns, and the key of the answer's sub-chunk tags: the secret the
+/// request was signed with ([`ClusterKey::sign_expecting_sub_chunks`]).
 #[derive(Clone, Debug)]
 pub struct SentSignature {
     pub signature: [u8; 32],
-    pub sub_chunks: crate::auth::SubChunkTagger,
+    pub answers: crate::auth::AnswerKey,
+}
+
+impl SentSignature {
+    /// The tagger of the answer's sub-chunks.
+    pub fn sub_chunk_tagger(&self) -> crate::auth::SubChunkTagger {
+        self.answers.sub_chunk_tagger(&self.signature)
+    }
 }
 
 /// The response to a streamed request, from the task that sends it.

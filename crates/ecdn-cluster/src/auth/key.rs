@@ -11,7 +11,7 @@ use hyper::header::HeaderMap;
 use sha2::Sha256;
 
 use super::headers::*;
-use super::verified::{BodyTagger, SignedBody, SubChunkTagger, Verified};
+use super::verified::{AnswerKey, BodyTagger, SignedBody, SubChunkTagger, Verified};
 
 /// The context string of the MAC key's derivation (`blake3::derive_key`): unique to this
 /// protocol and version, as BLAKE3's documentation asks.
@@ -126,11 +126,9 @@ impl Secret {
         }
     }
 
-    fn sub_chunk_tagger(&self, signature: &[u8; 32]) -> SubChunkTagger {
-        let mut mac = self.mac(&["ecdn-peer-v3-sub-chunks"]);
-        mac.update(signature);
-        SubChunkTagger {
-            key: mac.finalize().into(),
+    fn answer_key(&self) -> AnswerKey {
+        AnswerKey {
+            mac_key: self.mac_key,
         }
     }
 
@@ -213,15 +211,15 @@ impl ClusterKey {
         self.sign_expecting_sub_chunks(method, path, to, body).0
     }
 
-    /// [`ClusterKey::sign`], and the tagger of the sub-chunks its answer will carry, keyed
-    /// with the same secret (so a rotation while the request is in flight changes neither).
+    /// [`ClusterKey::sign`], and the key of the tags of the sub-chunks its answer may carry:
+    /// the same secret, so a rotation while the request is in flight changes neither.
     pub fn sign_expecting_sub_chunks(
         &self,
         method: &str,
         path: &str,
         to: Recipient,
         body: &[u8],
-    ) -> (Signature, SubChunkTagger) {
+    ) -> (Signature, AnswerKey) {
         let secret = self.signing();
         let s = secret.signature(
             method,
@@ -231,8 +229,7 @@ impl ClusterKey {
             fresh_nonce(),
             hex(&digest(body)),
         );
-        let mac = s.mac().expect("a signature just made is 32 bytes of hex");
-        (s, secret.sub_chunk_tagger(&mac))
+        (s, secret.answer_key())
     }
 
     /// Signs a request for `to` at `time` whose body is streamed: the body is its content
@@ -256,7 +253,7 @@ impl ClusterKey {
     /// uses [`Verified::sub_chunk_tagger`], the reader the tagger of
     /// [`ClusterKey::sign_expecting_sub_chunks`].
     pub fn sub_chunk_tagger(&self, signature: &[u8; 32]) -> SubChunkTagger {
-        self.signing().sub_chunk_tagger(signature)
+        self.signing().answer_key().sub_chunk_tagger(signature)
     }
 
     /// Checks a request's signature headers against this key's secrets and the receiver's
@@ -303,7 +300,7 @@ impl ClusterKey {
             to,
             nonce,
             signature: sig,
-            sub_chunks: secret.sub_chunk_tagger(&sig),
+            answers: secret.answer_key(),
         })
     }
 

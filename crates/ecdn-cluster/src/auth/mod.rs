@@ -86,7 +86,7 @@ pub use headers::{
     VERSION, VERSION_HEADER,
 };
 pub use key::ClusterKey;
-pub use verified::{BodyTagger, SubChunkTagger, Verified};
+pub use verified::{AnswerKey, BodyTagger, SubChunkTagger, Verified};
 
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,8 @@ fn a_key_ring_accepts_its_secrets_and_rotates_for_every_clone() {
         epoch: 3,
     };
     let now = unix_now_ms();
-    let (s, tags) = old.sign_expecting_sub_chunks("GET", "/p", to, b"");
+    let (s, answers) = old.sign_expecting_sub_chunks("GET", "/p", to, b"");
+    let tags = answers.sub_chunk_tagger(&s.mac().unwrap());
     let v = window.verify("GET", "/p", &s.header_map(), now).unwrap();
     // The answer's sub-chunks are tagged with the old key, as the sender expects.
     let tag = v.sub_chunk_tagger().tag(1, b"bytes");

@@ -12,9 +12,9 @@ pub struct Verified {
     pub(super) to: Recipient,
     pub(super) nonce: u128,
     pub(super) signature: [u8; 32],
-    /// The tagger of the sub-chunks answered to this request, keyed with the secret that
+    /// The key of the tags of the sub-chunks answered to this request: the secret that
     /// verified it.
-    pub(super) sub_chunks: SubChunkTagger,
+    pub(super) answers: AnswerKey,
 }
 
 /// How a verified request's body is to be checked.
@@ -93,7 +93,35 @@ impl Verified {
     /// The tagger of the sub-chunks answered to this request (see the module documentation),
     /// keyed with the secret that verified it: the one its sender signed with.
     pub fn sub_chunk_tagger(&self) -> SubChunkTagger {
-        self.sub_chunks.clone()
+        self.answers.sub_chunk_tagger(&self.signature)
+    }
+}
+
+/// What keys the tags of the sub-chunks answered to requests signed, or verified, with one
+/// secret of the ring (its MAC key): kept with a request so that the tagger is derived only
+/// for an answer that carries sub-chunks.
+#[derive(Clone)]
+pub struct AnswerKey {
+    pub(super) mac_key: [u8; 32],
+}
+
+impl std::fmt::Debug for AnswerKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AnswerKey(..)")
+    }
+}
+
+impl AnswerKey {
+    /// The tagger of the sub-chunks answered to the request with `signature` (see the module
+    /// documentation): keyed BLAKE3 under the MAC key of `"ecdn-peer-v3-sub-chunks\n"` and
+    /// the signature.
+    pub fn sub_chunk_tagger(&self, signature: &[u8; 32]) -> SubChunkTagger {
+        let mut mac = blake3::Hasher::new_keyed(&self.mac_key);
+        mac.update(b"ecdn-peer-v3-sub-chunks\n");
+        mac.update(signature);
+        SubChunkTagger {
+            key: mac.finalize().into(),
+        }
     }
 }
 

@@ -666,7 +666,7 @@ impl Leader {
             state: self.state.stored(),
             consumed: self.consumed.clone(),
         };
-        let prepared = self.maps.prepare(&self.key, &map);
+        let prepared = self.maps.prepare(&self.key, map);
         let state = stored.to_value();
         let written = Written {
             whole: prepared.whole,

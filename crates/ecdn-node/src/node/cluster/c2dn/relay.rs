@@ -77,7 +77,7 @@ pub(in crate::node) async fn forward(
             let tagger = resp
                 .extensions()
                 .get::<SentSignature>()
-                .map(|s| s.sub_chunks.clone());
+                .map(SentSignature::sub_chunk_tagger);
             let tagger = tagger.ok_or_else(|| "no signature sent".to_string())?;
             let headers = relayed::check_head(&tagger, resp.status(), resp.headers())
                 .map_err(|e| format!("{e} (status {})", resp.status()))?;

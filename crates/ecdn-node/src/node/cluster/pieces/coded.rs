@@ -377,7 +377,7 @@ async fn read_chunk(
         let sent = answer
             .as_ref()
             .and_then(|r| r.extensions().get::<SentSignature>());
-        let tags = sent.map(|sent| sent.sub_chunks.clone());
+        let tags = sent.map(SentSignature::sub_chunk_tagger);
         match answer.as_ref().map(|r| r.status()) {
             Some(StatusCode::OK) => obj.heard.record(chunk, true),
             Some(StatusCode::NOT_FOUND) => obj.heard.record(chunk, false),
