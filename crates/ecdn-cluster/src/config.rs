@@ -31,6 +31,11 @@
 //! etcd_prefix = "/ecdn/"     # where this cluster's keys live in etcd
 //! etcd_lease_s = 3           # a node whose lease lapses this long is unavailable
 //!
+//! [peer_tls]                 # (optional) mutual TLS on the peer protocol (crate::mtls)
+//! ca = "ca.pem"              # the CA of every process's certificate
+//! cert = "peer.pem"          # this host's certificate, its IP addresses among its names
+//! key = "peer.key"           # (relative paths: from the cluster file's directory)
+//!
 //! [[node]]
 //! id = 0
 //! client = "127.0.0.1:8000"  # where clients (or the front load balancer) connect
@@ -46,6 +51,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use crate::auth::ClusterKey;
+use crate::mtls::{PeerTls, PeerTlsFiles};
 use ecdn_placement::pieces::Scheme;
 use ecdn_trace::units::parse_size;
 use serde::{Deserialize, Deserializer};
@@ -202,6 +208,12 @@ pub struct ClusterConfig {
     /// TTL of the nodes' and the leader's etcd leases, seconds.
     #[serde(default = "default_etcd_lease_s")]
     pub etcd_lease_s: u64,
+    /// Mutual TLS on the peer protocol: where this host's files are (`None`: plain TCP).
+    #[serde(default)]
+    pub peer_tls: Option<PeerTlsFiles>,
+    /// Those files, loaded when the configuration was parsed (shared by its clones).
+    #[serde(skip)]
+    tls: Option<PeerTls>,
     #[serde(rename = "node", default)]
     pub nodes: Vec<NodeEntry>,
 }
@@ -337,17 +349,34 @@ impl ClusterConfig {
             path: path.display().to_string(),
             source,
         })?;
-        Self::parse(&text)
+        Self::parse_in(&text, path.parent())
     }
 
-    /// Parses and checks a cluster file's text; the nodes come back sorted by id.
+    /// Parses and checks a cluster file's text; the nodes come back sorted by id. The files of
+    /// `[peer_tls]` are read now, relative paths from the working directory.
     pub fn parse(text: &str) -> Result<ClusterConfig, ConfigError> {
+        Self::parse_in(text, None)
+    }
+
+    /// [`ClusterConfig::parse`], relative paths taken from `dir` (the file's directory).
+    fn parse_in(text: &str, dir: Option<&Path>) -> Result<ClusterConfig, ConfigError> {
         let mut cfg: ClusterConfig =
             toml::from_str(text).map_err(|e| ConfigError::Parse(e.to_string()))?;
         cfg.nodes.sort_by_key(|n| n.id);
         cfg.check()?;
         cfg.ring = Some(cfg.new_ring());
+        if let (Some(files), Some(dir)) = (&cfg.peer_tls, dir) {
+            cfg.peer_tls = Some(files.relative_to(dir));
+        }
+        if let Some(files) = &cfg.peer_tls {
+            cfg.tls = Some(files.load().map_err(ConfigError::Invalid)?);
+        }
         Ok(cfg)
+    }
+
+    /// The peer protocol's mutual TLS, when the file has `[peer_tls]`.
+    pub fn peer_tls(&self) -> Option<&PeerTls> {
+        self.tls.as_ref()
     }
 
     fn new_ring(&self) -> ClusterKey {

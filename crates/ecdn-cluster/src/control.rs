@@ -157,7 +157,7 @@ pub(crate) async fn fetch_coordinator_map(
     cfg: &ClusterConfig,
 ) -> Result<Option<BucketMap>, String> {
     let fetch = Fetch {
-        client: PeerClient::new(cfg.cluster_key()),
+        client: PeerClient::for_cluster(cfg),
         addr: cfg.coordinator,
         limit: map_limit(cfg),
         node: usize::MAX,

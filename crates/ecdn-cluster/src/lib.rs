@@ -14,6 +14,8 @@
 //!   body digest, destination, map epoch and nonce, made with the cluster key; a missing, wrong or stale signature, or one
 //!   of another signature version, is refused. [`replay`] — the receiver's [`replay::Gate`]:
 //!   a request signed for another process, or whose nonce was already taken, is refused too.
+//! * [`mtls`] — mutual TLS: an admin listener's, and the peer protocol's (the cluster file's
+//!   `[peer_tls]`), which [`peer_connector`] speaks for the [`PeerClient`].
 //! * [`bearer`] — the admin listeners' bearer tokens: compared in constant time, and refused
 //!   at start when empty, short or unsendable.
 //! * [`piece`] — the metadata stored and sent with every piece: replica or chunk, the code,
@@ -52,6 +54,7 @@ pub mod map;
 pub mod mtls;
 pub mod objects;
 pub mod peer;
+pub mod peer_connector;
 pub mod piece;
 pub mod plane;
 pub mod relayed;

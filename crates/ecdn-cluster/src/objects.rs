@@ -62,10 +62,7 @@ impl ObjectDirectory {
     /// coordinator.
     pub fn for_cluster(cfg: &ClusterConfig) -> ObjectDirectory {
         if cfg.etcd.is_empty() {
-            ObjectDirectory::Coordinator(Box::new(CoordinatorClient::new(
-                cfg.key.as_bytes(),
-                cfg.coordinator,
-            )))
+            ObjectDirectory::Coordinator(Box::new(CoordinatorClient::of_embedded(cfg)))
         } else {
             ObjectDirectory::Etcd(Box::new(EtcdObjects {
                 endpoints: cfg.etcd.clone(),

@@ -2,7 +2,8 @@
 //! requests (see [`crate::auth`] for the signature itself).
 //!
 //! * [`PeerClient`] — one pooled HTTP/1.1 client (hyper-util's legacy client: connections are
-//!   kept and reused per peer, `TCP_NODELAY` on). [`PeerClient::send`] signs every request with
+//!   kept and reused per peer, `TCP_NODELAY` on; over mutual TLS when the cluster file has
+//!   `[peer_tls]`, [`PeerClient::for_cluster`] and [`crate::peer_connector`]). [`PeerClient::send`] signs every request with
 //!   the cluster key over the body's digest, for the address it is sent to, under the map epoch
 //!   the client was last told ([`PeerClient::set_epoch`]) and with a fresh nonce, and bounds the
 //!   time to the response headers; its
@@ -39,6 +40,9 @@ use thiserror::Error;
 
 use crate::auth::{self, AuthError, BodyTagger, ClusterKey, Recipient, Verified};
 use crate::breaker::Breaker;
+use crate::config::ClusterConfig;
+use crate::mtls::PeerTls;
+use crate::peer_connector::PeerConnector;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -191,7 +195,9 @@ where
 /// The signed, pooled peer client. Clones share the connection pool, the key and the epoch.
 #[derive(Clone)]
 pub struct PeerClient {
-    client: Client<HttpConnector, PeerBody>,
+    client: Client<PeerConnector, PeerBody>,
+    /// `https` over mutual TLS, else `http`.
+    scheme: &'static str,
     key: Arc<ClusterKey>,
     /// The epoch of the map its owner acts under (0: none), signed into every request.
     epoch: Arc<AtomicU64>,
@@ -206,10 +212,23 @@ impl std::fmt::Debug for PeerClient {
 }
 
 impl PeerClient {
-    /// A client signing with `key`. Must be called within a tokio runtime's context only when
-    /// a request is sent (building it needs none).
+    /// A client signing with `key`, over plain TCP. Must be called within a tokio runtime's
+    /// context only when a request is sent (building it needs none).
     pub fn new(key: ClusterKey) -> PeerClient {
+        Self::with_tls(key, None)
+    }
+
+    /// The client of a process of the cluster of `cfg`: signing with its key ring, over
+    /// mutual TLS when the file has `[peer_tls]`.
+    pub fn for_cluster(cfg: &ClusterConfig) -> PeerClient {
+        Self::with_tls(cfg.cluster_key(), cfg.peer_tls())
+    }
+
+    /// A client signing with `key`, over mutual TLS when `tls` is given.
+    pub fn with_tls(key: ClusterKey, tls: Option<&PeerTls>) -> PeerClient {
         let mut connector = HttpConnector::new();
+        // The scheme is `https` over TLS; the TLS itself is the connector's.
+        connector.enforce_http(false);
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
         // A peer that stops acknowledging (cut off, or its host gone) breaks the connection
@@ -224,9 +243,13 @@ impl PeerClient {
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE)
-            .build(connector);
+            .build(PeerConnector {
+                tcp: connector,
+                tls: tls.map(PeerTls::connector),
+            });
         PeerClient {
             client,
+            scheme: if tls.is_some() { "https" } else { "http" },
             key: Arc::new(key),
             epoch: Arc::new(AtomicU64::new(0)),
             breaker: None,
@@ -296,7 +319,7 @@ impl PeerClient {
     ) -> Result<Response<Incoming>, PeerError> {
         self.admit(addr)?;
         let other = |m: String| PeerError::Other(addr, m);
-        let uri = uri_of(addr, path_and_query)?;
+        let uri = uri_of(self.scheme, addr, path_and_query)?;
         let to = self.recipient(addr);
         let (signature, answers) =
             self.key
@@ -334,7 +357,7 @@ impl PeerClient {
     ) -> Result<(BodySender, PeerAnswer), PeerError> {
         self.admit(addr)?;
         let other = |m: String| PeerError::Other(addr, m);
-        let uri = uri_of(addr, path_and_query)?;
+        let uri = uri_of(self.scheme, addr, path_and_query)?;
         let (signature, tagger) = self.key.sign_streamed(
             method.as_str(),
             path_and_query,
@@ -384,12 +407,12 @@ impl SentSignature {
 pub type PeerAnswer = JoinHandle<Result<Response<Incoming>, PeerError>>;
 
 /// The URI of `path_and_query` (which must start with `/`) at the peer `addr`.
-fn uri_of(addr: SocketAddr, path_and_query: &str) -> Result<Uri, PeerError> {
+fn uri_of(scheme: &str, addr: SocketAddr, path_and_query: &str) -> Result<Uri, PeerError> {
     let other = |m: String| PeerError::Other(addr, m);
     if !path_and_query.starts_with('/') {
         return Err(other(format!("path {path_and_query:?} must start with /")));
     }
-    format!("http://{addr}{path_and_query}")
+    format!("{scheme}://{addr}{path_and_query}")
         .parse()
         .map_err(|e| other(format!("bad path {path_and_query:?}: {e}")))
 }

@@ -12,6 +12,7 @@
 //! * [`backend_bench`] — `ecdn backend bench`: the backend tier (TOFEC) against an emulated or
 //!   real S3.
 //! * [`plot`] — the figures of all of them and of `ecdn sim`.
+//! * [`certs`] — a run's CA and peer certificate for `--peer-tls` (mutual TLS between peers).
 //! * The plumbing: [`args`] (argument parsers and progress bars), [`out`](mod@out) (output that ends
 //!   quietly on a closed pipe: [`outln!`], [`out!`]) and [`signals`] (Ctrl-C and SIGTERM).
 //!
@@ -22,6 +23,7 @@
 pub mod out;
 pub mod args;
 pub mod backend_bench;
+pub mod certs;
 pub mod cluster_demo;
 pub mod coral_demo;
 pub mod object_bench;

@@ -538,6 +538,7 @@ async fn start(
         etcd: Vec::new(),
         repair_rate: 0,
         parity_delay: None,
+        peer_tls: None,
     };
     let file = dir.join("cluster.toml");
     let mut text = procs::cluster_file(&settings, &layout);

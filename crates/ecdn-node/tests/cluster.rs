@@ -28,69 +28,7 @@ use prom::Scrape;
 
 #[path = "common/cluster.rs"]
 mod harness;
-use harness::{holds, TestCluster, KEY, PURGE_TOKEN};
-
-struct Reply {
-    status: u16,
-    headers: hyper::HeaderMap,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn header(&self, name: &str) -> &str {
-        self.headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    }
-}
-
-/// One request on a fresh connection; an error instead of a panic when the node is gone or
-/// the body is cut.
-async fn get(addr: SocketAddr, uri: &str, extra: &[(&str, &str)]) -> Result<Reply, String> {
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(conn);
-    let mut req = Request::builder().uri(uri).header("host", "cdn.test");
-    for (k, v) in extra {
-        req = req.header(*k, *v);
-    }
-    let resp = send
-        .send_request(req.body(Empty::<Bytes>::new()).unwrap())
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let body = tokio::time::timeout(Duration::from_secs(20), resp.into_body().collect())
-        .await
-        .map_err(|_| "body timed out".to_string())?
-        .map_err(|e| e.to_string())?
-        .to_bytes()
-        .to_vec();
-    Ok(Reply {
-        status,
-        headers,
-        body,
-    })
-}
-
-fn uri(id: u64, size: u64) -> String {
-    format!("/obj/{id}?size={size}")
-}
-
-/// Checks a whole object's bytes.
-fn check_whole(r: &Reply, id: u64, size: u64) {
-    assert_eq!(r.status, 200, "{:?}", r.headers);
-    assert_eq!(r.body.len() as u64, size);
-    assert_eq!(
-        content::first_mismatch(content::object_id(&id.to_string()), 0, &r.body),
-        None
-    );
-}
+use harness::{check_whole, get, holds, uri, Reply, TestCluster, KEY, PURGE_TOKEN};
 
 /// Requests every object once through node 0 (a miss that stores it), checking its bytes.
 async fn store_all(c: &TestCluster, objects: &[(u64, u64)]) {

@@ -60,11 +60,20 @@ const ANSWER_LIMIT: usize = 16 << 20;
 const T: Duration = Duration::from_secs(5);
 
 impl CoordinatorClient {
-    /// A client of the coordinator at `addr`.
+    /// A client of the coordinator at `addr`, over plain TCP.
     pub fn new(key: &[u8], addr: SocketAddr) -> CoordinatorClient {
         CoordinatorClient {
             peers: PeerClient::new(ClusterKey::new(key)),
             addr,
+        }
+    }
+
+    /// A client of the embedded coordinator of the cluster of `cfg` (its `coordinator`
+    /// address), with its key ring and its `[peer_tls]`.
+    pub fn of_embedded(cfg: &ClusterConfig) -> CoordinatorClient {
+        CoordinatorClient {
+            peers: PeerClient::for_cluster(cfg),
+            addr: cfg.coordinator,
         }
     }
 
@@ -85,7 +94,7 @@ impl CoordinatorClient {
             })?
         };
         Ok(CoordinatorClient {
-            peers: PeerClient::new(cfg.cluster_key()),
+            peers: PeerClient::for_cluster(cfg),
             addr,
         })
     }

@@ -50,7 +50,7 @@ pub use super::etcd_api::{EtcdCoordinatorStatus, MapWrites};
 pub use super::etcd_stored::{Consumed, Stored};
 use super::state::State;
 use super::status_source::{EtcdView, Source};
-use super::{accept_loop, CoordinatorOptions, MemberReply, RebalanceEvent};
+use super::{accept_loop_tls, CoordinatorOptions, MemberReply, RebalanceEvent};
 use crate::auth::ClusterKey;
 use crate::config::ClusterConfig;
 use crate::etcd::{get_prefix, Keys, Lease, LoadReport};
@@ -98,8 +98,10 @@ impl EtcdCoordinator {
             async move { super::etcd_api::handle(&api, req).await }
         };
         let shutdown = c.view.shutdown.clone();
-        c.listeners
-            .push(tokio::spawn(accept_loop(shutdown, listener, handler)));
+        let tls = c.view.cfg.peer_tls().map(|t| t.acceptor());
+        c.listeners.push(tokio::spawn(accept_loop_tls(
+            shutdown, listener, tls, handler,
+        )));
         c.api = Some(addr);
         Ok(c)
     }

@@ -290,6 +290,8 @@ struct Published {
 
 struct Shared {
     key: ClusterKey,
+    /// The peer protocol's mutual TLS (the cluster file's `[peer_tls]`).
+    peer_tls: Option<crate::mtls::PeerTls>,
     /// Checks the signed requests: this coordinator's addresses, the nonces taken.
     gate: Gate,
     opts: CoordinatorOptions,
@@ -413,6 +415,7 @@ impl Coordinator {
             + crate::heartbeat::MAX_OBJECT_READS * (ecdn_objects::meta::MAX_NAME + 32);
         let shared = Arc::new(Shared {
             key: cfg.cluster_key(),
+            peer_tls: cfg.peer_tls().cloned(),
             gate: Gate::with_memory(
                 cfg.cluster_key(),
                 &[addr, cfg.coordinator],
@@ -436,7 +439,7 @@ impl Coordinator {
         }
         if cfg.object_budget_every_s > 0.0 {
             let every = Duration::from_secs_f64(cfg.object_budget_every_s);
-            let peers = crate::peer::PeerClient::new(cfg.cluster_key());
+            let peers = crate::peer::PeerClient::for_cluster(&cfg);
             let fraction = cfg.object_budget;
             tasks.spawn(object_budget::budget_loop(
                 shared.clone(),
@@ -452,7 +455,15 @@ impl Coordinator {
                 async move { handle(&shared, req).await }
             }
         };
-        tasks.spawn(accept_loop(shared.shutdown.clone(), listener, handler));
+        // Nodes and operators sign their requests; with `[peer_tls]` they also present a
+        // certificate of the cluster's CA.
+        let tls = shared.peer_tls.as_ref().map(|t| t.acceptor());
+        tasks.spawn(accept_loop_tls(
+            shared.shutdown.clone(),
+            listener,
+            tls,
+            handler,
+        ));
         Ok(RunningCoordinator {
             addr,
             shared,
@@ -583,25 +594,14 @@ async fn rebalance_loop(shared: Arc<Shared>, every: Duration) {
     .await
 }
 
-/// Serves HTTP/1.1 on `listener` with `handler` until `shutdown` says stop, then lets the
-/// connections finish their requests.
-pub(crate) async fn accept_loop<H, F>(
-    shutdown: watch::Receiver<bool>,
-    listener: TcpListener,
-    handler: H,
-) where
-    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,
-{
-    accept_loop_tls(shutdown, listener, None, handler).await
-}
-
-/// How long a client has to finish a TLS handshake on an admin listener.
+/// How long a client has to finish a TLS handshake (mutual TLS, `crate::mtls`).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// [`accept_loop`], each connection first through `tls` when given (an admin listener with
-/// mutual TLS, `crate::mtls`): a handshake that fails (no client certificate, one the CA did
-/// not sign) closes the connection before any HTTP.
+/// Serves HTTP/1.1 on `listener` with `handler` until `shutdown` says stop, then lets the
+/// connections finish their requests. With `tls` (mutual TLS, `crate::mtls`: an admin
+/// listener's, or the peer protocol's), each connection goes through its handshake first; one
+/// that fails (no client certificate, one the CA did not sign) closes the connection before
+/// any HTTP.
 pub(crate) async fn accept_loop_tls<H, F>(
     shutdown: watch::Receiver<bool>,
     listener: TcpListener,

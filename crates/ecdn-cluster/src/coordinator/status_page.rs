@@ -81,7 +81,7 @@ pub(super) async fn serve(
     token: Option<Arc<str>>,
     tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
-    let peers = PeerClient::new(source.key());
+    let peers = source.peers();
     let shutdown = source.shutdown();
     let handler = move |req: Request<Incoming>| {
         let (source, token, peers) = (source.clone(), token.clone(), peers.clone());

@@ -22,11 +22,11 @@ use super::etcd_api::{Answer, Ask, Command, EtcdCoordinatorStatus};
 use super::etcd_stored::Stored;
 use super::state::State;
 use super::{CoordinatorOptions, Shared, Status};
-use crate::auth::ClusterKey;
 use crate::config::ClusterConfig;
 use crate::etcd::{connect, get_prefix, Keys};
 use crate::etcd_map::MapFollower;
 use crate::map::BucketMap;
+use crate::peer::PeerClient;
 
 /// How long a page waits for the leader's term loop or for etcd.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -69,10 +69,11 @@ pub(super) enum Source {
 }
 
 impl Source {
-    pub(super) fn key(&self) -> ClusterKey {
+    /// The client the page asks the nodes with: the cluster's key ring and `[peer_tls]`.
+    pub(super) fn peers(&self) -> PeerClient {
         match self {
-            Source::Embedded(s) => s.key.clone(),
-            Source::Etcd(v) => v.cfg.cluster_key(),
+            Source::Embedded(s) => PeerClient::with_tls(s.key.clone(), s.peer_tls.as_ref()),
+            Source::Etcd(v) => PeerClient::for_cluster(&v.cfg),
         }
     }
 

@@ -1,7 +1,10 @@
-//! A test PKI for the admin listeners' mutual TLS (the coordinator's, in this crate's
+//! A test PKI for mutual TLS: the admin listeners' (the coordinator's, in this crate's
 //! `admin_mtls.rs`, and the node's, in `crates/ecdn-node/tests/admin_mtls.rs`, which includes
-//! this file): a CA, certificates it signs, and a `GET /_ecdn/health` over TLS with or without
-//! a client certificate.
+//! this file) and the peer protocol's (`peer_mtls.rs` here and in `ecdn-node`): a CA,
+//! certificates it signs, the files of a `[peer_tls]`, and a `GET /_ecdn/health` over TLS
+//! with or without a client certificate.
+
+#![allow(dead_code)] // each test binary uses part of it
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,8 +34,14 @@ impl Pki {
 
     /// A certificate for `name` (server or client) and its key.
     pub fn issue(&self, name: &str) -> (rcgen::Certificate, rcgen::KeyPair) {
+        self.issue_for(&[name])
+    }
+
+    /// A certificate for `names` (IP addresses and host names) and its key.
+    pub fn issue_for(&self, names: &[&str]) -> (rcgen::Certificate, rcgen::KeyPair) {
         let key = rcgen::KeyPair::generate().unwrap();
-        let params = rcgen::CertificateParams::new(vec![name.to_string()]).unwrap();
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let params = rcgen::CertificateParams::new(names).unwrap();
         let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
         (cert, key)
     }
@@ -98,5 +107,30 @@ pub fn admin_files(
         write("admin.pem", server.pem()),
         write("admin.key", server_key.serialize_pem()),
         write("clients.pem", pki.ca.pem()),
+    )
+}
+
+/// The files of the peer protocol's mutual TLS, written in `dir` as `{stem}-ca.pem`,
+/// `{stem}.pem` and `{stem}.key`: `ca`'s certificate, and a certificate `pki` signed for
+/// `names` (IP addresses and host names) with its key. Returns the cluster file's
+/// `[peer_tls]` section that names them.
+pub fn peer_files(
+    dir: &std::path::Path,
+    stem: &str,
+    ca: &Pki,
+    pki: &Pki,
+    names: &[&str],
+) -> String {
+    let (cert, key) = pki.issue_for(names);
+    let write = |name: String, pem: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, pem).unwrap();
+        p.display().to_string()
+    };
+    format!(
+        "[peer_tls]\nca = {:?}\ncert = {:?}\nkey = {:?}\n",
+        write(format!("{stem}-ca.pem"), ca.ca.pem()),
+        write(format!("{stem}.pem"), cert.pem()),
+        write(format!("{stem}.key"), key.serialize_pem())
     )
 }

@@ -106,6 +106,10 @@ pub struct DemoArgs {
     /// Requests between repair rounds.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub(super) repair_every: u64,
+    /// The peer protocol over mutual TLS: the demo makes a CA and a certificate naming every
+    /// address its processes listen on, and the cluster file's `[peer_tls]` names them.
+    #[arg(long)]
+    pub(super) peer_tls: bool,
     /// Concurrent requests of the load driver.
     #[arg(long, default_value_t = 16)]
     pub(super) concurrency: usize,

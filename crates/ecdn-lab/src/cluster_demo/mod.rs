@@ -521,6 +521,10 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
                 .unwrap_or_default(),
             repair_rate: plan.repair_rate,
             parity_delay: a.parity_delay,
+            peer_tls: match a.peer_tls {
+                true => Some(crate::certs::write_peer_tls(dir.path(), &layout.ips())?),
+                false => None,
+            },
         },
         &layout,
     );

@@ -60,6 +60,14 @@ impl Layout {
             status: addrs[1 + c + 3 * nodes],
         })
     }
+
+    /// The addresses of the listeners that take signed requests (the coordinators', the nodes'
+    /// peer listeners): what a `[peer_tls]` certificate must name.
+    pub fn ips(&self) -> Vec<std::net::IpAddr> {
+        let coordinators = self.coordinators.iter().chain([&self.coordinator]);
+        let peers = self.nodes.iter().map(|(_, peer)| peer);
+        coordinators.chain(peers).map(|a| a.ip()).collect()
+    }
 }
 
 /// What the cluster file says besides the addresses.
@@ -81,6 +89,8 @@ pub struct FileSettings {
     pub repair_rate: u64,
     /// The cluster file's `parity_delay` (`None`: its default).
     pub parity_delay: Option<f64>,
+    /// The cluster file's `[peer_tls]` section (`crate::certs`), or none: plain TCP.
+    pub peer_tls: Option<String>,
 }
 
 /// The cluster file's TOML text.
@@ -104,6 +114,9 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
     if !s.etcd.is_empty() {
         let urls: Vec<String> = s.etcd.iter().map(|u| format!("\"{u}\"")).collect();
         let _ = writeln!(t, "etcd = [{}]", urls.join(", "));
+    }
+    if let Some(section) = &s.peer_tls {
+        let _ = write!(t, "\n{section}");
     }
     for (id, ((client, peer), admin)) in layout.nodes.iter().zip(&layout.admins).enumerate() {
         let _ = writeln!(
@@ -756,6 +769,7 @@ mod tests {
             etcd: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
             repair_rate: 4096,
             parity_delay: Some(1.5),
+            peer_tls: None,
         };
         let cfg = ecdn_cluster::ClusterConfig::parse(&cluster_file(&s, &layout)).unwrap();
         assert_eq!((cfg.k, cfg.p, cfg.buckets, cfg.seed), (2, 1, 50, 7));

@@ -6,10 +6,16 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+
 use ecdn_cluster::config::ClusterConfig;
 use ecdn_cluster::coordinator::{Coordinator, RunningCoordinator};
+use ecdn_node::content;
 use ecdn_node::node::{ClusterNode, Node, NodeConfig, RunningNode};
 use ecdn_node::origin::{in_memory_connector, OriginConfig};
+use http_body_util::{BodyExt, Empty};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
 
 pub const KEY: &str = "0123456789abcdef0123456789abcdef";
 pub const PURGE_TOKEN: &str = "purge-token-of-the-test";
@@ -237,6 +243,15 @@ impl TestCluster {
 pub async fn holds(peer: SocketAddr, key: &str) -> Option<Vec<ecdn_cluster::wire::PieceName>> {
     let client =
         ecdn_cluster::peer::PeerClient::new(ecdn_cluster::auth::ClusterKey::new(KEY.as_bytes()));
+    holds_by(&client, peer, key).await
+}
+
+/// [`holds`], asked by `client`.
+pub async fn holds_by(
+    client: &ecdn_cluster::peer::PeerClient,
+    peer: SocketAddr,
+    key: &str,
+) -> Option<Vec<ecdn_cluster::wire::PieceName>> {
     let path = ecdn_cluster::wire::has_path(key);
     let t = Duration::from_secs(5);
     let r = client
@@ -253,4 +268,66 @@ pub async fn holds(peer: SocketAddr, key: &str) -> Option<Vec<ecdn_cluster::wire
         .to_bytes();
     let (_, held) = ecdn_cluster::wire::split_frame(&body).unwrap();
     Some(ecdn_cluster::wire::decode_held(held).unwrap())
+}
+
+pub struct Reply {
+    pub status: u16,
+    pub headers: hyper::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+/// One request on a fresh connection; an error instead of a panic when the node is gone or
+/// the body is cut.
+pub async fn get(addr: SocketAddr, uri: &str, extra: &[(&str, &str)]) -> Result<Reply, String> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let mut req = Request::builder().uri(uri).header("host", "cdn.test");
+    for (k, v) in extra {
+        req = req.header(*k, *v);
+    }
+    let resp = send
+        .send_request(req.body(Empty::<Bytes>::new()).unwrap())
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = tokio::time::timeout(Duration::from_secs(20), resp.into_body().collect())
+        .await
+        .map_err(|_| "body timed out".to_string())?
+        .map_err(|e| e.to_string())?
+        .to_bytes()
+        .to_vec();
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+pub fn uri(id: u64, size: u64) -> String {
+    format!("/obj/{id}?size={size}")
+}
+
+/// Checks a whole object's bytes.
+pub fn check_whole(r: &Reply, id: u64, size: u64) {
+    assert_eq!(r.status, 200, "{:?}", r.headers);
+    assert_eq!(r.body.len() as u64, size);
+    assert_eq!(
+        content::first_mismatch(content::object_id(&id.to_string()), 0, &r.body),
+        None
+    );
 }

@@ -57,14 +57,20 @@ use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::cluster::pieces::store::{self as store, PieceStore, Put};
 use crate::node::state::State;
 
+/// How long a peer has to finish its TLS handshake (the cluster file's `[peer_tls]`).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Serves the peer listener until the task is aborted; its connections go with it (they live
-/// in the task's set), so a stopped node is gone for its peers at once.
+/// in the task's set), so a stopped node is gone for its peers at once. With the cluster's
+/// mutual TLS, a connection first completes a handshake with a certificate of the cluster's
+/// CA, or is closed before any HTTP.
 pub(in crate::node) async fn serve(listener: TcpListener, st: Arc<State>, c: Arc<Cluster>) {
     let mut conns = tokio::task::JoinSet::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.keep_alive(true)
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(30));
+    let tls = c.cfg.peer_tls().map(|t| t.acceptor());
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -80,32 +86,40 @@ pub(in crate::node) async fn serve(listener: TcpListener, st: Arc<State>, c: Arc
         let _ = stream.set_nodelay(true);
         let arrived = stream.local_addr().ok().map(ArrivedAt);
         let (st, c) = (st.clone(), c.clone());
-        let conn = http.serve_connection(
-            TokioIo::new(stream),
-            hyper::service::service_fn(move |mut req: Request<Incoming>| {
-                let (st, c) = (st.clone(), c.clone());
-                // Where the connection arrived: an address this node answers as.
-                if let Some(a) = arrived {
-                    req.extensions_mut().insert(a);
-                }
-                // The client request this serves, if the peer named one: in scope for this
-                // node's own peer requests and error lines, and a relayed answer's id.
-                let id = req
-                    .headers()
-                    .get(ecdn_cluster::peer::REQUEST_ID_HEADER)
-                    .filter(|v| crate::node::request_id::valid(v))
-                    .cloned();
-                async move {
-                    let answer = handle(st, c, req, remote);
-                    Ok::<_, Infallible>(match id {
-                        Some(id) => ecdn_cluster::peer::REQUEST_ID.scope(id, answer).await,
-                        None => answer.await,
-                    })
-                }
-            }),
-        );
+        let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            let (st, c) = (st.clone(), c.clone());
+            // Where the connection arrived: an address this node answers as.
+            if let Some(a) = arrived {
+                req.extensions_mut().insert(a);
+            }
+            // The client request this serves, if the peer named one: in scope for this
+            // node's own peer requests and error lines, and a relayed answer's id.
+            let id = req
+                .headers()
+                .get(ecdn_cluster::peer::REQUEST_ID_HEADER)
+                .filter(|v| crate::node::request_id::valid(v))
+                .cloned();
+            async move {
+                let answer = handle(st, c, req, remote);
+                Ok::<_, Infallible>(match id {
+                    Some(id) => ecdn_cluster::peer::REQUEST_ID.scope(id, answer).await,
+                    None => answer.await,
+                })
+            }
+        });
+        let (http, tls) = (http.clone(), tls.clone());
         conns.spawn(async move {
-            let _ = conn.await;
+            match tls {
+                None => {
+                    let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                }
+                Some(tls) => {
+                    let hs = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await;
+                    if let Ok(Ok(stream)) = hs {
+                        let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                    }
+                }
+            }
         });
     }
 }

@@ -122,7 +122,7 @@ impl Cluster {
                 recovered.corrupt
             );
         }
-        let peers = PeerClient::new(c.cluster.cluster_key());
+        let peers = PeerClient::for_cluster(&c.cluster);
         let loads = WriteLoads::for_cluster(&c.cluster);
         let etcd = Arc::new(EtcdStatus::default());
         let control = if c.cluster.etcd.is_empty() {
