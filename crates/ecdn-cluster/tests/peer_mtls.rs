@@ -3,9 +3,8 @@
 //! gets signed answers; a client without TLS, without a certificate, or with a certificate
 //! another CA signed gets no HTTP answer; a client refuses a listener whose certificate does
 //! not name the address it connected to, or that another CA signed. Relative paths are the
-//! cluster file's directory's; a missing file is a clear
-//! error when the cluster file is read. Certificates are made by the test (rcgen); everything
-//! on loopback, bounded in time.
+//! cluster file's directory's; a missing file is a clear error when the cluster file is read.
+//! Certificates are made by the test (rcgen); everything on loopback, bounded in time.
 
 use std::time::Duration;
 
