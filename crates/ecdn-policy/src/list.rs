@@ -276,6 +276,19 @@ impl<T: Copy + Default> IndexedList<T> {
         })
     }
 
+    /// Entries from tail to head.
+    pub fn iter_from_tail(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let mut cur = self.tail;
+        std::iter::from_fn(move || {
+            if cur == NIL {
+                return None;
+            }
+            let n = &self.nodes[cur as usize];
+            cur = n.prev;
+            Some((n.id, n.size))
+        })
+    }
+
     /// The value of `id`, if present.
     #[inline]
     pub fn extra(&self, id: u64) -> Option<T> {

@@ -35,6 +35,12 @@
 //! resident without counting its bytes (later requests hit an object the cache does not hold),
 //! where this module puts it back at Q's top, evicting older HIR objects to make room (on the
 //! CloudPhysics trace of the golden tests the case does not occur at 1, 16 or 256 MiB).
+//!
+//! **Size-aware option** (`lirs:max-object=SIZE`, [`Lirs::with_max_object`], issue 43): the
+//! 1% rule caps what LIRS caches at 1% of its capacity (a 1 GiB cache never holds an object
+//! over 10 MiB), which rules it out for a hot-object cache of large objects. With the option
+//! the HIR set is the larger of 1% of the capacity and SIZE (at most half the capacity), so
+//! every object up to SIZE is cached; the rules are the same. Without it, nothing changes.
 
 use crate::list::IndexedList;
 use crate::{Evicted, Eviction};
@@ -69,7 +75,17 @@ pub struct Lirs {
 
 impl Lirs {
     pub fn new(capacity: u64) -> Self {
-        let hirs_limit = ((capacity as f64 * 0.01) as u64).max(1);
+        Self::with_max_object(capacity, None)
+    }
+
+    /// With the size-aware option (see the module documentation): objects up to
+    /// `max_object` bytes are cached (and up to half the capacity); `None` is [`Lirs::new`].
+    pub fn with_max_object(capacity: u64, max_object: Option<u64>) -> Self {
+        let one_percent = ((capacity as f64 * 0.01) as u64).max(1);
+        let hirs_limit = match max_object {
+            None => one_percent,
+            Some(m) => one_percent.max(m).min(capacity / 2).max(1),
+        };
         Lirs {
             capacity,
             hirs_limit,

@@ -72,8 +72,14 @@ pub enum EvictionKind {
     S3Fifo,
     TwoQ,
     Arc,
-    Lirs,
-    WTinyLfu,
+    /// `max_object`: the size-aware option (`lirs:max-object=SIZE`, see [`Lirs`]).
+    Lirs {
+        max_object: Option<u64>,
+    },
+    /// `max_object`: the size-aware option (`wtinylfu:max-object=SIZE`, see [`WTinyLfu`]).
+    WTinyLfu {
+        max_object: Option<u64>,
+    },
     Hyperbolic,
     LeCaR,
     Lhd,
@@ -81,7 +87,43 @@ pub enum EvictionKind {
 }
 
 impl EvictionKind {
+    /// Parses `NAME[:OPTION]...`; the options are `max-object=SIZE` for `lirs` and
+    /// `wtinylfu` (objects up to SIZE cached, in place of their 1% rule), none for the others.
     pub fn parse(s: &str) -> Result<Self, String> {
+        let mut parts = s.split(':');
+        let name = parts.next().unwrap_or("").trim();
+        let mut max_object = None;
+        for option in parts {
+            match option.trim().split_once('=') {
+                Some((key, value)) if key.trim().eq_ignore_ascii_case("max-object") => {
+                    let size = ecdn_trace::units::parse_size(value.trim())
+                        .map_err(|e| format!("{s:?}: max-object: {e}"))?;
+                    if size == 0 {
+                        return Err(format!("{s:?}: max-object must be at least 1 byte"));
+                    }
+                    max_object = Some(size);
+                }
+                _ => {
+                    return Err(format!(
+                        "{s:?}: unknown option {option:?} (lirs and wtinylfu take \
+                         max-object=SIZE; the other policies take none)"
+                    ))
+                }
+            }
+        }
+        let kind = Self::parse_name(name)?;
+        match (kind, max_object) {
+            (_, None) => Ok(kind),
+            (EvictionKind::Lirs { .. }, m) => Ok(EvictionKind::Lirs { max_object: m }),
+            (EvictionKind::WTinyLfu { .. }, m) => Ok(EvictionKind::WTinyLfu { max_object: m }),
+            (_, Some(_)) => Err(format!(
+                "{s:?}: max-object is an option of lirs and wtinylfu only (the others cache \
+                 any object up to their capacity)"
+            )),
+        }
+    }
+
+    fn parse_name(s: &str) -> Result<Self, String> {
         Ok(match s.to_ascii_lowercase().as_str() {
             "lru" => EvictionKind::Lru,
             "fifo" => EvictionKind::Fifo,
@@ -93,8 +135,8 @@ impl EvictionKind {
             "s3fifo" | "s3-fifo" => EvictionKind::S3Fifo,
             "2q" | "twoq" => EvictionKind::TwoQ,
             "arc" => EvictionKind::Arc,
-            "lirs" => EvictionKind::Lirs,
-            "wtinylfu" | "w-tinylfu" => EvictionKind::WTinyLfu,
+            "lirs" => EvictionKind::Lirs { max_object: None },
+            "wtinylfu" | "w-tinylfu" => EvictionKind::WTinyLfu { max_object: None },
             "hyperbolic" => EvictionKind::Hyperbolic,
             "lecar" => EvictionKind::LeCaR,
             "lhd" => EvictionKind::Lhd,
@@ -129,8 +171,12 @@ impl EvictionKind {
             EvictionKind::S3Fifo => Box::new(S3Fifo::new(capacity)),
             EvictionKind::TwoQ => Box::new(TwoQ::new(capacity)),
             EvictionKind::Arc => Box::new(Arc::new(capacity)),
-            EvictionKind::Lirs => Box::new(Lirs::new(capacity)),
-            EvictionKind::WTinyLfu => Box::new(WTinyLfu::new(capacity)),
+            EvictionKind::Lirs { max_object } => {
+                Box::new(Lirs::with_max_object(capacity, max_object))
+            }
+            EvictionKind::WTinyLfu { max_object } => {
+                Box::new(WTinyLfu::with_max_object(capacity, max_object))
+            }
             EvictionKind::Hyperbolic => Box::new(Hyperbolic::new(capacity, seed)),
             EvictionKind::LeCaR => Box::new(LeCaR::new(capacity, seed)),
             EvictionKind::Lhd => Box::new(Lhd::new(capacity, seed)),
@@ -151,5 +197,47 @@ mod tests {
         }
         let e = EvictionKind::parse("nope").unwrap_err();
         assert!(e.contains("arc"), "{e}");
+    }
+
+    #[test]
+    fn max_object_is_an_option_of_lirs_and_wtinylfu() {
+        assert_eq!(
+            EvictionKind::parse("lirs:max-object=64MiB"),
+            Ok(EvictionKind::Lirs {
+                max_object: Some(64 << 20)
+            })
+        );
+        assert_eq!(
+            EvictionKind::parse("W-TinyLFU:max-object=1KiB"),
+            Ok(EvictionKind::WTinyLfu {
+                max_object: Some(1024)
+            })
+        );
+        for bad in [
+            "lru:max-object=1MiB",
+            "lirs:max-object=0",
+            "lirs:max=1MiB",
+            "lirs:1MiB",
+        ] {
+            assert!(EvictionKind::parse(bad).is_err(), "{bad}");
+        }
+        // Without the option, the 1% rule (libCacheSim's): at 1 MiB nothing over 10,485 B.
+        let plain = EvictionKind::parse("lirs").unwrap().build(1 << 20);
+        assert!(plain.can_insert(1, 10_485) && !plain.can_insert(1, 10_486));
+        let wide = EvictionKind::parse("lirs:max-object=300KiB")
+            .unwrap()
+            .build(1 << 20);
+        assert!(wide.can_insert(1, 300 << 10) && !wide.can_insert(1, (300 << 10) + 1));
+        let plain = EvictionKind::parse("wtinylfu").unwrap().build(1 << 20);
+        assert!(plain.can_insert(1, 10_485) && !plain.can_insert(1, 10_486));
+        let wide = EvictionKind::parse("wtinylfu:max-object=300KiB")
+            .unwrap()
+            .build(1 << 20);
+        assert!(wide.can_insert(1, 300 << 10) && !wide.can_insert(1, (300 << 10) + 1));
+        // At most half the capacity, whatever is asked.
+        let big = EvictionKind::parse("lirs:max-object=1GiB")
+            .unwrap()
+            .build(1 << 20);
+        assert!(big.can_insert(1, 512 << 10) && !big.can_insert(1, (512 << 10) + 1));
     }
 }

@@ -25,6 +25,15 @@
 //! exactly and never ages; with [`WTinyLfu::with_sketch`] set the same way, this module gives
 //! libCacheSim's miss ratios exactly (see the golden tests), and with its default sketch it
 //! is a W-TinyLFU a cache can run: metadata proportional to the objects it holds.
+//!
+//! **Size-aware option** (`wtinylfu:max-object=SIZE`, [`WTinyLfu::with_max_object`], issue
+//! 43): the window and the probation segment are each at least SIZE (at most half the
+//! capacity, and probation at most the main cache), so every object up to SIZE is cached, in
+//! place of libCacheSim's 1% rule. Admission then weighs a candidate against every victim it
+//! would displace, as Caffeine does for weighted entries: the window's victim enters the main
+//! cache only if it is more frequent than each of the main victims that must leave to make
+//! room for it (one large object no longer evicts many more popular small ones on the
+//! strength of beating the first). Without the option, nothing changes.
 
 use crate::list::IndexedList;
 use crate::{Evicted, Eviction};
@@ -121,6 +130,8 @@ pub struct WTinyLfu {
     probation: IndexedList,
     protected: IndexedList,
     sketch: Sketch,
+    /// The size-aware option: admission weighs every victim a candidate displaces.
+    size_aware: bool,
 }
 
 impl WTinyLfu {
@@ -147,7 +158,46 @@ impl WTinyLfu {
             probation: IndexedList::new(),
             protected: IndexedList::new(),
             sketch,
+            size_aware: false,
         }
+    }
+
+    /// With the size-aware option (see the module documentation): objects up to
+    /// `max_object` bytes are cached (and up to half the capacity); `None` is
+    /// [`WTinyLfu::new`].
+    pub fn with_max_object(capacity: u64, max_object: Option<u64>) -> Self {
+        let mut w = Self::new(capacity);
+        let Some(m) = max_object else {
+            return w;
+        };
+        let room = m.min(capacity / 2);
+        w.window_capacity = w.window_capacity.max(room);
+        w.main_capacity = capacity - w.window_capacity;
+        w.probation_capacity = w.probation_capacity.max(room).min(w.main_capacity);
+        w.protected_capacity = w.main_capacity - w.probation_capacity;
+        w.size_aware = true;
+        w
+    }
+
+    /// Whether `candidate` (`size` bytes) beats every main victim that must leave for it to
+    /// fit: probation's from its tail, then protected's (the size-aware option's admission).
+    fn beats_every_victim(&self, candidate: u64, size: u64) -> bool {
+        let mut needed = (self.main_used() + size).saturating_sub(self.main_capacity);
+        let frequency = self.sketch.estimate(candidate);
+        let victims = self
+            .probation
+            .iter_from_tail()
+            .chain(self.protected.iter_from_tail());
+        for (victim, victim_size) in victims {
+            if needed == 0 {
+                break;
+            }
+            if frequency <= self.sketch.estimate(victim) {
+                return false;
+            }
+            needed = needed.saturating_sub(victim_size);
+        }
+        true
     }
 
     fn main_used(&self) -> u64 {
@@ -215,9 +265,13 @@ impl WTinyLfu {
                 self.sketch.add(candidate);
                 continue;
             }
-            let admitted = self.main_victim().is_some_and(|(victim, _)| {
-                self.sketch.estimate(candidate) > self.sketch.estimate(victim)
-            });
+            let admitted = if self.size_aware {
+                self.main_victim().is_some() && self.beats_every_victim(candidate, size)
+            } else {
+                self.main_victim().is_some_and(|(victim, _)| {
+                    self.sketch.estimate(candidate) > self.sketch.estimate(victim)
+                })
+            };
             self.window.pop_tail();
             if admitted {
                 self.main_evict(evicted);
@@ -314,6 +368,47 @@ mod tests {
         assert_eq!(s.width, 64);
         s.fit(65);
         assert_eq!((s.width, s.estimate(7), s.period), (128, 0, Some(1280)));
+    }
+
+    /// A full cache of 1,000 bytes with `max-object=300` (window 300 B, main 700 B:
+    /// probation 300 B, protected 400 B) of 10-byte objects 1..=70 in main, each requested
+    /// `hits(id)` more times, and the window holding object 1000 (300 bytes) requested `big`
+    /// more times: whether 1000 is still cached once a new object pushes it out of the window
+    /// (it needs 300 bytes of the main cache: probation's 30 objects, 1 to 30, oldest first).
+    /// `size_aware` false: libCacheSim's one-victim admission with the same segments.
+    fn large_candidate_admitted(size_aware: bool, big: u32, hits: impl Fn(u64) -> u32) -> bool {
+        let mut w = WTinyLfu::with_max_object(1000, Some(300));
+        assert_eq!((w.window_capacity, w.probation_capacity), (300, 300));
+        w.size_aware = size_aware;
+        let mut ev = Vec::new();
+        for id in 1..=70u64 {
+            w.insert(id, 10, 0, &mut ev);
+        }
+        for id in 1..=70u64 {
+            for _ in 0..hits(id) {
+                w.sketch.add(id);
+            }
+        }
+        w.insert(1000, 300, 0, &mut ev);
+        for _ in 0..big {
+            w.sketch.add(1000);
+        }
+        assert_eq!(w.peek(1000), Some(300));
+        assert!(ev.is_empty(), "nothing left the cache yet");
+        w.insert(2000, 10, 0, &mut ev);
+        w.peek(1000).is_some()
+    }
+
+    #[test]
+    fn a_large_candidate_must_beat_every_victim_it_displaces() {
+        // More frequent than every small object: admitted either way.
+        assert!(large_candidate_admitted(true, 10, |_| 0));
+        assert!(large_candidate_admitted(false, 10, |_| 0));
+        // More frequent than the first victim but not than the 29 after it: the one-victim
+        // rule admits it (evicting 30 objects more popular than it), the size-aware one not.
+        let popular_but_the_first = |id| if id == 1 { 0 } else { 20 };
+        assert!(large_candidate_admitted(false, 10, popular_but_the_first));
+        assert!(!large_candidate_admitted(true, 10, popular_but_the_first));
     }
 
     #[test]
