@@ -1,5 +1,6 @@
 #!/bin/bash
-# Miss ratios of every eviction policy, with the PFOO-L bound beside them, on three traces at
+# Miss ratios of every eviction policy, with the PFOO-L and PFOO-U bounds beside them (OPT lies
+# between them), on three traces at
 # three cache sizes each (BENCHMARKS.md, "Every eviction policy on three traces"):
 #   * the CloudPhysics block trace in tests/data (1, 16, 256 MiB);
 #   * JEDI's d-2 Akamai downloads trace, ../shared/data/traces/d-2.oracleGeneral.bin.zst
@@ -38,7 +39,7 @@ def fmt(n):
     return str(n)
 by = {}
 for r in rows:
-    name = r.get("policy") or "**PFOO-L bound**"
+    name = r.get("policy") or {"pfoo-l": "**PFOO-L bound**", "pfoo-u": "**PFOO-U bound**"}[r["bound"]]
     by.setdefault(name, {})[r.get("cache_size", r.get("size"))] = r
 print("| policy | " + " | ".join(fmt(s) for s in sizes) + " |")
 print("|---" * (len(sizes) + 1) + "|")

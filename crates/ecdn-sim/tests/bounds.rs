@@ -1,8 +1,9 @@
-//! PFOO-L is a bound: on small random traces it never misses more than the optimal schedule,
-//! found here by exhaustive search, and on the CloudPhysics trace it is below every policy.
+//! PFOO-L and PFOO-U are bounds: on small random traces PFOO-L never misses more than the
+//! optimal schedule, found here by exhaustive search, and PFOO-U never less; on the
+//! CloudPhysics trace PFOO-L is below every policy and PFOO-U between PFOO-L and Belady.
 
 use ecdn_policy::{eviction, PolicySpec};
-use ecdn_sim::bounds::pfoo_lower;
+use ecdn_sim::bounds::{pfoo_lower, pfoo_upper, pfoo_upper_windowed};
 use ecdn_sim::{simulate, SimConfig};
 use ecdn_trace::{open, OpenOptions, Request};
 use proptest::prelude::*;
@@ -100,6 +101,61 @@ proptest! {
             "{} > {}/{}", b.byte_miss_ratio, missed_bytes, bytes
         );
     }
+
+    #[test]
+    fn pfoo_u_never_misses_less_than_the_optimum((trace, capacity, k) in small_trace()) {
+        let (misses, missed_bytes) = optimal(&trace, capacity, k);
+        let n = trace.len() as f64;
+        let bytes: u64 = trace.iter().map(|r| r.size).sum();
+        // The greedy schedule, and with windows of the flow (2: every window decides some
+        // intervals again; 64: the whole of a small trace at once).
+        for window in [0, 2, 64] {
+            let u = pfoo_upper_windowed(&trace, &[capacity], window)[0];
+            prop_assert!(
+                u.miss_ratio >= misses as f64 / n - 1e-12,
+                "window {}: {} < {}/{}", window, u.miss_ratio, misses, n
+            );
+            prop_assert!(
+                u.byte_miss_ratio >= missed_bytes as f64 / bytes as f64 - 1e-12,
+                "window {}: {} < {}/{}", window, u.byte_miss_ratio, missed_bytes, bytes
+            );
+        }
+    }
+}
+
+/// How often PFOO-U finds the optimum on the small traces: it must on most (it is a bound
+/// worth having only if it is close); with windows of the flow, at least as often.
+#[test]
+fn pfoo_u_is_the_optimum_on_most_small_traces() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, TestRunner};
+    let mut runner = TestRunner::new(Config::default());
+    let strategy = small_trace();
+    let cases = 2000;
+    // Per window (0, 64): traces where PFOO-U's misses, and missed bytes, are OPT's.
+    let mut exact = [(0, 0); 2];
+    for _ in 0..cases {
+        let (trace, capacity, k) = strategy.new_tree(&mut runner).unwrap().current();
+        let (misses, missed_bytes) = optimal(&trace, capacity, k);
+        let n = trace.len() as f64;
+        let bytes: u64 = trace.iter().map(|r| r.size).sum();
+        for (i, window) in [0, 64].into_iter().enumerate() {
+            let u = pfoo_upper_windowed(&trace, &[capacity], window)[0];
+            exact[i].0 += usize::from((u.miss_ratio - misses as f64 / n).abs() < 1e-9);
+            exact[i].1 +=
+                usize::from((u.byte_miss_ratio - missed_bytes as f64 / bytes as f64).abs() < 1e-9);
+        }
+    }
+    eprintln!(
+        "PFOO-U equal to OPT in {cases} traces: greedy {:?}, windows of 64 {:?} (misses, bytes)",
+        exact[0], exact[1]
+    );
+    for (hits, bytes) in exact {
+        assert!(hits * 100 >= cases * 95, "{hits}/{cases}");
+        assert!(bytes * 100 >= cases * 90, "{bytes}/{cases}");
+    }
+    // The windows never do worse than the greedy schedule they start from.
+    assert!(exact[1].0 >= exact[0].0 && exact[1].1 >= exact[0].1);
 }
 
 #[test]
@@ -121,7 +177,7 @@ fn the_exhaustive_optimum_is_right_on_a_hand_checked_trace() {
 }
 
 #[test]
-fn pfoo_l_is_below_every_policy_on_the_cloudphysics_trace() {
+fn pfoo_l_is_below_every_policy_and_pfoo_u_below_belady_on_the_cloudphysics_trace() {
     let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/data/cloudPhysicsIO.oracleGeneral.bin");
     let (mut reqs, mut batch) = (Vec::new(), Vec::new());
@@ -132,7 +188,16 @@ fn pfoo_l_is_below_every_policy_on_the_cloudphysics_trace() {
     assert_eq!(reqs.len(), 113_872);
     let sizes = [1u64 << 20, 16 << 20, 256 << 20];
     let bounds = pfoo_lower(&reqs, &sizes);
-    for (b, &size) in bounds.iter().zip(&sizes) {
+    let uppers = pfoo_upper(&reqs, &sizes);
+    for ((b, u), &size) in bounds.iter().zip(&uppers).zip(&sizes) {
+        // PFOO-U is at or above PFOO-L, and at or below Belady's schedule (libCacheSim's,
+        // farthest next access first).
+        assert!(b.miss_ratio <= u.miss_ratio && b.byte_miss_ratio <= u.byte_miss_ratio);
+        let mut r = open(&path, &OpenOptions::default()).unwrap();
+        let spec = PolicySpec::parse("belady").unwrap();
+        let belady = simulate(&mut *r, &spec, size, &SimConfig::default(), &|_| {}).unwrap();
+        eprintln!("{size}: PFOO-L {b:?}, PFOO-U {u:?}, Belady {belady:?}");
+        assert!(u.miss_ratio <= belady.miss_ratio, "{u:?} {belady:?}");
         // Not below the first requests' misses (48,974 objects).
         assert!(b.miss_ratio >= 48_974.0 / 113_872.0, "{b:?}");
         for name in eviction::NAMES.iter().chain(&eviction::OFFLINE_NAMES) {

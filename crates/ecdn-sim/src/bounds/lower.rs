@@ -1,69 +1,19 @@
-//! Offline bounds on what any cache of a given size could achieve on a trace with objects of
-//! different sizes: **PFOO-L**, the lower bound on the miss ratio of "Practical Bounds on
-//! Optimal Caching with Variable Object Sizes" (Berger, Beckmann and Harchol-Balter,
-//! SIGMETRICS '18). No policy, online or offline, misses less.
-//!
-//! Optimal caching with sizes is NP-hard, so the bound solves a relaxation. Between two
-//! requests of an object of size *s* (same size at both ends), at times *i* < *j* in requests,
-//! is a *reuse interval*; its second request can hit only if the object is held all along,
-//! which costs *s* · (*j* − *i*) byte-requests of cache space-time. A cache of *C* bytes has
-//! *C* · *N* of it over *N* requests. PFOO-L keeps only that total: it must fit on average,
-//! not at every instant. The best choice of intervals under one budget is a fractional
-//! knapsack, solved greedily by benefit per cost:
+//! PFOO-L: the lower bound. Optimal caching with sizes is NP-hard, so the bound solves a
+//! relaxation. A cache of *C* bytes has *C* · *N* byte-requests of space-time over *N*
+//! requests; PFOO-L keeps only that total: it must fit on average, not at every instant. The
+//! best choice of intervals under one budget is a fractional knapsack, solved greedily by
+//! benefit per cost:
 //!
 //! * **hit ratio (OHR)**: each interval is worth one hit; cheapest (*s* · length) first;
 //! * **byte hit ratio (BHR)**: each is worth *s* bytes; shortest first (worth per cost 1/length).
 //!
-//! The last interval taken is taken in part. Intervals of objects larger than the cache never
-//! count, and a first request, or one whose object's size changed, is a miss. The upper bound
-//! on OPT of the same paper (PFOO-U, a min-cost flow) is not computed here; [`belady`'s
-//! miss ratio](ecdn_policy::eviction::Belady) is a feasible schedule, so OPT lies between
-//! the two.
+//! The last interval taken is taken in part.
 //!
 //! Cost: one pass to find the intervals, one sort per capacity and metric; about a second for
 //! two million requests.
 
+use super::{intervals, Bound, Interval};
 use ecdn_trace::Request;
-
-/// PFOO-L at one cache size.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Bound {
-    /// Cache size, bytes.
-    pub capacity: u64,
-    /// Lower bound on the miss ratio (1 − the bound on the object hit ratio).
-    pub miss_ratio: f64,
-    /// Lower bound on the byte miss ratio.
-    pub byte_miss_ratio: f64,
-}
-
-/// One reuse interval: the object's size and the requests it spans.
-#[derive(Clone, Copy)]
-struct Interval {
-    size: u64,
-    length: u64,
-}
-
-/// The reuse intervals of `trace` (its own next accesses are not trusted: they are recomputed,
-/// and an interval whose two requests ask for different sizes is dropped).
-fn intervals(trace: &[Request]) -> Vec<Interval> {
-    let mut last: hashbrown::HashMap<u64, (usize, u64), foldhash::fast::FixedState> =
-        hashbrown::HashMap::with_capacity_and_hasher(
-            trace.len() / 4,
-            foldhash::fast::FixedState::with_seed(0),
-        );
-    let mut out = Vec::with_capacity(trace.len());
-    for (j, r) in trace.iter().enumerate() {
-        if let Some((i, size)) = last.insert(r.id, (j, r.size)) {
-            if size == r.size {
-                out.push(Interval {
-                    size,
-                    length: (j - i) as u64,
-                });
-            }
-        }
-    }
-    out
-}
 
 /// PFOO-L for each of `capacities` over `trace`.
 pub fn pfoo_lower(trace: &[Request], capacities: &[u64]) -> Vec<Bound> {
@@ -80,10 +30,10 @@ pub fn pfoo_lower(trace: &[Request], capacities: &[u64]) -> Vec<Bound> {
                 .collect();
             let budget = capacity as f64 * n;
             // Object hits: cheapest space-time first.
-            usable.sort_unstable_by_key(|iv| u128::from(iv.size) * u128::from(iv.length));
+            usable.sort_unstable_by_key(|iv| u128::from(iv.size) * u128::from(iv.length()));
             let hits = greedy(&usable, budget, |_| 1.0);
             // Byte hits: shortest first.
-            usable.sort_unstable_by_key(|iv| iv.length);
+            usable.sort_unstable_by_key(|iv| iv.length());
             let hit_bytes = greedy(&usable, budget, |iv| iv.size as f64);
             Bound {
                 capacity,
@@ -104,7 +54,7 @@ fn greedy(sorted: &[Interval], budget: f64, worth: impl Fn(&Interval) -> f64) ->
     let mut left = budget;
     let mut total = 0.0;
     for iv in sorted {
-        let cost = iv.size as f64 * iv.length as f64;
+        let cost = iv.size as f64 * iv.length() as f64;
         if cost <= left {
             left -= cost;
             total += worth(iv);
