@@ -18,7 +18,7 @@ BIN=${BIN:-target/release/ecdn}
 [ -x "$BIN" ] || cargo build --release -p ecdn
 OUT=target/bench-out/policy-table
 mkdir -p "$OUT" target/bench-data
-POLICIES=lru,fifo,clock,sieve,s3fifo,2q,arc,lirs,wtinylfu,s4lru,gdsf,lfuda,lhd,hyperbolic,lecar,belady
+POLICIES=lru,fifo,clock,sieve,s3fifo,2q,arc,lirs,lirs:max-object=1TiB,wtinylfu,wtinylfu:max-object=1TiB,s4lru,gdsf,lfuda,lhd,hyperbolic,lecar,belady
 WEB=target/bench-data/web-2M.oracleGeneral.bin
 [ -f "$WEB" ] || "$BIN" trace gen --out "$WEB" -n 2M --objects 1M --alpha 0.9 --sizes web-video --seed 7
 

@@ -44,7 +44,7 @@ use ecdn_trace::Request;
 pub const WINDOW: usize = 0;
 
 /// What a schedule is judged by: hits, or hit bytes.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Goal {
     Hits,
     Bytes,
@@ -70,18 +70,46 @@ pub fn pfoo_upper_windowed(trace: &[Request], capacities: &[u64], window: usize)
     let all = intervals(trace);
     let n = trace.len() as f64;
     let total_bytes: f64 = trace.iter().map(|r| r.size as f64).sum();
+    // One schedule per capacity and goal, on as many threads as there are cores (each holds
+    // its own occupancy tree: 32 bytes per request).
+    let jobs: Vec<(u64, Goal)> = capacities
+        .iter()
+        .flat_map(|&c| [(c, Goal::Hits), (c, Goal::Bytes)])
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let worth = std::sync::Mutex::new(vec![0.0f64; jobs.len()]);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |p| p.get())
+        .min(jobs.len());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let job = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&(capacity, goal)) = jobs.get(job) else {
+                    break;
+                };
+                let mut usable: Vec<Interval> = all
+                    .iter()
+                    .copied()
+                    .filter(|iv| iv.size <= capacity)
+                    .collect();
+                match goal {
+                    Goal::Hits => usable.sort_by_key(|iv| {
+                        (u128::from(iv.size) * u128::from(iv.length()), iv.start)
+                    }),
+                    Goal::Bytes => usable.sort_by_key(|iv| (iv.length(), iv.start)),
+                }
+                let w = schedule(&usable, trace.len(), capacity, goal, window);
+                worth.lock().unwrap_or_else(|e| e.into_inner())[job] = w;
+            });
+        }
+    });
+    let worth = worth.into_inner().unwrap_or_else(|e| e.into_inner());
     capacities
         .iter()
-        .map(|&capacity| {
-            let mut usable: Vec<Interval> = all
-                .iter()
-                .copied()
-                .filter(|iv| iv.size <= capacity)
-                .collect();
-            usable.sort_by_key(|iv| (u128::from(iv.size) * u128::from(iv.length()), iv.start));
-            let hits = schedule(&usable, trace.len(), capacity, Goal::Hits, window);
-            usable.sort_by_key(|iv| (iv.length(), iv.start));
-            let hit_bytes = schedule(&usable, trace.len(), capacity, Goal::Bytes, window);
+        .enumerate()
+        .map(|(i, &capacity)| {
+            let (hits, hit_bytes) = (worth[2 * i], worth[2 * i + 1]);
             Bound {
                 capacity,
                 miss_ratio: if n > 0.0 { 1.0 - hits / n } else { 0.0 },
