@@ -47,6 +47,10 @@ impl Keys {
     pub fn object(&self, name: &str) -> String {
         format!("{}objects/{name}", self.prefix)
     }
+    /// The prefix of every object record.
+    pub fn objects(&self) -> String {
+        format!("{}objects/", self.prefix)
+    }
     /// The last begun write of `name` (the revision of its put is the write's version).
     pub fn object_write(&self, name: &str) -> String {
         format!("{}object-writes/{name}", self.prefix)

@@ -13,13 +13,19 @@
 //! * `objects/{name}`: the record, sealed with the cluster key like the map (a record not
 //!   sealed with it is refused).
 //!
+//! When the cluster key rotates, the leading coordinator seals every record again with the
+//! key that signs now ([`reseal`]), as it does the map, so records written before the
+//! rotation still open once the old key is dropped.
+//!
 //! A commit is one transaction that writes the version and the record only if no version is
 //! committed or the committed one is lower. Unlike the coordinator, etcd does not check that
 //! the version was begun (a record is sealed, so only a holder of the cluster key writes one),
 //! and `abort` has nothing to drop.
 
 use ecdn_objects::meta::{MetaError, ObjectMeta, ObjectName};
-use etcd_client::{Client, Compare, CompareOp, DeleteOptions, Txn, TxnOp, TxnOpResponse};
+use etcd_client::{
+    Client, Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse,
+};
 
 use crate::auth::ClusterKey;
 use crate::config::ClusterConfig;
@@ -334,6 +340,88 @@ impl EtcdObjects {
         match prev {
             Some(v) => self.parse(name, &v),
             None => Err(MetaError::NotFound(name.to_string()).into()),
+        }
+    }
+}
+
+/// What [`reseal`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resealed {
+    /// Records sealed again with the signing key.
+    pub records: u64,
+    /// Records already sealed with it.
+    pub current: u64,
+    /// Records that changed while being read (their writer sealed them with the signing key)
+    /// or that no accepted key opens (left as they are).
+    pub skipped: u64,
+}
+
+/// Records read from etcd per request while resealing.
+const RESEAL_PAGE: i64 = 500;
+
+/// Seals every object record of the cluster again with `key`'s signing key (after a rotation,
+/// while the old key is still accepted): each record is read, opened with any accepted key,
+/// and written back sealed anew in a transaction that holds only if it did not change
+/// meanwhile.
+pub async fn reseal(
+    client: &mut Client,
+    keys: &Keys,
+    key: &ClusterKey,
+) -> Result<Resealed, String> {
+    let prefix = keys.objects();
+    let mut done = Resealed::default();
+    let mut from = prefix.clone().into_bytes();
+    let mut range_end = prefix.clone().into_bytes();
+    // The end of the prefix's range: its last byte plus one ("objects/" ends in '/').
+    if let Some(last) = range_end.last_mut() {
+        *last += 1;
+    }
+    loop {
+        let page = client
+            .get(
+                from.clone(),
+                Some(
+                    GetOptions::new()
+                        .with_range(range_end.clone())
+                        .with_limit(RESEAL_PAGE),
+                ),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let kvs = page.kvs();
+        for kv in kvs {
+            let Ok(json) = open(key, OBJECT_SEAL, kv.value()) else {
+                done.skipped += 1;
+                continue;
+            };
+            let sealed = seal(key, OBJECT_SEAL, json);
+            if sealed == kv.value() {
+                done.current += 1;
+                continue;
+            }
+            let txn = Txn::new()
+                .when([Compare::mod_revision(
+                    kv.key(),
+                    CompareOp::Equal,
+                    kv.mod_revision(),
+                )])
+                .and_then([TxnOp::put(kv.key(), sealed, None)]);
+            match client
+                .txn(txn)
+                .await
+                .map_err(|e| e.to_string())?
+                .succeeded()
+            {
+                true => done.records += 1,
+                false => done.skipped += 1,
+            }
+        }
+        match (page.more(), kvs.last()) {
+            (true, Some(last)) => {
+                from = last.key().to_vec();
+                from.push(0);
+            }
+            _ => return Ok(done),
         }
     }
 }

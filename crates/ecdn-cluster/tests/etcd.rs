@@ -16,7 +16,9 @@ use ecdn_cluster::coordinator::{MemberOp, NewMember};
 use ecdn_cluster::etcd::{spawn_etcd_control, EtcdStatus};
 use ecdn_cluster::etcd_local::{LocalEtcd, NOT_INSTALLED};
 use ecdn_cluster::map::MemberState;
+use ecdn_cluster::objects::ObjectDirectory;
 use ecdn_cluster::{ClusterConfig, Control, CoordinatorOptions, WriteLoads};
+use ecdn_objects::meta::{ObjectMeta, ObjectName};
 
 mod common;
 
@@ -471,7 +473,7 @@ fn maps_of_10000_buckets_and_500_servers_fit_etcd_whole_and_as_diffs() {
 /// (SIGHUP in its process), it writes the map whole again, sealed with that key, so a node that
 /// knows only the new key (after the rotation's last step) can read it.
 #[test]
-fn the_leader_reseals_the_map_when_its_key_rotates() {
+fn the_leader_reseals_the_map_and_the_object_records_when_its_key_rotates() {
     const NEW: &str = "the next key of the etcd cluster";
     let bin = LocalEtcd::find_binary().expect(NOT_INSTALLED);
     let dir = tempfile::tempdir().unwrap();
@@ -496,6 +498,25 @@ fn the_leader_reseals_the_map_when_its_key_rotates() {
         }
         let e = ecdn_cluster::plane::fetch_map(&after).await.unwrap_err();
         assert!(e.contains("not this cluster's"), "{e}");
+        // An EC-Cache object record written with the old key.
+        let objects = ObjectDirectory::for_cluster(&cfg);
+        let name = ObjectName::parse("before/the-rotation").unwrap();
+        let version = objects.begin(&name).await.unwrap();
+        let record = ObjectMeta {
+            name: name.clone(),
+            version,
+            size: 4096,
+            k: 2,
+            r: 1,
+            splits: vec![0, 1, 2],
+            stored: vec![true; 3],
+            sha256: "0a".repeat(32),
+            sub_chunk: 1024,
+            crcs: (0..6).collect(),
+        };
+        objects.commit(&record, 5).await.unwrap();
+        let reader = ObjectDirectory::for_cluster(&after);
+        assert!(reader.get(&name, 5).await.is_err());
         // Step 2 of the rotation in the leader's process: it signs with the new key.
         cfg.cluster_key()
             .rotate(NEW.as_bytes(), &[cfg.key.as_bytes()]);
@@ -512,6 +533,15 @@ fn the_leader_reseals_the_map_when_its_key_rotates() {
         };
         assert_eq!(map.servers(), 5);
         assert!(leader.status().writes.whole_maps >= 2);
+        // The record too opens with the new key alone.
+        let t = Instant::now();
+        while reader.get(&name, 5).await.ok() != Some(record.clone()) {
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "the object record was not sealed again with the new key"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         drop(leader);
     });
 }

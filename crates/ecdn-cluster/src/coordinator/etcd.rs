@@ -347,6 +347,24 @@ async fn term(
                          whole again at epoch {}",
                         leader.state.epoch
                     );
+                    // And EC-Cache's object records, in the background.
+                    let (mut c, keys, key) =
+                        (client.clone(), leader.keys.clone(), leader.key.clone());
+                    let who = name.to_string();
+                    tokio::spawn(async move {
+                        match crate::objects::reseal(&mut c, &keys, &key).await {
+                            Ok(r) => eprintln!(
+                                "ecdn coordinator {who}: {} object records sealed again with \
+                                 the new key ({} already were, {} skipped)",
+                                r.records, r.current, r.skipped
+                            ),
+                            Err(e) => eprintln!(
+                                "ecdn coordinator {who}: sealing the object records again \
+                                 failed: {e} (they open until the old key is dropped; \
+                                 rotate again to retry)"
+                            ),
+                        }
+                    });
                 }
                 continue;
             }
