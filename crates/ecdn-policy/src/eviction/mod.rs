@@ -15,6 +15,7 @@ mod priority;
 pub mod s3fifo;
 pub mod s4lru;
 pub mod sieve;
+mod sketch;
 pub mod twoq;
 pub mod wtinylfu;
 
@@ -65,7 +66,11 @@ pub enum EvictionKind {
     Lru,
     Fifo,
     S4lru,
-    Gdsf,
+    /// `history`: objects enter with their recent request count (`gdsf:history`, see
+    /// [`Gdsf`]).
+    Gdsf {
+        history: bool,
+    },
     LfuDa,
     Clock,
     Sieve,
@@ -93,7 +98,12 @@ impl EvictionKind {
         let mut parts = s.split(':');
         let name = parts.next().unwrap_or("").trim();
         let mut max_object = None;
+        let mut history = false;
         for option in parts {
+            if option.trim().eq_ignore_ascii_case("history") {
+                history = true;
+                continue;
+            }
             match option.trim().split_once('=') {
                 Some((key, value)) if key.trim().eq_ignore_ascii_case("max-object") => {
                     let size = ecdn_trace::units::parse_size(value.trim())
@@ -106,12 +116,18 @@ impl EvictionKind {
                 _ => {
                     return Err(format!(
                         "{s:?}: unknown option {option:?} (lirs and wtinylfu take \
-                         max-object=SIZE; the other policies take none)"
+                         max-object=SIZE, gdsf takes history; the others take none)"
                     ))
                 }
             }
         }
         let kind = Self::parse_name(name)?;
+        if history {
+            return match (kind, max_object) {
+                (EvictionKind::Gdsf { .. }, None) => Ok(EvictionKind::Gdsf { history: true }),
+                _ => Err(format!("{s:?}: history is an option of gdsf only")),
+            };
+        }
         match (kind, max_object) {
             (_, None) => Ok(kind),
             (EvictionKind::Lirs { .. }, m) => Ok(EvictionKind::Lirs { max_object: m }),
@@ -128,7 +144,7 @@ impl EvictionKind {
             "lru" => EvictionKind::Lru,
             "fifo" => EvictionKind::Fifo,
             "s4lru" => EvictionKind::S4lru,
-            "gdsf" => EvictionKind::Gdsf,
+            "gdsf" => EvictionKind::Gdsf { history: false },
             "lfuda" | "lfu-da" => EvictionKind::LfuDa,
             "clock" => EvictionKind::Clock,
             "sieve" => EvictionKind::Sieve,
@@ -164,7 +180,8 @@ impl EvictionKind {
             EvictionKind::Lru => Box::new(Lru::new(capacity)),
             EvictionKind::Fifo => Box::new(Fifo::new(capacity)),
             EvictionKind::S4lru => Box::new(S4lru::new(capacity)),
-            EvictionKind::Gdsf => Box::new(Gdsf::new(capacity)),
+            EvictionKind::Gdsf { history: false } => Box::new(Gdsf::new(capacity)),
+            EvictionKind::Gdsf { history: true } => Box::new(Gdsf::with_history(capacity)),
             EvictionKind::LfuDa => Box::new(LfuDa::new(capacity)),
             EvictionKind::Clock => Box::new(Clock::new(capacity)),
             EvictionKind::Sieve => Box::new(Sieve::new(capacity)),
@@ -200,7 +217,7 @@ mod tests {
     }
 
     #[test]
-    fn max_object_is_an_option_of_lirs_and_wtinylfu() {
+    fn max_object_is_an_option_of_lirs_and_wtinylfu_and_history_of_gdsf() {
         assert_eq!(
             EvictionKind::parse("lirs:max-object=64MiB"),
             Ok(EvictionKind::Lirs {
@@ -213,7 +230,17 @@ mod tests {
                 max_object: Some(1024)
             })
         );
+        assert_eq!(
+            EvictionKind::parse("gdsf:history"),
+            Ok(EvictionKind::Gdsf { history: true })
+        );
+        assert_eq!(
+            EvictionKind::parse("gdsf"),
+            Ok(EvictionKind::Gdsf { history: false })
+        );
         for bad in [
+            "lru:history",
+            "gdsf:history:max-object=1MiB",
             "lru:max-object=1MiB",
             "lirs:max-object=0",
             "lirs:max=1MiB",

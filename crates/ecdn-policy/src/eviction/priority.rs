@@ -64,6 +64,12 @@ impl PriorityIndex {
     /// Inserts an absent object with frequency 1 and `key`.
     #[inline]
     pub fn insert(&mut self, id: u64, size: u64, key: u64) {
+        self.insert_with_freq(id, size, 1, key)
+    }
+
+    /// Inserts an absent object with frequency `freq` and `key`.
+    #[inline]
+    pub fn insert_with_freq(&mut self, id: u64, size: u64, freq: u64, key: u64) {
         debug_assert!(self.get(id).is_none());
         self.seq += 1;
         let seq = self.seq;
@@ -72,7 +78,7 @@ impl PriorityIndex {
             Entry {
                 id,
                 size,
-                freq: 1,
+                freq,
                 key,
                 seq,
             },

@@ -35,89 +35,9 @@
 //! room for it (one large object no longer evicts many more popular small ones on the
 //! strength of beating the first). Without the option, nothing changes.
 
+use super::sketch::{Sketch, MIN_WIDTH};
 use crate::list::IndexedList;
 use crate::{Evicted, Eviction};
-
-/// Sketch rows.
-const ROWS: usize = 4;
-/// Smallest sketch width.
-const MIN_WIDTH: usize = 64;
-
-/// The count-min frequency sketch with conservative update and periodic halving.
-#[derive(Clone)]
-struct Sketch {
-    /// `ROWS` rows of `width` counters, row after row.
-    counters: Vec<u16>,
-    /// Power of two.
-    width: usize,
-    /// Whether the width follows the cached objects ([`Sketch::fit`]).
-    grows: bool,
-    /// Counts since the last halving, and how many trigger one (`None`: never).
-    counted: u64,
-    period: Option<u64>,
-}
-
-impl Sketch {
-    fn new(width: usize, grows: bool, period: Option<u64>) -> Self {
-        let width = width.max(MIN_WIDTH).next_power_of_two();
-        Sketch {
-            counters: vec![0; ROWS * width],
-            width,
-            grows,
-            counted: 0,
-            period,
-        }
-    }
-
-    /// The counter index of `id` in each row (double hashing of one 64-bit mix).
-    #[inline]
-    fn slots(&self, id: u64) -> [usize; ROWS] {
-        let h1 = crate::list::hash(id ^ 0x5851_F42D_4C95_7F2D);
-        let h2 = crate::list::hash(h1) | 1;
-        let mask = self.width - 1;
-        std::array::from_fn(|r| {
-            r * self.width + (h1.wrapping_add((r as u64).wrapping_mul(h2)) as usize & mask)
-        })
-    }
-
-    #[inline]
-    fn estimate(&self, id: u64) -> u16 {
-        let slots = self.slots(id);
-        slots.iter().map(|&i| self.counters[i]).min().unwrap_or(0)
-    }
-
-    /// One more request of `id`: the counters at the current minimum grow by one.
-    #[inline]
-    fn add(&mut self, id: u64) {
-        let slots = self.slots(id);
-        let min = slots.iter().map(|&i| self.counters[i]).min().unwrap_or(0);
-        if min < u16::MAX {
-            for &i in &slots {
-                if self.counters[i] == min {
-                    self.counters[i] = min + 1;
-                }
-            }
-        }
-        self.counted += 1;
-        if self.period.is_some_and(|p| self.counted >= p) {
-            for c in &mut self.counters {
-                *c /= 2;
-            }
-            self.counted /= 2;
-        }
-    }
-
-    /// A growing sketch at least as wide as `objects`: doubled (and cleared) when it is not.
-    fn fit(&mut self, objects: usize) {
-        if self.grows && objects > self.width {
-            *self = Sketch::new(objects, true, Some(10 * objects.next_power_of_two() as u64));
-        }
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.counters.capacity() * std::mem::size_of::<u16>()
-    }
-}
 
 #[derive(Clone)]
 pub struct WTinyLfu {
@@ -347,29 +267,6 @@ impl Eviction for WTinyLfu {
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_sketch_counts_halves_and_grows() {
-        let mut s = Sketch::new(64, true, Some(640));
-        for _ in 0..5 {
-            s.add(1);
-        }
-        s.add(2);
-        assert_eq!((s.estimate(1), s.estimate(2), s.estimate(3)), (5, 1, 0));
-        // The 640th count halves every counter (and the count so far).
-        for _ in 0..633 {
-            s.add(7);
-        }
-        assert_eq!(s.estimate(7), 633);
-        s.add(1);
-        assert_eq!((s.estimate(1), s.estimate(2), s.estimate(7)), (3, 0, 316));
-        assert_eq!(s.counted, 320);
-        // As wide as the cached objects: growing to 65 objects doubles the width and clears.
-        s.fit(64);
-        assert_eq!(s.width, 64);
-        s.fit(65);
-        assert_eq!((s.width, s.estimate(7), s.period), (128, 0, Some(1280)));
-    }
-
     /// A full cache of 1,000 bytes with `max-object=300` (window 300 B, main 700 B:
     /// probation 300 B, protected 400 B) of 10-byte objects 1..=70 in main, each requested
     /// `hits(id)` more times, and the window holding object 1000 (300 bytes) requested `big`
@@ -409,23 +306,5 @@ mod tests {
         let popular_but_the_first = |id| if id == 1 { 0 } else { 20 };
         assert!(large_candidate_admitted(false, 10, popular_but_the_first));
         assert!(!large_candidate_admitted(true, 10, popular_but_the_first));
-    }
-
-    #[test]
-    fn conservative_update_grows_only_the_smallest_counters() {
-        // Two rows' worth of collisions: a counter shared with a frequent id is not raised
-        // by a rare one.
-        let mut s = Sketch::new(64, false, None);
-        for id in 0..2000u64 {
-            s.add(id);
-        }
-        let total: u64 = s.counters.iter().map(|&c| u64::from(c)).sum();
-        assert!(
-            total < 4 * 2000,
-            "every add raised all {ROWS} counters: {total}"
-        );
-        for id in 0..2000u64 {
-            assert!(s.estimate(id) >= 1, "an estimate is never below the count");
-        }
     }
 }
