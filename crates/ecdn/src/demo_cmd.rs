@@ -1,6 +1,7 @@
-//! `ecdn demo`: an origin and a node on loopback, a generated CDN-like workload replayed
-//! through real HTTP, and what the node did with it: hit ratios per tier, bytes, latency
-//! percentiles, and a check of every byte served.
+//! `ecdn demo`: an origin and a node on loopback, a generated CDN-like workload (or a trace)
+//! replayed through real HTTP, and what the node did with it: hit ratios per tier, bytes,
+//! latency percentiles, and a check of every byte served. With `--compare-sim`, the node's
+//! hot-object cache beside the simulator's run of the same policy on the same requests.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -51,6 +52,17 @@ pub struct DemoArgs {
     /// (.png or .svg).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
+    /// Replay this trace's requests (object ids and sizes, in order) instead of generating
+    /// them; with --requests, at most that many.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// The hot-object cache's policy (as `ecdn sim cache --policy` spells one).
+    #[arg(long, default_value = "adaptsize")]
+    hoc_policy: String,
+    /// Also run the simulator with the same policy and capacity on the same requests, and
+    /// print both hit ratios of the hot-object cache (equal with one connection).
+    #[arg(long)]
+    compare_sim: bool,
 }
 
 /// What one request saw.
@@ -110,6 +122,42 @@ async fn client(
     }
 }
 
+/// The requests of the trace at `path` as (object id, size), at most `limit`.
+fn read_trace(path: &std::path::Path, limit: u64) -> Result<Vec<(u64, u64)>> {
+    let mut reader = ecdn_trace::open(path, &ecdn_trace::OpenOptions::default())
+        .with_context(|| format!("opening {}", path.display()))?;
+    let (mut out, mut batch) = (Vec::new(), Vec::new());
+    while (out.len() as u64) < limit && reader.read_batch(&mut batch, 1 << 16)? > 0 {
+        out.extend(batch.iter().map(|r| (r.id, r.size)));
+    }
+    out.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    Ok(out)
+}
+
+/// The hot-object cache's hits and hit bytes when the simulator runs `spec` with `capacity`
+/// bytes on `reqs`, as the node runs it: each request looked up, a miss offered for
+/// admission, the size accounted at least 1 byte.
+fn simulate_hoc(spec: &ecdn_policy::PolicySpec, capacity: u64, reqs: &[(u64, u64)]) -> (u64, u64) {
+    let mut cache = spec.build(capacity.max(1), 0x5eed_ecd0);
+    let (mut hits, mut hit_bytes) = (0, 0);
+    for (i, &(id, size)) in reqs.iter().enumerate() {
+        let req = ecdn_trace::Request {
+            time: i as u64,
+            id,
+            size: size.max(1),
+            next_access: -1,
+        };
+        if cache.lookup(&req) {
+            hits += 1;
+            hit_bytes += size;
+        } else {
+            cache.admit(&req);
+        }
+        cache.clear_evicted();
+    }
+    (hits, hit_bytes)
+}
+
 fn percentile(sorted: &[u64], q: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
@@ -133,17 +181,22 @@ pub fn run(a: DemoArgs) -> Result<()> {
     let hoc_size = parse_size(&a.hoc_size).map_err(anyhow::Error::msg)?;
     let disk_size = parse_size(&a.disk_size).map_err(anyhow::Error::msg)?;
     let latency = ecdn_lab::args::duration("--origin-latency", &a.origin_latency)?;
-    let reqs: Vec<(u64, u64)> = Generator::new(GenConfig {
-        requests: a.requests,
-        objects: a.objects,
-        alpha: a.alpha,
-        sizes,
-        rate: 1000.0,
-        seed: a.seed,
-        scenario: Scenario::Stationary,
-    })?
-    .map(|r| (r.id, r.size))
-    .collect();
+    let spec = ecdn_policy::PolicySpec::parse(&a.hoc_policy).map_err(anyhow::Error::msg)?;
+    let reqs: Vec<(u64, u64)> = match &a.trace {
+        Some(path) => read_trace(path, a.requests)?,
+        None => Generator::new(GenConfig {
+            requests: a.requests,
+            objects: a.objects,
+            alpha: a.alpha,
+            sizes,
+            rate: 1000.0,
+            seed: a.seed,
+            scenario: Scenario::Stationary,
+        })?
+        .map(|r| (r.id, r.size))
+        .collect(),
+    };
+    let simulated = a.compare_sim.then(|| simulate_hoc(&spec, hoc_size, &reqs));
     let dir = tempfile::tempdir().context("temporary directory for the disk cache")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -162,7 +215,8 @@ pub fn run(a: DemoArgs) -> Result<()> {
             NodeConfig {
                 origin: format!("http://{}", origin.addr),
                 hoc_size,
-                disk_path: Some(dir.path().join("disk.ring")),
+                hoc_policy: a.hoc_policy.clone(),
+                disk_path: (disk_size > 0).then(|| dir.path().join("disk.ring")),
                 disk_size,
                 ..NodeConfig::default()
             },
@@ -194,6 +248,28 @@ pub fn run(a: DemoArgs) -> Result<()> {
         let elapsed = t.elapsed().as_secs_f64();
         let samples = std::mem::take(&mut *samples.lock().unwrap());
         let printed = report(&samples, elapsed);
+        if let Some((hits, hit_bytes)) = simulated {
+            let hoc: Vec<&Sample> = samples.iter().filter(|s| s.tier == "HIT-HOC").collect();
+            let total = samples.len().max(1) as f64;
+            let bytes: u64 = samples.iter().map(|s| s.bytes).sum();
+            let hoc_bytes: u64 = hoc.iter().map(|s| s.bytes).sum();
+            outln!(
+                "hot-object cache ({}, {}): object hit ratio node {:.4}, simulator {:.4}; \
+                 byte hit ratio node {:.4}, simulator {:.4}{}",
+                a.hoc_policy,
+                format_size(hoc_size),
+                hoc.len() as f64 / total,
+                hits as f64 / total,
+                hoc_bytes as f64 / bytes.max(1) as f64,
+                hit_bytes as f64 / bytes.max(1) as f64,
+                if a.concurrency > 1 {
+                    " (requests in flight at once reach the node in another order than the \
+                     trace's)"
+                } else {
+                    ""
+                }
+            )?;
+        }
         node.stop().await?;
         origin.stop().await?;
         printed?;

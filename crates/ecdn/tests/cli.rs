@@ -416,6 +416,49 @@ fn demo_serves_every_byte_correctly() {
     assert!(out.contains("MISS"), "{out}");
 }
 
+/// The node's hot-object cache and the simulator, on the same requests with one connection,
+/// hit alike (issue 43: within 0.005; it is exact here).
+#[test]
+fn the_nodes_hot_object_cache_hits_as_the_simulator_does() {
+    let trace = trace();
+    for policy in ["gdsf:history", "lirs:max-object=256KiB"] {
+        let o = ecdn(&[
+            "demo",
+            "--trace",
+            &trace,
+            "--requests",
+            "3000",
+            "--hoc-policy",
+            policy,
+            "--hoc-size",
+            "2MiB",
+            "--disk-size",
+            "0",
+            "--concurrency",
+            "1",
+            "--origin-latency",
+            "0s",
+            "--compare-sim",
+        ]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{}{}", out, stderr(&o));
+        assert!(out.contains(" 0 responses with wrong bytes"), "{out}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("hot-object cache"))
+            .unwrap_or_else(|| panic!("no comparison: {out}"));
+        // "... object hit ratio node A, simulator B; byte hit ratio node C, simulator D"
+        let numbers: Vec<f64> = line
+            .split([' ', ',', ';'])
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        assert_eq!(numbers.len(), 4, "{line}");
+        assert!(numbers[0] > 0.05, "{line}");
+        assert!((numbers[0] - numbers[1]).abs() <= 0.005, "{line}");
+        assert!((numbers[2] - numbers[3]).abs() <= 0.005, "{line}");
+    }
+}
+
 #[test]
 fn durations_out_of_range_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
