@@ -35,15 +35,7 @@ pub fn pfoo_lower(trace: &[Request], capacities: &[u64]) -> Vec<Bound> {
             // Byte hits: shortest first.
             usable.sort_unstable_by_key(|iv| iv.length());
             let hit_bytes = greedy(&usable, budget, |iv| iv.size as f64);
-            Bound {
-                capacity,
-                miss_ratio: if n > 0.0 { 1.0 - hits / n } else { 0.0 },
-                byte_miss_ratio: if total_bytes > 0.0 {
-                    1.0 - hit_bytes / total_bytes
-                } else {
-                    0.0
-                },
-            }
+            Bound::of(capacity, hits, n, hit_bytes, total_bytes)
         })
         .collect()
 }

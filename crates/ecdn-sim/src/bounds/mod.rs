@@ -32,6 +32,25 @@ pub struct Bound {
     pub byte_miss_ratio: f64,
 }
 
+impl Bound {
+    /// The bound at `capacity` for `hits` of `requests` and `hit_bytes` of `bytes`.
+    fn of(capacity: u64, hits: f64, requests: f64, hit_bytes: f64, bytes: f64) -> Bound {
+        Bound {
+            capacity,
+            miss_ratio: if requests > 0.0 {
+                1.0 - hits / requests
+            } else {
+                0.0
+            },
+            byte_miss_ratio: if bytes > 0.0 {
+                1.0 - hit_bytes / bytes
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
 /// One reuse interval: the object's size and the requests it spans (`start` < `end`).
 #[derive(Clone, Copy, Debug)]
 struct Interval {

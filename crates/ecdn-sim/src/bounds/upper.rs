@@ -110,15 +110,7 @@ pub fn pfoo_upper_windowed(trace: &[Request], capacities: &[u64], window: usize)
         .enumerate()
         .map(|(i, &capacity)| {
             let (hits, hit_bytes) = (worth[2 * i], worth[2 * i + 1]);
-            Bound {
-                capacity,
-                miss_ratio: if n > 0.0 { 1.0 - hits / n } else { 0.0 },
-                byte_miss_ratio: if total_bytes > 0.0 {
-                    1.0 - hit_bytes / total_bytes
-                } else {
-                    0.0
-                },
-            }
+            Bound::of(capacity, hits, n, hit_bytes, total_bytes)
         })
         .collect()
 }
