@@ -410,6 +410,21 @@ impl ClusterConfig {
         ring.accepted()
     }
 
+    /// Takes `newer`'s `[peer_tls]` files (the cluster file read again): every listener and
+    /// client made from this configuration uses them for its next connection. `Ok(false)`
+    /// when neither has the section; an error when one has it and the other not (switching
+    /// the peer protocol to or from TLS takes a restart of every process).
+    pub fn reload_peer_tls(&self, newer: &ClusterConfig) -> Result<bool, String> {
+        match (&self.tls, &newer.tls) {
+            (Some(mine), Some(theirs)) => {
+                mine.replace(theirs);
+                Ok(true)
+            }
+            (None, None) => Ok(false),
+            _ => Err("[peer_tls] added or removed: that takes a restart".into()),
+        }
+    }
+
     fn check(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
         if self.nodes.is_empty() {

@@ -162,26 +162,66 @@ impl PeerTlsFiles {
             .map_err(|e| format!("peer_tls: the certificate and its key: {e}"))?;
         client.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(PeerTls {
-            client: Arc::new(client),
-            server: Arc::new(server),
+            current: Arc::new(std::sync::RwLock::new(Loaded {
+                client: Arc::new(client),
+                server: Arc::new(server),
+            })),
         })
     }
 }
 
-/// The peer protocol's TLS, loaded: the acceptor of every listener taking signed requests and
-/// the connector of every peer client. Clones share both.
-#[derive(Clone, Debug)]
-pub struct PeerTls {
+#[derive(Debug)]
+struct Loaded {
     client: Arc<ClientConfig>,
     server: Arc<ServerConfig>,
 }
 
+/// The peer protocol's TLS, loaded: the acceptor of every listener taking signed requests and
+/// the connector of every peer client, taken anew for each connection. Clones share them, and
+/// [`PeerTls::replace`] changes them for all (SIGHUP: a new certificate without a restart;
+/// connections already open keep theirs).
+#[derive(Clone, Debug)]
+pub struct PeerTls {
+    current: Arc<std::sync::RwLock<Loaded>>,
+}
+
 impl PeerTls {
+    fn loaded(&self) -> std::sync::RwLockReadGuard<'_, Loaded> {
+        self.current.read().unwrap_or_else(|e| e.into_inner())
+    }
+
     pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
-        tokio_rustls::TlsAcceptor::from(self.server.clone())
+        tokio_rustls::TlsAcceptor::from(self.loaded().server.clone())
     }
 
     pub fn connector(&self) -> tokio_rustls::TlsConnector {
-        tokio_rustls::TlsConnector::from(self.client.clone())
+        tokio_rustls::TlsConnector::from(self.loaded().client.clone())
+    }
+
+    /// From now on, this one's clones accept and connect with `newer`'s files.
+    pub fn replace(&self, newer: &PeerTls) {
+        let (client, server) = {
+            let n = newer.loaded();
+            (n.client.clone(), n.server.clone())
+        };
+        let mut mine = self.current.write().unwrap_or_else(|e| e.into_inner());
+        *mine = Loaded { client, server };
+    }
+}
+
+/// A listener's TLS: one fixed acceptor (an admin listener's), or the peer protocol's, taken
+/// anew for each connection so that a reloaded certificate serves the next one.
+#[derive(Clone)]
+pub enum ListenerTls {
+    Fixed(tokio_rustls::TlsAcceptor),
+    Peer(PeerTls),
+}
+
+impl ListenerTls {
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        match self {
+            ListenerTls::Fixed(a) => a.clone(),
+            ListenerTls::Peer(p) => p.acceptor(),
+        }
     }
 }

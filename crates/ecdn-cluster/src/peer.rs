@@ -245,7 +245,7 @@ impl PeerClient {
             .pool_idle_timeout(POOL_IDLE)
             .build(PeerConnector {
                 tcp: connector,
-                tls: tls.map(PeerTls::connector),
+                tls: tls.cloned(),
             });
         PeerClient {
             client,

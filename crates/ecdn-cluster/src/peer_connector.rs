@@ -15,7 +15,8 @@ use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
-use tokio_rustls::TlsConnector;
+
+use crate::mtls::PeerTls;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -23,7 +24,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Clone)]
 pub struct PeerConnector {
     pub(crate) tcp: HttpConnector,
-    pub(crate) tls: Option<TlsConnector>,
+    pub(crate) tls: Option<PeerTls>,
 }
 
 /// A connection to a peer: plain or TLS.
@@ -44,7 +45,8 @@ impl tower_service::Service<Uri> for PeerConnector {
     fn call(&mut self, uri: Uri) -> Self::Future {
         let host = uri.host().map(|h| h.trim_matches(['[', ']']).to_string());
         let tcp = self.tcp.call(uri);
-        let tls = self.tls.clone();
+        // The connector of now: a reloaded certificate serves the next connection.
+        let tls = self.tls.as_ref().map(PeerTls::connector);
         Box::pin(async move {
             let tcp = tcp.await?;
             let Some(tls) = tls else {

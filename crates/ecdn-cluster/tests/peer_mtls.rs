@@ -153,3 +153,41 @@ async fn the_peer_protocol_over_mtls_admits_only_the_clusters_certificates() {
     coord.shutdown().await;
     coord2.shutdown().await;
 }
+
+/// A new certificate without a restart: the cluster file's `[peer_tls]` files are replaced
+/// (here by a certificate of a new CA, with both CAs trusted) and the configuration reloaded,
+/// as SIGHUP does; the listener presents the new certificate from its next connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reloaded_peer_certificate_serves_the_next_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (old, new) = (Pki::new("the old CA"), Pki::new("the new CA"));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let path = d.join("cluster.toml");
+    std::fs::write(
+        &path,
+        cluster_file(addr, &peer_files(d, "peer", &old, &old, &["127.0.0.1"])),
+    )
+    .unwrap();
+    let cfg = ClusterConfig::load(&path).unwrap();
+    let coord = Coordinator::start_on(cfg.clone(), listener, CoordinatorOptions::default())
+        .await
+        .unwrap();
+    // A client that trusts only the new CA (and presents one of its certificates).
+    let client = cluster_file(addr, &peer_files(d, "client", &new, &new, &["127.0.0.1"]));
+    let e = status(&client, addr).await.unwrap_err();
+    assert!(e.contains("UnknownIssuer"), "{e}");
+    // The same paths now hold a certificate of the new CA; both CAs are trusted.
+    peer_files(d, "peer", &new, &new, &["127.0.0.1"]);
+    let bundle = format!("{}{}", new.ca.pem(), old.ca.pem());
+    std::fs::write(d.join("peer-ca.pem"), bundle).unwrap();
+    let newer = ClusterConfig::load(&path).unwrap();
+    assert_eq!(cfg.reload_peer_tls(&newer), Ok(true));
+    assert_eq!(status(&client, addr).await, Ok(4));
+    // Turning TLS off takes a restart: refused, and nothing changes.
+    let plain = ClusterConfig::parse(&cluster_file(addr, "")).unwrap();
+    assert!(cfg.reload_peer_tls(&plain).is_err());
+    assert_eq!(status(&client, addr).await, Ok(4));
+    coord.shutdown().await;
+}

@@ -41,13 +41,20 @@ async fn recv(s: &mut Option<tokio::signal::unix::Signal>) {
 
 /// Reads the cluster file at `path` again and gives its keys to `cfg`'s key ring (what
 /// SIGHUP does in `ecdn node --cluster` and `ecdn coordinator`: one step of a key rotation,
-/// see `ecdn_cluster::auth`). Returns the line to log; on an error the ring is unchanged.
+/// see `ecdn_cluster::auth`), and its `[peer_tls]` files to the peer protocol's TLS (the next
+/// connections present the new certificate). Returns the line to log; on an error nothing
+/// changes.
 pub fn reload_cluster_keys(path: &std::path::Path, cfg: &ecdn_cluster::ClusterConfig) -> String {
     match ecdn_cluster::ClusterConfig::load(path) {
         Ok(newer) => {
             let n = cfg.reload_keys(&newer);
+            let tls = match cfg.reload_peer_tls(&newer) {
+                Ok(true) => "; the peer certificate reloaded".to_string(),
+                Ok(false) => String::new(),
+                Err(e) => format!("; the peer TLS kept: {e}"),
+            };
             format!(
-                "cluster keys reloaded from {}: {n} accepted, the first signs",
+                "cluster keys reloaded from {}: {n} accepted, the first signs{tls}",
                 path.display()
             )
         }

@@ -98,7 +98,12 @@ impl EtcdCoordinator {
             async move { super::etcd_api::handle(&api, req).await }
         };
         let shutdown = c.view.shutdown.clone();
-        let tls = c.view.cfg.peer_tls().map(|t| t.acceptor());
+        let tls = c
+            .view
+            .cfg
+            .peer_tls()
+            .cloned()
+            .map(crate::mtls::ListenerTls::Peer);
         c.listeners.push(tokio::spawn(accept_loop_tls(
             shutdown, listener, tls, handler,
         )));

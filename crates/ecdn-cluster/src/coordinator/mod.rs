@@ -457,7 +457,7 @@ impl Coordinator {
         };
         // Nodes and operators sign their requests; with `[peer_tls]` they also present a
         // certificate of the cluster's CA.
-        let tls = shared.peer_tls.as_ref().map(|t| t.acceptor());
+        let tls = shared.peer_tls.clone().map(crate::mtls::ListenerTls::Peer);
         tasks.spawn(accept_loop_tls(
             shared.shutdown.clone(),
             listener,
@@ -605,7 +605,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) async fn accept_loop_tls<H, F>(
     shutdown: watch::Receiver<bool>,
     listener: TcpListener,
-    tls: Option<tokio_rustls::TlsAcceptor>,
+    tls: Option<crate::mtls::ListenerTls>,
     handler: H,
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
@@ -645,7 +645,8 @@ pub(crate) async fn accept_loop_tls<H, F>(
             match tls {
                 None => serve_connection(stream, svc, shutdown).await,
                 Some(tls) => {
-                    let hs = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.accept(stream)).await;
+                    let hs = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream))
+                        .await;
                     if let Ok(Ok(stream)) = hs {
                         serve_connection(stream, svc, shutdown).await;
                     }

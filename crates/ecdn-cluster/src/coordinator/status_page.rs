@@ -87,6 +87,7 @@ pub(super) async fn serve(
         let (source, token, peers) = (source.clone(), token.clone(), peers.clone());
         async move { handle(&source, token.as_deref(), &peers, req).await }
     };
+    let tls = tls.map(crate::mtls::ListenerTls::Fixed);
     super::accept_loop_tls(shutdown, listener, tls, handler).await;
 }
 

@@ -70,7 +70,6 @@ pub(in crate::node) async fn serve(listener: TcpListener, st: Arc<State>, c: Arc
     http.keep_alive(true)
         .timer(TokioTimer::new())
         .header_read_timeout(Duration::from_secs(30));
-    let tls = c.cfg.peer_tls().map(|t| t.acceptor());
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -85,6 +84,8 @@ pub(in crate::node) async fn serve(listener: TcpListener, st: Arc<State>, c: Arc
         };
         let _ = stream.set_nodelay(true);
         let arrived = stream.local_addr().ok().map(ArrivedAt);
+        // The acceptor of now: a certificate reloaded on SIGHUP serves the next connection.
+        let tls = c.cfg.peer_tls().map(|t| t.acceptor());
         let (st, c) = (st.clone(), c.clone());
         let service = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             let (st, c) = (st.clone(), c.clone());
@@ -107,7 +108,7 @@ pub(in crate::node) async fn serve(listener: TcpListener, st: Arc<State>, c: Arc
                 })
             }
         });
-        let (http, tls) = (http.clone(), tls.clone());
+        let http = http.clone();
         conns.spawn(async move {
             match tls {
                 None => {
