@@ -66,31 +66,17 @@ async fn the_peer_protocol_over_mtls_admits_only_the_clusters_certificates() {
 
     // The cluster's client: signed answers over TLS.
     assert_eq!(status(&file, addr).await, Ok(4));
-    let client = PeerClient::for_cluster(&cfg);
-    let r = client
-        .send(
-            addr,
-            Method::GET,
-            "/coord/status",
-            Bytes::new(),
-            &[],
-            Duration::from_secs(10),
-        )
-        .await
-        .unwrap();
+    let ask = |client: PeerClient| async move {
+        let t = Duration::from_secs(10);
+        client
+            .send(addr, Method::GET, "/coord/status", Bytes::new(), &[], t)
+            .await
+    };
+    let r = ask(PeerClient::for_cluster(&cfg)).await.unwrap();
     assert_eq!(r.status(), 200);
 
     // The right key over plain TCP: the listener speaks only TLS.
-    let plain = PeerClient::new(ClusterKey::new(KEY.as_bytes()));
-    let e = plain
-        .send(
-            addr,
-            Method::GET,
-            "/coord/status",
-            Bytes::new(),
-            &[],
-            Duration::from_secs(10),
-        )
+    let e = ask(PeerClient::new(ClusterKey::new(KEY.as_bytes())))
         .await
         .unwrap_err();
     assert!(
