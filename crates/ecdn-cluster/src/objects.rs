@@ -368,10 +368,9 @@ pub async fn reseal(
     keys: &Keys,
     key: &ClusterKey,
 ) -> Result<Resealed, String> {
-    let prefix = keys.objects();
     let mut done = Resealed::default();
-    let mut from = prefix.clone().into_bytes();
-    let mut range_end = prefix.clone().into_bytes();
+    let mut from = keys.objects().into_bytes();
+    let mut range_end = from.clone();
     // The end of the prefix's range: its last byte plus one ("objects/" ends in '/').
     if let Some(last) = range_end.last_mut() {
         *last += 1;

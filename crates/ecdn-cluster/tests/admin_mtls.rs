@@ -5,9 +5,9 @@
 
 use ecdn_cluster::coordinator::{Coordinator, CoordinatorOptions};
 use ecdn_cluster::mtls::AdminTls;
-use ecdn_cluster::ClusterConfig;
 use tokio::net::TcpListener;
 
+mod common;
 #[path = "common/pki.rs"]
 mod pki;
 use pki::{admin_files, health, Pki};
@@ -28,17 +28,10 @@ async fn the_mtls_admin_listener_refuses_clients_without_a_certificate_its_ca_si
 
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let mut text = format!(
-        "scheme = \"c2dn\"\nkey = \"0123456789abcdef-mtls-test\"\ncoordinator = \"{addr}\"\n"
+    let cfg = common::cluster(
+        "0123456789abcdef-mtls-test",
+        &format!("coordinator = \"{addr}\""),
     );
-    for i in 0..4 {
-        text.push_str(&format!(
-            "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
-            1000 + i,
-            2000 + i
-        ));
-    }
-    let cfg = ClusterConfig::parse(&text).unwrap();
     let mut coord = Coordinator::start_on(cfg, listener, CoordinatorOptions::default())
         .await
         .unwrap();

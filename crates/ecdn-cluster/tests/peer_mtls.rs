@@ -17,23 +17,16 @@ use ecdn_cluster::{ClusterConfig, PeerError};
 use hyper::Method;
 use tokio::net::TcpListener;
 
+mod common;
 #[path = "common/pki.rs"]
 mod pki;
 use pki::{health, peer_files, Pki};
 
 const KEY: &str = "0123456789abcdef-peer-mtls-test";
 
-/// A cluster file of 4 nodes whose coordinator is at `addr`, with `tls` (a `[peer_tls]`).
+/// A cluster file of 5 nodes whose coordinator is at `addr`, with `tls` (a `[peer_tls]`).
 fn cluster_file(addr: std::net::SocketAddr, tls: &str) -> String {
-    let mut text = format!("scheme = \"c2dn\"\nkey = \"{KEY}\"\ncoordinator = \"{addr}\"\n{tls}");
-    for i in 0..4 {
-        text.push_str(&format!(
-            "[[node]]\nid = {i}\nclient = \"127.0.0.1:{}\"\npeer = \"127.0.0.1:{}\"\n",
-            1000 + i,
-            2000 + i
-        ));
-    }
-    text
+    common::cluster_text(KEY, &format!("coordinator = \"{addr}\"\n{tls}"))
 }
 
 /// A client of `file`'s cluster asks the coordinator at `addr` for its status.
@@ -65,7 +58,7 @@ async fn the_peer_protocol_over_mtls_admits_only_the_clusters_certificates() {
         .unwrap();
 
     // The cluster's client: signed answers over TLS.
-    assert_eq!(status(&file, addr).await, Ok(4));
+    assert_eq!(status(&file, addr).await, Ok(5));
     let ask = |client: PeerClient| async move {
         let t = Duration::from_secs(10);
         client
@@ -170,10 +163,10 @@ async fn a_reloaded_peer_certificate_serves_the_next_connection() {
     std::fs::write(d.join("peer-ca.pem"), bundle).unwrap();
     let newer = ClusterConfig::load(&path).unwrap();
     assert_eq!(cfg.reload_peer_tls(&newer), Ok(true));
-    assert_eq!(status(&client, addr).await, Ok(4));
+    assert_eq!(status(&client, addr).await, Ok(5));
     // Turning TLS off takes a restart: refused, and nothing changes.
     let plain = ClusterConfig::parse(&cluster_file(addr, "")).unwrap();
     assert!(cfg.reload_peer_tls(&plain).is_err());
-    assert_eq!(status(&client, addr).await, Ok(4));
+    assert_eq!(status(&client, addr).await, Ok(5));
     coord.shutdown().await;
 }

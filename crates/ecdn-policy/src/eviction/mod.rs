@@ -93,50 +93,38 @@ pub enum EvictionKind {
 
 impl EvictionKind {
     /// Parses `NAME[:OPTION]...`; the options are `max-object=SIZE` for `lirs` and
-    /// `wtinylfu` (objects up to SIZE cached, in place of their 1% rule), none for the others.
+    /// `wtinylfu` (objects up to SIZE cached, in place of their 1% rule) and `history` for
+    /// `gdsf`, none for the others.
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut parts = s.split(':');
-        let name = parts.next().unwrap_or("").trim();
-        let mut max_object = None;
-        let mut history = false;
-        for option in parts {
-            if option.trim().eq_ignore_ascii_case("history") {
-                history = true;
-                continue;
-            }
-            match option.trim().split_once('=') {
+        let mut kind = Self::parse_name(parts.next().unwrap_or("").trim())?;
+        for option in parts.map(str::trim) {
+            let max_object = match option.split_once('=') {
                 Some((key, value)) if key.trim().eq_ignore_ascii_case("max-object") => {
                     let size = ecdn_trace::units::parse_size(value.trim())
                         .map_err(|e| format!("{s:?}: max-object: {e}"))?;
                     if size == 0 {
                         return Err(format!("{s:?}: max-object must be at least 1 byte"));
                     }
-                    max_object = Some(size);
+                    Some(size)
                 }
+                _ => None,
+            };
+            kind = match (kind, max_object) {
+                (EvictionKind::Gdsf { .. }, None) if option.eq_ignore_ascii_case("history") => {
+                    EvictionKind::Gdsf { history: true }
+                }
+                (EvictionKind::Lirs { .. }, Some(_)) => EvictionKind::Lirs { max_object },
+                (EvictionKind::WTinyLfu { .. }, Some(_)) => EvictionKind::WTinyLfu { max_object },
                 _ => {
                     return Err(format!(
-                        "{s:?}: unknown option {option:?} (lirs and wtinylfu take \
-                         max-object=SIZE, gdsf takes history; the others take none)"
+                        "{s:?}: option {option:?} is not one of this policy's (lirs and \
+                         wtinylfu take max-object=SIZE, gdsf takes history; the others none)"
                     ))
                 }
-            }
-        }
-        let kind = Self::parse_name(name)?;
-        if history {
-            return match (kind, max_object) {
-                (EvictionKind::Gdsf { .. }, None) => Ok(EvictionKind::Gdsf { history: true }),
-                _ => Err(format!("{s:?}: history is an option of gdsf only")),
             };
         }
-        match (kind, max_object) {
-            (_, None) => Ok(kind),
-            (EvictionKind::Lirs { .. }, m) => Ok(EvictionKind::Lirs { max_object: m }),
-            (EvictionKind::WTinyLfu { .. }, m) => Ok(EvictionKind::WTinyLfu { max_object: m }),
-            (_, Some(_)) => Err(format!(
-                "{s:?}: max-object is an option of lirs and wtinylfu only (the others cache \
-                 any object up to their capacity)"
-            )),
-        }
+        Ok(kind)
     }
 
     fn parse_name(s: &str) -> Result<Self, String> {
