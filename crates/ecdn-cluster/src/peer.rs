@@ -3,7 +3,8 @@
 //!
 //! * [`PeerClient`] — one pooled HTTP/1.1 client (hyper-util's legacy client: connections are
 //!   kept and reused per peer, `TCP_NODELAY` on; over mutual TLS when the cluster file has
-//!   `[peer_tls]`, [`PeerClient::for_cluster`] and [`crate::peer_connector`]). [`PeerClient::send`] signs every request with
+//!   `[peer_tls]`, [`PeerClient::for_cluster`] and [`crate::peer_connector`]).
+//!   [`PeerClient::send`] signs every request with
 //!   the cluster key over the body's digest, for the address it is sent to, under the map epoch
 //!   the client was last told ([`PeerClient::set_epoch`]) and with a fresh nonce, and bounds the
 //!   time to the response headers; its
