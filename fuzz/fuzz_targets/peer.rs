@@ -70,6 +70,7 @@ fuzz_target!(|data: &[u8]| {
             PeerPath::Has { key, ages: true } => wire::has_ages_path(key),
             PeerPath::Relay { target } => wire::relay_path(target),
             PeerPath::Stats => wire::STATS_PATH.to_string(),
+            PeerPath::Probe => wire::PROBE_PATH.to_string(),
         };
         assert_eq!(wire::parse_path(&again), Ok(p));
     }

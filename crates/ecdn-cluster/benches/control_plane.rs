@@ -54,7 +54,14 @@ async fn start_node(cfg: &ClusterConfig, id: usize) -> Node {
         let peers = PeerClient::new(ClusterKey::new(cfg.key.as_bytes()));
         spawn_control(cfg, id, peers, loads.clone()).await
     } else {
-        spawn_etcd_control(cfg, id, loads.clone(), Arc::new(EtcdStatus::default())).await
+        spawn_etcd_control(
+            cfg,
+            id,
+            loads.clone(),
+            Arc::new(EtcdStatus::default()),
+            None,
+        )
+        .await
     }
     .unwrap();
     Node { control, loads }

@@ -36,6 +36,19 @@
 //! cert = "peer.pem"          # this host's certificate, its IP addresses among its names
 //! key = "peer.key"           # (relative paths: from the cluster file's directory)
 //!
+//! [health]                  # (optional) unavailable beyond missed heartbeats (crate::health)
+//! enabled = true            # judge nodes by what their peers and load balancers see
+//! cut_quorum = 0.5          # cut off: more than this fraction of its peers cannot reach it
+//! slow_ms = 40              # slow: its service time (probe round trip, median over peers)
+//! slow_factor = 4           #   above max(slow_ms, slow_factor x the median node's)
+//! slow_for_ms = 1000        #   for this long
+//! return_after_ms = 2000    # back once well this long, doubled per exit within
+//! flap_window_s = 300       #   this window, at most
+//! max_return_ms = 60000     #   this long
+//! max_out = 0               # nodes out for health at once (0: a third, at least 1)
+//! probe_fanout = 16         # peers each node probes per heartbeat period
+//! probe_timeout_ms = 500    # an unanswered probe is a failure after this long
+//!
 //! [[node]]
 //! id = 0
 //! client = "127.0.0.1:8000"  # where clients (or the front load balancer) connect
@@ -51,6 +64,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use crate::auth::ClusterKey;
+use crate::health::HealthConfig;
 use crate::mtls::{PeerTls, PeerTlsFiles};
 use ecdn_placement::pieces::Scheme;
 use ecdn_trace::units::parse_size;
@@ -214,6 +228,9 @@ pub struct ClusterConfig {
     /// Those files, loaded when the configuration was parsed (shared by its clones).
     #[serde(skip)]
     tls: Option<PeerTls>,
+    /// When a node is unavailable beyond missed heartbeats ([`crate::health`]).
+    #[serde(default)]
+    pub health: HealthConfig,
     #[serde(rename = "node", default)]
     pub nodes: Vec<NodeEntry>,
 }
@@ -507,6 +524,7 @@ impl ClusterConfig {
         if self.heartbeat_ms == 0 || self.missed_heartbeats == 0 {
             return bad("heartbeat_ms and missed_heartbeats must be at least 1".into());
         }
+        self.health.validate().map_err(ConfigError::Invalid)?;
         if !(self.parity_delay.is_finite() && self.parity_delay >= 0.0) {
             return bad(format!(
                 "parity_delay = {}: need a fraction >= 0",

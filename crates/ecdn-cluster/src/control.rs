@@ -329,6 +329,14 @@ impl Control {
         &self.map
     }
 
+    /// Runs `task` beside the control's own, stopped with them ([`Control::stop`]).
+    pub fn spawn_beside<F>(&mut self, task: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.tasks.push(tokio::spawn(task));
+    }
+
     /// Whether the node reaches the coordinator (embedded mode; `None` in etcd mode).
     pub fn coordinator_status(&self) -> Option<Arc<CoordinatorStatus>> {
         self.coordinator.clone()
@@ -396,9 +404,8 @@ pub async fn spawn_control(
     });
     let heartbeat = tokio::spawn(heartbeat_loop(
         client,
-        cfg.coordinator,
+        cfg.clone(),
         node,
-        period,
         map.clone(),
         loads,
         status.clone(),
@@ -503,13 +510,13 @@ async fn watch_loop(fetch: Fetch, period: Duration, map: MapHandle) {
 
 async fn heartbeat_loop(
     client: PeerClient,
-    addr: std::net::SocketAddr,
+    cfg: ClusterConfig,
     node: usize,
-    period: Duration,
     map: MapHandle,
     loads: WriteLoads,
     status: Arc<CoordinatorStatus>,
 ) {
+    let (addr, period) = (cfg.coordinator, Duration::from_millis(cfg.heartbeat_ms));
     let mut interval = tokio::time::interval(period);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let timeout = period.max(Duration::from_millis(200));
@@ -517,12 +524,21 @@ async fn heartbeat_loop(
     loop {
         interval.tick().await;
         let taken = loads.take();
+        let current = map.current();
+        let peers = match client.observer() {
+            Some(o) if cfg.health.enabled => o.views(
+                &crate::health::probe::peer_ids(&current, &cfg),
+                std::time::Instant::now(),
+            ),
+            _ => Vec::new(),
+        };
         let hb = Heartbeat {
             node,
-            epoch: map.epoch(),
+            epoch: current.epoch,
             data_bytes: taken.data_bytes,
             parity: taken.parity.clone(),
             object_reads: taken.object_reads.clone(),
+            peers,
         };
         let body = Bytes::from(serde_json::to_vec(&hb).expect("a heartbeat serializes"));
         let result = client

@@ -41,6 +41,8 @@ use crate::control::{Control, ControlError, MapHandle, MapRejected, WriteLoads};
 pub use crate::etcd_keys::Keys;
 pub(crate) use crate::etcd_keys::{open, seal};
 use crate::etcd_map::{Gap, MapFollower};
+use crate::health::observer::PeerObserver;
+use crate::health::PeerView;
 use crate::map::BucketMap;
 
 /// A node's registration value.
@@ -253,6 +255,7 @@ pub async fn spawn_etcd_control(
     node: usize,
     loads: WriteLoads,
     status: Arc<EtcdStatus>,
+    observer: Option<Arc<PeerObserver>>,
 ) -> Result<Control, ControlError> {
     let keys = Keys::new(cfg);
     let key = cfg.cluster_key();
@@ -292,11 +295,18 @@ pub async fn spawn_etcd_control(
         client: client.to_string(),
         peer: peer.to_string(),
     };
+    let health = observer.filter(|_| cfg.health.enabled).map(|o| Health {
+        observer: o,
+        map: first.clone(),
+        last: None,
+        ticks: 0,
+    });
     let session = tokio::spawn(session_loop(
         cfg.clone(),
         registration,
         loads,
         status.clone(),
+        health,
     ));
     let watcher = tokio::spawn(map_loop(cfg.clone(), node, first.clone(), status));
     Ok(Control::from_parts(first, vec![session, watcher]))
@@ -336,13 +346,56 @@ impl Totals {
     }
 }
 
-/// Registers the node under a lease, keeps it alive and puts the load totals, again and again
-/// as sessions fail.
+/// A node's health views and when it last put them (`health/{id}`).
+struct Health {
+    observer: Arc<PeerObserver>,
+    map: MapHandle,
+    /// The views last put.
+    last: Option<Vec<PeerView>>,
+    /// Report ticks since.
+    ticks: u32,
+}
+
+/// Views are put again at least every this many report ticks, unchanged or not.
+const HEALTH_REFRESH: u32 = 20;
+
+impl Health {
+    /// The views to put now, if they changed enough since the last put (a peer's reachability,
+    /// or its service time by a quarter), or the refresh is due.
+    fn due(&mut self, cfg: &ClusterConfig) -> Option<Vec<PeerView>> {
+        let views = self.observer.views(
+            &crate::health::probe::peer_ids(&self.map.current(), cfg),
+            std::time::Instant::now(),
+        );
+        self.ticks += 1;
+        let changed = match &self.last {
+            None => true,
+            Some(last) => {
+                last.len() != views.len()
+                    || last.iter().zip(&views).any(|(a, b)| {
+                        a.node != b.node
+                            || a.reachable != b.reachable
+                            || match (a.service_us, b.service_us) {
+                                (Some(x), Some(y)) => {
+                                    (x as f64 - y as f64).abs() > 0.25 * x.max(1) as f64
+                                }
+                                (x, y) => x.is_some() != y.is_some(),
+                            }
+                    })
+            }
+        };
+        (changed || self.ticks >= HEALTH_REFRESH).then_some(views)
+    }
+}
+
+/// Registers the node under a lease, keeps it alive and puts the load totals (and its views of
+/// its peers), again and again as sessions fail.
 async fn session_loop(
     cfg: ClusterConfig,
     reg: Registration,
     loads: WriteLoads,
     status: Arc<EtcdStatus>,
+    mut health: Option<Health>,
 ) {
     let keys = Keys::new(&cfg);
     let mut totals = Totals {
@@ -367,8 +420,13 @@ async fn session_loop(
             &mut totals,
             &status,
             &mut lease_id,
+            health.as_mut(),
         )
         .await;
+        if let Some(h) = health.as_mut() {
+            // The next session puts its views at once (the lease may have taken the key).
+            h.last = None;
+        }
         status.connected.store(false, Ordering::Relaxed);
         status.failures.fetch_add(1, Ordering::Relaxed);
         // Loads taken in the failed session stay in the totals; the next session puts them.
@@ -386,6 +444,7 @@ async fn session_loop(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn session(
     cfg: &ClusterConfig,
     keys: &Keys,
@@ -394,6 +453,7 @@ async fn session(
     totals: &mut Totals,
     status: &EtcdStatus,
     lease_id: &mut Option<i64>,
+    mut health: Option<&mut Health>,
 ) -> String {
     let mut client = match connect(&cfg.etcd).await {
         Ok(c) => c,
@@ -432,6 +492,16 @@ async fn session(
                     }
                     totals.changed = false;
                     status.load_puts.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Some(h) = health.as_deref_mut() {
+                    if let Some(views) = h.due(cfg) {
+                        let v = serde_json::to_vec(&views).expect("views serialize");
+                        if let Err(e) = client.put(keys.health(reg.node), v, with_lease()).await {
+                            return format!("health report: {e}");
+                        }
+                        h.last = Some(views);
+                        h.ticks = 0;
+                    }
                 }
             }
         }

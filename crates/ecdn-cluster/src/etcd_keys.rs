@@ -29,6 +29,14 @@ impl Keys {
     pub fn load(&self, id: usize) -> String {
         format!("{}loads/{id}", self.prefix)
     }
+    /// The prefix of the nodes' health views ([`crate::health`]).
+    pub fn healths(&self) -> String {
+        format!("{}health/", self.prefix)
+    }
+    /// Node `id`'s current views of its peers, under its lease.
+    pub fn health(&self, id: usize) -> String {
+        format!("{}health/{id}", self.prefix)
+    }
     pub fn leader(&self) -> String {
         format!("{}leader", self.prefix)
     }

@@ -34,6 +34,10 @@ pub struct Heartbeat {
     /// [`MAX_OBJECT_READS`].
     #[serde(default)]
     pub object_reads: Vec<(String, u64)>,
+    /// How the node currently sees its peers ([`crate::health`]): the coordinator's evidence
+    /// for its verdicts beyond silence.
+    #[serde(default)]
+    pub peers: Vec<crate::health::PeerView>,
 }
 
 /// The coordinator's answer to a heartbeat.

@@ -35,6 +35,9 @@
 //!   registration under a lease, its load reports and map watch ([`etcd::spawn_etcd_control`]);
 //!   the coordinators' leader election is `coordinator::etcd`; [`etcd_local`] starts etcd
 //!   members on loopback for the demo, tests and benchmarks.
+//! * [`health`] — unavailable as C2DN means it: what nodes see of their peers (their requests
+//!   and probes), reported with their heartbeats, and the coordinator's verdicts (cut off,
+//!   unreachable from clients, slow) with hysteresis and a cap.
 //! * [`heartbeat`] — the heartbeat protocol between a node's control and the coordinator.
 //! * [`plane`] — the current map, asked once from whichever control plane the file names.
 //! * [`objects`] — where EC-Cache's object records live: the embedded coordinator or etcd.
@@ -49,6 +52,7 @@ pub mod etcd;
 pub mod etcd_keys;
 pub mod etcd_local;
 pub mod etcd_map;
+pub mod health;
 pub mod heartbeat;
 pub mod map;
 pub mod mtls;

@@ -42,6 +42,7 @@ use thiserror::Error;
 use crate::auth::{self, AuthError, BodyTagger, ClusterKey, Recipient, Verified};
 use crate::breaker::Breaker;
 use crate::config::ClusterConfig;
+use crate::health::observer::{Outcome, PeerObserver};
 use crate::mtls::PeerTls;
 use crate::peer_connector::PeerConnector;
 use tokio::sync::mpsc;
@@ -204,6 +205,9 @@ pub struct PeerClient {
     epoch: Arc<AtomicU64>,
     /// Peers that failed to answer lately, skipped for a while ([`PeerClient::with_breaker`]).
     breaker: Option<Arc<Breaker>>,
+    /// How each peer answered lately, for the coordinator's health verdicts
+    /// ([`PeerClient::with_observer`]).
+    observer: Option<Arc<PeerObserver>>,
 }
 
 impl std::fmt::Debug for PeerClient {
@@ -254,6 +258,7 @@ impl PeerClient {
             key: Arc::new(key),
             epoch: Arc::new(AtomicU64::new(0)),
             breaker: None,
+            observer: None,
         }
     }
 
@@ -267,24 +272,90 @@ impl PeerClient {
         }
     }
 
+    /// A client sharing this one's pool, key, epoch and breaker that notes how every peer
+    /// answered in `observer` ([`crate::health::observer`]).
+    pub fn with_observer(&self, observer: Arc<PeerObserver>) -> PeerClient {
+        PeerClient {
+            observer: Some(observer),
+            ..self.clone()
+        }
+    }
+
+    /// Its observer, if it has one.
+    pub fn observer(&self) -> Option<&Arc<PeerObserver>> {
+        self.observer.as_ref()
+    }
+
     fn admit(&self, addr: SocketAddr) -> Result<(), PeerError> {
-        match &self.breaker {
+        let admitted = match &self.breaker {
             Some(b) => b
                 .admit(addr, Instant::now())
                 .map_err(|left| PeerError::Skipped(addr, left)),
             None => Ok(()),
+        };
+        if admitted.is_err() {
+            Self::record(&None, &self.observer, addr, &admitted);
         }
+        admitted
     }
 
-    /// Tells the breaker how a request to `addr` went.
-    fn record<T>(breaker: &Option<Arc<Breaker>>, addr: SocketAddr, result: &Result<T, PeerError>) {
+    /// Tells the breaker and the observer how a request to `addr` went.
+    fn record<T>(
+        breaker: &Option<Arc<Breaker>>,
+        observer: &Option<Arc<PeerObserver>>,
+        addr: SocketAddr,
+        result: &Result<T, PeerError>,
+    ) {
+        let now = Instant::now();
+        let failed = matches!(
+            result,
+            Err(PeerError::Refused(_) | PeerError::Timeout(..) | PeerError::Other(..))
+        );
+        if let Some(o) = observer {
+            let outcome = match result {
+                Ok(_) => Outcome::Answered,
+                Err(PeerError::Skipped(..)) => Outcome::Failed,
+                Err(_) if failed => Outcome::Failed,
+                Err(_) => Outcome::Neutral,
+            };
+            o.note(addr, outcome, now);
+        }
         let Some(b) = breaker else { return };
         match result {
             Ok(_) => b.answered(addr),
-            Err(PeerError::Refused(_) | PeerError::Timeout(..) | PeerError::Other(..)) => {
-                b.struck(addr, Instant::now())
+            Err(_) if failed => b.struck(addr, now),
+            Err(_) => {}
+        }
+    }
+
+    /// Probes the peer at `addr` ([`crate::wire::PROBE_PATH`]), past the breaker: the round
+    /// trip to its answer, noted in the observer; an answer also clears the peer's strikes, a
+    /// failure is one more.
+    pub async fn probe(&self, addr: SocketAddr, timeout: Duration) -> Result<Duration, PeerError> {
+        let t = Instant::now();
+        let result = self
+            .send_admitted(
+                addr,
+                Method::GET,
+                crate::wire::PROBE_PATH,
+                Bytes::new(),
+                &[],
+                timeout,
+            )
+            .await;
+        let rtt = t.elapsed();
+        match &result {
+            Ok(resp) if resp.status().is_success() => {
+                if let Some(o) = &self.observer {
+                    o.probed(addr, rtt, Instant::now());
+                }
+                Ok(rtt)
             }
-            Err(PeerError::Reset(_) | PeerError::Skipped(..)) => {}
+            Ok(resp) => Err(PeerError::Other(
+                addr,
+                format!("probe answered {}", resp.status()),
+            )),
+            Err(e) => Err(e.clone()),
         }
     }
 
@@ -319,6 +390,20 @@ impl PeerClient {
         timeout: Duration,
     ) -> Result<Response<Incoming>, PeerError> {
         self.admit(addr)?;
+        self.send_admitted(addr, method, path_and_query, body, headers, timeout)
+            .await
+    }
+
+    /// [`PeerClient::send`] without asking the breaker first.
+    async fn send_admitted(
+        &self,
+        addr: SocketAddr,
+        method: Method,
+        path_and_query: &str,
+        body: Bytes,
+        headers: &[(HeaderName, HeaderValue)],
+        timeout: Duration,
+    ) -> Result<Response<Incoming>, PeerError> {
         let other = |m: String| PeerError::Other(addr, m);
         let uri = uri_of(self.scheme, addr, path_and_query)?;
         let to = self.recipient(addr);
@@ -341,7 +426,7 @@ impl PeerClient {
             }
             Ok(Err(e)) => Err(classify(addr, timeout, &e)),
         };
-        Self::record(&self.breaker, addr, &result);
+        Self::record(&self.breaker, &self.observer, addr, &result);
         result
     }
 
@@ -371,12 +456,13 @@ impl PeerClient {
             .body(PeerBody::Streamed(rx))
             .map_err(|e| other(e.to_string()))?;
         let (client, breaker) = (self.client.clone(), self.breaker.clone());
+        let observer = self.observer.clone();
         let answer = tokio::spawn(async move {
             let result = client
                 .request(req)
                 .await
                 .map_err(|e| classify(addr, Duration::ZERO, &e));
-            Self::record(&breaker, addr, &result);
+            Self::record(&breaker, &observer, addr, &result);
             result
         });
         let sender = BodySender {

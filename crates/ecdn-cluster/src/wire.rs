@@ -62,7 +62,13 @@ pub enum PeerPath {
     Relay { target: String },
     /// The node's counters (its `/_ecdn/stats`), for the coordinator's status page.
     Stats,
+    /// A health probe ([`crate::health::probe`]): answered at once, its round trip is the
+    /// node's service time as the prober sees it.
+    Probe,
 }
+
+/// The path of [`PeerPath::Probe`].
+pub const PROBE_PATH: &str = "/_peer/probe";
 
 /// The path of [`PeerPath::Stats`].
 pub const STATS_PATH: &str = "/_peer/stats";
@@ -170,6 +176,12 @@ pub fn parse_path(path_and_query: &str) -> Result<PeerPath, WireError> {
             return bad("unexpected query");
         }
         return Ok(PeerPath::Stats);
+    }
+    if path == PROBE_PATH {
+        if query.is_some() {
+            return bad("unexpected query");
+        }
+        return Ok(PeerPath::Probe);
     }
     if let Some(key) = path.strip_prefix("/_peer/has/") {
         let ages = match query {
@@ -395,6 +407,9 @@ mod tests {
         assert_eq!(parse_path(STATS_PATH).unwrap(), PeerPath::Stats);
         assert!(parse_path("/_peer/stats?x=1").is_err());
         assert!(parse_path("/_peer/stats/x").is_err());
+        assert_eq!(parse_path(PROBE_PATH).unwrap(), PeerPath::Probe);
+        assert!(parse_path("/_peer/probe?x").is_err());
+        assert!(parse_path("/_peer/probe/x").is_err());
         assert!(parse_path("/_peer/relay/%2Fx?y=1").is_err());
         let held = [PieceName::Replica, PieceName::Chunk(0), PieceName::Chunk(4)];
         assert_eq!(decode_held(&encode_held(&held)).unwrap(), held);

@@ -537,7 +537,12 @@ async fn the_map_is_long_polled() {
         first_epoch: Some(1),
         state_file: None,
     };
-    let (_cfg, coord) = start(100, 3, opts).await;
+    // Heartbeats alone decide here: with the health judge on, a coordinator that hears from
+    // nobody suspects itself and keeps the map (`a_coordinator_cut_off_does_not_empty_the_map`).
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let text = cluster_file(listener.local_addr().unwrap(), 5, 100, 3);
+    let cfg = ClusterConfig::parse(&format!("{text}\n[health]\nenabled = false\n")).unwrap();
+    let coord = Coordinator::start_on(cfg, listener, opts).await.unwrap();
     let addr = coord.addr();
     let c = client();
     let t0 = Instant::now();

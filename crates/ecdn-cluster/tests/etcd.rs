@@ -87,7 +87,7 @@ struct TestNode {
 async fn node(cfg: &ClusterConfig, id: usize) -> TestNode {
     let loads = WriteLoads::for_cluster(cfg);
     let status = Arc::new(EtcdStatus::default());
-    let start = spawn_etcd_control(cfg, id, loads.clone(), status.clone());
+    let start = spawn_etcd_control(cfg, id, loads.clone(), status.clone(), None);
     let control = tokio::time::timeout(Duration::from_secs(20), start)
         .await
         .expect("a first map within 20 s")

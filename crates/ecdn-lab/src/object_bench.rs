@@ -539,6 +539,7 @@ async fn start(
         repair_rate: 0,
         parity_delay: None,
         peer_tls: None,
+        health: Vec::new(),
     };
     let file = dir.join("cluster.toml");
     let mut text = procs::cluster_file(&settings, &layout);

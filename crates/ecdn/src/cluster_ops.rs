@@ -303,8 +303,16 @@ fn used(u: Option<u64>, cap: Option<u64>) -> String {
 }
 
 fn health(n: &NodeStatus) -> String {
+    let why = n
+        .health
+        .out_reason
+        .as_deref()
+        .and_then(|r| r.split(':').next());
     match (n.state.as_str(), n.available, n.ms_since_heartbeat) {
         ("active", true, _) => "up".into(),
+        ("active", false, _) if why.is_some_and(|w| w != "silent") => {
+            format!("OUT ({})", why.unwrap_or_default())
+        }
         ("active", false, Some(ms)) => format!("DOWN ({:.1} s)", ms as f64 / 1000.0),
         ("active", false, None) => "DOWN (never seen)".into(),
         (state, _, _) => state.to_uppercase(),
@@ -368,6 +376,17 @@ fn table(r: &StatusReport) -> String {
     for (id, u) in &r.nodes {
         if let Some(e) = &u.error {
             let _ = writeln!(out, "node {id}: no stats: {e}");
+        }
+    }
+    for n in &s.nodes {
+        if let Some(why) = &n.health.out_reason {
+            let _ = writeln!(out, "node {}: out: {why}", n.id);
+        } else if n.control_cut {
+            let _ = writeln!(
+                out,
+                "node {}: silent to the coordinator, but its peers reach it: kept in the map",
+                n.id
+            );
         }
     }
     if let Some(last) = s.recent_rebalances.last() {

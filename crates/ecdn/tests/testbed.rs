@@ -384,6 +384,68 @@ fn a_cluster_on_the_bed_survives_a_partition_a_slow_node_and_a_kill() {
     assert_eq!(leftovers(id), Vec::<String>::new());
 }
 
+/// `ecdn cluster demo` on the bed with `extra`; its JSON report and stderr.
+fn demo_on_bed(extra: &[&str]) -> (serde_json::Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ecdn"))
+        .args(["cluster", "demo", "--testbed", "1gbit", "--json"])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let r: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(r["failed_requests"], 0, "{stderr}");
+    assert_eq!(r["wrong_bytes"], 0, "{stderr}");
+    assert_eq!(
+        leftovers(r["testbed"]["id"].as_str().unwrap()),
+        Vec::<String>::new()
+    );
+    (r, stderr)
+}
+
+#[test]
+fn a_node_cut_off_from_its_peers_leaves_the_map_and_returns_after_the_heal() {
+    let _turn = one_at_a_time();
+    // Node 1 of 5 cut off from its peers for 4 s: the coordinator takes it out within
+    // seconds, saying why, and takes it back after the heal; the simulator's column loses it
+    // at the same requests. With the judge switched off, heartbeats keep it in the map.
+    let args = [
+        "--nodes",
+        "5",
+        "--requests",
+        "2500",
+        "--objects",
+        "150",
+        "--concurrency",
+        "2",
+        "--no-kill",
+        "--partition-peers",
+        "1@0.1+4s",
+    ];
+    let (r, stderr) = demo_on_bed(&args);
+    let declared = r["declared"].as_array().unwrap();
+    let row = declared
+        .iter()
+        .find(|d| d["node"] == 1)
+        .unwrap_or_else(|| panic!("node 1 was never declared out: {declared:?}\n{stderr}"));
+    let reason = row["reason"].as_str().unwrap();
+    assert!(reason.starts_with("cut off"), "{reason}");
+    let detect = row["fault_to_out_s"].as_f64().unwrap();
+    assert!(detect < 3.0, "declared {detect} s after the partition");
+    let back = row["heal_to_back_s"].as_f64();
+    assert!(back.is_some(), "node 1 never came back: {row}\n{stderr}");
+    assert!(
+        declared.iter().all(|d| d["node"] == 1),
+        "only node 1 leaves: {declared:?}"
+    );
+    // The simulator lost it too: its column has a run with failures.
+    assert!(r["sim_with_kills"].is_object());
+    let (off, _) = demo_on_bed(&[&args[..], &["--health", "off"]].concat());
+    assert_eq!(off["declared"].as_array().unwrap().len(), 0);
+}
+
 #[test]
 fn coral_sites_as_processes_fill_from_each_other_and_redirect_by_measured_rtt() {
     let _turn = one_at_a_time();

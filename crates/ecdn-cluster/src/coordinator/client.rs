@@ -16,8 +16,8 @@ use ecdn_objects::meta::{ObjectMeta, ObjectName};
 
 use super::objects::{self, VersionReply};
 use super::{
-    HeartbeatReply, MemberOp, MemberReply, Status, DRAIN_PATH, MEMBERS_PATH, REBALANCE_PATH,
-    REMOVE_PATH, STATUS_PATH, UNDRAIN_PATH,
+    HeartbeatReply, MemberOp, MemberReply, Status, BALANCER_PATH, DRAIN_PATH, MEMBERS_PATH,
+    REBALANCE_PATH, REMOVE_PATH, STATUS_PATH, UNDRAIN_PATH,
 };
 use crate::auth::{unix_now_ms, ClusterKey};
 use crate::config::ClusterConfig;
@@ -172,6 +172,17 @@ impl CoordinatorClient {
     }
 
     /// `POST /coord/rebalance`; the epoch of the map it published.
+    /// A load balancer's view of the nodes' client listeners (embedded coordinator); the
+    /// current epoch.
+    pub async fn balancer_report(
+        &self,
+        report: &crate::health::BalancerReport,
+    ) -> Result<u64, CallError> {
+        let body = Bytes::from(serde_json::to_vec(report).expect("a report serializes"));
+        let reply: HeartbeatReply = self.call(Method::POST, BALANCER_PATH, body, T).await?;
+        Ok(reply.epoch)
+    }
+
     pub async fn rebalance(&self) -> Result<u64, CallError> {
         let t = Duration::from_secs(15);
         let reply: HeartbeatReply = self

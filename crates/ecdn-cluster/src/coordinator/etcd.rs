@@ -334,7 +334,10 @@ async fn term(
         let lost = tokio::select! {
             why = lease.lost() => why,
             _ = grace.tick() => {
-                let events = leader.end_of_grace();
+                let mut events = leader.end_of_grace();
+                if leader.grace_until.is_none() {
+                    events.extend(leader.state.judge_tick(Instant::now()));
+                }
                 if let Err(e) = publish(&mut leader, &mut client, status, &events).await {
                     return e;
                 }
@@ -578,8 +581,11 @@ impl Leader {
         let (loads, _) = get_prefix(client, &keys.loads())
             .await
             .map_err(|e| format!("get loads: {e}"))?;
+        let (healths, _) = get_prefix(client, &keys.healths())
+            .await
+            .map_err(|e| format!("get health: {e}"))?;
         leader.read_at = rev;
-        for (k, v, _) in nodes.iter().chain(&loads) {
+        for (k, v, _) in healths.iter().chain(&nodes).chain(&loads) {
             leader.apply(k, Some(v));
         }
         if leader.grace_until.is_none() {
@@ -599,6 +605,23 @@ impl Leader {
             let present = value.is_some();
             *self.registered.get_mut(node)? = present;
             return self.state.set_presence(node, present);
+        }
+        if let Some(node) = self.keys.id_of(key, &self.keys.healths()) {
+            if node < self.state.members.len() {
+                // A deleted key (its lease lapsed) is no view at all.
+                let views: Vec<crate::health::PeerView> = match value {
+                    None => Vec::new(),
+                    Some(v) => match serde_json::from_slice(v) {
+                        Ok(views) => views,
+                        Err(e) => {
+                            eprintln!("ecdn coordinator: etcd: health of node {node}: {e}");
+                            return None;
+                        }
+                    },
+                };
+                self.state.peer_views(node, &views);
+            }
+            return None;
         }
         if let (Some(node), Some(v)) = (self.keys.id_of(key, &self.keys.loads()), value) {
             let report: LoadReport = match serde_json::from_slice(v) {
@@ -661,6 +684,10 @@ impl Leader {
                 let event = self.state.change("requested".into(), |pl| pl.rebalance());
                 (Answer::Epoch(event.epoch), vec![event])
             }
+            Command::Balancer(report) => match self.state.balancer_report(report, Instant::now()) {
+                Ok(()) => (Answer::Epoch(self.state.epoch), Vec::new()),
+                Err(e) => (Answer::Refused(e), Vec::new()),
+            },
         }
     }
 

@@ -26,7 +26,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{
     json_of, member_answer, text, HeartbeatReply, MemberError, MemberOp, MemberReply, Status,
-    DRAIN_PATH, MEMBERS_PATH, MEMBER_LIMIT, REBALANCE_PATH, REMOVE_PATH, STATUS_PATH, UNDRAIN_PATH,
+    BALANCER_PATH, DRAIN_PATH, MEMBERS_PATH, MEMBER_LIMIT, REBALANCE_PATH, REMOVE_PATH,
+    STATUS_PATH, UNDRAIN_PATH,
 };
 use crate::auth::{unix_now_ms, ClusterKey};
 use crate::map::BucketMap;
@@ -78,6 +79,8 @@ pub(super) enum Command {
     Page,
     Member(MemberOp),
     Rebalance,
+    /// A load balancer's view of the nodes ([`crate::health::BalancerReport`]).
+    Balancer(crate::health::BalancerReport),
 }
 
 /// The term loop's answer.
@@ -136,9 +139,11 @@ pub(super) async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<B
         (&Method::GET, STATUS_PATH)
         | (&Method::POST, REBALANCE_PATH | DRAIN_PATH | UNDRAIN_PATH | REMOVE_PATH) => 0,
         (&Method::POST, MEMBERS_PATH) => MEMBER_LIMIT,
+        (&Method::POST, BALANCER_PATH) => crate::health::BALANCER_LIMIT,
         (
             _,
-            STATUS_PATH | REBALANCE_PATH | DRAIN_PATH | UNDRAIN_PATH | REMOVE_PATH | MEMBERS_PATH,
+            STATUS_PATH | REBALANCE_PATH | DRAIN_PATH | UNDRAIN_PATH | REMOVE_PATH | MEMBERS_PATH
+            | BALANCER_PATH,
         ) => return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
         _ => {
             return text(
@@ -159,6 +164,10 @@ pub(super) async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<B
     let command = match path {
         STATUS_PATH => Command::Status,
         REBALANCE_PATH => Command::Rebalance,
+        BALANCER_PATH => match serde_json::from_slice(&body) {
+            Ok(r) => Command::Balancer(r),
+            Err(e) => return text(StatusCode::BAD_REQUEST, format!("balancer report: {e}")),
+        },
         _ => match MemberOp::from_request(path, parts.uri.query(), &body) {
             Ok(op) => Command::Member(op),
             Err(e) => return text(StatusCode::BAD_REQUEST, e),

@@ -76,6 +76,7 @@ impl Consumed {
             data_bytes: data,
             parity,
             object_reads: Vec::new(),
+            peers: Vec::new(),
         }
     }
 }

@@ -164,6 +164,9 @@ impl State {
         self.last_heartbeat.resize(n, None);
         self.seen_epoch.resize(n, None);
         self.node_heartbeats.resize(n, 0);
+        self.present.resize(n, false);
+        self.control_cut.resize(n, false);
+        self.judge.grow_to(n);
     }
 
     /// Takes the members a former leader stored; every node of the cluster file must be one.
@@ -187,7 +190,7 @@ impl State {
     }
 
     /// Pieces one bucket needs on distinct available nodes.
-    fn needed(&self) -> usize {
+    pub(super) fn needed(&self) -> usize {
         (self.placement.k() + self.placement.p())
             .max(self.scheme.replicas())
             .max(1)

@@ -142,6 +142,8 @@ pub const MEMBERS_PATH: &str = "/coord/members";
 pub const DRAIN_PATH: &str = "/coord/drain";
 pub const UNDRAIN_PATH: &str = "/coord/undrain";
 pub const REMOVE_PATH: &str = "/coord/remove";
+/// A load balancer's [`crate::health::BalancerReport`] (embedded coordinator).
+pub const BALANCER_PATH: &str = "/coord/balancer";
 
 /// The least time a node has for its first heartbeat after the coordinator started.
 pub const START_GRACE: Duration = Duration::from_secs(10);
@@ -173,6 +175,13 @@ pub struct NodeStatus {
     pub data_load: u64,
     /// Bytes recorded for the parity buckets it holds, since the last rebalance.
     pub parity_load: u64,
+    /// How its peers and the load balancers see it, and why it is out of the map
+    /// ([`crate::health`]).
+    #[serde(default)]
+    pub health: crate::health::judge::NodeHealth,
+    /// Silent to the coordinator but reached by its peers: kept in the map.
+    #[serde(default)]
+    pub control_cut: bool,
 }
 
 /// One availability change or periodic rebalance.
@@ -185,6 +194,10 @@ pub struct RebalanceEvent {
     pub moved_parity: usize,
     pub moved_data: usize,
     pub elapsed_us: u64,
+    /// Why a node left, beyond silence (cut off, unreachable from clients, slow; see
+    /// [`crate::health::judge::OutReason`]); `None` for other events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// `GET /coord/status`.
@@ -722,12 +735,13 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
     let limit = match (&parts.method, parts.uri.path()) {
         (&Method::POST, HEARTBEAT_PATH) => shared.heartbeat_limit,
         (&Method::POST, MEMBERS_PATH) => MEMBER_LIMIT,
+        (&Method::POST, BALANCER_PATH) => crate::health::BALANCER_LIMIT,
         (&Method::GET, MAP_PATH | STATUS_PATH)
         | (&Method::POST, REBALANCE_PATH | DRAIN_PATH | UNDRAIN_PATH | REMOVE_PATH) => 0,
         (
             _,
             HEARTBEAT_PATH | MAP_PATH | STATUS_PATH | REBALANCE_PATH | MEMBERS_PATH | DRAIN_PATH
-            | UNDRAIN_PATH | REMOVE_PATH,
+            | UNDRAIN_PATH | REMOVE_PATH | BALANCER_PATH,
         ) => return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
         _ => return text(StatusCode::NOT_FOUND, "no such coordinator endpoint"),
     };
@@ -750,6 +764,7 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
         .unwrap_or(parts.uri.path());
     match parts.uri.path() {
         HEARTBEAT_PATH => heartbeat(shared, pq, &body),
+        BALANCER_PATH => balancer(shared, pq, &body),
         MAP_PATH => map(shared, pq, parts.uri.query()).await,
         REBALANCE_PATH => rebalance_now(shared, pq).await,
         MEMBERS_PATH | DRAIN_PATH | UNDRAIN_PATH | REMOVE_PATH => {
@@ -785,6 +800,26 @@ fn heartbeat(shared: &Shared, pq: &str, body: &[u8]) -> Response<Full<Bytes>> {
             text(StatusCode::BAD_REQUEST, format!("heartbeat: {e}"))
         }
     }
+}
+
+/// A load balancer's report: what it sees of the nodes' client listeners, for the judge
+/// ([`crate::health`]). Answers `{"epoch": current}`.
+fn balancer(shared: &Shared, pq: &str, body: &[u8]) -> Response<Full<Bytes>> {
+    let report: crate::health::BalancerReport = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => {
+            shared.state().bad_requests += 1;
+            return text(StatusCode::BAD_REQUEST, format!("balancer report: {e}"));
+        }
+    };
+    let mut state = shared.state();
+    if let Err(e) = state.balancer_report(report, Instant::now()) {
+        state.bad_requests += 1;
+        return text(StatusCode::BAD_REQUEST, e);
+    }
+    let reply = HeartbeatReply { epoch: state.epoch };
+    drop(state);
+    json_of(&shared.key, pq, &reply)
 }
 
 /// `/coord/objects/...` (see [`objects`]).

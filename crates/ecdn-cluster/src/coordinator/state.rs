@@ -14,6 +14,8 @@ use super::{
     CoordinatorOptions, Heartbeat, HeartbeatError, NodeStatus, RebalanceEvent, Status, RECENT,
 };
 use crate::config::ClusterConfig;
+use crate::health::judge::{Judge, OutReason, Standing};
+use crate::health::PeerView;
 use crate::map::{BucketMap, Member, MemberState};
 
 /// What one leading coordinator leaves for the next (etcd mode): the placement's state, the
@@ -66,6 +68,14 @@ pub(super) struct State {
     pub(super) object_budget_changes: u64,
     /// The last plan's new number of splits per object it would change.
     pub(super) object_targets: std::collections::HashMap<ecdn_objects::meta::ObjectName, usize>,
+    /// Whether each node's heartbeats arrive (embedded) or it is registered (etcd).
+    pub(super) present: Vec<bool>,
+    /// Nodes silent to the coordinator but reached by their peers: kept in the map.
+    pub(super) control_cut: Vec<bool>,
+    /// The verdicts beyond silence ([`crate::health::judge`]).
+    pub(super) judge: Judge,
+    /// The coordinator heard from no node when some went silent: it took none out.
+    pub(super) suspects_itself: bool,
 }
 
 impl State {
@@ -121,6 +131,10 @@ impl State {
             object_reads: Default::default(),
             object_budget_changes: 0,
             object_targets: Default::default(),
+            present: vec![true; n],
+            control_cut: vec![false; n],
+            judge: Judge::new(cfg.health.clone(), n),
+            suspects_itself: false,
         })
     }
 
@@ -169,6 +183,7 @@ impl State {
             moved_parity: report.moved_parity,
             moved_data: report.moved_data,
             elapsed_us: report.elapsed.as_micros() as u64,
+            reason: None,
         };
         if self.recent.len() == RECENT {
             self.recent.pop_front();
@@ -187,6 +202,125 @@ impl State {
         self.change(format!("node {node} {what}"), |pl| {
             pl.set_available(node, available)
         })
+    }
+
+    /// Takes `node` out of the map for `reason` (noted by the judge when `note`); the
+    /// event's trigger names a reason other than silence.
+    fn take_out(
+        &mut self,
+        node: usize,
+        reason: OutReason,
+        note: bool,
+        now: Instant,
+    ) -> RebalanceEvent {
+        if note {
+            self.judge.set_out(node, reason.clone(), now);
+        }
+        self.control_cut[node] = false;
+        let mut event = self.set_available(node, false);
+        if reason != OutReason::Silent {
+            event.trigger = format!("{}: {reason}", event.trigger);
+            if let Some(last) = self.recent.back_mut() {
+                last.trigger = event.trigger.clone();
+            }
+        }
+        event.reason = Some(reason.to_string());
+        if let Some(last) = self.recent.back_mut() {
+            last.reason = event.reason.clone();
+        }
+        event
+    }
+
+    /// Brings `node` back into the map.
+    fn bring_back(&mut self, node: usize) -> RebalanceEvent {
+        self.judge.set_back(node);
+        self.set_available(node, true)
+    }
+
+    /// Each node's standing, for the judge.
+    pub(super) fn standing(&self) -> Vec<Standing> {
+        (0..self.placement.servers())
+            .map(|n| Standing {
+                available: self.placement.is_available(n),
+                alive: self.present.get(n).copied().unwrap_or(false),
+                active: self.is_active(n),
+            })
+            .collect()
+    }
+
+    /// A load balancer's report, checked: every node it names is a member, its name has 1 to
+    /// 128 bytes.
+    pub(super) fn balancer_report(
+        &mut self,
+        report: crate::health::BalancerReport,
+        now: Instant,
+    ) -> Result<(), String> {
+        let nodes = self.members.len();
+        if let Some(v) = report.nodes.iter().find(|v| v.node >= nodes) {
+            return Err(format!(
+                "balancer report: node {} is not in the cluster (nodes 0..{nodes})",
+                v.node
+            ));
+        }
+        if report.balancer.is_empty() || report.balancer.len() > 128 {
+            return Err("balancer report: the balancer's name must have 1 to 128 bytes".into());
+        }
+        self.judge.balancer(report, now);
+        Ok(())
+    }
+
+    /// Node `node`'s current views of its peers (a heartbeat's, or its etcd health key).
+    pub(super) fn peer_views(&mut self, node: usize, views: &[PeerView]) {
+        self.judge.reported(node, views);
+    }
+
+    /// The verdicts at `now`: silent nodes out unless their peers reach them (or the
+    /// coordinator heard from nobody), then the judge's exits and returns.
+    pub(super) fn judge_tick(&mut self, now: Instant) -> Vec<RebalanceEvent> {
+        let mut events = Vec::new();
+        let standing = self.standing();
+        let enabled = self.judge.config().enabled;
+        let anyone = (0..standing.len()).any(|n| standing[n].alive && standing[n].active);
+        let mut suspects = false;
+        for node in 0..standing.len() {
+            if !standing[node].available || standing[node].alive {
+                self.control_cut[node] = false;
+                continue;
+            }
+            if enabled && !anyone {
+                suspects = true;
+                continue;
+            }
+            if enabled && self.judge.reached_by_peers(node, &standing) {
+                if !self.control_cut[node] {
+                    eprintln!(
+                        "ecdn coordinator: node {node} is silent but its peers reach it: kept \
+                         in the map (cut off from the control plane only)"
+                    );
+                }
+                self.control_cut[node] = true;
+                continue;
+            }
+            events.push(self.take_out(node, OutReason::Silent, true, now));
+        }
+        if suspects && !self.suspects_itself {
+            eprintln!(
+                "ecdn coordinator: no node reports: this coordinator is cut off, not every \
+                 node; the map is kept"
+            );
+        }
+        self.suspects_itself = suspects;
+        if !enabled || suspects {
+            return events;
+        }
+        let standing = self.standing();
+        for v in self.judge.decide(now, &standing, self.needed()) {
+            events.push(match v.out {
+                Some(reason) => self.take_out(v.node, reason, false, now),
+                None => self.set_available(v.node, true),
+            });
+        }
+        events
     }
 
     pub(super) fn periodic_rebalance(&mut self) -> RebalanceEvent {
@@ -243,11 +377,24 @@ impl State {
         self.last_heartbeat[node] = Some(now);
         self.seen_epoch[node] = Some(hb.epoch);
         self.expires[node] = now + self.deadline;
-        let returns = !self.placement.is_available(node) && self.is_active(node);
-        let event = returns.then(|| self.set_available(node, true));
+        self.present[node] = true;
+        self.judge.reported(node, &hb.peers);
+        // A silent node returns with its heartbeat; one out for its health when the judge
+        // says so.
+        let returns = !self.placement.is_available(node)
+            && self.is_active(node)
+            && !self.out_for_health(node);
+        let event = returns.then(|| self.bring_back(node));
         // The loads count toward the next rebalance (a return just consumed the earlier ones).
         self.record(hb);
         Ok(event)
+    }
+
+    /// Whether the judge took `node` out (cut off, unreachable, slow), not a silence.
+    pub(super) fn out_for_health(&self, node: usize) -> bool {
+        self.judge
+            .reason(node)
+            .is_some_and(|r| *r != OutReason::Silent)
     }
 
     /// Records the loads of `hb` (checked) toward the next rebalance.
@@ -284,9 +431,27 @@ impl State {
             self.last_heartbeat[node] = Some(Instant::now());
             self.node_heartbeats[node] += 1;
         }
-        // Only an active member comes back; a draining or removed one only goes.
-        let present = present && self.is_active(node);
-        (self.placement.is_available(node) != present).then(|| self.set_available(node, present))
+        self.present[node] = present;
+        let available = self.placement.is_available(node);
+        if present {
+            // Only an active member comes back, and one out for its health only when the
+            // judge says so; a draining or removed one only goes.
+            let back = !available && self.is_active(node) && !self.out_for_health(node);
+            return back.then(|| self.bring_back(node));
+        }
+        if !available {
+            return None;
+        }
+        // Gone from etcd: out, unless its peers still reach it (the judge's tick looks again).
+        let standing = self.standing();
+        if self.is_active(node)
+            && self.judge.config().enabled
+            && self.judge.reached_by_peers(node, &standing)
+        {
+            self.control_cut[node] = true;
+            return None;
+        }
+        Some(self.take_out(node, OutReason::Silent, true, Instant::now()))
     }
 
     /// What a leader stores for the next one (etcd mode).
@@ -347,18 +512,17 @@ impl State {
         Ok(st)
     }
 
-    /// Marks the nodes whose deadline passed by `now` unavailable.
+    /// Marks the nodes whose deadline passed by `now` silent, and judges (see
+    /// [`State::judge_tick`]).
     pub(super) fn expire(&mut self, now: Instant) -> Vec<RebalanceEvent> {
-        let mut events = Vec::new();
         for node in 0..self.expires.len() {
-            if self.placement.is_available(node) && now >= self.expires[node] {
-                events.push(self.set_available(node, false));
-            }
+            self.present[node] = now < self.expires[node];
         }
-        events
+        self.judge_tick(now)
     }
 
     pub(super) fn status(&self, now: Instant) -> Status {
+        let standing = self.standing();
         let pl = &self.placement;
         let n = pl.servers();
         let (mut data_buckets, mut parity_buckets) = (vec![0; n], vec![0; n]);
@@ -392,6 +556,8 @@ impl State {
                     seen_epoch: self.seen_epoch[id],
                     data_load: pl.data_load(id),
                     parity_load: parity_load[id],
+                    health: self.judge.health(id, &standing, now),
+                    control_cut: self.control_cut.get(id).copied().unwrap_or(false),
                 }
             })
             .collect();
@@ -519,12 +685,15 @@ pub(super) mod tests {
         assert_eq!(s.recent_rebalances.len(), 2);
     }
 
-    /// Every node gone at once and back: no panic, and the map stays valid throughout.
+    /// Every node gone at once and back (with heartbeats as the only evidence): no panic,
+    /// and the map stays valid throughout.
     #[test]
     fn all_nodes_down_and_back() {
         for scheme in ["c2dn", "c2dn-norebal", "rep2", "no-rep"] {
             let t0 = Instant::now();
-            let mut st = State::new(&cfg(scheme, 5), &opts(), t0).unwrap();
+            let mut c = cfg(scheme, 5);
+            c.health.enabled = false;
+            let mut st = State::new(&c, &opts(), t0).unwrap();
             let ev = st.expire(t0 + Duration::from_secs(2));
             assert_eq!(ev.len(), 5, "{scheme}");
             let m = st.map();
@@ -538,6 +707,134 @@ pub(super) mod tests {
             assert!(m.available.iter().all(|&a| a), "{scheme}");
             assert_eq!(m.epoch, 11);
         }
+    }
+
+    /// A coordinator that hears from no node at all is the one cut off: it keeps the map. One
+    /// that hears from some keeps the silent nodes their peers reach, and takes out those
+    /// they cannot reach.
+    #[test]
+    fn a_coordinator_cut_off_does_not_empty_the_map() {
+        use crate::health::PeerView;
+        let t0 = Instant::now();
+        let s = |m: u64| t0 + Duration::from_millis(m);
+        let mut st = State::new(&cfg("c2dn", 6), &opts(), t0).unwrap();
+        assert!(
+            st.expire(s(2000)).is_empty(),
+            "nobody reports: the map is kept"
+        );
+        assert!(st.map().available.iter().all(|&a| a));
+        assert!(st.suspects_itself);
+        // Nodes 0 and 1 reach the coordinator; they reach every peer but node 5.
+        let views = |me: usize| -> Vec<PeerView> {
+            (0..6)
+                .filter(|&i| i != me)
+                .map(|i| PeerView {
+                    node: i,
+                    reachable: i != 5,
+                    failures: if i == 5 { 2 } else { 0 },
+                    service_us: Some(1000),
+                })
+                .collect()
+        };
+        for n in 0..2 {
+            st.heartbeat(
+                &Heartbeat {
+                    node: n,
+                    peers: views(n),
+                    ..Heartbeat::default()
+                },
+                s(2100),
+            )
+            .unwrap();
+        }
+        let ev = st.expire(s(2200));
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        assert_eq!(ev[0].trigger, "node 5 unavailable");
+        let m = st.map();
+        assert_eq!(m.available, vec![true, true, true, true, true, false]);
+        let status = st.status(s(2200));
+        assert!(status.nodes[2].control_cut);
+        assert_eq!(
+            status.nodes[5].health.out_reason.as_deref(),
+            Some("silent: no heartbeat, and no peer reaches it")
+        );
+        // Switched off, heartbeats alone decide, as before.
+        let mut c = cfg("c2dn", 6);
+        c.health.enabled = false;
+        let mut st = State::new(&c, &opts(), t0).unwrap();
+        assert_eq!(st.expire(s(2000)).len(), 6);
+    }
+
+    /// A node its peers cannot reach leaves the map with its reason, its heartbeats do not
+    /// bring it back while it stays cut off, and it returns once its peers reach it again.
+    #[test]
+    fn a_node_cut_off_from_its_peers_leaves_and_returns_by_the_judge() {
+        use crate::health::PeerView;
+        let t0 = Instant::now();
+        let s = |m: u64| t0 + Duration::from_millis(m);
+        let mut st = State::new(&cfg("c2dn", 6), &opts(), t0).unwrap();
+        let beat = |st: &mut State, at: u64, cut: Option<usize>| {
+            for n in 0..6 {
+                let peers = (0..6)
+                    .filter(|&i| i != n)
+                    .map(|i| {
+                        let reachable = cut.is_none_or(|c| c != i && c != n);
+                        PeerView {
+                            node: i,
+                            reachable,
+                            failures: if reachable { 0 } else { 2 },
+                            service_us: reachable.then_some(1000),
+                        }
+                    })
+                    .collect();
+                st.heartbeat(
+                    &Heartbeat {
+                        node: n,
+                        peers,
+                        ..Heartbeat::default()
+                    },
+                    s(at),
+                )
+                .unwrap();
+            }
+        };
+        beat(&mut st, 100, None);
+        assert!(st.expire(s(150)).is_empty());
+        beat(&mut st, 200, Some(3));
+        let ev = st.expire(s(250));
+        assert_eq!(ev.len(), 1);
+        assert_eq!(
+            ev[0].trigger,
+            "node 3 unavailable: cut off: 5 of 5 peers cannot reach it"
+        );
+        assert!(ev[0].reason.is_some());
+        // Its heartbeats go on; it stays out while cut off.
+        for t in [300, 400, 500] {
+            beat(&mut st, t, Some(3));
+            assert!(st.expire(s(t + 50)).is_empty());
+        }
+        assert!(!st.map().is_available(3));
+        let status = st.status(s(500));
+        assert_eq!(
+            (
+                status.nodes[3].health.peers_failing,
+                status.nodes[3].health.peers_seeing
+            ),
+            (5, 5)
+        );
+        // Healed: back 2 s after its peers first reach it again.
+        beat(&mut st, 600, None);
+        assert!(st.expire(s(650)).is_empty());
+        beat(&mut st, 2600, None);
+        let ev = st.expire(s(2650));
+        assert_eq!(ev.len(), 1);
+        assert_eq!(ev[0].trigger, "node 3 available");
+        // Switched off, the same heartbeats change nothing.
+        let mut c = cfg("c2dn", 6);
+        c.health.enabled = false;
+        let mut st = State::new(&c, &opts(), t0).unwrap();
+        beat(&mut st, 200, Some(3));
+        assert!(st.expire(s(250)).is_empty());
     }
 
     #[test]

@@ -175,6 +175,11 @@ pub struct DemoArgs {
     /// Keep the run's directory (cluster file, logs, disk files) and print where it is.
     #[arg(long)]
     pub(super) keep_dir: bool,
+    /// The cluster file's `[health]` (when a node is unavailable beyond missed heartbeats,
+    /// `ecdn_cluster::health`): `off` (heartbeats alone decide), or settings such as
+    /// `slow_ms=20,return_after_ms=1000` [default: the cluster file's defaults].
+    #[arg(long, value_name = "off|KEY=VALUE,...")]
+    pub(super) health: Option<String>,
     #[command(flatten)]
     pub(super) control: control::ControlArgs,
     #[command(flatten)]

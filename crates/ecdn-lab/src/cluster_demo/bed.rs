@@ -10,7 +10,11 @@
 //! `--partition-peers NODE@F` (the node's peers cannot reach it, nor it them; the client, the
 //! origin and the coordinator still can), `--partition-clients NODE@F` (the reverse: the client
 //! cannot reach it, so the load balancer takes it out of its rotation, but its peers still
-//! read its pieces), and `--slow NODE:DELAY@F` (DELAY more each way on its link: slow, alive).
+//! read its pieces), `--slow NODE:DELAY@F` (DELAY more each way on its link: slow, alive),
+//! `--lossy NODE:LOSS@F` (LOSS% of its packets lost each way) and `--flap NODE:PERIOD@F`
+//! (partitioned from its peers for PERIOD, healed for PERIOD, again and again). Each takes a
+//! duration, `NODE@F+20s`, after which it heals (without one it lasts to the end of the
+//! replay), so a run measures the return too.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -53,6 +57,15 @@ pub struct TestbedArgs {
     /// server), e.g. `1:20ms@0.5`; repeatable.
     #[arg(long, value_name = "NODE:DELAY@FRACTION", requires = "testbed")]
     pub slow: Vec<String>,
+    /// With --testbed: lose LOSS of NODE's packets each way from FRACTION on, e.g.
+    /// `1:1%@0.3`; repeatable.
+    #[arg(long, value_name = "NODE:LOSS@FRACTION", requires = "testbed")]
+    pub lossy: Vec<String>,
+    /// With --testbed: partition NODE from its peers for PERIOD, heal it for PERIOD, and so on
+    /// from FRACTION (to the end of the replay, or for the fault's +DURATION), e.g.
+    /// `3:2s@0.3+30s`; repeatable.
+    #[arg(long, value_name = "NODE:PERIOD@FRACTION", requires = "testbed")]
+    pub flap: Vec<String>,
 }
 
 /// What a network fault does to a node.
@@ -64,6 +77,14 @@ pub enum FaultKind {
     Slow {
         #[serde(serialize_with = "ms")]
         delay: Duration,
+    },
+    Lossy {
+        loss_ppm: u32,
+    },
+    /// Partitioned from its peers for `period`, healed for `period`, and so on.
+    Flap {
+        #[serde(serialize_with = "ms")]
+        period: Duration,
     },
 }
 
@@ -79,6 +100,15 @@ impl std::fmt::Display for FaultKind {
                 f.write_str("partitioned from the client (out of the rotation)")
             }
             FaultKind::Slow { delay } => write!(f, "slowed by {delay:?} each way"),
+            FaultKind::Lossy { loss_ppm } => {
+                write!(f, "losing {}% of its packets", *loss_ppm as f64 / 1e4)
+            }
+            FaultKind::Flap { period } => {
+                write!(
+                    f,
+                    "flapping (partitioned from its peers every other {period:?})"
+                )
+            }
         }
     }
 }
@@ -91,7 +121,8 @@ impl FaultKind {
     }
 }
 
-/// A network fault of the run: `kind` on `node` before request `at`.
+/// A network fault of the run: `kind` on `node` before request `at`, healed `duration` later
+/// (`None`: at the end of the replay).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Fault {
     pub node: usize,
@@ -99,12 +130,44 @@ pub struct Fault {
     pub at: u64,
     #[serde(flatten)]
     pub kind: FaultKind,
+    #[serde(serialize_with = "opt_s")]
+    pub duration: Option<Duration>,
+}
+
+fn opt_s<S: serde::Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_f64(d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
+}
+
+/// `SPEC+DURATION` split: the spec, and the duration if given.
+fn with_duration(flag: &str, s: &str) -> Result<(String, Option<Duration>)> {
+    match s.split_once('+') {
+        None => Ok((s.to_string(), None)),
+        Some((spec, d)) => {
+            let d = crate::args::duration(flag, d.trim())?;
+            if d.is_zero() {
+                bail!("{flag} {s:?}: the duration after '+' must be above 0");
+            }
+            Ok((spec.to_string(), Some(d)))
+        }
+    }
+}
+
+/// `NODE:VALUE@FRACTION`: the node, VALUE, the fraction.
+fn node_value_at<'s>(flag: &str, s: &'s str, example: &str) -> Result<(usize, &'s str, f64)> {
+    let bad = || anyhow::anyhow!("{flag} {s:?}: expected NODE:{example}");
+    let (node, rest) = s.split_once(':').ok_or_else(bad)?;
+    let (value, fraction) = rest.split_once('@').ok_or_else(bad)?;
+    let (node, f) = node_at(flag, &format!("{node}@{fraction}")).map_err(anyhow::Error::msg)?;
+    Ok((node, value, f))
 }
 
 /// The faults of `args` for a run of `requests` over `nodes` nodes, in the order they happen.
 pub fn faults(args: &TestbedArgs, nodes: usize, requests: u64) -> Result<Vec<Fault>> {
     let mut out = Vec::new();
-    let mut add = |node: usize, fraction: f64, kind: FaultKind| -> Result<()> {
+    let mut add = |node: usize, fraction: f64, kind: FaultKind, duration| -> Result<()> {
         if node >= nodes {
             bail!("fault on node {node}: nodes are 0..{}", nodes - 1);
         }
@@ -113,26 +176,49 @@ pub fn faults(args: &TestbedArgs, nodes: usize, requests: u64) -> Result<Vec<Fau
             fraction,
             at: (fraction * requests as f64).floor() as u64,
             kind,
+            duration,
         });
         Ok(())
     };
     for s in &args.partition_peers {
-        let (node, f) = node_at("--partition-peers", s).map_err(anyhow::Error::msg)?;
-        add(node, f, FaultKind::PartitionPeers)?;
+        let (spec, d) = with_duration("--partition-peers", s)?;
+        let (node, f) = node_at("--partition-peers", &spec).map_err(anyhow::Error::msg)?;
+        add(node, f, FaultKind::PartitionPeers, d)?;
     }
     for s in &args.partition_clients {
-        let (node, f) = node_at("--partition-clients", s).map_err(anyhow::Error::msg)?;
-        add(node, f, FaultKind::PartitionClients)?;
+        let (spec, d) = with_duration("--partition-clients", s)?;
+        let (node, f) = node_at("--partition-clients", &spec).map_err(anyhow::Error::msg)?;
+        add(node, f, FaultKind::PartitionClients, d)?;
     }
     for s in &args.slow {
-        let bad = || anyhow::anyhow!("--slow {s:?}: expected NODE:DELAY@FRACTION, e.g. 1:20ms@0.5");
-        let (node, rest) = s.split_once(':').ok_or_else(bad)?;
-        let (delay, fraction) = rest.split_once('@').ok_or_else(bad)?;
-        let (node, f) =
-            node_at("--slow", &format!("{node}@{fraction}")).map_err(anyhow::Error::msg)?;
+        let (spec, d) = with_duration("--slow", s)?;
+        let (node, delay, f) = node_value_at("--slow", &spec, "DELAY@FRACTION, e.g. 1:20ms@0.5")?;
         let delay = ecdn_testbed::spec::parse_duration(delay)
             .map_err(|e| anyhow::anyhow!("--slow {s:?}: {e}"))?;
-        add(node, f, FaultKind::Slow { delay })?;
+        add(node, f, FaultKind::Slow { delay }, d)?;
+    }
+    for s in &args.lossy {
+        let (spec, d) = with_duration("--lossy", s)?;
+        let (node, loss, f) = node_value_at("--lossy", &spec, "LOSS@FRACTION, e.g. 1:1%@0.3")?;
+        let probe = LinkSpec::parse(&format!("1gbit,loss={loss}"))
+            .map_err(|e| anyhow::anyhow!("--lossy {s:?}: {e}"))?;
+        add(
+            node,
+            f,
+            FaultKind::Lossy {
+                loss_ppm: probe.loss_ppm,
+            },
+            d,
+        )?;
+    }
+    for s in &args.flap {
+        let (spec, d) = with_duration("--flap", s)?;
+        let (node, period, f) = node_value_at("--flap", &spec, "PERIOD@FRACTION, e.g. 3:2s@0.3")?;
+        let period = crate::args::duration("--flap", period)?;
+        if period < Duration::from_millis(100) {
+            bail!("--flap {s:?}: the period must be at least 100ms");
+        }
+        add(node, f, FaultKind::Flap { period }, d)?;
     }
     let leaving = out.iter().filter(|f| f.kind.leaves_rotation()).count();
     if leaving >= nodes {
@@ -297,8 +383,26 @@ impl DemoBed {
             }
             FaultKind::PartitionClients => bed.partition(&[&node], &["client"])?,
             FaultKind::Slow { delay } => bed.slow(&node, delay)?,
+            FaultKind::Lossy { loss_ppm } => {
+                let mut spec = bed.host(&node)?.link;
+                spec.loss_ppm = loss_ppm;
+                bed.shape(&node, spec)?;
+            }
+            // Its first half period: partitioned (the caller's timer flips it).
+            FaultKind::Flap { .. } => {
+                drop(bed);
+                return self.apply(&Fault {
+                    kind: FaultKind::PartitionPeers,
+                    ..*f
+                });
+            }
         }
         Ok(())
+    }
+
+    /// Undoes every fault on `node` (its fault's duration is over, or a flap's half period).
+    pub fn heal_node(&self, node: usize) -> Result<()> {
+        Ok(self.bed.lock().unwrap().restore(&format!("n{node}"))?)
     }
 
     /// Undoes every fault (at the end of the replay).
@@ -314,6 +418,100 @@ impl DemoBed {
 
 /// A shared handle the run's fault callback can hold.
 pub type SharedBed = Arc<DemoBed>;
+
+/// What the fault timers share with the run.
+#[derive(Clone)]
+pub struct FaultContext {
+    /// Every fault's start and heal, as it happened.
+    pub log: super::declared::FaultLog,
+    /// Nodes the client reaches again, for the load balancer's rotation.
+    pub heals: super::driver::Heals,
+    /// The replay ended: timers apply nothing more.
+    pub done: Arc<std::sync::atomic::AtomicBool>,
+    /// Requests handed out so far.
+    pub issued: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl FaultContext {
+    fn mark(&self, node: usize, heal: bool) {
+        self.log.lock().unwrap().push(super::declared::FaultMark {
+            node,
+            heal,
+            at: std::time::Instant::now(),
+            at_request: self.issued.load(std::sync::atomic::Ordering::Relaxed),
+        });
+    }
+
+    fn done(&self) -> bool {
+        self.done.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sleeps `d`, or less if the replay ends; whether it ended.
+    fn sleep(&self, d: Duration) -> bool {
+        let until = std::time::Instant::now() + d;
+        while std::time::Instant::now() < until {
+            if self.done() {
+                return true;
+            }
+            std::thread::sleep((until - std::time::Instant::now()).min(Duration::from_millis(20)));
+        }
+        self.done()
+    }
+}
+
+/// Applies `f` to the bed now and, when it lasts a while or flaps, heals (and flaps) it on
+/// time in a thread of its own; every start and heal is marked in `ctx.log`.
+pub fn apply_timed(bed: &SharedBed, f: &Fault, ctx: &FaultContext) -> Result<()> {
+    bed.apply(f)?;
+    ctx.mark(f.node, false);
+    let timed = f.duration.is_some() || matches!(f.kind, FaultKind::Flap { .. });
+    if !timed {
+        return Ok(());
+    }
+    let (bed, f, ctx) = (bed.clone(), *f, ctx.clone());
+    std::thread::spawn(move || {
+        let start = std::time::Instant::now();
+        let over =
+            |ctx: &FaultContext| ctx.done() || f.duration.is_some_and(|d| start.elapsed() >= d);
+        match f.kind {
+            FaultKind::Flap { period } => loop {
+                if ctx.sleep(period) {
+                    return;
+                }
+                if let Err(e) = bed.heal_node(f.node) {
+                    eprintln!("error: healing node {}: {e:#}", f.node);
+                }
+                ctx.mark(f.node, true);
+                if ctx.sleep(period) || over(&ctx) {
+                    return;
+                }
+                let part = Fault {
+                    kind: FaultKind::PartitionPeers,
+                    ..f
+                };
+                if let Err(e) = bed.apply(&part) {
+                    eprintln!("error: partitioning node {} again: {e:#}", f.node);
+                }
+                ctx.mark(f.node, false);
+            },
+            _ => {
+                let Some(d) = f.duration else { return };
+                if ctx.sleep(d) {
+                    return;
+                }
+                match bed.heal_node(f.node) {
+                    Ok(()) => eprintln!("node {} healed ({} over)", f.node, f.kind),
+                    Err(e) => eprintln!("error: healing node {}: {e:#}", f.node),
+                }
+                ctx.mark(f.node, true);
+                if f.kind.leaves_rotation() {
+                    ctx.heals.lock().unwrap().push(f.node);
+                }
+            }
+        }
+    });
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {

@@ -101,8 +101,18 @@ pub struct Dispenser<K: FnMut(usize)> {
     faults: Vec<Fault>,
     faults_done: usize,
     faulter: Option<Faulter>,
+    /// Nodes whose fault healed, to return to the rotation (pushed by the heal timers).
+    heals: Option<Heals>,
+    /// Requests handed out, for whoever watches the run from outside the lock.
+    issued: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// Nodes the coordinator's map has out (C2DN's load balancer sends them nothing while
+    /// another node is in the rotation).
+    out_of_map: Vec<bool>,
     router: Option<Router>,
 }
+
+/// Nodes whose network fault healed, for the dispenser to take back into its rotation.
+pub type Heals = Arc<Mutex<Vec<usize>>>;
 
 /// Whether a stop every `every` requests (0: never) falls before request `next`, not handed
 /// out yet (`at`: the request of the last one handed out, set when this says yes).
@@ -136,8 +146,32 @@ impl<K: FnMut(usize)> Dispenser<K> {
             faults: Vec::new(),
             faults_done: 0,
             faulter: None,
+            heals: None,
+            issued: None,
+            out_of_map: vec![false; nodes],
             router: None,
         }
+    }
+
+    /// The coordinator's map has `node` available (or not): a node out of the map gets no
+    /// request while another node of the rotation is in it.
+    pub fn in_map(&mut self, node: usize, available: bool) {
+        if let Some(o) = self.out_of_map.get_mut(node) {
+            *o = !available;
+        }
+    }
+
+    /// Takes back into the rotation the nodes pushed to `heals` (their fault healed), unless
+    /// killed meanwhile.
+    pub fn with_heals(mut self, heals: Heals) -> Self {
+        self.heals = Some(heals);
+        self
+    }
+
+    /// Keeps `issued` equal to the requests handed out.
+    pub fn with_issued(mut self, issued: Arc<std::sync::atomic::AtomicU64>) -> Self {
+        self.issued = Some(issued);
+        self
     }
 
     /// Sends each request where `router` says, instead of round-robin (a node it names that
@@ -215,18 +249,51 @@ impl<K: FnMut(usize)> Dispenser<K> {
                 self.live.retain(|&n| n != f.node);
             }
         }
+        if let Some(heals) = &self.heals {
+            let healed: Vec<usize> = std::mem::take(&mut *heals.lock().unwrap());
+            for node in healed {
+                let killed = self.kills[..self.done].iter().any(|k| k.node == node)
+                    && !self.returns[..self.returns_done]
+                        .iter()
+                        .any(|r| r.node == node);
+                if !killed {
+                    if let Err(at) = self.live.binary_search(&node) {
+                        self.live.insert(at, node);
+                    }
+                }
+            }
+        }
         if stop_due(self.repair_every, self.next, &mut self.repaired_at) {
             self.rebalancing = true;
             return Next::Repair;
         }
         let index = self.next;
         self.next += 1;
+        if let Some(issued) = &self.issued {
+            issued.store(self.next, std::sync::atomic::Ordering::Relaxed);
+        }
+        let in_map: Vec<usize>;
+        let rotation = if self.live.iter().any(|&n| self.out_of_map[n]) {
+            in_map = self
+                .live
+                .iter()
+                .copied()
+                .filter(|&n| !self.out_of_map[n])
+                .collect();
+            if in_map.is_empty() {
+                &self.live
+            } else {
+                &in_map
+            }
+        } else {
+            &self.live
+        };
         let node = self
             .router
             .as_ref()
-            .and_then(|r| r(index, &self.live))
-            .filter(|n| self.live.contains(n))
-            .unwrap_or(self.live[(index % self.live.len() as u64) as usize]);
+            .and_then(|r| r(index, rotation))
+            .filter(|n| rotation.contains(n))
+            .unwrap_or(rotation[(index % rotation.len() as u64) as usize]);
         self.in_flight += 1;
         Next::Request(Assignment { index, node })
     }
@@ -288,6 +355,8 @@ pub type SharedDispenser = Arc<Mutex<Dispenser<Box<dyn FnMut(usize) + Send>>>>;
 enum Transport {
     /// Refused or reset before the response headers.
     BeforeResponse(String),
+    /// No response headers within the idle limit: the node is not tried again at once.
+    Silent(String),
     /// Broken while the body arrived.
     MidBody(String),
 }
@@ -306,9 +375,12 @@ struct Answer {
 
 type Conn = SendRequest<Empty<Bytes>>;
 
-async fn connect(addr: SocketAddr) -> Result<Conn, String> {
-    let stream = tokio::net::TcpStream::connect(addr)
+/// A connection to `addr`; a connect that hears nothing for `idle` (a host cut off drops the
+/// SYN: the kernel would try for minutes) fails.
+async fn connect(addr: SocketAddr, idle: Duration) -> Result<Conn, String> {
+    let stream = tokio::time::timeout(idle, tokio::net::TcpStream::connect(addr))
         .await
+        .map_err(|_| format!("connect to {addr}: nothing for {idle:?}"))?
         .map_err(|e| format!("connect to {addr}: {e}"))?;
     let _ = stream.set_nodelay(true);
     let (send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
@@ -370,7 +442,7 @@ async fn attempt(
     let silent = || format!("nothing for {idle:?}");
     let resp = tokio::time::timeout(idle, send.send_request(req))
         .await
-        .map_err(|_| Transport::BeforeResponse(silent()))?
+        .map_err(|_| Transport::Silent(silent()))?
         .map_err(|e| Transport::BeforeResponse(e.to_string()))?;
     let status = resp.status().as_u16();
     let (parts, mut body) = resp.into_parts();
@@ -423,7 +495,9 @@ async fn on_node(
         let was_reused = reused.is_some();
         let mut send = match reused.take() {
             Some(s) => s,
-            None => connect(addr).await.map_err(Transport::BeforeResponse)?,
+            None => connect(addr, idle)
+                .await
+                .map_err(Transport::BeforeResponse)?,
         };
         match attempt(&mut send, object, arrivals, idle).await {
             Ok(a) => {
@@ -609,17 +683,10 @@ async fn request(work: &Work, conns: &mut HashMap<usize, Conn>, a: Assignment) -
         )
         .await;
         let failure = match tried {
+            // Too slow as a whole: given up, and tried once on another node as any failure.
             Err(_) => {
                 conns.remove(&node);
-                return transport_failure(
-                    size,
-                    node,
-                    retry,
-                    format!(
-                        "no complete answer from node {node} within {:?}",
-                        work.timeout
-                    ),
-                );
+                Transport::MidBody(format!("no complete answer within {:?}", work.timeout))
             }
             Ok(Ok(answer)) => {
                 let mut record = judge(&answer, node, size, retry);
@@ -629,7 +696,7 @@ async fn request(work: &Work, conns: &mut HashMap<usize, Conn>, a: Assignment) -
             Ok(Err(e)) => e,
         };
         let (kind, why) = match failure {
-            Transport::BeforeResponse(w) => (Retry::BeforeResponse, w),
+            Transport::BeforeResponse(w) | Transport::Silent(w) => (Retry::BeforeResponse, w),
             Transport::MidBody(w) => (Retry::MidBody, w),
         };
         let why = format!("node {node}: {why}");

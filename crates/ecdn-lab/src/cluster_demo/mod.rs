@@ -23,9 +23,11 @@ use ecdn_cluster::etcd_local::LocalEtcd;
 use ecdn_trace::units::format_size;
 
 mod args;
+mod balancer;
 pub mod bed;
 pub mod contract;
 mod control;
+pub mod declared;
 pub mod driver;
 pub mod measure;
 mod plan;
@@ -60,6 +62,8 @@ struct Live {
     /// Per node: how its return went, if it came back.
     returns: Vec<Option<ReturnTiming>>,
     control: control::ControlReport,
+    /// The coordinator's declarations: each stay of a node out of the map.
+    outs: Vec<declared::OutRow>,
 }
 
 /// The run's cluster: its file, layout and (etcd mode) local etcd.
@@ -141,6 +145,13 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         })
     };
     let requests: Vec<(u64, u64)> = plan.trace.iter().map(|r| (r.id, r.size)).collect();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let fault_ctx = bed::FaultContext {
+        log: Default::default(),
+        heals: Default::default(),
+        done: done.clone(),
+        issued: Default::default(),
+    };
     let mut dispenser = Dispenser::new(plan.trace.len() as u64, n, plan.kills.clone(), killer);
     if a.routing == routing::Routing::Bucket {
         let router = routing::BucketRouter::start(cfg, &requests)
@@ -158,11 +169,13 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
                 0
             })
             .with_returns(plan.restarts.clone())
+            .with_heals(fault_ctx.heals.clone())
+            .with_issued(fault_ctx.issued.clone())
             .with_faults(plan.faults.clone(), {
-                let (bed, progress) = (setup.bed.clone(), progress.clone());
+                let (bed, progress, ctx) = (setup.bed.clone(), progress.clone(), fault_ctx.clone());
                 Box::new(move |f| {
                     let Some(bed) = &bed else { return };
-                    let said = match bed.apply(f) {
+                    let said = match bed::apply_timed(bed, f, &ctx) {
                         Ok(()) => format!("node {} {}", f.node, f.kind),
                         Err(e) => format!("error: node {} not {}: {e:#}", f.node, f.kind),
                     };
@@ -223,7 +236,6 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         arrivals: !plan.client_links.is_empty(),
         progress: progress.clone(),
     });
-    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let events = tokio::spawn(control::run_events(
         plan.control.clone(),
         cfg.clone(),
@@ -233,11 +245,29 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         work.dispenser.clone(),
         done.clone(),
     ));
+    // What the coordinator declares, and the load balancer's view of the nodes it reports.
+    let watcher = tokio::spawn(declared::watch(
+        cfg.clone(),
+        fault_ctx.issued.clone(),
+        done.clone(),
+        {
+            let dispenser = work.dispenser.clone();
+            move |node, available| dispenser.lock().unwrap().in_map(node, available)
+        },
+    ));
+    let balancer = tokio::spawn(balancer::run(
+        cfg.clone(),
+        layout.nodes.iter().map(|(c, _)| *c).collect(),
+        done.clone(),
+    ));
     let t = Instant::now();
     let records = driver::run(work, a.concurrency).await;
     let elapsed_s = t.elapsed().as_secs_f64();
     progress.finish_and_clear();
     done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let changes = watcher.await.context("the coordinator's watcher")?;
+    let _ = balancer.await;
+    let outs = declared::rows(&changes, &fault_ctx.log.lock().unwrap(), t);
     let mut control = events.await.context("the control-plane events")??;
     let records = records?;
     if let Some(b) = &setup.bed {
@@ -294,7 +324,36 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         killed,
         returns: returned,
         control,
+        outs,
     })
+}
+
+/// `--health`'s `[health]` lines: `off`, or `KEY=VALUE` pairs (the cluster file checks them).
+fn health_lines(spec: Option<&str>) -> Result<Vec<String>> {
+    match spec.map(str::trim) {
+        None | Some("") => Ok(Vec::new()),
+        Some("off") => Ok(vec!["enabled = false".into()]),
+        Some(pairs) => pairs
+            .split(',')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, v))
+                    if !k.trim().is_empty()
+                        && k.trim()
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b == b'_')
+                        && !v.trim().is_empty()
+                        && v.trim()
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'.') =>
+                {
+                    Ok(format!("{} = {}", k.trim(), v.trim()))
+                }
+                _ => {
+                    bail!("--health {pairs:?}: expected off, or KEY=VALUE pairs such as slow_ms=20")
+                }
+            })
+            .collect(),
+    }
 }
 
 /// The leading coordinator's current epoch.
@@ -321,8 +380,9 @@ fn build_report(
         &sim.windows,
         sim_killed.as_ref().map(|s| &s.windows[..]),
     );
-    let max_rel = measure::max_relative_miss_increase(&windows, &plan.kills, plan.window, false);
-    let max_rel_sim = measure::max_relative_miss_increase(&windows, &plan.kills, plan.window, true);
+    let failures = plan.failures();
+    let max_rel = measure::max_relative_miss_increase(&windows, &failures, plan.window, false);
+    let max_rel_sim = measure::max_relative_miss_increase(&windows, &failures, plan.window, true);
     let (ttfb_ms, download_ms) = measure::latency(&live.records, false);
     let (ttfb_ms_piece_hits, download_ms_piece_hits) = measure::latency(&live.records, true);
     let bytes_written: Vec<Option<u64>> = live
@@ -330,11 +390,14 @@ fn build_report(
         .iter()
         .map(|s| s.map(|s| s.bytes_written))
         .collect();
+    // Over the nodes in the map for the whole run, as the simulator counts it: neither
+    // killed nor ever declared out.
     let whole_run = bytes_written
         .iter()
         .zip(&live.killed)
-        .filter(|(_, &k)| !k)
-        .filter_map(|(b, _)| b.map(|b| b as f64));
+        .enumerate()
+        .filter(|(id, (_, &k))| !k && !live.outs.iter().any(|o| o.node == *id))
+        .filter_map(|(_, (b, _))| b.map(|b| b as f64));
     let (peer_received, relay_received) = live
         .stats
         .iter()
@@ -460,11 +523,12 @@ fn build_report(
         sim,
         sim_with_kills: sim_killed,
         testbed: None,
+        declared: live.outs.clone(),
     }
 }
 
 pub fn run_demo(a: DemoArgs) -> Result<()> {
-    let plan = plan(&a)?;
+    let mut plan = plan(&a)?;
     if let Some(note) = &plan.kill_note {
         eprintln!("{note}");
     }
@@ -525,6 +589,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
                 true => Some(crate::certs::write_peer_tls(dir.path(), &layout.ips())?),
                 false => None,
             },
+            health: health_lines(a.health.as_deref())?,
         },
         &layout,
     );
@@ -571,8 +636,9 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
         },
     };
     eprint!("{}", report::failures(&live.records, 10));
+    plan.adopt_declared(&live.outs);
     let sim = simulate(&a, &plan, Failures::None)?;
-    let sim_killed = if plan.kills.is_empty() {
+    let sim_killed = if plan.failures().is_empty() {
         None
     } else {
         Some(sim_summary(&simulate(&a, &plan, Failures::AsRun)?))
@@ -598,8 +664,14 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
     drop(testbed);
     out!(
         "{}",
-        report::window_table(&report.windows, &plan.kills, &plan.restarts, plan.window)
+        report::window_table(
+            &report.windows,
+            &plan.failures(),
+            &plan.restarts,
+            plan.window
+        )
     )?;
+    out!("{}", declared::table(&report.declared))?;
     out!("{}", restart::table(&report.restarts))?;
     out!("{}", report::summary(&report))?;
     out!(
@@ -617,7 +689,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
 
 /// The line above the comparison table: what the simulator's runs share with the live one.
 fn compare_heading(a: &DemoArgs, plan: &Plan) -> String {
-    let failures = if plan.kills.is_empty() {
+    let failures = if plan.failures().is_empty() {
         "without failures".to_string()
     } else {
         let mut what: Vec<String> = plan
@@ -625,6 +697,12 @@ fn compare_heading(a: &DemoArgs, plan: &Plan) -> String {
             .iter()
             .map(|k| format!("node {} killed at {}", k.node, k.fraction))
             .collect();
+        what.extend(plan.outages.iter().map(|o| {
+            let back = o
+                .end
+                .map_or(String::new(), |e| format!(", back at request {e}"));
+            format!("node {} declared out at request {}{back}", o.node, o.start)
+        }));
         what.extend(plan.restarts.iter().map(|r| {
             let wiped = if r.empty { ", disk wiped" } else { "" };
             format!("node {} back at {}{wiped}", r.node, r.fraction)

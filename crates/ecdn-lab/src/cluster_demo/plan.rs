@@ -106,6 +106,50 @@ pub(super) struct Plan {
     pub(super) control: control::ControlPlan,
     /// `--testbed`'s network faults, in the order they happen.
     pub(super) faults: Vec<bed::Fault>,
+    /// Set after the run: the stays out of the map the coordinator declared for nodes the
+    /// demo did not kill (a fault, a slow node), for the simulator to lose them as well.
+    pub(super) outages: Vec<Outage>,
+}
+
+/// A node out of the map from request `start` to request `end` (to the end without one).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Outage {
+    pub(super) node: usize,
+    pub(super) start: u64,
+    pub(super) end: Option<u64>,
+}
+
+impl Plan {
+    /// Takes the coordinator's declarations of the run: those of nodes it did not kill.
+    pub(super) fn adopt_declared(&mut self, outs: &[super::declared::OutRow]) {
+        self.outages = outs
+            .iter()
+            .filter(|o| !self.kills.iter().any(|k| k.node == o.node))
+            .map(|o| Outage {
+                node: o.node,
+                start: o.out_at_request,
+                end: o.back_at_request,
+            })
+            .collect();
+    }
+
+    /// The run's kills and the first declared exit of each node out, as the failures after
+    /// which the report looks for a miss spike, by request.
+    pub(super) fn failures(&self) -> Vec<Kill> {
+        let total = self.trace.len().max(1) as f64;
+        let mut all = self.kills.clone();
+        for o in &self.outages {
+            if !all.iter().any(|k| k.node == o.node) {
+                all.push(Kill {
+                    node: o.node,
+                    fraction: o.start as f64 / total,
+                    at: o.start,
+                });
+            }
+        }
+        all.sort_by_key(|k| (k.at, k.node));
+        all
+    }
 }
 
 pub(super) fn plan(a: &DemoArgs) -> Result<Plan> {
@@ -226,5 +270,6 @@ pub(super) fn plan(a: &DemoArgs) -> Result<Plan> {
         },
         control,
         faults,
+        outages: Vec::new(),
     })
 }

@@ -91,6 +91,8 @@ pub struct FileSettings {
     pub parity_delay: Option<f64>,
     /// The cluster file's `[peer_tls]` section (`crate::certs`), or none: plain TCP.
     pub peer_tls: Option<String>,
+    /// The cluster file's `[health]` lines (`key = value`), or none: its defaults.
+    pub health: Vec<String>,
 }
 
 /// The cluster file's TOML text.
@@ -117,6 +119,9 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
     }
     if let Some(section) = &s.peer_tls {
         let _ = write!(t, "\n{section}");
+    }
+    if !s.health.is_empty() {
+        let _ = writeln!(t, "\n[health]\n{}", s.health.join("\n"));
     }
     for (id, ((client, peer), admin)) in layout.nodes.iter().zip(&layout.admins).enumerate() {
         let _ = writeln!(
@@ -389,6 +394,8 @@ impl Procs {
             disk_size.to_string(),
             "-j".into(),
             "1".into(),
+            // The load driver probes it as a load balancer does (`balancer.rs`).
+            "--client-health".into(),
         ];
         args.extend_from_slice(extra);
         if self.nodes.len() <= id {
@@ -770,9 +777,11 @@ mod tests {
             repair_rate: 4096,
             parity_delay: Some(1.5),
             peer_tls: None,
+            health: vec!["slow_ms = 25".into()],
         };
         let cfg = ecdn_cluster::ClusterConfig::parse(&cluster_file(&s, &layout)).unwrap();
         assert_eq!((cfg.k, cfg.p, cfg.buckets, cfg.seed), (2, 1, 50, 7));
+        assert_eq!(cfg.health.slow_ms, 25.0);
         assert_eq!(cfg.coordinator, layout.coordinator);
         assert_eq!(cfg.nodes.len(), 4);
         assert_eq!(cfg.nodes[3].client, layout.nodes[3].0);
@@ -835,6 +844,8 @@ mod tests {
             seen_epoch: seen,
             data_load: 0,
             parity_load: 0,
+            health: Default::default(),
+            control_cut: false,
         };
         let mut s = Status {
             epoch: 9,

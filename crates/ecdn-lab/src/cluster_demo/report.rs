@@ -57,7 +57,8 @@ pub struct Report {
     pub collapsed_fraction: f64,
     /// TTFB and download of the collapsed requests (all objects).
     pub collapsed_ms: Latency,
-    /// max/min `bytes_written` over the nodes alive for the whole run (null if one wrote 0).
+    /// max/min `bytes_written` over the nodes in the map for the whole run, neither killed nor
+    /// declared out (null if one wrote 0).
     pub write_imbalance: Option<f64>,
     /// Per node (null for a killed node that did not come back; a node that did: since its
     /// restart): piece bytes it admitted.
@@ -116,6 +117,10 @@ pub struct Report {
     /// the network faults of the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub testbed: Option<super::bed::BedReport>,
+    /// What the coordinator declared: each stay of a node out of the map, why, and the times
+    /// from its fault and to its return (the simulator's column loses the nodes the demo did
+    /// not kill at these requests).
+    pub declared: Vec<super::declared::OutRow>,
 }
 
 /// The per-window table, one line per window, a `*` after the windows with a kill or a return.

@@ -54,6 +54,15 @@ fn simulate_code(
     if failures != Failures::None {
         let all_empty = failures == Failures::ReturnsEmpty;
         cfg.unavailability = kill_events(&plan.kills, &plan.restarts, all_empty);
+        // The coordinator's declarations: each stay out of the map (a returning node keeps its
+        // cache, as it does live).
+        cfg.unavailability
+            .events
+            .extend(plan.outages.iter().map(|o| FailEvent {
+                server: o.node,
+                start: o.start as f64,
+                end: o.end.map_or(f64::INFINITY, |e| e as f64),
+            }));
     }
     if a.rebalance_every > 0 && code.scheme == Scheme::C2dn {
         // Trace time is the request index here (below): a rebalance before every N-th request.
@@ -138,14 +147,15 @@ pub(super) fn peers(a: &DemoArgs, plan: &Plan) -> Result<Vec<CompareRow>> {
             continue;
         }
         let none = sim_summary(&simulate_code(a, plan, code, Failures::None)?);
-        let row = if plan.kills.is_empty() {
+        let failures = plan.failures();
+        let row = if failures.is_empty() {
             sim_row(&none, None)
         } else {
             let killed = sim_summary(&simulate_code(a, plan, code, Failures::AsRun)?);
             let max = measure::sim_relative_miss_increase(
                 &none.windows,
                 &killed.windows,
-                &plan.kills,
+                &failures,
                 plan.window,
             );
             sim_row(&killed, max)

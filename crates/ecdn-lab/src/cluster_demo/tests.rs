@@ -177,6 +177,7 @@ fn report_json_has_the_contract_fields() {
             epoch_changes: 4,
             ..control::ControlReport::default()
         },
+        outs: Vec::new(),
     };
     let sim = sim_summary(&simulate(&a, &plan, Failures::None).unwrap());
     let killed = sim_summary(&simulate(&a, &plan, Failures::AsRun).unwrap());

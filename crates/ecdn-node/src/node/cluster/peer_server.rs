@@ -216,6 +216,9 @@ async fn handle(
             let body = crate::node::admin::stats_value(&st).await.to_string();
             signed(&c, &path, body.into_bytes())
         }
+        // A peer's health probe: answered as soon as it is verified (its round trip is this
+        // node's service time as the peer sees it: network, accept queue, runtime).
+        PeerPath::Probe if get => plain(StatusCode::NO_CONTENT, ""),
         _ => plain(
             StatusCode::METHOD_NOT_ALLOWED,
             "peer request: method not allowed",

@@ -122,16 +122,36 @@ impl Cluster {
                 recovered.corrupt
             );
         }
-        let peers = PeerClient::for_cluster(&c.cluster);
+        // How every peer answers, for the coordinator's health verdicts (its heartbeats carry
+        // the views; `ecdn_cluster::health`).
+        let observer = Arc::new(ecdn_cluster::health::observer::PeerObserver::default());
+        let peers = PeerClient::for_cluster(&c.cluster).with_observer(observer.clone());
         let loads = WriteLoads::for_cluster(&c.cluster);
         let etcd = Arc::new(EtcdStatus::default());
-        let control = if c.cluster.etcd.is_empty() {
+        let mut control = if c.cluster.etcd.is_empty() {
             // The coordinator's client has no breaker: its heartbeats are never skipped.
             spawn_control(&c.cluster, c.id, peers.clone(), loads.clone()).await
         } else {
-            spawn_etcd_control(&c.cluster, c.id, loads.clone(), etcd.clone()).await
+            spawn_etcd_control(
+                &c.cluster,
+                c.id,
+                loads.clone(),
+                etcd.clone(),
+                Some(observer),
+            )
+            .await
         }
         .map_err(|e| invalid(e.to_string()))?;
+        let peers_client = peers.with_breaker();
+        if c.cluster.health.enabled {
+            control.spawn_beside(ecdn_cluster::health::probe::probe_loop(
+                peers_client.clone(),
+                control.map().clone(),
+                c.cluster.clone(),
+                c.id,
+                Duration::from_millis(c.cluster.heartbeat_ms),
+            ));
+        }
         // Its own peer address: the map's member (a node added while the cluster runs is
         // only there), else the cluster file's.
         let own_peer = control
@@ -165,7 +185,7 @@ impl Cluster {
             map: control.map().clone(),
             coordinator: control.coordinator_status(),
             control: Mutex::new(Some(control)),
-            peers: peers.with_breaker(),
+            peers: peers_client,
             gate,
             purges: purge_log::PurgeLog::new(purge_log::PURGE_MEMORY),
             pieces,

@@ -1,0 +1,152 @@
+//! A node's view of its peers, from the requests its peer client makes (piece reads and
+//! writes, `has` questions, relays) and from its probes ([`super::probe`]).
+//!
+//! Per peer address it keeps whether the last request answered, the failures since, and a
+//! smoothed service time measured by the probes only: a piece read's or a relay's time to its
+//! headers depends on the object and on the origin, a probe's does not, so the time of a node
+//! in the map and of one out of it (which only probes reach) compare.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::PeerView;
+
+/// Weight of the newest probe in the smoothed service time.
+const ALPHA: f64 = 0.5;
+
+/// A view older than this (no request and no probe since) is no evidence.
+pub const STALE: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Copy, Debug)]
+struct Seen {
+    reachable: bool,
+    failures: u32,
+    service_us: Option<f64>,
+    at: Instant,
+}
+
+/// How one request to a peer went, for [`PeerObserver::note`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Outcome {
+    /// It answered (any status: a `404` is an answer).
+    Answered,
+    /// Refused, timed out, unreachable; or not sent because the breaker skips the peer.
+    Failed,
+    /// Neither: a connection the peer closed (a pooled one) says nothing of its health.
+    Neutral,
+}
+
+/// The peers as this node sees them (shared by the clones of its peer client).
+#[derive(Debug, Default)]
+pub struct PeerObserver {
+    peers: Mutex<HashMap<SocketAddr, Seen>>,
+}
+
+impl PeerObserver {
+    /// Notes a request to `addr` that ended with `outcome` at `now`.
+    pub fn note(&self, addr: SocketAddr, outcome: Outcome, now: Instant) {
+        if outcome == Outcome::Neutral {
+            return;
+        }
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let s = peers.entry(addr).or_insert(Seen {
+            reachable: true,
+            failures: 0,
+            service_us: None,
+            at: now,
+        });
+        s.at = now;
+        match outcome {
+            Outcome::Answered => {
+                s.reachable = true;
+                s.failures = 0;
+            }
+            _ => {
+                s.reachable = false;
+                s.failures = s.failures.saturating_add(1);
+            }
+        }
+    }
+
+    /// Notes a probe of `addr` answered after `rtt`.
+    pub fn probed(&self, addr: SocketAddr, rtt: Duration, now: Instant) {
+        self.note(addr, Outcome::Answered, now);
+        let us = rtt.as_secs_f64() * 1e6;
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = peers.get_mut(&addr) {
+            s.service_us = Some(match s.service_us {
+                Some(old) => old + ALPHA * (us - old),
+                None => us,
+            });
+        }
+    }
+
+    /// The current views of the peers in `ids` (peer address → node id), those seen within
+    /// [`STALE`] of `now`.
+    pub fn views(&self, ids: &HashMap<SocketAddr, usize>, now: Instant) -> Vec<PeerView> {
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<PeerView> = peers
+            .iter()
+            .filter(|(_, s)| now.saturating_duration_since(s.at) < STALE)
+            .filter_map(|(addr, s)| {
+                ids.get(addr).map(|&node| PeerView {
+                    node,
+                    reachable: s.reachable,
+                    failures: s.failures,
+                    service_us: s.service_us.map(|u| u.round() as u64),
+                })
+            })
+            .collect();
+        out.sort_by_key(|v| v.node);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_outcome_decides_and_probes_set_the_service_time() {
+        let o = PeerObserver::default();
+        let a: SocketAddr = "10.0.0.1:1".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:1".parse().unwrap();
+        let ids: HashMap<SocketAddr, usize> = [(a, 1), (b, 2)].into();
+        let t = Instant::now();
+        assert!(o.views(&ids, t).is_empty());
+        o.probed(a, Duration::from_millis(2), t);
+        o.note(b, Outcome::Failed, t);
+        o.note(b, Outcome::Failed, t);
+        o.note(b, Outcome::Neutral, t);
+        let v = o.views(&ids, t);
+        assert_eq!(
+            v,
+            vec![
+                PeerView {
+                    node: 1,
+                    reachable: true,
+                    failures: 0,
+                    service_us: Some(2000)
+                },
+                PeerView {
+                    node: 2,
+                    reachable: false,
+                    failures: 2,
+                    service_us: None
+                },
+            ]
+        );
+        // Smoothed: half of the new probe.
+        o.probed(a, Duration::from_millis(4), t);
+        assert_eq!(o.views(&ids, t)[0].service_us, Some(3000));
+        // An answer clears the failures; a stale view is dropped; unknown addresses are not
+        // reported.
+        o.note(b, Outcome::Answered, t);
+        assert!(o.views(&ids, t)[1].reachable);
+        o.note("10.0.0.3:1".parse().unwrap(), Outcome::Failed, t);
+        assert_eq!(o.views(&ids, t).len(), 2);
+        assert!(o.views(&ids, t + STALE).is_empty());
+    }
+}
