@@ -287,16 +287,12 @@ impl PeerClient {
     }
 
     fn admit(&self, addr: SocketAddr) -> Result<(), PeerError> {
-        let admitted = match &self.breaker {
+        match &self.breaker {
             Some(b) => b
                 .admit(addr, Instant::now())
                 .map_err(|left| PeerError::Skipped(addr, left)),
             None => Ok(()),
-        };
-        if admitted.is_err() {
-            Self::record(&None, &self.observer, addr, &admitted);
         }
-        admitted
     }
 
     /// Tells the breaker and the observer how a request to `addr` went.
@@ -312,9 +308,10 @@ impl PeerClient {
             Err(PeerError::Refused(_) | PeerError::Timeout(..) | PeerError::Other(..))
         );
         if let Some(o) = observer {
+            // A request the breaker skipped says nothing new: the failure that struck the
+            // peer was noted, and the probes go on past the breaker.
             let outcome = match result {
                 Ok(_) => Outcome::Answered,
-                Err(PeerError::Skipped(..)) => Outcome::Failed,
                 Err(_) if failed => Outcome::Failed,
                 Err(_) => Outcome::Neutral,
             };

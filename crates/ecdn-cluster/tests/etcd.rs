@@ -346,6 +346,79 @@ fn the_leader_resumes_its_lease_when_its_etcd_member_dies() {
     drop(etcd);
 }
 
+/// A node cut off from etcd (its session over, its registration lapsed) while its peers
+/// still reach it is cut off from the control plane only: the leader keeps it in the map. Once
+/// its peers cannot reach it either, it leaves. (With heartbeats alone it would leave with
+/// its registration.)
+#[test]
+fn a_node_cut_off_from_etcd_but_reached_by_its_peers_stays_in_the_map() {
+    use ecdn_cluster::health::observer::{Outcome, PeerObserver};
+    let bin = LocalEtcd::find_binary().expect(NOT_INSTALLED);
+    let dir = tempfile::tempdir().unwrap();
+    let etcd = LocalEtcd::start(&bin, dir.path(), 1).unwrap();
+    let cfg = cluster(&[etcd.url(0)], "/t-health/");
+    let rt = runtime();
+    rt.block_on(async {
+        let opts = CoordinatorOptions {
+            start_grace: Duration::from_secs(3),
+            ..CoordinatorOptions::default()
+        };
+        let leader = EtcdCoordinator::start(cfg.clone(), opts, "h".into());
+        let observers: Vec<Arc<PeerObserver>> = (0..5).map(|_| Arc::default()).collect();
+        let mut controls = Vec::new();
+        for (id, o) in observers.iter().enumerate() {
+            let start = spawn_etcd_control(
+                &cfg,
+                id,
+                WriteLoads::for_cluster(&cfg),
+                Arc::new(EtcdStatus::default()),
+                Some(o.clone()),
+            );
+            controls.push(Some(
+                tokio::time::timeout(Duration::from_secs(20), start)
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            ));
+        }
+        let map0 = controls[0].as_ref().unwrap().map().clone();
+        until(10, "all nodes available", || {
+            map0.current().available.iter().all(|&a| a)
+        })
+        .await;
+        // Nodes 0-3 see node 4 answer, again and again.
+        let peer4 = cfg.nodes[4].peer;
+        let answering = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let seeing = {
+            let (observers, answering) = (observers.clone(), answering.clone());
+            tokio::spawn(async move {
+                loop {
+                    let outcome = if answering.load(Ordering::Relaxed) {
+                        Outcome::Answered
+                    } else {
+                        Outcome::Failed
+                    };
+                    for o in &observers[..4] {
+                        o.note(peer4, outcome, Instant::now());
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Node 4's session ends: its registration lapses with its lease (2 s).
+        controls[4].take().unwrap().stop();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(map0.current().available[4], "its peers reach it: kept");
+        // Its peers lose it too: out.
+        answering.store(false, Ordering::Relaxed);
+        until(10, "node 4 unavailable", || !map0.current().available[4]).await;
+        seeing.abort();
+        assert!(leader.status().leading);
+    });
+    drop(etcd);
+}
+
 /// Issue 42's scale: 10,000 buckets and 500 servers. As uncompressed JSON the map alone is
 /// beyond etcd's default request limit (1.5 MiB), so a leader writing it so could publish
 /// nothing; stored compressed it fits, and an availability change goes as a diff a fraction of

@@ -433,6 +433,9 @@ fn print_report(r: &Report, json: bool) -> Result<()> {
     if let (Some(v), Some(p)) = (r.variance_ratio, r.variance_predicted) {
         outln!("  Var(L_EC)/Var(L_SR) {v:.4}, predicted (S−k)/(k(S−1)) {p:.4}")?;
     }
+    if let Some(why) = r.testbed.as_ref().and_then(|b| b.invalid_because()) {
+        outln!("  {why}")?;
+    }
     if json {
         outln!("{}", serde_json::to_string(r)?)?;
     }

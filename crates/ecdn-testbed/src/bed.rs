@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::delay::{self, DelayParams};
+use crate::delay::{self, DelayParams, DelayStats};
 use crate::spec::{HostSpec, LinkSpec};
 use crate::sys;
 use crate::Error;
@@ -95,6 +95,7 @@ pub struct Host {
 #[derive(Debug)]
 struct Delayer {
     params: Vec<Arc<DelayParams>>,
+    stats: Arc<DelayStats>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<std::io::Result<()>>>,
 }
@@ -111,18 +112,21 @@ impl Delayer {
             .map(|(j, p)| (j as u16 + 1, p.clone()))
             .collect();
         let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(DelayStats::default());
         let file = sys::netns_file(&host.netns)?;
         let s = stop.clone();
+        let st = stats.clone();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name(format!("delayer-{}", host.name))
             .spawn(move || {
                 sys::enter(&file).map_err(std::io::Error::other)?;
-                delay::run(queues, s, ready_tx)
+                delay::run(queues, s, ready_tx, st)
             })?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Delayer {
                 params,
+                stats,
                 stop,
                 thread: Some(thread),
             }),
@@ -134,6 +138,35 @@ impl Delayer {
                 })))
             }
         }
+    }
+}
+
+/// One host's delayer, as it measured itself ([`DelayStats`]): whether it kept up.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DelayerReport {
+    /// The host whose arriving packets it delays.
+    pub host: String,
+    /// Packets it held and released.
+    pub packets: u64,
+    /// Packets released more than [`delay::LATE`] after their time.
+    pub late: u64,
+    /// The latest of them, ms after its time.
+    pub max_late_ms: f64,
+    /// Kernel queue overflows: packets that went on undelayed.
+    pub overflows: u64,
+    /// The busiest second's busy fraction of the loop.
+    pub max_busy: f64,
+    /// Seconds it did not keep up (busy above [`delay::BUSY`], late packets or overflows),
+    /// of the seconds measured.
+    pub saturated_seconds: u64,
+    /// Seconds measured.
+    pub seconds: u64,
+}
+
+impl DelayerReport {
+    /// Whether the delayer kept up: a run through one that did not measured the bed.
+    pub fn kept_up(&self) -> bool {
+        self.saturated_seconds == 0 && self.overflows == 0
     }
 }
 
@@ -395,6 +428,27 @@ impl Bed {
         self.faults.parted.retain(|&(a, b)| a != i && b != i);
         self.set_link(i, self.hosts[i].link)?;
         self.apply_faults()
+    }
+
+    /// Every running delayer's measure of itself so far (hosts with a delay only).
+    pub fn delayers(&self) -> Vec<DelayerReport> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.hosts
+            .iter()
+            .filter_map(|h| {
+                let s = &h.delayer.as_ref()?.stats;
+                Some(DelayerReport {
+                    host: h.name.clone(),
+                    packets: s.packets.load(Relaxed),
+                    late: s.late.load(Relaxed),
+                    max_late_ms: s.max_late_us.load(Relaxed) as f64 / 1e3,
+                    overflows: s.overflows.load(Relaxed),
+                    max_busy: s.max_busy_permille.load(Relaxed) as f64 / 1e3,
+                    saturated_seconds: s.saturated_seconds.load(Relaxed),
+                    seconds: s.seconds.load(Relaxed),
+                })
+            })
+            .collect()
     }
 
     /// Undoes every fault on every host.

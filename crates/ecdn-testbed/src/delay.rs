@@ -44,6 +44,70 @@ impl DelayParams {
     }
 }
 
+/// What a delayer measured of itself, to tell whether it kept up: a delayer that cannot keep
+/// up delays packets more than asked (they wait in the kernel's queue before it reads them),
+/// and a run through it measures the bed, not the system ([`DelayStats::saturated_seconds`]).
+#[derive(Debug, Default)]
+pub struct DelayStats {
+    /// Packets held and released.
+    pub packets: AtomicU64,
+    /// Packets released more than [`LATE`] after their time.
+    pub late: AtomicU64,
+    /// The latest of them, µs after its time.
+    pub max_late_us: AtomicU64,
+    /// Times the kernel dropped queue messages (ENOBUFS): those packets went on undelayed.
+    pub overflows: AtomicU64,
+    /// Seconds in which the loop was busy (not waiting for packets) more than [`BUSY`] of the
+    /// time, or released late packets, or overflowed.
+    pub saturated_seconds: AtomicU64,
+    /// The busiest second's busy fraction, in thousandths.
+    pub max_busy_permille: AtomicU64,
+    /// Seconds measured.
+    pub seconds: AtomicU64,
+}
+
+/// A packet released this much after its time is late.
+pub const LATE: Duration = Duration::from_millis(1);
+/// A loop busy more than this fraction of a second did not keep up with its packets.
+pub const BUSY: f64 = 0.9;
+
+/// One second of a delayer's loop, measured.
+struct Second {
+    start: Instant,
+    waited: Duration,
+    late: u64,
+    overflows: u64,
+}
+
+impl Second {
+    fn new(start: Instant) -> Second {
+        Second {
+            start,
+            waited: Duration::ZERO,
+            late: 0,
+            overflows: 0,
+        }
+    }
+
+    /// Closes the second if it is over, into `stats`.
+    fn roll(&mut self, now: Instant, stats: &DelayStats) {
+        let wall = now.saturating_duration_since(self.start);
+        if wall < Duration::from_secs(1) {
+            return;
+        }
+        let busy = 1.0 - self.waited.as_secs_f64() / wall.as_secs_f64();
+        let permille = (busy.clamp(0.0, 1.0) * 1000.0) as u64;
+        stats
+            .max_busy_permille
+            .fetch_max(permille, Ordering::Relaxed);
+        stats.seconds.fetch_add(1, Ordering::Relaxed);
+        if busy > BUSY || self.late > 0 || self.overflows > 0 {
+            stats.saturated_seconds.fetch_add(1, Ordering::Relaxed);
+        }
+        *self = Second::new(now);
+    }
+}
+
 const NETLINK_NETFILTER: i32 = 12;
 const NFNL_SUBSYS_QUEUE: u16 = 3;
 const NFQNL_MSG_PACKET: u16 = 0;
@@ -69,6 +133,8 @@ const NLM_F_ACK: u16 = 4;
 struct Queue {
     fd: i32,
     seq: u32,
+    /// ENOBUFS seen so far.
+    overflows: u64,
 }
 
 impl Drop for Queue {
@@ -104,7 +170,11 @@ impl Queue {
             },
             "netlink socket",
         )?;
-        let mut q = Queue { fd, seq: 0 };
+        let mut q = Queue {
+            fd,
+            seq: 0,
+            overflows: 0,
+        };
         // SAFETY: a zeroed sockaddr_nl is valid; the kernel picks the port id.
         let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         addr.nl_family = libc::AF_NETLINK as u16;
@@ -209,7 +279,7 @@ impl Queue {
     }
 
     /// Waits up to `timeout_ms` (-1: forever) for messages; 0 bytes when none came.
-    fn recv(&self, buf: &mut [u8], timeout_ms: i32) -> io::Result<usize> {
+    fn recv(&mut self, buf: &mut [u8], timeout_ms: i32) -> io::Result<usize> {
         let mut pfd = libc::pollfd {
             fd: self.fd,
             events: libc::POLLIN,
@@ -241,7 +311,11 @@ impl Queue {
             let e = io::Error::last_os_error();
             // ENOBUFS: the kernel dropped messages for us; with fail-open the packets went on.
             return match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => Ok(0),
+                Some(libc::ENOBUFS) => {
+                    self.overflows += 1;
+                    Ok(0)
+                }
+                Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(0),
                 _ => Err(e),
             };
         }
@@ -301,6 +375,7 @@ pub fn run(
     queues: Vec<(u16, Arc<DelayParams>)>,
     stop: Arc<AtomicBool>,
     ready: std::sync::mpsc::Sender<io::Result<()>>,
+    stats: Arc<DelayStats>,
 ) -> io::Result<()> {
     let mut socket = match Queue::open(queues.iter().map(|q| q.0)) {
         Ok(s) => {
@@ -330,8 +405,10 @@ pub fn run(
         .collect();
     let mut buf = vec![0u8; 1 << 20];
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut second = Second::new(Instant::now());
     while !stop.load(Ordering::Relaxed) {
         let now = Instant::now();
+        second.roll(now, &stats);
         // Release what is due, one verdict per queue for the last of them.
         let mut next: Option<Instant> = None;
         for h in &mut held {
@@ -341,6 +418,15 @@ pub fn run(
                     next = Some(next.map_or(at, |n| n.min(at)));
                     break;
                 }
+                let late = now - at;
+                if late > LATE {
+                    second.late += 1;
+                    stats.late.fetch_add(1, Ordering::Relaxed);
+                    stats
+                        .max_late_us
+                        .fetch_max(late.as_micros() as u64, Ordering::Relaxed);
+                }
+                stats.packets.fetch_add(1, Ordering::Relaxed);
                 due = Some(id);
                 h.fifo.pop_front();
             }
@@ -357,12 +443,22 @@ pub fn run(
             }
             None => 50,
         };
+        let (waiting, overflows) = (Instant::now(), socket.overflows);
         let n = socket.recv(&mut buf, wait_ms)?;
+        second.waited += waiting.elapsed();
+        if socket.overflows > overflows {
+            second.overflows += socket.overflows - overflows;
+            stats
+                .overflows
+                .fetch_add(socket.overflows - overflows, Ordering::Relaxed);
+        }
         if n == 0 {
             if let Some(at) = next {
                 let left = at.saturating_duration_since(Instant::now());
                 if left <= Duration::from_millis(1) {
+                    let slept = Instant::now();
                     std::thread::sleep(left.min(Duration::from_micros(100)));
+                    second.waited += slept.elapsed();
                 }
             }
             continue;

@@ -7,7 +7,7 @@
 //! The evidence comes from the cluster itself, in three steps:
 //!
 //! 1. **Observe** ([`observer`]): every node's peer client notes how each peer answered its
-//!    requests (answered, failed, skipped by the breaker), and [`probe`] asks every peer (up to
+//!    requests (answered or failed), and [`probe`] asks every peer (up to
 //!    [`HealthConfig::probe_fanout`] of them per heartbeat) a `has` question with a short
 //!    timeout, whose round trip is that peer's *service time* as this node sees it.
 //! 2. **Report**: each node's current view of its peers ([`PeerView`]) rides on its heartbeat
@@ -35,8 +35,7 @@ use serde::{Deserialize, Serialize};
 pub struct PeerView {
     /// The node seen.
     pub node: usize,
-    /// Its last request answered (`true`) or failed: refused, timed out, unreachable, or
-    /// skipped by the breaker after such a failure.
+    /// Its last request answered (`true`) or failed: refused, timed out, unreachable.
     pub reachable: bool,
     /// Failures in a row, since its last answer.
     #[serde(default)]

@@ -32,7 +32,7 @@ struct Seen {
 pub enum Outcome {
     /// It answered (any status: a `404` is an answer).
     Answered,
-    /// Refused, timed out, unreachable; or not sent because the breaker skips the peer.
+    /// Refused, timed out, unreachable.
     Failed,
     /// Neither: a connection the peer closed (a pooled one) says nothing of its health.
     Neutral,

@@ -57,6 +57,10 @@ pub struct TestbedArgs {
     /// server), e.g. `1:20ms@0.5`; repeatable.
     #[arg(long, value_name = "NODE:DELAY@FRACTION", requires = "testbed")]
     pub slow: Vec<String>,
+    /// With --testbed: partition NODE from the coordinator's host at FRACTION (its peers
+    /// and the client still reach it); repeatable: a coordinator cut off from several nodes.
+    #[arg(long, value_name = "NODE@FRACTION", requires = "testbed")]
+    pub partition_coordinator: Vec<String>,
     /// With --testbed: lose LOSS of NODE's packets each way from FRACTION on, e.g.
     /// `1:1%@0.3`; repeatable.
     #[arg(long, value_name = "NODE:LOSS@FRACTION", requires = "testbed")]
@@ -74,6 +78,7 @@ pub struct TestbedArgs {
 pub enum FaultKind {
     PartitionPeers,
     PartitionClients,
+    PartitionCoordinator,
     Slow {
         #[serde(serialize_with = "ms")]
         delay: Duration,
@@ -99,6 +104,7 @@ impl std::fmt::Display for FaultKind {
             FaultKind::PartitionClients => {
                 f.write_str("partitioned from the client (out of the rotation)")
             }
+            FaultKind::PartitionCoordinator => f.write_str("partitioned from the coordinator"),
             FaultKind::Slow { delay } => write!(f, "slowed by {delay:?} each way"),
             FaultKind::Lossy { loss_ppm } => {
                 write!(f, "losing {}% of its packets", *loss_ppm as f64 / 1e4)
@@ -190,6 +196,11 @@ pub fn faults(args: &TestbedArgs, nodes: usize, requests: u64) -> Result<Vec<Fau
         let (node, f) = node_at("--partition-clients", &spec).map_err(anyhow::Error::msg)?;
         add(node, f, FaultKind::PartitionClients, d)?;
     }
+    for s in &args.partition_coordinator {
+        let (spec, d) = with_duration("--partition-coordinator", s)?;
+        let (node, f) = node_at("--partition-coordinator", &spec).map_err(anyhow::Error::msg)?;
+        add(node, f, FaultKind::PartitionCoordinator, d)?;
+    }
     for s in &args.slow {
         let (spec, d) = with_duration("--slow", s)?;
         let (node, delay, f) = node_value_at("--slow", &spec, "DELAY@FRACTION, e.g. 1:20ms@0.5")?;
@@ -245,6 +256,43 @@ pub struct BedReport {
     pub origin_link: String,
     pub hosts: Vec<HostReport>,
     pub faults: Vec<Fault>,
+    /// Each delaying host's delayer, as it measured itself by the end of the run.
+    pub delayers: Vec<ecdn_testbed::bed::DelayerReport>,
+    /// `false` when a delayer did not keep up: the run measured the bed, not the system, and
+    /// is no result ([`BedReport::invalid_because`]).
+    pub valid: bool,
+}
+
+impl BedReport {
+    /// Why the run is no result, if it is none: the delayers that did not keep up.
+    pub fn invalid_because(&self) -> Option<String> {
+        let bad: Vec<String> = self
+            .delayers
+            .iter()
+            .filter(|d| !d.kept_up())
+            .map(|d| {
+                format!(
+                    "{} (saturated {} of {} s, busiest second {:.0}%, {} late packets up to \
+                     {:.1} ms, {} overflows)",
+                    d.host,
+                    d.saturated_seconds,
+                    d.seconds,
+                    d.max_busy * 100.0,
+                    d.late,
+                    d.max_late_ms,
+                    d.overflows
+                )
+            })
+            .collect();
+        (!bad.is_empty()).then(|| {
+            format!(
+                "INVALID RUN: the test bed's delayer did not keep up with the traffic, so \
+                 packets waited more than their links' delay; this run measured the bed, not \
+                 the system (use a lower rate or load, or no delay): {}",
+                bad.join("; ")
+            )
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -316,6 +364,8 @@ impl DemoBed {
                 })
                 .collect(),
             faults,
+            delayers: Vec::new(),
+            valid: true,
         };
         Ok(DemoBed {
             bed: Mutex::new(bed),
@@ -382,6 +432,7 @@ impl DemoBed {
                 bed.partition(&[&node], &others)?;
             }
             FaultKind::PartitionClients => bed.partition(&[&node], &["client"])?,
+            FaultKind::PartitionCoordinator => bed.partition(&[&node], &["coord"])?,
             FaultKind::Slow { delay } => bed.slow(&node, delay)?,
             FaultKind::Lossy { loss_ppm } => {
                 let mut spec = bed.host(&node)?.link;
@@ -410,9 +461,12 @@ impl DemoBed {
         Ok(self.bed.lock().unwrap().restore_all()?)
     }
 
-    /// The bed for the demo's JSON.
+    /// The bed for the demo's JSON, with its delayers' measures so far.
     pub fn report(&self) -> BedReport {
-        self.report.clone()
+        let mut r = self.report.clone();
+        r.delayers = self.bed.lock().unwrap().delayers();
+        r.valid = r.delayers.iter().all(|d| d.kept_up());
+        r
     }
 }
 
@@ -531,6 +585,55 @@ mod tests {
             f.iter().map(|f| (f.node, f.at)).collect::<Vec<_>>(),
             [(2, 200), (1, 500), (0, 700)]
         );
+        assert!(f.iter().all(|f| f.duration.is_none()));
+        let timed = TestbedArgs {
+            testbed: Some("1gbit".into()),
+            partition_peers: vec!["3@0.3+20s".into()],
+            lossy: vec!["1:1%@0.2+5s".into()],
+            flap: vec!["2:2s@0.4".into()],
+            partition_coordinator: vec!["0@0.5".into()],
+            ..Default::default()
+        };
+        let t = faults(&timed, 4, 1000).unwrap();
+        assert_eq!(
+            t.iter()
+                .map(|f| (f.node, f.at, f.duration))
+                .collect::<Vec<_>>(),
+            [
+                (1, 200, Some(Duration::from_secs(5))),
+                (3, 300, Some(Duration::from_secs(20))),
+                (2, 400, None),
+                (0, 500, None)
+            ]
+        );
+        assert_eq!(t[0].kind, FaultKind::Lossy { loss_ppm: 10_000 });
+        assert_eq!(
+            t[2].kind,
+            FaultKind::Flap {
+                period: Duration::from_secs(2)
+            }
+        );
+        assert_eq!(t[3].kind, FaultKind::PartitionCoordinator);
+        for bad in [
+            TestbedArgs {
+                partition_peers: vec!["3@0.3+0s".into()],
+                ..Default::default()
+            },
+            TestbedArgs {
+                partition_peers: vec!["3@0.3+soon".into()],
+                ..Default::default()
+            },
+            TestbedArgs {
+                flap: vec!["2:10ms@0.4".into()],
+                ..Default::default()
+            },
+            TestbedArgs {
+                lossy: vec!["2:lots@0.4".into()],
+                ..Default::default()
+            },
+        ] {
+            assert!(faults(&bad, 4, 1000).is_err());
+        }
         assert_eq!(
             f[2].kind,
             FaultKind::Slow {

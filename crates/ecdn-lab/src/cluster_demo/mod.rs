@@ -674,6 +674,10 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
     out!("{}", declared::table(&report.declared))?;
     out!("{}", restart::table(&report.restarts))?;
     out!("{}", report::summary(&report))?;
+    if let Some(why) = report.testbed.as_ref().and_then(|b| b.invalid_because()) {
+        outln!("{why}")?;
+        eprintln!("{why}");
+    }
     out!(
         "{}",
         measure::compare_table(&report.compare, &compare_heading(&a, &plan))
