@@ -39,7 +39,7 @@
 //! [health]                  # (optional) unavailable beyond missed heartbeats (crate::health)
 //! enabled = true            # judge nodes by what their peers and load balancers see
 //! cut_quorum = 0.5          # cut off: more than this fraction of its peers cannot reach it
-//! slow_ms = 40              # slow: its service time (probe round trip, median over peers)
+//! slow_ms = 15              # slow: its service time (probe round trip, median over peers)
 //! slow_factor = 4           #   above max(slow_ms, slow_factor x the median node's)
 //! slow_for_ms = 1000        #   for this long
 //! return_after_ms = 2000    # back once well this long, doubled per exit within

@@ -326,11 +326,16 @@ impl PeerClient {
     }
 
     /// Probes the peer at `addr` ([`crate::wire::PROBE_PATH`]), past the breaker: the round
-    /// trip to its answer, noted in the observer; an answer also clears the peer's strikes, a
-    /// failure is one more.
+    /// trip to its answer, noted in the observer. An answer also clears the peer's strikes; a
+    /// failure strikes nothing (the requests that matter strike for themselves: a probe that
+    /// failed while a peer was still starting must not have its pieces skipped).
     pub async fn probe(&self, addr: SocketAddr, timeout: Duration) -> Result<Duration, PeerError> {
         let t = Instant::now();
-        let result = self
+        let unbroken = PeerClient {
+            breaker: None,
+            ..self.clone()
+        };
+        let result = unbroken
             .send_admitted(
                 addr,
                 Method::GET,
@@ -345,6 +350,9 @@ impl PeerClient {
             Ok(resp) if resp.status().is_success() => {
                 if let Some(o) = &self.observer {
                     o.probed(addr, rtt, Instant::now());
+                }
+                if let Some(b) = &self.breaker {
+                    b.answered(addr);
                 }
                 Ok(rtt)
             }

@@ -71,7 +71,7 @@ pub const LATE: Duration = Duration::from_millis(1);
 /// A loop busy more than this fraction of a second did not keep up with its packets.
 pub const BUSY: f64 = 0.9;
 /// A second with more than this share of its packets late did not carry the link's delay.
-pub const LATE_SHARE: f64 = 0.01;
+pub const LATE_SHARE: f64 = 0.05;
 
 /// One second of a delayer's loop, measured.
 struct Second {

@@ -260,8 +260,12 @@ impl Judge {
         e
     }
 
-    fn cut(&self, e: &Evidence) -> bool {
-        e.of > 0 && e.failing >= e.of.min(2) && e.failing as f64 > self.cfg.cut_quorum * e.of as f64
+    /// More than `cut_quorum` of the peers that see it fail, and at least two (or every peer
+    /// there is, `peers` of them in the map, when fewer).
+    fn cut(&self, e: &Evidence, peers: usize) -> bool {
+        e.of > 0
+            && e.failing >= peers.clamp(1, 2)
+            && e.failing as f64 > self.cfg.cut_quorum * e.of as f64
     }
 
     fn unreachable(e: &Evidence) -> bool {
@@ -346,7 +350,8 @@ impl Judge {
                 let slow_long = s.slow_since.is_some_and(|t| {
                     now.saturating_duration_since(t) >= Duration::from_millis(self.cfg.slow_for_ms)
                 });
-                let candidate = if self.cut(e) {
+                let peers = (0..n).filter(|&r| r != i && counted[r]).count();
+                let candidate = if self.cut(e, peers) {
                     Some((
                         2.0 + e.failing as f64 / e.of as f64,
                         OutReason::CutOff {
@@ -413,7 +418,8 @@ impl Judge {
                 continue;
             }
             let e = &evidence[i];
-            let well = !self.cut(e)
+            let peers = (0..n).filter(|&r| r != i && counted[r]).count();
+            let well = !self.cut(e, peers)
                 && !Self::unreachable(e)
                 && e.of > e.failing
                 && e.service_us.is_some_and(|us| us < 0.8 * bound);

@@ -38,6 +38,16 @@ pub struct Change {
     pub at_request: u64,
 }
 
+/// What the watcher saw.
+#[derive(Debug, Default)]
+pub struct Watched {
+    /// Every change of a node's availability.
+    pub changes: Vec<Change>,
+    /// Per node, the largest service time (ms, the median of its peers' probes) the
+    /// coordinator showed while the node was in the map: what the slow bound is set against.
+    pub service_ms_max: Vec<Option<f64>>,
+}
+
 /// Watches the coordinator's status every [`POLL`] until `done`; returns every change of a
 /// node's availability, with the requests issued by then (`issued`), and tells `follow` of
 /// each (the load balancer follows the map).
@@ -46,8 +56,9 @@ pub async fn watch(
     issued: Arc<AtomicU64>,
     done: Arc<AtomicBool>,
     follow: impl Fn(usize, bool),
-) -> Vec<Change> {
+) -> Watched {
     let mut changes = Vec::new();
+    let mut service_ms_max: Vec<Option<f64>> = Vec::new();
     let mut known: Vec<bool> = Vec::new();
     let mut client = None;
     while !done.load(Ordering::Relaxed) {
@@ -66,7 +77,12 @@ pub async fn watch(
                     // The first look (and nodes added): what is, not a change.
                     known.extend(s.nodes[known.len()..].iter().map(|n| n.available));
                 }
+                service_ms_max.resize(s.nodes.len(), None);
                 for n in &s.nodes {
+                    if let (true, Some(ms)) = (n.available, n.health.service_ms) {
+                        let m = &mut service_ms_max[n.id];
+                        *m = Some(m.map_or(ms, |x: f64| x.max(ms)));
+                    }
                     if known[n.id] != n.available {
                         known[n.id] = n.available;
                         follow(n.id, n.available);
@@ -83,7 +99,10 @@ pub async fn watch(
         }
         tokio::time::sleep(POLL).await;
     }
-    changes
+    Watched {
+        changes,
+        service_ms_max,
+    }
 }
 
 /// One stay of a node out of the map.

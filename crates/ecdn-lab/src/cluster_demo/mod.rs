@@ -64,6 +64,8 @@ struct Live {
     control: control::ControlReport,
     /// The coordinator's declarations: each stay of a node out of the map.
     outs: Vec<declared::OutRow>,
+    /// Per node, the largest service time the coordinator showed while it was in the map.
+    service_ms_max: Vec<Option<f64>>,
 }
 
 /// The run's cluster: its file, layout and (etcd mode) local etcd.
@@ -265,9 +267,9 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
     let elapsed_s = t.elapsed().as_secs_f64();
     progress.finish_and_clear();
     done.store(true, std::sync::atomic::Ordering::Relaxed);
-    let changes = watcher.await.context("the coordinator's watcher")?;
+    let watched = watcher.await.context("the coordinator's watcher")?;
     let _ = balancer.await;
-    let outs = declared::rows(&changes, &fault_ctx.log.lock().unwrap(), t);
+    let outs = declared::rows(&watched.changes, &fault_ctx.log.lock().unwrap(), t);
     let mut control = events.await.context("the control-plane events")??;
     let records = records?;
     if let Some(b) = &setup.bed {
@@ -325,6 +327,7 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         returns: returned,
         control,
         outs,
+        service_ms_max: watched.service_ms_max,
     })
 }
 
@@ -524,6 +527,7 @@ fn build_report(
         sim_with_kills: sim_killed,
         testbed: None,
         declared: live.outs.clone(),
+        service_ms_max: live.service_ms_max.clone(),
     }
 }
 

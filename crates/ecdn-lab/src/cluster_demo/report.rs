@@ -121,6 +121,9 @@ pub struct Report {
     /// from its fault and to its return (the simulator's column loses the nodes the demo did
     /// not kill at these requests).
     pub declared: Vec<super::declared::OutRow>,
+    /// Per node, the largest service time (ms: the median of its peers' probe round trips)
+    /// the coordinator showed while the node was in the map; null if never shown.
+    pub service_ms_max: Vec<Option<f64>>,
 }
 
 /// The per-window table, one line per window, a `*` after the windows with a kill or a return.
