@@ -41,7 +41,7 @@
 //! cut_quorum = 0.5          # cut off: more than this fraction of its peers cannot reach it
 //! slow_ms = 15              # slow: its service time (probe round trip, median over peers)
 //! slow_factor = 4           #   above max(slow_ms, slow_factor x the median node's)
-//! slow_for_ms = 1000        #   for this long
+//! slow_for_ms = 3000        #   for this long
 //! return_after_ms = 2000    # back once well this long, doubled per exit within
 //! flap_window_s = 300       #   this window, at most
 //! max_return_ms = 60000     #   this long

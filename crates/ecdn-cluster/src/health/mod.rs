@@ -74,7 +74,9 @@ pub struct HealthConfig {
     /// node showed on the loopback demo at full load, 6 nodes on 2 cores, BENCHMARKS.md)
     pub slow_ms: f64,
     pub slow_factor: f64,
-    /// ... for this long.
+    /// ... for this long (3 s: on 2 cores the start of a run, cold caches and origin fetches
+    /// on every node, kept one node's probes above the bound for up to 2 s; reads hedge
+    /// against a slow peer meanwhile, `observer::PeerObserver::slower`).
     pub slow_for_ms: u64,
     /// A node out returns once well for this long; each further exit within
     /// `flap_window_s` doubles it, up to `max_return_ms`.
@@ -98,7 +100,7 @@ impl Default for HealthConfig {
             cut_quorum: 0.5,
             slow_ms: 15.0,
             slow_factor: 4.0,
-            slow_for_ms: 1000,
+            slow_for_ms: 3000,
             return_after_ms: 2000,
             max_return_ms: 60_000,
             flap_window_s: 300,

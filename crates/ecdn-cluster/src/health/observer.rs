@@ -19,6 +19,12 @@ const ALPHA: f64 = 0.5;
 /// A view older than this (no request and no probe since) is no evidence.
 pub const STALE: Duration = Duration::from_secs(10);
 
+/// [`PeerObserver::slower`]: a peer this much slower than the median peer, ...
+pub const HEDGE_FACTOR: f64 = 3.0;
+/// ... and slower than this, is hedged against (the loopback demo at full load showed service
+/// times up to 4.9 ms).
+pub const HEDGE_FLOOR: Duration = Duration::from_millis(8);
+
 #[derive(Clone, Copy, Debug)]
 struct Seen {
     reachable: bool,
@@ -81,6 +87,34 @@ impl PeerObserver {
                 None => us,
             });
         }
+    }
+
+    /// Whether `addr` answers this node's probes much slower than its peers do lately: above
+    /// [`HEDGE_FLOOR`] and [`HEDGE_FACTOR`] times the median peer's smoothed service time,
+    /// or failing. A read hedges against such a peer at once (C2DN §5's delayed parity, asked
+    /// from the start) instead of waiting to find it late.
+    pub fn slower(&self, addr: SocketAddr, now: Instant) -> bool {
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(s) = peers.get(&addr) else {
+            return false;
+        };
+        if now.saturating_duration_since(s.at) >= STALE {
+            return false;
+        }
+        if !s.reachable {
+            return s.failures >= 2;
+        }
+        let Some(mine) = s.service_us else {
+            return false;
+        };
+        let mut all: Vec<f64> = peers
+            .values()
+            .filter(|p| now.saturating_duration_since(p.at) < STALE)
+            .filter_map(|p| p.service_us)
+            .collect();
+        all.sort_by(f64::total_cmp);
+        let median = all[all.len() / 2];
+        mine > (HEDGE_FLOOR.as_secs_f64() * 1e6).max(HEDGE_FACTOR * median)
     }
 
     /// The current views of the peers in `ids` (peer address → node id), those seen within
@@ -148,5 +182,26 @@ mod tests {
         o.note("10.0.0.3:1".parse().unwrap(), Outcome::Failed, t);
         assert_eq!(o.views(&ids, t).len(), 2);
         assert!(o.views(&ids, t + STALE).is_empty());
+    }
+
+    #[test]
+    fn a_peer_is_slower_above_the_floor_and_three_medians() {
+        let o = PeerObserver::default();
+        let t = Instant::now();
+        let addr = |i: u8| SocketAddr::from(([10, 0, 0, i], 1));
+        for i in 1..=4 {
+            o.probed(addr(i), Duration::from_millis(2), t);
+        }
+        o.probed(addr(5), Duration::from_millis(30), t);
+        o.probed(addr(6), Duration::from_millis(5), t);
+        assert!(o.slower(addr(5), t));
+        assert!(!o.slower(addr(6), t), "3 medians but below the floor");
+        assert!(!o.slower(addr(1), t));
+        assert!(!o.slower(addr(9), t), "never seen");
+        assert!(!o.slower(addr(5), t + STALE), "stale");
+        o.note(addr(4), Outcome::Failed, t);
+        assert!(!o.slower(addr(4), t), "one failure");
+        o.note(addr(4), Outcome::Failed, t);
+        assert!(o.slower(addr(4), t));
     }
 }

@@ -81,7 +81,8 @@
 //!     chunks: `delayed` (C2DN's delayed parity fetch: a data sub-chunk still missing
 //!     `parity_delay` × the first peer sub-chunk's latency later), `missing` (a data chunk
 //!     without a source), `failed` (the data servers' reads ended short: failed, `404`, cut),
-//!     `corrupt` (a data sub-chunk failed its CRC-32C);
+//!     `corrupt` (a data sub-chunk failed its CRC-32C), `slow` (a data chunk's holder
+//!     answers this node's probes much slower than its peers: a hedge from the start);
 //!   - per peer: `ecdn_cluster_peer_fetches_total{peer}` (`has` questions and piece reads
 //!     sent), the histogram `ecdn_cluster_peer_fetch_duration_seconds{peer}` (send to the
 //!     peer's response headers, the same buckets as `ecdn_request_duration_seconds`),

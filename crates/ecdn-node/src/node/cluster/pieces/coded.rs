@@ -481,10 +481,24 @@ async fn window(
             ask(chunk, stripes.start, &mut running);
         }
     }
-    // A data chunk without a source: parity from the start.
-    let mut parity_asked = obj.late.is_some() || obj.sources[..k].iter().any(Option::is_none);
+    // A data chunk without a source: parity from the start. The same for a data chunk whose
+    // holder this node's probes find much slower than its peers (a hedge: C2DN §5's delayed
+    // parity, without waiting to find the chunk late).
+    let missing = obj.sources[..k].iter().any(Option::is_none);
+    let slow = !missing && obj.late.is_none() && {
+        let now = Instant::now();
+        let observer = c.peers.observer();
+        obj.sources[..k].iter().flatten().any(|&s| {
+            s != c.id
+                && observer
+                    .zip(c.peer_of(s))
+                    .is_some_and(|(o, a)| o.slower(a, now))
+        })
+    };
+    let mut parity_asked = obj.late.is_some() || missing || slow;
     if parity_asked && obj.late.is_none() {
-        c.stats.parity_fetch(Parity::Missing);
+        c.stats
+            .parity_fetch(if slow { Parity::Slow } else { Parity::Missing });
         for chunk in k..total {
             ask(chunk, stripes.start, &mut running);
         }

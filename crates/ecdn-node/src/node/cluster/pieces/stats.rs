@@ -72,14 +72,18 @@ pub(in crate::node) enum Parity {
     Failed,
     /// A data sub-chunk failed its CRC-32C.
     Corrupt,
+    /// A data chunk's holder answers this node's probes much slower than its peers do (a
+    /// hedge: `ecdn_cluster::health::observer::PeerObserver::slower`).
+    Slow,
 }
 
 impl Parity {
-    pub(in crate::node) const ALL: [Parity; 4] = [
+    pub(in crate::node) const ALL: [Parity; 5] = [
         Parity::Delayed,
         Parity::Missing,
         Parity::Failed,
         Parity::Corrupt,
+        Parity::Slow,
     ];
 
     pub(in crate::node) fn label(self) -> &'static str {
@@ -88,6 +92,7 @@ impl Parity {
             Parity::Missing => "missing",
             Parity::Failed => "failed",
             Parity::Corrupt => "corrupt",
+            Parity::Slow => "slow",
         }
     }
 }
