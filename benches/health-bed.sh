@@ -60,6 +60,6 @@ for p in sorted(glob.glob(f"{sys.argv[1]}/*.json")):
     print(f"| {os.path.basename(p)[:-5]} | {j['failed_requests']} / {j['wrong_bytes']} | "
           f"{live['miss_ratio']:.4f} / {sim['miss_ratio']:.4f} | "
           f"{live['byte_miss_ratio']:.4f} / {sim['byte_miss_ratio']:.4f} | "
-          f"{c['p50']:.1f} / {c['p99']:.1f} | {j['control']['epoch_changes']} | "
+          f"{c['p50']:.1f} / {c['p99']:.1f} | {j['epoch_changes']} | "
           f"{j['testbed']['valid']} | {outs} |")
 PY

@@ -272,6 +272,20 @@ impl Judge {
         e.lb_of > 0 && e.lb_failing * 2 > e.lb_of
     }
 
+    /// Every node's evidence from the reporters `counted` says count, and the slow bound (µs)
+    /// over the service times of those reporters.
+    fn evidence_of_all(&self, counted: &[bool], now: Instant) -> (Vec<Evidence>, f64) {
+        let evidence: Vec<Evidence> = (0..counted.len())
+            .map(|i| self.evidence(i, &|r| counted.get(r).copied().unwrap_or(false), now))
+            .collect();
+        let services: Vec<f64> = (0..counted.len())
+            .filter(|&i| counted[i])
+            .filter_map(|i| evidence[i].service_us)
+            .collect();
+        let bound = self.bound_us(&services);
+        (evidence, bound)
+    }
+
     /// The slow bound (µs) given the service times of the nodes in the map.
     fn bound_us(&self, services: &[f64]) -> f64 {
         let mut s = services.to_vec();
@@ -326,14 +340,7 @@ impl Judge {
         let mut outs = health_out;
         let mut left = available;
         loop {
-            let evidence: Vec<Evidence> = (0..n)
-                .map(|i| self.evidence(i, &|r| counted[r], now))
-                .collect();
-            let services: Vec<f64> = (0..n)
-                .filter(|&i| counted[i])
-                .filter_map(|i| evidence[i].service_us)
-                .collect();
-            let bound = self.bound_us(&services);
+            let (evidence, bound) = self.evidence_of_all(&counted, now);
             let mut worst: Option<(f64, usize, OutReason)> = None;
             for i in 0..n {
                 if !counted[i] {
@@ -402,14 +409,7 @@ impl Judge {
         }
 
         // Returns: judged by the nodes in the map.
-        let evidence: Vec<Evidence> = (0..n)
-            .map(|i| self.evidence(i, &|r| counted[r], now))
-            .collect();
-        let services: Vec<f64> = (0..n)
-            .filter(|&i| counted[i])
-            .filter_map(|i| evidence[i].service_us)
-            .collect();
-        let bound = self.bound_us(&services);
+        let (evidence, bound) = self.evidence_of_all(&counted, now);
         for i in 0..n {
             let st = standing[i];
             let out_for_health =

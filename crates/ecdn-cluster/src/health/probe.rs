@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use super::HealthConfig;
 use crate::config::ClusterConfig;
-use crate::control::MapHandle;
 use crate::map::{BucketMap, MemberState};
 use crate::peer::PeerClient;
 
@@ -42,11 +41,12 @@ fn this_round(peers: &[(usize, SocketAddr)], fanout: usize, round: usize) -> Vec
         .collect()
 }
 
-/// Probes node `me`'s peers every `period` until the task is dropped. `client` must carry
-/// the node's observer ([`PeerClient::with_observer`]).
+/// Probes node `me`'s peers every `period` until the task is dropped; `map` gives the
+/// node's current map (its `MapHandle`'s). `client` must carry the node's observer
+/// ([`PeerClient::with_observer`]).
 pub async fn probe_loop(
     client: PeerClient,
-    map: MapHandle,
+    map: impl Fn() -> std::sync::Arc<BucketMap>,
     cfg: ClusterConfig,
     me: usize,
     period: Duration,
@@ -58,7 +58,7 @@ pub async fn probe_loop(
     let mut round = 0usize;
     loop {
         tick.tick().await;
-        let mut peers: Vec<(usize, SocketAddr)> = peer_ids(&map.current(), &cfg)
+        let mut peers: Vec<(usize, SocketAddr)> = peer_ids(&map(), &cfg)
             .into_iter()
             .filter(|&(_, id)| id != me)
             .map(|(a, id)| (id, a))

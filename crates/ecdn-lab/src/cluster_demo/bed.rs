@@ -473,13 +473,17 @@ impl DemoBed {
 /// A shared handle the run's fault callback can hold.
 pub type SharedBed = Arc<DemoBed>;
 
+/// Nodes whose network fault healed, for the load driver's dispenser to take back into its
+/// rotation.
+pub type Heals = Arc<Mutex<Vec<usize>>>;
+
 /// What the fault timers share with the run.
 #[derive(Clone)]
 pub struct FaultContext {
     /// Every fault's start and heal, as it happened.
     pub log: super::declared::FaultLog,
     /// Nodes the client reaches again, for the load balancer's rotation.
-    pub heals: super::driver::Heals,
+    pub heals: Heals,
     /// The replay ended: timers apply nothing more.
     pub done: Arc<std::sync::atomic::AtomicBool>,
     /// Requests handed out so far.

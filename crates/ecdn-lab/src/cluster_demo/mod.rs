@@ -28,6 +28,7 @@ pub mod bed;
 pub mod contract;
 mod control;
 pub mod declared;
+pub mod dispenser;
 pub mod driver;
 pub mod measure;
 mod plan;

@@ -144,9 +144,10 @@ impl Cluster {
         .map_err(|e| invalid(e.to_string()))?;
         let peers_client = peers.with_breaker();
         if c.cluster.health.enabled {
+            let map = control.map().clone();
             control.spawn_beside(ecdn_cluster::health::probe::probe_loop(
                 peers_client.clone(),
-                control.map().clone(),
+                move || map.current(),
                 c.cluster.clone(),
                 c.id,
                 Duration::from_millis(c.cluster.heartbeat_ms),
