@@ -70,13 +70,13 @@ pub struct HealthConfig {
     /// (and at least two, or every peer of a smaller cluster).
     pub cut_quorum: f64,
     /// A node is slow when its service time (the median over its peers' views) exceeds
-    /// `max(slow_ms, slow_factor × the median node's)` ... (15 ms: three times the most any
+    /// `max(slow_ms, slow_factor × the median node's)` ... (15 ms: 2.6 times the most any
     /// node showed on the loopback demo at full load, 6 nodes on 2 cores, BENCHMARKS.md)
     pub slow_ms: f64,
     pub slow_factor: f64,
-    /// ... for this long (3 s: on 2 cores the start of a run, cold caches and origin fetches
-    /// on every node, kept one node's probes above the bound for up to 2 s; reads hedge
-    /// against a slow peer meanwhile, `observer::PeerObserver::slower`).
+    /// ... for this long (3 s: with 1 s, the start of 2 of 36 bed runs on 2 cores, cold
+    /// caches and origin fetches on every node, took a node out as slow; reads hedge against a
+    /// slow peer meanwhile, `observer::PeerObserver::slower`).
     pub slow_for_ms: u64,
     /// A node out returns once well for this long; each further exit within
     /// `flap_window_s` doubles it, up to `max_return_ms`.

@@ -22,7 +22,7 @@ pub const STALE: Duration = Duration::from_secs(10);
 /// [`PeerObserver::slower`]: a peer this much slower than the median peer, ...
 pub const HEDGE_FACTOR: f64 = 3.0;
 /// ... and slower than this, is hedged against (the loopback demo at full load showed service
-/// times up to 4.9 ms).
+/// times up to 5.8 ms).
 pub const HEDGE_FLOOR: Duration = Duration::from_millis(8);
 
 #[derive(Clone, Copy, Debug)]
