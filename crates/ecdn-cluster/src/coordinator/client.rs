@@ -171,8 +171,7 @@ impl CoordinatorClient {
         self.call(Method::GET, STATUS_PATH, Bytes::new(), t).await
     }
 
-    /// `POST /coord/rebalance`; the epoch of the map it published.
-    /// A load balancer's view of the nodes' client listeners (embedded coordinator); the
+    /// `POST /coord/balancer`: a load balancer's view of the nodes' client listeners; the
     /// current epoch.
     pub async fn balancer_report(
         &self,
@@ -183,6 +182,7 @@ impl CoordinatorClient {
         Ok(reply.epoch)
     }
 
+    /// `POST /coord/rebalance`; the epoch of the map it published.
     pub async fn rebalance(&self) -> Result<u64, CallError> {
         let t = Duration::from_secs(15);
         let reply: HeartbeatReply = self

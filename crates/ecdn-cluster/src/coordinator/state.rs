@@ -169,6 +169,16 @@ impl State {
         trigger: String,
         f: impl FnOnce(&mut Placement) -> RebalanceReport,
     ) -> RebalanceEvent {
+        self.change_because(trigger, None, f)
+    }
+
+    /// [`State::change`] with the reason a node left, if one did.
+    fn change_because(
+        &mut self,
+        trigger: String,
+        reason: Option<String>,
+        f: impl FnOnce(&mut Placement) -> RebalanceReport,
+    ) -> RebalanceEvent {
         let before = self.history.as_ref().map(|h| h.holders(&self.placement));
         let report = f(&mut self.placement);
         if let (Some(h), Some(before)) = (self.history.as_mut(), before) {
@@ -183,7 +193,7 @@ impl State {
             moved_parity: report.moved_parity,
             moved_data: report.moved_data,
             elapsed_us: report.elapsed.as_micros() as u64,
-            reason: None,
+            reason,
         };
         if self.recent.len() == RECENT {
             self.recent.pop_front();
@@ -217,18 +227,35 @@ impl State {
             self.judge.set_out(node, reason.clone(), now);
         }
         self.control_cut[node] = false;
-        let mut event = self.set_available(node, false);
-        if reason != OutReason::Silent {
-            event.trigger = format!("{}: {reason}", event.trigger);
-            if let Some(last) = self.recent.back_mut() {
-                last.trigger = event.trigger.clone();
+        self.availability_changes += 1;
+        let trigger = match reason {
+            OutReason::Silent => format!("node {node} unavailable"),
+            ref r => format!("node {node} unavailable: {r}"),
+        };
+        self.change_because(trigger, Some(reason.to_string()), |pl| {
+            pl.set_available(node, false)
+        })
+    }
+
+    /// A node whose heartbeats stopped (or whose etcd registration lapsed), still in the map:
+    /// kept while its peers reach it (only its link to the control plane is cut), else out.
+    fn silent(
+        &mut self,
+        node: usize,
+        standing: &[Standing],
+        now: Instant,
+    ) -> Option<RebalanceEvent> {
+        if self.judge.config().enabled && self.judge.reached_by_peers(node, standing) {
+            if !self.control_cut[node] {
+                eprintln!(
+                    "ecdn coordinator: node {node} is silent but its peers reach it: kept in \
+                     the map (cut off from the control plane only)"
+                );
             }
+            self.control_cut[node] = true;
+            return None;
         }
-        event.reason = Some(reason.to_string());
-        if let Some(last) = self.recent.back_mut() {
-            last.reason = event.reason.clone();
-        }
-        event
+        Some(self.take_out(node, OutReason::Silent, true, now))
     }
 
     /// Brings `node` back into the map.
@@ -291,17 +318,7 @@ impl State {
                 suspects = true;
                 continue;
             }
-            if enabled && self.judge.reached_by_peers(node, &standing) {
-                if !self.control_cut[node] {
-                    eprintln!(
-                        "ecdn coordinator: node {node} is silent but its peers reach it: kept \
-                         in the map (cut off from the control plane only)"
-                    );
-                }
-                self.control_cut[node] = true;
-                continue;
-            }
-            events.push(self.take_out(node, OutReason::Silent, true, now));
+            events.extend(self.silent(node, &standing, now));
         }
         if suspects && !self.suspects_itself {
             eprintln!(
@@ -383,18 +400,11 @@ impl State {
         // says so.
         let returns = !self.placement.is_available(node)
             && self.is_active(node)
-            && !self.out_for_health(node);
+            && !self.judge.out_for_health(node);
         let event = returns.then(|| self.bring_back(node));
         // The loads count toward the next rebalance (a return just consumed the earlier ones).
         self.record(hb);
         Ok(event)
-    }
-
-    /// Whether the judge took `node` out (cut off, unreachable, slow), not a silence.
-    pub(super) fn out_for_health(&self, node: usize) -> bool {
-        self.judge
-            .reason(node)
-            .is_some_and(|r| *r != OutReason::Silent)
     }
 
     /// Records the loads of `hb` (checked) toward the next rebalance.
@@ -436,7 +446,7 @@ impl State {
         if present {
             // Only an active member comes back, and one out for its health only when the
             // judge says so; a draining or removed one only goes.
-            let back = !available && self.is_active(node) && !self.out_for_health(node);
+            let back = !available && self.is_active(node) && !self.judge.out_for_health(node);
             return back.then(|| self.bring_back(node));
         }
         if !available {
@@ -444,14 +454,7 @@ impl State {
         }
         // Gone from etcd: out, unless its peers still reach it (the judge's tick looks again).
         let standing = self.standing();
-        if self.is_active(node)
-            && self.judge.config().enabled
-            && self.judge.reached_by_peers(node, &standing)
-        {
-            self.control_cut[node] = true;
-            return None;
-        }
-        Some(self.take_out(node, OutReason::Silent, true, Instant::now()))
+        self.silent(node, &standing, Instant::now())
     }
 
     /// What a leader stores for the next one (etcd mode).

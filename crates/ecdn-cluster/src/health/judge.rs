@@ -167,11 +167,7 @@ impl Judge {
     pub fn reported(&mut self, reporter: usize, views: &[PeerView]) {
         let n = self.reports.len();
         if let Some(r) = self.reports.get_mut(reporter) {
-            *r = views
-                .iter()
-                .filter(|v| v.node < n && v.node != reporter)
-                .copied()
-                .collect();
+            *r = sorted(views.iter().filter(|v| v.node < n && v.node != reporter));
         }
     }
 
@@ -182,7 +178,14 @@ impl Judge {
         if self.balancers.len() >= MAX_BALANCERS && !self.balancers.contains_key(&report.balancer) {
             return;
         }
-        self.balancers.insert(report.balancer, (report.nodes, now));
+        self.balancers
+            .insert(report.balancer, (sorted(report.nodes.iter()), now));
+    }
+
+    /// Whether the judge took `node` out for its health (cut off, unreachable, slow), not
+    /// a silence: only the judge brings such a node back.
+    pub fn out_for_health(&self, node: usize) -> bool {
+        self.reason(node).is_some_and(|r| *r != OutReason::Silent)
     }
 
     /// Why `node` is out, if the judge or a silence took it out.
@@ -228,7 +231,7 @@ impl Judge {
             if reporter == node || !counts(reporter) {
                 continue;
             }
-            match views.iter().find(|v| v.node == node) {
+            match view_of(views, node) {
                 Some(v) if v.reachable => {
                     e.of += 1;
                     if let Some(us) = v.service_us {
@@ -247,7 +250,7 @@ impl Judge {
             if now.saturating_duration_since(*at) >= STALE {
                 continue;
             }
-            match views.iter().find(|v| v.node == node) {
+            match view_of(views, node) {
                 Some(v) if v.reachable => e.lb_of += 1,
                 Some(v) if v.failures >= MIN_FAILURES => {
                     e.lb_of += 1;
@@ -326,10 +329,7 @@ impl Judge {
             .map(|i| standing[i].available && standing[i].alive)
             .collect();
         let health_out = (0..n)
-            .filter(|&i| {
-                !standing[i].available
-                    && matches!(self.subjects[i].out, Some(ref r) if *r != OutReason::Silent)
-            })
+            .filter(|&i| !standing[i].available && self.out_for_health(i))
             .count();
         let available = (0..n).filter(|&i| standing[i].available).count();
         let nodes = (0..n).filter(|&i| standing[i].active).count();
@@ -341,6 +341,7 @@ impl Judge {
         let mut left = available;
         loop {
             let (evidence, bound) = self.evidence_of_all(&counted, now);
+            let in_map = counted.iter().filter(|&&c| c).count();
             let mut worst: Option<(f64, usize, OutReason)> = None;
             for i in 0..n {
                 if !counted[i] {
@@ -357,8 +358,8 @@ impl Judge {
                 let slow_long = s.slow_since.is_some_and(|t| {
                     now.saturating_duration_since(t) >= Duration::from_millis(self.cfg.slow_for_ms)
                 });
-                let peers = (0..n).filter(|&r| r != i && counted[r]).count();
-                let candidate = if self.cut(e, peers) {
+                // Counted itself, so its peers in the map are the others.
+                let candidate = if self.cut(e, in_map - 1) {
                     Some((
                         2.0 + e.failing as f64 / e.of as f64,
                         OutReason::CutOff {
@@ -377,7 +378,8 @@ impl Judge {
                 } else if slow_long {
                     let us = e.service_us.unwrap_or(0.0);
                     Some((
-                        (us / bound).min(1.0),
+                        // In (0, 1), higher the slower: below every cut or unreachable node.
+                        1.0 - bound / us,
                         OutReason::Slow {
                             service_ms: us / 1e3,
                             bound_ms: bound / 1e3,
@@ -410,16 +412,15 @@ impl Judge {
 
         // Returns: judged by the nodes in the map.
         let (evidence, bound) = self.evidence_of_all(&counted, now);
+        let in_map = counted.iter().filter(|&&c| c).count();
         for i in 0..n {
             let st = standing[i];
-            let out_for_health =
-                matches!(self.subjects[i].out, Some(ref r) if *r != OutReason::Silent);
-            if st.available || !st.alive || !st.active || !out_for_health {
+            if st.available || !st.alive || !st.active || !self.out_for_health(i) {
                 continue;
             }
             let e = &evidence[i];
-            let peers = (0..n).filter(|&r| r != i && counted[r]).count();
-            let well = !self.cut(e, peers)
+            // Out, so not counted: every node in the map is its peer.
+            let well = !self.cut(e, in_map)
                 && !Self::unreachable(e)
                 && e.of > e.failing
                 && e.service_us.is_some_and(|us| us < 0.8 * bound);
@@ -451,6 +452,23 @@ impl Judge {
             recent_exits: s.map_or(0, |s| s.exits.len()),
         }
     }
+}
+
+/// `views` by node, one each (the last given for a node wins).
+fn sorted<'a>(views: impl Iterator<Item = &'a PeerView>) -> Vec<PeerView> {
+    let mut v: Vec<PeerView> = views.copied().collect();
+    v.reverse();
+    v.sort_by_key(|x| x.node);
+    v.dedup_by_key(|x| x.node);
+    v
+}
+
+/// The view of `node` in `views` (sorted by [`sorted`]).
+fn view_of(views: &[PeerView], node: usize) -> Option<&PeerView> {
+    views
+        .binary_search_by_key(&node, |v| v.node)
+        .ok()
+        .map(|i| &views[i])
 }
 
 /// The median of `v` (sorted in place), `None` when empty.

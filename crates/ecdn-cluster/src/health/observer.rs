@@ -47,17 +47,23 @@ pub enum Outcome {
 /// The peers as this node sees them (shared by the clones of its peer client).
 #[derive(Debug, Default)]
 pub struct PeerObserver {
-    peers: Mutex<HashMap<SocketAddr, Seen>>,
+    inner: Mutex<Inner>,
 }
 
-impl PeerObserver {
-    /// Notes a request to `addr` that ended with `outcome` at `now`.
-    pub fn note(&self, addr: SocketAddr, outcome: Outcome, now: Instant) {
+#[derive(Debug, Default)]
+struct Inner {
+    peers: HashMap<SocketAddr, Seen>,
+    /// The median of the fresh peers' service times (µs), as of the last probe answered:
+    /// what [`PeerObserver::slower`] compares against on the read path without sorting.
+    median_us: f64,
+}
+
+impl Inner {
+    fn note(&mut self, addr: SocketAddr, outcome: Outcome, now: Instant) {
         if outcome == Outcome::Neutral {
             return;
         }
-        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        let s = peers.entry(addr).or_insert(Seen {
+        let s = self.peers.entry(addr).or_insert(Seen {
             reachable: true,
             failures: 0,
             service_us: None,
@@ -75,18 +81,37 @@ impl PeerObserver {
             }
         }
     }
+}
+
+impl PeerObserver {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Notes a request to `addr` that ended with `outcome` at `now`.
+    pub fn note(&self, addr: SocketAddr, outcome: Outcome, now: Instant) {
+        self.inner().note(addr, outcome, now);
+    }
 
     /// Notes a probe of `addr` answered after `rtt`.
     pub fn probed(&self, addr: SocketAddr, rtt: Duration, now: Instant) {
-        self.note(addr, Outcome::Answered, now);
+        let mut inner = self.inner();
+        inner.note(addr, Outcome::Answered, now);
         let us = rtt.as_secs_f64() * 1e6;
-        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(s) = peers.get_mut(&addr) {
+        if let Some(s) = inner.peers.get_mut(&addr) {
             s.service_us = Some(match s.service_us {
                 Some(old) => old + ALPHA * (us - old),
                 None => us,
             });
         }
+        let mut all: Vec<f64> = inner
+            .peers
+            .values()
+            .filter(|p| now.saturating_duration_since(p.at) < STALE)
+            .filter_map(|p| p.service_us)
+            .collect();
+        all.sort_by(f64::total_cmp);
+        inner.median_us = all.get(all.len() / 2).copied().unwrap_or(0.0);
     }
 
     /// Whether `addr` answers this node's probes much slower than its peers do lately: above
@@ -94,8 +119,8 @@ impl PeerObserver {
     /// or failing. A read hedges against such a peer at once (C2DN §5's delayed parity, asked
     /// from the start) instead of waiting to find it late.
     pub fn slower(&self, addr: SocketAddr, now: Instant) -> bool {
-        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(s) = peers.get(&addr) else {
+        let inner = self.inner();
+        let Some(s) = inner.peers.get(&addr) else {
             return false;
         };
         if now.saturating_duration_since(s.at) >= STALE {
@@ -104,24 +129,17 @@ impl PeerObserver {
         if !s.reachable {
             return s.failures >= 2;
         }
-        let Some(mine) = s.service_us else {
-            return false;
-        };
-        let mut all: Vec<f64> = peers
-            .values()
-            .filter(|p| now.saturating_duration_since(p.at) < STALE)
-            .filter_map(|p| p.service_us)
-            .collect();
-        all.sort_by(f64::total_cmp);
-        let median = all[all.len() / 2];
-        mine > (HEDGE_FLOOR.as_secs_f64() * 1e6).max(HEDGE_FACTOR * median)
+        s.service_us.is_some_and(|mine| {
+            mine > (HEDGE_FLOOR.as_secs_f64() * 1e6).max(HEDGE_FACTOR * inner.median_us)
+        })
     }
 
     /// The current views of the peers in `ids` (peer address → node id), those seen within
     /// [`STALE`] of `now`.
     pub fn views(&self, ids: &HashMap<SocketAddr, usize>, now: Instant) -> Vec<PeerView> {
-        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
-        let mut out: Vec<PeerView> = peers
+        let inner = self.inner();
+        let mut out: Vec<PeerView> = inner
+            .peers
             .iter()
             .filter(|(_, s)| now.saturating_duration_since(s.at) < STALE)
             .filter_map(|(addr, s)| {

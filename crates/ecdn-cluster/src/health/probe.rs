@@ -1,5 +1,5 @@
 //! A node's probes of its peers: every heartbeat period, up to
-//! [`HealthConfig::probe_fanout`] peers (round robin over the others, in the map or out of
+//! [`super::HealthConfig::probe_fanout`] peers (round robin over the others, in the map or out of
 //! it, removed members excepted) are asked [`crate::wire::PROBE_PATH`] with a short timeout.
 //!
 //! The requests a node already makes say whether a peer answers, but not at a steady pace: a
@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::HealthConfig;
 use crate::config::ClusterConfig;
 use crate::map::{BucketMap, MemberState};
 use crate::peer::PeerClient;
@@ -64,7 +63,7 @@ pub async fn probe_loop(
             .map(|(a, id)| (id, a))
             .collect();
         peers.sort();
-        let targets = this_round(&peers, fanout(&health), round);
+        let targets = this_round(&peers, health.probe_fanout, round);
         round = round.wrapping_add(1);
         let probes: Vec<_> = targets
             .into_iter()
@@ -77,10 +76,6 @@ pub async fn probe_loop(
             let _ = p.await;
         }
     }
-}
-
-fn fanout(h: &HealthConfig) -> usize {
-    h.probe_fanout.max(1)
 }
 
 #[cfg(test)]
