@@ -4,7 +4,8 @@
 # 100 ms each way, flapping, and the coordinator cut off from half the nodes, each against
 # the same run without a fault; on two links, rounds alternated.
 #
-#   benches/health-bed.sh [ROUNDS] [REQUESTS]        # default 2 rounds, 4000 requests
+#   benches/health-bed.sh [ROUNDS] [REQUESTS] [FAULTS]   # default 2 rounds, 4000 requests,
+#                                                        # every fault ("none slow25": those)
 #
 # Links: L1 `1gbit`; L2 `400mbit,delay=2ms,jitter=1ms,loss=0.2%` with the client behind
 # `1gbit,delay=10ms` (issue 60's). 6 nodes, the default workload, no kill. Needs root and a
@@ -33,6 +34,7 @@ declare -A fault=(
   [coord]="--partition-coordinator 0@0.3 --partition-coordinator 1@0.3 --partition-coordinator 2@0.3"
 )
 names=(none peers clients lossy slow10 slow25 slow100 flap coord)
+if [ -n "${3:-}" ]; then read -r -a names <<<"$3"; fi
 for r in $(seq 1 "$rounds"); do
   for name in "${names[@]}"; do
     for link in L1 L2; do

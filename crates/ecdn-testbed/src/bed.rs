@@ -160,7 +160,8 @@ pub struct DelayerReport {
     /// The busiest second's busy fraction of the loop.
     pub max_busy: f64,
     /// Seconds it did not keep up (busy above [`delay::BUSY`], more than
-    /// [`delay::LATE_SHARE`] of the second's packets late, or overflows), of those measured.
+    /// [`delay::LATE_SHARE`] of the second's packets late if it had at least
+    /// [`delay::MIN_PACKETS`], or overflows), of those measured.
     pub saturated_seconds: u64,
     /// Seconds measured.
     pub seconds: u64,

@@ -8,8 +8,10 @@
 //!
 //! 1. **Observe** ([`observer`]): every node's peer client notes how each peer answered its
 //!    requests (answered or failed), and [`probe`] asks every peer (up to
-//!    [`HealthConfig::probe_fanout`] of them per heartbeat) a `has` question with a short
-//!    timeout, whose round trip is that peer's *service time* as this node sees it.
+//!    [`HealthConfig::probe_fanout`] of them every [`HealthConfig::probe_ms`]) a signed probe
+//!    with a short timeout, whose round trip is that peer's *service time* as this node sees
+//!    it. Reads hedge against a peer much slower than the others, and relays go around it, at
+//!    once (`observer::PeerObserver::slower`), long before the judge decides.
 //! 2. **Report**: each node's current view of its peers ([`PeerView`]) rides on its heartbeat
 //!    (embedded coordinator) or in its `health/{id}` key (etcd). A load balancer reports what
 //!    it sees of the nodes' client listeners the same way ([`BalancerReport`]).
@@ -87,7 +89,11 @@ pub struct HealthConfig {
     /// 0: a third of the nodes, at least one. Never so many that fewer nodes than a bucket's
     /// pieces need stay available.
     pub max_out: usize,
-    /// Peers each node probes per heartbeat period (round robin over the others).
+    /// How often each node probes its peers (200 ms: a peer turned slow is hedged against
+    /// and relayed around about this long after, as the load balancer's 100 ms probes route
+    /// clients around it; 5 peers probed this often cost 25 requests a second).
+    pub probe_ms: u64,
+    /// Peers each node probes per probe period (round robin over the others).
     pub probe_fanout: usize,
     /// A probe unanswered this long is a failure.
     pub probe_timeout_ms: u64,
@@ -105,6 +111,7 @@ impl Default for HealthConfig {
             max_return_ms: 60_000,
             flap_window_s: 300,
             max_out: 0,
+            probe_ms: 200,
             probe_fanout: 16,
             probe_timeout_ms: 500,
         }
@@ -128,6 +135,9 @@ impl HealthConfig {
                 "[health] slow_factor = {}: need >= 1",
                 self.slow_factor
             ));
+        }
+        if !(10..=60_000).contains(&self.probe_ms) {
+            return Err("[health] probe_ms must be between 10 and 60000".into());
         }
         if self.probe_fanout == 0 {
             return Err("[health] probe_fanout must be at least 1".into());
@@ -181,6 +191,10 @@ mod tests {
             },
             HealthConfig {
                 probe_fanout: 0,
+                ..HealthConfig::default()
+            },
+            HealthConfig {
+                probe_ms: 0,
                 ..HealthConfig::default()
             },
             HealthConfig {

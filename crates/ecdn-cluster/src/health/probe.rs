@@ -1,4 +1,4 @@
-//! A node's probes of its peers: every heartbeat period, up to
+//! A node's probes of its peers: every [`super::HealthConfig::probe_ms`], up to
 //! [`super::HealthConfig::probe_fanout`] peers (round robin over the others, in the map or out of
 //! it, removed members excepted) are asked [`crate::wire::PROBE_PATH`] with a short timeout.
 //!

@@ -120,6 +120,11 @@ pub struct DemoArgs {
     /// and the latency CDFs of coded and replicated hits to FILE (.png or .svg).
     #[arg(long, value_name = "FILE")]
     pub(super) plot: Option<PathBuf>,
+    /// Write every request's outcome to FILE as CSV, in trace order: the node that answered,
+    /// whether it was a hit (and from the hot-object cache), of a coded object, a miss, its
+    /// time to first byte and to the last, ms.
+    #[arg(long, value_name = "FILE")]
+    pub(super) records: Option<PathBuf>,
     /// Requests per window of the table (default: a tenth of the requests).
     #[arg(long, value_name = "REQUESTS")]
     pub(super) window: Option<u64>,

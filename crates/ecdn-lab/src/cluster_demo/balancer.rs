@@ -2,27 +2,102 @@
 //! node's client listener (`GET /_ecdn/health`, the nodes run with `--client-health`) from the
 //! client's host and tells the coordinator what it saw ([`BalancerReport`]), so a node the
 //! clients cannot reach leaves the map (`ecdn_cluster::health`).
+//!
+//! It also routes around a node whose probes answer much slower than the others' (above
+//! the same bound a node's reads hedge by: `PeerObserver::slower`'s 8 ms and three times the
+//! median node's smoothed round trip): such a node gets no request while another node in the
+//! map is not slow ([`super::dispenser::Dispenser::slow`]). The load balancer of C2DN §3.2
+//! does the same with what it measures; the coordinator declares the node out later, on its
+//! peers' evidence, or not at all if it recovers first.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ecdn_cluster::coordinator::client::CoordinatorClient;
+use ecdn_cluster::health::observer::{HEDGE_FACTOR, HEDGE_FLOOR};
 use ecdn_cluster::health::{BalancerReport, PeerView};
 use ecdn_cluster::ClusterConfig;
 
 use super::procs;
 
 /// How often the balancer probes and reports.
-pub const PERIOD: Duration = Duration::from_millis(250);
+pub const PERIOD: Duration = Duration::from_millis(100);
 /// A probe unanswered this long is a failure (two in a row say unreachable: the judge).
 const PROBE_TIMEOUT: Duration = Duration::from_millis(600);
 
+/// Weight of the newest probe in a node's smoothed round trip (as a node's own probes).
+const ALPHA: f64 = 0.5;
+
+/// The balancer's view of the nodes' client listeners: failures in a row and the smoothed
+/// round trip of the probes answered.
+#[derive(Debug, Default)]
+struct Views {
+    failures: Vec<u32>,
+    rtt_us: Vec<Option<f64>>,
+}
+
+impl Views {
+    fn new(nodes: usize) -> Views {
+        Views {
+            failures: vec![0; nodes],
+            rtt_us: vec![None; nodes],
+        }
+    }
+
+    /// Notes node `id`'s probe: answered after `rtt`, or not at all.
+    fn probed(&mut self, id: usize, rtt: Option<Duration>) {
+        match rtt {
+            Some(rtt) => {
+                self.failures[id] = 0;
+                let us = rtt.as_secs_f64() * 1e6;
+                let old = &mut self.rtt_us[id];
+                *old = Some(old.map_or(us, |o| o + ALPHA * (us - o)));
+            }
+            None => self.failures[id] += 1,
+        }
+    }
+
+    /// The nodes answering much slower than the median answering node: above
+    /// [`HEDGE_FLOOR`] and [`HEDGE_FACTOR`] times the median.
+    fn slow(&self) -> Vec<bool> {
+        let answering = |id: usize| self.failures[id] == 0;
+        let mut rtts: Vec<f64> = (0..self.rtt_us.len())
+            .filter(|&i| answering(i))
+            .filter_map(|i| self.rtt_us[i])
+            .collect();
+        rtts.sort_by(f64::total_cmp);
+        let median = rtts.get(rtts.len() / 2).copied().unwrap_or(0.0);
+        let bound = (HEDGE_FLOOR.as_secs_f64() * 1e6).max(HEDGE_FACTOR * median);
+        (0..self.rtt_us.len())
+            .map(|i| answering(i) && self.rtt_us[i].is_some_and(|r| r > bound))
+            .collect()
+    }
+
+    fn report(&self) -> Vec<PeerView> {
+        (0..self.failures.len())
+            .map(|id| PeerView {
+                node: id,
+                reachable: self.failures[id] == 0,
+                failures: self.failures[id],
+                service_us: self.rtt_us[id].map(|u| u.round() as u64),
+            })
+            .collect()
+    }
+}
+
 /// Probes `nodes` (client addresses, by id) and reports to the cluster's coordinator until
-/// `done`. Any HTTP answer is reachable (a draining node's `503` too).
-pub async fn run(cfg: ClusterConfig, nodes: Vec<SocketAddr>, done: Arc<AtomicBool>) {
-    let mut failures = vec![0u32; nodes.len()];
+/// `done`; tells `slow` which nodes answer much slower than the others whenever that changes.
+/// Any HTTP answer is reachable (a draining node's `503` too).
+pub async fn run(
+    cfg: ClusterConfig,
+    nodes: Vec<SocketAddr>,
+    done: Arc<AtomicBool>,
+    slow: impl Fn(usize, bool),
+) {
+    let mut views = Views::new(nodes.len());
+    let mut was_slow = vec![false; nodes.len()];
     let mut client: Option<CoordinatorClient> = None;
     let mut tick = tokio::time::interval(PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -32,29 +107,29 @@ pub async fn run(cfg: ClusterConfig, nodes: Vec<SocketAddr>, done: Arc<AtomicBoo
             .iter()
             .map(|&addr| {
                 tokio::spawn(async move {
+                    let t = Instant::now();
                     procs::http_get_host(addr, &addr.to_string(), "/_ecdn/health", PROBE_TIMEOUT)
                         .await
-                        .is_ok()
+                        .ok()
+                        .map(|_| t.elapsed())
                 })
             })
             .collect();
-        let mut views = Vec::with_capacity(nodes.len());
         for (id, p) in probes.into_iter().enumerate() {
-            let reachable = p.await.unwrap_or(false);
-            failures[id] = if reachable { 0 } else { failures[id] + 1 };
-            views.push(PeerView {
-                node: id,
-                reachable,
-                failures: failures[id],
-                service_us: None,
-            });
+            views.probed(id, p.await.ok().flatten());
+        }
+        for (id, now_slow) in views.slow().into_iter().enumerate() {
+            if now_slow != was_slow[id] {
+                was_slow[id] = now_slow;
+                slow(id, now_slow);
+            }
         }
         if client.is_none() {
             client = CoordinatorClient::for_cluster(&cfg).await.ok();
         }
         let report = BalancerReport {
             balancer: "demo-driver".into(),
-            nodes: views,
+            nodes: views.report(),
         };
         if let Some(c) = &client {
             if c.balancer_report(&report).await.is_err() {
@@ -62,5 +137,39 @@ pub async fn run(cfg: ClusterConfig, nodes: Vec<SocketAddr>, done: Arc<AtomicBoo
                 client = None;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_much_slower_than_the_median_is_slow_until_it_recovers() {
+        let ms = |m: u64| Some(Duration::from_millis(m));
+        let mut v = Views::new(4);
+        for id in 0..4 {
+            v.probed(id, ms(1));
+        }
+        assert_eq!(v.slow(), vec![false; 4]);
+        // 50 ms: smoothed to 25.5 ms, above 8 ms and 3 × the median (1 ms).
+        v.probed(2, ms(50));
+        assert_eq!(v.slow(), vec![false, false, true, false]);
+        assert_eq!(v.report()[2].service_us, Some(25_500));
+        // Slow but below the floor is not slow (a loaded loopback).
+        let mut w = Views::new(3);
+        for (id, m) in [(0, 1), (1, 1), (2, 6)] {
+            w.probed(id, ms(m));
+        }
+        assert_eq!(w.slow(), vec![false; 3]);
+        // A failing node is unreachable, not slow; it leaves the median.
+        v.probed(1, None);
+        assert_eq!(v.slow(), vec![false, false, true, false]);
+        assert!(!v.report()[1].reachable);
+        // Recovery: the smoothed round trip halves its distance each probe.
+        for _ in 0..3 {
+            v.probed(2, ms(1));
+        }
+        assert_eq!(v.slow(), vec![false; 4]);
     }
 }

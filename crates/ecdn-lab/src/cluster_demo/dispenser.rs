@@ -78,6 +78,9 @@ pub struct Dispenser<K: FnMut(usize)> {
     /// Nodes the coordinator's map has out (C2DN's load balancer sends them nothing while
     /// another node is in the rotation).
     out_of_map: Vec<bool>,
+    /// Nodes the load balancer's probes find much slower than the others (it sends them
+    /// nothing while another node in the map is not).
+    slow: Vec<bool>,
     router: Option<Router>,
 }
 
@@ -116,6 +119,7 @@ impl<K: FnMut(usize)> Dispenser<K> {
             heals: None,
             issued: None,
             out_of_map: vec![false; nodes],
+            slow: vec![false; nodes],
             router: None,
         }
     }
@@ -125,6 +129,14 @@ impl<K: FnMut(usize)> Dispenser<K> {
     pub fn in_map(&mut self, node: usize, available: bool) {
         if let Some(o) = self.out_of_map.get_mut(node) {
             *o = !available;
+        }
+    }
+
+    /// The load balancer's probes find `node` much slower than the others (or no longer): it
+    /// gets no request while another node in the map is not slow.
+    pub fn slow(&mut self, node: usize, slow: bool) {
+        if let Some(s) = self.slow.get_mut(node) {
+            *s = slow;
         }
     }
 
@@ -239,18 +251,28 @@ impl<K: FnMut(usize)> Dispenser<K> {
         if let Some(issued) = &self.issued {
             issued.store(self.next, std::sync::atomic::Ordering::Relaxed);
         }
-        let in_map: Vec<usize>;
-        let rotation = if self.live.iter().any(|&n| self.out_of_map[n]) {
-            in_map = self
-                .live
-                .iter()
-                .copied()
-                .filter(|&n| !self.out_of_map[n])
-                .collect();
-            if in_map.is_empty() {
+        // The live nodes in the map and not slow; else those in the map; else every live one.
+        let preferred: Vec<usize>;
+        let rotation = if self
+            .live
+            .iter()
+            .any(|&n| self.out_of_map[n] || self.slow[n])
+        {
+            let pick = |skip_slow: bool| -> Vec<usize> {
+                self.live
+                    .iter()
+                    .copied()
+                    .filter(|&n| !self.out_of_map[n] && !(skip_slow && self.slow[n]))
+                    .collect()
+            };
+            preferred = [pick(true), pick(false)]
+                .into_iter()
+                .find(|r| !r.is_empty())
+                .unwrap_or_default();
+            if preferred.is_empty() {
                 &self.live
             } else {
-                &in_map
+                &preferred
             }
         } else {
             &self.live

@@ -513,6 +513,35 @@ mod tests {
         assert_eq!(seen, vec![2, 2, 2, 1, 0, 1]);
     }
 
+    /// A node out of the map, or slow to the load balancer, gets nothing while another node
+    /// is in the map and not slow; with none such, the map decides, then liveness.
+    #[test]
+    fn nodes_out_of_the_map_or_slow_get_requests_only_when_no_other_can() {
+        let mut d = Dispenser::new(100, 3, Vec::new(), |_| {});
+        let mut take = |d: &mut Dispenser<_>, n: usize| -> Vec<usize> {
+            (0..n)
+                .map(|_| match d.next_request() {
+                    Next::Request(a) => {
+                        d.finished();
+                        a.node
+                    }
+                    other => panic!("{other:?}"),
+                })
+                .collect()
+        };
+        d.slow(1, true);
+        assert_eq!(take(&mut d, 4), vec![0, 2, 0, 2]);
+        d.in_map(0, false);
+        assert_eq!(take(&mut d, 2), vec![2, 2]);
+        // Every node in the map is slow: the slow one in the map.
+        d.slow(2, true);
+        assert_eq!(take(&mut d, 2), vec![1, 2]);
+        d.slow(1, false);
+        d.slow(2, false);
+        d.in_map(0, true);
+        assert_eq!(take(&mut d, 3), vec![2, 0, 1]);
+    }
+
     #[test]
     fn dispenser_stops_for_each_rebalance() {
         let mut d = Dispenser::new(7, 2, Vec::new(), |_| {}).with_rebalances(3);

@@ -75,12 +75,29 @@ pub struct ClusterStats {
     pub decodes: u64,
     pub partial_hits: u64,
     pub relayed: u64,
+    /// Requests it sent to a bucket's next candidate because its probes found the serving
+    /// node much slower than its peers.
+    #[serde(default)]
+    pub relay_detours: u64,
+    /// Coded reads' windows that asked parity because a data chunk's holder was slow.
+    #[serde(default)]
+    pub parity_fetches: ParityFetches,
     /// Bytes through the node's outgoing peer link (peer reads, own object split reads).
     #[serde(default)]
     pub link_bytes_sent: u64,
     /// What the node's background repair did.
     #[serde(default)]
     pub repair: RepairCounts,
+}
+
+/// A node's read windows that asked for parity, by why (`/_ecdn/stats`'s
+/// `cluster.parity_fetches`): the ones the demo reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParityFetches {
+    #[serde(default)]
+    pub delayed: u64,
+    #[serde(default)]
+    pub slow: u64,
 }
 
 /// A background repair's counters: a node's (`/_ecdn/stats`), the nodes' sum, or the
@@ -418,6 +435,27 @@ pub fn collapsed_latency(records: &[Record]) -> Latency {
         ttfb: ms(|r| r.ttfb_us),
         download: ms(|r| r.total_us),
     }
+}
+
+/// `records` as CSV (`--records`), one line per request in trace order.
+pub fn records_csv(records: &[Record]) -> String {
+    let mut out = String::from("index,node,ok,hit,hoc,coded,miss,ttfb_ms,total_ms\n");
+    let flag = |b: bool| u8::from(b);
+    for (i, r) in records.iter().enumerate() {
+        let coded = r.coded.map_or(String::new(), |c| flag(c).to_string());
+        let _ = writeln!(
+            out,
+            "{i},{},{},{},{},{coded},{},{:.3},{:.3}",
+            r.node,
+            flag(r.ok),
+            flag(r.hit),
+            flag(r.hoc),
+            flag(r.miss),
+            r.ttfb_us as f64 / 1e3,
+            r.total_us as f64 / 1e3
+        );
+    }
+    out
 }
 
 /// Latencies (µs) of the successful hits of coded and of replicated objects: (TTFB, download);

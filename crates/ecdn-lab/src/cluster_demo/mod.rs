@@ -262,6 +262,10 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         cfg.clone(),
         layout.nodes.iter().map(|(c, _)| *c).collect(),
         done.clone(),
+        {
+            let dispenser = work.dispenser.clone();
+            move |node, slow| dispenser.lock().unwrap().slow(node, slow)
+        },
     ));
     let t = Instant::now();
     let records = driver::run(work, a.concurrency).await;
@@ -689,6 +693,10 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
     )?;
     if let Some(path) = &a.plot {
         plot(path, &report, &live.records)?;
+    }
+    if let Some(path) = &a.records {
+        std::fs::write(path, measure::records_csv(&live.records))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if a.json {
         outln!("{}", serde_json::to_string(&report)?)?;

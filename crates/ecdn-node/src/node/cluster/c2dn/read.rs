@@ -11,7 +11,9 @@
 //! at once and asks who holds what beside the read, restoring a lacking chunk before the
 //! answer ends. If the assigned servers cannot supply the object, it asks as above.
 //!
-//! * A replica anywhere: a hit, read whole (small objects only).
+//! * A replica anywhere: a hit, read whole (small objects only), from this node, else from a
+//!   holder this node's probes do not find much slower than its peers (a hedge, as a coded
+//!   read's against a slow data holder).
 //! * At least K distinct chunks: a coded hit, streamed (`pieces/coded.rs`).
 //! * 1 to K − 1 chunks: a **partial hit**, counted as a miss: only the missing data chunks'
 //!   bytes come from the origin (`partial.rs`).
@@ -29,6 +31,7 @@ use bytes::Bytes;
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::ObjectLayout;
+use ecdn_placement::pieces::Piece;
 use hyper::{Method, Request};
 use tokio::sync::oneshot;
 
@@ -116,10 +119,17 @@ pub(in crate::node) async fn lookup(
             holders.push(Holder { server, held });
         }
     }
-    let replica_at = holders
-        .iter()
-        .find(|h| h.held.contains(&PieceName::Replica))
-        .map(|h| h.server);
+    // This node's replica, else a holder's this node's probes do not find slow, else any.
+    let now = Instant::now();
+    let with_replica = || {
+        holders
+            .iter()
+            .filter(|h| h.held.contains(&PieceName::Replica))
+            .map(|h| h.server)
+    };
+    let replica_at = with_replica()
+        .find(|&s| !c.slower(s, now))
+        .or_else(|| with_replica().next());
     // A peer's chunk names the coding, or this node's.
     let coding = meta.and_then(|m| m.coding.map(|cd| (cd, m.http))).or(local);
     if let Some((coding, http)) = coding.filter(|_| replica_at.is_none()) {
@@ -174,18 +184,41 @@ fn presumed_holders(c: &Cluster, bucket: usize) -> Vec<Holder> {
 }
 
 /// What the bucket's assigned servers of its pieces (chunks if `coded`, else replicas) hold,
-/// asking every available one but this node (whose pieces `here` says) at once; a server that
-/// does not answer holds nothing. ([`lacking`] of it: which pieces their servers lack.)
+/// asking every available one but this node (whose pieces `here` says) and the slow ones at
+/// once; a server that does not answer holds nothing. ([`lacking`] of it: which pieces their
+/// servers lack.)
 async fn ask_placed(c: &Arc<Cluster>, key: &CacheKey, coded: bool, here: &Holder) -> Vec<Holder> {
     let map = c.map.current();
     let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(&key.key));
     let (mut placed, mut walk) = (Vec::new(), Vec::new());
     map.pieces(bucket, coded, &mut placed, &mut walk);
-    let servers: Vec<usize> = placed.iter().map(|p| p.server).collect();
+    // A server this node's probes find much slower than its peers is not waited for: it is
+    // presumed to hold what the map assigns it (a piece it lacks is restored by a later hit
+    // or by repair, not by this answer).
+    let now = Instant::now();
+    let (slow, fast): (Vec<&Piece>, Vec<&Piece>) = placed
+        .iter()
+        .filter(|p| p.server != c.id && map.is_available(p.server))
+        .partition(|p| c.slower(p.server, now));
     let mut holders = vec![Holder {
         server: here.server,
         held: here.held.clone(),
     }];
+    for p in &slow {
+        let piece = if coded {
+            PieceName::Chunk(p.chunk as u16)
+        } else {
+            PieceName::Replica
+        };
+        match holders.iter_mut().find(|h| h.server == p.server) {
+            Some(h) => h.held.push(piece),
+            None => holders.push(Holder {
+                server: p.server,
+                held: vec![piece],
+            }),
+        }
+    }
+    let servers = fast.iter().map(|p| p.server).collect();
     holders.extend(ask_servers(c, &key.key, servers).await);
     holders
 }

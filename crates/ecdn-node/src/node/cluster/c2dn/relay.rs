@@ -9,6 +9,12 @@
 //! the origin timeout plus the peer timeout, the request goes on at once to the bucket's next
 //! candidate (C2DN §5: no waiting for the coordinator), and when none is left, or the next
 //! candidate is this node, this node serves it.
+//!
+//! **Around a slow serving node.** A candidate this node's probes find much slower than its
+//! peers (`ecdn_cluster::health::observer::PeerObserver::slower`) is tried after the others,
+//! as if it had failed (a *detour*, `ecdn_cluster_relay_detours_total`): while the coordinator
+//! has not yet declared it unavailable, its buckets are served by their next candidate, which
+//! reads the same pieces, as it will once it is declared.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -53,7 +59,7 @@ pub(in crate::node) async fn forward(
         .map(|(n, v)| (n.clone(), v.clone()))
         .collect();
     let timeout = st.upstream.timeout + c.peer_timeout;
-    for &server in map.candidates(bucket) {
+    for server in detour_order(c, map.candidates(bucket)) {
         if server == c.id {
             return None;
         }
@@ -102,6 +108,22 @@ pub(in crate::node) async fn forward(
         }
     }
     None
+}
+
+/// The bucket's `candidates` in the order to try them: those this node's probes find much
+/// slower than their peers after the others (each counted as a detour), in their order.
+fn detour_order(c: &Cluster, candidates: &[usize]) -> Vec<usize> {
+    let now = std::time::Instant::now();
+    let (mut fast, slow): (Vec<usize>, Vec<usize>) =
+        candidates.iter().partition(|&&s| !c.slower(s, now));
+    // A detour only counts when another candidate takes the request.
+    if let (Some(&first), false) = (candidates.first(), fast.is_empty()) {
+        if slow.contains(&first) {
+            c.stats.relay_detour(first);
+        }
+    }
+    fast.extend(slow);
+    fast
 }
 
 /// The serving node's answer as this node's: its tagged headers (`headers`, checked) less

@@ -487,13 +487,7 @@ async fn window(
     let missing = obj.sources[..k].iter().any(Option::is_none);
     let slow = !missing && obj.late.is_none() && {
         let now = Instant::now();
-        let observer = c.peers.observer();
-        obj.sources[..k].iter().flatten().any(|&s| {
-            s != c.id
-                && observer
-                    .zip(c.peer_of(s))
-                    .is_some_and(|(o, a)| o.slower(a, now))
-        })
+        obj.sources[..k].iter().flatten().any(|&s| c.slower(s, now))
     };
     let mut parity_asked = obj.late.is_some() || missing || slow;
     if parity_asked && obj.late.is_none() {

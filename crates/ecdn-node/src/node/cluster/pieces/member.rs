@@ -21,7 +21,7 @@ use hyper::{Method, Response, StatusCode};
 
 use crate::node::cluster::backend;
 use crate::node::cluster::pieces::names::MAX_OBJECT;
-use crate::node::cluster::pieces::stats::ClusterStats;
+use crate::node::cluster::pieces::stats::{ClusterStats, Parity};
 use crate::node::cluster::pieces::store::{self, PieceStore};
 use crate::node::cluster::pieces::{demand, link, purge_log};
 use crate::node::lock::lock;
@@ -150,7 +150,7 @@ impl Cluster {
                 move || map.current(),
                 c.cluster.clone(),
                 c.id,
-                Duration::from_millis(c.cluster.heartbeat_ms),
+                Duration::from_millis(c.cluster.health.probe_ms),
             ));
         }
         // Its own peer address: the map's member (a node added while the cluster runs is
@@ -220,6 +220,18 @@ impl Cluster {
             Some(m) => Some(m.peer),
             None => self.cfg.nodes.get(id).map(|n| n.peer),
         }
+    }
+
+    /// Whether this node's probes find peer `id` much slower than its peers lately
+    /// (`PeerObserver::slower`): reads hedge against it and relays go around it. Never this
+    /// node itself.
+    pub(in crate::node) fn slower(&self, id: usize, now: std::time::Instant) -> bool {
+        id != self.id
+            && self
+                .peers
+                .observer()
+                .zip(self.peer_of(id))
+                .is_some_and(|(o, a)| o.slower(a, now))
     }
 
     /// Whether the map says this node drains (or was removed): it fails its health check,
@@ -295,6 +307,12 @@ impl Cluster {
             "pieces_capacity": self.pieces.capacity(),
             "relayed": s.relayed(),
             "relay_failovers": s.relay_failovers(),
+            "relay_detours": s.relay_detours(),
+            "parity_fetches": Parity::ALL
+                .iter()
+                .zip(&s.parity_fetches)
+                .map(|(p, n)| (p.label(), get(n)))
+                .collect::<std::collections::BTreeMap<_, _>>(),
             "peer_bytes_received": get(&s.peer_bytes_received),
             "relay_bytes_received": get(&s.relay_bytes_received),
             "peer_bytes_sent": get(&s.peer_bytes_sent),

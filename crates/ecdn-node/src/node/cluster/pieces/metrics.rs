@@ -261,7 +261,7 @@ impl Cluster {
             .iter()
             .map(|(&id, p)| (id, p.clone()))
             .collect();
-        let per_peer: [PerPeer; 4] = [
+        let per_peer: [PerPeer; 5] = [
             (
                 "ecdn_cluster_peer_fetches_total",
                 "Piece fetches sent to a peer (has questions, piece reads), answered or not.",
@@ -282,6 +282,12 @@ impl Cluster {
                 "ecdn_cluster_relay_failovers_total",
                 "Relays to a peer that failed (the next candidate was tried).",
                 |p| &p.relay_failovers,
+            ),
+            (
+                "ecdn_cluster_relay_detours_total",
+                "Requests for a bucket a peer serves sent to its next candidate instead, \
+                 because this node's probes found that peer much slower than the others.",
+                |p| &p.relay_detours,
             ),
         ];
         for (name, text, f) in per_peer {

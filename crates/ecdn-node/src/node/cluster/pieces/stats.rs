@@ -57,6 +57,9 @@ pub(in crate::node) struct PeerStats {
     pub(in crate::node) relayed: AtomicU64,
     /// Relays to it that failed (refused, reset, timed out): the next candidate was tried.
     pub(in crate::node) relay_failovers: AtomicU64,
+    /// Requests for a bucket it serves sent to the next candidate instead, because this
+    /// node's probes found it much slower than its peers (`c2dn/relay.rs`).
+    pub(in crate::node) relay_detours: AtomicU64,
 }
 
 /// Why a read window asked for the parity chunks (C2DN §5).
@@ -144,6 +147,10 @@ impl ClusterStats {
         Self::add(if ok { &p.relayed } else { &p.relay_failovers }, 1);
     }
 
+    pub(in crate::node) fn relay_detour(&self, id: usize) {
+        Self::add(&self.peer(id).relay_detours, 1);
+    }
+
     pub(in crate::node) fn parity_fetch(&self, why: Parity) {
         let i = Parity::ALL.iter().position(|&p| p == why).unwrap_or(0);
         Self::add(&self.parity_fetches[i], 1);
@@ -195,6 +202,10 @@ impl ClusterStats {
 
     pub(in crate::node) fn relay_failovers(&self) -> u64 {
         self.peer_sum(|p| &p.relay_failovers)
+    }
+
+    pub(in crate::node) fn relay_detours(&self) -> u64 {
+        self.peer_sum(|p| &p.relay_detours)
     }
 
     pub(in crate::node) fn peer_errors(&self) -> u64 {
