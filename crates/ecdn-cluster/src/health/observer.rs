@@ -5,6 +5,12 @@
 //! smoothed service time measured by the probes only: a piece read's or a relay's time to its
 //! headers depends on the object and on the origin, a probe's does not, so the time of a node
 //! in the map and of one out of it (which only probes reach) compare.
+//!
+//! The hedge ([`PeerObserver::slower`]) compares the least of each peer's last
+//! [`RecentRtt::LEN`] probes instead: a busy host's scheduler only adds to a round trip, so
+//! the least is what the network and the peer take. With the smoothed time, a peer 10 ms
+//! away each way on a loaded bed (peers' medians of 5 to 10 ms) crossed the hedge's bound
+//! back and forth, and the reads and relays that missed it waited.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -19,17 +25,59 @@ const ALPHA: f64 = 0.5;
 /// A view older than this (no request and no probe since) is no evidence.
 pub const STALE: Duration = Duration::from_secs(10);
 
-/// [`PeerObserver::slower`]: a peer this much slower than the median peer, ...
-pub const HEDGE_FACTOR: f64 = 3.0;
-/// ... and slower than this, is hedged against (the loopback demo at full load showed service
-/// times up to 5.8 ms).
+/// [`PeerObserver::slower`]: a peer whose round trip exceeds the median peer's by this much
+/// (the loopback demo at full load showed service times up to 5.8 ms), ...
 pub const HEDGE_FLOOR: Duration = Duration::from_millis(8);
+/// ... and by this share of the median, is hedged against. An excess, not a ratio: a full
+/// link's queue adds the same to every node's round trip (the bed's client behind a busy
+/// 1 Gbit/s link measured 15 to 30 ms to every node), and a node 20 ms slower than the rest is
+/// 20 ms slower however long the queue.
+pub const HEDGE_SHARE: f64 = 0.5;
+
+/// The least of the last [`RecentRtt::LEN`] round trips (µs) of one peer or node.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RecentRtt {
+    samples: [f64; RecentRtt::LEN],
+    len: usize,
+    next: usize,
+}
+
+impl RecentRtt {
+    /// Round trips remembered: the hedge starts after this many slow probes in a row, and
+    /// ends after one fast one.
+    pub const LEN: usize = 2;
+
+    pub fn push(&mut self, us: f64) {
+        self.samples[self.next] = us;
+        self.next = (self.next + 1) % Self::LEN;
+        self.len = (self.len + 1).min(Self::LEN);
+    }
+
+    /// The least of those remembered; `None` before the first.
+    pub fn min(&self) -> Option<f64> {
+        self.samples[..self.len].iter().copied().reduce(f64::min)
+    }
+}
+
+/// Whether a round trip of `us` is much slower than a `median_us` one: longer by more than
+/// [`HEDGE_FLOOR`] and [`HEDGE_SHARE`] of it (the rule of [`PeerObserver::slower`], and of the
+/// demo's load balancer).
+pub fn much_slower(us: f64, median_us: f64) -> bool {
+    us - median_us > (HEDGE_FLOOR.as_secs_f64() * 1e6).max(HEDGE_SHARE * median_us)
+}
+
+/// The median of `values` (sorted in place); 0 when empty.
+pub fn median_of(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
 
 #[derive(Clone, Copy, Debug)]
 struct Seen {
     reachable: bool,
     failures: u32,
     service_us: Option<f64>,
+    recent: RecentRtt,
     at: Instant,
 }
 
@@ -53,8 +101,9 @@ pub struct PeerObserver {
 #[derive(Debug, Default)]
 struct Inner {
     peers: HashMap<SocketAddr, Seen>,
-    /// The median of the fresh peers' service times (µs), as of the last probe answered:
-    /// what [`PeerObserver::slower`] compares against on the read path without sorting.
+    /// The median of the fresh peers' recent least round trips (µs), as of the last probe
+    /// answered: what [`PeerObserver::slower`] compares against on the read path without
+    /// sorting.
     median_us: f64,
 }
 
@@ -67,6 +116,7 @@ impl Inner {
             reachable: true,
             failures: 0,
             service_us: None,
+            recent: RecentRtt::default(),
             at: now,
         });
         s.at = now;
@@ -103,20 +153,20 @@ impl PeerObserver {
                 Some(old) => old + ALPHA * (us - old),
                 None => us,
             });
+            s.recent.push(us);
         }
         let mut all: Vec<f64> = inner
             .peers
             .values()
             .filter(|p| now.saturating_duration_since(p.at) < STALE)
-            .filter_map(|p| p.service_us)
+            .filter_map(|p| p.recent.min())
             .collect();
-        all.sort_by(f64::total_cmp);
-        inner.median_us = all.get(all.len() / 2).copied().unwrap_or(0.0);
+        inner.median_us = median_of(&mut all);
     }
 
-    /// Whether `addr` answers this node's probes much slower than its peers do lately: above
-    /// [`HEDGE_FLOOR`] and [`HEDGE_FACTOR`] times the median peer's smoothed service time,
-    /// or failing. A read hedges against such a peer at once (C2DN §5's delayed parity, asked
+    /// Whether `addr` answers this node's probes much slower than its peers do lately: the
+    /// least of its last probes' round trips longer than the median peer's by more than
+    /// [`HEDGE_FLOOR`] and [`HEDGE_SHARE`] of it ([`much_slower`]), or failing. A read hedges against such a peer at once (C2DN §5's delayed parity, asked
     /// from the start) instead of waiting to find it late.
     pub fn slower(&self, addr: SocketAddr, now: Instant) -> bool {
         let inner = self.inner();
@@ -129,9 +179,9 @@ impl PeerObserver {
         if !s.reachable {
             return s.failures >= 2;
         }
-        s.service_us.is_some_and(|mine| {
-            mine > (HEDGE_FLOOR.as_secs_f64() * 1e6).max(HEDGE_FACTOR * inner.median_us)
-        })
+        s.recent
+            .min()
+            .is_some_and(|mine| much_slower(mine, inner.median_us))
     }
 
     /// The current views of the peers in `ids` (peer address → node id), those seen within
@@ -213,9 +263,30 @@ mod tests {
         o.probed(addr(5), Duration::from_millis(30), t);
         o.probed(addr(6), Duration::from_millis(5), t);
         assert!(o.slower(addr(5), t));
-        assert!(!o.slower(addr(6), t), "3 medians but below the floor");
+        // One fast probe ends it; the slow ones of a whole window start it again.
+        o.probed(addr(5), Duration::from_millis(2), t);
+        assert!(!o.slower(addr(5), t));
+        for _ in 0..RecentRtt::LEN - 1 {
+            o.probed(addr(5), Duration::from_millis(30), t);
+            assert!(!o.slower(addr(5), t), "a fast probe in the window");
+        }
+        o.probed(addr(5), Duration::from_millis(30), t);
+        assert!(o.slower(addr(5), t));
+        // A host busy now and then: its least round trip stays low.
+        o.probed(addr(1), Duration::from_millis(40), t);
+        assert!(!o.slower(addr(1), t));
+        assert!(!o.slower(addr(6), t), "2.5 medians but below the floor");
         assert!(!o.slower(addr(1), t));
         assert!(!o.slower(addr(9), t), "never seen");
+        // Behind a full link's queue, every peer 20 ms: one 12 ms beyond is slower (by more
+        // than 8 ms and half the median), one 9 ms beyond is not.
+        let q = PeerObserver::default();
+        for i in 1..=4 {
+            q.probed(addr(i), Duration::from_millis(20), t);
+        }
+        q.probed(addr(5), Duration::from_millis(32), t);
+        q.probed(addr(6), Duration::from_millis(29), t);
+        assert!(q.slower(addr(5), t) && !q.slower(addr(6), t));
         assert!(!o.slower(addr(5), t + STALE), "stale");
         o.note(addr(4), Outcome::Failed, t);
         assert!(!o.slower(addr(4), t), "one failure");

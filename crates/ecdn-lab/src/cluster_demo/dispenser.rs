@@ -262,7 +262,7 @@ impl<K: FnMut(usize)> Dispenser<K> {
                 self.live
                     .iter()
                     .copied()
-                    .filter(|&n| !self.out_of_map[n] && !(skip_slow && self.slow[n]))
+                    .filter(|&n| !(self.out_of_map[n] || (skip_slow && self.slow[n])))
                     .collect()
             };
             preferred = [pick(true), pick(false)]

@@ -518,7 +518,7 @@ mod tests {
     #[test]
     fn nodes_out_of_the_map_or_slow_get_requests_only_when_no_other_can() {
         let mut d = Dispenser::new(100, 3, Vec::new(), |_| {});
-        let mut take = |d: &mut Dispenser<_>, n: usize| -> Vec<usize> {
+        let take = |d: &mut Dispenser<_>, n: usize| -> Vec<usize> {
             (0..n)
                 .map(|_| match d.next_request() {
                     Next::Request(a) => {

@@ -176,13 +176,19 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
             .with_issued(fault_ctx.issued.clone())
             .with_faults(plan.faults.clone(), {
                 let (bed, progress, ctx) = (setup.bed.clone(), progress.clone(), fault_ctx.clone());
+                // On a thread of its own: rewriting the bed's rules takes 100 ms or more, and
+                // done under the dispenser's lock on a runtime thread it stalled every request
+                // in flight (each fault's start is marked once it applies).
                 Box::new(move |f| {
-                    let Some(bed) = &bed else { return };
-                    let said = match bed::apply_timed(bed, f, &ctx) {
-                        Ok(()) => format!("node {} {}", f.node, f.kind),
-                        Err(e) => format!("error: node {} not {}: {e:#}", f.node, f.kind),
-                    };
-                    progress.suspend(|| eprintln!("{said}"));
+                    let Some(bed) = bed.clone() else { return };
+                    let (f, ctx, progress) = (*f, ctx.clone(), progress.clone());
+                    std::thread::spawn(move || {
+                        let said = match bed::apply_timed(&bed, &f, &ctx) {
+                            Ok(()) => format!("node {} {}", f.node, f.kind),
+                            Err(e) => format!("error: node {} not {}: {e:#}", f.node, f.kind),
+                        };
+                        progress.suspend(|| eprintln!("{said}"));
+                    });
                 })
             }),
     ));
@@ -258,7 +264,7 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
             move |node, available| dispenser.lock().unwrap().in_map(node, available)
         },
     ));
-    let balancer = tokio::spawn(balancer::run(
+    let balancer = balancer::spawn(
         cfg.clone(),
         layout.nodes.iter().map(|(c, _)| *c).collect(),
         done.clone(),
@@ -266,14 +272,14 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
             let dispenser = work.dispenser.clone();
             move |node, slow| dispenser.lock().unwrap().slow(node, slow)
         },
-    ));
+    );
     let t = Instant::now();
     let records = driver::run(work, a.concurrency).await;
     let elapsed_s = t.elapsed().as_secs_f64();
     progress.finish_and_clear();
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let watched = watcher.await.context("the coordinator's watcher")?;
-    let _ = balancer.await;
+    let _ = tokio::task::spawn_blocking(move || balancer.join()).await;
     let outs = declared::rows(&watched.changes, &fault_ctx.log.lock().unwrap(), t);
     let mut control = events.await.context("the control-plane events")??;
     let records = records?;
