@@ -331,6 +331,11 @@ impl PeerClient {
     /// failed while a peer was still starting must not have its pieces skipped).
     pub async fn probe(&self, addr: SocketAddr, timeout: Duration) -> Result<Duration, PeerError> {
         let t = Instant::now();
+        if let Some(o) = &self.observer {
+            if !o.probe_started(addr, t) {
+                return Err(PeerError::Other(addr, "a probe is on its way".into()));
+            }
+        }
         let unbroken = PeerClient {
             breaker: None,
             ..self.clone()
@@ -346,6 +351,9 @@ impl PeerClient {
             )
             .await;
         let rtt = t.elapsed();
+        if let Some(o) = &self.observer {
+            o.probe_ended(addr);
+        }
         match &result {
             Ok(resp) if resp.status().is_success() => {
                 if let Some(o) = &self.observer {

@@ -57,6 +57,23 @@ impl RecentRtt {
     pub fn min(&self) -> Option<f64> {
         self.samples[..self.len].iter().copied().reduce(f64::min)
     }
+
+    /// [`RecentRtt::min`], knowing that a probe unanswered for `pending_us` is on its way:
+    /// its round trip will be at least that, and it will push the oldest one out, so the
+    /// least can only be the greater of now and then. A peer turned slow is seen as soon
+    /// as its next probe is late, not once it is answered (a peer 100 ms away each way was
+    /// seen 200 ms sooner).
+    pub fn min_pending(&self, pending_us: Option<f64>) -> Option<f64> {
+        let now = self.min()?;
+        let Some(age) = pending_us.filter(|_| self.len == Self::LEN) else {
+            return Some(now);
+        };
+        let then = (0..Self::LEN)
+            .filter(|&i| i != self.next)
+            .map(|i| self.samples[i])
+            .fold(age, f64::min);
+        Some(now.max(then))
+    }
 }
 
 /// Whether a round trip of `us` is much slower than a `median_us` one: longer by more than
@@ -105,6 +122,8 @@ struct Inner {
     /// answered: what [`PeerObserver::slower`] compares against on the read path without
     /// sorting.
     median_us: f64,
+    /// Probes sent and not answered yet, since when.
+    probing: HashMap<SocketAddr, Instant>,
 }
 
 impl Inner {
@@ -143,6 +162,22 @@ impl PeerObserver {
         self.inner().note(addr, outcome, now);
     }
 
+    /// A probe of `addr` leaves at `now`; `false` (and nothing noted) if one is still on its
+    /// way: a peer is probed once at a time.
+    pub fn probe_started(&self, addr: SocketAddr, now: Instant) -> bool {
+        let mut inner = self.inner();
+        if inner.probing.contains_key(&addr) {
+            return false;
+        }
+        inner.probing.insert(addr, now);
+        true
+    }
+
+    /// The probe of `addr` ended (answered or not).
+    pub fn probe_ended(&self, addr: SocketAddr) {
+        self.inner().probing.remove(&addr);
+    }
+
     /// Notes a probe of `addr` answered after `rtt`.
     pub fn probed(&self, addr: SocketAddr, rtt: Duration, now: Instant) {
         let mut inner = self.inner();
@@ -165,8 +200,9 @@ impl PeerObserver {
     }
 
     /// Whether `addr` answers this node's probes much slower than its peers do lately: the
-    /// least of its last probes' round trips longer than the median peer's by more than
-    /// [`HEDGE_FLOOR`] and [`HEDGE_SHARE`] of it ([`much_slower`]), or failing. A read hedges against such a peer at once (C2DN §5's delayed parity, asked
+    /// least of its last probes' round trips (a probe on its way counting as at least its age,
+    /// [`RecentRtt::min_pending`]) longer than the median peer's by more than [`HEDGE_FLOOR`]
+    /// and [`HEDGE_SHARE`] of it ([`much_slower`]), or failing. A read hedges against such a peer at once (C2DN §5's delayed parity, asked
     /// from the start) instead of waiting to find it late.
     pub fn slower(&self, addr: SocketAddr, now: Instant) -> bool {
         let inner = self.inner();
@@ -179,8 +215,12 @@ impl PeerObserver {
         if !s.reachable {
             return s.failures >= 2;
         }
+        let pending = inner
+            .probing
+            .get(&addr)
+            .map(|&t| now.saturating_duration_since(t).as_secs_f64() * 1e6);
         s.recent
-            .min()
+            .min_pending(pending)
             .is_some_and(|mine| much_slower(mine, inner.median_us))
     }
 
@@ -209,6 +249,27 @@ impl PeerObserver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_recent_least_round_trip_counts_a_pending_probe_as_its_age() {
+        let mut r = RecentRtt::default();
+        assert_eq!(r.min(), None);
+        assert_eq!(r.min_pending(Some(9.0)), None);
+        r.push(2.0);
+        // Not full: a pending probe pushes nothing out.
+        assert_eq!(r.min_pending(Some(100.0)), Some(2.0));
+        r.push(200.0);
+        assert_eq!(r.min(), Some(2.0));
+        // It will push the 2 out: at least min(200, age).
+        assert_eq!(r.min_pending(Some(1.0)), Some(2.0));
+        assert_eq!(r.min_pending(Some(50.0)), Some(50.0));
+        assert_eq!(r.min_pending(Some(500.0)), Some(200.0));
+        assert_eq!(r.min_pending(None), Some(2.0));
+        r.push(300.0);
+        assert_eq!(r.min(), Some(200.0));
+        // Never below now.
+        assert_eq!(r.min_pending(Some(1.0)), Some(200.0));
+    }
 
     #[test]
     fn the_last_outcome_decides_and_probes_set_the_service_time() {
@@ -272,6 +333,20 @@ mod tests {
         }
         o.probed(addr(5), Duration::from_millis(30), t);
         assert!(o.slower(addr(5), t));
+        // A probe on its way counts as at least its age, once it would push a fast one out.
+        let p = PeerObserver::default();
+        for i in 1..=4 {
+            p.probed(addr(i), Duration::from_millis(2), t);
+        }
+        p.probed(addr(5), Duration::from_millis(2), t);
+        p.probed(addr(5), Duration::from_millis(200), t);
+        assert!(!p.slower(addr(5), t));
+        assert!(p.probe_started(addr(5), t));
+        assert!(!p.probe_started(addr(5), t), "one at a time");
+        assert!(!p.slower(addr(5), t + Duration::from_millis(5)));
+        assert!(p.slower(addr(5), t + Duration::from_millis(50)));
+        p.probe_ended(addr(5));
+        assert!(!p.slower(addr(5), t + Duration::from_millis(50)));
         // A host busy now and then: its least round trip stays low.
         o.probed(addr(1), Duration::from_millis(40), t);
         assert!(!o.slower(addr(1), t));

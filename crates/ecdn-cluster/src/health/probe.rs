@@ -55,6 +55,9 @@ pub async fn probe_loop(
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut round = 0usize;
+    // The probes on their way: a slow or silent peer does not hold the others' back (each
+    // peer has one at a time, `PeerObserver::probe_started`), and dropping the loop stops them.
+    let mut flying = tokio::task::JoinSet::new();
     loop {
         tick.tick().await;
         let mut peers: Vec<(usize, SocketAddr)> = peer_ids(&map(), &cfg)
@@ -65,15 +68,10 @@ pub async fn probe_loop(
         peers.sort();
         let targets = this_round(&peers, health.probe_fanout, round);
         round = round.wrapping_add(1);
-        let probes: Vec<_> = targets
-            .into_iter()
-            .map(|addr| {
-                let c = client.clone();
-                tokio::spawn(async move { c.probe(addr, timeout).await })
-            })
-            .collect();
-        for p in probes {
-            let _ = p.await;
+        while flying.try_join_next().is_some() {}
+        for addr in targets {
+            let c = client.clone();
+            flying.spawn(async move { c.probe(addr, timeout).await });
         }
     }
 }

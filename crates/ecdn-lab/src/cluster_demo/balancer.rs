@@ -34,6 +34,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(600);
 struct Views {
     failures: Vec<u32>,
     rtt: Vec<RecentRtt>,
+    /// Since when each node's probe on its way left.
+    probing: Vec<Option<Instant>>,
 }
 
 impl Views {
@@ -41,11 +43,20 @@ impl Views {
         Views {
             failures: vec![0; nodes],
             rtt: vec![RecentRtt::default(); nodes],
+            probing: vec![None; nodes],
         }
+    }
+
+    /// The least of node `i`'s recent round trips, its probe on its way counted at `now`
+    /// ([`RecentRtt::min_pending`]).
+    fn least(&self, i: usize, now: Instant) -> Option<f64> {
+        let pending = self.probing[i].map(|t| now.saturating_duration_since(t).as_secs_f64() * 1e6);
+        self.rtt[i].min_pending(pending)
     }
 
     /// Notes node `id`'s probe: answered after `rtt`, or not at all.
     fn probed(&mut self, id: usize, rtt: Option<Duration>) {
+        self.probing[id] = None;
         match rtt {
             Some(rtt) => {
                 self.failures[id] = 0;
@@ -57,7 +68,7 @@ impl Views {
 
     /// The nodes answering much slower than the median answering node: the least of their
     /// recent round trips above the bound a node's reads hedge by ([`much_slower`]).
-    fn slow(&self) -> Vec<bool> {
+    fn slow(&self, now: Instant) -> Vec<bool> {
         let answering = |id: usize| self.failures[id] == 0;
         let mut rtts: Vec<f64> = (0..self.rtt.len())
             .filter(|&i| answering(i))
@@ -65,7 +76,7 @@ impl Views {
             .collect();
         let median = median_of(&mut rtts);
         (0..self.rtt.len())
-            .map(|i| answering(i) && self.rtt[i].min().is_some_and(|r| much_slower(r, median)))
+            .map(|i| answering(i) && self.least(i, now).is_some_and(|r| much_slower(r, median)))
             .collect()
     }
 
@@ -115,24 +126,31 @@ pub async fn run(
     let mut client: Option<CoordinatorClient> = None;
     let mut tick = tokio::time::interval(PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // One probe per node at a time, each on its own: a slow node's does not hold the others'.
+    let mut flying = tokio::task::JoinSet::new();
     while !done.load(Ordering::Relaxed) {
         tick.tick().await;
-        let probes: Vec<_> = nodes
-            .iter()
-            .map(|&addr| {
-                tokio::spawn(async move {
-                    let t = Instant::now();
+        while let Some(done) = flying.try_join_next() {
+            if let Ok((id, rtt)) = done {
+                views.probed(id, rtt);
+            }
+        }
+        let now = Instant::now();
+        for (id, &addr) in nodes.iter().enumerate() {
+            if views.probing[id].is_some() {
+                continue;
+            }
+            views.probing[id] = Some(now);
+            flying.spawn(async move {
+                let t = Instant::now();
+                let answered =
                     procs::http_get_host(addr, &addr.to_string(), "/_ecdn/health", PROBE_TIMEOUT)
                         .await
-                        .ok()
-                        .map(|_| t.elapsed())
-                })
-            })
-            .collect();
-        for (id, p) in probes.into_iter().enumerate() {
-            views.probed(id, p.await.ok().flatten());
+                        .is_ok();
+                (id, answered.then(|| t.elapsed()))
+            });
         }
-        for (id, now_slow) in views.slow().into_iter().enumerate() {
+        for (id, now_slow) in views.slow(Instant::now()).into_iter().enumerate() {
             if now_slow != was_slow[id] {
                 was_slow[id] = now_slow;
                 slow(id, now_slow);
@@ -165,26 +183,26 @@ mod tests {
         for id in 0..4 {
             v.probed(id, ms(1));
         }
-        assert_eq!(v.slow(), vec![false; 4]);
+        assert_eq!(v.slow(Instant::now()), vec![false; 4]);
         // Slow once the whole window is: 8 ms and half the median (1 ms) above it.
         for _ in 0..RecentRtt::LEN {
-            assert_eq!(v.slow(), vec![false; 4]);
+            assert_eq!(v.slow(Instant::now()), vec![false; 4]);
             v.probed(2, ms(50));
         }
-        assert_eq!(v.slow(), vec![false, false, true, false]);
+        assert_eq!(v.slow(Instant::now()), vec![false, false, true, false]);
         assert_eq!(v.report()[2].service_us, Some(50_000));
         // Slow but below the floor is not slow (a loaded loopback).
         let mut w = Views::new(3);
         for (id, m) in [(0, 1), (1, 1), (2, 6)] {
             w.probed(id, ms(m));
         }
-        assert_eq!(w.slow(), vec![false; 3]);
+        assert_eq!(w.slow(Instant::now()), vec![false; 3]);
         // A failing node is unreachable, not slow; it leaves the median.
         v.probed(1, None);
-        assert_eq!(v.slow(), vec![false, false, true, false]);
+        assert_eq!(v.slow(Instant::now()), vec![false, false, true, false]);
         assert!(!v.report()[1].reachable);
         // One fast answer ends it.
         v.probed(2, ms(1));
-        assert_eq!(v.slow(), vec![false; 4]);
+        assert_eq!(v.slow(Instant::now()), vec![false; 4]);
     }
 }
