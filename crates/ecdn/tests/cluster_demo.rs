@@ -235,7 +235,14 @@ fn routed_by_bucket_no_request_is_relayed() {
         .iter()
         .map(|n| n["relayed"].as_u64().unwrap())
         .sum();
-    assert_eq!(relayed, 0, "{}", v["node_stats"]);
+    // None, but for requests the balancer sent past a node its probes found slow (the next
+    // candidate relays it there unless its own probes find it slow too).
+    let skipped = v["balancer_slow_skips"].as_u64().unwrap();
+    assert!(
+        relayed <= skipped,
+        "{relayed} relayed, {skipped} skipped: {}",
+        v["node_stats"]
+    );
     // Every node served requests (each serves its buckets).
     assert!(v["ttfb_ms"]["coded"]["samples"].as_u64().unwrap() > 0);
 }

@@ -81,6 +81,8 @@ pub struct Dispenser<K: FnMut(usize)> {
     /// Nodes the load balancer's probes find much slower than the others (it sends them
     /// nothing while another node in the map is not).
     slow: Vec<bool>,
+    /// Requests a router named a slow node for, sent elsewhere.
+    slow_skips: u64,
     router: Option<Router>,
 }
 
@@ -120,6 +122,7 @@ impl<K: FnMut(usize)> Dispenser<K> {
             issued: None,
             out_of_map: vec![false; nodes],
             slow: vec![false; nodes],
+            slow_skips: 0,
             router: None,
         }
     }
@@ -252,39 +255,36 @@ impl<K: FnMut(usize)> Dispenser<K> {
             issued.store(self.next, std::sync::atomic::Ordering::Relaxed);
         }
         // The live nodes in the map and not slow; else those in the map; else every live one.
-        let preferred: Vec<usize>;
-        let rotation = if self
+        let in_map: Vec<usize> = self
             .live
             .iter()
-            .any(|&n| self.out_of_map[n] || self.slow[n])
-        {
-            let pick = |skip_slow: bool| -> Vec<usize> {
-                self.live
-                    .iter()
-                    .copied()
-                    .filter(|&n| !(self.out_of_map[n] || (skip_slow && self.slow[n])))
-                    .collect()
-            };
-            preferred = [pick(true), pick(false)]
-                .into_iter()
-                .find(|r| !r.is_empty())
-                .unwrap_or_default();
-            if preferred.is_empty() {
-                &self.live
-            } else {
-                &preferred
-            }
-        } else {
-            &self.live
+            .copied()
+            .filter(|&n| !self.out_of_map[n])
+            .collect();
+        let fast: Vec<usize> = in_map.iter().copied().filter(|&n| !self.slow[n]).collect();
+        let rotation: &[usize] = [&fast, &in_map]
+            .into_iter()
+            .find(|r| !r.is_empty())
+            .map_or(&self.live, |r| r.as_slice());
+        let route = |among: &[usize]| {
+            self.router
+                .as_ref()
+                .and_then(|r| r(index, among))
+                .filter(|n| among.contains(n))
         };
-        let node = self
-            .router
-            .as_ref()
-            .and_then(|r| r(index, rotation))
-            .filter(|n| rotation.contains(n))
-            .unwrap_or(rotation[(index % rotation.len() as u64) as usize]);
+        let routed = route(rotation);
+        if rotation.len() < in_map.len() && routed != route(&in_map) {
+            // The router's node is slow: the next candidate took the request.
+            self.slow_skips += 1;
+        }
+        let node = routed.unwrap_or(rotation[(index % rotation.len() as u64) as usize]);
         self.in_flight += 1;
         Next::Request(Assignment { index, node })
+    }
+
+    /// Requests a router named a node for that the load balancer found slow, sent to another.
+    pub fn slow_skips(&self) -> u64 {
+        self.slow_skips
     }
 
     /// Requests handed out so far.

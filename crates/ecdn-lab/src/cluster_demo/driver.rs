@@ -542,6 +542,30 @@ mod tests {
         assert_eq!(take(&mut d, 3), vec![2, 0, 1]);
     }
 
+    /// A router's node the load balancer finds slow gets nothing while another candidate
+    /// is in the rotation; each such request is counted.
+    #[test]
+    fn a_routed_request_skips_a_slow_node_and_is_counted() {
+        let prefer_1 =
+            |_: u64, among: &[usize]| Some(if among.contains(&1) { 1 } else { among[0] });
+        let mut d = Dispenser::new(4, 3, Vec::new(), |_| {}).with_router(Box::new(prefer_1));
+        let next = |d: &mut Dispenser<_>| match d.next_request() {
+            Next::Request(a) => {
+                d.finished();
+                a.node
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(next(&mut d), 1);
+        d.slow(1, true);
+        assert_eq!(next(&mut d), 0);
+        assert_eq!(next(&mut d), 0);
+        assert_eq!(d.slow_skips(), 2);
+        d.slow(1, false);
+        assert_eq!(next(&mut d), 1);
+        assert_eq!(d.slow_skips(), 2);
+    }
+
     #[test]
     fn dispenser_stops_for_each_rebalance() {
         let mut d = Dispenser::new(7, 2, Vec::new(), |_| {}).with_rebalances(3);

@@ -65,6 +65,8 @@ struct Live {
     control: control::ControlReport,
     /// The coordinator's declarations: each stay of a node out of the map.
     outs: Vec<declared::OutRow>,
+    /// Requests the load balancer sent past a node it found slow (`--routing bucket`).
+    slow_skips: u64,
     /// Per node, the largest service time the coordinator showed while it was in the map.
     service_ms_max: Vec<Option<f64>>,
 }
@@ -274,13 +276,14 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         },
     );
     let t = Instant::now();
-    let records = driver::run(work, a.concurrency).await;
+    let records = driver::run(work.clone(), a.concurrency).await;
     let elapsed_s = t.elapsed().as_secs_f64();
     progress.finish_and_clear();
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let watched = watcher.await.context("the coordinator's watcher")?;
     let _ = tokio::task::spawn_blocking(move || balancer.join()).await;
     let outs = declared::rows(&watched.changes, &fault_ctx.log.lock().unwrap(), t);
+    let slow_skips = work.dispenser.lock().unwrap().slow_skips();
     let mut control = events.await.context("the control-plane events")??;
     let records = records?;
     if let Some(b) = &setup.bed {
@@ -338,6 +341,7 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
         returns: returned,
         control,
         outs,
+        slow_skips,
         service_ms_max: watched.service_ms_max,
     })
 }
@@ -538,6 +542,7 @@ fn build_report(
         sim_with_kills: sim_killed,
         testbed: None,
         declared: live.outs.clone(),
+        balancer_slow_skips: live.slow_skips,
         service_ms_max: live.service_ms_max.clone(),
     }
 }

@@ -121,6 +121,9 @@ pub struct Report {
     /// from its fault and to its return (the simulator's column loses the nodes the demo did
     /// not kill at these requests).
     pub declared: Vec<super::declared::OutRow>,
+    /// Requests the load balancer routed by bucket (`--routing bucket`) sent to the bucket's
+    /// next candidate because its probes found the serving node much slower than the others.
+    pub balancer_slow_skips: u64,
     /// Per node, the largest service time (ms: the median of its peers' probe round trips)
     /// the coordinator showed while the node was in the map; null if never shown.
     pub service_ms_max: Vec<Option<f64>>,

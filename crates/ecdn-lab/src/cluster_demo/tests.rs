@@ -178,6 +178,7 @@ fn report_json_has_the_contract_fields() {
             ..control::ControlReport::default()
         },
         outs: Vec::new(),
+        slow_skips: 0,
         service_ms_max: Vec::new(),
     };
     let sim = sim_summary(&simulate(&a, &plan, Failures::None).unwrap());
