@@ -165,6 +165,24 @@ pub struct DelayerReport {
     pub saturated_seconds: u64,
     /// Seconds measured.
     pub seconds: u64,
+    /// Seconds its loop was busy in all (the CPU it took).
+    pub busy_s: f64,
+}
+
+/// The share of the machine's CPU time the delayers together may take and the run still
+/// measure the system: they run at a real-time priority, so what they take, the processes
+/// under test lose.
+pub const DELAYERS_CPU_SHARE: f64 = 0.25;
+
+/// The share of the machine's CPU time (`cores` of them) over the longest-measuring delayer's
+/// seconds that the `delayers` took together; 0 without delayers.
+pub fn delayers_cpu_share(delayers: &[DelayerReport], cores: usize) -> f64 {
+    let seconds = delayers.iter().map(|d| d.seconds).max().unwrap_or(0);
+    if seconds == 0 {
+        return 0.0;
+    }
+    let busy: f64 = delayers.iter().map(|d| d.busy_s).sum();
+    busy / (seconds as f64 * cores.max(1) as f64)
 }
 
 impl DelayerReport {
@@ -453,6 +471,7 @@ impl Bed {
                     max_busy: s.max_busy_permille.load(Relaxed) as f64 / 1e3,
                     saturated_seconds: s.saturated_seconds.load(Relaxed),
                     seconds: s.seconds.load(Relaxed),
+                    busy_s: s.busy_us.load(Relaxed) as f64 / 1e6,
                 })
             })
             .collect()

@@ -63,6 +63,9 @@ pub struct DelayStats {
     pub saturated_seconds: AtomicU64,
     /// The busiest second's busy fraction, in thousandths.
     pub max_busy_permille: AtomicU64,
+    /// Time the loop was busy over every second measured, µs: the CPU the delayer took from
+    /// the machine (at its real-time priority, from the processes under test first).
+    pub busy_us: AtomicU64,
     /// Seconds measured.
     pub seconds: AtomicU64,
 }
@@ -105,6 +108,10 @@ impl Second {
             return;
         }
         let busy = 1.0 - self.waited.as_secs_f64() / wall.as_secs_f64();
+        stats.busy_us.fetch_add(
+            wall.saturating_sub(self.waited).as_micros() as u64,
+            Ordering::Relaxed,
+        );
         let permille = (busy.clamp(0.0, 1.0) * 1000.0) as u64;
         stats
             .max_busy_permille
@@ -564,6 +571,14 @@ mod tests {
         assert_eq!(closed(1000, 40, 500), 0);
         // Busy 95% of the second: saturated however few packets were late.
         assert_eq!(closed(1000, 0, 50), 1);
+        // Busy time adds up over the seconds.
+        let stats = DelayStats::default();
+        for waited in [900, 500] {
+            let mut s = Second::new(t);
+            s.waited = Duration::from_millis(waited);
+            s.roll(t + Duration::from_secs(1), &stats);
+        }
+        assert_eq!(stats.busy_us.load(Ordering::Relaxed), 600_000);
     }
 
     #[test]

@@ -258,14 +258,28 @@ pub struct BedReport {
     pub faults: Vec<Fault>,
     /// Each delaying host's delayer, as it measured itself by the end of the run.
     pub delayers: Vec<ecdn_testbed::bed::DelayerReport>,
-    /// `false` when a delayer did not keep up: the run measured the bed, not the system, and
-    /// is no result ([`BedReport::invalid_because`]).
+    /// The share of the machine's CPU the delayers took together
+    /// (`ecdn_testbed::bed::delayers_cpu_share`).
+    pub delayers_cpu: f64,
+    /// `false` when a delayer did not keep up, or the delayers together took more than
+    /// `ecdn_testbed::bed::DELAYERS_CPU_SHARE` of the machine's CPU: the run measured the
+    /// bed, not the system, and is no result ([`BedReport::invalid_because`]).
     pub valid: bool,
 }
 
 impl BedReport {
-    /// Why the run is no result, if it is none: the delayers that did not keep up.
+    /// Why the run is no result, if it is none: the delayers that did not keep up, or the
+    /// CPU they took from the processes under test.
     pub fn invalid_because(&self) -> Option<String> {
+        if self.delayers_cpu > ecdn_testbed::bed::DELAYERS_CPU_SHARE {
+            return Some(format!(
+                "INVALID RUN: the test bed's delayers took {:.0}% of the machine's CPU (more \
+                 than {:.0}%), at a real-time priority, from the processes under test; this run \
+                 measured the bed, not the system (use a lower rate or load, or no delay)",
+                self.delayers_cpu * 100.0,
+                ecdn_testbed::bed::DELAYERS_CPU_SHARE * 100.0
+            ));
+        }
         let bad: Vec<String> = self
             .delayers
             .iter()
@@ -365,6 +379,7 @@ impl DemoBed {
                 .collect(),
             faults,
             delayers: Vec::new(),
+            delayers_cpu: 0.0,
             valid: true,
         };
         Ok(DemoBed {
@@ -465,7 +480,10 @@ impl DemoBed {
     pub fn report(&self) -> BedReport {
         let mut r = self.report.clone();
         r.delayers = self.bed.lock().unwrap().delayers();
-        r.valid = r.delayers.iter().all(|d| d.kept_up());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        r.delayers_cpu = ecdn_testbed::bed::delayers_cpu_share(&r.delayers, cores);
+        r.valid = r.delayers.iter().all(|d| d.kept_up())
+            && r.delayers_cpu <= ecdn_testbed::bed::DELAYERS_CPU_SHARE;
         r
     }
 }
