@@ -457,6 +457,60 @@ fn a_node_cut_off_from_its_peers_leaves_the_map_and_returns_after_the_heal() {
 }
 
 #[test]
+fn a_slow_node_and_one_the_clients_cannot_reach_leave_the_map() {
+    let _turn = one_at_a_time();
+    // Of 6 nodes, node 1 slowed by 100 ms each way and node 3 cut off from the client, both
+    // at 0.1: the coordinator takes both out, each for its reason (a slow one after
+    // `slow_for_ms`), and the simulator loses them. With the judge switched off, heartbeats
+    // keep both in the map.
+    let args = [
+        "--nodes",
+        "6",
+        "--requests",
+        "2500",
+        "--objects",
+        "150",
+        "--concurrency",
+        "2",
+        "--no-kill",
+        "--slow",
+        "1:100ms@0.1",
+        "--partition-clients",
+        "3@0.1",
+        // Debug builds under the test suite's load answer probes in up to ~20 ms: the slow
+        // bound is raised above that, and stays far below node 1's 200 ms.
+        "--health",
+        "slow_ms=60",
+    ];
+    let (r, stderr) = demo_on_bed(&args);
+    let declared = r["declared"].as_array().unwrap();
+    let reason_of = |node: usize| {
+        declared
+            .iter()
+            .find(|d| d["node"] == node)
+            .and_then(|d| d["reason"].as_str())
+            .unwrap_or_else(|| panic!("node {node} was never declared out: {declared:?}\n{stderr}"))
+            .to_string()
+    };
+    assert!(reason_of(1).starts_with("slow"), "{}", reason_of(1));
+    assert!(
+        reason_of(3).starts_with("unreachable from clients"),
+        "{}",
+        reason_of(3)
+    );
+    assert_eq!(r["failed_requests"], 0, "{stderr}");
+    assert_eq!(r["wrong_bytes"], 0);
+    assert!(r["sim_with_kills"].is_object());
+    let off_args: Vec<&str> = args[..args.len() - 2]
+        .iter()
+        .copied()
+        .chain(["--health", "off"])
+        .collect();
+    let (off, _) = demo_on_bed(&off_args);
+    assert_eq!(off["declared"].as_array().unwrap().len(), 0);
+}
+
+#[test]
 fn coral_sites_as_processes_fill_from_each_other_and_redirect_by_measured_rtt() {
     let _turn = one_at_a_time();
     // 8 nodes in 2 sites, each an `ecdn node --coral-*` process on a host of its own, every
