@@ -384,6 +384,19 @@ fn a_cluster_on_the_bed_survives_a_partition_a_slow_node_and_a_kill() {
     assert_eq!(leftovers(id), Vec::<String>::new());
 }
 
+/// `args` (ending in a `--health` setting) run again with the judge switched off: heartbeats
+/// alone decide, and no node is declared out.
+fn nothing_declared_with_the_judge_off(args: &[&str]) {
+    assert_eq!(args[args.len() - 2], "--health");
+    let off_args: Vec<&str> = args[..args.len() - 2]
+        .iter()
+        .copied()
+        .chain(["--health", "off"])
+        .collect();
+    let (off, _) = demo_on_bed(&off_args);
+    assert_eq!(off["declared"].as_array().unwrap().len(), 0);
+}
+
 /// `ecdn cluster demo` on the bed with `extra`; its JSON report and stderr.
 fn demo_on_bed(extra: &[&str]) -> (serde_json::Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_ecdn"))
@@ -447,13 +460,7 @@ fn a_node_cut_off_from_its_peers_leaves_the_map_and_returns_after_the_heal() {
     );
     // The simulator lost it too: its column has a run with failures.
     assert!(r["sim_with_kills"].is_object());
-    let off_args: Vec<&str> = args[..args.len() - 2]
-        .iter()
-        .copied()
-        .chain(["--health", "off"])
-        .collect();
-    let (off, _) = demo_on_bed(&off_args);
-    assert_eq!(off["declared"].as_array().unwrap().len(), 0);
+    nothing_declared_with_the_judge_off(&args);
 }
 
 #[test]
@@ -492,22 +499,16 @@ fn a_slow_node_and_one_the_clients_cannot_reach_leave_the_map() {
             .unwrap_or_else(|| panic!("node {node} was never declared out: {declared:?}\n{stderr}"))
             .to_string()
     };
-    assert!(reason_of(1).starts_with("slow"), "{}", reason_of(1));
+    let (slow, unreachable) = (reason_of(1), reason_of(3));
+    assert!(slow.starts_with("slow"), "{slow}");
     assert!(
-        reason_of(3).starts_with("unreachable from clients"),
-        "{}",
-        reason_of(3)
+        unreachable.starts_with("unreachable from clients"),
+        "{unreachable}"
     );
     assert_eq!(r["failed_requests"], 0, "{stderr}");
     assert_eq!(r["wrong_bytes"], 0);
     assert!(r["sim_with_kills"].is_object());
-    let off_args: Vec<&str> = args[..args.len() - 2]
-        .iter()
-        .copied()
-        .chain(["--health", "off"])
-        .collect();
-    let (off, _) = demo_on_bed(&off_args);
-    assert_eq!(off["declared"].as_array().unwrap().len(), 0);
+    nothing_declared_with_the_judge_off(&args);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! clients cannot reach leaves the map (`ecdn_cluster::health`).
 //!
 //! It also routes around a node whose probes answer much slower than the others' (the least
-//! of its last three round trips beyond the bound a node's reads hedge by,
+//! of its last two round trips beyond the bound a node's reads hedge by,
 //! `PeerObserver::slower`'s: longer than the median node's by 8 ms and by half of it): such a
 //! node gets no request while another node in the map is not slow
 //! ([`super::dispenser::Dispenser::slow`]). The load balancer of C2DN §3.2 does the same with
@@ -50,7 +50,7 @@ impl Views {
     /// The least of node `i`'s recent round trips, its probe on its way counted at `now`
     /// ([`RecentRtt::min_pending`]).
     fn least(&self, i: usize, now: Instant) -> Option<f64> {
-        let pending = self.probing[i].map(|t| now.saturating_duration_since(t).as_secs_f64() * 1e6);
+        let pending = self.probing[i].map(|t| now.saturating_duration_since(t));
         self.rtt[i].min_pending(pending)
     }
 

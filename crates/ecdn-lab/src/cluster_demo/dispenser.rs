@@ -255,17 +255,31 @@ impl<K: FnMut(usize)> Dispenser<K> {
             issued.store(self.next, std::sync::atomic::Ordering::Relaxed);
         }
         // The live nodes in the map and not slow; else those in the map; else every live one.
-        let in_map: Vec<usize> = self
+        let (in_map_v, fast_v): (Vec<usize>, Vec<usize>);
+        let (rotation, in_map): (&[usize], &[usize]) = if self
             .live
             .iter()
-            .copied()
-            .filter(|&n| !self.out_of_map[n])
-            .collect();
-        let fast: Vec<usize> = in_map.iter().copied().filter(|&n| !self.slow[n]).collect();
-        let rotation: &[usize] = [&fast, &in_map]
-            .into_iter()
-            .find(|r| !r.is_empty())
-            .map_or(&self.live, |r| r.as_slice());
+            .any(|&n| self.out_of_map[n] || self.slow[n])
+        {
+            in_map_v = self
+                .live
+                .iter()
+                .copied()
+                .filter(|&n| !self.out_of_map[n])
+                .collect();
+            fast_v = in_map_v
+                .iter()
+                .copied()
+                .filter(|&n| !self.slow[n])
+                .collect();
+            let rotation = [&fast_v, &in_map_v]
+                .into_iter()
+                .find(|r| !r.is_empty())
+                .map_or(&self.live[..], |r| r.as_slice());
+            (rotation, &in_map_v)
+        } else {
+            (&self.live, &self.live)
+        };
         let route = |among: &[usize]| {
             self.router
                 .as_ref()
@@ -273,7 +287,7 @@ impl<K: FnMut(usize)> Dispenser<K> {
                 .filter(|n| among.contains(n))
         };
         let routed = route(rotation);
-        if rotation.len() < in_map.len() && routed != route(&in_map) {
+        if rotation.len() < in_map.len() && routed != route(in_map) {
             // The router's node is slow: the next candidate took the request.
             self.slow_skips += 1;
         }

@@ -177,10 +177,19 @@ fn presumed_holders(c: &Cluster, bucket: usize) -> Vec<Holder> {
     for p in placed.iter().filter(|p| p.server != c.id) {
         holders.push(Holder {
             server: p.server,
-            held: vec![PieceName::Chunk(p.chunk as u16)],
+            held: vec![assigned(p, true)],
         });
     }
     holders
+}
+
+/// The piece the map assigns `p`'s server: its chunk if `coded`, else a replica.
+fn assigned(p: &Piece, coded: bool) -> PieceName {
+    if coded {
+        PieceName::Chunk(p.chunk as u16)
+    } else {
+        PieceName::Replica
+    }
 }
 
 /// What the bucket's assigned servers of its pieces (chunks if `coded`, else replicas) hold,
@@ -205,11 +214,7 @@ async fn ask_placed(c: &Arc<Cluster>, key: &CacheKey, coded: bool, here: &Holder
         held: here.held.clone(),
     }];
     for p in &slow {
-        let piece = if coded {
-            PieceName::Chunk(p.chunk as u16)
-        } else {
-            PieceName::Replica
-        };
+        let piece = assigned(p, coded);
         match holders.iter_mut().find(|h| h.server == p.server) {
             Some(h) => h.held.push(piece),
             None => holders.push(Holder {

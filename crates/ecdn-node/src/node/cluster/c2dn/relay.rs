@@ -16,6 +16,7 @@
 //! has not yet declared it unavailable, its buckets are served by their next candidate, which
 //! reads the same pieces, as it will once it is declared.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -59,7 +60,7 @@ pub(in crate::node) async fn forward(
         .map(|(n, v)| (n.clone(), v.clone()))
         .collect();
     let timeout = st.upstream.timeout + c.peer_timeout;
-    for server in detour_order(c, map.candidates(bucket)) {
+    for &server in detour_order(c, map.candidates(bucket)).iter() {
         if server == c.id {
             return None;
         }
@@ -112,8 +113,12 @@ pub(in crate::node) async fn forward(
 
 /// The bucket's `candidates` in the order to try them: those this node's probes find much
 /// slower than their peers after the others (each counted as a detour), in their order.
-fn detour_order(c: &Cluster, candidates: &[usize]) -> Vec<usize> {
+/// Without a slow one, the map's own slice.
+fn detour_order<'a>(c: &Cluster, candidates: &'a [usize]) -> Cow<'a, [usize]> {
     let now = std::time::Instant::now();
+    if !candidates.iter().any(|&s| c.slower(s, now)) {
+        return Cow::Borrowed(candidates);
+    }
     let (mut fast, slow): (Vec<usize>, Vec<usize>) =
         candidates.iter().partition(|&&s| !c.slower(s, now));
     // A detour only counts when another candidate takes the request.
@@ -123,7 +128,7 @@ fn detour_order(c: &Cluster, candidates: &[usize]) -> Vec<usize> {
         }
     }
     fast.extend(slow);
-    fast
+    Cow::Owned(fast)
 }
 
 /// The serving node's answer as this node's: its tagged headers (`headers`, checked) less
