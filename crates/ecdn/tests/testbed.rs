@@ -418,6 +418,17 @@ fn demo_on_bed(extra: &[&str]) -> (serde_json::Value, String) {
     (r, stderr)
 }
 
+/// The health tests' small run: 2,500 requests of 150 objects, 2 at a time, no kill.
+const HEALTH_RUN: &[&str] = &[
+    "--requests",
+    "2500",
+    "--objects",
+    "150",
+    "--concurrency",
+    "2",
+    "--no-kill",
+];
+
 #[test]
 fn a_node_cut_off_from_its_peers_leaves_the_map_and_returns_after_the_heal() {
     let _turn = one_at_a_time();
@@ -425,23 +436,19 @@ fn a_node_cut_off_from_its_peers_leaves_the_map_and_returns_after_the_heal() {
     // seconds, saying why, and takes it back after the heal; the simulator's column loses it
     // at the same requests. With the judge switched off, heartbeats keep it in the map.
     let args = [
-        "--nodes",
-        "5",
-        "--requests",
-        "2500",
-        "--objects",
-        "150",
-        "--concurrency",
-        "2",
-        "--no-kill",
-        "--partition-peers",
-        "1@0.1+4s",
-        // The test is about a partition. Debug builds under the test suite's load answer
-        // probes in up to ~20 ms, above the default slow bound (15 ms, set for release
-        // builds): the bound is raised so that no node leaves as slow.
-        "--health",
-        "slow_ms=200",
-    ];
+        &["--nodes", "5"][..],
+        HEALTH_RUN,
+        &[
+            "--partition-peers",
+            "1@0.1+4s",
+            // The test is about a partition. Debug builds under the test suite's load answer
+            // probes in up to ~20 ms, above the default slow bound (15 ms, set for release
+            // builds): the bound is raised so that no node leaves as slow.
+            "--health",
+            "slow_ms=200",
+        ][..],
+    ]
+    .concat();
     let (r, stderr) = demo_on_bed(&args);
     let declared = r["declared"].as_array().unwrap();
     let row = declared
@@ -471,24 +478,20 @@ fn a_slow_node_and_one_the_clients_cannot_reach_leave_the_map() {
     // `slow_for_ms`), and the simulator loses them. With the judge switched off, heartbeats
     // keep both in the map.
     let args = [
-        "--nodes",
-        "6",
-        "--requests",
-        "2500",
-        "--objects",
-        "150",
-        "--concurrency",
-        "2",
-        "--no-kill",
-        "--slow",
-        "1:100ms@0.1",
-        "--partition-clients",
-        "3@0.1",
-        // Debug builds under the test suite's load answer probes in up to ~20 ms: the slow
-        // bound is raised above that, and stays far below node 1's 200 ms.
-        "--health",
-        "slow_ms=60",
-    ];
+        &["--nodes", "6"][..],
+        HEALTH_RUN,
+        &[
+            "--slow",
+            "1:100ms@0.1",
+            "--partition-clients",
+            "3@0.1",
+            // Debug builds under the test suite's load answer probes in up to ~20 ms: the slow
+            // bound is raised above that, and stays far below node 1's 200 ms.
+            "--health",
+            "slow_ms=60",
+        ][..],
+    ]
+    .concat();
     let (r, stderr) = demo_on_bed(&args);
     let declared = r["declared"].as_array().unwrap();
     let reason_of = |node: usize| {
