@@ -30,6 +30,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::delay::{self, DelayParams, DelayStats};
+use crate::machine::{MachineReport, MachineWatch};
 use crate::spec::{HostSpec, LinkSpec};
 use crate::sys;
 use crate::Error;
@@ -141,7 +142,8 @@ impl Delayer {
     }
 }
 
-/// The share of a run's seconds a delayer may have saturated and still have kept up.
+/// The share of a run's seconds a delayer may have saturated, or the machine been starved
+/// ([`machine_kept_up`]), and the run still have measured the system.
 pub const SATURATED_SHARE: f64 = 0.1;
 
 /// One host's delayer, as it measured itself ([`DelayStats`]): whether it kept up.
@@ -165,14 +167,20 @@ pub struct DelayerReport {
     pub saturated_seconds: u64,
     /// Seconds measured.
     pub seconds: u64,
-    /// Seconds its loop was busy in all (the CPU it took).
+    /// Seconds its loop was busy in all (not waiting for packets or their time).
     pub busy_s: f64,
+    /// Seconds of CPU its thread took, user and system: the busy seconds, and the kernel's
+    /// work for every packet it let go ([`delay::DelayStats::cpu_us`]).
+    pub cpu_s: f64,
 }
 
-/// The share of the machine's CPU time the delayers together may take and the run still
-/// measure the system: they run at a real-time priority, so what they take, the processes
-/// under test lose.
-pub const DELAYERS_CPU_SHARE: f64 = 0.25;
+/// Whether a run through delayers measured the system rather than the bed: at most
+/// [`SATURATED_SHARE`] of its seconds starved ([`crate::machine`]). The delayers take their
+/// CPU first, at a real-time priority; in a starved second, what they took the processes under
+/// test waited for.
+pub fn machine_kept_up(machine: &MachineReport) -> bool {
+    machine.starved_seconds as f64 <= SATURATED_SHARE * machine.seconds.max(1) as f64
+}
 
 /// The share of the machine's CPU time (`cores` of them) over the longest-measuring delayer's
 /// seconds that the `delayers` took together; 0 without delayers.
@@ -181,8 +189,8 @@ pub fn delayers_cpu_share(delayers: &[DelayerReport], cores: usize) -> f64 {
     if seconds == 0 {
         return 0.0;
     }
-    let busy: f64 = delayers.iter().map(|d| d.busy_s).sum();
-    busy / (seconds as f64 * cores.max(1) as f64)
+    let cpu: f64 = delayers.iter().map(|d| d.cpu_s).sum();
+    cpu / (seconds as f64 * cores.max(1) as f64)
 }
 
 impl DelayerReport {
@@ -216,6 +224,8 @@ pub struct Bed {
     pairs: std::collections::BTreeMap<(usize, usize), Duration>,
     guard: Option<(Child, ChildStdin)>,
     down: bool,
+    /// The machine's spare CPU, watched from the first delayer on ([`crate::machine`]).
+    machine: Option<MachineWatch>,
 }
 
 #[derive(Serialize, serde::Deserialize)]
@@ -260,6 +270,7 @@ impl Bed {
             pairs: Default::default(),
             guard: None,
             down: false,
+            machine: None,
         };
         if let Some(exe) = &config.guard {
             bed.guard = Some(spawn_guard(exe, &bed.id)?);
@@ -472,9 +483,16 @@ impl Bed {
                     saturated_seconds: s.saturated_seconds.load(Relaxed),
                     seconds: s.seconds.load(Relaxed),
                     busy_s: s.busy_us.load(Relaxed) as f64 / 1e6,
+                    cpu_s: s.cpu_us.load(Relaxed) as f64 / 1e6,
                 })
             })
             .collect()
+    }
+
+    /// How much spare CPU the machine had since the first delayer started; `None` without
+    /// delayers ([`crate::machine`]).
+    pub fn machine(&self) -> Option<MachineReport> {
+        self.machine.as_ref().map(MachineWatch::report)
     }
 
     /// Undoes every fault on every host.
@@ -555,6 +573,9 @@ impl Bed {
             }
             if host.delayer.is_none() && rules.contains("NFQUEUE") {
                 host.delayer = Some(Delayer::start(host, n)?);
+                if self.machine.is_none() {
+                    self.machine = Some(MachineWatch::start()?);
+                }
             }
             if let Some(d) = &host.delayer {
                 for (j, &(_, jitter, _)) in links.iter().enumerate() {
@@ -619,6 +640,7 @@ impl Bed {
                 }
             }
         }
+        self.machine = None;
         let result = teardown_id(&self.id);
         if let Some((mut child, stdin)) = self.guard.take() {
             drop(stdin); // the watcher sees its owner go, finds nothing left, and ends

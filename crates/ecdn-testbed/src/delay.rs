@@ -66,6 +66,11 @@ pub struct DelayStats {
     /// Time the loop was busy over every second measured, µs: the CPU the delayer took from
     /// the machine (at its real-time priority, from the processes under test first).
     pub busy_us: AtomicU64,
+    /// The CPU time the delayer's thread took, user and system, µs (`getrusage`'s
+    /// `RUSAGE_THREAD`). More than [`DelayStats::busy_us`]: letting a packet go runs the rest
+    /// of the kernel's receive path for it (TCP, the socket's wake-up, the acknowledgment it
+    /// sends through the links) in the delayer's system call, and the wake-ups cost too.
+    pub cpu_us: AtomicU64,
     /// Seconds measured.
     pub seconds: AtomicU64,
 }
@@ -117,6 +122,7 @@ impl Second {
             .max_busy_permille
             .fetch_max(permille, Ordering::Relaxed);
         stats.seconds.fetch_add(1, Ordering::Relaxed);
+        stats.cpu_us.store(thread_cpu_us(), Ordering::Relaxed);
         let late =
             self.packets >= MIN_PACKETS && self.late as f64 > LATE_SHARE * self.packets as f64;
         if busy > BUSY || late || self.overflows > 0 {
@@ -392,6 +398,18 @@ fn packet_id(body: &[u8]) -> Option<u32> {
     None
 }
 
+/// The CPU time the calling thread took so far, user and system, µs (0 if it cannot be read).
+fn thread_cpu_us() -> u64 {
+    // SAFETY: a zeroed rusage is a valid out-parameter for getrusage.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_THREAD of the calling thread into a valid rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } != 0 {
+        return 0;
+    }
+    let us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    us(usage.ru_utime) + us(usage.ru_stime)
+}
+
 /// Puts the calling thread in `SCHED_FIFO` at a low real-time priority, if it may.
 fn realtime() {
     let param = libc::sched_param { sched_priority: 10 };
@@ -522,6 +540,7 @@ pub fn run(
             socket.accept_through(h.num, id)?;
         }
     }
+    stats.cpu_us.store(thread_cpu_us(), Ordering::Relaxed);
     Ok(())
 }
 

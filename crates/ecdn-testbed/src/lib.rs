@@ -7,7 +7,8 @@
 //! * **loss**, **cut links** and **partitions** by nftables rules on the bridge, so a dropped
 //!   packet vanishes silently as on a wire (no sender sees an error);
 //! * **delay** and **jitter** by the [`delay`] loop, which holds the host's packets in an
-//!   NFQUEUE (the kernels this runs on lack netem).
+//!   NFQUEUE (the kernels this runs on lack netem); while they run, [`machine`] counts the
+//!   seconds the machine had no CPU to spare, when a run measures the bed.
 //!
 //! [`Bed`] builds one and tears it down when dropped; its fault verbs ([`Bed::cut`],
 //! [`Bed::partition`], [`Bed::slow`], [`Bed::shape`], [`Bed::restore`]) change a running bed.
@@ -21,6 +22,7 @@
 
 pub mod bed;
 pub mod delay;
+pub mod machine;
 pub mod probe;
 pub mod spec;
 pub mod sys;
