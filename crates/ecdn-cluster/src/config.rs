@@ -46,7 +46,7 @@
 //! flap_window_s = 300       #   this window, at most
 //! max_return_ms = 60000     #   this long
 //! max_out = 0               # nodes out for health at once (0: a third, at least 1)
-//! probe_ms = 100            # how often each node probes its peers
+//! probe_ms = 50             # how often each node probes its peers
 //! probe_fanout = 16         # peers each node probes per probe period
 //! probe_timeout_ms = 500    # an unanswered probe is a failure after this long
 //!

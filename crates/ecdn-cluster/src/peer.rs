@@ -352,7 +352,7 @@ impl PeerClient {
             .await;
         let rtt = t.elapsed();
         if let Some(o) = &self.observer {
-            o.probe_ended(addr);
+            o.probe_ended(addr, t);
         }
         match &result {
             Ok(resp) if resp.status().is_success() => {

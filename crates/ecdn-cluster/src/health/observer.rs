@@ -34,54 +34,94 @@ pub const HEDGE_FLOOR: Duration = Duration::from_millis(8);
 /// 20 ms slower however long the queue.
 pub const HEDGE_SHARE: f64 = 0.5;
 
-/// The least of the last [`RecentRtt::LEN`] round trips (µs) of one peer or node.
+/// The last [`RecentRtt::LEN`] probe round trips (µs) of one peer or node, and the probes on
+/// their way (at most [`RecentRtt::LEN`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct RecentRtt {
     samples: [f64; RecentRtt::LEN],
     len: usize,
     next: usize,
+    /// When each probe on its way left.
+    pending: [Option<Instant>; RecentRtt::LEN],
 }
 
 impl RecentRtt {
-    /// Round trips remembered: the hedge starts after this many slow probes in a row, and
-    /// ends after one fast one.
+    /// Round trips that decide: the hedge starts after this many slow probes in a row, and
+    /// ends after one fast one. It is also how many probes may be on their way at once, so
+    /// that two late ones can start the hedge before either is answered.
     pub const LEN: usize = 2;
 
+    /// Notes a probe answered after `us`.
     pub fn push(&mut self, us: f64) {
         self.samples[self.next] = us;
         self.next = (self.next + 1) % Self::LEN;
         self.len = (self.len + 1).min(Self::LEN);
     }
 
-    /// The least of those remembered; `None` before the first.
+    /// The least of the round trips remembered; `None` before the first.
     pub fn min(&self) -> Option<f64> {
         self.samples[..self.len].iter().copied().reduce(f64::min)
     }
 
-    /// [`RecentRtt::min`], knowing that a probe unanswered for `pending` is on its way:
-    /// its round trip will be at least that, and it will push the oldest one out, so the
-    /// least can only be the greater of now and then. A peer turned slow is seen as soon
-    /// as its next probe is late, not once it is answered (a peer 100 ms away each way was
-    /// seen 200 ms sooner).
-    pub fn min_pending(&self, pending: Option<Duration>) -> Option<f64> {
-        let now = self.min()?;
-        let Some(age) = pending.filter(|_| self.len == Self::LEN) else {
-            return Some(now);
-        };
-        let age = age.as_secs_f64() * 1e6;
-        let then = (0..Self::LEN)
-            .filter(|&i| i != self.next)
-            .map(|i| self.samples[i])
-            .fold(age, f64::min);
-        Some(now.max(then))
+    /// A probe leaves at `now`; `false` (nothing noted) when [`RecentRtt::LEN`] are on their
+    /// way already.
+    pub fn start(&mut self, now: Instant) -> bool {
+        match self.pending.iter_mut().find(|p| p.is_none()) {
+            Some(free) => {
+                *free = Some(now);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The probe that left at `started` ended, answered after `rtt` or not at all.
+    pub fn end(&mut self, started: Instant, rtt: Option<Duration>) {
+        if let Some(p) = self.pending.iter_mut().find(|p| **p == Some(started)) {
+            *p = None;
+        }
+        if let Some(rtt) = rtt {
+            self.push(rtt.as_secs_f64() * 1e6);
+        }
+    }
+
+    /// The least round trip of the last [`RecentRtt::LEN`] probes at `now`, where a probe on
+    /// its way counts as its age once that is above `bar_us` (its round trip will be at
+    /// least that; younger, it says nothing yet, and the probes before it count instead);
+    /// `None` before any evidence. So a peer turned slow is seen as soon as two probes are
+    /// late by the bar, not once they are answered (a peer 100 ms away each way, probed
+    /// every 50 ms: 110 ms after it turned, where waiting for an answer took 210 ms).
+    pub fn least(&self, now: Instant, bar_us: f64) -> Option<f64> {
+        let mut late: Vec<f64> = self
+            .pending
+            .iter()
+            .flatten()
+            .map(|&t| now.saturating_duration_since(t).as_secs_f64() * 1e6)
+            .filter(|&age| age > bar_us)
+            .collect();
+        // The youngest late probe is the newest evidence.
+        late.sort_by(f64::total_cmp);
+        let answered =
+            (1..=self.len).map(|back| self.samples[(self.next + Self::LEN - back) % Self::LEN]);
+        late.into_iter()
+            .chain(answered)
+            .take(Self::LEN)
+            .reduce(f64::min)
     }
 }
 
-/// Whether a round trip of `us` is much slower than a `median_us` one: longer by more than
-/// [`HEDGE_FLOOR`] and [`HEDGE_SHARE`] of it (the rule of [`PeerObserver::slower`], and of the
-/// demo's load balancer).
-pub fn much_slower(us: f64, median_us: f64) -> bool {
-    us - median_us > (HEDGE_FLOOR.as_secs_f64() * 1e6).max(HEDGE_SHARE * median_us)
+/// The round trip (µs) above which a node is much slower than a `median_us` one: longer by
+/// more than [`HEDGE_FLOOR`] and [`HEDGE_SHARE`] of it (the rule of [`PeerObserver::slower`],
+/// and of the demo's load balancer).
+pub fn hedge_bar(median_us: f64) -> f64 {
+    median_us + (HEDGE_FLOOR.as_secs_f64() * 1e6).max(HEDGE_SHARE * median_us)
+}
+
+/// Whether node `r`'s recent round trips at `now` make it much slower than a `median_us`
+/// one ([`hedge_bar`], [`RecentRtt::least`]).
+pub fn much_slower(r: &RecentRtt, median_us: f64, now: Instant) -> bool {
+    let bar = hedge_bar(median_us);
+    r.least(now, bar).is_some_and(|us| us > bar)
 }
 
 /// The median of `values` (sorted in place); 0 when empty.
@@ -95,7 +135,6 @@ struct Seen {
     reachable: bool,
     failures: u32,
     service_us: Option<f64>,
-    recent: RecentRtt,
     at: Instant,
 }
 
@@ -123,8 +162,8 @@ struct Inner {
     /// answered: what [`PeerObserver::slower`] compares against on the read path without
     /// sorting.
     median_us: f64,
-    /// Probes sent and not answered yet, since when.
-    probing: HashMap<SocketAddr, Instant>,
+    /// Per peer probed, its recent probes: answered, and on their way.
+    recent: HashMap<SocketAddr, RecentRtt>,
 }
 
 impl Inner {
@@ -136,7 +175,6 @@ impl Inner {
             reachable: true,
             failures: 0,
             service_us: None,
-            recent: RecentRtt::default(),
             at: now,
         });
         s.at = now;
@@ -163,20 +201,18 @@ impl PeerObserver {
         self.inner().note(addr, outcome, now);
     }
 
-    /// A probe of `addr` leaves at `now`; `false` (and nothing noted) if one is still on its
-    /// way: a peer is probed once at a time.
+    /// A probe of `addr` leaves at `now`; `false` (and nothing noted) if
+    /// [`RecentRtt::LEN`] are still on their way.
     pub fn probe_started(&self, addr: SocketAddr, now: Instant) -> bool {
-        let mut inner = self.inner();
-        if inner.probing.contains_key(&addr) {
-            return false;
-        }
-        inner.probing.insert(addr, now);
-        true
+        self.inner().recent.entry(addr).or_default().start(now)
     }
 
-    /// The probe of `addr` ended (answered or not).
-    pub fn probe_ended(&self, addr: SocketAddr) {
-        self.inner().probing.remove(&addr);
+    /// The probe of `addr` that left at `started` ended (answered or not; an answer is
+    /// noted by [`PeerObserver::probed`]).
+    pub fn probe_ended(&self, addr: SocketAddr, started: Instant) {
+        if let Some(r) = self.inner().recent.get_mut(&addr) {
+            r.end(started, None);
+        }
     }
 
     /// Notes a probe of `addr` answered after `rtt`.
@@ -189,20 +225,20 @@ impl PeerObserver {
                 Some(old) => old + ALPHA * (us - old),
                 None => us,
             });
-            s.recent.push(us);
         }
+        inner.recent.entry(addr).or_default().push(us);
         let mut all: Vec<f64> = inner
             .peers
-            .values()
-            .filter(|p| now.saturating_duration_since(p.at) < STALE)
-            .filter_map(|p| p.recent.min())
+            .iter()
+            .filter(|(_, p)| now.saturating_duration_since(p.at) < STALE)
+            .filter_map(|(a, _)| inner.recent.get(a)?.min())
             .collect();
         inner.median_us = median_of(&mut all);
     }
 
     /// Whether `addr` answers this node's probes much slower than its peers do lately: the
-    /// least of its last probes' round trips (a probe on its way counting as at least its age,
-    /// [`RecentRtt::min_pending`]) longer than the median peer's by more than [`HEDGE_FLOOR`]
+    /// least of its last probes' round trips (a late probe on its way counting as its age,
+    /// [`RecentRtt::least`]) longer than the median peer's by more than [`HEDGE_FLOOR`]
     /// and [`HEDGE_SHARE`] of it ([`much_slower`]), or failing. A read hedges against such a
     /// peer at once (C2DN §5's delayed parity, asked from the start) instead of waiting to
     /// find it late.
@@ -217,13 +253,10 @@ impl PeerObserver {
         if !s.reachable {
             return s.failures >= 2;
         }
-        let pending = inner
-            .probing
+        inner
+            .recent
             .get(&addr)
-            .map(|&t| now.saturating_duration_since(t));
-        s.recent
-            .min_pending(pending)
-            .is_some_and(|mine| much_slower(mine, inner.median_us))
+            .is_some_and(|r| much_slower(r, inner.median_us, now))
     }
 
     /// The current views of the peers in `ids` (peer address → node id), those seen within
@@ -253,24 +286,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_recent_least_round_trip_counts_a_pending_probe_as_its_age() {
+    fn the_recent_least_round_trip_counts_late_probes_on_their_way_as_their_age() {
+        let t = Instant::now();
+        let ms = Duration::from_millis;
         let mut r = RecentRtt::default();
         assert_eq!(r.min(), None);
-        assert_eq!(r.min_pending(Some(Duration::from_micros(9))), None);
-        r.push(2.0);
-        // Not full: a pending probe pushes nothing out.
-        assert_eq!(r.min_pending(Some(Duration::from_micros(100))), Some(2.0));
-        r.push(200.0);
-        assert_eq!(r.min(), Some(2.0));
-        // It will push the 2 out: at least min(200, age).
-        assert_eq!(r.min_pending(Some(Duration::from_micros(1))), Some(2.0));
-        assert_eq!(r.min_pending(Some(Duration::from_micros(50))), Some(50.0));
-        assert_eq!(r.min_pending(Some(Duration::from_micros(500))), Some(200.0));
-        assert_eq!(r.min_pending(None), Some(2.0));
-        r.push(300.0);
-        assert_eq!(r.min(), Some(200.0));
-        // Never below now.
-        assert_eq!(r.min_pending(Some(Duration::from_micros(1))), Some(200.0));
+        assert_eq!(r.least(t, 10e3), None);
+        r.push(2e3);
+        assert_eq!(r.least(t, 10e3), Some(2e3));
+        r.push(3e3);
+        // Two probes leave, a third must wait.
+        assert!(r.start(t));
+        assert!(r.start(t + ms(50)));
+        assert!(!r.start(t + ms(60)));
+        // Younger than the bar, they say nothing yet; one late one is not enough.
+        assert_eq!(r.least(t + ms(5), 10e3), Some(2e3));
+        assert_eq!(r.least(t + ms(55), 10e3), Some(3e3));
+        // Both late: the younger's age.
+        assert_eq!(r.least(t + ms(61), 10e3), Some(11e3));
+        // The older is answered after 200 ms: it and the younger one's age.
+        r.end(t, Some(ms(200)));
+        assert_eq!(r.min(), Some(3e3));
+        assert_eq!(r.least(t + ms(200), 10e3), Some(150e3));
+        assert!(r.start(t + ms(200)));
+        // A fast answer ends it, whatever is on its way.
+        r.end(t + ms(50), Some(ms(1)));
+        assert_eq!(r.least(t + ms(300), 10e3), Some(1e3));
+        // A probe that fails leaves no round trip, and frees its place.
+        r.end(t + ms(200), None);
+        assert_eq!(r.min(), Some(1e3));
+        assert!(r.start(t + ms(300)) && r.start(t + ms(301)));
     }
 
     #[test]
@@ -335,20 +380,21 @@ mod tests {
         }
         o.probed(addr(5), Duration::from_millis(30), t);
         assert!(o.slower(addr(5), t));
-        // A probe on its way counts as at least its age, once it would push a fast one out.
+        // Late probes on their way count as their age: two of them start the hedge.
         let p = PeerObserver::default();
         for i in 1..=4 {
             p.probed(addr(i), Duration::from_millis(2), t);
         }
         p.probed(addr(5), Duration::from_millis(2), t);
-        p.probed(addr(5), Duration::from_millis(200), t);
-        assert!(!p.slower(addr(5), t));
-        assert!(p.probe_started(addr(5), t));
-        assert!(!p.probe_started(addr(5), t), "one at a time");
-        assert!(!p.slower(addr(5), t + Duration::from_millis(5)));
-        assert!(p.slower(addr(5), t + Duration::from_millis(50)));
-        p.probe_ended(addr(5));
-        assert!(!p.slower(addr(5), t + Duration::from_millis(50)));
+        p.probed(addr(5), Duration::from_millis(2), t);
+        let (t1, t2) = (t, t + Duration::from_millis(50));
+        assert!(p.probe_started(addr(5), t1));
+        assert!(p.probe_started(addr(5), t2));
+        assert!(!p.probe_started(addr(5), t2), "two at a time");
+        assert!(!p.slower(addr(5), t + Duration::from_millis(55)));
+        assert!(p.slower(addr(5), t + Duration::from_millis(61)));
+        p.probe_ended(addr(5), t1);
+        assert!(!p.slower(addr(5), t + Duration::from_millis(61)));
         // A host busy now and then: its least round trip stays low.
         o.probed(addr(1), Duration::from_millis(40), t);
         assert!(!o.slower(addr(1), t));

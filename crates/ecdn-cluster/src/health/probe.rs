@@ -56,7 +56,8 @@ pub async fn probe_loop(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut round = 0usize;
     // The probes on their way: a slow or silent peer does not hold the others' back (each
-    // peer has one at a time, `PeerObserver::probe_started`), and dropping the loop stops them.
+    // peer has up to two at a time, `PeerObserver::probe_started`), and dropping the loop stops
+    // them.
     let mut flying = tokio::task::JoinSet::new();
     loop {
         tick.tick().await;

@@ -5,8 +5,9 @@
 //!
 //! It also routes around a node whose probes answer much slower than the others' (the least
 //! of its last two round trips beyond the bound a node's reads hedge by,
-//! `PeerObserver::slower`'s: longer than the median node's by 8 ms and by half of it): such a
-//! node gets no request while another node in the map is not slow
+//! `PeerObserver::slower`'s: longer than the median node's by 8 ms and by half of it; two late
+//! probes still on their way count as their ages, `RecentRtt::least`): such a node gets no
+//! request while another node in the map is not slow
 //! ([`super::dispenser::Dispenser::slow`]). The load balancer of C2DN §3.2 does the same with
 //! what it measures; the coordinator declares the node out later, on its peers' evidence, or
 //! not at all if it recovers first.
@@ -23,19 +24,20 @@ use ecdn_cluster::ClusterConfig;
 
 use super::procs;
 
-/// How often the balancer probes and reports.
-pub const PERIOD: Duration = Duration::from_millis(100);
+/// How often the balancer probes each node (two probes may be on their way to a node at
+/// once, so a node turned slow is seen about two periods and the bar after it turned).
+pub const PERIOD: Duration = Duration::from_millis(50);
+/// How often it reports to the coordinator.
+const REPORT_EVERY: u32 = 2;
 /// A probe unanswered this long is a failure (two in a row say unreachable: the judge).
 const PROBE_TIMEOUT: Duration = Duration::from_millis(600);
 
 /// The balancer's view of the nodes' client listeners: failures in a row and the recent
-/// round trips of the probes answered.
+/// probes, answered and on their way.
 #[derive(Debug, Default)]
 struct Views {
     failures: Vec<u32>,
     rtt: Vec<RecentRtt>,
-    /// Since when each node's probe on its way left.
-    probing: Vec<Option<Instant>>,
 }
 
 impl Views {
@@ -43,25 +45,14 @@ impl Views {
         Views {
             failures: vec![0; nodes],
             rtt: vec![RecentRtt::default(); nodes],
-            probing: vec![None; nodes],
         }
     }
 
-    /// The least of node `i`'s recent round trips, its probe on its way counted at `now`
-    /// ([`RecentRtt::min_pending`]).
-    fn least(&self, i: usize, now: Instant) -> Option<f64> {
-        let pending = self.probing[i].map(|t| now.saturating_duration_since(t));
-        self.rtt[i].min_pending(pending)
-    }
-
-    /// Notes node `id`'s probe: answered after `rtt`, or not at all.
-    fn probed(&mut self, id: usize, rtt: Option<Duration>) {
-        self.probing[id] = None;
+    /// Notes node `id`'s probe that left at `started`: answered after `rtt`, or not at all.
+    fn probed(&mut self, id: usize, started: Instant, rtt: Option<Duration>) {
+        self.rtt[id].end(started, rtt);
         match rtt {
-            Some(rtt) => {
-                self.failures[id] = 0;
-                self.rtt[id].push(rtt.as_secs_f64() * 1e6);
-            }
+            Some(_) => self.failures[id] = 0,
             None => self.failures[id] += 1,
         }
     }
@@ -76,7 +67,7 @@ impl Views {
             .collect();
         let median = median_of(&mut rtts);
         (0..self.rtt.len())
-            .map(|i| answering(i) && self.least(i, now).is_some_and(|r| much_slower(r, median)))
+            .map(|i| answering(i) && much_slower(&self.rtt[i], median, now))
             .collect()
     }
 
@@ -126,28 +117,29 @@ pub async fn run(
     let mut client: Option<CoordinatorClient> = None;
     let mut tick = tokio::time::interval(PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    // One probe per node at a time, each on its own: a slow node's does not hold the others'.
+    // Up to two probes per node on their way (`RecentRtt::start`), each on its own: a slow
+    // node's do not hold the others' back.
     let mut flying = tokio::task::JoinSet::new();
+    let mut ticks = 0u32;
     while !done.load(Ordering::Relaxed) {
         tick.tick().await;
+        ticks = ticks.wrapping_add(1);
         while let Some(done) = flying.try_join_next() {
-            if let Ok((id, rtt)) = done {
-                views.probed(id, rtt);
+            if let Ok((id, started, rtt)) = done {
+                views.probed(id, started, rtt);
             }
         }
-        let now = Instant::now();
         for (id, &addr) in nodes.iter().enumerate() {
-            if views.probing[id].is_some() {
+            let started = Instant::now();
+            if !views.rtt[id].start(started) {
                 continue;
             }
-            views.probing[id] = Some(now);
             flying.spawn(async move {
-                let t = Instant::now();
                 let answered =
                     procs::http_get_host(addr, &addr.to_string(), "/_ecdn/health", PROBE_TIMEOUT)
                         .await
                         .is_ok();
-                (id, answered.then(|| t.elapsed()))
+                (id, started, answered.then(|| started.elapsed()))
             });
         }
         for (id, now_slow) in views.slow(Instant::now()).into_iter().enumerate() {
@@ -155,6 +147,9 @@ pub async fn run(
                 was_slow[id] = now_slow;
                 slow(id, now_slow);
             }
+        }
+        if !ticks.is_multiple_of(REPORT_EVERY) {
+            continue;
         }
         if client.is_none() {
             client = CoordinatorClient::for_cluster(&cfg).await.ok();
@@ -179,30 +174,38 @@ mod tests {
     #[test]
     fn a_node_much_slower_than_the_median_is_slow_until_it_recovers() {
         let ms = |m: u64| Some(Duration::from_millis(m));
+        let t = Instant::now();
         let mut v = Views::new(4);
         for id in 0..4 {
-            v.probed(id, ms(1));
+            v.probed(id, t, ms(1));
         }
-        assert_eq!(v.slow(Instant::now()), vec![false; 4]);
+        assert_eq!(v.slow(t), vec![false; 4]);
         // Slow once the whole window is: 8 ms and half the median (1 ms) above it.
         for _ in 0..RecentRtt::LEN {
-            assert_eq!(v.slow(Instant::now()), vec![false; 4]);
-            v.probed(2, ms(50));
+            assert_eq!(v.slow(t), vec![false; 4]);
+            v.probed(2, t, ms(50));
         }
-        assert_eq!(v.slow(Instant::now()), vec![false, false, true, false]);
+        assert_eq!(v.slow(t), vec![false, false, true, false]);
         assert_eq!(v.report()[2].service_us, Some(50_000));
         // Slow but below the floor is not slow (a loaded loopback).
         let mut w = Views::new(3);
         for (id, m) in [(0, 1), (1, 1), (2, 6)] {
-            w.probed(id, ms(m));
+            w.probed(id, t, ms(m));
         }
-        assert_eq!(w.slow(Instant::now()), vec![false; 3]);
+        assert_eq!(w.slow(t), vec![false; 3]);
+        // Two late probes on their way are enough.
+        assert!(w.rtt[0].start(t) && w.rtt[0].start(t + Duration::from_millis(50)));
+        assert_eq!(w.slow(t + Duration::from_millis(55)), vec![false; 3]);
+        assert_eq!(
+            w.slow(t + Duration::from_millis(70)),
+            vec![true, false, false]
+        );
         // A failing node is unreachable, not slow; it leaves the median.
-        v.probed(1, None);
-        assert_eq!(v.slow(Instant::now()), vec![false, false, true, false]);
+        v.probed(1, t, None);
+        assert_eq!(v.slow(t), vec![false, false, true, false]);
         assert!(!v.report()[1].reachable);
         // One fast answer ends it.
-        v.probed(2, ms(1));
-        assert_eq!(v.slow(Instant::now()), vec![false; 4]);
+        v.probed(2, t, ms(1));
+        assert_eq!(v.slow(t), vec![false; 4]);
     }
 }

@@ -721,7 +721,10 @@ mod tests {
             idle: 0.025,
         }));
         let why = starved.invalid_because().expect("invalid");
-        assert!(why.contains("91 of 115 seconds") && why.contains("55%"), "{why}");
+        assert!(
+            why.contains("91 of 115 seconds") && why.contains("55%"),
+            "{why}"
+        );
         // The L2 cluster demo: none of 27 (a tenth may be, a second of a burst or so).
         for starved_seconds in [0, 2] {
             let spare = report(Some(MachineReport {
