@@ -79,6 +79,10 @@ pub struct ClusterStats {
     /// node much slower than its peers.
     #[serde(default)]
     pub relay_detours: u64,
+    /// Replica reads it hedged with another holder's (the first holder turned slow while
+    /// awaited, or failed).
+    #[serde(default)]
+    pub replica_hedges: u64,
     /// Coded reads' windows that asked parity because a data chunk's holder was slow.
     #[serde(default)]
     pub parity_fetches: ParityFetches,

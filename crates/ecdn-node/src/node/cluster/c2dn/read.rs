@@ -13,7 +13,9 @@
 //!
 //! * A replica anywhere: a hit, read whole (small objects only), from this node, else from a
 //!   holder this node's probes do not find much slower than its peers (a hedge, as a coded
-//!   read's against a slow data holder).
+//!   read's against a slow data holder). While its answer is awaited, a holder the probes
+//!   find slow, or whose read fails, is joined by another holder's read; the first whole
+//!   replica wins and the other read is dropped ([`hedged_replica`]).
 //! * At least K distinct chunks: a coded hit, streamed (`pieces/coded.rs`).
 //! * 1 to K − 1 chunks: a **partial hit**, counted as a miss: only the missing data chunks'
 //!   bytes come from the origin (`partial.rs`).
@@ -460,7 +462,13 @@ async fn replica_hit(
             .read(disk, PieceStore::piece_id(object, PieceName::Replica), None)
             .await
     } else {
-        fetch_replica(c, server, &key.key).await
+        let now = Instant::now();
+        let alternate = holders
+            .iter()
+            .filter(|h| h.server != server && h.held.contains(&PieceName::Replica))
+            .map(|h| h.server)
+            .min_by_key(|&s| c.slower(s, now));
+        hedged_replica(c, server, alternate, &key.key).await
     };
     let Some((m, payload)) = frame else {
         return Found::Miss;
@@ -522,6 +530,46 @@ async fn repair_replicas(
     if lack.iter().any(|&l| l) {
         ClusterStats::add(&c.stats.repairs, 1);
         write::place(st, c, e, Some(&lack)).await;
+    }
+}
+
+/// A whole replica from `server`, hedged with `alternate`'s (another holder, if any): asked
+/// too as soon as this node's probes find `server` much slower than its peers while its
+/// answer is awaited (`Cluster::turned_slow`: late probes count), or at once when `server`'s
+/// read fails. The first whole replica wins; the other read is dropped, which cancels it.
+async fn hedged_replica(
+    c: &Cluster,
+    server: usize,
+    alternate: Option<usize>,
+    key: &str,
+) -> Option<(Vec<u8>, Bytes)> {
+    let first = fetch_replica(c, server, key);
+    let Some(alternate) = alternate else {
+        return first.await;
+    };
+    tokio::pin!(first);
+    tokio::select! {
+        r = &mut first => {
+            if r.is_some() {
+                return r;
+            }
+            c.stats.replica_hedge(server);
+            return fetch_replica(c, alternate, key).await;
+        }
+        _ = c.turned_slow(server) => {}
+    }
+    c.stats.replica_hedge(server);
+    let second = fetch_replica(c, alternate, key);
+    tokio::pin!(second);
+    tokio::select! {
+        r = &mut first => match r {
+            Some(_) => r,
+            None => second.await,
+        },
+        r = &mut second => match r {
+            Some(_) => r,
+            None => first.await,
+        },
     }
 }
 

@@ -26,6 +26,10 @@ use crate::node::cluster::pieces::store::{self, PieceStore};
 use crate::node::cluster::pieces::{demand, link, purge_log};
 use crate::node::lock::lock;
 
+/// How often [`Cluster::turned_slow`] looks (a probe's lateness grows by this much between
+/// looks; the probes' own period is 50 ms).
+const TURNED_SLOW_CHECK: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// What a node needs to join a cluster.
 #[derive(Clone, Debug)]
 pub struct ClusterNode {
@@ -234,6 +238,20 @@ impl Cluster {
                 .is_some_and(|(o, a)| o.slower(a, now))
     }
 
+    /// Resolves once this node's probes find peer `id` much slower than its peers
+    /// ([`Cluster::slower`]), checking every [`TURNED_SLOW_CHECK`]: what a read or a relay
+    /// awaiting `id`'s answer races, to hedge or go around it when `id` turns slow meanwhile.
+    pub(in crate::node) async fn turned_slow(&self, id: usize) {
+        let mut check = tokio::time::interval(TURNED_SLOW_CHECK);
+        check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            check.tick().await;
+            if self.slower(id, std::time::Instant::now()) {
+                return;
+            }
+        }
+    }
+
     /// Whether the map says this node drains (or was removed): it fails its health check,
     /// finishes its requests and stops (see `ecdn_cluster::coordinator` membership).
     pub(in crate::node) fn leaving(&self) -> bool {
@@ -308,6 +326,7 @@ impl Cluster {
             "relayed": s.relayed(),
             "relay_failovers": s.relay_failovers(),
             "relay_detours": s.relay_detours(),
+            "replica_hedges": s.replica_hedges(),
             "parity_fetches": Parity::ALL
                 .iter()
                 .zip(&s.parity_fetches)

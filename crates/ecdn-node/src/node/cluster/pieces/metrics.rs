@@ -261,7 +261,7 @@ impl Cluster {
             .iter()
             .map(|(&id, p)| (id, p.clone()))
             .collect();
-        let per_peer: [PerPeer; 5] = [
+        let per_peer: [PerPeer; 6] = [
             (
                 "ecdn_cluster_peer_fetches_total",
                 "Piece fetches sent to a peer (has questions, piece reads), answered or not.",
@@ -288,6 +288,12 @@ impl Cluster {
                 "Requests for a bucket a peer serves sent to its next candidate instead, \
                  because this node's probes found that peer much slower than the others.",
                 |p| &p.relay_detours,
+            ),
+            (
+                "ecdn_cluster_replica_hedges_total",
+                "Replica reads from a peer joined by another holder's, because that peer \
+                 turned much slower than the others while its answer was awaited, or failed.",
+                |p| &p.replica_hedges,
             ),
         ];
         for (name, text, f) in per_peer {

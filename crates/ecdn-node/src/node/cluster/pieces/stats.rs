@@ -60,6 +60,10 @@ pub(in crate::node) struct PeerStats {
     /// Requests for a bucket it serves sent to the next candidate instead, because this
     /// node's probes found it much slower than its peers (`c2dn/relay.rs`).
     pub(in crate::node) relay_detours: AtomicU64,
+    /// Replica reads from it joined by another holder's, because its answer was awaited when
+    /// this node's probes found it much slower than its peers, or its read failed
+    /// (`c2dn/read.rs`).
+    pub(in crate::node) replica_hedges: AtomicU64,
 }
 
 /// Why a read window asked for the parity chunks (C2DN §5).
@@ -151,6 +155,10 @@ impl ClusterStats {
         Self::add(&self.peer(id).relay_detours, 1);
     }
 
+    pub(in crate::node) fn replica_hedge(&self, id: usize) {
+        Self::add(&self.peer(id).replica_hedges, 1);
+    }
+
     pub(in crate::node) fn parity_fetch(&self, why: Parity) {
         let i = Parity::ALL.iter().position(|&p| p == why).unwrap_or(0);
         Self::add(&self.parity_fetches[i], 1);
@@ -206,6 +214,10 @@ impl ClusterStats {
 
     pub(in crate::node) fn relay_detours(&self) -> u64 {
         self.peer_sum(|p| &p.relay_detours)
+    }
+
+    pub(in crate::node) fn replica_hedges(&self) -> u64 {
+        self.peer_sum(|p| &p.replica_hedges)
     }
 
     pub(in crate::node) fn peer_errors(&self) -> u64 {
