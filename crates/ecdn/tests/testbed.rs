@@ -423,10 +423,12 @@ fn demo_on_bed(extra: &[&str]) -> (serde_json::Value, String) {
     (r, stderr)
 }
 
-/// The health tests' small run: 2,500 requests of 150 objects, 2 at a time, no kill.
+/// The health tests' small run: 1,200 requests of 150 objects, 2 at a time, no kill (about
+/// 40 s in a debug build under the test suite's load: long enough for a fault at 0.1 to be
+/// declared, healed and returned).
 const HEALTH_RUN: &[&str] = &[
     "--requests",
-    "2500",
+    "1200",
     "--objects",
     "150",
     "--concurrency",
@@ -477,6 +479,48 @@ fn a_node_cut_off_from_its_peers_leaves_the_map_and_returns_after_the_heal() {
     // The simulator lost it too: its column has a run with failures.
     assert!(r["sim_with_kills"].is_object());
     assert_eq!(declared_with_the_judge_off(&args), [0]);
+}
+
+#[test]
+fn a_flapping_node_is_held_out_of_the_map_by_the_hold_down() {
+    let _turn = one_at_a_time();
+    // Node 1 of 5 cut off from its peers for 2 s and healed for 2 s, over and over from 0.1
+    // on: it leaves the map for being cut off, and the hysteresis holds the map still (a
+    // return needs 2 s well, then 4 s after a second exit within minutes), so the map
+    // changes a few times, not each cycle. With the judge off it would never leave.
+    // HEALTH_RUN, longer: some 30 s, about six cycles.
+    let args = [
+        "--nodes",
+        "5",
+        "--requests",
+        "3000",
+        "--objects",
+        "150",
+        "--concurrency",
+        "2",
+        "--no-kill",
+        "--flap",
+        "1:2s@0.1",
+        "--health",
+        "slow_ms=200",
+    ];
+    let (r, stderr) = demo_on_bed(&args);
+    let declared = r["declared"].as_array().unwrap();
+    assert!(!declared.is_empty(), "node 1 never left: {stderr}");
+    for d in declared {
+        assert_eq!(d["node"], 1, "{declared:?}");
+        let reason = d["reason"].as_str().unwrap();
+        assert!(reason.starts_with("cut off"), "{reason}");
+    }
+    // Cycles of 4 s in the 90% of the replay after the fault.
+    let cycles = (r["elapsed_s"].as_f64().unwrap() * 0.9 / 4.0).floor() as usize;
+    let exits = declared.len();
+    let returns = declared.iter().filter(|d| !d["back_s"].is_null()).count();
+    // Without the hold-down, every cycle would change the map twice.
+    assert!(
+        cycles >= 3 && exits + returns <= 3,
+        "{cycles} cycles: {exits} exits, {returns} returns: {declared:?}"
+    );
 }
 
 #[test]
