@@ -117,10 +117,25 @@ pub fn hedge_bar(median_us: f64) -> f64 {
     median_us + (HEDGE_FLOOR.as_secs_f64() * 1e6).max(HEDGE_SHARE * median_us)
 }
 
-/// Whether node `r`'s recent round trips at `now` make it much slower than a `median_us`
-/// one ([`hedge_bar`], [`RecentRtt::least`]).
-pub fn much_slower(r: &RecentRtt, median_us: f64, now: Instant) -> bool {
+/// Whether node `r`'s recent round trips at `now` make it much slower than the others
+/// (`all`, itself among them): its least ([`RecentRtt::least`], late probes counting) above
+/// the [`hedge_bar`] of the median node's, taken as the greater of `median_us` (the answered
+/// round trips') and the median of every node's least at `now`. The second keeps the
+/// prober's own stall (its runtime busy, every probe it sent still on its way) from making
+/// every node look slow; the first keeps a slow node from raising the median with its own
+/// late probes.
+pub fn much_slower<'a>(
+    r: &RecentRtt,
+    median_us: f64,
+    all: impl Iterator<Item = &'a RecentRtt>,
+    now: Instant,
+) -> bool {
     let bar = hedge_bar(median_us);
+    if r.least(now, bar).is_none_or(|us| us <= bar) {
+        return false; // the common case, without looking at the others
+    }
+    let mut leasts: Vec<f64> = all.filter_map(|o| o.least(now, bar)).collect();
+    let bar = hedge_bar(median_of(&mut leasts).max(median_us));
     r.least(now, bar).is_some_and(|us| us > bar)
 }
 
@@ -253,10 +268,14 @@ impl PeerObserver {
         if !s.reachable {
             return s.failures >= 2;
         }
-        inner
-            .recent
-            .get(&addr)
-            .is_some_and(|r| much_slower(r, inner.median_us, now))
+        inner.recent.get(&addr).is_some_and(|r| {
+            let fresh = inner
+                .peers
+                .iter()
+                .filter(|(_, p)| now.saturating_duration_since(p.at) < STALE)
+                .filter_map(|(a, _)| inner.recent.get(a));
+            much_slower(r, inner.median_us, fresh, now)
+        })
     }
 
     /// The current views of the peers in `ids` (peer address → node id), those seen within
@@ -358,6 +377,30 @@ mod tests {
         o.note("10.0.0.3:1".parse().unwrap(), Outcome::Failed, t);
         assert_eq!(o.views(&ids, t).len(), 2);
         assert!(o.views(&ids, t + STALE).is_empty());
+    }
+
+    #[test]
+    fn a_stall_of_the_prober_makes_no_peer_slow() {
+        let o = PeerObserver::default();
+        let t = Instant::now();
+        let ms = Duration::from_millis;
+        let addr = |i: u8| SocketAddr::from(([10, 0, 0, i], 1));
+        for i in 1..=5 {
+            o.probed(addr(i), ms(2), t);
+            o.probed(addr(i), ms(2), t);
+            assert!(o.probe_started(addr(i), t) && o.probe_started(addr(i), t + ms(50)));
+        }
+        // This node stalled 70 ms: every probe it sent is still on its way, all alike.
+        assert!((1..=5).all(|i| !o.slower(addr(i), t + ms(70))));
+        // The stall over, the others answer in 2 ms and peer 5 does not: it is the slow one.
+        for i in 1..=4 {
+            for started in [t, t + ms(50)] {
+                o.probe_ended(addr(i), started);
+                o.probed(addr(i), ms(2), t + ms(70));
+            }
+        }
+        assert!(o.slower(addr(5), t + ms(70)));
+        assert!((1..=4).all(|i| !o.slower(addr(i), t + ms(70))));
     }
 
     #[test]

@@ -71,7 +71,12 @@ impl Views {
             .collect();
         let median = median_of(&mut rtts);
         (0..self.rtt.len())
-            .map(|i| answering(i) && much_slower(&self.rtt[i], median, now))
+            .map(|i| {
+                let others = (0..self.rtt.len())
+                    .filter(|&j| answering(j))
+                    .map(|j| &self.rtt[j]);
+                answering(i) && much_slower(&self.rtt[i], median, others, now)
+            })
             .collect()
     }
 

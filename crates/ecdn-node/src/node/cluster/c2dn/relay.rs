@@ -14,9 +14,9 @@
 //! peers (`ecdn_cluster::health::observer::PeerObserver::slower`) is tried after the others,
 //! as if it had failed (a *detour*, `ecdn_cluster_relay_detours_total`): while the coordinator
 //! has not yet declared it unavailable, its buckets are served by their next candidate, which
-//! reads the same pieces, as it will once it is declared. A candidate that turns slow while
-//! this node awaits its answer's head is left the same way (the relay is dropped, which
-//! cancels it), if a later candidate is not slow.
+//! reads the same pieces, as it will once it is declared. A relay already sent is not left
+//! when its serving node turns slow: that node may be filling the object from the origin for
+//! every request of it (collapsed), and a second candidate would fetch it again.
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -62,34 +62,24 @@ pub(in crate::node) async fn forward(
         .map(|(n, v)| (n.clone(), v.clone()))
         .collect();
     let timeout = st.upstream.timeout + c.peer_timeout;
-    let order = detour_order(c, map.candidates(bucket));
-    for (i, &server) in order.iter().enumerate() {
+    for &server in detour_order(c, map.candidates(bucket)).iter() {
         if server == c.id {
             return None;
         }
         let Some(addr) = c.peer_of(server) else {
             continue;
         };
-        let send = c.peers.send(
-            addr,
-            req.method().clone(),
-            &path,
-            Bytes::new(),
-            &headers,
-            timeout,
-        );
-        // Left when it turns slow before its head arrives and a later candidate is not slow.
-        let later_not_slow = || {
-            let now = std::time::Instant::now();
-            order[i + 1..].iter().any(|&s| !c.slower(s, now))
-        };
-        let sent = tokio::select! {
-            sent = send => sent,
-            _ = c.turned_slow(server), if later_not_slow() => {
-                c.stats.relay_detour(server);
-                continue;
-            }
-        };
+        let sent = c
+            .peers
+            .send(
+                addr,
+                req.method().clone(),
+                &path,
+                Bytes::new(),
+                &headers,
+                timeout,
+            )
+            .await;
         // The answer's head must carry the serving node's tag (an answer it did not make,
         // or a refusal of the request, fails over as a failed relay does).
         let checked = sent.map_err(|e| e.to_string()).and_then(|resp| {
