@@ -423,18 +423,20 @@ fn demo_on_bed(extra: &[&str]) -> (serde_json::Value, String) {
     (r, stderr)
 }
 
-/// The health tests' small run: 1,200 requests of 150 objects, 2 at a time, no kill (about
-/// 40 s in a debug build under the test suite's load: long enough for a fault at 0.1 to be
-/// declared, healed and returned).
-const HEALTH_RUN: &[&str] = &[
-    "--requests",
-    "1200",
-    "--objects",
-    "150",
-    "--concurrency",
-    "2",
-    "--no-kill",
-];
+/// The health tests' small run: `requests` (1,200: about 40 s in a debug build under the
+/// test suite's load, long enough for a fault at 0.1 to be declared, healed and returned) of
+/// 150 objects, 2 at a time, no kill.
+fn health_run(requests: &'static str) -> [&'static str; 7] {
+    [
+        "--requests",
+        requests,
+        "--objects",
+        "150",
+        "--concurrency",
+        "2",
+        "--no-kill",
+    ]
+}
 
 #[test]
 fn a_node_cut_off_from_its_peers_leaves_the_map_and_returns_after_the_heal() {
@@ -446,7 +448,7 @@ fn a_node_cut_off_from_its_peers_leaves_the_map_and_returns_after_the_heal() {
     // take node 0 out.
     let args = [
         &["--nodes", "5"][..],
-        HEALTH_RUN,
+        &health_run("1200")[..],
         &[
             "--partition-peers",
             "1@0.1+4s",
@@ -488,22 +490,13 @@ fn a_flapping_node_is_held_out_of_the_map_by_the_hold_down() {
     // on: it leaves the map for being cut off, and the hysteresis holds the map still (a
     // return needs 2 s well, then 4 s after a second exit within minutes), so the map
     // changes a few times, not each cycle. With the judge off it would never leave.
-    // HEALTH_RUN, longer: some 30 s, about six cycles.
+    // A longer run: some 30 s, about six cycles.
     let args = [
-        "--nodes",
-        "5",
-        "--requests",
-        "3000",
-        "--objects",
-        "150",
-        "--concurrency",
-        "2",
-        "--no-kill",
-        "--flap",
-        "1:2s@0.1",
-        "--health",
-        "slow_ms=200",
-    ];
+        &["--nodes", "5"][..],
+        &health_run("3000")[..],
+        &["--flap", "1:2s@0.1", "--health", "slow_ms=200"][..],
+    ]
+    .concat();
     let (r, stderr) = demo_on_bed(&args);
     let declared = r["declared"].as_array().unwrap();
     assert!(!declared.is_empty(), "node 1 never left: {stderr}");
@@ -533,7 +526,7 @@ fn a_slow_node_and_one_the_clients_cannot_reach_leave_the_map() {
     // the map.
     let args = [
         &["--nodes", "6"][..],
-        HEALTH_RUN,
+        &health_run("1200")[..],
         &[
             "--slow",
             "1:100ms@0.1",

@@ -92,18 +92,23 @@ impl RecentRtt {
     /// late by the bar, not once they are answered (a peer 100 ms away each way, probed
     /// every 50 ms: 110 ms after it turned, where waiting for an answer took 210 ms).
     pub fn least(&self, now: Instant, bar_us: f64) -> Option<f64> {
-        let mut late: Vec<f64> = self
-            .pending
-            .iter()
-            .flatten()
-            .map(|&t| now.saturating_duration_since(t).as_secs_f64() * 1e6)
-            .filter(|&age| age > bar_us)
-            .collect();
+        // On the read path: the late ages on the stack, not in a Vec.
+        let mut late = [0.0; Self::LEN];
+        let mut n = 0;
+        for &t in self.pending.iter().flatten() {
+            let age = now.saturating_duration_since(t).as_secs_f64() * 1e6;
+            if age > bar_us {
+                late[n] = age;
+                n += 1;
+            }
+        }
         // The youngest late probe is the newest evidence.
-        late.sort_by(f64::total_cmp);
+        late[..n].sort_by(f64::total_cmp);
         let answered =
             (1..=self.len).map(|back| self.samples[(self.next + Self::LEN - back) % Self::LEN]);
-        late.into_iter()
+        late[..n]
+            .iter()
+            .copied()
             .chain(answered)
             .take(Self::LEN)
             .reduce(f64::min)
@@ -182,6 +187,14 @@ struct Inner {
 }
 
 impl Inner {
+    /// The recent probes of the peers seen within [`STALE`] of `now`.
+    fn fresh_recent(&self, now: Instant) -> impl Iterator<Item = &RecentRtt> {
+        self.peers
+            .iter()
+            .filter(move |(_, p)| now.saturating_duration_since(p.at) < STALE)
+            .filter_map(|(a, _)| self.recent.get(a))
+    }
+
     fn note(&mut self, addr: SocketAddr, outcome: Outcome, now: Instant) {
         if outcome == Outcome::Neutral {
             return;
@@ -242,12 +255,7 @@ impl PeerObserver {
             });
         }
         inner.recent.entry(addr).or_default().push(us);
-        let mut all: Vec<f64> = inner
-            .peers
-            .iter()
-            .filter(|(_, p)| now.saturating_duration_since(p.at) < STALE)
-            .filter_map(|(a, _)| inner.recent.get(a)?.min())
-            .collect();
+        let mut all: Vec<f64> = inner.fresh_recent(now).filter_map(RecentRtt::min).collect();
         inner.median_us = median_of(&mut all);
     }
 
@@ -268,14 +276,10 @@ impl PeerObserver {
         if !s.reachable {
             return s.failures >= 2;
         }
-        inner.recent.get(&addr).is_some_and(|r| {
-            let fresh = inner
-                .peers
-                .iter()
-                .filter(|(_, p)| now.saturating_duration_since(p.at) < STALE)
-                .filter_map(|(a, _)| inner.recent.get(a));
-            much_slower(r, inner.median_us, fresh, now)
-        })
+        inner
+            .recent
+            .get(&addr)
+            .is_some_and(|r| much_slower(r, inner.median_us, inner.fresh_recent(now), now))
     }
 
     /// The current views of the peers in `ids` (peer address → node id), those seen within

@@ -239,8 +239,8 @@ impl Cluster {
     }
 
     /// Resolves once this node's probes find peer `id` much slower than its peers
-    /// ([`Cluster::slower`]), checking every [`TURNED_SLOW_CHECK`]: what a read or a relay
-    /// awaiting `id`'s answer races, to hedge or go around it when `id` turns slow meanwhile.
+    /// ([`Cluster::slower`]), checking every [`TURNED_SLOW_CHECK`]: what a replica read
+    /// awaiting `id`'s answer races, to hedge when `id` turns slow meanwhile.
     pub(in crate::node) async fn turned_slow(&self, id: usize) {
         let mut check = tokio::time::interval(TURNED_SLOW_CHECK);
         check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
