@@ -92,9 +92,10 @@ pub struct HealthConfig {
     /// How often each node probes its peers (50 ms: with two probes on their way at once, a
     /// peer turned slow is hedged against and relayed around about two probes and the bar
     /// later, `observer::RecentRtt::least`, as the load balancer's 50 ms probes route clients
-    /// around it. At 100 ms, a node 100 ms away each way on the bed raised the coded hits'
-    /// p99 1.3–1.4 times against 1.2–1.3 at 50; 5 peers probed every 50 ms cost 100 small
-    /// signed requests a second).
+    /// around it. With one probe on its way every 100 ms, a node 100 ms away each way on the
+    /// bed raised the coded hits' p99 1.54–1.65 times; with two every 50 ms, 1.21–1.27 in two
+    /// runs (BENCHMARKS.md, issue 60). 5 peers probed every 50 ms cost 100 small signed
+    /// requests a second).
     pub probe_ms: u64,
     /// Peers each node probes per probe period (round robin over the others).
     pub probe_fanout: usize,

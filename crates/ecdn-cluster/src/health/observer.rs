@@ -89,8 +89,8 @@ impl RecentRtt {
     /// its way counts as its age once that is above `bar_us` (its round trip will be at
     /// least that; younger, it says nothing yet, and the probes before it count instead);
     /// `None` before any evidence. So a peer turned slow is seen as soon as two probes are
-    /// late by the bar, not once they are answered (a peer 100 ms away each way, probed
-    /// every 50 ms: 110 ms after it turned, where waiting for an answer took 210 ms).
+    /// late by the bar, within two probe periods and the bar of its turning, not once they
+    /// are answered (from a peer 100 ms away each way, an answer takes 200 ms).
     pub fn least(&self, now: Instant, bar_us: f64) -> Option<f64> {
         // On the read path: the late ages on the stack, not in a Vec.
         let mut late = [0.0; Self::LEN];
