@@ -1,6 +1,14 @@
-//! A client of ecdn's EC-Cache object API (`/_objects/<name>` on any node of a cluster; see
-//! `ecdn_node`'s `node/cluster/objects/api.rs`): put an object with an optional code, get it back,
-//! stat it, delete it. One node address; connections are pooled; every call has a time limit.
+//! Clients of ecdn's EC-Cache object API (`/_objects/<name>` on any node of a cluster; see
+//! `ecdn_node`'s `node/cluster/objects/api.rs`), two of them:
+//!
+//! * [`ObjectClient`]: one node does the work: put an object with an optional code, get it
+//!   back, stat it, delete it. For a client that is not ours, the same is plain HTTP.
+//! * [`SplitClient`] (`splits.rs`, `late_binding.rs`): the client reads the splits from their
+//!   servers itself, as EC-Cache's client does, so a read is spread over `k + Δ` servers'
+//!   links instead of crossing one node's twice; every byte checked against the record's
+//!   window digests, with no cluster key.
+//!
+//! Connections are pooled; every call has a time limit.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), ecdn_client::ClientError> {
@@ -10,6 +18,14 @@
 //! assert_eq!(bytes.len() as u64, meta.size);
 //! # Ok(()) }
 //! ```
+
+pub mod late_binding;
+pub mod located;
+pub mod splits;
+
+pub use late_binding::{ObjectRead, ReadReport};
+pub use located::Located;
+pub use splits::{Delta, SplitClient};
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -35,6 +51,13 @@ pub enum ClientError {
     Unreachable { addr: SocketAddr, why: String },
     #[error("the node's answer is not an object record: {0}")]
     BadAnswer(String),
+    /// A read from the splits could not get `k` of some window.
+    #[error("{0}")]
+    TooFewSplits(String),
+    /// The object's record has no window digests (written before they were kept): a client
+    /// cannot check its splits, so it is read through a node.
+    #[error("object {0:?}: its record has no split digests")]
+    NoDigests(String),
 }
 
 /// A code for [`ObjectClient::put`]: `k` data and `r` parity splits (`k = 1`: replication).

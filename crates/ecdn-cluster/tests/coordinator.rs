@@ -781,6 +781,8 @@ async fn object_records_are_visible_only_once_committed() {
         sha256: "f".repeat(64),
         sub_chunk: 32 << 10,
         crcs: vec![1, 2, 3],
+        window_stripes: 0,
+        digests: Vec::new(),
     };
     let v1 = c.object_begin(&name).await.unwrap();
     let v2 = c.object_begin(&name).await.unwrap();

@@ -586,6 +586,8 @@ fn the_leader_reseals_the_map_and_the_object_records_when_its_key_rotates() {
             sha256: "0a".repeat(32),
             sub_chunk: 1024,
             crcs: (0..6).collect(),
+            window_stripes: 0,
+            digests: Vec::new(),
         };
         objects.commit(&record, 5).await.unwrap();
         let reader = ObjectDirectory::for_cluster(&after);

@@ -30,6 +30,8 @@ fn record(name: &ObjectName, version: u64) -> ObjectMeta {
         sha256: "0a".repeat(32),
         sub_chunk: 1024,
         crcs: (0..8).collect(),
+        window_stripes: 0,
+        digests: Vec::new(),
     }
 }
 

@@ -16,6 +16,8 @@
 //! * [`meta`] — an object's record (name, version, size, `k`, `r`, split locations, the
 //!   splits stored, SHA-256, sub-chunk CRCs) and the coordinator's table, in which a write is invisible until
 //!   it is committed with at least `k` splits stored.
+//! * [`digest`] — the SHA-256 of every window of every split, in the record: a client that
+//!   reads the splits from their servers checks each byte against the record alone.
 //! * [`records`] — a node's cache of records, so a read asks the directory nothing while its
 //!   record is fresh.
 //! * [`model`] — loads on servers: the percent imbalance λ of §6 over bytes read per server,
@@ -26,6 +28,7 @@
 
 pub mod backlog;
 pub mod budget;
+pub mod digest;
 pub mod meta;
 pub mod model;
 pub mod records;

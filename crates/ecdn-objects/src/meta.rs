@@ -121,6 +121,16 @@ pub struct ObjectMeta {
     /// reads, of a whole split or a range of one, with the record alone.
     #[serde(with = "hex_crcs")]
     pub crcs: Vec<u32>,
+    /// Sub-chunks per digest window of a split (`crate::digest`); 0 in a record written
+    /// without digests.
+    #[serde(default)]
+    pub window_stripes: u64,
+    /// SHA-256 of window `w` of split `i` at `i · windows + w` (split-major, every split of
+    /// `splits`; in JSON one string of 64 hex digits each): a reader without the cluster key
+    /// checks every split byte it uses with the record alone (`crate::digest`). Empty in a
+    /// record written without them.
+    #[serde(default, with = "crate::digest::hex_digests")]
+    pub digests: Vec<crate::digest::Sha>,
 }
 
 /// Sub-chunks per split of an object of `size` bytes in `k` data splits of `sub_chunk`-byte
@@ -172,7 +182,12 @@ impl ObjectMeta {
             && self.sha256 == other.sha256
             && self.splits.get(..n) == other.splits.get(..n)
             && self.stored.get(..n) == other.stored.get(..n)
-            && self.crcs.get(..n * stripes) == other.crcs.get(..n * stripes);
+            && self.crcs.get(..n * stripes) == other.crcs.get(..n * stripes)
+            && self.window_stripes == other.window_stripes
+            && {
+                let w = self.windows() as usize;
+                self.digests.get(..n * w) == other.digests.get(..n * w)
+            };
         if same {
             Ok(())
         } else {
@@ -238,6 +253,20 @@ impl ObjectMeta {
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         {
             return bad("sha256 must be 64 lowercase hex digits".into());
+        }
+        if !self.digests.is_empty() {
+            let per = crate::digest::windows(
+                stripes(self.size, self.k, self.sub_chunk),
+                self.window_stripes,
+            );
+            if self.window_stripes == 0 || per * n as u64 != self.digests.len() as u64 {
+                return bad(format!(
+                    "{} window digests of {} sub-chunks each; {n} splits need {}",
+                    self.digests.len(),
+                    self.window_stripes,
+                    per * n as u64
+                ));
+            }
         }
         Ok(())
     }
@@ -376,6 +405,8 @@ mod tests {
             sub_chunk: 64 << 10,
             // 1 MiB in 3 data splits: 4 splits of 6 sub-chunks of 64 KiB.
             crcs: (0..24).map(|i| 0xdead_0000 + i).collect(),
+            window_stripes: 0,
+            digests: Vec::new(),
         }
     }
 

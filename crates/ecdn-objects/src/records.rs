@@ -126,6 +126,8 @@ mod tests {
             sha256: "0".repeat(64),
             sub_chunk: 1,
             crcs: vec![0; crcs],
+            window_stripes: 0,
+            digests: Vec::new(),
         })
     }
 

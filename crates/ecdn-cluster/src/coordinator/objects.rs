@@ -180,6 +180,8 @@ mod tests {
             sha256: "0".repeat(64),
             sub_chunk: 512,
             crcs: vec![7; 3],
+            window_stripes: 0,
+            digests: Vec::new(),
         }
     }
 

@@ -72,6 +72,7 @@ use tokio::sync::mpsc;
 
 use crate::node::answer::text;
 use crate::node::body::{Chunk, LiveBody, NodeBody, Piece};
+use crate::node::cluster::objects::splits;
 use crate::node::cluster::objects::record::{
     cached_record, directory_error, json, piece_key, plan_read, record, record_headers,
     remove_splits_on, split_meta,
@@ -100,6 +101,11 @@ struct Query {
     stat: bool,
     /// `POST ?units=N`: the object's splits (replicas) after the budget's re-spend.
     units: Option<usize>,
+    /// `GET ?locate`: the record and its split servers' addresses (`splits.rs`).
+    locate: bool,
+    /// `GET ?split=I&version=V`: one split this node holds (`splits.rs`).
+    split: Option<usize>,
+    version: Option<u64>,
 }
 
 /// Δ of a read: given, or from the backlog.
@@ -125,6 +131,9 @@ fn query(q: Option<&str>) -> Result<Query, String> {
             "delta" => out.delta = Some(Delta::Fixed(num()?)),
             "stat" if value.is_empty() => out.stat = true,
             "units" => out.units = Some(num()?),
+            "locate" if value.is_empty() => out.locate = true,
+            "split" => out.split = Some(num()?),
+            "version" => out.version = Some(num()? as u64),
             _ => return Err(format!("unknown query parameter {pair:?}")),
         }
     }
@@ -152,6 +161,14 @@ pub(in crate::node) async fn serve(
         Method::GET if q.stat => match record(c, &name, true).await {
             Ok(meta) => crate::node::cluster::objects::stat::stat(c, &meta).await,
             Err(e) => directory_error(e),
+        },
+        Method::GET if q.locate => match record(c, &name, false).await {
+            Ok(meta) => splits::locate(c, &meta),
+            Err(e) => directory_error(e),
+        },
+        Method::GET if q.split.is_some() => match (q.split, q.version) {
+            (Some(i), Some(v)) => splits::serve_split(st, c, &name, v, i, req.headers()).await,
+            _ => text(StatusCode::BAD_REQUEST, "?split=I needs &version=V"),
         },
         Method::GET => get(st, c, name, &q, req.headers(), false).await,
         Method::HEAD => get(st, c, name, &q, req.headers(), true).await,
@@ -311,7 +328,10 @@ async fn put(
     let key = piece_key(&name, version);
     let servers: Vec<Option<usize>> = splits.iter().map(|&s| Some(s)).collect();
     let hint = at_least.div_ceil(k);
-    let Some(mut streams) = ChunkStreams::open(c, &key, (k, r), &servers, hint) else {
+    let window_stripes = ecdn_objects::digest::window_stripes(c.cfg.sub_chunk);
+    let Some(mut streams) = ChunkStreams::open(c, &key, (k, r), &servers, hint)
+        .map(|s| s.with_digests(window_stripes))
+    else {
         let _ = c.objects.abort(&name, version).await;
         return text(StatusCode::BAD_REQUEST, "no such code");
     };
@@ -336,6 +356,7 @@ async fn put(
     let size = layout.size();
     let sub = layout.sub_chunk();
     let crcs = streams.crcs();
+    let digests = streams.digests();
     let piece_meta = |i: usize| split_meta((k, r), i, sub, size, &crcs);
     // The splits' servers store them while the backend takes its copy.
     let written = async {
@@ -357,6 +378,8 @@ async fn put(
         sha256: ecdn_cluster::auth::hex(&sha.finalize()),
         sub_chunk: sub,
         crcs,
+        window_stripes,
+        digests,
     };
     if n < k {
         let _ = c.objects.abort(&name, version).await;

@@ -90,6 +90,7 @@ async fn shrink(
     let dropped = m.splits.split_off(units);
     m.stored.truncate(units);
     m.crcs.truncate(units * per_split);
+    m.digests.truncate(units * m.windows() as usize);
     let servers = c.map.current().servers();
     c.objects
         .update(&m, servers)
@@ -130,7 +131,12 @@ async fn grow(
         *slot = Some(server);
     }
     let hint = meta.size.div_ceil(k as u64) as usize;
-    let Some(mut streams) = ChunkStreams::open(c, &key, (k, p), &targets, hint) else {
+    // The new splits get window digests only if the record has them.
+    let hashed = |s: ChunkStreams| match meta.window_stripes {
+        0 => s,
+        w => s.with_digests(w),
+    };
+    let Some(mut streams) = ChunkStreams::open(c, &key, (k, p), &targets, hint).map(hashed) else {
         return Err(text(StatusCode::BAD_REQUEST, "no such code"));
     };
     // The object, read as a GET reads it, into the encoder.
@@ -184,7 +190,14 @@ async fn grow(
     }
     let per_split = stripes(meta.size, k, meta.sub_chunk) as usize;
     let crcs = streams.crcs();
-    if crcs.get(..now * per_split) != meta.crcs.get(..now * per_split) {
+    let mut digests = streams.digests();
+    if !meta.has_digests() {
+        digests.clear();
+    }
+    let windows = meta.windows() as usize;
+    if crcs.get(..now * per_split) != meta.crcs.get(..now * per_split)
+        || digests.get(..now * windows) != meta.digests.get(..now * windows)
+    {
         streams.abort();
         return Err(text(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -198,6 +211,7 @@ async fn grow(
     m.splits.extend(&added);
     m.stored.extend(&stored[now..]);
     m.crcs = crcs;
+    m.digests = digests;
     if let Err(e) = c.objects.update(&m, map.servers()).await {
         remove_splits_on(st, c, &key, &added, units).await;
         return Err(directory_error(e));

@@ -1,10 +1,12 @@
 //! EC-Cache's object API (EC-Cache §3–§4), over the pieces layer (`super::pieces`) and the
 //! backend store (`super::backend`): `api.rs` (the `/_objects/` endpoints: `PUT`, `GET` with
 //! late binding, `DELETE`), `budget.rs` (the coordinator's parity budget applied to an
-//! object), `stat.rs` (where an object's splits are), and `record.rs` (what they share: the
+//! object), `stat.rs` (where an object's splits are), `splits.rs` (the split service for clients that
+//! read the splits themselves), and `record.rs` (what they share: the
 //! object's record and its splits).
 
 pub(in crate::node) mod api;
 pub(in crate::node) mod budget;
 pub(in crate::node) mod record;
+pub(in crate::node) mod splits;
 pub(in crate::node) mod stat;

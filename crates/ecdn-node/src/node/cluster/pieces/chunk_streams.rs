@@ -16,6 +16,7 @@ use bytes::Bytes;
 use ecdn_cluster::peer::{BodySender, PeerAnswer};
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::{ObjectLayout, Stripe, StripeEncoder};
+use ecdn_objects::digest::{Sha, WindowHasher};
 use hyper::{Method, StatusCode};
 
 use crate::node::cluster::pieces::local::{pushed, put_local};
@@ -48,6 +49,9 @@ pub(in crate::node) struct ChunkStreams {
     targets: Vec<Target>,
     /// Per chunk, the CRC-32C of each sub-chunk so far.
     crcs: Vec<Vec<u32>>,
+    /// Every chunk's window digests, for an EC-Cache object's record
+    /// ([`ChunkStreams::with_digests`]; a C2DN fill has none).
+    digests: Option<WindowHasher>,
 }
 
 impl ChunkStreams {
@@ -89,7 +93,21 @@ impl ChunkStreams {
             encoder: Some(encoder),
             targets,
             crcs: vec![Vec::new(); k + p],
+            digests: None,
         })
+    }
+
+    /// The same streams, also hashing every chunk's windows of `window_stripes` sub-chunks
+    /// (`ecdn_objects::digest`: what a client reading the splits itself checks them against).
+    pub(in crate::node) fn with_digests(mut self, window_stripes: u64) -> ChunkStreams {
+        self.digests = Some(WindowHasher::new(self.crcs.len(), window_stripes));
+        self
+    }
+
+    /// After [`ChunkStreams::end`]: every chunk's window digests, chunk-major (empty without
+    /// [`ChunkStreams::with_digests`]).
+    pub(in crate::node) fn digests(&mut self) -> Vec<Sha> {
+        self.digests.take().map_or(Vec::new(), WindowHasher::finish)
     }
 
     /// Object bytes pushed so far.
@@ -130,6 +148,9 @@ impl ChunkStreams {
                 parity[chunk - k].clone()
             };
             self.crcs[chunk].push(ecdn_store::crc32c(&sub));
+            if let Some(d) = self.digests.as_mut() {
+                d.push(chunk, &sub);
+            }
             match target {
                 Target::Skip | Target::Failed(_) => {}
                 Target::Local(buf) => buf.extend_from_slice(&sub),

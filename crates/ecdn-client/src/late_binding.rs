@@ -1,0 +1,460 @@
+//! A client's read of an object from its splits' servers: late binding (EC-Cache §4.3) done by
+//! the client, as the paper's client does it, instead of by the node it called.
+//!
+//! Top to bottom, one read:
+//! 1. [`start`]: `k + Δ` of the splits held on available servers are chosen at random
+//!    (`ecdn_objects::split::read_plan`, the node's own rule), the others kept as spares, and
+//!    each chosen split is read whole from its server, at once (`?split=I&version=V`).
+//! 2. [`read_split`]: a split's bytes are cut into windows as they arrive
+//!    (`ecdn_objects::digest`); a window enters the read only if its SHA-256 is the record's.
+//!    A split read that fails (refused, `404`, cut short, a window that does not hash to its
+//!    digest, no bytes for [`STALL`]) is replaced by a spare, read from the first window not
+//!    yet sent.
+//! 3. [`deliver`]: each window, in order, is decoded from the first `k` of its splits to
+//!    arrive, and sent on as soon as it is; the readers keep at most [`READ_AHEAD`] windows
+//!    ahead of it. When the last window is out, the reads still running are cancelled, and the
+//!    whole object's SHA-256 is checked against the record (a last guard: a mismatch ends the
+//!    read in an error instead of its end).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use ecdn_codec::{decode_range_with, Codec, ObjectLayout};
+use ecdn_objects::digest::sha256;
+use ecdn_objects::meta::ObjectMeta;
+use ecdn_objects::split::read_plan;
+use ecdn_trace::Rng;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, Notify};
+
+use crate::located::Located;
+use crate::ClientError;
+
+/// Windows a split's reader may be ahead of the window being sent.
+pub const READ_AHEAD: u64 = 4;
+/// A split read that brings no byte for this long is given up (and replaced by a spare).
+pub const STALL: Duration = Duration::from_secs(5);
+
+/// What one read did, for the caller and for tests: the splits asked, those that failed, and
+/// the splits each window was decoded from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReadReport {
+    pub delta: usize,
+    pub asked: Vec<usize>,
+    pub failed: Vec<(usize, String)>,
+    pub used: Vec<Vec<usize>>,
+}
+
+/// A window's verified splits so far.
+struct WindowIn {
+    got: Vec<Option<Bytes>>,
+    count: usize,
+}
+
+/// What the readers and the deliverer share.
+struct ReadState {
+    /// The first window not yet sent.
+    next_out: u64,
+    /// Windows `next_out..`, by index.
+    windows: Vec<Option<WindowIn>>,
+    /// Split reads running.
+    running: usize,
+    spares: Vec<usize>,
+    report: ReadReport,
+    /// Set when the read is over (done, failed or dropped): readers stop.
+    over: bool,
+    /// The split reads, cancelled when the read is over (late binding's "cancel the rest").
+    tasks: Vec<tokio::task::AbortHandle>,
+}
+
+struct Shared {
+    meta: Arc<ObjectMeta>,
+    addrs: Vec<Option<SocketAddr>>,
+    state: Mutex<ReadState>,
+    /// A window got a split, or a split read ended.
+    progress: Notify,
+    /// A window was sent (readers waiting for room go on).
+    room: Notify,
+    http: Client<HttpConnector, Full<Bytes>>,
+    /// Bytes asked of split servers and not received yet, over this client's reads (its
+    /// backlog, for Δ).
+    outstanding: Arc<AtomicU64>,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ReadState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts reading split `i` from window `from`.
+    fn spawn_reader(self: &Arc<Self>, s: &mut ReadState, i: usize, from: u64) {
+        let task = tokio::spawn(read_split(self.clone(), i, from));
+        s.tasks.push(task.abort_handle());
+    }
+
+    /// The read is over: the split reads still running are cancelled (their connections
+    /// closed, so their servers stop sending).
+    fn end(&self) {
+        let tasks = {
+            let mut s = self.lock();
+            s.over = true;
+            s.windows.clear();
+            std::mem::take(&mut s.tasks)
+        };
+        for t in tasks {
+            t.abort();
+        }
+        self.room.notify_waiters();
+        self.progress.notify_waiters();
+    }
+}
+
+/// Bytes a split read still expects, in the client's backlog until they arrive or the read
+/// ends (cancelled too).
+struct Pending {
+    outstanding: Arc<AtomicU64>,
+    left: u64,
+}
+
+impl Pending {
+    fn new(outstanding: Arc<AtomicU64>, left: u64) -> Pending {
+        outstanding.fetch_add(left, Ordering::Relaxed);
+        Pending { outstanding, left }
+    }
+
+    fn arrived(&mut self, n: u64) {
+        let n = n.min(self.left);
+        self.left -= n;
+        self.outstanding.fetch_sub(n, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.outstanding.fetch_sub(self.left, Ordering::Relaxed);
+    }
+}
+
+/// A read in progress: the object's bytes in order, window by window.
+pub struct ObjectRead {
+    pub meta: Arc<ObjectMeta>,
+    rx: mpsc::Receiver<Result<Bytes, ClientError>>,
+    shared: Arc<Shared>,
+}
+
+impl ObjectRead {
+    /// The next bytes, an error (the read is over), or `None` at the end (every byte checked).
+    pub async fn next(&mut self) -> Option<Result<Bytes, ClientError>> {
+        self.rx.recv().await
+    }
+
+    /// The whole object.
+    pub async fn collect(mut self) -> Result<Bytes, ClientError> {
+        let mut out = BytesMut::with_capacity(self.meta.size as usize);
+        while let Some(b) = self.next().await {
+            out.extend_from_slice(&b?);
+        }
+        Ok(out.freeze())
+    }
+
+    /// What the read did so far (complete once [`ObjectRead::next`] returned `None`).
+    pub fn report(&self) -> ReadReport {
+        self.shared.lock().report.clone()
+    }
+}
+
+impl Drop for ObjectRead {
+    fn drop(&mut self) {
+        self.shared.end();
+    }
+}
+
+/// Starts reading `at`'s object with `delta` extra splits (see the module documentation).
+pub(crate) fn start(
+    http: Client<HttpConnector, Full<Bytes>>,
+    codec: Arc<dyn Codec>,
+    at: &Located,
+    delta: usize,
+    outstanding: Arc<AtomicU64>,
+    seed: u64,
+) -> Result<ObjectRead, ClientError> {
+    let meta = Arc::new(at.meta.clone());
+    let locations: Vec<usize> = (0..meta.splits.len()).collect();
+    let usable = |i: usize| meta.stored[i] && at.addrs[i].is_some();
+    let mut rng = Rng::new(seed);
+    let first = read_plan(&mut rng, &locations, meta.k, delta, usable).map_err(|e| {
+        ClientError::TooFewSplits(format!("object {}: {e}", meta.name))
+    })?;
+    let mut spares: Vec<usize> = (0..meta.splits.len())
+        .filter(|&i| usable(i) && !first.contains(&i))
+        .collect();
+    for j in (1..spares.len()).rev() {
+        spares.swap(j, rng.below(j as u64 + 1) as usize);
+    }
+    let windows = meta.windows();
+    let shared = Arc::new(Shared {
+        meta: meta.clone(),
+        addrs: at.addrs.clone(),
+        state: Mutex::new(ReadState {
+            next_out: 0,
+            windows: (0..windows).map(|_| None).collect(),
+            running: first.len(),
+            spares,
+            report: ReadReport {
+                delta,
+                asked: first.clone(),
+                ..ReadReport::default()
+            },
+            over: false,
+            tasks: Vec::new(),
+        }),
+        progress: Notify::new(),
+        room: Notify::new(),
+        http,
+        outstanding,
+    });
+    {
+        let mut s = shared.lock();
+        for &i in &first {
+            shared.spawn_reader(&mut s, i, 0);
+        }
+    }
+    let (tx, rx) = mpsc::channel(2);
+    tokio::spawn(deliver(shared.clone(), codec, tx));
+    Ok(ObjectRead { meta, rx, shared })
+}
+
+/// Reads split `i` from window `from` to its end (see the module documentation); on failure,
+/// starts a spare in its place.
+async fn read_split(shared: Arc<Shared>, i: usize, from: u64) {
+    let meta = &shared.meta;
+    let left = meta.split_len() - meta.window_range(from).start;
+    let mut pending = Pending::new(shared.outstanding.clone(), left);
+    let outcome = fetch_windows(&shared, i, from, &mut pending).await;
+    drop(pending);
+    {
+        let mut s = shared.lock();
+        s.running -= 1;
+        if let Err(why) = outcome {
+            if !s.over {
+                s.report.failed.push((i, why));
+                if let Some(sp) = s.spares.pop() {
+                    s.running += 1;
+                    s.report.asked.push(sp);
+                    let from = s.next_out;
+                    shared.spawn_reader(&mut s, sp, from);
+                }
+            }
+        }
+    }
+    shared.progress.notify_waiters();
+}
+
+/// The request and the windows of [`read_split`]: `Ok` when the split was read to its end or
+/// the read no longer needs it.
+async fn fetch_windows(
+    shared: &Shared,
+    i: usize,
+    from: u64,
+    pending: &mut Pending,
+) -> Result<(), String> {
+    let meta = &shared.meta;
+    let addr = shared.addrs[i].ok_or("no address")?;
+    let start = meta.window_range(from).start;
+    let uri = format!(
+        "http://{addr}/_objects/{}?split={i}&version={}",
+        meta.name, meta.version
+    );
+    let req = Request::get(uri)
+        .header(
+            hyper::header::RANGE,
+            format!("bytes={start}-{}", meta.split_len().max(1) - 1),
+        )
+        .body(Full::new(Bytes::new()))
+        .map_err(|e| e.to_string())?;
+    let resp = tokio::time::timeout(STALL, shared.http.request(req))
+        .await
+        .map_err(|_| format!("node at {addr}: no answer within {STALL:?}"))?
+        .map_err(|e| format!("node at {addr}: {e}"))?;
+    if resp.status() != StatusCode::PARTIAL_CONTENT {
+        return Err(format!("node at {addr}: {}", resp.status()));
+    }
+    let mut body = resp.into_body();
+    let mut buf = BytesMut::new();
+    let mut w = from;
+    while w < meta.windows() {
+        let need = {
+            let r = meta.window_range(w);
+            (r.end - r.start) as usize
+        };
+        while buf.len() < need {
+            let frame = tokio::time::timeout(STALL, body.frame())
+                .await
+                .map_err(|_| format!("node at {addr}: no bytes for {STALL:?}"))?;
+            match frame {
+                None => return Err(format!("node at {addr}: the split ended short")),
+                Some(Err(e)) => return Err(format!("node at {addr}: {e}")),
+                Some(Ok(f)) => {
+                    if let Ok(d) = f.into_data() {
+                        pending.arrived(d.len() as u64);
+                        buf.extend_from_slice(&d);
+                    }
+                }
+            }
+        }
+        let window = buf.split_to(need).freeze();
+        if meta.digest(i, w) != Some(&sha256(&window)) {
+            return Err(format!(
+                "node at {addr}: window {w} of split {i} does not match the record's digest"
+            ));
+        }
+        if !deposit(shared, i, w, window) {
+            return Ok(());
+        }
+        w += 1;
+        // At most READ_AHEAD windows ahead of the one being sent.
+        loop {
+            let room = shared.room.notified();
+            tokio::pin!(room);
+            room.as_mut().enable();
+            {
+                let s = shared.lock();
+                if s.over {
+                    return Ok(());
+                }
+                if w < s.next_out + READ_AHEAD {
+                    break;
+                }
+            }
+            room.await;
+        }
+    }
+    Ok(())
+}
+
+/// Gives window `w` split `i`'s verified bytes (if the window still needs one); false when
+/// the read is over.
+fn deposit(shared: &Shared, i: usize, w: u64, bytes: Bytes) -> bool {
+    let mut s = shared.lock();
+    if s.over {
+        return false;
+    }
+    let k = shared.meta.k;
+    let n = shared.meta.splits.len();
+    if w >= s.next_out {
+        let win = s.windows[w as usize].get_or_insert_with(|| WindowIn {
+            got: vec![None; n],
+            count: 0,
+        });
+        if win.count < k && win.got[i].is_none() {
+            win.got[i] = Some(bytes);
+            win.count += 1;
+            if win.count == k {
+                drop(s);
+                shared.progress.notify_waiters();
+            }
+        }
+    }
+    true
+}
+
+/// Sends the windows in order, each decoded from its first `k` splits, then checks the whole
+/// object (see the module documentation).
+async fn deliver(
+    shared: Arc<Shared>,
+    codec: Arc<dyn Codec>,
+    tx: mpsc::Sender<Result<Bytes, ClientError>>,
+) {
+    let out = send_windows(&shared, codec.as_ref(), &tx).await;
+    shared.end();
+    if let Err(e) = out {
+        let _ = tx.send(Err(e)).await;
+    }
+}
+
+async fn send_windows(
+    shared: &Shared,
+    codec: &dyn Codec,
+    tx: &mpsc::Sender<Result<Bytes, ClientError>>,
+) -> Result<(), ClientError> {
+    let meta = &shared.meta;
+    let p = meta.splits.len() - meta.k;
+    let layout = ObjectLayout::new(meta.size, meta.k, p, meta.sub_chunk)
+        .map_err(|e| ClientError::BadAnswer(format!("the record's code: {e}")))?;
+    let ws = meta.window_stripes.max(1);
+    let mut sha = Sha256::new();
+    for w in 0..meta.windows() {
+        let win = next_window(shared, w).await?;
+        let a = w * ws;
+        let b = (a + ws).min(layout.stripe_count());
+        let range = layout.stripe_range(a).map_or(0, |r| r.start)
+            ..layout.stripe_range(b - 1).map_or(0, |r| r.end);
+        let mut out = vec![0u8; (range.end - range.start) as usize];
+        let sub = meta.sub_chunk as usize;
+        decode_range_with(codec, &layout, range, &mut out, |chunk, j| {
+            let at = (j - a) as usize * sub;
+            let len = layout.sub_chunk_len(j).ok()? as usize;
+            win.got[chunk].as_ref().and_then(|b| b.get(at..at + len))
+        })
+        .map_err(|e| ClientError::BadAnswer(format!("decoding window {w}: {e}")))?;
+        sha.update(&out);
+        {
+            let mut s = shared.lock();
+            s.next_out = w + 1;
+            let used = (0..win.got.len()).filter(|&c| win.got[c].is_some());
+            s.report.used.push(used.collect());
+        }
+        shared.room.notify_waiters();
+        if tx.send(Ok(Bytes::from(out))).await.is_err() {
+            return Ok(()); // the reader went away
+        }
+    }
+    let sha: [u8; 32] = sha.finalize().into();
+    let hex: String = sha.iter().map(|b| format!("{b:02x}")).collect();
+    if hex != meta.sha256 {
+        return Err(ClientError::BadAnswer(format!(
+            "object {}: the decoded bytes do not match the record's SHA-256",
+            meta.name
+        )));
+    }
+    Ok(())
+}
+
+/// Waits until window `w` has `k` verified splits, and takes it; an error once fewer than `k`
+/// can still come.
+async fn next_window(shared: &Shared, w: u64) -> Result<WindowIn, ClientError> {
+    let k = shared.meta.k;
+    loop {
+        let progress = shared.progress.notified();
+        tokio::pin!(progress);
+        progress.as_mut().enable();
+        {
+            let mut s = shared.lock();
+            let have = s.windows[w as usize].as_ref().map_or(0, |x| x.count);
+            if have >= k {
+                return Ok(s.windows[w as usize].take().expect("counted"));
+            }
+            if have + s.running < k {
+                let failed: Vec<String> = s
+                    .report
+                    .failed
+                    .iter()
+                    .map(|(i, why)| format!("split {i}: {why}"))
+                    .collect();
+                return Err(ClientError::TooFewSplits(format!(
+                    "object {}: window {w}: {have} of k = {k} splits, none left to read ({})",
+                    shared.meta.name,
+                    failed.join("; ")
+                )));
+            }
+        }
+        progress.await;
+    }
+}

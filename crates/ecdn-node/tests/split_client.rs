@@ -1,0 +1,119 @@
+//! Clients that read the splits themselves (issue 61; EC-Cache §4.3's client): on an in-process
+//! cluster of 6 nodes, `ecdn_client::SplitClient` reads objects of several sizes and codes
+//! byte for byte from the splits' servers (one window and several; replicated and coded),
+//! asks `k + Δ` and decodes each window from `k`; a stopped split server is replaced by a
+//! spare; the node's split service answers ranges, `404` and `416`, and `?locate` gives the
+//! record with its digests and the split servers' addresses.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use ecdn_client::{Delta, SplitClient};
+use ecdn_objects::meta::ObjectMeta;
+
+#[path = "common/cluster.rs"]
+mod harness;
+use harness::TestCluster;
+
+mod common;
+
+fn content(seed: u64, size: usize) -> Vec<u8> {
+    let mut rng = ecdn_trace::Rng::new(seed);
+    (0..size).map(|_| rng.next_u64() as u8).collect()
+}
+
+async fn put(addr: SocketAddr, name: &str, k: usize, r: usize, data: &[u8]) -> ObjectMeta {
+    let uri = format!("/_objects/{name}?k={k}&r={r}");
+    let put = common::send_body(addr, "PUT", &uri, &[], Bytes::from(data.to_vec())).await;
+    assert_eq!(put.status, 201, "{}", String::from_utf8_lossy(&put.body));
+    serde_json::from_slice(&put.body).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_reads_the_splits_from_their_servers_and_checks_every_byte() {
+    let mut c = TestCluster::start(6, "c2dn", 3, 1).await;
+    let nodes: Vec<SocketAddr> = (0..6).map(|i| c.client(i)).collect();
+    let client = SplitClient::new(nodes.clone());
+    // One window and several (1 MiB per split and window); replicated and coded.
+    let cases = [
+        ("one/small", 1, 1, 1_000),
+        ("one/coded", 3, 2, 200_000),
+        ("many/windows", 2, 1, 5 << 20),
+        ("many/odd", 4, 2, (3 << 20) + 12_345),
+    ];
+    for (i, &(name, k, r, size)) in cases.iter().enumerate() {
+        let data = content(i as u64, size);
+        let meta = put(nodes[i % 6], name, k, r, &data).await;
+        assert!(meta.has_digests(), "{name}: a new record has window digests");
+        assert_eq!(
+            meta.digests.len() as u64,
+            meta.windows() * (k + r) as u64,
+            "{name}"
+        );
+        let mut read = client.read(name).await.unwrap();
+        let mut got = Vec::new();
+        while let Some(b) = read.next().await {
+            got.extend_from_slice(&b.unwrap());
+        }
+        assert!(got == data, "{name}: the bytes read from the splits");
+        let report = read.report();
+        assert_eq!(report.delta, 1);
+        assert_eq!(report.asked.len(), (k + 1).min(k + r), "{name}: k + Δ asked");
+        assert_eq!(report.used.len() as u64, meta.windows(), "{name}");
+        assert!(report.used.iter().all(|u| u.len() == k), "{name}: {report:?}");
+        assert!(report.failed.is_empty(), "{name}: {report:?}");
+    }
+    assert_eq!(client.via_node_reads(), 0);
+    assert_eq!(client.backlog_bytes(), 0, "every byte asked arrived or was cancelled");
+
+    // The split service: a range, a split not held here, a range past the end.
+    let meta = put(nodes[0], "svc/obj", 2, 1, &content(7, 100_000)).await;
+    let holder = meta.splits[0];
+    let other = (0..6).find(|n| !meta.splits.contains(n)).unwrap();
+    let uri = format!("/_objects/svc/obj?split=0&version={}", meta.version);
+    let h = [("range", "bytes=10-19")];
+    let got = common::send_body(nodes[holder], "GET", &uri, &h, Bytes::new()).await;
+    assert_eq!(got.status, 206);
+    assert_eq!(got.body.len(), 10);
+    assert_eq!(got.headers["content-range"], "bytes 10-19/50000");
+    assert_eq!(got.body[..], content(7, 100_000)[10..20], "split 0 is data");
+    let none = common::send_body(nodes[other], "GET", &uri, &h, Bytes::new()).await;
+    assert_eq!(none.status, 404);
+    let past = [("range", "bytes=50000-")];
+    let past = common::send_body(nodes[holder], "GET", &uri, &past, Bytes::new()).await;
+    assert_eq!(past.status, 416);
+    let no_version = "/_objects/svc/obj?split=0";
+    let bad = common::send_body(nodes[holder], "GET", no_version, &[], Bytes::new()).await;
+    assert_eq!(bad.status, 400);
+    // `?locate`: the record and every split server's client address.
+    let at = client.locate("svc/obj").await.unwrap();
+    assert_eq!(at.meta, meta);
+    for (i, a) in at.addrs.iter().enumerate() {
+        assert_eq!(*a, Some(nodes[meta.splits[i]]));
+    }
+
+    // A split server stopped: its split read fails and a spare takes its place (Δ = 0, so
+    // the read needs it).
+    let data = content(11, 3 << 20);
+    let meta = put(nodes[0], "gone/one", 3, 2, &data).await;
+    let exact = SplitClient::new(nodes.clone()).with_delta(Delta::Fixed(0));
+    let at = exact.locate("gone/one").await.unwrap();
+    c.stop(meta.splits[0]).await;
+    c.stop(meta.splits[3]).await;
+    for _ in 0..3 {
+        let mut read = exact.read("gone/one").await.unwrap();
+        let mut got = Vec::new();
+        while let Some(b) = read.next().await {
+            got.extend_from_slice(&b.unwrap());
+        }
+        assert!(got == data, "read with two split servers stopped");
+        let report = read.report();
+        assert!(
+            report.used.iter().all(|u| !u.contains(&0) && !u.contains(&3)),
+            "{report:?}"
+        );
+    }
+    assert_eq!(at.addrs.len(), 5);
+    assert_eq!(exact.via_node_reads(), 0);
+    c.stop_all().await;
+}
