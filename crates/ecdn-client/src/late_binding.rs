@@ -189,9 +189,8 @@ pub(crate) fn start(
     let locations: Vec<usize> = (0..meta.splits.len()).collect();
     let usable = |i: usize| meta.stored[i] && at.addrs[i].is_some();
     let mut rng = Rng::new(seed);
-    let first = read_plan(&mut rng, &locations, meta.k, delta, usable).map_err(|e| {
-        ClientError::TooFewSplits(format!("object {}: {e}", meta.name))
-    })?;
+    let first = read_plan(&mut rng, &locations, meta.k, delta, usable)
+        .map_err(|e| ClientError::TooFewSplits(format!("object {}: {e}", meta.name)))?;
     let mut spares: Vec<usize> = (0..meta.splits.len())
         .filter(|&i| usable(i) && !first.contains(&i))
         .collect();

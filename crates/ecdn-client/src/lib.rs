@@ -21,6 +21,7 @@
 
 pub mod late_binding;
 pub mod located;
+pub mod split_write;
 pub mod splits;
 
 pub use late_binding::{ObjectRead, ReadReport};
@@ -114,42 +115,16 @@ impl ObjectClient {
         body: Bytes,
     ) -> Result<(StatusCode, Bytes), ClientError> {
         let name = ObjectName::parse(name).map_err(|e| ClientError::BadName(e.to_string()))?;
-        let uri = format!("http://{}/_objects/{name}{query}", self.addr);
-        let req = Request::builder()
-            .method(method)
-            .uri(uri)
-            .body(Full::new(body))
-            .map_err(|e| ClientError::BadName(e.to_string()))?;
-        let unreachable = |why: String| ClientError::Unreachable {
-            addr: self.addr,
-            why,
-        };
-        let go = async {
-            let resp = self
-                .http
-                .request(req)
-                .await
-                .map_err(|e| unreachable(e.to_string()))?;
-            let status = resp.status();
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| unreachable(e.to_string()))?
-                .to_bytes();
-            Ok((status, body))
-        };
-        let (status, body) = tokio::time::timeout(self.timeout, go)
-            .await
-            .map_err(|_| unreachable(format!("no answer within {:?}", self.timeout)))??;
-        match status {
-            s if s.is_success() => Ok((s, body)),
-            StatusCode::NOT_FOUND => Err(ClientError::NotFound(name.to_string())),
-            s => Err(ClientError::Refused {
-                status: s.as_u16(),
-                message: String::from_utf8_lossy(&body).trim().to_string(),
-            }),
-        }
+        call(
+            &self.http,
+            self.addr,
+            self.timeout,
+            method,
+            &name,
+            query,
+            body,
+        )
+        .await
     }
 
     fn record(body: &[u8]) -> Result<ObjectMeta, ClientError> {
@@ -222,6 +197,51 @@ impl ObjectClient {
     pub async fn delete(&self, name: &str) -> Result<ObjectMeta, ClientError> {
         let (_, body) = self.call(Method::DELETE, name, "", Bytes::new()).await?;
         Self::record(&body)
+    }
+}
+
+/// One call of the object API on the node at `addr`: its status and body (`Err` for
+/// `404`, another failure status, or no answer within `timeout`).
+pub(crate) async fn call(
+    http: &Client<HttpConnector, Full<Bytes>>,
+    addr: SocketAddr,
+    timeout: Duration,
+    method: Method,
+    name: &ObjectName,
+    query: &str,
+    body: Bytes,
+) -> Result<(StatusCode, Bytes), ClientError> {
+    let uri = format!("http://{addr}/_objects/{name}{query}");
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .body(Full::new(body))
+        .map_err(|e| ClientError::BadName(e.to_string()))?;
+    let unreachable = |why: String| ClientError::Unreachable { addr, why };
+    let go = async {
+        let resp = http
+            .request(req)
+            .await
+            .map_err(|e| unreachable(e.to_string()))?;
+        let status = resp.status();
+        let body = resp
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| unreachable(e.to_string()))?
+            .to_bytes();
+        Ok((status, body))
+    };
+    let (status, body) = tokio::time::timeout(timeout, go)
+        .await
+        .map_err(|_| unreachable(format!("no answer within {timeout:?}")))??;
+    match status {
+        s if s.is_success() => Ok((s, body)),
+        StatusCode::NOT_FOUND => Err(ClientError::NotFound(name.to_string())),
+        s => Err(ClientError::Refused {
+            status: s.as_u16(),
+            message: String::from_utf8_lossy(&body).trim().to_string(),
+        }),
     }
 }
 

@@ -22,8 +22,8 @@ use bytes::Bytes;
 use ecdn_codec::CodecCache;
 use ecdn_objects::backlog::{Backlog, DeltaRule};
 use ecdn_objects::meta::ObjectName;
-use http_body_util::{BodyExt, Full};
-use hyper::{Request, StatusCode};
+use http_body_util::Full;
+use hyper::{Method, StatusCode};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -136,36 +136,46 @@ impl SplitClient {
         addr: SocketAddr,
         name: &ObjectName,
     ) -> Result<Arc<Located>, ClientError> {
-        let req = Request::get(format!("http://{addr}/_objects/{name}?locate"))
-            .body(Full::new(Bytes::new()))
-            .map_err(|e| ClientError::BadName(e.to_string()))?;
-        let unreachable = |why: String| ClientError::Unreachable { addr, why };
-        let go = async {
-            let resp = self
-                .http
-                .request(req)
-                .await
-                .map_err(|e| unreachable(e.to_string()))?;
-            let status = resp.status();
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| unreachable(e.to_string()))?
-                .to_bytes();
-            Ok::<_, ClientError>((status, body))
-        };
-        let (status, body) = tokio::time::timeout(self.timeout, go)
-            .await
-            .map_err(|_| unreachable(format!("no answer within {:?}", self.timeout)))??;
-        match status {
-            StatusCode::OK => located(&body),
-            StatusCode::NOT_FOUND => Err(ClientError::NotFound(name.to_string())),
-            s => Err(ClientError::Refused {
-                status: s.as_u16(),
-                message: String::from_utf8_lossy(&body).trim().to_string(),
-            }),
-        }
+        let (_, body) = self
+            .call(addr, Method::GET, name, "?locate", Bytes::new())
+            .await?;
+        located(&body)
+    }
+
+    /// One call of the object API on the node at `addr`.
+    pub(crate) async fn call(
+        &self,
+        addr: SocketAddr,
+        method: Method,
+        name: &ObjectName,
+        query: &str,
+        body: Bytes,
+    ) -> Result<(StatusCode, Bytes), ClientError> {
+        crate::call(&self.http, addr, self.timeout, method, name, query, body).await
+    }
+
+    /// The node to ask next (in turn).
+    pub(crate) fn next_node(&self) -> Result<SocketAddr, ClientError> {
+        self.node(self.reads.fetch_add(1, Ordering::Relaxed))
+    }
+
+    pub(crate) fn http(&self) -> Client<HttpConnector, Full<Bytes>> {
+        self.http.clone()
+    }
+
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The codec of (`k`, `p`).
+    pub(crate) fn codec(
+        &self,
+        k: usize,
+        p: usize,
+    ) -> Result<Arc<dyn ecdn_codec::Codec>, ClientError> {
+        self.codecs
+            .get(k, p)
+            .map_err(|e| ClientError::BadAnswer(format!("the record's code: {e}")))
     }
 
     /// Δ for a read of `at`'s object now.
@@ -191,10 +201,7 @@ impl SplitClient {
             return Err(ClientError::NoDigests(name.to_string()));
         }
         let n = self.reads.fetch_add(1, Ordering::Relaxed);
-        let codec = self
-            .codecs
-            .get(at.meta.k, at.meta.splits.len() - at.meta.k)
-            .map_err(|e| ClientError::BadAnswer(format!("the record's code: {e}")))?;
+        let codec = self.codec(at.meta.k, at.meta.splits.len() - at.meta.k)?;
         let seed = n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ at.meta.version ^ now_nanos();
         late_binding::start(
             self.http.clone(),
@@ -222,7 +229,9 @@ impl SplitClient {
             )),
         };
         match e {
-            ClientError::NoDigests(_) | ClientError::TooFewSplits(_) | ClientError::BadAnswer(_) => {
+            ClientError::NoDigests(_)
+            | ClientError::TooFewSplits(_)
+            | ClientError::BadAnswer(_) => {
                 // The record may be stale: the node asks the directory again.
                 if let Ok(n) = ObjectName::parse(name) {
                     self.located.remove(&n);

@@ -118,6 +118,16 @@ pub struct BenchArgs {
     /// How many nodes get the background traffic (nodes 0, 1, ...) [default: a third].
     #[arg(long, requires = "background_load")]
     background_nodes: Option<usize>,
+    /// Read through the nodes, as before issue 61: each read is sent to a live node chosen
+    /// uniformly, which reads the splits from its peers, decodes, and sends the object on.
+    /// Without it the readers are clients that read the splits from their servers
+    /// themselves (`ecdn_client::SplitClient`), as the paper's are.
+    #[arg(long)]
+    via_node: bool,
+    /// With --testbed: this node's link gets DELAY more each way after the writes, before the
+    /// reads (a slow server; late binding should leave its splits), e.g. `3:50ms`.
+    #[arg(long, value_name = "NODE:DELAY", requires = "testbed")]
+    slow: Option<String>,
     /// Kill this node after the writes, before the reads (§6.4).
     #[arg(long, value_name = "NODE")]
     kill: Option<usize>,
@@ -169,6 +179,8 @@ impl Latency {
 #[derive(Debug, Serialize)]
 pub struct Report {
     pub mode: &'static str,
+    /// `client` (the readers read the splits themselves) or `via-node`.
+    pub path: &'static str,
     pub scheme: &'static str,
     pub k: usize,
     pub r: usize,
@@ -193,6 +205,10 @@ pub struct Report {
     pub background_load: f64,
     pub background_nodes: usize,
     pub killed: Option<usize>,
+    /// `--slow`: the node and its extra delay each way, ms.
+    pub slowed: Option<(usize, f64)>,
+    /// Client reads that could not be done from the splits and went through a node.
+    pub via_node_reads: usize,
     /// Seconds the writes and the reads took.
     pub write_s: f64,
     pub read_s: f64,
@@ -226,6 +242,8 @@ struct Plan {
     rate_bits: f64,
     background: f64,
     background_nodes: usize,
+    /// `--slow`: the node and its extra delay.
+    slow: Option<(usize, Duration)>,
 }
 
 fn plan(a: &BenchArgs) -> Result<Plan> {
@@ -306,7 +324,24 @@ fn plan(a: &BenchArgs) -> Result<Plan> {
         Some(_) => a.background_nodes.unwrap_or(a.nodes / 3).min(a.nodes),
         None => 0,
     };
+    let slow = match &a.slow {
+        None => None,
+        Some(spec) => {
+            let (n, d) = spec
+                .split_once(':')
+                .ok_or_else(|| anyhow::anyhow!("--slow {spec:?}: need NODE:DELAY, e.g. 3:50ms"))?;
+            let n: usize = n
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--slow {spec:?}: {n:?} is not a node"))?;
+            if n >= a.nodes || Some(n) == a.kill {
+                bail!("--slow {spec:?}: node {n} is not one of the live nodes");
+            }
+            let d = crate::args::duration("--slow", d)?;
+            Some((n, d))
+        }
+    };
     Ok(Plan {
+        slow,
         scheme,
         k,
         r,
@@ -406,9 +441,10 @@ async fn run(a: BenchArgs, testbed: Option<Arc<DemoBed>>) -> Result<()> {
 fn print_report(r: &Report, json: bool) -> Result<()> {
     let l = &r.latency_ms;
     outln!(
-        "{} ({}): k {} r {} Δ {}, {} nodes, {} objects of {}, Zipf {}, budget {:.0}%",
+        "{} ({}, reads {}): k {} r {} Δ {}, {} nodes, {} objects of {}, Zipf {}, budget {:.0}%",
         r.scheme,
         r.mode,
+        r.path,
         r.k,
         r.r,
         r.delta,
@@ -419,10 +455,11 @@ fn print_report(r: &Report, json: bool) -> Result<()> {
         r.budget * 100.0
     )?;
     outln!(
-        "  λ {:.1}% over {} reads ({} failed)",
+        "  λ {:.1}% over {} reads ({} failed, {} through a node instead)",
         r.imbalance_percent,
         r.requests,
-        r.failed_requests
+        r.failed_requests,
+        r.via_node_reads
     )?;
     if r.mode == "live" {
         outln!(
@@ -445,6 +482,7 @@ fn print_report(r: &Report, json: bool) -> Result<()> {
 fn report(a: &BenchArgs, p: &Plan, mode: &'static str) -> Report {
     Report {
         mode,
+        path: if a.via_node { "via-node" } else { "client" },
         scheme: p.scheme.name(),
         k: p.k,
         r: p.r,
@@ -469,6 +507,8 @@ fn report(a: &BenchArgs, p: &Plan, mode: &'static str) -> Report {
         background_load: p.background,
         background_nodes: p.background_nodes,
         killed: a.kill,
+        slowed: p.slow.map(|(n, d)| (n, d.as_secs_f64() * 1e3)),
+        via_node_reads: 0,
         write_s: 0.0,
         read_s: 0.0,
         variance_ratio: None,
@@ -660,24 +700,69 @@ async fn link_bytes(bed: &Bed, nodes: &[usize]) -> Result<Vec<u64>> {
 /// One read's outcome: its latency in ms, or why it failed.
 type ReadResult = Result<f64, String>;
 
-/// `count` reads: Poisson arrivals, Zipf objects, uniform entry nodes.
+/// Who the readers are: clients reading the splits themselves, or clients of the nodes.
+enum Readers {
+    Splits(Arc<ecdn_client::SplitClient>),
+    ViaNode(Vec<ObjectClient>, String),
+}
+
+impl Readers {
+    fn new(a: &BenchArgs, p: &Plan, bed: &Bed, live: &[usize]) -> Readers {
+        let timeout = Duration::from_secs(60);
+        let delta = match p.auto {
+            true => "auto".to_string(),
+            false => p.delta.to_string(),
+        };
+        if a.via_node {
+            let clients = live
+                .iter()
+                .map(|&n| ObjectClient::new(bed.layout.nodes[n].0).with_timeout(timeout))
+                .collect();
+            return Readers::ViaNode(clients, delta);
+        }
+        let nodes = live.iter().map(|&n| bed.layout.nodes[n].0).collect();
+        let delta = match p.auto {
+            true => ecdn_client::Delta::Auto,
+            false => ecdn_client::Delta::Fixed(p.delta),
+        };
+        let c = ecdn_client::SplitClient::new(nodes)
+            .with_delta(delta)
+            .with_timeout(timeout)
+            // The objects are not written again during the reads.
+            .with_record_ttl(Duration::from_secs(3600));
+        Readers::Splits(Arc::new(c))
+    }
+
+    /// Reads object `i`; `pick` chooses the entry node of a read through one.
+    async fn read(&self, i: usize, pick: u64) -> Result<Bytes, String> {
+        let got = match self {
+            Readers::Splits(c) => c.get(&name(i)).await,
+            Readers::ViaNode(clients, delta) => {
+                let c = &clients[(pick % clients.len() as u64) as usize];
+                c.get_with_delta(&name(i), delta).await
+            }
+        };
+        got.map_err(|e| format!("{}: {e}", name(i)))
+    }
+
+    fn via_node_reads(&self) -> usize {
+        match self {
+            Readers::Splits(c) => c.via_node_reads(),
+            Readers::ViaNode(..) => 0,
+        }
+    }
+}
+
+/// `count` reads: Poisson arrivals, Zipf objects (and uniform entry nodes, via a node).
 async fn read_load(
     a: &BenchArgs,
     p: &Plan,
-    bed: &Bed,
+    readers: &Arc<Readers>,
     live: &[usize],
     count: u64,
     pb: &ProgressBar,
 ) -> Result<Vec<ReadResult>> {
-    let clients: Vec<ObjectClient> = live
-        .iter()
-        .map(|&n| ObjectClient::new(bed.layout.nodes[n].0).with_timeout(Duration::from_secs(60)))
-        .collect();
     let zipf = Zipf::new(a.objects as u64, a.zipf).context("--zipf")?;
-    let delta = match p.auto {
-        true => "auto".to_string(),
-        false => p.delta.to_string(),
-    };
     // Useful bytes per second every live link could send, times the load.
     let per_s = a.load * p.rate_bytes * live.len() as f64 / p.size as f64;
     let mut rng = Rng::new(a.seed ^ 0x7265_6164 ^ count.rotate_left(32));
@@ -688,14 +773,14 @@ async fn read_load(
         at += rng.exp() / per_s;
         tokio::time::sleep_until(t0 + Duration::from_secs_f64(at)).await;
         let i = zipf.sample(&mut rng) as usize;
-        let client = clients[rng.below(clients.len() as u64) as usize].clone();
-        let (size, delta) = (p.size, delta.clone());
+        let pick = rng.next_u64();
+        let (readers, size) = (readers.clone(), p.size);
         reads.spawn(async move {
             let t = Instant::now();
-            match client.get_with_delta(&name(i), &delta).await {
+            match readers.read(i, pick).await {
                 Ok(b) if b.len() as u64 == size => Ok(t.elapsed().as_secs_f64() * 1e3),
                 Ok(b) => Err(format!("{}: {} bytes, not {size}", name(i), b.len())),
-                Err(e) => Err(format!("{}: {e}", name(i))),
+                Err(e) => Err(e),
             }
         });
     }
@@ -775,10 +860,21 @@ async fn live(
         kill(&bed, n).await?;
     }
     let live: Vec<usize> = (0..a.nodes).filter(|&n| Some(n) != a.kill).collect();
+    if let (Some((n, delay)), Some(b)) = (p.slow, testbed) {
+        pb.set_message(format!("slowing node {n} by {delay:?} each way"));
+        b.apply(&crate::cluster_demo::bed::Fault {
+            node: n,
+            fraction: 0.0,
+            at: 0,
+            kind: crate::cluster_demo::bed::FaultKind::Slow { delay },
+            duration: None,
+        })?;
+    }
+    let readers = Arc::new(Readers::new(a, p, &bed, &live));
     let mut budget_changes = 0;
     if let Some(warm) = a.measured_budget {
         pb.set_message(format!("{warm} warm-up reads"));
-        let warmup = read_load(a, p, &bed, &live, warm, pb).await?;
+        let warmup = read_load(a, p, &readers, &live, warm, pb).await?;
         if let Some(Err(e)) = warmup.iter().find(|r| r.is_err()) {
             pb.suspend(|| eprintln!("a warm-up read failed: {e}"));
         }
@@ -788,7 +884,7 @@ async fn live(
     let before = link_bytes(&bed, &live).await?;
     let t = Instant::now();
     pb.set_message(format!("{} reads", a.requests));
-    let results = read_load(a, p, &bed, &live, a.requests, pb).await?;
+    let results = read_load(a, p, &readers, &live, a.requests, pb).await?;
     let read_s = t.elapsed().as_secs_f64();
     let after = link_bytes(&bed, &live).await?;
     // The budget as the reads left it, and what it re-coded during them.
@@ -829,6 +925,7 @@ async fn live(
     r.read_s = read_s;
     r.budget_changes = budget_changes;
     r.budget_changes_during_reads = changes_during_reads;
+    r.via_node_reads = readers.via_node_reads();
     Ok(r)
 }
 

@@ -3,7 +3,9 @@
 //! byte for byte from the splits' servers (one window and several; replicated and coded),
 //! asks `k + Δ` and decodes each window from `k`; a stopped split server is replaced by a
 //! spare; the node's split service answers ranges, `404` and `416`, and `?locate` gives the
-//! record with its digests and the split servers' addresses.
+//! record with its digests and the split servers' addresses. A client writes objects itself
+//! (coded here, each split put on its server with the node's grant, committed with the servers'
+//! receipts); a put without a grant and a commit with forged receipts are refused.
 
 use std::net::SocketAddr;
 
@@ -44,7 +46,10 @@ async fn a_client_reads_the_splits_from_their_servers_and_checks_every_byte() {
     for (i, &(name, k, r, size)) in cases.iter().enumerate() {
         let data = content(i as u64, size);
         let meta = put(nodes[i % 6], name, k, r, &data).await;
-        assert!(meta.has_digests(), "{name}: a new record has window digests");
+        assert!(
+            meta.has_digests(),
+            "{name}: a new record has window digests"
+        );
         assert_eq!(
             meta.digests.len() as u64,
             meta.windows() * (k + r) as u64,
@@ -58,13 +63,24 @@ async fn a_client_reads_the_splits_from_their_servers_and_checks_every_byte() {
         assert!(got == data, "{name}: the bytes read from the splits");
         let report = read.report();
         assert_eq!(report.delta, 1);
-        assert_eq!(report.asked.len(), (k + 1).min(k + r), "{name}: k + Δ asked");
+        assert_eq!(
+            report.asked.len(),
+            (k + 1).min(k + r),
+            "{name}: k + Δ asked"
+        );
         assert_eq!(report.used.len() as u64, meta.windows(), "{name}");
-        assert!(report.used.iter().all(|u| u.len() == k), "{name}: {report:?}");
+        assert!(
+            report.used.iter().all(|u| u.len() == k),
+            "{name}: {report:?}"
+        );
         assert!(report.failed.is_empty(), "{name}: {report:?}");
     }
     assert_eq!(client.via_node_reads(), 0);
-    assert_eq!(client.backlog_bytes(), 0, "every byte asked arrived or was cancelled");
+    assert_eq!(
+        client.backlog_bytes(),
+        0,
+        "every byte asked arrived or was cancelled"
+    );
 
     // The split service: a range, a split not held here, a range past the end.
     let meta = put(nodes[0], "svc/obj", 2, 1, &content(7, 100_000)).await;
@@ -109,11 +125,119 @@ async fn a_client_reads_the_splits_from_their_servers_and_checks_every_byte() {
         assert!(got == data, "read with two split servers stopped");
         let report = read.report();
         assert!(
-            report.used.iter().all(|u| !u.contains(&0) && !u.contains(&3)),
+            report
+                .used
+                .iter()
+                .all(|u| !u.contains(&0) && !u.contains(&3)),
             "{report:?}"
         );
     }
     assert_eq!(at.addrs.len(), 5);
     assert_eq!(exact.via_node_reads(), 0);
     c.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_writes_the_splits_itself_with_grants_and_receipts() {
+    let c = TestCluster::start(6, "c2dn", 3, 1).await;
+    let nodes: Vec<SocketAddr> = (0..6).map(|i| c.client(i)).collect();
+    let client = SplitClient::new(nodes.clone());
+    for (i, (k, r, size)) in [(1, 1, 1_000), (3, 2, 200_000), (4, 1, (3 << 20) + 7)]
+        .into_iter()
+        .enumerate()
+    {
+        let name = format!("written/{i}");
+        let data = content(100 + i as u64, size);
+        let code = ecdn_client::Code { k, r };
+        let meta = client
+            .put(&name, Bytes::from(data.clone()), Some(code))
+            .await
+            .unwrap();
+        assert_eq!((meta.k, meta.r, meta.size as usize), (k, r, size));
+        assert!(meta.stored.iter().all(|&s| s), "{meta:?}");
+        // Read back through a node (its CRC checks use the record) and from the splits.
+        let via = ecdn_client::ObjectClient::new(nodes[(i + 1) % 6]);
+        assert!(
+            via.get(&name).await.unwrap() == data,
+            "{name} through a node"
+        );
+        assert!(
+            client.get(&name).await.unwrap() == data,
+            "{name} from the splits"
+        );
+    }
+    assert_eq!(client.via_node_reads(), 0);
+
+    // A split PUT without a valid grant is refused; a commit whose receipts are forged stores
+    // nothing.
+    let begin = common::send_body(
+        nodes[0],
+        "POST",
+        "/_objects/forged?begin&size=1000&k=2&r=1",
+        &[],
+        Bytes::new(),
+    )
+    .await;
+    assert_eq!(
+        begin.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&begin.body)
+    );
+    let b: ecdn_objects::writes::Begun = serde_json::from_slice(&begin.body).unwrap();
+    let put = format!(
+        "/_objects/forged?split=0&version={}&k=2&r=1&size=1000&expires={}",
+        b.version, b.expires
+    );
+    let server = nodes[b.splits[0]];
+    let bad = [("x-ecdn-grant", b.grants[1].as_str())];
+    let refused = common::send_body(server, "PUT", &put, &bad, Bytes::from(vec![0u8; 500])).await;
+    assert_eq!(refused.status, 403);
+    let good = [("x-ecdn-grant", b.grants[0].as_str())];
+    let short = common::send_body(server, "PUT", &put, &good, Bytes::from(vec![0u8; 499])).await;
+    assert_eq!(short.status, 400, "a split of the wrong length");
+    let mut record = client_record(&b);
+    record.stored = vec![true; 3];
+    let commit = ecdn_objects::writes::Commit {
+        record,
+        receipts: vec![Some("00".repeat(32)); 3],
+    };
+    let commit = common::send_body(
+        nodes[0],
+        "POST",
+        "/_objects/forged?commit",
+        &[],
+        Bytes::from(serde_json::to_vec(&commit).unwrap()),
+    )
+    .await;
+    assert_eq!(
+        commit.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&commit.body)
+    );
+    let get = common::send_body(nodes[1], "GET", "/_objects/forged", &[], Bytes::new()).await;
+    assert_eq!(get.status, 404, "nothing was committed");
+    c.stop_all().await;
+}
+
+/// A record for `b`'s write of 1,000 zero bytes, with made-up checksums and digests.
+fn client_record(b: &ecdn_objects::writes::Begun) -> ObjectMeta {
+    let n = b.k + b.r;
+    let stripes = ecdn_objects::meta::stripes(b.size, b.k, b.sub_chunk) as usize;
+    let windows = ecdn_objects::digest::windows(stripes as u64, b.window_stripes) as usize;
+    ObjectMeta {
+        name: ecdn_objects::meta::ObjectName::parse("forged").unwrap(),
+        version: b.version,
+        size: b.size,
+        k: b.k,
+        r: b.r,
+        splits: b.splits.clone(),
+        stored: vec![false; n],
+        sha256: "0".repeat(64),
+        sub_chunk: b.sub_chunk,
+        crcs: vec![0; n * stripes],
+        window_stripes: b.window_stripes,
+        digests: vec![[0; 32]; n * windows],
+    }
 }

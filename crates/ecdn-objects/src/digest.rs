@@ -54,7 +54,9 @@ impl WindowHasher {
     pub fn new(splits: usize, window_stripes: u64) -> WindowHasher {
         WindowHasher {
             window_stripes: window_stripes.max(1),
-            splits: (0..splits).map(|_| (Sha256::new(), 0, Vec::new())).collect(),
+            splits: (0..splits)
+                .map(|_| (Sha256::new(), 0, Vec::new()))
+                .collect(),
         }
     }
 

@@ -20,6 +20,8 @@
 //!   reads the splits from their servers checks each byte against the record alone.
 //! * [`records`] — a node's cache of records, so a read asks the directory nothing while its
 //!   record is fresh.
+//! * [`writes`] — the messages of a write by a client that codes the object and puts the
+//!   splits itself: the node's grant, the split server's receipt, the commit.
 //! * [`model`] — loads on servers: the percent imbalance λ of §6 over bytes read per server,
 //!   a request-by-request simulation of both schemes with the same placement and read code,
 //!   and §5.1's variance ratio `Var(L_EC) / Var(L_SR) = 1/k`.
@@ -33,6 +35,7 @@ pub mod meta;
 pub mod model;
 pub mod records;
 pub mod split;
+pub mod writes;
 
 /// A server of the cluster, by index.
 pub type ServerId = usize;

@@ -140,7 +140,7 @@ pub fn stripes(size: u64, k: usize, sub_chunk: u64) -> u64 {
 }
 
 /// [`ObjectMeta::crcs`] as one hex string (8 digits per checksum, big-endian).
-mod hex_crcs {
+pub(crate) mod hex_crcs {
     use serde::{de::Error, Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(crcs: &[u32], s: S) -> Result<S::Ok, S::Error> {

@@ -72,11 +72,11 @@ use tokio::sync::mpsc;
 
 use crate::node::answer::text;
 use crate::node::body::{Chunk, LiveBody, NodeBody, Piece};
-use crate::node::cluster::objects::splits;
 use crate::node::cluster::objects::record::{
     cached_record, directory_error, json, piece_key, plan_read, record, record_headers,
     remove_splits_on, split_meta,
 };
+use crate::node::cluster::objects::{client_write, splits};
 use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
 use crate::node::cluster::pieces::coded::{self};
 use crate::node::cluster::pieces::member::Cluster;
@@ -106,6 +106,13 @@ struct Query {
     /// `GET ?split=I&version=V`: one split this node holds (`splits.rs`).
     split: Option<usize>,
     version: Option<u64>,
+    /// A client's own write (`client_write.rs`): `POST ?begin&size=S`, `PUT ?split=I&...&
+    /// size=S&expires=E`, `POST ?commit`, `POST ?abort&version=V`.
+    begin: bool,
+    commit: bool,
+    abort: bool,
+    size: Option<u64>,
+    expires: Option<u64>,
 }
 
 /// Δ of a read: given, or from the backlog.
@@ -134,6 +141,11 @@ fn query(q: Option<&str>) -> Result<Query, String> {
             "locate" if value.is_empty() => out.locate = true,
             "split" => out.split = Some(num()?),
             "version" => out.version = Some(num()? as u64),
+            "begin" if value.is_empty() => out.begin = true,
+            "commit" if value.is_empty() => out.commit = true,
+            "abort" if value.is_empty() => out.abort = true,
+            "size" => out.size = Some(num()? as u64),
+            "expires" => out.expires = Some(num()? as u64),
             _ => return Err(format!("unknown query parameter {pair:?}")),
         }
     }
@@ -156,7 +168,43 @@ pub(in crate::node) async fn serve(
         Err(e) => return text(StatusCode::BAD_REQUEST, &e),
     };
     match *req.method() {
+        Method::PUT if q.split.is_some() => {
+            let (Some(split), Some(version), Some(k), Some(r), Some(size), Some(expires)) =
+                (q.split, q.version, q.k, q.r, q.size, q.expires)
+            else {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    "a split PUT needs split, version, k, r, size and expires",
+                );
+            };
+            let p = client_write::SplitPut {
+                split,
+                version,
+                k,
+                r,
+                size,
+                expires,
+            };
+            let (parts, body) = req.into_parts();
+            client_write::put_split(st, c, &name, p, &parts.headers, body).await
+        }
         Method::PUT => put(st, c, name, &q, req.into_body()).await,
+        Method::POST if q.begin => {
+            let Some(size) = q.size else {
+                return text(StatusCode::BAD_REQUEST, "?begin needs &size=S");
+            };
+            let map = c.map.current();
+            let available = (0..map.servers()).filter(|&s| map.is_available(s)).count();
+            match code_of(&q, c.cfg.object_scheme, size as usize, available) {
+                Ok(code) => client_write::begin(c, name, code, size).await,
+                Err(e) => text(StatusCode::BAD_REQUEST, &e),
+            }
+        }
+        Method::POST if q.commit => client_write::commit(c, name, req.into_body()).await,
+        Method::POST if q.abort => match q.version {
+            Some(v) => client_write::abort(c, name, v).await,
+            None => text(StatusCode::BAD_REQUEST, "?abort needs &version=V"),
+        },
         // The directory's record, not a cached copy: `stat` tells what is there now.
         Method::GET if q.stat => match record(c, &name, true).await {
             Ok(meta) => crate::node::cluster::objects::stat::stat(c, &meta).await,
@@ -329,8 +377,8 @@ async fn put(
     let servers: Vec<Option<usize>> = splits.iter().map(|&s| Some(s)).collect();
     let hint = at_least.div_ceil(k);
     let window_stripes = ecdn_objects::digest::window_stripes(c.cfg.sub_chunk);
-    let Some(mut streams) = ChunkStreams::open(c, &key, (k, r), &servers, hint)
-        .map(|s| s.with_digests(window_stripes))
+    let Some(mut streams) =
+        ChunkStreams::open(c, &key, (k, r), &servers, hint).map(|s| s.with_digests(window_stripes))
     else {
         let _ = c.objects.abort(&name, version).await;
         return text(StatusCode::BAD_REQUEST, "no such code");

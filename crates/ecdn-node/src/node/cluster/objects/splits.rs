@@ -120,7 +120,10 @@ pub(in crate::node) async fn serve_split(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/octet-stream"),
     );
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(want.end - want.start));
+    h.insert(
+        header::CONTENT_LENGTH,
+        HeaderValue::from(want.end - want.start),
+    );
     if range.is_some() {
         let spec = format!("bytes {}-{}/{len}", want.start, want.end - 1);
         if let Ok(v) = HeaderValue::from_str(&spec) {
