@@ -155,8 +155,8 @@ impl ObjectRead {
         self.rx.recv().await
     }
 
-    /// The whole object.
-    pub async fn collect(mut self) -> Result<Bytes, ClientError> {
+    /// The rest of the object, whole (then [`ObjectRead::report`] is complete).
+    pub async fn collect(&mut self) -> Result<Bytes, ClientError> {
         let mut out = BytesMut::with_capacity(self.meta.size as usize);
         while let Some(b) = self.next().await {
             out.extend_from_slice(&b?);
@@ -455,5 +455,163 @@ async fn next_window(shared: &Shared, w: u64) -> Result<WindowIn, ClientError> {
             }
         }
         progress.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Late binding against made-up split servers: one answers a corrupt window, one is slow,
+    //! one has no split; the read takes the good ones, its bytes are the object's.
+
+    use std::convert::Infallible;
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use ecdn_codec::{encode_object, CodecCache, ObjectLayout};
+    use ecdn_objects::digest::WindowHasher;
+    use ecdn_objects::meta::{ObjectMeta, ObjectName};
+    use http_body_util::Full;
+    use hyper::service::service_fn;
+    use hyper::{Request, Response};
+    use hyper_util::rt::TokioIo;
+    use tokio::net::TcpListener;
+
+    use crate::{Delta, SplitClient};
+
+    #[derive(Clone, Copy)]
+    enum Behaviour {
+        Good,
+        /// Window 0's first byte flipped.
+        Corrupt,
+        Slow,
+        Missing,
+    }
+
+    /// Serves `body` for split requests as `b` says, and `locate` for `?locate`.
+    async fn serve(b: Behaviour, split: Bytes, locate: Arc<std::sync::Mutex<Bytes>>) -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((s, _)) = l.accept().await else { return };
+                let (split, locate) = (split.clone(), locate.clone());
+                tokio::spawn(async move {
+                    let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
+                        let (split, locate) = (split.clone(), locate.clone());
+                        async move {
+                            let q = req.uri().query().unwrap_or("").to_string();
+                            if q == "locate" {
+                                let body = locate.lock().unwrap().clone();
+                                return Ok::<_, Infallible>(Response::new(Full::new(body)));
+                            }
+                            let start: usize = req.headers()["range"].to_str().unwrap()
+                                ["bytes=".len()..]
+                                .split('-')
+                                .next()
+                                .unwrap()
+                                .parse()
+                                .unwrap();
+                            let mut body = split.slice(start..).to_vec();
+                            match b {
+                                Behaviour::Missing => {
+                                    let mut r = Response::new(Full::new(Bytes::new()));
+                                    *r.status_mut() = hyper::StatusCode::NOT_FOUND;
+                                    return Ok(r);
+                                }
+                                Behaviour::Slow => {
+                                    tokio::time::sleep(std::time::Duration::from_millis(400)).await
+                                }
+                                Behaviour::Corrupt if start == 0 => body[0] ^= 1,
+                                _ => {}
+                            }
+                            let mut r = Response::new(Full::new(Bytes::from(body)));
+                            *r.status_mut() = hyper::StatusCode::PARTIAL_CONTENT;
+                            Ok(r)
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(s), svc)
+                        .await;
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn late_binding_takes_the_first_k_verified_splits_and_skips_the_rest() {
+        let (k, p, sub, size) = (2usize, 3usize, 1000u64, 23_456u64);
+        let data: Vec<u8> = (0..size).map(|i| (i * 7 + i / 251) as u8).collect();
+        let layout = ObjectLayout::new(size, k, p, sub).unwrap();
+        let codec = CodecCache::new().get(k, p).unwrap();
+        let chunks = encode_object(codec.as_ref(), &layout, &data).unwrap();
+        let window_stripes = 3;
+        let mut h = WindowHasher::new(k + p, window_stripes);
+        for (i, c) in chunks.iter().enumerate() {
+            for s in c.chunks(sub as usize) {
+                h.push(i, s);
+            }
+        }
+        let sha: String = ecdn_objects::digest::sha256(&data)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let meta = ObjectMeta {
+            name: ObjectName::parse("t/obj").unwrap(),
+            version: 3,
+            size,
+            k,
+            r: p,
+            splits: (0..k + p).collect(),
+            stored: vec![true; k + p],
+            sha256: sha,
+            sub_chunk: sub,
+            crcs: vec![0; (k + p) * layout.stripe_count() as usize],
+            window_stripes,
+            digests: h.finish(),
+        };
+        let locate = Arc::new(std::sync::Mutex::new(Bytes::new()));
+        use Behaviour::*;
+        let mut addrs = Vec::new();
+        for (i, b) in [Corrupt, Slow, Missing, Good, Good].into_iter().enumerate() {
+            addrs.push(serve(b, Bytes::from(chunks[i].clone()), locate.clone()).await);
+        }
+        let mut v = serde_json::to_value(&meta).unwrap();
+        v["addrs"] = serde_json::json!(addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>());
+        *locate.lock().unwrap() = Bytes::from(serde_json::to_vec(&v).unwrap());
+
+        // Δ = 3: all five asked; the corrupt and the missing fail, the slow one is left.
+        let all = SplitClient::new(vec![addrs[3]]).with_delta(Delta::Fixed(3));
+        let mut read = all.read("t/obj").await.unwrap();
+        let got = read.collect().await.unwrap();
+        assert!(got[..] == data[..]);
+        let r = read.report();
+        assert_eq!(r.used.len() as u64, meta.windows());
+        assert!(r.used.iter().all(|u| u == &vec![3, 4]), "{r:?}");
+        let mut failed: Vec<usize> = r.failed.iter().map(|f| f.0).collect();
+        failed.sort();
+        assert_eq!(failed, vec![0, 2], "{r:?}");
+        assert!(r.failed[0].1.contains("digest") || r.failed[1].1.contains("digest"));
+
+        // Δ = 0: two asked at random; every failure is replaced by a spare, the bytes are right.
+        let exact = SplitClient::new(vec![addrs[3]]).with_delta(Delta::Fixed(0));
+        for _ in 0..8 {
+            assert!(exact.get("t/obj").await.unwrap()[..] == data[..]);
+        }
+        assert_eq!(exact.via_node_reads(), 0);
+        for (server, u) in exact.server_use() {
+            if server == 2 {
+                assert_eq!((u.used_windows, u.failed), (0, u.asked), "no split there");
+            }
+        }
+        assert_eq!(exact.backlog_bytes(), 0);
+    }
+
+    #[test]
+    fn a_locate_answer_is_checked() {
+        for bad in [&b"[]"[..], b"{}", b"{\"addrs\": []}", b"not json"] {
+            assert!(crate::Located::parse(bad).is_err());
+        }
     }
 }

@@ -26,7 +26,7 @@ pub mod splits;
 
 pub use late_binding::{ObjectRead, ReadReport};
 pub use located::Located;
-pub use splits::{Delta, SplitClient};
+pub use splits::{Delta, ServerUse, SplitClient};
 
 use std::net::SocketAddr;
 use std::time::Duration;

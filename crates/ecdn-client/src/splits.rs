@@ -53,6 +53,19 @@ pub struct SplitClient {
     /// Reads begun (which node to ask next, and each read's seed).
     reads: AtomicU64,
     via_node: AtomicUsize,
+    /// Per split server (cluster id): split reads asked, windows used, reads failed.
+    servers: Mutex<std::collections::BTreeMap<usize, ServerUse>>,
+}
+
+/// What a client's reads asked of one split server, and took from it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ServerUse {
+    /// Split reads sent to it.
+    pub asked: u64,
+    /// Windows decoded with its split.
+    pub used_windows: u64,
+    /// Split reads to it that failed.
+    pub failed: u64,
 }
 
 impl SplitClient {
@@ -72,6 +85,7 @@ impl SplitClient {
             timeout: Duration::from_secs(60),
             reads: AtomicU64::new(0),
             via_node: AtomicUsize::new(0),
+            servers: Mutex::new(Default::default()),
         }
     }
 
@@ -94,6 +108,27 @@ impl SplitClient {
     /// Reads done through a node instead (see the module documentation).
     pub fn via_node_reads(&self) -> usize {
         self.via_node.load(Ordering::Relaxed)
+    }
+
+    /// Per split server (its cluster id): what this client's reads from the splits asked of it
+    /// and used (late binding leaves a slow server's splits: asked, seldom used).
+    pub fn server_use(&self) -> Vec<(usize, ServerUse)> {
+        let s = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        s.iter().map(|(&id, &u)| (id, u)).collect()
+    }
+
+    /// Folds a finished read's report into [`SplitClient::server_use`].
+    fn count(&self, meta: &ecdn_objects::meta::ObjectMeta, r: &crate::ReadReport) {
+        let mut s = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        for &i in &r.asked {
+            s.entry(meta.splits[i]).or_default().asked += 1;
+        }
+        for &(i, _) in &r.failed {
+            s.entry(meta.splits[i]).or_default().failed += 1;
+        }
+        for &i in r.used.iter().flatten() {
+            s.entry(meta.splits[i]).or_default().used_windows += 1;
+        }
     }
 
     /// Bytes asked of split servers and not yet received, over this client's reads.
@@ -217,8 +252,10 @@ impl SplitClient {
     /// done (see the module documentation).
     pub async fn get(&self, name: &str) -> Result<Bytes, ClientError> {
         let direct = async {
-            let read = self.read(name).await?;
-            read.collect().await
+            let mut read = self.read(name).await?;
+            let got = read.collect().await;
+            self.count(&read.meta, &read.report());
+            got
         };
         let e = match tokio::time::timeout(self.timeout, direct).await {
             Ok(Ok(b)) => return Ok(b),

@@ -209,6 +209,9 @@ pub struct Report {
     pub slowed: Option<(usize, f64)>,
     /// Client reads that could not be done from the splits and went through a node.
     pub via_node_reads: usize,
+    /// Client reads: per node, the split reads asked of it, the windows decoded with its
+    /// splits, and its split reads that failed (late binding leaves a slow node's splits).
+    pub split_servers: Vec<SplitServer>,
     /// Seconds the writes and the reads took.
     pub write_s: f64,
     pub read_s: f64,
@@ -225,6 +228,14 @@ pub struct Report {
     /// `--testbed`: the bed's id, links and hosts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub testbed: Option<BedReport>,
+}
+
+/// One node's part in the client reads (`Report::split_servers`).
+#[derive(Debug, Serialize)]
+pub struct SplitServer {
+    pub node: usize,
+    #[serde(flatten)]
+    pub used: ecdn_client::ServerUse,
 }
 
 /// What the flags say, checked.
@@ -402,7 +413,10 @@ pub fn main(a: BenchArgs) -> Result<()> {
         None => None,
     };
     let on_client = bed.as_ref().map(|b| b.enter_client()).transpose()?;
-    let rt = tokio::runtime::Builder::new_current_thread()
+    // Two threads: a client reading the splits decodes and checks every byte itself. Both are
+    // started here, so both are on the readers' host.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .context("starting the runtime")?;
@@ -509,6 +523,7 @@ fn report(a: &BenchArgs, p: &Plan, mode: &'static str) -> Report {
         killed: a.kill,
         slowed: p.slow.map(|(n, d)| (n, d.as_secs_f64() * 1e3)),
         via_node_reads: 0,
+        split_servers: Vec::new(),
         write_s: 0.0,
         read_s: 0.0,
         variance_ratio: None,
@@ -624,7 +639,27 @@ async fn start(
     Ok(Bed { procs, layout, cfg })
 }
 
-/// Writes every object with its units, four at a time, through the nodes in turn.
+/// Who writes: a client coding the objects and putting the splits itself, or the nodes.
+#[derive(Clone)]
+enum Writer {
+    Splits(Arc<ecdn_client::SplitClient>),
+    ViaNode(Vec<ObjectClient>),
+}
+
+impl Writer {
+    async fn put(&self, i: usize, data: Bytes, code: Code) -> Result<(), ecdn_client::ClientError> {
+        match self {
+            Writer::Splits(c) => c.put(&name(i), data, Some(code)).await.map(drop),
+            Writer::ViaNode(clients) => {
+                let c = &clients[i % clients.len()];
+                c.put(&name(i), data, Some(code)).await.map(drop)
+            }
+        }
+    }
+}
+
+/// Writes every object with its units, four at a time: as clients that code the objects
+/// themselves, or (`--via-node`) through the nodes in turn.
 async fn write_objects(
     a: &BenchArgs,
     p: &Plan,
@@ -632,17 +667,24 @@ async fn write_objects(
     units: &[usize],
     pb: &ProgressBar,
 ) -> Result<()> {
-    let clients: Vec<ObjectClient> = bed
-        .layout
-        .nodes
-        .iter()
-        .map(|&(c, _)| ObjectClient::new(c).with_timeout(Duration::from_secs(120)))
-        .collect();
+    let timeout = Duration::from_secs(120);
+    let nodes: Vec<std::net::SocketAddr> = bed.layout.nodes.iter().map(|&(c, _)| c).collect();
+    let writer = match a.via_node {
+        true => Writer::ViaNode(
+            nodes
+                .iter()
+                .map(|&c| ObjectClient::new(c).with_timeout(timeout))
+                .collect(),
+        ),
+        false => Writer::Splits(Arc::new(
+            ecdn_client::SplitClient::new(nodes).with_timeout(timeout),
+        )),
+    };
     let next = Arc::new(AtomicUsize::new(0));
     let written = Arc::new(AtomicUsize::new(0));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..4 {
-        let (next, clients, units) = (next.clone(), clients.clone(), units.to_vec());
+        let (next, writer, units) = (next.clone(), writer.clone(), units.to_vec());
         let (written, pb) = (written.clone(), pb.clone());
         let (seed, size, k) = (a.seed, p.size, p.k);
         workers.spawn(async move {
@@ -652,9 +694,8 @@ async fn write_objects(
                     return Ok::<(), anyhow::Error>(());
                 }
                 let code = Code { k, r: units[i] - k };
-                let client = &clients[i % clients.len()];
-                client
-                    .put(&name(i), contents(seed, i, size), Some(code))
+                writer
+                    .put(i, contents(seed, i, size), code)
                     .await
                     .with_context(|| format!("writing {}", name(i)))?;
                 let done = written.fetch_add(1, Ordering::Relaxed) + 1;
@@ -743,6 +784,17 @@ impl Readers {
             }
         };
         got.map_err(|e| format!("{}: {e}", name(i)))
+    }
+
+    fn split_servers(&self) -> Vec<SplitServer> {
+        match self {
+            Readers::Splits(c) => c
+                .server_use()
+                .into_iter()
+                .map(|(node, used)| SplitServer { node, used })
+                .collect(),
+            Readers::ViaNode(..) => Vec::new(),
+        }
     }
 
     fn via_node_reads(&self) -> usize {
@@ -926,6 +978,7 @@ async fn live(
     r.budget_changes = budget_changes;
     r.budget_changes_during_reads = changes_during_reads;
     r.via_node_reads = readers.via_node_reads();
+    r.split_servers = readers.split_servers();
     Ok(r)
 }
 

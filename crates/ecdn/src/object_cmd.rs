@@ -1,5 +1,7 @@
-//! `ecdn object put | get | stat | rm | units`: EC-Cache's object API from scripts, through
-//! [`ecdn_client::ObjectClient`] to any node of a cluster.
+//! `ecdn object put | get | stat | rm | units`: EC-Cache's object API from scripts. `get` and
+//! `put` code and read the splits here, on their servers ([`ecdn_client::SplitClient`]: the
+//! node given only tells where they are and grants the writes), unless `--via-node`; the
+//! others, and `--via-node`, go through [`ecdn_client::ObjectClient`] to the node given.
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -7,7 +9,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use ecdn_client::{Code, ObjectClient};
+use ecdn_client::{ClientError, Code, Delta, ObjectClient, SplitClient};
 
 #[derive(Subcommand)]
 pub enum ObjectCmd {
@@ -50,6 +52,10 @@ pub struct PutArgs {
     /// Parity splits (extra copies when k = 1).
     #[arg(long, requires = "k")]
     r: Option<usize>,
+    /// Send the bytes to the node, which codes them and sends the splits on (without it,
+    /// the object is coded here and each split put on its server).
+    #[arg(long)]
+    via_node: bool,
 }
 
 #[derive(Args)]
@@ -67,6 +73,18 @@ pub struct GetArgs {
     /// Where to write the object; none: standard output.
     #[arg(long, short = 'o')]
     output: Option<PathBuf>,
+    /// Extra splits to ask beyond k (late binding: the first k to arrive are decoded), or
+    /// `auto` (from this client's backlog).
+    #[arg(long, default_value = "1")]
+    delta: String,
+    /// Ask the node for the object (it reads the splits from its peers and decodes); without
+    /// it, the splits are read here from their servers.
+    #[arg(long)]
+    via_node: bool,
+    /// Print what the read did to standard error (JSON): Δ, the splits asked, those that
+    /// failed and why, and the splits each window was decoded from.
+    #[arg(long, conflicts_with = "via_node")]
+    report: bool,
 }
 
 pub fn run(cmd: ObjectCmd) -> Result<()> {
@@ -93,19 +111,21 @@ pub fn run(cmd: ObjectCmd) -> Result<()> {
                     }
                 };
                 let code = a.k.zip(a.r).map(|(k, r)| Code { k, r });
-                let c = ObjectClient::new(a.target.node);
-                let meta = c.put(&a.target.name, data.into(), code).await?;
+                let meta = match a.via_node {
+                    true => {
+                        ObjectClient::new(a.target.node)
+                            .put(&a.target.name, data.into(), code)
+                            .await?
+                    }
+                    false => {
+                        SplitClient::new(vec![a.target.node])
+                            .put(&a.target.name, data.into(), code)
+                            .await?
+                    }
+                };
                 outln!("{}", serde_json::to_string_pretty(&meta)?)?;
             }
-            ObjectCmd::Get(a) => {
-                let c = ObjectClient::new(a.target.node);
-                let bytes = c.get(&a.target.name).await?;
-                match &a.output {
-                    Some(p) => std::fs::write(p, &bytes)
-                        .with_context(|| format!("writing {}", p.display()))?,
-                    None => std::io::stdout().write_all(&bytes)?,
-                }
-            }
+            ObjectCmd::Get(a) => get(a).await?,
             ObjectCmd::Stat(a) => {
                 // The record, with which splits their servers hold now.
                 let stat = ObjectClient::new(a.node).stat(&a.name).await?;
@@ -129,4 +149,91 @@ pub fn run(cmd: ObjectCmd) -> Result<()> {
         }
         Ok(())
     })
+}
+
+/// `ecdn object get`: the object streamed to its output window by window as the splits come
+/// in (a file left half-written by a failed read is removed); through the node with
+/// `--via-node`, or when its splits cannot be read from here (a record without digests, fewer
+/// than k splits reachable), said on standard error.
+async fn get(a: GetArgs) -> Result<()> {
+    let name = &a.target.name;
+    let via_node = || async {
+        let bytes = ObjectClient::new(a.target.node).get(name).await?;
+        write_all(&a.output, &[bytes])
+    };
+    if a.via_node {
+        return via_node().await;
+    }
+    let delta = match a.delta.as_str() {
+        "auto" => Delta::Auto,
+        d => Delta::Fixed(
+            d.parse()
+                .map_err(|_| anyhow::anyhow!("--delta {d:?}: need a number or auto"))?,
+        ),
+    };
+    let client = SplitClient::new(vec![a.target.node]).with_delta(delta);
+    let mut read = match client.read(name).await {
+        Ok(r) => r,
+        Err(e @ (ClientError::NoDigests(_) | ClientError::TooFewSplits(_))) => {
+            eprintln!("ecdn object get: {e}; reading through the node");
+            return via_node().await;
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let mut out: Box<dyn Write> = match &a.output {
+        Some(p) => Box::new(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut failed = None;
+    while let Some(b) = read.next().await {
+        match b {
+            Ok(b) => out.write_all(&b)?,
+            Err(e) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    out.flush()?;
+    drop(out);
+    if a.report {
+        let r = read.report();
+        let failed: Vec<serde_json::Value> = r
+            .failed
+            .iter()
+            .map(|(i, why)| serde_json::json!({"split": i, "why": why}))
+            .collect();
+        let v = serde_json::json!({"delta": r.delta, "asked": r.asked, "failed": failed, "used": r.used});
+        eprintln!("{v}");
+    }
+    if let Some(e) = failed {
+        if let Some(p) = &a.output {
+            let _ = std::fs::remove_file(p);
+        }
+        return Err(e.into());
+    }
+    Ok(())
+}
+
+/// `parts` to `output` (a file, or standard output).
+fn write_all(output: &Option<PathBuf>, parts: &[bytes::Bytes]) -> Result<()> {
+    match output {
+        Some(p) => {
+            let mut f =
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            for b in parts {
+                f.write_all(b)?;
+            }
+        }
+        None => {
+            let mut o = std::io::stdout().lock();
+            for b in parts {
+                o.write_all(b)?;
+            }
+            o.flush()?;
+        }
+    }
+    Ok(())
 }

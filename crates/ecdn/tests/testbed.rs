@@ -673,9 +673,10 @@ fn run_in(bed: &Bed, host: &str, args: &[&str]) -> std::process::Output {
 fn late_binding_skips_the_split_of_a_slow_server() {
     let _turn = one_at_a_time();
     // EC-Cache's late binding (§4.3) on real links: an object of k = 2 data and r = 1 parity
-    // splits on three of four nodes; one holder is slowed by 150 ms each way; a read through
-    // the fourth node asks all three splits (Δ = 1) and decodes the first two, so the slow
-    // split is not among those used and the read does not wait for it.
+    // splits on three of four nodes (coded and put by the client itself); one holder is slowed
+    // by 150 ms each way; a read through the fourth node asks all three splits (Δ = 1) and
+    // decodes the first two, so the slow split is not among those used and the read does not
+    // wait for it; and so does a client reading the splits itself (`ecdn object get`).
     let mut b = bed(&["client", "coord", "n0", "n1", "n2", "n3"]);
     let dir = tempfile::tempdir().unwrap();
     let addr = |h: &str| b.host(h).unwrap().addr.to_string();
@@ -804,6 +805,42 @@ fn late_binding_skips_the_split_of_a_slow_server() {
             "split {slow_split} of the slowed node {slow_node} was used: {head}"
         );
         assert!(took < Duration::from_millis(300), "the read took {took:?}");
+        assert_eq!(std::fs::read(&body).unwrap(), data);
+    }
+    // The same late binding done by the client: `ecdn object get` on the client host reads
+    // the three splits from their servers itself and decodes the first two.
+    for _ in 0..3 {
+        let get = run_in(
+            &b,
+            "client",
+            &[
+                "object",
+                "get",
+                "--node",
+                &n0,
+                "obj",
+                "--report",
+                "-o",
+                body.to_str().unwrap(),
+            ],
+        );
+        let err = String::from_utf8_lossy(&get.stderr);
+        assert!(get.status.success(), "{err}");
+        let report: serde_json::Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+        assert_eq!(report["asked"].as_array().unwrap().len(), 3, "{report}");
+        for used in report["used"].as_array().unwrap() {
+            let used: Vec<u64> = used
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|u| u.as_u64().unwrap())
+                .collect();
+            assert_eq!(used.len(), 2, "{report}");
+            assert!(
+                !used.contains(&(slow_split as u64)),
+                "the slowed split was used: {report}"
+            );
+        }
         assert_eq!(std::fs::read(&body).unwrap(), data);
     }
     for mut c in children {
