@@ -9,7 +9,8 @@
 #
 # The schemes alternate within each (link, load, seed, path), so a ratio is taken in one
 # sitting. Prints one row per run: link, load, seed, path, scheme, λ, mean, p50, p99, p99.9,
-# failed reads, reads done through a node instead, whether the bed was valid. Needs root and
+# failed reads (and why, below the row), reads done through a node instead, whether the bed
+# was valid. Needs root and
 # a release build (cargo build --release -p ecdn).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,8 @@ loads=${3:-"0.25 0.5"}
 paths=${4:-"client via-node"}
 shift $(( $# < 4 ? $# : 4 ))
 ecdn=${ECDN:-./target/release/ecdn}
+err=$(mktemp)
+trap 'rm -f "$err"' EXIT
 printf '%-8s %-5s %-4s %-9s %-22s %6s %8s %8s %8s %8s %6s %4s %s\n' \
   link load seed path scheme lambda mean p50 p99 p99.9 failed via valid
 for link in $links; do
@@ -30,7 +33,7 @@ for link in $links; do
           if [ "$path" = via-node ]; then flag=--via-node; fi
           line=$("$ecdn" object bench --objects 240 --load "$load" --seed "$seed" \
             --testbed "$link" --testbed-client 10gbit --scheme "$scheme" $flag "$@" --json \
-            2>/dev/null | tail -n 1)
+            2>"$err" | tail -n 1)
           python3 - "$link" "$load" "$seed" "$path" "$scheme" "$line" <<'PY'
 import json, sys
 link, load, seed, path, scheme, line = sys.argv[1:]
@@ -45,6 +48,8 @@ print(f"{link:<8} {load:<5} {seed:<4} {path:<9} {scheme:<22} {r['imbalance_perce
       f"{l['mean']:8.1f} {l['p50']:8.1f} {l['p99']:8.1f} {l['p99_9']:8.1f} "
       f"{r['failed_requests']:6d} {r['via_node_reads']:4d} {valid}")
 PY
+          # Why reads failed, if any did (the bench names the first three).
+          grep '^failed read' "$err" | sed 's/^/    /' || true
         done
       done
     done

@@ -7,16 +7,20 @@
 //! popularity (`ecdn_objects::budget`: EC-Cache's extra parities or selective replication's
 //! extra replicas, `--budget` of the objects' size beyond one copy; the popularity is the
 //! workload's Zipf law, the "skew information" both schemes use in §6.1), and may kill a node
-//! (`--kill`, §6.4; the reads start once the coordinator marked it unavailable). Then it reads:
-//! requests arrive as a Poisson process at `--load` × what every live node's link could send
-//! in useful bytes, each for an object drawn from Zipf(`--zipf`), sent to a live node chosen
-//! uniformly (`GET /_objects/NAME?delta=Δ`: that node reads `k + Δ` splits and decodes the
-//! first `k`, §4.3).
+//! (`--kill`, §6.4; the reads start once the coordinator marked it unavailable) or, on the test
+//! bed, slow one (`--slow NODE:DELAY`). Then it reads: requests arrive as a Poisson process at
+//! `--load` × what every live node's link could send in useful bytes, each for an object drawn
+//! from Zipf(`--zipf`). The readers (and the writers) are clients that read the splits from
+//! their servers themselves, as the paper's are (`ecdn_client::SplitClient`: `k + Δ` splits
+//! asked, the first `k` decoded, §4.3; on the bed, from the client host); with `--via-node`,
+//! each read is sent to a live node chosen uniformly (`GET /_objects/NAME?delta=Δ`: that node
+//! reads the splits from its peers, decodes, and sends the object on), and each write too.
 //!
 //! It reports λ (§6: `(L_max − L_avg) / L_avg × 100`, a node's load being the bytes its link
-//! sent during the reads, `ecdn_cluster_link_sent_bytes_total`, and `L_avg` the useful bytes
-//! over the live nodes), the latency of the reads (mean, p50, p99, p99.9) and the failed
-//! reads; the last line of `--json` is all of it.
+//! sent during the reads, `ecdn_cluster_link_sent_bytes_total`: splits sent to clients or to
+//! peers, and `L_avg` the useful bytes over the live nodes), the latency of the reads (mean,
+//! p50, p99, p99.9), the failed reads, and for client reads what each node was asked and which
+//! of its windows were used; the last line of `--json` is all of it.
 //!
 //! `--measured-budget READS` spends the budget as the live system does instead: every object is
 //! written with the scheme's base code (`k + r` splits, or one copy), `READS` warm-up reads

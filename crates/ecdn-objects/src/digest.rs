@@ -2,10 +2,10 @@
 //! that a reader that holds no cluster key checks every split byte it uses against the record
 //! alone (issue 61: clients read the splits from their servers themselves).
 //!
-//! A split is cut into **windows** of [`ObjectMeta::window_stripes`] sub-chunks (1 MiB of a
+//! A split is cut into **windows** of `ObjectMeta::window_stripes` sub-chunks (1 MiB of a
 //! split with the cluster's sub-chunks, [`WINDOW_BYTES`]): window `w` of split `i` is the
 //! split's bytes `w · window_stripes · sub_chunk` up to the next window or the split's end.
-//! Its digest is at `i · windows + w` of [`ObjectMeta::digests`]. A reader takes a window of a
+//! Its digest is at `i · windows + w` of `ObjectMeta::digests`. A reader takes a window of a
 //! split into its decode only once the window's bytes hash to it.
 //!
 //! Why a digest per window and not the sub-chunk CRC-32Cs alone: a CRC catches a disk's or a
@@ -17,8 +17,6 @@
 //! new splits, a client's own write).
 
 use sha2::{Digest, Sha256};
-
-use crate::meta::ObjectMeta;
 
 /// A window's bytes per split, at most (whole sub-chunks).
 pub const WINDOW_BYTES: u64 = 1 << 20;
@@ -71,7 +69,7 @@ impl WindowHasher {
         }
     }
 
-    /// Every split's window digests, split-major ([`ObjectMeta::digests`]' order); a last
+    /// Every split's window digests, split-major (`ObjectMeta::digests`' order); a last
     /// window shorter than the others is closed here.
     pub fn finish(self) -> Vec<Sha> {
         let mut out = Vec::new();
@@ -85,45 +83,7 @@ impl WindowHasher {
     }
 }
 
-impl ObjectMeta {
-    /// Windows of each split (0 when the record has no digests).
-    pub fn windows(&self) -> u64 {
-        if self.digests.is_empty() {
-            return 0;
-        }
-        windows(
-            crate::meta::stripes(self.size, self.k, self.sub_chunk),
-            self.window_stripes,
-        )
-    }
-
-    /// Whether a reader can check splits against the record (written with window digests).
-    pub fn has_digests(&self) -> bool {
-        !self.digests.is_empty()
-    }
-
-    /// Split bytes of window `w` (of any split; the last may be shorter).
-    pub fn window_range(&self, w: u64) -> std::ops::Range<u64> {
-        let split_len = self.split_len();
-        let per = self.window_stripes.max(1) * self.sub_chunk;
-        (w * per).min(split_len)..((w + 1) * per).min(split_len)
-    }
-
-    /// Bytes of each split.
-    pub fn split_len(&self) -> u64 {
-        self.size.div_ceil(self.k.max(1) as u64)
-    }
-
-    /// The digest window `w` of split `split` must have.
-    pub fn digest(&self, split: usize, w: u64) -> Option<&Sha> {
-        let at = split as u64 * self.windows() + w;
-        (w < self.windows())
-            .then(|| self.digests.get(at as usize))
-            .flatten()
-    }
-}
-
-/// [`ObjectMeta::digests`] as one hex string (64 digits per digest).
+/// `ObjectMeta::digests` as one hex string (64 digits per digest).
 pub(crate) mod hex_digests {
     use serde::{de::Error, Deserialize, Deserializer, Serializer};
 

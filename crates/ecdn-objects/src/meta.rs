@@ -198,6 +198,42 @@ impl ObjectMeta {
         }
     }
 
+    /// Windows of each split (0 when the record has no digests).
+    pub fn windows(&self) -> u64 {
+        if self.digests.is_empty() {
+            return 0;
+        }
+        crate::digest::windows(
+            stripes(self.size, self.k, self.sub_chunk),
+            self.window_stripes,
+        )
+    }
+
+    /// Whether a reader can check splits against the record (written with window digests).
+    pub fn has_digests(&self) -> bool {
+        !self.digests.is_empty()
+    }
+
+    /// Split bytes of window `w` (of any split; the last may be shorter).
+    pub fn window_range(&self, w: u64) -> std::ops::Range<u64> {
+        let split_len = self.split_len();
+        let per = self.window_stripes.max(1) * self.sub_chunk;
+        (w * per).min(split_len)..((w + 1) * per).min(split_len)
+    }
+
+    /// Bytes of each split.
+    pub fn split_len(&self) -> u64 {
+        self.size.div_ceil(self.k.max(1) as u64)
+    }
+
+    /// The digest window `w` of split `split` must have.
+    pub fn digest(&self, split: usize, w: u64) -> Option<&crate::digest::Sha> {
+        let at = split as u64 * self.windows() + w;
+        (w < self.windows())
+            .then(|| self.digests.get(at as usize))
+            .flatten()
+    }
+
     /// Whether the object is replicated (each split is the whole object).
     pub fn replicated(&self) -> bool {
         self.k == 1

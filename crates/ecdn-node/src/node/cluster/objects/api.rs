@@ -61,8 +61,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ecdn_cluster::config::ObjectScheme;
 use ecdn_objects::meta::{ObjectMeta, ObjectName, MAX_CRCS};
-use ecdn_objects::split::place_splits;
-use ecdn_trace::Rng;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Incoming};
 use hyper::header::{self, HeaderMap, HeaderValue};
@@ -73,8 +71,8 @@ use tokio::sync::mpsc;
 use crate::node::answer::text;
 use crate::node::body::{Chunk, LiveBody, NodeBody, Piece};
 use crate::node::cluster::objects::record::{
-    cached_record, directory_error, json, piece_key, plan_read, record, record_headers,
-    remove_splits_on, split_meta,
+    available_nodes, begin_placed, cached_record, directory_error, json, piece_key, plan_read,
+    record, record_headers, remove_splits_on, split_meta,
 };
 use crate::node::cluster::objects::{client_write, splits};
 use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
@@ -193,10 +191,9 @@ pub(in crate::node) async fn serve(
             let Some(size) = q.size else {
                 return text(StatusCode::BAD_REQUEST, "?begin needs &size=S");
             };
-            let map = c.map.current();
-            let available = (0..map.servers()).filter(|&s| map.is_available(s)).count();
-            match code_of(&q, c.cfg.object_scheme, size as usize, available) {
-                Ok(code) => client_write::begin(c, name, code, size).await,
+            let available = available_nodes(c);
+            match code_of(&q, c.cfg.object_scheme, size as usize, available.len()) {
+                Ok(code) => client_write::begin(c, name, code, size, &available).await,
                 Err(e) => text(StatusCode::BAD_REQUEST, &e),
             }
         }
@@ -356,22 +353,15 @@ async fn put(
         Err(e) => return text(StatusCode::BAD_REQUEST, &format!("request body: {e}")),
     };
     let map = c.map.current();
-    let available: Vec<usize> = (0..map.servers())
-        .filter(|&s| map.is_available(s))
-        .collect();
+    let available = available_nodes(c);
     let at_least = head.len().max(body.size_hint().lower() as usize);
     let (k, r) = match code_of(q, c.cfg.object_scheme, at_least, available.len()) {
         Ok(x) => x,
         Err(e) => return text(StatusCode::BAD_REQUEST, &e),
     };
-    let version = match c.objects.begin(&name).await {
-        Ok(v) => v,
-        Err(e) => return directory_error(e),
-    };
-    let mut rng = Rng::new(version ^ ecdn_trace::hash_id(name.as_str().as_bytes()));
-    let Ok(splits) = place_splits(&mut rng, &available, k + r) else {
-        let _ = c.objects.abort(&name, version).await;
-        return text(StatusCode::SERVICE_UNAVAILABLE, "too few available nodes");
+    let (version, splits) = match begin_placed(c, &name, &available, k + r).await {
+        Ok(x) => x,
+        Err(answer) => return answer,
     };
     let key = piece_key(&name, version);
     let servers: Vec<Option<usize>> = splits.iter().map(|&s| Some(s)).collect();

@@ -33,16 +33,14 @@ use ecdn_cluster::piece::{Coding, PieceMeta};
 use ecdn_cluster::wire::PieceName;
 use ecdn_objects::digest::{window_stripes, Sha, WindowHasher};
 use ecdn_objects::meta::{stripes, ObjectName};
-use ecdn_objects::split::place_splits;
 use ecdn_objects::writes::{Begun, Commit, Stored};
-use ecdn_trace::Rng;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{HeaderMap, Response, StatusCode};
 
 use crate::node::answer::text;
 use crate::node::body::NodeBody;
-use crate::node::cluster::objects::record::{directory_error, json};
+use crate::node::cluster::objects::record::{begin_placed, directory_error, json};
 use crate::node::cluster::pieces::local::put_local;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::names::MAX_OBJECT;
@@ -101,6 +99,7 @@ pub(in crate::node) async fn begin(
     name: ObjectName,
     (k, r): (usize, usize),
     size: u64,
+    available: &[usize],
 ) -> Response<NodeBody> {
     if size > MAX_OBJECT as u64 {
         return text(
@@ -108,10 +107,6 @@ pub(in crate::node) async fn begin(
             &format!("objects are at most {MAX_OBJECT} bytes"),
         );
     }
-    let map = c.map.current();
-    let available: Vec<usize> = (0..map.servers())
-        .filter(|&s| map.is_available(s))
-        .collect();
     let sub_chunk = c.cfg.sub_chunk;
     if stripes(size, k, sub_chunk) as usize * (k + r) > ecdn_objects::meta::MAX_CRCS {
         return text(
@@ -119,14 +114,9 @@ pub(in crate::node) async fn begin(
             "too many sub-chunks for one record",
         );
     }
-    let version = match c.objects.begin(&name).await {
-        Ok(v) => v,
-        Err(e) => return directory_error(e),
-    };
-    let mut rng = Rng::new(version ^ ecdn_trace::hash_id(name.as_str().as_bytes()));
-    let Ok(splits) = place_splits(&mut rng, &available, k + r) else {
-        let _ = c.objects.abort(&name, version).await;
-        return text(StatusCode::SERVICE_UNAVAILABLE, "too few available nodes");
+    let (version, splits) = match begin_placed(c, &name, available, k + r).await {
+        Ok(x) => x,
+        Err(answer) => return answer,
     };
     let expires = unix_now_ms() + GRANT_MS;
     let key = c.peers.key();

@@ -10,7 +10,7 @@ use ecdn_cluster::objects::DirectoryError;
 use ecdn_cluster::piece::{Coding, PieceMeta};
 use ecdn_codec::ObjectLayout;
 use ecdn_objects::meta::{MetaError, ObjectMeta, ObjectName};
-use ecdn_objects::split::read_plan;
+use ecdn_objects::split::{place_splits, read_plan};
 use ecdn_trace::Rng;
 use http_body_util::Full;
 use hyper::header::{self, HeaderName, HeaderValue};
@@ -142,6 +142,37 @@ pub(in crate::node) fn split_meta(
         http: Vec::new(),
     }
     .encode()
+}
+
+/// The nodes the current map has available.
+pub(in crate::node) fn available_nodes(c: &Cluster) -> Vec<usize> {
+    let map = c.map.current();
+    (0..map.servers())
+        .filter(|&s| map.is_available(s))
+        .collect()
+}
+
+/// A new version of `name` begun in the directory, and its `n` splits placed on distinct nodes
+/// of `available` chosen at random (`place_splits`, seeded by the version and the name); `Err`:
+/// the answer saying why not (the version is aborted).
+pub(in crate::node) async fn begin_placed(
+    c: &Cluster,
+    name: &ObjectName,
+    available: &[usize],
+    n: usize,
+) -> Result<(u64, Vec<usize>), Response<NodeBody>> {
+    let version = c.objects.begin(name).await.map_err(directory_error)?;
+    let mut rng = Rng::new(version ^ ecdn_trace::hash_id(name.as_str().as_bytes()));
+    match place_splits(&mut rng, available, n) {
+        Ok(splits) => Ok((version, splits)),
+        Err(_) => {
+            let _ = c.objects.abort(name, version).await;
+            Err(text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too few available nodes",
+            ))
+        }
+    }
 }
 
 /// How `meta`'s object is read: the sources, and late binding over `k + Δ` splits chosen at
