@@ -74,6 +74,27 @@ fn one_range(headers: &HeaderMap, len: u64) -> Result<Option<std::ops::Range<u64
     Ok(Some(range))
 }
 
+/// The split bytes a `Range` of the form `A-B` or `A-` could want, before the split's length is
+/// known; `None` (the whole split) for any other form, which [`one_range`] answers whole or from
+/// the length.
+fn fetch_bounds(headers: &HeaderMap) -> Option<std::ops::Range<u64>> {
+    let spec = headers
+        .get(header::RANGE)?
+        .to_str()
+        .ok()?
+        .strip_prefix("bytes=")?;
+    if spec.contains(',') {
+        return None;
+    }
+    let (a, b) = spec.trim().split_once('-')?;
+    let a: u64 = a.trim().parse().ok()?;
+    let end = match b.trim() {
+        "" => u64::MAX,
+        b => b.parse::<u64>().ok()?.saturating_add(1),
+    };
+    (a < end).then_some(a..end)
+}
+
 /// `?split=I&version=V` (see the module documentation).
 pub(in crate::node) async fn serve_split(
     st: &State,
@@ -89,8 +110,9 @@ pub(in crate::node) async fn serve_split(
     let key = piece_key(name, version);
     let object = ecdn_trace::hash_id(key.as_bytes());
     let id = PieceStore::piece_id(object, PieceName::Chunk(chunk));
-    // The split's length, from its metadata (a zero-byte read).
-    let Some((meta, _)) = c.pieces.read(disk, id, Some(0..0)).await else {
+    // One read: the bytes a range could want (its length is in the metadata read with them).
+    let fetch = fetch_bounds(headers);
+    let Some((meta, payload)) = c.pieces.read(disk, id, fetch.clone()).await else {
         return text(StatusCode::NOT_FOUND, "no such split here");
     };
     let len = match PieceMeta::decode(&meta).ok().and_then(|m| m.coding) {
@@ -108,12 +130,11 @@ pub(in crate::node) async fn serve_split(
         }
     };
     let want = range.clone().unwrap_or(0..len);
-    let Some((_, payload)) = c.pieces.read(disk, id, Some(want.clone())).await else {
-        return text(StatusCode::NOT_FOUND, "no such split here");
-    };
-    if payload.len() as u64 != want.end - want.start {
+    let base = fetch.map_or(0, |f| f.start.min(len));
+    if want.start < base || want.end - base > payload.len() as u64 {
         return text(StatusCode::NOT_FOUND, "the split here is short");
     }
+    let payload = payload.slice((want.start - base) as usize..(want.end - base) as usize);
     let mut r = Response::new(NodeBody::Paced(Paced::new(payload, c.link.clone())));
     let h = r.headers_mut();
     h.insert(
@@ -154,5 +175,17 @@ mod tests {
         assert_eq!(one_range(&h("bytes=4-2"), 10), Ok(None));
         assert_eq!(one_range(&h("items=0-1"), 10), Ok(None));
         assert_eq!(one_range(&h("bytes=10-"), 10), Err(()));
+        // What one read fetches before the length is known.
+        assert_eq!(fetch_bounds(&h("bytes=2-4")), Some(2..5));
+        assert_eq!(fetch_bounds(&h("bytes=2-")), Some(2..u64::MAX));
+        for whole in [
+            "bytes=-3",
+            "bytes=0-1,4-5",
+            "bytes=4-2",
+            "bytes=1-x",
+            "items=0-1",
+        ] {
+            assert_eq!(fetch_bounds(&h(whole)), None, "{whole}");
+        }
     }
 }
