@@ -1,10 +1,17 @@
 //! `ecdn cluster demo` as a user runs it: the built binary starts an origin, the coordinator
 //! and N node processes on loopback, replays a generated trace through them, and prints one
 //! JSON object last. Each run is bounded in time (killed, and the test failed, past the
-//! limit); the demo kills its own children on every exit path.
+//! limit); the demo kills its own children on every exit path it sees, and a demo killed past
+//! its limit is killed with its whole process group, so no node outlives a failed test.
+//!
+//! The demos run one at a time: each starts five to ten processes, and two at once on a
+//! 2-core machine starve the one that replays with a single client (its every request waits
+//! on a chain of processes), so its limit would measure its neighbour, not itself.
 
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ecdn_lab::cluster_demo::contract::CONTRACT_FIELDS;
@@ -24,10 +31,16 @@ struct Run {
     elapsed: Duration,
 }
 
-/// Runs `ecdn ARGS`, killing it (and failing) after `limit`.
+/// Held by the run in progress: one `ecdn` run at a time (module doc).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Runs `ecdn ARGS` in its own process group, killing the group (and failing) after `limit`.
 fn ecdn(args: &[&str], limit: Duration) -> Run {
+    // A run that panicked (a failed test) poisons the lock; the next run still may go.
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let t0 = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_ecdn"))
+        .process_group(0)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -51,7 +64,9 @@ fn ecdn(args: &[&str], limit: Duration) -> Run {
             break s;
         }
         if t0.elapsed() > limit {
-            let _ = child.kill();
+            // The demo's origin, coordinators and nodes are in its group: kill them all.
+            // SAFETY: kill(2) with a negative pid signals the group `child` leads.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
             let _ = child.wait();
             panic!(
                 "ecdn {args:?} still running after {limit:?}; stderr:\n{}",
