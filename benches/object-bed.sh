@@ -10,7 +10,8 @@
 # The schemes alternate within each (link, load, seed, path), so a ratio is taken in one
 # sitting. Prints one row per run: link, load, seed, path, scheme, λ, mean, p50, p99, p99.9,
 # failed reads (and why, below the row), reads done through a node instead, whether the bed
-# was valid. Needs root and
+# was valid, the machine's idle share during the reads and its seconds under 5% idle (a run
+# with many has measured the 2 cores, not the links). Needs root and
 # a release build (cargo build --release -p ecdn).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,8 +23,8 @@ shift $(( $# < 4 ? $# : 4 ))
 ecdn=${ECDN:-./target/release/ecdn}
 err=$(mktemp)
 trap 'rm -f "$err"' EXIT
-printf '%-8s %-5s %-4s %-9s %-22s %6s %8s %8s %8s %8s %6s %4s %s\n' \
-  link load seed path scheme lambda mean p50 p99 p99.9 failed via valid
+printf '%-8s %-5s %-4s %-9s %-22s %6s %8s %8s %8s %8s %6s %4s %-5s %s\n' \
+  link load seed path scheme lambda mean p50 p99 p99.9 failed via valid idle
 for link in $links; do
   for load in $loads; do
     for seed in $seeds; do
@@ -44,9 +45,11 @@ except Exception:
     sys.exit(0)
 l = r["latency_ms"]
 valid = r.get("testbed", {}).get("valid", True)
+m = r.get("read_machine") or {}
+idle = f"{m.get('idle', 0) * 100:.0f}% ({m.get('starved_seconds', 0)}/{m.get('seconds', 0)} s)"
 print(f"{link:<8} {load:<5} {seed:<4} {path:<9} {scheme:<22} {r['imbalance_percent']:6.1f} "
       f"{l['mean']:8.1f} {l['p50']:8.1f} {l['p99']:8.1f} {l['p99_9']:8.1f} "
-      f"{r['failed_requests']:6d} {r['via_node_reads']:4d} {valid}")
+      f"{r['failed_requests']:6d} {r['via_node_reads']:4d} {str(valid):<5} {idle}")
 PY
           # Why reads failed, if any did (the bench names the first three).
           grep '^failed read' "$err" | sed 's/^/    /' || true

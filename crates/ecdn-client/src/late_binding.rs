@@ -3,7 +3,8 @@
 //!
 //! Top to bottom, one read:
 //! 1. [`start`]: `k + Δ` of the splits held on available servers are chosen at random
-//!    (`ecdn_objects::split::read_plan`, the node's own rule), the others kept as spares, and
+//!    (`ecdn_objects::split::read_plan`, the node's own rule), one more for each chosen split
+//!    on a server this client found slow (`stragglers.rs`), the others kept as spares, and
 //!    each chosen split is read whole from its server, at once (`?split=I&version=V`).
 //! 2. [`read_split`]: a split's bytes are cut into windows as they arrive
 //!    (`ecdn_objects::digest`); a window enters the read only if its SHA-256 is the record's.
@@ -47,6 +48,10 @@ pub const STALL: Duration = Duration::from_secs(5);
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReadReport {
     pub delta: usize,
+    /// Splits asked for chosen splits on servers known slow.
+    pub extra: usize,
+    /// How many of `asked` were asked at the start (`k + Δ + extra`); spares follow.
+    pub first: usize,
     pub asked: Vec<usize>,
     pub failed: Vec<(usize, String)>,
     pub used: Vec<Vec<usize>>,
@@ -176,12 +181,14 @@ impl Drop for ObjectRead {
     }
 }
 
-/// Starts reading `at`'s object with `delta` extra splits (see the module documentation).
+/// Starts reading `at`'s object with `delta` extra splits, and one more for each chosen
+/// split whose server `slow` says is slow (see the module documentation).
 pub(crate) fn start(
     http: Client<HttpConnector, Full<Bytes>>,
     codec: Arc<dyn Codec>,
     at: &Located,
     delta: usize,
+    slow: impl Fn(usize) -> bool,
     outstanding: Arc<AtomicU64>,
     seed: u64,
 ) -> Result<ObjectRead, ClientError> {
@@ -189,13 +196,22 @@ pub(crate) fn start(
     let locations: Vec<usize> = (0..meta.splits.len()).collect();
     let usable = |i: usize| meta.stored[i] && at.addrs[i].is_some();
     let mut rng = Rng::new(seed);
-    let first = read_plan(&mut rng, &locations, meta.k, delta, usable)
+    let mut first = read_plan(&mut rng, &locations, meta.k, delta, usable)
         .map_err(|e| ClientError::TooFewSplits(format!("object {}: {e}", meta.name)))?;
     let mut spares: Vec<usize> = (0..meta.splits.len())
         .filter(|&i| usable(i) && !first.contains(&i))
         .collect();
     for j in (1..spares.len()).rev() {
         spares.swap(j, rng.below(j as u64 + 1) as usize);
+    }
+    // Spares on slow servers are taken last (`pop` takes from the end).
+    let is_slow = |i: usize| slow(meta.splits[i]);
+    spares.sort_by_key(|&i| !is_slow(i));
+    let wanted = first.iter().filter(|&&i| is_slow(i)).count();
+    let mut extra = 0;
+    while extra < wanted && spares.last().is_some_and(|&i| !is_slow(i)) {
+        first.extend(spares.pop());
+        extra += 1;
     }
     let windows = meta.windows();
     let shared = Arc::new(Shared {
@@ -208,6 +224,8 @@ pub(crate) fn start(
             spares,
             report: ReadReport {
                 delta,
+                extra,
+                first: first.len(),
                 asked: first.clone(),
                 ..ReadReport::default()
             },
@@ -461,7 +479,8 @@ async fn next_window(shared: &Shared, w: u64) -> Result<WindowIn, ClientError> {
 #[cfg(test)]
 mod tests {
     //! Late binding against made-up split servers: one answers a corrupt window, one is slow,
-    //! one has no split; the read takes the good ones, its bytes are the object's.
+    //! one has no split; the read takes the good ones, its bytes are the object's, and the
+    //! client learns which servers are late.
 
     use std::convert::Infallible;
     use std::net::SocketAddr;
@@ -605,7 +624,29 @@ mod tests {
                 assert_eq!((u.used_windows, u.failed), (0, u.asked), "no split there");
             }
         }
+        // Cancelled reads leave the backlog when their tasks are dropped, just after the end.
+        let t0 = std::time::Instant::now();
+        while exact.backlog_bytes() != 0 && t0.elapsed().as_secs() < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
         assert_eq!(exact.backlog_bytes(), 0);
+
+        // Δ = 1: the client learns which servers are late (the slow one, and the two whose
+        // reads fail), and then asks one more split for each of them in a read's plan.
+        let learning = SplitClient::new(vec![addrs[3]]).with_delta(Delta::Fixed(1));
+        for _ in 0..20 {
+            assert!(learning.get("t/obj").await.unwrap()[..] == data[..]);
+        }
+        assert_eq!(learning.slow_servers(), vec![0, 1, 2]);
+        let mut extra = 0;
+        for _ in 0..10 {
+            let mut read = learning.read("t/obj").await.unwrap();
+            assert!(read.collect().await.unwrap()[..] == data[..]);
+            let r = read.report();
+            assert_eq!(r.first, k + 1 + r.extra, "{r:?}");
+            extra += r.extra;
+        }
+        assert!(extra > 0, "a plan with a slow server's split asks one more");
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod late_binding;
 pub mod located;
 pub mod split_write;
 pub mod splits;
+pub mod stragglers;
 
 pub use late_binding::{ObjectRead, ReadReport};
 pub use located::Located;

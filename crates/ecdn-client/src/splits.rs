@@ -6,7 +6,8 @@
 //! straight from their servers (`late_binding.rs`), every byte checked against the record's
 //! window digests. Δ is fixed, or (`Delta::Auto`) chosen per read from this client's own
 //! backlog by the nodes' rule (`ecdn_objects::backlog`): the bytes it has asked of split servers
-//! and not yet received, in splits of this object per split server.
+//! and not yet received, in splits of this object per split server. A read asks one more split
+//! for each split server in its plan that this client's reads found slow (`stragglers.rs`).
 //!
 //! A read that cannot be done this way (a record written without digests, fewer than `k`
 //! splits readable from here) is done through a node (`GET /_objects/<name>`, which can also
@@ -30,6 +31,7 @@ use hyper_util::rt::TokioExecutor;
 
 use crate::late_binding::{self, ObjectRead};
 use crate::located::{located, Located, LocatedCache};
+use crate::stragglers::Stragglers;
 use crate::{ClientError, ObjectClient};
 
 /// Δ of a client's reads.
@@ -55,6 +57,8 @@ pub struct SplitClient {
     via_node: AtomicUsize,
     /// Per split server (cluster id): split reads asked, windows used, reads failed.
     servers: Mutex<std::collections::BTreeMap<usize, ServerUse>>,
+    /// The split servers found slow, for one more split in reads that ask them.
+    stragglers: Mutex<Stragglers>,
 }
 
 /// What a client's reads asked of one split server, and took from it.
@@ -86,6 +90,7 @@ impl SplitClient {
             reads: AtomicU64::new(0),
             via_node: AtomicUsize::new(0),
             servers: Mutex::new(Default::default()),
+            stragglers: Mutex::new(Stragglers::default()),
         }
     }
 
@@ -117,8 +122,18 @@ impl SplitClient {
         s.iter().map(|(&id, &u)| (id, u)).collect()
     }
 
-    /// Folds a finished read's report into [`SplitClient::server_use`].
+    /// The split servers this client's reads found slow now (`stragglers.rs`).
+    pub fn slow_servers(&self) -> Vec<usize> {
+        self.stragglers().slow()
+    }
+
+    fn stragglers(&self) -> std::sync::MutexGuard<'_, Stragglers> {
+        self.stragglers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Folds a finished read's report into [`SplitClient::server_use`] and the stragglers.
     fn count(&self, meta: &ecdn_objects::meta::ObjectMeta, r: &crate::ReadReport) {
+        self.stragglers().observe(meta, r);
         let mut s = self.servers.lock().unwrap_or_else(|p| p.into_inner());
         for &i in &r.asked {
             s.entry(meta.splits[i]).or_default().asked += 1;
@@ -238,11 +253,13 @@ impl SplitClient {
         let n = self.reads.fetch_add(1, Ordering::Relaxed);
         let codec = self.codec(at.meta.k, at.meta.splits.len() - at.meta.k)?;
         let seed = n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ at.meta.version ^ now_nanos();
+        let slow = self.stragglers().slow();
         late_binding::start(
             self.http.clone(),
             codec,
             &at,
             self.delta_for(&at),
+            |id| slow.contains(&id),
             self.outstanding.clone(),
             seed,
         )

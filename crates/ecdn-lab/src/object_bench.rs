@@ -216,6 +216,8 @@ pub struct Report {
     /// Client reads: per node, the split reads asked of it, the windows decoded with its
     /// splits, and its split reads that failed (late binding leaves a slow node's splits).
     pub split_servers: Vec<SplitServer>,
+    /// The machine's CPU during the reads: seconds with under 5% idle, and the idle share.
+    pub read_machine: Option<ecdn_testbed::machine::MachineReport>,
     /// Seconds the writes and the reads took.
     pub write_s: f64,
     pub read_s: f64,
@@ -240,6 +242,8 @@ pub struct SplitServer {
     pub node: usize,
     #[serde(flatten)]
     pub used: ecdn_client::ServerUse,
+    /// The client found it slow at the end (its reads then ask one more split).
+    pub slow: bool,
 }
 
 /// What the flags say, checked.
@@ -485,6 +489,14 @@ fn print_report(r: &Report, json: bool) -> Result<()> {
             l.mean, l.p50, l.p99, l.p99_9, r.write_s, r.read_s
         )?;
     }
+    if let Some(m) = r.read_machine {
+        outln!(
+            "  machine during the reads: {:.0}% idle, {} of {} s with under 5% idle",
+            m.idle * 100.0,
+            m.starved_seconds,
+            m.seconds
+        )?;
+    }
     if let (Some(v), Some(p)) = (r.variance_ratio, r.variance_predicted) {
         outln!("  Var(L_EC)/Var(L_SR) {v:.4}, predicted (S−k)/(k(S−1)) {p:.4}")?;
     }
@@ -528,6 +540,7 @@ fn report(a: &BenchArgs, p: &Plan, mode: &'static str) -> Report {
         slowed: p.slow.map(|(n, d)| (n, d.as_secs_f64() * 1e3)),
         via_node_reads: 0,
         split_servers: Vec::new(),
+        read_machine: None,
         write_s: 0.0,
         read_s: 0.0,
         variance_ratio: None,
@@ -792,11 +805,15 @@ impl Readers {
 
     fn split_servers(&self) -> Vec<SplitServer> {
         match self {
-            Readers::Splits(c) => c
-                .server_use()
-                .into_iter()
-                .map(|(node, used)| SplitServer { node, used })
-                .collect(),
+            Readers::Splits(c) => {
+                let slow = c.slow_servers();
+                let split_server = |(node, used)| SplitServer {
+                    node,
+                    used,
+                    slow: slow.contains(&node),
+                };
+                c.server_use().into_iter().map(split_server).collect()
+            }
             Readers::ViaNode(..) => Vec::new(),
         }
     }
@@ -940,8 +957,14 @@ async fn live(
     let before = link_bytes(&bed, &live).await?;
     let t = Instant::now();
     pb.set_message(format!("{} reads", a.requests));
+    // The machine's spare CPU during the reads: a run that left none measured this machine's
+    // cores, not the links (the bed's own rule applies only while its delayers run).
+    let watch = ecdn_testbed::machine::MachineWatch::start().ok();
     let results = read_load(a, p, &readers, &live, a.requests, pb).await?;
     let read_s = t.elapsed().as_secs_f64();
+    let machine = watch
+        .as_ref()
+        .map(ecdn_testbed::machine::MachineWatch::report);
     let after = link_bytes(&bed, &live).await?;
     // The budget as the reads left it, and what it re-coded during them.
     let mut changes_during_reads = 0;
@@ -983,6 +1006,7 @@ async fn live(
     r.budget_changes_during_reads = changes_during_reads;
     r.via_node_reads = readers.via_node_reads();
     r.split_servers = readers.split_servers();
+    r.read_machine = machine;
     Ok(r)
 }
 

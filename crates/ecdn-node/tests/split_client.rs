@@ -5,7 +5,8 @@
 //! spare; the node's split service answers ranges, `404` and `416`, and `?locate` gives the
 //! record with its digests and the split servers' addresses. A client writes objects itself
 //! (coded here, each split put on its server with the node's grant, committed with the servers'
-//! receipts); a put without a grant and a commit with forged receipts are refused.
+//! receipts); a put without a grant and a commit with forged receipts are refused. The plain
+//! HTTP path through a node streams: its first bytes leave before the last split arrives.
 
 use std::net::SocketAddr;
 
@@ -240,4 +241,58 @@ fn client_record(b: &ecdn_objects::writes::Begun) -> ObjectMeta {
         window_stripes: b.window_stripes,
         digests: vec![[0; 32]; n * windows],
     }
+}
+
+/// The plain HTTP path (a client that is not ours, through any node) streams: its first bytes
+/// leave the node before the last of the splits has arrived there. Every node's link (its
+/// answers to peers and its own split reads) is capped at 4 MiB/s, so the node needs about two
+/// seconds to read the 8 MiB splits of a 16 MiB object (`k = 2`); the answer's first bytes
+/// must come within the first half of that, once the first 1 MiB windows are in (measured:
+/// 0.44 s of 1.26 s with 8 MiB, where a node that buffered would send its first at the end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plain_path_sends_its_first_bytes_before_the_last_split_arrives() {
+    use http_body_util::BodyExt;
+    use std::time::Instant;
+
+    let c = TestCluster::start_linked(4, "c2dn", 3, 1, 4 << 20).await;
+    let data = content(21, 16 << 20);
+    let meta = put(c.client(1), "plain/stream", 2, 1, &data).await;
+    assert_eq!(meta.windows(), 8);
+    // A node that holds none of the splits: every byte crosses a capped link to it.
+    let node = (0..4).find(|n| !meta.splits.contains(n)).unwrap();
+    let stream = tokio::net::TcpStream::connect(c.client(node))
+        .await
+        .unwrap();
+    let io = hyper_util::rt::TokioIo::new(stream);
+    let (mut send, conn) = hyper::client::conn::http1::handshake(io).await.unwrap();
+    tokio::spawn(conn);
+    let t0 = Instant::now();
+    let req = hyper::Request::get("/_objects/plain/stream")
+        .header("host", "ecdn.test")
+        .body(http_body_util::Empty::<Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut body = resp.into_body();
+    let (mut got, mut first) = (Vec::new(), None);
+    while let Some(frame) = body.frame().await {
+        if let Ok(d) = frame.unwrap().into_data() {
+            if !d.is_empty() && first.is_none() {
+                first = Some(t0.elapsed());
+            }
+            got.extend_from_slice(&d);
+        }
+    }
+    let (first, last) = (first.unwrap(), t0.elapsed());
+    eprintln!("plain path: first bytes after {first:?}, the last after {last:?}");
+    assert!(got == data, "the bytes through the node");
+    assert!(
+        last.as_secs_f64() > 1.5,
+        "8 MiB splits over 4 MiB/s links take about two seconds, not {last:?}"
+    );
+    assert!(
+        first.as_secs_f64() < last.as_secs_f64() / 2.0,
+        "first bytes after {first:?}, the last after {last:?}: the answer waited for the splits"
+    );
+    c.stop_all().await;
 }

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use ecdn_cluster::config::ClusterConfig;
 use ecdn_cluster::coordinator::{Coordinator, RunningCoordinator};
 use ecdn_node::content;
-use ecdn_node::node::{ClusterNode, Node, NodeConfig, RunningNode};
+use ecdn_node::node::{ClusterNode, Node, NodeConfig, PeerLink, RunningNode};
 use ecdn_node::origin::{in_memory_connector, OriginConfig};
 use http_body_util::{BodyExt, Empty};
 use hyper::Request;
@@ -47,7 +47,11 @@ pub async fn try_start_nodes_with(
     hoc_size: u64,
     origin: OriginConfig,
 ) -> std::io::Result<Vec<RunningNode>> {
-    Ok(start_nodes_keyed(cfg, dir, hoc_size, origin).await?.0)
+    Ok(
+        start_nodes_keyed(cfg, dir, hoc_size, origin, PeerLink::default())
+            .await?
+            .0,
+    )
 }
 
 /// [`try_start_nodes_with`], each node with a key ring of its own, as a process of its own
@@ -58,6 +62,7 @@ pub async fn start_nodes_keyed(
     dir: &std::path::Path,
     hoc_size: u64,
     origin: OriginConfig,
+    link: PeerLink,
 ) -> std::io::Result<(Vec<RunningNode>, Vec<ClusterConfig>)> {
     let cfgs: Vec<ClusterConfig> = cfg.nodes.iter().map(|_| cfg.with_own_keys()).collect();
     let mut starts = Vec::new();
@@ -72,7 +77,7 @@ pub async fn start_nodes_keyed(
             cluster: Some(ClusterNode {
                 cluster: own.clone(),
                 id: i,
-                link: Default::default(),
+                link,
             }),
             ..NodeConfig::default()
         };
@@ -126,6 +131,22 @@ impl TestCluster {
         Self::start_full(n, scheme, k, p, extra, 1, OriginConfig::default()).await
     }
 
+    /// Nodes whose peer links (and own split reads) are capped at `rate` bytes per second.
+    pub async fn start_linked(
+        n: usize,
+        scheme: &str,
+        k: usize,
+        p: usize,
+        rate: u64,
+    ) -> TestCluster {
+        let link = PeerLink {
+            rate: Some(rate),
+            background_load: 0.0,
+        };
+        let origin = OriginConfig::default();
+        Self::start_inner(n, scheme, k, p, "", 1, origin, link).await
+    }
+
     /// Nodes with a FIFO HOC of `hoc_size` bytes and an in-memory origin of `origin`'s latency
     /// and bandwidth.
     pub async fn start_full(
@@ -136,6 +157,21 @@ impl TestCluster {
         extra: &str,
         hoc_size: u64,
         origin: OriginConfig,
+    ) -> TestCluster {
+        let link = PeerLink::default();
+        Self::start_inner(n, scheme, k, p, extra, hoc_size, origin, link).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn start_inner(
+        n: usize,
+        scheme: &str,
+        k: usize,
+        p: usize,
+        extra: &str,
+        hoc_size: u64,
+        origin: OriginConfig,
+        link: PeerLink,
     ) -> TestCluster {
         // Every port of the cluster (admin listeners included) comes from one batch; one that
         // another test took meanwhile fails a bind, and the cluster starts again on new ones.
@@ -167,7 +203,7 @@ impl TestCluster {
                 Err(e) => panic!("coordinator: {e}"),
             };
             let dir = tempfile::tempdir().unwrap();
-            match start_nodes_keyed(&cfg, dir.path(), hoc_size, origin.clone()).await {
+            match start_nodes_keyed(&cfg, dir.path(), hoc_size, origin.clone(), link).await {
                 Ok(nodes) => break (cfg, coordinator, dir, nodes),
                 Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 3 => {
                     eprintln!("nodes: {e}; again on other ports");
