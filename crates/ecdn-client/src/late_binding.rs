@@ -3,9 +3,11 @@
 //!
 //! Top to bottom, one read:
 //! 1. [`start`]: `k + Δ` of the splits held on available servers are chosen at random
-//!    (`ecdn_objects::split::read_plan`, the node's own rule), one more for each chosen split
-//!    on a server this client found slow (`stragglers.rs`), the others kept as spares, and
-//!    each chosen split is read whole from its server, at once (`?split=I&version=V`).
+//!    (`ecdn_objects::split::read_plan`, the node's own rule), made up to `k + Δ` from servers
+//!    out of the map if too few are available (a slow server still sends its split; late
+//!    binding takes it if it comes first), one more for each chosen split on a server this
+//!    client found slow (`stragglers.rs`), the others kept as spares, and each chosen split
+//!    is read whole from its server, at once (`?split=I&version=V`).
 //! 2. [`read_split`]: a split's bytes are cut into windows as they arrive
 //!    (`ecdn_objects::digest`); a window enters the read only if its SHA-256 is the record's.
 //!    A split read that fails (refused, `404`, cut short, a window that does not hash to its
@@ -48,7 +50,8 @@ pub const STALL: Duration = Duration::from_secs(5);
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReadReport {
     pub delta: usize,
-    /// Splits asked for chosen splits on servers known slow.
+    /// Splits asked beyond the `k + Δ` chosen on available servers: on servers out of the
+    /// map to make up `k + Δ`, and one for each chosen split on a server known slow.
     pub extra: usize,
     /// How many of `asked` were asked at the start (`k + Δ + extra`); spares follow.
     pub first: usize,
@@ -194,25 +197,34 @@ pub(crate) fn start(
 ) -> Result<ObjectRead, ClientError> {
     let meta = Arc::new(at.meta.clone());
     let locations: Vec<usize> = (0..meta.splits.len()).collect();
-    let usable = |i: usize| meta.stored[i] && at.addrs[i].is_some();
+    let reachable = |i: usize| meta.stored[i] && at.addrs[i].is_some();
+    let usable = |i: usize| reachable(i) && at.available[i];
     let mut rng = Rng::new(seed);
     let mut first = read_plan(&mut rng, &locations, meta.k, delta, usable)
         .map_err(|e| ClientError::TooFewSplits(format!("object {}: {e}", meta.name)))?;
     let mut spares: Vec<usize> = (0..meta.splits.len())
-        .filter(|&i| usable(i) && !first.contains(&i))
+        .filter(|&i| reachable(i) && !first.contains(&i))
         .collect();
     for j in (1..spares.len()).rev() {
         spares.swap(j, rng.below(j as u64 + 1) as usize);
     }
-    // Spares on slow servers are taken last (`pop` takes from the end).
+    // Spares on slow servers are taken last, and those out of the map before them (`pop`
+    // takes from the end).
     let is_slow = |i: usize| slow(meta.splits[i]);
-    spares.sort_by_key(|&i| !is_slow(i));
-    let wanted = first.iter().filter(|&&i| is_slow(i)).count();
-    let mut extra = 0;
-    while extra < wanted && spares.last().is_some_and(|&i| !is_slow(i)) {
-        first.extend(spares.pop());
-        extra += 1;
+    spares.sort_by_key(|&i| (!is_slow(i), at.available[i]));
+    let planned = first.len();
+    // Made up to k + Δ from servers out of the map, then one more per slow server chosen.
+    let mut wanted = (meta.k + delta).saturating_sub(first.len());
+    wanted += first.iter().filter(|&&i| is_slow(i)).count();
+    while first.len() - planned < wanted {
+        let Some(i) = spares.pop() else { break };
+        if is_slow(i) && first.len() >= meta.k + delta {
+            spares.push(i);
+            break;
+        }
+        first.push(i);
     }
+    let extra = first.len() - planned;
     let windows = meta.windows();
     let shared = Arc::new(Shared {
         meta: meta.clone(),
@@ -612,6 +624,20 @@ mod tests {
         failed.sort();
         assert_eq!(failed, vec![0, 2], "{r:?}");
         assert!(r.failed[0].1.contains("digest") || r.failed[1].1.contains("digest"));
+
+        // Split 4's server out of the map: Δ = 3 asks the four available, and split 4 to make
+        // up k + Δ (its server still answers).
+        let mut out = v.clone();
+        out["available"] = serde_json::json!([true, true, true, true, false]);
+        *locate.lock().unwrap() = Bytes::from(serde_json::to_vec(&out).unwrap());
+        let made_up = SplitClient::new(vec![addrs[3]]).with_delta(Delta::Fixed(3));
+        let mut read = made_up.read("t/obj").await.unwrap();
+        assert!(read.collect().await.unwrap()[..] == data[..]);
+        let r = read.report();
+        assert_eq!((r.first, r.extra), (5, 1), "{r:?}");
+        assert_eq!(r.asked[4], 4, "{r:?}");
+        assert!(r.used.iter().all(|u| u == &vec![3, 4]), "{r:?}");
+        *locate.lock().unwrap() = Bytes::from(serde_json::to_vec(&v).unwrap());
 
         // Δ = 0: two asked at random; every failure is replaced by a spare, the bytes are right.
         let exact = SplitClient::new(vec![addrs[3]]).with_delta(Delta::Fixed(0));

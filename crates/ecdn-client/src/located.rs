@@ -12,17 +12,19 @@ use ecdn_objects::meta::{ObjectMeta, ObjectName};
 
 use crate::ClientError;
 
-/// An object's record and, per split, its server's client address (`None`: the node that
-/// answered has that server unavailable).
+/// An object's record and, per split, its server's client address (`None`: not known to the
+/// node that answered) and whether that node's map has the server available.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Located {
     pub meta: ObjectMeta,
     pub addrs: Vec<Option<SocketAddr>>,
+    pub available: Vec<bool>,
 }
 
 impl Located {
-    /// Parses a `?locate` answer: the record's fields and `addrs`, checked (the record against
-    /// its own rules, one address per split).
+    /// Parses a `?locate` answer: the record's fields, `addrs` and `available` (without it,
+    /// every server with an address is available), checked (the record against its own rules,
+    /// one address and one flag per split).
     pub fn parse(body: &[u8]) -> Result<Located, ClientError> {
         let bad = |e: String| ClientError::BadAnswer(e);
         let mut v: serde_json::Value =
@@ -35,6 +37,10 @@ impl Located {
             .ok_or_else(|| bad("the locate answer has no \"addrs\"".into()))?;
         let addrs: Vec<Option<String>> =
             serde_json::from_value(addrs).map_err(|e| bad(e.to_string()))?;
+        let available: Option<Vec<bool>> = match o.remove("available") {
+            Some(a) => Some(serde_json::from_value(a).map_err(|e| bad(e.to_string()))?),
+            None => None,
+        };
         let meta: ObjectMeta = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
         // Server ids are the node's business; the client checks the record's own shape.
         meta.validate(usize::MAX)
@@ -46,14 +52,26 @@ impl Located {
                 meta.splits.len()
             )));
         }
-        let addrs = addrs
+        let addrs: Vec<Option<SocketAddr>> = addrs
             .into_iter()
             .map(|a| {
                 a.map(|a| a.parse().map_err(|_| bad(format!("address {a:?}"))))
                     .transpose()
             })
             .collect::<Result<_, _>>()?;
-        Ok(Located { meta, addrs })
+        let available = available.unwrap_or_else(|| addrs.iter().map(Option::is_some).collect());
+        if available.len() != addrs.len() {
+            return Err(bad(format!(
+                "{} availability flags for {} splits",
+                available.len(),
+                addrs.len()
+            )));
+        }
+        Ok(Located {
+            meta,
+            addrs,
+            available,
+        })
     }
 }
 

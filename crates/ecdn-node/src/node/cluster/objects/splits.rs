@@ -3,8 +3,12 @@
 //! client port, without the cluster key, to an `ecdn_client::SplitClient`.
 //!
 //! * `GET /_objects/<name>?locate`: the record (this node's cached copy while it is fresh) and,
-//!   per split, the client address of its server while the node's map has it available
-//!   (`null` otherwise): all a client needs to read the splits itself. The record carries every
+//!   per split, the client address of its server (`addrs`; `null` for a server not in the
+//!   cluster file) and whether the node's map has that server available (`available`): all a
+//!   client needs to read the splits itself. A client reads from available servers, and from
+//!   the others only to make up its `k + Δ` (a server out of the map for being slow still
+//!   serves its split, and late binding takes it when it comes before another's; one cut off
+//!   is simply not heard from). The record carries every
 //!   split window's SHA-256 (`ecdn_objects::digest`), so the client checks each byte it reads
 //!   from a split server against it, and needs no key: see ARCHITECTURE.md, "Clients read the
 //!   splits".
@@ -36,11 +40,13 @@ pub(in crate::node) fn locate(c: &Cluster, meta: &ObjectMeta) -> Response<NodeBo
         .iter()
         .map(|&s| {
             let entry = c.cfg.nodes.iter().find(|n| n.id == s)?;
-            map.is_available(s).then(|| entry.client.to_string())
+            Some(entry.client.to_string())
         })
         .collect();
+    let available: Vec<bool> = meta.splits.iter().map(|&s| map.is_available(s)).collect();
     let mut v = serde_json::to_value(meta).expect("a record serializes");
     v["addrs"] = serde_json::json!(addrs);
+    v["available"] = serde_json::json!(available);
     json_value(StatusCode::OK, meta, &v)
 }
 
