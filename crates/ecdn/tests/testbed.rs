@@ -328,29 +328,28 @@ fn a_cluster_on_the_bed_survives_a_partition_a_slow_node_and_a_kill() {
     let _turn = one_at_a_time();
     // Every process on its own host; node 1 cut off from its peers, node 2 slowed by 5 ms
     // each way, node 3 killed: no request fails, no byte is wrong.
-    let out = Command::new(env!("CARGO_BIN_EXE_ecdn"))
-        .args([
-            "cluster",
-            "demo",
-            "--nodes",
-            "5",
-            "--requests",
-            "600",
-            "--objects",
-            "150",
-            "--testbed",
-            "1gbit",
-            "--partition-peers",
-            "1@0.3",
-            "--slow",
-            "2:5ms@0.5",
-            "--kill",
-            "3@0.7",
-            "--json",
-        ])
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
+    let mut out = Command::new(env!("CARGO_BIN_EXE_ecdn"));
+    out.args([
+        "cluster",
+        "demo",
+        "--nodes",
+        "5",
+        "--requests",
+        "600",
+        "--objects",
+        "150",
+        "--testbed",
+        "1gbit",
+        "--partition-peers",
+        "1@0.3",
+        "--slow",
+        "2:5ms@0.5",
+        "--kill",
+        "3@0.7",
+        "--json",
+    ])
+    .stderr(Stdio::piped());
+    let out = within(&mut out, DEMO_LIMIT);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -404,12 +403,11 @@ fn declared_with_the_judge_off(args: &[&str]) -> Vec<u64> {
 
 /// `ecdn cluster demo` on the bed with `extra`; its JSON report and stderr.
 fn demo_on_bed(extra: &[&str]) -> (serde_json::Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ecdn"))
-        .args(["cluster", "demo", "--testbed", "1gbit", "--json"])
+    let mut out = Command::new(env!("CARGO_BIN_EXE_ecdn"));
+    out.args(["cluster", "demo", "--testbed", "1gbit", "--json"])
         .args(extra)
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
+        .stderr(Stdio::piped());
+    let out = within(&mut out, DEMO_LIMIT);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -585,28 +583,27 @@ fn coral_sites_as_processes_fill_from_each_other_and_redirect_by_measured_rtt() 
     let _turn = one_at_a_time();
     // 8 nodes in 2 sites, each an `ecdn node --coral-*` process on a host of its own, every
     // packet between sites delayed by the topology; a resolver host no node knows, probed.
-    let out = Command::new(env!("CARGO_BIN_EXE_ecdn"))
-        .args([
-            "coral",
-            "demo",
-            "--processes",
-            "--nodes",
-            "8",
-            "--sites",
-            "2",
-            "--requests",
-            "80",
-            "--objects",
-            "20",
-            "--flash-objects",
-            "3",
-            "--hot-interval",
-            "0s",
-            "--json",
-        ])
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
+    let mut out = Command::new(env!("CARGO_BIN_EXE_ecdn"));
+    out.args([
+        "coral",
+        "demo",
+        "--processes",
+        "--nodes",
+        "8",
+        "--sites",
+        "2",
+        "--requests",
+        "80",
+        "--objects",
+        "20",
+        "--flash-objects",
+        "3",
+        "--hot-interval",
+        "0s",
+        "--json",
+    ])
+    .stderr(Stdio::piped());
+    let out = within(&mut out, DEMO_LIMIT);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -664,6 +661,52 @@ fn spawn_in(bed: &Bed, host: &str, args: &[&str], log: &Path) -> std::process::C
 }
 
 /// `ecdn ARGS` run to its end in host `host` of `bed`.
+/// How long a demo on the bed may run before it is killed and its test failed (they take
+/// 30–90 s here): a hung demo fails its test instead of holding CI to its own limit.
+const DEMO_LIMIT: Duration = Duration::from_secs(300);
+
+/// Runs `cmd` in its own process group and waits for its output, killing the group (its
+/// children too; a bed's watcher, in its own session, then removes the bed) past `limit`.
+fn within(cmd: &mut Command, limit: Duration) -> std::process::Output {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let mut child = cmd
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let reader = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = r.read_to_end(&mut b);
+            b
+        })
+    };
+    let out = reader(Box::new(child.stdout.take().unwrap()));
+    let err = reader(Box::new(child.stderr.take().unwrap()));
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > limit {
+            // SAFETY: kill(2) with a negative pid signals the group `child` leads.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            let err = String::from_utf8_lossy(&err.join().unwrap()).into_owned();
+            panic!("{cmd:?} still running after {limit:?}; stderr:\n{err}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::process::Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
+}
+
 fn run_in(bed: &Bed, host: &str, args: &[&str]) -> std::process::Output {
     let mut c = bed.command(host, env!("CARGO_BIN_EXE_ecdn")).unwrap();
     c.command.args(args).output().unwrap()
