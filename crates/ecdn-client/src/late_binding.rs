@@ -213,16 +213,19 @@ pub(crate) fn start(
     let is_slow = |i: usize| slow(meta.splits[i]);
     spares.sort_by_key(|&i| (!is_slow(i), at.available[i]));
     let planned = first.len();
-    // Made up to k + Δ from servers out of the map, then one more per slow server chosen.
-    let mut wanted = (meta.k + delta).saturating_sub(first.len());
-    wanted += first.iter().filter(|&&i| is_slow(i)).count();
-    while first.len() - planned < wanted {
+    let slow_chosen = first.iter().filter(|&&i| is_slow(i)).count();
+    // Made up to k + Δ (every available split is chosen already, so from servers out of the
+    // map, then slow ones) ...
+    while first.len() < meta.k + delta {
         let Some(i) = spares.pop() else { break };
-        if is_slow(i) && first.len() >= meta.k + delta {
-            spares.push(i);
-            break;
-        }
         first.push(i);
+    }
+    // ... then one more per chosen split on a slow server, from the spares that are not.
+    for _ in 0..slow_chosen {
+        match spares.last() {
+            Some(&i) if !is_slow(i) => first.extend(spares.pop()),
+            _ => break,
+        }
     }
     let extra = first.len() - planned;
     let windows = meta.windows();

@@ -37,10 +37,11 @@ impl Located {
             .ok_or_else(|| bad("the locate answer has no \"addrs\"".into()))?;
         let addrs: Vec<Option<String>> =
             serde_json::from_value(addrs).map_err(|e| bad(e.to_string()))?;
-        let available: Option<Vec<bool>> = match o.remove("available") {
-            Some(a) => Some(serde_json::from_value(a).map_err(|e| bad(e.to_string()))?),
-            None => None,
-        };
+        let available: Option<Vec<bool>> = o
+            .remove("available")
+            .map(serde_json::from_value)
+            .transpose()
+            .map_err(|e| bad(e.to_string()))?;
         let meta: ObjectMeta = serde_json::from_value(v).map_err(|e| bad(e.to_string()))?;
         // Server ids are the node's business; the client checks the record's own shape.
         meta.validate(usize::MAX)

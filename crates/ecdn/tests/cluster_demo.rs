@@ -8,16 +8,14 @@
 //! 2-core machine starve the one that replays with a single client (its every request waits
 //! on a chain of processes), so its limit would measure its neighbour, not itself.
 
-use std::io::Read;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ecdn_lab::cluster_demo::contract::CONTRACT_FIELDS;
 
 mod common;
-use common::SMALL_CACHES;
+use common::{within, SMALL_CACHES};
 
 /// `flags` after [`SMALL_CACHES`].
 fn small(flags: &[&'static str]) -> Vec<&'static str> {
@@ -39,46 +37,11 @@ fn ecdn(args: &[&str], limit: Duration) -> Run {
     // A run that panicked (a failed test) poisons the lock; the next run still may go.
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let t0 = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ecdn"))
-        .process_group(0)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t0.elapsed() > limit {
-            // The demo's origin, coordinators and nodes are in its group: kill them all.
-            // SAFETY: kill(2) with a negative pid signals the group `child` leads.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let _ = child.wait();
-            panic!(
-                "ecdn {args:?} still running after {limit:?}; stderr:\n{}",
-                err.join().unwrap()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let out = within(Command::new(env!("CARGO_BIN_EXE_ecdn")).args(args), limit);
     Run {
-        code: status.code(),
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         elapsed: t0.elapsed(),
     }
 }

@@ -12,6 +12,13 @@ use std::time::{Duration, Instant};
 
 use ecdn_testbed::{probe, Bed, BedConfig, HostSpec, LinkSpec};
 
+mod common;
+use common::within;
+
+/// How long a demo on the bed may run before it is killed and its test failed (they take
+/// 30–90 s here): a hung demo fails its test instead of holding CI to its own limit.
+const DEMO_LIMIT: Duration = Duration::from_secs(300);
+
 /// The tests measure delays of a few milliseconds and one runs a cluster; on a 2-core machine,
 /// run side by side, they measured each other (a 1 ms round trip took more in CI). So they take
 /// turns: each holds this lock for its whole run.
@@ -347,8 +354,7 @@ fn a_cluster_on_the_bed_survives_a_partition_a_slow_node_and_a_kill() {
         "--kill",
         "3@0.7",
         "--json",
-    ])
-    .stderr(Stdio::piped());
+    ]);
     let out = within(&mut out, DEMO_LIMIT);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -403,11 +409,9 @@ fn declared_with_the_judge_off(args: &[&str]) -> Vec<u64> {
 
 /// `ecdn cluster demo` on the bed with `extra`; its JSON report and stderr.
 fn demo_on_bed(extra: &[&str]) -> (serde_json::Value, String) {
-    let mut out = Command::new(env!("CARGO_BIN_EXE_ecdn"));
-    out.args(["cluster", "demo", "--testbed", "1gbit", "--json"])
-        .args(extra)
-        .stderr(Stdio::piped());
-    let out = within(&mut out, DEMO_LIMIT);
+    let mut demo = Command::new(env!("CARGO_BIN_EXE_ecdn"));
+    demo.args(["cluster", "demo", "--testbed", "1gbit", "--json"]);
+    let out = within(demo.args(extra), DEMO_LIMIT);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -601,8 +605,7 @@ fn coral_sites_as_processes_fill_from_each_other_and_redirect_by_measured_rtt() 
         "--hot-interval",
         "0s",
         "--json",
-    ])
-    .stderr(Stdio::piped());
+    ]);
     let out = within(&mut out, DEMO_LIMIT);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -661,52 +664,6 @@ fn spawn_in(bed: &Bed, host: &str, args: &[&str], log: &Path) -> std::process::C
 }
 
 /// `ecdn ARGS` run to its end in host `host` of `bed`.
-/// How long a demo on the bed may run before it is killed and its test failed (they take
-/// 30–90 s here): a hung demo fails its test instead of holding CI to its own limit.
-const DEMO_LIMIT: Duration = Duration::from_secs(300);
-
-/// Runs `cmd` in its own process group and waits for its output, killing the group (its
-/// children too; a bed's watcher, in its own session, then removes the bed) past `limit`.
-fn within(cmd: &mut Command, limit: Duration) -> std::process::Output {
-    use std::io::Read;
-    use std::os::unix::process::CommandExt;
-    let mut child = cmd
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let reader = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut b = Vec::new();
-            let _ = r.read_to_end(&mut b);
-            b
-        })
-    };
-    let out = reader(Box::new(child.stdout.take().unwrap()));
-    let err = reader(Box::new(child.stderr.take().unwrap()));
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if t0.elapsed() > limit {
-            // SAFETY: kill(2) with a negative pid signals the group `child` leads.
-            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
-            let _ = child.wait();
-            let err = String::from_utf8_lossy(&err.join().unwrap()).into_owned();
-            panic!("{cmd:?} still running after {limit:?}; stderr:\n{err}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    std::process::Output {
-        status,
-        stdout: out.join().unwrap(),
-        stderr: err.join().unwrap(),
-    }
-}
-
 fn run_in(bed: &Bed, host: &str, args: &[&str]) -> std::process::Output {
     let mut c = bed.command(host, env!("CARGO_BIN_EXE_ecdn")).unwrap();
     c.command.args(args).output().unwrap()

@@ -1,5 +1,5 @@
 //! What the multi-process tests of this crate share: the `ecdn` binary as a child process
-//! that is stopped when dropped, free loopback ports, a one-shot HTTP/1.1 client, and the
+//! that is stopped when dropped, or run to its end within a time limit, free loopback ports, a one-shot HTTP/1.1 client, and the
 //! coordinator's status through `ecdn cluster status`.
 
 // Each test binary uses its own part of this module.
@@ -288,4 +288,45 @@ pub fn cluster_node(spec: &NodeSpec, id: usize, admin: u16, log: &str) -> Proc {
         ],
         &spec.dir.join(log),
     )
+}
+
+/// Runs `cmd` in its own process group and waits for its output, killing the group (its
+/// children too; a bed's watcher, in its own session, then removes the bed) past `limit`.
+pub fn within(cmd: &mut Command, limit: Duration) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut child = cmd
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let reader = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = r.read_to_end(&mut b);
+            b
+        })
+    };
+    let out = reader(Box::new(child.stdout.take().unwrap()));
+    let err = reader(Box::new(child.stderr.take().unwrap()));
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > limit {
+            // SAFETY: kill(2) with a negative pid signals the group `child` leads.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            let err = String::from_utf8_lossy(&err.join().unwrap()).into_owned();
+            panic!("{cmd:?} still running after {limit:?}; stderr:\n{err}");
+        }
+        sleep(Duration::from_millis(50));
+    };
+    std::process::Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
 }
