@@ -491,6 +491,64 @@ async fn the_budget_follows_measured_reads() {
     c.stop_all().await;
 }
 
+/// A split on a server out of the map is restored: the coordinator's budget plan gives the
+/// object one more split, on an available server that held none (late binding keeps its
+/// spare), and once the server is back in the map the object loses that split again and keeps
+/// the ones it was written with; it reads back exactly all along.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_split_out_of_the_map_is_restored_and_dropped_when_its_server_is_back() {
+    // 2 data + 1 parity: the parity takes 50% of the size, a budget of 60% pays for no more.
+    let extra = "object_budget = 0.6\nobject_budget_every_s = 0.3\n";
+    let mut c = TestCluster::start_with(6, "c2dn", 3, 1, extra).await;
+    let data = content(7, 300_000);
+    let put = send(c.client(0), "PUT", "/_objects/lost?k=2&r=1", data.clone()).await;
+    assert_eq!(put.status, 201);
+    let written = record(&put).splits;
+    assert_eq!(written.len(), 3);
+    let out = written[0];
+    let asker = c.client((0..6).find(|i| !written.contains(i)).unwrap());
+    let splits = || async move {
+        let stat = send(asker, "GET", "/_objects/lost?stat", Vec::new()).await;
+        stat_of(&stat).0.splits
+    };
+    let wait_for = |what: &'static str, done: fn(&[usize], &[usize], usize) -> bool| {
+        let written = written.clone();
+        async move {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                let now = splits().await;
+                if done(&now, &written, out) {
+                    return now;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{what}: splits {now:?}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let read_back = || async {
+        let got = send(asker, "GET", "/_objects/lost", Vec::new()).await;
+        assert_eq!(got.status, 200);
+        assert!(got.body == data, "the object read back differs");
+    };
+    c.stop(out).await;
+    let mut want = vec![true; 6];
+    want[out] = false;
+    c.wait_available(&want).await;
+    wait_for("restored", |now, written, out| {
+        now.len() == 4 && now[..3] == *written && !written.contains(&now[3]) && now[3] != out
+    })
+    .await;
+    read_back().await;
+    c.restart(out).await;
+    c.wait_available(&[true; 6]).await;
+    wait_for("dropped", |now, written, _| now == written).await;
+    read_back().await;
+    c.stop_all().await;
+}
+
 /// A store under the cache: a read with fewer than k splits readable is answered from the
 /// backend when its copy is the object the record describes (ranges too), and is a clear `502`
 /// when it is not.

@@ -19,6 +19,16 @@
 //! `POST /_objects/<name>?units=N`, which grows or shrinks it (`ecdn-node`'s
 //! `object_budget.rs`). (Between plans the budget may be overspent by the margin's few units.)
 //!
+//! **Lost splits.** A split on a server the map has out (failed, cut off, or slow: issue 60's
+//! rule) is not counted as one of the object's units: the plan spends the budget on the splits
+//! the available servers hold and then gives each object one more unit per split it has out,
+//! so an object keeps the spare that late binding needs (with `k = 10`, `r = 1` and `Δ = 1`,
+//! an object with a split on a slow server is otherwise read with no straggler to spare). The
+//! new splits go on available servers; when the server is back, the next plans give the
+//! object its budgeted units again and the shrink drops the last splits, the ones added. The
+//! same two-plans rule damps a server that flaps. While a server is out, the memory its splits
+//! held is spent again on the others.
+//!
 //! Only the embedded coordinator does this (its table holds the records); in etcd mode the
 //! records are in etcd and the budget stays as written.
 
@@ -29,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ecdn_objects::budget::{reallocate, Object, Scheme};
-use ecdn_objects::meta::ObjectName;
+use ecdn_objects::meta::{ObjectName, MAX_SPLITS};
 use hyper::{Method, StatusCode};
 
 use super::state::State;
@@ -48,8 +58,15 @@ pub const DECAY: f64 = 0.98;
 /// tests).
 pub const KEEP: f64 = 0.25;
 
-/// An object of a budget group: name, size, splits now.
-type Member = (ObjectName, u64, usize);
+/// An object of a budget group.
+struct Member {
+    name: ObjectName,
+    size: u64,
+    /// Its splits now.
+    now: usize,
+    /// Those on servers the map has out.
+    out: usize,
+}
 
 /// Time limit of one object's re-spend (it reads and codes the object).
 const UNITS_TIMEOUT: Duration = Duration::from_secs(120);
@@ -61,38 +78,48 @@ impl State {
         &mut self,
         fraction: f64,
     ) -> (Vec<(ObjectName, usize)>, Vec<SocketAddr>) {
-        let nodes: Vec<SocketAddr> = self
-            .status(Instant::now())
-            .nodes
+        let status = self.status(Instant::now()).nodes;
+        let available: Vec<usize> = status
+            .iter()
+            .filter(|n| n.available)
+            .map(|n| n.id)
+            .collect();
+        let nodes: Vec<SocketAddr> = status
             .iter()
             .filter(|n| n.available)
             .map(|n| n.client)
             .collect();
-        // By code (k, r): each object's name, size and splits now.
+        // By code (k, r): each object's name, size, splits now and splits out of the map.
         let mut groups: BTreeMap<(usize, usize), Vec<Member>> = BTreeMap::new();
         for m in self.objects.iter() {
-            groups
-                .entry((m.k, m.r))
-                .or_default()
-                .push((m.name.clone(), m.size, m.splits.len()));
+            let out = m.splits.iter().filter(|s| !available.contains(s)).count();
+            groups.entry((m.k, m.r)).or_default().push(Member {
+                name: m.name.clone(),
+                size: m.size,
+                now: m.splits.len(),
+                out,
+            });
         }
         let mut changes = Vec::new();
         let mut targets = std::collections::HashMap::new();
         for ((k, r), members) in groups {
             let objects: Vec<Object> = members
                 .iter()
-                .map(|(name, size, _)| Object {
-                    size: *size,
-                    popularity: self.object_reads.get(name).copied().unwrap_or(0.0),
+                .map(|m| Object {
+                    size: m.size,
+                    popularity: self.object_reads.get(&m.name).copied().unwrap_or(0.0),
                 })
                 .collect();
             let delta = if k == 1 { 0 } else { 1 };
             let scheme = Scheme::EcCache { k, r, delta };
-            let held: Vec<usize> = members.iter().map(|m| m.2).collect();
+            // The units an object holds: its splits on available servers.
+            let held: Vec<usize> = members.iter().map(|m| m.now - m.out).collect();
             let Ok(alloc) = reallocate(&objects, scheme, fraction, nodes.len(), &held, KEEP) else {
                 continue;
             };
-            for ((name, _, now), units) in members.into_iter().zip(alloc.units) {
+            for (Member { name, now, out, .. }, spent) in members.into_iter().zip(alloc.units) {
+                // One more per split out of the map (see the module documentation).
+                let units = (spent + out).min(MAX_SPLITS);
                 if units != now {
                     // Only a target the last plan gave too.
                     if self.object_targets.get(&name) == Some(&units) {

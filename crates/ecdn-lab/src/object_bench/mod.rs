@@ -642,11 +642,17 @@ impl Readers {
             true => ecdn_client::Delta::Auto,
             false => ecdn_client::Delta::Fixed(p.delta),
         };
+        // The objects are not written again during the reads; but under `--measured-budget`
+        // the coordinator re-codes them (and restores the splits a server out of the map
+        // holds), and the readers see each new record within the client's default 2 s.
+        let ttl = match a.measured_budget {
+            Some(_) => Duration::from_secs(2),
+            None => Duration::from_secs(3600),
+        };
         let c = ecdn_client::SplitClient::new(nodes)
             .with_delta(delta)
             .with_timeout(timeout)
-            // The objects are not written again during the reads.
-            .with_record_ttl(Duration::from_secs(3600));
+            .with_record_ttl(ttl);
         Readers::Splits(Arc::new(c))
     }
 

@@ -67,20 +67,7 @@ pub async fn start_nodes_keyed(
     let cfgs: Vec<ClusterConfig> = cfg.nodes.iter().map(|_| cfg.with_own_keys()).collect();
     let mut starts = Vec::new();
     for (i, own) in cfgs.iter().enumerate() {
-        let node = NodeConfig {
-            origin: "http://origin.test".into(),
-            hoc_size,
-            hoc_policy: "fifo".into(),
-            disk_path: Some(dir.join(format!("node-{i}.disk"))),
-            disk_size: 64 << 20,
-            purge_token: Some(PURGE_TOKEN.into()),
-            cluster: Some(ClusterNode {
-                cluster: own.clone(),
-                id: i,
-                link,
-            }),
-            ..NodeConfig::default()
-        };
+        let node = node_config(own, i, dir, hoc_size, link);
         let listen = cfg.nodes[i].client;
         let origin = origin.clone();
         starts.push(tokio::spawn(async move {
@@ -105,6 +92,31 @@ pub async fn start_nodes_keyed(
     }
 }
 
+/// Node `i`'s settings: cluster file `own` (its key ring), its disk in `dir`, a FIFO HOC of
+/// `hoc_size` bytes, its peer link.
+fn node_config(
+    own: &ClusterConfig,
+    i: usize,
+    dir: &std::path::Path,
+    hoc_size: u64,
+    link: PeerLink,
+) -> NodeConfig {
+    NodeConfig {
+        origin: "http://origin.test".into(),
+        hoc_size,
+        hoc_policy: "fifo".into(),
+        disk_path: Some(dir.join(format!("node-{i}.disk"))),
+        disk_size: 64 << 20,
+        purge_token: Some(PURGE_TOKEN.into()),
+        cluster: Some(ClusterNode {
+            cluster: own.clone(),
+            id: i,
+            link,
+        }),
+        ..NodeConfig::default()
+    }
+}
+
 pub struct TestCluster {
     /// The cluster file as the coordinator has it (its key ring is the coordinator's).
     pub cfg: ClusterConfig,
@@ -113,6 +125,10 @@ pub struct TestCluster {
     pub coordinator: RunningCoordinator,
     pub nodes: Vec<Option<RunningNode>>,
     pub dir: tempfile::TempDir,
+    /// What the nodes started with (for [`TestCluster::restart`]).
+    hoc_size: u64,
+    origin: OriginConfig,
+    link: PeerLink,
 }
 
 impl TestCluster {
@@ -219,6 +235,9 @@ impl TestCluster {
             coordinator,
             nodes,
             dir,
+            hoc_size,
+            origin,
+            link,
         };
         c.wait_available(&vec![true; n]).await;
         c
@@ -263,6 +282,23 @@ impl TestCluster {
         if let Some(n) = self.nodes[i].take() {
             n.stop().await.unwrap();
         }
+    }
+
+    /// Starts the stopped node `i` again on its disk, as it started first.
+    pub async fn restart(&mut self, i: usize) {
+        assert!(self.nodes[i].is_none(), "node {i} runs");
+        let node = node_config(
+            &self.node_cfgs[i],
+            i,
+            self.dir.path(),
+            self.hoc_size,
+            self.link,
+        );
+        let connector = in_memory_connector(self.origin.clone());
+        let n = Node::start_with_connector(self.cfg.nodes[i].client, node, connector)
+            .await
+            .unwrap();
+        self.nodes[i] = Some(n);
     }
 
     pub async fn stop_all(mut self) {
