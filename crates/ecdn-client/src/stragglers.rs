@@ -131,8 +131,8 @@ mod tests {
         assert_eq!(s.slow(), vec![13]);
         // Fast again (now as often used as the rest): no longer slow within a few reads.
         let turns: [&[usize]; 4] = [&[2, 3], &[0, 3], &[1, 3], &[0, 1]];
-        for n in 0..4 {
-            s.observe(&m, &read(&[0, 1, 2, 3], turns[n], 2));
+        for used in turns {
+            s.observe(&m, &read(&[0, 1, 2, 3], used, 2));
         }
         assert!(s.slow().is_empty(), "{s:?}");
     }

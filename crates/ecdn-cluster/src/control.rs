@@ -177,7 +177,9 @@ struct LoadsInner {
     data: AtomicU64,
     /// `bucket * p + parity_index`.
     parity: Box<[AtomicU64]>,
-    /// EC-Cache object reads by name, for the coordinator's parity budget.
+    /// EC-Cache object reads by name, for the coordinator's parity budget, counted in splits
+    /// read (a read through a node counts its `k`; a client reading the splits itself, each
+    /// split it asks).
     object_reads: std::sync::Mutex<std::collections::HashMap<String, u64>>,
 }
 

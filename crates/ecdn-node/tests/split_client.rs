@@ -296,3 +296,48 @@ async fn the_plain_path_sends_its_first_bytes_before_the_last_split_arrives() {
     );
     c.stop_all().await;
 }
+
+/// The coordinator's parity budget sees a client's own reads: each split a client asks counts
+/// toward its object's reads, so the object clients read gets the extra parities the budget
+/// pays for (no node sees those reads whole), and the objects nobody reads do not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_budget_counts_the_splits_clients_read() {
+    // 4 objects of 2 data + 1 parity splits: their parities take 50% of their size, a budget
+    // of 75% pays for 2 more splits (25% each).
+    let extra = "object_budget = 0.75\nobject_budget_every_s = 0.5\n";
+    let c = TestCluster::start_with(6, "c2dn", 3, 1, extra).await;
+    let nodes: Vec<SocketAddr> = (0..6).map(|i| c.client(i)).collect();
+    let size = 200_000;
+    for (i, &node) in nodes.iter().take(4).enumerate() {
+        put(node, &format!("c{i}"), 2, 1, &content(i as u64, size)).await;
+    }
+    let client = SplitClient::new(nodes.clone()).with_delta(Delta::Fixed(1));
+    let hot = content(2, size);
+    for _ in 0..30 {
+        assert!(client.get("c2").await.unwrap() == hot);
+    }
+    let splits = |name: String| {
+        let addr = nodes[5];
+        async move {
+            let uri = format!("/_objects/{name}?stat");
+            let stat = common::send_body(addr, "GET", &uri, &[], Bytes::new()).await;
+            let v: serde_json::Value = serde_json::from_slice(&stat.body).unwrap();
+            v["splits"].as_array().map_or(0, Vec::len)
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while splits("c2".into()).await != 5 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "c2 never got its 2 extra parities"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    for cold in ["c0", "c1", "c3"] {
+        assert_eq!(splits(cold.into()).await, 3, "{cold}");
+    }
+    // Read back exactly, from the new splits too.
+    let client = SplitClient::new(nodes).with_delta(Delta::Fixed(3));
+    assert!(client.get("c2").await.unwrap() == hot);
+    c.stop_all().await;
+}

@@ -230,6 +230,9 @@ pub struct Status {
     pub objects: usize,
     #[serde(default)]
     pub object_budget_changes: u64,
+    /// The objects of the budget's current batch not re-coded yet (0: no batch running).
+    #[serde(default)]
+    pub object_budget_pending: usize,
 }
 
 /// Knobs the cluster file does not carry (tests shorten them).

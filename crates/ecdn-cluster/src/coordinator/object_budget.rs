@@ -2,7 +2,9 @@
 //! "gives extra parities to the most popular objects until the budget is spent"; selective
 //! replication, extra replicas).
 //!
-//! Nodes count the reads of each EC-Cache object and send the counts with their heartbeats;
+//! Nodes count the reads of each EC-Cache object in splits read (a read through a node counts
+//! its `k`, a client that reads the splits itself each split it asks) and send the counts with
+//! their heartbeats;
 //! the coordinator adds up those of committed objects. Every `object_budget_every_s` it ranks
 //! the objects by those counts (multiplied by [`DECAY`] afterwards, so the ranking follows the
 //! reads of the last few dozen periods) and spends `object_budget` of their size with
@@ -159,21 +161,65 @@ pub(super) async fn budget_loop(
             continue;
         }
         peers.set_epoch(shared.published.borrow().map.epoch);
-        let (mut done, total) = (0, changes.len());
-        for (i, (name, units)) in changes.into_iter().enumerate() {
-            let node = nodes[i % nodes.len()];
-            let path = format!("/_objects/{name}?units={units}");
-            let sent = tokio::select! {
-                _ = &mut stop => return,
-                r = peers.send(node, Method::POST, &path, Bytes::new(), &[], UNITS_TIMEOUT) => r,
-            };
-            match sent {
-                Ok(r) if r.status() == StatusCode::OK => done += 1,
-                Ok(r) => eprintln!("ecdn coordinator: {name} to {units} splits: {}", r.status()),
-                Err(e) => eprintln!("ecdn coordinator: {name} to {units} splits: {e}"),
-            }
+        let total = changes.len();
+        shared.state().object_budget_pending = total;
+        // Each available node re-codes its share one object at a time, the nodes side by side:
+        // a re-code reads the whole object from its splits, so the batch (every object with a
+        // split on a server just taken out, say) ends in about 1/n of the time one node needs.
+        let mut shares: Vec<Vec<(ObjectName, usize)>> = vec![Vec::new(); nodes.len()];
+        for (i, change) in changes.into_iter().enumerate() {
+            shares[i % nodes.len()].push(change);
         }
-        shared.state().object_budget_changes += done as u64;
+        let mut workers = tokio::task::JoinSet::new();
+        for (node, share) in nodes.into_iter().zip(shares) {
+            let (shared, peers) = (shared.clone(), peers.clone());
+            workers.spawn(async move { recode_share(&shared, &peers, node, share).await });
+        }
+        let batch = async {
+            let mut done = 0;
+            while let Some(r) = workers.join_next().await {
+                done += r.unwrap_or(0);
+            }
+            done
+        };
+        let done = tokio::select! {
+            _ = &mut stop => return,
+            done = batch => done,
+        };
+        shared.state().object_budget_pending = 0;
         eprintln!("ecdn coordinator: object budget: {done} of {total} objects re-coded");
     }
+}
+
+/// Sends `share`'s changes to `node` one by one (`POST /_objects/NAME?units=N`); each one done
+/// counts in the status at once. The number done.
+async fn recode_share(
+    shared: &Shared,
+    peers: &PeerClient,
+    node: SocketAddr,
+    share: Vec<(ObjectName, usize)>,
+) -> usize {
+    let mut done = 0;
+    for (name, units) in share {
+        let path = format!("/_objects/{name}?units={units}");
+        let sent = peers
+            .send(node, Method::POST, &path, Bytes::new(), &[], UNITS_TIMEOUT)
+            .await;
+        let ok = match sent {
+            Ok(r) if r.status() == StatusCode::OK => true,
+            Ok(r) => {
+                eprintln!("ecdn coordinator: {name} to {units} splits: {}", r.status());
+                false
+            }
+            Err(e) => {
+                eprintln!("ecdn coordinator: {name} to {units} splits: {e}");
+                false
+            }
+        };
+        done += usize::from(ok);
+        let mut st = shared.state();
+        st.object_budget_pending = st.object_budget_pending.saturating_sub(1);
+        st.object_budget_changes += u64::from(ok);
+    }
+    done
 }

@@ -66,6 +66,8 @@ pub(super) struct State {
     pub(super) object_reads: std::collections::HashMap<ecdn_objects::meta::ObjectName, f64>,
     /// Objects the budget re-coded so far.
     pub(super) object_budget_changes: u64,
+    /// Objects of the budget's running batch not re-coded yet.
+    pub(super) object_budget_pending: usize,
     /// The last plan's new number of splits per object it would change.
     pub(super) object_targets: std::collections::HashMap<ecdn_objects::meta::ObjectName, usize>,
     /// Whether each node's heartbeats arrive (embedded) or it is registered (etcd).
@@ -130,6 +132,7 @@ impl State {
             objects: ecdn_objects::meta::MetaTable::new(epoch.max(1)),
             object_reads: Default::default(),
             object_budget_changes: 0,
+            object_budget_pending: 0,
             object_targets: Default::default(),
             present: vec![true; n],
             control_cut: vec![false; n],
@@ -583,6 +586,7 @@ impl State {
             leader: None,
             objects: self.objects.len(),
             object_budget_changes: self.object_budget_changes,
+            object_budget_pending: self.object_budget_pending,
         }
     }
 }

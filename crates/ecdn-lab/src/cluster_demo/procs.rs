@@ -862,6 +862,7 @@ mod tests {
             leader: None,
             objects: 0,
             object_budget_changes: 0,
+            object_budget_pending: 0,
         };
         let why = status_not_ready(&s, 2).unwrap();
         assert!(why.contains("node 1 sent no heartbeat"), "{why}");

@@ -741,18 +741,17 @@ async fn settle_budget(bed: &Bed) -> Result<u64> {
     let period = Duration::from_secs_f64(BUDGET_EVERY_S);
     // Two plans before a change is made (the coordinator's hysteresis).
     tokio::time::sleep(period * 2).await;
+    // Settled: no batch running, and a period without a change (at most 5 minutes).
     let mut last = procs::coordinator_status(&client)
         .await?
         .object_budget_changes;
-    for _ in 0..15 {
+    for _ in 0..150 {
         tokio::time::sleep(period).await;
-        let now = procs::coordinator_status(&client)
-            .await?
-            .object_budget_changes;
-        if now == last {
+        let now = procs::coordinator_status(&client).await?;
+        if now.object_budget_changes == last && now.object_budget_pending == 0 {
             break;
         }
-        last = now;
+        last = now.object_budget_changes;
     }
     Ok(last)
 }

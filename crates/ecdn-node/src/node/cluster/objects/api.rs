@@ -508,8 +508,9 @@ async fn get(
         Err(e) => return directory_error(e),
     };
     if !head {
-        // For the coordinator's parity budget (sent with the heartbeats).
-        c.loads.record_object_reads(name.as_str(), 1);
+        // For the coordinator's parity budget (sent with the heartbeats), in splits read: the
+        // `k` this read decodes (a client's own read counts each split it asks, `splits.rs`).
+        c.loads.record_object_reads(name.as_str(), meta.k as u64);
     }
     let failed = match read(st, c, &name, &meta, q, req, head).await {
         Ok(r) => return r,

@@ -16,7 +16,8 @@
 //!   (`404` otherwise), whole or one byte range (`Range: bytes=A-B`, `206`); its bytes go
 //!   through the node's outgoing link as a peer's piece does (`pieces/link.rs`: paced under
 //!   `--peer-rate`, counted in `ecdn_cluster_link_sent_bytes_total`), so the load a split read
-//!   puts on a server is measured the same whoever reads it.
+//!   puts on a server is measured the same whoever reads it. A split asked from its start
+//!   counts one split read of the object for the coordinator's parity budget.
 
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::PieceName;
@@ -141,6 +142,12 @@ pub(in crate::node) async fn serve_split(
         return text(StatusCode::NOT_FOUND, "the split here is short");
     }
     let payload = payload.slice((want.start - base) as usize..(want.end - base) as usize);
+    if want.start == 0 {
+        // For the coordinator's parity budget: a client's read asks `k + Δ` splits from their
+        // servers, and no node sees the read whole; each split asked from its start counts one
+        // (a read through a node counts its `k`, `api.rs`).
+        c.loads.record_object_reads(name.as_str(), 1);
+    }
     let mut r = Response::new(NodeBody::Paced(Paced::new(payload, c.link.clone())));
     let h = r.headers_mut();
     h.insert(
