@@ -111,7 +111,89 @@ impl LocatedCache {
     }
 }
 
+/// What the client learned of the split servers from the records it located: each one's
+/// address and whether the node that answered had it in its map. The node asked for a record
+/// is one the client has no reason to avoid: not out of the map, not found slow by its reads
+/// (a locate to a slow node costs its round trips before the read begins).
+#[derive(Default)]
+pub(crate) struct ServerView {
+    servers: Mutex<HashMap<usize, (SocketAddr, bool)>>,
+}
+
+impl ServerView {
+    /// Takes what `l` says of its split servers.
+    pub(crate) fn learn(&self, l: &Located) {
+        let mut s = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+        for ((&id, addr), &available) in l.meta.splits.iter().zip(&l.addrs).zip(&l.available) {
+            if let Some(addr) = addr {
+                s.insert(id, (*addr, available));
+            }
+        }
+    }
+
+    /// `nodes` in the order to ask them: those to avoid (out of the map, or among `slow`,
+    /// server ids) last, each group in the order given.
+    pub(crate) fn order(&self, nodes: Vec<SocketAddr>, slow: &[usize]) -> Vec<SocketAddr> {
+        let avoid: Vec<SocketAddr> = {
+            let s = self.servers.lock().unwrap_or_else(|p| p.into_inner());
+            s.iter()
+                .filter(|(id, (_, available))| !available || slow.contains(id))
+                .map(|(_, (addr, _))| *addr)
+                .collect()
+        };
+        let (mut first, last): (Vec<_>, Vec<_>) =
+            nodes.into_iter().partition(|a| !avoid.contains(a));
+        first.extend(last);
+        first
+    }
+}
+
 /// A body's bytes as a located object.
 pub(crate) fn located(body: &Bytes) -> Result<Arc<Located>, ClientError> {
     Located::parse(body).map(Arc::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(splits: Vec<usize>) -> ObjectMeta {
+        let n = splits.len();
+        ObjectMeta {
+            name: ObjectName::parse("s/o").unwrap(),
+            version: 1,
+            size: 1000,
+            k: 1,
+            r: n - 1,
+            splits,
+            stored: vec![true; n],
+            sha256: String::new(),
+            sub_chunk: 1 << 20,
+            crcs: vec![],
+            window_stripes: 1,
+            digests: vec![],
+        }
+    }
+
+    #[test]
+    fn nodes_out_of_the_map_or_slow_are_asked_last() {
+        let addr = |i: u16| SocketAddr::from(([127, 0, 0, 1], 9000 + i));
+        let view = ServerView::default();
+        view.learn(&Located {
+            meta: meta(vec![0, 1, 2, 3]),
+            addrs: vec![Some(addr(0)), Some(addr(1)), None, Some(addr(3))],
+            available: vec![true, false, false, true],
+        });
+        let nodes: Vec<SocketAddr> = (0..5).map(addr).collect();
+        // Node 1 is out of the map; node 3 slow; node 2 and 4 unknown, asked in turn.
+        let order = view.order(nodes.clone(), &[3]);
+        assert_eq!(order, [addr(0), addr(2), addr(4), addr(1), addr(3)]);
+        // Back in the map, and no longer slow: the order given.
+        view.learn(&Located {
+            meta: meta(vec![1, 3]),
+            addrs: vec![Some(addr(1)), Some(addr(3))],
+            available: vec![true, true],
+        });
+        assert_eq!(view.order(nodes.clone(), &[]), nodes);
+    }
 }

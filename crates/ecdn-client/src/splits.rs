@@ -30,7 +30,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use crate::late_binding::{self, ObjectRead};
-use crate::located::{located, Located, LocatedCache};
+use crate::located::{located, Located, LocatedCache, ServerView};
 use crate::stragglers::Stragglers;
 use crate::{ClientError, ObjectClient};
 
@@ -59,6 +59,8 @@ pub struct SplitClient {
     servers: Mutex<std::collections::BTreeMap<usize, ServerUse>>,
     /// The split servers found slow, for one more split in reads that ask them.
     stragglers: Mutex<Stragglers>,
+    /// The split servers' addresses and availability, for the node asked for a record.
+    servers_seen: ServerView,
 }
 
 /// What a client's reads asked of one split server, and took from it.
@@ -91,6 +93,7 @@ impl SplitClient {
             via_node: AtomicUsize::new(0),
             servers: Mutex::new(Default::default()),
             stragglers: Mutex::new(Stragglers::default()),
+            servers_seen: ServerView::default(),
         }
     }
 
@@ -159,18 +162,21 @@ impl SplitClient {
     }
 
     /// The object's record and split servers' addresses: cached, or from a node (the next
-    /// one if a node cannot be reached).
+    /// one if a node cannot be reached; nodes out of the map or found slow last, `ServerView`).
     pub async fn locate(&self, name: &str) -> Result<Arc<Located>, ClientError> {
         let parsed = ObjectName::parse(name).map_err(|e| ClientError::BadName(e.to_string()))?;
         if let Some(l) = self.located.get(&parsed) {
             return Ok(l);
         }
         let first = self.reads.load(Ordering::Relaxed);
+        let turn = (0..self.nodes.len().max(1) as u64)
+            .map(|n| self.node(first + n))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut last = None;
-        for n in 0..self.nodes.len().max(1) as u64 {
-            let addr = self.node(first + n)?;
+        for addr in self.servers_seen.order(turn, &self.slow_servers()) {
             match self.ask_locate(addr, &parsed).await {
                 Ok(l) => {
+                    self.servers_seen.learn(&l);
                     self.located.insert(parsed, l.clone());
                     return Ok(l);
                 }
