@@ -83,23 +83,38 @@ async fn two_sites_filling_from_each_other_do_not_wait_for_each_other() {
     assert_eq!(ra.body, rb.body);
     assert_eq!(ra.body.len(), 40000);
     assert_eq!(origin.requests(), 1, "one site filled from the other");
-    let fills = |n: &ecdn_node::node::RunningNode| {
+    let counter = |n: &ecdn_node::node::RunningNode, name: &'static str| {
         let n = n.admin_addr().unwrap();
         async move {
             let stats = fetch(n, "GET", "/_ecdn/stats").await;
             let v: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
-            v["site_fills"].as_u64().unwrap()
+            v[name].as_u64().unwrap()
         }
     };
-    let (fa, fb) = (fills(&nodes[0]).await, fills(&nodes[1]).await);
+    let mut counts = Vec::new();
+    for n in &nodes {
+        let mut c = Vec::new();
+        for name in [
+            "site_fills",
+            "site_origin_unreferred",
+            "site_origin_after_referrals",
+            "site_peers_not_held",
+            "site_peers_gave_up",
+        ] {
+            c.push(counter(n, name).await);
+        }
+        counts.push(c);
+    }
     let first = usize::from(addrs[1].to_string() < addrs[0].to_string());
+    // The first site filled from the other; the other gave up waiting on the first's fill
+    // (counted there), and went to the origin after its one referral failed.
     assert_eq!(
-        [fa, fb][first],
-        1,
+        counts[first],
+        [1, 0, 0, 0, 1],
         "the site that comes first ({}) filled from the other",
         addrs[first]
     );
-    assert_eq!(fa + fb, 1);
+    assert_eq!(counts[1 - first], [0, 0, 1, 0, 0]);
     for n in nodes {
         n.stop().await.unwrap();
     }

@@ -50,6 +50,14 @@ pub struct FlashCrowd {
     pub origin_requests_per_object: f64,
     /// Fills another site answered.
     pub site_fills: u64,
+    /// Why the fills that went to the origin did (the nodes' `/_ecdn/stats`): the locate
+    /// named no site, or every site it named failed to answer.
+    pub origin_unreferred: u64,
+    pub origin_after_referrals: u64,
+    /// Requests from other sites answered `504`: nothing held or in flight, or they gave up
+    /// waiting on a fill still asking other sites.
+    pub peers_not_held: u64,
+    pub peers_gave_up: u64,
     /// Client fetch latency, ms.
     pub fetch_ms: Quantiles,
 }
@@ -121,7 +129,15 @@ pub async fn flash_crowd(
     }
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
     let (failed, ms) = crowd_requests(&addrs, objects, window, first_object, seed).await;
-    let mut site_fills = 0;
+    // The nodes' counters: fills from sites, and why the others went to the origin.
+    let names = [
+        "site_fills",
+        "site_origin_unreferred",
+        "site_origin_after_referrals",
+        "site_peers_not_held",
+        "site_peers_gave_up",
+    ];
+    let mut sums = [0u64; 5];
     for n in &nodes {
         let Some(admin) = n.admin_addr() else {
             continue;
@@ -129,9 +145,13 @@ pub async fn flash_crowd(
         let stats = http_get_host(admin, "x", "/_ecdn/stats", CLIENT_TIMEOUT).await;
         if let Ok((200, body)) = stats {
             let stats: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-            site_fills += stats["site_fills"].as_u64().unwrap_or(0);
+            for (sum, name) in sums.iter_mut().zip(names) {
+                *sum += stats[name].as_u64().unwrap_or(0);
+            }
         }
     }
+    let [site_fills, origin_unreferred, origin_after_referrals, peers_not_held, peers_gave_up] =
+        sums;
     let origin_requests = origin.requests();
     let requests = nodes.len() * objects;
     let crowd = FlashCrowd {
@@ -144,6 +164,10 @@ pub async fn flash_crowd(
         origin_requests,
         origin_requests_per_object: origin_requests as f64 / objects.max(1) as f64,
         site_fills,
+        origin_unreferred,
+        origin_after_referrals,
+        peers_not_held,
+        peers_gave_up,
         fetch_ms: quantiles(ms),
     };
     for n in nodes {
@@ -195,7 +219,7 @@ impl FlashCrowd {
     /// The crowd as a line of text.
     pub fn text(&self) -> String {
         format!(
-            "flash crowd ({}): {} requests for {} objects at {} nodes, {} failed; the origin got {} ({:.2} an object); {} fills from other sites; fetch ms p50 {:.1} p90 {:.1} p99 {:.1}",
+            "flash crowd ({}): {} requests for {} objects at {} nodes, {} failed; the origin got {} ({:.2} an object: {} with no site named, {} after the sites named failed); {} fills from other sites ({} asks of a site answered 504 at once, {} after waiting); fetch ms p50 {:.1} p90 {:.1} p99 {:.1}",
             self.run,
             self.requests,
             self.objects,
@@ -203,7 +227,11 @@ impl FlashCrowd {
             self.failed,
             self.origin_requests,
             self.origin_requests_per_object,
+            self.origin_unreferred,
+            self.origin_after_referrals,
             self.site_fills,
+            self.peers_not_held,
+            self.peers_gave_up,
             self.fetch_ms.p50,
             self.fetch_ms.p90,
             self.fetch_ms.p99

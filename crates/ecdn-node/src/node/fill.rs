@@ -673,7 +673,8 @@ async fn fetch_from_sites(
             }
         }
     };
-    let mut referrals = sites.0.locate(url).await.into_iter();
+    let mut referrals = sites.0.locate(url).await.into_iter().peekable();
+    let referred = referrals.peek().is_some();
     while let Some(first) = referrals.next() {
         let answer = match referrals.next() {
             None => ask(first).await,
@@ -684,6 +685,7 @@ async fn fetch_from_sites(
             return answer;
         }
     }
+    st.metrics.site_origin(referred);
     None
 }
 
@@ -724,7 +726,10 @@ pub(super) async fn join_in_flight(
     }
     let (flight, (replay, rx), patient) = {
         let m = lock(&st.flights);
-        let f = m.get(&key.key)?;
+        let Some(f) = m.get(&key.key) else {
+            st.metrics.site_peer_refused(false);
+            return None;
+        };
         let patient = !f.asking_sites() || {
             let from = req.headers().get(super::sites::PEER_HEADER)?.as_bytes();
             super::sites::may_join(from, st.sites.as_ref()?.0.me())
@@ -736,7 +741,13 @@ pub(super) async fn join_in_flight(
     } else {
         // Dropping the subscription on the way out unsubscribes.
         let wait = super::sites::SITE_JOIN_WAIT;
-        tokio::time::timeout(wait, wait_head(&flight)).await.ok()?
+        match tokio::time::timeout(wait, wait_head(&flight)).await {
+            Ok(head) => head,
+            Err(_) => {
+                st.metrics.site_peer_refused(true);
+                return None;
+            }
+        }
     };
     match head {
         Ok(head) if head.vary.admits(req.headers()) => Some(Answer {

@@ -109,6 +109,12 @@ pub struct Metrics {
     origin_aborts: AtomicU64,
     /// Fills answered by another site instead of the origin ([`super::sites`]).
     site_fills: AtomicU64,
+    /// Fills of a cooperating site that went to the origin: `[no referral, every referral
+    /// failed]` ([`Metrics::site_origin`]).
+    site_origin: [AtomicU64; 2],
+    /// Requests from other sites answered `504`: `[nothing held or in flight here, gave up
+    /// waiting on a fill here still asking other sites]` ([`Metrics::site_peer_refused`]).
+    site_peer_refused: [AtomicU64; 2],
     /// `/_ecdn/` and `PURGE` requests the client listener refused (they belong on the admin
     /// listener).
     admin_refused: AtomicU64,
@@ -147,6 +153,20 @@ impl Metrics {
     /// Counts a fill answered by another site.
     pub fn site_fill(&self) {
         self.site_fills.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a site fill that went to the origin: `referred`, after every site the locate
+    /// named failed to answer; else with none named (the flash crowd's extra origin requests
+    /// are one or the other).
+    pub fn site_origin(&self, referred: bool) {
+        self.site_origin[usize::from(referred)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request from another site answered `504`: `waited`, after the longest wait on
+    /// a fill here still asking other sites (`sites::SITE_JOIN_WAIT`); else at once, nothing
+    /// being held or in flight here.
+    pub fn site_peer_refused(&self, waited: bool) {
+        self.site_peer_refused[usize::from(waited)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a request for the admin listener that came to the client listener.
@@ -217,6 +237,10 @@ impl Metrics {
             ("revalidated", self.responses(Outcome::Revalidated)),
             ("stale", self.responses(Outcome::Stale)),
             ("site_fills", c(&self.site_fills)),
+            ("site_origin_unreferred", c(&self.site_origin[0])),
+            ("site_origin_after_referrals", c(&self.site_origin[1])),
+            ("site_peers_not_held", c(&self.site_peer_refused[0])),
+            ("site_peers_gave_up", c(&self.site_peer_refused[1])),
             ("bytes_served", c(&self.bytes_served)),
             ("admin_refused", c(&self.admin_refused)),
             ("admin_requests", c(&self.admin_requests)),
@@ -285,6 +309,32 @@ impl Metrics {
         ] {
             metric(&mut o, name, "counter", help);
             let _ = writeln!(o, "{name} {v}");
+        }
+        for (name, help, label, values) in [
+            (
+                "ecdn_site_origin_fills_total",
+                "Fills of a cooperating site that went to the origin, by why no site answered.",
+                "why",
+                [
+                    ("no_referral", &self.site_origin[0]),
+                    ("referrals_failed", &self.site_origin[1]),
+                ],
+            ),
+            (
+                "ecdn_site_peer_refusals_total",
+                "Requests from other sites answered 504, by why.",
+                "why",
+                [
+                    ("not_held", &self.site_peer_refused[0]),
+                    ("gave_up", &self.site_peer_refused[1]),
+                ],
+            ),
+        ] {
+            metric(&mut o, name, "counter", help);
+            for (value, n) in values {
+                let n = n.load(Ordering::Relaxed);
+                let _ = writeln!(o, "{name}{{{label}=\"{value}\"}} {n}");
+            }
         }
         for (name, help, v) in [
             (
