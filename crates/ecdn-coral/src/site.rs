@@ -4,7 +4,9 @@
 //! * `locate`: a hierarchical `get` of the URL's key (SHA-1 of the cache's primary key), the
 //!   fastest cluster first; the values are the `host:port` of the sites' HTTP listeners.
 //! * `filling`: a reference to this site with a 20 s TTL, renewed every 10 s until the fill
-//!   ends, so the sites that miss meanwhile fetch from this one (a multicast tree).
+//!   ends, so the sites that miss meanwhile fetch from this one (a multicast tree);
+//!   `filling_stored` resolves once its first put ended (bounded by the lookup timeout), for
+//!   the node's ordered second look.
 //! * `filled`: a reference with a 1 h TTL, which replaces the short one.
 //! * `abandoned`: the renewals stop; the short reference expires within 20 s.
 //! * The upkeep ([`CoralReferrals::start_upkeep`], every minute in `ecdn node`): each object
@@ -31,6 +33,14 @@ pub const HELD_TTL: Duration = Duration::from_secs(3600);
 /// How old that reference gets before the upkeep renews it.
 pub const RENEW_HELD_AFTER: Duration = Duration::from_secs(1800);
 
+/// A fill in progress ([`CoralReferrals::filling`]).
+struct Filling {
+    /// Cleared when the fill ends: its reference is no longer renewed.
+    renew: Arc<std::sync::atomic::AtomicBool>,
+    /// Set once the first put of its reference has ended.
+    stored: tokio::sync::watch::Receiver<bool>,
+}
+
 /// [`Referrals`] over a DSHT node.
 pub struct CoralReferrals {
     dsht: Arc<Dsht>,
@@ -38,8 +48,9 @@ pub struct CoralReferrals {
     me: String,
     /// The longest a lookup may take before the miss goes to the origin.
     lookup_timeout: Duration,
-    /// Fills in progress, with the flag that keeps their reference renewed.
-    filling: Mutex<HashMap<String, Arc<std::sync::atomic::AtomicBool>>>,
+    /// Fills in progress: the flag that keeps their reference renewed, and whether their
+    /// first put has ended (its stores made, or failed).
+    filling: Mutex<HashMap<String, Filling>>,
     /// Objects advertised for an hour: where their reference was stored (level, node), and
     /// when.
     held: Arc<Mutex<HashMap<String, Advertised>>>,
@@ -71,10 +82,16 @@ impl CoralReferrals {
         let _ = self.dns.set(answers);
     }
 
-    /// A `get` of `key`, bounded by the lookup timeout and counted in the stats (as found
-    /// when it found a value other than this site's own reference).
-    async fn lookup(&self, key: Id) -> Option<ecdn_dsht::GetResult> {
-        match tokio::time::timeout(self.lookup_timeout, self.dsht.get(key, None)).await {
+    /// A `get` of `key` (`skip_own`: walking past nodes that hold only this site's own
+    /// reference), bounded by the lookup timeout and counted in the stats (as found when it
+    /// found a value other than this site's own reference).
+    async fn lookup(&self, key: Id, skip_own: bool) -> Option<ecdn_dsht::GetResult> {
+        // For a locate, this site's own reference is no answer: the get goes on past a node
+        // holding only it (a filling reference put a moment ago would otherwise hide the
+        // others').
+        let skip: &[u8] = if skip_own { self.me.as_bytes() } else { &[] };
+        let get = self.dsht.get_skipping(key, None, skip);
+        match tokio::time::timeout(self.lookup_timeout, get).await {
             Ok(Ok(got)) => {
                 self.lookups.answered(
                     got.values.iter().any(|v| v.data != self.me.as_bytes()),
@@ -139,7 +156,7 @@ impl CoralReferrals {
     fn stop_renewing(&self, url: &str) {
         let flag = lock(&self.filling).remove(url);
         if let Some(f) = flag {
-            f.store(false, std::sync::atomic::Ordering::Relaxed);
+            f.renew.store(false, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -189,7 +206,7 @@ impl Referrals for CoralReferrals {
         url: &'a str,
     ) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
         Box::pin(async move {
-            let Some(got) = self.lookup(Self::key(url)).await else {
+            let Some(got) = self.lookup(Self::key(url), true).await else {
                 return Vec::new();
             };
             got.values
@@ -202,14 +219,30 @@ impl Referrals for CoralReferrals {
 
     fn filling(&self, url: &str) {
         let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        lock(&self.filling).insert(url.to_string(), flag.clone());
+        let (stored, stored_rx) = tokio::sync::watch::channel(false);
+        let fill = Filling {
+            renew: flag.clone(),
+            stored: stored_rx,
+        };
+        lock(&self.filling).insert(url.to_string(), fill);
         let (dsht, key, me) = (self.dsht.clone(), Self::key(url), self.me.clone());
         tokio::spawn(async move {
             while flag.load(std::sync::atomic::Ordering::Relaxed) {
                 let _ = dsht.put(key, me.as_bytes(), FILLING_TTL, None).await;
+                stored.send_replace(true);
                 tokio::time::sleep(FILLING_RENEW).await;
             }
         });
+    }
+
+    fn filling_stored<'a>(&'a self, url: &'a str) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        let stored = lock(&self.filling).get(url).map(|f| f.stored.clone());
+        Box::pin(async move {
+            if let Some(mut stored) = stored {
+                // Bounded like a lookup: a put that hangs holds the fill no longer.
+                let _ = tokio::time::timeout(self.lookup_timeout, stored.wait_for(|&s| s)).await;
+            }
+        })
     }
 
     fn filled(&self, url: &str) {
@@ -295,7 +328,7 @@ mod admin {
                     Ok(k) => k,
                     Err(e) => return bad(e),
                 };
-                Some(match r.lookup(key).await {
+                Some(match r.lookup(key, false).await {
                     Some(got) => (
                         200,
                         serde_json::json!({
@@ -454,8 +487,11 @@ mod tests {
         assert_eq!(stats["sites"]["id"], dshts[1].id().to_string());
         let (_, stats, _) = get(nodes[0].admin_addr().unwrap(), "/_ecdn/stats").await;
         let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap();
-        assert_eq!(stats["sites"]["lookups"]["gets"], 1, "{stats}");
+        // Two gets, both empty: the miss's first look and, once its own reference was
+        // stored, the ordered second look (`ecdn_node::node::sites`).
+        assert_eq!(stats["sites"]["lookups"]["gets"], 2, "{stats}");
         assert_eq!(stats["sites"]["lookups"]["found"], 0, "{stats}");
+        assert_eq!(stats["site_origin_unreferred"], 1, "{stats}");
         // The DSHT on the admin listener: a put at one site, found by a get at the other,
         // whose put probes the stats and `/probes` count.
         let (a0, a1) = (

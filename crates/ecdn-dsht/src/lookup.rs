@@ -88,6 +88,18 @@ impl Dsht {
     /// `get(key, levels)`: values stored under `key`, searching the given levels (all when
     /// `None`) from the fastest down and returning at the first that has some.
     pub async fn get(&self, key: Id, levels: Option<&[usize]>) -> Result<GetResult, DshtError> {
+        self.get_skipping(key, levels, &[]).await
+    }
+
+    /// [`Dsht::get`] that takes no value equal to `skip` (the caller's own reference, say): a
+    /// node holding only that is walked past as one holding nothing, so the get finds the
+    /// others' values beyond it.
+    pub async fn get_skipping(
+        &self,
+        key: Id,
+        levels: Option<&[usize]>,
+        skip: &[u8],
+    ) -> Result<GetResult, DshtError> {
         let order = self.inner.order(levels)?;
         let started = Instant::now();
         let mut result = GetResult::default();
@@ -95,7 +107,7 @@ impl Dsht {
         for level in order {
             let walk = self
                 .inner
-                .walk(level, key, Op::Get, start, Duration::ZERO)
+                .walk(level, key, Op::Get, start, Duration::ZERO, skip)
                 .await;
             result.hops += walk.hops;
             result.rpcs += walk.rpcs;
@@ -155,7 +167,7 @@ impl Dsht {
     pub async fn find_self(&self, level: usize) -> u32 {
         let id = self.inner.id;
         self.inner
-            .walk(level, id, Op::Find, id, Duration::ZERO)
+            .walk(level, id, Op::Find, id, Duration::ZERO, &[])
             .await
             .hops
     }
@@ -173,7 +185,7 @@ pub(crate) async fn refresh(inner: &Arc<Inner>, level: usize, buckets: usize) {
             t
         };
         inner
-            .walk(level, target, Op::Find, inner.id, Duration::ZERO)
+            .walk(level, target, Op::Find, inner.id, Duration::ZERO, &[])
             .await;
     }
 }
@@ -199,7 +211,7 @@ impl Inner {
         let mut result = PutResult::default();
         let mut start = self.id;
         for level in order {
-            let walk = self.walk(level, key, Op::Put, start, ttl).await;
+            let walk = self.walk(level, key, Op::Put, start, ttl, &[]).await;
             result.hops += walk.hops;
             result.rpcs += walk.rpcs;
             let (stored, rpcs) = self.reverse_phase(level, key, value, ttl, &walk).await;
@@ -239,6 +251,7 @@ impl Inner {
         op: Op,
         start: Id,
         ttl: Duration,
+        skip: &[u8],
     ) -> Walk {
         let mut walk = Walk::default();
         let own = Contact {
@@ -253,6 +266,7 @@ impl Inner {
             match op {
                 Op::Get => {
                     walk.values = store.get(&key, now);
+                    walk.values.retain(|v| skip.is_empty() || v.data != skip);
                     if !walk.values.is_empty() {
                         walk.closest = Some(own);
                         return walk;
@@ -352,13 +366,15 @@ impl Inner {
                 loaded,
                 count,
                 min_ttl_s,
-                values,
+                mut values,
                 contacts,
                 ..
             } = packet.body
             else {
                 continue;
             };
+            // A get that skips the caller's own value goes on past a node holding only it.
+            values.retain(|v| skip.is_empty() || v.data != skip);
             if !member {
                 self.lock().levels[level].table.remove(&hop.id);
                 continue;

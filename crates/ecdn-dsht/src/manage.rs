@@ -240,7 +240,7 @@ async fn reconsider(inner: &Arc<Inner>, level: usize) {
     // Announce ourselves in the new cluster.
     let id = inner.id;
     let _ = inner
-        .walk(level, id, crate::wire::Op::Find, id, Duration::ZERO)
+        .walk(level, id, crate::wire::Op::Find, id, Duration::ZERO, &[])
         .await;
 }
 

@@ -174,3 +174,119 @@ async fn the_first_two_referrals_race() {
     holder.stop().await.unwrap();
     origin.stop().await.unwrap();
 }
+
+/// Referrals of the site `me` in a flash crowd's race: a URL's first locate names no site
+/// (the others' *filling* references are not visible yet), every later one names `sites`.
+struct Racing {
+    me: String,
+    sites: Vec<SocketAddr>,
+    located: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// `filling_stored` calls.
+    waited: std::sync::atomic::AtomicUsize,
+}
+
+impl Referrals for Racing {
+    fn me(&self) -> &str {
+        &self.me
+    }
+    fn locate<'a>(
+        &'a self,
+        url: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
+        let first = self.located.lock().unwrap().insert(url.to_string());
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            match first {
+                true => Vec::new(),
+                false => self.sites.iter().map(ToString::to_string).collect(),
+            }
+        })
+    }
+    fn filling(&self, _url: &str) {}
+    fn filling_stored<'a>(
+        &'a self,
+        _url: &'a str,
+    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        self.waited
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Box::pin(tokio::time::sleep(Duration::from_millis(100)))
+    }
+    fn filled(&self, _url: &str) {}
+    fn abandoned(&self, _url: &str) {}
+}
+
+/// Four sites miss one object at the same moment and none finds another's reference (the
+/// race of a flash crowd, CoralCDN §8). Each waits until its own reference can be found,
+/// looks again, now finds the others, and asks only those that come after it (by address):
+/// the last site goes to the origin, every other fills down the chain, and the origin sees
+/// one request instead of four.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sites_that_missed_at_once_look_again_in_order_and_make_one_origin_request() {
+    let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
+        .await
+        .unwrap();
+    let mut addrs: Vec<SocketAddr> = (0..4)
+        .map(|_| {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap()
+        })
+        .collect();
+    addrs.sort_by_key(|a| a.to_string());
+    let mut nodes = Vec::new();
+    let mut referrals = Vec::new();
+    for &addr in &addrs {
+        let r = Arc::new(Racing {
+            me: addr.to_string(),
+            sites: addrs.iter().copied().filter(|&a| a != addr).collect(),
+            located: Default::default(),
+            waited: Default::default(),
+        });
+        referrals.push(r.clone());
+        let cfg = NodeConfig {
+            origin: format!("http://{}", origin.addr),
+            hoc_size: 16 << 20,
+            sites: Some(Sites(r)),
+            ..NodeConfig::default()
+        };
+        nodes.push(Node::start(addr, cfg).await.unwrap());
+    }
+    let path = "/obj/crowd?size=40000";
+    let mut asks = tokio::task::JoinSet::new();
+    for n in &nodes {
+        asks.spawn(fetch(n.addr, "GET", path));
+    }
+    let all = async {
+        let mut got = Vec::new();
+        while let Some(r) = asks.join_next().await {
+            got.push(r.unwrap());
+        }
+        got
+    };
+    let got = tokio::time::timeout(Duration::from_secs(10), all)
+        .await
+        .expect("sites filling down a chain waited for each other");
+    for r in &got {
+        assert_eq!((r.status, r.body.len()), (200, 40000));
+        assert_eq!(r.body, got[0].body);
+    }
+    assert_eq!(
+        origin.requests(),
+        1,
+        "only the last site went to the origin"
+    );
+    for (i, n) in nodes.iter().enumerate() {
+        let stats = fetch(n.admin_addr().unwrap(), "GET", "/_ecdn/stats").await;
+        let v: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+        let last = i == nodes.len() - 1;
+        assert_eq!(v["site_fills"], u64::from(!last), "site {i}");
+        assert_eq!(v["site_origin_unreferred"], u64::from(last), "site {i}");
+        let waited = referrals[i]
+            .waited
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(waited, 1, "site {i} looked again once");
+    }
+    for n in nodes {
+        n.stop().await.unwrap();
+    }
+    origin.stop().await.unwrap();
+}

@@ -650,7 +650,8 @@ impl Drop for SiteFill {
 /// peer's ([`super::sites::PEER_HEADER`]); the first `200` is the answer. Sites are asked two
 /// at a time, racing: the first two referrals at once (the nearest may be slow or gone, and
 /// waiting for it to fail would add its timeout to the fill), the loser cancelled; when
-/// neither answers `200`, the next two. `None` when no site has it.
+/// neither answers `200`, the next two. Then, if none did, the ordered second look of
+/// `sites.rs`. `None` when no site has it.
 async fn fetch_from_sites(
     st: &State,
     sites: &super::sites::Sites,
@@ -673,20 +674,42 @@ async fn fetch_from_sites(
             }
         }
     };
-    let mut referrals = sites.0.locate(url).await.into_iter().peekable();
-    let referred = referrals.peek().is_some();
-    while let Some(first) = referrals.next() {
-        let answer = match referrals.next() {
-            None => ask(first).await,
-            Some(second) => first_of_two(ask(first), ask(second)).await,
-        };
-        if answer.is_some() {
-            st.metrics.site_fill();
-            return answer;
+    let ask_all = |named: Vec<String>| async {
+        let mut named = named.into_iter();
+        while let Some(first) = named.next() {
+            let answer = match named.next() {
+                None => ask(first).await,
+                Some(second) => first_of_two(ask(first), ask(second)).await,
+            };
+            if answer.is_some() {
+                return answer;
+            }
         }
+        None
+    };
+    let named = sites.0.locate(url).await;
+    let mut referred = !named.is_empty();
+    let mut answer = ask_all(named.clone()).await;
+    if answer.is_none() {
+        // The ordered second look (see `sites.rs`): once this fill's own reference can be
+        // found, the sites named that come after this one and were not asked.
+        sites.0.filling_stored(url).await;
+        let me = sites.0.me().as_bytes();
+        let later: Vec<String> = sites
+            .0
+            .locate(url)
+            .await
+            .into_iter()
+            .filter(|s| s.as_bytes() > me && !named.contains(s))
+            .collect();
+        referred |= !later.is_empty();
+        answer = ask_all(later).await;
     }
-    st.metrics.site_origin(referred);
-    None
+    match answer {
+        Some(_) => st.metrics.site_fill(),
+        None => st.metrics.site_origin(referred),
+    }
+    answer
 }
 
 /// The first of two futures to give `Some`, the other dropped; `None` when both give `None`.

@@ -13,7 +13,16 @@
 //!    checked (`Content-Length`) and stored exactly as an origin's would be, and the other
 //!    request is cancelled. With no referral, or none that answers `200`, the fill goes to the
 //!    origin;
-//! 3. tells them the fill is **filled** (the object is stored here: a long-lived reference) or
+//! 3. **looks again, in order**, when no site answered: in a flash crowd many sites miss
+//!    within the time a *filling* reference takes to become visible, and each finds none and
+//!    would go to the origin (CoralCDN's lookup and insert are not atomic; its §8 names the
+//!    race). So the fill waits until its own reference can be found
+//!    ([`Referrals::filling_stored`]), locates again, and asks only the sites named that come
+//!    after this one (by address, as [`may_join`] orders them) and were not asked yet; a site
+//!    that comes first waits for their fills as long as it takes. Of the sites that missed at
+//!    once and see each other, only the last goes to the origin; the others fill down the
+//!    chain to it;
+//! 4. tells them the fill is **filled** (the object is stored here: a long-lived reference) or
 //!    **abandoned** (nothing stored).
 //!
 //! A request marked with [`PEER_HEADER`] comes from another site: it is answered from the
@@ -60,6 +69,13 @@ pub trait Referrals: Send + Sync + 'static {
         -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>>;
     /// This node started filling `url`.
     fn filling(&self, url: &str);
+    /// Resolves once the reference [`Referrals::filling`] put for `url` can be found by the
+    /// other sites (or the implementation's bound passed): the ordered second look waits for
+    /// it (see the module doc). At once by default.
+    fn filling_stored<'a>(&'a self, url: &'a str) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
+        let _ = url;
+        Box::pin(async {})
+    }
     /// The fill of `url` is stored here.
     fn filled(&self, url: &str);
     /// The fill of `url` ended without storing it.
