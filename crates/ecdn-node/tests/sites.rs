@@ -39,6 +39,17 @@ impl Referrals for Named {
     fn abandoned(&self, _url: &str) {}
 }
 
+/// `n` free loopback addresses (bound, then released), for sites whose referrals name each
+/// other before they start.
+fn free_addrs(n: usize) -> Vec<SocketAddr> {
+    (0..n)
+        .map(|_| {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap()
+        })
+        .collect()
+}
+
 /// Two sites miss the same object at the same moment and each is told the other is filling it
 /// (as Coral's `filling` references do in a flash crowd). Each fill asks the other site first;
 /// if each waited for the other's fill, both would wait until their timeouts. The site that
@@ -51,12 +62,7 @@ async fn two_sites_filling_from_each_other_do_not_wait_for_each_other() {
         .await
         .unwrap();
     // Each node's address is needed for the other's referrals before it starts.
-    let addrs: Vec<SocketAddr> = (0..2)
-        .map(|_| {
-            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            probe.local_addr().unwrap()
-        })
-        .collect();
+    let addrs = free_addrs(2);
     let mut nodes = Vec::new();
     for i in 0..2 {
         let cfg = NodeConfig {
@@ -225,12 +231,7 @@ async fn sites_that_missed_at_once_look_again_in_order_and_make_one_origin_reque
     let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
         .await
         .unwrap();
-    let mut addrs: Vec<SocketAddr> = (0..4)
-        .map(|_| {
-            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            probe.local_addr().unwrap()
-        })
-        .collect();
+    let mut addrs = free_addrs(4);
     addrs.sort_by_key(|a| a.to_string());
     let mut nodes = Vec::new();
     let mut referrals = Vec::new();
