@@ -219,17 +219,19 @@ struct HotRun {
     bound_puts_per_min: u64,
     /// Gets of the hot key from every node that found it, at the end.
     found_fraction: f64,
-    /// The walks' RPCs (every node's, every key's) in the counted minute, and how many of
-    /// them were hedges (sent because the hops asked were late).
+    /// The walks' RPCs (every node's, every key's) in the counted minute, how many of them
+    /// were hedges (sent because the hops asked were late), and how many timed out: a put walk
+    /// that goes on without a late hop's answer may pass a node that was loaded.
     minute_rpcs: u64,
     minute_hedges: u64,
+    minute_timeouts: u64,
 }
 
 impl HotRun {
     /// The run as a line of text.
     fn text(&self) -> String {
         format!(
-            "hot spot: {} puts; the closest node got {} in a minute of {:.0} s (most on any node {}), bound {}; {:.0}% of nodes find the key; {} RPCs in the minute, {} hedges",
+            "hot spot: {} puts; the closest node got {} in a minute of {:.0} s (most on any node {}), bound {}; {:.0}% of nodes find the key; {} RPCs in the minute, {} hedges, {} timed out",
             self.puts,
             self.closest_node_puts_per_min,
             self.minute_s,
@@ -237,7 +239,8 @@ impl HotRun {
             self.bound_puts_per_min,
             100.0 * self.found_fraction,
             self.minute_rpcs,
-            self.minute_hedges
+            self.minute_hedges,
+            self.minute_timeouts
         )
     }
 }

@@ -33,8 +33,8 @@ pub trait DemoNode: Clone + Send + Sync + 'static {
     fn put_probes(&self, key: Id) -> impl Future<Output = Result<u64>> + Send;
     /// What it puts as a reference to itself: its address.
     fn me(&self) -> String;
-    /// The RPCs its walks sent so far, and how many of them were hedges.
-    fn rpcs(&self) -> impl Future<Output = Result<(u64, u64)>> + Send;
+    /// The RPCs its walks sent so far, how many of them were hedges, and how many timed out.
+    fn rpcs(&self) -> impl Future<Output = Result<(u64, u64, u64)>> + Send;
 }
 
 impl DemoNode for Arc<Dsht> {
@@ -60,9 +60,9 @@ impl DemoNode for Arc<Dsht> {
         self.addr().to_string()
     }
 
-    async fn rpcs(&self) -> Result<(u64, u64)> {
+    async fn rpcs(&self) -> Result<(u64, u64, u64)> {
         let s = self.stats();
-        Ok((s.rpcs_sent, s.hedges))
+        Ok((s.rpcs_sent, s.hedges, s.rpcs_timed_out))
     }
 }
 
@@ -162,12 +162,12 @@ pub async fn hot_spot<N: DemoNode>(
         anyhow::Ok(out)
     };
     let rpcs = || async {
-        let (mut sent, mut hedges) = (0, 0);
+        let (mut sent, mut hedges, mut timed_out) = (0, 0, 0);
         for node in nodes {
-            let (s, h) = node.rpcs().await?;
-            (sent, hedges) = (sent + s, hedges + h);
+            let (s, h, t) = node.rpcs().await?;
+            (sent, hedges, timed_out) = (sent + s, hedges + h, timed_out + t);
         }
-        anyhow::Ok((sent, hedges))
+        anyhow::Ok((sent, hedges, timed_out))
     };
     let before = probes().await?;
     let rpcs_before = rpcs().await?;
@@ -206,5 +206,6 @@ pub async fn hot_spot<N: DemoNode>(
         found_fraction: found as f64 / n as f64,
         minute_rpcs: rpcs_after.0.saturating_sub(rpcs_before.0),
         minute_hedges: rpcs_after.1.saturating_sub(rpcs_before.1),
+        minute_timeouts: rpcs_after.2.saturating_sub(rpcs_before.2),
     })
 }

@@ -352,13 +352,14 @@ impl DemoNode for Remote {
         self.http.to_string()
     }
 
-    async fn rpcs(&self) -> Result<(u64, u64)> {
+    async fn rpcs(&self) -> Result<(u64, u64, u64)> {
         let (_, body) = admin_get(self.admin, "/_ecdn/sites", TIMEOUT).await?;
         let v: serde_json::Value = serde_json::from_slice(&body)?;
         let d = &v["dsht"];
         Ok((
             d["rpcs_sent"].as_u64().unwrap_or(0),
             d["hedges"].as_u64().unwrap_or(0),
+            d["rpcs_timed_out"].as_u64().unwrap_or(0),
         ))
     }
 }
