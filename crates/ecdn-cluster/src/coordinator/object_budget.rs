@@ -80,17 +80,14 @@ impl State {
         &mut self,
         fraction: f64,
     ) -> (Vec<(ObjectName, usize)>, Vec<SocketAddr>) {
-        let status = self.status(Instant::now()).nodes;
-        let available: Vec<usize> = status
+        // The available nodes: their ids, and their client addresses.
+        let (available, nodes): (Vec<usize>, Vec<SocketAddr>) = self
+            .status(Instant::now())
+            .nodes
             .iter()
             .filter(|n| n.available)
-            .map(|n| n.id)
-            .collect();
-        let nodes: Vec<SocketAddr> = status
-            .iter()
-            .filter(|n| n.available)
-            .map(|n| n.client)
-            .collect();
+            .map(|n| (n.id, n.client))
+            .unzip();
         // By code (k, r): each object's name, size, splits now and splits out of the map.
         let mut groups: BTreeMap<(usize, usize), Vec<Member>> = BTreeMap::new();
         for m in self.objects.iter() {

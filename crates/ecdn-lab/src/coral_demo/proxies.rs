@@ -48,18 +48,40 @@ pub struct FlashCrowd {
     pub failed: usize,
     pub origin_requests: u64,
     pub origin_requests_per_object: f64,
+    /// What the nodes counted of their cooperation.
+    #[serde(flatten)]
+    pub sites: SiteCounts,
+    /// Client fetch latency, ms.
+    pub fetch_ms: Quantiles,
+}
+
+/// The nodes' site counters (`/_ecdn/stats`), summed over a crowd's nodes.
+#[derive(Debug, Default, Serialize)]
+pub struct SiteCounts {
     /// Fills another site answered.
     pub site_fills: u64,
-    /// Why the fills that went to the origin did (the nodes' `/_ecdn/stats`): the locate
-    /// named no site, or every site it named failed to answer.
+    /// Why the fills that went to the origin did: the locate named no site, or every site it
+    /// named failed to answer.
     pub origin_unreferred: u64,
     pub origin_after_referrals: u64,
     /// Requests from other sites answered `504`: nothing held or in flight, or they gave up
     /// waiting on a fill still asking other sites.
     pub peers_not_held: u64,
     pub peers_gave_up: u64,
-    /// Client fetch latency, ms.
-    pub fetch_ms: Quantiles,
+}
+
+impl SiteCounts {
+    /// The counters of every node's `/_ecdn/stats` in `stats`, added up.
+    pub fn sum(stats: &[serde_json::Value]) -> SiteCounts {
+        let sum = |name: &str| stats.iter().map(|s| s[name].as_u64().unwrap_or(0)).sum();
+        SiteCounts {
+            site_fills: sum("site_fills"),
+            origin_unreferred: sum("site_origin_unreferred"),
+            origin_after_referrals: sum("site_origin_after_referrals"),
+            peers_not_held: sum("site_peers_not_held"),
+            peers_gave_up: sum("site_peers_gave_up"),
+        }
+    }
 }
 
 /// A connector that waits two RTTs of the topology (one for the origin, which is
@@ -129,29 +151,16 @@ pub async fn flash_crowd(
     }
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
     let (failed, ms) = crowd_requests(&addrs, objects, window, first_object, seed).await;
-    // The nodes' counters: fills from sites, and why the others went to the origin.
-    let names = [
-        "site_fills",
-        "site_origin_unreferred",
-        "site_origin_after_referrals",
-        "site_peers_not_held",
-        "site_peers_gave_up",
-    ];
-    let mut sums = [0u64; 5];
+    let mut stats = Vec::new();
     for n in &nodes {
         let Some(admin) = n.admin_addr() else {
             continue;
         };
-        let stats = http_get_host(admin, "x", "/_ecdn/stats", CLIENT_TIMEOUT).await;
-        if let Ok((200, body)) = stats {
-            let stats: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-            for (sum, name) in sums.iter_mut().zip(names) {
-                *sum += stats[name].as_u64().unwrap_or(0);
-            }
+        let got = http_get_host(admin, "x", "/_ecdn/stats", CLIENT_TIMEOUT).await;
+        if let Ok((200, body)) = got {
+            stats.push(serde_json::from_slice(&body).unwrap_or_default());
         }
     }
-    let [site_fills, origin_unreferred, origin_after_referrals, peers_not_held, peers_gave_up] =
-        sums;
     let origin_requests = origin.requests();
     let requests = nodes.len() * objects;
     let crowd = FlashCrowd {
@@ -163,11 +172,7 @@ pub async fn flash_crowd(
         failed,
         origin_requests,
         origin_requests_per_object: origin_requests as f64 / objects.max(1) as f64,
-        site_fills,
-        origin_unreferred,
-        origin_after_referrals,
-        peers_not_held,
-        peers_gave_up,
+        sites: SiteCounts::sum(&stats),
         fetch_ms: quantiles(ms),
     };
     for n in nodes {
@@ -227,11 +232,11 @@ impl FlashCrowd {
             self.failed,
             self.origin_requests,
             self.origin_requests_per_object,
-            self.origin_unreferred,
-            self.origin_after_referrals,
-            self.site_fills,
-            self.peers_not_held,
-            self.peers_gave_up,
+            self.sites.origin_unreferred,
+            self.sites.origin_after_referrals,
+            self.sites.site_fills,
+            self.sites.peers_not_held,
+            self.sites.peers_gave_up,
             self.fetch_ms.p50,
             self.fetch_ms.p90,
             self.fetch_ms.p99

@@ -692,15 +692,16 @@ async fn fetch_from_sites(
     let mut answer = ask_all(named.clone()).await;
     if answer.is_none() {
         // The ordered second look (see `sites.rs`): once this fill's own reference can be
-        // found, the sites named that come after this one and were not asked.
+        // found, the sites named that come after this one (those that wait for this one's
+        // fill as long as it takes, `may_join`) and were not asked.
         sites.0.filling_stored(url).await;
-        let me = sites.0.me().as_bytes();
+        let me = sites.0.me();
         let later: Vec<String> = sites
             .0
             .locate(url)
             .await
             .into_iter()
-            .filter(|s| s.as_bytes() > me && !named.contains(s))
+            .filter(|s| super::sites::may_join(me.as_bytes(), s) && !named.contains(s))
             .collect();
         referred |= !later.is_empty();
         answer = ask_all(later).await;

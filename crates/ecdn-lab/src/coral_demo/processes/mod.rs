@@ -381,7 +381,6 @@ async fn flash_crowd(
         super::proxies::crowd_requests(&addrs, a.flash_objects, window, first_object, a.seed).await;
     let origin_requests = origin.requests() - before;
     let stats = run.stats().await?;
-    let sum = |name: &str| -> u64 { stats.iter().map(|s| s[name].as_u64().unwrap_or(0)).sum() };
     Ok(FlashCrowd {
         run: run_name,
         cooperating: true,
@@ -391,11 +390,7 @@ async fn flash_crowd(
         failed,
         origin_requests,
         origin_requests_per_object: origin_requests as f64 / a.flash_objects.max(1) as f64,
-        site_fills: sum("site_fills"),
-        origin_unreferred: sum("site_origin_unreferred"),
-        origin_after_referrals: sum("site_origin_after_referrals"),
-        peers_not_held: sum("site_peers_not_held"),
-        peers_gave_up: sum("site_peers_gave_up"),
+        sites: super::proxies::SiteCounts::sum(&stats),
         fetch_ms: quantiles(ms),
     })
 }
