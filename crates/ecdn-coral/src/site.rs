@@ -1,13 +1,18 @@
 //! A site's referrals through Coral's DSHT (CoralCDN §3.2): how an `ecdn node` finds the
 //! sites that hold an object it misses, and advertises the objects it fills.
 //!
-//! * `locate`: a hierarchical `get` of the URL's key (SHA-1 of the cache's primary key), the
-//!   fastest cluster first; the values are the `host:port` of the sites' HTTP listeners.
-//! * `filling`: a reference to this site with a 20 s TTL, renewed every 10 s until the fill
-//!   ends, so the sites that miss meanwhile fetch from this one (a multicast tree);
-//!   `filling_stored` resolves once its first put ended (bounded by the lookup timeout), for
-//!   the node's ordered second look.
-//! * `filled`: a reference with a 1 h TTL, which replaces the short one.
+//! * `claim`: a reference to this site with a 20 s TTL (the values are the `host:port` of the
+//!   sites' HTTP listeners; the key is SHA-1 of the cache's primary key), put as a
+//!   [`Dsht::claim`]: a hierarchical sloppy put, the fastest cluster first, whose probes and
+//!   store tell it the references met on its way (each stored before this one), stopping at
+//!   the first level where it met any. Those sites are the claim's answer, nearest first (by
+//!   the DSHT's RTT to them); the sites that miss meanwhile find this one's reference and
+//!   fetch from it (a multicast tree). The reference is renewed every 10 s, at the levels the
+//!   claim stored it, until the fill ends: never at a slower level than where it found a site
+//!   to fill from, so a site it waits on can never find it there and wait on it in turn (the
+//!   claims at one level follow the order of their stores, and a wait only goes to a faster
+//!   or the same level).
+//! * `filled`: a reference with a 1 h TTL at every level, which replaces the short one.
 //! * `abandoned`: the renewals stop; the short reference expires within 20 s.
 //! * The upkeep ([`CoralReferrals::start_upkeep`], every minute in `ecdn node`): each object
 //!   this site advertised for an hour is checked with the node ([`Holder`]); one no longer
@@ -17,6 +22,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -33,30 +39,22 @@ pub const HELD_TTL: Duration = Duration::from_secs(3600);
 /// How old that reference gets before the upkeep renews it.
 pub const RENEW_HELD_AFTER: Duration = Duration::from_secs(1800);
 
-/// A fill in progress ([`CoralReferrals::filling`]).
-struct Filling {
-    /// Cleared when the fill ends: its reference is no longer renewed.
-    renew: Arc<std::sync::atomic::AtomicBool>,
-    /// Set once the first put of its reference has ended.
-    stored: tokio::sync::watch::Receiver<bool>,
-}
-
 /// [`Referrals`] over a DSHT node.
 pub struct CoralReferrals {
     dsht: Arc<Dsht>,
     /// This site's HTTP listener, as the value of its references.
     me: String,
-    /// The longest a lookup may take before the miss goes to the origin.
+    /// The longest a lookup (a get, a claim) may take before the miss goes to the origin.
     lookup_timeout: Duration,
-    /// Fills in progress: the flag that keeps their reference renewed, and whether their
-    /// first put has ended (its stores made, or failed).
-    filling: Mutex<HashMap<String, Filling>>,
+    /// Fills in progress: the flag that keeps their reference renewed (cleared when the fill
+    /// ends).
+    filling: Mutex<HashMap<String, Arc<AtomicBool>>>,
     /// Objects advertised for an hour: where their reference was stored (level, node), and
     /// when.
     held: Arc<Mutex<HashMap<String, Advertised>>>,
     /// The node, once it runs: whether it still holds an object.
     holder: OnceLock<Holder>,
-    /// The lookups it made (`locate`, and gets asked on the admin listener).
+    /// The lookups it made (claims, and gets asked on the admin listener).
     lookups: crate::stats::LookupStats,
     /// The site's DNS redirector's answers, if it runs one.
     dns: OnceLock<Arc<crate::stats::DnsAnswers>>,
@@ -82,15 +80,10 @@ impl CoralReferrals {
         let _ = self.dns.set(answers);
     }
 
-    /// A `get` of `key` (`skip_own`: walking past nodes that hold only this site's own
-    /// reference), bounded by the lookup timeout and counted in the stats (as found when it
-    /// found a value other than this site's own reference).
-    async fn lookup(&self, key: Id, skip_own: bool) -> Option<ecdn_dsht::GetResult> {
-        // For a locate, this site's own reference is no answer: the get goes on past a node
-        // holding only it (a filling reference put a moment ago would otherwise hide the
-        // others').
-        let skip: &[u8] = if skip_own { self.me.as_bytes() } else { &[] };
-        let get = self.dsht.get_skipping(key, None, skip);
+    /// A `get` of `key`, bounded by the lookup timeout and counted in the stats (as found
+    /// when it found a value other than this site's own reference).
+    async fn lookup(&self, key: Id) -> Option<ecdn_dsht::GetResult> {
+        let get = self.dsht.get(key, None);
         match tokio::time::timeout(self.lookup_timeout, get).await {
             Ok(Ok(got)) => {
                 self.lookups.answered(
@@ -156,8 +149,25 @@ impl CoralReferrals {
     fn stop_renewing(&self, url: &str) {
         let flag = lock(&self.filling).remove(url);
         if let Some(f) = flag {
-            f.renew.store(false, std::sync::atomic::Ordering::Relaxed);
+            f.store(false, Ordering::Relaxed);
         }
+    }
+
+    /// The sites of `found` (a claim's), nearest first by the DSHT's RTT to them (unknown
+    /// last), never this one.
+    fn nearest_first(&self, found: Vec<ecdn_dsht::Value>) -> Vec<String> {
+        let mut sites: Vec<(Duration, String)> = found
+            .into_iter()
+            .filter_map(|v| String::from_utf8(v.data).ok())
+            .filter(|site| *site != self.me)
+            .filter_map(|site| {
+                let addr = site.parse::<std::net::SocketAddr>().ok()?;
+                let rtt = self.dsht.rtt_to(addr.ip()).unwrap_or(Duration::MAX);
+                Some((rtt, site))
+            })
+            .collect();
+        sites.sort_by_key(|(rtt, _)| *rtt);
+        sites.into_iter().map(|(_, s)| s).collect()
     }
 
     /// Advertises `url` for an hour, remembering where the reference went.
@@ -201,47 +211,42 @@ impl Referrals for CoralReferrals {
         &self.me
     }
 
-    fn locate<'a>(
-        &'a self,
-        url: &'a str,
-    ) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
+    fn claim<'a>(&'a self, url: &'a str) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
         Box::pin(async move {
-            let Some(got) = self.lookup(Self::key(url), true).await else {
-                return Vec::new();
+            let renew = Arc::new(AtomicBool::new(true));
+            lock(&self.filling).insert(url.to_string(), renew.clone());
+            let key = Self::key(url);
+            let claim = self.dsht.claim(key, self.me.as_bytes(), FILLING_TTL);
+            let (levels, found) = match tokio::time::timeout(self.lookup_timeout, claim).await {
+                Ok(Ok(put)) => {
+                    self.lookups.answered(
+                        !put.found.is_empty(),
+                        put.found_level,
+                        put.hops,
+                        put.elapsed,
+                    );
+                    let levels: Vec<usize> = put.stored.iter().map(|(l, _)| *l).collect();
+                    (Some(levels), put.found)
+                }
+                _ => {
+                    // Unknown where it got to: renewed everywhere, and the fill goes to the
+                    // origin (no site named).
+                    self.lookups.failed();
+                    (None, Vec::new())
+                }
             };
-            got.values
-                .into_iter()
-                .filter_map(|v| String::from_utf8(v.data).ok())
-                .filter(|site| *site != self.me && site.parse::<std::net::SocketAddr>().is_ok())
-                .collect()
-        })
-    }
-
-    fn filling(&self, url: &str) {
-        let flag = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        let (stored, stored_rx) = tokio::sync::watch::channel(false);
-        let fill = Filling {
-            renew: flag.clone(),
-            stored: stored_rx,
-        };
-        lock(&self.filling).insert(url.to_string(), fill);
-        let (dsht, key, me) = (self.dsht.clone(), Self::key(url), self.me.clone());
-        tokio::spawn(async move {
-            while flag.load(std::sync::atomic::Ordering::Relaxed) {
-                let _ = dsht.put(key, me.as_bytes(), FILLING_TTL, None).await;
-                stored.send_replace(true);
-                tokio::time::sleep(FILLING_RENEW).await;
-            }
-        });
-    }
-
-    fn filling_stored<'a>(&'a self, url: &'a str) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
-        let stored = lock(&self.filling).get(url).map(|f| f.stored.clone());
-        Box::pin(async move {
-            if let Some(mut stored) = stored {
-                // Bounded like a lookup: a put that hangs holds the fill no longer.
-                let _ = tokio::time::timeout(self.lookup_timeout, stored.wait_for(|&s| s)).await;
-            }
+            let (dsht, me) = (self.dsht.clone(), self.me.clone());
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(FILLING_RENEW).await;
+                    if !renew.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let at = levels.as_deref();
+                    let _ = dsht.put(key, me.as_bytes(), FILLING_TTL, at).await;
+                }
+            });
+            self.nearest_first(found)
         })
     }
 
@@ -328,7 +333,7 @@ mod admin {
                     Ok(k) => k,
                     Err(e) => return bad(e),
                 };
-                Some(match r.lookup(key, false).await {
+                Some(match r.lookup(key).await {
                     Some(got) => (
                         200,
                         serde_json::json!({
@@ -479,7 +484,7 @@ mod tests {
         let (_, stats, _) = get(nodes[1].admin_addr().unwrap(), "/_ecdn/stats").await;
         let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap();
         assert_eq!(stats["site_fills"], 1, "{stats}");
-        // Its lookup found the first site's reference at level 0; the first site's found none.
+        // Its claim found the first site's reference at level 0; the first site's found none.
         let lookups = &stats["sites"]["lookups"];
         assert_eq!(lookups["found"], 1, "{stats}");
         assert_eq!(lookups["found_at_level"], serde_json::json!([1]), "{stats}");
@@ -487,9 +492,8 @@ mod tests {
         assert_eq!(stats["sites"]["id"], dshts[1].id().to_string());
         let (_, stats, _) = get(nodes[0].admin_addr().unwrap(), "/_ecdn/stats").await;
         let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap();
-        // Two gets, both empty: the miss's first look and, once its own reference was
-        // stored, the ordered second look (`ecdn_node::node::sites`).
-        assert_eq!(stats["sites"]["lookups"]["gets"], 2, "{stats}");
+        // One claim, which found nobody.
+        assert_eq!(stats["sites"]["lookups"]["gets"], 1, "{stats}");
         assert_eq!(stats["sites"]["lookups"]["found"], 0, "{stats}");
         assert_eq!(stats["site_origin_unreferred"], 1, "{stats}");
         // The DSHT on the admin listener: a put at one site, found by a get at the other,

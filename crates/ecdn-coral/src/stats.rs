@@ -1,5 +1,6 @@
-//! What a site counts, for its node's `/_ecdn/stats` (`sites`): the DSHT lookups it made
-//! (how many found a reference, at which level, their latency and hops) and, with a DNS
+//! What a site counts, for its node's `/_ecdn/stats` (`sites`): the DSHT lookups it made (its
+//! misses' claims and the gets asked on the admin listener, counted alike as `gets`: how many
+//! found a reference, at which level, their latency and hops) and, with a DNS
 //! redirector, its answers by the resolver's level.
 //!
 //! Latencies are kept as counts per value rounded to three significant digits (0.5% at most

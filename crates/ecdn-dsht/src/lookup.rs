@@ -19,6 +19,12 @@
 //!   and least remaining TTL, and stops at a node that is both full (for this TTL) and
 //!   loaded. Its reverse phase then tries to store at the contacted nodes that were not, the
 //!   closest to `k` first, until one accepts.
+//! * Every put also says whom it met: the values other than its own that the nodes of its
+//!   forward phase held when asked, and those the node that stored it held just before (a
+//!   store's return status, the test-and-set §8 proposes against the flash crowd's race at
+//!   the key's closest node). Each was stored before this put's value was: two puts of one
+//!   key that meet at one node cannot both miss each other. `claim` is a put that stops at
+//!   the first level where it met any.
 //!
 //! The node itself is the walk's first stop: a `get` it can answer from its own store costs
 //! no RPC, and a `put` for which it is itself full and loaded goes no further.
@@ -63,6 +69,11 @@ pub struct GetResult {
 pub struct PutResult {
     /// Per level tried (highest first): where the value was stored (`None`: nowhere).
     pub stored: Vec<(usize, Option<Contact>)>,
+    /// The values other than this one the put met at the first level where it met any (see
+    /// the module doc): each stored before this one was. Empty when it met none.
+    pub found: Vec<Value>,
+    /// The level of `found`.
+    pub found_level: Option<usize>,
     /// Nodes that answered forward-phase probes, over all levels.
     pub hops: u32,
     /// RPCs sent, over all levels.
@@ -78,6 +89,8 @@ pub(crate) struct Walk {
     closest: Option<Contact>,
     /// For a put: each contacted node and what it said, in the order they answered.
     path: Vec<(Contact, PutProbe)>,
+    /// For a put: the values other than its own that those nodes held.
+    met: Vec<Value>,
     /// A put's forward phase stopped at a full and loaded node.
     stopped_loaded: bool,
     hops: u32,
@@ -88,18 +101,6 @@ impl Dsht {
     /// `get(key, levels)`: values stored under `key`, searching the given levels (all when
     /// `None`) from the fastest down and returning at the first that has some.
     pub async fn get(&self, key: Id, levels: Option<&[usize]>) -> Result<GetResult, DshtError> {
-        self.get_skipping(key, levels, &[]).await
-    }
-
-    /// [`Dsht::get`] that takes no value equal to `skip` (the caller's own reference, say): a
-    /// node holding only that is walked past as one holding nothing, so the get finds the
-    /// others' values beyond it.
-    pub async fn get_skipping(
-        &self,
-        key: Id,
-        levels: Option<&[usize]>,
-        skip: &[u8],
-    ) -> Result<GetResult, DshtError> {
         let order = self.inner.order(levels)?;
         let started = Instant::now();
         let mut result = GetResult::default();
@@ -107,7 +108,7 @@ impl Dsht {
         for level in order {
             let walk = self
                 .inner
-                .walk(level, key, Op::Get, start, Duration::ZERO, skip)
+                .walk(level, key, Op::Get, start, Duration::ZERO, &[])
                 .await;
             result.hops += walk.hops;
             result.rpcs += walk.rpcs;
@@ -133,7 +134,20 @@ impl Dsht {
         ttl: Duration,
         levels: Option<&[usize]>,
     ) -> Result<PutResult, DshtError> {
-        self.inner.put(key, value, ttl, levels).await
+        self.inner.put(key, value, ttl, levels, false).await
+    }
+
+    /// `claim(key, value, ttl)`: a [`Dsht::put`] at every level, the fastest first, that stops
+    /// after the first level where it met other values ([`PutResult::found`]): those stored
+    /// before it, whom a proxy about to fill an object fetches from instead of the origin.
+    /// Of the puts that meet at one node, exactly one finds nobody there.
+    pub async fn claim(
+        &self,
+        key: Id,
+        value: &[u8],
+        ttl: Duration,
+    ) -> Result<PutResult, DshtError> {
+        self.inner.put(key, value, ttl, None, true).await
     }
 
     /// Withdraws `value` from `key` where a put stored it (the places of
@@ -191,13 +205,15 @@ pub(crate) async fn refresh(inner: &Arc<Inner>, level: usize, buckets: usize) {
 }
 
 impl Inner {
-    /// See [`Dsht::put`].
+    /// See [`Dsht::put`] (and [`Dsht::claim`]: `claim` stops after the first level with
+    /// values met).
     pub(crate) async fn put(
         self: &Arc<Inner>,
         key: Id,
         value: &[u8],
         ttl: Duration,
         levels: Option<&[usize]>,
+        claim: bool,
     ) -> Result<PutResult, DshtError> {
         if value.len() > MAX_VALUE {
             return Err(DshtError::ValueTooLong {
@@ -211,12 +227,28 @@ impl Inner {
         let mut result = PutResult::default();
         let mut start = self.id;
         for level in order {
-            let walk = self.walk(level, key, Op::Put, start, ttl, &[]).await;
+            // The walk passes over this put's own value (a renewal meets itself).
+            let walk = self.walk(level, key, Op::Put, start, ttl, value).await;
             result.hops += walk.hops;
             result.rpcs += walk.rpcs;
-            let (stored, rpcs) = self.reverse_phase(level, key, value, ttl, &walk).await;
+            let (stored, rpcs, before) = self.reverse_phase(level, key, value, ttl, &walk).await;
             result.rpcs += rpcs;
             result.stored.push((level, stored));
+            if result.found_level.is_none() {
+                let mut met = walk.met;
+                for v in before {
+                    if !met.iter().any(|m| m.data == v.data) {
+                        met.push(v);
+                    }
+                }
+                if !met.is_empty() {
+                    result.found = met;
+                    result.found_level = Some(level);
+                    if claim {
+                        break;
+                    }
+                }
+            }
             if walk.stopped_loaded {
                 break;
             }
@@ -243,7 +275,8 @@ impl Inner {
         Ok(order)
     }
 
-    /// One level's walk (see the module doc).
+    /// One level's walk (see the module doc); `own_value` is a put's value, which it does not count
+    /// among the values it met.
     pub(crate) async fn walk(
         self: &Arc<Inner>,
         level: usize,
@@ -251,7 +284,7 @@ impl Inner {
         op: Op,
         start: Id,
         ttl: Duration,
-        skip: &[u8],
+        own_value: &[u8],
     ) -> Walk {
         let mut walk = Walk::default();
         let own = Contact {
@@ -266,7 +299,6 @@ impl Inner {
             match op {
                 Op::Get => {
                     walk.values = store.get(&key, now);
-                    walk.values.retain(|v| skip.is_empty() || v.data != skip);
                     if !walk.values.is_empty() {
                         walk.closest = Some(own);
                         return walk;
@@ -275,6 +307,8 @@ impl Inner {
                 Op::Put => {
                     let probe = store.probe_put(&key, now);
                     let l = store.l();
+                    walk.met = store.get(&key, now);
+                    walk.met.retain(|v| v.data != own_value);
                     walk.path.push((own, probe));
                     if probe.full(ttl, l) && probe.loaded {
                         walk.stopped_loaded = true;
@@ -373,8 +407,8 @@ impl Inner {
             else {
                 continue;
             };
-            // A get that skips the caller's own value goes on past a node holding only it.
-            values.retain(|v| skip.is_empty() || v.data != skip);
+            // A put does not meet its own value (a renewal's).
+            values.retain(|v| own_value.is_empty() || v.data != own_value);
             if !member {
                 self.lock().levels[level].table.remove(&hop.id);
                 continue;
@@ -407,6 +441,11 @@ impl Inner {
                         count: count as usize,
                         min_ttl: Duration::from_secs(min_ttl_s as u64),
                     };
+                    for v in values {
+                        if !walk.met.iter().any(|m| m.data == v.data) {
+                            walk.met.push(v);
+                        }
+                    }
                     walk.path.push((hop, probe));
                     if probe.full(ttl, l) && probe.loaded {
                         walk.stopped_loaded = true;
@@ -480,7 +519,9 @@ impl Inner {
     }
 
     /// A put's reverse phase at one level: store at the contacted nodes that were not full
-    /// and loaded, closest to the key first, until one accepts. Returns where, and the RPCs.
+    /// and loaded, closest to the key first, until one accepts. Returns where, the RPCs, and
+    /// the other values the nodes it tried held just before (a node that refused, full since
+    /// its probe, tells them too).
     async fn reverse_phase(
         self: &Arc<Inner>,
         level: usize,
@@ -488,7 +529,7 @@ impl Inner {
         value: &[u8],
         ttl: Duration,
         walk: &Walk,
-    ) -> (Option<Contact>, u32) {
+    ) -> (Option<Contact>, u32, Vec<Value>) {
         let l = self.cfg.full_values;
         let mut stack: Vec<Contact> = walk
             .path
@@ -499,14 +540,22 @@ impl Inner {
         stack.sort_by(|a, b| key.cmp_distance(&a.id, &b.id));
         stack.dedup_by_key(|c| c.id);
         let mut rpcs = 0;
+        let mut met: Vec<Value> = Vec::new();
+        let mut add = |values: Vec<Value>| {
+            for v in values {
+                if v.data != value && !met.iter().any(|m| m.data == v.data) {
+                    met.push(v);
+                }
+            }
+        };
         for c in stack {
             if c.id == self.id {
+                let now = Instant::now();
                 let mut st = self.lock();
-                if st.levels[level]
-                    .store
-                    .store(&key, value, ttl, Instant::now())
-                {
-                    return (Some(c), rpcs);
+                let store = &mut st.levels[level].store;
+                add(store.get(&key, now));
+                if store.store(&key, value, ttl, now) {
+                    return (Some(c), rpcs, met);
                 }
                 continue;
             }
@@ -520,14 +569,18 @@ impl Inner {
             if let Some((reply, _)) = self.call(c.addr, Some(c.id), body).await {
                 if let Body::StoreReply {
                     member: true,
-                    stored: true,
+                    stored,
+                    values,
                     ..
                 } = reply.body
                 {
-                    return (Some(c), rpcs);
+                    add(values);
+                    if stored {
+                        return (Some(c), rpcs, met);
+                    }
                 }
             }
         }
-        (None, rpcs)
+        (None, rpcs, met)
     }
 }

@@ -150,7 +150,7 @@ pub(crate) async fn run(inner: Arc<Inner>) {
             };
             let key = hint_key(inner.addr.ip());
             let _ = inner
-                .put(key, &contact.to_bytes(), HINT_TTL, Some(&[0]))
+                .put(key, &contact.to_bytes(), HINT_TTL, Some(&[0]), false)
                 .await;
         }
         let jitter = {

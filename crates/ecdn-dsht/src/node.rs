@@ -731,14 +731,18 @@ impl State {
                         } else if self.probes_by_key.len() < TRACKED_KEYS {
                             self.probes_by_key.insert(*key, 1);
                         }
-                        (
-                            Vec::new(),
-                            Some(self.levels[level].store.probe_put(key, now)),
-                        )
+                        // The values come too: a put learns whom it meets on its way
+                        // (`PutResult::found`).
+                        let store = &mut self.levels[level].store;
+                        let probe = store.probe_put(key, now);
+                        let mut v = store.get(key, now);
+                        v.truncate(MAX_VALUES);
+                        (v, Some(probe))
                     }
                     Op::Find => (Vec::new(), None),
                 };
-                let contacts = if values.is_empty() {
+                // A get that found values stops here; a put's walk goes on.
+                let contacts = if values.is_empty() || *op == Op::Put {
                     self.levels[level]
                         .table
                         .closest(target, MAX_CONTACTS + 1)
@@ -776,9 +780,15 @@ impl State {
                         level: *level,
                         member: false,
                         stored: false,
+                        values: Vec::new(),
                     };
                 }
                 self.stats.stores += 1;
+                // What was held before, read under the same lock as the store: the store's
+                // return status (a test-and-set, §8).
+                let mut before = self.levels[lvl].store.get(key, now);
+                before.retain(|v| v.data != *value);
+                before.truncate(MAX_VALUES);
                 let stored = if *ttl_s == 0 {
                     // A withdrawal: the sender's value goes.
                     self.levels[lvl].store.remove(key, value);
@@ -791,6 +801,7 @@ impl State {
                     level: *level,
                     member: true,
                     stored,
+                    values: before,
                 }
             }
             // Replies never get here (see `handle`).

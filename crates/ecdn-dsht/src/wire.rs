@@ -22,7 +22,7 @@ use crate::id::{Id, ID_BYTES};
 /// The first two bytes of every packet.
 pub const MAGIC: [u8; 2] = *b"Co";
 /// The format version this code speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// The largest datagram sent or accepted.
 pub const MAX_PACKET: usize = 1400;
 /// Most levels in a hierarchy (level 0 included).
@@ -161,7 +161,7 @@ pub enum Body {
         count: u8,
         /// Least remaining TTL of those values, seconds (0 when none).
         min_ttl_s: u32,
-        /// For [`Op::Get`]: the stored values (empty when none).
+        /// For [`Op::Get`] and [`Op::Put`]: the stored values (empty when none).
         values: Vec<Value>,
         /// Contacts near the target.
         contacts: Vec<Contact>,
@@ -179,6 +179,10 @@ pub enum Body {
         level: u8,
         member: bool,
         stored: bool,
+        /// The values the node held for the key just before this store, other than the one
+        /// stored (the store's return status, §8's test-and-set: a put learns who came
+        /// first).
+        values: Vec<Value>,
     },
 }
 
@@ -261,12 +265,8 @@ impl Packet {
                 out.push(*loaded as u8);
                 out.push(*count);
                 out.extend_from_slice(&min_ttl_s.to_be_bytes());
-                assert!(values.len() <= MAX_VALUES && contacts.len() <= MAX_CONTACTS);
-                out.push(values.len() as u8);
-                for v in values {
-                    put_value(&mut out, &v.data);
-                    out.extend_from_slice(&v.ttl_s.to_be_bytes());
-                }
+                assert!(contacts.len() <= MAX_CONTACTS);
+                put_values(&mut out, values);
                 out.push(contacts.len() as u8);
                 for c in contacts {
                     out.extend_from_slice(&c.id.0);
@@ -288,10 +288,12 @@ impl Packet {
                 level,
                 member,
                 stored,
+                values,
             } => {
                 out.push(*level);
                 out.push(*member as u8);
                 out.push(*stored as u8);
+                put_values(&mut out, values);
             }
         }
         debug_assert!(out.len() <= MAX_PACKET);
@@ -346,15 +348,7 @@ impl Packet {
                 let loaded = r.flag("loaded")?;
                 let count = r.u8("count")?;
                 let min_ttl_s = r.u32("min ttl")?;
-                let n = r.count("value", MAX_VALUES)?;
-                let mut values = Vec::with_capacity(n);
-                for _ in 0..n {
-                    let data = r.value()?;
-                    values.push(Value {
-                        data,
-                        ttl_s: r.u32("value ttl")?,
-                    });
-                }
+                let values = r.values()?;
                 let n = r.count("contact", MAX_CONTACTS)?;
                 let mut contacts = Vec::with_capacity(n);
                 for _ in 0..n {
@@ -383,6 +377,7 @@ impl Packet {
                 level: r.u8("level")?,
                 member: r.flag("member")?,
                 stored: r.flag("stored")?,
+                values: r.values()?,
             },
             other => return Err(WireError::Kind(other)),
         };
@@ -395,6 +390,16 @@ impl Packet {
             clusters,
             body,
         })
+    }
+}
+
+/// A count, then each value and its TTL.
+fn put_values(out: &mut Vec<u8>, values: &[Value]) {
+    assert!(values.len() <= MAX_VALUES, "too many values");
+    out.push(values.len() as u8);
+    for v in values {
+        put_value(out, &v.data);
+        out.extend_from_slice(&v.ttl_s.to_be_bytes());
     }
 }
 
@@ -477,6 +482,20 @@ impl<'a> Reader<'a> {
         Ok(self.take(len, "value")?.to_vec())
     }
 
+    /// A count (at most [`MAX_VALUES`]), then each value and its TTL.
+    fn values(&mut self) -> Result<Vec<Value>, WireError> {
+        let n = self.count("value", MAX_VALUES)?;
+        let mut values = Vec::with_capacity(n);
+        for _ in 0..n {
+            let data = self.value()?;
+            values.push(Value {
+                data,
+                ttl_s: self.u32("value ttl")?,
+            });
+        }
+        Ok(values)
+    }
+
     fn addr(&mut self) -> Result<SocketAddr, WireError> {
         let ip = match self.u8("address family")? {
             4 => {
@@ -544,7 +563,7 @@ mod tests {
                 loaded: true,
                 count: 4,
                 min_ttl_s: 1800,
-                values,
+                values: values.clone(),
                 contacts,
             },
             Body::Store {
@@ -557,6 +576,7 @@ mod tests {
                 level: 0,
                 member: true,
                 stored: false,
+                values,
             },
         ];
         bodies

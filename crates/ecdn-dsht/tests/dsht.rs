@@ -1,4 +1,5 @@
-//! DSHT nodes on loopback, in one process: gets find what puts stored, a hot key's closest
+//! DSHT nodes on loopback, in one process: gets find what puts stored, claims made at one
+//! moment leave exactly one claimer first, a hot key's closest
 //! node is protected by the leakage rate, clusters form by injected latency and lookups stay
 //! in the fastest cluster that has the key, garbage packets are dropped, a flooding peer is
 //! rate-limited while others are answered, and a reply from an address the request did not go
@@ -66,6 +67,76 @@ async fn a_get_anywhere_finds_what_a_put_stored_until_it_is_withdrawn() {
         .put(key, &[0u8; 65], Duration::from_secs(1), None)
         .await
         .is_err());
+}
+
+/// Every node claims one key at the same moment (a flash crowd's proxies about to fill one
+/// object): the claims meet at the key's closest node, whose stores tell each what it held
+/// before, so exactly one claim finds nobody (the one proxy that goes to the origin), and every
+/// other finds claimers that stored before it: following "found" never leads in a circle.
+/// A plain put, later, finds them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_at_one_moment_leave_exactly_one_claimer_first() {
+    let nodes =
+        Arc::new(start_all((0..16).map(|_| single_level(Ipv4Addr::LOCALHOST)).collect()).await);
+    for round in 0..4 {
+        let key = Id::hash(format!("http://origin.test/crowd/{round}").as_bytes());
+        let mut claims = tokio::task::JoinSet::new();
+        for i in 0..nodes.len() {
+            let nodes = nodes.clone();
+            claims.spawn(async move {
+                let me = format!("proxy-{i}");
+                let c = nodes[i]
+                    .claim(key, me.as_bytes(), Duration::from_secs(20))
+                    .await;
+                (i, c.unwrap())
+            });
+        }
+        let mut found: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        while let Some(r) = claims.join_next().await {
+            let (i, c) = r.unwrap();
+            // A claim stores nowhere only where every node it met was full and loaded.
+            assert!(
+                c.stored[0].1.is_some() || !c.found.is_empty(),
+                "claim {i} stored nowhere and found nobody: {c:?}"
+            );
+            found[i] = c
+                .found
+                .iter()
+                .map(|v| {
+                    let name = String::from_utf8(v.data.clone()).unwrap();
+                    name["proxy-".len()..].parse().unwrap()
+                })
+                .collect();
+            assert!(!found[i].contains(&i), "claim {i} found itself");
+        }
+        let first: Vec<usize> = (0..nodes.len()).filter(|i| found[*i].is_empty()).collect();
+        assert_eq!(
+            first.len(),
+            1,
+            "round {round}: claims that found nobody: {first:?} ({found:?})"
+        );
+        // No circle: from any claimer, following the first claimer found ends at the first.
+        for start in 0..nodes.len() {
+            let (mut at, mut steps) = (start, 0);
+            while let Some(&next) = found[at].first() {
+                at = next;
+                steps += 1;
+                assert!(
+                    steps <= nodes.len(),
+                    "round {round}: a circle from {start}: {found:?}"
+                );
+            }
+            assert_eq!(at, first[0]);
+        }
+        let put = nodes[0]
+            .put(key, b"late", Duration::from_secs(20), None)
+            .await
+            .unwrap();
+        assert!(
+            !put.found.is_empty() && put.found_level == Some(0),
+            "{put:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

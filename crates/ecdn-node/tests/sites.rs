@@ -25,7 +25,7 @@ impl Referrals for Named {
     fn me(&self) -> &str {
         &self.me
     }
-    fn locate<'a>(
+    fn claim<'a>(
         &'a self,
         _url: &'a str,
     ) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
@@ -34,7 +34,6 @@ impl Referrals for Named {
             self.sites.iter().map(ToString::to_string).collect()
         })
     }
-    fn filling(&self, _url: &str) {}
     fn filled(&self, _url: &str) {}
     fn abandoned(&self, _url: &str) {}
 }
@@ -50,14 +49,15 @@ fn free_addrs(n: usize) -> Vec<SocketAddr> {
         .collect()
 }
 
-/// Two sites miss the same object at the same moment and each is told the other is filling it
-/// (as Coral's `filling` references do in a flash crowd). Each fill asks the other site first;
-/// if each waited for the other's fill, both would wait until their timeouts. The site that
-/// comes first (by address) waits for the other's fill; the other waits at most
-/// `SITE_JOIN_WAIT` (1 s), is refused (`504`) and goes to the origin: one origin request, both
-/// clients served within seconds.
+/// Two sites miss the same object at the same moment and each claim names the other (a
+/// referral implementation that broke the claims' order: Coral's cannot). Each fill asks the
+/// other site; if each waited for the other's fill, both would wait until their timeouts.
+/// A site refuses the other's request at once instead (`504`, counted as circular) and goes
+/// to the origin; the other, refused too, does the same, or (had its request arrived once
+/// the first was going to the origin) joins that fetch. Both clients are served within
+/// seconds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_sites_filling_from_each_other_do_not_wait_for_each_other() {
+async fn two_sites_whose_claims_name_each_other_do_not_wait_for_each_other() {
     let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
         .await
         .unwrap();
@@ -88,7 +88,6 @@ async fn two_sites_filling_from_each_other_do_not_wait_for_each_other() {
     assert_eq!((ra.status, rb.status), (200, 200));
     assert_eq!(ra.body, rb.body);
     assert_eq!(ra.body.len(), 40000);
-    assert_eq!(origin.requests(), 1, "one site filled from the other");
     let counter = |n: &ecdn_node::node::RunningNode, name: &'static str| {
         let n = n.admin_addr().unwrap();
         async move {
@@ -105,22 +104,21 @@ async fn two_sites_filling_from_each_other_do_not_wait_for_each_other() {
             "site_origin_unreferred",
             "site_origin_after_referrals",
             "site_peers_not_held",
-            "site_peers_gave_up",
+            "site_peers_circular",
         ] {
             c.push(counter(n, name).await);
         }
         counts.push(c);
     }
-    let first = usize::from(addrs[1].to_string() < addrs[0].to_string());
-    // The first site filled from the other; the other gave up waiting on the first's fill
-    // (counted there), and went to the origin after its one referral failed.
-    assert_eq!(
-        counts[first],
-        [1, 0, 0, 0, 1],
-        "the site that comes first ({}) filled from the other",
-        addrs[first]
-    );
-    assert_eq!(counts[1 - first], [0, 0, 1, 0, 0]);
+    // Each site filled once, from the other or from the origin after its referral failed;
+    // at least one refused the other's request as circular.
+    for (i, c) in counts.iter().enumerate() {
+        assert_eq!(c[0] + c[2], 1, "site {i}: {c:?}");
+        assert_eq!((c[1], c[3]), (0, 0), "site {i}: {c:?}");
+    }
+    assert!(counts.iter().map(|c| c[4]).sum::<u64>() >= 1, "{counts:?}");
+    let to_origin: u64 = counts.iter().map(|c| c[2]).sum();
+    assert_eq!(origin.requests(), to_origin, "{counts:?}");
     for n in nodes {
         n.stop().await.unwrap();
     }
@@ -181,68 +179,60 @@ async fn the_first_two_referrals_race() {
     origin.stop().await.unwrap();
 }
 
-/// Referrals of the site `me` in a flash crowd's race: a URL's first locate names no site
-/// (the others' *filling* references are not visible yet), every later one names `sites`.
-struct Racing {
+/// Referrals of one site over claims shared by every site of a test, as a DSHT's claims at a
+/// key's closest node are: a claim of a URL returns the sites that claimed it before,
+/// latest first (the nearest, say), after a pause in which the other sites' claims are made
+/// too (the flash crowd's race).
+struct Claims {
     me: String,
-    sites: Vec<SocketAddr>,
-    located: std::sync::Mutex<std::collections::HashSet<String>>,
-    /// `filling_stored` calls.
-    waited: std::sync::atomic::AtomicUsize,
+    claimed: Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>>,
 }
 
-impl Referrals for Racing {
+impl Referrals for Claims {
     fn me(&self) -> &str {
         &self.me
     }
-    fn locate<'a>(
-        &'a self,
-        url: &'a str,
-    ) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
-        let first = self.located.lock().unwrap().insert(url.to_string());
+    fn claim<'a>(&'a self, url: &'a str) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
         Box::pin(async move {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            match first {
-                true => Vec::new(),
-                false => self.sites.iter().map(ToString::to_string).collect(),
-            }
+            let before = {
+                let mut claimed = self.claimed.lock().unwrap();
+                let sites = claimed.entry(url.to_string()).or_default();
+                let before: Vec<String> = sites.iter().rev().cloned().collect();
+                sites.push(self.me.clone());
+                before
+            };
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            before
         })
-    }
-    fn filling(&self, _url: &str) {}
-    fn filling_stored<'a>(
-        &'a self,
-        _url: &'a str,
-    ) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
-        self.waited
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Box::pin(tokio::time::sleep(Duration::from_millis(100)))
     }
     fn filled(&self, _url: &str) {}
     fn abandoned(&self, _url: &str) {}
 }
 
-/// Four sites miss one object at the same moment and none finds another's reference (the
-/// race of a flash crowd, CoralCDN §8). Each waits until its own reference can be found,
-/// looks again, now finds the others, and asks only those that come after it (by address):
-/// the last site goes to the origin, every other fills down the chain, and the origin sees
-/// one request instead of four.
+/// Six sites miss one object at the same moment. Their claims are ordered: the first finds
+/// nobody and goes to the origin, every other fills from the sites that claimed before it,
+/// each waiting as long as the fill it asks takes (they are all still asking when asked). The
+/// origin sees one request instead of six, and every client the same bytes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sites_that_missed_at_once_look_again_in_order_and_make_one_origin_request() {
-    let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
-        .await
-        .unwrap();
-    let mut addrs = free_addrs(4);
-    addrs.sort_by_key(|a| a.to_string());
+async fn sites_that_miss_at_once_fill_down_their_claims_and_make_one_origin_request() {
+    let origin = Origin::start(
+        "127.0.0.1:0".parse().unwrap(),
+        OriginConfig {
+            // Slow enough that every fill is still waiting when the later ones ask it.
+            latency: Duration::from_millis(300),
+            ..OriginConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let addrs = free_addrs(6);
+    let claimed = Arc::new(std::sync::Mutex::new(Default::default()));
     let mut nodes = Vec::new();
-    let mut referrals = Vec::new();
     for &addr in &addrs {
-        let r = Arc::new(Racing {
+        let r = Arc::new(Claims {
             me: addr.to_string(),
-            sites: addrs.iter().copied().filter(|&a| a != addr).collect(),
-            located: Default::default(),
-            waited: Default::default(),
+            claimed: claimed.clone(),
         });
-        referrals.push(r.clone());
         let cfg = NodeConfig {
             origin: format!("http://{}", origin.addr),
             hoc_size: 16 << 20,
@@ -265,7 +255,7 @@ async fn sites_that_missed_at_once_look_again_in_order_and_make_one_origin_reque
     };
     let got = tokio::time::timeout(Duration::from_secs(10), all)
         .await
-        .expect("sites filling down a chain waited for each other");
+        .expect("sites filling down their claims waited for each other");
     for r in &got {
         assert_eq!((r.status, r.body.len()), (200, 40000));
         assert_eq!(r.body, got[0].body);
@@ -273,18 +263,21 @@ async fn sites_that_missed_at_once_look_again_in_order_and_make_one_origin_reque
     assert_eq!(
         origin.requests(),
         1,
-        "only the last site went to the origin"
+        "only the first claimer went to the origin"
     );
-    for (i, n) in nodes.iter().enumerate() {
+    let order: Vec<String> = claimed.lock().unwrap().values().next().unwrap().clone();
+    for n in &nodes {
         let stats = fetch(n.admin_addr().unwrap(), "GET", "/_ecdn/stats").await;
         let v: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
-        let last = i == nodes.len() - 1;
-        assert_eq!(v["site_fills"], u64::from(!last), "site {i}");
-        assert_eq!(v["site_origin_unreferred"], u64::from(last), "site {i}");
-        let waited = referrals[i]
-            .waited
-            .load(std::sync::atomic::Ordering::Relaxed);
-        assert_eq!(waited, 1, "site {i} looked again once");
+        let first = order[0] == n.addr.to_string();
+        assert_eq!(v["site_fills"], u64::from(!first), "site {}", n.addr);
+        assert_eq!(
+            v["site_origin_unreferred"],
+            u64::from(first),
+            "site {}",
+            n.addr
+        );
+        assert_eq!(v["site_peers_circular"], 0, "site {}", n.addr);
     }
     for n in nodes {
         n.stop().await.unwrap();

@@ -60,14 +60,14 @@ pub struct FlashCrowd {
 pub struct SiteCounts {
     /// Fills another site answered.
     pub site_fills: u64,
-    /// Why the fills that went to the origin did: the locate named no site, or every site it
-    /// named failed to answer.
+    /// Why the fills that went to the origin did: the claim named no site (one per object is
+    /// expected: the first claimer), or every site it named failed to answer.
     pub origin_unreferred: u64,
     pub origin_after_referrals: u64,
-    /// Requests from other sites answered `504`: nothing held or in flight, or they gave up
-    /// waiting on a fill still asking other sites.
+    /// Requests from other sites answered `504`: nothing held or in flight, or the fill there
+    /// was asking the requesting site (a circle of waits refused).
     pub peers_not_held: u64,
-    pub peers_gave_up: u64,
+    pub peers_circular: u64,
 }
 
 impl SiteCounts {
@@ -79,7 +79,7 @@ impl SiteCounts {
             origin_unreferred: sum("site_origin_unreferred"),
             origin_after_referrals: sum("site_origin_after_referrals"),
             peers_not_held: sum("site_peers_not_held"),
-            peers_gave_up: sum("site_peers_gave_up"),
+            peers_circular: sum("site_peers_circular"),
         }
     }
 }
@@ -224,7 +224,7 @@ impl FlashCrowd {
     /// The crowd as a line of text.
     pub fn text(&self) -> String {
         format!(
-            "flash crowd ({}): {} requests for {} objects at {} nodes, {} failed; the origin got {} ({:.2} an object: {} with no site named, {} after the sites named failed); {} fills from other sites ({} asks of a site answered 504 at once, {} after waiting); fetch ms p50 {:.1} p90 {:.1} p99 {:.1}",
+            "flash crowd ({}): {} requests for {} objects at {} nodes, {} failed; the origin got {} ({:.2} an object: {} whose claim named no site, {} after the sites named failed); {} fills from other sites ({} asks of a site answered 504: {} nothing there, {} circular); fetch ms p50 {:.1} p90 {:.1} p99 {:.1}",
             self.run,
             self.requests,
             self.objects,
@@ -235,8 +235,9 @@ impl FlashCrowd {
             self.sites.origin_unreferred,
             self.sites.origin_after_referrals,
             self.sites.site_fills,
+            self.sites.peers_not_held + self.sites.peers_circular,
             self.sites.peers_not_held,
-            self.sites.peers_gave_up,
+            self.sites.peers_circular,
             self.fetch_ms.p50,
             self.fetch_ms.p90,
             self.fetch_ms.p99

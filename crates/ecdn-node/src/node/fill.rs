@@ -195,7 +195,7 @@ pub(super) async fn miss(
             // A fresh miss of a cooperating site asks the other sites first (`drive`): it is
             // marked so from the moment another site's request could find it.
             if st.sites.is_some() && job.stale.is_none() {
-                flight.set_asking_sites(true);
+                flight.set_asking_sites(Some(Vec::new()));
             }
             m.insert(job.key.key.clone(), flight.clone());
             drop(m);
@@ -306,18 +306,22 @@ fn lead(
 /// answering instead), the body streamed to the subscribers, then stored when it may be.
 async fn drive(st: Arc<State>, mut d: Driver, req: Request<ReqBody>, fetch: Fetch) {
     let Fetch { job, may_store } = fetch;
-    // Cooperating sites: a shared fill of a fresh miss tries the sites that may hold the
-    // object before the origin, and tells them it is filling (see `sites.rs`).
+    // Cooperating sites: a shared fill of a fresh miss claims the object and tries the sites
+    // that held or claimed it before, then the origin (see `sites.rs`).
     let mut site_fill = match (&st.sites, &d.key, &job.stale) {
-        (Some(sites), Some(_), None) => Some(SiteFill::start(sites, &job.key.primary)),
+        (Some(sites), Some(_), None) => Some(SiteFill {
+            sites: sites.clone(),
+            url: job.key.primary.clone(),
+            filled: false,
+        }),
         _ => None,
     };
     let from_site = match &site_fill {
-        Some(f) => fetch_from_sites(&st, &f.sites, &job.key.primary, &req).await,
+        Some(f) => fetch_from_sites(&st, &f.sites, &job.key.primary, &req, &d.flight).await,
         None => None,
     };
     // The origin is next, or the answer is here: any site's request may join from now on.
-    d.flight.set_asking_sites(false);
+    d.flight.set_asking_sites(None);
     let fetched = match from_site {
         Some(answer) => Ok(answer),
         None => st.upstream.fetch_head(req).await,
@@ -614,8 +618,8 @@ async fn serve_entry(d: &mut Driver, e: &StoredResponse, outcome: Outcome) {
     d.finish().await;
 }
 
-/// A fill the cooperating sites were told about: `filled` once it is stored here, else
-/// `abandoned` when it ends (dropped).
+/// A fill the cooperating sites are told about (claimed in [`fetch_from_sites`]): `filled`
+/// once it is stored here, else `abandoned` when it ends (dropped).
 struct SiteFill {
     sites: super::sites::Sites,
     url: String,
@@ -623,15 +627,6 @@ struct SiteFill {
 }
 
 impl SiteFill {
-    fn start(sites: &super::sites::Sites, url: &str) -> SiteFill {
-        sites.0.filling(url);
-        SiteFill {
-            sites: sites.clone(),
-            url: url.to_string(),
-            filled: false,
-        }
-    }
-
     fn filled(&mut self) {
         self.filled = true;
         self.sites.0.filled(&self.url);
@@ -646,19 +641,19 @@ impl Drop for SiteFill {
     }
 }
 
-/// Asks the sites that may hold `url`, nearest first, with the client's request marked as a
-/// peer's ([`super::sites::PEER_HEADER`]); the first `200` is the answer. Sites are asked two
-/// at a time, racing: the first two referrals at once (the nearest may be slow or gone, and
-/// waiting for it to fail would add its timeout to the fill), the loser cancelled; when
-/// neither answers `200`, the next two. Then, if none did, the ordered second look of
-/// `sites.rs`. `None` when no site has it.
+/// Claims `url` ([`super::sites::Referrals::claim`]) and asks the sites the claim named, nearest
+/// first, with the client's request marked as a peer's ([`super::sites::PEER_HEADER`]); the
+/// first `200` is the answer. Sites are asked two at a time, racing: the first two at once (the
+/// nearest may be slow or gone, and waiting for it to fail would add its timeout to the fill),
+/// the loser cancelled; when neither answers `200`, the next two. `None` when no site has it.
 async fn fetch_from_sites(
     st: &State,
     sites: &super::sites::Sites,
     url: &str,
     req: &Request<ReqBody>,
+    flight: &Flight,
 ) -> Option<(hyper::http::response::Parts, hyper::body::Incoming)> {
-    // Every request says which site asks (see `sites::may_join`).
+    // Every request says which site asks (see `join_in_flight`).
     let mark = hyper::header::HeaderValue::from_str(sites.0.me()).ok()?;
     let ask = |site: String| {
         let mut ask = Request::new(super::answer::empty_body());
@@ -674,37 +669,19 @@ async fn fetch_from_sites(
             }
         }
     };
-    let ask_all = |named: Vec<String>| async {
-        let mut named = named.into_iter();
-        while let Some(first) = named.next() {
-            let answer = match named.next() {
-                None => ask(first).await,
-                Some(second) => first_of_two(ask(first), ask(second)).await,
-            };
-            if answer.is_some() {
-                return answer;
-            }
+    let named = sites.0.claim(url).await;
+    flight.set_asking_sites(Some(named.clone()));
+    let referred = !named.is_empty();
+    let mut named = named.into_iter();
+    let mut answer = None;
+    while let Some(first) = named.next() {
+        answer = match named.next() {
+            None => ask(first).await,
+            Some(second) => first_of_two(ask(first), ask(second)).await,
+        };
+        if answer.is_some() {
+            break;
         }
-        None
-    };
-    let named = sites.0.locate(url).await;
-    let mut referred = !named.is_empty();
-    let mut answer = ask_all(named.clone()).await;
-    if answer.is_none() {
-        // The ordered second look (see `sites.rs`): once this fill's own reference can be
-        // found, the sites named that come after this one (those that wait for this one's
-        // fill as long as it takes, `may_join`) and were not asked.
-        sites.0.filling_stored(url).await;
-        let me = sites.0.me();
-        let later: Vec<String> = sites
-            .0
-            .locate(url)
-            .await
-            .into_iter()
-            .filter(|s| super::sites::may_join(me.as_bytes(), s) && !named.contains(s))
-            .collect();
-        referred |= !later.is_empty();
-        answer = ask_all(later).await;
     }
     match answer {
         Some(_) => st.metrics.site_fill(),
@@ -736,10 +713,9 @@ async fn first_of_two<T>(
 }
 
 /// A request from another site that the caches could not answer: it joins a fill of its key
-/// in flight here, if there is one whose answer suits it; `None` otherwise (the caller answers
-/// `504`: a site never fetches for another). While that fill still asks other sites, a site
-/// that does not come before this one (`sites::may_join`) waits for its answer at most
-/// [`super::sites::SITE_JOIN_WAIT`], then gets `None` too.
+/// in flight here, if there is one whose answer suits it, and waits for it as long as it
+/// takes; `None` otherwise (the caller answers `504`: a site never fetches for another), and
+/// at once when that fill is asking the requesting site itself (see `sites.rs`).
 pub(super) async fn join_in_flight(
     st: &Arc<State>,
     req: &Request<ReqBody>,
@@ -748,32 +724,20 @@ pub(super) async fn join_in_flight(
     if req.headers().contains_key(header::RANGE) {
         return None;
     }
-    let (flight, (replay, rx), patient) = {
+    let (flight, (replay, rx)) = {
         let m = lock(&st.flights);
         let Some(f) = m.get(&key.key) else {
             st.metrics.site_peer_refused(false);
             return None;
         };
-        let patient = !f.asking_sites() || {
-            let from = req.headers().get(super::sites::PEER_HEADER)?.as_bytes();
-            super::sites::may_join(from, st.sites.as_ref()?.0.me())
-        };
-        (f.clone(), f.subscribe()?, patient)
-    };
-    let head = if patient {
-        wait_head(&flight).await
-    } else {
-        // Dropping the subscription on the way out unsubscribes.
-        let wait = super::sites::SITE_JOIN_WAIT;
-        match tokio::time::timeout(wait, wait_head(&flight)).await {
-            Ok(head) => head,
-            Err(_) => {
-                st.metrics.site_peer_refused(true);
-                return None;
-            }
+        let from = req.headers().get(super::sites::PEER_HEADER)?.as_bytes();
+        if f.asking_site(from) {
+            st.metrics.site_peer_refused(true);
+            return None;
         }
+        (f.clone(), f.subscribe()?)
     };
-    match head {
+    match wait_head(&flight).await {
         Ok(head) if head.vary.admits(req.headers()) => Some(Answer {
             outcome: Outcome::MissCollapsed,
             response: live_response(&head, replay, rx),

@@ -29,7 +29,6 @@
 //! map → flight.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -65,11 +64,10 @@ pub(super) struct Head {
 pub(super) struct Flight {
     pub(super) head: watch::Sender<Option<Result<Arc<Head>, FetchError>>>,
     st: Mutex<FlightState>,
-    /// The fetch is asking other sites (`sites.rs`) rather than the origin: another site's
-    /// request waits for it then without limit only if that site comes before this one
-    /// (`sites::may_join`), or two sites filling from each other could each wait for the
-    /// other until their timeouts.
-    asking_sites: AtomicBool,
+    /// While the fetch asks other sites (`sites.rs`) rather than the origin: the sites its
+    /// claim named (empty while it claims). A request from one of them is refused at once: it
+    /// would wait on this fill while this fill waits on it.
+    asking_sites: Mutex<Option<Vec<String>>>,
 }
 
 struct FlightState {
@@ -88,7 +86,7 @@ impl Flight {
     pub(super) fn new() -> Arc<Flight> {
         Arc::new(Flight {
             head: watch::channel(None).0,
-            asking_sites: AtomicBool::new(false),
+            asking_sites: Mutex::new(None),
             st: Mutex::new(FlightState {
                 frames: Vec::new(),
                 replayable: true,
@@ -98,15 +96,19 @@ impl Flight {
         })
     }
 
-    /// Marks the fetch as asking other sites (`true`, from before the flight can be found) or
-    /// not (`false`: the origin, or the answer, is next).
-    pub(super) fn set_asking_sites(&self, asking: bool) {
-        self.asking_sites.store(asking, Ordering::SeqCst);
+    /// Marks the fetch as asking the sites its claim `named` (`Some`; empty from before the
+    /// flight can be found until the claim returns) or not (`None`: the origin, or the
+    /// answer, is next).
+    pub(super) fn set_asking_sites(&self, named: Option<Vec<String>>) {
+        *lock(&self.asking_sites) = named;
     }
 
-    /// Whether the fetch is asking other sites (see [`Flight::set_asking_sites`]).
-    pub(super) fn asking_sites(&self) -> bool {
-        self.asking_sites.load(Ordering::SeqCst)
+    /// Whether the fetch is asking other sites, one of them `from` (a [`super::sites::PEER_HEADER`]
+    /// value).
+    pub(super) fn asking_site(&self, from: &[u8]) -> bool {
+        lock(&self.asking_sites)
+            .as_ref()
+            .is_some_and(|named| named.iter().any(|s| s.as_bytes() == from))
     }
 
     /// The body bytes released so far, while the flight keeps them (in a buffer of at least

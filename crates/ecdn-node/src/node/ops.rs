@@ -112,8 +112,8 @@ pub struct Metrics {
     /// Fills of a cooperating site that went to the origin: `[no referral, every referral
     /// failed]` ([`Metrics::site_origin`]).
     site_origin: [AtomicU64; 2],
-    /// Requests from other sites answered `504`: `[nothing held or in flight here, gave up
-    /// waiting on a fill here still asking other sites]` ([`Metrics::site_peer_refused`]).
+    /// Requests from other sites answered `504`: `[nothing held or in flight here, from a
+    /// site the fill here is asking]` ([`Metrics::site_peer_refused`]).
     site_peer_refused: [AtomicU64; 2],
     /// `/_ecdn/` and `PURGE` requests the client listener refused (they belong on the admin
     /// listener).
@@ -155,18 +155,18 @@ impl Metrics {
         self.site_fills.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a site fill that went to the origin: `referred`, after every site the locate
-    /// named failed to answer; else with none named (the flash crowd's extra origin requests
-    /// are one or the other).
+    /// Counts a site fill that went to the origin: `referred`, after every site its claim
+    /// named failed to answer; else with none named (of the sites that miss an object at
+    /// once, one does so; any other is an extra origin request).
     pub fn site_origin(&self, referred: bool) {
         self.site_origin[usize::from(referred)].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a request from another site answered `504`: `waited`, after the longest wait on
-    /// a fill here still asking other sites (`sites::SITE_JOIN_WAIT`); else at once, nothing
-    /// being held or in flight here.
-    pub fn site_peer_refused(&self, waited: bool) {
-        self.site_peer_refused[usize::from(waited)].fetch_add(1, Ordering::Relaxed);
+    /// Counts a request from another site answered `504`: `circular`, the fill here being
+    /// one that asks that site (waiting on each other, neither would answer); else nothing
+    /// is held or in flight here.
+    pub fn site_peer_refused(&self, circular: bool) {
+        self.site_peer_refused[usize::from(circular)].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a request for the admin listener that came to the client listener.
@@ -240,7 +240,7 @@ impl Metrics {
             ("site_origin_unreferred", c(&self.site_origin[0])),
             ("site_origin_after_referrals", c(&self.site_origin[1])),
             ("site_peers_not_held", c(&self.site_peer_refused[0])),
-            ("site_peers_gave_up", c(&self.site_peer_refused[1])),
+            ("site_peers_circular", c(&self.site_peer_refused[1])),
             ("bytes_served", c(&self.bytes_served)),
             ("admin_refused", c(&self.admin_refused)),
             ("admin_requests", c(&self.admin_requests)),
@@ -326,7 +326,7 @@ impl Metrics {
                 "why",
                 [
                     ("not_held", &self.site_peer_refused[0]),
-                    ("gave_up", &self.site_peer_refused[1]),
+                    ("circular", &self.site_peer_refused[1]),
                 ],
             ),
         ] {

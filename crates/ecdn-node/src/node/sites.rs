@@ -4,37 +4,30 @@
 //! The node knows nothing of how sites find each other: it is given [`Referrals`] (the `ecdn`
 //! binary implements them with Coral's DSHT, `ecdn-dsht`) and, for each fill it leads:
 //!
-//! 1. tells them it is **filling** the URL (Coral puts a short-lived reference to this node,
-//!    renewed until the fill ends, so sites that miss meanwhile fetch from it: concurrent
-//!    misses form a tree instead of all going to the origin);
-//! 2. asks them where the URL may be (**locate**, nearest first) and sends the request to those
-//!    sites two at a time, racing (the first two at once, then the next two if neither
-//!    answers `200`), marked with [`PEER_HEADER`]; the first `200` is the fill's answer, read,
-//!    checked (`Content-Length`) and stored exactly as an origin's would be, and the other
-//!    request is cancelled. With no referral, or none that answers `200`, the fill goes to the
-//!    origin;
-//! 3. **looks again, in order**, when no site answered: in a flash crowd many sites miss
-//!    within the time a *filling* reference takes to become visible, and each finds none and
-//!    would go to the origin (CoralCDN's lookup and insert are not atomic; its §8 names the
-//!    race). So the fill waits until its own reference can be found
-//!    ([`Referrals::filling_stored`]), locates again, and asks only the sites named that come
-//!    after this one (by address, as [`may_join`] orders them) and were not asked yet; a site
-//!    that comes first waits for their fills as long as it takes. Of the sites that missed at
-//!    once and see each other, only the last goes to the origin; the others fill down the
-//!    chain to it;
-//! 4. tells them the fill is **filled** (the object is stored here: a long-lived reference) or
+//! 1. **claims** the URL: tells the referrals it is filling it (Coral puts a short-lived
+//!    reference to this node, renewed until the fill ends, so sites that miss meanwhile fetch
+//!    from it: concurrent misses form a tree instead of all going to the origin) and learns
+//!    which sites held or claimed it before ([`Referrals::claim`]). A plain lookup followed by
+//!    a put would race: in a flash crowd many sites miss within the time a reference takes to
+//!    become visible, find none, and all go to the origin (CoralCDN §8 names the race and its
+//!    cure, a store that returns what it found, like a test-and-set). Of the sites that claim
+//!    one URL at once, one learns of none and goes to the origin; every other learns of sites
+//!    that claimed before it;
+//! 2. sends the request to those sites, nearest first, two at a time, racing (the first two at
+//!    once, then the next two if neither answers `200`), marked with [`PEER_HEADER`]; the
+//!    first `200` is the fill's answer, read, checked (`Content-Length`) and stored exactly
+//!    as an origin's would be, and the other request is cancelled. With no site named, or
+//!    none that answers `200`, the fill goes to the origin;
+//! 3. tells them the fill is **filled** (the object is stored here: a long-lived reference) or
 //!    **abandoned** (nothing stored).
 //!
 //! A request marked with [`PEER_HEADER`] comes from another site: it is answered from the
 //! caches, or joins a fill in flight here, and otherwise gets `504` at once. It never goes to
-//! the origin nor to other sites, so referrals cannot loop. Fills can still wait on each other:
-//! in a flash crowd two sites miss at once, each finds the other's *filling* reference, and
-//! each fill would join the other's, both waiting until their timeouts. So sites are ordered
-//! (by address, [`may_join`]): a request joins a fill that is still asking other sites for as
-//! long as it takes only when the requester comes before this site; otherwise it waits at most
-//! [`SITE_JOIN_WAIT`] for the answer, then gets `504` and its fill goes on to the next site or
-//! the origin. A cycle of fills waiting on each other has a site that comes after the next
-//! one, so it breaks within that wait; a chain that answers sooner keeps every site in it.
+//! the origin nor to other sites, so referrals cannot loop. A fill that is itself waiting on
+//! other sites keeps such a request waiting as long as it takes: the sites a claim names came
+//! before it, so the waits follow the order of the claims and never close a circle. The one
+//! request that could close one, from a site this fill's claim named (a referral
+//! implementation that broke the order), is refused at once.
 
 use std::fmt;
 use std::future::Future;
@@ -45,37 +38,19 @@ use std::sync::Arc;
 /// address ([`Referrals::me`]).
 pub const PEER_HEADER: &str = "ecdn-site-peer";
 
-/// The longest a request from a site that does not come before this one waits for a fill here
-/// that is still asking other sites (see the module doc).
-pub const SITE_JOIN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Whether a request from the site `from` (its [`PEER_HEADER`]) may wait for a fill here that
-/// is still asking other sites as long as it takes, this site being `me`: only when `from`
-/// comes first (else it waits at most [`SITE_JOIN_WAIT`]). A fill that asks the origin, or
-/// has its answer, never waits on another site.
-pub fn may_join(from: &[u8], me: &str) -> bool {
-    from < me.as_bytes()
-}
-
 /// Where other sites may hold an object, and what this node tells them about its fills.
 /// `url` is the cache's primary key (host, path and query).
 pub trait Referrals: Send + Sync + 'static {
     /// This site's address as the others know it (`host:port` of its HTTP listener): sent in
-    /// [`PEER_HEADER`] with its requests to them, and what orders sites ([`may_join`]).
+    /// [`PEER_HEADER`] with its requests to them.
     fn me(&self) -> &str;
-    /// Sites (`host:port` of their HTTP listeners) that may hold or be fetching `url`,
-    /// nearest first; never this node. Bounded in time by the implementation.
-    fn locate<'a>(&'a self, url: &'a str)
-        -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>>;
-    /// This node started filling `url`.
-    fn filling(&self, url: &str);
-    /// Resolves once the reference [`Referrals::filling`] put for `url` can be found by the
-    /// other sites (or the implementation's bound passed): the ordered second look waits for
-    /// it (see the module doc). At once by default.
-    fn filling_stored<'a>(&'a self, url: &'a str) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>> {
-        let _ = url;
-        Box::pin(async {})
-    }
+    /// This node starts filling `url`: claims it (tells the other sites, until
+    /// [`Referrals::filled`] or [`Referrals::abandoned`]) and returns the sites (`host:port`
+    /// of their HTTP listeners) that held or claimed it before, nearest first; never this
+    /// node. Of claims of one URL made at once, one returns no site, and no claim returns a
+    /// site whose own claim returned it (see the module doc). Bounded in time by the
+    /// implementation.
+    fn claim<'a>(&'a self, url: &'a str) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>>;
     /// The fill of `url` is stored here.
     fn filled(&self, url: &str);
     /// The fill of `url` ended without storing it.
