@@ -296,7 +296,8 @@ impl Referrals for CoralReferrals {
 /// test beds that drive sites in other processes: `GET /_ecdn/sites` (the stats),
 /// `GET /_ecdn/sites/get?key=HEX` (a lookup, as a miss makes one: found values, level, hops,
 /// ms), `POST /_ecdn/sites/put?key=HEX&value=TEXT&ttl=SECONDS` (a sloppy put of `value`, at
-/// most an hour; the levels that stored it) and `GET /_ecdn/sites/probes?key=HEX` (the put
+/// most an hour; the levels that stored it, and its forward phases' stops: level, node id,
+/// whether it was loaded, its values and their least TTL) and `GET /_ecdn/sites/probes?key=HEX` (the put
 /// probes this node received for the key: a hot spot's load, §4.2). `HEX` is a 40-digit key
 /// (SHA-1 of the cache's primary key for an object's references); `value` is taken as sent,
 /// without percent-decoding.
@@ -367,6 +368,13 @@ mod admin {
                         200,
                         serde_json::json!({
                             "stored_at_levels": put.stored.iter().filter(|(_, c)| c.is_some()).map(|(l, _)| *l).collect::<Vec<_>>(),
+                            "path": put.path.iter().map(|(level, c, p)| serde_json::json!({
+                                "level": level,
+                                "id": c.id.to_string(),
+                                "loaded": p.loaded,
+                                "values": p.count,
+                                "min_ttl_s": p.min_ttl.as_secs(),
+                            })).collect::<Vec<_>>(),
                         }),
                     ),
                     Err(e) => (502, serde_json::json!({ "error": e.to_string() })),

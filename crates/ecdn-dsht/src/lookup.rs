@@ -49,6 +49,9 @@ use crate::node::{Dsht, DshtError, Inner};
 use crate::sloppy::PutProbe;
 use crate::wire::{Body, Contact, Op, Packet, Value, MAX_VALUE};
 
+/// How many of the routing table's nodes nearest a target a walk considers for its next hop.
+const NEAR: usize = 16;
+
 /// What a `get` found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GetResult {
@@ -74,6 +77,9 @@ pub struct PutResult {
     pub found: Vec<Value>,
     /// The level of `found`.
     pub found_level: Option<usize>,
+    /// The forward phases' stops, in the order they answered (the node itself first), per
+    /// level: where a put went and what each node said (how a hot key's load spreads).
+    pub path: Vec<(usize, Contact, PutProbe)>,
     /// Nodes that answered forward-phase probes, over all levels.
     pub hops: u32,
     /// RPCs sent, over all levels.
@@ -231,6 +237,9 @@ impl Inner {
             let walk = self.walk(level, key, Op::Put, start, ttl, value).await;
             result.hops += walk.hops;
             result.rpcs += walk.rpcs;
+            result
+                .path
+                .extend(walk.path.iter().map(|(c, p)| (level, *c, *p)));
             let (stored, rpcs, before) = self.reverse_phase(level, key, value, ttl, &walk).await;
             result.rpcs += rpcs;
             result.stored.push((level, stored));
@@ -466,8 +475,12 @@ impl Inner {
     }
 
     /// The next node to ask: advance `t` a digit (when `advance`) and pick the known node
-    /// closest to `t` among those not asked and closer to the key than `best`; keep advancing
-    /// while there is none, until `t` is the key.
+    /// closest to `t` (§4.1: "the closest node to t that already exists in R's routing
+    /// table", not the closest to the key it knows) among those not asked and closer to the
+    /// key than `best`. Known are the routing table's nodes nearest `t` and those this walk
+    /// learned; only when none of them will do, the table's nodes nearest the key (every
+    /// node closer to the key than `best` is among those), so a walk still ends at the
+    /// closest node it can find.
     #[allow(clippy::too_many_arguments)]
     fn next_hop(
         &self,
@@ -480,32 +493,25 @@ impl Inner {
         learned: &HashMap<Id, Contact>,
         advance: bool,
     ) -> Option<Contact> {
-        let known: Vec<Contact> = {
-            let st = self.lock();
-            let table = &st.levels[level].table;
-            let mut v = table.closest(key, 16);
-            v.extend(learned.values().copied());
-            v
-        };
-        let mut candidates: Vec<Contact> = known
-            .into_iter()
-            .filter(|c| !asked.contains(&c.id))
-            .filter(|c| best.is_none_or(|b| key.distance(&c.id) < key.distance(&b.id)))
-            .collect();
-        if candidates.is_empty() {
-            return None;
-        }
-        candidates.sort_by_key(|c| c.id);
-        candidates.dedup_by_key(|c| c.id);
         if advance {
             if let Some(nt) = next_target(key, t, b) {
                 *t = nt;
             }
         }
-        candidates
-            .iter()
-            .min_by(|a, b| t.cmp_distance(&a.id, &b.id))
-            .copied()
+        let (near_t, near_key) = {
+            let st = self.lock();
+            let table = &st.levels[level].table;
+            (table.closest(t, NEAR), table.closest(key, NEAR))
+        };
+        let t = *t;
+        let pick = |known: &mut dyn Iterator<Item = Contact>| {
+            known
+                .filter(|c| !asked.contains(&c.id))
+                .filter(|c| best.is_none_or(|b| key.distance(&c.id) < key.distance(&b.id)))
+                .min_by(|a, b| t.cmp_distance(&a.id, &b.id))
+        };
+        pick(&mut near_t.into_iter().chain(learned.values().copied()))
+            .or_else(|| pick(&mut near_key.into_iter()))
     }
 
     /// How long to wait for a hop before asking another as well: 2 RTT + 10 ms when the

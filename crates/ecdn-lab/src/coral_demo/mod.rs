@@ -216,7 +216,14 @@ struct HotRun {
     closest_node_puts_per_min: u64,
     /// The most put probes any node received in that minute.
     max_node_puts_per_min: u64,
+    /// That node's rank by distance to the key (0: the closest).
+    max_node_rank: usize,
     bound_puts_per_min: u64,
+    /// The nodes from which a walk would go straight to the closest node with these ids if
+    /// every node knew every other ([`workload::ideal_predecessors`]; ⌈log2 n⌉ in the
+    /// paper's perfectly balanced tree), and β times them: the bound for these ids.
+    ids_predecessors: usize,
+    ids_bound_puts_per_min: u64,
     /// Gets of the hot key from every node that found it, at the end.
     found_fraction: f64,
     /// The walks' RPCs (every node's, every key's) in the counted minute, how many of them
@@ -225,22 +232,34 @@ struct HotRun {
     minute_rpcs: u64,
     minute_hedges: u64,
     minute_timeouts: u64,
+    /// How the puts that reached the closest node in the minute passed the stop before it.
+    passed: workload::HotPassed,
+    /// The same for the node that received the most.
+    max_node_passed: workload::HotPassed,
 }
 
 impl HotRun {
     /// The run as a line of text.
     fn text(&self) -> String {
         format!(
-            "hot spot: {} puts; the closest node got {} in a minute of {:.0} s (most on any node {}), bound {}; {:.0}% of nodes find the key; {} RPCs in the minute, {} hedges, {} timed out",
+            "hot spot: {} puts; the closest node got {} in a minute of {:.0} s (most on any node {}, the {}th closest), bound {} (for these ids {}: {} nodes before the closest with every node known); {:.0}% of nodes find the key; {} RPCs in the minute, {} hedges, {} timed out; the puts seen reaching it came from their putter {}, passed a node not full {}, leaked through a full one {} ({} nodes before it, at most {} from one)",
             self.puts,
             self.closest_node_puts_per_min,
             self.minute_s,
             self.max_node_puts_per_min,
+            self.max_node_rank + 1,
             self.bound_puts_per_min,
+            self.ids_bound_puts_per_min,
+            self.ids_predecessors,
             100.0 * self.found_fraction,
             self.minute_rpcs,
             self.minute_hedges,
-            self.minute_timeouts
+            self.minute_timeouts,
+            self.passed.from_putter,
+            self.passed.not_full,
+            self.passed.leaked,
+            self.passed.predecessors,
+            self.passed.most_from_one
         )
     }
 }
@@ -635,6 +654,7 @@ impl Summary<'_> {
             "single_level_fetch_ms": self.single_crowd.map(|c| c.fetch_ms),
             "closest_node_puts_per_min": self.hot.map(|h| h.closest_node_puts_per_min),
             "bound_puts_per_min": self.hot.map(|h| h.bound_puts_per_min),
+            "ids_bound_puts_per_min": self.hot.map(|h| h.ids_bound_puts_per_min),
         });
         match v {
             serde_json::Value::Object(m) => m,

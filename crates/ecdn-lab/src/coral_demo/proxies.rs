@@ -64,6 +64,9 @@ pub struct SiteCounts {
     /// expected: the first claimer), or every site it named failed to answer.
     pub origin_unreferred: u64,
     pub origin_after_referrals: u64,
+    /// Claims (and gets) that failed or ran out of time: a fill whose claim failed goes to
+    /// the origin as one whose claim named no site.
+    pub claims_failed: u64,
     /// Requests from other sites answered `504`: nothing held or in flight, or the fill there
     /// was asking the requesting site (a circle of waits refused).
     pub peers_not_held: u64,
@@ -78,6 +81,10 @@ impl SiteCounts {
             site_fills: sum("site_fills"),
             origin_unreferred: sum("site_origin_unreferred"),
             origin_after_referrals: sum("site_origin_after_referrals"),
+            claims_failed: stats
+                .iter()
+                .map(|s| s["sites"]["lookups"]["failed"].as_u64().unwrap_or(0))
+                .sum(),
             peers_not_held: sum("site_peers_not_held"),
             peers_circular: sum("site_peers_circular"),
         }
@@ -224,7 +231,7 @@ impl FlashCrowd {
     /// The crowd as a line of text.
     pub fn text(&self) -> String {
         format!(
-            "flash crowd ({}): {} requests for {} objects at {} nodes, {} failed; the origin got {} ({:.2} an object: {} whose claim named no site, {} after the sites named failed); {} fills from other sites ({} asks of a site answered 504: {} nothing there, {} circular); fetch ms p50 {:.1} p90 {:.1} p99 {:.1}",
+            "flash crowd ({}): {} requests for {} objects at {} nodes, {} failed; the origin got {} ({:.2} an object: {} whose claim named no site ({} claims failed), {} after the sites named failed); {} fills from other sites ({} asks of a site answered 504: {} nothing there, {} circular); fetch ms p50 {:.1} p90 {:.1} p99 {:.1}",
             self.run,
             self.requests,
             self.objects,
@@ -233,6 +240,7 @@ impl FlashCrowd {
             self.origin_requests,
             self.origin_requests_per_object,
             self.sites.origin_unreferred,
+            self.sites.claims_failed,
             self.sites.origin_after_referrals,
             self.sites.site_fills,
             self.sites.peers_not_held + self.sites.peers_circular,

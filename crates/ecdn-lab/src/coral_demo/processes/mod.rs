@@ -49,12 +49,13 @@ use serde::Serialize;
 use super::proxies::FlashCrowd;
 use super::redirect::DOMAIN;
 use super::topology::Topology;
-use super::workload::{self, DemoNode, Got};
+use super::workload::{self, DemoNode, Got, Stop, HOT_TTL};
 use super::{clusters_of, finish, levels, print_run, quantiles, DemoArgs, HotRun, LookupRun};
 use super::{Phase, Quantiles, Summary, MINUTE};
 use crate::cluster_demo::procs::{
     admin_get, admin_post, cpu_seconds, random_key, use_admin_token, Procs,
 };
+use ecdn_dsht::sloppy::PutProbe;
 
 mod bed;
 mod redirect;
@@ -334,9 +335,24 @@ impl DemoNode for Remote {
         })
     }
 
-    async fn put(&self, key: Id, value: String) {
-        let path = format!("/_ecdn/sites/put?key={key}&value={value}&ttl=3600");
-        let _ = admin_post(self.admin, &path, TIMEOUT).await;
+    async fn put(&self, key: Id, value: String) -> Option<Vec<Stop>> {
+        let ttl = HOT_TTL.as_secs();
+        let path = format!("/_ecdn/sites/put?key={key}&value={value}&ttl={ttl}");
+        let (status, body) = admin_post(self.admin, &path, TIMEOUT).await.ok()?;
+        let put: serde_json::Value = serde_json::from_slice(&body).ok()?;
+        let stops = put["path"].as_array().filter(|_| status == 200)?;
+        let stop = |s: &serde_json::Value| {
+            Some(Stop {
+                id: s["id"].as_str()?.parse().ok()?,
+                probe: PutProbe {
+                    loaded: s["loaded"].as_bool()?,
+                    count: s["values"].as_u64()? as usize,
+                    min_ttl: Duration::from_secs(s["min_ttl_s"].as_u64()?),
+                },
+            })
+        };
+        let level0 = stops.iter().filter(|s| s["level"] == 0);
+        level0.map(stop).collect()
     }
 
     async fn put_probes(&self, key: Id) -> Result<u64> {
