@@ -478,7 +478,7 @@ impl Inner {
         let reply = {
             let mut st = self.lock();
             st.learn(packet.sender, from, &packet.clusters, None, now);
-            let body = st.answer(&self.cfg, &packet, now);
+            let body = st.answer(&self.cfg, self.id, &packet, now);
             Packet {
                 txid: packet.txid,
                 sender: self.id,
@@ -702,8 +702,8 @@ impl State {
         }
     }
 
-    /// The answer to a request.
-    fn answer(&mut self, cfg: &Config, packet: &Packet, now: Instant) -> Body {
+    /// The answer to a request to the node `own`.
+    fn answer(&mut self, cfg: &Config, own: Id, packet: &Packet, now: Instant) -> Body {
         match &packet.body {
             Body::Ping => Body::Pong,
             Body::Probe {
@@ -741,13 +741,18 @@ impl State {
                     }
                     Op::Find => (Vec::new(), None),
                 };
-                // A get that found values stops here; a put's walk goes on.
+                // A get that found values stops here; a put's walk goes on, to the nodes
+                // nearest the target among those closer to the key than this one (§4.1: "its
+                // peers that are half-way closer to k"; none when this one is the closest it
+                // knows). A find (joining, refreshing) gets the nodes nearest the target.
                 let contacts = if values.is_empty() || *op == Op::Put {
+                    let closer = |c: &Contact| key.distance(&c.id) < key.distance(&own);
+                    let toward_key = *op != Op::Find;
                     self.levels[level]
                         .table
-                        .closest(target, MAX_CONTACTS + 1)
+                        .closest(target, usize::MAX)
                         .into_iter()
-                        .filter(|c| c.id != packet.sender)
+                        .filter(|c| c.id != packet.sender && (!toward_key || closer(c)))
                         .take(MAX_CONTACTS)
                         .collect()
                 } else {
