@@ -21,10 +21,13 @@
 //!    DSHT).
 //! 4. **The hot spot** (§6.4, one level as in the paper): every node puts the same key every
 //!    `--hot-interval`; the puts reaching the key's closest node are counted over a minute
-//!    after a third of one and compared with β·(2^b − 1)·⌈log2 n / b⌉. The test bed's minute,
-//!    `--hot-minute`, is 12 s by default: the leakage rate is β puts per it and every node puts
-//!    30 times per it, so the experiment is the paper's with time running five times faster
-//!    (but for the network's RTTs).
+//!    after a third of one and compared with β·(2^b − 1)·⌈log2 n / b⌉ (a perfectly balanced
+//!    tree's) and with β times the nodes a walk would reach the closest node from with these
+//!    ids and every node known; the puts seen reaching it are told apart by how they passed
+//!    the stop before it (their putter, a node not full, a full one's leakage). The test
+//!    bed's minute, `--hot-minute`, is 12 s by default: the leakage rate is β puts per it and
+//!    every node puts 30 times per it, so the experiment is the paper's with time running five
+//!    times faster (but for the network's RTTs).
 //!
 //! The defaults run in under a minute on two cores (the paper's spans are minutes: its 5 min
 //! cluster period and hour-long crowd); each phase says on stderr what it is doing, and longer
