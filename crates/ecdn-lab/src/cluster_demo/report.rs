@@ -238,17 +238,31 @@ pub fn summary(r: &Report) -> String {
         r.retried_before_response,
         r.retried_mid_body
     );
+    // The live run beside the simulator's run with the same kills (when it had any), and the
+    // simulator's without failures: each figure against the one that counts the same.
+    let (twin, twin_name) = match &r.sim_with_kills {
+        Some(k) => (k, "sim with the same kills"),
+        None => (&r.sim, "sim"),
+    };
+    let no_failures = |f: String| match r.sim_with_kills {
+        Some(_) => format!("; without failures {f}"),
+        None => String::new(),
+    };
     let _ = writeln!(
         s,
-        "miss ratio (origin fetches) {:.4} (sim {:.4}), byte miss ratio {:.4} (sim {:.4}), write \
-         imbalance {} (sim {}), max relative miss increase after a kill {} (sim losing the same \
-         nodes {})",
+        "miss ratio (origin fetches) {:.4} ({twin_name} {:.4}{}), byte miss ratio {:.4} \
+         ({twin_name} {:.4}{}), write imbalance (max/min bytes written, nodes in the map the \
+         whole run) {} ({twin_name} {}{}), max relative miss increase after a kill {} (sim \
+         losing the same nodes {})",
         r.miss_ratio,
-        r.sim.miss_ratio,
+        twin.miss_ratio,
+        no_failures(format!("{:.4}", r.sim.miss_ratio)),
         r.byte_miss_ratio,
-        r.sim.byte_miss_ratio,
+        twin.byte_miss_ratio,
+        no_failures(format!("{:.4}", r.sim.byte_miss_ratio)),
         opt(r.write_imbalance, 3),
-        opt(r.sim.write_imbalance, 3),
+        opt(twin.write_imbalance, 3),
+        no_failures(opt(r.sim.write_imbalance, 3)),
         opt(r.max_relative_miss_increase, 4),
         opt(r.sim_max_relative_miss_increase, 4)
     );
@@ -266,9 +280,10 @@ pub fn summary(r: &Report) -> String {
         .collect();
     let _ = writeln!(
         s,
-        "bytes written per node: [{}]; sim: {:?}",
+        "bytes written per node: [{}]; {twin_name}: {:?}{}",
         written.join(", "),
-        r.sim.bytes_written
+        twin.bytes_written,
+        no_failures(format!("{:?}", r.sim.bytes_written))
     );
     let _ = writeln!(
         s,

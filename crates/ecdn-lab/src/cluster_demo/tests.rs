@@ -226,6 +226,23 @@ fn report_json_has_the_contract_fields() {
         r.sim_max_relative_miss_increase
     );
     assert_eq!(r.bytes_written, vec![Some(100), None, Some(150), Some(120)]);
+    // The summary sets each live figure beside the simulator's run with the same kills (the
+    // run without failures writes other bytes on other nodes), and names both.
+    let text = report::summary(&r);
+    let twin_imbalance = measure::opt(with_kills.write_imbalance, 3);
+    assert!(
+        text.contains(&format!(
+            "1.500 (sim with the same kills {twin_imbalance}; without failures"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "; sim with the same kills: {:?}",
+            with_kills.bytes_written
+        )),
+        "{text}"
+    );
     assert_eq!(r.cpu_s, 3.0);
     assert_eq!(r.miss_ratio, 0.25);
     assert_eq!(r.kills[1].at_request, 20);
