@@ -297,8 +297,9 @@ impl Referrals for CoralReferrals {
 /// `GET /_ecdn/sites/get?key=HEX` (a lookup, as a miss makes one: found values, level, hops,
 /// ms), `POST /_ecdn/sites/put?key=HEX&value=TEXT&ttl=SECONDS` (a sloppy put of `value`, at
 /// most an hour; the levels that stored it, and its forward phases' stops: level, node id,
-/// whether it was loaded, its values and their least TTL) and `GET /_ecdn/sites/probes?key=HEX` (the put
-/// probes this node received for the key: a hot spot's load, §4.2). `HEX` is a 40-digit key
+/// whether it was loaded, its values and their least TTL) and
+/// `GET /_ecdn/sites/probes?key=HEX` (the put probes this node received for the key: a hot
+/// spot's load, §4.2). `HEX` is a 40-digit key
 /// (SHA-1 of the cache's primary key for an object's references); `value` is taken as sent,
 /// without percent-decoding.
 mod admin {

@@ -52,6 +52,16 @@ use crate::wire::{Body, Contact, Op, Packet, Value, MAX_VALUE};
 /// How many of the routing table's nodes nearest a target a walk considers for its next hop.
 const NEAR: usize = 16;
 
+/// Adds to `met` the values of `values` that are neither the put's own (`own_value`) nor met
+/// already.
+fn meet(met: &mut Vec<Value>, values: impl IntoIterator<Item = Value>, own_value: &[u8]) {
+    for v in values {
+        if v.data != own_value && !met.iter().any(|m| m.data == v.data) {
+            met.push(v);
+        }
+    }
+}
+
 /// What a `get` found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GetResult {
@@ -245,11 +255,7 @@ impl Inner {
             result.stored.push((level, stored));
             if result.found_level.is_none() {
                 let mut met = walk.met;
-                for v in before {
-                    if !met.iter().any(|m| m.data == v.data) {
-                        met.push(v);
-                    }
-                }
+                meet(&mut met, before, value);
                 if !met.is_empty() {
                     result.found = met;
                     result.found_level = Some(level);
@@ -284,8 +290,8 @@ impl Inner {
         Ok(order)
     }
 
-    /// One level's walk (see the module doc); `own_value` is a put's value, which it does not count
-    /// among the values it met.
+    /// One level's walk (see the module doc); `own_value` is a put's value, which it does not
+    /// count among the values it met.
     pub(crate) async fn walk(
         self: &Arc<Inner>,
         level: usize,
@@ -316,8 +322,7 @@ impl Inner {
                 Op::Put => {
                     let probe = store.probe_put(&key, now);
                     let l = store.l();
-                    walk.met = store.get(&key, now);
-                    walk.met.retain(|v| v.data != own_value);
+                    meet(&mut walk.met, store.get(&key, now), own_value);
                     walk.path.push((own, probe));
                     if probe.full(ttl, l) && probe.loaded {
                         walk.stopped_loaded = true;
@@ -409,15 +414,13 @@ impl Inner {
                 loaded,
                 count,
                 min_ttl_s,
-                mut values,
+                values,
                 contacts,
                 ..
             } = packet.body
             else {
                 continue;
             };
-            // A put does not meet its own value (a renewal's).
-            values.retain(|v| own_value.is_empty() || v.data != own_value);
             if !member {
                 self.lock().levels[level].table.remove(&hop.id);
                 continue;
@@ -450,11 +453,8 @@ impl Inner {
                         count: count as usize,
                         min_ttl: Duration::from_secs(min_ttl_s as u64),
                     };
-                    for v in values {
-                        if !walk.met.iter().any(|m| m.data == v.data) {
-                            walk.met.push(v);
-                        }
-                    }
+                    // A put does not meet its own value (a renewal's).
+                    meet(&mut walk.met, values, own_value);
                     walk.path.push((hop, probe));
                     if probe.full(ttl, l) && probe.loaded {
                         walk.stopped_loaded = true;
@@ -498,11 +498,8 @@ impl Inner {
                 *t = nt;
             }
         }
-        let (near_t, near_key) = {
-            let st = self.lock();
-            let table = &st.levels[level].table;
-            (table.closest(t, NEAR), table.closest(key, NEAR))
-        };
+        let near = |target: &Id| self.lock().levels[level].table.closest(target, NEAR);
+        let near_t = near(t);
         let t = *t;
         let pick = |known: &mut dyn Iterator<Item = Contact>| {
             known
@@ -511,7 +508,7 @@ impl Inner {
                 .min_by(|a, b| t.cmp_distance(&a.id, &b.id))
         };
         pick(&mut near_t.into_iter().chain(learned.values().copied()))
-            .or_else(|| pick(&mut near_key.into_iter()))
+            .or_else(|| pick(&mut near(key).into_iter()))
     }
 
     /// How long to wait for a hop before asking another as well: 2 RTT + 10 ms when the
@@ -547,19 +544,12 @@ impl Inner {
         stack.dedup_by_key(|c| c.id);
         let mut rpcs = 0;
         let mut met: Vec<Value> = Vec::new();
-        let mut add = |values: Vec<Value>| {
-            for v in values {
-                if v.data != value && !met.iter().any(|m| m.data == v.data) {
-                    met.push(v);
-                }
-            }
-        };
         for c in stack {
             if c.id == self.id {
                 let now = Instant::now();
                 let mut st = self.lock();
                 let store = &mut st.levels[level].store;
-                add(store.get(&key, now));
+                meet(&mut met, store.get(&key, now), value);
                 if store.store(&key, value, ttl, now) {
                     return (Some(c), rpcs, met);
                 }
@@ -580,7 +570,7 @@ impl Inner {
                     ..
                 } = reply.body
                 {
-                    add(values);
+                    meet(&mut met, values, value);
                     if stored {
                         return (Some(c), rpcs, met);
                     }

@@ -155,11 +155,7 @@ pub async fn hot_spot<N: DemoNode>(
 ) -> Result<HotRun> {
     let key = Id::hash(b"http://origin.test/hot");
     let n = nodes.len();
-    let closest_id = ids
-        .iter()
-        .copied()
-        .min_by(|a, b| key.cmp_distance(a, b))
-        .unwrap_or_default();
+    let closest = (0..n).min_by_key(|i| key.distance(&ids[*i])).unwrap_or(0);
     let warmup = minute / 3;
     let start = tokio::time::Instant::now();
     let end = start + warmup + minute;
@@ -218,8 +214,7 @@ pub async fn hot_spot<N: DemoNode>(
         .map(|(a, b)| a.saturating_sub(*b))
         .collect();
     let rpcs_after = rpcs().await?;
-    let closest = (0..n).min_by_key(|i| key.distance(&ids[*i])).unwrap_or(0);
-    let passed = HotPassed::of(&reached, &closest_id);
+    let passed = HotPassed::of(&reached, &ids[closest]);
     let ids_predecessors = ideal_predecessors(ids, &key);
     let most = (0..n).max_by_key(|i| during[*i]).unwrap_or(0);
     // Every node looks the key up, all at once.
