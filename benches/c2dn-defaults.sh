@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# C2DN with its defaults on the downloads classes (issue 37): traces generated from the Akamai
-# footprint descriptors d-1, d-2 and tc-0 (5M requests each, seed 1), 10 servers, FIFO, n4k3,
-# 100 buckets, no option set. For every trace: no-rep, rep2, c2dn-norebal and c2dn at 10%, 30%
-# and 60% of the trace's unique bytes, once without unavailability (write imbalance, unprotected
-# fraction, byte miss ratio) and once with server 3 unavailable from the middle of the trace on
-# (relative miss-ratio increase, windows of 50,000 requests, the largest of the 6 after).
+# C2DN with its defaults on the footprint classes (issues 37, 63): traces generated from the
+# Akamai footprint descriptors (CLASSES, default d-1 d-2 tc-0; N requests each, default 5M;
+# SEED, default 1), 10 servers, FIFO, n4k3, 100 buckets, no option set. For every trace: the
+# SCHEMES (default no-rep, rep2, c2dn-norebal, c2dn) at the SIZES (default 10%, 30% and 60% of
+# the trace's unique bytes), once without unavailability (write imbalance, unprotected fraction
+# by cached objects and by requests, miss ratios per request and per slice, byte miss ratio)
+# and once with server 3 unavailable from the middle of the trace on (the relative miss-ratio
+# change of the first window after the failure, and the largest of the 6 windows after it;
+# windows of 50,000 requests).
 #
 #   benches/c2dn-defaults.sh                 # builds, runs, prints the table
 #   BIN=/path/to/ecdn EXTRA="--repair-rate 0" benches/c2dn-defaults.sh
+#   CLASSES="d-1 d-2 tc-0 eu-7" N=2M SEED=7 SCHEMES=rep2,c2dn EXTRA="--slice 1MiB" \
+#     OUT=target/bench-out/c2dn-classes benches/c2dn-defaults.sh
 #
-# Needs ../shared/data/footprints. Output: target/bench-out/c2dn-defaults/ (JSON lines and the
-# table as Markdown).
+# Needs ../shared/data/footprints. Output: OUT (default target/bench-out/c2dn-defaults/): the
+# traces (reused when present), JSON lines and the table as Markdown.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${BIN:-}" ]; then
@@ -24,9 +29,10 @@ SCHEMES=${SCHEMES:-no-rep,rep2,c2dn-norebal,c2dn}
 SIZES=${SIZES:-10%,30%,60%}
 # shellcheck disable=SC2206
 EXTRA_ARGS=(${EXTRA:-})
-for c in d-1 d-2 tc-0; do
+CLASSES=${CLASSES:-d-1 d-2 tc-0}
+for c in $CLASSES; do
   T=$O/$c.bin
-  [ -s "$T" ] || "$BIN" trace gen --footprint "$FP/$c" -n 5M --seed 1 --out "$T" > /dev/null
+  [ -s "$T" ] || "$BIN" trace gen --footprint "$FP/$c" -n "${N:-5M}" --seed "${SEED:-1}" --out "$T" > /dev/null
   # The middle of the trace's time span.
   mid=$("$BIN" trace stats "$T" | awk '/^time span/ { print int($5 / 2) }')
   "$BIN" sim cluster --trace "$T" --scheme "$SCHEMES" --size "$SIZES" --window 50000 \
@@ -34,19 +40,24 @@ for c in d-1 d-2 tc-0; do
   "$BIN" sim cluster --trace "$T" --scheme "$SCHEMES" --size "$SIZES" --window 50000 \
     --fail "3@${mid}s" "${EXTRA_ARGS[@]}" --json --quiet > "$O/$c.fail.jsonl"
 done
-python3 - "$O" <<'PY' | tee "$O/table.md"
+python3 - "$O" $CLASSES <<'PY' | tee "$O/table.md"
 import json, sys, os
 o = sys.argv[1]
-print("| trace | scheme | size | byte miss | write imb. | unprot. | repaired | spike after one failure |")
-print("|---|---|---|---|---|---|---|---|")
-for c in ["d-1", "d-2", "tc-0"]:
+print("| trace | scheme | size | miss (requests) | miss (slices) | byte miss | write imb. "
+      "| unprot. (objects) | unprot. (requests) | repaired | step at the failure | largest of 6 |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for c in sys.argv[2:]:
     plain = [json.loads(l) for l in open(os.path.join(o, c + ".plain.jsonl"))]
     fail = {(d["scheme"], d["cache_size"]): d for d in map(json.loads, open(os.path.join(o, c + ".fail.jsonl")))}
     for d in plain:
         f = fail[(d["scheme"], d["cache_size"])]
         gib = d["cache_size"] / 2**30
         rep = d.get("repair", {}).get("written", 0) / 2**30
-        print(f"| {c} | {d['scheme']} | {gib:.0f} GiB | {d['byte_miss_ratio']:.4f} | "
-              f"{d['write_imbalance']:.3f} | {d['unprotected_fraction']:.4f} | {rep:.1f} GiB | "
+        start = f["unavailability_starts"][0] if f["unavailability_starts"] else None
+        step = next((r for w, r in zip(f["windows"], f["relative_miss_change"]) if w["index"] == start), 0.0)
+        print(f"| {c} | {d['scheme']} | {gib:.1f} GiB | {d['miss_ratio']:.4f} | "
+              f"{d.get('slice_miss_ratio', d['miss_ratio']):.4f} | {d['byte_miss_ratio']:.4f} | "
+              f"{d['write_imbalance']:.3f} | {d['unprotected_fraction']:.4f} | "
+              f"{d['unprotected_request_fraction']:.4f} | {rep:.1f} GiB | {100 * step:+.1f}% | "
               f"{100 * f['max_relative_miss_increase']:+.1f}% |")
 PY

@@ -58,6 +58,7 @@ mod membership;
 pub mod pieces;
 pub mod rebalance;
 mod ring;
+pub mod slices;
 mod state;
 
 use std::time::{Duration, Instant};

@@ -51,6 +51,11 @@ pub struct ClusterArgs {
     /// Objects larger than this are coded.
     #[arg(long, default_value = "128KiB")]
     threshold: String,
+    /// Objects larger than this are cached as range slices of this size, each a cache object
+    /// of its own (its own bucket, coded or replicated on its own), as Traffic Server's slice
+    /// plugin and nginx's slice module cache large files; 0 slices nothing.
+    #[arg(long, default_value = "0")]
+    slice: String,
     /// Sub-chunk size of the coding: the object bytes a partial hit fetches for a missing data
     /// chunk depend on it in the last stripe (as in a live cluster file's `sub_chunk`).
     #[arg(long, default_value = "32KiB")]
@@ -249,6 +254,10 @@ pub fn run(a: ClusterArgs) -> Result<()> {
     base.weights = weights;
     base.eviction = eviction;
     base.threshold = threshold;
+    base.slicing = ecdn_placement::slices::Slicing::new(
+        parse_size(&a.slice).map_err(|e| anyhow::anyhow!("--slice: {e}"))?,
+    )
+    .map_err(|e| anyhow::anyhow!("--slice: {e}"))?;
     base.sub_chunk = sub_chunk;
     base.buckets = a.buckets;
     base.rebalance_every = rebalance_every;

@@ -68,6 +68,7 @@ use std::time::Instant;
 
 use ecdn_codec::ObjectLayout;
 use ecdn_placement::pieces::{self, SlotHistory};
+use ecdn_placement::slices::Slicing;
 use ecdn_placement::{chunk_id, Placement, PlacementConfig, RebalanceOptions};
 use ecdn_policy::spec::EvictionKind;
 use ecdn_policy::{Cache, Request};
@@ -95,6 +96,10 @@ pub struct ClusterConfig {
     pub p: usize,
     /// Objects larger than this are coded (C2DN schemes).
     pub threshold: u64,
+    /// Objects above the slice size are cached as fixed-size range slices, each a cache object
+    /// of its own with its own bucket (`ecdn_placement::slices`); [`Slicing::OFF`] slices
+    /// nothing.
+    pub slicing: Slicing,
     /// Sub-chunk size of the coding (`ecdn_codec::ObjectLayout`): a partial hit fetches the
     /// exact object bytes of the missing data chunks, which depend on it in the last stripe.
     pub sub_chunk: u64,
@@ -134,6 +139,7 @@ impl ClusterConfig {
             k: 3,
             p: 1,
             threshold: 128 << 10,
+            slicing: Slicing::OFF,
             sub_chunk: ecdn_codec::DEFAULT_SUB_CHUNK,
             buckets: 100,
             rebalance_every: 0.0,
@@ -184,6 +190,15 @@ pub struct ClusterResult {
     pub miss_ratio: f64,
     pub byte_miss_ratio: f64,
     pub partial_hit_ratio: f64,
+    /// The slice size (0: objects were not sliced).
+    pub slice_size: u64,
+    /// Cache objects served: one per request for an object that is not sliced, one per slice
+    /// for a sliced one (equal to `requests` when nothing was sliced).
+    pub slice_requests: u64,
+    /// Of those, the fraction that fetched bytes from the origin. `miss_ratio` counts a
+    /// request as a miss if any of its slices missed: that is the one the papers' figures
+    /// compare with (their requests are for whole objects).
+    pub slice_miss_ratio: f64,
     /// Max/min bytes written per server, over the servers available for the whole run
     /// (`always_available`).
     pub write_imbalance: f64,
@@ -201,7 +216,8 @@ pub struct ClusterResult {
     /// Objects cached on available servers at the end of the run.
     pub cached_objects: u64,
     /// Of the requests whose object had a piece cached, the fraction whose object was
-    /// unprotected at that moment (before the request's own writes repaired it).
+    /// unprotected at that moment (before the request's own writes repaired it); with slices,
+    /// of the slices requested.
     pub unprotected_request_fraction: f64,
     pub bytes_written: Vec<u128>,
     pub bytes_read: Vec<u128>,
@@ -260,6 +276,19 @@ fn probe(
     hit
 }
 
+/// What serving one cache object (or a request, summed over its slices) came to.
+#[derive(Clone, Copy, Default)]
+struct Served {
+    /// Some bytes came from the origin.
+    miss: bool,
+    /// A miss that still read some bytes from the caches (a partial hit).
+    partial: bool,
+    /// Some bytes came from the caches (a piece was found).
+    some_hit: bool,
+    /// Bytes fetched from the origin.
+    origin: u128,
+}
+
 /// One piece of an object on one server.
 #[derive(Clone, Copy)]
 struct Piece {
@@ -301,6 +330,10 @@ struct Sim {
     origin: u128,
     cached_requests: u64,
     unprotected: u64,
+    /// Cache objects served: a request for an object that is not sliced is one, a request for
+    /// a sliced one is one per slice.
+    slice_requests: u64,
+    slice_misses: u64,
     windows: Vec<ClusterWindow>,
     /// Background repair (`c2dn`).
     repair: Repair,
@@ -398,6 +431,8 @@ impl Sim {
             origin: 0,
             cached_requests: 0,
             unprotected: 0,
+            slice_requests: 0,
+            slice_misses: 0,
             windows: Vec::new(),
             // Until the first periodic rebalance the parity buckets are placed by chunk-bucket
             // count; by default it comes after a tenth of the period.
@@ -550,8 +585,49 @@ impl Sim {
         }
     }
 
+    /// One request of the trace: served whole, or slice by slice when its object is sliced
+    /// (each slice a cache object of its own, served as a request for it). The request misses
+    /// if any of its slices misses.
     fn request(&mut self, req: &Request, time: f64) {
         self.advance(time);
+        let slicing = self.cfg.slicing;
+        let mut served = Served::default();
+        if slicing.slices_object(req.size) {
+            for slice in slicing.slices(req.id, req.size) {
+                let s = self.serve(&Request {
+                    id: slice.id,
+                    size: slice.len,
+                    ..*req
+                });
+                served.miss |= s.miss;
+                served.some_hit |= s.some_hit;
+                served.origin += s.origin;
+            }
+            served.partial = served.miss && served.some_hit;
+        } else {
+            served = self.serve(req);
+        }
+        let w = self.windows.last_mut().expect("advance opened a window");
+        w.requests += 1;
+        w.bytes += u128::from(req.size);
+        w.origin_bytes += served.origin;
+        self.requests += 1;
+        self.bytes += u128::from(req.size);
+        self.origin += served.origin;
+        if served.miss {
+            w.misses += 1;
+            self.misses += 1;
+            if served.partial {
+                w.partial_hits += 1;
+                self.partial += 1;
+            }
+        }
+    }
+
+    /// Serves one cache object (an object that is not sliced, or one slice): looks its pieces
+    /// up, reads what it hits, fetches what it misses and writes every piece its targets lack.
+    fn serve(&mut self, req: &Request) -> Served {
+        self.slice_requests += 1;
         if self.cfg.scheme == Scheme::Rep2Popular {
             let n = self.popularity.entry(req.id).or_insert(0);
             *n = n.saturating_add(1);
@@ -660,11 +736,6 @@ impl Sim {
             copies
         };
         let total_pieces = self.pieces.len();
-        let w = self.windows.last_mut().expect("advance opened a window");
-        w.requests += 1;
-        w.bytes += u128::from(req.size);
-        self.requests += 1;
-        self.bytes += u128::from(req.size);
         if count > 0 {
             self.cached_requests += 1;
             let protected = if coded { count > need } else { count >= 2 };
@@ -696,14 +767,11 @@ impl Sim {
             }
             0
         } else {
-            w.misses += 1;
-            self.misses += 1;
+            self.slice_misses += 1;
             if count > 0 {
                 // Partial hit: the cached chunks are read, only the missing ones come from
                 // the origin: the object bytes of the first K − found missing data chunks, as
                 // the node fetches them.
-                w.partial_hits += 1;
-                self.partial += 1;
                 let chunk = self.pieces[0].size;
                 for (c, &server) in source.iter().enumerate() {
                     if have & (1 << c) != 0 {
@@ -724,8 +792,6 @@ impl Sim {
                 u128::from(req.size)
             }
         };
-        w.origin_bytes += origin;
-        self.origin += origin;
         // Every available target that lacks its piece gets it.
         for i in 0..total_pieces {
             let piece = self.pieces[i];
@@ -733,6 +799,12 @@ impl Sim {
                 continue;
             }
             self.store(piece, req, coded, bucket);
+        }
+        Served {
+            miss: count < need,
+            partial: count < need && count > 0,
+            some_hit: count > 0,
+            origin,
         }
     }
 
@@ -818,6 +890,9 @@ impl Sim {
             miss_ratio: ratio(self.misses, self.requests),
             byte_miss_ratio: ratio(self.origin, self.bytes),
             partial_hit_ratio: ratio(self.partial, self.requests),
+            slice_size: self.cfg.slicing.size(),
+            slice_requests: self.slice_requests,
+            slice_miss_ratio: ratio(self.slice_misses, self.slice_requests),
             write_imbalance,
             read_imbalance,
             always_available: always,

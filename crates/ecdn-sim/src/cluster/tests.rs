@@ -266,3 +266,98 @@ fn repair_is_c2dn_only_and_skips_old_and_unpopular_objects() {
     let few = run_checked(&reqs, &cfg, 5_000).repair.objects;
     assert!(few > 0 && few < all, "{few} of {all}");
 }
+
+/// The result without the fields that say how it was run (time, slicing).
+fn outcome(r: &ClusterResult) -> String {
+    let mut r = r.clone();
+    r.elapsed_s = 0.0;
+    r.requests_per_s = 0.0;
+    r.rebalance_s = 0.0;
+    r.slice_size = 0;
+    format!("{r:?}")
+}
+
+#[test]
+fn slicing_changes_nothing_for_objects_at_most_one_slice_long() {
+    let reqs = trace();
+    let largest = reqs.iter().map(|r| r.size).max().unwrap();
+    for scheme in [Scheme::Rep(2), Scheme::C2dn] {
+        let plain = run_checked(&reqs, &config(scheme, 200 << 20), 5_000);
+        let mut cfg = config(scheme, 200 << 20);
+        cfg.slicing = Slicing::new(largest).unwrap();
+        let sliced = run_checked(&reqs, &cfg, 5_000);
+        assert_eq!(sliced.slice_requests, sliced.requests);
+        assert_eq!(outcome(&plain), outcome(&sliced), "{}", scheme.name());
+    }
+}
+
+#[test]
+fn a_sliced_object_is_served_slice_by_slice_and_spread_over_every_server() {
+    // One 64 MiB object requested four times, then a small one: 1 MiB slices.
+    let big = 64u64 << 20;
+    let mut reqs: Vec<Request> = (0..4)
+        .map(|t| Request {
+            time: t,
+            id: 7,
+            size: big,
+            next_access: -1,
+        })
+        .collect();
+    reqs.push(Request {
+        time: 4,
+        id: 8,
+        size: 10_000,
+        next_access: -1,
+    });
+    let mut cfg = config(Scheme::C2dn, 1 << 30);
+    cfg.slicing = Slicing::new(1 << 20).unwrap();
+    let sliced = run_checked(&reqs, &cfg, 1);
+    assert_eq!(sliced.requests, 5);
+    assert_eq!(sliced.slice_requests, 4 * 64 + 1);
+    // The first request and the small object's miss; every slice of the first one missed.
+    assert_eq!(sliced.miss_ratio, 2.0 / 5.0);
+    assert_eq!(sliced.slice_miss_ratio, 65.0 / 257.0);
+    assert_eq!(sliced.origin_bytes, u128::from(big) + 10_000);
+    // 64 slices of 4 chunks each on 6 servers: every server writes some, none more than
+    // twice the least; unsliced, the object's 4 chunks go to 4 servers only.
+    assert!(sliced.bytes_written.iter().all(|&b| b > 0));
+    assert!(sliced.write_imbalance < 2.0, "{}", sliced.write_imbalance);
+    // 64 cached slices plus the small object, every one whole.
+    assert_eq!(sliced.cached_objects, 65);
+    assert_eq!(sliced.unprotected_fraction_end, 0.0);
+    let whole = run_checked(&reqs, &config(Scheme::C2dn, 1 << 30), 1);
+    assert_eq!(whole.slice_requests, 5);
+    assert_eq!(whole.origin_bytes, sliced.origin_bytes);
+    assert_eq!(whole.bytes_written.iter().filter(|&&b| b == 0).count(), 2);
+}
+
+#[test]
+fn a_request_that_misses_some_slices_is_a_partial_hit() {
+    // 16 slices of 1 MiB on two servers without replicas; server 0 leaves before the second
+    // request, so the slices it held miss and the others hit.
+    let reqs: Vec<Request> = (0..2)
+        .map(|t| Request {
+            time: t * 10,
+            id: 9,
+            size: 16 << 20,
+            next_access: -1,
+        })
+        .collect();
+    let mut cfg = config(Scheme::NoRep, 1 << 30);
+    cfg.weights = vec![1.0; 2];
+    cfg.slicing = Slicing::new(1 << 20).unwrap();
+    cfg.window = Window::Seconds(5.0);
+    cfg.unavailability.events = vec![FailEvent {
+        server: 0,
+        start: 5.0,
+        end: f64::INFINITY,
+    }];
+    let r = run_checked(&reqs, &cfg, 1);
+    let on_0 = (r.bytes_written[0] >> 20) as u64;
+    assert!((1..16).contains(&on_0), "{on_0} slices on server 0");
+    assert_eq!(r.slice_requests, 32);
+    assert_eq!(r.miss_ratio, 1.0);
+    assert_eq!(r.partial_hit_ratio, 0.5);
+    assert_eq!(r.slice_miss_ratio, (16 + on_0) as f64 / 32.0);
+    assert_eq!(r.origin_bytes, u128::from((16 + on_0) << 20));
+}
