@@ -52,6 +52,9 @@ pub(crate) struct Protection {
     cached: u64,
     /// Of those, the unprotected ones.
     unprotected: u64,
+    /// Coded objects by distinct chunks cached on available servers: entry `n` counts those
+    /// with `n` (entry 0 unused; grows as needed).
+    coded_by_chunks: Vec<u64>,
 }
 
 impl Protection {
@@ -66,6 +69,7 @@ impl Protection {
             coded: Map::with_hasher(foldhash::fast::FixedState::with_seed(7)),
             cached: 0,
             unprotected: 0,
+            coded_by_chunks: vec![0; k + 2],
         }
     }
 
@@ -113,7 +117,32 @@ impl Protection {
                 (0, 1)
             }
         };
+        for (n, d) in [(before, -1i64), (after, 1)] {
+            let n = n as usize;
+            if n > 0 {
+                if n >= self.coded_by_chunks.len() {
+                    self.coded_by_chunks.resize(n + 1, 0);
+                }
+                self.coded_by_chunks[n] = self.coded_by_chunks[n].wrapping_add_signed(d);
+            }
+        }
         self.transition(before, after, self.k.saturating_add(1));
+    }
+
+    /// Whether a replicated object is cached under `key`.
+    pub(crate) fn is_replica(&self, key: u64) -> bool {
+        self.replicas.contains_key(&key)
+    }
+
+    /// The coded object whose chunk is cached under `key`, if one is.
+    pub(crate) fn object_of_chunk(&self, key: u64) -> Option<u64> {
+        self.chunks.get(&key).map(|c| c.object)
+    }
+
+    /// Coded objects cached, by how many distinct chunks of each are cached on available
+    /// servers (entry `n`: objects with `n` chunks; entry 0 is always 0).
+    pub(crate) fn coded_by_chunks(&self) -> &[u64] {
+        &self.coded_by_chunks
     }
 
     /// An available server's cache now holds piece `key` of `object`: chunk `chunk` (its id is
@@ -272,6 +301,16 @@ impl Protection {
         }
         if distinct != self.coded {
             return Err("coded objects' chunk counts differ from a recount".into());
+        }
+        let mut by_chunks = vec![0u64; self.coded_by_chunks.len()];
+        for &n in distinct.values() {
+            by_chunks[n as usize] += 1;
+        }
+        if by_chunks != self.coded_by_chunks {
+            return Err(format!(
+                "coded objects by chunks {:?}, recount {by_chunks:?}",
+                self.coded_by_chunks
+            ));
         }
         let reps = self.replicas.values().filter(|h| h.available > 0);
         let cached = reps.clone().count() + distinct.len();

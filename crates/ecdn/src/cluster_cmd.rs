@@ -56,6 +56,10 @@ pub struct ClusterArgs {
     /// plugin and nginx's slice module cache large files; 0 slices nothing.
     #[arg(long, default_value = "0")]
     slice: String,
+    /// Coded schemes: a chunk the policy evicts takes the object's other chunks with it, from
+    /// every server (an object leaves whole, not a chunk at a time).
+    #[arg(long)]
+    evict_together: bool,
     /// Sub-chunk size of the coding: the object bytes a partial hit fetches for a missing data
     /// chunk depend on it in the last stripe (as in a live cluster file's `sub_chunk`).
     #[arg(long, default_value = "32KiB")]
@@ -254,6 +258,7 @@ pub fn run(a: ClusterArgs) -> Result<()> {
     base.weights = weights;
     base.eviction = eviction;
     base.threshold = threshold;
+    base.evict_together = a.evict_together;
     base.slicing = ecdn_placement::slices::Slicing::new(
         parse_size(&a.slice).map_err(|e| anyhow::anyhow!("--slice: {e}"))?,
     )

@@ -117,6 +117,11 @@ pub struct ClusterConfig {
     pub rebalance: RebalanceOptions,
     /// Background repair of lost pieces (`c2dn` only; see [`repair`]).
     pub repair: RepairConfig,
+    /// Coded schemes: when a server's policy evicts a chunk (or a replica), the object's other
+    /// chunks (or replica) are dropped from every server too: an object leaves the cluster
+    /// whole instead of a piece at a time as the servers' FIFOs move at different speeds. Off
+    /// by default.
+    pub evict_together: bool,
     /// `rep2-popular`: requests after which an object counts as popular.
     pub popular_min: u32,
     /// Window of the per-window series (and of the unavailability record).
@@ -146,6 +151,7 @@ impl ClusterConfig {
             rebalance_at: None,
             rebalance: RebalanceOptions::default(),
             repair: RepairConfig::OFF,
+            evict_together: false,
             popular_min: 2,
             window: Window::Seconds(300.0),
             unavailability: Unavailability::default(),
@@ -215,6 +221,10 @@ pub struct ClusterResult {
     pub unprotected_fraction_end: f64,
     /// Objects cached on available servers at the end of the run.
     pub cached_objects: u64,
+    /// Of those, the coded ones by how many distinct chunks of each are cached (entry `n`:
+    /// objects with `n` chunks), at the end of the run: what the redundancy costs in
+    /// capacity (an object with K + P chunks stores P chunks a read does not need).
+    pub coded_by_chunks: Vec<u64>,
     /// Of the requests whose object had a piece cached, the fraction whose object was
     /// unprotected at that moment (before the request's own writes repaired it); with slices,
     /// of the slices requested.
@@ -222,6 +232,10 @@ pub struct ClusterResult {
     pub bytes_written: Vec<u128>,
     pub bytes_read: Vec<u128>,
     pub origin_bytes: u128,
+    /// Bytes that partial hits (misses) read from the caches: what they did not fetch from the
+    /// origin. `(origin_bytes + partial_hit_bytes) / bytes` is the byte miss ratio if every
+    /// miss fetched its whole object.
+    pub partial_hit_bytes: u128,
     pub rebalances: u64,
     /// Total time spent in placement rebalances, seconds.
     pub rebalance_s: f64,
@@ -289,6 +303,15 @@ struct Served {
     origin: u128,
 }
 
+/// An object one of whose pieces a server's policy evicted (`evict_together`).
+#[derive(Clone, Copy)]
+enum Dying {
+    /// A coded object (by its id).
+    Coded(u64),
+    /// A replicated object (by its id, which is its replicas' id).
+    Replica(u64),
+}
+
 /// One piece of an object on one server.
 #[derive(Clone, Copy)]
 struct Piece {
@@ -334,6 +357,9 @@ struct Sim {
     /// a sliced one is one per slice.
     slice_requests: u64,
     slice_misses: u64,
+    partial_hit_bytes: u128,
+    /// Scratch: objects a piece of which a store evicted (`evict_together`).
+    dying: Vec<Dying>,
     windows: Vec<ClusterWindow>,
     /// Background repair (`c2dn`).
     repair: Repair,
@@ -433,6 +459,8 @@ impl Sim {
             unprotected: 0,
             slice_requests: 0,
             slice_misses: 0,
+            partial_hit_bytes: 0,
+            dying: Vec::new(),
             windows: Vec::new(),
             // Until the first periodic rebalance the parity buckets are placed by chunk-bucket
             // count; by default it comes after a tenth of the period.
@@ -787,7 +815,9 @@ impl Sim {
                             .sum(),
                         Err(_) => ((need - count) as u64).saturating_mul(chunk),
                     };
-                u128::from(fetched.min(req.size))
+                let fetched = fetched.min(req.size);
+                self.partial_hit_bytes += u128::from(req.size - fetched);
+                u128::from(fetched)
             } else {
                 u128::from(req.size)
             }
@@ -824,7 +854,16 @@ impl Sim {
         // (not if the cache already held it).
         let evicted = cache.evicted().len();
         let repair = self.repair.on();
+        let together = self.cfg.evict_together && self.cfg.scheme.coded();
+        let mut dying = std::mem::take(&mut self.dying);
         for e in cache.evicted() {
+            if together {
+                if let Some(object) = self.protection.object_of_chunk(e.id) {
+                    dying.push(Dying::Coded(object));
+                } else if self.protection.is_replica(e.id) {
+                    dying.push(Dying::Replica(e.id));
+                }
+            }
             self.protection.removed(e.id, Some(e.size));
             if repair {
                 self.repair.dropped(piece.server, e.id);
@@ -847,7 +886,38 @@ impl Sim {
                 None => self.placement.record_data_write(piece.server, piece.size),
             }
         }
+        for d in dying.drain(..) {
+            self.drop_everywhere(d);
+        }
+        self.dying = dying;
         admitted
+    }
+
+    /// Drops every cached piece of an object one of whose pieces a server's policy evicted,
+    /// from every available server (`evict_together`).
+    fn drop_everywhere(&mut self, dying: Dying) {
+        let (object, pieces) = match dying {
+            Dying::Coded(object) => (object, self.cfg.k + self.cfg.p),
+            Dying::Replica(object) => (object, 1),
+        };
+        for c in 0..pieces {
+            let id = match dying {
+                Dying::Coded(_) => chunk_id(object, c),
+                Dying::Replica(_) => object,
+            };
+            // An unavailable server is not told (and its pieces count again when it returns).
+            for (s, cache) in self.caches.iter_mut().enumerate() {
+                if !self.placement.is_available(s) {
+                    continue;
+                }
+                if let Some(size) = cache.remove(id) {
+                    self.protection.removed(id, Some(size));
+                    if self.repair.on() {
+                        self.repair.dropped(s, id);
+                    }
+                }
+            }
+        }
     }
 
     /// Records the protection state in the current window (called at its end).
@@ -899,10 +969,12 @@ impl Sim {
             unprotected_fraction,
             unprotected_fraction_end: self.protection.unprotected_fraction(),
             cached_objects: self.protection.cached_objects(),
+            coded_by_chunks: self.protection.coded_by_chunks().to_vec(),
             unprotected_request_fraction: ratio(self.unprotected, self.cached_requests),
             bytes_written: self.written,
             bytes_read: self.read,
             origin_bytes: self.origin,
+            partial_hit_bytes: self.partial_hit_bytes,
             rebalances: self.rebalances,
             rebalance_s: self.rebalance_s,
             repair: self.repair.stats,

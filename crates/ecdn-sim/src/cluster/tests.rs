@@ -361,3 +361,33 @@ fn a_request_that_misses_some_slices_is_a_partial_hit() {
     assert_eq!(r.slice_miss_ratio, (16 + on_0) as f64 / 32.0);
     assert_eq!(r.origin_bytes, u128::from((16 + on_0) << 20));
 }
+
+#[test]
+fn evicting_together_leaves_no_object_with_some_pieces_and_keeps_the_mirror() {
+    let reqs = trace();
+    let mut plain = config(Scheme::C2dn, 200 << 20);
+    plain.window = Window::Requests(5_000);
+    let mut together = plain.clone();
+    together.evict_together = true;
+    let a = run_checked(&reqs, &plain, 2_000);
+    let b = run_checked(&reqs, &together, 2_000);
+    // Without it, FIFOs moving at different speeds leave objects with some of their chunks.
+    assert!(a.unprotected_fraction_end > 0.0);
+    let partly = |r: &ClusterResult| r.coded_by_chunks[1..4].iter().sum::<u64>();
+    assert!(partly(&a) > 0, "{:?}", a.coded_by_chunks);
+    // With it, every cached object is whole: no unprotected object, no partial hit.
+    assert_eq!(b.unprotected_fraction, 0.0);
+    assert_eq!(partly(&b), 0, "{:?}", b.coded_by_chunks);
+    assert_eq!(b.partial_hit_bytes, 0);
+    assert!(b.coded_by_chunks[4] > 0);
+    // Writes are what requests make them: the same bytes are asked for.
+    assert_eq!(a.requests, b.requests);
+    // And with failures and returns the mirror still matches the caches.
+    let mut failing = together.clone();
+    failing.unavailability.events = vec![FailEvent {
+        server: 1,
+        start: 6.0,
+        end: 14.0,
+    }];
+    run_checked(&reqs, &failing, 1_000);
+}
