@@ -5,6 +5,8 @@
 //! k = 3                      # data chunks per coded object
 //! p = 1                      # parity chunks
 //! threshold = "128KiB"       # objects larger than this are coded (C2DN schemes)
+//! slice_size = 0             # objects larger than this are cached as range slices of
+//!                            # this size, each its own cache object ("1MiB"); 0: none
 //! buckets = 100
 //! sub_chunk = "32KiB"        # unit of coding, transfer and streaming
 //! key = "a long random secret shared by the cluster"
@@ -138,6 +140,10 @@ pub struct ClusterConfig {
     pub p: usize,
     #[serde(default = "default_threshold", deserialize_with = "size")]
     pub threshold: u64,
+    /// Objects larger than this are cached as fixed-size range slices, each a cache object of
+    /// its own with its own bucket (`ecdn_placement::slices`); 0 (the default): none are.
+    #[serde(default, deserialize_with = "size")]
+    pub slice_size: u64,
     #[serde(default = "default_buckets")]
     pub buckets: usize,
     #[serde(default = "default_sub_chunk", deserialize_with = "size")]
@@ -362,6 +368,12 @@ pub fn replace_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 impl ClusterConfig {
+    /// How the cluster cuts large objects into slices (`slice_size`, checked at load).
+    pub fn slicing(&self) -> ecdn_placement::slices::Slicing {
+        ecdn_placement::slices::Slicing::new(self.slice_size)
+            .unwrap_or(ecdn_placement::slices::Slicing::OFF)
+    }
+
     pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.display().to_string(),
@@ -482,6 +494,9 @@ impl ClusterConfig {
                 self.buckets,
                 ecdn_placement::MAX_BUCKETS
             ));
+        }
+        if let Err(e) = ecdn_placement::slices::Slicing::new(self.slice_size) {
+            return bad(format!("slice_size: {e}"));
         }
         if self.sub_chunk == 0 || self.sub_chunk > 64 << 20 {
             return bad(format!(

@@ -191,6 +191,52 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
     }
 }
 
+/// Slices (issue 63): objects above `--slice-size` are cached as range slices, each a cache
+/// object with its own bucket, filled from the origin by ranges. Every body is checked byte by
+/// byte, and with one client the live nodes write the simulator's bytes to the byte, which
+/// they do only if they cut, name and place the slices as the simulator does: the same trace
+/// without slices writes other bytes on every node.
+#[test]
+fn one_client_at_a_time_the_nodes_write_the_simulators_slices() {
+    let run = |slice: &'static str| {
+        let (r, v) = demo(
+            &[
+                "--nodes",
+                "4",
+                "--requests",
+                "400",
+                "--objects",
+                "40",
+                "--sizes",
+                "lognormal:512KiB:1.0",
+                "--slice-size",
+                slice,
+                "--disk-size",
+                "8MiB",
+                "--hoc-size",
+                "1",
+                "--concurrency",
+                "1",
+                "--no-kill",
+                "--health",
+                "off",
+            ],
+            Duration::from_secs(120),
+        );
+        assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
+        assert_eq!(v["wrong_bytes"], 0);
+        let sim = &v["sim"];
+        for f in ["bytes_written", "write_imbalance"] {
+            assert_eq!(v[f], sim[f], "{f}: live {} vs simulator {}", v[f], sim[f]);
+        }
+        v["bytes_written"].clone()
+    };
+    let sliced = run("256KiB");
+    let whole = run("0");
+    let (a, b) = (sliced.as_array().unwrap(), whole.as_array().unwrap());
+    assert!(a.iter().zip(b).all(|(x, y)| x != y), "{sliced} / {whole}");
+}
+
 /// `--routing bucket` sends every request to its bucket's serving node, as C2DN's load
 /// balancer does: no node relays one (round-robin over four nodes, most requests are relayed).
 #[test]

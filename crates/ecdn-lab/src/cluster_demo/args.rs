@@ -137,6 +137,11 @@ pub struct DemoArgs {
     /// Objects larger than this are coded (C2DN schemes).
     #[arg(long, default_value = "128KiB")]
     pub(super) threshold: String,
+    /// Objects larger than this are cached as range slices of this size, each a cache object
+    /// of its own (the cluster file's `slice_size`; the simulator slices the same way); 0
+    /// slices nothing.
+    #[arg(long, default_value = "0")]
+    pub(super) slice_size: String,
     /// Buckets objects are hashed to.
     #[arg(long, default_value_t = 100)]
     pub(super) buckets: usize,

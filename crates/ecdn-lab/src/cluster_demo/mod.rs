@@ -597,6 +597,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
             threshold: plan.threshold,
             buckets: a.buckets,
             sub_chunk: plan.sub_chunk,
+            slice_size: plan.slice_size,
             seed: a.seed,
             key: key.clone(),
             etcd: etcd

@@ -96,6 +96,8 @@ pub(super) struct Plan {
     pub(super) disk_size: u64,
     pub(super) threshold: u64,
     pub(super) sub_chunk: u64,
+    /// `--slice-size` (0: no slices).
+    pub(super) slice_size: u64,
     /// `--repair-rate`: bytes per request of trace time per node (0: off).
     pub(super) repair_rate: u64,
     pub(super) ready_timeout: Duration,
@@ -185,6 +187,9 @@ pub(super) fn plan(a: &DemoArgs) -> Result<Plan> {
     let disk_size = size("--disk-size", &a.disk_size)?;
     let threshold = size("--threshold", &a.threshold)?;
     let sub_chunk = size("--sub-chunk", &a.sub_chunk)?;
+    let slice_size = parse_size(&a.slice_size).map_err(|e| anyhow::anyhow!("--slice-size: {e}"))?;
+    ecdn_placement::slices::Slicing::new(slice_size)
+        .map_err(|e| anyhow::anyhow!("--slice-size: {e}"))?;
     let mut specs = a
         .kill
         .iter()
@@ -257,6 +262,7 @@ pub(super) fn plan(a: &DemoArgs) -> Result<Plan> {
         disk_size,
         threshold,
         sub_chunk,
+        slice_size,
         repair_rate,
         ready_timeout: crate::args::duration("--ready-timeout", &a.ready_timeout)?,
         request_timeout: crate::args::duration("--request-timeout", &a.request_timeout)?,

@@ -80,6 +80,8 @@ pub struct FileSettings {
     pub threshold: u64,
     pub buckets: usize,
     pub sub_chunk: u64,
+    /// The cluster file's `slice_size` (0: no slices).
+    pub slice_size: u64,
     pub seed: u64,
     pub key: String,
     /// etcd endpoints (empty: the embedded coordinator).
@@ -104,6 +106,9 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
     let _ = writeln!(t, "threshold = {}", s.threshold);
     let _ = writeln!(t, "buckets = {}", s.buckets);
     let _ = writeln!(t, "sub_chunk = {}", s.sub_chunk);
+    if s.slice_size > 0 {
+        let _ = writeln!(t, "slice_size = {}", s.slice_size);
+    }
     let _ = writeln!(t, "seed = {}", s.seed);
     let _ = writeln!(t, "key = \"{}\"", s.key);
     let _ = writeln!(t, "coordinator = \"{}\"", layout.coordinator);
@@ -771,6 +776,7 @@ mod tests {
             threshold: 128 << 10,
             buckets: 50,
             sub_chunk: 32 << 10,
+            slice_size: 1 << 20,
             seed: 7,
             key,
             etcd: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
@@ -781,6 +787,7 @@ mod tests {
         };
         let cfg = ecdn_cluster::ClusterConfig::parse(&cluster_file(&s, &layout)).unwrap();
         assert_eq!((cfg.k, cfg.p, cfg.buckets, cfg.seed), (2, 1, 50, 7));
+        assert_eq!(cfg.slice_size, 1 << 20);
         assert_eq!(cfg.health.slow_ms, 25.0);
         assert_eq!(cfg.coordinator, layout.coordinator);
         assert_eq!(cfg.nodes.len(), 4);

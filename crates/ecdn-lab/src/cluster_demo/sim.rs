@@ -47,6 +47,8 @@ fn simulate_code(
     cfg.p = code.p;
     cfg.threshold = plan.threshold;
     cfg.sub_chunk = plan.sub_chunk;
+    cfg.slicing = ecdn_placement::slices::Slicing::new(plan.slice_size)
+        .expect("checked when the plan was made");
     cfg.buckets = a.buckets;
     cfg.window = Window::Requests(plan.window);
     cfg.seed = a.seed;

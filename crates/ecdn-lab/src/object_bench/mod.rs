@@ -467,6 +467,7 @@ async fn start(
         threshold: 1 << 20,
         buckets: 1000,
         sub_chunk: 32 << 10,
+        slice_size: 0,
         seed: a.seed,
         key: procs::random_key()?,
         etcd: Vec::new(),

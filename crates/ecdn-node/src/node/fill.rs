@@ -78,6 +78,7 @@ use super::hit::entry_headers;
 use super::key::CacheKey;
 use super::lock::lock;
 use super::outcome::Outcome;
+use super::slices::{self, SliceFill, SliceHead};
 use super::state::State;
 use super::upstream::{content_length, has_body, FetchError};
 use super::vary::Vary;
@@ -127,6 +128,7 @@ pub(super) fn revalidate_in_background(
         key: key.clone(),
         req_headers: headers,
         stale: Some(stale),
+        slice: None,
     };
     let st = st.clone();
     tokio::spawn(async move {
@@ -146,6 +148,9 @@ pub(super) struct Job {
     pub(super) req_headers: HeaderMap,
     /// A stale entry of `key` to validate.
     pub(super) stale: Option<Revalidation>,
+    /// A slice's fill (`key` is the slice's): the origin is asked for its range, and its `206`
+    /// is stored as the slice (see [`super::slices`]).
+    pub(super) slice: Option<SliceFill>,
 }
 
 /// A stale cached response to validate with the origin, or to serve if the origin fails and
@@ -291,6 +296,9 @@ fn lead(
     if let Some((name, value)) = fetch.job.stale.as_ref().and_then(|s| s.entry.validator()) {
         req.headers_mut().insert(name, value);
     }
+    if let Some(sl) = &fetch.job.slice {
+        req.headers_mut().insert(header::RANGE, sl.range_header());
+    }
     let sub = flight.subscribe()?;
     let d = Driver {
         flights: st.flights.clone(),
@@ -329,7 +337,7 @@ async fn drive(st: Arc<State>, mut d: Driver, req: Request<ReqBody>, fetch: Fetc
     // The request's own `stale-if-error` counts too (the stale copy is only ever here for a
     // request that may be answered with it); read only when the origin fails.
     let asked = || freshness::request_directives(&job.req_headers).stale_if_error;
-    let (parts, body) = match fetched {
+    let (mut parts, body) = match fetched {
         Ok(r) => r,
         Err(e) => {
             let usable = |s: &Revalidation| s.entry.usable_on_error(Instant::now(), asked());
@@ -352,8 +360,16 @@ async fn drive(st: Arc<State>, mut d: Driver, req: Request<ReqBody>, fetch: Fetc
             return;
         }
     }
+    // A slice's fill: its range as a slice of its own, the whole object, or neither.
+    let slice_head = job.slice.map(|sl| slices::answer_head(&mut parts, sl));
     let vary = Vary::of(&parts.headers, &job.req_headers);
-    let plan = plan_store(&st, &job, may_store, &parts, &vary);
+    let plan = match slice_head {
+        Some(SliceHead::Slice) if matches!(vary, Vary::None) => {
+            plan_slice(&st, &job, may_store, &parts)
+        }
+        None | Some(SliceHead::Whole) => plan_store(&st, &job, may_store, &parts, &vary),
+        Some(_) => None,
+    };
     if plan.is_none() {
         d.seal();
         if job.stale.is_some() && !parts.status.is_server_error() {
@@ -446,6 +462,32 @@ fn plan_store(
     let declared = content_length(&parts.headers);
     declared.is_none_or(|n| n <= limit).then_some(StorePlan {
         key,
+        lifetime,
+        limit,
+        declared,
+        total: 0,
+    })
+}
+
+/// Where and for how long a slice is to be stored: under the slice's own key (never a
+/// variant's), as [`plan_store`] would store an answer.
+fn plan_slice(
+    st: &State,
+    job: &Job,
+    may_store: bool,
+    parts: &hyper::http::response::Parts,
+) -> Option<StorePlan> {
+    if !may_store || (!st.store_set_cookie && parts.headers.contains_key(header::SET_COOKIE)) {
+        return None;
+    }
+    let authorization = job.req_headers.contains_key(header::AUTHORIZATION);
+    let lifetime = freshness::storable_lifetime(authorization, parts.status, &parts.headers)?;
+    let limit = lock(&st.hoc)
+        .capacity()
+        .max(st.disk.as_ref().map_or(0, |d| d.capacity));
+    let declared = content_length(&parts.headers);
+    declared.is_none_or(|n| n <= limit).then_some(StorePlan {
+        key: job.key.clone(),
         lifetime,
         limit,
         declared,

@@ -18,7 +18,9 @@ use super::key::CacheKey;
 use super::lookup::{self, Lookup};
 use super::outcome::Outcome;
 use super::state::State;
-use super::{admin, cluster, freshness, ops, request_id, sanitize, sites, targeted, upstream};
+use super::{
+    admin, cluster, freshness, ops, request_id, sanitize, sites, slices, targeted, upstream,
+};
 
 const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 const X_REQUEST_ID: HeaderName = HeaderName::from_static(ecdn_cluster::peer::REQUEST_ID_HEADER);
@@ -135,6 +137,11 @@ pub(super) async fn relayed(
 async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     let key = CacheKey::of(st, &req);
     let rd = freshness::request_directives(req.headers());
+    // Large objects as range slices: an object known to be sliced goes to its slices at once.
+    let sliced = st.slices.on() && slices::takes(&req, &rd);
+    if sliced && st.slices.known(&key.primary).is_some() {
+        return Box::pin(slices::serve(st, &req, &key.primary)).await;
+    }
     if let Some(c) = &st.cluster {
         // The serving node counts what it serves, for the background repair's order.
         c.repair.requested(&c.cfg, &c.map, c.id, key.id, &key.key);
@@ -165,6 +172,10 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
                 true
             }
             cluster::c2dn::read::Found::Partial(None) => true,
+            // Nothing of the object whole: it may be sliced (slice 0 tells).
+            cluster::c2dn::read::Found::Miss if sliced => {
+                return Box::pin(slices::serve(st, &req, &key.primary)).await;
+            }
             cluster::c2dn::read::Found::Miss => false,
         }
     } else {
@@ -222,6 +233,7 @@ async fn uncached(
         key,
         req_headers: req.headers().clone(),
         stale: stale.filter(|_| plain && !rd.no_store),
+        slice: None,
     };
     fill::miss(st, req, job, &rd).await
 }

@@ -193,6 +193,11 @@ impl Node {
             sites: cfg.sites.clone(),
             store_set_cookie: cfg.store_set_cookie,
             status: Default::default(),
+            slices: super::slices::Slices::new(
+                cluster
+                    .as_ref()
+                    .map_or(Default::default(), |c| c.cfg.slicing()),
+            ),
         });
         let peer = match &cluster {
             Some(c) => {

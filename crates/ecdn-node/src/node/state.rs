@@ -38,6 +38,8 @@ pub(super) struct State {
     pub(super) store_set_cookie: bool,
     /// The status page's history ([`super::status`]).
     pub(super) status: History,
+    /// Large objects cached as range slices (cluster mode, `slice_size`).
+    pub(super) slices: super::slices::Slices,
 }
 
 impl State {

@@ -86,9 +86,14 @@ pub(in crate::node) async fn serve(
             _ => merged.push(r),
         }
     }
+    // A slice's bytes are at its place in the object (`x-ecdn-slice: FIRST-LAST/LENGTH`).
+    let (offset, object_len) = match crate::node::slices::stored_slice(&entry.headers) {
+        Some((first, _, length)) => (first, length),
+        None => (0, layout.size()),
+    };
     let mut parts: Vec<(Range<u64>, Bytes)> = Vec::new();
     for batch in merged.chunks(MAX_RANGES) {
-        parts.extend(fetch_ranges(st, req, &etag, batch, layout.size()).await?);
+        parts.extend(fetch_ranges(st, req, &etag, batch, offset, object_len).await?);
     }
     parts.sort_by_key(|(r, _)| r.start);
     let fetched: u64 = merged.iter().map(|r| r.end - r.start).sum();
@@ -135,18 +140,21 @@ pub(in crate::node) async fn serve(
     })
 }
 
-/// One multi-range `GET` of `ranges` (sorted, disjoint) of the object of `req`, conditional on
-/// `etag`: the parts, each inside the object of `size` bytes; `None` for any other answer.
+/// One multi-range `GET` of `ranges` (sorted, disjoint) of the cached object of `req`, which
+/// starts at `offset` of the origin's object of `size` bytes (a slice's place in it; 0 and the
+/// object's length for an object that is not sliced), conditional on `etag`: the parts, each
+/// inside the cached object; `None` for any other answer.
 async fn fetch_ranges(
     st: &State,
     req: &Request<ReqBody>,
     etag: &HeaderValue,
     ranges: &[Range<u64>],
+    offset: u64,
     size: u64,
 ) -> Option<Vec<(Range<u64>, Bytes)>> {
     let spec: Vec<String> = ranges
         .iter()
-        .map(|r| format!("{}-{}", r.start, r.end - 1))
+        .map(|r| format!("{}-{}", r.start + offset, r.end + offset - 1))
         .collect();
     let mut headers = plain_headers(req.headers());
     headers.insert(
@@ -183,10 +191,10 @@ async fn fetch_ranges(
     };
     let mut out = Vec::with_capacity(ranges.len());
     for (r, len, body) in parts {
-        if len.is_some_and(|n| n != size) || r.end > size {
+        if len.is_some_and(|n| n != size) || r.end > size || r.start < offset {
             return None;
         }
-        out.push((r, body));
+        out.push((r.start - offset..r.end - offset, body));
     }
     Some(out)
 }

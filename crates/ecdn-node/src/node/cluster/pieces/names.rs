@@ -7,8 +7,12 @@ pub(in crate::node) fn primary_of(key: &str) -> &str {
 }
 
 /// The object id the bucket map places by: the hash of the primary key (every variant of a URL
-/// lives in the URL's bucket).
+/// lives in the URL's bucket); for a slice, the slice's id of that object
+/// ([`ecdn_placement::slices::slice_id`], the simulator's id of the same slice).
 pub(in crate::node) fn object_id(key: &str) -> u64 {
+    if let Some((primary, index)) = crate::node::key::slice_of(key) {
+        return ecdn_placement::slices::slice_id(ecdn_trace::hash_id(primary.as_bytes()), index);
+    }
     ecdn_trace::hash_id(primary_of(key).as_bytes())
 }
 

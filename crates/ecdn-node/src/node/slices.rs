@@ -1,0 +1,437 @@
+//! Slices: a large object cached as fixed-size byte ranges, each a cache object of its own.
+//!
+//! A CDN does not cache a multi-GiB file as one object: Traffic Server's slice plugin and
+//! nginx's slice module fetch it from the origin as fixed-size ranges and cache each range
+//! under a key of its own. ecdn does the same when the cluster file sets `slice_size`
+//! ([`ecdn_placement::slices`], the simulator's slicing): slice `i` of the object at URL `U` is
+//! cached under [`CacheKey::slice`]`(U, i)`, placed by
+//! [`ecdn_placement::slices::slice_id`] in a bucket of its own, and coded or replicated like
+//! any object, so each slice lands where the simulator puts it.
+//!
+//! # A plain `GET` of a URL the caches do not hold whole
+//!
+//! 1. **Slice 0 first.** The node asks for slice 0 as for any object: the HOC, the disk, the
+//!    pieces on the cluster's servers, then the origin, with `Range: bytes=0-(S−1)`. The
+//!    origin's answer decides ([`answer_head`]):
+//!    - a `206` of a larger object: slice 0, stored under its key with the object's length;
+//!    - a `206` holding the whole object (at most `S` bytes), or a `200` (an origin that does
+//!      not serve ranges): the object itself, stored under the URL's key as any miss is, and
+//!      that is the client's answer;
+//!    - anything else (a `404`, a `5xx`): passed on, not stored.
+//! 2. **The rest, in order.** The client's `200` carries slice 0's headers and the object's
+//!    length; its body is slice 0's bytes, then slice 1's, and so on, each found or filled by
+//!    its own range as slice 0 was, while the previous one streams. A slice whose validator
+//!    (`ETag`, else `Last-Modified`) or object length differs from slice 0's is of another
+//!    version: the client's response is aborted there (a short body), never mixed.
+//! 3. **Remembered.** The node keeps the lengths of the sliced objects it served (a bounded
+//!    table, [`Slices::directory`]), so the next request for one goes to its slices at once.
+//!
+//! Requests that are not a plain `GET` (a `Range`, a conditional of the client's own,
+//! credentials, `no-store`) take the ordinary path for now: they go to the origin as they are.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::Mutex;
+
+use ecdn_placement::slices::Slicing;
+use http_body_util::BodyExt;
+use hyper::header::{self, HeaderName, HeaderValue};
+use hyper::{Request, Response, StatusCode};
+use tokio::sync::mpsc;
+
+use super::answer::{empty_body, Answer, ReqBody};
+use super::body::{Chunk, LiveBody, NodeBody};
+use super::fill::{self, Job};
+use super::freshness::RequestDirectives;
+use super::key::CacheKey;
+use super::lock::lock;
+use super::lookup::{self, Lookup};
+use super::state::State;
+use super::upstream::content_length;
+
+/// The header a stored slice carries: `FIRST-LAST/LENGTH`, the object bytes it holds and the
+/// object's length (the origin's `Content-Range` without its unit).
+pub(super) const SLICE_HEADER: HeaderName = HeaderName::from_static("x-ecdn-slice");
+
+/// The most sliced objects whose length a node remembers; past it the table starts over.
+const DIRECTORY_MAX: usize = 1 << 16;
+
+/// A node's slicing: the cluster's slice size and the lengths of the sliced objects it served.
+#[derive(Default)]
+pub(super) struct Slices {
+    pub(super) slicing: Slicing,
+    /// URL id → object length, for objects found sliced.
+    directory: Mutex<HashMap<u64, u64>>,
+}
+
+impl Slices {
+    pub(super) fn new(slicing: Slicing) -> Slices {
+        Slices {
+            slicing,
+            directory: Mutex::default(),
+        }
+    }
+
+    /// Whether slicing is on.
+    pub(super) fn on(&self) -> bool {
+        self.slicing.size() > 0
+    }
+
+    /// The length of the object at `primary` if it is known to be sliced.
+    pub(super) fn known(&self, primary: &str) -> Option<u64> {
+        lock(&self.directory)
+            .get(&ecdn_trace::hash_id(primary.as_bytes()))
+            .copied()
+    }
+
+    fn remember(&self, primary: &str, length: Option<u64>) {
+        let id = ecdn_trace::hash_id(primary.as_bytes());
+        let mut d = lock(&self.directory);
+        match length {
+            Some(n) => {
+                if d.len() >= DIRECTORY_MAX {
+                    d.clear();
+                }
+                d.insert(id, n);
+            }
+            None => {
+                d.remove(&id);
+            }
+        }
+    }
+}
+
+/// A slice's fill: which slice, of which size.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SliceFill {
+    pub(super) index: u64,
+    pub(super) size: u64,
+}
+
+impl SliceFill {
+    /// The object bytes the slice holds, as far as an object of unknown length goes.
+    fn first(&self) -> u64 {
+        self.index.saturating_mul(self.size)
+    }
+
+    /// The `Range` the origin is asked for.
+    pub(super) fn range_header(&self) -> HeaderValue {
+        let first = self.first();
+        let last = first.saturating_add(self.size - 1);
+        HeaderValue::from_str(&format!("bytes={first}-{last}")).expect("digits are a header value")
+    }
+}
+
+/// What the origin's answer to a slice's range is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SliceHead {
+    /// The slice of a larger object: now a `200` of the slice's bytes with [`SLICE_HEADER`].
+    Slice,
+    /// The whole object (slice 0 only): now a `200` of the whole object.
+    Whole,
+    /// Neither (an error, or a range that is not the slice's): not stored, passed on as it is.
+    Other,
+}
+
+/// `FIRST-LAST/LENGTH` of a `Content-Range: bytes FIRST-LAST/LENGTH`.
+fn content_range(v: &HeaderValue) -> Option<(u64, u64, u64)> {
+    let s = v.to_str().ok()?.trim().strip_prefix("bytes ")?;
+    let (range, length) = s.split_once('/')?;
+    let (first, last) = range.split_once('-')?;
+    let (first, last, length) = (
+        first.trim().parse().ok()?,
+        last.trim().parse().ok()?,
+        length.trim().parse().ok()?,
+    );
+    (first <= last && last < length).then_some((first, last, length))
+}
+
+/// Reads the origin's answer to slice `sl`'s range and makes it what is stored and served:
+/// see [`SliceHead`].
+pub(super) fn answer_head(parts: &mut hyper::http::response::Parts, sl: SliceFill) -> SliceHead {
+    if parts.status == StatusCode::OK {
+        return if sl.index == 0 {
+            SliceHead::Whole
+        } else {
+            SliceHead::Other
+        };
+    }
+    if parts.status != StatusCode::PARTIAL_CONTENT {
+        return SliceHead::Other;
+    }
+    let Some((first, last, length)) = parts
+        .headers
+        .get(header::CONTENT_RANGE)
+        .and_then(content_range)
+    else {
+        return SliceHead::Other;
+    };
+    let whole = sl.index == 0 && first == 0 && last + 1 == length && length <= sl.size;
+    let slice = length > sl.size
+        && first == sl.first()
+        && last + 1 == length.min(first.saturating_add(sl.size));
+    if !(whole || slice) || content_length(&parts.headers).is_some_and(|n| n != last - first + 1) {
+        return SliceHead::Other;
+    }
+    parts.status = StatusCode::OK;
+    parts.headers.remove(header::CONTENT_RANGE);
+    parts
+        .headers
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(last - first + 1));
+    if whole {
+        return SliceHead::Whole;
+    }
+    parts.headers.insert(
+        SLICE_HEADER,
+        HeaderValue::from_str(&format!("{first}-{last}/{length}")).expect("digits"),
+    );
+    SliceHead::Slice
+}
+
+/// `FIRST-LAST/LENGTH` of a [`SLICE_HEADER`] value.
+fn parse_slice(v: &HeaderValue) -> Option<(u64, u64, u64)> {
+    let (range, length) = v.to_str().ok()?.split_once('/')?;
+    let (first, last) = range.split_once('-')?;
+    Some((
+        first.parse().ok()?,
+        last.parse().ok()?,
+        length.parse().ok()?,
+    ))
+}
+
+/// The slice an answer is (`FIRST-LAST/LENGTH` of its [`SLICE_HEADER`]), if it is one.
+fn slice_of(response: &Response<NodeBody>) -> Option<(u64, u64, u64)> {
+    parse_slice(response.headers().get(SLICE_HEADER)?)
+}
+
+/// The slice a stored response is, from its stored headers.
+pub(super) fn stored_slice(headers: &[(HeaderName, HeaderValue)]) -> Option<(u64, u64, u64)> {
+    let (_, v) = headers.iter().find(|(n, _)| n == SLICE_HEADER)?;
+    parse_slice(v)
+}
+
+/// The validator that tells two versions of an object apart: `ETag`, else `Last-Modified`.
+fn validator(response: &Response<NodeBody>) -> Option<HeaderValue> {
+    let h = response.headers();
+    h.get(header::ETAG)
+        .or_else(|| h.get(header::LAST_MODIFIED))
+        .cloned()
+}
+
+/// Whether `req` is a plain `GET` slicing answers: no range, no conditional of its own, no
+/// credentials, and directives that let the caches answer and store.
+pub(super) fn takes(req: &Request<ReqBody>, rd: &RequestDirectives) -> bool {
+    req.method() == hyper::Method::GET
+        && fill::NOT_PLAIN
+            .iter()
+            .all(|h| !req.headers().contains_key(h))
+        && !rd.no_store
+        && !rd.no_cache
+        && !rd.only_if_cached
+}
+
+/// Serves a plain `GET` of `primary` by its slices (module documentation): slice 0, then, if
+/// the object is sliced, the rest in order. The answer to slice 0 is the client's when it is
+/// the whole object or an error.
+pub(super) async fn serve(st: &Arc<State>, req: &Request<ReqBody>, primary: &str) -> Answer {
+    let size = st.slices.slicing.size();
+    let mut first = slice_answer(st, req, primary, 0, size).await;
+    let Some((_, last, length)) = slice_of(&first.response) else {
+        // The whole object (filled under the URL's key) or the origin's error: a miss.
+        st.slices.remember(primary, None);
+        if let Some(c) = &st.cluster {
+            super::cluster::c2dn::headers::mark_miss(c, &mut first, false);
+        }
+        return first;
+    };
+    st.slices.remember(primary, Some(length));
+    let count = length.div_ceil(size);
+    let version = validator(&first.response);
+    let Answer { outcome, response } = first;
+    let (parts, body) = response.into_parts();
+    let mut headers = parts.headers;
+    headers.remove(SLICE_HEADER);
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    let (tx, rx) = mpsc::channel(4);
+    let st = st.clone();
+    let (primary, sub) = (primary.to_string(), sub_request(req));
+    tokio::spawn(async move {
+        if !forward(body, last + 1, &tx).await {
+            return;
+        }
+        for index in 1..count {
+            let a = slice_answer(&st, &sub, &primary, index, size).await;
+            let want = (index * size, (index * size + size).min(length) - 1, length);
+            if a.response.status() != StatusCode::OK
+                || slice_of(&a.response) != Some(want)
+                || validator(&a.response) != version
+            {
+                eprintln!(
+                    "ecdn node: slice {index} of {primary} is not the slice of the version \
+                     being sent (status {}, {:?}); the response is aborted",
+                    a.response.status(),
+                    a.response.headers().get(SLICE_HEADER)
+                );
+                st.slices.remember(&primary, None);
+                return;
+            }
+            if !forward(a.response.into_body(), want.1 - want.0 + 1, &tx).await {
+                return;
+            }
+        }
+        let _ = tx.send(Chunk::Done).await;
+    });
+    let mut r = Response::new(NodeBody::Live(LiveBody::new(
+        Default::default(),
+        None,
+        rx,
+        Some(length),
+    )));
+    *r.status_mut() = StatusCode::OK;
+    *r.headers_mut() = headers;
+    Answer {
+        outcome,
+        response: r,
+    }
+}
+
+/// Sends a slice's body on, checking it holds `len` bytes. Whether it did and the client is
+/// still there.
+async fn forward(mut body: NodeBody, len: u64, tx: &mpsc::Sender<Chunk>) -> bool {
+    let mut sent = 0u64;
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else { return false };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        sent += data.len() as u64;
+        if sent > len || tx.send(Chunk::Data(data)).await.is_err() {
+            return false;
+        }
+    }
+    sent == len
+}
+
+/// The request a slice is looked up and filled with: a `GET` of the client's URL with its
+/// headers less ranges, conditionals, credentials and cache directives.
+fn sub_request(req: &Request<ReqBody>) -> Request<ReqBody> {
+    let mut sub = Request::new(empty_body());
+    *sub.uri_mut() = req.uri().clone();
+    *sub.headers_mut() = fill::plain_headers(req.headers());
+    sub
+}
+
+/// Slice `index` of the object at `primary`: from the HOC, the disk or the cluster's pieces,
+/// else filled from the origin by its range.
+async fn slice_answer(
+    st: &Arc<State>,
+    req: &Request<ReqBody>,
+    primary: &str,
+    index: u64,
+    size: u64,
+) -> Answer {
+    let key = CacheKey::slice(primary, index);
+    let rd = RequestDirectives::default();
+    if let Some(c) = &st.cluster {
+        c.repair.requested(&c.cfg, &c.map, c.id, key.id, &key.key);
+    }
+    if let Lookup::Hit(a) = lookup::lookup(st, req, &key, &rd).await {
+        return a;
+    }
+    if let Some(c) = &st.cluster {
+        use super::cluster::c2dn::{partial, read::Found};
+        match Box::pin(super::cluster::c2dn::read::lookup(st, c, req, &key, &rd)).await {
+            Found::Hit(a) => return a,
+            // Only the missing chunks from the origin, at the slice's place in the object.
+            Found::Partial(Some(p)) => {
+                if let Some(a) = Box::pin(partial::serve(st, c, req, &key, p)).await {
+                    return a;
+                }
+            }
+            Found::Partial(None) | Found::Miss => {}
+        }
+    }
+    let sub = sub_request(req);
+    let job = Job {
+        key,
+        req_headers: sub.headers().clone(),
+        stale: None,
+        slice: Some(SliceFill { index, size }),
+    };
+    fill::miss(st, sub, job, &rd).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(status: StatusCode, range: Option<&str>, len: u64) -> hyper::http::response::Parts {
+        let mut b = Response::builder()
+            .status(status)
+            .header(header::CONTENT_LENGTH, len);
+        if let Some(r) = range {
+            b = b.header(header::CONTENT_RANGE, r);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn the_origins_answer_to_a_slice_range_is_a_slice_the_whole_object_or_neither() {
+        let sl = |index| SliceFill { index, size: 100 };
+        // A slice of a larger object.
+        let mut p = parts(StatusCode::PARTIAL_CONTENT, Some("bytes 100-199/250"), 100);
+        assert_eq!(answer_head(&mut p, sl(1)), SliceHead::Slice);
+        assert_eq!(p.status, StatusCode::OK);
+        assert_eq!(p.headers[SLICE_HEADER], "100-199/250");
+        assert!(p.headers.get(header::CONTENT_RANGE).is_none());
+        // The last, short slice.
+        let mut p = parts(StatusCode::PARTIAL_CONTENT, Some("bytes 200-249/250"), 50);
+        assert_eq!(answer_head(&mut p, sl(2)), SliceHead::Slice);
+        assert_eq!(p.headers[header::CONTENT_LENGTH], "50");
+        // An object of at most one slice, whole in slice 0's range; or a 200.
+        let mut p = parts(StatusCode::PARTIAL_CONTENT, Some("bytes 0-79/80"), 80);
+        assert_eq!(answer_head(&mut p, sl(0)), SliceHead::Whole);
+        assert_eq!(p.status, StatusCode::OK);
+        assert!(p.headers.get(SLICE_HEADER).is_none());
+        assert_eq!(
+            answer_head(&mut parts(StatusCode::OK, None, 80), sl(0)),
+            SliceHead::Whole
+        );
+        // Neither: a 200 for a later slice, a range that is not the slice's, a length that
+        // disagrees, an error.
+        for (status, range, len, index) in [
+            (StatusCode::OK, None, 250, 1),
+            (
+                StatusCode::PARTIAL_CONTENT,
+                Some("bytes 100-149/250"),
+                50,
+                1,
+            ),
+            (
+                StatusCode::PARTIAL_CONTENT,
+                Some("bytes 100-199/250"),
+                99,
+                1,
+            ),
+            (StatusCode::PARTIAL_CONTENT, Some("bytes 100-199/x"), 100, 1),
+            (StatusCode::NOT_FOUND, None, 0, 0),
+            (StatusCode::RANGE_NOT_SATISFIABLE, None, 0, 3),
+        ] {
+            let mut p = parts(status, range, len);
+            assert_eq!(
+                answer_head(&mut p, sl(index)),
+                SliceHead::Other,
+                "{range:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_slice_asks_for_its_range() {
+        let s = SliceFill {
+            index: 3,
+            size: 1 << 20,
+        };
+        assert_eq!(s.range_header(), "bytes=3145728-4194303");
+    }
+}
