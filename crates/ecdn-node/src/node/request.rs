@@ -139,8 +139,19 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     let rd = freshness::request_directives(req.headers());
     // Large objects as range slices: an object known to be sliced goes to its slices at once.
     let sliced = st.slices.on() && slices::takes(&req, &rd);
-    if sliced && st.slices.known(&key.primary).is_some() {
+    let range = st
+        .slices
+        .on()
+        .then(|| slices::one_range(&req, &rd))
+        .flatten();
+    let known = (sliced || range.is_some()) && st.slices.known(&key.primary).is_some();
+    if sliced && known {
         return Box::pin(slices::serve(st, &req, &key.primary)).await;
+    }
+    if let (Some(r), true) = (&range, known) {
+        if let Some(a) = Box::pin(slices::serve_range(st, &req, &key.primary, r.clone())).await {
+            return a;
+        }
     }
     if let Some(c) = &st.cluster {
         // The serving node counts what it serves, for the background repair's order.
@@ -175,6 +186,13 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
             // Nothing of the object whole: it may be sliced (slice 0 tells).
             cluster::c2dn::read::Found::Miss if sliced => {
                 return Box::pin(slices::serve(st, &req, &key.primary)).await;
+            }
+            cluster::c2dn::read::Found::Miss if range.is_some() && !known => {
+                let r = range.clone().unwrap_or_default();
+                match Box::pin(slices::serve_range(st, &req, &key.primary, r)).await {
+                    Some(a) => return a,
+                    None => false,
+                }
             }
             cluster::c2dn::read::Found::Miss => false,
         }

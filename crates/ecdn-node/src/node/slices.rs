@@ -26,10 +26,18 @@
 //! 3. **Remembered.** The node keeps the lengths of the sliced objects it served (a bounded
 //!    table, [`Slices::directory`]), so the next request for one goes to its slices at once.
 //!
-//! Requests that are not a plain `GET` (a `Range`, a conditional of the client's own,
-//! credentials, `no-store`) take the ordinary path for now: they go to the origin as they are.
+//! # A `GET` of one byte range
+//!
+//! The slice holding the range's first byte is found or filled first (slice 0 for a suffix
+//! range, `bytes=-N`), which tells the object's length if the node does not remember it; the
+//! answer is a `206` with the range's `Content-Range`, its body the range's bytes of that
+//! slice and the next ones. An object that turns out not to be sliced takes the ordinary path
+//! of a range request. Requests that are neither (several ranges, a conditional of the
+//! client's own, credentials, `no-store`) take the ordinary path too: they go to the origin as
+//! they are.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::Mutex;
 
@@ -46,6 +54,7 @@ use super::freshness::RequestDirectives;
 use super::key::CacheKey;
 use super::lock::lock;
 use super::lookup::{self, Lookup};
+use super::outcome::Outcome;
 use super::state::State;
 use super::upstream::content_length;
 
@@ -236,7 +245,7 @@ pub(super) fn takes(req: &Request<ReqBody>, rd: &RequestDirectives) -> bool {
 pub(super) async fn serve(st: &Arc<State>, req: &Request<ReqBody>, primary: &str) -> Answer {
     let size = st.slices.slicing.size();
     let mut first = slice_answer(st, req, primary, 0, size).await;
-    let Some((_, last, length)) = slice_of(&first.response) else {
+    let Some((_, _, length)) = slice_of(&first.response) else {
         // The whole object (filled under the URL's key) or the origin's error: a miss.
         st.slices.remember(primary, None);
         if let Some(c) = &st.cluster {
@@ -245,37 +254,148 @@ pub(super) async fn serve(st: &Arc<State>, req: &Request<ReqBody>, primary: &str
         return first;
     };
     st.slices.remember(primary, Some(length));
-    let count = length.div_ceil(size);
+    stream(st, req, primary, length, 0..length, (0, first))
+}
+
+/// A `GET` with one byte range (`Range: bytes=A-B`, `A-` or `-N`, nothing else that makes it
+/// more than a plain `GET`): the range as the header says it, unresolved (a suffix `-N` is
+/// `u64::MAX − N..u64::MAX`); `None` for any other request.
+pub(super) fn one_range(req: &Request<ReqBody>, rd: &RequestDirectives) -> Option<Range<u64>> {
+    if req.method() != hyper::Method::GET
+        || rd.no_store
+        || rd.no_cache
+        || rd.only_if_cached
+        || fill::NOT_PLAIN
+            .iter()
+            .any(|h| *h != header::RANGE && req.headers().contains_key(h))
+    {
+        return None;
+    }
+    let v = req.headers().get(header::RANGE)?.to_str().ok()?;
+    match crate::range::parse(v, u64::MAX) {
+        crate::range::Ranges::Satisfiable(r) if r.len() == 1 => Some(r[0].clone()),
+        _ => None,
+    }
+}
+
+/// Serves one byte range of `primary` from its slices (`asked` as [`one_range`] gives it): the
+/// slice holding its first byte is found or filled first (slice 0 for a suffix), which tells
+/// the object's length if the node does not know it. `None` when the object is not sliced (the
+/// caller goes on as for any range request).
+pub(super) async fn serve_range(
+    st: &Arc<State>,
+    req: &Request<ReqBody>,
+    primary: &str,
+    asked: Range<u64>,
+) -> Option<Answer> {
+    let size = st.slices.slicing.size();
+    let suffix = asked.end == u64::MAX && asked.start > u64::MAX / 2;
+    let (length, first) = match st.slices.known(primary) {
+        Some(length) => (length, None),
+        None => {
+            let index = if suffix { 0 } else { asked.start / size };
+            let a = slice_answer(st, req, primary, index, size).await;
+            let (_, _, length) = slice_of(&a.response)?;
+            st.slices.remember(primary, Some(length));
+            (length, Some((index, a)))
+        }
+    };
+    let window = if suffix {
+        length.saturating_sub(u64::MAX - asked.start)..length
+    } else {
+        asked.start..asked.end.min(length)
+    };
+    if window.start >= length || window.is_empty() {
+        let mut r = super::answer::text(
+            StatusCode::RANGE_NOT_SATISFIABLE,
+            "no byte of the range is in the object",
+        );
+        if let Ok(v) = HeaderValue::from_str(&format!("bytes */{length}")) {
+            r.headers_mut().insert(header::CONTENT_RANGE, v);
+        }
+        return Some(Answer {
+            outcome: Outcome::HitDisk,
+            response: r,
+        });
+    }
+    let index = window.start / size;
+    let first = match first {
+        Some((i, a)) if i == index => a,
+        _ => slice_answer(st, req, primary, index, size).await,
+    };
+    slice_of(&first.response)?;
+    let content_range = crate::range::content_range(&window, length);
+    let mut answer = stream(st, req, primary, length, window, (index, first));
+    *answer.response.status_mut() = StatusCode::PARTIAL_CONTENT;
+    if let Ok(v) = HeaderValue::from_str(&content_range) {
+        answer
+            .response
+            .headers_mut()
+            .insert(header::CONTENT_RANGE, v);
+    }
+    Some(answer)
+}
+
+/// The client's answer made of the slices of `primary` (an object of `length` bytes) that hold
+/// the bytes `window`, in order: `first` is the answer of the first of them (`(index,
+/// answer)`), whose headers the client's answer carries; each later one is found or filled
+/// while the one before streams, and must be of the first one's version. The body is aborted
+/// at a slice that is not.
+fn stream(
+    st: &Arc<State>,
+    req: &Request<ReqBody>,
+    primary: &str,
+    length: u64,
+    window: Range<u64>,
+    (first_index, first): (u64, Answer),
+) -> Answer {
+    let size = st.slices.slicing.size();
     let version = validator(&first.response);
     let Answer { outcome, response } = first;
     let (parts, body) = response.into_parts();
     let mut headers = parts.headers;
     headers.remove(SLICE_HEADER);
-    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    headers.insert(
+        header::CONTENT_LENGTH,
+        HeaderValue::from(window.end - window.start),
+    );
     let (tx, rx) = mpsc::channel(4);
     let st = st.clone();
     let (primary, sub) = (primary.to_string(), sub_request(req));
+    let last = (window.end - 1) / size;
+    let bytes_of = move |index: u64| {
+        let first = index * size;
+        first..(first + size).min(length)
+    };
     tokio::spawn(async move {
-        if !forward(body, last + 1, &tx).await {
-            return;
-        }
-        for index in 1..count {
-            let a = slice_answer(&st, &sub, &primary, index, size).await;
-            let want = (index * size, (index * size + size).min(length) - 1, length);
-            if a.response.status() != StatusCode::OK
-                || slice_of(&a.response) != Some(want)
-                || validator(&a.response) != version
-            {
-                eprintln!(
-                    "ecdn node: slice {index} of {primary} is not the slice of the version \
-                     being sent (status {}, {:?}); the response is aborted",
-                    a.response.status(),
-                    a.response.headers().get(SLICE_HEADER)
-                );
-                st.slices.remember(&primary, None);
-                return;
-            }
-            if !forward(a.response.into_body(), want.1 - want.0 + 1, &tx).await {
+        let mut body = Some(body);
+        for index in first_index..=last {
+            let slice = bytes_of(index);
+            let body = match body.take() {
+                Some(b) => b,
+                None => {
+                    let a = slice_answer(&st, &sub, &primary, index, size).await;
+                    let want = (slice.start, slice.end - 1, length);
+                    if a.response.status() != StatusCode::OK
+                        || slice_of(&a.response) != Some(want)
+                        || validator(&a.response) != version
+                    {
+                        eprintln!(
+                            "ecdn node: slice {index} of {primary} is not the slice of the \
+                             version being sent (status {}, {:?}); the response is aborted",
+                            a.response.status(),
+                            a.response.headers().get(SLICE_HEADER)
+                        );
+                        st.slices.remember(&primary, None);
+                        return;
+                    }
+                    a.response.into_body()
+                }
+            };
+            // The part of the slice inside the window, as offsets into the slice.
+            let from = window.start.max(slice.start) - slice.start;
+            let to = window.end.min(slice.end) - slice.start;
+            if !forward(body, slice.end - slice.start, from..to, &tx).await {
                 return;
             }
         }
@@ -285,7 +405,7 @@ pub(super) async fn serve(st: &Arc<State>, req: &Request<ReqBody>, primary: &str
         Default::default(),
         None,
         rx,
-        Some(length),
+        Some(window.end - window.start),
     )));
     *r.status_mut() = StatusCode::OK;
     *r.headers_mut() = headers;
@@ -295,21 +415,29 @@ pub(super) async fn serve(st: &Arc<State>, req: &Request<ReqBody>, primary: &str
     }
 }
 
-/// Sends a slice's body on, checking it holds `len` bytes. Whether it did and the client is
-/// still there.
-async fn forward(mut body: NodeBody, len: u64, tx: &mpsc::Sender<Chunk>) -> bool {
-    let mut sent = 0u64;
+/// Sends bytes `keep` of a slice's body on, checking the body holds `len` bytes. Whether it
+/// did and the client is still there.
+async fn forward(mut body: NodeBody, len: u64, keep: Range<u64>, tx: &mpsc::Sender<Chunk>) -> bool {
+    let mut at = 0u64;
     while let Some(frame) = body.frame().await {
         let Ok(frame) = frame else { return false };
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        sent += data.len() as u64;
-        if sent > len || tx.send(Chunk::Data(data)).await.is_err() {
+        let (start, end) = (at, at + data.len() as u64);
+        at = end;
+        if at > len {
             return false;
         }
+        let (a, b) = (start.max(keep.start), end.min(keep.end));
+        if a < b {
+            let part = data.slice((a - start) as usize..(b - start) as usize);
+            if tx.send(Chunk::Data(part)).await.is_err() {
+                return false;
+            }
+        }
     }
-    sent == len
+    at == len
 }
 
 /// The request a slice is looked up and filled with: a `GET` of the client's URL with its
@@ -330,6 +458,10 @@ async fn slice_answer(
     index: u64,
     size: u64,
 ) -> Answer {
+    // The client's request less its range, conditionals and directives: what the slice is
+    // looked up, read and filled with.
+    let sub = sub_request(req);
+    let req = &sub;
     let key = CacheKey::slice(primary, index);
     let rd = RequestDirectives::default();
     if let Some(c) = &st.cluster {
@@ -351,14 +483,13 @@ async fn slice_answer(
             Found::Partial(None) | Found::Miss => {}
         }
     }
-    let sub = sub_request(req);
     let job = Job {
         key,
         req_headers: sub.headers().clone(),
         stale: None,
         slice: Some(SliceFill { index, size }),
     };
-    fill::miss(st, sub, job, &rd).await
+    fill::miss(st, sub_request(req), job, &rd).await
 }
 
 #[cfg(test)]

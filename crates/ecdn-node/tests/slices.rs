@@ -1,0 +1,191 @@
+//! Large objects as range slices (the cluster file's `slice_size`), in one process on
+//! loopback: a coordinator and six nodes over the in-memory origin. Whole and by ranges,
+//! through any node, byte-exact; every node writes some of one object's slices; a node
+//! stopped between two downloads leaves them byte-exact.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use ecdn_node::content;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::TokioIo;
+
+#[path = "common/cluster.rs"]
+mod harness;
+use harness::{check_whole, get, uri, TestCluster};
+
+/// A 24 MiB + 5 B object in 1 MiB slices (the last one 5 bytes).
+const SIZE: u64 = (24 << 20) + 5;
+
+fn want(id: u64, range: std::ops::Range<u64>) -> Vec<u8> {
+    content::bytes(
+        content::object_id(&id.to_string()),
+        range.start,
+        (range.end - range.start) as usize,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sliced_object_is_byte_exact_whole_and_by_ranges_through_any_node() {
+    let mut c = TestCluster::start_with(
+        6,
+        "c2dn",
+        3,
+        1,
+        "parity_delay = 1000.0\nslice_size = \"1MiB\"\n",
+    )
+    .await;
+    let first = get(c.client(0), &uri(7, SIZE), &[]).await.unwrap();
+    check_whole(&first, 7, SIZE);
+    assert!(
+        first.header("x-cache").starts_with("MISS"),
+        "{:?}",
+        first.headers
+    );
+    for n in 0..6 {
+        let r = get(c.client(n), &uri(7, SIZE), &[]).await.unwrap();
+        check_whole(&r, 7, SIZE);
+        assert_eq!(r.header("x-cache"), "HIT-DISK", "via node {n}");
+    }
+    // 25 slices of 4 chunks each over 6 nodes: every node holds some (one object unsliced
+    // would be on 4 of them).
+    for n in 0..6 {
+        let s = get(c.admin(n), "/_ecdn/stats", &[]).await.unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+        assert!(
+            v["cluster"]["bytes_written"].as_u64().unwrap() > 0,
+            "node {n}: {v}"
+        );
+    }
+    // Ranges: inside one slice, across two, a suffix ending in the 5-byte last slice, an open
+    // one, and one past the end.
+    for (range, bytes) in [
+        ("bytes=100-199", 100..200),
+        ("bytes=1048000-1049000", 1_048_000..1_049_001),
+        ("bytes=-1000", SIZE - 1000..SIZE),
+        ("bytes=20000000-", 20_000_000..SIZE),
+    ] {
+        for n in [1, 4] {
+            let r = get(c.client(n), &uri(7, SIZE), &[("range", range)])
+                .await
+                .unwrap();
+            assert_eq!(r.status, 206, "{range} via {n}: {:?}", r.headers);
+            assert_eq!(
+                r.header("content-range"),
+                format!("bytes {}-{}/{SIZE}", bytes.start, bytes.end - 1)
+            );
+            assert!(r.body == want(7, bytes.clone()), "{range} via node {n}");
+        }
+    }
+    let r = get(c.client(2), &uri(7, SIZE), &[("range", "bytes=30000000-")])
+        .await
+        .unwrap();
+    assert_eq!(r.status, 416);
+    assert_eq!(r.header("content-range"), format!("bytes */{SIZE}"));
+    // A cold object asked for by a range first: the slice holding its first byte is filled,
+    // then the rest of the object whole.
+    let r = get(
+        c.client(3),
+        &uri(8, SIZE),
+        &[("range", "bytes=5000000-5000009")],
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status, 206);
+    assert!(r.body == want(8, 5_000_000..5_000_010));
+    check_whole(
+        &get(c.client(5), &uri(8, SIZE), &[]).await.unwrap(),
+        8,
+        SIZE,
+    );
+    // An object of one slice or less is not sliced: cached whole, ranges from it.
+    check_whole(
+        &get(c.client(0), &uri(9, 300_000), &[]).await.unwrap(),
+        9,
+        300_000,
+    );
+    let r = get(c.client(1), &uri(9, 300_000), &[]).await.unwrap();
+    check_whole(&r, 9, 300_000);
+    assert_eq!(r.header("x-cache"), "HIT-DISK");
+    // A node gone between two downloads: the slices whose chunks it held are decoded.
+    c.stop(2).await;
+    for n in [0, 3] {
+        check_whole(
+            &get(c.client(n), &uri(7, SIZE), &[]).await.unwrap(),
+            7,
+            SIZE,
+        );
+    }
+    c.stop_all().await;
+}
+
+/// A download whose first bytes arrived when a node holding chunks of its later slices is
+/// stopped: `mid` gets the serving node once 2 MiB arrived; returns the bytes received.
+async fn download_while(
+    addr: SocketAddr,
+    id: u64,
+    size: u64,
+    mid: impl AsyncFnOnce(usize),
+) -> Vec<u8> {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = hyper::Request::builder()
+        .uri(uri(id, size))
+        .header("host", "cdn.test")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let served_by: usize = resp.headers()["x-ecdn-served-by"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut body = resp.into_body();
+    let mut got = Vec::new();
+    let mut mid = Some(mid);
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.unwrap().into_data() {
+            got.extend_from_slice(&data);
+        }
+        if got.len() >= 2 << 20 {
+            if let Some(f) = mid.take() {
+                f(served_by).await;
+            }
+        }
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_stopped_mid_download_leaves_the_download_byte_exact() {
+    let mut c = TestCluster::start_with(
+        6,
+        "c2dn",
+        3,
+        1,
+        "parity_delay = 1000.0\nslice_size = \"1MiB\"\n",
+    )
+    .await;
+    let size = 40 << 20;
+    check_whole(
+        &get(c.client(0), &uri(11, size), &[]).await.unwrap(),
+        11,
+        size,
+    );
+    let stopped = std::sync::Mutex::new(None);
+    let got = download_while(c.client(1), 11, size, async |served_by| {
+        // Neither the node the client reached nor the one serving the object.
+        let victim = (0..6).find(|&n| n != 1 && n != served_by).unwrap();
+        *stopped.lock().unwrap() = Some(victim);
+        c.stop(victim).await;
+    })
+    .await;
+    assert!(stopped.lock().unwrap().is_some());
+    assert_eq!(got.len() as u64, size);
+    assert!(got == want(11, 0..size), "bytes differ");
+    c.stop_all().await;
+}
