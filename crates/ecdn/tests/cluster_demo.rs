@@ -194,8 +194,9 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
 /// Slices (issue 63): objects above `--slice-size` are cached as range slices, each a cache
 /// object with its own bucket, filled from the origin by ranges. Every body is checked byte by
 /// byte, and with one client the live nodes write the simulator's bytes to the byte, which
-/// they do only if they cut, name and place the slices as the simulator does: the same trace
-/// without slices writes other bytes on every node.
+/// they do only if they cut, name and place the slices as the simulator does (the same trace
+/// without slices writes other bytes on every node), and their miss and byte miss ratios, a
+/// request missing if any of its slices did, are the simulator's in every window.
 #[test]
 fn one_client_at_a_time_the_nodes_write_the_simulators_slices() {
     let run = |slice: &'static str| {
@@ -226,8 +227,17 @@ fn one_client_at_a_time_the_nodes_write_the_simulators_slices() {
         assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
         assert_eq!(v["wrong_bytes"], 0);
         let sim = &v["sim"];
-        for f in ["bytes_written", "write_imbalance"] {
+        for f in [
+            "miss_ratio",
+            "byte_miss_ratio",
+            "bytes_written",
+            "write_imbalance",
+        ] {
             assert_eq!(v[f], sim[f], "{f}: live {} vs simulator {}", v[f], sim[f]);
+        }
+        for w in v["windows"].as_array().unwrap() {
+            assert_eq!(w["miss_ratio"], w["sim_miss_ratio"], "window {w}");
+            assert_eq!(w["byte_miss_ratio"], w["sim_byte_miss_ratio"], "window {w}");
         }
         v["bytes_written"].clone()
     };

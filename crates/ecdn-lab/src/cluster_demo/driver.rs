@@ -276,6 +276,8 @@ pub struct Work {
     pub requests: Vec<(u64, u64)>,
     /// Client addresses of the nodes.
     pub nodes: Vec<SocketAddr>,
+    /// Admin addresses of the nodes (where a sliced answer's outcome is asked for).
+    pub admins: Vec<SocketAddr>,
     pub dispenser: SharedDispenser,
     /// Limit on one attempt (connect to the last body byte).
     pub timeout: Duration,
@@ -382,6 +384,9 @@ async fn request(work: &Work, conns: &mut HashMap<usize, Conn>, a: Assignment) -
             }
             Ok(Ok(answer)) => {
                 let mut record = judge(&answer, node, size, retry);
+                if record.ok {
+                    sliced_outcome(work, &answer.headers, &mut record).await;
+                }
                 record.arrivals = answer.arrivals;
                 return record;
             }
@@ -404,6 +409,40 @@ async fn request(work: &Work, conns: &mut HashMap<usize, Conn>, a: Assignment) -
             None => return transport_failure(size, node, Some(kind), why),
         }
     }
+}
+
+/// An answer made of slices (`X-Ecdn-Sliced`) says what it came to only at its end: the
+/// node that served it (`X-Ecdn-Served-By`) is asked (`/_ecdn/sliced/ID`), and the record
+/// takes its miss (any slice from the origin), partial hit and origin bytes. An answer it no
+/// longer remembers keeps what its head said.
+async fn sliced_outcome(work: &Work, h: &HeaderMap, record: &mut Record) {
+    if !h.contains_key("x-ecdn-sliced") {
+        return;
+    }
+    let (Some(by), Some(id)) = (
+        header(h, "x-ecdn-served-by").and_then(|v| v.parse::<usize>().ok()),
+        header(h, ecdn_cluster::peer::REQUEST_ID_HEADER),
+    ) else {
+        return;
+    };
+    let Some(&admin) = work.admins.get(by) else {
+        return;
+    };
+    let path = format!("/_ecdn/sliced/{id}");
+    let Ok((200, body)) = super::procs::admin_get(admin, &path, work.idle).await else {
+        return;
+    };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return;
+    };
+    let n = |f: &str| v[f].as_u64().unwrap_or(0);
+    let (slices, missed, partial) = (n("slices"), n("missed"), n("partial"));
+    record.miss = missed > 0;
+    record.collapsed = false;
+    record.hit = missed == 0;
+    record.hoc = false;
+    record.partial = missed > 0 && (partial > 0 || missed < slices);
+    record.origin_bytes = n("origin_bytes");
 }
 
 /// Runs `concurrency` workers until every request is done; returns the records in trace
@@ -783,6 +822,7 @@ mod tests {
             let work = Arc::new(Work {
                 requests: requests.clone(),
                 nodes: vec![a.addr, dead, b.addr],
+                admins: Vec::new(),
                 dispenser,
                 timeout: Duration::from_secs(10),
                 idle: Duration::from_secs(10),
@@ -830,6 +870,7 @@ mod tests {
             let work = Arc::new(Work {
                 requests: vec![(5, 100_000), (6, 100_000), (7, 100_000)],
                 nodes: vec![short, a.addr, wrong],
+                admins: Vec::new(),
                 dispenser,
                 timeout: Duration::from_secs(10),
                 idle: Duration::from_secs(10),

@@ -238,6 +238,7 @@ async fn live(a: &DemoArgs, plan: &Plan, setup: &Setup<'_>) -> Result<Live> {
     let work = Arc::new(Work {
         requests,
         nodes: layout.nodes.iter().map(|(c, _)| *c).collect(),
+        admins: layout.admins.clone(),
         dispenser,
         timeout: plan.request_timeout,
         idle: plan.idle_timeout,

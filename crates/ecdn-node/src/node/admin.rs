@@ -247,6 +247,15 @@ async fn route(
         "/_ecdn/repair" if req.method() == hyper::Method::POST => repair(st, req).await,
         "/_ecdn/health" => health(st),
         "/_ecdn/stats" => stats(st).await,
+        p if p.starts_with("/_ecdn/sliced/") => {
+            match st.slices.finished(&p["/_ecdn/sliced/".len()..]) {
+                Some(s) => json(StatusCode::OK, s.json()),
+                None => text(
+                    StatusCode::NOT_FOUND,
+                    "no sliced answer to that request finished lately here",
+                ),
+            }
+        }
         "/_ecdn/metrics" => metrics(st).await,
         "/_ecdn/status" => super::status::page(),
         "/_ecdn/status.json" => super::status::data(st, req.uri().query()).await,

@@ -58,6 +58,47 @@ use super::outcome::Outcome;
 use super::state::State;
 use super::upstream::content_length;
 
+/// The header of an answer made of slices: how many. What it came to is known at its end
+/// ([`Sliced`], `/_ecdn/sliced/ID`), not when its head is sent.
+pub(super) const SLICED_HEADER: HeaderName = HeaderName::from_static("x-ecdn-sliced");
+const X_ORIGIN_BYTES: HeaderName = HeaderName::from_static("x-ecdn-origin-bytes");
+const X_PARTIAL: HeaderName = HeaderName::from_static("x-ecdn-partial");
+
+impl Sliced {
+    /// As `/_ecdn/sliced/ID` answers it.
+    pub(super) fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "slices": self.slices,
+            "missed": self.missed,
+            "partial": self.partial,
+            "origin_bytes": self.origin_bytes,
+        })
+    }
+
+    /// Counts a slice's answer (of a slice of `len` bytes): a partial hit says what it fetched,
+    /// a miss fetched the slice.
+    fn add(&mut self, a: &Answer, len: u64) {
+        self.slices += 1;
+        let h = a.response.headers();
+        let partial = h.get(&X_PARTIAL).is_some_and(|v| v == "1");
+        let origin = if partial {
+            h.get(&X_ORIGIN_BYTES)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(len)
+        } else if a.outcome == Outcome::Miss {
+            len
+        } else {
+            0
+        };
+        if partial || a.outcome == Outcome::Miss {
+            self.missed += 1;
+        }
+        self.partial += u64::from(partial);
+        self.origin_bytes += origin;
+    }
+}
+
 /// The header a stored slice carries: `FIRST-LAST/LENGTH`, the object bytes it holds and the
 /// object's length (the origin's `Content-Range` without its unit).
 pub(super) const SLICE_HEADER: HeaderName = HeaderName::from_static("x-ecdn-slice");
@@ -71,13 +112,33 @@ pub(super) struct Slices {
     pub(super) slicing: Slicing,
     /// URL id → object length, for objects found sliced.
     directory: Mutex<HashMap<u64, u64>>,
+    /// What the latest sliced answers came to, by request id (`/_ecdn/sliced/ID`).
+    finished: Mutex<std::collections::VecDeque<(HeaderValue, Sliced)>>,
 }
+
+/// What one sliced answer came to, known once its last slice was sent: the per-request miss
+/// the simulator counts (a request misses if any of its slices did).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Sliced {
+    /// Slices sent.
+    pub(super) slices: u64,
+    /// Of those, filled from the origin (whole or in part).
+    pub(super) missed: u64,
+    /// Of those, partial hits (some chunks from the caches, the rest from the origin).
+    pub(super) partial: u64,
+    /// Bytes fetched from the origin for them.
+    pub(super) origin_bytes: u64,
+}
+
+/// Sliced answers whose outcome a node keeps for `/_ecdn/sliced/ID`.
+const FINISHED_MAX: usize = 4096;
 
 impl Slices {
     pub(super) fn new(slicing: Slicing) -> Slices {
         Slices {
             slicing,
             directory: Mutex::default(),
+            finished: Mutex::default(),
         }
     }
 
@@ -91,6 +152,24 @@ impl Slices {
         lock(&self.directory)
             .get(&ecdn_trace::hash_id(primary.as_bytes()))
             .copied()
+    }
+
+    /// What the sliced answer to request `id` came to, if it finished lately.
+    pub(super) fn finished(&self, id: &str) -> Option<Sliced> {
+        lock(&self.finished)
+            .iter()
+            .rev()
+            .find(|(r, _)| r.as_bytes() == id.as_bytes())
+            .map(|(_, s)| *s)
+    }
+
+    fn record(&self, id: Option<HeaderValue>, s: Sliced) {
+        let Some(id) = id else { return };
+        let mut f = lock(&self.finished);
+        if f.len() >= FINISHED_MAX {
+            f.pop_front();
+        }
+        f.push_back((id, s));
     }
 
     fn remember(&self, primary: &str, length: Option<u64>) {
@@ -351,18 +430,36 @@ fn stream(
 ) -> Answer {
     let size = st.slices.slicing.size();
     let version = validator(&first.response);
+    let request_id = ecdn_cluster::peer::request_id();
+    let mut sliced = Sliced::default();
+    let first_len = {
+        let first = first_index * size;
+        (first + size).min(length) - first
+    };
+    sliced.add(&first, first_len);
     let Answer { outcome, response } = first;
     let (parts, body) = response.into_parts();
     let mut headers = parts.headers;
     headers.remove(SLICE_HEADER);
+    for h in [X_ORIGIN_BYTES, X_PARTIAL] {
+        headers.remove(h);
+    }
     headers.insert(
         header::CONTENT_LENGTH,
         HeaderValue::from(window.end - window.start),
     );
+    let last = (window.end - 1) / size;
+    headers.insert(SLICED_HEADER, HeaderValue::from(last - first_index + 1));
+    if let Some(c) = &st.cluster {
+        // Where the answer's outcome is asked for once it has ended.
+        headers.insert(
+            super::cluster::c2dn::headers::X_SERVED_BY,
+            HeaderValue::from(c.id),
+        );
+    }
     let (tx, rx) = mpsc::channel(4);
     let st = st.clone();
     let (primary, sub) = (primary.to_string(), sub_request(req));
-    let last = (window.end - 1) / size;
     let bytes_of = move |index: u64| {
         let first = index * size;
         first..(first + size).min(length)
@@ -389,6 +486,7 @@ fn stream(
                         st.slices.remember(&primary, None);
                         return;
                     }
+                    sliced.add(&a, slice.end - slice.start);
                     a.response.into_body()
                 }
             };
@@ -398,6 +496,14 @@ fn stream(
             if !forward(body, slice.end - slice.start, from..to, &tx).await {
                 return;
             }
+        }
+        st.slices.record(request_id, sliced);
+        if let Some(c) = &st.cluster {
+            c.stats.sliced(
+                sliced.missed > 0,
+                window.end - window.start,
+                sliced.origin_bytes,
+            );
         }
         let _ = tx.send(Chunk::Done).await;
     });

@@ -187,6 +187,9 @@ impl ClusterStats {
     /// a `GET` / `HEAD` it answered itself, not relayed, counts as served, with the origin
     /// bytes its `X-Ecdn-Origin-Bytes` says it fetched.
     pub(in crate::node) fn delivered(&self, o: Outcome, bytes: Option<u64>, h: &hyper::HeaderMap) {
+        if h.contains_key("x-ecdn-sliced") {
+            return; // counted when its last slice is sent (`sliced`)
+        }
         let result = match o {
             Outcome::Relayed | Outcome::Pass | Outcome::PassError => return,
             Outcome::HitHoc | Outcome::HitDisk | Outcome::Stale => 0,
@@ -200,6 +203,14 @@ impl ClusterStats {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
+        Self::add(&self.origin_bytes, origin);
+    }
+
+    /// An answer made of slices, once its last slice was sent: a miss if any slice was
+    /// filled from the origin, with the origin bytes of all of them.
+    pub(in crate::node) fn sliced(&self, miss: bool, bytes: u64, origin: u64) {
+        Self::add(&self.served[usize::from(miss)], 1);
+        Self::add(&self.served_bytes, bytes);
         Self::add(&self.origin_bytes, origin);
     }
 
