@@ -18,7 +18,7 @@ use ecdn_cluster::peer::PeerClient;
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_node::content;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 
@@ -28,7 +28,7 @@ use prom::Scrape;
 
 #[path = "common/cluster.rs"]
 mod harness;
-use harness::{check_whole, get, holds, uri, Reply, TestCluster, KEY, PURGE_TOKEN};
+use harness::{check_whole, get, holds, purge, uri, Reply, TestCluster, KEY};
 
 /// Requests every object once through node 0 (a miss that stores it), checking its bytes.
 async fn store_all(c: &TestCluster, objects: &[(u64, u64)]) {
@@ -709,26 +709,6 @@ async fn the_grafana_dashboard_charts_only_series_the_nodes_export() {
     ] {
         assert!(problems.contains(want), "{want}: {problems}");
     }
-}
-
-/// `PURGE uri` with the bearer token: the status and the JSON answer.
-async fn purge(addr: SocketAddr, uri: &str) -> (u16, serde_json::Value) {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let req = Request::builder()
-        .method("PURGE")
-        .uri(uri)
-        .header("host", "cdn.test")
-        .header("authorization", format!("Bearer {PURGE_TOKEN}"))
-        .body(Empty::<Bytes>::new())
-        .unwrap();
-    let resp = send.send_request(req).await.unwrap();
-    let status = resp.status().as_u16();
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
-    (status, serde_json::from_slice(&body).unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

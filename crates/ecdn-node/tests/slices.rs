@@ -189,3 +189,53 @@ async fn a_node_stopped_mid_download_leaves_the_download_byte_exact() {
     assert!(got == want(11, 0..size), "bytes differ");
     c.stop_all().await;
 }
+
+/// A `PURGE` of a sliced object drops its slices on every node: the next download fills every
+/// one of them again from the origin, byte-exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_purge_drops_the_slices_on_every_node() {
+    let c = TestCluster::start_with(
+        4,
+        "c2dn",
+        3,
+        1,
+        "parity_delay = 1000.0\nslice_size = \"1MiB\"\n",
+    )
+    .await;
+    let size = (6 << 20) + 1;
+    check_whole(
+        &get(c.client(0), &uri(21, size), &[]).await.unwrap(),
+        21,
+        size,
+    );
+    let hit = get(c.client(1), &uri(21, size), &[]).await.unwrap();
+    check_whole(&hit, 21, size);
+    assert_eq!(hit.header("x-cache"), "HIT-DISK");
+    // The purge through the node that served it (it knows the object's slices).
+    let served_by: usize = hit.header("x-ecdn-served-by").parse().unwrap();
+    let (status, v) = harness::purge(c.admin(served_by), &uri(21, size)).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["purged"], true, "{v}");
+    let again = get(c.client(2), &uri(21, size), &[]).await.unwrap();
+    check_whole(&again, 21, size);
+    assert!(
+        again.header("x-cache").starts_with("MISS"),
+        "{:?}",
+        again.headers
+    );
+    let s = get(
+        c.admin(served_by),
+        &format!("/_ecdn/sliced/{}", again.header("x-request-id")),
+        &[],
+    )
+    .await
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+    assert_eq!(v["slices"], 7, "{v}");
+    assert_eq!(
+        v["missed"], 7,
+        "every slice came from the origin again: {v}"
+    );
+    assert_eq!(v["origin_bytes"], size, "{v}");
+    c.stop_all().await;
+}

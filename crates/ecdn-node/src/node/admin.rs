@@ -444,7 +444,8 @@ async fn purge(st: &State, req: &Request<ReqBody>, token_ok: bool) -> Response<N
         }
     }
     let primary = CacheKey::primary(req);
-    let purged = match st.invalidate(&primary).await {
+    let sliced = super::slices::purge(st, &primary).await;
+    let purged = match st.invalidate(&primary).await.map(|p| p | sliced) {
         Ok(purged) => purged,
         Err(why) => {
             return json(

@@ -402,7 +402,11 @@ pub(super) async fn serve_range(
         Some((i, a)) if i == index => a,
         _ => slice_answer(st, req, primary, index, size).await,
     };
-    slice_of(&first.response)?;
+    if slice_of(&first.response).map(|(_, _, n)| n) != Some(length) {
+        // Not the object the node remembered (it changed, or is no longer sliced).
+        st.slices.remember(primary, None);
+        return None;
+    }
     let content_range = crate::range::content_range(&window, length);
     let mut answer = stream(st, req, primary, length, window, (index, first));
     *answer.response.status_mut() = StatusCode::PARTIAL_CONTENT;
@@ -471,12 +475,21 @@ fn stream(
             let body = match body.take() {
                 Some(b) => b,
                 None => {
-                    let a = slice_answer(&st, &sub, &primary, index, size).await;
                     let want = (slice.start, slice.end - 1, length);
-                    if a.response.status() != StatusCode::OK
-                        || slice_of(&a.response) != Some(want)
-                        || validator(&a.response) != version
-                    {
+                    let fits = |a: &Answer| {
+                        a.response.status() == StatusCode::OK
+                            && slice_of(&a.response) == Some(want)
+                            && validator(&a.response) == version
+                    };
+                    let mut a = slice_answer(&st, &sub, &primary, index, size).await;
+                    if !fits(&a) && slice_of(&a.response).is_some() {
+                        // A slice of another version still cached (its object changed and
+                        // was purged while this slice was not found): dropped, filled again.
+                        drop(a);
+                        purge_slice(&st, &primary, index).await;
+                        a = slice_answer(&st, &sub, &primary, index, size).await;
+                    }
+                    if !fits(&a) {
                         eprintln!(
                             "ecdn node: slice {index} of {primary} is not the slice of the \
                              version being sent (status {}, {:?}); the response is aborted",
@@ -519,6 +532,49 @@ fn stream(
         outcome,
         response: r,
     }
+}
+
+/// Drops slice `index` of `primary` from this node and, in a cluster, from every node.
+async fn purge_slice(st: &State, primary: &str, index: u64) -> bool {
+    let key = CacheKey::slice(primary, index).key;
+    let held = st.invalidate(&key).await.unwrap_or(false);
+    match &st.cluster {
+        Some(c) => {
+            super::cluster::pieces::purge::purge(st, c, &key, held)
+                .await
+                .0
+        }
+        None => held,
+    }
+}
+
+/// A `PURGE` of `primary`: its slices go too, from every node, as many as this node knows
+/// the object has (its table, else the length its own copy of slice 0 says; slice 0 alone
+/// when it knows neither). A slice left cached elsewhere is dropped when a download meets it
+/// (of another version than slice 0's). Whether any was held. `primary` a slice's key (a
+/// purge of one slice that reached this node): nothing more.
+pub(super) async fn purge(st: &State, primary: &str) -> bool {
+    if !st.slices.on() || super::key::slice_of(primary).is_some() {
+        return false;
+    }
+    let size = st.slices.slicing.size();
+    let length = match st.slices.known(primary) {
+        Some(n) => Some(n),
+        None => {
+            let sub = Request::new(empty_body());
+            let key = CacheKey::slice(primary, 0);
+            match lookup::lookup(st, &sub, &key, &RequestDirectives::default()).await {
+                Lookup::Hit(a) => slice_of(&a.response).map(|(_, _, n)| n),
+                Lookup::Miss(_) => None,
+            }
+        }
+    };
+    st.slices.remember(primary, None);
+    let mut held = false;
+    for index in 0..length.map_or(1, |n| n.div_ceil(size)) {
+        held |= purge_slice(st, primary, index).await;
+    }
+    held
 }
 
 /// Sends bytes `keep` of a slice's body on, checking the body holds `len` bytes. Whether it

@@ -403,3 +403,23 @@ pub fn check_whole(r: &Reply, id: u64, size: u64) {
         None
     );
 }
+
+/// `PURGE uri` with the bearer token: the status and the JSON answer.
+pub async fn purge(addr: SocketAddr, uri: &str) -> (u16, serde_json::Value) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = Request::builder()
+        .method("PURGE")
+        .uri(uri)
+        .header("host", "cdn.test")
+        .header("authorization", format!("Bearer {PURGE_TOKEN}"))
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&body).unwrap())
+}
