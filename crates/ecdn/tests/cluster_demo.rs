@@ -170,24 +170,30 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
         // The run covers what could make them differ: coded hits and partial hits.
         assert!(v["ttfb_ms"]["coded"]["samples"].as_u64().unwrap() > 0);
         assert!(v["partial_hits"].as_u64().unwrap() > 0, "{v}");
-        let sim = &v["sim"];
-        for f in [
-            "miss_ratio",
-            "byte_miss_ratio",
-            "bytes_written",
-            "write_imbalance",
-            "repair",
-        ] {
-            assert_eq!(v[f], sim[f], "{f}: live {} vs simulator {}", v[f], sim[f]);
-        }
+        live_is_the_simulator(&v, &["repair"]);
         let repaired = v["repair"]["pieces"].as_u64().unwrap();
         assert_eq!(repaired > 0, !repair.is_empty(), "{}", v["repair"]);
-        let windows = v["windows"].as_array().unwrap();
-        assert_eq!(windows.len(), sim["windows"].as_array().unwrap().len());
-        for w in windows {
-            assert_eq!(w["miss_ratio"], w["sim_miss_ratio"], "window {w}");
-            assert_eq!(w["byte_miss_ratio"], w["sim_byte_miss_ratio"], "window {w}");
-        }
+    }
+}
+
+/// A one-client run's live figures equal its simulator's: miss and byte miss ratios (in every
+/// window too), bytes written per node, write imbalance, and `more` fields.
+fn live_is_the_simulator(v: &serde_json::Value, more: &[&str]) {
+    let sim = &v["sim"];
+    let fields = [
+        "miss_ratio",
+        "byte_miss_ratio",
+        "bytes_written",
+        "write_imbalance",
+    ];
+    for f in fields.iter().chain(more) {
+        assert_eq!(v[f], sim[f], "{f}: live {} vs simulator {}", v[f], sim[f]);
+    }
+    let windows = v["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), sim["windows"].as_array().unwrap().len());
+    for w in windows {
+        assert_eq!(w["miss_ratio"], w["sim_miss_ratio"], "window {w}");
+        assert_eq!(w["byte_miss_ratio"], w["sim_byte_miss_ratio"], "window {w}");
     }
 }
 
@@ -226,19 +232,7 @@ fn one_client_at_a_time_the_nodes_write_the_simulators_slices() {
         );
         assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
         assert_eq!(v["wrong_bytes"], 0);
-        let sim = &v["sim"];
-        for f in [
-            "miss_ratio",
-            "byte_miss_ratio",
-            "bytes_written",
-            "write_imbalance",
-        ] {
-            assert_eq!(v[f], sim[f], "{f}: live {} vs simulator {}", v[f], sim[f]);
-        }
-        for w in v["windows"].as_array().unwrap() {
-            assert_eq!(w["miss_ratio"], w["sim_miss_ratio"], "window {w}");
-            assert_eq!(w["byte_miss_ratio"], w["sim_byte_miss_ratio"], "window {w}");
-        }
+        live_is_the_simulator(&v, &[]);
         v["bytes_written"].clone()
     };
     let sliced = run("256KiB");

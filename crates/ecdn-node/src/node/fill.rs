@@ -78,7 +78,7 @@ use super::hit::entry_headers;
 use super::key::CacheKey;
 use super::lock::lock;
 use super::outcome::Outcome;
-use super::slices::{self, SliceFill, SliceHead};
+use super::slice_range::{self, SliceFill, SliceHead};
 use super::state::State;
 use super::upstream::{content_length, has_body, FetchError};
 use super::vary::Vary;
@@ -361,7 +361,7 @@ async fn drive(st: Arc<State>, mut d: Driver, req: Request<ReqBody>, fetch: Fetc
         }
     }
     // A slice's fill: its range as a slice of its own, the whole object, or neither.
-    let slice_head = job.slice.map(|sl| slices::answer_head(&mut parts, sl));
+    let slice_head = job.slice.map(|sl| slice_range::answer_head(&mut parts, sl));
     let vary = Vary::of(&parts.headers, &job.req_headers);
     let plan = match slice_head {
         Some(SliceHead::Slice) if matches!(vary, Vary::None) => {

@@ -5,24 +5,13 @@
 //! simulator use) indexes the HOC, and the full key is kept in the entry and compared on
 //! lookup. The disk store is keyed by the full key.
 //!
-//! A slice of a large object (`super::slices`) is cached under the primary key, a newline,
-//! `\u{1}slice ` and the slice's index: a key no variant key can be (a variant's part after
-//! the newline is built from header values, which hold no control character).
+//! A slice of a large object (`super::slices`) is cached under a key of its own
+//! (`cluster::pieces::names::slice_key`).
 
 use hyper::Request;
 
 use super::state::State;
 use super::upstream::request_host;
-
-/// What follows the primary key in a slice's key, before the slice's index.
-const SLICE_MARK: &str = "\n\u{1}slice ";
-
-/// The primary key and the slice index of a slice's key; `None` for any other key.
-pub(super) fn slice_of(key: &str) -> Option<(&str, u64)> {
-    let at = key.find(SLICE_MARK)?;
-    let index = key[at + SLICE_MARK.len()..].parse().ok()?;
-    Some((&key[..at], index))
-}
 
 /// A request's key in the caches.
 #[derive(Clone, Debug)]
@@ -61,7 +50,7 @@ impl CacheKey {
 
     /// The key of slice `index` of the object at `primary`.
     pub(super) fn slice(primary: &str, index: u64) -> CacheKey {
-        let key = format!("{primary}{SLICE_MARK}{index}");
+        let key = super::cluster::pieces::names::slice_key(primary, index);
         CacheKey {
             primary: primary.to_string(),
             id: ecdn_trace::hash_id(key.as_bytes()),
@@ -76,20 +65,5 @@ impl CacheKey {
             id: ecdn_trace::hash_id(key.as_bytes()),
             key,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_slice_key_names_its_object_and_index_and_no_variant_is_one() {
-        let s = CacheKey::slice("h/o?x=1", 12);
-        assert_eq!(slice_of(&s.key), Some(("h/o?x=1", 12)));
-        assert_eq!(s.primary, "h/o?x=1");
-        assert_eq!(s.id, ecdn_trace::hash_id(s.key.as_bytes()));
-        assert_eq!(slice_of("h/o?x=1"), None);
-        assert_eq!(slice_of("h/o\naccept-encoding: gzip"), None);
     }
 }

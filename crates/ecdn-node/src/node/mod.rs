@@ -88,6 +88,7 @@ pub(crate) mod request_id;
 mod sanitize;
 mod server;
 pub mod sites;
+mod slice_range;
 mod slices;
 mod snapshot;
 mod state;

@@ -18,9 +18,8 @@ use super::key::CacheKey;
 use super::lookup::{self, Lookup};
 use super::outcome::Outcome;
 use super::state::State;
-use super::{
-    admin, cluster, freshness, ops, request_id, sanitize, sites, slices, targeted, upstream,
-};
+use super::{admin, cluster, freshness, ops, request_id, sanitize, sites};
+use super::{slices, targeted, upstream};
 
 const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 const X_REQUEST_ID: HeaderName = HeaderName::from_static(ecdn_cluster::peer::REQUEST_ID_HEADER);

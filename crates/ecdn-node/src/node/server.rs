@@ -193,7 +193,7 @@ impl Node {
             sites: cfg.sites.clone(),
             store_set_cookie: cfg.store_set_cookie,
             status: Default::default(),
-            slices: super::slices::Slices::new(
+            slices: super::slice_range::Slices::new(
                 cluster
                     .as_ref()
                     .map_or(Default::default(), |c| c.cfg.slicing()),

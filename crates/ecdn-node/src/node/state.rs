@@ -39,7 +39,7 @@ pub(super) struct State {
     /// The status page's history ([`super::status`]).
     pub(super) status: History,
     /// Large objects cached as range slices (cluster mode, `slice_size`).
-    pub(super) slices: super::slices::Slices,
+    pub(super) slices: super::slice_range::Slices,
 }
 
 impl State {

@@ -87,7 +87,7 @@ pub(in crate::node) async fn serve(
         }
     }
     // A slice's bytes are at its place in the object (`x-ecdn-slice: FIRST-LAST/LENGTH`).
-    let (offset, object_len) = match crate::node::slices::stored_slice(&entry.headers) {
+    let (offset, object_len) = match crate::node::slice_range::stored_slice(&entry.headers) {
         Some((first, _, length)) => (first, length),
         None => (0, layout.size()),
     };
