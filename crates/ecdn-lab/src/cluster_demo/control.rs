@@ -341,10 +341,13 @@ pub async fn run_events(
         ..ControlReport::default()
     };
     let (failovers, epochs) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    // The watcher stops after the replay and the events: a leader killed late in a fast replay
+    // is replaced after the last request, and its failover still counts.
+    let stop_watching = Arc::new(AtomicBool::new(false));
     let watcher = plan.etcd().then(|| {
         tokio::spawn(watch_etcd(
             cfg.clone(),
-            done.clone(),
+            stop_watching.clone(),
             failovers.clone(),
             epochs.clone(),
         ))
@@ -409,6 +412,12 @@ pub async fn run_events(
     while !done.load(Ordering::Relaxed) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    if watcher.is_some() {
+        // The events waited for their new leaders; the watch gets a second (five of its
+        // 200 ms polls) to see the last puts.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    stop_watching.store(true, Ordering::Relaxed);
     if let Some(w) = watcher {
         if let Ok(count) = w.await {
             report.map_traffic = Some(count.report(layout.nodes.len() + plan.coordinators));
