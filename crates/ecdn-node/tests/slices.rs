@@ -17,6 +17,19 @@ use harness::{check_whole, get, uri, TestCluster};
 /// A 24 MiB + 5 B object in 1 MiB slices (the last one 5 bytes).
 const SIZE: u64 = (24 << 20) + 5;
 
+/// `nodes` nodes of c2dn n4k3 with 1 MiB slices (parity only when a data chunk fails, not
+/// when one is late on a busy test machine).
+async fn sliced_cluster(nodes: usize) -> TestCluster {
+    TestCluster::start_with(
+        nodes,
+        "c2dn",
+        3,
+        1,
+        "parity_delay = 1000.0\nslice_size = \"1MiB\"\n",
+    )
+    .await
+}
+
 fn want(id: u64, range: std::ops::Range<u64>) -> Vec<u8> {
     content::bytes(
         content::object_id(&id.to_string()),
@@ -27,14 +40,7 @@ fn want(id: u64, range: std::ops::Range<u64>) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sliced_object_is_byte_exact_whole_and_by_ranges_through_any_node() {
-    let mut c = TestCluster::start_with(
-        6,
-        "c2dn",
-        3,
-        1,
-        "parity_delay = 1000.0\nslice_size = \"1MiB\"\n",
-    )
-    .await;
+    let mut c = sliced_cluster(6).await;
     let first = get(c.client(0), &uri(7, SIZE), &[]).await.unwrap();
     check_whole(&first, 7, SIZE);
     assert!(
@@ -162,14 +168,7 @@ async fn download_while(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_stopped_mid_download_leaves_the_download_byte_exact() {
-    let mut c = TestCluster::start_with(
-        6,
-        "c2dn",
-        3,
-        1,
-        "parity_delay = 1000.0\nslice_size = \"1MiB\"\n",
-    )
-    .await;
+    let mut c = sliced_cluster(6).await;
     let size = 40 << 20;
     check_whole(
         &get(c.client(0), &uri(11, size), &[]).await.unwrap(),
@@ -194,14 +193,7 @@ async fn a_node_stopped_mid_download_leaves_the_download_byte_exact() {
 /// one of them again from the origin, byte-exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_drops_the_slices_on_every_node() {
-    let c = TestCluster::start_with(
-        4,
-        "c2dn",
-        3,
-        1,
-        "parity_delay = 1000.0\nslice_size = \"1MiB\"\n",
-    )
-    .await;
+    let c = sliced_cluster(4).await;
     let size = (6 << 20) + 1;
     check_whole(
         &get(c.client(0), &uri(21, size), &[]).await.unwrap(),

@@ -364,10 +364,14 @@ async fn drive(st: Arc<State>, mut d: Driver, req: Request<ReqBody>, fetch: Fetc
     let slice_head = job.slice.map(|sl| slice_range::answer_head(&mut parts, sl));
     let vary = Vary::of(&parts.headers, &job.req_headers);
     let plan = match slice_head {
+        // A slice is stored under its own key, never a variant's.
         Some(SliceHead::Slice) if matches!(vary, Vary::None) => {
-            plan_slice(&st, &job, may_store, &parts)
+            plan_store(&st, &job, may_store, &parts, || job.key.clone())
         }
-        None | Some(SliceHead::Whole) => plan_store(&st, &job, may_store, &parts, &vary),
+        None | Some(SliceHead::Whole) => plan_store(&st, &job, may_store, &parts, || {
+            let primary = &job.key.primary;
+            CacheKey::variant(primary, st.vary.store_key(primary, &vary, &job.req_headers))
+        }),
         Some(_) => None,
     };
     if plan.is_none() {
@@ -434,14 +438,15 @@ struct StorePlan {
 }
 
 /// Whether the origin's answer is to be stored, and under which key: storable, and not
-/// declared larger than the caches. A storable answer (never `Vary: *`) records the URL's Vary
-/// index and is stored under its variant's key ([`super::vary`]).
+/// declared larger than the caches; `key` is asked for only then. An answer's key is its
+/// variant's (recording the URL's Vary index, [`super::vary`]; never for `Vary: *`), a
+/// slice's its own.
 fn plan_store(
     st: &State,
     job: &Job,
     may_store: bool,
     parts: &hyper::http::response::Parts,
-    vary: &Vary,
+    key: impl FnOnce() -> CacheKey,
 ) -> Option<StorePlan> {
     if !st.store_set_cookie && parts.headers.contains_key(header::SET_COOKIE) {
         return None;
@@ -452,42 +457,13 @@ fn plan_store(
     } else {
         return None;
     };
-    let key = CacheKey::variant(
-        &job.key.primary,
-        st.vary.store_key(&job.key.primary, vary, &job.req_headers),
-    );
+    let key = key();
     let limit = lock(&st.hoc)
         .capacity()
         .max(st.disk.as_ref().map_or(0, |d| d.capacity));
     let declared = content_length(&parts.headers);
     declared.is_none_or(|n| n <= limit).then_some(StorePlan {
         key,
-        lifetime,
-        limit,
-        declared,
-        total: 0,
-    })
-}
-
-/// Where and for how long a slice is to be stored: under the slice's own key (never a
-/// variant's), as [`plan_store`] would store an answer.
-fn plan_slice(
-    st: &State,
-    job: &Job,
-    may_store: bool,
-    parts: &hyper::http::response::Parts,
-) -> Option<StorePlan> {
-    if !may_store || (!st.store_set_cookie && parts.headers.contains_key(header::SET_COOKIE)) {
-        return None;
-    }
-    let authorization = job.req_headers.contains_key(header::AUTHORIZATION);
-    let lifetime = freshness::storable_lifetime(authorization, parts.status, &parts.headers)?;
-    let limit = lock(&st.hoc)
-        .capacity()
-        .max(st.disk.as_ref().map_or(0, |d| d.capacity));
-    let declared = content_length(&parts.headers);
-    declared.is_none_or(|n| n <= limit).then_some(StorePlan {
-        key: job.key.clone(),
         lifetime,
         limit,
         declared,

@@ -186,14 +186,17 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
             cluster::c2dn::read::Found::Miss if sliced => {
                 return Box::pin(slices::serve(st, &req, &key.primary)).await;
             }
-            cluster::c2dn::read::Found::Miss if range.is_some() && !known => {
-                let r = range.clone().unwrap_or_default();
-                match Box::pin(slices::serve_range(st, &req, &key.primary, r)).await {
-                    Some(a) => return a,
-                    None => false,
+            // A range of an object not known sliced: the slice of its first byte tells.
+            cluster::c2dn::read::Found::Miss => match (&range, known) {
+                (Some(r), false) => {
+                    let r = r.clone();
+                    match Box::pin(slices::serve_range(st, &req, &key.primary, r)).await {
+                        Some(a) => return a,
+                        None => false,
+                    }
                 }
-            }
-            cluster::c2dn::read::Found::Miss => false,
+                _ => false,
+            },
         }
     } else {
         false

@@ -146,17 +146,10 @@ pub(super) enum SliceHead {
     Other,
 }
 
-/// `FIRST-LAST/LENGTH` of a `Content-Range: bytes FIRST-LAST/LENGTH`.
+/// `FIRST-LAST/LENGTH` of a `Content-Range: bytes FIRST-LAST/LENGTH` (a known length only).
 fn content_range(v: &HeaderValue) -> Option<(u64, u64, u64)> {
-    let s = v.to_str().ok()?.trim().strip_prefix("bytes ")?;
-    let (range, length) = s.split_once('/')?;
-    let (first, last) = range.split_once('-')?;
-    let (first, last, length) = (
-        first.trim().parse().ok()?,
-        last.trim().parse().ok()?,
-        length.trim().parse().ok()?,
-    );
-    (first <= last && last < length).then_some((first, last, length))
+    let (r, length) = crate::multipart::parse_content_range(v.to_str().ok()?).ok()?;
+    Some((r.start, r.end - 1, length?))
 }
 
 /// Reads the origin's answer to slice `sl`'s range and makes it what is stored and served:

@@ -96,16 +96,23 @@ fn validator(response: &Response<NodeBody>) -> Option<HeaderValue> {
         .cloned()
 }
 
-/// Whether `req` is a plain `GET` slicing answers: no range, no conditional of its own, no
-/// credentials, and directives that let the caches answer and store.
-pub(super) fn takes(req: &Request<ReqBody>, rd: &RequestDirectives) -> bool {
+/// Whether `req` is a `GET` slicing answers but for `allowed`: none of the other headers that
+/// make it more than a plain fetch (a conditional of its own, credentials, ...), and
+/// directives that let the caches answer and store.
+fn plain_but(req: &Request<ReqBody>, rd: &RequestDirectives, allowed: Option<&HeaderName>) -> bool {
     req.method() == hyper::Method::GET
         && fill::NOT_PLAIN
             .iter()
-            .all(|h| !req.headers().contains_key(h))
+            .all(|h| Some(h) == allowed || !req.headers().contains_key(h))
         && !rd.no_store
         && !rd.no_cache
         && !rd.only_if_cached
+}
+
+/// Whether `req` is a plain `GET` slicing answers: no range, no conditional of its own, no
+/// credentials, and directives that let the caches answer and store.
+pub(super) fn takes(req: &Request<ReqBody>, rd: &RequestDirectives) -> bool {
+    plain_but(req, rd, None)
 }
 
 /// Serves a plain `GET` of `primary` by its slices (module documentation): slice 0, then, if
@@ -130,14 +137,7 @@ pub(super) async fn serve(st: &Arc<State>, req: &Request<ReqBody>, primary: &str
 /// more than a plain `GET`): the range as the header says it, unresolved (a suffix `-N` is
 /// `u64::MAX − N..u64::MAX`); `None` for any other request.
 pub(super) fn one_range(req: &Request<ReqBody>, rd: &RequestDirectives) -> Option<Range<u64>> {
-    if req.method() != hyper::Method::GET
-        || rd.no_store
-        || rd.no_cache
-        || rd.only_if_cached
-        || fill::NOT_PLAIN
-            .iter()
-            .any(|h| *h != header::RANGE && req.headers().contains_key(h))
-    {
+    if !plain_but(req, rd, Some(&header::RANGE)) {
         return None;
     }
     let v = req.headers().get(header::RANGE)?.to_str().ok()?;
@@ -413,22 +413,21 @@ async fn slice_answer(
     // The client's request less its range, conditionals and directives: what the slice is
     // looked up, read and filled with.
     let sub = sub_request(req);
-    let req = &sub;
     let key = CacheKey::slice(primary, index);
     let rd = RequestDirectives::default();
     if let Some(c) = &st.cluster {
         c.repair.requested(&c.cfg, &c.map, c.id, key.id, &key.key);
     }
-    if let Lookup::Hit(a) = lookup::lookup(st, req, &key, &rd).await {
+    if let Lookup::Hit(a) = lookup::lookup(st, &sub, &key, &rd).await {
         return a;
     }
     if let Some(c) = &st.cluster {
         use super::cluster::c2dn::{partial, read::Found};
-        match Box::pin(super::cluster::c2dn::read::lookup(st, c, req, &key, &rd)).await {
+        match Box::pin(super::cluster::c2dn::read::lookup(st, c, &sub, &key, &rd)).await {
             Found::Hit(a) => return a,
             // Only the missing chunks from the origin, at the slice's place in the object.
             Found::Partial(Some(p)) => {
-                if let Some(a) = Box::pin(partial::serve(st, c, req, &key, p)).await {
+                if let Some(a) = Box::pin(partial::serve(st, c, &sub, &key, p)).await {
                     return a;
                 }
             }
@@ -441,5 +440,5 @@ async fn slice_answer(
         stale: None,
         slice: Some(SliceFill { index, size }),
     };
-    fill::miss(st, sub_request(req), job, &rd).await
+    fill::miss(st, sub, job, &rd).await
 }

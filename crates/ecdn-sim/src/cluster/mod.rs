@@ -208,9 +208,7 @@ fn probe(
 struct Served {
     /// Some bytes came from the origin.
     miss: bool,
-    /// A miss that still read some bytes from the caches (a partial hit).
-    partial: bool,
-    /// Some bytes came from the caches (a piece was found).
+    /// Some bytes came from the caches (a piece was found): with `miss`, a partial hit.
     some_hit: bool,
     /// Bytes fetched from the origin.
     origin: u128,
@@ -544,7 +542,6 @@ impl Sim {
                 served.some_hit |= s.some_hit;
                 served.origin += s.origin;
             }
-            served.partial = served.miss && served.some_hit;
         } else {
             served = self.serve(req);
         }
@@ -558,7 +555,7 @@ impl Sim {
         if served.miss {
             w.misses += 1;
             self.misses += 1;
-            if served.partial {
+            if served.some_hit {
                 w.partial_hits += 1;
                 self.partial += 1;
             }
@@ -745,7 +742,6 @@ impl Sim {
         }
         Served {
             miss: count < need,
-            partial: count < need && count > 0,
             some_hit: count > 0,
             origin,
         }
