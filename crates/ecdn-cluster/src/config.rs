@@ -15,7 +15,11 @@
 //! heartbeat_ms = 500         # a node missing `missed_heartbeats` of them is unavailable
 //! missed_heartbeats = 3
 //! parity_delay = 0.2         # delayed parity fetch: wait 20% past the first data sub-chunk
-//! rebalance_every_s = 0      # periodic parity rebalance: off (only on availability changes)
+//! rebalance_every_s = 3600   # periodic parity rebalance (and on availability changes); 0: off
+//! weigh = "loads"            # what it balances: bytes written since the last one, or
+//!                            # "counts" (every chunk bucket 1, the authors' rule)
+//! carry = 1.0                # with loads: the imbalance so far, up to this many periods'
+//!                            # mean load per node, is paid back (0: each period on its own)
 //! repair_rate = 0            # background repair, bytes per second per node ("4MiB"): off
 //! repair_every_s = 60        # its rounds (0: only when asked, POST /_ecdn/repair)
 //! repair_min_requests = 2    # it rebuilds objects requested at least this often,
@@ -170,8 +174,19 @@ pub struct ClusterConfig {
     #[serde(default = "default_parity_delay")]
     pub parity_delay: f64,
     /// Periodic parity rebalance, seconds; 0 = only on availability changes (the paper's).
-    #[serde(default)]
+    /// Default [`ecdn_placement::REBALANCE_EVERY_S`], as `ecdn sim cluster`'s.
+    #[serde(default = "default_rebalance_every")]
     pub rebalance_every_s: f64,
+    /// What parity rebalance balances: `"loads"` (bytes written since the last rebalance,
+    /// Algorithm 1 as C2DN §4.2 states it; the default) or `"counts"` (every chunk bucket
+    /// weighs 1, the authors' simulator and prototype).
+    #[serde(default = "default_weigh")]
+    pub weigh: String,
+    /// With `weigh = "loads"`: a rebalance also pays back the write imbalance so far, up to
+    /// this fraction of a period's mean load per node (0: the paper's inputs; default 1, see
+    /// [`ecdn_placement::RebalanceOptions::CLUSTER`]).
+    #[serde(default = "default_carry")]
+    pub carry: f64,
     /// Background repair (beyond C2DN, `c2dn` only): bytes per second each node may write to
     /// rebuild the lost pieces of the objects it serves; 0 = off. See `ecdn_sim::cluster::repair`,
     /// the same rules in the simulator.
@@ -271,6 +286,15 @@ fn default_missed() -> u32 {
 }
 fn default_parity_delay() -> f64 {
     0.2
+}
+fn default_rebalance_every() -> f64 {
+    ecdn_placement::REBALANCE_EVERY_S
+}
+fn default_weigh() -> String {
+    "loads".into()
+}
+fn default_carry() -> f64 {
+    f64::from(ecdn_placement::RebalanceOptions::CLUSTER.carry_ppm) / 1e6
 }
 fn default_repair_every() -> f64 {
     60.0
@@ -550,6 +574,12 @@ impl ClusterConfig {
         if !(self.rebalance_every_s.is_finite() && self.rebalance_every_s >= 0.0) {
             return bad("rebalance_every_s must be >= 0 (0 = off)".into());
         }
+        if let Err(e) = self.weigh.parse::<ecdn_placement::Weigh>() {
+            return bad(format!("weigh: {e}"));
+        }
+        if !(0.0..=1.0).contains(&self.carry) {
+            return bad(format!("carry = {}: need a fraction in [0, 1]", self.carry));
+        }
         if !(self.repair_every_s.is_finite() && self.repair_every_s >= 0.0) {
             return bad("repair_every_s must be >= 0 (0 = rounds only when asked)".into());
         }
@@ -593,6 +623,16 @@ impl ClusterConfig {
 
     pub fn weights(&self) -> Vec<f64> {
         self.nodes.iter().map(|n| n.weight).collect()
+    }
+
+    /// How parity rebalance weighs and carries (`weigh`, `carry`; checked at load), as `ecdn
+    /// sim cluster --weigh --carry` builds them.
+    pub fn rebalance_options(&self) -> ecdn_placement::RebalanceOptions {
+        ecdn_placement::RebalanceOptions {
+            weigh: self.weigh.parse().unwrap_or_default(),
+            carry_ppm: (self.carry.clamp(0.0, 1.0) * 1e6).round() as u32,
+            ..ecdn_placement::RebalanceOptions::CLUSTER
+        }
     }
 
     /// The (K, P) the placement is built with (replication schemes use the ring walk only).
@@ -692,7 +732,11 @@ peer = "127.0.0.1:9003"
         assert_eq!(c.nodes.len(), 4);
         assert_eq!(c.nodes[0].weight, 2.0);
         assert_eq!(c.nodes[1].peer.port(), 9001);
-        assert_eq!(c.rebalance_every_s, 0.0);
+        assert_eq!(c.rebalance_every_s, 3600.0);
+        assert_eq!(
+            c.rebalance_options(),
+            ecdn_placement::RebalanceOptions::CLUSTER
+        );
         assert_eq!(c.scheme_name(), "c2dn");
     }
 
@@ -748,6 +792,9 @@ peer = "127.0.0.1:9003"
             (format!("bogus = 1\n{FILE}"), "unknown field"),
             (FILE.replace("weight = 2", "weight = -1"), "weight"),
             (format!("sub_chunk = 0\n{FILE}"), "sub_chunk"),
+            (format!("weigh = \"bytes\"\n{FILE}"), "weigh"),
+            (format!("carry = 1.5\n{FILE}"), "carry"),
+            (format!("carry = -0.1\n{FILE}"), "carry"),
             ("scheme = \"c2dn\"".to_string(), "missing field"),
             (format!("object_budget = -0.1\n{FILE}"), "object_budget"),
             (

@@ -67,10 +67,11 @@ pub struct ClusterArgs {
     /// Buckets objects are hashed to (C2DN: "100s" for a 10-server cluster).
     #[arg(long, default_value_t = 100)]
     buckets: usize,
-    /// Periodic parity rebalance every SECONDS of trace time (c2dn); 0, the default, never.
-    /// Parity is always rebalanced on every availability change (C2DN §4.2, §5), as the live
-    /// cluster does.
-    #[arg(long, default_value = "0", value_name = "SECONDS")]
+    /// Periodic parity rebalance every SECONDS of trace time (c2dn; 0 never). Parity is also
+    /// rebalanced on every availability change (C2DN §4.2, §5, the paper's only ones), as the
+    /// live cluster does; the default hour is the cluster file's `rebalance_every_s` (measured
+    /// in BENCHMARKS.md, issue 63).
+    #[arg(long, default_value = "3600s", value_name = "SECONDS")]
     rebalance_every: String,
     /// One load-based parity rebalance at SECONDS of trace time (c2dn; App. 10.3's initial
     /// Phase 2 once write loads are known); periodic ones follow every --rebalance-every.
@@ -79,8 +80,10 @@ pub struct ClusterArgs {
     rebalance_at: Option<String>,
     /// What parity rebalance balances: counts (every data and parity chunk bucket weighs 1,
     /// as the authors' simulator and prototype do) or loads (the bytes written since the last
-    /// rebalance, Algorithm 1 as §4.2 states it; counts until any are recorded).
-    #[arg(long, default_value = "counts")]
+    /// rebalance, Algorithm 1 as §4.2 states it; counts until any are recorded). Loads by
+    /// default, as the cluster file's `weigh`: counts balance only where every bucket writes
+    /// alike (not on tc-0 or eu-7).
+    #[arg(long, default_value = "loads")]
     weigh: String,
     /// Parity rebalance stability: off (Algorithm 1 as published), keep (stay on the current
     /// server when it has flow), steer (also steer the flow to current servers).
@@ -90,8 +93,9 @@ pub struct ClusterArgs {
     #[arg(long, default_value = "water")]
     budget: String,
     /// Parity rebalance carries the write imbalance so far into the next period, up to this
-    /// fraction of a period's mean per-server load (e.g. 0.005); 0 is the paper's inputs.
-    #[arg(long, default_value_t = 0.0)]
+    /// fraction of a period's mean per-server load; 0 is the paper's inputs. 1 by default, as
+    /// the cluster file's `carry`.
+    #[arg(long, default_value_t = 1.0)]
     carry: f64,
     /// Background repair (c2dn, beyond the paper): bytes per second of trace time each server
     /// may write to rebuild the chunks (and replicas) the objects it serves lost, most

@@ -86,7 +86,8 @@ impl State {
         opts: &CoordinatorOptions,
         now: Instant,
     ) -> Result<State, PlacementError> {
-        let placement = Placement::new(&cfg.weights(), State::placement_config_of(cfg))?;
+        let mut placement = Placement::new(&cfg.weights(), State::placement_config_of(cfg))?;
+        placement.set_rebalance_options(cfg.rebalance_options());
         let n = cfg.nodes.len();
         let deadline =
             Duration::from_millis(cfg.heartbeat_ms).saturating_mul(cfg.missed_heartbeats);
@@ -487,6 +488,7 @@ impl State {
             State::placement_config_of(cfg),
             &stored.placement,
         )?;
+        st.placement.set_rebalance_options(cfg.rebalance_options());
         if let Some(members) = &stored.members {
             st.adopt_members(cfg, members)?;
         }

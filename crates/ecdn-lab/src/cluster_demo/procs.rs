@@ -110,6 +110,10 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
         let _ = writeln!(t, "slice_size = {}", s.slice_size);
     }
     let _ = writeln!(t, "seed = {}", s.seed);
+    // The driver asks for periodic rebalances between two requests (`--rebalance-every`), where
+    // the simulator has them; none by the wall clock. What they weigh is the file's default,
+    // which the simulator's is too.
+    let _ = writeln!(t, "rebalance_every_s = 0");
     let _ = writeln!(t, "key = \"{}\"", s.key);
     let _ = writeln!(t, "coordinator = \"{}\"", layout.coordinator);
     if let Some(d) = s.parity_delay {

@@ -66,6 +66,9 @@ fn simulate_code(
                 end: o.end.map_or(f64::INFINITY, |e| e as f64),
             }));
     }
+    // The demo's coordinator never rebalances by the clock (`rebalance_every_s = 0` in its
+    // file): with `--rebalance-every` the driver has it rebalance before the same requests.
+    cfg.rebalance_every = 0.0;
     if a.rebalance_every > 0 && code.scheme == Scheme::C2dn {
         // Trace time is the request index here (below): a rebalance before every N-th request.
         cfg.rebalance_every = a.rebalance_every as f64;
@@ -231,9 +234,10 @@ mod tests {
     }
 
     /// The demo gives the simulator only the repair's rate and period: its other settings are
-    /// `RepairConfig::OFF`'s, which must be the cluster file's defaults the nodes run with.
+    /// `RepairConfig::OFF`'s, which must be the cluster file's defaults the nodes run with; and
+    /// the simulator's parity rebalance rule is the file's by default.
     #[test]
-    fn the_simulators_repair_settings_are_the_cluster_files_defaults() {
+    fn the_simulators_repair_and_rebalance_settings_are_the_cluster_files_defaults() {
         let mut file = "scheme = \"c2dn\"\nkey = \"0123456789abcdef0123\"\n\
                         coordinator = \"127.0.0.1:1\"\nrepair_rate = \"1MiB\"\n"
             .to_string();
@@ -252,6 +256,15 @@ mod tests {
         assert_eq!(cfg.repair_max_age, off.max_age);
         assert_eq!(cfg.repair_scan, off.scan);
         assert_eq!(cfg.repair_every_s, off.every);
+        // Parity rebalance: `ecdn sim cluster` and a cluster file default to the same rule.
+        let sim = SimConfig::new(Scheme::C2dn, 1);
+        assert_eq!(cfg.rebalance_options(), sim.rebalance);
+        assert_eq!(cfg.rebalance_every_s, sim.rebalance_every);
+        let counts =
+            ecdn_cluster::ClusterConfig::parse(&format!("weigh = \"counts\"\ncarry = 0\n{file}"))
+                .unwrap()
+                .rebalance_options();
+        assert_eq!(counts, ecdn_placement::RebalanceOptions::default());
         // The repair is C2DN's only.
         let rep2 = file.replace("\"c2dn\"", "\"rep2\"");
         let e = ecdn_cluster::ClusterConfig::parse(&rep2)

@@ -103,16 +103,18 @@ pub struct ClusterConfig {
     /// exact object bytes of the missing data chunks, which depend on it in the last stripe.
     pub sub_chunk: u64,
     pub buckets: usize,
-    /// Periodic parity rebalance (C2DN), every this many trace seconds; 0 (the default) never.
-    /// C2DN rebalances parity only on availability changes (§4.2, §5), which the simulator
-    /// always does; the periodic one is an option.
+    /// Periodic parity rebalance (C2DN), every this many trace seconds; 0 never. C2DN
+    /// rebalances parity only on availability changes (§4.2, §5), which the simulator always
+    /// does; the periodic one (default [`ecdn_placement::REBALANCE_EVERY_S`], with
+    /// [`RebalanceOptions::CLUSTER`]) is what balances writes where buckets write unequally.
     pub rebalance_every: f64,
     /// The first load-based parity rebalance (C2DN), at this trace time in seconds (App. 10.3:
     /// the initial assignment's Phase 2 once write loads are known); periodic rebalances
-    /// follow every `rebalance_every`. `None`: a tenth of `rebalance_every` when periodic
-    /// rebalance is on, else none (the default).
+    /// follow every `rebalance_every`. `None` (the default): a tenth of `rebalance_every` when
+    /// periodic rebalance is on, else none.
     pub rebalance_at: Option<f64>,
-    /// How parity rebalance trades balance for stability (see `ecdn_placement`).
+    /// What parity rebalance weighs and how it trades balance for stability (see
+    /// `ecdn_placement`; default [`RebalanceOptions::CLUSTER`], as the live cluster's).
     pub rebalance: RebalanceOptions,
     /// Background repair of lost pieces (`c2dn` only; see [`repair`]).
     pub repair: RepairConfig,
@@ -133,7 +135,8 @@ pub struct ClusterConfig {
 
 impl ClusterConfig {
     /// C2DN's defaults: 10 equal servers, FIFO, n4k3 (K = 3, P = 1), 128 KiB threshold,
-    /// 100 buckets, parity rebalance only on availability changes, 300 s windows.
+    /// 100 buckets; parity rebalanced by bytes written on availability changes and every hour
+    /// (as a live cluster file's defaults); 300 s windows.
     pub fn new(scheme: Scheme, capacity: u64) -> Self {
         ClusterConfig {
             scheme,
@@ -146,9 +149,9 @@ impl ClusterConfig {
             slicing: Slicing::OFF,
             sub_chunk: ecdn_codec::DEFAULT_SUB_CHUNK,
             buckets: 100,
-            rebalance_every: 0.0,
+            rebalance_every: ecdn_placement::REBALANCE_EVERY_S,
             rebalance_at: None,
-            rebalance: RebalanceOptions::default(),
+            rebalance: RebalanceOptions::CLUSTER,
             repair: RepairConfig::OFF,
             evict_together: false,
             popular_min: 2,
