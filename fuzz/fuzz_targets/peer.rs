@@ -1,5 +1,5 @@
 //! The cluster's network-facing parsers on arbitrary input: peer request paths, piece frames
-//! and piece metadata, a bucket map as JSON (then validated), and signature headers. Checks
+//! and piece metadata, dying object lists and piece answers, a bucket map as JSON (then validated), and signature headers. Checks
 //! the documented invariants, not just the absence of panics: what parses re-encodes to
 //! something that parses to the same value (trailing frames too), a map that validates answers
 //! every lookup within its servers, no signature made with another key verifies, none made for
@@ -57,6 +57,14 @@ fuzz_target!(|data: &[u8]| {
         again.extend_from_slice(&wire::frame_tail(meta));
         assert_eq!(again, data);
     }
+    // Dying objects and piece answers: what decodes encodes back to the same bytes.
+    if let Ok(ids) = wire::decode_objects(data) {
+        assert_eq!(wire::encode_objects(&ids), data);
+    }
+    if let Ok(ids) = wire::decode_stored(data) {
+        let present = data.starts_with(b"present\n");
+        assert_eq!(wire::encode_stored(present, &ids), data);
+    }
     let text = String::from_utf8_lossy(data);
     // Paths: what parses names its key again the same way.
     if let Ok(p) = wire::parse_path(&text) {
@@ -71,6 +79,7 @@ fuzz_target!(|data: &[u8]| {
             PeerPath::Relay { target } => wire::relay_path(target),
             PeerPath::Stats => wire::STATS_PATH.to_string(),
             PeerPath::Probe => wire::PROBE_PATH.to_string(),
+            PeerPath::Dying => wire::DYING_PATH.to_string(),
         };
         assert_eq!(wire::parse_path(&again), Ok(p));
     }

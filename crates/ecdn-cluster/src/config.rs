@@ -7,6 +7,7 @@
 //! threshold = "128KiB"       # objects larger than this are coded (C2DN schemes)
 //! slice_size = 0             # objects larger than this are cached as range slices of
 //!                            # this size, each its own cache object ("1MiB"); 0: none
+//! evict_together = false     # a piece the policy evicts takes its object's other pieces
 //! buckets = 100
 //! sub_chunk = "32KiB"        # unit of coding, transfer and streaming
 //! key = "a long random secret shared by the cluster"
@@ -148,6 +149,12 @@ pub struct ClusterConfig {
     /// its own with its own bucket (`ecdn_placement::slices`); 0 (the default): none are.
     #[serde(default, deserialize_with = "size")]
     pub slice_size: u64,
+    /// Whole-object eviction (coded schemes): when a node's piece policy evicts a piece of a
+    /// cached object, the writer that caused it has every other node drop the object's other
+    /// pieces too, so an object leaves the cluster whole instead of a piece at a time
+    /// (`ecdn sim cluster --evict-together`, the same rule). Off by default.
+    #[serde(default)]
+    pub evict_together: bool,
     #[serde(default = "default_buckets")]
     pub buckets: usize,
     #[serde(default = "default_sub_chunk", deserialize_with = "size")]

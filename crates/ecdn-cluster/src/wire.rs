@@ -8,6 +8,12 @@
 //! | `GET /_peer/has/{key}` | which pieces of the object the node holds: a frame whose metadata is one held piece's (a chunk's if it holds one) and whose payload lists the held pieces ([`encode_held`]); `404` when none |
 //! | `DELETE /_peer/has/{key}` | a `PURGE`: the node drops its copies of the object and every piece of it it holds, and refuses (`409`) a piece `PUT` of it signed at or before the `DELETE` for the signature window |
 //! | `GET`/`HEAD /_peer/relay/{target}` | a client's request passed on to the bucket's serving node (`{target}`: the request's path and query, percent-encoded; the client's headers travel as they are) |
+//! | `POST /_peer/dying` body [`encode_objects`] | whole-object eviction (`evict_together`): the node drops every piece it holds of these objects, as its policy would evict them |
+//!
+//! A piece `PUT` that stored or already held its piece answers `200`, signed, with
+//! [`encode_stored`]'s body: whether it was new, and the objects whose pieces the node's policy
+//! evicted to make room ([`decode_stored`]), which the writer passes on as a `dying` request
+//! once all of its object's pieces are written.
 //!
 //! A piece request with `from`/`to` answers the payload bytes of those sub-chunks alone, not
 //! as a frame, **each sub-chunk followed by its tag** ([`crate::auth::SubChunkTagger`], keyed
@@ -65,7 +71,15 @@ pub enum PeerPath {
     /// A health probe ([`crate::health::probe`]): answered at once, its round trip is the
     /// node's service time as the prober sees it.
     Probe,
+    /// Objects to drop whole ([`DYING_PATH`], body [`encode_objects`]).
+    Dying,
 }
+
+/// The path of [`PeerPath::Dying`].
+pub const DYING_PATH: &str = "/_peer/dying";
+
+/// The most object ids one [`encode_objects`] body may carry.
+pub const MAX_OBJECTS: usize = 1 << 16;
 
 /// The path of [`PeerPath::Probe`].
 pub const PROBE_PATH: &str = "/_peer/probe";
@@ -182,6 +196,12 @@ pub fn parse_path(path_and_query: &str) -> Result<PeerPath, WireError> {
             return bad("unexpected query");
         }
         return Ok(PeerPath::Probe);
+    }
+    if path == DYING_PATH {
+        if query.is_some() {
+            return bad("unexpected query");
+        }
+        return Ok(PeerPath::Dying);
     }
     if let Some(key) = path.strip_prefix("/_peer/has/") {
         let ages = match query {
@@ -321,6 +341,45 @@ pub fn decode_held(bytes: &[u8]) -> Result<Vec<PieceName>, WireError> {
         .collect())
 }
 
+/// Object ids (the simulator's, `ecdn_trace::hash_id` of the cache key) as little-endian
+/// `u64`s: a `dying` request's body, and the tail of a piece `PUT`'s answer.
+pub fn encode_objects(ids: &[u64]) -> Vec<u8> {
+    ids.iter().flat_map(|id| id.to_le_bytes()).collect()
+}
+
+/// Reads [`encode_objects`]' bytes: a whole number of ids, at most [`MAX_OBJECTS`].
+pub fn decode_objects(bytes: &[u8]) -> Result<Vec<u64>, WireError> {
+    if !bytes.len().is_multiple_of(8) {
+        return Err(WireError::Bad("object ids: not a whole number of u64s"));
+    }
+    if bytes.len() / 8 > MAX_OBJECTS {
+        return Err(WireError::Bad("object ids: too many"));
+    }
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|b| u64::from_le_bytes(b.try_into().expect("chunks of 8")))
+        .collect())
+}
+
+/// A piece `PUT`'s `200` body: `stored\n` (or `present\n` when the node already held the
+/// piece), then the objects whose pieces the node's policy evicted to admit it
+/// ([`encode_objects`]).
+pub fn encode_stored(present: bool, evicted: &[u64]) -> Vec<u8> {
+    let head: &[u8] = if present { b"present\n" } else { b"stored\n" };
+    let mut v = head.to_vec();
+    v.extend_from_slice(&encode_objects(evicted));
+    v
+}
+
+/// Reads [`encode_stored`]'s body: the evicted objects.
+pub fn decode_stored(bytes: &[u8]) -> Result<Vec<u64>, WireError> {
+    let tail = bytes
+        .strip_prefix(b"stored\n")
+        .or_else(|| bytes.strip_prefix(b"present\n"))
+        .ok_or(WireError::Bad("piece answer: neither stored nor present"))?;
+    decode_objects(tail)
+}
+
 /// The tail of a `has?ages` answer's payload, after [`encode_held`]'s bytes: the node's piece
 /// capacity, then per held piece (in the same order) the bytes the node wrote since it wrote
 /// that piece — its place in the node's FIFO: it is evicted when that reaches the capacity.
@@ -358,6 +417,24 @@ pub fn decode_held_ages(bytes: &[u8]) -> Result<(Vec<PieceName>, u64, Vec<u64>),
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn dying_objects_and_piece_answers_round_trip_and_refuse_bad_bodies() {
+        assert_eq!(parse_path(DYING_PATH), Ok(PeerPath::Dying));
+        assert!(parse_path("/_peer/dying?x").is_err());
+        let ids = [0, 7, u64::MAX];
+        assert_eq!(decode_objects(&encode_objects(&ids)).unwrap(), ids);
+        assert_eq!(decode_stored(&encode_stored(false, &ids)).unwrap(), ids);
+        assert_eq!(
+            decode_stored(&encode_stored(true, &[])).unwrap(),
+            Vec::<u64>::new()
+        );
+        assert!(decode_objects(&[1, 2, 3]).is_err());
+        assert!(decode_objects(&vec![0; 8 * (MAX_OBJECTS + 1)]).is_err());
+        assert!(decode_stored(b"stored").is_err());
+        assert!(decode_stored(b"stored\n123").is_err());
+        assert!(decode_stored(b"purged\n").is_err());
+    }
 
     #[test]
     fn paths_round_trip() {

@@ -57,7 +57,8 @@ pub struct ClusterArgs {
     #[arg(long, default_value = "0")]
     slice: String,
     /// Coded schemes: a chunk the policy evicts takes the object's other chunks with it, from
-    /// every server (an object leaves whole, not a chunk at a time).
+    /// every available server, once the object being written has all its pieces (an object
+    /// leaves whole, not a chunk at a time; the cluster file's `evict_together`).
     #[arg(long)]
     evict_together: bool,
     /// Sub-chunk size of the coding: the object bytes a partial hit fetches for a missing data

@@ -140,6 +140,9 @@ fn four_nodes_serve_every_byte_and_report_the_contract() {
 /// window by window, partial hits (origin bytes of the missing data chunks) included. With the
 /// background repair on (the driver asks every node for a round before every 100th request, as
 /// the simulator's servers take theirs) they still do, and the repair wrote the same pieces.
+/// With whole-object eviction (`--evict-together`: the writer has the nodes drop the other
+/// pieces of what its writes evicted, after the object's writes, where the simulator drops
+/// them) they do too, and the nodes wrote other bytes than without it.
 #[test]
 fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
     let base = [
@@ -159,21 +162,39 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
         "--health",
         "off",
     ];
-    for repair in [
+    let mut written = Vec::new();
+    for extra in [
         &[][..],
         &["--repair-rate", "4KiB", "--repair-every", "100"][..],
+        &["--evict-together"][..],
     ] {
-        let flags: Vec<&'static str> = base.iter().chain(repair).copied().collect();
+        let flags: Vec<&'static str> = base.iter().chain(extra).copied().collect();
         let (r, v) = demo(&small(&flags), Duration::from_secs(120));
         assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
         assert_eq!(v["wrong_bytes"], 0);
-        // The run covers what could make them differ: coded hits and partial hits.
+        // The run covers what could make them differ: coded hits, and partial hits (which
+        // whole-object eviction leaves few of) or dropped pieces.
         assert!(v["ttfb_ms"]["coded"]["samples"].as_u64().unwrap() > 0);
-        assert!(v["partial_hits"].as_u64().unwrap() > 0, "{v}");
+        let together = extra == ["--evict-together"];
+        let dropped = v["dying_pieces_dropped"].as_u64().unwrap();
+        assert_eq!(dropped > 0, together, "{v}");
+        if !together {
+            assert!(v["partial_hits"].as_u64().unwrap() > 0, "{v}");
+        }
         live_is_the_simulator(&v, &["repair"]);
         let repaired = v["repair"]["pieces"].as_u64().unwrap();
-        assert_eq!(repaired > 0, !repair.is_empty(), "{}", v["repair"]);
+        assert_eq!(
+            repaired > 0,
+            extra.contains(&"--repair-rate"),
+            "{}",
+            v["repair"]
+        );
+        written.push(v["bytes_written"].clone());
     }
+    assert_ne!(
+        written[0], written[2],
+        "whole-object eviction changed no write"
+    );
 }
 
 /// A one-client run's live figures equal its simulator's: miss and byte miss ratios (in every

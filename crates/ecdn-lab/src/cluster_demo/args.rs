@@ -142,6 +142,11 @@ pub struct DemoArgs {
     /// slices nothing.
     #[arg(long, default_value = "0")]
     pub(super) slice_size: String,
+    /// Whole-object eviction (coded schemes): a piece a node's policy evicts takes its
+    /// object's other pieces off every node (the cluster file's `evict_together`; the
+    /// simulator's `--evict-together`, the same rule).
+    #[arg(long)]
+    pub(super) evict_together: bool,
     /// Buckets objects are hashed to.
     #[arg(long, default_value_t = 100)]
     pub(super) buckets: usize,

@@ -92,6 +92,10 @@ pub struct ClusterStats {
     /// What the node's background repair did.
     #[serde(default)]
     pub repair: RepairCounts,
+    /// Pieces it dropped because another piece of their object was evicted
+    /// (`--evict-together`).
+    #[serde(default)]
+    pub dying_pieces_dropped: u64,
 }
 
 /// A node's read windows that asked for parity, by why (`/_ecdn/stats`'s

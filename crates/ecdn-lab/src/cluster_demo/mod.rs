@@ -522,6 +522,12 @@ fn build_report(
                     bytes_written: a.bytes_written + s.repair.bytes_written,
                 }
             }),
+        dying_pieces_dropped: live
+            .stats
+            .iter()
+            .flatten()
+            .map(|s| s.dying_pieces_dropped)
+            .sum(),
         intra_cluster_bytes: per_byte_served(peer_received),
         intra_cluster_relay_bytes: per_byte_served(relay_received),
         bytes_served: t.served_bytes,
@@ -599,6 +605,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
             buckets: a.buckets,
             sub_chunk: plan.sub_chunk,
             slice_size: plan.slice_size,
+            evict_together: a.evict_together,
             seed: a.seed,
             key: key.clone(),
             etcd: etcd

@@ -82,6 +82,8 @@ pub struct FileSettings {
     pub sub_chunk: u64,
     /// The cluster file's `slice_size` (0: no slices).
     pub slice_size: u64,
+    /// The cluster file's `evict_together`.
+    pub evict_together: bool,
     pub seed: u64,
     pub key: String,
     /// etcd endpoints (empty: the embedded coordinator).
@@ -109,6 +111,7 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
     if s.slice_size > 0 {
         let _ = writeln!(t, "slice_size = {}", s.slice_size);
     }
+    let _ = writeln!(t, "evict_together = {}", s.evict_together);
     let _ = writeln!(t, "seed = {}", s.seed);
     // The driver asks for periodic rebalances between two requests (`--rebalance-every`), where
     // the simulator has them; none by the wall clock. What they weigh is the file's default,
@@ -781,6 +784,7 @@ mod tests {
             buckets: 50,
             sub_chunk: 32 << 10,
             slice_size: 1 << 20,
+            evict_together: true,
             seed: 7,
             key,
             etcd: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
@@ -792,6 +796,7 @@ mod tests {
         let cfg = ecdn_cluster::ClusterConfig::parse(&cluster_file(&s, &layout)).unwrap();
         assert_eq!((cfg.k, cfg.p, cfg.buckets, cfg.seed), (2, 1, 50, 7));
         assert_eq!(cfg.slice_size, 1 << 20);
+        assert!(cfg.evict_together);
         assert_eq!(cfg.health.slow_ms, 25.0);
         assert_eq!(cfg.coordinator, layout.coordinator);
         assert_eq!(cfg.nodes.len(), 4);

@@ -81,6 +81,9 @@ pub struct Report {
     /// What the nodes' background repair did (`--repair-rate`), summed over the nodes alive
     /// at the end (zeros when it is off).
     pub repair: RepairCounts,
+    /// Pieces the nodes alive at the end dropped because another piece of their object was
+    /// evicted (`--evict-together`; 0 without).
+    pub dying_pieces_dropped: u64,
     /// Σ `peer_bytes_received` over the nodes alive at the end / body bytes served: chunks,
     /// replicas and relayed answers.
     pub intra_cluster_bytes: f64,

@@ -50,6 +50,7 @@ fn simulate_code(
     cfg.slicing = ecdn_placement::slices::Slicing::new(plan.slice_size)
         .expect("checked when the plan was made");
     cfg.buckets = a.buckets;
+    cfg.evict_together = a.evict_together;
     cfg.window = Window::Requests(plan.window);
     cfg.seed = a.seed;
     cfg.max_requests = plan.trace.len() as u64;

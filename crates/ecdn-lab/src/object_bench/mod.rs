@@ -468,6 +468,7 @@ async fn start(
         buckets: 1000,
         sub_chunk: 32 << 10,
         slice_size: 0,
+        evict_together: false,
         seed: a.seed,
         key: procs::random_key()?,
         etcd: Vec::new(),

@@ -70,6 +70,7 @@
 //!     `ecdn_cluster_repair_{written,read}_bytes_total` (the background repair,
 //!     `cluster/c2dn/repair.rs`),
 //!     `ecdn_cluster_corrupt_sub_chunks_total`, `ecdn_cluster_streamed_fills_total`,
+//!     `ecdn_cluster_dying_{objects,pieces_dropped}_total` (whole-object eviction),
 //!     `ecdn_cluster_ring_lost_total`; `ecdn_cluster_peer_replays_refused_total` (peer
 //!     requests signed for another node, with a nonce already taken, or older than the node's
 //!     replay memory) and `ecdn_cluster_writes_refused_after_purge_total` (signed piece writes

@@ -119,9 +119,10 @@ pub struct ClusterConfig {
     /// Background repair of lost pieces (`c2dn` only; see [`repair`]).
     pub repair: RepairConfig,
     /// Coded schemes: when a server's policy evicts a chunk (or a replica), the object's other
-    /// chunks (or replica) are dropped from every server too: an object leaves the cluster
-    /// whole instead of a piece at a time as the servers' FIFOs move at different speeds. Off
-    /// by default.
+    /// chunks (or replica) are dropped from every available server too, once the cache object
+    /// being written has all its pieces: an object leaves the cluster whole instead of a piece
+    /// at a time as the servers' FIFOs move at different speeds. The nodes' `evict_together`
+    /// (`ecdn-node`'s `pieces/together.rs`) drops at the same point. Off by default.
     pub evict_together: bool,
     /// `rep2-popular`: requests after which an object counts as popular.
     pub popular_min: u32,
@@ -743,6 +744,7 @@ impl Sim {
             }
             self.store(piece, req, coded, bucket);
         }
+        self.drop_dying();
         Served {
             miss: count < need,
             some_hit: count > 0,
@@ -767,13 +769,12 @@ impl Sim {
         let evicted = cache.evicted().len();
         let repair = self.repair.on();
         let together = self.cfg.evict_together && self.cfg.scheme.coded();
-        let mut dying = std::mem::take(&mut self.dying);
         for e in cache.evicted() {
             if together {
                 if let Some(object) = self.protection.object_of_chunk(e.id) {
-                    dying.push(Dying::Coded(object));
+                    self.dying.push(Dying::Coded(object));
                 } else if self.protection.is_replica(e.id) {
-                    dying.push(Dying::Replica(e.id));
+                    self.dying.push(Dying::Replica(e.id));
                 }
             }
             self.protection.removed(e.id, Some(e.size));
@@ -798,11 +799,19 @@ impl Sim {
                 None => self.placement.record_data_write(piece.server, piece.size),
             }
         }
+        admitted
+    }
+
+    /// After a cache object's pieces are stored (`evict_together`): every object a piece of
+    /// which a store evicted leaves every available server. The nodes drop at the same point:
+    /// the writer collects what each holder evicted and has them dropped once all of the
+    /// object's pieces are written.
+    fn drop_dying(&mut self) {
+        let mut dying = std::mem::take(&mut self.dying);
         for d in dying.drain(..) {
             self.drop_everywhere(d);
         }
         self.dying = dying;
-        admitted
     }
 
     /// Drops every cached piece of an object one of whose pieces a server's policy evicted,

@@ -343,6 +343,7 @@ impl Sim {
                 self.repair.stats.written += u128::from(piece.size);
             }
         }
+        self.drop_dying();
         Ok(cost)
     }
 }

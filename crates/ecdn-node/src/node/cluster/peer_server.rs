@@ -160,7 +160,7 @@ async fn handle(
         Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
     };
     let get = parts.method == Method::GET;
-    if parts.method != Method::PUT && !verified.empty_body() {
+    if parts.method != Method::PUT && parts.method != Method::POST && !verified.empty_body() {
         return plain(StatusCode::BAD_REQUEST, "peer request: unexpected body");
     }
     match parsed {
@@ -186,13 +186,28 @@ async fn handle(
             ClusterStats::add(&c.stats.peer_bytes_received, frame.len() as u64);
             let object = crate::node::cluster::pieces::names::object_id(&key);
             let signed = verified.time_ms();
-            let put = put_piece(&st, &c, piece, &key, frame);
+            let put = put_piece(&st, &c, &path, piece, &key, frame);
             match c.purges.write(object, signed, unix_now_ms(), put).await {
                 Ok(answer) => answer,
                 Err(refused) => {
                     ClusterStats::add(&c.stats.writes_refused_after_purge, 1);
                     plain(StatusCode::CONFLICT, &refused.to_string())
                 }
+            }
+        }
+        PeerPath::Dying if parts.method == Method::POST => {
+            let limit = 8 * wire::MAX_OBJECTS;
+            let body = match read_verified_body(body, limit, &verified).await {
+                Ok(b) => b,
+                Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
+            };
+            match wire::decode_objects(&body) {
+                Ok(objects) => {
+                    let dropped =
+                        crate::node::cluster::pieces::together::drop_here(&st, &c, &objects).await;
+                    plain(StatusCode::OK, &format!("dropped {dropped}"))
+                }
+                Err(e) => plain(StatusCode::BAD_REQUEST, &e.to_string()),
             }
         }
         PeerPath::Relay { target } if get || parts.method == Method::HEAD => {
@@ -365,10 +380,12 @@ fn sub_chunks_of(s: u64, payload: Bytes) -> VecDeque<Bytes> {
 }
 
 /// Checks a pushed piece (a trailing frame) against its path and its own checksums, then
-/// stores it.
+/// stores it; a signed answer names the objects a piece of which the policy evicted to make
+/// room, when the writer is to have them dropped whole (`pieces/together.rs`).
 async fn put_piece(
     st: &State,
     c: &Cluster,
+    path: &str,
     piece: PieceName,
     key: &str,
     frame: Bytes,
@@ -390,7 +407,7 @@ async fn put_piece(
         .as_ref()
         .map_or(c.cfg.k, |coding| usize::from(coding.k));
     let payload = frame.slice(..payload.len());
-    let put = crate::node::cluster::pieces::local::put_local(
+    let (put, dying) = crate::node::cluster::pieces::local::put_local(
         st,
         c,
         key,
@@ -401,8 +418,9 @@ async fn put_piece(
     )
     .await;
     match put {
-        Put::Stored => plain(StatusCode::OK, "stored"),
-        Put::Present => plain(StatusCode::OK, "present"),
+        Put::Stored | Put::Present => {
+            signed(c, path, wire::encode_stored(put == Put::Present, &dying))
+        }
         Put::Refused => plain(StatusCode::INSUFFICIENT_STORAGE, "refused"),
     }
 }

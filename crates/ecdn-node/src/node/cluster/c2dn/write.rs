@@ -28,6 +28,7 @@ use crate::node::cluster::pieces::local::{pushed, put_local};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::cluster::pieces::store::chunk_crcs;
+use crate::node::cluster::pieces::together::{drop_dying, dying_in_answer};
 use crate::node::disk::encode_meta;
 use crate::node::freshness::StoredResponse;
 use crate::node::state::State;
@@ -97,13 +98,18 @@ pub(in crate::node) async fn place(
         let (st, c, key) = (st.clone(), c.clone(), e.key.clone());
         tasks.spawn(async move {
             if t.server == c.id {
-                put_local(&st, &c, &key, c.cfg.k, name, m, payload).await;
+                put_local(&st, &c, &key, c.cfg.k, name, m, payload).await.1
             } else {
-                push(&c, t.server, &key, name, m, payload).await;
+                push(&c, t.server, &key, name, m, payload).await.1
             }
         });
     }
-    while tasks.join_next().await.is_some() {}
+    // What the writes evicted leaves whole once every piece is written (`evict_together`).
+    let mut dying = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        dying.extend(done.unwrap_or_default());
+    }
+    drop_dying(st, c, dying).await;
 }
 
 /// The pieces of the object `key` (coded or not) whose servers are available and, with
@@ -200,9 +206,16 @@ impl StripePlacer {
         let crcs = self.streams.crcs();
         let http = encode_meta(e);
         let size = self.size;
+        let mut dying = Vec::new();
         self.streams
-            .store(st, c, |chunk| chunk_meta(c, chunk, size, &crcs, &http))
+            .store(
+                st,
+                c,
+                |chunk| chunk_meta(c, chunk, size, &crcs, &http),
+                &mut dying,
+            )
             .await;
+        drop_dying(st, c, dying).await;
     }
 
     /// Gives up: every streamed body ends in an error, so no server stores a chunk.
@@ -211,7 +224,8 @@ impl StripePlacer {
     }
 }
 
-/// Sends a piece to node `server`; whether it stored it.
+/// Sends a piece to node `server`; whether it stored it, and the objects it evicted a piece of
+/// to do so that are to leave whole (`evict_together`, `pieces/together.rs`).
 pub(in crate::node) async fn push(
     c: &Cluster,
     server: usize,
@@ -219,9 +233,9 @@ pub(in crate::node) async fn push(
     name: PieceName,
     meta: Vec<u8>,
     payload: Bytes,
-) -> bool {
+) -> (bool, Vec<u64>) {
     let Some(addr) = c.peer_of(server) else {
-        return false;
+        return (false, Vec::new());
     };
     let mut frame = Vec::with_capacity(payload.len() + meta.len() + 4);
     frame.extend_from_slice(&payload);
@@ -239,8 +253,12 @@ pub(in crate::node) async fn push(
             c.peer_timeout * 5,
         )
         .await;
-    let status = sent.map(|r| r.status()).map_err(|e| e.to_string());
+    let status = sent.as_ref().map(|r| r.status()).map_err(|e| e.to_string());
     let stored = status.as_ref().is_ok_and(|s| *s == StatusCode::OK);
     pushed(c, server, true, n, status);
-    stored
+    let dying = match sent {
+        Ok(r) if stored && c.cfg.evict_together => dying_in_answer(c, server, &path, r).await,
+        _ => Vec::new(),
+    };
+    (stored, dying)
 }

@@ -403,7 +403,10 @@ async fn put(
             _ => Ok(()),
         }
     };
-    let (stored, written) = tokio::join!(streams.store(st, c, piece_meta), written);
+    let mut dying = Vec::new();
+    let (stored, written) = tokio::join!(streams.store(st, c, piece_meta, &mut dying), written);
+    // Cached objects a piece of which the splits' writes evicted leave whole.
+    crate::node::cluster::pieces::together::drop_dying(st, c, dying).await;
     let n = stored.iter().filter(|&&s| s).count();
     let meta = ObjectMeta {
         name: name.clone(),

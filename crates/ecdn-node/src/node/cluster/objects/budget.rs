@@ -206,7 +206,10 @@ async fn grow(
     }
     let (size, sub) = (meta.size, meta.sub_chunk);
     let piece_meta = |i: usize| split_meta((k, p), i, sub, size, &crcs);
-    let stored = streams.store(st, c, piece_meta).await;
+    let mut dying = Vec::new();
+    let stored = streams.store(st, c, piece_meta, &mut dying).await;
+    // Cached objects a piece of which the splits' writes evicted leave whole.
+    crate::node::cluster::pieces::together::drop_dying(st, c, dying).await;
     let mut m = meta.clone();
     m.splits.extend(&added);
     m.stored.extend(&stored[now..]);

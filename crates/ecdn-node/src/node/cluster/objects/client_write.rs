@@ -254,7 +254,7 @@ pub(in crate::node) async fn put_split(
     }
     .encode();
     let key = crate::node::cluster::objects::record::piece_key(name, p.version);
-    let put = put_local(
+    let (put, dying) = put_local(
         st,
         c,
         &key,
@@ -264,6 +264,8 @@ pub(in crate::node) async fn put_split(
         Bytes::from(payload),
     )
     .await;
+    // Cached objects a piece of which this split evicted leave whole (`evict_together`).
+    crate::node::cluster::pieces::together::drop_dying(st, c, dying).await;
     if put == Put::Refused {
         return text(StatusCode::INSUFFICIENT_STORAGE, "refused");
     }

@@ -22,6 +22,7 @@ use hyper::{Method, StatusCode};
 use crate::node::cluster::pieces::local::{pushed, put_local};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::store::Put;
+use crate::node::cluster::pieces::together::dying_in_answer;
 use crate::node::state::State;
 
 /// Where one chunk goes.
@@ -180,12 +181,14 @@ impl ChunkStreams {
 
     /// After [`ChunkStreams::end`]: every chunk's metadata (`meta_of(chunk)`) follows its
     /// payload, this node's chunk is stored, and this returns, once every server answered or
-    /// failed, which chunks are stored.
+    /// failed, which chunks are stored. The objects the servers evicted a piece of to store
+    /// them, which are to leave whole (`evict_together`), are appended to `dying`.
     pub(in crate::node) async fn store(
         mut self,
         st: &Arc<State>,
         c: &Arc<Cluster>,
         meta_of: impl Fn(usize) -> Vec<u8>,
+        dying: &mut Vec<u64>,
     ) -> Vec<bool> {
         let mut stored = vec![false; self.targets.len()];
         let mut tasks = tokio::task::JoinSet::new();
@@ -205,7 +208,8 @@ impl ChunkStreams {
                     tasks.spawn(async move {
                         let name = PieceName::Chunk(chunk as u16);
                         let put = put_local(&st, &c, &key, k, name, meta, Bytes::from(buf));
-                        (chunk, matches!(put.await, Put::Stored | Put::Present))
+                        let (put, evicted) = put.await;
+                        (chunk, matches!(put, Put::Stored | Put::Present), evicted)
                     });
                 }
                 Target::Peer {
@@ -219,23 +223,31 @@ impl ChunkStreams {
                         let n = body.sent();
                         let ok = ok && body.finish();
                         let answer = tokio::time::timeout(c.peer_timeout * 5, answer).await;
-                        let status = match answer {
-                            Ok(Ok(Ok(r))) => Ok(r.status()),
-                            Ok(Ok(Err(e))) => Err(e.to_string()),
-                            Ok(Err(e)) => Err(e.to_string()),
-                            Err(_) => Err("no answer in time".to_string()),
+                        let (status, resp) = match answer {
+                            Ok(Ok(Ok(r))) => (Ok(r.status()), Some(r)),
+                            Ok(Ok(Err(e))) => (Err(e.to_string()), None),
+                            Ok(Err(e)) => (Err(e.to_string()), None),
+                            Err(_) => (Err("no answer in time".to_string()), None),
                         };
                         let good = ok
                             && matches!(status, Ok(s) if s == StatusCode::OK || s == StatusCode::NO_CONTENT);
                         pushed(&c, server, ok, n, status);
-                        (chunk, good)
+                        let evicted = match resp {
+                            Some(r) if good && c.cfg.evict_together => {
+                                let path = wire::piece_path(PieceName::Chunk(chunk as u16), &key, None);
+                                dying_in_answer(&c, server, &path, r).await
+                            }
+                            _ => Vec::new(),
+                        };
+                        (chunk, good, evicted)
                     });
                 }
             }
         }
         while let Some(done) = tasks.join_next().await {
-            if let Ok((chunk, good)) = done {
+            if let Ok((chunk, good, evicted)) = done {
                 stored[chunk] = good;
+                dying.extend(evicted);
             }
         }
         stored

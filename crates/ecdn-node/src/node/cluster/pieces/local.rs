@@ -45,7 +45,9 @@ pub(in crate::node) fn pushed(
 /// Stores a piece on this node: admitted by the piece policy and written; its write load
 /// recorded (`k`: the data chunks of the piece's code — the cluster's K for a cached object,
 /// the object's own for an EC-Cache split). The HOC keeps a decoded copy only while this node
-/// holds the object's piece, so objects whose piece the policy evicts leave the HOC too.
+/// holds the object's piece, so objects whose piece the policy evicts leave the HOC too. With
+/// the cluster's `evict_together`, also the cached objects (not EC-Cache objects) a piece of
+/// which the policy evicted: the writer has them dropped whole (`together.rs`).
 pub(in crate::node) async fn put_local(
     st: &State,
     c: &Cluster,
@@ -54,9 +56,9 @@ pub(in crate::node) async fn put_local(
     name: PieceName,
     meta: Vec<u8>,
     payload: Bytes,
-) -> Put {
+) -> (Put, Vec<u64>) {
     let Some(disk) = &st.disk else {
-        return Put::Refused;
+        return (Put::Refused, Vec::new());
     };
     let len = payload.len() as u64;
     let object = ecdn_trace::hash_id(key.as_bytes());
@@ -73,10 +75,15 @@ pub(in crate::node) async fn put_local(
             &mut evicted,
         )
         .await;
+    let mut dying = Vec::new();
     if !evicted.is_empty() {
+        let together = c.cfg.evict_together && c.scheme().coded();
         let mut hoc = lock(&st.hoc);
-        for o in evicted {
-            hoc.remove(o);
+        for e in evicted {
+            hoc.remove(e.object);
+            if together && !e.split {
+                dying.push(e.object);
+            }
         }
     }
     if put == Put::Stored {
@@ -95,5 +102,5 @@ pub(in crate::node) async fn put_local(
             _ => c.loads.record_data(len),
         }
     }
-    put
+    (put, dying)
 }

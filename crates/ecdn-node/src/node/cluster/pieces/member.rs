@@ -348,6 +348,8 @@ impl Cluster {
             // purge of their object (`purge_log.rs`).
             "peer_replays_refused": self.gate.replays_refused(),
             "writes_refused_after_purge": get(&s.writes_refused_after_purge),
+            "dying_objects": get(&s.dying_objects),
+            "dying_pieces_dropped": get(&s.dying_pieces_dropped),
             "ring_lost": self.pieces.ring_lost(),
             // The pieces held now, and what the start found on disk.
             "pieces_held": self.pieces.len(),

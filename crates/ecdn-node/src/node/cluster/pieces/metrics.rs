@@ -141,6 +141,16 @@ impl Cluster {
                 get(&s.streamed_fills),
             ),
             (
+                "ecdn_cluster_dying_objects_total",
+                "Objects to drop whole (evict_together): a piece of them evicted somewhere.",
+                get(&s.dying_objects),
+            ),
+            (
+                "ecdn_cluster_dying_pieces_dropped_total",
+                "Pieces this node dropped because another piece of their object was evicted.",
+                get(&s.dying_pieces_dropped),
+            ),
+            (
                 "ecdn_cluster_ring_lost_total",
                 "Pieces the disk ring overwrote while the piece policy still held them.",
                 self.pieces.ring_lost(),

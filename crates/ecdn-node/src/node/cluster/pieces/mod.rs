@@ -6,9 +6,10 @@
 //!   object, for repair), `store.rs` (the piece store under its piece policy);
 //! * `member.rs`: the node's [`member::Cluster`], which holds all of the above;
 //! * over it: `metrics.rs` (the counters' exposition), `holders.rs` (who holds which piece,
-//!   and the signed peer `GET`), `local.rs` (a piece stored here), `chunk_streams.rs` (chunks
-//!   streamed to their servers as they are encoded), `coded.rs` (the coded read: stripes,
-//!   delayed parity, late binding), `purge.rs` (a `PURGE` across the cluster).
+//!   and the signed peer `GET`), `local.rs` (a piece stored here), `together.rs` (whole-object
+//!   eviction), `chunk_streams.rs` (chunks streamed to their servers as they are encoded),
+//!   `coded.rs` (the coded read: stripes, delayed parity, late binding), `purge.rs` (a `PURGE`
+//!   across the cluster).
 
 pub(in crate::node) mod chunk_streams;
 pub(in crate::node) mod coded;
@@ -23,3 +24,4 @@ pub(in crate::node) mod purge;
 pub(in crate::node) mod purge_log;
 pub(in crate::node) mod stats;
 pub(in crate::node) mod store;
+pub(in crate::node) mod together;

@@ -28,6 +28,10 @@ pub(in crate::node) struct ClusterStats {
     pub(in crate::node) streamed_fills: AtomicU64,
     /// Signed piece writes refused as signed before a purge of their object (`purge_log.rs`).
     pub(in crate::node) writes_refused_after_purge: AtomicU64,
+    /// Whole-object eviction (`together.rs`): objects this node was told (or told itself) to
+    /// drop, and the pieces of them it held and dropped.
+    pub(in crate::node) dying_objects: AtomicU64,
+    pub(in crate::node) dying_pieces_dropped: AtomicU64,
     /// Per [`Parity`] reason, read windows that asked for parity chunks.
     pub(in crate::node) parity_fetches: [AtomicU64; Parity::ALL.len()],
     /// Payload bytes this node's piece store accepted, per kind ([`WRITTEN_KINDS`]).

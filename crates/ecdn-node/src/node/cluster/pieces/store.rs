@@ -59,6 +59,22 @@ pub enum Put {
 /// The key prefix of EC-Cache's object splits (`objects/api.rs`): they carry their own code.
 pub(in crate::node) const SPLIT_PREFIX: &str = "_objects/";
 
+/// Whether a store entry is a piece of an EC-Cache object (a split), not of a cached object.
+fn is_split(key: &EntryKey) -> bool {
+    let (EntryKey::Object { key } | EntryKey::Chunk { key, .. }) = key;
+    key.starts_with(SPLIT_PREFIX.as_bytes())
+}
+
+/// An object a piece of which the policy evicted ([`PieceStore::put`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Evicted {
+    /// The object's id (`ecdn_trace::hash_id` of its key).
+    pub object: u64,
+    /// The piece was an EC-Cache object's split (its record, not whole-object eviction, says
+    /// what is left of it).
+    pub split: bool,
+}
+
 /// Pieces an object of `key` may have: an EC-Cache object's splits may be up to the most an
 /// object has, a cached object's are the cluster's `K + P`.
 pub fn pieces_per_object(cfg: &ClusterConfig, key: &str) -> usize {
@@ -465,8 +481,9 @@ impl PieceStore {
     }
 
     /// Admits and writes piece `piece` of object `object` under `key`. Pieces the policy evicts
-    /// to make room leave the store's index; their objects' ids are appended to `evicted` (a
-    /// node drops its decoded copies of them).
+    /// to make room leave the store's index; their objects are appended to `evicted` (a node
+    /// drops its decoded copies of them, and with `evict_together` the writer has the other
+    /// nodes drop the objects' other pieces).
     #[allow(clippy::too_many_arguments)]
     pub async fn put(
         &self,
@@ -476,7 +493,7 @@ impl PieceStore {
         key: EntryKey,
         meta: Vec<u8>,
         payload: Bytes,
-        evicted: &mut Vec<u64>,
+        evicted: &mut Vec<Evicted>,
     ) -> Put {
         let size = payload.len() as u64;
         let mut gone = Vec::new();
@@ -494,7 +511,10 @@ impl PieceStore {
             p.cache.clear_evicted();
             for id in ids {
                 if let Some(h) = p.held.remove(&id) {
-                    evicted.push(h.object);
+                    evicted.push(Evicted {
+                        object: h.object,
+                        split: is_split(&h.key),
+                    });
                     gone.push(h.key);
                 }
             }

@@ -1,0 +1,123 @@
+//! Whole-object eviction (`evict_together` in the cluster file; `ecdn sim cluster
+//! --evict-together` is the same rule): when a node's piece policy evicts a piece of a cached
+//! object, the object's other pieces leave every node too. The nodes' FIFOs move at different
+//! speeds, so without it an object leaves the cluster a chunk at a time, and the fragments are
+//! the unprotected objects (1–3% of the cached coded objects on the download classes;
+//! BENCHMARKS.md, issue 63).
+//!
+//! The node that writes an object's pieces (a fill's serving node, a restore after a hit, a
+//! repair) collects what the holders' policies evicted to admit them: its own ([`put_local`]'s
+//! second value) and the others' (their signed `PUT` answers, [`wire::decode_stored`], read by
+//! [`dying_in_answer`]). Once every piece of the object is written, [`drop_dying`] has every
+//! available node drop every piece of those objects: this node at once, the others by a signed
+//! `POST /_peer/dying`, waited for. The simulator drops at the same point (after a cache
+//! object's stores), so with one client the nodes hold what its servers hold.
+//!
+//! A drop is durable (a tombstone, as a purge's) so that a restart does not bring the piece
+//! back; it is not a purge otherwise: no later write of the object is refused.
+//!
+//! [`put_local`]: super::local::put_local
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ecdn_cluster::wire;
+use hyper::{Method, StatusCode};
+
+use crate::node::cluster::pieces::holders::verified_body;
+use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::stats::ClusterStats;
+use crate::node::lock::lock;
+use crate::node::state::State;
+
+/// The objects node `server` evicted a piece of to store the piece `PUT` to `path`, read from
+/// its `200` answer `resp` (signed, [`wire::encode_stored`]). An answer that does not verify or
+/// parse names none (and counts a peer error): the piece was stored all the same.
+pub(in crate::node) async fn dying_in_answer(
+    c: &Cluster,
+    server: usize,
+    path: &str,
+    resp: hyper::Response<hyper::body::Incoming>,
+) -> Vec<u64> {
+    let limit = 16 + 8 * wire::MAX_OBJECTS;
+    let Some(body) = verified_body(c, server, path, resp, limit).await else {
+        eprintln!(
+            "ecdn node: node {server}'s answer to a piece write did not verify{}",
+            ecdn_cluster::peer::request_note()
+        );
+        return Vec::new();
+    };
+    match wire::decode_stored(&body) {
+        Ok(dying) => dying,
+        Err(e) => {
+            c.stats.peer_error(server);
+            eprintln!(
+                "ecdn node: node {server}'s answer to a piece write: {e}{}",
+                ecdn_cluster::peer::request_note()
+            );
+            Vec::new()
+        }
+    }
+}
+
+/// Has every available node drop every piece of the objects `dying` (see the module
+/// documentation): this node first, then the others all at once; returns when each answered
+/// or failed (a node that did not drop them keeps the pieces until its FIFO reaches them).
+pub(in crate::node) async fn drop_dying(st: &State, c: &Arc<Cluster>, mut dying: Vec<u64>) {
+    if dying.is_empty() {
+        return;
+    }
+    dying.sort_unstable();
+    dying.dedup();
+    drop_here(st, c, &dying).await;
+    let map = c.map.current();
+    let body = Bytes::from(wire::encode_objects(&dying));
+    let mut asks = tokio::task::JoinSet::new();
+    for server in (0..map.servers()).filter(|&s| s != c.id && map.is_available(s)) {
+        let Some(addr) = c.peer_of(server) else {
+            continue;
+        };
+        let (c, body) = (c.clone(), body.clone());
+        asks.spawn(async move {
+            let sent = c.peers.send(
+                addr,
+                Method::POST,
+                wire::DYING_PATH,
+                body,
+                &[],
+                c.peer_timeout,
+            );
+            let why = match sent.await {
+                Ok(r) if r.status() == StatusCode::OK => return,
+                Ok(r) => r.status().to_string(),
+                Err(e) => e.to_string(),
+            };
+            c.stats.peer_error(server);
+            eprintln!(
+                "ecdn node: dropping dying objects on node {server}: {why}{}",
+                ecdn_cluster::peer::request_note()
+            );
+        });
+    }
+    while asks.join_next().await.is_some() {}
+}
+
+/// Drops every piece this node holds of the objects `objects`, and its decoded copies of them;
+/// returns how many pieces it dropped.
+pub(in crate::node) async fn drop_here(st: &State, c: &Cluster, objects: &[u64]) -> u64 {
+    let Some(disk) = &st.disk else {
+        return 0;
+    };
+    ClusterStats::add(&c.stats.dying_objects, objects.len() as u64);
+    let chunks = c.cfg.k + c.cfg.p;
+    let mut dropped = 0;
+    for &object in objects {
+        let held = c.pieces.held(object, chunks).len() as u64;
+        if c.pieces.purge(disk, object, chunks).await {
+            dropped += held;
+        }
+        lock(&st.hoc).remove(object);
+    }
+    ClusterStats::add(&c.stats.dying_pieces_dropped, dropped);
+    dropped
+}
