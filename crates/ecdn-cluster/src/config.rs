@@ -7,7 +7,7 @@
 //! threshold = "128KiB"       # objects larger than this are coded (C2DN schemes)
 //! slice_size = 0             # objects larger than this are cached as range slices of
 //!                            # this size, each its own cache object ("1MiB"); 0: none
-//! evict_together = false     # a piece the policy evicts takes its object's other pieces
+//! evict_together = true      # a piece the policy evicts takes its object's other pieces
 //! buckets = 100
 //! sub_chunk = "32KiB"        # unit of coding, transfer and streaming
 //! key = "a long random secret shared by the cluster"
@@ -152,8 +152,9 @@ pub struct ClusterConfig {
     /// Whole-object eviction (coded schemes): when a node's piece policy evicts a piece of a
     /// cached object, the writer that caused it has every other node drop the object's other
     /// pieces too, so an object leaves the cluster whole instead of a piece at a time
-    /// (`ecdn sim cluster --evict-together`, the same rule). Off by default.
-    #[serde(default)]
+    /// (`ecdn sim cluster --evict-together`, the same rule). On by default: without it 1–3%
+    /// of the cached coded objects are fragments, unprotected (BENCHMARKS.md, issue 63).
+    #[serde(default = "default_evict_together")]
     pub evict_together: bool,
     #[serde(default = "default_buckets")]
     pub buckets: usize,
@@ -293,6 +294,9 @@ fn default_missed() -> u32 {
 }
 fn default_parity_delay() -> f64 {
     0.2
+}
+fn default_evict_together() -> bool {
+    true
 }
 fn default_rebalance_every() -> f64 {
     ecdn_placement::REBALANCE_EVERY_S

@@ -58,8 +58,9 @@ pub struct ClusterArgs {
     slice: String,
     /// Coded schemes: a chunk the policy evicts takes the object's other chunks with it, from
     /// every available server, once the object being written has all its pieces (an object
-    /// leaves whole, not a chunk at a time; the cluster file's `evict_together`).
-    #[arg(long)]
+    /// leaves whole, not a chunk at a time; the cluster file's `evict_together`): true or
+    /// false. Measured in BENCHMARKS.md (issue 63): no fragment left unprotected on any class.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     evict_together: bool,
     /// Sub-chunk size of the coding: the object bytes a partial hit fetches for a missing data
     /// chunk depend on it in the last stripe (as in a live cluster file's `sub_chunk`).

@@ -211,8 +211,9 @@ fn sim_cluster_json_and_unavailability() {
     }
     assert_eq!(rows[2]["scheme"], "c2dn-n6k3");
     assert_eq!(rows[1]["requests"], 113_872);
-    // No unavailability: parity is never rebalanced unless asked for.
-    assert_eq!(rows[1]["rebalances"], 0);
+    // No unavailability: parity is rebalanced only by the trace's clock, at a tenth of the
+    // hour and then every hour (twice over this trace).
+    assert_eq!(rows[1]["rebalances"], 2);
     let windows = rows[1]["windows"].as_array().unwrap();
     assert!(windows
         .iter()
@@ -231,11 +232,16 @@ fn sim_cluster_json_and_unavailability() {
         "4KiB",
         "--rebalance-at",
         "10s",
+        "--rebalance-every",
+        "0",
         "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["rebalances"], 1, "one rebalance at 10 s");
+    assert_eq!(
+        v["rebalances"], 1,
+        "one rebalance at 10 s, none by the clock"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("unavail.txt");

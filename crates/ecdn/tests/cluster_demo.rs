@@ -140,9 +140,9 @@ fn four_nodes_serve_every_byte_and_report_the_contract() {
 /// window by window, partial hits (origin bytes of the missing data chunks) included. With the
 /// background repair on (the driver asks every node for a round before every 100th request, as
 /// the simulator's servers take theirs) they still do, and the repair wrote the same pieces.
-/// With whole-object eviction (`--evict-together`: the writer has the nodes drop the other
-/// pieces of what its writes evicted, after the object's writes, where the simulator drops
-/// them) they do too, and the nodes wrote other bytes than without it.
+/// With whole-object eviction (the default: the writer has the nodes drop the other pieces of
+/// what its writes evicted, after the object's writes, where the simulator drops them) they do
+/// too, and the nodes wrote other bytes than without it.
 #[test]
 fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
     let base = [
@@ -164,9 +164,16 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
     ];
     let mut written = Vec::new();
     for extra in [
+        &["--evict-together", "false"][..],
+        &[
+            "--evict-together",
+            "false",
+            "--repair-rate",
+            "4KiB",
+            "--repair-every",
+            "100",
+        ][..],
         &[][..],
-        &["--repair-rate", "4KiB", "--repair-every", "100"][..],
-        &["--evict-together"][..],
     ] {
         let flags: Vec<&'static str> = base.iter().chain(extra).copied().collect();
         let (r, v) = demo(&small(&flags), Duration::from_secs(120));
@@ -175,7 +182,7 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
         // The run covers what could make them differ: coded hits, and partial hits (which
         // whole-object eviction leaves few of) or dropped pieces.
         assert!(v["ttfb_ms"]["coded"]["samples"].as_u64().unwrap() > 0);
-        let together = extra == ["--evict-together"];
+        let together = extra.is_empty();
         let dropped = v["dying_pieces_dropped"].as_u64().unwrap();
         assert_eq!(dropped > 0, together, "{v}");
         if !together {

@@ -122,7 +122,8 @@ pub struct ClusterConfig {
     /// chunks (or replica) are dropped from every available server too, once the cache object
     /// being written has all its pieces: an object leaves the cluster whole instead of a piece
     /// at a time as the servers' FIFOs move at different speeds. The nodes' `evict_together`
-    /// (`ecdn-node`'s `pieces/together.rs`) drops at the same point. Off by default.
+    /// (`ecdn-node`'s `pieces/together.rs`) drops at the same point. On by default, as the
+    /// cluster file's.
     pub evict_together: bool,
     /// `rep2-popular`: requests after which an object counts as popular.
     pub popular_min: u32,
@@ -136,8 +137,8 @@ pub struct ClusterConfig {
 
 impl ClusterConfig {
     /// C2DN's defaults: 10 equal servers, FIFO, n4k3 (K = 3, P = 1), 128 KiB threshold,
-    /// 100 buckets; parity rebalanced by bytes written on availability changes and every hour
-    /// (as a live cluster file's defaults); 300 s windows.
+    /// 100 buckets; parity rebalanced by bytes written on availability changes and every hour,
+    /// objects evicted whole (as a live cluster file's defaults); 300 s windows.
     pub fn new(scheme: Scheme, capacity: u64) -> Self {
         ClusterConfig {
             scheme,
@@ -154,7 +155,7 @@ impl ClusterConfig {
             rebalance_at: None,
             rebalance: RebalanceOptions::CLUSTER,
             repair: RepairConfig::OFF,
-            evict_together: false,
+            evict_together: true,
             popular_min: 2,
             window: Window::Seconds(300.0),
             unavailability: Unavailability::default(),

@@ -244,6 +244,8 @@ fn repair_rebuilds_what_a_failure_took_within_its_rate() {
 fn repair_is_c2dn_only_and_skips_old_and_unpopular_objects() {
     let reqs = trace();
     let mut cfg = config(Scheme::C2dnNoRebal, 400 << 20);
+    // Pieces lost to eviction: objects left whole or not at all have none to repair.
+    cfg.evict_together = false;
     cfg.repair = RepairConfig {
         rate: 1 << 30,
         every: 1.0,
@@ -367,6 +369,7 @@ fn evicting_together_leaves_no_object_with_some_pieces_and_keeps_the_mirror() {
     let reqs = trace();
     let mut plain = config(Scheme::C2dn, 200 << 20);
     plain.window = Window::Requests(5_000);
+    plain.evict_together = false;
     let mut together = plain.clone();
     together.evict_together = true;
     let a = run_checked(&reqs, &plain, 2_000);

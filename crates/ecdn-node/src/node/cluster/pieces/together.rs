@@ -40,9 +40,14 @@ pub(in crate::node) async fn dying_in_answer(
     resp: hyper::Response<hyper::body::Incoming>,
 ) -> Vec<u64> {
     let limit = 16 + 8 * wire::MAX_OBJECTS;
-    let Some(body) = verified_body(c, server, path, resp, limit).await else {
+    // The piece is stored once the status is in: a body that does not follow in time (a peer
+    // cut off mid-answer) holds up nothing.
+    let read = tokio::time::timeout(c.peer_timeout, verified_body(c, server, path, resp, limit));
+    let Ok(Some(body)) = read.await else {
+        c.stats.peer_error(server);
         eprintln!(
-            "ecdn node: node {server}'s answer to a piece write did not verify{}",
+            "ecdn node: node {server}'s answer to a piece write did not come whole in time or \
+             did not verify{}",
             ecdn_cluster::peer::request_note()
         );
         return Vec::new();
