@@ -5,8 +5,8 @@
 //! k = 3                      # data chunks per coded object
 //! p = 1                      # parity chunks
 //! threshold = "128KiB"       # objects larger than this are coded (C2DN schemes)
-//! slice_size = 0             # objects larger than this are cached as range slices of
-//!                            # this size, each its own cache object ("1MiB"); 0: none
+//! slice_size = "4MiB"        # objects larger than this are cached as range slices of
+//!                            # this size, each its own cache object; 0: none
 //! evict_together = true      # a piece the policy evicts takes its object's other pieces
 //! buckets = 100
 //! sub_chunk = "32KiB"        # unit of coding, transfer and streaming
@@ -146,8 +146,9 @@ pub struct ClusterConfig {
     #[serde(default = "default_threshold", deserialize_with = "size")]
     pub threshold: u64,
     /// Objects larger than this are cached as fixed-size range slices, each a cache object of
-    /// its own with its own bucket (`ecdn_placement::slices`); 0 (the default): none are.
-    #[serde(default, deserialize_with = "size")]
+    /// its own with its own bucket (`ecdn_placement::slices`); 0: none are. Default
+    /// [`Slicing::DEFAULT`](ecdn_placement::slices::Slicing::DEFAULT), 4 MiB, as the simulator's.
+    #[serde(default = "default_slice_size", deserialize_with = "size")]
     pub slice_size: u64,
     /// Whole-object eviction (coded schemes): when a node's piece policy evicts a piece of a
     /// cached object, the writer that caused it has every other node drop the object's other
@@ -294,6 +295,9 @@ fn default_missed() -> u32 {
 }
 fn default_parity_delay() -> f64 {
     0.2
+}
+fn default_slice_size() -> u64 {
+    ecdn_placement::slices::Slicing::DEFAULT.size()
 }
 fn default_evict_together() -> bool {
     true

@@ -53,8 +53,9 @@ pub struct ClusterArgs {
     threshold: String,
     /// Objects larger than this are cached as range slices of this size, each a cache object
     /// of its own (its own bucket, coded or replicated on its own), as Traffic Server's slice
-    /// plugin and nginx's slice module cache large files; 0 slices nothing.
-    #[arg(long, default_value = "0")]
+    /// plugin and nginx's slice module cache large files; 0 slices nothing. The default is the
+    /// cluster file's `slice_size`.
+    #[arg(long, default_value = "4MiB")]
     slice: String,
     /// Coded schemes: a chunk the policy evicts takes the object's other chunks with it, from
     /// every available server, once the object being written has all its pieces (an object

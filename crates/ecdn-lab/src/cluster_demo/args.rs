@@ -140,7 +140,7 @@ pub struct DemoArgs {
     /// Objects larger than this are cached as range slices of this size, each a cache object
     /// of its own (the cluster file's `slice_size`; the simulator slices the same way); 0
     /// slices nothing.
-    #[arg(long, default_value = "0")]
+    #[arg(long, default_value = "4MiB")]
     pub(super) slice_size: String,
     /// Whole-object eviction (coded schemes): a piece a node's policy evicts takes its
     /// object's other pieces off every node (the cluster file's `evict_together`; the

@@ -108,9 +108,7 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
     let _ = writeln!(t, "threshold = {}", s.threshold);
     let _ = writeln!(t, "buckets = {}", s.buckets);
     let _ = writeln!(t, "sub_chunk = {}", s.sub_chunk);
-    if s.slice_size > 0 {
-        let _ = writeln!(t, "slice_size = {}", s.slice_size);
-    }
+    let _ = writeln!(t, "slice_size = {}", s.slice_size);
     let _ = writeln!(t, "evict_together = {}", s.evict_together);
     let _ = writeln!(t, "seed = {}", s.seed);
     // The driver asks for periodic rebalances between two requests (`--rebalance-every`), where

@@ -97,7 +97,7 @@ pub struct ClusterConfig {
     pub threshold: u64,
     /// Objects above the slice size are cached as fixed-size range slices, each a cache object
     /// of its own with its own bucket (`ecdn_placement::slices`); [`Slicing::OFF`] slices
-    /// nothing.
+    /// nothing. Default [`Slicing::DEFAULT`] (4 MiB), as the cluster file's.
     pub slicing: Slicing,
     /// Sub-chunk size of the coding (`ecdn_codec::ObjectLayout`): a partial hit fetches the
     /// exact object bytes of the missing data chunks, which depend on it in the last stripe.
@@ -148,7 +148,7 @@ impl ClusterConfig {
             k: 3,
             p: 1,
             threshold: 128 << 10,
-            slicing: Slicing::OFF,
+            slicing: Slicing::DEFAULT,
             sub_chunk: ecdn_codec::DEFAULT_SUB_CHUNK,
             buckets: 100,
             rebalance_every: ecdn_placement::REBALANCE_EVERY_S,

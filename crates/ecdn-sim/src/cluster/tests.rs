@@ -27,6 +27,8 @@ fn trace() -> Vec<Request> {
 fn config(scheme: Scheme, capacity: u64) -> ClusterConfig {
     let mut cfg = ClusterConfig::new(scheme, capacity);
     cfg.weights = vec![1.0; 6];
+    // Whole objects, unless a test slices them.
+    cfg.slicing = Slicing::OFF;
     cfg.window = Window::Requests(2_000);
     cfg
 }
