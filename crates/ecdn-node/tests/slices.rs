@@ -191,6 +191,50 @@ async fn a_node_stopped_mid_download_leaves_the_download_byte_exact() {
 
 /// A `PURGE` of a sliced object drops its slices on every node: the next download fills every
 /// one of them again from the origin, byte-exact.
+/// A `HEAD` of `uri` on a fresh connection: status, headers and how many body bytes came.
+async fn head(addr: SocketAddr, uri: &str) -> (u16, hyper::HeaderMap, usize) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = hyper::Request::builder()
+        .method("HEAD")
+        .uri(uri)
+        .header("host", "cdn.test")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let (status, headers) = (resp.status().as_u16(), resp.headers().clone());
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, headers, body.len())
+}
+
+/// A `HEAD` of an object a node knows sliced is answered from slice 0, with the object's
+/// length; a node that does not know it asks the origin, which says the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_of_a_sliced_object_is_answered_from_its_first_slice() {
+    let c = sliced_cluster(4).await;
+    let size = (5 << 20) + 3;
+    let first = get(c.client(0), &uri(31, size), &[]).await.unwrap();
+    check_whole(&first, 31, size);
+    let served_by: usize = first.header("x-ecdn-served-by").parse().unwrap();
+    let (status, headers, body) = head(c.client(served_by), &uri(31, size)).await;
+    assert_eq!((status, body), (200, 0), "{headers:?}");
+    let value = |h: &str| headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("");
+    assert_eq!(value("content-length"), size.to_string(), "{headers:?}");
+    assert!(value("x-cache").starts_with("HIT"), "{headers:?}");
+    assert_eq!(value("x-ecdn-slice"), "", "{headers:?}");
+    // Through every node: the same length, from slice 0 or from the origin's own `HEAD`.
+    for n in 0..4 {
+        let (status, headers, body) = head(c.client(n), &uri(31, size)).await;
+        assert_eq!((status, body), (200, 0), "node {n}: {headers:?}");
+        let length = headers.get("content-length").and_then(|v| v.to_str().ok());
+        assert_eq!(length, Some(size.to_string().as_str()), "node {n}");
+    }
+    c.stop_all().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_purge_drops_the_slices_on_every_node() {
     let c = sliced_cluster(4).await;

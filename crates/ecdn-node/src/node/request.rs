@@ -147,6 +147,9 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     if sliced && known {
         return Box::pin(slices::serve(st, &req, &key.primary)).await;
     }
+    if st.slices.on() && slices::takes_head(&req, &rd) && st.slices.known(&key.primary).is_some() {
+        return Box::pin(slices::serve_head(st, &req, &key.primary)).await;
+    }
     if let (Some(r), true) = (&range, known) {
         if let Some(a) = Box::pin(slices::serve_range(st, &req, &key.primary, r.clone())).await {
             return a;

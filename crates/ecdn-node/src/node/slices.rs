@@ -35,6 +35,11 @@
 //! of a range request. Requests that are neither (several ranges, a conditional of the
 //! client's own, credentials, `no-store`) take the ordinary path too: they go to the origin as
 //! they are.
+//!
+//! # A `HEAD`
+//!
+//! Of an object the node knows sliced: slice 0's head, found or filled as for a `GET`, with the
+//! object's length ([`serve_head`]). Of any other, the ordinary path (the origin's `HEAD`).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -113,6 +118,43 @@ fn plain_but(req: &Request<ReqBody>, rd: &RequestDirectives, allowed: Option<&He
 /// credentials, and directives that let the caches answer and store.
 pub(super) fn takes(req: &Request<ReqBody>, rd: &RequestDirectives) -> bool {
     plain_but(req, rd, None)
+}
+
+/// Whether `req` is a `HEAD` slice 0 answers (of an object known to be sliced): as plain as
+/// [`takes`] asks of a `GET`.
+pub(super) fn takes_head(req: &Request<ReqBody>, rd: &RequestDirectives) -> bool {
+    req.method() == hyper::Method::HEAD
+        && fill::NOT_PLAIN
+            .iter()
+            .all(|h| !req.headers().contains_key(h))
+        && !rd.no_store
+        && !rd.no_cache
+        && !rd.only_if_cached
+}
+
+/// A `HEAD` of an object known to be sliced: slice 0 found or filled as for a `GET`, and its
+/// head with the object's length (`Content-Length`), no body. An object that turns out not to
+/// be sliced (or an error) answers the head of what came.
+pub(super) async fn serve_head(st: &Arc<State>, req: &Request<ReqBody>, primary: &str) -> Answer {
+    let size = st.slices.slicing.size();
+    let first = slice_answer(st, req, primary, 0, size).await;
+    let length = slice_of(&first.response).map(|(_, _, length)| length);
+    st.slices.remember(primary, length);
+    let Answer { outcome, response } = first;
+    let (mut parts, _) = response.into_parts();
+    if let Some(length) = length {
+        parts.headers.remove(SLICE_HEADER);
+        for h in [X_ORIGIN_BYTES, X_PARTIAL] {
+            parts.headers.remove(h);
+        }
+        parts
+            .headers
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    Answer {
+        outcome,
+        response: Response::from_parts(parts, NodeBody::Full(Default::default())),
+    }
 }
 
 /// Serves a plain `GET` of `primary` by its slices (module documentation): slice 0, then, if
