@@ -211,9 +211,10 @@ async fn head(addr: SocketAddr, uri: &str) -> (u16, hyper::HeaderMap, usize) {
 }
 
 /// A `HEAD` of an object a node knows sliced is answered from slice 0, with the object's
-/// length; a node that does not know it asks the origin, which says the same.
+/// length; a node that does not know it asks the origin, which says the same. A conditional
+/// `GET` is judged by slice 0 on every node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_head_of_a_sliced_object_is_answered_from_its_first_slice() {
+async fn a_head_or_a_conditional_get_of_a_sliced_object_is_answered_from_its_first_slice() {
     let c = sliced_cluster(4).await;
     let size = (5 << 20) + 3;
     let first = get(c.client(0), &uri(31, size), &[]).await.unwrap();
@@ -231,6 +232,36 @@ async fn a_head_of_a_sliced_object_is_answered_from_its_first_slice() {
         assert_eq!((status, body), (200, 0), "node {n}: {headers:?}");
         let length = headers.get("content-length").and_then(|v| v.to_str().ok());
         assert_eq!(length, Some(size.to_string().as_str()), "node {n}");
+    }
+    // Conditional `GET`s, judged by slice 0 on every node (whether it knows the object
+    // sliced or not): the current tag gets a `304` from the caches, another the whole object.
+    let etag = first.header("etag").to_string();
+    assert!(!etag.is_empty(), "{:?}", first.headers);
+    for n in 0..4 {
+        let r = get(c.client(n), &uri(31, size), &[("if-none-match", &etag)])
+            .await
+            .unwrap();
+        assert_eq!(r.status, 304, "node {n}: {:?}", r.headers);
+        assert!(r.body.is_empty());
+        assert_eq!(r.header("etag"), etag, "node {n}");
+        assert!(
+            r.header("x-cache").starts_with("HIT"),
+            "node {n}: {:?}",
+            r.headers
+        );
+        let other = get(
+            c.client(n),
+            &uri(31, size),
+            &[("if-none-match", "\"other\"")],
+        )
+        .await
+        .unwrap();
+        check_whole(&other, 31, size);
+        assert!(
+            other.header("x-cache").starts_with("HIT"),
+            "node {n}: {:?}",
+            other.headers
+        );
     }
     c.stop_all().await;
 }

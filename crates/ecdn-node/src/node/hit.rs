@@ -94,10 +94,18 @@ fn opaque_tag(tag: &str) -> &str {
 /// Whether the request's conditions say the client's copy of `e` is current (see the module
 /// doc): then the answer is `304`.
 fn not_modified(e: &StoredResponse, req: &HeaderMap) -> bool {
-    if !e.status.is_success() {
-        return false;
-    }
-    let stored = |name: &HeaderName| e.first(name).and_then(|v| v.to_str().ok());
+    e.status.is_success() && conditions_met(|n| e.first(n).and_then(|v| v.to_str().ok()), req)
+}
+
+/// [`not_modified`] for an answer's head (`status`, `headers`): a sliced object's, judged by
+/// its slice 0.
+pub(super) fn head_not_modified(status: StatusCode, headers: &HeaderMap, req: &HeaderMap) -> bool {
+    status.is_success() && conditions_met(|n| headers.get(n).and_then(|v| v.to_str().ok()), req)
+}
+
+/// Whether `If-None-Match` (else `If-Modified-Since`) of `req` matches the stored validators
+/// (`stored(name)`: a stored header's value).
+fn conditions_met<'a>(stored: impl Fn(&HeaderName) -> Option<&'a str>, req: &HeaderMap) -> bool {
     if req.contains_key(header::IF_NONE_MATCH) {
         let Some(etag) = stored(&header::ETAG).map(opaque_tag) else {
             // Only `*` matches a response without an entity tag.
@@ -125,22 +133,36 @@ fn not_modified(e: &StoredResponse, req: &HeaderMap) -> bool {
     modified.is_some_and(|modified| modified <= since)
 }
 
-/// The headers a `304` for `e` carries (RFC 9110 §15.4.5), and `Age`.
+/// What a `304` carries of the stored headers (RFC 9110 §15.4.5), `Age` besides.
+const KEPT_BY_304: [HeaderName; 7] = [
+    header::ETAG,
+    header::LAST_MODIFIED,
+    header::CACHE_CONTROL,
+    header::EXPIRES,
+    header::VARY,
+    header::CONTENT_LOCATION,
+    header::DATE,
+];
+
+/// The headers a `304` for `e` carries, and `Age`.
 fn not_modified_headers(e: &StoredResponse, now: Instant) -> HeaderMap {
-    const KEPT: [HeaderName; 7] = [
-        header::ETAG,
-        header::LAST_MODIFIED,
-        header::CACHE_CONTROL,
-        header::EXPIRES,
-        header::VARY,
-        header::CONTENT_LOCATION,
-        header::DATE,
-    ];
     let mut headers = HeaderMap::new();
-    for (n, v) in e.headers.iter().filter(|(n, _)| KEPT.contains(n)) {
+    for (n, v) in e.headers.iter().filter(|(n, _)| KEPT_BY_304.contains(n)) {
         headers.append(n.clone(), v.clone());
     }
     headers.insert(header::AGE, HeaderValue::from(e.age(now).as_secs()));
+    headers
+}
+
+/// The headers a `304` for an answer with headers `head` carries, its `Age` and the node's
+/// own `X-` headers included.
+pub(super) fn head_not_modified_headers(head: &HeaderMap) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for (n, v) in head.iter().filter(|(n, _)| {
+        KEPT_BY_304.contains(n) || *n == header::AGE || n.as_str().starts_with("x-")
+    }) {
+        headers.append(n.clone(), v.clone());
+    }
     headers
 }
 

@@ -150,6 +150,10 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     if st.slices.on() && slices::takes_head(&req, &rd) && st.slices.known(&key.primary).is_some() {
         return Box::pin(slices::serve_head(st, &req, &key.primary)).await;
     }
+    let conditional = st.slices.on() && slices::takes_conditional(&req, &rd);
+    if conditional && st.slices.known(&key.primary).is_some() {
+        return Box::pin(slices::serve_conditional(st, &req, &key.primary)).await;
+    }
     if let (Some(r), true) = (&range, known) {
         if let Some(a) = Box::pin(slices::serve_range(st, &req, &key.primary, r.clone())).await {
             return a;
@@ -188,6 +192,9 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
             // Nothing of the object whole: it may be sliced (slice 0 tells).
             cluster::c2dn::read::Found::Miss if sliced => {
                 return Box::pin(slices::serve(st, &req, &key.primary)).await;
+            }
+            cluster::c2dn::read::Found::Miss if conditional => {
+                return Box::pin(slices::serve_conditional(st, &req, &key.primary)).await;
             }
             // A range of an object not known sliced: the slice of its first byte tells.
             cluster::c2dn::read::Found::Miss => match (&range, known) {

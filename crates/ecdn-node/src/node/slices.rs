@@ -40,6 +40,12 @@
 //!
 //! Of an object the node knows sliced: slice 0's head, found or filled as for a `GET`, with the
 //! object's length ([`serve_head`]). Of any other, the ordinary path (the origin's `HEAD`).
+//!
+//! # A conditional `GET`
+//!
+//! With `If-None-Match` or `If-Modified-Since` (nothing else that makes it more than a plain
+//! `GET`), of an object known sliced or not held whole: slice 0 first, whose validators decide
+//! between a `304` and the slices ([`serve_conditional`]).
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -104,11 +110,11 @@ fn validator(response: &Response<NodeBody>) -> Option<HeaderValue> {
 /// Whether `req` is a `GET` slicing answers but for `allowed`: none of the other headers that
 /// make it more than a plain fetch (a conditional of its own, credentials, ...), and
 /// directives that let the caches answer and store.
-fn plain_but(req: &Request<ReqBody>, rd: &RequestDirectives, allowed: Option<&HeaderName>) -> bool {
+fn plain_but(req: &Request<ReqBody>, rd: &RequestDirectives, allowed: &[HeaderName]) -> bool {
     req.method() == hyper::Method::GET
         && fill::NOT_PLAIN
             .iter()
-            .all(|h| Some(h) == allowed || !req.headers().contains_key(h))
+            .all(|h| allowed.contains(h) || !req.headers().contains_key(h))
         && !rd.no_store
         && !rd.no_cache
         && !rd.only_if_cached
@@ -117,7 +123,54 @@ fn plain_but(req: &Request<ReqBody>, rd: &RequestDirectives, allowed: Option<&He
 /// Whether `req` is a plain `GET` slicing answers: no range, no conditional of its own, no
 /// credentials, and directives that let the caches answer and store.
 pub(super) fn takes(req: &Request<ReqBody>, rd: &RequestDirectives) -> bool {
-    plain_but(req, rd, None)
+    plain_but(req, rd, &[])
+}
+
+/// The conditionals a `GET` of a sliced object is judged by against slice 0.
+const CONDITIONALS: [HeaderName; 2] = [header::IF_NONE_MATCH, header::IF_MODIFIED_SINCE];
+
+/// Whether `req` is a `GET` as plain as [`takes`] asks but for `If-None-Match` or
+/// `If-Modified-Since` (at least one of them; no `If-Match`, `If-Unmodified-Since`, `If-Range`
+/// or `Range`): [`serve_conditional`] answers it.
+pub(super) fn takes_conditional(req: &Request<ReqBody>, rd: &RequestDirectives) -> bool {
+    plain_but(req, rd, &CONDITIONALS) && CONDITIONALS.iter().any(|h| req.headers().contains_key(h))
+}
+
+/// A conditional `GET` ([`takes_conditional`]) of `primary`: slice 0 found or filled as for a
+/// plain `GET`; if the object is sliced and slice 0's validators meet the conditions, a `304`
+/// with slice 0's head (RFC 9110 §15.4.5), else the slices as [`serve`] streams them. An object
+/// that turns out not to be sliced gets its whole answer (a full answer to a conditional
+/// request is always allowed), stored under the URL's key as any miss is.
+pub(super) async fn serve_conditional(
+    st: &Arc<State>,
+    req: &Request<ReqBody>,
+    primary: &str,
+) -> Answer {
+    let size = st.slices.slicing.size();
+    let mut first = slice_answer(st, req, primary, 0, size).await;
+    let Some((_, _, length)) = slice_of(&first.response) else {
+        st.slices.remember(primary, None);
+        if let Some(c) = &st.cluster {
+            super::cluster::c2dn::headers::mark_miss(c, &mut first, false);
+        }
+        return first;
+    };
+    st.slices.remember(primary, Some(length));
+    let head = first.response.headers();
+    if !super::hit::head_not_modified(first.response.status(), head, req.headers()) {
+        return stream(st, req, primary, length, 0..length, (0, first));
+    }
+    let mut headers = super::hit::head_not_modified_headers(head);
+    for h in [SLICE_HEADER, X_ORIGIN_BYTES, X_PARTIAL] {
+        headers.remove(h);
+    }
+    let mut response = Response::new(NodeBody::Full(Default::default()));
+    *response.status_mut() = StatusCode::NOT_MODIFIED;
+    *response.headers_mut() = headers;
+    Answer {
+        outcome: first.outcome,
+        response,
+    }
 }
 
 /// Whether `req` is a `HEAD` slice 0 answers (of an object known to be sliced): as plain as
@@ -179,7 +232,7 @@ pub(super) async fn serve(st: &Arc<State>, req: &Request<ReqBody>, primary: &str
 /// more than a plain `GET`): the range as the header says it, unresolved (a suffix `-N` is
 /// `u64::MAX − N..u64::MAX`); `None` for any other request.
 pub(super) fn one_range(req: &Request<ReqBody>, rd: &RequestDirectives) -> Option<Range<u64>> {
-    if !plain_but(req, rd, Some(&header::RANGE)) {
+    if !plain_but(req, rd, &[header::RANGE]) {
         return None;
     }
     let v = req.headers().get(header::RANGE)?.to_str().ok()?;
