@@ -12,7 +12,7 @@ use hyper_util::rt::TokioIo;
 
 #[path = "common/cluster.rs"]
 mod harness;
-use harness::{check_whole, get, uri, TestCluster};
+use harness::{check_whole, get, request, uri, TestCluster};
 
 /// A 24 MiB + 5 B object in 1 MiB slices (the last one 5 bytes).
 const SIZE: u64 = (24 << 20) + 5;
@@ -191,25 +191,6 @@ async fn a_node_stopped_mid_download_leaves_the_download_byte_exact() {
 
 /// A `PURGE` of a sliced object drops its slices on every node: the next download fills every
 /// one of them again from the origin, byte-exact.
-/// A `HEAD` of `uri` on a fresh connection: status, headers and how many body bytes came.
-async fn head(addr: SocketAddr, uri: &str) -> (u16, hyper::HeaderMap, usize) {
-    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    let req = hyper::Request::builder()
-        .method("HEAD")
-        .uri(uri)
-        .header("host", "cdn.test")
-        .body(Empty::<Bytes>::new())
-        .unwrap();
-    let resp = send.send_request(req).await.unwrap();
-    let (status, headers) = (resp.status().as_u16(), resp.headers().clone());
-    let body = resp.into_body().collect().await.unwrap().to_bytes();
-    (status, headers, body.len())
-}
-
 /// A `HEAD` of an object a node knows sliced is answered from slice 0, with the object's
 /// length; a node that does not know it asks the origin, which says the same. A conditional
 /// `GET` is judged by slice 0 on every node.
@@ -220,18 +201,28 @@ async fn a_head_or_a_conditional_get_of_a_sliced_object_is_answered_from_its_fir
     let first = get(c.client(0), &uri(31, size), &[]).await.unwrap();
     check_whole(&first, 31, size);
     let served_by: usize = first.header("x-ecdn-served-by").parse().unwrap();
-    let (status, headers, body) = head(c.client(served_by), &uri(31, size)).await;
-    assert_eq!((status, body), (200, 0), "{headers:?}");
-    let value = |h: &str| headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("");
-    assert_eq!(value("content-length"), size.to_string(), "{headers:?}");
-    assert!(value("x-cache").starts_with("HIT"), "{headers:?}");
-    assert_eq!(value("x-ecdn-slice"), "", "{headers:?}");
+    let url = uri(31, size);
+    let head = |n: usize| request(c.client(n), "HEAD", &url, &[]);
+    let r = head(served_by).await.unwrap();
+    assert_eq!((r.status, r.body.len()), (200, 0), "{:?}", r.headers);
+    assert_eq!(
+        r.header("content-length"),
+        size.to_string(),
+        "{:?}",
+        r.headers
+    );
+    assert!(r.header("x-cache").starts_with("HIT"), "{:?}", r.headers);
+    assert_eq!(r.header("x-ecdn-slice"), "", "{:?}", r.headers);
     // Through every node: the same length, from slice 0 or from the origin's own `HEAD`.
     for n in 0..4 {
-        let (status, headers, body) = head(c.client(n), &uri(31, size)).await;
-        assert_eq!((status, body), (200, 0), "node {n}: {headers:?}");
-        let length = headers.get("content-length").and_then(|v| v.to_str().ok());
-        assert_eq!(length, Some(size.to_string().as_str()), "node {n}");
+        let r = head(n).await.unwrap();
+        assert_eq!(
+            (r.status, r.body.len()),
+            (200, 0),
+            "node {n}: {:?}",
+            r.headers
+        );
+        assert_eq!(r.header("content-length"), size.to_string(), "node {n}");
     }
     // Conditional `GET`s, judged by slice 0 on every node (whether it knows the object
     // sliced or not): the current tag gets a `304` from the caches, another the whole object.

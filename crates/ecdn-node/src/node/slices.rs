@@ -111,10 +111,14 @@ fn validator(response: &Response<NodeBody>) -> Option<HeaderValue> {
 /// make it more than a plain fetch (a conditional of its own, credentials, ...), and
 /// directives that let the caches answer and store.
 fn plain_but(req: &Request<ReqBody>, rd: &RequestDirectives, allowed: &[HeaderName]) -> bool {
-    req.method() == hyper::Method::GET
-        && fill::NOT_PLAIN
-            .iter()
-            .all(|h| allowed.contains(h) || !req.headers().contains_key(h))
+    req.method() == hyper::Method::GET && plain_fetch(req, rd, allowed)
+}
+
+/// [`plain_but`] whatever the method.
+fn plain_fetch(req: &Request<ReqBody>, rd: &RequestDirectives, allowed: &[HeaderName]) -> bool {
+    fill::NOT_PLAIN
+        .iter()
+        .all(|h| allowed.contains(h) || !req.headers().contains_key(h))
         && !rd.no_store
         && !rd.no_cache
         && !rd.only_if_cached
@@ -146,24 +150,16 @@ pub(super) async fn serve_conditional(
     req: &Request<ReqBody>,
     primary: &str,
 ) -> Answer {
-    let size = st.slices.slicing.size();
-    let mut first = slice_answer(st, req, primary, 0, size).await;
-    let Some((_, _, length)) = slice_of(&first.response) else {
-        st.slices.remember(primary, None);
-        if let Some(c) = &st.cluster {
-            super::cluster::c2dn::headers::mark_miss(c, &mut first, false);
-        }
-        return first;
+    let (length, first) = match first_slice(st, req, primary).await {
+        Ok(sliced) => sliced,
+        Err(whole) => return whole,
     };
-    st.slices.remember(primary, Some(length));
     let head = first.response.headers();
     if !super::hit::head_not_modified(first.response.status(), head, req.headers()) {
         return stream(st, req, primary, length, 0..length, (0, first));
     }
     let mut headers = super::hit::head_not_modified_headers(head);
-    for h in [SLICE_HEADER, X_ORIGIN_BYTES, X_PARTIAL] {
-        headers.remove(h);
-    }
+    strip_slice_headers(&mut headers);
     let mut response = Response::new(NodeBody::Full(Default::default()));
     *response.status_mut() = StatusCode::NOT_MODIFIED;
     *response.headers_mut() = headers;
@@ -176,13 +172,7 @@ pub(super) async fn serve_conditional(
 /// Whether `req` is a `HEAD` slice 0 answers (of an object known to be sliced): as plain as
 /// [`takes`] asks of a `GET`.
 pub(super) fn takes_head(req: &Request<ReqBody>, rd: &RequestDirectives) -> bool {
-    req.method() == hyper::Method::HEAD
-        && fill::NOT_PLAIN
-            .iter()
-            .all(|h| !req.headers().contains_key(h))
-        && !rd.no_store
-        && !rd.no_cache
-        && !rd.only_if_cached
+    req.method() == hyper::Method::HEAD && plain_fetch(req, rd, &[])
 }
 
 /// A `HEAD` of an object known to be sliced: slice 0 found or filled as for a `GET`, and its
@@ -196,10 +186,7 @@ pub(super) async fn serve_head(st: &Arc<State>, req: &Request<ReqBody>, primary:
     let Answer { outcome, response } = first;
     let (mut parts, _) = response.into_parts();
     if let Some(length) = length {
-        parts.headers.remove(SLICE_HEADER);
-        for h in [X_ORIGIN_BYTES, X_PARTIAL] {
-            parts.headers.remove(h);
-        }
+        strip_slice_headers(&mut parts.headers);
         parts
             .headers
             .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
@@ -214,18 +201,39 @@ pub(super) async fn serve_head(st: &Arc<State>, req: &Request<ReqBody>, primary:
 /// the object is sliced, the rest in order. The answer to slice 0 is the client's when it is
 /// the whole object or an error.
 pub(super) async fn serve(st: &Arc<State>, req: &Request<ReqBody>, primary: &str) -> Answer {
+    match first_slice(st, req, primary).await {
+        Ok((length, first)) => stream(st, req, primary, length, 0..length, (0, first)),
+        Err(whole) => whole,
+    }
+}
+
+/// Slice 0 of `primary`, found or filled, and what it says: `Ok` with the object's length if
+/// the object is sliced, else `Err` with the client's answer, the whole object (filled under
+/// the URL's key) or the origin's error, marked a miss. The node remembers which.
+async fn first_slice(
+    st: &Arc<State>,
+    req: &Request<ReqBody>,
+    primary: &str,
+) -> Result<(u64, Answer), Answer> {
     let size = st.slices.slicing.size();
     let mut first = slice_answer(st, req, primary, 0, size).await;
     let Some((_, _, length)) = slice_of(&first.response) else {
-        // The whole object (filled under the URL's key) or the origin's error: a miss.
         st.slices.remember(primary, None);
         if let Some(c) = &st.cluster {
             super::cluster::c2dn::headers::mark_miss(c, &mut first, false);
         }
-        return first;
+        return Err(first);
     };
     st.slices.remember(primary, Some(length));
-    stream(st, req, primary, length, 0..length, (0, first))
+    Ok((length, first))
+}
+
+/// Drops what a slice's answer says of itself (which slice, what it fetched) from a head
+/// that speaks for the whole object.
+fn strip_slice_headers(headers: &mut hyper::HeaderMap) {
+    for h in [SLICE_HEADER, X_ORIGIN_BYTES, X_PARTIAL] {
+        headers.remove(h);
+    }
 }
 
 /// A `GET` with one byte range (`Range: bytes=A-B`, `A-` or `-N`, nothing else that makes it
@@ -329,10 +337,7 @@ fn stream(
     let Answer { outcome, response } = first;
     let (parts, body) = response.into_parts();
     let mut headers = parts.headers;
-    headers.remove(SLICE_HEADER);
-    for h in [X_ORIGIN_BYTES, X_PARTIAL] {
-        headers.remove(h);
-    }
+    strip_slice_headers(&mut headers);
     headers.insert(
         header::CONTENT_LENGTH,
         HeaderValue::from(window.end - window.start),

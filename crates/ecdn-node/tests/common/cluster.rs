@@ -360,6 +360,16 @@ impl Reply {
 /// One request on a fresh connection; an error instead of a panic when the node is gone or
 /// the body is cut.
 pub async fn get(addr: SocketAddr, uri: &str, extra: &[(&str, &str)]) -> Result<Reply, String> {
+    request(addr, "GET", uri, extra).await
+}
+
+/// [`get`] with another method.
+pub async fn request(
+    addr: SocketAddr,
+    method: &str,
+    uri: &str,
+    extra: &[(&str, &str)],
+) -> Result<Reply, String> {
     let stream = tokio::net::TcpStream::connect(addr)
         .await
         .map_err(|e| e.to_string())?;
@@ -367,7 +377,10 @@ pub async fn get(addr: SocketAddr, uri: &str, extra: &[(&str, &str)]) -> Result<
         .await
         .map_err(|e| e.to_string())?;
     tokio::spawn(conn);
-    let mut req = Request::builder().uri(uri).header("host", "cdn.test");
+    let mut req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("host", "cdn.test");
     for (k, v) in extra {
         req = req.header(*k, *v);
     }

@@ -425,6 +425,11 @@ impl PieceStore {
     /// the store marks them dead durably ([`ecdn_store::Store::tombstone`]: no restart brings
     /// them back). Whether it held any.
     pub async fn purge(&self, disk: &Disk, object: u64, chunks: usize) -> bool {
+        self.drop_object(disk, object, chunks).await > 0
+    }
+
+    /// [`PieceStore::purge`], counted: how many pieces of `object` it dropped.
+    pub async fn drop_object(&self, disk: &Disk, object: u64, chunks: usize) -> u64 {
         let mut keys = Vec::new();
         for name in self.held(object, chunks) {
             let piece = Self::piece_id(object, name);
@@ -434,8 +439,9 @@ impl PieceStore {
             }
         }
         if keys.is_empty() {
-            return false;
+            return 0;
         }
+        let dropped = keys.len() as u64;
         // The synchronous writes under the read lock, as `Disk::remove` does; dropping the
         // keys from the index under the write lock.
         let marked = disk
@@ -460,7 +466,7 @@ impl PieceStore {
             })
             .await;
         }
-        true
+        dropped
     }
 
     /// The ring lost a piece the policy held (found missing when read): forget it.

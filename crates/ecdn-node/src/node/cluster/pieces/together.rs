@@ -117,10 +117,7 @@ pub(in crate::node) async fn drop_here(st: &State, c: &Cluster, objects: &[u64])
     let chunks = c.cfg.k + c.cfg.p;
     let mut dropped = 0;
     for &object in objects {
-        let held = c.pieces.held(object, chunks).len() as u64;
-        if c.pieces.purge(disk, object, chunks).await {
-            dropped += held;
-        }
+        dropped += c.pieces.drop_object(disk, object, chunks).await;
         lock(&st.hoc).remove(object);
     }
     ClusterStats::add(&c.stats.dying_pieces_dropped, dropped);
