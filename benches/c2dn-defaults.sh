@@ -6,8 +6,9 @@
 # the trace's unique bytes), once without unavailability (write imbalance, unprotected fraction
 # by cached objects and by requests, miss ratios per request and per slice, byte miss ratio)
 # and once with server 3 unavailable from the middle of the trace on (the relative miss-ratio
-# change of the first window after the failure, and the largest of the 6 windows after it;
-# windows of 50,000 requests).
+# change of the first window after the failure, and the largest of the 6 windows after it, and
+# the misses of the first window and of the six from the failure on against the same windows
+# without it; windows of 50,000 requests).
 #
 #   benches/c2dn-defaults.sh                 # builds, runs, prints the table
 #   BIN=/path/to/ecdn EXTRA="--repair-rate 0" benches/c2dn-defaults.sh
@@ -44,8 +45,9 @@ python3 - "$O" $CLASSES <<'PY' | tee "$O/table.md"
 import json, sys, os
 o = sys.argv[1]
 print("| trace | scheme | size | miss (requests) | miss (slices) | byte miss | write imb. "
-      "| unprot. (objects) | unprot. (requests) | repaired | step at the failure | largest of 6 |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| unprot. (objects) | unprot. (requests) | repaired | step at the failure | largest of 6 "
+      "| misses in the first window | in six windows |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for c in sys.argv[2:]:
     plain = [json.loads(l) for l in open(os.path.join(o, c + ".plain.jsonl"))]
     fail = {(d["scheme"], d["cache_size"]): d for d in map(json.loads, open(os.path.join(o, c + ".fail.jsonl")))}
@@ -55,9 +57,16 @@ for c in sys.argv[2:]:
         rep = d.get("repair", {}).get("written", 0) / 2**30
         start = f["unavailability_starts"][0] if f["unavailability_starts"] else None
         step = next((r for w, r in zip(f["windows"], f["relative_miss_change"]) if w["index"] == start), 0.0)
+        # Misses from the failure on against the same windows of the run without it.
+        def misses(run, n):
+            if start is None:
+                return 0
+            return sum(w["misses"] for w in run["windows"] if start <= w["index"] < start + n)
+        first = f"{misses(f, 1)} vs {misses(d, 1)}"
+        six = f"{misses(f, 6)} vs {misses(d, 6)}"
         print(f"| {c} | {d['scheme']} | {gib:.1f} GiB | {d['miss_ratio']:.4f} | "
               f"{d.get('slice_miss_ratio', d['miss_ratio']):.4f} | {d['byte_miss_ratio']:.4f} | "
               f"{d['write_imbalance']:.3f} | {d['unprotected_fraction']:.4f} | "
               f"{d['unprotected_request_fraction']:.4f} | {rep:.1f} GiB | {100 * step:+.1f}% | "
-              f"{100 * f['max_relative_miss_increase']:+.1f}% |")
+              f"{100 * f['max_relative_miss_increase']:+.1f}% | {first} | {six} |")
 PY
