@@ -83,6 +83,36 @@ async fn a_sliced_object_is_byte_exact_whole_and_by_ranges_through_any_node() {
             assert!(r.body == want(7, bytes.clone()), "{range} via node {n}");
         }
     }
+    // Several ranges: one multipart answer from the slices (a hit, not the origin's answer),
+    // parts in request order, two of them across two slices, two in one slice: six slices read.
+    let several = [100..200, 2_097_000..2_097_300, SIZE - 7..SIZE, 150..160];
+    for n in [1, 4] {
+        let asked = "bytes=100-199,2097000-2097299,-7,150-159";
+        let r = get(c.client(n), &uri(7, SIZE), &[("range", asked)])
+            .await
+            .unwrap();
+        assert_eq!(r.status, 206, "via {n}: {:?}", r.headers);
+        assert!(r.header("x-cache").starts_with("HIT"), "{:?}", r.headers);
+        assert_eq!(r.header("x-ecdn-sliced"), "6");
+        assert_eq!(r.header("content-length"), r.body.len().to_string());
+        let b = ecdn_node::multipart::boundary(&r.header("content-type")).unwrap();
+        let parts = ecdn_node::multipart::parse_byteranges(&r.body, &b, 16).unwrap();
+        assert_eq!(parts.len(), several.len());
+        for (p, want_range) in parts.iter().zip(&several) {
+            assert_eq!(&p.range, want_range);
+            assert_eq!(p.complete_length, Some(SIZE));
+            assert!(
+                p.body == want(7, want_range.clone()),
+                "{want_range:?} via {n}"
+            );
+        }
+    }
+    // Ranges that overlap past the object's length are refused as abuse: the whole object.
+    let r = get(c.client(5), &uri(7, SIZE), &[("range", "bytes=0-,1-")])
+        .await
+        .unwrap();
+    check_whole(&r, 7, SIZE);
+    assert_eq!(r.header("x-ecdn-sliced"), "25");
     let r = get(c.client(2), &uri(7, SIZE), &[("range", "bytes=30000000-")])
         .await
         .unwrap();

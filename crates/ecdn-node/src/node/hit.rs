@@ -218,48 +218,62 @@ pub(super) fn plan_hit(
             vec![Piece::Body(part)]
         }
         Ranges::Satisfiable(v) => {
-            let boundary = format!(
-                "ecdn-{:016x}",
-                ecdn_trace::hash_id(e.key.as_bytes())
-                    ^ freshness::unix_now().rotate_left(32)
-                    ^ size
-            );
             let part_type = e
                 .headers
                 .iter()
                 .find(|(n, _)| n == header::CONTENT_TYPE)
-                .and_then(|(_, v)| v.to_str().ok())
-                .map(|t| format!("Content-Type: {t}\r\n"))
-                .unwrap_or_default();
-            let mut pieces = Vec::with_capacity(2 * v.len() + 1);
-            for part in v {
-                let text = format!(
-                    "\r\n--{boundary}\r\n{part_type}Content-Range: {}\r\n\r\n",
-                    range::content_range(&part, size)
-                );
-                pieces.push(Piece::Text(Bytes::from(text)));
-                pieces.push(Piece::Body(part));
-            }
-            pieces.push(Piece::Text(Bytes::from(format!("\r\n--{boundary}--\r\n"))));
-            let len: u64 = pieces
-                .iter()
-                .map(|p| match p {
-                    Piece::Body(r) => r.end - r.start,
-                    Piece::Text(t) => t.len() as u64,
-                })
-                .sum();
+                .and_then(|(_, v)| v.to_str().ok());
+            let seed = ecdn_trace::hash_id(e.key.as_bytes());
+            let (pieces, len, content_type) = byteranges(v, size, part_type, seed);
             *r.status_mut() = StatusCode::PARTIAL_CONTENT;
             let h = r.headers_mut();
             h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-            if let Ok(v) =
-                HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}"))
-            {
+            if let Some(v) = content_type {
                 h.insert(header::CONTENT_TYPE, v);
             }
             pieces
         }
     };
     (r, if head { Vec::new() } else { pieces })
+}
+
+/// The pieces of a `206` `multipart/byteranges` body of `parts` of a representation of `size`
+/// bytes (each part framed by a boundary, with `part_type` as its `Content-Type` and its
+/// `Content-Range`), their total length, and the answer's `Content-Type`. `seed` (e.g. a hash
+/// of the key) makes the boundary differ between objects; the time, between answers.
+pub(super) fn byteranges(
+    parts: Vec<std::ops::Range<u64>>,
+    size: u64,
+    part_type: Option<&str>,
+    seed: u64,
+) -> (Vec<Piece>, u64, Option<HeaderValue>) {
+    let boundary = format!(
+        "ecdn-{:016x}",
+        seed ^ freshness::unix_now().rotate_left(32) ^ size
+    );
+    let part_type = part_type
+        .map(|t| format!("Content-Type: {t}\r\n"))
+        .unwrap_or_default();
+    let mut pieces = Vec::with_capacity(2 * parts.len() + 1);
+    for part in parts {
+        let text = format!(
+            "\r\n--{boundary}\r\n{part_type}Content-Range: {}\r\n\r\n",
+            range::content_range(&part, size)
+        );
+        pieces.push(Piece::Text(Bytes::from(text)));
+        pieces.push(Piece::Body(part));
+    }
+    pieces.push(Piece::Text(Bytes::from(format!("\r\n--{boundary}--\r\n"))));
+    let len = pieces
+        .iter()
+        .map(|p| match p {
+            Piece::Body(r) => r.end - r.start,
+            Piece::Text(t) => t.len() as u64,
+        })
+        .sum();
+    let content_type =
+        HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}")).ok();
+    (pieces, len, content_type)
 }
 
 /// The client's answer from a cached response held in memory (see [`plan_hit`]).

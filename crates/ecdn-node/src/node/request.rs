@@ -138,11 +138,7 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     let rd = freshness::request_directives(req.headers());
     // Large objects as range slices: an object known to be sliced goes to its slices at once.
     let sliced = st.slices.on() && slices::takes(&req, &rd);
-    let range = st
-        .slices
-        .on()
-        .then(|| slices::one_range(&req, &rd))
-        .flatten();
+    let range = st.slices.on().then(|| slices::ranges(&req, &rd)).flatten();
     let known = (sliced || range.is_some()) && st.slices.known(&key.primary).is_some();
     if sliced && known {
         return Box::pin(slices::serve(st, &req, &key.primary)).await;
@@ -155,7 +151,7 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
         return Box::pin(slices::serve_conditional(st, &req, &key.primary)).await;
     }
     if let (Some(r), true) = (&range, known) {
-        if let Some(a) = Box::pin(slices::serve_range(st, &req, &key.primary, r.clone())).await {
+        if let Some(a) = Box::pin(slices::serve_range(st, &req, &key.primary, r)).await {
             return a;
         }
     }
@@ -199,7 +195,6 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
             // A range of an object not known sliced: the slice of its first byte tells.
             cluster::c2dn::read::Found::Miss => match (&range, known) {
                 (Some(r), false) => {
-                    let r = r.clone();
                     match Box::pin(slices::serve_range(st, &req, &key.primary, r)).await {
                         Some(a) => return a,
                         None => false,

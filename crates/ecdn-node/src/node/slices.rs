@@ -26,15 +26,18 @@
 //! 3. **Remembered.** The node keeps the lengths of the sliced objects it served (a bounded
 //!    table, [`Slices::directory`]), so the next request for one goes to its slices at once.
 //!
-//! # A `GET` of one byte range
+//! # A `GET` of byte ranges
 //!
-//! The slice holding the range's first byte is found or filled first (slice 0 for a suffix
-//! range, `bytes=-N`), which tells the object's length if the node does not remember it; the
-//! answer is a `206` with the range's `Content-Range`, its body the range's bytes of that
-//! slice and the next ones. An object that turns out not to be sliced takes the ordinary path
-//! of a range request. Requests that are neither (several ranges, a conditional of the
-//! client's own, credentials, `no-store`) take the ordinary path too: they go to the origin as
-//! they are.
+//! The slice holding the first range's first byte is found or filled first (slice 0 for a
+//! suffix range, `bytes=-N`), which tells the object's length if the node does not remember
+//! it; the ranges are then resolved against that length as a hit resolves them
+//! ([`crate::range`]). One range: a `206` with its `Content-Range`, its body the range's bytes
+//! of that slice and the next ones. Several: one `206` `multipart/byteranges` whose parts are
+//! read from the slices holding them, in request order (a slice two parts share is read
+//! twice). None in the object: a `416`. A list refused as abusive: the whole `200`. An object
+//! that turns out not to be sliced takes the ordinary path of a range request. Requests that
+//! are neither (an `If-Range`, a conditional of the client's own, credentials, `no-store`)
+//! take the ordinary path too: they go to the origin as they are.
 //!
 //! # A `HEAD`
 //!
@@ -56,7 +59,7 @@ use hyper::{Request, Response, StatusCode};
 use tokio::sync::mpsc;
 
 use super::answer::{empty_body, Answer, ReqBody};
-use super::body::{Chunk, LiveBody, NodeBody};
+use super::body::{Chunk, LiveBody, NodeBody, Piece};
 use super::fill::{self, Job};
 use super::freshness::RequestDirectives;
 use super::key::CacheKey;
@@ -156,7 +159,14 @@ pub(super) async fn serve_conditional(
     };
     let head = first.response.headers();
     if !super::hit::head_not_modified(first.response.status(), head, req.headers()) {
-        return stream(st, req, primary, length, 0..length, (0, first));
+        return stream(
+            st,
+            req,
+            primary,
+            length,
+            vec![Piece::Body(0..length)],
+            (0, first),
+        );
     }
     let mut headers = super::hit::head_not_modified_headers(head);
     strip_slice_headers(&mut headers);
@@ -202,7 +212,14 @@ pub(super) async fn serve_head(st: &Arc<State>, req: &Request<ReqBody>, primary:
 /// the whole object or an error.
 pub(super) async fn serve(st: &Arc<State>, req: &Request<ReqBody>, primary: &str) -> Answer {
     match first_slice(st, req, primary).await {
-        Ok((length, first)) => stream(st, req, primary, length, 0..length, (0, first)),
+        Ok((length, first)) => stream(
+            st,
+            req,
+            primary,
+            length,
+            vec![Piece::Body(0..length)],
+            (0, first),
+        ),
         Err(whole) => whole,
     }
 }
@@ -236,61 +253,77 @@ fn strip_slice_headers(headers: &mut hyper::HeaderMap) {
     }
 }
 
-/// A `GET` with one byte range (`Range: bytes=A-B`, `A-` or `-N`, nothing else that makes it
-/// more than a plain `GET`): the range as the header says it, unresolved (a suffix `-N` is
-/// `u64::MAX − N..u64::MAX`); `None` for any other request.
-pub(super) fn one_range(req: &Request<ReqBody>, rd: &RequestDirectives) -> Option<Range<u64>> {
+/// The `Range` of a `GET` [`serve_range`] answers from the slices: one to
+/// [`crate::range::MAX_RANGES`] byte ranges (`A-B`, `A-`, `-N`), nothing else that makes the
+/// request more than a plain `GET` (no `If-Range`).
+pub(super) struct Asked {
+    /// The field's value, resolved against the object's length once it is known.
+    value: String,
+    /// Where the first range starts (`None` for a suffix `-N`): the slice looked up first.
+    start: Option<u64>,
+}
+
+/// The byte ranges `req` asks for, if [`serve_range`] may answer it from the slices.
+pub(super) fn ranges(req: &Request<ReqBody>, rd: &RequestDirectives) -> Option<Asked> {
     if !plain_but(req, rd, &[header::RANGE]) {
         return None;
     }
-    let v = req.headers().get(header::RANGE)?.to_str().ok()?;
-    match crate::range::parse(v, u64::MAX) {
-        crate::range::Ranges::Satisfiable(r) if r.len() == 1 => Some(r[0].clone()),
-        _ => None,
-    }
+    let value = req.headers().get(header::RANGE)?.to_str().ok()?;
+    // Against the largest length, a suffix `-N` is `u64::MAX − N..u64::MAX`.
+    let crate::range::Ranges::Satisfiable(r) = crate::range::parse(value, u64::MAX) else {
+        return None;
+    };
+    let suffix = |r: &Range<u64>| r.end == u64::MAX && r.start > u64::MAX / 2;
+    Some(Asked {
+        value: value.to_string(),
+        start: r.first().filter(|r| !suffix(r)).map(|r| r.start),
+    })
 }
 
-/// Serves one byte range of `primary` from its slices (`asked` as [`one_range`] gives it): the
-/// slice holding its first byte is found or filled first (slice 0 for a suffix), which tells
-/// the object's length if the node does not know it. `None` when the object is not sliced (the
-/// caller goes on as for any range request).
+/// Serves the byte ranges `asked` of `primary` from its slices: the slice holding the first
+/// range's first byte is found or filled first (slice 0 for a suffix), which tells the
+/// object's length if the node does not know it. Then, as a hit answers a range (RFC 9110
+/// §14, [`super::hit::plan_hit`]): one range, a `206` with its `Content-Range`; several, a
+/// `206` `multipart/byteranges` (each part read from the slices holding it, in request order);
+/// none in the object, a `416`; a list refused as abusive, the whole `200`. `None` when the
+/// object is not sliced (the caller goes on as for any range request).
 pub(super) async fn serve_range(
     st: &Arc<State>,
     req: &Request<ReqBody>,
     primary: &str,
-    asked: Range<u64>,
+    asked: &Asked,
 ) -> Option<Answer> {
+    use crate::range::{self, Ranges};
     let size = st.slices.slicing.size();
-    let suffix = asked.end == u64::MAX && asked.start > u64::MAX / 2;
     let (length, first) = match st.slices.known(primary) {
         Some(length) => (length, None),
         None => {
-            let index = if suffix { 0 } else { asked.start / size };
+            let index = asked.start.map_or(0, |s| s / size);
             let a = slice_answer(st, req, primary, index, size).await;
             let (_, _, length) = slice_of(&a.response)?;
             st.slices.remember(primary, Some(length));
             (length, Some((index, a)))
         }
     };
-    let window = if suffix {
-        length.saturating_sub(u64::MAX - asked.start)..length
-    } else {
-        asked.start..asked.end.min(length)
-    };
-    if window.start >= length || window.is_empty() {
-        let mut r = super::answer::text(
-            StatusCode::RANGE_NOT_SATISFIABLE,
-            "no byte of the range is in the object",
-        );
-        if let Ok(v) = HeaderValue::from_str(&format!("bytes */{length}")) {
-            r.headers_mut().insert(header::CONTENT_RANGE, v);
+    let (parts, status) = match range::parse(&asked.value, length) {
+        // A list refused as abusive: the whole object.
+        Ranges::Ignore => (std::iter::once(0..length).collect(), StatusCode::OK),
+        Ranges::Unsatisfiable => {
+            let mut r = super::answer::text(
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "no byte of the range is in the object",
+            );
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{length}")) {
+                r.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+            return Some(Answer {
+                outcome: Outcome::HitDisk,
+                response: r,
+            });
         }
-        return Some(Answer {
-            outcome: Outcome::HitDisk,
-            response: r,
-        });
-    }
-    let index = window.start / size;
+        Ranges::Satisfiable(parts) => (parts, StatusCode::PARTIAL_CONTENT),
+    };
+    let index = parts[0].start / size;
     let first = match first {
         Some((i, a)) if i == index => a,
         _ => slice_answer(st, req, primary, index, size).await,
@@ -300,50 +333,90 @@ pub(super) async fn serve_range(
         st.slices.remember(primary, None);
         return None;
     }
-    let content_range = crate::range::content_range(&window, length);
-    let mut answer = stream(st, req, primary, length, window, (index, first));
-    *answer.response.status_mut() = StatusCode::PARTIAL_CONTENT;
-    if let Ok(v) = HeaderValue::from_str(&content_range) {
-        answer
-            .response
-            .headers_mut()
-            .insert(header::CONTENT_RANGE, v);
+    // The answer's framing: one range's `Content-Range`, or several ranges' multipart body.
+    let (plan, framing) = match parts.as_slice() {
+        [one] => {
+            let cr = (status == StatusCode::PARTIAL_CONTENT)
+                .then(|| HeaderValue::from_str(&range::content_range(one, length)).ok())
+                .flatten();
+            (
+                vec![Piece::Body(one.clone())],
+                cr.map(|v| (header::CONTENT_RANGE, v)),
+            )
+        }
+        _ => {
+            let part_type = first
+                .response
+                .headers()
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok());
+            let seed = ecdn_trace::hash_id(primary.as_bytes());
+            let (plan, _, content_type) = super::hit::byteranges(parts, length, part_type, seed);
+            (plan, content_type.map(|v| (header::CONTENT_TYPE, v)))
+        }
+    };
+    let mut answer = stream(st, req, primary, length, plan, (index, first));
+    *answer.response.status_mut() = status;
+    if let Some((name, value)) = framing {
+        answer.response.headers_mut().insert(name, value);
     }
     Some(answer)
 }
 
-/// The client's answer made of the slices of `primary` (an object of `length` bytes) that hold
-/// the bytes `window`, in order: `first` is the answer of the first of them (`(index,
-/// answer)`), whose headers the client's answer carries; each later one is found or filled
-/// while the one before streams, and must be of the first one's version. The body is aborted
-/// at a slice that is not.
+/// The slices a body `plan` reads, in order: for each of its byte ranges of an object of
+/// `length` bytes in slices of `size`, the indexes of the slices holding it.
+fn slices_read(plan: &[Piece], size: u64) -> impl Iterator<Item = u64> + '_ {
+    plan.iter()
+        .filter_map(move |p| match p {
+            Piece::Body(r) if !r.is_empty() => Some(r.start / size..=(r.end - 1) / size),
+            _ => None,
+        })
+        .flatten()
+}
+
+/// The client's answer made of the slices of `primary` (an object of `length` bytes): its body
+/// is `plan`, byte ranges of the object (read from the slices holding them, in order) and
+/// framing text. `first` is the answer of the slice read first (`(index, answer)`), whose
+/// headers the client's answer carries; each later slice is found or filled while the one
+/// before streams, and must be of the first one's version. The body is aborted at a slice
+/// that is not.
 fn stream(
     st: &Arc<State>,
     req: &Request<ReqBody>,
     primary: &str,
     length: u64,
-    window: Range<u64>,
+    plan: Vec<Piece>,
     (first_index, first): (u64, Answer),
 ) -> Answer {
     let size = st.slices.slicing.size();
     let version = validator(&first.response);
     let request_id = ecdn_cluster::peer::request_id();
-    let mut sliced = Sliced::default();
-    let first_len = {
-        let first = first_index * size;
-        (first + size).min(length) - first
+    let bytes_of = move |index: u64| {
+        let first = index * size;
+        first..(first + size).min(length)
     };
-    count(&mut sliced, &first, first_len);
+    let mut sliced = Sliced::default();
+    let first_slice = bytes_of(first_index);
+    count(&mut sliced, &first, first_slice.end - first_slice.start);
+    let (mut sent, mut object_bytes) = (0, 0);
+    for p in &plan {
+        match p {
+            Piece::Body(r) => {
+                sent += r.end - r.start;
+                object_bytes += r.end - r.start;
+            }
+            Piece::Text(t) => sent += t.len() as u64,
+        }
+    }
     let Answer { outcome, response } = first;
     let (parts, body) = response.into_parts();
     let mut headers = parts.headers;
     strip_slice_headers(&mut headers);
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from(sent));
     headers.insert(
-        header::CONTENT_LENGTH,
-        HeaderValue::from(window.end - window.start),
+        SLICED_HEADER,
+        HeaderValue::from(slices_read(&plan, size).count() as u64),
     );
-    let last = (window.end - 1) / size;
-    headers.insert(SLICED_HEADER, HeaderValue::from(last - first_index + 1));
     if let Some(c) = &st.cluster {
         // Where the answer's outcome is asked for once it has ended.
         headers.insert(
@@ -354,59 +427,57 @@ fn stream(
     let (tx, rx) = mpsc::channel(4);
     let st = st.clone();
     let (primary, sub) = (primary.to_string(), sub_request(req));
-    let bytes_of = move |index: u64| {
-        let first = index * size;
-        first..(first + size).min(length)
-    };
     tokio::spawn(async move {
-        let mut body = Some(body);
-        for index in first_index..=last {
-            let slice = bytes_of(index);
-            let body = match body.take() {
-                Some(b) => b,
-                None => {
-                    let want = (slice.start, slice.end - 1, length);
-                    let fits = |a: &Answer| {
-                        a.response.status() == StatusCode::OK
-                            && slice_of(&a.response) == Some(want)
-                            && validator(&a.response) == version
-                    };
-                    let mut a = slice_answer(&st, &sub, &primary, index, size).await;
-                    if !fits(&a) && slice_of(&a.response).is_some() {
-                        // A slice of another version still cached (its object changed and
-                        // was purged while this slice was not found): dropped, filled again.
-                        drop(a);
-                        purge_slice(&st, &primary, index).await;
-                        a = slice_answer(&st, &sub, &primary, index, size).await;
-                    }
-                    if !fits(&a) {
-                        eprintln!(
-                            "ecdn node: slice {index} of {primary} is not the slice of the \
-                             version being sent (status {}, {:?}); the response is aborted",
-                            a.response.status(),
-                            a.response.headers().get(SLICE_HEADER)
-                        );
-                        st.slices.remember(&primary, None);
+        // The first slice read is `first`'s body, if it is the one looked up first.
+        let mut first = Some((first_index, body));
+        let mut reads = 0;
+        for piece in plan {
+            let window = match piece {
+                Piece::Text(t) => {
+                    if tx.send(Chunk::Data(t)).await.is_err() {
                         return;
                     }
-                    count(&mut sliced, &a, slice.end - slice.start);
-                    a.response.into_body()
+                    continue;
                 }
+                Piece::Body(r) if r.is_empty() => continue,
+                Piece::Body(r) => r,
             };
-            // The part of the slice inside the window, as offsets into the slice.
-            let from = window.start.max(slice.start) - slice.start;
-            let to = window.end.min(slice.end) - slice.start;
-            if !forward(body, slice.end - slice.start, from..to, &tx).await {
-                return;
+            for index in window.start / size..=(window.end - 1) / size {
+                reads += 1;
+                let slice = bytes_of(index);
+                let body = match first.take() {
+                    Some((i, b)) if i == index && reads == 1 => b,
+                    _ => {
+                        let Some(b) = later_slice(
+                            &st,
+                            &sub,
+                            &primary,
+                            index,
+                            &version,
+                            slice.clone(),
+                            length,
+                            &mut sliced,
+                        )
+                        .await
+                        else {
+                            st.slices.remember(&primary, None);
+                            return;
+                        };
+                        b
+                    }
+                };
+                // The part of the slice inside the window, as offsets into the slice.
+                let from = window.start.max(slice.start) - slice.start;
+                let to = window.end.min(slice.end) - slice.start;
+                if !forward(body, slice.end - slice.start, from..to, &tx).await {
+                    return;
+                }
             }
         }
         st.slices.record(request_id, sliced);
         if let Some(c) = &st.cluster {
-            c.stats.sliced(
-                sliced.missed > 0,
-                window.end - window.start,
-                sliced.origin_bytes,
-            );
+            c.stats
+                .sliced(sliced.missed > 0, object_bytes, sliced.origin_bytes);
         }
         let _ = tx.send(Chunk::Done).await;
     });
@@ -414,7 +485,7 @@ fn stream(
         Default::default(),
         None,
         rx,
-        Some(window.end - window.start),
+        Some(sent),
     )));
     *r.status_mut() = StatusCode::OK;
     *r.headers_mut() = headers;
@@ -422,6 +493,47 @@ fn stream(
         outcome,
         response: r,
     }
+}
+
+/// A slice after the first of an answer being streamed: slice `index` (bytes `slice` of an
+/// object of `length`) found or filled, counted into `sliced`, its body if it is of the first
+/// slice's `version`. One of another version still cached (its object changed and was purged
+/// while this slice was not found) is dropped and filled again once; `None` if that fails too.
+#[allow(clippy::too_many_arguments)]
+async fn later_slice(
+    st: &Arc<State>,
+    sub: &Request<ReqBody>,
+    primary: &str,
+    index: u64,
+    version: &Option<HeaderValue>,
+    slice: Range<u64>,
+    length: u64,
+    sliced: &mut Sliced,
+) -> Option<NodeBody> {
+    let size = st.slices.slicing.size();
+    let want = (slice.start, slice.end - 1, length);
+    let fits = |a: &Answer| {
+        a.response.status() == StatusCode::OK
+            && slice_of(&a.response) == Some(want)
+            && validator(&a.response) == *version
+    };
+    let mut a = slice_answer(st, sub, primary, index, size).await;
+    if !fits(&a) && slice_of(&a.response).is_some() {
+        drop(a);
+        purge_slice(st, primary, index).await;
+        a = slice_answer(st, sub, primary, index, size).await;
+    }
+    if !fits(&a) {
+        eprintln!(
+            "ecdn node: slice {index} of {primary} is not the slice of the version being \
+             sent (status {}, {:?}); the response is aborted",
+            a.response.status(),
+            a.response.headers().get(SLICE_HEADER)
+        );
+        return None;
+    }
+    count(sliced, &a, slice.end - slice.start);
+    Some(a.response.into_body())
 }
 
 /// Drops slice `index` of `primary` from this node and, in a cluster, from every node.
