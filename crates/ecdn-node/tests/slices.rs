@@ -95,7 +95,7 @@ async fn a_sliced_object_is_byte_exact_whole_and_by_ranges_through_any_node() {
         assert!(r.header("x-cache").starts_with("HIT"), "{:?}", r.headers);
         assert_eq!(r.header("x-ecdn-sliced"), "6");
         assert_eq!(r.header("content-length"), r.body.len().to_string());
-        let b = ecdn_node::multipart::boundary(&r.header("content-type")).unwrap();
+        let b = ecdn_node::multipart::boundary(r.header("content-type")).unwrap();
         let parts = ecdn_node::multipart::parse_byteranges(&r.body, &b, 16).unwrap();
         assert_eq!(parts.len(), several.len());
         for (p, want_range) in parts.iter().zip(&several) {
