@@ -68,7 +68,7 @@ use thiserror::Error;
 pub use hash::chunk_id;
 pub use rebalance::{
     parity_rebalance, Budget, ParityAssignment, ParityProblem, RebalanceOptions, Stability, Weigh,
-    REBALANCE_EVERY_S,
+    FIRST_REBALANCE_AFTER, REBALANCE_EVERY_S,
 };
 pub use state::PlacementState;
 

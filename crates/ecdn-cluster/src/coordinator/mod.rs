@@ -37,7 +37,9 @@
 //! rebalance, as §4.2 says ("only when there is an unavailability event") — records the moved
 //! slots, increments the epoch, publishes the new map and logs one line on stderr. A periodic
 //! parity rebalance (`Placement::rebalance`, `c2dn` only) runs every `rebalance_every_s`
-//! seconds when that is above 0 (off by default, as in the simulator).
+//! seconds when that is above 0 (an hour by default, as in the simulator), the first a tenth of
+//! a period after the start, once the first write loads are known (App. 10.3's Phase 2), as
+//! the simulator's first.
 //!
 //! **Epochs** start at the coordinator's start time in UNIX milliseconds (unless
 //! [`CoordinatorOptions::first_epoch`] says otherwise) and grow by one per change, so a
@@ -601,9 +603,10 @@ async fn expiry_loop(shared: Arc<Shared>, tick: Duration) {
     .await
 }
 
-/// The optional periodic parity rebalance.
+/// The periodic parity rebalance: the first a tenth of a period after the start, as the
+/// simulator's ([`ecdn_placement::FIRST_REBALANCE_AFTER`]), then every period.
 async fn rebalance_loop(shared: Arc<Shared>, every: Duration) {
-    let first = tokio::time::Instant::now() + every;
+    let first = tokio::time::Instant::now() + every.mul_f64(ecdn_placement::FIRST_REBALANCE_AFTER);
     on_ticks(shared, tokio::time::interval_at(first, every), |state| {
         vec![state.periodic_rebalance()]
     })

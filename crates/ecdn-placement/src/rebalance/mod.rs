@@ -75,7 +75,9 @@ use std::collections::{BinaryHeap, VecDeque};
 use crate::{PlacementError, ServerId};
 
 mod options;
-pub use options::{Budget, RebalanceOptions, Stability, Weigh, REBALANCE_EVERY_S};
+pub use options::{
+    Budget, RebalanceOptions, Stability, Weigh, FIRST_REBALANCE_AFTER, REBALANCE_EVERY_S,
+};
 
 /// The inputs of one run of Algorithm 1: the available servers with their weights and fixed
 /// loads `l_i`, and the parity buckets to place with their loads `s_n`, forbidden servers and

@@ -1,5 +1,6 @@
 //! What parity rebalance weighs and how it trades balance for stability ([`RebalanceOptions`]),
-//! and a cluster's defaults ([`RebalanceOptions::CLUSTER`], [`REBALANCE_EVERY_S`]).
+//! and a cluster's defaults ([`RebalanceOptions::CLUSTER`], [`REBALANCE_EVERY_S`],
+//! [`FIRST_REBALANCE_AFTER`]).
 
 /// How much Algorithm 1 favours leaving parity buckets where they are.
 ///
@@ -155,3 +156,9 @@ impl RebalanceOptions {
 /// missed more bytes (a moved parity bucket strands its cached chunks: eu-7 at 60%, 0.0250
 /// against 0.0216), four hours left eu-7 at up to 1.05 and a day tc-0 at 1.10–1.21.
 pub const REBALANCE_EVERY_S: f64 = 3600.0;
+
+/// When the first periodic parity rebalance comes, as a fraction of the period: once the first
+/// write loads are known (App. 10.3's Phase 2 of the initial assignment), before it the parity
+/// buckets are placed by chunk-bucket count. The simulator (trace time) and the coordinator
+/// (since its start) alike.
+pub const FIRST_REBALANCE_AFTER: f64 = 0.1;

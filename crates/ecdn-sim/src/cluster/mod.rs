@@ -382,7 +382,9 @@ impl Sim {
             // count; by default it comes after a tenth of the period.
             next_rebalance: match cfg.rebalance_at {
                 Some(at) => at,
-                None if cfg.rebalance_every > 0.0 => cfg.rebalance_every / 10.0,
+                None if cfg.rebalance_every > 0.0 => {
+                    cfg.rebalance_every * ecdn_placement::FIRST_REBALANCE_AFTER
+                }
                 None => f64::INFINITY,
             },
             rebalances: 0,
