@@ -173,7 +173,7 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
             "--repair-every",
             "100",
         ][..],
-        &[][..],
+        &["--evict-together", "true"][..],
     ] {
         let flags: Vec<&'static str> = base.iter().chain(extra).copied().collect();
         let (r, v) = demo(&small(&flags), Duration::from_secs(120));
@@ -182,7 +182,7 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
         // The run covers what could make them differ: coded hits, and partial hits (which
         // whole-object eviction leaves few of) or dropped pieces.
         assert!(v["ttfb_ms"]["coded"]["samples"].as_u64().unwrap() > 0);
-        let together = extra.is_empty();
+        let together = extra.contains(&"true");
         let dropped = v["dying_pieces_dropped"].as_u64().unwrap();
         assert_eq!(dropped > 0, together, "{v}");
         if !together {

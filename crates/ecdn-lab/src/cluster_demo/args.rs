@@ -144,8 +144,9 @@ pub struct DemoArgs {
     pub(super) slice_size: String,
     /// Whole-object eviction (coded schemes): a piece a node's policy evicts takes its
     /// object's other pieces off every node (the cluster file's `evict_together`; the
-    /// simulator's `--evict-together`, the same rule): true or false.
-    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    /// simulator's `--evict-together`, the same rule): true or false (off by default, as the
+    /// cluster file's).
+    #[arg(long, value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
     pub(super) evict_together: bool,
     /// Buckets objects are hashed to.
     #[arg(long, default_value_t = 100)]

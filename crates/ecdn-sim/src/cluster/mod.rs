@@ -122,8 +122,8 @@ pub struct ClusterConfig {
     /// chunks (or replica) are dropped from every available server too, once the cache object
     /// being written has all its pieces: an object leaves the cluster whole instead of a piece
     /// at a time as the servers' FIFOs move at different speeds. The nodes' `evict_together`
-    /// (`ecdn-node`'s `pieces/together.rs`) drops at the same point. On by default, as the
-    /// cluster file's.
+    /// (`ecdn-node`'s `pieces/together.rs`) drops at the same point. Off by default, as the
+    /// cluster file's: it turns reads of fragments into misses (BENCHMARKS.md, issue 63).
     pub evict_together: bool,
     /// `rep2-popular`: requests after which an object counts as popular.
     pub popular_min: u32,
@@ -155,7 +155,7 @@ impl ClusterConfig {
             rebalance_at: None,
             rebalance: RebalanceOptions::CLUSTER,
             repair: RepairConfig::OFF,
-            evict_together: true,
+            evict_together: false,
             popular_min: 2,
             window: Window::Seconds(300.0),
             unavailability: Unavailability::default(),
