@@ -9,8 +9,8 @@
 # the middle of the trace on: the relative miss-ratio change of the first window after the
 # failure and the largest of the 6 windows after it, and the misses of the first window and of
 # the six from the failure on against the same windows without it (windows of 50,000
-# requests); with several servers in FAILED, the means over them, and the misses the failure
-# added ("+N").
+# requests), and the miss ratio of that first window; with several servers in FAILED, the means
+# over them, and the misses the failure added ("+N").
 #
 #   benches/c2dn-defaults.sh                 # builds, runs, prints the table
 #   BIN=/path/to/ecdn EXTRA="--repair-rate 0" benches/c2dn-defaults.sh
@@ -52,8 +52,8 @@ o = sys.argv[1]
 failed = os.environ["FAILED"].split()
 print("| trace | scheme | size | miss (requests) | miss (slices) | byte miss | write imb. "
       "| unprot. (objects) | unprot. (requests) | repaired | step at the failure | largest of 6 "
-      "| misses in the first window | in six windows |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| misses in the first window | in six windows | miss ratio of the first window |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for c in sys.argv[2:]:
     plain = [json.loads(l) for l in open(os.path.join(o, c + ".plain.jsonl"))]
     fails = [{(d["scheme"], d["cache_size"]): d
@@ -62,7 +62,7 @@ for c in sys.argv[2:]:
     for d in plain:
         gib = d["cache_size"] / 2**30
         rep = d.get("repair", {}).get("written", 0) / 2**30
-        steps, largest, added1, added6 = [], [], [], []
+        steps, largest, added1, added6, after = [], [], [], [], []
         for fail in fails:
             f = fail[(d["scheme"], d["cache_size"])]
             start = f["unavailability_starts"][0] if f["unavailability_starts"] else None
@@ -76,6 +76,9 @@ for c in sys.argv[2:]:
                 return sum(w["misses"] for w in run["windows"] if start <= w["index"] < start + n)
             added1.append((misses(f, 1), misses(d, 1)))
             added6.append((misses(f, 6), misses(d, 6)))
+            # The miss ratio of the first window with the failure (the spike itself).
+            after.append(next((w["misses"] / w["requests"] for w in f["windows"]
+                               if w["index"] == start and w["requests"]), 0.0))
         mean = lambda v: sum(v) / len(v)
         if len(fails) == 1:
             first = f"{added1[0][0]} vs {added1[0][1]}"
@@ -87,5 +90,5 @@ for c in sys.argv[2:]:
               f"{d.get('slice_miss_ratio', d['miss_ratio']):.4f} | {d['byte_miss_ratio']:.4f} | "
               f"{d['write_imbalance']:.3f} | {d['unprotected_fraction']:.4f} | "
               f"{d['unprotected_request_fraction']:.4f} | {rep:.1f} GiB | {100 * mean(steps):+.1f}% | "
-              f"{100 * mean(largest):+.1f}% | {first} | {six} |")
+              f"{100 * mean(largest):+.1f}% | {first} | {six} | {mean(after):.4f} |")
 PY

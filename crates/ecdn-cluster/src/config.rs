@@ -155,7 +155,7 @@ pub struct ClusterConfig {
     /// pieces too, so an object leaves the cluster whole instead of a piece at a time
     /// (`ecdn sim cluster --evict-together`, the same rule). Off by default: it leaves no
     /// fragment cached, but by turning reads of fragments into misses; on four Akamai classes
-    /// it missed 1–40% more bytes and did not lower the misses a failure adds (BENCHMARKS.md,
+    /// it missed 1–64% more bytes and did not lower the misses a failure adds (BENCHMARKS.md,
     /// issue 63).
     #[serde(default = "default_evict_together")]
     pub evict_together: bool,

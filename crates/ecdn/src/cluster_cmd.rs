@@ -61,7 +61,7 @@ pub struct ClusterArgs {
     /// every available server, once the object being written has all its pieces (an object
     /// leaves whole, not a chunk at a time; the cluster file's `evict_together`): true or
     /// false. Off by default, as the cluster file's: measured in BENCHMARKS.md (issue 63), it
-    /// leaves no fragment cached but misses 1–40% more bytes, and failures add as many misses.
+    /// leaves no fragment cached but misses 1–64% more bytes, and failures add as many misses.
     #[arg(long, value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
     evict_together: bool,
     /// Sub-chunk size of the coding: the object bytes a partial hit fetches for a missing data
