@@ -28,7 +28,7 @@ use prom::Scrape;
 
 #[path = "common/cluster.rs"]
 mod harness;
-use harness::{check_whole, get, holds, purge, uri, Reply, TestCluster, KEY};
+use harness::{check_whole, distinct_chunks, get, holds, purge, uri, Reply, TestCluster, KEY};
 
 /// Requests every object once through node 0 (a miss that stores it), checking its bytes.
 async fn store_all(c: &TestCluster, objects: &[(u64, u64)]) {
@@ -552,20 +552,6 @@ async fn sixty_four_clients_on_a_streaming_fill_make_one_origin_fetch() {
     assert!(served[2] > 0.0, "{labels:?}");
     assert_eq!(origin_bytes, size as f64);
     c.stop_all().await;
-}
-
-/// Distinct chunks of the object `key` the nodes `live` hold (by their `has` answers).
-async fn distinct_chunks(c: &TestCluster, live: &[usize], key: &str) -> usize {
-    let mut chunks = Vec::new();
-    for &i in live {
-        chunks.extend(holds(c.peer(i), key).await.unwrap_or_default());
-    }
-    chunks.sort_by_key(|p| match p {
-        PieceName::Chunk(ch) => *ch,
-        PieceName::Replica => u16::MAX,
-    });
-    chunks.dedup();
-    chunks.len()
 }
 
 /// The background repair (`repair_rate`, timer rounds): after a node stops, the coded objects

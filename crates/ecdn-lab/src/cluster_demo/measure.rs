@@ -96,6 +96,9 @@ pub struct ClusterStats {
     /// (`--evict-together`).
     #[serde(default)]
     pub dying_pieces_dropped: u64,
+    /// Pieces it wrote where a newer map put them after their server could not take them.
+    #[serde(default)]
+    pub handoffs: u64,
 }
 
 /// A node's read windows that asked for parity, by why (`/_ecdn/stats`'s

@@ -528,6 +528,7 @@ fn build_report(
             .flatten()
             .map(|s| s.dying_pieces_dropped)
             .sum(),
+        handoffs: live.stats.iter().flatten().map(|s| s.handoffs).sum(),
         intra_cluster_bytes: per_byte_served(peer_received),
         intra_cluster_relay_bytes: per_byte_served(relay_received),
         bytes_served: t.served_bytes,

@@ -84,6 +84,9 @@ pub struct Report {
     /// Pieces the nodes alive at the end dropped because another piece of their object was
     /// evicted (`--evict-together`; 0 without).
     pub dying_pieces_dropped: u64,
+    /// Pieces the nodes alive at the end wrote where a newer map put them, after their server
+    /// (a killed node, before the coordinator declared it out) could not take them.
+    pub handoffs: u64,
     /// Σ `peer_bytes_received` over the nodes alive at the end / body bytes served: chunks,
     /// replicas and relayed answers.
     pub intra_cluster_bytes: f64,

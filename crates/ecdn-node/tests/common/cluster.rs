@@ -318,6 +318,20 @@ pub async fn holds(peer: SocketAddr, key: &str) -> Option<Vec<ecdn_cluster::wire
     holds_by(&client, peer, key).await
 }
 
+/// Distinct chunks of the object `key` the nodes `live` hold (by their `has` answers).
+pub async fn distinct_chunks(c: &TestCluster, live: &[usize], key: &str) -> usize {
+    let mut chunks = Vec::new();
+    for &i in live {
+        chunks.extend(holds(c.peer(i), key).await.unwrap_or_default());
+    }
+    chunks.sort_by_key(|p| match p {
+        ecdn_cluster::wire::PieceName::Chunk(ch) => *ch,
+        ecdn_cluster::wire::PieceName::Replica => u16::MAX,
+    });
+    chunks.dedup();
+    chunks.len()
+}
+
 /// [`holds`], asked by `client`.
 pub async fn holds_by(
     client: &ecdn_cluster::peer::PeerClient,

@@ -1,9 +1,11 @@
 //! C2DN's serving path (C2DN §4–§5), over the pieces layer (`super::pieces`): `relay.rs`
 //! (to the bucket's serving node), `read.rs` (the serving node's lookup of the pieces),
 //! `whole.rs` (a coded object read whole and answered), `partial.rs` (only the missing chunks
-//! from the origin), `write.rs` (a fill's placement), `repair.rs` (background repair), and
+//! from the origin), `write.rs` (a fill's placement), `handoff.rs` (pieces whose server could
+//! not take them, written where the next map puts them), `repair.rs` (background repair), and
 //! `headers.rs` (the cluster's response headers).
 
+pub(in crate::node) mod handoff;
 pub(in crate::node) mod headers;
 pub(in crate::node) mod partial;
 pub(in crate::node) mod read;

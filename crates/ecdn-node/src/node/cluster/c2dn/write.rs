@@ -35,27 +35,51 @@ use crate::node::state::State;
 
 /// Writes the pieces of `e` that the servers `lacking` (piece index → whether to write it;
 /// `None`: all) do not hold yet, on the bucket's available servers; returns when every write
-/// is done or failed.
+/// is done or failed. The pieces whose writes failed are handed off (`handoff.rs`): written
+/// where the map puts them once it takes their server out.
 pub(in crate::node) async fn place(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     e: &StoredResponse,
     lacking: Option<&[bool]>,
 ) {
+    let (epoch, failed) = place_pieces(st, c, e, lacking).await;
+    super::handoff::failed_writes(st, c, e, epoch, failed);
+}
+
+/// [`place`] without the handoff of what failed (the handoff's own writes).
+pub(in crate::node) async fn place_once(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    e: &StoredResponse,
+    lacking: Option<&[bool]>,
+) {
+    place_pieces(st, c, e, lacking).await;
+}
+
+/// [`place`]'s writes: returns the epoch of the map they followed and the pieces whose writes
+/// failed (`(piece index, server)`).
+async fn place_pieces(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    e: &StoredResponse,
+    lacking: Option<&[bool]>,
+) -> (u64, Vec<(usize, usize)>) {
     let size = e.body.len() as u64;
     let coded = c.coded(size);
-    let targets = targets(c, &e.key, coded, lacking);
+    let (epoch, targets) = targets(c, &e.key, coded, lacking);
     if targets.is_empty() {
-        return;
+        return (epoch, Vec::new());
     }
     let http = encode_meta(e);
-    // What each target gets: (piece name, metadata, payload).
-    let mut writes: Vec<(Piece, PieceName, Vec<u8>, Bytes)> = Vec::with_capacity(targets.len());
+    // What each target gets: (piece index, piece, piece name, metadata, payload).
+    let mut writes: Vec<(usize, Piece, PieceName, Vec<u8>, Bytes)> =
+        Vec::with_capacity(targets.len());
     if coded {
         let (k, p) = (c.cfg.k, c.cfg.p);
         let sub = c.cfg.sub_chunk;
         let Ok(codec) = c.codecs.get(k, p) else {
-            return;
+            return (epoch, Vec::new());
         };
         let body = e.body.clone();
         let encoded = tokio::task::spawn_blocking(move || {
@@ -71,12 +95,13 @@ pub(in crate::node) async fn place(
                 e.key,
                 ecdn_cluster::peer::request_note()
             );
-            return;
+            return (epoch, Vec::new());
         };
         let chunks: Vec<Bytes> = chunks.into_iter().map(Bytes::from).collect();
-        for t in targets {
+        for (i, t) in targets {
             let m = chunk_meta(c, t.chunk, size, &crcs, &http);
             writes.push((
+                i,
                 t,
                 PieceName::Chunk(t.chunk as u16),
                 m,
@@ -89,45 +114,66 @@ pub(in crate::node) async fn place(
             http: http.clone(),
         }
         .encode();
-        for t in targets {
-            writes.push((t, PieceName::Replica, m.clone(), e.body.clone()));
+        for (i, t) in targets {
+            writes.push((i, t, PieceName::Replica, m.clone(), e.body.clone()));
         }
     }
     let mut tasks = tokio::task::JoinSet::new();
-    for (t, name, m, payload) in writes {
+    for (i, t, name, m, payload) in writes {
         let (st, c, key) = (st.clone(), c.clone(), e.key.clone());
         tasks.spawn(async move {
             if t.server == c.id {
-                put_local(&st, &c, &key, c.cfg.k, name, m, payload).await.1
+                (
+                    i,
+                    t.server,
+                    true,
+                    put_local(&st, &c, &key, c.cfg.k, name, m, payload).await.1,
+                )
             } else {
-                push(&c, t.server, &key, name, m, payload).await.1
+                let (stored, dying) = push(&c, t.server, &key, name, m, payload).await;
+                (i, t.server, stored, dying)
             }
         });
     }
     // What the writes evicted leaves whole once every piece is written (`evict_together`).
     let mut dying = Vec::new();
+    let mut failed = Vec::new();
     while let Some(done) = tasks.join_next().await {
-        dying.extend(done.unwrap_or_default());
+        let Ok((i, server, stored, evicted)) = done else {
+            continue;
+        };
+        if !stored {
+            failed.push((i, server));
+        }
+        dying.extend(evicted);
     }
     drop_dying(st, c, dying).await;
+    (epoch, failed)
 }
 
 /// The pieces of the object `key` (coded or not) whose servers are available and, with
-/// `lacking` (piece index → whether to write it), lack them.
-fn targets(c: &Cluster, key: &str, coded: bool, lacking: Option<&[bool]>) -> Vec<Piece> {
+/// `lacking` (piece index → whether to write it), lack them, with their indexes in the
+/// bucket's placement; and the epoch of the map that placed them.
+fn targets(
+    c: &Cluster,
+    key: &str,
+    coded: bool,
+    lacking: Option<&[bool]>,
+) -> (u64, Vec<(usize, Piece)>) {
     let map = c.map.current();
     let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(key));
     let mut placed = Vec::new();
     let mut walk = Vec::new();
     map.pieces(bucket, coded, &mut placed, &mut walk);
-    placed
+    let targets = placed
         .iter()
         .enumerate()
         .filter(|(i, p)| {
             map.is_available(p.server) && lacking.is_none_or(|l| l.get(*i).copied().unwrap_or(true))
         })
-        .map(|(_, p)| *p)
-        .collect()
+        .map(|(i, p)| (i, *p))
+        .collect();
+    (map.epoch, targets)
 }
 
 /// The encoded metadata of chunk `chunk` of a coded object of `size` bytes.
@@ -151,6 +197,10 @@ pub(in crate::node) struct StripePlacer {
     /// The size the origin declared; the fill must match it.
     size: u64,
     streams: ChunkStreams,
+    /// The epoch of the map that placed the chunks, and each chunk's server (`None`: its
+    /// server was unavailable).
+    epoch: u64,
+    servers: Vec<Option<usize>>,
 }
 
 impl StripePlacer {
@@ -168,14 +218,20 @@ impl StripePlacer {
         }
         let (k, p) = (c.cfg.k, c.cfg.p);
         let mut servers = vec![None; k + p];
-        for t in self::targets(c, key, true, None) {
+        let (epoch, targets) = self::targets(c, key, true, None);
+        for (_, t) in targets {
             if let Some(slot) = servers.get_mut(t.chunk) {
                 *slot = Some(t.server);
             }
         }
         let chunk_bytes = size.div_ceil(k as u64) as usize;
         let streams = ChunkStreams::open(c, key, (k, p), &servers, chunk_bytes)?;
-        Some(StripePlacer { size, streams })
+        Some(StripePlacer {
+            size,
+            streams,
+            epoch,
+            servers,
+        })
     }
 
     /// Object bytes as they arrive: every stripe they complete is encoded and its sub-chunks
@@ -207,7 +263,8 @@ impl StripePlacer {
         let http = encode_meta(e);
         let size = self.size;
         let mut dying = Vec::new();
-        self.streams
+        let stored = self
+            .streams
             .store(
                 st,
                 c,
@@ -216,6 +273,15 @@ impl StripePlacer {
             )
             .await;
         drop_dying(st, c, dying).await;
+        // A coded object's placement lists its chunks in order: piece index = chunk.
+        let failed: Vec<(usize, usize)> = self
+            .servers
+            .iter()
+            .enumerate()
+            .filter_map(|(chunk, s)| Some((chunk, (*s)?)))
+            .filter(|(chunk, _)| !stored.get(*chunk).copied().unwrap_or(false))
+            .collect();
+        super::handoff::failed_writes(st, c, e, self.epoch, failed);
     }
 
     /// Gives up: every streamed body ends in an error, so no server stores a chunk.

@@ -350,6 +350,8 @@ impl Cluster {
             "writes_refused_after_purge": get(&s.writes_refused_after_purge),
             "dying_objects": get(&s.dying_objects),
             "dying_pieces_dropped": get(&s.dying_pieces_dropped),
+            "handoffs": get(&s.handoffs),
+            "handoffs_dropped": get(&s.handoffs_dropped),
             "ring_lost": self.pieces.ring_lost(),
             // The pieces held now, and what the start found on disk.
             "pieces_held": self.pieces.len(),

@@ -151,6 +151,16 @@ impl Cluster {
                 get(&s.dying_pieces_dropped),
             ),
             (
+                "ecdn_cluster_handoffs_total",
+                "Pieces written where a newer map put them after their server could not take them.",
+                get(&s.handoffs),
+            ),
+            (
+                "ecdn_cluster_handoffs_dropped_total",
+                "Pieces not handed off: the node held its handoff budget of object bytes.",
+                get(&s.handoffs_dropped),
+            ),
+            (
                 "ecdn_cluster_ring_lost_total",
                 "Pieces the disk ring overwrote while the piece policy still held them.",
                 self.pieces.ring_lost(),

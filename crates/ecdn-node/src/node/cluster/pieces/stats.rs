@@ -32,6 +32,12 @@ pub(in crate::node) struct ClusterStats {
     /// drop, and the pieces of them it held and dropped.
     pub(in crate::node) dying_objects: AtomicU64,
     pub(in crate::node) dying_pieces_dropped: AtomicU64,
+    /// Handoffs (`c2dn/handoff.rs`): pieces written where a newer map put them after their
+    /// server could not take them; pieces not handed off for want of memory; the object bytes
+    /// held for handoffs now.
+    pub(in crate::node) handoffs: AtomicU64,
+    pub(in crate::node) handoffs_dropped: AtomicU64,
+    pub(in crate::node) handoff_bytes: AtomicU64,
     /// Per [`Parity`] reason, read windows that asked for parity chunks.
     pub(in crate::node) parity_fetches: [AtomicU64; Parity::ALL.len()],
     /// Payload bytes this node's piece store accepted, per kind ([`WRITTEN_KINDS`]).
