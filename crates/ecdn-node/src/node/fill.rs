@@ -568,9 +568,13 @@ async fn store(
     if let Some(c) = &st.cluster {
         // The object's pieces, on the bucket's servers, before the last frame is released:
         // the next request finds them. A coded object's chunks are on their way already.
+        use super::cluster::c2dn::handoff;
         match placer {
-            Some(p) => p.finish(st, c, &e).await,
-            None => super::cluster::c2dn::write::place(st, c, &e, None).await,
+            Some(p) => {
+                let failed = p.finish(st, c, &e).await;
+                handoff::failed_writes(st, c, &e, failed);
+            }
+            None => handoff::place(st, c, &e, None).await,
         }
         true
     } else if let Some(disk) = &st.disk {

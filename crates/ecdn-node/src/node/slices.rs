@@ -159,14 +159,7 @@ pub(super) async fn serve_conditional(
     };
     let head = first.response.headers();
     if !super::hit::head_not_modified(first.response.status(), head, req.headers()) {
-        return stream(
-            st,
-            req,
-            primary,
-            length,
-            vec![Piece::Body(0..length)],
-            (0, first),
-        );
+        return stream_whole(st, req, primary, length, first);
     }
     let mut headers = super::hit::head_not_modified_headers(head);
     strip_slice_headers(&mut headers);
@@ -212,14 +205,7 @@ pub(super) async fn serve_head(st: &Arc<State>, req: &Request<ReqBody>, primary:
 /// the whole object or an error.
 pub(super) async fn serve(st: &Arc<State>, req: &Request<ReqBody>, primary: &str) -> Answer {
     match first_slice(st, req, primary).await {
-        Ok((length, first)) => stream(
-            st,
-            req,
-            primary,
-            length,
-            vec![Piece::Body(0..length)],
-            (0, first),
-        ),
+        Ok((length, first)) => stream_whole(st, req, primary, length, first),
         Err(whole) => whole,
     }
 }
@@ -534,6 +520,24 @@ async fn later_slice(
     }
     count(sliced, &a, slice.end - slice.start);
     Some(a.response.into_body())
+}
+
+/// [`stream`] of the whole object, from slice 0 (`first`).
+fn stream_whole(
+    st: &Arc<State>,
+    req: &Request<ReqBody>,
+    primary: &str,
+    length: u64,
+    first: Answer,
+) -> Answer {
+    stream(
+        st,
+        req,
+        primary,
+        length,
+        vec![Piece::Body(0..length)],
+        (0, first),
+    )
 }
 
 /// Drops slice `index` of `primary` from this node and, in a cluster, from every node.

@@ -7,7 +7,7 @@
 //! servers that take over the dead one's buckets. So the writer keeps the object (its stored
 //! response: the body is shared, not copied) and waits for a newer map, up to
 //! [`HANDOFF_WAIT`] silence deadlines: if the map then says the server is unavailable, the
-//! pieces go to the servers it names for them now ([`super::write::place`], as a repair
+//! pieces go to the servers it names for them now ([`write::place`], as a repair
 //! writes missing pieces); if the server is still in the map (it answered late, or refused the
 //! piece), nothing more is done. Objects held this way are bounded by [`HANDOFF_MAX_BYTES`] per
 //! node; past it a piece is not handed off (counted: `ecdn_cluster_handoffs_dropped_total`).
@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::write;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::freshness::StoredResponse;
@@ -32,15 +33,26 @@ const PIECES_MAX: usize = 257;
 /// The object bytes a node holds for handoffs at once.
 pub(in crate::node) const HANDOFF_MAX_BYTES: u64 = 64 << 20;
 
-/// The pieces of `e` whose writes failed: `(piece index in the bucket's placement, server)`,
-/// written under the map of `epoch`. Spawns the wait (module documentation) unless nothing
+/// [`write::place`], and the handoff of the pieces whose writes failed: every write of a
+/// cached object's pieces goes through here.
+pub(in crate::node) async fn place(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    e: &StoredResponse,
+    lacking: Option<&[bool]>,
+) {
+    let failed = write::place(st, c, e, lacking).await;
+    failed_writes(st, c, e, failed);
+}
+
+/// The pieces of `e` whose writes failed (`(piece index in the bucket's placement, server)`,
+/// written under the map of `epoch`). Spawns the wait (module documentation) unless nothing
 /// failed or the budget is spent.
 pub(in crate::node) fn failed_writes(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     e: &StoredResponse,
-    epoch: u64,
-    failed: Vec<(usize, usize)>,
+    (epoch, failed): write::Failed,
 ) {
     if failed.is_empty() {
         return;
@@ -90,7 +102,8 @@ async fn hand_off(
             lacking[*i] = true;
         }
         ClusterStats::add(&c.stats.handoffs, out.len() as u64);
-        super::write::place_once(st, c, e, Some(&lacking)).await;
+        // Written once: what fails now is left to the next read's repair.
+        write::place(st, c, e, Some(&lacking)).await;
         return;
     }
 }

@@ -40,10 +40,10 @@ use tokio::sync::oneshot;
 use crate::node::answer::Answer;
 use crate::node::answer::ReqBody;
 use crate::node::body::{LiveBody, NodeBody};
+use crate::node::cluster::c2dn::handoff;
 use crate::node::cluster::c2dn::headers::mark;
 use crate::node::cluster::c2dn::partial::PartialHit;
 use crate::node::cluster::c2dn::whole::answer_whole;
-use crate::node::cluster::c2dn::write;
 use crate::node::cluster::pieces::coded::{self, CodedObject};
 use crate::node::cluster::pieces::holders::{ask_has, ask_holders, signed_get, sources_of, Holder};
 use crate::node::cluster::pieces::member::Cluster;
@@ -497,7 +497,7 @@ async fn replica_hit(
         let lack = lacking(c, key, false, holders);
         if lack.iter().any(|&l| l) {
             ClusterStats::add(&c.stats.repairs, 1);
-            write::place(st, c, &e, Some(&lack)).await;
+            handoff::place(st, c, &e, Some(&lack)).await;
         }
     }
     ClusterStats::add(&c.stats.replicated_hits, 1);
@@ -529,7 +529,7 @@ async fn repair_replicas(
     let lack = lacking(c, key, false, &holders);
     if lack.iter().any(|&l| l) {
         ClusterStats::add(&c.stats.repairs, 1);
-        write::place(st, c, e, Some(&lack)).await;
+        handoff::place(st, c, e, Some(&lack)).await;
     }
 }
 
@@ -722,7 +722,7 @@ async fn coded_hit(
             let whole = Arc::new(AtomicBool::new(false));
             if let Some(body) = coded::read_all(&st, &c, obj, whole).await {
                 ClusterStats::add(&c.stats.repairs, 1);
-                write::place(&st, &c, &StoredResponse { body, ..e }, Some(&lack)).await;
+                handoff::place(&st, &c, &StoredResponse { body, ..e }, Some(&lack)).await;
             }
         });
         coded::Finish { task, read_over }

@@ -30,8 +30,8 @@ use bytes::Bytes;
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
 
+use crate::node::cluster::c2dn::handoff;
 use crate::node::cluster::c2dn::read::{fetch_replica, lacking_in, whole_object};
-use crate::node::cluster::c2dn::write;
 use crate::node::cluster::pieces::holders::asked_servers;
 use crate::node::cluster::pieces::holders::signed_get;
 use crate::node::cluster::pieces::member::Cluster;
@@ -212,7 +212,7 @@ async fn repair_object(
     if oldest > c.cfg.repair_max_age {
         return Outcome::Skipped;
     }
-    // What the assigned servers lack; only the available ones are written (`write::place`),
+    // What the assigned servers lack; only the available ones are written (`handoff::place`),
     // and only they count.
     let placed = lacking_in(c, bucket, coded, |server, want| {
         held.iter()
@@ -261,7 +261,7 @@ async fn repair_object(
     let Some(e) = stored_response(key.to_string(), &meta.http, body) else {
         return Outcome::Skipped;
     };
-    write::place(st, c, &e, Some(&lack)).await;
+    handoff::place(st, c, &e, Some(&lack)).await;
     Outcome::Wrote {
         pieces: lacking,
         bytes: piece * lacking,

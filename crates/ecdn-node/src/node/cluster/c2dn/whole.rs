@@ -10,8 +10,8 @@ use hyper::{Method, Request, Response};
 
 use crate::node::answer::ReqBody;
 use crate::node::body::NodeBody;
+use crate::node::cluster::c2dn::handoff;
 use crate::node::cluster::c2dn::headers::mark;
-use crate::node::cluster::c2dn::write;
 use crate::node::cluster::pieces::coded::{self, CodedObject};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
@@ -40,7 +40,7 @@ pub(in crate::node) async fn answer_whole(
     let e = Arc::new(StoredResponse { body, ..e });
     if lack.iter().any(|&l| l) {
         ClusterStats::add(&c.stats.repairs, 1);
-        write::place(st, c, &e, Some(lack)).await;
+        handoff::place(st, c, &e, Some(lack)).await;
     }
     if admit {
         lock(&st.hoc).insert(key.id, e.clone());

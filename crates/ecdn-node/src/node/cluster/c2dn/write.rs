@@ -33,38 +33,19 @@ use crate::node::disk::encode_meta;
 use crate::node::freshness::StoredResponse;
 use crate::node::state::State;
 
+/// Pieces whose writes failed: `(piece index in the bucket's placement, server)`, and the
+/// epoch of the map that placed them (what `handoff.rs` waits past).
+pub(in crate::node) type Failed = (u64, Vec<(usize, usize)>);
+
 /// Writes the pieces of `e` that the servers `lacking` (piece index → whether to write it;
-/// `None`: all) do not hold yet, on the bucket's available servers; returns when every write
-/// is done or failed. The pieces whose writes failed are handed off (`handoff.rs`): written
-/// where the map puts them once it takes their server out.
+/// `None`: all) do not hold yet, on the bucket's available servers; returns, when every write
+/// is done or failed, the pieces whose writes failed (`handoff.rs` hands them off).
 pub(in crate::node) async fn place(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     e: &StoredResponse,
     lacking: Option<&[bool]>,
-) {
-    let (epoch, failed) = place_pieces(st, c, e, lacking).await;
-    super::handoff::failed_writes(st, c, e, epoch, failed);
-}
-
-/// [`place`] without the handoff of what failed (the handoff's own writes).
-pub(in crate::node) async fn place_once(
-    st: &Arc<State>,
-    c: &Arc<Cluster>,
-    e: &StoredResponse,
-    lacking: Option<&[bool]>,
-) {
-    place_pieces(st, c, e, lacking).await;
-}
-
-/// [`place`]'s writes: returns the epoch of the map they followed and the pieces whose writes
-/// failed (`(piece index, server)`).
-async fn place_pieces(
-    st: &Arc<State>,
-    c: &Arc<Cluster>,
-    e: &StoredResponse,
-    lacking: Option<&[bool]>,
-) -> (u64, Vec<(usize, usize)>) {
+) -> Failed {
     let size = e.body.len() as u64;
     let coded = c.coded(size);
     let (epoch, targets) = targets(c, &e.key, coded, lacking);
@@ -243,20 +224,25 @@ impl StripePlacer {
 
     /// The fill ended with `e`, the stored answer: the last stripe is encoded and sent, every
     /// chunk's metadata follows its payload, this node's chunk is stored, and this returns once
-    /// every server answered (or failed). A fill that does not match the declared size, or
-    /// that is not coded after all, is aborted instead.
+    /// every server answered (or failed), with the chunks whose writes failed. A fill that does
+    /// not match the declared size, or that is not coded after all, is aborted instead.
     pub(in crate::node) async fn finish(
         mut self,
         st: &Arc<State>,
         c: &Arc<Cluster>,
         e: &StoredResponse,
-    ) {
+    ) -> Failed {
+        let aborted = (self.epoch, Vec::new());
         if e.body.len() as u64 != self.size || self.streams.bytes_pushed() != self.size {
-            return self.abort();
+            self.abort();
+            return aborted;
         }
         match self.streams.end() {
             Some(layout) if layout.size() == self.size => {}
-            _ => return self.abort(),
+            _ => {
+                self.abort();
+                return aborted;
+            }
         }
         ClusterStats::add(&c.stats.streamed_fills, 1);
         let crcs = self.streams.crcs();
@@ -281,7 +267,7 @@ impl StripePlacer {
             .filter_map(|(chunk, s)| Some((chunk, (*s)?)))
             .filter(|(chunk, _)| !stored.get(*chunk).copied().unwrap_or(false))
             .collect();
-        super::handoff::failed_writes(st, c, e, self.epoch, failed);
+        (self.epoch, failed)
     }
 
     /// Gives up: every streamed body ends in an error, so no server stores a chunk.
