@@ -21,6 +21,8 @@
 //!                            # "counts" (every chunk bucket 1, the authors' rule)
 //! carry = 1.0                # with loads: the imbalance so far, up to this many periods'
 //!                            # mean load per node, is paid back (0: each period on its own)
+//! hold = 0.0                 # periodic rebalances move nothing while the write imbalance
+//!                            # so far is at most 1 + hold (0: every period)
 //! repair_rate = 0            # background repair, bytes per second per node ("4MiB"): off
 //! repair_every_s = 60        # its rounds (0: only when asked, POST /_ecdn/repair)
 //! repair_min_requests = 2    # it rebuilds objects requested at least this often,
@@ -198,6 +200,11 @@ pub struct ClusterConfig {
     /// [`ecdn_placement::RebalanceOptions::CLUSTER`]).
     #[serde(default = "default_carry")]
     pub carry: f64,
+    /// Periodic rebalances move nothing while the write imbalance so far is at most 1 + this
+    /// ([`ecdn_placement::RebalanceOptions::hold_ppm`]; 0, the default, rebalances every
+    /// period).
+    #[serde(default)]
+    pub hold: f64,
     /// Background repair (beyond C2DN, `c2dn` only): bytes per second each node may write to
     /// rebuild the lost pieces of the objects it serves; 0 = off. See `ecdn_sim::cluster::repair`,
     /// the same rules in the simulator.
@@ -594,6 +601,9 @@ impl ClusterConfig {
         if let Err(e) = self.weigh.parse::<ecdn_placement::Weigh>() {
             return bad(format!("weigh: {e}"));
         }
+        if !(0.0..=1.0).contains(&self.hold) {
+            return bad(format!("hold = {}: need a fraction in [0, 1]", self.hold));
+        }
         if !(0.0..=1.0).contains(&self.carry) {
             return bad(format!("carry = {}: need a fraction in [0, 1]", self.carry));
         }
@@ -642,12 +652,13 @@ impl ClusterConfig {
         self.nodes.iter().map(|n| n.weight).collect()
     }
 
-    /// How parity rebalance weighs and carries (`weigh`, `carry`; checked at load), as `ecdn
-    /// sim cluster --weigh --carry` builds them.
+    /// How parity rebalance weighs, carries and holds (`weigh`, `carry`, `hold`; checked at
+    /// load), as `ecdn sim cluster --weigh --carry --hold` builds them.
     pub fn rebalance_options(&self) -> ecdn_placement::RebalanceOptions {
         ecdn_placement::RebalanceOptions {
             weigh: self.weigh.parse().unwrap_or_default(),
             carry_ppm: (self.carry.clamp(0.0, 1.0) * 1e6).round() as u32,
+            hold_ppm: (self.hold.clamp(0.0, 1.0) * 1e6).round() as u32,
             ..ecdn_placement::RebalanceOptions::CLUSTER
         }
     }
@@ -811,6 +822,8 @@ peer = "127.0.0.1:9003"
             (format!("sub_chunk = 0\n{FILE}"), "sub_chunk"),
             (format!("weigh = \"bytes\"\n{FILE}"), "weigh"),
             (format!("carry = 1.5\n{FILE}"), "carry"),
+            (format!("hold = 2\n{FILE}"), "hold"),
+            (format!("hold = -0.5\n{FILE}"), "hold"),
             (format!("carry = -0.1\n{FILE}"), "carry"),
             ("scheme = \"c2dn\"".to_string(), "missing field"),
             (format!("object_budget = -0.1\n{FILE}"), "object_budget"),

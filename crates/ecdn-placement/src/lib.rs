@@ -534,6 +534,13 @@ impl Placement {
     /// then resets the load counters.
     pub fn rebalance(&mut self) -> RebalanceReport {
         let started = Instant::now();
+        if self.options.hold_ppm > 0 && self.within_hold() {
+            // Balanced enough: nothing moves, and the loads keep adding up.
+            return RebalanceReport {
+                elapsed: started.elapsed(),
+                ..RebalanceReport::default()
+            };
+        }
         let mut loads = self.effective_loads();
         if self.options.carry_ppm > 0
             && self.options.budget == Budget::WaterFill
@@ -550,6 +557,19 @@ impl Placement {
     }
 
     // ---- internals ----
+
+    /// Whether the write imbalance so far over the available servers is within
+    /// [`RebalanceOptions::hold_ppm`] (and something was written).
+    fn within_hold(&self) -> bool {
+        let avail = (0..self.servers()).filter(|&s| self.available[s]);
+        let (least, most) = avail.fold((u128::MAX, 0u128), |(l, m), s| {
+            let w = u128::from(self.written[s]);
+            (l.min(w), m.max(w))
+        });
+        least > 0
+            && least != u128::MAX
+            && most * 1_000_000 <= least * (1_000_000 + u128::from(self.options.hold_ppm))
+    }
 
     /// [`RebalanceOptions::carry_ppm`]: raises each available server's fixed load by its excess
     /// of bytes written over the least-written available server, capped at that share of one

@@ -168,6 +168,33 @@ fn counts_are_the_default_and_loads_an_option() {
     check_invariants(&weighed);
 }
 
+/// A periodic rebalance holds parity in place while the write imbalance so far is within
+/// `hold_ppm`, and rebalances as without it once it is not.
+#[test]
+fn a_hold_keeps_parity_in_place_while_the_writes_are_balanced_enough() {
+    let mut rng = Rng(4);
+    let pop = popularity(100, 1e6, &mut rng);
+    let with = |hold_ppm| {
+        let mut pl = homogeneous(10, cfg(100, 3, 1));
+        pl.set_rebalance_options(RebalanceOptions {
+            hold_ppm,
+            ..RebalanceOptions::CLUSTER
+        });
+        pl
+    };
+    // No hold; a hold of 100% (up to twice the least-written server's bytes); one of 1 ppm.
+    let (mut plain, mut held, mut tight) = (with(0), with(1_000_000), with(1));
+    for pl in [&mut plain, &mut held, &mut tight] {
+        record_period(pl, &pop, 0.3, &mut rng.clone());
+    }
+    let p = plain.rebalance();
+    assert!(p.moved_parity > 0, "{p:?}");
+    assert_eq!(held.rebalance().moved_parity, 0);
+    assert_eq!(tight.rebalance().moved_parity, p.moved_parity);
+    assert_eq!(parity_table(&tight), parity_table(&plain));
+    check_invariants(&held);
+}
+
 /// With exactly K + P servers every parity bucket has one feasible server.
 #[test]
 fn k_plus_p_servers_force_the_parity_server() {

@@ -101,6 +101,10 @@ pub struct ClusterArgs {
     /// the cluster file's `carry`.
     #[arg(long, default_value_t = 1.0)]
     carry: f64,
+    /// Periodic parity rebalances move nothing while the write imbalance so far is at most
+    /// 1 + this (e.g. 0.02); 0 rebalances every period. The cluster file's `hold`.
+    #[arg(long, default_value_t = 0.0)]
+    hold: f64,
     /// Background repair (c2dn, beyond the paper): bytes per second of trace time each server
     /// may write to rebuild the chunks (and replicas) the objects it serves lost, most
     /// requested first (e.g. 512KiB); 0, the default, turns it off. The live nodes' rules
@@ -259,6 +263,11 @@ pub fn run(a: ClusterArgs) -> Result<()> {
             (a.carry * 1e6).round() as u32
         } else {
             bail!("invalid --carry {}: a fraction in [0, 1]", a.carry)
+        },
+        hold_ppm: if (0.0..=1.0).contains(&a.hold) {
+            (a.hold * 1e6).round() as u32
+        } else {
+            bail!("invalid --hold {}: a fraction in [0, 1]", a.hold)
         },
     };
     // Everything but the scheme and the size; the sweep fills those in.

@@ -130,6 +130,14 @@ pub struct RebalanceOptions {
     /// 1.011–1.026 to 1.011–1.019 with the unprotected fraction unchanged; larger carries
     /// balance better still and unprotect more.
     pub carry_ppm: u32,
+    /// Periodic rebalances move nothing while the write imbalance so far (the most bytes
+    /// written by an available server over the least, since it became available) is at most
+    /// 1 + this, in parts per million; their loads keep adding up until one is due. Each
+    /// parity move changes the write rates of the servers it moves between, so their FIFOs'
+    /// characteristic times part and the chunks already cached there leave before or after
+    /// their objects' other chunks (C2DN App. 10.2's argument run backwards). 0 rebalances
+    /// every period. Availability changes re-place parity whatever it says.
+    pub hold_ppm: u32,
 }
 
 impl RebalanceOptions {
@@ -147,6 +155,7 @@ impl RebalanceOptions {
         stability: Stability::SteerFlow,
         budget: Budget::WaterFill,
         carry_ppm: 1_000_000,
+        hold_ppm: 0,
     };
 }
 
