@@ -27,36 +27,42 @@ const ALL_OPTIONS: [RebalanceOptions; 6] = [
         stability: Stability::Off,
         budget: Budget::Paper,
         carry_ppm: 0,
+        hold_ppm: 0,
     },
     RebalanceOptions {
         weigh: Weigh::Loads,
         stability: Stability::KeepCurrent,
         budget: Budget::Paper,
         carry_ppm: 0,
+        hold_ppm: 0,
     },
     RebalanceOptions {
         weigh: Weigh::Loads,
         stability: Stability::SteerFlow,
         budget: Budget::Paper,
         carry_ppm: 0,
+        hold_ppm: 0,
     },
     RebalanceOptions {
         weigh: Weigh::Loads,
         stability: Stability::Off,
         budget: Budget::WaterFill,
         carry_ppm: 0,
+        hold_ppm: 0,
     },
     RebalanceOptions {
         weigh: Weigh::Loads,
         stability: Stability::KeepCurrent,
         budget: Budget::WaterFill,
         carry_ppm: 0,
+        hold_ppm: 0,
     },
     RebalanceOptions {
         weigh: Weigh::Loads,
         stability: Stability::SteerFlow,
         budget: Budget::WaterFill,
         carry_ppm: 0,
+        hold_ppm: 0,
     },
 ];
 
