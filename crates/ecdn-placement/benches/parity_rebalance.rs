@@ -61,6 +61,7 @@ fn solve(c: &mut Criterion) {
             stability: Stability::Off,
             budget: Budget::Paper,
             carry_ppm: 0,
+            hold_ppm: 0,
         };
         for (name, options) in [("default", RebalanceOptions::default()), ("plain", plain)] {
             let id = format!("{buckets}x{servers}/k{k}p{p}/{name}");
