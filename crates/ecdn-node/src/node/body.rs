@@ -222,6 +222,16 @@ pub(super) enum Piece {
     Text(Bytes),
 }
 
+impl Piece {
+    /// The bytes it puts in the body.
+    pub(super) fn len(&self) -> u64 {
+        match self {
+            Piece::Body(r) => r.end - r.start,
+            Piece::Text(t) => t.len() as u64,
+        }
+    }
+}
+
 /// Bytes of a disk entry mapped from the page cache ([`ecdn_store::SharedPayload::Mapped`]),
 /// verified [`VERIFY_PIECE`] bytes at a time just before each piece is handed to the
 /// connection, so the checksum pass leaves the bytes in this core's cache for the socket's

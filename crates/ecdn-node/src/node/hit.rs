@@ -264,13 +264,7 @@ pub(super) fn byteranges(
         pieces.push(Piece::Body(part));
     }
     pieces.push(Piece::Text(Bytes::from(format!("\r\n--{boundary}--\r\n"))));
-    let len = pieces
-        .iter()
-        .map(|p| match p {
-            Piece::Body(r) => r.end - r.start,
-            Piece::Text(t) => t.len() as u64,
-        })
-        .sum();
+    let len = pieces.iter().map(Piece::len).sum();
     let content_type =
         HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}")).ok();
     (pieces, len, content_type)

@@ -384,16 +384,12 @@ fn stream(
     let mut sliced = Sliced::default();
     let first_slice = bytes_of(first_index);
     count(&mut sliced, &first, first_slice.end - first_slice.start);
-    let (mut sent, mut object_bytes) = (0, 0);
-    for p in &plan {
-        match p {
-            Piece::Body(r) => {
-                sent += r.end - r.start;
-                object_bytes += r.end - r.start;
-            }
-            Piece::Text(t) => sent += t.len() as u64,
-        }
-    }
+    let sent: u64 = plan.iter().map(Piece::len).sum();
+    let object_bytes: u64 = plan
+        .iter()
+        .filter(|p| matches!(p, Piece::Body(_)))
+        .map(Piece::len)
+        .sum();
     let Answer { outcome, response } = first;
     let (parts, body) = response.into_parts();
     let mut headers = parts.headers;
@@ -414,9 +410,8 @@ fn stream(
     let st = st.clone();
     let (primary, sub) = (primary.to_string(), sub_request(req));
     tokio::spawn(async move {
-        // The first slice read is `first`'s body, if it is the one looked up first.
+        // The first slice read is `first`'s body (the one looked up first).
         let mut first = Some((first_index, body));
-        let mut reads = 0;
         for piece in plan {
             let window = match piece {
                 Piece::Text(t) => {
@@ -429,10 +424,9 @@ fn stream(
                 Piece::Body(r) => r,
             };
             for index in window.start / size..=(window.end - 1) / size {
-                reads += 1;
                 let slice = bytes_of(index);
                 let body = match first.take() {
-                    Some((i, b)) if i == index && reads == 1 => b,
+                    Some((i, b)) if i == index => b,
                     _ => {
                         let Some(b) = later_slice(
                             &st,
