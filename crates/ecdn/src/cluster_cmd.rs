@@ -64,6 +64,13 @@ pub struct ClusterArgs {
     /// leaves no fragment cached but misses 1–64% more bytes, and failures add as many misses.
     #[arg(long, value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
     evict_together: bool,
+    /// Resync (beyond C2DN): a read that writes back a piece its object lacks also rewrites
+    /// the pieces it found on the object's assigned servers when the oldest has more than this
+    /// fraction of its server's FIFO written after it (e.g. 0.5), so the pieces leave together
+    /// again; off, the default, writes only the lacking pieces. Simulator only so far (the
+    /// live nodes do not resync yet); measured in BENCHMARKS.md (issue 63).
+    #[arg(long, value_name = "FRACTION", default_value = "off")]
+    resync: String,
     /// Sub-chunk size of the coding: the object bytes a partial hit fetches for a missing data
     /// chunk depend on it in the last stripe (as in a live cluster file's `sub_chunk`).
     #[arg(long, default_value = "32KiB")]
@@ -276,6 +283,13 @@ pub fn run(a: ClusterArgs) -> Result<()> {
     base.eviction = eviction;
     base.threshold = threshold;
     base.evict_together = a.evict_together;
+    base.resync = match a.resync.as_str() {
+        "off" => None,
+        v => match v.parse::<f64>() {
+            Ok(f) if f.is_finite() && f >= 0.0 => Some(f),
+            _ => bail!("invalid --resync {v}: off, or a fraction of the FIFO (0 or above)"),
+        },
+    };
     base.slicing = ecdn_placement::slices::Slicing::new(
         parse_size(&a.slice).map_err(|e| anyhow::anyhow!("--slice: {e}"))?,
     )

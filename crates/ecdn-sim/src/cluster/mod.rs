@@ -33,7 +33,9 @@
 //! object hits if at least K of its chunks are cached on available servers; with 1..K−1 it is a
 //! **partial hit** (counted as a miss in the miss ratio): only the missing chunks come from the
 //! origin. After serving, every available target that lacks its piece has it written (chunks
-//! are re-encoded from the decoded object), which is how a moved bucket is refilled.
+//! are re-encoded from the decoded object), which is how a moved bucket is refilled. With
+//! `resync` (off by default), that write also rewrites the pieces the object still has when
+//! they are near eviction (`resync.rs`).
 //!
 //! Pieces in the caches: chunk c of object o is cached under [`ecdn_placement::chunk_id`]`(o,
 //! c)`, the id the node uses; a replica under o itself.
@@ -77,6 +79,7 @@ use ecdn_trace::{RequestReader, BATCH};
 use crate::protection::Protection;
 use crate::unavailability::{Unavailability, Window};
 use crate::SimError;
+use ages::PieceAges;
 use repair::Repair;
 pub use repair::{RepairConfig, RepairStats};
 
@@ -125,6 +128,11 @@ pub struct ClusterConfig {
     /// (`ecdn-node`'s `pieces/together.rs`) drops at the same point. Off by default, as the
     /// cluster file's: it turns reads of fragments into misses (BENCHMARKS.md, issue 63).
     pub evict_together: bool,
+    /// Resync (beyond C2DN; see `resync.rs`): a read that writes back a piece its object lacks
+    /// also rewrites the pieces found on the object's assigned servers when the oldest of them
+    /// has more than this fraction of its server's FIFO written after it, so the object's
+    /// pieces start again together. `None` (the default): only the lacking pieces.
+    pub resync: Option<f64>,
     /// `rep2-popular`: requests after which an object counts as popular.
     pub popular_min: u32,
     /// Window of the per-window series (and of the unavailability record).
@@ -137,8 +145,8 @@ pub struct ClusterConfig {
 
 impl ClusterConfig {
     /// C2DN's defaults: 10 equal servers, FIFO, n4k3 (K = 3, P = 1), 128 KiB threshold,
-    /// 100 buckets; parity rebalanced by bytes written on availability changes and every hour,
-    /// objects evicted whole (as a live cluster file's defaults); 300 s windows.
+    /// 100 buckets, 4 MiB slices; parity rebalanced by bytes written on availability changes
+    /// and every hour (as a live cluster file's defaults); 300 s windows.
     pub fn new(scheme: Scheme, capacity: u64) -> Self {
         ClusterConfig {
             scheme,
@@ -156,6 +164,7 @@ impl ClusterConfig {
             rebalance: RebalanceOptions::CLUSTER,
             repair: RepairConfig::OFF,
             evict_together: false,
+            resync: None,
             popular_min: 2,
             window: Window::Seconds(300.0),
             unavailability: Unavailability::default(),
@@ -279,6 +288,8 @@ struct Sim {
     windows: Vec<ClusterWindow>,
     /// Background repair (`c2dn`).
     repair: Repair,
+    /// How old each cached piece is (kept for repair and resync).
+    ages: PieceAges,
     /// Trace time of the next load-based parity rebalance (infinite: none).
     next_rebalance: f64,
     rebalances: u64,
@@ -344,6 +355,15 @@ impl Sim {
                 Cache::new(cfg.eviction.build(cap), None)
             })
             .collect();
+        if let Some(r) = cfg.resync {
+            if !(r.is_finite() && r >= 0.0) {
+                return Err(SimError::Config(format!(
+                    "invalid resync age {r}: a fraction of the FIFO, 0 or above"
+                )));
+            }
+        }
+        let repair = Repair::new(cfg.repair, cfg.scheme, n);
+        let ages = PieceAges::new(repair.on() || cfg.resync.is_some(), n);
         Ok(Sim {
             placement,
             caches,
@@ -389,7 +409,8 @@ impl Sim {
             },
             rebalances: 0,
             rebalance_s: 0.0,
-            repair: Repair::new(cfg.repair, cfg.scheme, cfg.weights.len()),
+            repair,
+            ages,
             cfg,
         })
     }
@@ -448,7 +469,7 @@ impl Sim {
                 if down_now && self.cfg.unavailability.returns_empty.contains(&s) {
                     // It returns with an empty cache (a replaced disk).
                     self.protection.server_emptied(&self.caches[s]);
-                    self.repair.emptied(s);
+                    self.ages.emptied(s);
                     let capacity = self.caches[s].capacity();
                     self.caches[s] = Cache::new(self.cfg.eviction.build(capacity), None);
                 }
@@ -739,6 +760,11 @@ impl Sim {
                 u128::from(req.size)
             }
         };
+        if let Some(age) = self.cfg.resync {
+            if count > 0 {
+                present = self.resync(present, age);
+            }
+        }
         // Every available target that lacks its piece gets it.
         for i in 0..total_pieces {
             let piece = self.pieces[i];
@@ -770,7 +796,7 @@ impl Sim {
         // What the policy evicted to make room, then the piece itself if it was inserted
         // (not if the cache already held it).
         let evicted = cache.evicted().len();
-        let repair = self.repair.on();
+        let ages = self.ages.on();
         let together = self.cfg.evict_together && self.cfg.scheme.coded();
         for e in cache.evicted() {
             if together {
@@ -781,8 +807,8 @@ impl Sim {
                 }
             }
             self.protection.removed(e.id, Some(e.size));
-            if repair {
-                self.repair.dropped(piece.server, e.id);
+            if ages {
+                self.ages.dropped(piece.server, e.id);
             }
         }
         cache.clear_evicted();
@@ -793,9 +819,9 @@ impl Sim {
         }
         if admitted {
             self.written[piece.server] += u128::from(piece.size);
-            if repair && inserted {
+            if ages && inserted {
                 let clock = self.written[piece.server];
-                self.repair.stored(piece.server, piece.key, clock);
+                self.ages.stored(piece.server, piece.key, clock);
             }
             match piece.parity {
                 Some(j) => self.placement.record_parity_write(bucket, j, piece.size),
@@ -836,9 +862,7 @@ impl Sim {
                 }
                 if let Some(size) = cache.remove(id) {
                     self.protection.removed(id, Some(size));
-                    if self.repair.on() {
-                        self.repair.dropped(s, id);
-                    }
+                    self.ages.dropped(s, id);
                 }
             }
         }
@@ -951,9 +975,11 @@ pub fn simulate_cluster(
     Ok(sim.finish(start.elapsed().as_secs_f64()))
 }
 
+mod ages;
 mod compare;
 pub mod repair;
 mod result;
+mod resync;
 pub use compare::{compare, UnavailabilityResult};
 pub use result::{ClusterResult, ClusterWindow};
 

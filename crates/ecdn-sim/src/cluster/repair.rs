@@ -87,8 +87,6 @@ pub(super) struct Repair {
     carry: Vec<u64>,
     /// Per server: requests it served per object (size, count).
     requests: Vec<Map<(u64, u32)>>,
-    /// Per server: per piece it holds, its write clock (bytes written) just after the piece.
-    written_at: Vec<Map<u128>>,
     pub(super) stats: RepairStats,
 }
 
@@ -114,7 +112,6 @@ impl Repair {
             done: 0,
             carry: vec![0; servers],
             requests: (0..servers).map(|s| map(40 + s as u64)).collect(),
-            written_at: (0..servers).map(|s| map(80 + s as u64)).collect(),
             stats: RepairStats::default(),
         }
     }
@@ -130,29 +127,6 @@ impl Repair {
         if let Some(m) = self.requests.get_mut(server) {
             let e = m.entry(object).or_insert((size, 0));
             *e = (size, e.1.saturating_add(1));
-        }
-    }
-
-    /// Server `server` now holds piece `key`, its write clock at `clock` (after the piece).
-    #[inline]
-    pub(super) fn stored(&mut self, server: usize, key: u64, clock: u128) {
-        if let Some(m) = self.written_at.get_mut(server) {
-            m.insert(key, clock);
-        }
-    }
-
-    /// Server `server` no longer holds piece `key`.
-    #[inline]
-    pub(super) fn dropped(&mut self, server: usize, key: u64) {
-        if let Some(m) = self.written_at.get_mut(server) {
-            m.remove(&key);
-        }
-    }
-
-    /// Server `server` lost its whole cache.
-    pub(super) fn emptied(&mut self, server: usize) {
-        if let Some(m) = self.written_at.get_mut(server) {
-            m.clear();
         }
     }
 }
@@ -260,7 +234,7 @@ impl Sim {
         let mut copies = 0;
         let mut oldest: f64 = 0.0;
         for &s in &servers {
-            let capacity = self.caches[s].capacity().max(1) as f64;
+            let capacity = self.caches[s].capacity();
             let keys = std::iter::once((object, None))
                 .chain((0..width).map(|c| (chunk_id(object, c), Some(c))));
             for (key, chunk) in keys {
@@ -271,9 +245,7 @@ impl Sim {
                     Some(c) => chunks |= 1 << c,
                     None => copies += 1,
                 }
-                let at = self.repair.written_at[s].get(&key).copied().unwrap_or(0);
-                let since = self.written[s].saturating_sub(at) as u64;
-                oldest = oldest.max(since as f64 / capacity);
+                oldest = oldest.max(self.ages.age(s, key, self.written[s], capacity));
             }
         }
         let readable = if coded {

@@ -396,3 +396,30 @@ fn evicting_together_leaves_no_object_with_some_pieces_and_keeps_the_mirror() {
     }];
     run_checked(&reqs, &failing, 1_000);
 }
+
+/// Resync: reads that write back a lacking piece of an object whose other pieces are near
+/// eviction rewrite those too. On a cache small enough that objects lose chunks one at a
+/// time, it leaves fewer partial hits and fewer reads of unprotected objects, the protection
+/// mirror stays exact through its drops, and an age no piece reaches changes nothing.
+#[test]
+fn resync_keeps_an_objects_pieces_in_step() {
+    let reqs = trace();
+    let run = |resync: Option<f64>| {
+        let mut cfg = config(Scheme::C2dn, 256 << 20);
+        cfg.resync = resync;
+        run_checked(&reqs, &cfg, 2_000)
+    };
+    let off = run(None);
+    let on = run(Some(0.5));
+    let never = run(Some(1e9));
+    assert!(off.partial_hit_ratio > 0.0);
+    assert!(on.partial_hit_ratio < off.partial_hit_ratio);
+    assert!(on.unprotected_request_fraction < off.unprotected_request_fraction);
+    // Its rewrites are writes.
+    assert!(on.bytes_written.iter().sum::<u128>() > off.bytes_written.iter().sum::<u128>());
+    assert_eq!(never.bytes_written, off.bytes_written);
+    assert_eq!(never.partial_hit_ratio, off.partial_hit_ratio);
+    let mut bad = config(Scheme::C2dn, 1 << 30);
+    bad.resync = Some(f64::NAN);
+    assert!(matches!(Sim::new(bad), Err(SimError::Config(_))));
+}
