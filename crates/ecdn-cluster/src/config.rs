@@ -8,6 +8,8 @@
 //! slice_size = "4MiB"        # objects larger than this are cached as range slices of
 //!                            # this size, each its own cache object; 0: none
 //! evict_together = false     # true: a piece the policy evicts takes its object's others
+//! # resync = 0.5             # (optional) a read that writes back a lacking piece also
+//!                            # rewrites those found past this fraction of their FIFO
 //! buckets = 100
 //! sub_chunk = "32KiB"        # unit of coding, transfer and streaming
 //! key = "a long random secret shared by the cluster"
@@ -161,6 +163,14 @@ pub struct ClusterConfig {
     /// issue 63).
     #[serde(default = "default_evict_together")]
     pub evict_together: bool,
+    /// Resync (beyond C2DN, `c2dn` only): a read that writes back a piece its object lacks
+    /// also rewrites the pieces it found on the object's assigned servers when the oldest of
+    /// them has more than this fraction of its server's FIFO written after it, so that the
+    /// object's pieces leave the caches together again (`ecdn sim cluster --resync`, the same
+    /// rule; see `ecdn_sim::cluster`'s `resync.rs`). Absent, the default: only the lacking
+    /// pieces are written.
+    #[serde(default)]
+    pub resync: Option<f64>,
     #[serde(default = "default_buckets")]
     pub buckets: usize,
     #[serde(default = "default_sub_chunk", deserialize_with = "size")]
@@ -600,6 +610,19 @@ impl ClusterConfig {
         }
         if let Err(e) = self.weigh.parse::<ecdn_placement::Weigh>() {
             return bad(format!("weigh: {e}"));
+        }
+        if let Some(r) = self.resync {
+            if !(r.is_finite() && r >= 0.0) {
+                return bad(format!(
+                    "resync = {r}: need a fraction of the FIFO, 0 or above"
+                ));
+            }
+            if self.scheme != Scheme::C2dn {
+                return bad(format!(
+                    "resync needs scheme = \"c2dn\" (it is {:?})",
+                    self.scheme.name()
+                ));
+            }
         }
         if !(0.0..=1.0).contains(&self.hold) {
             return bad(format!("hold = {}: need a fraction in [0, 1]", self.hold));

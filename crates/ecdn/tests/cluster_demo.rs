@@ -142,7 +142,9 @@ fn four_nodes_serve_every_byte_and_report_the_contract() {
 /// the simulator's servers take theirs) they still do, and the repair wrote the same pieces.
 /// With whole-object eviction (the default: the writer has the nodes drop the other pieces of
 /// what its writes evicted, after the object's writes, where the simulator drops them) they do
-/// too, and the nodes wrote other bytes than without it.
+/// too, and the nodes wrote other bytes than without it. With resync (a read that writes back
+/// a lacking piece rewrites the pieces found when they are near eviction) they do too, the
+/// nodes resynced as many objects as the simulator, and wrote other bytes than without it.
 #[test]
 fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
     let base = [
@@ -174,6 +176,7 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
             "100",
         ][..],
         &["--evict-together", "true"][..],
+        &["--evict-together", "false", "--resync", "0.5"][..],
     ] {
         let flags: Vec<&'static str> = base.iter().chain(extra).copied().collect();
         let (r, v) = demo(&small(&flags), Duration::from_secs(120));
@@ -188,7 +191,12 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
         if !together {
             assert!(v["partial_hits"].as_u64().unwrap() > 0, "{v}");
         }
-        live_is_the_simulator(&v, &["repair"]);
+        live_is_the_simulator(&v, &["repair", "resyncs"]);
+        assert_eq!(
+            v["resyncs"].as_u64().unwrap() > 0,
+            extra.contains(&"--resync"),
+            "{v}"
+        );
         let repaired = v["repair"]["pieces"].as_u64().unwrap();
         assert_eq!(
             repaired > 0,
@@ -202,6 +210,7 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
         written[0], written[2],
         "whole-object eviction changed no write"
     );
+    assert_ne!(written[0], written[3], "resync changed no write");
 }
 
 /// A one-client run's live figures equal its simulator's: miss and byte miss ratios (in every

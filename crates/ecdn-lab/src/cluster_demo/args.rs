@@ -148,6 +148,11 @@ pub struct DemoArgs {
     /// cluster file's).
     #[arg(long, value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
     pub(super) evict_together: bool,
+    /// Resync (`c2dn`): a read that writes back a lacking piece also rewrites the pieces found
+    /// when the oldest has more than this fraction of its FIFO written after it (the cluster
+    /// file's `resync`; the simulator's `--resync`, the same rule); off by default.
+    #[arg(long, value_name = "FRACTION")]
+    pub(super) resync: Option<f64>,
     /// Buckets objects are hashed to.
     #[arg(long, default_value_t = 100)]
     pub(super) buckets: usize,

@@ -99,6 +99,9 @@ pub struct ClusterStats {
     /// Pieces it wrote where a newer map put them after their server could not take them.
     #[serde(default)]
     pub handoffs: u64,
+    /// Objects whose found pieces its reads wrote again with the lacking ones (`resync`).
+    #[serde(default)]
+    pub resyncs: u64,
 }
 
 /// A node's read windows that asked for parity, by why (`/_ecdn/stats`'s
@@ -575,6 +578,8 @@ pub struct SimSummary {
     pub windows: Vec<SimWindow>,
     /// What the background repair did (zeros when it is off).
     pub repair: RepairCounts,
+    /// Objects whose found pieces a read wrote again (`resync`; 0 when it is off).
+    pub resyncs: u64,
 }
 
 pub fn opt(v: Option<f64>, digits: usize) -> String {

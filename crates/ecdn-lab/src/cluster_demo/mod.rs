@@ -529,6 +529,7 @@ fn build_report(
             .map(|s| s.dying_pieces_dropped)
             .sum(),
         handoffs: live.stats.iter().flatten().map(|s| s.handoffs).sum(),
+        resyncs: live.stats.iter().flatten().map(|s| s.resyncs).sum(),
         intra_cluster_bytes: per_byte_served(peer_received),
         intra_cluster_relay_bytes: per_byte_served(relay_received),
         bytes_served: t.served_bytes,
@@ -607,6 +608,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
             sub_chunk: plan.sub_chunk,
             slice_size: plan.slice_size,
             evict_together: a.evict_together,
+            resync: a.resync,
             seed: a.seed,
             key: key.clone(),
             etcd: etcd

@@ -84,6 +84,8 @@ pub struct FileSettings {
     pub slice_size: u64,
     /// The cluster file's `evict_together`.
     pub evict_together: bool,
+    /// The cluster file's `resync` (`None`: absent, off).
+    pub resync: Option<f64>,
     pub seed: u64,
     pub key: String,
     /// etcd endpoints (empty: the embedded coordinator).
@@ -110,6 +112,9 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
     let _ = writeln!(t, "sub_chunk = {}", s.sub_chunk);
     let _ = writeln!(t, "slice_size = {}", s.slice_size);
     let _ = writeln!(t, "evict_together = {}", s.evict_together);
+    if let Some(r) = s.resync {
+        let _ = writeln!(t, "resync = {r:?}");
+    }
     let _ = writeln!(t, "seed = {}", s.seed);
     // The driver asks for periodic rebalances between two requests (`--rebalance-every`), where
     // the simulator has them; none by the wall clock. What they weigh is the file's default,
@@ -783,6 +788,7 @@ mod tests {
             sub_chunk: 32 << 10,
             slice_size: 1 << 20,
             evict_together: true,
+            resync: Some(0.5),
             seed: 7,
             key,
             etcd: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
@@ -795,6 +801,7 @@ mod tests {
         assert_eq!((cfg.k, cfg.p, cfg.buckets, cfg.seed), (2, 1, 50, 7));
         assert_eq!(cfg.slice_size, 1 << 20);
         assert!(cfg.evict_together);
+        assert_eq!(cfg.resync, Some(0.5));
         assert_eq!(cfg.health.slow_ms, 25.0);
         assert_eq!(cfg.coordinator, layout.coordinator);
         assert_eq!(cfg.nodes.len(), 4);

@@ -87,6 +87,9 @@ pub struct Report {
     /// Pieces the nodes alive at the end wrote where a newer map put them, after their server
     /// (a killed node, before the coordinator declared it out) could not take them.
     pub handoffs: u64,
+    /// Objects whose found pieces the nodes alive at the end rewrote with the lacking ones
+    /// (`--resync`).
+    pub resyncs: u64,
     /// Σ `peer_bytes_received` over the nodes alive at the end / body bytes served: chunks,
     /// replicas and relayed answers.
     pub intra_cluster_bytes: f64,

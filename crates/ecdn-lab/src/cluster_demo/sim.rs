@@ -51,6 +51,7 @@ fn simulate_code(
         .expect("checked when the plan was made");
     cfg.buckets = a.buckets;
     cfg.evict_together = a.evict_together;
+    cfg.resync = a.resync;
     cfg.window = Window::Requests(plan.window);
     cfg.seed = a.seed;
     cfg.max_requests = plan.trace.len() as u64;
@@ -212,6 +213,7 @@ pub(super) fn sim_summary(r: &ClusterResult) -> SimSummary {
             pieces: r.repair.pieces,
             bytes_written: u64::try_from(r.repair.written).unwrap_or(u64::MAX),
         },
+        resyncs: r.resyncs,
     }
 }
 

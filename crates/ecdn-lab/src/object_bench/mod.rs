@@ -469,6 +469,7 @@ async fn start(
         sub_chunk: 32 << 10,
         slice_size: 0,
         evict_together: false,
+        resync: None,
         seed: a.seed,
         key: procs::random_key()?,
         etcd: Vec::new(),

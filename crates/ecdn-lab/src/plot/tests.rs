@@ -307,6 +307,7 @@ fn cluster_result(
         rebalances: 3,
         rebalance_s: 0.01,
         repair: Default::default(),
+        resyncs: 0,
         elapsed_s: 1.0,
         requests_per_s: 2e6,
         windows,

@@ -128,7 +128,7 @@ pub struct ClusterConfig {
     /// (`ecdn-node`'s `pieces/together.rs`) drops at the same point. Off by default, as the
     /// cluster file's: it turns reads of fragments into misses (BENCHMARKS.md, issue 63).
     pub evict_together: bool,
-    /// Resync (beyond C2DN; see `resync.rs`): a read that writes back a piece its object lacks
+    /// Resync (beyond C2DN, `c2dn` only; see `resync.rs`): a read that writes back a piece its object lacks
     /// also rewrites the pieces found on the object's assigned servers when the oldest of them
     /// has more than this fraction of its server's FIFO written after it, so the object's
     /// pieces start again together. `None` (the default): only the lacking pieces.
@@ -290,6 +290,8 @@ struct Sim {
     repair: Repair,
     /// How old each cached piece is (kept for repair and resync).
     ages: PieceAges,
+    /// Objects resynced (`resync.rs`).
+    resyncs: u64,
     /// Trace time of the next load-based parity rebalance (infinite: none).
     next_rebalance: f64,
     rebalances: u64,
@@ -362,6 +364,11 @@ impl Sim {
                 )));
             }
         }
+        // Only `c2dn` repairs and resyncs: the other schemes are the paper's baselines.
+        let mut cfg = cfg;
+        if cfg.scheme != Scheme::C2dn {
+            cfg.resync = None;
+        }
         let repair = Repair::new(cfg.repair, cfg.scheme, n);
         let ages = PieceAges::new(repair.on() || cfg.resync.is_some(), n);
         Ok(Sim {
@@ -411,6 +418,7 @@ impl Sim {
             rebalance_s: 0.0,
             repair,
             ages,
+            resyncs: 0,
             cfg,
         })
     }
@@ -926,6 +934,7 @@ impl Sim {
             rebalances: self.rebalances,
             rebalance_s: self.rebalance_s,
             repair: self.repair.stats,
+            resyncs: self.resyncs,
             elapsed_s: elapsed,
             requests_per_s: if elapsed > 0.0 {
                 self.requests as f64 / elapsed

@@ -85,6 +85,8 @@ pub struct ClusterResult {
     pub rebalance_s: f64,
     /// What the background repair did (all zero when it is off).
     pub repair: RepairStats,
+    /// Objects whose found pieces a read wrote again with the lacking ones (`resync`).
+    pub resyncs: u64,
     pub elapsed_s: f64,
     pub requests_per_s: f64,
     /// The windows with requests, in order (a window without requests is left out).

@@ -47,6 +47,7 @@ impl Sim {
         if oldest <= age {
             return present;
         }
+        self.resyncs += 1;
         let mut left = present;
         for i in 0..self.pieces.len() {
             if !found(i) {

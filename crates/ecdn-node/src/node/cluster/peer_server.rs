@@ -54,7 +54,7 @@ use crate::node::body::{NodeBody, RelayedBody};
 use crate::node::cluster::pieces::link::Paced;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
-use crate::node::cluster::pieces::store::{self as store, PieceStore, Put};
+use crate::node::cluster::pieces::store::{self as store, PieceStore, Put, RENEW};
 use crate::node::state::State;
 
 /// How long a peer has to finish its TLS handshake (the cluster file's `[peer_tls]`).
@@ -186,7 +186,8 @@ async fn handle(
             ClusterStats::add(&c.stats.peer_bytes_received, frame.len() as u64);
             let object = crate::node::cluster::pieces::names::object_id(&key);
             let signed = verified.time_ms();
-            let put = put_piece(&st, &c, &path, piece, &key, frame);
+            let renew = parts.headers.contains_key(RENEW);
+            let put = put_piece(&st, &c, &path, piece, &key, frame, renew);
             match c.purges.write(object, signed, unix_now_ms(), put).await {
                 Ok(answer) => answer,
                 Err(refused) => {
@@ -380,8 +381,9 @@ fn sub_chunks_of(s: u64, payload: Bytes) -> VecDeque<Bytes> {
 }
 
 /// Checks a pushed piece (a trailing frame) against its path and its own checksums, then
-/// stores it; a signed answer names the objects a piece of which the policy evicted to make
-/// room, when the writer is to have them dropped whole (`pieces/together.rs`).
+/// stores it (with `renew`, in place of the copy held: `c2dn/resync.rs`); a signed answer
+/// names the objects a piece of which the policy evicted to make room, when the writer is to
+/// have them dropped whole (`pieces/together.rs`).
 async fn put_piece(
     st: &State,
     c: &Cluster,
@@ -389,6 +391,7 @@ async fn put_piece(
     piece: PieceName,
     key: &str,
     frame: Bytes,
+    renew: bool,
 ) -> Response<NodeBody> {
     let (meta_bytes, payload) = match wire::split_trailing_frame(&frame) {
         Ok(x) => x,
@@ -407,6 +410,10 @@ async fn put_piece(
         .as_ref()
         .map_or(c.cfg.k, |coding| usize::from(coding.k));
     let payload = frame.slice(..payload.len());
+    if renew {
+        let object = crate::node::cluster::pieces::names::object_id(key);
+        c.pieces.renew(PieceStore::piece_id(object, piece));
+    }
     let (put, dying) = crate::node::cluster::pieces::local::put_local(
         st,
         c,

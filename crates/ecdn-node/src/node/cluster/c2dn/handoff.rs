@@ -41,7 +41,7 @@ pub(in crate::node) async fn place(
     e: &StoredResponse,
     lacking: Option<&[bool]>,
 ) {
-    let failed = write::place(st, c, e, lacking).await;
+    let failed = write::place(st, c, e, lacking, &[]).await;
     failed_writes(st, c, e, failed);
 }
 
@@ -103,7 +103,7 @@ async fn hand_off(
         }
         ClusterStats::add(&c.stats.handoffs, out.len() as u64);
         // Written once: what fails now is left to the next read's repair.
-        write::place(st, c, e, Some(&lacking)).await;
+        write::place(st, c, e, Some(&lacking), &[]).await;
         return;
     }
 }

@@ -2,14 +2,18 @@
 //! (to the bucket's serving node), `read.rs` (the serving node's lookup of the pieces),
 //! `whole.rs` (a coded object read whole and answered), `partial.rs` (only the missing chunks
 //! from the origin), `write.rs` (a fill's placement), `handoff.rs` (pieces whose server could
-//! not take them, written where the next map puts them), `repair.rs` (background repair), and
-//! `headers.rs` (the cluster's response headers).
+//! not take them, written where the next map puts them), `ages.rs` (how old an object's
+//! pieces are on their servers), `repair.rs` (background repair), `resync.rs` (a read's
+//! write-back that rewrites pieces near eviction too), and `headers.rs` (the cluster's
+//! response headers).
 
+pub(in crate::node) mod ages;
 pub(in crate::node) mod handoff;
 pub(in crate::node) mod headers;
 pub(in crate::node) mod partial;
 pub(in crate::node) mod read;
 pub(in crate::node) mod relay;
 pub(in crate::node) mod repair;
+pub(in crate::node) mod resync;
 pub(in crate::node) mod whole;
 pub(in crate::node) mod write;

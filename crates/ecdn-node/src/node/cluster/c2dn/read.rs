@@ -23,7 +23,8 @@
 //!
 //! After a hit, every available target that lacks its piece gets it (`write.rs`), before the
 //! answer, as the simulator's servers are written before the next request: a replica from the
-//! bytes read, chunks re-encoded from the object read whole.
+//! bytes read, chunks re-encoded from the object read whole; with `resync`, the pieces found
+//! are written again too when they are near eviction (`resync.rs`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -40,9 +41,9 @@ use tokio::sync::oneshot;
 use crate::node::answer::Answer;
 use crate::node::answer::ReqBody;
 use crate::node::body::{LiveBody, NodeBody};
-use crate::node::cluster::c2dn::handoff;
 use crate::node::cluster::c2dn::headers::mark;
 use crate::node::cluster::c2dn::partial::PartialHit;
+use crate::node::cluster::c2dn::resync;
 use crate::node::cluster::c2dn::whole::answer_whole;
 use crate::node::cluster::pieces::coded::{self, CodedObject};
 use crate::node::cluster::pieces::holders::{ask_has, ask_holders, signed_get, sources_of, Holder};
@@ -497,7 +498,7 @@ async fn replica_hit(
         let lack = lacking(c, key, false, holders);
         if lack.iter().any(|&l| l) {
             ClusterStats::add(&c.stats.repairs, 1);
-            handoff::place(st, c, &e, Some(&lack)).await;
+            resync::place(st, c, &e, &lack).await;
         }
     }
     ClusterStats::add(&c.stats.replicated_hits, 1);
@@ -529,7 +530,7 @@ async fn repair_replicas(
     let lack = lacking(c, key, false, &holders);
     if lack.iter().any(|&l| l) {
         ClusterStats::add(&c.stats.repairs, 1);
-        handoff::place(st, c, e, Some(&lack)).await;
+        resync::place(st, c, e, &lack).await;
     }
 }
 
@@ -722,7 +723,7 @@ async fn coded_hit(
             let whole = Arc::new(AtomicBool::new(false));
             if let Some(body) = coded::read_all(&st, &c, obj, whole).await {
                 ClusterStats::add(&c.stats.repairs, 1);
-                handoff::place(&st, &c, &StoredResponse { body, ..e }, Some(&lack)).await;
+                resync::place(&st, &c, &StoredResponse { body, ..e }, &lack).await;
             }
         });
         coded::Finish { task, read_over }

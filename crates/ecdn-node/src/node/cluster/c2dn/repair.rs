@@ -28,26 +28,16 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ecdn_cluster::piece::PieceMeta;
-use ecdn_cluster::wire::{self, PieceName};
+use ecdn_cluster::wire::PieceName;
 
+use crate::node::cluster::c2dn::ages::ask_ages;
 use crate::node::cluster::c2dn::handoff;
 use crate::node::cluster::c2dn::read::{fetch_replica, lacking_in, whole_object};
-use crate::node::cluster::pieces::holders::asked_servers;
-use crate::node::cluster::pieces::holders::signed_get;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::store::PieceStore;
 use crate::node::disk::stored_response;
 use crate::node::lock::lock;
 use crate::node::state::State;
-
-/// What one server holds of an object, and how old each piece is.
-struct Held {
-    server: usize,
-    meta: Option<PieceMeta>,
-    pieces: Vec<PieceName>,
-    /// Per piece, the fraction of the server's FIFO written after it.
-    age: Vec<f64>,
-}
 
 /// What a round did.
 #[derive(Clone, Copy, Debug, Default)]
@@ -279,40 +269,6 @@ async fn read_replica(st: &State, c: &Cluster, server: usize, key: &str, id: u64
     fetch_replica(c, server, key).await.map(|(_, p)| p)
 }
 
-/// What this node, the bucket's servers and the slots' former servers (those available) hold
-/// of `key`, with the pieces' ages; a server that does not answer holds nothing.
-async fn ask_ages(c: &Arc<Cluster>, key: &str, bucket: usize) -> Vec<Held> {
-    let mut asks = tokio::task::JoinSet::new();
-    for s in asked_servers(c, bucket) {
-        let (c, key) = (c.clone(), key.to_string());
-        asks.spawn(async move { ask_one(&c, s, &key).await });
-    }
-    let mut peers = Vec::new();
-    while let Some(r) = asks.join_next().await {
-        if let Ok(Some(h)) = r {
-            peers.push(h);
-        }
-    }
-    // This node first (a read prefers it), then by id.
-    peers.sort_by_key(|h| h.server);
-    let mut out = vec![here(c, key)];
-    out.extend(peers);
-    out
-}
-
-/// This node's pieces of `key` and their ages.
-fn here(c: &Cluster, key: &str) -> Held {
-    let object = ecdn_trace::hash_id(key.as_bytes());
-    let (pieces, since) = c.pieces.held_ages(object, c.cfg.k + c.cfg.p);
-    let capacity = c.pieces.capacity().max(1) as f64;
-    Held {
-        server: c.id,
-        meta: None,
-        age: since.iter().map(|&s| s as f64 / capacity).collect(),
-        pieces,
-    }
-}
-
 /// The metadata of one of `pieces` of object `id` in this node's store (a chunk's if any).
 async fn local_meta(st: &State, c: &Cluster, id: u64, pieces: &[PieceName]) -> Option<PieceMeta> {
     let first = pieces
@@ -328,19 +284,4 @@ async fn local_meta(st: &State, c: &Cluster, id: u64, pieces: &[PieceName]) -> O
         )
         .await?;
     PieceMeta::decode(&m).ok()
-}
-
-/// Node `server`'s `has?ages` answer for `key`.
-async fn ask_one(c: &Cluster, server: usize, key: &str) -> Option<Held> {
-    let limit = ecdn_cluster::piece::MAX_META + 4096;
-    let body = signed_get(c, server, &wire::has_ages_path(key), limit).await?;
-    let (m, rest) = wire::split_frame(&body).ok()?;
-    let (pieces, capacity, since) = wire::decode_held_ages(rest).ok()?;
-    let capacity = capacity.max(1) as f64;
-    Some(Held {
-        server,
-        meta: PieceMeta::decode(m).ok(),
-        age: since.iter().map(|&s| s as f64 / capacity).collect(),
-        pieces,
-    })
 }

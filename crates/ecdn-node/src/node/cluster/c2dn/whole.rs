@@ -10,8 +10,8 @@ use hyper::{Method, Request, Response};
 
 use crate::node::answer::ReqBody;
 use crate::node::body::NodeBody;
-use crate::node::cluster::c2dn::handoff;
 use crate::node::cluster::c2dn::headers::mark;
+use crate::node::cluster::c2dn::resync;
 use crate::node::cluster::pieces::coded::{self, CodedObject};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
@@ -21,7 +21,8 @@ use crate::node::key::CacheKey;
 use crate::node::lock::lock;
 use crate::node::state::State;
 
-/// A coded object read whole (decoded where needed): every target in `lack` gets its piece,
+/// A coded object read whole (decoded where needed): every target in `lack` gets its piece
+/// (`resync.rs`),
 /// the HOC takes it if `admit`, and the answer to `req` is built from it (`None` if the
 /// object cannot be read). Shared by coded hits and partial hits (`partial.rs`).
 #[allow(clippy::too_many_arguments)]
@@ -40,7 +41,7 @@ pub(in crate::node) async fn answer_whole(
     let e = Arc::new(StoredResponse { body, ..e });
     if lack.iter().any(|&l| l) {
         ClusterStats::add(&c.stats.repairs, 1);
-        handoff::place(st, c, &e, Some(lack)).await;
+        resync::place(st, c, &e, lack).await;
     }
     if admit {
         lock(&st.hoc).insert(key.id, e.clone());

@@ -21,13 +21,15 @@ use ecdn_cluster::piece::{Coding, PieceMeta};
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::{encode_object, ObjectLayout};
 use ecdn_placement::pieces::Piece;
+use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, StatusCode};
 
 use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
 use crate::node::cluster::pieces::local::{pushed, put_local};
 use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::names::object_id;
 use crate::node::cluster::pieces::stats::ClusterStats;
-use crate::node::cluster::pieces::store::chunk_crcs;
+use crate::node::cluster::pieces::store::{chunk_crcs, PieceStore, RENEW};
 use crate::node::cluster::pieces::together::{drop_dying, dying_in_answer};
 use crate::node::disk::encode_meta;
 use crate::node::freshness::StoredResponse;
@@ -38,13 +40,15 @@ use crate::node::state::State;
 pub(in crate::node) type Failed = (u64, Vec<(usize, usize)>);
 
 /// Writes the pieces of `e` that the servers `lacking` (piece index → whether to write it;
-/// `None`: all) do not hold yet, on the bucket's available servers; returns, when every write
-/// is done or failed, the pieces whose writes failed (`handoff.rs` hands them off).
+/// `None`: all) do not hold yet, on the bucket's available servers; those `renew` names (piece
+/// index → whether) replace the copy their server holds (`resync.rs`). Returns, when every
+/// write is done or failed, the pieces whose writes failed (`handoff.rs` hands them off).
 pub(in crate::node) async fn place(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     e: &StoredResponse,
     lacking: Option<&[bool]>,
+    renew: &[bool],
 ) -> Failed {
     let size = e.body.len() as u64;
     let coded = c.coded(size);
@@ -102,8 +106,12 @@ pub(in crate::node) async fn place(
     let mut tasks = tokio::task::JoinSet::new();
     for (i, t, name, m, payload) in writes {
         let (st, c, key) = (st.clone(), c.clone(), e.key.clone());
+        let renew = renew.get(i).copied().unwrap_or(false);
         tasks.spawn(async move {
             if t.server == c.id {
+                if renew {
+                    c.pieces.renew(PieceStore::piece_id(object_id(&key), name));
+                }
                 (
                     i,
                     t.server,
@@ -111,7 +119,7 @@ pub(in crate::node) async fn place(
                     put_local(&st, &c, &key, c.cfg.k, name, m, payload).await.1,
                 )
             } else {
-                let (stored, dying) = push(&c, t.server, &key, name, m, payload).await;
+                let (stored, dying) = push(&c, t.server, &key, name, m, payload, renew).await;
                 (i, t.server, stored, dying)
             }
         });
@@ -276,8 +284,9 @@ impl StripePlacer {
     }
 }
 
-/// Sends a piece to node `server`; whether it stored it, and the objects it evicted a piece of
-/// to do so that are to leave whole (`evict_together`, `pieces/together.rs`).
+/// Sends a piece to node `server` (with `renew`, to replace the copy it holds); whether it
+/// stored it, and the objects it evicted a piece of to do so that are to leave whole
+/// (`evict_together`, `pieces/together.rs`).
 pub(in crate::node) async fn push(
     c: &Cluster,
     server: usize,
@@ -285,6 +294,7 @@ pub(in crate::node) async fn push(
     name: PieceName,
     meta: Vec<u8>,
     payload: Bytes,
+    renew: bool,
 ) -> (bool, Vec<u64>) {
     let Some(addr) = c.peer_of(server) else {
         return (false, Vec::new());
@@ -294,6 +304,14 @@ pub(in crate::node) async fn push(
     frame.extend_from_slice(&wire::frame_tail(&meta));
     let n = frame.len() as u64;
     let path = wire::piece_path(name, key, None);
+    let headers: Vec<(HeaderName, HeaderValue)> = if renew {
+        vec![(
+            HeaderName::from_static(RENEW),
+            HeaderValue::from_static("1"),
+        )]
+    } else {
+        Vec::new()
+    };
     let sent = c
         .peers
         .send(
@@ -301,7 +319,7 @@ pub(in crate::node) async fn push(
             Method::PUT,
             &path,
             Bytes::from(frame),
-            &[],
+            &headers,
             c.peer_timeout * 5,
         )
         .await;

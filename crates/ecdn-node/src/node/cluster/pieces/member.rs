@@ -352,6 +352,7 @@ impl Cluster {
             "dying_pieces_dropped": get(&s.dying_pieces_dropped),
             "handoffs": get(&s.handoffs),
             "handoffs_dropped": get(&s.handoffs_dropped),
+            "resyncs": get(&s.resyncs),
             "ring_lost": self.pieces.ring_lost(),
             // The pieces held now, and what the start found on disk.
             "pieces_held": self.pieces.len(),

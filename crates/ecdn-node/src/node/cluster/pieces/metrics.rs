@@ -156,6 +156,11 @@ impl Cluster {
                 get(&s.handoffs),
             ),
             (
+                "ecdn_cluster_resyncs_total",
+                "Objects whose pieces near eviction a read wrote again with the lacking ones.",
+                get(&s.resyncs),
+            ),
+            (
                 "ecdn_cluster_handoffs_dropped_total",
                 "Pieces not handed off: the node held its handoff budget of object bytes.",
                 get(&s.handoffs_dropped),

@@ -56,6 +56,10 @@ pub enum Put {
     Refused,
 }
 
+/// The header of a piece `PUT` whose receiver drops the copy it holds and stores this one as a
+/// new piece, at the head of its FIFO ([`PieceStore::renew`]; `c2dn/resync.rs`).
+pub const RENEW: &str = "x-ecdn-renew";
+
 /// The key prefix of EC-Cache's object splits (`objects/api.rs`): they carry their own code.
 pub(in crate::node) const SPLIT_PREFIX: &str = "_objects/";
 
@@ -474,6 +478,13 @@ impl PieceStore {
         if self.forget(piece) {
             self.ring_lost.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Drops a piece from the policy before a new copy of it is put (resync: the new copy
+    /// starts at the head of the FIFO, as a new piece); its old bytes stay on disk until the
+    /// put replaces them. Whether it held it.
+    pub fn renew(&self, piece: u64) -> bool {
+        self.forget(piece)
     }
 
     /// Drops a piece from the policy; whether it held it.

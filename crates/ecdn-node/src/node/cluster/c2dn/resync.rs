@@ -1,0 +1,90 @@
+//! Resync (beyond C2DN; `resync` in the cluster file, off by default): a read's write-back
+//! that also rewrites, when they are near eviction, the pieces the object still has — the rule
+//! of the simulator's `resync.rs` (`ecdn_sim::cluster`), where the reason is told.
+//!
+//! In short: in FIFO caches the pieces of an object leave together only while their servers
+//! write at the same speed. A piece written back alone (after its twin or sibling chunks were
+//! read) outlives the old ones, which then leave one by one, so the object is a fragment again
+//! and its next reads are partial hits. When a read is about to write a piece its object lacks
+//! on an available assigned server, the node asks the assigned servers how old their pieces
+//! are (`ages.rs`, one `has?ages` each, beside nothing else: only reads that write back do);
+//! if the oldest found has more than `resync` of its server's FIFO written after it, the
+//! pieces found are written again too, each holder told to drop its copy first (a `PUT` with
+//! `x-ecdn-renew`, `pieces/store.rs`), so the object starts again in every FIFO at once.
+
+use std::sync::Arc;
+
+use ecdn_cluster::wire::PieceName;
+
+use crate::node::cluster::c2dn::ages::ask_ages;
+use crate::node::cluster::c2dn::{handoff, write};
+use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::stats::ClusterStats;
+use crate::node::freshness::StoredResponse;
+use crate::node::state::State;
+
+/// A read's write-back of `e`: the pieces `lack` names (piece index in the bucket's placement
+/// → whether its server lacks it), and with `resync` on, the pieces found, when they are near
+/// eviction; pieces whose writes fail are handed off (`handoff.rs`).
+pub(in crate::node) async fn place(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    e: &StoredResponse,
+    lack: &[bool],
+) {
+    let renew = match c.cfg.resync {
+        Some(age) => renewals(c, &e.key, c.coded(e.body.len() as u64), lack, age).await,
+        None => Vec::new(),
+    };
+    let write: Vec<bool> = (0..lack.len().max(renew.len()))
+        .map(|i| lack.get(i).copied().unwrap_or(false) || renew.get(i).copied().unwrap_or(false))
+        .collect();
+    let failed = write::place(st, c, e, Some(&write), &renew).await;
+    handoff::failed_writes(st, c, e, failed);
+}
+
+/// Per piece of the placement of `key`, whether it is to be written again: all the pieces
+/// found on their available servers if one available server lacks its piece and the oldest
+/// found is past `age` of its FIFO; else none.
+async fn renewals(c: &Arc<Cluster>, key: &str, coded: bool, lack: &[bool], age: f64) -> Vec<bool> {
+    let map = c.map.current();
+    let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(key));
+    let (mut placed, mut walk) = (Vec::new(), Vec::new());
+    map.pieces(bucket, coded, &mut placed, &mut walk);
+    let lacks = |i: usize| lack.get(i).copied().unwrap_or(false);
+    let lacking = placed
+        .iter()
+        .enumerate()
+        .any(|(i, p)| lacks(i) && map.is_available(p.server));
+    if !lacking {
+        return Vec::new();
+    }
+    let held = ask_ages(c, key, bucket).await;
+    let mut renew = vec![false; placed.len()];
+    let mut oldest: Option<f64> = None;
+    for (i, p) in placed.iter().enumerate() {
+        if lacks(i) || !map.is_available(p.server) {
+            continue;
+        }
+        let want = if coded {
+            PieceName::Chunk(p.chunk as u16)
+        } else {
+            PieceName::Replica
+        };
+        let found = held
+            .iter()
+            .find(|h| h.server == p.server)
+            .and_then(|h| h.age_of(want));
+        if let Some(a) = found {
+            renew[i] = true;
+            oldest = Some(oldest.map_or(a, |o: f64| o.max(a)));
+        }
+    }
+    match oldest {
+        Some(o) if o > age => {
+            ClusterStats::add(&c.stats.resyncs, 1);
+            renew
+        }
+        _ => Vec::new(),
+    }
+}
