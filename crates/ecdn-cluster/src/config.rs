@@ -8,8 +8,8 @@
 //! slice_size = "4MiB"        # objects larger than this are cached as range slices of
 //!                            # this size, each its own cache object; 0: none
 //! evict_together = false     # true: a piece the policy evicts takes its object's others
-//! # resync = 0.5             # (optional) a read that writes back a lacking piece also
-//!                            # rewrites those found past this fraction of their FIFO
+//! resync = 0.5               # c2dn: a read that writes back a lacking piece also rewrites
+//!                            # those found past this fraction of their FIFO ("off": none)
 //! buckets = 100
 //! sub_chunk = "32KiB"        # unit of coding, transfer and streaming
 //! key = "a long random secret shared by the cluster"
@@ -132,6 +132,27 @@ fn size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     }
 }
 
+/// `resync`: a number (a fraction of the FIFO), or "off".
+fn resync<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Resync {
+        Age(f64),
+        Text(String),
+    }
+    match Resync::deserialize(d)? {
+        Resync::Age(a) => Ok(Some(a)),
+        Resync::Text(t) if t == "off" => Ok(None),
+        Resync::Text(t) => Err(serde::de::Error::custom(format!(
+            "resync = {t:?}: need a fraction of the FIFO, or \"off\""
+        ))),
+    }
+}
+
+fn default_resync() -> Option<f64> {
+    Some(ecdn_placement::pieces::RESYNC_AGE)
+}
+
 fn scheme<'de, D: Deserializer<'de>>(d: D) -> Result<Scheme, D::Error> {
     let s = String::deserialize(d)?;
     Scheme::parse(&s).map_err(serde::de::Error::custom)
@@ -163,13 +184,14 @@ pub struct ClusterConfig {
     /// issue 63).
     #[serde(default = "default_evict_together")]
     pub evict_together: bool,
-    /// Resync (beyond C2DN, `c2dn` only): a read that writes back a piece its object lacks
-    /// also rewrites the pieces it found on the object's assigned servers when the oldest of
-    /// them has more than this fraction of its server's FIFO written after it, so that the
-    /// object's pieces leave the caches together again (`ecdn sim cluster --resync`, the same
-    /// rule; see `ecdn_sim::cluster`'s `resync.rs`). Absent, the default: only the lacking
-    /// pieces are written.
-    #[serde(default)]
+    /// Resync (beyond C2DN, `c2dn` only; other schemes ignore it): a read that writes back a
+    /// piece its object lacks also rewrites the pieces it found on the object's assigned
+    /// servers when the oldest of them has more than this fraction of its server's FIFO
+    /// written after it, so that the object's pieces leave the caches together again (`ecdn
+    /// sim cluster --resync`, the same rule; see `ecdn_sim::cluster`'s `resync.rs`). Default
+    /// [`ecdn_placement::pieces::RESYNC_AGE`]; `"off"` (`None`): only the lacking pieces are
+    /// written. [`ClusterConfig::resync_age`] is what the nodes use.
+    #[serde(default = "default_resync", deserialize_with = "resync")]
     pub resync: Option<f64>,
     #[serde(default = "default_buckets")]
     pub buckets: usize,
@@ -617,12 +639,6 @@ impl ClusterConfig {
                     "resync = {r}: need a fraction of the FIFO, 0 or above"
                 ));
             }
-            if self.scheme != Scheme::C2dn {
-                return bad(format!(
-                    "resync needs scheme = \"c2dn\" (it is {:?})",
-                    self.scheme.name()
-                ));
-            }
         }
         if !(0.0..=1.0).contains(&self.hold) {
             return bad(format!("hold = {}: need a fraction in [0, 1]", self.hold));
@@ -673,6 +689,12 @@ impl ClusterConfig {
 
     pub fn weights(&self) -> Vec<f64> {
         self.nodes.iter().map(|n| n.weight).collect()
+    }
+
+    /// Resync's age when it is on and the scheme is `c2dn` (the only one that resyncs, as in
+    /// the simulator).
+    pub fn resync_age(&self) -> Option<f64> {
+        self.resync.filter(|_| self.scheme == Scheme::C2dn)
     }
 
     /// How parity rebalance weighs, carries and holds (`weigh`, `carry`, `hold`; checked at
@@ -823,6 +845,30 @@ peer = "127.0.0.1:9003"
         }
     }
 
+    /// Resync: on at its default age unless the file says "off" or another age; only `c2dn`
+    /// uses it.
+    #[test]
+    fn resync_is_on_by_default_for_c2dn_and_can_be_turned_off() {
+        let age = ecdn_placement::pieces::RESYNC_AGE;
+        let parse = |text: &str| ClusterConfig::parse(text).unwrap();
+        assert_eq!(parse(FILE).resync_age(), Some(age));
+        assert_eq!(
+            parse(&format!("resync = \"off\"\n{FILE}")).resync_age(),
+            None
+        );
+        assert_eq!(
+            parse(&format!("resync = 0.8\n{FILE}")).resync_age(),
+            Some(0.8)
+        );
+        assert_eq!(
+            parse(&format!("resync = 1\n{FILE}")).resync_age(),
+            Some(1.0)
+        );
+        let rep2 = parse(&FILE.replace("scheme = \"c2dn\"", "scheme = \"rep2\""));
+        assert_eq!(rep2.resync, Some(age));
+        assert_eq!(rep2.resync_age(), None);
+    }
+
     #[test]
     fn refuses_bad_files_with_a_reason() {
         let cases = [
@@ -847,6 +893,8 @@ peer = "127.0.0.1:9003"
             (format!("carry = 1.5\n{FILE}"), "carry"),
             (format!("hold = 2\n{FILE}"), "hold"),
             (format!("hold = -0.5\n{FILE}"), "hold"),
+            (format!("resync = -0.5\n{FILE}"), "resync"),
+            (format!("resync = \"never\"\n{FILE}"), "resync"),
             (format!("carry = -0.1\n{FILE}"), "carry"),
             ("scheme = \"c2dn\"".to_string(), "missing field"),
             (format!("object_budget = -0.1\n{FILE}"), "object_budget"),

@@ -67,9 +67,9 @@ pub struct ClusterArgs {
     /// Resync (beyond C2DN): a read that writes back a piece its object lacks also rewrites
     /// the pieces it found on the object's assigned servers when the oldest has more than this
     /// fraction of its server's FIFO written after it (e.g. 0.5), so the pieces leave together
-    /// again (the cluster file's `resync`, the same rule); off, the default, writes only the
+    /// again (`c2dn` only; the cluster file's `resync`, the same rule); off writes only the
     /// lacking pieces. Measured in BENCHMARKS.md (issue 63).
-    #[arg(long, value_name = "FRACTION", default_value = "off")]
+    #[arg(long, value_name = "FRACTION|off", default_value = "0.5")]
     resync: String,
     /// Sub-chunk size of the coding: the object bytes a partial hit fetches for a missing data
     /// chunk depend on it in the last stripe (as in a live cluster file's `sub_chunk`).

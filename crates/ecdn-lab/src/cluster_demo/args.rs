@@ -150,9 +150,9 @@ pub struct DemoArgs {
     pub(super) evict_together: bool,
     /// Resync (`c2dn`): a read that writes back a lacking piece also rewrites the pieces found
     /// when the oldest has more than this fraction of its FIFO written after it (the cluster
-    /// file's `resync`; the simulator's `--resync`, the same rule); off by default.
-    #[arg(long, value_name = "FRACTION")]
-    pub(super) resync: Option<f64>,
+    /// file's `resync`; the simulator's `--resync`, the same rule), or off.
+    #[arg(long, value_name = "FRACTION|off", default_value = "0.5", value_parser = resync)]
+    pub(super) resync: Resync,
     /// Buckets objects are hashed to.
     #[arg(long, default_value_t = 100)]
     pub(super) buckets: usize,
@@ -205,4 +205,20 @@ pub struct DemoArgs {
     pub(super) control: control::ControlArgs,
     #[command(flatten)]
     pub(super) testbed: bed::TestbedArgs,
+}
+
+/// `--resync`: an age (a fraction of the FIFO), or none (`off`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Resync(pub(super) Option<f64>);
+
+fn resync(s: &str) -> Result<Resync, String> {
+    if s == "off" {
+        return Ok(Resync(None));
+    }
+    match s.parse::<f64>() {
+        Ok(a) if a.is_finite() && a >= 0.0 => Ok(Resync(Some(a))),
+        _ => Err(format!(
+            "{s:?}: a fraction of the FIFO (0 or above), or off"
+        )),
+    }
 }

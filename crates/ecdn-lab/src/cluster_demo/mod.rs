@@ -608,7 +608,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
             sub_chunk: plan.sub_chunk,
             slice_size: plan.slice_size,
             evict_together: a.evict_together,
-            resync: a.resync,
+            resync: a.resync.0,
             seed: a.seed,
             key: key.clone(),
             etcd: etcd

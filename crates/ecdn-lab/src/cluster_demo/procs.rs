@@ -84,7 +84,7 @@ pub struct FileSettings {
     pub slice_size: u64,
     /// The cluster file's `evict_together`.
     pub evict_together: bool,
-    /// The cluster file's `resync` (`None`: absent, off).
+    /// The cluster file's `resync` (`None`: off).
     pub resync: Option<f64>,
     pub seed: u64,
     pub key: String,
@@ -112,9 +112,11 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
     let _ = writeln!(t, "sub_chunk = {}", s.sub_chunk);
     let _ = writeln!(t, "slice_size = {}", s.slice_size);
     let _ = writeln!(t, "evict_together = {}", s.evict_together);
-    if let Some(r) = s.resync {
-        let _ = writeln!(t, "resync = {r:?}");
+    match s.resync {
+        Some(r) => writeln!(t, "resync = {r:?}"),
+        None => writeln!(t, "resync = \"off\""),
     }
+    .ok();
     let _ = writeln!(t, "seed = {}", s.seed);
     // The driver asks for periodic rebalances between two requests (`--rebalance-every`), where
     // the simulator has them; none by the wall clock. What they weigh is the file's default,

@@ -51,7 +51,7 @@ fn simulate_code(
         .expect("checked when the plan was made");
     cfg.buckets = a.buckets;
     cfg.evict_together = a.evict_together;
-    cfg.resync = a.resync;
+    cfg.resync = a.resync.0;
     cfg.window = Window::Requests(plan.window);
     cfg.seed = a.seed;
     cfg.max_requests = plan.trace.len() as u64;
@@ -263,6 +263,9 @@ mod tests {
         let sim = SimConfig::new(Scheme::C2dn, 1);
         assert_eq!(cfg.rebalance_options(), sim.rebalance);
         assert_eq!(cfg.rebalance_every_s, sim.rebalance_every);
+        // Resync: the same age (and the demo's default).
+        assert_eq!(cfg.resync, sim.resync);
+        assert_eq!(args(&[]).resync.0, sim.resync);
         let counts =
             ecdn_cluster::ClusterConfig::parse(&format!("weigh = \"counts\"\ncarry = 0\n{file}"))
                 .unwrap()

@@ -34,8 +34,8 @@
 //! **partial hit** (counted as a miss in the miss ratio): only the missing chunks come from the
 //! origin. After serving, every available target that lacks its piece has it written (chunks
 //! are re-encoded from the decoded object), which is how a moved bucket is refilled. With
-//! `resync` (off by default), that write also rewrites the pieces the object still has when
-//! they are near eviction (`resync.rs`).
+//! `resync` (`c2dn`, on by default), that write also rewrites the pieces the object still has
+//! when they are near eviction (`resync.rs`).
 //!
 //! Pieces in the caches: chunk c of object o is cached under [`ecdn_placement::chunk_id`]`(o,
 //! c)`, the id the node uses; a replica under o itself.
@@ -131,7 +131,8 @@ pub struct ClusterConfig {
     /// Resync (beyond C2DN, `c2dn` only; see `resync.rs`): a read that writes back a piece its object lacks
     /// also rewrites the pieces found on the object's assigned servers when the oldest of them
     /// has more than this fraction of its server's FIFO written after it, so the object's
-    /// pieces start again together. `None` (the default): only the lacking pieces.
+    /// pieces start again together. By default [`ecdn_placement::pieces::RESYNC_AGE`], as the
+    /// cluster file's; `None`: only the lacking pieces are written.
     pub resync: Option<f64>,
     /// `rep2-popular`: requests after which an object counts as popular.
     pub popular_min: u32,
@@ -164,7 +165,7 @@ impl ClusterConfig {
             rebalance: RebalanceOptions::CLUSTER,
             repair: RepairConfig::OFF,
             evict_together: false,
-            resync: None,
+            resync: Some(ecdn_placement::pieces::RESYNC_AGE),
             popular_min: 2,
             window: Window::Seconds(300.0),
             unavailability: Unavailability::default(),

@@ -1,4 +1,4 @@
-//! Resync (beyond C2DN; off by default, `ClusterConfig::resync`): a read that writes back a
+//! Resync (beyond C2DN; `c2dn` only, on by default, `ClusterConfig::resync`): a read that writes back a
 //! piece its object lacks rewrites the pieces the object still has too, when they are near
 //! eviction, so that the object's pieces leave the caches together again.
 //!

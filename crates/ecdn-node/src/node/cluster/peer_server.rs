@@ -411,7 +411,8 @@ async fn put_piece(
         .map_or(c.cfg.k, |coding| usize::from(coding.k));
     let payload = frame.slice(..payload.len());
     if renew {
-        let object = crate::node::cluster::pieces::names::object_id(key);
+        // The store's id of the object, as `put_local` computes it.
+        let object = ecdn_trace::hash_id(key.as_bytes());
         c.pieces.renew(PieceStore::piece_id(object, piece));
     }
     let (put, dying) = crate::node::cluster::pieces::local::put_local(

@@ -1,4 +1,4 @@
-//! Resync (beyond C2DN; `resync` in the cluster file, off by default): a read's write-back
+//! Resync (beyond C2DN; `c2dn`, `resync` in the cluster file, on by default): a read's write-back
 //! that also rewrites, when they are near eviction, the pieces the object still has — the rule
 //! of the simulator's `resync.rs` (`ecdn_sim::cluster`), where the reason is told.
 //!
@@ -32,7 +32,7 @@ pub(in crate::node) async fn place(
     e: &StoredResponse,
     lack: &[bool],
 ) {
-    let renew = match c.cfg.resync {
+    let renew = match c.cfg.resync_age() {
         Some(age) => renewals(c, &e.key, c.coded(e.body.len() as u64), lack, age).await,
         None => Vec::new(),
     };

@@ -27,7 +27,6 @@ use hyper::{Method, StatusCode};
 use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
 use crate::node::cluster::pieces::local::{pushed, put_local};
 use crate::node::cluster::pieces::member::Cluster;
-use crate::node::cluster::pieces::names::object_id;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::cluster::pieces::store::{chunk_crcs, PieceStore, RENEW};
 use crate::node::cluster::pieces::together::{drop_dying, dying_in_answer};
@@ -110,7 +109,10 @@ pub(in crate::node) async fn place(
         tasks.spawn(async move {
             if t.server == c.id {
                 if renew {
-                    c.pieces.renew(PieceStore::piece_id(object_id(&key), name));
+                    // The store's id of the object: the hash of its whole key (not the id the
+                    // map places a slice or a variant by).
+                    let object = ecdn_trace::hash_id(key.as_bytes());
+                    c.pieces.renew(PieceStore::piece_id(object, name));
                 }
                 (
                     i,
