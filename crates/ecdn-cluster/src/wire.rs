@@ -3,9 +3,10 @@
 //!
 //! | request | meaning |
 //! |---|---|
-//! | `PUT /_peer/piece/{chunk}/{key}` body [`trailing frame`](split_trailing_frame) | store a piece (chunk `chunk`; a replica is chunk `r`) |
+//! | `PUT /_peer/piece/{chunk}/{key}` body [`trailing frame`](split_trailing_frame) | store a piece (chunk `chunk`; a replica is chunk `r`); with the header `x-ecdn-renew: 1` (resync), a piece the node holds is dropped first and stored as new |
 //! | `GET /_peer/piece/{chunk}/{key}[?from=A&to=B]` | a piece's metadata and payload (sub-chunks `A..B` of a chunk), as a frame ([`frame_head`]) |
 //! | `GET /_peer/has/{key}` | which pieces of the object the node holds: a frame whose metadata is one held piece's (a chunk's if it holds one) and whose payload lists the held pieces ([`encode_held`]); `404` when none |
+//! | `GET /_peer/has/{key}?ages` | the same, and how old each held piece is ([`encode_ages`]: repair's and resync's question) |
 //! | `DELETE /_peer/has/{key}` | a `PURGE`: the node drops its copies of the object and every piece of it it holds, and refuses (`409`) a piece `PUT` of it signed at or before the `DELETE` for the signature window |
 //! | `GET`/`HEAD /_peer/relay/{target}` | a client's request passed on to the bucket's serving node (`{target}`: the request's path and query, percent-encoded; the client's headers travel as they are) |
 //! | `POST /_peer/dying` body [`encode_objects`] | whole-object eviction (`evict_together`): the node drops every piece it holds of these objects, as its policy would evict them |
