@@ -71,6 +71,13 @@ pub struct ClusterArgs {
     /// lacking pieces. Measured in BENCHMARKS.md (issue 63).
     #[arg(long, value_name = "FRACTION|off", default_value = "0.5")]
     resync: String,
+    /// Reinsertion (beyond C2DN; every scheme, an eviction change): a hit that finds every
+    /// piece of its object rewrites them all when the oldest has more than this fraction of its
+    /// server's FIFO written after it (FIFO with reinsertion, the object's pieces at once).
+    /// Simulator only (the live nodes do not reinsert); off by default. Measured in
+    /// BENCHMARKS.md (issue 63).
+    #[arg(long, value_name = "FRACTION|off", default_value = "off")]
+    reinsert: String,
     /// Sub-chunk size of the coding: the object bytes a partial hit fetches for a missing data
     /// chunk depend on it in the last stripe (as in a live cluster file's `sub_chunk`).
     #[arg(long, default_value = "32KiB")]
@@ -283,13 +290,8 @@ pub fn run(a: ClusterArgs) -> Result<()> {
     base.eviction = eviction;
     base.threshold = threshold;
     base.evict_together = a.evict_together;
-    base.resync = match a.resync.as_str() {
-        "off" => None,
-        v => match v.parse::<f64>() {
-            Ok(f) if f.is_finite() && f >= 0.0 => Some(f),
-            _ => bail!("invalid --resync {v}: off, or a fraction of the FIFO (0 or above)"),
-        },
-    };
+    base.resync = fifo_age("--resync", &a.resync)?;
+    base.reinsert = fifo_age("--reinsert", &a.reinsert)?;
     base.slicing = ecdn_placement::slices::Slicing::new(
         parse_size(&a.slice).map_err(|e| anyhow::anyhow!("--slice: {e}"))?,
     )
@@ -438,4 +440,15 @@ fn print_available(out: &mut impl Write, done: &[ClusterResult], json: bool) -> 
         )?;
     }
     Ok(())
+}
+
+/// An age flag (`--resync`, `--reinsert`): `off`, or a fraction of the FIFO (0 or above).
+fn fifo_age(flag: &str, v: &str) -> Result<Option<f64>> {
+    if v == "off" {
+        return Ok(None);
+    }
+    match v.parse::<f64>() {
+        Ok(f) if f.is_finite() && f >= 0.0 => Ok(Some(f)),
+        _ => bail!("invalid {flag} {v}: off, or a fraction of the FIFO (0 or above)"),
+    }
 }

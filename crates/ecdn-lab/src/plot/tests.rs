@@ -308,6 +308,7 @@ fn cluster_result(
         rebalance_s: 0.01,
         repair: Default::default(),
         resyncs: 0,
+        reinserts: 0,
         elapsed_s: 1.0,
         requests_per_s: 2e6,
         windows,

@@ -134,6 +134,11 @@ pub struct ClusterConfig {
     /// pieces start again together. By default [`ecdn_placement::pieces::RESYNC_AGE`], as the
     /// cluster file's; `None`: only the lacking pieces are written.
     pub resync: Option<f64>,
+    /// Reinsertion (beyond C2DN, every scheme; see `resync.rs`): a hit that finds every piece
+    /// on its assigned servers rewrites them all when the oldest has more than this fraction of
+    /// its server's FIFO written after it — FIFO with reinsertion, for the object's pieces at
+    /// once. An eviction change, so the baselines get it too. `None` (the default): off.
+    pub reinsert: Option<f64>,
     /// `rep2-popular`: requests after which an object counts as popular.
     pub popular_min: u32,
     /// Window of the per-window series (and of the unavailability record).
@@ -166,6 +171,7 @@ impl ClusterConfig {
             repair: RepairConfig::OFF,
             evict_together: false,
             resync: Some(ecdn_placement::pieces::RESYNC_AGE),
+            reinsert: None,
             popular_min: 2,
             window: Window::Seconds(300.0),
             unavailability: Unavailability::default(),
@@ -291,8 +297,9 @@ struct Sim {
     repair: Repair,
     /// How old each cached piece is (kept for repair and resync).
     ages: PieceAges,
-    /// Objects resynced (`resync.rs`).
+    /// Objects resynced and reinserted (`resync.rs`).
     resyncs: u64,
+    reinserts: u64,
     /// Trace time of the next load-based parity rebalance (infinite: none).
     next_rebalance: f64,
     rebalances: u64,
@@ -358,11 +365,13 @@ impl Sim {
                 Cache::new(cfg.eviction.build(cap), None)
             })
             .collect();
-        if let Some(r) = cfg.resync {
-            if !(r.is_finite() && r >= 0.0) {
-                return Err(SimError::Config(format!(
-                    "invalid resync age {r}: a fraction of the FIFO, 0 or above"
-                )));
+        for (what, age) in [("resync", cfg.resync), ("reinsert", cfg.reinsert)] {
+            if let Some(r) = age {
+                if !(r.is_finite() && r >= 0.0) {
+                    return Err(SimError::Config(format!(
+                        "invalid {what} age {r}: a fraction of the FIFO, 0 or above"
+                    )));
+                }
             }
         }
         // Only `c2dn` repairs and resyncs: the other schemes are the paper's baselines.
@@ -371,7 +380,10 @@ impl Sim {
             cfg.resync = None;
         }
         let repair = Repair::new(cfg.repair, cfg.scheme, n);
-        let ages = PieceAges::new(repair.on() || cfg.resync.is_some(), n);
+        let ages = PieceAges::new(
+            repair.on() || cfg.resync.is_some() || cfg.reinsert.is_some(),
+            n,
+        );
         Ok(Sim {
             placement,
             caches,
@@ -420,6 +432,7 @@ impl Sim {
             repair,
             ages,
             resyncs: 0,
+            reinserts: 0,
             cfg,
         })
     }
@@ -769,10 +782,8 @@ impl Sim {
                 u128::from(req.size)
             }
         };
-        if let Some(age) = self.cfg.resync {
-            if count > 0 {
-                present = self.resync(present, age);
-            }
+        if count > 0 && (self.cfg.resync.is_some() || self.cfg.reinsert.is_some()) {
+            present = self.resync(present, self.cfg.resync, self.cfg.reinsert);
         }
         // Every available target that lacks its piece gets it.
         for i in 0..total_pieces {
@@ -936,6 +947,7 @@ impl Sim {
             rebalance_s: self.rebalance_s,
             repair: self.repair.stats,
             resyncs: self.resyncs,
+            reinserts: self.reinserts,
             elapsed_s: elapsed,
             requests_per_s: if elapsed > 0.0 {
                 self.requests as f64 / elapsed

@@ -87,6 +87,8 @@ pub struct ClusterResult {
     pub repair: RepairStats,
     /// Objects whose found pieces a read wrote again with the lacking ones (`resync`).
     pub resyncs: u64,
+    /// Objects whose pieces a hit wrote again (`reinsert`).
+    pub reinserts: u64,
     pub elapsed_s: f64,
     pub requests_per_s: f64,
     /// The windows with requests, in order (a window without requests is left out).

@@ -16,21 +16,35 @@
 //! pieces are dropped and written again with the lacking ones: the object is admitted anew,
 //! its pieces in step. Pieces on a slot's former servers (after a move) stay where they are.
 //! The rewritten pieces count as writes and as write load, as any write does.
+//!
+//! **Reinsertion** (`ClusterConfig::reinsert`, off by default, every scheme): the same rewrite
+//! on a hit that lacks nothing, when the oldest piece found is past the `reinsert` fraction of
+//! its FIFO — FIFO with reinsertion (a read object near the FIFO's end starts again at its
+//! head), for all of an object's pieces at once, so it acts before a first piece leaves.
 
 use super::Sim;
 
 impl Sim {
     /// `present`: which of the read's assigned pieces (`self.pieces`) it found on their
-    /// servers. Returns `present` without the pieces to be rewritten, which leave their caches
-    /// here (the caller writes every available piece not in the result).
-    pub(super) fn resync(&mut self, present: u32, age: f64) -> u32 {
+    /// servers; `lacking_age`: resync's age, `whole_age`: reinsertion's. Returns `present`
+    /// without the pieces to be rewritten, which leave their caches here (the caller writes
+    /// every available piece not in the result).
+    pub(super) fn resync(
+        &mut self,
+        present: u32,
+        lacking_age: Option<f64>,
+        whole_age: Option<f64>,
+    ) -> u32 {
         let found = |i: usize| present & (1 << i) != 0;
         let lacking = self
             .pieces
             .iter()
             .enumerate()
             .any(|(i, p)| !found(i) && self.placement.is_available(p.server));
-        if !lacking || present == 0 {
+        let Some(age) = (if lacking { lacking_age } else { whole_age }) else {
+            return present;
+        };
+        if present == 0 {
             return present;
         }
         let oldest = self
@@ -47,7 +61,11 @@ impl Sim {
         if oldest <= age {
             return present;
         }
-        self.resyncs += 1;
+        if lacking {
+            self.resyncs += 1;
+        } else {
+            self.reinserts += 1;
+        }
         let mut left = present;
         for i in 0..self.pieces.len() {
             if !found(i) {
