@@ -806,13 +806,24 @@ pub(in crate::node) async fn stream(
         let mut obj = obj;
         // Whether the sources were asked again already (once per answer).
         let mut refound = false;
+        // The last bytes read are held back until `finish` is over: a client that has every
+        // byte may send its next request, which must find this one's writes done (as the
+        // simulator's next request does).
+        let mut held: Option<Chunk> = None;
+        macro_rules! send {
+            ($chunk:expr) => {
+                if let Some(earlier) = held.replace($chunk) {
+                    if tx.send(earlier).await.is_err() {
+                        return; // the client went away
+                    }
+                }
+            };
+        }
         // `in_flight` holds the next windows of `steps`, in order.
         while let Some(step) = steps.pop_front() {
             let (mut current, bytes) = match step {
                 Step::Text(t) => {
-                    if tx.send(Chunk::Data(t)).await.is_err() {
-                        return;
-                    }
+                    send!(Chunk::Data(t));
                     continue;
                 }
                 Step::Window(s, b) => match in_flight.pop_front() {
@@ -837,9 +848,7 @@ pub(in crate::node) async fn stream(
                 match current.recv().await {
                     Some(WindowOut::Bytes(b)) => {
                         sent += b.iter().map(|b| b.len() as u64).sum::<u64>();
-                        if tx.send(Chunk::Slices(b)).await.is_err() {
-                            return; // the client went away
-                        }
+                        send!(Chunk::Slices(b));
                     }
                     Some(WindowOut::Done) => break false,
                     None => break true,
@@ -866,6 +875,11 @@ pub(in crate::node) async fn stream(
         }
         if let Some(f) = finish {
             f.run().await;
+        }
+        if let Some(last) = held {
+            if tx.send(last).await.is_err() {
+                return;
+            }
         }
         let _ = tx.send(Chunk::Done).await;
     });
