@@ -10,6 +10,7 @@
 //! evict_together = false     # true: a piece the policy evicts takes its object's others
 //! resync = 0.5               # c2dn: a read that writes back a lacking piece also rewrites
 //!                            # those found past this fraction of their FIFO ("off": none)
+//! # reinsert = 0.8           # (off by default) a hit rewrites its pieces past this fraction
 //! buckets = 100
 //! sub_chunk = "32KiB"        # unit of coding, transfer and streaming
 //! key = "a long random secret shared by the cluster"
@@ -132,7 +133,7 @@ fn size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     }
 }
 
-/// `resync`: a number (a fraction of the FIFO), or "off".
+/// `resync`, `reinsert`: a number (a fraction of the FIFO), or "off".
 fn resync<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -144,7 +145,7 @@ fn resync<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
         Resync::Age(a) => Ok(Some(a)),
         Resync::Text(t) if t == "off" => Ok(None),
         Resync::Text(t) => Err(serde::de::Error::custom(format!(
-            "resync = {t:?}: need a fraction of the FIFO, or \"off\""
+            "{t:?}: need a fraction of the FIFO, or \"off\""
         ))),
     }
 }
@@ -193,6 +194,14 @@ pub struct ClusterConfig {
     /// written. [`ClusterConfig::resync_age`] is what the nodes use.
     #[serde(default = "default_resync", deserialize_with = "resync")]
     pub resync: Option<f64>,
+    /// Reinsertion (beyond C2DN, every scheme; `ecdn sim cluster --reinsert`, the same rule):
+    /// a hit that finds every piece of its object on its assigned servers rewrites them all
+    /// when the oldest has more than this fraction of its server's FIFO written after it (FIFO
+    /// with reinsertion, an object's pieces at once). Off (`"off"`, or absent) by default;
+    /// when on, every hit that lacks nothing asks the bucket's servers how old its pieces are
+    /// (one `has?ages` each).
+    #[serde(default, deserialize_with = "resync")]
+    pub reinsert: Option<f64>,
     #[serde(default = "default_buckets")]
     pub buckets: usize,
     #[serde(default = "default_sub_chunk", deserialize_with = "size")]
@@ -633,11 +642,13 @@ impl ClusterConfig {
         if let Err(e) = self.weigh.parse::<ecdn_placement::Weigh>() {
             return bad(format!("weigh: {e}"));
         }
-        if let Some(r) = self.resync {
-            if !(r.is_finite() && r >= 0.0) {
-                return bad(format!(
-                    "resync = {r}: need a fraction of the FIFO, 0 or above"
-                ));
+        for (what, age) in [("resync", self.resync), ("reinsert", self.reinsert)] {
+            if let Some(r) = age {
+                if !(r.is_finite() && r >= 0.0) {
+                    return bad(format!(
+                        "{what} = {r}: need a fraction of the FIFO, 0 or above"
+                    ));
+                }
             }
         }
         if !(0.0..=1.0).contains(&self.hold) {
@@ -867,6 +878,12 @@ peer = "127.0.0.1:9003"
         let rep2 = parse(&FILE.replace("scheme = \"c2dn\"", "scheme = \"rep2\""));
         assert_eq!(rep2.resync, Some(age));
         assert_eq!(rep2.resync_age(), None);
+        // Reinsertion: off unless set.
+        assert_eq!(parse(FILE).reinsert, None);
+        assert_eq!(
+            parse(&format!("reinsert = 0.8\n{FILE}")).reinsert,
+            Some(0.8)
+        );
     }
 
     #[test]
@@ -895,6 +912,8 @@ peer = "127.0.0.1:9003"
             (format!("hold = -0.5\n{FILE}"), "hold"),
             (format!("resync = -0.5\n{FILE}"), "resync"),
             (format!("resync = \"never\"\n{FILE}"), "resync"),
+            (format!("reinsert = -1\n{FILE}"), "reinsert"),
+            (format!("reinsert = \"later\"\n{FILE}"), "reinsert"),
             (format!("carry = -0.1\n{FILE}"), "carry"),
             ("scheme = \"c2dn\"".to_string(), "missing field"),
             (format!("object_budget = -0.1\n{FILE}"), "object_budget"),

@@ -145,7 +145,8 @@ fn four_nodes_serve_every_byte_and_report_the_contract() {
 /// the nodes wrote other bytes than without it. Resync (the default: a read that writes back a
 /// lacking piece rewrites the pieces found when they are near eviction) is on in all but the
 /// first two: the nodes resynced as many objects as the simulator, and wrote other bytes than
-/// without it.
+/// without it. With reinsertion (the last run: a hit rewrites its pieces near the FIFO's end)
+/// too, the nodes reinserting the simulator's objects.
 #[test]
 fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
     let base = [
@@ -179,6 +180,7 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
         ][..],
         &["--evict-together", "true"][..],
         &[][..],
+        &["--reinsert", "0.8"][..],
     ] {
         let flags: Vec<&'static str> = base.iter().chain(extra).copied().collect();
         let (r, v) = demo(&small(&flags), Duration::from_secs(120));
@@ -193,7 +195,12 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
         if !together {
             assert!(v["partial_hits"].as_u64().unwrap() > 0, "{v}");
         }
-        live_is_the_simulator(&v, &["repair", "resyncs"]);
+        live_is_the_simulator(&v, &["repair", "resyncs", "reinserts"]);
+        assert_eq!(
+            v["reinserts"].as_u64().unwrap() > 0,
+            extra.contains(&"--reinsert"),
+            "{v}"
+        );
         let resyncs = v["resyncs"].as_u64().unwrap();
         if extra.contains(&"off") {
             assert_eq!(resyncs, 0);
@@ -210,6 +217,7 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
         written.push(v["bytes_written"].clone());
     }
     assert_ne!(written[0], written[3], "resync changed no write");
+    assert_ne!(written[3], written[4], "reinsertion changed no write");
     assert_ne!(
         written[2], written[3],
         "whole-object eviction changed no write"

@@ -153,6 +153,11 @@ pub struct DemoArgs {
     /// file's `resync`; the simulator's `--resync`, the same rule), or off.
     #[arg(long, value_name = "FRACTION|off", default_value = "0.5", value_parser = resync)]
     pub(super) resync: Resync,
+    /// Reinsertion: a hit that finds every piece rewrites them all when the oldest has more
+    /// than this fraction of its FIFO written after it (the cluster file's `reinsert`; the
+    /// simulator's `--reinsert`, the same rule), or off (the default).
+    #[arg(long, value_name = "FRACTION|off", default_value = "off", value_parser = resync)]
+    pub(super) reinsert: Resync,
     /// Buckets objects are hashed to.
     #[arg(long, default_value_t = 100)]
     pub(super) buckets: usize,
@@ -207,7 +212,7 @@ pub struct DemoArgs {
     pub(super) testbed: bed::TestbedArgs,
 }
 
-/// `--resync`: an age (a fraction of the FIFO), or none (`off`).
+/// `--resync`, `--reinsert`: an age (a fraction of the FIFO), or none (`off`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Resync(pub(super) Option<f64>);
 

@@ -102,6 +102,9 @@ pub struct ClusterStats {
     /// Objects whose found pieces its reads wrote again with the lacking ones (`resync`).
     #[serde(default)]
     pub resyncs: u64,
+    /// Objects whose pieces its hits wrote again (`reinsert`).
+    #[serde(default)]
+    pub reinserts: u64,
 }
 
 /// A node's read windows that asked for parity, by why (`/_ecdn/stats`'s
@@ -580,6 +583,8 @@ pub struct SimSummary {
     pub repair: RepairCounts,
     /// Objects whose found pieces a read wrote again (`resync`; 0 when it is off).
     pub resyncs: u64,
+    /// Objects whose pieces a hit wrote again (`reinsert`; 0 when it is off).
+    pub reinserts: u64,
 }
 
 pub fn opt(v: Option<f64>, digits: usize) -> String {

@@ -530,6 +530,7 @@ fn build_report(
             .sum(),
         handoffs: live.stats.iter().flatten().map(|s| s.handoffs).sum(),
         resyncs: live.stats.iter().flatten().map(|s| s.resyncs).sum(),
+        reinserts: live.stats.iter().flatten().map(|s| s.reinserts).sum(),
         intra_cluster_bytes: per_byte_served(peer_received),
         intra_cluster_relay_bytes: per_byte_served(relay_received),
         bytes_served: t.served_bytes,
@@ -609,6 +610,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
             slice_size: plan.slice_size,
             evict_together: a.evict_together,
             resync: a.resync.0,
+            reinsert: a.reinsert.0,
             seed: a.seed,
             key: key.clone(),
             etcd: etcd

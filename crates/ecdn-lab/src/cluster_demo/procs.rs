@@ -86,6 +86,8 @@ pub struct FileSettings {
     pub evict_together: bool,
     /// The cluster file's `resync` (`None`: off).
     pub resync: Option<f64>,
+    /// The cluster file's `reinsert` (`None`: off).
+    pub reinsert: Option<f64>,
     pub seed: u64,
     pub key: String,
     /// etcd endpoints (empty: the embedded coordinator).
@@ -117,6 +119,9 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
         None => writeln!(t, "resync = \"off\""),
     }
     .ok();
+    if let Some(r) = s.reinsert {
+        let _ = writeln!(t, "reinsert = {r:?}");
+    }
     let _ = writeln!(t, "seed = {}", s.seed);
     // The driver asks for periodic rebalances between two requests (`--rebalance-every`), where
     // the simulator has them; none by the wall clock. What they weigh is the file's default,
@@ -791,6 +796,7 @@ mod tests {
             slice_size: 1 << 20,
             evict_together: true,
             resync: Some(0.5),
+            reinsert: Some(0.8),
             seed: 7,
             key,
             etcd: vec!["http://127.0.0.1:1".into(), "http://127.0.0.1:2".into()],
@@ -804,6 +810,7 @@ mod tests {
         assert_eq!(cfg.slice_size, 1 << 20);
         assert!(cfg.evict_together);
         assert_eq!(cfg.resync, Some(0.5));
+        assert_eq!(cfg.reinsert, Some(0.8));
         assert_eq!(cfg.health.slow_ms, 25.0);
         assert_eq!(cfg.coordinator, layout.coordinator);
         assert_eq!(cfg.nodes.len(), 4);

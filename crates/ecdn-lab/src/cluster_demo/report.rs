@@ -90,6 +90,8 @@ pub struct Report {
     /// Objects whose found pieces the nodes alive at the end rewrote with the lacking ones
     /// (`--resync`).
     pub resyncs: u64,
+    /// Objects whose pieces their hits rewrote (`--reinsert`).
+    pub reinserts: u64,
     /// Σ `peer_bytes_received` over the nodes alive at the end / body bytes served: chunks,
     /// replicas and relayed answers.
     pub intra_cluster_bytes: f64,

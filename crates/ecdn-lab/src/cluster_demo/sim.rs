@@ -52,6 +52,7 @@ fn simulate_code(
     cfg.buckets = a.buckets;
     cfg.evict_together = a.evict_together;
     cfg.resync = a.resync.0;
+    cfg.reinsert = a.reinsert.0;
     cfg.window = Window::Requests(plan.window);
     cfg.seed = a.seed;
     cfg.max_requests = plan.trace.len() as u64;
@@ -214,6 +215,7 @@ pub(super) fn sim_summary(r: &ClusterResult) -> SimSummary {
             bytes_written: u64::try_from(r.repair.written).unwrap_or(u64::MAX),
         },
         resyncs: r.resyncs,
+        reinserts: r.reinserts,
     }
 }
 

@@ -470,6 +470,7 @@ async fn start(
         slice_size: 0,
         evict_together: false,
         resync: None,
+        reinsert: None,
         seed: a.seed,
         key: procs::random_key()?,
         etcd: Vec::new(),

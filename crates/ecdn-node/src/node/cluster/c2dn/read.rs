@@ -326,6 +326,26 @@ async fn ask_placed_beside(
     holders
 }
 
+/// A coded hit that lacks nothing: with `reinsert`, its pieces near the FIFO's end are written
+/// again (`resync.rs`), from the object read whole.
+async fn reinsert(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    obj: &Arc<CodedObject>,
+    e: &StoredResponse,
+    lack: &[bool],
+) {
+    let renew = resync::reinsertions(c, &obj.key, true, lack).await;
+    if renew.is_empty() {
+        return;
+    }
+    let whole = Arc::new(AtomicBool::new(false));
+    if let Some(body) = coded::read_all(st, c, obj.clone(), whole).await {
+        let e = StoredResponse { body, ..e.clone() };
+        resync::rewrite(st, c, &e, lack, &renew).await;
+    }
+}
+
 /// Counts the serving node's read of a cached object (`ecdn_cluster_cached_reads_total`, see
 /// `admin.rs`), once per lookup (`once`): protected if `holders` hold replicas on two servers
 /// or more (`coded`: K + 1 distinct chunks or more), unprotected otherwise.
@@ -486,7 +506,11 @@ async fn replica_hit(
         return Found::Miss;
     }
     let e = Arc::new(e);
-    if server == c.id && holders.len() == 1 {
+    if server == c.id && holders.len() == 1 && c.cfg.reinsert.is_some() {
+        // Found here without asking anyone, with reinsertion on: the other targets are asked
+        // before answering, as the simulator's hit rewrites before the next request.
+        repair_replicas(st, c, key, &e, once).await;
+    } else if server == c.id && holders.len() == 1 {
         // Found here without asking anyone: whether the other targets hold their copy is
         // checked after answering.
         let (st, c, key, e, once) = (st.clone(), c.clone(), key.clone(), e.clone(), once.clone());
@@ -498,8 +522,8 @@ async fn replica_hit(
         let lack = lacking(c, key, false, holders);
         if lack.iter().any(|&l| l) {
             ClusterStats::add(&c.stats.repairs, 1);
-            resync::place(st, c, &e, &lack).await;
         }
+        resync::place(st, c, &e, &lack).await;
     }
     ClusterStats::add(&c.stats.replicated_hits, 1);
     let head = req.method() == Method::HEAD;
@@ -530,8 +554,8 @@ async fn repair_replicas(
     let lack = lacking(c, key, false, &holders);
     if lack.iter().any(|&l| l) {
         ClusterStats::add(&c.stats.repairs, 1);
-        resync::place(st, c, e, &lack).await;
     }
+    resync::place(st, c, e, &lack).await;
 }
 
 /// A whole replica from `server`, hedged with `alternate`'s (another holder, if any): asked
@@ -705,7 +729,7 @@ async fn coded_hit(
     let obj = Arc::new(obj);
     let (r, pieces) = plan_hit(&e, size, req.headers(), now, head);
     let length = crate::node::upstream::content_length(r.headers());
-    let finish = presumed.then(|| {
+    let finish = if presumed {
         let (st, c, key, obj) = (st.clone(), c.clone(), key.clone(), obj.clone());
         let once = once.clone();
         let here = Holder {
@@ -718,6 +742,7 @@ async fn coded_hit(
             count_protection(&c, &placed, true, &once);
             let lack = lacking(&c, &key, true, &placed);
             if !lack.iter().any(|&l| l) {
+                reinsert(&st, &c, &obj, &e, &lack).await;
                 return;
             }
             let whole = Arc::new(AtomicBool::new(false));
@@ -726,8 +751,20 @@ async fn coded_hit(
                 resync::place(&st, &c, &StoredResponse { body, ..e }, &lack).await;
             }
         });
-        coded::Finish { task, read_over }
-    });
+        Some(coded::Finish { task, read_over })
+    } else if c.cfg.reinsert.is_some() {
+        // The holders were asked before the read: a reinsertion's check once it is over.
+        let (st, c, obj) = (st.clone(), c.clone(), obj.clone());
+        let lack = lacking(&c, key, true, holders);
+        let (read_over, over) = oneshot::channel::<()>();
+        let task = ecdn_cluster::peer::spawn_traced(async move {
+            let _ = over.await;
+            reinsert(&st, &c, &obj, &e, &lack).await;
+        });
+        Some(coded::Finish { task, read_over })
+    } else {
+        None
+    };
     let streamed = coded::stream(st, c, obj, pieces, decoded.clone(), finish).await;
     let Some((ready, rest)) = streamed else {
         return if presumed { None } else { Some(Found::Miss) };

@@ -25,28 +25,56 @@ use crate::node::state::State;
 
 /// A read's write-back of `e`: the pieces `lack` names (piece index in the bucket's placement
 /// → whether its server lacks it), and with `resync` on, the pieces found, when they are near
-/// eviction; pieces whose writes fail are handed off (`handoff.rs`).
+/// eviction (with `reinsert` on and nothing lacking, the same past its age); pieces whose
+/// writes fail are handed off (`handoff.rs`).
 pub(in crate::node) async fn place(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     e: &StoredResponse,
     lack: &[bool],
 ) {
-    let renew = match c.cfg.resync_age() {
-        Some(age) => renewals(c, &e.key, c.coded(e.body.len() as u64), lack, age).await,
-        None => Vec::new(),
-    };
+    let coded = c.coded(e.body.len() as u64);
+    let renew = renewals(c, &e.key, coded, lack).await;
+    rewrite(st, c, e, lack, &renew).await;
+}
+
+/// A hit that lacks nothing (reinsertion, `reinsert` in the cluster file): which pieces of the
+/// placement of `key` to write again (none when it is off or no piece is past its age). The
+/// caller reads the object and [`rewrite`]s them.
+pub(in crate::node) async fn reinsertions(
+    c: &Arc<Cluster>,
+    key: &str,
+    coded: bool,
+    lack: &[bool],
+) -> Vec<bool> {
+    if c.cfg.reinsert.is_none() || lack.iter().any(|&l| l) {
+        return Vec::new();
+    }
+    renewals(c, key, coded, lack).await
+}
+
+/// Writes the pieces of `e` that `lack` names or `renew` renews; failed writes are handed off.
+pub(in crate::node) async fn rewrite(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    e: &StoredResponse,
+    lack: &[bool],
+    renew: &[bool],
+) {
+    if !lack.iter().chain(renew).any(|&w| w) {
+        return;
+    }
     let write: Vec<bool> = (0..lack.len().max(renew.len()))
         .map(|i| lack.get(i).copied().unwrap_or(false) || renew.get(i).copied().unwrap_or(false))
         .collect();
-    let failed = write::place(st, c, e, Some(&write), &renew).await;
+    let failed = write::place(st, c, e, Some(&write), renew).await;
     handoff::failed_writes(st, c, e, failed);
 }
 
 /// Per piece of the placement of `key`, whether it is to be written again: all the pieces
-/// found on their available servers if one available server lacks its piece and the oldest
-/// found is past `age` of its FIFO; else none.
-async fn renewals(c: &Arc<Cluster>, key: &str, coded: bool, lack: &[bool], age: f64) -> Vec<bool> {
+/// found on their available servers if one available server lacks its piece (resync) or none
+/// does (reinsertion), and the oldest found is past that rule's age of its FIFO; else none.
+async fn renewals(c: &Arc<Cluster>, key: &str, coded: bool, lack: &[bool]) -> Vec<bool> {
     let map = c.map.current();
     let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(key));
     let (mut placed, mut walk) = (Vec::new(), Vec::new());
@@ -56,9 +84,14 @@ async fn renewals(c: &Arc<Cluster>, key: &str, coded: bool, lack: &[bool], age: 
         .iter()
         .enumerate()
         .any(|(i, p)| lacks(i) && map.is_available(p.server));
-    if !lacking {
+    let age = if lacking {
+        c.cfg.resync_age()
+    } else {
+        c.cfg.reinsert
+    };
+    let Some(age) = age else {
         return Vec::new();
-    }
+    };
     let held = ask_ages(c, key, bucket).await;
     let mut renew = vec![false; placed.len()];
     let mut oldest: Option<f64> = None;
@@ -82,7 +115,12 @@ async fn renewals(c: &Arc<Cluster>, key: &str, coded: bool, lack: &[bool], age: 
     }
     match oldest {
         Some(o) if o > age => {
-            ClusterStats::add(&c.stats.resyncs, 1);
+            let count = if lacking {
+                &c.stats.resyncs
+            } else {
+                &c.stats.reinserts
+            };
+            ClusterStats::add(count, 1);
             renew
         }
         _ => Vec::new(),

@@ -41,8 +41,9 @@ pub(in crate::node) async fn answer_whole(
     let e = Arc::new(StoredResponse { body, ..e });
     if lack.iter().any(|&l| l) {
         ClusterStats::add(&c.stats.repairs, 1);
-        resync::place(st, c, &e, lack).await;
     }
+    // (With nothing lacking, a reinsertion's check.)
+    resync::place(st, c, &e, lack).await;
     if admit {
         lock(&st.hoc).insert(key.id, e.clone());
     }

@@ -353,6 +353,7 @@ impl Cluster {
             "handoffs": get(&s.handoffs),
             "handoffs_dropped": get(&s.handoffs_dropped),
             "resyncs": get(&s.resyncs),
+            "reinserts": get(&s.reinserts),
             "ring_lost": self.pieces.ring_lost(),
             // The pieces held now, and what the start found on disk.
             "pieces_held": self.pieces.len(),

@@ -161,6 +161,11 @@ impl Cluster {
                 get(&s.resyncs),
             ),
             (
+                "ecdn_cluster_reinserts_total",
+                "Objects whose pieces near eviction a hit wrote again (reinsert).",
+                get(&s.reinserts),
+            ),
+            (
                 "ecdn_cluster_handoffs_dropped_total",
                 "Pieces not handed off: the node held its handoff budget of object bytes.",
                 get(&s.handoffs_dropped),

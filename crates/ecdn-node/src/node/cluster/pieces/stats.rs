@@ -40,6 +40,8 @@ pub(in crate::node) struct ClusterStats {
     pub(in crate::node) handoff_bytes: AtomicU64,
     /// Resync (`c2dn/resync.rs`): objects whose found pieces this node's reads wrote again.
     pub(in crate::node) resyncs: AtomicU64,
+    /// Reinsertion (`c2dn/resync.rs`): objects whose pieces this node's hits wrote again.
+    pub(in crate::node) reinserts: AtomicU64,
     /// Per [`Parity`] reason, read windows that asked for parity chunks.
     pub(in crate::node) parity_fetches: [AtomicU64; Parity::ALL.len()],
     /// Payload bytes this node's piece store accepted, per kind ([`WRITTEN_KINDS`]).
