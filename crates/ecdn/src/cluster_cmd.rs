@@ -73,9 +73,9 @@ pub struct ClusterArgs {
     resync: String,
     /// Reinsertion (beyond C2DN; every scheme, an eviction change): a hit that finds every
     /// piece of its object rewrites them all when the oldest has more than this fraction of its
-    /// server's FIFO written after it (FIFO with reinsertion, the object's pieces at once).
-    /// Simulator only (the live nodes do not reinsert); off by default. Measured in
-    /// BENCHMARKS.md (issue 63).
+    /// server's FIFO written after it (FIFO with reinsertion, the object's pieces at once; the
+    /// cluster file's `reinsert`, the same rule); off by default. Measured in BENCHMARKS.md
+    /// (issue 63).
     #[arg(long, value_name = "FRACTION|off", default_value = "off")]
     reinsert: String,
     /// Sub-chunk size of the coding: the object bytes a partial hit fetches for a missing data
