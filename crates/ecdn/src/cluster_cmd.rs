@@ -442,13 +442,7 @@ fn print_available(out: &mut impl Write, done: &[ClusterResult], json: bool) -> 
     Ok(())
 }
 
-/// An age flag (`--resync`, `--reinsert`): `off`, or a fraction of the FIFO (0 or above).
+/// An age flag (`--resync`, `--reinsert`).
 fn fifo_age(flag: &str, v: &str) -> Result<Option<f64>> {
-    if v == "off" {
-        return Ok(None);
-    }
-    match v.parse::<f64>() {
-        Ok(f) if f.is_finite() && f >= 0.0 => Ok(Some(f)),
-        _ => bail!("invalid {flag} {v}: off, or a fraction of the FIFO (0 or above)"),
-    }
+    ecdn_sim::cluster::parse_fifo_age(v).map_err(|e| anyhow::anyhow!("invalid {flag} {e}"))
 }

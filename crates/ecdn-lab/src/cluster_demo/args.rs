@@ -217,13 +217,5 @@ pub struct DemoArgs {
 pub(super) struct Resync(pub(super) Option<f64>);
 
 fn resync(s: &str) -> Result<Resync, String> {
-    if s == "off" {
-        return Ok(Resync(None));
-    }
-    match s.parse::<f64>() {
-        Ok(a) if a.is_finite() && a >= 0.0 => Ok(Resync(Some(a))),
-        _ => Err(format!(
-            "{s:?}: a fraction of the FIFO (0 or above), or off"
-        )),
-    }
+    ecdn_sim::cluster::parse_fifo_age(s).map(Resync)
 }

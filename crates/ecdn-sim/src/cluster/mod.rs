@@ -969,6 +969,20 @@ fn ratio(a: impl Into<u128>, b: impl Into<u128>) -> f64 {
 }
 
 /// Runs one cluster simulation over `reader`; `progress` gets processed-request counts.
+/// An age setting of resync or reinsertion as the command lines write it (`--resync`,
+/// `--reinsert`): `off` (`None`), or a fraction of the FIFO, 0 or above.
+pub fn parse_fifo_age(s: &str) -> Result<Option<f64>, String> {
+    if s == "off" {
+        return Ok(None);
+    }
+    match s.parse::<f64>() {
+        Ok(a) if a.is_finite() && a >= 0.0 => Ok(Some(a)),
+        _ => Err(format!(
+            "{s:?}: off, or a fraction of the FIFO (0 or above)"
+        )),
+    }
+}
+
 pub fn simulate_cluster(
     reader: &mut dyn RequestReader,
     cfg: &ClusterConfig,

@@ -411,9 +411,7 @@ async fn put_piece(
         .map_or(c.cfg.k, |coding| usize::from(coding.k));
     let payload = frame.slice(..payload.len());
     if renew {
-        // The store's id of the object, as `put_local` computes it.
-        let object = ecdn_trace::hash_id(key.as_bytes());
-        c.pieces.renew(PieceStore::piece_id(object, piece));
+        crate::node::cluster::pieces::local::renew_local(c, key, piece);
     }
     let (put, dying) = crate::node::cluster::pieces::local::put_local(
         st,

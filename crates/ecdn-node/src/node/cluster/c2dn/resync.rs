@@ -47,7 +47,7 @@ pub(in crate::node) async fn reinsertions(
     coded: bool,
     lack: &[bool],
 ) -> Vec<bool> {
-    if c.cfg.reinsert.is_none() || lack.iter().any(|&l| l) {
+    if lack.iter().any(|&l| l) {
         return Vec::new();
     }
     renewals(c, key, coded, lack).await
@@ -75,6 +75,12 @@ pub(in crate::node) async fn rewrite(
 /// found on their available servers if one available server lacks its piece (resync) or none
 /// does (reinsertion), and the oldest found is past that rule's age of its FIFO; else none.
 async fn renewals(c: &Arc<Cluster>, key: &str, coded: bool, lack: &[bool]) -> Vec<bool> {
+    // Every hit passes here: nothing to do, before the placement is looked at, when the rule
+    // that could apply is off.
+    let any_lack = lack.iter().any(|&l| l);
+    if c.cfg.reinsert.is_none() && (!any_lack || c.cfg.resync_age().is_none()) {
+        return Vec::new();
+    }
     let map = c.map.current();
     let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(key));
     let (mut placed, mut walk) = (Vec::new(), Vec::new());

@@ -25,10 +25,10 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Method, StatusCode};
 
 use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
-use crate::node::cluster::pieces::local::{pushed, put_local};
+use crate::node::cluster::pieces::local::{pushed, put_local, renew_local};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
-use crate::node::cluster::pieces::store::{chunk_crcs, PieceStore, RENEW};
+use crate::node::cluster::pieces::store::{chunk_crcs, RENEW};
 use crate::node::cluster::pieces::together::{drop_dying, dying_in_answer};
 use crate::node::disk::encode_meta;
 use crate::node::freshness::StoredResponse;
@@ -109,10 +109,7 @@ pub(in crate::node) async fn place(
         tasks.spawn(async move {
             if t.server == c.id {
                 if renew {
-                    // The store's id of the object: the hash of its whole key (not the id the
-                    // map places a slice or a variant by).
-                    let object = ecdn_trace::hash_id(key.as_bytes());
-                    c.pieces.renew(PieceStore::piece_id(object, name));
+                    renew_local(&c, &key, name);
                 }
                 (
                     i,

@@ -42,6 +42,14 @@ pub(in crate::node) fn pushed(
     }
 }
 
+/// Has this node's piece policy forget its copy of piece `name` of `key`, so the next
+/// [`put_local`] of it stores it anew, at the head of the FIFO (resync and reinsertion:
+/// `c2dn/resync.rs`); the old bytes stay on disk until that put replaces them.
+pub(in crate::node) fn renew_local(c: &Cluster, key: &str, name: PieceName) {
+    let object = ecdn_trace::hash_id(key.as_bytes());
+    c.pieces.renew(PieceStore::piece_id(object, name));
+}
+
 /// Stores a piece on this node: admitted by the piece policy and written; its write load
 /// recorded (`k`: the data chunks of the piece's code — the cluster's K for a cached object,
 /// the object's own for an EC-Cache split). The HOC keeps a decoded copy only while this node
