@@ -19,7 +19,9 @@
 //! (AdaptSize's history weight), `horizon=` (AdaptSize's decision horizon in windows, or `inf`
 //! for the paper's stationary model), `guard=on|off` (AdaptSize's shadow-cache guard),
 //! `model=reuse|rates` (what AdaptSize's model learns from: each object's reuse gaps, the
-//! default, or its smoothed request rate as in the paper), `step=` (HillClimb's multiplicative step), `c=` (initial c),
+//! default, or its smoothed request rate as in the paper), `ramp=on|off` (AdaptSize's warm-up
+//! ramp: first windows of Δ/16, Δ/8, … up to Δ; `off` waits a whole Δ for the first c, as the
+//! paper's §4.2 reads), `step=` (HillClimb's multiplicative step), `c=` (initial c),
 //! `ref=` (LRU-S reference size).
 
 use ecdn_trace::units::parse_size;
@@ -49,6 +51,8 @@ pub enum AdmissionSpec {
         guard: bool,
         /// How the model learns request processes (`model=reuse|rates`).
         estimator: admission::adaptsize::Estimator,
+        /// Whether the first windows are shorter (`ramp=on|off`, on by default).
+        ramp: bool,
     },
     /// e^(−size/c), best c for each coming window, found with knowledge of that window.
     SizeOpt { window: usize },
@@ -194,12 +198,18 @@ impl AdmissionSpec {
                     Some("rates") => admission::adaptsize::Estimator::Rates,
                     Some(v) => return Err(format!("{s:?}: model={v:?}: expected reuse or rates")),
                 };
+                let ramp = match take("ramp", &mut kv).as_deref() {
+                    None | Some("on") => true,
+                    Some("off") => false,
+                    Some(v) => return Err(format!("{s:?}: ramp={v:?}: expected on or off")),
+                };
                 AdmissionSpec::AdaptSize {
                     window,
                     smoothing,
                     horizon,
                     guard,
                     estimator,
+                    ramp,
                 }
             }
             "size-opt" | "sizeopt" => {
@@ -240,6 +250,7 @@ impl AdmissionSpec {
                 horizon,
                 guard,
                 estimator,
+                ramp,
             } => Box::new(
                 admission::AdaptSize::new(
                     capacity,
@@ -249,7 +260,8 @@ impl AdmissionSpec {
                     guard.then_some(eviction),
                     seed,
                 )
-                .with_estimator(estimator),
+                .with_estimator(estimator)
+                .with_ramp(ramp),
             ),
             AdmissionSpec::SizeOpt { window } => {
                 Box::new(admission::SizeOpt::new(capacity, window, seed))
@@ -336,6 +348,7 @@ mod tests {
                 horizon: admission::adaptsize::DEFAULT_HORIZON,
                 guard: true,
                 estimator: admission::adaptsize::Estimator::Reuse,
+                ramp: true,
             })
         );
         let p = PolicySpec::parse("fifo+threshold:64KiB").unwrap();
@@ -350,8 +363,15 @@ mod tests {
                 horizon: admission::adaptsize::DEFAULT_HORIZON,
                 guard: true,
                 estimator: admission::adaptsize::Estimator::Rates,
+                ramp: true,
             })
         );
+        let p = PolicySpec::parse("adaptsize:ramp=off").unwrap();
+        assert!(matches!(
+            p.admission,
+            Some(AdmissionSpec::AdaptSize { ramp: false, .. })
+        ));
+        assert!(PolicySpec::parse("adaptsize:ramp=maybe").is_err());
         assert!(PolicySpec::parse("adaptsize:model=poisson").is_err());
         assert_eq!(
             PolicySpec::parse_list("lru, fifo,adaptsize").unwrap().len(),
