@@ -1,5 +1,7 @@
 //! AdaptSize (NSDI '17): admit with probability e^(−size/c), and every Δ requests re-tune c
-//! with the Markov model of [`super::model`].
+//! with the Markov model of [`super::model`]. The first windows are shorter (Δ/16, Δ/8, Δ/4,
+//! Δ/2, then Δ: the warm-up ramp, [`AdaptSize::window_now`]), so a cache that starts empty has
+//! the model's c after Δ/16 requests instead of admitting everything for a whole Δ.
 //!
 //! Statistics (§4.2): every request counts toward its object in the current window. The request
 //! path only appends the request to a log (12 bytes: id, size and whether it hit or was
