@@ -6,6 +6,8 @@
 //!   (§III-C): S3's parameters from the paper, and the fit from measured delays (§V-A).
 //! * [`tofec`] — the choice of code: Theorem 1's optimal static code, TOFEC's backlog
 //!   thresholds (Algorithm 1), Greedy and static codes (§V-A).
+//! * [`tail`] — TOFEC with the measured tail (beyond the paper): each code costed with the
+//!   delays' measured shape instead of the exponential, chosen at the measured arrival rate.
 //! * [`strips`] — the coded file, "Shared Key" (§III): one stored object of `N` strips of an
 //!   `(N, K)` code that serves every `(n, k)` with `k | K`, and its manifest (CRCs, SHA-256).
 //! * [`store`] — what the tier needs of a store: S3 through `object_store` (request signing
@@ -28,4 +30,5 @@ pub mod model;
 pub mod proxy;
 pub mod store;
 pub mod strips;
+pub mod tail;
 pub mod tofec;

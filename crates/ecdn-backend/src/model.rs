@@ -133,6 +133,40 @@ pub type SizeStats = (f64, f64, f64, usize);
 /// `None` with fewer than two chunk sizes to draw lines through (TOFEC varies the chunk size,
 /// so a running proxy sees several).
 pub fn fit(samples: &[TaskSample], trim: f64) -> Option<(DelayModel, Vec<SizeStats>)> {
+    let points = size_points(samples, trim);
+    if points.len() < 2 {
+        return None;
+    }
+    Some(lines_through(points))
+}
+
+/// [`fit`], or with one chunk size only, `prior` scaled to it: its floor and tail lines
+/// multiplied so that they pass through that size's measured floor and tail (a proxy that
+/// uses one code sees one chunk size, and without this would keep its prior for ever; the
+/// prior's slopes say how delays grow with the size). `None` without a chunk size of enough
+/// samples.
+pub fn fit_around(samples: &[TaskSample], trim: f64, prior: &DelayModel) -> Option<DelayModel> {
+    let points = size_points(samples, trim);
+    match points[..] {
+        [] => None,
+        [(bytes, floor, tail, _)] => {
+            let f = floor / prior.floor(bytes).max(1e-9);
+            let t = tail / prior.tail(bytes).max(1e-9);
+            let m = DelayModel {
+                delta0: prior.delta0 * f,
+                delta1: prior.delta1 * f,
+                psi0: (prior.psi0 * t).max(1e-6),
+                psi1: prior.psi1 * t,
+            };
+            m.is_valid().then_some(m)
+        }
+        _ => Some(lines_through(points).0),
+    }
+}
+
+/// Per chunk size with enough samples: (bytes, floor, tail mean, samples kept), as [`fit`]
+/// estimates them.
+fn size_points(samples: &[TaskSample], trim: f64) -> Vec<(f64, f64, f64, usize)> {
     let mut by_size: std::collections::BTreeMap<u64, Vec<TaskSample>> = Default::default();
     for s in samples
         .iter()
@@ -164,9 +198,11 @@ pub fn fit(samples: &[TaskSample], trim: f64) -> Option<(DelayModel, Vec<SizeSta
         let tail = excess / completed as f64;
         points.push((bytes as f64, floor, tail, v.len()));
     }
-    if points.len() < 2 {
-        return None;
-    }
+    points
+}
+
+/// The least-squares floor and tail lines through per-size points (at least two).
+fn lines_through(points: Vec<(f64, f64, f64, usize)>) -> (DelayModel, Vec<SizeStats>) {
     let (d0, d1) = least_squares(points.iter().map(|p| (p.0, p.1)));
     let (p0, p1) = least_squares(points.iter().map(|p| (p.0, p.2)));
     // A line may cross below zero at size 0 from noise: the model keeps its parameters
@@ -181,7 +217,7 @@ pub fn fit(samples: &[TaskSample], trim: f64) -> Option<(DelayModel, Vec<SizeSta
         .into_iter()
         .map(|(b, floor, tail, n)| (b, floor + tail, tail, n))
         .collect();
-    Some((model, stats))
+    (model, stats)
 }
 
 /// The least-squares line `y = a + b·x` through the points: `(a, b)`.
@@ -279,5 +315,31 @@ mod tests {
         assert!(fit(&draw(&m, &sizes[..1], 4000, 1, 1), 0.1).is_none());
         assert!(fit(&draw(&m, &sizes, 15, 1, 1), 0.1).is_none());
         assert!(fit(&[], 0.1).is_none());
+    }
+
+    #[test]
+    fn one_chunk_size_scales_the_prior() {
+        let prior = DelayModel::PAPER_S3;
+        let truth = DelayModel {
+            delta0: prior.delta0 * 2.0,
+            delta1: prior.delta1 * 2.0,
+            psi0: prior.psi0 / 2.0,
+            psi1: prior.psi1 / 2.0,
+        };
+        let mut rng = Rng::new(9);
+        let samples: Vec<TaskSample> = (0..4_000)
+            .map(|_| TaskSample {
+                bytes: 1_000_000,
+                delay: truth.sample(1e6, rng.f64()),
+                censored: false,
+            })
+            .collect();
+        assert!(fit(&samples, 0.0).is_none(), "one size: no lines");
+        let m = fit_around(&samples, 0.0, &prior).unwrap();
+        for b in [250e3, 1e6, 3e6] {
+            let (got, want) = (m.mean(b), truth.mean(b));
+            assert!((got - want).abs() < 0.05 * want, "{b}: {got} vs {want}");
+        }
+        assert_eq!(fit_around(&samples[..5], 0.0, &prior), None);
     }
 }

@@ -617,6 +617,7 @@ mod tests {
         let mut rng = Rng::new(3);
         for strategy in [
             "tofec",
+            "tofec-tail",
             "greedy",
             "static-1-1",
             "static-4-2",

@@ -277,6 +277,8 @@ fn thresholds(
 pub enum Strategy {
     /// Algorithm 1: from the smoothed request-queue length.
     Tofec,
+    /// Theorem 1's choice with the delays' measured tail ([`crate::tail`]): `tofec-tail`.
+    TofecTail,
     /// From the connections idle at arrival.
     Greedy,
     /// Always `(n, k)`.
@@ -288,6 +290,7 @@ impl Strategy {
     pub fn name(&self) -> String {
         match self {
             Strategy::Tofec => "tofec".into(),
+            Strategy::TofecTail => "tofec-tail".into(),
             Strategy::Greedy => "greedy".into(),
             Strategy::Static { n, k } => format!("static-{n}-{k}"),
         }
@@ -297,10 +300,14 @@ impl Strategy {
     pub fn parse(s: &str) -> Result<Strategy, String> {
         match s {
             "tofec" => Ok(Strategy::Tofec),
+            "tofec-tail" => Ok(Strategy::TofecTail),
             "greedy" => Ok(Strategy::Greedy),
             _ => {
-                let bad =
-                    || format!("{s:?}: a strategy is tofec, greedy or static-N-K (N ≥ K ≥ 1)");
+                let bad = || {
+                    format!(
+                        "{s:?}: a strategy is tofec, tofec-tail, greedy or static-N-K (N ≥ K ≥ 1)"
+                    )
+                };
                 let rest = s.strip_prefix("static-").ok_or_else(bad)?;
                 let (n, k) = rest.split_once('-').ok_or_else(bad)?;
                 let (n, k) = (n.parse().map_err(|_| bad())?, k.parse().map_err(|_| bad())?);

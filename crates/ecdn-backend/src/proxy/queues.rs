@@ -10,9 +10,10 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 
 use super::*;
-use crate::model::fit;
+use crate::model::{fit, fit_around};
 use crate::store::{Head, Store, StoreFuture};
 use crate::strips::{self, Manifest};
+use crate::tail::{CodeTable, Excess, RATE_WINDOW};
 use crate::tofec::{greedy, Strategy, Thresholds};
 
 /// The single task that owns the queues.
@@ -26,6 +27,11 @@ pub(super) struct Actor {
     active: HashMap<u64, Active>,
     q_bar: f64,
     thresholds: HashMap<(Op, i32, usize), Option<Thresholds>>,
+    /// `tofec-tail`: each class's costed codes, and each operation's measured excess (read,
+    /// write) and latest arrivals.
+    tables: HashMap<(Op, i32, usize), CodeTable>,
+    excess: [Excess; 2],
+    arrivals: [VecDeque<Instant>; 2],
     next: u64,
 }
 
@@ -40,6 +46,9 @@ impl Actor {
             active: HashMap::new(),
             q_bar: 0.0,
             thresholds: HashMap::new(),
+            tables: HashMap::new(),
+            excess: [Excess::Exponential, Excess::Exponential],
+            arrivals: [VecDeque::new(), VecDeque::new()],
             next: 0,
         }
     }
@@ -89,6 +98,13 @@ impl Actor {
         lock(&self.shared.counters).requests += 1;
         let q = self.queue.len() as f64;
         let alpha = self.cfg().alpha;
+        if let Some(i) = op_index(&job.kind) {
+            let seen = &mut self.arrivals[i];
+            seen.push_back(Instant::now());
+            if seen.len() > RATE_WINDOW {
+                seen.pop_front();
+            }
+        }
         self.q_bar = alpha * self.q_bar + (1.0 - alpha) * q;
         job.id = self.next;
         self.next += 1;
@@ -166,6 +182,39 @@ impl Actor {
                     Some(t) => t.code(self.q_bar),
                     None => (1, 1),
                 }
+            }
+            Strategy::TofecTail => {
+                let (class, mid) = size_class(size);
+                let key = (op, class, if coded { big_k } else { 0 });
+                let i = usize::from(op == Op::Write);
+                if !self.tables.contains_key(&key) {
+                    let model = {
+                        let m = lock(&self.shared.models);
+                        if op == Op::Write {
+                            m.write.0
+                        } else {
+                            m.read.0
+                        }
+                    };
+                    let chunks = |k: usize| {
+                        if coded {
+                            big_n / (big_k / k)
+                        } else {
+                            k
+                        }
+                    };
+                    let t = CodeTable::new(
+                        &model,
+                        &self.excess[i],
+                        mid,
+                        cfg.connections,
+                        &ks,
+                        cfg.r_max,
+                        chunks,
+                    );
+                    self.tables.insert(key, t);
+                }
+                self.tables[&key].best(rate(&self.arrivals[i]))
             }
         };
         // The largest dimension the file allows not above k; n within what it has.
@@ -573,12 +622,53 @@ impl Actor {
         }
         slot.2 = 0;
         let samples: Vec<TaskSample> = slot.1.iter().copied().collect();
-        if let Some((m, _)) = fit(&samples, cfg.fit_trim).filter(|(m, _)| m.is_valid()) {
+        let fitted = if cfg.strategy == Strategy::TofecTail {
+            // One code, one chunk size: the prior scaled to it (`fit_around`).
+            let prior = match op {
+                Op::Write => cfg.write_model,
+                _ => cfg.read_model,
+            };
+            fit_around(&samples, cfg.fit_trim, &prior)
+        } else {
+            fit(&samples, cfg.fit_trim).map(|(m, _)| m)
+        };
+        if let Some(m) = fitted.filter(|m| m.is_valid()) {
             slot.0 = m;
             drop(models);
             lock(&shared.counters).fits += 1;
             self.thresholds.retain(|k, _| k.0 != op);
+            if cfg.strategy == Strategy::TofecTail {
+                let i = usize::from(op == Op::Write);
+                if let Some(e) = Excess::measure(&samples, &m) {
+                    self.excess[i] = e;
+                }
+                self.tables.retain(|k, _| k.0 != op);
+            }
         }
+    }
+}
+
+/// Which of the `[read, write]` pairs a request of this kind counts in (heads in none).
+fn op_index(kind: &JobKind) -> Option<usize> {
+    match kind {
+        JobKind::Head { .. } => None,
+        JobKind::Read { .. } => Some(0),
+        JobKind::Write { .. } => Some(1),
+    }
+}
+
+/// Arrivals per second over the times kept (0 until two are).
+fn rate(arrivals: &VecDeque<Instant>) -> f64 {
+    match (arrivals.front(), arrivals.back()) {
+        (Some(first), Some(last)) if arrivals.len() > 1 => {
+            let span = last.duration_since(*first).as_secs_f64();
+            if span > 0.0 {
+                (arrivals.len() - 1) as f64 / span
+            } else {
+                0.0
+            }
+        }
+        _ => 0.0,
     }
 }
 

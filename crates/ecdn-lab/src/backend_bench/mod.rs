@@ -235,7 +235,7 @@ impl Contender {
     }
 
     fn is_tofec(&self) -> bool {
-        self.strategy == Strategy::Tofec
+        matches!(self.strategy, Strategy::Tofec | Strategy::TofecTail)
     }
 }
 

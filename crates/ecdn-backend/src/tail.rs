@@ -1,0 +1,350 @@
+//! TOFEC with the measured tail (beyond the paper; strategy `tofec-tail`): the same choice of
+//! code as Theorem 1 — the code with the least expected delay at the load the requests bring —
+//! but with the tail of a task's delay taken from the delays the proxy measured rather than
+//! assumed exponential.
+//!
+//! **Why.** The paper's model (§III-C) is a floor `Δ(B)` plus an exponential of mean `Ψ(B)`,
+//! and its thresholds (equations (8)–(11)) hold for that shape only. Measured against stores
+//! of other shapes (BENCHMARKS.md, issue 40), TOFEC chose `(12, 6)` under a Pareto excess of
+//! the same mean, where `(6, 3)` was 16% faster (six of twelve heavy-tailed tasks wait longer
+//! than three of six), and under S3's measured delays, whose whole tail lies beyond the fit's
+//! trimmed 10%, it misjudged what a second chunk buys.
+//!
+//! **The excess.** Each task's delay `x` for a chunk of `B` bytes becomes a standardised excess
+//! `z = (x − Δ(B)) / Ψ(B)`, with the floor and scale lines of the fitted model ([`crate::model::fit`]):
+//! the lines carry how delays grow with the chunk size, `z` the shape, pooled over every chunk
+//! size the proxy has used (so a code whose chunk size it has not used yet is judged by the
+//! shape measured on the others). A cancelled task (censored: its delay is only known to be
+//! longer) counts as in Kaplan–Meier's estimator; the mass beyond the largest observed excess
+//! is put one mean past it. Under the paper's model `z` is an exponential of mean 1, and every
+//! number below is the paper's.
+//!
+//! **A code's delay and cost** ([`CodeTable`]). With `n` tasks started together and the request
+//! done at the `k`-th completion, the service delay is `Δ(B) + Ψ(B)·E[Z(k:n)]` (equation (2)
+//! with `Σ 1/j` replaced by the `k`-th order statistic of `n` draws of the measured excess) and
+//! the connection time `n·Δ(B) + Ψ(B)·(Σ_{i≤k} E[Z(i:n)] + (n − k)·E[Z(k:n)])` (equation (3):
+//! the `n − k` tasks cancelled at the `k`-th completion ran as long as it).
+//!
+//! **The choice** ([`CodeTable::best`]): at arrival rate `λ` (measured over the last
+//! [`RATE_WINDOW`] arrivals of the operation), each code's expected delay is its service delay
+//! plus the wait of equation (11)'s queue, one server of rate `L/U` (M/M/1): `ρ/(1 − ρ)·U/L`
+//! with `ρ = λ·U/L`. The code with the least sum is used; when every code would overload the
+//! connections, the one with the least connection time.
+
+use crate::model::{DelayModel, TaskSample};
+
+/// Arrivals over which the request rate is measured (TOFEC's α = 0.99 weighs about as many).
+pub const RATE_WINDOW: usize = 100;
+
+/// Completed tasks the measured excess needs before it replaces the exponential.
+pub const MIN_COMPLETED: usize = 200;
+
+/// Support points the excess keeps (a quantile's worth of mass each, at its mean).
+const POINTS: usize = 256;
+
+/// The distribution of a task's standardised excess `z` (see the module documentation).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Excess {
+    /// The paper's: exponential of mean 1.
+    Exponential,
+    /// Measured: `(z, probability)`, `z` ascending, probabilities summing to 1.
+    Measured(Vec<(f64, f64)>),
+}
+
+impl Excess {
+    /// The excess of `samples` under `model`: `None` with fewer than [`MIN_COMPLETED`]
+    /// completed tasks.
+    pub fn measure(samples: &[TaskSample], model: &DelayModel) -> Option<Excess> {
+        let mut zs: Vec<(f64, bool)> = samples
+            .iter()
+            .filter(|s| s.delay.is_finite() && s.delay >= 0.0)
+            .map(|s| {
+                let b = s.bytes as f64;
+                let z = ((s.delay - model.floor(b)) / model.tail(b)).max(0.0);
+                (z, s.censored)
+            })
+            .filter(|(z, _)| z.is_finite())
+            .collect();
+        if zs.iter().filter(|(_, c)| !c).count() < MIN_COMPLETED {
+            return None;
+        }
+        // Kaplan–Meier: at each completed excess the survival falls by 1/(still at risk); a
+        // censored one only leaves the risk set. Ties: completions before censorings.
+        zs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        let mut at_risk = zs.len() as f64;
+        let mut survival = 1.0;
+        let mut mass: Vec<(f64, f64)> = Vec::new();
+        for &(z, censored) in &zs {
+            if !censored {
+                let p = survival / at_risk;
+                survival -= p;
+                mass.push((z, p));
+            }
+            at_risk -= 1.0;
+        }
+        let last = zs.last().map_or(0.0, |z| z.0);
+        if survival > 1e-12 {
+            mass.push((last + 1.0, survival));
+        }
+        Some(Excess::Measured(compress(&mass)))
+    }
+
+    /// `E[Z(i:n)]` for `i = 1..=n`: the expected order statistics of `n` independent draws.
+    pub fn order_statistics(&self, n: usize) -> Vec<f64> {
+        match self {
+            // Rényi: the i-th smallest of n exponentials of mean 1 is Σ_{j=n−i+1..n} 1/j.
+            Excess::Exponential => (1..=n)
+                .map(|i| (n - i + 1..=n).map(|j| 1.0 / j as f64).sum())
+                .collect(),
+            Excess::Measured(points) => {
+                // P(Z(i:n) ≤ z) = P(at least i of n draws ≤ z) = Σ_{j ≥ i} C(n, j) F^j (1 − F)^(n − j).
+                let mut out = vec![0.0; n];
+                let mut before = vec![0.0; n + 1]; // P(at least i ≤ previous point), i = 0..=n
+                let mut cdf = 0.0;
+                for &(z, p) in points {
+                    cdf = (cdf + p).min(1.0);
+                    let at_least = at_least_of(n, cdf);
+                    for i in 1..=n {
+                        out[i - 1] += z * (at_least[i] - before[i]);
+                    }
+                    before = at_least;
+                }
+                out
+            }
+        }
+    }
+}
+
+/// `P(Binomial(n, f) ≥ i)` for `i = 0..=n`.
+fn at_least_of(n: usize, f: f64) -> Vec<f64> {
+    // The binomial's probabilities by the recursion C(n, j+1)/C(n, j) = (n − j)/(j + 1).
+    let mut pmf = vec![0.0; n + 1];
+    if f >= 1.0 {
+        pmf[n] = 1.0;
+    } else {
+        pmf[0] = (1.0 - f).powi(n as i32);
+        let odds = f / (1.0 - f);
+        for j in 0..n {
+            pmf[j + 1] = pmf[j] * odds * (n - j) as f64 / (j + 1) as f64;
+        }
+    }
+    let mut out = vec![0.0; n + 1];
+    let mut tail = 0.0;
+    for i in (0..=n).rev() {
+        tail += pmf[i];
+        out[i] = tail.min(1.0);
+    }
+    out
+}
+
+/// At most [`POINTS`] points of about equal mass, each at the mean of what it merges.
+fn compress(mass: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let total: f64 = mass.iter().map(|m| m.1).sum();
+    if mass.len() <= POINTS || total <= 0.0 {
+        return mass.to_vec();
+    }
+    let step = total / POINTS as f64;
+    let mut out = Vec::with_capacity(POINTS + 1);
+    let (mut p, mut zp) = (0.0, 0.0);
+    for &(z, q) in mass {
+        p += q;
+        zp += z * q;
+        if p >= step {
+            out.push((zp / p, p));
+            (p, zp) = (0.0, 0.0);
+        }
+    }
+    if p > 0.0 {
+        out.push((zp / p, p));
+    }
+    out
+}
+
+/// One code's expected service delay and connection time (s).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CodeCost {
+    pub n: usize,
+    pub k: usize,
+    pub delay: f64,
+    pub usage: f64,
+}
+
+/// Every code a request class allows, costed (see the module documentation).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CodeTable {
+    pub codes: Vec<CodeCost>,
+    connections: f64,
+}
+
+impl CodeTable {
+    /// The codes for files of `size` bytes: every `k` of `ks` and `n` from `k` to the least of
+    /// `r_max·k` and `chunks(k)` (the chunks the file has at that `k`).
+    pub fn new(
+        model: &DelayModel,
+        excess: &Excess,
+        size: f64,
+        connections: usize,
+        ks: &[usize],
+        r_max: usize,
+        chunks: impl Fn(usize) -> usize,
+    ) -> CodeTable {
+        let most = ks
+            .iter()
+            .map(|&k| (r_max * k).min(chunks(k)))
+            .max()
+            .unwrap_or(1);
+        let stats: Vec<Vec<f64>> = (0..=most).map(|n| excess.order_statistics(n)).collect();
+        let mut codes = Vec::new();
+        for &k in ks.iter().filter(|&&k| k >= 1) {
+            let b = size / k as f64;
+            for n in k..=(r_max * k).min(chunks(k)).max(k) {
+                let Some(s) = stats.get(n) else { continue };
+                let kth = s[k - 1];
+                let before: f64 = s[..k].iter().sum();
+                codes.push(CodeCost {
+                    n,
+                    k,
+                    delay: model.floor(b) + model.tail(b) * kth,
+                    usage: n as f64 * model.floor(b)
+                        + model.tail(b) * (before + (n - k) as f64 * kth),
+                });
+            }
+        }
+        CodeTable {
+            codes,
+            connections: connections.max(1) as f64,
+        }
+    }
+
+    /// The code with the least expected delay at `rate` requests per second (see the module
+    /// documentation); `(1, 1)` if the table is empty.
+    pub fn best(&self, rate: f64) -> (usize, usize) {
+        let l = self.connections;
+        let expected = |c: &CodeCost| {
+            let rho = rate.max(0.0) * c.usage / l;
+            (rho < 1.0).then(|| c.delay + rho / (1.0 - rho) * c.usage / l)
+        };
+        let by_delay = self
+            .codes
+            .iter()
+            .filter_map(|c| expected(c).map(|d| (c, d)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(c, _)| c);
+        let least_usage = || self.codes.iter().min_by(|a, b| a.usage.total_cmp(&b.usage));
+        by_delay.or_else(least_usage).map_or((1, 1), |c| (c.n, c.k))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::MB;
+    use ecdn_trace::Rng;
+
+    fn samples(m: &DelayModel, draw: impl Fn(f64) -> f64, n: usize) -> Vec<TaskSample> {
+        let mut rng = Rng::new(7);
+        let mut out = Vec::new();
+        for i in 0..n {
+            let bytes = [250_000u64, 500_000, 1_000_000, 3_000_000][i % 4];
+            let b = bytes as f64;
+            let delay = m.floor(b) + m.tail(b) * draw(rng.f64());
+            out.push(TaskSample {
+                bytes,
+                delay,
+                censored: false,
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn the_exponential_gives_the_paper_s_equations() {
+        let m = DelayModel::PAPER_S3;
+        let t = CodeTable::new(
+            &m,
+            &Excess::Exponential,
+            3.0 * MB,
+            16,
+            &[1, 2, 3, 6],
+            2,
+            |k| 2 * k,
+        );
+        for c in &t.codes {
+            let d = m.service_delay(3.0 * MB, c.n, c.k);
+            let u = m.usage(3.0 * MB, c.n, c.k);
+            assert!((c.delay - d).abs() < 1e-12, "{c:?}: {d}");
+            assert!((c.usage - u).abs() < 1e-12, "{c:?}: {u}");
+        }
+        // At light load the longest code, under overload the cheapest.
+        assert_eq!(t.best(0.1), (12, 6));
+        assert_eq!(t.best(1e6), (1, 1));
+    }
+
+    #[test]
+    fn a_measured_exponential_is_the_exponential() {
+        let m = DelayModel::PAPER_S3;
+        let s = samples(&m, |u| -(1.0 - u).ln(), 20_000);
+        let e = Excess::measure(&s, &m).unwrap();
+        for n in [1, 2, 6, 12] {
+            let (got, want) = (
+                e.order_statistics(n),
+                Excess::Exponential.order_statistics(n),
+            );
+            for (g, w) in got.iter().zip(&want) {
+                assert!(
+                    (g - w).abs() < 0.06 * w.max(0.2),
+                    "n {n}: {got:?} vs {want:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_heavy_tail_of_the_same_mean_has_its_mass_in_the_last_draws() {
+        // A Pareto (Lomax) excess of shape 1.5 and mean 1, the bench's heavy-tail source: most
+        // tasks finish sooner than the exponential's, a few far later.
+        let m = DelayModel::PAPER_S3;
+        let pareto = |u: f64| 0.5 * ((1.0 - u).powf(-1.0 / 1.5) - 1.0);
+        let s = samples(&m, pareto, 40_000);
+        let e = Excess::measure(&s, &m).unwrap();
+        let (z, exp) = (
+            e.order_statistics(12),
+            Excess::Exponential.order_statistics(12),
+        );
+        assert!(z[..6].iter().zip(&exp).all(|(a, b)| a < b), "{z:?}");
+        assert!(z[11] > exp[11], "{z:?}");
+        // So the costed codes differ from the paper's.
+        let table = |e: &Excess| CodeTable::new(&m, e, 3.0 * MB, 16, &[1, 2, 3, 6], 2, |k| 2 * k);
+        assert_ne!(table(&e).codes, table(&Excess::Exponential).codes);
+    }
+
+    #[test]
+    fn censored_tasks_push_the_tail_out() {
+        let m = DelayModel::PAPER_S3;
+        let mut s = samples(&m, |u| -(1.0 - u).ln(), 4_000);
+        let plain = Excess::measure(&s, &m).unwrap().order_statistics(1)[0];
+        // A tenth of the tasks cancelled late: known only to be slower than 3 means.
+        for t in s.iter_mut().step_by(10) {
+            let b = t.bytes as f64;
+            t.delay = m.floor(b) + 3.0 * m.tail(b);
+            t.censored = true;
+        }
+        let with = Excess::measure(&s, &m).unwrap().order_statistics(1)[0];
+        assert!(with > plain * 1.1, "{with} vs {plain}");
+        // Too few completed tasks: no measured excess.
+        assert_eq!(Excess::measure(&s[..100], &m), None);
+    }
+
+    #[test]
+    fn order_statistics_are_ordered_and_average_to_the_mean() {
+        let m = DelayModel::PAPER_S3;
+        let s = samples(&m, |u| u * 2.0, 5_000); // uniform on [0, 2): mean 1
+        let e = Excess::measure(&s, &m).unwrap();
+        for n in 1..=12 {
+            let z = e.order_statistics(n);
+            assert!(z.windows(2).all(|w| w[0] <= w[1] + 1e-12), "{z:?}");
+            let mean = z.iter().sum::<f64>() / n as f64;
+            assert!((mean - 1.0).abs() < 0.03, "n {n}: mean {mean}");
+        }
+    }
+}
