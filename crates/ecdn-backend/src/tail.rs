@@ -25,16 +25,28 @@
 //! the connection time `n·Δ(B) + Ψ(B)·(Σ_{i≤k} E[Z(i:n)] + (n − k)·E[Z(k:n)])` (equation (3):
 //! the `n − k` tasks cancelled at the `k`-th completion ran as long as it).
 //!
-//! **The choice** ([`CodeTable::best`]): at arrival rate `λ` (measured over the last
-//! [`RATE_WINDOW`] arrivals of the operation), each code's expected delay is its service delay
-//! plus the wait of equation (11)'s queue, one server of rate `L/U` (M/M/1): `ρ/(1 − ρ)·U/L`
-//! with `ρ = λ·U/L`. The code with the least sum is used; when every code would overload the
-//! connections, the one with the least connection time.
+//! **The choice** ([`CodeTable::best`]): each code's expected delay is its service delay plus
+//! the wait of equation (11)'s queue, one server of rate `L/U` (M/M/1): `ρ/(1 − ρ)·U/L`. The
+//! load `ρ` a code would bring is measured, not computed from the arrival rate and the model:
+//! the connections' busy fraction over the last [`RATE_WINDOW`] arrivals, times the code's
+//! connection time over the mean of those the window's requests were given — so a model whose
+//! scale is still wrong (the prior, before the delays are fitted) misjudges no load, as
+//! TOFEC's backlog does not. The code with the least sum is used; when every code would
+//! overload the connections, the one with the least connection time.
 
 use crate::model::{DelayModel, TaskSample};
 
-/// Arrivals over which the request rate is measured (TOFEC's α = 0.99 weighs about as many).
+/// Arrivals over which the load is measured (TOFEC's α = 0.99 weighs about as many).
 pub const RATE_WINDOW: usize = 100;
+
+/// The load measured over the last arrivals ([`CodeTable::best`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Load {
+    /// The connections' busy fraction, in [0, 1].
+    pub busy: f64,
+    /// The mean connection time (s, by the model) of the codes the arrivals were given.
+    pub usage: f64,
+}
 
 /// Completed tasks the measured excess needs before it replaces the exponential.
 pub const MIN_COMPLETED: usize = 200;
@@ -216,12 +228,16 @@ impl CodeTable {
         }
     }
 
-    /// The code with the least expected delay at `rate` requests per second (see the module
-    /// documentation); `(1, 1)` if the table is empty.
-    pub fn best(&self, rate: f64) -> (usize, usize) {
+    /// The code with the least expected delay at `load` (see the module documentation); `(1, 1)`
+    /// at no cost if the table is empty.
+    pub fn best(&self, load: Load) -> CodeCost {
         let l = self.connections;
         let expected = |c: &CodeCost| {
-            let rho = rate.max(0.0) * c.usage / l;
+            let rho = if load.usage > 0.0 {
+                load.busy.clamp(0.0, 1.0) * c.usage / load.usage
+            } else {
+                0.0
+            };
             (rho < 1.0).then(|| c.delay + rho / (1.0 - rho) * c.usage / l)
         };
         let by_delay = self
@@ -231,7 +247,12 @@ impl CodeTable {
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .map(|(c, _)| c);
         let least_usage = || self.codes.iter().min_by(|a, b| a.usage.total_cmp(&b.usage));
-        by_delay.or_else(least_usage).map_or((1, 1), |c| (c.n, c.k))
+        by_delay.or_else(least_usage).copied().unwrap_or(CodeCost {
+            n: 1,
+            k: 1,
+            delay: 0.0,
+            usage: 0.0,
+        })
     }
 }
 
@@ -275,9 +296,19 @@ mod tests {
             assert!((c.delay - d).abs() < 1e-12, "{c:?}: {d}");
             assert!((c.usage - u).abs() < 1e-12, "{c:?}: {u}");
         }
-        // At light load the longest code, under overload the cheapest.
-        assert_eq!(t.best(0.1), (12, 6));
-        assert_eq!(t.best(1e6), (1, 1));
+        // At no load the longest code; with the connections always busy though the requests
+        // were given the cheapest code, that one (every code overloads them).
+        let best = |busy, usage| {
+            let c = t.best(Load { busy, usage });
+            (c.n, c.k)
+        };
+        assert_eq!(best(0.0, 0.0), (12, 6));
+        assert_eq!(best(1.0, m.usage(3.0 * MB, 1, 1)), (1, 1));
+        let longest = m.usage(3.0 * MB, 12, 6);
+        // The load a code brings scales with its connection time: half busy with (12, 6)
+        // makes (1, 1) a fraction as busy, so a shorter code than at no load is chosen.
+        let (n, k) = best(0.5, longest);
+        assert!(k < 6 && n >= k, "({n}, {k})");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::*;
 use crate::model::{fit, fit_around};
 use crate::store::{Head, Store, StoreFuture};
 use crate::strips::{self, Manifest};
-use crate::tail::{CodeTable, Excess, RATE_WINDOW};
+use crate::tail::{CodeTable, Excess, Load, RATE_WINDOW};
 use crate::tofec::{greedy, Strategy, Thresholds};
 
 /// The single task that owns the queues.
@@ -27,11 +27,15 @@ pub(super) struct Actor {
     active: HashMap<u64, Active>,
     q_bar: f64,
     thresholds: HashMap<(Op, i32, usize), Option<Thresholds>>,
-    /// `tofec-tail`: each class's costed codes, and each operation's measured excess (read,
-    /// write) and latest arrivals.
+    /// `tofec-tail`: each class's costed codes, each operation's measured excess (read, write),
+    /// and the latest arrivals: (when, the connections' busy time until then, the connection
+    /// time of the code given).
     tables: HashMap<(Op, i32, usize), CodeTable>,
     excess: [Excess; 2],
-    arrivals: [VecDeque<Instant>; 2],
+    arrivals: VecDeque<(Instant, f64, f64)>,
+    /// Connection-seconds the tasks ran, up to `busy_at`.
+    busy: f64,
+    busy_at: Instant,
     next: u64,
 }
 
@@ -48,7 +52,9 @@ impl Actor {
             thresholds: HashMap::new(),
             tables: HashMap::new(),
             excess: [Excess::Exponential, Excess::Exponential],
-            arrivals: [VecDeque::new(), VecDeque::new()],
+            arrivals: VecDeque::new(),
+            busy: 0.0,
+            busy_at: Instant::now(),
             next: 0,
         }
     }
@@ -88,6 +94,31 @@ impl Actor {
         &self.shared.cfg
     }
 
+    /// Adds the connection time the running tasks spent since the last tick (called before
+    /// `running` changes, and before the load is read).
+    fn busy_tick(&mut self) {
+        let now = Instant::now();
+        let dt = now.duration_since(self.busy_at).as_secs_f64();
+        self.busy += self.running.len() as f64 * dt;
+        self.busy_at = now;
+    }
+
+    /// `tofec-tail`'s load over the arrivals kept (none yet: no load).
+    fn load(&self) -> Load {
+        let Some(first) = self.arrivals.front() else {
+            return Load::default();
+        };
+        let span = self.busy_at.duration_since(first.0).as_secs_f64();
+        if span <= 0.0 {
+            return Load::default();
+        }
+        let given = self.arrivals.iter().map(|a| a.2).sum::<f64>() / self.arrivals.len() as f64;
+        Load {
+            busy: (self.busy - first.1) / (span * self.cfg().connections.max(1) as f64),
+            usage: given,
+        }
+    }
+
     fn idle(&self) -> usize {
         self.cfg().connections.saturating_sub(self.running.len())
     }
@@ -98,13 +129,6 @@ impl Actor {
         lock(&self.shared.counters).requests += 1;
         let q = self.queue.len() as f64;
         let alpha = self.cfg().alpha;
-        if let Some(i) = op_index(&job.kind) {
-            let seen = &mut self.arrivals[i];
-            seen.push_back(Instant::now());
-            if seen.len() > RATE_WINDOW {
-                seen.pop_front();
-            }
-        }
         self.q_bar = alpha * self.q_bar + (1.0 - alpha) * q;
         job.id = self.next;
         self.next += 1;
@@ -214,7 +238,13 @@ impl Actor {
                     );
                     self.tables.insert(key, t);
                 }
-                self.tables[&key].best(rate(&self.arrivals[i]))
+                self.busy_tick();
+                let c = self.tables[&key].best(self.load());
+                self.arrivals.push_back((self.busy_at, self.busy, c.usage));
+                if self.arrivals.len() > RATE_WINDOW {
+                    self.arrivals.pop_front();
+                }
+                (c.n, c.k)
             }
         };
         // The largest dimension the file allows not above k; n within what it has.
@@ -339,6 +369,7 @@ impl Actor {
     }
 
     fn start(&mut self, t: QueuedTask) {
+        self.busy_tick();
         let id = self.next;
         self.next += 1;
         let me = self.me.clone();
@@ -368,6 +399,9 @@ impl Actor {
 
     /// A task finished (or failed): its delay recorded, its request advanced.
     fn done(&mut self, task: u64, out: Result<TaskOut, String>) {
+        if self.running.contains_key(&task) {
+            self.busy_tick();
+        }
         // A task cancelled meanwhile: its connection was freed then.
         let Some(r) = self.running.remove(&task) else {
             return;
@@ -579,6 +613,7 @@ impl Actor {
     /// Drops a request's queued tasks and aborts its running ones (their delays recorded as
     /// lower bounds).
     fn cancel(&mut self, job: u64) {
+        self.busy_tick();
         self.tasks.retain(|t| t.job != job);
         let ids: Vec<u64> = self
             .running
@@ -645,30 +680,6 @@ impl Actor {
                 self.tables.retain(|k, _| k.0 != op);
             }
         }
-    }
-}
-
-/// Which of the `[read, write]` pairs a request of this kind counts in (heads in none).
-fn op_index(kind: &JobKind) -> Option<usize> {
-    match kind {
-        JobKind::Head { .. } => None,
-        JobKind::Read { .. } => Some(0),
-        JobKind::Write { .. } => Some(1),
-    }
-}
-
-/// Arrivals per second over the times kept (0 until two are).
-fn rate(arrivals: &VecDeque<Instant>) -> f64 {
-    match (arrivals.front(), arrivals.back()) {
-        (Some(first), Some(last)) if arrivals.len() > 1 => {
-            let span = last.duration_since(*first).as_secs_f64();
-            if span > 0.0 {
-                (arrivals.len() - 1) as f64 / span
-            } else {
-                0.0
-            }
-        }
-        _ => 0.0,
     }
 }
 
