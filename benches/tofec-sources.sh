@@ -18,7 +18,7 @@ out=${2:-$(mktemp -d /tmp/tofec-sources.XXXXXX)}
 mkdir -p "$out"
 ecdn=./target/release/ecdn
 empirical="empirical:$PWD/benches/data/s3-get-latency.txt"
-reads=tofec-mm1,tofec-mml,greedy,static-1-1,static-2-1,static-4-2,static-6-3
+reads=tofec-mm1,tofec-tail,greedy,static-1-1,static-2-1,static-4-2,static-6-3
 writes3=tofec-mm1,tofec-mml,greedy,static-1-1,static-2-1
 writes30=$reads
 # The first strategy run under a source was measured slower whatever its code (writes):

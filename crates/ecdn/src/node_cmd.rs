@@ -111,8 +111,8 @@ pub struct NodeArgs {
     /// Worker threads [default: all cores].
     #[arg(long, short = 'j')]
     threads: Option<usize>,
-    /// S3 origins: how each read's code is chosen, tofec, greedy or static-N-K [default:
-    /// tofec].
+    /// S3 origins: how each read's code is chosen, tofec, tofec-tail (the delays' measured
+    /// tail), greedy or static-N-K [default: tofec].
     #[arg(long)]
     backend_strategy: Option<String>,
     /// S3 origins: connections to each store [default: 16].
