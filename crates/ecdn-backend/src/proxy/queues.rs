@@ -119,6 +119,16 @@ impl Actor {
         }
     }
 
+    /// The delay model the operation's fits have reached.
+    fn model_of(&self, op: Op) -> DelayModel {
+        let m = lock(&self.shared.models);
+        if op == Op::Write {
+            m.write.0
+        } else {
+            m.read.0
+        }
+    }
+
     fn idle(&self) -> usize {
         self.cfg().connections.saturating_sub(self.running.len())
     }
@@ -177,21 +187,15 @@ impl Actor {
             // No chunks of S3's least part size: the whole file, k = 1.
             ks.retain(|k| k <= max_k.max(&1));
         }
+        // TOFEC's tables are per request class: operation, size class, coded file's K.
+        let (class, mid) = size_class(size);
+        let key = (op, class, if coded { big_k } else { 0 });
         let (n, k) = match cfg.strategy {
             Strategy::Static { n, k } => (n, k),
             Strategy::Greedy => greedy(self.idle(), &ks, cfg.r_max),
             Strategy::Tofec => {
-                let (class, mid) = size_class(size);
-                let key = (op, class, if coded { big_k } else { 0 });
                 if !self.thresholds.contains_key(&key) {
-                    let model = {
-                        let m = lock(&self.shared.models);
-                        if op == Op::Write {
-                            m.write.0
-                        } else {
-                            m.read.0
-                        }
-                    };
+                    let model = self.model_of(op);
                     let t = Thresholds::new(
                         &model,
                         mid,
@@ -208,18 +212,9 @@ impl Actor {
                 }
             }
             Strategy::TofecTail => {
-                let (class, mid) = size_class(size);
-                let key = (op, class, if coded { big_k } else { 0 });
                 let i = usize::from(op == Op::Write);
                 if !self.tables.contains_key(&key) {
-                    let model = {
-                        let m = lock(&self.shared.models);
-                        if op == Op::Write {
-                            m.write.0
-                        } else {
-                            m.read.0
-                        }
-                    };
+                    let model = self.model_of(op);
                     let chunks = |k: usize| {
                         if coded {
                             big_n / (big_k / k)
