@@ -394,9 +394,7 @@ impl Actor {
 
     /// A task finished (or failed): its delay recorded, its request advanced.
     fn done(&mut self, task: u64, out: Result<TaskOut, String>) {
-        if self.running.contains_key(&task) {
-            self.busy_tick();
-        }
+        self.busy_tick();
         // A task cancelled meanwhile: its connection was freed then.
         let Some(r) = self.running.remove(&task) else {
             return;

@@ -493,6 +493,8 @@ pub struct AdaptSize {
     windows: u64,
     /// Whether the first windows are shorter ([`AdaptSize::window_now`]).
     ramp: bool,
+    /// The current window's length in requests (set at each window end).
+    current: usize,
     seen: usize,
     requests: u64,
     /// Requests of the current window.
@@ -535,10 +537,11 @@ impl AdaptSize {
                 main_hits: 0,
                 follow_model: true,
                 overruled: 0,
-                until_check: (window.max(1) >> RAMP).div_ceil(16).max(1),
+                until_check: 1,
             }),
             windows: 0,
             ramp: true,
+            current: 1,
             seen: 0,
             requests: 0,
             log: Vec::new(),
@@ -553,6 +556,7 @@ impl AdaptSize {
             history: vec![(0, c)],
             last_prediction: None,
         }
+        .with_ramp(true)
     }
 
     /// Sets how the model learns the objects' request processes (before the first request).
@@ -568,7 +572,8 @@ impl AdaptSize {
     /// off, every window is Δ long, as the paper's §4.2 reads.
     pub fn with_ramp(mut self, ramp: bool) -> Self {
         self.ramp = ramp;
-        let check_every = self.window_now().div_ceil(16).max(1);
+        self.current = self.ramp_window();
+        let check_every = self.check_every();
         if let Some(g) = self.guard.as_mut() {
             g.until_check = check_every;
         }
@@ -666,6 +671,7 @@ impl AdaptSize {
     /// solver thread in background mode) and lets the guard judge the window.
     pub fn retune(&mut self) {
         self.windows += 1;
+        self.current = self.ramp_window();
         if let Some(g) = self.guard.as_mut() {
             if g.shadow.hits > g.main_hits {
                 g.follow_model = !g.follow_model;
@@ -724,11 +730,21 @@ impl AdaptSize {
     /// The length of the current window in requests. **Warm-up ramp** (beyond the paper, which
     /// does not say how AdaptSize starts): the first window lasts Δ/2^[`RAMP`] requests and each
     /// next one twice as long, up to Δ, so the model's first c comes after Δ/16 requests rather
-    /// than Δ. Until it comes the cache admits everything; on a cache that starts empty, that
-    /// first window of plain LRU cost up to 0.012 of the OHR of a 1.5M-request run against the
-    /// best static threshold (BENCHMARKS.md, issue 64). The model learns from the window's own
-    /// requests and knows how long it was, so short windows need nothing else.
+    /// than Δ. Until it comes the cache admits everything; on shot-noise traces of 1.64M
+    /// requests the ramp raised the OHR by 0.004–0.015 (BENCHMARKS.md, issue 64). The model
+    /// learns from the window's own requests and knows how long it was, so short windows need
+    /// nothing else.
     pub fn window_now(&self) -> usize {
+        self.current
+    }
+
+    /// The guard's early check: every sixteenth of the current window.
+    fn check_every(&self) -> usize {
+        self.current.div_ceil(16).max(1)
+    }
+
+    /// The length of the window after `windows` have ended ([`AdaptSize::window_now`]).
+    fn ramp_window(&self) -> usize {
         if !self.ramp {
             return self.window;
         }
@@ -757,7 +773,7 @@ impl Admission for AdaptSize {
     fn observe(&mut self, req: &Request, hit: bool) {
         self.apply_published();
         let now = self.requests;
-        let check_every = self.window_now().div_ceil(16).max(1);
+        let check_every = self.check_every();
         if let Some(g) = self.guard.as_mut() {
             g.main_hits += hit as u64;
             let other = if g.follow_model {
@@ -789,7 +805,7 @@ impl Admission for AdaptSize {
         });
         self.requests += 1;
         self.seen += 1;
-        if self.seen >= self.window_now() {
+        if self.seen >= self.current {
             self.seen = 0;
             self.retune();
         }

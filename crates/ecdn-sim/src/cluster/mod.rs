@@ -968,7 +968,6 @@ fn ratio(a: impl Into<u128>, b: impl Into<u128>) -> f64 {
     }
 }
 
-/// Runs one cluster simulation over `reader`; `progress` gets processed-request counts.
 /// An age setting of resync or reinsertion as the command lines write it (`--resync`,
 /// `--reinsert`): `off` (`None`), or a fraction of the FIFO, 0 or above.
 pub fn parse_fifo_age(s: &str) -> Result<Option<f64>, String> {
@@ -983,6 +982,7 @@ pub fn parse_fifo_age(s: &str) -> Result<Option<f64>, String> {
     }
 }
 
+/// Runs one cluster simulation over `reader`; `progress` gets processed-request counts.
 pub fn simulate_cluster(
     reader: &mut dyn RequestReader,
     cfg: &ClusterConfig,
