@@ -13,7 +13,7 @@ use super::*;
 use crate::model::{fit, fit_around};
 use crate::store::{Head, Store, StoreFuture};
 use crate::strips::{self, Manifest};
-use crate::tail::{CodeTable, Excess, Load, RATE_WINDOW};
+use crate::tail::{CodeTable, Excess, Load, RATE_WINDOW, SLOW_WINDOW};
 use crate::tofec::{greedy, Strategy, Thresholds};
 
 /// The single task that owns the queues.
@@ -28,8 +28,8 @@ pub(super) struct Actor {
     q_bar: f64,
     thresholds: HashMap<(Op, i32, usize), Option<Thresholds>>,
     /// `tofec-tail`: each class's costed codes, each operation's measured excess (read, write),
-    /// and the latest arrivals: (when, the connections' busy time until then, the connection
-    /// time of the code given).
+    /// and the latest [`SLOW_WINDOW`] arrivals: (when, the connections' busy time until then,
+    /// the connection time of the code given).
     tables: HashMap<(Op, i32, usize), CodeTable>,
     excess: [Excess; 2],
     arrivals: VecDeque<(Instant, f64, f64)>,
@@ -103,16 +103,18 @@ impl Actor {
         self.busy_at = now;
     }
 
-    /// `tofec-tail`'s load over the arrivals kept (none yet: no load).
-    fn load(&self) -> Load {
-        let Some(first) = self.arrivals.front() else {
+    /// `tofec-tail`'s load over the last `window` arrivals kept (none yet: no load).
+    fn load(&self, window: usize) -> Load {
+        let skip = self.arrivals.len().saturating_sub(window);
+        let Some(first) = self.arrivals.get(skip) else {
             return Load::default();
         };
         let span = self.busy_at.duration_since(first.0).as_secs_f64();
         if span <= 0.0 {
             return Load::default();
         }
-        let given = self.arrivals.iter().map(|a| a.2).sum::<f64>() / self.arrivals.len() as f64;
+        let kept = self.arrivals.len() - skip;
+        let given = self.arrivals.iter().skip(skip).map(|a| a.2).sum::<f64>() / kept as f64;
         Load {
             busy: (self.busy - first.1) / (span * self.cfg().connections.max(1) as f64),
             usage: given,
@@ -234,9 +236,10 @@ impl Actor {
                     self.tables.insert(key, t);
                 }
                 self.busy_tick();
-                let c = self.tables[&key].best(self.load());
+                let loads = [self.load(RATE_WINDOW), self.load(SLOW_WINDOW)];
+                let c = self.tables[&key].best(&loads);
                 self.arrivals.push_back((self.busy_at, self.busy, c.usage));
-                if self.arrivals.len() > RATE_WINDOW {
+                if self.arrivals.len() > SLOW_WINDOW {
                     self.arrivals.pop_front();
                 }
                 (c.n, c.k)
