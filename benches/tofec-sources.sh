@@ -7,6 +7,11 @@
 #
 #   benches/tofec-sources.sh [reads|writes|bed|all] [OUT_DIR]
 #   REVERSE=1 benches/tofec-sources.sh writes    # the strategies in reverse order (TOFEC last)
+#   ROUNDS=3 DURATION=15s benches/tofec-sources.sh reads   # rounds and arrivals per run
+#
+# Reads run ROUNDS rounds (default 3), round r with seed r (other delays, other arrivals: a
+# round with the same seed would draw the same delays again), into reads-rR.json;
+# benches/tofec-rounds.py then prints every row's means over the rounds and the ratios.
 #
 # Needs a release build (cargo build --release -p ecdn). Each part writes its JSON lines to
 # OUT_DIR (default: a new directory under /tmp) and prints its tables (the best mean of each
@@ -26,9 +31,12 @@ writes30=$reads
 order() { if [ "${REVERSE:-0}" = 1 ]; then echo "$1" | tr , '\n' | tac | paste -sd, -; else echo "$1"; fi; }
 
 if [ "$part" = reads ] || [ "$part" = all ]; then
-  $ecdn backend bench --store-delays "model,$empirical,heavy-tail,slow-periods" \
-    --strategies "$reads" --loads 0.15,0.5,0.85 --duration 30s --warmup 4s --drain 10s \
-    --json >"$out/reads.json"
+  for r in $(seq 1 "${ROUNDS:-3}"); do
+    $ecdn backend bench --store-delays "model,$empirical,heavy-tail,slow-periods" \
+      --strategies "$reads" --loads 0.15,0.5,0.85 --duration "${DURATION:-30s}" --warmup 4s \
+      --drain 10s --seed "$r" --json >"$out/reads-r$r.json"
+  done
+  python3 benches/tofec-rounds.py "$out"/reads-r*.json >&2
 fi
 if [ "$part" = writes ] || [ "$part" = all ]; then
   # A 3 MB file has no chunk of 5 MiB: every write is the whole file, k = 1, by n racing
