@@ -291,18 +291,16 @@ mod tests {
         out
     }
 
+    /// The codes of a 3 MB file of (12, 6) strips under S3's model, 16 connections.
+    fn paper_table(excess: &Excess) -> CodeTable {
+        let m = DelayModel::PAPER_S3;
+        CodeTable::new(&m, excess, 3.0 * MB, 16, &[1, 2, 3, 6], 2, |k| 2 * k)
+    }
+
     #[test]
     fn the_exponential_gives_the_paper_s_equations() {
         let m = DelayModel::PAPER_S3;
-        let t = CodeTable::new(
-            &m,
-            &Excess::Exponential,
-            3.0 * MB,
-            16,
-            &[1, 2, 3, 6],
-            2,
-            |k| 2 * k,
-        );
+        let t = paper_table(&Excess::Exponential);
         for c in &t.codes {
             let d = m.service_delay(3.0 * MB, c.n, c.k);
             let u = m.usage(3.0 * MB, c.n, c.k);
@@ -327,15 +325,7 @@ mod tests {
     #[test]
     fn a_dip_in_the_recent_load_is_not_believed_while_the_slow_window_says_busy() {
         let m = DelayModel::PAPER_S3;
-        let t = CodeTable::new(
-            &m,
-            &Excess::Exponential,
-            3.0 * MB,
-            16,
-            &[1, 2, 3, 6],
-            2,
-            |k| 2 * k,
-        );
+        let t = paper_table(&Excess::Exponential);
         let one = m.usage(3.0 * MB, 1, 1);
         let at = |busy| Load { busy, usage: one };
         // 85% busy with every read given (1, 1): (1, 1). A hundred arrivals at 40% alone: a
@@ -386,8 +376,10 @@ mod tests {
         assert!(z[..6].iter().zip(&exp).all(|(a, b)| a < b), "{z:?}");
         assert!(z[11] > exp[11], "{z:?}");
         // So the costed codes differ from the paper's.
-        let table = |e: &Excess| CodeTable::new(&m, e, 3.0 * MB, 16, &[1, 2, 3, 6], 2, |k| 2 * k);
-        assert_ne!(table(&e).codes, table(&Excess::Exponential).codes);
+        assert_ne!(
+            paper_table(&e).codes,
+            paper_table(&Excess::Exponential).codes
+        );
     }
 
     #[test]
