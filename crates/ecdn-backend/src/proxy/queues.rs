@@ -29,10 +29,12 @@ pub(super) struct Actor {
     thresholds: HashMap<(Op, i32, usize), Option<Thresholds>>,
     /// `tofec-tail`: each class's costed codes, each operation's measured excess (read, write),
     /// and the latest [`SLOW_WINDOW`] arrivals: (when, the connections' busy time until then,
-    /// the connection time of the code given).
+    /// the connection time given to the arrivals before it).
     tables: HashMap<(Op, i32, usize), CodeTable>,
     excess: [Excess; 2],
     arrivals: VecDeque<(Instant, f64, f64)>,
+    /// Connection time (s, by the model) of the codes given to every arrival so far.
+    given: f64,
     /// Connection-seconds the tasks ran, up to `busy_at`.
     busy: f64,
     busy_at: Instant,
@@ -53,6 +55,7 @@ impl Actor {
             tables: HashMap::new(),
             excess: [Excess::Exponential, Excess::Exponential],
             arrivals: VecDeque::new(),
+            given: 0.0,
             busy: 0.0,
             busy_at: Instant::now(),
             next: 0,
@@ -114,10 +117,9 @@ impl Actor {
             return Load::default();
         }
         let kept = self.arrivals.len() - skip;
-        let given = self.arrivals.iter().skip(skip).map(|a| a.2).sum::<f64>() / kept as f64;
         Load {
             busy: (self.busy - first.1) / (span * self.cfg().connections.max(1) as f64),
-            usage: given,
+            usage: (self.given - first.2) / kept as f64,
         }
     }
 
@@ -238,7 +240,9 @@ impl Actor {
                 self.busy_tick();
                 let loads = [self.load(RATE_WINDOW), self.load(SLOW_WINDOW)];
                 let c = self.tables[&key].best(&loads);
-                self.arrivals.push_back((self.busy_at, self.busy, c.usage));
+                self.arrivals
+                    .push_back((self.busy_at, self.busy, self.given));
+                self.given += c.usage;
                 if self.arrivals.len() > SLOW_WINDOW {
                     self.arrivals.pop_front();
                 }
