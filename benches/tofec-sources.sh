@@ -8,6 +8,7 @@
 #   benches/tofec-sources.sh [reads|writes|bed|all] [OUT_DIR]
 #   REVERSE=1 benches/tofec-sources.sh writes    # the strategies in reverse order (TOFEC last)
 #   ROUNDS=3 DURATION=15s benches/tofec-sources.sh reads   # rounds and arrivals per run
+#   LOADS=0.15 STRATEGIES=tofec-tail,static-1-1 benches/tofec-sources.sh reads   # a part of it
 #
 # Reads run ROUNDS rounds (default 3), round r with seed r (other delays, other arrivals: a
 # round with the same seed would draw the same delays again), into reads-rR.json;
@@ -33,7 +34,7 @@ order() { if [ "${REVERSE:-0}" = 1 ]; then echo "$1" | tr , '\n' | tac | paste -
 if [ "$part" = reads ] || [ "$part" = all ]; then
   for r in $(seq 1 "${ROUNDS:-3}"); do
     $ecdn backend bench --store-delays "model,$empirical,heavy-tail,slow-periods" \
-      --strategies "$reads" --loads 0.15,0.5,0.85 --duration "${DURATION:-30s}" --warmup 4s \
+      --strategies "${STRATEGIES:-$reads}" --loads "${LOADS:-0.15,0.5,0.85}" --duration "${DURATION:-30s}" --warmup 4s \
       --drain 10s --seed "$r" --json >"$out/reads-r$r.json"
   done
   python3 benches/tofec-rounds.py "$out"/reads-r*.json >&2

@@ -10,8 +10,11 @@
 //!
 //! The [`Manifest`] (size, `N`, `K`, strip size, the SHA-256 of the object and the CRC-32C of
 //! every strip) travels with the object as S3 user metadata (`x-amz-meta-ecdn-tofec`); a strip
-//! whose CRC does not match is treated as a failed read, and the decoded object is checked
-//! against the SHA-256 before it is answered.
+//! whose CRC does not match is treated as a failed read, and a strip rebuilt from the parity
+//! is checked against its CRC before the object is answered. The SHA-256 names the object's
+//! bytes for whoever reads the file without the proxy; reads do not compute it (at 3 MB it was
+//! a third of a read's CPU on loopback, and every byte answered is already covered by a CRC:
+//! BENCHMARKS.md, issue 64).
 
 use std::fmt;
 
@@ -62,8 +65,8 @@ pub enum StripError {
     Corrupt(usize),
     #[error("{got} chunks of {m} strips cannot be decoded: {need} strips needed")]
     TooFew { got: usize, m: usize, need: usize },
-    #[error("the decoded object fails its SHA-256")]
-    Checksum,
+    #[error("strip {0}, rebuilt from the others, fails its CRC-32C")]
+    Rebuilt(usize),
     #[error("coding: {0}")]
     Codec(#[from] ecdn_codec::CodecError),
 }
@@ -213,7 +216,10 @@ pub fn check_chunk(m: &Manifest, k: usize, c: usize, chunk: &[u8]) -> Result<(),
 }
 
 /// The object from chunks of the code `(·, k)` (`(index, bytes)`, each already checked with
-/// [`check_chunk`]; any `k` distinct ones suffice), checked against its SHA-256.
+/// [`check_chunk`]; any `k` distinct ones suffice). With every data strip at hand the object is
+/// those strips in order (no copy at all when one chunk holds them, `k = 1`'s first); otherwise
+/// the missing ones are rebuilt from the parity, and each rebuilt strip is checked against its
+/// CRC-32C (a corrupt parity strip, or a wrong rebuild, is not answered).
 pub fn decode(
     codecs: &CodecCache,
     m: &Manifest,
@@ -222,6 +228,7 @@ pub fn decode(
 ) -> Result<Bytes, StripError> {
     let per = m.k / k.max(1);
     let strip = m.strip as usize;
+    let size = m.size as usize;
     // Strip index → its bytes, from the chunks given.
     let mut strips: Vec<Option<&[u8]>> = vec![None; m.n];
     for (c, bytes) in chunks {
@@ -239,32 +246,43 @@ pub fn decode(
             need: m.k,
         });
     }
-    let mut out = vec![0u8; m.k * strip];
-    let missing = strips[..m.k].iter().any(Option::is_none);
-    if missing {
-        let codec: std::sync::Arc<dyn Codec> = codecs.get(m.k, m.n - m.k)?;
-        let (data_out, _) = out.split_at_mut(m.k * strip);
-        let mut outs = data_out.chunks_mut(strip);
-        let mut slots: Vec<Shard<'_>> = Vec::with_capacity(m.n);
-        for (i, s) in strips.iter().enumerate() {
-            let out = if i < m.k { outs.next() } else { None };
-            slots.push(match (s, out) {
-                (Some(s), _) => Shard::Present(s),
-                (None, Some(o)) => Shard::Rebuild(o),
-                (None, None) => Shard::Absent,
-            });
+    let missing: Vec<usize> = (0..m.k).filter(|&i| strips[i].is_none()).collect();
+    if missing.is_empty() {
+        if let Some((_, whole)) = chunks.iter().find(|(c, b)| *c == 0 && b.len() >= size) {
+            return Ok(whole.slice(..size));
         }
-        codec.reconstruct_shards(&mut slots)?;
+        let mut out = Vec::with_capacity(m.k * strip);
+        for s in strips[..m.k].iter().flatten() {
+            out.extend_from_slice(s);
+        }
+        out.truncate(size);
+        return Ok(Bytes::from(out));
     }
+    let mut out = vec![0u8; m.k * strip];
     for (i, s) in strips[..m.k].iter().enumerate() {
         if let Some(s) = s {
             out[i * strip..(i + 1) * strip].copy_from_slice(s);
         }
     }
-    out.truncate(m.size as usize);
-    if hex(&Sha256::digest(&out)) != m.sha256 {
-        return Err(StripError::Checksum);
+    let codec: std::sync::Arc<dyn Codec> = codecs.get(m.k, m.n - m.k)?;
+    let mut outs = out.chunks_mut(strip);
+    let mut slots: Vec<Shard<'_>> = Vec::with_capacity(m.n);
+    for (i, s) in strips.iter().enumerate() {
+        let out = if i < m.k { outs.next() } else { None };
+        slots.push(match (s, out) {
+            (Some(s), _) => Shard::Present(s),
+            (None, Some(o)) => Shard::Rebuild(o),
+            (None, None) => Shard::Absent,
+        });
     }
+    codec.reconstruct_shards(&mut slots)?;
+    for i in missing {
+        let rebuilt = &out[i * strip..(i + 1) * strip];
+        if m.crcs.get(i) != Some(&ecdn_store::crc32c(rebuilt)) {
+            return Err(StripError::Rebuilt(i));
+        }
+    }
+    out.truncate(size);
     Ok(Bytes::from(out))
 }
 
@@ -276,6 +294,16 @@ pub(crate) fn hex(b: &[u8]) -> String {
 mod tests {
     use super::*;
     use ecdn_trace::Rng;
+
+    /// Chunks `cs` of the code `(·, k)`, cut from the coded file.
+    fn chunks_of(m: &Manifest, file: &[u8], k: usize, cs: &[usize]) -> Vec<(usize, Bytes)> {
+        cs.iter()
+            .map(|&c| {
+                let r = m.chunk_range(k, c);
+                (c, Bytes::copy_from_slice(&file[r.start as usize..r.end as usize]))
+            })
+            .collect()
+    }
 
     fn data(seed: u64, len: usize) -> Vec<u8> {
         let mut rng = Rng::new(seed);
@@ -294,14 +322,16 @@ mod tests {
             assert_eq!(back, m);
             for k in Manifest::dimensions(big_k, 6) {
                 let chunks_total = big_n / (big_k / k);
-                let chunk = |c: usize| {
-                    let r = m.chunk_range(k, c);
-                    Bytes::copy_from_slice(&file[r.start as usize..r.end as usize])
-                };
-                // The last k chunks (parity where there is any), and the first k.
-                for start in [chunks_total - k, 0] {
-                    let got: Vec<(usize, Bytes)> =
-                        (start..start + k).map(|c| (c, chunk(c))).collect();
+                // The last k chunks (parity where there is any), the first k (the data: no
+                // decode), and from the second on, given last first (a data strip or more
+                // rebuilt, the chunks in any order).
+                let sets: [Vec<usize>; 3] = [
+                    (chunks_total - k..chunks_total).collect(),
+                    (0..k).collect(),
+                    (1..chunks_total.min(k + 1)).rev().collect(),
+                ];
+                for cs in sets.iter().filter(|cs| cs.len() == k) {
+                    let got = chunks_of(&m, &file, k, cs);
                     for (c, b) in &got {
                         check_chunk(&m, k, *c, b).unwrap();
                     }
@@ -326,17 +356,20 @@ mod tests {
             check_chunk(&m, 3, 1, &c1[1..]),
             Err(StripError::ChunkLength { .. })
         ));
-        // A corrupt strip that slipped through is caught by the SHA-256.
-        let chunks: Vec<(usize, Bytes)> = (0..3)
-            .map(|c| {
-                let r = m.chunk_range(3, c);
-                (
-                    c,
-                    Bytes::copy_from_slice(&file[r.start as usize..r.end as usize]),
-                )
-            })
-            .collect();
-        assert_eq!(decode(&codecs, &m, 3, &chunks), Err(StripError::Checksum));
+        file[r.start as usize + 5] ^= 1;
+        // A corrupt parity strip that slipped through: the data strips rebuilt from it fail
+        // their CRCs. Chunks 1, 2 and 4 of (·, 3) are strips 2–5 and 8–9: data strips 0 and 1
+        // rebuilt, with strip 8 corrupted.
+        let p = m.chunk_range(3, 4);
+        file[p.start as usize] ^= 1;
+        let chunks = chunks_of(&m, &file, 3, &[1, 2, 4]);
+        assert!(matches!(
+            decode(&codecs, &m, 3, &chunks),
+            Err(StripError::Rebuilt(0 | 1))
+        ));
+        file[p.start as usize] ^= 1;
+        let good = chunks_of(&m, &file, 3, &[1, 2, 4]);
+        assert_eq!(decode(&codecs, &m, 3, &good).unwrap(), &d[..]);
         assert!(matches!(
             decode(&codecs, &m, 3, &chunks[..2]),
             Err(StripError::TooFew { .. })
