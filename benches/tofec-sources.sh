@@ -10,9 +10,10 @@
 #   ROUNDS=3 DURATION=15s benches/tofec-sources.sh reads   # rounds and arrivals per run
 #   LOADS=0.15 STRATEGIES=tofec-tail,static-1-1 benches/tofec-sources.sh reads   # a part of it
 #
-# Reads run ROUNDS rounds (default 3), round r with seed r (other delays, other arrivals: a
-# round with the same seed would draw the same delays again), into reads-rR.json;
-# benches/tofec-rounds.py then prints every row's means over the rounds and the ratios.
+# Reads and writes run ROUNDS rounds (default 3), round r with seed r (other delays, other
+# arrivals: a round with the same seed would draw the same delays again), into reads-rR.json,
+# writes-3MB-rR.json and writes-30MB-rR.json; benches/tofec-rounds.py then prints every row's
+# means over the rounds and the ratios.
 #
 # Needs a release build (cargo build --release -p ecdn). Each part writes its JSON lines to
 # OUT_DIR (default: a new directory under /tmp) and prints its tables (the best mean of each
@@ -25,7 +26,7 @@ mkdir -p "$out"
 ecdn=./target/release/ecdn
 empirical="empirical:$PWD/benches/data/s3-get-latency.txt"
 reads=tofec-mm1,tofec-tail,greedy,static-1-1,static-2-1,static-4-2,static-6-3
-writes3=tofec-mm1,tofec-mml,greedy,static-1-1,static-2-1
+writes3=tofec-mm1,tofec-tail,greedy,static-1-1,static-2-1
 writes30=$reads
 # The first strategy run under a source was measured slower whatever its code (writes):
 # REVERSE=1 runs them in reverse order.
@@ -42,12 +43,16 @@ fi
 if [ "$part" = writes ] || [ "$part" = all ]; then
   # A 3 MB file has no chunk of 5 MiB: every write is the whole file, k = 1, by n racing
   # PUTs; a 30 MB file has chunks of 5 MiB or more for k ≤ 3.
-  $ecdn backend bench --writes 1 --size 3000000 --store-delays "model,$empirical" \
-    --strategies "$(order $writes3)" --loads 0.15 \
-    --duration 30s --warmup 4s --drain 10s --json >"$out/writes-3MB.json"
-  $ecdn backend bench --writes 1 --size 30000000 --objects 2 --store-delays "model,$empirical" \
-    --strategies "$(order $writes30)" \
-    --loads 0.15 --duration 30s --warmup 4s --drain 10s --json >"$out/writes-30MB.json"
+  for r in $(seq 1 "${ROUNDS:-3}"); do
+    $ecdn backend bench --writes 1 --size 3000000 --store-delays "model,$empirical" \
+      --strategies "$(order $writes3)" --loads 0.15 --duration "${DURATION:-30s}" --warmup 4s \
+      --drain 10s --seed "$r" --json >"$out/writes-3MB-r$r.json"
+    $ecdn backend bench --writes 1 --size 30000000 --objects 2 --store-delays "model,$empirical" \
+      --strategies "$(order $writes30)" --loads 0.15 --duration "${DURATION:-30s}" --warmup 4s \
+      --drain 10s --seed "$r" --json >"$out/writes-30MB-r$r.json"
+  done
+  python3 benches/tofec-rounds.py "$out"/writes-3MB-r*.json >&2
+  python3 benches/tofec-rounds.py "$out"/writes-30MB-r*.json >&2
 fi
 if [ "$part" = bed ] || [ "$part" = all ]; then
   # 2 ms each way on the store's link: every task 4 ms more. The bed's user-space delayer

@@ -26,13 +26,25 @@
 //! the `n − k` tasks cancelled at the `k`-th completion ran as long as it).
 //!
 //! **The choice** ([`CodeTable::best`]): each code's expected delay is its service delay plus
-//! the wait of equation (11)'s queue, one server of rate `L/U` (M/M/1): `ρ/(1 − ρ)·U/L`. The
-//! load `ρ` a code would bring is measured, not computed from the arrival rate and the model:
+//! the wait in the request queue ([`wait`]). The load `ρ` a code would bring is measured, not
+//! computed from the arrival rate and the model:
 //! the connections' busy fraction over the last [`RATE_WINDOW`] arrivals, times the code's
 //! connection time over the mean of those the window's requests were given — so a model whose
 //! scale is still wrong (the prior, before the delays are fitted) misjudges no load, as
 //! TOFEC's backlog does not. The code with the least sum is used; when every code would
 //! overload the connections, the one with the least connection time.
+//!
+//! **The wait: `L/n` servers.** Equation (11) waits as in one server of rate `L/U` (M/M/1):
+//! `ρ/(1 − ρ)·U/L`, which is a read's wait when its `n` tasks take all `L` connections. A read
+//! of `n < L` tasks takes `n` of them for `U/n`, so `L/n` reads are served at once: the queue
+//! is an M/M/c with `c = L/n` servers of mean service `U/n`, and its wait is Sakasegawa's
+//! approximation `ρ^√(2(c+1)) / (1 − ρ) · U / (n·c·ρ)` (the mean queue over the arrival
+//! rate), continuous in `c` and equation (11) itself at `c = 1` (`n ≥ L`). Measured waits sit
+//! between the two: at 15% of the `(1, 1)` capacity `(6, 3)` waits about 3 ms (a simulation of
+//! the proxy's queues under the model), where M/M/1 says 15 and `c = 16/6` says 7; and at 50%
+//! `(4, 2)` waits about 150 ms (BENCHMARKS.md), where `c = 4` says 127 and M/M/1 149. With
+//! equation (11)'s wait `tofec-tail` gave `(4, 2)` to up to 58% of the reads at 15% load, 6
+//! ms slower than `(6, 3)`, and backed off to `(2, 1)` in the slow periods' episodes.
 //!
 //! **Two windows, the larger load.** A hundred arrivals' busy fraction is a noisy measure: at
 //! 85% of the `(1, 1)` capacity it dips below 65% now and then, where `(2, 1)` looks better,
@@ -251,7 +263,7 @@ impl CodeTable {
                 .filter(|load| load.usage > 0.0)
                 .map(|load| load.busy.clamp(0.0, 1.0) * c.usage / load.usage)
                 .fold(0.0, f64::max);
-            (rho < 1.0).then(|| c.delay + rho / (1.0 - rho) * c.usage / l)
+            (rho < 1.0).then(|| c.delay + wait(rho, c.usage, c.n, l))
         };
         let by_delay = self
             .codes
@@ -267,6 +279,22 @@ impl CodeTable {
             usage: 0.0,
         })
     }
+}
+
+/// The mean wait (s) in the request queue of a read whose code takes `n` connections for a
+/// total of `usage` connection-seconds, at load `rho` of `connections` (see the module
+/// documentation): an M/M/c queue of `c = connections/n` servers (at least one) and mean
+/// service `usage/n`, by Sakasegawa's approximation.
+pub fn wait(rho: f64, usage: f64, n: usize, connections: f64) -> f64 {
+    if rho <= 0.0 {
+        return 0.0;
+    }
+    let n = n.max(1) as f64;
+    let c = (connections / n).max(1.0);
+    let service = usage / n;
+    let queue = rho.powf((2.0 * (c + 1.0)).sqrt()) / (1.0 - rho);
+    // Little: the mean queue over the arrival rate, c·ρ/service.
+    queue * service / (c * rho)
 }
 
 #[cfg(test)]
@@ -320,6 +348,37 @@ mod tests {
         // makes (1, 1) a fraction as busy, so a shorter code than at no load is chosen.
         let (n, k) = best(0.5, longest);
         assert!(k < 6 && n >= k, "({n}, {k})");
+    }
+
+    #[test]
+    fn the_wait_is_equation_11_when_a_read_takes_every_connection_and_less_when_it_does_not() {
+        let m = DelayModel::PAPER_S3;
+        let (u1, u63, u126) = (
+            m.usage(3.0 * MB, 1, 1),
+            m.usage(3.0 * MB, 6, 3),
+            m.usage(3.0 * MB, 12, 6),
+        );
+        for rho in [0.1, 0.5, 0.9] {
+            // n ≥ L: one server of rate L/U, equation (11).
+            let mm1 = rho / (1.0 - rho) * u126 / 12.0;
+            assert!((wait(rho, u126, 12, 12.0) - mm1).abs() < 1e-12 * mm1.max(1.0));
+            assert!((wait(rho, u126, 24, 12.0) - rho / (1.0 - rho) * u126 / 24.0).abs() < 1e-12);
+            // Sixteen connections for reads of one task: far less at a light load.
+            assert!(wait(rho, u1, 1, 16.0) < rho / (1.0 - rho) * u1 / 16.0);
+        }
+        // M/M/2 exactly: Lq = 2ρ³/(1 − ρ²), so at ρ = 0.5 the wait is ρ²/(1 − ρ²)·S; the
+        // approximation is within 10% there.
+        let s = 0.1;
+        let exact = 0.25 / 0.75 * s;
+        let approx = wait(0.5, 2.0 * s, 2, 4.0);
+        assert!((approx / exact - 1.0).abs() < 0.1, "{approx} against {exact}");
+        // The waits measured (module documentation): (6, 3) at 15% of (1, 1)'s capacity a few
+        // ms, not M/M/1's 15; (4, 2) at 50% over a hundred.
+        let w = wait(0.15 * u63 / u1, u63, 6, 16.0);
+        assert!(w > 0.002 && w < 0.010, "{w}");
+        let u42 = m.usage(3.0 * MB, 4, 2);
+        assert!(wait(0.5 * u42 / u1, u42, 4, 16.0) > 0.1);
+        assert_eq!(wait(0.0, u1, 1, 16.0), 0.0);
     }
 
     #[test]
