@@ -300,7 +300,10 @@ mod tests {
         cs.iter()
             .map(|&c| {
                 let r = m.chunk_range(k, c);
-                (c, Bytes::copy_from_slice(&file[r.start as usize..r.end as usize]))
+                (
+                    c,
+                    Bytes::copy_from_slice(&file[r.start as usize..r.end as usize]),
+                )
             })
             .collect()
     }

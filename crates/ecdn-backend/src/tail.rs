@@ -371,7 +371,10 @@ mod tests {
         let s = 0.1;
         let exact = 0.25 / 0.75 * s;
         let approx = wait(0.5, 2.0 * s, 2, 4.0);
-        assert!((approx / exact - 1.0).abs() < 0.1, "{approx} against {exact}");
+        assert!(
+            (approx / exact - 1.0).abs() < 0.1,
+            "{approx} against {exact}"
+        );
         // The waits measured (module documentation): (6, 3) at 15% of (1, 1)'s capacity a few
         // ms, not M/M/1's 15; (4, 2) at 50% over a hundred.
         let w = wait(0.15 * u63 / u1, u63, 6, 16.0);
