@@ -35,8 +35,9 @@ order() { if [ "${REVERSE:-0}" = 1 ]; then echo "$1" | tr , '\n' | tac | paste -
 if [ "$part" = reads ] || [ "$part" = all ]; then
   for r in $(seq 1 "${ROUNDS:-3}"); do
     $ecdn backend bench --store-delays "model,$empirical,heavy-tail,slow-periods" \
-      --strategies "${STRATEGIES:-$reads}" --loads "${LOADS:-0.15,0.5,0.85}" --duration "${DURATION:-30s}" --warmup 4s \
-      --drain 10s --seed "$r" --json >"$out/reads-r$r.json"
+      --strategies "${STRATEGIES:-$reads}" --loads "${LOADS:-0.15,0.5,0.85}" \
+      --duration "${DURATION:-30s}" --warmup 4s --drain 10s --seed "$r" --json \
+      >"$out/reads-r$r.json"
   done
   python3 benches/tofec-rounds.py "$out"/reads-r*.json >&2
 fi

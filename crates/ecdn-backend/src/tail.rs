@@ -40,11 +40,12 @@
 //! is an M/M/c with `c = L/n` servers of mean service `U/n`, and its wait is Sakasegawa's
 //! approximation `ρ^√(2(c+1)) / (1 − ρ) · U / (n·c·ρ)` (the mean queue over the arrival
 //! rate), continuous in `c` and equation (11) itself at `c = 1` (`n ≥ L`). Measured waits sit
-//! between the two: at 15% of the `(1, 1)` capacity `(6, 3)` waits about 3 ms (a simulation of
-//! the proxy's queues under the model), where M/M/1 says 15 and `c = 16/6` says 7; and at 50%
-//! `(4, 2)` waits about 150 ms (BENCHMARKS.md), where `c = 4` says 127 and M/M/1 149. With
-//! equation (11)'s wait `tofec-tail` gave `(4, 2)` to up to 58% of the reads at 15% load, 6
-//! ms slower than `(6, 3)`, and backed off to `(2, 1)` in the slow periods' episodes.
+//! near it (BENCHMARKS.md, issue 64): at 15% of the `(1, 1)` capacity `(6, 3)` waits about 3 ms
+//! (its measured mean less its service by the model and the proxy's own time), where M/M/1
+//! says 15 and `c = 16/6` says 7; at 50% `(4, 2)` waits about 150 ms, where `c = 4` says 127
+//! and M/M/1 149. With equation (11)'s wait `tofec-tail` gave `(4, 2)` to up to 58% of the
+//! reads at 15% load (104.6 ms against `(6, 3)`'s 101.1 in that round), and backed off to
+//! `(2, 1)` in the slow periods' episodes.
 //!
 //! **Two windows, the larger load.** A hundred arrivals' busy fraction is a noisy measure: at
 //! 85% of the `(1, 1)` capacity it dips below 65% now and then, where `(2, 1)` looks better,
