@@ -109,6 +109,11 @@ pub struct TaskSample {
     pub bytes: u64,
     pub delay: f64,
     pub censored: bool,
+    /// Its request was slow as a whole: its `k`-th task to finish was later than independent
+    /// tasks would be but rarely ([`crate::tail::Excess::slow_together`]) — a slowdown its
+    /// tasks shared (a slow partition), not a task's own tail. Left out of the fit.
+    #[serde(default)]
+    pub slow_together: bool,
 }
 
 /// The least number of samples of one chunk size [`fit`] uses.
@@ -170,7 +175,7 @@ fn size_points(samples: &[TaskSample], trim: f64) -> Vec<(f64, f64, f64, usize)>
     let mut by_size: std::collections::BTreeMap<u64, Vec<TaskSample>> = Default::default();
     for s in samples
         .iter()
-        .filter(|s| s.delay.is_finite() && s.delay >= 0.0)
+        .filter(|s| s.delay.is_finite() && s.delay >= 0.0 && !s.slow_together)
     {
         by_size.entry(s.bytes).or_default().push(*s);
     }
@@ -273,6 +278,7 @@ mod tests {
                         bytes: b,
                         delay: if censored { kth } else { x },
                         censored,
+                        slow_together: false,
                     });
                 }
             }
@@ -332,6 +338,7 @@ mod tests {
                 bytes: 1_000_000,
                 delay: truth.sample(1e6, rng.f64()),
                 censored: false,
+                slow_together: false,
             })
             .collect();
         assert!(fit(&samples, 0.0).is_none(), "one size: no lines");

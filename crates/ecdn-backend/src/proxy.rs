@@ -281,6 +281,11 @@ struct Active {
     failed: usize,
     rest: Option<StoreFuture<TaskOut>>,
     rest_bytes: u64,
+    /// `tofec-tail`: whether the request was slow together, decided at its `k`-th task's
+    /// completion ([`crate::tail::Excess::slow_together`]); until then, its completed tasks'
+    /// samples (bytes, delay) are held here.
+    slow_together: Option<bool>,
+    held: Vec<(u64, Duration)>,
 }
 
 /// A task's end, reported to the actor.

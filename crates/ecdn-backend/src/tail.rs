@@ -19,6 +19,22 @@
 //! is put one mean past it. Under the paper's model `z` is an exponential of mean 1, and every
 //! number below is the paper's.
 //!
+//! **Slow together.** The excess's order statistics assume a request's tasks independent.
+//! When a slowdown is shared by a request's tasks — a slow partition of the store, where
+//! every chunk of an object is slow at once (the emulator's `slow-periods`) — its tasks are
+//! not `n` draws but one slowdown `n` times, and pooling them as independent tails tells the
+//! table that a long code escapes them. Measured (BENCHMARKS.md, issue 64): at 15% load under
+//! slow periods, once the excess was measured so, `tofec-tail` gave `(12, 6)` to 30% of the
+//! reads, which took 378 ms on average (static `(6, 3)`: 190). So a request whose `k`-th
+//! task to finish is later than the `k`-th of `n` independent tasks would be but with
+//! probability [`TOGETHER`] ([`Excess::slow_together`]) was slow as a whole, and its tasks are
+//! left out of the excess and of the model's fit (whose lines would otherwise charge the
+//! slowdown to the chunk sizes of the codes that happened to be used during it).
+//! A slowdown shared by a request multiplies every code's delay and connection time alike, so
+//! it does not change which code is best at a measured load: the excess must measure what a
+//! request's tasks do apart from it. A code of `n = 1` cannot tell the two apart; its tasks
+//! always count.
+//!
 //! **A code's delay and cost** ([`CodeTable`]). With `n` tasks started together and the request
 //! done at the `k`-th completion, the service delay is `Δ(B) + Ψ(B)·E[Z(k:n)]` (equation (2)
 //! with `Σ 1/j` replaced by the `k`-th order statistic of `n` draws of the measured excess) and
@@ -73,6 +89,10 @@ pub struct Load {
     pub usage: f64,
 }
 
+/// A request is slow together when independent tasks would have been as late as its `k`-th
+/// with at most this probability (see the module documentation).
+pub const TOGETHER: f64 = 1e-3;
+
 /// Completed tasks the measured excess needs before it replaces the exponential.
 pub const MIN_COMPLETED: usize = 200;
 
@@ -94,7 +114,7 @@ impl Excess {
     pub fn measure(samples: &[TaskSample], model: &DelayModel) -> Option<Excess> {
         let mut zs: Vec<(f64, bool)> = samples
             .iter()
-            .filter(|s| s.delay.is_finite() && s.delay >= 0.0)
+            .filter(|s| s.delay.is_finite() && s.delay >= 0.0 && !s.slow_together)
             .map(|s| {
                 let b = s.bytes as f64;
                 let z = ((s.delay - model.floor(b)) / model.tail(b)).max(0.0);
@@ -124,6 +144,38 @@ impl Excess {
             mass.push((last + 1.0, survival));
         }
         Some(Excess::Measured(compress(&mass)))
+    }
+
+    /// `P(Z > z)`.
+    pub fn survival(&self, z: f64) -> f64 {
+        match self {
+            Excess::Exponential => (-z.max(0.0)).exp(),
+            Excess::Measured(points) => points.iter().filter(|p| p.0 > z).map(|p| p.1).sum(),
+        }
+    }
+
+    /// Whether a request of `n` tasks of `bytes` each, whose `k`-th task to finish took
+    /// `kth` seconds, was slow together (see the module documentation): `n ≥ 2`, and
+    /// `P(Z(k:n) > z)` — fewer than `k` of `n` independent tasks within the excess `z` of
+    /// `kth` under `model` — below [`TOGETHER`].
+    pub fn slow_together(
+        &self,
+        model: &DelayModel,
+        bytes: u64,
+        kth: f64,
+        n: usize,
+        k: usize,
+    ) -> bool {
+        if n < 2 || k == 0 || k > n || !kth.is_finite() {
+            return false;
+        }
+        let b = bytes as f64;
+        let z = (kth - model.floor(b)) / model.tail(b);
+        if !z.is_finite() {
+            return false;
+        }
+        let within = (1.0 - self.survival(z)).clamp(0.0, 1.0);
+        1.0 - at_least_of(n, within)[k] < TOGETHER
     }
 
     /// `E[Z(i:n)]` for `i = 1..=n`: the expected order statistics of `n` independent draws.
@@ -315,6 +367,7 @@ mod tests {
                 bytes,
                 delay,
                 censored: false,
+                slow_together: false,
             });
         }
         out
@@ -349,6 +402,49 @@ mod tests {
         // makes (1, 1) a fraction as busy, so a shorter code than at no load is chosen.
         let (n, k) = best(0.5, longest);
         assert!(k < 6 && n >= k, "({n}, {k})");
+    }
+
+    #[test]
+    fn a_request_slow_as_a_whole_is_told_from_independent_tails_and_left_out_of_the_excess() {
+        let m = DelayModel::PAPER_S3;
+        let e = Excess::Exponential;
+        let (b, n, k) = (1_000_000u64, 6, 3);
+        let mut rng = Rng::new(11);
+        // The k-th of n tasks of the model, each `slow` times as long when the request is slowed.
+        let mut kth = |slow: f64| {
+            let mut d: Vec<f64> = (0..n)
+                .map(|_| slow * (m.floor(b as f64) + m.tail(b as f64) * rng.exp()))
+                .collect();
+            d.sort_by(f64::total_cmp);
+            d[k - 1]
+        };
+        let trials = 20_000;
+        let flagged = |kth: &mut dyn FnMut(f64) -> f64, slow| {
+            (0..trials)
+                .filter(|_| e.slow_together(&m, b, kth(slow), n, k))
+                .count() as f64
+                / trials as f64
+        };
+        let independent = flagged(&mut kth, 1.0);
+        let slowed = flagged(&mut kth, 4.0);
+        assert!(independent < 2.0 * TOGETHER, "{independent}");
+        assert!(slowed > 0.5, "{slowed}");
+        // One task alone cannot tell a shared slowdown from its own tail.
+        assert!(!e.slow_together(&m, b, 100.0, 1, 1));
+        assert!(e.slow_together(&m, b, 100.0, 2, 1));
+        // The excess and the fit leave the slowed requests' tasks out.
+        let plain = samples(&m, |u| -(1.0 - u).ln(), 4_000);
+        let mut with = plain.clone();
+        with.extend(plain.iter().take(1_000).map(|s| TaskSample {
+            delay: 4.0 * s.delay,
+            slow_together: true,
+            ..*s
+        }));
+        assert_eq!(Excess::measure(&with, &m), Excess::measure(&plain, &m));
+        assert_eq!(
+            crate::model::fit(&with, 0.1),
+            crate::model::fit(&plain, 0.1)
+        );
     }
 
     #[test]

@@ -296,6 +296,8 @@ impl Actor {
             failed: 0,
             rest: None,
             rest_bytes: 0,
+            slow_together: None,
+            held: Vec::new(),
         };
         let mut tasks = Vec::new();
         match job.kind {
@@ -410,7 +412,9 @@ impl Actor {
         match &out {
             Ok(_) => {
                 lock(&self.shared.counters).tasks_completed += 1;
-                self.record(r.op, r.bytes, elapsed, false);
+                if let Some(together) = self.hold(r.job, r.op, r.bytes, elapsed) {
+                    self.record(r.op, r.bytes, elapsed, false, together);
+                }
             }
             Err(_) => lock(&self.shared.counters).tasks_failed += 1,
         }
@@ -507,6 +511,7 @@ impl Actor {
     /// A write's part finished: the acknowledgement after `k`, the last part queued then, the
     /// upload completed (or aborted) when nothing is outstanding.
     fn write_progress(&mut self, job: u64) {
+        self.settle(job, false);
         let Some(a) = self.active.get_mut(&job) else {
             return;
         };
@@ -517,7 +522,8 @@ impl Actor {
             // (one that S3 completes anyway stores the same bytes).
             let served = served(a);
             let reply = a.reply.take();
-            self.cancel(job);
+            let together = a.slow_together == Some(true);
+            self.cancel(job, together);
             if let Some(JobKind::Write { finished, .. }) = self.active.remove(&job).map(|a| a.kind)
             {
                 let _ = finished.send(Ok(()));
@@ -550,6 +556,7 @@ impl Actor {
         if a.outstanding > 0 {
             return;
         }
+        self.settle(job, true);
         let Some(a) = self.active.remove(&job) else {
             return;
         };
@@ -600,19 +607,20 @@ impl Actor {
 
     /// Answers a read or head request and cancels its other tasks.
     fn reply(&mut self, job: u64, r: Result<Reply, ProxyError>) {
+        self.settle(job, true);
         let Some(mut a) = self.active.remove(&job) else {
             return;
         };
         let served = served(&a);
-        self.cancel(job);
+        self.cancel(job, a.slow_together == Some(true));
         if let Some(tx) = a.reply.take() {
             let _ = tx.send(r.map(|reply| (reply, served)));
         }
     }
 
     /// Drops a request's queued tasks and aborts its running ones (their delays recorded as
-    /// lower bounds).
-    fn cancel(&mut self, job: u64) {
+    /// lower bounds, `together` if the request was slow together).
+    fn cancel(&mut self, job: u64, together: bool) {
         self.busy_tick();
         self.tasks.retain(|t| t.job != job);
         let ids: Vec<u64> = self
@@ -625,13 +633,61 @@ impl Actor {
             if let Some(r) = self.running.remove(&id) {
                 r.abort.abort();
                 lock(&self.shared.counters).tasks_cancelled += 1;
-                self.record(r.op, r.bytes, r.started.elapsed(), true);
+                self.record(r.op, r.bytes, r.started.elapsed(), true, together);
             }
         }
     }
 
+    /// `tofec-tail`: a completed task's sample is held with its request until the request
+    /// is settled ([`Self::settle`]); `Some(slow together)` when it is to be recorded now (other
+    /// strategies: not slow together).
+    fn hold(&mut self, job: u64, op: Op, bytes: u64, delay: Duration) -> Option<bool> {
+        if self.cfg().strategy != Strategy::TofecTail || op == Op::Head {
+            return Some(false);
+        }
+        let Some(a) = self.active.get_mut(&job) else {
+            return Some(false);
+        };
+        if let Some(together) = a.slow_together {
+            return Some(together);
+        }
+        a.held.push((bytes, delay));
+        None
+    }
+
+    /// Decides whether `job` was slow together once `k` of its tasks completed (or, `force`d,
+    /// when it ends before: not), and records the samples it held.
+    fn settle(&mut self, job: u64, force: bool) {
+        let Some(a) = self.active.get(&job) else {
+            return;
+        };
+        let (n, k) = a.code;
+        if a.slow_together.is_some() || (a.held.len() < k && !force) {
+            return;
+        }
+        let op = if matches!(a.kind, JobKind::Write { .. }) {
+            Op::Write
+        } else {
+            Op::Read
+        };
+        let model = self.model_of(op);
+        let excess = &self.excess[usize::from(op == Op::Write)];
+        let mut delays: Vec<f64> = a.held.iter().map(|h| h.1.as_secs_f64()).collect();
+        delays.sort_by(f64::total_cmp);
+        let bytes = a.held.iter().map(|h| h.0).max().unwrap_or(0);
+        let together =
+            k >= 1 && delays.len() >= k && excess.slow_together(&model, bytes, delays[k - 1], n, k);
+        let Some(a) = self.active.get_mut(&job) else {
+            return;
+        };
+        a.slow_together = Some(together);
+        for (bytes, delay) in std::mem::take(&mut a.held) {
+            self.record(op, bytes, delay, false, together);
+        }
+    }
+
     /// Records a task's delay; refits the operation's model every `refit_every` completions.
-    fn record(&mut self, op: Op, bytes: u64, delay: Duration, censored: bool) {
+    fn record(&mut self, op: Op, bytes: u64, delay: Duration, censored: bool, together: bool) {
         let shared = self.shared.clone();
         let cfg = &shared.cfg;
         let mut models = lock(&shared.models);
@@ -644,6 +700,7 @@ impl Actor {
             bytes,
             delay: delay.as_secs_f64(),
             censored,
+            slow_together: together,
         });
         while slot.1.len() > cfg.samples_kept {
             slot.1.pop_front();

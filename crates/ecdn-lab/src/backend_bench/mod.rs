@@ -35,7 +35,7 @@ use ecdn_trace::Rng;
 mod place;
 mod report;
 
-use report::{delays, mark_best, summarize, table, Delays, Point, Record};
+use report::{codes_line, delays, mark_best, summarize, table, Delays, Point, Record};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -177,15 +177,16 @@ async fn run_requests(
             };
             let at = t;
             let delay = due.elapsed().as_secs_f64();
-            let (n, k, ok) = match &r {
-                Ok(s) => (s.n, s.k, true),
-                Err(_) => (0, 0, false),
+            let (n, k, ok, queued) = match &r {
+                Ok(s) => (s.n, s.k, true, s.queued.as_secs_f64()),
+                Err(_) => (0, 0, false, 0.0),
             };
             let stopped = matches!(r, Err(ecdn_backend::proxy::ProxyError::Stopped));
             recs.lock().unwrap_or_else(|e| e.into_inner()).push(Record {
                 at,
                 done_at: at + delay,
                 delay,
+                queued,
                 n,
                 k,
                 ok,
@@ -594,7 +595,7 @@ async fn run_source(
                     point.store_delays = name.to_string();
                     point.store_link = a.testbed.clone();
                     pb.suspend(|| eprintln!(
-                        "{:>12} {op:>5} at {rate:>5}/s: {:6.1} done/s, delay mean {:7.1} ms p50 {:7.1} p99 {:7.1} std {:7.1}, n {:.1} k {:.1}{}",
+                        "{:>12} {op:>5} at {rate:>5}/s: {:6.1} done/s, delay mean {:7.1} ms p50 {:7.1} p99 {:7.1} std {:7.1}, n {:.1} k {:.1}{}{}",
                         point.strategy,
                         point.throughput,
                         point.delay_ms.mean,
@@ -603,7 +604,8 @@ async fn run_source(
                         point.delay_ms.std,
                         point.mean_n,
                         point.mean_k,
-                        if point.unfinished > 0 { format!(", {} unfinished", point.unfinished) } else { String::new() }
+                        if point.unfinished > 0 { format!(", {} unfinished", point.unfinished) } else { String::new() },
+                        if point.codes.len() > 1 { format!("; {}", codes_line(&point.codes, 3)) } else { String::new() }
                     ));
                     if o == 0 {
                         by_strategy[i].push((rate, point.delay_ms.clone()));

@@ -9,6 +9,8 @@ pub struct Record {
     pub at: f64,
     pub done_at: f64,
     pub delay: f64,
+    /// Of `delay`, the time in the proxy's request queue.
+    pub queued: f64,
     pub n: usize,
     pub k: usize,
     pub ok: bool,
@@ -42,6 +44,8 @@ pub struct Point {
     pub mean_k: f64,
     /// Share of the completed reads served with k = 1..=6.
     pub k_share: Vec<f64>,
+    /// Every code the completed requests were served with, the most used first.
+    pub codes: Vec<CodeUse>,
     pub requests: usize,
     pub completed: usize,
     pub failed: usize,
@@ -53,6 +57,60 @@ pub struct Point {
     /// The lowest mean delay of its row (its rate and operation) among the strategies that
     /// finished every measured request.
     pub best: bool,
+}
+
+/// How often one code `(n, k)` was used, and its requests' mean delay.
+#[derive(Clone, Debug, Serialize)]
+pub struct CodeUse {
+    pub n: usize,
+    pub k: usize,
+    /// Of the completed requests.
+    pub share: f64,
+    pub mean_ms: f64,
+    /// Of the mean, the time in the request queue.
+    pub queued_ms: f64,
+}
+
+/// The codes of `ok`, the most used first.
+fn code_uses(ok: &[&Record]) -> Vec<CodeUse> {
+    let mut by: std::collections::BTreeMap<(usize, usize), (usize, f64, f64)> = Default::default();
+    for r in ok {
+        let e = by.entry((r.n, r.k)).or_default();
+        e.0 += 1;
+        e.1 += r.delay;
+        e.2 += r.queued;
+    }
+    let mut out: Vec<CodeUse> = by
+        .into_iter()
+        .map(|((n, k), (count, sum, queued))| CodeUse {
+            n,
+            k,
+            share: count as f64 / ok.len() as f64,
+            mean_ms: 1000.0 * sum / count as f64,
+            queued_ms: 1000.0 * queued / count as f64,
+        })
+        .collect();
+    out.sort_by(|a, b| b.share.total_cmp(&a.share));
+    out
+}
+
+/// The codes of a point in a line, `(6,3) 71% 101 ms (queued 3), …`: the first `most`.
+pub fn codes_line(codes: &[CodeUse], most: usize) -> String {
+    codes
+        .iter()
+        .take(most)
+        .map(|c| {
+            format!(
+                "({},{}) {:.0}% {:.0} ms (queued {:.0})",
+                c.n,
+                c.k,
+                100.0 * c.share,
+                c.mean_ms,
+                c.queued_ms
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The report of one operation's requests (`recs`) of a run whose measured window is
@@ -92,6 +150,7 @@ pub fn summarize(
         mean_n: mean(|r| r.n),
         mean_k: mean(|r| r.k),
         k_share,
+        codes: code_uses(&ok),
         requests: measured.len(),
         completed: ok.len(),
         failed: measured.len() - ok.len() - stopped,
@@ -222,6 +281,35 @@ mod tests {
         p.unfinished = unfinished;
         p.requests = 200;
         p
+    }
+
+    #[test]
+    fn the_codes_used_are_counted_with_their_delays_most_used_first() {
+        let rec = |n, k, delay| Record {
+            at: 1.0,
+            done_at: 1.0 + delay,
+            delay,
+            queued: delay / 10.0,
+            n,
+            k,
+            ok: true,
+            stopped: false,
+            write: false,
+        };
+        let recs = [
+            rec(2, 1, 0.3),
+            rec(6, 3, 0.1),
+            rec(6, 3, 0.2),
+            rec(2, 1, 0.1),
+            rec(6, 3, 0.3),
+        ];
+        let refs: Vec<&Record> = recs.iter().collect();
+        let p = summarize(&refs, (0.0, 10.0), "tofec-tail".into(), "read", 1.0, None);
+        let got: Vec<(usize, usize)> = p.codes.iter().map(|c| (c.n, c.k)).collect();
+        assert_eq!(got, [(6, 3), (2, 1)]);
+        assert!((p.codes[0].share - 0.6).abs() < 1e-9 && (p.codes[0].mean_ms - 200.0).abs() < 1e-6);
+        assert!((p.codes[1].mean_ms - 200.0).abs() < 1e-6);
+        assert_eq!(codes_line(&p.codes, 1), "(6,3) 60% 200 ms (queued 20)");
     }
 
     #[test]
