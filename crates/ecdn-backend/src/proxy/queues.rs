@@ -13,7 +13,7 @@ use super::*;
 use crate::model::{fit, fit_around};
 use crate::store::{Head, Store, StoreFuture};
 use crate::strips::{self, Manifest};
-use crate::tail::{CodeTable, Excess, Load, RATE_WINDOW, SLOW_WINDOW};
+use crate::tail::{shared_slowdowns, CodeTable, Excess, Load, RATE_WINDOW, SLOW_WINDOW};
 use crate::tofec::{greedy, Strategy, Thresholds};
 
 /// The single task that owns the queues.
@@ -713,7 +713,7 @@ impl Actor {
             return;
         }
         slot.2 = 0;
-        let samples: Vec<TaskSample> = slot.1.iter().copied().collect();
+        let samples = shared_slowdowns(slot.1.iter().copied().collect());
         let fitted = if cfg.strategy == Strategy::TofecTail {
             // One code, one chunk size: the prior scaled to it (`fit_around`).
             let prior = match op {
