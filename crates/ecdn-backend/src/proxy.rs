@@ -617,6 +617,41 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tofec_tail_marks_every_task_of_a_read_whose_chunks_were_slow_together() {
+        let store = MemoryStore::new();
+        let p = proxy(&store, Strategy::TofecTail, 16);
+        let d = data(2, 600_000);
+        p.write("obj", d.clone())
+            .await
+            .unwrap()
+            .finished()
+            .await
+            .unwrap();
+        p.head("obj").await.unwrap();
+        let flagged = |p: &Proxy| p.read_samples().iter().filter(|s| s.slow_together).count();
+        // Every chunk at once: not slow together (and at no load, a code with spare chunks).
+        let (got, r) = p.read("obj").await.unwrap();
+        assert_eq!(got, d);
+        assert!(r.n > r.k, "{r:?}");
+        assert_eq!(flagged(&p), 0);
+        // Every chunk 1.2 s late, where the model's mean is about 0.1 s: the read was slow as
+        // a whole, and all its tasks, the k completed and the n − k cancelled, say so.
+        store.set_faults(Faults {
+            delay: Duration::from_millis(1200),
+            ..Faults::default()
+        });
+        let (got, r) = p.read("obj").await.unwrap();
+        assert_eq!(got, d);
+        assert_eq!(flagged(&p), r.n, "{r:?}");
+        let censored = p
+            .read_samples()
+            .iter()
+            .filter(|s| s.slow_together && s.censored)
+            .count();
+        assert_eq!(censored, r.n - r.k);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn round_trips_with_every_strategy() {
         let store = MemoryStore::new();
         let mut rng = Rng::new(3);
