@@ -100,7 +100,7 @@ impl Default for ProxyConfig {
             r_max: 2,
             strips_k: 6,
             alpha: 0.99,
-            strategy: Strategy::Tofec,
+            strategy: Strategy::TofecTail,
             task_timeout: Duration::from_secs(30),
             read_model: DelayModel::PAPER_S3,
             write_model: DelayModel::PAPER_S3,

@@ -44,8 +44,9 @@ pub struct StoreArgs {
     /// The region [default: $AWS_REGION, else us-east-1].
     #[arg(long)]
     region: Option<String>,
-    /// How each request's code is chosen: tofec, greedy, static-N-K.
-    #[arg(long, default_value = "tofec")]
+    /// How each request's code is chosen: tofec-tail (the delays' measured tail), tofec (the
+    /// paper's thresholds), greedy, static-N-K.
+    #[arg(long, default_value = "tofec-tail")]
     strategy: String,
     /// L: connections to the store.
     #[arg(long, default_value_t = 16)]

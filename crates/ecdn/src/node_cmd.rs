@@ -112,7 +112,7 @@ pub struct NodeArgs {
     #[arg(long, short = 'j')]
     threads: Option<usize>,
     /// S3 origins: how each read's code is chosen, tofec, tofec-tail (the delays' measured
-    /// tail), greedy or static-N-K [default: tofec].
+    /// tail), greedy or static-N-K [default: tofec-tail].
     #[arg(long)]
     backend_strategy: Option<String>,
     /// S3 origins: connections to each store [default: 16].
@@ -387,7 +387,7 @@ fn merge(a: NodeArgs) -> Result<Settings> {
     let strategy = a
         .backend_strategy
         .or(file.backend_strategy)
-        .unwrap_or_else(|| "tofec".into());
+        .unwrap_or_else(|| "tofec-tail".into());
     let backend = crate::node_backend::BackendSettings {
         strategy: ecdn_backend::tofec::Strategy::parse(&strategy)
             .map_err(|e| anyhow::anyhow!("{}: {e}", key("backend_strategy")))?,
