@@ -854,6 +854,8 @@ mod tests {
         let mut cfg = ProxyConfig {
             connections: 2,
             alpha: 0.5,
+            // The paper's thresholds (the default is `tofec-tail`).
+            strategy: Strategy::Tofec,
             ..ProxyConfig::default()
         };
         cfg.refit_every = 0;
