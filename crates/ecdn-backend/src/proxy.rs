@@ -616,17 +616,22 @@ mod tests {
         Proxy::start(Arc::new(store.clone()), cfg)
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn tofec_tail_marks_every_task_of_a_read_whose_chunks_were_slow_together() {
-        let store = MemoryStore::new();
-        let p = proxy(&store, Strategy::TofecTail, 16);
-        let d = data(2, 600_000);
-        p.write("obj", d.clone())
+    /// Writes `d` as `key` and waits until every part is stored.
+    async fn write_all(p: &Proxy, key: &str, d: &Bytes) {
+        p.write(key, d.clone())
             .await
             .unwrap()
             .finished()
             .await
             .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn tofec_tail_marks_every_task_of_a_read_whose_chunks_were_slow_together() {
+        let store = MemoryStore::new();
+        let p = proxy(&store, Strategy::TofecTail, 16);
+        let d = data(2, 600_000);
+        write_all(&p, "obj", &d).await;
         p.head("obj").await.unwrap();
         let flagged = |p: &Proxy| p.read_samples().iter().filter(|s| s.slow_together).count();
         // Every chunk at once: not slow together (and at no load, a code with spare chunks).
@@ -738,12 +743,7 @@ mod tests {
         let store = MemoryStore::new();
         let p = proxy(&store, Strategy::Static { n: 4, k: 2 }, 16);
         let d = data(1, 600_000);
-        p.write("obj", d.clone())
-            .await
-            .unwrap()
-            .finished()
-            .await
-            .unwrap();
+        write_all(&p, "obj", &d).await;
         let (m, _) = strips::encode(&CodecCache::new(), &d, 12, 6).unwrap();
         let start = |c: usize| m.chunk_range(2, c).start;
         p.head("obj").await.unwrap();

@@ -662,7 +662,8 @@ impl Actor {
             return;
         };
         let (n, k) = a.code;
-        if a.slow_together.is_some() || (a.held.len() < k && !force) {
+        // Nothing held (other strategies, heads): nothing to decide or record.
+        if a.held.is_empty() || a.slow_together.is_some() || (a.held.len() < k && !force) {
             return;
         }
         let op = if matches!(a.kind, JobKind::Write { .. }) {
