@@ -250,7 +250,18 @@ async fn replicated_and_coded_objects_are_byte_exact_through_any_node_full_and_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_stopped_mid_load_fails_no_request_and_its_chunks_are_decoded() {
-    let mut c = TestCluster::start(5, "c2dn", 3, 1).await;
+    // The map must still name node 2 while round 1 runs, so that requests for its buckets
+    // meet it stopped. With the peers' probes (every 50 ms) the coordinator took it out within
+    // about 150 ms, sometimes before `stop` returned, and relays went around it without a
+    // failover (CI, stop 80); heartbeats alone take 2 s here (20 × 100 ms).
+    let mut c = TestCluster::start_with(
+        5,
+        "c2dn",
+        3,
+        1,
+        "missed_heartbeats = 20\n[health]\nenabled = false\n",
+    )
+    .await;
     let objects: Vec<(u64, u64)> = (0..24)
         .map(|i| {
             (
