@@ -3,14 +3,17 @@
 //! an HTTP date, and the pieces become the values of a header map (names cycled from `NAMES`)
 //! for the `Cache-Control` / `Pragma` / `Vary` / `Age` / `Connection` parsers. The whole input
 //! is also decoded as disk metadata and, with its checksum patched in so the decoder gets past
-//! it, as an ecdn-store entry header and superblock. Checks the documented invariants of the
-//! results, not just the absence of panics.
+//! it, as an ecdn-store entry header, superblock and directory (the index a start reads: its
+//! checksums and slot count patched too). Checks the documented invariants of the results, not
+//! just the absence of panics: what decodes re-encodes to itself, and a directory's slots fit
+//! its ring.
 #![no_main]
 
 use ecdn_node::node::freshness;
 use ecdn_node::node::meta;
 use ecdn_node::node::normalize::normalize_path;
 use ecdn_node::range::{self, Ranges, MAX_RANGES};
+use ecdn_store::directory::{Directory, DIR_FOOT_LEN, DIR_HEADER_LEN, DIR_SLOT_LEN};
 use ecdn_store::format::{Header, Superblock, HEADER_LEN, SUPER_LEN};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::StatusCode;
@@ -63,7 +66,36 @@ fn check_range(v: &str) {
     }
 }
 
+/// `data` as a directory file, and again with its magic, version, slot count and checksums
+/// made right so the decoder reaches the slots.
+fn check_directory(data: &[u8]) {
+    let check = |b: &[u8]| {
+        if let Ok(d) = Directory::decode(b) {
+            assert_eq!(Directory::decode(&d.encode()).as_ref(), Ok(&d));
+            let total: u64 = d.slots.iter().map(|s| s.footprint).sum();
+            assert!(total <= d.capacity && d.head_off < d.capacity);
+        }
+    };
+    check(data);
+    if data.len() < DIR_HEADER_LEN {
+        return;
+    }
+    let slots = (data.len() - DIR_HEADER_LEN) / DIR_SLOT_LEN;
+    let mut b = data[..DIR_HEADER_LEN + slots * DIR_SLOT_LEN].to_vec();
+    b[..8].copy_from_slice(b"ECDNDIR\0");
+    b[8..12].copy_from_slice(&1u32.to_le_bytes());
+    b[48..56].copy_from_slice(&(slots as u64).to_le_bytes());
+    let head = ecdn_store::crc32c(&b[..60]);
+    b[60..64].copy_from_slice(&head.to_le_bytes());
+    let body = ecdn_store::crc32c(&b[DIR_HEADER_LEN..]);
+    b.extend_from_slice(&body.to_le_bytes());
+    b.extend_from_slice(&head.to_le_bytes());
+    debug_assert_eq!(b.len(), DIR_HEADER_LEN + slots * DIR_SLOT_LEN + DIR_FOOT_LEN);
+    check(&b);
+}
+
 fn check_store(data: &[u8]) {
+    check_directory(data);
     let hl = HEADER_LEN as usize;
     let _ = Header::decode(data);
     if data.len() >= hl {

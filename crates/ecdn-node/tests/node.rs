@@ -118,8 +118,17 @@ async fn large_objects_and_restarts_hit_the_disk() {
     assert_eq!(small.x_cache(), "MISS");
     n.stop().await.unwrap();
 
-    // A new node over the same file: its HOC is empty, its disk is not.
+    // A new node over the same file: its HOC is empty, its disk is not. The node that stopped
+    // saved the disk's directory, so the start read it, not the ring.
+    assert!(ecdn_store::directory_path(&path).exists());
     let n = node(config(o.addr, 64 << 10, Some(path))).await;
+    let s = fetch(admin(&n), "GET", "/_ecdn/stats").await;
+    let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+    let started = v["disk"]["started"].as_str().unwrap();
+    assert!(
+        started.starts_with("from its directory (2 slots)"),
+        "{started}"
+    );
     let r = fetch(n.addr, "GET", uri).await;
     assert_object(&r, "big", 1 << 20);
     assert_eq!(r.x_cache(), "HIT-DISK");

@@ -2,8 +2,11 @@
 //! configured size.
 //!
 //! Entries carry a key ([`EntryKey`]: a whole object, or one (chunk, sub-chunk) of a coded
-//! object), HTTP metadata (opaque bytes), a payload and checksums. The index lives in memory and
-//! is rebuilt by scanning the file in [`Store::open`]. A torn or corrupt entry is dropped and
+//! object), HTTP metadata (opaque bytes), a payload and checksums. The index lives in memory,
+//! 16 bytes of [`KeyTag`] per entry instead of its key (the key is on disk beside the data and
+//! compared on every open), and is saved beside the ring as a [`directory`], which
+//! [`Store::open`] reads with the entries written after it; without a usable directory it
+//! rebuilds the index by scanning the whole ring. A torn or corrupt entry is dropped and
 //! never served: opening an entry verifies its header, key, metadata and block table, and
 //! every payload read verifies the checksum of each 64 KiB block it touches, so a byte range
 //! (or a stream, a batch of blocks at a time) costs only the blocks it reads.
@@ -95,7 +98,9 @@
 //!
 //! # Restart
 //!
-//! [`Store::open`] reads the ring area and, at every aligned offset, accepts a header whose
+//! [`Store::open`] first tries the [`directory`] (see there: it checks the directory against
+//! the ring and rolls forward the entries written after it). Without a usable one, it scans:
+//! it reads the ring area and, at every aligned offset, accepts a header whose
 //! magic, version, header checksum and store id are valid. The one with the highest sequence
 //! number is the newest write; the log is then walked backwards: the predecessor of an entry
 //! with sequence `s` at offset `o` is the header with sequence `s - 1` that ends exactly at `o`,
@@ -139,6 +144,8 @@
 //! * **Errors.** Every failed operation returns an error; [`Store::io_errors`] counts the I/O
 //!   errors met since open, for the node's metrics.
 
+/// The directory: the index saved beside the ring, read at start instead of the ring.
+pub mod directory;
 /// The on-disk layout: entry headers and the superblock (public for fuzzing their decoders).
 pub mod format;
 mod mapped;
@@ -155,6 +162,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+pub use directory::{directory_path, DirectoryWriter, Started};
 pub use format::{crc32c, BLOCK_SHIFT, DEFAULT_ALIGN, HEADER_LEN, MAX_ALIGN, MIN_ALIGN};
 pub use mapped::MappedPayload;
 pub use ring::RingFifo;
@@ -256,6 +264,17 @@ impl EntryKey {
         }
     }
 
+    /// The entry's identity in the store's index ([`KeyTag`]).
+    pub fn tag(&self) -> KeyTag {
+        let (kind, chunk, sub_chunk) = self.kind();
+        KeyTag {
+            hash: ecdn_trace::hash_id(self.bytes()),
+            sub_chunk,
+            chunk,
+            kind,
+        }
+    }
+
     fn from_parts(kind: u8, key: Vec<u8>, chunk: u16, sub_chunk: u32) -> Self {
         if kind == KIND_CHUNK {
             EntryKey::chunk(key, chunk, sub_chunk)
@@ -263,6 +282,24 @@ impl EntryKey {
             EntryKey::Object { key }
         }
     }
+}
+
+/// An entry's identity in the store's index, in 16 bytes: the 64-bit FNV-1a hash of its key
+/// (`ecdn_trace::hash_id`, which is also the simulator's object id, so a caller can name the
+/// object without reading its key back) and which part of the object it holds. The full key
+/// lives on disk beside the data and is compared on every open, so a lookup never serves
+/// another key's bytes; two keys with one tag (a hash collision) replace each other in the
+/// index like two versions of one key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct KeyTag {
+    /// `ecdn_trace::hash_id` of the key bytes.
+    pub hash: u64,
+    /// The sub-chunk index (0 for objects).
+    pub sub_chunk: u32,
+    /// The chunk index (0 for objects).
+    pub chunk: u16,
+    /// 0: a whole object, 1: a chunk of a coded object.
+    pub kind: u8,
 }
 
 /// What [`Store::lookup`] found.
@@ -294,6 +331,7 @@ pub enum Opened {
 #[derive(Clone, Debug)]
 pub struct EntryHandle {
     key: EntryKey,
+    tag: KeyTag,
     seq: u64,
     /// Ring offset of the first payload byte.
     payload_off: u64,
@@ -486,7 +524,7 @@ pub struct PutOutcome {
     pub footprint: u64,
     /// Live entries evicted to make room, oldest first, with their footprints. Ghosts
     /// (removed or replaced entries) that left the ring are not listed.
-    pub evicted: Vec<(EntryKey, u64)>,
+    pub evicted: Vec<(KeyTag, u64)>,
 }
 
 /// An entry durably marked dead by [`Store::tombstone`], still to be dropped from the index
@@ -495,6 +533,7 @@ pub struct PutOutcome {
 #[must_use = "pass it to Store::forget"]
 pub struct Tombstone {
     key: EntryKey,
+    tag: KeyTag,
     seq: u64,
 }
 
@@ -585,7 +624,14 @@ pub struct Store {
     dsync: File,
     /// A block device (not sized or allocated by the store) rather than a regular file.
     device: bool,
-    ring: Ring<EntryKey>,
+    ring: Ring<KeyTag>,
+    /// Where the directory is saved and read (`<path>.dir`; none for a block device).
+    directory: Option<PathBuf>,
+    /// How the store started.
+    started: Started,
+    /// The sequence number of the first entry written after the directory on disk, while
+    /// that directory is usable (see [`Store::guard_directory`]).
+    directory_next: Option<u64>,
     /// Live [`MappedPayload`]s, detached before the writer overwrites their bytes.
     maps: Arc<mapped::Mappings>,
     /// I/O errors met since open (see [`Store::io_errors`]).
@@ -716,9 +762,15 @@ impl Store {
         }
         let (kind, chunk, sub_chunk) = key.kind();
         let kb = key.bytes();
-        self.ring.remove(key);
+        let tag = key.tag();
+        self.ring.remove(&tag);
         let mut evicted = Vec::new();
-        let (seq, off) = self.ring.insert(key.clone(), fp, &mut evicted);
+        let (seq, off) = self.ring.insert(tag, fp, &mut evicted);
+        // Before the bytes are written: a directory whose log this write breaks goes first.
+        if let Err(e) = self.guard_directory() {
+            self.ring.remove(&tag);
+            return Err(e);
+        }
         let table = format::block_table(payload, BLOCK_SHIFT);
         let mut h = Header {
             kind,
@@ -748,7 +800,7 @@ impl Store {
         if let Err(e) = written {
             // The slot keeps its place in the FIFO (its bytes may be half written) but is
             // never served.
-            self.ring.remove(key);
+            self.ring.remove(&tag);
             return Err(e);
         }
         Ok(PutOutcome {
@@ -763,10 +815,26 @@ impl Store {
     /// [`Opened::Corrupt`] with the entry's sequence number, for [`Store::drop_corrupt`].
     /// Needs only a shared reference, so readers run concurrently behind a read lock.
     pub fn open_entry(&self, key: &EntryKey) -> Result<Opened, StoreError> {
-        let Some((seq, slot)) = self.ring.get(key) else {
+        let tag = key.tag();
+        let Some((seq, _)) = self.ring.get(&tag) else {
             return Ok(Opened::Miss);
         };
-        let (off, fp) = (slot.off, slot.footprint);
+        match self.open_seq(seq)? {
+            // Another key with the same tag (a hash collision): not this key's entry.
+            Opened::Hit(h) if h.key != *key => Ok(Opened::Miss),
+            opened => Ok(opened),
+        }
+    }
+
+    /// Opens the entry with sequence number `seq` if the ring still holds it live (see
+    /// [`Store::live_seqs`]), its key read back from disk: what [`Store::open_entry`] does
+    /// for a key, for a caller that walks the store (a node registering what it holds at
+    /// start).
+    pub fn open_seq(&self, seq: u64) -> Result<Opened, StoreError> {
+        let Some(slot) = self.ring.slot(seq).filter(|s| s.live) else {
+            return Ok(Opened::Miss);
+        };
+        let (off, fp, tag) = (slot.off, slot.footprint, slot.key);
         // The header and, in the same read, as much of the prefix (key, metadata, block
         // checksums) as [`OPEN_READ`] covers: one system call for most entries, not two.
         let mut head = vec![0u8; fp.clamp(HEADER_LEN, OPEN_READ) as usize];
@@ -775,13 +843,10 @@ impl Store {
         let Some((h, true)) = Header::decode(&head[..HEADER_LEN as usize]) else {
             return corrupt;
         };
-        let (kind, chunk, sub_chunk) = key.kind();
-        let kb = key.bytes();
         if h.seq != seq
             || h.store_id != self.store_id
             || h.footprint(self.align) != fp
-            || (h.kind, h.chunk, h.sub_chunk) != (kind, chunk, sub_chunk)
-            || h.key_len as usize != kb.len()
+            || (h.kind, h.chunk, h.sub_chunk) != (tag.kind, tag.chunk, tag.sub_chunk)
         {
             return corrupt;
         }
@@ -792,26 +857,26 @@ impl Store {
             self.read_ring((off + have as u64) % self.capacity, &mut head[have..])?;
         }
         let prefix = &head[HEADER_LEN as usize..end];
-        let kl = kb.len();
+        let kl = h.key_len as usize;
         let ml = h.meta_len as usize;
-        if &prefix[..kl] != kb
-            || h.entry_crc_of(kb, &prefix[kl..kl + ml], &prefix[kl + ml..]) != h.entry_crc
-        {
+        let (kb, rest) = prefix.split_at(kl);
+        let (meta, table) = rest.split_at(ml);
+        if h.entry_crc_of(kb, meta, table) != h.entry_crc || ecdn_trace::hash_id(kb) != tag.hash {
             return corrupt;
         }
-        let blocks = prefix[kl + ml..]
+        let blocks = table
             .chunks_exact(4)
             .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
             .collect();
-        let meta = prefix[kl..kl + ml].to_vec();
         Ok(Opened::Hit(EntryHandle {
-            key: key.clone(),
+            key: EntryKey::from_parts(h.kind, kb.to_vec(), h.chunk, h.sub_chunk),
+            tag,
             seq,
             payload_off: (off + HEADER_LEN + h.prefix_len()) % self.capacity,
             payload_len: h.payload_len,
             block_shift: h.block_shift,
             blocks,
-            meta,
+            meta: meta.to_vec(),
         }))
     }
 
@@ -826,7 +891,7 @@ impl Store {
         range: Range<u64>,
     ) -> Result<Option<Vec<u8>>, StoreError> {
         let (first, start, end) = h.block_span(&range)?;
-        if self.ring.get(&h.key).map(|(seq, _)| seq) != Some(h.seq) {
+        if self.ring.get(&h.tag).map(|(seq, _)| seq) != Some(h.seq) {
             return Ok(None);
         }
         if range.is_empty() {
@@ -863,7 +928,7 @@ impl Store {
         let (first, start, end) = h.block_span(&range)?;
         let shift = h.block_shift;
         let off = (h.payload_off + start) % self.capacity;
-        let live = self.ring.get(&h.key).map(|(seq, _)| seq) == Some(h.seq);
+        let live = self.ring.get(&h.tag).map(|(seq, _)| seq) == Some(h.seq);
         let copy = |s: &Self| {
             let end = range.end.min(range.start.saturating_add(SHARED_COPY_MAX));
             Ok(s.read_payload(h, range.start..end)?
@@ -922,9 +987,25 @@ impl Store {
     /// (one that [`Store::lookup`] or [`Store::read_payload`] found corrupt); a newer version
     /// is kept.
     pub fn drop_corrupt(&mut self, key: &EntryKey, seq: u64) {
-        if self.ring.get(key).is_some_and(|(s, _)| s == seq) {
-            self.ring.remove(key);
+        self.drop_seq(key.tag(), seq);
+    }
+
+    /// Drops the entry with sequence number `seq` from the index if it is still live (one
+    /// that [`Store::open_seq`] found corrupt, or that its caller's policy evicted), without
+    /// writing anything, as [`Store::evict`] does; whether it was.
+    pub fn evict_seq(&mut self, seq: u64) -> bool {
+        match self.ring.slot(seq).filter(|s| s.live) {
+            Some(slot) => self.drop_seq(slot.key, seq),
+            None => false,
         }
+    }
+
+    fn drop_seq(&mut self, tag: KeyTag, seq: u64) -> bool {
+        let live = self.ring.get(&tag).is_some_and(|(s, _)| s == seq);
+        if live {
+            self.ring.remove(&tag);
+        }
+        live
     }
 
     /// Drops `key` from the index without writing anything (its bytes stay in the ring as a
@@ -932,8 +1013,10 @@ impl Store {
     /// this is not durable: after a restart the entry is found again. For a caller whose own
     /// policy decided the eviction (a cluster node's piece policy), where finding a valid
     /// entry again after a crash is harmless.
+    /// (By tag, without reading: should another key share `key`'s tag, a 64-bit hash
+    /// collision, its entry goes instead, which a cache may lose.)
     pub fn evict(&mut self, key: &EntryKey) -> bool {
-        self.ring.remove(key).is_some()
+        self.ring.remove(&key.tag()).is_some()
     }
 
     /// The entry for `key`, after verifying all its checksums. A mismatch drops the entry from
@@ -975,16 +1058,18 @@ impl Store {
     /// footprint and sequence number. The entry wraps to file offset `align` if
     /// `offset + footprint > align + capacity`.
     pub fn locate(&self, key: &EntryKey) -> Option<Location> {
-        self.ring.get(key).map(|(seq, s)| Location {
+        self.ring.get(&key.tag()).map(|(seq, s)| Location {
             offset: u64::from(self.align) + s.off,
             footprint: s.footprint,
             seq,
         })
     }
 
-    /// Whether `key` is indexed (without verifying its checksum).
+    /// Whether an entry with `key`'s tag is indexed (without reading it: a key that shares
+    /// its tag with an indexed one, a 64-bit hash collision, also answers `true`; a read of it
+    /// finds the other key and misses).
     pub fn contains(&self, key: &EntryKey) -> bool {
-        self.ring.get(key).is_some()
+        self.ring.get(&key.tag()).is_some()
     }
 
     /// Removes `key`, durably: marks its entry dead on disk (the tombstone: the 4 magic bytes
@@ -1022,7 +1107,8 @@ impl Store {
     /// corrupt (its header's magic is dead), and no restart brings it back. `Err` as for
     /// [`Store::remove`] (the index unchanged).
     pub fn tombstone(&self, key: &EntryKey) -> Result<Option<Tombstone>, StoreError> {
-        let Some((seq, slot)) = self.ring.get(key) else {
+        let tag = key.tag();
+        let Some((seq, slot)) = self.ring.get(&tag) else {
             return Ok(None);
         };
         // `off` is aligned and align >= 64, so the 4 magic bytes never wrap. Written through
@@ -1030,6 +1116,7 @@ impl Store {
         self.write_ring_through(&self.dsync, slot.off, &MAGIC_DEAD.to_le_bytes())?;
         Ok(Some(Tombstone {
             key: key.clone(),
+            tag,
             seq,
         }))
     }
@@ -1037,7 +1124,7 @@ impl Store {
     /// Drops a tombstoned entry from the index, unless a newer version of its key was put
     /// since [`Store::tombstone`] (that one is kept).
     pub fn forget(&mut self, t: Tombstone) {
-        self.drop_corrupt(&t.key, t.seq);
+        self.drop_seq(t.tag, t.seq);
     }
 
     /// Live entries.
@@ -1077,9 +1164,18 @@ impl Store {
         self.ring.next_seq()
     }
 
-    /// Live keys, oldest first (the order in which the FIFO will evict them).
-    pub fn keys(&self) -> impl Iterator<Item = &EntryKey> + '_ {
-        self.ring.live_keys()
+    /// Live entries' sequence numbers and tags, oldest first (the order in which the FIFO
+    /// will evict them); open one with [`Store::open_seq`]. The index keeps no key: a key is
+    /// read back from disk when its entry is opened.
+    pub fn live_seqs(&self) -> impl Iterator<Item = (u64, KeyTag)> + '_ {
+        self.ring
+            .live_seqs()
+            .filter_map(|seq| self.ring.slot(seq).map(|s| (seq, s.key)))
+    }
+
+    /// Heap bytes of the index (the ring's slots and the table of live entries).
+    pub fn index_bytes(&self) -> usize {
+        self.ring.heap_bytes()
     }
 
     /// Flushes written entries to stable storage.

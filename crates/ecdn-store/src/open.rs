@@ -1,6 +1,7 @@
 //! Opening a store: the exclusive lock, the regular file or block device, formatting an
-//! unformatted one, reserving its space, and rebuilding the index by scanning the ring
-//! (see "Restart" in the crate docs).
+//! unformatted one, reserving its space, and rebuilding the index from the directory
+//! ([`crate::directory`]) or, without a usable one, by scanning the ring (see "Restart" in the
+//! crate docs).
 
 use super::*;
 
@@ -137,6 +138,9 @@ impl Store {
             capacity: cfg.capacity,
             store_id: 0,
             ring: Ring::new(cfg.capacity),
+            directory: (!device).then(|| directory_path(&cfg.path)),
+            started: Started::Formatted,
+            directory_next: None,
             maps: Arc::default(),
             io_errors: AtomicU64::new(0),
         };
@@ -187,7 +191,18 @@ impl Store {
             store.reserve(size)?;
         }
         store.store_id = sb.store_id;
-        store.scan()?;
+        store.started = match store.start_from_directory() {
+            Ok(started) => started,
+            Err(reason) => {
+                store.scan()?;
+                // Whatever directory there is cannot be used, now or later.
+                store.directory_next = None;
+                if let Some(dir) = &store.directory {
+                    directory::remove_durably(dir).map_err(io_err("remove the directory"))?;
+                }
+                Started::Scan { reason }
+            }
+        };
         Ok(store)
     }
 
@@ -214,6 +229,13 @@ impl Store {
                 return Err(e);
             }
         }
+        // A directory of the ring's former contents would name entries of another store id:
+        // it would be refused, but it goes now.
+        if let Some(dir) = &self.directory {
+            directory::remove_durably(dir).map_err(self.io("remove the old directory"))?;
+        }
+        self.directory_next = None;
+        self.started = Started::Formatted;
         self.store_id = random_id();
         let sb = Superblock {
             align: self.align,
@@ -367,7 +389,7 @@ impl Store {
                 corrupt_hashes.insert(c.h.key_hash);
             }
             slots.push(Slot {
-                key,
+                key: key.tag(),
                 off: c.off,
                 footprint: c.fp,
                 live,

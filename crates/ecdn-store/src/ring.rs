@@ -8,10 +8,14 @@
 //! and ghost slots alike; popped live slots are reported as evictions, popped ghosts silently
 //! vanish. Entries may straddle the physical end of the file, so there is no wrap-around waste.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::Hash;
+use std::collections::VecDeque;
+use std::hash::{BuildHasher, Hash};
 
 use ecdn_policy::{Evicted, Eviction};
+use hashbrown::HashTable;
+
+/// The index's hasher: fixed, so a ring's layout does not depend on the process.
+type IndexHasher = foldhash::fast::FixedState;
 
 #[derive(Clone, Debug)]
 pub(crate) struct Slot<K> {
@@ -23,12 +27,17 @@ pub(crate) struct Slot<K> {
 }
 
 /// The FIFO ring bookkeeping. Slot `i` of `slots` has sequence number `first_seq + i`.
+///
+/// The index holds only sequence numbers (8 bytes and a control byte per live slot): a key
+/// is hashed again from its slot, so it is kept once, in the slot.
 #[derive(Clone, Debug)]
 pub(crate) struct Ring<K: Hash + Eq + Clone> {
     capacity: u64,
     slots: VecDeque<Slot<K>>,
     first_seq: u64,
-    index: HashMap<K, u64>,
+    /// The sequence number of every live slot, found by its key's hash.
+    index: HashTable<u64>,
+    hasher: IndexHasher,
     used: u64,
     live_bytes: u64,
     /// Where the next entry is written.
@@ -41,7 +50,8 @@ impl<K: Hash + Eq + Clone> Ring<K> {
             capacity,
             slots: VecDeque::new(),
             first_seq: 1,
-            index: HashMap::new(),
+            index: HashTable::new(),
+            hasher: IndexHasher::default(),
             used: 0,
             live_bytes: 0,
             head_off: 0,
@@ -57,25 +67,49 @@ impl<K: Hash + Eq + Clone> Ring<K> {
             capacity,
             slots: slots.into(),
             first_seq,
-            index: HashMap::new(),
+            index: HashTable::new(),
+            hasher: IndexHasher::default(),
             used: 0,
             live_bytes: 0,
             head_off,
         };
+        let live = ring.slots.iter().filter(|s| s.live).count();
+        ring.index.reserve(live, |_| 0);
         for i in (0..ring.slots.len()).rev() {
             let seq = first_seq + i as u64;
-            let slot = &mut ring.slots[i];
-            ring.used += slot.footprint;
-            if slot.live {
-                if ring.index.contains_key(&slot.key) {
-                    slot.live = false;
+            ring.used += ring.slots[i].footprint;
+            if ring.slots[i].live {
+                if ring.get(&ring.slots[i].key).is_some() {
+                    ring.slots[i].live = false;
                 } else {
-                    ring.index.insert(slot.key.clone(), seq);
-                    ring.live_bytes += slot.footprint;
+                    ring.index_insert(seq);
+                    ring.live_bytes += ring.slots[i].footprint;
                 }
             }
         }
         ring
+    }
+
+    fn hash(&self, key: &K) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// Indexes the live slot `seq` (its key not indexed yet).
+    fn index_insert(&mut self, seq: u64) {
+        let (slots, first) = (&self.slots, self.first_seq);
+        let h = self.hasher.hash_one(&slots[(seq - first) as usize].key);
+        let hasher = &self.hasher;
+        self.index.insert_unique(h, seq, |&s| {
+            hasher.hash_one(&slots[(s - first) as usize].key)
+        });
+    }
+
+    /// Drops slot `seq`, whose key is `key`, from the index.
+    fn index_remove(&mut self, key: &K, seq: u64) {
+        let h = self.hash(key);
+        if let Ok(e) = self.index.find_entry(h, |&s| s == seq) {
+            e.remove();
+        }
     }
 
     pub fn capacity(&self) -> u64 {
@@ -100,8 +134,33 @@ impl<K: Hash + Eq + Clone> Ring<K> {
 
     /// The live slot of `key` and its sequence number.
     pub fn get(&self, key: &K) -> Option<(u64, &Slot<K>)> {
-        let seq = *self.index.get(key)?;
-        Some((seq, &self.slots[(seq - self.first_seq) as usize]))
+        let first = self.first_seq;
+        let seq = *self.index.find(self.hash(key), |&s| {
+            self.slots[(s - first) as usize].key == *key
+        })?;
+        Some((seq, &self.slots[(seq - first) as usize]))
+    }
+
+    /// The slot of sequence number `seq`, live or ghost, if the ring still holds it.
+    pub fn slot(&self, seq: u64) -> Option<&Slot<K>> {
+        self.slots
+            .get(usize::try_from(seq.checked_sub(self.first_seq)?).ok()?)
+    }
+
+    /// Sequence number of the oldest slot (of the next write if the ring is empty), where the
+    /// next entry is written, and the slots, oldest first: what a directory records.
+    pub fn layout(&self) -> (u64, u64, &VecDeque<Slot<K>>) {
+        (self.first_seq, self.head_off, &self.slots)
+    }
+
+    /// Live slots' sequence numbers, oldest first.
+    pub fn live_seqs(&self) -> impl Iterator<Item = u64> + '_ {
+        let first = self.first_seq;
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.live)
+            .map(move |(i, _)| first + i as u64)
     }
 
     /// Live keys, oldest first.
@@ -111,7 +170,8 @@ impl<K: Hash + Eq + Clone> Ring<K> {
 
     /// Turns the live slot of `key` into a ghost; returns its footprint.
     pub fn remove(&mut self, key: &K) -> Option<u64> {
-        let seq = self.index.remove(key)?;
+        let (seq, _) = self.get(key)?;
+        self.index_remove(key, seq);
         let slot = &mut self.slots[(seq - self.first_seq) as usize];
         slot.live = false;
         self.live_bytes -= slot.footprint;
@@ -123,15 +183,19 @@ impl<K: Hash + Eq + Clone> Ring<K> {
     /// slot's sequence number and ring offset.
     pub fn insert(&mut self, key: K, footprint: u64, evicted: &mut Vec<(K, u64)>) -> (u64, u64) {
         debug_assert!(footprint <= self.capacity);
-        debug_assert!(!self.index.contains_key(&key));
+        debug_assert!(self.get(&key).is_none());
         while self.used + footprint > self.capacity {
-            let Some(slot) = self.slots.pop_front() else {
+            let Some(slot) = self.slots.front() else {
                 break;
             };
+            if slot.live {
+                let (key, seq) = (slot.key.clone(), self.first_seq);
+                self.index_remove(&key, seq);
+            }
+            let slot = self.slots.pop_front().expect("a front slot");
             self.first_seq += 1;
             self.used -= slot.footprint;
             if slot.live {
-                self.index.remove(&slot.key);
                 self.live_bytes -= slot.footprint;
                 evicted.push((slot.key, slot.footprint));
             }
@@ -139,12 +203,12 @@ impl<K: Hash + Eq + Clone> Ring<K> {
         let seq = self.next_seq();
         let off = self.head_off;
         self.slots.push_back(Slot {
-            key: key.clone(),
+            key,
             off,
             footprint,
             live: true,
         });
-        self.index.insert(key, seq);
+        self.index_insert(seq);
         self.used += footprint;
         self.live_bytes += footprint;
         self.head_off = if self.capacity == 0 {
@@ -156,8 +220,7 @@ impl<K: Hash + Eq + Clone> Ring<K> {
     }
 
     pub fn heap_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot<K>>()
-            + self.index.capacity() * (std::mem::size_of::<(K, u64)>() + 1)
+        self.slots.capacity() * std::mem::size_of::<Slot<K>>() + self.index.allocation_size()
     }
 }
 

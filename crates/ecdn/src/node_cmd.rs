@@ -1,7 +1,7 @@
 //! `ecdn node`: the HTTP caching node (see `ecdn_node::node` for what it implements today).
 //!
 //! Settings come from an optional TOML file (`--config`) whose keys are the flags' names with
-//! underscores (`listen`, `origin`, `hoc_size`, `hoc_policy`, `disk_path`, `disk_size`,
+//! underscores (`listen`, `origin`, `hoc_size`, `hoc_policy`, `disk_path`, `disk_size`, `disk_directory_every`,
 //! `origin_timeout`, `drain_timeout`, `purge_token`, `admin_listen`, `admin_token`,
 //! `client_health`, `access_log`, `threads`,
 //! `backend_strategy`, `backend_connections`, `backend_cache_control`, `tls_listen`,
@@ -69,6 +69,11 @@ pub struct NodeArgs {
     /// Disk cache capacity [default: 1GiB].
     #[arg(long)]
     disk_size: Option<String>,
+    /// How often the disk cache's directory (its index, saved beside the ring file as
+    /// `<disk-path>.dir`, which a start reads instead of the whole ring) is saved when the
+    /// cache changed; also at stop [default: 60s].
+    #[arg(long)]
+    disk_directory_every: Option<String>,
     /// Limit on one origin exchange; 504 beyond it [default: 30s].
     #[arg(long)]
     origin_timeout: Option<String>,
@@ -221,6 +226,7 @@ struct FileConfig {
     hoc_policy: Option<String>,
     disk_path: Option<PathBuf>,
     disk_size: Option<String>,
+    disk_directory_every: Option<String>,
     origin_timeout: Option<String>,
     drain_timeout: Option<String>,
     purge_token: Option<String>,
@@ -384,6 +390,14 @@ fn merge(a: NodeArgs) -> Result<Settings> {
         .or(file.drain_timeout)
         .unwrap_or_else(|| "30s".into());
     let drain = ecdn_lab::args::duration(&key("drain_timeout"), &drain)?;
+    let directory_every = a
+        .disk_directory_every
+        .or(file.disk_directory_every)
+        .unwrap_or_else(|| "60s".into());
+    let directory_every = ecdn_lab::args::duration(&key("disk_directory_every"), &directory_every)?;
+    if directory_every.is_zero() {
+        bail!("{}: must be positive", key("disk_directory_every"));
+    }
     let strategy = a
         .backend_strategy
         .or(file.backend_strategy)
@@ -463,6 +477,7 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             hoc_size,
             disk_path: a.disk_path.or(file.disk_path),
             disk_size,
+            disk_directory_every: directory_every,
             hoc_policy,
             origin_timeout: timeout,
             drain_timeout: drain,

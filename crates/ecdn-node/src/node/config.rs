@@ -20,6 +20,11 @@ pub struct NodeConfig {
     pub disk_path: Option<PathBuf>,
     /// Disk ring capacity in bytes (rounded down to a multiple of 4 KiB).
     pub disk_size: u64,
+    /// How often the disk's directory (its index, which a start reads instead of the ring) is
+    /// saved when the disk changed; it is saved at stop too. A start after a crash reads the
+    /// entries written since the last save from the ring, header by header. (60 s: Traffic
+    /// Server's `proxy.config.cache.dir.sync_frequency`.)
+    pub disk_directory_every: Duration,
     /// HOC policy in `ecdn_policy::PolicySpec` syntax.
     pub hoc_policy: String,
     /// Limit on the origin's response headers (connect included; `504` beyond it), and on the
@@ -157,6 +162,7 @@ impl Default for NodeConfig {
             hoc_size: 64 << 20,
             disk_path: None,
             disk_size: 1 << 30,
+            disk_directory_every: Duration::from_secs(60),
             hoc_policy: "adaptsize".into(),
             origin_timeout: Duration::from_secs(30),
             max_header_bytes: 64 << 10,

@@ -11,10 +11,16 @@
 //!
 //! Every store error is logged on stderr and counted (`ecdn_disk_errors_total`); a write that
 //! does not fit the ring (`TooLarge`) is not an error, the object just stays uncached.
+//!
+//! The store's directory (its index, saved beside the ring so that a start reads it instead of
+//! the ring: `ecdn_store::directory`) is saved every `disk_directory_every` when the store
+//! changed ([`Disk::save_directory_every`]), as Traffic Server syncs its directory, and when
+//! the node stops. The index is copied under the read lock; the ring's flush and the file's
+//! write run without holding the store.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -23,6 +29,7 @@ use hyper::StatusCode;
 
 use super::body::{Piece, Verifying};
 use super::freshness::{self, StoredResponse};
+use super::lock::lock;
 use super::meta;
 
 /// The metadata block stored with `e` (its age, lifetime and headers; see [`meta`]); the
@@ -67,6 +74,17 @@ pub(super) struct Disk {
     closed: Arc<AtomicBool>,
     /// Ring capacity in bytes.
     pub(super) capacity: u64,
+    /// The store's state at its last directory save (next sequence number, live entries), and
+    /// the task that saves it periodically.
+    saved: Arc<Mutex<DirectorySaves>>,
+}
+
+#[derive(Default)]
+struct DirectorySaves {
+    at: Option<(u64, usize)>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    /// Tells the task to stop (after the save it may be making).
+    stop: Arc<tokio::sync::Notify>,
 }
 
 /// An entry found on disk: the response (status, headers, freshness; the body not read yet)
@@ -95,6 +113,59 @@ impl Disk {
             store: Arc::new(RwLock::new(Some(store))),
             errors: Arc::new(AtomicU64::new(0)),
             closed: Arc::new(AtomicBool::new(false)),
+            saved: Arc::default(),
+        }
+    }
+
+    /// Saves the store's directory every `every` while the disk is open (when the store
+    /// changed since the last save).
+    pub(super) fn save_directory_every(&self, every: Duration) {
+        let disk = self.clone();
+        let stop = lock(&self.saved).stop.clone();
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => disk.save_directory().await,
+                    _ = stop.notified() => return,
+                }
+            }
+        });
+        lock(&self.saved).task = Some(task);
+    }
+
+    /// Saves the store's directory if the store changed since the last save: the index is
+    /// copied under the read lock, then the ring is flushed and the directory written on the
+    /// blocking pool without the store.
+    pub(super) async fn save_directory(&self) {
+        let last = lock(&self.saved).at;
+        let snapshot = self
+            .read(move |s| {
+                let now = (s.next_seq(), s.len());
+                if last == Some(now) {
+                    return Ok(None);
+                }
+                s.directory().map(|w| w.map(|w| (w, now)))
+            })
+            .await;
+        let (writer, now) = match snapshot {
+            Some(Ok(Some(w))) => w,
+            Some(Ok(None)) => return,
+            Some(Err(e)) => return self.failed("copying the directory", &e),
+            None => return self.failed_task("copying the directory"),
+        };
+        let writer = match tokio::task::spawn_blocking(move || writer.save().map(|()| writer)).await
+        {
+            Ok(Ok(w)) => w,
+            Ok(Err(e)) => return self.failed("saving the directory", &e),
+            Err(_) => return self.failed_task("saving the directory"),
+        };
+        match self.write(move |s| s.directory_saved(&writer)).await {
+            Some(Ok(())) => lock(&self.saved).at = Some(now),
+            Some(Err(e)) => self.failed("saving the directory", &e),
+            None => self.failed_task("saving the directory"),
         }
     }
 
@@ -153,7 +224,17 @@ impl Disk {
     /// background fill that ends later finds the store closed and writes nothing). A node
     /// stopping calls it last, so a new node can open the same file at once.
     pub(super) async fn close(&self) {
+        let (saver, stop) = {
+            let mut saved = lock(&self.saved);
+            (saved.task.take(), saved.stop.clone())
+        };
+        if let Some(t) = saver {
+            // Not aborted: a save under way finishes first, so two never write at once.
+            stop.notify_one();
+            let _ = t.await;
+        }
         self.sync().await;
+        self.save_directory().await;
         let store = self.store.clone();
         self.closed.store(true, Ordering::Relaxed);
         // Dropped on the blocking pool: the drop copies the bytes of mappings readers still

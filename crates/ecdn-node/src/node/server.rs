@@ -119,13 +119,23 @@ impl Node {
                         cfg.disk_size
                     )));
                 }
+                let t = std::time::Instant::now();
+                let shown = path.display().to_string();
                 let store = tokio::task::spawn_blocking(move || {
                     Store::open(StoreConfig::new(path, capacity))
                 })
                 .await
                 .map_err(io::Error::other)?
                 .map_err(io::Error::other)?;
-                Some(Disk::new(store))
+                eprintln!(
+                    "ecdn node: disk cache {shown}: {} entries, started {} in {} ms",
+                    store.len(),
+                    store.started(),
+                    t.elapsed().as_millis()
+                );
+                let disk = Disk::new(store);
+                disk.save_directory_every(cfg.disk_directory_every);
+                Some(disk)
             }
             None => None,
         };

@@ -43,6 +43,8 @@ pub(super) async fn disk_json(st: &State) -> serde_json::Value {
                     "live_bytes": s.live_bytes(),
                     "capacity": s.capacity(),
                     "objects": s.len(),
+                    "index_bytes": s.index_bytes(),
+                    "started": s.started().to_string(),
                 })
             })
             .await

@@ -221,15 +221,15 @@ impl PieceStore {
             clock: 0,
         };
         let mut found = Recovered::default();
-        let keys: Vec<EntryKey> = store.keys().cloned().collect();
+        let seqs: Vec<u64> = store.live_seqs().map(|(seq, _)| seq).collect();
         let mut drop = Vec::new();
-        for key in keys {
-            let h = match store.open_entry(&key) {
+        for seq in seqs {
+            let h = match store.open_seq(seq) {
                 Ok(Opened::Hit(h)) => h,
                 Ok(Opened::Miss) => continue,
                 Ok(Opened::Corrupt { seq }) => {
                     found.corrupt += 1;
-                    store.drop_corrupt(&key, seq);
+                    store.evict_seq(seq);
                     continue;
                 }
                 Err(e) => {
@@ -239,6 +239,7 @@ impl PieceStore {
                     continue;
                 }
             };
+            let key = h.key().clone();
             let Some((piece, object)) = Self::name_of(&key, h.meta(), h.payload_len(), cfg) else {
                 found.foreign += 1;
                 drop.push(key);
