@@ -122,6 +122,41 @@ impl Directory {
     /// align, their sum at most the capacity, the head inside the ring and aligned). The
     /// message says what failed.
     pub fn decode(b: &[u8]) -> Result<Directory, String> {
+        let (head, body) = DirHead::decode(b)?;
+        let mut slots = Vec::with_capacity(body.len() / DIR_SLOT_LEN);
+        let mut total = 0u64;
+        for (i, s) in body.chunks_exact(DIR_SLOT_LEN).enumerate() {
+            let slot = head.slot(i, s)?;
+            total = total.saturating_add(slot.footprint);
+            if total > head.capacity {
+                return Err("slots hold more than the capacity".into());
+            }
+            slots.push(slot);
+        }
+        Ok(Directory {
+            align: head.align,
+            capacity: head.capacity,
+            store_id: head.store_id,
+            first_seq: head.first_seq,
+            head_off: head.head_off,
+            slots,
+        })
+    }
+}
+
+/// A directory's header, checked, without its slots (see [`DirHead::decode`]).
+struct DirHead {
+    align: u32,
+    capacity: u64,
+    store_id: u64,
+    first_seq: u64,
+    head_off: u64,
+}
+
+impl DirHead {
+    /// The header of directory file `b`, checked, and the bytes of its slots, whose checksum
+    /// and length are checked (each slot's fields are checked by [`DirHead::slot`]).
+    fn decode(b: &[u8]) -> Result<(DirHead, &[u8]), String> {
         if b.len() < DIR_HEADER_LEN + DIR_FOOT_LEN {
             return Err(format!("{} bytes is too short for a directory", b.len()));
         }
@@ -138,17 +173,22 @@ impl Directory {
                 "directory format {version}, this build reads {DIR_VERSION}"
             ));
         }
-        let align = le32(b, 12);
-        let capacity = le64(b, 16);
-        let store_id = le64(b, 24);
-        let first_seq = le64(b, 32);
-        let head_off = le64(b, 40);
+        let head = DirHead {
+            align: le32(b, 12),
+            capacity: le64(b, 16),
+            store_id: le64(b, 24),
+            first_seq: le64(b, 32),
+            head_off: le64(b, 40),
+        };
         let count = le64(b, 48);
+        let align = head.align;
         if !align.is_power_of_two() || !(MIN_ALIGN..=MAX_ALIGN).contains(&align) {
             return Err(format!("align {align} is not a valid one"));
         }
         let a = u64::from(align);
+        let (capacity, head_off) = (head.capacity, head.head_off);
         if capacity == 0
+            || capacity > i64::MAX as u64
             || !capacity.is_multiple_of(a)
             || head_off >= capacity
             || !head_off.is_multiple_of(a)
@@ -170,44 +210,33 @@ impl Directory {
         if crc32c(&b[DIR_HEADER_LEN..foot]) != le32(b, foot) {
             return Err("slots checksum mismatch".into());
         }
-        if first_seq.checked_add(count).is_none() {
+        if head.first_seq.checked_add(count).is_none() {
             return Err("sequence numbers overflow".into());
         }
-        let mut slots = Vec::with_capacity(count as usize);
-        let mut total = 0u64;
-        for s in b[DIR_HEADER_LEN..foot].chunks_exact(DIR_SLOT_LEN) {
-            let (kind, flags, footprint) = (s[14], s[15], le64(s, 16));
-            if kind != KIND_OBJECT && kind != KIND_CHUNK {
-                return Err(format!("slot {}: kind {kind}", slots.len()));
-            }
-            if flags & !LIVE != 0 {
-                return Err(format!("slot {}: flags {flags:#x}", slots.len()));
-            }
-            if footprint == 0 || !footprint.is_multiple_of(a) {
-                return Err(format!("slot {}: footprint {footprint}", slots.len()));
-            }
-            total = total.saturating_add(footprint);
-            if total > capacity {
-                return Err("slots hold more than the capacity".into());
-            }
-            slots.push(DirSlot {
-                tag: KeyTag {
-                    hash: le64(s, 0),
-                    sub_chunk: le32(s, 8),
-                    chunk: le16(s, 12),
-                    kind,
-                },
-                footprint,
-                live: flags & LIVE != 0,
-            });
+        Ok((head, &b[DIR_HEADER_LEN..foot]))
+    }
+
+    /// Slot `i`, from its bytes `s`.
+    fn slot(&self, i: usize, s: &[u8]) -> Result<DirSlot, String> {
+        let (kind, flags, footprint) = (s[14], s[15], le64(s, 16));
+        if kind != KIND_OBJECT && kind != KIND_CHUNK {
+            return Err(format!("slot {i}: kind {kind}"));
         }
-        Ok(Directory {
-            align,
-            capacity,
-            store_id,
-            first_seq,
-            head_off,
-            slots,
+        if flags & !LIVE != 0 {
+            return Err(format!("slot {i}: flags {flags:#x}"));
+        }
+        if footprint == 0 || !footprint.is_multiple_of(u64::from(self.align)) {
+            return Err(format!("slot {i}: footprint {footprint}"));
+        }
+        Ok(DirSlot {
+            tag: KeyTag {
+                hash: le64(s, 0),
+                sub_chunk: le32(s, 8),
+                chunk: le16(s, 12),
+                kind,
+            },
+            footprint,
+            live: flags & LIVE != 0,
         })
     }
 }
@@ -330,7 +359,7 @@ impl Store {
                 .map(|s| DirSlot {
                     tag: s.key,
                     footprint: s.footprint,
-                    live: s.live,
+                    live: s.live(),
                 })
                 .collect(),
         };
@@ -388,8 +417,7 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Err("no directory".into()),
             Err(e) => return Err(format!("reading {}: {e}", path.display())),
         };
-        let dir = Directory::decode(&bytes).map_err(|e| format!("directory: {e}"))?;
-        drop(bytes);
+        let (dir, body) = DirHead::decode(&bytes).map_err(|e| format!("directory: {e}"))?;
         if (dir.align, dir.capacity) != (self.align, self.capacity) {
             return Err("the directory is of a ring of another size".into());
         }
@@ -397,24 +425,26 @@ impl Store {
             return Err("the directory is of another ring (store id)".into());
         }
         let cap = self.capacity;
-        // Offsets from the head backwards: the slots lie back to back, the newest ending at
-        // the head.
-        let mut slots = Vec::with_capacity(dir.slots.len());
-        let mut end = dir.head_off;
-        for s in dir.slots.iter().rev() {
-            let off = (end + cap - s.footprint % cap) % cap;
-            slots.push(Slot {
-                key: s.tag,
-                off,
-                footprint: s.footprint,
-                live: s.live,
-            });
+        // Straight into the ring's slots, newest first: offsets follow from the head
+        // backwards, the slots lying back to back with the newest ending at the head.
+        let count = body.len() / DIR_SLOT_LEN;
+        let mut slots = Vec::with_capacity(count);
+        let (mut end, mut total) = (dir.head_off, 0u64);
+        for (i, s) in body.chunks_exact(DIR_SLOT_LEN).enumerate().rev() {
+            let d = dir.slot(i, s).map_err(|e| format!("directory: {e}"))?;
+            total = total.saturating_add(d.footprint);
+            if total > cap {
+                return Err("directory: slots hold more than the capacity".into());
+            }
+            let off = (end + cap - d.footprint % cap) % cap;
+            slots.push(Slot::new(d.tag, off, d.footprint, d.live));
             end = off;
         }
+        drop(bytes);
         slots.reverse();
         let newest = slots
             .last()
-            .map(|s| (dir.first_seq + slots.len() as u64 - 1, s.off));
+            .map(|s| (dir.first_seq + slots.len() as u64 - 1, s.off()));
         let named = slots.len() as u64;
         self.ring = Ring::restore(cap, dir.first_seq, dir.head_off, slots);
         let rolled_forward = self.roll_forward()?;

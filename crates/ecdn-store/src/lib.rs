@@ -831,10 +831,10 @@ impl Store {
     /// for a key, for a caller that walks the store (a node registering what it holds at
     /// start).
     pub fn open_seq(&self, seq: u64) -> Result<Opened, StoreError> {
-        let Some(slot) = self.ring.slot(seq).filter(|s| s.live) else {
+        let Some(slot) = self.ring.slot(seq).filter(|s| s.live()) else {
             return Ok(Opened::Miss);
         };
-        let (off, fp, tag) = (slot.off, slot.footprint, slot.key);
+        let (off, fp, tag) = (slot.off(), slot.footprint, slot.key);
         // The header and, in the same read, as much of the prefix (key, metadata, block
         // checksums) as [`OPEN_READ`] covers: one system call for most entries, not two.
         let mut head = vec![0u8; fp.clamp(HEADER_LEN, OPEN_READ) as usize];
@@ -994,7 +994,7 @@ impl Store {
     /// that [`Store::open_seq`] found corrupt, or that its caller's policy evicted), without
     /// writing anything, as [`Store::evict`] does; whether it was.
     pub fn evict_seq(&mut self, seq: u64) -> bool {
-        match self.ring.slot(seq).filter(|s| s.live) {
+        match self.ring.slot(seq).filter(|s| s.live()) {
             Some(slot) => self.drop_seq(slot.key, seq),
             None => false,
         }
@@ -1059,7 +1059,7 @@ impl Store {
     /// `offset + footprint > align + capacity`.
     pub fn locate(&self, key: &EntryKey) -> Option<Location> {
         self.ring.get(&key.tag()).map(|(seq, s)| Location {
-            offset: u64::from(self.align) + s.off,
+            offset: u64::from(self.align) + s.off(),
             footprint: s.footprint,
             seq,
         })
@@ -1113,7 +1113,7 @@ impl Store {
         };
         // `off` is aligned and align >= 64, so the 4 magic bytes never wrap. Written through
         // the O_DSYNC descriptor: the write returns once the block is on stable storage.
-        self.write_ring_through(&self.dsync, slot.off, &MAGIC_DEAD.to_le_bytes())?;
+        self.write_ring_through(&self.dsync, slot.off(), &MAGIC_DEAD.to_le_bytes())?;
         Ok(Some(Tombstone {
             key: key.clone(),
             tag,

@@ -17,13 +17,42 @@ use hashbrown::HashTable;
 /// The index's hasher: fixed, so a ring's layout does not depend on the process.
 type IndexHasher = foldhash::fast::FixedState;
 
+/// The top bit of [`Slot`]'s `off_live`: the slot is live. Ring offsets are below the
+/// capacity, itself below 2^63.
+const LIVE_BIT: u64 = 1 << 63;
+
 #[derive(Clone, Debug)]
 pub(crate) struct Slot<K> {
     pub key: K,
-    /// Byte offset of the entry inside the ring area, `0 .. capacity`.
-    pub off: u64,
+    /// Byte offset of the entry inside the ring area, `0 .. capacity`, and the live flag in
+    /// the top bit: with a 16-byte key tag a slot takes 32 bytes, not 40.
+    off_live: u64,
     pub footprint: u64,
-    pub live: bool,
+}
+
+impl<K> Slot<K> {
+    pub fn new(key: K, off: u64, footprint: u64, live: bool) -> Self {
+        debug_assert!(off < LIVE_BIT);
+        Slot {
+            key,
+            off_live: off | if live { LIVE_BIT } else { 0 },
+            footprint,
+        }
+    }
+
+    /// Byte offset of the entry inside the ring area.
+    pub fn off(&self) -> u64 {
+        self.off_live & !LIVE_BIT
+    }
+
+    /// Live (indexed by key, can be served), or a ghost.
+    pub fn live(&self) -> bool {
+        self.off_live & LIVE_BIT != 0
+    }
+
+    fn set_ghost(&mut self) {
+        self.off_live &= !LIVE_BIT;
+    }
 }
 
 /// The FIFO ring bookkeeping. Slot `i` of `slots` has sequence number `first_seq + i`.
@@ -73,20 +102,42 @@ impl<K: Hash + Eq + Clone> Ring<K> {
             live_bytes: 0,
             head_off,
         };
-        let live = ring.slots.iter().filter(|s| s.live).count();
+        let live = ring.slots.iter().filter(|s| s.live()).count();
         ring.index.reserve(live, |_| 0);
-        for i in (0..ring.slots.len()).rev() {
+        // Newest first: a key's newest live slot is indexed, older ones become ghosts. One
+        // probe of the table per slot (the start of a store of millions of entries is mostly
+        // this loop).
+        let Ring {
+            slots,
+            index,
+            hasher,
+            ..
+        } = &mut ring;
+        let mut used = 0;
+        let mut live_bytes = 0;
+        for i in (0..slots.len()).rev() {
+            used += slots[i].footprint;
+            if !slots[i].live() {
+                continue;
+            }
             let seq = first_seq + i as u64;
-            ring.used += ring.slots[i].footprint;
-            if ring.slots[i].live {
-                if ring.get(&ring.slots[i].key).is_some() {
-                    ring.slots[i].live = false;
-                } else {
-                    ring.index_insert(seq);
-                    ring.live_bytes += ring.slots[i].footprint;
+            let h = hasher.hash_one(&slots[i].key);
+            let key = &slots[i].key;
+            let found = index.entry(
+                h,
+                |&s| slots[(s - first_seq) as usize].key == *key,
+                |&s| hasher.hash_one(&slots[(s - first_seq) as usize].key),
+            );
+            match found {
+                hashbrown::hash_table::Entry::Occupied(_) => slots[i].set_ghost(),
+                hashbrown::hash_table::Entry::Vacant(v) => {
+                    v.insert(seq);
+                    live_bytes += slots[i].footprint;
                 }
             }
         }
+        ring.used = used;
+        ring.live_bytes = live_bytes;
         ring
     }
 
@@ -159,13 +210,13 @@ impl<K: Hash + Eq + Clone> Ring<K> {
         self.slots
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.live)
+            .filter(|(_, s)| s.live())
             .map(move |(i, _)| first + i as u64)
     }
 
     /// Live keys, oldest first.
     pub fn live_keys(&self) -> impl Iterator<Item = &K> + '_ {
-        self.slots.iter().filter(|s| s.live).map(|s| &s.key)
+        self.slots.iter().filter(|s| s.live()).map(|s| &s.key)
     }
 
     /// Turns the live slot of `key` into a ghost; returns its footprint.
@@ -173,7 +224,7 @@ impl<K: Hash + Eq + Clone> Ring<K> {
         let (seq, _) = self.get(key)?;
         self.index_remove(key, seq);
         let slot = &mut self.slots[(seq - self.first_seq) as usize];
-        slot.live = false;
+        slot.set_ghost();
         self.live_bytes -= slot.footprint;
         Some(slot.footprint)
     }
@@ -188,26 +239,21 @@ impl<K: Hash + Eq + Clone> Ring<K> {
             let Some(slot) = self.slots.front() else {
                 break;
             };
-            if slot.live {
+            if slot.live() {
                 let (key, seq) = (slot.key.clone(), self.first_seq);
                 self.index_remove(&key, seq);
             }
             let slot = self.slots.pop_front().expect("a front slot");
             self.first_seq += 1;
             self.used -= slot.footprint;
-            if slot.live {
+            if slot.live() {
                 self.live_bytes -= slot.footprint;
                 evicted.push((slot.key, slot.footprint));
             }
         }
         let seq = self.next_seq();
         let off = self.head_off;
-        self.slots.push_back(Slot {
-            key,
-            off,
-            footprint,
-            live: true,
-        });
+        self.slots.push_back(Slot::new(key, off, footprint, true));
         self.index_insert(seq);
         self.used += footprint;
         self.live_bytes += footprint;
