@@ -252,7 +252,9 @@ impl Store {
             .sync_data()
             .map_err(self.io("sync superblock of"))?;
         self.ring = Ring::new(self.capacity);
-        Ok(())
+        // An empty directory at once: a store killed before its first save starts empty
+        // without reading the ring (which holds only zeros or a former store's entries).
+        self.save_directory()
     }
 
     /// Sizes the regular file (now `size` bytes) to `align + capacity` bytes and allocates all

@@ -263,6 +263,42 @@ fn a_directory_the_ring_went_around_past_is_refused() {
 }
 
 #[test]
+fn a_damaged_header_after_the_directory_ends_the_walk_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let mut s = open(&path);
+    fill(&mut s, 0..4, 1, 3000);
+    s.save_directory().unwrap();
+    fill(&mut s, 4..8, 1, 3000);
+    let before = served(&mut s, 8);
+    let at = s.locate(&key(6)).unwrap().offset;
+    drop(s);
+    // A byte of entry 6's header.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, at + 17).unwrap();
+    f.write_all_at(&[b[0] ^ 0x40], at + 17).unwrap();
+    drop(f);
+    let mut s = open(&path);
+    assert_eq!(
+        s.started(),
+        &Started::Directory {
+            slots: 4,
+            rolled_forward: 2
+        }
+    );
+    // What came before it is served as it was; it and what came after are lost, never
+    // served wrong.
+    let after = served(&mut s, 8);
+    assert_eq!(after[..6], before[..6]);
+    assert_eq!(after[6..], [None, None]);
+}
+
+#[test]
 fn a_directory_write_cut_short_leaves_the_previous_one() {
     // `kill -9` during a save leaves the temporary file; the directory is the previous one.
     let dir = tempfile::tempdir().unwrap();
@@ -291,7 +327,7 @@ fn a_directory_write_cut_short_leaves_the_previous_one() {
 }
 
 #[test]
-fn a_format_drops_the_old_directory() {
+fn a_format_replaces_the_old_directory() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ring");
     let mut s = open(&path);
@@ -299,8 +335,39 @@ fn a_format_drops_the_old_directory() {
     s.save_directory().unwrap();
     drop(s);
     let s = Store::create(StoreConfig::new(&path, CAP)).unwrap();
-    assert!(!directory_path(&path).exists());
     assert!(s.is_empty());
+    drop(s);
+    // In its place, the new store's empty one: a start reads no ring.
+    let s = open(&path);
+    assert_eq!(
+        s.started(),
+        &Started::Directory {
+            slots: 0,
+            rolled_forward: 0
+        }
+    );
+    assert!(s.is_empty());
+}
+
+#[test]
+fn a_new_store_killed_before_its_first_save_starts_without_a_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ring");
+    let mut s = open(&path);
+    assert_eq!(s.started(), &Started::Formatted);
+    fill(&mut s, 0..5, 1, 3000);
+    let before = served(&mut s, 5);
+    // No save: as after `kill -9`.
+    drop(s);
+    let mut s = open(&path);
+    assert_eq!(
+        s.started(),
+        &Started::Directory {
+            slots: 0,
+            rolled_forward: 5
+        }
+    );
+    assert_eq!(served(&mut s, 5), before);
 }
 
 #[derive(Clone, Debug)]
