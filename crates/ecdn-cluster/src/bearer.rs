@@ -1,5 +1,6 @@
 //! The bearer tokens of the admin listeners (a node's, the coordinator's status page) and of
-//! `PURGE`: how a request's token is compared, and which tokens a process takes at start.
+//! `PURGE`: how a request's token is compared, and which tokens a process takes at start (the
+//! same rule for every token: [`check_token`]).
 
 use thiserror::Error;
 
@@ -35,35 +36,48 @@ pub fn bearer_matches(header: Option<&[u8]>, token: &str) -> bool {
 /// answer `401` to everyone.
 pub const MIN_ADMIN_TOKEN: usize = 16;
 
-/// Why an admin token was refused at start.
+/// Why a token was refused at start.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum TokenError {
-    #[error("the admin token is empty: give one of at least {MIN_ADMIN_TOKEN} bytes")]
-    Empty,
-    #[error("the admin token has {0} bytes: it needs at least {MIN_ADMIN_TOKEN}")]
-    Short(usize),
+    #[error("the {0} token is empty: give one of at least {MIN_ADMIN_TOKEN} bytes")]
+    Empty(&'static str),
+    #[error("the {0} token has {1} bytes: it needs at least {MIN_ADMIN_TOKEN}")]
+    Short(&'static str, usize),
     #[error(
-        "the admin token has a space or control character, which an Authorization header does \
+        "the {0} token has a space or control character, which an Authorization header does \
          not carry as is: use visible characters only"
     )]
-    Unsendable,
+    Unsendable(&'static str),
 }
 
 /// Whether `token` can guard an admin listener: at least [`MIN_ADMIN_TOKEN`] bytes, none of
 /// them whitespace or control characters (HTTP trims the first, and a header cannot carry the
 /// others, so a listener with such a token could never be reached).
 pub fn check_admin_token(token: &str) -> Result<(), TokenError> {
+    check_token("admin", token)
+}
+
+/// Whether `token` can authorize `PURGE` on the client listener: the admin token's rule
+/// ([`check_admin_token`]). A purge empties the cache of an object for every client, and the
+/// client listener faces the Internet: a short token there can be guessed.
+pub fn check_purge_token(token: &str) -> Result<(), TokenError> {
+    check_token("purge", token)
+}
+
+/// The rule every bearer token passes at start: at least [`MIN_ADMIN_TOKEN`] bytes, none of
+/// them whitespace or control characters; `what` names the token in the error.
+pub fn check_token(what: &'static str, token: &str) -> Result<(), TokenError> {
     if token.is_empty() {
-        return Err(TokenError::Empty);
+        return Err(TokenError::Empty(what));
     }
     if token.len() < MIN_ADMIN_TOKEN {
-        return Err(TokenError::Short(token.len()));
+        return Err(TokenError::Short(what, token.len()));
     }
     if token
         .bytes()
         .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
     {
-        return Err(TokenError::Unsendable);
+        return Err(TokenError::Unsendable(what));
     }
     Ok(())
 }
@@ -74,17 +88,20 @@ mod tests {
 
     #[test]
     fn admin_tokens_need_sixteen_sendable_bytes() {
-        assert_eq!(check_admin_token(""), Err(TokenError::Empty));
-        assert_eq!(check_admin_token("short"), Err(TokenError::Short(5)));
+        assert_eq!(check_admin_token(""), Err(TokenError::Empty("admin")));
+        assert_eq!(
+            check_admin_token("short"),
+            Err(TokenError::Short("admin", 5))
+        );
         assert_eq!(
             check_admin_token("fifteen-bytes!!"),
-            Err(TokenError::Short(15))
+            Err(TokenError::Short("admin", 15))
         );
         check_admin_token("sixteen-bytes!!!").unwrap();
         for bad in ["sixteen bytes!!!", "sixteen-bytes!!\n", "\tsixteen-bytes!!"] {
             assert_eq!(
                 check_admin_token(bad),
-                Err(TokenError::Unsendable),
+                Err(TokenError::Unsendable("admin")),
                 "{bad:?}"
             );
         }
@@ -92,5 +109,14 @@ mod tests {
         check_admin_token("éééééééé").unwrap();
         let e = check_admin_token("").unwrap_err().to_string();
         assert!(e.contains("empty") && e.contains("16"), "{e}");
+    }
+
+    #[test]
+    fn purge_tokens_follow_the_admin_tokens_rule() {
+        assert_eq!(check_purge_token("t"), Err(TokenError::Short("purge", 1)));
+        assert_eq!(check_purge_token(""), Err(TokenError::Empty("purge")));
+        check_purge_token("sixteen-bytes!!!").unwrap();
+        let e = check_purge_token("s3cret").unwrap_err().to_string();
+        assert!(e.contains("purge token") && e.contains("16"), "{e}");
     }
 }

@@ -575,7 +575,7 @@ mod tests {
             origin: format!("http://{}", origin.addr),
             hoc_size: 16 << 20,
             hoc_policy: "lru".into(),
-            purge_token: Some("t".into()),
+            purge_token: Some("purge-token-of-the-test".into()),
             sites: Some(Sites(referrals.clone())),
             ..NodeConfig::default()
         };
@@ -599,7 +599,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert!(advertised(kept).await && advertised(purged).await);
-        let purge = "Authorization: Bearer t\r\n";
+        let purge = "Authorization: Bearer purge-token-of-the-test\r\n";
         let admin = node.admin_addr().unwrap();
         let (status, _, head) = request(admin, "PURGE", "/obj/2?size=1000", purge).await;
         assert_eq!(status, 200, "{head}");

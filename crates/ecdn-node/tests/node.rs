@@ -1102,12 +1102,36 @@ async fn metrics_count_tiers_and_latencies() {
     o.stop().await.unwrap();
 }
 
+/// Issue 65: a purge token anyone could guess is refused before the node starts, as an admin
+/// token is (a purge on the client listener empties an object for every client).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_purge_token_is_refused_at_start() {
+    let o = origin().await;
+    for (token, says) in [
+        ("s3cret", "6 bytes"),
+        ("", "empty"),
+        ("a purge token!!!", "space"),
+    ] {
+        let cfg = NodeConfig {
+            purge_token: Some(token.into()),
+            ..config(o.addr, 8 << 20, None)
+        };
+        let e = Node::start("127.0.0.1:0".parse().unwrap(), cfg)
+            .await
+            .err()
+            .expect("refused");
+        let e = e.to_string();
+        assert!(e.contains("purge token") && e.contains(says), "{e}");
+    }
+    o.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purge_needs_the_token() {
     let o = origin().await;
     let dir = tempfile::tempdir().unwrap();
     let n = node(NodeConfig {
-        purge_token: Some("s3cret".into()),
+        purge_token: Some("s3cret-purge-token".into()),
         ..config(o.addr, 8 << 20, Some(dir.path().join("disk")))
     })
     .await;
@@ -1127,7 +1151,7 @@ async fn purge_needs_the_token() {
         admin(&n),
         "PURGE",
         uri,
-        &[("authorization", "Basic s3cret")],
+        &[("authorization", "Basic s3cret-purge-token")],
     )
     .await;
     assert_eq!(basic.status, 401);
@@ -1137,7 +1161,7 @@ async fn purge_needs_the_token() {
         admin(&n),
         "PURGE",
         uri,
-        &[("authorization", "Bearer s3cret")],
+        &[("authorization", "Bearer s3cret-purge-token")],
     )
     .await;
     assert_eq!(ok.status, 200);
@@ -1150,7 +1174,7 @@ async fn purge_needs_the_token() {
         admin(&n),
         "PURGE",
         "/obj/never",
-        &[("authorization", "Bearer s3cret")],
+        &[("authorization", "Bearer s3cret-purge-token")],
     )
     .await;
     assert_eq!(absent.status, 200);
@@ -1165,7 +1189,7 @@ async fn purge_needs_the_token() {
         admin(&n),
         "PURGE",
         uri,
-        &[("authorization", "Bearer s3cret")],
+        &[("authorization", "Bearer s3cret-purge-token")],
     )
     .await;
     assert_eq!(off.status, 403);
@@ -1265,7 +1289,7 @@ async fn request_ids_reach_the_origin_and_come_back() {
 async fn the_client_listener_refuses_the_admin_endpoints() {
     let o = origin().await;
     let n = node(NodeConfig {
-        purge_token: Some("s3cret".into()),
+        purge_token: Some("s3cret-purge-token".into()),
         ..config(o.addr, 8 << 20, None)
     })
     .await;
@@ -1280,7 +1304,7 @@ async fn the_client_listener_refuses_the_admin_endpoints() {
         assert_eq!(r.status, 404, "{path}");
         assert!(String::from_utf8_lossy(&r.body).contains("admin listener"));
     }
-    let auth = [("authorization", "Bearer s3cret")];
+    let auth = [("authorization", "Bearer s3cret-purge-token")];
     let p = fetch_with(n.addr, "PURGE", "/obj/a", &auth).await;
     assert_eq!(p.status, 405);
     assert!(p.headers.contains_key("allow"));
@@ -1519,7 +1543,7 @@ async fn get_with(addr: SocketAddr, uri: &str, name: &str, value: &str) -> Reply
 async fn vary_stores_one_variant_per_request_header_value() {
     let o = origin().await;
     let n = node(NodeConfig {
-        purge_token: Some("t".into()),
+        purge_token: Some("purge-token-of-the-test".into()),
         ..config(o.addr, 8 << 20, None)
     })
     .await;
@@ -1540,7 +1564,13 @@ async fn vary_stores_one_variant_per_request_header_value() {
     assert_eq!(fetch(n.addr, "GET", uri).await.x_cache(), "MISS");
     assert_eq!(o.requests(), 3);
     // A purge removes every variant.
-    let p = fetch_with(admin(&n), "PURGE", uri, &[("authorization", "Bearer t")]).await;
+    let p = fetch_with(
+        admin(&n),
+        "PURGE",
+        uri,
+        &[("authorization", "Bearer purge-token-of-the-test")],
+    )
+    .await;
     assert_eq!(p.status, 200);
     assert_eq!(get("gzip").await.x_cache(), "MISS");
     assert_eq!(get("br").await.x_cache(), "MISS");

@@ -329,6 +329,15 @@ fn merge(a: NodeArgs) -> Result<Settings> {
     } else {
         "admin_token in the config"
     };
+    let purge_source = if a.purge_token.is_some() {
+        "--purge-token (or ECDN_PURGE_TOKEN)"
+    } else {
+        "purge_token in the config"
+    };
+    let purge_token = a.purge_token.or(file.purge_token);
+    if let Some(t) = &purge_token {
+        ecdn_cluster::bearer::check_purge_token(t).with_context(|| purge_source.to_string())?;
+    }
     let admin_token = a.admin_token.or(file.admin_token);
     if let Some(t) = &admin_token {
         ecdn_cluster::bearer::check_admin_token(t).with_context(|| token_source.to_string())?;
@@ -481,7 +490,7 @@ fn merge(a: NodeArgs) -> Result<Settings> {
             hoc_policy,
             origin_timeout: timeout,
             drain_timeout: drain,
-            purge_token: a.purge_token.or(file.purge_token),
+            purge_token,
             admin: Some(ecdn_node::node::AdminListen {
                 addr: admin_addr,
                 token: admin_token,

@@ -639,7 +639,15 @@ fn a_purge_survives_kill_9() {
     let (np, admin) = (free_port(), free_port());
     let mut args = disk_args(&disk);
     let admin_listen = format!("127.0.0.1:{admin}");
-    args.extend(["--purge-token", "sekrit", "--admin-listen", &admin_listen].map(String::from));
+    args.extend(
+        [
+            "--purge-token",
+            "sekrit-purge-token",
+            "--admin-listen",
+            &admin_listen,
+        ]
+        .map(String::from),
+    );
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let node = start_node(np, op, &args);
     let purged = "/obj/31?size=1048576";
@@ -653,7 +661,7 @@ fn a_purge_survives_kill_9() {
         wait_disk_hit(np, path, &body);
         reference.push(body);
     }
-    let auth = ["Authorization: Bearer sekrit"];
+    let auth = ["Authorization: Bearer sekrit-purge-token"];
     let r = http_request_for(admin, np, "PURGE", purged, &auth).unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(r.body, br#"{"purged":true}"#);
@@ -787,7 +795,7 @@ fn a_purge_the_disk_cannot_record_is_an_error() {
         "--disk-size",
         "60MiB",
         "--purge-token",
-        "sekrit",
+        "sekrit-purge-token",
         "--admin-listen",
         &admin_listen,
     ];
@@ -803,7 +811,7 @@ fn a_purge_the_disk_cannot_record_is_an_error() {
         );
     };
     blockdev("--setro");
-    let auth = ["Authorization: Bearer sekrit"];
+    let auth = ["Authorization: Bearer sekrit-purge-token"];
     let r = http_request_for(admin, np, "PURGE", DISK_PATH, &auth).unwrap();
     blockdev("--setrw");
     assert_eq!(r.status, 500, "{}", String::from_utf8_lossy(&r.body));

@@ -101,6 +101,9 @@ impl Node {
             ecdn_cluster::bearer::check_admin_token(t)
                 .map_err(|e| invalid(format!("admin listener {addr}: {e}")))?;
         }
+        if let Some(t) = &cfg.purge_token {
+            ecdn_cluster::bearer::check_purge_token(t).map_err(|e| invalid(e.to_string()))?;
+        }
         if cfg.cluster.is_some() && cfg.disk_path.is_none() {
             return Err(invalid("cluster mode needs a disk (disk_path)".into()));
         }
