@@ -169,7 +169,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = key.verify("PUT", "/_peer/piece/0/k", &headers, 1_700_000_000_000);
-    let _ = key.verify_response("/_peer/has/k", &headers, data, 1_700_000_000_000);
+    let _ = key.verify_response("/_peer/has/k", &[7; 32], &headers, data, 1_700_000_000_000);
     // A request signed for a destination taken from the input.
     let (addr, epoch) = destination(data);
     let to = Recipient {

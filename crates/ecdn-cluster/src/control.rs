@@ -457,14 +457,8 @@ impl Fetch {
                 String::from_utf8_lossy(&body[..body.len().min(200)]).trim()
             ));
         }
-        verify_response(
-            self.client.key(),
-            &path,
-            &parts.headers,
-            &body,
-            unix_now_ms(),
-        )
-        .map_err(|e| format!("map: the answer is not the coordinator's: {e}"))?;
+        verify_response(self.client.key(), &path, &parts, &body, unix_now_ms())
+            .map_err(|e| format!("map: the answer is not the coordinator's: {e}"))?;
         serde_json::from_slice(&body)
             .map(Some)
             .map_err(|e| format!("map: not a bucket map: {e}"))
@@ -555,19 +549,15 @@ async fn heartbeat_loop(
                     (StatusCode::OK, Ok(b)) => {
                         // An answer not signed by the coordinator: the heartbeat may not have
                         // reached it, so its loads are kept.
-                        verify_response(
-                            client.key(),
-                            HEARTBEAT_PATH,
-                            &parts.headers,
-                            &b,
-                            unix_now_ms(),
-                        )
-                        .map_err(|e| (true, format!("heartbeat reply not the coordinator's: {e}")))
-                        .and_then(|()| {
-                            serde_json::from_slice::<HeartbeatReply>(&b)
-                                .map(|_| ())
-                                .map_err(|e| (false, format!("heartbeat reply: {e}")))
-                        })
+                        verify_response(client.key(), HEARTBEAT_PATH, &parts, &b, unix_now_ms())
+                            .map_err(|e| {
+                                (true, format!("heartbeat reply not the coordinator's: {e}"))
+                            })
+                            .and_then(|()| {
+                                serde_json::from_slice::<HeartbeatReply>(&b)
+                                    .map(|_| ())
+                                    .map_err(|e| (false, format!("heartbeat reply: {e}")))
+                            })
                     }
                     // The coordinator refused these loads as out of range: resending them
                     // cannot help.

@@ -590,22 +590,52 @@ pub fn verify_parts(key: &ClusterKey, parts: &Parts, now: u64) -> Result<Verifie
     key.verify(parts.method.as_str(), path, &parts.headers, now)
 }
 
-/// The signature headers of an answer with `body` to a request for `path_and_query` (see
-/// [`ClusterKey::sign_response`]).
-pub fn sign_response(key: &ClusterKey, path_and_query: &str, body: &[u8]) -> HeaderMap {
-    key.sign_response(path_and_query, body)
+/// The signature headers of an answer with `body` to the request for `path_and_query` whose
+/// signature was `request` ([`Verified::signature`]; see [`ClusterKey::sign_response`]).
+pub fn sign_response(
+    key: &ClusterKey,
+    path_and_query: &str,
+    request: &[u8; 32],
+    body: &[u8],
+) -> HeaderMap {
+    key.sign_response(path_and_query, request, body)
+}
+
+/// The body of an answer still to be signed, for a server whose handlers build answers
+/// before the request's signature is at hand: [`sign_answer`] signs it at the end.
+#[derive(Clone, Debug)]
+pub struct ToSign(pub Bytes);
+
+/// Signs `resp` if a handler marked it [`ToSign`]: its signature headers for the request for
+/// `path_and_query` whose signature was `request`.
+pub fn sign_answer<B>(
+    key: &ClusterKey,
+    path_and_query: &str,
+    request: &[u8; 32],
+    resp: &mut Response<B>,
+) {
+    if let Some(ToSign(body)) = resp.extensions_mut().remove::<ToSign>() {
+        let headers = sign_response(key, path_and_query, request, &body);
+        resp.headers_mut().extend(headers);
+    }
 }
 
 /// Checks an answer's signature and its body, received for a request for `path_and_query`, at
-/// `now` (UNIX milliseconds).
+/// `now` (UNIX milliseconds): `parts` are the answer's head as [`PeerClient::send`] returned
+/// it, which carries the request's signature ([`SentSignature`]) the answer must be bound to.
+/// An answer without it (not to a request this client signed) is refused.
 pub fn verify_response(
     key: &ClusterKey,
     path_and_query: &str,
-    headers: &HeaderMap,
+    parts: &hyper::http::response::Parts,
     body: &[u8],
     now: u64,
 ) -> Result<(), AuthError> {
-    key.verify_response(path_and_query, headers, body, now)
+    let sent = parts
+        .extensions
+        .get::<SentSignature>()
+        .ok_or(AuthError::Missing(auth::SIGNATURE))?;
+    key.verify_response(path_and_query, &sent.signature, &parts.headers, body, now)
 }
 
 /// Why a body could not be read.
@@ -713,37 +743,81 @@ mod tests {
         );
     }
 
+    /// The head of an answer with `headers` as [`PeerClient::send`] returns it for a request
+    /// this client signed: with the request's signature.
+    fn answer_parts(
+        headers: &HeaderMap,
+        sent: Option<SentSignature>,
+    ) -> hyper::http::response::Parts {
+        let (mut p, ()) = Response::new(()).into_parts();
+        p.headers = headers.clone();
+        if let Some(sent) = sent {
+            p.extensions.insert(sent);
+        }
+        p
+    }
+
+    /// A request signed for `pq` (as `PeerClient::send` signs one): what its answer's head
+    /// carries.
+    fn sent(key: &ClusterKey, pq: &str) -> SentSignature {
+        let (sig, answers) = key.sign_expecting_sub_chunks("GET", pq, to("127.0.0.1:9"), b"");
+        SentSignature {
+            signature: sig.mac().unwrap(),
+            answers,
+        }
+    }
+
     #[test]
-    fn responses_are_signed_for_their_path_and_are_no_requests() {
+    fn responses_are_signed_for_their_request_and_are_no_requests() {
         let key = ClusterKey::new(b"0123456789abcdef-secret");
-        let headers = sign_response(&key, "/coord/map?after=1", b"{}");
+        let pq = "/coord/map?after=1";
+        let request = sent(&key, pq);
+        let headers = sign_response(&key, pq, &request.signature, b"{}");
+        let p = answer_parts(&headers, Some(request.clone()));
         let now = auth::unix_now_ms();
-        verify_response(&key, "/coord/map?after=1", &headers, b"{}", now).unwrap();
+        verify_response(&key, pq, &p, b"{}", now).unwrap();
         assert_eq!(
-            verify_response(&key, "/coord/map?after=1", &headers, b"{ }", now),
+            verify_response(&key, pq, &p, b"{ }", now),
             Err(AuthError::BodyMismatch)
         );
         assert_eq!(
-            verify_response(&key, "/coord/map?after=2", &headers, b"{}", now),
+            verify_response(&key, "/coord/map?after=2", &p, b"{}", now),
             Err(AuthError::BadSignature)
         );
         let other = ClusterKey::new(b"another-cluster-key!");
         assert_eq!(
-            verify_response(&other, "/coord/map?after=1", &headers, b"{}", now),
+            verify_response(&other, pq, &p, b"{}", now),
             Err(AuthError::BadSignature)
+        );
+        // The same answer to another request for the same path (a replayed answer): refused.
+        let again = answer_parts(&headers, Some(sent(&key, pq)));
+        assert_eq!(
+            verify_response(&key, pq, &again, b"{}", now),
+            Err(AuthError::BadSignature)
+        );
+        // An answer to no request this client signed: refused.
+        assert_eq!(
+            verify_response(&key, pq, &answer_parts(&headers, None), b"{}", now),
+            Err(AuthError::Missing(auth::SIGNATURE))
         );
         // A signed response is no signed request: it names no destination.
         let h: Vec<(&str, String)> = headers
             .iter()
             .map(|(n, v)| (n.as_str(), v.to_str().unwrap().to_string()))
             .collect();
-        let p = parts("GET", "/coord/map?after=1", &h);
+        let r = parts("GET", pq, &h);
         assert_eq!(
-            verify_parts(&key, &p, now).unwrap_err(),
+            verify_parts(&key, &r, now).unwrap_err(),
             AuthError::Missing(auth::DESTINATION)
         );
         assert_eq!(
-            verify_response(&key, "/coord/map?after=1", &HeaderMap::new(), b"{}", now),
+            verify_response(
+                &key,
+                pq,
+                &answer_parts(&HeaderMap::new(), Some(request)),
+                b"{}",
+                now
+            ),
             Err(AuthError::Missing(auth::SIGNATURE))
         );
     }

@@ -680,7 +680,8 @@ async fn fake_coordinator(
                     } else {
                         (StatusCode::OK, map_json.clone(), f.sign_maps)
                     };
-                    let signature = ecdn_cluster::peer::sign_response(&key, &pq, &out);
+                    let signature =
+                        ecdn_cluster::peer::sign_response(&key, &pq, v.signature(), &out);
                     let mut resp = hyper::Response::builder()
                         .status(status)
                         .body(Full::new(out))

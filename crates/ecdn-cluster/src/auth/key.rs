@@ -132,9 +132,23 @@ impl Secret {
         }
     }
 
-    /// The MAC of an answer to a request for `path` (see [`ClusterKey::sign_response`]).
-    fn response_mac(&self, path: &str, time: u64, digest: &str) -> blake3::Hasher {
-        self.mac(&["ecdn-peer-v3-response", path, &time.to_string(), digest])
+    /// The MAC of an answer to the request with signature `request` for `path` (see
+    /// [`ClusterKey::sign_response`]).
+    fn response_mac(
+        &self,
+        path: &str,
+        request: &[u8; 32],
+        time: u64,
+        digest: &str,
+    ) -> blake3::Hasher {
+        let request = hex(request);
+        self.mac(&[
+            "ecdn-peer-v3-answer",
+            path,
+            &request,
+            &time.to_string(),
+            digest,
+        ])
     }
 
     fn seal_input(what: &str, json: &[u8]) -> [String; 5] {
@@ -304,15 +318,17 @@ impl ClusterKey {
         })
     }
 
-    /// The signature headers of an answer with `body` to a request for `path` (the
-    /// coordinator's JSON, a node's `has` answers, pieces and stats): version, time, digest
-    /// and a MAC over a line of its own (`ecdn-peer-v3-response`), so that no answer can
-    /// pass for a request. An answer names no destination or nonce: it goes back on the
-    /// connection its request came on.
-    pub fn sign_response(&self, path: &str, body: &[u8]) -> HeaderMap {
+    /// The signature headers of an answer with `body` to the request for `path` whose
+    /// signature was `request` (the coordinator's JSON, a node's `has` answers, pieces and
+    /// stats): version, time, digest and a MAC over a line of its own (`ecdn-peer-v3-answer`),
+    /// the path, the request's signature, the time and the digest, so that no answer can pass
+    /// for a request, and none for the answer to another request, even one for the same path
+    /// within the clock window (an answer replayed by a man in the middle). An answer names no
+    /// destination or nonce: the request's signature, unique to its nonce, stands for both.
+    pub fn sign_response(&self, path: &str, request: &[u8; 32], body: &[u8]) -> HeaderMap {
         let time = unix_now_ms();
         let digest = hex(&digest(body));
-        let mac = self.signing().response_mac(path, time, &digest);
+        let mac = self.signing().response_mac(path, request, time, &digest);
         header_map([
             (VERSION_HEADER, VERSION.to_string()),
             (TIME, time.to_string()),
@@ -322,10 +338,11 @@ impl ClusterKey {
     }
 
     /// Checks an answer's signature (see [`ClusterKey::sign_response`]) and its body, received
-    /// for a request for `path`, at `now` (UNIX milliseconds).
+    /// for the request for `path` whose signature was `request`, at `now` (UNIX milliseconds).
     pub fn verify_response(
         &self,
         path: &str,
+        request: &[u8; 32],
         headers: &HeaderMap,
         body: &[u8],
         now: u64,
@@ -341,7 +358,7 @@ impl ClusterKey {
         if !self
             .secrets()
             .iter()
-            .any(|k| k.response_mac(path, time, &digest_hex).finalize() == sig)
+            .any(|k| k.response_mac(path, request, time, &digest_hex).finalize() == sig)
         {
             return Err(AuthError::BadSignature);
         }

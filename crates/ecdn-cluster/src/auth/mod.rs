@@ -36,7 +36,10 @@
 //! looked at, with an error naming both versions ([`AuthError::Version`]); version 1 sent no
 //! version header, version 2 signed with HMAC-SHA256. Every node and coordinator of a cluster
 //! must run the same version. Answers are signed under version 3 too
-//! ([`ClusterKey::sign_response`]), so an earlier process refuses them as of another version.
+//! ([`ClusterKey::sign_response`]), so an earlier process refuses them as of another version;
+//! an answer's MAC covers the signature of the request it answers, so it answers that request
+//! only (until issue 65 it covered the path alone, and an answer captured within the clock
+//! window could be given again to another request for the same path).
 //!
 //! **Streamed bodies.** A sender that starts a body before it knows all of it (a chunk encoded
 //! stripe by stripe as a fill arrives) signs the literal digest [`STREAMED`] and ends the body

@@ -3,6 +3,9 @@
 
 use hyper::header::{HeaderMap, HeaderValue};
 
+/// The signature of the request an answer in these tests answers.
+const REQUEST: [u8; 32] = [7; 32];
+
 use super::headers::*;
 use super::key::*;
 
@@ -40,9 +43,13 @@ fn a_key_ring_accepts_its_secrets_and_rotates_for_every_clone() {
     let v = window.verify("PUT", "/p", &s.header_map(), now).unwrap();
     assert_eq!(&v.open_body(wire.into()).unwrap()[..], b"content");
     // Answers and seals: either key is accepted, the first signs.
-    let answer = old.sign_response("/p", b"{}");
-    assert!(window.verify_response("/p", &answer, b"{}", now).is_ok());
-    assert!(new.verify_response("/p", &answer, b"{}", now).is_err());
+    let answer = old.sign_response("/p", &REQUEST, b"{}");
+    assert!(window
+        .verify_response("/p", &REQUEST, &answer, b"{}", now)
+        .is_ok());
+    assert!(new
+        .verify_response("/p", &REQUEST, &answer, b"{}", now)
+        .is_err());
     let seal = window.seal("etcd:map", b"{}");
     assert!(new.check_seal("etcd:map", b"{}", &seal).is_ok());
     assert!(old.check_seal("etcd:map", b"{}", &seal).is_err());
@@ -209,11 +216,11 @@ fn another_signature_version_is_refused_with_both_versions_named() {
         );
     }
     // An answer of another version too.
-    let mut answer = key.sign_response("/x", b"{}");
+    let mut answer = key.sign_response("/x", &REQUEST, b"{}");
     answer.insert(VERSION_HEADER, HeaderValue::from_static("1"));
     let now = unix_now_ms();
     assert_eq!(
-        key.verify_response("/x", &answer, b"{}", now),
+        key.verify_response("/x", &REQUEST, &answer, b"{}", now),
         Err(AuthError::Version { got: "1".into() })
     );
 }
@@ -276,20 +283,20 @@ fn streamed_bodies_verify_by_their_tag_and_nothing_else_does() {
 #[test]
 fn answers_are_signed_apart_from_requests() {
     let key = ClusterKey::new(b"0123456789abcdef-secret");
-    let h = key.sign_response("/coord/map?after=1", b"{}");
+    let h = key.sign_response("/coord/map?after=1", &REQUEST, b"{}");
     let now = unix_now_ms();
-    key.verify_response("/coord/map?after=1", &h, b"{}", now)
+    key.verify_response("/coord/map?after=1", &REQUEST, &h, b"{}", now)
         .unwrap();
     assert_eq!(
-        key.verify_response("/coord/map?after=1", &h, b"{ }", now),
+        key.verify_response("/coord/map?after=1", &REQUEST, &h, b"{ }", now),
         Err(AuthError::BodyMismatch)
     );
     assert_eq!(
-        key.verify_response("/coord/map?after=2", &h, b"{}", now),
+        key.verify_response("/coord/map?after=2", &REQUEST, &h, b"{}", now),
         Err(AuthError::BadSignature)
     );
     assert!(matches!(
-        key.verify_response("/coord/map?after=1", &h, b"{}", now + 31_000),
+        key.verify_response("/coord/map?after=1", &REQUEST, &h, b"{}", now + 31_000),
         Err(AuthError::Stale { .. })
     ));
     // An answer is no request, even with a destination and nonce added to it.
@@ -305,7 +312,7 @@ fn answers_are_signed_apart_from_requests() {
     );
     // Nor a request an answer.
     assert_eq!(
-        key.verify_response("/x", &s.header_map(), b"{}", now),
+        key.verify_response("/x", &REQUEST, &s.header_map(), b"{}", now),
         Err(AuthError::BadSignature)
     );
 }
@@ -402,4 +409,20 @@ fn hex_round_trips() {
     );
     assert_eq!(unhex::<32>(&hex(&d)), Some(d));
     assert_eq!(unhex::<2>("0g00"), None);
+}
+
+#[test]
+fn an_answer_answers_only_the_request_it_was_signed_for() {
+    let key = ClusterKey::new(b"0123456789abcdef0123");
+    let now = unix_now_ms();
+    let answer = key.sign_response("/coord/map?after=1", &REQUEST, b"{}");
+    key.verify_response("/coord/map?after=1", &REQUEST, &answer, b"{}", now)
+        .unwrap();
+    // The same answer given to another request for the same path, within the clock window:
+    // refused (issue 65; before, the MAC covered the path alone and this passed).
+    let other = [8u8; 32];
+    assert_eq!(
+        key.verify_response("/coord/map?after=1", &other, &answer, b"{}", now),
+        Err(AuthError::BadSignature)
+    );
 }

@@ -154,7 +154,7 @@ impl CoordinatorClient {
             verify_response(
                 self.peers.key(),
                 path_and_query,
-                &parts.headers,
+                &parts,
                 &resp_body,
                 unix_now_ms(),
             )

@@ -134,6 +134,24 @@ pub(super) async fn handle(api: &Api, req: Request<Incoming>) -> Response<Full<B
         Ok(v) => v,
         Err(e) => return text(StatusCode::UNAUTHORIZED, e.to_string()),
     };
+    // Every JSON answer is bound to the request it answers.
+    let request = *verified.signature();
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string());
+    let mut resp = handle_admitted(api, parts, body, verified).await;
+    crate::peer::sign_answer(&api.key, &pq, &request, &mut resp);
+    resp
+}
+
+/// A request [`handle`] admitted.
+async fn handle_admitted(
+    api: &Api,
+    parts: hyper::http::request::Parts,
+    body: Incoming,
+    verified: crate::auth::Verified,
+) -> Response<Full<Bytes>> {
     let path = parts.uri.path();
     let limit = match (&parts.method, path) {
         (&Method::GET, STATUS_PATH)

@@ -66,10 +66,10 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::auth::{unix_now_ms, ClusterKey};
+use crate::auth::{unix_now_ms, ClusterKey, Verified};
 use crate::config::ClusterConfig;
 use crate::map::BucketMap;
-use crate::peer::{read_verified_body, sign_response, BodyError};
+use crate::peer::{read_verified_body, BodyError, ToSign};
 use crate::replay::{ArrivedAt, Gate};
 
 mod campaign_backoff;
@@ -705,14 +705,14 @@ pub(crate) fn text(status: StatusCode, msg: impl Into<String>) -> Response<Full<
         .expect("a valid response")
 }
 
-/// A JSON answer, signed for the request's path and query (see [`sign_response`]).
-fn json(key: &ClusterKey, path_and_query: &str, body: Bytes) -> Response<Full<Bytes>> {
-    let signature = sign_response(key, path_and_query, &body);
+/// A JSON answer, to be signed for the request's path and query and signature when it leaves
+/// [`handle`] ([`crate::peer::sign_answer`]).
+fn json(_key: &ClusterKey, _path_and_query: &str, body: Bytes) -> Response<Full<Bytes>> {
     let mut resp = Response::builder()
         .header("content-type", "application/json")
-        .body(Full::new(body))
+        .body(Full::new(body.clone()))
         .expect("a valid response");
-    resp.headers_mut().extend(signature);
+    resp.extensions_mut().insert(ToSign(body));
     resp
 }
 
@@ -734,6 +734,24 @@ async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>
             return text(StatusCode::UNAUTHORIZED, e.to_string());
         }
     };
+    // Every JSON answer is bound to the request it answers.
+    let request = *verified.signature();
+    let pq = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string());
+    let mut resp = handle_admitted(shared, parts, body, verified).await;
+    crate::peer::sign_answer(&shared.key, &pq, &request, &mut resp);
+    resp
+}
+
+/// A request [`handle`] admitted.
+async fn handle_admitted(
+    shared: &Shared,
+    parts: hyper::http::request::Parts,
+    body: Incoming,
+    verified: Verified,
+) -> Response<Full<Bytes>> {
     let path = parts.uri.path();
     if path.starts_with(objects::OBJECTS_PREFIX) {
         return object_request(shared, &parts, body, verified).await;

@@ -196,14 +196,8 @@ async fn node_stats(
         .map_err(|_| "its stats did not arrive in time".to_string())?
         .map_err(|e| e.to_string())?
         .to_bytes();
-    verify_response(
-        peers.key(),
-        STATS_PATH,
-        &parts.headers,
-        &body,
-        unix_now_ms(),
-    )
-    .map_err(|e| format!("bad signature on its stats: {e}"))?;
+    verify_response(peers.key(), STATS_PATH, &parts, &body, unix_now_ms())
+        .map_err(|e| format!("bad signature on its stats: {e}"))?;
     serde_json::from_slice(&body).map_err(|e| format!("its stats are not JSON: {e}"))
 }
 

@@ -37,7 +37,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ecdn_cluster::auth::{unix_now_ms, Verified};
-use ecdn_cluster::peer::{read_verified_body, sign_response};
+use ecdn_cluster::peer::{read_verified_body, sign_answer, sign_response, ToSign};
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::relayed;
 use ecdn_cluster::replay::ArrivedAt;
@@ -132,10 +132,10 @@ fn plain(status: StatusCode, msg: &str) -> Response<NodeBody> {
 }
 
 /// A signed answer of `body` to the request for `path`.
-fn signed(c: &Cluster, path: &str, body: Vec<u8>) -> Response<NodeBody> {
-    let headers = sign_response(c.peers.key(), path, &body);
-    let mut r = Response::new(NodeBody::Full(Full::new(Bytes::from(body))));
-    r.headers_mut().extend(headers);
+fn signed(body: Vec<u8>) -> Response<NodeBody> {
+    let body = Bytes::from(body);
+    let mut r = Response::new(NodeBody::Full(Full::new(body.clone())));
+    r.extensions_mut().insert(ToSign(body));
     r
 }
 
@@ -155,6 +155,24 @@ async fn handle(
         .uri
         .path_and_query()
         .map_or_else(|| parts.uri.path().to_string(), |p| p.as_str().to_string());
+    // Signed answers ([`signed`]) are bound to the request they answer.
+    let request = *verified.signature();
+    let mut resp = handle_admitted(st, c.clone(), parts, body, remote, verified, &path).await;
+    sign_answer(c.peers.key(), &path, &request, &mut resp);
+    resp
+}
+
+/// A peer request [`handle`] admitted, for `path` (its path and query).
+async fn handle_admitted(
+    st: Arc<State>,
+    c: Arc<Cluster>,
+    parts: hyper::http::request::Parts,
+    body: Incoming,
+    remote: SocketAddr,
+    verified: Verified,
+    path: &str,
+) -> Response<NodeBody> {
+    let path = path.to_string();
     let parsed = match wire::parse_path(&path) {
         Ok(p) => p,
         Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
@@ -164,7 +182,7 @@ async fn handle(
         return plain(StatusCode::BAD_REQUEST, "peer request: unexpected body");
     }
     match parsed {
-        PeerPath::Has { key, ages } if get => has(&st, &c, &path, &key, ages).await,
+        PeerPath::Has { key, ages } if get => has(&st, &c, &key, ages).await,
         PeerPath::Has { key, ages: false } if parts.method == Method::DELETE => {
             purge(&st, &c, &key, verified.time_ms()).await
         }
@@ -187,7 +205,7 @@ async fn handle(
             let object = crate::node::cluster::pieces::names::object_id(&key);
             let signed = verified.time_ms();
             let renew = parts.headers.contains_key(RENEW);
-            let put = put_piece(&st, &c, &path, piece, &key, frame, renew);
+            let put = put_piece(&st, &c, piece, &key, frame, renew);
             match c.purges.write(object, signed, unix_now_ms(), put).await {
                 Ok(answer) => answer,
                 Err(refused) => {
@@ -230,7 +248,7 @@ async fn handle(
         }
         PeerPath::Stats if get => {
             let body = crate::node::admin::stats_value(&st).await.to_string();
-            signed(&c, &path, body.into_bytes())
+            signed(body.into_bytes())
         }
         // A peer's health probe: answered as soon as it is verified (its round trip is this
         // node's service time as the peer sees it: network, accept queue, runtime).
@@ -254,7 +272,7 @@ fn wire_meta_limit(c: &Cluster) -> usize {
 
 /// The `has` answer: one piece's metadata and the pieces held (`ages`: and how old each is,
 /// [`wire::encode_ages`]), or `404` when it holds none.
-async fn has(st: &State, c: &Cluster, path: &str, key: &str, ages: bool) -> Response<NodeBody> {
+async fn has(st: &State, c: &Cluster, key: &str, ages: bool) -> Response<NodeBody> {
     let Some(disk) = &st.disk else {
         return plain(StatusCode::NOT_FOUND, "no pieces");
     };
@@ -284,7 +302,7 @@ async fn has(st: &State, c: &Cluster, path: &str, key: &str, ages: bool) -> Resp
     if ages {
         body.extend_from_slice(&wire::encode_ages(c.pieces.capacity(), &since));
     }
-    signed(c, path, body)
+    signed(body)
 }
 
 /// `DELETE` of a `has` path signed at `signed` (UNIX ms): a `PURGE` another node received,
@@ -347,7 +365,7 @@ async fn get_piece(
             body.extend_from_slice(&payload);
             ClusterStats::add(&c.stats.peer_bytes_sent, body.len() as u64);
             // Signed, then sent through the link quantum by quantum.
-            let headers = sign_response(c.peers.key(), path, &body);
+            let headers = sign_response(c.peers.key(), path, verified.signature(), &body);
             let paced = Paced::new(Bytes::from(body), c.link.clone());
             let mut r = Response::new(NodeBody::Paced(paced));
             r.headers_mut().extend(headers);
@@ -387,7 +405,6 @@ fn sub_chunks_of(s: u64, payload: Bytes) -> VecDeque<Bytes> {
 async fn put_piece(
     st: &State,
     c: &Cluster,
-    path: &str,
     piece: PieceName,
     key: &str,
     frame: Bytes,
@@ -424,9 +441,7 @@ async fn put_piece(
     )
     .await;
     match put {
-        Put::Stored | Put::Present => {
-            signed(c, path, wire::encode_stored(put == Put::Present, &dying))
-        }
+        Put::Stored | Put::Present => signed(wire::encode_stored(put == Put::Present, &dying)),
         Put::Refused => plain(StatusCode::INSUFFICIENT_STORAGE, "refused"),
     }
 }

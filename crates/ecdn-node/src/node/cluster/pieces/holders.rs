@@ -156,7 +156,7 @@ pub(in crate::node) async fn verified_body(
     };
     ClusterStats::add(&c.stats.peer_bytes_received, body.len() as u64);
     let now = ecdn_cluster::auth::unix_now_ms();
-    if verify_response(c.peers.key(), path, &parts.headers, &body, now).is_err() {
+    if verify_response(c.peers.key(), path, &parts, &body, now).is_err() {
         c.stats.peer_error(server);
         return None;
     }
