@@ -385,8 +385,9 @@ impl Store {
         }
     }
 
-    /// Records that `w` was saved: from now on the store keeps it usable, or removes it (see
-    /// [`Store::guard_directory`]).
+    /// Records that `w` was saved: from now on the store keeps it usable, or removes it once
+    /// the FIFO pops the first entry written after it (a start could no longer walk the log
+    /// from its head).
     pub fn directory_saved(&mut self, w: &DirectoryWriter) -> Result<(), StoreError> {
         self.directory_next = Some(w.next_seq);
         self.guard_directory()
