@@ -434,6 +434,7 @@ impl PeerClient {
                         signature: sent,
                         answers,
                     });
+                    resp.extensions_mut().insert(AnswerTo(sent));
                 }
                 Ok(resp)
             }
@@ -470,10 +471,18 @@ impl PeerClient {
             .map_err(|e| other(e.to_string()))?;
         let (client, breaker) = (self.client.clone(), self.breaker.clone());
         let observer = self.observer.clone();
+        // The answer is bound to this request's signature ([`verify_response`]).
+        let sent = signature.mac().map(AnswerTo);
         let answer = tokio::spawn(async move {
             let result = client
                 .request(req)
                 .await
+                .map(|mut resp| {
+                    if let Some(sent) = sent {
+                        resp.extensions_mut().insert(sent);
+                    }
+                    resp
+                })
                 .map_err(|e| classify(addr, Duration::ZERO, &e));
             Self::record(&breaker, &observer, addr, &result);
             result
@@ -486,6 +495,12 @@ impl PeerClient {
         Ok((sender, answer))
     }
 }
+
+/// The signature of the request a response answers, in the extensions of every response
+/// [`PeerClient::send`] and [`PeerClient::send_streamed`] return: what [`verify_response`]
+/// binds the answer to.
+#[derive(Clone, Copy, Debug)]
+pub struct AnswerTo(pub [u8; 32]);
 
 /// The signature a request was sent with, in the extensions of the response
 /// [`PeerClient::send`] returns, and the key of the answer's sub-chunk tags: the secret the
@@ -622,7 +637,7 @@ pub fn sign_answer<B>(
 
 /// Checks an answer's signature and its body, received for a request for `path_and_query`, at
 /// `now` (UNIX milliseconds): `parts` are the answer's head as [`PeerClient::send`] returned
-/// it, which carries the request's signature ([`SentSignature`]) the answer must be bound to.
+/// it, which carries the request's signature ([`AnswerTo`]) the answer must be bound to.
 /// An answer without it (not to a request this client signed) is refused.
 pub fn verify_response(
     key: &ClusterKey,
@@ -631,11 +646,11 @@ pub fn verify_response(
     body: &[u8],
     now: u64,
 ) -> Result<(), AuthError> {
-    let sent = parts
+    let AnswerTo(request) = parts
         .extensions
-        .get::<SentSignature>()
+        .get::<AnswerTo>()
         .ok_or(AuthError::Missing(auth::SIGNATURE))?;
-    key.verify_response(path_and_query, &sent.signature, &parts.headers, body, now)
+    key.verify_response(path_and_query, request, &parts.headers, body, now)
 }
 
 /// Why a body could not be read.
@@ -752,7 +767,7 @@ mod tests {
         let (mut p, ()) = Response::new(()).into_parts();
         p.headers = headers.clone();
         if let Some(sent) = sent {
-            p.extensions.insert(sent);
+            p.extensions.insert(AnswerTo(sent.signature));
         }
         p
     }

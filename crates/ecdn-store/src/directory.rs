@@ -77,15 +77,7 @@ pub struct Directory {
     pub slots: Vec<DirSlot>,
 }
 
-fn le16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(b[at..at + 2].try_into().expect("2 bytes"))
-}
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
+use format::{le16, le32, le64};
 
 impl Directory {
     /// The file's bytes.

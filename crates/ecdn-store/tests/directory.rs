@@ -25,6 +25,18 @@ fn payload(id: u64, version: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Flips a bit of the byte at `offset` of the file at `path`.
+fn flip(path: &Path, offset: u64) {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, offset).unwrap();
+    f.write_all_at(&[b[0] ^ 0x40], offset).unwrap();
+}
+
 fn open(path: &Path) -> Store {
     Store::open(StoreConfig::new(path, CAP)).unwrap()
 }
@@ -169,17 +181,7 @@ fn a_torn_directory_is_refused() {
 #[test]
 fn a_damaged_directory_is_refused() {
     falls_back(
-        |ring, _| {
-            let d = directory_path(ring);
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&d)
-                .unwrap();
-            let mut b = [0u8; 1];
-            f.read_exact_at(&mut b, 64 + 24 * 5 + 3).unwrap();
-            f.write_all_at(&[b[0] ^ 1], 64 + 24 * 5 + 3).unwrap();
-        },
+        |ring, _| flip(&directory_path(ring), 64 + 24 * 5 + 3),
         "checksum",
     );
 }
@@ -274,15 +276,7 @@ fn a_damaged_header_after_the_directory_ends_the_walk_there() {
     let at = s.locate(&key(6)).unwrap().offset;
     drop(s);
     // A byte of entry 6's header.
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
-    let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, at + 17).unwrap();
-    f.write_all_at(&[b[0] ^ 0x40], at + 17).unwrap();
-    drop(f);
+    flip(&path, at + 17);
     let mut s = open(&path);
     assert_eq!(
         s.started(),
