@@ -84,7 +84,7 @@ pub fn node(
             origin_timeout: Duration::from_millis(300),
             header_read_timeout: Duration::from_secs(1),
             max_header_bytes: 16 << 10,
-            purge_token: Some("fuzz".into()),
+            purge_token: Some("fuzz-purge-token".into()),
             tls: tls().map(|settings| TlsListen {
                 addr: "127.0.0.1:0".parse().unwrap(),
                 settings,
