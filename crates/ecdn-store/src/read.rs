@@ -10,15 +10,10 @@ impl Store {
     /// [`Opened::Corrupt`] with the entry's sequence number, for [`Store::drop_corrupt`].
     /// Needs only a shared reference, so readers run concurrently behind a read lock.
     pub fn open_entry(&self, key: &EntryKey) -> Result<Opened, StoreError> {
-        let tag = key.tag();
-        let Some((seq, _)) = self.ring.get(&tag) else {
+        let Some((seq, _)) = self.ring.get(&key.tag()) else {
             return Ok(Opened::Miss);
         };
-        match self.open_seq(seq)? {
-            // Another key with the same tag (a hash collision): not this key's entry.
-            Opened::Hit(h) if h.key != *key => Ok(Opened::Miss),
-            opened => Ok(opened),
-        }
+        self.open_slot(seq, Some(key))
     }
 
     /// Opens the entry with sequence number `seq` if the ring still holds it live (see
@@ -26,6 +21,13 @@ impl Store {
     /// for a key, for a caller that walks the store (a node registering what it holds at
     /// start).
     pub fn open_seq(&self, seq: u64) -> Result<Opened, StoreError> {
+        self.open_slot(seq, None)
+    }
+
+    /// Opens live slot `seq`. With `want`, the entry must hold that key (its bytes compared:
+    /// another key with the same tag, a hash collision, is a miss); without, the key read
+    /// back must hash to the slot's tag.
+    fn open_slot(&self, seq: u64, want: Option<&EntryKey>) -> Result<Opened, StoreError> {
         let Some(slot) = self.ring.slot(seq).filter(|s| s.live()) else {
             return Ok(Opened::Miss);
         };
@@ -56,15 +58,21 @@ impl Store {
         let ml = h.meta_len as usize;
         let (kb, rest) = prefix.split_at(kl);
         let (meta, table) = rest.split_at(ml);
-        if h.entry_crc_of(kb, meta, table) != h.entry_crc || ecdn_trace::hash_id(kb) != tag.hash {
+        if h.entry_crc_of(kb, meta, table) != h.entry_crc {
             return corrupt;
         }
+        let key = match want {
+            Some(key) if key.bytes() != kb => return Ok(Opened::Miss),
+            Some(key) => key.clone(),
+            None if ecdn_trace::hash_id(kb) != tag.hash => return corrupt,
+            None => EntryKey::from_parts(h.kind, kb.to_vec(), h.chunk, h.sub_chunk),
+        };
         let blocks = table
             .chunks_exact(4)
             .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
             .collect();
         Ok(Opened::Hit(EntryHandle {
-            key: EntryKey::from_parts(h.kind, kb.to_vec(), h.chunk, h.sub_chunk),
+            key,
             tag,
             seq,
             payload_off: (off + HEADER_LEN + h.prefix_len()) % self.capacity,

@@ -221,8 +221,13 @@ impl<K: Hash + Eq + Clone> Ring<K> {
 
     /// Turns the live slot of `key` into a ghost; returns its footprint.
     pub fn remove(&mut self, key: &K) -> Option<u64> {
-        let (seq, _) = self.get(key)?;
-        self.index_remove(key, seq);
+        // One probe: found and taken out of the table at once (every put removes its key).
+        let (first, h) = (self.first_seq, self.hasher.hash_one(key));
+        let slots = &self.slots;
+        let found = self
+            .index
+            .find_entry(h, |&s| slots[(s - first) as usize].key == *key);
+        let (seq, _) = found.ok()?.remove();
         let slot = &mut self.slots[(seq - self.first_seq) as usize];
         slot.set_ghost();
         self.live_bytes -= slot.footprint;

@@ -3,6 +3,8 @@
 //! another ring, or naming entries the ring does not hold. Either way it serves the same bytes
 //! as a scan of the same ring, and never a removed or damaged entry.
 
+mod common;
+use common::flip;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -23,18 +25,6 @@ fn payload(id: u64, version: u64, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u64 ^ id.wrapping_mul(131) ^ version.wrapping_mul(7)) as u8)
         .collect()
-}
-
-/// Flips a bit of the byte at `offset` of the file at `path`.
-fn flip(path: &Path, offset: u64) {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, offset).unwrap();
-    f.write_all_at(&[b[0] ^ 0x40], offset).unwrap();
 }
 
 fn open(path: &Path) -> Store {

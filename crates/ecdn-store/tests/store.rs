@@ -1,4 +1,6 @@
 use std::fs::OpenOptions;
+mod common;
+use common::flip;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -30,18 +32,6 @@ fn payload(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
-}
-
-fn flip(path: &Path, offset: u64) {
-    let f = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    let mut b = [0u8; 1];
-    f.read_exact_at(&mut b, offset).unwrap();
-    b[0] ^= 0x40;
-    f.write_all_at(&b, offset).unwrap();
 }
 
 fn entry(meta: &[u8], payload: Vec<u8>) -> Entry {
