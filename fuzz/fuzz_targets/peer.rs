@@ -76,10 +76,12 @@ fuzz_target!(|data: &[u8]| {
             } => wire::piece_path(*piece, key, *sub_chunks),
             PeerPath::Has { key, ages: false } => wire::has_path(key),
             PeerPath::Has { key, ages: true } => wire::has_ages_path(key),
+            PeerPath::Purge { key, sequence } => wire::purge_path(key, *sequence),
             PeerPath::Relay { target } => wire::relay_path(target),
             PeerPath::Stats => wire::STATS_PATH.to_string(),
             PeerPath::Probe => wire::PROBE_PATH.to_string(),
             PeerPath::Dying => wire::DYING_PATH.to_string(),
+            PeerPath::Units { name, units } => wire::units_path(name, *units),
         };
         assert_eq!(wire::parse_path(&again), Ok(p));
     }

@@ -63,6 +63,10 @@ impl Keys {
     pub fn object_write(&self, name: &str) -> String {
         format!("{}object-writes/{name}", self.prefix)
     }
+    /// Put (empty) for a number of the cluster's sequence: the revision of the put.
+    pub fn sequence(&self) -> String {
+        format!("{}sequence", self.prefix)
+    }
     /// The committed version of `name`, 20 decimal digits.
     pub fn object_version(&self, name: &str) -> String {
         format!("{}object-versions/{name}", self.prefix)

@@ -8,6 +8,7 @@
 //! **In etcd** (keys under the cluster's prefix):
 //! * `object-writes/{name}`: `begin` puts it; the revision of that put is the new version
 //!   (unique and increasing in the whole etcd).
+//! * `sequence`: put empty for [`ObjectDirectory::sequence`], the revision of the put.
 //! * `object-versions/{name}`: the committed version, 20 decimal digits (so etcd's byte-wise
 //!   comparison is the numeric one).
 //! * `objects/{name}`: the record, sealed with the cluster key like the map (a record not
@@ -84,6 +85,16 @@ impl ObjectDirectory {
         match self {
             ObjectDirectory::Coordinator(c) => c.object_begin(name).await.map_err(unreachable),
             ObjectDirectory::Etcd(e) => e.begin(name).await,
+        }
+    }
+
+    /// A number of the cluster's one increasing sequence, above every one handed out before
+    /// (the coordinator's versions, or etcd's revisions: the put of `sequence`): what orders a
+    /// purge against the fills of its object without the nodes' clocks.
+    pub async fn sequence(&self) -> Result<u64, DirectoryError> {
+        match self {
+            ObjectDirectory::Coordinator(c) => c.object_sequence().await.map_err(unreachable),
+            ObjectDirectory::Etcd(e) => e.sequence().await,
         }
     }
 
@@ -212,6 +223,14 @@ impl EtcdObjects {
     async fn begin(&self, name: &ObjectName) -> Result<u64, DirectoryError> {
         let mut c = self.client().await?;
         match c.put(self.keys.object_write(name.as_str()), "", None).await {
+            Ok(r) => Ok(r.header().map_or(0, |h| h.revision()).max(0) as u64),
+            Err(e) => Err(self.failed(e).await),
+        }
+    }
+
+    async fn sequence(&self) -> Result<u64, DirectoryError> {
+        let mut c = self.client().await?;
+        match c.put(self.keys.sequence(), "", None).await {
             Ok(r) => Ok(r.header().map_or(0, |h| h.revision()).max(0) as u64),
             Err(e) => Err(self.failed(e).await),
         }

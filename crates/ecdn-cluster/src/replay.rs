@@ -48,8 +48,7 @@ pub struct ArrivedAt(pub SocketAddr);
 /// forgotten once its time leaves the window ([`MAX_SKEW_MS`]; by then no request that old
 /// passes the staleness check), and, to stay within `capacity`, the oldest is forgotten early
 /// and raises a floor: every time at or before a forgotten one is refused from then on (see
-/// [`WindowMemory::below_floor`]). The gate's nonces are one; a node's purges another
-/// (`ecdn-node`'s `purges.rs`).
+/// [`WindowMemory::below_floor`]). The gate's nonces are one.
 #[derive(Debug)]
 pub struct WindowMemory<K> {
     by_time: BTreeSet<(u64, K)>,

@@ -7,8 +7,10 @@
 //! | `GET /_peer/piece/{chunk}/{key}[?from=A&to=B]` | a piece's metadata and payload (sub-chunks `A..B` of a chunk), as a frame ([`frame_head`]) |
 //! | `GET /_peer/has/{key}` | which pieces of the object the node holds: a frame whose metadata is one held piece's (a chunk's if it holds one) and whose payload lists the held pieces ([`encode_held`]); `404` when none |
 //! | `GET /_peer/has/{key}?ages` | the same, and how old each held piece is ([`encode_ages`]: repair's and resync's question) |
-//! | `DELETE /_peer/has/{key}` | a `PURGE`: the node drops its copies of the object and every piece of it it holds, and refuses (`409`) a piece `PUT` of it signed at or before the `DELETE` for the signature window |
+//! | `DELETE /_peer/has/{key}?purge=N` | a `PURGE`, number `N` of the cluster's sequence (`ecdn_cluster::objects::ObjectDirectory::sequence`): the node drops its copies of the object and the pieces of it filled before that purge, and refuses (`409`) a piece `PUT` of it filled before it, for twice the signature window (`ecdn-node`'s `purge_log.rs`) |
+//! | `DELETE /_peer/has/{key}` | a `PURGE` with no number (a node that could not get one, or of an earlier version): every copy and piece dropped, every write of the object refused for that time |
 //! | `GET`/`HEAD /_peer/relay/{target}` | a client's request passed on to the bucket's serving node (`{target}`: the request's path and query, percent-encoded; the client's headers travel as they are) |
+//! | `POST /_peer/units/{name}?units=N` | EC-Cache's parity budget re-spent on object `{name}` (the coordinator's `object_budget.rs`): its splits grown or shrunk to `N`; the answer, signed, is the new record |
 //! | `POST /_peer/dying` body [`encode_objects`] | whole-object eviction (`evict_together`): the node drops every piece it holds of these objects, as its policy would evict them |
 //!
 //! A piece `PUT` that stored or already held its piece answers `200`, signed, with
@@ -65,6 +67,9 @@ pub enum PeerPath {
         /// `?ages`: the answer also says how old each held piece is ([`encode_ages`]).
         ages: bool,
     },
+    /// `DELETE` of [`purge_path`]: purge number `sequence` of the object (with no number:
+    /// [`PeerPath::Has`]).
+    Purge { key: String, sequence: u64 },
     /// A client request relayed to the serving node: its path and query.
     Relay { target: String },
     /// The node's counters (its `/_ecdn/stats`), for the coordinator's status page.
@@ -72,6 +77,8 @@ pub enum PeerPath {
     /// A health probe ([`crate::health::probe`]): answered at once, its round trip is the
     /// node's service time as the prober sees it.
     Probe,
+    /// `POST` of [`units_path`]: the object `name`'s splits grown or shrunk to `units`.
+    Units { name: String, units: u64 },
     /// Objects to drop whole ([`DYING_PATH`], body [`encode_objects`]).
     Dying,
 }
@@ -167,6 +174,16 @@ pub fn has_path(key: &str) -> String {
     format!("/_peer/has/{}", encode_key(key))
 }
 
+/// The path of a purge's `DELETE`, purge number `sequence` of the cluster's sequence.
+pub fn purge_path(key: &str, sequence: u64) -> String {
+    format!("/_peer/has/{}?purge={sequence}", encode_key(key))
+}
+
+/// The path of the coordinator's re-spend of EC-Cache object `name` to `units` splits.
+pub fn units_path(name: &str, units: u64) -> String {
+    format!("/_peer/units/{}?units={units}", encode_key(name))
+}
+
 /// The path of a "which pieces do you hold, and how old are they" request (the background
 /// repair's question, [`encode_ages`]).
 pub fn has_ages_path(key: &str) -> String {
@@ -208,11 +225,29 @@ pub fn parse_path(path_and_query: &str) -> Result<PeerPath, WireError> {
         let ages = match query {
             None => false,
             Some("ages") => true,
-            Some(_) => return bad("unexpected query"),
+            Some(q) => match q.strip_prefix("purge=").and_then(number) {
+                Some(sequence) => {
+                    let key = decode_key(key)?;
+                    return Ok(PeerPath::Purge { key, sequence });
+                }
+                None => return bad("unexpected query"),
+            },
         };
         return Ok(PeerPath::Has {
             key: decode_key(key)?,
             ages,
+        });
+    }
+    if let Some(name) = path.strip_prefix("/_peer/units/") {
+        let Some(units) = query
+            .and_then(|q| q.strip_prefix("units="))
+            .and_then(number)
+        else {
+            return bad("units needs ?units=N");
+        };
+        return Ok(PeerPath::Units {
+            name: decode_key(name)?,
+            units,
         });
     }
     if let Some(target) = path.strip_prefix("/_peer/relay/") {
@@ -422,6 +457,20 @@ mod tests {
     #[test]
     fn dying_objects_and_piece_answers_round_trip_and_refuse_bad_bodies() {
         assert_eq!(parse_path(DYING_PATH), Ok(PeerPath::Dying));
+        assert_eq!(
+            parse_path(&units_path("a b", 12)),
+            Ok(PeerPath::Units {
+                name: "a b".into(),
+                units: 12
+            })
+        );
+        for bad in [
+            "/_peer/units/x",
+            "/_peer/units/x?units=",
+            "/_peer/units/x?k=1",
+        ] {
+            assert!(parse_path(bad).is_err(), "{bad}");
+        }
         assert!(parse_path("/_peer/dying?x").is_err());
         let ids = [0, 7, u64::MAX];
         assert_eq!(decode_objects(&encode_objects(&ids)).unwrap(), ids);
@@ -472,6 +521,26 @@ mod tests {
             }
         );
         assert!(parse_path(&format!("{}?old", has_path(key))).is_err());
+        for sequence in [0, 7, u64::MAX] {
+            assert_eq!(
+                parse_path(&purge_path(key, sequence)).unwrap(),
+                PeerPath::Purge {
+                    key: key.into(),
+                    sequence
+                }
+            );
+        }
+        for q in [
+            "purge=",
+            "purge=x",
+            "purge=18446744073709551616",
+            "purge=1&ages",
+        ] {
+            assert!(
+                parse_path(&format!("{}?{q}", has_path(key))).is_err(),
+                "{q}"
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! EC-Cache's object records in both directories — the embedded coordinator and etcd (a real
 //! etcd member on loopback; `./test.sh` installs it) — with the same semantics: nothing begun is
 //! readable, the later of two writes stays, a removed record is gone, a record not sealed with
-//! the cluster key is refused.
+//! the cluster key is refused; the sequence purges are numbered by increases with the versions.
 
 use std::time::Duration;
 
@@ -78,6 +78,14 @@ async fn semantics(dir: &ObjectDirectory) {
     assert!(dir.get(&name, 4).await.is_err());
     let v3 = dir.begin(&name).await.unwrap();
     dir.abort(&name, v3).await.unwrap();
+    // The sequence purges are numbered by: increasing, above every version handed out, and
+    // the versions after it above it (one sequence).
+    let s1 = dir.sequence().await.unwrap();
+    let s2 = dir.sequence().await.unwrap();
+    assert!(v3 < s1 && s1 < s2, "{v3} {s1} {s2}");
+    let v4 = dir.begin(&name).await.unwrap();
+    assert!(v4 > s2);
+    dir.abort(&name, v4).await.unwrap();
     assert_eq!(dir.remove(&name).await.unwrap().version, v2);
     assert!(matches!(
         dir.get(&name, 5).await,

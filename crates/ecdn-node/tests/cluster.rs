@@ -748,6 +748,73 @@ async fn a_purge_through_any_node_drops_the_object_everywhere() {
         assert_eq!(purge(c.admin(0), &uri(id, size)).await.1["purged"], true);
         assert_eq!(purge(c.admin(0), &uri(id, size)).await.1["purged"], false);
     }
+    // The fills after each purge knew its number: none of their writes was refused.
+    assert_eq!(
+        cluster_counter(&c, 4, "writes_refused_after_purge").await,
+        0
+    );
+    c.stop_all().await;
+}
+
+/// Issue 65: a fill that began before a purge and ends after it (its origin bytes may be the
+/// purged version's) leaves nothing cached — not its pieces, not the serving node's decoded
+/// copy — whatever the clocks say: the purge's number is above the one the fill recorded.
+/// The next request misses, whole, from the origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fill_in_flight_across_a_purge_leaves_nothing_cached() {
+    let origin = ecdn_node::origin::OriginConfig {
+        bandwidth: Some(2_000_000),
+        ..Default::default()
+    };
+    let c =
+        TestCluster::start_full(4, "c2dn", 3, 1, "parity_delay = 1000.0\n", 1 << 24, origin).await;
+    // A replicated and a coded object, each filled for 0.3 to 0.75 s.
+    for (id, size) in [(63u64, 600_000u64), (64, 1_500_000)] {
+        // The fill's answer has begun (the origin answered) before the purge is sent.
+        let stream = tokio::net::TcpStream::connect(c.client(0)).await.unwrap();
+        let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let req = Request::builder()
+            .uri(uri(id, size))
+            .header("host", "cdn.test")
+            .body(http_body_util::Empty::<Bytes>::new())
+            .unwrap();
+        let resp = send.send_request(req).await.unwrap();
+        assert!(resp.headers()["x-cache"]
+            .to_str()
+            .unwrap()
+            .starts_with("MISS"));
+        let mut body = resp.into_body();
+        let mut got = Vec::new();
+        while got.is_empty() {
+            let frame = body.frame().await.unwrap().unwrap();
+            got.extend_from_slice(frame.data_ref().map_or(&[][..], |d| &d[..]));
+        }
+        assert!((got.len() as u64) < size, "the fill ended before the purge");
+        let (status, answer) = purge(c.admin(1), &uri(id, size)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert!(answer["sequence"].as_u64().is_some(), "{answer}");
+        got.extend_from_slice(&body.collect().await.unwrap().to_bytes());
+        assert_eq!(got.len() as u64, size);
+        let oid = content::object_id(&id.to_string());
+        assert_eq!(content::first_mismatch(oid, 0, &got), None, "object {id}");
+        // What that fill brought is not cached anywhere.
+        for n in [2, 3, 0] {
+            let r = get(c.client(n), &uri(id, size), &[]).await.unwrap();
+            check_whole(&r, id, size);
+            if n == 2 {
+                assert!(
+                    r.header("x-cache").starts_with("MISS"),
+                    "object {id} through node {n}: {}",
+                    r.header("x-cache")
+                );
+                assert_eq!(r.header("x-ecdn-origin-bytes"), size.to_string());
+            }
+        }
+    }
+    assert!(cluster_counter(&c, 4, "writes_refused_after_purge").await >= 1);
     c.stop_all().await;
 }
 

@@ -481,6 +481,14 @@ async fn the_budget_follows_measured_reads() {
         assert_eq!(got.body, hot);
     }
     assert!(c.coordinator.status().object_budget_changes >= 1);
+    // Through the nodes' peer listeners, signed (issue 65), not their client ports.
+    let mut respends = 0;
+    for i in 0..6 {
+        let stats = send(c.admin(i), "GET", "/_ecdn/stats", Vec::new()).await;
+        let v: serde_json::Value = serde_json::from_slice(&stats.body).unwrap();
+        respends += v["cluster"]["budget_respends"].as_u64().unwrap();
+    }
+    assert!(respends >= 1, "no re-spend reached a peer listener");
     c.stop_all().await;
 
     let sr = "object_scheme = \"selective-replication\"\n";

@@ -1,8 +1,9 @@
 //! Replays on the peer listener (issue 45): a captured, signed peer request is taken once, by
-//! the node it was signed for, under the signature version this build speaks; a write signed
-//! before a purge of its object cannot bring the object back, whether the purge came from a
-//! peer's `DELETE` or a `PURGE` the node received itself; and a replayed `DELETE` does not drop
-//! a fresh fill.
+//! the node it was signed for, under the signature version this build speaks; a write of bytes
+//! filled before a purge of its object cannot bring the object back, whether the purge came
+//! from a peer's `DELETE` or a `PURGE` the node received itself; and neither a replayed nor a
+//! late `DELETE` drops a fresh fill — ordered by the cluster's purge sequence, whatever the
+//! senders' clocks say (issue 65).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use bytes::Bytes;
 use ecdn_cluster::auth::{digest, fresh_nonce, unix_now_ms, ClusterKey, Recipient};
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
+use ecdn_node::node::meta;
 use http_body_util::{BodyExt, Full};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -24,18 +26,16 @@ type Captured = Vec<(&'static str, String)>;
 
 /// The headers of `method path` with `body`, signed for `to` now with a fresh nonce.
 fn sign(method: &str, path: &str, to: SocketAddr, body: &[u8]) -> Captured {
+    sign_at(method, path, to, body, unix_now_ms())
+}
+
+/// [`sign`] by a clock that says `time` (UNIX ms).
+fn sign_at(method: &str, path: &str, to: SocketAddr, body: &[u8], time: u64) -> Captured {
     let key = ClusterKey::new(KEY.as_bytes());
     let to = Recipient { addr: to, epoch: 0 };
-    key.sign_digest(
-        method,
-        path,
-        to,
-        unix_now_ms(),
-        fresh_nonce(),
-        &digest(body),
-    )
-    .headers()
-    .to_vec()
+    key.sign_digest(method, path, to, time, fresh_nonce(), &digest(body))
+        .headers()
+        .to_vec()
 }
 
 /// Sends `method path` with exactly `headers` and `body` to `addr` on a fresh connection: the
@@ -66,13 +66,18 @@ async fn send(
     (status, String::from_utf8_lossy(&body).into_owned())
 }
 
-/// A replica's trailing frame: 1000 bytes and metadata without a code.
-fn replica_frame() -> Vec<u8> {
-    let meta = PieceMeta {
-        coding: None,
-        http: Vec::new(),
-    }
-    .encode();
+/// A replica's trailing frame: 1000 bytes and metadata without a code, its bytes filled at
+/// purge number `filled` (the node's metadata block).
+fn replica_frame(filled: u64) -> Vec<u8> {
+    let http = meta::encode(&meta::DiskMeta {
+        status: StatusCode::OK,
+        lifetime_secs: 3600,
+        stored_at_unix: unix_now_ms() / 1000,
+        age_at_store_secs: 0,
+        filled,
+        headers: Vec::new(),
+    });
+    let meta = PieceMeta { coding: None, http }.encode();
     let mut frame = vec![7u8; 1000];
     frame.extend_from_slice(&wire::frame_tail(&meta));
     frame
@@ -95,11 +100,12 @@ async fn next_ms() {
 async fn replayed_puts_and_deletes_are_refused_and_a_purge_stays_in_effect() {
     let c = TestCluster::start(3, "c2dn", 2, 1).await;
     let key = "cdn.test/obj/4501?size=1000";
-    let (put_path, has_path) = (
+    // Purge number 1000 of the cluster's sequence; bytes filled before it, and after.
+    let (put_path, purge_path) = (
         wire::piece_path(PieceName::Replica, key, None),
-        wire::has_path(key),
+        wire::purge_path(key, 1000),
     );
-    let frame = replica_frame();
+    let (frame, fresh) = (replica_frame(999), replica_frame(1000));
     let (a, b) = (c.peer(1), c.peer(2));
 
     // A write signed for node 1 and kept back by whoever is on the path: sent only later.
@@ -147,8 +153,8 @@ async fn replayed_puts_and_deletes_are_refused_and_a_purge_stays_in_effect() {
 
     // A peer's DELETE purges it at node 1.
     next_ms().await;
-    let delete = sign("DELETE", &has_path, a, b"");
-    let (s, text) = send(a, "DELETE", &has_path, &delete, b"").await;
+    let delete = sign("DELETE", &purge_path, a, b"");
+    let (s, text) = send(a, "DELETE", &purge_path, &delete, b"").await;
     assert_eq!((s, text.trim()), (StatusCode::OK, "purged"));
     assert_eq!(holds(a, key).await, None);
     // The write signed before the purge, never delivered until now: refused, the purge
@@ -157,12 +163,12 @@ async fn replayed_puts_and_deletes_are_refused_and_a_purge_stays_in_effect() {
     assert_eq!(s, StatusCode::CONFLICT, "{text}");
     assert!(text.contains("purge"), "{text}");
     assert_eq!(holds(a, key).await, None);
-    // A fresh fill, signed after the purge, is stored; the DELETE replayed does not drop it.
+    // A fresh fill, filled after the purge, is stored; the DELETE replayed does not drop it.
     next_ms().await;
-    let fill = sign("PUT", &put_path, a, &frame);
-    let (s, text) = send(a, "PUT", &put_path, &fill, &frame).await;
+    let fill = sign("PUT", &put_path, a, &fresh);
+    let (s, text) = send(a, "PUT", &put_path, &fill, &fresh).await;
     assert_eq!((s, text.trim()), (StatusCode::OK, "stored"));
-    let (s, text) = send(a, "DELETE", &has_path, &delete, b"").await;
+    let (s, text) = send(a, "DELETE", &purge_path, &delete, b"").await;
     assert_eq!(s, StatusCode::UNAUTHORIZED, "{text}");
     assert!(text.contains("replayed"), "{text}");
     assert_eq!(holds(a, key).await, Some(vec![PieceName::Replica]));
@@ -181,7 +187,7 @@ async fn a_purge_through_the_admin_listener_is_not_undone_by_an_older_write() {
     let uri = "/obj/4502?size=1000";
     let key = format!("cdn.test{uri}");
     let put_path = wire::piece_path(PieceName::Replica, &key, None);
-    let frame = replica_frame();
+    let frame = replica_frame(0);
     // Writes signed for node 0 (which takes the PURGE) and node 2 (which gets its DELETE),
     // held back until after the purge.
     let held_back: Vec<(SocketAddr, Captured)> = [0, 2]
@@ -197,17 +203,86 @@ async fn a_purge_through_the_admin_listener_is_not_undone_by_an_older_write() {
     assert_eq!(s, StatusCode::OK, "{text}");
     let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(answer["unreached"], serde_json::json!([]), "{answer}");
+    // Numbered by the coordinator's sequence.
+    let number = answer["sequence"].as_u64().expect("a numbered purge");
     for (peer, headers) in &held_back {
         let (s, text) = send(*peer, "PUT", &put_path, headers, &frame).await;
         assert_eq!(s, StatusCode::CONFLICT, "{peer}: {text}");
         assert_eq!(holds(*peer, &key).await, None, "{peer}");
     }
-    // Writes signed after it are taken.
+    // So is one signed after it of bytes filled before it; those filled at its number are
+    // taken.
     next_ms().await;
     for i in [0, 2] {
-        let fresh = sign("PUT", &put_path, c.peer(i), &frame);
-        let (s, text) = send(c.peer(i), "PUT", &put_path, &fresh, &frame).await;
+        let late = sign("PUT", &put_path, c.peer(i), &frame);
+        let (s, text) = send(c.peer(i), "PUT", &put_path, &late, &frame).await;
+        assert_eq!(s, StatusCode::CONFLICT, "node {i}: {text}");
+        let filled = replica_frame(number);
+        let fresh = sign("PUT", &put_path, c.peer(i), &filled);
+        let (s, text) = send(c.peer(i), "PUT", &put_path, &fresh, &filled).await;
         assert_eq!(s, StatusCode::OK, "node {i}: {text}");
     }
+    // A second purge gets a later number.
+    let (s, text) = send(c.admin(1), "PURGE", uri, &auth, b"").await;
+    assert_eq!(s, StatusCode::OK, "{text}");
+    let answer: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert!(answer["sequence"].as_u64().unwrap() > number, "{answer}");
+    assert_eq!(answer["purged"], true, "{answer}");
+    c.stop_all().await;
+}
+
+/// Issue 65: the order of a purge and a write is the cluster's purge sequence, not the times
+/// their senders' clocks signed them at. Each step here went the other way when the times
+/// decided: a stale write signed by a clock ahead was taken, a fresh one signed by a clock
+/// behind the purger's was refused, and a late `DELETE` dropped the fresh fill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purges_and_writes_are_ordered_by_the_purge_sequence_not_by_the_senders_clocks() {
+    let c = TestCluster::start(3, "c2dn", 2, 1).await;
+    let key = "cdn.test/obj/4503?size=1000";
+    let put_path = wire::piece_path(PieceName::Replica, key, None);
+    let purge_path = wire::purge_path(key, 2000);
+    let a = c.peer(1);
+    let now = unix_now_ms();
+    let (stale, fresh) = (replica_frame(1999), replica_frame(2000));
+    // The purge, signed by a clock 20 s ahead (within the signature window).
+    let delete = sign_at("DELETE", &purge_path, a, b"", now + 20_000);
+    let (s, text) = send(a, "DELETE", &purge_path, &delete, b"").await;
+    assert_eq!((s, text.trim()), (StatusCode::OK, "not held"));
+    // Bytes filled before it, signed by a clock further ahead still: refused.
+    let ahead = sign_at("PUT", &put_path, a, &stale, now + 25_000);
+    let (s, text) = send(a, "PUT", &put_path, &ahead, &stale).await;
+    assert_eq!(s, StatusCode::CONFLICT, "{text}");
+    assert!(
+        text.contains("filled at purge 1999") && text.contains("purge 2000"),
+        "{text}"
+    );
+    assert_eq!(holds(a, key).await, None);
+    // Bytes filled after it, signed by a clock 20 s behind the purger's: stored.
+    let behind = sign_at("PUT", &put_path, a, &fresh, now + 1);
+    let (s, text) = send(a, "PUT", &put_path, &behind, &fresh).await;
+    assert_eq!((s, text.trim()), (StatusCode::OK, "stored"));
+    // The same purge, sent to node 2 too but delivered late, after a fresh fill there: the
+    // fill stays; bytes filled before it that were stored earlier go.
+    let b = c.peer(2);
+    let late_delete = sign("DELETE", &purge_path, b, b"");
+    let other = "cdn.test/obj/4504?size=1000";
+    let (other_put, other_purge) = (
+        wire::piece_path(PieceName::Replica, other, None),
+        wire::purge_path(other, 2000),
+    );
+    let old_fill = sign("PUT", &other_put, b, &stale);
+    let (s, _) = send(b, "PUT", &other_put, &old_fill, &stale).await;
+    assert_eq!(s, StatusCode::OK);
+    let fill = sign("PUT", &put_path, b, &fresh);
+    let (s, text) = send(b, "PUT", &put_path, &fill, &fresh).await;
+    assert_eq!((s, text.trim()), (StatusCode::OK, "stored"));
+    let (s, text) = send(b, "DELETE", &purge_path, &late_delete, b"").await;
+    assert_eq!(s, StatusCode::OK, "{text}");
+    assert_eq!(holds(b, key).await, Some(vec![PieceName::Replica]));
+    let other_delete = sign("DELETE", &other_purge, b, b"");
+    let (s, text) = send(b, "DELETE", &other_purge, &other_delete, b"").await;
+    assert_eq!((s, text.trim()), (StatusCode::OK, "purged"));
+    assert_eq!(holds(b, other).await, None);
+    assert_eq!(counter(&c, 1, "writes_refused_after_purge").await, 1);
     c.stop_all().await;
 }

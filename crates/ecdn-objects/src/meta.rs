@@ -335,6 +335,15 @@ impl MetaTable {
         v
     }
 
+    /// A number this table never handed out and never will, above every one it did (its
+    /// versions' sequence, with no write begun): what orders a cluster's purges against its
+    /// fills (`ecdn-node`'s `purge_log.rs`).
+    pub fn sequence(&mut self) -> u64 {
+        let v = self.next_version;
+        self.next_version += 1;
+        v
+    }
+
     /// Makes a begun write visible. Refused for a version not begun, or older than the
     /// committed one (a later write of the name won); either way nothing changes.
     pub fn commit(&mut self, meta: ObjectMeta, servers: usize) -> Result<(), MetaError> {

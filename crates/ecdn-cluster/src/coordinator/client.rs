@@ -222,6 +222,13 @@ impl CoordinatorClient {
         Ok(())
     }
 
+    /// `/coord/objects/sequence`: a number never handed out before, above every one that was.
+    pub async fn object_sequence(&self) -> Result<u64, CallError> {
+        let path = objects::SEQUENCE_PATH;
+        let r: VersionReply = self.call(Method::POST, path, Bytes::new(), T).await?;
+        Ok(r.version)
+    }
+
     /// `/coord/objects/get`: the committed record (an error naming `404` when there is none).
     pub async fn object_get(&self, name: &ObjectName) -> Result<ObjectMeta, CallError> {
         let path = format!("{}?name={name}", objects::GET_PATH);

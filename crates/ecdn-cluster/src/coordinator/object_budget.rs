@@ -17,9 +17,9 @@
 //! units at every period, each trade costing a read of the object and a write of a split. So a
 //! unit an object holds moves only to an object whose load per server is more than [`KEEP`]
 //! above its own, and an object is changed only when two plans in a row give it the same new
-//! number of splits. Every such object is then sent, one by one, to an available node as
-//! `POST /_objects/<name>?units=N`, which grows or shrinks it (`ecdn-node`'s
-//! `object_budget.rs`). (Between plans the budget may be overspent by the margin's few units.)
+//! number of splits. Every such object is then sent, one by one, to an available node's peer
+//! listener as `POST /_peer/units/<name>?units=N` (signed; the same re-spend as a client's
+//! `POST /_objects/<name>?units=N`), which grows or shrinks it (`ecdn-node`'s `budget.rs`). (Between plans the budget may be overspent by the margin's few units.)
 //!
 //! **Lost splits.** A split on a server the map has out (failed, cut off, or slow: issue 60's
 //! rule) is not counted as one of the object's units: the plan spends the budget on the splits
@@ -75,18 +75,18 @@ const UNITS_TIMEOUT: Duration = Duration::from_secs(120);
 
 impl State {
     /// The objects whose splits the budget changes, with their new count; the available
-    /// nodes' client addresses. Decays the read counts.
+    /// nodes' peer addresses. Decays the read counts.
     pub(super) fn object_budget_plan(
         &mut self,
         fraction: f64,
     ) -> (Vec<(ObjectName, usize)>, Vec<SocketAddr>) {
-        // The available nodes: their ids, and their client addresses.
+        // The available nodes: their ids, and their peer addresses.
         let (available, nodes): (Vec<usize>, Vec<SocketAddr>) = self
             .status(Instant::now())
             .nodes
             .iter()
             .filter(|n| n.available)
-            .map(|n| (n.id, n.client))
+            .map(|n| (n.id, n.peer))
             .unzip();
         // By code (k, r): each object's name, size, splits now and splits out of the map.
         let mut groups: BTreeMap<(usize, usize), Vec<Member>> = BTreeMap::new();
@@ -188,8 +188,9 @@ pub(super) async fn budget_loop(
     }
 }
 
-/// Sends `share`'s changes to `node` one by one (`POST /_objects/NAME?units=N`); each one done
-/// counts in the status at once. The number done.
+/// Sends `share`'s changes to `node` (its peer listener) one by one (`POST
+/// /_peer/units/NAME?units=N`, signed like every peer request); each one done counts in the
+/// status at once. The number done.
 async fn recode_share(
     shared: &Shared,
     peers: &PeerClient,
@@ -198,7 +199,7 @@ async fn recode_share(
 ) -> usize {
     let mut done = 0;
     for (name, units) in share {
-        let path = format!("/_objects/{name}?units={units}");
+        let path = crate::wire::units_path(name.as_str(), units as u64);
         let sent = peers
             .send(node, Method::POST, &path, Bytes::new(), &[], UNITS_TIMEOUT)
             .await;

@@ -15,6 +15,9 @@
 //! * `GET /coord/objects/get?name=N` → the [`ObjectMeta`] (`404` when there is none)
 //! * `POST /coord/objects/remove?name=N` → the removed [`ObjectMeta`] (the caller deletes its
 //!   splits)
+//! * `POST /coord/objects/sequence` → `{"version": V}`: a number of the versions' sequence
+//!   with no write begun (a purge's place in the order of the cluster's fills:
+//!   [`MetaTable::sequence`](ecdn_objects::meta::MetaTable::sequence))
 
 use ecdn_objects::meta::{MetaError, ObjectMeta, ObjectName};
 use serde::{Deserialize, Serialize};
@@ -28,6 +31,7 @@ pub const UPDATE_PATH: &str = "/coord/objects/update";
 pub const ABORT_PATH: &str = "/coord/objects/abort";
 pub const GET_PATH: &str = "/coord/objects/get";
 pub const REMOVE_PATH: &str = "/coord/objects/remove";
+pub const SEQUENCE_PATH: &str = "/coord/objects/sequence";
 
 /// Limit on a commit's body: a record's splits and names take a few KB, its sub-chunk
 /// checksums 8 hex digits each.
@@ -42,6 +46,7 @@ pub enum ObjectOp {
     Abort(ObjectName, u64),
     Get(ObjectName),
     Remove(ObjectName),
+    Sequence,
 }
 
 /// The answer to `begin`, `commit` and `abort`.
@@ -79,6 +84,12 @@ impl ObjectOp {
             BEGIN_PATH => ObjectOp::Begin(query_of(query, false)?.0),
             GET_PATH => ObjectOp::Get(query_of(query, false)?.0),
             REMOVE_PATH => ObjectOp::Remove(query_of(query, false)?.0),
+            SEQUENCE_PATH => {
+                if query.is_some_and(|q| !q.is_empty()) {
+                    return Err("sequence takes no query".into());
+                }
+                ObjectOp::Sequence
+            }
             ABORT_PATH => {
                 let (name, version) = query_of(query, true)?;
                 ObjectOp::Abort(name, version)
@@ -113,7 +124,7 @@ impl ObjectOp {
     pub fn method_of(path: &str) -> Option<hyper::Method> {
         match path {
             GET_PATH => Some(hyper::Method::GET),
-            BEGIN_PATH | COMMIT_PATH | UPDATE_PATH | ABORT_PATH | REMOVE_PATH => {
+            BEGIN_PATH | COMMIT_PATH | UPDATE_PATH | ABORT_PATH | REMOVE_PATH | SEQUENCE_PATH => {
                 Some(hyper::Method::POST)
             }
             _ => None,
@@ -157,6 +168,7 @@ impl State {
                 .objects
                 .remove(&name)
                 .map(|m| ObjectAnswer::Record(Box::new(m))),
+            ObjectOp::Sequence => Ok(ObjectAnswer::Version(self.objects.sequence())),
         }
     }
 }

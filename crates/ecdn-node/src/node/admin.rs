@@ -73,8 +73,9 @@
 //!     `ecdn_cluster_dying_{objects,pieces_dropped}_total` (whole-object eviction),
 //!     `ecdn_cluster_ring_lost_total`; `ecdn_cluster_peer_replays_refused_total` (peer
 //!     requests signed for another node, with a nonce already taken, or older than the node's
-//!     replay memory) and `ecdn_cluster_writes_refused_after_purge_total` (signed piece writes
-//!     signed before a purge of their object);
+//!     replay memory), `ecdn_cluster_writes_refused_after_purge_total` (piece writes of bytes
+//!     filled before a purge of their object) and `ecdn_cluster_budget_respends_total` (the
+//!     coordinator's re-spends of EC-Cache's parity budget carried out here);
 //!   - `ecdn_cluster_link_sent_bytes_total` (bytes through the outgoing peer link: peer `GET`
 //!     answers and this node's own reads of object splits; capped by `--peer-rate`) and
 //!     `ecdn_cluster_link_background_bytes_total` (the `--background-load` traffic);
@@ -460,7 +461,8 @@ async fn purge(st: &State, req: &Request<ReqBody>, token_ok: bool) -> Response<N
     };
     // In a cluster: this node's pieces, then every other available node (its pieces, and the
     // decoded copy in its HOC if it serves the object's bucket).
-    let (purged, unreached) = super::cluster::pieces::purge::purge(st, c, &primary, purged).await;
+    let (purged, unreached, number) =
+        super::cluster::pieces::purge::purge(st, c, &primary, purged).await;
     let status = if unreached.is_empty() {
         StatusCode::OK
     } else {
@@ -468,6 +470,6 @@ async fn purge(st: &State, req: &Request<ReqBody>, token_ok: bool) -> Response<N
     };
     json(
         status,
-        serde_json::json!({ "purged": purged, "unreached": unreached }),
+        serde_json::json!({ "purged": purged, "unreached": unreached, "sequence": number }),
     )
 }

@@ -40,6 +40,7 @@ pub(super) fn encode_meta(e: &StoredResponse) -> Vec<u8> {
         lifetime_secs: e.lifetime.as_secs(),
         stored_at_unix: freshness::unix_now(),
         age_at_store_secs: e.age_at_store.as_secs(),
+        filled: e.filled,
         headers: e.headers.clone(),
     })
 }
@@ -62,6 +63,7 @@ pub(super) fn stored_response(
         stored_at: Instant::now(),
         age_at_store: Duration::from_secs(m.age_at_store_secs.saturating_add(on_disk)),
         lifetime: Duration::from_secs(m.lifetime_secs),
+        filled: m.filled,
     })
 }
 

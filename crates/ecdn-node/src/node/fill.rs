@@ -330,6 +330,8 @@ async fn drive(st: Arc<State>, mut d: Driver, req: Request<ReqBody>, fetch: Fetc
     };
     // The origin is next, or the answer is here: any site's request may join from now on.
     d.flight.set_asking_sites(None);
+    // The purges this fill is ordered after: those this node knows of before it asks.
+    let filled = st.cluster.as_ref().map_or(0, |c| c.purges.known());
     let fetched = match from_site {
         Some(answer) => Ok(answer),
         None => st.upstream.fetch_head(req).await,
@@ -351,7 +353,7 @@ async fn drive(st: Arc<State>, mut d: Driver, req: Request<ReqBody>, fetch: Fetc
     };
     if let Some(s) = &job.stale {
         if parts.status == StatusCode::NOT_MODIFIED {
-            let e = revalidated(&st, s, &parts.headers, &job.key, may_store).await;
+            let e = revalidated(&st, s, &parts.headers, &job.key, may_store, filled).await;
             serve_entry(&mut d, &e, Outcome::Revalidated).await;
             return;
         }
@@ -401,7 +403,7 @@ async fn drive(st: Arc<State>, mut d: Driver, req: Request<ReqBody>, fetch: Fetc
     };
     match plan {
         Some(plan) => {
-            let held = store(&st, &d, plan, &parts, last.as_ref(), placer).await;
+            let held = store(&st, &d, plan, &parts, last.as_ref(), placer, filled).await;
             if held {
                 // The stored copy answers new requests from here on: none joins the fill
                 // between its last frame and its end (it would be a collapsed miss).
@@ -550,6 +552,7 @@ async fn store(
     parts: &hyper::http::response::Parts,
     last: Option<&Bytes>,
     placer: Option<StripePlacer>,
+    filled: u64,
 ) -> bool {
     let mut buf = d.flight.body_so_far(plan.total as usize);
     if let Some(p) = last {
@@ -563,8 +566,14 @@ async fn store(
         stored_at: Instant::now(),
         age_at_store: freshness::origin_age(&parts.headers),
         lifetime: plan.lifetime,
+        filled,
     });
-    let in_hoc = lock(&st.hoc).offer(plan.key.id, e.clone(), e.stored_at);
+    let in_hoc = st
+        .unless_purged(&e, || {
+            lock(&st.hoc).offer(plan.key.id, e.clone(), e.stored_at)
+        })
+        .await
+        .unwrap_or(false);
     if let Some(c) = &st.cluster {
         // The object's pieces, on the bucket's servers, before the last frame is released:
         // the next request finds them. A coded object's chunks are on their way already.
@@ -595,6 +604,7 @@ async fn revalidated(
     not_modified: &HeaderMap,
     key: &CacheKey,
     may_store: bool,
+    filled: u64,
 ) -> Arc<StoredResponse> {
     let headers = freshness::updated_headers(&s.entry.headers, not_modified);
     let mut map = HeaderMap::with_capacity(headers.len());
@@ -610,9 +620,11 @@ async fn revalidated(
         stored_at: Instant::now(),
         age_at_store: freshness::origin_age(not_modified),
         lifetime: lifetime.unwrap_or(Duration::ZERO),
+        filled,
     });
     if lifetime.is_some() {
-        lock(&st.hoc).offer(key.id, e.clone(), e.stored_at);
+        st.unless_purged(&e, || lock(&st.hoc).offer(key.id, e.clone(), e.stored_at))
+            .await;
         if let (true, Some(disk), None) = (s.on_disk, &st.disk, &st.cluster) {
             disk.put(&e).await;
         }

@@ -42,6 +42,10 @@ pub struct StoredResponse {
     pub age_at_store: Duration,
     /// Freshness lifetime.
     pub lifetime: Duration,
+    /// In a cluster, the highest purge sequence this node knew when the fill that brought the
+    /// bytes began (`cluster/pieces/purge_log.rs`): a purge numbered above it may have been
+    /// asked for before the origin was; 0 outside a cluster.
+    pub filled: u64,
 }
 
 impl StoredResponse {
@@ -626,6 +630,7 @@ mod tests {
             stored_at: Instant::now(),
             age_at_store: Duration::from_secs(10),
             lifetime: Duration::from_secs(100),
+            filled: 0,
         };
         let now = e.stored_at;
         assert!(RequestDirectives::default().accepts(&e, now));
@@ -672,6 +677,7 @@ mod tests {
             stored_at: Instant::now(),
             age_at_store: Duration::from_secs(age),
             lifetime: Duration::from_secs(60),
+            filled: 0,
         };
         let swr = "max-age=60, stale-while-revalidate=30";
         assert!(e(swr, 89).stale_while_revalidate(e(swr, 89).stored_at));
@@ -696,6 +702,7 @@ mod tests {
             stored_at: Instant::now(),
             age_at_store: Duration::from_secs(age),
             lifetime: Duration::from_secs(10),
+            filled: 0,
         };
         let e = entry(
             &[

@@ -323,6 +323,7 @@ mod tests {
             stored_at: now,
             age_at_store: Duration::ZERO,
             lifetime: Duration::from_secs(3600),
+            filled: 0,
         })
     }
 

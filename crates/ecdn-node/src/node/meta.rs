@@ -5,11 +5,12 @@
 //! | field | type |
 //! |---|---|
 //! | magic | 4 bytes `"ECNM"` |
-//! | version | u8 (= 1) |
+//! | version | u8 (= 2; 1 has no *filled*) |
 //! | status | u16 |
 //! | lifetime | u64 seconds |
 //! | stored at | u64 UNIX seconds (when the node received the response) |
 //! | age at store | u64 seconds (the origin's `Age`) |
+//! | filled | u64: the cluster's purge sequence its fill knew (`cluster/pieces/purge_log.rs`; 0 outside a cluster and in version 1) |
 //! | header count | u16 |
 //! | per header | name length u16, name bytes, value length u32, value bytes |
 //!
@@ -21,7 +22,9 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::StatusCode;
 
 const MAGIC: &[u8; 4] = b"ECNM";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
+/// The version before *filled*, still read.
+const VERSION_1: u8 = 1;
 
 /// The decoded metadata of a disk entry.
 #[derive(Debug, PartialEq, Eq)]
@@ -30,6 +33,8 @@ pub struct DiskMeta {
     pub lifetime_secs: u64,
     pub stored_at_unix: u64,
     pub age_at_store_secs: u64,
+    /// The cluster's purge sequence the fill knew when it began (`purge_log.rs`).
+    pub filled: u64,
     pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
@@ -41,6 +46,7 @@ pub fn encode(m: &DiskMeta) -> Vec<u8> {
     out.extend_from_slice(&m.lifetime_secs.to_le_bytes());
     out.extend_from_slice(&m.stored_at_unix.to_le_bytes());
     out.extend_from_slice(&m.age_at_store_secs.to_le_bytes());
+    out.extend_from_slice(&m.filled.to_le_bytes());
     // Header names are far below 64 KiB and values below 4 GiB (hyper's limits are much
     // lower); headers beyond 65535 are dropped rather than written with a wrong count.
     let headers: Vec<_> = m
@@ -91,13 +97,18 @@ impl<'a> Reader<'a> {
 
 pub fn decode(bytes: &[u8]) -> Option<DiskMeta> {
     let mut r = Reader(bytes);
-    if r.take(4)? != MAGIC || r.take(1)? != [VERSION] {
+    if r.take(4)? != MAGIC {
+        return None;
+    }
+    let version = r.take(1)?[0];
+    if version != VERSION && version != VERSION_1 {
         return None;
     }
     let status = StatusCode::from_u16(r.u16()?).ok()?;
     let lifetime_secs = r.u64()?;
     let stored_at_unix = r.u64()?;
     let age_at_store_secs = r.u64()?;
+    let filled = if version == VERSION { r.u64()? } else { 0 };
     let count = r.u16()?;
     let mut headers = Vec::with_capacity(usize::from(count).min(64));
     for _ in 0..count {
@@ -115,6 +126,7 @@ pub fn decode(bytes: &[u8]) -> Option<DiskMeta> {
         lifetime_secs,
         stored_at_unix,
         age_at_store_secs,
+        filled,
         headers,
     })
 }
@@ -130,6 +142,7 @@ mod tests {
             lifetime_secs: 3600,
             stored_at_unix: 1_767_225_600,
             age_at_store_secs: 3,
+            filled: 1_767_225_600_123,
             headers: vec![
                 (
                     HeaderName::from_static("etag"),
@@ -159,5 +172,17 @@ mod tests {
         c.push(0);
         assert_eq!(decode(&c), None);
         assert_eq!(decode(b"ECNM\x02"), None);
+        assert_eq!(decode(b"ECNM\x03"), None);
+        // Version 1 (no `filled`) is still read, as filled at 0.
+        let mut v1 = b.clone();
+        v1[4] = 1;
+        v1.drain(31..39);
+        assert_eq!(
+            decode(&v1),
+            Some(DiskMeta {
+                filled: 0,
+                ..decode(&b).unwrap()
+            })
+        );
     }
 }

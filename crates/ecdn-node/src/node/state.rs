@@ -4,6 +4,7 @@ use std::sync::{Arc, Mutex};
 
 use super::disk::Disk;
 use super::flight::Flights;
+use super::freshness::StoredResponse;
 use super::hoc::Hoc;
 use super::lock::lock;
 use super::ops::Metrics;
@@ -47,11 +48,35 @@ impl State {
     /// and the disk entry (durably, see [`Disk::remove`]). Whether anything was held; an
     /// error when the disk could not record the removal.
     pub(super) async fn invalidate(&self, primary: &str) -> Result<bool, String> {
-        let mut held = self.vary.forget(primary);
-        held |= lock(&self.hoc).remove(ecdn_trace::hash_id(primary.as_bytes()));
+        let mut held = self.forget_in_memory(primary);
         if let Some(disk) = &self.disk {
             held |= disk.remove(primary).await?;
         }
         Ok(held)
+    }
+
+    /// [`State::invalidate`] in memory only: the URL's Vary index entry and its HOC copy.
+    pub(super) fn forget_in_memory(&self, primary: &str) -> bool {
+        let held = self.vary.forget(primary);
+        held | lock(&self.hoc).remove(ecdn_trace::hash_id(primary.as_bytes()))
+    }
+
+    /// Runs `keep` (a copy of `e` going into the HOC) unless, in a cluster, this node carried
+    /// out a purge of its object that its bytes were filled before (a fill that began before
+    /// the purge and ended after it: `cluster/pieces/purge_log.rs`); `None` then.
+    pub(super) async fn unless_purged<T>(
+        &self,
+        e: &StoredResponse,
+        keep: impl FnOnce() -> T,
+    ) -> Option<T> {
+        let Some(c) = &self.cluster else {
+            return Some(keep());
+        };
+        let object = cluster::pieces::names::object_id(&e.key);
+        let now = ecdn_cluster::auth::unix_now_ms();
+        c.purges
+            .write(object, e.filled, now, async { keep() })
+            .await
+            .ok()
     }
 }

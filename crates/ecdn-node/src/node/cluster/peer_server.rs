@@ -9,9 +9,10 @@
 //!
 //! Every kind of request goes through the same check, reads included: a replayed read would
 //! change nothing, but naming the destination and taking the nonce costs nothing, and keeps a
-//! captured relay from being answered twice. A piece `PUT` signed at or before the last purge
-//! of its object here is refused with `409` (`pieces/purge_log.rs`), so a held-back write cannot bring a
-//! purged object back; a `DELETE` records its signed time as that purge's.
+//! captured relay from being answered twice. A piece `PUT` whose bytes were filled before
+//! the last purge of its object here is refused with `409` (`pieces/purge_log.rs`: purges and
+//! fills are ordered by the cluster's sequence, not by clocks), so a held-back write cannot
+//! bring a purged object back, and a late `DELETE` drops only what was filled before it.
 //!
 //! * `GET /_peer/has/{key}`: the pieces of the object this node holds, with one piece's
 //!   metadata (a chunk's when it holds one), signed; `404` when none.
@@ -26,6 +27,8 @@
 //! * `GET` / `HEAD /_peer/relay/{target}`: a client request relayed by a node that does not
 //!   serve its bucket, answered as a request on the client port would be, never relayed again;
 //!   the answer's head is tagged and its body sent as tagged segments (`ecdn_cluster::relayed`).
+//! * `POST /_peer/units/{name}?units=N`: the coordinator's re-spend of EC-Cache's parity
+//!   budget on an object (`objects/budget.rs`), answered with the new record, signed.
 //! * `GET /_peer/stats`: the node's `/_ecdn/stats` JSON, signed (the coordinator's status page
 //!   reads every node's).
 
@@ -53,6 +56,7 @@ use crate::node::answer::empty_body;
 use crate::node::body::{NodeBody, RelayedBody};
 use crate::node::cluster::pieces::link::Paced;
 use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::purge_log::UNORDERED;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::cluster::pieces::store::{self as store, PieceStore, Put, RENEW};
 use crate::node::state::State;
@@ -184,7 +188,10 @@ async fn handle_admitted(
     match parsed {
         PeerPath::Has { key, ages } if get => has(&st, &c, &key, ages).await,
         PeerPath::Has { key, ages: false } if parts.method == Method::DELETE => {
-            purge(&st, &c, &key, verified.time_ms()).await
+            purge(&st, &c, &key, UNORDERED).await
+        }
+        PeerPath::Purge { key, sequence } if parts.method == Method::DELETE => {
+            purge(&st, &c, &key, sequence).await
         }
         PeerPath::Piece {
             piece,
@@ -202,17 +209,8 @@ async fn handle_admitted(
                 Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
             };
             ClusterStats::add(&c.stats.peer_bytes_received, frame.len() as u64);
-            let object = crate::node::cluster::pieces::names::object_id(&key);
-            let signed = verified.time_ms();
             let renew = parts.headers.contains_key(RENEW);
-            let put = put_piece(&st, &c, piece, &key, frame, renew);
-            match c.purges.write(object, signed, unix_now_ms(), put).await {
-                Ok(answer) => answer,
-                Err(refused) => {
-                    ClusterStats::add(&c.stats.writes_refused_after_purge, 1);
-                    plain(StatusCode::CONFLICT, &refused.to_string())
-                }
-            }
+            put_piece(&st, &c, piece, &key, frame, renew).await
         }
         PeerPath::Dying if parts.method == Method::POST => {
             let limit = 8 * wire::MAX_OBJECTS;
@@ -228,6 +226,9 @@ async fn handle_admitted(
                 }
                 Err(e) => plain(StatusCode::BAD_REQUEST, &e.to_string()),
             }
+        }
+        PeerPath::Units { name, units } if parts.method == Method::POST => {
+            set_units(&st, &c, &name, units).await
         }
         PeerPath::Relay { target } if get || parts.method == Method::HEAD => {
             let mut req = Request::new(empty_body());
@@ -256,6 +257,38 @@ async fn handle_admitted(
         _ => plain(
             StatusCode::METHOD_NOT_ALLOWED,
             "peer request: method not allowed",
+        ),
+    }
+}
+
+/// The coordinator's re-spend of EC-Cache object `name` to `units` splits (`objects/budget.rs`):
+/// the new record, signed.
+async fn set_units(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    name: &str,
+    units: u64,
+) -> Response<NodeBody> {
+    use http_body_util::BodyExt;
+    let name = match ecdn_objects::meta::ObjectName::parse(name) {
+        Ok(n) => n,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, &e.to_string()),
+    };
+    let units = usize::try_from(units).unwrap_or(usize::MAX);
+    let answer = crate::node::cluster::objects::budget::set_units(st, c, name, units).await;
+    let (parts, body) = answer.into_parts();
+    match body.collect().await {
+        Ok(b) if parts.status == StatusCode::OK => {
+            ClusterStats::add(&c.stats.budget_respends, 1);
+            signed(b.to_bytes().to_vec())
+        }
+        Ok(b) => plain(
+            parts.status,
+            String::from_utf8_lossy(&b.to_bytes()).trim_end(),
+        ),
+        Err(_) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the re-spend's answer failed",
         ),
     }
 }
@@ -305,25 +338,12 @@ async fn has(st: &State, c: &Cluster, key: &str, ages: bool) -> Response<NodeBod
     signed(body)
 }
 
-/// `DELETE` of a `has` path signed at `signed` (UNIX ms): a `PURGE` another node received,
-/// carried out here — this node's own copies of the object (HOC, disk entry, variants) and
-/// every piece of it it holds; no write of it signed at or before `signed` is taken after.
-async fn purge(st: &State, c: &Cluster, key: &str, signed: u64) -> Response<NodeBody> {
-    let drop_copies = async {
-        let mut purged = st.invalidate(key).await?;
-        if let Some(disk) = &st.disk {
-            let object = ecdn_trace::hash_id(key.as_bytes());
-            let pieces = store::pieces_per_object(&c.cfg, key);
-            purged |= c.pieces.purge(disk, object, pieces).await;
-        }
-        Ok::<_, String>(purged)
-    };
-    let object = crate::node::cluster::pieces::names::object_id(key);
-    match c
-        .purges
-        .purge(object, signed, unix_now_ms(), drop_copies)
-        .await
-    {
+/// `DELETE` of a `has` path: purge `number` (of the cluster's sequence; [`UNORDERED`] when
+/// it has none) that another node received, carried out here (`purge.rs`'s `drop_here`): this
+/// node's own copies of the object (HOC, disk entry, variants) and the pieces of it filled
+/// before that purge; no write of it filled before it is taken after (`purge_log.rs`).
+async fn purge(st: &State, c: &Cluster, key: &str, number: u64) -> Response<NodeBody> {
+    match crate::node::cluster::pieces::purge::drop_here(st, c, key, number).await {
         Ok(purged) => plain(StatusCode::OK, if purged { "purged" } else { "not held" }),
         Err(why) => plain(StatusCode::INTERNAL_SERVER_ERROR, &why),
     }
@@ -441,8 +461,11 @@ async fn put_piece(
     )
     .await;
     match put {
-        Put::Stored | Put::Present => signed(wire::encode_stored(put == Put::Present, &dying)),
-        Put::Refused => plain(StatusCode::INSUFFICIENT_STORAGE, "refused"),
+        Ok(put @ (Put::Stored | Put::Present)) => {
+            signed(wire::encode_stored(put == Put::Present, &dying))
+        }
+        Ok(Put::Refused) => plain(StatusCode::INSUFFICIENT_STORAGE, "refused"),
+        Err(refused) => plain(StatusCode::CONFLICT, &refused.to_string()),
     }
 }
 

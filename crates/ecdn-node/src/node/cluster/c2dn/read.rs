@@ -528,7 +528,8 @@ async fn replica_hit(
     ClusterStats::add(&c.stats.replicated_hits, 1);
     let head = req.method() == Method::HEAD;
     if !head && lock(&st.hoc).admit(object, &key.key, e.body.len() as u64, now) {
-        lock(&st.hoc).insert(object, e.clone());
+        st.unless_purged(&e, || lock(&st.hoc).insert(object, e.clone()))
+            .await;
     }
     Found::Hit(Answer {
         outcome: Outcome::HitDisk,

@@ -45,7 +45,8 @@ pub(in crate::node) async fn answer_whole(
     // (With nothing lacking, a reinsertion's check.)
     resync::place(st, c, &e, lack).await;
     if admit {
-        lock(&st.hoc).insert(key.id, e.clone());
+        st.unless_purged(&e, || lock(&st.hoc).insert(key.id, e.clone()))
+            .await;
     }
     let d = decoded.load(Ordering::Relaxed);
     if d {

@@ -488,6 +488,7 @@ fn plan_object(meta: &ObjectMeta, req: &HeaderMap, head: bool) -> (Response<()>,
         stored_at: now,
         age_at_store: std::time::Duration::ZERO,
         lifetime: std::time::Duration::MAX,
+        filled: 0,
     };
     let (mut r, pieces) = plan_hit(&stored, meta.size, req, now, head);
     let h = r.headers_mut();

@@ -266,8 +266,10 @@ pub(in crate::node) async fn put_split(
     .await;
     // Cached objects a piece of which this split evicted leave whole (`evict_together`).
     crate::node::cluster::pieces::together::drop_dying(st, c, dying).await;
-    if put == Put::Refused {
-        return text(StatusCode::INSUFFICIENT_STORAGE, "refused");
+    match put {
+        Ok(Put::Refused) => return text(StatusCode::INSUFFICIENT_STORAGE, "refused"),
+        Err(purged) => return text(StatusCode::CONFLICT, &purged.to_string()),
+        Ok(_) => {}
     }
     let receipt = c.peers.key().seal(
         "split-stored",

@@ -20,6 +20,7 @@ use crate::node::answer::text;
 use crate::node::body::NodeBody;
 use crate::node::cluster::pieces::coded::{CodedObject, LateBinding};
 use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::purge_log::UNORDERED;
 use crate::node::state::State;
 
 /// The piece keys of objects' splits start with this (never a cache key: those hold a host).
@@ -249,12 +250,13 @@ pub(in crate::node) async fn remove_splits_on(
     for &server in servers {
         if server == c.id {
             if let Some(disk) = &st.disk {
-                // Like a peer's `DELETE` here: no held-back signed write brings the split back.
+                // Like a peer's `DELETE` here: no held-back write brings the split back (a
+                // version's splits are never written again once deleted: unnumbered).
                 let now = ecdn_cluster::auth::unix_now_ms();
                 let dropped = c.pieces.purge(disk, object, total);
                 let purged = c.purges.purge(
                     crate::node::cluster::pieces::names::object_id(key),
-                    now,
+                    UNORDERED,
                     now,
                     dropped,
                 );

@@ -209,7 +209,11 @@ impl ChunkStreams {
                         let name = PieceName::Chunk(chunk as u16);
                         let put = put_local(&st, &c, &key, k, name, meta, Bytes::from(buf));
                         let (put, evicted) = put.await;
-                        (chunk, matches!(put, Put::Stored | Put::Present), evicted)
+                        (
+                            chunk,
+                            matches!(put, Ok(Put::Stored | Put::Present)),
+                            evicted,
+                        )
                     });
                 }
                 Target::Peer {

@@ -8,6 +8,9 @@ use ecdn_placement::pieces::Scheme;
 use hyper::StatusCode;
 
 use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::names::object_id;
+use crate::node::cluster::pieces::purge::filled_in;
+use crate::node::cluster::pieces::purge_log::PurgedAfter;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::cluster::pieces::store::{PieceStore, Put};
 use crate::node::lock::lock;
@@ -56,6 +59,10 @@ pub(in crate::node) fn renew_local(c: &Cluster, key: &str, name: PieceName) {
 /// holds the object's piece, so objects whose piece the policy evicts leave the HOC too. With
 /// the cluster's `evict_together`, also the cached objects (not EC-Cache objects) a piece of
 /// which the policy evicted: the writer has them dropped whole (`together.rs`).
+///
+/// A piece whose bytes were filled before a purge of its object that this node remembers is
+/// not stored (`Err`, counted): its own fills' pieces and its peers' go through the same check
+/// (`purge_log.rs`).
 pub(in crate::node) async fn put_local(
     st: &State,
     c: &Cluster,
@@ -64,25 +71,31 @@ pub(in crate::node) async fn put_local(
     name: PieceName,
     meta: Vec<u8>,
     payload: Bytes,
-) -> (Put, Vec<u64>) {
+) -> (Result<Put, PurgedAfter>, Vec<u64>) {
     let Some(disk) = &st.disk else {
-        return (Put::Refused, Vec::new());
+        return (Ok(Put::Refused), Vec::new());
     };
     let len = payload.len() as u64;
     let object = ecdn_trace::hash_id(key.as_bytes());
     let mut evicted = Vec::new();
-    let put = c
-        .pieces
-        .put(
-            disk,
-            PieceStore::piece_id(object, name),
-            object,
-            PieceStore::entry_key(key, name),
-            meta,
-            payload,
-            &mut evicted,
-        )
-        .await;
+    let filled = filled_in(&meta);
+    let store = c.pieces.put(
+        disk,
+        PieceStore::piece_id(object, name),
+        object,
+        PieceStore::entry_key(key, name),
+        meta,
+        payload,
+        &mut evicted,
+    );
+    let now = ecdn_cluster::auth::unix_now_ms();
+    let put = match c.purges.write(object_id(key), filled, now, store).await {
+        Ok(put) => put,
+        Err(refused) => {
+            ClusterStats::add(&c.stats.writes_refused_after_purge, 1);
+            return (Err(refused), Vec::new());
+        }
+    };
     let mut dying = Vec::new();
     if !evicted.is_empty() {
         let together = c.cfg.evict_together && c.scheme().coded();
@@ -110,5 +123,5 @@ pub(in crate::node) async fn put_local(
             _ => c.loads.record_data(len),
         }
     }
-    (put, dying)
+    (Ok(put), dying)
 }

@@ -344,10 +344,11 @@ impl Cluster {
             "corrupt_sub_chunks": get(&s.corrupt_sub_chunks),
             "peer_errors": s.peer_errors(),
             "streamed_fills": get(&s.streamed_fills),
-            // Peer requests refused as replays, and signed writes refused as older than a
+            // Peer requests refused as replays, and piece writes refused as filled before a
             // purge of their object (`purge_log.rs`).
             "peer_replays_refused": self.gate.replays_refused(),
             "writes_refused_after_purge": get(&s.writes_refused_after_purge),
+            "budget_respends": get(&s.budget_respends),
             "dying_objects": get(&s.dying_objects),
             "dying_pieces_dropped": get(&s.dying_pieces_dropped),
             "handoffs": get(&s.handoffs),

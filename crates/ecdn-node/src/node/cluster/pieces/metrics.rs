@@ -182,8 +182,13 @@ impl Cluster {
             ),
             (
                 "ecdn_cluster_writes_refused_after_purge_total",
-                "Signed piece writes refused as signed before a purge of their object.",
+                "Piece writes refused as filled before a purge of their object.",
                 get(&s.writes_refused_after_purge),
+            ),
+            (
+                "ecdn_cluster_budget_respends_total",
+                "The coordinator's re-spends of the parity budget this node carried out.",
+                get(&s.budget_respends),
             ),
             (
                 "ecdn_cluster_link_sent_bytes_total",

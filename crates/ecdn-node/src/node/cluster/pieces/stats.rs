@@ -26,8 +26,11 @@ pub(in crate::node) struct ClusterStats {
     pub(in crate::node) corrupt_sub_chunks: AtomicU64,
     /// Fills of coded objects whose chunks were encoded and sent stripe by stripe.
     pub(in crate::node) streamed_fills: AtomicU64,
-    /// Signed piece writes refused as signed before a purge of their object (`purge_log.rs`).
+    /// Piece writes refused as filled before a purge of their object (`purge_log.rs`).
     pub(in crate::node) writes_refused_after_purge: AtomicU64,
+    /// The coordinator's re-spends of EC-Cache's parity budget this node carried out (signed
+    /// `POST /_peer/units/`).
+    pub(in crate::node) budget_respends: AtomicU64,
     /// Whole-object eviction (`together.rs`): objects this node was told (or told itself) to
     /// drop, and the pieces of them it held and dropped.
     pub(in crate::node) dying_objects: AtomicU64,

@@ -435,8 +435,14 @@ impl PieceStore {
 
     /// [`PieceStore::purge`], counted: how many pieces of `object` it dropped.
     pub async fn drop_object(&self, disk: &Disk, object: u64, chunks: usize) -> u64 {
+        self.drop_pieces(disk, object, self.held(object, chunks))
+            .await
+    }
+
+    /// Drops pieces `names` of `object` as [`PieceStore::purge`] does: how many it held.
+    pub async fn drop_pieces(&self, disk: &Disk, object: u64, names: Vec<PieceName>) -> u64 {
         let mut keys = Vec::new();
-        for name in self.held(object, chunks) {
+        for name in names {
             let piece = Self::piece_id(object, name);
             let key = self.key_of(piece);
             if self.forget(piece) {
