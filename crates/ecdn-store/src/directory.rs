@@ -14,8 +14,11 @@
 //! file, flushed, and renamed over the old one: the rename is atomic, so the file is always a
 //! whole directory, the previous one or the new one (the filesystem plays the A/B copies). A
 //! checksum over the header and another over the slots (repeated at the foot) still catch a
-//! torn or damaged file. An entry costs 24 bytes on disk (the [`KeyTag`], the footprint and a
-//! live flag; offsets follow from the footprints, since the ring's slots are back to back).
+//! torn or damaged file. An entry costs 32 bytes on disk (the [`KeyTag`], the footprint, the
+//! payload's length and a live flag; offsets follow from the footprints, since the ring's slots
+//! are back to back). The payload's length is there so that a caller's policy can count every
+//! entry the start found without reading one ([`Store::live_seqs`]: a cluster node registers
+//! its pieces from it).
 //! Before the directory is written the ring is flushed (`fdatasync`), so the directory never
 //! names an entry the disk does not hold.
 //!
@@ -46,11 +49,11 @@ use super::*;
 /// The directory file's magic.
 pub const DIR_MAGIC: [u8; 8] = *b"ECDNDIR\0";
 /// The directory format this build writes and reads.
-pub const DIR_VERSION: u32 = 1;
+pub const DIR_VERSION: u32 = 2;
 /// Bytes of the directory's header.
 pub const DIR_HEADER_LEN: usize = 64;
 /// Bytes per slot.
-pub const DIR_SLOT_LEN: usize = 24;
+pub const DIR_SLOT_LEN: usize = 32;
 /// Bytes of the foot: the slots' checksum and the header's again.
 pub const DIR_FOOT_LEN: usize = 8;
 
@@ -61,6 +64,8 @@ const LIVE: u8 = 1;
 pub struct DirSlot {
     pub tag: KeyTag,
     pub footprint: u64,
+    /// Payload bytes (at most the footprint).
+    pub payload: u64,
     pub live: bool,
 }
 
@@ -102,6 +107,7 @@ impl Directory {
             out.push(s.tag.kind);
             out.push(if s.live { LIVE } else { 0 });
             out.extend_from_slice(&s.footprint.to_le_bytes());
+            out.extend_from_slice(&s.payload.to_le_bytes());
         }
         let slots_crc = crc32c(&out[DIR_HEADER_LEN..]);
         out.extend_from_slice(&slots_crc.to_le_bytes());
@@ -210,7 +216,7 @@ impl DirHead {
 
     /// Slot `i`, from its bytes `s`.
     fn slot(&self, i: usize, s: &[u8]) -> Result<DirSlot, String> {
-        let (kind, flags, footprint) = (s[14], s[15], le64(s, 16));
+        let (kind, flags, footprint, payload) = (s[14], s[15], le64(s, 16), le64(s, 24));
         if kind != KIND_OBJECT && kind != KIND_CHUNK {
             return Err(format!("slot {i}: kind {kind}"));
         }
@@ -220,6 +226,11 @@ impl DirHead {
         if footprint == 0 || !footprint.is_multiple_of(u64::from(self.align)) {
             return Err(format!("slot {i}: footprint {footprint}"));
         }
+        if payload >= footprint {
+            return Err(format!(
+                "slot {i}: payload {payload} of footprint {footprint}"
+            ));
+        }
         Ok(DirSlot {
             tag: KeyTag {
                 hash: le64(s, 0),
@@ -228,6 +239,7 @@ impl DirHead {
                 kind,
             },
             footprint,
+            payload,
             live: flags & LIVE != 0,
         })
     }
@@ -351,6 +363,7 @@ impl Store {
                 .map(|s| DirSlot {
                     tag: s.key,
                     footprint: s.footprint,
+                    payload: s.payload,
                     live: s.live(),
                 })
                 .collect(),
@@ -430,7 +443,7 @@ impl Store {
                 return Err("directory: slots hold more than the capacity".into());
             }
             let off = (end + cap - d.footprint % cap) % cap;
-            slots.push(Slot::new(d.tag, off, d.footprint, d.live));
+            slots.push(Slot::new(d.tag, off, d.footprint, d.payload, d.live));
             end = off;
         }
         drop(bytes);
@@ -516,7 +529,7 @@ impl Store {
             // As a put does: an older version of the key becomes a ghost, the FIFO pops what
             // the new entry overwrote. A dead or torn entry still takes its place.
             self.ring.remove(&tag);
-            let (got, at) = self.ring.insert(tag, fp, &mut ignored);
+            let (got, at) = self.ring.insert(tag, fp, h.payload_len, &mut ignored);
             ignored.clear();
             debug_assert_eq!((got, at), (seq, off));
             if !(live && ok) {

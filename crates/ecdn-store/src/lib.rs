@@ -533,14 +533,16 @@ pub struct PutOutcome {
 #[derive(Debug)]
 #[must_use = "pass it to Store::forget"]
 pub struct Tombstone {
-    key: EntryKey,
+    /// `None` from [`Store::tombstone_seq`] (the index keeps no keys).
+    key: Option<EntryKey>,
     tag: KeyTag,
     seq: u64,
 }
 
 impl Tombstone {
-    pub fn key(&self) -> &EntryKey {
-        &self.key
+    /// The key it was asked for by ([`Store::tombstone`]).
+    pub fn key(&self) -> Option<&EntryKey> {
+        self.key.as_ref()
     }
 }
 
@@ -766,7 +768,9 @@ impl Store {
         let tag = key.tag();
         self.ring.remove(&tag);
         let mut evicted = Vec::new();
-        let (seq, off) = self.ring.insert(tag, fp, &mut evicted);
+        let (seq, off) = self
+            .ring
+            .insert(tag, fp, payload.len() as u64, &mut evicted);
         // Before the bytes are written: a directory whose log this write breaks goes first.
         if let Err(e) = self.guard_directory() {
             self.ring.remove(&tag);
@@ -844,7 +848,12 @@ impl Store {
     /// (By tag, without reading: should another key share `key`'s tag, a 64-bit hash
     /// collision, its entry goes instead, which a cache may lose.)
     pub fn evict(&mut self, key: &EntryKey) -> bool {
-        self.ring.remove(&key.tag()).is_some()
+        self.evict_tag(&key.tag())
+    }
+
+    /// [`Store::evict`] of the entry whose key has tag `tag`.
+    pub fn evict_tag(&mut self, tag: &KeyTag) -> bool {
+        self.ring.remove(tag).is_some()
     }
 
     /// Where the live entry of `key` sits: byte offset in the file (superblock included),
@@ -900,16 +909,25 @@ impl Store {
     /// corrupt (its header's magic is dead), and no restart brings it back. `Err` as for
     /// [`Store::remove`] (the index unchanged).
     pub fn tombstone(&self, key: &EntryKey) -> Result<Option<Tombstone>, StoreError> {
-        let tag = key.tag();
-        let Some((seq, slot)) = self.ring.get(&tag) else {
+        let mut t = self.tombstone_tag(&key.tag())?;
+        if let Some(t) = &mut t {
+            t.key = Some(key.clone());
+        }
+        Ok(t)
+    }
+
+    /// [`Store::tombstone`] of the live entry whose key has tag `tag`, for a caller that keeps
+    /// tags, not keys (a cluster node's piece policy): `Ok(None)` when there is none.
+    pub fn tombstone_tag(&self, tag: &KeyTag) -> Result<Option<Tombstone>, StoreError> {
+        let Some((seq, slot)) = self.ring.get(tag) else {
             return Ok(None);
         };
         // `off` is aligned and align >= 64, so the 4 magic bytes never wrap. Written through
         // the O_DSYNC descriptor: the write returns once the block is on stable storage.
         self.write_ring_through(&self.dsync, slot.off(), &MAGIC_DEAD.to_le_bytes())?;
         Ok(Some(Tombstone {
-            key: key.clone(),
-            tag,
+            key: None,
+            tag: *tag,
             seq,
         }))
     }
@@ -957,13 +975,13 @@ impl Store {
         self.ring.next_seq()
     }
 
-    /// Live entries' sequence numbers and tags, oldest first (the order in which the FIFO
-    /// will evict them); open one with [`Store::open_seq`]. The index keeps no key: a key is
-    /// read back from disk when its entry is opened.
-    pub fn live_seqs(&self) -> impl Iterator<Item = (u64, KeyTag)> + '_ {
+    /// Live entries' sequence numbers, tags and payload lengths, oldest first (the order in
+    /// which the FIFO will evict them); open one with [`Store::open_seq`]. The index keeps no
+    /// key: a key is read back from disk when its entry is opened.
+    pub fn live_seqs(&self) -> impl Iterator<Item = (u64, KeyTag, u64)> + '_ {
         self.ring
             .live_seqs()
-            .filter_map(|seq| self.ring.slot(seq).map(|s| (seq, s.key)))
+            .filter_map(|seq| self.ring.slot(seq).map(|s| (seq, s.key, s.payload)))
     }
 
     /// Heap bytes of the index (the ring's slots and the table of live entries).

@@ -390,7 +390,7 @@ impl Store {
             } else {
                 corrupt_hashes.insert(c.h.key_hash);
             }
-            slots.push(Slot::new(key.tag(), c.off, c.fp, live));
+            slots.push(Slot::new(key.tag(), c.off, c.fp, c.h.payload_len, live));
         }
         slots.reverse();
         self.ring = Ring::restore(cap, first_seq, head_off, slots);

@@ -16,6 +16,16 @@ impl Store {
         self.open_slot(seq, Some(key))
     }
 
+    /// Opens the live entry whose key has tag `tag`, its key read back from disk (and checked
+    /// to hash to `tag`): [`Store::open_entry`] for a caller that keeps tags, not keys (a
+    /// cluster node's piece policy); it compares the key itself.
+    pub fn open_tag(&self, tag: &KeyTag) -> Result<Opened, StoreError> {
+        let Some((seq, _)) = self.ring.get(tag) else {
+            return Ok(Opened::Miss);
+        };
+        self.open_slot(seq, None)
+    }
+
     /// Opens the entry with sequence number `seq` if the ring still holds it live (see
     /// [`Store::live_seqs`]), its key read back from disk: what [`Store::open_entry`] does
     /// for a key, for a caller that walks the store (a node registering what it holds at

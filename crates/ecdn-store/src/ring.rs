@@ -25,18 +25,21 @@ const LIVE_BIT: u64 = 1 << 63;
 pub(crate) struct Slot<K> {
     pub key: K,
     /// Byte offset of the entry inside the ring area, `0 .. capacity`, and the live flag in
-    /// the top bit: with a 16-byte key tag a slot takes 32 bytes, not 40.
+    /// the top bit: with a 16-byte key tag a slot takes 40 bytes, not 48.
     off_live: u64,
     pub footprint: u64,
+    /// The entry's payload bytes (what a caller's policy counts it as, known without a read).
+    pub payload: u64,
 }
 
 impl<K> Slot<K> {
-    pub fn new(key: K, off: u64, footprint: u64, live: bool) -> Self {
+    pub fn new(key: K, off: u64, footprint: u64, payload: u64, live: bool) -> Self {
         debug_assert!(off < LIVE_BIT);
         Slot {
             key,
             off_live: off | if live { LIVE_BIT } else { 0 },
             footprint,
+            payload,
         }
     }
 
@@ -237,7 +240,13 @@ impl<K: Hash + Eq + Clone> Ring<K> {
     /// Appends `key` (which must not be live) with `footprint <= capacity`, first popping the
     /// oldest slots until it fits; live popped slots are appended to `evicted`. Returns the new
     /// slot's sequence number and ring offset.
-    pub fn insert(&mut self, key: K, footprint: u64, evicted: &mut Vec<(K, u64)>) -> (u64, u64) {
+    pub fn insert(
+        &mut self,
+        key: K,
+        footprint: u64,
+        payload: u64,
+        evicted: &mut Vec<(K, u64)>,
+    ) -> (u64, u64) {
         debug_assert!(footprint <= self.capacity);
         debug_assert!(self.get(&key).is_none());
         while self.used + footprint > self.capacity {
@@ -258,7 +267,8 @@ impl<K: Hash + Eq + Clone> Ring<K> {
         }
         let seq = self.next_seq();
         let off = self.head_off;
-        self.slots.push_back(Slot::new(key, off, footprint, true));
+        self.slots
+            .push_back(Slot::new(key, off, footprint, payload, true));
         self.index_insert(seq);
         self.used += footprint;
         self.live_bytes += footprint;
@@ -330,7 +340,7 @@ impl Eviction for RingFifo {
         // A contract breach (size > capacity) is clamped rather than trusted: the ring still
         // empties itself, as Fifo does.
         self.ring
-            .insert(id, size.min(self.ring.capacity()), &mut ev);
+            .insert(id, size.min(self.ring.capacity()), size, &mut ev);
         evicted.extend(ev.into_iter().map(|(id, size)| Evicted { id, size }));
     }
     fn remove(&mut self, id: u64) -> Option<u64> {

@@ -102,6 +102,25 @@ fn a_start_reads_the_directory_and_rolls_forward_what_came_after() {
     assert_eq!(served(&mut s, 50), before);
     let (mut scan, _) = scanned_copy(&path, dir.path());
     assert_eq!(served(&mut scan, 50), before);
+    // The index gives every live entry's payload length without a read (what a cluster node
+    // registers its pieces from), the same from the directory as from the scan.
+    let lens: Vec<(u64, u64)> = s.live_seqs().map(|(seq, _, len)| (seq, len)).collect();
+    assert_eq!(lens.len(), len);
+    assert_eq!(
+        lens,
+        scan.live_seqs()
+            .map(|(seq, _, len)| (seq, len))
+            .collect::<Vec<_>>()
+    );
+    let want = |id: u64| match id {
+        0..20 => 5000,
+        30..35 => 3000,
+        _ => 7000,
+    };
+    for (seq, tag, len) in s.live_seqs() {
+        let id = (0..40).find(|&i| key(i).tag() == tag).unwrap();
+        assert_eq!(len, want(id), "key {id} at {seq}");
+    }
     // Both go on alike: the same evictions for the same puts.
     for id in 50..60 {
         let k = key(id);
@@ -423,6 +442,15 @@ proptest! {
                     }
                     prop_assert_eq!(s.used(), scan.used());
                     prop_assert_eq!(s.next_seq(), scan.next_seq());
+                    // Payload lengths from the index: the directory's equal the scan's (save
+                    // the entries the scan brings back).
+                    let lens = |st: &Store| -> std::collections::HashMap<u64, u64> {
+                        st.live_seqs().map(|(seq, _, len)| (seq, len)).collect()
+                    };
+                    let (la, lb) = (lens(&s), lens(&scan));
+                    for (seq, len) in &la {
+                        prop_assert_eq!(lb.get(seq), Some(len), "sequence {}", seq);
+                    }
                     drop(scan);
                     std::fs::remove_file(copy).unwrap();
                 }

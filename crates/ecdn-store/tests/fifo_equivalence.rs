@@ -93,7 +93,7 @@ proptest! {
         }
         let mut oldest_first: Vec<u64> = fifo.iter().map(|(id, _)| id).collect();
         oldest_first.reverse();
-        prop_assert_eq!(store.live_seqs().map(|(_, t)| id_of(&t)).collect::<Vec<_>>(), oldest_first);
+        prop_assert_eq!(store.live_seqs().map(|(_, t, _)| id_of(&t)).collect::<Vec<_>>(), oldest_first);
     }
 
     /// Any mix of puts (new versions of repeated keys), removals, reads and restarts: the
@@ -184,7 +184,7 @@ proptest! {
             prop_assert_eq!(store.used(), fifo.used());
             prop_assert_eq!(store.live_bytes(), model.live_bytes());
             prop_assert_eq!(store.len(), model.len());
-            prop_assert_eq!(store.live_seqs().map(|(_, t)| id_of(&t)).collect::<Vec<_>>(), model.iter().collect::<Vec<_>>());
+            prop_assert_eq!(store.live_seqs().map(|(_, t, _)| id_of(&t)).collect::<Vec<_>>(), model.iter().collect::<Vec<_>>());
         }
         for (id, d) in &content {
             let got = store.get(&key(*id)).unwrap();

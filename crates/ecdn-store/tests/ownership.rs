@@ -279,7 +279,7 @@ fn tombstone_then_forget() {
     let ta = shared.tombstone(&obj("a")).unwrap().expect("present");
     let tb = shared.tombstone(&obj("b")).unwrap().expect("present");
     assert!(shared.tombstone(&obj("none")).unwrap().is_none());
-    assert_eq!(ta.key(), &obj("a"));
+    assert_eq!(ta.key(), Some(&obj("a")));
     // Between the steps: still indexed, but reported corrupt, never served.
     assert!(matches!(
         shared.lookup(&obj("a")).unwrap(),

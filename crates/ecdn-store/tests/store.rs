@@ -21,7 +21,7 @@ fn obj(k: &str) -> EntryKey {
 /// The live entries' keys, oldest first, read back from disk (the index keeps tags only).
 fn keys_of(s: &Store) -> Vec<EntryKey> {
     s.live_seqs()
-        .map(|(seq, _)| match s.open_seq(seq).unwrap() {
+        .map(|(seq, _, _)| match s.open_seq(seq).unwrap() {
             ecdn_store::Opened::Hit(h) => h.key().clone(),
             other => panic!("entry {seq}: {other:?}"),
         })

@@ -183,9 +183,9 @@ fn start(dir: &Path, cluster: &str, admin: u16, disk: &Path, capacity: u64, want
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap();
     let text = std::fs::read_to_string(&log).unwrap_or_default();
-    // "... pieces (B bytes) found on disk in N ms; ..."
+    // "... pieces (B bytes) registered from the disk's index in N ms; ..."
     let registration_ms = text
-        .split(" found on disk in ")
+        .split(" registered from the disk's index in ")
         .nth(1)
         .and_then(|r| r.split(' ').next())
         .and_then(|n| n.parse().ok());

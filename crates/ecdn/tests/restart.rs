@@ -110,7 +110,7 @@ fn a_rolling_restart_keeps_every_piece() {
         until_status(&file, 20, "the node back", |s| heard_from(s, id));
         let log = std::fs::read_to_string(d(&format!("node{id}.1.log"))).unwrap_or_default();
         assert!(
-            log.contains("pieces (") && log.contains("found on disk"),
+            log.contains("pieces (") && log.contains("registered from the disk's index"),
             "node {id} registered no pieces at start: {log}"
         );
     }

@@ -114,16 +114,15 @@ impl Cluster {
             }
             None => (PieceStore::new(policy), store::Recovered::default()),
         };
-        if recovered.pieces + recovered.foreign + recovered.corrupt > 0 {
+        if recovered.pieces + recovered.foreign > 0 {
             eprintln!(
-                "ecdn node: {} pieces ({} bytes) found on disk in {} ms; {} evicted again, \
-                 {} not pieces of this cluster, {} corrupt",
+                "ecdn node: {} pieces ({} bytes) registered from the disk's index in {} ms; {} \
+                 evicted again, {} not pieces; each checked at its first read",
                 recovered.pieces,
                 recovered.bytes,
                 recovered.millis,
                 recovered.evicted,
                 recovered.foreign,
-                recovered.corrupt
             );
         }
         // How every peer answers, for the coordinator's health verdicts (its heartbeats carry
@@ -361,6 +360,8 @@ impl Cluster {
             "pieces_recovered": self.recovered.pieces,
             "pieces_recovered_bytes": self.recovered.bytes,
             "recovery_ms": self.recovered.millis,
+            // Pieces registered at start that their first read found not this cluster's.
+            "pieces_foreign": self.pieces.foreign(),
             // The peer link (`link.rs`): bytes of peer `GET` answers and own split reads, and
             // the test bed's background traffic.
             "link_bytes_sent": self.link.sent(),

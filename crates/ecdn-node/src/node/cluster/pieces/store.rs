@@ -13,17 +13,20 @@
 //!
 //! # Restart
 //!
-//! A node that starts on a store it used before registers the pieces the store's scan found
-//! ([`PieceStore::recover`]) before it joins the cluster: C2DN's return procedure (App. 10.3)
-//! hands a returning server its buckets back because its cache is still there, and the
-//! simulator's unavailable server keeps its cache. Every live entry is offered to the policy in
-//! the ring's order, oldest first, so the FIFO goes on where it stopped: entries the policy had
-//! evicted (an eviction only drops the store's index entry, it writes nothing) come back with
-//! the scan and are evicted again, and the policy ends holding what it held. What the scan did
-//! not verify is checked here: the metadata must decode as a piece's, agree with the key's
-//! piece and the cluster's code, and name the payload's length; anything else (an entry of the
-//! node's standalone disk cache, a piece of another code) leaves the index. Payload bytes are
-//! verified on every read, as always. Nothing is dropped for the map: as in the simulator, a
+//! A node that starts on a store it used before registers the pieces the store's directory (or
+//! scan) found ([`PieceStore::recover`]) before it joins the cluster: C2DN's return procedure
+//! (App. 10.3) hands a returning server its buckets back because its cache is still there, and
+//! the simulator's unavailable server keeps its cache. Every live entry is offered to the
+//! policy in the ring's order, oldest first, so the FIFO goes on where it stopped: entries the
+//! policy had evicted (an eviction only drops the store's index entry, it writes nothing) come
+//! back and are evicted again, and the policy ends holding what it held. Registration reads
+//! nothing: the store's index gives each entry's key tag (the hash of its key, its chunk) and
+//! payload length, which is all the policy needs, so a start takes the same time whatever the
+//! disk holds. What a read of the entry would tell is checked at its first read instead: the
+//! key must be the piece's, the metadata must decode as a piece's, agree with the key's piece
+//! and the cluster's code, and name the payload's length; anything else (an entry of the node's
+//! standalone disk cache, a piece of another code) is dropped then, from the policy and the
+//! index, and read as absent. Payload bytes are verified on every read, as always. Nothing is dropped for the map: as in the simulator, a
 //! piece whose bucket moved stays until the FIFO reaches it, and is found through the slots'
 //! former servers meanwhile. A purge is durable ([`ecdn_store::Store::tombstone`]), so no
 //! restart brings a purged piece back.
@@ -40,7 +43,7 @@ use ecdn_cluster::piece::{Coding, PieceMeta};
 use ecdn_cluster::wire::PieceName;
 use ecdn_placement::chunk_id;
 use ecdn_policy::{Cache, Request};
-use ecdn_store::{EntryKey, Opened, SharedPayload, Store, StoreError};
+use ecdn_store::{EntryKey, KeyTag, Opened, SharedPayload, Store, StoreError};
 
 use crate::node::disk::Disk;
 use crate::node::lock::lock;
@@ -140,11 +143,9 @@ pub struct Recovered {
     /// Live entries the policy evicted again while they were offered in ring order (evicted
     /// before the restart; an eviction writes nothing).
     pub evicted: u64,
-    /// Entries that are not pieces of this cluster (no piece metadata, another code, a key
-    /// that names no piece): dropped from the index.
+    /// Entries whose key names no piece (a sub-chunk's): dropped from the index. Entries
+    /// that are not this cluster's pieces otherwise are found at their first read.
     pub foreign: u64,
-    /// Entries whose header, key, metadata or block table failed their checks: dropped.
-    pub corrupt: u64,
     /// Time the registration took, after the store's own scan.
     pub millis: u64,
 }
@@ -152,11 +153,55 @@ pub struct Recovered {
 /// A piece's metadata and payload bytes, as read from the store.
 type MetaAndPayload = (Vec<u8>, Bytes);
 
+/// What a read found: the piece (and, at the first read of a piece registered at start,
+/// whether it is an EC-Cache split), or an entry that is not this piece.
+enum FirstRead {
+    Read(MetaAndPayload, Option<bool>),
+    Foreign,
+}
+
+/// A piece the policy holds: 24 bytes, no key (the store's entry has it, found by the tag of
+/// the object's id and the piece: [`Held::tag`]).
 struct Held {
-    key: EntryKey,
     object: u64,
     /// The policy's clock just after this piece was admitted: its place in the FIFO.
     at: u64,
+    name: PieceName,
+    /// [`SPLIT`], [`CHECKED`].
+    flags: u8,
+}
+
+/// An EC-Cache object's split.
+const SPLIT: u8 = 1;
+/// Read once since the start (or written by this process): its key and metadata are known to
+/// be this piece's. A piece registered at start and not read yet counts as a split for
+/// whole-object eviction (its key is not known), so no other node drops an object for it.
+const CHECKED: u8 = 2;
+
+impl Held {
+    fn split(&self) -> bool {
+        self.flags & SPLIT != 0 || self.flags & CHECKED == 0
+    }
+
+    /// The store's tag of this piece's entry.
+    fn tag(&self) -> KeyTag {
+        tag_of(self.object, self.name)
+    }
+}
+
+/// The store's tag of piece `name` of the object with id `object` (the tag of
+/// [`PieceStore::entry_key`] of its key).
+fn tag_of(object: u64, name: PieceName) -> KeyTag {
+    let (kind, chunk) = match name {
+        PieceName::Replica => (ecdn_store::format::KIND_OBJECT, 0),
+        PieceName::Chunk(c) => (ecdn_store::format::KIND_CHUNK, c),
+    };
+    KeyTag {
+        hash: object,
+        sub_chunk: 0,
+        chunk,
+        kind,
+    }
 }
 
 /// The node's piece policy and the pieces it holds.
@@ -166,6 +211,10 @@ pub struct PieceStore {
     written: AtomicU64,
     /// Pieces the ring overwrote while the policy still held them.
     ring_lost: AtomicU64,
+    /// The cluster's code, for the check of a piece registered at start at its first read.
+    cfg: Option<std::sync::Arc<ClusterConfig>>,
+    /// Pieces registered at start that turned out not to be this cluster's at their first read.
+    foreign: AtomicU64,
 }
 
 struct Policy {
@@ -186,6 +235,8 @@ impl PieceStore {
             }),
             written: AtomicU64::new(0),
             ring_lost: AtomicU64::new(0),
+            cfg: None,
+            foreign: AtomicU64::new(0),
         }
     }
 
@@ -221,67 +272,66 @@ impl PieceStore {
             clock: 0,
         };
         let mut found = Recovered::default();
-        let seqs: Vec<u64> = store.live_seqs().map(|(seq, _)| seq).collect();
         let mut drop = Vec::new();
-        for seq in seqs {
-            let h = match store.open_seq(seq) {
-                Ok(Opened::Hit(h)) => h,
-                Ok(Opened::Miss) => continue,
-                Ok(Opened::Corrupt { seq }) => {
-                    found.corrupt += 1;
-                    store.evict_seq(seq);
-                    continue;
-                }
-                Err(e) => {
-                    // An I/O error: the entry stays in the index unregistered, and the FIFO
-                    // overwrites it in time.
-                    eprintln!("ecdn node: disk cache: reading a piece at start: {e}");
+        for (_, tag, size) in store.live_seqs() {
+            let name = match (tag.kind, tag.chunk, tag.sub_chunk) {
+                (ecdn_store::format::KIND_OBJECT, _, _) => PieceName::Replica,
+                (ecdn_store::format::KIND_CHUNK, c, 0) if c < 256 => PieceName::Chunk(c),
+                _ => {
+                    found.foreign += 1;
+                    drop.push(tag);
                     continue;
                 }
             };
-            let key = h.key().clone();
-            let Some((piece, object)) = Self::name_of(&key, h.meta(), h.payload_len(), cfg) else {
-                found.foreign += 1;
-                drop.push(key);
-                continue;
-            };
-            let size = h.payload_len();
-            if policy.held.contains_key(&piece) {
-                // Two keys with one piece id (a hash collision): the newer one wins.
-                if let Some(old) = policy.held.remove(&piece) {
-                    policy.cache.remove(piece);
-                    drop.push(old.key);
-                }
+            let object = tag.hash;
+            let piece = Self::piece_id(object, name);
+            if let Some(old) = policy.held.remove(&piece) {
+                // Two keys with one piece id (a hash collision of chunk ids): the newer wins.
+                policy.cache.remove(piece);
+                drop.push(old.tag());
             }
             if !policy.cache.admit(&Self::request(piece, size)) {
                 policy.cache.clear_evicted();
                 found.evicted += 1;
-                drop.push(key);
+                drop.push(tag);
                 continue;
             }
             for e in policy.cache.evicted() {
                 if let Some(old) = policy.held.remove(&e.id) {
                     found.evicted += 1;
-                    drop.push(old.key);
+                    drop.push(old.tag());
                 }
             }
             policy.cache.clear_evicted();
             policy.clock += size;
             let at = policy.clock;
-            policy.held.insert(piece, Held { key, object, at });
+            let held = Held {
+                object,
+                at,
+                name,
+                flags: 0,
+            };
+            policy.held.insert(piece, held);
         }
         found.pieces = policy.held.len() as u64;
         found.bytes = policy.cache.used();
-        for k in &drop {
-            store.evict(k);
+        for tag in drop {
+            store.evict_tag(&tag);
         }
         found.millis = t.elapsed().as_millis() as u64;
         let pieces = PieceStore {
             policy: Mutex::new(policy),
             written: AtomicU64::new(0),
             ring_lost: AtomicU64::new(0),
+            cfg: Some(std::sync::Arc::new(cfg.clone())),
+            foreign: AtomicU64::new(0),
         };
         (pieces, found)
+    }
+
+    /// Pieces registered at start that were not this cluster's (found at their first read).
+    pub fn foreign(&self) -> u64 {
+        self.foreign.load(Ordering::Relaxed)
     }
 
     /// The policy id and object id of the piece stored under `key` with metadata `meta`, if
@@ -318,8 +368,13 @@ impl PieceStore {
     }
 
     /// The store key of a piece the policy holds.
-    pub fn key_of(&self, piece: u64) -> Option<EntryKey> {
-        lock(&self.policy).held.get(&piece).map(|h| h.key.clone())
+    /// The store tag of a piece the policy holds, and whether its first read is still to
+    /// check it (registered at start, not read since).
+    fn tag_of(&self, piece: u64) -> Option<(KeyTag, bool)> {
+        lock(&self.policy)
+            .held
+            .get(&piece)
+            .map(|h| (h.tag(), h.flags & CHECKED == 0))
     }
 
     /// The policy id of piece `piece` of the object with id `object` (the simulator's ids).
@@ -379,12 +434,21 @@ impl PieceStore {
         piece: u64,
         range: Option<Range<u64>>,
     ) -> Option<(Vec<u8>, Bytes)> {
-        let key = self.key_of(piece)?;
+        let (tag, unchecked) = self.tag_of(piece)?;
+        let check = self.cfg.clone().filter(|_| unchecked);
         let read = disk
-            .read(move |s| -> Result<Option<MetaAndPayload>, StoreError> {
-                let h = match s.open_entry(&key)? {
+            .read(move |s| -> Result<Option<FirstRead>, StoreError> {
+                let h = match s.open_tag(&tag)? {
                     Opened::Hit(h) => h,
                     Opened::Miss | Opened::Corrupt { .. } => return Ok(None),
+                };
+                // A piece registered at start: its key and metadata checked at its first read.
+                let split = match &check {
+                    None => None,
+                    Some(cfg) => match Self::name_of(h.key(), h.meta(), h.payload_len(), cfg) {
+                        Some((id, _)) if id == piece => Some(is_split(h.key())),
+                        _ => return Ok(Some(FirstRead::Foreign)),
+                    },
                 };
                 let len = h.payload_len();
                 let r = range.unwrap_or(0..len);
@@ -392,7 +456,7 @@ impl PieceStore {
                 let meta = h.meta().to_vec();
                 // Mapped from the page cache when it can be (no copy through this process),
                 // else copied; every block verified either way.
-                Ok(match s.read_payload_shared(&h, r.clone())? {
+                let got = match s.read_payload_shared(&h, r.clone())? {
                     Some(SharedPayload::Mapped(m)) => m
                         .verify_all()
                         .map(|(map, want)| (meta, Bytes::from_owner(map).slice(want))),
@@ -409,11 +473,28 @@ impl PieceStore {
                         Some((meta, Bytes::from(v)))
                     }
                     None => None,
-                })
+                };
+                Ok(got.map(|got| FirstRead::Read(got, split)))
             })
             .await;
         match read {
-            Some(Ok(Some((meta, payload)))) => Some((meta, payload)),
+            Some(Ok(Some(FirstRead::Read(got, split)))) => {
+                if let Some(split) = split {
+                    let mut p = lock(&self.policy);
+                    if let Some(h) = p.held.get_mut(&piece) {
+                        h.flags |= CHECKED | if split { SPLIT } else { 0 };
+                    }
+                }
+                Some(got)
+            }
+            Some(Ok(Some(FirstRead::Foreign))) => {
+                // Not this cluster's piece: out of the policy and the index.
+                if self.forget(piece) {
+                    self.foreign.fetch_add(1, Ordering::Relaxed);
+                }
+                disk.write(move |s| s.evict_tag(&tag)).await;
+                None
+            }
             Some(Err(e)) => {
                 disk.failed("reading a piece", &e);
                 self.lost(piece);
@@ -441,24 +522,23 @@ impl PieceStore {
 
     /// Drops pieces `names` of `object` as [`PieceStore::purge`] does: how many it held.
     pub async fn drop_pieces(&self, disk: &Disk, object: u64, names: Vec<PieceName>) -> u64 {
-        let mut keys = Vec::new();
+        let mut tags = Vec::new();
         for name in names {
             let piece = Self::piece_id(object, name);
-            let key = self.key_of(piece);
             if self.forget(piece) {
-                keys.extend(key);
+                tags.push(tag_of(object, name));
             }
         }
-        if keys.is_empty() {
+        if tags.is_empty() {
             return 0;
         }
-        let dropped = keys.len() as u64;
+        let dropped = tags.len() as u64;
         // The synchronous writes under the read lock, as `Disk::remove` does; dropping the
-        // keys from the index under the write lock.
+        // entries from the index under the write lock.
         let marked = disk
             .read(move |s| {
-                keys.iter()
-                    .map(|k| s.tombstone(k))
+                tags.iter()
+                    .map(|t| s.tombstone_tag(t))
                     .collect::<Vec<Result<Option<ecdn_store::Tombstone>, StoreError>>>()
             })
             .await;
@@ -520,6 +600,12 @@ impl PieceStore {
         evicted: &mut Vec<Evicted>,
     ) -> Put {
         let size = payload.len() as u64;
+        let name = match &key {
+            EntryKey::Chunk { chunk, .. } => PieceName::Chunk(*chunk),
+            EntryKey::Object { .. } => PieceName::Replica,
+        };
+        debug_assert_eq!(tag_of(object, name), key.tag());
+        let flags = CHECKED | if is_split(&key) { SPLIT } else { 0 };
         let mut gone = Vec::new();
         {
             let mut p = lock(&self.policy);
@@ -537,27 +623,26 @@ impl PieceStore {
                 if let Some(h) = p.held.remove(&id) {
                     evicted.push(Evicted {
                         object: h.object,
-                        split: is_split(&h.key),
+                        split: h.split(),
                     });
-                    gone.push(h.key);
+                    gone.push(h.tag());
                 }
             }
             p.clock += size;
             let at = p.clock;
-            p.held.insert(
-                piece,
-                Held {
-                    key: key.clone(),
-                    object,
-                    at,
-                },
-            );
+            let held = Held {
+                object,
+                at,
+                name,
+                flags,
+            };
+            p.held.insert(piece, held);
         }
         self.written.fetch_add(size, Ordering::Relaxed);
         let written = disk
             .write(move |s| {
-                for k in &gone {
-                    s.evict(k);
+                for t in &gone {
+                    s.evict_tag(t);
                 }
                 s.put(&key, &meta, &payload)
             })
@@ -655,7 +740,7 @@ mod tests {
     }
 
     #[test]
-    fn recovery_registers_pieces_in_ring_order_and_drops_what_is_not_a_piece() {
+    fn recovery_registers_pieces_in_ring_order_and_a_first_read_drops_what_is_not_a_piece() {
         let dir = tempfile::tempdir().unwrap();
         let mut store = Store::open(StoreConfig::new(dir.path().join("ring"), 4 << 20)).unwrap();
         let cfg = cfg();
@@ -676,40 +761,68 @@ mod tests {
         store.put(&EntryKey::chunk("/wrong", 2, 0), &m, &p).unwrap();
         store.put(&EntryKey::chunk("/sub", 0, 1), &m, &p).unwrap();
 
-        // A policy of 400 KB: the first two replicas are evicted again, as a FIFO that went
-        // on where it stopped would have (the chunk is 100 KB).
+        // A policy of 400 KB, registered from the index alone (nothing read): entries in
+        // ring order with their payload sizes, so the first four replicas are evicted again,
+        // as a FIFO that went on where it stopped would have (the chunks are 100 KB each, the
+        // standalone entry 1 byte); the sub-chunk key names no piece and goes at once.
         let (pieces, found) = PieceStore::recover(&mut store, policy(400_000), &cfg);
         assert_eq!(
-            (
-                found.pieces,
-                found.bytes,
-                found.evicted,
-                found.foreign,
-                found.corrupt
-            ),
-            (4, 400_000, 2, 3, 0)
+            (found.pieces, found.bytes, found.evicted, found.foreign),
+            (4, 300_001, 4, 1)
         );
-        assert_eq!(pieces.len(), 4);
         let object = |k: &str| ecdn_trace::hash_id(k.as_bytes());
         for i in 0..5 {
             let held = pieces.held(object(&format!("/r{i}")), 4);
-            assert_eq!(held.is_empty(), i < 2, "replica {i}");
+            assert_eq!(held.is_empty(), i < 4, "replica {i}");
         }
         assert_eq!(pieces.held(object("/big"), 4), vec![PieceName::Chunk(2)]);
-        // What is not held left the store's index.
-        for k in [
-            EntryKey::object("/r0"),
-            EntryKey::object("/plain"),
-            EntryKey::chunk("/wrong", 2, 0),
-            EntryKey::chunk("/sub", 0, 1),
-        ] {
-            assert!(!store.contains(&k), "{k:?}");
+        for k in ["/r0", "/r3"] {
+            assert!(!store.contains(&EntryKey::object(k)), "{k}");
         }
-        // The FIFO goes on: the next piece evicts the oldest held one, replica 2.
+        assert!(!store.contains(&EntryKey::chunk("/sub", 0, 1)));
+        // The first reads check what the index could not: the standalone entry and the chunk
+        // of another code are dropped (policy and index) and read as absent; the pieces are
+        // read.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let disk = Disk::new(store);
+        rt.block_on(async {
+            let id = |k: &str, name| PieceStore::piece_id(object(k), name);
+            let chunk2 = PieceName::Chunk(2);
+            assert!(pieces
+                .read(&disk, id("/r4", PieceName::Replica), None)
+                .await
+                .is_some());
+            assert!(pieces.read(&disk, id("/big", chunk2), None).await.is_some());
+            assert!(pieces
+                .read(&disk, id("/plain", PieceName::Replica), None)
+                .await
+                .is_none());
+            assert!(pieces
+                .read(&disk, id("/wrong", chunk2), None)
+                .await
+                .is_none());
+            assert_eq!((pieces.len(), pieces.foreign()), (2, 2));
+            assert_eq!(pieces.ring_lost(), 0);
+            let gone = disk
+                .read(|s| {
+                    (
+                        s.contains(&EntryKey::object("/plain")),
+                        s.contains(&EntryKey::chunk("/wrong", 2, 0)),
+                        s.contains(&EntryKey::object("/r4")),
+                    )
+                })
+                .await
+                .unwrap();
+            assert_eq!(gone, (false, false, true));
+        });
+        // The FIFO goes on: a 300 KB piece evicts the oldest held one, replica 4, alone.
         let mut p = pieces.policy.lock().unwrap();
-        assert!(p.cache.admit(&PieceStore::request(object("/new"), 100_000)));
+        assert!(p.cache.admit(&PieceStore::request(object("/new"), 300_000)));
         let evicted: Vec<u64> = p.cache.evicted().iter().map(|e| e.id).collect();
-        assert_eq!(evicted, vec![object("/r2")]);
+        assert_eq!(evicted, vec![object("/r4")]);
     }
 
     #[test]
