@@ -13,7 +13,7 @@ use ecdn_node::node::freshness;
 use ecdn_node::node::meta;
 use ecdn_node::node::normalize::normalize_path;
 use ecdn_node::range::{self, Ranges, MAX_RANGES};
-use ecdn_store::directory::{Directory, DIR_FOOT_LEN, DIR_HEADER_LEN, DIR_SLOT_LEN};
+use ecdn_store::directory::{Directory, DIR_FOOT_LEN, DIR_HEADER_LEN, DIR_SLOT_LEN, DIR_VERSION};
 use ecdn_store::format::{Header, Superblock, HEADER_LEN, SUPER_LEN};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::StatusCode;
@@ -83,7 +83,7 @@ fn check_directory(data: &[u8]) {
     let slots = (data.len() - DIR_HEADER_LEN) / DIR_SLOT_LEN;
     let mut b = data[..DIR_HEADER_LEN + slots * DIR_SLOT_LEN].to_vec();
     b[..8].copy_from_slice(b"ECDNDIR\0");
-    b[8..12].copy_from_slice(&1u32.to_le_bytes());
+    b[8..12].copy_from_slice(&DIR_VERSION.to_le_bytes());
     b[48..56].copy_from_slice(&(slots as u64).to_le_bytes());
     let head = ecdn_store::crc32c(&b[..60]);
     b[60..64].copy_from_slice(&head.to_le_bytes());

@@ -14,9 +14,11 @@
 //! file, flushed, and renamed over the old one: the rename is atomic, so the file is always a
 //! whole directory, the previous one or the new one (the filesystem plays the A/B copies). A
 //! checksum over the header and another over the slots (repeated at the foot) still catch a
-//! torn or damaged file. An entry costs 32 bytes on disk (the [`KeyTag`], the footprint, the
-//! payload's length and a live flag; offsets follow from the footprints, since the ring's slots
-//! are back to back). The payload's length is there so that a caller's policy can count every
+//! torn or damaged file. An entry costs 24 bytes on disk (the [`KeyTag`], a live flag, the
+//! footprint in units of the ring's align and the bytes of it that are not payload, 4 bytes
+//! each — the store refuses an entry that would not fit them: one over 2^32 aligns, or with over
+//! 4 GiB of key, metadata and block table; offsets follow from the footprints, since the ring's
+//! slots are back to back). The payload's length is there so that a caller's policy can count every
 //! entry the start found without reading one ([`Store::live_seqs`]: a cluster node registers
 //! its pieces from it).
 //! Before the directory is written the ring is flushed (`fdatasync`), so the directory never
@@ -53,11 +55,31 @@ pub const DIR_VERSION: u32 = 2;
 /// Bytes of the directory's header.
 pub const DIR_HEADER_LEN: usize = 64;
 /// Bytes per slot.
-pub const DIR_SLOT_LEN: usize = 32;
+pub const DIR_SLOT_LEN: usize = 24;
 /// Bytes of the foot: the slots' checksum and the header's again.
 pub const DIR_FOOT_LEN: usize = 8;
 
 const LIVE: u8 = 1;
+
+/// Whether an entry of footprint `footprint` and `payload` payload bytes in a ring aligned to
+/// `align` fits a directory slot: its footprint at most 2^32 − 1 aligns, at most 2^32 − 1 bytes
+/// of it not payload ([`Store::put`] refuses any other).
+pub(crate) fn fits_a_slot(align: u32, footprint: u64, payload: u64) -> bool {
+    footprint / u64::from(align.max(1)) <= u64::from(u32::MAX)
+        && footprint.saturating_sub(payload) <= u64::from(u32::MAX)
+}
+
+/// A slot's footprint in aligns and its bytes besides the payload, as [`fits_a_slot`] says
+/// fit. An entry of a ring written by an earlier build that does not is saturated: the start
+/// then finds the directory's slots do not match the ring, and scans.
+fn slot_sizes(align: u32, footprint: u64, payload: u64) -> (u32, u32) {
+    let units = footprint / u64::from(align.max(1));
+    let rest = footprint.saturating_sub(payload);
+    (
+        u32::try_from(units).unwrap_or(u32::MAX),
+        u32::try_from(rest).unwrap_or(u32::MAX),
+    )
+}
 
 /// One slot of a directory: an entry (live) or a ghost, oldest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,8 +128,9 @@ impl Directory {
             out.extend_from_slice(&s.tag.chunk.to_le_bytes());
             out.push(s.tag.kind);
             out.push(if s.live { LIVE } else { 0 });
-            out.extend_from_slice(&s.footprint.to_le_bytes());
-            out.extend_from_slice(&s.payload.to_le_bytes());
+            let (units, rest) = slot_sizes(self.align, s.footprint, s.payload);
+            out.extend_from_slice(&units.to_le_bytes());
+            out.extend_from_slice(&rest.to_le_bytes());
         }
         let slots_crc = crc32c(&out[DIR_HEADER_LEN..]);
         out.extend_from_slice(&slots_crc.to_le_bytes());
@@ -216,7 +239,9 @@ impl DirHead {
 
     /// Slot `i`, from its bytes `s`.
     fn slot(&self, i: usize, s: &[u8]) -> Result<DirSlot, String> {
-        let (kind, flags, footprint, payload) = (s[14], s[15], le64(s, 16), le64(s, 24));
+        let (kind, flags) = (s[14], s[15]);
+        let footprint = u64::from(le32(s, 16)) * u64::from(self.align);
+        let payload = footprint.wrapping_sub(u64::from(le32(s, 20)));
         if kind != KIND_OBJECT && kind != KIND_CHUNK {
             return Err(format!("slot {i}: kind {kind}"));
         }
@@ -227,8 +252,9 @@ impl DirHead {
             return Err(format!("slot {i}: footprint {footprint}"));
         }
         if payload >= footprint {
+            let rest = le32(s, 20);
             return Err(format!(
-                "slot {i}: payload {payload} of footprint {footprint}"
+                "slot {i}: {rest} bytes besides the payload of a footprint of {footprint}"
             ));
         }
         Ok(DirSlot {
@@ -540,5 +566,46 @@ impl Store {
             off = (off + fp) % cap;
         }
         Ok(added)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_slot_keeps_its_footprint_and_payload_in_eight_bytes_and_refuses_what_does_not_fit() {
+        let slot = |footprint, payload| DirSlot {
+            tag: EntryKey::object("k").tag(),
+            footprint,
+            payload,
+            live: true,
+        };
+        let dir = Directory {
+            align: 64,
+            capacity: 1 << 40,
+            store_id: 7,
+            first_seq: 3,
+            head_off: 0,
+            slots: vec![slot(128, 1), slot(64 << 20, (64 << 20) - 4160), slot(64, 0)],
+        };
+        let b = dir.encode();
+        assert_eq!(b.len(), DIR_HEADER_LEN + 3 * DIR_SLOT_LEN + DIR_FOOT_LEN);
+        assert_eq!(Directory::decode(&b), Ok(dir));
+        // What a slot cannot hold, the store does not take.
+        assert!(fits_a_slot(64, 64 * u64::from(u32::MAX), 1 << 40));
+        assert!(!fits_a_slot(64, 64 * (u64::from(u32::MAX) + 1), 1 << 40));
+        assert!(!fits_a_slot(4096, 8 << 30, (8 << 30) - (5 << 30)));
+        // A slot whose bytes besides the payload are none, or more than its footprint: refused.
+        for rest in [0u32, 129] {
+            let mut bad = Directory::decode(&b).unwrap().encode();
+            let at = DIR_HEADER_LEN + 20;
+            bad[at..at + 4].copy_from_slice(&rest.to_le_bytes());
+            let n = bad.len();
+            let crc = crc32c(&bad[DIR_HEADER_LEN..n - DIR_FOOT_LEN]);
+            bad[n - DIR_FOOT_LEN..n - 4].copy_from_slice(&crc.to_le_bytes());
+            let e = Directory::decode(&bad).unwrap_err();
+            assert!(e.contains("besides the payload"), "{e}");
+        }
     }
 }

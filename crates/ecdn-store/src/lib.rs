@@ -757,6 +757,7 @@ impl Store {
         if fp > self.capacity
             || key.bytes().len() > u32::MAX as usize
             || meta.len() > u32::MAX as usize
+            || !directory::fits_a_slot(self.align, fp, payload.len() as u64)
         {
             return Err(StoreError::TooLarge {
                 footprint: fp,
