@@ -458,6 +458,7 @@ async fn put_piece(
         piece,
         meta_bytes.to_vec(),
         payload,
+        crate::node::cluster::pieces::purge::filled_in(&meta),
     )
     .await;
     match put {

@@ -104,7 +104,7 @@ pub(in crate::node) async fn place(
     }
     let mut tasks = tokio::task::JoinSet::new();
     for (i, t, name, m, payload) in writes {
-        let (st, c, key) = (st.clone(), c.clone(), e.key.clone());
+        let (st, c, key, filled) = (st.clone(), c.clone(), e.key.clone(), e.filled);
         let renew = renew.get(i).copied().unwrap_or(false);
         tasks.spawn(async move {
             if t.server == c.id {
@@ -115,7 +115,9 @@ pub(in crate::node) async fn place(
                     i,
                     t.server,
                     true,
-                    put_local(&st, &c, &key, c.cfg.k, name, m, payload).await.1,
+                    put_local(&st, &c, &key, c.cfg.k, name, m, payload, filled)
+                        .await
+                        .1,
                 )
             } else {
                 let (stored, dying) = push(&c, t.server, &key, name, m, payload, renew).await;
@@ -262,6 +264,7 @@ impl StripePlacer {
                 st,
                 c,
                 |chunk| chunk_meta(c, chunk, size, &crcs, &http),
+                e.filled,
                 &mut dying,
             )
             .await;

@@ -404,7 +404,7 @@ async fn put(
         }
     };
     let mut dying = Vec::new();
-    let (stored, written) = tokio::join!(streams.store(st, c, piece_meta, &mut dying), written);
+    let (stored, written) = tokio::join!(streams.store(st, c, piece_meta, 0, &mut dying), written);
     // Cached objects a piece of which the splits' writes evicted leave whole.
     crate::node::cluster::pieces::together::drop_dying(st, c, dying).await;
     let n = stored.iter().filter(|&&s| s).count();
@@ -695,7 +695,7 @@ fn checked(
 /// until its piece policy evicts it; no record points to it any more).
 async fn remove_splits(st: &Arc<State>, c: &Arc<Cluster>, meta: &ObjectMeta) -> usize {
     let key = piece_key(&meta.name, meta.version);
-    remove_splits_on(st, c, &key, &meta.splits, meta.splits.len()).await
+    remove_splits_on(st, c, &key, &meta.splits).await
 }
 
 async fn delete(st: &Arc<State>, c: &Arc<Cluster>, name: ObjectName) -> Response<NodeBody> {

@@ -97,7 +97,7 @@ async fn shrink(
         .await
         .map_err(directory_error)?;
     let key = piece_key(&m.name, m.version);
-    remove_splits_on(st, c, &key, &dropped, meta.splits.len()).await;
+    remove_splits_on(st, c, &key, &dropped).await;
     Ok(m)
 }
 
@@ -207,7 +207,7 @@ async fn grow(
     let (size, sub) = (meta.size, meta.sub_chunk);
     let piece_meta = |i: usize| split_meta((k, p), i, sub, size, &crcs);
     let mut dying = Vec::new();
-    let stored = streams.store(st, c, piece_meta, &mut dying).await;
+    let stored = streams.store(st, c, piece_meta, 0, &mut dying).await;
     // Cached objects a piece of which the splits' writes evicted leave whole.
     crate::node::cluster::pieces::together::drop_dying(st, c, dying).await;
     let mut m = meta.clone();
@@ -216,7 +216,7 @@ async fn grow(
     m.crcs = crcs;
     m.digests = digests;
     if let Err(e) = c.objects.update(&m, map.servers()).await {
-        remove_splits_on(st, c, &key, &added, units).await;
+        remove_splits_on(st, c, &key, &added).await;
         return Err(directory_error(e));
     }
     Ok(m)

@@ -262,6 +262,7 @@ pub(in crate::node) async fn put_split(
         PieceName::Chunk(p.split as u16),
         meta,
         Bytes::from(payload),
+        0,
     )
     .await;
     // Cached objects a piece of which this split evicted leave whole (`evict_together`).

@@ -235,33 +235,21 @@ pub(in crate::node) fn now_nanos() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// Deletes the splits under piece key `key` (of an object of at most `total` splits) held by
-/// `servers`; how many were removed.
+/// Deletes the splits under piece key `key` held by `servers`; how many were removed.
 pub(in crate::node) async fn remove_splits_on(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     key: &str,
     servers: &[usize],
-    total: usize,
 ) -> usize {
-    let object = ecdn_trace::hash_id(key.as_bytes());
     let mut removed = 0;
     let mut asks = tokio::task::JoinSet::new();
     for &server in servers {
         if server == c.id {
-            if let Some(disk) = &st.disk {
-                // Like a peer's `DELETE` here: no held-back write brings the split back (a
-                // version's splits are never written again once deleted: unnumbered).
-                let now = ecdn_cluster::auth::unix_now_ms();
-                let dropped = c.pieces.purge(disk, object, total);
-                let purged = c.purges.purge(
-                    crate::node::cluster::pieces::names::object_id(key),
-                    UNORDERED,
-                    now,
-                    dropped,
-                );
-                removed += usize::from(purged.await);
-            }
+            // A peer's `DELETE` carried out here: no held-back write brings the split back (a
+            // version's splits are never written again once deleted: unnumbered).
+            let purged = crate::node::cluster::pieces::purge::drop_here(st, c, key, UNORDERED);
+            removed += usize::from(purged.await.unwrap_or(false));
             continue;
         }
         let key = key.to_string();

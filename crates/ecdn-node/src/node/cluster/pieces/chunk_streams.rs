@@ -179,7 +179,8 @@ impl ChunkStreams {
         self.crcs.iter().flatten().copied().collect()
     }
 
-    /// After [`ChunkStreams::end`]: every chunk's metadata (`meta_of(chunk)`) follows its
+    /// After [`ChunkStreams::end`]: every chunk's metadata (`meta_of(chunk)`; its bytes filled
+    /// at purge number `filled`, 0 for an EC-Cache split) follows its
     /// payload, this node's chunk is stored, and this returns, once every server answered or
     /// failed, which chunks are stored. The objects the servers evicted a piece of to store
     /// them, which are to leave whole (`evict_together`), are appended to `dying`.
@@ -188,6 +189,7 @@ impl ChunkStreams {
         st: &Arc<State>,
         c: &Arc<Cluster>,
         meta_of: impl Fn(usize) -> Vec<u8>,
+        filled: u64,
         dying: &mut Vec<u64>,
     ) -> Vec<bool> {
         let mut stored = vec![false; self.targets.len()];
@@ -207,7 +209,8 @@ impl ChunkStreams {
                     let meta = meta_of(chunk);
                     tasks.spawn(async move {
                         let name = PieceName::Chunk(chunk as u16);
-                        let put = put_local(&st, &c, &key, k, name, meta, Bytes::from(buf));
+                        let buf = Bytes::from(buf);
+                        let put = put_local(&st, &c, &key, k, name, meta, buf, filled);
                         let (put, evicted) = put.await;
                         (
                             chunk,

@@ -9,7 +9,6 @@ use hyper::StatusCode;
 
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::names::object_id;
-use crate::node::cluster::pieces::purge::filled_in;
 use crate::node::cluster::pieces::purge_log::PurgedAfter;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::cluster::pieces::store::{PieceStore, Put};
@@ -60,9 +59,11 @@ pub(in crate::node) fn renew_local(c: &Cluster, key: &str, name: PieceName) {
 /// the cluster's `evict_together`, also the cached objects (not EC-Cache objects) a piece of
 /// which the policy evicted: the writer has them dropped whole (`together.rs`).
 ///
-/// A piece whose bytes were filled before a purge of its object that this node remembers is
-/// not stored (`Err`, counted): its own fills' pieces and its peers' go through the same check
+/// A piece whose bytes were filled at purge number `filled` (`StoredResponse::filled`; 0 for
+/// an EC-Cache split), before a purge of its object that this node remembers, is not stored
+/// (`Err`, counted): its own fills' pieces and its peers' go through the same check
 /// (`purge_log.rs`).
+#[allow(clippy::too_many_arguments)]
 pub(in crate::node) async fn put_local(
     st: &State,
     c: &Cluster,
@@ -71,6 +72,7 @@ pub(in crate::node) async fn put_local(
     name: PieceName,
     meta: Vec<u8>,
     payload: Bytes,
+    filled: u64,
 ) -> (Result<Put, PurgedAfter>, Vec<u64>) {
     let Some(disk) = &st.disk else {
         return (Ok(Put::Refused), Vec::new());
@@ -78,7 +80,6 @@ pub(in crate::node) async fn put_local(
     let len = payload.len() as u64;
     let object = ecdn_trace::hash_id(key.as_bytes());
     let mut evicted = Vec::new();
-    let filled = filled_in(&meta);
     let store = c.pieces.put(
         disk,
         PieceStore::piece_id(object, name),

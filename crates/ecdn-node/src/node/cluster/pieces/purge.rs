@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
 
 use crate::node::cluster::pieces::member::Cluster;
@@ -76,24 +77,19 @@ pub(in crate::node) async fn drop_here(
     number: u64,
 ) -> Result<bool, String> {
     let drop_copies = async {
-        if number == UNORDERED {
-            let mut purged = st.invalidate(key).await?;
-            if let Some(disk) = &st.disk {
-                let object = ecdn_trace::hash_id(key.as_bytes());
-                let pieces = store::pieces_per_object(&c.cfg, key);
-                purged |= c.pieces.purge(disk, object, pieces).await;
-            }
-            return Ok(purged);
-        }
-        // The node's disk entry of a replicated object is its replica: it goes with the
-        // pieces, only if filled before the purge.
-        let mut purged = st.forget_in_memory(key);
+        // The node's disk entry of a replicated object is its replica: a numbered purge drops
+        // it with the pieces, only if filled before the purge.
+        let mut purged = if number == UNORDERED {
+            st.invalidate(key).await?
+        } else {
+            st.forget_in_memory(key)
+        };
         if let Some(disk) = &st.disk {
             let object = ecdn_trace::hash_id(key.as_bytes());
             let pieces = store::pieces_per_object(&c.cfg, key);
             let mut older = Vec::new();
             for name in c.pieces.held(object, pieces) {
-                if filled_of(c, disk, object, name).await < number {
+                if number == UNORDERED || filled_of(c, disk, object, name).await < number {
                     older.push(name);
                 }
             }
@@ -116,19 +112,15 @@ async fn filled_of(
     name: PieceName,
 ) -> u64 {
     let id = PieceStore::piece_id(object, name);
-    match c.pieces.read(disk, id, Some(0..0)).await {
-        Some((meta, _)) => filled_in(&meta),
-        None => 0,
-    }
+    let meta = c.pieces.read(disk, id, Some(0..0)).await;
+    meta.and_then(|(meta, _)| PieceMeta::decode(&meta).ok())
+        .map_or(0, |m| filled_in(&m))
 }
 
-/// The purge number a piece's encoded metadata says its bytes were filled at (0 when it does
-/// not say: an EC-Cache split, a piece of an earlier version, or a bad block).
-pub(in crate::node) fn filled_in(meta: &[u8]) -> u64 {
-    ecdn_cluster::piece::PieceMeta::decode(meta)
-        .ok()
-        .and_then(|m| crate::node::meta::decode(&m.http))
-        .map_or(0, |m| m.filled)
+/// The purge number a piece's metadata says its bytes were filled at (0 when it does not say:
+/// an EC-Cache split, a piece of an earlier version).
+pub(in crate::node) fn filled_in(meta: &PieceMeta) -> u64 {
+    crate::node::meta::decode(&meta.http).map_or(0, |m| m.filled)
 }
 
 /// Has node `server` carry out purge `number` of `key` (the peer `DELETE` of its `has` path,

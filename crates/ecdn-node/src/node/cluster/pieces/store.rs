@@ -370,7 +370,7 @@ impl PieceStore {
     /// The store key of a piece the policy holds.
     /// The store tag of a piece the policy holds, and whether its first read is still to
     /// check it (registered at start, not read since).
-    fn tag_of(&self, piece: u64) -> Option<(KeyTag, bool)> {
+    fn held_tag(&self, piece: u64) -> Option<(KeyTag, bool)> {
         lock(&self.policy)
             .held
             .get(&piece)
@@ -434,8 +434,8 @@ impl PieceStore {
         piece: u64,
         range: Option<Range<u64>>,
     ) -> Option<(Vec<u8>, Bytes)> {
-        let (tag, unchecked) = self.tag_of(piece)?;
-        let check = self.cfg.clone().filter(|_| unchecked);
+        let (tag, unchecked) = self.held_tag(piece)?;
+        let check = if unchecked { self.cfg.clone() } else { None };
         let read = disk
             .read(move |s| -> Result<Option<FirstRead>, StoreError> {
                 let h = match s.open_tag(&tag)? {
@@ -507,20 +507,15 @@ impl PieceStore {
         }
     }
 
-    /// Drops every piece of `object` this node holds (a `PURGE`): the policy forgets them and
-    /// the store marks them dead durably ([`ecdn_store::Store::tombstone`]: no restart brings
-    /// them back). Whether it held any.
-    pub async fn purge(&self, disk: &Disk, object: u64, chunks: usize) -> bool {
-        self.drop_object(disk, object, chunks).await > 0
-    }
-
-    /// [`PieceStore::purge`], counted: how many pieces of `object` it dropped.
+    /// Drops every piece of `object` this node holds ([`PieceStore::drop_pieces`]): how many.
     pub async fn drop_object(&self, disk: &Disk, object: u64, chunks: usize) -> u64 {
         self.drop_pieces(disk, object, self.held(object, chunks))
             .await
     }
 
-    /// Drops pieces `names` of `object` as [`PieceStore::purge`] does: how many it held.
+    /// Drops pieces `names` of `object` (a `PURGE`): the policy forgets them and the store marks
+    /// them dead durably ([`ecdn_store::Store::tombstone_tag`]: no restart brings them back).
+    /// How many it held.
     pub async fn drop_pieces(&self, disk: &Disk, object: u64, names: Vec<PieceName>) -> u64 {
         let mut tags = Vec::new();
         for name in names {
@@ -855,11 +850,8 @@ mod tests {
                     .await;
                 assert_eq!(put, Put::Stored);
             }
-            assert!(
-                pieces
-                    .purge(&disk, ecdn_trace::hash_id(b"/purged"), 4)
-                    .await
-            );
+            let purged = ecdn_trace::hash_id(b"/purged");
+            assert_eq!(pieces.drop_object(&disk, purged, 4).await, 1);
             disk.close().await;
         });
         let mut store = Store::open(StoreConfig::new(&path, 4 << 20)).unwrap();
