@@ -46,7 +46,6 @@
 //! restarted coordinator's maps are newer than the ones its nodes hold (nodes only ever take a
 //! map with a higher epoch than their own).
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -56,10 +55,7 @@ use ecdn_placement::pieces::Scheme;
 use ecdn_placement::PlacementError;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio::net::TcpListener;
@@ -69,8 +65,8 @@ use tokio::task::JoinSet;
 use crate::auth::{unix_now_ms, ClusterKey, Verified};
 use crate::config::ClusterConfig;
 use crate::map::BucketMap;
-use crate::peer::{read_verified_body, BodyError, ToSign};
-use crate::replay::{ArrivedAt, Gate};
+use crate::peer::{read_verified_body, BodyError};
+use crate::replay::Gate;
 
 mod campaign_backoff;
 mod catch_panic;
@@ -81,12 +77,15 @@ mod etcd_stored;
 mod members;
 mod object_budget;
 pub mod objects;
+mod serve;
 mod state;
 mod state_file;
 pub mod status_page;
 mod status_source;
 
 pub use members::{MemberError, MemberOp, MemberReply, NewMember};
+use serve::json;
+pub(crate) use serve::{accept_loop_tls, json_of, text};
 use state::State;
 pub use state::StoredState;
 
@@ -611,118 +610,6 @@ async fn rebalance_loop(shared: Arc<Shared>, every: Duration) {
         vec![state.periodic_rebalance()]
     })
     .await
-}
-
-/// How long a client has to finish a TLS handshake (mutual TLS, `crate::mtls`).
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Serves HTTP/1.1 on `listener` with `handler` until `shutdown` says stop, then lets the
-/// connections finish their requests. With `tls` (mutual TLS, `crate::mtls`: an admin
-/// listener's, or the peer protocol's), each connection goes through its handshake first; one
-/// that fails (no client certificate, one the CA did not sign) closes the connection before
-/// any HTTP.
-pub(crate) async fn accept_loop_tls<H, F>(
-    shutdown: watch::Receiver<bool>,
-    listener: TcpListener,
-    tls: Option<crate::mtls::ListenerTls>,
-    handler: H,
-) where
-    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: std::future::Future<Output = Response<Full<Bytes>>> + Send + 'static,
-{
-    let mut conns = JoinSet::new();
-    let stop = stopped(shutdown.clone());
-    tokio::pin!(stop);
-    loop {
-        let stream = tokio::select! {
-            _ = &mut stop => break,
-            r = listener.accept() => match r {
-                Ok((s, _)) => s,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait a little, go on.
-                    eprintln!("ecdn coordinator: accept: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
-        };
-        let _ = stream.set_nodelay(true);
-        let arrived = stream.local_addr().ok().map(ArrivedAt);
-        let handler = handler.clone();
-        let shutdown = shutdown.clone();
-        let tls = tls.clone();
-        conns.spawn(async move {
-            let svc = service_fn(move |mut req: Request<Incoming>| {
-                // Where the connection arrived: an address this process answers as.
-                if let Some(a) = arrived {
-                    req.extensions_mut().insert(a);
-                }
-                let answer = handler(req);
-                async move { Ok::<_, Infallible>(answer.await) }
-            });
-            match tls {
-                None => serve_connection(stream, svc, shutdown).await,
-                Some(tls) => {
-                    let hs = tokio::time::timeout(HANDSHAKE_TIMEOUT, tls.acceptor().accept(stream))
-                        .await;
-                    if let Ok(Ok(stream)) = hs {
-                        serve_connection(stream, svc, shutdown).await;
-                    }
-                }
-            }
-        });
-    }
-    drop(listener);
-    while conns.join_next().await.is_some() {}
-}
-
-/// Serves HTTP/1.1 on one connection until it ends, or gracefully once `shutdown` says so.
-async fn serve_connection<IO, S>(io: IO, svc: S, shutdown: watch::Receiver<bool>)
-where
-    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-    S: hyper::service::HttpService<Incoming, ResBody = Full<Bytes>> + Send,
-    S::Future: Send,
-{
-    let conn = http1::Builder::new().serve_connection(TokioIo::new(io), svc);
-    tokio::pin!(conn);
-    tokio::select! {
-        _ = conn.as_mut() => {}
-        _ = stopped(shutdown) => {
-            conn.as_mut().graceful_shutdown();
-            let _ = conn.await;
-        }
-    }
-}
-
-pub(crate) fn text(status: StatusCode, msg: impl Into<String>) -> Response<Full<Bytes>> {
-    let mut body = msg.into();
-    body.push('\n');
-    Response::builder()
-        .status(status)
-        .header("content-type", "text/plain; charset=utf-8")
-        .body(Full::new(Bytes::from(body)))
-        .expect("a valid response")
-}
-
-/// A JSON answer, to be signed for the request's path and query and signature when it leaves
-/// [`handle`] ([`crate::peer::sign_answer`]).
-fn json(_key: &ClusterKey, _path_and_query: &str, body: Bytes) -> Response<Full<Bytes>> {
-    let mut resp = Response::builder()
-        .header("content-type", "application/json")
-        .body(Full::new(body.clone()))
-        .expect("a valid response");
-    resp.extensions_mut().insert(ToSign(body));
-    resp
-}
-
-pub(crate) fn json_of<T: Serialize>(
-    key: &ClusterKey,
-    path_and_query: &str,
-    value: &T,
-) -> Response<Full<Bytes>> {
-    let body = Bytes::from(serde_json::to_vec(value).expect("status types serialize"));
-    json(key, path_and_query, body)
 }
 
 async fn handle(shared: &Shared, req: Request<Incoming>) -> Response<Full<Bytes>> {
