@@ -367,7 +367,6 @@ impl PieceStore {
         }
     }
 
-    /// The store key of a piece the policy holds.
     /// The store tag of a piece the policy holds, and whether its first read is still to
     /// check it (registered at start, not read since).
     fn held_tag(&self, piece: u64) -> Option<(KeyTag, bool)> {
