@@ -6,6 +6,9 @@
 //! both use ([`range`]); and the reader of an origin's `multipart/byteranges` answers
 //! ([`multipart`]).
 
+// The node's stats document is one `serde_json::json!` of many fields.
+#![recursion_limit = "256"]
+
 pub mod content;
 pub mod multipart;
 pub mod node;

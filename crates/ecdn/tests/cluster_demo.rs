@@ -201,6 +201,11 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
             extra.contains(&"--reinsert"),
             "{v}"
         );
+        if extra.contains(&"--reinsert") {
+            // Every hit's reinsertion check used the ages its lookup heard: none asked them
+            // in a round of its own.
+            assert_eq!(v["ages_asked"], 0, "{v}");
+        }
         let resyncs = v["resyncs"].as_u64().unwrap();
         if extra.contains(&"off") {
             assert_eq!(resyncs, 0);

@@ -105,6 +105,9 @@ pub struct ClusterStats {
     /// Objects whose pieces its hits wrote again (`reinsert`).
     #[serde(default)]
     pub reinserts: u64,
+    /// Reads that asked how old their pieces were, not having heard it in their lookup.
+    #[serde(default)]
+    pub ages_asked: u64,
 }
 
 /// A node's read windows that asked for parity, by why (`/_ecdn/stats`'s

@@ -531,6 +531,7 @@ fn build_report(
         handoffs: live.stats.iter().flatten().map(|s| s.handoffs).sum(),
         resyncs: live.stats.iter().flatten().map(|s| s.resyncs).sum(),
         reinserts: live.stats.iter().flatten().map(|s| s.reinserts).sum(),
+        ages_asked: live.stats.iter().flatten().map(|s| s.ages_asked).sum(),
         intra_cluster_bytes: per_byte_served(peer_received),
         intra_cluster_relay_bytes: per_byte_served(relay_received),
         bytes_served: t.served_bytes,

@@ -92,6 +92,10 @@ pub struct Report {
     pub resyncs: u64,
     /// Objects whose pieces their hits rewrote (`--reinsert`).
     pub reinserts: u64,
+    /// Reads whose write-back asked the pieces' ages in a round of its own: the lookup's
+    /// answers (`has?ages`) did not say them all (a server presumed to hold its chunk, or too
+    /// slow to wait for).
+    pub ages_asked: u64,
     /// Σ `peer_bytes_received` over the nodes alive at the end / body bytes served: chunks,
     /// replicas and relayed answers.
     pub intra_cluster_bytes: f64,

@@ -118,6 +118,27 @@ impl LiveBody {
         }
     }
 
+    /// `body` at once but its last byte, which is sent once `until` is over: work beside the
+    /// answer whose outcome the client's next request must find done (a client has not every
+    /// byte before). `body` must not be empty (nothing could wait: await `until` first).
+    pub(super) fn last_byte_after(
+        body: Bytes,
+        until: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> LiveBody {
+        let n = body.len();
+        debug_assert!(n > 0, "an empty body cannot hold its last byte back");
+        let last = body.slice(n.saturating_sub(1)..);
+        let (tx, rx) = mpsc::channel(2);
+        tokio::spawn(async move {
+            until.await;
+            if tx.send(Chunk::Data(last)).await.is_ok() {
+                let _ = tx.send(Chunk::Done).await;
+            }
+        });
+        let first = body.slice(..n.saturating_sub(1));
+        LiveBody::new(VecDeque::from([first]), None, rx, Some(n as u64))
+    }
+
     fn data(&mut self, b: Bytes) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
         if let Some(r) = &mut self.remaining {
             *r = r.saturating_sub(b.len() as u64);

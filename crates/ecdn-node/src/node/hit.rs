@@ -277,6 +277,17 @@ pub(super) fn answer_hit(
     now: Instant,
     head: bool,
 ) -> Response<NodeBody> {
+    let (r, body) = hit_bytes(e, req, now, head);
+    r.map(|()| NodeBody::Full(Full::new(body)))
+}
+
+/// [`answer_hit`]'s head, and its body's bytes (slices of the stored body when they can be).
+pub(super) fn hit_bytes(
+    e: &StoredResponse,
+    req: &HeaderMap,
+    now: Instant,
+    head: bool,
+) -> (Response<()>, Bytes) {
     let (r, pieces) = plan_hit(e, e.body.len() as u64, req, now, head);
     let slice = |r: &std::ops::Range<u64>| e.body.slice(r.start as usize..r.end as usize);
     let body = match pieces.as_slice() {
@@ -293,7 +304,7 @@ pub(super) fn answer_hit(
             Bytes::from(out)
         }
     };
-    r.map(|()| NodeBody::Full(Full::new(body)))
+    (r, body)
 }
 
 /// The client's answer from an object the HOC holds in stripes (see [`super::hoc::Striped`]),

@@ -28,6 +28,7 @@ use crate::multipart;
 use crate::node::answer::Answer;
 use crate::node::answer::ReqBody;
 use crate::node::cluster::pieces::coded::CodedObject;
+use crate::node::cluster::pieces::holders::Holder;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::fill::plain_headers;
@@ -44,8 +45,8 @@ pub(in crate::node) struct PartialHit {
     pub(in crate::node) obj: CodedObject,
     /// The stored response without its body (fresh, and acceptable to the request).
     pub(in crate::node) entry: StoredResponse,
-    /// Per piece of the object's placement, whether its server lacks it.
-    pub(in crate::node) lack: Vec<bool>,
+    /// What the servers said they hold (what the placement lacks is written back).
+    pub(in crate::node) known: Vec<Holder>,
 }
 
 /// Serves a partial hit as the module documentation says; `None`: fetch it whole.
@@ -59,7 +60,7 @@ pub(in crate::node) async fn serve(
     let PartialHit {
         mut obj,
         entry,
-        lack,
+        known,
     } = p;
     let etag = entry
         .headers
@@ -123,7 +124,7 @@ pub(in crate::node) async fn serve(
     let admit = lock(&st.hoc).admit(key.id, &key.key, layout.size(), Instant::now());
     let obj = Arc::new(obj);
     let mut response =
-        crate::node::cluster::c2dn::whole::answer_whole(st, c, req, key, obj, entry, &lack, admit)
+        crate::node::cluster::c2dn::whole::answer_whole(st, c, req, key, obj, entry, &known, admit)
             .await?;
     let h = response.headers_mut();
     h.insert(

@@ -35,6 +35,7 @@ use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::ObjectLayout;
 use ecdn_placement::pieces::Piece;
+use http_body_util::Full;
 use hyper::{Method, Request};
 use tokio::sync::oneshot;
 
@@ -46,13 +47,15 @@ use crate::node::cluster::c2dn::partial::PartialHit;
 use crate::node::cluster::c2dn::resync;
 use crate::node::cluster::c2dn::whole::answer_whole;
 use crate::node::cluster::pieces::coded::{self, CodedObject};
-use crate::node::cluster::pieces::holders::{ask_has, ask_holders, signed_get, sources_of, Holder};
+use crate::node::cluster::pieces::holders::{
+    ask_has, ask_holders, lacking, signed_get, sources_of, Holder,
+};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::cluster::pieces::store::PieceStore;
 use crate::node::disk::stored_response;
 use crate::node::freshness::{RequestDirectives, StoredResponse};
-use crate::node::hit::{answer_hit, plan_hit};
+use crate::node::hit::{hit_bytes, plan_hit};
 use crate::node::hoc::Striped;
 use crate::node::key::CacheKey;
 use crate::node::lock::lock;
@@ -86,10 +89,7 @@ pub(in crate::node) async fn lookup(
     let (k, p) = (c.cfg.k, c.cfg.p);
     let chunks = if c.scheme().coded() { k + p } else { 0 };
     let object = key.id;
-    let mut holders = vec![Holder {
-        server: c.id,
-        held: c.pieces.held(object, chunks),
-    }];
+    let mut holders = vec![Holder::presumed(c.id, c.pieces.held(object, chunks))];
     let mut meta: Option<PieceMeta> = None;
     // Whether this lookup counted its read of a cached object (see `count_protection`).
     let once = Arc::new(AtomicBool::new(false));
@@ -103,10 +103,7 @@ pub(in crate::node) async fn lookup(
     if let Some((coding, http)) = local.clone() {
         // A chunk here names the coding: read from the bucket's servers at once.
         let mut presumed = presumed_holders(c, bucket);
-        presumed[0] = Holder {
-            server: c.id,
-            held: holders[0].held.clone(),
-        };
+        presumed[0] = holders[0].clone();
         let hit = coded_hit(
             st, c, req, key, rd, &presumed, coding, http, bucket, &once, true,
         );
@@ -115,11 +112,11 @@ pub(in crate::node) async fn lookup(
         }
     }
     if !local_replica {
-        for (server, m, held) in ask_holders(c, &key.key, bucket).await {
+        for (m, holder) in ask_holders(c, &key.key, bucket).await {
             if meta.as_ref().is_none_or(|m| m.coding.is_none()) {
                 meta = Some(m);
             }
-            holders.push(Holder { server, held });
+            holders.push(holder);
         }
     }
     // This node's replica, else a holder's this node's probes do not find slow, else any.
@@ -173,15 +170,9 @@ fn presumed_holders(c: &Cluster, bucket: usize) -> Vec<Holder> {
     let map = c.map.current();
     let (mut placed, mut walk) = (Vec::new(), Vec::new());
     map.pieces(bucket, true, &mut placed, &mut walk);
-    let mut holders = vec![Holder {
-        server: c.id,
-        held: Vec::new(),
-    }];
+    let mut holders = vec![Holder::presumed(c.id, Vec::new())];
     for p in placed.iter().filter(|p| p.server != c.id) {
-        holders.push(Holder {
-            server: p.server,
-            held: vec![assigned(p, true)],
-        });
+        holders.push(Holder::presumed(p.server, vec![assigned(p, true)]));
     }
     holders
 }
@@ -212,18 +203,12 @@ async fn ask_placed(c: &Arc<Cluster>, key: &CacheKey, coded: bool, here: &Holder
         .iter()
         .filter(|p| p.server != c.id && map.is_available(p.server))
         .partition(|p| c.slower(p.server, now));
-    let mut holders = vec![Holder {
-        server: here.server,
-        held: here.held.clone(),
-    }];
+    let mut holders = vec![here.clone()];
     for p in &slow {
         let piece = assigned(p, coded);
         match holders.iter_mut().find(|h| h.server == p.server) {
             Some(h) => h.held.push(piece),
-            None => holders.push(Holder {
-                server: p.server,
-                held: vec![piece],
-            }),
+            None => holders.push(Holder::presumed(p.server, vec![piece])),
         }
     }
     let servers = fast.iter().map(|p| p.server).collect();
@@ -246,8 +231,8 @@ async fn ask_servers(c: &Arc<Cluster>, key: &str, mut servers: Vec<usize>) -> Ve
     let mut holders = Vec::new();
     while let Some(r) = asks.join_next().await {
         if let Ok((server, answer)) = r {
-            let held = answer.map_or_else(Vec::new, |(_, h)| h);
-            holders.push(Holder { server, held });
+            // No answer: holds nothing (and there is no age to know).
+            holders.push(answer.map_or_else(|| Holder::presumed(server, Vec::new()), |(_, h)| h));
         }
     }
     holders
@@ -259,6 +244,8 @@ async fn ask_servers(c: &Arc<Cluster>, key: &str, mut servers: Vec<usize>) -> Ve
 /// and so is any server the read did not hear from, or heard lacks its chunk. When what was
 /// heard leaves the object with K distinct chunks or fewer, the servers heard are asked too,
 /// for every piece they hold, so the protection counted is the one the full answers give.
+/// With `reinsert`, every assigned server is asked beside the read: the hit's reinsertion
+/// needs every piece's age, which a piece's answer does not say.
 async fn ask_placed_beside(
     c: &Arc<Cluster>,
     key: &CacheKey,
@@ -273,7 +260,10 @@ async fn ask_placed_beside(
     let k = obj.layout.k();
     // A piece the read answers: a data chunk read from its assigned server, a peer.
     let read = |chunk: usize, server: usize| {
-        chunk < k && server != c.id && obj.sources.get(chunk) == Some(&Some(server))
+        chunk < k
+            && server != c.id
+            && obj.sources.get(chunk) == Some(&Some(server))
+            && c.cfg.reinsert.is_none()
     };
     let (mut heard_from, mut others): (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
     for p in &placed {
@@ -289,13 +279,7 @@ async fn ask_placed_beside(
     let asked = ask_servers(c, &key.key, others);
     // (A read dropped before its end has heard what it heard: the rest is asked.)
     let (mut holders, _) = tokio::join!(asked, read_over);
-    holders.insert(
-        0,
-        Holder {
-            server: here.server,
-            held: here.held.clone(),
-        },
-    );
+    holders.insert(0, here.clone());
     let (mut sure, mut ask) = (Vec::new(), Vec::new());
     for s in heard_from {
         let chunks: Vec<usize> = placed
@@ -304,13 +288,8 @@ async fn ask_placed_beside(
             .map(|p| p.chunk)
             .collect();
         if chunks.iter().all(|&ch| obj.heard.of(ch) == Some(true)) {
-            sure.push(Holder {
-                server: s,
-                held: chunks
-                    .iter()
-                    .map(|&ch| PieceName::Chunk(ch as u16))
-                    .collect(),
-            });
+            let held = chunks.iter().map(|&ch| PieceName::Chunk(ch as u16));
+            sure.push(Holder::presumed(s, held.collect()));
         } else {
             ask.push(s);
         }
@@ -326,16 +305,17 @@ async fn ask_placed_beside(
     holders
 }
 
-/// A coded hit that lacks nothing: with `reinsert`, its pieces near the FIFO's end are written
-/// again (`resync.rs`), from the object read whole.
+/// A coded hit that lacks nothing (`known`: what its servers hold): with `reinsert`, its
+/// pieces near the FIFO's end are written again (`resync.rs`), from the object read whole.
 async fn reinsert(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     obj: &Arc<CodedObject>,
     e: &StoredResponse,
-    lack: &[bool],
+    known: &[Holder],
 ) {
-    let renew = resync::reinsertions(c, &obj.key, true, lack).await;
+    let lack = &lacking(c, &obj.key, true, known);
+    let renew = resync::reinsertions(c, &obj.key, true, lack, known).await;
     if renew.is_empty() {
         return;
     }
@@ -392,7 +372,7 @@ pub(in crate::node) async fn whole_object(
     key: &str,
     id: u64,
     bucket: usize,
-    held: &[(usize, Vec<PieceName>)],
+    held: &[Holder],
     coding: ecdn_cluster::piece::Coding,
 ) -> Option<Bytes> {
     let (k, p) = (c.cfg.k, c.cfg.p);
@@ -400,19 +380,12 @@ pub(in crate::node) async fn whole_object(
         return None;
     }
     let layout = ObjectLayout::new(coding.size, k, p, u64::from(coding.sub_chunk)).ok()?;
-    let holders: Vec<Holder> = held
-        .iter()
-        .map(|(server, held)| Holder {
-            server: *server,
-            held: held.clone(),
-        })
-        .collect();
     let obj = CodedObject {
         key: key.to_string(),
         object: id,
         layout,
         coding,
-        sources: sources_of(c, bucket, &holders),
+        sources: sources_of(c, bucket, held),
         supplied: Vec::new(),
         hoc: None,
         late: None,
@@ -420,47 +393,6 @@ pub(in crate::node) async fn whole_object(
     };
     let decoded = Arc::new(AtomicBool::new(false));
     coded::read_all(st, c, Arc::new(obj), decoded).await
-}
-
-/// Per piece of the object's placement, whether its server lacks it (to be written).
-fn lacking(c: &Cluster, key: &CacheKey, coded: bool, holders: &[Holder]) -> Vec<bool> {
-    let bucket = c
-        .map
-        .current()
-        .bucket_of(crate::node::cluster::pieces::names::object_id(&key.key));
-    lacking_in(c, bucket, coded, |server, want| {
-        holders
-            .iter()
-            .any(|h| h.server == server && h.held.contains(&want))
-    })
-    .into_iter()
-    .map(|(_, lacks)| lacks)
-    .collect()
-}
-
-/// Per piece of the placement of an object of `bucket` (chunks if `coded`, else replicas),
-/// its server and whether that lacks it: `holds(server, piece)` says what each server holds.
-pub(in crate::node) fn lacking_in(
-    c: &Cluster,
-    bucket: usize,
-    coded: bool,
-    holds: impl Fn(usize, PieceName) -> bool,
-) -> Vec<(usize, bool)> {
-    let (mut placed, mut walk) = (Vec::new(), Vec::new());
-    c.map
-        .current()
-        .pieces(bucket, coded, &mut placed, &mut walk);
-    placed
-        .iter()
-        .map(|p| {
-            let want = if coded {
-                PieceName::Chunk(p.chunk as u16)
-            } else {
-                PieceName::Replica
-            };
-            (p.server, !holds(p.server, want))
-        })
-        .collect()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -506,34 +438,50 @@ async fn replica_hit(
         return Found::Miss;
     }
     let e = Arc::new(e);
-    if server == c.id && holders.len() == 1 && c.cfg.reinsert.is_some() {
-        // Found here without asking anyone, with reinsertion on: the other targets are asked
-        // before answering, as the simulator's hit rewrites before the next request.
-        repair_replicas(st, c, key, &e, once).await;
-    } else if server == c.id && holders.len() == 1 {
-        // Found here without asking anyone: whether the other targets hold their copy is
-        // checked after answering.
-        let (st, c, key, e, once) = (st.clone(), c.clone(), key.clone(), e.clone(), once.clone());
-        ecdn_cluster::peer::spawn_traced(
-            async move { repair_replicas(&st, &c, &key, &e, &once).await },
-        );
+    let head = req.method() == Method::HEAD;
+    // Found here without asking anyone: whether the other targets hold their copy is checked
+    // beside the answer. With reinsertion on, the answer's last byte waits for the check (and
+    // what it writes), as the simulator's hit rewrites before the next request.
+    let mut check = None;
+    if server == c.id && holders.len() == 1 {
+        let (st, cl, key, e, once) = (st.clone(), c.clone(), key.clone(), e.clone(), once.clone());
+        let task = ecdn_cluster::peer::spawn_traced(async move {
+            repair_replicas(&st, &cl, &key, &e, &once).await
+        });
+        if c.cfg.reinsert.is_some() {
+            check = Some(task);
+        }
     } else {
         count_protection(c, holders, false, once);
-        let lack = lacking(c, key, false, holders);
+        let lack = lacking(c, &key.key, false, holders);
         if lack.iter().any(|&l| l) {
             ClusterStats::add(&c.stats.repairs, 1);
         }
-        resync::place(st, c, &e, &lack).await;
+        resync::place(st, c, &e, &lack, holders).await;
     }
     ClusterStats::add(&c.stats.replicated_hits, 1);
-    let head = req.method() == Method::HEAD;
     if !head && lock(&st.hoc).admit(object, &key.key, e.body.len() as u64, now) {
         st.unless_purged(&e, || lock(&st.hoc).insert(object, e.clone()))
             .await;
     }
+    let (r, bytes) = hit_bytes(&e, req.headers(), now, head);
+    let body = match check {
+        Some(task) if !bytes.is_empty() => {
+            let until = async move {
+                let _ = task.await;
+            };
+            NodeBody::Live(LiveBody::last_byte_after(bytes, until))
+        }
+        Some(task) => {
+            // No byte to hold back: the answer waits.
+            let _ = task.await;
+            NodeBody::Full(Full::new(bytes))
+        }
+        None => NodeBody::Full(Full::new(bytes)),
+    };
     Found::Hit(Answer {
         outcome: Outcome::HitDisk,
-        response: mark(answer_hit(&e, req.headers(), now, head), c, false, false),
+        response: mark(r.map(|()| body), c, false, false),
     })
 }
 
@@ -546,17 +494,14 @@ async fn repair_replicas(
     e: &StoredResponse,
     once: &AtomicBool,
 ) {
-    let here = Holder {
-        server: c.id,
-        held: vec![PieceName::Replica],
-    };
+    let here = Holder::presumed(c.id, vec![PieceName::Replica]);
     let holders = ask_placed(c, key, false, &here).await;
     count_protection(c, &holders, false, once);
-    let lack = lacking(c, key, false, &holders);
+    let lack = lacking(c, &key.key, false, &holders);
     if lack.iter().any(|&l| l) {
         ClusterStats::add(&c.stats.repairs, 1);
     }
-    resync::place(st, c, e, &lack).await;
+    resync::place(st, c, e, &lack, &holders).await;
 }
 
 /// A whole replica from `server`, hedged with `alternate`'s (another holder, if any): asked
@@ -671,7 +616,7 @@ async fn coded_hit(
             PartialHit {
                 obj,
                 entry,
-                lack: lacking(c, key, true, holders),
+                known: holders.to_vec(),
             }
         })));
     }
@@ -683,7 +628,7 @@ async fn coded_hit(
     let decoded = Arc::new(AtomicBool::new(false));
     let head = req.method() == Method::HEAD;
     let size = obj.layout.size();
-    let mut lack = lacking(c, key, true, holders);
+    let lack = lacking(c, &key.key, true, holders);
     // The HOC: it holds the object in stripes already (the lookup found some of the stripes
     // this answer needs missing), or its policy admits it now. (A HEAD neither reads nor keeps
     // bytes.)
@@ -696,23 +641,23 @@ async fn coded_hit(
     // response cut short. Ranges read only their stripes into the HOC (below).
     let whole = admit && !req.headers().contains_key(hyper::header::RANGE);
     if lack.iter().any(|&l| l) || whole {
-        let mut placed = None;
-        if presumed {
-            // The object is read whole anyway: learn first what the targets really lack.
-            let asked = ask_placed(c, key, true, &holders[0]).await;
-            lack = lacking(c, key, true, &asked);
-            placed = Some(asked);
-        }
+        // Presumed: the object is read whole anyway, so learn first what the targets really
+        // lack.
+        let asked = match presumed {
+            true => Some(ask_placed(c, key, true, &holders[0]).await),
+            false => None,
+        };
+        let known = asked.as_deref().unwrap_or(holders);
         // The object whole, to re-encode the missing chunks and for the HOC. (When the
         // presumed sources fail here, the HOC's admission was counted once already.)
         let keep = admit || held.is_some();
-        let response = answer_whole(st, c, req, key, Arc::new(obj), e, &lack, keep).await;
+        let response = answer_whole(st, c, req, key, Arc::new(obj), e, known, keep).await;
         let response = match response {
             Some(r) => r,
             None if presumed => return None,
             None => return Some(Found::Miss),
         };
-        count_protection(c, placed.as_deref().unwrap_or(holders), true, once);
+        count_protection(c, known, true, once);
         ClusterStats::add(&c.stats.coded_hits, 1);
         return Some(Found::Hit(Answer {
             outcome: Outcome::HitDisk,
@@ -733,34 +678,31 @@ async fn coded_hit(
     let finish = if presumed {
         let (st, c, key, obj) = (st.clone(), c.clone(), key.clone(), obj.clone());
         let once = once.clone();
-        let here = Holder {
-            server: holders[0].server,
-            held: holders[0].held.clone(),
-        };
+        let here = holders[0].clone();
         let (read_over, over) = oneshot::channel();
         let task = ecdn_cluster::peer::spawn_traced(async move {
             let placed = ask_placed_beside(&c, &key, &obj, &here, over).await;
             count_protection(&c, &placed, true, &once);
-            let lack = lacking(&c, &key, true, &placed);
+            let lack = lacking(&c, &key.key, true, &placed);
             if !lack.iter().any(|&l| l) {
-                reinsert(&st, &c, &obj, &e, &lack).await;
+                reinsert(&st, &c, &obj, &e, &placed).await;
                 return;
             }
             let whole = Arc::new(AtomicBool::new(false));
             if let Some(body) = coded::read_all(&st, &c, obj, whole).await {
                 ClusterStats::add(&c.stats.repairs, 1);
-                resync::place(&st, &c, &StoredResponse { body, ..e }, &lack).await;
+                resync::place(&st, &c, &StoredResponse { body, ..e }, &lack, &placed).await;
             }
         });
         Some(coded::Finish { task, read_over })
     } else if c.cfg.reinsert.is_some() {
         // The holders were asked before the read: a reinsertion's check once it is over.
         let (st, c, obj) = (st.clone(), c.clone(), obj.clone());
-        let lack = lacking(&c, key, true, holders);
+        let known = holders.to_vec();
         let (read_over, over) = oneshot::channel::<()>();
         let task = ecdn_cluster::peer::spawn_traced(async move {
             let _ = over.await;
-            reinsert(&st, &c, &obj, &e, &lack).await;
+            reinsert(&st, &c, &obj, &e, &known).await;
         });
         Some(coded::Finish { task, read_over })
     } else {

@@ -32,7 +32,8 @@ use ecdn_cluster::wire::PieceName;
 
 use crate::node::cluster::c2dn::ages::ask_ages;
 use crate::node::cluster::c2dn::handoff;
-use crate::node::cluster::c2dn::read::{fetch_replica, lacking_in, whole_object};
+use crate::node::cluster::c2dn::read::{fetch_replica, whole_object};
+use crate::node::cluster::pieces::holders::{lacking_in, Holder};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::store::PieceStore;
 use crate::node::disk::stored_response;
@@ -163,16 +164,17 @@ async fn repair_object(
 ) -> Outcome {
     let map = c.map.current();
     let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(key));
-    let held = ask_ages(c, key, bucket).await;
+    let (metas, held): (Vec<Option<PieceMeta>>, Vec<Holder>) =
+        ask_ages(c, key, bucket).await.into_iter().unzip();
     // A peer's metadata names the coding (a chunk's first); this node's store is read only
     // when no peer holds a piece.
-    let peers = || held.iter().filter_map(|h| h.meta.as_ref());
+    let peers = || metas.iter().flatten();
     let meta = match peers()
         .find(|m| m.coding.is_some())
         .or_else(|| peers().next())
     {
         Some(m) => m.clone(),
-        None => match local_meta(st, c, id, &held[0].pieces).await {
+        None => match local_meta(st, c, id, &held[0].held).await {
             Some(m) => m,
             None => return Outcome::Skipped,
         },
@@ -184,12 +186,12 @@ async fn repair_object(
         (0..k + p)
             .filter(|&ch| {
                 held.iter()
-                    .any(|h| h.pieces.contains(&PieceName::Chunk(ch as u16)))
+                    .any(|h| h.held.contains(&PieceName::Chunk(ch as u16)))
             })
             .count()
             >= k
     } else {
-        held.iter().any(|h| h.pieces.contains(&PieceName::Replica))
+        held.iter().any(|h| h.held.contains(&PieceName::Replica))
     };
     if !readable {
         return Outcome::Skipped;
@@ -206,7 +208,7 @@ async fn repair_object(
     // and only they count.
     let placed = lacking_in(c, bucket, coded, |server, want| {
         held.iter()
-            .any(|h| h.server == server && h.pieces.contains(&want))
+            .any(|h| h.server == server && h.held.contains(&want))
     });
     let lack: Vec<bool> = placed.iter().map(|&(_, l)| l).collect();
     let lacking = placed
@@ -222,9 +224,7 @@ async fn repair_object(
             if let Some(over) = budget.refuses(piece.saturating_mul(lacking)) {
                 return over;
             }
-            let pieces: Vec<(usize, Vec<PieceName>)> =
-                held.iter().map(|h| (h.server, h.pieces.clone())).collect();
-            let Some(body) = whole_object(st, c, key, id, bucket, &pieces, coding.clone()).await
+            let Some(body) = whole_object(st, c, key, id, bucket, &held, coding.clone()).await
             else {
                 return Outcome::Skipped;
             };
@@ -233,7 +233,7 @@ async fn repair_object(
         None => {
             let Some(from) = held
                 .iter()
-                .find(|h| h.pieces.contains(&PieceName::Replica))
+                .find(|h| h.held.contains(&PieceName::Replica))
                 .map(|h| h.server)
             else {
                 return Outcome::Skipped;

@@ -6,18 +6,21 @@
 //! write at the same speed. A piece written back alone (after its twin or sibling chunks were
 //! read) outlives the old ones, which then leave one by one, so the object is a fragment again
 //! and its next reads are partial hits. When a read is about to write a piece its object lacks
-//! on an available assigned server, the node asks the assigned servers how old their pieces
-//! are (`ages.rs`, one `has?ages` each, beside nothing else: only reads that write back do);
-//! if the oldest found has more than `resync` of its server's FIFO written after it, the
-//! pieces found are written again too, each holder told to drop its copy first (a `PUT` with
-//! `x-ecdn-renew`, `pieces/store.rs`), so the object starts again in every FIFO at once.
+//! on an available assigned server, it looks at how old their pieces are: the lookup's `has`
+//! questions asked for the ages (`pieces/holders.rs`), so a read that asked knows them; one
+//! that did not (its servers were presumed, or one was too slow to wait for) asks them now
+//! (`ages.rs`, counted as `ages_asked`). If the oldest found has more than `resync` of its
+//! server's FIFO written after it, the pieces found are written again too, each holder told
+//! to drop its copy first (a `PUT` with `x-ecdn-renew`, `pieces/store.rs`), so the object
+//! starts again in every FIFO at once.
 
 use std::sync::Arc;
 
 use ecdn_cluster::wire::PieceName;
 
-use crate::node::cluster::c2dn::ages::ask_ages;
+use crate::node::cluster::c2dn::ages::{self, ask_ages};
 use crate::node::cluster::c2dn::{handoff, write};
+use crate::node::cluster::pieces::holders::Holder;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::freshness::StoredResponse;
@@ -26,15 +29,17 @@ use crate::node::state::State;
 /// A read's write-back of `e`: the pieces `lack` names (piece index in the bucket's placement
 /// → whether its server lacks it), and with `resync` on, the pieces found, when they are near
 /// eviction (with `reinsert` on and nothing lacking, the same past its age); pieces whose
-/// writes fail are handed off (`handoff.rs`).
+/// writes fail are handed off (`handoff.rs`). `known`: what the read heard the servers hold
+/// (with ages where they said).
 pub(in crate::node) async fn place(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     e: &StoredResponse,
     lack: &[bool],
+    known: &[Holder],
 ) {
     let coded = c.coded(e.body.len() as u64);
-    let renew = renewals(c, &e.key, coded, lack).await;
+    let renew = renewals(c, &e.key, coded, lack, known).await;
     rewrite(st, c, e, lack, &renew).await;
 }
 
@@ -46,11 +51,12 @@ pub(in crate::node) async fn reinsertions(
     key: &str,
     coded: bool,
     lack: &[bool],
+    known: &[Holder],
 ) -> Vec<bool> {
     if lack.iter().any(|&l| l) {
         return Vec::new();
     }
-    renewals(c, key, coded, lack).await
+    renewals(c, key, coded, lack, known).await
 }
 
 /// Writes the pieces of `e` that `lack` names or `renew` renews; failed writes are handed off.
@@ -74,7 +80,14 @@ pub(in crate::node) async fn rewrite(
 /// Per piece of the placement of `key`, whether it is to be written again: all the pieces
 /// found on their available servers if one available server lacks its piece (resync) or none
 /// does (reinsertion), and the oldest found is past that rule's age of its FIFO; else none.
-async fn renewals(c: &Arc<Cluster>, key: &str, coded: bool, lack: &[bool]) -> Vec<bool> {
+/// The ages are `known`'s (this node's read here), or asked when a server's are not known.
+async fn renewals(
+    c: &Arc<Cluster>,
+    key: &str,
+    coded: bool,
+    lack: &[bool],
+    known: &[Holder],
+) -> Vec<bool> {
     // Every hit passes here: nothing to do, before the placement is looked at, when the rule
     // that could apply is off.
     let any_lack = lack.iter().any(|&l| l);
@@ -98,11 +111,30 @@ async fn renewals(c: &Arc<Cluster>, key: &str, coded: bool, lack: &[bool]) -> Ve
     let Some(age) = age else {
         return Vec::new();
     };
-    let held = ask_ages(c, key, bucket).await;
+    let counted = |i: usize, server: usize| !lacks(i) && map.is_available(server);
+    // The ages the read heard, with this node's own; asked when a counted server's are not.
+    let here = [ages::here(c, key)];
+    let answered = |s: usize| {
+        here.iter()
+            .chain(known.iter().filter(|h| h.server != c.id))
+            .find(|h| h.server == s && h.aged())
+    };
+    let asked;
+    let held: Vec<&Holder> = if placed
+        .iter()
+        .enumerate()
+        .all(|(i, p)| !counted(i, p.server) || answered(p.server).is_some())
+    {
+        placed.iter().filter_map(|p| answered(p.server)).collect()
+    } else {
+        ClusterStats::add(&c.stats.ages_asked, 1);
+        asked = ask_ages(c, key, bucket).await;
+        asked.iter().map(|(_, h)| h).collect()
+    };
     let mut renew = vec![false; placed.len()];
     let mut oldest: Option<f64> = None;
     for (i, p) in placed.iter().enumerate() {
-        if lacks(i) || !map.is_available(p.server) {
+        if !counted(i, p.server) {
             continue;
         }
         let want = if coded {

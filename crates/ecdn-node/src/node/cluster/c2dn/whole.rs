@@ -13,6 +13,7 @@ use crate::node::body::NodeBody;
 use crate::node::cluster::c2dn::headers::mark;
 use crate::node::cluster::c2dn::resync;
 use crate::node::cluster::pieces::coded::{self, CodedObject};
+use crate::node::cluster::pieces::holders::{lacking, Holder};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::freshness::StoredResponse;
@@ -21,10 +22,10 @@ use crate::node::key::CacheKey;
 use crate::node::lock::lock;
 use crate::node::state::State;
 
-/// A coded object read whole (decoded where needed): every target in `lack` gets its piece
-/// (`resync.rs`),
-/// the HOC takes it if `admit`, and the answer to `req` is built from it (`None` if the
-/// object cannot be read). Shared by coded hits and partial hits (`partial.rs`).
+/// A coded object read whole (decoded where needed): every target that lacks its piece
+/// (`known`: what the servers hold) gets it (`resync.rs`), the HOC takes it if `admit`, and
+/// the answer to `req` is built from it (`None` if the object cannot be read). Shared by coded
+/// hits and partial hits (`partial.rs`).
 #[allow(clippy::too_many_arguments)]
 pub(in crate::node) async fn answer_whole(
     st: &Arc<State>,
@@ -33,17 +34,18 @@ pub(in crate::node) async fn answer_whole(
     key: &CacheKey,
     obj: Arc<CodedObject>,
     e: StoredResponse,
-    lack: &[bool],
+    known: &[Holder],
     admit: bool,
 ) -> Option<Response<NodeBody>> {
     let decoded = Arc::new(AtomicBool::new(false));
     let body = coded::read_all(st, c, obj, decoded.clone()).await?;
     let e = Arc::new(StoredResponse { body, ..e });
+    let lack = lacking(c, &key.key, true, known);
     if lack.iter().any(|&l| l) {
         ClusterStats::add(&c.stats.repairs, 1);
     }
     // (With nothing lacking, a reinsertion's check.)
-    resync::place(st, c, &e, lack).await;
+    resync::place(st, c, &e, &lack, known).await;
     if admit {
         st.unless_purged(&e, || lock(&st.hoc).insert(key.id, e.clone()))
             .await;

@@ -1,6 +1,7 @@
-//! Who holds which piece of an object: the `has` questions a node asks the bucket's servers
-//! (and the slots' former servers), what the answers make of a coded object's sources, and the
-//! signed, checked peer `GET` they and other reads go through.
+//! Who holds which piece of an object, and how old each is: the `has?ages` questions a node
+//! asks the bucket's servers (and the slots' former servers), what the answers make of a
+//! coded object's sources and of the pieces its placement lacks, and the signed, checked peer
+//! `GET` they and other reads go through.
 
 use std::sync::Arc;
 
@@ -14,29 +15,56 @@ use hyper::StatusCode;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
 
-/// What one server said it holds.
+/// What one server said it holds (or is presumed to hold).
+#[derive(Clone)]
 pub(in crate::node) struct Holder {
     pub(in crate::node) server: usize,
     pub(in crate::node) held: Vec<PieceName>,
+    /// Per piece of `held` (in its order), how old it is: the fraction of the server's FIFO
+    /// written after it, as its `has?ages` answer said. Empty when not known (what a server
+    /// is presumed to hold, or this node's own pieces, whose ages it reads itself).
+    pub(in crate::node) age: Vec<f64>,
+}
+
+impl Holder {
+    /// A server presumed (or known otherwise than by its answer) to hold `held`, ages unknown.
+    pub(in crate::node) fn presumed(server: usize, held: Vec<PieceName>) -> Holder {
+        Holder {
+            server,
+            held,
+            age: Vec::new(),
+        }
+    }
+
+    /// Whether the ages of what it holds are known (nothing held: nothing to know).
+    pub(in crate::node) fn aged(&self) -> bool {
+        self.age.len() == self.held.len()
+    }
+
+    /// How old `piece` is here, if this server holds it and said how old.
+    pub(in crate::node) fn age_of(&self, piece: PieceName) -> Option<f64> {
+        let i = self.held.iter().position(|&p| p == piece)?;
+        self.age.get(i).copied()
+    }
 }
 
 /// Asks the bucket's servers and the slots' former servers (those available, but this node)
-/// which pieces of `key` they hold, all at once: the servers that answered, with one piece's
-/// metadata and what they hold.
+/// which pieces of `key` they hold, all at once: the servers that answered, each with one
+/// piece's metadata, what it holds and how old.
 pub(in crate::node) async fn ask_holders(
     c: &Arc<Cluster>,
     key: &str,
     bucket: usize,
-) -> Vec<(usize, PieceMeta, Vec<PieceName>)> {
+) -> Vec<(PieceMeta, Holder)> {
     let mut asks = tokio::task::JoinSet::new();
     for s in asked_servers(c, bucket) {
         let (c, key) = (c.clone(), key.to_string());
-        asks.spawn(async move { (s, ask_has(&c, s, &key).await) });
+        asks.spawn(async move { ask_has(&c, s, &key).await });
     }
     let mut found = Vec::new();
     while let Some(r) = asks.join_next().await {
-        if let Ok((server, Some((m, held)))) = r {
-            found.push((server, m, held));
+        if let Ok(Some(answer)) = r {
+            found.push(answer);
         }
     }
     found
@@ -103,26 +131,33 @@ pub(in crate::node) async fn refind_sources(
 ) -> Vec<Option<usize>> {
     let map = c.map.current();
     let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(key));
-    let mut holders = vec![Holder {
-        server: c.id,
-        held: c.pieces.held(object, c.cfg.k + c.cfg.p),
-    }];
-    for (server, _, held) in ask_holders(c, key, bucket).await {
-        holders.push(Holder { server, held });
-    }
+    let here = Holder::presumed(c.id, c.pieces.held(object, c.cfg.k + c.cfg.p));
+    let mut holders = vec![here];
+    holders.extend(
+        ask_holders(c, key, bucket)
+            .await
+            .into_iter()
+            .map(|(_, h)| h),
+    );
     sources_of(c, bucket, &holders)
 }
 
-/// Asks node `server` which pieces of `key` it holds: their names and one piece's metadata.
+/// Asks node `server` which pieces of `key` it holds, and how old they are (`has?ages`: the
+/// ages cost the answer 8 bytes a piece, and spare the reads that write back a second round,
+/// `resync.rs`): one piece's metadata, and what it holds. `None` when it holds nothing or does
+/// not answer.
 pub(in crate::node) async fn ask_has(
     c: &Cluster,
     server: usize,
     key: &str,
-) -> Option<(PieceMeta, Vec<PieceName>)> {
-    let limit = ecdn_cluster::piece::MAX_META + 512;
-    let body = signed_get(c, server, &wire::has_path(key), limit).await?;
-    let (m, held) = wire::split_frame(&body).ok()?;
-    Some((PieceMeta::decode(m).ok()?, wire::decode_held(held).ok()?))
+) -> Option<(PieceMeta, Holder)> {
+    let limit = ecdn_cluster::piece::MAX_META + 4096;
+    let body = signed_get(c, server, &wire::has_ages_path(key), limit).await?;
+    let (m, rest) = wire::split_frame(&body).ok()?;
+    let (held, capacity, since) = wire::decode_held_ages(rest).ok()?;
+    let capacity = capacity.max(1) as f64;
+    let age = since.iter().map(|&s| s as f64 / capacity).collect();
+    Some((PieceMeta::decode(m).ok()?, Holder { server, held, age }))
 }
 
 /// A signed answer of node `server` to `GET path`, of at most `limit` bytes, its signature and
@@ -161,4 +196,50 @@ pub(in crate::node) async fn verified_body(
         return None;
     }
     Some(body)
+}
+
+/// Per piece of the object's placement, whether its server lacks it (to be written).
+pub(in crate::node) fn lacking(
+    c: &Cluster,
+    key: &str,
+    coded: bool,
+    holders: &[Holder],
+) -> Vec<bool> {
+    let bucket = c
+        .map
+        .current()
+        .bucket_of(crate::node::cluster::pieces::names::object_id(key));
+    lacking_in(c, bucket, coded, |server, want| {
+        holders
+            .iter()
+            .any(|h| h.server == server && h.held.contains(&want))
+    })
+    .into_iter()
+    .map(|(_, lacks)| lacks)
+    .collect()
+}
+
+/// Per piece of the placement of an object of `bucket` (chunks if `coded`, else replicas),
+/// its server and whether that lacks it: `holds(server, piece)` says what each server holds.
+pub(in crate::node) fn lacking_in(
+    c: &Cluster,
+    bucket: usize,
+    coded: bool,
+    holds: impl Fn(usize, PieceName) -> bool,
+) -> Vec<(usize, bool)> {
+    let (mut placed, mut walk) = (Vec::new(), Vec::new());
+    c.map
+        .current()
+        .pieces(bucket, coded, &mut placed, &mut walk);
+    placed
+        .iter()
+        .map(|p| {
+            let want = if coded {
+                PieceName::Chunk(p.chunk as u16)
+            } else {
+                PieceName::Replica
+            };
+            (p.server, !holds(p.server, want))
+        })
+        .collect()
 }

@@ -354,6 +354,7 @@ impl Cluster {
             "handoffs_dropped": get(&s.handoffs_dropped),
             "resyncs": get(&s.resyncs),
             "reinserts": get(&s.reinserts),
+            "ages_asked": get(&s.ages_asked),
             "ring_lost": self.pieces.ring_lost(),
             // The pieces held now, and what the start found on disk.
             "pieces_held": self.pieces.len(),

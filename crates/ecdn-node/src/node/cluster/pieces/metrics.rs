@@ -166,6 +166,11 @@ impl Cluster {
                 get(&s.reinserts),
             ),
             (
+                "ecdn_cluster_ages_asked_total",
+                "Reads that asked how old their pieces are, not having heard it in their lookup.",
+                get(&s.ages_asked),
+            ),
+            (
                 "ecdn_cluster_handoffs_dropped_total",
                 "Pieces not handed off: the node held its handoff budget of object bytes.",
                 get(&s.handoffs_dropped),

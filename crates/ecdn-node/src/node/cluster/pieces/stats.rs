@@ -45,6 +45,9 @@ pub(in crate::node) struct ClusterStats {
     pub(in crate::node) resyncs: AtomicU64,
     /// Reinsertion (`c2dn/resync.rs`): objects whose pieces this node's hits wrote again.
     pub(in crate::node) reinserts: AtomicU64,
+    /// Reads that wrote back but had not heard every counted piece's age, and asked for them
+    /// (`c2dn/ages.rs`): a round the lookup's answers did not spare.
+    pub(in crate::node) ages_asked: AtomicU64,
     /// Per [`Parity`] reason, read windows that asked for parity chunks.
     pub(in crate::node) parity_fetches: [AtomicU64; Parity::ALL.len()],
     /// Payload bytes this node's piece store accepted, per kind ([`WRITTEN_KINDS`]).
