@@ -198,8 +198,7 @@ pub struct ClusterConfig {
     /// a hit that finds every piece of its object on its assigned servers rewrites them all
     /// when the oldest has more than this fraction of its server's FIFO written after it (FIFO
     /// with reinsertion, an object's pieces at once). Off (`"off"`, or absent) by default;
-    /// when on, every hit that lacks nothing asks the bucket's servers how old its pieces are
-    /// (one `has?ages` each).
+    /// the ages come with the `has?ages` answers a hit's lookup awaits anyway.
     #[serde(default, deserialize_with = "resync")]
     pub reinsert: Option<f64>,
     #[serde(default = "default_buckets")]
