@@ -284,6 +284,9 @@ struct Sim {
     partial_hit_bytes: u128,
     /// Scratch: objects a piece of which a store evicted (`evict_together`).
     dying: Vec<Dying>,
+    /// Scratch: what a store's policy evicted (ids, sizes), and an evicted piece's placement.
+    gone: Vec<(u64, u64)>,
+    evicted_placed: Vec<pieces::Piece>,
     windows: Vec<ClusterWindow>,
     /// Background repair (`c2dn`).
     repair: Repair,
@@ -409,6 +412,8 @@ impl Sim {
             slice_misses: 0,
             partial_hit_bytes: 0,
             dying: Vec::new(),
+            gone: Vec::new(),
+            evicted_placed: Vec::with_capacity(16),
             windows: Vec::new(),
             // Until the first periodic rebalance the parity buckets are placed by chunk-bucket
             // count; by default it comes after a tenth of the period.

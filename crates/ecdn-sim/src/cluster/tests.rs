@@ -397,6 +397,71 @@ fn evicting_together_leaves_no_object_with_some_pieces_and_keeps_the_mirror() {
     run_checked(&reqs, &failing, 1_000);
 }
 
+/// Whole-object eviction drops an object when a piece the map assigns leaves its server, not
+/// when a copy on another server does (as a parity move leaves the old chunk on its former
+/// server): that copy's eviction takes nothing with it.
+#[test]
+fn a_stale_copys_eviction_takes_nothing_with_it() {
+    let mut cfg = config(Scheme::C2dn, 6 * (16 << 20));
+    cfg.evict_together = true;
+    let mut sim = Sim::new(cfg).unwrap();
+    let x = Request {
+        id: 7,
+        size: 3 << 20,
+        ..Request::default()
+    };
+    sim.request(&x, 0.0);
+    let bucket = sim.placement.bucket_of(x.id);
+    let (coded, _) = sim.targets(&x, bucket);
+    assert!(coded);
+    let placed: Vec<(usize, u64)> = sim.pieces.iter().map(|p| (p.server, p.key)).collect();
+    let holds =
+        |sim: &Sim, (server, key): (usize, u64)| sim.caches[server].eviction().peek(key).is_some();
+    assert!(placed.iter().all(|&p| holds(&sim, p)));
+    // Fills `server`'s cache until `key` leaves it, then drops what died.
+    let evict = |sim: &mut Sim, server: usize, key: u64, base: u64| {
+        for i in 0.. {
+            if sim.caches[server].eviction().peek(key).is_none() {
+                break;
+            }
+            let filler = Piece {
+                server,
+                key: base + i,
+                size: 1 << 20,
+                index: 0,
+                parity: None,
+            };
+            let req = Request {
+                id: base + i,
+                size: 1 << 20,
+                ..Request::default()
+            };
+            sim.store(filler, &req, false, bucket);
+        }
+        sim.drop_dying();
+    };
+    // A copy of chunk 0 on a server the map gives no piece of the object.
+    let other = (0..6).find(|s| placed.iter().all(|p| p.0 != *s)).unwrap();
+    let copy = Piece {
+        server: other,
+        key: chunk_id(x.id, 0),
+        size: 1 << 20,
+        index: 0,
+        parity: None,
+    };
+    assert!(!sim.assigned(other, Dying::Coded(x.id), copy.key));
+    assert!(sim.assigned(placed[0].0, Dying::Coded(x.id), placed[0].1));
+    sim.store(copy, &x, true, bucket);
+    evict(&mut sim, other, chunk_id(x.id, 0), 1 << 40);
+    assert!(
+        placed.iter().all(|&p| holds(&sim, p)),
+        "a stale copy's eviction dropped the object"
+    );
+    // Its assigned chunk 0 leaving takes the other pieces with it.
+    evict(&mut sim, placed[0].0, placed[0].1, 2 << 40);
+    assert!(placed.iter().all(|&p| !holds(&sim, p)));
+}
+
 /// Resync: reads that write back a lacking piece of an object whose other pieces are near
 /// eviction rewrite those too. On a cache small enough that objects lose chunks one at a
 /// time, it leaves fewer partial hits and fewer reads of unprotected objects, the protection

@@ -1,10 +1,12 @@
 //! A piece written to its server's cache, and what that write evicts: the protection count
 //! and the pieces' ages follow every eviction and insertion, the bytes count as the server's
 //! writes and as write load (data, or the bucket's parity), and with `evict_together` an object
-//! one of whose pieces was evicted leaves every available server once the cache object being
-//! written has all its pieces.
+//! one of whose pieces was evicted from the server the map assigns it leaves every available
+//! server once the cache object being written has all its pieces. (A copy left on a former
+//! server — a parity move leaves the old chunk where it was until its FIFO reaches it — takes
+//! nothing with it: the piece is, or will be written, where the map puts it now.)
 
-use ecdn_placement::chunk_id;
+use ecdn_placement::{chunk_id, pieces};
 use ecdn_policy::Request;
 
 use super::{Piece, Sim};
@@ -42,20 +44,30 @@ impl Sim {
         let evicted = cache.evicted().len();
         let ages = self.ages.on();
         let together = self.cfg.evict_together && self.cfg.scheme.coded();
-        for e in cache.evicted() {
+        let mut gone = std::mem::take(&mut self.gone);
+        gone.clear();
+        gone.extend(cache.evicted().iter().map(|e| (e.id, e.size)));
+        cache.clear_evicted();
+        for &(id, size) in &gone {
             if together {
-                if let Some(object) = self.protection.object_of_chunk(e.id) {
-                    self.dying.push(Dying::Coded(object));
-                } else if self.protection.is_replica(e.id) {
-                    self.dying.push(Dying::Replica(e.id));
+                let dying = if let Some(object) = self.protection.object_of_chunk(id) {
+                    Some(Dying::Coded(object))
+                } else if self.protection.is_replica(id) {
+                    Some(Dying::Replica(id))
+                } else {
+                    None
+                };
+                if let Some(d) = dying.filter(|&d| self.assigned(piece.server, d, id)) {
+                    self.dying.push(d);
                 }
             }
-            self.protection.removed(e.id, Some(e.size));
+            self.protection.removed(id, Some(size));
             if ages {
-                self.ages.dropped(piece.server, e.id);
+                self.ages.dropped(piece.server, id);
             }
         }
-        cache.clear_evicted();
+        self.gone = gone;
+        let cache = &self.caches[piece.server];
         let inserted = admitted && cache.eviction().len() + evicted == before + 1;
         if inserted {
             self.protection
@@ -73,6 +85,34 @@ impl Sim {
             }
         }
         admitted
+    }
+
+    /// Whether the map assigns `server` the piece `key` of `dying`'s object (a chunk: that
+    /// chunk; a replica: one of the copies). The nodes apply the same rule to what their
+    /// policies evict (`ecdn-node`'s `pieces/together.rs`).
+    pub(super) fn assigned(&mut self, server: usize, dying: Dying, key: u64) -> bool {
+        let (object, coded) = match dying {
+            Dying::Coded(o) => (o, true),
+            Dying::Replica(o) => (o, false),
+        };
+        let bucket = self.placement.bucket_of(object);
+        let mut placed = std::mem::take(&mut self.evicted_placed);
+        pieces::pieces(
+            &self.placement,
+            self.cfg.scheme,
+            self.cfg.k,
+            self.cfg.p,
+            bucket,
+            coded,
+            self.cfg.scheme.replicas(),
+            &mut placed,
+            &mut self.ring,
+        );
+        let here = placed
+            .iter()
+            .any(|pc| pc.server == server && (!coded || chunk_id(object, pc.chunk) == key));
+        self.evicted_placed = placed;
+        here
     }
 
     /// After a cache object's pieces are stored (`evict_together`): every object a piece of

@@ -12,6 +12,7 @@ use crate::node::cluster::pieces::names::object_id;
 use crate::node::cluster::pieces::purge_log::PurgedAfter;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::cluster::pieces::store::{PieceStore, Put};
+use crate::node::cluster::pieces::together::leaves_whole;
 use crate::node::lock::lock;
 use crate::node::state::State;
 
@@ -79,11 +80,15 @@ pub(in crate::node) async fn put_local(
     };
     let len = payload.len() as u64;
     let object = ecdn_trace::hash_id(key.as_bytes());
+    // An EC-Cache split is in none of C2DN's buckets.
+    let bucketed = !key.starts_with(crate::node::cluster::pieces::store::SPLIT_PREFIX);
+    let bucket = bucketed.then(|| c.map.current().bucket_of(object_id(key)));
     let mut evicted = Vec::new();
     let store = c.pieces.put(
         disk,
         PieceStore::piece_id(object, name),
         object,
+        bucket,
         PieceStore::entry_key(key, name),
         meta,
         payload,
@@ -103,21 +108,17 @@ pub(in crate::node) async fn put_local(
         let mut hoc = lock(&st.hoc);
         for e in evicted {
             hoc.remove(e.object);
-            if together && !e.split {
+            if together && !e.split && leaves_whole(c, &e) {
                 dying.push(e.object);
             }
         }
     }
     if put == Put::Stored {
         c.stats.written(name, k, len);
-        // An EC-Cache split is in none of C2DN's parity buckets.
-        let bucketed = !key.starts_with(crate::node::cluster::pieces::store::SPLIT_PREFIX);
-        match name {
-            PieceName::Chunk(ch)
-                if bucketed && c.scheme() == Scheme::C2dn && usize::from(ch) >= c.cfg.k =>
+        match (name, bucket) {
+            (PieceName::Chunk(ch), Some(bucket))
+                if c.scheme() == Scheme::C2dn && usize::from(ch) >= c.cfg.k =>
             {
-                let map = c.map.current();
-                let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(key));
                 c.loads
                     .record_parity(bucket, usize::from(ch) - c.cfg.k, len);
             }

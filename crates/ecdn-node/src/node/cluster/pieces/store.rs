@@ -77,6 +77,10 @@ fn is_split(key: &EntryKey) -> bool {
 pub struct Evicted {
     /// The object's id (`ecdn_trace::hash_id` of its key).
     pub object: u64,
+    /// Which piece of it.
+    pub piece: PieceName,
+    /// The object's bucket, when known (not for a piece registered at start).
+    pub bucket: Option<usize>,
     /// The piece was an EC-Cache object's split (its record, not whole-object eviction, says
     /// what is left of it).
     pub split: bool,
@@ -167,9 +171,16 @@ struct Held {
     /// The policy's clock just after this piece was admitted: its place in the FIFO.
     at: u64,
     name: PieceName,
-    /// [`SPLIT`], [`CHECKED`].
-    flags: u8,
+    /// The object's bucket in the high 24 bits ([`NO_BUCKET`]: not known, a piece registered at
+    /// start), [`SPLIT`] and [`CHECKED`] in the low 8.
+    bucket_flags: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Held>() == 24);
+
+/// [`Held`]'s bucket when it is not known (buckets are fewer: [`ecdn_placement::MAX_BUCKETS`]).
+const NO_BUCKET: u32 = (1 << 24) - 1;
+const _: () = assert!(ecdn_placement::MAX_BUCKETS < NO_BUCKET as usize);
 
 /// An EC-Cache object's split.
 const SPLIT: u8 = 1;
@@ -179,8 +190,31 @@ const SPLIT: u8 = 1;
 const CHECKED: u8 = 2;
 
 impl Held {
+    fn new(object: u64, at: u64, name: PieceName, bucket: Option<usize>, flags: u8) -> Held {
+        let bucket = bucket.map_or(NO_BUCKET, |b| (b as u32).min(NO_BUCKET));
+        Held {
+            object,
+            at,
+            name,
+            bucket_flags: bucket << 8 | u32::from(flags),
+        }
+    }
+
+    fn flags(&self) -> u8 {
+        self.bucket_flags as u8
+    }
+
+    fn add_flags(&mut self, flags: u8) {
+        self.bucket_flags |= u32::from(flags);
+    }
+
+    fn bucket(&self) -> Option<usize> {
+        let b = self.bucket_flags >> 8;
+        (b != NO_BUCKET).then_some(b as usize)
+    }
+
     fn split(&self) -> bool {
-        self.flags & SPLIT != 0 || self.flags & CHECKED == 0
+        self.flags() & SPLIT != 0 || self.flags() & CHECKED == 0
     }
 
     /// The store's tag of this piece's entry.
@@ -305,13 +339,9 @@ impl PieceStore {
             policy.cache.clear_evicted();
             policy.clock += size;
             let at = policy.clock;
-            let held = Held {
-                object,
-                at,
-                name,
-                flags: 0,
-            };
-            policy.held.insert(piece, held);
+            policy
+                .held
+                .insert(piece, Held::new(object, at, name, None, 0));
         }
         found.pieces = policy.held.len() as u64;
         found.bytes = policy.cache.used();
@@ -373,7 +403,7 @@ impl PieceStore {
         lock(&self.policy)
             .held
             .get(&piece)
-            .map(|h| (h.tag(), h.flags & CHECKED == 0))
+            .map(|h| (h.tag(), h.flags() & CHECKED == 0))
     }
 
     /// The policy id of piece `piece` of the object with id `object` (the simulator's ids).
@@ -481,7 +511,7 @@ impl PieceStore {
                 if let Some(split) = split {
                     let mut p = lock(&self.policy);
                     if let Some(h) = p.held.get_mut(&piece) {
-                        h.flags |= CHECKED | if split { SPLIT } else { 0 };
+                        h.add_flags(CHECKED | if split { SPLIT } else { 0 });
                     }
                 }
                 Some(got)
@@ -578,16 +608,17 @@ impl PieceStore {
         held
     }
 
-    /// Admits and writes piece `piece` of object `object` under `key`. Pieces the policy evicts
-    /// to make room leave the store's index; their objects are appended to `evicted` (a node
-    /// drops its decoded copies of them, and with `evict_together` the writer has the other
-    /// nodes drop the objects' other pieces).
+    /// Admits and writes piece `piece` of object `object` (of `bucket`, for a cached object)
+    /// under `key`. Pieces the policy evicts to make room leave the store's index; they are
+    /// appended to `evicted` (a node drops its decoded copies of their objects, and with
+    /// `evict_together` the writer has the other nodes drop the objects' other pieces).
     #[allow(clippy::too_many_arguments)]
     pub async fn put(
         &self,
         disk: &Disk,
         piece: u64,
         object: u64,
+        bucket: Option<usize>,
         key: EntryKey,
         meta: Vec<u8>,
         payload: Bytes,
@@ -618,19 +649,16 @@ impl PieceStore {
                     evicted.push(Evicted {
                         object: h.object,
                         split: h.split(),
+                        piece: h.name,
+                        bucket: h.bucket(),
                     });
                     gone.push(h.tag());
                 }
             }
             p.clock += size;
             let at = p.clock;
-            let held = Held {
-                object,
-                at,
-                name,
-                flags,
-            };
-            p.held.insert(piece, held);
+            p.held
+                .insert(piece, Held::new(object, at, name, bucket, flags));
         }
         self.written.fetch_add(size, Ordering::Relaxed);
         let written = disk
@@ -841,6 +869,7 @@ mod tests {
                         &disk,
                         object,
                         object,
+                        None,
                         EntryKey::object(k),
                         m,
                         p.into(),

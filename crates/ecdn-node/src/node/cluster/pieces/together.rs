@@ -1,9 +1,13 @@
 //! Whole-object eviction (`evict_together` in the cluster file; `ecdn sim cluster
 //! --evict-together` is the same rule): when a node's piece policy evicts a piece of a cached
-//! object, the object's other pieces leave every node too. The nodes' FIFOs move at different
-//! speeds, so without it an object leaves the cluster a chunk at a time, and the fragments are
-//! the unprotected objects (1–3% of the cached coded objects on the download classes;
-//! BENCHMARKS.md, issue 63).
+//! object that the bucket map assigns this node, the object's other pieces leave every node
+//! too. The nodes' FIFOs move at different speeds, so without it an object leaves the cluster a
+//! chunk at a time, and the fragments are the unprotected objects (1–3% of the cached coded
+//! objects on the download classes; BENCHMARKS.md, issue 63). A piece the map no longer
+//! assigns this node (a parity move leaves the old chunk on its former server until its FIFO
+//! reaches it) takes nothing with it: the piece is, or will be written, where the map puts it
+//! now, and dropping a hot object for a stale copy was most of what whole eviction cost
+//! (BENCHMARKS.md, "Whole-object eviction keeps what a stale copy's eviction dropped").
 //!
 //! The node that writes an object's pieces (a fill's serving node, a restore after a hit, a
 //! repair) collects what the holders' policies evicted to admit them: its own ([`put_local`]'s
@@ -21,14 +25,36 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ecdn_cluster::wire;
+use ecdn_cluster::wire::{self, PieceName};
 use hyper::{Method, StatusCode};
 
 use crate::node::cluster::pieces::holders::verified_body;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
+use crate::node::cluster::pieces::store::Evicted;
 use crate::node::lock::lock;
 use crate::node::state::State;
+
+/// Whether the eviction `e` (from this node's policy) takes its object's other pieces with
+/// it: when the map assigns this node the evicted piece (the chunk, or one of the copies),
+/// or when the object's bucket is not known (a piece registered at start, read since).
+pub(in crate::node) fn leaves_whole(c: &Cluster, e: &Evicted) -> bool {
+    let Some(bucket) = e.bucket else {
+        return true;
+    };
+    let coded = matches!(e.piece, PieceName::Chunk(_));
+    let (mut placed, mut walk) = (Vec::new(), Vec::new());
+    c.map
+        .current()
+        .pieces(bucket, coded, &mut placed, &mut walk);
+    placed.iter().any(|p| {
+        p.server == c.id
+            && match e.piece {
+                PieceName::Chunk(ch) => p.chunk == usize::from(ch),
+                PieceName::Replica => true,
+            }
+    })
+}
 
 /// The objects node `server` evicted a piece of to store the piece `PUT` to `path`, read from
 /// its `200` answer `resp` (signed, [`wire::encode_stored`]). An answer that does not verify or
