@@ -7,10 +7,10 @@
 //! threshold = "128KiB"       # objects larger than this are coded (C2DN schemes)
 //! slice_size = "4MiB"        # objects larger than this are cached as range slices of
 //!                            # this size, each its own cache object; 0: none
-//! evict_together = false     # true: a piece the policy evicts takes its object's others
+//! evict_together = true      # a piece the policy evicts takes its object's others along
 //! resync = 0.5               # c2dn: a read that writes back a lacking piece also rewrites
 //!                            # those found past this fraction of their FIFO ("off": none)
-//! # reinsert = 0.8           # (off by default) a hit rewrites its pieces past this fraction
+//! reinsert = 0.9             # a hit rewrites its pieces past this fraction ("off": none)
 //! buckets = 100
 //! sub_chunk = "32KiB"        # unit of coding, transfer and streaming
 //! key = "a long random secret shared by the cluster"
@@ -154,6 +154,10 @@ fn default_resync() -> Option<f64> {
     Some(ecdn_placement::pieces::RESYNC_AGE)
 }
 
+fn default_reinsert() -> Option<f64> {
+    Some(ecdn_placement::pieces::REINSERT_AGE)
+}
+
 fn scheme<'de, D: Deserializer<'de>>(d: D) -> Result<Scheme, D::Error> {
     let s = String::deserialize(d)?;
     Scheme::parse(&s).map_err(serde::de::Error::custom)
@@ -179,10 +183,10 @@ pub struct ClusterConfig {
     /// Whole-object eviction (coded schemes): when a node's piece policy evicts a piece of a
     /// cached object, the writer that caused it has every other node drop the object's other
     /// pieces too, so an object leaves the cluster whole instead of a piece at a time
-    /// (`ecdn sim cluster --evict-together`, the same rule). Off by default: it leaves no
-    /// fragment cached, but by turning reads of fragments into misses; on four Akamai classes
-    /// it missed 1–64% more bytes and did not lower the misses a failure adds (BENCHMARKS.md,
-    /// issue 63).
+    /// (`ecdn sim cluster --evict-together`, the same rule). Only an eviction from the node
+    /// the map assigns the piece counts. On by default
+    /// ([`ecdn_placement::pieces::EVICT_TOGETHER`]); with reinsertion it leaves at most 0.9%
+    /// of the cached objects unprotected on four Akamai classes (BENCHMARKS.md, issue 63).
     #[serde(default = "default_evict_together")]
     pub evict_together: bool,
     /// Resync (beyond C2DN, `c2dn` only; other schemes ignore it): a read that writes back a
@@ -197,9 +201,10 @@ pub struct ClusterConfig {
     /// Reinsertion (beyond C2DN, every scheme; `ecdn sim cluster --reinsert`, the same rule):
     /// a hit that finds every piece of its object on its assigned servers rewrites them all
     /// when the oldest has more than this fraction of its server's FIFO written after it (FIFO
-    /// with reinsertion, an object's pieces at once). Off (`"off"`, or absent) by default;
-    /// the ages come with the `has?ages` answers a hit's lookup awaits anyway.
-    #[serde(default, deserialize_with = "resync")]
+    /// with reinsertion, an object's pieces at once). Default
+    /// [`ecdn_placement::pieces::REINSERT_AGE`]; `"off"` (`None`): none. The ages come with
+    /// the `has?ages` answers a hit's lookup awaits anyway.
+    #[serde(default = "default_reinsert", deserialize_with = "resync")]
     pub reinsert: Option<f64>,
     #[serde(default = "default_buckets")]
     pub buckets: usize,
@@ -349,7 +354,7 @@ fn default_slice_size() -> u64 {
     ecdn_placement::slices::Slicing::DEFAULT.size()
 }
 fn default_evict_together() -> bool {
-    false
+    ecdn_placement::pieces::EVICT_TOGETHER
 }
 fn default_rebalance_every() -> f64 {
     ecdn_placement::REBALANCE_EVERY_S
@@ -877,12 +882,19 @@ peer = "127.0.0.1:9003"
         let rep2 = parse(&FILE.replace("scheme = \"c2dn\"", "scheme = \"rep2\""));
         assert_eq!(rep2.resync, Some(age));
         assert_eq!(rep2.resync_age(), None);
-        // Reinsertion: off unless set.
-        assert_eq!(parse(FILE).reinsert, None);
+        // Reinsertion and whole-object eviction: on unless set off.
+        let on = parse(FILE);
+        assert_eq!(on.reinsert, Some(ecdn_placement::pieces::REINSERT_AGE));
+        assert!(on.evict_together);
         assert_eq!(
             parse(&format!("reinsert = 0.8\n{FILE}")).reinsert,
             Some(0.8)
         );
+        let off = parse(&format!(
+            "reinsert = \"off\"\nevict_together = false\n{FILE}"
+        ));
+        assert_eq!(off.reinsert, None);
+        assert!(!off.evict_together);
     }
 
     #[test]

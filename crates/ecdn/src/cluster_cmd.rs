@@ -59,10 +59,10 @@ pub struct ClusterArgs {
     slice: String,
     /// Coded schemes: a chunk the policy evicts takes the object's other chunks with it, from
     /// every available server, once the object being written has all its pieces (an object
-    /// leaves whole, not a chunk at a time; the cluster file's `evict_together`): true or
-    /// false. Off by default, as the cluster file's: measured in BENCHMARKS.md (issue 63), it
-    /// leaves no fragment cached but misses 1–64% more bytes, and failures add as many misses.
-    #[arg(long, value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
+    /// leaves whole, not a chunk at a time; the cluster file's `evict_together`); only an
+    /// eviction from the server the map assigns the piece counts: true or false. On by
+    /// default, as the cluster file's; measured in BENCHMARKS.md (issue 63).
+    #[arg(long, value_name = "BOOL", default_value_t = ecdn_placement::pieces::EVICT_TOGETHER, action = clap::ArgAction::Set)]
     evict_together: bool,
     /// Resync (beyond C2DN): a read that writes back a piece its object lacks also rewrites
     /// the pieces it found on the object's assigned servers when the oldest has more than this
@@ -74,9 +74,9 @@ pub struct ClusterArgs {
     /// Reinsertion (beyond C2DN; every scheme, an eviction change): a hit that finds every
     /// piece of its object rewrites them all when the oldest has more than this fraction of its
     /// server's FIFO written after it (FIFO with reinsertion, the object's pieces at once; the
-    /// cluster file's `reinsert`, the same rule); off by default. Measured in BENCHMARKS.md
-    /// (issue 63).
-    #[arg(long, value_name = "FRACTION|off", default_value = "off")]
+    /// cluster file's `reinsert`, the same rule; default, as the cluster file's, 0.9). Measured
+    /// in BENCHMARKS.md (issue 63).
+    #[arg(long, value_name = "FRACTION|off", default_value = "0.9")]
     reinsert: String,
     /// Sub-chunk size of the coding: the object bytes a partial hit fetches for a missing data
     /// chunk depend on it in the last stripe (as in a live cluster file's `sub_chunk`).

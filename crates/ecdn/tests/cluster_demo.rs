@@ -142,11 +142,12 @@ fn four_nodes_serve_every_byte_and_report_the_contract() {
 /// the simulator's servers take theirs) they still do, and the repair wrote the same pieces.
 /// With whole-object eviction (the writer has the nodes drop the other pieces of what its
 /// writes evicted, after the object's writes, where the simulator drops them) they do too, and
-/// the nodes wrote other bytes than without it. Resync (the default: a read that writes back a
-/// lacking piece rewrites the pieces found when they are near eviction) is on in all but the
-/// first two: the nodes resynced as many objects as the simulator, and wrote other bytes than
-/// without it. With reinsertion (the last run: a hit rewrites its pieces near the FIFO's end)
-/// too, the nodes reinserting the simulator's objects.
+/// the nodes wrote other bytes than without it. Resync (a read that writes back a lacking
+/// piece rewrites the pieces found when they are near eviction) is on in all but the first
+/// two: the nodes resynced as many objects as the simulator, and wrote other bytes than
+/// without it. With reinsertion (a hit rewrites its pieces near the FIFO's end) too, the nodes
+/// reinserting the simulator's objects; and with the defaults (resync, reinsertion and
+/// whole-object eviction).
 #[test]
 fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
     let base = [
@@ -166,59 +167,70 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
         "--health",
         "off",
     ];
-    let mut written = Vec::new();
-    for extra in [
-        &["--resync", "off"][..],
+    // Each run: its flags, then whether it resyncs, reinserts, evicts whole, repairs.
+    let off = ["--reinsert", "off", "--evict-together", "false"];
+    let runs: [(Vec<&'static str>, [bool; 4]); 6] = [
+        (
+            [&["--resync", "off"][..], &off].concat(),
+            [false, false, false, false],
+        ),
         // (Without resync: with it, reads leave the repair nothing to do in this run.)
-        &[
-            "--repair-rate",
-            "4KiB",
-            "--repair-every",
-            "100",
-            "--resync",
-            "off",
-        ][..],
-        &["--evict-together", "true"][..],
-        &[][..],
-        &["--reinsert", "0.8"][..],
-    ] {
-        let flags: Vec<&'static str> = base.iter().chain(extra).copied().collect();
+        (
+            [
+                &[
+                    "--repair-rate",
+                    "4KiB",
+                    "--repair-every",
+                    "100",
+                    "--resync",
+                    "off",
+                ][..],
+                &off,
+            ]
+            .concat(),
+            [false, false, false, true],
+        ),
+        (
+            vec!["--reinsert", "off", "--evict-together", "true"],
+            [true, false, true, false],
+        ),
+        (off.to_vec(), [true, false, false, false]),
+        (
+            vec!["--reinsert", "0.8", "--evict-together", "false"],
+            [true, true, false, false],
+        ),
+        // The defaults: resync, reinsertion and whole-object eviction.
+        (Vec::new(), [true, true, true, false]),
+    ];
+    let mut written = Vec::new();
+    for (extra, [resyncs, reinserts, together, repairs]) in runs {
+        let flags: Vec<&'static str> = base.iter().chain(&extra).copied().collect();
         let (r, v) = demo(&small(&flags), Duration::from_secs(120));
         assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
         assert_eq!(v["wrong_bytes"], 0);
         // The run covers what could make them differ: coded hits, and partial hits (which
         // whole-object eviction leaves few of) or dropped pieces.
         assert!(v["ttfb_ms"]["coded"]["samples"].as_u64().unwrap() > 0);
-        let together = extra.contains(&"true");
         let dropped = v["dying_pieces_dropped"].as_u64().unwrap();
         assert_eq!(dropped > 0, together, "{v}");
         if !together {
             assert!(v["partial_hits"].as_u64().unwrap() > 0, "{v}");
         }
         live_is_the_simulator(&v, &["repair", "resyncs", "reinserts"]);
-        assert_eq!(
-            v["reinserts"].as_u64().unwrap() > 0,
-            extra.contains(&"--reinsert"),
-            "{v}"
-        );
-        if extra.contains(&"--reinsert") {
+        assert_eq!(v["reinserts"].as_u64().unwrap() > 0, reinserts, "{v}");
+        if reinserts {
             // Every hit's reinsertion check used the ages its lookup heard: none asked them
             // in a round of its own.
             assert_eq!(v["ages_asked"], 0, "{v}");
         }
-        let resyncs = v["resyncs"].as_u64().unwrap();
-        if extra.contains(&"off") {
-            assert_eq!(resyncs, 0);
+        let resynced = v["resyncs"].as_u64().unwrap();
+        if !resyncs {
+            assert_eq!(resynced, 0);
         } else if !together {
-            assert!(resyncs > 0, "{v}");
+            assert!(resynced > 0, "{v}");
         }
         let repaired = v["repair"]["pieces"].as_u64().unwrap();
-        assert_eq!(
-            repaired > 0,
-            extra.contains(&"--repair-rate"),
-            "{}",
-            v["repair"]
-        );
+        assert_eq!(repaired > 0, repairs, "{}", v["repair"]);
         written.push(v["bytes_written"].clone());
     }
     assert_ne!(written[0], written[3], "resync changed no write");

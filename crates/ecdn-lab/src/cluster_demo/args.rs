@@ -144,9 +144,9 @@ pub struct DemoArgs {
     pub(super) slice_size: String,
     /// Whole-object eviction (coded schemes): a piece a node's policy evicts takes its
     /// object's other pieces off every node (the cluster file's `evict_together`; the
-    /// simulator's `--evict-together`, the same rule): true or false (off by default, as the
+    /// simulator's `--evict-together`, the same rule): true or false (on by default, as the
     /// cluster file's).
-    #[arg(long, value_name = "BOOL", default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(long, value_name = "BOOL", default_value_t = ecdn_placement::pieces::EVICT_TOGETHER, action = clap::ArgAction::Set)]
     pub(super) evict_together: bool,
     /// Resync (`c2dn`): a read that writes back a lacking piece also rewrites the pieces found
     /// when the oldest has more than this fraction of its FIFO written after it (the cluster
@@ -155,8 +155,8 @@ pub struct DemoArgs {
     pub(super) resync: Resync,
     /// Reinsertion: a hit that finds every piece rewrites them all when the oldest has more
     /// than this fraction of its FIFO written after it (the cluster file's `reinsert`; the
-    /// simulator's `--reinsert`, the same rule), or off (the default).
-    #[arg(long, value_name = "FRACTION|off", default_value = "off", value_parser = resync)]
+    /// simulator's `--reinsert`, the same rule), or off; 0.9 by default, as the cluster file's.
+    #[arg(long, value_name = "FRACTION|off", default_value = "0.9", value_parser = resync)]
     pub(super) reinsert: Resync,
     /// Buckets objects are hashed to.
     #[arg(long, default_value_t = 100)]

@@ -119,9 +119,10 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
         None => writeln!(t, "resync = \"off\""),
     }
     .ok();
-    if let Some(r) = s.reinsert {
-        let _ = writeln!(t, "reinsert = {r:?}");
-    }
+    let _ = match s.reinsert {
+        Some(r) => writeln!(t, "reinsert = {r:?}"),
+        None => writeln!(t, "reinsert = \"off\""),
+    };
     let _ = writeln!(t, "seed = {}", s.seed);
     // The driver asks for periodic rebalances between two requests (`--rebalance-every`), where
     // the simulator has them; none by the wall clock. What they weigh is the file's default,
@@ -821,6 +822,16 @@ mod tests {
         assert_eq!(cfg.etcd.len(), 2);
         assert_eq!((cfg.repair_rate, cfg.repair_every_s), (4096, 0.0));
         assert_eq!(cfg.parity_delay, 1.5);
+        // What is off is written off (the file's defaults are on).
+        let off = FileSettings {
+            evict_together: false,
+            resync: None,
+            reinsert: None,
+            ..s
+        };
+        let cfg = ecdn_cluster::ClusterConfig::parse(&cluster_file(&off, &layout)).unwrap();
+        assert!(!cfg.evict_together);
+        assert_eq!((cfg.resync, cfg.reinsert), (None, None));
     }
 
     #[test]

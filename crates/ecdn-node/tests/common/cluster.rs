@@ -195,9 +195,20 @@ impl TestCluster {
         let (cfg, coordinator, dir, (nodes, node_cfgs)) = loop {
             attempts += 1;
             let ports = free_ports(3 * n + 1);
+            // One mechanism at a time: reinsertion and whole-object eviction (on by default)
+            // only where a test sets them (the demo's tests run the defaults). Top-level keys,
+            // before `extra`, which may open a table.
+            let mut pinned = String::new();
+            if !extra.contains("reinsert") {
+                pinned.push_str("reinsert = \"off\"\n");
+            }
+            if !extra.contains("evict_together") {
+                pinned.push_str("evict_together = false\n");
+            }
             let mut text = format!(
                 "scheme = \"{scheme}\"\nk = {k}\np = {p}\nkey = \"{KEY}\"\n\
-                 coordinator = \"127.0.0.1:{}\"\nheartbeat_ms = 100\nbuckets = 50\n{extra}",
+                 coordinator = \"127.0.0.1:{}\"\nheartbeat_ms = 100\nbuckets = 50\n\
+                 {pinned}{extra}",
                 ports[0]
             );
             for i in 0..n {

@@ -126,8 +126,10 @@ pub struct ClusterConfig {
     /// chunks (or replica) are dropped from every available server too, once the cache object
     /// being written has all its pieces: an object leaves the cluster whole instead of a piece
     /// at a time as the servers' FIFOs move at different speeds. The nodes' `evict_together`
-    /// (`ecdn-node`'s `pieces/together.rs`) drops at the same point. Off by default, as the
-    /// cluster file's: it turns reads of fragments into misses (BENCHMARKS.md, issue 63).
+    /// (`ecdn-node`'s `pieces/together.rs`) drops at the same point. Only an eviction from the
+    /// server the map assigns the piece counts (a stale copy on a former server leaving takes
+    /// nothing). On by default, as the cluster file's
+    /// ([`ecdn_placement::pieces::EVICT_TOGETHER`]).
     pub evict_together: bool,
     /// Resync (beyond C2DN, `c2dn` only; see `resync.rs`): a read that writes back a piece its object lacks
     /// also rewrites the pieces found on the object's assigned servers when the oldest of them
@@ -170,9 +172,9 @@ impl ClusterConfig {
             rebalance_at: None,
             rebalance: RebalanceOptions::CLUSTER,
             repair: RepairConfig::OFF,
-            evict_together: false,
+            evict_together: ecdn_placement::pieces::EVICT_TOGETHER,
             resync: Some(ecdn_placement::pieces::RESYNC_AGE),
-            reinsert: None,
+            reinsert: Some(ecdn_placement::pieces::REINSERT_AGE),
             popular_min: 2,
             window: Window::Seconds(300.0),
             unavailability: Unavailability::default(),

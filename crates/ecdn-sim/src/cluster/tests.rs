@@ -29,6 +29,10 @@ fn config(scheme: Scheme, capacity: u64) -> ClusterConfig {
     cfg.weights = vec![1.0; 6];
     // Whole objects, unless a test slices them.
     cfg.slicing = Slicing::OFF;
+    // FIFO as C2DN's, unless a test turns reinsertion or whole-object eviction on (the
+    // defaults, `defaults_leave_no_fragment_behind`).
+    cfg.reinsert = None;
+    cfg.evict_together = false;
     cfg.window = Window::Requests(2_000);
     cfg
 }
@@ -395,6 +399,31 @@ fn evicting_together_leaves_no_object_with_some_pieces_and_keeps_the_mirror() {
         end: 14.0,
     }];
     run_checked(&reqs, &failing, 1_000);
+}
+
+/// The defaults (reinsertion and whole-object eviction on) leave no object with some of its
+/// chunks at the end, where C2DN's FIFO alone leaves some.
+#[test]
+fn defaults_leave_no_fragment_behind() {
+    let reqs = trace();
+    let mut defaults = ClusterConfig::new(Scheme::C2dn, 200 << 20);
+    defaults.weights = vec![1.0; 6];
+    defaults.slicing = Slicing::OFF;
+    defaults.window = Window::Requests(5_000);
+    assert!(defaults.evict_together);
+    assert_eq!(
+        defaults.reinsert,
+        Some(ecdn_placement::pieces::REINSERT_AGE)
+    );
+    let mut fifo = defaults.clone();
+    fifo.reinsert = None;
+    fifo.evict_together = false;
+    let d = run_checked(&reqs, &defaults, 2_000);
+    let f = run_checked(&reqs, &fifo, 2_000);
+    let partly = |r: &ClusterResult| r.coded_by_chunks[1..4].iter().sum::<u64>();
+    assert!(partly(&f) > 0, "{:?}", f.coded_by_chunks);
+    assert_eq!(partly(&d), 0, "{:?}", d.coded_by_chunks);
+    assert!(d.reinserts > 0);
 }
 
 /// Whole-object eviction drops an object when a piece the map assigns leaves its server, not
