@@ -140,7 +140,8 @@ pub struct ClusterConfig {
     /// Reinsertion (beyond C2DN, every scheme; see `resync.rs`): a hit that finds every piece
     /// on its assigned servers rewrites them all when the oldest has more than this fraction of
     /// its server's FIFO written after it — FIFO with reinsertion, for the object's pieces at
-    /// once. An eviction change, so the baselines get it too. `None` (the default): off.
+    /// once. An eviction change, so the baselines get it too. By default
+    /// [`ecdn_placement::pieces::REINSERT_AGE`], as the cluster file's; `None`: off.
     pub reinsert: Option<f64>,
     /// `rep2-popular`: requests after which an object counts as popular.
     pub popular_min: u32,

@@ -17,7 +17,7 @@
 //! its pieces in step. Pieces on a slot's former servers (after a move) stay where they are.
 //! The rewritten pieces count as writes and as write load, as any write does.
 //!
-//! **Reinsertion** (`ClusterConfig::reinsert`, off by default, every scheme): the same rewrite
+//! **Reinsertion** (`ClusterConfig::reinsert`, 0.9 by default, every scheme): the same rewrite
 //! on a hit that lacks nothing, when the oldest piece found is past the `reinsert` fraction of
 //! its FIFO — FIFO with reinsertion (a read object near the FIFO's end starts again at its
 //! head), for all of an object's pieces at once, so it acts before a first piece leaves.
