@@ -241,6 +241,36 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
     );
 }
 
+/// With the defaults and periodic parity moves (six nodes, a rebalance every 200 requests),
+/// one client at a time: the nodes drop whole what the simulator drops — an eviction from the
+/// server the map assigns the piece, not a stale copy's on a former server — and the live
+/// figures equal the simulator's.
+#[test]
+fn with_parity_moves_the_nodes_drop_what_the_simulator_drops() {
+    let flags = [
+        "--nodes",
+        "6",
+        "--requests",
+        "2000",
+        "--concurrency",
+        "1",
+        "--hoc-size",
+        "1",
+        "--no-kill",
+        "--health",
+        "off",
+        "--rebalance-every",
+        "200",
+    ];
+    let (r, v) = demo(&small(&flags), Duration::from_secs(120));
+    assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
+    assert_eq!(v["wrong_bytes"], 0);
+    // Parity moved (reads wrote pieces their new servers lacked) and objects left whole.
+    assert!(v["resyncs"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["dying_pieces_dropped"].as_u64().unwrap() > 0, "{v}");
+    live_is_the_simulator(&v, &["resyncs", "reinserts"]);
+}
+
 /// A one-client run's live figures equal its simulator's: miss and byte miss ratios (in every
 /// window too), bytes written per node, write imbalance, and `more` fields.
 fn live_is_the_simulator(v: &serde_json::Value, more: &[&str]) {
