@@ -24,7 +24,7 @@
 //!                            # "counts" (every chunk bucket 1, the authors' rule)
 //! carry = 1.0                # with loads: the imbalance so far, up to this many periods'
 //!                            # mean load per node, is paid back (0: each period on its own)
-//! hold = 0.0                 # periodic rebalances move nothing while the write imbalance
+//! hold = 0.02                # periodic rebalances move nothing while the write imbalance
 //!                            # so far is at most 1 + hold (0: every period)
 //! repair_rate = 0            # background repair, bytes per second per node ("4MiB"): off
 //! repair_every_s = 60        # its rounds (0: only when asked, POST /_ecdn/repair)
@@ -246,9 +246,9 @@ pub struct ClusterConfig {
     #[serde(default = "default_carry")]
     pub carry: f64,
     /// Periodic rebalances move nothing while the write imbalance so far is at most 1 + this
-    /// ([`ecdn_placement::RebalanceOptions::hold_ppm`]; 0, the default, rebalances every
-    /// period).
-    #[serde(default)]
+    /// ([`ecdn_placement::RebalanceOptions::hold_ppm`]; default
+    /// [`ecdn_placement::rebalance::HOLD_PPM`], 0.02; 0 rebalances every period).
+    #[serde(default = "default_hold")]
     pub hold: f64,
     /// Background repair (beyond C2DN, `c2dn` only): bytes per second each node may write to
     /// rebuild the lost pieces of the objects it serves; 0 = off. See `ecdn_sim::cluster::repair`,
@@ -353,6 +353,10 @@ fn default_parity_delay() -> f64 {
 fn default_slice_size() -> u64 {
     ecdn_placement::slices::Slicing::DEFAULT.size()
 }
+fn default_hold() -> f64 {
+    f64::from(ecdn_placement::rebalance::HOLD_PPM) / 1e6
+}
+
 fn default_evict_together() -> bool {
     ecdn_placement::pieces::EVICT_TOGETHER
 }

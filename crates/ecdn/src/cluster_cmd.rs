@@ -116,8 +116,8 @@ pub struct ClusterArgs {
     #[arg(long, default_value_t = 1.0)]
     carry: f64,
     /// Periodic parity rebalances move nothing while the write imbalance so far is at most
-    /// 1 + this (e.g. 0.02); 0 rebalances every period. The cluster file's `hold`.
-    #[arg(long, default_value_t = 0.0)]
+    /// 1 + this; 0 rebalances every period. 0.02 by default, as the cluster file's `hold`.
+    #[arg(long, default_value_t = f64::from(ecdn_placement::rebalance::HOLD_PPM) / 1e6)]
     hold: f64,
     /// Background repair (c2dn, beyond the paper): bytes per second of trace time each server
     /// may write to rebuild the chunks (and replicas) the objects it serves lost, most

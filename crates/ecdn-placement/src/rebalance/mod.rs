@@ -76,7 +76,7 @@ use crate::{PlacementError, ServerId};
 
 mod options;
 pub use options::{
-    Budget, RebalanceOptions, Stability, Weigh, FIRST_REBALANCE_AFTER, REBALANCE_EVERY_S,
+    Budget, RebalanceOptions, Stability, Weigh, FIRST_REBALANCE_AFTER, HOLD_PPM, REBALANCE_EVERY_S,
 };
 
 /// The inputs of one run of Algorithm 1: the available servers with their weights and fixed
