@@ -268,10 +268,11 @@ mod tests {
         // Resync: the same age (and the demo's default).
         assert_eq!(cfg.resync, sim.resync);
         assert_eq!(args(&[]).resync.0, sim.resync);
-        let counts =
-            ecdn_cluster::ClusterConfig::parse(&format!("weigh = \"counts\"\ncarry = 0\n{file}"))
-                .unwrap()
-                .rebalance_options();
+        let counts = ecdn_cluster::ClusterConfig::parse(&format!(
+            "weigh = \"counts\"\ncarry = 0\nhold = 0\n{file}"
+        ))
+        .unwrap()
+        .rebalance_options();
         assert_eq!(counts, ecdn_placement::RebalanceOptions::default());
         // The repair is C2DN's only.
         let rep2 = file.replace("\"c2dn\"", "\"rep2\"");
