@@ -150,23 +150,11 @@ fn four_nodes_serve_every_byte_and_report_the_contract() {
 /// whole-object eviction).
 #[test]
 fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
-    let base = [
-        "--nodes",
-        "4",
-        "--requests",
-        "2000",
-        "--concurrency",
-        "1",
-        "--hoc-size",
-        "1",
-        "--no-kill",
-        // No health probes: under the test suite's load a debug node now and then answers
-        // two probes late, and requests then go around it (to the next candidate, another
-        // replica holder), as they should; the simulator models no slowness, and this test
-        // is about the policy and the placement.
-        "--health",
-        "off",
-    ];
+    let base: Vec<&'static str> = ["--nodes", "4"]
+        .iter()
+        .chain(&ONE_CLIENT)
+        .copied()
+        .collect();
     // Each run: its flags, then whether it resyncs, reinserts, evicts whole, repairs.
     let off = ["--reinsert", "off", "--evict-together", "false"];
     let runs: [(Vec<&'static str>, [bool; 4]); 6] = [
@@ -241,27 +229,34 @@ fn one_client_at_a_time_the_live_cluster_is_the_simulator() {
     );
 }
 
+/// What a run that is to equal its simulator asks of the demo: 2,000 requests, one client at a
+/// time, a HOC of one byte, no kill. No health probes: under the test suite's load a debug
+/// node now and then answers two probes late, and requests then go around it (to the next
+/// candidate, another replica holder), as they should; the simulator models no slowness, and
+/// these tests are about the policy and the placement.
+const ONE_CLIENT: [&str; 9] = [
+    "--requests",
+    "2000",
+    "--concurrency",
+    "1",
+    "--hoc-size",
+    "1",
+    "--no-kill",
+    "--health",
+    "off",
+];
+
 /// With the defaults and periodic parity moves (six nodes, a rebalance every 200 requests),
 /// one client at a time: the nodes drop whole what the simulator drops — an eviction from the
 /// server the map assigns the piece, not a stale copy's on a former server — and the live
 /// figures equal the simulator's.
 #[test]
 fn with_parity_moves_the_nodes_drop_what_the_simulator_drops() {
-    let flags = [
-        "--nodes",
-        "6",
-        "--requests",
-        "2000",
-        "--concurrency",
-        "1",
-        "--hoc-size",
-        "1",
-        "--no-kill",
-        "--health",
-        "off",
-        "--rebalance-every",
-        "200",
-    ];
+    let flags: Vec<&'static str> = ["--nodes", "6", "--rebalance-every", "200"]
+        .iter()
+        .chain(&ONE_CLIENT)
+        .copied()
+        .collect();
     let (r, v) = demo(&small(&flags), Duration::from_secs(120));
     assert_eq!(v["failed_requests"], 0, "{}", r.stderr);
     assert_eq!(v["wrong_bytes"], 0);
