@@ -885,10 +885,17 @@ async fn a_restarted_coordinator_keeps_its_membership_from_its_state_file() {
     assert_eq!(before.nodes[5].state, "active");
     coord.shutdown().await;
 
-    let listener = TcpListener::bind(addr).await.unwrap();
-    let coord = Coordinator::start_on(cfg.clone(), listener, with_file())
-        .await
-        .unwrap();
+    // Each restart listens on a port of its own, and is asked by a client of its own: the
+    // old port may be taken by a connection of another test meanwhile, and the old client's
+    // pooled connection is the stopped coordinator's.
+    let restarted = |opts: CoordinatorOptions| async move {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let cfg = ClusterConfig::parse(&cluster_file(addr, 5, 100, 4)).unwrap();
+        let coord = Coordinator::start_on(cfg, listener, opts).await.unwrap();
+        (coord, CoordinatorClient::new(KEY.as_bytes(), addr))
+    };
+    let (coord, c) = restarted(with_file()).await;
     let after = c.status().await.unwrap();
     assert_eq!(members_of(&after), members_of(&before));
     assert!(
@@ -900,10 +907,7 @@ async fn a_restarted_coordinator_keeps_its_membership_from_its_state_file() {
     coord.shutdown().await;
 
     // Without the state file: the cluster file's five members, all active.
-    let listener = TcpListener::bind(addr).await.unwrap();
-    let coord = Coordinator::start_on(cfg, listener, CoordinatorOptions::default())
-        .await
-        .unwrap();
+    let (coord, c) = restarted(CoordinatorOptions::default()).await;
     let fresh = c.status().await.unwrap();
     assert_eq!(fresh.nodes.len(), 5);
     assert!(fresh.nodes.iter().all(|n| n.state == "active"));
