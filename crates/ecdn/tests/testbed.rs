@@ -389,6 +389,94 @@ fn a_cluster_on_the_bed_survives_a_partition_a_slow_node_and_a_kill() {
     assert_eq!(leftovers(id), Vec::<String>::new());
 }
 
+/// A peer request whose peer is cut off while it waits ends as `Gone` once the peer has
+/// acknowledged nothing for `PEER_GONE` (the kernel gives the connection up), not when the
+/// request's own timeout (here a minute; a relay's is the origin's plus the peer's) runs out;
+/// and a connect to the cut-off peer ends the same way. Before, a relay to a peer cut off
+/// held its request (and its client) for as long as TCP's default probing took.
+#[test]
+fn a_peer_cut_off_mid_request_is_given_up_when_it_stops_acknowledging() {
+    use ecdn_cluster::auth::ClusterKey;
+    use ecdn_cluster::peer::{PeerClient, PeerError};
+    let _turn = one_at_a_time();
+    let mut bed = bed(&["a", "b"]);
+    let peer = std::net::SocketAddr::from((bed.host("b").unwrap().addr, 9000));
+    // On b: a peer that takes connections and never answers (until the test ends).
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = done.clone();
+    let silent = bed
+        .spawn_in("b", move || {
+            let l = std::net::TcpListener::bind(peer).unwrap();
+            l.set_nonblocking(true).unwrap();
+            let mut held = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((s, _)) => held.push(s),
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        })
+        .unwrap();
+    // On a: two requests with a minute's timeout, the first sent before the cut, the second
+    // after it (its connect is never acknowledged).
+    let (tx, rx) = std::sync::mpsc::channel::<(PeerError, Duration)>();
+    let (sent_tx, sent_rx) = std::sync::mpsc::channel::<()>();
+    let (cut_tx, cut_rx) = std::sync::mpsc::channel::<()>();
+    let asker = bed
+        .spawn_in("a", move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let client = PeerClient::new(ClusterKey::new(b"a-test-key-of-32-bytes-at-least!"));
+                let minute = Duration::from_secs(60);
+                let send = |client: PeerClient| async move {
+                    let t = Instant::now();
+                    let e = client
+                        .send(
+                            peer,
+                            hyper::Method::GET,
+                            "/x",
+                            bytes::Bytes::new(),
+                            &[],
+                            minute,
+                        )
+                        .await
+                        .unwrap_err();
+                    (e, t.elapsed())
+                };
+                let first = tokio::spawn(send(client.clone()));
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                sent_tx.send(()).unwrap();
+                tokio::task::spawn_blocking(move || cut_rx.recv().unwrap())
+                    .await
+                    .unwrap();
+                let second = send(PeerClient::new(ClusterKey::new(
+                    b"a-test-key-of-32-bytes-at-least!",
+                )))
+                .await;
+                tx.send(first.await.unwrap()).unwrap();
+                tx.send(second).unwrap();
+            })
+        })
+        .unwrap();
+    sent_rx.recv().unwrap();
+    bed.partition(&["a"], &["b"]).unwrap();
+    cut_tx.send(()).unwrap();
+    for which in ["sent before the cut", "connecting after it"] {
+        let (e, took) = rx.recv_timeout(Duration::from_secs(90)).unwrap();
+        assert_eq!(
+            e,
+            PeerError::Gone(peer),
+            "the request {which}, after {took:?}"
+        );
+    }
+    asker.join().unwrap().unwrap();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    silent.join().unwrap().unwrap();
+}
+
 /// `args` (ending in a `--health` setting) run again with the judge switched off, where
 /// heartbeats alone decide: the nodes declared out then (in order).
 fn declared_with_the_judge_off(args: &[&str]) -> Vec<u64> {

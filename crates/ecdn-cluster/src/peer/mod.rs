@@ -65,6 +65,11 @@ pub enum PeerError {
     /// No response headers within the timeout (connect included).
     #[error("no answer from {0} within {1:?}")]
     Timeout(SocketAddr, Duration),
+    /// The peer acknowledged nothing for [`PEER_GONE`] — not the connect, not what was sent
+    /// to it, not the connection's keep-alive probes: cut off, or its host gone. (The
+    /// request's own timeout had not run out; a slow peer that is reachable acknowledges.)
+    #[error("{0} acknowledged nothing for {PEER_GONE:?}: cut off, or its host gone")]
+    Gone(SocketAddr),
     /// Anything else (an unreachable network, a malformed request or response).
     #[error("request to {0} failed: {1}")]
     Other(SocketAddr, String),
@@ -81,17 +86,21 @@ impl PeerError {
             PeerError::Refused(a)
             | PeerError::Reset(a)
             | PeerError::Timeout(a, _)
+            | PeerError::Gone(a)
             | PeerError::Other(a, _)
             | PeerError::Skipped(a, _) => *a,
         }
     }
 }
 
-/// Connect timeout of the pooled connector: a backstop, every request has its own timeout.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a peer may leave what was sent to it unacknowledged before its connection is
-/// given up (TCP_USER_TIMEOUT).
-pub const PEER_GONE: Duration = Duration::from_secs(5);
+/// How long a peer may leave a connect, or what was sent to it, unacknowledged before the
+/// connection is given up (the connect timeout, TCP_USER_TIMEOUT, and the keep-alive probes'
+/// span). The peers are one cluster's servers, on one network: a reachable peer's kernel
+/// acknowledges within milliseconds even when its process is slow or starved, and a lost
+/// segment is sent again within a second (the minimum retransmission timeout is 200 ms). A
+/// relay, a lookup or a piece write to a peer cut off gives up within this (plus the second
+/// of keep-alive probing), not when its own timeout — up to the origin's — runs out.
+pub const PEER_GONE: Duration = Duration::from_secs(2);
 /// How long an idle pooled connection is kept.
 const POOL_IDLE: Duration = Duration::from_secs(30);
 
@@ -240,7 +249,7 @@ impl PeerClient {
         // The scheme is `https` over TLS; the TLS itself is the connector's.
         connector.enforce_http(false);
         connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        connector.set_connect_timeout(Some(PEER_GONE));
         // A peer that stops acknowledging (cut off, or its host gone) breaks the connection
         // within seconds, even while a request waits on a slow answer (a relay waits as long
         // as the origin may take): unacknowledged data for PEER_GONE ends it, and so do
@@ -249,7 +258,7 @@ impl PeerClient {
         connector.set_tcp_user_timeout(Some(PEER_GONE));
         connector.set_keepalive(Some(Duration::from_secs(1)));
         connector.set_keepalive_interval(Some(Duration::from_secs(1)));
-        connector.set_keepalive_retries(Some(4));
+        connector.set_keepalive_retries(Some(2));
         let client = Client::builder(TokioExecutor::new())
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(POOL_IDLE)
@@ -310,7 +319,10 @@ impl PeerClient {
         let now = Instant::now();
         let failed = matches!(
             result,
-            Err(PeerError::Refused(_) | PeerError::Timeout(..) | PeerError::Other(..))
+            Err(PeerError::Refused(_)
+                | PeerError::Timeout(..)
+                | PeerError::Gone(_)
+                | PeerError::Other(..))
         );
         if let Some(o) = observer {
             // A request the breaker skipped says nothing new: the failure that struck the
@@ -443,7 +455,7 @@ impl PeerClient {
                 }
                 Ok(resp)
             }
-            Ok(Err(e)) => Err(classify(addr, timeout, &e)),
+            Ok(Err(e)) => Err(classify(addr, &e)),
         };
         Self::record(&self.breaker, &self.observer, addr, &result);
         result
@@ -488,7 +500,7 @@ impl PeerClient {
                     }
                     resp
                 })
-                .map_err(|e| classify(addr, Duration::ZERO, &e));
+                .map_err(|e| classify(addr, &e));
             Self::record(&breaker, &observer, addr, &result);
             result
         });
@@ -562,11 +574,7 @@ fn build(
 }
 
 /// Sorts a client error by the I/O error found in its chain of causes.
-fn classify(
-    addr: SocketAddr,
-    timeout: Duration,
-    e: &hyper_util::client::legacy::Error,
-) -> PeerError {
+fn classify(addr: SocketAddr, e: &hyper_util::client::legacy::Error) -> PeerError {
     use std::io::ErrorKind;
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(err) = source {
@@ -577,7 +585,9 @@ fn classify(
                 | ErrorKind::ConnectionAborted
                 | ErrorKind::BrokenPipe
                 | ErrorKind::UnexpectedEof => return PeerError::Reset(addr),
-                ErrorKind::TimedOut => return PeerError::Timeout(addr, timeout),
+                // The kernel gave the connection up (TCP_USER_TIMEOUT, keep-alive probes):
+                // not the request's timeout, which a timer ends as `Timeout`.
+                ErrorKind::TimedOut => return PeerError::Gone(addr),
                 _ => {}
             }
         }
