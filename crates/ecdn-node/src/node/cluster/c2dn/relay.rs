@@ -5,10 +5,14 @@
 //! headers, its `X-Cache`) is streamed back as it arrives, checked first: the serving node tags
 //! its head and sends its body as tagged segments (`ecdn_cluster::relayed`), and an answer or
 //! a segment that fails its tag is never passed on. A relayed request is never relayed
-//! again. When the serving node refuses the connection, resets it or does not answer within
-//! the origin timeout plus the peer timeout, the request goes on at once to the bucket's next
-//! candidate (C2DN §5: no waiting for the coordinator), and when none is left, or the next
-//! candidate is this node, this node serves it.
+//! again. When the serving node refuses the connection or resets it, the request goes on at
+//! once to the bucket's next candidate (C2DN §5: no waiting for the coordinator), and when
+//! none is left, or the next candidate is this node, this node serves it. When the serving
+//! node acknowledges nothing for `ecdn_cluster::peer::PEER_GONE` (its host gone, or this node
+//! cut off from its peers), or does not answer within the origin timeout plus the peer
+//! timeout, this node serves the request at once: it reads the cluster's pieces or the origin
+//! itself, as the next candidate would, where trying each further candidate could cost as
+//! long again (a node cut off from every peer would hold its client for all of them).
 //!
 //! **Around a slow serving node.** A candidate this node's probes find much slower than its
 //! peers (`ecdn_cluster::health::observer::PeerObserver::slower`) is tried after the others,
@@ -24,7 +28,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ecdn_cluster::auth::SubChunkTagger;
-use ecdn_cluster::peer::SentSignature;
+use ecdn_cluster::peer::{PeerError, SentSignature};
 use ecdn_cluster::relayed;
 use ecdn_cluster::wire;
 use http_body_util::BodyExt;
@@ -80,6 +84,9 @@ pub(in crate::node) async fn forward(
                 timeout,
             )
             .await;
+        // A candidate that acknowledged nothing (or answered nothing in the relay's time):
+        // this node serves, rather than spend as long on each further candidate.
+        let unreachable = matches!(sent, Err(PeerError::Gone(_) | PeerError::Timeout(..)));
         // The answer's head must carry the serving node's tag (an answer it did not make,
         // or a refusal of the request, fails over as a failed relay does).
         let checked = sent.map_err(|e| e.to_string()).and_then(|resp| {
@@ -100,6 +107,14 @@ pub(in crate::node) async fn forward(
                     outcome: Outcome::Relayed,
                     response: stream_back(c, resp, headers, tagger, head),
                 });
+            }
+            Err(e) if unreachable => {
+                c.stats.relay(server, false);
+                eprintln!(
+                    "ecdn node: relay to node {server}: {e}; serving it here{}",
+                    ecdn_cluster::peer::request_note()
+                );
+                return None;
             }
             Err(e) => {
                 c.stats.relay(server, false);
