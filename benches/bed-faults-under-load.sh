@@ -14,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ecdn=${1:-target/debug/ecdn}
 out=${OUT:-$(mktemp -d /tmp/bed-faults.XXXXXX)}
+mkdir -p "$out"
 runs=${RUNS:-16}
 hogs=()
 for _ in $(seq 1 "${HOGS:-4}"); do
