@@ -429,7 +429,8 @@ fn a_peer_cut_off_mid_request_is_given_up_when_it_stops_acknowledging() {
                 .build()
                 .unwrap();
             rt.block_on(async move {
-                let client = PeerClient::new(ClusterKey::new(b"a-test-key-of-32-bytes-at-least!"));
+                let key = || ClusterKey::new(b"a-test-key-of-32-bytes-at-least!");
+                let client = PeerClient::new(key());
                 let minute = Duration::from_secs(60);
                 let send = |client: PeerClient| async move {
                     let t = Instant::now();
@@ -452,10 +453,8 @@ fn a_peer_cut_off_mid_request_is_given_up_when_it_stops_acknowledging() {
                 tokio::task::spawn_blocking(move || cut_rx.recv().unwrap())
                     .await
                     .unwrap();
-                let second = send(PeerClient::new(ClusterKey::new(
-                    b"a-test-key-of-32-bytes-at-least!",
-                )))
-                .await;
+                // A client of its own: its request must connect after the cut.
+                let second = send(PeerClient::new(key())).await;
                 tx.send(first.await.unwrap()).unwrap();
                 tx.send(second).unwrap();
             })

@@ -108,20 +108,20 @@ pub(in crate::node) async fn forward(
                     response: stream_back(c, resp, headers, tagger, head),
                 });
             }
-            Err(e) if unreachable => {
-                c.stats.relay(server, false);
-                eprintln!(
-                    "ecdn node: relay to node {server}: {e}; serving it here{}",
-                    ecdn_cluster::peer::request_note()
-                );
-                return None;
-            }
             Err(e) => {
                 c.stats.relay(server, false);
+                let then = if unreachable {
+                    "serving it here"
+                } else {
+                    "trying the next candidate"
+                };
                 eprintln!(
-                    "ecdn node: relay to node {server}: {e}; trying the next candidate{}",
+                    "ecdn node: relay to node {server}: {e}; {then}{}",
                     ecdn_cluster::peer::request_note()
                 );
+                if unreachable {
+                    return None;
+                }
             }
         }
     }
