@@ -32,60 +32,10 @@ pub enum NodeBody {
     Full(Full<Bytes>),
     Slices(VecDeque<Bytes>),
     Live(LiveBody),
-    /// Sent through the node's modelled peer link (`cluster::pieces::link`).
-    Paced(super::cluster::pieces::link::Paced),
-    /// A relayed answer's body as the serving node sends it (`ecdn_cluster::relayed`).
-    Relayed(Box<RelayedBody>),
-}
-
-/// A body cut into tagged segments as it is sent, then its end segment: what a serving node
-/// answers a relayed request with (`ecdn_cluster::relayed`).
-pub struct RelayedBody {
-    inner: NodeBody,
-    writer: ecdn_cluster::relayed::SegmentWriter,
-    queue: VecDeque<Bytes>,
-    done: bool,
-}
-
-impl RelayedBody {
-    pub(super) fn new(inner: NodeBody, writer: ecdn_cluster::relayed::SegmentWriter) -> Self {
-        RelayedBody {
-            inner,
-            writer,
-            queue: VecDeque::new(),
-            done: false,
-        }
-    }
-
-    fn poll_frame(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        loop {
-            if let Some(b) = self.queue.pop_front() {
-                return Poll::Ready(Some(Ok(Frame::data(b))));
-            }
-            if self.done {
-                return Poll::Ready(None);
-            }
-            match ready!(Pin::new(&mut self.inner).poll_frame(cx)) {
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        self.writer.segments(data, &mut self.queue);
-                    }
-                }
-                // No end segment: the relaying node aborts its client's response too.
-                Some(Err(e)) => {
-                    self.done = true;
-                    return Poll::Ready(Some(Err(e)));
-                }
-                None => {
-                    self.queue.push_back(self.writer.end());
-                    self.done = true;
-                }
-            }
-        }
-    }
+    /// A body another part of the node makes and paces itself: the cluster's answers to
+    /// peers (sent through the modelled peer link, or cut into tagged segments for a relaying
+    /// node), which this module does not need to know.
+    Produced(Pin<Box<dyn Body<Data = Bytes, Error = io::Error> + Send + Sync>>),
 }
 
 /// A subscriber's view of an origin fetch: the frames received before it joined, then the
@@ -174,8 +124,7 @@ impl Body for NodeBody {
         match self.get_mut() {
             NodeBody::Full(f) => Pin::new(f).poll_frame(cx).map_err(|e| match e {}),
             NodeBody::Slices(s) => Poll::Ready(s.pop_front().map(|b| Ok(Frame::data(b)))),
-            NodeBody::Paced(p) => p.poll_frame(cx).map(|b| b.map(|b| Ok(Frame::data(b)))),
-            NodeBody::Relayed(r) => r.poll_frame(cx),
+            NodeBody::Produced(p) => p.as_mut().poll_frame(cx),
             NodeBody::Live(l) => {
                 if l.done {
                     return Poll::Ready(None);
@@ -216,8 +165,7 @@ impl Body for NodeBody {
             NodeBody::Full(f) => f.is_end_stream(),
             NodeBody::Slices(s) => s.is_empty(),
             NodeBody::Live(l) => l.done,
-            NodeBody::Paced(p) => p.remaining() == 0,
-            NodeBody::Relayed(r) => r.done && r.queue.is_empty(),
+            NodeBody::Produced(p) => p.is_end_stream(),
         }
     }
 
@@ -225,11 +173,10 @@ impl Body for NodeBody {
         match self {
             NodeBody::Full(f) => f.size_hint(),
             NodeBody::Slices(s) => SizeHint::with_exact(s.iter().map(|b| b.len() as u64).sum()),
-            NodeBody::Paced(p) => SizeHint::with_exact(p.remaining()),
+            NodeBody::Produced(p) => p.size_hint(),
             NodeBody::Live(l) => l
                 .remaining
                 .map_or_else(SizeHint::default, SizeHint::with_exact),
-            NodeBody::Relayed(_) => SizeHint::default(),
         }
     }
 }

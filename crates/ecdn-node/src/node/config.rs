@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use ecdn_cluster::config::ClusterConfig;
+
 /// Node settings.
 #[derive(Clone, Debug)]
 pub struct NodeConfig {
@@ -75,7 +77,7 @@ pub struct NodeConfig {
     /// Cluster mode (see `cluster/mod.rs`): the cluster file and this node's id. The node then
     /// listens on its client and peer addresses from the file, needs a disk, and uses
     /// `disk_size` as its piece policy's capacity (the ring is made larger).
-    pub cluster: Option<super::cluster::pieces::member::ClusterNode>,
+    pub cluster: Option<ClusterNode>,
     /// Cooperating sites (Coral): misses first try the sites these referrals name
     /// ([`super::sites`]). None by default.
     pub sites: Option<super::sites::Sites>,
@@ -186,5 +188,42 @@ impl Default for NodeConfig {
             ],
             store_set_cookie: true,
         }
+    }
+}
+
+/// What a node needs to join a cluster.
+#[derive(Clone, Debug)]
+pub struct ClusterNode {
+    /// The cluster file.
+    pub cluster: ClusterConfig,
+    /// This node's id in it.
+    pub id: usize,
+    /// The test bed's model of its outgoing peer link (none by default).
+    pub link: PeerLink,
+}
+
+/// How the link is modelled (node flags `--peer-rate`, `--background-load`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PeerLink {
+    /// Bytes per second; `None`: loopback's own speed.
+    pub rate: Option<u64>,
+    /// Fraction of the link background traffic takes during its bursts (needs `rate`).
+    pub background_load: f64,
+}
+
+impl PeerLink {
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.rate == Some(0) {
+            return Err("the peer rate must be above 0".into());
+        }
+        let f = self.background_load;
+        if !(0.0..1.0).contains(&f) {
+            return Err(format!("background load {f}: need 0 <= F < 1"));
+        }
+        if f > 0.0 && self.rate.is_none() {
+            return Err("background load needs a peer rate".into());
+        }
+        Ok(())
     }
 }

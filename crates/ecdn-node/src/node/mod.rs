@@ -99,10 +99,8 @@ mod upstream;
 mod vary;
 
 pub use body::{LiveBody, NodeBody};
-pub use cluster::pieces::link::PeerLink;
-pub use cluster::pieces::member::ClusterNode;
 pub use cluster::pieces::names::MAX_OBJECT;
-pub use config::{AdminListen, H2Limits, NodeConfig, TlsListen};
+pub use config::{AdminListen, ClusterNode, H2Limits, NodeConfig, PeerLink, TlsListen};
 pub use outcome::Outcome;
 pub use server::{Holder, Node, RunningNode, Speak};
 pub use upstream::{tcp_connector, Connecting, Connector, OriginIo};

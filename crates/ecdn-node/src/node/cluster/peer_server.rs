@@ -34,8 +34,11 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -46,14 +49,14 @@ use ecdn_cluster::relayed;
 use ecdn_cluster::replay::ArrivedAt;
 use ecdn_cluster::wire::{self, PeerPath, PieceName};
 use http_body_util::Full;
-use hyper::body::Incoming;
+use hyper::body::{Body, Frame, Incoming};
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
 use crate::node::answer::empty_body;
-use crate::node::body::{NodeBody, RelayedBody};
+use crate::node::body::NodeBody;
 use crate::node::cluster::pieces::link::Paced;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::purge_log::UNORDERED;
@@ -373,7 +376,7 @@ async fn get_piece(
             let tagger = verified.sub_chunk_tagger();
             let body = Paced::tagged(sub_chunks_of(s, payload), first, tagger, c.link.clone());
             ClusterStats::add(&c.stats.peer_bytes_sent, body.remaining());
-            let mut r = Response::new(NodeBody::Paced(body));
+            let mut r = Response::new(NodeBody::Produced(Box::pin(body)));
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/octet-stream"),
@@ -387,7 +390,7 @@ async fn get_piece(
             // Signed, then sent through the link quantum by quantum.
             let headers = sign_response(c.peers.key(), path, verified.signature(), &body);
             let paced = Paced::new(Bytes::from(body), c.link.clone());
-            let mut r = Response::new(NodeBody::Paced(paced));
+            let mut r = Response::new(NodeBody::Produced(Box::pin(paced)));
             r.headers_mut().extend(headers);
             r
         }
@@ -403,11 +406,71 @@ fn relay_answer(verified: &Verified, head: bool, answer: Response<NodeBody>) -> 
     relayed::tag_head(&tagger, parts.status, &mut parts.headers);
     let body = if relayed::has_body(head, parts.status) {
         let writer = relayed::SegmentWriter::new(tagger);
-        NodeBody::Relayed(Box::new(RelayedBody::new(body, writer)))
+        NodeBody::Produced(Box::pin(RelayedBody::new(body, writer)))
     } else {
         body
     };
     Response::from_parts(parts, body)
+}
+
+/// A body cut into tagged segments as it is sent, then its end segment: what this node
+/// answers a relayed request with (`ecdn_cluster::relayed`).
+struct RelayedBody {
+    inner: NodeBody,
+    writer: relayed::SegmentWriter,
+    queue: VecDeque<Bytes>,
+    done: bool,
+}
+
+impl RelayedBody {
+    fn new(inner: NodeBody, writer: relayed::SegmentWriter) -> Self {
+        RelayedBody {
+            inner,
+            writer,
+            queue: VecDeque::new(),
+            done: false,
+        }
+    }
+}
+
+impl Body for RelayedBody {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        let this = self.get_mut();
+        loop {
+            if let Some(b) = this.queue.pop_front() {
+                return Poll::Ready(Some(Ok(Frame::data(b))));
+            }
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        this.writer.segments(data, &mut this.queue);
+                    }
+                }
+                // No end segment: the relaying node aborts its client's response too.
+                Some(Err(e)) => {
+                    this.done = true;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                None => {
+                    this.queue.push_back(this.writer.end());
+                    this.done = true;
+                }
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done && self.queue.is_empty()
+    }
 }
 
 /// `payload` cut into sub-chunks of `s` bytes (the last one shorter): slices, not copies.

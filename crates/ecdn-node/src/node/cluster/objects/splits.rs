@@ -148,7 +148,10 @@ pub(in crate::node) async fn serve_split(
         // (a read through a node counts its `k`, `api.rs`).
         c.loads.record_object_reads(name.as_str(), 1);
     }
-    let mut r = Response::new(NodeBody::Paced(Paced::new(payload, c.link.clone())));
+    let mut r = Response::new(NodeBody::Produced(Box::pin(Paced::new(
+        payload,
+        c.link.clone(),
+    ))));
     let h = r.headers_mut();
     h.insert(
         header::CONTENT_TYPE,

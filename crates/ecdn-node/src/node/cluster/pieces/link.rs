@@ -10,7 +10,7 @@
 //!   the link for its next quantum after every quantum already reserved (a FIFO of quanta, so
 //!   concurrent senders share the link round-robin, as flows share a NIC) and the quantum
 //!   leaves when its reservation ends. Peer `GET` answers are sent this way
-//!   ([`NodeBody::Paced`](crate::node::body::NodeBody)), and so are the node's reads of its
+//!   ([`NodeBody::Produced`](crate::node::body::NodeBody)), and so are the node's reads of its
 //!   own splits for the object API, so that a split costs its server the same link time
 //!   whoever asks. A read abandoned midway (late binding cancels the slow ones) stops taking
 //!   the link at its next quantum.
@@ -23,6 +23,7 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -31,6 +32,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ecdn_cluster::auth::{SubChunkTagger, SUB_TAG_LEN};
+use hyper::body::{Body, Frame, SizeHint};
+
+use crate::node::config::PeerLink;
 use tokio::time::{Instant, Sleep};
 
 /// The unit the link sends at once.
@@ -38,32 +42,6 @@ pub(in crate::node) const QUANTUM: usize = 64 << 10;
 
 /// Mean length of the background sender's on and off periods.
 const BURST_MEAN: Duration = Duration::from_secs(1);
-
-/// How the link is modelled (node flags `--peer-rate`, `--background-load`).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct PeerLink {
-    /// Bytes per second; `None`: loopback's own speed.
-    pub rate: Option<u64>,
-    /// Fraction of the link background traffic takes during its bursts (needs `rate`).
-    pub background_load: f64,
-}
-
-impl PeerLink {
-    /// Checks the settings.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.rate == Some(0) {
-            return Err("the peer rate must be above 0".into());
-        }
-        let f = self.background_load;
-        if !(0.0..1.0).contains(&f) {
-            return Err(format!("background load {f}: need 0 <= F < 1"));
-        }
-        if f > 0.0 && self.rate.is_none() {
-            return Err("background load needs a peer rate".into());
-        }
-        Ok(())
-    }
-}
 
 /// One node's outgoing link.
 pub(in crate::node) struct Link {
@@ -193,7 +171,7 @@ impl Paced {
         }
     }
 
-    pub(in crate::node) fn poll_frame(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
+    fn poll_quantum(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         if let Some((_, sleep)) = &mut self.next {
             ready!(sleep.as_mut().poll(cx));
             return Poll::Ready(self.next.take().map(|(q, _)| q));
@@ -229,11 +207,33 @@ impl Paced {
         let at = self.link.reserve(q.len());
         self.next = Some((q, Box::pin(tokio::time::sleep_until(at))));
         // Registers the waker with the new sleep.
-        self.poll_frame(cx)
+        self.poll_quantum(cx)
     }
 
     pub(in crate::node) fn remaining(&self) -> u64 {
         (self.left + self.next.as_ref().map_or(0, |(q, _)| q.len())) as u64
+    }
+}
+
+impl Body for Paced {
+    type Data = Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
+        self.get_mut()
+            .poll_quantum(cx)
+            .map(|q| q.map(|q| Ok(Frame::data(q))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining() == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.remaining())
     }
 }
 

@@ -24,22 +24,12 @@ use crate::node::cluster::pieces::names::MAX_OBJECT;
 use crate::node::cluster::pieces::stats::{ClusterStats, Parity};
 use crate::node::cluster::pieces::store::{self, PieceStore};
 use crate::node::cluster::pieces::{demand, link, purge_log};
+use crate::node::config::ClusterNode;
 use crate::node::lock::lock;
 
 /// How often [`Cluster::turned_slow`] looks (a probe's lateness grows by this much between
 /// looks; the probes' own period is 50 ms).
 const TURNED_SLOW_CHECK: std::time::Duration = std::time::Duration::from_millis(5);
-
-/// What a node needs to join a cluster.
-#[derive(Clone, Debug)]
-pub struct ClusterNode {
-    /// The cluster file.
-    pub cluster: ClusterConfig,
-    /// This node's id in it.
-    pub id: usize,
-    /// The test bed's model of its outgoing peer link (none by default).
-    pub link: link::PeerLink,
-}
 
 /// The node's side of the cluster, shared by its request paths and its peer listener.
 pub(in crate::node) struct Cluster {
