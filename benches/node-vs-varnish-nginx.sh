@@ -3,7 +3,8 @@
 # the same `ecdn origin`, on loopback (issues 4 and 66): wrk -t2 -c32 -d10s on a warm cache for
 # a 100 KiB object (ecdn: from its DRAM HOC), a 1 KiB object, and an 8 MiB object (ecdn: from
 # its disk ring — the node for that row has a 4 MiB HOC, so the object cannot be in DRAM;
-# Varnish serves it from memory, nginx from its cache file).
+# Varnish serves it from memory, and a second Varnish from its file storage; nginx from its
+# cache file).
 #
 # Each round runs every row on the three servers in turn; ROUNDS rounds (default 3) alternate
 # them, so a slow minute of the machine falls on all three. Per run it prints requests per
@@ -30,8 +31,8 @@ pids=()
 # varnishd takes a moment to exit after SIGTERM; wait for it (at most 10 s), so that a run
 # started right after this one finds its port free.
 stop_varnish() {
-  pkill -f "varnishd.*18082" || true
-  for _ in $(seq 50); do pgrep -f "varnishd.*18082" >/dev/null || return 0; sleep 0.2; done
+  pkill -f "varnishd.*1808[25]" || true
+  for _ in $(seq 50); do pgrep -f "varnishd.*1808[25]" >/dev/null || return 0; sleep 0.2; done
 }
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; stop_varnish; }
 trap cleanup EXIT
@@ -44,6 +45,9 @@ ecdn_mem=$!; pids+=($ecdn_mem)
 $E node --listen 127.0.0.1:18084 --admin-listen 127.0.0.1:0 --origin http://127.0.0.1:18081 --hoc-size 4MiB --disk-path $W/disk2 --disk-size 2GiB 2>/dev/null &
 ecdn_disk=$!; pids+=($ecdn_disk)
 varnishd -a 127.0.0.1:18082 -b 127.0.0.1:18081 -s malloc,256m -n $W/varnish -P $W/varnish.pid
+# Varnish with its disk storage (an mmap'd file), for the 8 MiB row: a disk hit against a
+# disk hit.
+varnishd -a 127.0.0.1:18085 -b 127.0.0.1:18081 -s file,$W/varnish-file.bin,2G -n $W/varnish-file -P $W/varnish-file.pid
 cat > $W/nginx.conf <<CONF
 worker_processes 2;
 pid $W/nginx.pid;
@@ -61,6 +65,7 @@ CONF
 nginx -c $W/nginx.conf -g "daemon off;" & nginx_pid=$!; pids+=($nginx_pid)
 sleep 1
 varnish_pid=$(cat $W/varnish.pid)
+varnish_file_pid=$(cat $W/varnish-file.pid)
 
 # CPU ticks (user + system) of a process and its children.
 ticks() {
@@ -105,13 +110,14 @@ for round in $(seq "${ROUNDS:-3}"); do
     [ "$1" = 8MiB-disk ] && port=18084 pid=$ecdn_disk
     run ecdn $port $pid "$2" "$1"
     run varnish 18082 "$varnish_pid" "$2" "$1"
+    [ "$1" = 8MiB-disk ] && run varnish-file 18085 "$varnish_file_pid" "$2" "$1"
     run nginx 18083 $nginx_pid "$2" "$1"
   done
 done
 
 echo
 echo "medians over ${ROUNDS:-3} rounds (req/s ratio: median of the per-round ratios; CPU ratio: the peer's CPU per request over ecdn's)"
-printf "%-10s %-8s %10s %9s %14s %12s\n" row server "req/s" "p99 ms" "server µs/req" "wrk µs/req"
+printf "%-10s %-12s %10s %9s %14s %12s\n" row server "req/s" "p99 ms" "server µs/req" "wrk µs/req"
 awk -F'\t' '
   function median(s,   a, n, i, j, t) {
     n = split(s, a, " ")
@@ -125,16 +131,19 @@ awk -F'\t' '
     if ($3 > rounds) rounds = $3
   }
   END {
+    split("ecdn varnish varnish-file nginx", servers, " ")
     for (i = 1; i <= nrows; i++) {
       row = order[i]
-      for (s = 1; s <= 3; s++) {
-        name = s == 1 ? "ecdn" : s == 2 ? "varnish" : "nginx"; k = row SUBSEP name
-        printf "%-10s %-8s %10.0f %9.2f %14.1f %12.1f\n", row, name, median(rps[k]), median(p99[k]), median(cpu[k]), median(w[k])
+      for (s = 1; s <= 4; s++) {
+        name = servers[s]; k = row SUBSEP name
+        if (!(k in rps)) continue
+        printf "%-10s %-12s %10.0f %9.2f %14.1f %12.1f\n", row, name, median(rps[k]), median(p99[k]), median(cpu[k]), median(w[k])
       }
-      for (s = 2; s <= 3; s++) {
-        peer = s == 2 ? "varnish" : "nginx"; ratios = ""
+      for (s = 2; s <= 4; s++) {
+        peer = servers[s]; ratios = ""
+        if (!((row SUBSEP peer) in rps)) continue
         for (j = 1; j <= rounds; j++) ratios = ratios " " sprintf("%.2f", r[row SUBSEP "ecdn" SUBSEP j] / r[row SUBSEP peer SUBSEP j])
-        printf "%-10s ecdn/%-8s req/s %.2f (rounds:%s)  CPU per request %s/ecdn %.2f\n", row, peer, median(ratios), ratios, peer,
+        printf "%-10s ecdn/%-12s req/s %.2f (rounds:%s)  CPU per request %s/ecdn %.2f\n", row, peer, median(ratios), ratios, peer,
           median(cpu[row SUBSEP peer]) / median(cpu[row SUBSEP "ecdn"])
       }
     }
