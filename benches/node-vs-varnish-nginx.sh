@@ -67,14 +67,7 @@ sleep 1
 varnish_pid=$(cat $W/varnish.pid)
 varnish_file_pid=$(cat $W/varnish-file.pid)
 
-# CPU ticks (user + system) of a process and its children.
-ticks() {
-  local total=0 p
-  for p in $1 $(pgrep -P "$1" || true); do
-    total=$((total + $(awk '{print $14 + $15}' /proc/$p/stat)))
-  done
-  echo $total
-}
+. benches/cpu-ticks.sh
 hz=$(getconf CLK_TCK)
 results=$W/results.tsv
 

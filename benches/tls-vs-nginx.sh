@@ -51,14 +51,7 @@ CONF
 nginx -c $W/nginx.conf -g "daemon off;" & nginx_pid=$!; pids+=($nginx_pid)
 sleep 1
 
-# CPU ticks (user + system) of a process and its children.
-ticks() {
-  local total=0 p
-  for p in $1 $(pgrep -P "$1" || true); do
-    total=$((total + $(awk '{print $14 + $15}' /proc/$p/stat)))
-  done
-  echo $total
-}
+. benches/cpu-ticks.sh
 hz=$(getconf CLK_TCK)
 
 run() { # name port pid path size_bytes tool
