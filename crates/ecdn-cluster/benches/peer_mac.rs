@@ -1,7 +1,10 @@
 //! The peer protocol's MAC per core (issue 39): what signature version 2 spent on a body
 //! (HMAC-SHA256 over its SHA-256, i.e. SHA-256 of every byte: the `sha2` crate, which uses the
 //! CPU's SHA extensions where it has them) against version 3's keyed BLAKE3 — a streamed
-//! body's tag over a whole chunk, and the tags of its 32 KiB sub-chunks in a range answer.
+//! body's tag over a whole chunk, and the tags of its 32 KiB sub-chunks in a range answer —
+//! and what mutual TLS on the peer link (`[peer_tls]`) spends on the same bytes: AES-256-GCM,
+//! the cipher two rustls peers agree on first, sealing them in 16 KiB records with ring, the
+//! provider the node's TLS uses (issue 66: whether the tags are worth their cost under TLS).
 //!
 //! Run: `cargo bench -p ecdn-cluster --bench peer_mac`; throughput in bytes per second.
 
@@ -54,6 +57,27 @@ fn macs(c: &mut Criterion) {
                     let mut last = [0u8; 16];
                     for (i, sub) in body.chunks(32 << 10).enumerate() {
                         last = tagger.tag(i as u64, sub);
+                    }
+                    last
+                })
+            },
+        );
+        g.bench_with_input(
+            BenchmarkId::new("tls aes-256-gcm records", size),
+            &body,
+            |b, body| {
+                use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
+                let key = LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &[9; 32]).unwrap());
+                let mut buf = body.clone();
+                let mut seq = 0u64;
+                b.iter(|| {
+                    let mut last = None;
+                    for record in buf.chunks_mut(16 << 10) {
+                        seq += 1;
+                        let mut nonce = [0u8; 12];
+                        nonce[4..].copy_from_slice(&seq.to_be_bytes());
+                        let nonce = Nonce::assume_unique_for_key(nonce);
+                        last = Some(key.seal_in_place_separate_tag(nonce, Aad::empty(), record));
                     }
                     last
                 })

@@ -33,9 +33,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use ecdn_cluster::auth::{SubChunkTagger, SUB_TAG_LEN};
 use hyper::body::{Body, Frame, SizeHint};
+use tokio::time::{Instant, Sleep};
 
 use crate::node::config::PeerLink;
-use tokio::time::{Instant, Sleep};
 
 /// The unit the link sends at once.
 pub(in crate::node) const QUANTUM: usize = 64 << 10;
