@@ -13,6 +13,8 @@
 //! reinsert = 0.9             # a hit rewrites its pieces past this fraction ("off": none)
 //! buckets = 100
 //! sub_chunk = "32KiB"        # unit of coding, transfer and streaming
+//! direct_reads = true        # a node holding a chunk of a coded object reads it itself
+//!                            # instead of relaying the request to the bucket's serving node
 //! key = "a long random secret shared by the cluster"
 //! # accepted_keys = ["the previous key"]   # also accepted while a key rotation runs
 //! coordinator = "127.0.0.1:7400"
@@ -210,6 +212,14 @@ pub struct ClusterConfig {
     pub buckets: usize,
     #[serde(default = "default_sub_chunk", deserialize_with = "size")]
     pub sub_chunk: u64,
+    /// Direct reads (beyond C2DN's prototype, which routes every request to its bucket's
+    /// server): a node that receives a `GET` for a bucket another node serves, and holds a
+    /// chunk of the object, reads the coded hit itself from the chunks' servers instead of
+    /// relaying the request, so the object crosses the cluster once. Misses, partial hits,
+    /// replicated objects and stale entries are still relayed. On by default; `false`: every
+    /// such request is relayed (the simulator's routed model, request for request).
+    #[serde(default = "default_direct_reads")]
+    pub direct_reads: bool,
     /// The cluster key: every peer request is signed with it.
     pub key: String,
     /// Keys also accepted when checking signatures and seals, never used to sign: the window
@@ -320,6 +330,9 @@ pub struct ClusterConfig {
     pub nodes: Vec<NodeEntry>,
 }
 
+fn default_direct_reads() -> bool {
+    true
+}
 fn default_k() -> usize {
     3
 }

@@ -193,6 +193,11 @@ pub struct DemoArgs {
     /// fetched every 250 ms, as C2DN's prototype's DNS-based local load balancer does (§2).
     #[arg(long, value_enum, default_value_t = routing::Routing::RoundRobin)]
     pub(super) routing: routing::Routing,
+    /// Direct reads (the cluster file's `direct_reads`): a node that holds a chunk of a coded
+    /// object reads a fresh hit of it itself rather than relaying the request to the bucket's
+    /// serving node: true or false (on by default, as the cluster file's).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub(super) direct_reads: bool,
     /// C2DN's delayed parity fetch (§5): parity is asked for when the stripe waited for still
     /// lacks a data sub-chunk F × the first peer sub-chunk's latency later (the cluster file's
     /// `parity_delay`; default 0.2, the paper's 20%).

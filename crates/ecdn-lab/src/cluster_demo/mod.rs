@@ -610,6 +610,7 @@ pub fn run_demo(a: DemoArgs) -> Result<()> {
             sub_chunk: plan.sub_chunk,
             slice_size: plan.slice_size,
             evict_together: a.evict_together,
+            direct_reads: a.direct_reads,
             resync: a.resync.0,
             reinsert: a.reinsert.0,
             seed: a.seed,

@@ -84,6 +84,8 @@ pub struct FileSettings {
     pub slice_size: u64,
     /// The cluster file's `evict_together`.
     pub evict_together: bool,
+    /// The cluster file's `direct_reads`.
+    pub direct_reads: bool,
     /// The cluster file's `resync` (`None`: off).
     pub resync: Option<f64>,
     /// The cluster file's `reinsert` (`None`: off).
@@ -114,6 +116,7 @@ pub fn cluster_file(s: &FileSettings, layout: &Layout) -> String {
     let _ = writeln!(t, "sub_chunk = {}", s.sub_chunk);
     let _ = writeln!(t, "slice_size = {}", s.slice_size);
     let _ = writeln!(t, "evict_together = {}", s.evict_together);
+    let _ = writeln!(t, "direct_reads = {}", s.direct_reads);
     match s.resync {
         Some(r) => writeln!(t, "resync = {r:?}"),
         None => writeln!(t, "resync = \"off\""),
@@ -796,6 +799,7 @@ mod tests {
             sub_chunk: 32 << 10,
             slice_size: 1 << 20,
             evict_together: true,
+            direct_reads: true,
             resync: Some(0.5),
             reinsert: Some(0.8),
             seed: 7,
@@ -825,12 +829,13 @@ mod tests {
         // What is off is written off (the file's defaults are on).
         let off = FileSettings {
             evict_together: false,
+            direct_reads: false,
             resync: None,
             reinsert: None,
             ..s
         };
         let cfg = ecdn_cluster::ClusterConfig::parse(&cluster_file(&off, &layout)).unwrap();
-        assert!(!cfg.evict_together);
+        assert!(!cfg.evict_together && !cfg.direct_reads);
         assert_eq!((cfg.resync, cfg.reinsert), (None, None));
     }
 

@@ -469,6 +469,7 @@ async fn start(
         sub_chunk: 32 << 10,
         slice_size: 0,
         evict_together: false,
+        direct_reads: true,
         resync: None,
         reinsert: None,
         seed: a.seed,

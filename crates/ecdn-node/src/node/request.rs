@@ -95,9 +95,13 @@ async fn serve(
         // not part of the cache key: it is never forwarded (a shared fetch must not carry one
         // client's body), only read and discarded before the answer.
         let read = body.discard(st.unread_body_timeout).await;
-        // Cluster mode: the bucket's serving node answers.
+        // Cluster mode: a coded hit this node reads itself, else the bucket's serving node
+        // answers.
         let relayed = match &st.cluster {
-            Some(c) => Box::pin(cluster::c2dn::relay::forward(&st, c, &req)).await,
+            Some(c) => match Box::pin(cluster::c2dn::direct::read(&st, c, &req)).await {
+                Some(answer) => Some(answer),
+                None => Box::pin(cluster::c2dn::relay::forward(&st, c, &req)).await,
+            },
             None => None,
         };
         match relayed {
@@ -173,7 +177,16 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     };
     // Cluster mode: the object's pieces, here and on peers.
     let partial = if stale.is_none() && !rd.no_cache {
-        match Box::pin(cluster::c2dn::read::lookup(st, c, &req, &key, &rd)).await {
+        match Box::pin(cluster::c2dn::read::lookup(
+            st,
+            c,
+            &req,
+            &key,
+            &rd,
+            cluster::c2dn::read::Reader::Serving,
+        ))
+        .await
+        {
             cluster::c2dn::read::Found::Hit(answer) => return answer,
             cluster::c2dn::read::Found::Partial(Some(p)) => {
                 // Only the missing chunks from the origin, if it can be done.

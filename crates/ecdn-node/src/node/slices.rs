@@ -632,8 +632,17 @@ async fn slice_answer(
         return a;
     }
     if let Some(c) = &st.cluster {
-        use super::cluster::c2dn::{partial, read::Found};
-        match Box::pin(super::cluster::c2dn::read::lookup(st, c, &sub, &key, &rd)).await {
+        use super::cluster::c2dn::{partial, read::Found, read::Reader};
+        match Box::pin(super::cluster::c2dn::read::lookup(
+            st,
+            c,
+            &sub,
+            &key,
+            &rd,
+            Reader::Serving,
+        ))
+        .await
+        {
             Found::Hit(a) => return a,
             // Only the missing chunks from the origin, at the slice's place in the object.
             Found::Partial(Some(p)) => {

@@ -36,6 +36,7 @@ use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::ObjectLayout;
 use ecdn_placement::pieces::Piece;
 use http_body_util::Full;
+use hyper::header::VARY;
 use hyper::{Method, Request};
 use tokio::sync::oneshot;
 
@@ -73,6 +74,19 @@ pub(in crate::node) enum Found {
     Miss,
 }
 
+/// Who reads an object's pieces.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(in crate::node) enum Reader {
+    /// The bucket's serving node (or a node serving a relayed request): every outcome, HOC
+    /// included.
+    Serving,
+    /// A node that does not serve the bucket (`direct.rs`): only a hit from this node's
+    /// replica or from K chunks, without the HOC, and never an answer that varies (its
+    /// variants' keys are the serving node's); anything else is [`Found::Miss`] and counts
+    /// nothing, so that the serving node, relayed to, counts it.
+    Direct,
+}
+
 /// Looks the object of `key` up in the cluster, as the module documentation says.
 pub(in crate::node) async fn lookup(
     st: &Arc<State>,
@@ -80,6 +94,7 @@ pub(in crate::node) async fn lookup(
     req: &Request<ReqBody>,
     key: &CacheKey,
     rd: &RequestDirectives,
+    reader: Reader,
 ) -> Found {
     if st.disk.is_none() {
         return Found::Miss;
@@ -105,7 +120,7 @@ pub(in crate::node) async fn lookup(
         let mut presumed = presumed_holders(c, bucket);
         presumed[0] = holders[0].clone();
         let hit = coded_hit(
-            st, c, req, key, rd, &presumed, coding, http, bucket, &once, true,
+            st, c, req, key, rd, &presumed, coding, http, bucket, &once, true, reader,
         );
         if let Some(found) = hit.await {
             return found;
@@ -134,14 +149,14 @@ pub(in crate::node) async fn lookup(
     let coding = meta.and_then(|m| m.coding.map(|cd| (cd, m.http))).or(local);
     if let Some((coding, http)) = coding.filter(|_| replica_at.is_none()) {
         let hit = coded_hit(
-            st, c, req, key, rd, &holders, coding, http, bucket, &once, false,
+            st, c, req, key, rd, &holders, coding, http, bucket, &once, false, reader,
         );
         return hit.await.unwrap_or(Found::Miss);
     }
     let Some(server) = replica_at else {
         return Found::Miss;
     };
-    replica_hit(st, c, req, key, rd, &holders, server, &once).await
+    replica_hit(st, c, req, key, rd, &holders, server, &once, reader).await
 }
 
 /// The coding and HTTP metadata of a chunk of `object` this node holds (`holder`: what it
@@ -405,6 +420,7 @@ async fn replica_hit(
     holders: &[Holder],
     server: usize,
     once: &Arc<AtomicBool>,
+    reader: Reader,
 ) -> Found {
     let object = key.id;
     let frame = if server == c.id {
@@ -437,6 +453,9 @@ async fn replica_hit(
     if !e.is_fresh(now) || !rd.accepts(&e, now) {
         return Found::Miss;
     }
+    if reader == Reader::Direct && e.first(&VARY).is_some() {
+        return Found::Miss;
+    }
     let e = Arc::new(e);
     let head = req.method() == Method::HEAD;
     // Found here without asking anyone: whether the other targets hold their copy is checked
@@ -460,7 +479,8 @@ async fn replica_hit(
         resync::place(st, c, &e, &lack, holders).await;
     }
     ClusterStats::add(&c.stats.replicated_hits, 1);
-    if !head && lock(&st.hoc).admit(object, &key.key, e.body.len() as u64, now) {
+    let hoc = reader == Reader::Serving;
+    if hoc && !head && lock(&st.hoc).admit(object, &key.key, e.body.len() as u64, now) {
         st.unless_purged(&e, || lock(&st.hoc).insert(object, e.clone()))
             .await;
     }
@@ -563,7 +583,8 @@ pub(in crate::node) async fn fetch_replica(
 /// object is read from the assigned servers at once, and whether they really hold their
 /// chunks is asked beside the read ([`ask_placed`]); a lacking chunk is restored before
 /// the answer ends, as on the other path. `None` (only with `presumed`): the assigned servers
-/// could not supply the object; the caller asks the servers and tries again.
+/// could not supply the object; the caller asks the servers and tries again. A
+/// [`Reader::Direct`] gets a hit or a miss, as it says.
 #[allow(clippy::too_many_arguments)]
 async fn coded_hit(
     st: &Arc<State>,
@@ -577,7 +598,9 @@ async fn coded_hit(
     bucket: usize,
     once: &Arc<AtomicBool>,
     presumed: bool,
+    reader: Reader,
 ) -> Option<Found> {
+    let direct = reader == Reader::Direct;
     let (k, p) = (c.cfg.k, c.cfg.p);
     if usize::from(coding.k) != k || usize::from(coding.p) != p {
         return Some(Found::Miss);
@@ -594,6 +617,9 @@ async fn coded_hit(
     });
     if presumed && (found < k || usable.is_none()) {
         return None;
+    }
+    if direct && (found < k || usable.as_ref().is_none_or(|e| e.first(&VARY).is_some())) {
+        return Some(Found::Miss);
     }
     if found == 0 {
         return Some(Found::Miss);
@@ -632,10 +658,11 @@ async fn coded_hit(
     // The HOC: it holds the object in stripes already (the lookup found some of the stripes
     // this answer needs missing), or its policy admits it now. (A HEAD neither reads nor keeps
     // bytes.)
-    let held = (!head)
+    let held = (!head && !direct)
         .then(|| lock(&st.hoc).striped(key.id, &key.key))
         .flatten();
-    let admit = held.is_none() && !head && lock(&st.hoc).admit(key.id, &key.key, size, now);
+    let admit =
+        held.is_none() && !head && !direct && lock(&st.hoc).admit(key.id, &key.key, size, now);
     // A whole object the HOC admits is read whole before the answer, as one the targets lack
     // a chunk of: a chunk lost meanwhile then turns the request into a miss instead of a
     // response cut short. Ranges read only their stripes into the HOC (below).

@@ -327,6 +327,7 @@ impl Cluster {
             "decodes": get(&s.decodes),
             "partial_hits": get(&s.partial_hits),
             "coded_hits": get(&s.coded_hits),
+            "direct_reads": get(&s.direct_reads),
             "replicated_hits": get(&s.replicated_hits),
             "repairs": get(&s.repairs),
             "repair": self.repair.stats.json(),

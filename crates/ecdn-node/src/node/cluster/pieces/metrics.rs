@@ -101,6 +101,12 @@ impl Cluster {
                 get(&s.decodes),
             ),
             (
+                "ecdn_cluster_direct_reads_total",
+                "Coded hits this node read from the chunks' servers though another node serves \
+                 their bucket (not relayed).",
+                get(&s.direct_reads),
+            ),
+            (
                 "ecdn_cluster_partial_hits_total",
                 "Lookups that found 1 to K-1 chunks of a coded object (answered as misses).",
                 get(&s.partial_hits),

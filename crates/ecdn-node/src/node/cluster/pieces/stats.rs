@@ -21,6 +21,8 @@ pub(in crate::node) struct ClusterStats {
     pub(in crate::node) decodes: AtomicU64,
     pub(in crate::node) partial_hits: AtomicU64,
     pub(in crate::node) coded_hits: AtomicU64,
+    /// Coded hits this node read though another node serves their bucket (`c2dn/direct.rs`).
+    pub(in crate::node) direct_reads: AtomicU64,
     pub(in crate::node) replicated_hits: AtomicU64,
     pub(in crate::node) repairs: AtomicU64,
     pub(in crate::node) corrupt_sub_chunks: AtomicU64,

@@ -1,0 +1,69 @@
+//! Direct reads: a hit read by the node the client reached, though another node serves the
+//! object's bucket (the cluster file's `direct_reads`, on by default).
+//!
+//! Under anycast routing (C2DN §7; the demo's round-robin) most requests reach a node that
+//! does not serve their bucket, and `relay.rs` passes them to the one that does. Relayed, a
+//! coded hit crosses the cluster twice: K − 1 chunks (K when the serving node lacks its own)
+//! to the serving node, then the whole object back to this node, each hop tagged and checked.
+//! Read here, it crosses once: this node looks the object up as the serving node would
+//! (`read.rs`, [`lookup`] as a [`Reader::Direct`]): with a chunk of it here, that chunk's
+//! metadata names the coding (C2DN §5, "Metadata lookups") and the other chunks are read from
+//! their servers at once, (K − 1)/K of the object over the network; without one, the bucket's
+//! servers are asked who holds what, and K data chunks are read, the object once. The same
+//! questions beside the read, the same delayed parity fetch, and the same restoration of a
+//! lacking piece follow. A replica on this node is answered from it (nothing crosses).
+//!
+//! Everything else still goes to the serving node: a miss or a partial hit (the serving node
+//! collapses concurrent fills of an object into one origin request), a replica held only
+//! elsewhere (relayed, it crosses once too), a stale entry, a request with `no-cache`, an
+//! answer that varies, an object this node knows to be sliced (`slices.rs`). Such a request
+//! has cost one round of questions more than a relay alone. What a direct read leaves out:
+//! the serving node's HOC (it neither answers nor admits; this node admits nothing to its
+//! own) and the serving node's request count for background repair (a direct read restores a
+//! lacking piece itself). `--routing bucket` and `direct_reads = false` keep the simulator's
+//! routed model request for request.
+
+use std::sync::Arc;
+
+use hyper::Request;
+
+use crate::node::answer::{Answer, ReqBody};
+use crate::node::cluster::c2dn::read::{lookup, Found, Reader};
+use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::stats::ClusterStats;
+use crate::node::freshness;
+use crate::node::key::CacheKey;
+use crate::node::state::State;
+
+/// The answer of a `GET` / `HEAD` this node reads itself (see the module documentation), or
+/// `None`: the request goes to the serving node (or is this node's to serve anyway).
+pub(in crate::node) async fn read(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    req: &Request<ReqBody>,
+) -> Option<Answer> {
+    if !c.cfg.direct_reads {
+        return None;
+    }
+    let key = CacheKey::of(st, req);
+    let map = c.map.current();
+    // The bucket the relay goes by (the URL's, as `relay.rs`).
+    let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(&key.primary));
+    if map.serving(bucket) == Some(c.id) {
+        return None; // this node's own bucket: served in full, HOC first
+    }
+    if st.slices.on() && st.slices.known(&key.primary).is_some() {
+        return None; // answered from its slices by the serving node
+    }
+    let rd = freshness::request_directives(req.headers());
+    if rd.no_cache {
+        return None;
+    }
+    match lookup(st, c, req, &key, &rd, Reader::Direct).await {
+        Found::Hit(answer) => {
+            ClusterStats::add(&c.stats.direct_reads, 1);
+            Some(answer)
+        }
+        Found::Partial(_) | Found::Miss => None,
+    }
+}
