@@ -1,7 +1,7 @@
 //! The node's cluster mode, in one process on loopback: a coordinator and N nodes (each with
 //! its client and peer listener and its own disk), an in-memory origin. Checks byte-exact
-//! replicated and coded objects, full and ranges, through any node; a node stopped mid-load
-//! failing no request; corrupt pieces never served and restored by hits; unauthenticated peer
+//! replicated and coded objects, full and ranges, through any node; hits read where they
+//! arrive and only misses relayed (direct reads); a node stopped mid-load failing no request; corrupt pieces never served and restored by hits; unauthenticated peer
 //! writes refused; a `PURGE` through any node reaching every node; the `ecdn_cluster_*` metrics
 //! (each client request counted once in the cluster, consistent with `/_ecdn/stats`) and the
 //! Grafana dashboard charting only what the nodes export; the cluster key rotated under load.
@@ -250,6 +250,20 @@ async fn replicated_and_coded_objects_are_byte_exact_through_any_node_full_and_r
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_stopped_mid_load_fails_no_request_and_its_chunks_are_decoded() {
+    stopped_mid_load(false).await;
+}
+
+/// The same with direct reads: hits are read where they arrive, so a request for one of node
+/// 2's buckets meets it stopped as a chunk's server, not as a relay's target.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_stopped_mid_load_fails_no_direct_read() {
+    stopped_mid_load(true).await;
+}
+
+/// Node 2 of 5 stopped while every object is requested through the others (`direct`: the
+/// cluster file's `direct_reads`; without it every request for a bucket another node serves
+/// is relayed).
+async fn stopped_mid_load(direct: bool) {
     // The map must still name node 2 while round 1 runs, so that requests for its buckets
     // meet it stopped. With the peers' probes (every 50 ms) the coordinator took it out within
     // about 150 ms, sometimes before `stop` returned, and relays went around it without a
@@ -259,7 +273,7 @@ async fn a_node_stopped_mid_load_fails_no_request_and_its_chunks_are_decoded() {
         "c2dn",
         3,
         1,
-        "missed_heartbeats = 20\n[health]\nenabled = false\n",
+        &format!("direct_reads = {direct}\nmissed_heartbeats = 20\n[health]\nenabled = false\n"),
     )
     .await;
     let objects: Vec<(u64, u64)> = (0..24)
@@ -321,8 +335,9 @@ async fn a_node_stopped_mid_load_fails_no_request_and_its_chunks_are_decoded() {
         failovers += v["cluster"]["relay_failovers"].as_u64().unwrap();
     }
     assert!(decodes > 0, "node 2's chunks were decoded from the others");
+    // (Read where they arrive, hits go to node 2 for its chunks only.)
     assert!(
-        failovers > 0,
+        failovers > 0 || direct,
         "requests for node 2's buckets went on to the next candidate"
     );
     // The metrics say the same, and name node 2.
@@ -1278,4 +1293,86 @@ async fn raw_put(
         .await
         .unwrap();
     resp.status()
+}
+
+/// A counter of the `cluster` section of node `i`'s `/_ecdn/stats`.
+async fn node_counter(c: &TestCluster, i: usize, name: &str) -> u64 {
+    let s = get(c.admin(i), "/_ecdn/stats", &[]).await.unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+    v["cluster"][name].as_u64().unwrap()
+}
+
+/// The bytes the cluster's nodes fetched from the origin.
+async fn origin_bytes(c: &TestCluster) -> f64 {
+    let mut sum = 0.0;
+    for i in 0..c.nodes.len() {
+        sum += scrape(c, i)
+            .await
+            .one("ecdn_cluster_origin_bytes_total", &[]);
+    }
+    sum
+}
+
+/// Direct reads (`c2dn/direct.rs`): a hit through a node that does not serve the object's
+/// bucket is read there, from the chunks' servers (or a replica), and served by it; a miss is
+/// still relayed to the serving node, which fetches it once; with `direct_reads = false`
+/// every such request is relayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hit_is_read_where_it_arrives_and_only_misses_are_relayed() {
+    let c = TestCluster::start_with(4, "c2dn", 3, 1, "parity_delay = 1000.0\n").await;
+    // A coded object (K + P = 4: a chunk on every node) and a replicated one (two nodes).
+    let objects = [(7100u64, 700_000u64), (7101, 50_000)];
+    for (id, size) in objects {
+        let first = get(c.client(0), &uri(id, size), &[]).await.unwrap();
+        check_whole(&first, id, size);
+        assert_eq!(first.header("x-cache"), "MISS");
+        let s: usize = first.header("x-ecdn-served-by").parse().unwrap();
+        let origin = origin_bytes(&c).await;
+        for n in (0..4).filter(|&n| n != s) {
+            let (relayed, direct) = (
+                node_counter(&c, n, "relayed").await,
+                node_counter(&c, n, "direct_reads").await,
+            );
+            let r = get(c.client(n), &uri(id, size), &[]).await.unwrap();
+            check_whole(&r, id, size);
+            assert_eq!(r.header("x-cache"), "HIT-DISK", "object {id} at node {n}");
+            assert_eq!(r.header("x-ecdn-served-by"), n.to_string());
+            assert_eq!(node_counter(&c, n, "relayed").await, relayed);
+            assert_eq!(node_counter(&c, n, "direct_reads").await, direct + 1);
+            // A range and a HEAD, read the same way.
+            let r = get(c.client(n), &uri(id, size), &[("range", "bytes=10-19")]).await;
+            let r = r.unwrap();
+            assert_eq!(r.status, 206);
+            assert_eq!(r.body, content::bytes(origin_id(id), 10, 10));
+        }
+        assert_eq!(origin_bytes(&c).await, origin);
+    }
+    // A miss through a node that does not serve its bucket: relayed, one origin fetch.
+    let size = 700_000u64;
+    for id in 7102u64.. {
+        let (relayed, origin) = (node_counter(&c, 0, "relayed").await, origin_bytes(&c).await);
+        let r = get(c.client(0), &uri(id, size), &[]).await.unwrap();
+        check_whole(&r, id, size);
+        assert_eq!(r.header("x-cache"), "MISS");
+        assert_eq!(origin_bytes(&c).await, origin + size as f64);
+        if r.header("x-ecdn-served-by") != "0" {
+            assert_eq!(node_counter(&c, 0, "relayed").await, relayed + 1);
+            break;
+        }
+        assert!(id < 7150, "node 0 serves every bucket");
+    }
+    c.stop_all().await;
+
+    // Off: a hit through a node that does not serve the bucket is relayed.
+    let c = TestCluster::start_with(4, "c2dn", 3, 1, "direct_reads = false\n").await;
+    let (id, size) = objects[0];
+    let first = get(c.client(0), &uri(id, size), &[]).await.unwrap();
+    let s: usize = first.header("x-ecdn-served-by").parse().unwrap();
+    let n = (s + 1) % 4;
+    let r = get(c.client(n), &uri(id, size), &[]).await.unwrap();
+    check_whole(&r, id, size);
+    assert_eq!(r.header("x-ecdn-served-by"), s.to_string());
+    assert_eq!(node_counter(&c, n, "relayed").await, 1);
+    assert_eq!(node_counter(&c, n, "direct_reads").await, 0);
+    c.stop_all().await;
 }
