@@ -8,16 +8,20 @@
 //! Read here, it crosses once: this node looks the object up as the serving node would
 //! (`read.rs`, [`lookup`] as a [`Reader::Direct`]): with a chunk of it here, that chunk's
 //! metadata names the coding (C2DN §5, "Metadata lookups") and the other chunks are read from
-//! their servers at once, (K − 1)/K of the object over the network; without one, the bucket's
+//! their servers at once, (K − 1)/K of the object over the network; without one, but told by
+//! an earlier relayed answer that the object is coded (`pieces/kinds.rs`), the bucket's
 //! servers are asked who holds what, and K data chunks are read, the object once. The same
 //! questions beside the read, the same delayed parity fetch, and the same restoration of a
-//! lacking piece follow. A replica on this node is answered from it (nothing crosses).
+//! lacking piece follow. A replica on this node is answered from it (nothing crosses); one
+//! found elsewhere on the way is read from its holder.
 //!
-//! Everything else still goes to the serving node: a miss or a partial hit (the serving node
-//! collapses concurrent fills of an object into one origin request), a replica held only
-//! elsewhere (relayed, it crosses once too), a stale entry, a request with `no-cache`, an
-//! answer that varies, an object this node knows to be sliced (`slices.rs`). Such a request
-//! has cost one round of questions more than a relay alone. What a direct read leaves out:
+//! Everything else still goes to the serving node: an object this node holds no piece of and
+//! has not learned is coded (a replica held elsewhere crosses the network once relayed too,
+//! and a round of questions first would only delay it), a miss or a partial hit (the serving
+//! node collapses concurrent fills of an object into one origin request), a stale entry, a
+//! request with `no-cache`, an answer that varies, an object this node knows to be sliced
+//! (`slices.rs`; relayed answers teach it that too). A request that turns out a miss here has
+//! cost the relay one lookup more. What a direct read leaves out:
 //! the serving node's HOC (it neither answers nor admits; this node admits nothing to its
 //! own) and the serving node's request count for background repair (a direct read restores a
 //! lacking piece itself). `--routing bucket` and `direct_reads = false` keep the simulator's
@@ -54,6 +58,11 @@ pub(in crate::node) async fn read(
     }
     if st.slices.on() && st.slices.known(&key.primary).is_some() {
         return None; // answered from its slices by the serving node
+    }
+    // Worth a read here: a piece of it is here, or a relayed answer said it is coded.
+    let here = !c.pieces.held(key.id, c.cfg.k + c.cfg.p).is_empty();
+    if !here && !c.kinds.coded(ecdn_trace::hash_id(key.primary.as_bytes())) {
+        return None;
     }
     let rd = freshness::request_directives(req.headers());
     if rd.no_cache {

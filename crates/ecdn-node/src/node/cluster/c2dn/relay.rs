@@ -39,11 +39,13 @@ use tokio::sync::mpsc;
 use crate::node::answer::Answer;
 use crate::node::answer::ReqBody;
 use crate::node::body::{Chunk, LiveBody, NodeBody};
+use crate::node::cluster::c2dn::headers::X_OBJECT;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::freshness;
 use crate::node::key::CacheKey;
 use crate::node::outcome::Outcome;
+use crate::node::slices::SLICED_HEADER;
 use crate::node::state::State;
 use crate::node::upstream::content_length;
 
@@ -102,6 +104,7 @@ pub(in crate::node) async fn forward(
         match checked {
             Ok((resp, headers, tagger)) => {
                 c.stats.relay(server, true);
+                learn(st, c, &primary, resp.status(), &headers);
                 let head = req.method() == hyper::Method::HEAD;
                 return Some(Answer {
                     outcome: Outcome::Relayed,
@@ -126,6 +129,34 @@ pub(in crate::node) async fn forward(
         }
     }
     None
+}
+
+/// What a relayed answer tells this node of the object at `primary`, for its direct reads
+/// (`direct.rs`): a whole answer made of slices, that it is sliced (as serving it would have),
+/// so that its hits are left to the serving node at once; any other answer, whether it is
+/// coded whole (`kinds.rs`), so that this node reads its next hits itself.
+fn learn(
+    st: &State,
+    c: &Cluster,
+    primary: &str,
+    status: hyper::StatusCode,
+    headers: &hyper::HeaderMap,
+) {
+    if !c.cfg.direct_reads {
+        return;
+    }
+    if headers.contains_key(SLICED_HEADER) {
+        if let (true, hyper::StatusCode::OK) = (st.slices.on(), status) {
+            if let Some(length) = content_length(headers) {
+                st.slices.remember(primary, Some(length));
+            }
+        }
+        return;
+    }
+    if let Some(kind) = headers.get(X_OBJECT) {
+        let id = ecdn_trace::hash_id(primary.as_bytes());
+        c.kinds.learn(id, kind.as_bytes() == b"coded");
+    }
 }
 
 /// The bucket's `candidates` in the order to try them: those this node's probes find much

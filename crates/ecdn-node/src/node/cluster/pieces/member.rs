@@ -23,7 +23,7 @@ use crate::node::cluster::backend;
 use crate::node::cluster::pieces::names::MAX_OBJECT;
 use crate::node::cluster::pieces::stats::{ClusterStats, Parity};
 use crate::node::cluster::pieces::store::{self, PieceStore};
-use crate::node::cluster::pieces::{demand, link, purge_log};
+use crate::node::cluster::pieces::{demand, kinds, link, purge_log};
 use crate::node::config::ClusterNode;
 use crate::node::lock::lock;
 
@@ -69,6 +69,8 @@ pub(in crate::node) struct Cluster {
     pub(in crate::node) backend: Option<backend::ObjectBackend>,
     /// Background repair (`c2dn/repair.rs`).
     pub(in crate::node) repair: demand::Repair,
+    /// Objects relayed answers said were coded (`kinds.rs`): read here though no chunk is.
+    pub(in crate::node) kinds: kinds::Kinds,
 }
 
 /// Bytes of object records a node keeps.
@@ -198,6 +200,7 @@ impl Cluster {
             )),
             backend,
             repair: demand::Repair::default(),
+            kinds: kinds::Kinds::default(),
         })
     }
 

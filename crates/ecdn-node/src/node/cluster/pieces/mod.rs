@@ -3,7 +3,7 @@
 //!
 //! * `names.rs` (the id the map places an object by), `link.rs` (the peer link model),
 //!   `purge_log.rs` (recent purges), `stats.rs` (the counters), `demand.rs` (requests per
-//!   object, for repair), `store.rs` (the piece store under its piece policy);
+//!   object, for repair), `kinds.rs` (objects relayed answers said were coded), `store.rs` (the piece store under its piece policy);
 //! * `member.rs`: the node's [`member::Cluster`], which holds all of the above;
 //! * over it: `metrics.rs` (the counters' exposition), `holders.rs` (who holds which piece,
 //!   and the signed peer `GET`), `local.rs` (a piece stored here), `together.rs` (whole-object
@@ -15,6 +15,7 @@ pub(in crate::node) mod chunk_streams;
 pub(in crate::node) mod coded;
 pub(in crate::node) mod demand;
 pub(in crate::node) mod holders;
+pub(in crate::node) mod kinds;
 pub(in crate::node) mod link;
 pub(in crate::node) mod local;
 pub(in crate::node) mod member;
