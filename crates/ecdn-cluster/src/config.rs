@@ -213,11 +213,12 @@ pub struct ClusterConfig {
     #[serde(default = "default_sub_chunk", deserialize_with = "size")]
     pub sub_chunk: u64,
     /// Direct reads (beyond C2DN's prototype, which routes every request to its bucket's
-    /// server): a node that receives a `GET` for a bucket another node serves, and holds a
-    /// chunk of the object, reads the coded hit itself from the chunks' servers instead of
-    /// relaying the request, so the object crosses the cluster once. Misses, partial hits,
-    /// replicated objects and stale entries are still relayed. On by default; `false`: every
-    /// such request is relayed (the simulator's routed model, request for request).
+    /// server): a node that receives a `GET` for a bucket another node serves reads a hit
+    /// itself from the pieces' servers instead of relaying the request, when it holds a piece
+    /// of the object or has learned that it is coded, so the object crosses the cluster once.
+    /// Misses, partial hits and stale entries are still relayed, and so is every request
+    /// while the background repair is on (`repair_rate`: it is ordered by the requests each
+    /// serving node counted). On by default; `false`: every such request is relayed.
     #[serde(default = "default_direct_reads")]
     pub direct_reads: bool,
     /// The cluster key: every peer request is signed with it.

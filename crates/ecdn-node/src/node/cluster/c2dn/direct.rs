@@ -23,9 +23,11 @@
 //! (`slices.rs`; relayed answers teach it that too). A request that turns out a miss here has
 //! cost the relay one lookup more. What a direct read leaves out:
 //! the serving node's HOC (it neither answers nor admits; this node admits nothing to its
-//! own) and the serving node's request count for background repair (a direct read restores a
-//! lacking piece itself). `--routing bucket` and `direct_reads = false` keep the simulator's
-//! routed model request for request.
+//! own). The background repair orders its work by the requests each serving node counted, so
+//! with `repair_rate` set every request for another node's bucket is relayed, as with
+//! `direct_reads = false` (counting a direct read at the serving node, say with the chunk it
+//! answers, would lift that). `--routing bucket` keeps the simulator's routed model request
+//! for request either way.
 
 use std::sync::Arc;
 
@@ -39,6 +41,13 @@ use crate::node::freshness;
 use crate::node::key::CacheKey;
 use crate::node::state::State;
 
+/// Whether this node reads hits of other nodes' buckets: `direct_reads`, unless the background
+/// repair is on (`repair_rate`): the repair rebuilds the objects requested most at their
+/// serving node, which counts only the requests it serves.
+pub(in crate::node) fn on(c: &Cluster) -> bool {
+    c.cfg.direct_reads && c.cfg.repair_rate == 0
+}
+
 /// The answer of a `GET` / `HEAD` this node reads itself (see the module documentation), or
 /// `None`: the request goes to the serving node (or is this node's to serve anyway).
 pub(in crate::node) async fn read(
@@ -46,7 +55,7 @@ pub(in crate::node) async fn read(
     c: &Arc<Cluster>,
     req: &Request<ReqBody>,
 ) -> Option<Answer> {
-    if !c.cfg.direct_reads {
+    if !on(c) {
         return None;
     }
     let key = CacheKey::of(st, req);

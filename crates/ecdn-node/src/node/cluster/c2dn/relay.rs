@@ -142,7 +142,7 @@ fn learn(
     status: hyper::StatusCode,
     headers: &hyper::HeaderMap,
 ) {
-    if !c.cfg.direct_reads {
+    if !crate::node::cluster::c2dn::direct::on(c) {
         return;
     }
     if headers.contains_key(SLICED_HEADER) {
