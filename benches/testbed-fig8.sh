@@ -5,6 +5,7 @@
 #
 #   benches/testbed-fig8.sh [LINKS] [ROUNDS]      # LINKS: comma-separated, default 1gbit,10gbit
 #   ROUTING=bucket benches/testbed-fig8.sh ...    # the demo's --routing (default round-robin)
+#   ECDN_BIN=/path/to/ecdn SIZES=16MiB benches/testbed-fig8.sh ...   # another build, one size
 #
 # Needs root (the bed) and a release build (cargo build --release -p ecdn). Prints one row per
 # link, size, round and scheme: p50 / p90 / p99 in ms of TTFB and download of piece hits (hits
@@ -14,11 +15,12 @@ cd "$(dirname "$0")/.."
 links=${1:-1gbit,10gbit}
 rounds=${2:-2}
 routing=${ROUTING:-round-robin}
-ecdn=./target/release/ecdn
+ecdn=${ECDN_BIN:-./target/release/ecdn}
+sizes=${SIZES:-1MiB 16MiB}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for link in ${links//,/ }; do
-  for size in 1MiB 16MiB; do
+  for size in $sizes; do
     if [ "$size" = 1MiB ]; then
       shape=(--requests 1500 --objects 150 --disk-size 128MiB)
     else
@@ -36,15 +38,16 @@ for link in ${links//,/ }; do
     done
   done
 done
-python3 - "$out" "$links" "$rounds" <<'PY'
+python3 - "$out" "$links" "$rounds" "$sizes" <<'PY'
 import json, sys
 out, links, rounds = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
+sizes = sys.argv[4].split()
 def q(d):
     return f"{d['p50']:.2f} / {d['p90']:.2f} / {d['p99']:.2f}"
 print("| link | object | round | scheme | hits | TTFB ms | download ms | failed | wrong bytes |")
 print("|---|---|---|---|---|---|---|---|---|")
 for link in links:
-    for size in ["1MiB", "16MiB"]:
+    for size in sizes:
         for r in range(1, rounds + 1):
             for scheme in ["coded", "replicated"]:
                 j = json.load(open(f"{out}/{link}-{size}-{r}-{scheme}.json"))

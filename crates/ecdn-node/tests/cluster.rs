@@ -1314,36 +1314,72 @@ async fn origin_bytes(c: &TestCluster) -> f64 {
 }
 
 /// Direct reads (`c2dn/direct.rs`): a hit through a node that does not serve the object's
-/// bucket is read there, from the chunks' servers (or a replica), and served by it; a miss is
-/// still relayed to the serving node, which fetches it once; with `direct_reads = false`
-/// every such request is relayed.
+/// bucket is read there when the node holds a piece of the object, or has learned from a
+/// relayed answer that it is coded; else it is relayed. A miss is still relayed to the serving
+/// node, which fetches it once; with `direct_reads = false` every such request is relayed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hit_is_read_where_it_arrives_and_only_misses_are_relayed() {
-    let c = TestCluster::start_with(4, "c2dn", 3, 1, "parity_delay = 1000.0\n").await;
-    // A coded object (K + P = 4: a chunk on every node) and a replicated one (two nodes).
-    let objects = [(7100u64, 700_000u64), (7101, 50_000)];
-    for (id, size) in objects {
+    let c = TestCluster::start_with(5, "c2dn", 3, 1, "parity_delay = 1000.0\n").await;
+    // A coded object (K + P = 4 of the 5 nodes hold a chunk) and a replicated one (2 do).
+    let objects = [(7100u64, 700_000u64, true), (7101, 50_000, false)];
+    for (id, size, coded) in objects {
         let first = get(c.client(0), &uri(id, size), &[]).await.unwrap();
         check_whole(&first, id, size);
         assert_eq!(first.header("x-cache"), "MISS");
         let s: usize = first.header("x-ecdn-served-by").parse().unwrap();
         let origin = origin_bytes(&c).await;
-        for n in (0..4).filter(|&n| n != s) {
-            let (relayed, direct) = (
-                node_counter(&c, n, "relayed").await,
-                node_counter(&c, n, "direct_reads").await,
-            );
-            let r = get(c.client(n), &uri(id, size), &[]).await.unwrap();
-            check_whole(&r, id, size);
-            assert_eq!(r.header("x-cache"), "HIT-DISK", "object {id} at node {n}");
-            assert_eq!(r.header("x-ecdn-served-by"), n.to_string());
-            assert_eq!(node_counter(&c, n, "relayed").await, relayed);
-            assert_eq!(node_counter(&c, n, "direct_reads").await, direct + 1);
-            // A range and a HEAD, read the same way.
-            let r = get(c.client(n), &uri(id, size), &[("range", "bytes=10-19")]).await;
-            let r = r.unwrap();
-            assert_eq!(r.status, 206);
-            assert_eq!(r.body, content::bytes(origin_id(id), 10, 10));
+        // Per node but the serving one, whether it holds a piece of the object, and who
+        // answered its first and second request.
+        let key = format!("cdn.test{}", uri(id, size));
+        let mut answered = Vec::new();
+        for n in (0..5).filter(|&n| n != s) {
+            let held = holds(c.peer(n), &key).await.is_some();
+            let mut by = Vec::new();
+            for _ in 0..2 {
+                let (relayed, direct) = (
+                    node_counter(&c, n, "relayed").await,
+                    node_counter(&c, n, "direct_reads").await,
+                );
+                let r = get(c.client(n), &uri(id, size), &[]).await.unwrap();
+                check_whole(&r, id, size);
+                assert_eq!(r.header("x-cache"), "HIT-DISK", "object {id} at node {n}");
+                let here = r.header("x-ecdn-served-by") == n.to_string();
+                if !here {
+                    assert_eq!(r.header("x-ecdn-served-by"), s.to_string());
+                }
+                assert_eq!(
+                    node_counter(&c, n, "relayed").await,
+                    relayed + u64::from(!here)
+                );
+                assert_eq!(
+                    node_counter(&c, n, "direct_reads").await,
+                    direct + u64::from(here)
+                );
+                if here {
+                    // A range, read the same way.
+                    let r = get(c.client(n), &uri(id, size), &[("range", "bytes=10-19")]).await;
+                    let r = r.unwrap();
+                    assert_eq!(r.status, 206);
+                    assert_eq!(r.body, content::bytes(origin_id(id), 10, 10));
+                    assert_eq!(r.header("x-ecdn-served-by"), n.to_string());
+                }
+                by.push(here);
+            }
+            answered.push((n, held, by));
+        }
+        let holders = answered.iter().filter(|(_, held, _)| *held).count();
+        assert_eq!(holders, if coded { 3 } else { 1 }, "{answered:?}");
+        for (n, held, by) in &answered {
+            // A holder reads it. The node without a chunk of the coded object reads it once a
+            // relayed answer told it the object is coded (node 0's first, the miss, did); the
+            // others relay the replicated object every time.
+            let want = match (held, coded) {
+                (true, _) => [true, true],
+                (false, true) if *n == 0 => [true, true],
+                (false, true) => [false, true],
+                (false, false) => [false, false],
+            };
+            assert_eq!(by[..], want, "node {n}: {answered:?}");
         }
         assert_eq!(origin_bytes(&c).await, origin);
     }
@@ -1365,7 +1401,7 @@ async fn a_hit_is_read_where_it_arrives_and_only_misses_are_relayed() {
 
     // Off: a hit through a node that does not serve the bucket is relayed.
     let c = TestCluster::start_with(4, "c2dn", 3, 1, "direct_reads = false\n").await;
-    let (id, size) = objects[0];
+    let (id, size, _) = objects[0];
     let first = get(c.client(0), &uri(id, size), &[]).await.unwrap();
     let s: usize = first.header("x-ecdn-served-by").parse().unwrap();
     let n = (s + 1) % 4;
