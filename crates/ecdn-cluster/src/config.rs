@@ -13,8 +13,9 @@
 //! reinsert = 0.9             # a hit rewrites its pieces past this fraction ("off": none)
 //! buckets = 100
 //! sub_chunk = "32KiB"        # unit of coding, transfer and streaming
-//! direct_reads = true        # a node holding a chunk of a coded object reads it itself
-//!                            # instead of relaying the request to the bucket's serving node
+//! direct_reads = true        # a node reads a hit of an object it holds a piece of (or
+//!                            # learned is coded) itself, instead of relaying the request
+//!                            # to the bucket's serving node (off while repair_rate is set)
 //! key = "a long random secret shared by the cluster"
 //! # accepted_keys = ["the previous key"]   # also accepted while a key rotation runs
 //! coordinator = "127.0.0.1:7400"

@@ -193,9 +193,10 @@ pub struct DemoArgs {
     /// fetched every 250 ms, as C2DN's prototype's DNS-based local load balancer does (§2).
     #[arg(long, value_enum, default_value_t = routing::Routing::RoundRobin)]
     pub(super) routing: routing::Routing,
-    /// Direct reads (the cluster file's `direct_reads`): a node that holds a chunk of a coded
-    /// object reads a fresh hit of it itself rather than relaying the request to the bucket's
-    /// serving node: true or false (on by default, as the cluster file's).
+    /// Direct reads (the cluster file's `direct_reads`): a node reads a fresh hit of an object
+    /// it holds a piece of (or learned is coded) itself rather than relaying the request to
+    /// the bucket's serving node: true or false (on by default, as the cluster file's; off
+    /// with --repair-rate).
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub(super) direct_reads: bool,
     /// C2DN's delayed parity fetch (§5): parity is asked for when the stripe waited for still

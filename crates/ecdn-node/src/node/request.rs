@@ -95,8 +95,7 @@ async fn serve(
         // not part of the cache key: it is never forwarded (a shared fetch must not carry one
         // client's body), only read and discarded before the answer.
         let read = body.discard(st.unread_body_timeout).await;
-        // Cluster mode: a coded hit this node reads itself, else the bucket's serving node
-        // answers.
+        // Cluster mode: a hit this node reads itself, else the bucket's serving node answers.
         let relayed = match &st.cluster {
             Some(c) => match Box::pin(cluster::c2dn::direct::read(&st, c, &req)).await {
                 Some(answer) => Some(answer),

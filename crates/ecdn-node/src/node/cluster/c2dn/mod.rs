@@ -1,6 +1,6 @@
 //! C2DN's serving path (C2DN §4–§5), over the pieces layer (`super::pieces`): `relay.rs`
-//! (to the bucket's serving node), `direct.rs` (a coded hit read by a node that holds a chunk
-//! though another node serves the bucket), `read.rs` (the serving node's lookup of the pieces),
+//! (to the bucket's serving node), `direct.rs` (a hit read by the node a request
+//! reached, though another node serves the bucket), `read.rs` (the serving node's lookup of the pieces),
 //! `whole.rs` (a coded object read whole and answered), `partial.rs` (only the missing chunks
 //! from the origin), `write.rs` (a fill's placement), `handoff.rs` (pieces whose server could
 //! not take them, written where the next map puts them), `ages.rs` (how old an object's

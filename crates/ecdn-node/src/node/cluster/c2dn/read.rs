@@ -80,8 +80,8 @@ pub(in crate::node) enum Reader {
     /// The bucket's serving node (or a node serving a relayed request): every outcome, HOC
     /// included.
     Serving,
-    /// A node that does not serve the bucket (`direct.rs`): only a hit from this node's
-    /// replica or from K chunks, without the HOC, and never an answer that varies (its
+    /// A node that does not serve the bucket (`direct.rs`): only a hit (a replica, or K
+    /// chunks), without the HOC, and never an answer that varies (its
     /// variants' keys are the serving node's); anything else is [`Found::Miss`] and counts
     /// nothing, so that the serving node, relayed to, counts it.
     Direct,

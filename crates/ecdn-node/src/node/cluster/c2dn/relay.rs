@@ -39,6 +39,7 @@ use tokio::sync::mpsc;
 use crate::node::answer::Answer;
 use crate::node::answer::ReqBody;
 use crate::node::body::{Chunk, LiveBody, NodeBody};
+use crate::node::cluster::c2dn::direct;
 use crate::node::cluster::c2dn::headers::X_OBJECT;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
@@ -142,14 +143,13 @@ fn learn(
     status: hyper::StatusCode,
     headers: &hyper::HeaderMap,
 ) {
-    if !crate::node::cluster::c2dn::direct::on(c) {
+    if !direct::on(c) {
         return;
     }
     if headers.contains_key(SLICED_HEADER) {
-        if let (true, hyper::StatusCode::OK) = (st.slices.on(), status) {
-            if let Some(length) = content_length(headers) {
-                st.slices.remember(primary, Some(length));
-            }
+        let whole = st.slices.on() && status == hyper::StatusCode::OK;
+        if let Some(length) = content_length(headers).filter(|_| whole) {
+            st.slices.remember(primary, Some(length));
         }
         return;
     }
