@@ -77,7 +77,14 @@ fuzz_target!(|data: &[u8]| {
             PeerPath::Has { key, ages: false } => wire::has_path(key),
             PeerPath::Has { key, ages: true } => wire::has_ages_path(key),
             PeerPath::Purge { key, sequence } => wire::purge_path(key, *sequence),
-            PeerPath::Relay { target } => wire::relay_path(target),
+            PeerPath::Relay {
+                target,
+                slice: None,
+            } => wire::relay_path(target),
+            PeerPath::Relay {
+                target,
+                slice: Some(i),
+            } => wire::relay_slice_path(target, *i),
             PeerPath::Stats => wire::STATS_PATH.to_string(),
             PeerPath::Probe => wire::PROBE_PATH.to_string(),
             PeerPath::Dying => wire::DYING_PATH.to_string(),

@@ -10,6 +10,7 @@
 //! | `DELETE /_peer/has/{key}?purge=N` | a `PURGE`, number `N` of the cluster's sequence (`ecdn_cluster::objects::ObjectDirectory::sequence`): the node drops its copies of the object and the pieces of it filled before that purge, and refuses (`409`) a piece `PUT` of it filled before it, for twice the signature window (`ecdn-node`'s `purge_log.rs`) |
 //! | `DELETE /_peer/has/{key}` | a `PURGE` with no number (a node that could not get one, or of an earlier version): every copy and piece dropped, every write of the object refused for that time |
 //! | `GET`/`HEAD /_peer/relay/{target}` | a client's request passed on to the bucket's serving node (`{target}`: the request's path and query, percent-encoded; the client's headers travel as they are) |
+//! | `GET /_peer/relay/{target}?slice=N` | slice `N` of the sliced object at `{target}`, asked by a node reading the object's other slices itself: the serving node answers that slice as it would while streaming the object (found or filled by its range), with the slice's headers (`x-ecdn-slice`) |
 //! | `POST /_peer/units/{name}?units=N` | EC-Cache's parity budget re-spent on object `{name}` (the coordinator's `object_budget.rs`): its splits grown or shrunk to `N`; the answer, signed, is the new record |
 //! | `POST /_peer/dying` body [`encode_objects`] | whole-object eviction (`evict_together`): the node drops every piece it holds of these objects, as its policy would evict them |
 //!
@@ -70,8 +71,9 @@ pub enum PeerPath {
     /// `DELETE` of [`purge_path`]: purge number `sequence` of the object (with no number:
     /// [`PeerPath::Has`]).
     Purge { key: String, sequence: u64 },
-    /// A client request relayed to the serving node: its path and query.
-    Relay { target: String },
+    /// A client request relayed to the serving node: its path and query, and with
+    /// `?slice=N` ([`relay_slice_path`]) only slice `N` of the object asked.
+    Relay { target: String, slice: Option<u64> },
     /// The node's counters (its `/_ecdn/stats`), for the coordinator's status page.
     Stats,
     /// A health probe ([`crate::health::probe`]): answered at once, its round trip is the
@@ -169,6 +171,11 @@ pub fn relay_path(target: &str) -> String {
     format!("/_peer/relay/{}", encode_key(target))
 }
 
+/// The path of a relayed request for slice `index` of the sliced object at `target`.
+pub fn relay_slice_path(target: &str, index: u64) -> String {
+    format!("{}?slice={index}", relay_path(target))
+}
+
 /// The path of a "which pieces do you hold" request.
 pub fn has_path(key: &str) -> String {
     format!("/_peer/has/{}", encode_key(key))
@@ -251,14 +258,18 @@ pub fn parse_path(path_and_query: &str) -> Result<PeerPath, WireError> {
         });
     }
     if let Some(target) = path.strip_prefix("/_peer/relay/") {
-        if query.is_some() {
-            return bad("unexpected query");
-        }
+        let slice = match query {
+            None => None,
+            Some(q) => match q.strip_prefix("slice=").and_then(number) {
+                Some(n) => Some(n),
+                None => return bad("unexpected query"),
+            },
+        };
         let target = decode_key(target)?;
         if !target.starts_with('/') {
             return bad("relay target must start with /");
         }
-        return Ok(PeerPath::Relay { target });
+        return Ok(PeerPath::Relay { target, slice });
     }
     let Some(rest) = path.strip_prefix("/_peer/piece/") else {
         return bad("unknown peer path");
@@ -548,8 +559,20 @@ mod tests {
         let t = "/obj/1?size=5&a=b c";
         assert_eq!(
             parse_path(&relay_path(t)).unwrap(),
-            PeerPath::Relay { target: t.into() }
+            PeerPath::Relay {
+                target: t.into(),
+                slice: None
+            }
         );
+        assert_eq!(
+            parse_path(&relay_slice_path(t, 7)).unwrap(),
+            PeerPath::Relay {
+                target: t.into(),
+                slice: Some(7)
+            }
+        );
+        assert!(parse_path("/_peer/relay/%2Fx?slice=").is_err());
+        assert!(parse_path("/_peer/relay/%2Fx?slice=1&y").is_err());
         assert!(parse_path("/_peer/relay/obj").is_err());
         assert_eq!(parse_path(STATS_PATH).unwrap(), PeerPath::Stats);
         assert!(parse_path("/_peer/stats?x=1").is_err());

@@ -28,7 +28,9 @@ use prom::Scrape;
 
 #[path = "common/cluster.rs"]
 mod harness;
-use harness::{check_whole, distinct_chunks, get, holds, purge, uri, Reply, TestCluster, KEY};
+use harness::{
+    check_whole, distinct_chunks, get, holds, node_counter, purge, uri, Reply, TestCluster, KEY,
+};
 
 /// Requests every object once through node 0 (a miss that stores it), checking its bytes.
 async fn store_all(c: &TestCluster, objects: &[(u64, u64)]) {
@@ -1293,13 +1295,6 @@ async fn raw_put(
         .await
         .unwrap();
     resp.status()
-}
-
-/// A counter of the `cluster` section of node `i`'s `/_ecdn/stats`.
-async fn node_counter(c: &TestCluster, i: usize, name: &str) -> u64 {
-    let s = get(c.admin(i), "/_ecdn/stats", &[]).await.unwrap();
-    let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
-    v["cluster"][name].as_u64().unwrap()
 }
 
 /// The bytes the cluster's nodes fetched from the origin.

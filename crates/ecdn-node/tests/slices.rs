@@ -12,7 +12,7 @@ use hyper_util::rt::TokioIo;
 
 #[path = "common/cluster.rs"]
 mod harness;
-use harness::{check_whole, get, request, uri, TestCluster};
+use harness::{check_whole, get, node_counter, request, uri, TestCluster};
 
 /// A 24 MiB + 5 B object in 1 MiB slices (the last one 5 bytes).
 const SIZE: u64 = (24 << 20) + 5;
@@ -325,5 +325,124 @@ async fn a_purge_drops_the_slices_on_every_node() {
         "every slice came from the origin again: {v}"
     );
     assert_eq!(v["origin_bytes"], size, "{v}");
+    c.stop_all().await;
+}
+
+/// What node `n` says a sliced answer it made came to (`/_ecdn/sliced/ID`): slices sent, and
+/// of those filled from the origin. It is known (and counted) once the node has read the last
+/// slice whole, which may be after the client had its bytes (a range ends inside a slice):
+/// asked until it is, for up to 10 s.
+async fn sliced_outcome(c: &TestCluster, n: usize, r: &harness::Reply) -> (u64, u64) {
+    let id = r.header(ecdn_cluster::peer::REQUEST_ID_HEADER);
+    for _ in 0..200 {
+        let s = get(c.admin(n), &format!("/_ecdn/sliced/{id}"), &[])
+            .await
+            .unwrap();
+        if s.status == 200 {
+            let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+            return (v["slices"].as_u64().unwrap(), v["missed"].as_u64().unwrap());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("node {n} never finished {id}: {:?}", r.headers)
+}
+
+/// The answers the cluster's nodes gave themselves (hits, misses) and the origin bytes they
+/// fetched, summed over `live` nodes.
+async fn served(c: &TestCluster, live: &[usize]) -> (u64, u64, u64) {
+    let mut sum = (0, 0, 0);
+    for &n in live {
+        sum.0 += node_counter(c, n, "served/hit").await;
+        sum.1 += node_counter(c, n, "served/miss").await;
+        sum.2 += node_counter(c, n, "origin_bytes").await;
+    }
+    sum
+}
+
+/// Direct reads of a sliced object (`cluster/c2dn/direct.rs`): a node that learned from a
+/// relayed answer (here a range's) that an object is sliced makes its next answers of it
+/// itself, reading each slice the cluster's pieces hold and asking the URL's serving node only
+/// for a slice they do not (`?slice=N`), which fills it. The cluster counts each answer once,
+/// where it was made, and each slice's bytes from the origin once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_knows_an_object_sliced_reads_its_slices_and_relays_only_a_missing_one() {
+    let c = sliced_cluster(4).await;
+    let all = [0, 1, 2, 3];
+    let size = (5 << 20) + 3; // six slices, the last one 3 bytes
+    let url = uri(41, size);
+    // A range through node 0 fills slice 0 alone, at the serving node.
+    let r = get(c.client(0), &url, &[("range", "bytes=0-9")])
+        .await
+        .unwrap();
+    assert_eq!(r.status, 206, "{:?}", r.headers);
+    assert!(r.body == want(41, 0..10));
+    let s: usize = r.header("x-ecdn-served-by").parse().unwrap();
+    assert_eq!(sliced_outcome(&c, s, &r).await, (1, 1));
+    // A node that does not serve the URL learns from a relayed range that it is sliced.
+    let n = (s + 1) % 4;
+    if n != 0 {
+        let r = get(c.client(n), &url, &[("range", "bytes=10-19")])
+            .await
+            .unwrap();
+        assert_eq!(
+            (r.status, r.header("x-ecdn-served-by")),
+            (206, &*s.to_string())
+        );
+        assert_eq!(sliced_outcome(&c, s, &r).await, (1, 0));
+    }
+    let counters = async |n| {
+        (
+            node_counter(&c, n, "relayed").await,
+            node_counter(&c, n, "direct_reads").await,
+        )
+    };
+    // The whole object through it: slice 0 read here, slices 1 to 5 asked of the serving node,
+    // which fills them; one answer, a miss, counted here.
+    let (relayed, direct) = counters(n).await;
+    let before = served(&c, &all).await;
+    let r = get(c.client(n), &url, &[]).await.unwrap();
+    check_whole(&r, 41, size);
+    assert_eq!(
+        r.header("x-ecdn-served-by"),
+        n.to_string(),
+        "{:?}",
+        r.headers
+    );
+    assert_eq!(r.header("x-ecdn-sliced"), "6");
+    assert_eq!(sliced_outcome(&c, n, &r).await, (6, 5));
+    assert_eq!(counters(n).await, (relayed + 5, direct + 1));
+    let after = served(&c, &all).await;
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1, after.2 - before.2),
+        (0, 1, size - (1 << 20)),
+        "served answers (hit, miss) and origin bytes"
+    );
+    // Again: every slice read here, nothing asked of the serving node, nothing fetched.
+    let r = get(c.client(n), &url, &[]).await.unwrap();
+    check_whole(&r, 41, size);
+    assert_eq!(r.header("x-cache"), "HIT-DISK", "{:?}", r.headers);
+    assert_eq!(r.header("x-ecdn-served-by"), n.to_string());
+    assert_eq!(sliced_outcome(&c, n, &r).await, (6, 0));
+    // A range across three slices and a `HEAD`, read here too.
+    let r = get(c.client(n), &url, &[("range", "bytes=1048000-2097299")])
+        .await
+        .unwrap();
+    assert_eq!(r.status, 206, "{:?}", r.headers);
+    assert!(r.body == want(41, 1_048_000..2_097_300));
+    assert_eq!(r.header("x-ecdn-served-by"), n.to_string());
+    assert_eq!(sliced_outcome(&c, n, &r).await, (3, 0));
+    let r = request(c.client(n), "HEAD", &url, &[]).await.unwrap();
+    assert_eq!(
+        r.header("content-length"),
+        size.to_string(),
+        "{:?}",
+        r.headers
+    );
+    assert_eq!(counters(n).await, (relayed + 5, direct + 4));
+    let last = served(&c, &all).await;
+    assert_eq!(
+        (last.0 - after.0, last.1 - after.1, last.2 - after.2),
+        (3, 0, 0)
+    );
     c.stop_all().await;
 }

@@ -63,6 +63,11 @@ impl Outcome {
         }
     }
 
+    /// The outcome an `X-Cache` value ([`Outcome::x_cache`]) says (`MISS` a [`Outcome::Miss`]).
+    pub fn of_x_cache(v: &str) -> Option<Outcome> {
+        Self::ALL.into_iter().find(|o| o.x_cache() == v)
+    }
+
     /// The tier: the access log's `tier` and the Prometheus `tier` label, one of
     /// [`Outcome::TIERS`].
     pub fn tier(self) -> &'static str {

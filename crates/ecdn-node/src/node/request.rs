@@ -117,16 +117,30 @@ async fn serve(
 
 /// Cluster mode: a `GET` / `HEAD` another node relayed here (see `cluster/c2dn/relay.rs`), served
 /// by this node whatever its map says, never relayed again.
+///
+/// With `slice` (`?slice=N`: a node reading a sliced object's other slices itself, see
+/// `cluster/c2dn/direct.rs`), only that slice of the object, found or filled as for this
+/// node's own answer of it.
 pub(super) async fn relayed(
     st: Arc<State>,
     req: Request<ReqBody>,
     remote: SocketAddr,
+    slice: Option<u64>,
 ) -> Response<NodeBody> {
     let arrived = Instant::now();
     let log = st
         .access_log
         .then(|| (req.method().clone(), req.uri().path().to_string()));
-    let answer = cached(&st, req).await;
+    let answer = match slice {
+        Some(index) if st.slices.on() && req.method() == Method::GET => {
+            Box::pin(slices::relayed_slice(&st, &req, index)).await
+        }
+        Some(_) => Answer {
+            outcome: Outcome::Pass,
+            response: text(StatusCode::BAD_REQUEST, "no slices here: slice_size is 0"),
+        },
+        None => cached(&st, req).await,
+    };
     let mut response = deliver(&st, answer, arrived, log, remote);
     if let Some(id) = ecdn_cluster::peer::request_id() {
         response.headers_mut().insert(X_REQUEST_ID, id);
@@ -144,17 +158,37 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     let range = st.slices.on().then(|| slices::ranges(&req, &rd)).flatten();
     let known = (sliced || range.is_some()) && st.slices.known(&key.primary).is_some();
     if sliced && known {
-        return Box::pin(slices::serve(st, &req, &key.primary)).await;
+        return Box::pin(slices::serve(st, &req, &key.primary, slices::By::Serving)).await;
     }
     if st.slices.on() && slices::takes_head(&req, &rd) && st.slices.known(&key.primary).is_some() {
-        return Box::pin(slices::serve_head(st, &req, &key.primary)).await;
+        return Box::pin(slices::serve_head(
+            st,
+            &req,
+            &key.primary,
+            slices::By::Serving,
+        ))
+        .await;
     }
     let conditional = st.slices.on() && slices::takes_conditional(&req, &rd);
     if conditional && st.slices.known(&key.primary).is_some() {
-        return Box::pin(slices::serve_conditional(st, &req, &key.primary)).await;
+        return Box::pin(slices::serve_conditional(
+            st,
+            &req,
+            &key.primary,
+            slices::By::Serving,
+        ))
+        .await;
     }
     if let (Some(r), true) = (&range, known) {
-        if let Some(a) = Box::pin(slices::serve_range(st, &req, &key.primary, r)).await {
+        if let Some(a) = Box::pin(slices::serve_range(
+            st,
+            &req,
+            &key.primary,
+            r,
+            slices::By::Serving,
+        ))
+        .await
+        {
             return a;
         }
     }
@@ -199,15 +233,29 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
             cluster::c2dn::read::Found::Partial(None) => true,
             // Nothing of the object whole: it may be sliced (slice 0 tells).
             cluster::c2dn::read::Found::Miss if sliced => {
-                return Box::pin(slices::serve(st, &req, &key.primary)).await;
+                return Box::pin(slices::serve(st, &req, &key.primary, slices::By::Serving)).await;
             }
             cluster::c2dn::read::Found::Miss if conditional => {
-                return Box::pin(slices::serve_conditional(st, &req, &key.primary)).await;
+                return Box::pin(slices::serve_conditional(
+                    st,
+                    &req,
+                    &key.primary,
+                    slices::By::Serving,
+                ))
+                .await;
             }
             // A range of an object not known sliced: the slice of its first byte tells.
             cluster::c2dn::read::Found::Miss => match (&range, known) {
                 (Some(r), false) => {
-                    match Box::pin(slices::serve_range(st, &req, &key.primary, r)).await {
+                    match Box::pin(slices::serve_range(
+                        st,
+                        &req,
+                        &key.primary,
+                        r,
+                        slices::By::Serving,
+                    ))
+                    .await
+                    {
                         Some(a) => return a,
                         None => false,
                     }

@@ -12,7 +12,7 @@
 //!
 //! 1. **Slice 0 first.** The node asks for slice 0 as for any object: the HOC, the disk, the
 //!    pieces on the cluster's servers, then the origin, with `Range: bytes=0-(S−1)`. The
-//!    origin's answer decides ([`answer_head`]):
+//!    origin's answer decides ([`super::slice_range::answer_head`]):
 //!    - a `206` of a larger object: slice 0, stored under its key with the object's length;
 //!    - a `206` holding the whole object (at most `S` bytes), or a `200` (an origin that does
 //!      not serve ranges): the object itself, stored under the URL's key as any miss is, and
@@ -24,7 +24,11 @@
 //!    (`ETag`, else `Last-Modified`) or object length differs from slice 0's is of another
 //!    version: the client's response is aborted there (a short body), never mixed.
 //! 3. **Remembered.** The node keeps the lengths of the sliced objects it served (a bounded
-//!    table, [`Slices::directory`]), so the next request for one goes to its slices at once.
+//!    table, [`super::slice_range::Slices`]), so the next request for one goes to its slices at once.
+//!
+//! In a cluster, the node serving the URL's bucket reads the slices ([`By::Serving`]), and so
+//! does any node that knows the object is sliced ([`By::Direct`], `cluster/c2dn/direct.rs`),
+//! asking the serving node only for a slice the cluster's pieces do not hold.
 //!
 //! # A `GET` of byte ranges
 //!
@@ -73,6 +77,18 @@ use super::state::State;
 pub(super) const SLICED_HEADER: HeaderName = HeaderName::from_static("x-ecdn-sliced");
 const X_ORIGIN_BYTES: HeaderName = HeaderName::from_static("x-ecdn-origin-bytes");
 const X_PARTIAL: HeaderName = HeaderName::from_static("x-ecdn-partial");
+
+/// Who reads the slices of an answer being streamed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum By {
+    /// The node serving the object's URL (its bucket's, or the target of a relay): each slice
+    /// from its HOC, the cluster's pieces or the origin, whose fills of a slice it collapses.
+    Serving,
+    /// A node that does not serve the URL (cluster mode, `cluster::c2dn::direct`): each
+    /// slice the cluster's pieces hold is read here, and only a slice they do not is asked of
+    /// the URL's serving node, which finds or fills it as it would for its own answer.
+    Direct,
+}
 
 /// The slice an answer is (`FIRST-LAST/LENGTH` of its [`SLICE_HEADER`]), if it is one.
 fn slice_of(response: &Response<NodeBody>) -> Option<(u64, u64, u64)> {
@@ -152,14 +168,15 @@ pub(super) async fn serve_conditional(
     st: &Arc<State>,
     req: &Request<ReqBody>,
     primary: &str,
+    by: By,
 ) -> Answer {
-    let (length, first) = match first_slice(st, req, primary).await {
+    let (length, first) = match first_slice(st, req, primary, by).await {
         Ok(sliced) => sliced,
         Err(whole) => return whole,
     };
     let head = first.response.headers();
     if !super::hit::head_not_modified(first.response.status(), head, req.headers()) {
-        return stream_whole(st, req, primary, length, first);
+        return stream_whole(st, req, primary, length, first, by);
     }
     let mut headers = super::hit::head_not_modified_headers(head);
     strip_slice_headers(&mut headers);
@@ -181,9 +198,14 @@ pub(super) fn takes_head(req: &Request<ReqBody>, rd: &RequestDirectives) -> bool
 /// A `HEAD` of an object known to be sliced: slice 0 found or filled as for a `GET`, and its
 /// head with the object's length (`Content-Length`), no body. An object that turns out not to
 /// be sliced (or an error) answers the head of what came.
-pub(super) async fn serve_head(st: &Arc<State>, req: &Request<ReqBody>, primary: &str) -> Answer {
+pub(super) async fn serve_head(
+    st: &Arc<State>,
+    req: &Request<ReqBody>,
+    primary: &str,
+    by: By,
+) -> Answer {
     let size = st.slices.slicing.size();
-    let first = slice_answer(st, req, primary, 0, size).await;
+    let first = slice_answer(st, req, primary, 0, size, by).await;
     let length = slice_of(&first.response).map(|(_, _, length)| length);
     st.slices.remember(primary, length);
     let Answer { outcome, response } = first;
@@ -203,9 +225,14 @@ pub(super) async fn serve_head(st: &Arc<State>, req: &Request<ReqBody>, primary:
 /// Serves a plain `GET` of `primary` by its slices (module documentation): slice 0, then, if
 /// the object is sliced, the rest in order. The answer to slice 0 is the client's when it is
 /// the whole object or an error.
-pub(super) async fn serve(st: &Arc<State>, req: &Request<ReqBody>, primary: &str) -> Answer {
-    match first_slice(st, req, primary).await {
-        Ok((length, first)) => stream_whole(st, req, primary, length, first),
+pub(super) async fn serve(
+    st: &Arc<State>,
+    req: &Request<ReqBody>,
+    primary: &str,
+    by: By,
+) -> Answer {
+    match first_slice(st, req, primary, by).await {
+        Ok((length, first)) => stream_whole(st, req, primary, length, first, by),
         Err(whole) => whole,
     }
 }
@@ -217,12 +244,14 @@ async fn first_slice(
     st: &Arc<State>,
     req: &Request<ReqBody>,
     primary: &str,
+    by: By,
 ) -> Result<(u64, Answer), Answer> {
     let size = st.slices.slicing.size();
-    let mut first = slice_answer(st, req, primary, 0, size).await;
+    let mut first = slice_answer(st, req, primary, 0, size, by).await;
     let Some((_, _, length)) = slice_of(&first.response) else {
         st.slices.remember(primary, None);
-        if let Some(c) = &st.cluster {
+        // (A relayed answer already carries the serving node's.)
+        if let (Some(c), false) = (&st.cluster, first.outcome == Outcome::Relayed) {
             super::cluster::c2dn::headers::mark_miss(c, &mut first, false);
         }
         return Err(first);
@@ -278,6 +307,7 @@ pub(super) async fn serve_range(
     req: &Request<ReqBody>,
     primary: &str,
     asked: &Asked,
+    by: By,
 ) -> Option<Answer> {
     use crate::range::{self, Ranges};
     let size = st.slices.slicing.size();
@@ -285,7 +315,7 @@ pub(super) async fn serve_range(
         Some(length) => (length, None),
         None => {
             let index = asked.start.map_or(0, |s| s / size);
-            let a = slice_answer(st, req, primary, index, size).await;
+            let a = slice_answer(st, req, primary, index, size, by).await;
             let (_, _, length) = slice_of(&a.response)?;
             st.slices.remember(primary, Some(length));
             (length, Some((index, a)))
@@ -312,7 +342,7 @@ pub(super) async fn serve_range(
     let index = parts[0].start / size;
     let first = match first {
         Some((i, a)) if i == index => a,
-        _ => slice_answer(st, req, primary, index, size).await,
+        _ => slice_answer(st, req, primary, index, size, by).await,
     };
     if slice_of(&first.response).map(|(_, _, n)| n) != Some(length) {
         // Not the object the node remembered (it changed, or is no longer sliced).
@@ -341,7 +371,7 @@ pub(super) async fn serve_range(
             (plan, content_type.map(|v| (header::CONTENT_TYPE, v)))
         }
     };
-    let mut answer = stream(st, req, primary, length, plan, (index, first));
+    let mut answer = stream(st, req, primary, length, plan, (index, first), by);
     *answer.response.status_mut() = status;
     if let Some((name, value)) = framing {
         answer.response.headers_mut().insert(name, value);
@@ -373,6 +403,7 @@ fn stream(
     length: u64,
     plan: Vec<Piece>,
     (first_index, first): (u64, Answer),
+    by: By,
 ) -> Answer {
     let size = st.slices.slicing.size();
     let version = validator(&first.response);
@@ -437,6 +468,7 @@ fn stream(
                             slice.clone(),
                             length,
                             &mut sliced,
+                            by,
                         )
                         .await
                         else {
@@ -489,6 +521,7 @@ async fn later_slice(
     slice: Range<u64>,
     length: u64,
     sliced: &mut Sliced,
+    by: By,
 ) -> Option<NodeBody> {
     let size = st.slices.slicing.size();
     let want = (slice.start, slice.end - 1, length);
@@ -497,11 +530,11 @@ async fn later_slice(
             && slice_of(&a.response) == Some(want)
             && validator(&a.response) == *version
     };
-    let mut a = slice_answer(st, sub, primary, index, size).await;
+    let mut a = slice_answer(st, sub, primary, index, size, by).await;
     if !fits(&a) && slice_of(&a.response).is_some() {
         drop(a);
         purge_slice(st, primary, index).await;
-        a = slice_answer(st, sub, primary, index, size).await;
+        a = slice_answer(st, sub, primary, index, size, by).await;
     }
     if !fits(&a) {
         eprintln!(
@@ -523,6 +556,7 @@ fn stream_whole(
     primary: &str,
     length: u64,
     first: Answer,
+    by: By,
 ) -> Answer {
     stream(
         st,
@@ -531,6 +565,7 @@ fn stream_whole(
         length,
         vec![Piece::Body(0..length)],
         (0, first),
+        by,
     )
 }
 
@@ -611,20 +646,38 @@ fn sub_request(req: &Request<ReqBody>) -> Request<ReqBody> {
     sub
 }
 
+/// Slice `index` of a sliced object, asked by a node reading the object's other slices itself
+/// (a relay's `?slice=N`, `cluster::c2dn::direct`): found or filled as this node finds or
+/// fills a slice of its own answers. The answer is the slice's (status `200`, its
+/// [`SLICE_HEADER`]), or the whole object if it is no longer sliced.
+pub(super) async fn relayed_slice(st: &Arc<State>, req: &Request<ReqBody>, index: u64) -> Answer {
+    let primary = CacheKey::primary(req);
+    let size = st.slices.slicing.size();
+    slice_answer(st, req, &primary, index, size, By::Serving).await
+}
+
 /// Slice `index` of the object at `primary`: from the HOC, the disk or the cluster's pieces,
-/// else filled from the origin by its range.
+/// else filled from the origin by its range. Read [`By::Direct`], from the cluster's pieces,
+/// else asked of the URL's serving node (else, that node out of reach, as `Serving` would).
 async fn slice_answer(
     st: &Arc<State>,
     req: &Request<ReqBody>,
     primary: &str,
     index: u64,
     size: u64,
+    by: By,
 ) -> Answer {
     // The client's request less its range, conditionals and directives: what the slice is
     // looked up, read and filled with.
     let sub = sub_request(req);
     let key = CacheKey::slice(primary, index);
     let rd = RequestDirectives::default();
+    if let (By::Direct, Some(c)) = (by, &st.cluster) {
+        let read = super::cluster::c2dn::direct::slice(st, c, &sub, &key, index);
+        if let Some(a) = Box::pin(read).await {
+            return a;
+        }
+    }
     if let Some(c) = &st.cluster {
         c.repair.requested(&c.cfg, &c.map, c.id, key.id, &key.key);
     }

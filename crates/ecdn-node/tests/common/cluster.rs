@@ -321,6 +321,17 @@ impl TestCluster {
     }
 }
 
+/// A counter of the `cluster` section of node `i`'s `/_ecdn/stats` (`a/b` for one inside an
+/// object).
+pub async fn node_counter(c: &TestCluster, i: usize, name: &str) -> u64 {
+    let s = get(c.admin(i), "/_ecdn/stats", &[]).await.unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+    let field = name.split('/').fold(&v["cluster"], |v, f| &v[f]);
+    field
+        .as_u64()
+        .unwrap_or_else(|| panic!("no counter {name} in {v}"))
+}
+
 /// Which pieces of the object `key` (a cache key) the node at peer address `peer` holds, by
 /// its signed `has` answer: `None` when it holds none.
 pub async fn holds(peer: SocketAddr, key: &str) -> Option<Vec<ecdn_cluster::wire::PieceName>> {

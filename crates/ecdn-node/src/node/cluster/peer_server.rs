@@ -233,7 +233,7 @@ async fn handle_admitted(
         PeerPath::Units { name, units } if parts.method == Method::POST => {
             set_units(&st, &c, &name, units).await
         }
-        PeerPath::Relay { target } if get || parts.method == Method::HEAD => {
+        PeerPath::Relay { target, slice } if get || parts.method == Method::HEAD => {
             let mut req = Request::new(empty_body());
             *req.method_mut() = parts.method.clone();
             *req.uri_mut() = match target.parse() {
@@ -247,7 +247,7 @@ async fn handle_admitted(
                 }
             }
             let head = req.method() == Method::HEAD;
-            let answer = crate::node::request::relayed(st, req, remote).await;
+            let answer = crate::node::request::relayed(st, req, remote, slice).await;
             relay_answer(&verified, head, answer)
         }
         PeerPath::Stats if get => {

@@ -15,12 +15,22 @@
 //! lacking piece follow. A replica on this node is answered from it (nothing crosses); one
 //! found elsewhere on the way is read from its holder.
 //!
+//! **Sliced objects.** An object this node knows to be sliced (`slices.rs`: it served it, or
+//! a relayed answer of it, whole or one range, said so) is made of its slices here, as the
+//! serving node would make it ([`By::Direct`]): each slice is an object of its own bucket,
+//! rarely the URL's, so relayed, a slice's pieces crossed to the serving node and the slice
+//! crossed back. Here each slice the cluster's pieces hold is read at once (a replica or K
+//! chunks, after one round of questions unless a chunk is here), and only a slice they do not
+//! hold is asked of the URL's serving node (`?slice=N` on the relay, [`slice()`]), which finds
+//! or fills it as for its own answers, collapsing concurrent fills of it. The answer is
+//! counted here (`/_ecdn/sliced/ID`, a miss if any slice was filled), the relayed slice
+//! not at the serving node.
+//!
 //! Everything else still goes to the serving node: an object this node holds no piece of and
 //! has not learned is coded (a replica held elsewhere crosses the network once relayed too,
 //! and a round of questions first would only delay it), a miss or a partial hit (the serving
 //! node collapses concurrent fills of an object into one origin request), a stale entry, a
-//! request with `no-cache`, an answer that varies, an object this node knows to be sliced
-//! (`slices.rs`; relayed answers teach it that too). A request that turns out a miss here has
+//! request with `no-cache`, an answer that varies. A request that turns out a miss here has
 //! cost the relay one lookup more. What a direct read leaves out:
 //! the serving node's HOC (it neither answers nor admits; this node admits nothing to its
 //! own). The background repair orders its work by the requests each serving node counted, so
@@ -35,10 +45,12 @@ use hyper::Request;
 
 use crate::node::answer::{Answer, ReqBody};
 use crate::node::cluster::c2dn::read::{lookup, Found, Reader};
+use crate::node::cluster::c2dn::relay;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
-use crate::node::freshness;
+use crate::node::freshness::{self, RequestDirectives};
 use crate::node::key::CacheKey;
+use crate::node::slices::{self, By};
 use crate::node::state::State;
 
 /// Whether this node reads hits of other nodes' buckets: `direct_reads`, unless the background
@@ -66,7 +78,9 @@ pub(in crate::node) async fn read(
         return None; // this node's own bucket: served in full, HOC first
     }
     if st.slices.on() && st.slices.known(&key.primary).is_some() {
-        return None; // answered from its slices by the serving node
+        let answer = Box::pin(sliced(st, req, &key.primary)).await?;
+        ClusterStats::add(&c.stats.direct_reads, 1);
+        return Some(answer);
     }
     // Worth a read here: a piece of it is here, or a relayed answer said it is coded.
     let here = !c.pieces.held(key.id, c.cfg.k + c.cfg.p).is_empty();
@@ -84,4 +98,44 @@ pub(in crate::node) async fn read(
         }
         Found::Partial(_) | Found::Miss => None,
     }
+}
+
+/// The answer of a request for an object this node knows to be sliced, made here of its
+/// slices ([`By::Direct`]: each slice the cluster's pieces hold read here, any other asked of
+/// the serving node), as the serving node would make it: a plain `GET`, a `HEAD`, a
+/// conditional `GET` or byte ranges. `None` for any other request (and a range of an object
+/// that turns out not to be sliced): the serving node answers it.
+async fn sliced(st: &Arc<State>, req: &Request<ReqBody>, primary: &str) -> Option<Answer> {
+    let rd = freshness::request_directives(req.headers());
+    if slices::takes(req, &rd) {
+        return Some(slices::serve(st, req, primary, By::Direct).await);
+    }
+    if slices::takes_head(req, &rd) {
+        return Some(slices::serve_head(st, req, primary, By::Direct).await);
+    }
+    if slices::takes_conditional(req, &rd) {
+        return Some(slices::serve_conditional(st, req, primary, By::Direct).await);
+    }
+    let asked = slices::ranges(req, &rd)?;
+    slices::serve_range(st, req, primary, &asked, By::Direct).await
+}
+
+/// Slice `index` (`key`) of a sliced object whose URL another node serves, for an answer this
+/// node makes of its slices: a hit of the cluster's pieces read here (a replica or K chunks,
+/// after one round of questions unless a chunk of it is here), else the slice's answer from
+/// the URL's serving node (`?slice=N`), which fills it from the origin if no node holds it
+/// and collapses concurrent fills of it; `None` when that node is out of reach (this node
+/// fills it).
+pub(in crate::node) async fn slice(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    sub: &Request<ReqBody>,
+    key: &CacheKey,
+    index: u64,
+) -> Option<Answer> {
+    let rd = RequestDirectives::default();
+    if let Found::Hit(answer) = lookup(st, c, sub, key, &rd, Reader::Direct).await {
+        return Some(answer);
+    }
+    Box::pin(relay::forward_slice(st, c, sub, index)).await
 }

@@ -36,8 +36,10 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Request, Response};
 use tokio::sync::mpsc;
 
-use crate::node::answer::Answer;
-use crate::node::answer::ReqBody;
+/// The serving node's outcome on a relayed answer.
+const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
+
+use crate::node::answer::{Answer, ReqBody};
 use crate::node::body::{Chunk, LiveBody, NodeBody};
 use crate::node::cluster::c2dn::direct;
 use crate::node::cluster::c2dn::headers::X_OBJECT;
@@ -46,6 +48,7 @@ use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::freshness;
 use crate::node::key::CacheKey;
 use crate::node::outcome::Outcome;
+use crate::node::slice_range::SLICE_HEADER;
 use crate::node::slices::SLICED_HEADER;
 use crate::node::state::State;
 use crate::node::upstream::content_length;
@@ -56,11 +59,49 @@ pub(in crate::node) async fn forward(
     c: &Arc<Cluster>,
     req: &Request<ReqBody>,
 ) -> Option<Answer> {
+    relay(st, c, req, None).await
+}
+
+/// Asks the serving node of `sub`'s URL (a sliced object's) for slice `index` alone
+/// (`?slice=N`, see `direct.rs`): the slice's answer, its outcome the serving node's
+/// (`X-Cache`), as a slice read here would be; `None` when this node is to fill it.
+pub(in crate::node) async fn forward_slice(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    sub: &Request<ReqBody>,
+    index: u64,
+) -> Option<Answer> {
+    let mut answer = relay(st, c, sub, Some(index)).await?;
+    let h = answer.response.headers_mut();
+    if !h.contains_key(SLICE_HEADER) {
+        // The object is no longer sliced: this is its whole answer, counted where it was made.
+        return Some(answer);
+    }
+    // What the serving node said of the slice: its outcome, not the client's answer's.
+    let outcome = h.get(X_CACHE).and_then(|v| v.to_str().ok());
+    if let Some(o) = outcome.and_then(Outcome::of_x_cache) {
+        answer.outcome = o;
+    }
+    h.remove(X_CACHE);
+    h.remove(hyper::header::VIA);
+    Some(answer)
+}
+
+/// The relay of `req` (of one slice of its object, with `slice`) to the bucket's serving node.
+async fn relay(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    req: &Request<ReqBody>,
+    slice: Option<u64>,
+) -> Option<Answer> {
     let primary = CacheKey::primary(req);
     let map = c.map.current();
     let bucket = map.bucket_of(crate::node::cluster::pieces::names::object_id(&primary));
     let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
-    let path = wire::relay_path(target);
+    let path = match slice {
+        None => wire::relay_path(target),
+        Some(index) => wire::relay_slice_path(target, index),
+    };
     let conn = freshness::connection_tokens(req.headers());
     let headers: Vec<(HeaderName, HeaderValue)> = req
         .headers()
@@ -105,7 +146,9 @@ pub(in crate::node) async fn forward(
         match checked {
             Ok((resp, headers, tagger)) => {
                 c.stats.relay(server, true);
-                learn(st, c, &primary, resp.status(), &headers);
+                if slice.is_none() {
+                    learn(st, c, &primary, resp.status(), &headers);
+                }
                 let head = req.method() == hyper::Method::HEAD;
                 return Some(Answer {
                     outcome: Outcome::Relayed,
@@ -133,9 +176,9 @@ pub(in crate::node) async fn forward(
 }
 
 /// What a relayed answer tells this node of the object at `primary`, for its direct reads
-/// (`direct.rs`): a whole answer made of slices, that it is sliced (as serving it would have),
-/// so that its hits are left to the serving node at once; any other answer, whether it is
-/// coded whole (`kinds.rs`), so that this node reads its next hits itself.
+/// (`direct.rs`): an answer made of slices (whole, or one range), that the object is sliced
+/// and how long, as serving it would have; any other answer, whether it is coded whole
+/// (`kinds.rs`). Either way this node reads the object's next hits itself.
 fn learn(
     st: &State,
     c: &Cluster,
@@ -147,8 +190,17 @@ fn learn(
         return;
     }
     if headers.contains_key(SLICED_HEADER) {
-        let whole = st.slices.on() && status == hyper::StatusCode::OK;
-        if let Some(length) = content_length(headers).filter(|_| whole) {
+        // The object's length: the whole answer's, or one range's `Content-Range` says it.
+        let length = match status {
+            hyper::StatusCode::OK => content_length(headers),
+            hyper::StatusCode::PARTIAL_CONTENT => headers
+                .get(hyper::header::CONTENT_RANGE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| crate::multipart::parse_content_range(v).ok())
+                .and_then(|(_, length)| length),
+            _ => None,
+        };
+        if let Some(length) = length.filter(|_| st.slices.on()) {
             st.slices.remember(primary, Some(length));
         }
         return;

@@ -331,6 +331,14 @@ impl Cluster {
             "partial_hits": get(&s.partial_hits),
             "coded_hits": get(&s.coded_hits),
             "direct_reads": get(&s.direct_reads),
+            // The answers this node gave itself (as `ecdn_cluster_served_total`), and what
+            // they fetched from the origin.
+            "served": {
+                "hit": get(&s.served[0]),
+                "miss": get(&s.served[1]),
+                "collapsed": get(&s.served[2]),
+            },
+            "origin_bytes": get(&s.origin_bytes),
             "replicated_hits": get(&s.replicated_hits),
             "repairs": get(&s.repairs),
             "repair": self.repair.stats.json(),

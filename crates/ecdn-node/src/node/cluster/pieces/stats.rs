@@ -209,8 +209,10 @@ impl ClusterStats {
     /// a `GET` / `HEAD` it answered itself, not relayed, counts as served, with the origin
     /// bytes its `X-Ecdn-Origin-Bytes` says it fetched.
     pub(in crate::node) fn delivered(&self, o: Outcome, bytes: Option<u64>, h: &hyper::HeaderMap) {
-        if h.contains_key("x-ecdn-sliced") {
-            return; // counted when its last slice is sent (`sliced`)
+        if h.contains_key("x-ecdn-sliced") || h.contains_key("x-ecdn-slice") {
+            // Counted when its last slice is sent (`sliced`), by the node that sent it (a
+            // slice answered to a peer is part of the peer's answer).
+            return;
         }
         let result = match o {
             Outcome::Relayed | Outcome::Pass | Outcome::PassError => return,
