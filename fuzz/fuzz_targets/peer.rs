@@ -28,7 +28,7 @@ use ecdn_cluster::map::MapDiff;
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::relayed;
 use ecdn_cluster::replay::Gate;
-use ecdn_cluster::wire::{self, PeerPath};
+use ecdn_cluster::wire::{self, PeerPath, PieceName};
 use ecdn_cluster::BucketMap;
 use ecdn_objects::meta::{ObjectMeta, ObjectName};
 use libfuzzer_sys::fuzz_target;
@@ -70,9 +70,16 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(p) = wire::parse_path(&text) {
         let again = match &p {
             PeerPath::Piece {
+                piece: PieceName::Chunk(c),
+                key,
+                sub_chunks: Some(sub),
+                untagged: true,
+            } => wire::untagged_piece_path(*c, key, *sub),
+            PeerPath::Piece {
                 piece,
                 key,
                 sub_chunks,
+                ..
             } => wire::piece_path(*piece, key, *sub_chunks),
             PeerPath::Has { key, ages: false } => wire::has_path(key),
             PeerPath::Has { key, ages: true } => wire::has_ages_path(key),

@@ -4,14 +4,23 @@
 //! and decode that stripe from the others instead), and the object's HTTP metadata (opaque
 //! here; the node's own encoding).
 //!
+//! Since version 2, a chunk's metadata also holds every sub-chunk's **digest** (BLAKE3,
+//! truncated to [`DIGEST_LEN`] bytes), made once when the object is coded. A reader whose
+//! metadata came from its own disk or a signed peer answer checks a peer's sub-chunk against
+//! its digest, which proves its bytes as the per-request tags of `crate::auth` do, with no
+//! work at the holder: the holder sends such sub-chunks untagged (`wire`'s `untagged` piece
+//! reads). A piece written without digests (version 1, or an EC-Cache split its client
+//! coded) is read with tags.
+//!
 //! Encoding (all integers little-endian):
 //!
 //! | field | bytes |
 //! |---|---|
 //! | magic `ECPM` | 4 |
-//! | version (1) | 1 |
+//! | version (1, or 2 with digests) | 1 |
 //! | kind: 0 replica, 1 chunk | 1 |
 //! | chunk only: K u16, P u16, chunk index u16, sub-chunk size u32, object size u64, then `(K + P) · stripes` CRC-32C u32 values, chunk-major (chunk 0's stripes first) | 18 + 4·n |
+//! | version 2, chunk only: the `n` digests, in the same order | 16·n |
 //! | HTTP metadata length u32, then its bytes | 4 + m |
 //!
 //! `stripes = ceil(ceil(size / K) / sub_chunk)`: the sub-chunks per chunk (the stripe-major
@@ -26,7 +35,23 @@ use thiserror::Error;
 pub const MAX_META: usize = 16 << 20;
 
 const MAGIC: &[u8; 4] = b"ECPM";
+/// Without digests.
 const VERSION: u8 = 1;
+/// With digests.
+const VERSION_DIGESTS: u8 = 2;
+
+/// Bytes of a sub-chunk's digest.
+pub const DIGEST_LEN: usize = 16;
+
+/// A sub-chunk's digest: its BLAKE3 hash, truncated.
+pub type Digest = [u8; DIGEST_LEN];
+
+/// The digest of a sub-chunk of `bytes`.
+pub fn digest(bytes: &[u8]) -> Digest {
+    let mut out = [0u8; DIGEST_LEN];
+    out.copy_from_slice(&blake3::hash(bytes).as_bytes()[..DIGEST_LEN]);
+    out
+}
 
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum PieceMetaError {
@@ -45,6 +70,9 @@ pub struct Coding {
     pub size: u64,
     /// CRC-32C of sub-chunk `j` of chunk `c` at `c · stripes + j`.
     pub crcs: Vec<u32>,
+    /// The digests of the same sub-chunks, in the same order, or none (see the module
+    /// documentation).
+    pub digests: Vec<Digest>,
 }
 
 impl Coding {
@@ -67,6 +95,16 @@ impl Coding {
         let at = (c as u64).checked_mul(n)?.checked_add(j)?;
         self.crcs.get(usize::try_from(at).ok()?).copied()
     }
+
+    /// The digest of sub-chunk `j` of chunk `c`, if the metadata has digests.
+    pub fn digest(&self, c: usize, j: u64) -> Option<&Digest> {
+        let n = self.stripes();
+        if j >= n {
+            return None;
+        }
+        let at = (c as u64).checked_mul(n)?.checked_add(j)?;
+        self.digests.get(usize::try_from(at).ok()?)
+    }
 }
 
 /// Sub-chunks per chunk of an object of `size` bytes coded with `k` data chunks.
@@ -87,9 +125,16 @@ pub struct PieceMeta {
 impl PieceMeta {
     pub fn encode(&self) -> Vec<u8> {
         let crcs = self.coding.as_ref().map_or(0, |c| c.crcs.len());
-        let mut out = Vec::with_capacity(32 + 4 * crcs + self.http.len());
+        let digests = self.coding.as_ref().map_or(0, |c| c.digests.len());
+        let mut out = Vec::with_capacity(32 + 4 * crcs + DIGEST_LEN * digests + self.http.len());
         out.extend_from_slice(MAGIC);
-        out.push(VERSION);
+        // Digests only with a digest per checksum (else the version without).
+        let with_digests = digests > 0 && digests == crcs;
+        out.push(if with_digests {
+            VERSION_DIGESTS
+        } else {
+            VERSION
+        });
         match &self.coding {
             None => out.push(0),
             Some(c) => {
@@ -101,6 +146,11 @@ impl PieceMeta {
                 out.extend_from_slice(&c.size.to_le_bytes());
                 for crc in &c.crcs {
                     out.extend_from_slice(&crc.to_le_bytes());
+                }
+                if with_digests {
+                    for d in &c.digests {
+                        out.extend_from_slice(d);
+                    }
                 }
             }
         }
@@ -118,9 +168,13 @@ impl PieceMeta {
         if r.take(4)? != MAGIC {
             return bad("bad magic");
         }
-        if r.u8()? != VERSION {
-            return bad("unknown version");
-        }
+        let with_digests = match r.u8()? {
+            VERSION => false,
+            VERSION_DIGESTS => true,
+            _ => return bad("unknown version"),
+        };
+        // Bytes per sub-chunk in the table.
+        let each = if with_digests { 4 + DIGEST_LEN } else { 4 };
         let coding = match r.u8()? {
             0 => None,
             1 => {
@@ -140,13 +194,25 @@ impl PieceMeta {
                 }
                 let n = stripes(size, k, sub_chunk)
                     .checked_mul(u64::from(k + p))
-                    .filter(|&n| n <= (MAX_META / 4) as u64)
+                    .filter(|&n| n <= (MAX_META / each) as u64)
                     .ok_or(PieceMetaError::Bad("too many sub-chunks"))?;
                 let raw = r.take(4 * n as usize)?;
                 let crcs = raw
                     .chunks_exact(4)
                     .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                     .collect();
+                let digests = if with_digests {
+                    let raw = r.take(DIGEST_LEN * n as usize)?;
+                    raw.chunks_exact(DIGEST_LEN)
+                        .map(|b| {
+                            let mut d = [0u8; DIGEST_LEN];
+                            d.copy_from_slice(b);
+                            d
+                        })
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 Some(Coding {
                     k,
                     p,
@@ -154,6 +220,7 @@ impl PieceMeta {
                     sub_chunk,
                     size,
                     crcs,
+                    digests,
                 })
             }
             _ => return bad("unknown piece kind"),
@@ -212,9 +279,18 @@ mod tests {
                 sub_chunk: 1000,
                 size,
                 crcs: (0..n as u32).collect(),
+                digests: Vec::new(),
             }),
             http: b"status: 200".to_vec(),
         }
+    }
+
+    /// [`coded`] with digests (version 2).
+    fn digested(size: u64) -> PieceMeta {
+        let mut m = coded(size);
+        let c = m.coding.as_mut().unwrap();
+        c.digests = c.crcs.iter().map(|x| digest(&x.to_le_bytes())).collect();
+        m
     }
 
     #[test]
@@ -224,6 +300,8 @@ mod tests {
             coded(1),
             coded(3000),
             coded(3001),
+            digested(0),
+            digested(3001),
             PieceMeta {
                 coding: None,
                 http: vec![],
@@ -237,14 +315,30 @@ mod tests {
         assert_eq!(c.crc(1, 2), Some(6));
         assert_eq!(c.crc(1, 4), None);
         assert_eq!(c.crc(4, 0), None);
+        assert_eq!(c.digest(1, 2), None);
+        let m = digested(10_000);
+        let c = m.coding.as_ref().unwrap();
+        assert_eq!(m.encode()[4], VERSION_DIGESTS);
+        assert_eq!(c.digest(1, 2), Some(&digest(&6u32.to_le_bytes())));
+        assert_eq!(c.digest(1, 4), None);
+        // Digests not one per checksum are not written: version 1.
+        let mut m = digested(10_000);
+        m.coding.as_mut().unwrap().digests.pop();
+        let back = PieceMeta::decode(&m.encode()).unwrap();
+        assert_eq!(back, coded(10_000));
     }
 
     #[test]
     fn refuses_bad_metadata() {
-        let good = coded(5000).encode();
-        for cut in 0..good.len() {
-            assert!(PieceMeta::decode(&good[..cut]).is_err(), "cut at {cut}");
+        for good in [coded(5000).encode(), digested(5000).encode()] {
+            for cut in 0..good.len() {
+                assert!(PieceMeta::decode(&good[..cut]).is_err(), "cut at {cut}");
+            }
+            let mut v = good.clone();
+            v[4] = 3; // an unknown version
+            assert!(PieceMeta::decode(&v).is_err());
         }
+        let good = coded(5000).encode();
         let mut v = good.clone();
         v.push(0);
         assert!(PieceMeta::decode(&v).is_err());
@@ -265,9 +359,11 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = PieceMeta::decode(&bytes);
-            let mut v = b"ECPM\x01\x01".to_vec();
-            v.extend_from_slice(&bytes);
-            let _ = PieceMeta::decode(&v);
+            for head in [b"ECPM\x01\x01", b"ECPM\x02\x01"] {
+                let mut v = head.to_vec();
+                v.extend_from_slice(&bytes);
+                let _ = PieceMeta::decode(&v);
+            }
         }
     }
 }

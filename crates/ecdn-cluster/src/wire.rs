@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `PUT /_peer/piece/{chunk}/{key}` body [`trailing frame`](split_trailing_frame) | store a piece (chunk `chunk`; a replica is chunk `r`); with the header `x-ecdn-renew: 1` (resync), a piece the node holds is dropped first and stored as new |
 //! | `GET /_peer/piece/{chunk}/{key}[?from=A&to=B]` | a piece's metadata and payload (sub-chunks `A..B` of a chunk), as a frame ([`frame_head`]) |
+//! | `GET /_peer/piece/{chunk}/{key}?from=A&to=B&untagged` | sub-chunks `A..B` of a chunk, without their tags: the reader checks them against the digests of its metadata ([`untagged_piece_path`]) |
 //! | `GET /_peer/has/{key}` | which pieces of the object the node holds: a frame whose metadata is one held piece's (a chunk's if it holds one) and whose payload lists the held pieces ([`encode_held`]); `404` when none |
 //! | `GET /_peer/has/{key}?ages` | the same, and how old each held piece is ([`encode_ages`]: repair's and resync's question) |
 //! | `DELETE /_peer/has/{key}?purge=N` | a `PURGE`, number `N` of the cluster's sequence (`ecdn_cluster::objects::ObjectDirectory::sequence`): the node drops its copies of the object and the pieces of it filled before that purge, and refuses (`409`) a piece `PUT` of it filled before it, for twice the signature window (`ecdn-node`'s `purge_log.rs`) |
@@ -23,7 +24,9 @@
 //! as a frame, **each sub-chunk followed by its tag** ([`crate::auth::SubChunkTagger`], keyed
 //! to that request's signature): the reader takes a sub-chunk once its tag checks out, and
 //! checks it against the CRC-32C values of the piece's metadata, which it got from a signed
-//! `has` answer (so a peer holding another version of the object is caught too).
+//! `has` answer (so a peer holding another version of the object is caught too). With
+//! `&untagged`, the sub-chunks come alone, and the reader checks each against its digest in
+//! that metadata (`crate::piece`, version 2): the holder computes nothing.
 //!
 //! `{key}` is the object's cache key, percent-encoded ([`encode_key`]): every byte outside
 //! `A-Z a-z 0-9 - . _ ~` as `%XX`, so it is one path segment and the signature (over the path)
@@ -62,6 +65,9 @@ pub enum PeerPath {
         key: String,
         /// Sub-chunks `from..to` only.
         sub_chunks: Option<(u64, u64)>,
+        /// `&untagged` (with `sub_chunks`): the sub-chunks without their tags, for a reader
+        /// that checks them against the digests of its metadata ([`untagged_piece_path`]).
+        untagged: bool,
     },
     Has {
         key: String,
@@ -163,6 +169,15 @@ pub fn piece_path(piece: PieceName, key: &str, sub_chunks: Option<(u64, u64)>) -
     if let Some((a, b)) = sub_chunks {
         p.push_str(&format!("?from={a}&to={b}"));
     }
+    p
+}
+
+/// The path of a read of sub-chunks `from..to` of a chunk, sent without their tags: the reader
+/// checks each against its digest (`crate::piece`'s version 2 metadata), which it holds from
+/// its own disk or a signed answer.
+pub fn untagged_piece_path(chunk: u16, key: &str, (from, to): (u64, u64)) -> String {
+    let mut p = piece_path(PieceName::Chunk(chunk), key, Some((from, to)));
+    p.push_str("&untagged");
     p
 }
 
@@ -285,6 +300,7 @@ pub fn parse_path(path_and_query: &str) -> Result<PeerPath, WireError> {
         },
     };
     let key = decode_key(key)?;
+    let mut untagged = false;
     let sub_chunks = match query {
         None => None,
         Some(q) => {
@@ -294,6 +310,7 @@ pub fn parse_path(path_and_query: &str) -> Result<PeerPath, WireError> {
                 match pair.split_once('=') {
                     Some(("from", v)) if from.is_none() => from = number(v),
                     Some(("to", v)) if to.is_none() => to = number(v),
+                    None if pair == "untagged" && !untagged => untagged = true,
                     _ => return bad("bad query"),
                 }
             }
@@ -307,6 +324,7 @@ pub fn parse_path(path_and_query: &str) -> Result<PeerPath, WireError> {
         piece,
         key,
         sub_chunks,
+        untagged,
     })
 }
 
@@ -511,11 +529,29 @@ mod tests {
                 PeerPath::Piece {
                     piece,
                     key: key.into(),
-                    sub_chunks: sub
+                    sub_chunks: sub,
+                    untagged: false,
                 }
             );
             assert_eq!(p.matches('?').count(), usize::from(sub.is_some()));
             assert_eq!(p.matches('/').count(), 4);
+        }
+        assert_eq!(
+            parse_path(&untagged_piece_path(3, key, (2, 9))).unwrap(),
+            PeerPath::Piece {
+                piece: PieceName::Chunk(3),
+                key: key.into(),
+                sub_chunks: Some((2, 9)),
+                untagged: true,
+            }
+        );
+        for bad in [
+            "/_peer/piece/3/k?untagged",
+            "/_peer/piece/3/k?from=1&to=2&untagged&untagged",
+            "/_peer/piece/3/k?from=1&to=2&untagged=1",
+            "/_peer/piece/r/k?from=1&to=2&untagged",
+        ] {
+            assert!(parse_path(bad).is_err(), "{bad}");
         }
         assert_eq!(
             parse_path(&has_path(key)).unwrap(),

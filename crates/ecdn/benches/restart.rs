@@ -102,6 +102,7 @@ fn fill(path: &Path, capacity: u64) -> (u64, u64) {
                 sub_chunk: SUB_CHUNK,
                 size,
                 crcs: vec![0; 4 * stripes as usize],
+                digests: Vec::new(),
             };
             let len = coding.chunk_size();
             let meta = PieceMeta {

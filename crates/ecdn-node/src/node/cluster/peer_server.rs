@@ -19,7 +19,8 @@
 //! * `GET /_peer/piece/{chunk}/{key}`: a whole piece as a frame, signed; with `?from=A&to=B`,
 //!   the payload bytes of sub-chunks `A..B` alone, each followed by its tag (keyed to the
 //!   request's signature, `ecdn_cluster::auth::SubChunkTagger`), sent from the page cache
-//!   without a copy through this process where the store can map them.
+//!   without a copy through this process where the store can map them; with `&untagged`,
+//!   without tags (the reader checks each against its digest in the chunk's metadata).
 //! * `PUT /_peer/piece/{chunk}/{key}`: stores a piece (its trailing frame is the body, checked
 //!   against the signed digest, or its tag when streamed; the metadata must match the path and
 //!   the payload its length and checksums), admitted by the piece policy once the whole body
@@ -200,11 +201,16 @@ async fn handle_admitted(
             piece,
             key,
             sub_chunks,
-        } if get => get_piece(&st, &c, &path, &verified, piece, &key, sub_chunks).await,
+            untagged,
+        } if get => {
+            let sub_chunks = sub_chunks.map(|s| (s, !untagged));
+            get_piece(&st, &c, &path, &verified, piece, &key, sub_chunks).await
+        }
         PeerPath::Piece {
             piece,
             key,
             sub_chunks: None,
+            ..
         } if parts.method == Method::PUT => {
             let limit = c.pieces.capacity().min(1 << 30) as usize + wire_meta_limit(&c);
             let frame = match read_verified_body(body, limit, &verified).await {
@@ -302,8 +308,8 @@ fn wire_meta_limit(c: &Cluster) -> usize {
     let sub = c.cfg.sub_chunk.max(1);
     let stripes = capacity / sub + 2;
     (64 << 10)
-        + (4 * stripes * (c.cfg.k + c.cfg.p) as u64).min(ecdn_cluster::piece::MAX_META as u64)
-            as usize
+        + ((4 + ecdn_cluster::piece::DIGEST_LEN as u64) * stripes * (c.cfg.k + c.cfg.p) as u64)
+            .min(ecdn_cluster::piece::MAX_META as u64) as usize
 }
 
 /// The `has` answer: one piece's metadata and the pieces held (`ages`: and how old each is,
@@ -352,6 +358,9 @@ async fn purge(st: &State, c: &Cluster, key: &str, number: u64) -> Response<Node
     }
 }
 
+/// A piece `GET`: the piece as a signed frame, or with `sub_chunks` (`(from, to)` and whether
+/// tagged) those sub-chunks of a chunk, each followed by its tag unless the reader checks
+/// them against its metadata's digests.
 async fn get_piece(
     st: &State,
     c: &Cluster,
@@ -359,7 +368,7 @@ async fn get_piece(
     verified: &Verified,
     piece: PieceName,
     key: &str,
-    sub_chunks: Option<(u64, u64)>,
+    sub_chunks: Option<((u64, u64), bool)>,
 ) -> Response<NodeBody> {
     let Some(disk) = &st.disk else {
         return plain(StatusCode::NOT_FOUND, "no such piece");
@@ -367,14 +376,19 @@ async fn get_piece(
     let object = ecdn_trace::hash_id(key.as_bytes());
     let id = PieceStore::piece_id(object, piece);
     let s = c.cfg.sub_chunk;
-    let range = sub_chunks.map(|(a, b)| a.saturating_mul(s)..b.saturating_mul(s));
+    let range = sub_chunks.map(|((a, b), _)| a.saturating_mul(s)..b.saturating_mul(s));
     let Some((meta, payload)) = c.pieces.read(disk, id, range).await else {
         return plain(StatusCode::NOT_FOUND, "no such piece");
     };
     match sub_chunks {
-        Some((first, _)) => {
-            let tagger = verified.sub_chunk_tagger();
-            let body = Paced::tagged(sub_chunks_of(s, payload), first, tagger, c.link.clone());
+        Some(((first, _), tagged)) => {
+            let body = if tagged {
+                let tagger = verified.sub_chunk_tagger();
+                Paced::tagged(sub_chunks_of(s, payload), first, tagger, c.link.clone())
+            } else {
+                // The reader checks them against its digests (`untagged`).
+                Paced::new(payload, c.link.clone())
+            };
             ClusterStats::add(&c.stats.peer_bytes_sent, body.remaining());
             let mut r = Response::new(NodeBody::Produced(Box::pin(body)));
             r.headers_mut().insert(

@@ -17,7 +17,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ecdn_cluster::piece::{Coding, PieceMeta};
+use ecdn_cluster::piece::{Coding, Digest, PieceMeta};
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::{encode_object, ObjectLayout};
 use ecdn_placement::pieces::Piece;
@@ -28,7 +28,7 @@ use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
 use crate::node::cluster::pieces::local::{pushed, put_local, renew_local};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
-use crate::node::cluster::pieces::store::{chunk_crcs, RENEW};
+use crate::node::cluster::pieces::store::{chunk_sums, RENEW};
 use crate::node::cluster::pieces::together::{drop_dying, dying_in_answer};
 use crate::node::disk::encode_meta;
 use crate::node::freshness::StoredResponse;
@@ -69,11 +69,11 @@ pub(in crate::node) async fn place(
         let encoded = tokio::task::spawn_blocking(move || {
             let layout = ObjectLayout::new(size, k, p, sub).ok()?;
             let chunks = encode_object(codec.as_ref(), &layout, &body).ok()?;
-            let crcs = chunk_crcs(&chunks, sub as usize);
-            Some((chunks, crcs))
+            let sums = chunk_sums(&chunks, sub as usize);
+            Some((chunks, sums))
         })
         .await;
-        let Ok(Some((chunks, crcs))) = encoded else {
+        let Ok(Some((chunks, sums))) = encoded else {
             eprintln!(
                 "ecdn node: encoding {} failed{}",
                 e.key,
@@ -83,7 +83,7 @@ pub(in crate::node) async fn place(
         };
         let chunks: Vec<Bytes> = chunks.into_iter().map(Bytes::from).collect();
         for (i, t) in targets {
-            let m = chunk_meta(c, t.chunk, size, &crcs, &http);
+            let m = chunk_meta(c, t.chunk, size, &sums, &http);
             writes.push((
                 i,
                 t,
@@ -166,8 +166,15 @@ fn targets(
     (map.epoch, targets)
 }
 
-/// The encoded metadata of chunk `chunk` of a coded object of `size` bytes.
-fn chunk_meta(c: &Cluster, chunk: usize, size: u64, crcs: &[u32], http: &[u8]) -> Vec<u8> {
+/// The encoded metadata of chunk `chunk` of a coded object of `size` bytes, its sub-chunks'
+/// CRC-32C values and digests `(crcs, digests)`.
+fn chunk_meta(
+    c: &Cluster,
+    chunk: usize,
+    size: u64,
+    (crcs, digests): &(Vec<u32>, Vec<Digest>),
+    http: &[u8],
+) -> Vec<u8> {
     PieceMeta {
         coding: Some(Coding {
             k: c.cfg.k as u16,
@@ -175,7 +182,8 @@ fn chunk_meta(c: &Cluster, chunk: usize, size: u64, crcs: &[u32], http: &[u8]) -
             chunk: chunk as u16,
             sub_chunk: c.cfg.sub_chunk as u32,
             size,
-            crcs: crcs.to_vec(),
+            crcs: crcs.clone(),
+            digests: digests.clone(),
         }),
         http: http.to_vec(),
     }
@@ -215,7 +223,8 @@ impl StripePlacer {
             }
         }
         let chunk_bytes = size.div_ceil(k as u64) as usize;
-        let streams = ChunkStreams::open(c, key, (k, p), &servers, chunk_bytes)?;
+        let streams =
+            ChunkStreams::open(c, key, (k, p), &servers, chunk_bytes)?.with_sub_chunk_digests();
         Some(StripePlacer {
             size,
             streams,
@@ -254,7 +263,7 @@ impl StripePlacer {
             }
         }
         ClusterStats::add(&c.stats.streamed_fills, 1);
-        let crcs = self.streams.crcs();
+        let sums = (self.streams.crcs(), self.streams.sub_chunk_digests());
         let http = encode_meta(e);
         let size = self.size;
         let mut dying = Vec::new();
@@ -263,7 +272,7 @@ impl StripePlacer {
             .store(
                 st,
                 c,
-                |chunk| chunk_meta(c, chunk, size, &crcs, &http),
+                |chunk| chunk_meta(c, chunk, size, &sums, &http),
                 e.filled,
                 &mut dying,
             )

@@ -249,6 +249,7 @@ pub(in crate::node) async fn put_split(
             sub_chunk: sub as u32,
             size: p.size,
             crcs,
+            digests: Vec::new(),
         }),
         http: Vec::new(),
     }

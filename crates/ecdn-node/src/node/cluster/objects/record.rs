@@ -139,6 +139,8 @@ pub(in crate::node) fn split_meta(
             sub_chunk: sub as u32,
             size,
             crcs: crcs.to_vec(),
+            // (Read with tags: an object's record holds no digests.)
+            digests: Vec::new(),
         }),
         http: Vec::new(),
     }
@@ -216,6 +218,7 @@ pub(in crate::node) fn plan_read(
             sub_chunk: meta.sub_chunk as u32,
             size: meta.size,
             crcs: meta.crcs.clone(),
+            digests: Vec::new(),
         },
         sources,
         supplied: Vec::new(),

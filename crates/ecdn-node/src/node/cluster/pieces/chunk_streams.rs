@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ecdn_cluster::peer::{BodySender, PeerAnswer};
+use ecdn_cluster::piece::{digest, Digest};
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::{ObjectLayout, Stripe, StripeEncoder};
 use ecdn_objects::digest::{Sha, WindowHasher};
@@ -50,6 +51,9 @@ pub(in crate::node) struct ChunkStreams {
     targets: Vec<Target>,
     /// Per chunk, the CRC-32C of each sub-chunk so far.
     crcs: Vec<Vec<u32>>,
+    /// Per chunk, the digest of each sub-chunk so far (`ecdn_cluster::piece::digest`; C2DN
+    /// fills only, [`ChunkStreams::with_sub_chunk_digests`]).
+    sub_digests: Option<Vec<Vec<Digest>>>,
     /// Every chunk's window digests, for an EC-Cache object's record
     /// ([`ChunkStreams::with_digests`]; a C2DN fill has none).
     digests: Option<WindowHasher>,
@@ -94,8 +98,16 @@ impl ChunkStreams {
             encoder: Some(encoder),
             targets,
             crcs: vec![Vec::new(); k + p],
+            sub_digests: None,
             digests: None,
         })
+    }
+
+    /// The same streams, also making every sub-chunk's digest, which readers of the chunks
+    /// check peers' sub-chunks against (`ecdn_cluster::piece`, version 2 metadata).
+    pub(in crate::node) fn with_sub_chunk_digests(mut self) -> ChunkStreams {
+        self.sub_digests = Some(vec![Vec::new(); self.crcs.len()]);
+        self
     }
 
     /// The same streams, also hashing every chunk's windows of `window_stripes` sub-chunks
@@ -149,6 +161,9 @@ impl ChunkStreams {
                 parity[chunk - k].clone()
             };
             self.crcs[chunk].push(ecdn_store::crc32c(&sub));
+            if let Some(d) = self.sub_digests.as_mut() {
+                d[chunk].push(digest(&sub));
+            }
             if let Some(d) = self.digests.as_mut() {
                 d.push(chunk, &sub);
             }
@@ -177,6 +192,17 @@ impl ChunkStreams {
     /// CRC-32C of every sub-chunk of every chunk, chunk-major (`Coding::crcs`'s order).
     pub(in crate::node) fn crcs(&self) -> Vec<u32> {
         self.crcs.iter().flatten().copied().collect()
+    }
+
+    /// The digest of every sub-chunk of every chunk, in the same order (empty without
+    /// [`ChunkStreams::with_sub_chunk_digests`]).
+    pub(in crate::node) fn sub_chunk_digests(&self) -> Vec<Digest> {
+        self.sub_digests
+            .iter()
+            .flatten()
+            .flatten()
+            .copied()
+            .collect()
     }
 
     /// After [`ChunkStreams::end`]: every chunk's metadata (`meta_of(chunk)`; its bytes filled

@@ -53,7 +53,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use ecdn_cluster::auth::{SubChunkTagger, SUB_TAG_LEN};
 use ecdn_cluster::peer::SentSignature;
-use ecdn_cluster::piece::Coding;
+use ecdn_cluster::piece::{digest, Coding};
 use ecdn_cluster::wire::{self, PieceName};
 use ecdn_codec::{decode_range_with, ObjectLayout};
 use http_body_util::BodyExt;
@@ -259,10 +259,11 @@ enum Arrival {
     End { chunk: usize, complete: bool },
 }
 
-/// Cuts a chunk's bytes, as they arrive, into its sub-chunks `next..end`, checks each against
-/// its tag (a peer's answer: each sub-chunk is followed by one) and its CRC-32C and hands it to
-/// the window. A sub-chunk inside one arriving buffer is a slice of it; only one that
-/// straddles two is copied.
+/// Cuts a chunk's bytes, as they arrive, into its sub-chunks `next..end`, checks each and
+/// hands it to the window: a peer's sub-chunk against its digest in the object's metadata
+/// when the metadata has digests (the peer sent it untagged), else against its tag (each is
+/// followed by one) and its CRC-32C; this node's own against its CRC-32C. A sub-chunk inside
+/// one arriving buffer is a slice of it; only one that straddles two is copied.
 struct SubChunks<'a> {
     obj: &'a CodedObject,
     c: &'a Cluster,
@@ -271,8 +272,11 @@ struct SubChunks<'a> {
     end: u64,
     partial: Vec<u8>,
     tx: &'a mpsc::UnboundedSender<Arrival>,
-    /// The tags' key, for bytes from a peer; `None` for this node's own bytes.
+    /// The tags' key, for tagged bytes from a peer; `None` for this node's own bytes and
+    /// untagged ones.
     tags: Option<SubChunkTagger>,
+    /// Untagged bytes from a peer, checked against the metadata's digests.
+    by_digest: bool,
 }
 
 impl SubChunks<'_> {
@@ -296,11 +300,12 @@ impl SubChunks<'_> {
                 Bytes::from(std::mem::take(&mut self.partial))
             };
             let tag = sub.split_off(len);
-            let good = self
-                .tags
-                .as_ref()
-                .is_none_or(|t| t.check(self.next, &sub, &tag))
-                && self.obj.coding.crc(self.chunk, self.next) == Some(ecdn_store::crc32c(&sub));
+            let check = match (&self.tags, self.by_digest) {
+                (_, true) => Check::Digest,
+                (Some(t), false) => Check::Tag(t, &tag),
+                (None, false) => Check::Crc,
+            };
+            let good = check.passes(&self.obj.coding, self.chunk, self.next, &sub);
             if !good {
                 ClusterStats::add(&self.c.stats.corrupt_sub_chunks, 1);
             }
@@ -315,6 +320,28 @@ impl SubChunks<'_> {
             }
         }
         true
+    }
+}
+
+/// How a sub-chunk is checked (see [`SubChunks`]).
+enum Check<'a> {
+    /// This node's own: its CRC-32C (against the disk's faults).
+    Crc,
+    /// A peer's, tagged: its tag (`ecdn_cluster::auth::SubChunkTagger`) and its CRC-32C.
+    Tag(&'a SubChunkTagger, &'a [u8]),
+    /// A peer's, untagged: its digest in the metadata (`ecdn_cluster::piece::digest`).
+    Digest,
+}
+
+impl Check<'_> {
+    /// Whether `sub` is sub-chunk `j` of chunk `chunk` of the object `coding` describes.
+    fn passes(&self, coding: &Coding, chunk: usize, j: u64, sub: &[u8]) -> bool {
+        let crc = || coding.crc(chunk, j) == Some(ecdn_store::crc32c(sub));
+        match self {
+            Check::Crc => crc(),
+            Check::Tag(tagger, tag) => tagger.check(j, sub, tag) && crc(),
+            Check::Digest => coding.digest(chunk, j) == Some(&digest(sub)),
+        }
     }
 }
 
@@ -338,6 +365,7 @@ async fn read_chunk(
         partial: Vec::new(),
         tx: &tx,
         tags: None,
+        by_digest: false,
     };
     let s = obj.layout.sub_chunk();
     let start = stripes.start * s;
@@ -366,11 +394,14 @@ async fn read_chunk(
             }
         }
     } else if let Some(server) = server {
-        let path = wire::piece_path(
-            PieceName::Chunk(chunk as u16),
-            &obj.key,
-            Some((stripes.start, stripes.end)),
-        );
+        // With digests in the metadata, the holder sends the sub-chunks untagged.
+        let by_digest = !obj.coding.digests.is_empty();
+        let sub_chunks = (stripes.start, stripes.end);
+        let path = if by_digest {
+            wire::untagged_piece_path(chunk as u16, &obj.key, sub_chunks)
+        } else {
+            wire::piece_path(PieceName::Chunk(chunk as u16), &obj.key, Some(sub_chunks))
+        };
         let answer = c.peer_get(server, &path).await;
         // The signature the request was sent with (the client keeps it with the answer): the
         // key of its sub-chunks' tags.
@@ -385,7 +416,11 @@ async fn read_chunk(
         }
         match (answer, tags) {
             (Some(resp), Some(tags)) if resp.status() == StatusCode::OK => {
-                cut.tags = Some(tags);
+                if by_digest {
+                    cut.by_digest = true;
+                } else {
+                    cut.tags = Some(tags);
+                }
                 let deadline = tokio::time::Instant::now() + c.peer_timeout * 4;
                 let mut body = resp.into_body();
                 while let Ok(Some(Ok(frame))) =
@@ -910,6 +945,43 @@ pub(in crate::node) async fn read_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_untagged_sub_chunk_passes_only_with_its_own_digest() {
+        // (2, 1) in 4-byte sub-chunks: a 16-byte object, chunks of 8 bytes, 2 stripes.
+        let subs: Vec<Vec<u8>> = (0u8..6).map(|i| vec![i; 4]).collect();
+        let coding = Coding {
+            k: 2,
+            p: 1,
+            chunk: 0,
+            sub_chunk: 4,
+            size: 16,
+            crcs: subs.iter().map(|s| ecdn_store::crc32c(s)).collect(),
+            digests: subs.iter().map(|s| digest(s)).collect(),
+        };
+        // Chunk-major: sub-chunk j of chunk c is subs[2c + j].
+        assert!(Check::Digest.passes(&coding, 1, 1, &subs[3]));
+        assert!(Check::Crc.passes(&coding, 1, 1, &subs[3]));
+        // Another place's bytes, or one flipped bit: refused.
+        assert!(!Check::Digest.passes(&coding, 1, 0, &subs[3]));
+        let mut flipped = subs[3].clone();
+        flipped[2] ^= 1;
+        assert!(!Check::Digest.passes(&coding, 1, 1, &flipped));
+        // Past the object, or metadata without digests: refused.
+        assert!(!Check::Digest.passes(&coding, 1, 2, &subs[3]));
+        let without = Coding {
+            digests: Vec::new(),
+            ..coding.clone()
+        };
+        assert!(!Check::Digest.passes(&without, 1, 1, &subs[3]));
+        // Tagged: the tag of the right index, and the CRC.
+        let tagger = ecdn_cluster::auth::ClusterKey::new(b"k").sub_chunk_tagger(&[7; 32]);
+        let tag = tagger.tag(1, &subs[3]);
+        assert!(Check::Tag(&tagger, &tag).passes(&coding, 1, 1, &subs[3]));
+        assert!(!Check::Tag(&tagger, &tag).passes(&coding, 1, 1, &flipped));
+        let other = tagger.tag(0, &subs[3]);
+        assert!(!Check::Tag(&tagger, &other).passes(&coding, 1, 1, &subs[3]));
+    }
 
     #[test]
     fn a_lost_chunk_is_replaced_in_every_later_window() {

@@ -686,12 +686,17 @@ impl PieceStore {
     }
 }
 
-/// CRC-32C of every sub-chunk of every chunk, chunk-major (see [`Coding::crcs`]).
-pub(in crate::node) fn chunk_crcs(chunks: &[Vec<u8>], sub_chunk: usize) -> Vec<u32> {
-    chunks
-        .iter()
-        .flat_map(|c| c.chunks(sub_chunk.max(1)).map(ecdn_store::crc32c))
-        .collect()
+/// CRC-32C of every sub-chunk of every chunk, chunk-major (see [`Coding::crcs`]), and their
+/// digests in the same order (see [`Coding::digests`]).
+pub(in crate::node) fn chunk_sums(
+    chunks: &[Vec<u8>],
+    sub_chunk: usize,
+) -> (Vec<u32>, Vec<ecdn_cluster::piece::Digest>) {
+    let subs = || chunks.iter().flat_map(|c| c.chunks(sub_chunk.max(1)));
+    (
+        subs().map(ecdn_store::crc32c).collect(),
+        subs().map(ecdn_cluster::piece::digest).collect(),
+    )
 }
 
 /// Checks a whole chunk's bytes against its coding: its length, and the CRC-32C of every
@@ -740,6 +745,7 @@ mod tests {
             sub_chunk: 4096,
             size,
             crcs: vec![0; 4 * ecdn_cluster::piece::stripes(size, 3, 4096) as usize],
+            digests: Vec::new(),
         };
         let len = coding.chunk_size() as usize;
         let meta = PieceMeta {
