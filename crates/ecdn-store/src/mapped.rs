@@ -16,6 +16,16 @@
 //! socket write) sees the same bytes before and after. The writer never waits for readers,
 //! and the rare reader that is overtaken by the ring costs one copy of its own range.
 //!
+//! **Verified once, while locked.** A hot range's mapping is reused from the store's cache of
+//! recent ones ([`MapCache`]); on its first reuse the store locks its pages in memory
+//! (`mlock`, within [`LOCKED_BYTES`] for the whole store), and from then on a block that
+//! passes its checksum is marked ([`Marks`]) and not checked again while the mapping lives:
+//! locked pages are never dropped from the page cache and read back from the device, so
+//! the bytes a later reader sends are the bytes that were checked. (Unlocked, a page could be
+//! evicted and read back from a device that changed meanwhile: every read checks every block
+//! again.) A disk hit of a hot object then costs its socket copy alone, as a hit from memory
+//! does. Where the process may not lock memory (`RLIMIT_MEMLOCK`), nothing changes.
+//!
 //! Robustness: the pages are populated when the range is mapped (on the blocking pool, where
 //! the disk read belongs) and checked to be resident before they are first touched, so a disk
 //! read error shows up as an error (the caller falls back to `pread`, which reports `EIO`),
@@ -27,6 +37,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::read_exact_uninit;
@@ -61,6 +72,56 @@ struct Live {
 pub(crate) struct Mappings {
     inner: Mutex<MapState>,
     cache: Mutex<MapCache>,
+    /// Bytes of mappings locked in memory now (at most [`LOCKED_BYTES`]).
+    locked: AtomicUsize,
+}
+
+/// The most bytes of a store's mappings locked in memory at once (see the module
+/// documentation): half the address space its cache of recent mappings may keep.
+pub(crate) const LOCKED_BYTES: usize = MAP_CACHE_BYTES / 2;
+
+/// Which blocks of one mapping passed their checksum while its pages were locked in memory
+/// (see the module documentation): one bit per checksum block of the mapping, in order.
+#[derive(Debug)]
+pub(crate) struct Marks {
+    locked: AtomicBool,
+    /// A lock was tried (once per mapping).
+    tried: AtomicBool,
+    bits: Box<[AtomicU64]>,
+}
+
+impl Marks {
+    fn new(blocks: usize) -> Marks {
+        Marks {
+            locked: AtomicBool::new(false),
+            tried: AtomicBool::new(false),
+            bits: (0..blocks.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+        }
+    }
+
+    /// Whether the mapping's pages are locked in memory.
+    pub(crate) fn locked(&self) -> bool {
+        self.locked.load(Ordering::Acquire)
+    }
+
+    /// Whether block `b` passed its checksum while the pages were locked.
+    pub(crate) fn is_marked(&self, b: usize) -> bool {
+        self.locked()
+            && self
+                .bits
+                .get(b / 64)
+                .is_some_and(|w| w.load(Ordering::Acquire) & (1 << (b % 64)) != 0)
+    }
+
+    /// Marks block `b` as passed; `was_locked` says whether the pages were locked before its
+    /// bytes were checked (only then are they the locked bytes).
+    pub(crate) fn mark(&self, b: usize, was_locked: bool) {
+        if let (true, Some(w)) = (was_locked, self.bits.get(b / 64)) {
+            w.fetch_or(1 << (b % 64), Ordering::Release);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -160,6 +221,7 @@ struct Mapping {
     map_len: usize,
     id: u64,
     maps: Arc<Mappings>,
+    marks: Arc<Marks>,
 }
 
 // SAFETY: the memory is a read-only mapping that no one writes through (the writer detaches it
@@ -174,8 +236,11 @@ impl Drop for Mapping {
         // remaps addresses that are about to be reused.
         self.maps.lock().live.remove(&self.id);
         // SAFETY: our mapping (possibly replaced by its detached copy, same addresses and
-        // length); nothing refers to it after `self` is gone.
+        // length); nothing refers to it after `self` is gone. (Unmapping unlocks it.)
         unsafe { libc::munmap(self.base as *mut libc::c_void, self.map_len) };
+        if self.marks.locked() {
+            self.maps.locked.fetch_sub(self.map_len, Ordering::Relaxed);
+        }
     }
 }
 
@@ -247,6 +312,24 @@ impl Mappings {
         self.len().saturating_sub(cached)
     }
 
+    /// Locks `m`'s pages in memory (see the module documentation) unless it was tried before
+    /// or the store's locked bytes would pass [`LOCKED_BYTES`]; a refusal of the system
+    /// (`RLIMIT_MEMLOCK`) leaves it unlocked.
+    fn lock_pages(&self, m: &Mapping) {
+        if m.marks.tried.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let before = self.locked.fetch_add(m.map_len, Ordering::Relaxed);
+        // SAFETY: `base..base + map_len` is our live mapping; locking changes no bytes.
+        if before + m.map_len > LOCKED_BYTES
+            || unsafe { libc::mlock(m.base as *const libc::c_void, m.map_len) } != 0
+        {
+            self.locked.fetch_sub(m.map_len, Ordering::Relaxed);
+            return;
+        }
+        m.marks.locked.store(true, Ordering::Release);
+    }
+
     /// Forgets every cached mapping (the cache holds the registry alive through its
     /// mappings, so the store empties it when it is dropped).
     pub(crate) fn clear_cache(&self) {
@@ -281,20 +364,23 @@ pub struct MappedPayload {
 impl MappedPayload {
     /// Maps file bytes `off..off + len` (`len > 0`) of the entry with sequence number `seq`
     /// read-only, populated, and registers the mapping; reuses a cached mapping of the same
-    /// range. `Ok(None)` when the pages are not all resident after populating (a read error,
-    /// or memory too tight): the caller reads with `pread` instead. The caller holds the store
-    /// shared, so no write happens until it returns.
+    /// range, locking its pages in memory at its first reuse (see the module documentation).
+    /// `blocks`: the checksum blocks the range holds. `Ok(None)` when the pages are not all
+    /// resident after populating (a read error, or memory too tight): the caller reads with
+    /// `pread` instead. The caller holds the store shared, so no write happens until it
+    /// returns.
     pub(crate) fn map(
         file: &File,
         maps: &Arc<Mappings>,
-        off: u64,
-        len: usize,
+        (off, len): (u64, usize),
         seq: u64,
+        blocks: usize,
     ) -> io::Result<Option<MappedPayload>> {
         let key = (seq, off, len);
         let cached = maps.cache().by_key.get(&key).cloned();
         if let Some(m) = cached {
             if all_resident(m.map.base, m.map.map_len)? {
+                maps.lock_pages(&m.map);
                 return Ok(Some(m));
             }
             let gone = maps.cache().remove(&key);
@@ -351,11 +437,24 @@ impl MappedPayload {
                 map_len,
                 id,
                 maps: maps.clone(),
+                marks: Arc::new(Marks::new(blocks)),
             }),
         };
         let evicted = maps.cache().insert(key, m.clone());
         drop(evicted); // outside the cache lock
         Ok(Some(m))
+    }
+}
+
+impl MappedPayload {
+    /// Its blocks' marks (see the module documentation).
+    pub(crate) fn marks(&self) -> Arc<Marks> {
+        self.map.marks.clone()
+    }
+
+    /// Whether its pages are locked in memory (its checked blocks are not checked again).
+    pub fn is_locked(&self) -> bool {
+        self.map.marks.locked()
     }
 }
 

@@ -155,18 +155,21 @@ impl Store {
             capacity: self.capacity,
         })?;
         let file_off = u64::from(self.align) + off;
-        let Some(map) = MappedPayload::map(&self.file, &self.maps, file_off, len, h.seq)
+        let last = end.div_ceil(1 << shift);
+        let blocks = (last - first) as usize;
+        let Some(map) = MappedPayload::map(&self.file, &self.maps, (file_off, len), h.seq, blocks)
             .map_err(self.io("map"))?
         else {
             return copy(self);
         };
-        let last = end.div_ceil(1 << shift);
         let verifier = BlockVerifier {
             crcs: h.blocks[first as usize..last as usize].to_vec(),
             shift,
             want: (range.start - start) as usize..(range.end - start) as usize,
             next: 0,
             map_len: len,
+            marks: map.marks(),
+            skipped: 0,
         };
         Ok(Some(SharedPayload::Mapped(MappedBlocks { map, verifier })))
     }

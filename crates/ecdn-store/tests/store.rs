@@ -645,6 +645,58 @@ fn a_mapped_read_keeps_its_bytes_while_the_ring_overwrites_them() {
     }
 }
 
+/// A hot range's mapping is locked in memory at its first reuse, and its blocks that pass
+/// then are not checked again (`mapped.rs`, "Verified once, while locked"). A process that may
+/// not lock memory checks every block every time; root always may.
+#[test]
+fn a_hot_range_is_checked_once_while_its_pages_are_locked() {
+    use ecdn_store::{Opened, SharedPayload};
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Store::open(cfg(&dir.path().join("ring"), 4 << 20, 4096)).unwrap();
+    let block = 1usize << ecdn_store::BLOCK_SHIFT;
+    let data = payload(4, 5 * block + 100);
+    s.put(&obj("hot"), b"", &data).unwrap();
+    let Opened::Hit(h) = s.open_entry(&obj("hot")).unwrap() else {
+        panic!("entry not found")
+    };
+    // Reads the range as a sender does; its bytes, whether the mapping is locked, and how
+    // many blocks were cleared without a checksum.
+    let read = |r: std::ops::Range<u64>| {
+        let Some(SharedPayload::Mapped(m)) = s.read_payload_shared(&h, r).unwrap() else {
+            panic!("not mapped")
+        };
+        let (map, mut v) = m.into_parts();
+        let mut got = Vec::new();
+        while let Some(r) = v.next(&map, block) {
+            got.extend_from_slice(&map[r.unwrap()]);
+        }
+        (got, map.is_locked(), v.skipped())
+    };
+    let all = 0..data.len() as u64;
+    let (got, locked, skipped) = read(all.clone());
+    assert!(got == data);
+    assert_eq!(
+        (locked, skipped),
+        (false, 0),
+        "a first read checks every block"
+    );
+    // The second read reuses the mapping and locks it: it checks every block once more.
+    let (got, locked, skipped) = read(all.clone());
+    assert!(got == data);
+    assert_eq!(skipped, 0);
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(locked || !root, "root may lock memory");
+    // The third clears its six blocks by their marks, when locked.
+    let (got, _, skipped) = read(all.clone());
+    assert!(got == data);
+    assert_eq!(skipped, if locked { 6 } else { 0 });
+    // Another range of the entry is another mapping: checked.
+    let (got, _, skipped) = read(block as u64..2 * block as u64);
+    assert!(got == data[block..2 * block]);
+    assert_eq!(skipped, 0);
+}
+
 #[test]
 fn a_range_wrapping_past_the_ring_end_is_read_as_a_verified_copy() {
     use ecdn_store::{Opened, SharedPayload};
