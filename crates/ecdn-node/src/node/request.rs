@@ -156,42 +156,14 @@ async fn cached(st: &Arc<State>, req: Request<ReqBody>) -> Answer {
     // Large objects as range slices: an object known to be sliced goes to its slices at once.
     let sliced = st.slices.on() && slices::takes(&req, &rd);
     let range = st.slices.on().then(|| slices::ranges(&req, &rd)).flatten();
-    let known = (sliced || range.is_some()) && st.slices.known(&key.primary).is_some();
-    if sliced && known {
-        return Box::pin(slices::serve(st, &req, &key.primary, slices::By::Serving)).await;
-    }
-    if st.slices.on() && slices::takes_head(&req, &rd) && st.slices.known(&key.primary).is_some() {
-        return Box::pin(slices::serve_head(
-            st,
-            &req,
-            &key.primary,
-            slices::By::Serving,
-        ))
-        .await;
-    }
-    let conditional = st.slices.on() && slices::takes_conditional(&req, &rd);
-    if conditional && st.slices.known(&key.primary).is_some() {
-        return Box::pin(slices::serve_conditional(
-            st,
-            &req,
-            &key.primary,
-            slices::By::Serving,
-        ))
-        .await;
-    }
-    if let (Some(r), true) = (&range, known) {
-        if let Some(a) = Box::pin(slices::serve_range(
-            st,
-            &req,
-            &key.primary,
-            r,
-            slices::By::Serving,
-        ))
-        .await
-        {
+    let known = st.slices.on() && st.slices.known(&key.primary).is_some();
+    if known {
+        let by = slices::By::Serving;
+        if let Some(a) = Box::pin(slices::serve_known(st, &req, &rd, &key.primary, by)).await {
             return a;
         }
     }
+    let conditional = st.slices.on() && slices::takes_conditional(&req, &rd);
     if let Some(c) = &st.cluster {
         // The serving node counts what it serves, for the background repair's order.
         c.repair.requested(&c.cfg, &c.map, c.id, key.id, &key.key);

@@ -189,6 +189,31 @@ pub(super) async fn serve_conditional(
     }
 }
 
+/// The answer of a request for an object this node knows to be sliced, made of its slices
+/// (read [`By`] `by`): a plain `GET` ([`serve`]), a `HEAD` ([`serve_head`]), a conditional
+/// `GET` ([`serve_conditional`]) or byte ranges ([`serve_range`]). `None` for any other
+/// request, and for a range of an object that turns out not to be sliced: the caller answers
+/// it as any other.
+pub(super) async fn serve_known(
+    st: &Arc<State>,
+    req: &Request<ReqBody>,
+    rd: &RequestDirectives,
+    primary: &str,
+    by: By,
+) -> Option<Answer> {
+    if takes(req, rd) {
+        return Some(serve(st, req, primary, by).await);
+    }
+    if takes_head(req, rd) {
+        return Some(serve_head(st, req, primary, by).await);
+    }
+    if takes_conditional(req, rd) {
+        return Some(serve_conditional(st, req, primary, by).await);
+    }
+    let asked = ranges(req, rd)?;
+    serve_range(st, req, primary, &asked, by).await
+}
+
 /// Whether `req` is a `HEAD` slice 0 answers (of an object known to be sliced): as plain as
 /// [`takes`] asks of a `GET`.
 pub(super) fn takes_head(req: &Request<ReqBody>, rd: &RequestDirectives) -> bool {

@@ -78,7 +78,10 @@ pub(in crate::node) async fn read(
         return None; // this node's own bucket: served in full, HOC first
     }
     if st.slices.on() && st.slices.known(&key.primary).is_some() {
-        let answer = Box::pin(sliced(st, req, &key.primary)).await?;
+        // Made here of its slices, as the serving node would (see the module documentation).
+        let rd = freshness::request_directives(req.headers());
+        let answer = slices::serve_known(st, req, &rd, &key.primary, By::Direct);
+        let answer = Box::pin(answer).await?;
         ClusterStats::add(&c.stats.direct_reads, 1);
         return Some(answer);
     }
@@ -98,26 +101,6 @@ pub(in crate::node) async fn read(
         }
         Found::Partial(_) | Found::Miss => None,
     }
-}
-
-/// The answer of a request for an object this node knows to be sliced, made here of its
-/// slices ([`By::Direct`]: each slice the cluster's pieces hold read here, any other asked of
-/// the serving node), as the serving node would make it: a plain `GET`, a `HEAD`, a
-/// conditional `GET` or byte ranges. `None` for any other request (and a range of an object
-/// that turns out not to be sliced): the serving node answers it.
-async fn sliced(st: &Arc<State>, req: &Request<ReqBody>, primary: &str) -> Option<Answer> {
-    let rd = freshness::request_directives(req.headers());
-    if slices::takes(req, &rd) {
-        return Some(slices::serve(st, req, primary, By::Direct).await);
-    }
-    if slices::takes_head(req, &rd) {
-        return Some(slices::serve_head(st, req, primary, By::Direct).await);
-    }
-    if slices::takes_conditional(req, &rd) {
-        return Some(slices::serve_conditional(st, req, primary, By::Direct).await);
-    }
-    let asked = slices::ranges(req, &rd)?;
-    slices::serve_range(st, req, primary, &asked, By::Direct).await
 }
 
 /// Slice `index` (`key`) of a sliced object whose URL another node serves, for an answer this
