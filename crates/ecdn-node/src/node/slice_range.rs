@@ -114,6 +114,10 @@ impl Sliced {
 /// object's length (the origin's `Content-Range` without its unit).
 pub(super) const SLICE_HEADER: HeaderName = HeaderName::from_static("x-ecdn-slice");
 
+/// The header of an answer made of slices (`super::slices`): how many. What it came to is
+/// known at its end ([`Sliced`], `/_ecdn/sliced/ID`), not when its head is sent.
+pub(super) const SLICED_HEADER: HeaderName = HeaderName::from_static("x-ecdn-sliced");
+
 /// A slice's fill: which slice, of which size.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct SliceFill {

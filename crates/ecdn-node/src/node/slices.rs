@@ -69,12 +69,9 @@ use super::freshness::RequestDirectives;
 use super::key::CacheKey;
 use super::lookup::{self, Lookup};
 use super::outcome::Outcome;
-use super::slice_range::{parse_slice, SliceFill, Sliced, SLICE_HEADER};
+use super::slice_range::{parse_slice, SliceFill, Sliced, SLICED_HEADER, SLICE_HEADER};
 use super::state::State;
 
-/// The header of an answer made of slices: how many. What it came to is known at its end
-/// ([`Sliced`], `/_ecdn/sliced/ID`), not when its head is sent.
-pub(super) const SLICED_HEADER: HeaderName = HeaderName::from_static("x-ecdn-sliced");
 const X_ORIGIN_BYTES: HeaderName = HeaderName::from_static("x-ecdn-origin-bytes");
 const X_PARTIAL: HeaderName = HeaderName::from_static("x-ecdn-partial");
 
@@ -698,8 +695,16 @@ async fn slice_answer(
     let key = CacheKey::slice(primary, index);
     let rd = RequestDirectives::default();
     if let (By::Direct, Some(c)) = (by, &st.cluster) {
-        let read = super::cluster::c2dn::direct::slice(st, c, &sub, &key, index);
-        if let Some(a) = Box::pin(read).await {
+        // A hit of the cluster's pieces is read here (a replica or K chunks, after one round of
+        // questions unless a chunk of it is here); anything else is the URL's serving node's
+        // (`?slice=N`), which fills a slice no node holds and collapses concurrent fills of it.
+        // That node out of reach, this node goes on as it would.
+        use super::cluster::c2dn::{read, relay};
+        let hit = read::lookup(st, c, &sub, &key, &rd, read::Reader::Direct);
+        if let read::Found::Hit(a) = Box::pin(hit).await {
+            return a;
+        }
+        if let Some(a) = Box::pin(relay::forward_slice(st, c, &sub, index)).await {
             return a;
         }
     }

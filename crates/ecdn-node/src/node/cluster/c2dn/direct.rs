@@ -21,10 +21,10 @@
 //! rarely the URL's, so relayed, a slice's pieces crossed to the serving node and the slice
 //! crossed back. Here each slice the cluster's pieces hold is read at once (a replica or K
 //! chunks, after one round of questions unless a chunk is here), and only a slice they do not
-//! hold is asked of the URL's serving node (`?slice=N` on the relay, [`slice()`]), which finds
-//! or fills it as for its own answers, collapsing concurrent fills of it. The answer is
-//! counted here (`/_ecdn/sliced/ID`, a miss if any slice was filled), the relayed slice
-//! not at the serving node.
+//! hold is asked of the URL's serving node (`?slice=N` on the relay, `slices.rs`'s
+//! `slice_answer`), which finds or fills it as for its own answers, collapsing concurrent
+//! fills of it. The answer is counted here (`/_ecdn/sliced/ID`, a miss if any slice was
+//! filled), the relayed slice not at the serving node.
 //!
 //! Everything else still goes to the serving node: an object this node holds no piece of and
 //! has not learned is coded (a replica held elsewhere crosses the network once relayed too,
@@ -45,20 +45,12 @@ use hyper::Request;
 
 use crate::node::answer::{Answer, ReqBody};
 use crate::node::cluster::c2dn::read::{lookup, Found, Reader};
-use crate::node::cluster::c2dn::relay;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
-use crate::node::freshness::{self, RequestDirectives};
+use crate::node::freshness;
 use crate::node::key::CacheKey;
 use crate::node::slices::{self, By};
 use crate::node::state::State;
-
-/// Whether this node reads hits of other nodes' buckets: `direct_reads`, unless the background
-/// repair is on (`repair_rate`): the repair rebuilds the objects requested most at their
-/// serving node, which counts only the requests it serves.
-pub(in crate::node) fn on(c: &Cluster) -> bool {
-    c.cfg.direct_reads && c.cfg.repair_rate == 0
-}
 
 /// The answer of a `GET` / `HEAD` this node reads itself (see the module documentation), or
 /// `None`: the request goes to the serving node (or is this node's to serve anyway).
@@ -67,7 +59,7 @@ pub(in crate::node) async fn read(
     c: &Arc<Cluster>,
     req: &Request<ReqBody>,
 ) -> Option<Answer> {
-    if !on(c) {
+    if !c.direct_reads() {
         return None;
     }
     let key = CacheKey::of(st, req);
@@ -101,24 +93,4 @@ pub(in crate::node) async fn read(
         }
         Found::Partial(_) | Found::Miss => None,
     }
-}
-
-/// Slice `index` (`key`) of a sliced object whose URL another node serves, for an answer this
-/// node makes of its slices: a hit of the cluster's pieces read here (a replica or K chunks,
-/// after one round of questions unless a chunk of it is here), else the slice's answer from
-/// the URL's serving node (`?slice=N`), which fills it from the origin if no node holds it
-/// and collapses concurrent fills of it; `None` when that node is out of reach (this node
-/// fills it).
-pub(in crate::node) async fn slice(
-    st: &Arc<State>,
-    c: &Arc<Cluster>,
-    sub: &Request<ReqBody>,
-    key: &CacheKey,
-    index: u64,
-) -> Option<Answer> {
-    let rd = RequestDirectives::default();
-    if let Found::Hit(answer) = lookup(st, c, sub, key, &rd, Reader::Direct).await {
-        return Some(answer);
-    }
-    Box::pin(relay::forward_slice(st, c, sub, index)).await
 }

@@ -41,15 +41,13 @@ const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 
 use crate::node::answer::{Answer, ReqBody};
 use crate::node::body::{Chunk, LiveBody, NodeBody};
-use crate::node::cluster::c2dn::direct;
 use crate::node::cluster::c2dn::headers::X_OBJECT;
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::freshness;
 use crate::node::key::CacheKey;
 use crate::node::outcome::Outcome;
-use crate::node::slice_range::SLICE_HEADER;
-use crate::node::slices::SLICED_HEADER;
+use crate::node::slice_range::{SLICED_HEADER, SLICE_HEADER};
 use crate::node::state::State;
 use crate::node::upstream::content_length;
 
@@ -186,7 +184,7 @@ fn learn(
     status: hyper::StatusCode,
     headers: &hyper::HeaderMap,
 ) {
-    if !direct::on(c) {
+    if !c.direct_reads() {
         return;
     }
     if headers.contains_key(SLICED_HEADER) {

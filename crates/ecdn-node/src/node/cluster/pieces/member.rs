@@ -258,6 +258,14 @@ impl Cluster {
         self.cfg.scheme.coded() && size > self.cfg.threshold
     }
 
+    /// Whether this node reads hits of other nodes' buckets itself (`c2dn/direct.rs`):
+    /// `direct_reads`, unless the background repair is on (`repair_rate`): the repair rebuilds
+    /// the objects requested most at their serving node, which counts only the requests it
+    /// serves.
+    pub(in crate::node) fn direct_reads(&self) -> bool {
+        self.cfg.direct_reads && self.cfg.repair_rate == 0
+    }
+
     pub(in crate::node) fn scheme(&self) -> Scheme {
         self.cfg.scheme
     }
