@@ -88,22 +88,21 @@ impl Coding {
 
     /// The expected CRC-32C of sub-chunk `j` of chunk `c`.
     pub fn crc(&self, c: usize, j: u64) -> Option<u32> {
-        let n = self.stripes();
-        if j >= n {
-            return None;
-        }
-        let at = (c as u64).checked_mul(n)?.checked_add(j)?;
-        self.crcs.get(usize::try_from(at).ok()?).copied()
+        self.crcs.get(self.at(c, j)?).copied()
     }
 
     /// The digest of sub-chunk `j` of chunk `c`, if the metadata has digests.
     pub fn digest(&self, c: usize, j: u64) -> Option<&Digest> {
+        self.digests.get(self.at(c, j)?)
+    }
+
+    /// Where sub-chunk `j` of chunk `c` is in the tables (chunk-major).
+    fn at(&self, c: usize, j: u64) -> Option<usize> {
         let n = self.stripes();
         if j >= n {
             return None;
         }
-        let at = (c as u64).checked_mul(n)?.checked_add(j)?;
-        self.digests.get(usize::try_from(at).ok()?)
+        usize::try_from((c as u64).checked_mul(n)?.checked_add(j)?).ok()
     }
 }
 

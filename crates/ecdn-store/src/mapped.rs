@@ -106,13 +106,12 @@ impl Marks {
         self.locked.load(Ordering::Acquire)
     }
 
-    /// Whether block `b` passed its checksum while the pages were locked.
+    /// Whether block `b` passed its checksum while the pages were locked (a mapping stays
+    /// locked until it is unmapped, and a block is marked only then).
     pub(crate) fn is_marked(&self, b: usize) -> bool {
-        self.locked()
-            && self
-                .bits
-                .get(b / 64)
-                .is_some_and(|w| w.load(Ordering::Acquire) & (1 << (b % 64)) != 0)
+        self.bits
+            .get(b / 64)
+            .is_some_and(|w| w.load(Ordering::Acquire) & (1 << (b % 64)) != 0)
     }
 
     /// Marks block `b` as passed; `was_locked` says whether the pages were locked before its
@@ -379,7 +378,8 @@ impl MappedPayload {
         let key = (seq, off, len);
         let cached = maps.cache().by_key.get(&key).cloned();
         if let Some(m) = cached {
-            if all_resident(m.map.base, m.map.map_len)? {
+            // (Locked pages are resident: no need to ask.)
+            if m.is_locked() || all_resident(m.map.base, m.map.map_len)? {
                 maps.lock_pages(&m.map);
                 return Ok(Some(m));
             }
@@ -444,9 +444,7 @@ impl MappedPayload {
         drop(evicted); // outside the cache lock
         Ok(Some(m))
     }
-}
 
-impl MappedPayload {
     /// Its blocks' marks (see the module documentation).
     pub(crate) fn marks(&self) -> Arc<Marks> {
         self.map.marks.clone()

@@ -6,6 +6,10 @@
 //! A new tier (the cluster's coded reads, for example) is a new variant here, and the compiler
 //! then lists every place that must say how to show it.
 
+/// The header an answer's outcome is rendered in ([`Outcome::x_cache`]).
+pub(crate) const X_CACHE: hyper::header::HeaderName =
+    hyper::header::HeaderName::from_static("x-cache");
+
 /// Where a proxied request was answered from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {

@@ -16,12 +16,11 @@ use super::client_body::{self, ClientBody};
 use super::fill::{self, Job, NOT_PLAIN};
 use super::key::CacheKey;
 use super::lookup::{self, Lookup};
-use super::outcome::Outcome;
+use super::outcome::{Outcome, X_CACHE};
 use super::state::State;
 use super::{admin, cluster, freshness, ops, request_id, sanitize, sites};
 use super::{slices, targeted, upstream};
 
-const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
 const X_REQUEST_ID: HeaderName = HeaderName::from_static(ecdn_cluster::peer::REQUEST_ID_HEADER);
 
 /// Step 1, receive: one request, through every step to its response.

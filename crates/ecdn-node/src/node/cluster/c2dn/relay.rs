@@ -36,9 +36,6 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Request, Response};
 use tokio::sync::mpsc;
 
-/// The serving node's outcome on a relayed answer.
-const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
-
 use crate::node::answer::{Answer, ReqBody};
 use crate::node::body::{Chunk, LiveBody, NodeBody};
 use crate::node::cluster::c2dn::headers::X_OBJECT;
@@ -46,7 +43,7 @@ use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::stats::ClusterStats;
 use crate::node::freshness;
 use crate::node::key::CacheKey;
-use crate::node::outcome::Outcome;
+use crate::node::outcome::{Outcome, X_CACHE};
 use crate::node::slice_range::{SLICED_HEADER, SLICE_HEADER};
 use crate::node::state::State;
 use crate::node::upstream::content_length;

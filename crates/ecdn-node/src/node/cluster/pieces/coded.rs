@@ -272,11 +272,8 @@ struct SubChunks<'a> {
     end: u64,
     partial: Vec<u8>,
     tx: &'a mpsc::UnboundedSender<Arrival>,
-    /// The tags' key, for tagged bytes from a peer; `None` for this node's own bytes and
-    /// untagged ones.
-    tags: Option<SubChunkTagger>,
-    /// Untagged bytes from a peer, checked against the metadata's digests.
-    by_digest: bool,
+    /// Where the bytes come from, which says how each sub-chunk is checked.
+    source: Source,
 }
 
 impl SubChunks<'_> {
@@ -288,7 +285,7 @@ impl SubChunks<'_> {
                 return false;
             }
             let len = self.obj.layout.sub_chunk_len(self.next).unwrap_or(0) as usize;
-            let need = len + if self.tags.is_some() { SUB_TAG_LEN } else { 0 };
+            let need = len + self.source.tag_len();
             let mut sub = if self.partial.is_empty() && data.len() >= need {
                 data.split_to(need)
             } else {
@@ -300,12 +297,9 @@ impl SubChunks<'_> {
                 Bytes::from(std::mem::take(&mut self.partial))
             };
             let tag = sub.split_off(len);
-            let check = match (&self.tags, self.by_digest) {
-                (_, true) => Check::Digest,
-                (Some(t), false) => Check::Tag(t, &tag),
-                (None, false) => Check::Crc,
-            };
-            let good = check.passes(&self.obj.coding, self.chunk, self.next, &sub);
+            let good = self
+                .source
+                .passes(&self.obj.coding, self.chunk, self.next, &sub, &tag);
             if !good {
                 ClusterStats::add(&self.c.stats.corrupt_sub_chunks, 1);
             }
@@ -323,24 +317,34 @@ impl SubChunks<'_> {
     }
 }
 
-/// How a sub-chunk is checked (see [`SubChunks`]).
-enum Check<'a> {
-    /// This node's own: its CRC-32C (against the disk's faults).
-    Crc,
-    /// A peer's, tagged: its tag (`ecdn_cluster::auth::SubChunkTagger`) and its CRC-32C.
-    Tag(&'a SubChunkTagger, &'a [u8]),
-    /// A peer's, untagged: its digest in the metadata (`ecdn_cluster::piece::digest`).
-    Digest,
+/// Where a chunk's bytes come from, and so how each sub-chunk is checked (see [`SubChunks`]).
+enum Source {
+    /// This node (or bytes supplied with the object): its CRC-32C (against the disk's faults).
+    Here,
+    /// A peer, each sub-chunk followed by its tag (`ecdn_cluster::auth::SubChunkTagger`):
+    /// the tag and the CRC-32C.
+    Tagged(SubChunkTagger),
+    /// A peer, untagged: its digest in the metadata (`ecdn_cluster::piece::digest`).
+    Untagged,
 }
 
-impl Check<'_> {
-    /// Whether `sub` is sub-chunk `j` of chunk `chunk` of the object `coding` describes.
-    fn passes(&self, coding: &Coding, chunk: usize, j: u64, sub: &[u8]) -> bool {
+impl Source {
+    /// Bytes of the tag that follows each sub-chunk.
+    fn tag_len(&self) -> usize {
+        match self {
+            Source::Tagged(_) => SUB_TAG_LEN,
+            Source::Here | Source::Untagged => 0,
+        }
+    }
+
+    /// Whether `sub` (followed by `tag`, empty without one) is sub-chunk `j` of chunk `chunk`
+    /// of the object `coding` describes.
+    fn passes(&self, coding: &Coding, chunk: usize, j: u64, sub: &[u8], tag: &[u8]) -> bool {
         let crc = || coding.crc(chunk, j) == Some(ecdn_store::crc32c(sub));
         match self {
-            Check::Crc => crc(),
-            Check::Tag(tagger, tag) => tagger.check(j, sub, tag) && crc(),
-            Check::Digest => coding.digest(chunk, j) == Some(&digest(sub)),
+            Source::Here => crc(),
+            Source::Tagged(tagger) => tagger.check(j, sub, tag) && crc(),
+            Source::Untagged => coding.digest(chunk, j) == Some(&digest(sub)),
         }
     }
 }
@@ -364,8 +368,7 @@ async fn read_chunk(
         end: stripes.end,
         partial: Vec::new(),
         tx: &tx,
-        tags: None,
-        by_digest: false,
+        source: Source::Here,
     };
     let s = obj.layout.sub_chunk();
     let start = stripes.start * s;
@@ -416,11 +419,11 @@ async fn read_chunk(
         }
         match (answer, tags) {
             (Some(resp), Some(tags)) if resp.status() == StatusCode::OK => {
-                if by_digest {
-                    cut.by_digest = true;
+                cut.source = if by_digest {
+                    Source::Untagged
                 } else {
-                    cut.tags = Some(tags);
-                }
+                    Source::Tagged(tags)
+                };
                 let deadline = tokio::time::Instant::now() + c.peer_timeout * 4;
                 let mut body = resp.into_body();
                 while let Ok(Some(Ok(frame))) =
@@ -960,27 +963,28 @@ mod tests {
             digests: subs.iter().map(|s| digest(s)).collect(),
         };
         // Chunk-major: sub-chunk j of chunk c is subs[2c + j].
-        assert!(Check::Digest.passes(&coding, 1, 1, &subs[3]));
-        assert!(Check::Crc.passes(&coding, 1, 1, &subs[3]));
+        assert!(Source::Untagged.passes(&coding, 1, 1, &subs[3], &[]));
+        assert!(Source::Here.passes(&coding, 1, 1, &subs[3], &[]));
         // Another place's bytes, or one flipped bit: refused.
-        assert!(!Check::Digest.passes(&coding, 1, 0, &subs[3]));
+        assert!(!Source::Untagged.passes(&coding, 1, 0, &subs[3], &[]));
         let mut flipped = subs[3].clone();
         flipped[2] ^= 1;
-        assert!(!Check::Digest.passes(&coding, 1, 1, &flipped));
+        assert!(!Source::Untagged.passes(&coding, 1, 1, &flipped, &[]));
         // Past the object, or metadata without digests: refused.
-        assert!(!Check::Digest.passes(&coding, 1, 2, &subs[3]));
+        assert!(!Source::Untagged.passes(&coding, 1, 2, &subs[3], &[]));
         let without = Coding {
             digests: Vec::new(),
             ..coding.clone()
         };
-        assert!(!Check::Digest.passes(&without, 1, 1, &subs[3]));
+        assert!(!Source::Untagged.passes(&without, 1, 1, &subs[3], &[]));
         // Tagged: the tag of the right index, and the CRC.
         let tagger = ecdn_cluster::auth::ClusterKey::new(b"k").sub_chunk_tagger(&[7; 32]);
-        let tag = tagger.tag(1, &subs[3]);
-        assert!(Check::Tag(&tagger, &tag).passes(&coding, 1, 1, &subs[3]));
-        assert!(!Check::Tag(&tagger, &tag).passes(&coding, 1, 1, &flipped));
-        let other = tagger.tag(0, &subs[3]);
-        assert!(!Check::Tag(&tagger, &other).passes(&coding, 1, 1, &subs[3]));
+        let (tag, other) = (tagger.tag(1, &subs[3]), tagger.tag(0, &subs[3]));
+        let tagged = Source::Tagged(tagger);
+        assert_eq!(tagged.tag_len(), SUB_TAG_LEN);
+        assert!(tagged.passes(&coding, 1, 1, &subs[3], &tag));
+        assert!(!tagged.passes(&coding, 1, 1, &flipped, &tag));
+        assert!(!tagged.passes(&coding, 1, 1, &subs[3], &other));
     }
 
     #[test]
