@@ -98,6 +98,19 @@ const RTT_PATIENCE: Duration = Duration::from_secs(30);
 
 /// `rounds` round trips of one byte from host `from` to host `to` and back.
 pub fn rtt(bed: &Bed, from: &str, to: &str, rounds: usize) -> Result<Vec<Duration>, Error> {
+    rtt_within(bed, from, to, rounds, RTT_PATIENCE)
+}
+
+/// [`rtt`], each step (the connection, each round trip) given up after `patience`: for a
+/// probe expected to fail (a cut or partitioned link), which otherwise waits out
+/// [`rtt`]'s patience, set for lossy links.
+pub fn rtt_within(
+    bed: &Bed,
+    from: &str,
+    to: &str,
+    rounds: usize,
+    patience: Duration,
+) -> Result<Vec<Duration>, Error> {
     let (listener, addr) = listen(bed, to)?;
     let echo = std::thread::spawn(move || -> std::io::Result<()> {
         let (mut s, _) = listener.accept()?;
@@ -111,9 +124,9 @@ pub fn rtt(bed: &Bed, from: &str, to: &str, rounds: usize) -> Result<Vec<Duratio
         }
     });
     let pinger = bed.spawn_in(from, move || -> std::io::Result<Vec<Duration>> {
-        let mut s = TcpStream::connect_timeout(&addr, RTT_PATIENCE)?;
+        let mut s = TcpStream::connect_timeout(&addr, patience)?;
         s.set_nodelay(true)?;
-        s.set_read_timeout(Some(RTT_PATIENCE))?;
+        s.set_read_timeout(Some(patience))?;
         let mut out = Vec::with_capacity(rounds);
         let mut b = [7u8; 1];
         for _ in 0..rounds {

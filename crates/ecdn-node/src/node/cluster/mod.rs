@@ -14,7 +14,7 @@
 //! 2. at the serving node, the **HOC**, then the **pieces** (`c2dn/read.rs`): a replica of a
 //!    small object, or the K data chunks of a coded one, here or on peers (a `has` question to
 //!    the bucket's servers and the slots' former servers finds them, `pieces/holders.rs`);
-//!    coded objects stream stripe by stripe (`pieces/coded.rs`) with delayed parity fetch and
+//!    coded objects stream stripe by stripe (`pieces/coded/`) with delayed parity fetch and
 //!    decode. The HOC holds a coded object it admits as its decoded stripes
 //!    ([`super::hoc::Striped`]), each kept as a read passes it: a range reads and keeps only
 //!    the stripes it overlaps, and an answer whose stripes are all held touches no peer.

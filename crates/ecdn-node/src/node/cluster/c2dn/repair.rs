@@ -22,18 +22,20 @@
 //!   other pieces). What it did is in `/_ecdn/stats` (`cluster.repair`) and the
 //!   `ecdn_cluster_repair_*` series.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use ecdn_cluster::piece::PieceMeta;
 use ecdn_cluster::wire::PieceName;
+use ecdn_codec::ObjectLayout;
 
 use crate::node::cluster::c2dn::ages::ask_ages;
 use crate::node::cluster::c2dn::handoff;
-use crate::node::cluster::c2dn::read::{fetch_replica, whole_object};
-use crate::node::cluster::pieces::holders::{lacking_in, Holder};
+use crate::node::cluster::c2dn::replica::fetch_replica;
+use crate::node::cluster::pieces::coded::{self, CodedObject};
+use crate::node::cluster::pieces::holders::{lacking_in, sources_of, Holder};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::store::PieceStore;
 use crate::node::disk::stored_response;
@@ -284,4 +286,35 @@ async fn local_meta(st: &State, c: &Cluster, id: u64, pieces: &[PieceName]) -> O
         )
         .await?;
     PieceMeta::decode(&m).ok()
+}
+
+/// The coded object `key` (id `id`, of `bucket`) read whole from what `held` says each server
+/// holds (this node first), decoded where needed: the background repair's read.
+async fn whole_object(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    key: &str,
+    id: u64,
+    bucket: usize,
+    held: &[Holder],
+    coding: ecdn_cluster::piece::Coding,
+) -> Option<Bytes> {
+    let (k, p) = (c.cfg.k, c.cfg.p);
+    if usize::from(coding.k) != k || usize::from(coding.p) != p {
+        return None;
+    }
+    let layout = ObjectLayout::new(coding.size, k, p, u64::from(coding.sub_chunk)).ok()?;
+    let obj = CodedObject {
+        key: key.to_string(),
+        object: id,
+        layout,
+        coding,
+        sources: sources_of(c, bucket, held),
+        supplied: Vec::new(),
+        hoc: None,
+        late: None,
+        heard: Default::default(),
+    };
+    let decoded = Arc::new(AtomicBool::new(false));
+    coded::read_all(st, c, Arc::new(obj), decoded).await
 }

@@ -27,7 +27,7 @@
 //!   `ecdn_objects::backlog`, which sees a backlog only on a capped link, `--peer-rate`), read
 //!   at once, and each stripe decoded from the first `k` sub-chunks that arrive and pass their
 //!   CRCs; when a window of stripes is done the other reads are cancelled (late binding, §4.3,
-//!   on the coded read path: `pieces/coded.rs`). A read that fails is replaced by one of the object's
+//!   on the coded read path: `pieces/coded/`). A read that fails is replaced by one of the object's
 //!   other stored splits on an available node. The answer **streams**, window by window (up to
 //!   1 MiB of each split); a whole object's bytes are checked against the record's SHA-256 as
 //!   they go, and a mismatch aborts the answer. **Ranges** (`Range`, `If-Range` against the

@@ -8,7 +8,7 @@
 //! * over it: `metrics.rs` (the counters' exposition), `holders.rs` (who holds which piece,
 //!   and the signed peer `GET`), `local.rs` (a piece stored here), `together.rs` (whole-object
 //!   eviction), `chunk_streams.rs` (chunks streamed to their servers as they are encoded),
-//!   `coded.rs` (the coded read: stripes, delayed parity, late binding), `purge.rs` (a `PURGE`
+//!   `coded/` (the coded read: stripes, delayed parity, late binding), `purge.rs` (a `PURGE`
 //!   across the cluster).
 
 pub(in crate::node) mod chunk_streams;
