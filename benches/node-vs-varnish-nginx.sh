@@ -18,6 +18,11 @@
 # machine it takes more CPU than any of the servers, so requests per second also measure how
 # much CPU a server leaves to wrk. A server's CPU per request is what it costs by itself.
 #
+# PIN=1 gives each side a core of its own: every server (its processes and threads) on CPU 1,
+# wrk (one thread) and the origin on CPU 0, nginx with one worker. Requests per second then
+# measure what a server does with one core, as long as wrk keeps up: the run prints wrk's
+# share of its core (`wrk core`), and a row where wrk's core is full measured wrk instead.
+#
 # DISK=0 skips the 8 MiB rows; TLS=1 then runs benches/tls-vs-nginx.sh (the TLS rows) with the
 # same binary. ECDN_BIN runs a given ecdn binary instead of building target/release/ecdn.
 # Needs Debian's wrk, varnish and nginx (apt-get install -y wrk varnish nginx). Writes only
@@ -39,17 +44,19 @@ trap cleanup EXIT
 # One left by an earlier run that was killed before its clean-up.
 stop_varnish
 
-$E origin --listen 127.0.0.1:18081 2>/dev/null & pids+=($!)
-$E node --listen 127.0.0.1:18080 --admin-listen 127.0.0.1:0 --origin http://127.0.0.1:18081 --hoc-size 256MiB --disk-path $W/disk --disk-size 2GiB 2>/dev/null &
+# PIN=1: where the servers and the client run (see above).
+if [ "${PIN:-0}" = 1 ]; then SRV="taskset -c 1" CLI="taskset -c 0" WRK_T=1 NGINX_W=1; else SRV="" CLI="" WRK_T=2 NGINX_W=2; fi
+$CLI $E origin --listen 127.0.0.1:18081 2>/dev/null & pids+=($!)
+$SRV $E node --listen 127.0.0.1:18080 --admin-listen 127.0.0.1:0 --origin http://127.0.0.1:18081 --hoc-size 256MiB --disk-path $W/disk --disk-size 2GiB 2>/dev/null &
 ecdn_mem=$!; pids+=($ecdn_mem)
-$E node --listen 127.0.0.1:18084 --admin-listen 127.0.0.1:0 --origin http://127.0.0.1:18081 --hoc-size 4MiB --disk-path $W/disk2 --disk-size 2GiB 2>/dev/null &
+$SRV $E node --listen 127.0.0.1:18084 --admin-listen 127.0.0.1:0 --origin http://127.0.0.1:18081 --hoc-size 4MiB --disk-path $W/disk2 --disk-size 2GiB 2>/dev/null &
 ecdn_disk=$!; pids+=($ecdn_disk)
-varnishd -a 127.0.0.1:18082 -b 127.0.0.1:18081 -s malloc,256m -n $W/varnish -P $W/varnish.pid
+$SRV varnishd -a 127.0.0.1:18082 -b 127.0.0.1:18081 -s malloc,256m -n $W/varnish -P $W/varnish.pid
 # Varnish with its disk storage (an mmap'd file), for the 8 MiB row: a disk hit against a
 # disk hit.
-varnishd -a 127.0.0.1:18085 -b 127.0.0.1:18081 -s file,$W/varnish-file.bin,2G -n $W/varnish-file -P $W/varnish-file.pid
+$SRV varnishd -a 127.0.0.1:18085 -b 127.0.0.1:18081 -s file,$W/varnish-file.bin,2G -n $W/varnish-file -P $W/varnish-file.pid
 cat > $W/nginx.conf <<CONF
-worker_processes 2;
+worker_processes $NGINX_W;
 pid $W/nginx.pid;
 error_log $W/nginx-error.log;
 events { worker_connections 1024; }
@@ -62,7 +69,7 @@ http {
   }
 }
 CONF
-nginx -c $W/nginx.conf -g "daemon off;" & nginx_pid=$!; pids+=($nginx_pid)
+$SRV nginx -c $W/nginx.conf -g "daemon off;" & nginx_pid=$!; pids+=($nginx_pid)
 sleep 1
 varnish_pid=$(cat $W/varnish.pid)
 varnish_file_pid=$(cat $W/varnish-file.pid)
@@ -77,7 +84,7 @@ run() { # name port pid path row
   local before after out
   before=$(ticks "$pid")
   # `times` in the subshell reports its children's CPU: wrk's.
-  out=$( (wrk -t2 -c32 -d"${DUR:-10}"s --latency "$url"; times) )
+  out=$( ($CLI wrk -t$WRK_T -c32 -d"${DUR:-10}"s --latency "$url"; times) )
   after=$(ticks "$pid")
   local rps p99 n wrk_s xc
   rps=$(echo "$out" | awk '/Requests\/sec/ {print $2}')
@@ -89,11 +96,13 @@ run() { # name port pid path row
   local cpu_us wrk_us
   cpu_us=$(awk -v t=$((after - before)) -v hz="$hz" -v n="$n" 'BEGIN { printf "%.1f", t / hz / n * 1e6 }')
   wrk_us=$(awk -v t="$wrk_s" -v n="$n" 'BEGIN { printf "%.1f", t / n * 1e6 }')
-  printf "%-8s %-22s %10s req/s  p99 %8.2f ms  server %8s µs/req  wrk %8s µs/req  %s\n" \
-    "$name" "$path" "$rps" "$p99" "$cpu_us" "$wrk_us" "$xc"
+  local wrk_core
+  wrk_core=$(awk -v t="$wrk_s" -v d="${DUR:-10}" 'BEGIN { printf "%.0f%%", t / d * 100 }')
+  printf "%-8s %-22s %10s req/s  p99 %8.2f ms  server %8s µs/req  wrk %8s µs/req  wrk core %5s  %s\n" \
+    "$name" "$path" "$rps" "$p99" "$cpu_us" "$wrk_us" "$wrk_core" "$xc"
   printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n" "$row" "$name" "$round" "$rps" "$p99" "$cpu_us" "$wrk_us" >> "$results"
 }
-echo "date: $(date -u +%F), $(nproc) cores, $(lscpu | awk -F': +' '/Model name/ {print $2}'), ecdn $(git rev-parse --short HEAD 2>/dev/null || echo ?)"
+echo "date: $(date -u +%F), $(nproc) cores, PIN=${PIN:-0}, $(lscpu | awk -F': +' '/Model name/ {print $2}'), ecdn $(git rev-parse --short HEAD 2>/dev/null || echo ?)"
 rows=("100KiB /obj/100?size=100KiB" "1KiB /obj/101?size=1KiB")
 [ "${DISK:-1}" = 0 ] || rows+=("8MiB-disk /obj/102?size=8MiB")
 for round in $(seq "${ROUNDS:-3}"); do
