@@ -3,8 +3,8 @@
 //! A process announces it is ready ("listening on …") and a supervisor (a test, systemd, the
 //! cluster demo) may signal it the next moment. Until a handler is registered, SIGTERM's
 //! default action kills the process outright, without its clean shutdown. So the handlers are
-//! registered when [`shutdown_signal`] is *called*, not when its future is first polled:
-//! call it before printing that line.
+//! registered when [`shutdown_signal`] and [`hangups`] are *called*, not when a future is
+//! first polled: call them before printing that line.
 
 use std::future::Future;
 
@@ -62,13 +62,23 @@ pub fn reload_cluster_keys(path: &std::path::Path, cfg: &ecdn_cluster::ClusterCo
     }
 }
 
-/// On every SIGHUP, [`reload_cluster_keys`] and logs it as `who`. Never returns.
+/// Registers a handler for SIGHUP now, as [`shutdown_signal`] does for the others (call it
+/// before saying "listening": a supervisor may send SIGHUP the next moment, and one sent
+/// before the handler exists would end the process, or be lost). The stream of hangups; `None`
+/// when SIGHUP cannot be handled (reported).
+pub fn hangups() -> Option<tokio::signal::unix::Signal> {
+    registered(SignalKind::hangup(), "SIGHUP")
+}
+
+/// On every SIGHUP of `hangups` ([`hangups`]), [`reload_cluster_keys`] and logs it as `who`.
+/// Never returns.
 pub async fn reload_keys_on_hangup(
     who: &str,
+    hangups: Option<tokio::signal::unix::Signal>,
     path: &std::path::Path,
     cfg: &ecdn_cluster::ClusterConfig,
 ) {
-    let Some(mut hangups) = registered(SignalKind::hangup(), "SIGHUP") else {
+    let Some(mut hangups) = hangups else {
         return std::future::pending().await;
     };
     while hangups.recv().await.is_some() {

@@ -90,6 +90,7 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
     rt.block_on(async move {
         // Before anything says it is listening: a SIGTERM from then on shuts down cleanly.
         let stop = ecdn_lab::signals::shutdown_signal();
+        let hangups = ecdn_lab::signals::hangups();
         if !cfg.etcd.is_empty() {
             if a.state.is_some() {
                 anyhow::bail!("--state: in etcd mode the leader keeps the state in etcd");
@@ -107,7 +108,7 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
                 })
                 .await?;
             }
-            until_stopped(stop, &a.cluster, &cfg_keys).await;
+            until_stopped(stop, hangups, &a.cluster, &cfg_keys).await;
             coord.stop();
             eprintln!("ecdn coordinator: shut down");
             return Ok(());
@@ -128,7 +129,7 @@ pub fn run(a: CoordinatorArgs) -> Result<()> {
             })
             .await?;
         }
-        until_stopped(stop, &a.cluster, &cfg_keys).await;
+        until_stopped(stop, hangups, &a.cluster, &cfg_keys).await;
         coord.shutdown().await;
         eprintln!("ecdn coordinator: shut down");
         Ok(())
@@ -155,11 +156,12 @@ async fn serve_page<E: std::error::Error + Send + Sync + 'static>(
 /// `cfg` from the cluster file at `path`.
 async fn until_stopped(
     stop: impl std::future::Future<Output = ()>,
+    hangups: Option<tokio::signal::unix::Signal>,
     path: &std::path::Path,
     cfg: &ClusterConfig,
 ) {
     tokio::select! {
         _ = stop => {}
-        _ = reload_keys_on_hangup("ecdn coordinator", path, cfg) => {}
+        _ = reload_keys_on_hangup("ecdn coordinator", hangups, path, cfg) => {}
     }
 }

@@ -649,6 +649,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
     rt.block_on(async move {
         // Before anything says it is listening: a SIGTERM from then on shuts down cleanly.
         let stop = ecdn_lab::signals::shutdown_signal();
+        let hangups = ecdn_lab::signals::hangups();
         let listen = match (s.listen, &s.node.cluster) {
             (Some(l), _) => l,
             (None, Some(c)) => added_node_address(c).await?,
@@ -693,7 +694,7 @@ pub fn run(a: NodeArgs) -> Result<()> {
         let drained = tokio::select! {
             _ = stop => false,
             _ = node.leaving() => true,
-            _ = reload_on_hangup(&node, keys.as_ref()) => false,
+            _ = reload_on_hangup(&node, hangups, keys.as_ref()) => false,
         };
         if drained {
             // The health check fails from now on; give load balancers the time the
@@ -720,15 +721,15 @@ pub fn run(a: NodeArgs) -> Result<()> {
     })
 }
 
-/// On every SIGHUP, reloads the TLS certificates and, in cluster mode, the cluster key and
+/// On every SIGHUP of `hangups` (registered before the node said it listens), reloads the TLS certificates and, in cluster mode, the cluster key and
 /// the keys accepted with it from the cluster file (a step of a key rotation, see
 /// `ecdn_cluster::auth`); an error is reported and the old ones stay. Never returns.
 async fn reload_on_hangup(
     node: &ecdn_node::node::RunningNode,
+    hangups: Option<tokio::signal::unix::Signal>,
     keys: Option<&(PathBuf, ecdn_cluster::ClusterConfig)>,
 ) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+    let Some(mut hangups) = hangups else {
         return std::future::pending().await;
     };
     while hangups.recv().await.is_some() {

@@ -48,8 +48,19 @@ fn coordinator_serves_signed_requests_and_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
+    // Its stderr, line by line, read aside: a line that never comes fails the test instead of
+    // holding it.
+    let (tx, lines) = std::sync::mpsc::channel::<String>();
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    std::thread::spawn(move || {
+        for l in stderr.lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
+    let next_line = || lines.recv_timeout(Duration::from_secs(20)).ok();
+    let first = next_line().expect("the coordinator's first line");
     assert!(first.contains("listening on 127.0.0.1"), "{first}");
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -99,11 +110,9 @@ fn coordinator_serves_signed_requests_and_stops_on_sigterm() {
         .status()
         .unwrap();
     assert!(hup.success());
-    let reloaded = lines
-        .by_ref()
-        .map_while(Result::ok)
+    let reloaded = std::iter::from_fn(next_line)
         .find(|l| l.contains("SIGHUP"))
-        .expect("a line about the SIGHUP");
+        .expect("a line about the SIGHUP within 20 s");
     assert!(
         reloaded.contains("cluster keys reloaded") && reloaded.contains("2 accepted"),
         "{reloaded}"
@@ -126,7 +135,7 @@ fn coordinator_serves_signed_requests_and_stops_on_sigterm() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(code.success(), "{code:?}");
-    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let rest: Vec<String> = std::iter::from_fn(next_line).collect();
     assert!(rest.iter().any(|l| l.contains("shut down")), "{rest:?}");
 }
 
