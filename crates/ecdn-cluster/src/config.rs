@@ -65,6 +65,15 @@
 //! probe_fanout = 16         # peers each node probes per probe period
 //! probe_timeout_ms = 500    # an unanswered probe is a failure after this long
 //!
+//! [s3]                      # (optional) the object cache's S3 face (crate::s3_face)
+//! domains = ["s3.example.com"]
+//! [[s3.keys]]
+//! access_key = "AKIDEXAMPLE0001"
+//! secret_key = "at least sixteen characters"
+//! buckets = ["models"]
+//! [[s3.buckets]]
+//! name = "models"
+//!
 //! [[node]]
 //! id = 0
 //! client = "127.0.0.1:8000"  # where clients (or the front load balancer) connect
@@ -82,6 +91,7 @@ use std::path::Path;
 use crate::auth::ClusterKey;
 use crate::health::HealthConfig;
 use crate::mtls::{PeerTls, PeerTlsFiles};
+use crate::s3_face::S3Face;
 use ecdn_placement::pieces::Scheme;
 use ecdn_trace::units::parse_size;
 use serde::{Deserialize, Deserializer};
@@ -328,6 +338,9 @@ pub struct ClusterConfig {
     /// When a node is unavailable beyond missed heartbeats ([`crate::health`]).
     #[serde(default)]
     pub health: HealthConfig,
+    /// The S3 face of the object cache ([`crate::s3_face`]); `None`: no S3 face.
+    #[serde(default)]
+    pub s3: Option<S3Face>,
     #[serde(rename = "node", default)]
     pub nodes: Vec<NodeEntry>,
 }
@@ -653,6 +666,9 @@ impl ClusterConfig {
             return bad("heartbeat_ms and missed_heartbeats must be at least 1".into());
         }
         self.health.validate().map_err(ConfigError::Invalid)?;
+        if let Some(s3) = &self.s3 {
+            s3.validate().map_err(ConfigError::Invalid)?;
+        }
         if !(self.parity_delay.is_finite() && self.parity_delay >= 0.0) {
             return bad(format!(
                 "parity_delay = {}: need a fraction >= 0",

@@ -63,6 +63,7 @@ pub mod piece;
 pub mod plane;
 pub mod relayed;
 pub mod replay;
+pub mod s3_face;
 pub mod wire;
 
 pub use auth::{AuthError, ClusterKey, Signature};

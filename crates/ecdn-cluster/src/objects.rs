@@ -23,7 +23,7 @@
 //! the version was begun (a record is sealed, so only a holder of the cluster key writes one),
 //! and `abort` has nothing to drop.
 
-use ecdn_objects::meta::{MetaError, ObjectMeta, ObjectName};
+use ecdn_objects::meta::{Listed, MetaError, ObjectMeta, ObjectName};
 use etcd_client::{
     Client, Compare, CompareOp, DeleteOptions, GetOptions, Txn, TxnOp, TxnOpResponse,
 };
@@ -162,6 +162,23 @@ impl ObjectDirectory {
             .into());
         }
         Ok(meta)
+    }
+
+    /// Up to `limit` committed records whose names begin with `prefix`, after `after`
+    /// (exclusive), in name order: one range read of the directory.
+    pub async fn list(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Listed>, DirectoryError> {
+        match self {
+            ObjectDirectory::Coordinator(c) => c
+                .object_list(prefix, after, limit)
+                .await
+                .map_err(|e| DirectoryError::Unreachable(e.to_string())),
+            ObjectDirectory::Etcd(e) => e.list(prefix, after, limit).await,
+        }
     }
 
     /// Removes the committed record; returns it (the caller deletes the splits).
@@ -323,6 +340,48 @@ impl EtcdObjects {
         };
         let json = open(&self.key, OBJECT_SEAL, value).map_err(bad)?;
         Ok(serde_json::from_slice(json).map_err(|e| bad(e.to_string()))?)
+    }
+
+    /// One range read of `objects/{prefix}…` after `objects/{after}`: the records opened,
+    /// each listed. (The whole records are read: a page of large objects' records is large.)
+    async fn list(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Listed>, DirectoryError> {
+        let from = match after {
+            Some(a) if a >= prefix => {
+                let mut k = self.keys.object(a).into_bytes();
+                k.push(0);
+                k
+            }
+            _ => self.keys.object(prefix).into_bytes(),
+        };
+        let mut end = self.keys.object(prefix).into_bytes();
+        // The end of the prefix's range: the first key that does not begin with it.
+        while let Some(last) = end.pop() {
+            if last < 0xFF {
+                end.push(last + 1);
+                break;
+            }
+        }
+        let options = GetOptions::new()
+            .with_range(end)
+            .with_limit(limit.min(i64::MAX as usize) as i64);
+        let mut c = self.client().await?;
+        let resp = match c.get(from, Some(options)).await {
+            Ok(r) => r,
+            Err(e) => return Err(self.failed(e).await),
+        };
+        let base = self.keys.objects().len();
+        let mut out = Vec::with_capacity(resp.kvs().len());
+        for kv in resp.kvs() {
+            let key = String::from_utf8_lossy(kv.key().get(base..).unwrap_or_default());
+            let name = ObjectName::parse(&key)?;
+            out.push(Listed::of(&self.parse(&name, kv.value())?));
+        }
+        Ok(out)
     }
 
     async fn get(&self, name: &ObjectName) -> Result<ObjectMeta, DirectoryError> {

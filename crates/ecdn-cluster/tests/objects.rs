@@ -1,7 +1,8 @@
 //! EC-Cache's object records in both directories — the embedded coordinator and etcd (a real
 //! etcd member on loopback; `./test.sh` installs it) — with the same semantics: nothing begun is
 //! readable, the later of two writes stays, a removed record is gone, a record not sealed with
-//! the cluster key is refused; the sequence purges are numbered by increases with the versions.
+//! the cluster key is refused; the sequence purges are numbered by increases with the versions;
+//! a listing is the committed names of a prefix, in order, from a point, a page at a time.
 
 use std::time::Duration;
 
@@ -96,6 +97,61 @@ async fn semantics(dir: &ObjectDirectory) {
         dir.update(&record(&name, v2), 5).await,
         Err(DirectoryError::Meta(MetaError::NotFound(_)))
     ));
+    listings(dir).await;
+}
+
+/// Listings: names under a prefix, in order, after a point, at most a limit; begun writes and
+/// other prefixes left out.
+async fn listings(dir: &ObjectDirectory) {
+    let names = [
+        "s3/b1/61",
+        "s3/b1/6162",
+        "s3/b1/62",
+        "s3/b10/61",
+        "s3/b2/61",
+        "t/1",
+    ];
+    for n in names {
+        let name = ObjectName::parse(n).unwrap();
+        let v = dir.begin(&name).await.unwrap();
+        dir.commit(&record(&name, v), 5).await.unwrap();
+    }
+    dir.begin(&ObjectName::parse("s3/b1/63").unwrap())
+        .await
+        .unwrap();
+    let list = |prefix: &'static str, after: Option<&'static str>, limit: usize| async move {
+        dir.list(prefix, after, limit)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|l| l.name.to_string())
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(
+        list("s3/b1/", None, 100).await,
+        ["s3/b1/61", "s3/b1/6162", "s3/b1/62"]
+    );
+    assert_eq!(
+        list("s3/b1/", Some("s3/b1/61"), 100).await,
+        ["s3/b1/6162", "s3/b1/62"]
+    );
+    assert_eq!(list("s3/b1/", Some("s3/b1/61"), 1).await, ["s3/b1/6162"]);
+    assert_eq!(
+        list("s3/b1/", Some("s3/b1/62"), 100).await,
+        Vec::<String>::new()
+    );
+    assert_eq!(list("s3/b1", None, 100).await.len(), 4);
+    assert_eq!(list("s3/", Some("a"), 100).await.len(), 5);
+    assert_eq!(list("u/", None, 100).await, Vec::<String>::new());
+    let page = dir.list("t/", None, 10).await.unwrap();
+    assert_eq!(
+        (page[0].size, page[0].sha256.as_str()),
+        (4096, "0a".repeat(32).as_str())
+    );
+    for n in names {
+        dir.remove(&ObjectName::parse(n).unwrap()).await.unwrap();
+    }
+    assert_eq!(list("", None, 100).await, Vec::<String>::new());
 }
 
 #[test]

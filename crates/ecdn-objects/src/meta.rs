@@ -20,8 +20,9 @@ use thiserror::Error;
 
 use crate::ServerId;
 
-/// Longest object name, bytes.
-pub const MAX_NAME: usize = 1024;
+/// Longest object name, bytes: room for an S3 key's name (`s3/BUCKET/` and the key's 1,024
+/// bytes in hex, 2,115 bytes: `ecdn_s3::names`).
+pub const MAX_NAME: usize = 2200;
 /// Most splits one object may have (a split per server of a large cluster).
 pub const MAX_SPLITS: usize = 256;
 /// Most sub-chunk checksums a record holds (512 KiB of hex): with `k` = 10, `r` = 1 and
@@ -55,7 +56,7 @@ impl ObjectName {
     pub fn parse(s: &str) -> Result<ObjectName, MetaError> {
         let bad = |why| Err(MetaError::BadName(s.chars().take(64).collect(), why));
         if s.is_empty() || s.len() > MAX_NAME {
-            return bad("must be 1 to 1024 bytes");
+            return bad("must be 1 to 2200 bytes");
         }
         if !s
             .bytes()
@@ -427,6 +428,51 @@ impl MetaTable {
     pub fn iter(&self) -> impl Iterator<Item = &ObjectMeta> {
         self.committed.values()
     }
+
+    /// Up to `limit` committed records whose names begin with `prefix`, after `after`
+    /// (exclusive; `None`: from the first), in name order: a range of the table, however many
+    /// records it holds.
+    pub fn list(&self, prefix: &str, after: Option<&str>, limit: usize) -> Vec<Listed> {
+        use std::ops::Bound;
+        let start = match after {
+            Some(a) if a >= prefix => Bound::Excluded(a),
+            _ => Bound::Included(prefix),
+        };
+        self.committed
+            .range::<str, _>((start, Bound::Unbounded))
+            .take_while(|(n, _)| n.as_str().starts_with(prefix))
+            .take(limit)
+            .map(|(_, m)| Listed::of(m))
+            .collect()
+    }
+}
+
+/// What a listing says of one object: enough for a page of S3's `ListObjectsV2`, without its
+/// splits and checksums.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listed {
+    pub name: ObjectName,
+    pub version: u64,
+    pub size: u64,
+    pub sha256: String,
+}
+
+impl Listed {
+    pub fn of(m: &ObjectMeta) -> Listed {
+        Listed {
+            name: m.name.clone(),
+            version: m.version,
+            size: m.size,
+            sha256: m.sha256.clone(),
+        }
+    }
+}
+
+impl std::borrow::Borrow<str> for ObjectName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
 }
 
 #[cfg(test)]
@@ -470,7 +516,7 @@ mod tests {
             "a b",
             "a?b",
             "é",
-            &"x".repeat(1025),
+            &"x".repeat(2201),
         ] {
             assert!(ObjectName::parse(bad).is_err(), "{bad:?}");
         }
@@ -573,5 +619,46 @@ mod tests {
         assert_eq!(t.get(&a).unwrap().splits.len(), 4, "back to k + r");
         assert_eq!(t.remove(&a).unwrap().version, v2);
         assert!(t.is_empty() && t.remove(&a).is_err());
+    }
+
+    #[test]
+    fn a_listing_is_a_range_of_names() {
+        let mut t = MetaTable::new(0);
+        let names = [
+            "a/1",
+            "a/2",
+            "a/3",
+            "ab",
+            "b/1",
+            "s3/x/61",
+            "s3/x/6162",
+            "s3/y/61",
+        ];
+        for n in names {
+            let v = t.begin(&name(n));
+            t.commit(meta(n, v), 8).unwrap();
+        }
+        // Begun, not committed: not listed.
+        t.begin(&name("a/4"));
+        let listed = |prefix: &str, after: Option<&str>, limit: usize| -> Vec<String> {
+            t.list(prefix, after, limit)
+                .into_iter()
+                .map(|l| l.name.to_string())
+                .collect()
+        };
+        assert_eq!(listed("a/", None, 10), ["a/1", "a/2", "a/3"]);
+        assert_eq!(listed("a", None, 10), ["a/1", "a/2", "a/3", "ab"]);
+        assert_eq!(listed("a/", Some("a/1"), 10), ["a/2", "a/3"]);
+        assert_eq!(listed("a/", Some("a/1"), 1), ["a/2"]);
+        // `after` before the prefix starts at the prefix; past it, nothing.
+        assert_eq!(listed("s3/x/", Some("a"), 10), ["s3/x/61", "s3/x/6162"]);
+        assert_eq!(listed("s3/x/", Some("s3/x/61ff"), 10), Vec::<String>::new());
+        assert_eq!(listed("", None, 100).len(), names.len());
+        assert_eq!(listed("zz", None, 10), Vec::<String>::new());
+        let l = &t.list("b/", None, 1)[0];
+        assert_eq!(
+            (l.size, l.sha256.as_str()),
+            (1 << 20, "ab".repeat(32).as_str())
+        );
     }
 }

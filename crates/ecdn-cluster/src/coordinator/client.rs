@@ -12,7 +12,7 @@ use bytes::Bytes;
 use hyper::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 
-use ecdn_objects::meta::{ObjectMeta, ObjectName};
+use ecdn_objects::meta::{Listed, ObjectMeta, ObjectName};
 
 use super::objects::{self, VersionReply};
 use super::{
@@ -232,6 +232,25 @@ impl CoordinatorClient {
     /// `/coord/objects/get`: the committed record (an error naming `404` when there is none).
     pub async fn object_get(&self, name: &ObjectName) -> Result<ObjectMeta, CallError> {
         let path = format!("{}?name={name}", objects::GET_PATH);
+        self.call(Method::GET, &path, Bytes::new(), T).await
+    }
+
+    /// `/coord/objects/list`: up to `limit` records whose names begin with `prefix`, after
+    /// `after`, in name order.
+    pub async fn object_list(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Listed>, CallError> {
+        let mut path = format!(
+            "{}?prefix={}&limit={limit}",
+            objects::LIST_PATH,
+            objects::encode(prefix)
+        );
+        if let Some(a) = after {
+            path.push_str(&format!("&after={}", objects::encode(a)));
+        }
         self.call(Method::GET, &path, Bytes::new(), T).await
     }
 

@@ -773,6 +773,7 @@ async fn object_request(
     match answer {
         Ok(ObjectAnswer::Version(version)) => json_of(&shared.key, pq, &VersionReply { version }),
         Ok(ObjectAnswer::Record(meta)) => json_of(&shared.key, pq, &*meta),
+        Ok(ObjectAnswer::Listed(listed)) => json_of(&shared.key, pq, &listed),
         Err(e @ MetaError::NotFound(_)) => text(StatusCode::NOT_FOUND, e.to_string()),
         Err(e @ MetaError::Stale { .. }) => text(StatusCode::CONFLICT, e.to_string()),
         Err(e) => text(StatusCode::BAD_REQUEST, e.to_string()),

@@ -15,11 +15,14 @@
 //! * `GET /coord/objects/get?name=N` → the [`ObjectMeta`] (`404` when there is none)
 //! * `POST /coord/objects/remove?name=N` → the removed [`ObjectMeta`] (the caller deletes its
 //!   splits)
+//! * `GET /coord/objects/list?prefix=P[&after=A]&limit=N` → the [`Listed`] records whose
+//!   names begin with `P`, after `A`, at most `N` (≤ [`MAX_LIST`]), in name order (S3's
+//!   listings: a range of the table, not a scan)
 //! * `POST /coord/objects/sequence` → `{"version": V}`: a number of the versions' sequence
 //!   with no write begun (a purge's place in the order of the cluster's fills:
 //!   [`MetaTable::sequence`](ecdn_objects::meta::MetaTable::sequence))
 
-use ecdn_objects::meta::{MetaError, ObjectMeta, ObjectName};
+use ecdn_objects::meta::{Listed, MetaError, ObjectMeta, ObjectName};
 use serde::{Deserialize, Serialize};
 
 use super::state::State;
@@ -32,6 +35,10 @@ pub const ABORT_PATH: &str = "/coord/objects/abort";
 pub const GET_PATH: &str = "/coord/objects/get";
 pub const REMOVE_PATH: &str = "/coord/objects/remove";
 pub const SEQUENCE_PATH: &str = "/coord/objects/sequence";
+pub const LIST_PATH: &str = "/coord/objects/list";
+
+/// Most records one listing answers.
+pub const MAX_LIST: usize = 1001;
 
 /// Limit on a commit's body: a record's splits and names take a few KB, its sub-chunk
 /// checksums 8 hex digits each.
@@ -47,6 +54,11 @@ pub enum ObjectOp {
     Get(ObjectName),
     Remove(ObjectName),
     Sequence,
+    List {
+        prefix: String,
+        after: Option<String>,
+        limit: usize,
+    },
 }
 
 /// The answer to `begin`, `commit` and `abort`.
@@ -84,6 +96,7 @@ impl ObjectOp {
             BEGIN_PATH => ObjectOp::Begin(query_of(query, false)?.0),
             GET_PATH => ObjectOp::Get(query_of(query, false)?.0),
             REMOVE_PATH => ObjectOp::Remove(query_of(query, false)?.0),
+            LIST_PATH => list_query(query)?,
             SEQUENCE_PATH => {
                 if query.is_some_and(|q| !q.is_empty()) {
                     return Err("sequence takes no query".into());
@@ -123,7 +136,7 @@ impl ObjectOp {
     /// The HTTP method of `path`.
     pub fn method_of(path: &str) -> Option<hyper::Method> {
         match path {
-            GET_PATH => Some(hyper::Method::GET),
+            GET_PATH | LIST_PATH => Some(hyper::Method::GET),
             BEGIN_PATH | COMMIT_PATH | UPDATE_PATH | ABORT_PATH | REMOVE_PATH | SEQUENCE_PATH => {
                 Some(hyper::Method::POST)
             }
@@ -132,11 +145,72 @@ impl ObjectOp {
     }
 }
 
-/// What a request did: a version, or a record.
+/// What a request did: a version, a record, or a listing.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ObjectAnswer {
     Version(u64),
     Record(Box<ObjectMeta>),
+    Listed(Vec<Listed>),
+}
+
+/// A listing's query: `prefix=` (may be empty), `after=` (optional), `limit=` (1 to
+/// [`MAX_LIST`]); percent-encoded as `CoordinatorClient::object_list` writes them.
+fn list_query(query: Option<&str>) -> Result<ObjectOp, String> {
+    let (mut prefix, mut after, mut limit) = (None, None, None);
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (n, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let v = decode(v).ok_or_else(|| format!("{n}: not UTF-8 once decoded"))?;
+        match n {
+            "prefix" => prefix = Some(v),
+            "after" => after = Some(v),
+            "limit" => {
+                limit = Some(
+                    v.parse::<usize>()
+                        .ok()
+                        .filter(|l| (1..=MAX_LIST).contains(l))
+                        .ok_or(format!("limit={v:?}: need 1 to {MAX_LIST}"))?,
+                )
+            }
+            _ => return Err(format!("unknown query parameter {pair:?}")),
+        }
+    }
+    Ok(ObjectOp::List {
+        prefix: prefix.ok_or("need the query prefix=")?,
+        after,
+        limit: limit.ok_or("need the query limit=")?,
+    })
+}
+
+/// `%XX` decoded (the names and prefixes a listing carries hold only bytes of object names,
+/// which the client encodes all the same).
+fn decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let h = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(h, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// `s` with every byte but `A-Z a-z 0-9 - . _ ~ /` percent-encoded, for a listing's query.
+pub fn encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 impl State {
@@ -169,6 +243,15 @@ impl State {
                 .remove(&name)
                 .map(|m| ObjectAnswer::Record(Box::new(m))),
             ObjectOp::Sequence => Ok(ObjectAnswer::Version(self.objects.sequence())),
+            ObjectOp::List {
+                prefix,
+                after,
+                limit,
+            } => Ok(ObjectAnswer::Listed(self.objects.list(
+                &prefix,
+                after.as_deref(),
+                limit,
+            ))),
         }
     }
 }
