@@ -604,6 +604,7 @@ mod tests {
             crcs: vec![0; (k + p) * layout.stripe_count() as usize],
             window_stripes,
             digests: h.finish(),
+            s3: None,
         };
         let locate = Arc::new(std::sync::Mutex::new(Bytes::new()));
         use Behaviour::*;

@@ -172,6 +172,7 @@ mod tests {
             crcs: vec![],
             window_stripes: 1,
             digests: vec![],
+            s3: None,
         }
     }
 

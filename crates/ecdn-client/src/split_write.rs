@@ -165,6 +165,7 @@ impl SplitClient {
             crcs,
             window_stripes: b.window_stripes,
             digests,
+            s3: None,
         };
         Ok(Commit { record, receipts })
     }

@@ -99,6 +99,7 @@ mod tests {
             crcs: vec![],
             window_stripes: 1,
             digests: vec![[0; 32]; n * windows as usize],
+            s3: None,
         }
     }
 

@@ -784,6 +784,7 @@ async fn object_records_are_visible_only_once_committed() {
         crcs: vec![1, 2, 3],
         window_stripes: 0,
         digests: Vec::new(),
+        s3: None,
     };
     let v1 = c.object_begin(&name).await.unwrap();
     let v2 = c.object_begin(&name).await.unwrap();

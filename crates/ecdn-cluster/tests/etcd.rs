@@ -588,6 +588,7 @@ fn the_leader_reseals_the_map_and_the_object_records_when_its_key_rotates() {
             crcs: (0..6).collect(),
             window_stripes: 0,
             digests: Vec::new(),
+            s3: None,
         };
         objects.commit(&record, 5).await.unwrap();
         let reader = ObjectDirectory::for_cluster(&after);

@@ -33,6 +33,7 @@ fn record(name: &ObjectName, version: u64) -> ObjectMeta {
         crcs: (0..8).collect(),
         window_stripes: 0,
         digests: Vec::new(),
+        s3: None,
     }
 }
 

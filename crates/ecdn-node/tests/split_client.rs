@@ -240,6 +240,7 @@ fn client_record(b: &ecdn_objects::writes::Begun) -> ObjectMeta {
         crcs: vec![0; n * stripes],
         window_stripes: b.window_stripes,
         digests: vec![[0; 32]; n * windows],
+        s3: None,
     }
 }
 

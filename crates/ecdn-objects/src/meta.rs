@@ -132,6 +132,46 @@ pub struct ObjectMeta {
     /// record written without them.
     #[serde(default, with = "crate::digest::hex_digests")]
     pub digests: Vec<crate::digest::Sha>,
+    /// What the S3 face keeps with an object it wrote; `None` for the object API's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Attrs>,
+}
+
+/// What the S3 face keeps with an object it wrote (issue 67; `ecdn-node`'s `objects/s3/`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Attrs {
+    /// The ETag S3 clients compare, without its quotes: the content's MD5 in hex (or, for a
+    /// multipart upload, the MD5 of its parts' MD5s, `-` and the number of parts).
+    pub etag: String,
+    /// When it was written, milliseconds since 1970.
+    pub modified_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    /// The `x-amz-meta-*` headers: names lower-case without the prefix, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metadata: Vec<(String, String)>,
+}
+
+/// Most bytes of an object's S3 metadata, names and values (S3's 2 KB), and of its ETag and
+/// content type.
+pub const MAX_S3_METADATA: usize = 2048;
+pub const MAX_S3_FIELD: usize = 1024;
+
+impl S3Attrs {
+    fn check(&self) -> Result<(), String> {
+        let meta: usize = self.metadata.iter().map(|(n, v)| n.len() + v.len()).sum();
+        if meta > MAX_S3_METADATA {
+            return Err(format!(
+                "S3 metadata of {meta} bytes (at most {MAX_S3_METADATA})"
+            ));
+        }
+        let ct = self.content_type.as_ref().map_or(0, String::len);
+        if self.etag.len() > MAX_S3_FIELD || ct > MAX_S3_FIELD {
+            return Err("an S3 ETag or content type too long".into());
+        }
+        Ok(())
+    }
 }
 
 /// Sub-chunks per split of an object of `size` bytes in `k` data splits of `sub_chunk`-byte
@@ -248,6 +288,9 @@ impl ObjectMeta {
                 why,
             })
         };
+        if let Some(Err(why)) = self.s3.as_ref().map(S3Attrs::check) {
+            return bad(why);
+        }
         let n = self.splits.len();
         if self.k == 0 || self.k + self.r > n || n > MAX_SPLITS {
             return bad(format!(
@@ -456,6 +499,9 @@ pub struct Listed {
     pub version: u64,
     pub size: u64,
     pub sha256: String,
+    /// The S3 face's ETag and time of an object it wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<(String, u64)>,
 }
 
 impl Listed {
@@ -465,6 +511,7 @@ impl Listed {
             version: m.version,
             size: m.size,
             sha256: m.sha256.clone(),
+            s3: m.s3.as_ref().map(|a| (a.etag.clone(), a.modified_ms)),
         }
     }
 }
@@ -498,6 +545,7 @@ mod tests {
             crcs: (0..24).map(|i| 0xdead_0000 + i).collect(),
             window_stripes: 0,
             digests: Vec::new(),
+            s3: None,
         }
     }
 

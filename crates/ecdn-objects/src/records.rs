@@ -128,6 +128,7 @@ mod tests {
             crcs: vec![0; crcs],
             window_stripes: 0,
             digests: Vec::new(),
+            s3: None,
         })
     }
 

@@ -277,6 +277,7 @@ mod tests {
             crcs: vec![7; 3],
             window_stripes: 0,
             digests: Vec::new(),
+            s3: None,
         }
     }
 

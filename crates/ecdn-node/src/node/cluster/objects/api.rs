@@ -61,8 +61,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ecdn_cluster::config::ObjectScheme;
 use ecdn_objects::meta::{ObjectMeta, ObjectName, MAX_CRCS};
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Incoming};
+use http_body_util::Full;
+use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use sha2::{Digest, Sha256};
@@ -71,11 +71,11 @@ use tokio::sync::mpsc;
 use crate::node::answer::text;
 use crate::node::body::{Chunk, LiveBody, NodeBody, Piece};
 use crate::node::cluster::objects::record::{
-    available_nodes, begin_placed, cached_record, directory_error, json, piece_key, plan_read,
-    record, record_headers, remove_splits_on, split_meta,
+    available_nodes, cached_record, directory_error, json, piece_key, plan_read, record,
+    record_headers, remove_splits_on,
 };
+use crate::node::cluster::objects::write::{write_object, PutFailure};
 use crate::node::cluster::objects::{client_write, splits};
-use crate::node::cluster::pieces::chunk_streams::ChunkStreams;
 use crate::node::cluster::pieces::coded::{self};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::freshness::StoredResponse;
@@ -262,197 +262,33 @@ fn code_of(
     Ok((k, r))
 }
 
-/// Reads the start of a body, up to `limit` bytes: the bytes, and whether the body ended
-/// within them (`Err`: the client's body failed).
-async fn read_head(body: &mut Incoming, limit: usize) -> Result<(Vec<u8>, bool), String> {
-    let mut head = Vec::new();
-    while head.len() < limit {
-        match body.frame().await {
-            None => return Ok((head, true)),
-            Some(Err(e)) => return Err(e.to_string()),
-            Some(Ok(f)) => {
-                if let Ok(d) = f.into_data() {
-                    head.extend_from_slice(&d);
-                }
-            }
-        }
-    }
-    Ok((head, false))
-}
-
-/// Why a streamed `PUT` stopped.
-enum PutError {
-    TooLarge,
-    Body(String),
-}
-
-/// Streams the rest of `body` (after `head`) into `streams` and `sha` (and `copy`, for a
-/// backend written through): every stripe is encoded and sent on as soon as its bytes are
-/// in. Refuses an object past [`MAX_OBJECT`], or whose record would hold more than
-/// `MAX_CRCS` sub-chunk checksums.
-async fn stream_body(
-    head: &[u8],
-    body: Option<Incoming>,
-    streams: &mut ChunkStreams,
-    sha: &mut Sha256,
-    mut copy: Option<&mut Vec<u8>>,
-    splits: usize,
-) -> Result<(), PutError> {
-    let mut take = |bytes: &[u8], streams: &mut ChunkStreams| {
-        if streams.bytes_pushed() + bytes.len() as u64 > MAX_OBJECT as u64 {
-            return Err(PutError::TooLarge);
-        }
-        sha.update(bytes);
-        if let Some(copy) = copy.as_deref_mut() {
-            copy.extend_from_slice(bytes);
-        }
-        if !streams.push(bytes) {
-            return Err(PutError::Body("encoding failed".into()));
-        }
-        // One more stripe at most is pending in the encoder.
-        if (streams.stripes() + 1) * splits > MAX_CRCS {
-            return Err(PutError::TooLarge);
-        }
-        Ok(())
-    };
-    take(head, streams)?;
-    let Some(mut body) = body else {
-        return Ok(());
-    };
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| PutError::Body(format!("request body: {e}")))?;
-        if let Ok(d) = frame.into_data() {
-            take(&d, streams)?;
-        }
-    }
-    Ok(())
-}
-
 async fn put(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     name: ObjectName,
     q: &Query,
-    mut body: Incoming,
+    body: Incoming,
 ) -> Response<NodeBody> {
-    let too_large = || {
-        text(
+    let scheme = c.cfg.object_scheme;
+    let code = |at_least: usize, available: usize| code_of(q, scheme, at_least, available);
+    let written = write_object(st, c, name, CODED_FROM, code, body, |_| Ok(None)).await;
+    match written {
+        Ok(meta) => json(StatusCode::CREATED, &meta),
+        Err(PutFailure::TooLarge) => text(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!(
                 "objects are at most {MAX_OBJECT} bytes, and {MAX_CRCS} sub-chunks in all splits"
             ),
-        )
-    };
-    if body.size_hint().lower() > MAX_OBJECT as u64 {
-        return too_large();
-    }
-    // The start of the body says whether the object is small (its default code).
-    let (head, ended) = match read_head(&mut body, CODED_FROM).await {
-        Ok(h) => h,
-        // The client went away or sent a broken body: nothing is stored.
-        Err(e) => return text(StatusCode::BAD_REQUEST, &format!("request body: {e}")),
-    };
-    let map = c.map.current();
-    let available = available_nodes(c);
-    let at_least = head.len().max(body.size_hint().lower() as usize);
-    let (k, r) = match code_of(q, c.cfg.object_scheme, at_least, available.len()) {
-        Ok(x) => x,
-        Err(e) => return text(StatusCode::BAD_REQUEST, &e),
-    };
-    let (version, splits) = match begin_placed(c, &name, &available, k + r).await {
-        Ok(x) => x,
-        Err(answer) => return answer,
-    };
-    let key = piece_key(&name, version);
-    let servers: Vec<Option<usize>> = splits.iter().map(|&s| Some(s)).collect();
-    let hint = at_least.div_ceil(k);
-    let window_stripes = ecdn_objects::digest::window_stripes(c.cfg.sub_chunk);
-    let Some(mut streams) =
-        ChunkStreams::open(c, &key, (k, r), &servers, hint).map(|s| s.with_digests(window_stripes))
-    else {
-        let _ = c.objects.abort(&name, version).await;
-        return text(StatusCode::BAD_REQUEST, "no such code");
-    };
-    let mut sha = Sha256::new();
-    let rest = (!ended).then_some(body);
-    let through = c.backend.as_ref().filter(|b| b.writes_through());
-    let mut copy = through.map(|_| Vec::with_capacity(at_least));
-    let streamed = stream_body(&head, rest, &mut streams, &mut sha, copy.as_mut(), k + r).await;
-    let layout = match streamed.map(|()| streams.end()) {
-        Ok(Some(layout)) => layout,
-        failed => {
-            // Every streamed split ends in an error: no server stores one.
-            streams.abort();
-            let _ = c.objects.abort(&name, version).await;
-            return match failed {
-                Err(PutError::TooLarge) => too_large(),
-                Err(PutError::Body(e)) => text(StatusCode::BAD_REQUEST, &e),
-                Ok(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "encoding failed"),
-            };
-        }
-    };
-    let size = layout.size();
-    let sub = layout.sub_chunk();
-    let crcs = streams.crcs();
-    let digests = streams.digests();
-    let piece_meta = |i: usize| split_meta((k, r), i, sub, size, &crcs);
-    // The splits' servers store them while the backend takes its copy.
-    let written = async {
-        match (through, copy) {
-            (Some(b), Some(copy)) => b.write(name.as_str(), Bytes::from(copy)).await,
-            _ => Ok(()),
-        }
-    };
-    let mut dying = Vec::new();
-    let (stored, written) = tokio::join!(streams.store(st, c, piece_meta, 0, &mut dying), written);
-    // Cached objects a piece of which the splits' writes evicted leave whole.
-    crate::node::cluster::pieces::together::drop_dying(st, c, dying).await;
-    let n = stored.iter().filter(|&&s| s).count();
-    let meta = ObjectMeta {
-        name: name.clone(),
-        version,
-        size,
-        k,
-        r,
-        splits,
-        stored,
-        sha256: ecdn_cluster::auth::hex(&sha.finalize()),
-        sub_chunk: sub,
-        crcs,
-        window_stripes,
-        digests,
-    };
-    if n < k {
-        let _ = c.objects.abort(&name, version).await;
-        remove_splits(st, c, &meta).await;
-        return text(
+        ),
+        Err(PutFailure::Body(e) | PutFailure::Code(e)) => text(StatusCode::BAD_REQUEST, &e),
+        Err(PutFailure::NotBegun(answer)) => *answer,
+        Err(PutFailure::Encoding) => text(StatusCode::INTERNAL_SERVER_ERROR, "encoding failed"),
+        Err(PutFailure::Unstored { stored, total, k }) => text(
             StatusCode::SERVICE_UNAVAILABLE,
-            &format!(
-                "only {n} of the {} splits were stored; decoding needs {k}",
-                k + r
-            ),
-        );
-    }
-    if let Err(e) = written {
-        // The store must hold every object the cache does: nothing is committed.
-        let _ = c.objects.abort(&name, version).await;
-        remove_splits(st, c, &meta).await;
-        return text(
-            StatusCode::BAD_GATEWAY,
-            &format!("object {name}: writing through to the backend store: {e}"),
-        );
-    }
-    match c.objects.commit(&meta, map.servers()).await {
-        Ok(()) => {
-            let r = json(StatusCode::CREATED, &meta);
-            let now = std::time::Instant::now();
-            crate::node::lock::lock(&c.records).insert(Arc::new(meta), now);
-            r
-        }
-        Err(e) => {
-            remove_splits(st, c, &meta).await;
-            directory_error(e)
-        }
+            &format!("only {stored} of the {total} splits were stored; decoding needs {k}"),
+        ),
+        Err(PutFailure::Backend(e)) => text(StatusCode::BAD_GATEWAY, &e),
+        Err(PutFailure::Directory(e)) => directory_error(e),
     }
 }
 

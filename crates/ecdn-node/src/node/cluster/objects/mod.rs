@@ -3,7 +3,8 @@
 //! late binding, `DELETE`), `budget.rs` (the coordinator's parity budget applied to an
 //! object), `stat.rs` (where an object's splits are), `splits.rs` (the split service for clients that
 //! read the splits themselves), `client_write.rs` (writes by clients that code the object and
-//! put the splits themselves), and `record.rs` (what they share: the
+//! put the splits themselves), `write.rs` (an object written through a node, for the API's
+//! `PUT` and the S3 face's), and `record.rs` (what they share: the
 //! object's record and its splits).
 
 pub(in crate::node) mod api;
@@ -12,3 +13,4 @@ pub mod client_write;
 pub(in crate::node) mod record;
 pub(in crate::node) mod splits;
 pub(in crate::node) mod stat;
+pub(in crate::node) mod write;
