@@ -12,7 +12,8 @@
 use sha2::{Digest, Sha256};
 
 use crate::error::{Code, S3Error};
-use crate::sigv4::{hex, ChunkSigner};
+use crate::sigv4::ChunkSigner;
+use crate::text::hex;
 
 /// The longest chunk header or trailer line taken.
 const MAX_LINE: usize = 4096;

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::xml::escape;
+use crate::text::escape;
 
 /// The error codes ecdn answers with, named as S3 names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,6 +15,7 @@ pub mod list;
 pub mod names;
 pub mod request;
 pub mod sigv4;
+pub mod text;
 pub mod time;
 pub mod xml;
 

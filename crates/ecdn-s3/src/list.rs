@@ -10,7 +10,7 @@
 
 use crate::error::{Code, S3Error};
 use crate::request::ListQuery;
-use crate::sigv4::hex;
+use crate::text::hex;
 use crate::xml::{ListEntry, ListV2};
 
 /// What the index is asked for next: up to `limit` keys beginning with `prefix`, after
@@ -43,7 +43,13 @@ impl Lister {
             })?),
             None => None,
         };
-        let start = q.start_after.as_ref().map(|s| s.as_bytes().to_vec());
+        let mut start = q.start_after.as_ref().map(|s| s.as_bytes().to_vec());
+        // V1's marker may be the last page's last common prefix: go on past every key under it.
+        if let (true, Some(d), Some(s)) = (q.v1, &q.delimiter, &q.start_after) {
+            if s.ends_with(d.as_str()) && s.starts_with(&q.prefix) && s.len() > q.prefix.len() {
+                start = Some([s.as_bytes(), &[0xFF]].concat());
+            }
+        }
         // A continuation token goes on from where the page before stopped; `start-after` only
         // counts when it is further.
         let cursor = match (token, start) {
@@ -123,6 +129,12 @@ impl Lister {
         let next = (self.truncated && !self.q.v1)
             .then(|| self.cursor.as_deref().map(hex))
             .flatten();
+        // V1 goes on from the page's last key or common prefix (they come sorted).
+        let last_key = self.entries.last().map(|e| e.key.clone());
+        let last_prefix = self.prefixes.last().cloned();
+        let next_marker = (self.truncated && self.q.v1)
+            .then(|| last_key.max(last_prefix))
+            .flatten();
         ListV2 {
             bucket: self.bucket,
             prefix: self.q.prefix,
@@ -130,6 +142,7 @@ impl Lister {
             start_after: self.q.start_after,
             continuation_token: self.q.continuation_token,
             next_continuation_token: next,
+            next_marker,
             max_keys: self.q.max_keys,
             is_truncated: self.truncated,
             entries: self.entries,

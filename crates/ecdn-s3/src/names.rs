@@ -9,7 +9,7 @@
 //! A listing's cursor after a common prefix (the prefix's bytes then `0xFF`) maps to its hex
 //! too (`…ff`), past every name under the prefix.
 
-use crate::sigv4::hex;
+use crate::text::hex;
 
 /// The object name of `key` in `bucket`.
 pub fn object_name(bucket: &str, key: &str) -> String {

@@ -6,7 +6,7 @@
 //! lifecycle, copies, …) is `NotImplemented`, never taken for a plain read or write.
 
 use crate::error::{Code, S3Error};
-use crate::sigv4::percent_decode;
+use crate::text::percent_decode;
 
 /// S3's longest key, in bytes of UTF-8.
 pub const MAX_KEY: usize = 1024;

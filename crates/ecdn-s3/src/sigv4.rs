@@ -27,6 +27,8 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Code, S3Error};
+use crate::text::hex_digit;
+pub use crate::text::{hex, percent_decode, uri_encode};
 use crate::time::{parse_amz_date, AmzDate};
 
 /// How far a request's time may be from the server's (S3's 15 minutes).
@@ -507,52 +509,6 @@ fn header_str<'a>(h: &'a http::HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// SigV4's URI encoding: every byte but `A-Z a-z 0-9 - . _ ~` as `%XX` (upper-case hex), and
-/// `/` too when `slash`.
-pub fn uri_encode(bytes: &[u8], slash: bool) -> String {
-    let mut out = String::with_capacity(bytes.len());
-    for &b in bytes {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) || (b == b'/' && !slash) {
-            out.push(b as char);
-        } else {
-            out.push('%');
-            out.push(HEX_UPPER[(b >> 4) as usize] as char);
-            out.push(HEX_UPPER[(b & 15) as usize] as char);
-        }
-    }
-    out
-}
-
-const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
-
-/// `%XX` sequences decoded (a `%` not followed by two hex digits is kept as it is); `+` is
-/// not a space in a path or a signed query.
-pub fn percent_decode(s: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        if s[i] == b'%' && i + 2 < s.len() {
-            if let (Some(h), Some(l)) = (hex_digit(s[i + 1]), hex_digit(s[i + 2])) {
-                out.push(h << 4 | l);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(s[i]);
-        i += 1;
-    }
-    out
-}
-
-fn hex_digit(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
-}
-
 /// The signing key of `secret` for one day, region and service.
 pub fn signing_key(secret: &str, date: &str, region: &str, service: &str) -> [u8; 32] {
     let k_date = hmac(format!("AWS4{secret}").as_bytes(), date.as_bytes());
@@ -565,17 +521,6 @@ fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
     let mut m = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
     m.update(data);
     m.finalize().into_bytes().into()
-}
-
-/// Lower-case hex.
-pub fn hex(bytes: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        s.push(HEX[(b >> 4) as usize] as char);
-        s.push(HEX[(b & 15) as usize] as char);
-    }
-    s
 }
 
 fn parse_hex32(s: &str) -> Option<[u8; 32]> {

@@ -7,32 +7,12 @@ use quick_xml::events::Event;
 use quick_xml::Reader;
 
 use crate::error::{Code, S3Error};
-use crate::sigv4::uri_encode;
+pub use crate::text::escape;
+use crate::text::uri_encode;
 use crate::time::iso8601;
 
 const HEAD: &str = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
 const NS: &str = "http://s3.amazonaws.com/doc/2006-03-01/";
-
-/// `s` with `& < > " '` escaped for an element's text or an attribute.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            // XML 1.0 cannot carry these at all, escaped or not: as S3 does, write the
-            // character reference (clients that asked for `encoding-type=url` never see one).
-            c if (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r') => {
-                out.push_str(&format!("&#x{:X};", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 /// One object of a listing.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +33,8 @@ pub struct ListV2 {
     pub start_after: Option<String>,
     pub continuation_token: Option<String>,
     pub next_continuation_token: Option<String>,
+    /// `ListObjects` (V1), truncated: the last key or common prefix of the page.
+    pub next_marker: Option<String>,
     pub max_keys: usize,
     pub is_truncated: bool,
     pub entries: Vec<ListEntry>,
@@ -102,6 +84,51 @@ impl ListV2 {
         if self.url_encoded {
             x.push_str("<EncodingType>url</EncodingType>");
         }
+        self.contents(&mut x, &enc);
+        x.push_str("</ListBucketResult>");
+        x
+    }
+}
+
+impl ListV2 {
+    /// The page as `ListObjects` (version 1) answers it: `Marker` and `NextMarker` instead
+    /// of tokens.
+    pub fn xml_v1(&self) -> String {
+        let enc = |s: &str| {
+            if self.url_encoded {
+                uri_encode(s.as_bytes(), false)
+            } else {
+                escape(s)
+            }
+        };
+        let mut x = String::with_capacity(256 + self.entries.len() * 256);
+        x.push_str(HEAD);
+        x.push_str(&format!("<ListBucketResult xmlns=\"{NS}\">"));
+        x.push_str(&format!("<Name>{}</Name>", escape(&self.bucket)));
+        x.push_str(&format!("<Prefix>{}</Prefix>", enc(&self.prefix)));
+        x.push_str(&format!(
+            "<Marker>{}</Marker>",
+            enc(self.start_after.as_deref().unwrap_or(""))
+        ));
+        if let Some(m) = &self.next_marker {
+            x.push_str(&format!("<NextMarker>{}</NextMarker>", enc(m)));
+        }
+        if let Some(d) = &self.delimiter {
+            x.push_str(&format!("<Delimiter>{}</Delimiter>", enc(d)));
+        }
+        x.push_str(&format!(
+            "<MaxKeys>{}</MaxKeys><IsTruncated>{}</IsTruncated>",
+            self.max_keys, self.is_truncated
+        ));
+        if self.url_encoded {
+            x.push_str("<EncodingType>url</EncodingType>");
+        }
+        self.contents(&mut x, &enc);
+        x.push_str("</ListBucketResult>");
+        x
+    }
+
+    fn contents(&self, x: &mut String, enc: &dyn Fn(&str) -> String) {
         for e in &self.entries {
             x.push_str(&format!(
                 "<Contents><Key>{}</Key><LastModified>{}</LastModified><ETag>{}</ETag>\
@@ -118,8 +145,6 @@ impl ListV2 {
                 enc(p)
             ));
         }
-        x.push_str("</ListBucketResult>");
-        x
     }
 }
 

@@ -36,6 +36,18 @@ pub(super) async fn handle(
     remote: SocketAddr,
 ) -> Response<NodeBody> {
     let arrived = Instant::now();
+    // The S3 face (cluster mode with `[s3]`): S3's requests, answered as S3 answers them
+    // (their keys are not cache URLs: not sanitized as those are).
+    if let Some(c) = &st.cluster {
+        if let Some(face) = c
+            .cfg
+            .s3
+            .as_ref()
+            .filter(|f| cluster::objects::s3::wants(f, &req))
+        {
+            return Box::pin(cluster::objects::s3::serve(&st, c, face, req)).await;
+        }
+    }
     // 2. Sanitize.
     let mut req = match sanitize::sanitize(req, st.max_uri_len) {
         Ok(r) => r,

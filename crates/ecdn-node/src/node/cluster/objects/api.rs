@@ -60,6 +60,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ecdn_cluster::config::ObjectScheme;
+use ecdn_cluster::objects::DirectoryError;
 use ecdn_objects::meta::{ObjectMeta, ObjectName, MAX_CRCS};
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -86,7 +87,7 @@ use crate::node::state::State;
 pub(in crate::node) const PREFIX: &str = "/_objects/";
 pub use crate::node::cluster::pieces::names::MAX_OBJECT;
 /// Objects from this size on are coded with `k` = 10 by default; smaller ones replicated.
-const CODED_FROM: usize = 1 << 20;
+pub(in crate::node) const CODED_FROM: usize = 1 << 20;
 const DEFAULT_K: usize = 10;
 const DEFAULT_R: usize = 1;
 
@@ -115,7 +116,7 @@ struct Query {
 
 /// Δ of a read: given, or from the backlog.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Delta {
+pub(in crate::node) enum Delta {
     Fixed(usize),
     Auto,
 }
@@ -192,7 +193,12 @@ pub(in crate::node) async fn serve(
                 return text(StatusCode::BAD_REQUEST, "?begin needs &size=S");
             };
             let available = available_nodes(c);
-            match code_of(&q, c.cfg.object_scheme, size as usize, available.len()) {
+            match code_of(
+                q.code(),
+                c.cfg.object_scheme,
+                size as usize,
+                available.len(),
+            ) {
                 Ok(code) => client_write::begin(c, name, code, size, &available).await,
                 Err(e) => text(StatusCode::BAD_REQUEST, &e),
             }
@@ -231,10 +237,26 @@ pub(in crate::node) async fn serve(
     }
 }
 
+/// The `k` and `r` a write asks for (either may be left to the defaults).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(in crate::node) struct CodeAsked {
+    pub(in crate::node) k: Option<usize>,
+    pub(in crate::node) r: Option<usize>,
+}
+
+impl Query {
+    fn code(&self) -> CodeAsked {
+        CodeAsked {
+            k: self.k,
+            r: self.r,
+        }
+    }
+}
+
 /// The code of a new object of at least `size` bytes on `available` nodes, by the cluster's
 /// `object_scheme` unless the request says.
-fn code_of(
-    q: &Query,
+pub(in crate::node) fn code_of(
+    q: CodeAsked,
     scheme: ObjectScheme,
     size: usize,
     available: usize,
@@ -270,7 +292,7 @@ async fn put(
     body: Incoming,
 ) -> Response<NodeBody> {
     let scheme = c.cfg.object_scheme;
-    let code = |at_least: usize, available: usize| code_of(q, scheme, at_least, available);
+    let code = |at_least: usize, available: usize| code_of(q.code(), scheme, at_least, available);
     let written = write_object(st, c, name, CODED_FROM, code, body, |_| Ok(None)).await;
     match written {
         Ok(meta) => json(StatusCode::CREATED, &meta),
@@ -293,8 +315,8 @@ async fn put(
 }
 
 /// Δ of a read: the one asked for, or (`auto`) from this node's smoothed link backlog.
-fn delta_of(c: &Cluster, q: &Query, meta: &ObjectMeta) -> usize {
-    match q.delta {
+fn delta_of(c: &Cluster, delta: Option<Delta>, meta: &ObjectMeta) -> usize {
+    match delta {
         None => 1,
         Some(Delta::Fixed(d)) => d,
         Some(Delta::Auto) => {
@@ -306,16 +328,37 @@ fn delta_of(c: &Cluster, q: &Query, meta: &ObjectMeta) -> usize {
     }
 }
 
-/// The answer's status, headers and body pieces for `req` (`Range` and `If-Range` as a
-/// cache hit on a stored `200` follows them, `hit::plan_hit`, the `ETag` being the SHA-256),
-/// whoever supplies the bytes: the splits or the backend store.
-fn plan_object(meta: &ObjectMeta, req: &HeaderMap, head: bool) -> (Response<()>, Vec<Piece>) {
+/// Which face an object is read through: its headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(in crate::node) enum Face {
+    /// The object API: the record's version and code, `ETag` the SHA-256.
+    Api,
+    /// The S3 face: what it kept with the object (`ETag`, `Last-Modified`, `Content-Type`,
+    /// `x-amz-meta-*`; `s3/object.rs`).
+    S3,
+}
+
+/// The answer's status, headers and body pieces for `req` (`Range`, `If-Range` and the
+/// conditionals as a cache hit on a stored `200` follows them, `hit::plan_hit`), whoever
+/// supplies the bytes: the splits or the backend store.
+fn plan_object(
+    meta: &ObjectMeta,
+    req: &HeaderMap,
+    head: bool,
+    face: Face,
+) -> (Response<()>, Vec<Piece>) {
     let now = std::time::Instant::now();
-    let mut headers = vec![(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    )];
-    headers.extend(record_headers(meta));
+    let headers = match face {
+        Face::Api => {
+            let mut h = vec![(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/octet-stream"),
+            )];
+            h.extend(record_headers(meta));
+            h
+        }
+        Face::S3 => crate::node::cluster::objects::record::s3_headers(meta),
+    };
     let stored = StoredResponse {
         key: meta.name.to_string(),
         status: StatusCode::OK,
@@ -333,8 +376,15 @@ fn plan_object(meta: &ObjectMeta, req: &HeaderMap, head: bool) -> (Response<()>,
     (r, pieces)
 }
 
-/// A `GET` or `HEAD`: with the cached record, and if the read fails with it, once more with
-/// the directory's (when that is another version: the object was written again).
+/// Why an object could not be read.
+pub(in crate::node) enum ReadFailure {
+    /// Its record: not found, or the directory failed.
+    Directory(DirectoryError),
+    /// Fewer than `k` splits (and not the backend store): why.
+    Unreadable(String),
+}
+
+/// The object API's `GET` or `HEAD` ([`read_object`]).
 async fn get(
     st: &Arc<State>,
     c: &Arc<Cluster>,
@@ -343,35 +393,53 @@ async fn get(
     req: &HeaderMap,
     head: bool,
 ) -> Response<NodeBody> {
-    let (meta, cached) = match cached_record(c, &name, false).await {
-        Ok(m) => m,
-        Err(e) => return directory_error(e),
-    };
+    match read_object(st, c, name, q.delta, req, head, Face::Api).await {
+        Ok(r) => r,
+        Err(ReadFailure::Directory(e)) => directory_error(e),
+        Err(ReadFailure::Unreadable(why)) => text(StatusCode::BAD_GATEWAY, &why),
+    }
+}
+
+/// A `GET` or `HEAD` of the object `name` through `face`: with the cached record, and if the
+/// read fails with it, once more with the directory's (when that is another version: the
+/// object was written again); then from the backend store, if there is one.
+pub(in crate::node) async fn read_object(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    name: ObjectName,
+    delta: Option<Delta>,
+    req: &HeaderMap,
+    head: bool,
+    face: Face,
+) -> Result<Response<NodeBody>, ReadFailure> {
+    let (meta, cached) = cached_record(c, &name, false)
+        .await
+        .map_err(ReadFailure::Directory)?;
     if !head {
         // For the coordinator's parity budget (sent with the heartbeats), in splits read: the
         // `k` this read decodes (a client's own read counts each split it asks, `splits.rs`).
         c.loads.record_object_reads(name.as_str(), meta.k as u64);
     }
-    let failed = match read(st, c, &name, &meta, q, req, head).await {
-        Ok(r) => return r,
+    let failed = match read(st, c, &name, &meta, delta, req, head, face).await {
+        Ok(r) => return Ok(r),
         Err(failed) => failed,
     };
     let (meta, failed) = match cached {
         false => (meta, failed),
         true => match record(c, &name, true).await {
             Ok(now) if now.version != meta.version => {
-                match read(st, c, &name, &now, q, req, head).await {
-                    Ok(r) => return r,
+                match read(st, c, &name, &now, delta, req, head, face).await {
+                    Ok(r) => return Ok(r),
                     Err(failed) => (now, failed),
                 }
             }
             Ok(_) => (meta, failed),
-            Err(e) => return directory_error(e),
+            Err(e) => return Err(ReadFailure::Directory(e)),
         },
     };
     match &c.backend {
-        Some(b) => from_backend(b, &meta, req).await,
-        None => failed,
+        Some(b) => from_backend(b, &meta, req, face).await,
+        None => Err(ReadFailure::Unreadable(failed)),
     }
 }
 
@@ -382,20 +450,15 @@ async fn from_backend(
     backend: &crate::node::cluster::backend::ObjectBackend,
     meta: &ObjectMeta,
     req: &HeaderMap,
-) -> Response<NodeBody> {
-    let bytes = match backend.fetch(meta).await {
-        Ok(b) => b,
-        Err(e) => {
-            return text(
-                StatusCode::BAD_GATEWAY,
-                &format!(
-                    "object {}: fewer than k = {} splits could be read, and the backend: {e}",
-                    meta.name, meta.k
-                ),
-            )
-        }
-    };
-    let (r, pieces) = plan_object(meta, req, false);
+    face: Face,
+) -> Result<Response<NodeBody>, ReadFailure> {
+    let bytes = backend.fetch(meta).await.map_err(|e| {
+        ReadFailure::Unreadable(format!(
+            "object {}: fewer than k = {} splits could be read, and the backend: {e}",
+            meta.name, meta.k
+        ))
+    })?;
+    let (r, pieces) = plan_object(meta, req, false, face);
     let body: VecDeque<Bytes> = pieces
         .into_iter()
         .map(|p| match p {
@@ -406,34 +469,31 @@ async fn from_backend(
     let mut r = r.map(|()| NodeBody::Slices(body));
     r.headers_mut()
         .insert("x-ecdn-source", HeaderValue::from_static("backend"));
-    r
+    Ok(r)
 }
 
 /// Answers a `GET` or `HEAD` of `meta`'s object (a ranged one with only the stripes the
-/// ranges cover); `Err`: the object could not be read (`502`, saying why).
+/// ranges cover); `Err`: the object could not be read (why).
+#[allow(clippy::too_many_arguments)]
 async fn read(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     name: &ObjectName,
     meta: &ObjectMeta,
-    q: &Query,
+    delta: Option<Delta>,
     req: &HeaderMap,
     head: bool,
-) -> Result<Response<NodeBody>, Response<NodeBody>> {
-    let (r, pieces) = plan_object(meta, req, head);
+    face: Face,
+) -> Result<Response<NodeBody>, String> {
+    let (r, pieces) = plan_object(meta, req, head, face);
     let mut r = r.map(|()| NodeBody::Full(Full::new(Bytes::new())));
     if head || pieces.is_empty() || meta.size == 0 {
         return Ok(r); // HEAD, 416, or an empty object
     }
-    let delta = delta_of(c, q, meta);
+    let delta = delta_of(c, delta, meta);
     let obj = match plan_read(c, meta, delta) {
         Ok(o) => Arc::new(o),
-        Err(e) => {
-            return Err(text(
-                StatusCode::BAD_GATEWAY,
-                &format!("object {name}: {e}"),
-            ))
-        }
+        Err(e) => return Err(format!("object {name}: {e}")),
     };
     let late = obj.late.clone().expect("an object read binds late");
     let whole = matches!(pieces.as_slice(), [Piece::Body(b)] if *b == (0..meta.size));
@@ -441,16 +501,13 @@ async fn read(
     let decoded = Arc::new(AtomicBool::new(false));
     // The first window is read before answering; the rest streams.
     let Some((ready, rest)) = coded::stream(st, c, obj, pieces, decoded, None).await else {
-        return Err(text(
-            StatusCode::BAD_GATEWAY,
-            &format!(
-                "object {name}: only {} of the {} splits asked could be read; decoding needs {}",
-                late.asked
-                    .load(Ordering::Relaxed)
-                    .saturating_sub(late.failed.load(Ordering::Relaxed)),
-                late.asked.load(Ordering::Relaxed),
-                meta.k
-            ),
+        return Err(format!(
+            "object {name}: only {} of the {} splits asked could be read; decoding needs {}",
+            late.asked
+                .load(Ordering::Relaxed)
+                .saturating_sub(late.failed.load(Ordering::Relaxed)),
+            late.asked.load(Ordering::Relaxed),
+            meta.k
         ));
     };
     let used: Vec<String> = late
@@ -534,13 +591,24 @@ async fn remove_splits(st: &Arc<State>, c: &Arc<Cluster>, meta: &ObjectMeta) -> 
     remove_splits_on(st, c, &key, &meta.splits).await
 }
 
+/// Removes the object `name`: its record first (readers stop finding it), then its splits
+/// wherever they are. The record, and how many splits were removed.
+pub(in crate::node) async fn remove_object(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    name: &ObjectName,
+) -> Result<(ObjectMeta, usize), DirectoryError> {
+    crate::node::lock::lock(&c.records).remove(name);
+    let meta = c.objects.remove(name).await?;
+    let removed = remove_splits(st, c, &meta).await;
+    Ok((meta, removed))
+}
+
 async fn delete(st: &Arc<State>, c: &Arc<Cluster>, name: ObjectName) -> Response<NodeBody> {
-    crate::node::lock::lock(&c.records).remove(&name);
-    let meta = match c.objects.remove(&name).await {
-        Ok(m) => m,
+    let (meta, removed) = match remove_object(st, c, &name).await {
+        Ok(x) => x,
         Err(e) => return directory_error(e),
     };
-    let removed = remove_splits(st, c, &meta).await;
     let mut r = json(StatusCode::OK, &meta);
     if let Ok(v) = HeaderValue::from_str(&removed.to_string()) {
         r.headers_mut().insert("x-ecdn-splits-removed", v);
@@ -585,14 +653,16 @@ mod tests {
         let (ec, sr) = (ObjectScheme::EcCache, ObjectScheme::SelectiveReplication);
         // Defaults: k = 10 (from 1 MiB), fewer on a small cluster; replicated below 1 MiB;
         // one copy under selective replication.
-        assert_eq!(code_of(&d, ec, 40 << 20, 25), Ok((10, 1)));
-        assert_eq!(code_of(&d, ec, 40 << 20, 6), Ok((5, 1)));
-        assert_eq!(code_of(&d, ec, 1000, 6), Ok((1, 1)));
-        assert_eq!(code_of(&d, sr, 40 << 20, 6), Ok((1, 0)));
+        assert_eq!(code_of(d.code(), ec, 40 << 20, 25), Ok((10, 1)));
+        assert_eq!(code_of(d.code(), ec, 40 << 20, 6), Ok((5, 1)));
+        assert_eq!(code_of(d.code(), ec, 1000, 6), Ok((1, 1)));
+        assert_eq!(code_of(d.code(), sr, 40 << 20, 6), Ok((1, 0)));
         // Given: kept, or refused when the cluster is too small.
         let q = query(Some("k=4&r=3")).unwrap();
-        assert!(code_of(&q, ec, 1000, 6).unwrap_err().contains("7 splits"));
-        assert!(code_of(&query(Some("k=0")).unwrap(), ec, 1000, 6).is_err());
+        assert!(code_of(q.code(), ec, 1000, 6)
+            .unwrap_err()
+            .contains("7 splits"));
+        assert!(code_of(query(Some("k=0")).unwrap().code(), ec, 1000, 6).is_err());
         assert_eq!(query(Some("units=7")).unwrap().units, Some(7));
     }
 }

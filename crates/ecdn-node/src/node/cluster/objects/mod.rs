@@ -11,6 +11,7 @@ pub(in crate::node) mod api;
 pub(in crate::node) mod budget;
 pub mod client_write;
 pub(in crate::node) mod record;
+pub(in crate::node) mod s3;
 pub(in crate::node) mod splits;
 pub(in crate::node) mod stat;
 pub(in crate::node) mod write;

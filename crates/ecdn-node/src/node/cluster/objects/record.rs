@@ -266,3 +266,37 @@ pub(in crate::node) async fn remove_splits_on(
     }
     removed
 }
+
+/// The headers a read of `meta` answers with through the S3 face.
+pub(in crate::node) fn s3_headers(meta: &ObjectMeta) -> Vec<(HeaderName, HeaderValue)> {
+    let mut h: Vec<(HeaderName, HeaderValue)> = Vec::new();
+    let mut add = |name: HeaderName, value: &str| {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            h.push((name, v));
+        }
+    };
+    match &meta.s3 {
+        Some(a) => {
+            add(
+                hyper::header::CONTENT_TYPE,
+                a.content_type.as_deref().unwrap_or("binary/octet-stream"),
+            );
+            add(hyper::header::ETAG, &format!("\"{}\"", a.etag));
+            add(
+                hyper::header::LAST_MODIFIED,
+                &ecdn_s3::time::http_date(a.modified_ms),
+            );
+            for (n, v) in &a.metadata {
+                if let Ok(name) = HeaderName::from_bytes(format!("x-amz-meta-{n}").as_bytes()) {
+                    add(name, v);
+                }
+            }
+        }
+        // Written through the object API: its ETag, the SHA-256.
+        None => {
+            add(hyper::header::CONTENT_TYPE, "binary/octet-stream");
+            add(hyper::header::ETAG, &format!("\"{}\"", meta.sha256));
+        }
+    }
+    h
+}

@@ -1,0 +1,227 @@
+//! The S3 face's objects: `PutObject` (written as an EC-Cache object, `objects/write.rs`,
+//! with its body checked as `body.rs` says), `GetObject` and `HeadObject` (the object API's
+//! read, with late binding, ranges and conditionals, answered with S3's headers), and
+//! `DeleteObject` / `DeleteObjects`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ecdn_cluster::objects::DirectoryError;
+use ecdn_objects::meta::{MetaError, ObjectName, S3Attrs};
+use ecdn_s3::sigv4::Verified;
+use ecdn_s3::{names, xml, Code, S3Error};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE, ETAG};
+use hyper::{HeaderMap, Response, StatusCode};
+
+use super::body::S3Body;
+use super::reply;
+use crate::node::body::NodeBody;
+use crate::node::cluster::objects::api::{
+    code_of, read_object, remove_object, CodeAsked, Face, ReadFailure, CODED_FROM,
+};
+use crate::node::cluster::objects::write::{write_object, PutFailure};
+use crate::node::cluster::pieces::member::Cluster;
+use crate::node::state::State;
+
+/// Most keys one `DeleteObjects` names (S3's).
+const MAX_DELETE: usize = 1000;
+
+/// The object name of `key` in `bucket`.
+fn object_name(bucket: &str, key: &str) -> Result<ObjectName, S3Error> {
+    ObjectName::parse(&names::object_name(bucket, key))
+        .map_err(|e| S3Error::new(Code::KeyTooLongError, e.to_string()))
+}
+
+/// `x-amz-meta-*` headers: names without the prefix, and values.
+type UserMetadata = Vec<(String, String)>;
+
+/// What a `PutObject` says of its object besides its bytes: `Content-Type` and the
+/// `x-amz-meta-*` headers.
+fn attrs_of(headers: &HeaderMap) -> Result<(Option<String>, UserMetadata), S3Error> {
+    let text = |v: &HeaderValue| {
+        v.to_str()
+            .map(str::to_string)
+            .map_err(|_| S3Error::new(Code::InvalidArgument, "a header is not text"))
+    };
+    let content_type = headers.get(CONTENT_TYPE).map(text).transpose()?;
+    let mut metadata = Vec::new();
+    for (n, v) in headers {
+        if let Some(name) = n.as_str().strip_prefix("x-amz-meta-") {
+            metadata.push((name.to_string(), text(v)?));
+        }
+    }
+    Ok((content_type, metadata))
+}
+
+/// The code an object of `bucket` is written with: `x-ecdn-k` / `x-ecdn-r`, else the
+/// bucket's, else the object API's defaults.
+fn code_asked(c: &Cluster, bucket: &str, headers: &HeaderMap) -> Result<CodeAsked, S3Error> {
+    let num = |n: &str| -> Result<Option<usize>, S3Error> {
+        headers
+            .get(n)
+            .map(|v| {
+                v.to_str()
+                    .ok()
+                    .and_then(|s| s.trim().parse().ok())
+                    .ok_or_else(|| {
+                        S3Error::new(Code::InvalidArgument, format!("{n} must be a number"))
+                    })
+            })
+            .transpose()
+    };
+    let given = (num("x-ecdn-k")?, num("x-ecdn-r")?);
+    let b = c.cfg.s3.as_ref().and_then(|f| f.bucket(bucket));
+    Ok(match given {
+        (None, None) => CodeAsked {
+            k: b.and_then(|b| b.k),
+            r: b.and_then(|b| b.r),
+        },
+        (k, r) => CodeAsked { k, r },
+    })
+}
+
+/// `PutObject`.
+pub(in crate::node) async fn put(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    bucket: &str,
+    key: &str,
+    headers: &HeaderMap,
+    body: Incoming,
+    verified: Option<&Verified>,
+) -> Result<Response<NodeBody>, S3Error> {
+    if key.is_empty() {
+        return Err(S3Error::new(Code::InvalidRequest, "PutObject needs a key"));
+    }
+    let name = object_name(bucket, key)?;
+    let (content_type, metadata) = attrs_of(headers)?;
+    let asked = code_asked(c, bucket, headers)?;
+    let body = S3Body::new(body, headers, verified)?;
+    let failure = body.failure();
+    let scheme = c.cfg.object_scheme;
+    let code = |at_least: usize, available: usize| code_of(asked, scheme, at_least, available);
+    let modified_ms = ecdn_cluster::auth::unix_now_ms();
+    let finish = |b: &mut S3Body| {
+        let attrs = S3Attrs {
+            etag: b.md5_hex(),
+            modified_ms,
+            content_type,
+            metadata,
+        };
+        Ok(Some(attrs))
+    };
+    let written = write_object(st, c, name, CODED_FROM, code, body, finish).await;
+    let meta = written.map_err(|e| {
+        let body_failure = failure.lock().unwrap_or_else(|p| p.into_inner()).take();
+        match (e, body_failure) {
+            (_, Some(e)) => e,
+            (PutFailure::TooLarge, None) => S3Error::new(
+                Code::EntityTooLarge,
+                "the object is larger than this store takes in one PUT",
+            ),
+            (PutFailure::Body(e), None) => S3Error::new(Code::IncompleteBody, e),
+            (PutFailure::Code(e), None) => S3Error::new(Code::InvalidArgument, e),
+            (PutFailure::Directory(e), None) => directory(e),
+            (PutFailure::Unstored { stored, total, k }, None) => S3Error::new(
+                Code::ServiceUnavailable,
+                format!("only {stored} of the {total} splits were stored; decoding needs {k}"),
+            ),
+            (PutFailure::NotBegun(_), None) => S3Error::new(
+                Code::ServiceUnavailable,
+                "no write could be begun: the object directory or too few nodes",
+            ),
+            (PutFailure::Encoding | PutFailure::Backend(_), None) => {
+                S3Error::new(Code::InternalError, "the object could not be stored")
+            }
+        }
+    })?;
+    let mut r = Response::new(NodeBody::Full(Full::default()));
+    if let Some(a) = &meta.s3 {
+        if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", a.etag)) {
+            r.headers_mut().insert(ETAG, v);
+        }
+    }
+    Ok(r)
+}
+
+/// A directory failure as S3 says it.
+fn directory(e: DirectoryError) -> S3Error {
+    match e {
+        DirectoryError::Meta(MetaError::NotFound(_)) => {
+            S3Error::new(Code::NoSuchKey, "The specified key does not exist.")
+        }
+        e => S3Error::new(Code::ServiceUnavailable, e.to_string()),
+    }
+}
+
+/// `GetObject` and (`head`) `HeadObject`.
+pub(in crate::node) async fn get(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    bucket: &str,
+    key: &str,
+    headers: &HeaderMap,
+    head: bool,
+) -> Result<Response<NodeBody>, S3Error> {
+    let name = object_name(bucket, key)?;
+    let r = read_object(st, c, name, None, headers, head, Face::S3)
+        .await
+        .map_err(|e| match e {
+            ReadFailure::Directory(e) => directory(e),
+            ReadFailure::Unreadable(why) => S3Error::new(Code::ServiceUnavailable, why),
+        })?;
+    if r.status() == StatusCode::RANGE_NOT_SATISFIABLE {
+        return Err(S3Error::new(
+            Code::InvalidRange,
+            "The requested range is not satisfiable",
+        ));
+    }
+    Ok(r)
+}
+
+/// `DeleteObject`: `204` whether or not the key was there, as S3 answers.
+pub(in crate::node) async fn delete(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    bucket: &str,
+    key: &str,
+) -> Result<Response<NodeBody>, S3Error> {
+    remove(st, c, bucket, key).await?;
+    let mut r = Response::new(NodeBody::Full(Full::default()));
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    Ok(r)
+}
+
+async fn remove(st: &Arc<State>, c: &Arc<Cluster>, bucket: &str, key: &str) -> Result<(), S3Error> {
+    let name = object_name(bucket, key)?;
+    match remove_object(st, c, &name).await {
+        Ok(_) | Err(DirectoryError::Meta(MetaError::NotFound(_))) => Ok(()),
+        Err(e) => Err(directory(e)),
+    }
+}
+
+/// `DeleteObjects`: each key of the body's list removed, the outcome of each answered.
+pub(in crate::node) async fn delete_many(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    bucket: &str,
+    body: Incoming,
+) -> Result<Response<NodeBody>, S3Error> {
+    let limit = MAX_DELETE * 1200 + 4096;
+    let bytes: Bytes = Limited::new(body, limit)
+        .collect()
+        .await
+        .map_err(|e| S3Error::new(Code::MalformedXML, format!("the body: {e}")))?
+        .to_bytes();
+    let (keys, quiet) = xml::parse_delete(&bytes, MAX_DELETE)?;
+    let (mut deleted, mut failed) = (Vec::new(), Vec::new());
+    for k in keys {
+        match remove(st, c, bucket, &k).await {
+            Ok(()) => deleted.push(k),
+            Err(e) => failed.push((k, e)),
+        }
+    }
+    Ok(reply::xml(xml::delete_result(&deleted, &failed, quiet)))
+}

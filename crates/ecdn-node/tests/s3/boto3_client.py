@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""The S3 face as boto3 uses it (crates/ecdn-node/tests/s3.rs runs this against a live
+cluster): writes, reads (whole, ranged, conditional), metadata, listings with pagination and
+delimiters, presigned URLs, deletes; and the refusals S3 gives: a wrong secret, a key without
+rights to the bucket, an expired presigned URL, a body that is not what was signed, a bucket
+that does not exist. Every check says what it expected; the last line is `ok N` (N checks).
+
+    boto3_client.py ENDPOINT ACCESS_KEY SECRET_KEY OTHER_KEY OTHER_SECRET
+
+An unsigned request reaches the S3 face only by one of its domains: the anonymous client uses
+ENDPOINT with `localhost` for its host (the test's `[s3] domains`).
+"""
+import hashlib, json, os, sys, time, urllib.request, urllib.error
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+endpoint, ak, sk, other_ak, other_sk = sys.argv[1:6]
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if not cond:
+        print(f"FAILED: {what}", flush=True)
+        sys.exit(1)
+
+
+def client(a, s, **cfg):
+    return boto3.client(
+        "s3", endpoint_url=endpoint, aws_access_key_id=a, aws_secret_access_key=s,
+        region_name="us-east-1",
+        config=Config(signature_version="s3v4", s3={"addressing_style": "path"},
+                      retries={"max_attempts": 1}, **cfg))
+
+
+def code_of(fn):
+    try:
+        fn()
+    except ClientError as e:
+        return e.response["Error"]["Code"]
+    return None
+
+
+s3 = client(ak, sk)
+data = os.urandom(3 * 1024 * 1024 + 12345)
+small = b"hello, coded world\n"
+
+# Writes and whole reads, byte-exact; the ETag is the MD5.
+put = s3.put_object(Bucket="models", Key="llama/w 1.bin", Body=data,
+                    ContentType="application/x-weights", Metadata={"owner": "ann"})
+check(put["ETag"] == '"%s"' % hashlib.md5(data).hexdigest(), f"ETag {put['ETag']}")
+s3.put_object(Bucket="models", Key="notes.txt", Body=small)
+got = s3.get_object(Bucket="models", Key="llama/w 1.bin")
+body = got["Body"].read()
+check(body == data, f"GetObject: {len(body)} bytes, equal: {body == data}")
+check(got["ContentType"] == "application/x-weights", got["ContentType"])
+check(got["Metadata"] == {"owner": "ann"}, got["Metadata"])
+check(got["ETag"] == put["ETag"], "the ETag read is the one written")
+
+# Ranges, HEAD, conditionals.
+r = s3.get_object(Bucket="models", Key="llama/w 1.bin", Range="bytes=1000000-1999999")
+check(r["Body"].read() == data[1000000:2000000], "a ranged GET's bytes")
+check(r["ContentRange"] == f"bytes 1000000-1999999/{len(data)}", r["ContentRange"])
+r = s3.get_object(Bucket="models", Key="llama/w 1.bin", Range="bytes=-100")
+check(r["Body"].read() == data[-100:], "a suffix range")
+h = s3.head_object(Bucket="models", Key="notes.txt")
+check(h["ContentLength"] == len(small), f"HEAD length {h['ContentLength']}")
+try:
+    s3.get_object(Bucket="models", Key="notes.txt", IfNoneMatch=h["ETag"])
+    check(False, "If-None-Match with the ETag answers 304")
+except ClientError as e:
+    check(e.response["ResponseMetadata"]["HTTPStatusCode"] == 304, str(e))
+check(code_of(lambda: s3.get_object(Bucket="models", Key="notes.txt", Range="bytes=99999-")) == "InvalidRange",
+      "a range past the end is InvalidRange")
+check(code_of(lambda: s3.get_object(Bucket="models", Key="nope")) == "NoSuchKey", "NoSuchKey")
+check(code_of(lambda: s3.head_object(Bucket="models", Key="nope")) == "404", "HEAD of nothing is 404")
+
+# Listings: pages of 2, a delimiter, a prefix, start-after; V1 too.
+keys = ["a/1", "a/2", "a/b/3", "b", "c d", "é/1"]
+for k in keys:
+    s3.put_object(Bucket="models", Key=k, Body=k.encode())
+all_keys = sorted(keys + ["llama/w 1.bin", "notes.txt"], key=lambda k: k.encode())
+seen, pages = [], 0
+for page in s3.get_paginator("list_objects_v2").paginate(Bucket="models", PaginationConfig={"PageSize": 2}):
+    pages += 1
+    seen += [o["Key"] for o in page.get("Contents", [])]
+check(seen == all_keys, f"paged listing {seen}")
+check(pages == 4, f"{pages} pages of 2")
+l = s3.list_objects_v2(Bucket="models", Delimiter="/")
+check([p["Prefix"] for p in l["CommonPrefixes"]] == ["a/", "llama/", "é/"], str(l.get("CommonPrefixes")))
+check([o["Key"] for o in l["Contents"]] == ["b", "c d", "notes.txt"], str(l["Contents"]))
+l = s3.list_objects_v2(Bucket="models", Prefix="a/", Delimiter="/")
+check([o["Key"] for o in l["Contents"]] == ["a/1", "a/2"] and l["CommonPrefixes"] == [{"Prefix": "a/b/"}], str(l))
+l = s3.list_objects_v2(Bucket="models", StartAfter="b")
+check([o["Key"] for o in l["Contents"]] == all_keys[all_keys.index("b") + 1:], "StartAfter")
+l = s3.list_objects_v2(Bucket="models", Prefix="notes")
+check(l["Contents"][0]["Size"] == len(small) and l["Contents"][0]["ETag"] == h["ETag"], "a listing's size and ETag")
+v1 = [o["Key"] for p in s3.get_paginator("list_objects").paginate(Bucket="models", PaginationConfig={"PageSize": 3}) for o in p.get("Contents", [])]
+check(v1 == all_keys, f"V1 listing {v1}")
+check(s3.list_buckets()["Buckets"][0]["Name"] == "models", "ListBuckets")
+
+# Presigned URLs: good, then expired; Signature Version 2's refused as such.
+url = s3.generate_presigned_url("get_object", Params={"Bucket": "models", "Key": "notes.txt"}, ExpiresIn=60)
+try:
+    check(urllib.request.urlopen(url).read() == small, "a presigned GET")
+except urllib.error.HTTPError as e:
+    check(False, f"a presigned GET of {url}: {e.code} {e.read()!r}")
+url = s3.generate_presigned_url("get_object", Params={"Bucket": "models", "Key": "notes.txt"}, ExpiresIn=1)
+time.sleep(2.5)
+try:
+    urllib.request.urlopen(url)
+    check(False, "an expired presigned URL is refused")
+except urllib.error.HTTPError as e:
+    check(e.code == 403 and b"<Code>AccessDenied</Code>" in e.read(), f"expired: {e.code}")
+
+v2 = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id=ak, aws_secret_access_key=sk,
+                  region_name="us-east-1", config=Config(signature_version="s3", s3={"addressing_style": "path"}))
+try:
+    urllib.request.urlopen(v2.generate_presigned_url("get_object", Params={"Bucket": "models", "Key": "notes.txt"}))
+    check(False, "a Signature Version 2 URL is refused")
+except urllib.error.HTTPError as e:
+    check(e.code == 400 and b"Signature Version 4" in e.read(), f"SigV2: {e.code}")
+
+# Refusals, and nothing stored by them.
+bad = client(ak, sk + "x")
+check(code_of(lambda: bad.put_object(Bucket="models", Key="x", Body=b"x")) == "SignatureDoesNotMatch", "a wrong secret")
+check(code_of(lambda: client("AKIDNOSUCHKEY", sk).get_object(Bucket="models", Key="notes.txt")) == "InvalidAccessKeyId", "an unknown key")
+other = client(other_ak, other_sk)
+check(code_of(lambda: other.get_object(Bucket="models", Key="notes.txt")) == "AccessDenied", "a key without rights to the bucket")
+check(code_of(lambda: other.put_object(Bucket="models", Key="x", Body=b"x")) == "AccessDenied", "a key without rights writes nothing")
+check(code_of(lambda: s3.put_object(Bucket="nosuchbucket", Key="x", Body=b"x")) == "NoSuchBucket", "NoSuchBucket")
+check(code_of(lambda: s3.put_object(Bucket="models", Key="md5", Body=b"abc", ContentMD5="AAAAAAAAAAAAAAAAAAAAAA==")) == "BadDigest", "a body not matching Content-MD5")
+check(code_of(lambda: s3.head_object(Bucket="models", Key="x")) == "404", "no refused write was stored")
+check(code_of(lambda: s3.head_object(Bucket="models", Key="md5")) == "404", "no refused write was stored")
+anon = boto3.client("s3", endpoint_url=endpoint.replace("127.0.0.1", "localhost"), region_name="us-east-1",
+                    config=Config(signature_version=__import__("botocore").UNSIGNED, s3={"addressing_style": "path"}))
+s3.put_object(Bucket="public-data", Key="open.txt", Body=b"open")
+check(anon.get_object(Bucket="public-data", Key="open.txt")["Body"].read() == b"open", "an anonymous read of an anonymous_read bucket")
+check(code_of(lambda: anon.put_object(Bucket="public-data", Key="w", Body=b"w")) == "AccessDenied", "no anonymous write")
+check(code_of(lambda: anon.get_object(Bucket="models", Key="notes.txt")) == "AccessDenied", "no anonymous read of another bucket")
+
+# Deletes: one, then many; gone from reads and listings.
+s3.delete_object(Bucket="models", Key="b")
+check(code_of(lambda: s3.get_object(Bucket="models", Key="b")) == "NoSuchKey", "a deleted key")
+s3.delete_object(Bucket="models", Key="never-was")  # 204 all the same
+d = s3.delete_objects(Bucket="models", Delete={"Objects": [{"Key": k} for k in ["a/1", "a/2", "a/b/3"]]})
+check(sorted(x["Key"] for x in d["Deleted"]) == ["a/1", "a/2", "a/b/3"], str(d))
+left = [o["Key"] for o in s3.list_objects_v2(Bucket="models")["Contents"]]
+check(left == ["c d", "llama/w 1.bin", "notes.txt", "é/1"], str(left))
+print(json.dumps({"object": "llama/w 1.bin", "size": len(data), "md5": hashlib.md5(data).hexdigest()}))
+print(f"ok {checks}", flush=True)
