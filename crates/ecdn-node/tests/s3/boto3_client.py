@@ -142,6 +142,60 @@ check(anon.get_object(Bucket="public-data", Key="open.txt")["Body"].read() == b"
 check(code_of(lambda: anon.put_object(Bucket="public-data", Key="w", Body=b"w")) == "AccessDenied", "no anonymous write")
 check(code_of(lambda: anon.get_object(Bucket="models", Key="notes.txt")) == "AccessDenied", "no anonymous read of another bucket")
 
+# Multipart: by hand (three parts, the last small), then boto3's transfer manager.
+MiB = 1024 * 1024
+parts_data = [os.urandom(5 * MiB), os.urandom(5 * MiB + 7), os.urandom(1000)]
+up = s3.create_multipart_upload(Bucket="models", Key="mp/one.bin", ContentType="application/x-mp",
+                                Metadata={"parts": "3"})
+uid = up["UploadId"]
+etags = []
+for i, d in enumerate(parts_data):
+    r = s3.upload_part(Bucket="models", Key="mp/one.bin", UploadId=uid, PartNumber=i + 1, Body=d)
+    check(r["ETag"] == '"%s"' % hashlib.md5(d).hexdigest(), f"part {i + 1}'s ETag")
+    etags.append(r["ETag"])
+lp = s3.list_parts(Bucket="models", Key="mp/one.bin", UploadId=uid)
+check([p["PartNumber"] for p in lp["Parts"]] == [1, 2, 3] and lp["Parts"][1]["Size"] == 5 * MiB + 7, str(lp["Parts"]))
+parts = [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(etags)]
+check(code_of(lambda: s3.complete_multipart_upload(Bucket="models", Key="mp/one.bin", UploadId=uid,
+      MultipartUpload={"Parts": [parts[1], parts[0], parts[2]]})) == "InvalidPartOrder", "parts out of order")
+check(code_of(lambda: s3.complete_multipart_upload(Bucket="models", Key="mp/one.bin", UploadId=uid,
+      MultipartUpload={"Parts": [parts[0], {"PartNumber": 2, "ETag": '"%s"' % ("0" * 32)}, parts[2]]})) == "InvalidPart", "a wrong ETag")
+check(code_of(lambda: s3.complete_multipart_upload(Bucket="models", Key="mp/one.bin", UploadId=uid,
+      MultipartUpload={"Parts": [parts[0], parts[2], {"PartNumber": 4, "ETag": etags[1]}]})) in ("InvalidPart", "EntityTooSmall"), "a part too small or missing")
+done = s3.complete_multipart_upload(Bucket="models", Key="mp/one.bin", UploadId=uid, MultipartUpload={"Parts": parts})
+md5s = b"".join(hashlib.md5(d).digest() for d in parts_data)
+check(done["ETag"] == '"%s-3"' % hashlib.md5(md5s).hexdigest(), f"the multipart ETag {done['ETag']}")
+whole = b"".join(parts_data)
+got = s3.get_object(Bucket="models", Key="mp/one.bin")
+check(got["Body"].read() == whole and got["ContentType"] == "application/x-mp" and got["Metadata"] == {"parts": "3"},
+      "the completed object, its type and metadata")
+check(s3.get_object(Bucket="models", Key="mp/one.bin", Range="bytes=5242870-5242889")["Body"].read() == whole[5242870:5242890],
+      "a range across two parts")
+check(code_of(lambda: s3.list_parts(Bucket="models", Key="mp/one.bin", UploadId=uid)) == "NoSuchUpload", "a completed upload is gone")
+# A part too small: refused, nothing stored under the key.
+up = s3.create_multipart_upload(Bucket="models", Key="mp/small.bin")
+e1 = s3.upload_part(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"], PartNumber=1, Body=b"x" * 1000)["ETag"]
+e2 = s3.upload_part(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"], PartNumber=2, Body=b"y" * 1000)["ETag"]
+check(code_of(lambda: s3.complete_multipart_upload(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"],
+      MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})) == "EntityTooSmall", "a part too small")
+check(code_of(lambda: s3.head_object(Bucket="models", Key="mp/small.bin")) == "404", "nothing stored by a refused completion")
+s3.abort_multipart_upload(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"])
+check(code_of(lambda: s3.list_parts(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"])) == "NoSuchUpload", "an aborted upload is gone")
+check(code_of(lambda: s3.upload_part(Bucket="models", Key="mp/x", UploadId="0123abcd", PartNumber=1, Body=b"x")) == "NoSuchUpload", "an unknown upload")
+# boto3's transfer manager: parts in parallel.
+from boto3.s3.transfer import TransferConfig
+import io
+blob = os.urandom(12 * MiB + 5)
+s3.upload_fileobj(io.BytesIO(blob), "models", "mp/managed.bin",
+                  Config=TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB, max_concurrency=3))
+out = io.BytesIO()
+s3.download_fileobj("models", "mp/managed.bin", out,
+                    Config=TransferConfig(multipart_threshold=4 * MiB, multipart_chunksize=4 * MiB, max_concurrency=3))
+check(out.getvalue() == blob, "upload_fileobj / download_fileobj, in parts both ways")
+check(s3.head_object(Bucket="models", Key="mp/managed.bin")["ETag"].endswith('-3"'), "a managed upload's ETag")
+for k in ["mp/one.bin", "mp/managed.bin"]:
+    s3.delete_object(Bucket="models", Key=k)
+
 # Deletes: one, then many; gone from reads and listings.
 s3.delete_object(Bucket="models", Key="b")
 check(code_of(lambda: s3.get_object(Bucket="models", Key="b")) == "NoSuchKey", "a deleted key")

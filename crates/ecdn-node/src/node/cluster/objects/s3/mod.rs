@@ -16,10 +16,11 @@
 //! An object written here is an EC-Cache object named `s3/BUCKET/HEX` (`ecdn_s3::names`: the
 //! key's bytes in hex keep S3's order, so a listing page is one range of the directory), coded
 //! as the bucket says (or `x-ecdn-k` / `x-ecdn-r`), and readable by the object API under that
-//! name. Multipart uploads are not served yet (`NotImplemented`).
+//! name. Multipart uploads (`multipart.rs`) are written whole at their completion.
 
 pub(in crate::node) mod body;
 pub(in crate::node) mod bucket;
+pub(in crate::node) mod multipart;
 pub(in crate::node) mod object;
 pub(in crate::node) mod reply;
 
@@ -135,17 +136,26 @@ async fn answer(
         (Op::HeadObject, Some(b)) => object::get(st, c, b, &key, &parts.headers, true).await,
         (Op::DeleteObject, Some(b)) => object::delete(st, c, b, &key).await,
         (Op::DeleteObjects, Some(b)) => object::delete_many(st, c, b, body).await,
-        (
-            Op::ListMultipartUploads
-            | Op::CreateMultipartUpload
-            | Op::UploadPart { .. }
-            | Op::CompleteMultipartUpload { .. }
-            | Op::AbortMultipartUpload { .. }
-            | Op::ListParts { .. },
-            Some(_),
-        ) => Err(S3Error::new(
+        (Op::CreateMultipartUpload, Some(b)) => {
+            multipart::create(st, c, b, &key, &parts.headers).await
+        }
+        (Op::UploadPart { upload_id, part }, Some(b)) => {
+            let h = &parts.headers;
+            let v = verified.as_ref();
+            multipart::upload_part(st, c, b, &key, &upload_id, part, h, body, v).await
+        }
+        (Op::ListParts { upload_id }, Some(b)) => {
+            multipart::list_parts(st, c, b, &key, &upload_id).await
+        }
+        (Op::CompleteMultipartUpload { upload_id }, Some(b)) => {
+            multipart::complete(st, c, b, &key, &upload_id, &parts.headers, body).await
+        }
+        (Op::AbortMultipartUpload { upload_id }, Some(b)) => {
+            multipart::abort(st, c, b, &key, &upload_id).await
+        }
+        (Op::ListMultipartUploads, Some(_)) => Err(S3Error::new(
             Code::NotImplemented,
-            "multipart uploads are not served yet",
+            "listing the uploads in progress is not implemented",
         )),
     }
 }

@@ -39,7 +39,9 @@ type UserMetadata = Vec<(String, String)>;
 
 /// What a `PutObject` says of its object besides its bytes: `Content-Type` and the
 /// `x-amz-meta-*` headers.
-fn attrs_of(headers: &HeaderMap) -> Result<(Option<String>, UserMetadata), S3Error> {
+pub(in crate::node) fn attrs_of(
+    headers: &HeaderMap,
+) -> Result<(Option<String>, UserMetadata), S3Error> {
     let text = |v: &HeaderValue| {
         v.to_str()
             .map(str::to_string)
@@ -57,7 +59,11 @@ fn attrs_of(headers: &HeaderMap) -> Result<(Option<String>, UserMetadata), S3Err
 
 /// The code an object of `bucket` is written with: `x-ecdn-k` / `x-ecdn-r`, else the
 /// bucket's, else the object API's defaults.
-fn code_asked(c: &Cluster, bucket: &str, headers: &HeaderMap) -> Result<CodeAsked, S3Error> {
+pub(in crate::node) fn code_asked(
+    c: &Cluster,
+    bucket: &str,
+    headers: &HeaderMap,
+) -> Result<CodeAsked, S3Error> {
     let num = |n: &str| -> Result<Option<usize>, S3Error> {
         headers
             .get(n)
@@ -113,30 +119,8 @@ pub(in crate::node) async fn put(
         Ok(Some(attrs))
     };
     let written = write_object(st, c, name, CODED_FROM, code, body, finish).await;
-    let meta = written.map_err(|e| {
-        let body_failure = failure.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match (e, body_failure) {
-            (_, Some(e)) => e,
-            (PutFailure::TooLarge, None) => S3Error::new(
-                Code::EntityTooLarge,
-                "the object is larger than this store takes in one PUT",
-            ),
-            (PutFailure::Body(e), None) => S3Error::new(Code::IncompleteBody, e),
-            (PutFailure::Code(e), None) => S3Error::new(Code::InvalidArgument, e),
-            (PutFailure::Directory(e), None) => directory(e),
-            (PutFailure::Unstored { stored, total, k }, None) => S3Error::new(
-                Code::ServiceUnavailable,
-                format!("only {stored} of the {total} splits were stored; decoding needs {k}"),
-            ),
-            (PutFailure::NotBegun(_), None) => S3Error::new(
-                Code::ServiceUnavailable,
-                "no write could be begun: the object directory or too few nodes",
-            ),
-            (PutFailure::Encoding | PutFailure::Backend(_), None) => {
-                S3Error::new(Code::InternalError, "the object could not be stored")
-            }
-        }
-    })?;
+    let meta = written
+        .map_err(|e| put_failure(e, failure.lock().unwrap_or_else(|p| p.into_inner()).take()))?;
     let mut r = Response::new(NodeBody::Full(Full::default()));
     if let Some(a) = &meta.s3 {
         if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", a.etag)) {
@@ -146,8 +130,34 @@ pub(in crate::node) async fn put(
     Ok(r)
 }
 
+/// A failed write as S3 says it: the body's own refusal first (`body_failure`, with its
+/// code), else the write's.
+pub(in crate::node) fn put_failure(e: PutFailure, body_failure: Option<S3Error>) -> S3Error {
+    match (e, body_failure) {
+        (_, Some(e)) => e,
+        (PutFailure::TooLarge, None) => S3Error::new(
+            Code::EntityTooLarge,
+            "the object is larger than this store takes (1 GiB)",
+        ),
+        (PutFailure::Body(e), None) => S3Error::new(Code::IncompleteBody, e),
+        (PutFailure::Code(e), None) => S3Error::new(Code::InvalidArgument, e),
+        (PutFailure::Directory(e), None) => directory(e),
+        (PutFailure::Unstored { stored, total, k }, None) => S3Error::new(
+            Code::ServiceUnavailable,
+            format!("only {stored} of the {total} splits were stored; decoding needs {k}"),
+        ),
+        (PutFailure::NotBegun(_), None) => S3Error::new(
+            Code::ServiceUnavailable,
+            "no write could be begun: the object directory or too few nodes",
+        ),
+        (PutFailure::Encoding | PutFailure::Backend(_), None) => {
+            S3Error::new(Code::InternalError, "the object could not be stored")
+        }
+    }
+}
+
 /// A directory failure as S3 says it.
-fn directory(e: DirectoryError) -> S3Error {
+pub(in crate::node) fn directory(e: DirectoryError) -> S3Error {
     match e {
         DirectoryError::Meta(MetaError::NotFound(_)) => {
             S3Error::new(Code::NoSuchKey, "The specified key does not exist.")

@@ -1,0 +1,489 @@
+//! Multipart uploads through the S3 face: `CreateMultipartUpload`, `UploadPart`,
+//! `ListParts`, `CompleteMultipartUpload`, `AbortMultipartUpload`.
+//!
+//! An upload lives in the object directory, so any node takes any of its requests: its
+//! description (bucket, key, content type, `x-amz-meta-*`) is a small object
+//! `s3mpu/UPLOAD/meta`, and each part an EC-Cache object `s3mpu/UPLOAD/pNNNNN` coded as the
+//! bucket says, its MD5 its `ETag`. Completing checks the list the client sends against the
+//! parts stored (each named part there with that `ETag`, numbers ascending, every part but the
+//! last at least [`MIN_PART`]), writes the object whole from the parts in order
+//! (`objects/write.rs`, so the object is one EC-Cache object, readable as any other and by the
+//! object API), with S3's multipart `ETag` (the MD5 of the parts' MD5s, `-`, their number),
+//! then removes the upload. Aborting removes it. The object is at most `MAX_OBJECT` bytes
+//! (1 GiB), as a `PutObject`.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ecdn_cluster::objects::DirectoryError;
+use ecdn_objects::meta::{Listed, MetaError, ObjectName, S3Attrs};
+use ecdn_s3::sigv4::Verified;
+use ecdn_s3::{xml, Code, S3Error};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ETAG};
+use hyper::{HeaderMap, Response};
+use md5::{Digest as _, Md5};
+
+use super::body::S3Body;
+use super::object::{attrs_of, code_asked, directory, put_failure};
+use super::reply;
+use crate::node::body::NodeBody;
+use crate::node::cluster::objects::api::{
+    code_of, read_object, remove_object, CodeAsked, Face, ReadFailure, CODED_FROM,
+};
+use crate::node::cluster::objects::write::{write_object, PutBody};
+use crate::node::cluster::pieces::member::Cluster;
+use crate::node::cluster::pieces::names::MAX_OBJECT;
+use crate::node::state::State;
+
+/// The smallest part but the last (S3's 5 MiB).
+pub(in crate::node) const MIN_PART: u64 = 5 << 20;
+/// Most parts listed in one `ListParts` answer.
+const MAX_LISTED_PARTS: usize = 1000;
+
+/// What an upload is for, kept as its `meta` object (JSON).
+#[derive(Debug)]
+struct Upload {
+    bucket: String,
+    key: String,
+    content_type: Option<String>,
+    metadata: Vec<(String, String)>,
+}
+
+impl Upload {
+    fn to_json(&self) -> Vec<u8> {
+        let metadata: Vec<serde_json::Value> = self
+            .metadata
+            .iter()
+            .map(|(n, v)| serde_json::json!([n, v]))
+            .collect();
+        serde_json::json!({
+            "bucket": self.bucket,
+            "key": self.key,
+            "content_type": self.content_type,
+            "metadata": metadata,
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    fn from_json(b: &[u8]) -> Option<Upload> {
+        let v: serde_json::Value = serde_json::from_slice(b).ok()?;
+        let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+        let metadata = v["metadata"]
+            .as_array()?
+            .iter()
+            .map(|p| Some((text(&p[0])?, text(&p[1])?)))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Upload {
+            bucket: text(&v["bucket"])?,
+            key: text(&v["key"])?,
+            content_type: text(&v["content_type"]),
+            metadata,
+        })
+    }
+}
+
+fn upload_name(upload: &str, what: &str) -> Result<ObjectName, S3Error> {
+    let valid =
+        !upload.is_empty() && upload.len() <= 64 && upload.bytes().all(|b| b.is_ascii_hexdigit());
+    if !valid {
+        return Err(no_such_upload());
+    }
+    ObjectName::parse(&format!("s3mpu/{upload}/{what}"))
+        .map_err(|e| S3Error::new(Code::InternalError, e.to_string()))
+}
+
+fn no_such_upload() -> S3Error {
+    S3Error::new(
+        Code::NoSuchUpload,
+        "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.",
+    )
+}
+
+/// A new upload's id: unique in the cluster (this node, its clock, a counter, the key).
+fn new_upload_id(c: &Cluster, bucket: &str, key: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seed = format!("{}/{nanos}/{n}/{bucket}/{key}", c.id);
+    ecdn_s3::text::hex(&ecdn_cluster::auth::sha256(seed.as_bytes())[..16])
+}
+
+/// A body already in memory, as a [`PutBody`].
+struct Memory(Option<Bytes>);
+
+impl PutBody for Memory {
+    fn size_hint(&self) -> u64 {
+        self.0.as_ref().map_or(0, |b| b.len() as u64)
+    }
+    async fn next(&mut self) -> Option<Result<Bytes, String>> {
+        self.0.take().map(Ok)
+    }
+}
+
+/// `CreateMultipartUpload`: the upload's description stored, its id answered.
+pub(in crate::node) async fn create(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    bucket: &str,
+    key: &str,
+    headers: &HeaderMap,
+) -> Result<Response<NodeBody>, S3Error> {
+    let (content_type, metadata) = attrs_of(headers)?;
+    let upload = Upload {
+        bucket: bucket.to_string(),
+        key: key.to_string(),
+        content_type,
+        metadata,
+    };
+    let id = new_upload_id(c, bucket, key);
+    let json = upload.to_json();
+    let scheme = c.cfg.object_scheme;
+    let code = |at_least: usize, available: usize| {
+        code_of(
+            CodeAsked {
+                k: Some(1),
+                r: Some(1),
+            },
+            scheme,
+            at_least,
+            available,
+        )
+    };
+    let name = upload_name(&id, "meta")?;
+    write_object(
+        st,
+        c,
+        name,
+        CODED_FROM,
+        code,
+        Memory(Some(json.into())),
+        |_| Ok(None),
+    )
+    .await
+    .map_err(|e| put_failure(e, None))?;
+    Ok(reply::xml(xml::initiate_multipart(bucket, key, &id)))
+}
+
+/// The upload's description, checked against the request's bucket and key.
+async fn upload_of(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    id: &str,
+    bucket: &str,
+    key: &str,
+) -> Result<Upload, S3Error> {
+    let name = upload_name(id, "meta")?;
+    let r = read_object(st, c, name, None, &HeaderMap::new(), false, Face::Api)
+        .await
+        .map_err(|e| match e {
+            ReadFailure::Directory(DirectoryError::Meta(MetaError::NotFound(_))) => {
+                no_such_upload()
+            }
+            ReadFailure::Directory(e) => directory(e),
+            ReadFailure::Unreadable(why) => S3Error::new(Code::ServiceUnavailable, why),
+        })?;
+    let body = Limited::new(r.into_body(), 64 << 10)
+        .collect()
+        .await
+        .map_err(|e| {
+            S3Error::new(
+                Code::ServiceUnavailable,
+                format!("the upload's description: {e}"),
+            )
+        })?
+        .to_bytes();
+    let upload = Upload::from_json(&body)
+        .ok_or_else(|| S3Error::new(Code::InternalError, "the upload's description is not one"))?;
+    if upload.bucket != bucket || upload.key != key {
+        return Err(no_such_upload());
+    }
+    Ok(upload)
+}
+
+/// `UploadPart`: the part stored as an object of its own, its MD5 its `ETag`.
+#[allow(clippy::too_many_arguments)]
+pub(in crate::node) async fn upload_part(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    bucket: &str,
+    key: &str,
+    id: &str,
+    part: u32,
+    headers: &HeaderMap,
+    body: Incoming,
+    verified: Option<&Verified>,
+) -> Result<Response<NodeBody>, S3Error> {
+    upload_of(st, c, id, bucket, key).await?;
+    let name = upload_name(id, &format!("p{part:05}"))?;
+    let asked = code_asked(c, bucket, headers)?;
+    let body = S3Body::new(body, headers, verified)?;
+    let failure = body.failure();
+    let scheme = c.cfg.object_scheme;
+    let code = |at_least: usize, available: usize| code_of(asked, scheme, at_least, available);
+    let modified_ms = ecdn_cluster::auth::unix_now_ms();
+    let finish = |b: &mut S3Body| {
+        Ok(Some(S3Attrs {
+            etag: b.md5_hex(),
+            modified_ms,
+            content_type: None,
+            metadata: Vec::new(),
+        }))
+    };
+    let meta = write_object(st, c, name, CODED_FROM, code, body, finish)
+        .await
+        .map_err(|e| put_failure(e, failure.lock().unwrap_or_else(|p| p.into_inner()).take()))?;
+    let mut r = Response::new(NodeBody::Full(Full::default()));
+    if let Some(v) = meta
+        .s3
+        .as_ref()
+        .and_then(|a| HeaderValue::from_str(&format!("\"{}\"", a.etag)).ok())
+    {
+        r.headers_mut().insert(ETAG, v);
+    }
+    Ok(r)
+}
+
+/// The parts stored for an upload, in part order: (number, record).
+async fn parts_of(c: &Cluster, id: &str) -> Result<Vec<(u32, Listed)>, S3Error> {
+    let prefix = format!("s3mpu/{id}/p");
+    let mut out = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = c
+            .objects
+            .list(&prefix, after.as_deref(), 1000)
+            .await
+            .map_err(|e| S3Error::new(Code::ServiceUnavailable, e.to_string()))?;
+        let more = page.len() == 1000;
+        after = page.last().map(|l| l.name.to_string());
+        for l in page {
+            if let Ok(n) = l.name.as_str()[prefix.len()..].parse::<u32>() {
+                out.push((n, l));
+            }
+        }
+        if !more {
+            return Ok(out);
+        }
+    }
+}
+
+/// `ListParts`: the parts stored so far (at most 1,000).
+pub(in crate::node) async fn list_parts(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    bucket: &str,
+    key: &str,
+    id: &str,
+) -> Result<Response<NodeBody>, S3Error> {
+    upload_of(st, c, id, bucket, key).await?;
+    let parts = parts_of(c, id).await?;
+    let mut x = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListPartsResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Bucket>{}</Bucket><Key>{}</Key><UploadId>{}</UploadId><MaxParts>{MAX_LISTED_PARTS}</MaxParts><IsTruncated>{}</IsTruncated>",
+        xml::escape(bucket),
+        xml::escape(key),
+        xml::escape(id),
+        parts.len() > MAX_LISTED_PARTS
+    );
+    for (n, l) in parts.iter().take(MAX_LISTED_PARTS) {
+        let (etag, modified) = l.s3.clone().unwrap_or_default();
+        x.push_str(&format!(
+            "<Part><PartNumber>{n}</PartNumber><LastModified>{}</LastModified><ETag>\"{}\"</ETag><Size>{}</Size></Part>",
+            ecdn_s3::time::iso8601(modified),
+            xml::escape(&etag),
+            l.size
+        ));
+    }
+    x.push_str("</ListPartsResult>");
+    Ok(reply::xml(x))
+}
+
+/// Removes an upload: its parts, then its description.
+async fn remove_upload(st: &Arc<State>, c: &Arc<Cluster>, id: &str) -> Result<(), S3Error> {
+    for (_, l) in parts_of(c, id).await? {
+        match remove_object(st, c, &l.name).await {
+            Ok(_) | Err(DirectoryError::Meta(MetaError::NotFound(_))) => {}
+            Err(e) => return Err(directory(e)),
+        }
+    }
+    match remove_object(st, c, &upload_name(id, "meta")?).await {
+        Ok(_) | Err(DirectoryError::Meta(MetaError::NotFound(_))) => Ok(()),
+        Err(e) => Err(directory(e)),
+    }
+}
+
+/// `AbortMultipartUpload`.
+pub(in crate::node) async fn abort(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    bucket: &str,
+    key: &str,
+    id: &str,
+) -> Result<Response<NodeBody>, S3Error> {
+    upload_of(st, c, id, bucket, key).await?;
+    remove_upload(st, c, id).await?;
+    let mut r = Response::new(NodeBody::Full(Full::default()));
+    *r.status_mut() = hyper::StatusCode::NO_CONTENT;
+    Ok(r)
+}
+
+/// The parts of a completed upload read in order, as one body.
+struct Parts {
+    st: Arc<State>,
+    c: Arc<Cluster>,
+    names: VecDeque<ObjectName>,
+    current: Option<NodeBody>,
+}
+
+impl PutBody for Parts {
+    fn size_hint(&self) -> u64 {
+        0
+    }
+
+    async fn next(&mut self) -> Option<Result<Bytes, String>> {
+        loop {
+            if let Some(body) = &mut self.current {
+                match body.frame().await {
+                    Some(Ok(f)) => {
+                        if let Ok(d) = f.into_data() {
+                            return Some(Ok(d));
+                        }
+                        continue;
+                    }
+                    Some(Err(e)) => return Some(Err(format!("reading a part: {e}"))),
+                    None => self.current = None,
+                }
+            }
+            let name = self.names.pop_front()?;
+            let read = read_object(
+                &self.st,
+                &self.c,
+                name.clone(),
+                None,
+                &HeaderMap::new(),
+                false,
+                Face::Api,
+            )
+            .await;
+            match read {
+                Ok(r) => self.current = Some(r.into_body()),
+                Err(_) => return Some(Err(format!("part {name} could not be read"))),
+            }
+        }
+    }
+}
+
+/// `CompleteMultipartUpload`.
+#[allow(clippy::too_many_arguments)]
+pub(in crate::node) async fn complete(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    bucket: &str,
+    key: &str,
+    id: &str,
+    headers: &HeaderMap,
+    body: Incoming,
+) -> Result<Response<NodeBody>, S3Error> {
+    let upload = upload_of(st, c, id, bucket, key).await?;
+    let limit = 10_000 * 160 + 4096;
+    let xml_body = Limited::new(body, limit)
+        .collect()
+        .await
+        .map_err(|e| S3Error::new(Code::MalformedXML, format!("the body: {e}")))?
+        .to_bytes();
+    let listed = xml::parse_complete(&xml_body, ecdn_s3::request::MAX_PARTS as usize)?;
+    let stored = parts_of(c, id).await?;
+    // Every part named, stored with that ETag, in ascending order; all but the last large.
+    let mut names = VecDeque::new();
+    let mut md5s = Vec::new();
+    let mut total = 0u64;
+    let mut previous = 0;
+    for (i, p) in listed.iter().enumerate() {
+        if p.number <= previous {
+            return Err(S3Error::new(
+                Code::InvalidPartOrder,
+                "The list of parts was not in ascending order.",
+            ));
+        }
+        previous = p.number;
+        let Some((_, l)) = stored.iter().find(|(n, _)| *n == p.number) else {
+            return Err(S3Error::new(
+                Code::InvalidPart,
+                format!("part {} was not uploaded", p.number),
+            ));
+        };
+        let etag = l.s3.as_ref().map(|(e, _)| e.as_str()).unwrap_or("");
+        if etag != p.etag {
+            return Err(S3Error::new(
+                Code::InvalidPart,
+                format!("part {}'s ETag is not {:?}", p.number, p.etag),
+            ));
+        }
+        if i + 1 < listed.len() && l.size < MIN_PART {
+            return Err(S3Error::new(
+                Code::EntityTooSmall,
+                format!(
+                    "part {} has {} bytes: every part but the last needs 5 MiB",
+                    p.number, l.size
+                ),
+            ));
+        }
+        total += l.size;
+        md5s.extend(
+            (0..etag.len() / 2)
+                .filter_map(|j| u8::from_str_radix(etag.get(2 * j..2 * j + 2)?, 16).ok()),
+        );
+        names.push_back(l.name.clone());
+    }
+    if total > MAX_OBJECT as u64 {
+        return Err(S3Error::new(
+            Code::EntityTooLarge,
+            format!("the parts hold {total} bytes; objects here are at most {MAX_OBJECT}"),
+        ));
+    }
+    let etag = format!(
+        "{}-{}",
+        ecdn_s3::text::hex(&Md5::digest(&md5s)),
+        listed.len()
+    );
+    let asked = code_asked(c, bucket, headers)?;
+    let scheme = c.cfg.object_scheme;
+    let code = |at_least: usize, available: usize| {
+        code_of(asked, scheme, at_least.max(total as usize), available)
+    };
+    let parts = Parts {
+        st: st.clone(),
+        c: c.clone(),
+        names,
+        current: None,
+    };
+    let modified_ms = ecdn_cluster::auth::unix_now_ms();
+    let attrs = S3Attrs {
+        etag: etag.clone(),
+        modified_ms,
+        content_type: upload.content_type,
+        metadata: upload.metadata,
+    };
+    let name = ObjectName::parse(&ecdn_s3::names::object_name(bucket, key))
+        .map_err(|e| S3Error::new(Code::KeyTooLongError, e.to_string()))?;
+    // Each part's bytes were checked as it was stored, and each is checked against its
+    // SHA-256 as it is read.
+    let finish = move |_: &mut Parts| Ok(Some(attrs));
+    write_object(st, c, name, CODED_FROM, code, parts, finish)
+        .await
+        .map_err(|e| put_failure(e, None))?;
+    remove_upload(st, c, id).await?;
+    let location = format!("/{bucket}/{key}");
+    Ok(reply::xml(xml::complete_multipart(
+        &location,
+        bucket,
+        key,
+        &format!("\"{etag}\""),
+    )))
+}
