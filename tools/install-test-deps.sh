@@ -18,8 +18,8 @@ set -euo pipefail
 #   own etcd members on loopback;
 # - moto's S3 server (PyPI, `moto[server]`, with python3-pip where pip is missing): the
 #   backend tier's S3 tests (crates/ecdn-backend/tests/s3.rs) check the client against it;
-# - boto3 (PyPI; moto brings it too): the S3 face's test (crates/ecdn-node/tests/s3.rs) drives
-#   a cluster with the AWS SDK for Python;
+# - boto3 and the AWS CLI (PyPI, `awscli`; moto brings boto3 too): the S3 face's tests
+#   (crates/ecdn-node/tests/s3.rs) drive a cluster with the AWS SDK for Python and `aws s3`;
 # - openssl: the same tests make a private CA and a certificate for moto's TLS endpoint, and the
 #   node's HTTPS test (crates/ecdn/tests/e2e.rs) makes its certificates;
 # - dnsutils: `dig` queries the DNS redirector in its test (crates/ecdn-coral/src/dns.rs);
@@ -63,9 +63,9 @@ if ! command -v moto_server >/dev/null; then
     python3 -m pip install --quiet --break-system-packages 'moto[server]>=5,<6' >&2 ||
     echo "install-test-deps: could not install moto[server]; the backend's S3 tests will fail" >&2
 fi
-if ! python3 -c "import boto3" >/dev/null 2>&1; then
-  echo "install-test-deps: installing boto3 from PyPI" >&2
-  python3 -m pip install --quiet 'boto3>=1.34' >&2 ||
-    python3 -m pip install --quiet --break-system-packages 'boto3>=1.34' >&2 ||
-    echo "install-test-deps: could not install boto3; the S3 face's test will fail" >&2
+if ! python3 -c "import boto3" >/dev/null 2>&1 || ! command -v aws >/dev/null; then
+  echo "install-test-deps: installing boto3 and awscli from PyPI" >&2
+  python3 -m pip install --quiet 'boto3>=1.34' 'awscli>=1.32' >&2 ||
+    python3 -m pip install --quiet --break-system-packages 'boto3>=1.34' 'awscli>=1.32' >&2 ||
+    echo "install-test-deps: could not install boto3 and awscli; the S3 face's tests will fail" >&2
 fi

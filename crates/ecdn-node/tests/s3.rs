@@ -2,8 +2,9 @@
 //! for Python, installed by `tools/install-test-deps.sh`): `tests/s3/boto3_client.py` writes,
 //! reads (whole, ranged, conditional), lists (pages, delimiters, V1), presigns, deletes, and
 //! checks S3's refusals; then the object it wrote is read through the object API under its
-//! EC-Cache name, byte for byte the same. Without boto3 the test fails, saying how to install
-//! it.
+//! EC-Cache name, byte for byte the same; and the AWS CLI (`tests/s3/aws_cli.sh`: `cp` with
+//! its parallel multipart transfers, `sync` both ways, `ls`, `rm --recursive`). Without boto3
+//! or the CLI a test fails, saying how to install it.
 
 use std::process::Command;
 
@@ -92,5 +93,35 @@ async fn boto3_writes_reads_lists_and_is_refused_as_s3_does() {
     assert_eq!(hex(&Md5::digest(&r.body)), written["md5"].as_str().unwrap());
     let k = r.headers.get("x-ecdn-k").and_then(|v| v.to_str().ok());
     assert_eq!(k, Some("3"), "the bucket's code");
+    c.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aws_cli_copies_syncs_lists_and_removes() {
+    let have = Command::new("aws").arg("--version").output();
+    assert!(
+        have.is_ok_and(|o| o.status.success()),
+        "the AWS CLI is missing: install it with `python3 -m pip install awscli` (tools/install-test-deps.sh does)"
+    );
+    let c = TestCluster::start_with(6, "c2dn", 3, 1, S3).await;
+    let endpoint = format!("http://{}", c.client(1));
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3/aws_cli.sh");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new("bash")
+            .args([
+                script,
+                &endpoint,
+                "AKIDMODELS0001",
+                "models-secret-0123456789",
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(stdout.lines().last(), Some("ok"), "{stdout}\n{stderr}");
     c.stop_all().await;
 }
