@@ -7,17 +7,19 @@
 #    as a presigned S3 GET (Signature Version 4 checked on every request), and through the
 #    object API (`/_objects/s3/bench/HEX`); ROUNDS rounds (default 3) alternated. Prints
 #    requests per second, MB/s, p50 and p99, and the medians' ratios S3 ÷ object API.
-# 2. ListObjectsV2 over LIST_N records (default 1,000,000; written straight to the object
+# 3. (BIG=1) A 1 GiB object by multipart upload with boto3's transfer manager (64 MiB parts,
+#    4 at a time), downloaded the same way, its MD5 compared; both timed. (default 1,000,000; written straight to the object
 #    directory by `crates/ecdn-cluster/examples/fill_directory.rs`, the objects' bytes never
 #    stored): every page of 1,000 keys read with boto3 in turn, the time per page (median,
 #    p99, first and last), and a page with a delimiter.
 #
-#   benches/s3-face.sh            # ECDN_BIN=... to use a built binary; LIST_N=0 skips 2.
+#   benches/s3-face.sh            # ECDN_BIN=... to use a built binary; LIST_N=0 skips 2;
+#                                 # SIZES="" ROUNDS=0 skip 1; BIG=1 adds 3.
 #
 # Needs wrk, python3 with boto3. Uses ports 19500-19530 on 127.0.0.1; stops what it starts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ -n "${ECDN_BIN:-}" ]; then E=$ECDN_BIN; else cargo build --release -q -p ecdn; E=$PWD/target/release/ecdn; fi
+if [ -n "${ECDN_BIN:-}" ]; then E=$ECDN_BIN; else cargo build --release -q -p ecdn --bin ecdn; E=$PWD/target/release/ecdn; fi
 cargo build --release -q -p ecdn-cluster --example fill_directory
 FILL=$PWD/target/release/examples/fill_directory
 W=$(mktemp -d)
@@ -69,12 +71,16 @@ ak, sk, sizes = sys.argv[1], sys.argv[2], sys.argv[3:]
 s3 = boto3.client("s3", endpoint_url="http://127.0.0.1:19512", aws_access_key_id=ak,
                   aws_secret_access_key=sk, region_name="us-east-1",
                   config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+# The reads go to another node than the writes; a presigned URL names its host.
+reader = boto3.client("s3", endpoint_url="http://127.0.0.1:19513", aws_access_key_id=ak,
+                      aws_secret_access_key=sk, region_name="us-east-1",
+                      config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
 for size in sizes:
     n = int(size[:-3]) << {"KiB": 10, "MiB": 20}[size[-3:]]
     key = f"object-{size}"
     s3.put_object(Bucket="bench", Key=key, Body=os.urandom(n))
-    pre = s3.generate_presigned_url("get_object", Params={"Bucket": "bench", "Key": key}, ExpiresIn=3600)
-    print(size, f"http://localhost:19513/bench/{key}", pre.replace("19512", "19513"),
+    pre = reader.generate_presigned_url("get_object", Params={"Bucket": "bench", "Key": key}, ExpiresIn=3600)
+    print(size, f"http://localhost:19513/bench/{key}", pre,
           f"http://127.0.0.1:19513/_objects/s3/bench/{key.encode().hex()}")
 PY
 run() { # label url -> "rps p50 p99 MB/s"
@@ -90,12 +96,13 @@ run() { # label url -> "rps p50 p99 MB/s"
 }
 for round in $(seq "${ROUNDS:-3}"); do
   while read -r size anon pre api; do
-    curl -sf -o /dev/null "$anon" && curl -sf -o /dev/null "$api" || { echo "a read failed"; exit 1; }
+    for u in "$anon" "$pre" "$api"; do curl -sf -o /dev/null "$u" || { echo "a read failed: $u"; exit 1; }; done
     run "$size s3-anonymous" "$anon"
     run "$size s3-presigned" "$pre"
     run "$size object-api" "$api"
   done < $W/urls
 done
+touch $W/reads.tsv
 echo
 echo "medians over ${ROUNDS:-3} rounds"
 awk '
@@ -105,6 +112,32 @@ awk '
     for (i = 1; i <= n; i++) { k = order[i]; printf "%-28s %9.0f req/s  p50 %8.2f ms  p99 %8.2f ms\n", k, median(r[k]), median(p50[k]), median(p99[k]) }
     for (i = 1; i <= n; i++) { k = order[i]; split(k, f, " "); api = f[1] " object-api"; if (f[2] != "object-api") printf "%-28s req/s ÷ object API %.2f, p50 %.2f, p99 %.2f\n", k, median(r[k]) / median(r[api]), median(p50[k]) / median(p50[api]), median(p99[k]) / median(p99[api]) }
   }' $W/reads.tsv
+
+# 3. A 1 GiB object by multipart.
+if [ "${BIG:-0}" = 1 ]; then
+  python3 - "$AK" "$SK" <<'PY'
+import hashlib, io, os, sys, time, boto3
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+ak, sk = sys.argv[1], sys.argv[2]
+s3 = boto3.client("s3", endpoint_url="http://127.0.0.1:19515", aws_access_key_id=ak,
+                  aws_secret_access_key=sk, region_name="us-east-1",
+                  config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
+blob = os.urandom(1 << 30)
+cfg = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=64 << 20, max_concurrency=4)
+t = time.perf_counter()
+s3.upload_fileobj(io.BytesIO(blob), "bench", "one-gib.bin", Config=cfg)
+up = time.perf_counter() - t
+out = io.BytesIO()
+t = time.perf_counter()
+s3.download_fileobj("bench", "one-gib.bin", out, Config=cfg)
+down = time.perf_counter() - t
+same = hashlib.md5(out.getvalue()).digest() == hashlib.md5(blob).digest()
+etag = s3.head_object(Bucket="bench", Key="one-gib.bin")["ETag"]
+print(f"1 GiB by multipart: upload {up:.1f} s ({1024 / up:.0f} MB/s), download {down:.1f} s "
+      f"({1024 / down:.0f} MB/s), byte-exact {same}, ETag {etag}")
+PY
+fi
 
 # 2. Listing.
 N=${LIST_N:-1000000}

@@ -196,6 +196,38 @@ check(s3.head_object(Bucket="models", Key="mp/managed.bin")["ETag"].endswith('-3
 for k in ["mp/one.bin", "mp/managed.bin"]:
     s3.delete_object(Bucket="models", Key=k)
 
+# Raw signed requests: a malformed XML body, and a signature 20 minutes old.
+import botocore.auth, botocore.awsrequest, botocore.credentials, datetime
+
+
+def raw(method, path, body=b"", when=None):
+    req = botocore.awsrequest.AWSRequest(method=method, url=endpoint + path, data=body)
+    if when is not None:
+        real = botocore.auth.get_current_datetime
+        botocore.auth.get_current_datetime = lambda: when
+    try:
+        botocore.auth.S3SigV4Auth(botocore.credentials.Credentials(ak, sk), "s3", "us-east-1").add_auth(req)
+    finally:
+        if when is not None:
+            botocore.auth.get_current_datetime = real
+    p = req.prepare()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(p.url, data=body or None, headers=dict(p.headers), method=method)) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+up = s3.create_multipart_upload(Bucket="models", Key="mp/xml.bin")
+st, b = raw("POST", f"/models/mp/xml.bin?uploadId={up['UploadId']}", b"<CompleteMultipartUpload><Part><PartNumber>1")
+check(st == 400 and b"<Code>MalformedXML</Code>" in b, f"malformed XML: {st} {b[:200]!r}")
+check(code_of(lambda: s3.head_object(Bucket="models", Key="mp/xml.bin")) == "404", "nothing stored by malformed XML")
+s3.abort_multipart_upload(Bucket="models", Key="mp/xml.bin", UploadId=up["UploadId"])
+old = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=20)
+st, b = raw("PUT", "/models/late.txt", b"late", when=old)
+check(st == 403 and b"<Code>RequestTimeTooSkewed</Code>" in b, f"an old signature: {st} {b[:200]!r}")
+check(code_of(lambda: s3.head_object(Bucket="models", Key="late.txt")) == "404", "nothing stored by an old signature")
+
 # Deletes: one, then many; gone from reads and listings.
 s3.delete_object(Bucket="models", Key="b")
 check(code_of(lambda: s3.get_object(Bucket="models", Key="b")) == "NoSuchKey", "a deleted key")
