@@ -95,7 +95,8 @@ impl Lister {
                 self.done = true;
                 return;
             }
-            let rest = &e.key[self.q.prefix.len().min(e.key.len())..];
+            // (Every key of a batch begins with the prefix.)
+            let rest = e.key.get(self.q.prefix.len()..).unwrap_or("");
             let folded = self
                 .q
                 .delimiter

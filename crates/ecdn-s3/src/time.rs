@@ -20,7 +20,7 @@ pub fn parse_amz_date(s: &str) -> Result<AmzDate, S3Error> {
         )
     };
     let b = s.as_bytes();
-    if b.len() != 16 || b[8] != b'T' || b[15] != b'Z' {
+    if !s.is_ascii() || b.len() != 16 || b[8] != b'T' || b[15] != b'Z' {
         return Err(bad());
     }
     let num = |r: std::ops::Range<usize>| -> Option<u64> {
@@ -134,6 +134,8 @@ mod tests {
             "20130524T250000Z",
             "+0130524T000000Z",
             "19690101T000000Z",
+            // Not ASCII, with `T` and `Z` where they go: refused, not cut inside a character.
+            "201\u{e9}052T000000Z",
         ] {
             assert!(parse_amz_date(bad).is_err(), "{bad}");
         }
