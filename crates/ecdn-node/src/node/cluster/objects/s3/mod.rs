@@ -30,10 +30,9 @@ use std::time::SystemTime;
 use ecdn_cluster::s3_face::S3Face;
 use ecdn_s3::sigv4::{self, SignedParts, Verified};
 use ecdn_s3::{Code, Op, S3Error, S3Request};
-use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::header::HOST;
-use hyper::{Request, Response};
+use hyper::{Request, Response, StatusCode};
 
 use crate::node::body::NodeBody;
 use crate::node::cluster::pieces::member::Cluster;
@@ -121,8 +120,7 @@ async fn answer(
             Code::InvalidRequest,
             format!("{op:?} needs a bucket"),
         )),
-        (Op::HeadBucket, Some(_)) => Ok(Response::new(NodeBody::Full(Full::default()))),
-        (Op::CreateBucket, Some(_)) => Ok(Response::new(NodeBody::Full(Full::default()))),
+        (Op::HeadBucket | Op::CreateBucket, Some(_)) => Ok(reply::empty(StatusCode::OK)),
         (Op::DeleteBucket, Some(b)) => Err(S3Error::new(
             Code::AccessDenied,
             format!("bucket {b} is made and removed in the cluster file"),

@@ -21,18 +21,16 @@ use ecdn_cluster::objects::DirectoryError;
 use ecdn_objects::meta::{Listed, MetaError, ObjectName, S3Attrs};
 use ecdn_s3::sigv4::Verified;
 use ecdn_s3::{xml, Code, S3Error};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ETAG};
 use hyper::{HeaderMap, Response};
 use md5::{Digest as _, Md5};
 
-use super::body::S3Body;
-use super::object::{attrs_of, code_asked, directory, put_failure};
+use super::object::{attrs_of, code_asked, directory, put_failure, remove, store};
 use super::reply;
 use crate::node::body::NodeBody;
 use crate::node::cluster::objects::api::{
-    code_of, read_object, remove_object, CodeAsked, Face, ReadFailure, CODED_FROM,
+    code_of, read_object, CodeAsked, Face, ReadFailure, CODED_FROM,
 };
 use crate::node::cluster::objects::write::{write_object, PutBody};
 use crate::node::cluster::pieces::member::Cluster;
@@ -222,32 +220,18 @@ pub(in crate::node) async fn upload_part(
 ) -> Result<Response<NodeBody>, S3Error> {
     upload_of(st, c, id, bucket, key).await?;
     let name = upload_name(id, &format!("p{part:05}"))?;
-    let asked = code_asked(c, bucket, headers)?;
-    let body = S3Body::new(body, headers, verified)?;
-    let failure = body.failure();
-    let scheme = c.cfg.object_scheme;
-    let code = |at_least: usize, available: usize| code_of(asked, scheme, at_least, available);
-    let modified_ms = ecdn_cluster::auth::unix_now_ms();
-    let finish = |b: &mut S3Body| {
-        Ok(Some(S3Attrs {
-            etag: b.md5_hex(),
-            modified_ms,
-            content_type: None,
-            metadata: Vec::new(),
-        }))
-    };
-    let meta = write_object(st, c, name, CODED_FROM, code, body, finish)
-        .await
-        .map_err(|e| put_failure(e, failure.lock().unwrap_or_else(|p| p.into_inner()).take()))?;
-    let mut r = Response::new(NodeBody::Full(Full::default()));
-    if let Some(v) = meta
-        .s3
-        .as_ref()
-        .and_then(|a| HeaderValue::from_str(&format!("\"{}\"", a.etag)).ok())
-    {
-        r.headers_mut().insert(ETAG, v);
-    }
-    Ok(r)
+    store(
+        st,
+        c,
+        bucket,
+        name,
+        headers,
+        body,
+        verified,
+        None,
+        Vec::new(),
+    )
+    .await
 }
 
 /// The parts stored for an upload, in part order: (number, record).
@@ -307,15 +291,9 @@ pub(in crate::node) async fn list_parts(
 /// Removes an upload: its parts, then its description.
 async fn remove_upload(st: &Arc<State>, c: &Arc<Cluster>, id: &str) -> Result<(), S3Error> {
     for (_, l) in parts_of(c, id).await? {
-        match remove_object(st, c, &l.name).await {
-            Ok(_) | Err(DirectoryError::Meta(MetaError::NotFound(_))) => {}
-            Err(e) => return Err(directory(e)),
-        }
+        remove(st, c, &l.name).await?;
     }
-    match remove_object(st, c, &upload_name(id, "meta")?).await {
-        Ok(_) | Err(DirectoryError::Meta(MetaError::NotFound(_))) => Ok(()),
-        Err(e) => Err(directory(e)),
-    }
+    remove(st, c, &upload_name(id, "meta")?).await
 }
 
 /// `AbortMultipartUpload`.
@@ -328,9 +306,7 @@ pub(in crate::node) async fn abort(
 ) -> Result<Response<NodeBody>, S3Error> {
     upload_of(st, c, id, bucket, key).await?;
     remove_upload(st, c, id).await?;
-    let mut r = Response::new(NodeBody::Full(Full::default()));
-    *r.status_mut() = hyper::StatusCode::NO_CONTENT;
-    Ok(r)
+    Ok(reply::empty(hyper::StatusCode::NO_CONTENT))
 }
 
 /// The parts of a completed upload read in order, as one body.

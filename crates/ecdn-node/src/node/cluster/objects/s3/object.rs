@@ -10,7 +10,7 @@ use ecdn_cluster::objects::DirectoryError;
 use ecdn_objects::meta::{MetaError, ObjectName, S3Attrs};
 use ecdn_s3::sigv4::Verified;
 use ecdn_s3::{names, xml, Code, S3Error};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE, ETAG};
 use hyper::{HeaderMap, Response, StatusCode};
@@ -35,7 +35,7 @@ fn object_name(bucket: &str, key: &str) -> Result<ObjectName, S3Error> {
 }
 
 /// `x-amz-meta-*` headers: names without the prefix, and values.
-type UserMetadata = Vec<(String, String)>;
+pub(in crate::node) type UserMetadata = Vec<(String, String)>;
 
 /// What a `PutObject` says of its object besides its bytes: `Content-Type` and the
 /// `x-amz-meta-*` headers.
@@ -103,6 +103,35 @@ pub(in crate::node) async fn put(
     }
     let name = object_name(bucket, key)?;
     let (content_type, metadata) = attrs_of(headers)?;
+    store(
+        st,
+        c,
+        bucket,
+        name,
+        headers,
+        body,
+        verified,
+        content_type,
+        metadata,
+    )
+    .await
+}
+
+/// Stores the body of a `PutObject` or `UploadPart` as the object `name` of `bucket` (its
+/// code the bucket's unless the request says), with what the S3 face keeps of it; the answer
+/// gives its `ETag`, the body's MD5.
+#[allow(clippy::too_many_arguments)]
+pub(in crate::node) async fn store(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    bucket: &str,
+    name: ObjectName,
+    headers: &HeaderMap,
+    body: Incoming,
+    verified: Option<&Verified>,
+    content_type: Option<String>,
+    metadata: UserMetadata,
+) -> Result<Response<NodeBody>, S3Error> {
     let asked = code_asked(c, bucket, headers)?;
     let body = S3Body::new(body, headers, verified)?;
     let failure = body.failure();
@@ -121,7 +150,7 @@ pub(in crate::node) async fn put(
     let written = write_object(st, c, name, CODED_FROM, code, body, finish).await;
     let meta = written
         .map_err(|e| put_failure(e, failure.lock().unwrap_or_else(|p| p.into_inner()).take()))?;
-    let mut r = Response::new(NodeBody::Full(Full::default()));
+    let mut r = reply::empty(StatusCode::OK);
     if let Some(a) = &meta.s3 {
         if let Ok(v) = HeaderValue::from_str(&format!("\"{}\"", a.etag)) {
             r.headers_mut().insert(ETAG, v);
@@ -198,15 +227,17 @@ pub(in crate::node) async fn delete(
     bucket: &str,
     key: &str,
 ) -> Result<Response<NodeBody>, S3Error> {
-    remove(st, c, bucket, key).await?;
-    let mut r = Response::new(NodeBody::Full(Full::default()));
-    *r.status_mut() = StatusCode::NO_CONTENT;
-    Ok(r)
+    remove(st, c, &object_name(bucket, key)?).await?;
+    Ok(reply::empty(StatusCode::NO_CONTENT))
 }
 
-async fn remove(st: &Arc<State>, c: &Arc<Cluster>, bucket: &str, key: &str) -> Result<(), S3Error> {
-    let name = object_name(bucket, key)?;
-    match remove_object(st, c, &name).await {
+/// Removes the object `name`, if there is one.
+pub(in crate::node) async fn remove(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    name: &ObjectName,
+) -> Result<(), S3Error> {
+    match remove_object(st, c, name).await {
         Ok(_) | Err(DirectoryError::Meta(MetaError::NotFound(_))) => Ok(()),
         Err(e) => Err(directory(e)),
     }
@@ -228,7 +259,11 @@ pub(in crate::node) async fn delete_many(
     let (keys, quiet) = xml::parse_delete(&bytes, MAX_DELETE)?;
     let (mut deleted, mut failed) = (Vec::new(), Vec::new());
     for k in keys {
-        match remove(st, c, bucket, &k).await {
+        let removed = match object_name(bucket, &k) {
+            Ok(name) => remove(st, c, &name).await,
+            Err(e) => Err(e),
+        };
+        match removed {
             Ok(()) => deleted.push(k),
             Err(e) => failed.push((k, e)),
         }

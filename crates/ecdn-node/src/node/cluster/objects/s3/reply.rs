@@ -21,3 +21,10 @@ pub(in crate::node) fn xml(body: String) -> Response<NodeBody> {
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/xml"));
     r
 }
+
+/// An answer without a body.
+pub(in crate::node) fn empty(status: StatusCode) -> Response<NodeBody> {
+    let mut r = Response::new(NodeBody::Full(Full::default()));
+    *r.status_mut() = status;
+    r
+}
