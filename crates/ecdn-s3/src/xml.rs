@@ -45,18 +45,8 @@ pub struct ListV2 {
 
 impl ListV2 {
     pub fn xml(&self) -> String {
-        let enc = |s: &str| {
-            if self.url_encoded {
-                uri_encode(s.as_bytes(), false)
-            } else {
-                escape(s)
-            }
-        };
-        let mut x = String::with_capacity(256 + self.entries.len() * 256);
-        x.push_str(HEAD);
-        x.push_str(&format!("<ListBucketResult xmlns=\"{NS}\">"));
-        x.push_str(&format!("<Name>{}</Name>", escape(&self.bucket)));
-        x.push_str(&format!("<Prefix>{}</Prefix>", enc(&self.prefix)));
+        let enc = |s: &str| self.enc(s);
+        let mut x = self.head();
         if let Some(d) = &self.delimiter {
             x.push_str(&format!("<Delimiter>{}</Delimiter>", enc(d)));
         }
@@ -91,21 +81,30 @@ impl ListV2 {
 }
 
 impl ListV2 {
-    /// The page as `ListObjects` (version 1) answers it: `Marker` and `NextMarker` instead
-    /// of tokens.
-    pub fn xml_v1(&self) -> String {
-        let enc = |s: &str| {
-            if self.url_encoded {
-                uri_encode(s.as_bytes(), false)
-            } else {
-                escape(s)
-            }
-        };
+    /// A key or prefix as the page writes it: URL-encoded (`encoding-type=url`) or escaped.
+    fn enc(&self, s: &str) -> String {
+        if self.url_encoded {
+            uri_encode(s.as_bytes(), false)
+        } else {
+            escape(s)
+        }
+    }
+
+    /// The page's start, to its `Prefix`.
+    fn head(&self) -> String {
         let mut x = String::with_capacity(256 + self.entries.len() * 256);
         x.push_str(HEAD);
         x.push_str(&format!("<ListBucketResult xmlns=\"{NS}\">"));
         x.push_str(&format!("<Name>{}</Name>", escape(&self.bucket)));
-        x.push_str(&format!("<Prefix>{}</Prefix>", enc(&self.prefix)));
+        x.push_str(&format!("<Prefix>{}</Prefix>", self.enc(&self.prefix)));
+        x
+    }
+
+    /// The page as `ListObjects` (version 1) answers it: `Marker` and `NextMarker` instead
+    /// of tokens.
+    pub fn xml_v1(&self) -> String {
+        let enc = |s: &str| self.enc(s);
+        let mut x = self.head();
         x.push_str(&format!(
             "<Marker>{}</Marker>",
             enc(self.start_after.as_deref().unwrap_or(""))
