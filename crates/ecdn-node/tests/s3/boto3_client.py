@@ -73,6 +73,9 @@ try:
     check(False, "If-None-Match with the ETag answers 304")
 except ClientError as e:
     check(e.response["ResponseMetadata"]["HTTPStatusCode"] == 304, str(e))
+check(s3.get_object(Bucket="models", Key="notes.txt", IfMatch=h["ETag"])["Body"].read() == small, "If-Match with the ETag")
+check(code_of(lambda: s3.get_object(Bucket="models", Key="notes.txt", IfMatch='"%s"' % ("0" * 32))) == "PreconditionFailed",
+      "If-Match with another ETag")
 check(code_of(lambda: s3.get_object(Bucket="models", Key="notes.txt", Range="bytes=99999-")) == "InvalidRange",
       "a range past the end is InvalidRange")
 check(code_of(lambda: s3.get_object(Bucket="models", Key="nope")) == "NoSuchKey", "NoSuchKey")

@@ -12,7 +12,7 @@ use ecdn_s3::sigv4::Verified;
 use ecdn_s3::{names, xml, Code, S3Error};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, CONTENT_TYPE, ETAG};
+use hyper::header::{HeaderValue, CONTENT_TYPE, ETAG, IF_MATCH};
 use hyper::{HeaderMap, Response, StatusCode};
 
 use super::body::S3Body;
@@ -211,6 +211,25 @@ pub(in crate::node) async fn get(
             ReadFailure::Directory(e) => directory(e),
             ReadFailure::Unreadable(why) => S3Error::new(Code::ServiceUnavailable, why),
         })?;
+    // `If-Match`: the object as the client knew it, or nothing (dropping the answer cancels
+    // its read).
+    if let Some(want) = headers.get(IF_MATCH).and_then(|v| v.to_str().ok()) {
+        let etag = r
+            .headers()
+            .get(ETAG)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let matches = want
+            .split(',')
+            .map(str::trim)
+            .any(|w| w == "*" || w == etag || w.trim_matches('"') == etag.trim_matches('"'));
+        if !matches {
+            return Err(S3Error::new(
+                Code::PreconditionFailed,
+                "At least one of the pre-conditions you specified did not hold",
+            ));
+        }
+    }
     if r.status() == StatusCode::RANGE_NOT_SATISFIABLE {
         return Err(S3Error::new(
             Code::InvalidRange,
