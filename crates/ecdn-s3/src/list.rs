@@ -153,15 +153,11 @@ impl Lister {
     }
 }
 
+/// A continuation token's cursor (at most a key and a byte, in hex).
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    let b = s.as_bytes();
-    if !b.len().is_multiple_of(2) || b.len() > 2 * 2048 {
-        return None;
-    }
-    let d = |c: u8| (c as char).to_digit(16).map(|v| v as u8);
-    b.chunks(2)
-        .map(|p| Some(d(p[0])? << 4 | d(p[1])?))
-        .collect()
+    (s.len() <= 2 * 2048)
+        .then(|| crate::text::unhex(s))
+        .flatten()
 }
 
 #[cfg(test)]

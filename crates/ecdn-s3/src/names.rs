@@ -28,20 +28,11 @@ pub fn key_of(bucket: &str, name: &str) -> Option<String> {
         .strip_prefix("s3/")?
         .strip_prefix(bucket)?
         .strip_prefix('/')?;
-    let b = h.as_bytes();
-    if b.is_empty() || !b.len().is_multiple_of(2) {
+    // Only the names `object_name` writes: lower-case hex, a key of a byte at least.
+    if h.is_empty() || h.bytes().any(|b| b.is_ascii_uppercase()) {
         return None;
     }
-    let d = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    let bytes: Option<Vec<u8>> = b
-        .chunks(2)
-        .map(|p| Some(d(p[0])? << 4 | d(p[1])?))
-        .collect();
-    String::from_utf8(bytes?).ok()
+    String::from_utf8(crate::text::unhex(h)?).ok()
 }
 
 /// The longest object name of a key: `s3/`, a bucket of 63, `/`, 1,024 bytes in hex.

@@ -27,7 +27,6 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Code, S3Error};
-use crate::text::hex_digit;
 pub use crate::text::{hex, percent_decode, uri_encode};
 use crate::time::{parse_amz_date, AmzDate};
 
@@ -524,15 +523,7 @@ fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
 }
 
 fn parse_hex32(s: &str) -> Option<[u8; 32]> {
-    let b = s.as_bytes();
-    if b.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = hex_digit(b[2 * i])? << 4 | hex_digit(b[2 * i + 1])?;
-    }
-    Some(out)
+    crate::text::unhex(s)?.try_into().ok()
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

@@ -59,7 +59,7 @@ pub fn percent_decode(s: &[u8]) -> Vec<u8> {
     out
 }
 
-pub(crate) fn hex_digit(b: u8) -> Option<u8> {
+fn hex_digit(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),
         b'a'..=b'f' => Some(b - b'a' + 10),
@@ -77,4 +77,15 @@ pub fn hex(bytes: &[u8]) -> String {
         s.push(HEX[(b & 15) as usize] as char);
     }
     s
+}
+
+/// The bytes of hex text (either case); `None` if it is not whole pairs of hex digits.
+pub fn unhex(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(2) {
+        return None;
+    }
+    b.chunks(2)
+        .map(|p| Some(hex_digit(p[0])? << 4 | hex_digit(p[1])?))
+        .collect()
 }

@@ -200,17 +200,9 @@ fn decode(s: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// `s` with every byte but `A-Z a-z 0-9 - . _ ~ /` percent-encoded, for a listing's query.
+/// `s` percent-encoded for a listing's query (every byte but `A-Z a-z 0-9 - . _ ~ /`).
 pub fn encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    ecdn_s3::text::uri_encode(s.as_bytes(), false)
 }
 
 impl State {

@@ -411,10 +411,7 @@ pub(in crate::node) async fn complete(
             ));
         }
         total += l.size;
-        md5s.extend(
-            (0..etag.len() / 2)
-                .filter_map(|j| u8::from_str_radix(etag.get(2 * j..2 * j + 2)?, 16).ok()),
-        );
+        md5s.extend(ecdn_s3::text::unhex(etag).unwrap_or_default());
         names.push_back(l.name.clone());
     }
     if total > MAX_OBJECT as u64 {
