@@ -93,7 +93,82 @@ async fn boto3_writes_reads_lists_and_is_refused_as_s3_does() {
     assert_eq!(hex(&Md5::digest(&r.body)), written["md5"].as_str().unwrap());
     let k = r.headers.get("x-ecdn-k").and_then(|v| v.to_str().ok());
     assert_eq!(k, Some("3"), "the bucket's code");
+    early_answers_close_the_connection(c.client(3)).await;
     c.stop_all().await;
+}
+
+/// Sends `head` (and `body`) on a new connection, then reads the first answer's head and
+/// whatever follows it within 5 s: the head, and whether the server closed the connection.
+async fn exchange(addr: std::net::SocketAddr, head: &str, body: &[u8]) -> (String, bool) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let end = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match tokio::time::timeout_at(end, s.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (String::from_utf8_lossy(&got).into(), true),
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+            Err(_) => return (String::from_utf8_lossy(&got).into(), false),
+        }
+    }
+}
+
+/// A request that says `Expect: 100-continue` and is answered before its body is read (a
+/// refusal) is answered with `Connection: close`, and the connection closes: the client may
+/// or may not send the body then (botocore does not), so what follows is not known to be a
+/// request. Once this failed one run in ten under load: the node read the next request's
+/// `P` as the unsent body and answered `UT` as a method, and botocore, its connection reused,
+/// took the late `100 Continue` for a bare `404`. A body read to its end keeps the connection.
+async fn early_answers_close_the_connection(addr: std::net::SocketAddr) {
+    let expect = "Content-Length: 5\r\nExpect: 100-continue\r\n\r\n";
+    // S3: an anonymous write, refused before its body.
+    let (s3, closed) = exchange(
+        addr,
+        &format!("PUT /public-data/w HTTP/1.1\r\nHost: localhost\r\n{expect}"),
+        b"",
+    )
+    .await;
+    assert!(s3.starts_with("HTTP/1.1 403"), "{s3}");
+    assert!(
+        s3.to_ascii_lowercase().contains("connection: close"),
+        "{s3}"
+    );
+    assert!(
+        closed,
+        "the connection stays open after an early answer: {s3}"
+    );
+    // The object API: a query it refuses, before the body.
+    let (api, closed) = exchange(
+        addr,
+        &format!("PUT /_objects/early?k=x HTTP/1.1\r\nHost: a\r\n{expect}"),
+        b"",
+    )
+    .await;
+    assert!(api.starts_with("HTTP/1.1 400"), "{api}");
+    assert!(
+        api.to_ascii_lowercase().contains("connection: close"),
+        "{api}"
+    );
+    assert!(
+        closed,
+        "the connection stays open after an early answer: {api}"
+    );
+    // A body read to its end: the connection stays for the next request.
+    let (kept, closed) = exchange(
+        addr,
+        "PUT /_objects/kept HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\n",
+        b"hello",
+    )
+    .await;
+    assert!(kept.starts_with("HTTP/1.1 20"), "{kept}");
+    assert!(
+        !kept.to_ascii_lowercase().contains("connection: close"),
+        "{kept}"
+    );
+    assert!(!closed, "a connection whose body was read closed: {kept}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

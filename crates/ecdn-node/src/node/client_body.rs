@@ -27,6 +27,13 @@
 //!   body was read to its end (the origin answered without reading it all, or failed), the
 //!   answer says `Connection: close`.
 //!
+//! * The S3 face and the object API read their bodies themselves ([`with_client_body`]):
+//!   an answer given before its body was read to the end (a refusal before the body, a
+//!   failed check halfway through) says `Connection: close`. A client that sent
+//!   `Expect: 100-continue` and got a final answer first may or may not send the body
+//!   (botocore does not), so the bytes after that answer are not known to be a request; hyper
+//!   would read the next request's first bytes as the rest of the body (`PUT` seen as `UT`).
+//!
 //! Either way hyper is never given a complete response while the request body is still
 //! being read on a connection that stays open. A request without a body (nearly every `GET`)
 //! costs nothing: it is finished from the start.
@@ -41,7 +48,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{self, HeaderValue};
-use hyper::Response;
+use hyper::{Request, Response};
 
 use super::body::NodeBody;
 
@@ -137,6 +144,15 @@ impl Body for ClientBody {
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
     }
+}
+
+/// `req` with its body as a [`ClientBody`], and the flag that says whether it was read to its
+/// end: for the S3 face and the object API, which read bodies themselves and may answer
+/// without reading one (a refusal before the body, a failure halfway through it).
+pub(super) fn with_client_body(req: Request<Incoming>) -> (Request<ClientBody>, Finished) {
+    let (parts, body) = req.into_parts();
+    let (body, finished) = ClientBody::new(body);
+    (Request::from_parts(parts, body), finished)
 }
 
 /// The answer, made to close the connection when the request body was not read to its end.

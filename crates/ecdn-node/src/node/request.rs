@@ -45,7 +45,9 @@ pub(super) async fn handle(
             .as_ref()
             .filter(|f| cluster::objects::s3::wants(f, &req))
         {
-            return Box::pin(cluster::objects::s3::serve(&st, c, face, req)).await;
+            let (req, finished) = client_body::with_client_body(req);
+            let answer = Box::pin(cluster::objects::s3::serve(&st, c, face, req)).await;
+            return client_body::settle(answer, finished.get());
         }
     }
     // 2. Sanitize.
@@ -75,7 +77,11 @@ async fn serve(
     // EC-Cache's object API (cluster mode): its own requests, bodies and answers.
     if req.uri().path().starts_with(cluster::objects::api::PREFIX) {
         return match &st.cluster {
-            Some(c) => Box::pin(cluster::objects::api::serve(&st, c, req)).await,
+            Some(c) => {
+                let (req, finished) = client_body::with_client_body(req);
+                let answer = Box::pin(cluster::objects::api::serve(&st, c, req)).await;
+                client_body::settle(answer, finished.get())
+            }
             None => text(StatusCode::NOT_FOUND, "the object API needs cluster mode"),
         };
     }

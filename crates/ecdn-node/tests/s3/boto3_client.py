@@ -36,12 +36,23 @@ def client(a, s, **cfg):
                       retries={"max_attempts": 1}, **cfg))
 
 
-def code_of(fn):
+def answer_of(fn):
+    """S3's error code of `fn`'s failure (None if it succeeded), and what was answered."""
     try:
         fn()
     except ClientError as e:
-        return e.response["Error"]["Code"]
-    return None
+        return e.response["Error"]["Code"], e.response
+    return None, None
+
+
+def code_of(fn):
+    return answer_of(fn)[0]
+
+
+def refused(fn, code, what):
+    """`fn` must fail with S3's error `code`; the failure says what it got instead."""
+    got, answer = answer_of(fn)
+    check(got == code, f"{what}: expected {code}, got {got}: {answer}")
 
 
 s3 = client(ak, sk)
@@ -74,12 +85,10 @@ try:
 except ClientError as e:
     check(e.response["ResponseMetadata"]["HTTPStatusCode"] == 304, str(e))
 check(s3.get_object(Bucket="models", Key="notes.txt", IfMatch=h["ETag"])["Body"].read() == small, "If-Match with the ETag")
-check(code_of(lambda: s3.get_object(Bucket="models", Key="notes.txt", IfMatch='"%s"' % ("0" * 32))) == "PreconditionFailed",
-      "If-Match with another ETag")
-check(code_of(lambda: s3.get_object(Bucket="models", Key="notes.txt", Range="bytes=99999-")) == "InvalidRange",
-      "a range past the end is InvalidRange")
-check(code_of(lambda: s3.get_object(Bucket="models", Key="nope")) == "NoSuchKey", "NoSuchKey")
-check(code_of(lambda: s3.head_object(Bucket="models", Key="nope")) == "404", "HEAD of nothing is 404")
+refused(lambda: s3.get_object(Bucket="models", Key="notes.txt", IfMatch='"%s"' % ("0" * 32)), "PreconditionFailed", "If-Match with another ETag")
+refused(lambda: s3.get_object(Bucket="models", Key="notes.txt", Range="bytes=99999-"), "InvalidRange", "a range past the end is InvalidRange")
+refused(lambda: s3.get_object(Bucket="models", Key="nope"), "NoSuchKey", "NoSuchKey")
+refused(lambda: s3.head_object(Bucket="models", Key="nope"), "404", "HEAD of nothing is 404")
 
 # Listings: pages of 2, a delimiter, a prefix, start-after; V1 too.
 keys = ["a/1", "a/2", "a/b/3", "b", "c d", "é/1"]
@@ -129,21 +138,21 @@ except urllib.error.HTTPError as e:
 
 # Refusals, and nothing stored by them.
 bad = client(ak, sk + "x")
-check(code_of(lambda: bad.put_object(Bucket="models", Key="x", Body=b"x")) == "SignatureDoesNotMatch", "a wrong secret")
-check(code_of(lambda: client("AKIDNOSUCHKEY", sk).get_object(Bucket="models", Key="notes.txt")) == "InvalidAccessKeyId", "an unknown key")
+refused(lambda: bad.put_object(Bucket="models", Key="x", Body=b"x"), "SignatureDoesNotMatch", "a wrong secret")
+refused(lambda: client("AKIDNOSUCHKEY", sk).get_object(Bucket="models", Key="notes.txt"), "InvalidAccessKeyId", "an unknown key")
 other = client(other_ak, other_sk)
-check(code_of(lambda: other.get_object(Bucket="models", Key="notes.txt")) == "AccessDenied", "a key without rights to the bucket")
-check(code_of(lambda: other.put_object(Bucket="models", Key="x", Body=b"x")) == "AccessDenied", "a key without rights writes nothing")
-check(code_of(lambda: s3.put_object(Bucket="nosuchbucket", Key="x", Body=b"x")) == "NoSuchBucket", "NoSuchBucket")
-check(code_of(lambda: s3.put_object(Bucket="models", Key="md5", Body=b"abc", ContentMD5="AAAAAAAAAAAAAAAAAAAAAA==")) == "BadDigest", "a body not matching Content-MD5")
-check(code_of(lambda: s3.head_object(Bucket="models", Key="x")) == "404", "no refused write was stored")
-check(code_of(lambda: s3.head_object(Bucket="models", Key="md5")) == "404", "no refused write was stored")
+refused(lambda: other.get_object(Bucket="models", Key="notes.txt"), "AccessDenied", "a key without rights to the bucket")
+refused(lambda: other.put_object(Bucket="models", Key="x", Body=b"x"), "AccessDenied", "a key without rights writes nothing")
+refused(lambda: s3.put_object(Bucket="nosuchbucket", Key="x", Body=b"x"), "NoSuchBucket", "NoSuchBucket")
+refused(lambda: s3.put_object(Bucket="models", Key="md5", Body=b"abc", ContentMD5="AAAAAAAAAAAAAAAAAAAAAA=="), "BadDigest", "a body not matching Content-MD5")
+refused(lambda: s3.head_object(Bucket="models", Key="x"), "404", "no refused write was stored")
+refused(lambda: s3.head_object(Bucket="models", Key="md5"), "404", "no refused write was stored")
 anon = boto3.client("s3", endpoint_url=endpoint.replace("127.0.0.1", "localhost"), region_name="us-east-1",
                     config=Config(signature_version=__import__("botocore").UNSIGNED, s3={"addressing_style": "path"}))
 s3.put_object(Bucket="public-data", Key="open.txt", Body=b"open")
 check(anon.get_object(Bucket="public-data", Key="open.txt")["Body"].read() == b"open", "an anonymous read of an anonymous_read bucket")
-check(code_of(lambda: anon.put_object(Bucket="public-data", Key="w", Body=b"w")) == "AccessDenied", "no anonymous write")
-check(code_of(lambda: anon.get_object(Bucket="models", Key="notes.txt")) == "AccessDenied", "no anonymous read of another bucket")
+refused(lambda: anon.put_object(Bucket="public-data", Key="w", Body=b"w"), "AccessDenied", "no anonymous write")
+refused(lambda: anon.get_object(Bucket="models", Key="notes.txt"), "AccessDenied", "no anonymous read of another bucket")
 
 # Multipart: by hand (three parts, the last small), then boto3's transfer manager.
 MiB = 1024 * 1024
@@ -159,12 +168,13 @@ for i, d in enumerate(parts_data):
 lp = s3.list_parts(Bucket="models", Key="mp/one.bin", UploadId=uid)
 check([p["PartNumber"] for p in lp["Parts"]] == [1, 2, 3] and lp["Parts"][1]["Size"] == 5 * MiB + 7, str(lp["Parts"]))
 parts = [{"PartNumber": i + 1, "ETag": e} for i, e in enumerate(etags)]
-check(code_of(lambda: s3.complete_multipart_upload(Bucket="models", Key="mp/one.bin", UploadId=uid,
-      MultipartUpload={"Parts": [parts[1], parts[0], parts[2]]})) == "InvalidPartOrder", "parts out of order")
-check(code_of(lambda: s3.complete_multipart_upload(Bucket="models", Key="mp/one.bin", UploadId=uid,
-      MultipartUpload={"Parts": [parts[0], {"PartNumber": 2, "ETag": '"%s"' % ("0" * 32)}, parts[2]]})) == "InvalidPart", "a wrong ETag")
-check(code_of(lambda: s3.complete_multipart_upload(Bucket="models", Key="mp/one.bin", UploadId=uid,
-      MultipartUpload={"Parts": [parts[0], parts[2], {"PartNumber": 4, "ETag": etags[1]}]})) in ("InvalidPart", "EntityTooSmall"), "a part too small or missing")
+refused(lambda: s3.complete_multipart_upload(Bucket="models", Key="mp/one.bin", UploadId=uid,
+      MultipartUpload={"Parts": [parts[1], parts[0], parts[2]]}), "InvalidPartOrder", "parts out of order")
+refused(lambda: s3.complete_multipart_upload(Bucket="models", Key="mp/one.bin", UploadId=uid,
+      MultipartUpload={"Parts": [parts[0], {"PartNumber": 2, "ETag": '"%s"' % ("0" * 32)}, parts[2]]}), "InvalidPart", "a wrong ETag")
+got = code_of(lambda: s3.complete_multipart_upload(Bucket="models", Key="mp/one.bin", UploadId=uid,
+      MultipartUpload={"Parts": [parts[0], parts[2], {"PartNumber": 4, "ETag": etags[1]}]}))
+check(got in ("InvalidPart", "EntityTooSmall"), f"a part too small or missing: got {got}")
 done = s3.complete_multipart_upload(Bucket="models", Key="mp/one.bin", UploadId=uid, MultipartUpload={"Parts": parts})
 md5s = b"".join(hashlib.md5(d).digest() for d in parts_data)
 check(done["ETag"] == '"%s-3"' % hashlib.md5(md5s).hexdigest(), f"the multipart ETag {done['ETag']}")
@@ -174,17 +184,17 @@ check(got["Body"].read() == whole and got["ContentType"] == "application/x-mp" a
       "the completed object, its type and metadata")
 check(s3.get_object(Bucket="models", Key="mp/one.bin", Range="bytes=5242870-5242889")["Body"].read() == whole[5242870:5242890],
       "a range across two parts")
-check(code_of(lambda: s3.list_parts(Bucket="models", Key="mp/one.bin", UploadId=uid)) == "NoSuchUpload", "a completed upload is gone")
+refused(lambda: s3.list_parts(Bucket="models", Key="mp/one.bin", UploadId=uid), "NoSuchUpload", "a completed upload is gone")
 # A part too small: refused, nothing stored under the key.
 up = s3.create_multipart_upload(Bucket="models", Key="mp/small.bin")
 e1 = s3.upload_part(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"], PartNumber=1, Body=b"x" * 1000)["ETag"]
 e2 = s3.upload_part(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"], PartNumber=2, Body=b"y" * 1000)["ETag"]
-check(code_of(lambda: s3.complete_multipart_upload(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"],
-      MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]})) == "EntityTooSmall", "a part too small")
-check(code_of(lambda: s3.head_object(Bucket="models", Key="mp/small.bin")) == "404", "nothing stored by a refused completion")
+refused(lambda: s3.complete_multipart_upload(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"],
+      MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}, {"PartNumber": 2, "ETag": e2}]}), "EntityTooSmall", "a part too small")
+refused(lambda: s3.head_object(Bucket="models", Key="mp/small.bin"), "404", "nothing stored by a refused completion")
 s3.abort_multipart_upload(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"])
-check(code_of(lambda: s3.list_parts(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"])) == "NoSuchUpload", "an aborted upload is gone")
-check(code_of(lambda: s3.upload_part(Bucket="models", Key="mp/x", UploadId="0123abcd", PartNumber=1, Body=b"x")) == "NoSuchUpload", "an unknown upload")
+refused(lambda: s3.list_parts(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"]), "NoSuchUpload", "an aborted upload is gone")
+refused(lambda: s3.upload_part(Bucket="models", Key="mp/x", UploadId="0123abcd", PartNumber=1, Body=b"x"), "NoSuchUpload", "an unknown upload")
 # boto3's transfer manager: parts in parallel.
 from boto3.s3.transfer import TransferConfig
 import io
@@ -224,16 +234,16 @@ def raw(method, path, body=b"", when=None):
 up = s3.create_multipart_upload(Bucket="models", Key="mp/xml.bin")
 st, b = raw("POST", f"/models/mp/xml.bin?uploadId={up['UploadId']}", b"<CompleteMultipartUpload><Part><PartNumber>1")
 check(st == 400 and b"<Code>MalformedXML</Code>" in b, f"malformed XML: {st} {b[:200]!r}")
-check(code_of(lambda: s3.head_object(Bucket="models", Key="mp/xml.bin")) == "404", "nothing stored by malformed XML")
+refused(lambda: s3.head_object(Bucket="models", Key="mp/xml.bin"), "404", "nothing stored by malformed XML")
 s3.abort_multipart_upload(Bucket="models", Key="mp/xml.bin", UploadId=up["UploadId"])
 old = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=20)
 st, b = raw("PUT", "/models/late.txt", b"late", when=old)
 check(st == 403 and b"<Code>RequestTimeTooSkewed</Code>" in b, f"an old signature: {st} {b[:200]!r}")
-check(code_of(lambda: s3.head_object(Bucket="models", Key="late.txt")) == "404", "nothing stored by an old signature")
+refused(lambda: s3.head_object(Bucket="models", Key="late.txt"), "404", "nothing stored by an old signature")
 
 # Deletes: one, then many; gone from reads and listings.
 s3.delete_object(Bucket="models", Key="b")
-check(code_of(lambda: s3.get_object(Bucket="models", Key="b")) == "NoSuchKey", "a deleted key")
+refused(lambda: s3.get_object(Bucket="models", Key="b"), "NoSuchKey", "a deleted key")
 s3.delete_object(Bucket="models", Key="never-was")  # 204 all the same
 d = s3.delete_objects(Bucket="models", Delete={"Objects": [{"Key": k} for k in ["a/1", "a/2", "a/b/3"]]})
 check(sorted(x["Key"] for x in d["Deleted"]) == ["a/1", "a/2", "a/b/3"], str(d))

@@ -58,12 +58,12 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::node::client_body::ClientBody;
 use bytes::Bytes;
 use ecdn_cluster::config::ObjectScheme;
 use ecdn_cluster::objects::DirectoryError;
 use ecdn_objects::meta::{ObjectMeta, ObjectName, MAX_CRCS};
 use http_body_util::Full;
-use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use sha2::{Digest, Sha256};
@@ -155,7 +155,7 @@ fn query(q: Option<&str>) -> Result<Query, String> {
 pub(in crate::node) async fn serve(
     st: &Arc<State>,
     c: &Arc<Cluster>,
-    req: Request<Incoming>,
+    req: Request<ClientBody>,
 ) -> Response<NodeBody> {
     let path = req.uri().path().to_string();
     let name = match ObjectName::parse(&path[PREFIX.len()..]) {
@@ -289,7 +289,7 @@ async fn put(
     c: &Arc<Cluster>,
     name: ObjectName,
     q: &Query,
-    body: Incoming,
+    body: ClientBody,
 ) -> Response<NodeBody> {
     let scheme = c.cfg.object_scheme;
     let code = |at_least: usize, available: usize| code_of(q.code(), scheme, at_least, available);

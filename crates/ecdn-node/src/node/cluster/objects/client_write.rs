@@ -27,6 +27,7 @@
 
 use std::sync::Arc;
 
+use crate::node::client_body::ClientBody;
 use bytes::Bytes;
 use ecdn_cluster::auth::{hex, sha256, unix_now_ms};
 use ecdn_cluster::piece::{Coding, PieceMeta};
@@ -35,7 +36,6 @@ use ecdn_objects::digest::{window_stripes, Sha, WindowHasher};
 use ecdn_objects::meta::{stripes, ObjectName};
 use ecdn_objects::writes::{Begun, Commit, Stored};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use hyper::{HeaderMap, Response, StatusCode};
 
 use crate::node::answer::text;
@@ -174,7 +174,7 @@ pub(in crate::node) async fn put_split(
     name: &ObjectName,
     p: SplitPut,
     headers: &HeaderMap,
-    body: Incoming,
+    body: ClientBody,
 ) -> Response<NodeBody> {
     let grant = headers
         .get("x-ecdn-grant")
@@ -291,7 +291,7 @@ pub(in crate::node) async fn put_split(
 pub(in crate::node) async fn commit(
     c: &Cluster,
     name: ObjectName,
-    body: Incoming,
+    body: ClientBody,
 ) -> Response<NodeBody> {
     let bytes = match http_body_util::Limited::new(body, 4 << 20).collect().await {
         Ok(b) => b.to_bytes(),

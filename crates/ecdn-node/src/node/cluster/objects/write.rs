@@ -10,11 +10,12 @@
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::node::client_body::ClientBody;
 use bytes::Bytes;
 use ecdn_cluster::objects::DirectoryError;
 use ecdn_objects::meta::{ObjectMeta, ObjectName, S3Attrs, MAX_CRCS};
 use http_body_util::BodyExt;
-use hyper::body::{Body, Incoming};
+use hyper::body::Body;
 use hyper::Response;
 use sha2::{Digest, Sha256};
 
@@ -35,7 +36,7 @@ pub(in crate::node) trait PutBody: Send {
     fn next(&mut self) -> impl Future<Output = Option<Result<Bytes, String>>> + Send;
 }
 
-impl PutBody for Incoming {
+impl PutBody for ClientBody {
     fn size_hint(&self) -> u64 {
         Body::size_hint(self).lower()
     }

@@ -8,13 +8,14 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::node::client_body::ClientBody;
 use base64::Engine;
 use bytes::Bytes;
 use ecdn_s3::chunked::Dechunker;
 use ecdn_s3::sigv4::{Payload, Verified};
 use ecdn_s3::{Code, S3Error};
 use http_body_util::BodyExt;
-use hyper::body::{Body, Incoming};
+use hyper::body::Body;
 use hyper::HeaderMap;
 use md5::{Digest as _, Md5};
 use sha2::{Digest, Sha256};
@@ -68,7 +69,7 @@ impl Checksum {
 
 /// A `PutObject`'s body (see the module documentation).
 pub(in crate::node) struct S3Body {
-    inner: Incoming,
+    inner: ClientBody,
     dechunk: Option<Dechunker>,
     /// The body's SHA-256 as the request signed it.
     sha256: Option<([u8; 32], Sha256)>,
@@ -87,7 +88,7 @@ pub(in crate::node) struct S3Body {
 impl S3Body {
     /// The body of a request with `headers`, signed as `verified` says (unsigned: `None`).
     pub(in crate::node) fn new(
-        inner: Incoming,
+        inner: ClientBody,
         headers: &HeaderMap,
         verified: Option<&Verified>,
     ) -> Result<S3Body, S3Error> {
@@ -233,7 +234,7 @@ impl S3Body {
 }
 
 /// The exact length a body says it has, if it says.
-fn body_size(b: &Incoming) -> Option<u64> {
+fn body_size(b: &ClientBody) -> Option<u64> {
     Body::size_hint(b).exact()
 }
 

@@ -27,10 +27,10 @@ pub(in crate::node) mod reply;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::node::client_body::ClientBody;
 use ecdn_cluster::s3_face::S3Face;
 use ecdn_s3::sigv4::{self, SignedParts, Verified};
 use ecdn_s3::{Code, Op, S3Error, S3Request};
-use hyper::body::Incoming;
 use hyper::header::HOST;
 use hyper::{Request, Response, StatusCode};
 
@@ -39,7 +39,7 @@ use crate::node::cluster::pieces::member::Cluster;
 use crate::node::state::State;
 
 /// Whether `req` is the S3 face's (see the module documentation).
-pub(in crate::node) fn wants(face: &S3Face, req: &Request<Incoming>) -> bool {
+pub(in crate::node) fn wants<B>(face: &S3Face, req: &Request<B>) -> bool {
     let host = req
         .headers()
         .get(HOST)
@@ -67,7 +67,7 @@ pub(in crate::node) async fn serve(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     face: &S3Face,
-    req: Request<Incoming>,
+    req: Request<ClientBody>,
 ) -> Response<NodeBody> {
     let resource = req.uri().path().to_string();
     let id = crate::node::request_id::of(req.headers());
@@ -84,7 +84,7 @@ async fn answer(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     face: &S3Face,
-    req: Request<Incoming>,
+    req: Request<ClientBody>,
 ) -> Result<Response<NodeBody>, S3Error> {
     let (parts, body) = req.into_parts();
     let host = parts.headers.get(HOST).and_then(|h| h.to_str().ok());

@@ -16,13 +16,13 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::node::client_body::ClientBody;
 use bytes::Bytes;
 use ecdn_cluster::objects::DirectoryError;
 use ecdn_objects::meta::{Listed, MetaError, ObjectName, S3Attrs};
 use ecdn_s3::sigv4::Verified;
 use ecdn_s3::{xml, Code, S3Error};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 use hyper::{HeaderMap, Response};
 use md5::{Digest as _, Md5};
 
@@ -215,7 +215,7 @@ pub(in crate::node) async fn upload_part(
     id: &str,
     part: u32,
     headers: &HeaderMap,
-    body: Incoming,
+    body: ClientBody,
     verified: Option<&Verified>,
 ) -> Result<Response<NodeBody>, S3Error> {
     upload_of(st, c, id, bucket, key).await?;
@@ -364,7 +364,7 @@ pub(in crate::node) async fn complete(
     key: &str,
     id: &str,
     headers: &HeaderMap,
-    body: Incoming,
+    body: ClientBody,
 ) -> Result<Response<NodeBody>, S3Error> {
     let upload = upload_of(st, c, id, bucket, key).await?;
     let limit = 10_000 * 160 + 4096;

@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
+use crate::node::client_body::ClientBody;
 use bytes::Bytes;
 use ecdn_cluster::objects::DirectoryError;
 use ecdn_objects::meta::{MetaError, ObjectName, S3Attrs};
 use ecdn_s3::sigv4::Verified;
 use ecdn_s3::{names, xml, Code, S3Error};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE, ETAG, IF_MATCH};
 use hyper::{HeaderMap, Response, StatusCode};
 
@@ -95,7 +95,7 @@ pub(in crate::node) async fn put(
     bucket: &str,
     key: &str,
     headers: &HeaderMap,
-    body: Incoming,
+    body: ClientBody,
     verified: Option<&Verified>,
 ) -> Result<Response<NodeBody>, S3Error> {
     if key.is_empty() {
@@ -127,7 +127,7 @@ pub(in crate::node) async fn store(
     bucket: &str,
     name: ObjectName,
     headers: &HeaderMap,
-    body: Incoming,
+    body: ClientBody,
     verified: Option<&Verified>,
     content_type: Option<String>,
     metadata: UserMetadata,
@@ -267,7 +267,7 @@ pub(in crate::node) async fn delete_many(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     bucket: &str,
-    body: Incoming,
+    body: ClientBody,
 ) -> Result<Response<NodeBody>, S3Error> {
     let limit = MAX_DELETE * 1200 + 4096;
     let bytes: Bytes = Limited::new(body, limit)
