@@ -7,7 +7,7 @@
 #    as a presigned S3 GET (Signature Version 4 checked on every request), and through the
 #    object API (`/_objects/s3/bench/HEX`); ROUNDS rounds (default 3) alternated. Prints
 #    requests per second, MB/s, p50 and p99, and the medians' ratios S3 ÷ object API.
-# 3. (BIG=1) A 1 GiB object by multipart upload with boto3's transfer manager (64 MiB parts,
+# 3. (BIG=1) A 1 GiB object (BIG_MIB MiB) by multipart upload with boto3's transfer manager (64 MiB parts,
 #    4 at a time), downloaded the same way, its MD5 compared; both timed. (default 1,000,000; written straight to the object
 #    directory by `crates/ecdn-cluster/examples/fill_directory.rs`, the objects' bytes never
 #    stored): every page of 1,000 keys read with boto3 in turn, the time per page (median,
@@ -115,15 +115,15 @@ awk '
 
 # 3. A 1 GiB object by multipart.
 if [ "${BIG:-0}" = 1 ]; then
-  python3 - "$AK" "$SK" <<'PY'
+  python3 - "$AK" "$SK" "${BIG_MIB:-1024}" <<'PY'
 import hashlib, io, os, sys, time, boto3
 from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
-ak, sk = sys.argv[1], sys.argv[2]
+ak, sk, mib = sys.argv[1], sys.argv[2], int(sys.argv[3])
 s3 = boto3.client("s3", endpoint_url="http://127.0.0.1:19515", aws_access_key_id=ak,
                   aws_secret_access_key=sk, region_name="us-east-1",
                   config=Config(signature_version="s3v4", s3={"addressing_style": "path"}))
-blob = os.urandom(1 << 30)
+blob = os.urandom(mib << 20)
 cfg = TransferConfig(multipart_threshold=64 << 20, multipart_chunksize=64 << 20, max_concurrency=4)
 t = time.perf_counter()
 s3.upload_fileobj(io.BytesIO(blob), "bench", "one-gib.bin", Config=cfg)
@@ -134,8 +134,8 @@ s3.download_fileobj("bench", "one-gib.bin", out, Config=cfg)
 down = time.perf_counter() - t
 same = hashlib.md5(out.getvalue()).digest() == hashlib.md5(blob).digest()
 etag = s3.head_object(Bucket="bench", Key="one-gib.bin")["ETag"]
-print(f"1 GiB by multipart: upload {up:.1f} s ({1024 / up:.0f} MB/s), download {down:.1f} s "
-      f"({1024 / down:.0f} MB/s), byte-exact {same}, ETag {etag}")
+print(f"{mib} MiB by multipart: upload {up:.1f} s ({mib / up:.0f} MiB/s), download {down:.1f} s "
+      f"({mib / down:.0f} MiB/s), byte-exact {same}, ETag {etag}")
 PY
 fi
 

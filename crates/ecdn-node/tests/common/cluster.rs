@@ -19,6 +19,8 @@ use hyper_util::rt::TokioIo;
 
 pub const KEY: &str = "0123456789abcdef0123456789abcdef";
 pub const PURGE_TOKEN: &str = "purge-token-of-the-test";
+/// Each node's disk cache unless a test says (`TestCluster::start_with_disks`).
+pub const DISK_SIZE: u64 = 64 << 20;
 
 /// Free loopback ports (bound, then released).
 pub fn free_ports(n: usize) -> Vec<u16> {
@@ -48,7 +50,7 @@ pub async fn try_start_nodes_with(
     origin: OriginConfig,
 ) -> std::io::Result<Vec<RunningNode>> {
     Ok(
-        start_nodes_keyed(cfg, dir, hoc_size, origin, PeerLink::default())
+        start_nodes_keyed(cfg, dir, hoc_size, DISK_SIZE, origin, PeerLink::default())
             .await?
             .0,
     )
@@ -61,13 +63,14 @@ pub async fn start_nodes_keyed(
     cfg: &ClusterConfig,
     dir: &std::path::Path,
     hoc_size: u64,
+    disk_size: u64,
     origin: OriginConfig,
     link: PeerLink,
 ) -> std::io::Result<(Vec<RunningNode>, Vec<ClusterConfig>)> {
     let cfgs: Vec<ClusterConfig> = cfg.nodes.iter().map(|_| cfg.with_own_keys()).collect();
     let mut starts = Vec::new();
     for (i, own) in cfgs.iter().enumerate() {
-        let node = node_config(own, i, dir, hoc_size, link);
+        let node = node_config(own, i, dir, (hoc_size, disk_size), link);
         let listen = cfg.nodes[i].client;
         let origin = origin.clone();
         starts.push(tokio::spawn(async move {
@@ -92,13 +95,13 @@ pub async fn start_nodes_keyed(
     }
 }
 
-/// Node `i`'s settings: cluster file `own` (its key ring), its disk in `dir`, a FIFO HOC of
-/// `hoc_size` bytes, its peer link.
+/// Node `i`'s settings: cluster file `own` (its key ring), its disk of `disk_size` bytes in
+/// `dir`, a FIFO HOC of `hoc_size` bytes, its peer link.
 fn node_config(
     own: &ClusterConfig,
     i: usize,
     dir: &std::path::Path,
-    hoc_size: u64,
+    (hoc_size, disk_size): (u64, u64),
     link: PeerLink,
 ) -> NodeConfig {
     NodeConfig {
@@ -106,7 +109,7 @@ fn node_config(
         hoc_size,
         hoc_policy: "fifo".into(),
         disk_path: Some(dir.join(format!("node-{i}.disk"))),
-        disk_size: 64 << 20,
+        disk_size,
         purge_token: Some(PURGE_TOKEN.into()),
         cluster: Some(ClusterNode {
             cluster: own.clone(),
@@ -127,6 +130,7 @@ pub struct TestCluster {
     pub dir: tempfile::TempDir,
     /// What the nodes started with (for [`TestCluster::restart`]).
     hoc_size: u64,
+    disk_size: u64,
     origin: OriginConfig,
     link: PeerLink,
 }
@@ -147,6 +151,19 @@ impl TestCluster {
         Self::start_full(n, scheme, k, p, extra, 1, OriginConfig::default()).await
     }
 
+    /// [`TestCluster::start_with`], each node's disk cache of `disk_size` bytes.
+    pub async fn start_with_disks(
+        n: usize,
+        scheme: &str,
+        k: usize,
+        p: usize,
+        extra: &str,
+        disk_size: u64,
+    ) -> TestCluster {
+        let (origin, link) = (OriginConfig::default(), PeerLink::default());
+        Self::start_inner(n, scheme, k, p, extra, (1, disk_size), origin, link).await
+    }
+
     /// Nodes whose peer links (and own split reads) are capped at `rate` bytes per second.
     pub async fn start_linked(
         n: usize,
@@ -160,7 +177,7 @@ impl TestCluster {
             background_load: 0.0,
         };
         let origin = OriginConfig::default();
-        Self::start_inner(n, scheme, k, p, "", 1, origin, link).await
+        Self::start_inner(n, scheme, k, p, "", (1, DISK_SIZE), origin, link).await
     }
 
     /// Nodes with a FIFO HOC of `hoc_size` bytes and an in-memory origin of `origin`'s latency
@@ -175,7 +192,7 @@ impl TestCluster {
         origin: OriginConfig,
     ) -> TestCluster {
         let link = PeerLink::default();
-        Self::start_inner(n, scheme, k, p, extra, hoc_size, origin, link).await
+        Self::start_inner(n, scheme, k, p, extra, (hoc_size, DISK_SIZE), origin, link).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -185,7 +202,7 @@ impl TestCluster {
         k: usize,
         p: usize,
         extra: &str,
-        hoc_size: u64,
+        (hoc_size, disk_size): (u64, u64),
         origin: OriginConfig,
         link: PeerLink,
     ) -> TestCluster {
@@ -230,7 +247,9 @@ impl TestCluster {
                 Err(e) => panic!("coordinator: {e}"),
             };
             let dir = tempfile::tempdir().unwrap();
-            match start_nodes_keyed(&cfg, dir.path(), hoc_size, origin.clone(), link).await {
+            let sizes = (hoc_size, disk_size);
+            match start_nodes_keyed(&cfg, dir.path(), sizes.0, sizes.1, origin.clone(), link).await
+            {
                 Ok(nodes) => break (cfg, coordinator, dir, nodes),
                 Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && attempts < 3 => {
                     eprintln!("nodes: {e}; again on other ports");
@@ -247,6 +266,7 @@ impl TestCluster {
             nodes,
             dir,
             hoc_size,
+            disk_size,
             origin,
             link,
         };
@@ -302,7 +322,7 @@ impl TestCluster {
             &self.node_cfgs[i],
             i,
             self.dir.path(),
-            self.hoc_size,
+            (self.hoc_size, self.disk_size),
             self.link,
         );
         let connector = in_memory_connector(self.origin.clone());
