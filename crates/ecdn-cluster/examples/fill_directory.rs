@@ -57,6 +57,7 @@ fn main() {
                             modified_ms: 0,
                             content_type: None,
                             metadata: Vec::new(),
+                            parts: None,
                         }),
                     };
                     dir.commit(&meta, servers).await.unwrap();

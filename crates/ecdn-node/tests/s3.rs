@@ -49,9 +49,9 @@ async fn boto3_writes_reads_lists_and_is_refused_as_s3_does() {
         have.is_ok_and(|s| s.success()),
         "boto3 is missing: install it with `python3 -m pip install boto3` (tools/install-test-deps.sh does)"
     );
-    // A 1 GiB object by multipart: its parts and then the object, each coded 3 + 1 (2.7 GiB
-    // in all at the peak) on disks of 768 MiB.
-    let c = TestCluster::start_with_disks(6, "c2dn", 3, 1, S3, 768 << 20).await;
+    // An object of 1 GiB and 5 MiB by multipart: its parts, each coded 3 + 1 (1.4 GiB in
+    // all), on disks of 512 MiB.
+    let c = TestCluster::start_with_disks(6, "c2dn", 3, 1, S3, 512 << 20).await;
     let endpoint = format!("http://{}", c.client(2));
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3/boto3_client.py");
     let out = tokio::task::spawn_blocking(move || {

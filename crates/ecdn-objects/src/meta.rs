@@ -151,6 +151,57 @@ pub struct S3Attrs {
     /// The `x-amz-meta-*` headers: names lower-case without the prefix, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metadata: Vec<(String, String)>,
+    /// For an object made of a multipart upload's parts: the parts, whose bytes in order are
+    /// the object's (the record's own body is empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<S3Parts>,
+}
+
+/// The parts an object is made of (the S3 face's `CompleteMultipartUpload`, which keeps the
+/// parts instead of copying their bytes): each part is an object of its own, named
+/// [`S3Parts::part_name`], read at the version listed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Parts {
+    /// The upload's id (hex).
+    pub upload: String,
+    /// Each part's (number, version, size), in the object's order.
+    pub parts: Vec<(u32, u64, u64)>,
+}
+
+/// Most parts of an object (S3's 10,000).
+pub const MAX_PARTS: usize = 10_000;
+/// The largest object made of parts (S3's 5 TiB).
+pub const MAX_PARTS_SIZE: u64 = 5 << 40;
+
+impl S3Parts {
+    /// The object's size: its parts' together.
+    pub fn size(&self) -> u64 {
+        self.parts.iter().map(|p| p.2).sum()
+    }
+
+    /// The object name of part `number`.
+    pub fn part_name(&self, number: u32) -> String {
+        format!("s3mpu/{}/p{number:05}", self.upload)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let hex = self.upload.bytes().all(|b| b.is_ascii_hexdigit());
+        if self.upload.is_empty() || self.upload.len() > 64 || !hex {
+            return Err("an upload id of 1 to 64 hex digits".into());
+        }
+        if self.parts.is_empty() || self.parts.len() > MAX_PARTS {
+            return Err(format!("{} parts (1 to {MAX_PARTS})", self.parts.len()));
+        }
+        if self.parts.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err("part numbers must ascend".into());
+        }
+        let size = self.parts.iter().try_fold(0u64, |t, p| t.checked_add(p.2));
+        if size.is_none_or(|s| s > MAX_PARTS_SIZE) {
+            return Err(format!("parts of more than {MAX_PARTS_SIZE} bytes"));
+        }
+        Ok(())
+    }
 }
 
 /// Most bytes of an object's S3 metadata, names and values (S3's 2 KB), and of its ETag and
@@ -170,7 +221,7 @@ impl S3Attrs {
         if self.etag.len() > MAX_S3_FIELD || ct > MAX_S3_FIELD {
             return Err("an S3 ETag or content type too long".into());
         }
-        Ok(())
+        self.parts.as_ref().map_or(Ok(()), S3Parts::check)
     }
 }
 
@@ -509,7 +560,11 @@ impl Listed {
         Listed {
             name: m.name.clone(),
             version: m.version,
-            size: m.size,
+            size: m
+                .s3
+                .as_ref()
+                .and_then(|a| a.parts.as_ref())
+                .map_or(m.size, S3Parts::size),
             sha256: m.sha256.clone(),
             s3: m.s3.as_ref().map(|a| (a.etag.clone(), a.modified_ms)),
         }
@@ -708,5 +763,37 @@ mod tests {
             (l.size, l.sha256.as_str()),
             (1 << 20, "ab".repeat(32).as_str())
         );
+    }
+
+    #[test]
+    fn an_object_of_parts_is_checked_and_listed_at_its_parts_size() {
+        let mut m = meta("s3/b/6b", 3);
+        let parts = |parts: Vec<(u32, u64, u64)>| S3Attrs {
+            etag: "e-2".into(),
+            parts: Some(S3Parts {
+                upload: "00ff".into(),
+                parts,
+            }),
+            ..S3Attrs::default()
+        };
+        m.s3 = Some(parts(vec![(1, 7, 5 << 20), (3, 9, 10)]));
+        m.validate(8).unwrap();
+        assert_eq!(Listed::of(&m).size, (5 << 20) + 10);
+        let p = m.s3.as_ref().and_then(|a| a.parts.as_ref()).unwrap();
+        assert_eq!(p.part_name(3), "s3mpu/00ff/p00003");
+        let bad = [
+            vec![],
+            vec![(2, 1, 1), (2, 1, 1)],
+            vec![(3, 1, 1), (1, 1, 1)],
+            vec![(1, 1, MAX_PARTS_SIZE), (2, 1, 1)],
+            vec![(1, 1, u64::MAX), (2, 1, 1)],
+        ];
+        for b in bad {
+            m.s3 = Some(parts(b.clone()));
+            assert!(m.validate(8).is_err(), "{b:?}");
+        }
+        m.s3 = Some(parts(vec![(1, 1, 1)]));
+        m.s3.as_mut().unwrap().parts.as_mut().unwrap().upload = "not hex".into();
+        assert!(m.validate(8).is_err());
     }
 }

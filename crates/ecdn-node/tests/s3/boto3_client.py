@@ -185,6 +185,35 @@ check(got["Body"].read() == whole and got["ContentType"] == "application/x-mp" a
 check(s3.get_object(Bucket="models", Key="mp/one.bin", Range="bytes=5242870-5242889")["Body"].read() == whole[5242870:5242890],
       "a range across two parts")
 refused(lambda: s3.list_parts(Bucket="models", Key="mp/one.bin", UploadId=uid), "NoSuchUpload", "a completed upload is gone")
+
+
+def object_api(name, method="GET"):
+    """The object API's answer for the EC-Cache object `name` (unsigned; not the S3 face)."""
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/_objects/{name}", method=method)) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers, e.read()
+
+
+# The completed object is made of its parts (no byte copied): the object API reads it whole
+# too; a write over it, or its deletion, removes its parts.
+st, h, b = object_api("s3/models/" + "mp/one.bin".encode().hex())
+check(st == 200 and b == whole and h["x-ecdn-parts"] == "3", f"the object of parts through the object API: {st}, {len(b)} bytes")
+check(object_api(f"s3mpu/{uid}/p00002")[0] == 200, "the parts stay, each an object")
+s3.put_object(Bucket="models", Key="mp/one.bin", Body=b"written over")
+check(s3.get_object(Bucket="models", Key="mp/one.bin")["Body"].read() == b"written over", "a write over an object of parts")
+check([object_api(f"s3mpu/{uid}/p0000{n}")[0] for n in (1, 2, 3)] == [404] * 3, "the parts of an object written over are removed")
+one = s3.create_multipart_upload(Bucket="models", Key="mp/two.bin")["UploadId"]
+e1 = s3.upload_part(Bucket="models", Key="mp/two.bin", UploadId=one, PartNumber=1, Body=b"z" * 1000)["ETag"]
+s3.upload_part(Bucket="models", Key="mp/two.bin", UploadId=one, PartNumber=2, Body=b"not listed")
+s3.complete_multipart_upload(Bucket="models", Key="mp/two.bin", UploadId=one,
+                             MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}]})
+check(object_api(f"s3mpu/{one}/p00002")[0] == 404, "a part the completion did not list is removed")
+check(s3.get_object(Bucket="models", Key="mp/two.bin")["Body"].read() == b"z" * 1000, "an object of one small part")
+check(s3.head_object(Bucket="models", Key="mp/two.bin")["ContentLength"] == 1000, "its length")
+s3.delete_object(Bucket="models", Key="mp/two.bin")
+check(object_api(f"s3mpu/{one}/p00001")[0] == 404, "a deleted object's parts are removed")
 # A part too small: refused, nothing stored under the key.
 up = s3.create_multipart_upload(Bucket="models", Key="mp/small.bin")
 e1 = s3.upload_part(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"], PartNumber=1, Body=b"x" * 1000)["ETag"]
@@ -195,8 +224,9 @@ refused(lambda: s3.head_object(Bucket="models", Key="mp/small.bin"), "404", "not
 s3.abort_multipart_upload(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"])
 refused(lambda: s3.list_parts(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"]), "NoSuchUpload", "an aborted upload is gone")
 refused(lambda: s3.upload_part(Bucket="models", Key="mp/x", UploadId="0123abcd", PartNumber=1, Body=b"x"), "NoSuchUpload", "an unknown upload")
-# boto3's transfer manager, parts in parallel both ways: a 1 GiB object (BIG_MIB), by 16 parts
-# of 64 MiB, 4 at a time; downloaded by ranges of 64 MiB, 4 at a time, into its MD5.
+# boto3's transfer manager, parts in parallel both ways: an object of 1 GiB and 5 MiB (BIG_MIB;
+# larger than one object's 1 GiB), by 17 parts of 64 MiB (the last 5 MiB), 4 at a time;
+# downloaded by ranges of 64 MiB, 4 at a time, into its MD5.
 from boto3.s3.transfer import TransferConfig
 import io
 
@@ -215,7 +245,7 @@ class Md5Sink:
         return False
 
 
-big = int(os.environ.get("BIG_MIB", "1024")) * MiB
+big = int(os.environ.get("BIG_MIB", "1029")) * MiB
 blob = os.urandom(big)
 managed = TransferConfig(multipart_threshold=64 * MiB, multipart_chunksize=64 * MiB, max_concurrency=4)
 s3.upload_fileobj(io.BytesIO(blob), "models", "mp/managed.bin", Config=managed)
@@ -225,6 +255,8 @@ check(sink.size == big and sink.md5.digest() == hashlib.md5(blob).digest(),
       f"upload_fileobj / download_fileobj of {big} bytes, in parts both ways: {sink.size} bytes back")
 parts = -(-big // (64 * MiB))
 check(s3.head_object(Bucket="models", Key="mp/managed.bin")["ContentLength"] == big, "the object's size")
+listed = s3.list_objects_v2(Bucket="models", Prefix="mp/managed")["Contents"]
+check([o["Size"] for o in listed] == [big], f"its size in a listing: {listed}")
 check(s3.head_object(Bucket="models", Key="mp/managed.bin")["ETag"].endswith(f'-{parts}"'), "a managed upload's ETag")
 at = big - 64 * MiB - 3
 got = s3.get_object(Bucket="models", Key="mp/managed.bin", Range=f"bytes={at}-{at + 99}")["Body"].read()

@@ -62,7 +62,7 @@ use crate::node::client_body::ClientBody;
 use bytes::Bytes;
 use ecdn_cluster::config::ObjectScheme;
 use ecdn_cluster::objects::DirectoryError;
-use ecdn_objects::meta::{ObjectMeta, ObjectName, MAX_CRCS};
+use ecdn_objects::meta::{ObjectMeta, ObjectName, S3Parts, MAX_CRCS};
 use http_body_util::Full;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
@@ -76,7 +76,7 @@ use crate::node::cluster::objects::record::{
     record_headers, remove_splits_on,
 };
 use crate::node::cluster::objects::write::{write_object, PutFailure};
-use crate::node::cluster::objects::{client_write, splits};
+use crate::node::cluster::objects::{client_write, parts, splits};
 use crate::node::cluster::pieces::coded::{self};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::freshness::StoredResponse;
@@ -420,7 +420,7 @@ pub(in crate::node) async fn read_object(
         // `k` this read decodes (a client's own read counts each split it asks, `splits.rs`).
         c.loads.record_object_reads(name.as_str(), meta.k as u64);
     }
-    let failed = match read(st, c, &name, &meta, delta, req, head, face).await {
+    let failed = match read_either(st, c, &name, &meta, delta, req, head, face).await {
         Ok(r) => return Ok(r),
         Err(failed) => failed,
     };
@@ -428,7 +428,7 @@ pub(in crate::node) async fn read_object(
         false => (meta, failed),
         true => match record(c, &name, true).await {
             Ok(now) if now.version != meta.version => {
-                match read(st, c, &name, &now, delta, req, head, face).await {
+                match read_either(st, c, &name, &now, delta, req, head, face).await {
                     Ok(r) => return Ok(r),
                     Err(failed) => (now, failed),
                 }
@@ -438,9 +438,75 @@ pub(in crate::node) async fn read_object(
         },
     };
     match &c.backend {
-        Some(b) => from_backend(b, &meta, req, face).await,
-        None => Err(ReadFailure::Unreadable(failed)),
+        // An object of parts has no bytes of its own in the backend store.
+        Some(b) if parts::parts_of(&meta).is_none() => from_backend(b, &meta, req, face).await,
+        _ => Err(ReadFailure::Unreadable(failed)),
     }
+}
+
+/// [`read`], or for an object made of parts, [`read_parts`].
+#[allow(clippy::too_many_arguments)]
+async fn read_either(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    name: &ObjectName,
+    meta: &ObjectMeta,
+    delta: Option<Delta>,
+    req: &HeaderMap,
+    head: bool,
+    face: Face,
+) -> Result<Response<NodeBody>, String> {
+    match parts::parts_of(meta) {
+        Some(p) => read_parts(st, c, meta, p, req, head, face).await,
+        None => read(st, c, name, meta, delta, req, head, face).await,
+    }
+}
+
+/// A `GET` or `HEAD` of an object made of parts (`parts.rs`): answered over the parts' bytes
+/// together, each range read from the parts it covers in turn, through [`read_object`].
+async fn read_parts(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    meta: &ObjectMeta,
+    parts: &S3Parts,
+    req: &HeaderMap,
+    head: bool,
+    face: Face,
+) -> Result<Response<NodeBody>, String> {
+    // The object as its answer describes it: the parts' length; its ETag the S3 one through
+    // the object API too (there is no SHA-256 of the whole).
+    let mut whole = meta.clone();
+    whole.size = parts.size();
+    if let Some(a) = &meta.s3 {
+        whole.sha256 = a.etag.clone();
+    }
+    let (r, pieces) = plan_object(&whole, req, head, face);
+    let mut r = r.map(|()| NodeBody::Full(Full::new(Bytes::new())));
+    r.headers_mut()
+        .insert("x-ecdn-parts", HeaderValue::from(parts.parts.len() as u64));
+    if head || pieces.is_empty() || whole.size == 0 {
+        return Ok(r); // HEAD, 416, or an empty object
+    }
+    let length = crate::node::upstream::content_length(r.headers());
+    let (st, c) = (st.clone(), c.clone());
+    let open: parts::OpenPart = Box::new(move |name, h| read_part(st.clone(), c.clone(), name, h));
+    *r.body_mut() = parts::stream(parts.clone(), pieces, length, open).await?;
+    Ok(r)
+}
+
+/// A part of an object of parts, read through [`read_object`] with the request headers `h`.
+/// (A function with a named future type: [`read_parts`], inside `read_object`, reads through
+/// it, and a future of `read_object`'s own type there could not be shown to be `Send`.)
+fn read_part(st: Arc<State>, c: Arc<Cluster>, name: ObjectName, h: HeaderMap) -> parts::PartRead {
+    Box::pin(async move {
+        let part = name.to_string();
+        read_object(&st, &c, name, None, &h, false, Face::Api)
+            .await
+            .map_err(|e| match e {
+                ReadFailure::Directory(e) => format!("part {part}: {e}"),
+                ReadFailure::Unreadable(why) => why,
+            })
+    })
 }
 
 /// Fewer than `k` splits could be read: the object from the backend store, checked against
@@ -601,7 +667,28 @@ pub(in crate::node) async fn remove_object(
     crate::node::lock::lock(&c.records).remove(name);
     let meta = c.objects.remove(name).await?;
     let removed = remove_splits(st, c, &meta).await;
+    if let Some(p) = parts::parts_of(&meta) {
+        remove_parts(st, c, p).await;
+    }
     Ok((meta, removed))
+}
+
+/// Removes the parts an object was made of (best effort: one already gone is skipped, one
+/// the directory fails to remove is said).
+pub(in crate::node) async fn remove_parts(st: &Arc<State>, c: &Arc<Cluster>, parts: &S3Parts) {
+    for &(number, _, _) in &parts.parts {
+        let Ok(name) = ObjectName::parse(&parts.part_name(number)) else {
+            continue;
+        };
+        match Box::pin(remove_object(st, c, &name)).await {
+            Ok(_) | Err(DirectoryError::Meta(ecdn_objects::meta::MetaError::NotFound(_))) => {}
+            Err(e) => eprintln!(
+                "ecdn node: removing part {name} of {}: {e}{}",
+                parts.upload,
+                ecdn_cluster::peer::request_note()
+            ),
+        }
+    }
 }
 
 async fn delete(st: &Arc<State>, c: &Arc<Cluster>, name: ObjectName) -> Response<NodeBody> {

@@ -146,7 +146,7 @@ async fn answer(
             multipart::list_parts(st, c, b, &key, &upload_id).await
         }
         (Op::CompleteMultipartUpload { upload_id }, Some(b)) => {
-            multipart::complete(st, c, b, &key, &upload_id, &parts.headers, body).await
+            multipart::complete(st, c, b, &key, &upload_id, body).await
         }
         (Op::AbortMultipartUpload { upload_id }, Some(b)) => {
             multipart::abort(st, c, b, &key, &upload_id).await

@@ -6,27 +6,27 @@
 //! `s3mpu/UPLOAD/meta`, and each part an EC-Cache object `s3mpu/UPLOAD/pNNNNN` coded as the
 //! bucket says, its MD5 its `ETag`. Completing checks the list the client sends against the
 //! parts stored (each named part there with that `ETag`, numbers ascending, every part but the
-//! last at least [`MIN_PART`]), writes the object whole from the parts in order
-//! (`objects/write.rs`, so the object is one EC-Cache object, readable as any other and by the
-//! object API), with S3's multipart `ETag` (the MD5 of the parts' MD5s, `-`, their number),
-//! then removes the upload. Aborting removes it. The object is at most `MAX_OBJECT` bytes
-//! (1 GiB), as a `PutObject`.
+//! last at least [`MIN_PART`]) and commits the object as made of those parts
+//! (`objects/parts.rs`: a record listing them, no byte copied; read as one object through S3
+//! and the object API alike), with S3's multipart `ETag` (the MD5 of the parts' MD5s, `-`,
+//! their number); then the upload's description and the parts not listed are removed.
+//! Aborting removes the upload and its parts. A part is at most `MAX_OBJECT` bytes (1 GiB, as
+//! a `PutObject`); the object, up to 10,000 parts, at most S3's 5 TiB.
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::node::client_body::ClientBody;
 use bytes::Bytes;
 use ecdn_cluster::objects::DirectoryError;
-use ecdn_objects::meta::{Listed, MetaError, ObjectName, S3Attrs};
+use ecdn_objects::meta::{Listed, MetaError, ObjectName, S3Attrs, S3Parts, MAX_PARTS_SIZE};
 use ecdn_s3::sigv4::Verified;
 use ecdn_s3::{xml, Code, S3Error};
 use http_body_util::{BodyExt, Limited};
 use hyper::{HeaderMap, Response};
 use md5::{Digest as _, Md5};
 
-use super::object::{attrs_of, code_asked, directory, put_failure, remove, store};
+use super::object::{attrs_of, directory, drop_replaced, put_failure, remove, replaced, store};
 use super::reply;
 use crate::node::body::NodeBody;
 use crate::node::cluster::objects::api::{
@@ -34,7 +34,6 @@ use crate::node::cluster::objects::api::{
 };
 use crate::node::cluster::objects::write::{write_object, PutBody};
 use crate::node::cluster::pieces::member::Cluster;
-use crate::node::cluster::pieces::names::MAX_OBJECT;
 use crate::node::state::State;
 
 /// The smallest part but the last (S3's 5 MiB).
@@ -142,31 +141,33 @@ pub(in crate::node) async fn create(
     };
     let id = new_upload_id(c, bucket, key);
     let json = upload.to_json();
+    let name = upload_name(&id, "meta")?;
+    write_small(st, c, name, json.into(), None).await?;
+    Ok(reply::xml(xml::initiate_multipart(bucket, key, &id)))
+}
+
+/// Writes `bytes` as the small object `name`, replicated (one copy and one more), with the
+/// S3 face's `attrs`.
+async fn write_small(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    name: ObjectName,
+    bytes: Bytes,
+    attrs: Option<S3Attrs>,
+) -> Result<ecdn_objects::meta::ObjectMeta, S3Error> {
     let scheme = c.cfg.object_scheme;
     let code = |at_least: usize, available: usize| {
-        code_of(
-            CodeAsked {
-                k: Some(1),
-                r: Some(1),
-            },
-            scheme,
-            at_least,
-            available,
-        )
+        let asked = CodeAsked {
+            k: Some(1),
+            r: Some(1),
+        };
+        code_of(asked, scheme, at_least, available)
     };
-    let name = upload_name(&id, "meta")?;
-    write_object(
-        st,
-        c,
-        name,
-        CODED_FROM,
-        code,
-        Memory(Some(json.into())),
-        |_| Ok(None),
-    )
+    write_object(st, c, name, CODED_FROM, code, Memory(Some(bytes)), |_| {
+        Ok(attrs)
+    })
     .await
-    .map_err(|e| put_failure(e, None))?;
-    Ok(reply::xml(xml::initiate_multipart(bucket, key, &id)))
+    .map_err(|e| put_failure(e, None))
 }
 
 /// The upload's description, checked against the request's bucket and key.
@@ -220,7 +221,7 @@ pub(in crate::node) async fn upload_part(
 ) -> Result<Response<NodeBody>, S3Error> {
     upload_of(st, c, id, bucket, key).await?;
     let name = upload_name(id, &format!("p{part:05}"))?;
-    store(
+    let stored = store(
         st,
         c,
         bucket,
@@ -231,7 +232,8 @@ pub(in crate::node) async fn upload_part(
         None,
         Vec::new(),
     )
-    .await
+    .await?;
+    Ok(stored.0)
 }
 
 /// The parts stored for an upload, in part order: (number, record).
@@ -288,10 +290,18 @@ pub(in crate::node) async fn list_parts(
     Ok(reply::xml(x))
 }
 
-/// Removes an upload: its parts, then its description.
-async fn remove_upload(st: &Arc<State>, c: &Arc<Cluster>, id: &str) -> Result<(), S3Error> {
-    for (_, l) in parts_of(c, id).await? {
-        remove(st, c, &l.name).await?;
+/// Removes an upload: its parts but those numbered in `kept` (an object is made of them), then
+/// its description.
+async fn remove_upload(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    id: &str,
+    kept: &[u32],
+) -> Result<(), S3Error> {
+    for (n, l) in parts_of(c, id).await? {
+        if !kept.contains(&n) {
+            remove(st, c, &l.name).await?;
+        }
     }
     remove(st, c, &upload_name(id, "meta")?).await
 }
@@ -305,54 +315,8 @@ pub(in crate::node) async fn abort(
     id: &str,
 ) -> Result<Response<NodeBody>, S3Error> {
     upload_of(st, c, id, bucket, key).await?;
-    remove_upload(st, c, id).await?;
+    remove_upload(st, c, id, &[]).await?;
     Ok(reply::empty(hyper::StatusCode::NO_CONTENT))
-}
-
-/// The parts of a completed upload read in order, as one body.
-struct Parts {
-    st: Arc<State>,
-    c: Arc<Cluster>,
-    names: VecDeque<ObjectName>,
-    current: Option<NodeBody>,
-}
-
-impl PutBody for Parts {
-    fn size_hint(&self) -> u64 {
-        0
-    }
-
-    async fn next(&mut self) -> Option<Result<Bytes, String>> {
-        loop {
-            if let Some(body) = &mut self.current {
-                match body.frame().await {
-                    Some(Ok(f)) => {
-                        if let Ok(d) = f.into_data() {
-                            return Some(Ok(d));
-                        }
-                        continue;
-                    }
-                    Some(Err(e)) => return Some(Err(format!("reading a part: {e}"))),
-                    None => self.current = None,
-                }
-            }
-            let name = self.names.pop_front()?;
-            let read = read_object(
-                &self.st,
-                &self.c,
-                name.clone(),
-                None,
-                &HeaderMap::new(),
-                false,
-                Face::Api,
-            )
-            .await;
-            match read {
-                Ok(r) => self.current = Some(r.into_body()),
-                Err(_) => return Some(Err(format!("part {name} could not be read"))),
-            }
-        }
-    }
 }
 
 /// `CompleteMultipartUpload`.
@@ -363,7 +327,6 @@ pub(in crate::node) async fn complete(
     bucket: &str,
     key: &str,
     id: &str,
-    headers: &HeaderMap,
     body: ClientBody,
 ) -> Result<Response<NodeBody>, S3Error> {
     let upload = upload_of(st, c, id, bucket, key).await?;
@@ -376,7 +339,7 @@ pub(in crate::node) async fn complete(
     let listed = xml::parse_complete(&xml_body, ecdn_s3::request::MAX_PARTS as usize)?;
     let stored = parts_of(c, id).await?;
     // Every part named, stored with that ETag, in ascending order; all but the last large.
-    let mut names = VecDeque::new();
+    let mut made_of = Vec::new();
     let mut md5s = Vec::new();
     let mut total = 0u64;
     let mut previous = 0;
@@ -412,12 +375,12 @@ pub(in crate::node) async fn complete(
         }
         total += l.size;
         md5s.extend(ecdn_s3::text::unhex(etag).unwrap_or_default());
-        names.push_back(l.name.clone());
+        made_of.push((p.number, l.version, l.size));
     }
-    if total > MAX_OBJECT as u64 {
+    if total > MAX_PARTS_SIZE {
         return Err(S3Error::new(
             Code::EntityTooLarge,
-            format!("the parts hold {total} bytes; objects here are at most {MAX_OBJECT}"),
+            format!("the parts hold {total} bytes; objects here are at most {MAX_PARTS_SIZE}"),
         ));
     }
     let etag = format!(
@@ -425,33 +388,25 @@ pub(in crate::node) async fn complete(
         ecdn_s3::text::hex(&Md5::digest(&md5s)),
         listed.len()
     );
-    let asked = code_asked(c, bucket, headers)?;
-    let scheme = c.cfg.object_scheme;
-    let code = |at_least: usize, available: usize| {
-        code_of(asked, scheme, at_least.max(total as usize), available)
-    };
-    let parts = Parts {
-        st: st.clone(),
-        c: c.clone(),
-        names,
-        current: None,
-    };
-    let modified_ms = ecdn_cluster::auth::unix_now_ms();
+    let kept: Vec<u32> = made_of.iter().map(|p| p.0).collect();
     let attrs = S3Attrs {
         etag: etag.clone(),
-        modified_ms,
+        modified_ms: ecdn_cluster::auth::unix_now_ms(),
         content_type: upload.content_type,
         metadata: upload.metadata,
+        parts: Some(S3Parts {
+            upload: id.to_string(),
+            parts: made_of,
+        }),
     };
     let name = ObjectName::parse(&ecdn_s3::names::object_name(bucket, key))
         .map_err(|e| S3Error::new(Code::KeyTooLongError, e.to_string()))?;
-    // Each part's bytes were checked as it was stored, and each is checked against its
-    // SHA-256 as it is read.
-    let finish = move |_: &mut Parts| Ok(Some(attrs));
-    write_object(st, c, name, CODED_FROM, code, parts, finish)
-        .await
-        .map_err(|e| put_failure(e, None))?;
-    remove_upload(st, c, id).await?;
+    // The object is its record: the parts stay where they are (each checked as it was stored,
+    // and as it is read), and the record's own body is empty.
+    let before = replaced(c, &name).await;
+    let meta = write_small(st, c, name, Bytes::new(), Some(attrs)).await?;
+    drop_replaced(st, c, before, &meta).await;
+    remove_upload(st, c, id, &kept).await?;
     let location = format!("/{bucket}/{key}");
     Ok(reply::xml(xml::complete_multipart(
         &location,

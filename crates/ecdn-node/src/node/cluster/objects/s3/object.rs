@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::node::client_body::ClientBody;
 use bytes::Bytes;
 use ecdn_cluster::objects::DirectoryError;
-use ecdn_objects::meta::{MetaError, ObjectName, S3Attrs};
+use ecdn_objects::meta::{MetaError, ObjectMeta, ObjectName, S3Attrs};
 use ecdn_s3::sigv4::Verified;
 use ecdn_s3::{names, xml, Code, S3Error};
 use http_body_util::{BodyExt, Limited};
@@ -19,8 +19,10 @@ use super::body::S3Body;
 use super::reply;
 use crate::node::body::NodeBody;
 use crate::node::cluster::objects::api::{
-    code_of, read_object, remove_object, CodeAsked, Face, ReadFailure, CODED_FROM,
+    code_of, read_object, remove_object, remove_parts, CodeAsked, Face, ReadFailure, CODED_FROM,
 };
+use crate::node::cluster::objects::parts::parts_of;
+use crate::node::cluster::objects::record::record;
 use crate::node::cluster::objects::write::{write_object, PutFailure};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::state::State;
@@ -103,7 +105,8 @@ pub(in crate::node) async fn put(
     }
     let name = object_name(bucket, key)?;
     let (content_type, metadata) = attrs_of(headers)?;
-    store(
+    let before = replaced(c, &name).await;
+    let (r, meta) = store(
         st,
         c,
         bucket,
@@ -114,12 +117,38 @@ pub(in crate::node) async fn put(
         content_type,
         metadata,
     )
-    .await
+    .await?;
+    drop_replaced(st, c, before, &meta).await;
+    Ok(r)
+}
+
+/// The object `name` is before a write replaces it, if it is made of parts (whose parts the
+/// write's success leaves to no record: [`drop_replaced`]).
+pub(in crate::node) async fn replaced(c: &Cluster, name: &ObjectName) -> Option<Arc<ObjectMeta>> {
+    record(c, name, true)
+        .await
+        .ok()
+        .filter(|m| parts_of(m).is_some())
+}
+
+/// Once `now` is committed: the parts of the object of parts it replaced are removed.
+pub(in crate::node) async fn drop_replaced(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    before: Option<Arc<ObjectMeta>>,
+    now: &ObjectMeta,
+) {
+    let Some(before) = before.filter(|b| b.version < now.version) else {
+        return;
+    };
+    if let Some(p) = parts_of(&before) {
+        remove_parts(st, c, p).await;
+    }
 }
 
 /// Stores the body of a `PutObject` or `UploadPart` as the object `name` of `bucket` (its
 /// code the bucket's unless the request says), with what the S3 face keeps of it; the answer
-/// gives its `ETag`, the body's MD5.
+/// gives its `ETag`, the body's MD5. Also the record committed.
 #[allow(clippy::too_many_arguments)]
 pub(in crate::node) async fn store(
     st: &Arc<State>,
@@ -131,7 +160,7 @@ pub(in crate::node) async fn store(
     verified: Option<&Verified>,
     content_type: Option<String>,
     metadata: UserMetadata,
-) -> Result<Response<NodeBody>, S3Error> {
+) -> Result<(Response<NodeBody>, ObjectMeta), S3Error> {
     let asked = code_asked(c, bucket, headers)?;
     let body = S3Body::new(body, headers, verified)?;
     let failure = body.failure();
@@ -144,6 +173,7 @@ pub(in crate::node) async fn store(
             modified_ms,
             content_type,
             metadata,
+            parts: None,
         };
         Ok(Some(attrs))
     };
@@ -156,7 +186,7 @@ pub(in crate::node) async fn store(
             r.headers_mut().insert(ETAG, v);
         }
     }
-    Ok(r)
+    Ok((r, meta))
 }
 
 /// A failed write as S3 says it: the body's own refusal first (`body_failure`, with its
