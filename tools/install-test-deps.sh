@@ -20,6 +20,7 @@ set -euo pipefail
 #   backend tier's S3 tests (crates/ecdn-backend/tests/s3.rs) check the client against it;
 # - boto3 and the AWS CLI (PyPI, `awscli`; moto brings boto3 too): the S3 face's tests
 #   (crates/ecdn-node/tests/s3.rs) drive a cluster with the AWS SDK for Python and `aws s3`;
+# - rclone: the same tests copy, check and sync trees through the S3 face with it;
 # - openssl: the same tests make a private CA and a certificate for moto's TLS endpoint, and the
 #   node's HTTPS test (crates/ecdn/tests/e2e.rs) makes its certificates;
 # - dnsutils: `dig` queries the DNS redirector in its test (crates/ecdn-coral/src/dns.rs);
@@ -40,6 +41,7 @@ command -v c++ >/dev/null || missing+=(g++)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v dig >/dev/null || missing+=(dnsutils)
 [ -x /usr/bin/chromium ] || missing+=(chromium)
+command -v rclone >/dev/null || missing+=(rclone)
 command -v ip >/dev/null || [ -x /usr/sbin/ip ] || missing+=(iproute2)
 command -v tc >/dev/null || [ -x /usr/sbin/tc ] || missing+=(iproute2)
 command -v nft >/dev/null || [ -x /usr/sbin/nft ] || missing+=(nftables)

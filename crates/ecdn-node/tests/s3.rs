@@ -2,9 +2,10 @@
 //! for Python, installed by `tools/install-test-deps.sh`): `tests/s3/boto3_client.py` writes,
 //! reads (whole, ranged, conditional), lists (pages, delimiters, V1), presigns, deletes, and
 //! checks S3's refusals; then the object it wrote is read through the object API under its
-//! EC-Cache name, byte for byte the same; and the AWS CLI (`tests/s3/aws_cli.sh`: `cp` with
-//! its parallel multipart transfers, `sync` both ways, `ls`, `rm --recursive`). Without boto3
-//! or the CLI a test fails, saying how to install it.
+//! EC-Cache name, byte for byte the same; the AWS CLI (`tests/s3/aws_cli.sh`: `cp` with its
+//! parallel multipart transfers, `sync` both ways, `ls`, `rm --recursive`); and rclone
+//! (`tests/s3/rclone.sh`: `copy` both ways, `check`, `lsf`, `cat`, `sync`, `purge`). Without
+//! boto3, the CLI or rclone a test fails, saying how to install it.
 
 use std::process::Command;
 
@@ -173,20 +174,16 @@ async fn early_answers_close_the_connection(addr: std::net::SocketAddr) {
     assert!(!closed, "a connection whose body was read closed: {kept}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_aws_cli_copies_syncs_lists_and_removes() {
-    let have = Command::new("aws").arg("--version").output();
-    assert!(
-        have.is_ok_and(|o| o.status.success()),
-        "the AWS CLI is missing: install it with `python3 -m pip install awscli` (tools/install-test-deps.sh does)"
-    );
+/// Runs the script `name` of `tests/s3/` with bash against a new cluster (at node `node`)
+/// with the models key; it must end with `ok`.
+async fn script_against_a_cluster(name: &str, node: usize) {
     let c = TestCluster::start_with(6, "c2dn", 3, 1, S3).await;
-    let endpoint = format!("http://{}", c.client(1));
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/s3/aws_cli.sh");
+    let endpoint = format!("http://{}", c.client(node));
+    let script = format!("{}/tests/s3/{name}", env!("CARGO_MANIFEST_DIR"));
     let out = tokio::task::spawn_blocking(move || {
         Command::new("bash")
             .args([
-                script,
+                &script,
                 &endpoint,
                 "AKIDMODELS0001",
                 "models-secret-0123456789",
@@ -201,4 +198,24 @@ async fn the_aws_cli_copies_syncs_lists_and_removes() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert_eq!(stdout.lines().last(), Some("ok"), "{stdout}\n{stderr}");
     c.stop_all().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rclone_copies_checks_syncs_and_purges() {
+    let have = Command::new("rclone").arg("version").output();
+    assert!(
+        have.is_ok_and(|o| o.status.success()),
+        "rclone is missing: install it with `apt-get install rclone` (tools/install-test-deps.sh does)"
+    );
+    script_against_a_cluster("rclone.sh", 3).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aws_cli_copies_syncs_lists_and_removes() {
+    let have = Command::new("aws").arg("--version").output();
+    assert!(
+        have.is_ok_and(|o| o.status.success()),
+        "the AWS CLI is missing: install it with `python3 -m pip install awscli` (tools/install-test-deps.sh does)"
+    );
+    script_against_a_cluster("aws_cli.sh", 1).await;
 }
