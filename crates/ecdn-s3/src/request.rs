@@ -120,6 +120,35 @@ pub fn valid_bucket(name: &str) -> bool {
         && name.parse::<std::net::Ipv4Addr>().is_err()
 }
 
+/// The bucket and key of a `CopyObject`'s `x-amz-copy-source` (`BUCKET/KEY`, with or without
+/// a leading `/`, percent-encoded; `?versionId=null` is the only version there is here).
+pub fn copy_source(value: &[u8]) -> Result<(String, String), S3Error> {
+    let bad = |why: &str| S3Error::new(Code::InvalidArgument, format!("x-amz-copy-source: {why}"));
+    let (path, version) = match value.iter().position(|&b| b == b'?') {
+        Some(i) => (&value[..i], Some(&value[i + 1..])),
+        None => (value, None),
+    };
+    if version.is_some_and(|v| v != b"versionId=null") {
+        return Err(S3Error::new(
+            Code::NotImplemented,
+            "objects have no versions here: x-amz-copy-source takes no versionId but null",
+        ));
+    }
+    let decoded = String::from_utf8(percent_decode(path)).map_err(|_| bad("not UTF-8"))?;
+    let (bucket, key) = decoded
+        .strip_prefix('/')
+        .unwrap_or(&decoded)
+        .split_once('/')
+        .ok_or_else(|| bad("not BUCKET/KEY"))?;
+    if !valid_bucket(bucket) {
+        return Err(bad("not a bucket name"));
+    }
+    if key.is_empty() || key.len() > MAX_KEY {
+        return Err(bad("a key of 1 to 1,024 bytes"));
+    }
+    Ok((bucket.to_string(), key.to_string()))
+}
+
 impl S3Request {
     /// The operation of a request with `method`, `path` and `query` as sent (encoded) and its
     /// `Host` header; `base_domains`: the domains under which `bucket.DOMAIN` names a bucket
@@ -312,6 +341,31 @@ mod tests {
             Some("s3.test:9000"),
             &["s3.test".into()],
         )
+    }
+
+    #[test]
+    fn copy_sources() {
+        let ok = |v: &str, b: &str, k: &str| {
+            assert_eq!(
+                copy_source(v.as_bytes()).unwrap(),
+                (b.into(), k.into()),
+                "{v}"
+            )
+        };
+        ok("models/a/b.bin", "models", "a/b.bin");
+        ok("/models/a%20b/%C3%A9", "models", "a b/é");
+        ok("models/k?versionId=null", "models", "k");
+        for bad in [
+            "models",
+            "/models/",
+            "x/k",
+            "models/%FF",
+            "models/k?versionId=3",
+        ] {
+            assert!(copy_source(bad.as_bytes()).is_err(), "{bad}");
+        }
+        let long = format!("models/{}", "k".repeat(MAX_KEY + 1));
+        assert!(copy_source(long.as_bytes()).is_err());
     }
 
     #[test]

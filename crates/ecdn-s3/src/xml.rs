@@ -187,6 +187,16 @@ pub fn complete_multipart(location: &str, bucket: &str, key: &str, etag: &str) -
     )
 }
 
+/// A `CopyObject` answer (`etag` with its quotes; `modified` an ISO 8601 time).
+pub fn copy_object(etag: &str, modified: &str) -> String {
+    format!(
+        "{HEAD}<CopyObjectResult xmlns=\"{NS}\"><LastModified>{}</LastModified>\
+         <ETag>{}</ETag></CopyObjectResult>",
+        escape(modified),
+        escape(etag)
+    )
+}
+
 /// A `DeleteObjects` answer: the keys deleted (unless `quiet`) and those that failed.
 pub fn delete_result(deleted: &[String], failed: &[(String, S3Error)], quiet: bool) -> String {
     let mut x = format!("{HEAD}<DeleteResult xmlns=\"{NS}\">");

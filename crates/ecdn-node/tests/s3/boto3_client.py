@@ -154,6 +154,26 @@ check(anon.get_object(Bucket="public-data", Key="open.txt")["Body"].read() == b"
 refused(lambda: anon.put_object(Bucket="public-data", Key="w", Body=b"w"), "AccessDenied", "no anonymous write")
 refused(lambda: anon.get_object(Bucket="models", Key="notes.txt"), "AccessDenied", "no anonymous read of another bucket")
 
+# CopyObject: the bytes, the source's metadata (or the request's, REPLACE), a new ETag; the
+# source's bucket must be the signer's; a copy onto itself must change something.
+c1 = s3.copy_object(CopySource={"Bucket": "models", "Key": "llama/w 1.bin"}, Bucket="models", Key="copies/w.bin")
+check(c1["CopyObjectResult"]["ETag"] == '"%s"' % hashlib.md5(data).hexdigest(), f"a copy's ETag {c1}")
+got = s3.get_object(Bucket="models", Key="copies/w.bin")
+check(got["Body"].read() == data and got["ContentType"] == "application/x-weights" and got["Metadata"] == {"owner": "ann"},
+      "a copy: its bytes, type and metadata")
+s3.copy_object(CopySource="public-data/open.txt", Bucket="models", Key="copies/open.txt",
+               MetadataDirective="REPLACE", ContentType="text/plain", Metadata={"from": "public"})
+got = s3.get_object(Bucket="models", Key="copies/open.txt")
+check(got["Body"].read() == b"open" and got["ContentType"] == "text/plain" and got["Metadata"] == {"from": "public"},
+      "a copy from another bucket, its metadata replaced")
+refused(lambda: s3.copy_object(CopySource="models/copies/open.txt", Bucket="models", Key="copies/open.txt"),
+        "InvalidRequest", "a copy onto itself changing nothing")
+refused(lambda: s3.copy_object(CopySource="models/nope", Bucket="models", Key="copies/x"), "NoSuchKey", "a copy of nothing")
+refused(lambda: other.copy_object(CopySource="models/notes.txt", Bucket="public-data", Key="stolen"),
+        "AccessDenied", "a copy from a bucket the key may not read")
+refused(lambda: s3.head_object(Bucket="public-data", Key="stolen"), "404", "nothing stored by a refused copy")
+s3.delete_objects(Bucket="models", Delete={"Objects": [{"Key": "copies/w.bin"}, {"Key": "copies/open.txt"}]})
+
 # Multipart: by hand (three parts, the last small), then boto3's transfer manager.
 MiB = 1024 * 1024
 parts_data = [os.urandom(5 * MiB), os.urandom(5 * MiB + 7), os.urandom(1000)]

@@ -3,7 +3,7 @@
 # cluster): `rclone copy` of a tree up (an empty file, small ones, one past rclone's multipart
 # cutoff, uploaded by parts of 5 MiB) and back down, `rclone check` (sizes, and MD5s: the ETag,
 # or the MD5 rclone keeps in the metadata of a multipart object), `rclone lsf` recursive,
-# `rclone cat` of a range, `rclone sync` after a file changed and one was removed, and
+# `rclone cat` of a range, `copyto` and `moveto` on the server (CopyObject), `rclone sync` after a file changed and one was removed, and
 # `rclone purge`; every byte compared. Ends with `ok`.
 #
 #   rclone.sh ENDPOINT ACCESS_KEY SECRET_KEY
@@ -35,6 +35,12 @@ got=$(rc lsf -R --files-only ecdn:models/rc | sort | tr '\n' ' ')
 rc copy ecdn:models/rc "$work/down"
 diff -r "$work/up" "$work/down" || fail "copy back down"
 [ "$(rc cat --offset 2 --count 5 ecdn:models/rc/docs/readme.txt)" = "small" ] || fail "cat of a range"
+# Server-side copy and move (CopyObject, then a delete); the sync below removes what is left.
+rc copyto ecdn:models/rc/docs/readme.txt ecdn:models/rc/copied.txt
+rc moveto ecdn:models/rc/copied.txt ecdn:models/rc/moved.txt
+[ "$(rc cat ecdn:models/rc/moved.txt)" = "a small file" ] || fail "a copy moved"
+got=$(rc lsf --files-only ecdn:models/rc | tr "\n" " ")
+[ "$got" = "empty moved.txt " ] || fail "moveto left the copy: $got"
 
 # A file changed, one removed: sync sends the change and removes the file.
 echo "changed" > "$work/up/docs/readme.txt"

@@ -8,7 +8,7 @@
 //! section's keys (`ecdn_s3::sigv4`; an unsigned request only reads a bucket with
 //! `anonymous_read`), the key's right to the bucket, then the operation: objects
 //! (`object.rs`: `PutObject`, `GetObject` with ranges and conditionals, `HeadObject`,
-//! `DeleteObject`, `DeleteObjects`) and buckets (`bucket.rs`: `ListObjectsV2` and `ListObjects`
+//! `DeleteObject`, `DeleteObjects`; `copy.rs`: `CopyObject`) and buckets (`bucket.rs`: `ListObjectsV2` and `ListObjects`
 //! by pages of the object directory, `ListBuckets`, `HeadBucket`, `GetBucketLocation`; buckets
 //! are the section's, so `CreateBucket` of one succeeds and of another is refused). Every
 //! failure is S3's XML error with S3's code.
@@ -20,6 +20,7 @@
 
 pub(in crate::node) mod body;
 pub(in crate::node) mod bucket;
+pub(in crate::node) mod copy;
 pub(in crate::node) mod multipart;
 pub(in crate::node) mod object;
 pub(in crate::node) mod reply;
@@ -114,6 +115,7 @@ async fn answer(
     )?;
     let bucket = authorize(face, &s3, verified.as_ref())?;
     let key = s3.key.clone().unwrap_or_default();
+    let copies = parts.headers.contains_key("x-amz-copy-source");
     match (s3.op, bucket) {
         (Op::ListBuckets, _) => Ok(bucket::list_buckets(face, verified.as_ref())),
         (op, None) => Err(S3Error::new(
@@ -127,6 +129,13 @@ async fn answer(
         )),
         (Op::GetBucketLocation, Some(_)) => Ok(bucket::location(face)),
         (Op::ListObjects(q), Some(b)) => bucket::list_objects(c, b, q).await,
+        (Op::PutObject, Some(b)) if copies => {
+            copy::copy(st, c, face, b, &key, &parts.headers, verified.as_ref()).await
+        }
+        (Op::UploadPart { .. }, Some(_)) if copies => Err(S3Error::new(
+            Code::NotImplemented,
+            "copying a part (UploadPartCopy) is not implemented",
+        )),
         (Op::PutObject, Some(b)) => {
             object::put(st, c, b, &key, &parts.headers, body, verified.as_ref()).await
         }

@@ -31,7 +31,7 @@ use crate::node::state::State;
 const MAX_DELETE: usize = 1000;
 
 /// The object name of `key` in `bucket`.
-fn object_name(bucket: &str, key: &str) -> Result<ObjectName, S3Error> {
+pub(in crate::node) fn object_name(bucket: &str, key: &str) -> Result<ObjectName, S3Error> {
     ObjectName::parse(&names::object_name(bucket, key))
         .map_err(|e| S3Error::new(Code::KeyTooLongError, e.to_string()))
 }
