@@ -420,7 +420,7 @@ pub(in crate::node) async fn read_object(
         // `k` this read decodes (a client's own read counts each split it asks, `splits.rs`).
         c.loads.record_object_reads(name.as_str(), meta.k as u64);
     }
-    let failed = match read_either(st, c, &name, &meta, delta, req, head, face).await {
+    let failed = match read(st, c, &name, &meta, delta, req, head, face).await {
         Ok(r) => return Ok(r),
         Err(failed) => failed,
     };
@@ -428,7 +428,7 @@ pub(in crate::node) async fn read_object(
         false => (meta, failed),
         true => match record(c, &name, true).await {
             Ok(now) if now.version != meta.version => {
-                match read_either(st, c, &name, &now, delta, req, head, face).await {
+                match read(st, c, &name, &now, delta, req, head, face).await {
                     Ok(r) => return Ok(r),
                     Err(failed) => (now, failed),
                 }
@@ -441,24 +441,6 @@ pub(in crate::node) async fn read_object(
         // An object of parts has no bytes of its own in the backend store.
         Some(b) if parts::parts_of(&meta).is_none() => from_backend(b, &meta, req, face).await,
         _ => Err(ReadFailure::Unreadable(failed)),
-    }
-}
-
-/// [`read`], or for an object made of parts, [`read_parts`].
-#[allow(clippy::too_many_arguments)]
-async fn read_either(
-    st: &Arc<State>,
-    c: &Arc<Cluster>,
-    name: &ObjectName,
-    meta: &ObjectMeta,
-    delta: Option<Delta>,
-    req: &HeaderMap,
-    head: bool,
-    face: Face,
-) -> Result<Response<NodeBody>, String> {
-    match parts::parts_of(meta) {
-        Some(p) => read_parts(st, c, meta, p, req, head, face).await,
-        None => read(st, c, name, meta, delta, req, head, face).await,
     }
 }
 
@@ -539,7 +521,8 @@ async fn from_backend(
 }
 
 /// Answers a `GET` or `HEAD` of `meta`'s object (a ranged one with only the stripes the
-/// ranges cover); `Err`: the object could not be read (why).
+/// ranges cover; an object made of parts from its parts, [`read_parts`]); `Err`: the object
+/// could not be read (why).
 #[allow(clippy::too_many_arguments)]
 async fn read(
     st: &Arc<State>,
@@ -551,6 +534,9 @@ async fn read(
     head: bool,
     face: Face,
 ) -> Result<Response<NodeBody>, String> {
+    if let Some(p) = parts::parts_of(meta) {
+        return read_parts(st, c, meta, p, req, head, face).await;
+    }
     let (r, pieces) = plan_object(meta, req, head, face);
     let mut r = r.map(|()| NodeBody::Full(Full::new(Bytes::new())));
     if head || pieces.is_empty() || meta.size == 0 {
