@@ -207,10 +207,10 @@ check(s3.get_object(Bucket="models", Key="mp/one.bin", Range="bytes=5242870-5242
 refused(lambda: s3.list_parts(Bucket="models", Key="mp/one.bin", UploadId=uid), "NoSuchUpload", "a completed upload is gone")
 
 
-def object_api(name, method="GET"):
+def object_api(name, method="GET", headers={}):
     """The object API's answer for the EC-Cache object `name` (unsigned; not the S3 face)."""
     try:
-        with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/_objects/{name}", method=method)) as r:
+        with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/_objects/{name}", method=method, headers=headers)) as r:
             return r.status, r.headers, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.headers, e.read()
@@ -221,6 +221,10 @@ def object_api(name, method="GET"):
 st, h, b = object_api("s3/models/" + "mp/one.bin".encode().hex())
 check(st == 200 and b == whole and h["x-ecdn-parts"] == "3", f"the object of parts through the object API: {st}, {len(b)} bytes")
 check(object_api(f"s3mpu/{uid}/p00002")[0] == 200, "the parts stay, each an object")
+st, h, b = object_api("s3/models/" + "mp/one.bin".encode().hex(), headers={"Range": "bytes=0-9,5242875-5242884,-3"})
+check(st == 206 and h.get_content_type() == "multipart/byteranges" and whole[:10] in b
+      and whole[5242875:5242885] in b and whole[-3:] in b and b.count(b"Content-Range: bytes ") == 3,
+      f"ranges of an object of parts in one answer: {st} {h.get_content_type()}")
 s3.put_object(Bucket="models", Key="mp/one.bin", Body=b"written over")
 check(s3.get_object(Bucket="models", Key="mp/one.bin")["Body"].read() == b"written over", "a write over an object of parts")
 check([object_api(f"s3mpu/{uid}/p0000{n}")[0] for n in (1, 2, 3)] == [404] * 3, "the parts of an object written over are removed")
