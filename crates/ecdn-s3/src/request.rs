@@ -38,7 +38,7 @@ pub enum Op {
     DeleteBucket,
     GetBucketLocation,
     ListObjects(ListQuery),
-    ListMultipartUploads,
+    ListMultipartUploads(UploadsQuery),
     PutObject,
     GetObject,
     HeadObject,
@@ -237,7 +237,9 @@ impl S3Request {
             ("HEAD", Some(_), None) => Op::HeadBucket,
             ("DELETE", Some(_), None) => Op::DeleteBucket,
             ("GET", Some(_), None) if has("location") => Op::GetBucketLocation,
-            ("GET", Some(_), None) if has("uploads") => Op::ListMultipartUploads,
+            ("GET", Some(_), None) if has("uploads") => {
+                Op::ListMultipartUploads(uploads_query(&q)?)
+            }
             ("GET", Some(_), None) => Op::ListObjects(list_query(&q)?),
             ("POST", Some(_), None) if has("delete") => Op::DeleteObjects,
             ("PUT", Some(_), Some(_)) if has("partNumber") || has("uploadId") => {
@@ -278,6 +280,41 @@ impl S3Request {
         };
         Ok(S3Request { bucket, key, op })
     }
+}
+
+/// A `ListMultipartUploads` query: `prefix`, `key-marker` and `upload-id-marker` (the
+/// uploads after that key, or after that upload of it), `max-uploads` (1 to 1000; more is
+/// 1000). (`delimiter` is not taken: every upload is listed.)
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UploadsQuery {
+    pub prefix: String,
+    pub key_marker: String,
+    pub upload_id_marker: String,
+    pub max_uploads: usize,
+}
+
+fn uploads_query(q: &[(String, String)]) -> Result<UploadsQuery, S3Error> {
+    let get = |name: &str| q.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    let max_uploads = match get("max-uploads") {
+        None => MAX_LIST_KEYS,
+        Some(m) => m
+            .parse::<usize>()
+            .ok()
+            .filter(|&m| m >= 1)
+            .map(|m| m.min(MAX_LIST_KEYS))
+            .ok_or_else(|| {
+                S3Error::new(
+                    Code::InvalidArgument,
+                    "max-uploads must be a positive number",
+                )
+            })?,
+    };
+    Ok(UploadsQuery {
+        prefix: get("prefix").unwrap_or_default(),
+        key_marker: get("key-marker").unwrap_or_default(),
+        upload_id_marker: get("upload-id-marker").unwrap_or_default(),
+        max_uploads,
+    })
 }
 
 /// A listing's query: `list-type=2` (V2: `continuation-token`, `start-after`) or V1

@@ -187,6 +187,49 @@ pub fn complete_multipart(location: &str, bucket: &str, key: &str, etag: &str) -
     )
 }
 
+/// One upload in progress, as `ListMultipartUploads` lists it: its key, id, and when it was
+/// begun (milliseconds since 1970).
+pub struct UploadListed {
+    pub key: String,
+    pub upload_id: String,
+    pub initiated_ms: u64,
+}
+
+/// A `ListMultipartUploads` answer: `uploads` (in key, then id order) of `bucket` for `q`;
+/// `truncated`: more follow the last.
+pub fn list_uploads(
+    bucket: &str,
+    q: &crate::request::UploadsQuery,
+    uploads: &[UploadListed],
+    truncated: bool,
+) -> String {
+    let last = uploads.last();
+    let mut x = format!(
+        "{HEAD}<ListMultipartUploadsResult xmlns=\"{NS}\"><Bucket>{}</Bucket>\
+         <KeyMarker>{}</KeyMarker><UploadIdMarker>{}</UploadIdMarker>\
+         <NextKeyMarker>{}</NextKeyMarker><NextUploadIdMarker>{}</NextUploadIdMarker>\
+         <Prefix>{}</Prefix><MaxUploads>{}</MaxUploads><IsTruncated>{truncated}</IsTruncated>",
+        escape(bucket),
+        escape(&q.key_marker),
+        escape(&q.upload_id_marker),
+        escape(last.map_or("", |u| u.key.as_str())),
+        escape(last.map_or("", |u| u.upload_id.as_str())),
+        escape(&q.prefix),
+        q.max_uploads
+    );
+    for u in uploads {
+        x.push_str(&format!(
+            "<Upload><Key>{}</Key><UploadId>{}</UploadId><Initiated>{}</Initiated>\
+             <StorageClass>STANDARD</StorageClass></Upload>",
+            escape(&u.key),
+            escape(&u.upload_id),
+            crate::time::iso8601(u.initiated_ms)
+        ));
+    }
+    x.push_str("</ListMultipartUploadsResult>");
+    x
+}
+
 /// A `CopyObject` answer (`etag` with its quotes; `modified` an ISO 8601 time).
 pub fn copy_object(etag: &str, modified: &str) -> String {
     format!(

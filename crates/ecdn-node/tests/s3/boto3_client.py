@@ -312,6 +312,21 @@ def raw(method, path, body=b"", when=None):
 
 
 up = s3.create_multipart_upload(Bucket="models", Key="mp/xml.bin")
+# The uploads in progress: this one, and another of the same key and of another bucket.
+up2 = s3.create_multipart_upload(Bucket="models", Key="mp/xml.bin")
+elsewhere = s3.create_multipart_upload(Bucket="public-data", Key="mp/other.bin")
+listed = s3.list_multipart_uploads(Bucket="models")
+ids = sorted([up["UploadId"], up2["UploadId"]])
+check([(u["Key"], u["UploadId"]) for u in listed.get("Uploads", [])] == [("mp/xml.bin", i) for i in ids],
+      f"ListMultipartUploads: {listed.get('Uploads')}")
+check(abs(listed["Uploads"][0]["Initiated"].timestamp() - time.time()) < 600, "an upload's time")
+page = s3.list_multipart_uploads(Bucket="models", MaxUploads=1)
+check(page["IsTruncated"] and len(page["Uploads"]) == 1, "a page of one upload")
+rest = s3.list_multipart_uploads(Bucket="models", KeyMarker=page["NextKeyMarker"], UploadIdMarker=page["NextUploadIdMarker"])
+check([u["UploadId"] for u in rest.get("Uploads", [])] == ids[1:] and not rest["IsTruncated"], "the next page")
+check("Uploads" not in s3.list_multipart_uploads(Bucket="models", Prefix="nothing/"), "by prefix")
+for u in (up2, elsewhere):
+    s3.abort_multipart_upload(Bucket=u["Bucket"], Key=u["Key"], UploadId=u["UploadId"])
 st, b = raw("POST", f"/models/mp/xml.bin?uploadId={up['UploadId']}", b"<CompleteMultipartUpload><Part><PartNumber>1")
 check(st == 400 and b"<Code>MalformedXML</Code>" in b, f"malformed XML: {st} {b[:200]!r}")
 refused(lambda: s3.head_object(Bucket="models", Key="mp/xml.bin"), "404", "nothing stored by malformed XML")

@@ -160,10 +160,7 @@ async fn answer(
         (Op::AbortMultipartUpload { upload_id }, Some(b)) => {
             multipart::abort(st, c, b, &key, &upload_id).await
         }
-        (Op::ListMultipartUploads, Some(_)) => Err(S3Error::new(
-            Code::NotImplemented,
-            "listing the uploads in progress is not implemented",
-        )),
+        (Op::ListMultipartUploads(q), Some(b)) => multipart::list_uploads(st, c, b, &q).await,
     }
 }
 

@@ -1,5 +1,5 @@
 //! Multipart uploads through the S3 face: `CreateMultipartUpload`, `UploadPart`,
-//! `ListParts`, `CompleteMultipartUpload`, `AbortMultipartUpload`.
+//! `ListParts`, `CompleteMultipartUpload`, `AbortMultipartUpload`, `ListMultipartUploads`.
 //!
 //! An upload lives in the object directory, so any node takes any of its requests: its
 //! description (bucket, key, content type, `x-amz-meta-*`) is a small object
@@ -20,7 +20,9 @@ use crate::node::client_body::ClientBody;
 use bytes::Bytes;
 use ecdn_cluster::objects::DirectoryError;
 use ecdn_objects::meta::{Listed, MetaError, ObjectName, S3Attrs, S3Parts, MAX_PARTS_SIZE};
+use ecdn_s3::request::UploadsQuery;
 use ecdn_s3::sigv4::Verified;
+use ecdn_s3::xml::UploadListed;
 use ecdn_s3::{xml, Code, S3Error};
 use http_body_util::{BodyExt, Limited};
 use hyper::{HeaderMap, Response};
@@ -142,7 +144,12 @@ pub(in crate::node) async fn create(
     let id = new_upload_id(c, bucket, key);
     let json = upload.to_json();
     let name = upload_name(&id, "meta")?;
-    write_small(st, c, name, json.into(), None).await?;
+    // Its time, for `ListMultipartUploads` (a listing gives it with the record).
+    let begun = S3Attrs {
+        modified_ms: ecdn_cluster::auth::unix_now_ms(),
+        ..S3Attrs::default()
+    };
+    write_small(st, c, name, json.into(), Some(begun)).await?;
     Ok(reply::xml(xml::initiate_multipart(bucket, key, &id)))
 }
 
@@ -178,6 +185,15 @@ async fn upload_of(
     bucket: &str,
     key: &str,
 ) -> Result<Upload, S3Error> {
+    let upload = description(st, c, id).await?;
+    if upload.bucket != bucket || upload.key != key {
+        return Err(no_such_upload());
+    }
+    Ok(upload)
+}
+
+/// The upload's description.
+async fn description(st: &Arc<State>, c: &Arc<Cluster>, id: &str) -> Result<Upload, S3Error> {
     let name = upload_name(id, "meta")?;
     let r = read_object(st, c, name, None, &HeaderMap::new(), false, Face::Api)
         .await
@@ -198,12 +214,65 @@ async fn upload_of(
             )
         })?
         .to_bytes();
-    let upload = Upload::from_json(&body)
-        .ok_or_else(|| S3Error::new(Code::InternalError, "the upload's description is not one"))?;
-    if upload.bucket != bucket || upload.key != key {
-        return Err(no_such_upload());
+    Upload::from_json(&body)
+        .ok_or_else(|| S3Error::new(Code::InternalError, "the upload's description is not one"))
+}
+
+/// Whether the upload `id` of `key` comes after the query's markers: after `key-marker`, or
+/// with `upload-id-marker` too, after that upload of that key (S3's rule; an
+/// `upload-id-marker` alone is ignored).
+fn after_markers(key: &str, id: &str, q: &UploadsQuery) -> bool {
+    match (q.key_marker.as_str(), q.upload_id_marker.as_str()) {
+        ("", _) => true,
+        (km, "") => key > km,
+        (km, uim) => (key, id) > (km, uim),
     }
-    Ok(upload)
+}
+
+/// `ListMultipartUploads`: the uploads in progress of `bucket` (every upload's description
+/// is read: the directory knows uploads by id, not by bucket), in key then id order, a page
+/// after the query's markers.
+pub(in crate::node) async fn list_uploads(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    bucket: &str,
+    q: &UploadsQuery,
+) -> Result<Response<NodeBody>, S3Error> {
+    let mut found = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = c
+            .objects
+            .list("s3mpu/", after.as_deref(), 1000)
+            .await
+            .map_err(|e| S3Error::new(Code::ServiceUnavailable, e.to_string()))?;
+        let more = page.len() == 1000;
+        after = page.last().map(|l| l.name.to_string());
+        for l in page {
+            let Some(id) = l.name.as_str()["s3mpu/".len()..].strip_suffix("/meta") else {
+                continue;
+            };
+            // An upload completed or aborted meanwhile is no longer one.
+            let Ok(u) = description(st, c, id).await else {
+                continue;
+            };
+            if u.bucket == bucket && u.key.starts_with(&q.prefix) && after_markers(&u.key, id, q) {
+                let initiated_ms = l.s3.as_ref().map_or(0, |s| s.1);
+                found.push(UploadListed {
+                    key: u.key,
+                    upload_id: id.to_string(),
+                    initiated_ms,
+                });
+            }
+        }
+        if !more {
+            break;
+        }
+    }
+    found.sort_by(|a, b| (&a.key, &a.upload_id).cmp(&(&b.key, &b.upload_id)));
+    let truncated = found.len() > q.max_uploads;
+    found.truncate(q.max_uploads);
+    Ok(reply::xml(xml::list_uploads(bucket, q, &found, truncated)))
 }
 
 /// `UploadPart`: the part stored as an object of its own, its MD5 its `ETag`.
@@ -414,4 +483,29 @@ pub(in crate::node) async fn complete(
         key,
         &format!("\"{etag}\""),
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uploads_after_the_markers() {
+        let q = |km: &str, uim: &str| UploadsQuery {
+            key_marker: km.into(),
+            upload_id_marker: uim.into(),
+            ..UploadsQuery::default()
+        };
+        assert!(after_markers("a", "01", &q("", "")));
+        assert!(
+            after_markers("a", "01", &q("", "ff")),
+            "an id marker alone is ignored"
+        );
+        assert!(!after_markers("a", "ff", &q("a", "")));
+        assert!(after_markers("b", "00", &q("a", "")));
+        assert!(!after_markers("a", "01", &q("a", "01")));
+        assert!(after_markers("a", "02", &q("a", "01")));
+        assert!(after_markers("b", "00", &q("a", "01")));
+        assert!(!after_markers("0", "ff", &q("a", "01")));
+    }
 }
