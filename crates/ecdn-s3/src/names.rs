@@ -11,9 +11,12 @@
 
 use crate::text::hex;
 
+/// What every S3 object's name begins with.
+pub const PREFIX: &str = "s3/";
+
 /// The object name of `key` in `bucket`.
 pub fn object_name(bucket: &str, key: &str) -> String {
-    format!("s3/{bucket}/{}", hex(key.as_bytes()))
+    format!("{PREFIX}{bucket}/{}", hex(key.as_bytes()))
 }
 
 /// The prefix of the object names of `bucket`'s keys that begin with `prefix` (bytes: a

@@ -207,10 +207,11 @@ check(s3.get_object(Bucket="models", Key="mp/one.bin", Range="bytes=5242870-5242
 refused(lambda: s3.list_parts(Bucket="models", Key="mp/one.bin", UploadId=uid), "NoSuchUpload", "a completed upload is gone")
 
 
-def object_api(name, method="GET", headers={}):
+def object_api(name, method="GET", headers={}, data=None):
     """The object API's answer for the EC-Cache object `name` (unsigned; not the S3 face)."""
     try:
-        with urllib.request.urlopen(urllib.request.Request(f"{endpoint}/_objects/{name}", method=method, headers=headers)) as r:
+        req = urllib.request.Request(f"{endpoint}/_objects/{name}", method=method, headers=headers, data=data)
+        with urllib.request.urlopen(req) as r:
             return r.status, r.headers, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.headers, e.read()
@@ -238,6 +239,15 @@ check(s3.get_object(Bucket="models", Key="mp/two.bin")["Body"].read() == b"z" * 
 check(s3.head_object(Bucket="models", Key="mp/two.bin")["ContentLength"] == 1000, "its length")
 s3.delete_object(Bucket="models", Key="mp/two.bin")
 check(object_api(f"s3mpu/{one}/p00001")[0] == 404, "a deleted object's parts are removed")
+# Written over through the object API: its parts are removed too.
+three = s3.create_multipart_upload(Bucket="models", Key="mp/three.bin")["UploadId"]
+e1 = s3.upload_part(Bucket="models", Key="mp/three.bin", UploadId=three, PartNumber=1, Body=b"3" * 100)["ETag"]
+s3.complete_multipart_upload(Bucket="models", Key="mp/three.bin", UploadId=three,
+                             MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": e1}]})
+st, _, _ = object_api("s3/models/" + "mp/three.bin".encode().hex(), method="PUT", data=b"by the object API")
+check(st == 201 and object_api(f"s3mpu/{three}/p00001")[0] == 404,
+      f"an object of parts written over through the object API: {st}, its parts removed")
+s3.delete_object(Bucket="models", Key="mp/three.bin")
 # A part too small: refused, nothing stored under the key.
 up = s3.create_multipart_upload(Bucket="models", Key="mp/small.bin")
 e1 = s3.upload_part(Bucket="models", Key="mp/small.bin", UploadId=up["UploadId"], PartNumber=1, Body=b"x" * 1000)["ETag"]

@@ -293,9 +293,13 @@ async fn put(
 ) -> Response<NodeBody> {
     let scheme = c.cfg.object_scheme;
     let code = |at_least: usize, available: usize| code_of(q.code(), scheme, at_least, available);
+    let before = replaced(c, &name).await;
     let written = write_object(st, c, name, CODED_FROM, code, body, |_| Ok(None)).await;
     match written {
-        Ok(meta) => json(StatusCode::CREATED, &meta),
+        Ok(meta) => {
+            drop_replaced(st, c, before, &meta).await;
+            json(StatusCode::CREATED, &meta)
+        }
         Err(PutFailure::TooLarge) => text(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!(
@@ -657,6 +661,33 @@ pub(in crate::node) async fn remove_object(
         remove_parts(st, c, p).await;
     }
     Ok((meta, removed))
+}
+
+/// The object `name` is before a write replaces it, if it is made of parts (whose parts the
+/// write's success leaves to no record: [`drop_replaced`]). Only S3's names (`s3/…`) can be.
+pub(in crate::node) async fn replaced(c: &Cluster, name: &ObjectName) -> Option<Arc<ObjectMeta>> {
+    if !name.as_str().starts_with(ecdn_s3::names::PREFIX) {
+        return None;
+    }
+    record(c, name, true)
+        .await
+        .ok()
+        .filter(|m| parts::parts_of(m).is_some())
+}
+
+/// Once `now` is committed: the parts of the object of parts it replaced are removed.
+pub(in crate::node) async fn drop_replaced(
+    st: &Arc<State>,
+    c: &Arc<Cluster>,
+    before: Option<Arc<ObjectMeta>>,
+    now: &ObjectMeta,
+) {
+    let Some(before) = before.filter(|b| b.version < now.version) else {
+        return;
+    };
+    if let Some(p) = parts::parts_of(&before) {
+        remove_parts(st, c, p).await;
+    }
 }
 
 /// Removes the parts an object was made of (best effort: one already gone is skipped, one

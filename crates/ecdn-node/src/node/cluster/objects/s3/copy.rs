@@ -17,12 +17,12 @@ use http_body_util::BodyExt;
 use hyper::{HeaderMap, Response};
 use md5::{Digest as _, Md5};
 
-use super::object::{
-    attrs_of, code_asked, directory, drop_replaced, object_name, put_failure, replaced,
-};
+use super::object::{attrs_of, code_asked, directory, object_name, put_failure};
 use super::reply;
 use crate::node::body::NodeBody;
-use crate::node::cluster::objects::api::{code_of, read_object, Face, ReadFailure, CODED_FROM};
+use crate::node::cluster::objects::api::{
+    code_of, drop_replaced, read_object, replaced, Face, ReadFailure, CODED_FROM,
+};
 use crate::node::cluster::objects::parts::parts_of;
 use crate::node::cluster::objects::record::record;
 use crate::node::cluster::objects::write::{write_object, PutBody, PutFailure};

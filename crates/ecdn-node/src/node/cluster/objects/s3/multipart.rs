@@ -28,11 +28,11 @@ use http_body_util::{BodyExt, Limited};
 use hyper::{HeaderMap, Response};
 use md5::{Digest as _, Md5};
 
-use super::object::{attrs_of, directory, drop_replaced, put_failure, remove, replaced, store};
+use super::object::{attrs_of, directory, put_failure, remove, store};
 use super::reply;
 use crate::node::body::NodeBody;
 use crate::node::cluster::objects::api::{
-    code_of, read_object, CodeAsked, Face, ReadFailure, CODED_FROM,
+    code_of, drop_replaced, read_object, replaced, CodeAsked, Face, ReadFailure, CODED_FROM,
 };
 use crate::node::cluster::objects::write::{write_object, PutBody};
 use crate::node::cluster::pieces::member::Cluster;

@@ -19,10 +19,9 @@ use super::body::S3Body;
 use super::reply;
 use crate::node::body::NodeBody;
 use crate::node::cluster::objects::api::{
-    code_of, read_object, remove_object, remove_parts, CodeAsked, Face, ReadFailure, CODED_FROM,
+    code_of, drop_replaced, read_object, remove_object, replaced, CodeAsked, Face, ReadFailure,
+    CODED_FROM,
 };
-use crate::node::cluster::objects::parts::parts_of;
-use crate::node::cluster::objects::record::record;
 use crate::node::cluster::objects::write::{write_object, PutFailure};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::state::State;
@@ -120,30 +119,6 @@ pub(in crate::node) async fn put(
     .await?;
     drop_replaced(st, c, before, &meta).await;
     Ok(r)
-}
-
-/// The object `name` is before a write replaces it, if it is made of parts (whose parts the
-/// write's success leaves to no record: [`drop_replaced`]).
-pub(in crate::node) async fn replaced(c: &Cluster, name: &ObjectName) -> Option<Arc<ObjectMeta>> {
-    record(c, name, true)
-        .await
-        .ok()
-        .filter(|m| parts_of(m).is_some())
-}
-
-/// Once `now` is committed: the parts of the object of parts it replaced are removed.
-pub(in crate::node) async fn drop_replaced(
-    st: &Arc<State>,
-    c: &Arc<Cluster>,
-    before: Option<Arc<ObjectMeta>>,
-    now: &ObjectMeta,
-) {
-    let Some(before) = before.filter(|b| b.version < now.version) else {
-        return;
-    };
-    if let Some(p) = parts_of(&before) {
-        remove_parts(st, c, p).await;
-    }
 }
 
 /// Stores the body of a `PutObject` or `UploadPart` as the object `name` of `bucket` (its
