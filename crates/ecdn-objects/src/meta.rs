@@ -169,6 +169,25 @@ pub struct S3Parts {
     pub parts: Vec<(u32, u64, u64)>,
 }
 
+/// What the objects of a multipart upload are named under: `s3mpu/UPLOAD/meta` (its
+/// description), `s3mpu/UPLOAD/pNNNNN` (its parts).
+pub const UPLOADS: &str = "s3mpu/";
+
+/// The object name under [`UPLOADS`] of `what` (`meta`, or a part's `pNNNNN`) of `upload`.
+pub fn upload_object(upload: &str, what: &str) -> String {
+    format!("{UPLOADS}{upload}/{what}")
+}
+
+/// The last segment of part `number`'s object name (`pNNNNN`: names in part order).
+pub fn part_segment(number: u32) -> String {
+    format!("p{number:05}")
+}
+
+/// The object name of part `number` of `upload`.
+pub fn part_object(upload: &str, number: u32) -> String {
+    upload_object(upload, &part_segment(number))
+}
+
 /// Most parts of an object (S3's 10,000).
 pub const MAX_PARTS: usize = 10_000;
 /// The largest object made of parts (S3's 5 TiB).
@@ -182,7 +201,7 @@ impl S3Parts {
 
     /// The object name of part `number`.
     pub fn part_name(&self, number: u32) -> String {
-        format!("s3mpu/{}/p{number:05}", self.upload)
+        part_object(&self.upload, number)
     }
 
     fn check(&self) -> Result<(), String> {

@@ -42,13 +42,22 @@ impl PutBody for ClientBody {
     }
 
     async fn next(&mut self) -> Option<Result<Bytes, String>> {
-        loop {
-            match self.frame().await? {
-                Err(e) => return Some(Err(e.to_string())),
-                Ok(f) => {
-                    if let Ok(d) = f.into_data() {
-                        return Some(Ok(d));
-                    }
+        next_data(self).await
+    }
+}
+
+/// `body`'s next bytes (its trailers skipped); `None` at its end; `Err`: why it failed.
+pub(in crate::node) async fn next_data<B>(body: &mut B) -> Option<Result<Bytes, String>>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
+    loop {
+        match body.frame().await? {
+            Err(e) => return Some(Err(e.to_string())),
+            Ok(f) => {
+                if let Ok(d) = f.into_data() {
+                    return Some(Ok(d));
                 }
             }
         }

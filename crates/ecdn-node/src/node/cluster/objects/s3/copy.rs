@@ -13,7 +13,6 @@ use ecdn_cluster::s3_face::S3Face;
 use ecdn_objects::meta::{S3Attrs, S3Parts};
 use ecdn_s3::sigv4::Verified;
 use ecdn_s3::{xml, Code, S3Error};
-use http_body_util::BodyExt;
 use hyper::{HeaderMap, Response};
 use md5::{Digest as _, Md5};
 
@@ -25,7 +24,7 @@ use crate::node::cluster::objects::api::{
 };
 use crate::node::cluster::objects::parts::parts_of;
 use crate::node::cluster::objects::record::record;
-use crate::node::cluster::objects::write::{write_object, PutBody, PutFailure};
+use crate::node::cluster::objects::write::{next_data, write_object, PutBody, PutFailure};
 use crate::node::cluster::pieces::member::Cluster;
 use crate::node::cluster::pieces::names::MAX_OBJECT;
 use crate::node::state::State;
@@ -43,16 +42,12 @@ impl PutBody for Copied {
     }
 
     async fn next(&mut self) -> Option<Result<Bytes, String>> {
-        loop {
-            match self.body.frame().await? {
-                Err(e) => return Some(Err(format!("reading the source: {e}"))),
-                Ok(f) => {
-                    if let Ok(d) = f.into_data() {
-                        self.md5.update(&d);
-                        return Some(Ok(d));
-                    }
-                }
+        match next_data(&mut self.body).await? {
+            Ok(d) => {
+                self.md5.update(&d);
+                Some(Ok(d))
             }
+            Err(e) => Some(Err(format!("reading the source: {e}"))),
         }
     }
 }

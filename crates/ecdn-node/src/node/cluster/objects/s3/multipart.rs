@@ -19,7 +19,10 @@ use std::sync::Arc;
 use crate::node::client_body::ClientBody;
 use bytes::Bytes;
 use ecdn_cluster::objects::DirectoryError;
-use ecdn_objects::meta::{Listed, MetaError, ObjectName, S3Attrs, S3Parts, MAX_PARTS_SIZE};
+use ecdn_objects::meta::{
+    part_segment, upload_object, Listed, MetaError, ObjectName, S3Attrs, S3Parts, MAX_PARTS_SIZE,
+    UPLOADS,
+};
 use ecdn_s3::request::UploadsQuery;
 use ecdn_s3::sigv4::Verified;
 use ecdn_s3::xml::UploadListed;
@@ -92,7 +95,7 @@ fn upload_name(upload: &str, what: &str) -> Result<ObjectName, S3Error> {
     if !valid {
         return Err(no_such_upload());
     }
-    ObjectName::parse(&format!("s3mpu/{upload}/{what}"))
+    ObjectName::parse(&upload_object(upload, what))
         .map_err(|e| S3Error::new(Code::InternalError, e.to_string()))
 }
 
@@ -243,13 +246,13 @@ pub(in crate::node) async fn list_uploads(
     loop {
         let page = c
             .objects
-            .list("s3mpu/", after.as_deref(), 1000)
+            .list(UPLOADS, after.as_deref(), 1000)
             .await
             .map_err(|e| S3Error::new(Code::ServiceUnavailable, e.to_string()))?;
         let more = page.len() == 1000;
         after = page.last().map(|l| l.name.to_string());
         for l in page {
-            let Some(id) = l.name.as_str()["s3mpu/".len()..].strip_suffix("/meta") else {
+            let Some(id) = l.name.as_str()[UPLOADS.len()..].strip_suffix("/meta") else {
                 continue;
             };
             // An upload completed or aborted meanwhile is no longer one.
@@ -289,7 +292,7 @@ pub(in crate::node) async fn upload_part(
     verified: Option<&Verified>,
 ) -> Result<Response<NodeBody>, S3Error> {
     upload_of(st, c, id, bucket, key).await?;
-    let name = upload_name(id, &format!("p{part:05}"))?;
+    let name = upload_name(id, &part_segment(part))?;
     let stored = store(
         st,
         c,
@@ -307,7 +310,7 @@ pub(in crate::node) async fn upload_part(
 
 /// The parts stored for an upload, in part order: (number, record).
 async fn parts_of(c: &Cluster, id: &str) -> Result<Vec<(u32, Listed)>, S3Error> {
-    let prefix = format!("s3mpu/{id}/p");
+    let prefix = upload_object(id, "p");
     let mut out = Vec::new();
     let mut after: Option<String> = None;
     loop {
