@@ -771,9 +771,12 @@ fn late_binding_skips_the_split_of_a_slow_server() {
     let _turn = one_at_a_time();
     // EC-Cache's late binding (§4.3) on real links: an object of k = 2 data and r = 1 parity
     // splits on three of four nodes (coded and put by the client itself); one holder is slowed
-    // by 150 ms each way; a read through the fourth node asks all three splits (Δ = 1) and
+    // by one second each way; a read through the fourth node asks all three splits (Δ = 1) and
     // decodes the first two, so the slow split is not among those used and the read does not
-    // wait for it; and so does a client reading the splits itself (`ecdn object get`).
+    // wait for it (waiting would take at least the slow link's round trip, 2 s: a bound far
+    // from the read's own time, 0.4 s at worst on a loaded 2-core machine, where a 150 ms
+    // delay and a 300 ms bound once failed); and so does a client reading the splits itself
+    // (`ecdn object get`).
     let mut b = bed(&["client", "coord", "n0", "n1", "n2", "n3"]);
     let dir = tempfile::tempdir().unwrap();
     let addr = |h: &str| b.host(h).unwrap().addr.to_string();
@@ -874,8 +877,8 @@ fn late_binding_skips_the_split_of_a_slow_server() {
         "http://{}:8080/_objects/obj?delta=1",
         addr(&format!("n{entry}"))
     );
-    b.slow(&format!("n{slow_node}"), Duration::from_millis(150))
-        .unwrap();
+    let delay = Duration::from_secs(1);
+    b.slow(&format!("n{slow_node}"), delay).unwrap();
     let body = dir.path().join("read");
     for _ in 0..3 {
         let t = Instant::now();
@@ -901,7 +904,7 @@ fn late_binding_skips_the_split_of_a_slow_server() {
             !used.contains(&slow_split),
             "split {slow_split} of the slowed node {slow_node} was used: {head}"
         );
-        assert!(took < Duration::from_millis(300), "the read took {took:?}");
+        assert!(took < 2 * delay, "the read took {took:?}");
         assert_eq!(std::fs::read(&body).unwrap(), data);
     }
     // The same late binding done by the client: `ecdn object get` on the client host reads
