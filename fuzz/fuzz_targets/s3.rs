@@ -2,7 +2,7 @@
 //! from its method, path, query and host; a signature check with arbitrary headers and query
 //! (never a pass without the secret); an aws-chunked body, signed and unsigned, fed in pieces
 //! (never more bytes out than in); the XML bodies clients send; a listing's continuation
-//! token; a copy's source. Each either parses or gives an S3 error, never a panic.
+//! token; a copy's source and a part copy's range. Each either parses or gives an S3 error, never a panic.
 #![no_main]
 
 use std::time::{Duration, UNIX_EPOCH};
@@ -26,6 +26,7 @@ fuzz_target!(|data: &[u8]| {
     );
     let _ = S3Request::parse(method, path, query, Some(host), &["s3.test".to_string()]);
     let _ = ecdn_s3::request::copy_source(path.as_bytes());
+    let _ = ecdn_s3::request::copy_source_range(query.as_bytes(), host.len() as u64);
     // Headers from the rest, one `name: value` per line; a signature made without the secret
     // never checks out.
     let mut headers = http::HeaderMap::new();

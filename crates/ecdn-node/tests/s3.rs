@@ -1,11 +1,13 @@
 //! The S3 face (issue 67) on an in-process cluster of 6 nodes, driven by boto3 (the AWS SDK
 //! for Python, installed by `tools/install-test-deps.sh`): `tests/s3/boto3_client.py` writes,
-//! reads (whole, ranged, conditional), lists (pages, delimiters, V1), presigns, deletes, and
-//! checks S3's refusals; then the object it wrote is read through the object API under its
-//! EC-Cache name, byte for byte the same; the AWS CLI (`tests/s3/aws_cli.sh`: `cp` with its
-//! parallel multipart transfers, `sync` both ways, `ls`, `rm --recursive`); and rclone
-//! (`tests/s3/rclone.sh`: `copy` both ways, `check`, `lsf`, `cat`, `sync`, `purge`). Without
-//! boto3, the CLI or rclone a test fails, saying how to install it.
+//! reads (whole, ranged, conditional), lists (pages, delimiters, V1), reaches a bucket by its
+//! host (virtual-hosted), presigns, copies (whole, by parts, conditional), uploads by parts,
+//! deletes, and checks S3's refusals; then the object it wrote is read through the object API
+//! under its EC-Cache name, byte for byte the same; the AWS CLI (`tests/s3/aws_cli.sh`: `cp`
+//! with its parallel multipart transfers and on the server, `sync` both ways, `ls`,
+//! `rm --recursive`); and rclone (`tests/s3/rclone.sh`: `copy` both ways, `check`, `lsf`,
+//! `cat`, `sync`, `purge`). Without boto3, the CLI or rclone a test fails, saying how to
+//! install it.
 
 use std::process::Command;
 

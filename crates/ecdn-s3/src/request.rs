@@ -149,6 +149,38 @@ pub fn copy_source(value: &[u8]) -> Result<(String, String), S3Error> {
     Ok((bucket.to_string(), key.to_string()))
 }
 
+/// The bytes an `UploadPartCopy` copies (`x-amz-copy-source-range: bytes=FIRST-LAST`, both
+/// offsets given, zero-based and inclusive) of a source of `size` bytes: `(first, last)`.
+/// A range past the source's end is refused, as S3 refuses it (no clamping: a part is
+/// exactly what was asked).
+pub fn copy_source_range(value: &[u8], size: u64) -> Result<(u64, u64), S3Error> {
+    let form = || {
+        S3Error::new(
+            Code::InvalidArgument,
+            "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy",
+        )
+    };
+    let offset = |d: &[u8]| -> Option<u64> {
+        if d.is_empty() || d.len() > 20 || !d.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(d).ok()?.parse().ok()
+    };
+    let spec = value.strip_prefix(b"bytes=").ok_or_else(form)?;
+    let dash = spec.iter().position(|&b| b == b'-').ok_or_else(form)?;
+    let (first, last) = (
+        offset(&spec[..dash]).ok_or_else(form)?,
+        offset(&spec[dash + 1..]).ok_or_else(form)?,
+    );
+    if first > last || last >= size {
+        return Err(S3Error::new(
+            Code::InvalidArgument,
+            format!("Range specified is not valid for source object of size: {size}"),
+        ));
+    }
+    Ok((first, last))
+}
+
 impl S3Request {
     /// The operation of a request with `method`, `path` and `query` as sent (encoded) and its
     /// `Host` header; `base_domains`: the domains under which `bucket.DOMAIN` names a bucket
@@ -403,6 +435,33 @@ mod tests {
         }
         let long = format!("models/{}", "k".repeat(MAX_KEY + 1));
         assert!(copy_source(long.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn copy_source_ranges() {
+        assert_eq!(copy_source_range(b"bytes=0-9", 10).unwrap(), (0, 9));
+        assert_eq!(copy_source_range(b"bytes=5-5", 10).unwrap(), (5, 5));
+        let last = u64::MAX - 1;
+        assert_eq!(
+            copy_source_range(format!("bytes=0-{last}").as_bytes(), u64::MAX).unwrap(),
+            (0, last)
+        );
+        for bad in [
+            "bytes=0-10",
+            "bytes=3-2",
+            "bytes=-5",
+            "bytes=5-",
+            "bytes=0-1,3-4",
+            "bytes=+1-2",
+            "bytes= 1-2",
+            "0-5",
+            "bytes=99999999999999999999999-1",
+            "",
+        ] {
+            let e = copy_source_range(bad.as_bytes(), 10).unwrap_err();
+            assert_eq!(e.code, Code::InvalidArgument, "{bad}");
+        }
+        assert!(copy_source_range(b"bytes=0-0", 0).is_err());
     }
 
     #[test]

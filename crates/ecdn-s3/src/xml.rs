@@ -240,6 +240,16 @@ pub fn copy_object(etag: &str, modified: &str) -> String {
     )
 }
 
+/// An `UploadPartCopy` answer (`etag` with its quotes; `modified` an ISO 8601 time).
+pub fn copy_part(etag: &str, modified: &str) -> String {
+    format!(
+        "{HEAD}<CopyPartResult xmlns=\"{NS}\"><LastModified>{}</LastModified>\
+         <ETag>{}</ETag></CopyPartResult>",
+        escape(modified),
+        escape(etag)
+    )
+}
+
 /// A `DeleteObjects` answer: the keys deleted (unless `quiet`) and those that failed.
 pub fn delete_result(deleted: &[String], failed: &[(String, S3Error)], quiet: bool) -> String {
     let mut x = format!("{HEAD}<DeleteResult xmlns=\"{NS}\">");

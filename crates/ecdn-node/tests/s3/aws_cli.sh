@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The S3 face as the AWS CLI uses it (crates/ecdn-node/tests/s3.rs runs this against a live
 # cluster): `aws s3 cp` up and down (a file large enough for the CLI's parallel multipart
-# upload and ranged download), `aws s3 sync` a tree up and back down, `aws s3 ls` (recursive
+# upload and ranged download, and on the server, by parts), `aws s3 sync` a tree up and back down, `aws s3 ls` (recursive
 # and by prefix), `aws s3 rm --recursive`; every byte compared. Ends with `ok`.
 #
 #   aws_cli.sh ENDPOINT ACCESS_KEY SECRET_KEY
@@ -19,6 +19,10 @@ head -c $((20 * 1024 * 1024 + 123)) /dev/urandom > "$work/big.bin"
 aws_ s3 cp --quiet "$work/big.bin" s3://models/cli/big.bin
 aws_ s3 cp --quiet s3://models/cli/big.bin "$work/big.back"
 cmp "$work/big.bin" "$work/big.back" || fail "cp up and down"
+# Copied on the server: past 8 MiB the CLI copies by parts (UploadPartCopy, 8 MiB ranges).
+aws_ s3 cp --quiet s3://models/cli/big.bin s3://models/cli/big.copy
+aws_ s3 cp --quiet s3://models/cli/big.copy "$work/copy.back"
+cmp "$work/big.bin" "$work/copy.back" || fail "cp on the server"
 # To standard output, and a small file.
 echo "small file" > "$work/small.txt"
 aws_ s3 cp --quiet "$work/small.txt" "s3://models/cli/a dir/small.txt"
@@ -46,4 +50,5 @@ diff -r "$work/tree" "$work/back" || fail "sync back down"
 aws_ s3 rm --quiet --recursive s3://models/tree
 [ -z "$(aws_ s3 ls --recursive s3://models/tree/)" ] || fail "rm --recursive"
 aws_ s3 rm --quiet s3://models/cli/big.bin
+aws_ s3 rm --quiet s3://models/cli/big.copy
 echo ok

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The S3 face as boto3 uses it (crates/ecdn-node/tests/s3.rs runs this against a live
 cluster): writes, reads (whole, ranged, conditional), metadata, listings with pagination and
-delimiters, presigned URLs, deletes; and the refusals S3 gives: a wrong secret, a key without
+delimiters, virtual-hosted style, presigned URLs, copies (whole, by parts, conditional),
+multipart uploads (one of 1 GiB and 5 MiB), deletes; and the refusals S3 gives: a wrong secret, a key without
 rights to the bucket, an expired presigned URL, a body that is not what was signed, a bucket
 that does not exist. Every check says what it expected; the last line is `ok N` (N checks).
 
@@ -10,7 +11,7 @@ that does not exist. Every check says what it expected; the last line is `ok N` 
 An unsigned request reaches the S3 face only by one of its domains: the anonymous client uses
 ENDPOINT with `localhost` for its host (the test's `[s3] domains`).
 """
-import hashlib, json, os, sys, time, urllib.request, urllib.error
+import datetime, hashlib, json, os, sys, time, urllib.request, urllib.error
 
 import boto3
 from botocore.config import Config
@@ -113,6 +114,26 @@ check(l["Contents"][0]["Size"] == len(small) and l["Contents"][0]["ETag"] == h["
 v1 = [o["Key"] for p in s3.get_paginator("list_objects").paginate(Bucket="models", PaginationConfig={"PageSize": 3}) for o in p.get("Contents", [])]
 check(v1 == all_keys, f"V1 listing {v1}")
 check(s3.list_buckets()["Buckets"][0]["Name"] == "models", "ListBuckets")
+
+# Virtual-hosted style: the bucket in the host, `models.localhost` under the section's domain
+# `localhost`. RFC 6761 has every `*.localhost` name loopback; glibc does not resolve them, so
+# this script does.
+import socket
+resolve = socket.getaddrinfo
+socket.getaddrinfo = lambda host, *a, **k: resolve("127.0.0.1" if str(host).endswith(".localhost") else host, *a, **k)
+vh = boto3.client("s3", endpoint_url=endpoint.replace("127.0.0.1", "localhost"), aws_access_key_id=ak,
+                  aws_secret_access_key=sk, region_name="us-east-1",
+                  config=Config(signature_version="s3v4", s3={"addressing_style": "virtual"}, retries={"max_attempts": 1}))
+sent = []
+vh.meta.events.register("before-send.s3", lambda request, **kw: sent.append(request.url))
+vh.put_object(Bucket="models", Key="virtual/v.txt", Body=b"virtual")
+check(vh.get_object(Bucket="models", Key="virtual/v.txt")["Body"].read() == b"virtual", "a virtual-hosted PUT and GET")
+check([o["Key"] for o in vh.list_objects_v2(Bucket="models", Prefix="virtual/")["Contents"]] == ["virtual/v.txt"],
+      "a virtual-hosted listing")
+check(s3.get_object(Bucket="models", Key="virtual/v.txt")["Body"].read() == b"virtual", "the same object path-style")
+vh.delete_object(Bucket="models", Key="virtual/v.txt")
+check(sent and all(u.startswith("http://models.localhost:") for u in sent), f"sent to the bucket's host: {sent}")
+refused(lambda: vh.head_object(Bucket="public-data", Key="open.txt"), "404", "a virtual-hosted HEAD of nothing")
 
 # Presigned URLs: good, then expired; Signature Version 2's refused as such.
 url = s3.generate_presigned_url("get_object", Params={"Bucket": "models", "Key": "notes.txt"}, ExpiresIn=60)
@@ -295,8 +316,47 @@ check(s3.head_object(Bucket="models", Key="mp/managed.bin")["ETag"].endswith(f'-
 at = big - 64 * MiB - 3
 got = s3.get_object(Bucket="models", Key="mp/managed.bin", Range=f"bytes={at}-{at + 99}")["Body"].read()
 check(got == blob[at:at + 100], "a range across the last two parts")
+# UploadPartCopy: a part copied from a range of the object of parts that crosses a part's end,
+# one from a whole object; the range checked against the source; the source's conditions.
+up = s3.create_multipart_upload(Bucket="models", Key="mp/copied.bin")
+at = 64 * MiB - 1000
+p1 = s3.upload_part_copy(Bucket="models", Key="mp/copied.bin", UploadId=up["UploadId"], PartNumber=1,
+                         CopySource="models/mp/managed.bin", CopySourceRange=f"bytes={at}-{at + 5 * MiB - 1}")
+check(p1["CopyPartResult"]["ETag"] == '"%s"' % hashlib.md5(blob[at:at + 5 * MiB]).hexdigest(), f"a copied part's ETag {p1}")
+p2 = s3.upload_part_copy(Bucket="models", Key="mp/copied.bin", UploadId=up["UploadId"], PartNumber=2,
+                         CopySource={"Bucket": "models", "Key": "llama/w 1.bin"})
+refused(lambda: s3.upload_part_copy(Bucket="models", Key="mp/copied.bin", UploadId=up["UploadId"], PartNumber=3,
+                                    CopySource="models/llama/w 1.bin", CopySourceRange=f"bytes=0-{len(data)}"),
+        "InvalidArgument", "a range past the source's end")
+refused(lambda: s3.upload_part_copy(Bucket="models", Key="mp/copied.bin", UploadId="0123abcd", PartNumber=3,
+                                    CopySource="models/llama/w 1.bin"), "NoSuchUpload", "a part copied into no upload")
+s3.complete_multipart_upload(Bucket="models", Key="mp/copied.bin", UploadId=up["UploadId"], MultipartUpload={"Parts": [
+    {"PartNumber": 1, "ETag": p1["CopyPartResult"]["ETag"]}, {"PartNumber": 2, "ETag": p2["CopyPartResult"]["ETag"]}]})
+check(s3.get_object(Bucket="models", Key="mp/copied.bin")["Body"].read() == blob[at:at + 5 * MiB] + data,
+      "an upload of copied parts")
 del blob
-for k in ["mp/one.bin", "mp/managed.bin"]:
+etag = s3.head_object(Bucket="models", Key="llama/w 1.bin")["ETag"]
+s3.copy_object(CopySource="models/llama/w 1.bin", Bucket="models", Key="copies/if.bin", CopySourceIfMatch=etag)
+check(s3.get_object(Bucket="models", Key="copies/if.bin")["Body"].read() == data, "a copy whose If-Match held")
+later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)
+earlier = datetime.datetime(2001, 1, 1, tzinfo=datetime.timezone.utc)
+for what, cond in [("If-Match", {"CopySourceIfMatch": '"00ff"'}), ("If-None-Match", {"CopySourceIfNoneMatch": etag}),
+                   ("If-Modified-Since", {"CopySourceIfModifiedSince": later}),
+                   ("If-Unmodified-Since", {"CopySourceIfUnmodifiedSince": earlier})]:
+    refused(lambda: s3.copy_object(CopySource="models/llama/w 1.bin", Bucket="models", Key="copies/not.bin", **cond),
+            "PreconditionFailed", f"a copy whose {what} failed")
+refused(lambda: s3.head_object(Bucket="models", Key="copies/not.bin"), "404", "nothing stored by a copy whose condition failed")
+# boto3's managed copy: past its threshold, parts copied by ranges (here 6 MiB ones, across the
+# source's 8 MiB parts).
+small_parts = TransferConfig(multipart_threshold=8 * MiB, multipart_chunksize=8 * MiB)
+blob = os.urandom(20 * MiB + 5)
+s3.upload_fileobj(io.BytesIO(blob), "models", "mp/twenty.bin", Config=small_parts)
+s3.copy({"Bucket": "models", "Key": "mp/twenty.bin"}, "models", "mp/twenty.copy",
+        Config=TransferConfig(multipart_threshold=5 * MiB, multipart_chunksize=6 * MiB))
+got = s3.get_object(Bucket="models", Key="mp/twenty.copy")
+check(got["Body"].read() == blob and got["ETag"].endswith('-4"'), f"a managed copy by parts: {got['ETag']}")
+del blob
+for k in ["mp/one.bin", "mp/managed.bin", "mp/copied.bin", "mp/twenty.bin", "mp/twenty.copy", "copies/if.bin"]:
     s3.delete_object(Bucket="models", Key=k)
 
 # Raw signed requests: a malformed XML body, and a signature 20 minutes old.

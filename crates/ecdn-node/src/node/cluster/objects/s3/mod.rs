@@ -8,10 +8,11 @@
 //! section's keys (`ecdn_s3::sigv4`; an unsigned request only reads a bucket with
 //! `anonymous_read`), the key's right to the bucket, then the operation: objects
 //! (`object.rs`: `PutObject`, `GetObject` with ranges and conditionals, `HeadObject`,
-//! `DeleteObject`, `DeleteObjects`; `copy.rs`: `CopyObject`) and buckets (`bucket.rs`: `ListObjectsV2` and `ListObjects`
-//! by pages of the object directory, `ListBuckets`, `HeadBucket`, `GetBucketLocation`; buckets
-//! are the section's, so `CreateBucket` of one succeeds and of another is refused). Every
-//! failure is S3's XML error with S3's code.
+//! `DeleteObject`, `DeleteObjects`; `copy.rs`: `CopyObject`, `UploadPartCopy`) and buckets
+//! (`bucket.rs`: `ListObjectsV2` and `ListObjects` by pages of the object directory,
+//! `ListBuckets`, `HeadBucket`, `GetBucketLocation`; buckets are the section's, so
+//! `CreateBucket` of one succeeds and of another is refused). Every failure is S3's XML error
+//! with S3's code.
 //!
 //! An object written here is an EC-Cache object named `s3/BUCKET/HEX` (`ecdn_s3::names`: the
 //! key's bytes in hex keep S3's order, so a listing page is one range of the directory), coded
@@ -132,10 +133,10 @@ async fn answer(
         (Op::PutObject, Some(b)) if copies => {
             copy::copy(st, c, face, b, &key, &parts.headers, verified.as_ref()).await
         }
-        (Op::UploadPart { .. }, Some(_)) if copies => Err(S3Error::new(
-            Code::NotImplemented,
-            "copying a part (UploadPartCopy) is not implemented",
-        )),
+        (Op::UploadPart { upload_id, part }, Some(b)) if copies => {
+            let (h, v) = (&parts.headers, verified.as_ref());
+            copy::copy_part(st, c, face, b, &key, &upload_id, part, h, v).await
+        }
         (Op::PutObject, Some(b)) => {
             object::put(st, c, b, &key, &parts.headers, body, verified.as_ref()).await
         }

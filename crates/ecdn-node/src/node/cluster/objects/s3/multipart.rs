@@ -48,7 +48,7 @@ const MAX_LISTED_PARTS: usize = 1000;
 
 /// What an upload is for, kept as its `meta` object (JSON).
 #[derive(Debug)]
-struct Upload {
+pub(super) struct Upload {
     bucket: String,
     key: String,
     content_type: Option<String>,
@@ -97,6 +97,11 @@ fn upload_name(upload: &str, what: &str) -> Result<ObjectName, S3Error> {
     }
     ObjectName::parse(&upload_object(upload, what))
         .map_err(|e| S3Error::new(Code::InternalError, e.to_string()))
+}
+
+/// The object part `part` of the upload `id` is stored as.
+pub(super) fn part_name(id: &str, part: u32) -> Result<ObjectName, S3Error> {
+    upload_name(id, &part_segment(part))
 }
 
 fn no_such_upload() -> S3Error {
@@ -181,7 +186,7 @@ async fn write_small(
 }
 
 /// The upload's description, checked against the request's bucket and key.
-async fn upload_of(
+pub(super) async fn upload_of(
     st: &Arc<State>,
     c: &Arc<Cluster>,
     id: &str,
@@ -292,7 +297,7 @@ pub(in crate::node) async fn upload_part(
     verified: Option<&Verified>,
 ) -> Result<Response<NodeBody>, S3Error> {
     upload_of(st, c, id, bucket, key).await?;
-    let name = upload_name(id, &part_segment(part))?;
+    let name = part_name(id, part)?;
     let stored = store(
         st,
         c,
