@@ -87,6 +87,16 @@ except ClientError as e:
     check(e.response["ResponseMetadata"]["HTTPStatusCode"] == 304, str(e))
 check(s3.get_object(Bucket="models", Key="notes.txt", IfMatch=h["ETag"])["Body"].read() == small, "If-Match with the ETag")
 refused(lambda: s3.get_object(Bucket="models", Key="notes.txt", IfMatch='"%s"' % ("0" * 32)), "PreconditionFailed", "If-Match with another ETag")
+tomorrow = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)
+in_2001 = datetime.datetime(2001, 1, 1, tzinfo=datetime.timezone.utc)
+check(s3.get_object(Bucket="models", Key="notes.txt", IfUnmodifiedSince=tomorrow)["Body"].read() == small,
+      "If-Unmodified-Since a later date")
+refused(lambda: s3.get_object(Bucket="models", Key="notes.txt", IfUnmodifiedSince=in_2001), "PreconditionFailed",
+        "If-Unmodified-Since an earlier date")
+refused(lambda: s3.head_object(Bucket="models", Key="notes.txt", IfUnmodifiedSince=in_2001), "412",
+        "a HEAD's If-Unmodified-Since an earlier date")
+check(s3.get_object(Bucket="models", Key="notes.txt", IfMatch=h["ETag"], IfUnmodifiedSince=in_2001)["Body"].read() == small,
+      "If-Match decides over If-Unmodified-Since")
 refused(lambda: s3.get_object(Bucket="models", Key="notes.txt", Range="bytes=99999-"), "InvalidRange", "a range past the end is InvalidRange")
 refused(lambda: s3.get_object(Bucket="models", Key="nope"), "NoSuchKey", "NoSuchKey")
 refused(lambda: s3.head_object(Bucket="models", Key="nope"), "404", "HEAD of nothing is 404")
@@ -338,11 +348,9 @@ del blob
 etag = s3.head_object(Bucket="models", Key="llama/w 1.bin")["ETag"]
 s3.copy_object(CopySource="models/llama/w 1.bin", Bucket="models", Key="copies/if.bin", CopySourceIfMatch=etag)
 check(s3.get_object(Bucket="models", Key="copies/if.bin")["Body"].read() == data, "a copy whose If-Match held")
-later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=1)
-earlier = datetime.datetime(2001, 1, 1, tzinfo=datetime.timezone.utc)
 for what, cond in [("If-Match", {"CopySourceIfMatch": '"00ff"'}), ("If-None-Match", {"CopySourceIfNoneMatch": etag}),
-                   ("If-Modified-Since", {"CopySourceIfModifiedSince": later}),
-                   ("If-Unmodified-Since", {"CopySourceIfUnmodifiedSince": earlier})]:
+                   ("If-Modified-Since", {"CopySourceIfModifiedSince": tomorrow}),
+                   ("If-Unmodified-Since", {"CopySourceIfUnmodifiedSince": in_2001})]:
     refused(lambda: s3.copy_object(CopySource="models/llama/w 1.bin", Bucket="models", Key="copies/not.bin", **cond),
             "PreconditionFailed", f"a copy whose {what} failed")
 refused(lambda: s3.head_object(Bucket="models", Key="copies/not.bin"), "404", "nothing stored by a copy whose condition failed")

@@ -12,7 +12,9 @@ use ecdn_objects::meta::{MetaError, ObjectMeta, ObjectName, S3Attrs};
 use ecdn_s3::sigv4::Verified;
 use ecdn_s3::{names, xml, Code, S3Error};
 use http_body_util::{BodyExt, Limited};
-use hyper::header::{HeaderValue, CONTENT_TYPE, ETAG, IF_MATCH};
+use hyper::header::{
+    HeaderName, HeaderValue, CONTENT_TYPE, ETAG, IF_MATCH, IF_UNMODIFIED_SINCE, LAST_MODIFIED,
+};
 use hyper::{HeaderMap, Response, StatusCode};
 
 use super::body::S3Body;
@@ -24,6 +26,7 @@ use crate::node::cluster::objects::api::{
 };
 use crate::node::cluster::objects::write::{write_object, PutFailure};
 use crate::node::cluster::pieces::member::Cluster;
+use crate::node::freshness::http_date;
 use crate::node::state::State;
 
 /// Most keys one `DeleteObjects` names (S3's).
@@ -216,24 +219,31 @@ pub(in crate::node) async fn get(
             ReadFailure::Directory(e) => directory(e),
             ReadFailure::Unreadable(why) => S3Error::new(Code::ServiceUnavailable, why),
         })?;
-    // `If-Match`: the object as the client knew it, or nothing (dropping the answer cancels
-    // its read).
-    if let Some(want) = headers.get(IF_MATCH).and_then(|v| v.to_str().ok()) {
-        let etag = r
-            .headers()
-            .get(ETAG)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        let matches = want
-            .split(',')
-            .map(str::trim)
-            .any(|w| w == "*" || w == etag || w.trim_matches('"') == etag.trim_matches('"'));
-        if !matches {
-            return Err(S3Error::new(
-                Code::PreconditionFailed,
-                "At least one of the pre-conditions you specified did not hold",
-            ));
+    // `If-Match`: the object as the client knew it, else `If-Unmodified-Since` (RFC 9110's
+    // order, §13.2.2), or nothing (dropping the answer cancels its read).
+    let answered = |n: HeaderName| r.headers().get(n).and_then(|v| v.to_str().ok());
+    let asked = |n: HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
+    let holds = match (asked(IF_MATCH), asked(IF_UNMODIFIED_SINCE)) {
+        (Some(want), _) => {
+            let etag = answered(ETAG).unwrap_or("");
+            want.split(',')
+                .map(str::trim)
+                .any(|w| w == "*" || w == etag || w.trim_matches('"') == etag.trim_matches('"'))
         }
+        // A date that is not one is no condition; an object with no time kept is not judged.
+        (None, Some(date)) => {
+            match (answered(LAST_MODIFIED).and_then(http_date), http_date(date)) {
+                (Some(modified), Some(date)) => modified <= date,
+                _ => true,
+            }
+        }
+        (None, None) => true,
+    };
+    if !holds {
+        return Err(S3Error::new(
+            Code::PreconditionFailed,
+            "At least one of the pre-conditions you specified did not hold",
+        ));
     }
     if r.status() == StatusCode::RANGE_NOT_SATISFIABLE {
         return Err(S3Error::new(
