@@ -232,19 +232,18 @@ pub fn list_uploads(
 
 /// A `CopyObject` answer (`etag` with its quotes; `modified` an ISO 8601 time).
 pub fn copy_object(etag: &str, modified: &str) -> String {
-    format!(
-        "{HEAD}<CopyObjectResult xmlns=\"{NS}\"><LastModified>{}</LastModified>\
-         <ETag>{}</ETag></CopyObjectResult>",
-        escape(modified),
-        escape(etag)
-    )
+    copy_result("CopyObjectResult", etag, modified)
 }
 
 /// An `UploadPartCopy` answer (`etag` with its quotes; `modified` an ISO 8601 time).
 pub fn copy_part(etag: &str, modified: &str) -> String {
+    copy_result("CopyPartResult", etag, modified)
+}
+
+fn copy_result(element: &str, etag: &str, modified: &str) -> String {
     format!(
-        "{HEAD}<CopyPartResult xmlns=\"{NS}\"><LastModified>{}</LastModified>\
-         <ETag>{}</ETag></CopyPartResult>",
+        "{HEAD}<{element} xmlns=\"{NS}\"><LastModified>{}</LastModified>\
+         <ETag>{}</ETag></{element}>",
         escape(modified),
         escape(etag)
     )

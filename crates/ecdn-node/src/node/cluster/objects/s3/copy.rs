@@ -23,7 +23,9 @@ use hyper::{HeaderMap, Response};
 use md5::{Digest as _, Md5};
 
 use super::multipart::{part_name, upload_of};
-use super::object::{attrs_of, code_asked, directory, object_name, put_failure, UserMetadata};
+use super::object::{
+    attrs_of, code_asked, directory, etag_listed, object_name, put_failure, UserMetadata,
+};
 use super::reply;
 use crate::node::body::NodeBody;
 use crate::node::cluster::objects::api::{
@@ -113,11 +115,7 @@ async fn source(
 /// that is not one is ignored, as RFC 9110 says.
 fn conditions_hold(headers: &HeaderMap, etag: &str, modified_ms: Option<u64>) -> bool {
     let text = |n: &str| headers.get(n).and_then(|v| v.to_str().ok());
-    let matches = |list: &str| {
-        list.split(',')
-            .map(|t| t.trim())
-            .any(|t| t == "*" || t.trim_start_matches("W/").trim_matches('"') == etag)
-    };
+    let matches = |list: &str| etag_listed(list, etag);
     let modified_s = modified_ms.map(|ms| ms / 1000);
     let since = |n: &str| Some((modified_s?, http_date(text(n)?)?));
     let first = match text("x-amz-copy-source-if-match") {

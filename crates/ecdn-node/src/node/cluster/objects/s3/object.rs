@@ -203,6 +203,19 @@ pub(in crate::node) fn directory(e: DirectoryError) -> S3Error {
     }
 }
 
+/// Whether the `If-Match` / `If-None-Match` list `list` names `etag` (quoted or not; `*` names
+/// any; a weak tag `W/"…"` compares by its value).
+pub(in crate::node) fn etag_listed(list: &str, etag: &str) -> bool {
+    let bare = |t: &str| {
+        t.trim()
+            .trim_start_matches("W/")
+            .trim_matches('"')
+            .to_string()
+    };
+    let etag = bare(etag);
+    list.split(',').any(|t| t.trim() == "*" || bare(t) == etag)
+}
+
 /// `GetObject` and (`head`) `HeadObject`.
 pub(in crate::node) async fn get(
     st: &Arc<State>,
@@ -224,12 +237,7 @@ pub(in crate::node) async fn get(
     let answered = |n: HeaderName| r.headers().get(n).and_then(|v| v.to_str().ok());
     let asked = |n: HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
     let holds = match (asked(IF_MATCH), asked(IF_UNMODIFIED_SINCE)) {
-        (Some(want), _) => {
-            let etag = answered(ETAG).unwrap_or("");
-            want.split(',')
-                .map(str::trim)
-                .any(|w| w == "*" || w == etag || w.trim_matches('"') == etag.trim_matches('"'))
-        }
+        (Some(want), _) => etag_listed(want, answered(ETAG).unwrap_or("")),
         // A date that is not one is no condition; an object with no time kept is not judged.
         (None, Some(date)) => {
             match (answered(LAST_MODIFIED).and_then(http_date), http_date(date)) {
