@@ -7,11 +7,14 @@
 #    as a presigned S3 GET (Signature Version 4 checked on every request), and through the
 #    object API (`/_objects/s3/bench/HEX`); ROUNDS rounds (default 3) alternated. Prints
 #    requests per second, MB/s, p50 and p99, and the medians' ratios S3 ÷ object API.
-# 3. (BIG=1) A 1 GiB object (BIG_MIB MiB) by multipart upload with boto3's transfer manager (64 MiB parts,
-#    4 at a time), downloaded the same way, its MD5 compared; both timed. (default 1,000,000; written straight to the object
-#    directory by `crates/ecdn-cluster/examples/fill_directory.rs`, the objects' bytes never
-#    stored): every page of 1,000 keys read with boto3 in turn, the time per page (median,
-#    p99, first and last), and a page with a delimiter.
+# 2. (LIST_N keys, default 1,000,000; written straight to the object directory by
+#    `crates/ecdn-cluster/examples/fill_directory.rs`, the objects' bytes never stored): every
+#    page of 1,000 keys read with boto3 in turn, the time per page (median, p99, first and
+#    last), and a page with a delimiter.
+# 3. (BIG=1) A 1 GiB object (BIG_MIB MiB) by multipart upload with boto3's transfer manager
+#    (64 MiB parts, 4 at a time), downloaded the same way, its MD5 compared; then copied on the
+#    server by boto3's managed copy (UploadPartCopy of the same 64 MiB ranges, 4 at a time: the
+#    copy's ETag equals the original's only if every part's MD5 does); each timed.
 #
 #   benches/s3-face.sh            # ECDN_BIN=... to use a built binary; LIST_N=0 skips 2;
 #                                 # SIZES="" ROUNDS=0 skip 1; BIG=1 adds 3.
@@ -136,6 +139,11 @@ same = hashlib.md5(out.getvalue()).digest() == hashlib.md5(blob).digest()
 etag = s3.head_object(Bucket="bench", Key="one-gib.bin")["ETag"]
 print(f"{mib} MiB by multipart: upload {up:.1f} s ({mib / up:.0f} MiB/s), download {down:.1f} s "
       f"({mib / down:.0f} MiB/s), byte-exact {same}, ETag {etag}")
+t = time.perf_counter()
+s3.copy({"Bucket": "bench", "Key": "one-gib.bin"}, "bench", "one-gib.copy", Config=cfg)
+copy = time.perf_counter() - t
+copied = s3.head_object(Bucket="bench", Key="one-gib.copy")["ETag"]
+print(f"{mib} MiB copied on the server by parts: {copy:.1f} s ({mib / copy:.0f} MiB/s), ETag equal {copied == etag}")
 PY
 fi
 
