@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use ecdn_node::node::sites::{Referrals, Sites};
@@ -15,15 +15,27 @@ mod common;
 use common::fetch;
 
 /// Referrals of the site `me` that name `sites`, nearest first, for every URL, after `pause`.
+/// Both are set once the sites have started, each on a port the system gave it: a port picked
+/// beforehand and released may be taken meanwhile by another test's listener.
 struct Named {
-    me: String,
-    sites: Vec<SocketAddr>,
+    me: OnceLock<String>,
+    sites: OnceLock<Vec<SocketAddr>>,
     pause: Duration,
+}
+
+impl Named {
+    fn after(pause: Duration) -> Arc<Named> {
+        Arc::new(Named {
+            me: OnceLock::new(),
+            sites: OnceLock::new(),
+            pause,
+        })
+    }
 }
 
 impl Referrals for Named {
     fn me(&self) -> &str {
-        &self.me
+        self.me.get().map_or("", String::as_str)
     }
     fn claim<'a>(
         &'a self,
@@ -31,22 +43,12 @@ impl Referrals for Named {
     ) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
         Box::pin(async move {
             tokio::time::sleep(self.pause).await;
-            self.sites.iter().map(ToString::to_string).collect()
+            let sites = self.sites.get().map_or(&[][..], Vec::as_slice);
+            sites.iter().map(ToString::to_string).collect()
         })
     }
     fn filled(&self, _url: &str) {}
     fn abandoned(&self, _url: &str) {}
-}
-
-/// `n` free loopback addresses (bound, then released), for sites whose referrals name each
-/// other before they start.
-fn free_addrs(n: usize) -> Vec<SocketAddr> {
-    (0..n)
-        .map(|_| {
-            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            probe.local_addr().unwrap()
-        })
-        .collect()
 }
 
 /// Two sites miss the same object at the same moment and each claim names the other (a
@@ -61,23 +63,23 @@ async fn two_sites_whose_claims_name_each_other_do_not_wait_for_each_other() {
     let origin = Origin::start("127.0.0.1:0".parse().unwrap(), OriginConfig::default())
         .await
         .unwrap();
-    // Each node's address is needed for the other's referrals before it starts.
-    let addrs = free_addrs(2);
+    // Each names the other site, after a pause long enough for a fill that started at the
+    // same moment there to be in flight too.
+    let referrals = [0, 1].map(|_| Named::after(Duration::from_millis(200)));
     let mut nodes = Vec::new();
-    for i in 0..2 {
+    for r in &referrals {
         let cfg = NodeConfig {
             origin: format!("http://{}", origin.addr),
             hoc_size: 16 << 20,
-            // The other site, named after a pause long enough for a fill that started at
-            // the same moment there to be in flight too.
-            sites: Some(Sites(Arc::new(Named {
-                me: addrs[i].to_string(),
-                sites: vec![addrs[1 - i]],
-                pause: Duration::from_millis(200),
-            }))),
+            sites: Some(Sites(r.clone())),
             ..NodeConfig::default()
         };
-        nodes.push(Node::start(addrs[i], cfg).await.unwrap());
+        let node = Node::start("127.0.0.1:0".parse().unwrap(), cfg);
+        nodes.push(node.await.unwrap());
+    }
+    for (i, r) in referrals.iter().enumerate() {
+        r.me.set(nodes[i].addr.to_string()).unwrap();
+        r.sites.set(vec![nodes[1 - i].addr]).unwrap();
     }
     let path = "/obj/9?size=40000";
     let (a, b) = (nodes[0].addr, nodes[1].addr);
@@ -154,18 +156,15 @@ async fn the_first_two_referrals_race() {
             open.push(s);
         }
     });
-    let me = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let referrals = Named {
-        me: me.to_string(),
-        sites: vec![hang_addr, holder.addr],
-        pause: Duration::ZERO,
-    };
-    let node = Node::start(me, cfg(Some(Sites(Arc::new(referrals)))))
-        .await
-        .unwrap();
+    let referrals = Named::after(Duration::ZERO);
+    referrals.sites.set(vec![hang_addr, holder.addr]).unwrap();
+    let node = Node::start(
+        "127.0.0.1:0".parse().unwrap(),
+        cfg(Some(Sites(referrals.clone()))),
+    )
+    .await
+    .unwrap();
+    referrals.me.set(node.addr.to_string()).unwrap();
     let t = std::time::Instant::now();
     let r = tokio::time::timeout(Duration::from_secs(10), fetch(node.addr, "GET", path))
         .await
@@ -184,13 +183,14 @@ async fn the_first_two_referrals_race() {
 /// latest first (the nearest, say), after a pause in which the other sites' claims are made
 /// too (the flash crowd's race).
 struct Claims {
-    me: String,
+    /// Set once the site has started (as [`Named`]'s).
+    me: OnceLock<String>,
     claimed: Arc<std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>>,
 }
 
 impl Referrals for Claims {
     fn me(&self) -> &str {
-        &self.me
+        self.me.get().map_or("", String::as_str)
     }
     fn claim<'a>(&'a self, url: &'a str) -> Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
         Box::pin(async move {
@@ -198,7 +198,7 @@ impl Referrals for Claims {
                 let mut claimed = self.claimed.lock().unwrap();
                 let sites = claimed.entry(url.to_string()).or_default();
                 let before: Vec<String> = sites.iter().rev().cloned().collect();
-                sites.push(self.me.clone());
+                sites.push(self.me().to_string());
                 before
             };
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -225,21 +225,24 @@ async fn sites_that_miss_at_once_fill_down_their_claims_and_make_one_origin_requ
     )
     .await
     .unwrap();
-    let addrs = free_addrs(6);
     let claimed = Arc::new(std::sync::Mutex::new(Default::default()));
     let mut nodes = Vec::new();
-    for &addr in &addrs {
+    for _ in 0..6 {
         let r = Arc::new(Claims {
-            me: addr.to_string(),
+            me: OnceLock::new(),
             claimed: claimed.clone(),
         });
         let cfg = NodeConfig {
             origin: format!("http://{}", origin.addr),
             hoc_size: 16 << 20,
-            sites: Some(Sites(r)),
+            sites: Some(Sites(r.clone())),
             ..NodeConfig::default()
         };
-        nodes.push(Node::start(addr, cfg).await.unwrap());
+        let node = Node::start("127.0.0.1:0".parse().unwrap(), cfg)
+            .await
+            .unwrap();
+        r.me.set(node.addr.to_string()).unwrap();
+        nodes.push(node);
     }
     let path = "/obj/crowd?size=40000";
     let mut asks = tokio::task::JoinSet::new();
