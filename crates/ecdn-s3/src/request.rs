@@ -161,7 +161,7 @@ pub fn copy_source_range(value: &[u8], size: u64) -> Result<(u64, u64), S3Error>
         )
     };
     let offset = |d: &[u8]| -> Option<u64> {
-        if d.is_empty() || d.len() > 20 || !d.iter().all(u8::is_ascii_digit) {
+        if d.is_empty() || !d.iter().all(u8::is_ascii_digit) {
             return None;
         }
         std::str::from_utf8(d).ok()?.parse().ok()

@@ -24,12 +24,13 @@ use md5::{Digest as _, Md5};
 
 use super::multipart::{part_name, upload_of};
 use super::object::{
-    attrs_of, code_asked, directory, etag_listed, object_name, put_failure, UserMetadata,
+    attrs_of, code_asked, directory, etag_listed, object_name, precondition_failed, put_failure,
+    read_failure, UserMetadata,
 };
 use super::reply;
 use crate::node::body::NodeBody;
 use crate::node::cluster::objects::api::{
-    code_of, drop_replaced, read_object, replaced, Face, ReadFailure, CODED_FROM,
+    code_of, drop_replaced, read_object, replaced, Face, CODED_FROM,
 };
 use crate::node::cluster::objects::parts::parts_of;
 use crate::node::cluster::objects::record::record;
@@ -99,10 +100,7 @@ async fn source(
         None => (meta.sha256.as_str(), None),
     };
     if !conditions_hold(headers, etag, modified_ms) {
-        return Err(S3Error::new(
-            Code::PreconditionFailed,
-            "At least one of the pre-conditions you specified did not hold",
-        ));
+        return Err(precondition_failed());
     }
     let size = parts_of(&meta).map_or(meta.size, S3Parts::size);
     Ok(Source { name, meta, size })
@@ -148,10 +146,7 @@ async fn read_source(
     };
     let read = read_object(st, c, source.name.clone(), None, &h, false, Face::Api)
         .await
-        .map_err(|e| match e {
-            ReadFailure::Directory(e) => directory(e),
-            ReadFailure::Unreadable(why) => S3Error::new(Code::ServiceUnavailable, why),
-        })?;
+        .map_err(read_failure)?;
     // The read takes this node's cached record, refreshed by `source`: another version only
     // if the source was written again meanwhile (S3 clients retry a `503`).
     let version = read

@@ -31,7 +31,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::{HeaderMap, Response};
 use md5::{Digest as _, Md5};
 
-use super::object::{attrs_of, directory, put_failure, remove, store};
+use super::object::{attrs_of, put_failure, read_failure, remove, store};
 use super::reply;
 use crate::node::body::NodeBody;
 use crate::node::cluster::objects::api::{
@@ -209,8 +209,7 @@ async fn description(st: &Arc<State>, c: &Arc<Cluster>, id: &str) -> Result<Uplo
             ReadFailure::Directory(DirectoryError::Meta(MetaError::NotFound(_))) => {
                 no_such_upload()
             }
-            ReadFailure::Directory(e) => directory(e),
-            ReadFailure::Unreadable(why) => S3Error::new(Code::ServiceUnavailable, why),
+            e => read_failure(e),
         })?;
     let body = Limited::new(r.into_body(), 64 << 10)
         .collect()
@@ -247,34 +246,21 @@ pub(in crate::node) async fn list_uploads(
     q: &UploadsQuery,
 ) -> Result<Response<NodeBody>, S3Error> {
     let mut found = Vec::new();
-    let mut after: Option<String> = None;
-    loop {
-        let page = c
-            .objects
-            .list(UPLOADS, after.as_deref(), 1000)
-            .await
-            .map_err(|e| S3Error::new(Code::ServiceUnavailable, e.to_string()))?;
-        let more = page.len() == 1000;
-        after = page.last().map(|l| l.name.to_string());
-        for l in page {
-            let Some(id) = l.name.as_str()[UPLOADS.len()..].strip_suffix("/meta") else {
-                continue;
-            };
-            // An upload completed or aborted meanwhile is no longer one.
-            let Ok(u) = description(st, c, id).await else {
-                continue;
-            };
-            if u.bucket == bucket && u.key.starts_with(&q.prefix) && after_markers(&u.key, id, q) {
-                let initiated_ms = l.s3.as_ref().map_or(0, |s| s.1);
-                found.push(UploadListed {
-                    key: u.key,
-                    upload_id: id.to_string(),
-                    initiated_ms,
-                });
-            }
-        }
-        if !more {
-            break;
+    for l in listed_under(c, UPLOADS).await? {
+        let Some(id) = l.name.as_str()[UPLOADS.len()..].strip_suffix("/meta") else {
+            continue;
+        };
+        // An upload completed or aborted meanwhile is no longer one.
+        let Ok(u) = description(st, c, id).await else {
+            continue;
+        };
+        if u.bucket == bucket && u.key.starts_with(&q.prefix) && after_markers(&u.key, id, q) {
+            let initiated_ms = l.s3.as_ref().map_or(0, |s| s.1);
+            found.push(UploadListed {
+                key: u.key,
+                upload_id: id.to_string(),
+                initiated_ms,
+            });
         }
     }
     found.sort_by(|a, b| (&a.key, &a.upload_id).cmp(&(&b.key, &b.upload_id)));
@@ -313,28 +299,33 @@ pub(in crate::node) async fn upload_part(
     Ok(stored.0)
 }
 
-/// The parts stored for an upload, in part order: (number, record).
-async fn parts_of(c: &Cluster, id: &str) -> Result<Vec<(u32, Listed)>, S3Error> {
-    let prefix = upload_object(id, "p");
+/// Every record whose name begins with `prefix`, in name order (the directory's pages of
+/// 1,000 read in turn).
+async fn listed_under(c: &Cluster, prefix: &str) -> Result<Vec<Listed>, S3Error> {
     let mut out = Vec::new();
-    let mut after: Option<String> = None;
     loop {
+        let after = out.last().map(|l: &Listed| l.name.to_string());
         let page = c
             .objects
-            .list(&prefix, after.as_deref(), 1000)
+            .list(prefix, after.as_deref(), 1000)
             .await
             .map_err(|e| S3Error::new(Code::ServiceUnavailable, e.to_string()))?;
         let more = page.len() == 1000;
-        after = page.last().map(|l| l.name.to_string());
-        for l in page {
-            if let Ok(n) = l.name.as_str()[prefix.len()..].parse::<u32>() {
-                out.push((n, l));
-            }
-        }
+        out.extend(page);
         if !more {
             return Ok(out);
         }
     }
+}
+
+/// The parts stored for an upload, in part order: (number, record).
+async fn parts_of(c: &Cluster, id: &str) -> Result<Vec<(u32, Listed)>, S3Error> {
+    let prefix = upload_object(id, "p");
+    let listed = listed_under(c, &prefix).await?;
+    Ok(listed
+        .into_iter()
+        .filter_map(|l| Some((l.name.as_str()[prefix.len()..].parse::<u32>().ok()?, l)))
+        .collect())
 }
 
 /// `ListParts`: the parts stored so far (at most 1,000).

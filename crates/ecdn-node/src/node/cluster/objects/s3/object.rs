@@ -203,15 +203,28 @@ pub(in crate::node) fn directory(e: DirectoryError) -> S3Error {
     }
 }
 
+/// A failed read as S3 says it.
+pub(in crate::node) fn read_failure(e: ReadFailure) -> S3Error {
+    match e {
+        ReadFailure::Directory(e) => directory(e),
+        ReadFailure::Unreadable(why) => S3Error::new(Code::ServiceUnavailable, why),
+    }
+}
+
+/// A condition of the request (`If-Match`, `x-amz-copy-source-if-*`, …) that did not hold.
+pub(in crate::node) fn precondition_failed() -> S3Error {
+    S3Error::new(
+        Code::PreconditionFailed,
+        "At least one of the pre-conditions you specified did not hold",
+    )
+}
+
 /// Whether the `If-Match` / `If-None-Match` list `list` names `etag` (quoted or not; `*` names
 /// any; a weak tag `W/"…"` compares by its value).
 pub(in crate::node) fn etag_listed(list: &str, etag: &str) -> bool {
-    let bare = |t: &str| {
-        t.trim()
-            .trim_start_matches("W/")
-            .trim_matches('"')
-            .to_string()
-    };
+    fn bare(t: &str) -> &str {
+        t.trim().trim_start_matches("W/").trim_matches('"')
+    }
     let etag = bare(etag);
     list.split(',').any(|t| t.trim() == "*" || bare(t) == etag)
 }
@@ -228,10 +241,7 @@ pub(in crate::node) async fn get(
     let name = object_name(bucket, key)?;
     let r = read_object(st, c, name, None, headers, head, Face::S3)
         .await
-        .map_err(|e| match e {
-            ReadFailure::Directory(e) => directory(e),
-            ReadFailure::Unreadable(why) => S3Error::new(Code::ServiceUnavailable, why),
-        })?;
+        .map_err(read_failure)?;
     // `If-Match`: the object as the client knew it, else `If-Unmodified-Since` (RFC 9110's
     // order, §13.2.2), or nothing (dropping the answer cancels its read).
     let answered = |n: HeaderName| r.headers().get(n).and_then(|v| v.to_str().ok());
@@ -248,10 +258,7 @@ pub(in crate::node) async fn get(
         (None, None) => true,
     };
     if !holds {
-        return Err(S3Error::new(
-            Code::PreconditionFailed,
-            "At least one of the pre-conditions you specified did not hold",
-        ));
+        return Err(precondition_failed());
     }
     if r.status() == StatusCode::RANGE_NOT_SATISFIABLE {
         return Err(S3Error::new(
